@@ -79,3 +79,11 @@ func (e *FieldError) Error() string {
 	}
 	return fmt.Sprintf("field %s: %s", e.Path, e.Problem)
 }
+
+// MarshalText writes the kind by name in JSON reports.
+func (k FailureKind) MarshalText() ([]byte, error) {
+	if k == 0 {
+		return []byte("none"), nil
+	}
+	return []byte(k.String()), nil
+}

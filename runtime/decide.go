@@ -1,0 +1,117 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+)
+
+// Action is the next thing the executor does with a delivery.
+type Action int
+
+// The actions of a plan.
+const (
+	// ActAck acknowledges the original delivery.
+	ActAck Action = iota + 1
+	// ActHandoff publishes a copy (mandatory, confirmed) to Plan.Destination;
+	// the executor then decides again with the handoff evidence.
+	ActHandoff
+	// ActRequeue waits Plan.Delay, then NACKs the original with requeue.
+	ActRequeue
+	// ActDeadLetter NACKs the original without requeue: the broker dead-letters it.
+	ActDeadLetter
+	// ActLeave stops without settling: the delivery stays unresolved and the
+	// broker redelivers it when the channel closes.
+	ActLeave
+	// ActDone: the delivery is settled; nothing is left to do.
+	ActDone
+)
+
+var actionNames = [...]string{"", "ack", "handoff", "requeue", "dead-letter", "leave unresolved", "done"}
+
+func (a Action) String() string { return enumName(actionNames[:], int(a)) }
+
+// Plan is decide's answer.
+type Plan struct {
+	Action      Action
+	Destination string // the queue of a handoff
+	// NextAttempt is the attempt header the handoff copy carries.
+	NextAttempt int
+	Delay       time.Duration // the pause before a requeue
+	Reason      string
+}
+
+// Requeue pacing: the guard against a hot redelivery loop. A failed handoff or
+// a deferral holds its delivery (and its concurrency slot) for a pause before the
+// requeue, doubling per earlier requeue of the same message id in this process.
+const (
+	requeuePause    = 250 * time.Millisecond
+	requeuePauseMax = 10 * time.Second
+	// settleReserve is the budget kept back for the NACK itself after a pause.
+	settleReserve = time.Second
+)
+
+// decide maps the evidence gathered so far, the delivery's attempt, the queue's
+// policy and the remaining budget to the next step. It is pure: it reads no
+// clock and touches no broker.
+func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
+	switch o.Settlement.Status {
+	case AckSent, NackSent:
+		return Plan{Action: ActDone, Reason: o.Settlement.Status.String()}
+	case SettlementAmbiguous:
+		return Plan{Action: ActLeave, Reason: "settlement ambiguous: " + o.Settlement.Detail}
+	case SettlementNotAttempted:
+		return Plan{Action: ActLeave, Reason: "settlement not attempted: " + o.Settlement.Detail}
+	}
+	if remaining <= 0 {
+		return Plan{Action: ActLeave, Reason: "settlement budget spent"}
+	}
+	if o.Rejection == RejectOversized {
+		return Plan{Action: ActDeadLetter, Reason: o.Reason}
+	}
+	switch o.Handoff.Status {
+	case HandoffConfirmed:
+		return Plan{Action: ActAck, Reason: "handoff to " + o.Handoff.Destination + " confirmed"}
+	case HandoffReturned, HandoffNacked, HandoffTimedOut, HandoffFailed:
+		return requeue(o, remaining, "handoff to "+o.Handoff.Destination+" "+o.Handoff.Status.String())
+	}
+	if o.Deferred || o.Commit == CommitAmbiguous {
+		return requeue(o, remaining, "inbox deferred")
+	}
+	switch o.Rejection {
+	case RejectPoison:
+		return toDLQ(q, attempt, "poison envelope: "+o.Reason)
+	case RejectUnsupported:
+		return toDLQ(q, attempt, "unsupported: "+o.Reason)
+	}
+	kind := o.Handler.Kind
+	if kind == 0 && o.Commit == CommitFailed {
+		kind = KindRetryable
+	}
+	switch kind {
+	case 0:
+		return Plan{Action: ActAck, Reason: "handled"}
+	case KindPermanent:
+		return toDLQ(q, attempt, "permanent failure")
+	}
+	if attempt >= q.Retry.MaxAttempts {
+		return toDLQ(q, attempt, fmt.Sprintf("retries exhausted after attempt %d of %d", attempt, q.Retry.MaxAttempts))
+	}
+	delays := q.Retry.Delays
+	delay := delays[min(attempt-1, len(delays)-1)]
+	return Plan{
+		Action:      ActHandoff,
+		Destination: q.RetryBucket(delay),
+		NextAttempt: attempt + 1,
+		Reason:      fmt.Sprintf("retryable failure on attempt %d of %d", attempt, q.Retry.MaxAttempts),
+	}
+}
+
+func toDLQ(q QueueSpec, attempt int, reason string) Plan {
+	return Plan{Action: ActHandoff, Destination: q.DeadLetterQueue, NextAttempt: attempt, Reason: reason}
+}
+
+func requeue(o Outcome, remaining time.Duration, reason string) Plan {
+	pause := requeuePause << min(o.PriorRequeues, 6)
+	pause = min(pause, requeuePauseMax, max(remaining-settleReserve, 0))
+	return Plan{Action: ActRequeue, Delay: pause, Reason: reason}
+}

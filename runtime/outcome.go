@@ -1,0 +1,132 @@
+package runtime
+
+import "fmt"
+
+// Rejection says why a delivery never reached a handler.
+type Rejection int
+
+// The ways a delivery is stopped before user code.
+const (
+	NotRejected Rejection = iota
+	// RejectOversized: the body is over the queue's limit; the broker dead-letters it.
+	RejectOversized
+	// RejectPoison: the envelope is invalid or its metadata is out of bounds.
+	RejectPoison
+	// RejectUnsupported: no route for the type, version and content type.
+	RejectUnsupported
+)
+
+var rejectionNames = [...]string{"none", "oversized", "poison", "unsupported"}
+
+func (r Rejection) String() string { return enumName(rejectionNames[:], int(r)) }
+
+// HandlerResult is the first kind of evidence: what the handler returned.
+type HandlerResult struct {
+	Ran  bool
+	Kind FailureKind // 0 when the handler succeeded
+	// Cause is the failure, sanitized and bounded; empty on success.
+	Cause    string
+	Panicked bool
+	TimedOut bool
+}
+
+// CommitEvidence is the second kind: what the database said. The inbox fills it.
+type CommitEvidence int
+
+// The commit evidence a delivery can carry.
+const (
+	CommitNotRequired CommitEvidence = iota
+	CommitCommitted
+	CommitFailed
+	CommitAmbiguous
+)
+
+var commitNames = [...]string{"not required", "committed", "failed", "ambiguous"}
+
+func (c CommitEvidence) String() string { return enumName(commitNames[:], int(c)) }
+
+// HandoffStatus is the third kind: whether the broker accepted a handoff publish.
+type HandoffStatus int
+
+// The handoff evidence a delivery can carry.
+const (
+	HandoffNone HandoffStatus = iota
+	HandoffConfirmed
+	// HandoffReturned: the broker confirmed the publish but could not route it.
+	HandoffReturned
+	HandoffNacked
+	HandoffTimedOut
+	HandoffFailed
+)
+
+var handoffNames = [...]string{"none", "confirmed", "returned", "nacked", "timed out", "failed"}
+
+func (h HandoffStatus) String() string { return enumName(handoffNames[:], int(h)) }
+
+// HandoffEvidence records one handoff attempt.
+type HandoffEvidence struct {
+	Destination string
+	Status      HandoffStatus
+	Detail      string
+}
+
+// SettlementStatus is the fourth kind: what happened to the original delivery.
+type SettlementStatus int
+
+// The settlement evidence a delivery can carry.
+const (
+	NotSettled SettlementStatus = iota
+	AckSent
+	// NackSent covers both the requeueing NACK and the dead-lettering one.
+	NackSent
+	// SettlementAmbiguous: the ACK or NACK write failed; the broker may or may not have it.
+	SettlementAmbiguous
+	// SettlementNotAttempted: the runtime had no authority or budget left to try.
+	SettlementNotAttempted
+)
+
+var settlementNames = [...]string{"not settled", "ack sent", "nack sent", "ambiguous", "not attempted"}
+
+func (s SettlementStatus) String() string { return enumName(settlementNames[:], int(s)) }
+
+// SettlementEvidence records what the runtime did with the original delivery.
+type SettlementEvidence struct {
+	Status  SettlementStatus
+	Requeue bool
+	Detail  string
+}
+
+// Outcome is all the evidence gathered about one delivery so far. Each stage of
+// the journey adds to it; decide reads it.
+type Outcome struct {
+	Rejection Rejection
+	// Reason explains a rejection, sanitized and bounded.
+	Reason     string
+	Handler    HandlerResult
+	Commit     CommitEvidence
+	Deferred   bool // the inbox could not decide now
+	Handoff    HandoffEvidence
+	Settlement SettlementEvidence
+	// PriorRequeues counts the bounded requeues this process already made for
+	// this message id; it lengthens the pause before the next one.
+	PriorRequeues int
+}
+
+func enumName(names []string, i int) string {
+	if i >= 0 && i < len(names) {
+		return names[i]
+	}
+	return fmt.Sprintf("unknown(%d)", i)
+}
+
+// MarshalText writes the evidence by name in JSON reports.
+func (r Rejection) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// MarshalText writes the evidence by name in JSON reports.
+func (c CommitEvidence) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// MarshalText writes the evidence by name in JSON reports.
+func (h HandoffStatus) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// MarshalText writes the evidence by name in JSON reports.
+func (s SettlementStatus) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
