@@ -1,0 +1,175 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// handoffPublisher moves failed messages to a retry bucket or the DLQ: a
+// mandatory publish on a confirm-mode channel, then the wait for the confirm.
+//
+// A mandatory publish that cannot be routed is still confirmed with ack=true;
+// only its Return tells the failure apart. The broker sends the Return before
+// the confirm, and the client hands it to the buffered returns channel before
+// it resolves the confirm, so after a confirm a non-blocking drain of that
+// channel is certain to find the Return of its own publish. Each publish
+// carries a unique handoff id, and only this type reads the channel.
+type handoffPublisher struct {
+	conn     *amqp.Connection
+	window   chan struct{} // bounds the handoffs in flight
+	idPrefix string
+	seq      atomic.Uint64
+
+	mu      sync.Mutex // guards current
+	current *handoffChannel
+
+	returnsMu sync.Mutex      // guards pending and serialises drains
+	pending   map[string]bool // handoff id → returned
+}
+
+type handoffChannel struct {
+	ch      *amqp.Channel
+	returns chan amqp.Return
+}
+
+func newHandoffPublisher(conn *amqp.Connection, window int) *handoffPublisher {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &handoffPublisher{
+		conn:     conn,
+		window:   make(chan struct{}, window),
+		idPrefix: hex.EncodeToString(b[:]) + "-",
+		pending:  make(map[string]bool),
+	}
+}
+
+// channel returns the open confirm-mode channel, opening a new one when the
+// last one closed.
+func (h *handoffPublisher) channel() (*handoffChannel, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.current != nil && !h.current.ch.IsClosed() {
+		return h.current, nil
+	}
+	ch, err := h.conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	// Every Return belongs to a handoff in the window, and each drains the
+	// buffer before and after its publish; four windows of room keep the
+	// client from ever blocking on (and after 5 s dropping) a Return.
+	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(h.window)))
+	h.current = &handoffChannel{ch: ch, returns: returns}
+	return h.current, nil
+}
+
+// publish hands msg to queue dest and reports what the broker said. msg.Headers
+// must be a table the caller owns: publish adds the handoff id to it.
+func (h *handoffPublisher) publish(ctx context.Context, dest string, msg amqp.Publishing) HandoffEvidence {
+	ev := HandoffEvidence{Destination: dest}
+	select {
+	case h.window <- struct{}{}:
+	case <-ctx.Done():
+		ev.Status, ev.Detail = HandoffTimedOut, "no handoff slot within the budget"
+		return ev
+	}
+	defer func() { <-h.window }()
+
+	hc, err := h.channel()
+	if err != nil {
+		ev.Status, ev.Detail = HandoffFailed, "open channel: "+sanitize(err.Error(), 120)
+		return ev
+	}
+	id := h.idPrefix + strconv.FormatUint(h.seq.Add(1), 36)
+	msg.Headers[HeaderHandoffID] = id
+	h.expect(id)
+	defer h.forget(id)
+	h.drain(hc)
+
+	dc, err := hc.ch.PublishWithDeferredConfirmWithContext(ctx, "", dest, true, false, msg)
+	if err != nil {
+		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(err.Error(), 120)
+		return ev
+	}
+	acked, err := dc.WaitContext(ctx)
+	if err != nil {
+		ev.Status, ev.Detail = HandoffTimedOut, "no confirm within the budget"
+		return ev
+	}
+	h.drain(hc)
+	switch {
+	case h.returned(id):
+		ev.Status, ev.Detail = HandoffReturned, "unroutable: no queue named "+sanitize(dest, 120)
+	case !acked && hc.ch.IsClosed():
+		ev.Status, ev.Detail = HandoffFailed, "channel closed before the confirm"
+	case !acked:
+		ev.Status, ev.Detail = HandoffNacked, "the broker refused the publish"
+	default:
+		ev.Status = HandoffConfirmed
+	}
+	return ev
+}
+
+func (h *handoffPublisher) expect(id string) {
+	h.returnsMu.Lock()
+	h.pending[id] = false
+	h.returnsMu.Unlock()
+}
+
+func (h *handoffPublisher) forget(id string) {
+	h.returnsMu.Lock()
+	delete(h.pending, id)
+	h.returnsMu.Unlock()
+}
+
+func (h *handoffPublisher) returned(id string) bool {
+	h.returnsMu.Lock()
+	defer h.returnsMu.Unlock()
+	return h.pending[id]
+}
+
+// drain records every Return already buffered. A Return whose handoff has
+// already given up waiting matches no pending id and is dropped.
+func (h *handoffPublisher) drain(hc *handoffChannel) {
+	h.returnsMu.Lock()
+	defer h.returnsMu.Unlock()
+	for {
+		select {
+		case r, ok := <-hc.returns:
+			if !ok {
+				return
+			}
+			id, _ := r.Headers[HeaderHandoffID].(string)
+			if _, waiting := h.pending[id]; waiting {
+				h.pending[id] = true
+			}
+		default:
+			return
+		}
+	}
+}
+
+// close closes the current channel; handoffs still waiting resolve as failed.
+func (h *handoffPublisher) close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.current == nil {
+		return nil
+	}
+	err := h.current.ch.Close()
+	if errors.Is(err, amqp.ErrClosed) {
+		return nil
+	}
+	return err
+}

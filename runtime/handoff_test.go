@@ -1,0 +1,58 @@
+package runtime
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Many handoffs in flight at once, half to a queue that does not exist: each
+// Return must be matched to its own publish, never to a neighbour's.
+func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	h := newHandoffPublisher(dial(t), 32)
+	defer h.close()
+	const n = 400
+	results := make([]HandoffEvidence, n)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range n {
+		wg.Go(func() {
+			dest := q.DeadLetterQueue
+			if i%2 == 1 {
+				dest = q.Name + ".missing"
+			}
+			msg := amqp.Publishing{Headers: amqp.Table{}, MessageId: strconv.Itoa(i), Body: []byte("{}")}
+			results[i] = h.publish(ctx, dest, msg)
+		})
+	}
+	wg.Wait()
+	for i, ev := range results {
+		want := HandoffConfirmed
+		if i%2 == 1 {
+			want = HandoffReturned
+		}
+		if ev.Status != want {
+			t.Errorf("handoff %d to %s: %s (%s), want %s", i, ev.Destination, ev.Status, ev.Detail, want)
+		}
+	}
+	assertCounts(t, map[string][2]int{q.DeadLetterQueue: {n / 2, 0}})
+	seen := map[int]bool{}
+	for _, d := range drain(t, q.DeadLetterQueue) {
+		i, _ := strconv.Atoi(d.MessageId)
+		if i%2 == 1 || seen[i] {
+			t.Errorf("DLQ holds message %d", i)
+		}
+		seen[i] = true
+	}
+	if len(h.pending) != 0 {
+		t.Errorf("%d handoff ids still pending", len(h.pending))
+	}
+}

@@ -1,0 +1,21 @@
+package runtime
+
+import (
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// NewPublishing returns a persistent application/json message in Lily's
+// canonical envelope, ready for a producer to publish.
+func NewPublishing(messageType string, version int, messageID string, body []byte) amqp.Publishing {
+	return amqp.Publishing{
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		MessageId:    messageID,
+		Type:         messageType,
+		Timestamp:    time.Now().UTC().Truncate(time.Second),
+		Headers:      amqp.Table{HeaderVersion: int64(version)},
+		Body:         body,
+	}
+}
