@@ -1,0 +1,249 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// The broker tests run against the real RabbitMQ. A missing broker fails them:
+// it never skips them.
+func brokerURL() string {
+	if u := os.Getenv("LILY_AMQP_URL"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+func dial(t *testing.T) *amqp.Connection {
+	t.Helper()
+	conn, err := amqp.Dial(brokerURL())
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable at %s (start it: rabbitmq-server -detached): %v", brokerURL(), err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func channel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("open channel: %v", err)
+	}
+	return ch
+}
+
+// brokerSpec is a queue of its own for one test, deleted with its buckets and
+// DLQ when the test ends.
+func brokerSpec(t *testing.T) QueueSpec {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	name := "lilytest." + strings.ReplaceAll(t.Name(), "/", ".") + "." + hex.EncodeToString(b[:])
+	q := QueueSpec{
+		Name: name, Type: Classic, Prefetch: 8, Concurrency: 4,
+		Retry:           RetryPolicy{Delays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3},
+		DeadLetterQueue: name + ".dlq", MaxBodyBytes: 1024, HandlerTimeout: 2 * time.Second,
+	}
+	t.Cleanup(func() { deleteQueues(t, q) })
+	return q
+}
+
+func deleteQueues(t *testing.T, q QueueSpec) {
+	conn, err := amqp.Dial(brokerURL())
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	defer conn.Close()
+	names := []string{q.Name, q.DeadLetterQueue}
+	for _, d := range q.Retry.Delays {
+		names = append(names, q.RetryBucket(d))
+	}
+	for _, n := range names {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		_, _ = ch.QueueDelete(n, false, false, false)
+		_ = ch.Close()
+	}
+}
+
+// declareTopology declares q's topology up front, so a test can publish before
+// the consumer starts.
+func declareTopology(t *testing.T, q QueueSpec) {
+	t.Helper()
+	ch := channel(t, dial(t))
+	if err := DeclareTopology(ch, q); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+}
+
+func publish(t *testing.T, queue string, msgs ...amqp.Publishing) {
+	t.Helper()
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, m)
+		if err != nil {
+			t.Fatalf("publish: %v", err)
+		}
+		if !dc.Wait() {
+			t.Fatalf("publish to %s not confirmed", queue)
+		}
+	}
+}
+
+func jsonMsg(id string, version int) amqp.Publishing {
+	return NewPublishing("OrderPlaced", version, id, []byte(`{"order_id":"`+id+`"}`))
+}
+
+// running is a consumer under test and the records it has written so far.
+type running struct {
+	t       *testing.T
+	cancel  context.CancelFunc
+	done    chan struct{}
+	report  *Report
+	err     error
+	mu      sync.Mutex
+	records []Record
+	arrived chan struct{}
+}
+
+func start(t *testing.T, q QueueSpec, routes Routes, tweak ...func(*Config)) *running {
+	t.Helper()
+	r := &running{t: t, done: make(chan struct{}), arrived: make(chan struct{}, 1024)}
+	cfg := Config{URL: brokerURL(), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	c, err := NewConsumer(q, routes, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		r.report, r.err = c.Run(ctx)
+	}()
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *running) observe(rec Record) {
+	r.mu.Lock()
+	r.records = append(r.records, rec)
+	r.mu.Unlock()
+	r.arrived <- struct{}{}
+}
+
+// await waits until n records were written and returns them.
+func (r *running) await(n int) []Record {
+	r.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		r.mu.Lock()
+		got := append([]Record(nil), r.records...)
+		r.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-r.arrived:
+		case <-r.done:
+			r.t.Fatalf("consumer stopped after %d of %d records: %v", len(got), n, r.err)
+		case <-deadline:
+			r.t.Fatalf("%d of %d records after 30 s: %+v", len(got), n, got)
+		}
+	}
+}
+
+// stop shuts the consumer down and returns its report.
+func (r *running) stop() *Report {
+	r.cancel()
+	<-r.done
+	if r.err != nil {
+		r.t.Errorf("Run: %v", r.err)
+	}
+	return r.report
+}
+
+// queueCounts reads a queue's ready and unacknowledged counts from the broker.
+func queueCounts(t *testing.T, name string) (ready, unacked int) {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged").Output()
+	if err != nil {
+		t.Fatalf("rabbitmqctl list_queues: %v", err)
+	}
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		f := strings.Fields(string(line))
+		if len(f) == 3 && f[0] == name {
+			ready, _ = strconv.Atoi(f[1])
+			unacked, _ = strconv.Atoi(f[2])
+			return ready, unacked
+		}
+	}
+	t.Fatalf("queue %s does not exist", name)
+	return 0, 0
+}
+
+// assertCounts checks where the messages are, queue by queue.
+func assertCounts(t *testing.T, want map[string][2]int) {
+	t.Helper()
+	for name, w := range want {
+		if r, u := queueCounts(t, name); r != w[0] || u != w[1] {
+			t.Errorf("queue %s: %d ready, %d unacked; want %d ready, %d unacked", name, r, u, w[0], w[1])
+		}
+	}
+}
+
+// drain takes every message out of a queue.
+func drain(t *testing.T, queue string) []amqp.Delivery {
+	t.Helper()
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	var out []amqp.Delivery
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			t.Fatalf("get %s: %v", queue, err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, d)
+	}
+}
+
+// awaitConsumer waits until a consumer is attached to the queue.
+func awaitConsumer(t *testing.T, queue string) {
+	t.Helper()
+	conn := dial(t)
+	for range 100 {
+		ch := channel(t, conn)
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		_ = ch.Close()
+		if err == nil && q.Consumers > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no consumer on %s after 5 s", queue)
+}

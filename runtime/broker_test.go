@@ -1,0 +1,417 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// onlyV1 routes OrderPlaced v1 as JSON to h.
+func onlyV1(h Route) Routes {
+	return Routes{{Type: "OrderPlaced", Version: 1, ContentType: "application/json"}: h}
+}
+
+func succeed(context.Context, RawDelivery) error { return nil }
+
+func wantPath(t *testing.T, rec Record, p Path) {
+	t.Helper()
+	if rec.Path != p {
+		t.Fatalf("record of %s: path %s (%s), want %s", rec.MessageID, rec.Path, rec.Reason, p)
+	}
+}
+
+func header(t *testing.T, d amqp.Delivery, key string) any {
+	t.Helper()
+	v, ok := d.Headers[key]
+	if !ok {
+		t.Fatalf("message %s has no header %s; headers %v", d.MessageId, key, d.Headers)
+	}
+	return v
+}
+
+func TestBrokerSuccessIsAcked(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("ok-1", 1))
+	var body atomic.Value
+	c := start(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
+		body.Store(string(d.Body()))
+		return nil
+	}))
+	rec := c.await(1)[0]
+	wantPath(t, rec, PathAcked)
+	if rec.Settlement.Status != AckSent || rec.Attempt != 1 {
+		t.Errorf("record = %+v", rec)
+	}
+	if got := body.Load(); got != `{"order_id":"ok-1"}` {
+		t.Errorf("handler saw body %v", got)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}, q.RetryBucket(q.Retry.Delays[0]): {0, 0}})
+	if rep := c.stop(); rep.Counts[PathAcked] != 1 || len(rep.Unresolved) != 0 {
+		t.Errorf("report: %s", rep)
+	}
+}
+
+func TestBrokerRetryableGoesToBucketWithNextAttempt(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	q.Retry.Delays = []time.Duration{time.Hour} // stays in the bucket for the test
+	declareTopology(t, q)
+	msg := jsonMsg("retry-1", 1)
+	msg.Headers["x-tenant"] = "acme"
+	publish(t, q.Name, msg)
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return Retryable(errors.New("db busy")) }))
+	rec := c.await(1)[0]
+	wantPath(t, rec, PathRetried)
+	bucket := q.RetryBucket(time.Hour)
+	if rec.Handoff.Destination != bucket || rec.Handoff.Status != HandoffConfirmed {
+		t.Errorf("handoff = %+v", rec.Handoff)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket: {1, 0}, q.DeadLetterQueue: {0, 0}})
+	c.stop()
+	got := drain(t, bucket)
+	if len(got) != 1 {
+		t.Fatalf("bucket holds %d messages, want 1", len(got))
+	}
+	d := got[0]
+	if d.MessageId != "retry-1" || string(d.Body) != `{"order_id":"retry-1"}` || d.Type != "OrderPlaced" {
+		t.Errorf("copy = %+v", d)
+	}
+	if header(t, d, HeaderAttempt) != int64(2) || header(t, d, "x-tenant") != "acme" || header(t, d, HeaderVersion) != int64(1) {
+		t.Errorf("copy headers = %v", d.Headers)
+	}
+	if header(t, d, HeaderFailureKind) != "retryable" || header(t, d, HeaderFailureAttempt) != int64(1) || header(t, d, HeaderFailureQueue) != q.Name {
+		t.Errorf("failure headers = %v", d.Headers)
+	}
+	if r := header(t, d, HeaderFailureReason).(string); !strings.Contains(r, "db busy") {
+		t.Errorf("failure reason %q", r)
+	}
+}
+
+func TestBrokerRetryThenSuccess(t *testing.T) {
+	t.Parallel()
+	for _, qt := range []QueueType{Classic, Quorum} {
+		t.Run(string(qt), func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t)
+			q.Type = qt
+			declareTopology(t, q)
+			publish(t, q.Name, jsonMsg("flaky-1", 1))
+			c := start(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
+				if d.Attempt() == 1 {
+					return errors.New("plain errors are retryable")
+				}
+				return nil
+			}))
+			recs := c.await(2)
+			wantPath(t, recs[0], PathRetried)
+			wantPath(t, recs[1], PathAcked)
+			if recs[0].Attempt != 1 || recs[1].Attempt != 2 || recs[1].MessageID != "flaky-1" {
+				t.Errorf("records = %+v", recs)
+			}
+			assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(q.Retry.Delays[0]): {0, 0}, q.DeadLetterQueue: {0, 0}})
+		})
+	}
+}
+
+func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	q.Retry.MaxAttempts = 2
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("perm-1", 1), jsonMsg("tired-1", 1))
+	c := start(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
+		if d.Envelope().MessageID == "perm-1" {
+			return Permanent(errors.New("order refused"))
+		}
+		return Retryable(errors.New("still busy"))
+	}))
+	recs := c.await(3) // perm-1 once; tired-1 twice
+	paths := map[string][]Path{}
+	for _, r := range recs {
+		paths[r.MessageID] = append(paths[r.MessageID], r.Path)
+	}
+	if len(paths["perm-1"]) != 1 || paths["perm-1"][0] != PathDeadLettered {
+		t.Errorf("perm-1 paths %v", paths["perm-1"])
+	}
+	if p := paths["tired-1"]; len(p) != 2 || p[0] != PathRetried || p[1] != PathDeadLettered {
+		t.Errorf("tired-1 paths %v", p)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {2, 0}, q.RetryBucket(q.Retry.Delays[0]): {0, 0}})
+	c.stop()
+	dead := map[string]amqp.Delivery{}
+	for _, d := range drain(t, q.DeadLetterQueue) {
+		dead[d.MessageId] = d
+	}
+	perm, tired := dead["perm-1"], dead["tired-1"]
+	if header(t, perm, HeaderFailureKind) != "permanent" || header(t, perm, HeaderAttempt) != int64(1) {
+		t.Errorf("perm-1 headers %v", perm.Headers)
+	}
+	if r := header(t, perm, HeaderFailureReason).(string); r != "permanent failure: permanent: order refused" {
+		t.Errorf("perm-1 reason %q", r)
+	}
+	if header(t, tired, HeaderFailureAttempt) != int64(2) || header(t, tired, HeaderAttempt) != int64(2) {
+		t.Errorf("tired-1 headers %v", tired.Headers)
+	}
+	if r := header(t, tired, HeaderFailureReason).(string); !strings.HasPrefix(r, "retries exhausted after attempt 2 of 2") {
+		t.Errorf("tired-1 reason %q", r)
+	}
+}
+
+func TestBrokerUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	wrongType := jsonMsg("ct-1", 1)
+	wrongType.ContentType = "application/xml"
+	publish(t, q.Name, jsonMsg("v9-1", 9), wrongType)
+	var calls atomic.Int32
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }))
+	for _, rec := range c.await(2) {
+		wantPath(t, rec, PathDeadLettered)
+		if rec.Rejection != RejectUnsupported || rec.Handler.Ran {
+			t.Errorf("record %+v", rec)
+		}
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {2, 0}})
+	c.stop()
+	if calls.Load() != 0 {
+		t.Errorf("handler called %d times", calls.Load())
+	}
+	for _, d := range drain(t, q.DeadLetterQueue) {
+		if header(t, d, HeaderFailureKind) != "unsupported" {
+			t.Errorf("%s headers %v", d.MessageId, d.Headers)
+		}
+	}
+}
+
+// hostile builds deliveries RabbitMQ accepts and delivers, which the guard must
+// stop before any user code.
+func hostile() map[string]amqp.Publishing {
+	many := amqp.Table{}
+	for i := range 2000 {
+		many["h"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String()] = int32(i)
+	}
+	deep := amqp.Table{"leaf": "x"}
+	for range 30 {
+		deep = amqp.Table{"n": deep}
+	}
+	out := map[string]amqp.Publishing{}
+	add := func(name string, mutate func(*amqp.Publishing)) {
+		p := jsonMsg("poison-"+name, 1)
+		mutate(&p)
+		out[name] = p
+	}
+	add("many-headers", func(p *amqp.Publishing) { p.Headers = many; many[HeaderVersion] = int64(1) })
+	add("huge-value", func(p *amqp.Publishing) { p.Headers["big"] = strings.Repeat("v", 100_000) })
+	add("deep", func(p *amqp.Publishing) { p.Headers["deep"] = deep })
+	add("bad-id", func(p *amqp.Publishing) { p.MessageId = "id-\xff\xfe\x1b[31m" })
+	add("ansi-type", func(p *amqp.Publishing) { p.Type = "\x1b[2JOrderPlaced" })
+	add("no-version", func(p *amqp.Publishing) { delete(p.Headers, HeaderVersion) })
+	add("forged-attempt", func(p *amqp.Publishing) { p.Headers[HeaderAttempt] = int64(1 << 40) })
+	return out
+}
+
+func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	msgs := hostile()
+	for _, m := range msgs {
+		publish(t, q.Name, m)
+	}
+	var calls atomic.Int32
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }))
+	for _, rec := range c.await(len(msgs)) {
+		wantPath(t, rec, PathDeadLettered)
+		if rec.Rejection != RejectPoison || rec.Handler.Ran || !printable(rec.MessageID) || !printable(rec.Reason) || len(rec.Reason) > 200 {
+			t.Errorf("record %+v", rec)
+		}
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {len(msgs), 0}})
+	c.stop()
+	if calls.Load() != 0 {
+		t.Errorf("handler called %d times", calls.Load())
+	}
+	for _, d := range drain(t, q.DeadLetterQueue) {
+		if !printable(d.MessageId) || !printable(d.Type) {
+			t.Errorf("forwarded unsanitized id %q type %q", d.MessageId, d.Type)
+		}
+		// The five failure facts and the handoff id; none of the original headers.
+		if len(d.Headers) != 6 || header(t, d, HeaderFailureKind) != "poison" || header(t, d, HeaderHandoffID) == "" {
+			t.Errorf("forwarded headers of %s: %v", d.MessageId, d.Headers)
+		}
+		if !printable(header(t, d, HeaderFailureReason).(string)) {
+			t.Errorf("reason of %s not sanitized", d.MessageId)
+		}
+	}
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBrokerOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	big := NewPublishing("OrderPlaced", 1, "big-1", []byte(`{"order_id":"`+strings.Repeat("x", 4096)+`"}`))
+	publish(t, q.Name, big)
+	var calls atomic.Int32
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }))
+	rec := c.await(1)[0]
+	wantPath(t, rec, PathBrokerDeadLettered)
+	if rec.Rejection != RejectOversized || rec.Handoff.Status != HandoffNone || rec.Settlement.Requeue {
+		t.Errorf("record %+v", rec)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {1, 0}})
+	c.stop()
+	d := drain(t, q.DeadLetterQueue)[0]
+	deaths, _ := header(t, d, "x-death").([]any)
+	if len(deaths) != 1 || deaths[0].(amqp.Table)["reason"] != "rejected" || deaths[0].(amqp.Table)["queue"] != q.Name {
+		t.Errorf("x-death = %v", d.Headers["x-death"])
+	}
+	if _, ok := d.Headers[HeaderFailureReason]; ok || len(d.Body) != len(big.Body) {
+		t.Errorf("broker-native path should carry no Lily failure facts: %v", d.Headers)
+	}
+	if calls.Load() != 0 {
+		t.Errorf("handler called %d times", calls.Load())
+	}
+}
+
+func TestBrokerPanicAndTimeoutAreRetryable(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	q.Retry.Delays = []time.Duration{time.Hour}
+	q.HandlerTimeout = 200 * time.Millisecond
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("panic-1", 1), jsonMsg("slow-1", 1))
+	c := start(t, q, onlyV1(func(ctx context.Context, d RawDelivery) error {
+		if d.Envelope().MessageID == "panic-1" {
+			panic("nil map\x1b[0m")
+		}
+		<-ctx.Done()
+		time.Sleep(50 * time.Millisecond) // past its deadline: too late to decide
+		return nil
+	}))
+	for _, rec := range c.await(2) {
+		wantPath(t, rec, PathRetried)
+		switch rec.MessageID {
+		case "panic-1":
+			if !rec.Handler.Panicked || rec.Handler.Cause != `panic: nil map\x1b[0m` {
+				t.Errorf("panic record %+v", rec.Handler)
+			}
+		case "slow-1":
+			if !rec.Handler.TimedOut || rec.Handler.Kind != KindRetryable {
+				t.Errorf("timeout record %+v", rec.Handler)
+			}
+		}
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {2, 0}})
+}
+
+// A handoff that fails is followed by exactly one requeueing NACK, paced so a
+// persistent failure (here: the DLQ was deleted) cannot spin.
+func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return Permanent(errors.New("no")) }))
+	awaitConsumer(t, q.Name)
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDelete(q.DeadLetterQueue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, q.Name, jsonMsg("stuck-1", 1))
+	begin := time.Now()
+	recs := c.await(3)
+	took := time.Since(begin)
+	for i, rec := range recs[:3] {
+		wantPath(t, rec, PathRequeued)
+		if rec.Handoff.Status != HandoffReturned || rec.Settlement.Status != NackSent || !rec.Settlement.Requeue {
+			t.Errorf("record %d: %+v", i, rec)
+		}
+	}
+	if !recs[1].Redelivered {
+		t.Errorf("second delivery not marked redelivered")
+	}
+	// Pauses of 250 ms, then 500 ms, then 1 s: three deliveries take at least 1.75 s.
+	if took < 1750*time.Millisecond {
+		t.Errorf("three failed handoffs took %s: the requeue is not paced", took)
+	}
+	rep := c.stop()
+	if rep.Counts[PathRequeued] < 3 {
+		t.Errorf("report %s", rep)
+	}
+	if ready, unacked := queueCounts(t, q.Name); ready != 1 || unacked != 0 {
+		t.Errorf("main queue: %d ready, %d unacked; the message must be back in it", ready, unacked)
+	}
+}
+
+func TestBrokerGracefulStopSettlesInFlightAndRequeuesTheRest(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	q.Concurrency = 1
+	q.Prefetch = 4
+	declareTopology(t, q)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		publish(t, q.Name, jsonMsg(id, 1))
+	}
+	started := make(chan struct{}, 4)
+	release := make(chan struct{})
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}))
+	<-started
+	go func() {
+		time.Sleep(300 * time.Millisecond) // stop arrives while "a" is still running
+		close(release)
+	}()
+	rep := c.stop()
+	if rep.Counts[PathAcked] != 1 || rep.Counts[PathNotStarted] != 3 || len(rep.Unresolved) != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	if len(rep.Phases) == 0 || rep.Phases[0].Name != "stop intake" {
+		t.Errorf("phases %+v", rep.Phases)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {3, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// Headers nested deeper than 32 never reach the guard: amqp091-go v1.17 refuses
+// to decode the frame and closes the connection (501). Nothing runs, nothing is
+// lost, and Run says why; see "Known limits" in the README.
+func TestBrokerHeadersTooDeepForTheClientStopTheConsumerAndLoseNothing(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	deep := amqp.Table{"leaf": "x"}
+	for range 60 {
+		deep = amqp.Table{"n": deep}
+	}
+	m := jsonMsg("deep-60", 1)
+	m.Headers["deep"] = deep
+	publish(t, q.Name, m)
+	var calls atomic.Int32
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }))
+	<-c.done
+	if c.err == nil || !strings.Contains(c.err.Error(), "501") {
+		t.Errorf("Run error = %v, want the client's frame error", c.err)
+	}
+	c.err = nil
+	if calls.Load() != 0 || len(c.records) != 0 {
+		t.Errorf("handler calls %d, records %v", calls.Load(), c.records)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+}
