@@ -16,8 +16,6 @@ func onlyV1(h Route) Routes {
 	return Routes{{Type: "OrderPlaced", Version: 1, ContentType: "application/json"}: h}
 }
 
-func succeed(context.Context, RawDelivery) error { return nil }
-
 func wantPath(t *testing.T, rec Record, p Path) {
 	t.Helper()
 	if rec.Path != p {
