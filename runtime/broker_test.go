@@ -151,7 +151,7 @@ func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	if header(t, perm, HeaderFailureKind) != "permanent" || header(t, perm, HeaderAttempt) != int64(1) {
 		t.Errorf("perm-1 headers %v", perm.Headers)
 	}
-	if r := header(t, perm, HeaderFailureReason).(string); r != "permanent failure: permanent: order refused" {
+	if r := header(t, perm, HeaderFailureReason).(string); r != "permanent failure: order refused" {
 		t.Errorf("perm-1 reason %q", r)
 	}
 	if header(t, tired, HeaderFailureAttempt) != int64(2) || header(t, tired, HeaderAttempt) != int64(2) {

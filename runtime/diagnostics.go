@@ -44,14 +44,11 @@ type Record struct {
 func newRecord(q QueueSpec, d *amqp.Delivery, env *Envelope, attempt int, o Outcome, plan Plan, took time.Duration) Record {
 	rec := Record{
 		Queue: q.Name, MessageID: sanitize(d.MessageId, 128), Attempt: attempt, Redelivered: d.Redelivered,
-		Reason: sanitize(plan.Reason, maxCause), Rejection: o.Rejection, Handler: o.Handler, Commit: o.Commit,
+		Reason: failureReason(plan, o), Rejection: o.Rejection, Handler: o.Handler, Commit: o.Commit,
 		Handoff: o.Handoff, Settlement: o.Settlement, Duration: took,
 	}
 	if env != nil {
 		rec.Type, rec.Version = env.Type, env.Version
-	}
-	if o.Rejection != NotRejected && o.Handler.Cause == "" {
-		rec.Reason = o.Reason
 	}
 	rec.Path = pathOf(q, o)
 	return rec

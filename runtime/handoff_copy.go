@@ -36,11 +36,7 @@ func handoffCopy(d *amqp.Delivery, env *Envelope, o Outcome, plan Plan, source s
 	if env != nil {
 		attempt = env.Attempt
 	}
-	reason := plan.Reason
-	if o.Handler.Cause != "" {
-		reason += ": " + o.Handler.Cause
-	}
-	h[HeaderFailureReason] = sanitize(reason, maxCause)
+	h[HeaderFailureReason] = failureReason(plan, o)
 	h[HeaderFailureKind] = failureKind(o)
 	h[HeaderFailureAttempt] = int64(attempt)
 	h[HeaderFailureQueue] = source
@@ -54,4 +50,13 @@ func failureKind(o Outcome) string {
 		return o.Rejection.String()
 	}
 	return o.Handler.Kind.String()
+}
+
+// failureReason is why a delivery took its path, with the handler's cause when
+// there is one; sanitized and bounded.
+func failureReason(plan Plan, o Outcome) string {
+	if o.Handler.Cause == "" || o.Handler.Kind == 0 {
+		return sanitize(plan.Reason, maxCause)
+	}
+	return sanitize(plan.Reason+": "+o.Handler.Cause, maxCause)
 }

@@ -76,6 +76,9 @@ func invoke(ctx context.Context, route Route, rd RawDelivery) (res HandlerResult
 	}()
 	err := route(ctx, rd)
 	res = HandlerResult{Ran: true, Kind: KindOf(err)}
+	if qe, ok := err.(*QueueHandlerError); ok && qe.Cause != nil {
+		err = qe.Cause // the kind is kept apart; the cause says what went wrong
+	}
 	if err != nil {
 		res.Cause = sanitize(err.Error(), maxCause)
 	}

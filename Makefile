@@ -1,0 +1,30 @@
+# Lily: the two set-up commands are `make demo` and `make test` (see README.md).
+GO          ?= go
+STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+EXAMPLE     := examples/orders/orders.lily.yaml
+
+.PHONY: demo test generate check lint staticcheck
+
+## demo: regenerate the example and run it against RabbitMQ on localhost
+demo: generate
+	$(GO) run ./examples/orders -demo
+
+## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ required)
+test: lint check
+	$(GO) test -race -count=1 ./...
+
+## generate: run lilygen on the example's schema
+generate:
+	$(GO) run ./cmd/lilygen generate $(EXAMPLE)
+
+## check: fail when the example's generated code is stale
+check:
+	$(GO) run ./cmd/lilygen check $(EXAMPLE)
+
+lint: staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+staticcheck:
+	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
