@@ -139,6 +139,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
 	}
 	r := c.newRun(conn)
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	go func() {
 		err := <-closed
@@ -159,7 +160,7 @@ intake:
 			break intake
 		case d, ok := <-deliveries:
 			if !ok {
-				runErr = c.lostIntake(r)
+				runErr = c.lostIntake(r, connClosed)
 				break intake
 			}
 			select {
@@ -211,13 +212,23 @@ func consumerTag(queue string) string {
 	return "lily-" + queue + "-" + hex.EncodeToString(b[:])
 }
 
-// lostIntake explains why the broker stopped delivering: the channel closed
-// under us, or (queue deleted) the broker cancelled the consumer.
-func (c *Consumer) lostIntake(r *run) error {
-	select {
-	case err := <-r.closeErr:
-		return fmt.Errorf("lily: the consumer channel of %s closed: %v", c.spec.Name, err)
-	case <-time.After(time.Second):
-		return fmt.Errorf("lily: the broker cancelled the consumer of %s", c.spec.Name)
+// lostIntake explains why the broker stopped delivering: the channel or the
+// connection closed under us, or (queue deleted) the broker cancelled the consumer.
+func (c *Consumer) lostIntake(r *run, connClosed <-chan *amqp.Error) error {
+	wait := time.After(time.Second)
+	chClosed := r.closeErr
+	for {
+		var err *amqp.Error
+		select {
+		case err = <-chClosed:
+			chClosed = nil
+		case err = <-connClosed:
+			connClosed = nil
+		case <-wait:
+			return fmt.Errorf("lily: the broker stopped delivering from %s (consumer cancelled or channel closed)", c.spec.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("lily: the consumer channel of %s closed: %w", c.spec.Name, err)
+		}
 	}
 }
