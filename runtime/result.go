@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -86,4 +87,14 @@ func (k FailureKind) MarshalText() ([]byte, error) {
 		return []byte("none"), nil
 	}
 	return []byte(k.String()), nil
+}
+
+// DecodeError turns a failure of encoding/json into a *FieldError, with the
+// field's path when the decoder names it. Generated extractors call it.
+func DecodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return &FieldError{Path: te.Field, Problem: "unexpected JSON " + te.Value}
+	}
+	return &FieldError{Problem: err.Error()}
 }
