@@ -1,0 +1,88 @@
+package schema
+
+import (
+	"strings"
+	"unicode"
+)
+
+// initialisms are written in capitals inside Go names, as Go's own style asks.
+var initialisms = map[string]bool{
+	"ACL": true, "API": true, "ASCII": true, "CPU": true, "CSS": true, "DNS": true,
+	"EOF": true, "GUID": true, "HTML": true, "HTTP": true, "HTTPS": true, "ID": true,
+	"IP": true, "JSON": true, "QPS": true, "RAM": true, "RPC": true, "SKU": true,
+	"SLA": true, "SMTP": true, "SQL": true, "SSH": true, "TCP": true, "TLS": true,
+	"TTL": true, "UDP": true, "UI": true, "UID": true, "URI": true, "URL": true,
+	"UTC": true, "UTF8": true, "UUID": true, "VM": true, "XML": true,
+}
+
+// GoName turns a JSON key or queue name into an exported Go name: words split
+// at any character that is not a letter or digit and where a lower-case letter
+// meets an upper-case one; each word is capitalised, initialisms in full.
+// "order_id" and "orderId" give OrderID; "billing.payments-v2" gives
+// BillingPaymentsV2. The result is "" when there are no words.
+func GoName(s string) string {
+	var b strings.Builder
+	for _, word := range words(s) {
+		if up := strings.ToUpper(word); initialisms[up] {
+			b.WriteString(up)
+			continue
+		}
+		r := []rune(word)
+		r[0] = unicode.ToUpper(r[0])
+		b.WriteString(string(r))
+	}
+	return b.String()
+}
+
+func words(s string) []string {
+	var out []string
+	start := -1
+	var prev rune
+	for i, r := range s {
+		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case !alnum:
+			if start >= 0 {
+				out = append(out, s[start:i])
+			}
+			start = -1
+		case start < 0:
+			start = i
+		case unicode.IsLower(prev) && unicode.IsUpper(r):
+			out = append(out, s[start:i])
+			start = i
+		}
+		prev = r
+	}
+	if start >= 0 {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// isIdent reports whether s is an ASCII Go identifier whose first letter is
+// upper case (upper) or lower case (!upper). Underscores are not allowed.
+func isIdent(s string, upper bool) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z':
+			if i == 0 && upper {
+				return false
+			}
+		case r >= 'A' && r <= 'Z':
+			if i == 0 && !upper {
+				return false
+			}
+		case r >= '0' && r <= '9':
+			if i == 0 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
