@@ -1,0 +1,118 @@
+package gen
+
+import (
+	"time"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+func queue(j *jen.File, q *schema.Queue) {
+	handler := q.GoName + "Handler"
+	j.Commentf("%s handles the messages queue %q consumes. Return nil to ACK,", handler, q.Name)
+	j.Comment("runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.")
+	j.Type().Id(handler).InterfaceFunc(func(g *jen.Group) {
+		for _, c := range q.Consumes {
+			for _, v := range c.Versions {
+				g.Commentf("Handle%s handles version %d of %s.", v.GoName, v.Number, c.Message.Name)
+				g.Id("Handle"+v.GoName).Params(
+					jen.Id("ctx").Qual("context", "Context"),
+					jen.Id("msg").Op("*").Id(v.GoName),
+					jen.Id("d").Qual(rt, "RawDelivery"),
+				).Error()
+			}
+		}
+	})
+
+	specName := q.GoName + "QueueSpec"
+	j.Commentf("%s returns the topology and policy of queue %q.", specName, q.Name)
+	j.Func().Id(specName).Params().Qual(rt, "QueueSpec").Block(jen.Return(jen.Qual(rt, "QueueSpec").Values(multiline(spec(q)...)...)))
+
+	routes := q.GoName + "Routes"
+	j.Commentf("%s is the dispatch table of queue %q: (type, version, content type) → extractor → method.", routes, q.Name)
+	j.Func().Id(routes).Params(jen.Id("h").Id(handler)).Qual(rt, "Routes").Block(
+		jen.Return(jen.Qual(rt, "Routes").Values(multiline(routeEntries(q)...)...)),
+	)
+
+	ctor := "New" + q.GoName + "Consumer"
+	j.Commentf("%s returns a consumer of queue %q that calls h.", ctor, q.Name)
+	j.Func().Id(ctor).Params(jen.Id("h").Id(handler), jen.Id("cfg").Qual(rt, "Config")).
+		Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(
+		jen.Return(jen.Qual(rt, "NewConsumer").Call(jen.Id(specName).Call(), jen.Id(routes).Call(jen.Id("h")), jen.Id("cfg"))),
+	)
+}
+
+func spec(q *schema.Queue) []jen.Code {
+	kv := func(key string, v jen.Code) jen.Code { return jen.Id(key).Op(":").Add(v) }
+	qtype := map[schema.QueueType]string{schema.Classic: "Classic", schema.Quorum: "Quorum"}[q.Type]
+	retry := []jen.Code{kv("MaxAttempts", jen.Lit(q.Retry.MaxAttempts))}
+	if len(q.Retry.Delays) > 0 {
+		delays := make([]jen.Code, len(q.Retry.Delays))
+		for i, d := range q.Retry.Delays {
+			delays[i] = duration(d)
+		}
+		retry = append([]jen.Code{kv("Delays", jen.Index().Qual("time", "Duration").Values(delays...))}, retry...)
+	}
+	out := []jen.Code{
+		kv("Name", jen.Lit(q.Name)),
+		kv("Type", jen.Qual(rt, qtype)),
+		kv("Prefetch", jen.Lit(q.Prefetch)),
+		kv("Concurrency", jen.Lit(q.Concurrency)),
+		kv("Retry", jen.Qual(rt, "RetryPolicy").Values(retry...)),
+		kv("DeadLetterQueue", jen.Lit(q.DLQ)),
+		kv("MaxBodyBytes", jen.Lit(q.MaxBodyBytes)),
+		kv("HandlerTimeout", duration(q.HandlerTimeout)),
+	}
+	// Left out, a zero budget takes the runtime's default.
+	if q.SettlementBudget > 0 {
+		out = append(out, kv("SettlementBudget", duration(q.SettlementBudget)))
+	}
+	return out
+}
+
+var units = []struct {
+	d    time.Duration
+	name string
+}{
+	{time.Hour, "Hour"}, {time.Minute, "Minute"}, {time.Second, "Second"},
+	{time.Millisecond, "Millisecond"}, {time.Microsecond, "Microsecond"},
+}
+
+// duration writes a positive d in the largest unit that divides it, such as
+// time.Second, 5 * time.Second or 1500 * time.Millisecond.
+func duration(d time.Duration) jen.Code {
+	for _, u := range units {
+		if d%u.d == 0 {
+			if d == u.d {
+				return jen.Qual("time", u.name)
+			}
+			return jen.Lit(int(d/u.d)).Op("*").Qual("time", u.name)
+		}
+	}
+	return jen.Lit(int(d)).Op("*").Qual("time", "Nanosecond")
+}
+
+func routeEntries(q *schema.Queue) []jen.Code {
+	var out []jen.Code
+	for _, c := range q.Consumes {
+		for _, v := range c.Versions {
+			for _, ct := range v.ContentTypes {
+				key := jen.Values(
+					jen.Id("Type").Op(":").Id(c.Message.Name+"Type"),
+					jen.Id("Version").Op(":").Lit(v.Number),
+					jen.Id("ContentType").Op(":").Lit(ct),
+				)
+				out = append(out, key.Op(":").Func().Params(
+					jen.Id("ctx").Qual("context", "Context"),
+					jen.Id("d").Qual(rt, "RawDelivery"),
+				).Error().Block(
+					jen.List(jen.Id("msg"), jen.Err()).Op(":=").Id("Extract"+v.GoName).Call(jen.Id("d").Dot("Body").Call()),
+					jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Qual(rt, "Permanent").Call(jen.Err()))),
+					jen.Return(jen.Id("h").Dot("Handle"+v.GoName).Call(jen.Id("ctx"), jen.Id("msg"), jen.Id("d"))),
+				))
+			}
+		}
+	}
+	return out
+}
