@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `version: 1
+package: pingmsg
+output: out
+messages:
+  Ping:
+    versions:
+      1:
+        fields:
+          id: {type: string, required: true}
+queues:
+  pings:
+    consumes:
+      - message: Ping
+`
+
+// lilygen runs the command in dir and returns its exit code and output.
+func lilygen(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	t.Chdir(dir)
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestGenerateThenCheck(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	target := filepath.Join(dir, "out", "pingmsg.lily.go")
+
+	if code, _, stderr := lilygen(t, dir, "check", "ping.lily.yaml"); code != exitStale || !strings.Contains(stderr, "out/pingmsg.lily.go is missing") {
+		t.Errorf("check before generate: exit %d, stderr %q", code, stderr)
+	}
+	if code, stdout, stderr := lilygen(t, dir, "ping.lily.yaml"); code != exitOK || stdout+stderr != "" {
+		t.Fatalf("generate: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	// An unchanged schema leaves the file alone.
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := os.Chtimes(target, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := lilygen(t, dir, "generate", "ping.lily.yaml"); code != exitOK {
+		t.Fatalf("second generate: exit %d", code)
+	}
+	if info, err := os.Stat(target); err != nil || !info.ModTime().Equal(old) {
+		t.Errorf("unchanged output was rewritten (%v)", err)
+	}
+	if code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml"); code != exitOK || stdout+stderr != "" {
+		t.Errorf("check of fresh output: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	// A hand edit is stale, and check shows it.
+	content, _ := os.ReadFile(target)
+	edited := strings.Replace(string(content), `Problem: "required"`, `Problem: "absent"`, 1)
+	writeFile(t, target, edited)
+	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
+	if code != exitStale || !strings.Contains(stderr, "out/pingmsg.lily.go is stale") {
+		t.Errorf("check of stale output: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"--- out/pingmsg.lily.go (on disk)", `-		return nil, &runtime.FieldError{Path: prefix + "id", Problem: "absent"}`, `+		return nil, &runtime.FieldError{Path: prefix + "id", Problem: "required"}`} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("diff lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"-h"}, exitOK, "Usage:"},
+		{[]string{"check", "-h"}, exitOK, "Usage:"},
+		{nil, exitUsage, "name at least one schema file"},
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"generate", "-x", "a.yaml"}, exitUsage, "flag provided but not defined"},
+		{[]string{"missing.lily.yaml"}, exitUsage, "missing.lily.yaml"},
+	} {
+		code, _, stderr := lilygen(t, dir, tc.args...)
+		if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+			t.Errorf("lilygen %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.stderr)
+		}
+	}
+}
+
+func TestTwoSchemasOneOutput(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a.lily.yaml", "b.lily.yaml"} {
+		writeFile(t, filepath.Join(dir, name), minimal)
+	}
+	code, _, stderr := lilygen(t, dir, "a.lily.yaml", "b.lily.yaml")
+	if code != exitUsage || !strings.Contains(stderr, "a.lily.yaml and b.lily.yaml both generate") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+// The example's generated code is committed; it must match its schema.
+func TestExampleIsFresh(t *testing.T) {
+	code, stdout, stderr := lilygen(t, filepath.Join("..", "..", "examples", "orders"), "check", "orders.lily.yaml")
+	if code != exitOK {
+		t.Errorf("examples/orders is stale: run go generate ./examples/orders\n%s%s", stdout, stderr)
+	}
+}
+
+func TestUnifiedDiff(t *testing.T) {
+	old := "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\n"
+	new := "a\nB\nc\nd\ne\nf\ng\nh\ni\nj\nk\nl\n"
+	var out bytes.Buffer
+	unifiedDiff(&out, "x.go", []byte(old), []byte(new))
+	want := `--- x.go (on disk)
++++ x.go (generated)
+@@ -1,5 +1,5 @@
+ a
+-b
++B
+ c
+ d
+ e
+@@ -9,3 +9,4 @@
+ i
+ j
+ k
++l
+`
+	if out.String() != want {
+		t.Errorf("diff:\n%s\nwant:\n%s", &out, want)
+	}
+}
+
+func TestUnifiedDiffIsBounded(t *testing.T) {
+	var old, new strings.Builder
+	for i := range 1000 {
+		old.WriteString("old line\n")
+		new.WriteString("new line " + string(rune('a'+i%26)) + "\n")
+	}
+	var out bytes.Buffer
+	unifiedDiff(&out, "x.go", []byte(old.String()), []byte(new.String()))
+	if lines := strings.Count(out.String(), "\n"); lines > diffLines+5 {
+		t.Errorf("diff is %d lines long", lines)
+	}
+	if !strings.Contains(out.String(), "diff cut at") {
+		t.Error("a cut diff says so")
+	}
+}
