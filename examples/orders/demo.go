@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// demoMessage is one message the demo publishes, and what it shows.
+type demoMessage struct {
+	shows string
+	msg   amqp.Publishing
+}
+
+func demoMessages() []demoMessage {
+	v1 := func(id string, cents int) amqp.Publishing {
+		return runtime.NewPublishing(ordersmsg.OrderPlacedType, 1, id, fmt.Appendf(nil, `{"order_id":%q,"amount_cents":%d}`, id, cents))
+	}
+	v2 := runtime.NewPublishing(ordersmsg.OrderPlacedType, 2, "order-ok", []byte(`{"order_id":"order-ok","amount_cents":4200,`+
+		`"customer":{"email":"ada@example.com","name":"Ada"},"items":[{"sku":"LILY-1","qty":2}],"placed_at":"2026-12-02T10:00:00Z"}`))
+	v3 := runtime.NewPublishing(ordersmsg.OrderPlacedType, 3, "order-v3", []byte(`{"order_id":"order-v3"}`))
+	badMeta := v1("order-bad-metadata", 100)
+	badMeta.Headers["x-trace"] = strings.Repeat("\x1b[31m!", 2000)
+	huge := v1("order-huge", 100)
+	huge.Body = fmt.Appendf(nil, `{"order_id":"order-huge","amount_cents":100,"note":%q}`, strings.Repeat("x", 20000))
+	return []demoMessage{
+		{"succeeds", v2},
+		{"fails once, succeeds on retry", v1("order-flaky", 1500)},
+		{"fails permanently", v1("order-refused", 990)},
+		{"breaks a bound of the schema", v1("order-zero", 0)},
+		{"has an unsupported version", v3},
+		{"has bad metadata", badMeta},
+		{"is too large", huge},
+	}
+}
+
+// runDemo starts from empty queues, publishes the demo messages, consumes them
+// with the example's handler and prints where each went and why.
+func runDemo(url string) error {
+	spec := ordersmsg.OrdersQueueSpec()
+	if err := resetQueues(url, spec); err != nil {
+		return err
+	}
+	msgs := demoMessages()
+	fmt.Printf("Lily demo: queue %q, retry buckets %v, DLQ %q\n\n", spec.Name, spec.Retry.Delays, spec.DeadLetterQueue)
+
+	var mu sync.Mutex
+	settled := map[string]bool{}
+	done, finished := make(chan struct{}), false
+	observe := func(rec runtime.Record) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf("  %-20s attempt %d  %-36s %s\n", rec.MessageID, rec.Attempt, describe(spec, rec), rec.Reason)
+		if rec.Path != runtime.PathRetried {
+			settled[rec.MessageID] = true
+		}
+		if len(settled) == len(msgs) && !finished {
+			finished = true
+			close(done)
+		}
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: quiet}, runtime.Config{URL: url, Logger: quiet, Observe: observe})
+	if err != nil {
+		return err
+	}
+	if err := publishAll(url, spec.Name, msgs); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		fmt.Printf("published %-20s which %s\n", m.msg.MessageId, m.shows)
+	}
+	fmt.Println("\nwhere each delivery went:")
+	ctx, stop := context.WithCancel(context.Background())
+	type result struct {
+		report *runtime.Report
+		err    error
+	}
+	ran := make(chan result, 1)
+	go func() {
+		report, err := consumer.Run(ctx)
+		ran <- result{report, err}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		fmt.Println("  (gave up waiting after 30 s)")
+	}
+	stop()
+	res := <-ran
+	if res.err != nil {
+		return res.err
+	}
+	fmt.Printf("\nshutdown report: %s\n", res.report)
+	return printQueues(url, spec)
+}
+
+func describe(spec runtime.QueueSpec, rec runtime.Record) string {
+	switch rec.Path {
+	case runtime.PathRetried, runtime.PathDeadLettered:
+		return fmt.Sprintf("%s → %s", rec.Path, rec.Handoff.Destination)
+	case runtime.PathBrokerDeadLettered:
+		return fmt.Sprintf("%s → %s", rec.Path, spec.DeadLetterQueue)
+	}
+	return string(rec.Path)
+}
+
+func resetQueues(url string, spec runtime.QueueSpec) error {
+	return withChannel(url, func(ch *amqp.Channel) error {
+		if err := runtime.DeclareTopology(ch, spec); err != nil {
+			return err
+		}
+		for _, q := range queueNames(spec) {
+			if _, err := ch.QueuePurge(q, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func publishAll(url, queue string, msgs []demoMessage) error {
+	return withChannel(url, func(ch *amqp.Channel) error {
+		if err := ch.Confirm(false); err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, m.msg)
+			if err != nil {
+				return err
+			}
+			if !dc.Wait() {
+				return fmt.Errorf("publish of %s not confirmed", m.msg.MessageId)
+			}
+		}
+		return nil
+	})
+}
+
+// printQueues shows what each queue holds after the consumer stopped.
+func printQueues(url string, spec runtime.QueueSpec) error {
+	return withChannel(url, func(ch *amqp.Channel) error {
+		fmt.Println("\nqueues now:")
+		for _, name := range queueNames(spec) {
+			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("  %-20s %d messages\n", name, q.Messages)
+		}
+		for {
+			d, ok, err := ch.Get(spec.DeadLetterQueue, false)
+			if err != nil || !ok {
+				return err
+			}
+			why, _ := d.Headers[runtime.HeaderFailureReason].(string)
+			if why == "" {
+				why = "dead-lettered by the broker (x-death: rejected)"
+			}
+			fmt.Printf("  in %s: %-20s %s\n", spec.DeadLetterQueue, d.MessageId, why)
+		}
+	})
+}
+
+func queueNames(spec runtime.QueueSpec) []string {
+	names := []string{spec.Name}
+	for _, d := range spec.Retry.Delays {
+		names = append(names, spec.RetryBucket(d))
+	}
+	return append(names, spec.DeadLetterQueue)
+}
+
+func withChannel(url string, f func(*amqp.Channel) error) error {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w (is RabbitMQ running?)", url, err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	return f(ch)
+}
+

@@ -1,0 +1,84 @@
+// Command orders is Lily's example service: a consumer of the "orders" queue,
+// typed from orders.lily.yaml. Run it with -demo to publish one message for
+// every settlement path and print where each one went and why.
+package main
+
+//go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// orders is the service's handler: the one piece of code a Lily user writes.
+type orders struct {
+	log *slog.Logger
+}
+
+func (o orders) HandleOrderPlacedV1(_ context.Context, msg *ordersmsg.OrderPlacedV1, d runtime.RawDelivery) error {
+	return o.place(msg.OrderID, msg.AmountCents, d)
+}
+
+func (o orders) HandleOrderPlacedV2(_ context.Context, msg *ordersmsg.OrderPlacedV2, d runtime.RawDelivery) error {
+	return o.place(msg.OrderID, msg.AmountCents, d)
+}
+
+// place stands in for real work. Two order ids misbehave on purpose, so the
+// demo can show the retry and the DLQ.
+func (o orders) place(id string, cents int64, d runtime.RawDelivery) error {
+	switch {
+	case id == "order-flaky" && d.Attempt() == 1:
+		return runtime.Retryable(errors.New("payment service unavailable"))
+	case id == "order-refused":
+		return runtime.Permanent(errors.New("customer account closed"))
+	}
+	o.log.Info("order placed", "order_id", id, "amount_cents", cents, "attempt", d.Attempt())
+	return nil
+}
+
+func main() {
+	demo := flag.Bool("demo", false, "publish one message per settlement path, show where each went, then stop")
+	url := flag.String("url", envOr("LILY_AMQP_URL", runtime.DefaultURL), "RabbitMQ URL")
+	flag.Parse()
+
+	if *demo {
+		if err := runDemo(*url); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: log}, runtime.Config{URL: *url, Logger: log})
+	if err != nil {
+		log.Error("configure", "error", err)
+		os.Exit(1)
+	}
+	// SIGINT or SIGTERM stops intake; in-flight deliveries settle before exit.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	report, err := consumer.Run(ctx)
+	if report != nil {
+		fmt.Println(report)
+	}
+	if err != nil {
+		log.Error("run", "error", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// recorder keeps the typed messages the generated routes hand to it.
+type recorder struct{ got chan *ordersmsg.OrderPlacedV2 }
+
+func (r recorder) HandleOrderPlacedV1(context.Context, *ordersmsg.OrderPlacedV1, runtime.RawDelivery) error {
+	return nil
+}
+
+func (r recorder) HandleOrderPlacedV2(_ context.Context, msg *ordersmsg.OrderPlacedV2, _ runtime.RawDelivery) error {
+	r.got <- msg
+	return nil
+}
+
+// The generated code end to end on the real broker: a v2 message reaches its
+// method typed, and one that breaks the schema goes to the DLQ naming the field.
+func TestGeneratedConsumerOnTheBroker(t *testing.T) {
+	spec := ordersmsg.OrdersQueueSpec()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	spec.Name = "lilytest.example." + hex.EncodeToString(b[:])
+	spec.DeadLetterQueue = spec.Name + ".dlq"
+	url := envOr("LILY_AMQP_URL", runtime.DefaultURL)
+	t.Cleanup(func() {
+		_ = withChannel(url, func(ch *amqp.Channel) error {
+			for _, q := range queueNames(spec) {
+				_, _ = ch.QueueDelete(q, false, false, false)
+			}
+			return nil
+		})
+	})
+	if err := withChannel(url, func(ch *amqp.Channel) error { return runtime.DeclareTopology(ch, spec) }); err != nil {
+		t.Fatalf("RabbitMQ must be running: %v", err)
+	}
+	good := runtime.NewPublishing(ordersmsg.OrderPlacedType, 2, "o-1", []byte(`{"order_id":"o-1","amount_cents":4200,`+
+		`"customer":{"email":"ada@example.com"},"items":[{"sku":"A","qty":2}],"placed_at":"2026-12-02T10:00:00Z","extra":true}`))
+	bad := runtime.NewPublishing(ordersmsg.OrderPlacedType, 2, "o-2", []byte(`{"order_id":"o-2","amount_cents":1,`+
+		`"customer":{"email":"ada@example.com"},"items":[{"sku":"","qty":2}],"placed_at":"2026-12-02T10:00:00Z"}`))
+	if err := publishAll(url, spec.Name, []demoMessage{{msg: good}, {msg: bad}}); err != nil {
+		t.Fatal(err)
+	}
+
+	records := make(chan runtime.Record, 2)
+	rec := recorder{got: make(chan *ordersmsg.OrderPlacedV2, 2)}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	consumer, err := runtime.NewConsumer(spec, ordersmsg.OrdersRoutes(rec), runtime.Config{
+		URL: url, Logger: quiet, Observe: func(r runtime.Record) { records <- r },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { _, err := consumer.Run(ctx); ran <- err }()
+	paths := map[string]runtime.Record{}
+	for range 2 {
+		select {
+		case r := <-records:
+			paths[r.MessageID] = r
+		case <-time.After(20 * time.Second):
+			t.Fatalf("records so far: %v", paths)
+		}
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+
+	want := &ordersmsg.OrderPlacedV2{
+		OrderID: "o-1", AmountCents: 4200,
+		Customer: ordersmsg.OrderPlacedV2Customer{Email: "ada@example.com"},
+		Items:    []ordersmsg.OrderPlacedV2ItemsItem{{SKU: "A", Qty: 2}},
+		PlacedAt: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
+	}
+	if diff := cmp.Diff(want, <-rec.got); diff != "" {
+		t.Errorf("typed message (-want +got):\n%s", diff)
+	}
+	if p := paths["o-1"].Path; p != runtime.PathAcked {
+		t.Errorf("o-1 path %s", p)
+	}
+	if r := paths["o-2"]; r.Path != runtime.PathDeadLettered || !strings.Contains(r.Reason, "field items[0].sku: empty") {
+		t.Errorf("o-2: %s (%s)", r.Path, r.Reason)
+	}
+	if len(rec.got) != 0 {
+		t.Errorf("the handler saw the message that broke the schema")
+	}
+	err = withChannel(url, func(ch *amqp.Channel) error {
+		for name, want := range map[string]int{spec.Name: 0, spec.DeadLetterQueue: 1} {
+			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+			if err != nil {
+				return err
+			}
+			if q.Messages != want {
+				t.Errorf("%s holds %d messages after the consumer closed, want %d", name, q.Messages, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

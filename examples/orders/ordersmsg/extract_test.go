@@ -1,0 +1,97 @@
+package ordersmsg
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+const goodV2 = `{
+	"order_id": "order-1", "amount_cents": 1250, "note": null, "coupon": "new fields are ignored",
+	"customer": {"email": "ada@example.com"},
+	"items": [{"sku": "A-1", "qty": 2}, {"sku": "B-2", "qty": 1}],
+	"placed_at": "2025-03-01T12:30:00Z"
+}`
+
+func TestExtractOrderPlacedV2(t *testing.T) {
+	got, err := ExtractOrderPlacedV2([]byte(goodV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &OrderPlacedV2{
+		OrderID:     "order-1",
+		AmountCents: 1250,
+		Customer:    OrderPlacedV2Customer{Email: "ada@example.com"},
+		Items:       []OrderPlacedV2ItemsItem{{SKU: "A-1", Qty: 2}, {SKU: "B-2", Qty: 1}},
+		PlacedAt:    time.Date(2025, 3, 1, 12, 30, 0, 0, time.UTC),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestExtractOrderPlacedV2Failures(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, to string // replace from with to in goodV2
+		want           runtime.FieldError
+	}{
+		{"missing required", `"order_id": "order-1", `, "", runtime.FieldError{Path: "order_id", Problem: "required"}},
+		{"null required", `"order-1"`, "null", runtime.FieldError{Path: "order_id", Problem: "required"}},
+		{"empty string", `"order-1"`, `""`, runtime.FieldError{Path: "order_id", Problem: "empty"}},
+		{"too long in characters", `"order-1"`, `"` + strings.Repeat("é", 65) + `"`, runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}},
+		{"below min", `1250`, `0`, runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}},
+		{"nested object", `"email": "ada@example.com"`, `"name": "Ada"`, runtime.FieldError{Path: "customer.email", Problem: "required"}},
+		{"list element", `"sku": "B-2"`, `"sku": "` + strings.Repeat("x", 33) + `"`, runtime.FieldError{Path: "items[1].sku", Problem: "longer than 32 characters"}},
+		{"null list element", `{"sku": "A-1", "qty": 2}`, `null`, runtime.FieldError{Path: "items[0]", Problem: "required"}},
+		{"empty list", `[{"sku": "A-1", "qty": 2}, {"sku": "B-2", "qty": 1}]`, `[]`, runtime.FieldError{Path: "items", Problem: "empty"}},
+		{"bad time", `2025-03-01T12:30:00Z`, `yesterday`, runtime.FieldError{Path: "placed_at", Problem: "not an RFC 3339 time"}},
+		{"wrong JSON type", `1250`, `"1250"`, runtime.FieldError{Path: "amount_cents", Problem: "unexpected JSON string"}},
+		{"not an integer", `"qty": 1}`, `"qty": 1.5}`, runtime.FieldError{Path: "items.qty", Problem: "unexpected JSON number 1.5"}},
+		{"not JSON", `{`, `[`, runtime.FieldError{Problem: "invalid character ':' after array element"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := strings.Replace(goodV2, tc.from, tc.to, 1)
+			_, err := ExtractOrderPlacedV2([]byte(body))
+			var fe *runtime.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("want a *runtime.FieldError, got %v", err)
+			}
+			if *fe != tc.want {
+				t.Errorf("got %+v, want %+v", *fe, tc.want)
+			}
+		})
+	}
+}
+
+// nopHandler satisfies OrdersHandler; routes cannot run without a broker's
+// delivery, so only the table's shape is tested here.
+type nopHandler struct{}
+
+func (nopHandler) HandleOrderPlacedV1(context.Context, *OrderPlacedV1, runtime.RawDelivery) error {
+	return nil
+}
+
+func (nopHandler) HandleOrderPlacedV2(context.Context, *OrderPlacedV2, runtime.RawDelivery) error {
+	return nil
+}
+
+func TestOrdersRoutesAndSpec(t *testing.T) {
+	routes := OrdersRoutes(nopHandler{})
+	for _, v := range []int{1, 2} {
+		if routes[runtime.RouteKey{Type: "OrderPlaced", Version: v, ContentType: "application/json"}] == nil {
+			t.Errorf("no route for OrderPlaced version %d", v)
+		}
+	}
+	if len(routes) != 2 {
+		t.Errorf("%d routes, want 2", len(routes))
+	}
+	if err := OrdersQueueSpec().Validate(); err != nil {
+		t.Error(err)
+	}
+}
