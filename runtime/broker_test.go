@@ -413,3 +413,28 @@ func TestBrokerHeadersTooDeepForTheClientStopTheConsumerAndLoseNothing(t *testin
 	}
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
 }
+
+// A DLQ that refuses publishes (full, overflow reject-publish) nacks the
+// handoff: the original is requeued once, nothing is lost.
+func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return Permanent(errors.New("no")) }))
+	awaitConsumer(t, q.Name)
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDelete(q.DeadLetterQueue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	full := amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish"}
+	if _, err := ch.QueueDeclare(q.DeadLetterQueue, true, false, false, false, full); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, q.Name, jsonMsg("refused-1", 1))
+	rec := c.await(1)[0]
+	wantPath(t, rec, PathRequeued)
+	if rec.Handoff.Status != HandoffNacked || rec.Handoff.Destination != q.DeadLetterQueue || !rec.Settlement.Requeue {
+		t.Errorf("record %+v", rec)
+	}
+	c.stop()
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+}

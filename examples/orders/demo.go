@@ -192,4 +192,3 @@ func withChannel(url string, f func(*amqp.Channel) error) error {
 	defer ch.Close()
 	return f(ch)
 }
-
