@@ -116,13 +116,18 @@ func (r *run) pause(d time.Duration) {
 // the broker cannot be reached or the consumer channel closes under it; the
 // report is returned in that case too once consuming had begun.
 func (c *Consumer) Run(ctx context.Context) (*Report, error) {
-	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{
-		Properties: amqp.Table{"connection_name": "lily " + c.spec.Name},
-	})
+	conn, err := c.dial("consume")
 	if err != nil {
-		return nil, fmt.Errorf("lily: connect: %w", err)
+		return nil, err
 	}
 	defer conn.Close()
+	// Handoffs publish on a connection of their own: when the broker blocks
+	// publishers (a resource alarm), ACKs on the consuming connection still flow.
+	pubConn, err := c.dial("handoff")
+	if err != nil {
+		return nil, err
+	}
+	defer pubConn.Close()
 	if err := c.declare(conn); err != nil {
 		return nil, err
 	}
@@ -138,7 +143,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
 	}
-	r := c.newRun(conn)
+	r := c.newRun(pubConn)
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	go func() {
@@ -192,11 +197,21 @@ func (c *Consumer) declare(conn *amqp.Connection) error {
 	return nil
 }
 
-func (c *Consumer) newRun(conn *amqp.Connection) *run {
+func (c *Consumer) dial(role string) (*amqp.Connection, error) {
+	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{
+		Properties: amqp.Table{"connection_name": "lily " + c.spec.Name + " " + role},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lily: connect (%s): %w", role, err)
+	}
+	return conn, nil
+}
+
+func (c *Consumer) newRun(pubConn *amqp.Connection) *run {
 	work, force := context.WithCancel(context.Background())
 	return &run{
 		gen:      &generation{},
-		handoff:  newHandoffPublisher(conn, c.spec.Concurrency),
+		handoff:  newHandoffPublisher(pubConn, c.spec.Concurrency),
 		requeues: newRequeueMemory(4096),
 		report:   &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}},
 		work:     work,

@@ -31,8 +31,9 @@ func (c *Consumer) execute(r *run, d *amqp.Delivery, env *Envelope, o *Outcome, 
 			o.Settlement = auth.nack(false)
 		case ActRequeue:
 			r.pause(plan.Delay)
-			o.Settlement = auth.nack(true)
+			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.add(d.MessageId)
+			o.Settlement = auth.nack(true)
 		case ActHandoff:
 			o.Handoff = c.handoff(r, d, env, *o, plan, deadline)
 		}
