@@ -324,12 +324,7 @@ func TestBrokerPanicAndTimeoutAreRetryable(t *testing.T) {
 func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return Permanent(errors.New("no")) }))
-	awaitConsumer(t, q.Name)
-	ch := channel(t, dial(t))
-	if _, err := ch.QueueDelete(q.DeadLetterQueue, false, false, false); err != nil {
-		t.Fatal(err)
-	}
+	c := startWithBrokenDLQ(t, q, nil)
 	publish(t, q.Name, jsonMsg("stuck-1", 1))
 	begin := time.Now()
 	recs := c.await(3)
@@ -419,16 +414,7 @@ func TestBrokerHeadersTooDeepForTheClientStopTheConsumerAndLoseNothing(t *testin
 func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return Permanent(errors.New("no")) }))
-	awaitConsumer(t, q.Name)
-	ch := channel(t, dial(t))
-	if _, err := ch.QueueDelete(q.DeadLetterQueue, false, false, false); err != nil {
-		t.Fatal(err)
-	}
-	full := amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish"}
-	if _, err := ch.QueueDeclare(q.DeadLetterQueue, true, false, false, false, full); err != nil {
-		t.Fatal(err)
-	}
+	c := startWithBrokenDLQ(t, q, amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish"})
 	publish(t, q.Name, jsonMsg("refused-1", 1))
 	rec := c.await(1)[0]
 	wantPath(t, rec, PathRequeued)
@@ -437,4 +423,24 @@ func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {
 	}
 	c.stop()
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// startWithBrokenDLQ starts a consumer whose handler fails permanently, then
+// (once the consumer has declared its topology) deletes the DLQ, or replaces
+// it with one declared with args.
+func startWithBrokenDLQ(t *testing.T, q QueueSpec, args amqp.Table) *running {
+	t.Helper()
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return Permanent(errors.New("no")) }))
+	awaitConsumer(t, q.Name)
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if _, err := ch.QueueDelete(q.DeadLetterQueue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if args != nil {
+		if _, err := ch.QueueDeclare(q.DeadLetterQueue, true, false, false, false, args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }
