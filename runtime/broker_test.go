@@ -444,3 +444,19 @@ func startWithBrokenDLQ(t *testing.T, q QueueSpec, args amqp.Table) *running {
 	}
 	return c
 }
+
+func TestBrokerHandlerReachesItsDeliveryFromTheContext(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("ctx-1", 1))
+	c := start(t, q, onlyV1(func(ctx context.Context, d RawDelivery) error {
+		got, ok := DeliveryFromContext(ctx)
+		if !ok || got.Envelope().MessageID != d.Envelope().MessageID {
+			return Permanent(errors.New("the context does not carry the delivery"))
+		}
+		return nil
+	}))
+	wantPath(t, c.await(1)[0], PathAcked)
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+}

@@ -1,6 +1,10 @@
 package runtime
 
-import amqp "github.com/rabbitmq/amqp091-go"
+import (
+	"context"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
 
 // RawDelivery is the read-only view of a delivery that a handler receives.
 //
@@ -23,3 +27,12 @@ func (r RawDelivery) Redelivered() bool { return r.d.Redelivered }
 
 // Attempt is Lily's attempt count, from 1.
 func (r RawDelivery) Attempt() int { return r.env.Attempt }
+
+type deliveryKey struct{}
+
+// DeliveryFromContext returns the delivery a handler's context belongs to, for
+// code deep in a call chain that was handed only the context.
+func DeliveryFromContext(ctx context.Context) (RawDelivery, bool) {
+	rd, ok := ctx.Value(deliveryKey{}).(RawDelivery)
+	return rd, ok
+}

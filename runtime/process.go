@@ -48,6 +48,7 @@ func unsupported(env *Envelope) string {
 func (c *Consumer) callHandler(r *run, route Route, rd RawDelivery) HandlerResult {
 	ctx, cancel := context.WithTimeout(r.work, c.spec.HandlerTimeout)
 	defer cancel()
+	ctx = context.WithValue(ctx, deliveryKey{}, rd)
 	done := make(chan HandlerResult, 1)
 	r.handlers.Add(1)
 	go func() {

@@ -6,10 +6,14 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
+// Publishing is a message to publish; generated producers return it so that
+// generated code needs no import beyond the runtime and the standard library.
+type Publishing = amqp.Publishing
+
 // NewPublishing returns a persistent application/json message in Lily's
 // canonical envelope, ready for a producer to publish.
-func NewPublishing(messageType string, version int, messageID string, body []byte) amqp.Publishing {
-	return amqp.Publishing{
+func NewPublishing(messageType string, version int, messageID string, body []byte) Publishing {
+	return Publishing{
 		ContentType:  "application/json",
 		DeliveryMode: amqp.Persistent,
 		MessageId:    messageID,
