@@ -1,0 +1,351 @@
+package review
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+// Breaking lists every change from old to new that breaks something live:
+// generated code, producers, messages already queued, or the broker's
+// redeclare. Additions that break nothing are not listed. Findings are placed
+// in new; what was removed is placed at what held it, or at the top of new's
+// root file.
+func Breaking(old, new *schema.File) []Finding {
+	b := &breaker{old: old, new: new, top: schema.Pos{File: new.Name, Line: 1, Column: 1}}
+	if o, n := old.Package, new.Package; o != n {
+		b.add(APIBreak, "PACKAGE-CHANGED", n, b.top,
+			fmt.Sprintf("the generated package is renamed from %s to %s", o, n),
+			"update every import and qualifier of the generated package")
+	}
+	if o, n := old.Output, new.Output; o != n {
+		b.add(APIBreak, "OUTPUT-CHANGED", n, b.top,
+			fmt.Sprintf("the generated file moves from %s to %s, which changes its import path", o, n),
+			"update the import path of the generated package")
+	}
+	for _, om := range old.Messages {
+		if nm := findMessage(new, om.Name); nm != nil {
+			b.message(om, nm)
+			continue
+		}
+		if nm := b.renamed(om); nm != nil {
+			b.add(WireBreak, "MESSAGE-RENAMED", om.Name, nm.Pos,
+				fmt.Sprintf("message %s is renamed %s: the AMQP type producers set changes, and so do its generated names", om.Name, nm.Name),
+				fmt.Sprintf("keep %s beside %s until no producer sends %s and no queue holds one", om.Name, nm.Name, om.Name))
+			continue
+		}
+		b.add(APIBreak, "MESSAGE-REMOVED", om.Name, b.top,
+			fmt.Sprintf("message %s is removed with its generated types and extractors", om.Name),
+			fmt.Sprintf("remove every use of %s's types from your code first", om.Name))
+	}
+	for _, oq := range old.Queues {
+		if nq := findQueue(new, oq.Name); nq != nil {
+			b.queue(oq, nq)
+			continue
+		}
+		b.add(InflightBreak, "QUEUE-REMOVED", oq.Name, b.top,
+			fmt.Sprintf("queue %q is no longer consumed: what it, its retry buckets and its DLQ %q hold stays there", oq.Name, oq.DLQ),
+			"stop its producers, let it and its retry buckets drain, deal with its DLQ, then delete the queues")
+	}
+	return b.out
+}
+
+type breaker struct {
+	old, new *schema.File
+	top      schema.Pos
+	out      []Finding
+}
+
+func (b *breaker) add(c Category, rule, subject string, at schema.Pos, msg, migration string) {
+	b.out = append(b.out, Finding{
+		Rule: rule, Category: c, File: at.File, Line: at.Line, Column: at.Column,
+		Subject: subject, Message: msg, Migration: migration,
+	})
+}
+
+func findMessage(f *schema.File, name string) *schema.Message {
+	i := slices.IndexFunc(f.Messages, func(m *schema.Message) bool { return m.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return f.Messages[i]
+}
+
+func findQueue(f *schema.File, name string) *schema.Queue {
+	i := slices.IndexFunc(f.Queues, func(q *schema.Queue) bool { return q.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return f.Queues[i]
+}
+
+func findVersion(m *schema.Message, n int) *schema.Version {
+	i := slices.IndexFunc(m.Versions, func(v *schema.Version) bool { return v.Number == n })
+	if i < 0 {
+		return nil
+	}
+	return m.Versions[i]
+}
+
+func findField(fs []*schema.Field, name string) *schema.Field {
+	i := slices.IndexFunc(fs, func(f *schema.Field) bool { return f.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return fs[i]
+}
+
+// renamed finds the message of the new file, absent from the old, whose
+// versions are those of om under another name.
+func (b *breaker) renamed(om *schema.Message) *schema.Message {
+	// Go names and positions follow the message, so they differ anyway.
+	same := gocmp.Options{
+		cmpopts.IgnoreFields(schema.Version{}, "GoName", "HeadersName", "Pos", "Examples"),
+		cmpopts.IgnoreFields(schema.Field{}, "GoPath", "Pos"),
+	}
+	for _, nm := range b.new.Messages {
+		if findMessage(b.old, nm.Name) == nil && gocmp.Equal(om.Versions, nm.Versions, same) {
+			return nm
+		}
+	}
+	return nil
+}
+
+func (b *breaker) message(om, nm *schema.Message) {
+	for _, ov := range om.Versions {
+		nv := findVersion(nm, ov.Number)
+		subject := fmt.Sprintf("%s.v%d", om.Name, ov.Number)
+		if nv == nil {
+			b.add(APIBreak, "VERSION-REMOVED", subject, nm.Pos,
+				fmt.Sprintf("%s version %d is removed with %s and Extract%s", om.Name, ov.Number, ov.GoName, ov.GoName),
+				fmt.Sprintf("remove every use of %s from your code first", ov.GoName))
+			continue
+		}
+		for _, ct := range ov.ContentTypes {
+			if !slices.Contains(nv.ContentTypes, ct) {
+				b.add(WireBreak, "CONTENT-TYPE-REMOVED", subject, nv.Pos,
+					fmt.Sprintf("%s version %d is no longer accepted as %s", om.Name, ov.Number, ct),
+					"keep the content type until no producer sends it and no queue holds such a message")
+			}
+		}
+		b.fields(ov.Fields, nv.Fields, nv.Pos, subject+".")
+		b.fields(ov.Headers, nv.Headers, nv.Pos, subject+".headers.")
+	}
+}
+
+// fields compares the fields of two objects (or two sets of headers); parent
+// is where the new object is, prefix the subjects' prefix.
+func (b *breaker) fields(old, new []*schema.Field, parent schema.Pos, prefix string) {
+	for _, of := range old {
+		subject := prefix + of.Name
+		if nf := findField(new, of.Name); nf != nil {
+			b.field(of, nf, subject)
+			continue
+		}
+		b.add(APIBreak, "FIELD-REMOVED", subject, parent,
+			fmt.Sprintf("%s is removed with its Go field %s", subject, of.GoName),
+			"remove every use of the Go field first")
+		if of.Required {
+			b.add(ProducerBreak, "FIELD-REQUIRED-REMOVED", subject, parent,
+				fmt.Sprintf("required %s is removed: consumers on the old schema reject messages without it", subject),
+				"deploy every consumer of the new schema before any producer stops sending it")
+		}
+	}
+	for _, nf := range new {
+		if nf.Required && findField(old, nf.Name) == nil {
+			b.add(InflightBreak, "FIELD-REQUIRED-ADDED", prefix+nf.Name, nf.Pos,
+				fmt.Sprintf("new required %s: messages already queued, and producers on the old schema, lack it", prefix+nf.Name),
+				"add it as optional, or in a new version of the message")
+		}
+	}
+}
+
+// field compares one field present in both revisions, then its elements or
+// fields.
+func (b *breaker) field(of, nf *schema.Field, subject string) {
+	if of.Type != nf.Type {
+		b.add(WireBreak, "FIELD-TYPE-CHANGED", subject, nf.Pos,
+			fmt.Sprintf("%s changes type from %s to %s", subject, of.Type, nf.Type),
+			"add a field with a new name, or a new version of the message, and retire the old one")
+		return
+	}
+	if o, n := goType(of), goType(nf); o != n && of.GoName != "" {
+		b.add(APIBreak, "FIELD-GO-TYPE-CHANGED", subject, nf.Pos,
+			fmt.Sprintf("Go field %s changes type from %s to %s", of.GoName, o, n),
+			"update the code that reads or sets it")
+	}
+	switch {
+	case !of.Required && nf.Required:
+		b.add(InflightBreak, "FIELD-MADE-REQUIRED", subject, nf.Pos,
+			fmt.Sprintf("%s becomes required: messages already queued, and producers on the old schema, may lack it", subject),
+			"keep it optional, or require it in a new version of the message")
+	case of.Required && !nf.Required:
+		b.add(ProducerBreak, "FIELD-MADE-OPTIONAL", subject, nf.Pos,
+			fmt.Sprintf("%s becomes optional: consumers on the old schema reject messages without it", subject),
+			"deploy every consumer of the new schema before any producer leaves it out")
+	}
+	switch {
+	case of.Nullable && !nf.Nullable:
+		b.add(InflightBreak, "FIELD-NULL-REFUSED", subject, nf.Pos,
+			fmt.Sprintf("%s no longer accepts null: messages already queued, and producers on the old schema, may send it", subject),
+			"keep it nullable, or change it in a new version of the message")
+	case !of.Nullable && nf.Nullable:
+		b.add(ProducerBreak, "FIELD-NULL-ALLOWED", subject, nf.Pos,
+			fmt.Sprintf("%s accepts null: consumers on the old schema reject it", subject),
+			"deploy every consumer of the new schema before any producer sends null")
+	}
+	for _, r := range ranges(of, nf) {
+		if r.narrower {
+			b.add(InflightBreak, "BOUND-NARROWED", subject, nf.Pos,
+				fmt.Sprintf("%s narrows its %s from %s to %s: messages already queued, and producers on the old schema, may break it", subject, r.what, r.from, r.to),
+				"keep the old bound, or narrow it in a new version of the message")
+		}
+		if r.wider {
+			b.add(ProducerBreak, "BOUND-WIDENED", subject, nf.Pos,
+				fmt.Sprintf("%s widens its %s from %s to %s: consumers on the old schema reject the values it newly allows", subject, r.what, r.from, r.to),
+				"deploy every consumer of the new schema before any producer sends such values")
+		}
+	}
+	switch of.Type {
+	case schema.Object:
+		b.fields(of.Fields, nf.Fields, nf.Pos, subject+".")
+	case schema.List, schema.Map:
+		if of.Items != nil && nf.Items != nil {
+			b.field(of.Items, nf.Items, subject+"[]")
+		}
+	}
+}
+
+// goType is the Go type of a field as the generator writes it, to tell when
+// a change reaches the generated struct.
+func goType(f *schema.Field) string {
+	t := map[schema.Type]string{
+		schema.String: "string", schema.Integer: "int64", schema.Number: "float64",
+		schema.Bool: "bool", schema.Time: "time.Time", schema.Bytes: "[]byte",
+	}[f.Type]
+	switch f.Type {
+	case schema.Object, schema.Enum:
+		t = f.GoPath
+	case schema.List:
+		t = "[]" + goType(f.Items)
+	case schema.Map:
+		t = "map[string]" + goType(f.Items)
+	}
+	if f.Pointer() {
+		return "*" + t
+	}
+	return t
+}
+
+// change is how the values a field accepts moved under one of its limits.
+type change struct {
+	what            string
+	narrower, wider bool
+	// from and to show the limits, such as 1..64 and 1..32.
+	from, to string
+}
+
+// ranges compares the limits of two fields of one type: bounds, pattern and
+// enum values.
+func ranges(of, nf *schema.Field) []change {
+	var out []change
+	switch of.Type {
+	case schema.String, schema.Bytes:
+		out = append(out, compareRange("length", of.MinLength, of.MaxLength, nf.MinLength, nf.MaxLength))
+	case schema.Integer:
+		out = append(out, compareRange("range", of.MinInt, of.MaxInt, nf.MinInt, nf.MaxInt))
+	case schema.Number:
+		out = append(out, compareRange("range", of.MinNum, of.MaxNum, nf.MinNum, nf.MaxNum))
+	case schema.List, schema.Map:
+		out = append(out, compareRange("item count", of.MinItems, of.MaxItems, nf.MinItems, nf.MaxItems))
+	case schema.Enum:
+		out = append(out, change{
+			what:     "values",
+			narrower: slices.ContainsFunc(of.Values, func(v string) bool { return !slices.Contains(nf.Values, v) }),
+			wider:    slices.ContainsFunc(nf.Values, func(v string) bool { return !slices.Contains(of.Values, v) }),
+			from:     strings.Join(of.Values, ", "),
+			to:       strings.Join(nf.Values, ", "),
+		})
+	}
+	// One pattern is not compared with another: any change may narrow.
+	if of.Pattern != nf.Pattern {
+		out = append(out, change{what: "pattern", narrower: nf.Pattern != "", wider: of.Pattern != "", from: strconv.Quote(of.Pattern), to: strconv.Quote(nf.Pattern)})
+	}
+	return out
+}
+
+// compareRange compares an old and a new inclusive range; nil is unbounded.
+func compareRange[T int | int64 | float64](what string, oldMin, oldMax, newMin, newMax *T) change {
+	// raised reports whether limit b cuts off more below it than a does;
+	// lowered, more above it.
+	raised := func(a, b *T) bool { return b != nil && (a == nil || *b > *a) }
+	lowered := func(a, b *T) bool { return b != nil && (a == nil || *b < *a) }
+	return change{
+		what:     what,
+		narrower: raised(oldMin, newMin) || lowered(oldMax, newMax),
+		wider:    raised(newMin, oldMin) || lowered(newMax, oldMax),
+		from:     span(oldMin, oldMax),
+		to:       span(newMin, newMax),
+	}
+}
+
+// span shows an inclusive range, such as 1..64 or ..64; a missing side is
+// unbounded.
+func span[T int | int64 | float64](lo, hi *T) string {
+	show := func(v *T) string {
+		if v == nil {
+			return ""
+		}
+		return fmt.Sprint(*v)
+	}
+	return show(lo) + ".." + show(hi)
+}
+
+func (b *breaker) queue(oq, nq *schema.Queue) {
+	if oq.Type != nq.Type {
+		b.add(TopologyBreak, "QUEUE-TYPE-CHANGED", oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q changes type from %s to %s: RabbitMQ cannot change the type of it, its retry buckets or its DLQ %q", oq.Name, oq.Type, nq.Type, nq.DLQ),
+			"consume a queue under a new name, or drain the queue, its retry buckets and DLQ and delete them before deploying")
+	}
+	if oq.DLQ != nq.DLQ {
+		b.add(TopologyBreak, "DLQ-CHANGED", oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q dead-letters to %q instead of %q: its x-dead-letter-routing-key changes", oq.Name, nq.DLQ, oq.DLQ),
+			"drain and delete the queue before deploying, or consume a queue under a new name; then deal with what the old DLQ holds")
+	}
+	if nq.MaxBodyBytes < oq.MaxBodyBytes {
+		b.add(InflightBreak, "BODY-LIMIT-NARROWED", oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q lowers max_body_bytes from %d to %d: queued messages between the two go to the DLQ unread", oq.Name, oq.MaxBodyBytes, nq.MaxBodyBytes),
+			"lower it only once no producer sends, and no queue holds, bodies above the new limit")
+	}
+	for _, c := range oq.Consumes {
+		for _, v := range c.Versions {
+			if !consumes(nq, c.Message.Name, v.Number) {
+				b.add(InflightBreak, "VERSION-UNCONSUMED", fmt.Sprintf("%s/%s.v%d", oq.Name, c.Message.Name, v.Number), nq.Pos,
+					fmt.Sprintf("queue %q no longer accepts %s version %d: those in it and its retry buckets fail at dispatch and go to the DLQ", oq.Name, c.Message.Name, v.Number),
+					fmt.Sprintf("stop producing %s version %d and let the queue and its retry buckets drain before deploying", c.Message.Name, v.Number))
+			}
+		}
+	}
+	for _, c := range nq.Consumes {
+		for _, v := range c.Versions {
+			if !consumes(oq, c.Message.Name, v.Number) {
+				b.add(APIBreak, "HANDLER-METHOD-ADDED", fmt.Sprintf("%s/%s.v%d", nq.Name, c.Message.Name, v.Number), nq.Pos,
+					fmt.Sprintf("%sHandler gains Handle%s: types implementing it stop compiling", nq.GoName, v.GoName),
+					fmt.Sprintf("implement Handle%s on the handler of queue %q", v.GoName, nq.Name))
+			}
+		}
+	}
+}
+
+// consumes reports whether q accepts version n of message msg.
+func consumes(q *schema.Queue, msg string, n int) bool {
+	return slices.ContainsFunc(q.Consumes, func(c schema.Consume) bool {
+		return c.Message.Name == msg && slices.ContainsFunc(c.Versions, func(v *schema.Version) bool { return v.Number == n })
+	})
+}

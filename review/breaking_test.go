@@ -1,0 +1,154 @@
+package review
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+const base = `version: 1
+package: shopmsg
+messages:
+  OrderPlaced:
+    versions:
+      1:
+        fields:
+          order_id: {type: string, required: true, max_length: 64}
+          amount: {type: integer, required: true, min: 1, max: 1000}
+          note: {type: string, max_length: 200}
+          customer:
+            type: object
+            fields:
+              email: {type: string, required: true, max_length: 254}
+          items:
+            type: list
+            max_items: 10
+            items: {type: string, max_length: 20}
+      2:
+        fields:
+          order_id: {type: string, required: true, max_length: 64}
+queues:
+  orders:
+    consumes:
+      - message: OrderPlaced
+        versions: [1, 2]
+    retry:
+      delays: [1s, 5s]
+    max_body_bytes: 65536
+`
+
+func parse(t *testing.T, name, src string) *schema.File {
+	t.Helper()
+	f, err := schema.Parse(name, []byte(src))
+	if err != nil {
+		t.Fatalf("%s:\n%v\n%s", name, err, src)
+	}
+	return f
+}
+
+// edit applies old → new replacements to base, each of which must match.
+func edit(t *testing.T, pairs ...string) string {
+	t.Helper()
+	s := base
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !strings.Contains(s, pairs[i]) {
+			t.Fatalf("base lacks %q", pairs[i])
+		}
+		s = strings.Replace(s, pairs[i], pairs[i+1], 1)
+	}
+	return s
+}
+
+func TestBreaking(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edits []string
+		want  []string // CATEGORY RULE@SUBJECT
+	}{
+		{"unchanged", nil, nil},
+		{"optional field added", []string{"          note:", "          gift: {type: bool}\n          note:"}, nil},
+		{"new queue and version", []string{"      2:\n", "      3: {}\n      2:\n", "queues:\n", "queues:\n  audit:\n    consumes: [{message: OrderPlaced, versions: [3]}]\n"}, nil},
+		{"bounds widened", []string{"max: 1000", "max: 5000"}, []string{"PRODUCER BOUND-WIDENED@OrderPlaced.v1.amount"}},
+		{"bounds narrowed", []string{"min: 1, max: 1000", "min: 2, max: 1000"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.amount"}},
+		{"list element narrowed", []string{"max_length: 20}", "max_length: 10}"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.items[]"}},
+		{"item count narrowed", []string{"max_items: 10", "max_items: 5"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.items"}},
+		{"required field added", []string{"          note:", "          currency: {type: string, required: true, max_length: 3}\n          note:"},
+			[]string{"INFLIGHT FIELD-REQUIRED-ADDED@OrderPlaced.v1.currency"}},
+		{"nested required field added", []string{"              email:", "              name: {type: string, required: true, max_length: 9}\n              email:"},
+			[]string{"INFLIGHT FIELD-REQUIRED-ADDED@OrderPlaced.v1.customer.name"}},
+		{"field made required", []string{"note: {type: string, max_length: 200}", "note: {type: string, required: true, max_length: 200}"},
+			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.note", "INFLIGHT FIELD-MADE-REQUIRED@OrderPlaced.v1.note"}},
+		{"field made optional", []string{"amount: {type: integer, required: true,", "amount: {type: integer,"},
+			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.amount", "PRODUCER FIELD-MADE-OPTIONAL@OrderPlaced.v1.amount"}},
+		{"optional field removed", []string{"          note: {type: string, max_length: 200}\n", ""},
+			[]string{"API FIELD-REMOVED@OrderPlaced.v1.note"}},
+		{"required field removed", []string{"          amount: {type: integer, required: true, min: 1, max: 1000}\n", ""},
+			[]string{"API FIELD-REMOVED@OrderPlaced.v1.amount", "PRODUCER FIELD-REQUIRED-REMOVED@OrderPlaced.v1.amount"}},
+		{"type changed", []string{"amount: {type: integer, required: true, min: 1, max: 1000}", "amount: {type: string, required: true}"},
+			[]string{"WIRE FIELD-TYPE-CHANGED@OrderPlaced.v1.amount"}},
+		{"version removed", []string{"      2:\n        fields:\n          order_id: {type: string, required: true, max_length: 64}\n", "", "[1, 2]", "[1]"},
+			[]string{"API VERSION-REMOVED@OrderPlaced.v2", "INFLIGHT VERSION-UNCONSUMED@orders/OrderPlaced.v2"}},
+		{"version no longer consumed", []string{"[1, 2]", "[2]"},
+			[]string{"INFLIGHT VERSION-UNCONSUMED@orders/OrderPlaced.v1"}},
+		{"version newly consumed", []string{"[1, 2]", "[1, 2]\n  audit:\n    consumes: [{message: OrderPlaced, versions: [1]}]"}, nil},
+		{"message renamed", []string{"  OrderPlaced:", "  OrderCreated:", "message: OrderPlaced", "message: OrderCreated"},
+			[]string{"API HANDLER-METHOD-ADDED@orders/OrderCreated.v1", "API HANDLER-METHOD-ADDED@orders/OrderCreated.v2", "WIRE MESSAGE-RENAMED@OrderPlaced",
+				"INFLIGHT VERSION-UNCONSUMED@orders/OrderPlaced.v1", "INFLIGHT VERSION-UNCONSUMED@orders/OrderPlaced.v2"}},
+		{"queue removed", []string{"queues:\n  orders:", "queues:\n  orders2:"},
+			[]string{"INFLIGHT QUEUE-REMOVED@orders"}},
+		{"queue type changed", []string{"    consumes:\n      - message", "    type: quorum\n    consumes:\n      - message"},
+			[]string{"TOPOLOGY QUEUE-TYPE-CHANGED@orders"}},
+		{"dlq changed", []string{"    max_body_bytes", "    dlq: orders.dead\n    max_body_bytes"},
+			[]string{"TOPOLOGY DLQ-CHANGED@orders"}},
+		{"retry delays changed", []string{"[1s, 5s]", "[2s, 5s, 1m]"}, nil},
+		{"body limit lowered", []string{"max_body_bytes: 65536", "max_body_bytes: 1024"},
+			[]string{"INFLIGHT BODY-LIMIT-NARROWED@orders"}},
+		{"package renamed", []string{"package: shopmsg", "package: shop"}, []string{"API PACKAGE-CHANGED@shop"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, new := parse(t, "old.lily.yaml", base), parse(t, "new.lily.yaml", edit(t, tc.edits...))
+			found := Breaking(old, new)
+			Sort(found)
+			var got []string
+			for _, f := range found {
+				got = append(got, string(f.Category)+" "+f.Ack())
+				if f.File != "new.lily.yaml" || f.Line < 1 || f.Column < 1 || f.Message == "" || f.Migration == "" {
+					t.Errorf("finding without a place, message or migration: %+v", f)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("findings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBreakingPlacesFindingsInTheNewFile(t *testing.T) {
+	old := parse(t, "old.lily.yaml", base)
+	new := parse(t, "new.lily.yaml", edit(t, "min: 1, max: 1000", "min: 2, max: 1000"))
+	found := Breaking(old, new)
+	if len(found) != 1 || found[0].Line != 9 || found[0].Column != 11 {
+		t.Errorf("want one finding at the amount key, 9:11; got %+v", found)
+	}
+}
+
+func TestAcknowledged(t *testing.T) {
+	f := Finding{Rule: "DLQ-CHANGED", Subject: "orders"}
+	for _, tc := range []struct {
+		acks []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"DLQ-CHANGED"}, true},
+		{[]string{"DLQ-CHANGED@orders"}, true},
+		{[]string{"DLQ-CHANGED@billing"}, false},
+		{[]string{"QUEUE-TYPE-CHANGED@orders"}, false},
+	} {
+		if got := f.Acknowledged(tc.acks); got != tc.want {
+			t.Errorf("Acknowledged(%q) = %v", tc.acks, got)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package review
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+// Changes lists, in plain sentences, what changed from old to new without
+// breaking anything: additions and policy changes a reviewer should see.
+// Breaking lists the rest.
+func Changes(old, new *schema.File) []string {
+	var out []string
+	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	for _, nm := range new.Messages {
+		om := findMessage(old, nm.Name)
+		if om == nil {
+			add("new message %s", nm.Name)
+			continue
+		}
+		for _, nv := range nm.Versions {
+			ov := findVersion(om, nv.Number)
+			switch {
+			case ov == nil:
+				add("new version %s", nv.GoName)
+			default:
+				added(ov.Fields, nv.Fields, nv.GoName+" field ", add)
+				added(ov.Headers, nv.Headers, nv.GoName+" header ", add)
+				if ov.DeprecatedSince == "" && nv.DeprecatedSince != "" {
+					add("%s is deprecated since %s", nv.GoName, nv.DeprecatedSince)
+				}
+			}
+		}
+	}
+	for _, nq := range new.Queues {
+		oq := findQueue(old, nq.Name)
+		if oq == nil {
+			add("new queue %q", nq.Name)
+			continue
+		}
+		changed := func(what string, o, n any) {
+			if o != n {
+				add("queue %q: %s %v → %v", nq.Name, what, o, n)
+			}
+		}
+		changed("prefetch", oq.Prefetch, nq.Prefetch)
+		changed("concurrency", oq.Concurrency, nq.Concurrency)
+		changed("max_attempts", oq.Retry.MaxAttempts, nq.Retry.MaxAttempts)
+		changed("handler_timeout", oq.HandlerTimeout, nq.HandlerTimeout)
+		changed("settlement_budget", oq.SettlementBudget, nq.SettlementBudget)
+		changed("inbox", oq.Inbox, nq.Inbox)
+		if nq.MaxBodyBytes > oq.MaxBodyBytes {
+			changed("max_body_bytes", oq.MaxBodyBytes, nq.MaxBodyBytes)
+		}
+		// Bucket names follow their delays, so a changed delay declares a
+		// new bucket; the old one still returns what it holds to the queue.
+		if !slices.Equal(oq.Retry.Delays, nq.Retry.Delays) {
+			add("queue %q: retry delays %v → %v (delete the buckets no longer used once they are empty)", nq.Name, oq.Retry.Delays, nq.Retry.Delays)
+		}
+	}
+	return out
+}
+
+// added reports the optional fields of new that old lacks, at any depth;
+// required ones are breaking.
+func added(old, new []*schema.Field, prefix string, add func(string, ...any)) {
+	for _, nf := range new {
+		of := findField(old, nf.Name)
+		switch {
+		case of == nil && !nf.Required:
+			add("%s%s added (optional)", prefix, nf.Name)
+		case of != nil && of.Type == schema.Object && nf.Type == schema.Object:
+			added(of.Fields, nf.Fields, prefix+nf.Name+".", add)
+		}
+	}
+}

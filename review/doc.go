@@ -1,0 +1,183 @@
+package review
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/templates"
+)
+
+// Page is what the review page template renders: one schema and, when it is
+// compared with an older revision, what changed.
+type Page struct {
+	Source   string // the schema file's base name
+	Package  string
+	Output   string
+	Messages []MessageView
+	Queues   []QueueView
+	// Against names the older revision; the rest of the comparison is empty
+	// when it is "".
+	Against  string
+	Breaking []Finding
+	Changes  []string
+}
+
+// MessageView is one message of the page.
+type MessageView struct {
+	Name     string
+	Versions []VersionView
+}
+
+// VersionView is one message version of the page.
+type VersionView struct {
+	Number                       int
+	GoName                       string
+	ContentTypes                 string
+	ConsumedBy                   []string
+	DeprecatedSince, RemoveAfter string
+	Fields, Headers              []FieldRow
+	Examples                     int
+}
+
+// FieldRow is one field, element or header of the page.
+type FieldRow struct {
+	Path, Type, Required, Limits string
+}
+
+// QueueView is one queue of the page.
+type QueueView struct {
+	Name, Type             string
+	Prefetch, Concurrency  int
+	Consumes               []string
+	Delays                 []string
+	Buckets                []string
+	MaxAttempts            int
+	DLQ                    string
+	MaxBodyBytes           int
+	HandlerTimeout, Budget string
+	Inbox                  string
+}
+
+// NewPage describes f; when old is not nil it also lists what changed since
+// old, the revision named against.
+func NewPage(f, old *schema.File, against string) Page {
+	p := Page{Source: filepath.Base(f.Name), Package: f.Package, Output: f.Output}
+	for _, m := range f.Messages {
+		mv := MessageView{Name: m.Name}
+		for _, v := range m.Versions {
+			vv := VersionView{
+				Number: v.Number, GoName: v.GoName, ContentTypes: strings.Join(v.ContentTypes, ", "),
+				DeprecatedSince: v.DeprecatedSince, RemoveAfter: v.RemoveAfter, Examples: len(v.Examples),
+			}
+			for _, q := range f.Queues {
+				if consumes(q, m.Name, v.Number) {
+					vv.ConsumedBy = append(vv.ConsumedBy, q.Name)
+				}
+			}
+			walkFields(v.Fields, "", func(fd *schema.Field, path string) { vv.Fields = append(vv.Fields, row(fd, path)) })
+			walkFields(v.Headers, "", func(fd *schema.Field, path string) { vv.Headers = append(vv.Headers, row(fd, path)) })
+			mv.Versions = append(mv.Versions, vv)
+		}
+		p.Messages = append(p.Messages, mv)
+	}
+	for _, q := range f.Queues {
+		p.Queues = append(p.Queues, queueView(q))
+	}
+	if old != nil {
+		p.Against = against
+		p.Breaking = Breaking(old, f)
+		Sort(p.Breaking)
+		p.Changes = Changes(old, f)
+	}
+	return p
+}
+
+func queueView(q *schema.Queue) QueueView {
+	spec := runtime.QueueSpec{Name: q.Name, HandlerTimeout: q.HandlerTimeout, SettlementBudget: q.SettlementBudget}
+	qv := QueueView{
+		Name: q.Name, Type: string(q.Type), Prefetch: q.Prefetch, Concurrency: q.Concurrency,
+		MaxAttempts: q.Retry.MaxAttempts, DLQ: q.DLQ, MaxBodyBytes: q.MaxBodyBytes,
+		HandlerTimeout: q.HandlerTimeout.String(), Budget: spec.Budget().String(), Inbox: string(q.Inbox),
+	}
+	for _, c := range q.Consumes {
+		nums := make([]string, len(c.Versions))
+		for i, v := range c.Versions {
+			nums[i] = strconv.Itoa(v.Number)
+		}
+		qv.Consumes = append(qv.Consumes, fmt.Sprintf("%s v%s", c.Message.Name, strings.Join(nums, ", v")))
+	}
+	for _, d := range q.Retry.Delays {
+		qv.Delays = append(qv.Delays, d.String())
+		qv.Buckets = append(qv.Buckets, spec.RetryBucket(d))
+	}
+	return qv
+}
+
+func row(f *schema.Field, path string) FieldRow {
+	r := FieldRow{Path: path, Type: string(f.Type), Required: "optional"}
+	switch {
+	case f.Name == "":
+		r.Required = "element"
+	case f.Required:
+		r.Required = "required"
+	}
+	if f.Nullable {
+		r.Required += ", nullable"
+	}
+	var limits []string
+	span := func(what string, lo, hi string) {
+		switch {
+		case lo != "" && hi != "":
+			limits = append(limits, fmt.Sprintf("%s %s to %s", what, lo, hi))
+		case lo != "":
+			limits = append(limits, fmt.Sprintf("%s ≥ %s", what, lo))
+		case hi != "":
+			limits = append(limits, fmt.Sprintf("%s ≤ %s", what, hi))
+		}
+	}
+	span("length", format(f.MinLength), format(f.MaxLength))
+	span("value", format(f.MinInt), format(f.MaxInt))
+	span("value", format(f.MinNum), format(f.MaxNum))
+	span("items", format(f.MinItems), format(f.MaxItems))
+	if f.Pattern != "" {
+		limits = append(limits, "matches `"+f.Pattern+"`")
+	}
+	if len(f.Values) > 0 {
+		limits = append(limits, "one of "+strings.Join(f.Values, ", "))
+	}
+	if f.Default != nil {
+		limits = append(limits, fmt.Sprintf("default %v", f.Default))
+	}
+	r.Limits = strings.Join(limits, "; ")
+	return r
+}
+
+func format[T int | int64 | float64](v *T) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(*v)
+}
+
+// WritePage renders p with the review page template.
+func WritePage(w io.Writer, p Page) error {
+	t, err := template.New("review.md.tmpl").Funcs(template.FuncMap{
+		"cell": cell,
+		"join": strings.Join,
+	}).ParseFS(templates.FS, "review.md.tmpl")
+	if err != nil {
+		return err
+	}
+	return t.Execute(w, p)
+}
+
+// cell makes s safe inside a Markdown table cell.
+func cell(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}

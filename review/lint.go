@@ -1,0 +1,109 @@
+package review
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+var (
+	// Queue names in lower case with dots, dashes and underscores between
+	// words read well in the management UI and in retry bucket names.
+	queueNameStyle = regexp.MustCompile(`^[a-z][a-z0-9]*([._-][a-z0-9]+)*$`)
+	// JSON keys in snake_case, the style of the examples and the reference.
+	fieldNameStyle = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+)
+
+// Lint lists the conventions f does not follow. today decides whether a
+// version's remove_after date has passed.
+func Lint(f *schema.File, today time.Time) []Finding {
+	var out []Finding
+	add := func(rule, subject string, at schema.Pos, msg, fix string) {
+		out = append(out, Finding{Rule: rule, Category: Convention, File: at.File, Line: at.Line, Column: at.Column, Subject: subject, Message: msg, Migration: fix})
+	}
+	for _, q := range f.Queues {
+		names := []string{q.Name}
+		// A default DLQ name follows the queue's, and its finding.
+		if q.DLQ != q.Name+schema.DLQSuffix {
+			names = append(names, q.DLQ)
+		}
+		for _, name := range names {
+			if !queueNameStyle.MatchString(name) {
+				add("LINT-QUEUE-NAME", q.Name, q.Pos,
+					fmt.Sprintf("queue name %q is not lower case words joined by '.', '-' or '_'", name),
+					"rename it, such as billing.payments")
+			}
+		}
+	}
+	day := today.Format(time.DateOnly)
+	for _, m := range f.Messages {
+		for _, v := range m.Versions {
+			subject := fmt.Sprintf("%s.v%d", m.Name, v.Number)
+			if len(f.Queues) > 0 && !consumedAnywhere(f, m.Name, v.Number) {
+				add("LINT-VERSION-UNCONSUMED", subject, v.Pos,
+					fmt.Sprintf("%s version %d is consumed by no queue", m.Name, v.Number),
+					"consume it, or remove it once nothing produces it")
+			}
+			// Dates are YYYY-MM-DD, so they compare as strings.
+			if v.RemoveAfter != "" && v.RemoveAfter < day {
+				add("LINT-REMOVE-AFTER-PASSED", subject, v.Pos,
+					fmt.Sprintf("%s version %d was to be removed after %s", m.Name, v.Number, v.RemoveAfter),
+					"remove it, or move remove_after")
+			}
+			walkFields(v.Fields, subject+".", func(fd *schema.Field, subject string) {
+				lintField(fd, subject, false, add)
+			})
+			walkFields(v.Headers, subject+".headers.", func(fd *schema.Field, subject string) {
+				lintField(fd, subject, true, add)
+			})
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// lintField checks one field; header names follow HTTP's style, not JSON's,
+// so only payload fields are held to snake_case.
+func lintField(f *schema.Field, subject string, header bool, add func(rule, subject string, at schema.Pos, msg, fix string)) {
+	if f.Name != "" && !header && !fieldNameStyle.MatchString(f.Name) {
+		add("LINT-FIELD-NAME", subject, f.Pos,
+			fmt.Sprintf("field name %q is not snake_case", f.Name), "rename it in a new version, such as order_id")
+	}
+	switch {
+	case (f.Type == schema.String || f.Type == schema.Bytes) && f.MaxLength == nil:
+		add("LINT-STRING-UNBOUNDED", subject, f.Pos,
+			fmt.Sprintf("%s %s has no max_length", f.Type, subject), "bound it with max_length")
+	case (f.Type == schema.List || f.Type == schema.Map) && f.MaxItems == nil:
+		add("LINT-LIST-UNBOUNDED", subject, f.Pos,
+			fmt.Sprintf("%s %s has no max_items", f.Type, subject), "bound it with max_items")
+	}
+}
+
+// walkFields calls fn with every field below fs, elements included, and its
+// subject: prefix, the path of JSON keys, and [] for an element.
+func walkFields(fs []*schema.Field, prefix string, fn func(f *schema.Field, subject string)) {
+	var walk func(f *schema.Field, subject string)
+	walk = func(f *schema.Field, subject string) {
+		fn(f, subject)
+		for _, c := range f.Fields {
+			walk(c, subject+"."+c.Name)
+		}
+		if f.Items != nil {
+			walk(f.Items, subject+"[]")
+		}
+	}
+	for _, f := range fs {
+		walk(f, prefix+f.Name)
+	}
+}
+
+func consumedAnywhere(f *schema.File, msg string, n int) bool {
+	for _, q := range f.Queues {
+		if consumes(q, msg, n) {
+			return true
+		}
+	}
+	return false
+}
