@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -12,19 +11,26 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-)
 
-var update = flag.Bool("update", false, "rewrite the expected files of testdata/golden")
+	"github.com/lily-mq/lily/internal/update"
+)
 
 const (
-	goldenSchema = "schema.lily.yaml"
-	goldenSuffix = ".golden" // keeps the go tool from building expected Go files
+	goldenArgs     = "args" // the lilygen command line of a case, when not the default
+	defaultArgs    = "generate schema.lily.yaml"
+	goldenSuffix   = ".golden"  // keeps the go tool from building expected Go files
+	expectedPrefix = "expected" // expected.stdout, expected.stderr, expected.code, expected/
 )
 
-// TestGolden runs lilygen generate on each testdata/golden/<case>/schema.lily.yaml
-// and compares everything it produced with the case's expected files:
-// expected/<path>.golden for each generated file, expected.stderr and
-// expected.code when it fails. Generated files must also pass go vet.
+// TestGolden runs lilygen in a copy of each case of testdata/golden and
+// compares everything it produced with the case's expected files:
+// expected.stdout, expected.stderr and expected.code (when not 0), and
+// expected/<path>.golden for each file it wrote. A case holds its input files
+// (schema.lily.yaml and any others it names) and, in the file args, the
+// command line when it is not "generate schema.lily.yaml". A generate that
+// succeeds must leave check satisfied, and the Go files it wrote must pass
+// go vet. go test ./cmd/lilygen -update (or LILY_UPDATE=1) rewrites the
+// expected files.
 func TestGolden(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", "..", "testdata", "golden"))
 	if err != nil {
@@ -36,17 +42,21 @@ func TestGolden(t *testing.T) {
 	}
 	generated := map[string]string{} // <case>/<path> → content, for go vet
 	for _, c := range cases {
+		if !c.IsDir() {
+			continue
+		}
 		dir := filepath.Join(root, c.Name())
 		t.Run(c.Name(), func(t *testing.T) {
 			got := runCase(t, dir)
 			for name, content := range got {
-				if rel, ok := strings.CutPrefix(name, "expected/"); ok {
-					generated[filepath.Join(c.Name(), strings.TrimSuffix(rel, goldenSuffix))] = content
+				rel, ok := strings.CutPrefix(name, expectedPrefix+"/")
+				if rel = strings.TrimSuffix(rel, goldenSuffix); ok && strings.HasSuffix(rel, ".go") {
+					generated[filepath.Join(c.Name(), rel)] = content
 				}
 			}
-			if *update {
+			if update.Enabled() {
 				rewrite(t, dir, got)
-			} else if diff := cmp.Diff(readTree(t, dir), got); diff != "" {
+			} else if diff := cmp.Diff(expected(t, dir), got); diff != "" {
 				t.Errorf("lilygen output differs from testdata/golden/%s (-want +got):\n%s\nrun go test ./cmd/lilygen -run Golden -update to accept it", c.Name(), diff)
 			}
 		})
@@ -56,42 +66,70 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// runCase runs lilygen generate, and then check, on a copy of the case's
-// schema and returns what a case directory should hold.
+// runCase runs the case's command line on a copy of its inputs and returns
+// what its expected files should hold.
 func runCase(t *testing.T, dir string) map[string]string {
-	schema, err := os.ReadFile(filepath.Join(dir, goldenSchema))
-	if err != nil {
-		t.Fatal(err)
+	inputs := map[string]string{}
+	for name, content := range readTree(t, dir) {
+		if !isExpected(name) {
+			inputs[name] = content
+		}
+	}
+	args := strings.Fields(defaultArgs)
+	if line, ok := inputs[goldenArgs]; ok {
+		args = strings.Fields(line)
+		delete(inputs, goldenArgs)
 	}
 	work := t.TempDir()
-	writeFile(t, filepath.Join(work, goldenSchema), string(schema))
+	for name, content := range inputs {
+		writeFile(t, filepath.Join(work, filepath.FromSlash(name)), content)
+	}
 	t.Chdir(work) // paths in messages are as a go:generate line gives them
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"generate", goldenSchema}, &stdout, &stderr)
+	code := run(args, &stdout, &stderr)
 	got := map[string]string{}
 	if stdout.Len() > 0 {
-		got["expected.stdout"] = stdout.String()
+		got[expectedPrefix+".stdout"] = stdout.String()
 	}
 	if stderr.Len() > 0 {
-		got["expected.stderr"] = stderr.String()
+		got[expectedPrefix+".stderr"] = stderr.String()
 	}
 	if code != 0 {
-		got["expected.code"] = strconv.Itoa(code) + "\n"
-		return got
+		got[expectedPrefix+".code"] = strconv.Itoa(code) + "\n"
 	}
 	for name, content := range readTree(t, work) {
-		got[filepath.ToSlash(filepath.Join("expected", name+goldenSuffix))] = content
+		if _, input := inputs[name]; !input {
+			got[expectedPrefix+"/"+name+goldenSuffix] = content
+		}
 	}
 	// Generating again must give the same bytes, which check verifies.
-	stdout.Reset()
-	stderr.Reset()
-	if code := run([]string{"check", goldenSchema}, &stdout, &stderr); code != 0 || stdout.Len()+stderr.Len() > 0 {
-		t.Errorf("check right after generate: exit %d\n%s%s", code, &stdout, &stderr)
+	if args[0] == "generate" && code == 0 {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(append([]string{"check"}, args[1:]...), &stdout, &stderr); code != 0 || stdout.Len()+stderr.Len() > 0 {
+			t.Errorf("check right after generate: exit %d\n%s%s", code, &stdout, &stderr)
+		}
 	}
 	return got
 }
 
-// readTree reads every file below dir but the schema, by slash path.
+func isExpected(name string) bool {
+	return strings.HasPrefix(name, expectedPrefix+".") || strings.HasPrefix(name, expectedPrefix+"/")
+}
+
+// expected reads a case's expected files, with line endings normalised in
+// case a checkout turned them into CRLF.
+func expected(t *testing.T, dir string) map[string]string {
+	files := map[string]string{}
+	for name, content := range readTree(t, dir) {
+		if isExpected(name) {
+			files[name] = strings.ReplaceAll(content, "\r\n", "\n")
+		}
+	}
+	return files
+}
+
+// readTree reads every file below dir, by slash path.
 func readTree(t *testing.T, dir string) map[string]string {
 	files := map[string]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -99,7 +137,7 @@ func readTree(t *testing.T, dir string) map[string]string {
 			return err
 		}
 		rel, err := filepath.Rel(dir, path)
-		if err != nil || rel == goldenSchema {
+		if err != nil {
 			return err
 		}
 		content, err := os.ReadFile(path)
@@ -114,12 +152,12 @@ func readTree(t *testing.T, dir string) map[string]string {
 
 // rewrite replaces the case's expected files with got.
 func rewrite(t *testing.T, dir string, got map[string]string) {
-	for name := range readTree(t, dir) {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+	for name := range expected(t, dir) {
+		if err := os.Remove(filepath.Join(dir, filepath.FromSlash(name))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.RemoveAll(filepath.Join(dir, "expected")); err != nil {
+	if err := os.RemoveAll(filepath.Join(dir, expectedPrefix)); err != nil {
 		t.Fatal(err)
 	}
 	for name, content := range got {
@@ -144,6 +182,9 @@ func writeFile(t *testing.T, path, content string) {
 func vetAll(t *testing.T, generated map[string]string) {
 	if testing.Short() {
 		t.Skip("go vet of the golden outputs skipped in -short mode")
+	}
+	if len(generated) == 0 {
+		return
 	}
 	module, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {

@@ -1,80 +1,139 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 
-	"github.com/lily-mq/lily/gen"
 	"github.com/lily-mq/lily/schema"
 )
 
-// Exit codes.
+// Exit codes, the same for every command.
 const (
-	exitOK    = 0
-	exitStale = 1 // check found a stale or missing file, or a file could not be written
-	exitUsage = 2 // bad arguments or schema errors
+	exitOK       = 0
+	exitFindings = 1 // check: stale or missing output, or a write failed; lint: findings; breaking: breaking changes
+	exitUsage    = 2 // bad arguments, unreadable files or schema errors
 )
 
-const usage = `lilygen generates typed RabbitMQ consumers from Lily schema files.
+// command is one lilygen subcommand.
+type command struct {
+	name, args, summary string
+	// help is the rest of the -h text, after the usage line and the flags.
+	help string
+	// schemas says whether the command reads schema files, and so takes
+	// --error-format.
+	schemas bool
+	// flags adds the command's own flags and returns its body.
+	flags func(fs *flag.FlagSet) func(e *env) int
+}
+
+// env is what a command's body works with.
+type env struct {
+	args           []string
+	stdout, stderr io.Writer
+	format         errorFormat
+}
+
+// commands are the subcommands, in the order lilygen -h lists them.
+var commands = []*command{generateCmd, checkCmd, lintCmd, breakingCmd, docCmd, topologyCmd, initCmd}
+
+const usage = `lilygen compiles Lily schema files into typed RabbitMQ consumers, and checks
+schemas for review.
 
 Usage:
-  lilygen generate <schema.lily.yaml>...   write each schema's Go file
-  lilygen check <schema.lily.yaml>...      verify that the Go files on disk are up to date
-  lilygen <schema.lily.yaml>...            same as generate
+  lilygen <command> [flags] <schema.lily.yaml>...
+  lilygen <schema.lily.yaml>...     same as lilygen generate
 
-Each schema writes <output>/<package>.lily.go next to itself, and only when the
-content changed. In a Go package:
+Commands:
+%s
+Run lilygen <command> -h for a command's flags. Flags may come before or
+after the files.
 
-  //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml
+Exit codes (every command):
+  0  done: generated, up to date, no findings, no breaking changes
+  1  findings: check found stale or missing output (or generate could not
+     write a file), lint found a convention broken, breaking found a change
+     that is not acknowledged
+  2  usage errors, unreadable files, git failures or schema errors
 
-Exit codes: 0 done or up to date; 1 stale or missing output (check) or a write
-failed; 2 usage or schema errors, each printed as file:line:column: message.
-See docs/schema.md for the schema language.
+Schema errors print as file:line:column: message [RULE-ID], all of them,
+sorted; --error-format=json or github-actions prints them for tools.
+docs/lilygen.md describes the commands, docs/schema.md the schema language.
 `
+
+func mainUsage() string {
+	var b strings.Builder
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	return fmt.Sprintf(usage, b.String())
+}
 
 // run is lilygen with its arguments; it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	cmd := "generate"
+	name := "generate"
 	if len(args) > 0 {
 		switch a := args[0]; {
-		case a == "generate" || a == "check":
-			cmd, args = a, args[1:]
-		case a == "help":
-			fmt.Fprint(stdout, usage)
+		case a == "help" || a == "-h" || a == "-help" || a == "--help":
+			fmt.Fprint(stdout, mainUsage())
 			return exitOK
+		case slices.ContainsFunc(commands, func(c *command) bool { return c.name == a }):
+			name, args = a, args[1:]
 		case !strings.HasPrefix(a, "-") && !isFile(a):
-			fmt.Fprintf(stderr, "lilygen: unknown command %q (want generate or check; lilygen -h explains)\n", a)
+			fmt.Fprintf(stderr, "lilygen: unknown command %q (lilygen -h lists them)\n", a)
 			return exitUsage
 		}
 	}
-	flags := flag.NewFlagSet("lilygen "+cmd, flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	flags.Usage = func() { fmt.Fprint(stderr, usage) }
-	if err := flags.Parse(args); err != nil {
+	c := commands[slices.IndexFunc(commands, func(c *command) bool { return c.name == name })]
+	fs := flag.NewFlagSet("lilygen "+c.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	e := &env{stdout: stdout, stderr: stderr, format: textFormat}
+	if c.schemas {
+		fs.Var(&e.format, "error-format", "how to print errors and findings: text, json or github-actions")
+	}
+	body := c.flags(fs)
+	// Help asked for goes to stdout; help after a usage error, to stderr.
+	out := stderr
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		out = stdout
+	}
+	fs.Usage = func() {
+		fs.SetOutput(out)
+		fmt.Fprintf(out, "Usage: lilygen %s %s\n\n%s\n\nFlags:\n", c.name, c.args, c.summary)
+		fs.PrintDefaults()
+		fmt.Fprintf(out, "\n%s\n\nExit codes: 0 done, 1 findings, 2 usage or schema errors (lilygen -h explains).\n", c.help)
+	}
+	var err error
+	if e.args, err = parseInterspersed(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	if flags.NArg() == 0 {
-		fmt.Fprintf(stderr, "lilygen %s: name at least one schema file (lilygen -h explains)\n", cmd)
-		return exitUsage
+	return body(e)
+}
+
+// parseInterspersed parses flags wherever they stand among the arguments, so
+// that "lilygen breaking x.lily.yaml --against main" works; "--" ends flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		left := fs.Args()
+		if len(left) == 0 {
+			return rest, nil
+		}
+		if len(left) < len(args) && args[len(args)-len(left)-1] == "--" {
+			return append(rest, left...), nil
+		}
+		rest, args = append(rest, left[0]), left[1:]
 	}
-	targets, ok := generate(flags.Args(), stderr)
-	if !ok {
-		return exitUsage
-	}
-	if cmd == "check" {
-		return check(targets, stdout, stderr)
-	}
-	return write(targets, stderr)
 }
 
 // isFile reports whether a names a file, or looks like a schema file's name,
@@ -87,88 +146,45 @@ func isFile(a string) bool {
 	return err == nil && !info.IsDir()
 }
 
-// target is one file to write: its path from the current directory, the
-// schema it comes from, and its content.
-type target struct {
-	path, schema string
-	content      []byte
+// needSchemas reports a usage error when no schema file was named.
+func (e *env) needSchemas(name string) bool {
+	if len(e.args) == 0 {
+		fmt.Fprintf(e.stderr, "lilygen %s: name at least one schema file (lilygen %s -h explains)\n", name, name)
+		return false
+	}
+	return true
 }
 
-// generate reads every schema and renders its file. It reports every schema's
-// problems before failing, so that one run shows them all.
-func generate(names []string, stderr io.Writer) ([]target, bool) {
-	var targets []target
+// load reads and checks every schema named, printing every problem of every
+// file before it fails, so that one run shows them all.
+func (e *env) load(names []string) ([]*schema.File, bool) {
+	var files []*schema.File
 	ok := true
-	bySchema := map[string]string{}
 	for _, name := range names {
-		f, err := schema.Load(name)
-		var list schema.ErrorList
-		switch {
-		case errors.As(err, &list):
-			fmt.Fprintln(stderr, list)
-			ok = false
-			continue
-		case err != nil:
-			fmt.Fprintf(stderr, "lilygen: %v\n", err)
-			ok = false
-			continue
-		}
-		out, err := gen.Generate(f)
-		if err != nil {
-			fmt.Fprintf(stderr, "lilygen: %v\n", err)
-			ok = false
-			continue
-		}
-		path := filepath.Join(filepath.Dir(name), filepath.FromSlash(out.Path))
-		if prev, dup := bySchema[path]; dup {
-			fmt.Fprintf(stderr, "lilygen: %s and %s both generate %s\n", prev, name, path)
-			ok = false
-			continue
-		}
-		bySchema[path] = name
-		targets = append(targets, target{path: path, schema: name, content: out.Content})
+		f, good := e.loadOne(name, nil)
+		ok = ok && good
+		files = append(files, f)
 	}
-	return targets, ok
+	return files, ok
 }
 
-// write writes each target whose file is missing or differs, so that an
-// unchanged schema leaves modification times alone.
-func write(targets []target, stderr io.Writer) int {
-	code := exitOK
-	for _, t := range targets {
-		if old, err := os.ReadFile(t.path); err == nil && bytes.Equal(old, t.content) {
-			continue
-		}
-		err := os.MkdirAll(filepath.Dir(t.path), 0o755)
-		if err == nil {
-			err = os.WriteFile(t.path, t.content, 0o644)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "lilygen: %v\n", err)
-			code = exitStale
-		}
+// loadOne checks the schema file name, read from disk when data is nil.
+func (e *env) loadOne(name string, data []byte) (*schema.File, bool) {
+	var f *schema.File
+	var err error
+	if data == nil {
+		f, err = schema.Load(name)
+	} else {
+		f, err = schema.Parse(name, data)
 	}
-	return code
-}
-
-// check compares each target with its file on disk, writing a diff of each
-// stale one to stdout.
-func check(targets []target, stdout, stderr io.Writer) int {
-	code := exitOK
-	for _, t := range targets {
-		old, err := os.ReadFile(t.path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			fmt.Fprintf(stderr, "lilygen: %s is missing: run lilygen generate %s\n", t.path, t.schema)
-		case err != nil:
-			fmt.Fprintf(stderr, "lilygen: %v\n", err)
-		case bytes.Equal(old, t.content):
-			continue
-		default:
-			unifiedDiff(stdout, t.path, old, t.content)
-			fmt.Fprintf(stderr, "lilygen: %s is stale: run lilygen generate %s\n", t.path, t.schema)
-		}
-		code = exitStale
+	var list schema.ErrorList
+	switch {
+	case errors.As(err, &list):
+		e.format.schemaErrors(e.stdout, e.stderr, list)
+		return nil, false
+	case err != nil:
+		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+		return nil, false
 	}
-	return code
+	return f, true
 }

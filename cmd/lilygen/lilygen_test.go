@@ -38,7 +38,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
 	target := filepath.Join(dir, "out", "pingmsg.lily.go")
 
-	if code, _, stderr := lilygen(t, dir, "check", "ping.lily.yaml"); code != exitStale || !strings.Contains(stderr, "out/pingmsg.lily.go is missing") {
+	if code, _, stderr := lilygen(t, dir, "check", "ping.lily.yaml"); code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go is missing") {
 		t.Errorf("check before generate: exit %d, stderr %q", code, stderr)
 	}
 	if code, stdout, stderr := lilygen(t, dir, "ping.lily.yaml"); code != exitOK || stdout+stderr != "" {
@@ -65,7 +65,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	edited := strings.Replace(string(content), `Problem: "required"`, `Problem: "absent"`, 1)
 	writeFile(t, target, edited)
 	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
-	if code != exitStale || !strings.Contains(stderr, "out/pingmsg.lily.go is stale") {
+	if code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go is stale") {
 		t.Errorf("check of stale output: exit %d, stderr %q", code, stderr)
 	}
 	for _, want := range []string{"--- out/pingmsg.lily.go (on disk)", `-		return nil, &runtime.FieldError{Path: prefix + "id", Problem: "absent"}`, `+		return nil, &runtime.FieldError{Path: prefix + "id", Problem: "required"}`} {
@@ -77,13 +77,20 @@ func TestGenerateThenCheck(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	dir := t.TempDir()
+	for _, c := range commands {
+		code, stdout, _ := lilygen(t, dir, c.name, "-h")
+		if code != exitOK || !strings.Contains(stdout, "Usage: lilygen "+c.name) || !strings.Contains(stdout, "Exit codes") {
+			t.Errorf("lilygen %s -h: exit %d\n%s", c.name, code, stdout)
+		}
+	}
+	if code, stdout, _ := lilygen(t, dir, "-h"); code != exitOK || !strings.Contains(stdout, "breaking") || !strings.Contains(stdout, "Exit codes") {
+		t.Errorf("lilygen -h: exit %d\n%s", code, stdout)
+	}
 	for _, tc := range []struct {
 		args   []string
 		code   int
 		stderr string
 	}{
-		{[]string{"-h"}, exitOK, "Usage:"},
-		{[]string{"check", "-h"}, exitOK, "Usage:"},
 		{nil, exitUsage, "name at least one schema file"},
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"generate", "-x", "a.yaml"}, exitUsage, "flag provided but not defined"},

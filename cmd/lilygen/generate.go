@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/lily-mq/lily/gen"
+)
+
+var generateCmd = &command{
+	name: "generate", args: "[flags] <schema.lily.yaml>...", schemas: true,
+	summary: "write each schema's Go file (the default command)",
+	help: `Each schema writes <output>/<package>.lily.go next to itself, and only when the
+content changed, so an unchanged schema leaves modification times alone. In a
+Go package:
+
+  //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml`,
+	flags: func(*flag.FlagSet) func(*env) int {
+		return func(e *env) int {
+			targets, ok := e.generate("generate")
+			if !ok {
+				return exitUsage
+			}
+			return write(targets, e.stderr)
+		}
+	},
+}
+
+var checkCmd = &command{
+	name: "check", args: "[flags] <schema.lily.yaml>...", schemas: true,
+	summary: "verify that the generated Go files on disk are up to date",
+	help: `check writes nothing. For each stale file it prints a unified diff (on disk →
+generated, at most 200 lines) to stdout and names the file on stderr; with
+--error-format=json or github-actions it prints one STALE-OUTPUT diagnostic
+per stale or missing file instead. In CI:
+
+  go run github.com/lily-mq/lily/cmd/lilygen check $(git ls-files '*.lily.yaml')`,
+	flags: func(*flag.FlagSet) func(*env) int {
+		return func(e *env) int {
+			targets, ok := e.generate("check")
+			if !ok {
+				return exitUsage
+			}
+			return e.check(targets)
+		}
+	},
+}
+
+// target is one file to write: its path from the current directory, the
+// schema it comes from, and its content.
+type target struct {
+	path, schema string
+	content      []byte
+}
+
+// generate reads every schema and renders its file.
+func (e *env) generate(name string) ([]target, bool) {
+	if !e.needSchemas(name) {
+		return nil, false
+	}
+	var targets []target
+	ok := true
+	bySchema := map[string]string{}
+	for _, name := range e.args {
+		f, good := e.loadOne(name, nil)
+		if !good {
+			ok = false
+			continue
+		}
+		out, err := gen.Generate(f)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+			ok = false
+			continue
+		}
+		path := filepath.Join(filepath.Dir(name), filepath.FromSlash(out.Path))
+		if prev, dup := bySchema[path]; dup {
+			fmt.Fprintf(e.stderr, "lilygen: %s and %s both generate %s\n", prev, name, path)
+			ok = false
+			continue
+		}
+		bySchema[path] = name
+		targets = append(targets, target{path: path, schema: name, content: out.Content})
+	}
+	return targets, ok
+}
+
+// write writes each target whose file is missing or differs, so that an
+// unchanged schema leaves modification times alone.
+func write(targets []target, stderr io.Writer) int {
+	code := exitOK
+	for _, t := range targets {
+		if old, err := os.ReadFile(t.path); err == nil && bytes.Equal(old, t.content) {
+			continue
+		}
+		err := os.MkdirAll(filepath.Dir(t.path), 0o755)
+		if err == nil {
+			err = os.WriteFile(t.path, t.content, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "lilygen: %v\n", err)
+			code = exitFindings
+		}
+	}
+	return code
+}
+
+// check compares each target with its file on disk.
+func (e *env) check(targets []target) int {
+	code := exitOK
+	for _, t := range targets {
+		old, err := os.ReadFile(t.path)
+		var problem string
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			problem = fmt.Sprintf("%s is missing: run lilygen generate %s", t.path, t.schema)
+		case err != nil:
+			problem = err.Error()
+		case bytes.Equal(old, t.content):
+			continue
+		default:
+			problem = fmt.Sprintf("%s is stale: run lilygen generate %s", t.path, t.schema)
+			if e.format == textFormat {
+				unifiedDiff(e.stdout, t.path, old, t.content)
+			}
+		}
+		if e.format == textFormat {
+			fmt.Fprintf(e.stderr, "lilygen: %s\n", problem)
+		} else {
+			e.format.print(e.stdout, diag{File: t.path, Rule: "STALE-OUTPUT", Message: problem})
+		}
+		code = exitFindings
+	}
+	return code
+}

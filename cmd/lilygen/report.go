@@ -1,0 +1,120 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/lily-mq/lily/review"
+	"github.com/lily-mq/lily/schema"
+)
+
+// errorFormat is how schema errors and findings are printed. Text goes to
+// people: schema errors on stderr, findings on stdout, grouped. The others go
+// to tools, all on stdout: json writes one object a line (JSON Lines), and
+// github-actions writes workflow commands that annotate the pull request.
+type errorFormat string
+
+const (
+	textFormat    errorFormat = "text"
+	jsonFormat    errorFormat = "json"
+	githubActions errorFormat = "github-actions"
+)
+
+func (f *errorFormat) String() string { return string(*f) }
+
+func (f *errorFormat) Set(s string) error {
+	switch errorFormat(s) {
+	case textFormat, jsonFormat, githubActions:
+		*f = errorFormat(s)
+		return nil
+	}
+	return fmt.Errorf("want text, json or github-actions")
+}
+
+// diag is one schema error or finding, as the machine formats print it.
+type diag struct {
+	File      string `json:"file"`
+	Line      int    `json:"line,omitempty"`
+	Column    int    `json:"column,omitempty"`
+	Rule      string `json:"rule"`
+	Category  string `json:"category,omitempty"`
+	Subject   string `json:"subject,omitempty"`
+	Message   string `json:"message"`
+	Hint      string `json:"hint,omitempty"`
+	Migration string `json:"migration,omitempty"`
+}
+
+// print writes d in format f, which is not text.
+func (f errorFormat) print(w io.Writer, d diag) {
+	if f == jsonFormat {
+		line, _ := json.Marshal(d) // a diag always marshals
+		fmt.Fprintf(w, "%s\n", line)
+		return
+	}
+	msg := d.Message
+	if d.Category != "" {
+		msg = d.Category + ": " + msg
+	}
+	if d.Hint != "" {
+		msg += " (" + d.Hint + ")"
+	}
+	if d.Migration != "" {
+		msg += "\nmigration: " + d.Migration
+	}
+	if d.Subject != "" && d.Category != string(review.Convention) {
+		msg += "\nacknowledge: --allow " + d.Rule + "@" + d.Subject
+	}
+	props := "file=" + escapeProperty(d.File)
+	if d.Line > 0 {
+		props += fmt.Sprintf(",line=%d,col=%d", d.Line, d.Column)
+	}
+	fmt.Fprintf(w, "::error %s,title=%s::%s\n", props, escapeProperty(d.Rule), escapeData(msg))
+}
+
+// escapeData and escapeProperty escape a workflow command's message and
+// property values as the GitHub Actions runner unescapes them.
+func escapeData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+func escapeProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}
+
+// schemaErrors prints the errors of one schema, already sorted by the parser.
+func (f errorFormat) schemaErrors(stdout, stderr io.Writer, list schema.ErrorList) {
+	for _, e := range list {
+		if f == textFormat {
+			fmt.Fprintln(stderr, e)
+			continue
+		}
+		f.print(stdout, diag{File: e.File, Line: e.Line, Column: e.Column, Rule: e.Rule, Message: e.Msg, Hint: e.Hint})
+	}
+}
+
+// findings prints sorted findings to w; text groups them under a heading per
+// category and says how to acknowledge a breaking change.
+func (f errorFormat) findings(w io.Writer, fs []review.Finding) {
+	var last review.Category
+	for _, x := range fs {
+		if f != textFormat {
+			f.print(w, diag{File: x.File, Line: x.Line, Column: x.Column, Rule: x.Rule, Category: string(x.Category), Subject: x.Subject, Message: x.Message, Migration: x.Migration})
+			continue
+		}
+		if x.Category != last {
+			if last != "" {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "%s: %s\n", x.Category, x.Category.Describe())
+			last = x.Category
+		}
+		fmt.Fprintf(w, "%s:%d:%d: %s [%s]\n", x.File, x.Line, x.Column, x.Message, x.Rule)
+		if x.Category == review.Convention {
+			fmt.Fprintf(w, "\tfix: %s\n", x.Migration)
+			continue
+		}
+		fmt.Fprintf(w, "\tmigration: %s\n\tacknowledge: --allow %s\n", x.Migration, x.Ack())
+	}
+}

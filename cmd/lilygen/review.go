@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/lily-mq/lily/review"
+	"github.com/lily-mq/lily/schema"
+)
+
+var lintCmd = &command{
+	name: "lint", args: "[flags] <schema.lily.yaml>...", schemas: true,
+	summary: "report schema conventions not followed",
+	help: `Rules: LINT-QUEUE-NAME (queue and DLQ names in lower-case words joined by
+'.', '-' or '_'), LINT-FIELD-NAME (payload JSON keys in snake_case),
+LINT-STRING-UNBOUNDED (a string or bytes field without max_length),
+LINT-LIST-UNBOUNDED (a list or map without max_items), LINT-VERSION-UNCONSUMED
+(a version no queue consumes, in a schema with queues), LINT-REMOVE-AFTER-PASSED
+(a version kept past its remove_after date). Examples that break their own
+bounds are schema errors (BAD-EXAMPLE), reported by every command.`,
+	flags: func(*flag.FlagSet) func(*env) int {
+		return func(e *env) int {
+			if !e.needSchemas("lint") {
+				return exitUsage
+			}
+			files, ok := e.load(e.args)
+			if !ok {
+				return exitUsage
+			}
+			var found []review.Finding
+			for _, f := range files {
+				found = append(found, review.Lint(f, time.Now())...)
+			}
+			e.format.findings(e.stdout, found)
+			if len(found) > 0 {
+				return exitFindings
+			}
+			return exitOK
+		}
+	},
+}
+
+var topologyCmd = &command{
+	name: "topology", args: "[flags] <schema.lily.yaml>...", schemas: true,
+	summary: "print the queues as RabbitMQ definitions JSON",
+	help: `The JSON holds every queue runtime.DeclareTopology declares for the schemas'
+queues (each DLQ, retry bucket and main queue, durable, with the same
+arguments), for rabbitmqctl import_definitions or the management API. Lily
+routes through the default exchange only, so there are no exchanges or
+bindings. Importing over existing queues with other arguments fails, as a
+redeclare would.
+
+  lilygen topology orders.lily.yaml > orders.json
+  rabbitmqctl import_definitions orders.json`,
+	flags: func(fs *flag.FlagSet) func(*env) int {
+		vhost := fs.String("vhost", "/", "the virtual host of the queues")
+		return func(e *env) int {
+			if !e.needSchemas("topology") {
+				return exitUsage
+			}
+			files, ok := e.load(e.args)
+			if !ok {
+				return exitUsage
+			}
+			defs, err := review.Topology(*vhost, files...)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "lilygen topology: %v\n", err)
+				return exitUsage
+			}
+			out, _ := json.MarshalIndent(defs, "", "  ") // plain values always marshal
+			fmt.Fprintf(e.stdout, "%s\n", out)
+			return exitOK
+		}
+	},
+}
+
+var docCmd = &command{
+	name: "doc", args: "[flags] <schema.lily.yaml>...", schemas: true,
+	summary: "write a Markdown review page of each schema",
+	help: `The page lists the queues (type, consumed versions, prefetch, retry buckets,
+DLQ, limits) and every message version's fields, headers and bounds. With
+--against (a file, or a git ref as for lilygen breaking) it starts with what
+changed: the breaking changes and the others. The page is rendered from
+templates/review.md.tmpl.`,
+	flags: func(fs *flag.FlagSet) func(*env) int {
+		against := fs.String("against", "", "also list what changed since this older revision: a schema file or a git ref")
+		output := fs.String("o", "", "write the page to this file instead of stdout")
+		return func(e *env) int {
+			if !e.needSchemas("doc") {
+				return exitUsage
+			}
+			w := e.stdout
+			if *output != "" {
+				out, err := os.Create(*output)
+				if err != nil {
+					fmt.Fprintf(e.stderr, "lilygen doc: %v\n", err)
+					return exitUsage
+				}
+				defer out.Close()
+				w = out
+			}
+			for _, name := range e.args {
+				f, ok := e.loadOne(name, nil)
+				var old *schema.File
+				if ok && *against != "" {
+					old, _, ok = e.older(name, *against)
+				}
+				if !ok {
+					return exitUsage
+				}
+				if err := review.WritePage(w, review.NewPage(f, old, *against)); err != nil {
+					fmt.Fprintf(e.stderr, "lilygen doc: %v\n", err)
+					return exitUsage
+				}
+			}
+			return exitOK
+		}
+	},
+}
