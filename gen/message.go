@@ -18,27 +18,94 @@ func message(j *jen.File, m *schema.Message) {
 	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Name)
 	for _, v := range m.Versions {
 		objs := objects(m, v)
-		for _, o := range objs {
+		for i, o := range objs {
 			j.Comment(o.doc)
+			if i == 0 {
+				deprecated(j, m, v)
+			}
 			j.Type().Id(o.name).StructFunc(func(g *jen.Group) {
 				for _, f := range o.fields {
 					tag := f.Name
-					if !f.Required {
+					if !f.Required && f.Default == nil {
 						tag += ",omitempty"
 					}
 					field := g.Id(f.GoName).Add(publicType(f)).Tag(map[string]string{"json": tag})
-					if b := describeBounds(f); b != "" {
-						field.Comment(b)
+					if c := describe(f); c != "" {
+						field.Comment(c)
 					}
+				}
+				if i == 0 && v.HeadersName != "" {
+					g.Comment("Headers are the typed headers: the route fills them in, a producer sends them.")
+					g.Id("Headers").Id(v.HeadersName).Tag(map[string]string{"json": "-"})
 				}
 			})
 		}
-		extractor(j, v)
+		walk(v, func(f *schema.Field, role string) {
+			if f.Type == schema.Enum {
+				enum(j, f, role)
+			}
+			if f.Pattern != "" {
+				j.Commentf("%s checks %s; compiled once, when the package loads.", patternVar(f), role)
+				j.Var().Id(patternVar(f)).Op("=").Qual("regexp", "MustCompile").Call(jen.Lit(f.Pattern))
+			}
+		})
+		if v.HeadersName != "" {
+			headers(j, v)
+		}
+		extractor(j, m, v)
+		producer(j, m, v)
 		for _, o := range objs {
 			wire(j, o)
 		}
 	}
 }
+
+// deprecated writes the Deprecated paragraph of a version's declarations.
+func deprecated(g interface{ Comment(string) *jen.Statement }, m *schema.Message, v *schema.Version) {
+	if v.DeprecatedSince == "" {
+		return
+	}
+	text := fmt.Sprintf("Deprecated: version %d of %s is deprecated since %s", v.Number, m.Name, v.DeprecatedSince)
+	if v.RemoveAfter != "" {
+		text += " and may be removed after " + v.RemoveAfter
+	}
+	g.Comment("")
+	g.Comment(text + ".")
+}
+
+// walk calls fn for every field, element and header of v, with its role in
+// words, such as "the sku field of OrderPlacedV2ItemsItem".
+func walk(v *schema.Version, fn func(f *schema.Field, role string)) {
+	var visit func(parent, kind string, fields []*schema.Field)
+	visit = func(parent, kind string, fields []*schema.Field) {
+		for _, f := range fields {
+			role := fmt.Sprintf("the %s %s of %s", f.Name, kind, parent)
+			for t := f; t != nil; t = t.Items {
+				fn(t, role)
+				visit(t.GoPath, "field", t.Fields)
+				role = "an element of " + role
+			}
+		}
+	}
+	visit(v.GoName, "field", v.Fields)
+	visit(v.GoName, "header", v.Headers)
+}
+
+func patternVar(f *schema.Field) string { return "pattern" + f.GoPath }
+
+// enum emits an enum's string type and one constant per value.
+func enum(j *jen.File, f *schema.Field, role string) {
+	j.Commentf("%s is the type of %s: one of %s.", f.GoPath, role, strings.Join(f.Values, ", "))
+	j.Type().Id(f.GoPath).String()
+	j.Commentf("The values of %s.", f.GoPath)
+	j.Const().DefsFunc(func(g *jen.Group) {
+		for _, val := range f.Values {
+			g.Id(enumConst(f, val)).Id(f.GoPath).Op("=").Lit(val)
+		}
+	})
+}
+
+func enumConst(f *schema.Field, value string) string { return f.GoPath + schema.GoName(value) }
 
 // object is one Go struct of a version: the payload or an object field's.
 type object struct {
@@ -50,20 +117,20 @@ type object struct {
 // field's struct, depth first in field order.
 func objects(m *schema.Message, v *schema.Version) []object {
 	out := []object{{name: v.GoName, doc: fmt.Sprintf("%s is version %d of %s.", v.GoName, v.Number, m.Name), fields: v.Fields}}
-	var walk func(parent string, fields []*schema.Field)
-	walk = func(parent string, fields []*schema.Field) {
+	var visit func(parent string, fields []*schema.Field)
+	visit = func(parent string, fields []*schema.Field) {
 		for _, f := range fields {
 			role := "the " + f.Name + " field"
 			for t := f; t != nil; t = t.Items {
 				if t.Type == schema.Object {
-					out = append(out, object{name: t.StructName, doc: fmt.Sprintf("%s is %s of %s.", t.StructName, role, parent), fields: t.Fields})
-					walk(t.StructName, t.Fields)
+					out = append(out, object{name: t.GoPath, doc: fmt.Sprintf("%s is %s of %s.", t.GoPath, role, parent), fields: t.Fields})
+					visit(t.GoPath, t.Fields)
 				}
 				role = "an element of " + role
 			}
 		}
 	}
-	walk(v.GoName, v.Fields)
+	visit(v.GoName, v.Fields)
 	return out
 }
 
@@ -80,45 +147,77 @@ func valueType(f *schema.Field) jen.Code {
 		return jen.Bool()
 	case schema.Time:
 		return jen.Qual("time", "Time")
-	case schema.Object:
-		return jen.Id(f.StructName)
+	case schema.Bytes:
+		return jen.Index().Byte()
+	case schema.Enum, schema.Object:
+		return jen.Id(f.GoPath)
+	case schema.Map:
+		return jen.Map(jen.String()).Add(valueType(f.Items))
 	}
 	return jen.Index().Add(valueType(f.Items))
 }
 
-// publicType is f's type in a payload struct: optional values are pointers,
-// except lists, whose nil already says "absent".
+// publicType is f's type in a payload or headers struct: a pointer where nil
+// may be its value.
 func publicType(f *schema.Field) jen.Code {
-	if f.Required || f.Type == schema.List {
-		return valueType(f)
+	if f.Pointer() {
+		return jen.Op("*").Add(valueType(f))
 	}
-	return jen.Op("*").Add(valueType(f))
+	return valueType(f)
 }
 
-// wireType is f's type as decoded. Every value is a pointer so that a missing
-// or null one shows as nil; times stay strings so that a bad one is reported
-// at its own path.
-func wireType(f *schema.Field) jen.Code {
-	var t jen.Code
+// wireValue is f's type as decoded, before the pointer that shows a missing
+// or null value. Strings that need parsing stay strings, so that a bad one is
+// reported at its own path.
+func wireValue(f *schema.Field) jen.Code {
 	switch f.Type {
-	case schema.Time:
-		t = jen.String()
+	case schema.Time, schema.Bytes, schema.Enum:
+		return jen.String()
 	case schema.Object:
-		t = jen.Id(wireName(f.StructName))
+		return jen.Id(wireName(f.GoPath))
 	case schema.List:
-		t = jen.Index().Add(wireType(f.Items))
-	default:
-		t = valueType(f)
+		return jen.Index().Add(wireType(f.Items))
+	case schema.Map:
+		return jen.Map(jen.String()).Add(wireType(f.Items))
 	}
-	return jen.Op("*").Add(t)
+	return valueType(f)
 }
+
+func wireType(f *schema.Field) jen.Code { return jen.Op("*").Add(wireValue(f)) }
+
+// presenceShown is true for a field that must be present but may be null:
+// its wire type tells absent from null.
+func presenceShown(f *schema.Field) bool { return f.Required && f.Nullable }
 
 func wireName(structName string) string { return "wire" + structName }
 
-func extractor(j *jen.File, v *schema.Version) {
+// nullableType is the generic wire type of fields that must be present but
+// may be null; emitted only when a schema has one.
+const nullableType = "wireNullable"
+
+func nullable(j *jen.File) {
+	j.Commentf("%s is a value that must be present but may be null: set tells the two apart.", nullableType)
+	j.Type().Id(nullableType).Types(jen.Id("T").Any()).Struct(
+		jen.Id("set").Bool(),
+		jen.Id("v").Op("*").Id("T"),
+	)
+	j.Comment("UnmarshalJSON records that the value is present, even when it is null.")
+	j.Func().Params(jen.Id("n").Op("*").Id(nullableType).Types(jen.Id("T"))).Id("UnmarshalJSON").
+		Params(jen.Id("b").Index().Byte()).Error().Block(
+		jen.Id("n").Dot("set").Op("=").True(),
+		jen.Return(jen.Qual("encoding/json", "Unmarshal").Call(jen.Id("b"), jen.Op("&").Id("n").Dot("v"))),
+	)
+}
+
+func extractor(j *jen.File, m *schema.Message, v *schema.Version) {
 	name := "Extract" + v.GoName
 	j.Commentf("%s decodes an application/json body and checks every bound of the schema.", name)
-	j.Comment("It fails with a *runtime.FieldError.")
+	if v.HeadersName == "" {
+		j.Comment("It fails with a *runtime.FieldError.")
+	} else {
+		j.Comment("It fails with a *runtime.FieldError. It leaves Headers empty: the route fills them in.")
+	}
+	deprecated(j, m, v)
 	j.Func().Id(name).Params(jen.Id("body").Index().Byte()).Params(jen.Op("*").Id(v.GoName), jen.Error()).Block(
 		jen.Var().Id("w").Id(wireName(v.GoName)),
 		jen.If(jen.Err().Op(":=").Qual("encoding/json", "Unmarshal").Call(jen.Id("body"), jen.Op("&").Id("w")), jen.Err().Op("!=").Nil()).Block(
@@ -135,7 +234,11 @@ func wire(j *jen.File, o object) {
 	j.Commentf("%s is %s as decoded: every field is a pointer, so a missing one shows.", name, o.name)
 	j.Type().Id(name).StructFunc(func(g *jen.Group) {
 		for _, f := range o.fields {
-			g.Id(f.GoName).Add(wireType(f)).Tag(map[string]string{"json": f.Name})
+			t := wireType(f)
+			if presenceShown(f) {
+				t = jen.Id(nullableType).Types(wireValue(f))
+			}
+			g.Id(f.GoName).Add(t).Tag(map[string]string{"json": f.Name})
 		}
 	})
 	s := newScope()
@@ -150,16 +253,16 @@ func wire(j *jen.File, o object) {
 		Params(jen.Op("*").Id(o.name), jen.Error()).Block(body...)
 }
 
-// scope hands out the local variable names of one extract method.
+// scope hands out the local variable names of one generated function.
 type scope map[string]bool
 
 func newScope() scope {
 	s := scope{}
-	// The method's own names, the imported packages and Go's predeclared
+	// The function's own names, the imported packages and Go's predeclared
 	// identifiers are never reused for a local.
-	for _, name := range strings.Fields(`w out prefix err n
-		context encoding json errors runtime strconv time utf8
-		bool byte error false float64 int int64 len make nil rune string true`) {
+	for _, name := range strings.Fields(`w out prefix err n header raw ok p body msg messageID
+		base64 context encoding errors json maps regexp runtime slices strconv time utf8
+		any bool byte error false float64 int int64 len make nil rune string true`) {
 		s[name] = true
 	}
 	return s
@@ -202,33 +305,71 @@ type fieldPath struct{ v, lit string }
 func (p fieldPath) add(s string) fieldPath { return fieldPath{p.v, p.lit + s} }
 
 func (p fieldPath) code() *jen.Statement {
-	if p.lit == "" {
+	switch {
+	case p.v == "":
+		return jen.Lit(p.lit)
+	case p.lit == "":
 		return jen.Id(p.v)
 	}
 	return jen.Id(p.v).Op("+").Lit(p.lit)
 }
 
-func fail(p fieldPath, problem string) jen.Code {
-	return jen.Return(jen.Nil(), fieldError(p.code(), jen.Lit(problem)))
+// failWith returns the zero value zero (nil for the extract methods) and a
+// FieldError.
+func failWith(zero jen.Code, p fieldPath, problem string) jen.Code {
+	return jen.Return(zero, fieldError(p.code(), jen.Lit(problem)))
 }
+
+func fail(p fieldPath, problem string) jen.Code { return failWith(jen.Nil(), p, problem) }
 
 // field emits the checks of struct field f and its copy into out.
 func (s scope) field(f *schema.Field) []jen.Code {
 	src := func() *jen.Statement { return jen.Id("w").Dot(f.GoName) }
 	dst := func() *jen.Statement { return jen.Id("out").Dot(f.GoName) }
 	p := fieldPath{v: "prefix"}.add(f.Name)
-	if !f.Required {
-		return []jen.Code{jen.If(src().Op("!=").Nil()).Block(s.block().value(f, src, dst, p, lowerCamel(f.GoName))...)}
+	local := lowerCamel(f.GoName)
+	switch {
+	case presenceShown(f):
+		val := func() *jen.Statement { return src().Dot("v") }
+		return []jen.Code{
+			jen.If(jen.Op("!").Add(src()).Dot("set")).Block(fail(p, "required")),
+			jen.If(val().Op("!=").Nil()).Block(s.block().value(f, val, dst, p, local)...),
+		}
+	case f.Required:
+		return append([]jen.Code{jen.If(src().Op("==").Nil()).Block(fail(p, "required"))},
+			s.value(f, src, dst, p, local)...)
+	case f.Default != nil:
+		present := jen.If(src().Op("!=").Nil()).Block(s.block().value(f, src, dst, p, local)...)
+		if isZero(f.Default) {
+			return []jen.Code{present} // out starts with the zero value
+		}
+		return []jen.Code{dst().Op("=").Add(defaultValue(f)), present}
 	}
-	return append([]jen.Code{jen.If(src().Op("==").Nil()).Block(fail(p, "required"))},
-		s.value(f, src, dst, p, lowerCamel(f.GoName))...)
+	return []jen.Code{jen.If(src().Op("!=").Nil()).Block(s.block().value(f, src, dst, p, local)...)}
+}
+
+func isZero(v any) bool { return v == "" || v == int64(0) || v == float64(0) || v == false }
+
+func defaultValue(f *schema.Field) jen.Code {
+	switch d := f.Default.(type) {
+	case string:
+		if f.Type == schema.Enum {
+			return jen.Id(enumConst(f, d))
+		}
+		return jen.Lit(d)
+	case int64:
+		return jen.Id(strconv.FormatInt(d, 10))
+	case float64:
+		return jen.Id(schema.FormatFloat(d))
+	}
+	return jen.Lit(f.Default)
 }
 
 // value emits the checks of a present wire value src (a non-nil pointer) of
 // field f at path p and its conversion into dst; local names a variable that
 // holds the converted value where one is needed.
 func (s scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPath, local string) []jen.Code {
-	ptr := !f.Required && f.Type != schema.List
+	ptr := f.Pointer()
 	val := func() *jen.Statement { return jen.Op("*").Add(src()) }
 	switch f.Type {
 	case schema.Time, schema.Object:
@@ -256,11 +397,25 @@ func (s scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPat
 			jen.If(jen.Err().Op("!=").Nil()).Block(problem...),
 			dst().Op("=").Add(set),
 		}
+	case schema.Bytes:
+		v := s.name(local)
+		return append([]jen.Code{
+			jen.List(jen.Id(v), jen.Err()).Op(":=").Qual("encoding/base64", "StdEncoding").Dot("DecodeString").Call(val()),
+			jen.If(jen.Err().Op("!=").Nil()).Block(fail(p, "not base64")),
+		}, append(checks(f, jen.Len(jen.Id(v)), p, jen.Nil()), dst().Op("=").Id(v))...)
+	case schema.Enum:
+		conv := jen.Id(f.GoPath).Call(val())
+		out := []jen.Code{enumCheck(f, val(), p, jen.Nil())}
+		if !ptr {
+			return append(out, dst().Op("=").Add(conv))
+		}
+		v := s.name(local)
+		return append(out, jen.Id(v).Op(":=").Add(conv), dst().Op("=").Op("&").Id(v))
 	case schema.List:
 		body := s.block()
 		i, item, path := body.name("i"), body.name("item"), body.name("path")
 		elem := fieldPath{v: path}
-		return append(checks(f, jen.Len(val()), p),
+		return append(checks(f, jen.Len(val()), p, jen.Nil()),
 			dst().Op("=").Make(valueType(f), jen.Len(val())),
 			jen.For(jen.List(jen.Id(i), jen.Id(item)).Op(":=").Range().Add(val())).Block(
 				append([]jen.Code{
@@ -270,108 +425,104 @@ func (s scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPat
 					func() *jen.Statement { return dst().Index(jen.Id(i)) }, elem, "elem")...)...,
 			),
 		)
+	case schema.Map:
+		// Keys are visited in order, so that the first problem reported is
+		// the same on every run.
+		body := s.block()
+		k, item, path := body.name("k"), body.name("item"), body.name("path")
+		elem := fieldPath{v: path}
+		return append(checks(f, jen.Len(val()), p, jen.Nil()),
+			dst().Op("=").Make(valueType(f), jen.Len(val())),
+			jen.For(jen.List(jen.Id("_"), jen.Id(k)).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(val()))).Block(
+				append([]jen.Code{
+					jen.Id(item).Op(":=").Parens(val()).Index(jen.Id(k)),
+					jen.Id(path).Op(":=").Add(p.add("[").code()).Op("+").Qual("strconv", "Quote").Call(jen.Id(k)).Op("+").Lit("]"),
+					jen.If(jen.Id(item).Op("==").Nil()).Block(fail(elem, "required")),
+				}, body.value(f.Items, func() *jen.Statement { return jen.Id(item) },
+					func() *jen.Statement { return dst().Index(jen.Id(k)) }, elem, "elem")...)...,
+			),
+		)
 	}
 	set := val()
 	if ptr {
 		set = src()
 	}
-	return append(checks(f, val(), p), dst().Op("=").Add(set))
+	return append(checks(f, val(), p, jen.Nil()), dst().Op("=").Add(set))
 }
 
-// limits are a field's bounds as Go source ("" when unset), with the problem
-// each names when broken and the unit the struct field's comment counts in.
-type limits struct {
-	lo, hi               string
-	loProblem, hiProblem string
-	unit                 string
-}
-
-func limitsOf(f *schema.Field) limits {
-	var l limits
-	switch f.Type {
-	case schema.String:
-		l = lengths(f.MinLength, f.MaxLength, "character")
-		l.loProblem, l.hiProblem = "shorter than "+l.loProblem, "longer than "+l.hiProblem
-	case schema.List:
-		l = lengths(f.MinItems, f.MaxItems, "item")
-		l.loProblem, l.hiProblem = "fewer than "+l.loProblem, "more than "+l.hiProblem
-	case schema.Integer:
-		l.lo, l.hi = format(f.MinInt, func(v int64) string { return strconv.FormatInt(v, 10) }),
-			format(f.MaxInt, func(v int64) string { return strconv.FormatInt(v, 10) })
-		l.loProblem, l.hiProblem = "less than "+l.lo, "more than "+l.hi
-	case schema.Number:
-		l.lo, l.hi = format(f.MinNum, formatFloat), format(f.MaxNum, formatFloat)
-		l.loProblem, l.hiProblem = "less than "+l.lo, "more than "+l.hi
+// enumCheck fails unless v, a string, is one of f's values.
+func enumCheck(f *schema.Field, v jen.Code, p fieldPath, zero jen.Code) jen.Code {
+	values := make([]jen.Code, len(f.Values))
+	for i, val := range f.Values {
+		values[i] = jen.Lit(val)
 	}
-	if l.lo == "1" && (f.Type == schema.String || f.Type == schema.List) {
-		l.loProblem = "empty"
-	}
-	return l
+	return jen.Switch(v).Block(
+		jen.Case(values...),
+		jen.Default().Block(failWith(zero, p, f.EnumProblem())),
+	)
 }
 
-// lengths are length bounds; a minimum of 0 is left out since every length
-// meets it. The problems hold the counted unit, still to be prefixed.
-func lengths(lo, hi *int, unit string) limits {
-	l := limits{hi: format(hi, strconv.Itoa), unit: " " + unit + "s"}
-	if lo != nil && *lo > 0 {
-		l.lo = strconv.Itoa(*lo)
+// describe states f's bounds, pattern and default for the comment of its
+// struct field.
+func describe(f *schema.Field) string {
+	l := f.Limits()
+	var parts []string
+	unit := func(n string) string {
+		if n == "1" {
+			return strings.TrimSuffix(l.Unit, "s")
+		}
+		return l.Unit
 	}
-	l.loProblem, l.hiProblem = count(l.lo, unit), count(l.hi, unit)
-	return l
-}
-
-func count(n, unit string) string {
-	if n == "1" {
-		return n + " " + unit
-	}
-	return n + " " + unit + "s"
-}
-
-func format[T any](v *T, f func(T) string) string {
-	if v == nil {
-		return ""
-	}
-	return f(*v)
-}
-
-func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-
-// describeBounds states f's bounds for the comment of its struct field.
-func describeBounds(f *schema.Field) string {
-	l := limitsOf(f)
 	switch {
-	case l.lo != "" && l.hi != "":
-		return l.lo + " to " + l.hi + l.unit
-	case l.lo != "":
-		return "at least " + l.lo + l.unit
-	case l.hi != "":
-		return "at most " + l.hi + l.unit
+	case l.Lo != "" && l.Lo == l.Hi:
+		parts = append(parts, "exactly "+l.Lo+unit(l.Lo))
+	case l.Lo != "" && l.Hi != "":
+		parts = append(parts, l.Lo+" to "+l.Hi+l.Unit)
+	case l.Lo != "":
+		parts = append(parts, "at least "+l.Lo+unit(l.Lo))
+	case l.Hi != "":
+		parts = append(parts, "at most "+l.Hi+unit(l.Hi))
 	}
-	return ""
+	if f.Pattern != "" {
+		parts = append(parts, "matches "+f.Pattern)
+	}
+	if f.Default != nil {
+		parts = append(parts, fmt.Sprintf("default %#v", f.Default))
+	}
+	if f.Nullable && f.Required {
+		parts = append(parts, "present, may be null")
+	}
+	return strings.Join(parts, "; ")
 }
 
-// checks emits the bound checks of value v of field f at path p.
-func checks(f *schema.Field, v jen.Code, p fieldPath) []jen.Code {
-	l := limitsOf(f)
+// checks emits the bound checks of value v of field f at path p, failing
+// with zero as the function's first result.
+func checks(f *schema.Field, v jen.Code, p fieldPath, zero jen.Code) []jen.Code {
+	l := f.Limits()
 	subject := jen.Add(v)
 	if f.Type == schema.String {
 		subject = jen.Qual("unicode/utf8", "RuneCountInString").Call(v)
 	}
+	var out []jen.Code
 	switch {
-	case l.lo == "" && l.hi == "":
-		return nil
-	case l.hi == "":
-		return []jen.Code{jen.If(subject.Op("<").Id(l.lo)).Block(fail(p, l.loProblem))}
-	case l.lo == "":
-		return []jen.Code{jen.If(subject.Op(">").Id(l.hi)).Block(fail(p, l.hiProblem))}
+	case l.Lo == "" && l.Hi == "":
+	case l.Hi == "":
+		out = append(out, jen.If(subject.Op("<").Id(l.Lo)).Block(failWith(zero, p, l.LoProblem)))
+	case l.Lo == "":
+		out = append(out, jen.If(subject.Op(">").Id(l.Hi)).Block(failWith(zero, p, l.HiProblem)))
+	default:
+		// Both bounds share one count of a string's characters.
+		var init jen.Code = jen.Null()
+		if f.Type == schema.String {
+			init, subject = jen.Id("n").Op(":=").Add(subject), jen.Id("n")
+		}
+		out = append(out, jen.Switch(init, jen.Empty()).Block(
+			jen.Case(jen.Add(subject).Op("<").Id(l.Lo)).Block(failWith(zero, p, l.LoProblem)),
+			jen.Case(jen.Add(subject).Op(">").Id(l.Hi)).Block(failWith(zero, p, l.HiProblem)),
+		))
 	}
-	// Both bounds share one count of a string's characters.
-	var init jen.Code = jen.Null()
-	if f.Type == schema.String {
-		init, subject = jen.Id("n").Op(":=").Add(subject), jen.Id("n")
+	if f.Pattern != "" {
+		out = append(out, jen.If(jen.Op("!").Id(patternVar(f)).Dot("MatchString").Call(v)).Block(failWith(zero, p, f.PatternProblem())))
 	}
-	return []jen.Code{jen.Switch(init, jen.Empty()).Block(
-		jen.Case(jen.Add(subject).Op("<").Id(l.lo)).Block(fail(p, l.loProblem)),
-		jen.Case(jen.Add(subject).Op(">").Id(l.hi)).Block(fail(p, l.hiProblem)),
-	)}
+	return out
 }

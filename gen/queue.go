@@ -16,6 +16,7 @@ func queue(j *jen.File, q *schema.Queue) {
 		for _, c := range q.Consumes {
 			for _, v := range c.Versions {
 				g.Commentf("Handle%s handles version %d of %s.", v.GoName, v.Number, c.Message.Name)
+				deprecated(g, c.Message, v)
 				g.Id("Handle"+v.GoName).Params(
 					jen.Id("ctx").Qual("context", "Context"),
 					jen.Id("msg").Op("*").Id(v.GoName),
@@ -24,6 +25,23 @@ func queue(j *jen.File, q *schema.Queue) {
 			}
 		}
 	})
+
+	unimpl := "Unimplemented" + handler
+	j.Commentf("%s fails every message of queue %q permanently. Embed it in", unimpl, q.Name)
+	j.Commentf("your %s so that a version added to the schema does not break the build:", handler)
+	j.Comment("until you write its method, messages of that version go to the DLQ.")
+	j.Type().Id(unimpl).Struct()
+	for _, c := range q.Consumes {
+		for _, v := range c.Versions {
+			method := "Handle" + v.GoName
+			j.Commentf("%s fails permanently: it is not implemented.", method)
+			j.Func().Params(jen.Id(unimpl)).Id(method).Params(
+				jen.Qual("context", "Context"), jen.Op("*").Id(v.GoName), jen.Qual(rt, "RawDelivery"),
+			).Error().Block(
+				jen.Return(jen.Qual(rt, "Permanent").Call(jen.Qual("errors", "New").Call(jen.Lit(method + " is not implemented")))),
+			)
+		}
+	}
 
 	specName := q.GoName + "QueueSpec"
 	j.Commentf("%s returns the topology and policy of queue %q.", specName, q.Name)
@@ -103,14 +121,22 @@ func routeEntries(q *schema.Queue) []jen.Code {
 					jen.Id("Version").Op(":").Lit(v.Number),
 					jen.Id("ContentType").Op(":").Lit(ct),
 				)
+				body := []jen.Code{
+					jen.List(jen.Id("msg"), jen.Err()).Op(":=").Id("Extract" + v.GoName).Call(jen.Id("d").Dot("Body").Call()),
+					jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Qual(rt, "Permanent").Call(jen.Err()))),
+				}
+				if v.HeadersName != "" {
+					body = append(body,
+						jen.If(
+							jen.List(jen.Id("msg").Dot("Headers"), jen.Err()).Op("=").Id(headersExtractor(v)).Call(jen.Id("d").Dot("Envelope").Call().Dot("Header")),
+							jen.Err().Op("!=").Nil(),
+						).Block(jen.Return(jen.Qual(rt, "Permanent").Call(jen.Err()))))
+				}
+				body = append(body, jen.Return(jen.Id("h").Dot("Handle"+v.GoName).Call(jen.Id("ctx"), jen.Id("msg"), jen.Id("d"))))
 				out = append(out, key.Op(":").Func().Params(
 					jen.Id("ctx").Qual("context", "Context"),
 					jen.Id("d").Qual(rt, "RawDelivery"),
-				).Error().Block(
-					jen.List(jen.Id("msg"), jen.Err()).Op(":=").Id("Extract"+v.GoName).Call(jen.Id("d").Dot("Body").Call()),
-					jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Qual(rt, "Permanent").Call(jen.Err()))),
-					jen.Return(jen.Id("h").Dot("Handle"+v.GoName).Call(jen.Id("ctx"), jen.Id("msg"), jen.Id("d"))),
-				))
+				).Error().Block(body...))
 			}
 		}
 	}

@@ -7,19 +7,68 @@ import (
 	"strings"
 )
 
-// Error is one problem in a schema file, at the position of the node that has it.
+// Error is one problem in a schema file, at the position of the node that has
+// it. Its fields are meant for printers of every format (text, JSON, CI
+// annotations): File is the path the file was opened by, Line and Column count
+// from 1, Rule is a stable id (one of the Rule constants) that tools and
+// documentation may rely on, Msg is one plain sentence without the position,
+// and Hint, when not empty, suggests a fix ("did you mean \"prefetch\"?").
 type Error struct {
 	File   string
 	Line   int
 	Column int
+	Rule   string
 	Msg    string
+	Hint   string
 }
 
+// Error formats e as file:line:column: message (hint) [RULE].
 func (e *Error) Error() string {
-	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
+	s := fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
+	}
+	return s + " [" + e.Rule + "]"
 }
 
-// ErrorList is every problem found in one schema file, sorted by position.
+// The rule ids of schema errors. They are stable: a rule may be added, but an
+// id never changes meaning. docs/schema.md lists them with examples.
+const (
+	RuleSyntax           = "YAML-SYNTAX"       // the file is not YAML
+	RuleVersion          = "SCHEMA-VERSION"    // version missing or unknown
+	RuleAlias            = "YAML-ALIAS"        // YAML aliases are refused
+	RuleKind             = "WRONG-KIND"        // a value of the wrong kind (list for mapping, string for integer…)
+	RuleDuplicateKey     = "DUPLICATE-KEY"     // a mapping key twice
+	RuleUnknownKey       = "UNKNOWN-KEY"       // a key the language does not have
+	RuleMissingKey       = "MISSING-KEY"       // a required key is absent
+	RuleEmpty            = "EMPTY"             // a list or mapping that needs at least one entry
+	RuleName             = "BAD-NAME"          // a package, message, field, header or enum name the language refuses
+	RuleQueueName        = "QUEUE-NAME"        // a queue name RabbitMQ would refuse
+	RuleNameClash        = "NAME-CLASH"        // two schema entities give one Go name
+	RuleDuplicateVersion = "DUPLICATE-VERSION" // a version twice in one message
+	RuleDuplicate        = "DUPLICATE"         // a content type, consumed version or enum value twice
+	RuleUnknownType      = "UNKNOWN-TYPE"      // a field or header type that does not exist
+	RuleBoundType        = "BOUND-TYPE"        // a bound or key that does not apply to the field's type
+	RuleImpossibleBound  = "IMPOSSIBLE-BOUND"  // a bound no value can meet
+	RuleRange            = "OUT-OF-RANGE"      // a number outside what the key allows
+	RuleContentType      = "CONTENT-TYPE"      // an unsupported content type
+	RuleUnknownRef       = "UNKNOWN-REFERENCE" // a reference to a message or version that does not exist
+	RuleDuration         = "BAD-DURATION"      // not a positive Go duration
+	RuleRetryOrder       = "RETRY-ORDER"       // retry delays that do not increase
+	RuleRetry            = "RETRY-POLICY"      // retries without delays, a bad budget
+	RulePattern          = "BAD-PATTERN"       // a pattern that is not an RE2 regular expression
+	RuleDefault          = "BAD-DEFAULT"       // a default that is misplaced or breaks its own bounds
+	RuleExample          = "BAD-EXAMPLE"       // an example that breaks the schema
+	RuleDate             = "BAD-DATE"          // deprecated_since / remove_after not dates, or out of order
+	RuleInclude          = "BAD-INCLUDE"       // an include that cannot be read, repeats, or declares what only the root may
+	RuleOutput           = "BAD-OUTPUT"        // an output directory that is not relative
+	RuleReservedHeader   = "RESERVED-HEADER"   // a header Lily itself writes
+	RuleInbox            = "BAD-INBOX"         // an inbox policy that does not exist
+	RuleItemRequired     = "ITEM-REQUIRED"     // required on a list or map element, which is always present
+)
+
+// ErrorList is every problem found in a schema and the files it includes,
+// sorted by file (in the order they were read) and position.
 type ErrorList []*Error
 
 func (l ErrorList) Error() string {
@@ -30,17 +79,19 @@ func (l ErrorList) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// sorted orders the list by position, keeping the order of problems found at
-// the same node, and drops exact repeats.
-func (l ErrorList) sorted() ErrorList {
+// sorted orders the list by file, in the order files were read, then by
+// position, keeping the order of problems found at the same node, and drops
+// exact repeats.
+func (l ErrorList) sorted(files []string) ErrorList {
+	rank := func(name string) int { return slices.Index(files, name) }
 	slices.SortStableFunc(l, func(a, b *Error) int {
-		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+		return cmp.Or(cmp.Compare(rank(a.File), rank(b.File)), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
 	return slices.CompactFunc(l, func(a, b *Error) bool { return *a == *b })
 }
 
-// suggest returns ` (did you mean "x"?)` for the candidate closest to got, or
-// "" when none is close enough to be a likely typo.
+// suggest returns `did you mean "x"?` for the candidate closest to got, or ""
+// when none is close enough to be a likely typo.
 func suggest(got string, candidates []string) string {
 	best, bestDist := "", -1
 	for _, c := range candidates {
@@ -52,7 +103,15 @@ func suggest(got string, candidates []string) string {
 	if best == "" {
 		return ""
 	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+	return fmt.Sprintf("did you mean %q?", best)
+}
+
+// hint suggests the candidate nearest to got, or else says what fits.
+func hint(got string, candidates []string, fits string) string {
+	if s := suggest(got, candidates); s != "" {
+		return s
+	}
+	return fits
 }
 
 // distance is the Levenshtein edit distance between a and b, counted in bytes:

@@ -15,15 +15,27 @@ const (
 	DefaultConcurrency    = 8
 	DefaultMaxBodyBytes   = 1 << 20
 	DefaultHandlerTimeout = 30 * time.Second
+	DefaultInbox          = InboxNone
 	// DLQSuffix names a queue's DLQ when the schema names none.
 	DLQSuffix = ".dlq"
 )
 
-// File is one checked schema file.
+// Pos is where a schema entity is declared: the file, as opened, and its line
+// and column, counted from 1.
+type Pos struct {
+	File         string
+	Line, Column int
+}
+
+// File is one checked schema: a root file and the files it includes, which
+// together make one generated Go file.
 type File struct {
-	// Name is the path the file was read from, as given.
-	Name    string
-	Package string
+	// Name is the path the root file was read from, as given.
+	Name string
+	// Includes are the included files, as opened (joined to the directory of
+	// the file that names them), in the order they were first read.
+	Includes []string
+	Package  string
 	// Output is the directory of the generated file, slash-separated and
 	// relative to the schema file's directory.
 	Output   string
@@ -34,6 +46,7 @@ type File struct {
 // Message is one message type; Name is also its AMQP type property.
 type Message struct {
 	Name     string
+	Pos      Pos
 	Versions []*Version // ascending
 }
 
@@ -42,8 +55,27 @@ type Version struct {
 	Number int
 	// GoName is the payload struct's name, such as OrderPlacedV1.
 	GoName       string
+	Pos          Pos
 	ContentTypes []string
 	Fields       []*Field
+	// Headers are the typed headers of this version, in file order; their
+	// Name is the header key. HeadersName is the Go struct that holds them,
+	// such as OrderPlacedV2Headers, or "" when the version declares none.
+	Headers     []*Field
+	HeadersName string
+	Examples    []Example
+	// DeprecatedSince and RemoveAfter are dates (YYYY-MM-DD), or "".
+	DeprecatedSince, RemoveAfter string
+}
+
+// Example is one example message of a version, checked against it.
+type Example struct {
+	Pos Pos
+	// Body is the example's payload as JSON, keys in file order.
+	Body []byte
+	// Headers holds the example's headers as an AMQP table would: strings,
+	// int64, float64, bool and time.Time values. Nil when it sets none.
+	Headers map[string]any
 }
 
 // Type is the type of a payload field.
@@ -56,33 +88,68 @@ const (
 	Number  Type = "number"
 	Bool    Type = "bool"
 	Time    Type = "time"
+	Bytes   Type = "bytes"
+	Enum    Type = "enum"
 	Object  Type = "object"
 	List    Type = "list"
+	Map     Type = "map"
 )
 
-var types = []Type{String, Integer, Number, Bool, Time, Object, List}
+var types = []Type{String, Integer, Number, Bool, Time, Bytes, Enum, Object, List, Map}
 
-// Field is one field of a payload, or the element of a list field.
+// headerTypes are the types a header may have: AMQP header tables hold
+// scalars.
+var headerTypes = []Type{String, Integer, Number, Bool, Time, Enum}
+
+// Field is one field of a payload, a typed header, or the element of a list
+// or map field.
 type Field struct {
-	// Name is the JSON key; empty for a list's element.
+	// Name is the JSON key or header name; empty for an element.
 	Name string
-	// GoName is the exported Go field name; empty for a list's element.
+	// GoName is the exported Go field name; empty for an element.
 	GoName string
+	// GoPath is the field's name in the whole file, unique there: the
+	// parent's GoPath and the GoName, plus Item for an element, such as
+	// OrderPlacedV2Customer or OrderPlacedV2ItemsItem. It names an object's
+	// struct and an enum's type.
+	GoPath string
+	Pos    Pos
 	Type   Type
-	// Required fields must be present and not null. List elements are always
-	// required.
+	// Required fields must be present. Elements are always required.
 	Required bool
-	// Bounds; nil when the schema sets none. Lengths count characters (runes).
+	// Nullable fields accept JSON null (nil in Go) even when required. An
+	// optional field always accepts null, as it accepts absence.
+	Nullable bool
+	// Default is the value an absent (or null) optional field takes: a
+	// string (also for enums and times, as written), int64, float64 or bool.
+	// Nil when the schema sets none.
+	Default any
+	// Bounds; nil when the schema sets none. String lengths count characters
+	// (runes), bytes lengths count bytes, items count list elements or map
+	// entries.
 	MinLength, MaxLength *int
 	MinInt, MaxInt       *int64
 	MinNum, MaxNum       *float64
 	MinItems, MaxItems   *int
+	// Pattern is an RE2 regular expression a string must match (anywhere,
+	// unless anchored), or "".
+	Pattern string
+	// Values are an enum's values, in file order.
+	Values []string
 	// Fields of an object, in file order.
 	Fields []*Field
-	// Items is the element of a list.
+	// Items is the element of a list or the value of a map.
 	Items *Field
-	// StructName is the Go struct of an object, such as OrderPlacedV2Customer.
-	StructName string
+}
+
+// Pointer reports whether f's Go type in a payload struct is a pointer: when
+// nil may be its value, unless its type already has a nil (lists, maps, bytes)
+// or a default fills it in.
+func (f *Field) Pointer() bool {
+	if f.Type == List || f.Type == Map || f.Type == Bytes {
+		return false
+	}
+	return f.Nullable || !f.Required && f.Default == nil
 }
 
 // QueueType is a RabbitMQ queue type.
@@ -97,6 +164,7 @@ const (
 // Queue is one queue a consumer reads, with its topology and policy.
 type Queue struct {
 	Name string
+	Pos  Pos
 	// GoName prefixes the queue's generated names, such as BillingPaymentsV2.
 	GoName      string
 	Type        QueueType
@@ -110,7 +178,20 @@ type Queue struct {
 	HandlerTimeout time.Duration
 	// SettlementBudget is zero when the runtime's default applies.
 	SettlementBudget time.Duration
+	// Inbox says whether handlers need the transactional inbox. It is carried
+	// for tools and reviewers; the generated code does not use it yet.
+	Inbox Inbox
 }
+
+// Inbox is a queue's policy on the transactional inbox.
+type Inbox string
+
+// The inbox policies.
+const (
+	InboxNone     Inbox = "none"
+	InboxOptional Inbox = "optional"
+	InboxRequired Inbox = "required"
+)
 
 // Consume is one message a queue accepts, in some of its versions.
 type Consume struct {

@@ -47,12 +47,14 @@ func TestParseModel(t *testing.T) {
 		t.Errorf("version 2: GoName %s, content types %v", v2.GoName, v2.ContentTypes)
 	}
 	items := v2.Fields[1]
-	if items.GoName != "Items" || items.Required || *items.MinItems != 1 || items.Items.StructName != "OrderPlacedV2ItemsItem" || !items.Items.Required {
+	if items.GoName != "Items" || items.Required || *items.MinItems != 1 || items.Items.GoPath != "OrderPlacedV2ItemsItem" || !items.Items.Required {
 		t.Errorf("items field: %+v, element %+v", items, items.Items)
 	}
 	q := f.Queues[0]
 	want := &Queue{
 		Name: "billing.payments-v2", GoName: "BillingPaymentsV2", Type: Quorum,
+		Pos:      Pos{File: "orders.lily.yaml", Line: 17, Column: 3},
+		Inbox:    InboxNone,
 		Prefetch: DefaultPrefetch, Concurrency: DefaultConcurrency,
 		Consumes:     []Consume{{Message: msg, Versions: []*Version{v2}}},
 		Retry:        Retry{Delays: []time.Duration{time.Second, 5 * time.Second}, MaxAttempts: 3},
@@ -93,48 +95,48 @@ func TestParseErrors(t *testing.T) {
     concurrenc: 2
 ` + "    dlx: x\n",
 			want: []string{
-				`23:5: unknown key "prefech" (did you mean "prefetch"?)`,
-				`24:5: unknown key "concurrenc" (did you mean "concurrency"?)`,
-				`25:5: unknown key "dlx" (did you mean "dlq"?)`,
+				`23:5: unknown key "prefech" (did you mean "prefetch"?) [UNKNOWN-KEY]`,
+				`24:5: unknown key "concurrenc" (did you mean "concurrency"?) [UNKNOWN-KEY]`,
+				`25:5: unknown key "dlx" (did you mean "dlq"?) [UNKNOWN-KEY]`,
 			},
 		},
 		{
 			name: "version is read first",
 			src:  "package: 7\nversion: 2\n",
-			want: []string{`2:10: schema version 2 is unknown: this lilygen reads version 1`},
+			want: []string{`2:10: schema version 2 is unknown: this lilygen reads version 1 [SCHEMA-VERSION]`},
 		},
 		{
 			name: "missing version",
 			src:  "package: x\n",
-			want: []string{`1:1: missing version: add version: 1`},
+			want: []string{`1:1: missing version: add version: 1 [SCHEMA-VERSION]`},
 		},
 		{
 			name: "empty file",
 			src:  "",
-			want: []string{`1:1: the schema is empty: want a mapping with version, package and messages`},
+			want: []string{`1:1: the schema is empty: want a mapping with version, package and messages [EMPTY]`},
 		},
 		{
 			name: "syntax error points at the line's text",
 			src:  "version: 1\n  package: [x\n",
-			want: []string{`2:3: YAML syntax error: mapping values are not allowed in this context`},
+			want: []string{`2:3: YAML syntax error: mapping values are not allowed in this context [YAML-SYNTAX]`},
 		},
 		{
 			name: "aliases are refused",
 			src:  "version: 1\npackage: &p x\noutput: *p\nmessages: {A: {versions: {1: {}}}}\n",
-			want: []string{`3:9: output: YAML aliases are not supported`},
+			want: []string{`3:9: output: YAML aliases are not supported [YAML-ALIAS]`},
 		},
 		{
 			name: "duplicate keys",
 			src:  "version: 1\npackage: x\npackage: y\nmessages: {A: {versions: {1: {}}}}\n",
-			want: []string{`3:1: duplicate key "package" (first at line 2)`},
+			want: []string{`3:1: duplicate key "package" (first at line 2) [DUPLICATE-KEY]`},
 		},
 		{
 			name: "required keys",
 			src:  "version: 1\nqueues: {q: {}}\n",
 			want: []string{
-				`1:1: missing package: the Go package name of the generated code`,
-				`1:1: missing messages`,
-				`2:10: queue "q" consumes nothing: add consumes`,
+				`1:1: missing package: the Go package name of the generated code [MISSING-KEY]`,
+				`1:1: missing messages [MISSING-KEY]`,
+				`2:10: queue "q" consumes nothing: add consumes [MISSING-KEY]`,
 			},
 		},
 		{
@@ -152,10 +154,10 @@ messages:
           d: {type: object}
 `,
 			want: []string{
-				`8:34: min: want a finite number, got .inf`,
-				`9:49: list elements are always required: remove required`,
-				`10:35: min: want an integer, got the number 1.5`,
-				`11:11: object "d" has no fields`,
+				`8:34: min: want a finite number, got .inf [OUT-OF-RANGE]`,
+				`9:49: an element is always required: remove required [ITEM-REQUIRED]`,
+				`10:35: min: want an integer, got the number 1.5 [WRONG-KIND]`,
+				`11:11: object "d" has no fields [MISSING-KEY]`,
 			},
 		},
 	} {
@@ -170,10 +172,10 @@ messages:
 func TestSuggest(t *testing.T) {
 	known := []string{"prefetch", "concurrency", "consumes", "dlq"}
 	for got, want := range map[string]string{
-		"prefech":     ` (did you mean "prefetch"?)`,
-		"Prefetch":    ` (did you mean "prefetch"?)`,
-		"consume":     ` (did you mean "consumes"?)`,
-		"dl":          ` (did you mean "dlq"?)`,
+		"prefech":     `did you mean "prefetch"?`,
+		"Prefetch":    `did you mean "prefetch"?`,
+		"consume":     `did you mean "consumes"?`,
+		"dl":          `did you mean "dlq"?`,
 		"temperature": "",
 	} {
 		if s := suggest(got, known); s != want {
@@ -198,5 +200,172 @@ func TestGoName(t *testing.T) {
 		if got := GoName(in); got != want {
 			t.Errorf("GoName(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+const features = `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        deprecated_since: 2026-01-01
+        remove_after: "2026-06-30"
+        fields:
+          status: {type: enum, values: [new, done], default: new}
+          code: {type: string, pattern: '^[A-Z]+$'}
+          note: {type: string, required: true, nullable: true}
+          tags: {type: map, items: {type: integer, min: 0}}
+          blob: {type: bytes, max_length: 4}
+        headers:
+          x-tenant: {type: string, required: true}
+        examples:
+          - body: {note: null, tags: {a: 1}, blob: AAEC}
+            headers: {x-tenant: acme}
+queues:
+  q:
+    inbox: required
+    consumes: [{message: A}]
+`
+
+func TestParseFeatures(t *testing.T) {
+	f, err := Parse("s.yaml", []byte(features))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := f.Messages[0].Versions[0]
+	if v.DeprecatedSince != "2026-01-01" || v.RemoveAfter != "2026-06-30" {
+		t.Errorf("dates %q %q", v.DeprecatedSince, v.RemoveAfter)
+	}
+	status, code, note, tags := v.Fields[0], v.Fields[1], v.Fields[2], v.Fields[3]
+	if status.Default != "new" || status.Pointer() || !cmp.Equal(status.Values, []string{"new", "done"}) || status.GoPath != "AV1Status" {
+		t.Errorf("enum %+v", status)
+	}
+	if code.Pattern != "^[A-Z]+$" || !code.Pointer() {
+		t.Errorf("pattern %+v", code)
+	}
+	if !note.Nullable || !note.Required || !note.Pointer() {
+		t.Errorf("nullable %+v", note)
+	}
+	if tags.Type != Map || tags.Items.Type != Integer || tags.Pointer() {
+		t.Errorf("map %+v", tags)
+	}
+	if v.HeadersName != "AV1Headers" || v.Headers[0].Name != "x-tenant" || v.Headers[0].GoName != "XTenant" {
+		t.Errorf("headers %q %+v", v.HeadersName, v.Headers[0])
+	}
+	want := Example{Pos: Pos{"s.yaml", 18, 13}, Body: []byte(`{"note":null,"tags":{"a":1},"blob":"AAEC"}`), Headers: map[string]any{"x-tenant": "acme"}}
+	if diff := cmp.Diff([]Example{want}, v.Examples); diff != "" {
+		t.Errorf("examples (-want +got):\n%s", diff)
+	}
+	if f.Queues[0].Inbox != InboxRequired {
+		t.Errorf("inbox %q", f.Queues[0].Inbox)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	f, err := Parse("s.yaml", []byte(features))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := f.Messages[0].Versions[0]
+	tenant := map[string]any{"x-tenant": "acme"}
+	for body, want := range map[string]string{
+		`{"note": "x"}`:                       "",
+		`null`:                                "field note: required",
+		`{"note": null, "status": "gone"}`:    "field status: not one of new, done",
+		`{"note": null, "code": "abc"}`:       "field code: does not match ^[A-Z]+$",
+		`{"note": null, "tags": {"b": -1}}`:   `field tags["b"]: less than 0`,
+		`{"note": null, "tags": {"b": null}}`: `field tags["b"]: required`,
+		`{"note": null, "tags": {"b": 1.5}}`:  `field tags["b"]: unexpected JSON number`,
+		`{"note": null, "blob": "AAECAwQ="}`:  "field blob: longer than 4 bytes",
+		`{"note": null, "blob": "!"}`:         "field blob: not base64",
+		`{"NOTE": 1}`:                         "field note: unexpected JSON number",
+		`{"note": null} x`:                    "payload: invalid character after top-level value",
+	} {
+		got := ""
+		if err := v.Check([]byte(body), tenant); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("Check(%s) = %q, want %q", body, got, want)
+		}
+	}
+	if err := v.Check([]byte(`{"note": null}`), map[string]any{"x-tenant": int64(3)}); err == nil || err.Error() != "field headers.x-tenant: not a string" {
+		t.Errorf("header of the wrong type: %v", err)
+	}
+	if err := v.Check([]byte(`{"note": null}`), nil); err == nil || err.Error() != "field headers.x-tenant: required" {
+		t.Errorf("missing header: %v", err)
+	}
+}
+
+func TestParseFeatureErrors(t *testing.T) {
+	src := `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        remove_after: 2026-01-01
+        fields:
+          a: {type: string, pattern: '[a-'}
+          b: {type: integer, min: 1, default: 0}
+          c: {type: string, required: true, default: x}
+          d: {type: enum, values: [x, x, "X"]}
+          e: {type: list, items: {type: string, nullable: true}}
+          f: {type: time, default: "2026-01-01T00:00:00Z"}
+        headers:
+          x-lily-attempt: {type: integer}
+          x-obj: {type: object, fields: {}}
+      2:
+        deprecated_since: 2026-02-01
+        remove_after: 2026-01-01
+        fields:
+          n: {type: integer, max: 3}
+        examples:
+          - body: {n: 4}
+          - body: {n: x}
+          - {}
+      2:
+        fields: {}
+queues:
+  amq.orders:
+    consumes: [{message: A}]
+    retry: {delays: [5s, 1s, 1s]}
+`
+	want := []string{
+		`7:9: remove_after needs deprecated_since: a version is deprecated before it is removed [BAD-DATE]`,
+		"9:38: pattern \"[a-\" is not an RE2 regular expression: missing closing ]: `[a-` [BAD-PATTERN]",
+		`10:47: default 0 breaks the field's own bounds: less than 1 [BAD-DEFAULT]`,
+		`11:45: a default applies to an optional field that is not nullable (a required field is always present, and a nullable one keeps its null) [BAD-DEFAULT]`,
+		`12:39: duplicate enum value "x" (first at line 12) [DUPLICATE]`,
+		`12:42: enum values "X" and "x" (line 12) both give the Go name AV1DX [NAME-CLASH]`,
+		`13:49: nullable does not apply to an element of a list or map [BOUND-TYPE]`,
+		`14:27: default does not apply to a field of type time [BAD-DEFAULT]`,
+		`16:11: header "x-lily-attempt": names starting x-lily- are Lily's own [RESERVED-HEADER]`,
+		`17:25: unknown header type "object" (one of string, integer, number, bool, time, enum) [UNKNOWN-TYPE]`,
+		`20:23: remove_after 2026-01-01 is before deprecated_since 2026-02-01 [BAD-DATE]`,
+		`24:23: example 1 of AV2 breaks the schema: field n: more than 3 [BAD-EXAMPLE]`,
+		`25:23: example 2 of AV2 breaks the schema: field n: unexpected JSON string [BAD-EXAMPLE]`,
+		`26:13: example 3 has no body (body: {field: value, ...}) [MISSING-KEY]`,
+		`27:7: duplicate version 2 of A (first at line 18) (a changed payload needs a new version number, such as 3) [DUPLICATE-VERSION]`,
+		`30:3: queue name "amq.orders" starts with amq., which RabbitMQ reserves for itself (403 ACCESS_REFUSED) [QUEUE-NAME]`,
+		`32:26: retry delay 1s does not increase on the one before it (5s) (list each delay once, shortest first: the last one repeats until max_attempts) [RETRY-ORDER]`,
+		`32:30: retry delay 1s does not increase on the one before it (1s) (list each delay once, shortest first: the last one repeats until max_attempts) [RETRY-ORDER]`,
+	}
+	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+func TestQueueNamesRabbitMQRefuses(t *testing.T) {
+	long := strings.Repeat("q", 201)
+	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\nqueues:\n  " + long + ":\n    consumes: [{message: A}]\n    retry: {delays: [1h2m3.5s]}\n    dlq: " + strings.Repeat("d", 256) + "\n"
+	got := errorsOf(t, src)
+	want := []string{
+		`5:3: queue name "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq..." is 201 bytes: longer than 200, which leaves room for retry bucket names within RabbitMQ's 255 (use 1 to 200 bytes) [QUEUE-NAME]`,
+		`8:10: dlq "ddddddddddddddddddddddddddddddddddddd..." is 256 bytes: RabbitMQ would refuse it (use 1 to 255 bytes) [QUEUE-NAME]`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }

@@ -6,11 +6,17 @@ package ordersmsg
 import (
 	"context"
 	"encoding/json"
-	"github.com/lily-mq/lily/runtime"
+	"errors"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	runtime "github.com/lily-mq/lily/runtime"
 )
+
+// The runtime must support this generation of code: a runtime too old or
+// too new for it fails here, at compile time.
+const _ = runtime.SupportsGeneratedCodeV1
 
 // OrderPlacedType is the AMQP type of OrderPlaced messages.
 const OrderPlacedType = "OrderPlaced"
@@ -30,6 +36,20 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 		return nil, runtime.DecodeError(err)
 	}
 	return w.extract("")
+}
+
+// NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
+// (type OrderPlaced, version 1, message id messageID), the payload as JSON.
+// Like a consumer, it checks msg against the schema first, failing with a *runtime.FieldError.
+func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing, error) {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return runtime.Publishing{}, err
+	}
+	if _, err := ExtractOrderPlacedV1(body); err != nil {
+		return runtime.Publishing{}, err
+	}
+	return runtime.NewPublishing(OrderPlacedType, 1, messageID, body), nil
 }
 
 // wireOrderPlacedV1 is OrderPlacedV1 as decoded: every field is a pointer, so a missing one shows.
@@ -101,6 +121,20 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 		return nil, runtime.DecodeError(err)
 	}
 	return w.extract("")
+}
+
+// NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
+// (type OrderPlaced, version 2, message id messageID), the payload as JSON.
+// Like a consumer, it checks msg against the schema first, failing with a *runtime.FieldError.
+func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing, error) {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return runtime.Publishing{}, err
+	}
+	if _, err := ExtractOrderPlacedV2(body); err != nil {
+		return runtime.Publishing{}, err
+	}
+	return runtime.NewPublishing(OrderPlacedType, 2, messageID, body), nil
 }
 
 // wireOrderPlacedV2 is OrderPlacedV2 as decoded: every field is a pointer, so a missing one shows.
@@ -246,6 +280,21 @@ type OrdersHandler interface {
 	HandleOrderPlacedV1(ctx context.Context, msg *OrderPlacedV1, d runtime.RawDelivery) error
 	// HandleOrderPlacedV2 handles version 2 of OrderPlaced.
 	HandleOrderPlacedV2(ctx context.Context, msg *OrderPlacedV2, d runtime.RawDelivery) error
+}
+
+// UnimplementedOrdersHandler fails every message of queue "orders" permanently. Embed it in
+// your OrdersHandler so that a version added to the schema does not break the build:
+// until you write its method, messages of that version go to the DLQ.
+type UnimplementedOrdersHandler struct{}
+
+// HandleOrderPlacedV1 fails permanently: it is not implemented.
+func (UnimplementedOrdersHandler) HandleOrderPlacedV1(context.Context, *OrderPlacedV1, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandleOrderPlacedV1 is not implemented"))
+}
+
+// HandleOrderPlacedV2 fails permanently: it is not implemented.
+func (UnimplementedOrdersHandler) HandleOrderPlacedV2(context.Context, *OrderPlacedV2, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandleOrderPlacedV2 is not implemented"))
 }
 
 // OrdersQueueSpec returns the topology and policy of queue "orders".

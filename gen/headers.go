@@ -1,0 +1,83 @@
+package gen
+
+import (
+	"github.com/dave/jennifer/jen"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+func headersExtractor(v *schema.Version) string { return "extract" + v.HeadersName }
+
+// headers emits the typed headers' struct of v and the function that reads
+// them from a header lookup: the delivery's envelope in a route, the
+// publishing's table in a producer.
+func headers(j *jen.File, v *schema.Version) {
+	j.Commentf("%s are the typed headers of %s.", v.HeadersName, v.GoName)
+	j.Type().Id(v.HeadersName).StructFunc(func(g *jen.Group) {
+		for _, f := range v.Headers {
+			field := g.Id(f.GoName).Add(publicType(f))
+			if c := describe(f); c != "" {
+				field.Comment("header " + f.Name + "; " + c)
+			} else {
+				field.Comment("header " + f.Name)
+			}
+		}
+	})
+	zero := jen.Id(v.HeadersName).Values()
+	body := []jen.Code{jen.Var().Id("out").Id(v.HeadersName)}
+	s := newScope()
+	for _, f := range v.Headers {
+		p := fieldPath{lit: schema.HeaderPath(f.Name)}
+		b := s.block()
+		local := b.name(lowerCamel(f.GoName))
+		present := []jen.Code{
+			jen.List(jen.Id(local), jen.Id("ok")).Op(":=").Add(headerRead(f)),
+			jen.If(jen.Op("!").Id("ok")).Block(failWith(zero, p, schema.HeaderTypeProblem(f.Type))),
+		}
+		if f.Type == schema.Enum {
+			present = append(present, enumCheck(f, jen.Id(local), p, zero))
+		} else {
+			present = append(present, checks(f, jen.Id(local), p, zero)...)
+		}
+		dst := jen.Id("out").Dot(f.GoName)
+		switch {
+		case f.Type == schema.Enum && f.Pointer():
+			e := b.name("value")
+			present = append(present, jen.Id(e).Op(":=").Id(f.GoPath).Call(jen.Id(local)), dst.Op("=").Op("&").Id(e))
+		case f.Type == schema.Enum:
+			present = append(present, dst.Op("=").Id(f.GoPath).Call(jen.Id(local)))
+		case f.Pointer():
+			present = append(present, dst.Op("=").Op("&").Id(local))
+		default:
+			present = append(present, dst.Op("=").Id(local))
+		}
+		stmt := jen.If(
+			jen.List(jen.Id("raw"), jen.Id("ok")).Op(":=").Id("header").Call(jen.Lit(f.Name)),
+			jen.Id("ok").Op("&&").Id("raw").Op("!=").Nil(),
+		).Block(present...)
+		if f.Required {
+			stmt.Else().Block(failWith(zero, p, "required"))
+		}
+		body = append(body, stmt)
+	}
+	body = append(body, jen.Return(jen.Id("out"), jen.Nil()))
+	j.Commentf("%s reads and checks the typed headers of %s from header, a lookup of", headersExtractor(v), v.GoName)
+	j.Comment("the headers received or about to be sent. It fails with a *runtime.FieldError.")
+	j.Func().Id(headersExtractor(v)).Params(jen.Id("header").Func().Params(jen.String()).Params(jen.Any(), jen.Bool())).
+		Params(jen.Id(v.HeadersName), jen.Error()).Block(body...)
+}
+
+// headerRead converts raw, an AMQP table value, to f's Go type, as (value, ok).
+func headerRead(f *schema.Field) jen.Code {
+	switch f.Type {
+	case schema.Integer:
+		return jen.Qual(rt, "HeaderInt").Call(jen.Id("raw"))
+	case schema.Number:
+		return jen.Qual(rt, "HeaderNumber").Call(jen.Id("raw"))
+	case schema.Time:
+		return jen.Qual(rt, "HeaderTime").Call(jen.Id("raw"))
+	case schema.Bool:
+		return jen.Id("raw").Assert(jen.Bool())
+	}
+	return jen.Id("raw").Assert(jen.String())
+}

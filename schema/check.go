@@ -1,0 +1,294 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// Check reports, as a *runtime.FieldError, whether body and headers make a valid
+// message of version v. It interprets the schema the way the generated
+// extractors apply it, problem for problem, so that tools can replay examples
+// without compiling them. Two differences: a JSON value of the wrong type is
+// reported at its full path, and of two keys that differ only in case the
+// decoder here cannot know which came last. Headers hold AMQP table values:
+// strings, any integer type, float32/float64, bool and time.Time.
+func (v *Version) Check(body []byte, headers map[string]any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return &runtime.FieldError{Problem: err.Error()}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &runtime.FieldError{Problem: "invalid character after top-level value"}
+	}
+	if doc == nil {
+		doc = map[string]any{} // as encoding/json leaves a struct alone on null
+	}
+	if err := checkObject(v.Fields, doc, ""); err != nil {
+		return err
+	}
+	return checkHeaders(v.Headers, headers)
+}
+
+// HeaderPath is the path of a header in a runtime.FieldError.
+func HeaderPath(name string) string { return "headers." + name }
+
+func checkHeaders(fields []*Field, headers map[string]any) error {
+	for _, f := range fields {
+		path := HeaderPath(f.Name)
+		raw, ok := headers[f.Name]
+		if !ok || raw == nil {
+			if f.Required {
+				return &runtime.FieldError{Path: path, Problem: "required"}
+			}
+			continue
+		}
+		v, ok := headerValue(f.Type, raw)
+		if !ok {
+			return &runtime.FieldError{Path: path, Problem: HeaderTypeProblem(f.Type)}
+		}
+		if problem := checkScalar(f, v); problem != "" {
+			return &runtime.FieldError{Path: path, Problem: problem}
+		}
+	}
+	return nil
+}
+
+// HeaderTypeProblem is the problem of a header value of the wrong type.
+func HeaderTypeProblem(t Type) string {
+	return map[Type]string{
+		String: "not a string", Enum: "not a string", Integer: "not an integer",
+		Number: "not a number", Bool: "not true or false", Time: "not a timestamp or RFC 3339 time",
+	}[t]
+}
+
+// headerValue converts an AMQP table value with the runtime's own functions,
+// as the generated code does.
+func headerValue(t Type, v any) (any, bool) {
+	switch t {
+	case String, Enum:
+		s, ok := v.(string)
+		return s, ok
+	case Bool:
+		b, ok := v.(bool)
+		return b, ok
+	case Integer:
+		return runtime.HeaderInt(v)
+	case Number:
+		return runtime.HeaderNumber(v)
+	case Time:
+		return runtime.HeaderTime(v)
+	}
+	return nil, false
+}
+
+func checkObject(fields []*Field, v any, prefix string) error {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return typeError(strings.TrimSuffix(prefix, "."), v)
+	}
+	for _, f := range fields {
+		val, present := lookup(obj, f.Name)
+		path := prefix + f.Name
+		if !present || val == nil {
+			if f.Required && !(present && f.Nullable) {
+				return &runtime.FieldError{Path: path, Problem: "required"}
+			}
+			continue
+		}
+		if err := checkValue(f, val, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// lookup finds key in obj as encoding/json does: exactly, or else ignoring
+// case.
+func lookup(obj map[string]any, key string) (any, bool) {
+	if v, ok := obj[key]; ok {
+		return v, true
+	}
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		if strings.EqualFold(k, key) {
+			return obj[k], true
+		}
+	}
+	return nil, false
+}
+
+func typeError(path string, v any) error {
+	kind := "value"
+	switch v.(type) {
+	case string:
+		kind = "string"
+	case json.Number:
+		kind = "number"
+	case bool:
+		kind = "bool"
+	case []any:
+		kind = "array"
+	case map[string]any:
+		kind = "object"
+	}
+	return &runtime.FieldError{Path: path, Problem: "unexpected JSON " + kind}
+}
+
+// checkValue checks a present, non-null JSON value of f at path.
+func checkValue(f *Field, v any, path string) error {
+	var scalar any
+	switch f.Type {
+	case String, Enum, Time, Bytes:
+		s, ok := v.(string)
+		if !ok {
+			return typeError(path, v)
+		}
+		scalar = s
+		switch f.Type {
+		case Time:
+			if _, err := time.Parse(time.RFC3339, s); err != nil {
+				return &runtime.FieldError{Path: path, Problem: "not an RFC 3339 time"}
+			}
+		case Bytes:
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return &runtime.FieldError{Path: path, Problem: "not base64"}
+			}
+			scalar = b
+		}
+	case Integer:
+		n, ok := v.(json.Number)
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		if !ok || err != nil {
+			return typeError(path, v)
+		}
+		scalar = i
+	case Number:
+		n, ok := v.(json.Number)
+		x, err := strconv.ParseFloat(string(n), 64)
+		if !ok || err != nil {
+			return typeError(path, v)
+		}
+		scalar = x
+	case Bool:
+		if _, ok := v.(bool); !ok {
+			return typeError(path, v)
+		}
+	case Object:
+		return checkObject(f.Fields, v, path+".")
+	case List:
+		items, ok := v.([]any)
+		if !ok {
+			return typeError(path, v)
+		}
+		if problem := checkCount(f, len(items)); problem != "" {
+			return &runtime.FieldError{Path: path, Problem: problem}
+		}
+		for i, item := range items {
+			if err := checkElem(f.Items, item, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+		return nil
+	case Map:
+		entries, ok := v.(map[string]any)
+		if !ok {
+			return typeError(path, v)
+		}
+		if problem := checkCount(f, len(entries)); problem != "" {
+			return &runtime.FieldError{Path: path, Problem: problem}
+		}
+		for _, k := range slices.Sorted(maps.Keys(entries)) {
+			if err := checkElem(f.Items, entries[k], MapPath(path, k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if problem := checkScalar(f, scalar); problem != "" {
+		return &runtime.FieldError{Path: path, Problem: problem}
+	}
+	return nil
+}
+
+// MapPath is the path of the entry key of the map at path.
+func MapPath(path, key string) string { return path + "[" + strconv.Quote(key) + "]" }
+
+func checkElem(f *Field, v any, path string) error {
+	if v == nil {
+		return &runtime.FieldError{Path: path, Problem: "required"}
+	}
+	return checkValue(f, v, path)
+}
+
+func checkCount(f *Field, n int) string {
+	return checkRange(f.Limits(), f.MinItems, f.MaxItems, n)
+}
+
+// checkScalar checks one decoded value of f: a string (also of an enum), an
+// int64, a float64, a bool or the bytes of a bytes field. It returns the
+// problem, or "".
+func checkScalar(f *Field, v any) string {
+	l := f.Limits()
+	switch x := v.(type) {
+	case string:
+		if f.Type == Enum {
+			if !slices.Contains(f.Values, x) {
+				return f.EnumProblem()
+			}
+			return ""
+		}
+		if f.Type != String {
+			return ""
+		}
+		if problem := checkRange(l, f.MinLength, f.MaxLength, utf8.RuneCountInString(x)); problem != "" {
+			return problem
+		}
+		if f.Pattern != "" && !compiled(f.Pattern).MatchString(x) {
+			return f.PatternProblem()
+		}
+	case []byte:
+		return checkRange(l, f.MinLength, f.MaxLength, len(x))
+	case int64:
+		return checkRange(l, f.MinInt, f.MaxInt, x)
+	case float64:
+		return checkRange(l, f.MinNum, f.MaxNum, x)
+	}
+	return ""
+}
+
+func checkRange[T int | int64 | float64](l Limits, lo, hi *T, v T) string {
+	switch {
+	case lo != nil && v < *lo:
+		return l.LoProblem
+	case hi != nil && v > *hi:
+		return l.HiProblem
+	}
+	return ""
+}
+
+// patterns caches compiled patterns; the parser has already compiled each
+// once, so MustCompile cannot fail for a checked schema.
+var patterns sync.Map
+
+func compiled(pattern string) *regexp.Regexp {
+	if re, ok := patterns.Load(pattern); ok {
+		return re.(*regexp.Regexp)
+	}
+	re := regexp.MustCompile(pattern)
+	patterns.Store(pattern, re)
+	return re
+}
