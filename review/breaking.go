@@ -136,6 +136,27 @@ func (b *breaker) message(om, nm *schema.Message) {
 		}
 		b.fields(ov.Fields, nv.Fields, nv.Pos, subject+".")
 		b.fields(ov.Headers, nv.Headers, nv.Pos, subject+".headers.")
+		b.replay(ov, nv, subject)
+	}
+}
+
+// replay checks each example of one revision of a version against the other:
+// an old example the new schema rejects stands for messages already queued,
+// a new example the old schema rejects for what new producers will send.
+func (b *breaker) replay(ov, nv *schema.Version, subject string) {
+	for i, ex := range ov.Examples {
+		if err := nv.Check(ex.Body, ex.Headers); err != nil {
+			b.add(InflightBreak, "EXAMPLE-REJECTED", fmt.Sprintf("%s.examples.%d", subject, i+1), nv.Pos,
+				fmt.Sprintf("example %d of the old %s (%s:%d) fails the new schema: %v", i+1, subject, ex.Pos.File, ex.Pos.Line, err),
+				"accept what the example holds, or change it in a new version of the message")
+		}
+	}
+	for i, ex := range nv.Examples {
+		if err := ov.Check(ex.Body, ex.Headers); err != nil {
+			b.add(ProducerBreak, "EXAMPLE-REJECTED-BY-OLD", fmt.Sprintf("%s.examples.%d", subject, i+1), ex.Pos,
+				fmt.Sprintf("example %d of %s fails the old schema: %v", i+1, subject, err),
+				"deploy every consumer of the new schema before any producer sends such a message")
+		}
 	}
 }
 

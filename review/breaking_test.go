@@ -152,3 +152,30 @@ func TestAcknowledged(t *testing.T) {
 		}
 	}
 }
+
+func TestBreakingReplaysExamples(t *testing.T) {
+	const src = `version: 1
+package: shopmsg
+messages:
+  Ping:
+    versions:
+      1:
+        fields:
+          id: {type: string, required: true, max_length: MAX}
+        examples:
+          - body: {id: EXAMPLE}
+`
+	old := parse(t, "old.lily.yaml", strings.NewReplacer("MAX", "10", "EXAMPLE", "abcdefgh").Replace(src))
+	new := parse(t, "new.lily.yaml", strings.NewReplacer("MAX", "5", "EXAMPLE", "abc").Replace(src))
+	var got []string
+	for _, f := range Breaking(old, new) {
+		got = append(got, f.Ack()+": "+f.Message)
+	}
+	want := []string{
+		"BOUND-NARROWED@Ping.v1.id: Ping.v1.id narrows its length from ..10 to ..5: messages already queued, and producers on the old schema, may break it",
+		"EXAMPLE-REJECTED@Ping.v1.examples.1: example 1 of the old Ping.v1 (old.lily.yaml:10) fails the new schema: field id: longer than 5 characters",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+}

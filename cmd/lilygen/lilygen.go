@@ -155,12 +155,15 @@ func (e *env) needSchemas(name string) bool {
 	return true
 }
 
-// load reads and checks every schema named, printing every problem of every
-// file before it fails, so that one run shows them all.
-func (e *env) load(names []string) ([]*schema.File, bool) {
+// loadAll reads and checks every schema the command named, printing every
+// problem of every file before it fails, so that one run shows them all.
+func (e *env) loadAll(name string) ([]*schema.File, bool) {
+	if !e.needSchemas(name) {
+		return nil, false
+	}
 	var files []*schema.File
 	ok := true
-	for _, name := range names {
+	for _, name := range e.args {
 		f, good := e.loadOne(name, nil)
 		ok = ok && good
 		files = append(files, f)

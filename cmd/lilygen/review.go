@@ -23,10 +23,7 @@ LINT-LIST-UNBOUNDED (a list or map without max_items), LINT-VERSION-UNCONSUMED
 bounds are schema errors (BAD-EXAMPLE), reported by every command.`,
 	flags: func(*flag.FlagSet) func(*env) int {
 		return func(e *env) int {
-			if !e.needSchemas("lint") {
-				return exitUsage
-			}
-			files, ok := e.load(e.args)
+			files, ok := e.loadAll("lint")
 			if !ok {
 				return exitUsage
 			}
@@ -58,10 +55,7 @@ redeclare would.
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		vhost := fs.String("vhost", "/", "the virtual host of the queues")
 		return func(e *env) int {
-			if !e.needSchemas("topology") {
-				return exitUsage
-			}
-			files, ok := e.load(e.args)
+			files, ok := e.loadAll("topology")
 			if !ok {
 				return exitUsage
 			}

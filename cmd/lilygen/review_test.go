@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+// git runs git in dir, failing the test on error.
+func git(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=lily", "-c", "user.email=lily@example.com"}, args...)...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestBreakingAgainstGitRef commits a schema, changes it in the working tree
+// and compares it with the commit, from a subdirectory as go:generate runs.
+func TestBreakingAgainstGitRef(t *testing.T) {
+	repo := t.TempDir()
+	dir := filepath.Join(repo, "svc")
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schema")
+
+	if code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || stdout != "" {
+		t.Errorf("unchanged: exit %d\n%s%s", code, stdout, stderr)
+	}
+	changed := strings.Replace(minimal, "id: {type: string, required: true}", "id: {type: string, required: true, max_length: 10}", 1)
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), changed)
+	code, stdout, stderr := lilygen(t, dir, "breaking", "ping.lily.yaml", "--against", "main")
+	if code != exitFindings || !strings.Contains(stdout, "ping.lily.yaml:9:11: Ping.v1.id narrows its length from .. to ..10") ||
+		!strings.Contains(stdout, "[BOUND-NARROWED]") || !strings.Contains(stderr, "1 breaking change against main") {
+		t.Errorf("narrowed: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, _, stderr = lilygen(t, dir, "breaking", "--against", "main", "--allow", "BOUND-NARROWED@Ping.v1.id", "ping.lily.yaml")
+	if code != exitOK || !strings.Contains(stderr, "0 breaking changes against main (and 1 acknowledged)") {
+		t.Errorf("acknowledged: exit %d\n%s", code, stderr)
+	}
+
+	// A schema the ref lacks is new; a ref that does not exist is a usage error.
+	writeFile(t, filepath.Join(dir, "new.lily.yaml"), minimal)
+	if code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "new.lily.yaml"); code != exitOK {
+		t.Errorf("new schema: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := lilygen(t, dir, "breaking", "--against", "nosuchref", "ping.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "neither a file nor a git commit") {
+		t.Errorf("unknown ref: exit %d\n%s", code, stderr)
+	}
+	// The old revision's schema errors name the ref.
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), "version: 1\npackage: x\nmesages: {}\n")
+	git(t, repo, "commit", "-q", "-am", "broken")
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	if code, _, stderr := lilygen(t, dir, "breaking", "--against", "HEAD", "ping.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "HEAD:ping.lily.yaml:3:1:") {
+		t.Errorf("broken old revision: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := lilygen(t, dir, "breaking", "ping.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "--against names the older revision") {
+		t.Errorf("no --against: exit %d\n%s", code, stderr)
+	}
+}
+
+func TestErrorFormats(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "bad.lily.yaml"), strings.Replace(minimal, "consumes:", "prefech: 3\n    consumes:", 1))
+	code, stdout, stderr := lilygen(t, dir, "check", "--error-format=json", "bad.lily.yaml")
+	var d diag
+	if code != exitUsage || stderr != "" || json.Unmarshal([]byte(stdout), &d) != nil ||
+		d != (diag{File: "bad.lily.yaml", Line: 12, Column: 5, Rule: schema.RuleUnknownKey, Message: `unknown key "prefech"`, Hint: `did you mean "prefetch"?`}) {
+		t.Errorf("json: exit %d, %+v\n%s%s", code, d, stdout, stderr)
+	}
+	code, stdout, _ = lilygen(t, dir, "generate", "bad.lily.yaml", "--error-format", "github-actions")
+	if want := "::error file=bad.lily.yaml,line=12,col=5,title=UNKNOWN-KEY::unknown key \"prefech\" (did you mean \"prefetch\"?)\n"; code != exitUsage || stdout != want {
+		t.Errorf("github-actions: exit %d\n%s", code, stdout)
+	}
+	code, _, stderr = lilygen(t, dir, "generate", "bad.lily.yaml")
+	if want := "bad.lily.yaml:12:5: unknown key \"prefech\" (did you mean \"prefetch\"?) [UNKNOWN-KEY]\n"; code != exitUsage || stderr != want {
+		t.Errorf("text: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := lilygen(t, dir, "lint", "--error-format=xml", "bad.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "want text, json or github-actions") {
+		t.Errorf("unknown format: exit %d\n%s", code, stderr)
+	}
+}
+
+func TestEscapeWorkflowCommands(t *testing.T) {
+	if got := escapeProperty("a,b:c%d\ne"); got != "a%2Cb%3Ac%25d%0Ae" {
+		t.Errorf("escapeProperty: %s", got)
+	}
+	if got := escapeData("a,b:c%d\r\ne"); got != "a,b:c%25d%0D%0Ae" {
+		t.Errorf("escapeData: %s", got)
+	}
+}
+
+func TestInit(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := lilygen(t, dir, "init", "orders.lily.yaml"); code != exitOK {
+		t.Fatalf("init: exit %d\n%s", code, stderr)
+	}
+	// The starter schema is clean: it generates, and lint has nothing to say.
+	for _, cmd := range []string{"generate", "lint"} {
+		if code, stdout, stderr := lilygen(t, dir, cmd, "orders.lily.yaml"); code != exitOK || stdout+stderr != "" {
+			t.Errorf("%s of the starter schema: exit %d\n%s%s", cmd, code, stdout, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ordersmsg", "ordersmsg.lily.go")); err != nil {
+		t.Errorf("package ordersmsg: %v", err)
+	}
+	if code, _, stderr := lilygen(t, dir, "init", "orders.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "never overwrites") {
+		t.Errorf("second init: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := lilygen(t, dir, "init", "-package", "billing", "b.lily.yaml"); code != exitOK {
+		t.Errorf("init -package: exit %d\n%s", code, stderr)
+	} else if f, err := schema.Load(filepath.Join(dir, "b.lily.yaml")); err != nil || f.Package != "billing" {
+		t.Errorf("init -package: %v", err)
+	}
+}
+
+func TestPackageFor(t *testing.T) {
+	for name, want := range map[string]string{"orders.lily.yaml": "ordersmsg", "dir/Billing-V2.lily.yaml": "billingv2msg", "2x.yaml": "app2xmsg"} {
+		if got := packageFor(name); got != want {
+			t.Errorf("packageFor(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
