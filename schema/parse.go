@@ -177,6 +177,7 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 		for _, key := range []string{"package", "output"} {
 			if k := keyNode(root, key); k != nil {
 				p.errorf(k, RuleInclude, "%s belongs in the root schema file, not in an included one", key)
+				keys = append(slices.Clip(keys), key) // reported once, as above
 			}
 		}
 	}
@@ -761,7 +762,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		HandlerTimeout: DefaultHandlerTimeout,
 		Inbox:          DefaultInbox,
 	}
-	if r := []rune(q.GoName); len(r) == 0 || !(r[0] >= 'A' && r[0] <= 'Z') {
+	if r := []rune(q.GoName); q.Name != "" && (len(r) == 0 || !(r[0] >= 'A' && r[0] <= 'Z')) {
 		p.errorf(k, RuleName, "queue name %q must start with a letter to give a Go name", q.Name)
 	} else {
 		p.declare(fmt.Sprintf("queue %q", q.Name), k,
@@ -832,7 +833,9 @@ const maxQueueName = 200
 func (p *parser) queueNames(q *Queue, at, dlqAt *yaml.Node) {
 	check := func(n *yaml.Node, what, name string, limit int) bool {
 		switch {
-		case name == "" || len(name) > limit:
+		case name == "":
+			p.errorf(n, RuleQueueName, "%s is empty: RabbitMQ would name the queue itself", what)
+		case len(name) > limit:
 			why := "RabbitMQ would refuse it"
 			if limit < 255 {
 				why = fmt.Sprintf("longer than %d, which leaves room for retry bucket names within RabbitMQ's 255", limit)
