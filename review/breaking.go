@@ -357,8 +357,8 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 		for _, v := range c.Versions {
 			if !consumes(oq, c.Message.Name, v.Number) {
 				b.add(APIBreak, "HANDLER-METHOD-ADDED", fmt.Sprintf("%s/%s.v%d", nq.Name, c.Message.Name, v.Number), nq.Pos,
-					fmt.Sprintf("%sHandler gains Handle%s: types implementing it stop compiling", nq.GoName, v.GoName),
-					fmt.Sprintf("implement Handle%s on the handler of queue %q", v.GoName, nq.Name))
+					fmt.Sprintf("%sHandler gains Handle%s: types implementing it stop compiling unless they embed Unimplemented%sHandler", nq.GoName, v.GoName, nq.GoName),
+					fmt.Sprintf("implement Handle%s on the handler of queue %q (until then an embedded Unimplemented%sHandler sends such messages to the DLQ)", v.GoName, nq.Name, nq.GoName))
 			}
 		}
 	}
