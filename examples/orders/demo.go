@@ -18,30 +18,58 @@ import (
 // demoMessage is one message the demo publishes, and what it shows.
 type demoMessage struct {
 	shows string
-	msg   amqp.Publishing
+	msg   runtime.Publishing
 }
 
-func demoMessages() []demoMessage {
-	v1 := func(id string, cents int) amqp.Publishing {
-		return runtime.NewPublishing(ordersmsg.OrderPlacedType, 1, id, fmt.Appendf(nil, `{"order_id":%q,"amount_cents":%d}`, id, cents))
+// demoMessages builds what the demo publishes. Well-formed messages come from
+// the generated producers; the others are built by hand on purpose, as a
+// producer outside this schema might send them, since the generated
+// producers refuse to build them.
+func demoMessages() ([]demoMessage, error) {
+	v1 := func(id string, cents int64) (runtime.Publishing, error) {
+		return ordersmsg.NewOrderPlacedV1(id, &ordersmsg.OrderPlacedV1{OrderID: id, AmountCents: cents})
 	}
-	v2 := runtime.NewPublishing(ordersmsg.OrderPlacedType, 2, "order-ok", []byte(`{"order_id":"order-ok","amount_cents":4200,`+
-		`"customer":{"email":"ada@example.com","name":"Ada"},"items":[{"sku":"LILY-1","qty":2}],"placed_at":"2026-12-02T10:00:00Z"}`))
-	v3 := runtime.NewPublishing(ordersmsg.OrderPlacedType, 3, "order-v3", []byte(`{"order_id":"order-v3"}`))
-	badMeta := v1("order-bad-metadata", 100)
+	v2, err := ordersmsg.NewOrderPlacedV2("order-ok", &ordersmsg.OrderPlacedV2{
+		OrderID:     "order-ok",
+		AmountCents: 4200,
+		Customer:    ordersmsg.OrderPlacedV2Customer{Email: "ada@example.com", Name: ptr("Ada")},
+		Items:       []ordersmsg.OrderPlacedV2ItemsItem{{SKU: "LILY-1", Qty: 2}},
+		PlacedAt:    time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
+		Channel:     ordersmsg.OrderPlacedV2ChannelWeb,
+		Headers:     ordersmsg.OrderPlacedV2Headers{XTenant: "acme"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	flaky, err := v1("order-flaky", 1500)
+	if err != nil {
+		return nil, err
+	}
+	refused, err := v1("order-refused", 990)
+	if err != nil {
+		return nil, err
+	}
+	badMeta, err := v1("order-bad-metadata", 100)
+	if err != nil {
+		return nil, err
+	}
 	badMeta.Headers["x-trace"] = strings.Repeat("\x1b[31m!", 2000)
-	huge := v1("order-huge", 100)
-	huge.Body = fmt.Appendf(nil, `{"order_id":"order-huge","amount_cents":100,"note":%q}`, strings.Repeat("x", 20000))
+	zero := runtime.NewPublishing(ordersmsg.OrderPlacedType, 1, "order-zero", []byte(`{"order_id":"order-zero","amount_cents":0}`))
+	v3 := runtime.NewPublishing(ordersmsg.OrderPlacedType, 3, "order-v3", []byte(`{"order_id":"order-v3"}`))
+	huge := runtime.NewPublishing(ordersmsg.OrderPlacedType, 1, "order-huge",
+		fmt.Appendf(nil, `{"order_id":"order-huge","amount_cents":100,"note":%q}`, strings.Repeat("x", 20000)))
 	return []demoMessage{
 		{"succeeds", v2},
-		{"fails once, succeeds on retry", v1("order-flaky", 1500)},
-		{"fails permanently", v1("order-refused", 990)},
-		{"breaks a bound of the schema", v1("order-zero", 0)},
+		{"fails once, succeeds on retry", flaky},
+		{"fails permanently", refused},
+		{"breaks a bound of the schema", zero},
 		{"has an unsupported version", v3},
 		{"has bad metadata", badMeta},
 		{"is too large", huge},
-	}
+	}, nil
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // runDemo starts from empty queues, publishes the demo messages, consumes them
 // with the example's handler and prints where each went and why.
@@ -50,7 +78,10 @@ func runDemo(url string) error {
 	if err := resetQueues(url, spec); err != nil {
 		return err
 	}
-	msgs := demoMessages()
+	msgs, err := demoMessages()
+	if err != nil {
+		return err
+	}
 	fmt.Printf("Lily demo: queue %q, retry buckets %v, DLQ %q\n\n", spec.Name, spec.Retry.Delays, spec.DeadLetterQueue)
 
 	var mu sync.Mutex

@@ -24,24 +24,26 @@ type orders struct {
 	log *slog.Logger
 }
 
+// Version 1 orders predate tenants: they belong to the default one.
 func (o orders) HandleOrderPlacedV1(_ context.Context, msg *ordersmsg.OrderPlacedV1, d runtime.RawDelivery) error {
-	return o.place(msg.OrderID, msg.AmountCents, d)
+	return o.place("default", msg.OrderID, msg.AmountCents, d)
 }
 
+// The tenant of a version 2 order comes from its typed x-tenant header.
 func (o orders) HandleOrderPlacedV2(_ context.Context, msg *ordersmsg.OrderPlacedV2, d runtime.RawDelivery) error {
-	return o.place(msg.OrderID, msg.AmountCents, d)
+	return o.place(msg.Headers.XTenant, msg.OrderID, msg.AmountCents, d)
 }
 
 // place stands in for real work. Two order ids misbehave on purpose, so the
 // demo can show the retry and the DLQ.
-func (o orders) place(id string, cents int64, d runtime.RawDelivery) error {
+func (o orders) place(tenant, id string, cents int64, d runtime.RawDelivery) error {
 	switch {
 	case id == "order-flaky" && d.Attempt() == 1:
 		return runtime.Retryable(errors.New("payment service unavailable"))
 	case id == "order-refused":
 		return runtime.Permanent(errors.New("customer account closed"))
 	}
-	o.log.Info("order placed", "order_id", id, "amount_cents", cents, "attempt", d.Attempt())
+	o.log.Info("order placed", "tenant", tenant, "order_id", id, "amount_cents", cents, "attempt", d.Attempt())
 	return nil
 }
 

@@ -30,6 +30,7 @@ func TestExtractOrderPlacedV2(t *testing.T) {
 		Customer:    OrderPlacedV2Customer{Email: "ada@example.com"},
 		Items:       []OrderPlacedV2ItemsItem{{SKU: "A-1", Qty: 2}, {SKU: "B-2", Qty: 1}},
 		PlacedAt:    time.Date(2025, 3, 1, 12, 30, 0, 0, time.UTC),
+		Channel:     OrderPlacedV2ChannelWeb, // the default
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -93,5 +94,33 @@ func TestOrdersRoutesAndSpec(t *testing.T) {
 	}
 	if err := OrdersQueueSpec().Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// The producer checks what a consumer would, typed headers included, and
+// its publishing carries them.
+func TestNewOrderPlacedV2(t *testing.T) {
+	msg, err := ExtractOrderPlacedV2([]byte(goodV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewOrderPlacedV2("m-1", msg); err == nil || err.Error() != "field headers.x-tenant: empty" {
+		t.Errorf("without its tenant: %v", err)
+	}
+	msg.Headers.XTenant = "Acme Corp"
+	if _, err := NewOrderPlacedV2("m-1", msg); err == nil || err.Error() != "field headers.x-tenant: does not match ^[a-z][a-z0-9-]*$" {
+		t.Errorf("with a tenant breaking its pattern: %v", err)
+	}
+	msg.Headers.XTenant = "acme"
+	p, err := NewOrderPlacedV2("m-1", msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Type != OrderPlacedType || p.MessageId != "m-1" || p.Headers[runtime.HeaderVersion] != int64(2) || p.Headers["x-tenant"] != "acme" {
+		t.Errorf("publishing %+v", p)
+	}
+	msg.Items = nil
+	if _, err := NewOrderPlacedV2("m-1", msg); err == nil || err.Error() != "field items: required" {
+		t.Errorf("without items: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -99,6 +100,9 @@ type OrderPlacedV2 struct {
 	Customer    OrderPlacedV2Customer    `json:"customer"`
 	Items       []OrderPlacedV2ItemsItem `json:"items"` // 1 to 50 items
 	PlacedAt    time.Time                `json:"placed_at"`
+	Channel     OrderPlacedV2Channel     `json:"channel"` // default "web"
+	// Headers are the typed headers: the route fills them in, a producer sends them.
+	Headers OrderPlacedV2Headers `json:"-"`
 }
 
 // OrderPlacedV2Customer is the customer field of OrderPlacedV2.
@@ -113,8 +117,62 @@ type OrderPlacedV2ItemsItem struct {
 	Qty int64  `json:"qty"` // 1 to 1000
 }
 
+// OrderPlacedV2Channel is the type of the channel field of OrderPlacedV2: one of web, store, phone.
+type OrderPlacedV2Channel string
+
+// The values of OrderPlacedV2Channel.
+const (
+	OrderPlacedV2ChannelWeb   OrderPlacedV2Channel = "web"
+	OrderPlacedV2ChannelStore OrderPlacedV2Channel = "store"
+	OrderPlacedV2ChannelPhone OrderPlacedV2Channel = "phone"
+)
+
+// patternOrderPlacedV2HeadersXTenant checks the x-tenant header of OrderPlacedV2; compiled once, when the package loads.
+var patternOrderPlacedV2HeadersXTenant = regexp.MustCompile("^[a-z][a-z0-9-]*$")
+
+// OrderPlacedV2Headers are the typed headers of OrderPlacedV2.
+type OrderPlacedV2Headers struct {
+	XTenant  string  // header x-tenant; 1 to 32 characters; matches ^[a-z][a-z0-9-]*$
+	XTraceID *string // header x-trace-id; at most 64 characters
+}
+
+// extractOrderPlacedV2Headers reads and checks the typed headers of OrderPlacedV2 from header, a lookup of
+// the headers received or about to be sent. It fails with a *runtime.FieldError.
+func extractOrderPlacedV2Headers(header func(string) (any, bool)) (OrderPlacedV2Headers, error) {
+	var out OrderPlacedV2Headers
+	if raw, ok := header("x-tenant"); ok && raw != nil {
+		xTenant, ok := raw.(string)
+		if !ok {
+			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "not a string"}
+		}
+		switch n := utf8.RuneCountInString(xTenant); {
+		case n < 1:
+			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "empty"}
+		case n > 32:
+			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "longer than 32 characters"}
+		}
+		if !patternOrderPlacedV2HeadersXTenant.MatchString(xTenant) {
+			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "does not match ^[a-z][a-z0-9-]*$"}
+		}
+		out.XTenant = xTenant
+	} else {
+		return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "required"}
+	}
+	if raw, ok := header("x-trace-id"); ok && raw != nil {
+		xTraceID, ok := raw.(string)
+		if !ok {
+			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-trace-id", Problem: "not a string"}
+		}
+		if utf8.RuneCountInString(xTraceID) > 64 {
+			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-trace-id", Problem: "longer than 64 characters"}
+		}
+		out.XTraceID = &xTraceID
+	}
+	return out, nil
+}
+
 // ExtractOrderPlacedV2 decodes an application/json body and checks every bound of the schema.
-// It fails with a *runtime.FieldError.
+// It fails with a *runtime.FieldError. It leaves Headers empty: the route fills them in.
 func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 	var w wireOrderPlacedV2
 	if err := json.Unmarshal(body, &w); err != nil {
@@ -125,6 +183,7 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 
 // NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
 // (type OrderPlaced, version 2, message id messageID), the payload as JSON.
+// msg.Headers are among its headers.
 // Like a consumer, it checks msg against the schema first, failing with a *runtime.FieldError.
 func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing, error) {
 	body, err := json.Marshal(msg)
@@ -134,7 +193,18 @@ func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing,
 	if _, err := ExtractOrderPlacedV2(body); err != nil {
 		return runtime.Publishing{}, err
 	}
-	return runtime.NewPublishing(OrderPlacedType, 2, messageID, body), nil
+	p := runtime.NewPublishing(OrderPlacedType, 2, messageID, body)
+	p.Headers["x-tenant"] = msg.Headers.XTenant
+	if msg.Headers.XTraceID != nil {
+		p.Headers["x-trace-id"] = *msg.Headers.XTraceID
+	}
+	if _, err := extractOrderPlacedV2Headers(func(k string) (any, bool) {
+		v, ok := p.Headers[k]
+		return v, ok
+	}); err != nil {
+		return runtime.Publishing{}, err
+	}
+	return p, nil
 }
 
 // wireOrderPlacedV2 is OrderPlacedV2 as decoded: every field is a pointer, so a missing one shows.
@@ -145,6 +215,7 @@ type wireOrderPlacedV2 struct {
 	Customer    *wireOrderPlacedV2Customer     `json:"customer"`
 	Items       *[]*wireOrderPlacedV2ItemsItem `json:"items"`
 	PlacedAt    *string                        `json:"placed_at"`
+	Channel     *string                        `json:"channel"`
 }
 
 // extract checks w against the schema and converts it; prefix starts every field path.
@@ -213,6 +284,15 @@ func (w *wireOrderPlacedV2) extract(prefix string) (*OrderPlacedV2, error) {
 		return nil, &runtime.FieldError{Path: prefix + "placed_at", Problem: "not an RFC 3339 time"}
 	}
 	out.PlacedAt = placedAt
+	out.Channel = OrderPlacedV2ChannelWeb
+	if w.Channel != nil {
+		switch *w.Channel {
+		case "web", "store", "phone":
+		default:
+			return nil, &runtime.FieldError{Path: prefix + "channel", Problem: "not one of web, store, phone"}
+		}
+		out.Channel = OrderPlacedV2Channel(*w.Channel)
+	}
 	return &out, nil
 }
 
@@ -324,6 +404,9 @@ func OrdersRoutes(h OrdersHandler) runtime.Routes {
 		{Type: OrderPlacedType, Version: 2, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
 			msg, err := ExtractOrderPlacedV2(d.Body())
 			if err != nil {
+				return runtime.Permanent(err)
+			}
+			if msg.Headers, err = extractOrderPlacedV2Headers(d.Envelope().Header); err != nil {
 				return runtime.Permanent(err)
 			}
 			return h.HandleOrderPlacedV2(ctx, msg, d)

@@ -1,0 +1,208 @@
+package gen
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+// replayed are the schemas whose examples are replayed through their
+// generated code.
+var replayed = []string{
+	"../testdata/golden/field_types/schema.lily.yaml",
+	"../testdata/golden/headers/schema.lily.yaml",
+	"../examples/orders/orders.lily.yaml",
+}
+
+// TestExamplesReplay compiles the code generated for each schema in replayed
+// with a test that feeds every example of every version through its extractor
+// and header extractor, then through its producer and back. It also feeds
+// mutations of each example to both the generated extractor and the schema's
+// own checker (which lilygen uses to refuse examples and defaults), and
+// requires that they agree on every problem.
+func TestExamplesReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiling generated code is skipped in -short mode")
+	}
+	module, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(module, "testdata"), "replay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	var pkgs []string
+	for i, name := range replayed {
+		f, err := schema.Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := Generate(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(tmp, strconv.Itoa(i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, "gen.go"), out.Content)
+		write(t, filepath.Join(dir, "replay_test.go"), replayTest(t, f))
+		pkgs = append(pkgs, "./"+filepath.ToSlash(must(filepath.Rel(module, dir))))
+	}
+	cmd := exec.Command("go", append([]string{"test", "-count=1"}, pkgs...)...)
+	cmd.Dir = module
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("replaying the examples: %v\n%s", err, out)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func write(t *testing.T, name string, content []byte) {
+	t.Helper()
+	if err := os.WriteFile(name, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replayTest writes the test file of schema f's package.
+func replayTest(t *testing.T, f *schema.File) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "package %s\n\nimport (\n\t\"reflect\"\n\t\"strings\"\n\t\"testing\"\n\t\"time\"\n)\n\nvar _ = time.UTC\n\n", f.Package)
+	b.WriteString(`func lookup(h map[string]any) func(string) (any, bool) {
+	return func(k string) (any, bool) { v, ok := h[k]; return v, ok }
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+`)
+	for _, m := range f.Messages {
+		for _, v := range m.Versions {
+			if len(v.Examples) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "func TestReplay%s(t *testing.T) {\n", v.GoName)
+			for i, ex := range v.Examples {
+				fmt.Fprintf(&b, "\t{ // example %d\n\t\tmsg, err := Extract%s([]byte(%s))\n\t\tif err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n", i+1, v.GoName, strconv.Quote(string(ex.Body)))
+				if v.HeadersName != "" {
+					fmt.Fprintf(&b, "\t\tif msg.Headers, err = extract%s(lookup(%s)); err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n", v.HeadersName, goHeaders(ex.Headers))
+				}
+				fmt.Fprintf(&b, `		p, err := New%s("m-1", msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Extract%s(p.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+`, v.GoName, v.GoName)
+				if v.HeadersName != "" {
+					fmt.Fprintf(&b, "\t\tif back.Headers, err = extract%s(lookup(p.Headers)); err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n", v.HeadersName)
+				}
+				b.WriteString("\t\tif !reflect.DeepEqual(back, msg) {\n\t\t\tt.Errorf(\"after a round trip through the producer: %+v, want %+v\", back, msg)\n\t\t}\n\t}\n")
+				for _, body := range mutations(t, ex.Body) {
+					want := ""
+					if err := v.Check(body, ex.Headers); err != nil {
+						want = err.Error()
+					}
+					fmt.Fprintf(&b, "\tif got := errText(first(Extract%s([]byte(%s)))); !agree(got, %q) {\n\t\tt.Errorf(\"%%s: extractor %%q, checker %%q\", %s, got, %q)\n\t}\n",
+						v.GoName, strconv.Quote(string(body)), want, strconv.Quote(string(body)), want)
+				}
+			}
+			b.WriteString("}\n\n")
+		}
+	}
+	b.WriteString(`func first[T any](_ T, err error) error { return err }
+
+// agree compares the extractor's and the checker's verdicts. JSON type errors
+// are worded by encoding/json on one side and by the checker on the other, so
+// for them only failure itself must agree.
+func agree(extractor, checker string) bool {
+	typeErr := func(s string) bool { return strings.Contains(s, "unexpected JSON") }
+	if typeErr(extractor) || typeErr(checker) {
+		return (extractor == "") == (checker == "")
+	}
+	return extractor == checker
+}
+`)
+	return []byte(b.String())
+}
+
+// goHeaders writes h, an example's headers, as a Go literal.
+func goHeaders(h map[string]any) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		var v string
+		switch x := h[k].(type) {
+		case time.Time:
+			v = fmt.Sprintf("time.Unix(%d, 0).UTC()", x.Unix())
+		case string:
+			v = strconv.Quote(x)
+		default:
+			v = fmt.Sprintf("%T(%v)", x, x)
+		}
+		parts = append(parts, strconv.Quote(k)+": "+v)
+	}
+	return "map[string]any{" + strings.Join(parts, ", ") + "}"
+}
+
+// mutations returns variants of a JSON body, each with one value replaced or
+// one key removed, to probe every bound the body reaches.
+func mutations(t *testing.T, body []byte) [][]byte {
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	replacements := []any{nil, "", strings.Repeat("x", 300), "not base64!", 0, -1, 0.5, 1e12, true, []any{}, map[string]any{}, []any{nil}}
+	var out [][]byte
+	var visit func(v any, set func(any), remove func())
+	visit = func(v any, set func(any), remove func()) {
+		for _, r := range replacements {
+			set(r)
+			out = append(out, must(json.Marshal(doc)))
+		}
+		if remove != nil {
+			remove()
+			out = append(out, must(json.Marshal(doc)))
+		}
+		set(v)
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				old := x[k]
+				visit(old, func(n any) { x[k] = n }, func() { delete(x, k) })
+				x[k] = old
+			}
+		case []any:
+			for i, old := range x {
+				visit(old, func(n any) { x[i] = n }, nil)
+			}
+		}
+	}
+	root := doc
+	visit(doc, func(n any) { doc = n }, nil)
+	doc = root
+	return out
+}
