@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/lily-mq/lily/review"
 	"github.com/lily-mq/lily/schema"
@@ -55,7 +59,7 @@ func (e *env) breaking(against string, allow []string) int {
 	ok := true
 	for _, name := range e.args {
 		old, isNew, good := e.older(name, against)
-		f, goodNew := e.loadOne(name, nil)
+		f, goodNew := e.loadOne(name)
 		if !good || !goodNew {
 			ok = false
 			continue
@@ -101,29 +105,90 @@ func plural(n int) string {
 func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
 	if info, err := os.Stat(against); err == nil && !info.IsDir() {
 		if len(e.args) > 1 {
-			fmt.Fprintln(e.stderr, "lilygen breaking: --against names a file, so name a single schema")
+			fmt.Fprintln(e.stderr, "lilygen: --against names a file, so name a single schema")
 			return nil, false, false
 		}
-		f, ok := e.loadOne(against, nil)
+		f, ok := e.loadOne(against)
 		return f, false, ok
 	}
-	dir, base := filepath.Dir(name), filepath.Base(name)
+	dir := filepath.Dir(name)
 	if _, err := gitOutput(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}"); err != nil {
-		fmt.Fprintf(e.stderr, "lilygen breaking: --against %s is neither a file nor a git commit (is it fetched?)\n", against)
+		fmt.Fprintf(e.stderr, "lilygen: --against %s is neither a file nor a git commit (is it fetched?)\n", against)
 		return nil, false, false
 	}
-	// "./" makes the path relative to dir, not to the repository's root.
-	spec := against + ":./" + base
-	if _, err := gitOutput(dir, "cat-file", "-e", spec); err != nil {
+	prefix, err := gitOutput(dir, "rev-parse", "--show-prefix")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+		return nil, false, false
+	}
+	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))
+	tmp, err := os.MkdirTemp("", "lilygen-")
+	if err != nil {
+		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+		return nil, false, false
+	}
+	defer os.RemoveAll(tmp)
+	found, err := checkout(dir, against, rel, tmp)
+	switch {
+	case err != nil:
+		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+		return nil, false, false
+	case !found:
 		return nil, true, true
 	}
-	data, err := gitOutput(dir, "show", spec)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "lilygen breaking: %v\n", err)
-		return nil, false, false
+	f, err = schema.Load(filepath.Join(tmp, filepath.FromSlash(rel)))
+	var list schema.ErrorList
+	if errors.As(err, &list) {
+		// Errors name the files as git does, <ref>:<path from the root>.
+		for _, x := range list {
+			if r, err := filepath.Rel(tmp, x.File); err == nil {
+				x.File = against + ":" + filepath.ToSlash(r)
+			}
+		}
 	}
-	f, ok = e.loadOne(against+":"+filepath.ToSlash(name), data)
-	return f, false, ok
+	return f, false, e.report(err)
+}
+
+// checkout writes the revision at ref of the repository file rel, and of
+// every file it includes, below dir at their paths from the repository's
+// root; found reports whether ref has rel. Included files are found as the
+// parser finds them, relative to the file that names them.
+func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
+	todo, seen := []string{rel}, map[string]bool{rel: true}
+	for len(todo) > 0 {
+		p := todo[0]
+		todo = todo[1:]
+		spec := ref + ":" + p
+		if _, err := gitOutput(gitDir, "cat-file", "-e", spec); err != nil {
+			if p == rel {
+				return false, nil
+			}
+			continue // the parser reports an include it cannot read
+		}
+		data, err := gitOutput(gitDir, "show", spec)
+		if err != nil {
+			return false, err
+		}
+		target := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return false, err
+		}
+		if err := os.WriteFile(target, data, 0o644); err != nil {
+			return false, err
+		}
+		var top struct {
+			Include []string `yaml:"include"`
+		}
+		_ = yaml.Unmarshal(data, &top) // a broken file is the parser's to report
+		for _, inc := range top.Include {
+			q := path.Join(path.Dir(p), filepath.ToSlash(inc))
+			if !seen[q] && q != ".." && !strings.HasPrefix(q, "../") {
+				seen[q] = true
+				todo = append(todo, q)
+			}
+		}
+	}
+	return true, nil
 }
 
 // gitOutput runs git in dir and returns its standard output.

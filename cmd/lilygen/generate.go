@@ -68,7 +68,7 @@ func (e *env) generate(name string) ([]target, bool) {
 	ok := true
 	bySchema := map[string]string{}
 	for _, name := range e.args {
-		f, good := e.loadOne(name, nil)
+		f, good := e.loadOne(name)
 		if !good {
 			ok = false
 			continue

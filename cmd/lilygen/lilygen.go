@@ -164,30 +164,30 @@ func (e *env) loadAll(name string) ([]*schema.File, bool) {
 	var files []*schema.File
 	ok := true
 	for _, name := range e.args {
-		f, good := e.loadOne(name, nil)
+		f, good := e.loadOne(name)
 		ok = ok && good
 		files = append(files, f)
 	}
 	return files, ok
 }
 
-// loadOne checks the schema file name, read from disk when data is nil.
-func (e *env) loadOne(name string, data []byte) (*schema.File, bool) {
-	var f *schema.File
-	var err error
-	if data == nil {
-		f, err = schema.Load(name)
-	} else {
-		f, err = schema.Parse(name, data)
-	}
+// loadOne reads and checks the schema file name.
+func (e *env) loadOne(name string) (*schema.File, bool) {
+	f, err := schema.Load(name)
+	return f, e.report(err)
+}
+
+// report prints the error of loading a schema, if any, and says whether
+// there was none.
+func (e *env) report(err error) bool {
 	var list schema.ErrorList
 	switch {
 	case errors.As(err, &list):
 		e.format.schemaErrors(e.stdout, e.stderr, list)
-		return nil, false
+		return false
 	case err != nil:
 		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
-		return nil, false
+		return false
 	}
-	return f, true
+	return true
 }

@@ -97,7 +97,7 @@ templates/review.md.tmpl.`,
 				w = out
 			}
 			for _, name := range e.args {
-				f, ok := e.loadOne(name, nil)
+				f, ok := e.loadOne(name)
 				var old *schema.File
 				if ok && *against != "" {
 					old, _, ok = e.older(name, *against)

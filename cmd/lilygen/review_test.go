@@ -58,7 +58,7 @@ func TestBreakingAgainstGitRef(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), "version: 1\npackage: x\nmesages: {}\n")
 	git(t, repo, "commit", "-q", "-am", "broken")
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
-	if code, _, stderr := lilygen(t, dir, "breaking", "--against", "HEAD", "ping.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "HEAD:ping.lily.yaml:3:1:") {
+	if code, _, stderr := lilygen(t, dir, "breaking", "--against", "HEAD", "ping.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "HEAD:svc/ping.lily.yaml:3:1:") {
 		t.Errorf("broken old revision: exit %d\n%s", code, stderr)
 	}
 	if code, _, stderr := lilygen(t, dir, "breaking", "ping.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "--against names the older revision") {
@@ -126,5 +126,23 @@ func TestPackageFor(t *testing.T) {
 		if got := packageFor(name); got != want {
 			t.Errorf("packageFor(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestBreakingAgainstGitRefReadsIncludes reads the files a schema includes at
+// the ref too, not from the working tree.
+func TestBreakingAgainstGitRefReadsIncludes(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), "version: 1\npackage: pingmsg\ninclude: [shared/common.lily.yaml]\nqueues:\n  pings:\n    consumes: [{message: Ping}]\n")
+	common := "version: 1\nmessages:\n  Ping:\n    versions:\n      1:\n        fields:\n          id: {type: string, required: true}\n"
+	writeFile(t, filepath.Join(repo, "shared", "common.lily.yaml"), common)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schema")
+
+	writeFile(t, filepath.Join(repo, "shared", "common.lily.yaml"), strings.Replace(common, "required: true}", "required: true, max_length: 9}", 1))
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, "shared/common.lily.yaml:7:11: Ping.v1.id narrows its length from .. to ..9") {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }
