@@ -44,9 +44,9 @@ func channel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
 	return ch
 }
 
-// brokerSpec is a queue of its own for one test, deleted with its buckets and
-// DLQ when the test ends.
-func brokerSpec(t *testing.T) QueueSpec {
+// brokerSpec is a queue of its own for one test, changed by tweaks, and deleted
+// with its buckets and DLQ when the test ends.
+func brokerSpec(t *testing.T, tweaks ...func(*QueueSpec)) QueueSpec {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	name := "lilytest." + strings.ReplaceAll(t.Name(), "/", ".") + "." + hex.EncodeToString(b[:])
@@ -54,6 +54,9 @@ func brokerSpec(t *testing.T) QueueSpec {
 		Name: name, Type: Classic, Prefetch: 8, Concurrency: 4,
 		Retry:           RetryPolicy{Delays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3},
 		DeadLetterQueue: name + ".dlq", MaxBodyBytes: 1024, HandlerTimeout: 2 * time.Second,
+	}
+	for _, f := range tweaks {
+		f(&q)
 	}
 	t.Cleanup(func() { deleteQueues(t, q) })
 	return q
@@ -152,6 +155,12 @@ func (r *running) observe(rec Record) {
 	r.records = append(r.records, rec)
 	r.mu.Unlock()
 	r.arrived <- struct{}{}
+}
+
+func (r *running) recorded() []Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Record(nil), r.records...)
 }
 
 // await waits until n records were written and returns them.

@@ -58,8 +58,7 @@ func TestBrokerSuccessIsAcked(t *testing.T) {
 
 func TestBrokerRetryableGoesToBucketWithNextAttempt(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	q.Retry.Delays = []time.Duration{time.Hour} // stays in the bucket for the test
+	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} }) // stays in the bucket
 	declareTopology(t, q)
 	msg := jsonMsg("retry-1", 1)
 	msg.Headers["x-tenant"] = "acme"
@@ -97,8 +96,7 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 	for _, qt := range []QueueType{Classic, Quorum} {
 		t.Run(string(qt), func(t *testing.T) {
 			t.Parallel()
-			q := brokerSpec(t)
-			q.Type = qt
+			q := brokerSpec(t, func(q *QueueSpec) { q.Type = qt })
 			declareTopology(t, q)
 			publish(t, q.Name, jsonMsg("flaky-1", 1))
 			c := start(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
@@ -120,8 +118,7 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 
 func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	q.Retry.MaxAttempts = 2
+	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.MaxAttempts = 2 })
 	declareTopology(t, q)
 	publish(t, q.Name, jsonMsg("perm-1", 1), jsonMsg("tired-1", 1))
 	c := start(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
@@ -290,9 +287,10 @@ func TestBrokerOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 
 func TestBrokerPanicAndTimeoutAreRetryable(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	q.Retry.Delays = []time.Duration{time.Hour}
-	q.HandlerTimeout = 200 * time.Millisecond
+	q := brokerSpec(t, func(q *QueueSpec) {
+		q.Retry.Delays = []time.Duration{time.Hour}
+		q.HandlerTimeout = 200 * time.Millisecond
+	})
 	declareTopology(t, q)
 	publish(t, q.Name, jsonMsg("panic-1", 1), jsonMsg("slow-1", 1))
 	c := start(t, q, onlyV1(func(ctx context.Context, d RawDelivery) error {
@@ -353,9 +351,7 @@ func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 
 func TestBrokerGracefulStopSettlesInFlightAndRequeuesTheRest(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	q.Concurrency = 1
-	q.Prefetch = 4
+	q := brokerSpec(t, func(q *QueueSpec) { q.Concurrency, q.Prefetch = 1, 4 })
 	declareTopology(t, q)
 	for _, id := range []string{"a", "b", "c", "d"} {
 		publish(t, q.Name, jsonMsg(id, 1))
@@ -384,8 +380,9 @@ func TestBrokerGracefulStopSettlesInFlightAndRequeuesTheRest(t *testing.T) {
 
 // Headers nested deeper than 32 never reach the guard: amqp091-go v1.17 refuses
 // to decode the frame and closes the connection (501). Nothing runs, nothing is
-// lost, and Run says why; see "Known limits" in the README.
-func TestBrokerHeadersTooDeepForTheClientStopTheConsumerAndLoseNothing(t *testing.T) {
+// lost; the consumer reconnects with growing backoff and says why each time.
+// See "Known limits" in the README.
+func TestBrokerHeadersTooDeepForTheClientCostAConnectionAndLoseNothing(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
@@ -397,14 +394,16 @@ func TestBrokerHeadersTooDeepForTheClientStopTheConsumerAndLoseNothing(t *testin
 	m.Headers["deep"] = deep
 	publish(t, q.Name, m)
 	var calls atomic.Int32
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }))
-	<-c.done
-	if c.err == nil || !strings.Contains(c.err.Error(), "501") {
-		t.Errorf("Run error = %v, want the client's frame error", c.err)
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }), func(cfg *Config) {
+		cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 400*time.Millisecond
+	})
+	time.Sleep(1500 * time.Millisecond)
+	rep := c.stop()
+	if rep.Reconnects < 2 || len(rep.Lost) == 0 || !strings.Contains(rep.Lost[0], "501") {
+		t.Errorf("report: reconnects %d, lost %v", rep.Reconnects, rep.Lost)
 	}
-	c.err = nil
-	if calls.Load() != 0 || len(c.records) != 0 {
-		t.Errorf("handler calls %d, records %v", calls.Load(), c.records)
+	if calls.Load() != 0 || len(c.recorded()) != 0 {
+		t.Errorf("handler calls %d, records %v", calls.Load(), c.recorded())
 	}
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
 }

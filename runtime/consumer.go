@@ -2,11 +2,10 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,35 +17,61 @@ import (
 const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 // Config is how one consumer reaches the broker and reports what it does.
+// Zero fields take the defaults named beside them.
 type Config struct {
 	// URL of the broker; DefaultURL when empty.
 	URL string
-	// Logger receives one structured event per delivery stage; slog.Default() when nil.
+	// Logger receives the diagnostics events; slog.Default() when nil.
 	Logger *slog.Logger
-	// Limits bound the envelope's metadata; zero fields take DefaultLimits.
+	// Sink, when set, receives every diagnostics event too.
+	Sink Sink
+	// RecentEvents is the size of the recent-events buffer (DefaultRecentEvents).
+	RecentEvents int
+	// Limits bound the envelope's metadata (DefaultLimits).
 	Limits Limits
 	// Observe, when set, receives each delivery's record as its journey ends,
 	// on the delivery's goroutine: keep it quick.
 	Observe func(Record)
 	// ShutdownGrace is the cooperative window after intake stops, in which
-	// in-flight work runs and settles normally; DefaultShutdownGrace when zero.
+	// in-flight work runs and settles normally (DefaultShutdownGrace).
 	ShutdownGrace time.Duration
 	// ForceWindow follows the grace: handlers' contexts are cancelled, and work
-	// that still completes settles; then the consumer closes. DefaultForceWindow when zero.
+	// that still completes settles; then the final abort (DefaultForceWindow).
 	ForceWindow time.Duration
+	// StepTimeout bounds each broker step: publish, confirm wait, ACK, NACK,
+	// channel open, cancel, proof (DefaultStepTimeout).
+	StepTimeout time.Duration
+	// ProofInterval is how often sent ACKs are proven (DefaultProofInterval).
+	ProofInterval time.Duration
+	// ReconnectMin and ReconnectMax bound the backoff between connection
+	// attempts after a loss; each wait is jittered (DefaultReconnectMin/Max).
+	ReconnectMin, ReconnectMax time.Duration
 }
 
-// Shutdown windows used when a Config leaves them zero.
+// Defaults of Config's durations.
 const (
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultForceWindow   = 5 * time.Second
+	DefaultReconnectMin  = 100 * time.Millisecond
+	DefaultReconnectMax  = 30 * time.Second
 )
 
+// ErrConsumerCancelled: the broker cancelled the consumer, as it does when the
+// queue is deleted. Run shuts down and returns it rather than recreate a queue
+// an operator removed.
+var ErrConsumerCancelled = errors.New("lily: the broker cancelled the consumer (queue deleted?)")
+
 // Consumer consumes one queue and settles every delivery by the decision table.
+// A Consumer runs once.
 type Consumer struct {
 	spec   QueueSpec
 	routes Routes
 	cfg    Config
+	recent *eventRing
+	ran    atomic.Bool
+	// forceNow is closed by Force: the shutdown skips what is left of its grace.
+	forceNow  chan struct{}
+	forceOnce sync.Once
 }
 
 // NewConsumer checks the queue's spec and dispatch table and returns a consumer
@@ -74,30 +99,44 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	if cfg.ShutdownGrace <= 0 {
-		cfg.ShutdownGrace = DefaultShutdownGrace
-	}
-	if cfg.ForceWindow <= 0 {
-		cfg.ForceWindow = DefaultForceWindow
-	}
-	return &Consumer{spec: spec, routes: routes, cfg: cfg}, nil
+	orDefault(&cfg.RecentEvents, DefaultRecentEvents)
+	orDefault(&cfg.ShutdownGrace, DefaultShutdownGrace)
+	orDefault(&cfg.ForceWindow, DefaultForceWindow)
+	orDefault(&cfg.StepTimeout, DefaultStepTimeout)
+	orDefault(&cfg.ProofInterval, DefaultProofInterval)
+	orDefault(&cfg.ReconnectMin, DefaultReconnectMin)
+	orDefault(&cfg.ReconnectMax, DefaultReconnectMax)
+	return &Consumer{spec: spec, routes: routes, cfg: cfg, recent: newEventRing(cfg.RecentEvents), forceNow: make(chan struct{})}, nil
 }
 
-// run is the state of one Run: one connection, one consumer channel generation.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// Force asks a stopping consumer to end its cooperative window now: handlers'
+// contexts are cancelled at once (a second SIGINT/SIGTERM does this).
+func (c *Consumer) Force() { c.forceOnce.Do(func() { close(c.forceNow) }) }
+
+// run is the state of one Run, across reconnections.
 type run struct {
-	gen      *generation
-	handoff  *handoffPublisher
-	requeues *requeueMemory
-	report   *reportBuilder
+	handoff   *handoffPublisher
+	requeues  *memory[string]
+	completed *memory[workKey]
+	report    *reportBuilder
+	slots     chan struct{} // bounds the deliveries in flight, across generations
 	// work is the handlers' parent context, cancelled at the force notification.
 	work  context.Context
 	force context.CancelFunc
-	// closeErr receives the consumer channel's close reason (nil when we closed it).
-	closeErr chan *amqp.Error
 	// stopping is closed when intake stops; requeue pauses end early then.
-	stopping   chan struct{}
-	handlers   atomic.Int64   // handler goroutines still running
-	deliveries sync.WaitGroup // delivery goroutines
+	stopping    chan struct{}
+	stopOnce    sync.Once
+	inflight    inflight
+	handlers    handlerCount
+	deliveries  sync.WaitGroup // delivery goroutines
+	mu          sync.Mutex     // guards generations
+	generations []*generation
 }
 
 // pause waits d, or less once the consumer is stopping: no redelivery will
@@ -111,95 +150,91 @@ func (r *run) pause(d time.Duration) {
 	}
 }
 
-// Run connects, declares the queue's topology and consumes until ctx is done,
-// then shuts down gracefully and returns the report. It returns an error when
-// the broker cannot be reached or the consumer channel closes under it; the
-// report is returned in that case too once consuming had begun.
-func (c *Consumer) Run(ctx context.Context) (*Report, error) {
-	conn, err := c.dial("consume")
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	// Handoffs publish on a connection of their own: when the broker blocks
-	// publishers (a resource alarm), ACKs on the consuming connection still flow.
-	pubConn, err := c.dial("handoff")
-	if err != nil {
-		return nil, err
-	}
-	defer pubConn.Close()
-	if err := c.declare(conn); err != nil {
-		return nil, err
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, fmt.Errorf("lily: open consumer channel: %w", err)
-	}
-	if err := ch.Qos(c.spec.Prefetch, 0, false); err != nil {
-		return nil, fmt.Errorf("lily: set prefetch: %w", err)
-	}
-	tag := consumerTag(c.spec.Name)
-	deliveries, err := ch.Consume(c.spec.Name, tag, false, false, false, false, nil)
-	if err != nil {
-		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
-	}
-	r := c.newRun(pubConn)
-	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	go func() {
-		err := <-closed
-		r.gen.revoke()
-		if err != nil {
-			c.cfg.Logger.Error("lily consumer channel closed", slog.String("queue", c.spec.Name), slog.String("error", sanitize(err.Error(), maxCause)))
-		}
-		r.closeErr <- err
-	}()
-
-	slots := make(chan struct{}, c.spec.Concurrency)
-	var runErr error
-	var held *amqp.Delivery // received, waiting for a slot when intake stopped
-intake:
-	for {
-		select {
-		case <-ctx.Done():
-			break intake
-		case d, ok := <-deliveries:
-			if !ok {
-				runErr = c.lostIntake(r, connClosed)
-				break intake
-			}
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				held = &d
-				break intake
-			}
-			r.deliveries.Add(1)
-			go func() {
-				defer r.deliveries.Done()
-				defer func() { <-slots }()
-				c.process(r, &d)
-			}()
-		}
-	}
-	return c.shutdown(r, ch, tag, deliveries, held), runErr
+func (r *run) newGeneration() *generation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := &generation{id: uint64(len(r.generations) + 1)}
+	r.generations = append(r.generations, g)
+	return g
 }
 
-func (c *Consumer) declare(conn *amqp.Connection) error {
-	ch, err := conn.Channel()
+// revokeAll revokes every generation's authority: the final abort.
+func (r *run) revokeAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range r.generations {
+		g.revoke()
+	}
+}
+
+// Run connects, declares the queue's topology and consumes until ctx is done,
+// then shuts down in phases and returns the report. A lost channel or
+// connection is reconnected with jittered backoff; in-flight deliveries of the
+// lost channel become unresolved and the broker redelivers them. Run returns an
+// error when the first connection fails, when the broker cancels the consumer
+// (ErrConsumerCancelled), or when it is called twice.
+func (c *Consumer) Run(ctx context.Context) (*Report, error) {
+	if !c.ran.CompareAndSwap(false, true) {
+		return nil, errors.New("lily: a Consumer runs once")
+	}
+	r := c.newRun()
+	defer r.handoff.close()
+	s, err := c.connect(r)
 	if err != nil {
-		return fmt.Errorf("lily: open topology channel: %w", err)
+		return nil, err
 	}
-	defer ch.Close()
-	if err := DeclareTopology(ch, c.spec); err != nil {
-		return fmt.Errorf("lily: %w", err)
+	for failures := 0; ; {
+		err = c.consume(ctx, r, s)
+		if err == nil {
+			return c.shutdown(r, s), nil
+		}
+		c.lost(r, s, err)
+		if errors.Is(err, ErrConsumerCancelled) {
+			return c.shutdown(r, nil), err
+		}
+		// The backoff starts over only after a session that lived a while: a
+		// message that kills every connection must not make reconnects hot.
+		if time.Since(s.started) > c.cfg.ReconnectMax {
+			failures = 0
+		}
+		for s = nil; s == nil; {
+			failures++
+			wait := backoff(failures, c.cfg.ReconnectMin, c.cfg.ReconnectMax)
+			c.emit(Event{Stage: StageReconnect, Detail: fmt.Sprintf("attempt %d in %s", failures, wait.Round(time.Millisecond))})
+			if !sleep(ctx, wait) {
+				return c.shutdown(r, nil), nil
+			}
+			if s, err = c.connect(r); err != nil {
+				c.emit(Event{Stage: StageLost, Detail: sanitize(err.Error(), maxCause)})
+			}
+		}
+		r.report.reconnected()
 	}
-	return nil
+}
+
+// backoff is the wait before connection attempt n (from 1): doubling from min
+// up to max, with full jitter so that many consumers do not return at once.
+func backoff(n int, minWait, maxWait time.Duration) time.Duration {
+	d := min(minWait<<min(n-1, 20), maxWait)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d unless ctx ends first; it reports whether it slept it all.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (c *Consumer) dial(role string) (*amqp.Connection, error) {
 	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{
 		Properties: amqp.Table{"connection_name": "lily " + c.spec.Name + " " + role},
+		Dial:       amqp.DefaultDial(c.cfg.StepTimeout),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lily: connect (%s): %w", role, err)
@@ -207,43 +242,22 @@ func (c *Consumer) dial(role string) (*amqp.Connection, error) {
 	return conn, nil
 }
 
-func (c *Consumer) newRun(pubConn *amqp.Connection) *run {
+func (c *Consumer) newRun() *run {
 	work, force := context.WithCancel(context.Background())
 	return &run{
-		gen:      &generation{},
-		handoff:  newHandoffPublisher(pubConn, c.spec.Concurrency),
-		requeues: newRequeueMemory(4096),
-		report:   &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}},
-		work:     work,
-		force:    force,
-		closeErr: make(chan *amqp.Error, 1),
-		stopping: make(chan struct{}),
+		// Handoffs publish on a connection of their own: when the broker blocks
+		// publishers (a resource alarm), ACKs on the consuming connection still flow.
+		handoff:   newHandoffPublisher(func() (*amqp.Connection, error) { return c.dial("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency),
+		requeues:  newMemory[string](requeueMemorySize),
+		completed: newMemory[workKey](completedMemorySize),
+		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}},
+		slots:     make(chan struct{}, c.spec.Concurrency),
+		work:      work,
+		force:     force,
+		stopping:  make(chan struct{}),
 	}
 }
 
 func consumerTag(queue string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return "lily-" + queue + "-" + hex.EncodeToString(b[:])
-}
-
-// lostIntake explains why the broker stopped delivering: the channel or the
-// connection closed under us, or (queue deleted) the broker cancelled the consumer.
-func (c *Consumer) lostIntake(r *run, connClosed <-chan *amqp.Error) error {
-	wait := time.After(time.Second)
-	chClosed := r.closeErr
-	for {
-		var err *amqp.Error
-		select {
-		case err = <-chClosed:
-			chClosed = nil
-		case err = <-connClosed:
-			connClosed = nil
-		case <-wait:
-			return fmt.Errorf("lily: the broker stopped delivering from %s (consumer cancelled or channel closed)", c.spec.Name)
-		}
-		if err != nil {
-			return fmt.Errorf("lily: the consumer channel of %s closed: %w", c.spec.Name, err)
-		}
-	}
+	return fmt.Sprintf("lily-%s-%08x", queue, rand.Uint32())
 }

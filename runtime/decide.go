@@ -48,6 +48,9 @@ const (
 	requeuePauseMax = 10 * time.Second
 	// settleReserve is the budget kept back for the NACK itself after a pause.
 	settleReserve = time.Second
+	// handoffReserve is the least budget a handoff starts with: its publish,
+	// its confirm and the ACK after it.
+	handoffReserve = 2 * time.Second
 )
 
 // decide maps the evidence gathered so far, the delivery's attempt, the queue's
@@ -68,6 +71,9 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 	if o.Rejection == RejectOversized {
 		return Plan{Action: ActDeadLetter, Reason: o.Reason}
 	}
+	if o.CompletedEarlier {
+		return Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous"}
+	}
 	switch o.Handoff.Status {
 	case HandoffConfirmed:
 		return Plan{Action: ActAck, Reason: "handoff to " + o.Handoff.Destination + " confirmed"}
@@ -77,11 +83,14 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 	if o.Deferred || o.Commit == CommitAmbiguous {
 		return requeue(o, remaining, "inbox deferred")
 	}
+	if o.Handler.Cancelled {
+		return requeue(o, remaining, "handler cancelled by the forced shutdown; no application retry used")
+	}
 	switch o.Rejection {
 	case RejectPoison:
-		return toDLQ(q, attempt, "poison envelope: "+o.Reason)
+		return handoffOrRequeue(toDLQ(q, attempt, "poison envelope: "+o.Reason), remaining)
 	case RejectUnsupported:
-		return toDLQ(q, attempt, "unsupported: "+o.Reason)
+		return handoffOrRequeue(toDLQ(q, attempt, "unsupported: "+o.Reason), remaining)
 	}
 	kind := o.Handler.Kind
 	if kind == 0 && o.Commit == CommitFailed {
@@ -91,23 +100,33 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 	case 0:
 		return Plan{Action: ActAck, Reason: "handled"}
 	case KindPermanent:
-		return toDLQ(q, attempt, "permanent failure")
+		return handoffOrRequeue(toDLQ(q, attempt, "permanent failure"), remaining)
 	}
 	if attempt >= q.Retry.MaxAttempts {
-		return toDLQ(q, attempt, fmt.Sprintf("retries exhausted after attempt %d of %d", attempt, q.Retry.MaxAttempts))
+		return handoffOrRequeue(toDLQ(q, attempt, fmt.Sprintf("retries exhausted after attempt %d of %d", attempt, q.Retry.MaxAttempts)), remaining)
 	}
 	delays := q.Retry.Delays
 	delay := delays[min(attempt-1, len(delays)-1)]
-	return Plan{
+	return handoffOrRequeue(Plan{
 		Action:      ActHandoff,
 		Destination: q.RetryBucket(delay),
 		NextAttempt: attempt + 1,
 		Reason:      fmt.Sprintf("retryable failure on attempt %d of %d", attempt, q.Retry.MaxAttempts),
-	}
+	}, remaining)
 }
 
 func toDLQ(q QueueSpec, attempt int, reason string) Plan {
 	return Plan{Action: ActHandoff, Destination: q.DeadLetterQueue, NextAttempt: attempt, Reason: reason}
+}
+
+// handoffOrRequeue keeps a handoff only while the budget can still carry it
+// and the ACK after it; otherwise the delivery is requeued now, while a NACK
+// still fits, rather than left holding its slot until the channel closes.
+func handoffOrRequeue(p Plan, remaining time.Duration) Plan {
+	if remaining >= handoffReserve {
+		return p
+	}
+	return Plan{Action: ActRequeue, Reason: "budget too short for a handoff (" + p.Reason + ")"}
 }
 
 func requeue(o Outcome, remaining time.Duration, reason string) Plan {

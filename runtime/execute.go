@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -12,8 +11,8 @@ import (
 // unresolved, adding each step's evidence to o. It returns the plan that chose
 // the delivery's path: the handoff rather than the ACK that follows its
 // confirm, the settlement rather than "done".
-// Every broker step is bounded by the delivery's deadline.
-func (c *Consumer) execute(r *run, d *amqp.Delivery, env *Envelope, o *Outcome, auth *authority, attempt int, deadline time.Time) Plan {
+// Every broker step is bounded by the step timeout and the delivery's deadline.
+func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envelope, o *Outcome, auth *authority, attempt int, deadline time.Time) Plan {
 	o.PriorRequeues = r.requeues.count(d.MessageId)
 	var chosen Plan
 	for {
@@ -21,22 +20,53 @@ func (c *Consumer) execute(r *run, d *amqp.Delivery, env *Envelope, o *Outcome, 
 		if plan.Action != ActDone && (plan.Action != ActAck || chosen.Action != ActHandoff) {
 			chosen = plan
 		}
+		ctx, cancel := stepContext(c.cfg.StepTimeout, deadline)
 		switch plan.Action {
 		case ActDone, ActLeave:
+			cancel()
+			c.remember(r, gen, d, env, *o, attempt)
 			return chosen
 		case ActAck:
-			o.Settlement = auth.ack()
+			o.Settlement = auth.ack(ctx)
 			r.requeues.forget(d.MessageId)
 		case ActDeadLetter:
-			o.Settlement = auth.nack(false)
+			o.Settlement = auth.nack(ctx, false)
 		case ActRequeue:
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.add(d.MessageId)
-			o.Settlement = auth.nack(true)
+			o.Settlement = auth.nack(ctx, true)
 		case ActHandoff:
+			if gen.revoked.Load() {
+				// A copy published now could never be followed by the ACK: the
+				// original would come back and the work would exist twice.
+				o.Settlement = SettlementEvidence{Status: SettlementNotAttempted, Detail: "authority revoked before the handoff"}
+				break
+			}
 			o.Handoff = c.handoff(r, d, env, *o, plan, deadline)
+			c.emit(Event{Stage: StageHandoff, MessageID: sanitize(d.MessageId, 128), Attempt: attempt, Generation: gen.id,
+				Handoff: o.Handoff.Status, Detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 		}
+		cancel()
+	}
+}
+
+// remember keeps the evidence a later step needs once the journey ends: an
+// ACK that was sent waits for its proof; work that completed without a sent
+// ACK is remembered, so its redelivery is settled without the handler.
+func (c *Consumer) remember(r *run, gen *generation, d *amqp.Delivery, env *Envelope, o Outcome, attempt int) {
+	work := workKey{d.MessageId, attempt}
+	if o.Settlement.Status == AckSent {
+		gen.acks.add(sentAck{work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt})
+		return
+	}
+	if env == nil {
+		return // a rejected delivery did no work
+	}
+	completed := o.CompletedEarlier || o.Handoff.Status == HandoffConfirmed ||
+		(o.Handler.Ran && o.Handler.Kind == 0 && o.Commit != CommitFailed && o.Commit != CommitAmbiguous)
+	if completed {
+		r.completed.add(work)
 	}
 }
 
@@ -48,7 +78,5 @@ func (c *Consumer) handoff(r *run, d *amqp.Delivery, env *Envelope, o Outcome, p
 			ev = HandoffEvidence{Destination: plan.Destination, Status: HandoffFailed, Detail: sanitize(fmt.Sprint("panic: ", p), maxCause)}
 		}
 	}()
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	return r.handoff.publish(ctx, plan.Destination, handoffCopy(d, env, o, plan, c.spec.Name, time.Now()))
+	return r.handoff.publish(deadline, plan.Destination, handoffCopy(d, env, o, plan, c.spec.Name, time.Now()))
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -22,13 +23,17 @@ import (
 // channel is certain to find the Return of its own publish. Each publish
 // carries a unique handoff id, and only this type reads the channel.
 type handoffPublisher struct {
-	conn     *amqp.Connection
-	window   chan struct{} // bounds the handoffs in flight
+	// dial opens the publisher's own connection, again after it was lost.
+	dial        func() (*amqp.Connection, error)
+	stepTimeout time.Duration
+	window      chan struct{} // bounds the handoffs in flight
 	idPrefix string
 	seq      atomic.Uint64
 
-	mu      sync.Mutex // guards current
+	mu      sync.Mutex // guards conn, current and closed
+	conn    *amqp.Connection
 	current *handoffChannel
+	closed  bool
 
 	returnsMu sync.Mutex      // guards pending and serialises drains
 	pending   map[string]bool // handoff id → returned
@@ -39,30 +44,42 @@ type handoffChannel struct {
 	returns chan amqp.Return
 }
 
-func newHandoffPublisher(conn *amqp.Connection, window int) *handoffPublisher {
+func newHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time.Duration, window int) *handoffPublisher {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &handoffPublisher{
-		conn:     conn,
-		window:   make(chan struct{}, window),
+		dial:        dial,
+		stepTimeout: stepTimeout,
+		window:      make(chan struct{}, window),
 		idPrefix: hex.EncodeToString(b[:]) + "-",
 		pending:  make(map[string]bool),
 	}
 }
 
-// channel returns the open confirm-mode channel, opening a new one when the
-// last one closed.
-func (h *handoffPublisher) channel() (*handoffChannel, error) {
+// channel returns the open confirm-mode channel, opening a new one (on a new
+// connection if that was lost too) when the last one closed. Opening is bounded
+// by ctx; the lock keeps concurrent handoffs from opening channels twice.
+func (h *handoffPublisher) channel(ctx context.Context) (*handoffChannel, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		return nil, errors.New("the consumer has closed")
+	}
 	if h.current != nil && !h.current.ch.IsClosed() {
 		return h.current, nil
 	}
-	ch, err := h.conn.Channel()
+	if h.conn == nil || h.conn.IsClosed() {
+		conn, err := bounded(ctx, h.dial)
+		if err != nil {
+			return nil, err
+		}
+		h.conn = conn
+	}
+	ch, err := bounded(ctx, h.conn.Channel)
 	if err != nil {
 		return nil, err
 	}
-	if err := ch.Confirm(false); err != nil {
+	if err := boundedErr(ctx, func() error { return ch.Confirm(false) }); err != nil {
 		_ = ch.Close()
 		return nil, err
 	}
@@ -74,10 +91,13 @@ func (h *handoffPublisher) channel() (*handoffChannel, error) {
 	return h.current, nil
 }
 
-// publish hands msg to queue dest and reports what the broker said. msg.Headers
-// must be a table the caller owns: publish adds the handoff id to it.
-func (h *handoffPublisher) publish(ctx context.Context, dest string, msg amqp.Publishing) HandoffEvidence {
+// publish hands msg to queue dest and reports what the broker said, by the
+// deadline at the latest. msg.Headers must be a table the caller owns: publish
+// adds the handoff id to it.
+func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Publishing) HandoffEvidence {
 	ev := HandoffEvidence{Destination: dest}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	select {
 	case h.window <- struct{}{}:
 	case <-ctx.Done():
@@ -86,7 +106,9 @@ func (h *handoffPublisher) publish(ctx context.Context, dest string, msg amqp.Pu
 	}
 	defer func() { <-h.window }()
 
-	hc, err := h.channel()
+	step, cancelStep := stepContext(h.stepTimeout, deadline)
+	defer cancelStep()
+	hc, err := h.channel(step)
 	if err != nil {
 		ev.Status, ev.Detail = HandoffFailed, "open channel: "+sanitize(err.Error(), 120)
 		return ev
@@ -97,14 +119,22 @@ func (h *handoffPublisher) publish(ctx context.Context, dest string, msg amqp.Pu
 	defer h.forget(id)
 	h.drain(hc)
 
-	dc, err := hc.ch.PublishWithDeferredConfirmWithContext(ctx, "", dest, true, false, msg)
-	if err != nil {
+	dc, err := bounded(step, func() (*amqp.DeferredConfirmation, error) {
+		return hc.ch.PublishWithDeferredConfirm("", dest, true, false, msg)
+	})
+	switch {
+	case errors.Is(err, errStepTimeout):
+		ev.Status, ev.Detail = HandoffTimedOut, "the publish did not return in time"
+		return ev
+	case err != nil:
 		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(err.Error(), 120)
 		return ev
 	}
-	acked, err := dc.WaitContext(ctx)
+	wait, cancelWait := stepContext(h.stepTimeout, deadline)
+	defer cancelWait()
+	acked, err := dc.WaitContext(wait)
 	if err != nil {
-		ev.Status, ev.Detail = HandoffTimedOut, "no confirm within the budget"
+		ev.Status, ev.Detail = HandoffTimedOut, "no confirm in time"
 		return ev
 	}
 	h.drain(hc)
@@ -160,16 +190,12 @@ func (h *handoffPublisher) drain(hc *handoffChannel) {
 	}
 }
 
-// close closes the current channel; handoffs still waiting resolve as failed.
-func (h *handoffPublisher) close() error {
+// close closes the publisher's connection; handoffs still waiting resolve as failed.
+func (h *handoffPublisher) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.current == nil {
-		return nil
+	h.closed = true
+	if h.conn != nil {
+		_ = h.conn.Close()
 	}
-	err := h.current.ch.Close()
-	if errors.Is(err, amqp.ErrClosed) {
-		return nil
-	}
-	return err
 }

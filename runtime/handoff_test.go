@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,13 +15,12 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	h := newHandoffPublisher(dial(t), 32)
+	h := newHandoffPublisher(func() (*amqp.Connection, error) { return amqp.Dial(brokerURL()) }, 5*time.Second, 32)
 	defer h.close()
 	const n = 400
 	results := make([]HandoffEvidence, n)
 	var wg sync.WaitGroup
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	deadline := time.Now().Add(30 * time.Second)
 	for i := range n {
 		wg.Go(func() {
 			dest := q.DeadLetterQueue
@@ -30,7 +28,7 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 				dest = q.Name + ".missing"
 			}
 			msg := amqp.Publishing{Headers: amqp.Table{}, MessageId: strconv.Itoa(i), Body: []byte("{}")}
-			results[i] = h.publish(ctx, dest, msg)
+			results[i] = h.publish(deadline, dest, msg)
 		})
 	}
 	wg.Wait()

@@ -28,6 +28,9 @@ type HandlerResult struct {
 	Cause    string
 	Panicked bool
 	TimedOut bool
+	// Cancelled: the forced shutdown cancelled the handler. That is the
+	// consumer's doing, not the message's, so it costs no application retry.
+	Cancelled bool
 }
 
 // CommitEvidence is the second kind: what the database said. The inbox fills it.
@@ -105,6 +108,9 @@ type Outcome struct {
 	Handler    HandlerResult
 	Commit     CommitEvidence
 	Deferred   bool // the inbox could not decide now
+	// CompletedEarlier: this message's attempt already completed its work in
+	// this process, but that delivery's ACK was ambiguous or never sent.
+	CompletedEarlier bool
 	Handoff    HandoffEvidence
 	Settlement SettlementEvidence
 	// PriorRequeues counts the bounded requeues this process already made for

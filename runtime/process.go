@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -12,29 +11,36 @@ import (
 
 // process carries one delivery through its journey: guard, dispatch, handler;
 // then the executor settles it by decide's plans, and the record is written.
-func (c *Consumer) process(r *run, d *amqp.Delivery) {
-	start := time.Now()
-	auth := newAuthority(d, r.gen)
+func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received time.Time, sl *slot) {
+	auth := newAuthority(d, gen)
+	id := sanitize(d.MessageId, 128)
+	defer r.inflight.remove(r.inflight.add(id))
+	c.emit(Event{Stage: StageReceived, MessageID: id, Generation: gen.id})
 	var o Outcome
-	env, verdict, reason := guard(d, c.spec.MaxBodyBytes, c.cfg.Limits, start)
+	env, verdict, reason := guard(d, c.spec.MaxBodyBytes, c.cfg.Limits, received)
+	attempt := 1
 	switch verdict {
 	case guardOversized:
 		o.Rejection, o.Reason = RejectOversized, reason
 	case guardPoison:
 		o.Rejection, o.Reason = RejectPoison, reason
 	default:
-		if route, ok := c.routes.dispatch(env); ok {
-			o.Handler = c.callHandler(r, route, RawDelivery{d: d, env: env})
+		attempt = env.Attempt
+		if r.completed.count(workKey{d.MessageId, attempt}) > 0 {
+			o.CompletedEarlier = true
+			c.emit(Event{Stage: StageFromRecord, MessageID: id, Attempt: attempt, Generation: gen.id})
+		} else if route, ok := c.routes.dispatch(env); ok {
+			o.Handler = c.callHandler(r, sl, route, RawDelivery{d: d, env: env})
+			c.emit(Event{Stage: StageHandled, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Handler.Cause})
 		} else {
 			o.Rejection, o.Reason = RejectUnsupported, unsupported(env)
 		}
 	}
-	attempt := 1
-	if env != nil {
-		attempt = env.Attempt
+	if o.Rejection != NotRejected {
+		c.emit(Event{Stage: StageRejected, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Rejection.String() + ": " + o.Reason})
 	}
-	plan := c.execute(r, d, env, &o, auth, attempt, start.Add(c.spec.Budget()))
-	c.record(r, newRecord(c.spec, d, env, attempt, o, plan, time.Since(start)))
+	plan := c.execute(r, gen, d, env, &o, auth, attempt, received.Add(c.spec.Budget()))
+	c.record(r, gen.id, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)))
 }
 
 func unsupported(env *Envelope) string {
@@ -43,27 +49,32 @@ func unsupported(env *Envelope) string {
 
 // callHandler runs the route under the handler timeout, in its own goroutine so
 // that a handler ignoring its context cannot hold the settlement past the
-// timeout. Such a handler is still tracked and may finish later, but its result
-// no longer decides anything.
-func (c *Consumer) callHandler(r *run, route Route, rd RawDelivery) HandlerResult {
+// timeout. Such a handler is still tracked, keeps its concurrency slot, and may
+// finish later, but its result no longer decides anything.
+func (c *Consumer) callHandler(r *run, sl *slot, route Route, rd RawDelivery) HandlerResult {
 	ctx, cancel := context.WithTimeout(r.work, c.spec.HandlerTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, deliveryKey{}, rd)
 	done := make(chan HandlerResult, 1)
-	r.handlers.Add(1)
+	r.handlers.start()
+	sl.hold()
 	go func() {
-		defer r.handlers.Add(-1)
-		done <- invoke(ctx, route, rd)
+		defer sl.release()
+		res := invoke(ctx, route, rd)
+		r.handlers.end(res.Panicked)
+		done <- res
 	}()
 	select {
 	case res := <-done:
+		// A handler failing once the force notification cancelled it failed
+		// because of the shutdown.
+		res.Cancelled = res.Kind != 0 && r.work.Err() != nil
 		return res
 	case <-ctx.Done():
-		cause := "handler timed out after " + c.spec.HandlerTimeout.String()
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			cause = "handler cancelled by forced shutdown"
+		if r.work.Err() != nil {
+			return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler cancelled by the forced shutdown", Cancelled: true}
 		}
-		return HandlerResult{Ran: true, Kind: KindRetryable, Cause: cause, TimedOut: true}
+		return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true}
 	}
 }
 

@@ -5,26 +5,43 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// maxReported bounds the unresolved deliveries a report lists one by one;
-// beyond it they are only counted.
+// maxReported bounds the unresolved deliveries (and lost-intake reasons) a
+// report lists one by one; beyond it they are only counted.
 const maxReported = 1000
 
-// Report is what Run returns when the consumer stops: how many deliveries took
-// each path, and every delivery that was not settled with evidence.
+// Report is what Run returns when the consumer stops: the shutdown's phases,
+// how many deliveries took each path, and every delivery not settled with
+// proof. Every string in it is sanitized and bounded.
 type Report struct {
 	Queue   string       `json:"queue"`
 	Started time.Time    `json:"started"`
 	Stopped time.Time    `json:"stopped"`
 	Phases  []Phase      `json:"phases"`
 	Counts  map[Path]int `json:"counts"`
-	// Unresolved lists deliveries the broker will redeliver, with why.
+	// AcksProven counts ACKs that a later reply on their channel proved.
+	AcksProven int `json:"acks_proven"`
+	// Unresolved lists deliveries not settled with proof, with why: the broker
+	// redelivers them, or (an ACK never proven) may.
 	Unresolved []Record `json:"unresolved"`
 	// Omitted counts unresolved deliveries beyond maxReported.
 	Omitted int `json:"omitted,omitempty"`
-	// Abandoned counts handler goroutines still running when the consumer closed.
+	// Reconnects counts the sessions opened after a loss; Lost says why each
+	// earlier one ended.
+	Reconnects int      `json:"reconnects"`
+	Lost       []string `json:"lost,omitempty"`
+	// Handlers: how every handler goroutine ended, as observed at the final abort.
+	Handlers HandlerEnds `json:"handlers"`
+}
+
+// HandlerEnds counts handler goroutines by how they ended.
+type HandlerEnds struct {
+	Completed int `json:"completed"`
+	Panicked  int `json:"panicked"`
+	// Abandoned were still running at the final abort; their deliveries are unresolved.
 	Abandoned int `json:"abandoned"`
 }
 
@@ -46,8 +63,14 @@ func (r *Report) String() string {
 	for _, p := range paths {
 		fmt.Fprintf(&b, ", %s %d", p, r.Counts[Path(p)])
 	}
-	if r.Abandoned > 0 {
-		fmt.Fprintf(&b, ", %d handlers abandoned", r.Abandoned)
+	fmt.Fprintf(&b, "; %d acks proven", r.AcksProven)
+	if r.Reconnects > 0 {
+		fmt.Fprintf(&b, "; %d reconnects", r.Reconnects)
+	}
+	h := r.Handlers
+	fmt.Fprintf(&b, "; handlers: %d completed, %d panicked, %d abandoned", h.Completed, h.Panicked, h.Abandoned)
+	for _, p := range r.Phases {
+		fmt.Fprintf(&b, "\n  phase %s: %s", p.Name, p.Duration.Round(time.Millisecond))
 	}
 	for _, u := range r.Unresolved {
 		fmt.Fprintf(&b, "\n  unresolved %s (attempt %d): %s", u.MessageID, u.Attempt, u.Reason)
@@ -59,17 +82,35 @@ func (r *Report) String() string {
 }
 
 type reportBuilder struct {
-	mu sync.Mutex
-	r  Report
+	mu     sync.Mutex
+	r      Report
+	sealed bool
 }
 
-func (b *reportBuilder) add(rec Record) {
+// add counts a finished journey, and lists an unresolved one; it reports
+// false once the report is sealed.
+func (b *reportBuilder) add(rec Record) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.r.Counts[rec.Path]++
-	if rec.Path != PathUnresolved {
-		return
+	if b.sealed {
+		return false
 	}
+	b.r.Counts[rec.Path]++
+	if rec.Path == PathUnresolved {
+		b.list(rec)
+	}
+	return true
+}
+
+// unresolved lists a delivery whose settlement turned out unproven after its
+// journey ended.
+func (b *reportBuilder) unresolved(rec Record) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.list(rec)
+}
+
+func (b *reportBuilder) list(rec Record) {
 	if len(b.r.Unresolved) < maxReported {
 		b.r.Unresolved = append(b.r.Unresolved, rec)
 	} else {
@@ -77,8 +118,65 @@ func (b *reportBuilder) add(rec Record) {
 	}
 }
 
-func (b *reportBuilder) phase(name string, since time.Time) {
+func (b *reportBuilder) proven(n int) {
+	b.mu.Lock()
+	b.r.AcksProven += n
+	b.mu.Unlock()
+}
+
+func (b *reportBuilder) reconnected() {
+	b.mu.Lock()
+	b.r.Reconnects++
+	b.mu.Unlock()
+}
+
+func (b *reportBuilder) lostIntake(why string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.r.Phases = append(b.r.Phases, Phase{Name: name, Duration: time.Since(since)})
+	if len(b.r.Lost) < maxReported {
+		b.r.Lost = append(b.r.Lost, why)
+	}
+}
+
+func (b *reportBuilder) phase(name string, took time.Duration) {
+	b.mu.Lock()
+	b.r.Phases = append(b.r.Phases, Phase{Name: name, Duration: took})
+	b.mu.Unlock()
+}
+
+// seal returns the finished report; what happens later is no longer in it.
+func (b *reportBuilder) seal(h HandlerEnds) *Report {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sealed = true
+	rep := b.r
+	rep.Stopped = time.Now()
+	rep.Handlers = h
+	rep.Unresolved = append([]Record(nil), b.r.Unresolved...)
+	rep.Counts = make(map[Path]int, len(b.r.Counts))
+	for k, v := range b.r.Counts {
+		rep.Counts[k] = v
+	}
+	return &rep
+}
+
+// handlerCount observes the end of every handler goroutine.
+type handlerCount struct {
+	started, completed, panicked atomic.Int64
+}
+
+func (h *handlerCount) start() { h.started.Add(1) }
+
+func (h *handlerCount) end(panicked bool) {
+	if panicked {
+		h.panicked.Add(1)
+	} else {
+		h.completed.Add(1)
+	}
+}
+
+// ends reads the counts; handlers neither completed nor panicked are abandoned.
+func (h *handlerCount) ends() HandlerEnds {
+	c, p := h.completed.Load(), h.panicked.Load()
+	return HandlerEnds{Completed: int(c), Panicked: int(p), Abandoned: int(h.started.Load() - c - p)}
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 
@@ -8,10 +9,16 @@ import (
 )
 
 // generation is one consumer channel's life. Every delivery's authority points
-// at the generation it came from; when that channel closes the generation is
-// revoked, and no tag from it is ever used again (tags restart on a new channel).
+// at the generation it came from; when that channel or its connection closes,
+// or at the final abort, the generation is revoked and no tag from it is used
+// again. Lily does not use amqp091's automatic recovery: it reconnects itself,
+// so a tag always travels on the channel object that delivered it and a tag
+// from an old channel can never reach a new one (tags restart at 1).
 type generation struct {
+	id      uint64
 	revoked atomic.Bool
+	// acks holds the ACKs sent on this channel and not yet proven.
+	acks ackLedger
 }
 
 func (g *generation) revoke() { g.revoked.Store(true) }
@@ -29,30 +36,32 @@ func newAuthority(d *amqp.Delivery, gen *generation) *authority {
 	return &authority{acker: d.Acknowledger, tag: d.DeliveryTag, gen: gen}
 }
 
-// ack sends the ACK of the original delivery.
-func (a *authority) ack() SettlementEvidence {
-	return a.use(AckSent, false, func() error { return a.acker.Ack(a.tag, false) })
+// ack sends the ACK of the original delivery, bounded by ctx.
+func (a *authority) ack(ctx context.Context) SettlementEvidence {
+	return a.use(ctx, AckSent, false, func() error { return a.acker.Ack(a.tag, false) })
 }
 
 // nack sends the NACK of the original delivery, with or without requeue.
-func (a *authority) nack(requeue bool) SettlementEvidence {
-	return a.use(NackSent, requeue, func() error { return a.acker.Nack(a.tag, false, requeue) })
+func (a *authority) nack(ctx context.Context, requeue bool) SettlementEvidence {
+	return a.use(ctx, NackSent, requeue, func() error { return a.acker.Nack(a.tag, false, requeue) })
 }
 
-func (a *authority) use(sent SettlementStatus, requeue bool, send func() error) SettlementEvidence {
+func (a *authority) use(ctx context.Context, sent SettlementStatus, requeue bool, send func() error) SettlementEvidence {
 	if a.gen.revoked.Load() {
-		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: "authority revoked: the delivery's channel closed"}
+		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: "authority revoked: the delivery's channel closed or the consumer aborted"}
 	}
 	if !a.used.CompareAndSwap(false, true) {
 		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: "authority already used"}
 	}
-	err := send()
+	err := boundedErr(ctx, send)
 	switch {
 	case err == nil:
 		return SettlementEvidence{Status: sent, Requeue: requeue}
 	case errors.Is(err, amqp.ErrClosed):
 		// The client refused before writing a frame: nothing reached the broker.
 		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: "channel closed before the write"}
+	case errors.Is(err, errStepTimeout):
+		return SettlementEvidence{Status: SettlementAmbiguous, Requeue: requeue, Detail: "the write did not return in time"}
 	}
 	return SettlementEvidence{Status: SettlementAmbiguous, Requeue: requeue, Detail: sanitize(err.Error(), 120)}
 }

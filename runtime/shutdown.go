@@ -1,86 +1,103 @@
 package runtime
 
 import (
+	"sync"
 	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// shutdown runs the stop phases in order and returns the report:
+// shutdown runs the stop phases after intake has stopped (stopIntake cancelled
+// the consumer and requeued what was received but not started) and returns
+// the report:
 //
-//  1. stop intake: cancel the consumer, so the broker sends nothing more;
-//  2. requeue deliveries received but not started (after the cancel, so the
-//     broker does not hand them straight back);
-//  3. cooperative window (ShutdownGrace): in-flight work runs and settles normally;
-//  4. force notification: handlers' contexts are cancelled; settlement authority
-//     stays valid on a healthy channel, so work that completes still settles
-//     within ForceWindow and its own budget;
-//  5. final abort: authority is revoked; goroutines still running are counted
-//     as abandoned and their deliveries stay unresolved (the broker redelivers
-//     them when the channel closes);
-//  6. close the channels and the connection.
-func (c *Consumer) shutdown(r *run, ch *amqp.Channel, tag string, deliveries <-chan amqp.Delivery, held *amqp.Delivery) *Report {
+//  1. cooperative window (ShutdownGrace): in-flight work runs and settles
+//     normally; Force (a second signal) ends it early;
+//  2. force notification: handlers' contexts are cancelled; settlement
+//     authority stays valid on a healthy channel, so work that completes still
+//     settles within ForceWindow and its own budget;
+//  3. final abort: every generation's authority is revoked; the end of every
+//     handler goroutine is observed (completed, panicked, or abandoned: still
+//     running); deliveries still in flight are reported unresolved and the
+//     broker redelivers them when the channel closes;
+//  4. close: the consumer channel is closed cleanly, and its close-ok proves
+//     every ACK still waiting for proof; then the connections.
+//
+// s is nil when no session is open (lost, not yet reconnected).
+func (c *Consumer) shutdown(r *run, s *session) *Report {
+	r.stopOnce.Do(func() { close(r.stopping) })
 	start := time.Now()
-	close(r.stopping)
-	err := ch.Cancel(tag, false)
-	// Requeued only after the cancel, so the broker cannot hand it straight back.
-	if held != nil {
-		c.notStarted(r, held)
-	}
-	if err == nil {
-		// Once the cancel is done the client closes deliveries after handing
-		// over what it had buffered; those were never started.
-		for d := range deliveries {
-			c.notStarted(r, &d)
-		}
-	}
-	r.report.phase("stop intake", start)
-
-	start = time.Now()
 	finished := waitChan(&r.deliveries)
-	if !waitFor(finished, c.cfg.ShutdownGrace) {
-		r.report.phase("cooperative window", start)
+	grace := time.NewTimer(c.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-finished:
+	case <-grace.C:
+	case <-c.forceNow:
+	}
+	c.phase(r, "cooperative window", start)
+
+	if !closed(finished) {
 		start = time.Now()
 		r.force()
 		waitFor(finished, c.cfg.ForceWindow)
-		r.report.phase("force window", start)
-	} else {
-		r.report.phase("cooperative window", start)
+		c.phase(r, "force window", start)
 	}
 
 	start = time.Now()
-	r.gen.revoke()
+	r.revokeAll()
 	r.force()
-	_ = r.handoff.close()
-	_ = ch.Close()
-	r.report.phase("close", start)
-
-	r.report.mu.Lock()
-	defer r.report.mu.Unlock()
-	rep := r.report.r
-	rep.Stopped = time.Now()
-	rep.Abandoned = int(r.handlers.Load())
-	return &rep
-}
-
-// notStarted requeues a delivery that was received but never started.
-func (c *Consumer) notStarted(r *run, d *amqp.Delivery) {
-	auth := newAuthority(d, r.gen)
-	o := Outcome{Settlement: auth.nack(true)}
-	rec := newRecord(c.spec, d, nil, 0, o, Plan{Reason: "received but not started before shutdown"}, 0)
-	if o.Settlement.Status == NackSent {
-		rec.Path = PathNotStarted
+	for _, f := range r.inflight.list() {
+		r.report.unresolved(Record{Queue: c.spec.Name, MessageID: f, Path: PathUnresolved,
+			Reason:     "still in flight at the final abort; the broker redelivers it",
+			Settlement: SettlementEvidence{Status: SettlementNotAttempted, Detail: "final abort"}})
 	}
-	c.record(r, rec)
+	ends := r.handlers.ends()
+	c.phase(r, "final abort", start)
+
+	start = time.Now()
+	if s != nil {
+		c.closeSession(r, s)
+	}
+	c.phase(r, "close", start)
+	return r.report.seal(ends)
 }
 
-func waitChan(wg interface{ Wait() }) <-chan struct{} {
+// closeSession closes the consumer channel cleanly: its close-ok is the proof
+// of every ACK sent on it before.
+func (c *Consumer) closeSession(r *run, s *session) {
+	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
+	defer cancel()
+	err := boundedErr(ctx, s.ch.Close)
+	close(s.ended)
+	if acks := s.gen.acks.take(); err == nil {
+		c.acksProven(r, s.gen, acks)
+	} else {
+		c.acksAmbiguous(r, s.gen, acks, "the channel did not close cleanly: "+sanitize(err.Error(), 120))
+	}
+	_ = s.conn.Close()
+}
+
+func (c *Consumer) phase(r *run, name string, start time.Time) {
+	took := time.Since(start)
+	r.report.phase(name, took)
+	c.emit(Event{Stage: StagePhase, Detail: name, Duration: took})
+}
+
+func waitChan(wg *sync.WaitGroup) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()
 		close(done)
 	}()
 	return done
+}
+
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitFor reports whether done closed within d.
@@ -91,11 +108,6 @@ func waitFor(done <-chan struct{}, d time.Duration) bool {
 	case <-done:
 		return true
 	case <-t.C:
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
+		return closed(done)
 	}
 }

@@ -76,11 +76,11 @@ func (q QueueSpec) Validate() error {
 	if q.Type != Classic && q.Type != Quorum {
 		bad("queue %s: type %q is neither classic nor quorum", q.Name, q.Type)
 	}
-	if q.Prefetch < 1 || q.Concurrency < 1 {
-		bad("queue %s: prefetch and concurrency must be at least 1", q.Name)
+	if q.Prefetch < 1 || q.Prefetch > 65535 || q.Concurrency < 1 {
+		bad("queue %s: prefetch must be 1..65535 and concurrency at least 1", q.Name)
 	}
-	if q.Retry.MaxAttempts < 1 {
-		bad("queue %s: max attempts must be at least 1", q.Name)
+	if q.Retry.MaxAttempts < 1 || q.Retry.MaxAttempts > DefaultLimits.MaxAttempt {
+		bad("queue %s: max attempts must be 1..%d", q.Name, DefaultLimits.MaxAttempt)
 	}
 	if q.Retry.MaxAttempts > 1 && len(q.Retry.Delays) == 0 {
 		bad("queue %s: retries need at least one bucket delay", q.Name)
@@ -95,6 +95,9 @@ func (q QueueSpec) Validate() error {
 	}
 	if q.MaxBodyBytes < 1 || q.HandlerTimeout <= 0 {
 		bad("queue %s: body limit and handler timeout must be positive", q.Name)
+	}
+	if q.SettlementBudget != 0 && q.SettlementBudget < q.HandlerTimeout+handoffReserve {
+		bad("queue %s: settlement budget %s leaves less than %s after the handler timeout for handoff and settlement", q.Name, q.SettlementBudget, handoffReserve)
 	}
 	return errors.Join(errs...)
 }

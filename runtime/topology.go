@@ -15,7 +15,10 @@ import (
 //	                     and expired messages dead-letter back to <name>
 //	<dlq>                the dead-letter queue
 //
-// All are durable and of the queue's type. Declaring is idempotent; a queue
+// All are durable and of the queue's type. Classic queues dead-letter at most
+// once: RabbitMQ can lose a message between a bucket and the main queue if it
+// fails at that moment; quorum queues dead-letter at least once. Declaring is
+// idempotent; a queue
 // that exists with other arguments is refused by the broker (406), which
 // DeclareTopology reports.
 
@@ -48,6 +51,13 @@ func declare(ch *amqp.Channel, t QueueType, name string, args amqp.Table) error 
 			args = amqp.Table{}
 		}
 		args["x-queue-type"] = string(Quorum)
+		if _, dl := args["x-dead-letter-routing-key"]; dl {
+			// Quorum queues can dead-letter at least once (RabbitMQ 3.10+): an
+			// expiring retry copy or an oversized body then cannot be lost
+			// between the queues. The strategy requires reject-publish overflow.
+			args["x-dead-letter-strategy"] = "at-least-once"
+			args["x-overflow"] = "reject-publish"
+		}
 	}
 	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
 		return fmt.Errorf("declare queue %s: %w", name, err)

@@ -1,0 +1,56 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// errStepTimeout: a broker step did not return in time. The step may still
+// complete later; its outcome is unknown.
+var errStepTimeout = errors.New("the broker step did not return in time")
+
+// DefaultStepTimeout bounds one broker step (publish, ACK, NACK, channel open,
+// cancel, proof) when a Config leaves StepTimeout zero.
+const DefaultStepTimeout = 5 * time.Second
+
+// bounded runs one broker step and waits for it at most until ctx is done.
+// amqp091's writes are not context-aware, so a step that does not return in
+// time keeps running in its goroutine (it ends when the connection does); the
+// caller gets errStepTimeout and must treat the step's outcome as unknown.
+func bounded[T any](ctx context.Context, step func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	var zero T
+	if ctx.Err() != nil {
+		return zero, errStepTimeout
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := step()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, errStepTimeout
+	}
+}
+
+// boundedErr is bounded for steps that return only an error.
+func boundedErr(ctx context.Context, step func() error) error {
+	_, err := bounded(ctx, func() (struct{}, error) { return struct{}{}, step() })
+	return err
+}
+
+// stepContext bounds one step by the step timeout and the delivery's deadline,
+// whichever comes first.
+func stepContext(timeout time.Duration, deadline time.Time) (context.Context, context.CancelFunc) {
+	if d := time.Now().Add(timeout); deadline.IsZero() || d.Before(deadline) {
+		deadline = d
+	}
+	return context.WithDeadline(context.Background(), deadline)
+}

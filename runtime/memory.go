@@ -1,0 +1,107 @@
+package runtime
+
+import (
+	"sort"
+	"sync"
+)
+
+// The runtime remembers two things per process, each in a bounded memory that
+// forgets its oldest keys first once full:
+//
+//   - requeues per message id, to pace the next requeue (a guard, not a ledger);
+//   - work completed whose ACK is ambiguous or was never sent, per message id
+//     and attempt, so that a redelivery is settled from the record instead of
+//     running the handler again.
+const (
+	requeueMemorySize   = 4096
+	completedMemorySize = 65536
+)
+
+// workKey names one attempt of one message. A retry copy carries the same id
+// with the next attempt: it is other work.
+type workKey struct {
+	id      string
+	attempt int
+}
+
+// memory counts keys, forgetting the oldest once it holds limit of them.
+type memory[K comparable] struct {
+	mu     sync.Mutex
+	counts map[K]int
+	order  []K // insertion order, for eviction
+	limit  int
+}
+
+func newMemory[K comparable](limit int) *memory[K] {
+	return &memory[K]{counts: make(map[K]int), limit: limit}
+}
+
+func (m *memory[K]) count(k K) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[k]
+}
+
+func (m *memory[K]) add(k K) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, known := m.counts[k]; !known {
+		if len(m.order) >= m.limit {
+			delete(m.counts, m.order[0])
+			m.order = m.order[1:]
+		}
+		m.order = append(m.order, k)
+	}
+	m.counts[k]++
+}
+
+func (m *memory[K]) forget(k K) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, known := m.counts[k]; !known {
+		return
+	}
+	delete(m.counts, k)
+	for i, o := range m.order {
+		if o == k {
+			m.order = append(m.order[:i], m.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// inflight is the set of deliveries on their journey, by sanitized message id,
+// for the report of a final abort.
+type inflight struct {
+	mu   sync.Mutex
+	next uint64
+	ids  map[uint64]string
+}
+
+func (f *inflight) add(id string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ids == nil {
+		f.ids = make(map[uint64]string)
+	}
+	f.next++
+	f.ids[f.next] = id
+	return f.next
+}
+
+func (f *inflight) remove(token uint64) {
+	f.mu.Lock()
+	delete(f.ids, token)
+	f.mu.Unlock()
+}
+
+func (f *inflight) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.ids))
+	for _, id := range f.ids {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}

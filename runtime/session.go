@@ -1,0 +1,201 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// session is one connection and its consumer channel: one generation.
+type session struct {
+	gen        *generation
+	conn       *amqp.Connection
+	ch         *amqp.Channel
+	tag        string
+	deliveries <-chan amqp.Delivery
+	chClosed   chan *amqp.Error
+	connClosed chan *amqp.Error
+	cancelled  chan string
+	ended      chan struct{} // closed when the session is over
+	started    time.Time
+}
+
+// slot is one of the consumer's concurrency slots, held by a delivery's
+// goroutine and by its handler's: a handler that outlives its timeout keeps
+// the slot until it returns, so hung handlers cannot pile up without bound.
+type slot struct {
+	holders atomic.Int32
+	free    func()
+}
+
+func (s *slot) hold() { s.holders.Add(1) }
+
+func (s *slot) release() {
+	if s.holders.Add(-1) == 0 {
+		s.free()
+	}
+}
+
+// connect opens a session: dial, declare the topology, open the consumer
+// channel, set prefetch and start consuming. Every step is bounded.
+func (c *Consumer) connect(r *run) (*session, error) {
+	conn, err := c.dial("consume")
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.open(r, conn)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	go c.proveEvery(r, s)
+	c.emit(Event{Stage: StageConnected, Generation: s.gen.id})
+	return s, nil
+}
+
+func (c *Consumer) open(r *run, conn *amqp.Connection) (*session, error) {
+	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
+	defer cancel()
+	topo, err := bounded(ctx, conn.Channel)
+	if err != nil {
+		return nil, fmt.Errorf("lily: open topology channel: %w", err)
+	}
+	if err := boundedErr(ctx, func() error { return DeclareTopology(topo, c.spec) }); err != nil {
+		return nil, fmt.Errorf("lily: %w", err)
+	}
+	_ = topo.Close()
+	ch, err := bounded(ctx, conn.Channel)
+	if err != nil {
+		return nil, fmt.Errorf("lily: open consumer channel: %w", err)
+	}
+	if err := boundedErr(ctx, func() error { return ch.Qos(c.spec.Prefetch, 0, false) }); err != nil {
+		return nil, fmt.Errorf("lily: set prefetch: %w", err)
+	}
+	s := &session{
+		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name),
+		connClosed: conn.NotifyClose(make(chan *amqp.Error, 1)),
+		chClosed:   ch.NotifyClose(make(chan *amqp.Error, 1)),
+		cancelled:  ch.NotifyCancel(make(chan string, 1)),
+		ended:      make(chan struct{}),
+		started:    time.Now(),
+	}
+	s.deliveries, err = bounded(ctx, func() (<-chan amqp.Delivery, error) {
+		return ch.Consume(c.spec.Name, s.tag, false, false, false, false, nil)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
+	}
+	return s, nil
+}
+
+// consume reads deliveries until ctx is done (then it stops intake and returns
+// nil) or the broker stops delivering (then it says why). Deliveries are read
+// as d, ok := <-ch; each runs on its own goroutine once a slot is free.
+func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
+	for {
+		select {
+		case <-ctx.Done():
+			c.stopIntake(r, s, nil)
+			return nil
+		case d, ok := <-s.deliveries:
+			if !ok {
+				return c.whyLost(s)
+			}
+			received := time.Now()
+			select {
+			case r.slots <- struct{}{}:
+			case <-ctx.Done():
+				c.stopIntake(r, s, &d)
+				return nil
+			}
+			r.deliveries.Add(1)
+			sl := &slot{free: func() { <-r.slots }}
+			sl.hold()
+			go func() {
+				defer r.deliveries.Done()
+				defer sl.release()
+				c.process(r, s.gen, &d, received, sl)
+			}()
+		}
+	}
+}
+
+// stopIntake cancels the consumer, then requeues what was received but not
+// started: held, and whatever the client had buffered. After the cancel, so
+// the broker does not hand them straight back.
+func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
+	start := time.Now()
+	r.stopOnce.Do(func() { close(r.stopping) })
+	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
+	defer cancel()
+	err := boundedErr(ctx, func() error { return s.ch.Cancel(s.tag, false) })
+	if held != nil {
+		c.notStarted(r, s.gen, held)
+	}
+	if err == nil {
+		// Once the cancel is done the client closes deliveries after handing
+		// over what it had buffered.
+		for d := range s.deliveries {
+			c.notStarted(r, s.gen, &d)
+		}
+	}
+	c.phase(r, "stop intake", start)
+}
+
+// notStarted requeues a delivery that was received but never started.
+func (c *Consumer) notStarted(r *run, gen *generation, d *amqp.Delivery) {
+	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
+	defer cancel()
+	o := Outcome{Settlement: newAuthority(d, gen).nack(ctx, true)}
+	rec := newRecord(c.spec, d, nil, 0, o, Plan{Reason: "received but not started before shutdown"}, 0)
+	if o.Settlement.Status == NackSent {
+		rec.Path = PathNotStarted
+	}
+	c.record(r, gen.id, rec)
+}
+
+// whyLost explains why the broker stopped delivering: the channel or the
+// connection closed under us, or the broker cancelled the consumer.
+func (c *Consumer) whyLost(s *session) error {
+	wait := time.After(time.Second)
+	chClosed, connClosed, cancelled := s.chClosed, s.connClosed, s.cancelled
+	for {
+		var err *amqp.Error
+		select {
+		case _, ok := <-cancelled:
+			if ok {
+				return ErrConsumerCancelled
+			}
+			cancelled = nil // closed with the channel: no cancel came
+		case err = <-chClosed:
+			chClosed = nil
+		case err = <-connClosed:
+			connClosed = nil
+		case <-wait:
+			return errors.New("lily: the broker stopped delivering")
+		}
+		if err == nil {
+			continue
+		}
+		if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
+			return fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err)
+		}
+		return fmt.Errorf("lily: the consumer channel closed: %w", err)
+	}
+}
+
+// lost ends a session that died under us: its authority is revoked, its
+// unproven ACKs are ambiguous, and its connection is closed.
+func (c *Consumer) lost(r *run, s *session, why error) {
+	s.gen.revoke()
+	close(s.ended)
+	c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: sanitize(why.Error(), maxCause)})
+	c.acksAmbiguous(r, s.gen, s.gen.acks.take(), "the channel was lost before the proof")
+	r.report.lostIntake(sanitize(why.Error(), maxCause))
+	_ = s.conn.Close()
+}
