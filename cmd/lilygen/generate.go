@@ -17,8 +17,11 @@ var generateCmd = &command{
 	name: "generate", args: "[flags] <schema.lily.yaml>...", schemas: true,
 	summary: "write each schema's Go file (the default command)",
 	help: `Each schema writes <output>/<package>.lily.go next to itself, and only when the
-content changed, so an unchanged schema leaves modification times alone. In a
-Go package:
+content changed, so an unchanged schema leaves modification times alone. It
+deletes a *.lily.go below the schema's directory that it generated before
+(lilygen's header names the schema as its source) and no longer generates, as
+after output or package changed; it never touches any other file. In a Go
+package:
 
   //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml`,
 	flags: func(*flag.FlagSet) func(*env) int {
@@ -35,10 +38,10 @@ Go package:
 var checkCmd = &command{
 	name: "check", args: "[flags] <schema.lily.yaml>...", schemas: true,
 	summary: "verify that the generated Go files on disk are up to date",
-	help: `check writes nothing. For each stale file it prints a unified diff (on disk →
-generated, at most 200 lines) to stdout and names the file on stderr; with
---error-format=json or github-actions it prints one STALE-OUTPUT diagnostic
-per stale or missing file instead. In CI:
+	help: `check writes nothing. For each stale, missing or left-over file (one generate
+would delete) it prints a unified diff (on disk → generated, at most 200
+lines) to stdout and names the file on stderr; with --error-format=json or
+github-actions it prints one STALE-OUTPUT diagnostic per file instead. In CI:
 
   go run github.com/lily-mq/lily/cmd/lilygen check $(git ls-files '*.lily.yaml')`,
 	flags: func(*flag.FlagSet) func(*env) int {
@@ -53,7 +56,8 @@ per stale or missing file instead. In CI:
 }
 
 // target is one file to write: its path from the current directory, the
-// schema it comes from, and its content.
+// schema it comes from, and its content; nil content means a file the schema
+// generated before and no longer does, to delete.
 type target struct {
 	path, schema string
 	content      []byte
@@ -88,7 +92,15 @@ func (e *env) generate(name string) ([]target, bool) {
 		bySchema[path] = name
 		targets = append(targets, target{path: path, schema: name, content: out.Content})
 	}
-	return targets, ok
+	if !ok {
+		return nil, false
+	}
+	for _, name := range e.args {
+		for _, path := range leftovers(name, targets) {
+			targets = append(targets, target{path: path, schema: name})
+		}
+	}
+	return targets, true
 }
 
 // write writes each target whose file is missing or differs, so that an
@@ -96,6 +108,13 @@ func (e *env) generate(name string) ([]target, bool) {
 func write(targets []target, stderr io.Writer) int {
 	code := exitOK
 	for _, t := range targets {
+		if t.content == nil {
+			if err := os.Remove(t.path); err != nil {
+				fmt.Fprintf(stderr, "lilygen: %v\n", err)
+				code = exitFindings
+			}
+			continue
+		}
 		if old, err := os.ReadFile(t.path); err == nil && bytes.Equal(old, t.content) {
 			continue
 		}
@@ -122,6 +141,11 @@ func (e *env) check(targets []target) int {
 			problem = fmt.Sprintf("%s is missing: run lilygen generate %s", t.path, t.schema)
 		case err != nil:
 			problem = err.Error()
+		case t.content == nil:
+			problem = fmt.Sprintf("%s was generated from %s, which no longer generates it: run lilygen generate %s to delete it", t.path, t.schema, t.schema)
+			if e.format == textFormat {
+				unifiedDiff(e.stdout, t.path, old, nil)
+			}
 		case bytes.Equal(old, t.content):
 			continue
 		default:

@@ -162,3 +162,38 @@ func TestUnifiedDiffIsBounded(t *testing.T) {
 		t.Error("a cut diff says so")
 	}
 }
+
+// A schema whose output moves leaves its old file behind: check reports it,
+// generate deletes it, and neither touches a file lilygen did not generate
+// from that schema.
+func TestLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	if code, _, stderr := lilygen(t, dir, "generate", "ping.lily.yaml"); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, stderr)
+	}
+	mine := filepath.Join("out", "pingmsg.lily.go")
+	user := filepath.Join("out", "user.lily.go")
+	writeFile(t, filepath.Join(dir, user), "// Code written by hand.\npackage pingmsg\n")
+	other := filepath.Join("nested", "gen", "pingmsg.lily.go")
+	writeFile(t, filepath.Join(dir, other), header+"\n// Source: ping.lily.yaml\n\npackage pingmsg\n")
+	writeFile(t, filepath.Join(dir, "nested", "ping.lily.yaml"), "another schema of the same name owns nested/gen\n")
+
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), strings.Replace(minimal, "output: out", "output: moved", 1))
+	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stderr, mine+" was generated from ping.lily.yaml, which no longer generates it") ||
+		!strings.Contains(stdout, "--- "+mine+" (on disk)") || strings.Contains(stderr, user) || strings.Contains(stderr, other) {
+		t.Errorf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := lilygen(t, dir, "generate", "ping.lily.yaml"); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, stderr)
+	}
+	for path, want := range map[string]bool{mine: false, user: true, other: true, filepath.Join("moved", "pingmsg.lily.go"): true} {
+		if _, err := os.Stat(filepath.Join(dir, path)); (err == nil) != want {
+			t.Errorf("%s exists: %v, want %v", path, err == nil, want)
+		}
+	}
+	if code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml"); code != exitOK {
+		t.Errorf("check after generate: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
