@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -86,29 +87,35 @@ templates/review.md.tmpl.`,
 			if !e.needSchemas("doc") {
 				return exitUsage
 			}
-			w := e.stdout
-			if *output != "" {
-				out, err := os.Create(*output)
-				if err != nil {
-					fmt.Fprintf(e.stderr, "lilygen doc: %v\n", err)
-					return exitUsage
-				}
-				defer out.Close()
-				w = out
-			}
+			var page bytes.Buffer
 			for _, name := range e.args {
 				f, ok := e.loadOne(name)
 				var old *schema.File
 				if ok && *against != "" {
-					old, _, ok = e.older(name, *against)
+					var isNew bool
+					old, isNew, ok = e.older(name, *against)
+					if isNew {
+						// All of it is new: an empty revision lists it so.
+						old = &schema.File{Package: f.Package, Output: f.Output}
+					}
 				}
 				if !ok {
 					return exitUsage
 				}
-				if err := review.WritePage(w, review.NewPage(f, old, *against)); err != nil {
+				if err := review.WritePage(&page, review.NewPage(f, old, *against)); err != nil {
 					fmt.Fprintf(e.stderr, "lilygen doc: %v\n", err)
 					return exitUsage
 				}
+			}
+			var err error
+			if *output == "" {
+				_, err = e.stdout.Write(page.Bytes())
+			} else {
+				err = os.WriteFile(*output, page.Bytes(), 0o644)
+			}
+			if err != nil {
+				fmt.Fprintf(e.stderr, "lilygen doc: %v\n", err)
+				return exitUsage
 			}
 			return exitOK
 		}
