@@ -34,9 +34,15 @@ func Topology(vhost string, files ...*schema.File) (Definitions, error) {
 	var d Definitions
 	seen := map[string]int{}
 	add := func(q *schema.Queue, name string, args map[string]any) error {
-		// Classic queues carry no x-queue-type, as in runtime.DeclareTopology.
+		// As in runtime.DeclareTopology: classic queues carry no
+		// x-queue-type; quorum queues that dead-letter do it at least once,
+		// which needs reject-publish overflow.
 		if q.Type == schema.Quorum {
 			args["x-queue-type"] = string(schema.Quorum)
+			if _, dl := args["x-dead-letter-routing-key"]; dl {
+				args["x-dead-letter-strategy"] = "at-least-once"
+				args["x-overflow"] = "reject-publish"
+			}
 		}
 		def := QueueDefinition{Name: name, VHost: vhost, Durable: true, Arguments: args}
 		if i, ok := seen[name]; ok {
