@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/schema"
 )
 

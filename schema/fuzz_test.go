@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	// Defines -update, which go test ./... -update hands every test binary.
+	_ "github.com/lily-mq/lily/internal/update"
 )
 
 // FuzzParse checks that no input makes the parser panic, and that every

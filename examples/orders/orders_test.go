@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
 )
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
 )
 
