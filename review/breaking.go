@@ -122,9 +122,13 @@ func (b *breaker) message(om, nm *schema.Message) {
 		nv := findVersion(nm, ov.Number)
 		subject := fmt.Sprintf("%s.v%d", om.Name, ov.Number)
 		if nv == nil {
+			notice := fmt.Sprintf("deprecated since %s", ov.DeprecatedSince)
+			if ov.DeprecatedSince == "" {
+				notice = "never deprecated"
+			}
 			b.add(APIBreak, "VERSION-REMOVED", subject, nm.Pos,
-				fmt.Sprintf("%s version %d is removed with %s and Extract%s", om.Name, ov.Number, ov.GoName, ov.GoName),
-				fmt.Sprintf("remove every use of %s from your code first", ov.GoName))
+				fmt.Sprintf("%s version %d (%s) is removed with %s and Extract%s", om.Name, ov.Number, notice, ov.GoName, ov.GoName),
+				fmt.Sprintf("deprecate it first (deprecated_since, remove_after), then remove every use of %s from your code", ov.GoName))
 			continue
 		}
 		for _, ct := range ov.ContentTypes {
@@ -220,6 +224,11 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 		b.add(ProducerBreak, "FIELD-NULL-ALLOWED", subject, nf.Pos,
 			fmt.Sprintf("%s accepts null: consumers on the old schema reject it", subject),
 			"deploy every consumer of the new schema before any producer sends null")
+	}
+	if of.Default != nil && nf.Default != nil && of.Default != nf.Default {
+		b.add(InflightBreak, "DEFAULT-CHANGED", subject, nf.Pos,
+			fmt.Sprintf("%s changes its default from %v to %v: messages already queued without it read differently", subject, of.Default, nf.Default),
+			"keep the default, or change it in a new version of the message")
 	}
 	for _, r := range ranges(of, nf) {
 		if r.narrower {

@@ -19,6 +19,7 @@ messages:
           order_id: {type: string, required: true, max_length: 64}
           amount: {type: integer, required: true, min: 1, max: 1000}
           note: {type: string, max_length: 200}
+          channel: {type: enum, values: [web, app], default: web}
           customer:
             type: object
             fields:
@@ -106,6 +107,12 @@ func TestBreaking(t *testing.T) {
 		{"retry delays changed", []string{"[1s, 5s]", "[2s, 5s, 1m]"}, nil},
 		{"body limit lowered", []string{"max_body_bytes: 65536", "max_body_bytes: 1024"},
 			[]string{"INFLIGHT BODY-LIMIT-NARROWED@orders"}},
+		{"default changed", []string{"default: web", "default: app"}, []string{"INFLIGHT DEFAULT-CHANGED@OrderPlaced.v1.channel"}},
+		{"enum value added", []string{"values: [web, app]", "values: [web, app, api]"}, []string{"PRODUCER BOUND-WIDENED@OrderPlaced.v1.channel"}},
+		{"enum value removed", []string{"values: [web, app]", "values: [web]"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.channel"}},
+		{"pattern added", []string{"note: {type: string, max_length: 200}", "note: {type: string, max_length: 200, pattern: '^[a-z]*$'}"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.note"}},
+		{"field made nullable", []string{"order_id: {type: string, required: true, max_length: 64}\n          amount", "order_id: {type: string, required: true, nullable: true, max_length: 64}\n          amount"},
+			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.order_id", "PRODUCER FIELD-NULL-ALLOWED@OrderPlaced.v1.order_id"}},
 		{"package renamed", []string{"package: shopmsg", "package: shop"}, []string{"API PACKAGE-CHANGED@shop"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
