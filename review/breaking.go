@@ -1,6 +1,7 @@
 package review
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -277,7 +278,7 @@ func goType(f *schema.Field) string {
 type change struct {
 	what            string
 	narrower, wider bool
-	// from and to show the limits, such as 1..64 and 1..32.
+	// from and to show the limits, such as 1..64 characters and 1..32 characters.
 	from, to string
 }
 
@@ -287,13 +288,13 @@ func ranges(of, nf *schema.Field) []change {
 	var out []change
 	switch of.Type {
 	case schema.String, schema.Bytes:
-		out = append(out, compareRange("length", of.MinLength, of.MaxLength, nf.MinLength, nf.MaxLength))
+		out = append(out, compareRange(of, nf, of.MinLength, of.MaxLength, nf.MinLength, nf.MaxLength))
 	case schema.Integer:
-		out = append(out, compareRange("range", of.MinInt, of.MaxInt, nf.MinInt, nf.MaxInt))
+		out = append(out, compareRange(of, nf, of.MinInt, of.MaxInt, nf.MinInt, nf.MaxInt))
 	case schema.Number:
-		out = append(out, compareRange("range", of.MinNum, of.MaxNum, nf.MinNum, nf.MaxNum))
+		out = append(out, compareRange(of, nf, of.MinNum, of.MaxNum, nf.MinNum, nf.MaxNum))
 	case schema.List, schema.Map:
-		out = append(out, compareRange("item count", of.MinItems, of.MaxItems, nf.MinItems, nf.MaxItems))
+		out = append(out, compareRange(of, nf, of.MinItems, of.MaxItems, nf.MinItems, nf.MaxItems))
 	case schema.Enum:
 		out = append(out, change{
 			what:     "values",
@@ -310,31 +311,30 @@ func ranges(of, nf *schema.Field) []change {
 	return out
 }
 
-// compareRange compares an old and a new inclusive range; nil is unbounded.
-func compareRange[T int | int64 | float64](what string, oldMin, oldMax, newMin, newMax *T) change {
+// compareRange compares the inclusive ranges of fields of and nf; a nil
+// limit is unbounded.
+func compareRange[T int | int64 | float64](of, nf *schema.Field, oldMin, oldMax, newMin, newMax *T) change {
 	// raised reports whether limit b cuts off more below it than a does;
 	// lowered, more above it.
 	raised := func(a, b *T) bool { return b != nil && (a == nil || *b > *a) }
 	lowered := func(a, b *T) bool { return b != nil && (a == nil || *b < *a) }
 	return change{
-		what:     what,
+		what:     "bounds",
 		narrower: raised(oldMin, newMin) || lowered(oldMax, newMax),
 		wider:    raised(newMin, oldMin) || lowered(newMax, oldMax),
-		from:     span(oldMin, oldMax),
-		to:       span(newMin, newMax),
+		from:     cmp.Or(bounds(of), "none"),
+		to:       cmp.Or(bounds(nf), "none"),
 	}
 }
 
-// span shows an inclusive range, such as 1..64 or ..64; a missing side is
-// unbounded.
-func span[T int | int64 | float64](lo, hi *T) string {
-	show := func(v *T) string {
-		if v == nil {
-			return ""
-		}
-		return fmt.Sprint(*v)
+// bounds shows a field's length, range or item count as lo..hi and its
+// unit, such as 1..64 characters or ..100; "" when it has none.
+func bounds(f *schema.Field) string {
+	l := f.Limits()
+	if l.Lo == "" && l.Hi == "" {
+		return ""
 	}
-	return show(lo) + ".." + show(hi)
+	return l.Lo + ".." + l.Hi + l.Unit
 }
 
 func (b *breaker) queue(oq, nq *schema.Queue) {

@@ -179,7 +179,7 @@ messages:
 		got = append(got, f.Ack()+": "+f.Message)
 	}
 	want := []string{
-		"BOUND-NARROWED@Ping.v1.id: Ping.v1.id narrows its length from ..10 to ..5: messages already queued, and producers on the old schema, may break it",
+		"BOUND-NARROWED@Ping.v1.id: Ping.v1.id narrows its bounds from ..10 characters to ..5 characters: messages already queued, and producers on the old schema, may break it",
 		"EXAMPLE-REJECTED@Ping.v1.examples.1: example 1 of the old Ping.v1 (line 10 there) fails the new schema: field id: longer than 5 characters",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -47,7 +47,7 @@ type VersionView struct {
 
 // FieldRow is one field, element or header of the page.
 type FieldRow struct {
-	Path, Type, Required, Limits string
+	Path, Type, Presence, Limits string
 }
 
 // QueueView is one queue of the page.
@@ -120,31 +120,25 @@ func queueView(q *schema.Queue) QueueView {
 }
 
 func row(f *schema.Field, path string) FieldRow {
-	r := FieldRow{Path: path, Type: string(f.Type), Required: "optional"}
+	r := FieldRow{Path: path, Type: string(f.Type), Presence: "optional"}
 	switch {
 	case f.Name == "":
-		r.Required = "element"
+		r.Presence = "element"
 	case f.Required:
-		r.Required = "required"
+		r.Presence = "required"
 	}
 	if f.Nullable {
-		r.Required += ", nullable"
+		r.Presence += ", nullable"
 	}
 	var limits []string
-	span := func(what string, lo, hi string) {
-		switch {
-		case lo != "" && hi != "":
-			limits = append(limits, fmt.Sprintf("%s %s to %s", what, lo, hi))
-		case lo != "":
-			limits = append(limits, fmt.Sprintf("%s ≥ %s", what, lo))
-		case hi != "":
-			limits = append(limits, fmt.Sprintf("%s ≤ %s", what, hi))
-		}
+	switch l := f.Limits(); {
+	case l.Lo != "" && l.Hi != "":
+		limits = append(limits, l.Lo+" to "+l.Hi+l.Unit)
+	case l.Lo != "":
+		limits = append(limits, "≥ "+l.Lo+l.Unit)
+	case l.Hi != "":
+		limits = append(limits, "≤ "+l.Hi+l.Unit)
 	}
-	span("length", format(f.MinLength), format(f.MaxLength))
-	span("value", format(f.MinInt), format(f.MaxInt))
-	span("value", format(f.MinNum), format(f.MaxNum))
-	span("items", format(f.MinItems), format(f.MaxItems))
 	if f.Pattern != "" {
 		limits = append(limits, "matches `"+f.Pattern+"`")
 	}
@@ -156,13 +150,6 @@ func row(f *schema.Field, path string) FieldRow {
 	}
 	r.Limits = strings.Join(limits, "; ")
 	return r
-}
-
-func format[T int | int64 | float64](v *T) string {
-	if v == nil {
-		return ""
-	}
-	return fmt.Sprint(*v)
 }
 
 // WritePage renders p with the review page template.

@@ -37,7 +37,7 @@ func TestBreakingAgainstGitRef(t *testing.T) {
 	changed := strings.Replace(minimal, "id: {type: string, required: true}", "id: {type: string, required: true, max_length: 10}", 1)
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), changed)
 	code, stdout, stderr := lilygen(t, dir, "breaking", "ping.lily.yaml", "--against", "main")
-	if code != exitFindings || !strings.Contains(stdout, "ping.lily.yaml:9:11: Ping.v1.id narrows its length from .. to ..10") ||
+	if code != exitFindings || !strings.Contains(stdout, "ping.lily.yaml:9:11: Ping.v1.id narrows its bounds from none to ..10 characters") ||
 		!strings.Contains(stdout, "[BOUND-NARROWED]") || !strings.Contains(stderr, "1 breaking change against main") {
 		t.Errorf("narrowed: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -142,7 +142,7 @@ func TestBreakingAgainstGitRefReadsIncludes(t *testing.T) {
 
 	writeFile(t, filepath.Join(repo, "shared", "common.lily.yaml"), strings.Replace(common, "required: true}", "required: true, max_length: 9}", 1))
 	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
-	if code != exitFindings || !strings.Contains(stdout, "shared/common.lily.yaml:7:11: Ping.v1.id narrows its length from .. to ..9") {
+	if code != exitFindings || !strings.Contains(stdout, "shared/common.lily.yaml:7:11: Ping.v1.id narrows its bounds from none to ..9 characters") {
 		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }
