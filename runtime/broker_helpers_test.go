@@ -131,6 +131,14 @@ type running struct {
 
 func start(t *testing.T, q QueueSpec, routes Routes, tweak ...func(*Config)) *running {
 	t.Helper()
+	r, c := prepare(t, q, routes, tweak...)
+	return r.launch(c)
+}
+
+// prepare builds a consumer whose records the returned running collects; a
+// test may set its hooks before launching it.
+func prepare(t *testing.T, q QueueSpec, routes Routes, tweak ...func(*Config)) (*running, *Consumer) {
+	t.Helper()
 	r := &running{t: t, done: make(chan struct{}), arrived: make(chan struct{}, 1024)}
 	cfg := Config{URL: brokerURL(), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
 	for _, f := range tweak {
@@ -140,13 +148,17 @@ func start(t *testing.T, q QueueSpec, routes Routes, tweak ...func(*Config)) *ru
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r, c
+}
+
+func (r *running) launch(c *Consumer) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() {
 		defer close(r.done)
 		r.report, r.err = c.Run(ctx)
 	}()
-	t.Cleanup(func() { r.stop() })
+	r.t.Cleanup(func() { r.stop() })
 	return r
 }
 
@@ -179,7 +191,7 @@ func (r *running) await(n int) []Record {
 		case <-r.done:
 			r.t.Fatalf("consumer stopped after %d of %d records: %v", len(got), n, r.err)
 		case <-deadline:
-			r.t.Fatalf("%d of %d records after 30 s: %+v", len(got), n, got)
+			r.t.Fatalf("%d of %d records after 30 s; the last: %+v", len(got), n, got[max(len(got)-3, 0):])
 		}
 	}
 }

@@ -72,6 +72,13 @@ type Consumer struct {
 	// forceNow is closed by Force: the shutdown skips what is left of its grace.
 	forceNow  chan struct{}
 	forceOnce sync.Once
+	hooks     testHooks
+}
+
+// testHooks let broker tests break the transport at exact moments of a
+// delivery's journey. They do nothing outside tests.
+type testHooks struct {
+	beforeAck, afterAck func()
 }
 
 // NewConsumer checks the queue's spec and dispatch table and returns a consumer
@@ -106,7 +113,11 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	orDefault(&cfg.ProofInterval, DefaultProofInterval)
 	orDefault(&cfg.ReconnectMin, DefaultReconnectMin)
 	orDefault(&cfg.ReconnectMax, DefaultReconnectMax)
-	return &Consumer{spec: spec, routes: routes, cfg: cfg, recent: newEventRing(cfg.RecentEvents), forceNow: make(chan struct{})}, nil
+	nothing := func() {}
+	return &Consumer{
+		spec: spec, routes: routes, cfg: cfg, recent: newEventRing(cfg.RecentEvents), forceNow: make(chan struct{}),
+		hooks: testHooks{beforeAck: nothing, afterAck: nothing},
+	}, nil
 }
 
 func orDefault[T int | time.Duration](v *T, d T) {
@@ -129,10 +140,11 @@ type run struct {
 	// work is the handlers' parent context, cancelled at the force notification.
 	work  context.Context
 	force context.CancelFunc
+	// aborted is closed at the final abort: nothing waits for handlers after it.
+	aborted chan struct{}
 	// stopping is closed when intake stops; requeue pauses end early then.
 	stopping    chan struct{}
 	stopOnce    sync.Once
-	inflight    inflight
 	handlers    handlerCount
 	deliveries  sync.WaitGroup // delivery goroutines
 	mu          sync.Mutex     // guards generations
@@ -188,10 +200,14 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		if err == nil {
 			return c.shutdown(r, s), nil
 		}
-		c.lost(r, s, err)
 		if errors.Is(err, ErrConsumerCancelled) {
-			return c.shutdown(r, nil), err
+			// The channel is healthy: in-flight work still settles on it, and
+			// its clean close proves the ACKs.
+			c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: err.Error()})
+			r.report.lostIntake(err.Error())
+			return c.shutdown(r, s), err
 		}
+		c.lost(r, s, err)
 		// The backoff starts over only after a session that lived a while: a
 		// message that kills every connection must not make reconnects hot.
 		if time.Since(s.started) > c.cfg.ReconnectMax {
@@ -250,11 +266,12 @@ func (c *Consumer) newRun() *run {
 		handoff:   newHandoffPublisher(func() (*amqp.Connection, error) { return c.dial("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency),
 		requeues:  newMemory[string](requeueMemorySize),
 		completed: newMemory[workKey](completedMemorySize),
-		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}},
+		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]string{}},
 		slots:     make(chan struct{}, c.spec.Concurrency),
 		work:      work,
 		force:     force,
 		stopping:  make(chan struct{}),
+		aborted:   make(chan struct{}),
 	}
 }
 

@@ -75,10 +75,10 @@ func pathOf(q QueueSpec, o Outcome) Path {
 
 // record ends a delivery's journey: its record goes to the observer, the
 // report and, as the "settled" stage, to the log, the sink and the buffer.
-func (c *Consumer) record(r *run, gen uint64, rec Record) {
+func (c *Consumer) record(r *run, gen, token uint64, rec Record) {
 	// A delivery abandoned at the final abort may end after Run returned: its
 	// record is only logged then, and the report already lists it.
-	if r.report.add(rec) && c.cfg.Observe != nil {
+	if r.report.add(token, rec) && c.cfg.Observe != nil {
 		c.cfg.Observe(rec)
 	}
 	c.emit(Event{

@@ -27,7 +27,9 @@ func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envel
 			c.remember(r, gen, d, env, *o, attempt)
 			return chosen
 		case ActAck:
+			c.hooks.beforeAck()
 			o.Settlement = auth.ack(ctx)
+			c.hooks.afterAck()
 			r.requeues.forget(d.MessageId)
 		case ActDeadLetter:
 			o.Settlement = auth.nack(ctx, false)
@@ -57,7 +59,10 @@ func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envel
 func (c *Consumer) remember(r *run, gen *generation, d *amqp.Delivery, env *Envelope, o Outcome, attempt int) {
 	work := workKey{d.MessageId, attempt}
 	if o.Settlement.Status == AckSent {
-		gen.acks.add(sentAck{work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt})
+		ack := sentAck{work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt}
+		if !gen.acks.add(ack) {
+			c.acksAmbiguous(r, gen, []sentAck{ack}, "the channel was lost before the proof")
+		}
 		return
 	}
 	if env == nil {

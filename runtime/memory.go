@@ -1,9 +1,6 @@
 package runtime
 
-import (
-	"sort"
-	"sync"
-)
+import "sync"
 
 // The runtime remembers two things per process, each in a bounded memory that
 // forgets its oldest keys first once full:
@@ -68,40 +65,4 @@ func (m *memory[K]) forget(k K) {
 			break
 		}
 	}
-}
-
-// inflight is the set of deliveries on their journey, by sanitized message id,
-// for the report of a final abort.
-type inflight struct {
-	mu   sync.Mutex
-	next uint64
-	ids  map[uint64]string
-}
-
-func (f *inflight) add(id string) uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.ids == nil {
-		f.ids = make(map[uint64]string)
-	}
-	f.next++
-	f.ids[f.next] = id
-	return f.next
-}
-
-func (f *inflight) remove(token uint64) {
-	f.mu.Lock()
-	delete(f.ids, token)
-	f.mu.Unlock()
-}
-
-func (f *inflight) list() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]string, 0, len(f.ids))
-	for _, id := range f.ids {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
 }

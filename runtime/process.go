@@ -14,7 +14,7 @@ import (
 func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received time.Time, sl *slot) {
 	auth := newAuthority(d, gen)
 	id := sanitize(d.MessageId, 128)
-	defer r.inflight.remove(r.inflight.add(id))
+	token := r.report.begin(id)
 	c.emit(Event{Stage: StageReceived, MessageID: id, Generation: gen.id})
 	var o Outcome
 	env, verdict, reason := guard(d, c.spec.MaxBodyBytes, c.cfg.Limits, received)
@@ -40,7 +40,7 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 		c.emit(Event{Stage: StageRejected, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Rejection.String() + ": " + o.Reason})
 	}
 	plan := c.execute(r, gen, d, env, &o, auth, attempt, received.Add(c.spec.Budget()))
-	c.record(r, gen.id, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)))
+	c.record(r, gen.id, token, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)))
 }
 
 func unsupported(env *Envelope) string {
@@ -64,17 +64,21 @@ func (c *Consumer) callHandler(r *run, sl *slot, route Route, rd RawDelivery) Ha
 		r.handlers.end(res.Panicked)
 		done <- res
 	}()
+	// The force notification cancels ctx but does not end the wait: work that
+	// completes in the force window still settles. Only the timeout and the
+	// final abort stop waiting.
+	timeout := time.NewTimer(c.spec.HandlerTimeout)
+	defer timeout.Stop()
 	select {
 	case res := <-done:
 		// A handler failing once the force notification cancelled it failed
 		// because of the shutdown.
 		res.Cancelled = res.Kind != 0 && r.work.Err() != nil
 		return res
-	case <-ctx.Done():
-		if r.work.Err() != nil {
-			return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler cancelled by the forced shutdown", Cancelled: true}
-		}
+	case <-timeout.C:
 		return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true}
+	case <-r.aborted:
+		return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true}
 	}
 }
 

@@ -27,12 +27,29 @@ type sentAck struct {
 type ackLedger struct {
 	mu      sync.Mutex
 	pending []sentAck
+	closed  bool // the channel's end was judged; no later ACK can be proven
 }
 
-func (l *ackLedger) add(a sentAck) {
+// add keeps a for its proof; it reports false when the channel's end was
+// already judged, and a can no longer be proven.
+func (l *ackLedger) add(a sentAck) bool {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
 	l.pending = append(l.pending, a)
-	l.mu.Unlock()
+	return true
+}
+
+// close returns every waiting ACK and refuses later ones: the channel ended.
+func (l *ackLedger) close() []sentAck {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	p := l.pending
+	l.pending = nil
+	return p
 }
 
 // take removes and returns every waiting ACK. Whatever proof follows covers

@@ -85,13 +85,27 @@ type reportBuilder struct {
 	mu     sync.Mutex
 	r      Report
 	sealed bool
+	// inflight holds the deliveries on their journey (sanitized ids), so that
+	// the report lists those still travelling when it is sealed.
+	inflight map[uint64]string
+	next     uint64
 }
 
-// add counts a finished journey, and lists an unresolved one; it reports
-// false once the report is sealed.
-func (b *reportBuilder) add(rec Record) bool {
+// begin notes a delivery starting its journey; add ends it with the token.
+func (b *reportBuilder) begin(messageID string) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.next++
+	b.inflight[b.next] = messageID
+	return b.next
+}
+
+// add counts a finished journey (token from begin, or 0), and lists an
+// unresolved one; it reports false once the report is sealed.
+func (b *reportBuilder) add(token uint64, rec Record) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.inflight, token)
 	if b.sealed {
 		return false
 	}
@@ -145,10 +159,22 @@ func (b *reportBuilder) phase(name string, took time.Duration) {
 }
 
 // seal returns the finished report; what happens later is no longer in it.
-func (b *reportBuilder) seal(h HandlerEnds) *Report {
+// Deliveries still on their journey are listed unresolved: their authority is
+// revoked, and the broker redelivers them.
+func (b *reportBuilder) seal(queue string, h HandlerEnds) *Report {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sealed = true
+	ids := make([]string, 0, len(b.inflight))
+	for _, id := range b.inflight {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		b.list(Record{Queue: queue, MessageID: id, Path: PathUnresolved,
+			Reason:     "still in flight when the consumer closed; the broker redelivers it",
+			Settlement: SettlementEvidence{Status: SettlementNotAttempted, Detail: "final abort"}})
+	}
 	rep := b.r
 	rep.Stopped = time.Now()
 	rep.Handlers = h

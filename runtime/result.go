@@ -23,6 +23,8 @@ func (k FailureKind) String() string {
 		return "retryable"
 	case KindPermanent:
 		return "permanent"
+	case 0:
+		return "none"
 	}
 	return "unknown"
 }
@@ -82,12 +84,7 @@ func (e *FieldError) Error() string {
 }
 
 // MarshalText writes the kind by name in JSON reports.
-func (k FailureKind) MarshalText() ([]byte, error) {
-	if k == 0 {
-		return []byte("none"), nil
-	}
-	return []byte(k.String()), nil
-}
+func (k FailureKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
 // DecodeError turns a failure of encoding/json into a *FieldError, with the
 // field's path when the decoder names it. Generated extractors call it.

@@ -156,7 +156,7 @@ func (c *Consumer) notStarted(r *run, gen *generation, d *amqp.Delivery) {
 	if o.Settlement.Status == NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(r, gen.id, rec)
+	c.record(r, gen.id, 0, rec)
 }
 
 // whyLost explains why the broker stopped delivering: the channel or the
@@ -195,7 +195,7 @@ func (c *Consumer) lost(r *run, s *session, why error) {
 	s.gen.revoke()
 	close(s.ended)
 	c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: sanitize(why.Error(), maxCause)})
-	c.acksAmbiguous(r, s.gen, s.gen.acks.take(), "the channel was lost before the proof")
+	c.acksAmbiguous(r, s.gen, s.gen.acks.close(), "the channel was lost before the proof")
 	r.report.lostIntake(sanitize(why.Error(), maxCause))
 	_ = s.conn.Close()
 }

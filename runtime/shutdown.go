@@ -45,11 +45,7 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	start = time.Now()
 	r.revokeAll()
 	r.force()
-	for _, f := range r.inflight.list() {
-		r.report.unresolved(Record{Queue: c.spec.Name, MessageID: f, Path: PathUnresolved,
-			Reason:     "still in flight at the final abort; the broker redelivers it",
-			Settlement: SettlementEvidence{Status: SettlementNotAttempted, Detail: "final abort"}})
-	}
+	close(r.aborted)
 	ends := r.handlers.ends()
 	c.phase(r, "final abort", start)
 
@@ -58,7 +54,7 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 		c.closeSession(r, s)
 	}
 	c.phase(r, "close", start)
-	return r.report.seal(ends)
+	return r.report.seal(c.spec.Name, ends)
 }
 
 // closeSession closes the consumer channel cleanly: its close-ok is the proof
@@ -68,7 +64,7 @@ func (c *Consumer) closeSession(r *run, s *session) {
 	defer cancel()
 	err := boundedErr(ctx, s.ch.Close)
 	close(s.ended)
-	if acks := s.gen.acks.take(); err == nil {
+	if acks := s.gen.acks.close(); err == nil {
 		c.acksProven(r, s.gen, acks)
 	} else {
 		c.acksAmbiguous(r, s.gen, acks, "the channel did not close cleanly: "+sanitize(err.Error(), 120))

@@ -1,0 +1,278 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Broker tests for the paths where the transport, the clock or the process
+// fails. Each asserts where every message ended up.
+
+func through(p *proxy) func(*Config) {
+	return func(cfg *Config) {
+		cfg.URL = p.url()
+		cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 200*time.Millisecond
+	}
+}
+
+// once returns f wrapped to run on its first call only.
+func once(f func()) func() {
+	var o sync.Once
+	return func() { o.Do(f) }
+}
+
+// awaitRevoked waits until the consumer noticed the loss of generation 1.
+func awaitRevoked(t *testing.T, c *Consumer) {
+	t.Helper()
+	for range 200 {
+		for _, ev := range c.RecentEvents() {
+			if ev.Stage == StageLost {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the consumer never noticed the loss of its connection")
+}
+
+func noPreconditionFailed(t *testing.T, rep *Report) {
+	t.Helper()
+	for _, why := range rep.Lost {
+		if strings.Contains(why, "406") || strings.Contains(why, "PRECONDITION") {
+			t.Errorf("a channel was closed with 406: %s", why)
+		}
+	}
+}
+
+// a. The retry handoff is confirmed, then the connection dies before the ACK:
+// the confirm is kept, the original is unresolved, comes back from the main
+// queue and is settled from the record, without a second copy.
+func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("between-1", 1))
+	p := newProxy(t)
+	var calls atomic.Int32
+	r, c := prepare(t, q, onlyV1(func(context.Context, RawDelivery) error {
+		calls.Add(1)
+		return Retryable(errors.New("busy"))
+	}), through(p))
+	c.hooks.beforeAck = once(func() { p.cut(); awaitRevoked(t, c) })
+	r.launch(c)
+	recs := r.await(2)
+	first, second := recs[0], recs[1]
+	wantPath(t, first, PathUnresolved)
+	if first.Handoff.Status != HandoffConfirmed || first.Settlement.Status != SettlementNotAttempted {
+		t.Errorf("first record: handoff %+v, settlement %+v", first.Handoff, first.Settlement)
+	}
+	wantPath(t, second, PathAcked)
+	if !second.FromRecord || !second.Redelivered || second.Attempt != 1 {
+		t.Errorf("second record %+v", second)
+	}
+	if calls.Load() != 1 {
+		t.Errorf("handler ran %d times", calls.Load())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
+	rep := r.stop()
+	if rep.Reconnects != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != HandoffConfirmed {
+		t.Errorf("report: %s", rep)
+	}
+	noPreconditionFailed(t, rep)
+}
+
+// f. The ACK is written but never reaches the broker, and the connection dies
+// before its proof: ambiguous. The redelivery is settled from the record and
+// the handler does not run twice.
+func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("ambiguous-1", 1))
+	p := newProxy(t)
+	var calls atomic.Int32
+	r, c := prepare(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }), through(p),
+		func(cfg *Config) { cfg.ProofInterval = time.Hour })
+	c.hooks.beforeAck = once(p.freeze)
+	c.hooks.afterAck = once(p.cut)
+	r.launch(c)
+	recs := r.await(2)
+	wantPath(t, recs[0], PathAcked) // the journey ended with the ACK sent...
+	wantPath(t, recs[1], PathAcked)
+	if !recs[1].FromRecord || !recs[1].Redelivered {
+		t.Errorf("redelivery record %+v", recs[1])
+	}
+	if calls.Load() != 1 {
+		t.Errorf("handler ran %d times", calls.Load())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+	rep := r.stop()
+	// ...but the report knows it was never proven.
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Settlement.Status != SettlementAmbiguous || rep.AcksProven != 1 {
+		t.Errorf("report: %s", rep)
+	}
+	var sawFromRecord bool
+	for _, ev := range c.RecentEvents() {
+		sawFromRecord = sawFromRecord || ev.Stage == StageFromRecord
+	}
+	if !sawFromRecord {
+		t.Error("no from-record event in the diagnostics")
+	}
+	noPreconditionFailed(t, rep)
+}
+
+// b. The force notification reaches a slow handler that still finishes inside
+// the force window: its work is ACKed.
+func TestBrokerForcedHandlerThatFinishesIsAcked(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("slow-1", 1))
+	started := make(chan struct{})
+	r := start(t, q, onlyV1(func(ctx context.Context, _ RawDelivery) error {
+		close(started)
+		<-ctx.Done()
+		time.Sleep(200 * time.Millisecond) // finishing up after the force notification
+		return nil
+	}), func(cfg *Config) { cfg.ShutdownGrace, cfg.ForceWindow = 100*time.Millisecond, 3*time.Second })
+	<-started
+	rep := r.stop()
+	if rep.Counts[PathAcked] != 1 || len(rep.Unresolved) != 0 || rep.Handlers != (HandlerEnds{Completed: 1}) {
+		t.Errorf("report: %s", rep)
+	}
+	if !hasPhase(rep, "force window") {
+		t.Errorf("phases %+v", rep.Phases)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+func hasPhase(rep *Report, name string) bool {
+	for _, p := range rep.Phases {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// c. A handler stuck past the force window is abandoned at the final abort:
+// the report lists its delivery unresolved and counts the goroutine, and the
+// message is back in the queue.
+func TestBrokerFinalAbortAbandonsAStuckHandler(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *QueueSpec) { q.HandlerTimeout = 30 * time.Second })
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("stuck-1", 1))
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+		close(started)
+		<-release // ignores its context
+		return nil
+	}), func(cfg *Config) { cfg.ShutdownGrace, cfg.ForceWindow = 100*time.Millisecond, 200*time.Millisecond })
+	<-started
+	rep := c.stop()
+	if rep.Handlers.Abandoned != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "stuck-1" {
+		t.Errorf("report: %s", rep)
+	}
+	if !hasPhase(rep, "final abort") {
+		t.Errorf("phases %+v", rep.Phases)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// A forced shutdown is the consumer's doing: a handler it cancels on the last
+// attempt is requeued, not sent to the DLQ.
+func TestBrokerForcedCancelSpendsNoRetry(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	m := jsonMsg("last-1", 1)
+	m.Headers[HeaderAttempt] = int64(q.Retry.MaxAttempts)
+	publish(t, q.Name, m)
+	started := make(chan struct{})
+	c := start(t, q, onlyV1(func(ctx context.Context, _ RawDelivery) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}), func(cfg *Config) { cfg.ShutdownGrace = 100 * time.Millisecond })
+	<-started
+	rep := c.stop()
+	if rep.Counts[PathRequeued] != 1 {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// d. The connection is killed again and again under load: the consumer
+// reconnects, every message is acked, and no stale tag is ever used.
+func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *QueueSpec) { q.Prefetch, q.Concurrency = 32, 8 })
+	declareTopology(t, q)
+	const n = 300
+	msgs := make([]amqp.Publishing, n)
+	for i := range msgs {
+		msgs[i] = jsonMsg(fmt.Sprintf("load-%03d", i), 1)
+	}
+	publish(t, q.Name, msgs...)
+	p := newProxy(t)
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	}), through(p))
+	for range 3 {
+		time.Sleep(150 * time.Millisecond)
+		p.cut()
+	}
+	acked := map[string]bool{}
+	for deadline := time.Now().Add(30 * time.Second); len(acked) < n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages acked after 30 s", len(acked), n)
+		}
+		for _, rec := range c.recorded() {
+			if rec.Path == PathAcked {
+				acked[rec.MessageID] = true
+			}
+		}
+	}
+	rep := c.stop()
+	if rep.Reconnects < 3 {
+		t.Errorf("reconnects %d, want 3", rep.Reconnects)
+	}
+	noPreconditionFailed(t, rep)
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+	t.Logf("%d messages acked across %d reconnects; %d unresolved along the way", n, rep.Reconnects, len(rep.Unresolved))
+}
+
+// e. The queue is deleted under the consumer: the broker cancels it, Run
+// reports it and stops.
+func TestBrokerQueueDeletedUnderTheConsumer(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return nil }))
+	awaitConsumer(t, q.Name)
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDelete(q.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	<-c.done
+	if !errors.Is(c.err, ErrConsumerCancelled) || c.report == nil {
+		t.Fatalf("Run = %v, %v; want the report and ErrConsumerCancelled", c.report, c.err)
+	}
+	c.err = nil
+	if len(c.report.Lost) != 1 || !strings.Contains(c.report.Lost[0], "cancelled") {
+		t.Errorf("report: %s", c.report)
+	}
+	if _, err := channel(t, dial(t)).QueueDeclarePassive(q.Name, true, false, false, false, nil); err == nil {
+		t.Error("the consumer recreated the deleted queue")
+	}
+}
