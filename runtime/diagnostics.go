@@ -26,22 +26,22 @@ const (
 // Record is the evidence of one delivery, written when its journey ends.
 // Every string in it is sanitized and bounded.
 type Record struct {
-	Queue       string             `json:"queue"`
-	MessageID   string             `json:"message_id"`
-	Type        string             `json:"type,omitempty"`
-	Version     int                `json:"version,omitempty"`
-	Attempt     int                `json:"attempt"`
-	Redelivered bool               `json:"redelivered"`
+	Queue       string `json:"queue"`
+	MessageID   string `json:"message_id"`
+	Type        string `json:"type,omitempty"`
+	Version     int    `json:"version,omitempty"`
+	Attempt     int    `json:"attempt"`
+	Redelivered bool   `json:"redelivered"`
 	// FromRecord: settled from the record of completed work, without the handler.
-	FromRecord bool `json:"from_record,omitempty"`
-	Path        Path               `json:"path"`
-	Reason      string             `json:"reason"`
-	Rejection   Rejection          `json:"rejection,omitempty"`
-	Handler     HandlerResult      `json:"handler"`
-	Commit      CommitEvidence     `json:"commit"`
-	Handoff     HandoffEvidence    `json:"handoff"`
-	Settlement  SettlementEvidence `json:"settlement"`
-	Duration    time.Duration      `json:"duration_ns"`
+	FromRecord bool               `json:"from_record,omitempty"`
+	Path       Path               `json:"path"`
+	Reason     string             `json:"reason"`
+	Rejection  Rejection          `json:"rejection,omitempty"`
+	Handler    HandlerResult      `json:"handler"`
+	Commit     CommitEvidence     `json:"commit"`
+	Handoff    HandoffEvidence    `json:"handoff"`
+	Settlement SettlementEvidence `json:"settlement"`
+	Duration   time.Duration      `json:"duration_ns"`
 }
 
 func newRecord(q QueueSpec, d *amqp.Delivery, env *Envelope, attempt int, o Outcome, plan Plan, took time.Duration) Record {
@@ -94,13 +94,13 @@ type Stage string
 // The stages events are emitted for. Their names, and the log keys of Event,
 // are stable: dashboards and alerts may rely on them.
 const (
-	StageReceived   Stage = "received"   // read from the consumer channel
-	StageRejected   Stage = "rejected"   // stopped by the guard or at dispatch
-	StageHandled    Stage = "handled"    // the handler returned (or timed out)
+	StageReceived   Stage = "received"    // read from the consumer channel
+	StageRejected   Stage = "rejected"    // stopped by the guard or at dispatch
+	StageHandled    Stage = "handled"     // the handler returned (or timed out)
 	StageFromRecord Stage = "from-record" // a redelivery of completed work, settled without the handler
-	StageHandoff    Stage = "handoff"    // the handoff publish resolved
-	StageSettled    Stage = "settled"    // the journey ended; Path says where
-	StageAckProven  Stage = "ack-proven" // a later reply on the channel proved the ACK
+	StageHandoff    Stage = "handoff"     // the handoff publish resolved
+	StageSettled    Stage = "settled"     // the journey ended; Path says where
+	StageAckProven  Stage = "ack-proven"  // a later reply on the channel proved the ACK
 	// StageAckAmbiguous: the channel was lost before the ACK's proof.
 	StageAckAmbiguous Stage = "ack-ambiguous"
 

@@ -27,8 +27,8 @@ type handoffPublisher struct {
 	dial        func() (*amqp.Connection, error)
 	stepTimeout time.Duration
 	window      chan struct{} // bounds the handoffs in flight
-	idPrefix string
-	seq      atomic.Uint64
+	idPrefix    string
+	seq         atomic.Uint64
 
 	mu      sync.Mutex // guards conn, current and closed
 	conn    *amqp.Connection
@@ -51,8 +51,8 @@ func newHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time
 		dial:        dial,
 		stepTimeout: stepTimeout,
 		window:      make(chan struct{}, window),
-		idPrefix: hex.EncodeToString(b[:]) + "-",
-		pending:  make(map[string]bool),
+		idPrefix:    hex.EncodeToString(b[:]) + "-",
+		pending:     make(map[string]bool),
 	}
 }
 

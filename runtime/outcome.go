@@ -104,15 +104,15 @@ type SettlementEvidence struct {
 type Outcome struct {
 	Rejection Rejection
 	// Reason explains a rejection, sanitized and bounded.
-	Reason     string
-	Handler    HandlerResult
-	Commit     CommitEvidence
-	Deferred   bool // the inbox could not decide now
+	Reason   string
+	Handler  HandlerResult
+	Commit   CommitEvidence
+	Deferred bool // the inbox could not decide now
 	// CompletedEarlier: this message's attempt already completed its work in
 	// this process, but that delivery's ACK was ambiguous or never sent.
 	CompletedEarlier bool
-	Handoff    HandoffEvidence
-	Settlement SettlementEvidence
+	Handoff          HandoffEvidence
+	Settlement       SettlementEvidence
 	// PriorRequeues counts the bounded requeues this process already made for
 	// this message id; it lengthens the pause before the next one.
 	PriorRequeues int
