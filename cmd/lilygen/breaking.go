@@ -27,8 +27,9 @@ var breakingCmd = &command{
 	name: "breaking", args: "--against <file | git ref> [flags] <schema.lily.yaml>...", schemas: true,
 	summary: "list the changes since an older revision that break something live",
 	help: `Each schema is compared with its older revision: the file --against names
-(with a single schema), or else the schema's path at the git ref --against
-names, read with git show (so shallow clones work once the ref is fetched).
+(with a single schema), or else the schema and the files it includes as they
+are at the git ref --against names, read with git show (so shallow clones
+work once the ref is fetched).
 A schema the ref does not have is new and breaks nothing.
 
 Findings are grouped: API (generated Go names and signatures), WIRE (payload
