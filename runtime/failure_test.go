@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -275,4 +277,43 @@ func TestBrokerQueueDeletedUnderTheConsumer(t *testing.T) {
 	if _, err := channel(t, dial(t)).QueueDeclarePassive(q.Name, true, false, false, false, nil); err == nil {
 		t.Error("the consumer recreated the deleted queue")
 	}
+}
+
+// The first SIGINT stops intake and waits for in-flight work; the second
+// forces: the handler's context is cancelled long before the grace ends.
+func TestBrokerSecondSignalForces(t *testing.T) {
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("sig-1", 1))
+	started := make(chan struct{})
+	_, c := prepare(t, q, onlyV1(func(ctx context.Context, _ RawDelivery) error {
+		close(started)
+		<-ctx.Done()
+		return nil // finishing in the force window: still acked
+	}), func(cfg *Config) { cfg.ShutdownGrace = time.Minute })
+	type result struct {
+		rep *Report
+		err error
+	}
+	ran := make(chan result, 1)
+	go func() {
+		rep, err := c.RunUntilSignalled()
+		ran <- result{rep, err}
+	}()
+	<-started
+	begin := time.Now()
+	for range 2 {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	res := <-ran
+	if res.err != nil || time.Since(begin) > 10*time.Second {
+		t.Fatalf("Run: %v after %s", res.err, time.Since(begin))
+	}
+	if res.rep.Counts[PathAcked] != 1 || !hasPhase(res.rep, "force window") {
+		t.Errorf("report: %s", res.rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }

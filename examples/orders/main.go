@@ -7,13 +7,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/runtime"
@@ -65,12 +64,13 @@ func main() {
 		log.Error("configure", "error", err)
 		os.Exit(1)
 	}
-	// SIGINT or SIGTERM stops intake; in-flight deliveries settle before exit.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	report, err := consumer.Run(ctx)
+	// SIGINT or SIGTERM stops intake and lets in-flight deliveries settle; a
+	// second signal forces. The report goes to stdout as JSON, its summary to
+	// the log.
+	report, err := consumer.RunUntilSignalled()
 	if report != nil {
-		fmt.Println(report)
+		log.Info("shutdown report", "summary", report.String())
+		_ = json.NewEncoder(os.Stdout).Encode(report)
 	}
 	if err != nil {
 		log.Error("run", "error", err)
