@@ -29,8 +29,9 @@ const (
 // (schema.lily.yaml and any others it names) and, in the file args, the
 // command line when it is not "generate schema.lily.yaml". A generate that
 // succeeds must leave check satisfied, and the Go files it wrote must pass
-// go vet. go test ./cmd/lilygen -update (or LILY_UPDATE=1) rewrites the
-// expected files.
+// go vet. The work directory's path prints as $WORK, and expected files are
+// read with LF line endings. go test ./cmd/lilygen -update (or LILY_UPDATE=1)
+// rewrites the expected files.
 func TestGolden(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", "..", "testdata", "golden"))
 	if err != nil {
@@ -88,11 +89,13 @@ func runCase(t *testing.T, dir string) map[string]string {
 	var stdout, stderr bytes.Buffer
 	code := run(args, &stdout, &stderr)
 	got := map[string]string{}
+	// The work directory differs on every run and machine.
+	normalise := func(s string) string { return strings.ReplaceAll(s, work, "$WORK") }
 	if stdout.Len() > 0 {
-		got[expectedPrefix+".stdout"] = stdout.String()
+		got[expectedPrefix+".stdout"] = normalise(stdout.String())
 	}
 	if stderr.Len() > 0 {
-		got[expectedPrefix+".stderr"] = stderr.String()
+		got[expectedPrefix+".stderr"] = normalise(stderr.String())
 	}
 	if code != 0 {
 		got[expectedPrefix+".code"] = strconv.Itoa(code) + "\n"
