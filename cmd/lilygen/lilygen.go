@@ -50,8 +50,8 @@ Usage:
 
 Commands:
 %s
-Run lilygen <command> -h for a command's flags. Flags may come before or
-after the files.
+Run lilygen <command> -h (or lilygen help <command>) for a command's flags.
+Flags may come before or after the files.
 
 Exit codes (every command):
   0  done: generated, up to date, no findings, no breaking changes
@@ -78,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	name := "generate"
 	if len(args) > 0 {
 		switch a := args[0]; {
+		case a == "help" && len(args) > 1:
+			return run([]string{args[1], "-h"}, stdout, stderr)
 		case a == "help" || a == "-h" || a == "-help" || a == "--help":
 			fmt.Fprint(stdout, mainUsage())
 			return exitOK

@@ -83,6 +83,9 @@ func TestUsage(t *testing.T) {
 			t.Errorf("lilygen %s -h: exit %d\n%s", c.name, code, stdout)
 		}
 	}
+	if code, stdout, _ := lilygen(t, dir, "help", "lint"); code != exitOK || !strings.Contains(stdout, "Usage: lilygen lint") {
+		t.Errorf("lilygen help lint: exit %d\n%s", code, stdout)
+	}
 	if code, stdout, _ := lilygen(t, dir, "-h"); code != exitOK || !strings.Contains(stdout, "breaking") || !strings.Contains(stdout, "Exit codes") {
 		t.Errorf("lilygen -h: exit %d\n%s", code, stdout)
 	}
