@@ -1,6 +1,8 @@
-// Command lilygen generates typed RabbitMQ consumers from Lily schema files
-// and checks that generated files are up to date. Run lilygen -h for usage;
-// docs/schema.md describes the schema language.
+// Command lilygen generates typed RabbitMQ consumers from Lily schema files,
+// and checks schemas for review: stale generated code, lint conventions,
+// breaking changes against an older revision, a Markdown review page and the
+// RabbitMQ definitions of the topology. Run lilygen -h for usage;
+// docs/lilygen.md describes the commands, docs/schema.md the schema language.
 package main
 
 import "os"
