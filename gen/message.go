@@ -411,36 +411,28 @@ func (s scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPat
 		}
 		v := s.name(local)
 		return append(out, jen.Id(v).Op(":=").Add(conv), dst().Op("=").Op("&").Id(v))
-	case schema.List:
+	case schema.List, schema.Map:
 		body := s.block()
-		i, item, path := body.name("i"), body.name("item"), body.name("path")
+		key, item, path := body.name(map[schema.Type]string{schema.List: "i", schema.Map: "k"}[f.Type]), body.name("item"), body.name("path")
+		loop := jen.List(jen.Id(key), jen.Id(item)).Op(":=").Range().Add(val())
+		index := jen.Qual("strconv", "Itoa").Call(jen.Id(key))
+		var head []jen.Code
+		if f.Type == schema.Map {
+			// Keys are visited in order, so that the first problem reported is
+			// the same on every run.
+			loop = jen.List(jen.Id("_"), jen.Id(key)).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(val()))
+			head = []jen.Code{jen.Id(item).Op(":=").Parens(val()).Index(jen.Id(key))}
+			index = jen.Qual("strconv", "Quote").Call(jen.Id(key))
+		}
 		elem := fieldPath{v: path}
+		inner := append(head,
+			jen.Id(path).Op(":=").Add(p.add("[").code()).Op("+").Add(index).Op("+").Lit("]"),
+			jen.If(jen.Id(item).Op("==").Nil()).Block(fail(elem, "required")))
+		inner = append(inner, body.value(f.Items, func() *jen.Statement { return jen.Id(item) },
+			func() *jen.Statement { return dst().Index(jen.Id(key)) }, elem, "elem")...)
 		return append(checks(f, jen.Len(val()), p, jen.Nil()),
 			dst().Op("=").Make(valueType(f), jen.Len(val())),
-			jen.For(jen.List(jen.Id(i), jen.Id(item)).Op(":=").Range().Add(val())).Block(
-				append([]jen.Code{
-					jen.Id(path).Op(":=").Add(p.add("[").code()).Op("+").Qual("strconv", "Itoa").Call(jen.Id(i)).Op("+").Lit("]"),
-					jen.If(jen.Id(item).Op("==").Nil()).Block(fail(elem, "required")),
-				}, body.value(f.Items, func() *jen.Statement { return jen.Id(item) },
-					func() *jen.Statement { return dst().Index(jen.Id(i)) }, elem, "elem")...)...,
-			),
-		)
-	case schema.Map:
-		// Keys are visited in order, so that the first problem reported is
-		// the same on every run.
-		body := s.block()
-		k, item, path := body.name("k"), body.name("item"), body.name("path")
-		elem := fieldPath{v: path}
-		return append(checks(f, jen.Len(val()), p, jen.Nil()),
-			dst().Op("=").Make(valueType(f), jen.Len(val())),
-			jen.For(jen.List(jen.Id("_"), jen.Id(k)).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(val()))).Block(
-				append([]jen.Code{
-					jen.Id(item).Op(":=").Parens(val()).Index(jen.Id(k)),
-					jen.Id(path).Op(":=").Add(p.add("[").code()).Op("+").Qual("strconv", "Quote").Call(jen.Id(k)).Op("+").Lit("]"),
-					jen.If(jen.Id(item).Op("==").Nil()).Block(fail(elem, "required")),
-				}, body.value(f.Items, func() *jen.Statement { return jen.Id(item) },
-					func() *jen.Statement { return dst().Index(jen.Id(k)) }, elem, "elem")...)...,
-			),
+			jen.For(loop).Block(inner...),
 		)
 	}
 	set := val()
