@@ -26,56 +26,30 @@ type QueueDefinition struct {
 }
 
 // Topology returns the queues runtime.DeclareTopology declares for every
-// queue of files, with the same arguments, in virtual host vhost: each DLQ,
-// retry bucket and main queue once, in declaration order. Two schemas that
+// queue of files (runtime.QueueSpec.Declarations, one source for both), in
+// virtual host vhost: each DLQ, retry bucket and main queue once, in
+// declaration order. Two schemas that
 // declare one queue with different arguments are an error, since RabbitMQ
 // would refuse the second.
 func Topology(vhost string, files ...*schema.File) (Definitions, error) {
 	var d Definitions
 	seen := map[string]int{}
-	add := func(q *schema.Queue, name string, args map[string]any) error {
-		// As in runtime.DeclareTopology: classic queues carry no
-		// x-queue-type; quorum queues that dead-letter do it at least once,
-		// which needs reject-publish overflow.
-		if q.Type == schema.Quorum {
-			args["x-queue-type"] = string(schema.Quorum)
-			if _, dl := args["x-dead-letter-routing-key"]; dl {
-				args["x-dead-letter-strategy"] = "at-least-once"
-				args["x-overflow"] = "reject-publish"
-			}
-		}
-		def := QueueDefinition{Name: name, VHost: vhost, Durable: true, Arguments: args}
-		if i, ok := seen[name]; ok {
-			if !reflect.DeepEqual(d.Queues[i], def) {
-				return fmt.Errorf("queue %q is declared twice with different arguments (%v and %v)", name, d.Queues[i].Arguments, args)
-			}
-			return nil
-		}
-		seen[name] = len(d.Queues)
-		d.Queues = append(d.Queues, def)
-		return nil
-	}
 	for _, f := range files {
 		for _, q := range f.Queues {
-			if err := add(q, q.DLQ, map[string]any{}); err != nil {
-				return d, err
+			spec := runtime.QueueSpec{
+				Name: q.Name, Type: runtime.QueueType(q.Type), DeadLetterQueue: q.DLQ,
+				Retry: runtime.RetryPolicy{Delays: q.Retry.Delays},
 			}
-			for _, delay := range q.Retry.Delays {
-				err := add(q, runtime.QueueSpec{Name: q.Name}.RetryBucket(delay), map[string]any{
-					"x-message-ttl":             delay.Milliseconds(),
-					"x-dead-letter-exchange":    "",
-					"x-dead-letter-routing-key": q.Name,
-				})
-				if err != nil {
-					return d, err
+			for _, decl := range spec.Declarations() {
+				def := QueueDefinition{Name: decl.Name, VHost: vhost, Durable: true, Arguments: decl.Args}
+				if i, ok := seen[decl.Name]; ok {
+					if !reflect.DeepEqual(d.Queues[i], def) {
+						return d, fmt.Errorf("queue %q is declared twice with different arguments (%v and %v)", decl.Name, d.Queues[i].Arguments, decl.Args)
+					}
+					continue
 				}
-			}
-			err := add(q, q.Name, map[string]any{
-				"x-dead-letter-exchange":    "",
-				"x-dead-letter-routing-key": q.DLQ,
-			})
-			if err != nil {
-				return d, err
+				seen[decl.Name] = len(d.Queues)
+				d.Queues = append(d.Queues, def)
 			}
 		}
 	}

@@ -14,6 +14,9 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	// Every test package takes -update, so that `go test ./... -update` runs.
+	_ "github.com/lily-mq/lily/internal/update"
 )
 
 // The broker tests run against the real RabbitMQ. A missing broker fails them:

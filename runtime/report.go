@@ -178,7 +178,7 @@ func (b *reportBuilder) seal(queue string, h HandlerEnds) *Report {
 	rep := b.r
 	rep.Stopped = time.Now()
 	rep.Handlers = h
-	rep.Unresolved = append([]Record(nil), b.r.Unresolved...)
+	rep.Unresolved = append([]Record{}, b.r.Unresolved...)
 	rep.Counts = make(map[Path]int, len(b.r.Counts))
 	for k, v := range b.r.Counts {
 		rep.Counts[k] = v

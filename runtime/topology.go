@@ -22,34 +22,46 @@ import (
 // that exists with other arguments is refused by the broker (406), which
 // DeclareTopology reports.
 
-// DeclareTopology declares the main queue, its retry buckets and its DLQ.
-func DeclareTopology(ch *amqp.Channel, q QueueSpec) error {
-	if err := declare(ch, q.Type, q.DeadLetterQueue, nil); err != nil {
-		return err
-	}
+// QueueDeclaration is one queue Lily declares: durable, not auto-deleted,
+// with these arguments.
+type QueueDeclaration struct {
+	Name string
+	Args amqp.Table
+}
+
+// Declarations lists the queues of q's topology in declaration order: the
+// DLQ, the retry buckets, the main queue. DeclareTopology declares exactly
+// these, and `lilygen topology` writes them as RabbitMQ definitions.
+func (q QueueSpec) Declarations() []QueueDeclaration {
+	decls := []QueueDeclaration{withType(q.Type, q.DeadLetterQueue, amqp.Table{})}
 	for _, d := range q.Retry.Delays {
-		args := amqp.Table{
+		decls = append(decls, withType(q.Type, q.RetryBucket(d), amqp.Table{
 			"x-message-ttl":             d.Milliseconds(),
 			"x-dead-letter-exchange":    "",
 			"x-dead-letter-routing-key": q.Name,
-		}
-		if err := declare(ch, q.Type, q.RetryBucket(d), args); err != nil {
-			return err
-		}
+		}))
 	}
-	return declare(ch, q.Type, q.Name, amqp.Table{
+	return append(decls, withType(q.Type, q.Name, amqp.Table{
 		"x-dead-letter-exchange":    "",
 		"x-dead-letter-routing-key": q.DeadLetterQueue,
-	})
+	}))
 }
 
-func declare(ch *amqp.Channel, t QueueType, name string, args amqp.Table) error {
-	// Classic queues carry no x-queue-type, so that a queue declared before
-	// (by hand or an older tool) without it stays equivalent.
-	if t == Quorum {
-		if args == nil {
-			args = amqp.Table{}
+// DeclareTopology declares the main queue, its retry buckets and its DLQ.
+func DeclareTopology(ch *amqp.Channel, q QueueSpec) error {
+	for _, d := range q.Declarations() {
+		if _, err := ch.QueueDeclare(d.Name, true, false, false, false, d.Args); err != nil {
+			return fmt.Errorf("declare queue %s: %w", d.Name, err)
 		}
+	}
+	return nil
+}
+
+// withType adds the queue type's arguments. Classic queues carry no
+// x-queue-type, so that a queue declared before (by hand or an older tool)
+// without it stays equivalent.
+func withType(t QueueType, name string, args amqp.Table) QueueDeclaration {
+	if t == Quorum {
 		args["x-queue-type"] = string(Quorum)
 		if _, dl := args["x-dead-letter-routing-key"]; dl {
 			// Quorum queues can dead-letter at least once (RabbitMQ 3.10+): an
@@ -59,8 +71,5 @@ func declare(ch *amqp.Channel, t QueueType, name string, args amqp.Table) error 
 			args["x-overflow"] = "reject-publish"
 		}
 	}
-	if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
-		return fmt.Errorf("declare queue %s: %w", name, err)
-	}
-	return nil
+	return QueueDeclaration{Name: name, Args: args}
 }
