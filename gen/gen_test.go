@@ -102,3 +102,21 @@ func TestScopeAvoidsReservedNames(t *testing.T) {
 		t.Errorf("a name used only in an inner block is free again outside it, got %q", got)
 	}
 }
+
+// Schema text that reaches comments cannot break out of them.
+func TestControlCharactersStayInComments(t *testing.T) {
+	src := "version: 1\npackage: x\nmessages:\n  A:\n    versions:\n      1:\n        fields:\n" +
+		"          a: {type: string, pattern: \"^x\\ny$\"}\n" +
+		"          b: {type: enum, values: [\"p\\nq\", r]}\n"
+	f, err := schema.Parse("s.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Generate(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out.Content, []byte(`// matches "^x\ny$"`)) || !bytes.Contains(out.Content, []byte(`one of "p\nq, r".`)) {
+		t.Errorf("control characters not quoted in comments:\n%s", out.Content)
+	}
+}

@@ -93,9 +93,18 @@ func walk(v *schema.Version, fn func(f *schema.Field, role string)) {
 
 func patternVar(f *schema.Field) string { return "pattern" + f.GoPath }
 
+// commentText keeps schema text that holds control characters, such as a
+// newline in a pattern, from breaking out of a comment: it is quoted.
+func commentText(s string) string {
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
 // enum emits an enum's string type and one constant per value.
 func enum(j *jen.File, f *schema.Field, role string) {
-	j.Commentf("%s is the type of %s: one of %s.", f.GoPath, role, strings.Join(f.Values, ", "))
+	j.Commentf("%s is the type of %s: one of %s.", f.GoPath, role, commentText(strings.Join(f.Values, ", ")))
 	j.Type().Id(f.GoPath).String()
 	j.Commentf("The values of %s.", f.GoPath)
 	j.Const().DefsFunc(func(g *jen.Group) {
@@ -476,7 +485,7 @@ func describe(f *schema.Field) string {
 		parts = append(parts, "at most "+l.Hi+unit(l.Hi))
 	}
 	if f.Pattern != "" {
-		parts = append(parts, "matches "+f.Pattern)
+		parts = append(parts, "matches "+commentText(f.Pattern))
 	}
 	if f.Default != nil {
 		parts = append(parts, fmt.Sprintf("default %#v", f.Default))

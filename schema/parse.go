@@ -352,6 +352,11 @@ func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 			ver.HeadersName = ver.GoName + "Headers"
 			p.declare(what+" headers", e.k, ver.HeadersName)
 			ver.Headers = p.headers(e.v, ver.HeadersName)
+			// The payload struct holds the typed headers in its field Headers.
+			if i := slices.IndexFunc(ver.Fields, func(f *Field) bool { return f.GoName == "Headers" }); i >= 0 {
+				p.errorf(e.k, RuleNameClash, "typed headers go in the Go field Headers of %s, already taken by field %q (line %d)",
+					ver.GoName, ver.Fields[i].Name, ver.Fields[i].Pos.Line).Hint = "rename the field"
+			}
 		}
 		fieldsOK := len(p.errs) == before
 		p.dates(m, ver)
@@ -563,7 +568,9 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 	case String:
 		f.MinLength, f.MaxLength = p.lengths(m, "min_length", "max_length")
 		if e, ok := m["pattern"]; ok {
-			f.Pattern = p.pattern(e.v)
+			if f.Pattern = p.pattern(e.v); f.Pattern != "" {
+				p.declare(fmt.Sprintf("the pattern of %q", key.Value), e.k, "pattern"+goPath)
+			}
 		}
 	case Bytes:
 		f.MinLength, f.MaxLength = p.lengths(m, "min_length", "max_length")

@@ -369,3 +369,28 @@ func TestQueueNamesRabbitMQRefuses(t *testing.T) {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }
+
+// Generated names beyond types and functions clash too: a pattern's
+// variable, the payload's Headers field.
+func TestParseGeneratedNameClashes(t *testing.T) {
+	src := `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          customer_email: {type: string, pattern: a}
+          customer: {type: object, fields: {email: {type: string, pattern: b}}}
+          headers: {type: string}
+        headers:
+          x-tenant: {type: string}
+`
+	want := []string{
+		`9:67: the pattern of "email" gives the Go name patternAV1CustomerEmail, already taken by the pattern of "customer_email" (line 8) [NAME-CLASH]`,
+		`11:9: typed headers go in the Go field Headers of AV1, already taken by field "headers" (line 10) (rename the field) [NAME-CLASH]`,
+	}
+	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
