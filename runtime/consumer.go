@@ -43,6 +43,13 @@ type Config struct {
 	StepTimeout time.Duration
 	// ProofInterval is how often sent ACKs are proven (DefaultProofInterval).
 	ProofInterval time.Duration
+	// Inbox, when set, claims each message id in the transaction that carries
+	// the handler's writes; a queue whose spec requires an inbox needs one.
+	Inbox Inbox
+	// Scope opens per-delivery resources after dispatch; AfterDelivery runs
+	// last in the pipeline. Both are optional.
+	Scope         Scope
+	AfterDelivery AfterDelivery
 	// ReconnectMin and ReconnectMax bound the backoff between connection
 	// attempts after a loss; each wait is jittered (DefaultReconnectMin/Max).
 	ReconnectMin, ReconnectMax time.Duration
@@ -87,6 +94,9 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	var errs []error
 	if err := spec.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if spec.InboxRequired && cfg.Inbox == nil {
+		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
 	}
 	if len(routes) == 0 {
 		errs = append(errs, fmt.Errorf("queue %s: the dispatch table is empty", spec.Name))

@@ -81,10 +81,17 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 		return requeue(o, remaining, "handoff to "+o.Handoff.Destination+" "+o.Handoff.Status.String())
 	}
 	if o.Deferred || o.Commit == CommitAmbiguous {
-		return requeue(o, remaining, "inbox deferred")
+		why := "inbox deferred; no application retry used"
+		if o.Reason != "" {
+			why += ": " + o.Reason
+		}
+		return requeue(o, remaining, why)
 	}
 	if o.Handler.Cancelled {
 		return requeue(o, remaining, "handler cancelled by the forced shutdown; no application retry used")
+	}
+	if o.Claim == InboxDuplicate {
+		return Plan{Action: ActAck, Reason: "duplicate: the inbox holds this message's committed work"}
 	}
 	switch o.Rejection {
 	case RejectPoison:
@@ -92,9 +99,17 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 	case RejectUnsupported:
 		return handoffOrRequeue(toDLQ(q, attempt, "unsupported: "+o.Reason), remaining)
 	}
-	kind := o.Handler.Kind
-	if kind == 0 && o.Commit == CommitFailed {
-		kind = KindRetryable
+	kind, why := o.Handler.Kind, "retryable failure"
+	if kind == 0 {
+		// Success is the pipeline, the cleanup and the required commit together.
+		switch {
+		case o.Commit == CommitFailed:
+			kind, why = KindRetryable, "commit failed"
+		case o.Cleanup != "":
+			kind, why = KindRetryable, "cleanup failed"
+		case o.AfterDelivery != "":
+			kind, why = KindRetryable, "after_delivery failed"
+		}
 	}
 	switch kind {
 	case 0:
@@ -111,7 +126,7 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 		Action:      ActHandoff,
 		Destination: q.RetryBucket(delay),
 		NextAttempt: attempt + 1,
-		Reason:      fmt.Sprintf("retryable failure on attempt %d of %d", attempt, q.Retry.MaxAttempts),
+		Reason:      fmt.Sprintf("%s on attempt %d of %d", why, attempt, q.Retry.MaxAttempts),
 	}, remaining)
 }
 

@@ -33,21 +33,26 @@ type Record struct {
 	Attempt     int    `json:"attempt"`
 	Redelivered bool   `json:"redelivered"`
 	// FromRecord: settled from the record of completed work, without the handler.
-	FromRecord bool               `json:"from_record,omitempty"`
-	Path       Path               `json:"path"`
-	Reason     string             `json:"reason"`
-	Rejection  Rejection          `json:"rejection,omitempty"`
-	Handler    HandlerResult      `json:"handler"`
-	Commit     CommitEvidence     `json:"commit"`
-	Handoff    HandoffEvidence    `json:"handoff"`
-	Settlement SettlementEvidence `json:"settlement"`
-	Duration   time.Duration      `json:"duration_ns"`
+	FromRecord bool           `json:"from_record,omitempty"`
+	Path       Path           `json:"path"`
+	Reason     string         `json:"reason"`
+	Rejection  Rejection      `json:"rejection,omitempty"`
+	Handler    HandlerResult  `json:"handler"`
+	Claim      ClaimStatus    `json:"claim,omitempty"`
+	Commit     CommitEvidence `json:"commit"`
+	// Cleanup and AfterDelivery hold those steps' failures.
+	Cleanup       string             `json:"cleanup,omitempty"`
+	AfterDelivery string             `json:"after_delivery,omitempty"`
+	Handoff       HandoffEvidence    `json:"handoff"`
+	Settlement    SettlementEvidence `json:"settlement"`
+	Duration      time.Duration      `json:"duration_ns"`
 }
 
 func newRecord(q QueueSpec, d *amqp.Delivery, env *Envelope, attempt int, o Outcome, plan Plan, took time.Duration) Record {
 	rec := Record{
 		Queue: q.Name, MessageID: sanitize(d.MessageId, 128), Attempt: attempt, Redelivered: d.Redelivered,
-		Reason: failureReason(plan, o), Rejection: o.Rejection, Handler: o.Handler, Commit: o.Commit,
+		Reason: failureReason(plan, o), Rejection: o.Rejection, Handler: o.Handler, Claim: o.Claim, Commit: o.Commit,
+		Cleanup: o.Cleanup, AfterDelivery: o.AfterDelivery,
 		Handoff: o.Handoff, Settlement: o.Settlement, Duration: took, FromRecord: o.CompletedEarlier,
 	}
 	if env != nil {

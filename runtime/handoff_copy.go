@@ -52,11 +52,22 @@ func failureKind(o Outcome) string {
 	return o.Handler.Kind.String()
 }
 
-// failureReason is why a delivery took its path, with the handler's cause when
-// there is one; sanitized and bounded.
+// failureReason is why a delivery took its path, with the failing step's
+// detail when there is one; sanitized and bounded.
 func failureReason(plan Plan, o Outcome) string {
-	if o.Handler.Cause == "" || o.Handler.Kind == 0 {
+	var detail string
+	switch {
+	case o.Handler.Kind != 0:
+		detail = o.Handler.Cause
+	case o.Commit == CommitFailed:
+		detail = o.Reason
+	case o.Cleanup != "":
+		detail = "cleanup: " + o.Cleanup
+	case o.AfterDelivery != "":
+		detail = "after_delivery: " + o.AfterDelivery
+	}
+	if detail == "" {
 		return sanitize(plan.Reason, maxCause)
 	}
-	return sanitize(plan.Reason+": "+o.Handler.Cause, maxCause)
+	return sanitize(plan.Reason+": "+detail, maxCause)
 }

@@ -42,9 +42,11 @@ const (
 	CommitCommitted
 	CommitFailed
 	CommitAmbiguous
+	// CommitRolledBack: the handler failed, and its transaction was abandoned.
+	CommitRolledBack
 )
 
-var commitNames = [...]string{"not required", "committed", "failed", "ambiguous"}
+var commitNames = [...]string{"not required", "committed", "failed", "ambiguous", "rolled back"}
 
 func (c CommitEvidence) String() string { return enumName(commitNames[:], int(c)) }
 
@@ -103,11 +105,18 @@ type SettlementEvidence struct {
 // the journey adds to it; decide reads it.
 type Outcome struct {
 	Rejection Rejection
-	// Reason explains a rejection, sanitized and bounded.
-	Reason   string
-	Handler  HandlerResult
+	// Reason explains a rejection, a deferral or a failed commit, sanitized
+	// and bounded.
+	Reason  string
+	Handler HandlerResult
+	// Claim is the inbox's answer; 0 when the consumer has no inbox.
+	Claim    ClaimStatus
 	Commit   CommitEvidence
 	Deferred bool // the inbox could not decide now
+	// Cleanup and AfterDelivery hold the failure of those steps; empty when
+	// they succeeded or did not run.
+	Cleanup       string
+	AfterDelivery string
 	// CompletedEarlier: this message's attempt already completed its work in
 	// this process, but that delivery's ACK was ambiguous or never sent.
 	CompletedEarlier bool

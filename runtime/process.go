@@ -30,7 +30,7 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 			o.CompletedEarlier = true
 			c.emit(Event{Stage: StageFromRecord, MessageID: id, Attempt: attempt, Generation: gen.id})
 		} else if route, ok := c.routes.dispatch(env); ok {
-			o.Handler = c.callHandler(r, sl, route, RawDelivery{d: d, env: env})
+			o = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.Budget()))
 			c.emit(Event{Stage: StageHandled, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Handler.Cause})
 		} else {
 			o.Rejection, o.Reason = RejectUnsupported, unsupported(env)
@@ -51,8 +51,8 @@ func unsupported(env *Envelope) string {
 // that a handler ignoring its context cannot hold the settlement past the
 // timeout. Such a handler is still tracked, keeps its concurrency slot, and may
 // finish later, but its result no longer decides anything.
-func (c *Consumer) callHandler(r *run, sl *slot, route Route, rd RawDelivery) HandlerResult {
-	ctx, cancel := context.WithTimeout(r.work, c.spec.HandlerTimeout)
+func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Route, rd RawDelivery) HandlerResult {
+	ctx, cancel := context.WithTimeout(base, c.spec.HandlerTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, deliveryKey{}, rd)
 	done := make(chan HandlerResult, 1)
