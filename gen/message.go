@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/token"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -240,7 +241,11 @@ func extractor(j *jen.File, m *schema.Message, v *schema.Version) {
 // converts it to o.
 func wire(j *jen.File, o object) {
 	name := wireName(o.name)
-	j.Commentf("%s is %s as decoded: every field is a pointer, so a missing one shows.", name, o.name)
+	if slices.ContainsFunc(o.fields, presenceShown) {
+		j.Commentf("%s is %s as decoded: every field is a pointer, or a %s, so a missing one shows.", name, o.name, nullableType)
+	} else {
+		j.Commentf("%s is %s as decoded: every field is a pointer, so a missing one shows.", name, o.name)
+	}
 	j.Type().Id(name).StructFunc(func(g *jen.Group) {
 		for _, f := range o.fields {
 			t := wireType(f)
