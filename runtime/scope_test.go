@@ -1,0 +1,65 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type scopeKey struct{}
+
+// The scope's context reaches the handler, its cleanup runs after it, and a
+// cleanup failure keeps the delivery from the ACK: it takes the retry path.
+func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("scoped-1", 1))
+	var sawScope, cleaned, after atomic.Bool
+	c := start(t, q, onlyV1(func(ctx context.Context, _ RawDelivery) error {
+		sawScope.Store(ctx.Value(scopeKey{}) == "open")
+		return nil
+	}), func(cfg *Config) {
+		cfg.Scope = func(ctx context.Context, _ RawDelivery) (context.Context, func(context.Context) error, error) {
+			return context.WithValue(ctx, scopeKey{}, "open"), func(context.Context) error {
+				cleaned.Store(true)
+				return errors.New("temp file not removed")
+			}, nil
+		}
+		cfg.AfterDelivery = func(_ context.Context, _ RawDelivery, o Outcome) error {
+			after.Store(o.Cleanup != "")
+			return nil
+		}
+	})
+	rec := c.await(1)[0]
+	wantPath(t, rec, PathRetried)
+	if !sawScope.Load() || !cleaned.Load() || !after.Load() {
+		t.Errorf("scope seen %v, cleanup ran %v, after_delivery saw the cleanup failure %v", sawScope.Load(), cleaned.Load(), after.Load())
+	}
+	if rec.Cleanup != "temp file not removed" || rec.Reason != "cleanup failed on attempt 1 of 3: cleanup: temp file not removed" {
+		t.Errorf("record: cleanup %q, reason %q", rec.Cleanup, rec.Reason)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// A scope that cannot open is a retryable failure, and the handler never runs.
+func TestBrokerScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("unscoped-1", 1))
+	var calls atomic.Int32
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }), func(cfg *Config) {
+		cfg.Scope = func(ctx context.Context, _ RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, nil, errors.New("pool exhausted")
+		}
+	})
+	rec := c.await(1)[0]
+	wantPath(t, rec, PathRetried)
+	if calls.Load() != 0 || rec.Handler.Cause != "scope: pool exhausted" {
+		t.Errorf("handler calls %d, record %+v", calls.Load(), rec.Handler)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}})
+}
