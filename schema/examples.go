@@ -34,7 +34,13 @@ func (p *parser) examples(n *yaml.Node, ver *Version, fieldsOK bool) []Example {
 			continue
 		}
 		var buf bytes.Buffer
-		if bad := p.toJSON(&buf, e.v); bad {
+		if e.v.ShortTag() == "!!str" {
+			// A string is JSON text, as copied from a log or a test.
+			if err := json.Compact(&buf, []byte(e.v.Value)); err != nil {
+				p.errorf(e.v, RuleExample, "example %d: the body is not JSON: %v", i+1, err)
+				continue
+			}
+		} else if bad := p.toJSON(&buf, e.v); bad {
 			continue
 		}
 		ex := Example{Pos: p.pos(item), Body: buf.Bytes()}

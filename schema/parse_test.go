@@ -222,6 +222,8 @@ messages:
         examples:
           - body: {note: null, tags: {a: 1}, blob: AAEC}
             headers: {x-tenant: acme}
+          - body: '{"note": "as JSON text"}'
+            headers: {x-tenant: acme}
 queues:
   q:
     inbox: required
@@ -254,7 +256,8 @@ func TestParseFeatures(t *testing.T) {
 		t.Errorf("headers %q %+v", v.HeadersName, v.Headers[0])
 	}
 	want := Example{Pos: Pos{"s.yaml", 18, 13}, Body: []byte(`{"note":null,"tags":{"a":1},"blob":"AAEC"}`), Headers: map[string]any{"x-tenant": "acme"}}
-	if diff := cmp.Diff([]Example{want}, v.Examples); diff != "" {
+	text := Example{Pos: Pos{"s.yaml", 20, 13}, Body: []byte(`{"note":"as JSON text"}`), Headers: map[string]any{"x-tenant": "acme"}}
+	if diff := cmp.Diff([]Example{want, text}, v.Examples); diff != "" {
 		t.Errorf("examples (-want +got):\n%s", diff)
 	}
 	if f.Queues[0].Inbox != InboxRequired {
@@ -390,6 +393,14 @@ messages:
 		`9:67: the pattern of "email" gives the Go name patternAV1CustomerEmail, already taken by the pattern of "customer_email" (line 8) [NAME-CLASH]`,
 		`11:9: typed headers go in the Go field Headers of AV1, already taken by field "headers" (line 10) (rename the field) [NAME-CLASH]`,
 	}
+	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+func TestExampleAsJSONText(t *testing.T) {
+	src := "version: 1\npackage: x\nmessages:\n  A:\n    versions:\n      1:\n        examples:\n          - body: '{\"n\": 1'\n"
+	want := []string{`8:19: example 1: the body is not JSON: unexpected end of JSON input [BAD-EXAMPLE]`}
 	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
