@@ -3,7 +3,6 @@ package gen
 import (
 	"fmt"
 	"go/token"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -267,31 +266,49 @@ func wire(j *jen.File, o object) {
 		Params(jen.Op("*").Id(o.name), jen.Error()).Block(body...)
 }
 
-// scope hands out the local variable names of one generated function.
-type scope map[string]bool
+// scope hands out the local variable names of one generated function: a
+// block's names, then those of the blocks around it.
+type scope struct {
+	names  []string
+	parent *scope
+}
 
-func newScope() scope {
-	s := scope{}
-	// The function's own names, the imported packages and Go's predeclared
-	// identifiers are never reused for a local.
+// reserved are never used for a local: the generated functions' own names,
+// the imported packages and Go's predeclared identifiers.
+var reserved = func() map[string]bool {
+	m := map[string]bool{}
 	for _, name := range strings.Fields(`w out prefix err n header raw ok p body msg messageID
 		base64 context encoding errors json maps regexp runtime slices strconv time utf8
 		any bool byte error false float64 int int64 len make nil rune string true`) {
-		s[name] = true
+		m[name] = true
 	}
-	return s
-}
+	return m
+}()
+
+func newScope() *scope { return &scope{} }
 
 // block is the scope of a block inside s: its names may be reused once the
 // block ends.
-func (s scope) block() scope { return maps.Clone(s) }
+func (s *scope) block() *scope { return &scope{parent: s} }
 
-func (s scope) name(base string) string {
+func (s *scope) taken(name string) bool {
+	if reserved[name] || token.IsKeyword(name) {
+		return true
+	}
+	for b := s; b != nil; b = b.parent {
+		if slices.Contains(b.names, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scope) name(base string) string {
 	name := base
-	for i := 2; s[name] || token.IsKeyword(name); i++ {
+	for i := 2; s.taken(name); i++ {
 		name = base + strconv.Itoa(i)
 	}
-	s[name] = true
+	s.names = append(s.names, name)
 	return name
 }
 
@@ -337,7 +354,7 @@ func failWith(zero jen.Code, p fieldPath, problem string) jen.Code {
 func fail(p fieldPath, problem string) jen.Code { return failWith(jen.Nil(), p, problem) }
 
 // field emits the checks of struct field f and its copy into out.
-func (s scope) field(f *schema.Field) []jen.Code {
+func (s *scope) field(f *schema.Field) []jen.Code {
 	src := func() *jen.Statement { return jen.Id("w").Dot(f.GoName) }
 	dst := func() *jen.Statement { return jen.Id("out").Dot(f.GoName) }
 	p := fieldPath{v: "prefix"}.add(f.Name)
@@ -382,7 +399,7 @@ func defaultValue(f *schema.Field) jen.Code {
 // value emits the checks of a present wire value src (a non-nil pointer) of
 // field f at path p and its conversion into dst; local names a variable that
 // holds the converted value where one is needed.
-func (s scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPath, local string) []jen.Code {
+func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPath, local string) []jen.Code {
 	ptr := f.Pointer()
 	val := func() *jen.Statement { return jen.Op("*").Add(src()) }
 	switch f.Type {
