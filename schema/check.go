@@ -122,12 +122,15 @@ func lookup(obj map[string]any, key string) (any, bool) {
 	if v, ok := obj[key]; ok {
 		return v, true
 	}
-	for _, k := range slices.Sorted(maps.Keys(obj)) {
-		if strings.EqualFold(k, key) {
-			return obj[k], true
+	// Of several keys that match ignoring case, the least is taken, so that
+	// the result does not depend on map order.
+	match, found := "", false
+	for k := range obj {
+		if strings.EqualFold(k, key) && (!found || k < match) {
+			match, found = k, true
 		}
 	}
-	return nil, false
+	return obj[match], found
 }
 
 func typeError(path string, v any) error {
