@@ -17,12 +17,19 @@ import (
 )
 
 // replayed are the schemas whose examples are replayed through their
-// generated code.
-var replayed = []string{
-	"../testdata/golden/field_types/schema.lily.yaml",
-	"../testdata/golden/headers/schema.lily.yaml",
-	"../examples/orders/orders.lily.yaml",
-}
+// generated code: the example's and every golden schema with examples.
+var replayed = func() []string {
+	out := []string{"../examples/orders/orders.lily.yaml"}
+	golden, _ := filepath.Glob("../testdata/golden/*/schema.lily.yaml")
+	for _, name := range golden {
+		if f, err := schema.Load(name); err == nil && slices.ContainsFunc(f.Messages, func(m *schema.Message) bool {
+			return slices.ContainsFunc(m.Versions, func(v *schema.Version) bool { return len(v.Examples) > 0 })
+		}) {
+			out = append(out, name)
+		}
+	}
+	return out
+}()
 
 // TestExamplesReplay compiles the code generated for each schema in replayed
 // with a test that feeds every example of every version through its extractor

@@ -2,6 +2,8 @@ package schema
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -403,5 +405,41 @@ func TestExampleAsJSONText(t *testing.T) {
 	want := []string{`8:19: example 1: the body is not JSON: unexpected end of JSON input [BAD-EXAMPLE]`}
 	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+// Included files are read once each, relative to the file that names them,
+// and errors name the file that has them.
+func TestIncludes(t *testing.T) {
+	files := map[string]string{
+		"dir/root.yaml":  "version: 1\npackage: x\ninclude: [a.yaml, sub/b.yaml]\nqueues:\n  q: {consumes: [{message: B}]}\n",
+		"dir/a.yaml":     "version: 1\ninclude: [sub/b.yaml, a.yaml]\nmessages:\n  A: {versions: {1: {}}}\n",
+		"dir/sub/b.yaml": "version: 1\ninclude: [../a.yaml]\nmessages:\n  B: {versions: {1: {fields: {x: {type: strin}}}}}\n",
+	}
+	read := func(name string) ([]byte, error) {
+		if data, ok := files[filepath.ToSlash(name)]; ok {
+			return []byte(data), nil
+		}
+		return nil, os.ErrNotExist
+	}
+	_, err := parse("dir/root.yaml", []byte(files["dir/root.yaml"]), read)
+	want := `dir/sub/b.yaml:4:41: unknown type "strin" (did you mean "string"?) [UNKNOWN-TYPE]`
+	if err == nil || filepath.ToSlash(err.Error()) != want {
+		t.Errorf("got %v, want %s", err, want)
+	}
+	files["dir/sub/b.yaml"] = strings.Replace(files["dir/sub/b.yaml"], "strin", "string", 1)
+	f, err := parse("dir/root.yaml", []byte(files["dir/root.yaml"]), read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, inc := range f.Includes {
+		names = append(names, filepath.ToSlash(inc))
+	}
+	if !cmp.Equal(names, []string{"dir/a.yaml", "dir/sub/b.yaml"}) || len(f.Messages) != 2 || f.Queues[0].Consumes[0].Message != f.Messages[1] {
+		t.Errorf("includes %v, messages %d", names, len(f.Messages))
+	}
+	if pos := f.Messages[1].Pos; filepath.ToSlash(pos.File) != "dir/sub/b.yaml" || pos.Line != 4 {
+		t.Errorf("B declared at %+v", pos)
 	}
 }
