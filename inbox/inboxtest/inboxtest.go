@@ -1,0 +1,214 @@
+// Package inboxtest is the conformance suite every runtime.Inbox adapter
+// passes: duplicates after a commit, a fresh claim after a rollback, one
+// winner among concurrent claims, consumers kept apart, and business writes
+// that commit and roll back with the claim. It asserts committed business
+// rows and claim records, not just the absence of errors.
+package inboxtest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// Harness connects the suite to one adapter on a real database.
+type Harness struct {
+	// Inbox is the adapter under test. A claim competing with an open one
+	// must defer within a few seconds (a short lock timeout or lease check):
+	// the suite waits for it.
+	Inbox runtime.Inbox
+	// Write adds one business row with key inside the claim's transaction,
+	// which ctx carries (it comes from InboxTx.Bind).
+	Write func(ctx context.Context, key string) error
+	// Rows counts the committed business rows with key.
+	Rows func(ctx context.Context, key string) (int, error)
+	// Claims counts the committed claim records of (consumer, messageID).
+	Claims func(ctx context.Context, consumer, messageID string) (int, error)
+}
+
+// Run runs the suite; each case uses consumer names no earlier run used, so
+// the database need not be emptied between runs.
+func Run(t *testing.T, h Harness) {
+	t.Run("commit then duplicate", func(t *testing.T) {
+		t.Parallel()
+		c := newCase(t, h)
+		c.claimWriteCommit(c.consumer, "m1")
+		c.expectDuplicate(c.consumer, "m1")
+	})
+	t.Run("rollback then claim again", func(t *testing.T) {
+		t.Parallel()
+		c := newCase(t, h)
+		tx := c.claim(c.consumer, "m1", runtime.InboxClaimed)
+		c.write(tx, c.consumer, "m1")
+		tx.Rollback(c.ctx)
+		c.expect(c.consumer, "m1", 0)
+
+		c.claimWriteCommit(c.consumer, "m1")
+		c.expect(c.consumer, "m1", 1)
+	})
+	t.Run("concurrent claims: one claimed, one deferred", func(t *testing.T) {
+		t.Parallel()
+		c := newCase(t, h)
+		type answer struct {
+			tx     runtime.InboxTx
+			status runtime.ClaimStatus
+			reason string
+			err    error
+		}
+		answers := make([]answer, 2)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range answers {
+			wg.Go(func() {
+				<-start
+				a := &answers[i]
+				a.tx, a.status, a.reason, a.err = h.Inbox.Begin(c.ctx, c.consumer, "m1")
+			})
+		}
+		close(start)
+		wg.Wait()
+		var won runtime.InboxTx
+		deferred := 0
+		for _, a := range answers {
+			if a.err != nil {
+				t.Fatalf("Begin: %v", a.err)
+			}
+			switch a.status {
+			case runtime.InboxClaimed:
+				if won != nil {
+					t.Fatal("both concurrent claims were granted")
+				}
+				won = a.tx
+			case runtime.InboxDeferred:
+				deferred++
+				if a.tx != nil || a.reason == "" {
+					t.Errorf("deferred claim: tx %v, reason %q; want no tx and a reason", a.tx, a.reason)
+				}
+			default:
+				t.Errorf("concurrent claim: %v (%s)", a.status, a.reason)
+			}
+		}
+		if won == nil || deferred != 1 {
+			t.Fatalf("want one claimed and one deferred, got %+v", answers)
+		}
+		c.write(won, c.consumer, "m1")
+		c.commit(won)
+		c.expectDuplicate(c.consumer, "m1")
+	})
+	t.Run("consumers are independent", func(t *testing.T) {
+		t.Parallel()
+		c := newCase(t, h)
+		other := c.consumer + "-other"
+		// Both claims open at once: neither waits for the other.
+		a := c.claim(c.consumer, "m1", runtime.InboxClaimed)
+		b := c.claim(other, "m1", runtime.InboxClaimed)
+		c.write(a, c.consumer, "m1")
+		c.write(b, other, "m1")
+		c.commit(a)
+		c.commit(b)
+		c.expectDuplicate(c.consumer, "m1")
+		c.expectDuplicate(other, "m1")
+	})
+	t.Run("message ids are independent", func(t *testing.T) {
+		t.Parallel()
+		c := newCase(t, h)
+		a := c.claim(c.consumer, "m1", runtime.InboxClaimed)
+		c.claimWriteCommit(c.consumer, "m2")
+		c.write(a, c.consumer, "m1")
+		c.commit(a)
+		c.expect(c.consumer, "m1", 1)
+		c.expect(c.consumer, "m2", 1)
+	})
+}
+
+type suiteCase struct {
+	t        *testing.T
+	h        Harness
+	ctx      context.Context
+	consumer string
+}
+
+func newCase(t *testing.T, h Harness) *suiteCase {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	name := strings.NewReplacer("/", ".", " ", "_", ":", "", ",", "").Replace(t.Name())
+	return &suiteCase{t: t, h: h, ctx: ctx, consumer: fmt.Sprintf("%s.%d", name, time.Now().UnixNano())}
+}
+
+// businessKey names the business row a handler writes for a message.
+func businessKey(consumer, id string) string { return consumer + "/" + id }
+
+func (c *suiteCase) claim(consumer, id string, want runtime.ClaimStatus) runtime.InboxTx {
+	c.t.Helper()
+	tx, status, reason, err := c.h.Inbox.Begin(c.ctx, consumer, id)
+	if err != nil {
+		c.t.Fatalf("Begin(%s, %s): %v", consumer, id, err)
+	}
+	if status != want {
+		if tx != nil {
+			tx.Rollback(c.ctx)
+		}
+		c.t.Fatalf("Begin(%s, %s) = %v (%s), want %v", consumer, id, status, reason, want)
+	}
+	if (tx != nil) != (status == runtime.InboxClaimed) {
+		c.t.Fatalf("Begin(%s, %s) = %v with tx %v: a transaction comes with a claim only", consumer, id, status, tx)
+	}
+	if status != runtime.InboxClaimed && reason == "" {
+		c.t.Errorf("Begin(%s, %s) = %v without a reason", consumer, id, status)
+	}
+	if tx != nil {
+		c.t.Cleanup(func() { tx.Rollback(context.Background()) })
+	}
+	return tx
+}
+
+func (c *suiteCase) write(tx runtime.InboxTx, consumer, id string) {
+	c.t.Helper()
+	if err := c.h.Write(tx.Bind(c.ctx), businessKey(consumer, id)); err != nil {
+		c.t.Fatalf("business write in the claim's transaction: %v", err)
+	}
+}
+
+func (c *suiteCase) commit(tx runtime.InboxTx) {
+	c.t.Helper()
+	if ev, detail := tx.Commit(c.ctx); ev != runtime.CommitCommitted {
+		c.t.Fatalf("Commit = %v (%s), want committed", ev, detail)
+	}
+}
+
+func (c *suiteCase) claimWriteCommit(consumer, id string) {
+	c.t.Helper()
+	tx := c.claim(consumer, id, runtime.InboxClaimed)
+	c.write(tx, consumer, id)
+	c.commit(tx)
+}
+
+// expectDuplicate wants a committed message to be claimed as a duplicate,
+// leaving its one business row and claim record as they were.
+func (c *suiteCase) expectDuplicate(consumer, id string) {
+	c.t.Helper()
+	c.expect(consumer, id, 1)
+	c.claim(consumer, id, runtime.InboxDuplicate)
+	c.expect(consumer, id, 1)
+}
+
+// expect checks the committed business rows and claim records of a message.
+func (c *suiteCase) expect(consumer, id string, want int) {
+	c.t.Helper()
+	rows, err := c.h.Rows(c.ctx, businessKey(consumer, id))
+	if err != nil {
+		c.t.Fatalf("count business rows: %v", err)
+	}
+	claims, err := c.h.Claims(c.ctx, consumer, id)
+	if err != nil {
+		c.t.Fatalf("count claim records: %v", err)
+	}
+	if rows != want || claims != want {
+		c.t.Errorf("%s %s: %d business rows and %d claim records, want %d of each", consumer, id, rows, claims, want)
+	}
+}

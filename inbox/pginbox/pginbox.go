@@ -1,0 +1,208 @@
+// Package pginbox is Lily's transactional inbox on PostgreSQL (pgx v5).
+//
+// A claim is a row of lily_inbox inserted in the transaction that also
+// carries the handler's business writes: it commits exactly when they do.
+// While that transaction is open, the uncommitted row's unique key holds off
+// any other worker claiming the same (consumer, message id); that worker waits
+// up to Options.LockTimeout and then defers. Apply the schema with Migrate or
+// migrations/001_lily_inbox.sql; docs/inbox.md tells the whole contract.
+package pginbox
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+//go:embed migrations/001_lily_inbox.sql
+var schemaSQL string
+
+// Migrate creates lily_inbox in the pool's search path if it is missing. It is
+// safe to call from every worker at start-up: an advisory lock lets one of
+// them create the table while the others wait.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pginbox: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// Concurrent CREATE TABLE IF NOT EXISTS can still fail on the catalog's
+	// unique index; the lock serialises them.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('lily_inbox migrate'))"); err != nil {
+		return fmt.Errorf("pginbox: migrate: %w", err)
+	}
+	if _, err := tx.Exec(ctx, schemaSQL); err != nil {
+		return fmt.Errorf("pginbox: migrate: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pginbox: migrate: %w", err)
+	}
+	return nil
+}
+
+// Options tune an Inbox. The zero value takes the defaults.
+type Options struct {
+	// LockTimeout is how long a claim waits on another worker's open claim of
+	// the same message id before it defers. Default 2s.
+	LockTimeout time.Duration
+	// ResolveEvery is the pause between pg_xact_status look-ups while a
+	// COMMIT whose answer was lost is still in progress. Default 100ms.
+	ResolveEvery time.Duration
+}
+
+// The defaults of Options.
+const (
+	DefaultLockTimeout  = 2 * time.Second
+	DefaultResolveEvery = 100 * time.Millisecond
+)
+
+// Inbox implements runtime.Inbox on a pgx pool.
+type Inbox struct {
+	pool *pgxpool.Pool
+	opts Options
+}
+
+var _ runtime.Inbox = (*Inbox)(nil)
+
+// New returns an inbox on pool; lily_inbox must exist (see Migrate).
+func New(pool *pgxpool.Pool, opts Options) *Inbox {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.ResolveEvery <= 0 {
+		opts.ResolveEvery = DefaultResolveEvery
+	}
+	return &Inbox{pool: pool, opts: opts}
+}
+
+// SQLSTATE lock_not_available: lock_timeout expired.
+const lockNotAvailable = "55P03"
+
+// Begin opens a transaction and inserts the claim row in it.
+func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, runtime.ClaimStatus, string, error) {
+	tx, err := in.pool.Begin(ctx)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("pginbox: begin: %w", err)
+	}
+	// set_config(..., true) is SET LOCAL with a bind parameter.
+	timeout := fmt.Sprintf("%dms", in.opts.LockTimeout.Milliseconds())
+	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", timeout); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, 0, "", fmt.Errorf("pginbox: set lock_timeout: %w", err)
+	}
+	// An uncommitted row with the same key makes this insert wait for its
+	// transaction: committed → conflict, nothing returned; aborted → ours.
+	var xid string
+	err = tx.QueryRow(ctx, `INSERT INTO lily_inbox (consumer, message_id, xact)
+		VALUES ($1, $2, pg_current_xact_id())
+		ON CONFLICT (consumer, message_id) DO NOTHING
+		RETURNING xact::text`, consumer, messageID).Scan(&xid)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return &claimTx{in: in, tx: tx, xid: xid}, runtime.InboxClaimed, "", nil
+	case errors.Is(err, pgx.ErrNoRows):
+		_ = tx.Rollback(ctx)
+		return nil, runtime.InboxDuplicate, "already committed for this consumer", nil
+	case errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable:
+		_ = tx.Rollback(ctx)
+		return nil, runtime.InboxDeferred, fmt.Sprintf("another worker holds the claim (waited lock_timeout %s)", in.opts.LockTimeout), nil
+	default:
+		_ = tx.Rollback(ctx)
+		return nil, 0, "", fmt.Errorf("pginbox: claim: %w", err)
+	}
+}
+
+type txKey struct{}
+
+// Tx returns the claim's transaction that InboxTx.Bind put in ctx: the
+// handler's business writes go through it. Its Commit and Rollback return an
+// error, because the runtime settles the claim.
+func Tx(ctx context.Context) (pgx.Tx, bool) {
+	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
+	return tx, ok
+}
+
+// ErrInboxOwnsTx is what the handler's Commit and Rollback return.
+var ErrInboxOwnsTx = errors.New("pginbox: the inbox commits or rolls back this transaction, not the handler")
+
+// handlerTx is the transaction as the handler sees it: a handler that
+// committed early would commit the claim before the runtime's decision.
+type handlerTx struct{ pgx.Tx }
+
+func (handlerTx) Commit(context.Context) error   { return ErrInboxOwnsTx }
+func (handlerTx) Rollback(context.Context) error { return ErrInboxOwnsTx }
+
+type claimTx struct {
+	in  *Inbox
+	tx  pgx.Tx
+	xid string // pg_current_xact_id() of tx, as text
+}
+
+func (c *claimTx) Bind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, pgx.Tx(handlerTx{c.tx}))
+}
+
+func (c *claimTx) Rollback(ctx context.Context) {
+	// A failed rollback closes the connection, and the server aborts the
+	// transaction when it notices: nothing is left to do about the error.
+	_ = c.tx.Rollback(ctx)
+}
+
+// Commit commits and, when the server's answer to COMMIT was lost, asks
+// pg_xact_status on another connection until the answer is known or ctx ends.
+func (c *claimTx) Commit(ctx context.Context) (runtime.CommitEvidence, string) {
+	err := c.tx.Commit(ctx)
+	if err == nil {
+		return runtime.CommitCommitted, ""
+	}
+	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		return runtime.CommitFailed, "a statement in the transaction failed; COMMIT rolled it back"
+	}
+	// An ERROR is the server's definite answer: the transaction aborted. A
+	// FATAL (the backend terminated) or a broken connection says nothing
+	// about whether the commit record was written.
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.SeverityUnlocalized == "ERROR" {
+		return runtime.CommitFailed, "commit: " + err.Error()
+	}
+	return c.in.resolve(ctx, c.xid, err)
+}
+
+// resolve polls pg_xact_status(xid) until it says committed or aborted, or
+// ctx ends: then the outcome stays ambiguous.
+func (in *Inbox) resolve(ctx context.Context, xid string, commitErr error) (runtime.CommitEvidence, string) {
+	lost := fmt.Sprintf("COMMIT's answer lost (%v)", commitErr)
+	last := "not asked"
+	for {
+		var status *string // NULL: the id is too old to know
+		err := in.pool.QueryRow(ctx, "SELECT pg_xact_status($1::text::xid8)", xid).Scan(&status)
+		switch {
+		case err != nil:
+			last = "pg_xact_status: " + err.Error()
+		case status == nil:
+			last = "pg_xact_status: unknown"
+		case *status == "committed":
+			return runtime.CommitCommitted, lost + "; pg_xact_status says committed"
+		case *status == "aborted":
+			return runtime.CommitFailed, lost + "; pg_xact_status says aborted"
+		default:
+			last = "pg_xact_status: " + *status
+		}
+		t := time.NewTimer(in.opts.ResolveEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return runtime.CommitAmbiguous, fmt.Sprintf("%s; unresolved by the deadline, last %s", lost, last)
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,459 @@
+package pginbox_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lily-mq/lily/inbox/inboxtest"
+	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+func dbURL() string {
+	if u := os.Getenv("LILY_PG_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/test"
+}
+
+// testSchema holds the business tables and the slow trigger; nothing in it
+// is part of the inbox.
+const testSchema = "lily_inbox_test"
+
+var setupOnce = sync.OnceValue(func() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dbURL())
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := pginbox.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	// Twice on purpose: Migrate must be idempotent.
+	if err := pginbox.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	// slow_commit sleeps at COMMIT for the seconds in a row's pause: a
+	// deferred constraint trigger runs while COMMIT is in progress.
+	_, err = pool.Exec(ctx, `
+		CREATE SCHEMA IF NOT EXISTS `+testSchema+`;
+		CREATE OR REPLACE FUNCTION `+testSchema+`.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			PERFORM pg_sleep(NEW.pause);
+			RETURN NULL;
+		END $$;`)
+	return err
+})
+
+// env is one test's pool, business table and consumer-name prefix.
+type env struct {
+	t      *testing.T
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	table  string
+	prefix string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if err := setupOnce(); err != nil {
+		t.Fatalf("PostgreSQL at %s (set LILY_PG_URL to another): %v", dbURL(), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	pool, err := pgxpool.New(ctx, dbURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	unique := fmt.Sprintf("%d", time.Now().UnixNano())
+	e := &env{t: t, ctx: ctx, pool: pool,
+		table:  testSchema + ".biz_" + unique,
+		prefix: strings.ReplaceAll(t.Name(), "/", ".") + "." + unique}
+	_, err = pool.Exec(ctx, `
+		CREATE TABLE `+e.table+` (key text NOT NULL, pause float8 NOT NULL DEFAULT 0);
+		CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON `+e.table+`
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+			WHEN (NEW.pause > 0) EXECUTE FUNCTION `+testSchema+`.slow_commit();`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if _, err := pool.Exec(ctx, "DROP TABLE "+e.table); err != nil {
+			t.Error(err)
+		}
+		if _, err := pool.Exec(ctx, "DELETE FROM lily_inbox WHERE starts_with(consumer, $1)", e.prefix); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
+
+// write inserts a business row in the claim's transaction; pause > 0 makes
+// its COMMIT sleep that many seconds.
+func (e *env) write(ctx context.Context, key string, pause float64) error {
+	tx, ok := pginbox.Tx(ctx)
+	if !ok {
+		return errors.New("no transaction in the handler's context")
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO "+e.table+" (key, pause) VALUES ($1, $2)", key, pause)
+	return err
+}
+
+func (e *env) rows(key string) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+e.table+" WHERE key = $1", key).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) claims(consumer, id string) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(e.ctx, "SELECT count(*) FROM lily_inbox WHERE consumer = $1 AND message_id = $2", consumer, id).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// claim claims the test's message m1 and wants the given status.
+func (e *env) claim(inbox *pginbox.Inbox, want runtime.ClaimStatus) runtime.InboxTx {
+	e.t.Helper()
+	tx, status, reason, err := inbox.Begin(e.ctx, e.prefix, "m1")
+	if err != nil || status != want {
+		e.t.Fatalf("Begin = %v (%s), %v; want %v", status, reason, err, want)
+	}
+	return tx
+}
+
+// expect wants n business rows with key k and n claim rows of m1.
+func (e *env) expect(n int) {
+	e.t.Helper()
+	if rows, claims := e.rows("k"), e.claims(e.prefix, "m1"); rows != n || claims != n {
+		e.t.Fatalf("%d business rows, %d claim rows; want %d of each", rows, claims, n)
+	}
+}
+
+// commit commits tx and wants it committed.
+func (e *env) commit(tx runtime.InboxTx) {
+	e.t.Helper()
+	if ev, detail := tx.Commit(e.ctx); ev != runtime.CommitCommitted {
+		e.t.Fatalf("Commit = %v (%s), want committed", ev, detail)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 300 * time.Millisecond})
+	inboxtest.Run(t, inboxtest.Harness{
+		Inbox: &prefixed{inbox, e.prefix},
+		Write: func(ctx context.Context, key string) error { return e.write(ctx, e.prefix+key, 0) },
+		Rows: func(ctx context.Context, key string) (n int, err error) {
+			err = e.pool.QueryRow(ctx, "SELECT count(*) FROM "+e.table+" WHERE key = $1", e.prefix+key).Scan(&n)
+			return n, err
+		},
+		Claims: func(ctx context.Context, consumer, id string) (n int, err error) {
+			err = e.pool.QueryRow(ctx, "SELECT count(*) FROM lily_inbox WHERE consumer = $1 AND message_id = $2", e.prefix+consumer, id).Scan(&n)
+			return n, err
+		},
+	})
+}
+
+// prefixed puts the test's prefix on consumer names, so that cleanup finds
+// every claim row the suite made.
+type prefixed struct {
+	runtime.Inbox
+	prefix string
+}
+
+func (p *prefixed) Begin(ctx context.Context, consumer, id string) (runtime.InboxTx, runtime.ClaimStatus, string, error) {
+	return p.Inbox.Begin(ctx, p.prefix+consumer, id)
+}
+
+// The handler's view of the claim: lock_timeout set for this transaction
+// only, and no Commit or Rollback of its own.
+func TestClaimTransaction(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 1500 * time.Millisecond})
+	tx := e.claim(inbox, runtime.InboxClaimed)
+	var inTx string
+	if err := e.write(tx.Bind(e.ctx), "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := pginbox.Tx(tx.Bind(e.ctx))
+	if err := h.QueryRow(e.ctx, "SHOW lock_timeout").Scan(&inTx); err != nil {
+		t.Fatal(err)
+	}
+	if inTx != "1500ms" {
+		t.Errorf("lock_timeout in the claim's transaction = %q, want 1500ms", inTx)
+	}
+	if err := h.Commit(e.ctx); !errors.Is(err, pginbox.ErrInboxOwnsTx) {
+		t.Errorf("the handler's Commit = %v, want ErrInboxOwnsTx", err)
+	}
+	e.commit(tx)
+	e.expect(1)
+}
+
+func TestFailedStatementMeansCommitFailed(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{})
+	tx := e.claim(inbox, runtime.InboxClaimed)
+	ctx := tx.Bind(e.ctx)
+	if err := e.write(ctx, "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := pginbox.Tx(ctx)
+	if _, err := h.Exec(ctx, "SELECT 1/0"); err == nil {
+		t.Fatal("1/0 succeeded")
+	}
+	if ev, detail := tx.Commit(e.ctx); ev != runtime.CommitFailed || detail == "" {
+		t.Fatalf("Commit after a failed statement = %v (%q), want failed with a detail", ev, detail)
+	}
+	e.expect(0)
+}
+
+// A unique violation found only at COMMIT (a deferred constraint) is the
+// server's definite answer: failed, not ambiguous.
+func TestDeferredConstraintAtCommitIsFailed(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.pool.Exec(e.ctx, "ALTER TABLE "+e.table+" ADD UNIQUE (key) DEFERRABLE INITIALLY DEFERRED"); err != nil {
+		t.Fatal(err)
+	}
+	inbox := pginbox.New(e.pool, pginbox.Options{})
+	tx := e.claim(inbox, runtime.InboxClaimed)
+	ctx := tx.Bind(e.ctx)
+	for range 2 {
+		if err := e.write(ctx, "k", 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ev, detail := tx.Commit(e.ctx); ev != runtime.CommitFailed || !strings.Contains(detail, "23505") {
+		t.Fatalf("Commit = %v (%q), want failed with SQLSTATE 23505", ev, detail)
+	}
+	e.expect(0)
+}
+
+func TestBeginWithoutDatabaseIsAnError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Port 1 on loopback: nothing listens, the dial is refused at once.
+	pool, err := pgxpool.New(ctx, "postgres://postgres@127.0.0.1:1/test?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tx, status, _, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "c", "m1")
+	if err == nil || tx != nil || status != 0 {
+		t.Fatalf("Begin without a database = %v, %v, %v; want an error", tx, status, err)
+	}
+}
+
+// startSlowCommit claims m1, writes a business row whose COMMIT sleeps pause
+// seconds, starts Commit under commitCtx and returns once the backend is
+// asleep inside COMMIT, with its pid and a channel for Commit's answer.
+func (e *env) startSlowCommit(inbox *pginbox.Inbox, commitCtx context.Context, pause float64) (pid uint32, done <-chan [2]string) {
+	e.t.Helper()
+	tx := e.claim(inbox, runtime.InboxClaimed)
+	ctx := tx.Bind(e.ctx)
+	if err := e.write(ctx, "k", pause); err != nil {
+		e.t.Fatal(err)
+	}
+	h, _ := pginbox.Tx(ctx)
+	pid = h.Conn().PgConn().PID()
+	answer := make(chan [2]string, 1)
+	go func() {
+		ev, detail := tx.Commit(commitCtx)
+		answer <- [2]string{ev.String(), detail}
+	}()
+	// Wait for the backend to sit in pg_sleep: COMMIT has been received.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var sleeping bool
+		err := e.pool.QueryRow(e.ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep')", int64(pid)).Scan(&sleeping)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if sleeping {
+			return pid, answer
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("the backend never slept in COMMIT")
+		}
+	}
+}
+
+// The backend is terminated while COMMIT runs: the server's FATAL says
+// nothing definite, pg_xact_status says aborted, and nothing was written.
+// The message is not lost: the next claim succeeds and writes once.
+func TestBackendKilledDuringCommit(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{})
+	pid, done := e.startSlowCommit(inbox, e.ctx, 30)
+	var killed bool
+	if err := e.pool.QueryRow(e.ctx, "SELECT pg_terminate_backend($1)", int64(pid)).Scan(&killed); err != nil || !killed {
+		t.Fatalf("pg_terminate_backend = %v, %v", killed, err)
+	}
+	answer := <-done
+	if answer[0] != "failed" || !strings.Contains(answer[1], "pg_xact_status says aborted") {
+		t.Fatalf("Commit = %s (%s), want failed as pg_xact_status says", answer[0], answer[1])
+	}
+	e.expect(0)
+
+	tx := e.claim(inbox, runtime.InboxClaimed)
+	if err := e.write(tx.Bind(e.ctx), "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	e.commit(tx)
+	e.expect(1)
+}
+
+// The client's connection is cut while COMMIT sleeps; the server goes on and
+// commits. The adapter sees the transaction in progress, then committed.
+func TestConnectionLostDuringCommitResolvesCommitted(t *testing.T) {
+	e := newEnv(t)
+	proxy := newProxy(t)
+	inbox := pginbox.New(proxy.pool(e), pginbox.Options{ResolveEvery: 50 * time.Millisecond})
+	_, done := e.startSlowCommit(inbox, e.ctx, 1)
+	proxy.cut()
+	answer := <-done
+	if answer[0] != "committed" || !strings.Contains(answer[1], "pg_xact_status says committed") {
+		t.Fatalf("Commit = %s (%s), want committed as pg_xact_status says", answer[0], answer[1])
+	}
+	e.expect(1)
+	e.claim(inbox, runtime.InboxDuplicate)
+}
+
+// As above, but the deadline comes while the server still sleeps in COMMIT:
+// the evidence is ambiguous, and rightly so, since the commit lands later.
+func TestConnectionLostDuringCommitUnresolvedIsAmbiguous(t *testing.T) {
+	e := newEnv(t)
+	proxy := newProxy(t)
+	inbox := pginbox.New(proxy.pool(e), pginbox.Options{ResolveEvery: 50 * time.Millisecond})
+	commitCtx, cancel := context.WithTimeout(e.ctx, 700*time.Millisecond)
+	defer cancel()
+	_, done := e.startSlowCommit(inbox, commitCtx, 2.5)
+	proxy.cut()
+	answer := <-done
+	if answer[0] != "ambiguous" || !strings.Contains(answer[1], "in progress") {
+		t.Fatalf("Commit = %s (%s), want ambiguous after seeing it in progress", answer[0], answer[1])
+	}
+	if n := e.rows("k"); n != 0 {
+		t.Fatalf("%d business rows while COMMIT still runs; want 0", n)
+	}
+	// The requeued message meets the open claim and defers, then the duplicate.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, status, _, err := inbox.Begin(e.ctx, e.prefix, "m1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status == runtime.InboxDuplicate {
+			break
+		}
+		if status != runtime.InboxDeferred || time.Now().After(deadline) {
+			t.Fatalf("claim while the ambiguous commit finishes = %v; want deferred, then duplicate", status)
+		}
+	}
+	e.expect(1)
+}
+
+// cancelRequestCode opens a PostgreSQL CancelRequest message.
+const cancelRequestCode = 80877102
+
+// proxy forwards TCP to PostgreSQL, drops cancel requests, and can cut every
+// connection open now.
+type proxy struct {
+	t     *testing.T
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newProxy(t *testing.T) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, ln: ln}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go p.serve()
+	return p
+}
+
+func (p *proxy) serve() {
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		cfg, err := pgxpool.ParseConfig(dbURL())
+		if err != nil {
+			client.Close()
+			continue
+		}
+		server, err := net.Dial("tcp", net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port)))
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, client, server)
+		p.mu.Unlock()
+		go func() {
+			// pgx sends a CancelRequest on a new connection when it loses
+			// one; dropping it plays a network that lost that too.
+			first := make([]byte, 8)
+			if _, err := io.ReadFull(client, first); err != nil || binary.BigEndian.Uint32(first[4:]) == cancelRequestCode {
+				client.Close()
+				server.Close()
+				return
+			}
+			if _, err := server.Write(first); err == nil {
+				_, _ = io.Copy(server, client)
+			}
+			server.Close()
+		}()
+		go func() { _, _ = io.Copy(client, server); client.Close() }()
+	}
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// pool connects through the proxy.
+func (p *proxy) pool(e *env) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(dbURL())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	addr := p.ln.Addr().(*net.TCPAddr)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = addr.IP.String(), uint16(addr.Port)
+	// In plain text the proxy can tell a CancelRequest from a startup.
+	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(pool.Close)
+	return pool
+}
