@@ -54,11 +54,21 @@ func queue(j *jen.File, q *schema.Queue) {
 	)
 
 	ctor := "New" + q.GoName + "Consumer"
+	newConsumer := jen.Return(jen.Qual(rt, "NewConsumer").Call(jen.Id(specName).Call(), jen.Id(routes).Call(jen.Id("h")), jen.Id("cfg")))
+	if q.Inbox == schema.InboxRequired {
+		// The queue requires the inbox: the constructor asks for one, so a
+		// consumer without it does not compile.
+		j.Commentf("%s returns a consumer of queue %q that calls h, each delivery claimed in inbox.", ctor, q.Name)
+		j.Func().Id(ctor).Params(jen.Id("h").Id(handler), jen.Id("inbox").Qual(rt, "Inbox"), jen.Id("cfg").Qual(rt, "Config")).
+			Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(
+			jen.Id("cfg").Dot("Inbox").Op("=").Id("inbox"),
+			newConsumer,
+		)
+		return
+	}
 	j.Commentf("%s returns a consumer of queue %q that calls h.", ctor, q.Name)
 	j.Func().Id(ctor).Params(jen.Id("h").Id(handler), jen.Id("cfg").Qual(rt, "Config")).
-		Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(
-		jen.Return(jen.Qual(rt, "NewConsumer").Call(jen.Id(specName).Call(), jen.Id(routes).Call(jen.Id("h")), jen.Id("cfg"))),
-	)
+		Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(newConsumer)
 }
 
 func spec(q *schema.Queue) []jen.Code {
@@ -85,6 +95,9 @@ func spec(q *schema.Queue) []jen.Code {
 	// Left out, a zero budget takes the runtime's default.
 	if q.SettlementBudget > 0 {
 		out = append(out, kv("SettlementBudget", duration(q.SettlementBudget)))
+	}
+	if q.Inbox == schema.InboxRequired {
+		out = append(out, kv("InboxRequired", jen.True()))
 	}
 	return out
 }

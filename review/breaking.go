@@ -348,6 +348,11 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 			fmt.Sprintf("queue %q dead-letters to %q instead of %q: its x-dead-letter-routing-key changes", oq.Name, nq.DLQ, oq.DLQ),
 			"drain and delete the queue before deploying, or consume a queue under a new name; then deal with what the old DLQ holds")
 	}
+	if (oq.Inbox == schema.InboxRequired) != (nq.Inbox == schema.InboxRequired) {
+		b.add(APIBreak, "INBOX-REQUIREMENT-CHANGED", oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q changes its inbox policy from %s to %s: New%sConsumer gains or loses its inbox parameter", oq.Name, oq.Inbox, nq.Inbox, nq.GoName),
+			fmt.Sprintf("update the calls of New%sConsumer (and, when the inbox becomes required, apply the inbox's schema to the database first)", nq.GoName))
+	}
 	if nq.MaxBodyBytes < oq.MaxBodyBytes {
 		b.add(InflightBreak, "BODY-LIMIT-NARROWED", oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q lowers max_body_bytes from %d to %d: queued messages between the two go to the DLQ unread", oq.Name, oq.MaxBodyBytes, nq.MaxBodyBytes),
