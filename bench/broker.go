@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// retryDelay is the one retry bucket's delay. It is far longer than any run,
+// so that the retry path's copies stay in the bucket and the run measures the
+// first pass alone (fail, confirmed copy to the bucket, ACK).
+const retryDelay = time.Hour
+
+// benchSpec is the example's queue under a run's own name, with the run's
+// prefetch and concurrency. All three consumers read the queue it declares.
+func benchSpec(queue string, prefetch, concurrency int) runtime.QueueSpec {
+	spec := ordersmsg.OrdersQueueSpec()
+	spec.Name, spec.DeadLetterQueue = queue, queue+".dlq"
+	spec.Prefetch, spec.Concurrency = prefetch, concurrency
+	spec.Retry.Delays = []time.Duration{retryDelay}
+	return spec
+}
+
+// mainQueueArgs are the arguments Lily declares the main queue with; a peer
+// that declares the queue itself must use the same, or the broker refuses it.
+func mainQueueArgs(spec runtime.QueueSpec) amqp.Table {
+	decls := spec.Declarations()
+	return decls[len(decls)-1].Args
+}
+
+// fillWindow is how many publishes the fill keeps unconfirmed. The fill is
+// not measured; a wide window only makes it quicker.
+const fillWindow = 1024
+
+// fill declares spec's topology and publishes n persistent messages to its
+// main queue, each confirmed.
+func fill(url string, spec runtime.QueueSpec, tpl *template, n int) error {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if err := runtime.DeclareTopology(ch, spec); err != nil {
+		return err
+	}
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	pending := make(chan *amqp.DeferredConfirmation, fillWindow)
+	failed := make(chan error, 1)
+	go func() {
+		defer close(failed)
+		for dc := range pending {
+			if !dc.Wait() {
+				failed <- fmt.Errorf("fill: publish %d nacked", dc.DeliveryTag)
+				return
+			}
+		}
+	}()
+	for seq := range n {
+		dc, err := ch.PublishWithDeferredConfirm("", spec.Name, true, false, tpl.stamp(seq, time.Now()))
+		if err != nil {
+			close(pending)
+			return err
+		}
+		select {
+		case pending <- dc:
+		case err := <-failed:
+			close(pending)
+			return err
+		}
+	}
+	close(pending)
+	return <-failed
+}
+
+// depth is how many messages wait in queue (ready, not unacknowledged).
+func depth(url, queue string) (int, error) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, err
+	}
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	return q.Messages, err
+}
+
+// deleteTopology removes every queue of spec.
+func deleteTopology(url string, spec runtime.QueueSpec) error {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	for _, d := range spec.Declarations() {
+		if _, err := ch.QueueDelete(d.Name, false, false, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleCheck waits until the consumer's closed channel has given its
+// unacknowledged messages back (so that depth counts them) and checks where
+// the n messages went.
+func settleCheck(ctx context.Context, url string, spec runtime.QueueSpec, scenario string, n int) error {
+	wantMain, wantBucket := 0, 0
+	if scenario == scenarioRetry {
+		wantBucket = n
+	}
+	var main, bucket int
+	for {
+		var err error
+		if main, err = depth(url, spec.Name); err != nil {
+			return err
+		}
+		if bucket, err = depth(url, spec.RetryBucket(retryDelay)); err != nil {
+			return err
+		}
+		if main == wantMain && bucket == wantBucket {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after the run %s holds %d (want %d) and its bucket %d (want %d)", spec.Name, main, wantMain, bucket, wantBucket)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

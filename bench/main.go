@@ -1,0 +1,257 @@
+// Command bench measures Lily's consumer against a plain amqp091-go loop and
+// Watermill's AMQP subscriber, on the ack path and on the retry path's first
+// pass (see docs/benchmarks.md). For each run it fills a fresh durable classic
+// queue with n persistent 1 KiB OrderPlaced v2 messages, then drains it in a
+// child process of its own, so that each run's peak resident set is its own
+// and no run inherits another's heap. Runs alternate (plain, lily, watermill,
+// plain, ...) over the rounds, so that a drift of the machine or the broker
+// spreads over all three.
+//
+//	cd bench && go run . [-n 100000] [-rounds 3] [-scenarios ack,retry] ...
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// The scenarios.
+const (
+	scenarioAck   = "ack"   // every handler succeeds: ACK
+	scenarioRetry = "retry" // every handler fails retryably: confirmed copy to the bucket, then ACK
+)
+
+// drains are the consumers under test, by name, in the order runs alternate.
+var drains = map[string]func(context.Context, runConfig, *tracker) error{
+	"plain":     drainPlain,
+	"lily":      drainLily,
+	"watermill": drainWatermill,
+}
+
+// runConfig is one run: a scenario, a consumer and its queue.
+type runConfig struct {
+	url                   string
+	scenario, consumer    string
+	round, n              int
+	prefetch, concurrency int
+	spec                  runtime.QueueSpec
+	profile               string // directory for the run's profiles; empty: none
+}
+
+// result is what a run measured; the child prints it as JSON.
+type result struct {
+	Scenario string  `json:"scenario"`
+	Consumer string  `json:"consumer"`
+	Round    int     `json:"round"`
+	N        int     `json:"n"`
+	Seconds  float64 `json:"seconds"`
+	Rate     float64 `json:"msg_per_s"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	// PeakRSS is the child's VmHWM in MiB; RSS its VmRSS at each tenth of the run.
+	PeakRSS float64   `json:"peak_rss_mib"`
+	RSS     []float64 `json:"rss_mib"`
+	// AllocBytes and Allocs are the Go heap's allocations per message over
+	// the whole run, setup included.
+	AllocBytes float64 `json:"alloc_bytes_per_msg"`
+	Allocs     float64 `json:"allocs_per_msg"`
+	// CPU is the child's user and system time per message in microseconds,
+	// setup and shutdown included: on a machine the broker shares, a
+	// consumer's CPU is taken from the broker's.
+	CPU float64 `json:"cpu_us_per_msg"`
+}
+
+func main() {
+	url := flag.String("url", envOr("LILY_AMQP_URL", runtime.DefaultURL), "RabbitMQ URL")
+	n := flag.Int("n", 100_000, "messages per run")
+	rounds := flag.Int("rounds", 3, "rounds; each runs every consumer once per scenario")
+	prefetch := flag.Int("prefetch", 256, "unacknowledged messages the broker sends ahead, per consumer")
+	concurrency := flag.Int("concurrency", 16, "deliveries handled at once (and handoffs in flight on the retry path)")
+	scenarios := flag.String("scenarios", scenarioAck+","+scenarioRetry, "comma-separated: ack, retry")
+	consumers := flag.String("consumers", "plain,lily,watermill", "comma-separated consumers, in the order runs alternate")
+	profile := flag.String("profile", "", "directory for each run's CPU and allocation profiles (<scenario>-<consumer>-r<round>.{cpu,allocs}.pprof)")
+	showRSS := flag.Bool("rss", false, "print each run's resident set at every tenth of the run")
+	child := flag.String("child", "", "internal: run one drain as <scenario>,<consumer>,<round>,<queue> and print its result")
+	flag.Parse()
+
+	base := runConfig{url: *url, n: *n, prefetch: *prefetch, concurrency: *concurrency, profile: *profile}
+	if *child != "" {
+		if err := runChild(base, *child); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	results, err := runAll(base, *rounds, split(*scenarios), split(*consumers))
+	printReport(os.Stdout, base, *rounds, results, *showRSS)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func split(s string) []string { return strings.Split(s, ",") }
+
+func envOr(key, fallback string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// runAll runs every round, alternating the consumers within each scenario.
+func runAll(base runConfig, rounds int, scenarios, consumers []string) ([]result, error) {
+	for _, s := range scenarios {
+		if s != scenarioAck && s != scenarioRetry {
+			return nil, fmt.Errorf("unknown scenario %q", s)
+		}
+	}
+	for _, c := range consumers {
+		if drains[c] == nil {
+			return nil, fmt.Errorf("unknown consumer %q", c)
+		}
+	}
+	if base.profile != "" {
+		if err := os.MkdirAll(base.profile, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	tpl, err := newTemplate()
+	if err != nil {
+		return nil, err
+	}
+	var results []result
+	for round := 1; round <= rounds; round++ {
+		for _, scenario := range scenarios {
+			for _, consumer := range consumers {
+				r := base
+				r.scenario, r.consumer, r.round = scenario, consumer, round
+				res, err := runOne(r, &tpl)
+				if err != nil {
+					return results, fmt.Errorf("%s %s round %d: %w", scenario, consumer, round, err)
+				}
+				fmt.Fprintf(os.Stderr, "round %d %-5s %-9s %8.0f msg/s  p50 %7.1f ms  p99 %7.1f ms  peak RSS %5.1f MiB  %6.0f B/msg %5.1f allocs/msg %5.1f CPU µs/msg\n",
+					round, scenario, consumer, res.Rate, res.P50, res.P99, res.PeakRSS, res.AllocBytes, res.Allocs, res.CPU)
+				results = append(results, res)
+			}
+		}
+	}
+	return results, nil
+}
+
+// runOne fills a queue of its own, drains it in a child process, checks where
+// the messages went and deletes the queues.
+func runOne(r runConfig, tpl *template) (result, error) {
+	queue := fmt.Sprintf("lily-bench-%s-%s-r%d-%08x", r.scenario, r.consumer, r.round, rand.Uint32())
+	spec := benchSpec(queue, r.prefetch, r.concurrency)
+	defer func() {
+		if err := deleteTopology(r.url, spec); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: delete", queue+":", err)
+		}
+	}()
+	if err := fill(r.url, spec, tpl, r.n); err != nil {
+		return result{}, fmt.Errorf("fill: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return result{}, err
+	}
+	cmd := exec.Command(self, "-child", strings.Join([]string{r.scenario, r.consumer, fmt.Sprint(r.round), queue}, ","),
+		"-url", r.url, "-n", fmt.Sprint(r.n), "-prefetch", fmt.Sprint(r.prefetch), "-concurrency", fmt.Sprint(r.concurrency),
+		"-profile", r.profile)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return result{}, fmt.Errorf("child: %w", err)
+	}
+	var res result
+	if err := json.Unmarshal(out, &res); err != nil {
+		return result{}, fmt.Errorf("child's result: %w", err)
+	}
+	st := cmd.ProcessState
+	res.CPU = float64((st.UserTime() + st.SystemTime()).Microseconds()) / float64(r.n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return res, settleCheck(ctx, r.url, spec, r.scenario, r.n)
+}
+
+// runChild drains one filled queue and prints the result as JSON.
+func runChild(r runConfig, arg string) error {
+	parts := strings.SplitN(arg, ",", 4)
+	if len(parts) != 4 {
+		return errors.New("-child wants <scenario>,<consumer>,<round>,<queue>")
+	}
+	r.scenario, r.consumer = parts[0], parts[1]
+	if _, err := fmt.Sscan(parts[2], &r.round); err != nil {
+		return err
+	}
+	r.spec = benchSpec(parts[3], r.prefetch, r.concurrency)
+	drain := drains[r.consumer]
+	if drain == nil {
+		return fmt.Errorf("unknown consumer %q", r.consumer)
+	}
+	// A run that stalls fails instead of hanging the benchmark: no consumer
+	// here is slower than 1,000 msg/s.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute+time.Duration(r.n)*time.Millisecond)
+	defer cancel()
+
+	stem := filepath.Join(r.profile, fmt.Sprintf("%s-%s-r%d", r.scenario, r.consumer, r.round))
+	if r.profile != "" {
+		f, err := os.Create(stem + ".cpu.pprof")
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	t := newTracker(r.n)
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	start := time.Now()
+	if err := drain(ctx, r, t); err != nil {
+		return err
+	}
+	goruntime.ReadMemStats(&after)
+	if r.profile != "" {
+		pprof.StopCPUProfile()
+		if err := writeProfile("allocs", stem+".allocs.pprof"); err != nil {
+			return err
+		}
+	}
+	secs := t.end.Sub(start).Seconds()
+	n := float64(r.n)
+	return json.NewEncoder(os.Stdout).Encode(result{
+		Scenario: r.scenario, Consumer: r.consumer, Round: r.round, N: r.n,
+		Seconds: secs, Rate: n / secs, P50: t.lat.quantile(0.5), P99: t.lat.quantile(0.99),
+		PeakRSS: procStatus("VmHWM"), RSS: t.rssMiB(),
+		AllocBytes: float64(after.TotalAlloc-before.TotalAlloc) / n,
+		Allocs:     float64(after.Mallocs-before.Mallocs) / n,
+	})
+}
+
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

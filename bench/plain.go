@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// drainPlain is the baseline: amqp091-go and nothing else. concurrency
+// goroutines share the consumer channel's deliveries; on the ack path each
+// ACKs what it gets, on the retry path each publishes a copy to the bucket on
+// a confirm-mode channel of a second connection (as Lily does), waits for the
+// confirm, then ACKs. Its in-flight window is therefore concurrency, as
+// Lily's handoff window is.
+func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
+	conn, err := amqp.Dial(r.url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if err := ch.Qos(r.prefetch, 0, false); err != nil {
+		return err
+	}
+	var pub *amqp.Channel
+	if r.scenario == scenarioRetry {
+		pubConn, err := amqp.Dial(r.url)
+		if err != nil {
+			return err
+		}
+		defer pubConn.Close()
+		if pub, err = pubConn.Channel(); err != nil {
+			return err
+		}
+		if err := pub.Confirm(false); err != nil {
+			return err
+		}
+	}
+	bucket := r.spec.RetryBucket(retryDelay)
+	deliveries, err := ch.Consume(r.spec.Name, "", false, false, false, false, nil)
+	if err != nil {
+		return err
+	}
+	errs := make(chan error, r.concurrency)
+	var wg sync.WaitGroup
+	for range r.concurrency {
+		wg.Go(func() {
+			for d := range deliveries {
+				if pub != nil {
+					if err := copyTo(pub, bucket, &d); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if err := d.Ack(false); err != nil {
+					errs <- err
+					return
+				}
+				t.settle(d.MessageId)
+			}
+		})
+	}
+	var runErr error
+	select {
+	case <-t.done:
+	case runErr = <-errs:
+	case <-ctx.Done():
+		runErr = ctx.Err()
+	}
+	// Closing the channel ends deliveries, and with it every worker.
+	_ = ch.Close()
+	wg.Wait()
+	return runErr
+}
+
+// copyTo publishes d's copy to queue dest, mandatory, and waits for its
+// confirm. The copy carries d's properties and headers with the next attempt,
+// as a retry copy must; the body is shared, not copied.
+func copyTo(pub *amqp.Channel, dest string, d *amqp.Delivery) error {
+	h := make(amqp.Table, len(d.Headers)+1)
+	for k, v := range d.Headers {
+		h[k] = v
+	}
+	h[runtime.HeaderAttempt] = int64(2)
+	dc, err := pub.PublishWithDeferredConfirm("", dest, true, false, amqp.Publishing{
+		Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent,
+		MessageId: d.MessageId, Type: d.Type, ContentType: d.ContentType, Timestamp: d.Timestamp,
+	})
+	if err != nil {
+		return err
+	}
+	if !dc.Wait() {
+		return errors.New("copy nacked")
+	}
+	return nil
+}
