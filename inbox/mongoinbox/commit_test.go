@@ -1,0 +1,75 @@
+package mongoinbox
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// These run without a server: the answers to a commit, by the error the
+// driver returns.
+func TestCommitWithRetry(t *testing.T) {
+	unknown := mongo.CommandError{Name: "HostUnreachable", Labels: []string{"UnknownTransactionCommitResult"}}
+	transient := mongo.CommandError{Name: "NoSuchTransaction", Labels: []string{"TransientTransactionError"}}
+	cases := []struct {
+		name    string
+		errs    []error // what each call returns; nil past the end
+		timeout time.Duration
+		want    runtime.CommitEvidence
+		calls   int
+	}{
+		{"committed", nil, time.Second, runtime.CommitCommitted, 1},
+		{"unknown, retried, committed", []error{unknown, unknown}, time.Second, runtime.CommitCommitted, 3},
+		{"transient: the transaction is gone", []error{transient}, time.Second, runtime.CommitFailed, 1},
+		{"a plain server error", []error{mongo.CommandError{Name: "WriteConflict"}}, time.Second, runtime.CommitFailed, 1},
+		{"unknown until the deadline", repeat(unknown, 1000), 150 * time.Millisecond, runtime.CommitAmbiguous, 0},
+		{"the deadline cuts the commit", repeat(context.DeadlineExceeded, 1000), 150 * time.Millisecond, runtime.CommitAmbiguous, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
+			defer cancel()
+			calls := 0
+			commit := func(context.Context) error {
+				calls++
+				if calls <= len(tc.errs) {
+					return tc.errs[calls-1]
+				}
+				return nil
+			}
+			ev, detail := commitWithRetry(ctx, commit, 20*time.Millisecond)
+			if ev != tc.want {
+				t.Fatalf("commitWithRetry = %v (%s), want %v", ev, detail, tc.want)
+			}
+			if tc.calls > 0 && calls != tc.calls {
+				t.Errorf("%d commit calls, want %d", calls, tc.calls)
+			}
+			if tc.calls == 0 && calls < 2 {
+				t.Errorf("%d commit calls before giving up, want retries", calls)
+			}
+			if ev != runtime.CommitCommitted && detail == "" {
+				t.Error("no detail")
+			}
+		})
+	}
+}
+
+func repeat(err error, n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+func TestHasLabelSeesWrappedErrors(t *testing.T) {
+	err := errors.Join(errors.New("context"), mongo.CommandError{Labels: []string{"TransientTransactionError"}})
+	if !hasLabel(err, "TransientTransactionError") || hasLabel(err, "UnknownTransactionCommitResult") {
+		t.Fatal("hasLabel misread the labels of a wrapped CommandError")
+	}
+}

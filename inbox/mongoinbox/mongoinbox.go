@@ -1,0 +1,327 @@
+// Package mongoinbox is Lily's transactional inbox on MongoDB (driver v2),
+// in a Go module of its own so that services without MongoDB never have the
+// driver in their module graph.
+//
+// A claim takes two steps. First a lease: a document in the lease collection,
+// written outside any transaction so other workers see it, holds the message
+// for Options.Lease and is renewed while the handler runs; a worker meeting a
+// live lease defers, and one meeting an expired lease takes it over. Then a
+// marker: inside the transaction that carries the handler's writes, a
+// document keyed by (consumer, message id) is inserted in the marker
+// collection. The marker commits exactly when the business writes do, and its
+// unique _id is the fence: of two workers that both got past the lease, only
+// one transaction can commit it. A marker already committed means duplicate.
+// docs/inbox.md tells the whole contract.
+package mongoinbox
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// Options tune an Inbox. The zero value takes the defaults.
+type Options struct {
+	// Lease is how long a claim holds the message off other workers without
+	// being renewed. Default 30s.
+	Lease time.Duration
+	// RenewEvery is how often the lease is extended while the claim's
+	// transaction is open. Default Lease/3.
+	RenewEvery time.Duration
+	// RetryEvery is the pause before retrying a claim that met a transient
+	// transaction error, or a commit whose result is unknown. Default 100ms.
+	RetryEvery time.Duration
+	// ClaimRetries bounds the retries of a claim's transaction after a
+	// transient error (a write conflict, a failover); then the claim defers.
+	// Default 5.
+	ClaimRetries int
+	// Markers and Leases name the two collections. Defaults "lily_inbox"
+	// and "lily_inbox_leases".
+	Markers, Leases string
+}
+
+// The defaults of Options.
+const (
+	DefaultLease        = 30 * time.Second
+	DefaultRetryEvery   = 100 * time.Millisecond
+	DefaultClaimRetries = 5
+	DefaultMarkers      = "lily_inbox"
+	DefaultLeases       = "lily_inbox_leases"
+)
+
+// Inbox implements runtime.Inbox on one MongoDB database of a replica set
+// or sharded cluster (transactions need one).
+type Inbox struct {
+	client  *mongo.Client
+	markers *mongo.Collection
+	leases  *mongo.Collection
+	opts    Options
+}
+
+var _ runtime.Inbox = (*Inbox)(nil)
+
+// New returns an inbox keeping its collections in db.
+func New(db *mongo.Database, opts Options) *Inbox {
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.RenewEvery <= 0 {
+		opts.RenewEvery = opts.Lease / 3
+	}
+	if opts.RetryEvery <= 0 {
+		opts.RetryEvery = DefaultRetryEvery
+	}
+	if opts.ClaimRetries <= 0 {
+		opts.ClaimRetries = DefaultClaimRetries
+	}
+	if opts.Markers == "" {
+		opts.Markers = DefaultMarkers
+	}
+	if opts.Leases == "" {
+		opts.Leases = DefaultLeases
+	}
+	return &Inbox{client: db.Client(), markers: db.Collection(opts.Markers), leases: db.Collection(opts.Leases), opts: opts}
+}
+
+// Migrate creates the two collections if they are missing (MongoDB before
+// 4.4 cannot create a collection inside a transaction) and a TTL index that
+// removes leases abandoned by workers that died. Safe to call at every start.
+func (in *Inbox) Migrate(ctx context.Context) error {
+	for _, c := range []*mongo.Collection{in.markers, in.leases} {
+		err := c.Database().CreateCollection(ctx, c.Name())
+		var cmdErr mongo.CommandError
+		if err != nil && !(errors.As(err, &cmdErr) && cmdErr.Name == "NamespaceExists") {
+			return fmt.Errorf("mongoinbox: create %s: %w", c.Name(), err)
+		}
+	}
+	_, err := in.leases.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: "claimed_until", Value: 1}},
+		Options: options.Index().SetExpireAfterSeconds(0),
+	})
+	if err != nil {
+		return fmt.Errorf("mongoinbox: lease TTL index: %w", err)
+	}
+	return nil
+}
+
+// Session returns the claim's session that InboxTx.Bind put in ctx. The
+// handler needs it rarely: any operation given that ctx already runs in the
+// claim's transaction. The inbox commits or aborts it, never the handler.
+func Session(ctx context.Context) (*mongo.Session, bool) {
+	s := mongo.SessionFromContext(ctx)
+	return s, s != nil
+}
+
+func key(consumer, messageID string) bson.D {
+	return bson.D{{Key: "c", Value: consumer}, {Key: "m", Value: messageID}}
+}
+
+// Begin takes the lease, then inserts the marker in a new transaction.
+func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, runtime.ClaimStatus, string, error) {
+	id := key(consumer, messageID)
+	owner := rand.Text()
+	now := time.Now()
+	// Matches a missing or expired lease; a live one makes the upsert's
+	// insert collide on _id.
+	_, err := in.leases.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "claimed_until", Value: bson.D{{Key: "$lte", Value: now}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "claimed_until", Value: now.Add(in.opts.Lease)}}}},
+		options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		return nil, runtime.InboxDeferred, "another worker holds the lease", nil
+	}
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("mongoinbox: lease: %w", err)
+	}
+	c := &claimTx{in: in, id: id, owner: owner}
+	for try := 0; ; try++ {
+		err := c.start(ctx, now)
+		if err == nil {
+			c.renew()
+			return c, runtime.InboxClaimed, "", nil
+		}
+		c.abort(ctx)
+		switch {
+		case mongo.IsDuplicateKeyError(err):
+			c.release()
+			return nil, runtime.InboxDuplicate, "already committed for this consumer", nil
+		case hasLabel(err, "TransientTransactionError") && try < in.opts.ClaimRetries && pause(ctx, in.opts.RetryEvery):
+			continue
+		case hasLabel(err, "TransientTransactionError"):
+			// Most often another worker's open transaction holds the marker:
+			// its lease expired while its handler still ran.
+			c.release()
+			return nil, runtime.InboxDeferred, "transient transaction error, retries spent: " + err.Error(), nil
+		default:
+			c.release()
+			return nil, 0, "", fmt.Errorf("mongoinbox: claim: %w", err)
+		}
+	}
+}
+
+// pause waits d, or reports false when ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func hasLabel(err error, label string) bool {
+	var l mongo.LabeledError
+	return errors.As(err, &l) && l.HasErrorLabel(label)
+}
+
+type claimTx struct {
+	in    *Inbox
+	id    bson.D
+	owner string
+	sess  *mongo.Session
+
+	stopRenew func()
+	once      sync.Once // the first Commit or Rollback ends the claim
+}
+
+// start opens a session and a transaction and inserts the marker in it.
+func (c *claimTx) start(ctx context.Context, now time.Time) error {
+	sess, err := c.in.client.StartSession()
+	if err != nil {
+		return err
+	}
+	c.sess = sess
+	err = sess.StartTransaction(options.Transaction().
+		SetReadConcern(readconcern.Snapshot()).
+		SetWriteConcern(writeconcern.Majority()))
+	if err != nil {
+		return err
+	}
+	_, err = c.in.markers.InsertOne(mongo.NewSessionContext(ctx, sess),
+		bson.D{{Key: "_id", Value: c.id}, {Key: "owner", Value: c.owner}, {Key: "claimed_at", Value: now}})
+	return err
+}
+
+// abort ends the transaction and the session, if any.
+func (c *claimTx) abort(ctx context.Context) {
+	if c.sess == nil {
+		return
+	}
+	// An abort that fails leaves the server to abort the transaction when
+	// its lifetime limit passes; the marker is not committed either way.
+	ctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	_ = c.sess.AbortTransaction(ctx)
+	c.sess.EndSession(ctx)
+	c.sess = nil
+}
+
+// cleanupContext bounds the steps that end a claim: they run even when the
+// delivery's ctx has ended, since leaving them undone only costs waiting.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+}
+
+// renew extends the lease every RenewEvery until stopRenew is called. The
+// renewal runs outside the claim's transaction, so the lease stays visible
+// to other workers.
+func (c *claimTx) renew() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(c.in.opts.RenewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			// A failed or lost renewal is not fatal: the marker, not the
+			// lease, keeps two commits apart. It only lets a second worker
+			// start the handler, whose claim then defers or fails to commit.
+			_, _ = c.in.leases.UpdateOne(ctx,
+				bson.D{{Key: "_id", Value: c.id}, {Key: "owner", Value: c.owner}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "claimed_until", Value: time.Now().Add(c.in.opts.Lease)}}}})
+		}
+	}()
+	c.stopRenew = func() { cancel(); <-done }
+}
+
+// release deletes our lease so the next delivery need not wait for it.
+func (c *claimTx) release() {
+	ctx, cancel := cleanupContext(context.Background())
+	defer cancel()
+	// A lease left behind expires on its own.
+	_, _ = c.in.leases.DeleteOne(ctx, bson.D{{Key: "_id", Value: c.id}, {Key: "owner", Value: c.owner}})
+}
+
+func (c *claimTx) Bind(ctx context.Context) context.Context {
+	return mongo.NewSessionContext(ctx, c.sess)
+}
+
+func (c *claimTx) Rollback(ctx context.Context) {
+	c.once.Do(func() {
+		c.stopRenew()
+		c.abort(ctx)
+		c.release()
+	})
+}
+
+// Commit commits, retrying while the result is unknown, within ctx.
+func (c *claimTx) Commit(ctx context.Context) (ev runtime.CommitEvidence, detail string) {
+	ev, detail = runtime.CommitFailed, "already committed or rolled back"
+	c.once.Do(func() {
+		c.stopRenew()
+		ev, detail = commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
+		end, cancel := cleanupContext(ctx)
+		defer cancel()
+		c.sess.EndSession(end)
+		// An ambiguous commit keeps its lease until it expires, so that a
+		// redelivery defers instead of racing a commit that may yet land.
+		if ev != runtime.CommitAmbiguous {
+			c.release()
+		}
+	})
+	return ev, detail
+}
+
+// commitWithRetry calls commit until it succeeds or fails for certain, or
+// ctx ends while the result is still unknown.
+func commitWithRetry(ctx context.Context, commit func(context.Context) error, every time.Duration) (runtime.CommitEvidence, string) {
+	for {
+		err := commit(ctx)
+		switch {
+		case err == nil:
+			return runtime.CommitCommitted, ""
+		case !unknownResult(ctx, err):
+			// Among these, TransientTransactionError: the transaction is gone
+			// (aborted by the server, a failover) and only a new run of the
+			// handler can redo it.
+			return runtime.CommitFailed, "commit: " + err.Error()
+		case !pause(ctx, every):
+			return runtime.CommitAmbiguous, "commit result unknown by the deadline: " + err.Error()
+		}
+	}
+}
+
+// unknownResult tells an error after which the transaction may have
+// committed: the driver's label for it, or a deadline that cut the commit
+// off (the driver then leaves the transaction open for a retry).
+func unknownResult(ctx context.Context, err error) bool {
+	return hasLabel(err, "UnknownTransactionCommitResult") || mongo.IsTimeout(err) || ctx.Err() != nil
+}

@@ -1,0 +1,119 @@
+package mongoinbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/lily-mq/lily/inbox/inboxtest"
+	"github.com/lily-mq/lily/inbox/mongoinbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// database connects to LILY_MONGO_URL and returns a database no earlier run
+// used, dropped when the test ends; without the variable the test is skipped.
+func database(t *testing.T) (context.Context, *mongo.Database) {
+	url := os.Getenv("LILY_MONGO_URL")
+	if url == "" {
+		t.Skip("no MongoDB server on this machine; set LILY_MONGO_URL to a replica set (transactions need one) to run the inbox conformance suite on MongoDB")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	client, err := mongo.Connect(options.Client().ApplyURI(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	db := client.Database(fmt.Sprintf("lily_inbox_test_%d", time.Now().UnixNano()))
+	t.Cleanup(func() {
+		if err := db.Drop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := db.CreateCollection(ctx, "business"); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, db
+}
+
+func newInbox(t *testing.T, ctx context.Context, db *mongo.Database, opts mongoinbox.Options) *mongoinbox.Inbox {
+	inbox := mongoinbox.New(db, opts)
+	// Twice on purpose: Migrate must be idempotent.
+	for range 2 {
+		if err := inbox.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return inbox
+}
+
+func harness(db *mongo.Database, inbox runtime.Inbox) inboxtest.Harness {
+	business := db.Collection("business")
+	return inboxtest.Harness{
+		Inbox: inbox,
+		Write: func(ctx context.Context, key string) error {
+			if _, ok := mongoinbox.Session(ctx); !ok {
+				return fmt.Errorf("no session in the handler's context")
+			}
+			_, err := business.InsertOne(ctx, bson.D{{Key: "key", Value: key}})
+			return err
+		},
+		Rows: func(ctx context.Context, key string) (int, error) {
+			n, err := business.CountDocuments(ctx, bson.D{{Key: "key", Value: key}})
+			return int(n), err
+		},
+		Claims: func(ctx context.Context, consumer, id string) (int, error) {
+			n, err := db.Collection(mongoinbox.DefaultMarkers).CountDocuments(ctx,
+				bson.D{{Key: "_id", Value: bson.D{{Key: "c", Value: consumer}, {Key: "m", Value: id}}}})
+			return int(n), err
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	ctx, db := database(t)
+	inboxtest.Run(t, harness(db, newInbox(t, ctx, db, mongoinbox.Options{})))
+}
+
+// A lease that expired while its holder's transaction is still open is taken
+// over, but the holder's uncommitted marker fences the newcomer off: it
+// defers, the holder commits, and the message is then a duplicate.
+func TestExpiredLeaseIsFencedByTheMarker(t *testing.T) {
+	ctx, db := database(t)
+	// Renewal every hour: the lease runs out while the "handler" runs.
+	inbox := newInbox(t, ctx, db, mongoinbox.Options{Lease: 200 * time.Millisecond, RenewEvery: time.Hour, ClaimRetries: 2})
+	h := harness(db, inbox)
+	first, status, reason, err := inbox.Begin(ctx, "c", "m1")
+	if err != nil || status != runtime.InboxClaimed {
+		t.Fatalf("first claim = %v (%s), %v", status, reason, err)
+	}
+	if err := h.Write(first.Bind(ctx), "c/m1"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	_, status, reason, err = inbox.Begin(ctx, "c", "m1")
+	if err != nil || status != runtime.InboxDeferred {
+		t.Fatalf("claim after the lease expired = %v (%s), %v; want deferred by the open marker", status, reason, err)
+	}
+	if ev, detail := first.Commit(ctx); ev != runtime.CommitCommitted {
+		t.Fatalf("the holder's Commit = %v (%s)", ev, detail)
+	}
+	_, status, reason, err = inbox.Begin(ctx, "c", "m1")
+	if err != nil || status != runtime.InboxDuplicate {
+		t.Fatalf("claim after the commit = %v (%s), %v; want duplicate", status, reason, err)
+	}
+	rows, err := h.Rows(ctx, "c/m1")
+	if err != nil || rows != 1 {
+		t.Fatalf("%d business rows (%v), want 1", rows, err)
+	}
+	claims, err := h.Claims(ctx, "c", "m1")
+	if err != nil || claims != 1 {
+		t.Fatalf("%d claim markers (%v), want 1", claims, err)
+	}
+}
