@@ -53,6 +53,13 @@ type Options struct {
 	// LockTimeout is how long a claim waits on another worker's open claim of
 	// the same message id before it defers. Default 2s.
 	LockTimeout time.Duration
+	// IdleTimeout, when set, ends a claim whose transaction sits idle (no
+	// statement running) that long: the server closes the session, the claim
+	// rolls back and other workers may claim the message. It bounds how long
+	// a stuck worker holds a message, at the price of failing handlers that
+	// spend longer than this between statements. Default 0: the server's
+	// idle_in_transaction_session_timeout.
+	IdleTimeout time.Duration
 	// ResolveEvery is the pause between pg_xact_status look-ups while a
 	// COMMIT whose answer was lost is still in progress. Default 100ms.
 	ResolveEvery time.Duration
@@ -93,10 +100,15 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		return nil, 0, "", fmt.Errorf("pginbox: begin: %w", err)
 	}
 	// set_config(..., true) is SET LOCAL with a bind parameter.
-	timeout := fmt.Sprintf("%dms", in.opts.LockTimeout.Milliseconds())
-	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", timeout); err != nil {
+	set := "SELECT set_config('lock_timeout', $1, true)"
+	args := []any{millis(in.opts.LockTimeout)}
+	if in.opts.IdleTimeout > 0 {
+		set += ", set_config('idle_in_transaction_session_timeout', $2, true)"
+		args = append(args, millis(in.opts.IdleTimeout))
+	}
+	if _, err := tx.Exec(ctx, set, args...); err != nil {
 		_ = tx.Rollback(ctx)
-		return nil, 0, "", fmt.Errorf("pginbox: set lock_timeout: %w", err)
+		return nil, 0, "", fmt.Errorf("pginbox: set timeouts: %w", err)
 	}
 	// An uncommitted row with the same key makes this insert wait for its
 	// transaction: committed → conflict, nothing returned; aborted → ours.
@@ -120,6 +132,8 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		return nil, 0, "", fmt.Errorf("pginbox: claim: %w", err)
 	}
 }
+
+func millis(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
 
 type txKey struct{}
 

@@ -264,6 +264,32 @@ func TestBeginWithoutDatabaseIsAnError(t *testing.T) {
 	}
 }
 
+// A worker that sits in its claim longer than IdleTimeout loses it: the
+// server ends the session, the commit fails, and another worker claims the
+// message at once instead of waiting.
+func TestIdleClaimIsReleased(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{IdleTimeout: 200 * time.Millisecond, LockTimeout: 5 * time.Second})
+	stuck := e.claim(inbox, runtime.InboxClaimed)
+	if err := e.write(stuck.Bind(e.ctx), "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	began := time.Now()
+	next := e.claim(inbox, runtime.InboxClaimed)
+	if waited := time.Since(began); waited > time.Second {
+		t.Errorf("the next claim waited %s on a session the server had ended", waited)
+	}
+	if ev, detail := stuck.Commit(e.ctx); ev != runtime.CommitFailed {
+		t.Fatalf("the stuck worker's Commit = %v (%s), want failed", ev, detail)
+	}
+	if err := e.write(next.Bind(e.ctx), "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	e.commit(next)
+	e.expect(1)
+}
+
 // startSlowCommit claims m1, writes a business row whose COMMIT sleeps pause
 // seconds, starts Commit under commitCtx and returns once the backend is
 // asleep inside COMMIT, with its pid and a channel for Commit's answer.
