@@ -264,6 +264,69 @@ func TestBeginWithoutDatabaseIsAnError(t *testing.T) {
 	}
 }
 
+// A claim that meets another worker's open claim waits for it and follows
+// its outcome: duplicate when it commits, claimed when it rolls back.
+func TestWaitingClaimFollowsTheHolder(t *testing.T) {
+	for name, holderCommits := range map[string]bool{"holder commits": true, "holder rolls back": false} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 10 * time.Second})
+			holder := e.claim(inbox, runtime.InboxClaimed)
+			ctx := holder.Bind(e.ctx)
+			if err := e.write(ctx, "k", 0); err != nil {
+				t.Fatal(err)
+			}
+			h, _ := pginbox.Tx(ctx)
+			answer := make(chan runtime.ClaimStatus, 1)
+			go func() {
+				tx, status, _, err := inbox.Begin(e.ctx, e.prefix, "m1")
+				if err != nil {
+					t.Error(err)
+				}
+				if tx != nil {
+					if err := e.write(tx.Bind(e.ctx), "k", 0); err != nil {
+						t.Error(err)
+					}
+					if ev, detail := tx.Commit(e.ctx); ev != runtime.CommitCommitted {
+						t.Errorf("the waiting claim's Commit = %v (%s)", ev, detail)
+					}
+				}
+				answer <- status
+			}()
+			e.waitBlockedBy(h.Conn().PgConn().PID())
+			want := runtime.InboxClaimed
+			if holderCommits {
+				e.commit(holder)
+				want = runtime.InboxDuplicate
+			} else {
+				holder.Rollback(e.ctx)
+			}
+			if got := <-answer; got != want {
+				t.Fatalf("the waiting claim = %v, want %v", got, want)
+			}
+			e.expect(1)
+		})
+	}
+}
+
+// waitBlockedBy returns once some backend waits on a lock the backend pid holds.
+func (e *env) waitBlockedBy(pid uint32) {
+	e.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var blocked bool
+		err := e.pool.QueryRow(e.ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))", int64(pid)).Scan(&blocked)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if blocked {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("no claim ever waited on the open one")
+		}
+	}
+}
+
 // A worker that sits in its claim longer than IdleTimeout loses it: the
 // server ends the session, the commit fails, and another worker claims the
 // message at once instead of waiting.
