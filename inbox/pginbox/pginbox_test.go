@@ -293,7 +293,9 @@ func TestWaitingClaimFollowsTheHolder(t *testing.T) {
 				}
 				answer <- status
 			}()
-			e.waitBlockedBy(h.Conn().PgConn().PID())
+			e.waitUntil("a claim waiting on the open one",
+				"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))",
+				h.Conn().PgConn().PID())
 			want := runtime.InboxClaimed
 			if holderCommits {
 				e.commit(holder)
@@ -309,20 +311,20 @@ func TestWaitingClaimFollowsTheHolder(t *testing.T) {
 	}
 }
 
-// waitBlockedBy returns once some backend waits on a lock the backend pid holds.
-func (e *env) waitBlockedBy(pid uint32) {
+// waitUntil polls the predicate query, a SELECT of one boolean about the
+// backend pid, until it is true; what names the awaited state for a failure.
+func (e *env) waitUntil(what, query string, pid uint32) {
 	e.t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var blocked bool
-		err := e.pool.QueryRow(e.ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))", int64(pid)).Scan(&blocked)
-		if err != nil {
+		var ok bool
+		if err := e.pool.QueryRow(e.ctx, query, int64(pid)).Scan(&ok); err != nil {
 			e.t.Fatal(err)
 		}
-		if blocked {
+		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatal("no claim ever waited on the open one")
+			e.t.Fatalf("waited 10s for %s", what)
 		}
 	}
 }
@@ -370,20 +372,10 @@ func (e *env) startSlowCommit(inbox *pginbox.Inbox, commitCtx context.Context, p
 		ev, detail := tx.Commit(commitCtx)
 		answer <- [2]string{ev.String(), detail}
 	}()
-	// Wait for the backend to sit in pg_sleep: COMMIT has been received.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var sleeping bool
-		err := e.pool.QueryRow(e.ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep')", int64(pid)).Scan(&sleeping)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if sleeping {
-			return pid, answer
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal("the backend never slept in COMMIT")
-		}
-	}
+	// The backend sleeping in pg_sleep has received COMMIT.
+	e.waitUntil("the backend to sleep in COMMIT",
+		"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep')", pid)
+	return pid, answer
 }
 
 // The backend is terminated while COMMIT runs: the server's FATAL says
