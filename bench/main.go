@@ -39,6 +39,9 @@ var drains = map[string]func(context.Context, runConfig, *tracker) error{
 	"plain":     drainPlain,
 	"lily":      drainLily,
 	"watermill": drainWatermill,
+	// Not run by default: plain with the generated extractor, to tell the
+	// runtime's cost from the extractor's.
+	"plain-extract": drainPlain,
 }
 
 // runConfig is one run: a scenario, a consumer and its queue.

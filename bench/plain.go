@@ -7,6 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -16,6 +17,9 @@ import (
 // a confirm-mode channel of a second connection (as Lily does), waits for the
 // confirm, then ACKs. Its in-flight window is therefore concurrency, as
 // Lily's handoff window is.
+//
+// As "plain-extract" it also runs the generated extractor on each body before
+// settling it: the difference to Lily is then the runtime's own cost.
 func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 	conn, err := amqp.Dial(r.url)
 	if err != nil {
@@ -53,6 +57,12 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 	for range r.concurrency {
 		wg.Go(func() {
 			for d := range deliveries {
+				if r.consumer == "plain-extract" {
+					if _, err := ordersmsg.ExtractOrderPlacedV2(d.Body); err != nil {
+						errs <- err
+						return
+					}
+				}
 				if pub != nil {
 					if err := copyTo(pub, bucket, &d); err != nil {
 						errs <- err
