@@ -114,22 +114,16 @@ func (e *env) write(ctx context.Context, key string, pause float64) error {
 	return err
 }
 
-func (e *env) rows(key string) int {
-	e.t.Helper()
-	var n int
-	if err := e.pool.QueryRow(e.ctx, "SELECT count(*) FROM "+e.table+" WHERE key = $1", key).Scan(&n); err != nil {
-		e.t.Fatal(err)
-	}
-	return n
+// countRows counts the committed business rows with key.
+func (e *env) countRows(ctx context.Context, key string) (n int, err error) {
+	err = e.pool.QueryRow(ctx, "SELECT count(*) FROM "+e.table+" WHERE key = $1", key).Scan(&n)
+	return n, err
 }
 
-func (e *env) claims(consumer, id string) int {
-	e.t.Helper()
-	var n int
-	if err := e.pool.QueryRow(e.ctx, "SELECT count(*) FROM lily_inbox WHERE consumer = $1 AND message_id = $2", consumer, id).Scan(&n); err != nil {
-		e.t.Fatal(err)
-	}
-	return n
+// countClaims counts the committed claim rows of (consumer, id).
+func (e *env) countClaims(ctx context.Context, consumer, id string) (n int, err error) {
+	err = e.pool.QueryRow(ctx, "SELECT count(*) FROM lily_inbox WHERE consumer = $1 AND message_id = $2", consumer, id).Scan(&n)
+	return n, err
 }
 
 // claim claims the test's message m1 and wants the given status.
@@ -145,7 +139,15 @@ func (e *env) claim(inbox *pginbox.Inbox, want runtime.ClaimStatus) runtime.Inbo
 // expect wants n business rows with key k and n claim rows of m1.
 func (e *env) expect(n int) {
 	e.t.Helper()
-	if rows, claims := e.rows("k"), e.claims(e.prefix, "m1"); rows != n || claims != n {
+	rows, err := e.countRows(e.ctx, "k")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	claims, err := e.countClaims(e.ctx, e.prefix, "m1")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if rows != n || claims != n {
 		e.t.Fatalf("%d business rows, %d claim rows; want %d of each", rows, claims, n)
 	}
 }
@@ -164,13 +166,9 @@ func TestConformance(t *testing.T) {
 	inboxtest.Run(t, inboxtest.Harness{
 		Inbox: &prefixed{inbox, e.prefix},
 		Write: func(ctx context.Context, key string) error { return e.write(ctx, e.prefix+key, 0) },
-		Rows: func(ctx context.Context, key string) (n int, err error) {
-			err = e.pool.QueryRow(ctx, "SELECT count(*) FROM "+e.table+" WHERE key = $1", e.prefix+key).Scan(&n)
-			return n, err
-		},
-		Claims: func(ctx context.Context, consumer, id string) (n int, err error) {
-			err = e.pool.QueryRow(ctx, "SELECT count(*) FROM lily_inbox WHERE consumer = $1 AND message_id = $2", e.prefix+consumer, id).Scan(&n)
-			return n, err
+		Rows:  func(ctx context.Context, key string) (int, error) { return e.countRows(ctx, e.prefix+key) },
+		Claims: func(ctx context.Context, consumer, id string) (int, error) {
+			return e.countClaims(ctx, e.prefix+consumer, id)
 		},
 	})
 }
@@ -433,8 +431,8 @@ func TestConnectionLostDuringCommitUnresolvedIsAmbiguous(t *testing.T) {
 	if answer[0] != "ambiguous" || !strings.Contains(answer[1], "in progress") {
 		t.Fatalf("Commit = %s (%s), want ambiguous after seeing it in progress", answer[0], answer[1])
 	}
-	if n := e.rows("k"); n != 0 {
-		t.Fatalf("%d business rows while COMMIT still runs; want 0", n)
+	if n, err := e.countRows(e.ctx, "k"); err != nil || n != 0 {
+		t.Fatalf("%d business rows (%v) while COMMIT still runs; want 0", n, err)
 	}
 	// The requeued message meets the open claim and defers, then the duplicate.
 	for deadline := time.Now().Add(10 * time.Second); ; {
