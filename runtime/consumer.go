@@ -95,6 +95,11 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if err := spec.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	// The budget must carry the handler, then the claim, commit, cleanup and
+	// after_delivery steps, then a handoff and its ACK.
+	if b := spec.Budget(); spec.SettlementBudget != 0 && b < spec.HandlerTimeout+4*stepTimeout(cfg)+handoffReserve {
+		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + 4 step timeouts + %s", spec.Name, b, handoffReserve))
+	}
 	if spec.InboxRequired && cfg.Inbox == nil {
 		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
 	}
@@ -130,6 +135,13 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	}, nil
 }
 
+func stepTimeout(cfg Config) time.Duration {
+	if cfg.StepTimeout > 0 {
+		return cfg.StepTimeout
+	}
+	return DefaultStepTimeout
+}
+
 func orDefault[T int | time.Duration](v *T, d T) {
 	if *v <= 0 {
 		*v = d
@@ -145,6 +157,7 @@ type run struct {
 	handoff   *handoffPublisher
 	requeues  *memory[string]
 	completed *memory[workKey]
+	busy      busyWork
 	report    *reportBuilder
 	slots     chan struct{} // bounds the deliveries in flight, across generations
 	// work is the handlers' parent context, cancelled at the force notification.
@@ -201,8 +214,9 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 	}
 	r := c.newRun()
 	defer r.handoff.close()
-	s, err := c.connect(r)
+	s, err := c.connect(ctx, r)
 	if err != nil {
+		r.force()
 		return nil, err
 	}
 	for failures := 0; ; {
@@ -230,12 +244,23 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 			if !sleep(ctx, wait) {
 				return c.shutdown(r, nil), nil
 			}
-			if s, err = c.connect(r); err != nil {
+			if s, err = c.connect(ctx, r); err != nil {
+				if refused(err) {
+					// The broker refuses the topology itself: no retry can mend it.
+					return c.shutdown(r, nil), err
+				}
 				c.emit(Event{Stage: StageLost, Detail: sanitize(err.Error(), maxCause)})
+				r.report.lostIntake(sanitize(err.Error(), maxCause))
 			}
 		}
 		r.report.reconnected()
 	}
+}
+
+// refused reports a broker's 406 (a queue declared with other arguments).
+func refused(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
 }
 
 // backoff is the wait before connection attempt n (from 1): doubling from min

@@ -81,7 +81,7 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 		return requeue(o, remaining, "handoff to "+o.Handoff.Destination+" "+o.Handoff.Status.String())
 	}
 	if o.Deferred || o.Commit == CommitAmbiguous {
-		why := "inbox deferred; no application retry used"
+		why := "deferred; no application retry used"
 		if o.Reason != "" {
 			why += ": " + o.Reason
 		}
@@ -95,9 +95,9 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 	}
 	switch o.Rejection {
 	case RejectPoison:
-		return handoffOrRequeue(toDLQ(q, attempt, "poison envelope: "+o.Reason), remaining)
+		return handoffOrRequeue(o, toDLQ(q, attempt, "poison envelope: "+o.Reason), remaining)
 	case RejectUnsupported:
-		return handoffOrRequeue(toDLQ(q, attempt, "unsupported: "+o.Reason), remaining)
+		return handoffOrRequeue(o, toDLQ(q, attempt, "unsupported: "+o.Reason), remaining)
 	}
 	kind, why := o.Handler.Kind, "retryable failure"
 	if kind == 0 {
@@ -115,14 +115,14 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 	case 0:
 		return Plan{Action: ActAck, Reason: "handled"}
 	case KindPermanent:
-		return handoffOrRequeue(toDLQ(q, attempt, "permanent failure"), remaining)
+		return handoffOrRequeue(o, toDLQ(q, attempt, "permanent failure"), remaining)
 	}
 	if attempt >= q.Retry.MaxAttempts {
-		return handoffOrRequeue(toDLQ(q, attempt, fmt.Sprintf("retries exhausted after attempt %d of %d", attempt, q.Retry.MaxAttempts)), remaining)
+		return handoffOrRequeue(o, toDLQ(q, attempt, fmt.Sprintf("retries exhausted after attempt %d of %d", attempt, q.Retry.MaxAttempts)), remaining)
 	}
 	delays := q.Retry.Delays
 	delay := delays[min(attempt-1, len(delays)-1)]
-	return handoffOrRequeue(Plan{
+	return handoffOrRequeue(o, Plan{
 		Action:      ActHandoff,
 		Destination: q.RetryBucket(delay),
 		NextAttempt: attempt + 1,
@@ -137,11 +137,11 @@ func toDLQ(q QueueSpec, attempt int, reason string) Plan {
 // handoffOrRequeue keeps a handoff only while the budget can still carry it
 // and the ACK after it; otherwise the delivery is requeued now, while a NACK
 // still fits, rather than left holding its slot until the channel closes.
-func handoffOrRequeue(p Plan, remaining time.Duration) Plan {
+func handoffOrRequeue(o Outcome, p Plan, remaining time.Duration) Plan {
 	if remaining >= handoffReserve {
 		return p
 	}
-	return Plan{Action: ActRequeue, Reason: "budget too short for a handoff (" + p.Reason + ")"}
+	return requeue(o, remaining, "budget too short for a handoff ("+p.Reason+")")
 }
 
 func requeue(o Outcome, remaining time.Duration, reason string) Plan {

@@ -30,7 +30,9 @@ func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envel
 			c.hooks.beforeAck()
 			o.Settlement = auth.ack(ctx)
 			c.hooks.afterAck()
-			r.requeues.forget(d.MessageId)
+			if o.Settlement.Status == AckSent {
+				r.requeues.forget(d.MessageId)
+			}
 		case ActDeadLetter:
 			o.Settlement = auth.nack(ctx, false)
 		case ActRequeue:
@@ -68,8 +70,11 @@ func (c *Consumer) remember(r *run, gen *generation, d *amqp.Delivery, env *Enve
 	if env == nil {
 		return // a rejected delivery did no work
 	}
+	// Completed is what decide would have ACKed: a confirmed handoff, or the
+	// handler, the commit, the cleanup and after_delivery all done.
 	completed := o.CompletedEarlier || o.Handoff.Status == HandoffConfirmed ||
-		(o.Handler.Ran && o.Handler.Kind == 0 && o.Commit != CommitFailed && o.Commit != CommitAmbiguous)
+		(o.Handler.Ran && o.Handler.Kind == 0 && o.Commit != CommitFailed && o.Commit != CommitAmbiguous &&
+			o.Cleanup == "" && o.AfterDelivery == "")
 	if completed {
 		r.completed.add(work)
 	}

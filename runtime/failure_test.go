@@ -317,3 +317,71 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
+
+// The connection dies during the cooperative window, while a handler still
+// runs: its failure afterwards must not publish a copy that no ACK can follow,
+// and the original comes back from the main queue.
+func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("grace-1", 1))
+	p := newProxy(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+		close(started)
+		<-release
+		return Retryable(errors.New("busy"))
+	}), through(p), func(cfg *Config) { cfg.ShutdownGrace = 5 * time.Second })
+	<-started
+	stopped := make(chan *Report, 1)
+	go func() { stopped <- c.stop() }()
+	time.Sleep(200 * time.Millisecond) // in the cooperative window
+	p.cut()
+	time.Sleep(300 * time.Millisecond) // the watcher revokes the generation
+	close(release)
+	rep := <-stopped
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != HandoffNone || rep.Unresolved[0].Settlement.Status != SettlementNotAttempted {
+		t.Errorf("report: %s", rep)
+	}
+	if len(rep.Lost) != 1 {
+		t.Errorf("lost: %v", rep.Lost)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.RetryBucket(time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// An ACK written but never delivered, its connection lost during the
+// cooperative window: the close proves nothing, and the report says so.
+func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("grace-2", 1), jsonMsg("grace-3", 1))
+	p := newProxy(t)
+	acked, release := make(chan struct{}), make(chan struct{})
+	r, c := prepare(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
+		if d.Envelope().MessageID == "grace-3" {
+			<-release // keeps the shutdown in its cooperative window
+		}
+		return nil
+	}), through(p), func(cfg *Config) { cfg.ProofInterval, cfg.ShutdownGrace = time.Hour, 5*time.Second })
+	c.hooks.beforeAck = once(p.freeze)
+	c.hooks.afterAck = once(func() { close(acked) })
+	r.launch(c)
+	<-acked
+	stopped := make(chan *Report, 1)
+	go func() { stopped <- r.stop() }()
+	time.Sleep(200 * time.Millisecond)
+	p.cut()
+	time.Sleep(300 * time.Millisecond)
+	close(release)
+	rep := <-stopped
+	var ambiguous bool
+	for _, u := range rep.Unresolved {
+		ambiguous = ambiguous || (u.MessageID == "grace-2" && u.Settlement.Status == SettlementAmbiguous)
+	}
+	if !ambiguous || rep.AcksProven != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {2, 0}, q.DeadLetterQueue: {0, 0}})
+}

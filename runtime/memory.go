@@ -66,3 +66,31 @@ func (m *memory[K]) forget(k K) {
 		}
 	}
 }
+
+// busyWork is the set of work (message id and attempt) being handled now. A
+// redelivery of work whose handler still runs (its channel was lost) waits its
+// turn instead of running twice at once.
+type busyWork struct {
+	mu   sync.Mutex
+	keys map[workKey]bool
+}
+
+// start reports false when k is already running; otherwise k runs until done.
+func (s *busyWork) start(k workKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keys[k] {
+		return false
+	}
+	if s.keys == nil {
+		s.keys = make(map[workKey]bool)
+	}
+	s.keys[k] = true
+	return true
+}
+
+func (s *busyWork) done(k workKey) {
+	s.mu.Lock()
+	delete(s.keys, k)
+	s.mu.Unlock()
+}

@@ -31,6 +31,8 @@ type HandlerResult struct {
 	// Cancelled: the forced shutdown cancelled the handler. That is the
 	// consumer's doing, not the message's, so it costs no application retry.
 	Cancelled bool
+	// Abandoned: the handler was still running when the wait for it ended.
+	Abandoned bool
 }
 
 // CommitEvidence is the second kind: what the database said. The inbox fills it.
@@ -110,9 +112,11 @@ type Outcome struct {
 	Reason  string
 	Handler HandlerResult
 	// Claim is the inbox's answer; 0 when the consumer has no inbox.
-	Claim    ClaimStatus
-	Commit   CommitEvidence
-	Deferred bool // the inbox could not decide now
+	Claim  ClaimStatus
+	Commit CommitEvidence
+	// Deferred: the inbox could not decide now, or the same work is still
+	// running from a lost channel; Reason says which.
+	Deferred bool
 	// Cleanup and AfterDelivery hold the failure of those steps; empty when
 	// they succeeded or did not run.
 	Cleanup       string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -26,11 +27,29 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 		o.Rejection, o.Reason = RejectPoison, reason
 	default:
 		attempt = env.Attempt
-		if r.completed.count(workKey{d.MessageId, attempt}) > 0 {
+		work := workKey{d.MessageId, attempt}
+		if !r.busy.start(work) {
+			o.Deferred, o.Reason = true, "the same message and attempt is still being handled (its earlier delivery's channel was lost)"
+			break
+		}
+		// The work is free again when its handler has returned, which may be
+		// after this journey ends.
+		release := func() { r.busy.done(work) }
+		defer func() {
+			if release != nil {
+				release()
+			}
+		}()
+		if r.completed.count(work) > 0 {
 			o.CompletedEarlier = true
 			c.emit(Event{Stage: StageFromRecord, MessageID: id, Attempt: attempt, Generation: gen.id})
 		} else if route, ok := c.routes.dispatch(env); ok {
-			o = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.Budget()))
+			o, release = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.Budget()), release)
+			if release != nil {
+				// Free before the settlement: a requeue's redelivery may come at once.
+				release()
+				release = nil
+			}
 			c.emit(Event{Stage: StageHandled, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Handler.Cause})
 		} else {
 			o.Rejection, o.Reason = RejectUnsupported, unsupported(env)
@@ -49,12 +68,20 @@ func unsupported(env *Envelope) string {
 
 // callHandler runs the route under the handler timeout, in its own goroutine so
 // that a handler ignoring its context cannot hold the settlement past the
-// timeout. Such a handler is still tracked, keeps its concurrency slot, and may
-// finish later, but its result no longer decides anything.
-func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Route, rd RawDelivery) HandlerResult {
+// timeout. Such a handler is abandoned: it keeps its concurrency slot, its
+// result no longer decides anything, and late runs on its goroutine once it
+// returns (to roll back its transaction and clean up its scope, which it may
+// still be using until then).
+func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Route, rd RawDelivery, late func()) HandlerResult {
+	if closed(r.aborted) {
+		late()
+		return HandlerResult{Kind: KindRetryable, Cause: "not started: the consumer aborted", Cancelled: true}
+	}
 	ctx, cancel := context.WithTimeout(base, c.spec.HandlerTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, deliveryKey{}, rd)
+	var mu sync.Mutex // orders the handler's return against the wait giving up
+	gaveUp := false
 	done := make(chan HandlerResult, 1)
 	r.handlers.start()
 	sl.hold()
@@ -62,8 +89,26 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 		defer sl.release()
 		res := invoke(ctx, route, rd)
 		r.handlers.end(res.Panicked)
+		mu.Lock()
+		abandoned := gaveUp
 		done <- res
+		mu.Unlock()
+		if abandoned {
+			late()
+		}
 	}()
+	giveUp := func(res HandlerResult) HandlerResult {
+		mu.Lock()
+		defer mu.Unlock()
+		select {
+		case finished := <-done:
+			return c.handled(r, finished)
+		default:
+			gaveUp = true
+			res.Abandoned = true
+			return res
+		}
+	}
 	// The force notification cancels ctx but does not end the wait: work that
 	// completes in the force window still settles. Only the timeout and the
 	// final abort stop waiting.
@@ -71,15 +116,19 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 	defer timeout.Stop()
 	select {
 	case res := <-done:
-		// A handler failing once the force notification cancelled it failed
-		// because of the shutdown.
-		res.Cancelled = res.Kind != 0 && r.work.Err() != nil
-		return res
+		return c.handled(r, res)
 	case <-timeout.C:
-		return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true}
+		return giveUp(HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true})
 	case <-r.aborted:
-		return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true}
+		return giveUp(HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true})
 	}
+}
+
+// handled marks a handler that failed once the force notification cancelled
+// it: it failed because of the shutdown.
+func (c *Consumer) handled(r *run, res HandlerResult) HandlerResult {
+	res.Cancelled = res.Kind != 0 && r.work.Err() != nil
+	return res
 }
 
 // invoke calls the route and turns a panic into a retryable failure: like a

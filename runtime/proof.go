@@ -70,7 +70,7 @@ func (c *Consumer) prove(r *run, s *session) {
 	}
 	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
-	if err := boundedErr(ctx, func() error { return s.ch.Qos(c.spec.Prefetch, 0, false) }); err != nil {
+	if err := s.call(ctx, func() error { return s.ch.Qos(c.spec.Prefetch, 0, false) }); err != nil {
 		c.acksAmbiguous(r, s.gen, acks, "no reply on the channel after the ACK: "+sanitize(err.Error(), 120))
 		return
 	}

@@ -20,21 +20,31 @@ type AfterDelivery func(ctx context.Context, d RawDelivery, o Outcome) error
 
 // pipeline runs a dispatched delivery: scope open → inbox claim → handler in
 // the claim's transaction → commit or rollback → cleanup → after_delivery.
-// It returns the evidence; nothing here talks to the broker.
+// It returns the evidence; nothing here talks to the broker. release frees the
+// delivery's work; pipeline returns it to be called now, or nil when an
+// abandoned handler will call it once it returns.
 //
 // A cleanup or after_delivery failure after a committed transaction is a
 // retryable failure: the retry copy then meets the inbox's record of the
 // commit and is ACKed as a duplicate, without running the handler again.
-func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadline time.Time) Outcome {
+func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadline time.Time, release func()) (Outcome, func()) {
 	var o Outcome
 	base := r.work
 	var cleanup func(context.Context) error
 	if c.cfg.Scope != nil {
-		var err error
-		if base, cleanup, err = c.cfg.Scope(base, rd); err != nil {
-			o.Handler = HandlerResult{Kind: KindRetryable, Cause: sanitize("scope: "+err.Error(), maxCause)}
-			return o
+		type opened struct {
+			ctx     context.Context
+			cleanup func(context.Context) error
 		}
+		sc, err := userCall(c, deadline, func(ctx context.Context) (opened, error) {
+			scoped, cleanup, err := c.cfg.Scope(base, rd)
+			return opened{scoped, cleanup}, err
+		})
+		if err != nil {
+			o.Handler = HandlerResult{Kind: KindRetryable, Cause: sanitize("scope: "+err.Error(), maxCause)}
+			return o, release
+		}
+		base, cleanup = sc.ctx, sc.cleanup
 	}
 	var tx InboxTx
 	if c.cfg.Inbox != nil {
@@ -43,71 +53,116 @@ func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadl
 			base = tx.Bind(base)
 		}
 	}
-	if c.cfg.Inbox == nil || tx != nil {
-		o.Handler = c.callHandler(r, sl, base, route, rd)
-		c.settleTx(&o, tx, deadline)
-	}
-	if cleanup != nil {
-		if err := c.bounded(deadline, cleanup); err != nil {
-			o.Cleanup = sanitize(err.Error(), maxCause)
+	// finish ends the transaction and the scope; an abandoned handler runs it
+	// on its own goroutine once it returns, since it may use both until then.
+	finish := func(o *Outcome) {
+		c.settleTx(o, tx, deadline)
+		if cleanup != nil {
+			if err := c.userStep(deadline, cleanup); err != nil {
+				o.Cleanup = sanitize(err.Error(), maxCause)
+			}
 		}
 	}
+	if c.cfg.Inbox == nil || tx != nil {
+		free := release
+		o.Handler = c.callHandler(r, sl, base, route, rd, func() {
+			var late Outcome
+			late.Handler.Kind = KindRetryable // never commit behind the retry
+			finish(&late)
+			free()
+		})
+		if o.Handler.Abandoned {
+			o.Commit = CommitRolledBack
+			release = nil
+		} else {
+			finish(&o)
+		}
+	} else if cleanup != nil {
+		finish(&o)
+	}
 	if c.cfg.AfterDelivery != nil {
-		if err := c.bounded(deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, o) }); err != nil {
+		if err := c.userStep(deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, o) }); err != nil {
 			o.AfterDelivery = sanitize(err.Error(), maxCause)
 		}
 	}
-	return o
+	return o, release
 }
 
 // claim asks the inbox for the delivery's message id. An inbox that cannot
 // answer defers the delivery: that is the database's trouble, not the
 // message's, and costs no application retry.
 func (c *Consumer) claim(o *Outcome, rd RawDelivery, deadline time.Time) InboxTx {
-	ctx, cancel := stepContext(c.cfg.StepTimeout, deadline)
-	defer cancel()
-	tx, status, reason, err := c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.MessageID)
+	type answer struct {
+		tx     InboxTx
+		status ClaimStatus
+		reason string
+	}
+	a, err := userCall(c, deadline, func(ctx context.Context) (answer, error) {
+		tx, status, reason, err := c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.MessageID)
+		return answer{tx, status, reason}, err
+	})
 	switch {
 	case err != nil:
 		o.Claim, o.Deferred, o.Reason = InboxDeferred, true, sanitize("inbox: "+err.Error(), maxCause)
-	case status == InboxClaimed && tx != nil:
+		return nil
+	case a.status == InboxClaimed && a.tx != nil:
 		o.Claim = InboxClaimed
-		return tx
-	case status == InboxDuplicate:
-		o.Claim, o.Reason = InboxDuplicate, sanitize(reason, maxCause)
+		return a.tx
+	case a.status == InboxDuplicate:
+		o.Claim, o.Reason = InboxDuplicate, sanitize(a.reason, maxCause)
 	default:
-		o.Claim, o.Deferred, o.Reason = InboxDeferred, true, sanitize("inbox: "+reason, maxCause)
+		o.Claim, o.Deferred, o.Reason = InboxDeferred, true, sanitize("inbox: "+a.reason, maxCause)
+	}
+	if a.tx != nil {
+		// An adapter that answered no claim yet left a transaction open.
+		_ = c.userStep(deadline, func(ctx context.Context) error { a.tx.Rollback(ctx); return nil })
 	}
 	return nil
 }
 
 // settleTx commits the claim's transaction after a handler that succeeded, and
-// rolls it back otherwise (a handler abandoned at its timeout included: its
-// work must not commit behind the retry).
+// rolls it back otherwise.
 func (c *Consumer) settleTx(o *Outcome, tx InboxTx, deadline time.Time) {
 	if tx == nil {
 		return
 	}
-	ctx, cancel := stepContext(c.cfg.StepTimeout, deadline)
-	defer cancel()
 	if o.Handler.Kind != 0 {
-		tx.Rollback(ctx)
+		_ = c.userStep(deadline, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
 		o.Commit = CommitRolledBack
 		return
 	}
-	var detail string
-	o.Commit, detail = tx.Commit(ctx)
-	if o.Commit != CommitCommitted && detail != "" {
-		o.Reason = sanitize("commit: "+detail, maxCause)
+	type said struct {
+		evidence CommitEvidence
+		detail   string
+	}
+	db, err := userCall(c, deadline, func(ctx context.Context) (said, error) {
+		evidence, detail := tx.Commit(ctx)
+		return said{evidence, detail}, nil
+	})
+	if err != nil {
+		// The commit did not return in time or panicked: its outcome is unknown.
+		db = said{CommitAmbiguous, err.Error()}
+	}
+	o.Commit = db.evidence
+	if o.Commit != CommitCommitted && db.detail != "" {
+		o.Reason = sanitize("commit: "+db.detail, maxCause)
 	}
 }
 
-// bounded runs a user step (cleanup, after_delivery) within the step timeout
-// and the deadline, turning a panic into an error.
-func (c *Consumer) bounded(deadline time.Time, step func(context.Context) error) (err error) {
+// userStep runs a step of user or adapter code (scope, inbox, cleanup,
+// after_delivery) within the step timeout and the deadline, turning a panic
+// into an error.
+func (c *Consumer) userStep(deadline time.Time, step func(context.Context) error) error {
+	_, err := userCall(c, deadline, func(ctx context.Context) (struct{}, error) { return struct{}{}, step(ctx) })
+	return err
+}
+
+// userCall is userStep for a step with a result. A step that does not return
+// in time keeps running on its own goroutine; its result is dropped.
+func userCall[T any](c *Consumer, deadline time.Time, step func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := stepContext(c.cfg.StepTimeout, deadline)
 	defer cancel()
-	return boundedErr(ctx, func() (err error) {
+	return bounded(ctx, func() (v T, err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("panic: %v", p)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,11 +19,60 @@ type session struct {
 	ch         *amqp.Channel
 	tag        string
 	deliveries <-chan amqp.Delivery
-	chClosed   chan *amqp.Error
-	connClosed chan *amqp.Error
-	cancelled  chan string
-	ended      chan struct{} // closed when the session is over
 	started    time.Time
+	// rpc serialises synchronous calls on ch: amqp091 hands a reply to
+	// whichever call waits first, so two at once could take each other's.
+	rpc sync.Mutex
+	// lost is closed by the watcher when the broker ends the session under us;
+	// why says how. Its authority is revoked at that moment.
+	lost chan struct{}
+	why  error
+	// ended stops the prover; proverDone says it has stopped.
+	ended      chan struct{}
+	proverDone chan struct{}
+}
+
+// call runs one synchronous method on the consumer channel, bounded by ctx.
+func (s *session) call(ctx context.Context, method func() error) error {
+	return boundedErr(ctx, func() error {
+		s.rpc.Lock()
+		defer s.rpc.Unlock()
+		return method()
+	})
+}
+
+// watch waits for the broker to end the session: the channel or connection
+// closing with an error, or a consumer cancel. A loss revokes the generation
+// at once, so no handoff starts that could never be followed by its ACK.
+func (s *session) watch(chClosed, connClosed chan *amqp.Error, cancelled chan string) {
+	for chClosed != nil || connClosed != nil {
+		var err *amqp.Error
+		select {
+		case _, ok := <-cancelled:
+			if ok {
+				s.why = ErrConsumerCancelled
+				close(s.lost)
+				return
+			}
+			cancelled = nil // closed with the channel: no cancel came
+			continue
+		case err = <-chClosed:
+			chClosed = nil
+		case err = <-connClosed:
+			connClosed = nil
+		}
+		if err == nil {
+			continue // closed by us
+		}
+		s.gen.revoke()
+		if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
+			s.why = fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err)
+		} else {
+			s.why = fmt.Errorf("lily: the consumer channel closed: %w", err)
+		}
+		close(s.lost)
+		return
+	}
 }
 
 // slot is one of the consumer's concurrency slots, held by a delivery's
@@ -42,24 +92,28 @@ func (s *slot) release() {
 }
 
 // connect opens a session: dial, declare the topology, open the consumer
-// channel, set prefetch and start consuming. Every step is bounded.
-func (c *Consumer) connect(r *run) (*session, error) {
-	conn, err := c.dial("consume")
+// channel, set prefetch and start consuming. Every step is bounded, and ctx
+// ending stops the attempt.
+func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
+	conn, err := bounded(ctx, func() (*amqp.Connection, error) { return c.dial("consume") })
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.open(r, conn)
+	s, err := c.open(ctx, r, conn)
 	if err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	go c.proveEvery(r, s)
+	go func() {
+		defer close(s.proverDone)
+		c.proveEvery(r, s)
+	}()
 	c.emit(Event{Stage: StageConnected, Generation: s.gen.id})
 	return s, nil
 }
 
-func (c *Consumer) open(r *run, conn *amqp.Connection) (*session, error) {
-	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
+func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
 	topo, err := bounded(ctx, conn.Channel)
 	if err != nil {
@@ -77,19 +131,19 @@ func (c *Consumer) open(r *run, conn *amqp.Connection) (*session, error) {
 		return nil, fmt.Errorf("lily: set prefetch: %w", err)
 	}
 	s := &session{
-		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name),
-		connClosed: conn.NotifyClose(make(chan *amqp.Error, 1)),
-		chClosed:   ch.NotifyClose(make(chan *amqp.Error, 1)),
-		cancelled:  ch.NotifyCancel(make(chan string, 1)),
-		ended:      make(chan struct{}),
-		started:    time.Now(),
+		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
+		lost: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
 	}
+	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	cancelled := ch.NotifyCancel(make(chan string, 1))
 	s.deliveries, err = bounded(ctx, func() (<-chan amqp.Delivery, error) {
 		return ch.Consume(c.spec.Name, s.tag, false, false, false, false, nil)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
 	}
+	go s.watch(chClosed, connClosed, cancelled)
 	return s, nil
 }
 
@@ -133,7 +187,7 @@ func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 	r.stopOnce.Do(func() { close(r.stopping) })
 	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
-	err := boundedErr(ctx, func() error { return s.ch.Cancel(s.tag, false) })
+	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })
 	if held != nil {
 		c.notStarted(r, s.gen, held)
 	}
@@ -159,41 +213,39 @@ func (c *Consumer) notStarted(r *run, gen *generation, d *amqp.Delivery) {
 	c.record(r, gen.id, 0, rec)
 }
 
-// whyLost explains why the broker stopped delivering: the channel or the
-// connection closed under us, or the broker cancelled the consumer.
+// whyLost explains why the broker stopped delivering, as the watcher saw it.
 func (c *Consumer) whyLost(s *session) error {
-	wait := time.After(time.Second)
-	chClosed, connClosed, cancelled := s.chClosed, s.connClosed, s.cancelled
-	for {
-		var err *amqp.Error
-		select {
-		case _, ok := <-cancelled:
-			if ok {
-				return ErrConsumerCancelled
-			}
-			cancelled = nil // closed with the channel: no cancel came
-		case err = <-chClosed:
-			chClosed = nil
-		case err = <-connClosed:
-			connClosed = nil
-		case <-wait:
-			return errors.New("lily: the broker stopped delivering")
-		}
-		if err == nil {
-			continue
-		}
-		if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
-			return fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err)
-		}
-		return fmt.Errorf("lily: the consumer channel closed: %w", err)
+	select {
+	case <-s.lost:
+		return s.why
+	case <-time.After(time.Second):
+		return errors.New("lily: the broker stopped delivering")
 	}
+}
+
+// gone reports whether the broker closed the session's channel or connection
+// under us (a consumer cancel leaves the channel healthy).
+func (s *session) gone() bool {
+	select {
+	case <-s.lost:
+		return !errors.Is(s.why, ErrConsumerCancelled)
+	default:
+		return false
+	}
+}
+
+// stopProver stops the session's prover and waits for it, so that no proof
+// runs once the session's end is being judged.
+func (s *session) stopProver() {
+	close(s.ended)
+	<-s.proverDone
 }
 
 // lost ends a session that died under us: its authority is revoked, its
 // unproven ACKs are ambiguous, and its connection is closed.
 func (c *Consumer) lost(r *run, s *session, why error) {
 	s.gen.revoke()
-	close(s.ended)
+	s.stopProver()
 	c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: sanitize(why.Error(), maxCause)})
 	c.acksAmbiguous(r, s.gen, s.gen.acks.close(), "the channel was lost before the proof")
 	r.report.lostIntake(sanitize(why.Error(), maxCause))

@@ -58,12 +58,19 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 }
 
 // closeSession closes the consumer channel cleanly: its close-ok is the proof
-// of every ACK sent on it before.
+// of every ACK sent on it before. A channel already lost proves nothing
+// (amqp091 answers Close on a closed channel with nil): its ACKs are ambiguous.
 func (c *Consumer) closeSession(r *run, s *session) {
+	s.stopProver()
 	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
-	err := boundedErr(ctx, s.ch.Close)
-	close(s.ended)
+	var err error
+	if s.gone() {
+		err = s.why
+		r.report.lostIntake(sanitize(err.Error(), maxCause))
+	} else {
+		err = s.call(ctx, s.ch.Close)
+	}
 	if acks := s.gen.acks.close(); err == nil {
 		c.acksProven(r, s.gen, acks)
 	} else {
