@@ -185,24 +185,38 @@ func (p *prefixed) Begin(ctx context.Context, consumer, id string) (runtime.Inbo
 }
 
 // The handler's view of the claim: lock_timeout set for this transaction
-// only, and no Commit or Rollback of its own.
+// only, savepoints, and no Commit or Rollback of its own.
 func TestClaimTransaction(t *testing.T) {
 	e := newEnv(t)
 	inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 1500 * time.Millisecond})
 	tx := e.claim(inbox, runtime.InboxClaimed)
-	var inTx string
-	if err := e.write(tx.Bind(e.ctx), "k", 0); err != nil {
+	ctx := tx.Bind(e.ctx)
+	if err := e.write(ctx, "k", 0); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := pginbox.Tx(tx.Bind(e.ctx))
-	if err := h.QueryRow(e.ctx, "SHOW lock_timeout").Scan(&inTx); err != nil {
+	h, _ := pginbox.Tx(ctx)
+	var inTx string
+	if err := h.QueryRow(ctx, "SHOW lock_timeout").Scan(&inTx); err != nil {
 		t.Fatal(err)
 	}
 	if inTx != "1500ms" {
 		t.Errorf("lock_timeout in the claim's transaction = %q, want 1500ms", inTx)
 	}
-	if err := h.Commit(e.ctx); !errors.Is(err, pginbox.ErrInboxOwnsTx) {
-		t.Errorf("the handler's Commit = %v, want ErrInboxOwnsTx", err)
+	// A savepoint rolled back takes its own write only.
+	sp, err := h.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sp.Exec(ctx, "INSERT INTO "+e.table+" (key) VALUES ('k')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, end := range map[string]func(context.Context) error{"Commit": h.Commit, "Rollback": h.Rollback} {
+		if err := end(ctx); !errors.Is(err, pginbox.ErrInboxOwnsTx) {
+			t.Errorf("the handler's %s = %v, want ErrInboxOwnsTx", name, err)
+		}
 	}
 	e.commit(tx)
 	e.expect(1)
