@@ -3,15 +3,19 @@ GO          ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 EXAMPLE     := examples/orders/orders.lily.yaml
 
-.PHONY: demo test generate check lint staticcheck
+.PHONY: demo test generate check lint staticcheck mongo
 
 ## demo: regenerate the example and run it against RabbitMQ on localhost
 demo: generate
 	$(GO) run ./examples/orders -demo
 
-## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ required)
-test: lint check
+## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ and PostgreSQL required)
+test: lint check mongo
 	$(GO) test -race -count=1 ./...
+
+## mongo: the MongoDB inbox is its own module; its tests run only where LILY_MONGO_URL names a replica set
+mongo: staticcheck
+	cd inbox/mongoinbox && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...
 
 ## generate: run lilygen on the example's schema
 generate:
