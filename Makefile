@@ -15,7 +15,7 @@ test: lint check mongo
 
 ## mongo: the MongoDB inbox is its own module; its tests run only where LILY_MONGO_URL names a replica set
 mongo: staticcheck
-	cd inbox/mongoinbox && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...
+	cd inbox/mongoinbox && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 -v ./...
 
 ## generate: run lilygen on the example's schema
 generate:
