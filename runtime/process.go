@@ -29,7 +29,7 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 		attempt = env.Attempt
 		work := workKey{d.MessageId, attempt}
 		if !r.busy.start(work) {
-			o.Deferred, o.Reason = true, "the same message and attempt is still being handled (its earlier delivery's channel was lost)"
+			o.Deferred, o.Reason = true, "the same message and attempt is being handled by another delivery in this consumer"
 			break
 		}
 		// The work is free again when its handler has returned, which may be

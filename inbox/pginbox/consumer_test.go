@@ -1,0 +1,359 @@
+package pginbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// The inbox with the runtime on the real RabbitMQ and PostgreSQL: each test
+// asserts the business rows, the claim rows and where every message is.
+
+// consumerEnv is one test's queue, consumed with the inbox into e's table.
+type consumerEnv struct {
+	*env
+	spec  runtime.QueueSpec
+	runs  atomic.Int32 // handler runs
+	mu    sync.Mutex
+	recs  []runtime.Record
+	added chan struct{}
+}
+
+func newConsumerEnv(t *testing.T) *consumerEnv {
+	e := newEnv(t)
+	c := &consumerEnv{env: e, added: make(chan struct{}, 64), spec: runtime.QueueSpec{
+		Name: e.prefix, Type: runtime.Classic, Prefetch: 8, Concurrency: 4,
+		Retry:           runtime.RetryPolicy{Delays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3},
+		DeadLetterQueue: e.prefix + ".dlq", MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
+	}}
+	ch := c.channel()
+	if err := runtime.DeclareTopology(ch, c.spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ch := c.channel()
+		for _, d := range c.spec.Declarations() {
+			_, _ = ch.QueueDelete(d.Name, false, false, false)
+		}
+	})
+	return c
+}
+
+func (c *consumerEnv) channel() *amqp.Channel {
+	c.t.Helper()
+	conn, err := amqp.Dial(runtime.DefaultURL)
+	if err != nil {
+		c.t.Fatalf("RabbitMQ is not reachable: %v", err)
+	}
+	c.t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ch
+}
+
+func (c *consumerEnv) publish(ids ...string) {
+	c.t.Helper()
+	ch := c.channel()
+	if err := ch.Confirm(false); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, id := range ids {
+		dc, err := ch.PublishWithDeferredConfirm("", c.spec.Name, true, false,
+			runtime.NewPublishing("Payment", 1, id, []byte(`{"key":"k"}`)))
+		if err != nil || !dc.Wait() {
+			c.t.Fatalf("publish %s: %v", id, err)
+		}
+	}
+}
+
+// handle writes the business row in the claim's transaction, after do.
+func (c *consumerEnv) handle(do func(ctx context.Context, d runtime.RawDelivery) error) runtime.Routes {
+	return runtime.Routes{{Type: "Payment", Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+		c.runs.Add(1)
+		if err := c.write(ctx, "k", 0); err != nil {
+			return err
+		}
+		if do != nil {
+			return do(ctx, d)
+		}
+		return nil
+	}}
+}
+
+// run starts a consumer with cfg's hooks and returns its stop function.
+func (c *consumerEnv) run(inbox *pginbox.Inbox, routes runtime.Routes, tweak func(*runtime.Config)) func() *runtime.Report {
+	c.t.Helper()
+	cfg := runtime.Config{Observe: func(r runtime.Record) {
+		c.mu.Lock()
+		c.recs = append(c.recs, r)
+		c.mu.Unlock()
+		c.added <- struct{}{}
+	}, ShutdownGrace: 5 * time.Second}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	cfg.Inbox = inbox
+	consumer, err := runtime.NewConsumer(c.spec, routes, cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *runtime.Report, 1)
+	go func() {
+		rep, err := consumer.Run(ctx)
+		if err != nil {
+			c.t.Errorf("Run: %v", err)
+		}
+		done <- rep
+	}()
+	var once sync.Once
+	var rep *runtime.Report
+	stop := func() *runtime.Report {
+		once.Do(func() { cancel(); rep = <-done })
+		return rep
+	}
+	c.t.Cleanup(func() { stop() })
+	return stop
+}
+
+// await waits for n records in all and returns them.
+func (c *consumerEnv) await(n int) []runtime.Record {
+	c.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		c.mu.Lock()
+		got := append([]runtime.Record(nil), c.recs...)
+		c.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case <-c.added:
+		case <-deadline:
+			c.t.Fatalf("%d of %d records after 30 s: %+v", len(got), n, got)
+		}
+	}
+}
+
+// expectRows wants n business rows and n claim rows of id.
+func (c *consumerEnv) expectRows(id string, n int) {
+	c.t.Helper()
+	rows, err := c.countRows(c.ctx, "k")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	claims, err := c.countClaims(c.ctx, c.spec.Name, id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if rows != n || claims != n {
+		c.t.Errorf("%d business rows, %d claim rows of %s; want %d", rows, claims, id, n)
+	}
+}
+
+// expectQueues wants these ready counts, and nothing unacknowledged, in the
+// test's queues.
+func (c *consumerEnv) expectQueues(main, dlq int) {
+	c.t.Helper()
+	out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged").Output()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	want := map[string]int{c.spec.Name: main, c.spec.DeadLetterQueue: dlq}
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		f := strings.Fields(string(line))
+		if len(f) != 3 {
+			continue
+		}
+		if w, ok := want[f[0]]; ok {
+			if f[1] != strconv.Itoa(w) || f[2] != "0" {
+				c.t.Errorf("queue %s: %s ready, %s unacked; want %d ready, 0 unacked", f[0], f[1], f[2], w)
+			}
+			delete(want, f[0])
+		}
+	}
+	if len(want) != 0 {
+		c.t.Errorf("queues missing: %v", want)
+	}
+}
+
+// closeConnection closes, at the broker, the connection Lily named name.
+func closeConnection(t *testing.T, name string) {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "list_connections", "-q", "--no-table-headers", "pid", "client_properties").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if pid, _, ok := strings.Cut(line, "\t"); ok && strings.Contains(line, `{"connection_name","`+name+`"}`) {
+			if err := exec.Command("rabbitmqctl", "close_connection", pid, "lily test").Run(); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no connection named %q", name)
+}
+
+// a. The work commits, then the connection dies before the ACK; the broker
+// redelivers to a consumer that never saw the first delivery. The inbox finds
+// the committed claim: ACK without a second handler run or a second write.
+func TestRedeliveryAfterCommitIsAckedAsDuplicate(t *testing.T) {
+	t.Parallel()
+	c := newConsumerEnv(t)
+	inbox := pginbox.New(c.pool, pginbox.Options{})
+	c.publish("pay-1")
+	var cut atomic.Bool
+	stopFirst := c.run(inbox, c.handle(nil), func(cfg *runtime.Config) {
+		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Outcome) error {
+			if cut.CompareAndSwap(false, true) {
+				closeConnection(t, "lily "+c.spec.Name+" consume")
+			}
+			return nil
+		}
+	})
+	first := c.await(1)[0]
+	stopFirst()
+	if first.Commit != runtime.CommitCommitted || first.Path != runtime.PathUnresolved {
+		t.Fatalf("first delivery: commit %s, path %s (%s)", first.Commit, first.Path, first.Reason)
+	}
+	c.run(inbox, c.handle(nil), nil)
+	recs := c.await(2)
+	second := recs[len(recs)-1]
+	if second.Path != runtime.PathAcked || second.Claim != runtime.InboxDuplicate || !second.Redelivered {
+		t.Errorf("redelivery: %+v", second)
+	}
+	if c.runs.Load() != 1 {
+		t.Errorf("handler ran %d times", c.runs.Load())
+	}
+	c.expectRows("pay-1", 1)
+	c.expectQueues(0, 0)
+}
+
+// b, d. Two workers get one message id at once: one runs; the other waits on
+// its claim, defers (no application retry: its attempt stays 1), and later
+// finds the duplicate.
+func TestConcurrentClaimsOneRunsTheOtherDefers(t *testing.T) {
+	t.Parallel()
+	c := newConsumerEnv(t)
+	c.spec.Prefetch, c.spec.Concurrency = 1, 1 // one message each
+	inbox := pginbox.New(c.pool, pginbox.Options{LockTimeout: 200 * time.Millisecond})
+	c.publish("pay-2", "pay-2")
+	slow := c.handle(func(context.Context, runtime.RawDelivery) error {
+		time.Sleep(time.Second) // holds the claim while the other worker tries
+		return nil
+	})
+	c.run(inbox, slow, nil)
+	c.run(inbox, slow, nil)
+	var handled, deferred, duplicate int
+	for deadline := time.Now().Add(30 * time.Second); handled+duplicate < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("handled %d, deferred %d, duplicate %d", handled, deferred, duplicate)
+		}
+		handled, deferred, duplicate = 0, 0, 0
+		for _, r := range c.await(len(c.recs) + 1) {
+			if r.Attempt != 1 {
+				t.Errorf("a deferral changed the attempt: %+v", r)
+			}
+			switch {
+			case r.Claim == runtime.InboxClaimed && r.Path == runtime.PathAcked:
+				handled++
+			case r.Claim == runtime.InboxDeferred && r.Path == runtime.PathRequeued:
+				deferred++
+			case r.Claim == runtime.InboxDuplicate && r.Path == runtime.PathAcked:
+				duplicate++
+			default:
+				t.Errorf("unexpected record %+v", r)
+			}
+		}
+	}
+	if handled != 1 || duplicate != 1 || deferred < 1 || c.runs.Load() != 1 {
+		t.Errorf("handled %d, deferred %d, duplicate %d, runs %d", handled, deferred, duplicate, c.runs.Load())
+	}
+	c.expectRows("pay-2", 1)
+	c.expectQueues(0, 0)
+}
+
+// c. The database connection is killed while COMMIT runs. The inbox resolves
+// it (here aborted) and the delivery takes the retry; the retry writes once.
+// Never a double write, never a lost message.
+func TestConnectionKilledDuringCommitNeverWritesTwice(t *testing.T) {
+	t.Parallel()
+	c := newConsumerEnv(t)
+	inbox := pginbox.New(c.pool, pginbox.Options{})
+	c.publish("pay-3")
+	var first atomic.Bool
+	c.run(inbox, runtime.Routes{{Type: "Payment", Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+		c.runs.Add(1)
+		if !first.CompareAndSwap(false, true) {
+			return c.write(ctx, "k", 0)
+		}
+		if err := c.write(ctx, "k", 30); err != nil { // its COMMIT sleeps
+			return err
+		}
+		tx, _ := pginbox.Tx(ctx)
+		pid := tx.Conn().PgConn().PID()
+		go func() {
+			c.waitUntil("the backend to sleep in COMMIT",
+				"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'PgSleep')", pid)
+			_, _ = c.pool.Exec(c.ctx, "SELECT pg_terminate_backend($1)", int64(pid))
+		}()
+		return nil
+	}}, nil)
+	recs := c.await(2)
+	if recs[0].Commit != runtime.CommitFailed || recs[0].Path != runtime.PathRetried {
+		t.Errorf("first delivery: commit %s, path %s (%s)", recs[0].Commit, recs[0].Path, recs[0].Reason)
+	}
+	if recs[1].Commit != runtime.CommitCommitted || recs[1].Path != runtime.PathAcked || recs[1].Attempt != 2 {
+		t.Errorf("retry: %+v", recs[1])
+	}
+	c.expectRows("pay-3", 1)
+	c.expectQueues(0, 0)
+}
+
+// e. The scope's cleanup fails after the transaction committed: the delivery
+// takes the retry path (no ACK without the cleanup), and the retry copy meets
+// the inbox's duplicate, so the handler does not run again.
+func TestCleanupFailureAfterCommitTakesTheRetryAndMeetsTheDuplicate(t *testing.T) {
+	t.Parallel()
+	c := newConsumerEnv(t)
+	inbox := pginbox.New(c.pool, pginbox.Options{})
+	c.publish("pay-4")
+	var failed atomic.Bool
+	c.run(inbox, c.handle(nil), func(cfg *runtime.Config) {
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, func(context.Context) error {
+				if failed.CompareAndSwap(false, true) {
+					return errors.New("could not release the lock file")
+				}
+				return nil
+			}, nil
+		}
+	})
+	recs := c.await(2)
+	if recs[0].Commit != runtime.CommitCommitted || recs[0].Path != runtime.PathRetried || recs[0].Cleanup == "" {
+		t.Errorf("first delivery: %+v", recs[0])
+	}
+	if recs[1].Claim != runtime.InboxDuplicate || recs[1].Path != runtime.PathAcked || recs[1].Attempt != 2 {
+		t.Errorf("retry: %+v", recs[1])
+	}
+	if c.runs.Load() != 1 {
+		t.Errorf("handler ran %d times", c.runs.Load())
+	}
+	c.expectRows("pay-4", 1)
+	c.expectQueues(0, 0)
+}
