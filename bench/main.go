@@ -49,6 +49,7 @@ type runConfig struct {
 	url                   string
 	scenario, consumer    string
 	round, n              int
+	retryN                int // n of the retry path's runs, in the parent
 	prefetch, concurrency int
 	spec                  runtime.QueueSpec
 	profile               string // directory for the run's profiles; empty: none
@@ -75,14 +76,19 @@ type result struct {
 	// setup and shutdown included: on a machine the broker shares, a
 	// consumer's CPU is taken from the broker's.
 	CPU float64 `json:"cpu_us_per_msg"`
+	// BrokerCPU is the broker's CPU time per message over the child's life,
+	// in microseconds; Idle the share of the machine's CPU left idle then.
+	BrokerCPU float64 `json:"broker_cpu_us_per_msg"`
+	Idle      float64 `json:"idle_percent"`
 }
 
 func main() {
 	url := flag.String("url", envOr("LILY_AMQP_URL", runtime.DefaultURL), "RabbitMQ URL")
-	n := flag.Int("n", 100_000, "messages per run")
+	n := flag.Int("n", 100_000, "messages per run on the ack path")
+	retryN := flag.Int("retry-n", 30_000, "messages per run on the retry path, whose first pass is slower (each message waits for a confirm)")
 	rounds := flag.Int("rounds", 3, "rounds; each runs every consumer once per scenario")
 	prefetch := flag.Int("prefetch", 256, "unacknowledged messages the broker sends ahead, per consumer")
-	concurrency := flag.Int("concurrency", 16, "deliveries handled at once (and handoffs in flight on the retry path)")
+	concurrency := flag.Int("concurrency", 64, "deliveries handled at once (and handoffs in flight on the retry path)")
 	scenarios := flag.String("scenarios", scenarioAck+","+scenarioRetry, "comma-separated: ack, retry")
 	consumers := flag.String("consumers", "plain,lily,watermill", "comma-separated consumers, in the order runs alternate")
 	profile := flag.String("profile", "", "directory for each run's CPU and allocation profiles (<scenario>-<consumer>-r<round>.{cpu,allocs}.pprof)")
@@ -90,7 +96,7 @@ func main() {
 	child := flag.String("child", "", "internal: run one drain as <scenario>,<consumer>,<round>,<queue> and print its result")
 	flag.Parse()
 
-	base := runConfig{url: *url, n: *n, prefetch: *prefetch, concurrency: *concurrency, profile: *profile}
+	base := runConfig{url: *url, n: *n, retryN: *retryN, prefetch: *prefetch, concurrency: *concurrency, profile: *profile}
 	if *child != "" {
 		if err := runChild(base, *child); err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
@@ -142,12 +148,15 @@ func runAll(base runConfig, rounds int, scenarios, consumers []string) ([]result
 			for _, consumer := range consumers {
 				r := base
 				r.scenario, r.consumer, r.round = scenario, consumer, round
+				if scenario == scenarioRetry {
+					r.n = r.retryN
+				}
 				res, err := runOne(r, &tpl)
 				if err != nil {
 					return results, fmt.Errorf("%s %s round %d: %w", scenario, consumer, round, err)
 				}
-				fmt.Fprintf(os.Stderr, "round %d %-5s %-9s %8.0f msg/s  p50 %7.1f ms  p99 %7.1f ms  peak RSS %5.1f MiB  %6.0f B/msg %5.1f allocs/msg %5.1f CPU µs/msg\n",
-					round, scenario, consumer, res.Rate, res.P50, res.P99, res.PeakRSS, res.AllocBytes, res.Allocs, res.CPU)
+				fmt.Fprintf(os.Stderr, "round %d %-5s %-9s %8.0f msg/s  p50 %7.1f ms  p99 %7.1f ms  peak RSS %5.1f MiB  %6.0f B/msg %5.1f allocs/msg %5.1f CPU µs/msg, broker %5.1f, idle %3.0f%%\n",
+					round, scenario, consumer, res.Rate, res.P50, res.P99, res.PeakRSS, res.AllocBytes, res.Allocs, res.CPU, res.BrokerCPU, res.Idle)
 				results = append(results, res)
 			}
 		}
@@ -176,7 +185,11 @@ func runOne(r runConfig, tpl *template) (result, error) {
 		"-url", r.url, "-n", fmt.Sprint(r.n), "-prefetch", fmt.Sprint(r.prefetch), "-concurrency", fmt.Sprint(r.concurrency),
 		"-profile", r.profile)
 	cmd.Stderr = os.Stderr
+	broker0 := brokerCPU()
+	idle0, total0 := machineCPU()
 	out, err := cmd.Output()
+	broker1 := brokerCPU()
+	idle1, total1 := machineCPU()
 	if err != nil {
 		return result{}, fmt.Errorf("child: %w", err)
 	}
@@ -186,6 +199,10 @@ func runOne(r runConfig, tpl *template) (result, error) {
 	}
 	st := cmd.ProcessState
 	res.CPU = float64((st.UserTime() + st.SystemTime()).Microseconds()) / float64(r.n)
+	res.BrokerCPU = float64((broker1 - broker0).Microseconds()) / float64(r.n)
+	if total1 > total0 {
+		res.Idle = 100 * float64(idle1-idle0) / float64(total1-total0)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return res, settleCheck(ctx, r.url, spec, r.scenario, r.n)

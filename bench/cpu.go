@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The broker runs on the same two cores as the consumer under test, so a
+// consumer's throughput depends on how much CPU it leaves the broker. Each run
+// therefore also records the broker's CPU time and the machine's idle time,
+// read from /proc (zero where they cannot be read, as with a remote broker).
+
+// clockTick is the unit of /proc's CPU times: USER_HZ, 100 on Linux.
+const clockTick = 10 * time.Millisecond
+
+// brokerCPU is the CPU time (user and system) of the local RabbitMQ node's
+// Erlang VM (beam.smp) so far.
+func brokerCPU() time.Duration {
+	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
+	for _, comm := range comms {
+		name, err := os.ReadFile(comm)
+		if err != nil || strings.TrimSpace(string(name)) != "beam.smp" {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(filepath.Dir(comm), "stat"))
+		if err != nil {
+			return 0
+		}
+		// The fields after the command name (which may hold spaces) start
+		// with the state; utime and stime are fields 14 and 15 of the line.
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			return 0
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(utime+stime) * clockTick
+	}
+	return 0
+}
+
+// machineCPU returns the machine's idle and total CPU time so far, over all cores.
+func machineCPU() (idle, total time.Duration) {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		total += time.Duration(n) * clockTick
+		if i == 3 || i == 4 { // idle, iowait
+			idle += time.Duration(n) * clockTick
+		}
+	}
+	return idle, total
+}
