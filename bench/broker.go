@@ -37,9 +37,8 @@ func mainQueueArgs(spec runtime.QueueSpec) amqp.Table {
 // not measured; a wide window only makes it quicker.
 const fillWindow = 1024
 
-// fill declares spec's topology and publishes n persistent messages to its
-// main queue, each confirmed.
-func fill(url string, spec runtime.QueueSpec, tpl *template, n int) error {
+// declare declares spec's topology.
+func declare(url string, spec runtime.QueueSpec) error {
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		return err
@@ -49,7 +48,19 @@ func fill(url string, spec runtime.QueueSpec, tpl *template, n int) error {
 	if err != nil {
 		return err
 	}
-	if err := runtime.DeclareTopology(ch, spec); err != nil {
+	return runtime.DeclareTopology(ch, spec)
+}
+
+// fill publishes n persistent messages to queue, each confirmed: as fast as
+// it can, or at rate messages per second when rate > 0.
+func fill(url, queue string, tpl *template, n int, rate float64) error {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
 		return err
 	}
 	if err := ch.Confirm(false); err != nil {
@@ -66,8 +77,16 @@ func fill(url string, spec runtime.QueueSpec, tpl *template, n int) error {
 			}
 		}
 	}()
+	start := time.Now()
 	for seq := range n {
-		dc, err := ch.PublishWithDeferredConfirm("", spec.Name, true, false, tpl.stamp(seq, time.Now()))
+		if rate > 0 {
+			// Message seq is due at start + seq/rate; sleeping only when a
+			// millisecond ahead keeps the pace without a timer per message.
+			if ahead := time.Until(start.Add(time.Duration(float64(seq) / rate * float64(time.Second)))); ahead > time.Millisecond {
+				time.Sleep(ahead)
+			}
+		}
+		dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, tpl.stamp(seq, time.Now()))
 		if err != nil {
 			close(pending)
 			return err
@@ -81,6 +100,29 @@ func fill(url string, spec runtime.QueueSpec, tpl *template, n int) error {
 	}
 	close(pending)
 	return <-failed
+}
+
+// awaitConsumer waits until queue has a consumer.
+func awaitConsumer(url, queue string, timeout time.Duration) error {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil {
+			return err
+		}
+		if q.Consumers > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("no consumer on %s after %s", queue, timeout)
 }
 
 // depth is how many messages wait in queue (ready, not unacknowledged).

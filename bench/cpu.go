@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -59,4 +60,14 @@ func machineCPU() (idle, total time.Duration) {
 		}
 	}
 	return idle, total
+}
+
+// selfCPU is this process's CPU time so far: in the live scenario the parent
+// publishes while the child consumes, and its share is not another process's.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,14 @@ import (
 const (
 	scenarioAck   = "ack"   // every handler succeeds: ACK
 	scenarioRetry = "retry" // every handler fails retryably: confirmed copy to the bucket, then ACK
+	// scenarioLive is the ack path under a steady load below every consumer's
+	// limit: messages are published at a fixed rate while the consumer runs,
+	// so that publish-to-settlement latency is the consumer's, not the time a
+	// message waited behind a filled queue.
+	scenarioLive = "live"
 )
+
+var scenarioOrder = []string{scenarioAck, scenarioRetry, scenarioLive}
 
 // drains are the consumers under test, by name, in the order runs alternate.
 var drains = map[string]func(context.Context, runConfig, *tracker) error{
@@ -49,7 +57,8 @@ type runConfig struct {
 	url                   string
 	scenario, consumer    string
 	round, n              int
-	retryN                int // n of the retry path's runs, in the parent
+	retryN, liveN         int     // n of the retry and live scenarios' runs, in the parent
+	liveRate              float64 // messages per second published in the live scenario
 	prefetch, concurrency int
 	spec                  runtime.QueueSpec
 	profile               string // directory for the run's profiles; empty: none
@@ -77,26 +86,31 @@ type result struct {
 	// consumer's CPU is taken from the broker's.
 	CPU float64 `json:"cpu_us_per_msg"`
 	// BrokerCPU is the broker's CPU time per message over the child's life,
-	// in microseconds; Idle the share of the machine's CPU left idle then.
+	// in microseconds; Idle the share of the machine's CPU left idle then,
+	// and Others the share other processes took (neither the broker nor the
+	// run: on a shared machine, builds and tests running beside it).
 	BrokerCPU float64 `json:"broker_cpu_us_per_msg"`
 	Idle      float64 `json:"idle_percent"`
+	Others    float64 `json:"others_percent"`
 }
 
 func main() {
 	url := flag.String("url", envOr("LILY_AMQP_URL", runtime.DefaultURL), "RabbitMQ URL")
 	n := flag.Int("n", 100_000, "messages per run on the ack path")
 	retryN := flag.Int("retry-n", 30_000, "messages per run on the retry path, whose first pass is slower (each message waits for a confirm)")
+	liveN := flag.Int("live-n", 30_000, "messages per run in the live scenario")
+	liveRate := flag.Float64("live-rate", 3_000, "messages per second published in the live scenario")
 	rounds := flag.Int("rounds", 3, "rounds; each runs every consumer once per scenario")
 	prefetch := flag.Int("prefetch", 256, "unacknowledged messages the broker sends ahead, per consumer")
 	concurrency := flag.Int("concurrency", 64, "deliveries handled at once (and handoffs in flight on the retry path)")
-	scenarios := flag.String("scenarios", scenarioAck+","+scenarioRetry, "comma-separated: ack, retry")
+	scenarios := flag.String("scenarios", strings.Join(scenarioOrder, ","), "comma-separated: ack, retry, live")
 	consumers := flag.String("consumers", "plain,lily,watermill", "comma-separated consumers, in the order runs alternate")
 	profile := flag.String("profile", "", "directory for each run's CPU and allocation profiles (<scenario>-<consumer>-r<round>.{cpu,allocs}.pprof)")
 	showRSS := flag.Bool("rss", false, "print each run's resident set at every tenth of the run")
 	child := flag.String("child", "", "internal: run one drain as <scenario>,<consumer>,<round>,<queue> and print its result")
 	flag.Parse()
 
-	base := runConfig{url: *url, n: *n, retryN: *retryN, prefetch: *prefetch, concurrency: *concurrency, profile: *profile}
+	base := runConfig{url: *url, n: *n, retryN: *retryN, liveN: *liveN, liveRate: *liveRate, prefetch: *prefetch, concurrency: *concurrency, profile: *profile}
 	if *child != "" {
 		if err := runChild(base, *child); err != nil {
 			fmt.Fprintln(os.Stderr, "bench child:", err)
@@ -124,7 +138,7 @@ func envOr(key, fallback string) string {
 // runAll runs every round, alternating the consumers within each scenario.
 func runAll(base runConfig, rounds int, scenarios, consumers []string) ([]result, error) {
 	for _, s := range scenarios {
-		if s != scenarioAck && s != scenarioRetry {
+		if !slices.Contains(scenarioOrder, s) {
 			return nil, fmt.Errorf("unknown scenario %q", s)
 		}
 	}
@@ -148,15 +162,18 @@ func runAll(base runConfig, rounds int, scenarios, consumers []string) ([]result
 			for _, consumer := range consumers {
 				r := base
 				r.scenario, r.consumer, r.round = scenario, consumer, round
-				if scenario == scenarioRetry {
+				switch scenario {
+				case scenarioRetry:
 					r.n = r.retryN
+				case scenarioLive:
+					r.n = r.liveN
 				}
 				res, err := runOne(r, &tpl)
 				if err != nil {
 					return results, fmt.Errorf("%s %s round %d: %w", scenario, consumer, round, err)
 				}
-				fmt.Fprintf(os.Stderr, "round %d %-5s %-9s %8.0f msg/s  p50 %7.1f ms  p99 %7.1f ms  peak RSS %5.1f MiB  %6.0f B/msg %5.1f allocs/msg %5.1f CPU µs/msg, broker %5.1f, idle %3.0f%%\n",
-					round, scenario, consumer, res.Rate, res.P50, res.P99, res.PeakRSS, res.AllocBytes, res.Allocs, res.CPU, res.BrokerCPU, res.Idle)
+				fmt.Fprintf(os.Stderr, "round %d %-5s %-9s %8.0f msg/s  p50 %7.1f ms  p99 %7.1f ms  peak RSS %5.1f MiB  %6.0f B/msg %5.1f allocs/msg %5.1f CPU µs/msg, broker %5.1f, idle %3.0f%%, others %3.0f%%\n",
+					round, scenario, consumer, res.Rate, res.P50, res.P99, res.PeakRSS, res.AllocBytes, res.Allocs, res.CPU, res.BrokerCPU, res.Idle, res.Others)
 				results = append(results, res)
 			}
 		}
@@ -174,34 +191,60 @@ func runOne(r runConfig, tpl *template) (result, error) {
 			fmt.Fprintln(os.Stderr, "bench: delete", queue+":", err)
 		}
 	}()
-	if err := fill(r.url, spec, tpl, r.n); err != nil {
-		return result{}, fmt.Errorf("fill: %w", err)
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return result{}, err
+	}
+	if err := declare(r.url, spec); err != nil {
+		return result{}, err
+	}
+	if r.scenario != scenarioLive {
+		if err := fill(r.url, spec.Name, tpl, r.n, 0); err != nil {
+			return result{}, fmt.Errorf("fill: %w", err)
+		}
 	}
 	cmd := exec.Command(self, "-child", strings.Join([]string{r.scenario, r.consumer, fmt.Sprint(r.round), queue}, ","),
 		"-url", r.url, "-n", fmt.Sprint(r.n), "-prefetch", fmt.Sprint(r.prefetch), "-concurrency", fmt.Sprint(r.concurrency),
 		"-profile", r.profile)
 	cmd.Stderr = os.Stderr
-	broker0 := brokerCPU()
+	var out strings.Builder
+	cmd.Stdout = &out
+	broker0, self0 := brokerCPU(), selfCPU()
 	idle0, total0 := machineCPU()
-	out, err := cmd.Output()
-	broker1 := brokerCPU()
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	if r.scenario == scenarioLive {
+		// Publish only once the consumer listens, at the steady rate.
+		if err := awaitConsumer(r.url, queue, 30*time.Second); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return result{}, err
+		}
+		if err := fill(r.url, spec.Name, tpl, r.n, r.liveRate); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return result{}, fmt.Errorf("publish: %w", err)
+		}
+	}
+	err = cmd.Wait()
+	broker1, self1 := brokerCPU(), selfCPU()
 	idle1, total1 := machineCPU()
 	if err != nil {
 		return result{}, fmt.Errorf("child: %w", err)
 	}
 	var res result
-	if err := json.Unmarshal(out, &res); err != nil {
+	if err := json.Unmarshal([]byte(out.String()), &res); err != nil {
 		return result{}, fmt.Errorf("child's result: %w", err)
 	}
 	st := cmd.ProcessState
-	res.CPU = float64((st.UserTime() + st.SystemTime()).Microseconds()) / float64(r.n)
+	child := st.UserTime() + st.SystemTime()
+	res.CPU = float64(child.Microseconds()) / float64(r.n)
 	res.BrokerCPU = float64((broker1 - broker0).Microseconds()) / float64(r.n)
-	if total1 > total0 {
-		res.Idle = 100 * float64(idle1-idle0) / float64(total1-total0)
+	if total := total1 - total0; total > 0 {
+		busy := total - (idle1 - idle0)
+		res.Idle = 100 * float64(idle1-idle0) / float64(total)
+		res.Others = max(0, 100*float64(busy-child-(broker1-broker0)-(self1-self0))/float64(total))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

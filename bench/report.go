@@ -11,7 +11,7 @@ import (
 // medians per consumer, and Lily's ratios to the others per round and as the
 // median of those ratios.
 func printReport(w io.Writer, base runConfig, rounds int, results []result, showRSS bool) {
-	for _, scenario := range []string{scenarioAck, scenarioRetry} {
+	for _, scenario := range scenarioOrder {
 		var rs []result
 		for _, r := range results {
 			if r.Scenario == scenario {
@@ -23,11 +23,11 @@ func printReport(w io.Writer, base runConfig, rounds int, results []result, show
 		}
 		fmt.Fprintf(w, "\n### %s path: %d messages per run, prefetch %d, concurrency %d, %d rounds\n\n",
 			scenario, rs[0].N, base.prefetch, base.concurrency, rounds)
-		fmt.Fprintln(w, "| round | consumer | msg/s | p50 ms | p99 ms | peak RSS MiB | alloc B/msg | allocs/msg | CPU µs/msg | broker CPU µs/msg | idle % |")
-		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| round | consumer | msg/s | p50 ms | p99 ms | peak RSS MiB | alloc B/msg | allocs/msg | CPU µs/msg | broker CPU µs/msg | idle % | others % |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, r := range rs {
-			fmt.Fprintf(w, "| %d | %s | %.0f | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %.0f |\n",
-				r.Round, r.Consumer, r.Rate, r.P50, r.P99, r.PeakRSS, r.AllocBytes, r.Allocs, r.CPU, r.BrokerCPU, r.Idle)
+			fmt.Fprintf(w, "| %d | %s | %.0f | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %.0f | %.0f |\n",
+				r.Round, r.Consumer, r.Rate, r.P50, r.P99, r.PeakRSS, r.AllocBytes, r.Allocs, r.CPU, r.BrokerCPU, r.Idle, r.Others)
 		}
 
 		fmt.Fprintln(w, "\n| consumer | median msg/s | median p50 ms | median p99 ms | max peak RSS MiB | median alloc B/msg | median allocs/msg | median CPU µs/msg |")
