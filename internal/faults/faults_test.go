@@ -1,0 +1,348 @@
+package faults
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	_ "github.com/lily-mq/lily/internal/update"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// These tests need RabbitMQ (and rabbitmqctl) and PostgreSQL; a missing one
+// fails them.
+
+func brokerURL() string {
+	if u := os.Getenv("LILY_AMQP_URL"); u != "" {
+		return u
+	}
+	return runtime.DefaultURL
+}
+
+const pgDSN = "host=127.0.0.1 user=postgres dbname=test sslmode=disable"
+
+// testQueue declares a queue of its own for the test, deleted at its end.
+func testQueue(t *testing.T) string {
+	t.Helper()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	name := "lilyfaults." + t.Name() + "." + hex.EncodeToString(b[:])
+	ch := channel(t, dial(t, brokerURL(), nil))
+	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := amqp.Dial(brokerURL())
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(name, false, false, false)
+		}
+	})
+	return name
+}
+
+func dial(t *testing.T, url string, props amqp.Table) *amqp.Connection {
+	t.Helper()
+	conn, err := amqp.DialConfig(url, amqp.Config{Properties: props})
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable at %s: %v", url, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func channel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func publish(t *testing.T, ch *amqp.Channel, queue, id string) *amqp.DeferredConfirmation {
+	t.Helper()
+	dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+func confirmed(t *testing.T, url, queue string, ids ...string) {
+	t.Helper()
+	ch := channel(t, dial(t, url, nil))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if !publish(t, ch, queue, id).Wait() {
+			t.Fatalf("publish of %s nacked", id)
+		}
+	}
+}
+
+func ready(t *testing.T, queue string) int {
+	t.Helper()
+	q, err := channel(t, dial(t, brokerURL(), nil)).QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
+
+func proxy(t *testing.T) (*Proxy, string) {
+	t.Helper()
+	p, url, err := ListenFor(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p, url
+}
+
+// The client's ACK is cut at the moment it passes: the client wrote it, the
+// broker never saw it, and the message is back in the queue.
+func TestProxyCutsBeforeTheAck(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	confirmed(t, brokerURL(), q, "m1")
+	p, url := proxy(t)
+	name := ConnectionName(q, "consume")
+	seen := make(chan Frame, 1)
+	p.Intercept(func(f Frame) Action {
+		if f.Dir == ToBroker && f.Is(BasicAck) && f.Conn == name {
+			seen <- f
+			return CutBefore
+		}
+		return Forward
+	})
+	conn := dial(t, url, amqp.Table{"connection_name": name})
+	ch := channel(t, conn)
+	d, ok, err := ch.Get(q, false)
+	if err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	}
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	if err := d.Ack(false); err != nil {
+		t.Fatalf("the ACK write failed on the client: %v", err)
+	}
+	if f := <-seen; f.Channel != 1 {
+		t.Errorf("frame %+v", f)
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection was not cut")
+	}
+	if n := ready(t, q); n != 1 {
+		t.Errorf("%d messages ready after the lost ACK, want 1", n)
+	}
+}
+
+// A stall holds the broker's confirm back without losing it; Resume lets it
+// through. A delay adds latency to every frame.
+func TestProxyStallsAndDelays(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	p, url := proxy(t)
+	ch := channel(t, dial(t, url, nil))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	p.Stall(ToClient)
+	dc := publish(t, ch, q, "stalled")
+	select {
+	case <-dc.Done():
+		t.Fatal("the confirm passed a stalled proxy")
+	case <-time.After(300 * time.Millisecond):
+	}
+	p.Resume()
+	select {
+	case <-dc.Done():
+		if !dc.Acked() {
+			t.Fatal("nacked")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no confirm after Resume")
+	}
+	p.Delay(150 * time.Millisecond)
+	start := time.Now()
+	if !publish(t, ch, q, "delayed").Wait() {
+		t.Fatal("nacked")
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("a delayed round trip took %s, want at least 300ms", took)
+	}
+	p.Delay(0)
+	if n := ready(t, q); n != 2 {
+		t.Errorf("%d messages, want 2", n)
+	}
+}
+
+// A queue made to refuse publishes nacks them; healing restores what it held
+// and lets publishes in again.
+func TestRejectPublishesNacksAndHealRestores(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	confirmed(t, brokerURL(), q, "kept-1", "kept-2")
+	ctx := context.Background()
+	heal, err := RejectPublishes(ctx, brokerURL(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := channel(t, dial(t, brokerURL(), nil))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	if publish(t, ch, q, "refused").Wait() {
+		t.Error("a publish to a refusing queue was confirmed")
+	}
+	if err := heal(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !publish(t, ch, q, "after").Wait() {
+		t.Error("a publish after heal was nacked")
+	}
+	var ids []string
+	get := channel(t, dial(t, brokerURL(), nil))
+	for {
+		d, ok, err := get.Get(q, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		ids = append(ids, d.MessageId)
+	}
+	if strings.Join(ids, ",") != "kept-1,kept-2,after" {
+		t.Errorf("queue holds %v", ids)
+	}
+}
+
+// A queue holding messages is not deleted; an empty one is, and a mandatory
+// publish to it is returned until Restore.
+func TestDeleteIfEmptyAndRestore(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	confirmed(t, brokerURL(), q, "m1")
+	if gone, err := DeleteIfEmpty(brokerURL(), q); err != nil || gone {
+		t.Fatalf("DeleteIfEmpty of a queue holding a message = %v, %v", gone, err)
+	}
+	if _, _, err := channel(t, dial(t, brokerURL(), nil)).Get(q, true); err != nil {
+		t.Fatal(err)
+	}
+	if gone, err := DeleteIfEmpty(brokerURL(), q); err != nil || !gone {
+		t.Fatalf("DeleteIfEmpty of an empty queue = %v, %v", gone, err)
+	}
+	ch := channel(t, dial(t, brokerURL(), nil))
+	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ch, q, "lost?").Wait()
+	select {
+	case r := <-returns:
+		if r.MessageId != "lost?" {
+			t.Errorf("return %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Return for a deleted queue")
+	}
+	if err := Restore(brokerURL(), runtime.QueueDeclaration{Name: q, Args: amqp.Table{}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := ready(t, q); n != 0 {
+		t.Errorf("%d messages", n)
+	}
+}
+
+func TestCloseConnectionsByName(t *testing.T) {
+	t.Parallel()
+	name := ConnectionName("lilyfaults."+t.Name(), "handoff")
+	conn := dial(t, brokerURL(), amqp.Table{"connection_name": name})
+	other := dial(t, brokerURL(), amqp.Table{"connection_name": name + "-not"})
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	got, err := CloseConnections(context.Background(), func(n string) bool { return n == name }, "faults test")
+	if err != nil || len(got) != 1 {
+		t.Fatalf("closed %v: %v", got, err)
+	}
+	select {
+	case e := <-closed:
+		if e == nil || e.Code != amqp.ConnectionForced {
+			t.Errorf("closed with %v", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection is still open")
+	}
+	if other.IsClosed() {
+		t.Error("a connection of another name was closed")
+	}
+}
+
+// A backend killed during its COMMIT: the client sees its connection lost,
+// and the transaction did not commit.
+func TestKillInCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	table := "lily_faults_" + hex.EncodeToString(b[:])
+	if _, err := Psql(ctx, pgDSN, "CREATE TABLE "+table+" (id text);"+SlowCommitSQL(table, 2*time.Second)); err != nil {
+		t.Fatalf("PostgreSQL is not reachable at %s: %v", pgDSN, err)
+	}
+	t.Cleanup(func() { _, _ = Psql(ctx, pgDSN, "DROP TABLE "+table+"; DROP FUNCTION "+table+"_faults_slow_commit()") })
+	app := "lily-faults-" + hex.EncodeToString(b[:])
+	victim := make(chan error, 1)
+	go func() {
+		// Three statements, so that COMMIT runs on its own as a driver sends it.
+		victim <- exec.Command("psql", "-X", "-v", "ON_ERROR_STOP=1", "-d", pgDSN+" application_name="+app,
+			"-c", "BEGIN", "-c", "INSERT INTO "+table+" VALUES ('x')", "-c", "COMMIT").Run()
+	}()
+	pid, err := KillInCommit(ctx, pgDSN, app, 10*time.Second)
+	if err != nil || pid == 0 {
+		t.Fatalf("KillInCommit = %d, %v", pid, err)
+	}
+	if err := <-victim; err == nil {
+		t.Error("the killed COMMIT reported success")
+	}
+	if n, err := Psql(ctx, pgDSN, "SELECT count(*) FROM "+table); err != nil || n != "0" {
+		t.Errorf("rows after the killed commit: %s %v", n, err)
+	}
+}
+
+func TestHandlerFaults(t *testing.T) {
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Errorf("recovered %v", p)
+			}
+		}()
+		_ = Panics("boom")(context.Background(), runtime.RawDelivery{})
+	}()
+	release := make(chan struct{})
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { done <- Hangs(release)(ctx, runtime.RawDelivery{}) }()
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("a hanging handler returned on cancel")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Errorf("Hangs returned %v", err)
+	}
+}
