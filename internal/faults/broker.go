@@ -201,3 +201,39 @@ func RestartBroker(ctx context.Context, down time.Duration) error {
 	_, err := Rabbitmqctl(start, "await_startup")
 	return err
 }
+
+// ErrNotEmpty: Unroute could not catch the queue empty.
+var ErrNotEmpty = errors.New("faults: the queue kept receiving messages; it was not deleted")
+
+// Unroute deletes queue d so that a mandatory publish to it is returned as
+// unroutable, without losing what it held: the messages are moved to
+// <queue>.faults-aside, and the queue is deleted only while empty (if-empty),
+// tried up to tries times while publishes keep arriving. heal declares d again
+// and moves the messages back (a message's time in the queue, and so a
+// retry bucket's TTL, starts again). When the queue cannot be caught empty,
+// Unroute moves the messages back itself and returns ErrNotEmpty.
+func Unroute(brokerURL string, d runtime.QueueDeclaration, tries int) (heal func() error, err error) {
+	aside := d.Name + ".faults-aside"
+	if err := Restore(brokerURL, runtime.QueueDeclaration{Name: aside, Args: amqp.Table{}}); err != nil {
+		return nil, err
+	}
+	heal = func() error {
+		if err := Restore(brokerURL, d); err != nil {
+			return err
+		}
+		return Move(brokerURL, aside, d.Name, true)
+	}
+	for range tries {
+		if err := Move(brokerURL, d.Name, aside, false); err != nil {
+			return nil, errors.Join(err, heal())
+		}
+		gone, err := DeleteIfEmpty(brokerURL, d.Name)
+		if err != nil {
+			return nil, errors.Join(err, heal())
+		}
+		if gone {
+			return heal, nil
+		}
+	}
+	return nil, errors.Join(ErrNotEmpty, heal())
+}

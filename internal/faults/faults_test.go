@@ -346,3 +346,32 @@ func TestHandlerFaults(t *testing.T) {
 		t.Errorf("Hangs returned %v", err)
 	}
 }
+
+// Unroute empties the queue aside, deletes it (publishes are returned), and
+// heal brings it back with what it held.
+func TestUnrouteAndHeal(t *testing.T) {
+	t.Parallel()
+	q := testQueue(t)
+	confirmed(t, brokerURL(), q, "held-1", "held-2")
+	heal, err := Unroute(brokerURL(), runtime.QueueDeclaration{Name: q, Args: amqp.Table{}}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := channel(t, dial(t, brokerURL(), nil))
+	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ch, q, "returned").Wait()
+	select {
+	case <-returns:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Return while the queue is away")
+	}
+	if err := heal(); err != nil {
+		t.Fatal(err)
+	}
+	if n := ready(t, q); n != 2 {
+		t.Errorf("%d messages after heal, want 2", n)
+	}
+}
