@@ -17,16 +17,17 @@ import (
 // clockTick is the unit of /proc's CPU times: USER_HZ, 100 on Linux.
 const clockTick = 10 * time.Millisecond
 
-// brokerCPU is the CPU time (user and system) of the local RabbitMQ node's
-// Erlang VM (beam.smp) so far.
+// brokerCPU is the CPU time (user and system) of the local RabbitMQ node so
+// far: the Erlang VM (beam.smp) started with "-s rabbit boot". rabbitmqctl
+// runs a beam.smp of its own, which must not be taken for the node.
 func brokerCPU() time.Duration {
-	comms, _ := filepath.Glob("/proc/[0-9]*/comm")
-	for _, comm := range comms {
-		name, err := os.ReadFile(comm)
-		if err != nil || strings.TrimSpace(string(name)) != "beam.smp" {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil || !strings.Contains(string(cmdline), "beam.smp") || !strings.Contains(string(cmdline), "\x00-s\x00rabbit\x00boot\x00") {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join(filepath.Dir(comm), "stat"))
+		stat, err := os.ReadFile(filepath.Join(dir, "stat"))
 		if err != nil {
 			return 0
 		}
