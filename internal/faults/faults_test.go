@@ -299,7 +299,7 @@ func TestKillInCommit(t *testing.T) {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	table := "lily_faults_" + hex.EncodeToString(b[:])
-	if _, err := Psql(ctx, pgDSN, "CREATE TABLE "+table+" (id text);"+SlowCommitSQL(table, 2*time.Second)); err != nil {
+	if _, err := Psql(ctx, pgDSN, "CREATE TABLE "+table+" (id text);"+SlowCommitSQL(table, 2*time.Second, "true")); err != nil {
 		t.Fatalf("PostgreSQL is not reachable at %s: %v", pgDSN, err)
 	}
 	t.Cleanup(func() { _, _ = Psql(ctx, pgDSN, "DROP TABLE "+table+"; DROP FUNCTION "+table+"_faults_slow_commit()") })

@@ -21,16 +21,17 @@ func Psql(ctx context.Context, dsn, sql string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// SlowCommitSQL is SQL that makes every COMMIT of a transaction that wrote to
-// table take d: a deferred constraint trigger sleeps at commit time. It gives
-// KillInCommit a COMMIT to catch; run it once when creating the table.
-func SlowCommitSQL(table string, d time.Duration) string {
+// SlowCommitSQL is SQL that makes the COMMIT of a transaction that inserted
+// a row of table for which the SQL condition when holds (on NEW; "true" for
+// every row) take d: a deferred constraint trigger sleeps at commit time. It
+// gives KillInCommit a COMMIT to catch; run it once when creating the table.
+func SlowCommitSQL(table string, d time.Duration, when string) string {
 	fn := table + "_faults_slow_commit"
 	return fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN PERFORM pg_sleep(%[2]f); RETURN NULL; END $$;
 DROP TRIGGER IF EXISTS %[1]s ON %[3]s;
 CREATE CONSTRAINT TRIGGER %[1]s AFTER INSERT ON %[3]s DEFERRABLE INITIALLY DEFERRED
-FOR EACH ROW EXECUTE FUNCTION %[1]s();`, fn, d.Seconds(), table)
+FOR EACH ROW WHEN (%[4]s) EXECUTE FUNCTION %[1]s();`, fn, d.Seconds(), table, when)
 }
 
 // KillInCommit watches pg_stat_activity for up to within and terminates
