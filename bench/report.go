@@ -48,7 +48,9 @@ func printReport(w io.Writer, base runConfig, rounds int, results []result, show
 				median(of, func(r result) float64 { return r.Allocs }),
 				median(of, func(r result) float64 { return r.CPU }))
 		}
-		printRatios(w, rs)
+		if scenario != scenarioLive { // every consumer keeps up with the live rate: its ratios are 1
+			printRatios(w, rs)
+		}
 		if showRSS {
 			fmt.Fprintln(w, "\n| round | consumer | VmRSS MiB at each tenth of the run |")
 			fmt.Fprintln(w, "|---|---|---|")
