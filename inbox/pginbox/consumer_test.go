@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -191,24 +192,6 @@ func (c *consumerEnv) expectQueues(main, dlq int) {
 	}
 }
 
-// closeConnection closes, at the broker, the connection Lily named name.
-func closeConnection(t *testing.T, name string) {
-	t.Helper()
-	out, err := exec.Command("rabbitmqctl", "list_connections", "-q", "--no-table-headers", "pid", "client_properties").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if pid, _, ok := strings.Cut(line, "\t"); ok && strings.Contains(line, `{"connection_name","`+name+`"}`) {
-			if err := exec.Command("rabbitmqctl", "close_connection", pid, "lily test").Run(); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-	t.Fatalf("no connection named %q", name)
-}
-
 // a. The work commits, then the connection dies before the ACK; the broker
 // redelivers to a consumer that never saw the first delivery. The inbox finds
 // the committed claim: ACK without a second handler run or a second write.
@@ -221,7 +204,10 @@ func TestRedeliveryAfterCommitIsAckedAsDuplicate(t *testing.T) {
 	stopFirst := c.run(inbox, c.handle(nil), func(cfg *runtime.Config) {
 		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Outcome) error {
 			if cut.CompareAndSwap(false, true) {
-				closeConnection(t, "lily "+c.spec.Name+" consume")
+				name := faults.ConnectionName(c.spec.Name, "consume")
+				if closed, err := faults.CloseConnections(context.Background(), func(n string) bool { return n == name }, "lily test"); err != nil || len(closed) != 1 {
+					t.Errorf("close %s: %v, %v", name, closed, err)
+				}
 			}
 			return nil
 		}
