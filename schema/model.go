@@ -41,6 +41,16 @@ type File struct {
 	Output   string
 	Messages []*Message
 	Queues   []*Queue
+	// Acknowledged are the breaking changes the schema's authors intend, as
+	// `lilygen breaking` names them; it reports them without failing.
+	Acknowledged []Acknowledgement
+}
+
+// Acknowledgement accepts one breaking change: Rule alone accepts every
+// finding of that rule, Rule with Subject only that one.
+type Acknowledgement struct {
+	Rule, Subject, Reason string
+	Pos                   Pos
 }
 
 // Message is one message type; Name is also its AMQP type property.

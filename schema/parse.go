@@ -116,7 +116,7 @@ func (p *parser) declare(what string, at *yaml.Node, names ...string) {
 }
 
 var (
-	rootKeys     = []string{"version", "package", "output", "include", "messages", "queues"}
+	rootKeys     = []string{"version", "package", "output", "include", "messages", "queues", "acknowledge"}
 	includedKeys = []string{"version", "include", "messages", "queues"}
 )
 
@@ -135,6 +135,9 @@ func (p *parser) schema(name string, data []byte) *File {
 	}
 	if e, ok := root.m["output"]; ok {
 		f.Output = p.output(e.v)
+	}
+	if e, ok := root.m["acknowledge"]; ok {
+		f.Acknowledged = p.acknowledgements(e.v)
 	}
 	f.Includes = p.files[1:]
 	declared := false
@@ -925,6 +928,34 @@ func (p *parser) retry(q map[string]entry) Retry {
 		}
 	}
 	return r
+}
+
+// acknowledgements reads the breaking changes a schema accepts on purpose:
+// each needs its rule and a reason a reviewer can read.
+func (p *parser) acknowledgements(n *yaml.Node) []Acknowledgement {
+	items, _ := p.seq(n, "acknowledge")
+	var out []Acknowledgement
+	for _, item := range items {
+		m := p.object(item, "acknowledge", "rule", "subject", "reason")
+		if m == nil {
+			continue
+		}
+		a := Acknowledgement{Pos: p.pos(item)}
+		for _, f := range []struct {
+			key string
+			dst *string
+		}{{"rule", &a.Rule}, {"subject", &a.Subject}, {"reason", &a.Reason}} {
+			if e, ok := m[f.key]; ok {
+				*f.dst, _ = p.str(e.v, f.key)
+			} else if f.key != "subject" {
+				p.errorf(item, RuleMissingKey, "missing %s: an acknowledgement names the rule it accepts and why", f.key)
+			}
+		}
+		if a.Rule != "" && a.Reason != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func (p *parser) consumes(n *yaml.Node, msgs []*Message) []Consume {

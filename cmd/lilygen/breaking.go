@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -68,8 +69,16 @@ func (e *env) breaking(against string, allow []string) int {
 		if isNew {
 			continue
 		}
+		accepted := slices.Clone(allow)
+		for _, a := range f.Acknowledged {
+			if a.Subject == "" {
+				accepted = append(accepted, a.Rule)
+			} else {
+				accepted = append(accepted, a.Rule+"@"+a.Subject)
+			}
+		}
 		for _, x := range review.Breaking(old, f) {
-			if x.Acknowledged(allow) {
+			if x.Acknowledged(accepted) {
 				acknowledged = append(acknowledged, x)
 			} else {
 				found = append(found, x)
