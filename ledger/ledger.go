@@ -157,6 +157,7 @@ type run struct {
 	mu        sync.Mutex
 	runs      map[workKey]int
 	records   []runtime.Record
+	byID      map[string][]runtime.Record
 	ambiguous map[workKey]int // ACKs sent, never proven
 	lost      []string        // why sessions ended
 	done      map[string]bool // ids whose journey reached its end (acked work, DLQ)
@@ -172,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r := &run{
 		cfg: cfg, spec: spec(name), rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
-		runs: map[workKey]int{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
+		runs: map[workKey]int{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
 	}
 	r.assign()
 	if err := r.declare(); err != nil {
@@ -380,15 +381,34 @@ func (r *run) observe(rec runtime.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.records = append(r.records, rec)
-	if succeeded(rec) || rec.Path == runtime.PathDeadLettered {
+	recs := append(r.byID[rec.MessageID], rec)
+	r.byID[rec.MessageID] = recs
+	if workAcked(recs) || (rec.Handoff.Status == runtime.HandoffConfirmed && rec.Handoff.Destination == r.spec.DeadLetterQueue) {
 		r.done[rec.MessageID] = true
 	}
 }
 
-// succeeded: the record is the ACK of completed work.
-func succeeded(rec runtime.Record) bool {
-	return rec.Path == runtime.PathAcked &&
-		(rec.FromRecord || rec.Claim == runtime.InboxDuplicate || (rec.Handler.Ran && rec.Handler.Kind == 0))
+// workAcked: the message's records show the ACK of the handler's completed
+// work: directly, through the inbox's record of it, or from the runtime's
+// record after the ACK of a successful run was lost. A settlement from the
+// runtime's record of a handoff is not: the copy carries on.
+func workAcked(recs []runtime.Record) bool {
+	for _, rec := range recs {
+		switch {
+		case rec.Path != runtime.PathAcked:
+		case rec.Claim == runtime.InboxDuplicate, handled(rec):
+			return true
+		case rec.FromRecord && slices.ContainsFunc(recs, func(e runtime.Record) bool { return e.Attempt == rec.Attempt && handled(e) }):
+			return true
+		}
+	}
+	return false
+}
+
+// handled: the handler succeeded and its work stands (no failed commit).
+func handled(rec runtime.Record) bool {
+	return rec.Handler.Ran && rec.Handler.Kind == 0 && rec.Handoff.Status == runtime.HandoffNone &&
+		rec.Commit != runtime.CommitFailed && rec.Commit != runtime.CommitAmbiguous
 }
 
 // Event is the runtime's Sink: it keeps the ACKs never proven and the reasons
@@ -741,9 +761,8 @@ func (r *run) account(rep *runtime.Report, queued map[string][]found, rows map[s
 			problem("%s", k)
 		}
 	}
-	byID := map[string][]runtime.Record{}
+	byID := r.byID
 	for _, rec := range r.records {
-		byID[rec.MessageID] = append(byID[rec.MessageID], rec)
 		if rec.Claim == runtime.InboxDuplicate {
 			res.InboxStopped++
 		}
@@ -761,7 +780,7 @@ func (r *run) account(rep *runtime.Report, queued map[string][]found, rows map[s
 		b := r.beh[id]
 		res.Behaviours[b]++
 		recs, copies := byID[id], queued[id]
-		acked := slices.ContainsFunc(recs, succeeded)
+		acked := workAcked(recs)
 		fate := fateOf(copies, acked)
 		res.Fates[fate]++
 		switch {
@@ -813,9 +832,20 @@ func (r *run) account(rep *runtime.Report, queued map[string][]found, rows map[s
 		if n < 2 {
 			continue
 		}
-		var because []string
+		// The journeys of the runs before the last: the last run's record is
+		// the last one, unless it ended after the report was sealed.
+		var ran []runtime.Record
 		for _, rec := range byID[k.id] {
-			if rec.Attempt == k.attempt && rec.Handler.Ran && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
+			if rec.Attempt == k.attempt && rec.Handler.Ran {
+				ran = append(ran, rec)
+			}
+		}
+		if len(ran) == n {
+			ran = ran[:n-1]
+		}
+		var because []string
+		for _, rec := range ran {
+			if rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved {
 				because = append(because, string(rec.Path)+": "+explain(rec))
 			}
 		}

@@ -130,7 +130,9 @@ func RejectPublishes(ctx context.Context, brokerURL, queue string) (heal func(co
 
 // Move takes every message out of from and publishes it, unchanged, to to
 // (confirmed before the original is ACKed: a crash in between duplicates, it
-// never loses). With deleteFrom, from is deleted once empty.
+// never loses). With deleteFrom, from is deleted once empty. A publish not
+// confirmed within 5 s ends the move with an error; the message stays in
+// from (or, if its confirm was only late, is in both).
 func Move(brokerURL, from, to string, deleteFrom bool) error {
 	conn, err := amqp.Dial(brokerURL)
 	if err != nil {
@@ -165,8 +167,14 @@ func Move(brokerURL, from, to string, deleteFrom bool) error {
 		if err != nil {
 			return err
 		}
-		if !dc.Wait() {
-			return fmt.Errorf("faults: moving %s to %s: the broker refused the publish", d.MessageId, to)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		acked, err := dc.WaitContext(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			return fmt.Errorf("faults: moving %s to %s: no confirm in 5s (it stays in %s)", d.MessageId, to, from)
+		case !acked:
+			return fmt.Errorf("faults: moving %s to %s: the broker refused the publish (it stays in %s)", d.MessageId, to, from)
 		}
 		if err := d.Ack(false); err != nil {
 			return err

@@ -1,0 +1,57 @@
+// Command soak runs the ledger (github.com/lily-mq/lily/ledger) at scale:
+// by default 100,000 messages of mixed behaviours through the fault harness,
+// with a random fault every second on average, then accounts for every id.
+// It prints the ledger and exits 1 when a message is lost or a promise
+// broke. It needs RabbitMQ with rabbitmqctl and, unless -pg is empty,
+// PostgreSQL.
+//
+//	go run ./ledger/cmd/soak -n 100000
+//
+// -restart adds rabbitmqctl stop_app / start_app to the faults: it closes
+// every client's connections, so use it only on a broker nothing else uses
+// at the time (never while `make test` runs).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/lily-mq/lily/ledger"
+	"github.com/lily-mq/lily/runtime"
+)
+
+func main() {
+	var cfg ledger.Config
+	flag.IntVar(&cfg.N, "n", 100_000, "messages, each with its own id")
+	flag.Uint64Var(&cfg.Seed, "seed", 0, "seed of the behaviours and the fault schedule (0: a random one, printed)")
+	flag.StringVar(&cfg.BrokerURL, "amqp", runtime.DefaultURL, "RabbitMQ")
+	flag.StringVar(&cfg.PostgresDSN, "pg", "host=127.0.0.1 user=postgres dbname=test sslmode=disable", "PostgreSQL for the inbox-backed behaviour and its fault; empty for none")
+	flag.DurationVar(&cfg.FaultEvery, "fault-every", time.Second, "mean pause between faults; 0 for none")
+	flag.DurationVar(&cfg.PublishOver, "publish-over", 0, "spread the publishing over this long while consuming; 0 publishes everything first")
+	flag.BoolVar(&cfg.RestartBroker, "restart", false, "add broker restarts (stop_app, start_app) to the faults: only on a broker no one else uses")
+	flag.DurationVar(&cfg.Deadline, "deadline", 30*time.Minute, "shut down by then, whatever is left")
+	flag.Parse()
+	if cfg.Seed == 0 {
+		cfg.Seed = rand.Uint64() >> 16
+	}
+	cfg.Progress = os.Stderr
+	fmt.Printf("soak: %s\n", strings.Join(os.Args, " "))
+	fmt.Printf("soak: seed %d (rerun the schedule with -seed %d)\n", cfg.Seed, cfg.Seed)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := ledger.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(2)
+	}
+	fmt.Print(res)
+	if res.Fates[ledger.Lost] > 0 || len(res.Problems) > 0 {
+		os.Exit(1)
+	}
+}
