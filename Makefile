@@ -12,6 +12,8 @@ demo: generate
 ## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ and PostgreSQL required)
 test: lint check mongo
 	$(GO) test -race -count=1 ./...
+	@# Tests that change broker-wide settings for a moment run alone, last.
+	LILY_BROKER_SETTINGS_TESTS=1 $(GO) test -count=1 -run BrokerSettings ./runtime
 
 ## mongo: the MongoDB inbox is its own module; its tests run only where LILY_MONGO_URL names a replica set
 mongo: staticcheck

@@ -1,0 +1,74 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Tests in this file change broker-wide settings for a moment, so they run
+// alone: `make test` runs them after every other test, with
+// LILY_BROKER_SETTINGS_TESTS=1. Without it they say why they skip.
+func brokerSettingsTest(t *testing.T) {
+	t.Helper()
+	if os.Getenv("LILY_BROKER_SETTINGS_TESTS") != "1" {
+		t.Skip("changes broker-wide settings: run alone with LILY_BROKER_SETTINGS_TESTS=1 (make test does, after the other tests)")
+	}
+}
+
+func setBrokerEnv(t *testing.T, key, value string) {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "eval", "application:set_env(rabbit, "+key+", "+value+").").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("rabbitmqctl eval set_env %s: %v: %s", key, err, out)
+	}
+}
+
+// The broker's consumer_timeout closes a channel that holds a delivery too
+// long. Lily reports it as such, reconnects, and settles the redelivery from
+// the record of the work the handler completed: it does not run twice.
+func TestBrokerSettingsConsumerTimeoutIsReported(t *testing.T) {
+	brokerSettingsTest(t)
+	setBrokerEnv(t, "consumer_timeout", "1000")
+	setBrokerEnv(t, "channel_tick_interval", "200")
+	t.Cleanup(func() {
+		setBrokerEnv(t, "consumer_timeout", "1800000")
+		setBrokerEnv(t, "channel_tick_interval", "60000")
+	})
+	q := brokerSpec(t, func(q *QueueSpec) { q.HandlerTimeout = 10 * time.Second })
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("held-1", 1))
+	var runs atomic.Int32
+	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+		if runs.Add(1) == 1 {
+			time.Sleep(3 * time.Second) // past the broker's consumer_timeout
+		}
+		return nil
+	}), func(cfg *Config) { cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 200*time.Millisecond })
+	// While the first handler still runs, its redelivery waits its turn
+	// (requeued); once it returned, the next one is settled from the record.
+	var recs []Record
+	for settled := false; !settled; {
+		recs = c.await(len(recs) + 1)
+		last := recs[len(recs)-1]
+		settled = last.Path == PathAcked && last.FromRecord
+	}
+	rep := c.stop()
+	if len(rep.Lost) == 0 || !strings.Contains(rep.Lost[0], "consumer_timeout") {
+		t.Errorf("lost: %v", rep.Lost)
+	}
+	var unresolved int
+	for _, r := range recs {
+		if r.Path == PathUnresolved {
+			unresolved++
+		}
+	}
+	if unresolved != 1 || runs.Load() != 1 {
+		t.Errorf("%d unresolved, handler runs %d; records %+v", unresolved, runs.Load(), recs)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}
