@@ -1,0 +1,545 @@
+package ordersmsg
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// The fuzz targets hold each generated extractor of the example to its
+// schema (orders.lily.yaml, as docs/schema.md defines the types): it never
+// panics, fails only with a *runtime.FieldError, and accepts exactly the
+// bodies (and headers) an independent check written here accepts, with the
+// same values.
+//
+// The check decodes JSON as docs/schema.md says keys match: as encoding/json
+// matches them, ignoring case, the last of repeated keys winning, and a
+// repeated object or list merged into what was decoded before (encoding/json
+// decodes into the value a pointer already holds, and a list's elements into
+// the elements the list held). It reads the tokens with encoding/json's
+// tokenizer, so strings are unquoted as the extractor sees them; every rule
+// of the schema, the integer rule and RFC 3339 are its own.
+
+func FuzzExtractOrderPlacedV1(f *testing.F) {
+	for _, seed := range []string{
+		`{"order_id":"order-1","amount_cents":1250}`,
+		`{"order_id":"order-2","amount_cents":99,"note":"leave at the door"}`,
+		`{"ORDER_ID":"x","Amount_Cents":100000000,"note":null,"extra":[1,{"a":null}]}`,
+		`{"order_id":"","amount_cents":1}`,
+		`{"order_id":"a","amount_cents":0}`,
+		`{"order_id":"a","amount_cents":1.0}`,
+		`{"order_id":"a","amount_cents":1e2}`,
+		`{"order_id":"a","amount_cents":9223372036854775808}`,
+		`{"order_id":"a","amount_cents":"1"}`,
+		`{"order_id":"a","order_id":null,"amount_cents":1}`,
+		`{"order_id":"\ud800\u00e9\u0000","amount_cents":1}`,
+		"{\"order_id\":\"\xff\xfe\",\"amount_cents\":1}",
+		`{"order_id":"` + strings.Repeat("é", 64) + `","amount_cents":1}`,
+		`{"order_id":"` + strings.Repeat("é", 65) + `","amount_cents":1}`,
+		`{"order_id":"a","amount_cents":1,"note":"` + strings.Repeat("n", 201) + `"}`,
+		`null`, `[]`, `"x"`, `{`, `{"order_id":"a","amount_cents":1} {}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := ExtractOrderPlacedV1(body)
+		want, why := checkV1(body)
+		compare(t, body, got, err, want, why, func(got, want *OrderPlacedV1) bool {
+			return got.OrderID == want.OrderID && got.AmountCents == want.AmountCents && sameString(got.Note, want.Note)
+		})
+	})
+}
+
+func FuzzExtractOrderPlacedV2(f *testing.F) {
+	good := `{"order_id":"order-3","amount_cents":4200,"customer":{"email":"ada@example.com","name":"Ada"},` +
+		`"items":[{"sku":"LILY-1","qty":2}],"placed_at":"2026-12-02T10:00:00Z"}`
+	for _, seed := range []string{
+		good,
+		`{"order_id":"order-4","amount_cents":100,"customer":{"email":"grace@example.com"},"items":[{"sku":"A-1","qty":1},{"sku":"B-2","qty":3}],"placed_at":"2026-12-02T10:05:00+01:00","channel":"store"}`,
+		strings.Replace(good, `"Z"`, `".123456789123-23:59"`, 1),
+		strings.Replace(good, `10:00:00Z`, `10:00:60Z`, 1),
+		strings.Replace(good, `2026-12-02`, `2024-02-29`, 1),
+		strings.Replace(good, `2026-12-02`, `2026-02-29`, 1),
+		strings.Replace(good, `T10`, `t10`, 1),
+		strings.Replace(good, `"items":[{"sku":"LILY-1","qty":2}]`, `"items":[]`, 1),
+		strings.Replace(good, `"items":[{"sku":"LILY-1","qty":2}]`, `"items":[null]`, 1),
+		strings.Replace(good, `"items":[{"sku":"LILY-1","qty":2}]`, `"items":[{"sku":"a","qty":1}],"items":[{"qty":5}]`, 1),
+		strings.Replace(good, `"items":[{"sku":"LILY-1","qty":2}]`, `"items":[{"sku":"a","qty":1},{"sku":"b","qty":1}],"items":[{"qty":2}],"items":[{"qty":3},{"qty":4}]`, 1),
+		strings.Replace(good, `"customer":{`, `"customer":{"email":"e"},"customer":{`, 1),
+		strings.Replace(good, `"customer":{"email":"ada@example.com","name":"Ada"}`, `"customer":{"email":"e"},"customer":{"name":"n"}`, 1),
+		strings.Replace(good, `"customer":{"email":"ada@example.com","name":"Ada"}`, `"customer":{"email":"e"},"customer":null`, 1),
+		good[:len(good)-1] + `,"channel":"fax"}`,
+		good[:len(good)-1] + `,"CHANNEL":"phone","channel":null}`,
+		`{"items":[` + strings.Repeat(`{"sku":"s","qty":1},`, 50) + `{"sku":"s","qty":1}]}`,
+	} {
+		f.Add([]byte(seed), "acme", uint8(1), "4bf92f3577b34da6", uint8(1))
+	}
+	f.Add([]byte(good), "Acme", uint8(1), "", uint8(0))
+	f.Add([]byte(good), "acme\n", uint8(1), "", uint8(3))
+	f.Add([]byte(good), "", uint8(2), strings.Repeat("t", 65), uint8(1))
+	f.Add([]byte(good), "a-"+strings.Repeat("b", 30), uint8(3), "x", uint8(2))
+	f.Fuzz(func(t *testing.T, body []byte, tenant string, tenantKind uint8, trace string, traceKind uint8) {
+		got, err := ExtractOrderPlacedV2(body)
+		want, why := checkV2(body)
+		compare(t, body, got, err, want, why, sameV2)
+		headers := map[string]any{}
+		setHeader(headers, "x-tenant", tenant, tenantKind)
+		setHeader(headers, "x-trace-id", trace, traceKind)
+		gotH, err := extractOrderPlacedV2Headers(func(k string) (any, bool) { v, ok := headers[k]; return v, ok })
+		wantH, why := checkV2Headers(headers)
+		compare(t, []byte(fmtHeaders(headers)), &gotH, err, wantH, why, func(got, want *OrderPlacedV2Headers) bool {
+			return got.XTenant == want.XTenant && sameString(got.XTraceID, want.XTraceID)
+		})
+	})
+}
+
+// compare fails the test unless the extractor and the check agree.
+func compare[T any](t *testing.T, input []byte, got *T, err error, want *T, why string, same func(got, want *T) bool) {
+	t.Helper()
+	var fe *runtime.FieldError
+	switch {
+	case err != nil && !errors.As(err, &fe):
+		t.Fatalf("%q: failed with %T %v, not a *runtime.FieldError", input, err, err)
+	case err != nil && want != nil:
+		t.Fatalf("%q: refused (%v), but it is within every bound", input, err)
+	case err == nil && want == nil:
+		t.Fatalf("%q: accepted as %+v, but %s", input, *got, why)
+	case err == nil && !same(got, want):
+		t.Fatalf("%q: extracted %+v, want %+v", input, *got, *want)
+	}
+}
+
+func sameString(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func sameV2(got, want *OrderPlacedV2) bool {
+	if got.OrderID != want.OrderID || got.AmountCents != want.AmountCents || !sameString(got.Note, want.Note) ||
+		got.Customer.Email != want.Customer.Email || !sameString(got.Customer.Name, want.Customer.Name) ||
+		!got.PlacedAt.Equal(want.PlacedAt) || got.Channel != want.Channel || len(got.Items) != len(want.Items) {
+		return false
+	}
+	for i := range got.Items {
+		if got.Items[i] != want.Items[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A JSON value as the check decodes it: nil (null), string, json.Number,
+// bool, []any, or *object (keys in order, repeats kept).
+type object struct {
+	keys   []string
+	values []any
+}
+
+// parse decodes one JSON document, or says why it is not one.
+func parse(body []byte) (any, error) {
+	if !json.Valid(body) {
+		return nil, errors.New("not valid JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	v, err := value(dec)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("more than one JSON value")
+	}
+	return v, nil
+}
+
+func value(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		o := &object{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := value(dec)
+			if err != nil {
+				return nil, err
+			}
+			o.keys, o.values = append(o.keys, k.(string)), append(o.values, v)
+		}
+		_, err := dec.Token()
+		return o, err
+	case json.Delim('['):
+		var a []any
+		for dec.More() {
+			v, err := value(dec)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		_, err := dec.Token()
+		return a, err
+	}
+	return tok, nil
+}
+
+// A wire value, as decoding leaves it before the schema's bounds: nil when
+// absent or null, string, int64, *fields, or *list.
+type fields map[string]any
+
+// list keeps every element a list ever held at each index: decoding a
+// shorter list leaves the longer one's elements behind its end, and a later,
+// longer list decodes into them again.
+type list struct {
+	held []any
+	n    int
+}
+
+// shape says, per field of an object, how it decodes: "string", "int", an
+// object's shape, or a list of an object's shape.
+type shape map[string]any
+
+type listOf struct{ elem shape }
+
+var (
+	shapeV1       = shape{"order_id": "string", "amount_cents": "int", "note": "string"}
+	shapeCustomer = shape{"email": "string", "name": "string"}
+	shapeItem     = shape{"sku": "string", "qty": "int"}
+	shapeV2       = shape{"order_id": "string", "amount_cents": "int", "note": "string", "customer": shapeCustomer,
+		"items": listOf{shapeItem}, "placed_at": "string", "channel": "string"}
+)
+
+// decode decodes v into old (the value the field held) by s; false means a
+// JSON value of the wrong kind, which fails the whole decoding.
+func decode(s any, old, v any) (any, bool) {
+	if v == nil {
+		return nil, true
+	}
+	switch s := s.(type) {
+	case string:
+		switch x := v.(type) {
+		case string:
+			return x, s == "string"
+		case json.Number:
+			n, err := strconv.ParseInt(x.String(), 10, 64)
+			return n, s == "int" && err == nil
+		}
+		return nil, false
+	case shape:
+		o, ok := v.(*object)
+		if !ok {
+			return nil, false
+		}
+		f, _ := old.(fields)
+		if f == nil {
+			f = fields{}
+		}
+		for i, k := range o.keys {
+			for name, fs := range s {
+				if strings.EqualFold(k, name) {
+					nv, ok := decode(fs, f[name], o.values[i])
+					if !ok {
+						return nil, false
+					}
+					f[name] = nv
+				}
+			}
+		}
+		return f, true
+	case listOf:
+		a, ok := v.([]any)
+		if !ok {
+			return nil, false
+		}
+		l, _ := old.(*list)
+		if l == nil || len(a) == 0 {
+			l = &list{}
+		}
+		for i, e := range a {
+			if i == len(l.held) {
+				l.held = append(l.held, nil)
+			}
+			ne, ok := decode(s.elem, l.held[i], e)
+			if !ok {
+				return nil, false
+			}
+			l.held[i] = ne
+		}
+		l.n = len(a)
+		return l, true
+	}
+	panic("unknown shape")
+}
+
+// wire parses body and decodes it by s; nil and a reason when it does not.
+func wire(body []byte, s shape) (fields, string) {
+	v, err := parse(body)
+	if err != nil {
+		return nil, err.Error()
+	}
+	if v == nil {
+		return fields{}, "" // null leaves every field absent
+	}
+	f, ok := decode(s, nil, v)
+	if !ok {
+		return nil, "a value is of the wrong JSON kind"
+	}
+	return f.(fields), ""
+}
+
+// chars counts characters as the schema does: runes, an invalid byte being one.
+func chars(s string) int {
+	n := 0
+	for range s {
+		n++
+	}
+	return n
+}
+
+func text(f fields, name string, required bool, minChars, maxChars int) (*string, string) {
+	s, ok := f[name].(string)
+	switch {
+	case !ok && required:
+		return nil, name + " is required"
+	case !ok:
+		return nil, ""
+	case chars(s) < minChars || chars(s) > maxChars:
+		return nil, name + " is not " + strconv.Itoa(minChars) + " to " + strconv.Itoa(maxChars) + " characters"
+	}
+	return &s, ""
+}
+
+func integer(f fields, name string, lo, hi int64) (int64, string) {
+	n, ok := f[name].(int64)
+	switch {
+	case !ok:
+		return 0, name + " is required"
+	case n < lo || n > hi:
+		return 0, name + " is out of range"
+	}
+	return n, ""
+}
+
+func checkV1(body []byte) (*OrderPlacedV1, string) {
+	f, why := wire(body, shapeV1)
+	if f == nil {
+		return nil, why
+	}
+	var out OrderPlacedV1
+	id, why := text(f, "order_id", true, 1, 64)
+	if why != "" {
+		return nil, why
+	}
+	out.OrderID = *id
+	if out.AmountCents, why = integer(f, "amount_cents", 1, 100000000); why != "" {
+		return nil, why
+	}
+	if out.Note, why = text(f, "note", false, 0, 200); why != "" {
+		return nil, why
+	}
+	return &out, ""
+}
+
+func checkV2(body []byte) (*OrderPlacedV2, string) {
+	f, why := wire(body, shapeV2)
+	if f == nil {
+		return nil, why
+	}
+	var out OrderPlacedV2
+	id, why := text(f, "order_id", true, 1, 64)
+	if why != "" {
+		return nil, why
+	}
+	out.OrderID = *id
+	if out.AmountCents, why = integer(f, "amount_cents", 1, 100000000); why != "" {
+		return nil, why
+	}
+	if out.Note, why = text(f, "note", false, 0, 200); why != "" {
+		return nil, why
+	}
+	c, ok := f["customer"].(fields)
+	if !ok {
+		return nil, "customer is required"
+	}
+	email, why := text(c, "email", true, 0, 254)
+	if why != "" {
+		return nil, why
+	}
+	out.Customer.Email = *email
+	if out.Customer.Name, why = text(c, "name", false, 0, 100); why != "" {
+		return nil, why
+	}
+	l, ok := f["items"].(*list)
+	if !ok || l.n < 1 || l.n > 50 {
+		return nil, "items is not a list of 1 to 50"
+	}
+	for _, e := range l.held[:l.n] {
+		item, ok := e.(fields)
+		if !ok {
+			return nil, "an item is null"
+		}
+		sku, why := text(item, "sku", true, 1, 32)
+		if why != "" {
+			return nil, why
+		}
+		qty, why := integer(item, "qty", 1, 1000)
+		if why != "" {
+			return nil, why
+		}
+		out.Items = append(out.Items, OrderPlacedV2ItemsItem{SKU: *sku, Qty: qty})
+	}
+	placed, ok := f["placed_at"].(string)
+	if !ok {
+		return nil, "placed_at is required"
+	}
+	if out.PlacedAt, ok = rfc3339(placed); !ok {
+		return nil, "placed_at is not an RFC 3339 date-time"
+	}
+	out.Channel = OrderPlacedV2ChannelWeb
+	if ch, ok := f["channel"].(string); ok {
+		if ch != "web" && ch != "store" && ch != "phone" {
+			return nil, "channel is not web, store or phone"
+		}
+		out.Channel = OrderPlacedV2Channel(ch)
+	}
+	return &out, ""
+}
+
+// rfc3339 reads an RFC 3339 (section 5.6) date-time, with "T" and "Z" in
+// upper case (the restriction section 5.6 allows) and without leap seconds
+// (Go's time has none).
+func rfc3339(s string) (time.Time, bool) {
+	digits := func(s string) (int, bool) {
+		n := 0
+		for _, c := range []byte(s) {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, s != ""
+	}
+	if len(s) < len("2006-01-02T15:04:05Z") || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return time.Time{}, false
+	}
+	year, ok1 := digits(s[0:4])
+	month, ok2 := digits(s[5:7])
+	day, ok3 := digits(s[8:10])
+	hour, ok4 := digits(s[11:13])
+	minute, ok5 := digits(s[14:16])
+	second, ok6 := digits(s[17:19])
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || month < 1 || month > 12 || hour > 23 || minute > 59 || second > 59 {
+		return time.Time{}, false
+	}
+	leap := year%4 == 0 && (year%100 != 0 || year%400 == 0)
+	days := [13]int{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}[month]
+	if month == 2 && leap {
+		days = 29
+	}
+	if day < 1 || day > days {
+		return time.Time{}, false
+	}
+	rest, nanos := s[19:], 0
+	if strings.HasPrefix(rest, ".") {
+		end := 1
+		for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+			end++
+		}
+		if end == 1 {
+			return time.Time{}, false
+		}
+		frac := (rest[1:end] + "000000000")[:9]
+		nanos, _ = digits(frac)
+		rest = rest[end:]
+	}
+	offset := 0
+	switch {
+	case rest == "Z":
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
+		oh, ok1 := digits(rest[1:3])
+		om, ok2 := digits(rest[4:6])
+		if !ok1 || !ok2 || oh > 23 || om > 59 {
+			return time.Time{}, false
+		}
+		offset = oh*3600 + om*60
+		if rest[0] == '-' {
+			offset = -offset
+		}
+	default:
+		return time.Time{}, false
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, second, nanos, time.FixedZone("", offset)), true
+}
+
+// setHeader puts value in headers as kind says: 0 absent, 1 a string, 2 an
+// integer, 3 a null (void) value.
+func setHeader(headers map[string]any, key, value string, kind uint8) {
+	switch kind % 4 {
+	case 1:
+		headers[key] = value
+	case 2:
+		headers[key] = int64(len(value))
+	case 3:
+		headers[key] = nil
+	}
+}
+
+func fmtHeaders(h map[string]any) string {
+	var b strings.Builder
+	for _, k := range []string{"x-tenant", "x-trace-id"} {
+		if v, ok := h[k]; ok {
+			b.WriteString(k + "=" + strconv.Quote(stringOf(v)) + " ")
+		}
+	}
+	return b.String()
+}
+
+func stringOf(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case int64:
+		return "int " + strconv.FormatInt(v, 10)
+	}
+	return "null"
+}
+
+func checkV2Headers(h map[string]any) (*OrderPlacedV2Headers, string) {
+	var out OrderPlacedV2Headers
+	switch tenant := h["x-tenant"].(type) {
+	case nil:
+		return nil, "x-tenant is required"
+	case string:
+		if chars(tenant) < 1 || chars(tenant) > 32 {
+			return nil, "x-tenant is not 1 to 32 characters"
+		}
+		for i, c := range []byte(tenant) {
+			if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '-')) {
+				return nil, "x-tenant does not match ^[a-z][a-z0-9-]*$"
+			}
+		}
+		out.XTenant = tenant
+	default:
+		return nil, "x-tenant is not a string"
+	}
+	switch trace := h["x-trace-id"].(type) {
+	case nil:
+	case string:
+		if chars(trace) > 64 {
+			return nil, "x-trace-id is longer than 64 characters"
+		}
+		out.XTraceID = &trace
+	default:
+		return nil, "x-trace-id is not a string"
+	}
+	return &out, ""
+}
