@@ -1,13 +1,14 @@
 // Command bench measures Lily's consumer against a plain amqp091-go loop and
-// Watermill's AMQP subscriber, on the ack path and on the retry path's first
-// pass (see docs/benchmarks.md). For each run it fills a fresh durable classic
-// queue with n persistent 1 KiB OrderPlaced v2 messages, then drains it in a
-// child process of its own, so that each run's peak resident set is its own
-// and no run inherits another's heap. Runs alternate (plain, lily, watermill,
-// plain, ...) over the rounds, so that a drift of the machine or the broker
-// spreads over all three.
+// Watermill's AMQP subscriber, on the ack path, on the retry path's first pass
+// and on the ack path under a steady publish rate (see docs/benchmarks.md).
+// For each run it fills a fresh durable classic queue with n persistent 1 KiB
+// OrderPlaced v2 messages (in the live scenario, publishes them while the
+// consumer runs), and drains it in a child process of its own, so that each
+// run's peak resident set is its own and no run inherits another's heap. Runs
+// alternate (plain, lily, watermill, plain, ...) over the rounds, so that a
+// drift of the machine or the broker spreads over all three.
 //
-//	cd bench && go run . [-n 100000] [-rounds 3] [-scenarios ack,retry] ...
+//	cd bench && go run . [-n 100000] [-rounds 3] [-scenarios ack,retry,live] ...
 package main
 
 import (
