@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 EXAMPLE     := examples/orders/orders.lily.yaml
 
-.PHONY: demo test generate check lint staticcheck mongo
+.PHONY: demo test generate check lint staticcheck mongo bench
 
 ## demo: regenerate the example and run it against RabbitMQ on localhost
 demo: generate
@@ -31,6 +31,11 @@ lint: staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
+
+## bench: Lily side by side with a plain amqp091-go loop and Watermill (docs/benchmarks.md; about 6 minutes)
+bench:
+	cd bench && $(GO) run .
 
 staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
