@@ -118,7 +118,9 @@ type Result struct {
 	InboxStopped, InboxRows int
 	// Channel406 counts channels or connections closed with 406.
 	Channel406 int
-	Report     *runtime.Report
+	// Reports are the shutdown reports, one per consumer (a restart fault
+	// starts a new one).
+	Reports []*runtime.Report
 	// Problems lists every broken promise: a lost message, an unexplained
 	// second run or copy, a message in the wrong place, a 406.
 	Problems []string
@@ -150,6 +152,10 @@ type run struct {
 	table string
 	app   string
 	proxy *faults.Proxy
+	// deadline is when the consumer shuts down, whatever is left; restart
+	// asks for a new consumer.
+	deadline time.Time
+	restart  chan struct{}
 	// killArmed: the next inbox-backed handler marks its row so that its
 	// COMMIT is slow and the PostgreSQL fault can kill it.
 	killArmed atomic.Bool
@@ -173,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	r := &run{
 		cfg: cfg, spec: spec(name), rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
-		runs: map[workKey]int{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
+		restart: make(chan struct{}, 1), runs: map[workKey]int{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
 	}
 	r.assign()
 	if err := r.declare(); err != nil {
@@ -200,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer p.Close()
 	r.proxy = p
-	rep, err := r.consume(ctx, url)
+	reps, err := r.consume(ctx, url)
 	if err != nil {
 		return nil, err
 	}
@@ -208,11 +214,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := r.inboxRows(ctx)
+	rows, err := r.inboxRows(context.WithoutCancel(ctx))
 	if err != nil {
 		return nil, err
 	}
-	res := r.account(rep, queued, rows)
+	res := r.account(reps, queued, rows)
 	res.Duration = time.Since(start)
 	return res, nil
 }
@@ -426,9 +432,12 @@ func (r *run) Event(ev runtime.Event) {
 	}
 }
 
-// consume runs the consumer through the proxy while faults strike, until
-// every message's journey is over or the deadline, then shuts it down.
-func (r *run) consume(ctx context.Context, url string) (*runtime.Report, error) {
+// consume runs consumers through the proxy while faults strike, until every
+// message's journey is over or the deadline, then shuts the last one down. A
+// restart fault shuts the consumer down and starts a new one, whose process
+// memory is empty: what the old one left unresolved meets the inbox, or runs
+// again. It returns every consumer's report, in order.
+func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error) {
 	cfg := runtime.Config{
 		URL: url, Observe: r.observe, Sink: r,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -439,19 +448,6 @@ func (r *run) consume(ctx context.Context, url string) (*runtime.Report, error) 
 	if r.pool != nil {
 		cfg.Inbox = pginbox.New(r.pool, pginbox.Options{LockTimeout: 500 * time.Millisecond})
 	}
-	c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: r.handle}, cfg)
-	if err != nil {
-		return nil, err
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var rep *runtime.Report
-	ran := make(chan error, 1)
-	go func() {
-		var err error
-		rep, err = c.Run(runCtx)
-		ran <- err
-	}()
 	published := make(chan error, 1)
 	if r.cfg.PublishOver > 0 {
 		go func() { published <- r.publish() }()
@@ -462,24 +458,66 @@ func (r *run) consume(ctx context.Context, url string) (*runtime.Report, error) 
 		defer close(faultsDone)
 		r.strike(faultCtx)
 	}()
-	err = r.await(ctx, ran, published)
-	stopFaults()
-	<-faultsDone
-	if err == nil {
+	defer func() {
+		stopFaults()
+		<-faultsDone
+	}()
+	r.deadline = time.Now().Add(r.cfg.Deadline)
+	var reports []*runtime.Report
+	for {
+		c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: r.handle}, cfg)
+		if err != nil {
+			return reports, err
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		var rep *runtime.Report
+		ran := make(chan error, 1)
+		go func() {
+			var err error
+			rep, err = c.Run(runCtx)
+			ran <- err
+		}()
+		restart, err := r.await(ctx, ran, published)
+		if err != nil {
+			stop()
+			return reports, fmt.Errorf("ledger: %w", err)
+		}
+		if !restart {
+			stopFaults()
+			<-faultsDone
+		}
 		stop()
-		err = <-ran
+		if err := <-ran; err != nil {
+			return reports, fmt.Errorf("ledger: Run: %w", err)
+		}
+		reports = append(reports, rep)
+		if !restart {
+			return reports, nil
+		}
 	}
-	if err != nil {
-		return rep, fmt.Errorf("ledger: Run: %w", err)
-	}
-	return rep, nil
 }
 
-// await returns when every id's journey is over or at the deadline; it
-// returns Run's error if the consumer stopped by itself, and the publisher's
-// if it failed.
-func (r *run) await(ctx context.Context, ran, published <-chan error) error {
-	deadline := time.After(r.cfg.Deadline)
+// waitingFor names up to n ids whose journey is not over, with their records.
+func (r *run) waitingFor(n int) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.ids)-len(r.done) > n {
+		return ""
+	}
+	var b strings.Builder
+	for _, id := range r.ids {
+		if !r.done[id] {
+			fmt.Fprintf(&b, "; waiting for %s (%s): %s", id, r.beh[id], paths(r.byID[id]))
+		}
+	}
+	return b.String()
+}
+
+// await returns when every id's journey is over or at the deadline, or
+// with restart when the restart fault asks for a new consumer; it returns
+// an error when the consumer stopped by itself or the publisher failed.
+func (r *run) await(ctx context.Context, ran, published <-chan error) (restart bool, err error) {
+	deadline := time.After(time.Until(r.deadline))
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	lastProgress := time.Now()
@@ -488,26 +526,28 @@ func (r *run) await(ctx context.Context, ran, published <-chan error) error {
 		done, records := len(r.done), len(r.records)
 		r.mu.Unlock()
 		if done == len(r.ids) {
-			return nil
+			return false, nil
 		}
 		if r.cfg.Progress != nil && time.Since(lastProgress) > 5*time.Second {
 			lastProgress = time.Now()
-			fmt.Fprintf(r.cfg.Progress, "ledger: %d of %d messages through, %d records, faults %v\n", done, len(r.ids), records, r.faultCounts())
+			fmt.Fprintf(r.cfg.Progress, "ledger: %d of %d messages through, %d records, faults %v%s\n", done, len(r.ids), records, r.faultCounts(), r.waitingFor(3))
 		}
 		select {
 		case err := <-ran:
 			if err == nil {
 				err = errors.New("the consumer stopped by itself")
 			}
-			return err
+			return false, err
 		case err := <-published:
 			if err != nil {
-				return err
+				return false, err
 			}
+		case <-r.restart:
+			return true, nil
 		case <-deadline:
-			return nil
+			return false, nil
 		case <-ctx.Done():
-			return nil
+			return false, nil
 		case <-tick.C:
 		}
 	}
@@ -625,7 +665,12 @@ func (r *run) faultKinds() []fault {
 		{"retry bucket deleted (handoffs returned)", func(ctx context.Context) (bool, error) {
 			bucket := r.spec.Declarations()[1]
 			hold := r.between(300*time.Millisecond, 800*time.Millisecond)
+			// Handoffs are held back while the bucket goes: one racing the
+			// delete would be confirmed and dropped by the broker.
+			r.proxy.Stall(faults.ToBroker)
+			time.Sleep(200 * time.Millisecond)
 			heal, err := faults.Unroute(r.cfg.BrokerURL, bucket, 20)
+			r.proxy.Resume()
 			if errors.Is(err, faults.ErrNotEmpty) {
 				return false, nil
 			}
@@ -645,6 +690,14 @@ func (r *run) faultKinds() []fault {
 			return true, heal(context.WithoutCancel(ctx))
 		}},
 	}
+	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
+		select {
+		case r.restart <- struct{}{}:
+			return true, nil
+		default:
+			return false, nil
+		}
+	}})
 	if r.pool != nil {
 		kinds = append(kinds, fault{"PostgreSQL backend killed during COMMIT", func(ctx context.Context) (bool, error) {
 			r.killArmed.Store(true)
@@ -747,11 +800,11 @@ func (r *run) inboxRows(ctx context.Context) (map[string]int, error) {
 }
 
 // account finds every id's fate and checks every promise.
-func (r *run) account(rep *runtime.Report, queued map[string][]found, rows map[string]int) *Result {
+func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows map[string]int) *Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res := &Result{
-		Seed: r.cfg.Seed, N: r.cfg.N, Queue: r.spec.Name, Report: rep,
+		Seed: r.cfg.Seed, N: r.cfg.N, Queue: r.spec.Name, Reports: reps,
 		Behaviours: map[Behaviour]int{}, Fates: map[Fate]int{}, Faults: maps.Clone(r.faults),
 		SecondRuns: map[string]int{}, ExtraCopies: map[string]int{},
 	}
@@ -768,13 +821,14 @@ func (r *run) account(rep *runtime.Report, queued map[string][]found, rows map[s
 		}
 	}
 	inFlightAtClose := map[string]int{}
-	for _, u := range rep.Unresolved {
-		if u.Settlement.Status == runtime.SettlementNotAttempted && u.Settlement.Detail == "final abort" {
-			inFlightAtClose[u.MessageID]++
+	var lost []string
+	for _, rep := range reps {
+		for _, u := range rep.Unresolved {
+			if u.Settlement.Status == runtime.SettlementNotAttempted && u.Settlement.Detail == "final abort" {
+				inFlightAtClose[u.MessageID]++
+			}
 		}
-	}
-	if rep.Omitted > 0 {
-		problem("the report omitted %d unresolved deliveries: explanations may be missing", rep.Omitted)
+		lost = append(lost, rep.Lost...)
 	}
 	for _, id := range r.ids {
 		b := r.beh[id]
@@ -799,8 +853,12 @@ func (r *run) account(rep *runtime.Report, queued map[string][]found, rows map[s
 		}
 		var because []string
 		for _, rec := range recs {
-			if rec.Handoff.Status == runtime.HandoffConfirmed && rec.Path == runtime.PathUnresolved {
+			switch {
+			case rec.Handoff.Status == runtime.HandoffConfirmed && rec.Path == runtime.PathUnresolved:
 				because = append(because, "handoff confirmed, the original's ACK not sent (unresolved)")
+			case rec.Handoff.Status == runtime.HandoffTimedOut || rec.Handoff.Status == runtime.HandoffFailed:
+				// The publish may have reached the queue: only its confirm is missing.
+				because = append(because, "handoff "+rec.Handoff.Status.String()+" after its publish (requeued; the copy may exist)")
 			}
 		}
 		for k, n := range r.ambiguous {
@@ -832,24 +890,30 @@ func (r *run) account(rep *runtime.Report, queued map[string][]found, rows map[s
 		if n < 2 {
 			continue
 		}
-		// The journeys of the runs before the last: the last run's record is
-		// the last one, unless it ended after the report was sealed.
-		var ran []runtime.Record
-		for _, rec := range byID[k.id] {
-			if rec.Attempt == k.attempt && rec.Handler.Ran {
-				ran = append(ran, rec)
-			}
-		}
-		if len(ran) == n {
-			ran = ran[:n-1]
-		}
+		// Each run's journey that ended without proof sent the message back
+		// once. Journeys of one attempt may overlap (a delivery whose channel
+		// was lost still finishes its handler while the broker redelivers),
+		// so records are not in the order the runs started: every journey of
+		// the attempt counts.
 		var because []string
-		for _, rec := range ran {
-			if rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved {
+		for _, rec := range byID[k.id] {
+			if rec.Attempt == k.attempt && rec.Handler.Ran && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
 				because = append(because, string(rec.Path)+": "+explain(rec))
 			}
 		}
 		because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, r.ambiguous[k])...)
+		because = append(because, slices.Repeat([]string{"in flight when a consumer closed (unresolved)"}, inFlightAtClose[k.id])...)
+		// A later attempt exists once per handoff of the one before that may
+		// have reached the bucket: confirmed, or timed out or failed after
+		// its publish (then the original was requeued and handed off again).
+		copies := 0
+		for _, rec := range byID[k.id] {
+			if rec.Attempt == k.attempt-1 && rec.Handoff.Destination != r.spec.DeadLetterQueue &&
+				(rec.Handoff.Status == runtime.HandoffConfirmed || rec.Handoff.Status == runtime.HandoffTimedOut || rec.Handoff.Status == runtime.HandoffFailed) {
+				copies++
+			}
+		}
+		because = append(because, slices.Repeat([]string{"another copy of this attempt: a handoff of the attempt before timed out or failed after its publish, and was made again"}, max(copies-1, 0))...)
 		if n-1 > len(because) {
 			problem("%s attempt %d: the handler ran %d times; only %d earlier journeys ended without proof: %s", k.id, k.attempt, n, len(because), paths(byID[k.id]))
 			continue
@@ -858,7 +922,7 @@ func (r *run) account(rep *runtime.Report, queued map[string][]found, rows map[s
 			res.SecondRuns[why]++
 		}
 	}
-	for _, why := range append(slices.Clone(r.lost), rep.Lost...) {
+	for _, why := range append(slices.Clone(r.lost), lost...) {
 		if strings.Contains(why, "406") || strings.Contains(why, "PRECONDITION_FAILED") {
 			res.Channel406++
 		}
@@ -928,9 +992,9 @@ func (res *Result) String() string {
 	fmt.Fprintf(&b, "  extra copies at the end: %d: %s\n", total(res.ExtraCopies), counts(res.ExtraCopies))
 	fmt.Fprintf(&b, "  inbox: %d rows committed, %d redeliveries stopped as duplicates\n", res.InboxRows, res.InboxStopped)
 	fmt.Fprintf(&b, "  406 channel errors: %d\n", res.Channel406)
-	if rep := res.Report; rep != nil {
+	for i, rep := range res.Reports {
 		first, _, _ := strings.Cut(rep.String(), "\n")
-		fmt.Fprintf(&b, "  report: %s; %d unresolved listed\n", first, len(rep.Unresolved))
+		fmt.Fprintf(&b, "  report %d of %d: %s; %d unresolved listed, %d more counted\n", i+1, len(res.Reports), first, len(rep.Unresolved), rep.Omitted)
 	}
 	if len(res.Problems) == 0 {
 		b.WriteString("  problems: none\n")

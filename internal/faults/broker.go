@@ -220,6 +220,11 @@ var ErrNotEmpty = errors.New("faults: the queue kept receiving messages; it was 
 // and moves the messages back (a message's time in the queue, and so a
 // retry bucket's TTL, starts again). When the queue cannot be caught empty,
 // Unroute moves the messages back itself and returns ErrNotEmpty.
+//
+// A publish racing the delete is lost: RabbitMQ confirms (ack) a message
+// routed to a queue that is then deleted before it enqueued it. To keep the
+// fault loss-free, hold the publishers back around the call (Proxy.Stall
+// ToBroker, and a pause for what is already on its way).
 func Unroute(brokerURL string, d runtime.QueueDeclaration, tries int) (heal func() error, err error) {
 	aside := d.Name + ".faults-aside"
 	if err := Restore(brokerURL, runtime.QueueDeclaration{Name: aside, Args: amqp.Table{}}); err != nil {

@@ -8,8 +8,9 @@
 // publisher is nacked, the broker application stopped and started, a
 // PostgreSQL backend killed during its COMMIT, and handlers that panic or hang.
 //
-// Every fault is undone by the harness itself (Heal, Resume, Restore) and none
-// of them loses a message that was in a queue.
+// Every fault is undone by the harness itself (heal, Resume, Restore) and
+// none of them loses a message that was in a queue (Unroute needs the
+// publishers held back; it says how).
 package faults
 
 import (
