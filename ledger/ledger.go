@@ -63,14 +63,13 @@ type Behaviour string
 
 // The behaviours, and the fate each should reach.
 const (
-	Success   Behaviour = "success"                  // acked
-	Flaky     Behaviour = "retryable-then-success"   // retried once, then acked
-	Refused   Behaviour = "permanent"                // dead-lettered
-	Panics    Behaviour = "panic"                    // panics on every attempt: dead-lettered when exhausted
-	Slow      Behaviour = "slow"                     // 5 to 50 ms, then acked
-	Hangs     Behaviour = "hang"                     // outlives its timeout on attempt 1, then acked
-	InboxWork Behaviour = "inbox-backed"             // writes a row in the claim's transaction, then acked
-	unknown   Behaviour = "unknown (not published?)" // never assigned
+	Success   Behaviour = "success"                // acked
+	Flaky     Behaviour = "retryable-then-success" // retried once, then acked
+	Refused   Behaviour = "permanent"              // dead-lettered
+	Panics    Behaviour = "panic"                  // panics on every attempt: dead-lettered when exhausted
+	Slow      Behaviour = "slow"                   // 5 to 50 ms, then acked
+	Hangs     Behaviour = "hang"                   // outlives its timeout on attempt 1, then acked
+	InboxWork Behaviour = "inbox-backed"           // writes a row in the claim's transaction, then acked
 )
 
 // weights are per mille; InboxWork's share goes to Success without a database.
@@ -87,13 +86,15 @@ type Fate string
 
 // The fates.
 const (
-	Acked      Fate = "handled and acked"
-	InDLQ      Fate = "in the DLQ"
-	InBucket   Fate = "in a retry bucket"
-	InMain     Fate = "still in the main queue"
-	Lost       Fate = "LOST"
-	messageTyp      = "LedgerTest"
+	Acked    Fate = "handled and acked"
+	InDLQ    Fate = "in the DLQ"
+	InBucket Fate = "in a retry bucket"
+	InMain   Fate = "still in the main queue"
+	Lost     Fate = "LOST"
 )
+
+// messageTyp is the AMQP type of the ledger's messages.
+const messageTyp = "LedgerTest"
 
 // Result is the ledger.
 type Result struct {

@@ -133,6 +133,9 @@ func TestProxyCutsBeforeTheAck(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("get: %v %v", ok, err)
 	}
+	if names := p.Conns(); len(names) != 1 || names[0] != name {
+		t.Errorf("connections through the proxy: %q", names)
+	}
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	if err := d.Ack(false); err != nil {
 		t.Fatalf("the ACK write failed on the client: %v", err)

@@ -35,16 +35,6 @@ const (
 	ToClient                      // from RabbitMQ to the client
 )
 
-func (d Direction) String() string {
-	switch d {
-	case ToBroker:
-		return "to broker"
-	case ToClient:
-		return "to client"
-	}
-	return "both"
-}
-
 // Method names an AMQP 0-9-1 method by class and method id.
 type Method struct{ Class, ID uint16 }
 
