@@ -442,7 +442,9 @@ func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error
 	cfg := runtime.Config{
 		URL: url, Observe: r.observe, Sink: r,
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
-		StepTimeout:   time.Second,
+		// Long enough for a first connection on a loaded machine (Run fails
+		// when that one does), short enough for a stall to outlast it.
+		StepTimeout:   2 * time.Second,
 		ShutdownGrace: 5 * time.Second, ForceWindow: time.Second,
 		ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond,
 	}
@@ -648,7 +650,7 @@ func (r *run) faultKinds() []fault {
 		{"stall", func(ctx context.Context) (bool, error) {
 			dir := []faults.Direction{faults.ToBroker, faults.ToClient, 0}[r.rng.IntN(3)]
 			r.proxy.Stall(dir)
-			sleep(ctx, r.between(200*time.Millisecond, 1500*time.Millisecond))
+			sleep(ctx, r.between(200*time.Millisecond, 3*time.Second))
 			r.proxy.Resume()
 			return true, nil
 		}},
