@@ -441,7 +441,7 @@ func (r *run) Event(ev runtime.Event) {
 func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error) {
 	cfg := runtime.Config{
 		URL: url, Observe: r.observe, Sink: r,
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		// Long enough for a first connection on a loaded machine (Run fails
 		// when that one does), short enough for a stall to outlast it.
 		StepTimeout:   2 * time.Second,
