@@ -403,29 +403,28 @@ func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPa
 	ptr := f.Pointer()
 	val := func() *jen.Statement { return jen.Op("*").Add(src()) }
 	switch f.Type {
-	case schema.Time, schema.Object:
+	case schema.Time:
+		// runtime.ParseTime is strict RFC 3339, which time.Parse alone is not.
 		v := s.name(local)
-		var call jen.Code
-		problem := []jen.Code{jen.Return(jen.Nil(), jen.Err())}
-		if f.Type == schema.Time {
-			call = jen.Qual("time", "Parse").Call(jen.Qual("time", "RFC3339"), val())
-			problem = []jen.Code{fail(p, "not an RFC 3339 time")}
-		} else {
-			call = src().Dot("extract").Call(p.add(".").code())
-		}
-		// time.Parse gives a value and extract a pointer.
-		var set jen.Code
-		switch {
-		case f.Type == schema.Object && ptr, f.Type == schema.Time && !ptr:
-			set = jen.Id(v)
-		case f.Type == schema.Object:
-			set = jen.Op("*").Id(v)
-		default:
+		set := jen.Id(v)
+		if ptr {
 			set = jen.Op("&").Id(v)
 		}
 		return []jen.Code{
-			jen.List(jen.Id(v), jen.Err()).Op(":=").Add(call),
-			jen.If(jen.Err().Op("!=").Nil()).Block(problem...),
+			jen.List(jen.Id(v), jen.Id("ok")).Op(":=").Qual(rt, "ParseTime").Call(val()),
+			jen.If(jen.Op("!").Id("ok")).Block(fail(p, "not an RFC 3339 time")),
+			dst().Op("=").Add(set),
+		}
+	case schema.Object:
+		v := s.name(local)
+		// extract gives a pointer.
+		set := jen.Op("*").Id(v)
+		if ptr {
+			set = jen.Id(v)
+		}
+		return []jen.Code{
+			jen.List(jen.Id(v), jen.Err()).Op(":=").Add(src().Dot("extract").Call(p.add(".").code())),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 			dst().Op("=").Add(set),
 		}
 	case schema.Bytes:

@@ -26,8 +26,66 @@ func HeaderTime(v any) (time.Time, bool) {
 	case time.Time:
 		return t, true
 	case string:
-		parsed, err := time.Parse(time.RFC3339, t)
-		return parsed, err == nil
+		return ParseTime(t)
 	}
 	return time.Time{}, false
 }
+
+// ParseTime parses an RFC 3339 date-time strictly. time.Parse with
+// time.RFC3339 alone also takes one-digit hours, a comma before the fraction
+// and offsets past 23:59, which other systems reading the same field refuse.
+// Generated extractors call it.
+func ParseTime(s string) (time.Time, bool) {
+	if !rfc3339(s) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	return t, err == nil
+}
+
+// rfc3339 checks the syntax: YYYY-MM-DDTHH:MM:SS, an optional fraction, then
+// Z or an offset of at most ±23:59.
+func rfc3339(s string) bool {
+	if len(s) < 20 {
+		return false
+	}
+	for i := range 19 {
+		c, want := s[i], byte(0)
+		switch i {
+		case 4, 7:
+			want = '-'
+		case 10:
+			want = 'T'
+		case 13, 16:
+			want = ':'
+		}
+		if want != 0 && c != want || want == 0 && !isDigit(c) {
+			return false
+		}
+	}
+	rest := s[19:]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && isDigit(rest[n]) {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		rest = rest[n:]
+	}
+	if rest == "Z" {
+		return true
+	}
+	if len(rest) != 6 || rest[0] != '+' && rest[0] != '-' || rest[3] != ':' {
+		return false
+	}
+	for _, i := range []int{1, 2, 4, 5} {
+		if !isDigit(rest[i]) {
+			return false
+		}
+	}
+	return (rest[1]-'0')*10+rest[2]-'0' <= 23 && rest[4] <= '5'
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 	"unicode/utf8"
 
 	"github.com/lily-mq/lily/runtime"
@@ -162,7 +161,7 @@ func checkValue(f *Field, v any, path string) error {
 		scalar = s
 		switch f.Type {
 		case Time:
-			if _, err := time.Parse(time.RFC3339, s); err != nil {
+			if _, ok := runtime.ParseTime(s); !ok {
 				return &runtime.FieldError{Path: path, Problem: "not an RFC 3339 time"}
 			}
 		case Bytes:

@@ -279,8 +279,8 @@ func (w *wireOrderPlacedV2) extract(prefix string) (*OrderPlacedV2, error) {
 	if w.PlacedAt == nil {
 		return nil, &runtime.FieldError{Path: prefix + "placed_at", Problem: "required"}
 	}
-	placedAt, err := time.Parse(time.RFC3339, *w.PlacedAt)
-	if err != nil {
+	placedAt, ok := runtime.ParseTime(*w.PlacedAt)
+	if !ok {
 		return nil, &runtime.FieldError{Path: prefix + "placed_at", Problem: "not an RFC 3339 time"}
 	}
 	out.PlacedAt = placedAt
