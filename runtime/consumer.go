@@ -85,7 +85,7 @@ type Consumer struct {
 // testHooks let broker tests break the transport at exact moments of a
 // delivery's journey. They do nothing outside tests.
 type testHooks struct {
-	beforeAck, afterAck func()
+	beforeAck, afterAck, beforePublish, afterPublish func()
 }
 
 // NewConsumer checks the queue's spec and dispatch table and returns a consumer
@@ -131,7 +131,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	nothing := func() {}
 	return &Consumer{
 		spec: spec, routes: routes, cfg: cfg, recent: newEventRing(cfg.RecentEvents), forceNow: make(chan struct{}),
-		hooks: testHooks{beforeAck: nothing, afterAck: nothing},
+		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing},
 	}, nil
 }
 
@@ -295,10 +295,12 @@ func (c *Consumer) dial(role string) (*amqp.Connection, error) {
 
 func (c *Consumer) newRun() *run {
 	work, force := context.WithCancel(context.Background())
+	// Handoffs publish on a connection of their own: when the broker blocks
+	// publishers (a resource alarm), ACKs on the consuming connection still flow.
+	handoff := newHandoffPublisher(func() (*amqp.Connection, error) { return c.dial("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency)
+	handoff.beforePublish, handoff.afterPublish = c.hooks.beforePublish, c.hooks.afterPublish
 	return &run{
-		// Handoffs publish on a connection of their own: when the broker blocks
-		// publishers (a resource alarm), ACKs on the consuming connection still flow.
-		handoff:   newHandoffPublisher(func() (*amqp.Connection, error) { return c.dial("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency),
+		handoff:   handoff,
 		requeues:  newMemory[string](requeueMemorySize),
 		completed: newMemory[workKey](completedMemorySize),
 		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]string{}},

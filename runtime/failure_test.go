@@ -385,3 +385,39 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {2, 0}, q.DeadLetterQueue: {0, 0}})
 }
+
+// The handoff's confirm never arrives and its connection dies: the table's
+// answer is the one paced requeue (here the consumer's connection died too, so
+// the original is unresolved and redelivered), and the report lists the copy
+// that exists all the same, explaining the second run and the second copy.
+func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, jsonMsg("maybe-1", 1))
+	p := newProxy(t)
+	var runs atomic.Int32
+	r, c := prepare(t, q, onlyV1(func(context.Context, RawDelivery) error {
+		runs.Add(1)
+		return Retryable(errors.New("busy"))
+	}), through(p))
+	c.hooks.beforePublish = once(p.freezeReplies)
+	c.hooks.afterPublish = once(func() {
+		time.Sleep(100 * time.Millisecond) // the publish reaches the broker; its confirm is dropped
+		p.cut()
+	})
+	r.launch(c)
+	recs := r.await(2)
+	rep := r.stop()
+	first, again := recs[0], recs[1]
+	if first.Redelivered {
+		first, again = again, first
+	}
+	if !first.Handoff.Published || first.Handoff.Status != HandoffFailed || again.Path != PathRetried {
+		t.Errorf("first %+v\nagain %+v", first, again)
+	}
+	if len(rep.PossibleCopies) != 1 || rep.PossibleCopies[0].MessageID != "maybe-1" || runs.Load() != 2 {
+		t.Errorf("handler runs %d; report: %s", runs.Load(), rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {2, 0}})
+}

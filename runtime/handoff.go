@@ -27,6 +27,8 @@ type handoffPublisher struct {
 	dial        func() (*amqp.Connection, error)
 	stepTimeout time.Duration
 	window      chan struct{} // bounds the handoffs in flight
+	// beforePublish and afterPublish are test hooks around the publish.
+	beforePublish, afterPublish func()
 	idPrefix    string
 	seq         atomic.Uint64
 
@@ -48,8 +50,10 @@ func newHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &handoffPublisher{
-		dial:        dial,
-		stepTimeout: stepTimeout,
+		dial:         dial,
+		stepTimeout:  stepTimeout,
+		beforePublish: func() {},
+		afterPublish:  func() {},
 		window:      make(chan struct{}, window),
 		idPrefix:    hex.EncodeToString(b[:]) + "-",
 		pending:     make(map[string]bool),
@@ -119,6 +123,7 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	defer h.forget(id)
 	h.drain(hc)
 
+	h.beforePublish()
 	dc, err := bounded(step, func() (*amqp.DeferredConfirmation, error) {
 		return hc.ch.PublishWithDeferredConfirm("", dest, true, false, msg)
 	})
@@ -130,6 +135,8 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(err.Error(), 120)
 		return ev
 	}
+	ev.Published = true
+	h.afterPublish()
 	wait, cancelWait := stepContext(h.stepTimeout, deadline)
 	defer cancelWait()
 	acked, err := dc.WaitContext(wait)
@@ -140,11 +147,11 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	h.drain(hc)
 	switch {
 	case h.returned(id):
-		ev.Status, ev.Detail = HandoffReturned, "unroutable: no queue named "+sanitize(dest, 120)
+		ev.Status, ev.Detail, ev.Published = HandoffReturned, "unroutable: no queue named "+sanitize(dest, 120), false
 	case !acked && hc.ch.IsClosed():
 		ev.Status, ev.Detail = HandoffFailed, "channel closed before the confirm"
 	case !acked:
-		ev.Status, ev.Detail = HandoffNacked, "the broker refused the publish"
+		ev.Status, ev.Detail, ev.Published = HandoffNacked, "the broker refused the publish", false
 	default:
 		ev.Status = HandoffConfirmed
 	}

@@ -75,6 +75,9 @@ type HandoffEvidence struct {
 	Destination string
 	Status      HandoffStatus
 	Detail      string
+	// Published: the publish was written before the handoff failed (no
+	// confirm in time, the channel closed): the copy may exist all the same.
+	Published bool
 }
 
 // SettlementStatus is the fourth kind: what happened to the original delivery.

@@ -11,12 +11,14 @@ import (
 
 // proxy stands between a consumer and RabbitMQ so a test can break the
 // transport at an exact moment: freeze drops every byte the client sends from
-// then on (an ACK written but never received), cut closes every connection.
+// then on (an ACK written but never received), freezeReplies every byte the
+// broker sends (a confirm that never arrives), cut closes every connection.
 type proxy struct {
 	ln     net.Listener
 	target string
-	frozen atomic.Bool
-	mu     sync.Mutex
+	frozen        atomic.Bool
+	repliesFrozen atomic.Bool
+	mu            sync.Mutex
 	conns  []net.Conn
 }
 
@@ -64,7 +66,8 @@ func (p *proxy) pipe(dst, src net.Conn, fromClient bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !(fromClient && p.frozen.Load()) {
+		dropped := fromClient && p.frozen.Load() || !fromClient && p.repliesFrozen.Load()
+		if n > 0 && !dropped {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
@@ -80,6 +83,8 @@ func (p *proxy) pipe(dst, src net.Conn, fromClient bool) {
 
 func (p *proxy) freeze() { p.frozen.Store(true) }
 
+func (p *proxy) freezeReplies() { p.repliesFrozen.Store(true) }
+
 // cut closes every connection through the proxy and lets new ones flow.
 func (p *proxy) cut() {
 	p.mu.Lock()
@@ -90,4 +95,5 @@ func (p *proxy) cut() {
 		_ = c.Close()
 	}
 	p.frozen.Store(false)
+	p.repliesFrozen.Store(false)
 }

@@ -29,6 +29,10 @@ type Report struct {
 	Unresolved []Record `json:"unresolved"`
 	// Omitted counts unresolved deliveries beyond maxReported.
 	Omitted int `json:"omitted,omitempty"`
+	// PossibleCopies lists failed handoffs whose publish had been written: the
+	// original was requeued as the table says, yet the copy may exist too, so
+	// the work may run twice (bounded like Unresolved).
+	PossibleCopies []Record `json:"possible_copies,omitempty"`
 	// Reconnects counts the sessions opened after a loss; Lost says why each
 	// earlier one ended.
 	Reconnects int      `json:"reconnects"`
@@ -78,6 +82,9 @@ func (r *Report) String() string {
 	if r.Omitted > 0 {
 		fmt.Fprintf(&b, "\n  and %d more unresolved", r.Omitted)
 	}
+	for _, c := range r.PossibleCopies {
+		fmt.Fprintf(&b, "\n  possible copy of %s (attempt %d) in %s: %s", c.MessageID, c.Attempt, c.Handoff.Destination, c.Handoff.Detail)
+	}
 	return b.String()
 }
 
@@ -112,6 +119,9 @@ func (b *reportBuilder) add(token uint64, rec Record) bool {
 	b.r.Counts[rec.Path]++
 	if rec.Path == PathUnresolved {
 		b.list(rec)
+	}
+	if rec.Handoff.Published && rec.Handoff.Status != HandoffConfirmed && len(b.r.PossibleCopies) < maxReported {
+		b.r.PossibleCopies = append(b.r.PossibleCopies, rec)
 	}
 	return true
 }
@@ -179,6 +189,7 @@ func (b *reportBuilder) seal(queue string, h HandlerEnds) *Report {
 	rep.Stopped = time.Now()
 	rep.Handlers = h
 	rep.Unresolved = append([]Record{}, b.r.Unresolved...)
+	rep.PossibleCopies = append([]Record(nil), b.r.PossibleCopies...)
 	rep.Counts = make(map[Path]int, len(b.r.Counts))
 	for k, v := range b.r.Counts {
 		rep.Counts[k] = v
