@@ -29,8 +29,8 @@ type handoffPublisher struct {
 	window      chan struct{} // bounds the handoffs in flight
 	// beforePublish and afterPublish are test hooks around the publish.
 	beforePublish, afterPublish func()
-	idPrefix    string
-	seq         atomic.Uint64
+	idPrefix                    string
+	seq                         atomic.Uint64
 
 	mu      sync.Mutex // guards conn, current and closed
 	conn    *amqp.Connection
@@ -50,13 +50,13 @@ func newHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &handoffPublisher{
-		dial:         dial,
-		stepTimeout:  stepTimeout,
+		dial:          dial,
+		stepTimeout:   stepTimeout,
 		beforePublish: func() {},
 		afterPublish:  func() {},
-		window:      make(chan struct{}, window),
-		idPrefix:    hex.EncodeToString(b[:]) + "-",
-		pending:     make(map[string]bool),
+		window:        make(chan struct{}, window),
+		idPrefix:      hex.EncodeToString(b[:]) + "-",
+		pending:       make(map[string]bool),
 	}
 }
 

@@ -14,12 +14,12 @@ import (
 // then on (an ACK written but never received), freezeReplies every byte the
 // broker sends (a confirm that never arrives), cut closes every connection.
 type proxy struct {
-	ln     net.Listener
-	target string
+	ln            net.Listener
+	target        string
 	frozen        atomic.Bool
 	repliesFrozen atomic.Bool
 	mu            sync.Mutex
-	conns  []net.Conn
+	conns         []net.Conn
 }
 
 func newProxy(t *testing.T) *proxy {
