@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 EXAMPLE     := examples/orders/orders.lily.yaml
 
-.PHONY: demo test generate check lint staticcheck mongo bench
+.PHONY: demo test generate check lint staticcheck mongo bench fuzz soak
 
 ## demo: regenerate the example and run it against RabbitMQ on localhost
 demo: generate
@@ -39,3 +39,18 @@ bench:
 
 staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+FUZZTIME ?= 30s
+FUZZ_TARGETS := runtime:FuzzGuard runtime:FuzzSanitize schema:FuzzParse gen:FuzzGenerate \
+	examples/orders/ordersmsg:FuzzExtractOrderPlacedV1 examples/orders/ordersmsg:FuzzExtractOrderPlacedV2
+
+## fuzz: run each fuzz target for $(FUZZTIME) (make test runs their corpora as seeds)
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t#*:} (./$${t%%:*}) for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*}; \
+	done
+
+## soak: the 100,000-message ledger under random faults (docs/reliability.md)
+soak:
+	$(GO) run ./ledger/cmd/soak -n 100000
