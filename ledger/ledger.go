@@ -250,16 +250,11 @@ func pick(n int) Behaviour {
 }
 
 func (r *run) declare() error {
-	conn, err := amqp.Dial(r.cfg.BrokerURL)
+	err := faults.OnChannel(r.cfg.BrokerURL, func(ch *amqp.Channel) error { return runtime.DeclareTopology(ch, r.spec) })
 	if err != nil {
-		return fmt.Errorf("RabbitMQ is not reachable at %s: %w", r.cfg.BrokerURL, err)
+		return fmt.Errorf("declare on RabbitMQ at %s: %w", r.cfg.BrokerURL, err)
 	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	return runtime.DeclareTopology(ch, r.spec)
+	return nil
 }
 
 func (r *run) deleteQueues() {

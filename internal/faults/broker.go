@@ -61,31 +61,30 @@ func CloseConnections(ctx context.Context, match func(name string) bool, reason 
 // with if-empty), so that a mandatory publish to it is returned as
 // unroutable and nothing that was in it is lost. It reports whether it
 // deleted the queue; a queue holding messages is left alone.
-func DeleteIfEmpty(brokerURL, queue string) (bool, error) {
-	conn, err := amqp.Dial(brokerURL)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return false, err
-	}
-	_, err = ch.QueueDelete(queue, false, true, false)
-	var ae *amqp.Error
-	if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
-		return false, nil // not empty: the broker refused, on this channel only
-	}
-	if err != nil {
-		return false, err
-	}
-	_ = ch.Close()
-	return true, nil
+func DeleteIfEmpty(brokerURL, queue string) (deleted bool, err error) {
+	err = OnChannel(brokerURL, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDelete(queue, false, true, false)
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed {
+			return nil // not empty: the broker refused, on this channel only
+		}
+		deleted = err == nil
+		return err
+	})
+	return deleted, err
 }
 
 // Restore declares d as runtime.DeclareTopology does: after DeleteIfEmpty,
 // it brings the queue back.
 func Restore(brokerURL string, d runtime.QueueDeclaration) error {
+	return OnChannel(brokerURL, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(d.Name, true, false, false, false, d.Args)
+		return err
+	})
+}
+
+// OnChannel runs f on a channel of a connection of its own, closed after.
+func OnChannel(brokerURL string, f func(*amqp.Channel) error) error {
 	conn, err := amqp.Dial(brokerURL)
 	if err != nil {
 		return err
@@ -95,8 +94,7 @@ func Restore(brokerURL string, d runtime.QueueDeclaration) error {
 	if err != nil {
 		return err
 	}
-	_, err = ch.QueueDeclare(d.Name, true, false, false, false, d.Args)
-	return err
+	return f(ch)
 }
 
 // RejectPublishes makes queue refuse every publish, so that a publisher in
