@@ -232,7 +232,7 @@ func extractor(j *jen.File, m *schema.Message, v *schema.Version) {
 		jen.If(jen.Err().Op(":=").Qual("encoding/json", "Unmarshal").Call(jen.Id("body"), jen.Op("&").Id("w")), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Nil(), jen.Qual(rt, "DecodeError").Call(jen.Err())),
 		),
-		jen.Return(jen.Id("w").Dot("extract").Call(jen.Lit(""))),
+		jen.Return(jen.Id("w").Dot("extract").Call()),
 	)
 }
 
@@ -261,8 +261,9 @@ func wire(j *jen.File, o object) {
 		body = append(body, s.field(f)...)
 	}
 	body = append(body, jen.Return(jen.Op("&").Id("out"), jen.Nil()))
-	j.Comment("extract checks w against the schema and converts it; prefix starts every field path.")
-	j.Func().Params(jen.Id("w").Op("*").Id(name)).Id("extract").Params(jen.Id("prefix").String()).
+	j.Comment("extract checks w against the schema and converts it. Its FieldError paths are relative")
+	j.Comment("to w: the caller prefixes them on failure only, so success builds no path.")
+	j.Func().Params(jen.Id("w").Op("*").Id(name)).Id("extract").Params().
 		Params(jen.Op("*").Id(o.name), jen.Error()).Block(body...)
 }
 
@@ -277,7 +278,7 @@ type scope struct {
 // the imported packages and Go's predeclared identifiers.
 var reserved = func() map[string]bool {
 	m := map[string]bool{}
-	for _, name := range strings.Fields(`w out prefix err n header raw ok p body msg messageID
+	for _, name := range strings.Fields(`w out err n header raw ok p body msg messageID
 		base64 context encoding errors json maps regexp runtime slices strconv time utf8
 		any bool byte error false float64 int int64 len make nil rune string true`) {
 		m[name] = true
@@ -329,20 +330,24 @@ func lowerCamel(name string) string {
 	return string(r)
 }
 
-// fieldPath is the expression of a field's path for FieldError: a variable
-// holding the prefix, then literal text.
-type fieldPath struct{ v, lit string }
+// fieldPath is the expression of a field's path for FieldError, relative to
+// the struct being extracted: an expression (a list index, say) or nothing,
+// then literal text. It is only evaluated where a check fails.
+type fieldPath struct {
+	expr func() *jen.Statement
+	lit  string
+}
 
-func (p fieldPath) add(s string) fieldPath { return fieldPath{p.v, p.lit + s} }
+func (p fieldPath) add(s string) fieldPath { return fieldPath{p.expr, p.lit + s} }
 
 func (p fieldPath) code() *jen.Statement {
 	switch {
-	case p.v == "":
+	case p.expr == nil:
 		return jen.Lit(p.lit)
 	case p.lit == "":
-		return jen.Id(p.v)
+		return p.expr()
 	}
-	return jen.Id(p.v).Op("+").Lit(p.lit)
+	return p.expr().Op("+").Lit(p.lit)
 }
 
 // failWith returns the zero value zero (nil for the extract methods) and a
@@ -357,7 +362,7 @@ func fail(p fieldPath, problem string) jen.Code { return failWith(jen.Nil(), p, 
 func (s *scope) field(f *schema.Field) []jen.Code {
 	src := func() *jen.Statement { return jen.Id("w").Dot(f.GoName) }
 	dst := func() *jen.Statement { return jen.Id("out").Dot(f.GoName) }
-	p := fieldPath{v: "prefix"}.add(f.Name)
+	p := fieldPath{}.add(f.Name)
 	local := lowerCamel(f.GoName)
 	switch {
 	case presenceShown(f):
@@ -423,8 +428,8 @@ func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPa
 			set = jen.Id(v)
 		}
 		return []jen.Code{
-			jen.List(jen.Id(v), jen.Err()).Op(":=").Add(src().Dot("extract").Call(p.add(".").code())),
-			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+			jen.List(jen.Id(v), jen.Err()).Op(":=").Add(src().Dot("extract").Call()),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual(rt, "Within").Call(p.add(".").code(), jen.Err()))),
 			dst().Op("=").Add(set),
 		}
 	case schema.Bytes:
@@ -443,21 +448,20 @@ func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPa
 		return append(out, jen.Id(v).Op(":=").Add(conv), dst().Op("=").Op("&").Id(v))
 	case schema.List, schema.Map:
 		body := s.block()
-		key, item, path := body.name(map[schema.Type]string{schema.List: "i", schema.Map: "k"}[f.Type]), body.name("item"), body.name("path")
+		key, item := body.name(map[schema.Type]string{schema.List: "i", schema.Map: "k"}[f.Type]), body.name("item")
 		loop := jen.List(jen.Id(key), jen.Id(item)).Op(":=").Range().Add(val())
-		index := jen.Qual("strconv", "Itoa").Call(jen.Id(key))
+		index := func() *jen.Statement { return jen.Qual("strconv", "Itoa").Call(jen.Id(key)) }
 		var head []jen.Code
 		if f.Type == schema.Map {
 			// Keys are visited in order, so that the first problem reported is
 			// the same on every run.
 			loop = jen.List(jen.Id("_"), jen.Id(key)).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(val()))
 			head = []jen.Code{jen.Id(item).Op(":=").Parens(val()).Index(jen.Id(key))}
-			index = jen.Qual("strconv", "Quote").Call(jen.Id(key))
+			index = func() *jen.Statement { return jen.Qual("strconv", "Quote").Call(jen.Id(key)) }
 		}
-		elem := fieldPath{v: path}
-		inner := append(head,
-			jen.Id(path).Op(":=").Add(p.add("[").code()).Op("+").Add(index).Op("+").Lit("]"),
-			jen.If(jen.Id(item).Op("==").Nil()).Block(fail(elem, "required")))
+		at := p.add("[")
+		elem := fieldPath{expr: func() *jen.Statement { return at.code().Op("+").Add(index()) }, lit: "]"}
+		inner := append(head, jen.If(jen.Id(item).Op("==").Nil()).Block(fail(elem, "required")))
 		inner = append(inner, body.value(f.Items, func() *jen.Statement { return jen.Id(item) },
 			func() *jen.Statement { return dst().Index(jen.Id(key)) }, elem, "elem")...)
 		return append(checks(f, jen.Len(val()), p, jen.Nil()),

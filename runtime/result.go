@@ -95,3 +95,13 @@ func DecodeError(err error) error {
 	}
 	return &FieldError{Problem: err.Error()}
 }
+
+// Within prefixes the path of a *FieldError from a nested value's extractor
+// with where that value sits (such as "items[3]."); other errors pass as they
+// are. Generated extractors build paths only on failure, with it.
+func Within(prefix string, err error) error {
+	if fe, ok := err.(*FieldError); ok {
+		return &FieldError{Path: prefix + fe.Path, Problem: fe.Problem}
+	}
+	return err
+}

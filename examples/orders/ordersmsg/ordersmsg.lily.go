@@ -36,7 +36,7 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, runtime.DecodeError(err)
 	}
-	return w.extract("")
+	return w.extract()
 }
 
 // NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
@@ -60,32 +60,33 @@ type wireOrderPlacedV1 struct {
 	Note        *string `json:"note"`
 }
 
-// extract checks w against the schema and converts it; prefix starts every field path.
-func (w *wireOrderPlacedV1) extract(prefix string) (*OrderPlacedV1, error) {
+// extract checks w against the schema and converts it. Its FieldError paths are relative
+// to w: the caller prefixes them on failure only, so success builds no path.
+func (w *wireOrderPlacedV1) extract() (*OrderPlacedV1, error) {
 	var out OrderPlacedV1
 	if w.OrderID == nil {
-		return nil, &runtime.FieldError{Path: prefix + "order_id", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "order_id", Problem: "required"}
 	}
 	switch n := utf8.RuneCountInString(*w.OrderID); {
 	case n < 1:
-		return nil, &runtime.FieldError{Path: prefix + "order_id", Problem: "empty"}
+		return nil, &runtime.FieldError{Path: "order_id", Problem: "empty"}
 	case n > 64:
-		return nil, &runtime.FieldError{Path: prefix + "order_id", Problem: "longer than 64 characters"}
+		return nil, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 	}
 	out.OrderID = *w.OrderID
 	if w.AmountCents == nil {
-		return nil, &runtime.FieldError{Path: prefix + "amount_cents", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "required"}
 	}
 	switch {
 	case *w.AmountCents < 1:
-		return nil, &runtime.FieldError{Path: prefix + "amount_cents", Problem: "less than 1"}
+		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
 	case *w.AmountCents > 100000000:
-		return nil, &runtime.FieldError{Path: prefix + "amount_cents", Problem: "more than 100000000"}
+		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
 	}
 	out.AmountCents = *w.AmountCents
 	if w.Note != nil {
 		if utf8.RuneCountInString(*w.Note) > 200 {
-			return nil, &runtime.FieldError{Path: prefix + "note", Problem: "longer than 200 characters"}
+			return nil, &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
 		}
 		out.Note = w.Note
 	}
@@ -178,7 +179,7 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, runtime.DecodeError(err)
 	}
-	return w.extract("")
+	return w.extract()
 }
 
 // NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
@@ -218,70 +219,70 @@ type wireOrderPlacedV2 struct {
 	Channel     *string                        `json:"channel"`
 }
 
-// extract checks w against the schema and converts it; prefix starts every field path.
-func (w *wireOrderPlacedV2) extract(prefix string) (*OrderPlacedV2, error) {
+// extract checks w against the schema and converts it. Its FieldError paths are relative
+// to w: the caller prefixes them on failure only, so success builds no path.
+func (w *wireOrderPlacedV2) extract() (*OrderPlacedV2, error) {
 	var out OrderPlacedV2
 	if w.OrderID == nil {
-		return nil, &runtime.FieldError{Path: prefix + "order_id", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "order_id", Problem: "required"}
 	}
 	switch n := utf8.RuneCountInString(*w.OrderID); {
 	case n < 1:
-		return nil, &runtime.FieldError{Path: prefix + "order_id", Problem: "empty"}
+		return nil, &runtime.FieldError{Path: "order_id", Problem: "empty"}
 	case n > 64:
-		return nil, &runtime.FieldError{Path: prefix + "order_id", Problem: "longer than 64 characters"}
+		return nil, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 	}
 	out.OrderID = *w.OrderID
 	if w.AmountCents == nil {
-		return nil, &runtime.FieldError{Path: prefix + "amount_cents", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "required"}
 	}
 	switch {
 	case *w.AmountCents < 1:
-		return nil, &runtime.FieldError{Path: prefix + "amount_cents", Problem: "less than 1"}
+		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
 	case *w.AmountCents > 100000000:
-		return nil, &runtime.FieldError{Path: prefix + "amount_cents", Problem: "more than 100000000"}
+		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
 	}
 	out.AmountCents = *w.AmountCents
 	if w.Note != nil {
 		if utf8.RuneCountInString(*w.Note) > 200 {
-			return nil, &runtime.FieldError{Path: prefix + "note", Problem: "longer than 200 characters"}
+			return nil, &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
 		}
 		out.Note = w.Note
 	}
 	if w.Customer == nil {
-		return nil, &runtime.FieldError{Path: prefix + "customer", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "customer", Problem: "required"}
 	}
-	customer, err := w.Customer.extract(prefix + "customer.")
+	customer, err := w.Customer.extract()
 	if err != nil {
-		return nil, err
+		return nil, runtime.Within("customer.", err)
 	}
 	out.Customer = *customer
 	if w.Items == nil {
-		return nil, &runtime.FieldError{Path: prefix + "items", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "items", Problem: "required"}
 	}
 	switch {
 	case len(*w.Items) < 1:
-		return nil, &runtime.FieldError{Path: prefix + "items", Problem: "empty"}
+		return nil, &runtime.FieldError{Path: "items", Problem: "empty"}
 	case len(*w.Items) > 50:
-		return nil, &runtime.FieldError{Path: prefix + "items", Problem: "more than 50 items"}
+		return nil, &runtime.FieldError{Path: "items", Problem: "more than 50 items"}
 	}
 	out.Items = make([]OrderPlacedV2ItemsItem, len(*w.Items))
 	for i, item := range *w.Items {
-		path := prefix + "items[" + strconv.Itoa(i) + "]"
 		if item == nil {
-			return nil, &runtime.FieldError{Path: path, Problem: "required"}
+			return nil, &runtime.FieldError{Path: "items[" + strconv.Itoa(i) + "]", Problem: "required"}
 		}
-		elem, err := item.extract(path + ".")
+		elem, err := item.extract()
 		if err != nil {
-			return nil, err
+			return nil, runtime.Within("items["+strconv.Itoa(i)+"].", err)
 		}
 		out.Items[i] = *elem
 	}
 	if w.PlacedAt == nil {
-		return nil, &runtime.FieldError{Path: prefix + "placed_at", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "placed_at", Problem: "required"}
 	}
 	placedAt, ok := runtime.ParseTime(*w.PlacedAt)
 	if !ok {
-		return nil, &runtime.FieldError{Path: prefix + "placed_at", Problem: "not an RFC 3339 time"}
+		return nil, &runtime.FieldError{Path: "placed_at", Problem: "not an RFC 3339 time"}
 	}
 	out.PlacedAt = placedAt
 	out.Channel = OrderPlacedV2ChannelWeb
@@ -289,7 +290,7 @@ func (w *wireOrderPlacedV2) extract(prefix string) (*OrderPlacedV2, error) {
 		switch *w.Channel {
 		case "web", "store", "phone":
 		default:
-			return nil, &runtime.FieldError{Path: prefix + "channel", Problem: "not one of web, store, phone"}
+			return nil, &runtime.FieldError{Path: "channel", Problem: "not one of web, store, phone"}
 		}
 		out.Channel = OrderPlacedV2Channel(*w.Channel)
 	}
@@ -302,19 +303,20 @@ type wireOrderPlacedV2Customer struct {
 	Name  *string `json:"name"`
 }
 
-// extract checks w against the schema and converts it; prefix starts every field path.
-func (w *wireOrderPlacedV2Customer) extract(prefix string) (*OrderPlacedV2Customer, error) {
+// extract checks w against the schema and converts it. Its FieldError paths are relative
+// to w: the caller prefixes them on failure only, so success builds no path.
+func (w *wireOrderPlacedV2Customer) extract() (*OrderPlacedV2Customer, error) {
 	var out OrderPlacedV2Customer
 	if w.Email == nil {
-		return nil, &runtime.FieldError{Path: prefix + "email", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "email", Problem: "required"}
 	}
 	if utf8.RuneCountInString(*w.Email) > 254 {
-		return nil, &runtime.FieldError{Path: prefix + "email", Problem: "longer than 254 characters"}
+		return nil, &runtime.FieldError{Path: "email", Problem: "longer than 254 characters"}
 	}
 	out.Email = *w.Email
 	if w.Name != nil {
 		if utf8.RuneCountInString(*w.Name) > 100 {
-			return nil, &runtime.FieldError{Path: prefix + "name", Problem: "longer than 100 characters"}
+			return nil, &runtime.FieldError{Path: "name", Problem: "longer than 100 characters"}
 		}
 		out.Name = w.Name
 	}
@@ -327,27 +329,28 @@ type wireOrderPlacedV2ItemsItem struct {
 	Qty *int64  `json:"qty"`
 }
 
-// extract checks w against the schema and converts it; prefix starts every field path.
-func (w *wireOrderPlacedV2ItemsItem) extract(prefix string) (*OrderPlacedV2ItemsItem, error) {
+// extract checks w against the schema and converts it. Its FieldError paths are relative
+// to w: the caller prefixes them on failure only, so success builds no path.
+func (w *wireOrderPlacedV2ItemsItem) extract() (*OrderPlacedV2ItemsItem, error) {
 	var out OrderPlacedV2ItemsItem
 	if w.SKU == nil {
-		return nil, &runtime.FieldError{Path: prefix + "sku", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "sku", Problem: "required"}
 	}
 	switch n := utf8.RuneCountInString(*w.SKU); {
 	case n < 1:
-		return nil, &runtime.FieldError{Path: prefix + "sku", Problem: "empty"}
+		return nil, &runtime.FieldError{Path: "sku", Problem: "empty"}
 	case n > 32:
-		return nil, &runtime.FieldError{Path: prefix + "sku", Problem: "longer than 32 characters"}
+		return nil, &runtime.FieldError{Path: "sku", Problem: "longer than 32 characters"}
 	}
 	out.SKU = *w.SKU
 	if w.Qty == nil {
-		return nil, &runtime.FieldError{Path: prefix + "qty", Problem: "required"}
+		return nil, &runtime.FieldError{Path: "qty", Problem: "required"}
 	}
 	switch {
 	case *w.Qty < 1:
-		return nil, &runtime.FieldError{Path: prefix + "qty", Problem: "less than 1"}
+		return nil, &runtime.FieldError{Path: "qty", Problem: "less than 1"}
 	case *w.Qty > 1000:
-		return nil, &runtime.FieldError{Path: prefix + "qty", Problem: "more than 1000"}
+		return nil, &runtime.FieldError{Path: "qty", Problem: "more than 1000"}
 	}
 	out.Qty = *w.Qty
 	return &out, nil
