@@ -26,7 +26,8 @@ func FuzzParse(f *testing.F) {
 		if !errors.As(err, &list) || len(list) == 0 {
 			t.Fatalf("want a non-empty ErrorList, got %v", err)
 		}
-		lines := strings.Split(string(data), "\n")
+		// YAML breaks lines at CR and CRLF as well as LF.
+		lines := strings.Split(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(data)), "\n")
 		for _, e := range list {
 			if e.File != "s.yaml" || e.Rule == "" || e.Msg == "" {
 				t.Errorf("incomplete error %#v", e)
