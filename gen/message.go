@@ -232,7 +232,9 @@ func extractor(j *jen.File, m *schema.Message, v *schema.Version) {
 		jen.If(jen.Err().Op(":=").Qual("encoding/json", "Unmarshal").Call(jen.Id("body"), jen.Op("&").Id("w")), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Nil(), jen.Qual(rt, "DecodeError").Call(jen.Err())),
 		),
-		jen.Return(jen.Id("w").Dot("extract").Call()),
+		jen.List(jen.Id("out"), jen.Err()).Op(":=").Id("w").Dot("extract").Call(),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Return(jen.Op("&").Id("out"), jen.Nil()),
 	)
 }
 
@@ -260,11 +262,12 @@ func wire(j *jen.File, o object) {
 	for _, f := range o.fields {
 		body = append(body, s.field(f)...)
 	}
-	body = append(body, jen.Return(jen.Op("&").Id("out"), jen.Nil()))
-	j.Comment("extract checks w against the schema and converts it. Its FieldError paths are relative")
-	j.Comment("to w: the caller prefixes them on failure only, so success builds no path.")
+	body = append(body, jen.Return(jen.Id("out"), jen.Nil()))
+	j.Comment("extract checks w against the schema and converts it, by value so that nested values")
+	j.Comment("need no allocation of their own. Its FieldError paths are relative to w: the caller")
+	j.Comment("prefixes them on failure only, so success builds no path.")
 	j.Func().Params(jen.Id("w").Op("*").Id(name)).Id("extract").Params().
-		Params(jen.Op("*").Id(o.name), jen.Error()).Block(body...)
+		Params(jen.Id(o.name), jen.Error()).Block(body...)
 }
 
 // scope hands out the local variable names of one generated function: a
@@ -356,7 +359,9 @@ func failWith(zero jen.Code, p fieldPath, problem string) jen.Code {
 	return jen.Return(zero, fieldError(p.code(), jen.Lit(problem)))
 }
 
-func fail(p fieldPath, problem string) jen.Code { return failWith(jen.Nil(), p, problem) }
+// fail returns from an extract method, which returns its value so far with
+// the error.
+func fail(p fieldPath, problem string) jen.Code { return failWith(jen.Id("out"), p, problem) }
 
 // field emits the checks of struct field f and its copy into out.
 func (s *scope) field(f *schema.Field) []jen.Code {
@@ -422,14 +427,13 @@ func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPa
 		}
 	case schema.Object:
 		v := s.name(local)
-		// extract gives a pointer.
-		set := jen.Op("*").Id(v)
+		set := jen.Id(v)
 		if ptr {
-			set = jen.Id(v)
+			set = jen.Op("&").Id(v)
 		}
 		return []jen.Code{
 			jen.List(jen.Id(v), jen.Err()).Op(":=").Add(src().Dot("extract").Call()),
-			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Qual(rt, "Within").Call(p.add(".").code(), jen.Err()))),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Id("out"), jen.Qual(rt, "Within").Call(p.add(".").code(), jen.Err()))),
 			dst().Op("=").Add(set),
 		}
 	case schema.Bytes:
@@ -437,10 +441,10 @@ func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPa
 		return append([]jen.Code{
 			jen.List(jen.Id(v), jen.Err()).Op(":=").Qual("encoding/base64", "StdEncoding").Dot("DecodeString").Call(val()),
 			jen.If(jen.Err().Op("!=").Nil()).Block(fail(p, "not base64")),
-		}, append(checks(f, jen.Len(jen.Id(v)), p, jen.Nil()), dst().Op("=").Id(v))...)
+		}, append(checks(f, jen.Len(jen.Id(v)), p, jen.Id("out")), dst().Op("=").Id(v))...)
 	case schema.Enum:
 		conv := jen.Id(f.GoPath).Call(val())
-		out := []jen.Code{enumCheck(f, val(), p, jen.Nil())}
+		out := []jen.Code{enumCheck(f, val(), p, jen.Id("out"))}
 		if !ptr {
 			return append(out, dst().Op("=").Add(conv))
 		}
@@ -464,7 +468,7 @@ func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPa
 		inner := append(head, jen.If(jen.Id(item).Op("==").Nil()).Block(fail(elem, "required")))
 		inner = append(inner, body.value(f.Items, func() *jen.Statement { return jen.Id(item) },
 			func() *jen.Statement { return dst().Index(jen.Id(key)) }, elem, "elem")...)
-		return append(checks(f, jen.Len(val()), p, jen.Nil()),
+		return append(checks(f, jen.Len(val()), p, jen.Id("out")),
 			dst().Op("=").Make(valueType(f), jen.Len(val())),
 			jen.For(loop).Block(inner...),
 		)
@@ -473,7 +477,7 @@ func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPa
 	if ptr {
 		set = src()
 	}
-	return append(checks(f, val(), p, jen.Nil()), dst().Op("=").Add(set))
+	return append(checks(f, val(), p, jen.Id("out")), dst().Op("=").Add(set))
 }
 
 // enumCheck fails unless v, a string, is one of f's values.

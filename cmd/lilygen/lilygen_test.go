@@ -68,7 +68,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	if code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go is stale") {
 		t.Errorf("check of stale output: exit %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"--- out/pingmsg.lily.go (on disk)", `-		return nil, &runtime.FieldError{Path: "id", Problem: "absent"}`, `+		return nil, &runtime.FieldError{Path: "id", Problem: "required"}`} {
+	for _, want := range []string{"--- out/pingmsg.lily.go (on disk)", `-		return out, &runtime.FieldError{Path: "id", Problem: "absent"}`, `+		return out, &runtime.FieldError{Path: "id", Problem: "required"}`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("diff lacks %q:\n%s", want, stdout)
 		}

@@ -36,7 +36,11 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, runtime.DecodeError(err)
 	}
-	return w.extract()
+	out, err := w.extract()
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
@@ -60,37 +64,38 @@ type wireOrderPlacedV1 struct {
 	Note        *string `json:"note"`
 }
 
-// extract checks w against the schema and converts it. Its FieldError paths are relative
-// to w: the caller prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV1) extract() (*OrderPlacedV1, error) {
+// extract checks w against the schema and converts it, by value so that nested values
+// need no allocation of their own. Its FieldError paths are relative to w: the caller
+// prefixes them on failure only, so success builds no path.
+func (w *wireOrderPlacedV1) extract() (OrderPlacedV1, error) {
 	var out OrderPlacedV1
 	if w.OrderID == nil {
-		return nil, &runtime.FieldError{Path: "order_id", Problem: "required"}
+		return out, &runtime.FieldError{Path: "order_id", Problem: "required"}
 	}
 	switch n := utf8.RuneCountInString(*w.OrderID); {
 	case n < 1:
-		return nil, &runtime.FieldError{Path: "order_id", Problem: "empty"}
+		return out, &runtime.FieldError{Path: "order_id", Problem: "empty"}
 	case n > 64:
-		return nil, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+		return out, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 	}
 	out.OrderID = *w.OrderID
 	if w.AmountCents == nil {
-		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "required"}
+		return out, &runtime.FieldError{Path: "amount_cents", Problem: "required"}
 	}
 	switch {
 	case *w.AmountCents < 1:
-		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
+		return out, &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
 	case *w.AmountCents > 100000000:
-		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
+		return out, &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
 	}
 	out.AmountCents = *w.AmountCents
 	if w.Note != nil {
 		if utf8.RuneCountInString(*w.Note) > 200 {
-			return nil, &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
+			return out, &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
 		}
 		out.Note = w.Note
 	}
-	return &out, nil
+	return out, nil
 }
 
 // OrderPlacedV2 is version 2 of OrderPlaced.
@@ -179,7 +184,11 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, runtime.DecodeError(err)
 	}
-	return w.extract()
+	out, err := w.extract()
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
@@ -219,70 +228,71 @@ type wireOrderPlacedV2 struct {
 	Channel     *string                        `json:"channel"`
 }
 
-// extract checks w against the schema and converts it. Its FieldError paths are relative
-// to w: the caller prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV2) extract() (*OrderPlacedV2, error) {
+// extract checks w against the schema and converts it, by value so that nested values
+// need no allocation of their own. Its FieldError paths are relative to w: the caller
+// prefixes them on failure only, so success builds no path.
+func (w *wireOrderPlacedV2) extract() (OrderPlacedV2, error) {
 	var out OrderPlacedV2
 	if w.OrderID == nil {
-		return nil, &runtime.FieldError{Path: "order_id", Problem: "required"}
+		return out, &runtime.FieldError{Path: "order_id", Problem: "required"}
 	}
 	switch n := utf8.RuneCountInString(*w.OrderID); {
 	case n < 1:
-		return nil, &runtime.FieldError{Path: "order_id", Problem: "empty"}
+		return out, &runtime.FieldError{Path: "order_id", Problem: "empty"}
 	case n > 64:
-		return nil, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+		return out, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 	}
 	out.OrderID = *w.OrderID
 	if w.AmountCents == nil {
-		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "required"}
+		return out, &runtime.FieldError{Path: "amount_cents", Problem: "required"}
 	}
 	switch {
 	case *w.AmountCents < 1:
-		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
+		return out, &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
 	case *w.AmountCents > 100000000:
-		return nil, &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
+		return out, &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
 	}
 	out.AmountCents = *w.AmountCents
 	if w.Note != nil {
 		if utf8.RuneCountInString(*w.Note) > 200 {
-			return nil, &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
+			return out, &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
 		}
 		out.Note = w.Note
 	}
 	if w.Customer == nil {
-		return nil, &runtime.FieldError{Path: "customer", Problem: "required"}
+		return out, &runtime.FieldError{Path: "customer", Problem: "required"}
 	}
 	customer, err := w.Customer.extract()
 	if err != nil {
-		return nil, runtime.Within("customer.", err)
+		return out, runtime.Within("customer.", err)
 	}
-	out.Customer = *customer
+	out.Customer = customer
 	if w.Items == nil {
-		return nil, &runtime.FieldError{Path: "items", Problem: "required"}
+		return out, &runtime.FieldError{Path: "items", Problem: "required"}
 	}
 	switch {
 	case len(*w.Items) < 1:
-		return nil, &runtime.FieldError{Path: "items", Problem: "empty"}
+		return out, &runtime.FieldError{Path: "items", Problem: "empty"}
 	case len(*w.Items) > 50:
-		return nil, &runtime.FieldError{Path: "items", Problem: "more than 50 items"}
+		return out, &runtime.FieldError{Path: "items", Problem: "more than 50 items"}
 	}
 	out.Items = make([]OrderPlacedV2ItemsItem, len(*w.Items))
 	for i, item := range *w.Items {
 		if item == nil {
-			return nil, &runtime.FieldError{Path: "items[" + strconv.Itoa(i) + "]", Problem: "required"}
+			return out, &runtime.FieldError{Path: "items[" + strconv.Itoa(i) + "]", Problem: "required"}
 		}
 		elem, err := item.extract()
 		if err != nil {
-			return nil, runtime.Within("items["+strconv.Itoa(i)+"].", err)
+			return out, runtime.Within("items["+strconv.Itoa(i)+"].", err)
 		}
-		out.Items[i] = *elem
+		out.Items[i] = elem
 	}
 	if w.PlacedAt == nil {
-		return nil, &runtime.FieldError{Path: "placed_at", Problem: "required"}
+		return out, &runtime.FieldError{Path: "placed_at", Problem: "required"}
 	}
 	placedAt, ok := runtime.ParseTime(*w.PlacedAt)
 	if !ok {
-		return nil, &runtime.FieldError{Path: "placed_at", Problem: "not an RFC 3339 time"}
+		return out, &runtime.FieldError{Path: "placed_at", Problem: "not an RFC 3339 time"}
 	}
 	out.PlacedAt = placedAt
 	out.Channel = OrderPlacedV2ChannelWeb
@@ -290,11 +300,11 @@ func (w *wireOrderPlacedV2) extract() (*OrderPlacedV2, error) {
 		switch *w.Channel {
 		case "web", "store", "phone":
 		default:
-			return nil, &runtime.FieldError{Path: "channel", Problem: "not one of web, store, phone"}
+			return out, &runtime.FieldError{Path: "channel", Problem: "not one of web, store, phone"}
 		}
 		out.Channel = OrderPlacedV2Channel(*w.Channel)
 	}
-	return &out, nil
+	return out, nil
 }
 
 // wireOrderPlacedV2Customer is OrderPlacedV2Customer as decoded: every field is a pointer, so a missing one shows.
@@ -303,24 +313,25 @@ type wireOrderPlacedV2Customer struct {
 	Name  *string `json:"name"`
 }
 
-// extract checks w against the schema and converts it. Its FieldError paths are relative
-// to w: the caller prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV2Customer) extract() (*OrderPlacedV2Customer, error) {
+// extract checks w against the schema and converts it, by value so that nested values
+// need no allocation of their own. Its FieldError paths are relative to w: the caller
+// prefixes them on failure only, so success builds no path.
+func (w *wireOrderPlacedV2Customer) extract() (OrderPlacedV2Customer, error) {
 	var out OrderPlacedV2Customer
 	if w.Email == nil {
-		return nil, &runtime.FieldError{Path: "email", Problem: "required"}
+		return out, &runtime.FieldError{Path: "email", Problem: "required"}
 	}
 	if utf8.RuneCountInString(*w.Email) > 254 {
-		return nil, &runtime.FieldError{Path: "email", Problem: "longer than 254 characters"}
+		return out, &runtime.FieldError{Path: "email", Problem: "longer than 254 characters"}
 	}
 	out.Email = *w.Email
 	if w.Name != nil {
 		if utf8.RuneCountInString(*w.Name) > 100 {
-			return nil, &runtime.FieldError{Path: "name", Problem: "longer than 100 characters"}
+			return out, &runtime.FieldError{Path: "name", Problem: "longer than 100 characters"}
 		}
 		out.Name = w.Name
 	}
-	return &out, nil
+	return out, nil
 }
 
 // wireOrderPlacedV2ItemsItem is OrderPlacedV2ItemsItem as decoded: every field is a pointer, so a missing one shows.
@@ -329,31 +340,32 @@ type wireOrderPlacedV2ItemsItem struct {
 	Qty *int64  `json:"qty"`
 }
 
-// extract checks w against the schema and converts it. Its FieldError paths are relative
-// to w: the caller prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV2ItemsItem) extract() (*OrderPlacedV2ItemsItem, error) {
+// extract checks w against the schema and converts it, by value so that nested values
+// need no allocation of their own. Its FieldError paths are relative to w: the caller
+// prefixes them on failure only, so success builds no path.
+func (w *wireOrderPlacedV2ItemsItem) extract() (OrderPlacedV2ItemsItem, error) {
 	var out OrderPlacedV2ItemsItem
 	if w.SKU == nil {
-		return nil, &runtime.FieldError{Path: "sku", Problem: "required"}
+		return out, &runtime.FieldError{Path: "sku", Problem: "required"}
 	}
 	switch n := utf8.RuneCountInString(*w.SKU); {
 	case n < 1:
-		return nil, &runtime.FieldError{Path: "sku", Problem: "empty"}
+		return out, &runtime.FieldError{Path: "sku", Problem: "empty"}
 	case n > 32:
-		return nil, &runtime.FieldError{Path: "sku", Problem: "longer than 32 characters"}
+		return out, &runtime.FieldError{Path: "sku", Problem: "longer than 32 characters"}
 	}
 	out.SKU = *w.SKU
 	if w.Qty == nil {
-		return nil, &runtime.FieldError{Path: "qty", Problem: "required"}
+		return out, &runtime.FieldError{Path: "qty", Problem: "required"}
 	}
 	switch {
 	case *w.Qty < 1:
-		return nil, &runtime.FieldError{Path: "qty", Problem: "less than 1"}
+		return out, &runtime.FieldError{Path: "qty", Problem: "less than 1"}
 	case *w.Qty > 1000:
-		return nil, &runtime.FieldError{Path: "qty", Problem: "more than 1000"}
+		return out, &runtime.FieldError{Path: "qty", Problem: "more than 1000"}
 	}
 	out.Qty = *w.Qty
-	return &out, nil
+	return out, nil
 }
 
 // OrdersHandler handles the messages queue "orders" consumes. Return nil to ACK,
