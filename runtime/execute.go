@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -20,26 +21,31 @@ func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envel
 		if plan.Action != ActDone && (plan.Action != ActAck || chosen.Action != ActHandoff) {
 			chosen = plan
 		}
-		ctx, cancel := stepContext(c.cfg.StepTimeout, deadline)
+		// Each settlement step gets its own bound, taken when the step starts
+		// (after a requeue's pause, which may outlast one step timeout).
+		settle := func(step func(context.Context) SettlementEvidence) SettlementEvidence {
+			ctx, cancel := stepContext(c.cfg.StepTimeout, deadline)
+			defer cancel()
+			return step(ctx)
+		}
 		switch plan.Action {
 		case ActDone, ActLeave:
-			cancel()
 			c.remember(r, gen, d, env, *o, attempt)
 			return chosen
 		case ActAck:
 			c.hooks.beforeAck()
-			o.Settlement = auth.ack(ctx)
+			o.Settlement = settle(auth.ack)
 			c.hooks.afterAck()
 			if o.Settlement.Status == AckSent {
 				r.requeues.forget(d.MessageId)
 			}
 		case ActDeadLetter:
-			o.Settlement = auth.nack(ctx, false)
+			o.Settlement = settle(func(ctx context.Context) SettlementEvidence { return auth.nack(ctx, false) })
 		case ActRequeue:
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.add(d.MessageId)
-			o.Settlement = auth.nack(ctx, true)
+			o.Settlement = settle(func(ctx context.Context) SettlementEvidence { return auth.nack(ctx, true) })
 		case ActHandoff:
 			if gen.revoked.Load() {
 				// A copy published now could never be followed by the ACK: the
@@ -51,7 +57,6 @@ func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envel
 			c.emit(Event{Stage: StageHandoff, MessageID: sanitize(d.MessageId, 128), Attempt: attempt, Generation: gen.id,
 				Handoff: o.Handoff.Status, Detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 		}
-		cancel()
 	}
 }
 
