@@ -74,7 +74,7 @@ func unsupported(env *Envelope) string {
 // still be using until then).
 func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Route, rd RawDelivery, late func()) HandlerResult {
 	if closed(r.aborted) {
-		late()
+		// Not started, so nothing is abandoned: the caller ends the scope.
 		return HandlerResult{Kind: KindRetryable, Cause: "not started: the consumer aborted", Cancelled: true}
 	}
 	ctx, cancel := context.WithTimeout(base, c.spec.HandlerTimeout)
