@@ -8,6 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -39,16 +40,7 @@ const fillWindow = 1024
 
 // declare declares spec's topology.
 func declare(url string, spec runtime.QueueSpec) error {
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	return runtime.DeclareTopology(ch, spec)
+	return faults.OnChannel(url, func(ch *amqp.Channel) error { return runtime.DeclareTopology(ch, spec) })
 }
 
 // fill publishes n persistent messages to queue, each confirmed: as fast as
@@ -104,59 +96,40 @@ func fill(url, queue string, tpl *template, n int, rate float64) error {
 
 // awaitConsumer waits until queue has a consumer.
 func awaitConsumer(url, queue string, timeout time.Duration) error {
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-		if err != nil {
-			return err
+	return faults.OnChannel(url, func(ch *amqp.Channel) error {
+		for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+			if err != nil {
+				return err
+			}
+			if q.Consumers > 0 {
+				return nil
+			}
 		}
-		if q.Consumers > 0 {
-			return nil
-		}
-	}
-	return fmt.Errorf("no consumer on %s after %s", queue, timeout)
+		return fmt.Errorf("no consumer on %s after %s", queue, timeout)
+	})
 }
 
 // depth is how many messages wait in queue (ready, not unacknowledged).
-func depth(url, queue string) (int, error) {
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return 0, err
-	}
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	return q.Messages, err
+func depth(url, queue string) (n int, err error) {
+	err = faults.OnChannel(url, func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		n = q.Messages
+		return err
+	})
+	return n, err
 }
 
 // deleteTopology removes every queue of spec.
 func deleteTopology(url string, spec runtime.QueueSpec) error {
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	for _, d := range spec.Declarations() {
-		if _, err := ch.QueueDelete(d.Name, false, false, false); err != nil {
-			return err
+	return faults.OnChannel(url, func(ch *amqp.Channel) error {
+		for _, d := range spec.Declarations() {
+			if _, err := ch.QueueDelete(d.Name, false, false, false); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // settleCheck waits until the consumer's closed channel has given its
