@@ -129,7 +129,8 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	})
 	switch {
 	case errors.Is(err, errStepTimeout):
-		ev.Status, ev.Detail = HandoffTimedOut, "the publish did not return in time"
+		// The write may still complete: the copy may exist.
+		ev.Status, ev.Detail, ev.Published = HandoffTimedOut, "the publish did not return in time", true
 		return ev
 	case err != nil:
 		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(err.Error(), 120)

@@ -34,7 +34,8 @@ func HeaderTime(v any) (time.Time, bool) {
 // ParseTime parses an RFC 3339 date-time strictly. time.Parse with
 // time.RFC3339 alone also takes one-digit hours, a comma before the fraction
 // and offsets past 23:59, which other systems reading the same field refuse.
-// Generated extractors call it.
+// Like time.Parse it takes the upper-case T and Z only, and no leap second
+// (:60), though RFC 3339 allows both. Generated extractors call it.
 func ParseTime(s string) (time.Time, bool) {
 	if !rfc3339(s) {
 		return time.Time{}, false

@@ -53,12 +53,13 @@ func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadl
 			base = tx.Bind(base)
 		}
 	}
-	// finish ends the transaction and the scope; an abandoned handler runs it
-	// on its own goroutine once it returns, since it may use both until then.
-	finish := func(o *Outcome) {
-		c.settleTx(o, tx, deadline)
+	// finish ends the transaction and the scope by dl; an abandoned handler
+	// runs it on its own goroutine once it returns, since it may use both
+	// until then.
+	finish := func(o *Outcome, dl time.Time) {
+		c.settleTx(o, tx, dl)
 		if cleanup != nil {
-			if err := c.userStep(deadline, cleanup); err != nil {
+			if err := c.userStep(dl, cleanup); err != nil {
 				o.Cleanup = sanitize(err.Error(), maxCause)
 			}
 		}
@@ -68,17 +69,22 @@ func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadl
 		o.Handler = c.callHandler(r, sl, base, route, rd, func() {
 			var late Outcome
 			late.Handler.Kind = KindRetryable // never commit behind the retry
-			finish(&late)
+			// The delivery's budget may be long spent: the rollback and the
+			// cleanup still run, each bounded by the step timeout alone.
+			finish(&late, time.Time{})
+			if late.Cleanup != "" {
+				c.cfg.Logger.Warn("lily abandoned handler's cleanup failed", "queue", c.spec.Name, "detail", late.Cleanup)
+			}
 			free()
 		})
 		if o.Handler.Abandoned {
 			o.Commit = CommitRolledBack
 			release = nil
 		} else {
-			finish(&o)
+			finish(&o, deadline)
 		}
 	} else if cleanup != nil {
-		finish(&o)
+		finish(&o, deadline)
 	}
 	if c.cfg.AfterDelivery != nil {
 		if err := c.userStep(deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, o) }); err != nil {

@@ -41,7 +41,7 @@ const (
 	RuleDuplicateKey     = "DUPLICATE-KEY"     // a mapping key twice
 	RuleUnknownKey       = "UNKNOWN-KEY"       // a key the language does not have
 	RuleMissingKey       = "MISSING-KEY"       // a required key is absent
-	RuleEmpty            = "EMPTY"             // a list or mapping that needs at least one entry
+	RuleEmpty            = "EMPTY"             // a list, mapping or string that needs content
 	RuleName             = "BAD-NAME"          // a package, message, field, header or enum name the language refuses
 	RuleQueueName        = "QUEUE-NAME"        // a queue name RabbitMQ would refuse
 	RuleNameClash        = "NAME-CLASH"        // two schema entities give one Go name

@@ -946,12 +946,15 @@ func (p *parser) acknowledgements(n *yaml.Node) []Acknowledgement {
 			dst *string
 		}{{"rule", &a.Rule}, {"subject", &a.Subject}, {"reason", &a.Reason}} {
 			if e, ok := m[f.key]; ok {
-				*f.dst, _ = p.str(e.v, f.key)
+				if *f.dst, ok = p.str(e.v, f.key); ok && *f.dst == "" {
+					// An empty subject would accept the rule everywhere, unseen.
+					p.errorf(e.v, RuleEmpty, "%s is empty", f.key)
+				}
 			} else if f.key != "subject" {
 				p.errorf(item, RuleMissingKey, "missing %s: an acknowledgement names the rule it accepts and why", f.key)
 			}
 		}
-		if a.Rule != "" && a.Reason != "" {
+		if _, hasSubject := m["subject"]; a.Rule != "" && a.Reason != "" && (!hasSubject || a.Subject != "") {
 			out = append(out, a)
 		}
 	}
