@@ -335,18 +335,24 @@ func checkV1(body []byte) (*OrderPlacedV1, string) {
 		return nil, why
 	}
 	var out OrderPlacedV1
-	id, why := text(f, "order_id", true, 1, 64)
-	if why != "" {
-		return nil, why
-	}
-	out.OrderID = *id
-	if out.AmountCents, why = integer(f, "amount_cents", 1, 100000000); why != "" {
-		return nil, why
-	}
-	if out.Note, why = text(f, "note", false, 0, 200); why != "" {
+	if why := common(f, &out.OrderID, &out.AmountCents, &out.Note); why != "" {
 		return nil, why
 	}
 	return &out, ""
+}
+
+// common checks the fields v1 and v2 share.
+func common(f fields, orderID *string, cents *int64, note **string) string {
+	id, why := text(f, "order_id", true, 1, 64)
+	if why != "" {
+		return why
+	}
+	*orderID = *id
+	if *cents, why = integer(f, "amount_cents", 1, 100000000); why != "" {
+		return why
+	}
+	*note, why = text(f, "note", false, 0, 200)
+	return why
 }
 
 func checkV2(body []byte) (*OrderPlacedV2, string) {
@@ -355,15 +361,7 @@ func checkV2(body []byte) (*OrderPlacedV2, string) {
 		return nil, why
 	}
 	var out OrderPlacedV2
-	id, why := text(f, "order_id", true, 1, 64)
-	if why != "" {
-		return nil, why
-	}
-	out.OrderID = *id
-	if out.AmountCents, why = integer(f, "amount_cents", 1, 100000000); why != "" {
-		return nil, why
-	}
-	if out.Note, why = text(f, "note", false, 0, 200); why != "" {
+	if why := common(f, &out.OrderID, &out.AmountCents, &out.Note); why != "" {
 		return nil, why
 	}
 	c, ok := f["customer"].(fields)
