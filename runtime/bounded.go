@@ -49,8 +49,14 @@ func boundedErr(ctx context.Context, step func() error) error {
 // stepContext bounds one step by the step timeout and the delivery's deadline,
 // whichever comes first.
 func stepContext(timeout time.Duration, deadline time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.Background(), stepDeadline(timeout, deadline))
+}
+
+// stepDeadline is the moment one step started now must end by: the step
+// timeout, or the delivery's deadline if that comes first.
+func stepDeadline(timeout time.Duration, deadline time.Time) time.Time {
 	if d := time.Now().Add(timeout); deadline.IsZero() || d.Before(deadline) {
-		deadline = d
+		return d
 	}
-	return context.WithDeadline(context.Background(), deadline)
+	return deadline
 }

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -23,29 +22,25 @@ func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envel
 		}
 		// Each settlement step gets its own bound, taken when the step starts
 		// (after a requeue's pause, which may outlast one step timeout).
-		settle := func(step func(context.Context) SettlementEvidence) SettlementEvidence {
-			ctx, cancel := stepContext(c.cfg.StepTimeout, deadline)
-			defer cancel()
-			return step(ctx)
-		}
+		step := func() time.Time { return stepDeadline(c.cfg.StepTimeout, deadline) }
 		switch plan.Action {
 		case ActDone, ActLeave:
 			c.remember(r, gen, d, env, *o, attempt)
 			return chosen
 		case ActAck:
 			c.hooks.beforeAck()
-			o.Settlement = settle(auth.ack)
+			o.Settlement = auth.ack(step())
 			c.hooks.afterAck()
 			if o.Settlement.Status == AckSent {
 				r.requeues.forget(d.MessageId)
 			}
 		case ActDeadLetter:
-			o.Settlement = settle(func(ctx context.Context) SettlementEvidence { return auth.nack(ctx, false) })
+			o.Settlement = auth.nack(step(), false)
 		case ActRequeue:
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.add(d.MessageId)
-			o.Settlement = settle(func(ctx context.Context) SettlementEvidence { return auth.nack(ctx, true) })
+			o.Settlement = auth.nack(step(), true)
 		case ActHandoff:
 			if gen.revoked.Load() {
 				// A copy published now could never be followed by the ACK: the

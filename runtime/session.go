@@ -143,13 +143,14 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 	if err != nil {
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
 	}
+	s.gen.settler = newSettler(ch, s.gen, c.spec.Prefetch)
 	go s.watch(chClosed, connClosed, cancelled)
 	return s, nil
 }
 
 // consume reads deliveries until ctx is done (then it stops intake and returns
 // nil) or the broker stops delivering (then it says why). Deliveries are read
-// as d, ok := <-ch; each runs on its own goroutine once a slot is free.
+// as d, ok := <-ch; each runs on a worker once a slot is free.
 func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 	for {
 		select {
@@ -161,6 +162,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 				return c.whyLost(s)
 			}
 			received := time.Now()
+			s.gen.settler.received(d.DeliveryTag)
 			select {
 			case r.slots <- struct{}{}:
 			case <-ctx.Done():
@@ -170,11 +172,11 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			r.deliveries.Add(1)
 			sl := &slot{free: func() { <-r.slots }}
 			sl.hold()
-			go func() {
+			r.workers.run(func() {
 				defer r.deliveries.Done()
 				defer sl.release()
 				c.process(r, s.gen, &d, received, sl)
-			}()
+			})
 		}
 	}
 }
@@ -195,6 +197,7 @@ func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 		// Once the cancel is done the client closes deliveries after handing
 		// over what it had buffered.
 		for d := range s.deliveries {
+			s.gen.settler.received(d.DeliveryTag)
 			c.notStarted(r, s.gen, &d)
 		}
 	}
@@ -203,9 +206,7 @@ func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 
 // notStarted requeues a delivery that was received but never started.
 func (c *Consumer) notStarted(r *run, gen *generation, d *amqp.Delivery) {
-	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
-	defer cancel()
-	o := Outcome{Settlement: newAuthority(d, gen).nack(ctx, true)}
+	o := Outcome{Settlement: newAuthority(d, gen).nack(stepDeadline(c.cfg.StepTimeout, time.Time{}), true)}
 	rec := newRecord(c.spec, d, nil, 0, o, Plan{Reason: "received but not started before shutdown"}, 0)
 	if o.Settlement.Status == NackSent {
 		rec.Path = PathNotStarted
@@ -246,6 +247,7 @@ func (s *session) stopProver() {
 func (c *Consumer) lost(r *run, s *session, why error) {
 	s.gen.revoke()
 	s.stopProver()
+	s.gen.settler.close()
 	c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: sanitize(why.Error(), maxCause)})
 	c.acksAmbiguous(r, s.gen, s.gen.acks.close(), "the channel was lost before the proof")
 	r.report.lostIntake(sanitize(why.Error(), maxCause))

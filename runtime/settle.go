@@ -1,9 +1,9 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -19,6 +19,8 @@ type generation struct {
 	revoked atomic.Bool
 	// acks holds the ACKs sent on this channel and not yet proven.
 	acks ackLedger
+	// settler writes the channel's ACKs and NACKs.
+	settler *settler
 }
 
 func (g *generation) revoke() { g.revoked.Store(true) }
@@ -26,38 +28,41 @@ func (g *generation) revoke() { g.revoked.Store(true) }
 // authority is the right to settle one delivery: owned by the runtime, used at
 // most once, void once its channel's generation is revoked.
 type authority struct {
-	acker amqp.Acknowledger
-	tag   uint64
-	gen   *generation
-	used  atomic.Bool
+	tag  uint64
+	gen  *generation
+	used atomic.Bool
 }
 
 func newAuthority(d *amqp.Delivery, gen *generation) *authority {
-	return &authority{acker: d.Acknowledger, tag: d.DeliveryTag, gen: gen}
+	return &authority{tag: d.DeliveryTag, gen: gen}
 }
 
-// ack sends the ACK of the original delivery, bounded by ctx.
-func (a *authority) ack(ctx context.Context) SettlementEvidence {
-	return a.use(ctx, AckSent, false, func() error { return a.acker.Ack(a.tag, false) })
+// ack sends the ACK of the original delivery, by the deadline.
+func (a *authority) ack(deadline time.Time) SettlementEvidence {
+	return a.use(deadline, &settlement{tag: a.tag}, AckSent)
 }
 
 // nack sends the NACK of the original delivery, with or without requeue.
-func (a *authority) nack(ctx context.Context, requeue bool) SettlementEvidence {
-	return a.use(ctx, NackSent, requeue, func() error { return a.acker.Nack(a.tag, false, requeue) })
+func (a *authority) nack(deadline time.Time, requeue bool) SettlementEvidence {
+	return a.use(deadline, &settlement{tag: a.tag, nack: true, requeue: requeue}, NackSent)
 }
 
-func (a *authority) use(ctx context.Context, sent SettlementStatus, requeue bool, send func() error) SettlementEvidence {
+func (a *authority) use(deadline time.Time, st *settlement, sent SettlementStatus) SettlementEvidence {
+	requeue := st.requeue
 	if a.gen.revoked.Load() {
-		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: "authority revoked: the delivery's channel closed or the consumer aborted"}
+		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: revokedDetail}
 	}
 	if !a.used.CompareAndSwap(false, true) {
 		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: "authority already used"}
 	}
-	err := boundedErr(ctx, send)
+	st.written = make(chan error, 1)
+	err := a.gen.settler.settle(st, deadline)
 	switch {
 	case err == nil:
 		return SettlementEvidence{Status: sent, Requeue: requeue}
-	case errors.Is(err, amqp.ErrClosed):
+	case errors.Is(err, errRevoked):
+		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: revokedDetail}
+	case errors.Is(err, amqp.ErrClosed), errors.Is(err, errNotWritten):
 		// The client refused before writing a frame: nothing reached the broker.
 		return SettlementEvidence{Status: SettlementNotAttempted, Requeue: requeue, Detail: "channel closed before the write"}
 	case errors.Is(err, errStepTimeout):
@@ -65,3 +70,5 @@ func (a *authority) use(ctx context.Context, sent SettlementStatus, requeue bool
 	}
 	return SettlementEvidence{Status: SettlementAmbiguous, Requeue: requeue, Detail: sanitize(err.Error(), 120)}
 }
+
+const revokedDetail = "authority revoked: the delivery's channel closed or the consumer aborted"

@@ -62,6 +62,7 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 // (amqp091 answers Close on a closed channel with nil): its ACKs are ambiguous.
 func (c *Consumer) closeSession(r *run, s *session) {
 	s.stopProver()
+	s.gen.settler.close()
 	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	var err error
