@@ -155,6 +155,7 @@ func (c *Consumer) Force() { c.forceOnce.Do(func() { close(c.forceNow) }) }
 // run is the state of one Run, across reconnections.
 type run struct {
 	handoff   *handoffPublisher
+	workers   *workers
 	requeues  *memory[string]
 	completed *memory[workKey]
 	busy      busyWork
@@ -214,6 +215,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 	}
 	r := c.newRun()
 	defer r.handoff.close()
+	defer r.workers.close()
 	s, err := c.connect(ctx, r)
 	if err != nil {
 		r.force()
@@ -301,6 +303,7 @@ func (c *Consumer) newRun() *run {
 	handoff.beforePublish, handoff.afterPublish = c.hooks.beforePublish, c.hooks.afterPublish
 	return &run{
 		handoff:   handoff,
+		workers:   newWorkers(),
 		requeues:  newMemory[string](requeueMemorySize),
 		completed: newMemory[workKey](completedMemorySize),
 		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]string{}},

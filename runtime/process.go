@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -66,7 +67,7 @@ func unsupported(env *Envelope) string {
 	return sanitize(env.Type, 64) + " v" + strconv.Itoa(env.Version) + " as " + sanitize(env.ContentType, 64) + " has no route"
 }
 
-// callHandler runs the route under the handler timeout, in its own goroutine so
+// callHandler runs the route under the handler timeout, on a worker of its own so
 // that a handler ignoring its context cannot hold the settlement past the
 // timeout. Such a handler is abandoned: it keeps its concurrency slot, its
 // result no longer decides anything, and late runs on its goroutine once it
@@ -77,7 +78,8 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 		// Not started, so nothing is abandoned: the caller ends the scope.
 		return HandlerResult{Kind: KindRetryable, Cause: "not started: the consumer aborted", Cancelled: true}
 	}
-	ctx, cancel := context.WithTimeout(base, c.spec.HandlerTimeout)
+	timesOut := time.Now().Add(c.spec.HandlerTimeout)
+	ctx, cancel := context.WithDeadlineCause(base, timesOut, errHandlerTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, deliveryKey{}, rd)
 	var mu sync.Mutex // orders the handler's return against the wait giving up
@@ -85,7 +87,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 	done := make(chan HandlerResult, 1)
 	r.handlers.start()
 	sl.hold()
-	go func() {
+	r.workers.run(func() {
 		defer sl.release()
 		res := invoke(ctx, route, rd)
 		r.handlers.end(res.Panicked)
@@ -96,7 +98,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 		if abandoned {
 			late()
 		}
-	}()
+	})
 	giveUp := func(res HandlerResult) HandlerResult {
 		mu.Lock()
 		defer mu.Unlock()
@@ -109,20 +111,36 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 			return res
 		}
 	}
-	// The force notification cancels ctx but does not end the wait: work that
-	// completes in the force window still settles. Only the timeout and the
-	// final abort stop waiting.
-	timeout := time.NewTimer(c.spec.HandlerTimeout)
+	// The force notification (or the scope) may cancel ctx, which does not end
+	// the wait: work that completes in the force window still settles. Only
+	// the handler timeout and the final abort stop waiting.
+	timedOut := HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true}
+	aborted := HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true}
+	select {
+	case res := <-done:
+		return c.handled(r, res)
+	case <-r.aborted:
+		return giveUp(aborted)
+	case <-ctx.Done():
+	}
+	if context.Cause(ctx) == errHandlerTimeout {
+		return giveUp(timedOut)
+	}
+	timeout := time.NewTimer(time.Until(timesOut))
 	defer timeout.Stop()
 	select {
 	case res := <-done:
 		return c.handled(r, res)
 	case <-timeout.C:
-		return giveUp(HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true})
+		return giveUp(timedOut)
 	case <-r.aborted:
-		return giveUp(HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true})
+		return giveUp(aborted)
 	}
 }
+
+// errHandlerTimeout is the cause of a handler context's end at the handler
+// timeout, telling it apart from a cancellation by the shutdown or the scope.
+var errHandlerTimeout = errors.New("lily: handler timeout")
 
 // handled marks a handler that failed once the force notification cancelled
 // it: it failed because of the shutdown.
