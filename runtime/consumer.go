@@ -301,9 +301,11 @@ func (c *Consumer) newRun() *run {
 	// publishers (a resource alarm), ACKs on the consuming connection still flow.
 	handoff := newHandoffPublisher(func() (*amqp.Connection, error) { return c.dial("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency)
 	handoff.beforePublish, handoff.afterPublish = c.hooks.beforePublish, c.hooks.afterPublish
+	workers := newWorkers()
+	handoff.run = workers.run
 	return &run{
 		handoff:   handoff,
-		workers:   newWorkers(),
+		workers:   workers,
 		requeues:  newMemory[string](requeueMemorySize),
 		completed: newMemory[workKey](completedMemorySize),
 		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]string{}},

@@ -29,8 +29,10 @@ type handoffPublisher struct {
 	window      chan struct{} // bounds the handoffs in flight
 	// beforePublish and afterPublish are test hooks around the publish.
 	beforePublish, afterPublish func()
-	idPrefix                    string
-	seq                         atomic.Uint64
+	// run starts a publish on a goroutine of its own: the run's workers.
+	run      func(func())
+	idPrefix string
+	seq      atomic.Uint64
 
 	mu      sync.Mutex // guards conn, current and closed
 	conn    *amqp.Connection
@@ -54,6 +56,7 @@ func newHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time
 		stepTimeout:   stepTimeout,
 		beforePublish: func() {},
 		afterPublish:  func() {},
+		run:           func(f func()) { go f() },
 		window:        make(chan struct{}, window),
 		idPrefix:      hex.EncodeToString(b[:]) + "-",
 		pending:       make(map[string]bool),
@@ -62,8 +65,8 @@ func newHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time
 
 // channel returns the open confirm-mode channel, opening a new one (on a new
 // connection if that was lost too) when the last one closed. Opening is bounded
-// by ctx; the lock keeps concurrent handoffs from opening channels twice.
-func (h *handoffPublisher) channel(ctx context.Context) (*handoffChannel, error) {
+// by the deadline; the lock keeps concurrent handoffs from opening channels twice.
+func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -72,6 +75,8 @@ func (h *handoffPublisher) channel(ctx context.Context) (*handoffChannel, error)
 	if h.current != nil && !h.current.ch.IsClosed() {
 		return h.current, nil
 	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	if h.conn == nil || h.conn.IsClosed() {
 		conn, err := bounded(ctx, h.dial)
 		if err != nil {
@@ -97,21 +102,21 @@ func (h *handoffPublisher) channel(ctx context.Context) (*handoffChannel, error)
 
 // publish hands msg to queue dest and reports what the broker said, by the
 // deadline at the latest. msg.Headers must be a table the caller owns: publish
-// adds the handoff id to it.
+// adds the handoff id to it. One timer bounds every wait: for a slot, for the
+// publish and for the confirm.
 func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Publishing) HandoffEvidence {
 	ev := HandoffEvidence{Destination: dest}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	select {
 	case h.window <- struct{}{}:
-	case <-ctx.Done():
+	case <-timer.C:
 		ev.Status, ev.Detail = HandoffTimedOut, "no handoff slot within the budget"
 		return ev
 	}
 	defer func() { <-h.window }()
 
-	step, cancelStep := stepContext(h.stepTimeout, deadline)
-	defer cancelStep()
+	step := stepDeadline(h.stepTimeout, deadline)
 	hc, err := h.channel(step)
 	if err != nil {
 		ev.Status, ev.Detail = HandoffFailed, "open channel: "+sanitize(err.Error(), 120)
@@ -124,27 +129,40 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	h.drain(hc)
 
 	h.beforePublish()
-	dc, err := bounded(step, func() (*amqp.DeferredConfirmation, error) {
-		return hc.ch.PublishWithDeferredConfirm("", dest, true, false, msg)
+	// amqp091's publish is not bounded by anything of ours: it runs on a worker,
+	// and if it does not return in time it is left to end with the connection.
+	type sent struct {
+		dc  *amqp.DeferredConfirmation
+		err error
+	}
+	published := make(chan sent, 1)
+	h.run(func() {
+		dc, err := hc.ch.PublishWithDeferredConfirm("", dest, true, false, msg)
+		published <- sent{dc, err}
 	})
-	switch {
-	case errors.Is(err, errStepTimeout):
+	timer.Reset(time.Until(step))
+	var p sent
+	select {
+	case p = <-published:
+	case <-timer.C:
 		// The write may still complete: the copy may exist.
 		ev.Status, ev.Detail, ev.Published = HandoffTimedOut, "the publish did not return in time", true
 		return ev
-	case err != nil:
-		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(err.Error(), 120)
+	}
+	if p.err != nil {
+		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(p.err.Error(), 120)
 		return ev
 	}
 	ev.Published = true
 	h.afterPublish()
-	wait, cancelWait := stepContext(h.stepTimeout, deadline)
-	defer cancelWait()
-	acked, err := dc.WaitContext(wait)
-	if err != nil {
+	timer.Reset(time.Until(stepDeadline(h.stepTimeout, deadline)))
+	select {
+	case <-p.dc.Done():
+	case <-timer.C:
 		ev.Status, ev.Detail = HandoffTimedOut, "no confirm in time"
 		return ev
 	}
+	acked := p.dc.Acked()
 	h.drain(hc)
 	switch {
 	case h.returned(id):

@@ -114,7 +114,9 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 	// The force notification (or the scope) may cancel ctx, which does not end
 	// the wait: work that completes in the force window still settles. Only
 	// the handler timeout and the final abort stop waiting.
-	timedOut := HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true}
+	timedOut := func() HandlerResult {
+		return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true}
+	}
 	aborted := HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true}
 	select {
 	case res := <-done:
@@ -124,7 +126,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 	case <-ctx.Done():
 	}
 	if context.Cause(ctx) == errHandlerTimeout {
-		return giveUp(timedOut)
+		return giveUp(timedOut())
 	}
 	timeout := time.NewTimer(time.Until(timesOut))
 	defer timeout.Stop()
@@ -132,7 +134,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 	case res := <-done:
 		return c.handled(r, res)
 	case <-timeout.C:
-		return giveUp(timedOut)
+		return giveUp(timedOut())
 	case <-r.aborted:
 		return giveUp(aborted)
 	}
