@@ -2,6 +2,9 @@
 GO          ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 EXAMPLE     := examples/orders/orders.lily.yaml
+# The schema of the runtime's broker tests: they publish and consume through its generated code.
+LILYTEST    := runtime/internal/lilytest/lilytest.lily.yaml
+SCHEMAS     := $(EXAMPLE) $(LILYTEST)
 
 .PHONY: demo test generate check lint staticcheck mongo bench fuzz soak
 
@@ -19,13 +22,13 @@ test: lint check mongo
 mongo: staticcheck
 	cd inbox/mongoinbox && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 -v ./...
 
-## generate: run lilygen on the example's schema
+## generate: run lilygen on the example's schema and on the runtime tests' schema
 generate:
-	$(GO) run ./cmd/lilygen generate $(EXAMPLE)
+	$(GO) run ./cmd/lilygen generate $(SCHEMAS)
 
-## check: fail when the example's generated code is stale
+## check: fail when the generated code of either schema is stale
 check:
-	$(GO) run ./cmd/lilygen check $(EXAMPLE)
+	$(GO) run ./cmd/lilygen check $(SCHEMAS)
 
 lint: staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

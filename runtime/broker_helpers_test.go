@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"bytes"
@@ -15,6 +15,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
+
 	// Every test package takes -update, so that `go test ./... -update` runs.
 	_ "github.com/lily-mq/lily/internal/update"
 )
@@ -25,7 +28,7 @@ func brokerURL() string {
 	if u := os.Getenv("LILY_AMQP_URL"); u != "" {
 		return u
 	}
-	return DefaultURL
+	return runtime.DefaultURL
 }
 
 func dial(t *testing.T) *amqp.Connection {
@@ -47,17 +50,15 @@ func channel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
 	return ch
 }
 
-// brokerSpec is a queue of its own for one test, changed by tweaks, and deleted
-// with its buckets and DLQ when the test ends.
-func brokerSpec(t *testing.T, tweaks ...func(*QueueSpec)) QueueSpec {
+// brokerSpec is the generated spec of the test schema's queue, renamed to a
+// queue of its own for one test, changed by tweaks, and deleted with its
+// buckets and DLQ when the test ends.
+func brokerSpec(t *testing.T, tweaks ...func(*runtime.QueueSpec)) runtime.QueueSpec {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	name := "lilytest." + strings.ReplaceAll(t.Name(), "/", ".") + "." + hex.EncodeToString(b[:])
-	q := QueueSpec{
-		Name: name, Type: Classic, Prefetch: 8, Concurrency: 4,
-		Retry:           RetryPolicy{Delays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3},
-		DeadLetterQueue: name + ".dlq", MaxBodyBytes: 1024, HandlerTimeout: 2 * time.Second,
-	}
+	q := lilytest.LilytestQueueSpec()
+	q.Name += "." + strings.ReplaceAll(t.Name(), "/", ".") + "." + hex.EncodeToString(b[:])
+	q.DeadLetterQueue = q.Name + ".dlq"
 	for _, f := range tweaks {
 		f(&q)
 	}
@@ -65,7 +66,7 @@ func brokerSpec(t *testing.T, tweaks ...func(*QueueSpec)) QueueSpec {
 	return q
 }
 
-func deleteQueues(t *testing.T, q QueueSpec) {
+func deleteQueues(t *testing.T, q runtime.QueueSpec) {
 	conn, err := amqp.Dial(brokerURL())
 	if err != nil {
 		t.Errorf("cleanup: %v", err)
@@ -89,10 +90,10 @@ func deleteQueues(t *testing.T, q QueueSpec) {
 
 // declareTopology declares q's topology up front, so a test can publish before
 // the consumer starts.
-func declareTopology(t *testing.T, q QueueSpec) {
+func declareTopology(t *testing.T, q runtime.QueueSpec) {
 	t.Helper()
 	ch := channel(t, dial(t))
-	if err := DeclareTopology(ch, q); err != nil {
+	if err := runtime.DeclareTopology(ch, q); err != nil {
 		t.Fatal(err)
 	}
 	_ = ch.Close()
@@ -116,8 +117,27 @@ func publish(t *testing.T, queue string, msgs ...amqp.Publishing) {
 	}
 }
 
-func jsonMsg(id string, version int) amqp.Publishing {
-	return NewPublishing("OrderPlaced", version, id, []byte(`{"order_id":"`+id+`"}`))
+// order is OrderPlaced v1 with order id and message id id, as the generated
+// producer builds it.
+func order(t *testing.T, id string) amqp.Publishing {
+	t.Helper()
+	return produce(t, id, &lilytest.OrderPlacedV1{OrderID: id})
+}
+
+func produce(t *testing.T, id string, msg *lilytest.OrderPlacedV1) amqp.Publishing {
+	t.Helper()
+	p, err := lilytest.NewOrderPlacedV1(id, msg)
+	if err != nil {
+		t.Fatalf("produce %s: %v", id, err)
+	}
+	return p
+}
+
+// handler is a test's implementation of the generated handler interface.
+type handler func(ctx context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error
+
+func (h handler) HandleOrderPlacedV1(ctx context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+	return h(ctx, msg, d)
 }
 
 // running is a consumer under test and the records it has written so far.
@@ -125,36 +145,37 @@ type running struct {
 	t       *testing.T
 	cancel  context.CancelFunc
 	done    chan struct{}
-	report  *Report
+	report  *runtime.Report
 	err     error
 	mu      sync.Mutex
-	records []Record
+	records []runtime.Record
 	arrived chan struct{}
 }
 
-func start(t *testing.T, q QueueSpec, routes Routes, tweak ...func(*Config)) *running {
+func start(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.Config)) *running {
 	t.Helper()
-	r, c := prepare(t, q, routes, tweak...)
+	r, c := prepare(t, q, h, tweak...)
 	return r.launch(c)
 }
 
-// prepare builds a consumer whose records the returned running collects; a
-// test may set its hooks before launching it.
-func prepare(t *testing.T, q QueueSpec, routes Routes, tweak ...func(*Config)) (*running, *Consumer) {
+// prepare builds a consumer of q through the test schema's generated routes,
+// calling h, whose records the returned running collects; a test may set its
+// hooks before launching it.
+func prepare(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.Config)) (*running, *runtime.Consumer) {
 	t.Helper()
 	r := &running{t: t, done: make(chan struct{}), arrived: make(chan struct{}, 1024)}
-	cfg := Config{URL: brokerURL(), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
+	cfg := runtime.Config{URL: brokerURL(), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	c, err := NewConsumer(q, routes, cfg)
+	c, err := runtime.NewConsumer(q, lilytest.LilytestRoutes(h), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r, c
 }
 
-func (r *running) launch(c *Consumer) *running {
+func (r *running) launch(c *runtime.Consumer) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() {
@@ -165,26 +186,26 @@ func (r *running) launch(c *Consumer) *running {
 	return r
 }
 
-func (r *running) observe(rec Record) {
+func (r *running) observe(rec runtime.Record) {
 	r.mu.Lock()
 	r.records = append(r.records, rec)
 	r.mu.Unlock()
 	r.arrived <- struct{}{}
 }
 
-func (r *running) recorded() []Record {
+func (r *running) recorded() []runtime.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Record(nil), r.records...)
+	return append([]runtime.Record(nil), r.records...)
 }
 
 // await waits until n records were written and returns them.
-func (r *running) await(n int) []Record {
+func (r *running) await(n int) []runtime.Record {
 	r.t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
 		r.mu.Lock()
-		got := append([]Record(nil), r.records...)
+		got := append([]runtime.Record(nil), r.records...)
 		r.mu.Unlock()
 		if len(got) >= n {
 			return got
@@ -200,7 +221,7 @@ func (r *running) await(n int) []Record {
 }
 
 // stop shuts the consumer down and returns its report.
-func (r *running) stop() *Report {
+func (r *running) stop() *runtime.Report {
 	r.cancel()
 	<-r.done
 	if r.err != nil {

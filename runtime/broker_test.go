@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
@@ -9,14 +9,12 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
-// onlyV1 routes OrderPlaced v1 as JSON to h.
-func onlyV1(h Route) Routes {
-	return Routes{{Type: "OrderPlaced", Version: 1, ContentType: "application/json"}: h}
-}
-
-func wantPath(t *testing.T, rec Record, p Path) {
+func wantPath(t *testing.T, rec runtime.Record, p runtime.Path) {
 	t.Helper()
 	if rec.Path != p {
 		t.Fatalf("record of %s: path %s (%s), want %s", rec.MessageID, rec.Path, rec.Reason, p)
@@ -36,39 +34,50 @@ func TestBrokerSuccessIsAcked(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("ok-1", 1))
-	var body atomic.Value
-	c := start(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
+	publish(t, q.Name, order(t, "ok-1"))
+	var body, orderID atomic.Value
+	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
 		body.Store(string(d.Body()))
+		orderID.Store(msg.OrderID)
 		return nil
-	}))
+	})
 	rec := c.await(1)[0]
-	wantPath(t, rec, PathAcked)
-	if rec.Settlement.Status != AckSent || rec.Attempt != 1 {
+	wantPath(t, rec, runtime.PathAcked)
+	if rec.Settlement.Status != runtime.AckSent || rec.Attempt != 1 {
 		t.Errorf("record = %+v", rec)
 	}
 	if got := body.Load(); got != `{"order_id":"ok-1"}` {
 		t.Errorf("handler saw body %v", got)
 	}
+	if got := orderID.Load(); got != "ok-1" {
+		t.Errorf("handler saw order id %v", got)
+	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}, q.RetryBucket(q.Retry.Delays[0]): {0, 0}})
-	if rep := c.stop(); rep.Counts[PathAcked] != 1 || len(rep.Unresolved) != 0 {
+	if rep := c.stop(); rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 0 {
 		t.Errorf("report: %s", rep)
 	}
 }
 
 func TestBrokerRetryableGoesToBucketWithNextAttempt(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} }) // stays in the bucket
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} }) // stays in the bucket
 	declareTopology(t, q)
-	msg := jsonMsg("retry-1", 1)
-	msg.Headers["x-tenant"] = "acme"
-	publish(t, q.Name, msg)
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return Retryable(errors.New("db busy")) }))
+	publish(t, q.Name, produce(t, "retry-1", &lilytest.OrderPlacedV1{
+		OrderID: "retry-1", Headers: lilytest.OrderPlacedV1Headers{XTenant: new("acme")},
+	}))
+	var tenant atomic.Value
+	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		tenant.Store(*msg.Headers.XTenant)
+		return runtime.Retryable(errors.New("db busy"))
+	})
 	rec := c.await(1)[0]
-	wantPath(t, rec, PathRetried)
+	wantPath(t, rec, runtime.PathRetried)
 	bucket := q.RetryBucket(time.Hour)
-	if rec.Handoff.Destination != bucket || rec.Handoff.Status != HandoffConfirmed {
+	if rec.Handoff.Destination != bucket || rec.Handoff.Status != runtime.HandoffConfirmed {
 		t.Errorf("handoff = %+v", rec.Handoff)
+	}
+	if tenant.Load() != "acme" {
+		t.Errorf("handler saw tenant %v", tenant.Load())
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket: {1, 0}, q.DeadLetterQueue: {0, 0}})
 	c.stop()
@@ -80,34 +89,34 @@ func TestBrokerRetryableGoesToBucketWithNextAttempt(t *testing.T) {
 	if d.MessageId != "retry-1" || string(d.Body) != `{"order_id":"retry-1"}` || d.Type != "OrderPlaced" {
 		t.Errorf("copy = %+v", d)
 	}
-	if header(t, d, HeaderAttempt) != int64(2) || header(t, d, "x-tenant") != "acme" || header(t, d, HeaderVersion) != int64(1) {
+	if header(t, d, runtime.HeaderAttempt) != int64(2) || header(t, d, "x-tenant") != "acme" || header(t, d, runtime.HeaderVersion) != int64(1) {
 		t.Errorf("copy headers = %v", d.Headers)
 	}
-	if header(t, d, HeaderFailureKind) != "retryable" || header(t, d, HeaderFailureAttempt) != int64(1) || header(t, d, HeaderFailureQueue) != q.Name {
+	if header(t, d, runtime.HeaderFailureKind) != "retryable" || header(t, d, runtime.HeaderFailureAttempt) != int64(1) || header(t, d, runtime.HeaderFailureQueue) != q.Name {
 		t.Errorf("failure headers = %v", d.Headers)
 	}
-	if r := header(t, d, HeaderFailureReason).(string); !strings.Contains(r, "db busy") {
+	if r := header(t, d, runtime.HeaderFailureReason).(string); !strings.Contains(r, "db busy") {
 		t.Errorf("failure reason %q", r)
 	}
 }
 
 func TestBrokerRetryThenSuccess(t *testing.T) {
 	t.Parallel()
-	for _, qt := range []QueueType{Classic, Quorum} {
+	for _, qt := range []runtime.QueueType{runtime.Classic, runtime.Quorum} {
 		t.Run(string(qt), func(t *testing.T) {
 			t.Parallel()
-			q := brokerSpec(t, func(q *QueueSpec) { q.Type = qt })
+			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Type = qt })
 			declareTopology(t, q)
-			publish(t, q.Name, jsonMsg("flaky-1", 1))
-			c := start(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
+			publish(t, q.Name, order(t, "flaky-1"))
+			c := start(t, q, func(_ context.Context, _ *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
 				if d.Attempt() == 1 {
 					return errors.New("plain errors are retryable")
 				}
 				return nil
-			}))
+			})
 			recs := c.await(2)
-			wantPath(t, recs[0], PathRetried)
-			wantPath(t, recs[1], PathAcked)
+			wantPath(t, recs[0], runtime.PathRetried)
+			wantPath(t, recs[1], runtime.PathAcked)
 			if recs[0].Attempt != 1 || recs[1].Attempt != 2 || recs[1].MessageID != "flaky-1" {
 				t.Errorf("records = %+v", recs)
 			}
@@ -118,24 +127,24 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 
 func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.MaxAttempts = 2 })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.MaxAttempts = 2 })
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("perm-1", 1), jsonMsg("tired-1", 1))
-	c := start(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
-		if d.Envelope().MessageID == "perm-1" {
-			return Permanent(errors.New("order refused"))
+	publish(t, q.Name, order(t, "perm-1"), order(t, "tired-1"))
+	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "perm-1" {
+			return runtime.Permanent(errors.New("order refused"))
 		}
-		return Retryable(errors.New("still busy"))
-	}))
+		return runtime.Retryable(errors.New("still busy"))
+	})
 	recs := c.await(3) // perm-1 once; tired-1 twice
-	paths := map[string][]Path{}
+	paths := map[string][]runtime.Path{}
 	for _, r := range recs {
 		paths[r.MessageID] = append(paths[r.MessageID], r.Path)
 	}
-	if len(paths["perm-1"]) != 1 || paths["perm-1"][0] != PathDeadLettered {
+	if len(paths["perm-1"]) != 1 || paths["perm-1"][0] != runtime.PathDeadLettered {
 		t.Errorf("perm-1 paths %v", paths["perm-1"])
 	}
-	if p := paths["tired-1"]; len(p) != 2 || p[0] != PathRetried || p[1] != PathDeadLettered {
+	if p := paths["tired-1"]; len(p) != 2 || p[0] != runtime.PathRetried || p[1] != runtime.PathDeadLettered {
 		t.Errorf("tired-1 paths %v", p)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {2, 0}, q.RetryBucket(q.Retry.Delays[0]): {0, 0}})
@@ -145,16 +154,16 @@ func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 		dead[d.MessageId] = d
 	}
 	perm, tired := dead["perm-1"], dead["tired-1"]
-	if header(t, perm, HeaderFailureKind) != "permanent" || header(t, perm, HeaderAttempt) != int64(1) {
+	if header(t, perm, runtime.HeaderFailureKind) != "permanent" || header(t, perm, runtime.HeaderAttempt) != int64(1) {
 		t.Errorf("perm-1 headers %v", perm.Headers)
 	}
-	if r := header(t, perm, HeaderFailureReason).(string); r != "permanent failure: order refused" {
+	if r := header(t, perm, runtime.HeaderFailureReason).(string); r != "permanent failure: order refused" {
 		t.Errorf("perm-1 reason %q", r)
 	}
-	if header(t, tired, HeaderFailureAttempt) != int64(2) || header(t, tired, HeaderAttempt) != int64(2) {
+	if header(t, tired, runtime.HeaderFailureAttempt) != int64(2) || header(t, tired, runtime.HeaderAttempt) != int64(2) {
 		t.Errorf("tired-1 headers %v", tired.Headers)
 	}
-	if r := header(t, tired, HeaderFailureReason).(string); !strings.HasPrefix(r, "retries exhausted after attempt 2 of 2") {
+	if r := header(t, tired, runtime.HeaderFailureReason).(string); !strings.HasPrefix(r, "retries exhausted after attempt 2 of 2") {
 		t.Errorf("tired-1 reason %q", r)
 	}
 }
@@ -163,14 +172,18 @@ func TestBrokerUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	wrongType := jsonMsg("ct-1", 1)
+	// What no producer of this schema sends: a version it never had, a content
+	// type it does not accept.
+	v9 := order(t, "v9-1")
+	v9.Headers[runtime.HeaderVersion] = int64(9)
+	wrongType := order(t, "ct-1")
 	wrongType.ContentType = "application/xml"
-	publish(t, q.Name, jsonMsg("v9-1", 9), wrongType)
+	publish(t, q.Name, v9, wrongType)
 	var calls atomic.Int32
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }))
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
 	for _, rec := range c.await(2) {
-		wantPath(t, rec, PathDeadLettered)
-		if rec.Rejection != RejectUnsupported || rec.Handler.Ran {
+		wantPath(t, rec, runtime.PathDeadLettered)
+		if rec.Rejection != runtime.RejectUnsupported || rec.Handler.Ran {
 			t.Errorf("record %+v", rec)
 		}
 	}
@@ -180,15 +193,16 @@ func TestBrokerUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
 		t.Errorf("handler called %d times", calls.Load())
 	}
 	for _, d := range drain(t, q.DeadLetterQueue) {
-		if header(t, d, HeaderFailureKind) != "unsupported" {
+		if header(t, d, runtime.HeaderFailureKind) != "unsupported" {
 			t.Errorf("%s headers %v", d.MessageId, d.Headers)
 		}
 	}
 }
 
 // hostile builds deliveries RabbitMQ accepts and delivers, which the guard must
-// stop before any user code.
-func hostile() map[string]amqp.Publishing {
+// stop before any user code: a producer's message, each changed as no producer
+// would.
+func hostile(t *testing.T) map[string]amqp.Publishing {
 	many := amqp.Table{}
 	for i := range 2000 {
 		many["h"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String()] = int32(i)
@@ -199,17 +213,17 @@ func hostile() map[string]amqp.Publishing {
 	}
 	out := map[string]amqp.Publishing{}
 	add := func(name string, mutate func(*amqp.Publishing)) {
-		p := jsonMsg("poison-"+name, 1)
+		p := order(t, "poison-"+name)
 		mutate(&p)
 		out[name] = p
 	}
-	add("many-headers", func(p *amqp.Publishing) { p.Headers = many; many[HeaderVersion] = int64(1) })
+	add("many-headers", func(p *amqp.Publishing) { p.Headers = many; many[runtime.HeaderVersion] = int64(1) })
 	add("huge-value", func(p *amqp.Publishing) { p.Headers["big"] = strings.Repeat("v", 100_000) })
 	add("deep", func(p *amqp.Publishing) { p.Headers["deep"] = deep })
 	add("bad-id", func(p *amqp.Publishing) { p.MessageId = "id-\xff\xfe\x1b[31m" })
 	add("ansi-type", func(p *amqp.Publishing) { p.Type = "\x1b[2JOrderPlaced" })
-	add("no-version", func(p *amqp.Publishing) { delete(p.Headers, HeaderVersion) })
-	add("forged-attempt", func(p *amqp.Publishing) { p.Headers[HeaderAttempt] = int64(1 << 40) })
+	add("no-version", func(p *amqp.Publishing) { delete(p.Headers, runtime.HeaderVersion) })
+	add("forged-attempt", func(p *amqp.Publishing) { p.Headers[runtime.HeaderAttempt] = int64(1 << 40) })
 	return out
 }
 
@@ -217,15 +231,15 @@ func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	msgs := hostile()
+	msgs := hostile(t)
 	for _, m := range msgs {
 		publish(t, q.Name, m)
 	}
 	var calls atomic.Int32
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }))
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
 	for _, rec := range c.await(len(msgs)) {
-		wantPath(t, rec, PathDeadLettered)
-		if rec.Rejection != RejectPoison || rec.Handler.Ran || !printable(rec.MessageID) || !printable(rec.Reason) || len(rec.Reason) > 200 {
+		wantPath(t, rec, runtime.PathDeadLettered)
+		if rec.Rejection != runtime.RejectPoison || rec.Handler.Ran || !printable(rec.MessageID) || !printable(rec.Reason) || len(rec.Reason) > 200 {
 			t.Errorf("record %+v", rec)
 		}
 	}
@@ -239,10 +253,10 @@ func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {
 			t.Errorf("forwarded unsanitized id %q type %q", d.MessageId, d.Type)
 		}
 		// The five failure facts and the handoff id; none of the original headers.
-		if len(d.Headers) != 6 || header(t, d, HeaderFailureKind) != "poison" || header(t, d, HeaderHandoffID) == "" {
+		if len(d.Headers) != 6 || header(t, d, runtime.HeaderFailureKind) != "poison" || header(t, d, runtime.HeaderHandoffID) == "" {
 			t.Errorf("forwarded headers of %s: %v", d.MessageId, d.Headers)
 		}
-		if !printable(header(t, d, HeaderFailureReason).(string)) {
+		if !printable(header(t, d, runtime.HeaderFailureReason).(string)) {
 			t.Errorf("reason of %s not sanitized", d.MessageId)
 		}
 	}
@@ -261,13 +275,13 @@ func TestBrokerOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	big := NewPublishing("OrderPlaced", 1, "big-1", []byte(`{"order_id":"`+strings.Repeat("x", 4096)+`"}`))
+	big := produce(t, "big-1", &lilytest.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 4096))})
 	publish(t, q.Name, big)
 	var calls atomic.Int32
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }))
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
 	rec := c.await(1)[0]
-	wantPath(t, rec, PathBrokerDeadLettered)
-	if rec.Rejection != RejectOversized || rec.Handoff.Status != HandoffNone || rec.Settlement.Requeue {
+	wantPath(t, rec, runtime.PathBrokerDeadLettered)
+	if rec.Rejection != runtime.RejectOversized || rec.Handoff.Status != runtime.HandoffNone || rec.Settlement.Requeue {
 		t.Errorf("record %+v", rec)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {1, 0}})
@@ -277,7 +291,7 @@ func TestBrokerOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 	if len(deaths) != 1 || deaths[0].(amqp.Table)["reason"] != "rejected" || deaths[0].(amqp.Table)["queue"] != q.Name {
 		t.Errorf("x-death = %v", d.Headers["x-death"])
 	}
-	if _, ok := d.Headers[HeaderFailureReason]; ok || len(d.Body) != len(big.Body) {
+	if _, ok := d.Headers[runtime.HeaderFailureReason]; ok || len(d.Body) != len(big.Body) {
 		t.Errorf("broker-native path should carry no Lily failure facts: %v", d.Headers)
 	}
 	if calls.Load() != 0 {
@@ -287,29 +301,29 @@ func TestBrokerOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 
 func TestBrokerPanicAndTimeoutAreRetryable(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) {
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.Retry.Delays = []time.Duration{time.Hour}
 		q.HandlerTimeout = 200 * time.Millisecond
 	})
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("panic-1", 1), jsonMsg("slow-1", 1))
-	c := start(t, q, onlyV1(func(ctx context.Context, d RawDelivery) error {
-		if d.Envelope().MessageID == "panic-1" {
+	publish(t, q.Name, order(t, "panic-1"), order(t, "slow-1"))
+	c := start(t, q, func(ctx context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "panic-1" {
 			panic("nil map\x1b[0m")
 		}
 		<-ctx.Done()
 		time.Sleep(50 * time.Millisecond) // past its deadline: too late to decide
 		return nil
-	}))
+	})
 	for _, rec := range c.await(2) {
-		wantPath(t, rec, PathRetried)
+		wantPath(t, rec, runtime.PathRetried)
 		switch rec.MessageID {
 		case "panic-1":
 			if !rec.Handler.Panicked || rec.Handler.Cause != `panic: nil map\x1b[0m` {
 				t.Errorf("panic record %+v", rec.Handler)
 			}
 		case "slow-1":
-			if !rec.Handler.TimedOut || rec.Handler.Kind != KindRetryable {
+			if !rec.Handler.TimedOut || rec.Handler.Kind != runtime.KindRetryable {
 				t.Errorf("timeout record %+v", rec.Handler)
 			}
 		}
@@ -323,13 +337,13 @@ func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	c := startWithBrokenDLQ(t, q, nil)
-	publish(t, q.Name, jsonMsg("stuck-1", 1))
+	publish(t, q.Name, order(t, "stuck-1"))
 	begin := time.Now()
 	recs := c.await(3)
 	took := time.Since(begin)
 	for i, rec := range recs[:3] {
-		wantPath(t, rec, PathRequeued)
-		if rec.Handoff.Status != HandoffReturned || rec.Settlement.Status != NackSent || !rec.Settlement.Requeue {
+		wantPath(t, rec, runtime.PathRequeued)
+		if rec.Handoff.Status != runtime.HandoffReturned || rec.Settlement.Status != runtime.NackSent || !rec.Settlement.Requeue {
 			t.Errorf("record %d: %+v", i, rec)
 		}
 	}
@@ -341,7 +355,7 @@ func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 		t.Errorf("three failed handoffs took %s: the requeue is not paced", took)
 	}
 	rep := c.stop()
-	if rep.Counts[PathRequeued] < 3 {
+	if rep.Counts[runtime.PathRequeued] < 3 {
 		t.Errorf("report %s", rep)
 	}
 	if ready, unacked := queueCounts(t, q.Name); ready != 1 || unacked != 0 {
@@ -351,25 +365,25 @@ func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 
 func TestBrokerGracefulStopSettlesInFlightAndRequeuesTheRest(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Concurrency, q.Prefetch = 1, 4 })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 4 })
 	declareTopology(t, q)
 	for _, id := range []string{"a", "b", "c", "d"} {
-		publish(t, q.Name, jsonMsg(id, 1))
+		publish(t, q.Name, order(t, id))
 	}
 	started := make(chan struct{}, 4)
 	release := make(chan struct{})
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		started <- struct{}{}
 		<-release
 		return nil
-	}))
+	})
 	<-started
 	go func() {
 		time.Sleep(300 * time.Millisecond) // stop arrives while "a" is still running
 		close(release)
 	}()
 	rep := c.stop()
-	if rep.Counts[PathAcked] != 1 || rep.Counts[PathNotStarted] != 3 || len(rep.Unresolved) != 0 {
+	if rep.Counts[runtime.PathAcked] != 1 || rep.Counts[runtime.PathNotStarted] != 3 || len(rep.Unresolved) != 0 {
 		t.Errorf("report: %s", rep)
 	}
 	if len(rep.Phases) == 0 || rep.Phases[0].Name != "stop intake" {
@@ -390,11 +404,11 @@ func TestBrokerHeadersTooDeepForTheClientCostAConnectionAndLoseNothing(t *testin
 	for range 60 {
 		deep = amqp.Table{"n": deep}
 	}
-	m := jsonMsg("deep-60", 1)
-	m.Headers["deep"] = deep
+	m := order(t, "deep-60")
+	m.Headers["deep"] = deep // no producer sends such a header
 	publish(t, q.Name, m)
 	var calls atomic.Int32
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }), func(cfg *Config) {
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, func(cfg *runtime.Config) {
 		cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 400*time.Millisecond
 	})
 	time.Sleep(1500 * time.Millisecond)
@@ -414,10 +428,10 @@ func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	c := startWithBrokenDLQ(t, q, amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish"})
-	publish(t, q.Name, jsonMsg("refused-1", 1))
+	publish(t, q.Name, order(t, "refused-1"))
 	rec := c.await(1)[0]
-	wantPath(t, rec, PathRequeued)
-	if rec.Handoff.Status != HandoffNacked || rec.Handoff.Destination != q.DeadLetterQueue || !rec.Settlement.Requeue {
+	wantPath(t, rec, runtime.PathRequeued)
+	if rec.Handoff.Status != runtime.HandoffNacked || rec.Handoff.Destination != q.DeadLetterQueue || !rec.Settlement.Requeue {
 		t.Errorf("record %+v", rec)
 	}
 	c.stop()
@@ -427,9 +441,11 @@ func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {
 // startWithBrokenDLQ starts a consumer whose handler fails permanently, then
 // (once the consumer has declared its topology) deletes the DLQ, or replaces
 // it with one declared with args.
-func startWithBrokenDLQ(t *testing.T, q QueueSpec, args amqp.Table) *running {
+func startWithBrokenDLQ(t *testing.T, q runtime.QueueSpec, args amqp.Table) *running {
 	t.Helper()
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return Permanent(errors.New("no")) }))
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Permanent(errors.New("no"))
+	})
 	awaitConsumer(t, q.Name)
 	ch := channel(t, dial(t))
 	defer ch.Close()
@@ -448,14 +464,14 @@ func TestBrokerHandlerReachesItsDeliveryFromTheContext(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("ctx-1", 1))
-	c := start(t, q, onlyV1(func(ctx context.Context, d RawDelivery) error {
-		got, ok := DeliveryFromContext(ctx)
+	publish(t, q.Name, order(t, "ctx-1"))
+	c := start(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+		got, ok := runtime.DeliveryFromContext(ctx)
 		if !ok || got.Envelope().MessageID != d.Envelope().MessageID {
-			return Permanent(errors.New("the context does not carry the delivery"))
+			return runtime.Permanent(errors.New("the context does not carry the delivery"))
 		}
 		return nil
-	}))
-	wantPath(t, c.await(1)[0], PathAcked)
+	})
+	wantPath(t, c.await(1)[0], runtime.PathAcked)
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
 }

@@ -1,16 +1,19 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
 // sinkFunc adapts a function to Sink.
-type sinkFunc func(Event)
+type sinkFunc func(runtime.Event)
 
-func (f sinkFunc) Event(ev Event) { f(ev) }
+func (f sinkFunc) Event(ev runtime.Event) { f(ev) }
 
 // Every stage of a delivery reaches the sink and the recent-events buffer in
 // order, sanitized; the ACK's proof comes after its settlement.
@@ -18,11 +21,11 @@ func TestBrokerEventsPerStage(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("evt-1", 1))
+	publish(t, q.Name, order(t, "evt-1"))
 	var mu sync.Mutex
-	var stages []Stage
-	r, c := prepare(t, q, onlyV1(func(context.Context, RawDelivery) error { return nil }), func(cfg *Config) {
-		cfg.Sink = sinkFunc(func(ev Event) {
+	var stages []runtime.Stage
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }, func(cfg *runtime.Config) {
+		cfg.Sink = sinkFunc(func(ev runtime.Event) {
 			if ev.MessageID == "evt-1" {
 				mu.Lock()
 				stages = append(stages, ev.Stage)
@@ -36,7 +39,7 @@ func TestBrokerEventsPerStage(t *testing.T) {
 	mu.Lock()
 	got := stages
 	mu.Unlock()
-	want := []Stage{StageReceived, StageHandled, StageSettled, StageAckProven}
+	want := []runtime.Stage{runtime.StageReceived, runtime.StageHandled, runtime.StageSettled, runtime.StageAckProven}
 	if strings.Join(stagesText(got), " ") != strings.Join(stagesText(want), " ") {
 		t.Errorf("stages %v, want %v", got, want)
 	}
@@ -44,27 +47,16 @@ func TestBrokerEventsPerStage(t *testing.T) {
 		t.Errorf("report: %s", rep)
 	}
 	recent := c.RecentEvents()
-	if len(recent) == 0 || recent[0].Stage != StageConnected || recent[len(recent)-1].Detail != "close" {
+	if len(recent) == 0 || recent[0].Stage != runtime.StageConnected || recent[len(recent)-1].Detail != "close" {
 		t.Errorf("recent events from %v to %v", recent[0], recent[len(recent)-1])
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
 
-func stagesText(stages []Stage) []string {
+func stagesText(stages []runtime.Stage) []string {
 	out := make([]string, len(stages))
 	for i, s := range stages {
 		out[i] = string(s)
 	}
 	return out
-}
-
-func TestEventRingKeepsTheMostRecent(t *testing.T) {
-	r := newEventRing(3)
-	for i := range 5 {
-		r.push(Event{Attempt: i})
-	}
-	got := r.snapshot()
-	if len(got) != 3 || got[0].Attempt != 2 || got[2].Attempt != 4 {
-		t.Errorf("snapshot %+v", got)
-	}
 }

@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
@@ -13,13 +13,16 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
 // Broker tests for the paths where the transport, the clock or the process
 // fails. Each asserts where every message ended up.
 
-func through(p *proxy) func(*Config) {
-	return func(cfg *Config) {
+func through(p *proxy) func(*runtime.Config) {
+	return func(cfg *runtime.Config) {
 		cfg.URL = p.url()
 		cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 200*time.Millisecond
 	}
@@ -32,11 +35,11 @@ func once(f func()) func() {
 }
 
 // awaitRevoked waits until the consumer noticed the loss of generation 1.
-func awaitRevoked(t *testing.T, c *Consumer) {
+func awaitRevoked(t *testing.T, c *runtime.Consumer) {
 	t.Helper()
 	for range 200 {
 		for _, ev := range c.RecentEvents() {
-			if ev.Stage == StageLost {
+			if ev.Stage == runtime.StageLost {
 				return
 			}
 		}
@@ -45,7 +48,7 @@ func awaitRevoked(t *testing.T, c *Consumer) {
 	t.Fatal("the consumer never noticed the loss of its connection")
 }
 
-func noPreconditionFailed(t *testing.T, rep *Report) {
+func noPreconditionFailed(t *testing.T, rep *runtime.Report) {
 	t.Helper()
 	for _, why := range rep.Lost {
 		if strings.Contains(why, "406") || strings.Contains(why, "PRECONDITION") {
@@ -59,24 +62,24 @@ func noPreconditionFailed(t *testing.T, rep *Report) {
 // queue and is settled from the record, without a second copy.
 func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("between-1", 1))
+	publish(t, q.Name, order(t, "between-1"))
 	p := newProxy(t)
 	var calls atomic.Int32
-	r, c := prepare(t, q, onlyV1(func(context.Context, RawDelivery) error {
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		calls.Add(1)
-		return Retryable(errors.New("busy"))
-	}), through(p))
-	c.hooks.beforeAck = once(func() { p.cut(); awaitRevoked(t, c) })
+		return runtime.Retryable(errors.New("busy"))
+	}, through(p))
+	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(func() { p.cut(); awaitRevoked(t, c) })})
 	r.launch(c)
 	recs := r.await(2)
 	first, second := recs[0], recs[1]
-	wantPath(t, first, PathUnresolved)
-	if first.Handoff.Status != HandoffConfirmed || first.Settlement.Status != SettlementNotAttempted {
+	wantPath(t, first, runtime.PathUnresolved)
+	if first.Handoff.Status != runtime.HandoffConfirmed || first.Settlement.Status != runtime.SettlementNotAttempted {
 		t.Errorf("first record: handoff %+v, settlement %+v", first.Handoff, first.Settlement)
 	}
-	wantPath(t, second, PathAcked)
+	wantPath(t, second, runtime.PathAcked)
 	if !second.FromRecord || !second.Redelivered || second.Attempt != 1 {
 		t.Errorf("second record %+v", second)
 	}
@@ -85,7 +88,7 @@ func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
 	rep := r.stop()
-	if rep.Reconnects != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != HandoffConfirmed {
+	if rep.Reconnects != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != runtime.HandoffConfirmed {
 		t.Errorf("report: %s", rep)
 	}
 	noPreconditionFailed(t, rep)
@@ -98,17 +101,16 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("ambiguous-1", 1))
+	publish(t, q.Name, order(t, "ambiguous-1"))
 	p := newProxy(t)
 	var calls atomic.Int32
-	r, c := prepare(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }), through(p),
-		func(cfg *Config) { cfg.ProofInterval = time.Hour })
-	c.hooks.beforeAck = once(p.freeze)
-	c.hooks.afterAck = once(p.cut)
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p),
+		func(cfg *runtime.Config) { cfg.ProofInterval = time.Hour })
+	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
 	r.launch(c)
 	recs := r.await(2)
-	wantPath(t, recs[0], PathAcked) // the journey ended with the ACK sent...
-	wantPath(t, recs[1], PathAcked)
+	wantPath(t, recs[0], runtime.PathAcked) // the journey ended with the ACK sent...
+	wantPath(t, recs[1], runtime.PathAcked)
 	if !recs[1].FromRecord || !recs[1].Redelivered {
 		t.Errorf("redelivery record %+v", recs[1])
 	}
@@ -118,12 +120,12 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
 	rep := r.stop()
 	// ...but the report knows it was never proven.
-	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Settlement.Status != SettlementAmbiguous || rep.AcksProven != 1 {
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Settlement.Status != runtime.SettlementAmbiguous || rep.AcksProven != 1 {
 		t.Errorf("report: %s", rep)
 	}
 	var sawFromRecord bool
 	for _, ev := range c.RecentEvents() {
-		sawFromRecord = sawFromRecord || ev.Stage == StageFromRecord
+		sawFromRecord = sawFromRecord || ev.Stage == runtime.StageFromRecord
 	}
 	if !sawFromRecord {
 		t.Error("no from-record event in the diagnostics")
@@ -137,17 +139,17 @@ func TestBrokerForcedHandlerThatFinishesIsAcked(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("slow-1", 1))
+	publish(t, q.Name, order(t, "slow-1"))
 	started := make(chan struct{})
-	r := start(t, q, onlyV1(func(ctx context.Context, _ RawDelivery) error {
+	r := start(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
 		close(started)
 		<-ctx.Done()
 		time.Sleep(200 * time.Millisecond) // finishing up after the force notification
 		return nil
-	}), func(cfg *Config) { cfg.ShutdownGrace, cfg.ForceWindow = 100*time.Millisecond, 3*time.Second })
+	}, func(cfg *runtime.Config) { cfg.ShutdownGrace, cfg.ForceWindow = 100*time.Millisecond, 3*time.Second })
 	<-started
 	rep := r.stop()
-	if rep.Counts[PathAcked] != 1 || len(rep.Unresolved) != 0 || rep.Handlers != (HandlerEnds{Completed: 1}) {
+	if rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 0 || rep.Handlers != (runtime.HandlerEnds{Completed: 1}) {
 		t.Errorf("report: %s", rep)
 	}
 	if !hasPhase(rep, "force window") {
@@ -156,7 +158,7 @@ func TestBrokerForcedHandlerThatFinishesIsAcked(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
 }
 
-func hasPhase(rep *Report, name string) bool {
+func hasPhase(rep *runtime.Report, name string) bool {
 	for _, p := range rep.Phases {
 		if p.Name == name {
 			return true
@@ -170,16 +172,18 @@ func hasPhase(rep *Report, name string) bool {
 // message is back in the queue.
 func TestBrokerFinalAbortAbandonsAStuckHandler(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.HandlerTimeout = 30 * time.Second })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.HandlerTimeout = 30 * time.Second })
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("stuck-1", 1))
+	publish(t, q.Name, order(t, "stuck-1"))
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
 		<-release // ignores its context
 		return nil
-	}), func(cfg *Config) { cfg.ShutdownGrace, cfg.ForceWindow = 100*time.Millisecond, 200*time.Millisecond })
+	}, func(cfg *runtime.Config) {
+		cfg.ShutdownGrace, cfg.ForceWindow = 100*time.Millisecond, 200*time.Millisecond
+	})
 	<-started
 	rep := c.stop()
 	if rep.Handlers.Abandoned != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "stuck-1" {
@@ -197,18 +201,18 @@ func TestBrokerForcedCancelSpendsNoRetry(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	m := jsonMsg("last-1", 1)
-	m.Headers[HeaderAttempt] = int64(q.Retry.MaxAttempts)
+	m := order(t, "last-1")
+	m.Headers[runtime.HeaderAttempt] = int64(q.Retry.MaxAttempts) // as a copy from a retry bucket carries it
 	publish(t, q.Name, m)
 	started := make(chan struct{})
-	c := start(t, q, onlyV1(func(ctx context.Context, _ RawDelivery) error {
+	c := start(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
 		close(started)
 		<-ctx.Done()
 		return ctx.Err()
-	}), func(cfg *Config) { cfg.ShutdownGrace = 100 * time.Millisecond })
+	}, func(cfg *runtime.Config) { cfg.ShutdownGrace = 100 * time.Millisecond })
 	<-started
 	rep := c.stop()
-	if rep.Counts[PathRequeued] != 1 {
+	if rep.Counts[runtime.PathRequeued] != 1 {
 		t.Errorf("report: %s", rep)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
@@ -218,19 +222,19 @@ func TestBrokerForcedCancelSpendsNoRetry(t *testing.T) {
 // reconnects, every message is acked, and no stale tag is ever used.
 func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Prefetch, q.Concurrency = 32, 8 })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Prefetch, q.Concurrency = 32, 8 })
 	declareTopology(t, q)
 	const n = 300
 	msgs := make([]amqp.Publishing, n)
 	for i := range msgs {
-		msgs[i] = jsonMsg(fmt.Sprintf("load-%03d", i), 1)
+		msgs[i] = order(t, fmt.Sprintf("load-%03d", i))
 	}
 	publish(t, q.Name, msgs...)
 	p := newProxy(t)
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		time.Sleep(20 * time.Millisecond)
 		return nil
-	}), through(p))
+	}, through(p))
 	for range 3 {
 		time.Sleep(150 * time.Millisecond)
 		p.cut()
@@ -241,7 +245,7 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 			t.Fatalf("%d of %d messages acked after 30 s", len(acked), n)
 		}
 		for _, rec := range c.recorded() {
-			if rec.Path == PathAcked {
+			if rec.Path == runtime.PathAcked {
 				acked[rec.MessageID] = true
 			}
 		}
@@ -260,14 +264,14 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 func TestBrokerQueueDeletedUnderTheConsumer(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { return nil }))
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
 	awaitConsumer(t, q.Name)
 	ch := channel(t, dial(t))
 	if _, err := ch.QueueDelete(q.Name, false, false, false); err != nil {
 		t.Fatal(err)
 	}
 	<-c.done
-	if !errors.Is(c.err, ErrConsumerCancelled) || c.report == nil {
+	if !errors.Is(c.err, runtime.ErrConsumerCancelled) || c.report == nil {
 		t.Fatalf("Run = %v, %v; want the report and ErrConsumerCancelled", c.report, c.err)
 	}
 	c.err = nil
@@ -284,15 +288,15 @@ func TestBrokerQueueDeletedUnderTheConsumer(t *testing.T) {
 func TestBrokerSecondSignalForces(t *testing.T) {
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("sig-1", 1))
+	publish(t, q.Name, order(t, "sig-1"))
 	started := make(chan struct{})
-	_, c := prepare(t, q, onlyV1(func(ctx context.Context, _ RawDelivery) error {
+	_, c := prepare(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
 		close(started)
 		<-ctx.Done()
 		return nil // finishing in the force window: still acked
-	}), func(cfg *Config) { cfg.ShutdownGrace = time.Minute })
+	}, func(cfg *runtime.Config) { cfg.ShutdownGrace = time.Minute })
 	type result struct {
-		rep *Report
+		rep *runtime.Report
 		err error
 	}
 	ran := make(chan result, 1)
@@ -312,7 +316,7 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 	if res.err != nil || time.Since(begin) > 10*time.Second {
 		t.Fatalf("Run: %v after %s", res.err, time.Since(begin))
 	}
-	if res.rep.Counts[PathAcked] != 1 || !hasPhase(res.rep, "force window") {
+	if res.rep.Counts[runtime.PathAcked] != 1 || !hasPhase(res.rep, "force window") {
 		t.Errorf("report: %s", res.rep)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
@@ -323,25 +327,25 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 // and the original comes back from the main queue.
 func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("grace-1", 1))
+	publish(t, q.Name, order(t, "grace-1"))
 	p := newProxy(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
 		<-release
-		return Retryable(errors.New("busy"))
-	}), through(p), func(cfg *Config) { cfg.ShutdownGrace = 5 * time.Second })
+		return runtime.Retryable(errors.New("busy"))
+	}, through(p), func(cfg *runtime.Config) { cfg.ShutdownGrace = 5 * time.Second })
 	<-started
-	stopped := make(chan *Report, 1)
+	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- c.stop() }()
 	time.Sleep(200 * time.Millisecond) // in the cooperative window
 	p.cut()
 	time.Sleep(300 * time.Millisecond) // the watcher revokes the generation
 	close(release)
 	rep := <-stopped
-	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != HandoffNone || rep.Unresolved[0].Settlement.Status != SettlementNotAttempted {
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != runtime.HandoffNone || rep.Unresolved[0].Settlement.Status != runtime.SettlementNotAttempted {
 		t.Errorf("report: %s", rep)
 	}
 	if len(rep.Lost) != 1 {
@@ -356,20 +360,19 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("grace-2", 1), jsonMsg("grace-3", 1))
+	publish(t, q.Name, order(t, "grace-2"), order(t, "grace-3"))
 	p := newProxy(t)
 	acked, release := make(chan struct{}), make(chan struct{})
-	r, c := prepare(t, q, onlyV1(func(_ context.Context, d RawDelivery) error {
-		if d.Envelope().MessageID == "grace-3" {
+	r, c := prepare(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "grace-3" {
 			<-release // keeps the shutdown in its cooperative window
 		}
 		return nil
-	}), through(p), func(cfg *Config) { cfg.ProofInterval, cfg.ShutdownGrace = time.Hour, 5*time.Second })
-	c.hooks.beforeAck = once(p.freeze)
-	c.hooks.afterAck = once(func() { close(acked) })
+	}, through(p), func(cfg *runtime.Config) { cfg.ProofInterval, cfg.ShutdownGrace = time.Hour, 5*time.Second })
+	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(func() { close(acked) })})
 	r.launch(c)
 	<-acked
-	stopped := make(chan *Report, 1)
+	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
 	time.Sleep(200 * time.Millisecond)
 	p.cut()
@@ -378,7 +381,7 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 	rep := <-stopped
 	var ambiguous bool
 	for _, u := range rep.Unresolved {
-		ambiguous = ambiguous || (u.MessageID == "grace-2" && u.Settlement.Status == SettlementAmbiguous)
+		ambiguous = ambiguous || (u.MessageID == "grace-2" && u.Settlement.Status == runtime.SettlementAmbiguous)
 	}
 	if !ambiguous || rep.AcksProven != 0 {
 		t.Errorf("report: %s", rep)
@@ -392,20 +395,19 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 // that exists all the same, explaining the second run and the second copy.
 func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("maybe-1", 1))
+	publish(t, q.Name, order(t, "maybe-1"))
 	p := newProxy(t)
 	var runs atomic.Int32
-	r, c := prepare(t, q, onlyV1(func(context.Context, RawDelivery) error {
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		runs.Add(1)
-		return Retryable(errors.New("busy"))
-	}), through(p))
-	c.hooks.beforePublish = once(p.freezeReplies)
-	c.hooks.afterPublish = once(func() {
+		return runtime.Retryable(errors.New("busy"))
+	}, through(p))
+	c.SetTestHooks(runtime.TestHooks{BeforePublish: once(p.freezeReplies), AfterPublish: once(func() {
 		time.Sleep(100 * time.Millisecond) // the publish reaches the broker; its confirm is dropped
 		p.cut()
-	})
+	})})
 	r.launch(c)
 	recs := r.await(2)
 	rep := r.stop()
@@ -413,7 +415,7 @@ func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 	if first.Redelivered {
 		first, again = again, first
 	}
-	if !first.Handoff.Published || first.Handoff.Status != HandoffFailed || again.Path != PathRetried {
+	if !first.Handoff.Published || first.Handoff.Status != runtime.HandoffFailed || again.Path != runtime.PathRetried {
 		t.Errorf("first %+v\nagain %+v", first, again)
 	}
 	if len(rep.PossibleCopies) != 1 || rep.PossibleCopies[0].MessageID != "maybe-1" || runs.Load() != 2 {

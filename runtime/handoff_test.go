@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"strconv"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
 )
 
 // Many handoffs in flight at once, half to a queue that does not exist: each
@@ -15,27 +17,27 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	h := newHandoffPublisher(func() (*amqp.Connection, error) { return amqp.Dial(brokerURL()) }, 5*time.Second, 32)
-	defer h.close()
+	h := runtime.NewTestHandoffPublisher(func() (*amqp.Connection, error) { return amqp.Dial(brokerURL()) }, 5*time.Second, 32)
+	defer h.Close()
 	const n = 400
-	results := make([]HandoffEvidence, n)
+	results := make([]runtime.HandoffEvidence, n)
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(30 * time.Second)
 	for i := range n {
+		msg := order(t, strconv.Itoa(i))
 		wg.Go(func() {
 			dest := q.DeadLetterQueue
 			if i%2 == 1 {
 				dest = q.Name + ".missing"
 			}
-			msg := amqp.Publishing{Headers: amqp.Table{}, MessageId: strconv.Itoa(i), Body: []byte("{}")}
-			results[i] = h.publish(deadline, dest, msg)
+			results[i] = h.Publish(deadline, dest, msg)
 		})
 	}
 	wg.Wait()
 	for i, ev := range results {
-		want := HandoffConfirmed
+		want := runtime.HandoffConfirmed
 		if i%2 == 1 {
-			want = HandoffReturned
+			want = runtime.HandoffReturned
 		}
 		if ev.Status != want {
 			t.Errorf("handoff %d to %s: %s (%s), want %s", i, ev.Destination, ev.Status, ev.Detail, want)
@@ -50,7 +52,7 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 		}
 		seen[i] = true
 	}
-	if len(h.pending) != 0 {
-		t.Errorf("%d handoff ids still pending", len(h.pending))
+	if n := h.Pending(); n != 0 {
+		t.Errorf("%d handoff ids still pending", n)
 	}
 }

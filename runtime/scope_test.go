@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
 type scopeKey struct{}
@@ -14,27 +17,27 @@ type scopeKey struct{}
 // cleanup failure keeps the delivery from the ACK: it takes the retry path.
 func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("scoped-1", 1))
+	publish(t, q.Name, order(t, "scoped-1"))
 	var sawScope, cleaned, after atomic.Bool
-	c := start(t, q, onlyV1(func(ctx context.Context, _ RawDelivery) error {
+	c := start(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
 		sawScope.Store(ctx.Value(scopeKey{}) == "open")
 		return nil
-	}), func(cfg *Config) {
-		cfg.Scope = func(ctx context.Context, _ RawDelivery) (context.Context, func(context.Context) error, error) {
+	}, func(cfg *runtime.Config) {
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
 			return context.WithValue(ctx, scopeKey{}, "open"), func(context.Context) error {
 				cleaned.Store(true)
 				return errors.New("temp file not removed")
 			}, nil
 		}
-		cfg.AfterDelivery = func(_ context.Context, _ RawDelivery, o Outcome) error {
+		cfg.AfterDelivery = func(_ context.Context, _ runtime.RawDelivery, o runtime.Outcome) error {
 			after.Store(o.Cleanup != "")
 			return nil
 		}
 	})
 	rec := c.await(1)[0]
-	wantPath(t, rec, PathRetried)
+	wantPath(t, rec, runtime.PathRetried)
 	if !sawScope.Load() || !cleaned.Load() || !after.Load() {
 		t.Errorf("scope seen %v, cleanup ran %v, after_delivery saw the cleanup failure %v", sawScope.Load(), cleaned.Load(), after.Load())
 	}
@@ -47,17 +50,17 @@ func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 // A scope that cannot open is a retryable failure, and the handler never runs.
 func TestBrokerScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("unscoped-1", 1))
+	publish(t, q.Name, order(t, "unscoped-1"))
 	var calls atomic.Int32
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error { calls.Add(1); return nil }), func(cfg *Config) {
-		cfg.Scope = func(ctx context.Context, _ RawDelivery) (context.Context, func(context.Context) error, error) {
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, func(cfg *runtime.Config) {
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
 			return ctx, nil, errors.New("pool exhausted")
 		}
 	})
 	rec := c.await(1)[0]
-	wantPath(t, rec, PathRetried)
+	wantPath(t, rec, runtime.PathRetried)
 	if calls.Load() != 0 || rec.Handler.Cause != "scope: pool exhausted" {
 		t.Errorf("handler calls %d, record %+v", calls.Load(), rec.Handler)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package runtime_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
 // Tests in this file change broker-wide settings for a moment, so they run
@@ -39,23 +42,25 @@ func TestBrokerSettingsConsumerTimeoutIsReported(t *testing.T) {
 		setBrokerEnv(t, "consumer_timeout", "1800000")
 		setBrokerEnv(t, "channel_tick_interval", "60000")
 	})
-	q := brokerSpec(t, func(q *QueueSpec) { q.HandlerTimeout = 10 * time.Second })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.HandlerTimeout = 10 * time.Second })
 	declareTopology(t, q)
-	publish(t, q.Name, jsonMsg("held-1", 1))
+	publish(t, q.Name, order(t, "held-1"))
 	var runs atomic.Int32
-	c := start(t, q, onlyV1(func(context.Context, RawDelivery) error {
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		if runs.Add(1) == 1 {
 			time.Sleep(3 * time.Second) // past the broker's consumer_timeout
 		}
 		return nil
-	}), func(cfg *Config) { cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 200*time.Millisecond })
+	}, func(cfg *runtime.Config) {
+		cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 200*time.Millisecond
+	})
 	// While the first handler still runs, its redelivery waits its turn
 	// (requeued); once it returned, the next one is settled from the record.
-	var recs []Record
+	var recs []runtime.Record
 	for settled := false; !settled; {
 		recs = c.await(len(recs) + 1)
 		last := recs[len(recs)-1]
-		settled = last.Path == PathAcked && last.FromRecord
+		settled = last.Path == runtime.PathAcked && last.FromRecord
 	}
 	rep := c.stop()
 	if len(rep.Lost) == 0 || !strings.Contains(rep.Lost[0], "consumer_timeout") {
@@ -63,7 +68,7 @@ func TestBrokerSettingsConsumerTimeoutIsReported(t *testing.T) {
 	}
 	var unresolved int
 	for _, r := range recs {
-		if r.Path == PathUnresolved {
+		if r.Path == runtime.PathUnresolved {
 			unresolved++
 		}
 	}
