@@ -82,31 +82,30 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 	ctx, cancel := context.WithDeadlineCause(base, timesOut, errHandlerTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, deliveryKey{}, rd)
-	var mu sync.Mutex // orders the handler's return against the wait giving up
-	gaveUp := false
-	done := make(chan HandlerResult, 1)
+	call := &handlerCall{done: make(chan HandlerResult, 1)}
 	r.handlers.start()
 	sl.hold()
 	r.workers.run(func() {
 		defer sl.release()
 		res := invoke(ctx, route, rd)
 		r.handlers.end(res.Panicked)
-		mu.Lock()
-		abandoned := gaveUp
-		done <- res
-		mu.Unlock()
+		call.mu.Lock()
+		abandoned := call.gaveUp
+		call.done <- res
+		call.mu.Unlock()
 		if abandoned {
 			late()
 		}
 	})
+	done := call.done
 	giveUp := func(res HandlerResult) HandlerResult {
-		mu.Lock()
-		defer mu.Unlock()
+		call.mu.Lock()
+		defer call.mu.Unlock()
 		select {
 		case finished := <-done:
 			return c.handled(r, finished)
 		default:
-			gaveUp = true
+			call.gaveUp = true
 			res.Abandoned = true
 			return res
 		}
@@ -138,6 +137,13 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 	case <-r.aborted:
 		return giveUp(aborted)
 	}
+}
+
+// handlerCall is what a handler's worker and the wait for it share.
+type handlerCall struct {
+	mu     sync.Mutex // orders the handler's return against the wait giving up
+	gaveUp bool
+	done   chan HandlerResult
 }
 
 // errHandlerTimeout is the cause of a handler context's end at the handler

@@ -80,14 +80,14 @@ func (s *session) watch(chClosed, connClosed chan *amqp.Error, cancelled chan st
 // the slot until it returns, so hung handlers cannot pile up without bound.
 type slot struct {
 	holders atomic.Int32
-	free    func()
+	slots   chan struct{} // the run's: release frees one
 }
 
 func (s *slot) hold() { s.holders.Add(1) }
 
 func (s *slot) release() {
 	if s.holders.Add(-1) == 0 {
-		s.free()
+		<-s.slots
 	}
 }
 
@@ -170,7 +170,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 				return nil
 			}
 			r.deliveries.Add(1)
-			sl := &slot{free: func() { <-r.slots }}
+			sl := &slot{slots: r.slots}
 			sl.hold()
 			r.workers.run(func() {
 				defer r.deliveries.Done()
