@@ -197,7 +197,7 @@ func (b *breaker) fields(old, new []*schema.Field, parent schema.Pos, prefix str
 func (b *breaker) field(of, nf *schema.Field, subject string) {
 	if of.Type != nf.Type {
 		b.add(WireBreak, "FIELD-TYPE-CHANGED", subject, nf.Pos,
-			fmt.Sprintf("%s changes type from %s to %s", subject, of.Type, nf.Type),
+			fmt.Sprintf("%s changes type from %s to %s", subject, of.TypeName(), nf.TypeName()),
 			"add a field with a new name, or a new version of the message, and retire the old one")
 		return
 	}
@@ -257,7 +257,7 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 // a change reaches the generated struct.
 func goType(f *schema.Field) string {
 	t := map[schema.Type]string{
-		schema.String: "string", schema.Integer: "int64", schema.Number: "float64",
+		schema.String: "string", schema.Integer: string(f.Int), schema.Number: "float64",
 		schema.Bool: "bool", schema.Time: "time.Time", schema.Bytes: "[]byte",
 	}[f.Type]
 	switch f.Type {
