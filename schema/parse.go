@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/review/rules"
 )
 
 // Load reads and checks the schema file at name and the files it includes.
@@ -1006,11 +1008,31 @@ func (p *parser) acknowledgements(n *yaml.Node) []Acknowledgement {
 				p.errorf(item, RuleMissingKey, "missing %s: an acknowledgement names the rule it accepts and why", f.key)
 			}
 		}
+		if e, ok := m["rule"]; ok && a.Rule != "" {
+			if problem, help := AcknowledgementProblem(a.Rule); problem != "" {
+				p.errorf(e.v, RuleAcknowledge, "%s", problem).Hint = help
+				continue
+			}
+		}
 		if _, hasSubject := m["subject"]; a.Rule != "" && a.Reason != "" && (!hasSubject || a.Subject != "") {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// AcknowledgementProblem says why an acknowledgement may not name rule, with
+// a hint, or returns "" when rule is a breaking-change rule. Lint rules are
+// refused: only lilygen breaking reads acknowledgements.
+func AcknowledgementProblem(rule string) (problem, help string) {
+	r, ok := rules.Lookup(rule)
+	switch {
+	case !ok:
+		return fmt.Sprintf("unknown rule %q", rule), hint(rule, rules.Breaking(), "lilygen breaking -h lists the rules")
+	case r.Category == rules.Lint:
+		return fmt.Sprintf("%s is a lint rule: acknowledge accepts breaking changes only", rule), ""
+	}
+	return "", ""
 }
 
 func (p *parser) consumes(n *yaml.Node, msgs []*Message) []Consume {
