@@ -40,12 +40,16 @@ func headers(j *jen.File, v *schema.Version) {
 			present = append(present, checks(f, jen.Id(local), p, zero)...)
 		}
 		dst := jen.Id("out").Dot(f.GoName)
+		conv := narrowed(f)
+		if f.Type == schema.Enum {
+			conv = jen.Id(f.GoPath)
+		}
 		switch {
-		case f.Type == schema.Enum && f.Pointer():
+		case conv != nil && f.Pointer():
 			e := b.name("value")
-			present = append(present, jen.Id(e).Op(":=").Id(f.GoPath).Call(jen.Id(local)), dst.Op("=").Op("&").Id(e))
-		case f.Type == schema.Enum:
-			present = append(present, dst.Op("=").Id(f.GoPath).Call(jen.Id(local)))
+			present = append(present, jen.Id(e).Op(":=").Add(conv).Call(jen.Id(local)), dst.Op("=").Op("&").Id(e))
+		case conv != nil:
+			present = append(present, dst.Op("=").Add(conv).Call(jen.Id(local)))
 		case f.Pointer():
 			present = append(present, dst.Op("=").Op("&").Id(local))
 		default:

@@ -149,7 +149,7 @@ func valueType(f *schema.Field) jen.Code {
 	case schema.String:
 		return jen.String()
 	case schema.Integer:
-		return jen.Int64()
+		return jen.Id(string(f.Int))
 	case schema.Number:
 		return jen.Float64()
 	case schema.Bool:
@@ -177,11 +177,14 @@ func publicType(f *schema.Field) jen.Code {
 
 // wireValue is f's type as decoded, before the pointer that shows a missing
 // or null value. Strings that need parsing stay strings, so that a bad one is
-// reported at its own path.
+// reported at its own path; integers are int64, narrowed once their range is
+// checked.
 func wireValue(f *schema.Field) jen.Code {
 	switch f.Type {
 	case schema.Time, schema.Bytes, schema.Enum:
 		return jen.String()
+	case schema.Integer:
+		return jen.Int64()
 	case schema.Object:
 		return jen.Id(wireName(f.GoPath))
 	case schema.List:
@@ -473,11 +476,27 @@ func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPa
 			jen.For(loop).Block(inner...),
 		)
 	}
-	set := val()
-	if ptr {
-		set = src()
+	checked := checks(f, val(), p, jen.Id("out"))
+	switch conv := narrowed(f); {
+	case conv != nil && ptr:
+		v := s.name(local)
+		return append(checked, jen.Id(v).Op(":=").Add(conv).Call(val()), dst().Op("=").Op("&").Id(v))
+	case conv != nil:
+		return append(checked, dst().Op("=").Add(conv).Call(val()))
+	case ptr:
+		return append(checked, dst().Op("=").Add(src()))
 	}
-	return append(checks(f, val(), p, jen.Id("out")), dst().Op("=").Add(set))
+	return append(checked, dst().Op("=").Add(val()))
+}
+
+// narrowed is the conversion of a checked value of f to its Go type: the
+// integer type of an integer narrower than int64, whose checks have kept the
+// value within its range; nil when none is needed.
+func narrowed(f *schema.Field) *jen.Statement {
+	if f.Type != schema.Integer || f.Int == schema.Int64 {
+		return nil
+	}
+	return jen.Id(string(f.Int))
 }
 
 // enumCheck fails unless v, a string, is one of f's values.

@@ -10,6 +10,7 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -21,12 +22,12 @@ import (
 func Breaking(old, new *schema.File) []Finding {
 	b := &breaker{old: old, new: new, top: schema.Pos{File: new.Name, Line: 1, Column: 1}}
 	if o, n := old.Package, new.Package; o != n {
-		b.add(APIBreak, "PACKAGE-CHANGED", n, b.top,
+		b.add(rules.PackageChanged, n, b.top,
 			fmt.Sprintf("the generated package is renamed from %s to %s", o, n),
 			"update every import and qualifier of the generated package")
 	}
 	if o, n := old.Output, new.Output; o != n {
-		b.add(APIBreak, "OUTPUT-CHANGED", n, b.top,
+		b.add(rules.OutputChanged, n, b.top,
 			fmt.Sprintf("the generated file moves from %s to %s, which changes its import path", o, n),
 			"update the import path of the generated package")
 	}
@@ -36,12 +37,12 @@ func Breaking(old, new *schema.File) []Finding {
 			continue
 		}
 		if nm := b.renamed(om); nm != nil {
-			b.add(WireBreak, "MESSAGE-RENAMED", om.Name, nm.Pos,
+			b.add(rules.MessageRenamed, om.Name, nm.Pos,
 				fmt.Sprintf("message %s is renamed %s: the AMQP type producers set changes, and so do its generated names", om.Name, nm.Name),
 				fmt.Sprintf("keep %s beside %s until no producer sends %s and no queue holds one", om.Name, nm.Name, om.Name))
 			continue
 		}
-		b.add(APIBreak, "MESSAGE-REMOVED", om.Name, b.top,
+		b.add(rules.MessageRemoved, om.Name, b.top,
 			fmt.Sprintf("message %s is removed with its generated types and extractors", om.Name),
 			fmt.Sprintf("remove every use of %s's types from your code first", om.Name))
 	}
@@ -50,7 +51,7 @@ func Breaking(old, new *schema.File) []Finding {
 			b.queue(oq, nq)
 			continue
 		}
-		b.add(InflightBreak, "QUEUE-REMOVED", oq.Name, b.top,
+		b.add(rules.QueueRemoved, oq.Name, b.top,
 			fmt.Sprintf("queue %q is no longer consumed: what it, its retry buckets and its DLQ %q hold stays there", oq.Name, oq.DLQ),
 			"stop its producers, let it and its retry buckets drain, deal with its DLQ, then delete the queues")
 	}
@@ -63,9 +64,9 @@ type breaker struct {
 	out      []Finding
 }
 
-func (b *breaker) add(c Category, rule, subject string, at schema.Pos, msg, migration string) {
+func (b *breaker) add(r rules.Rule, subject string, at schema.Pos, msg, migration string) {
 	b.out = append(b.out, Finding{
-		Rule: rule, Category: c, File: at.File, Line: at.Line, Column: at.Column,
+		Rule: r.ID, Category: r.Category, File: at.File, Line: at.Line, Column: at.Column,
 		Subject: subject, Message: msg, Migration: migration,
 	})
 }
@@ -127,14 +128,14 @@ func (b *breaker) message(om, nm *schema.Message) {
 			if ov.DeprecatedSince == "" {
 				notice = "never deprecated"
 			}
-			b.add(APIBreak, "VERSION-REMOVED", subject, nm.Pos,
+			b.add(rules.VersionRemoved, subject, nm.Pos,
 				fmt.Sprintf("%s version %d (%s) is removed with %s and Extract%s", om.Name, ov.Number, notice, ov.GoName, ov.GoName),
 				fmt.Sprintf("deprecate it first (deprecated_since, remove_after), then remove every use of %s from your code", ov.GoName))
 			continue
 		}
 		for _, ct := range ov.ContentTypes {
 			if !slices.Contains(nv.ContentTypes, ct) {
-				b.add(WireBreak, "CONTENT-TYPE-REMOVED", subject, nv.Pos,
+				b.add(rules.ContentTypeRemoved, subject, nv.Pos,
 					fmt.Sprintf("%s version %d is no longer accepted as %s", om.Name, ov.Number, ct),
 					"keep the content type until no producer sends it and no queue holds such a message")
 			}
@@ -151,14 +152,14 @@ func (b *breaker) message(om, nm *schema.Message) {
 func (b *breaker) replay(ov, nv *schema.Version, subject string) {
 	for i, ex := range ov.Examples {
 		if err := nv.Check(ex.Body, ex.Headers); err != nil {
-			b.add(InflightBreak, "EXAMPLE-REJECTED", fmt.Sprintf("%s.examples.%d", subject, i+1), nv.Pos,
+			b.add(rules.ExampleRejected, fmt.Sprintf("%s.examples.%d", subject, i+1), nv.Pos,
 				fmt.Sprintf("example %d of the old %s (line %d there) fails the new schema: %v", i+1, subject, ex.Pos.Line, err),
 				"accept what the example holds, or change it in a new version of the message")
 		}
 	}
 	for i, ex := range nv.Examples {
 		if err := ov.Check(ex.Body, ex.Headers); err != nil {
-			b.add(ProducerBreak, "EXAMPLE-REJECTED-BY-OLD", fmt.Sprintf("%s.examples.%d", subject, i+1), ex.Pos,
+			b.add(rules.ExampleRejectedByOld, fmt.Sprintf("%s.examples.%d", subject, i+1), ex.Pos,
 				fmt.Sprintf("example %d of %s fails the old schema: %v", i+1, subject, err),
 				"deploy every consumer of the new schema before any producer sends such a message")
 		}
@@ -174,18 +175,18 @@ func (b *breaker) fields(old, new []*schema.Field, parent schema.Pos, prefix str
 			b.field(of, nf, subject)
 			continue
 		}
-		b.add(APIBreak, "FIELD-REMOVED", subject, parent,
+		b.add(rules.FieldRemoved, subject, parent,
 			fmt.Sprintf("%s is removed with its Go field %s", subject, of.GoName),
 			"remove every use of the Go field first")
 		if of.Required {
-			b.add(ProducerBreak, "FIELD-REQUIRED-REMOVED", subject, parent,
+			b.add(rules.FieldRequiredRemoved, subject, parent,
 				fmt.Sprintf("required %s is removed: consumers on the old schema reject messages without it", subject),
 				"deploy every consumer of the new schema before any producer stops sending it")
 		}
 	}
 	for _, nf := range new {
 		if nf.Required && findField(old, nf.Name) == nil {
-			b.add(InflightBreak, "FIELD-REQUIRED-ADDED", prefix+nf.Name, nf.Pos,
+			b.add(rules.FieldRequiredAdded, prefix+nf.Name, nf.Pos,
 				fmt.Sprintf("new required %s: messages already queued, and producers on the old schema, lack it", prefix+nf.Name),
 				"add it as optional, or in a new version of the message")
 		}
@@ -196,49 +197,49 @@ func (b *breaker) fields(old, new []*schema.Field, parent schema.Pos, prefix str
 // fields.
 func (b *breaker) field(of, nf *schema.Field, subject string) {
 	if of.Type != nf.Type {
-		b.add(WireBreak, "FIELD-TYPE-CHANGED", subject, nf.Pos,
-			fmt.Sprintf("%s changes type from %s to %s", subject, of.Type, nf.Type),
+		b.add(rules.FieldTypeChanged, subject, nf.Pos,
+			fmt.Sprintf("%s changes type from %s to %s", subject, of.TypeName(), nf.TypeName()),
 			"add a field with a new name, or a new version of the message, and retire the old one")
 		return
 	}
 	if o, n := goType(of), goType(nf); o != n && of.GoName != "" {
-		b.add(APIBreak, "FIELD-GO-TYPE-CHANGED", subject, nf.Pos,
+		b.add(rules.FieldGoTypeChanged, subject, nf.Pos,
 			fmt.Sprintf("Go field %s changes type from %s to %s", of.GoName, o, n),
 			"update the code that reads or sets it")
 	}
 	switch {
 	case !of.Required && nf.Required:
-		b.add(InflightBreak, "FIELD-MADE-REQUIRED", subject, nf.Pos,
+		b.add(rules.FieldMadeRequired, subject, nf.Pos,
 			fmt.Sprintf("%s becomes required: messages already queued, and producers on the old schema, may lack it", subject),
 			"keep it optional, or require it in a new version of the message")
 	case of.Required && !nf.Required:
-		b.add(ProducerBreak, "FIELD-MADE-OPTIONAL", subject, nf.Pos,
+		b.add(rules.FieldMadeOptional, subject, nf.Pos,
 			fmt.Sprintf("%s becomes optional: consumers on the old schema reject messages without it", subject),
 			"deploy every consumer of the new schema before any producer leaves it out")
 	}
 	switch {
 	case of.Nullable && !nf.Nullable:
-		b.add(InflightBreak, "FIELD-NULL-REFUSED", subject, nf.Pos,
+		b.add(rules.FieldNullRefused, subject, nf.Pos,
 			fmt.Sprintf("%s no longer accepts null: messages already queued, and producers on the old schema, may send it", subject),
 			"keep it nullable, or change it in a new version of the message")
 	case !of.Nullable && nf.Nullable:
-		b.add(ProducerBreak, "FIELD-NULL-ALLOWED", subject, nf.Pos,
+		b.add(rules.FieldNullAllowed, subject, nf.Pos,
 			fmt.Sprintf("%s accepts null: consumers on the old schema reject it", subject),
 			"deploy every consumer of the new schema before any producer sends null")
 	}
 	if of.Default != nil && nf.Default != nil && of.Default != nf.Default {
-		b.add(InflightBreak, "DEFAULT-CHANGED", subject, nf.Pos,
+		b.add(rules.DefaultChanged, subject, nf.Pos,
 			fmt.Sprintf("%s changes its default from %v to %v: messages already queued without it read differently", subject, of.Default, nf.Default),
 			"keep the default, or change it in a new version of the message")
 	}
 	for _, r := range ranges(of, nf) {
 		if r.narrower {
-			b.add(InflightBreak, "BOUND-NARROWED", subject, nf.Pos,
+			b.add(rules.BoundNarrowed, subject, nf.Pos,
 				fmt.Sprintf("%s narrows its %s from %s to %s: messages already queued, and producers on the old schema, may break it", subject, r.what, r.from, r.to),
 				"keep the old bound, or narrow it in a new version of the message")
 		}
 		if r.wider {
-			b.add(ProducerBreak, "BOUND-WIDENED", subject, nf.Pos,
+			b.add(rules.BoundWidened, subject, nf.Pos,
 				fmt.Sprintf("%s widens its %s from %s to %s: consumers on the old schema reject the values it newly allows", subject, r.what, r.from, r.to),
 				"deploy every consumer of the new schema before any producer sends such values")
 		}
@@ -257,7 +258,7 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 // a change reaches the generated struct.
 func goType(f *schema.Field) string {
 	t := map[schema.Type]string{
-		schema.String: "string", schema.Integer: "int64", schema.Number: "float64",
+		schema.String: "string", schema.Integer: string(f.Int), schema.Number: "float64",
 		schema.Bool: "bool", schema.Time: "time.Time", schema.Bytes: "[]byte",
 	}[f.Type]
 	switch f.Type {
@@ -339,29 +340,29 @@ func bounds(f *schema.Field) string {
 
 func (b *breaker) queue(oq, nq *schema.Queue) {
 	if oq.Type != nq.Type {
-		b.add(TopologyBreak, "QUEUE-TYPE-CHANGED", oq.Name, nq.Pos,
+		b.add(rules.QueueTypeChanged, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q changes type from %s to %s: RabbitMQ cannot change the type of it, its retry buckets or its DLQ %q", oq.Name, oq.Type, nq.Type, nq.DLQ),
 			"consume a queue under a new name, or drain the queue, its retry buckets and DLQ and delete them before deploying")
 	}
 	if oq.DLQ != nq.DLQ {
-		b.add(TopologyBreak, "DLQ-CHANGED", oq.Name, nq.Pos,
+		b.add(rules.DLQChanged, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q dead-letters to %q instead of %q: its x-dead-letter-routing-key changes", oq.Name, nq.DLQ, oq.DLQ),
 			"drain and delete the queue before deploying, or consume a queue under a new name; then deal with what the old DLQ holds")
 	}
 	if (oq.Inbox == schema.InboxRequired) != (nq.Inbox == schema.InboxRequired) {
-		b.add(APIBreak, "INBOX-REQUIREMENT-CHANGED", oq.Name, nq.Pos,
+		b.add(rules.InboxRequirementChanged, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q changes its inbox policy from %s to %s: New%sConsumer gains or loses its inbox parameter", oq.Name, oq.Inbox, nq.Inbox, nq.GoName),
 			fmt.Sprintf("update the calls of New%sConsumer (and, when the inbox becomes required, apply the inbox's schema to the database first)", nq.GoName))
 	}
 	if nq.MaxBodyBytes < oq.MaxBodyBytes {
-		b.add(InflightBreak, "BODY-LIMIT-NARROWED", oq.Name, nq.Pos,
+		b.add(rules.BodyLimitNarrowed, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q lowers max_body_bytes from %d to %d: queued messages between the two go to the DLQ unread", oq.Name, oq.MaxBodyBytes, nq.MaxBodyBytes),
 			"lower it only once no producer sends, and no queue holds, bodies above the new limit")
 	}
 	for _, c := range oq.Consumes {
 		for _, v := range c.Versions {
 			if !consumes(nq, c.Message.Name, v.Number) {
-				b.add(InflightBreak, "VERSION-UNCONSUMED", fmt.Sprintf("%s/%s.v%d", oq.Name, c.Message.Name, v.Number), nq.Pos,
+				b.add(rules.VersionUnconsumed, fmt.Sprintf("%s/%s.v%d", oq.Name, c.Message.Name, v.Number), nq.Pos,
 					fmt.Sprintf("queue %q no longer accepts %s version %d: those in it and its retry buckets fail at dispatch and go to the DLQ", oq.Name, c.Message.Name, v.Number),
 					fmt.Sprintf("stop producing %s version %d and let the queue and its retry buckets drain before deploying", c.Message.Name, v.Number))
 			}
@@ -370,7 +371,7 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 	for _, c := range nq.Consumes {
 		for _, v := range c.Versions {
 			if !consumes(oq, c.Message.Name, v.Number) {
-				b.add(APIBreak, "HANDLER-METHOD-ADDED", fmt.Sprintf("%s/%s.v%d", nq.Name, c.Message.Name, v.Number), nq.Pos,
+				b.add(rules.HandlerMethodAdded, fmt.Sprintf("%s/%s.v%d", nq.Name, c.Message.Name, v.Number), nq.Pos,
 					fmt.Sprintf("%sHandler gains Handle%s: types implementing it stop compiling unless they embed Unimplemented%sHandler", nq.GoName, v.GoName, nq.GoName),
 					fmt.Sprintf("implement Handle%s on the handler of queue %q (until then an embedded Unimplemented%sHandler sends such messages to the DLQ)", v.GoName, nq.Name, nq.GoName))
 			}

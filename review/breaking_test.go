@@ -116,6 +116,11 @@ func TestBreaking(t *testing.T) {
 		{"pattern added", []string{"note: {type: string, max_length: 200}", "note: {type: string, max_length: 200, pattern: '^[a-z]*$'}"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.note"}},
 		{"field made nullable", []string{"order_id: {type: string, required: true, max_length: 64}\n          amount", "order_id: {type: string, required: true, nullable: true, max_length: 64}\n          amount"},
 			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.order_id", "PRODUCER FIELD-NULL-ALLOWED@OrderPlaced.v1.order_id"}},
+		{"integer widened, same bounds", []string{"amount: {type: integer,", "amount: {type: int16,"},
+			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.amount"}},
+		{"integer spelled int64", []string{"amount: {type: integer,", "amount: {type: int64,"}, nil},
+		{"integer narrowed to its type's range", []string{"amount: {type: integer, required: true, min: 1, max: 1000}", "amount: {type: uint8, required: true, min: 1}"},
+			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.amount", "INFLIGHT BOUND-NARROWED@OrderPlaced.v1.amount"}},
 		{"package renamed", []string{"package: shopmsg", "package: shop"}, []string{"API PACKAGE-CHANGED@shop"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,6 +138,53 @@ func TestBreaking(t *testing.T) {
 				t.Errorf("findings (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// ping is a schema of one message version, up to its fields.
+const ping = `version: 1
+package: shopmsg
+messages:
+  Ping:
+    versions:
+      1:
+        fields:
+`
+
+// TestBreakingIntegerSizes compares integer types whose ranges bound their
+// fields where the schema does not.
+func TestBreakingIntegerSizes(t *testing.T) {
+	const src = ping + "          n: {type: TYPE, required: true}\n"
+	for _, tc := range []struct {
+		from, to string
+		want     []string // CATEGORY RULE: message
+	}{
+		{"int32", "integer", []string{
+			"API FIELD-GO-TYPE-CHANGED: Go field N changes type from int32 to int64",
+			"PRODUCER BOUND-WIDENED: Ping.v1.n widens its bounds from -2147483648..2147483647 to none: consumers on the old schema reject the values it newly allows",
+		}},
+		{"int32", "int8", []string{
+			"API FIELD-GO-TYPE-CHANGED: Go field N changes type from int32 to int8",
+			"INFLIGHT BOUND-NARROWED: Ping.v1.n narrows its bounds from -2147483648..2147483647 to -128..127: messages already queued, and producers on the old schema, may break it",
+		}},
+		{"int8", "uint8", []string{
+			"API FIELD-GO-TYPE-CHANGED: Go field N changes type from int8 to uint8",
+			"INFLIGHT BOUND-NARROWED: Ping.v1.n narrows its bounds from -128..127 to 0..255: messages already queued, and producers on the old schema, may break it",
+			"PRODUCER BOUND-WIDENED: Ping.v1.n widens its bounds from -128..127 to 0..255: consumers on the old schema reject the values it newly allows",
+		}},
+		{"uint16", "string", []string{"WIRE FIELD-TYPE-CHANGED: Ping.v1.n changes type from uint16 to string"}},
+	} {
+		old := parse(t, "old.lily.yaml", strings.Replace(src, "TYPE", tc.from, 1))
+		new := parse(t, "new.lily.yaml", strings.Replace(src, "TYPE", tc.to, 1))
+		found := Breaking(old, new)
+		Sort(found)
+		var got []string
+		for _, f := range found {
+			got = append(got, string(f.Category)+" "+f.Rule+": "+f.Message)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s → %s (-want +got):\n%s", tc.from, tc.to, diff)
+		}
 	}
 }
 
@@ -164,14 +216,7 @@ func TestAcknowledged(t *testing.T) {
 }
 
 func TestBreakingReplaysExamples(t *testing.T) {
-	const src = `version: 1
-package: shopmsg
-messages:
-  Ping:
-    versions:
-      1:
-        fields:
-          id: {type: string, required: true, max_length: MAX}
+	const src = ping + `          id: {type: string, required: true, max_length: MAX}
         examples:
           - body: {id: EXAMPLE}
 `

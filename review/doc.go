@@ -120,7 +120,7 @@ func queueView(q *schema.Queue) QueueView {
 }
 
 func row(f *schema.Field, path string) FieldRow {
-	r := FieldRow{Path: path, Type: string(f.Type), Presence: "optional"}
+	r := FieldRow{Path: path, Type: f.TypeName(), Presence: "optional"}
 	switch {
 	case f.Name == "":
 		r.Presence = "element"

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -20,8 +21,8 @@ var (
 // version's remove_after date has passed.
 func Lint(f *schema.File, today time.Time) []Finding {
 	var out []Finding
-	add := func(rule, subject string, at schema.Pos, msg, fix string) {
-		out = append(out, Finding{Rule: rule, Category: Convention, File: at.File, Line: at.Line, Column: at.Column, Subject: subject, Message: msg, Migration: fix})
+	add := func(r rules.Rule, subject string, at schema.Pos, msg, fix string) {
+		out = append(out, Finding{Rule: r.ID, Category: r.Category, File: at.File, Line: at.Line, Column: at.Column, Subject: subject, Message: msg, Migration: fix})
 	}
 	for _, q := range f.Queues {
 		names := []string{q.Name}
@@ -31,7 +32,7 @@ func Lint(f *schema.File, today time.Time) []Finding {
 		}
 		for _, name := range names {
 			if !queueNameStyle.MatchString(name) {
-				add("LINT-QUEUE-NAME", q.Name, q.Pos,
+				add(rules.LintQueueName, q.Name, q.Pos,
 					fmt.Sprintf("queue name %q is not lower case words joined by '.', '-' or '_'", name),
 					"rename it, such as billing.payments")
 			}
@@ -42,13 +43,13 @@ func Lint(f *schema.File, today time.Time) []Finding {
 		for _, v := range m.Versions {
 			subject := fmt.Sprintf("%s.v%d", m.Name, v.Number)
 			if len(f.Queues) > 0 && !consumedAnywhere(f, m.Name, v.Number) {
-				add("LINT-VERSION-UNCONSUMED", subject, v.Pos,
+				add(rules.LintVersionUnconsumed, subject, v.Pos,
 					fmt.Sprintf("%s version %d is consumed by no queue", m.Name, v.Number),
 					"consume it, or remove it once nothing produces it")
 			}
 			// Dates are YYYY-MM-DD, so they compare as strings.
 			if v.RemoveAfter != "" && v.RemoveAfter < day {
-				add("LINT-REMOVE-AFTER-PASSED", subject, v.Pos,
+				add(rules.LintRemoveAfterPassed, subject, v.Pos,
 					fmt.Sprintf("%s version %d was to be removed after %s", m.Name, v.Number, v.RemoveAfter),
 					"remove it, or move remove_after")
 			}
@@ -66,17 +67,17 @@ func Lint(f *schema.File, today time.Time) []Finding {
 
 // lintField checks one field; header names follow HTTP's style, not JSON's,
 // so only payload fields are held to snake_case.
-func lintField(f *schema.Field, subject string, header bool, add func(rule, subject string, at schema.Pos, msg, fix string)) {
+func lintField(f *schema.Field, subject string, header bool, add func(r rules.Rule, subject string, at schema.Pos, msg, fix string)) {
 	if f.Name != "" && !header && !fieldNameStyle.MatchString(f.Name) {
-		add("LINT-FIELD-NAME", subject, f.Pos,
+		add(rules.LintFieldName, subject, f.Pos,
 			fmt.Sprintf("field name %q is not snake_case", f.Name), "rename it in a new version, such as order_id")
 	}
 	switch {
 	case (f.Type == schema.String || f.Type == schema.Bytes) && f.MaxLength == nil:
-		add("LINT-STRING-UNBOUNDED", subject, f.Pos,
+		add(rules.LintStringUnbounded, subject, f.Pos,
 			fmt.Sprintf("%s %s has no max_length", f.Type, subject), "bound it with max_length")
 	case (f.Type == schema.List || f.Type == schema.Map) && f.MaxItems == nil:
-		add("LINT-LIST-UNBOUNDED", subject, f.Pos,
+		add(rules.LintListUnbounded, subject, f.Pos,
 			fmt.Sprintf("%s %s has no max_items", f.Type, subject), "bound it with max_items")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/review/rules"
 )
 
 func TestLint(t *testing.T) {
@@ -30,7 +32,7 @@ queues:
 	var got []string
 	for _, x := range Lint(f, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)) {
 		got = append(got, x.Ack())
-		if x.Category != Convention || x.Line < 1 || x.Message == "" || x.Migration == "" {
+		if x.Category != rules.Lint || x.Line < 1 || x.Message == "" || x.Migration == "" {
 			t.Errorf("incomplete finding %+v", x)
 		}
 	}

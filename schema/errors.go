@@ -34,37 +34,38 @@ func (e *Error) Error() string {
 // The rule ids of schema errors. They are stable: a rule may be added, but an
 // id never changes meaning. docs/schema.md lists them with examples.
 const (
-	RuleSyntax           = "YAML-SYNTAX"       // the file is not YAML
-	RuleVersion          = "SCHEMA-VERSION"    // version missing or unknown
-	RuleAlias            = "YAML-ALIAS"        // YAML aliases are refused
-	RuleKind             = "WRONG-KIND"        // a value of the wrong kind (list for mapping, string for integer…)
-	RuleDuplicateKey     = "DUPLICATE-KEY"     // a mapping key twice
-	RuleUnknownKey       = "UNKNOWN-KEY"       // a key the language does not have
-	RuleMissingKey       = "MISSING-KEY"       // a required key is absent
-	RuleEmpty            = "EMPTY"             // a list, mapping or string that needs content
-	RuleName             = "BAD-NAME"          // a package, message, field, header or enum name the language refuses
-	RuleQueueName        = "QUEUE-NAME"        // a queue name RabbitMQ would refuse
-	RuleNameClash        = "NAME-CLASH"        // two schema entities give one Go name
-	RuleDuplicateVersion = "DUPLICATE-VERSION" // a version twice in one message
-	RuleDuplicate        = "DUPLICATE"         // a content type, consumed version or enum value twice
-	RuleUnknownType      = "UNKNOWN-TYPE"      // a field or header type that does not exist
-	RuleBoundType        = "BOUND-TYPE"        // a bound or key that does not apply to the field's type
-	RuleImpossibleBound  = "IMPOSSIBLE-BOUND"  // a bound no value can meet
-	RuleRange            = "OUT-OF-RANGE"      // a number outside what the key allows
-	RuleContentType      = "CONTENT-TYPE"      // an unsupported content type
-	RuleUnknownRef       = "UNKNOWN-REFERENCE" // a reference to a message or version that does not exist
-	RuleDuration         = "BAD-DURATION"      // not a positive Go duration
-	RuleRetryOrder       = "RETRY-ORDER"       // retry delays that do not increase
-	RuleRetry            = "RETRY-POLICY"      // retries without delays, a bad budget
-	RulePattern          = "BAD-PATTERN"       // a pattern that is not an RE2 regular expression
-	RuleDefault          = "BAD-DEFAULT"       // a default that is misplaced or breaks its own bounds
-	RuleExample          = "BAD-EXAMPLE"       // an example that breaks the schema
-	RuleDate             = "BAD-DATE"          // deprecated_since / remove_after not dates, or out of order
-	RuleInclude          = "BAD-INCLUDE"       // an include that cannot be read, repeats, or declares what only the root may
-	RuleOutput           = "BAD-OUTPUT"        // an output directory that is not relative
-	RuleReservedHeader   = "RESERVED-HEADER"   // a header Lily itself writes
-	RuleInbox            = "BAD-INBOX"         // an inbox policy that does not exist
-	RuleItemRequired     = "ITEM-REQUIRED"     // required on a list or map element, which is always present
+	RuleSyntax           = "YAML-SYNTAX"         // the file is not YAML
+	RuleVersion          = "SCHEMA-VERSION"      // version missing or unknown
+	RuleAlias            = "YAML-ALIAS"          // YAML aliases are refused
+	RuleKind             = "WRONG-KIND"          // a value of the wrong kind (list for mapping, string for integer…)
+	RuleDuplicateKey     = "DUPLICATE-KEY"       // a mapping key twice
+	RuleUnknownKey       = "UNKNOWN-KEY"         // a key the language does not have
+	RuleMissingKey       = "MISSING-KEY"         // a required key is absent
+	RuleEmpty            = "EMPTY"               // a list, mapping or string that needs content
+	RuleName             = "BAD-NAME"            // a package, message, field, header or enum name the language refuses
+	RuleQueueName        = "QUEUE-NAME"          // a queue name RabbitMQ would refuse
+	RuleNameClash        = "NAME-CLASH"          // two schema entities give one Go name
+	RuleDuplicateVersion = "DUPLICATE-VERSION"   // a version twice in one message
+	RuleDuplicate        = "DUPLICATE"           // a content type, consumed version or enum value twice
+	RuleUnknownType      = "UNKNOWN-TYPE"        // a field or header type that does not exist
+	RuleBoundType        = "BOUND-TYPE"          // a bound or key that does not apply to the field's type
+	RuleImpossibleBound  = "IMPOSSIBLE-BOUND"    // a bound no value can meet
+	RuleRange            = "OUT-OF-RANGE"        // a number outside what the key allows
+	RuleContentType      = "CONTENT-TYPE"        // an unsupported content type
+	RuleUnknownRef       = "UNKNOWN-REFERENCE"   // a reference to a message or version that does not exist
+	RuleDuration         = "BAD-DURATION"        // not a positive Go duration
+	RuleRetryOrder       = "RETRY-ORDER"         // retry delays that do not increase
+	RuleRetry            = "RETRY-POLICY"        // retries without delays, a bad budget
+	RulePattern          = "BAD-PATTERN"         // a pattern that is not an RE2 regular expression
+	RuleDefault          = "BAD-DEFAULT"         // a default that is misplaced or breaks its own bounds
+	RuleExample          = "BAD-EXAMPLE"         // an example that breaks the schema
+	RuleDate             = "BAD-DATE"            // deprecated_since / remove_after not dates, or out of order
+	RuleInclude          = "BAD-INCLUDE"         // an include that cannot be read, repeats, or declares what only the root may
+	RuleOutput           = "BAD-OUTPUT"          // an output directory that is not relative
+	RuleReservedHeader   = "RESERVED-HEADER"     // a header Lily itself writes
+	RuleInbox            = "BAD-INBOX"           // an inbox policy that does not exist
+	RuleItemRequired     = "ITEM-REQUIRED"       // required on a list or map element, which is always present
+	RuleAcknowledge      = "BAD-ACKNOWLEDGEMENT" // an acknowledgement of a rule that does not exist or is not a breaking-change rule
 )
 
 // ErrorList is every problem found in a schema and the files it includes,

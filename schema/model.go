@@ -4,7 +4,10 @@
 // model.
 package schema
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Defaults of keys a schema may leave out.
 const (
@@ -107,6 +110,38 @@ const (
 
 var types = []Type{String, Integer, Number, Bool, Time, Bytes, Enum, Object, List, Map}
 
+// IntType is the Go type of an integer field. A schema names it as the field's
+// type; type integer is Int64. There is no uint64: AMQP header tables have no
+// unsigned 64-bit value, and Lily reads every integer, and states its bounds,
+// as an int64.
+type IntType string
+
+// The integer types.
+const (
+	Int8   IntType = "int8"
+	Int16  IntType = "int16"
+	Int32  IntType = "int32"
+	Int64  IntType = "int64"
+	Uint8  IntType = "uint8"
+	Uint16 IntType = "uint16"
+	Uint32 IntType = "uint32"
+)
+
+// intTypes are the integer types, signed then unsigned, narrowest first.
+var intTypes = []IntType{Int8, Int16, Int32, Int64, Uint8, Uint16, Uint32}
+
+var intRanges = map[IntType][2]int64{
+	Int8: {math.MinInt8, math.MaxInt8}, Int16: {math.MinInt16, math.MaxInt16},
+	Int32: {math.MinInt32, math.MaxInt32}, Int64: {math.MinInt64, math.MaxInt64},
+	Uint8: {0, math.MaxUint8}, Uint16: {0, math.MaxUint16}, Uint32: {0, math.MaxUint32},
+}
+
+// Range is the inclusive range of t's values.
+func (t IntType) Range() (lo, hi int64) {
+	r := intRanges[t]
+	return r[0], r[1]
+}
+
 // headerTypes are the types a header may have: AMQP header tables hold
 // scalars.
 var headerTypes = []Type{String, Integer, Number, Bool, Time, Enum}
@@ -125,6 +160,9 @@ type Field struct {
 	GoPath string
 	Pos    Pos
 	Type   Type
+	// Int is the Go type of an integer field (Int64 for type integer); ""
+	// for other types.
+	Int IntType
 	// Required fields must be present. Elements are always required.
 	Required bool
 	// Nullable fields accept JSON null (nil in Go) even when required. An
@@ -138,9 +176,11 @@ type Field struct {
 	// (runes), bytes lengths count bytes, items count list elements or map
 	// entries.
 	MinLength, MaxLength *int
-	MinInt, MaxInt       *int64
-	MinNum, MaxNum       *float64
-	MinItems, MaxItems   *int
+	// MinInt and MaxInt of an integer type narrower than int64 are always
+	// set: the type's range, or the schema's bounds, which lie within it.
+	MinInt, MaxInt     *int64
+	MinNum, MaxNum     *float64
+	MinItems, MaxItems *int
 	// Pattern is an RE2 regular expression a string must match (anywhere,
 	// unless anchored), or "".
 	Pattern string
@@ -150,6 +190,15 @@ type Field struct {
 	Fields []*Field
 	// Items is the element of a list or the value of a map.
 	Items *Field
+}
+
+// TypeName is the type as a schema names it: the integer type for an integer
+// narrower than int64, else the Type.
+func (f *Field) TypeName() string {
+	if f.Type == Integer && f.Int != Int64 {
+		return string(f.Int)
+	}
+	return string(f.Type)
 }
 
 // Pointer reports whether f's Go type in a payload struct is a pointer: when

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/review/rules"
 )
 
 // Load reads and checks the schema file at name and the files it includes.
@@ -552,18 +554,28 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 		return nil
 	}
 	f := &Field{Type: Type(t), GoPath: goPath, Pos: p.pos(key), Required: at == inElement}
+	switch {
+	case f.Type == Integer:
+		f.Int = Int64
+	case slices.Contains(intTypes, IntType(t)):
+		f.Type, f.Int = Integer, IntType(t)
+	}
 	if !slices.Contains(allowed, f.Type) {
 		what := "type"
 		if at == inHeaders && slices.Contains(types, f.Type) {
 			what = "header type"
 		}
-		p.errorf(te.v, RuleUnknownType, "unknown %s %q", what, t).Hint = hint(t, typeNames(allowed), "one of "+typeList(allowed))
+		e := p.errorf(te.v, RuleUnknownType, "unknown %s %q", what, t)
+		e.Hint = hint(t, typeNames(allowed), "one of "+typeList(allowed))
+		if t == "uint64" {
+			e.Hint = "Lily carries integers as int64, and AMQP headers have no uint64: use int64 with min: 0, or uint32"
+		}
 		return nil
 	}
 	p.flags(m, f, at)
 	for _, k := range fieldKeys[4:] {
 		if e, ok := m[k]; ok && !slices.Contains(typeKeys[f.Type], k) {
-			p.errorf(e.k, RuleBoundType, "%s does not apply to a field of type %s", k, f.Type)
+			p.errorf(e.k, RuleBoundType, "%s does not apply to a field of type %s", k, f.TypeName())
 			delete(m, k)
 		}
 	}
@@ -594,7 +606,7 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 			p.errorf(key, RuleMissingKey, "object %q has no fields", key.Value)
 		}
 	case Integer:
-		f.MinInt, f.MaxInt = bounds(p, m, "min", "max", p.integer)
+		p.intBounds(m, f)
 	case Number:
 		f.MinNum, f.MaxNum = bounds(p, m, "min", "max", p.number)
 	}
@@ -622,7 +634,7 @@ func (p *parser) flags(m map[string]entry, f *Field, at place) {
 		case key == "nullable":
 			f.Nullable, _ = p.boolean(e.v, key)
 		case !slices.Contains(defaultTypes, f.Type):
-			p.errorf(e.k, RuleDefault, "default does not apply to a field of type %s", f.Type)
+			p.errorf(e.k, RuleDefault, "default does not apply to a field of type %s", f.TypeName())
 		default:
 			continue
 		}
@@ -708,10 +720,16 @@ func (p *parser) enum(key *yaml.Node, m map[string]entry, f *Field) {
 	p.declare(fmt.Sprintf("enum %q", key.Value), key, names...)
 }
 
+// typeNames are the names of types ts, each integer type among them.
 func typeNames(ts []Type) []string {
-	out := make([]string, len(ts))
-	for i, t := range ts {
-		out[i] = string(t)
+	var out []string
+	for _, t := range ts {
+		out = append(out, string(t))
+		if t == Integer {
+			for _, it := range intTypes {
+				out = append(out, string(it))
+			}
+		}
 	}
 	return out
 }
@@ -723,6 +741,42 @@ func (p *parser) lengths(m map[string]entry, minKey, maxKey string) (lo, hi *int
 	return bounds(p, m, minKey, maxKey, func(n *yaml.Node, what string) (int, bool) {
 		return p.intRange(n, what, 0, math.MaxInt32)
 	})
+}
+
+// intBounds reads an integer field's bounds, each of which must lie within
+// the range of its type, and bounds a type narrower than int64 by its range
+// where the schema does not.
+func (p *parser) intBounds(m map[string]entry, f *Field) {
+	f.MinInt, f.MaxInt = bounds(p, m, "min", "max", p.integer)
+	lo, hi := f.Int.Range()
+	for _, b := range []struct {
+		key      string
+		v        **int64
+		implicit int64
+	}{{"min", &f.MinInt, lo}, {"max", &f.MaxInt, hi}} {
+		switch {
+		case *b.v == nil && f.Int != Int64:
+			*b.v = &b.implicit
+		case *b.v != nil && (**b.v < lo || **b.v > hi):
+			p.errorf(m[b.key].v, RuleRange, "%s %d is outside the range of %s, %d to %d", b.key, **b.v, f.Int, lo, hi).
+				Hint = holding(f.Int, **b.v)
+		}
+	}
+}
+
+// holding suggests the narrowest integer type that holds v, of t's
+// signedness if one does.
+func holding(t IntType, v int64) string {
+	order := intTypes
+	if t[0] == 'u' {
+		order = append(slices.Clone(intTypes[4:]), intTypes[:4]...)
+	}
+	for _, c := range order {
+		if lo, hi := c.Range(); lo <= v && v <= hi {
+			return "use a type that holds it, such as " + string(c)
+		}
+	}
+	return ""
 }
 
 // bounds reads a minimum and a maximum with read, and reports a pair that no
@@ -954,11 +1008,31 @@ func (p *parser) acknowledgements(n *yaml.Node) []Acknowledgement {
 				p.errorf(item, RuleMissingKey, "missing %s: an acknowledgement names the rule it accepts and why", f.key)
 			}
 		}
+		if e, ok := m["rule"]; ok && a.Rule != "" {
+			if problem, help := AcknowledgementProblem(a.Rule); problem != "" {
+				p.errorf(e.v, RuleAcknowledge, "%s", problem).Hint = help
+				continue
+			}
+		}
 		if _, hasSubject := m["subject"]; a.Rule != "" && a.Reason != "" && (!hasSubject || a.Subject != "") {
 			out = append(out, a)
 		}
 	}
 	return out
+}
+
+// AcknowledgementProblem says why an acknowledgement may not name rule, with
+// a hint, or returns "" when rule is a breaking-change rule. Lint rules are
+// refused: only lilygen breaking reads acknowledgements.
+func AcknowledgementProblem(rule string) (problem, help string) {
+	r, ok := rules.Lookup(rule)
+	switch {
+	case !ok:
+		return fmt.Sprintf("unknown rule %q", rule), hint(rule, rules.Breaking(), "lilygen breaking -h lists the rules")
+	case r.Category == rules.Lint:
+		return fmt.Sprintf("%s is a lint rule: acknowledge accepts breaking changes only", rule), ""
+	}
+	return "", ""
 }
 
 func (p *parser) consumes(n *yaml.Node, msgs []*Message) []Consume {

@@ -347,7 +347,7 @@ queues:
 		`13:49: nullable does not apply to an element of a list or map [BOUND-TYPE]`,
 		`14:27: default does not apply to a field of type time [BAD-DEFAULT]`,
 		`16:11: header "x-lily-attempt": names starting x-lily- are Lily's own [RESERVED-HEADER]`,
-		`17:25: unknown header type "object" (one of string, integer, number, bool, time, enum) [UNKNOWN-TYPE]`,
+		`17:25: unknown header type "object" (one of string, integer, int8, int16, int32, int64, uint8, uint16, uint32, number, bool, time, enum) [UNKNOWN-TYPE]`,
 		`20:23: remove_after 2026-01-01 is before deprecated_since 2026-02-01 [BAD-DATE]`,
 		`24:23: example 1 of AV2 breaks the schema: field n: more than 3 [BAD-EXAMPLE]`,
 		`25:23: example 2 of AV2 breaks the schema: field n: unexpected JSON string [BAD-EXAMPLE]`,
@@ -441,5 +441,108 @@ func TestIncludes(t *testing.T) {
 	}
 	if pos := f.Messages[1].Pos; filepath.ToSlash(pos.File) != "dir/sub/b.yaml" || pos.Line != 4 {
 		t.Errorf("B declared at %+v", pos)
+	}
+}
+
+func TestIntegerSizes(t *testing.T) {
+	const src = `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          a: {type: integer}
+          b: {type: int64, min: -1}
+          c: {type: int8}
+          d: {type: uint16, min: 1, default: 5}
+          e: {type: list, items: {type: uint32, max: 9}}
+        headers:
+          x-n: {type: int16, required: true}
+`
+	f, err := Parse("s.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := f.Messages[0].Versions[0]
+	type sized struct {
+		Int      IntType
+		Name     string
+		Min, Max *int64
+	}
+	n := func(v int64) *int64 { return &v }
+	var got []sized
+	for _, fd := range append([]*Field{v.Fields[0], v.Fields[1], v.Fields[2], v.Fields[3], v.Fields[4].Items}, v.Headers...) {
+		got = append(got, sized{fd.Int, fd.TypeName(), fd.MinInt, fd.MaxInt})
+	}
+	want := []sized{
+		{Int64, "integer", nil, nil},
+		{Int64, "integer", n(-1), nil},
+		{Int8, "int8", n(-128), n(127)},
+		{Uint16, "uint16", n(1), n(65535)},
+		{Uint32, "uint32", n(0), n(9)},
+		{Int16, "int16", n(-32768), n(32767)},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("integer fields (-want +got):\n%s", diff)
+	}
+	for body, want := range map[string]string{
+		`{"c": 127, "d": 65535, "e": [0, 9]}`: "",
+		`{"c": 128}`:                          "field c: more than 127",
+		`{"c": -129}`:                         "field c: less than -128",
+		`{"d": 0}`:                            "field d: less than 1",
+		`{"e": [-1]}`:                         "field e[0]: less than 0",
+	} {
+		got := ""
+		if err := v.Check([]byte(body), map[string]any{"x-n": int32(-32768)}); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("Check(%s) = %q, want %q", body, got, want)
+		}
+	}
+	if err := v.Check([]byte(`{}`), map[string]any{"x-n": int64(40000)}); err == nil || err.Error() != "field headers.x-n: more than 32767" {
+		t.Errorf("header beyond int16: %v", err)
+	}
+}
+
+func TestIntegerSizeErrors(t *testing.T) {
+	src := `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          a: {type: int8, min: -200, max: 300}
+          b: {type: uint8, min: -1}
+          c: {type: uint16, max: 70000}
+          d: {type: uint64}
+          e: {type: int8, default: 200}
+          f: {type: int8, min_length: 3}
+          g: {type: in16}
+        headers:
+          x-a: {type: uint32, max: 5000000000}
+        examples:
+          - body: {b: 256}
+`
+	want := []string{
+		`8:32: min -200 is outside the range of int8, -128 to 127 (use a type that holds it, such as int16) [OUT-OF-RANGE]`,
+		`8:43: max 300 is outside the range of int8, -128 to 127 (use a type that holds it, such as int16) [OUT-OF-RANGE]`,
+		`9:33: min -1 is outside the range of uint8, 0 to 255 (use a type that holds it, such as int8) [OUT-OF-RANGE]`,
+		`10:34: max 70000 is outside the range of uint16, 0 to 65535 (use a type that holds it, such as uint32) [OUT-OF-RANGE]`,
+		`11:21: unknown type "uint64" (Lily carries integers as int64, and AMQP headers have no uint64: use int64 with min: 0, or uint32) [UNKNOWN-TYPE]`,
+		`12:36: default 200 breaks the field's own bounds: more than 127 [BAD-DEFAULT]`,
+		`13:27: min_length does not apply to a field of type int8 [BOUND-TYPE]`,
+		`14:21: unknown type "in16" (did you mean "int16"?) [UNKNOWN-TYPE]`,
+		`16:36: max 5000000000 is outside the range of uint32, 0 to 4294967295 (use a type that holds it, such as int64) [OUT-OF-RANGE]`,
+	}
+	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+	// The example is judged once the fields read without error.
+	valid := strings.Join(strings.Split(src, "\n")[:7], "\n") + "\n          b: {type: uint8}\n        examples:\n          - body: {b: 256}\n"
+	if diff := cmp.Diff([]string{`10:23: example 1 of AV1 breaks the schema: field b: more than 255 [BAD-EXAMPLE]`}, errorsOf(t, valid)); diff != "" {
+		t.Errorf("example beyond the type's range (-want +got):\n%s", diff)
 	}
 }

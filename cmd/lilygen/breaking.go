@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lily-mq/lily/review"
+	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -38,7 +40,10 @@ and content type), INFLIGHT (messages already in a queue, retry bucket or DLQ
 can no longer be decoded or dispatched), PRODUCER (producers on the new
 schema send what consumers on the old one reject), TOPOLOGY (RabbitMQ
 refuses the queue's redeclare with 406). Each names its rule, the migration
-it needs, and the --allow that acknowledges it.`,
+it needs, and the --allow that acknowledges it.
+
+Rules:
+` + ruleList(func(r rules.Rule) bool { return r.Category != rules.Lint }),
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		against := fs.String("against", "", "the older revision: a schema file, or a git ref such as main or origin/main")
 		var allow listFlag
@@ -50,6 +55,13 @@ it needs, and the --allow that acknowledges it.`,
 			}
 			if !e.needSchemas("breaking") {
 				return exitUsage
+			}
+			for _, a := range allow {
+				rule, _, _ := strings.Cut(a, "@")
+				if problem, help := schema.AcknowledgementProblem(rule); problem != "" {
+					fmt.Fprintf(e.stderr, "lilygen breaking: --allow %s: %s (%s)\n", a, problem, cmp.Or(help, "lilygen breaking -h lists the rules"))
+					return exitUsage
+				}
 			}
 			return e.breaking(*against, allow)
 		}
@@ -101,6 +113,17 @@ func (e *env) breaking(against string, allow []string) int {
 		return exitFindings
 	}
 	return exitOK
+}
+
+// ruleList lists the rules keep selects, one a line: id, category, meaning.
+func ruleList(keep func(rules.Rule) bool) string {
+	var b strings.Builder
+	for _, r := range rules.All {
+		if keep(r) {
+			fmt.Fprintf(&b, "  %-25s %-8s %s\n", r.ID, r.Category, r.Meaning)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func plural(n int) string {

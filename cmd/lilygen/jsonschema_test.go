@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -98,6 +99,34 @@ func TestJSONSchemaKeys(t *testing.T) {
 		if diff := cmp.Diff(knownKeys(t, place), got); diff != "" {
 			t.Errorf("keys of %s (-parser +docs/lily.schema.json):\n%s", place, diff)
 		}
+	}
+}
+
+// TestJSONSchemaRules keeps the rule ids the JSON Schema offers for an
+// acknowledgement those the parser accepts.
+func TestJSONSchemaRules(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "lily.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Properties struct {
+			Acknowledge struct {
+				Items struct {
+					Properties struct {
+						Rule struct {
+							Enum []string `json:"enum"`
+						} `json:"rule"`
+					} `json:"properties"`
+				} `json:"items"`
+			} `json:"acknowledge"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rules.Breaking(), doc.Properties.Acknowledge.Items.Properties.Rule.Enum); diff != "" {
+		t.Errorf("acknowledge rules (-parser +docs/lily.schema.json):\n%s", diff)
 	}
 }
 

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lily-mq/lily/review/rules"
 )
 
 const minimal = `version: 1
@@ -98,10 +101,33 @@ func TestUsage(t *testing.T) {
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"generate", "-x", "a.yaml"}, exitUsage, "flag provided but not defined"},
 		{[]string{"missing.lily.yaml"}, exitUsage, "missing.lily.yaml"},
+		{[]string{"breaking", "--against", "main", "--allow", "FIELD-REMOVD@Ping.v1.id", "a.yaml"}, exitUsage,
+			`--allow FIELD-REMOVD@Ping.v1.id: unknown rule "FIELD-REMOVD" (did you mean "FIELD-REMOVED"?)`},
+		{[]string{"breaking", "--against", "main", "--allow", "LINT-QUEUE-NAME", "a.yaml"}, exitUsage,
+			"--allow LINT-QUEUE-NAME: LINT-QUEUE-NAME is a lint rule: acknowledge accepts breaking changes only (lilygen breaking -h lists the rules)"},
 	} {
 		code, _, stderr := lilygen(t, dir, tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.stderr) {
 			t.Errorf("lilygen %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr, tc.code, tc.stderr)
+		}
+	}
+}
+
+// TestRulesListed requires breaking -h to list every breaking-change rule and
+// lint -h every lint rule, each with its category and meaning.
+func TestRulesListed(t *testing.T) {
+	dir := t.TempDir()
+	_, breaking, _ := lilygen(t, dir, "breaking", "-h")
+	_, lint, _ := lilygen(t, dir, "lint", "-h")
+	for _, r := range rules.All {
+		help, other := breaking, lint
+		if r.Category == rules.Lint {
+			help, other = lint, breaking
+		}
+		id := `(?m)^  ` + regexp.QuoteMeta(r.ID) + ` `
+		line := regexp.MustCompile(id + `+` + string(r.Category) + ` +` + regexp.QuoteMeta(r.Meaning) + `$`)
+		if !line.MatchString(help) || regexp.MustCompile(id).MatchString(other) {
+			t.Errorf("%s is not listed in its command's -h alone", r.ID)
 		}
 	}
 }

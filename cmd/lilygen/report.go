@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lily-mq/lily/review"
+	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -63,7 +64,7 @@ func (f errorFormat) print(w io.Writer, d diag) {
 	if d.Migration != "" {
 		msg += "\nmigration: " + d.Migration
 	}
-	if d.Subject != "" && d.Category != string(review.Convention) {
+	if d.Subject != "" && d.Category != string(rules.Lint) {
 		msg += "\nacknowledge: --allow " + d.Rule + "@" + d.Subject
 	}
 	props := "file=" + escapeProperty(d.File)
@@ -97,7 +98,7 @@ func (f errorFormat) schemaErrors(stdout, stderr io.Writer, list schema.ErrorLis
 // findings prints sorted findings to w; text groups them under a heading per
 // category and says how to acknowledge a breaking change.
 func (f errorFormat) findings(w io.Writer, fs []review.Finding) {
-	var last review.Category
+	var last rules.Category
 	for _, x := range fs {
 		if f != textFormat {
 			f.print(w, diag{File: x.File, Line: x.Line, Column: x.Column, Rule: x.Rule, Category: string(x.Category), Subject: x.Subject, Message: x.Message, Migration: x.Migration})
@@ -111,7 +112,7 @@ func (f errorFormat) findings(w io.Writer, fs []review.Finding) {
 			last = x.Category
 		}
 		fmt.Fprintf(w, "%s:%d:%d: %s [%s]\n", x.File, x.Line, x.Column, x.Message, x.Rule)
-		if x.Category == review.Convention {
+		if x.Category == rules.Lint {
 			fmt.Fprintf(w, "\tfix: %s\n", x.Migration)
 			continue
 		}

@@ -9,19 +9,18 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/review"
+	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
 )
 
 var lintCmd = &command{
 	name: "lint", args: "[flags] <schema.lily.yaml>...", schemas: true,
 	summary: "report schema conventions not followed",
-	help: `Rules: LINT-QUEUE-NAME (queue and DLQ names in lower-case words joined by
-'.', '-' or '_'), LINT-FIELD-NAME (payload JSON keys in snake_case),
-LINT-STRING-UNBOUNDED (a string or bytes field without max_length),
-LINT-LIST-UNBOUNDED (a list or map without max_items), LINT-VERSION-UNCONSUMED
-(a version no queue consumes, in a schema with queues), LINT-REMOVE-AFTER-PASSED
-(a version kept past its remove_after date). Examples that break their own
-bounds are schema errors (BAD-EXAMPLE), reported by every command.`,
+	help: `Examples that break their own bounds are schema errors (BAD-EXAMPLE),
+reported by every command.
+
+Rules:
+` + ruleList(func(r rules.Rule) bool { return r.Category == rules.Lint }),
 	flags: func(*flag.FlagSet) func(*env) int {
 		return func(e *env) int {
 			files, ok := e.loadAll("lint")

@@ -1,0 +1,125 @@
+// Package rules declares the rules of lilygen's breaking-change and lint
+// checks: the id each finding carries, what it breaks, and what it means. A
+// schema's acknowledge: entries name these ids, so the package imports
+// nothing of Lily's: schema checks acknowledgements against it and review
+// reports findings by it.
+package rules
+
+// Category groups rules by what their findings break.
+type Category string
+
+// The categories, in the order reports list them.
+const (
+	// API: the generated Go names and signatures, so code using them stops compiling.
+	API Category = "API"
+	// Wire: the payload or content type, for producers and consumers alike.
+	Wire Category = "WIRE"
+	// Inflight: messages already in a queue, a retry bucket or a DLQ can no
+	// longer be decoded or dispatched.
+	Inflight Category = "INFLIGHT"
+	// Producer: producers on the new schema send what consumers still on
+	// the old one reject; safe only once every consumer runs the new code.
+	Producer Category = "PRODUCER"
+	// Topology: RabbitMQ refuses to redeclare a queue (406 PRECONDITION_FAILED).
+	Topology Category = "TOPOLOGY"
+	// Lint: a convention, not a break.
+	Lint Category = "LINT"
+)
+
+// Categories are the categories in the order reports list them.
+var Categories = []Category{API, Wire, Inflight, Producer, Topology, Lint}
+
+// Describe says what a category's findings break, for report headings.
+func (c Category) Describe() string {
+	return map[Category]string{
+		API:      "generated Go names and signatures: code using them stops compiling",
+		Wire:     "payload or content type: producers and consumers disagree on the wire",
+		Inflight: "messages already in a queue, retry bucket or DLQ can no longer be decoded or dispatched",
+		Producer: "producers on the new schema send what consumers on the old one reject: deploy consumers first",
+		Topology: "RabbitMQ refuses the redeclare (406 PRECONDITION_FAILED)",
+		Lint:     "conventions",
+	}[c]
+}
+
+// Rule is one rule of the breaking-change or lint checks.
+type Rule struct {
+	// ID is stable: a rule may be added, but an id never changes meaning.
+	ID       string
+	Category Category
+	// Meaning is the change or convention its findings report, in one line
+	// of Markdown.
+	Meaning string
+}
+
+// The rules, each also in All.
+var (
+	PackageChanged          = Rule{"PACKAGE-CHANGED", API, "`package` renamed"}
+	OutputChanged           = Rule{"OUTPUT-CHANGED", API, "`output` moved: the generated package's import path changes"}
+	MessageRemoved          = Rule{"MESSAGE-REMOVED", API, "a message removed"}
+	VersionRemoved          = Rule{"VERSION-REMOVED", API, "a version removed; the message says whether it was deprecated first (its queues also get `VERSION-UNCONSUMED`)"}
+	FieldRemoved            = Rule{"FIELD-REMOVED", API, "a field or header removed"}
+	FieldGoTypeChanged      = Rule{"FIELD-GO-TYPE-CHANGED", API, "a field's Go type changes (such as `*string` → `string` when it becomes required, or `int32` → `int64`)"}
+	HandlerMethodAdded      = Rule{"HANDLER-METHOD-ADDED", API, "an existing queue consumes another version: its handler interface gains a method (types that embed `Unimplemented<Queue>Handler` still compile)"}
+	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "`inbox` changed to or from `required`: the generated constructor gains or loses its `inbox` parameter"}
+	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added: the AMQP type changes"}
+	FieldTypeChanged        = Rule{"FIELD-TYPE-CHANGED", Wire, "a field's type changes, other than from one integer type to another"}
+	ContentTypeRemoved      = Rule{"CONTENT-TYPE-REMOVED", Wire, "a version no longer accepts a content type"}
+	FieldRequiredAdded      = Rule{"FIELD-REQUIRED-ADDED", Inflight, "a new required field or header"}
+	FieldMadeRequired       = Rule{"FIELD-MADE-REQUIRED", Inflight, "an optional field or header becomes required"}
+	FieldNullRefused        = Rule{"FIELD-NULL-REFUSED", Inflight, "a nullable field no longer accepts null"}
+	DefaultChanged          = Rule{"DEFAULT-CHANGED", Inflight, "an optional field's default changes: queued messages without it read differently"}
+	BoundNarrowed           = Rule{"BOUND-NARROWED", Inflight, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts less (any pattern change counts)"}
+	ExampleRejected         = Rule{"EXAMPLE-REJECTED", Inflight, "an example of the old version fails the new one"}
+	VersionUnconsumed       = Rule{"VERSION-UNCONSUMED", Inflight, "a queue no longer accepts a version it did: those queued fail at dispatch, to the DLQ"}
+	QueueRemoved            = Rule{"QUEUE-REMOVED", Inflight, "a queue is no longer consumed: what it, its retry buckets and DLQ hold stays there"}
+	BodyLimitNarrowed       = Rule{"BODY-LIMIT-NARROWED", Inflight, "`max_body_bytes` lowered: queued bodies between the limits go to the DLQ unread"}
+	FieldMadeOptional       = Rule{"FIELD-MADE-OPTIONAL", Producer, "a required field or header becomes optional"}
+	FieldRequiredRemoved    = Rule{"FIELD-REQUIRED-REMOVED", Producer, "a required field removed: old consumers reject messages without it"}
+	FieldNullAllowed        = Rule{"FIELD-NULL-ALLOWED", Producer, "a field newly accepts null"}
+	BoundWidened            = Rule{"BOUND-WIDENED", Producer, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts more"}
+	ExampleRejectedByOld    = Rule{"EXAMPLE-REJECTED-BY-OLD", Producer, "an example of the new version fails the old one"}
+	QueueTypeChanged        = Rule{"QUEUE-TYPE-CHANGED", Topology, "`type` changed: RabbitMQ cannot change the type of the queue, its retry buckets or DLQ"}
+	DLQChanged              = Rule{"DLQ-CHANGED", Topology, "`dlq` changed: the main queue's `x-dead-letter-routing-key` changes"}
+
+	LintQueueName         = Rule{"LINT-QUEUE-NAME", Lint, "a queue or DLQ name that is not lower-case words joined by `.`, `-` or `_`"}
+	LintFieldName         = Rule{"LINT-FIELD-NAME", Lint, "a payload JSON key that is not snake_case (headers are exempt)"}
+	LintStringUnbounded   = Rule{"LINT-STRING-UNBOUNDED", Lint, "a string or bytes field, element or header without `max_length`"}
+	LintListUnbounded     = Rule{"LINT-LIST-UNBOUNDED", Lint, "a list or map without `max_items`"}
+	LintVersionUnconsumed = Rule{"LINT-VERSION-UNCONSUMED", Lint, "a version no queue consumes, in a schema that has queues"}
+	LintRemoveAfterPassed = Rule{"LINT-REMOVE-AFTER-PASSED", Lint, "a version kept past its `remove_after` date"}
+)
+
+// All lists every rule: the breaking ones by category, in the order reports
+// list them, then the lint rules.
+var All = []Rule{
+	PackageChanged, OutputChanged, MessageRemoved, VersionRemoved, FieldRemoved, FieldGoTypeChanged,
+	HandlerMethodAdded, InboxRequirementChanged,
+	MessageRenamed, FieldTypeChanged, ContentTypeRemoved,
+	FieldRequiredAdded, FieldMadeRequired, FieldNullRefused, DefaultChanged, BoundNarrowed,
+	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed,
+	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld,
+	QueueTypeChanged, DLQChanged,
+	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
+}
+
+// Lookup returns the rule of id.
+func Lookup(id string) (Rule, bool) {
+	for _, r := range All {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+// Breaking are the ids of the breaking-change rules, which an acknowledgement
+// may name, in the order of All.
+func Breaking() []string {
+	var out []string
+	for _, r := range All {
+		if r.Category != Lint {
+			out = append(out, r.ID)
+		}
+	}
+	return out
+}
