@@ -87,7 +87,9 @@ func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadl
 		finish(&o, deadline)
 	}
 	if c.cfg.AfterDelivery != nil {
-		if err := c.userStep(deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, o) }); err != nil {
+		// A copy: a step that outlives its timeout keeps running while o changes.
+		seen := o
+		if err := c.userStep(deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, seen) }); err != nil {
 			o.AfterDelivery = sanitize(err.Error(), maxCause)
 		}
 	}
