@@ -39,9 +39,6 @@ type Output struct {
 // is gofmt'd too.
 func Generate(f *schema.File) (Output, error) {
 	parts := []func(*jen.File){compatibility}
-	if needsNullable(f) {
-		parts = append(parts, nullable)
-	}
 	for _, m := range f.Messages {
 		parts = append(parts, func(j *jen.File) { message(j, m) })
 	}
@@ -175,19 +172,6 @@ func includes(f *schema.File) []string {
 		out[i] = filepath.ToSlash(rel)
 	}
 	return out
-}
-
-func needsNullable(f *schema.File) bool {
-	for _, m := range f.Messages {
-		for _, v := range m.Versions {
-			found := false
-			walk(v, func(f *schema.Field, _ string) { found = found || presenceShown(f) })
-			if found {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func fieldError(path, problem jen.Code) jen.Code {

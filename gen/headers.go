@@ -27,7 +27,7 @@ func headers(j *jen.File, v *schema.Version) {
 	body := []jen.Code{jen.Var().Id("out").Id(v.HeadersName)}
 	s := newScope()
 	for _, f := range v.Headers {
-		p := fieldPath{lit: schema.HeaderPath(f.Name)}
+		p := schema.HeaderPath(f.Name)
 		b := s.block()
 		local := b.name(lowerCamel(f.GoName))
 		present := []jen.Code{
@@ -39,22 +39,7 @@ func headers(j *jen.File, v *schema.Version) {
 		} else {
 			present = append(present, checks(f, jen.Id(local), p, zero)...)
 		}
-		dst := jen.Id("out").Dot(f.GoName)
-		conv := narrowed(f)
-		if f.Type == schema.Enum {
-			conv = jen.Id(f.GoPath)
-		}
-		switch {
-		case conv != nil && f.Pointer():
-			e := b.name("value")
-			present = append(present, jen.Id(e).Op(":=").Add(conv).Call(jen.Id(local)), dst.Op("=").Op("&").Id(e))
-		case conv != nil:
-			present = append(present, dst.Op("=").Add(conv).Call(jen.Id(local)))
-		case f.Pointer():
-			present = append(present, dst.Op("=").Op("&").Id(local))
-		default:
-			present = append(present, dst.Op("=").Id(local))
-		}
+		present = append(present, b.assign(f, local, jen.Id("out").Dot(f.GoName))...)
 		stmt := jen.If(
 			jen.List(jen.Id("raw"), jen.Id("ok")).Op(":=").Id("header").Call(jen.Lit(f.Name)),
 			jen.Id("ok").Op("&&").Id("raw").Op("!=").Nil(),

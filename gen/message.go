@@ -55,7 +55,7 @@ func message(j *jen.File, m *schema.Message) {
 		extractor(j, m, v)
 		producer(j, m, v)
 		for _, o := range objs {
-			wire(j, o)
+			reader(j, o)
 		}
 	}
 }
@@ -175,52 +175,6 @@ func publicType(f *schema.Field) jen.Code {
 	return valueType(f)
 }
 
-// wireValue is f's type as decoded, before the pointer that shows a missing
-// or null value. Strings that need parsing stay strings, so that a bad one is
-// reported at its own path; integers are int64, narrowed once their range is
-// checked.
-func wireValue(f *schema.Field) jen.Code {
-	switch f.Type {
-	case schema.Time, schema.Bytes, schema.Enum:
-		return jen.String()
-	case schema.Integer:
-		return jen.Int64()
-	case schema.Object:
-		return jen.Id(wireName(f.GoPath))
-	case schema.List:
-		return jen.Index().Add(wireType(f.Items))
-	case schema.Map:
-		return jen.Map(jen.String()).Add(wireType(f.Items))
-	}
-	return valueType(f)
-}
-
-func wireType(f *schema.Field) jen.Code { return jen.Op("*").Add(wireValue(f)) }
-
-// presenceShown is true for a field that must be present but may be null:
-// its wire type tells absent from null.
-func presenceShown(f *schema.Field) bool { return f.Required && f.Nullable }
-
-func wireName(structName string) string { return "wire" + structName }
-
-// nullableType is the generic wire type of fields that must be present but
-// may be null; emitted only when a schema has one.
-const nullableType = "wireNullable"
-
-func nullable(j *jen.File) {
-	j.Commentf("%s is a value that must be present but may be null: set tells the two apart.", nullableType)
-	j.Type().Id(nullableType).Types(jen.Id("T").Any()).Struct(
-		jen.Id("set").Bool(),
-		jen.Id("v").Op("*").Id("T"),
-	)
-	j.Comment("UnmarshalJSON records that the value is present, even when it is null.")
-	j.Func().Params(jen.Id("n").Op("*").Id(nullableType).Types(jen.Id("T"))).Id("UnmarshalJSON").
-		Params(jen.Id("b").Index().Byte()).Error().Block(
-		jen.Id("n").Dot("set").Op("=").True(),
-		jen.Return(jen.Qual("encoding/json", "Unmarshal").Call(jen.Id("b"), jen.Op("&").Id("n").Dot("v"))),
-	)
-}
-
 func extractor(j *jen.File, m *schema.Message, v *schema.Version) {
 	name := "Extract" + v.GoName
 	j.Commentf("%s decodes an application/json body and checks every bound of the schema.", name)
@@ -231,46 +185,53 @@ func extractor(j *jen.File, m *schema.Message, v *schema.Version) {
 	}
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(jen.Id("body").Index().Byte()).Params(jen.Op("*").Id(v.GoName), jen.Error()).Block(
-		jen.Var().Id("w").Id(wireName(v.GoName)),
-		jen.If(jen.Err().Op(":=").Qual("encoding/json", "Unmarshal").Call(jen.Id("body"), jen.Op("&").Id("w")), jen.Err().Op("!=").Nil()).Block(
-			jen.Return(jen.Nil(), jen.Qual(rt, "DecodeError").Call(jen.Err())),
+		jen.Id("r").Op(":=").Qual(rt, "NewJSONReader").Call(jen.Id("body")),
+		jen.Id("out").Op(":=").New(jen.Id(v.GoName)),
+		jen.If(jen.Err().Op(":=").Id("r").Dot("End").Call(jen.Id("out").Dot("readJSON").Call(jen.Id("r"))), jen.Err().Op("!=").Nil()).Block(
+			jen.Return(jen.Nil(), jen.Err()),
 		),
-		jen.List(jen.Id("out"), jen.Err()).Op(":=").Id("w").Dot("extract").Call(),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.Return(jen.Op("&").Id("out"), jen.Nil()),
+		jen.Return(jen.Id("out"), jen.Nil()),
 	)
 }
 
-// wire emits the decoded form of struct o and the method that checks it and
-// converts it to o.
-func wire(j *jen.File, o object) {
-	name := wireName(o.name)
-	if slices.ContainsFunc(o.fields, presenceShown) {
-		j.Commentf("%s is %s as decoded: every field is a pointer, or a %s, so a missing one shows.", name, o.name, nullableType)
-	} else {
-		j.Commentf("%s is %s as decoded: every field is a pointer, so a missing one shows.", name, o.name)
-	}
-	j.Type().Id(name).StructFunc(func(g *jen.Group) {
-		for _, f := range o.fields {
-			t := wireType(f)
-			if presenceShown(f) {
-				t = jen.Id(nullableType).Types(wireValue(f))
-			}
-			g.Id(f.GoName).Add(t).Tag(map[string]string{"json": f.Name})
+func membersVar(structName string) string { return "members" + structName }
+
+// reader emits the members of struct o and the method that reads o from JSON
+// and checks it: a switch on the member, the reader's typed calls, the checks.
+func reader(j *jen.File, o object) {
+	members := make([]jen.Code, len(o.fields))
+	for i, f := range o.fields {
+		keys := []jen.Code{jen.Id("Name").Op(":").Lit(f.Name)}
+		if f.Required {
+			keys = append(keys, jen.Id("Required").Op(":").True())
 		}
-	})
-	s := newScope()
-	var body []jen.Code
-	body = append(body, jen.Var().Id("out").Id(o.name))
-	for _, f := range o.fields {
-		body = append(body, s.field(f)...)
+		if f.Required && f.Nullable {
+			keys = append(keys, jen.Id("Nullable").Op(":").True())
+		}
+		members[i] = jen.Qual(rt, "JSONField").Values(keys...)
 	}
-	body = append(body, jen.Return(jen.Id("out"), jen.Nil()))
-	j.Comment("extract checks w against the schema and converts it, by value so that nested values")
-	j.Comment("need no allocation of their own. Its FieldError paths are relative to w: the caller")
-	j.Comment("prefixes them on failure only, so success builds no path.")
-	j.Func().Params(jen.Id("w").Op("*").Id(name)).Id("extract").Params().
-		Params(jen.Id(o.name), jen.Error()).Block(body...)
+	j.Commentf("%s are the members of %s, in schema order.", membersVar(o.name), o.name)
+	j.Var().Id(membersVar(o.name)).Op("=").Qual(rt, "NewJSONFields").Call(multiline(members...)...)
+	s := newScope()
+	body := []jen.Code{jen.Id("o").Op(":=").Id("r").Dot("Object").Call(jen.Id(membersVar(o.name)))}
+	var cases []jen.Code
+	for i, f := range o.fields {
+		if f.Default != nil && !isZero(f.Default) {
+			body = append(body, jen.Id("out").Dot(f.GoName).Op("=").Add(defaultValue(f)))
+		}
+		dst := func() *jen.Statement { return jen.Id("out").Dot(f.GoName) }
+		cases = append(cases, jen.Case(jen.Lit(i)).Block(s.block().read(f, dst, f.Name, lowerCamel(f.GoName))...))
+	}
+	loop := jen.For(jen.Id("o").Dot("Next").Call()).Block()
+	if len(cases) > 0 {
+		loop = jen.For(jen.Id("o").Dot("Next").Call()).Block(jen.Switch(jen.Id("o").Dot("Member").Call()).Block(cases...))
+	}
+	body = append(body, loop, jen.Return(jen.Id("o").Dot("End").Call()))
+	j.Commentf("readJSON reads %s from r and checks it against the schema. Its FieldError paths", o.name)
+	j.Comment("are relative to the object: the caller prefixes them on failure only, so success")
+	j.Comment("builds no path.")
+	j.Func().Params(jen.Id("out").Op("*").Id(o.name)).Id("readJSON").Params(jen.Id("r").Op("*").Qual(rt, "JSONReader")).
+		Error().Block(body...)
 }
 
 // scope hands out the local variable names of one generated function: a
@@ -284,7 +245,7 @@ type scope struct {
 // the imported packages and Go's predeclared identifiers.
 var reserved = func() map[string]bool {
 	m := map[string]bool{}
-	for _, name := range strings.Fields(`w out err n header raw ok p body msg messageID
+	for _, name := range strings.Fields(`r o out err n header raw ok p body msg messageID
 		base64 context encoding errors json maps regexp runtime slices strconv time utf8
 		any bool byte error false float64 int int64 len make nil rune string true`) {
 		m[name] = true
@@ -336,60 +297,17 @@ func lowerCamel(name string) string {
 	return string(r)
 }
 
-// fieldPath is the expression of a field's path for FieldError, relative to
-// the struct being extracted: an expression (a list index, say) or nothing,
-// then literal text. It is only evaluated where a check fails.
-type fieldPath struct {
-	expr func() *jen.Statement
-	lit  string
-}
-
-func (p fieldPath) add(s string) fieldPath { return fieldPath{p.expr, p.lit + s} }
-
-func (p fieldPath) code() *jen.Statement {
-	switch {
-	case p.expr == nil:
-		return jen.Lit(p.lit)
-	case p.lit == "":
-		return p.expr()
+// failWith returns a FieldError at path, after zero (the function's first
+// result) unless zero is nil.
+func failWith(zero jen.Code, path, problem string) jen.Code {
+	err := fieldError(jen.Lit(path), jen.Lit(problem))
+	if path == "" { // an element's: the runtime adds its path
+		err = jen.Op("&").Qual(rt, "FieldError").Values(jen.Id("Problem").Op(":").Lit(problem))
 	}
-	return p.expr().Op("+").Lit(p.lit)
-}
-
-// failWith returns the zero value zero (nil for the extract methods) and a
-// FieldError.
-func failWith(zero jen.Code, p fieldPath, problem string) jen.Code {
-	return jen.Return(zero, fieldError(p.code(), jen.Lit(problem)))
-}
-
-// fail returns from an extract method, which returns its value so far with
-// the error.
-func fail(p fieldPath, problem string) jen.Code { return failWith(jen.Id("out"), p, problem) }
-
-// field emits the checks of struct field f and its copy into out.
-func (s *scope) field(f *schema.Field) []jen.Code {
-	src := func() *jen.Statement { return jen.Id("w").Dot(f.GoName) }
-	dst := func() *jen.Statement { return jen.Id("out").Dot(f.GoName) }
-	p := fieldPath{}.add(f.Name)
-	local := lowerCamel(f.GoName)
-	switch {
-	case presenceShown(f):
-		val := func() *jen.Statement { return src().Dot("v") }
-		return []jen.Code{
-			jen.If(jen.Op("!").Add(src()).Dot("set")).Block(fail(p, "required")),
-			jen.If(val().Op("!=").Nil()).Block(s.block().value(f, val, dst, p, local)...),
-		}
-	case f.Required:
-		return append([]jen.Code{jen.If(src().Op("==").Nil()).Block(fail(p, "required"))},
-			s.value(f, src, dst, p, local)...)
-	case f.Default != nil:
-		present := jen.If(src().Op("!=").Nil()).Block(s.block().value(f, src, dst, p, local)...)
-		if isZero(f.Default) {
-			return []jen.Code{present} // out starts with the zero value
-		}
-		return []jen.Code{dst().Op("=").Add(defaultValue(f)), present}
+	if zero == nil {
+		return jen.Return(err)
 	}
-	return []jen.Code{jen.If(src().Op("!=").Nil()).Block(s.block().value(f, src, dst, p, local)...)}
+	return jen.Return(zero, err)
 }
 
 func isZero(v any) bool { return v == "" || v == int64(0) || v == float64(0) || v == false }
@@ -409,89 +327,90 @@ func defaultValue(f *schema.Field) jen.Code {
 	return jen.Lit(f.Default)
 }
 
-// value emits the checks of a present wire value src (a non-nil pointer) of
-// field f at path p and its conversion into dst; local names a variable that
-// holds the converted value where one is needed.
-func (s *scope) value(f *schema.Field, src, dst func() *jen.Statement, p fieldPath, local string) []jen.Code {
-	ptr := f.Pointer()
-	val := func() *jen.Statement { return jen.Op("*").Add(src()) }
+// readCalls are the reader's calls for the scalar types.
+var readCalls = map[schema.Type]string{
+	schema.String: "String", schema.Enum: "String", schema.Integer: "Int", schema.Number: "Float",
+	schema.Bool: "Bool", schema.Time: "Time", schema.Bytes: "Bytes",
+}
+
+// read emits the reading of a non-null value of f from r, its checks, and
+// its assignment to dst; problems are at path (empty for an element, whose
+// path the runtime adds). local names the variable that holds the value.
+func (s *scope) read(f *schema.Field, dst func() *jen.Statement, path, local string) []jen.Code {
+	failed := jen.Return(jen.Err())
+	if path != "" {
+		failed = jen.Return(jen.Qual(rt, "At").Call(jen.Lit(path), jen.Err()))
+	}
+	if f.Type == schema.Object && !f.Pointer() {
+		return []jen.Code{jen.If(jen.Err().Op(":=").Add(dst()).Dot("readJSON").Call(jen.Id("r")), jen.Err().Op("!=").Nil()).Block(failed)}
+	}
+	v := s.name(local)
+	var out []jen.Code
 	switch f.Type {
-	case schema.Time:
-		// runtime.ParseTime is strict RFC 3339, which time.Parse alone is not.
-		v := s.name(local)
-		set := jen.Id(v)
-		if ptr {
-			set = jen.Op("&").Id(v)
-		}
-		return []jen.Code{
-			jen.List(jen.Id(v), jen.Id("ok")).Op(":=").Qual(rt, "ParseTime").Call(val()),
-			jen.If(jen.Op("!").Id("ok")).Block(fail(p, "not an RFC 3339 time")),
-			dst().Op("=").Add(set),
-		}
 	case schema.Object:
-		v := s.name(local)
-		set := jen.Id(v)
-		if ptr {
-			set = jen.Op("&").Id(v)
+		out = []jen.Code{
+			jen.Var().Id(v).Id(f.GoPath),
+			jen.If(jen.Err().Op(":=").Id(v).Dot("readJSON").Call(jen.Id("r")), jen.Err().Op("!=").Nil()).Block(failed),
 		}
-		return []jen.Code{
-			jen.List(jen.Id(v), jen.Err()).Op(":=").Add(src().Dot("extract").Call()),
-			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Id("out"), jen.Qual(rt, "Within").Call(p.add(".").code(), jen.Err()))),
-			dst().Op("=").Add(set),
-		}
-	case schema.Bytes:
-		v := s.name(local)
-		return append([]jen.Code{
-			jen.List(jen.Id(v), jen.Err()).Op(":=").Qual("encoding/base64", "StdEncoding").Dot("DecodeString").Call(val()),
-			jen.If(jen.Err().Op("!=").Nil()).Block(fail(p, "not base64")),
-		}, append(checks(f, jen.Len(jen.Id(v)), p, jen.Id("out")), dst().Op("=").Id(v))...)
-	case schema.Enum:
-		conv := jen.Id(f.GoPath).Call(val())
-		out := []jen.Code{enumCheck(f, val(), p, jen.Id("out"))}
-		if !ptr {
-			return append(out, dst().Op("=").Add(conv))
-		}
-		v := s.name(local)
-		return append(out, jen.Id(v).Op(":=").Add(conv), dst().Op("=").Op("&").Id(v))
 	case schema.List, schema.Map:
-		body := s.block()
-		key, item := body.name(map[schema.Type]string{schema.List: "i", schema.Map: "k"}[f.Type]), body.name("item")
-		loop := jen.List(jen.Id(key), jen.Id(item)).Op(":=").Range().Add(val())
-		index := func() *jen.Statement { return jen.Qual("strconv", "Itoa").Call(jen.Id(key)) }
-		var head []jen.Code
-		if f.Type == schema.Map {
-			// Keys are visited in order, so that the first problem reported is
-			// the same on every run.
-			loop = jen.List(jen.Id("_"), jen.Id(key)).Op(":=").Range().Qual("slices", "Sorted").Call(jen.Qual("maps", "Keys").Call(val()))
-			head = []jen.Code{jen.Id(item).Op(":=").Parens(val()).Index(jen.Id(key))}
-			index = func() *jen.Statement { return jen.Qual("strconv", "Quote").Call(jen.Id(key)) }
+		call := map[schema.Type]string{schema.List: "JSONList", schema.Map: "JSONMap"}[f.Type]
+		out = []jen.Code{
+			jen.List(jen.Id(v), jen.Err()).Op(":=").Qual(rt, call).Call(jen.Id("r"), s.elemReader(f.Items)),
+			jen.If(jen.Err().Op("!=").Nil()).Block(failed),
 		}
-		at := p.add("[")
-		elem := fieldPath{expr: func() *jen.Statement { return at.code().Op("+").Add(index()) }, lit: "]"}
-		inner := append(head, jen.If(jen.Id(item).Op("==").Nil()).Block(fail(elem, "required")))
-		inner = append(inner, body.value(f.Items, func() *jen.Statement { return jen.Id(item) },
-			func() *jen.Statement { return dst().Index(jen.Id(key)) }, elem, "elem")...)
-		return append(checks(f, jen.Len(val()), p, jen.Id("out")),
-			dst().Op("=").Make(valueType(f), jen.Len(val())),
-			jen.For(loop).Block(inner...),
-		)
+		out = append(out, checks(f, jen.Len(jen.Id(v)), path, nil)...)
+	default:
+		out = []jen.Code{
+			jen.List(jen.Id(v), jen.Err()).Op(":=").Id("r").Dot(readCalls[f.Type]).Call(),
+			jen.If(jen.Err().Op("!=").Nil()).Block(failed),
+		}
+		switch f.Type {
+		case schema.Enum:
+			out = append(out, enumCheck(f, jen.Id(v), path, nil))
+		case schema.Bytes:
+			out = append(out, checks(f, jen.Len(jen.Id(v)), path, nil)...)
+		default:
+			out = append(out, checks(f, jen.Id(v), path, nil)...)
+		}
 	}
-	checked := checks(f, val(), p, jen.Id("out"))
-	switch conv := narrowed(f); {
-	case conv != nil && ptr:
-		v := s.name(local)
-		return append(checked, jen.Id(v).Op(":=").Add(conv).Call(val()), dst().Op("=").Op("&").Id(v))
+	return append(out, s.assign(f, v, dst())...)
+}
+
+// elemReader is the function that reads one element of a list or map: an
+// object's readJSON, or a literal that reads and checks the element.
+func (s *scope) elemReader(f *schema.Field) jen.Code {
+	if f.Type == schema.Object {
+		return jen.Parens(jen.Op("*").Id(f.GoPath)).Dot("readJSON")
+	}
+	b := s.block()
+	elem := b.name("elem")
+	body := b.read(f, func() *jen.Statement { return jen.Op("*").Id(elem) }, "", "item")
+	return jen.Func().Params(jen.Id(elem).Op("*").Add(valueType(f)), jen.Id("r").Op("*").Qual(rt, "JSONReader")).Error().
+		Block(append(body, jen.Return(jen.Nil()))...)
+}
+
+// assign stores v, the checked value of f, in dst: converted to f's enum or
+// sized integer type, by address where f's Go type is a pointer.
+func (s *scope) assign(f *schema.Field, v string, dst *jen.Statement) []jen.Code {
+	conv := narrowed(f)
+	if f.Type == schema.Enum {
+		conv = jen.Id(f.GoPath)
+	}
+	switch {
+	case conv != nil && f.Pointer():
+		e := s.name("value")
+		return []jen.Code{jen.Id(e).Op(":=").Add(conv).Call(jen.Id(v)), dst.Op("=").Op("&").Id(e)}
 	case conv != nil:
-		return append(checked, dst().Op("=").Add(conv).Call(val()))
-	case ptr:
-		return append(checked, dst().Op("=").Add(src()))
+		return []jen.Code{dst.Op("=").Add(conv).Call(jen.Id(v))}
+	case f.Pointer():
+		return []jen.Code{dst.Op("=").Op("&").Id(v)}
 	}
-	return append(checked, dst().Op("=").Add(val()))
+	return []jen.Code{dst.Op("=").Id(v)}
 }
 
 // narrowed is the conversion of a checked value of f to its Go type: the
-// integer type of an integer narrower than int64, whose checks have kept the
-// value within its range; nil when none is needed.
+// integer type of an integer narrower than int64 (read as an int64, whose
+// checks have kept it within the type's range); nil when none is needed.
 func narrowed(f *schema.Field) *jen.Statement {
 	if f.Type != schema.Integer || f.Int == schema.Int64 {
 		return nil
@@ -500,14 +419,14 @@ func narrowed(f *schema.Field) *jen.Statement {
 }
 
 // enumCheck fails unless v, a string, is one of f's values.
-func enumCheck(f *schema.Field, v jen.Code, p fieldPath, zero jen.Code) jen.Code {
+func enumCheck(f *schema.Field, v jen.Code, path string, zero jen.Code) jen.Code {
 	values := make([]jen.Code, len(f.Values))
 	for i, val := range f.Values {
 		values[i] = jen.Lit(val)
 	}
 	return jen.Switch(v).Block(
 		jen.Case(values...),
-		jen.Default().Block(failWith(zero, p, f.EnumProblem())),
+		jen.Default().Block(failWith(zero, path, f.EnumProblem())),
 	)
 }
 
@@ -544,9 +463,9 @@ func describe(f *schema.Field) string {
 	return strings.Join(parts, "; ")
 }
 
-// checks emits the bound checks of value v of field f at path p, failing
-// with zero as the function's first result.
-func checks(f *schema.Field, v jen.Code, p fieldPath, zero jen.Code) []jen.Code {
+// checks emits the bound checks of value v of field f at path, failing
+// with zero as the function's first result (none if nil).
+func checks(f *schema.Field, v jen.Code, path string, zero jen.Code) []jen.Code {
 	l := f.Limits()
 	subject := jen.Add(v)
 	if f.Type == schema.String {
@@ -556,9 +475,9 @@ func checks(f *schema.Field, v jen.Code, p fieldPath, zero jen.Code) []jen.Code 
 	switch {
 	case l.Lo == "" && l.Hi == "":
 	case l.Hi == "":
-		out = append(out, jen.If(subject.Op("<").Id(l.Lo)).Block(failWith(zero, p, l.LoProblem)))
+		out = append(out, jen.If(subject.Op("<").Id(l.Lo)).Block(failWith(zero, path, l.LoProblem)))
 	case l.Lo == "":
-		out = append(out, jen.If(subject.Op(">").Id(l.Hi)).Block(failWith(zero, p, l.HiProblem)))
+		out = append(out, jen.If(subject.Op(">").Id(l.Hi)).Block(failWith(zero, path, l.HiProblem)))
 	default:
 		// Both bounds share one count of a string's characters.
 		var init jen.Code = jen.Null()
@@ -566,12 +485,12 @@ func checks(f *schema.Field, v jen.Code, p fieldPath, zero jen.Code) []jen.Code 
 			init, subject = jen.Id("n").Op(":=").Add(subject), jen.Id("n")
 		}
 		out = append(out, jen.Switch(init, jen.Empty()).Block(
-			jen.Case(jen.Add(subject).Op("<").Id(l.Lo)).Block(failWith(zero, p, l.LoProblem)),
-			jen.Case(jen.Add(subject).Op(">").Id(l.Hi)).Block(failWith(zero, p, l.HiProblem)),
+			jen.Case(jen.Add(subject).Op("<").Id(l.Lo)).Block(failWith(zero, path, l.LoProblem)),
+			jen.Case(jen.Add(subject).Op(">").Id(l.Hi)).Block(failWith(zero, path, l.HiProblem)),
 		))
 	}
 	if f.Pattern != "" {
-		out = append(out, jen.If(jen.Op("!").Id(patternVar(f)).Dot("MatchString").Call(v)).Block(failWith(zero, p, f.PatternProblem())))
+		out = append(out, jen.If(jen.Op("!").Id(patternVar(f)).Dot("MatchString").Call(v)).Block(failWith(zero, path, f.PatternProblem())))
 	}
 	return out
 }

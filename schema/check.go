@@ -1,10 +1,8 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"io"
 	"maps"
 	"regexp"
 	"slices"
@@ -19,22 +17,19 @@ import (
 // Check reports, as a *runtime.FieldError, whether body and headers make a valid
 // message of version v. It interprets the schema the way the generated
 // extractors apply it, problem for problem, so that tools can replay examples
-// without compiling them. Two differences: a JSON value of the wrong type is
-// reported at its full path, and of two keys that differ only in case the
-// decoder here cannot know which came last. Headers hold AMQP table values:
-// strings, any integer type, float32/float64, bool and time.Time.
+// without compiling them; it reads JSON by the same rules, with
+// runtime.ParseJSON. Where a body has several problems it may name another
+// than the extractor, which reports the first in the body's order, and it
+// reports a repeated name by its byte offset, never at a path. Headers hold
+// AMQP table values: strings, any integer type, float32/float64, bool and
+// time.Time.
 func (v *Version) Check(body []byte, headers map[string]any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return &runtime.FieldError{Problem: err.Error()}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &runtime.FieldError{Problem: "invalid character after top-level value"}
+	doc, err := runtime.ParseJSON(body)
+	if err != nil {
+		return err
 	}
 	if doc == nil {
-		doc = map[string]any{} // as encoding/json leaves a struct alone on null
+		doc = map[string]any{} // a null body is an object without members
 	}
 	if err := checkObject(v.Fields, doc, ""); err != nil {
 		return err
@@ -100,7 +95,7 @@ func checkObject(fields []*Field, v any, prefix string) error {
 		return typeError(strings.TrimSuffix(prefix, "."), v)
 	}
 	for _, f := range fields {
-		val, present := lookup(obj, f.Name)
+		val, present := obj[f.Name] // names match exactly
 		path := prefix + f.Name
 		if !present || val == nil {
 			if f.Required && !(present && f.Nullable) {
@@ -113,23 +108,6 @@ func checkObject(fields []*Field, v any, prefix string) error {
 		}
 	}
 	return nil
-}
-
-// lookup finds key in obj as encoding/json does: exactly, or else ignoring
-// case.
-func lookup(obj map[string]any, key string) (any, bool) {
-	if v, ok := obj[key]; ok {
-		return v, true
-	}
-	// Of several keys that match ignoring case, the least is taken, so that
-	// the result does not depend on map order.
-	match, found := "", false
-	for k := range obj {
-		if strings.EqualFold(k, key) && (!found || k < match) {
-			match, found = k, true
-		}
-	}
-	return obj[match], found
 }
 
 func typeError(path string, v any) error {

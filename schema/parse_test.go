@@ -284,8 +284,11 @@ func TestCheck(t *testing.T) {
 		`{"note": null, "tags": {"b": 1.5}}`:  `field tags["b"]: unexpected JSON number`,
 		`{"note": null, "blob": "AAECAwQ="}`:  "field blob: longer than 4 bytes",
 		`{"note": null, "blob": "!"}`:         "field blob: not base64",
-		`{"NOTE": 1}`:                         "field note: unexpected JSON number",
-		`{"note": null} x`:                    "payload: invalid character after top-level value",
+		`{"note": 1}`:                         "field note: unexpected JSON number",
+		`{"NOTE": 1}`:                         "field note: required",
+		`{"note": null, "note": null}`:        `payload: invalid JSON at byte 15: repeated member name "note"`,
+		`{"note": "\udc00"}`:                  "payload: invalid JSON at byte 10: a lone surrogate escape is not UTF-16",
+		`{"note": null} x`:                    "payload: invalid JSON at byte 15: data after the top-level value",
 	} {
 		got := ""
 		if err := v.Check([]byte(body), tenant); err != nil {

@@ -65,13 +65,13 @@ func TestGenerateThenCheck(t *testing.T) {
 
 	// A hand edit is stale, and check shows it.
 	content, _ := os.ReadFile(target)
-	edited := strings.Replace(string(content), `Problem: "required"`, `Problem: "absent"`, 1)
+	edited := strings.Replace(string(content), `{Name: "id", Required: true}`, `{Name: "id"}`, 1)
 	writeFile(t, target, edited)
 	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
 	if code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go is stale") {
 		t.Errorf("check of stale output: exit %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"--- out/pingmsg.lily.go (on disk)", `-		return out, &runtime.FieldError{Path: "id", Problem: "absent"}`, `+		return out, &runtime.FieldError{Path: "id", Problem: "required"}`} {
+	for _, want := range []string{"--- out/pingmsg.lily.go (on disk)", `-	runtime.JSONField{Name: "id"},`, `+	runtime.JSONField{Name: "id", Required: true},`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("diff lacks %q:\n%s", want, stdout)
 		}

@@ -54,8 +54,14 @@ func TestExtractOrderPlacedV2Failures(t *testing.T) {
 		{"empty list", `[{"sku": "A-1", "qty": 2}, {"sku": "B-2", "qty": 1}]`, `[]`, runtime.FieldError{Path: "items", Problem: "empty"}},
 		{"bad time", `2025-03-01T12:30:00Z`, `yesterday`, runtime.FieldError{Path: "placed_at", Problem: "not an RFC 3339 time"}},
 		{"wrong JSON type", `1250`, `"1250"`, runtime.FieldError{Path: "amount_cents", Problem: "unexpected JSON string"}},
-		{"not an integer", `"qty": 1}`, `"qty": 1.5}`, runtime.FieldError{Path: "items.qty", Problem: "unexpected JSON number 1.5"}},
-		{"not JSON", `{`, `[`, runtime.FieldError{Problem: "invalid character ':' after array element"}},
+		{"not an integer", `"qty": 1}`, `"qty": 1.5}`, runtime.FieldError{Path: "items[1].qty", Problem: "unexpected JSON number"}},
+		{"not JSON", `{`, `[`, runtime.FieldError{Problem: "invalid JSON at byte 13: invalid character ':' after a value; want ',' or ']'"}},
+		{"not JSON after a problem", `1250`, `0, ]`, runtime.FieldError{Problem: "invalid JSON at byte 45: invalid character ']' where a member name should be"}},
+		{"repeated name", `"note": null`, `"note": null, "note": "x"`, runtime.FieldError{Path: "note", Problem: "repeated"}},
+		{"repeated unknown name", `"note": null`, `"coupon": "x"`, runtime.FieldError{Problem: `invalid JSON at byte 63: repeated member name "coupon"`}},
+		{"name in another case", `"order_id"`, `"ORDER_ID"`, runtime.FieldError{Path: "order_id", Problem: "required"}},
+		{"invalid UTF-8", `"A-1"`, "\"A\xff\"", runtime.FieldError{Problem: "invalid JSON at byte 162: invalid UTF-8 in a string"}},
+		{"lone surrogate", `"A-1"`, `"\ud800"`, runtime.FieldError{Problem: "invalid JSON at byte 161: a lone surrogate escape is not UTF-16"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := strings.Replace(goodV2, tc.from, tc.to, 1)

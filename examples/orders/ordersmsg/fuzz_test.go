@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lily-mq/lily/runtime"
 )
@@ -19,19 +22,25 @@ import (
 // bodies (and headers) an independent check written here accepts, with the
 // same values.
 //
-// The check decodes JSON as docs/schema.md says keys match: as encoding/json
-// matches them, ignoring case, the last of repeated keys winning, and a
-// repeated object or list merged into what was decoded before (encoding/json
-// decodes into the value a pointer already holds, and a list's elements into
-// the elements the list held). It reads the tokens with encoding/json's
-// tokenizer, so strings are unquoted as the extractor sees them; every rule
-// of the schema, the integer rule and RFC 3339 are its own.
+// The check reads JSON as docs/schema.md says: names match exactly; a body is
+// refused when any object in it repeats a name, when it holds invalid UTF-8
+// or a lone surrogate escape, or when the value of a member the schema does
+// not know nests deeper than 1,000; null is absence. It reads the tokens with
+// encoding/json's tokenizer, so strings are unquoted as the extractor sees
+// them once those rules hold; every rule of the schema, the integer rule and
+// RFC 3339 are its own.
 
 func FuzzExtractOrderPlacedV1(f *testing.F) {
 	for _, seed := range []string{
 		`{"order_id":"order-1","amount_cents":1250}`,
 		`{"order_id":"order-2","amount_cents":99,"note":"leave at the door"}`,
 		`{"ORDER_ID":"x","Amount_Cents":100000000,"note":null,"extra":[1,{"a":null}]}`,
+		`{"order_id":"x","amount_cents":100000000,"note":null,"extra":[1,{"a":null,"a":1}]}`,
+		`{"order_id":"x","amount_cents":1,"x":1,"x":2}`,
+		`{"order_id":"\ud83d\ude00","amount_cents":1,"x":"\\ud800"}`,
+		`{"order_id":"x","amount_cents":1,"x":"\udc00"}`,
+		`{"order_id":"x","amount_cents":1,"x":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}`,
+		`{"order_id":"x","amount_cents":1,"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`,
 		`{"order_id":"","amount_cents":1}`,
 		`{"order_id":"a","amount_cents":0}`,
 		`{"order_id":"a","amount_cents":1.0}`,
@@ -141,8 +150,13 @@ type object struct {
 
 // parse decodes one JSON document, or says why it is not one.
 func parse(body []byte) (any, error) {
-	if !json.Valid(body) {
+	switch {
+	case !json.Valid(body):
 		return nil, errors.New("not valid JSON")
+	case !utf8.Valid(body):
+		return nil, errors.New("invalid UTF-8")
+	case loneSurrogate(body):
+		return nil, errors.New("a lone surrogate escape")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -154,6 +168,28 @@ func parse(body []byte) (any, error) {
 		return nil, errors.New("more than one JSON value")
 	}
 	return v, nil
+}
+
+// escapes matches each escape of a valid JSON body, left to right, so that an
+// escaped backslash is never taken for the start of another escape.
+var escapes = regexp.MustCompile(`\\(u[0-9a-fA-F]{4}|[^u])`)
+
+// loneSurrogate reports whether a \u escape of body is half a surrogate pair
+// without its other half right beside it.
+func loneSurrogate(body []byte) bool {
+	end, high := -1, false
+	for _, m := range escapes.FindAllSubmatchIndex(body, -1) {
+		var u uint64 // not a surrogate unless a \u escape says so
+		if body[m[2]] == 'u' {
+			u, _ = strconv.ParseUint(string(body[m[2]+1:m[3]]), 16, 32)
+		}
+		low, paired := u >= 0xDC00 && u <= 0xDFFF, high && m[0] == end
+		if high && !(paired && low) || low && !paired {
+			return true
+		}
+		high, end = u >= 0xD800 && u <= 0xDBFF, m[1]
+	}
+	return high
 }
 
 func value(dec *json.Decoder) (any, error) {
@@ -172,6 +208,9 @@ func value(dec *json.Decoder) (any, error) {
 			v, err := value(dec)
 			if err != nil {
 				return nil, err
+			}
+			if slices.Contains(o.keys, k.(string)) {
+				return nil, errors.New("a repeated name")
 			}
 			o.keys, o.values = append(o.keys, k.(string)), append(o.values, v)
 		}
@@ -193,16 +232,8 @@ func value(dec *json.Decoder) (any, error) {
 }
 
 // A wire value, as decoding leaves it before the schema's bounds: nil when
-// absent or null, string, int64, *fields, or *list.
+// absent or null, string, int64, fields, or []any (a list's elements).
 type fields map[string]any
-
-// list keeps every element a list ever held at each index: decoding a
-// shorter list leaves the longer one's elements behind its end, and a later,
-// longer list decodes into them again.
-type list struct {
-	held []any
-	n    int
-}
 
 // shape says, per field of an object, how it decodes: "string", "int", an
 // object's shape, or a list of an object's shape.
@@ -218,9 +249,9 @@ var (
 		"items": listOf{shapeItem}, "placed_at": "string", "channel": "string"}
 )
 
-// decode decodes v into old (the value the field held) by s; false means a
-// JSON value of the wrong kind, which fails the whole decoding.
-func decode(s any, old, v any) (any, bool) {
+// decode decodes v by s; false means a JSON value of the wrong kind, or an
+// unknown member nested too deep, which fails the whole decoding.
+func decode(s any, v any) (any, bool) {
 	if v == nil {
 		return nil, true
 	}
@@ -239,20 +270,20 @@ func decode(s any, old, v any) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		f, _ := old.(fields)
-		if f == nil {
-			f = fields{}
-		}
+		f := fields{}
 		for i, k := range o.keys {
-			for name, fs := range s {
-				if strings.EqualFold(k, name) {
-					nv, ok := decode(fs, f[name], o.values[i])
-					if !ok {
-						return nil, false
-					}
-					f[name] = nv
+			fs, known := s[k]
+			if !known {
+				if nesting(o.values[i]) > 1000 {
+					return nil, false
 				}
+				continue
 			}
+			nv, ok := decode(fs, o.values[i])
+			if !ok {
+				return nil, false
+			}
+			f[k] = nv
 		}
 		return f, true
 	case listOf:
@@ -260,24 +291,35 @@ func decode(s any, old, v any) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		l, _ := old.(*list)
-		if l == nil || len(a) == 0 {
-			l = &list{}
-		}
-		for i, e := range a {
-			if i == len(l.held) {
-				l.held = append(l.held, nil)
-			}
-			ne, ok := decode(s.elem, l.held[i], e)
+		out := []any{}
+		for _, e := range a {
+			ne, ok := decode(s.elem, e)
 			if !ok {
 				return nil, false
 			}
-			l.held[i] = ne
+			out = append(out, ne)
 		}
-		l.n = len(a)
-		return l, true
+		return out, true
 	}
 	panic("unknown shape")
+}
+
+// nesting counts the arrays and objects around the deepest value in v.
+func nesting(v any) int {
+	var inner []any
+	switch x := v.(type) {
+	case []any:
+		inner = x
+	case *object:
+		inner = x.values
+	default:
+		return 0
+	}
+	deepest := 0
+	for _, e := range inner {
+		deepest = max(deepest, nesting(e))
+	}
+	return deepest + 1
 }
 
 // wire parses body and decodes it by s; nil and a reason when it does not.
@@ -289,9 +331,9 @@ func wire(body []byte, s shape) (fields, string) {
 	if v == nil {
 		return fields{}, "" // null leaves every field absent
 	}
-	f, ok := decode(s, nil, v)
+	f, ok := decode(s, v)
 	if !ok {
-		return nil, "a value is of the wrong JSON kind"
+		return nil, "a value is of the wrong JSON kind, or nests too deep"
 	}
 	return f.(fields), ""
 }
@@ -376,11 +418,11 @@ func checkV2(body []byte) (*OrderPlacedV2, string) {
 	if out.Customer.Name, why = text(c, "name", false, 0, 100); why != "" {
 		return nil, why
 	}
-	l, ok := f["items"].(*list)
-	if !ok || l.n < 1 || l.n > 50 {
+	l, ok := f["items"].([]any)
+	if !ok || len(l) < 1 || len(l) > 50 {
 		return nil, "items is not a list of 1 to 50"
 	}
-	for _, e := range l.held[:l.n] {
+	for _, e := range l {
 		item, ok := e.(fields)
 		if !ok {
 			return nil, "an item is null"

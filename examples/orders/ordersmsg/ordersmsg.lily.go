@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"regexp"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -32,15 +31,12 @@ type OrderPlacedV1 struct {
 // ExtractOrderPlacedV1 decodes an application/json body and checks every bound of the schema.
 // It fails with a *runtime.FieldError.
 func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
-	var w wireOrderPlacedV1
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, runtime.DecodeError(err)
-	}
-	out, err := w.extract()
-	if err != nil {
+	r := runtime.NewJSONReader(body)
+	out := new(OrderPlacedV1)
+	if err := r.End(out.readJSON(r)); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return out, nil
 }
 
 // NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
@@ -57,45 +53,56 @@ func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing,
 	return runtime.NewPublishing(OrderPlacedType, 1, messageID, body), nil
 }
 
-// wireOrderPlacedV1 is OrderPlacedV1 as decoded: every field is a pointer, so a missing one shows.
-type wireOrderPlacedV1 struct {
-	OrderID     *string `json:"order_id"`
-	AmountCents *int64  `json:"amount_cents"`
-	Note        *string `json:"note"`
-}
+// membersOrderPlacedV1 are the members of OrderPlacedV1, in schema order.
+var membersOrderPlacedV1 = runtime.NewJSONFields(
+	runtime.JSONField{Name: "order_id", Required: true},
+	runtime.JSONField{Name: "amount_cents", Required: true},
+	runtime.JSONField{Name: "note"},
+)
 
-// extract checks w against the schema and converts it, by value so that nested values
-// need no allocation of their own. Its FieldError paths are relative to w: the caller
-// prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV1) extract() (OrderPlacedV1, error) {
-	var out OrderPlacedV1
-	if w.OrderID == nil {
-		return out, &runtime.FieldError{Path: "order_id", Problem: "required"}
-	}
-	switch n := utf8.RuneCountInString(*w.OrderID); {
-	case n < 1:
-		return out, &runtime.FieldError{Path: "order_id", Problem: "empty"}
-	case n > 64:
-		return out, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
-	}
-	out.OrderID = *w.OrderID
-	if w.AmountCents == nil {
-		return out, &runtime.FieldError{Path: "amount_cents", Problem: "required"}
-	}
-	switch {
-	case *w.AmountCents < 1:
-		return out, &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
-	case *w.AmountCents > 100000000:
-		return out, &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
-	}
-	out.AmountCents = *w.AmountCents
-	if w.Note != nil {
-		if utf8.RuneCountInString(*w.Note) > 200 {
-			return out, &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
+// readJSON reads OrderPlacedV1 from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *OrderPlacedV1) readJSON(r *runtime.JSONReader) error {
+	o := r.Object(membersOrderPlacedV1)
+	for o.Next() {
+		switch o.Member() {
+		case 0:
+			orderID, err := r.String()
+			if err != nil {
+				return runtime.At("order_id", err)
+			}
+			switch n := utf8.RuneCountInString(orderID); {
+			case n < 1:
+				return &runtime.FieldError{Path: "order_id", Problem: "empty"}
+			case n > 64:
+				return &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+			}
+			out.OrderID = orderID
+		case 1:
+			amountCents, err := r.Int()
+			if err != nil {
+				return runtime.At("amount_cents", err)
+			}
+			switch {
+			case amountCents < 1:
+				return &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
+			case amountCents > 100000000:
+				return &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
+			}
+			out.AmountCents = amountCents
+		case 2:
+			note, err := r.String()
+			if err != nil {
+				return runtime.At("note", err)
+			}
+			if utf8.RuneCountInString(note) > 200 {
+				return &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
+			}
+			out.Note = &note
 		}
-		out.Note = w.Note
 	}
-	return out, nil
+	return o.End()
 }
 
 // OrderPlacedV2 is version 2 of OrderPlaced.
@@ -180,15 +187,12 @@ func extractOrderPlacedV2Headers(header func(string) (any, bool)) (OrderPlacedV2
 // ExtractOrderPlacedV2 decodes an application/json body and checks every bound of the schema.
 // It fails with a *runtime.FieldError. It leaves Headers empty: the route fills them in.
 func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
-	var w wireOrderPlacedV2
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, runtime.DecodeError(err)
-	}
-	out, err := w.extract()
-	if err != nil {
+	r := runtime.NewJSONReader(body)
+	out := new(OrderPlacedV2)
+	if err := r.End(out.readJSON(r)); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return out, nil
 }
 
 // NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
@@ -217,155 +221,172 @@ func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing,
 	return p, nil
 }
 
-// wireOrderPlacedV2 is OrderPlacedV2 as decoded: every field is a pointer, so a missing one shows.
-type wireOrderPlacedV2 struct {
-	OrderID     *string                        `json:"order_id"`
-	AmountCents *int64                         `json:"amount_cents"`
-	Note        *string                        `json:"note"`
-	Customer    *wireOrderPlacedV2Customer     `json:"customer"`
-	Items       *[]*wireOrderPlacedV2ItemsItem `json:"items"`
-	PlacedAt    *string                        `json:"placed_at"`
-	Channel     *string                        `json:"channel"`
-}
+// membersOrderPlacedV2 are the members of OrderPlacedV2, in schema order.
+var membersOrderPlacedV2 = runtime.NewJSONFields(
+	runtime.JSONField{Name: "order_id", Required: true},
+	runtime.JSONField{Name: "amount_cents", Required: true},
+	runtime.JSONField{Name: "note"},
+	runtime.JSONField{Name: "customer", Required: true},
+	runtime.JSONField{Name: "items", Required: true},
+	runtime.JSONField{Name: "placed_at", Required: true},
+	runtime.JSONField{Name: "channel"},
+)
 
-// extract checks w against the schema and converts it, by value so that nested values
-// need no allocation of their own. Its FieldError paths are relative to w: the caller
-// prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV2) extract() (OrderPlacedV2, error) {
-	var out OrderPlacedV2
-	if w.OrderID == nil {
-		return out, &runtime.FieldError{Path: "order_id", Problem: "required"}
-	}
-	switch n := utf8.RuneCountInString(*w.OrderID); {
-	case n < 1:
-		return out, &runtime.FieldError{Path: "order_id", Problem: "empty"}
-	case n > 64:
-		return out, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
-	}
-	out.OrderID = *w.OrderID
-	if w.AmountCents == nil {
-		return out, &runtime.FieldError{Path: "amount_cents", Problem: "required"}
-	}
-	switch {
-	case *w.AmountCents < 1:
-		return out, &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
-	case *w.AmountCents > 100000000:
-		return out, &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
-	}
-	out.AmountCents = *w.AmountCents
-	if w.Note != nil {
-		if utf8.RuneCountInString(*w.Note) > 200 {
-			return out, &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
-		}
-		out.Note = w.Note
-	}
-	if w.Customer == nil {
-		return out, &runtime.FieldError{Path: "customer", Problem: "required"}
-	}
-	customer, err := w.Customer.extract()
-	if err != nil {
-		return out, runtime.Within("customer.", err)
-	}
-	out.Customer = customer
-	if w.Items == nil {
-		return out, &runtime.FieldError{Path: "items", Problem: "required"}
-	}
-	switch {
-	case len(*w.Items) < 1:
-		return out, &runtime.FieldError{Path: "items", Problem: "empty"}
-	case len(*w.Items) > 50:
-		return out, &runtime.FieldError{Path: "items", Problem: "more than 50 items"}
-	}
-	out.Items = make([]OrderPlacedV2ItemsItem, len(*w.Items))
-	for i, item := range *w.Items {
-		if item == nil {
-			return out, &runtime.FieldError{Path: "items[" + strconv.Itoa(i) + "]", Problem: "required"}
-		}
-		elem, err := item.extract()
-		if err != nil {
-			return out, runtime.Within("items["+strconv.Itoa(i)+"].", err)
-		}
-		out.Items[i] = elem
-	}
-	if w.PlacedAt == nil {
-		return out, &runtime.FieldError{Path: "placed_at", Problem: "required"}
-	}
-	placedAt, ok := runtime.ParseTime(*w.PlacedAt)
-	if !ok {
-		return out, &runtime.FieldError{Path: "placed_at", Problem: "not an RFC 3339 time"}
-	}
-	out.PlacedAt = placedAt
+// readJSON reads OrderPlacedV2 from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *OrderPlacedV2) readJSON(r *runtime.JSONReader) error {
+	o := r.Object(membersOrderPlacedV2)
 	out.Channel = OrderPlacedV2ChannelWeb
-	if w.Channel != nil {
-		switch *w.Channel {
-		case "web", "store", "phone":
-		default:
-			return out, &runtime.FieldError{Path: "channel", Problem: "not one of web, store, phone"}
+	for o.Next() {
+		switch o.Member() {
+		case 0:
+			orderID, err := r.String()
+			if err != nil {
+				return runtime.At("order_id", err)
+			}
+			switch n := utf8.RuneCountInString(orderID); {
+			case n < 1:
+				return &runtime.FieldError{Path: "order_id", Problem: "empty"}
+			case n > 64:
+				return &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+			}
+			out.OrderID = orderID
+		case 1:
+			amountCents, err := r.Int()
+			if err != nil {
+				return runtime.At("amount_cents", err)
+			}
+			switch {
+			case amountCents < 1:
+				return &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
+			case amountCents > 100000000:
+				return &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
+			}
+			out.AmountCents = amountCents
+		case 2:
+			note, err := r.String()
+			if err != nil {
+				return runtime.At("note", err)
+			}
+			if utf8.RuneCountInString(note) > 200 {
+				return &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
+			}
+			out.Note = &note
+		case 3:
+			if err := out.Customer.readJSON(r); err != nil {
+				return runtime.At("customer", err)
+			}
+		case 4:
+			items, err := runtime.JSONList(r, (*OrderPlacedV2ItemsItem).readJSON)
+			if err != nil {
+				return runtime.At("items", err)
+			}
+			switch {
+			case len(items) < 1:
+				return &runtime.FieldError{Path: "items", Problem: "empty"}
+			case len(items) > 50:
+				return &runtime.FieldError{Path: "items", Problem: "more than 50 items"}
+			}
+			out.Items = items
+		case 5:
+			placedAt, err := r.Time()
+			if err != nil {
+				return runtime.At("placed_at", err)
+			}
+			out.PlacedAt = placedAt
+		case 6:
+			channel, err := r.String()
+			if err != nil {
+				return runtime.At("channel", err)
+			}
+			switch channel {
+			case "web", "store", "phone":
+			default:
+				return &runtime.FieldError{Path: "channel", Problem: "not one of web, store, phone"}
+			}
+			out.Channel = OrderPlacedV2Channel(channel)
 		}
-		out.Channel = OrderPlacedV2Channel(*w.Channel)
 	}
-	return out, nil
+	return o.End()
 }
 
-// wireOrderPlacedV2Customer is OrderPlacedV2Customer as decoded: every field is a pointer, so a missing one shows.
-type wireOrderPlacedV2Customer struct {
-	Email *string `json:"email"`
-	Name  *string `json:"name"`
-}
+// membersOrderPlacedV2Customer are the members of OrderPlacedV2Customer, in schema order.
+var membersOrderPlacedV2Customer = runtime.NewJSONFields(
+	runtime.JSONField{Name: "email", Required: true},
+	runtime.JSONField{Name: "name"},
+)
 
-// extract checks w against the schema and converts it, by value so that nested values
-// need no allocation of their own. Its FieldError paths are relative to w: the caller
-// prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV2Customer) extract() (OrderPlacedV2Customer, error) {
-	var out OrderPlacedV2Customer
-	if w.Email == nil {
-		return out, &runtime.FieldError{Path: "email", Problem: "required"}
-	}
-	if utf8.RuneCountInString(*w.Email) > 254 {
-		return out, &runtime.FieldError{Path: "email", Problem: "longer than 254 characters"}
-	}
-	out.Email = *w.Email
-	if w.Name != nil {
-		if utf8.RuneCountInString(*w.Name) > 100 {
-			return out, &runtime.FieldError{Path: "name", Problem: "longer than 100 characters"}
+// readJSON reads OrderPlacedV2Customer from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *OrderPlacedV2Customer) readJSON(r *runtime.JSONReader) error {
+	o := r.Object(membersOrderPlacedV2Customer)
+	for o.Next() {
+		switch o.Member() {
+		case 0:
+			email, err := r.String()
+			if err != nil {
+				return runtime.At("email", err)
+			}
+			if utf8.RuneCountInString(email) > 254 {
+				return &runtime.FieldError{Path: "email", Problem: "longer than 254 characters"}
+			}
+			out.Email = email
+		case 1:
+			name, err := r.String()
+			if err != nil {
+				return runtime.At("name", err)
+			}
+			if utf8.RuneCountInString(name) > 100 {
+				return &runtime.FieldError{Path: "name", Problem: "longer than 100 characters"}
+			}
+			out.Name = &name
 		}
-		out.Name = w.Name
 	}
-	return out, nil
+	return o.End()
 }
 
-// wireOrderPlacedV2ItemsItem is OrderPlacedV2ItemsItem as decoded: every field is a pointer, so a missing one shows.
-type wireOrderPlacedV2ItemsItem struct {
-	SKU *string `json:"sku"`
-	Qty *int64  `json:"qty"`
-}
+// membersOrderPlacedV2ItemsItem are the members of OrderPlacedV2ItemsItem, in schema order.
+var membersOrderPlacedV2ItemsItem = runtime.NewJSONFields(
+	runtime.JSONField{Name: "sku", Required: true},
+	runtime.JSONField{Name: "qty", Required: true},
+)
 
-// extract checks w against the schema and converts it, by value so that nested values
-// need no allocation of their own. Its FieldError paths are relative to w: the caller
-// prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV2ItemsItem) extract() (OrderPlacedV2ItemsItem, error) {
-	var out OrderPlacedV2ItemsItem
-	if w.SKU == nil {
-		return out, &runtime.FieldError{Path: "sku", Problem: "required"}
+// readJSON reads OrderPlacedV2ItemsItem from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *OrderPlacedV2ItemsItem) readJSON(r *runtime.JSONReader) error {
+	o := r.Object(membersOrderPlacedV2ItemsItem)
+	for o.Next() {
+		switch o.Member() {
+		case 0:
+			sku, err := r.String()
+			if err != nil {
+				return runtime.At("sku", err)
+			}
+			switch n := utf8.RuneCountInString(sku); {
+			case n < 1:
+				return &runtime.FieldError{Path: "sku", Problem: "empty"}
+			case n > 32:
+				return &runtime.FieldError{Path: "sku", Problem: "longer than 32 characters"}
+			}
+			out.SKU = sku
+		case 1:
+			qty, err := r.Int()
+			if err != nil {
+				return runtime.At("qty", err)
+			}
+			switch {
+			case qty < 1:
+				return &runtime.FieldError{Path: "qty", Problem: "less than 1"}
+			case qty > 1000:
+				return &runtime.FieldError{Path: "qty", Problem: "more than 1000"}
+			}
+			out.Qty = qty
+		}
 	}
-	switch n := utf8.RuneCountInString(*w.SKU); {
-	case n < 1:
-		return out, &runtime.FieldError{Path: "sku", Problem: "empty"}
-	case n > 32:
-		return out, &runtime.FieldError{Path: "sku", Problem: "longer than 32 characters"}
-	}
-	out.SKU = *w.SKU
-	if w.Qty == nil {
-		return out, &runtime.FieldError{Path: "qty", Problem: "required"}
-	}
-	switch {
-	case *w.Qty < 1:
-		return out, &runtime.FieldError{Path: "qty", Problem: "less than 1"}
-	case *w.Qty > 1000:
-		return out, &runtime.FieldError{Path: "qty", Problem: "more than 1000"}
-	}
-	out.Qty = *w.Qty
-	return out, nil
+	return o.End()
 }
 
 // OrdersHandler handles the messages queue "orders" consumes. Return nil to ACK,

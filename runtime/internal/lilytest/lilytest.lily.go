@@ -53,15 +53,12 @@ func extractOrderPlacedV1Headers(header func(string) (any, bool)) (OrderPlacedV1
 // ExtractOrderPlacedV1 decodes an application/json body and checks every bound of the schema.
 // It fails with a *runtime.FieldError. It leaves Headers empty: the route fills them in.
 func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
-	var w wireOrderPlacedV1
-	if err := json.Unmarshal(body, &w); err != nil {
-		return nil, runtime.DecodeError(err)
-	}
-	out, err := w.extract()
-	if err != nil {
+	r := runtime.NewJSONReader(body)
+	out := new(OrderPlacedV1)
+	if err := r.End(out.readJSON(r)); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return out, nil
 }
 
 // NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
@@ -89,34 +86,43 @@ func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing,
 	return p, nil
 }
 
-// wireOrderPlacedV1 is OrderPlacedV1 as decoded: every field is a pointer, so a missing one shows.
-type wireOrderPlacedV1 struct {
-	OrderID *string `json:"order_id"`
-	Padding *string `json:"padding"`
-}
+// membersOrderPlacedV1 are the members of OrderPlacedV1, in schema order.
+var membersOrderPlacedV1 = runtime.NewJSONFields(
+	runtime.JSONField{Name: "order_id", Required: true},
+	runtime.JSONField{Name: "padding"},
+)
 
-// extract checks w against the schema and converts it, by value so that nested values
-// need no allocation of their own. Its FieldError paths are relative to w: the caller
-// prefixes them on failure only, so success builds no path.
-func (w *wireOrderPlacedV1) extract() (OrderPlacedV1, error) {
-	var out OrderPlacedV1
-	if w.OrderID == nil {
-		return out, &runtime.FieldError{Path: "order_id", Problem: "required"}
-	}
-	switch n := utf8.RuneCountInString(*w.OrderID); {
-	case n < 1:
-		return out, &runtime.FieldError{Path: "order_id", Problem: "empty"}
-	case n > 64:
-		return out, &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
-	}
-	out.OrderID = *w.OrderID
-	if w.Padding != nil {
-		if utf8.RuneCountInString(*w.Padding) > 8192 {
-			return out, &runtime.FieldError{Path: "padding", Problem: "longer than 8192 characters"}
+// readJSON reads OrderPlacedV1 from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *OrderPlacedV1) readJSON(r *runtime.JSONReader) error {
+	o := r.Object(membersOrderPlacedV1)
+	for o.Next() {
+		switch o.Member() {
+		case 0:
+			orderID, err := r.String()
+			if err != nil {
+				return runtime.At("order_id", err)
+			}
+			switch n := utf8.RuneCountInString(orderID); {
+			case n < 1:
+				return &runtime.FieldError{Path: "order_id", Problem: "empty"}
+			case n > 64:
+				return &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+			}
+			out.OrderID = orderID
+		case 1:
+			padding, err := r.String()
+			if err != nil {
+				return runtime.At("padding", err)
+			}
+			if utf8.RuneCountInString(padding) > 8192 {
+				return &runtime.FieldError{Path: "padding", Problem: "longer than 8192 characters"}
+			}
+			out.Padding = &padding
 		}
-		out.Padding = w.Padding
 	}
-	return out, nil
+	return o.End()
 }
 
 // LilytestHandler handles the messages queue "lilytest" consumes. Return nil to ACK,

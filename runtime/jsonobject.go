@@ -1,0 +1,262 @@
+package runtime
+
+import (
+	"strconv"
+	"strings"
+)
+
+// JSONField is one member of an object the schema describes.
+type JSONField struct {
+	Name string
+	// Required members must be present and, unless Nullable, not null.
+	Required, Nullable bool
+}
+
+// JSONFields are the members of one object type, in schema order; generated
+// code makes them once, when the package loads.
+type JSONFields struct {
+	fields []JSONField
+	// index finds a member of an object with many; fewer are found by a scan.
+	index map[string]int
+}
+
+// scanFields is the most members found by a scan rather than a map.
+const scanFields = 8
+
+// NewJSONFields returns the members of an object type.
+func NewJSONFields(fields ...JSONField) *JSONFields {
+	f := &JSONFields{fields: fields}
+	if len(fields) > scanFields {
+		f.index = make(map[string]int, len(fields))
+		for i, field := range fields {
+			f.index[field.Name] = i
+		}
+	}
+	return f
+}
+
+// find returns the index of the member named name, or -1. Names match
+// exactly, as encoding/json/v2 matches them.
+func (f *JSONFields) find(name []byte) int {
+	if f.index != nil {
+		if i, ok := f.index[string(name)]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, field := range f.fields {
+		if field.Name == string(name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// memberBits is a set of member indexes.
+type memberBits struct {
+	low  uint64
+	high []uint64 // members from 64 on, for objects that have them
+}
+
+func (b *memberBits) has(i int) bool {
+	if i < 64 {
+		return b.low&(1<<i) != 0
+	}
+	return b.high[i/64-1]&(1<<(i%64)) != 0
+}
+
+func (b *memberBits) add(i int) {
+	if i < 64 {
+		b.low |= 1 << i
+		return
+	}
+	b.high[i/64-1] |= 1 << (i % 64)
+}
+
+// JSONObject reads the members of one object the schema describes:
+//
+//	o := r.Object(fields)
+//	for o.Next() {
+//		switch o.Member() { ... read the value from r ... }
+//	}
+//	return o.End()
+type JSONObject struct {
+	r      *JSONReader
+	f      *JSONFields
+	start  int // the offset of '{'
+	member int
+	done   bool
+	err    error
+	// seen are the members met, null or not, so that a repeat is found;
+	// present those that count as present: not null, unless Nullable.
+	seen, present memberBits
+}
+
+// Object starts reading an object whose members are fields. A null reads as
+// an object without members.
+func (r *JSONReader) Object(fields *JSONFields) JSONObject {
+	o := JSONObject{r: r, f: fields, start: r.pos}
+	if n := len(fields.fields); n > 64 {
+		o.seen.high = make([]uint64, (n-1)/64)
+		o.present.high = make([]uint64, (n-1)/64)
+	}
+	switch c := r.peek(); {
+	case c == '{':
+		o.start = r.pos
+		r.pos++
+		r.first = true
+	case c == 'n' && r.literal("null"):
+		o.done = true
+	default:
+		o.err = r.kindError(c)
+	}
+	return o
+}
+
+// Next moves to the next member the schema knows whose value is not null,
+// and reports false at the end of the object or at a problem, which End
+// returns. It skips the other members: null ones (marking a Nullable one
+// present), and unknown ones, whose values it checks for syntax and repeated
+// names.
+func (o *JSONObject) Next() bool {
+	r := o.r
+	for o.err == nil && !o.done {
+		if !r.more('}') {
+			o.done = true
+			if r.err != nil {
+				o.err = r.err
+			}
+			return false
+		}
+		at := r.space()
+		name, ok := r.name()
+		if !ok {
+			o.err = r.err
+			return false
+		}
+		i := o.f.find(name)
+		switch {
+		case i < 0:
+			if r.seenUnknown(o.start, name) {
+				o.err = r.repeated(at, name)
+				return false
+			}
+			r.skip(true)
+			continue
+		case o.seen.has(i):
+			o.err = &FieldError{Path: o.f.fields[i].Name, Problem: "repeated"}
+			return false
+		}
+		o.seen.add(i)
+		if r.null() {
+			if o.f.fields[i].Nullable {
+				o.present.add(i)
+			}
+			continue
+		}
+		if r.err != nil {
+			o.err = r.err
+			return false
+		}
+		o.present.add(i)
+		o.member = i
+		return true
+	}
+	return false
+}
+
+// Member is the index, in the object's fields, of the member Next moved to.
+func (o *JSONObject) Member() int { return o.member }
+
+// End returns the problem that stopped Next, or else the first required
+// member (in schema order) that is not present.
+func (o *JSONObject) End() error {
+	if o.err != nil {
+		return o.err
+	}
+	for i, f := range o.f.fields {
+		if f.Required && !o.present.has(i) {
+			return &FieldError{Path: f.Name, Problem: "required"}
+		}
+	}
+	return nil
+}
+
+// JSONList reads an array, each element with read, which fails with a path
+// relative to the element. A null element is not one (it is "required").
+func JSONList[T any](r *JSONReader, read func(*T, *JSONReader) error) ([]T, error) {
+	if c := r.peek(); c != '[' {
+		return nil, r.kindError(c)
+	}
+	r.pos++
+	r.first = true
+	out := []T{}
+	for i := 0; r.more(']'); i++ {
+		if r.null() {
+			return nil, &FieldError{Path: index(i), Problem: "required"}
+		}
+		out = append(out, *new(T))
+		if err := read(&out[i], r); err != nil {
+			return nil, At(index(i), err)
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return out, nil
+}
+
+func index(i int) string { return "[" + strconv.Itoa(i) + "]" }
+
+func entry(key string) string { return "[" + strconv.Quote(key) + "]" }
+
+// JSONMap reads an object with any member names as a map, each value with
+// read, which fails with a path relative to the value. A null value is not
+// one (it is "required"), and a repeated name is an error.
+func JSONMap[T any](r *JSONReader, read func(*T, *JSONReader) error) (map[string]T, error) {
+	if c := r.peek(); c != '{' {
+		return nil, r.kindError(c)
+	}
+	r.pos++
+	r.first = true
+	out := map[string]T{}
+	for r.more('}') {
+		name, ok := r.name()
+		if !ok {
+			return nil, r.err
+		}
+		key := string(name)
+		if _, ok := out[key]; ok {
+			return nil, &FieldError{Path: entry(key), Problem: "repeated"}
+		}
+		if r.null() {
+			return nil, &FieldError{Path: entry(key), Problem: "required"}
+		}
+		var v T
+		if err := read(&v, r); err != nil {
+			return nil, At(entry(key), err)
+		}
+		out[key] = v
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return out, nil
+}
+
+// At puts the path of a *FieldError from a value's reader under prefix, the
+// value's own path: the value itself, a member of it, or an element ("[i]").
+// Other errors pass as they are.
+func At(prefix string, err error) error {
+	fe, ok := err.(*FieldError)
+	if !ok {
+		return err
+	}
+	switch {
+	case fe.Path == "":
+		return &FieldError{Path: prefix, Problem: fe.Problem}
+	case strings.HasPrefix(fe.Path, "["):
+		return &FieldError{Path: prefix + fe.Path, Problem: fe.Problem}
+	}
+	return &FieldError{Path: prefix + "." + fe.Path, Problem: fe.Problem}
+}

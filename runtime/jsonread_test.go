@@ -1,0 +1,322 @@
+package runtime
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestJSONReaderScalars(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		read func(*JSONReader) (any, error)
+		want any
+		err  string
+	}{
+		{`"a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00é"`, str, "a\"\\/\b\f\n\r\té😀é", ""},
+		{` "plain" `, str, "plain", ""},
+		{`"\ud83d"`, str, nil, "invalid JSON at byte 1: a lone surrogate escape is not UTF-16"},
+		{`"\ud83d\u0041"`, str, nil, "invalid JSON at byte 1: a lone surrogate escape is not UTF-16"},
+		{`"\ude00"`, str, nil, "invalid JSON at byte 1: a lone surrogate escape is not UTF-16"},
+		{"\"\xff\"", str, nil, "invalid JSON at byte 1: invalid UTF-8 in a string"},
+		{"\"\xed\xa0\x80\"", str, nil, "invalid JSON at byte 1: invalid UTF-8 in a string"}, // a surrogate in UTF-8
+		{"\"a\nb\"", str, nil, `invalid JSON at byte 2: invalid character '\n' in a string`},
+		{`"\x"`, str, nil, `invalid JSON at byte 2: invalid character 'x' in a string escape`},
+		{`"\u12g4"`, str, nil, `invalid JSON at byte 1: invalid character 'g' in a \u escape`},
+		{`"abc`, str, nil, "invalid JSON at byte 4: unexpected end of JSON input in a string"},
+		{`1`, str, nil, "unexpected JSON number"},
+		{`-9223372036854775808`, integer, int64(math.MinInt64), ""},
+		{`9223372036854775807`, integer, int64(math.MaxInt64), ""},
+		{`9223372036854775808`, integer, nil, "unexpected JSON number"},
+		{`-9223372036854775809`, integer, nil, "unexpected JSON number"},
+		{`0`, integer, int64(0), ""},
+		{`-0`, integer, int64(0), ""},
+		{`1.0`, integer, nil, "unexpected JSON number"},
+		{`1e2`, integer, nil, "unexpected JSON number"},
+		{`01`, integer, nil, "invalid JSON at byte 1: data after the top-level value"},
+		{`-`, integer, nil, "invalid JSON at byte 1: a number without digits"},
+		{`"1"`, integer, nil, "unexpected JSON string"},
+		{`1.5e-3`, float, 0.0015, ""},
+		{`1E+2`, float, 100.0, ""},
+		{`1.`, float, nil, "invalid JSON at byte 2: a number without digits after its decimal point"},
+		{`1e`, float, nil, "invalid JSON at byte 2: a number without digits in its exponent"},
+		{`1e400`, float, nil, "unexpected JSON number"},
+		{`true`, boolean, true, ""},
+		{`false`, boolean, false, ""},
+		{`tru`, boolean, nil, "invalid JSON at byte 0: invalid literal; want true"},
+		{`null`, boolean, nil, "unexpected JSON null"},
+		{`[]`, boolean, nil, "unexpected JSON array"},
+		{`{}`, boolean, nil, "unexpected JSON object"},
+		{`x`, boolean, nil, `invalid JSON at byte 0: invalid character 'x' at the start of a value`},
+		{``, boolean, nil, "invalid JSON at byte 0: unexpected end of JSON input"},
+		{`"2026-12-02T10:00:00Z"`, tm, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), ""},
+		{`"2026-12-02 10:00:00Z"`, tm, nil, "not an RFC 3339 time"},
+		{`"AAEC"`, blob, []byte{0, 1, 2}, ""},
+		{`""`, blob, []byte{}, ""},
+		{`"AAE"`, blob, nil, "not base64"},
+		{"\t\r\n true \n", boolean, true, ""},
+		{"true\f", boolean, nil, `invalid JSON at byte 4: data after the top-level value`},
+		{`true false`, boolean, nil, "invalid JSON at byte 5: data after the top-level value"},
+	} {
+		r := NewJSONReader([]byte(c.body))
+		v, err := c.read(r)
+		err = r.End(err)
+		if errText(err) != prefixed(c.err) {
+			t.Errorf("%q: error %q, want %q", c.body, errText(err), prefixed(c.err))
+		}
+		if err == nil {
+			if tv, ok := v.(time.Time); ok && tv.Equal(c.want.(time.Time)) {
+				continue
+			}
+			if !reflect.DeepEqual(v, c.want) {
+				t.Errorf("%q: %#v, want %#v", c.body, v, c.want)
+			}
+		}
+	}
+}
+
+func prefixed(problem string) string {
+	if problem == "" {
+		return ""
+	}
+	return "payload: " + problem
+}
+
+func str(r *JSONReader) (any, error)     { return r.String() }
+func integer(r *JSONReader) (any, error) { return r.Int() }
+func float(r *JSONReader) (any, error)   { return r.Float() }
+func boolean(r *JSONReader) (any, error) { return r.Bool() }
+func tm(r *JSONReader) (any, error)      { return r.Time() }
+func blob(r *JSONReader) (any, error)    { return r.Bytes() }
+
+// point is what a generated readJSON would read: x is required, label
+// optional, tags a map, at required but may be null.
+type point struct {
+	X     int64
+	Label *string
+	Tags  map[string]int64
+	Items []point
+	AtSet bool
+}
+
+var pointFields = NewJSONFields(
+	JSONField{Name: "x", Required: true},
+	JSONField{Name: "label"},
+	JSONField{Name: "tags"},
+	JSONField{Name: "items"},
+	JSONField{Name: "at", Required: true, Nullable: true},
+)
+
+func (p *point) readJSON(r *JSONReader) error {
+	o := r.Object(pointFields)
+	for o.Next() {
+		var err error
+		switch o.Member() {
+		case 0:
+			p.X, err = r.Int()
+			err = at("x", err)
+		case 1:
+			var s string
+			s, err = r.String()
+			p.Label = &s
+			err = at("label", err)
+		case 2:
+			p.Tags, err = JSONMap(r, func(v *int64, r *JSONReader) (err error) {
+				*v, err = r.Int()
+				return err
+			})
+			err = at("tags", err)
+		case 3:
+			p.Items, err = JSONList(r, (*point).readJSON)
+			err = at("items", err)
+		case 4:
+			p.AtSet, err = r.Bool()
+			err = at("at", err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return o.End()
+}
+
+func at(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return At(path, err)
+}
+
+func TestJSONObject(t *testing.T) {
+	for _, c := range []struct{ body, want string }{
+		{`{"x":1,"at":null}`, `{X:1 Label:<nil> Tags:map[] Items:[] AtSet:false}`},
+		{`null`, `field x: required`},
+		{`{"x":1}`, `field at: required`},
+		{`{"at":true}`, `field x: required`},
+		{`{"x":null,"at":true}`, `field x: required`},
+		{`{"X":1,"at":true}`, `field x: required`},
+		{`{"x":1,"at":true,"x":2}`, `field x: repeated`},
+		{`{"x":1,"x":null,"at":true}`, `field x: repeated`},
+		{`{"x":1,"at":true,"u":1,"v":{"u":1},"u":2}`, `payload: invalid JSON at byte 35: repeated member name "u"`},
+		{`{"x":1,"at":true,"u":[{"a":1,"b":[],"a":2}]}`, `payload: invalid JSON at byte 36: repeated member name "a"`},
+		{`{"x":1,"at":true,"u":[{"a":1},{"a":2}],"v":{"a":{"a":1}}}`, `{X:1 Label:<nil> Tags:map[] Items:[] AtSet:true}`},
+		{`{"x":"1","at":true}`, `field x: unexpected JSON string`},
+		{`{"x":1,"at":true,"tags":{"a":1,"b":2}}`, `{X:1 Label:<nil> Tags:map[a:1 b:2] Items:[] AtSet:true}`},
+		{`{"x":1,"at":true,"tags":{"a":1,"a":2}}`, `field tags["a"]: repeated`},
+		{`{"x":1,"at":true,"tags":{"a\n":null}}`, `field tags["a\n"]: required`},
+		{`{"x":1,"at":true,"tags":{"a":"1"}}`, `field tags["a"]: unexpected JSON string`},
+		{`{"x":1,"at":true,"tags":[]}`, `field tags: unexpected JSON array`},
+		{`{"x":1,"at":true,"items":[{"x":2,"at":null},{"x":3,"at":false,"items":[{"at":null}]}]}`, `field items[1].items[0].x: required`},
+		{`{"x":1,"at":true,"items":[null]}`, `field items[0]: required`},
+		{`{"x":1,"at":true,"items":[1]}`, `field items[0]: unexpected JSON number`},
+		{`{"x":1,"at":true,"items":[]}`, `{X:1 Label:<nil> Tags:map[] Items:[] AtSet:true}`},
+		{`{"x":"bad","at":true} ]`, `payload: invalid JSON at byte 22: data after the top-level value`},
+		{`{"x":"bad","at":tru}`, `payload: invalid JSON at byte 16: invalid literal; want true`},
+		{`{"x":1,"at":true,}`, `payload: invalid JSON at byte 17: invalid character '}' where a member name should be`},
+		{`{"x":1 "at":true}`, `payload: invalid JSON at byte 7: invalid character '"' after a value; want ',' or '}'`},
+		{`{"x" 1}`, `payload: invalid JSON at byte 5: invalid character '1' after a member name`},
+		{`{"x":1,"at":true,"items":[{"x":1,"at":null},]}`, `payload: invalid JSON at byte 44: invalid character ']' at the start of a value`},
+		{`{"x":1,"at":true,"items":[{"x":1,"at":null}`, `payload: invalid JSON at byte 43: unexpected end of JSON input`},
+		{`[]`, `payload: unexpected JSON array`},
+	} {
+		var p point
+		r := NewJSONReader([]byte(c.body))
+		got := errText(r.End(p.readJSON(r)))
+		if got == "" {
+			if p.Tags == nil {
+				p.Tags = map[string]int64{}
+			}
+			if p.Items == nil {
+				p.Items = []point{}
+			}
+			got = strings.ReplaceAll(fmt.Sprintf("%+v", p), "Label:0x", "Label:")
+		}
+		if got != c.want {
+			t.Errorf("%s: %s, want %s", c.body, got, c.want)
+		}
+	}
+}
+
+// TestJSONObjectManyFields covers objects found by a map (more than
+// scanFields members) and those with members past 64.
+func TestJSONObjectManyFields(t *testing.T) {
+	for _, n := range []int{scanFields + 1, 64, 65, 130} {
+		fields := make([]JSONField, n)
+		for i := range fields {
+			fields[i] = JSONField{Name: fmt.Sprintf("f%d", i), Required: i%2 == 1}
+		}
+		f := NewJSONFields(fields...)
+		var b strings.Builder
+		b.WriteString("{")
+		for i := n - 1; i >= 0; i-- {
+			if i != n-2 {
+				fmt.Fprintf(&b, `"f%d":%d,`, i, i)
+			}
+		}
+		fmt.Fprintf(&b, `"f%d":0}`, n-1)
+		r := NewJSONReader([]byte(b.String()))
+		o := r.Object(f)
+		for o.Next() {
+			v, err := r.Int()
+			if err != nil || int(v) != o.Member() {
+				t.Fatalf("%d fields: member %d read %d, %v", n, o.Member(), v, err)
+			}
+		}
+		want := fmt.Sprintf("field f%d: repeated", n-1)
+		if err := o.End(); errText(err) != want {
+			t.Errorf("%d fields: %v, want %s", n, err, want)
+		}
+		// Without the repeat, the missing required member is reported.
+		r = NewJSONReader([]byte(strings.Replace(b.String(), fmt.Sprintf(`,"f%d":0}`, n-1), "}", 1)))
+		o = r.Object(f)
+		for o.Next() {
+			if _, err := r.Int(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = ""
+		if (n-2)%2 == 1 {
+			want = fmt.Sprintf("field f%d: required", n-2)
+		}
+		if err := r.End(o.End()); errText(err) != want {
+			t.Errorf("%d fields, f%d missing: %v, want %q", n, n-2, err, want)
+		}
+	}
+}
+
+func TestJSONDepth(t *testing.T) {
+	for _, c := range []struct {
+		depth int
+		err   string
+	}{
+		{maxJSONDepth, ""},
+		{maxJSONDepth + 1, "payload: invalid JSON at byte 1000: nested deeper than 1000"},
+		{100000, "payload: invalid JSON at byte 1000: nested deeper than 1000"},
+	} {
+		body := strings.Repeat("[", c.depth) + strings.Repeat("]", c.depth)
+		_, err := ParseJSON([]byte(body))
+		if errText(err) != c.err {
+			t.Errorf("ParseJSON, depth %d: %v, want %q", c.depth, err, c.err)
+		}
+		// As an unknown member, the same array is skipped with the same bound.
+		r := NewJSONReader([]byte(`{"u":` + body + `}`))
+		o := r.Object(NewJSONFields())
+		for o.Next() {
+		}
+		want := strings.Replace(c.err, "byte 1000", "byte 1005", 1)
+		if err := r.End(o.End()); errText(err) != want {
+			t.Errorf("skip, depth %d: %v, want %q", c.depth, err, want)
+		}
+	}
+}
+
+func TestParseJSON(t *testing.T) {
+	v, err := ParseJSON([]byte(` {"a":[1,-2.5e3,"s",true,false,null,{}],"b":{"c":[]}} `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"a": []any{json.Number("1"), json.Number("-2.5e3"), "s", true, false, nil, map[string]any{}}, "b": map[string]any{"c": []any{}}}
+	if !reflect.DeepEqual(v, want) {
+		t.Errorf("%#v, want %#v", v, want)
+	}
+	for body, want := range map[string]string{
+		`{"a":1,"b":{"a":1},"a":2}`: `payload: invalid JSON at byte 19: repeated member name "a"`,
+		`[1,]`:                      `payload: invalid JSON at byte 3: invalid character ']' at the start of a value`,
+		`{"a"}`:                     `payload: invalid JSON at byte 4: invalid character '}' after a member name`,
+		`[1 2]`:                     `payload: invalid JSON at byte 3: invalid character '2' after a value; want ',' or ']'`,
+		`{"` + strings.Repeat("n", 100) + `":1,"` + strings.Repeat("n", 100) + `":2}`: `payload: invalid JSON at byte 106: repeated member name "` + strings.Repeat("n", 64) + `"…`,
+	} {
+		if _, err := ParseJSON([]byte(body)); errText(err) != want {
+			t.Errorf("%s: %v, want %s", body, err, want)
+		}
+	}
+}
+
+func TestAt(t *testing.T) {
+	plain := fmt.Errorf("plain")
+	for _, c := range []struct {
+		prefix string
+		err    error
+		want   string
+	}{
+		{"a", &FieldError{Problem: "p"}, "field a: p"},
+		{"a", &FieldError{Path: "b", Problem: "p"}, "field a.b: p"},
+		{"a", &FieldError{Path: `["k"].b`, Problem: "p"}, `field a["k"].b: p`},
+		{"a", plain, "plain"},
+	} {
+		if got := At(c.prefix, c.err).Error(); got != c.want {
+			t.Errorf("At(%q, %v) = %q, want %q", c.prefix, c.err, got, c.want)
+		}
+	}
+}
