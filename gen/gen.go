@@ -89,7 +89,7 @@ func Generate(f *schema.File) (Output, error) {
 func compatibility(j *jen.File) {
 	j.Comment("The runtime must support this generation of code: a runtime too old or")
 	j.Comment("too new for it fails here, at compile time.")
-	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV1")
+	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV2")
 }
 
 // piece is one rendered part of the file: its import lines and its

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -85,23 +84,3 @@ func (e *FieldError) Error() string {
 
 // MarshalText writes the kind by name in JSON reports.
 func (k FailureKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
-// DecodeError turns a failure of encoding/json into a *FieldError, with the
-// field's path when the decoder names it. Generated extractors call it.
-func DecodeError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return &FieldError{Path: te.Field, Problem: "unexpected JSON " + te.Value}
-	}
-	return &FieldError{Problem: err.Error()}
-}
-
-// Within prefixes the path of a *FieldError from a nested value's extractor
-// with where that value sits (such as "items[3]."); other errors pass as they
-// are. Generated extractors build paths only on failure, with it.
-func Within(prefix string, err error) error {
-	if fe, ok := err.(*FieldError); ok {
-		return &FieldError{Path: prefix + fe.Path, Problem: fe.Problem}
-	}
-	return err
-}

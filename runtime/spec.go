@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// SupportsGeneratedCodeV1 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV2 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-const SupportsGeneratedCodeV1 = true
+// V2: extractors read JSON with the runtime's JSONReader.
+const SupportsGeneratedCodeV2 = true
 
 // QueueType is the RabbitMQ queue type of a queue and of its retry buckets and DLQ.
 type QueueType string

@@ -16,7 +16,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV1
+const _ = runtime.SupportsGeneratedCodeV2
 
 // OrderPlacedType is the AMQP type of OrderPlaced messages.
 const OrderPlacedType = "OrderPlaced"
