@@ -3,6 +3,7 @@ package runtime
 import (
 	"cmp"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -116,6 +117,9 @@ func (s *settler) loop() {
 		case <-s.stop:
 			return
 		}
+		// One yield lets deliveries that are finishing hand over their
+		// settlements too: ACKs then leave together, a few microseconds later.
+		runtime.Gosched()
 	more:
 		for len(batch) < cap(s.todo) {
 			select {
