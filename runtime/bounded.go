@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -59,4 +60,26 @@ func stepDeadline(timeout time.Duration, deadline time.Time) time.Time {
 		return d
 	}
 	return deadline
+}
+
+// timers keeps stopped timers for the waits every delivery makes (its
+// settlement, its handoff), so that each wait does not allocate one.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// timerUntil returns a pooled timer that fires at deadline; hand it back with
+// releaseTimer. Since Go 1.23 a stopped timer delivers no stale value after
+// Reset, so reuse is safe.
+func timerUntil(deadline time.Time) *time.Timer {
+	t := timers.Get().(*time.Timer)
+	t.Reset(time.Until(deadline))
+	return t
+}
+
+func releaseTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
 }

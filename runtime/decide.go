@@ -1,7 +1,7 @@
 package runtime
 
 import (
-	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -118,7 +118,7 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 		return handoffOrRequeue(o, toDLQ(q, attempt, "permanent failure"), remaining)
 	}
 	if attempt >= q.Retry.MaxAttempts {
-		return handoffOrRequeue(o, toDLQ(q, attempt, fmt.Sprintf("retries exhausted after attempt %d of %d", attempt, q.Retry.MaxAttempts)), remaining)
+		return handoffOrRequeue(o, toDLQ(q, attempt, "retries exhausted after "+attemptOf(attempt, q)), remaining)
 	}
 	delays := q.Retry.Delays
 	delay := delays[min(attempt-1, len(delays)-1)]
@@ -126,8 +126,13 @@ func decide(o Outcome, attempt int, q QueueSpec, remaining time.Duration) Plan {
 		Action:      ActHandoff,
 		Destination: q.RetryBucket(delay),
 		NextAttempt: attempt + 1,
-		Reason:      fmt.Sprintf("%s on attempt %d of %d", why, attempt, q.Retry.MaxAttempts),
+		Reason:      why + " on " + attemptOf(attempt, q),
 	}, remaining)
+}
+
+// attemptOf says "attempt n of max"; decide runs on every delivery, so no fmt.
+func attemptOf(attempt int, q QueueSpec) string {
+	return "attempt " + strconv.Itoa(attempt) + " of " + strconv.Itoa(q.Retry.MaxAttempts)
 }
 
 func toDLQ(q QueueSpec, attempt int, reason string) Plan {

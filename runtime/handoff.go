@@ -106,8 +106,8 @@ func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) 
 // publish and for the confirm.
 func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Publishing) HandoffEvidence {
 	ev := HandoffEvidence{Destination: dest}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
+	timer := timerUntil(deadline)
+	defer releaseTimer(timer)
 	select {
 	case h.window <- struct{}{}:
 	case <-timer.C:

@@ -15,7 +15,8 @@ import (
 // UserId and Expiration are never forwarded: the broker would refuse a foreign
 // user id, and a per-message TTL would fight the retry bucket's.
 func handoffCopy(d *amqp.Delivery, env *Envelope, o Outcome, plan Plan, source string, now time.Time) amqp.Publishing {
-	h := amqp.Table{}
+	// Room for the failure facts and the handoff id up front: no map growth.
+	h := make(amqp.Table, len(d.Headers)+7)
 	p := amqp.Publishing{Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent}
 	if env == nil {
 		p.MessageId = sanitize(d.MessageId, 128)

@@ -82,8 +82,8 @@ func (s *settler) close() {
 // settle hands st to the loop and waits for the write to return, until the
 // deadline at the latest (errStepTimeout: the frame may still be written).
 func (s *settler) settle(st *settlement, deadline time.Time) error {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+	t := timerUntil(deadline)
+	defer releaseTimer(t)
 	select {
 	case s.todo <- st:
 	case <-s.exited:
