@@ -51,6 +51,10 @@ var drains = map[string]func(context.Context, runConfig, *tracker) error{
 	// Not run by default: plain with the generated extractor, to tell the
 	// runtime's cost from the extractor's.
 	"plain-extract": drainPlain,
+	// Not run by default: plain-extract whose retry copies also carry the
+	// failure facts and handoff id Lily's carry, to tell the broker's cost of
+	// those headers from the runtime's.
+	"plain-facts": drainPlain,
 }
 
 // runConfig is one run: a scenario, a consumer and its queue.

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -19,7 +21,9 @@ import (
 // Lily's handoff window is.
 //
 // As "plain-extract" it also runs the generated extractor on each body before
-// settling it: the difference to Lily is then the runtime's own cost.
+// settling it: the difference to Lily is then the runtime's own cost. As
+// "plain-facts" it does that too, and its retry copies carry Lily's failure
+// facts and a handoff id as well (see withFacts).
 func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 	conn, err := amqp.Dial(r.url)
 	if err != nil {
@@ -57,14 +61,14 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 	for range r.concurrency {
 		wg.Go(func() {
 			for d := range deliveries {
-				if r.consumer == "plain-extract" {
+				if r.consumer != "plain" {
 					if _, err := ordersmsg.ExtractOrderPlacedV2(d.Body); err != nil {
 						errs <- err
 						return
 					}
 				}
 				if pub != nil {
-					if err := copyTo(pub, bucket, &d); err != nil {
+					if err := copyTo(pub, bucket, &d, r.consumer == "plain-facts", r.spec.Name); err != nil {
 						errs <- err
 						return
 					}
@@ -93,12 +97,15 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 // copyTo publishes d's copy to queue dest, mandatory, and waits for its
 // confirm. The copy carries d's properties and headers with the next attempt,
 // as a retry copy must; the body is shared, not copied.
-func copyTo(pub *amqp.Channel, dest string, d *amqp.Delivery) error {
-	h := make(amqp.Table, len(d.Headers)+1)
+func copyTo(pub *amqp.Channel, dest string, d *amqp.Delivery, facts bool, source string) error {
+	h := make(amqp.Table, len(d.Headers)+7)
 	for k, v := range d.Headers {
 		h[k] = v
 	}
 	h[runtime.HeaderAttempt] = int64(2)
+	if facts {
+		withFacts(h, source)
+	}
 	dc, err := pub.PublishWithDeferredConfirm("", dest, true, false, amqp.Publishing{
 		Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent,
 		MessageId: d.MessageId, Type: d.Type, ContentType: d.ContentType, Timestamp: d.Timestamp,
@@ -110,4 +117,15 @@ func copyTo(pub *amqp.Channel, dest string, d *amqp.Delivery) error {
 		return errors.New("copy nacked")
 	}
 	return nil
+}
+
+// withFacts adds the headers a Lily retry copy of the bench's messages
+// carries beyond the plain copy's, with values of the same types and sizes.
+func withFacts(h amqp.Table, source string) {
+	h[runtime.HeaderFailureReason] = "retryable failure on attempt 1 of 3: " + errUnavailable.Error()
+	h[runtime.HeaderFailureKind] = "retryable"
+	h[runtime.HeaderFailureAttempt] = int64(1)
+	h[runtime.HeaderFailureQueue] = source
+	h[runtime.HeaderFailureTime] = time.Now().UTC().Truncate(time.Second)
+	h[runtime.HeaderHandoffID] = "0123456789ab-" + strconv.FormatInt(time.Now().UnixNano()%1e7, 36)
 }

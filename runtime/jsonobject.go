@@ -195,6 +195,9 @@ func JSONList[T any](r *JSONReader, read func(*T, *JSONReader) error) ([]T, erro
 		if r.null() {
 			return nil, &FieldError{Path: index(i), Problem: "required"}
 		}
+		if i == 0 {
+			out = make([]T, 0, 4) // skips the first doublings of a typical list
+		}
 		out = append(out, *new(T))
 		if err := read(&out[i], r); err != nil {
 			return nil, At(index(i), err)
