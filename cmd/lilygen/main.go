@@ -5,6 +5,16 @@
 // docs/lilygen.md describes the commands, docs/schema.md the schema language.
 package main
 
-import "os"
+import (
+	"os"
+	"runtime/debug"
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+	"github.com/lily-mq/lily/gen"
+)
+
+func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gen.GCPercent)
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
