@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
@@ -93,6 +94,11 @@ func drainWatermill(ctx context.Context, r runConfig, t *tracker) error {
 		}
 	case <-ctx.Done():
 		result = ctx.Err()
+	}
+	if result == nil {
+		// The settlement moment comes before the ACK is written, one hand-off
+		// later; closing at once could requeue the last few. Not timed.
+		time.Sleep(500 * time.Millisecond)
 	}
 	if err := router.Close(); err != nil && result == nil {
 		result = err
