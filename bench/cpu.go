@@ -72,3 +72,17 @@ func selfCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// quiesce waits, up to 20 s, until the machine is at least 80 % idle over a
+// quarter of a second: the broker has finished deleting the last run's queues
+// and writing this run's fill, so that neither is charged to the next drain.
+func quiesce() {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		idle0, total0 := machineCPU()
+		time.Sleep(250 * time.Millisecond)
+		idle1, total1 := machineCPU()
+		if total := total1 - total0; total > 0 && float64(idle1-idle0) >= 0.8*float64(total) {
+			return
+		}
+	}
+}

@@ -163,8 +163,12 @@ func runAll(base runConfig, rounds int, scenarios, consumers []string) ([]result
 	}
 	var results []result
 	for round := 1; round <= rounds; round++ {
+		// Each round starts one consumer later, so that over rounds every
+		// consumer runs in every position (a run pays for the broker's work
+		// left over from the one before it).
+		order := append(slices.Clone(consumers[(round-1)%len(consumers):]), consumers[:(round-1)%len(consumers)]...)
 		for _, scenario := range scenarios {
-			for _, consumer := range consumers {
+			for _, consumer := range order {
 				r := base
 				r.scenario, r.consumer, r.round = scenario, consumer, round
 				switch scenario {
@@ -208,6 +212,7 @@ func runOne(r runConfig, tpl *template) (result, error) {
 			return result{}, fmt.Errorf("fill: %w", err)
 		}
 	}
+	quiesce()
 	cmd := exec.Command(self, "-child", strings.Join([]string{r.scenario, r.consumer, fmt.Sprint(r.round), queue}, ","),
 		"-url", r.url, "-n", fmt.Sprint(r.n), "-prefetch", fmt.Sprint(r.prefetch), "-concurrency", fmt.Sprint(r.concurrency),
 		"-profile", r.profile)
