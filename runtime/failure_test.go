@@ -235,8 +235,28 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		return nil
 	}, through(p))
+	// Each cut waits for a session that is acking: a cut while the consumer
+	// is between sessions would cut nothing.
+	ackedSoFar := func() int {
+		n := 0
+		for _, rec := range c.recorded() {
+			if rec.Path == runtime.PathAcked {
+				n++
+			}
+		}
+		return n
+	}
+	await := func(what string, ok func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s", what)
+			}
+		}
+	}
 	for range 3 {
-		time.Sleep(150 * time.Millisecond)
+		await("a connection through the proxy", p.connected)
+		before := ackedSoFar()
+		await("an ACK on the new session", func() bool { return ackedSoFar() > before })
 		p.cut()
 	}
 	acked := map[string]bool{}

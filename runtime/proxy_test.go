@@ -81,6 +81,13 @@ func (p *proxy) pipe(dst, src net.Conn, fromClient bool) {
 	}
 }
 
+// connected reports whether a connection runs through the proxy.
+func (p *proxy) connected() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) > 0
+}
+
 func (p *proxy) freeze() { p.frozen.Store(true) }
 
 func (p *proxy) freezeReplies() { p.repliesFrozen.Store(true) }
