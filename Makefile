@@ -36,7 +36,7 @@ lint: staticcheck
 	$(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
 
-## bench: Lily side by side with a plain amqp091-go loop and Watermill (docs/benchmarks.md; about 6 minutes)
+## bench: Lily side by side with a plain amqp091-go loop and Watermill (docs/benchmarks.md; about 7 minutes)
 bench:
 	cd bench && $(GO) run .
 
