@@ -73,11 +73,10 @@ func (s *settler) received(tag uint64) {
 	s.mu.Unlock()
 }
 
-// close stops the loop once it has answered what it already took.
-func (s *settler) close() {
-	close(s.stop)
-	<-s.exited
-}
+// close stops the loop once it has answered what it already took. It does
+// not wait: a write stuck on a dead connection must not hold up the session's
+// end, and whoever waits for a settlement is bounded by its own deadline.
+func (s *settler) close() { close(s.stop) }
 
 // settle hands st to the loop and waits for the write to return, until the
 // deadline at the latest (errStepTimeout: the frame may still be written).
