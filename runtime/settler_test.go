@@ -146,3 +146,33 @@ func TestSettlerStoppedOrStuck(t *testing.T) {
 		t.Errorf("loop exited: %v, want not written", err)
 	}
 }
+
+// stuck is a channel whose writes never return, as on a dead connection
+// with a full send buffer.
+type stuck struct{ release chan struct{} }
+
+func (s stuck) Ack(uint64, bool) error        { <-s.release; return nil }
+func (s stuck) Nack(uint64, bool, bool) error { <-s.release; return nil }
+
+// A write stuck on the connection leaves its delivery ambiguous at the
+// deadline, and does not hold up the settler's close.
+func TestSettlerStuckWriteDoesNotHoldTheClose(t *testing.T) {
+	ch := stuck{release: make(chan struct{})}
+	defer close(ch.release)
+	s := newSettler(ch, &generation{}, 4)
+	s.received(1)
+	st := &settlement{tag: 1, written: make(chan error, 1)}
+	if err := s.settle(st, time.Now().Add(100*time.Millisecond)); !errors.Is(err, errStepTimeout) {
+		t.Fatalf("stuck write: %v, want the step timeout", err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		s.close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+		t.Fatal("close waited for the stuck write")
+	}
+}
