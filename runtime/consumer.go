@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,27 +286,31 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (c *Consumer) dial(role string) (*amqp.Connection, error) {
-	conn, err := amqp.DialConfig(c.cfg.URL, amqp.Config{
+	conn, _, err := c.dialSocket(role)
+	return conn, err
+}
+
+// dialSocket is dial, also returning the connection's socket.
+func (c *Consumer) dialSocket(role string) (*amqp.Connection, net.Conn, error) {
+	conn, socket, err := dialSocket(c.cfg.URL, amqp.Config{
 		Properties: amqp.Table{"connection_name": "lily " + c.spec.Name + " " + role},
 		Dial:       amqp.DefaultDial(c.cfg.StepTimeout),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lily: connect (%s): %w", role, err)
+		return nil, nil, fmt.Errorf("lily: connect (%s): %w", role, err)
 	}
-	return conn, nil
+	return conn, socket, nil
 }
 
 func (c *Consumer) newRun() *run {
 	work, force := context.WithCancel(context.Background())
 	// Handoffs publish on a connection of their own: when the broker blocks
 	// publishers (a resource alarm), ACKs on the consuming connection still flow.
-	handoff := newHandoffPublisher(func() (*amqp.Connection, error) { return c.dial("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency)
+	handoff := newHandoffPublisher(func() (*amqp.Connection, net.Conn, error) { return c.dialSocket("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency)
 	handoff.beforePublish, handoff.afterPublish = c.hooks.beforePublish, c.hooks.afterPublish
-	workers := newWorkers()
-	handoff.run = workers.run
 	return &run{
 		handoff:   handoff,
-		workers:   workers,
+		workers:   newWorkers(),
 		requeues:  newMemory[string](requeueMemorySize),
 		completed: newMemory[workKey](completedMemorySize),
 		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]string{}},

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"net"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -32,7 +33,8 @@ func (c *Consumer) SetTestHooks(h TestHooks) {
 // TestHandoffPublisher is the consumer's handoff publisher, driven alone.
 type TestHandoffPublisher struct{ h *handoffPublisher }
 
-func NewTestHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time.Duration, window int) TestHandoffPublisher {
+func NewTestHandoffPublisher(url string, stepTimeout time.Duration, window int) TestHandoffPublisher {
+	dial := func() (*amqp.Connection, net.Conn, error) { return dialSocket(url, amqp.Config{}) }
 	return TestHandoffPublisher{newHandoffPublisher(dial, stepTimeout, window)}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,19 +24,19 @@ import (
 // channel is certain to find the Return of its own publish. Each publish
 // carries a unique handoff id, and only this type reads the channel.
 type handoffPublisher struct {
-	// dial opens the publisher's own connection, again after it was lost.
-	dial        func() (*amqp.Connection, error)
+	// dial opens the publisher's own connection, again after it was lost,
+	// and returns its socket too.
+	dial        func() (*amqp.Connection, net.Conn, error)
 	stepTimeout time.Duration
 	window      chan struct{} // bounds the handoffs in flight
 	// beforePublish and afterPublish are test hooks around the publish.
 	beforePublish, afterPublish func()
-	// run starts a publish on a goroutine of its own: the run's workers.
-	run      func(func())
-	idPrefix string
-	seq      atomic.Uint64
+	idPrefix                    string
+	seq                         atomic.Uint64
 
-	mu      sync.Mutex // guards conn, current and closed
+	mu      sync.Mutex // guards conn, socket, current and closed
 	conn    *amqp.Connection
+	socket  net.Conn // conn's
 	current *handoffChannel
 	closed  bool
 
@@ -46,9 +47,11 @@ type handoffPublisher struct {
 type handoffChannel struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	// socket is the connection's: closing it ends a write that is stuck.
+	socket net.Conn
 }
 
-func newHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time.Duration, window int) *handoffPublisher {
+func newHandoffPublisher(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Duration, window int) *handoffPublisher {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &handoffPublisher{
@@ -56,7 +59,6 @@ func newHandoffPublisher(dial func() (*amqp.Connection, error), stepTimeout time
 		stepTimeout:   stepTimeout,
 		beforePublish: func() {},
 		afterPublish:  func() {},
-		run:           func(f func()) { go f() },
 		window:        make(chan struct{}, window),
 		idPrefix:      hex.EncodeToString(b[:]) + "-",
 		pending:       make(map[string]bool),
@@ -78,11 +80,18 @@ func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) 
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if h.conn == nil || h.conn.IsClosed() {
-		conn, err := bounded(ctx, h.dial)
+		type dialed struct {
+			conn   *amqp.Connection
+			socket net.Conn
+		}
+		d, err := bounded(ctx, func() (dialed, error) {
+			conn, socket, err := h.dial()
+			return dialed{conn, socket}, err
+		})
 		if err != nil {
 			return nil, err
 		}
-		h.conn = conn
+		h.conn, h.socket = d.conn, d.socket
 	}
 	ch, err := bounded(ctx, h.conn.Channel)
 	if err != nil {
@@ -96,7 +105,7 @@ func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) 
 	// buffer before and after its publish; four windows of room keep the
 	// client from ever blocking on (and after 5 s dropping) a Return.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(h.window)))
-	h.current = &handoffChannel{ch: ch, returns: returns}
+	h.current = &handoffChannel{ch: ch, returns: returns, socket: h.socket}
 	return h.current, nil
 }
 
@@ -129,40 +138,33 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	h.drain(hc)
 
 	h.beforePublish()
-	// amqp091's publish is not bounded by anything of ours: it runs on a worker,
-	// and if it does not return in time it is left to end with the connection.
-	type sent struct {
-		dc  *amqp.DeferredConfirmation
-		err error
-	}
-	published := make(chan sent, 1)
-	h.run(func() {
-		dc, err := hc.ch.PublishWithDeferredConfirm("", dest, true, false, msg)
-		published <- sent{dc, err}
-	})
-	timer.Reset(time.Until(step))
-	var p sent
-	select {
-	case p = <-published:
-	case <-timer.C:
-		// The write may still complete: the copy may exist.
+	// amqp091's publish is not bounded by anything of ours, and its write
+	// blocks while the broker does not read (a resource alarm, a dead peer).
+	// A watchdog closes the socket at the step's end: the write then fails,
+	// and so does the connection, unfit for handoffs anyway. The publish runs
+	// on this goroutine: handing each publish to another cost about a tenth
+	// of the retry path's throughput.
+	watchdog := time.AfterFunc(time.Until(step), func() { _ = hc.socket.Close() })
+	dc, err := hc.ch.PublishWithDeferredConfirm("", dest, true, false, msg)
+	if !watchdog.Stop() {
+		// The write may still have completed: the copy may exist.
 		ev.Status, ev.Detail, ev.Published = HandoffTimedOut, "the publish did not return in time", true
 		return ev
 	}
-	if p.err != nil {
-		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(p.err.Error(), 120)
+	if err != nil {
+		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(err.Error(), 120)
 		return ev
 	}
 	ev.Published = true
 	h.afterPublish()
 	timer.Reset(time.Until(stepDeadline(h.stepTimeout, deadline)))
 	select {
-	case <-p.dc.Done():
+	case <-dc.Done():
 	case <-timer.C:
 		ev.Status, ev.Detail = HandoffTimedOut, "no confirm in time"
 		return ev
 	}
-	acked := p.dc.Acked()
+	acked := dc.Acked()
 	h.drain(hc)
 	switch {
 	case h.returned(id):
@@ -224,4 +226,21 @@ func (h *handoffPublisher) close() {
 	if h.conn != nil {
 		_ = h.conn.Close()
 	}
+}
+
+// dialSocket dials as amqp.DialConfig does and also returns the socket under
+// the connection (under TLS, if any), for a watchdog to close.
+func dialSocket(url string, cfg amqp.Config) (*amqp.Connection, net.Conn, error) {
+	dial := cfg.Dial
+	if dial == nil {
+		dial = amqp.DefaultDial(30 * time.Second)
+	}
+	var socket net.Conn
+	cfg.Dial = func(network, addr string) (net.Conn, error) {
+		s, err := dial(network, addr)
+		socket = s
+		return s, err
+	}
+	conn, err := amqp.DialConfig(url, cfg)
+	return conn, socket, err
 }

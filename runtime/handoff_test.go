@@ -1,6 +1,8 @@
 package runtime_test
 
 import (
+	"bytes"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -17,7 +20,7 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	h := runtime.NewTestHandoffPublisher(func() (*amqp.Connection, error) { return amqp.Dial(brokerURL()) }, 5*time.Second, 32)
+	h := runtime.NewTestHandoffPublisher(brokerURL(), 5*time.Second, 32)
 	defer h.Close()
 	const n = 400
 	results := make([]runtime.HandoffEvidence, n)
@@ -54,5 +57,54 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 	}
 	if n := h.Pending(); n != 0 {
 		t.Errorf("%d handoff ids still pending", n)
+	}
+}
+
+// A handoff whose write the broker does not read (the proxy stops passing the
+// client's bytes on, so the socket's buffers fill) ends at its step's end as
+// timed out and a possible copy, instead of blocking; the publisher then
+// opens a new connection, and the next handoff is confirmed. The stuck copy,
+// never whole, is not enqueued.
+func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p, url, err := faults.ListenFor(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	const step = time.Second
+	h := runtime.NewTestHandoffPublisher(url, step, 4)
+	defer h.Close()
+	handoff := func(msg amqp.Publishing) (runtime.HandoffEvidence, time.Duration) {
+		start := time.Now()
+		ev := h.Publish(start.Add(30*time.Second), q.DeadLetterQueue, msg)
+		return ev, time.Since(start)
+	}
+	if ev, _ := handoff(order(t, "before")); ev.Status != runtime.HandoffConfirmed {
+		t.Fatalf("first handoff: %+v", ev)
+	}
+
+	p.Stall(faults.ToBroker)
+	stuck := order(t, "stuck")
+	stuck.Body = bytes.Repeat([]byte{' '}, 96<<20) // more than the proxy and the kernel buffers hold
+	ev, took := handoff(stuck)
+	if ev.Status != runtime.HandoffTimedOut || ev.Detail != "the publish did not return in time" || !ev.Published ||
+		took < step || took > step+2*time.Second {
+		t.Errorf("stuck handoff after %s: %+v; want timed out, a possible copy, after about %s", took, ev, step)
+	}
+	p.Resume()
+
+	if ev, _ := handoff(order(t, "after")); ev.Status != runtime.HandoffConfirmed {
+		t.Fatalf("handoff after the stuck one: %+v", ev)
+	}
+	assertCounts(t, map[string][2]int{q.DeadLetterQueue: {2, 0}})
+	var ids []string
+	for _, d := range drain(t, q.DeadLetterQueue) {
+		ids = append(ids, d.MessageId)
+	}
+	if !slices.Equal(ids, []string{"before", "after"}) {
+		t.Errorf("the DLQ holds %v", ids)
 	}
 }
