@@ -46,15 +46,11 @@ func declare(url string, spec runtime.QueueSpec) error {
 // fill publishes n persistent messages to queue, each confirmed: as fast as
 // it can, or at rate messages per second when rate > 0.
 func fill(url, queue string, tpl *template, n int, rate float64) error {
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
+	return faults.OnChannel(url, func(ch *amqp.Channel) error { return publishConfirmed(ch, queue, tpl, n, rate) })
+}
+
+// publishConfirmed is fill on ch, a channel of its own.
+func publishConfirmed(ch *amqp.Channel, queue string, tpl *template, n int, rate float64) error {
 	if err := ch.Confirm(false); err != nil {
 		return err
 	}
