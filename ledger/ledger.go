@@ -302,16 +302,11 @@ func (r *run) closeDB() {
 // publish sends every message, confirmed, straight to the main queue, spread
 // over PublishOver.
 func (r *run) publish() error {
+	return faults.OnChannel(r.cfg.BrokerURL, r.publishOn)
+}
+
+func (r *run) publishOn(ch *amqp.Channel) error {
 	start := time.Now()
-	conn, err := amqp.Dial(r.cfg.BrokerURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
 	if err := ch.Confirm(false); err != nil {
 		return err
 	}
