@@ -49,6 +49,18 @@ type handoffChannel struct {
 	returns chan amqp.Return
 	// socket is the connection's: closing it ends a write that is stuck.
 	socket net.Conn
+	// broken is set before the socket is closed. The client notices a closed
+	// socket only when its reader next fails, so until then the channel and
+	// the connection still say they are open; broken keeps the next handoff
+	// off them.
+	broken atomic.Bool
+}
+
+// abandon closes the connection's socket under every handoff on it, so the
+// next handoff opens a new connection.
+func (hc *handoffChannel) abandon() {
+	hc.broken.Store(true)
+	_ = hc.socket.Close()
 }
 
 func newHandoffPublisher(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Duration, window int) *handoffPublisher {
@@ -74,12 +86,12 @@ func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) 
 	if h.closed {
 		return nil, errors.New("the consumer has closed")
 	}
-	if h.current != nil && !h.current.ch.IsClosed() {
+	if h.current != nil && !h.current.ch.IsClosed() && !h.current.broken.Load() {
 		return h.current, nil
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if h.conn == nil || h.conn.IsClosed() {
+	if h.conn == nil || h.conn.IsClosed() || h.current != nil && h.current.broken.Load() {
 		type dialed struct {
 			conn   *amqp.Connection
 			socket net.Conn
@@ -144,14 +156,21 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	// and so does the connection, unfit for handoffs anyway. The publish runs
 	// on this goroutine: handing each publish to another cost about a tenth
 	// of the retry path's throughput.
-	watchdog := time.AfterFunc(time.Until(step), func() { _ = hc.socket.Close() })
+	watchdog := time.AfterFunc(time.Until(step), hc.abandon)
 	dc, err := hc.ch.PublishWithDeferredConfirm("", dest, true, false, msg)
 	if !watchdog.Stop() {
-		// The write may still have completed: the copy may exist.
+		// The watchdog may not have run yet; abandon again so the next
+		// handoff cannot find this channel. The write may still have
+		// completed: the copy may exist.
+		hc.abandon()
 		ev.Status, ev.Detail, ev.Published = HandoffTimedOut, "the publish did not return in time", true
 		return ev
 	}
 	if err != nil {
+		if !errors.Is(err, amqp.ErrClosed) {
+			// A failed write leaves the connection's framing unknown.
+			hc.abandon()
+		}
 		ev.Status, ev.Detail = HandoffFailed, "publish: "+sanitize(err.Error(), 120)
 		return ev
 	}
