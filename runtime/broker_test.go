@@ -337,8 +337,10 @@ func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	c := startWithBrokenDLQ(t, q, nil)
-	publish(t, q.Name, order(t, "stuck-1"))
+	// Taken before the publish: the first delivery (and its pause) may start
+	// before the publisher's confirm returns.
 	begin := time.Now()
+	publish(t, q.Name, order(t, "stuck-1"))
 	recs := c.await(3)
 	took := time.Since(begin)
 	for i, rec := range recs[:3] {
