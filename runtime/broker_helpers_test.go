@@ -277,18 +277,25 @@ func drain(t *testing.T, queue string) []amqp.Delivery {
 	}
 }
 
+// eventually polls ok until it holds, and fails the test if it does not
+// within the given time.
+func eventually(t *testing.T, within time.Duration, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+	}
+}
+
 // awaitConsumer waits until a consumer is attached to the queue.
 func awaitConsumer(t *testing.T, queue string) {
 	t.Helper()
 	conn := dial(t)
-	for range 100 {
+	eventually(t, 5*time.Second, "a consumer on "+queue, func() bool {
 		ch := channel(t, conn)
 		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		_ = ch.Close()
-		if err == nil && q.Consumers > 0 {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no consumer on %s after 5 s", queue)
+		return err == nil && q.Consumers > 0
+	})
 }

@@ -37,15 +37,14 @@ func once(f func()) func() {
 // awaitRevoked waits until the consumer noticed the loss of generation 1.
 func awaitRevoked(t *testing.T, c *runtime.Consumer) {
 	t.Helper()
-	for range 200 {
+	eventually(t, 2*time.Second, "the consumer noticing the loss of its connection", func() bool {
 		for _, ev := range c.RecentEvents() {
 			if ev.Stage == runtime.StageLost {
-				return
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("the consumer never noticed the loss of its connection")
+		return false
+	})
 }
 
 func noPreconditionFailed(t *testing.T, rep *runtime.Report) {
@@ -235,41 +234,31 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		return nil
 	}, through(p))
-	// Each cut waits for a session that is acking: a cut while the consumer
-	// is between sessions would cut nothing.
-	ackedSoFar := func() int {
-		n := 0
+	// The message ids of the records that say ACKed, one per record.
+	ackedRecords := func() []string {
+		var ids []string
 		for _, rec := range c.recorded() {
 			if rec.Path == runtime.PathAcked {
-				n++
+				ids = append(ids, rec.MessageID)
 			}
 		}
-		return n
+		return ids
 	}
-	await := func(what string, ok func() bool) {
-		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10 s", what)
-			}
-		}
-	}
+	// Each cut waits for a session that is acking: a cut while the consumer
+	// is between sessions would cut nothing.
 	for range 3 {
-		await("a connection through the proxy", p.connected)
-		before := ackedSoFar()
-		await("an ACK on the new session", func() bool { return ackedSoFar() > before })
+		eventually(t, 10*time.Second, "a connection through the proxy", p.connected)
+		before := len(ackedRecords())
+		eventually(t, 10*time.Second, "an ACK on the new session", func() bool { return len(ackedRecords()) > before })
 		p.cut()
 	}
 	acked := map[string]bool{}
-	for deadline := time.Now().Add(30 * time.Second); len(acked) < n; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages acked after 30 s", len(acked), n)
+	eventually(t, 30*time.Second, "every message acked", func() bool {
+		for _, id := range ackedRecords() {
+			acked[id] = true
 		}
-		for _, rec := range c.recorded() {
-			if rec.Path == runtime.PathAcked {
-				acked[rec.MessageID] = true
-			}
-		}
-	}
+		return len(acked) == n
+	})
 	rep := c.stop()
 	if rep.Reconnects < 3 {
 		t.Errorf("reconnects %d, want 3", rep.Reconnects)
