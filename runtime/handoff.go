@@ -86,12 +86,16 @@ func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) 
 	if h.closed {
 		return nil, errors.New("the consumer has closed")
 	}
-	if h.current != nil && !h.current.ch.IsClosed() && !h.current.broken.Load() {
+	if h.current != nil && h.current.broken.Load() {
+		// Its socket is closed: the connection is gone too.
+		h.conn, h.socket, h.current = nil, nil, nil
+	}
+	if h.current != nil && !h.current.ch.IsClosed() {
 		return h.current, nil
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if h.conn == nil || h.conn.IsClosed() || h.current != nil && h.current.broken.Load() {
+	if h.conn == nil || h.conn.IsClosed() {
 		type dialed struct {
 			conn   *amqp.Connection
 			socket net.Conn
