@@ -209,7 +209,8 @@ func (r *run) revokeAll() {
 // connection is reconnected with jittered backoff; in-flight deliveries of the
 // lost channel become unresolved and the broker redelivers them. Run returns an
 // error when the first connection fails, when the broker cancels the consumer
-// (ErrConsumerCancelled), or when it is called twice.
+// (ErrConsumerCancelled), or when it is called twice. A ctx that ends before
+// the first connection is a clean stop: an empty report and no error.
 func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 	if !c.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("lily: a Consumer runs once")
@@ -219,6 +220,11 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 	defer r.workers.close()
 	s, err := c.connect(ctx, r)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped before the first connection: nothing was taken, so
+			// there is nothing to settle and nothing failed.
+			return c.shutdown(r, nil), nil
+		}
 		r.force()
 		return nil, err
 	}
@@ -248,6 +254,9 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 				return c.shutdown(r, nil), nil
 			}
 			if s, err = c.connect(ctx, r); err != nil {
+				if ctx.Err() != nil {
+					return c.shutdown(r, nil), nil
+				}
 				if refused(err) {
 					// The broker refuses the topology itself: no retry can mend it.
 					return c.shutdown(r, nil), err

@@ -14,6 +14,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
@@ -266,6 +267,27 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 	noPreconditionFailed(t, rep)
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
 	t.Logf("%d messages acked across %d reconnects; %d unresolved along the way", n, rep.Reconnects, len(rep.Unresolved))
+}
+
+// A stop that comes while the first connection is still opening is a clean
+// stop, not a failed one: Run returns an empty report and no error, and the
+// connection, when it opens at last, is closed rather than left to the broker.
+func TestBrokerStopBeforeTheFirstConnectionIsClean(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	p := newProxy(t)
+	p.Stall(faults.ToClient)
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }, through(p))
+	eventually(t, 10*time.Second, "the dial reaching the proxy", p.connected)
+	rep := c.stop()
+	if c.err != nil || rep == nil {
+		t.Fatalf("Run = %v, %v; want a report and no error", rep, c.err)
+	}
+	if len(rep.Counts) != 0 || len(rep.Unresolved) != 0 || len(rep.Lost) != 0 || rep.Reconnects != 0 {
+		t.Errorf("report of a consumer that never connected: %s (lost %q)", rep, rep.Lost)
+	}
+	p.Resume()
+	eventually(t, 10*time.Second, "the late connection closed", func() bool { return !p.connected() })
 }
 
 // e. The queue is deleted under the consumer: the broker cancels it, Run

@@ -95,7 +95,7 @@ func (s *slot) release() {
 // channel, set prefetch and start consuming. Every step is bounded, and ctx
 // ending stops the attempt.
 func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
-	conn, err := bounded(ctx, func() (*amqp.Connection, error) { return c.dial("consume") })
+	conn, err := c.dialUnless(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +110,33 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 	}()
 	c.emit(Event{Stage: StageConnected, Generation: s.gen.id})
 	return s, nil
+}
+
+// dialUnless dials the consuming connection unless ctx ends first. A dial is
+// bounded by the step timeout already; ctx ending abandons it sooner, and a
+// connection that opens after that is closed, not left open with nobody to
+// use it.
+func (c *Consumer) dialUnless(ctx context.Context) (*amqp.Connection, error) {
+	type dialled struct {
+		conn *amqp.Connection
+		err  error
+	}
+	done := make(chan dialled, 1)
+	go func() {
+		conn, err := c.dial("consume")
+		done <- dialled{conn, err}
+	}()
+	select {
+	case d := <-done:
+		return d.conn, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.err == nil {
+				_ = d.conn.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*session, error) {
