@@ -119,6 +119,9 @@ type Result struct {
 	InboxStopped, InboxRows int
 	// Channel406 counts channels or connections closed with 406.
 	Channel406 int
+	// FailedStarts counts consumers whose first connection failed under a
+	// fault; each was started again, as a process supervisor would.
+	FailedStarts int
 	// Reports are the shutdown reports, one per consumer (a restart fault
 	// starts a new one).
 	Reports []*runtime.Report
@@ -161,14 +164,15 @@ type run struct {
 	// COMMIT is slow and the PostgreSQL fault can kill it.
 	killArmed atomic.Bool
 
-	mu        sync.Mutex
-	runs      map[workKey]int
-	records   []runtime.Record
-	byID      map[string][]runtime.Record
-	ambiguous map[workKey]int // ACKs sent, never proven
-	lost      []string        // why sessions ended
-	done      map[string]bool // ids whose journey reached its end (acked work, DLQ)
-	faults    map[string]int
+	mu           sync.Mutex
+	runs         map[workKey]int
+	records      []runtime.Record
+	byID         map[string][]runtime.Record
+	ambiguous    map[workKey]int // ACKs sent, never proven
+	lost         []string        // why sessions ended
+	failedStarts int
+	done         map[string]bool // ids whose journey reached its end (acked work, DLQ)
+	faults       map[string]int
 }
 
 // Run runs the ledger and returns it; an error means the run could not be
@@ -468,9 +472,17 @@ func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error
 		go func() {
 			var err error
 			rep, err = c.Run(runCtx)
+			if rep == nil && err != nil && !refused(err) {
+				err = fmt.Errorf("%w: %w", errNeverConnected, err)
+			}
 			ran <- err
 		}()
 		restart, err := r.await(ctx, ran, published)
+		if errors.Is(err, errNeverConnected) {
+			stop()
+			r.failedStart(ctx)
+			continue
+		}
 		if err != nil {
 			stop()
 			return reports, fmt.Errorf("ledger: %w", err)
@@ -480,14 +492,36 @@ func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error
 			<-faultsDone
 		}
 		stop()
-		if err := <-ran; err != nil {
+		if err := <-ran; errors.Is(err, errNeverConnected) {
+			r.failedStart(ctx)
+		} else if err != nil {
 			return reports, fmt.Errorf("ledger: Run: %w", err)
+		} else {
+			reports = append(reports, rep)
 		}
-		reports = append(reports, rep)
 		if !restart {
 			return reports, nil
 		}
 	}
+}
+
+// errNeverConnected marks a Run that ended because its first connection
+// failed: a fault struck while it connected. A 406 is not one: the broker
+// refusing the topology is a broken promise, not bad luck.
+var errNeverConnected = errors.New("the consumer's first connection failed")
+
+// failedStart counts a consumer that never connected and pauses before the
+// next, as a supervisor restarting a process would.
+func (r *run) failedStart(ctx context.Context) {
+	r.mu.Lock()
+	r.failedStarts++
+	r.mu.Unlock()
+	sleep(ctx, 100*time.Millisecond)
+}
+
+func refused(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
 }
 
 // waitingFor names up to n ids whose journey is not over, with their records.
@@ -799,7 +833,7 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 	res := &Result{
 		Seed: r.cfg.Seed, N: r.cfg.N, Queue: r.spec.Name, Reports: reps,
 		Behaviours: map[Behaviour]int{}, Fates: map[Fate]int{}, Faults: maps.Clone(r.faults),
-		SecondRuns: map[string]int{}, ExtraCopies: map[string]int{},
+		SecondRuns: map[string]int{}, ExtraCopies: map[string]int{}, FailedStarts: r.failedStarts,
 	}
 	problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
 	for k := range res.Faults {
@@ -985,6 +1019,9 @@ func (res *Result) String() string {
 	fmt.Fprintf(&b, "  extra copies at the end: %d: %s\n", total(res.ExtraCopies), counts(res.ExtraCopies))
 	fmt.Fprintf(&b, "  inbox: %d rows committed, %d redeliveries stopped as duplicates\n", res.InboxRows, res.InboxStopped)
 	fmt.Fprintf(&b, "  406 channel errors: %d\n", res.Channel406)
+	if res.FailedStarts > 0 {
+		fmt.Fprintf(&b, "  consumers started again after their first connection failed: %d\n", res.FailedStarts)
+	}
 	for i, rep := range res.Reports {
 		first, _, _ := strings.Cut(rep.String(), "\n")
 		fmt.Fprintf(&b, "  report %d of %d: %s; %d unresolved listed, %d more counted\n", i+1, len(res.Reports), first, len(rep.Unresolved), rep.Omitted)
