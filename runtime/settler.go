@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"runtime"
 	"slices"
@@ -77,6 +78,17 @@ func (s *settler) received(tag uint64) {
 // not wait: a write stuck on a dead connection must not hold up the session's
 // end, and whoever waits for a settlement is bounded by its own deadline.
 func (s *settler) close() { close(s.stop) }
+
+// stopped waits, until ctx ends, for the loop to return after close, and
+// reports whether it did: once it has, no frame of this settler can follow.
+func (s *settler) stopped(ctx context.Context) bool {
+	select {
+	case <-s.exited:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // settle hands st to the loop and waits for the write to return, until the
 // deadline at the latest (errStepTimeout: the frame may still be written).

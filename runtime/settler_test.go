@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -155,10 +156,10 @@ func (s stuck) Ack(uint64, bool) error        { <-s.release; return nil }
 func (s stuck) Nack(uint64, bool, bool) error { <-s.release; return nil }
 
 // A write stuck on the connection leaves its delivery ambiguous at the
-// deadline, and does not hold up the settler's close.
+// deadline, and does not hold up the settler's close; the settler has not
+// stopped (a frame may still follow) until the write returns.
 func TestSettlerStuckWriteDoesNotHoldTheClose(t *testing.T) {
 	ch := stuck{release: make(chan struct{})}
-	defer close(ch.release)
 	s := newSettler(ch, &generation{}, 4)
 	s.received(1)
 	st := &settlement{tag: 1, written: make(chan error, 1)}
@@ -174,5 +175,14 @@ func TestSettlerStuckWriteDoesNotHoldTheClose(t *testing.T) {
 	case <-closed:
 	case <-time.After(time.Second):
 		t.Fatal("close waited for the stuck write")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if s.stopped(ctx) {
+		t.Error("stopped while a write was still running")
+	}
+	close(ch.release)
+	if !s.stopped(context.Background()) {
+		t.Error("not stopped after the write returned")
 	}
 }

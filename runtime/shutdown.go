@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"sync"
 	"time"
 )
@@ -66,10 +67,15 @@ func (c *Consumer) closeSession(r *run, s *session) {
 	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	var err error
-	if s.gone() {
+	switch {
+	case s.gone():
 		err = s.why
 		r.report.lostIntake(sanitize(err.Error(), maxCause))
-	} else {
+	case !s.gen.settler.stopped(ctx):
+		// A write still running could reach the broker after channel.close,
+		// which discards it: the close-ok would prove an ACK that never counted.
+		err = errors.New("a settlement write did not return in time")
+	default:
 		err = s.call(ctx, s.ch.Close)
 	}
 	if acks := s.gen.acks.close(); err == nil {
