@@ -20,6 +20,13 @@ const DefaultStepTimeout = 5 * time.Second
 // time keeps running in its goroutine (it ends when the connection does); the
 // caller gets errStepTimeout and must treat the step's outcome as unknown.
 func bounded[T any](ctx context.Context, step func() (T, error)) (T, error) {
+	return boundedOpen(ctx, step, nil)
+}
+
+// boundedOpen is bounded for a step that opens something (a connection, a
+// channel): what the step opens after it was given up is handed to discard,
+// which closes it, instead of staying open with nobody to use it.
+func boundedOpen[T any](ctx context.Context, step func() (T, error), discard func(T)) (T, error) {
 	type result struct {
 		v   T
 		err error
@@ -37,6 +44,13 @@ func bounded[T any](ctx context.Context, step func() (T, error)) (T, error) {
 	case r := <-done:
 		return r.v, r.err
 	case <-ctx.Done():
+		if discard != nil {
+			go func() {
+				if r := <-done; r.err == nil {
+					discard(r.v)
+				}
+			}()
+		}
 		return zero, errStepTimeout
 	}
 }

@@ -299,6 +299,13 @@ func (c *Consumer) dial(role string) (*amqp.Connection, error) {
 	return conn, err
 }
 
+// closeConn closes one of the consumer's connections, waiting for the
+// broker's close-ok no longer than a step: a peer that stopped reading must
+// not hold up the session's end.
+func (c *Consumer) closeConn(conn *amqp.Connection) {
+	_ = conn.CloseDeadline(time.Now().Add(c.cfg.StepTimeout))
+}
+
 // dialSocket is dial, also returning the connection's socket.
 func (c *Consumer) dialSocket(role string) (*amqp.Connection, net.Conn, error) {
 	conn, socket, err := dialSocket(c.cfg.URL, amqp.Config{

@@ -100,16 +100,16 @@ func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) 
 			conn   *amqp.Connection
 			socket net.Conn
 		}
-		d, err := bounded(ctx, func() (dialed, error) {
+		d, err := boundedOpen(ctx, func() (dialed, error) {
 			conn, socket, err := h.dial()
 			return dialed{conn, socket}, err
-		})
+		}, func(d dialed) { _ = d.conn.CloseDeadline(time.Now().Add(h.stepTimeout)) })
 		if err != nil {
 			return nil, err
 		}
 		h.conn, h.socket = d.conn, d.socket
 	}
-	ch, err := bounded(ctx, h.conn.Channel)
+	ch, err := boundedOpen(ctx, h.conn.Channel, func(ch *amqp.Channel) { _ = ch.Close() })
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +247,9 @@ func (h *handoffPublisher) close() {
 	defer h.mu.Unlock()
 	h.closed = true
 	if h.conn != nil {
-		_ = h.conn.Close()
+		// Bounded: the broker may not read a blocked connection (a resource
+		// alarm) until the alarm clears, so the close-ok could wait as long.
+		_ = h.conn.CloseDeadline(time.Now().Add(h.stepTimeout))
 	}
 }
 

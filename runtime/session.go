@@ -95,13 +95,13 @@ func (s *slot) release() {
 // channel, set prefetch and start consuming. Every step is bounded, and ctx
 // ending stops the attempt.
 func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
-	conn, err := c.dialUnless(ctx)
+	conn, err := boundedOpen(ctx, func() (*amqp.Connection, error) { return c.dial("consume") }, c.closeConn)
 	if err != nil {
 		return nil, err
 	}
 	s, err := c.open(ctx, r, conn)
 	if err != nil {
-		_ = conn.Close()
+		c.closeConn(conn)
 		return nil, err
 	}
 	go func() {
@@ -110,33 +110,6 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 	}()
 	c.emit(Event{Stage: StageConnected, Generation: s.gen.id})
 	return s, nil
-}
-
-// dialUnless dials the consuming connection unless ctx ends first. A dial is
-// bounded by the step timeout already; ctx ending abandons it sooner, and a
-// connection that opens after that is closed, not left open with nobody to
-// use it.
-func (c *Consumer) dialUnless(ctx context.Context) (*amqp.Connection, error) {
-	type dialled struct {
-		conn *amqp.Connection
-		err  error
-	}
-	done := make(chan dialled, 1)
-	go func() {
-		conn, err := c.dial("consume")
-		done <- dialled{conn, err}
-	}()
-	select {
-	case d := <-done:
-		return d.conn, d.err
-	case <-ctx.Done():
-		go func() {
-			if d := <-done; d.err == nil {
-				_ = d.conn.Close()
-			}
-		}()
-		return nil, ctx.Err()
-	}
 }
 
 func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*session, error) {
@@ -278,5 +251,5 @@ func (c *Consumer) lost(r *run, s *session, why error) {
 	c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: sanitize(why.Error(), maxCause)})
 	c.acksAmbiguous(r, s.gen, s.gen.acks.close(), "the channel was lost before the proof")
 	r.report.lostIntake(sanitize(why.Error(), maxCause))
-	_ = s.conn.Close()
+	c.closeConn(s.conn)
 }

@@ -83,7 +83,7 @@ func (c *Consumer) closeSession(r *run, s *session) {
 	} else {
 		c.acksAmbiguous(r, s.gen, acks, "the channel did not close cleanly: "+sanitize(err.Error(), 120))
 	}
-	_ = s.conn.Close()
+	c.closeConn(s.conn)
 }
 
 func (c *Consumer) phase(r *run, name string, start time.Time) {
