@@ -141,10 +141,18 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	}
 	defer func() { <-h.window }()
 
-	step := stepDeadline(h.stepTimeout, deadline)
-	hc, err := h.channel(step)
+	hc, err := h.channel(stepDeadline(h.stepTimeout, deadline))
 	if err != nil {
 		ev.Status, ev.Detail = HandoffFailed, "open channel: "+sanitize(err.Error(), 120)
+		return ev
+	}
+	// The publish is a step of its own. Waiting for the channel (behind
+	// another handoff's dial) may have used the delivery's whole budget; a
+	// watchdog armed with no time left would close the connection the other
+	// handoff just opened.
+	step := stepDeadline(h.stepTimeout, deadline)
+	if !time.Now().Before(step) {
+		ev.Status, ev.Detail = HandoffTimedOut, "no time left to publish"
 		return ev
 	}
 	id := h.idPrefix + strconv.FormatUint(h.seq.Add(1), 36)

@@ -108,3 +108,36 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 		t.Errorf("the DLQ holds %v", ids)
 	}
 }
+
+// A handoff that waited for the channel while another handoff dialled, and
+// has no time left when it gets it, gives up without publishing: it must not
+// arm a watchdog that has already fired and close the connection the other
+// handoff just opened.
+func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p, url, err := faults.ListenFor(brokerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	p.Delay(150 * time.Millisecond) // every frame: the dial's handshake takes about a second
+	h := runtime.NewTestHandoffPublisher(url, 5*time.Second, 4)
+	defer h.Close()
+	first := make(chan runtime.HandoffEvidence, 1)
+	go func() { first <- h.Publish(time.Now().Add(30*time.Second), q.DeadLetterQueue, order(t, "first")) }()
+	eventually(t, 5*time.Second, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
+	late := h.Publish(time.Now().Add(300*time.Millisecond), q.DeadLetterQueue, order(t, "late"))
+	if late.Status != runtime.HandoffTimedOut || late.Published {
+		t.Errorf("handoff out of time: %+v; want timed out, not published", late)
+	}
+	if ev := <-first; ev.Status != runtime.HandoffConfirmed {
+		t.Errorf("the dialling handoff: %+v; want confirmed", ev)
+	}
+	if conns := p.Conns(); len(conns) != 1 {
+		t.Errorf("connections through the proxy: %q; want the one dialled", conns)
+	}
+	p.Delay(0)
+	assertCounts(t, map[string][2]int{q.DeadLetterQueue: {1, 0}})
+}
