@@ -86,7 +86,7 @@ type Consumer struct {
 // testHooks let broker tests break the transport at exact moments of a
 // delivery's journey. They do nothing outside tests.
 type testHooks struct {
-	beforeAck, afterAck, beforePublish, afterPublish func()
+	beforeAck, afterAck, beforePublish, afterPublish, beforeClose func()
 }
 
 // NewConsumer checks the queue's spec and dispatch table and returns a consumer
@@ -132,7 +132,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	nothing := func() {}
 	return &Consumer{
 		spec: spec, routes: routes, cfg: cfg, recent: newEventRing(cfg.RecentEvents), forceNow: make(chan struct{}),
-		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing},
+		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
 	}, nil
 }
 

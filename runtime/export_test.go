@@ -14,7 +14,7 @@ import (
 // TestHooks run at exact moments of a delivery's journey, so that a test can
 // break the transport there. A nil hook is left as it was.
 type TestHooks struct {
-	BeforeAck, AfterAck, BeforePublish, AfterPublish func()
+	BeforeAck, AfterAck, BeforePublish, AfterPublish, BeforeClose func()
 }
 
 // SetTestHooks installs h; call it before Run.
@@ -28,6 +28,7 @@ func (c *Consumer) SetTestHooks(h TestHooks) {
 	set(&c.hooks.afterAck, h.AfterAck)
 	set(&c.hooks.beforePublish, h.BeforePublish)
 	set(&c.hooks.afterPublish, h.AfterPublish)
+	set(&c.hooks.beforeClose, h.BeforeClose)
 }
 
 // TestHandoffPublisher is the consumer's handoff publisher, driven alone.

@@ -314,6 +314,46 @@ func TestBrokerQueueDeletedUnderTheConsumer(t *testing.T) {
 	}
 }
 
+// After the broker cancels the consumer the channel stays healthy, and
+// in-flight work still settles on it; if the connection then dies, the
+// authority is revoked all the same: no handoff starts that could never be
+// followed by its ACK.
+func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "cancel-1"))
+	p := newProxy(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	c, consumer := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+		close(started)
+		<-release
+		return runtime.Retryable(errors.New("busy"))
+	}, through(p))
+	c.launch(consumer)
+	<-started
+	if _, err := channel(t, dial(t)).QueueDelete(q.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the consumer seeing the cancel", func() bool {
+		for _, ev := range consumer.RecentEvents() {
+			if ev.Stage == runtime.StageLost && strings.Contains(ev.Detail, "cancelled") {
+				return true
+			}
+		}
+		return false
+	})
+	p.cut()
+	time.Sleep(300 * time.Millisecond) // the watcher sees the connection's end
+	close(release)
+	<-c.done
+	c.err = nil
+	if len(c.report.Unresolved) != 1 || c.report.Unresolved[0].Settlement.Detail != "authority revoked before the handoff" {
+		t.Errorf("report: %s; unresolved %+v", c.report, c.report.Unresolved)
+	}
+	assertCounts(t, map[string][2]int{q.RetryBucket(time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
 // The first SIGINT stops intake and waits for in-flight work; the second
 // forces: the handler's context is cancelled long before the grace ends.
 func TestBrokerSecondSignalForces(t *testing.T) {
@@ -418,6 +458,36 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 		t.Errorf("report: %s", rep)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {2, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// An ACK never delivered, and its connection lost in the moment before the
+// clean close: amqp091's Close then answers nil for the channel that had
+// already closed, which proves nothing; the ACK is ambiguous.
+func TestBrokerAckLostJustBeforeTheCloseIsNotCountedProven(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "close-1"))
+	p := newProxy(t)
+	acked := make(chan struct{})
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil },
+		through(p), func(cfg *runtime.Config) { cfg.ProofInterval, cfg.StepTimeout = time.Hour, time.Second })
+	c.SetTestHooks(runtime.TestHooks{
+		BeforeAck: once(p.freeze),
+		AfterAck:  once(func() { close(acked) }),
+		BeforeClose: func() {
+			p.cut()
+			time.Sleep(300 * time.Millisecond) // the client notices the closed socket
+		},
+	})
+	r.launch(c)
+	<-acked
+	rep := r.stop()
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "close-1" ||
+		rep.Unresolved[0].Settlement.Status != runtime.SettlementAmbiguous || rep.AcksProven != 0 {
+		t.Errorf("report: %s; unresolved %+v", rep, rep.Unresolved)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
 }
 
 // The handoff's confirm never arrives and its connection dies: the table's

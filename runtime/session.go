@@ -24,9 +24,15 @@ type session struct {
 	// whichever call waits first, so two at once could take each other's.
 	rpc sync.Mutex
 	// lost is closed by the watcher when the broker ends the session under us;
-	// why says how. Its authority is revoked at that moment.
+	// why says how: a consumer cancel (the channel stays healthy), or the
+	// channel or connection closing with an error, which revokes the session's
+	// authority at that moment.
 	lost chan struct{}
 	why  error
+	// chEnded is closed by the watcher once the consumer channel has closed;
+	// chErr is the error it closed with, nil when our own close ended it.
+	chEnded chan struct{}
+	chErr   *amqp.Error
 	// ended stops the prover; proverDone says it has stopped.
 	ended      chan struct{}
 	proverDone chan struct{}
@@ -41,37 +47,68 @@ func (s *session) call(ctx context.Context, method func() error) error {
 	})
 }
 
-// watch waits for the broker to end the session: the channel or connection
-// closing with an error, or a consumer cancel. A loss revokes the generation
-// at once, so no handoff starts that could never be followed by its ACK.
+// watch follows the session until its consumer channel has closed. A
+// consumer cancel marks it lost and leaves the channel healthy; the channel
+// or connection closing with an error, before or after a cancel, revokes the
+// generation at once, so no handoff starts that could never be followed by
+// its ACK.
 func (s *session) watch(chClosed, connClosed chan *amqp.Error, cancelled chan string) {
-	for chClosed != nil || connClosed != nil {
-		var err *amqp.Error
+	defer close(s.chEnded)
+	for chClosed != nil {
 		select {
 		case _, ok := <-cancelled:
+			cancelled = nil // closed with the channel when no cancel came
 			if ok {
-				s.why = ErrConsumerCancelled
-				close(s.lost)
-				return
+				s.lose(ErrConsumerCancelled)
 			}
-			cancelled = nil // closed with the channel: no cancel came
-			continue
-		case err = <-chClosed:
-			chClosed = nil
-		case err = <-connClosed:
-			connClosed = nil
+		case err, ok := <-connClosed:
+			connClosed = nil // the channel's own end follows
+			if ok {
+				s.broke(err)
+			}
+		case err, ok := <-chClosed:
+			chClosed = nil // closed without a value: our own close
+			if ok {
+				s.chErr = err
+				s.broke(err)
+			}
 		}
-		if err == nil {
-			continue // closed by us
-		}
-		s.gen.revoke()
-		if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
-			s.why = fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err)
-		} else {
-			s.why = fmt.Errorf("lily: the consumer channel closed: %w", err)
-		}
-		close(s.lost)
+	}
+}
+
+// broke revokes the session's authority: the broker closed its channel or
+// connection with err.
+func (s *session) broke(err *amqp.Error) {
+	s.gen.revoke()
+	if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
+		s.lose(fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err))
 		return
+	}
+	s.lose(fmt.Errorf("lily: the consumer channel closed: %w", err))
+}
+
+// lose marks the session lost for why, unless it already was; only the
+// watcher calls it.
+func (s *session) lose(why error) {
+	if !closed(s.lost) {
+		s.why = why
+		close(s.lost)
+	}
+}
+
+// closedCleanly waits, until ctx ends, for the watcher to see the consumer
+// channel's end, and says whether our close ended it: amqp091's Close answers
+// nil for a channel that had already closed under it, so only the channel's
+// own end proves the ACKs sent on it.
+func (s *session) closedCleanly(ctx context.Context) error {
+	select {
+	case <-s.chEnded:
+		if s.chErr != nil {
+			return fmt.Errorf("the channel had closed: %w", s.chErr)
+		}
+		return nil
+	case <-ctx.Done():
+		return errStepTimeout
 	}
 }
 
@@ -132,7 +169,7 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 	}
 	s := &session{
 		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
-		lost: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
+		lost: make(chan struct{}), chEnded: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
 	}
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))

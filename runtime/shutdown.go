@@ -76,7 +76,10 @@ func (c *Consumer) closeSession(r *run, s *session) {
 		// which discards it: the close-ok would prove an ACK that never counted.
 		err = errors.New("a settlement write did not return in time")
 	default:
-		err = s.call(ctx, s.ch.Close)
+		c.hooks.beforeClose()
+		if err = s.call(ctx, s.ch.Close); err == nil {
+			err = s.closedCleanly(ctx)
+		}
 	}
 	if acks := s.gen.acks.close(); err == nil {
 		c.acksProven(r, s.gen, acks)
