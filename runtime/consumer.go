@@ -329,7 +329,7 @@ func (c *Consumer) newRun() *run {
 		workers:   newWorkers(),
 		requeues:  newMemory[string](requeueMemorySize),
 		completed: newMemory[workKey](completedMemorySize),
-		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]string{}},
+		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]journey{}},
 		slots:     make(chan struct{}, c.spec.Concurrency),
 		work:      work,
 		force:     force,

@@ -12,7 +12,7 @@ import (
 // the delivery's path: the handoff rather than the ACK that follows its
 // confirm, the settlement rather than "done".
 // Every broker step is bounded by the step timeout and the delivery's deadline.
-func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envelope, o *Outcome, auth *authority, attempt int, deadline time.Time) Plan {
+func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delivery, env *Envelope, o *Outcome, auth *authority, attempt int, deadline time.Time) Plan {
 	o.PriorRequeues = r.requeues.count(d.MessageId)
 	var chosen Plan
 	for {
@@ -48,7 +48,7 @@ func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envel
 				o.Settlement = SettlementEvidence{Status: SettlementNotAttempted, Detail: "authority revoked before the handoff"}
 				break
 			}
-			o.Handoff = c.handoff(r, d, env, *o, plan, deadline)
+			o.Handoff = c.handoff(r, token, d, env, *o, plan, deadline)
 			c.emit(Event{Stage: StageHandoff, MessageID: sanitize(d.MessageId, 128), Attempt: attempt, Generation: gen.id,
 				Handoff: o.Handoff.Status, Detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 		}
@@ -61,7 +61,7 @@ func (c *Consumer) execute(r *run, gen *generation, d *amqp.Delivery, env *Envel
 func (c *Consumer) remember(r *run, gen *generation, d *amqp.Delivery, env *Envelope, o Outcome, attempt int) {
 	work := workKey{d.MessageId, attempt}
 	if o.Settlement.Status == AckSent {
-		ack := sentAck{work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt}
+		ack := sentAck{work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt, handoff: o.Handoff}
 		if !gen.acks.add(ack) {
 			c.acksAmbiguous(r, gen, []sentAck{ack}, "the channel was lost before the proof")
 		}
@@ -80,13 +80,15 @@ func (c *Consumer) remember(r *run, gen *generation, d *amqp.Delivery, env *Enve
 	}
 }
 
-// handoff publishes the failed message's copy to the plan's destination. A
-// panic on the way is a handoff failure like any other.
-func (c *Consumer) handoff(r *run, d *amqp.Delivery, env *Envelope, o Outcome, plan Plan, deadline time.Time) (ev HandoffEvidence) {
+// handoff publishes the failed message's copy to the plan's destination; the
+// report learns of the write before it starts, in case it is sealed before
+// the journey ends. A panic on the way is a handoff failure like any other.
+func (c *Consumer) handoff(r *run, token uint64, d *amqp.Delivery, env *Envelope, o Outcome, plan Plan, deadline time.Time) (ev HandoffEvidence) {
 	defer func() {
 		if p := recover(); p != nil {
 			ev = HandoffEvidence{Destination: plan.Destination, Status: HandoffFailed, Detail: sanitize(fmt.Sprint("panic: ", p), maxCause)}
 		}
 	}()
-	return r.handoff.publish(deadline, plan.Destination, handoffCopy(d, env, o, plan, c.spec.Name, time.Now()))
+	writing := func() { r.report.writingCopy(token, plan.Destination) }
+	return r.handoff.publish(deadline, plan.Destination, handoffCopy(d, env, o, plan, c.spec.Name, time.Now()), writing)
 }

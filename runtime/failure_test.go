@@ -91,6 +91,11 @@ func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
 	if rep.Reconnects != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != runtime.HandoffConfirmed {
 		t.Errorf("report: %s", rep)
 	}
+	// Settled from the record here; a process that stopped before the
+	// redelivery came would have run the work again beside its copy.
+	if len(rep.PossibleCopies) != 1 || rep.PossibleCopies[0].MessageID != "between-1" {
+		t.Errorf("possible copies %+v", rep.PossibleCopies)
+	}
 	noPreconditionFailed(t, rep)
 }
 
@@ -523,4 +528,44 @@ func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 		t.Errorf("handler runs %d; report: %s", runs.Load(), rep)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {2, 0}})
+}
+
+// A handoff still waiting for its confirm when the consumer closes: the
+// report, sealed before the journey ends, lists the delivery unresolved and
+// its copy as possible, for the copy is in the bucket and the original comes
+// back.
+func TestBrokerHandoffInFlightAtTheCloseIsAPossibleCopy(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "waiting-1"))
+	p := newProxy(t)
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && strings.HasSuffix(f.Conn, " handoff") && f.Is(faults.BasicAck) {
+			return faults.Drop // the copy's confirm
+		}
+		return faults.Forward
+	})
+	published := make(chan struct{})
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Retryable(errors.New("busy"))
+	}, through(p), func(cfg *runtime.Config) {
+		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 10*time.Second, 200*time.Millisecond, 200*time.Millisecond
+	})
+	c.SetTestHooks(runtime.TestHooks{AfterPublish: once(func() { close(published) })})
+	r.launch(c)
+	<-published
+	eventually(t, 5*time.Second, "the copy in the bucket", func() bool {
+		ready, _ := queueCounts(t, q.RetryBucket(time.Hour))
+		return ready == 1
+	})
+	rep := r.stop()
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "waiting-1" {
+		t.Errorf("report: %s", rep)
+	}
+	if len(rep.PossibleCopies) != 1 || !rep.PossibleCopies[0].Handoff.Published ||
+		rep.PossibleCopies[0].Handoff.Destination != q.RetryBucket(time.Hour) {
+		t.Errorf("possible copies %+v", rep.PossibleCopies)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.RetryBucket(time.Hour): {1, 0}})
 }

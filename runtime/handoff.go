@@ -126,10 +126,11 @@ func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) 
 }
 
 // publish hands msg to queue dest and reports what the broker said, by the
-// deadline at the latest. msg.Headers must be a table the caller owns: publish
-// adds the handoff id to it. One timer bounds every wait: for a slot, for the
-// publish and for the confirm.
-func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Publishing) HandoffEvidence {
+// deadline at the latest; writing runs just before the publish is written.
+// msg.Headers must be a table the caller owns: publish adds the handoff id to
+// it. One timer bounds every wait: for a slot, for the publish and for the
+// confirm.
+func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Publishing, writing func()) HandoffEvidence {
 	ev := HandoffEvidence{Destination: dest}
 	timer := timerUntil(deadline)
 	defer releaseTimer(timer)
@@ -162,6 +163,7 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	h.drain(hc)
 
 	h.beforePublish()
+	writing()
 	// amqp091's publish is not bounded by anything of ours, and its write
 	// blocks while the broker does not read (a resource alarm, a dead peer).
 	// A watchdog closes the socket at the step's end: the write then fails,

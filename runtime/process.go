@@ -59,7 +59,7 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 	if o.Rejection != NotRejected {
 		c.emit(Event{Stage: StageRejected, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Rejection.String() + ": " + o.Reason})
 	}
-	plan := c.execute(r, gen, d, env, &o, auth, attempt, received.Add(c.spec.Budget()))
+	plan := c.execute(r, gen, token, d, env, &o, auth, attempt, received.Add(c.spec.Budget()))
 	c.record(r, gen.id, token, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)))
 }
 

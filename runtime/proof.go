@@ -21,6 +21,7 @@ type sentAck struct {
 	work      workKey
 	messageID string // sanitized, for the report
 	attempt   int
+	handoff   HandoffEvidence // the confirmed copy this ACK follows, if any
 }
 
 // ackLedger holds one generation's ACKs sent and not yet proven.
@@ -108,6 +109,7 @@ func (c *Consumer) acksAmbiguous(r *run, gen *generation, acks []sentAck, why st
 			Queue: c.spec.Name, MessageID: a.messageID, Attempt: a.attempt, Path: PathUnresolved,
 			Reason:     "ack sent, never proven: " + why,
 			Settlement: SettlementEvidence{Status: SettlementAmbiguous, Detail: why},
+			Handoff:    a.handoff,
 		}
 		r.report.unresolved(rec)
 		c.emit(Event{Stage: StageAckAmbiguous, MessageID: a.messageID, Attempt: a.attempt, Generation: gen.id, Detail: why})

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,9 +31,12 @@ type Report struct {
 	Unresolved []Record `json:"unresolved"`
 	// Omitted counts unresolved deliveries beyond maxReported.
 	Omitted int `json:"omitted,omitempty"`
-	// PossibleCopies lists failed handoffs whose publish had been written: the
-	// original was requeued as the table says, yet the copy may exist too, so
-	// the work may run twice (bounded like Unresolved).
+	// PossibleCopies lists deliveries whose handoff copy exists, or may,
+	// while the original may come back too, so the work may run twice
+	// (bounded like Unresolved): a failed handoff whose publish had been
+	// written (the original requeued as the table says), a confirmed one whose
+	// ACK was not sent or never proven, and one still waiting for its confirm
+	// when the consumer closed.
 	PossibleCopies []Record `json:"possible_copies,omitempty"`
 	// Reconnects counts the sessions opened after a loss; Lost says why each
 	// earlier one ended.
@@ -83,7 +88,10 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "\n  and %d more unresolved", r.Omitted)
 	}
 	for _, c := range r.PossibleCopies {
-		fmt.Fprintf(&b, "\n  possible copy of %s (attempt %d) in %s: %s", c.MessageID, c.Attempt, c.Handoff.Destination, c.Handoff.Detail)
+		fmt.Fprintf(&b, "\n  possible copy of %s (attempt %d) in %s: handoff %s", c.MessageID, c.Attempt, c.Handoff.Destination, c.Handoff.Status)
+		if c.Handoff.Detail != "" {
+			fmt.Fprintf(&b, " (%s)", c.Handoff.Detail)
+		}
 	}
 	return b.String()
 }
@@ -92,10 +100,16 @@ type reportBuilder struct {
 	mu     sync.Mutex
 	r      Report
 	sealed bool
-	// inflight holds the deliveries on their journey (sanitized ids), so that
-	// the report lists those still travelling when it is sealed.
-	inflight map[uint64]string
+	// inflight holds the deliveries on their journey, so that the report
+	// lists those still travelling when it is sealed.
+	inflight map[uint64]journey
 	next     uint64
+}
+
+// journey is what the report knows of a delivery still travelling.
+type journey struct {
+	messageID string // sanitized
+	copyTo    string // where a handoff's publish has been written, if one was
 }
 
 // begin notes a delivery starting its journey; add ends it with the token.
@@ -103,8 +117,30 @@ func (b *reportBuilder) begin(messageID string) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.next++
-	b.inflight[b.next] = messageID
+	b.inflight[b.next] = journey{messageID: messageID}
 	return b.next
+}
+
+// writingCopy notes that the delivery's handoff copy to dest is being written.
+func (b *reportBuilder) writingCopy(token uint64, dest string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if j, ok := b.inflight[token]; ok {
+		j.copyTo = dest
+		b.inflight[token] = j
+	}
+}
+
+// copyMayRepeat reports whether rec's handoff published a copy while the
+// original may come back too: its ACK was not sent, or not proven.
+func copyMayRepeat(rec Record) bool {
+	return rec.Handoff.Published && (rec.Handoff.Status != HandoffConfirmed || rec.Settlement.Status != AckSent)
+}
+
+func (b *reportBuilder) listCopy(rec Record) {
+	if copyMayRepeat(rec) && len(b.r.PossibleCopies) < maxReported {
+		b.r.PossibleCopies = append(b.r.PossibleCopies, rec)
+	}
 }
 
 // add counts a finished journey (token from begin, or 0), and lists an
@@ -120,9 +156,7 @@ func (b *reportBuilder) add(token uint64, rec Record) bool {
 	if rec.Path == PathUnresolved {
 		b.list(rec)
 	}
-	if rec.Handoff.Published && rec.Handoff.Status != HandoffConfirmed && len(b.r.PossibleCopies) < maxReported {
-		b.r.PossibleCopies = append(b.r.PossibleCopies, rec)
-	}
+	b.listCopy(rec)
 	return true
 }
 
@@ -132,6 +166,7 @@ func (b *reportBuilder) unresolved(rec Record) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.list(rec)
+	b.listCopy(rec)
 }
 
 func (b *reportBuilder) list(rec Record) {
@@ -175,15 +210,16 @@ func (b *reportBuilder) seal(queue string, h HandlerEnds) *Report {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sealed = true
-	ids := make([]string, 0, len(b.inflight))
-	for _, id := range b.inflight {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		b.list(Record{Queue: queue, MessageID: id, Path: PathUnresolved,
+	left := slices.SortedFunc(maps.Values(b.inflight), func(a, b journey) int { return strings.Compare(a.messageID, b.messageID) })
+	for _, j := range left {
+		rec := Record{Queue: queue, MessageID: j.messageID, Path: PathUnresolved,
 			Reason:     "still in flight when the consumer closed; the broker redelivers it",
-			Settlement: SettlementEvidence{Status: SettlementNotAttempted, Detail: "final abort"}})
+			Settlement: SettlementEvidence{Status: SettlementNotAttempted, Detail: "final abort"}}
+		if j.copyTo != "" {
+			rec.Handoff = HandoffEvidence{Destination: j.copyTo, Status: HandoffTimedOut, Detail: "no confirm when the consumer closed", Published: true}
+		}
+		b.list(rec)
+		b.listCopy(rec)
 	}
 	rep := b.r
 	rep.Stopped = time.Now()
