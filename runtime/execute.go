@@ -60,10 +60,11 @@ func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delive
 // ACK is remembered, so its redelivery is settled without the handler.
 func (c *Consumer) remember(r *run, gen *generation, d *amqp.Delivery, env *Envelope, o Outcome, attempt int) {
 	work := workKey{d.MessageId, attempt}
-	if o.Settlement.Status == AckSent {
-		ack := sentAck{work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt, handoff: o.Handoff}
+	deadLetter := o.Settlement.Status == NackSent && !o.Settlement.Requeue
+	if o.Settlement.Status == AckSent || deadLetter {
+		ack := sentAck{work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt, handoff: o.Handoff, deadLetter: deadLetter}
 		if !gen.acks.add(ack) {
-			c.acksAmbiguous(r, gen, []sentAck{ack}, "the channel was lost before the proof")
+			c.acksAmbiguous(r, gen, []sentAck{ack}, "the channel ended before the proof")
 		}
 		return
 	}

@@ -569,3 +569,43 @@ func TestBrokerHandoffInFlightAtTheCloseIsAPossibleCopy(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.RetryBucket(time.Hour): {1, 0}})
 }
+
+// A dead-lettering NACK that never reaches the broker, its connection then
+// lost: the delivery comes back, so the report lists the first NACK as never
+// proven instead of counting the body dead-lettered and done.
+func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, produce(t, "big-2", &lilytest.OrderPlacedV1{OrderID: "big-2", Padding: new(strings.Repeat("x", 4096))}))
+	p := newProxy(t)
+	basicNack := faults.Method{60, 120}
+	var dropped atomic.Bool
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(basicNack) && dropped.CompareAndSwap(false, true) {
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil },
+		through(p), func(cfg *runtime.Config) { cfg.ProofInterval = time.Hour })
+	r.launch(c)
+	r.await(1)
+	p.cut()
+	recs := r.await(2)
+	wantPath(t, recs[0], runtime.PathBrokerDeadLettered)
+	wantPath(t, recs[1], runtime.PathBrokerDeadLettered)
+	if !recs[1].Redelivered {
+		t.Errorf("second record %+v", recs[1])
+	}
+	eventually(t, 5*time.Second, "the body in the DLQ", func() bool {
+		ready, _ := queueCounts(t, q.DeadLetterQueue)
+		return ready == 1
+	})
+	rep := r.stop()
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "big-2" ||
+		!strings.HasPrefix(rep.Unresolved[0].Reason, "dead-lettering nack sent, never proven") || rep.AcksProven != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {1, 0}})
+}

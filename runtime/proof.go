@@ -10,18 +10,21 @@ import (
 // proves every earlier ACK on it: a prover sends basic.qos (with the same
 // prefetch: a no-op) now and then while ACKs wait, and the channel's close-ok
 // proves the rest at shutdown. ACKs still unproven when their channel is lost
-// are ambiguous: the broker may redeliver work that was done.
+// are ambiguous: the broker may redeliver work that was done. A NACK that
+// dead-letters (an oversized body) waits for the same proof: until the broker
+// has read it, the delivery may still come back.
 
 // DefaultProofInterval is how often waiting ACKs are proven when a Config
 // leaves ProofInterval zero.
 const DefaultProofInterval = 250 * time.Millisecond
 
-// sentAck is one ACK waiting for its proof.
+// sentAck is one ACK waiting for its proof, or one dead-lettering NACK.
 type sentAck struct {
-	work      workKey
-	messageID string // sanitized, for the report
-	attempt   int
-	handoff   HandoffEvidence // the confirmed copy this ACK follows, if any
+	work       workKey
+	messageID  string // sanitized, for the report
+	attempt    int
+	handoff    HandoffEvidence // the confirmed copy this ACK follows, if any
+	deadLetter bool            // a NACK without requeue: no work was done
 }
 
 // ackLedger holds one generation's ACKs sent and not yet proven.
@@ -93,23 +96,32 @@ func (c *Consumer) proveEvery(r *run, s *session) {
 }
 
 func (c *Consumer) acksProven(r *run, gen *generation, acks []sentAck) {
-	r.report.proven(len(acks))
+	n := 0
 	for _, a := range acks {
-		c.emit(Event{Stage: StageAckProven, MessageID: a.messageID, Attempt: a.attempt, Generation: gen.id})
+		if !a.deadLetter {
+			n++
+			c.emit(Event{Stage: StageAckProven, MessageID: a.messageID, Attempt: a.attempt, Generation: gen.id})
+		}
 	}
+	r.report.proven(n)
 }
 
 // acksAmbiguous records ACKs whose fate is unknown: each becomes unresolved in
 // the report, and its work is remembered so that a redelivery is settled from
-// the record instead of running the handler again.
+// the record instead of running the handler again. An unproven dead-lettering
+// NACK is unresolved too; it did no work to remember.
 func (c *Consumer) acksAmbiguous(r *run, gen *generation, acks []sentAck, why string) {
 	for _, a := range acks {
-		r.completed.add(a.work)
 		rec := Record{
 			Queue: c.spec.Name, MessageID: a.messageID, Attempt: a.attempt, Path: PathUnresolved,
 			Reason:     "ack sent, never proven: " + why,
 			Settlement: SettlementEvidence{Status: SettlementAmbiguous, Detail: why},
 			Handoff:    a.handoff,
+		}
+		if a.deadLetter {
+			rec.Reason = "dead-lettering nack sent, never proven: " + why
+		} else {
+			r.completed.add(a.work)
 		}
 		r.report.unresolved(rec)
 		c.emit(Event{Stage: StageAckAmbiguous, MessageID: a.messageID, Attempt: a.attempt, Generation: gen.id, Detail: why})
