@@ -25,7 +25,7 @@ func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delive
 		step := func() time.Time { return stepDeadline(c.cfg.StepTimeout, deadline) }
 		switch plan.Action {
 		case ActDone, ActLeave:
-			c.remember(r, gen, d, env, *o, attempt)
+			c.remember(r, gen, token, d, env, *o, attempt)
 			return chosen
 		case ActAck:
 			c.hooks.beforeAck()
@@ -58,11 +58,11 @@ func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delive
 // remember keeps the evidence a later step needs once the journey ends: an
 // ACK that was sent waits for its proof; work that completed without a sent
 // ACK is remembered, so its redelivery is settled without the handler.
-func (c *Consumer) remember(r *run, gen *generation, d *amqp.Delivery, env *Envelope, o Outcome, attempt int) {
+func (c *Consumer) remember(r *run, gen *generation, token uint64, d *amqp.Delivery, env *Envelope, o Outcome, attempt int) {
 	work := workKey{d.MessageId, attempt}
 	deadLetter := o.Settlement.Status == NackSent && !o.Settlement.Requeue
 	if o.Settlement.Status == AckSent || deadLetter {
-		ack := sentAck{work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt, handoff: o.Handoff, deadLetter: deadLetter}
+		ack := sentAck{token: token, work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt, handoff: o.Handoff, deadLetter: deadLetter}
 		if !gen.acks.add(ack) {
 			c.acksAmbiguous(r, gen, []sentAck{ack}, "the channel ended before the proof")
 		}
@@ -90,6 +90,10 @@ func (c *Consumer) handoff(r *run, token uint64, d *amqp.Delivery, env *Envelope
 			ev = HandoffEvidence{Destination: plan.Destination, Status: HandoffFailed, Detail: sanitize(fmt.Sprint("panic: ", p), maxCause)}
 		}
 	}()
-	writing := func() { r.report.writingCopy(token, plan.Destination) }
-	return r.handoff.publish(deadline, plan.Destination, handoffCopy(d, env, o, plan, c.spec.Name, time.Now()), writing)
+	writing := func() bool { return r.report.writingCopy(token, plan.Destination) }
+	ev = r.handoff.publish(deadline, plan.Destination, handoffCopy(d, env, o, plan, c.spec.Name, time.Now()), writing)
+	if !ev.Published {
+		r.report.writingCopy(token, "")
+	}
+	return ev
 }

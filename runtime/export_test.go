@@ -41,7 +41,7 @@ func NewTestHandoffPublisher(url string, stepTimeout time.Duration, window int) 
 
 // Publish hands msg off to dest and waits for its evidence until deadline.
 func (p TestHandoffPublisher) Publish(deadline time.Time, dest string, msg amqp.Publishing) HandoffEvidence {
-	return p.h.publish(deadline, dest, msg, func() {})
+	return p.h.publish(deadline, dest, msg, func() bool { return true })
 }
 
 // Pending counts the handoff ids still awaiting their confirm or Return.

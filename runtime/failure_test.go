@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -349,12 +350,22 @@ func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 		return false
 	})
 	p.cut()
-	time.Sleep(300 * time.Millisecond) // the watcher sees the connection's end
+	eventually(t, 10*time.Second, "the consumer seeing the loss after the cancel", func() bool {
+		for _, ev := range consumer.RecentEvents() {
+			if ev.Stage == runtime.StageLost && strings.Contains(ev.Detail, "channel closed") {
+				return true
+			}
+		}
+		return false
+	})
 	close(release)
 	<-c.done
 	c.err = nil
 	if len(c.report.Unresolved) != 1 || c.report.Unresolved[0].Settlement.Detail != "authority revoked before the handoff" {
 		t.Errorf("report: %s; unresolved %+v", c.report, c.report.Unresolved)
+	}
+	if len(c.report.Lost) != 2 || !strings.Contains(c.report.Lost[1], "channel closed") {
+		t.Errorf("lost: %q; want the cancel, then the connection", c.report.Lost)
 	}
 	assertCounts(t, map[string][2]int{q.RetryBucket(time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
 }
@@ -579,7 +590,7 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 	declareTopology(t, q)
 	publish(t, q.Name, produce(t, "big-2", &lilytest.OrderPlacedV1{OrderID: "big-2", Padding: new(strings.Repeat("x", 4096))}))
 	p := newProxy(t)
-	basicNack := faults.Method{60, 120}
+	basicNack := faults.Method{Class: 60, ID: 120}
 	var dropped atomic.Bool
 	p.Intercept(func(f faults.Frame) faults.Action {
 		if f.Dir == faults.ToBroker && f.Is(basicNack) && dropped.CompareAndSwap(false, true) {
@@ -608,4 +619,51 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 		t.Errorf("report: %s", rep)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {1, 0}})
+}
+
+// A handoff whose dial outlasts the shutdown reaches its publish only after
+// the report was sealed: it publishes nothing, for the report could list that
+// copy nowhere. The original comes back, and the report lists it as still in
+// flight.
+func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "late-1"))
+	p := newProxy(t)
+	release := make(chan struct{})
+	connectionOpen := faults.Method{Class: 10, ID: 40}
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && strings.HasSuffix(f.Conn, " handoff") && f.Is(connectionOpen) {
+			<-release // the handoff's dial waits here
+		}
+		return faults.Forward
+	})
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Retryable(errors.New("busy"))
+	}, through(p), func(cfg *runtime.Config) {
+		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 10*time.Second, 100*time.Millisecond, 100*time.Millisecond
+	})
+	r.launch(c)
+	eventually(t, 5*time.Second, "the handoff dialling", func() bool {
+		return slices.ContainsFunc(p.Conns(), func(n string) bool { return strings.HasSuffix(n, " handoff") })
+	})
+	stopped := make(chan *runtime.Report, 1)
+	go func() { stopped <- r.stop() }()
+	eventually(t, 5*time.Second, "the report sealed", func() bool {
+		return slices.ContainsFunc(c.RecentEvents(), func(ev runtime.Event) bool {
+			return ev.Stage == runtime.StagePhase && ev.Detail == "close"
+		})
+	})
+	close(release)
+	rep := <-stopped
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "late-1" || len(rep.PossibleCopies) != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	eventually(t, 10*time.Second, "the handoff giving up", func() bool {
+		return slices.ContainsFunc(c.RecentEvents(), func(ev runtime.Event) bool {
+			return ev.Stage == runtime.StageHandoff && ev.Handoff == runtime.HandoffFailed
+		})
+	})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.RetryBucket(time.Hour): {0, 0}})
 }

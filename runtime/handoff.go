@@ -126,11 +126,12 @@ func (h *handoffPublisher) channel(deadline time.Time) (*handoffChannel, error) 
 }
 
 // publish hands msg to queue dest and reports what the broker said, by the
-// deadline at the latest; writing runs just before the publish is written.
+// deadline at the latest. writing runs just before the publish is written;
+// when it returns false (the consumer's report is sealed) nothing is written.
 // msg.Headers must be a table the caller owns: publish adds the handoff id to
 // it. One timer bounds every wait: for a slot, for the publish and for the
 // confirm.
-func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Publishing, writing func()) HandoffEvidence {
+func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Publishing, writing func() bool) HandoffEvidence {
 	ev := HandoffEvidence{Destination: dest}
 	timer := timerUntil(deadline)
 	defer releaseTimer(timer)
@@ -149,10 +150,10 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	}
 	// The publish is a step of its own. Waiting for the channel (behind
 	// another handoff's dial) may have used the delivery's whole budget; a
-	// watchdog armed with no time left would close the connection the other
-	// handoff just opened.
+	// watchdog armed with (almost) no time left would close the connection
+	// the other handoff just opened.
 	step := stepDeadline(h.stepTimeout, deadline)
-	if !time.Now().Before(step) {
+	if time.Until(step) < min(h.stepTimeout/4, 20*time.Millisecond) {
 		ev.Status, ev.Detail = HandoffTimedOut, "no time left to publish"
 		return ev
 	}
@@ -163,7 +164,10 @@ func (h *handoffPublisher) publish(deadline time.Time, dest string, msg amqp.Pub
 	h.drain(hc)
 
 	h.beforePublish()
-	writing()
+	if !writing() {
+		ev.Status, ev.Detail = HandoffFailed, "the consumer closed before the publish"
+		return ev
+	}
 	// amqp091's publish is not bounded by anything of ours, and its write
 	// blocks while the broker does not read (a resource alarm, a dead peer).
 	// A watchdog closes the socket at the step's end: the write then fails,

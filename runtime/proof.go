@@ -20,6 +20,7 @@ const DefaultProofInterval = 250 * time.Millisecond
 
 // sentAck is one ACK waiting for its proof, or one dead-lettering NACK.
 type sentAck struct {
+	token      uint64 // the delivery's journey in the report
 	work       workKey
 	messageID  string // sanitized, for the report
 	attempt    int
@@ -123,7 +124,7 @@ func (c *Consumer) acksAmbiguous(r *run, gen *generation, acks []sentAck, why st
 		} else {
 			r.completed.add(a.work)
 		}
-		r.report.unresolved(rec)
+		r.report.unresolved(a.token, rec)
 		c.emit(Event{Stage: StageAckAmbiguous, MessageID: a.messageID, Attempt: a.attempt, Generation: gen.id, Detail: why})
 	}
 }

@@ -121,14 +121,17 @@ func (b *reportBuilder) begin(messageID string) uint64 {
 	return b.next
 }
 
-// writingCopy notes that the delivery's handoff copy to dest is being written.
-func (b *reportBuilder) writingCopy(token uint64, dest string) {
+// writingCopy notes that the delivery's handoff copy to dest is about to be
+// written (dest empty: it was not written after all). It reports false once
+// the report is sealed: a copy written then could be listed nowhere.
+func (b *reportBuilder) writingCopy(token uint64, dest string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if j, ok := b.inflight[token]; ok {
 		j.copyTo = dest
 		b.inflight[token] = j
 	}
+	return !b.sealed
 }
 
 // copyMayRepeat reports whether rec's handoff published a copy while the
@@ -161,10 +164,12 @@ func (b *reportBuilder) add(token uint64, rec Record) bool {
 }
 
 // unresolved lists a delivery whose settlement turned out unproven after its
-// journey ended.
-func (b *reportBuilder) unresolved(rec Record) {
+// journey ended (token from begin): the seal must not list it again as still
+// travelling, should its record come later.
+func (b *reportBuilder) unresolved(token uint64, rec Record) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	delete(b.inflight, token)
 	b.list(rec)
 	b.listCopy(rec)
 }

@@ -29,6 +29,10 @@ type session struct {
 	// authority at that moment.
 	lost chan struct{}
 	why  error
+	// lostAfterCancel tells of a loss that follows a consumer cancel: the
+	// session was already lost, and only this says the channel went too.
+	lostAfterCancel func(why error)
+	broken          bool // the watcher's: a break was handled
 	// chEnded is closed by the watcher once the consumer channel has closed;
 	// chErr is the error it closed with, nil when our own close ended it.
 	chEnded chan struct{}
@@ -79,21 +83,29 @@ func (s *session) watch(chClosed, connClosed chan *amqp.Error, cancelled chan st
 // broke revokes the session's authority: the broker closed its channel or
 // connection with err.
 func (s *session) broke(err *amqp.Error) {
-	s.gen.revoke()
-	if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
-		s.lose(fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err))
-		return
+	if s.broken {
+		return // the channel and its connection report the same loss
 	}
-	s.lose(fmt.Errorf("lily: the consumer channel closed: %w", err))
+	s.broken = true
+	s.gen.revoke()
+	why := fmt.Errorf("lily: the consumer channel closed: %w", err)
+	if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
+		why = fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err)
+	}
+	if !s.lose(why) {
+		s.lostAfterCancel(why)
+	}
 }
 
-// lose marks the session lost for why, unless it already was; only the
-// watcher calls it.
-func (s *session) lose(why error) {
-	if !closed(s.lost) {
-		s.why = why
-		close(s.lost)
+// lose marks the session lost for why and reports true, unless it already
+// was; only the watcher calls it.
+func (s *session) lose(why error) bool {
+	if closed(s.lost) {
+		return false
 	}
+	s.why = why
+	close(s.lost)
+	return true
 }
 
 // closedCleanly waits, until ctx ends, for the watcher to see the consumer
@@ -170,6 +182,10 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 	s := &session{
 		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
 		lost: make(chan struct{}), chEnded: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
+	}
+	s.lostAfterCancel = func(why error) {
+		c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: sanitize(why.Error(), maxCause)})
+		r.report.lostIntake(sanitize(why.Error(), maxCause))
 	}
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
