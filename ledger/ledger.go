@@ -160,6 +160,8 @@ type run struct {
 	// asks for a new consumer.
 	deadline time.Time
 	restart  chan struct{}
+	// failedInARow counts consumers in a row that never connected (consume's).
+	failedInARow int
 	// killArmed: the next inbox-backed handler marks its row so that its
 	// COMMIT is slow and the PostgreSQL fault can kill it.
 	killArmed atomic.Bool
@@ -478,9 +480,11 @@ func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error
 			ran <- err
 		}()
 		restart, err := r.await(ctx, ran, published)
-		if errors.Is(err, errNeverConnected) {
+		if errors.Is(err, errNeverConnected) && ctx.Err() == nil {
 			stop()
-			r.failedStart(ctx)
+			if err := r.failedStart(ctx, err); err != nil {
+				return reports, err
+			}
 			continue
 		}
 		if err != nil {
@@ -493,10 +497,13 @@ func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error
 		}
 		stop()
 		if err := <-ran; errors.Is(err, errNeverConnected) {
-			r.failedStart(ctx)
+			if err := r.failedStart(ctx, err); err != nil {
+				return reports, err
+			}
 		} else if err != nil {
 			return reports, fmt.Errorf("ledger: Run: %w", err)
 		} else {
+			r.failedInARow = 0
 			reports = append(reports, rep)
 		}
 		if !restart {
@@ -511,12 +518,20 @@ func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error
 var errNeverConnected = errors.New("the consumer's first connection failed")
 
 // failedStart counts a consumer that never connected and pauses before the
-// next, as a supervisor restarting a process would.
-func (r *run) failedStart(ctx context.Context) {
+// next, as a supervisor restarting a process would. Like a supervisor it
+// gives up on a consumer that never connects: a fault lasts at most three
+// seconds and each failed start at least 100 ms, so fifty in a row are a
+// setup error (credentials, vhost).
+func (r *run) failedStart(ctx context.Context, err error) error {
+	r.failedInARow++
+	if r.failedInARow == 50 {
+		return fmt.Errorf("ledger: %d consumers in a row never connected: %w", r.failedInARow, err)
+	}
 	r.mu.Lock()
 	r.failedStarts++
 	r.mu.Unlock()
 	sleep(ctx, 100*time.Millisecond)
+	return nil
 }
 
 func refused(err error) bool {
