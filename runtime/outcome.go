@@ -44,7 +44,9 @@ const (
 	CommitCommitted
 	CommitFailed
 	CommitAmbiguous
-	// CommitRolledBack: the handler failed, and its transaction was abandoned.
+	// CommitRolledBack: the handler failed, so its transaction is never
+	// committed; it is rolled back, or (a handler abandoned at its timeout,
+	// which may still use it) will be when the handler returns.
 	CommitRolledBack
 )
 

@@ -39,6 +39,11 @@ func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadl
 		sc, err := userCall(c, deadline, func(ctx context.Context) (opened, error) {
 			scoped, cleanup, err := c.cfg.Scope(base, rd)
 			return opened{scoped, cleanup}, err
+		}, func(late opened) {
+			// Opened after the step gave up on it: nobody else will close it.
+			if late.cleanup != nil {
+				_ = c.userStep(time.Time{}, late.cleanup)
+			}
 		})
 		if err != nil {
 			o.Handler = HandlerResult{Kind: KindRetryable, Cause: sanitize("scope: "+err.Error(), maxCause)}
@@ -53,13 +58,16 @@ func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadl
 			base = tx.Bind(base)
 		}
 	}
-	// finish ends the transaction and the scope by dl; an abandoned handler
-	// runs it on its own goroutine once it returns, since it may use both
-	// until then.
-	finish := func(o *Outcome, dl time.Time) {
-		c.settleTx(o, tx, dl)
+	// finish ends the transaction and the scope, each within a step of its
+	// own: the delivery's budget may be spent (a handler that waited for its
+	// slot, or outlived its timeout), and a transaction or a scope left open
+	// would hold its connection, and its claim's lock, for good. An abandoned
+	// handler runs it on its own goroutine once it returns, since it may use
+	// both until then.
+	finish := func(o *Outcome) {
+		c.settleTx(o, tx)
 		if cleanup != nil {
-			if err := c.userStep(dl, cleanup); err != nil {
+			if err := c.userStep(time.Time{}, cleanup); err != nil {
 				o.Cleanup = sanitize(err.Error(), maxCause)
 			}
 		}
@@ -69,9 +77,7 @@ func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadl
 		o.Handler = c.callHandler(r, sl, base, route, rd, func() {
 			var late Outcome
 			late.Handler.Kind = KindRetryable // never commit behind the retry
-			// The delivery's budget may be long spent: the rollback and the
-			// cleanup still run, each bounded by the step timeout alone.
-			finish(&late, time.Time{})
+			finish(&late)
 			if late.Cleanup != "" {
 				c.cfg.Logger.Warn("lily abandoned handler's cleanup failed", "queue", c.spec.Name, "detail", late.Cleanup)
 			}
@@ -81,10 +87,10 @@ func (c *Consumer) pipeline(r *run, sl *slot, route Route, rd RawDelivery, deadl
 			o.Commit = CommitRolledBack
 			release = nil
 		} else {
-			finish(&o, deadline)
+			finish(&o)
 		}
 	} else if cleanup != nil {
-		finish(&o, deadline)
+		finish(&o)
 	}
 	if c.cfg.AfterDelivery != nil {
 		// A copy: a step that outlives its timeout keeps running while o changes.
@@ -108,6 +114,12 @@ func (c *Consumer) claim(o *Outcome, rd RawDelivery, deadline time.Time) InboxTx
 	a, err := userCall(c, deadline, func(ctx context.Context) (answer, error) {
 		tx, status, reason, err := c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.MessageID)
 		return answer{tx, status, reason}, err
+	}, func(late answer) {
+		// A claim that arrived after the step gave up on it: roll it back,
+		// or its lock would defer every redelivery of the message.
+		if late.tx != nil {
+			_ = c.userStep(time.Time{}, func(ctx context.Context) error { late.tx.Rollback(ctx); return nil })
+		}
 	})
 	switch {
 	case err != nil:
@@ -123,19 +135,21 @@ func (c *Consumer) claim(o *Outcome, rd RawDelivery, deadline time.Time) InboxTx
 	}
 	if a.tx != nil {
 		// An adapter that answered no claim yet left a transaction open.
-		_ = c.userStep(deadline, func(ctx context.Context) error { a.tx.Rollback(ctx); return nil })
+		_ = c.userStep(time.Time{}, func(ctx context.Context) error { a.tx.Rollback(ctx); return nil })
 	}
 	return nil
 }
 
 // settleTx commits the claim's transaction after a handler that succeeded, and
-// rolls it back otherwise.
-func (c *Consumer) settleTx(o *Outcome, tx InboxTx, deadline time.Time) {
+// rolls it back otherwise. A commit past the delivery's budget still counts:
+// the delivery is then left to the broker, and its redelivery meets the
+// committed claim.
+func (c *Consumer) settleTx(o *Outcome, tx InboxTx) {
 	if tx == nil {
 		return
 	}
 	if o.Handler.Kind != 0 {
-		_ = c.userStep(deadline, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
+		_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
 		o.Commit = CommitRolledBack
 		return
 	}
@@ -143,10 +157,10 @@ func (c *Consumer) settleTx(o *Outcome, tx InboxTx, deadline time.Time) {
 		evidence CommitEvidence
 		detail   string
 	}
-	db, err := userCall(c, deadline, func(ctx context.Context) (said, error) {
+	db, err := userCall(c, time.Time{}, func(ctx context.Context) (said, error) {
 		evidence, detail := tx.Commit(ctx)
 		return said{evidence, detail}, nil
-	})
+	}, nil)
 	if err != nil {
 		// The commit did not return in time or panicked: its outcome is unknown.
 		db = said{CommitAmbiguous, err.Error()}
@@ -161,21 +175,22 @@ func (c *Consumer) settleTx(o *Outcome, tx InboxTx, deadline time.Time) {
 // after_delivery) within the step timeout and the deadline, turning a panic
 // into an error.
 func (c *Consumer) userStep(deadline time.Time, step func(context.Context) error) error {
-	_, err := userCall(c, deadline, func(ctx context.Context) (struct{}, error) { return struct{}{}, step(ctx) })
+	_, err := userCall(c, deadline, func(ctx context.Context) (struct{}, error) { return struct{}{}, step(ctx) }, nil)
 	return err
 }
 
 // userCall is userStep for a step with a result. A step that does not return
-// in time keeps running on its own goroutine; its result is dropped.
-func userCall[T any](c *Consumer, deadline time.Time, step func(context.Context) (T, error)) (T, error) {
+// in time keeps running on its own goroutine; a result that arrives after
+// that goes to discard (when not nil), which releases what it holds.
+func userCall[T any](c *Consumer, deadline time.Time, step func(context.Context) (T, error), discard func(T)) (T, error) {
 	ctx, cancel := stepContext(c.cfg.StepTimeout, deadline)
 	defer cancel()
-	return bounded(ctx, func() (v T, err error) {
+	return boundedOpen(ctx, func() (v T, err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("panic: %v", p)
 			}
 		}()
 		return step(ctx)
-	})
+	}, discard)
 }

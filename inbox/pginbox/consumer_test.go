@@ -343,3 +343,54 @@ func TestCleanupFailureAfterCommitTakesTheRetryAndMeetsTheDuplicate(t *testing.T
 	c.expectRows("pay-4", 1)
 	c.expectQueues(0, 0)
 }
+
+// A handler that returns after its delivery's budget (it waited for its slot
+// behind an abandoned handler) still has its transaction ended: committed,
+// not left open with its connection and its claim's lock. The delivery is
+// left to the broker, and its redelivery meets the committed claim.
+func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
+	t.Parallel()
+	c := newConsumerEnv(t)
+	c.spec.Prefetch, c.spec.Concurrency = 2, 1
+	c.spec.HandlerTimeout, c.spec.SettlementBudget = time.Second, 5*time.Second
+	inbox := pginbox.New(c.pool, pginbox.Options{})
+	c.publish("hog-1", "late-2")
+	stepTimeout := func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond }
+	stopFirst := c.run(inbox, c.handle(func(_ context.Context, d runtime.RawDelivery) error {
+		if d.Envelope().MessageID == "hog-1" && d.Attempt() == 1 {
+			time.Sleep(4600 * time.Millisecond) // abandoned at 1 s, holds the slot on
+			return nil
+		}
+		time.Sleep(800 * time.Millisecond) // late-2 starts near its budget's end
+		return nil
+	}), stepTimeout)
+	var late runtime.Record
+	for _, rec := range c.await(3) {
+		if rec.MessageID == "late-2" {
+			late = rec
+		}
+	}
+	if late.Commit != runtime.CommitCommitted || late.Path != runtime.PathUnresolved {
+		t.Fatalf("late-2: commit %s, path %s (%s)", late.Commit, late.Path, late.Reason)
+	}
+	stopFirst()
+	var open int
+	if err := c.pool.QueryRow(c.ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE state = 'idle in transaction' AND state_change < now() - interval '1 second'`).Scan(&open); err != nil || open != 0 {
+		t.Errorf("%d sessions left idle in a transaction (%v)", open, err)
+	}
+	c.run(inbox, c.handle(nil), stepTimeout)
+	recs := c.await(4)
+	if again := recs[len(recs)-1]; again.MessageID != "late-2" || again.Claim != runtime.InboxDuplicate || again.Path != runtime.PathAcked {
+		t.Errorf("redelivery of late-2: %+v", again)
+	}
+	if c.runs.Load() != 3 {
+		t.Errorf("handler ran %d times; want hog-1 twice, late-2 once", c.runs.Load())
+	}
+	rows, err := c.countRows(c.ctx, "k")
+	claims, err2 := c.countClaims(c.ctx, c.spec.Name, "late-2")
+	if rows != 2 || claims != 1 || err != nil || err2 != nil {
+		t.Errorf("%d business rows (want hog-1's retry and late-2), %d claim rows of late-2 (%v, %v)", rows, claims, err, err2)
+	}
+	c.expectQueues(0, 0)
+}
