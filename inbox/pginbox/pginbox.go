@@ -99,24 +99,33 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	if err != nil {
 		return nil, 0, "", fmt.Errorf("pginbox: begin: %w", err)
 	}
-	// set_config(..., true) is SET LOCAL with a bind parameter.
-	set := "SELECT set_config('lock_timeout', $1, true)"
+	// set_config(..., true) is SET LOCAL with a bind parameter. The
+	// materialized CTE reads the lock_timeout in force before it is replaced.
+	set := `WITH prior AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v)
+		SELECT v, set_config('lock_timeout', $1, true)`
 	args := []any{millis(in.opts.LockTimeout)}
+	var prior string
+	into := []any{&prior, nil}
 	if in.opts.IdleTimeout > 0 {
 		set += ", set_config('idle_in_transaction_session_timeout', $2, true)"
 		args = append(args, millis(in.opts.IdleTimeout))
+		into = append(into, nil)
 	}
-	if _, err := tx.Exec(ctx, set, args...); err != nil {
+	if err := tx.QueryRow(ctx, set+" FROM prior", args...).Scan(into...); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, 0, "", fmt.Errorf("pginbox: set timeouts: %w", err)
 	}
 	// An uncommitted row with the same key makes this insert wait for its
 	// transaction: committed → conflict, nothing returned; aborted → ours.
+	// Once the row is in, the claim's lock_timeout gives way to the earlier
+	// one: it must not bound the handler's own writes.
 	var xid string
-	err = tx.QueryRow(ctx, `INSERT INTO lily_inbox (consumer, message_id, xact)
-		VALUES ($1, $2, pg_current_xact_id())
-		ON CONFLICT (consumer, message_id) DO NOTHING
-		RETURNING xact::text`, consumer, messageID).Scan(&xid)
+	err = tx.QueryRow(ctx, `WITH claimed AS (
+			INSERT INTO lily_inbox (consumer, message_id, xact)
+			VALUES ($1, $2, pg_current_xact_id())
+			ON CONFLICT (consumer, message_id) DO NOTHING
+			RETURNING xact::text)
+		SELECT xact, set_config('lock_timeout', $3, true) FROM claimed`, consumer, messageID, prior).Scan(&xid, nil)
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

@@ -184,8 +184,9 @@ func (p *prefixed) Begin(ctx context.Context, consumer, id string) (runtime.Inbo
 	return p.Inbox.Begin(ctx, p.prefix+consumer, id)
 }
 
-// The handler's view of the claim: lock_timeout set for this transaction
-// only, savepoints, and no Commit or Rollback of its own.
+// The handler's view of the claim: the lock_timeout in force before the
+// claim (the claim's own bounds only the claim), savepoints, and no Commit or
+// Rollback of its own.
 func TestClaimTransaction(t *testing.T) {
 	e := newEnv(t)
 	inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 1500 * time.Millisecond})
@@ -199,8 +200,12 @@ func TestClaimTransaction(t *testing.T) {
 	if err := h.QueryRow(ctx, "SHOW lock_timeout").Scan(&inTx); err != nil {
 		t.Fatal(err)
 	}
-	if inTx != "1500ms" {
-		t.Errorf("lock_timeout in the claim's transaction = %q, want 1500ms", inTx)
+	var outside string
+	if err := e.pool.QueryRow(e.ctx, "SHOW lock_timeout").Scan(&outside); err != nil {
+		t.Fatal(err)
+	}
+	if inTx != outside || inTx == "1500ms" {
+		t.Errorf("lock_timeout for the handler's writes = %q, want %q as outside the claim", inTx, outside)
 	}
 	// A savepoint rolled back takes its own write only.
 	sp, err := h.Begin(ctx)
