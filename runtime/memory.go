@@ -1,6 +1,9 @@
 package runtime
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // The runtime remembers two things per process, each in a bounded memory that
 // forgets its oldest keys first once full:
@@ -21,7 +24,8 @@ type workKey struct {
 	attempt int
 }
 
-// memory counts keys, forgetting the oldest once it holds limit of them.
+// memory counts keys, forgetting the least recently added once it holds
+// limit of them.
 type memory[K comparable] struct {
 	mu     sync.Mutex
 	counts map[K]int
@@ -42,13 +46,14 @@ func (m *memory[K]) count(k K) int {
 func (m *memory[K]) add(k K) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, known := m.counts[k]; !known {
-		if len(m.order) >= m.limit {
-			delete(m.counts, m.order[0])
-			m.order = m.order[1:]
-		}
-		m.order = append(m.order, k)
+	if _, known := m.counts[k]; known {
+		// Added again: it is recent again.
+		m.order = slices.DeleteFunc(m.order, func(o K) bool { return o == k })
+	} else if len(m.order) >= m.limit {
+		delete(m.counts, m.order[0])
+		m.order = m.order[1:]
 	}
+	m.order = append(m.order, k)
 	m.counts[k]++
 }
 
