@@ -12,7 +12,17 @@ import (
 // the delivery's path: the handoff rather than the ACK that follows its
 // confirm, the settlement rather than "done".
 // Every broker step is bounded by the step timeout and the delivery's deadline.
-func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delivery, env *Envelope, o *Outcome, auth *authority, attempt int, deadline time.Time) Plan {
+// release (when not nil) frees the work for a redelivery: before a requeue's
+// pause, or once remember has kept how the work ended, never earlier, or a
+// redelivery could run the handler again in between.
+func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delivery, env *Envelope, o *Outcome, auth *authority, attempt int, deadline time.Time, release func()) Plan {
+	free := func() {
+		if release != nil {
+			release()
+			release = nil
+		}
+	}
+	defer free()
 	o.PriorRequeues = r.requeues.count(d.MessageId)
 	var chosen Plan
 	for {
@@ -37,6 +47,9 @@ func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delive
 		case ActDeadLetter:
 			o.Settlement = auth.nack(step(), false)
 		case ActRequeue:
+			// The work did not complete: a redelivery of it (its channel was
+			// lost) may run during the pause.
+			free()
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.add(d.MessageId)

@@ -667,3 +667,43 @@ func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 	})
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.RetryBucket(time.Hour): {0, 0}})
 }
+
+// The original's handoff is still waiting for its confirm when its channel is
+// lost and the broker redelivers it: the redelivery waits (a paced requeue)
+// until the original's journey has kept its confirmed copy, and is then
+// settled from the record; the handler runs once, and one copy exists.
+func TestBrokerRedeliveryDuringAHandoffWaitsForItsEnd(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "wait-1"))
+	p := newProxy(t)
+	confirm := make(chan struct{})
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && strings.HasSuffix(f.Conn, " handoff") && f.Is(faults.BasicAck) {
+			<-confirm // held until the redelivery has come
+		}
+		return faults.Forward
+	})
+	var runs atomic.Int32
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+		runs.Add(1)
+		return runtime.Retryable(errors.New("busy"))
+	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = 10 * time.Second })
+	c.SetTestHooks(runtime.TestHooks{AfterPublish: once(func() {
+		p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
+	})})
+	r.launch(c)
+	eventually(t, 10*time.Second, "the redelivery deferred behind the running work", func() bool {
+		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.Redelivered && rec.Path == runtime.PathRequeued })
+	})
+	close(confirm)
+	eventually(t, 10*time.Second, "the redelivery settled from the record", func() bool {
+		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.FromRecord && rec.Path == runtime.PathAcked })
+	})
+	r.stop()
+	if runs.Load() != 1 {
+		t.Errorf("handler ran %d times", runs.Load())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}})
+}

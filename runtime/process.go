@@ -19,6 +19,14 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 	token := r.report.begin(id)
 	c.emit(Event{Stage: StageReceived, MessageID: id, Generation: gen.id})
 	var o Outcome
+	// release frees the delivery's work for a redelivery of it; nil when
+	// there is none to free, or an abandoned handler will free it.
+	var release func()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	env, verdict, reason := guard(d, c.spec.MaxBodyBytes, c.cfg.Limits, received)
 	attempt := 1
 	switch verdict {
@@ -33,24 +41,15 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 			o.Deferred, o.Reason = true, "the same message and attempt is being handled by another delivery in this consumer"
 			break
 		}
-		// The work is free again when its handler has returned, which may be
+		// The work is free again once the executor has remembered how it
+		// ended (or requeues it), and its handler has returned, which may be
 		// after this journey ends.
-		release := func() { r.busy.done(work) }
-		defer func() {
-			if release != nil {
-				release()
-			}
-		}()
+		release = func() { r.busy.done(work) }
 		if r.completed.count(work) > 0 {
 			o.CompletedEarlier = true
 			c.emit(Event{Stage: StageFromRecord, MessageID: id, Attempt: attempt, Generation: gen.id})
 		} else if route, ok := c.routes.dispatch(env); ok {
 			o, release = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.Budget()), release)
-			if release != nil {
-				// Free before the settlement: a requeue's redelivery may come at once.
-				release()
-				release = nil
-			}
 			c.emit(Event{Stage: StageHandled, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Handler.Cause})
 		} else {
 			o.Rejection, o.Reason = RejectUnsupported, unsupported(env)
@@ -59,7 +58,9 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 	if o.Rejection != NotRejected {
 		c.emit(Event{Stage: StageRejected, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Rejection.String() + ": " + o.Reason})
 	}
-	plan := c.execute(r, gen, token, d, env, &o, auth, attempt, received.Add(c.spec.Budget()))
+	free := release
+	release = nil // execute frees it
+	plan := c.execute(r, gen, token, d, env, &o, auth, attempt, received.Add(c.spec.Budget()), free)
 	c.record(r, gen.id, token, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)))
 }
 
