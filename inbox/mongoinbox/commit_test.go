@@ -29,6 +29,8 @@ func TestCommitWithRetry(t *testing.T) {
 		{"a plain server error", []error{mongo.CommandError{Name: "WriteConflict"}}, time.Second, runtime.CommitFailed, 1},
 		{"unknown until the deadline", repeat(unknown, 1000), 150 * time.Millisecond, runtime.CommitAmbiguous, 0},
 		{"the deadline cuts the commit", repeat(context.DeadlineExceeded, 1000), 150 * time.Millisecond, runtime.CommitAmbiguous, 0},
+		{"unknown, then a plain error: the first may have landed", []error{unknown, mongo.CommandError{Name: "UnsatisfiableWriteConcern"}}, time.Second, runtime.CommitAmbiguous, 2},
+		{"unknown, then transient: the transaction is gone", []error{unknown, transient}, time.Second, runtime.CommitFailed, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -155,7 +155,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		switch {
 		case mongo.IsDuplicateKeyError(err):
 			c.release()
-			return nil, runtime.InboxDuplicate, "already committed for this consumer", nil
+			return in.duplicate(ctx, id)
 		case hasLabel(err, "TransientTransactionError") && try < in.opts.ClaimRetries && pause(ctx, in.opts.RetryEvery):
 			continue
 		case hasLabel(err, "TransientTransactionError"):
@@ -167,6 +167,24 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 			c.release()
 			return nil, 0, "", fmt.Errorf("mongoinbox: claim: %w", err)
 		}
+	}
+}
+
+// duplicate answers a marker insert that collided. The marker the insert
+// met may be on the primary alone (another worker's commit whose majority
+// never confirmed it, its lease since expired): a failover would undo it. It
+// is a duplicate only when a majority read finds it; otherwise the claim
+// defers until that commit is decided.
+func (in *Inbox) duplicate(ctx context.Context, id bson.D) (runtime.InboxTx, runtime.ClaimStatus, string, error) {
+	majority := in.markers.Clone(options.Collection().SetReadConcern(readconcern.Majority()))
+	err := majority.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Err()
+	switch {
+	case err == nil:
+		return nil, runtime.InboxDuplicate, "already committed for this consumer", nil
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil, runtime.InboxDeferred, "the marker is not majority-committed yet: another worker's commit is undecided", nil
+	default:
+		return nil, 0, "", fmt.Errorf("mongoinbox: read the marker: %w", err)
 	}
 }
 
@@ -302,12 +320,19 @@ func (c *claimTx) Commit(ctx context.Context) (ev runtime.CommitEvidence, detail
 
 // commitWithRetry calls commit until it succeeds or fails for certain, or
 // ctx ends while the result is still unknown.
+//
+// Once one attempt's result was unknown, a later failure proves nothing about
+// it (a connection error, an unsatisfiable write concern), so only a
+// TransientTransactionError (the transaction is gone) is still a failure.
 func commitWithRetry(ctx context.Context, commit func(context.Context) error, every time.Duration) (runtime.CommitEvidence, string) {
+	unknown := false
 	for {
 		err := commit(ctx)
 		switch {
 		case err == nil:
 			return runtime.CommitCommitted, ""
+		case unknown && !hasLabel(err, "TransientTransactionError") && !unknownResult(ctx, err):
+			return runtime.CommitAmbiguous, "an earlier commit attempt's result is unknown, and this one failed: " + err.Error()
 		case !unknownResult(ctx, err):
 			// Among these, TransientTransactionError: the transaction is gone
 			// (aborted by the server, a failover) and only a new run of the
@@ -316,6 +341,7 @@ func commitWithRetry(ctx context.Context, commit func(context.Context) error, ev
 		case !pause(ctx, every):
 			return runtime.CommitAmbiguous, "commit result unknown by the deadline: " + err.Error()
 		}
+		unknown = true
 	}
 }
 
