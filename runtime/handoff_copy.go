@@ -16,7 +16,12 @@ import (
 // user id, and a per-message TTL would fight the retry bucket's.
 func handoffCopy(d *amqp.Delivery, env *Envelope, o Outcome, plan Plan, source string, now time.Time) amqp.Publishing {
 	// Room for the failure facts and the handoff id up front: no map growth.
-	h := make(amqp.Table, len(d.Headers)+7)
+	// A poison delivery's headers are not copied, so they get no room.
+	room := 7
+	if env != nil {
+		room += len(d.Headers)
+	}
+	h := make(amqp.Table, room)
 	p := amqp.Publishing{Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent}
 	if env == nil {
 		p.MessageId = sanitize(d.MessageId, 128)
