@@ -104,7 +104,8 @@ func (e *env) generate(name string) ([]target, bool) {
 }
 
 // write writes each target whose file is missing or differs, so that an
-// unchanged schema leaves modification times alone.
+// unchanged schema leaves modification times alone. A file in the way that
+// lilygen did not generate from the same schema is never overwritten.
 func write(targets []target, stderr io.Writer) int {
 	code := exitOK
 	for _, t := range targets {
@@ -116,6 +117,10 @@ func write(targets []target, stderr io.Writer) int {
 			continue
 		}
 		if old, err := os.ReadFile(t.path); err == nil && bytes.Equal(old, t.content) {
+			continue
+		} else if err == nil && !generatedFrom(t.path, filepath.Base(t.schema)) {
+			fmt.Fprintf(stderr, "lilygen: %s exists and was not generated from %s, so it is left alone: move it, or change the schema's output or package\n", t.path, t.schema)
+			code = exitFindings
 			continue
 		}
 		err := os.MkdirAll(filepath.Dir(t.path), 0o755)

@@ -226,3 +226,24 @@ func TestLeftovers(t *testing.T) {
 		t.Errorf("check after generate: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// generate never overwrites a file it did not generate from the same schema,
+// even at its own output path.
+func TestGenerateLeavesAFileItDidNotWrite(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	target := filepath.Join(dir, "out", "pingmsg.lily.go")
+	for _, own := range []string{
+		"package pingmsg\n\n// Written by hand.\nfunc Keep() {}\n",
+		header + "\n// Source: other.lily.yaml\n\npackage pingmsg\n",
+	} {
+		writeFile(t, target, own)
+		code, _, stderr := lilygen(t, dir, "generate", "ping.lily.yaml")
+		if code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go exists and was not generated from ping.lily.yaml") {
+			t.Errorf("generate over %q: exit %d, stderr %q", own, code, stderr)
+		}
+		if got, _ := os.ReadFile(target); string(got) != own {
+			t.Errorf("the file was changed:\n%s", got)
+		}
+	}
+}
