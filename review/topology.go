@@ -10,10 +10,13 @@ import (
 
 // Definitions is the part of a RabbitMQ definitions document that
 // `rabbitmqctl import_definitions` and the management API read for queues.
-// Lily routes everything through the default exchange by queue name, so it
-// declares no exchanges and no bindings.
+// Lily routes everything through the default exchange by queue name, so its
+// exchanges and bindings are always empty; they are written all the same, so
+// that the document says so rather than leaving a reader to wonder.
 type Definitions struct {
-	Queues []QueueDefinition `json:"queues"`
+	Queues    []QueueDefinition `json:"queues"`
+	Exchanges []any             `json:"exchanges"`
+	Bindings  []any             `json:"bindings"`
 }
 
 // QueueDefinition is one queue of a definitions document.
@@ -32,7 +35,7 @@ type QueueDefinition struct {
 // declare one queue with different arguments are an error, since RabbitMQ
 // would refuse the second.
 func Topology(vhost string, files ...*schema.File) (Definitions, error) {
-	var d Definitions
+	d := Definitions{Exchanges: []any{}, Bindings: []any{}}
 	seen := map[string]int{}
 	for _, f := range files {
 		for _, q := range f.Queues {

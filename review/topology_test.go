@@ -43,7 +43,7 @@ func TestTopology(t *testing.T) {
 		`{"name":"PREFIX.orders.retry.1m0s","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders","x-message-ttl":60000}},` +
 		`{"name":"PREFIX.orders","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders.dlq"}},` +
 		`{"name":"PREFIX.billing.dead","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-queue-type":"quorum"}},` +
-		`{"name":"PREFIX.billing","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.billing.dead","x-dead-letter-strategy":"at-least-once","x-overflow":"reject-publish","x-queue-type":"quorum"}}]}`
+		`{"name":"PREFIX.billing","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.billing.dead","x-dead-letter-strategy":"at-least-once","x-overflow":"reject-publish","x-queue-type":"quorum"}}],"exchanges":[],"bindings":[]}`
 	if string(got) != want {
 		t.Errorf("definitions:\n%s\nwant:\n%s", got, want)
 	}

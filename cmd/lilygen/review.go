@@ -46,8 +46,8 @@ var topologyCmd = &command{
 	help: `The JSON holds every queue runtime.DeclareTopology declares for the schemas'
 queues (each DLQ, retry bucket and main queue, durable, with the same
 arguments), for rabbitmqctl import_definitions or the management API. Lily
-routes through the default exchange only, so there are no exchanges or
-bindings. Importing over existing queues with other arguments fails, as a
+routes through the default exchange only, so its "exchanges" and
+"bindings" are empty. Importing over existing queues with other arguments fails, as a
 redeclare would.
 
   lilygen topology orders.lily.yaml > orders.json
