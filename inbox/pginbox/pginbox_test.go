@@ -17,6 +17,7 @@ import (
 
 	"github.com/lily-mq/lily/inbox/inboxtest"
 	"github.com/lily-mq/lily/inbox/pginbox"
+	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
 )
 

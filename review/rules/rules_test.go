@@ -3,6 +3,8 @@ package rules
 import (
 	"slices"
 	"testing"
+
+	_ "github.com/lily-mq/lily/internal/update"
 )
 
 func TestAll(t *testing.T) {
