@@ -12,7 +12,8 @@ import (
 	"unicode"
 )
 
-// starter is the schema lilygen init writes; its package line is filled in.
+// starter is the schema lilygen init writes; its package and output lines
+// are filled in.
 //
 //go:embed starter.lily.yaml
 var starter string
@@ -65,7 +66,9 @@ func initSchema(name, pkg string, e *env) int {
 		return exitUsage
 	}
 	if err == nil {
-		_, err = fmt.Fprint(out, strings.Replace(starter, "package: ordersmsg", "package: "+pkg, 1))
+		// The package and its directory carry the same name.
+		filled := strings.NewReplacer("package: ordersmsg", "package: "+pkg, "output: ordersmsg", "output: "+pkg).Replace(starter)
+		_, err = fmt.Fprint(out, filled)
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}

@@ -116,8 +116,10 @@ func TestInit(t *testing.T) {
 	}
 	if code, _, stderr := lilygen(t, dir, "init", "-package", "billing", "b.lily.yaml"); code != exitOK {
 		t.Errorf("init -package: exit %d\n%s", code, stderr)
-	} else if f, err := schema.Load(filepath.Join(dir, "b.lily.yaml")); err != nil || f.Package != "billing" {
+	} else if f, err := schema.Load(filepath.Join(dir, "b.lily.yaml")); err != nil {
 		t.Errorf("init -package: %v", err)
+	} else if f.Package != "billing" || f.Output != "billing" {
+		t.Errorf("init -package: package %q, output %q; want billing for both", f.Package, f.Output)
 	}
 }
 
