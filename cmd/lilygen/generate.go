@@ -105,7 +105,8 @@ func (e *env) generate(name string) ([]target, bool) {
 
 // write writes each target whose file is missing or differs, so that an
 // unchanged schema leaves modification times alone. A file in the way that
-// lilygen did not generate from the same schema is never overwritten.
+// lilygen did not generate, or that another schema generated, is never
+// overwritten.
 func write(targets []target, stderr io.Writer) int {
 	code := exitOK
 	for _, t := range targets {
@@ -118,8 +119,8 @@ func write(targets []target, stderr io.Writer) int {
 		}
 		if old, err := os.ReadFile(t.path); err == nil && bytes.Equal(old, t.content) {
 			continue
-		} else if err == nil && !generatedFrom(t.path, filepath.Base(t.schema)) {
-			fmt.Fprintf(stderr, "lilygen: %s exists and was not generated from %s, so it is left alone: move it, or change the schema's output or package\n", t.path, t.schema)
+		} else if why, owned := ownedElsewhere(t.path, t.schema); err == nil && owned {
+			fmt.Fprintf(stderr, "lilygen: %s exists and %s, so %s leaves it alone: move it, or change the schema's output or package\n", t.path, why, t.schema)
 			code = exitFindings
 			continue
 		}
