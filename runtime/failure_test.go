@@ -674,7 +674,27 @@ func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 // settled from the record; the handler runs once, and one copy exists.
 func TestBrokerRedeliveryDuringAHandoffWaitsForItsEnd(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	redeliveredDuringTheHandoff(t, func(context.Context) error { return runtime.Retryable(errors.New("busy")) }, nil)
+}
+
+// The same when the handler was abandoned at its timeout and has returned
+// since: its return alone does not free the work while the handoff waits.
+func TestBrokerRedeliveryDuringTheHandoffOfAnAbandonedHandlerWaits(t *testing.T) {
+	t.Parallel()
+	returned := make(chan struct{})
+	redeliveredDuringTheHandoff(t, func(context.Context) error {
+		defer close(returned)
+		time.Sleep(600 * time.Millisecond) // past the timeout, ignoring ctx
+		return nil
+	}, returned, func(q *runtime.QueueSpec) { q.HandlerTimeout = 300 * time.Millisecond })
+}
+
+// redeliveredDuringTheHandoff runs one message through handle (which fails,
+// or is abandoned), holds its handoff's confirm, cuts the consume connection
+// once the copy is written (and returned, when not nil, is closed), and
+// wants a single handler run and a single copy.
+func redeliveredDuringTheHandoff(t *testing.T, handle func(context.Context) error, returned chan struct{}, tweaks ...func(*runtime.QueueSpec)) {
+	q := brokerSpec(t, append(tweaks, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })...)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "wait-1"))
 	p := newProxy(t)
@@ -686,11 +706,16 @@ func TestBrokerRedeliveryDuringAHandoffWaitsForItsEnd(t *testing.T) {
 		return faults.Forward
 	})
 	var runs atomic.Int32
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
-		runs.Add(1)
-		return runtime.Retryable(errors.New("busy"))
+	r, c := prepare(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if runs.Add(1) > 1 {
+			return nil
+		}
+		return handle(ctx)
 	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = 10 * time.Second })
 	c.SetTestHooks(runtime.TestHooks{AfterPublish: once(func() {
+		if returned != nil {
+			<-returned
+		}
 		p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
 	})})
 	r.launch(c)

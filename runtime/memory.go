@@ -3,6 +3,7 @@ package runtime
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // The runtime remembers two things per process, each in a bounded memory that
@@ -98,4 +99,16 @@ func (s *busyWork) done(k workKey) {
 	s.mu.Lock()
 	delete(s.keys, k)
 	s.mu.Unlock()
+}
+
+// countdown returns a func that runs done on its n-th call: each of n
+// parties calls it once, and the last one runs done.
+func countdown(n int32, done func()) func() {
+	var left atomic.Int32
+	left.Store(n)
+	return func() {
+		if left.Add(-1) == 0 {
+			done()
+		}
+	}
 }

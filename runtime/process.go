@@ -19,8 +19,9 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 	token := r.report.begin(id)
 	c.emit(Event{Stage: StageReceived, MessageID: id, Generation: gen.id})
 	var o Outcome
-	// release frees the delivery's work for a redelivery of it; nil when
-	// there is none to free, or an abandoned handler will free it.
+	// release is the journey's share in freeing the delivery's work for a
+	// redelivery of it (nil when there is none); the handler's return is the
+	// other share.
 	var release func()
 	defer func() {
 		if release != nil {
@@ -43,16 +44,22 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 		}
 		// The work is free again once the executor has remembered how it
 		// ended (or requeues it), and its handler has returned, which may be
-		// after this journey ends.
-		release = func() { r.busy.done(work) }
+		// after this journey ends: the later of the two frees it.
+		release = countdown(2, func() { r.busy.done(work) })
+		handlerReturned := release
 		if r.completed.count(work) > 0 {
 			o.CompletedEarlier = true
 			c.emit(Event{Stage: StageFromRecord, MessageID: id, Attempt: attempt, Generation: gen.id})
 		} else if route, ok := c.routes.dispatch(env); ok {
-			o, release = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.Budget()), release)
+			// pipeline hands handlerReturned back, or (a handler abandoned
+			// at its timeout) leaves it to the handler's late return.
+			o, handlerReturned = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.Budget()), handlerReturned)
 			c.emit(Event{Stage: StageHandled, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Handler.Cause})
 		} else {
 			o.Rejection, o.Reason = RejectUnsupported, unsupported(env)
+		}
+		if handlerReturned != nil {
+			handlerReturned()
 		}
 	}
 	if o.Rejection != NotRejected {
