@@ -236,8 +236,8 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		if errors.Is(err, ErrConsumerCancelled) {
 			// The channel is healthy: in-flight work still settles on it, and
 			// its clean close proves the ACKs.
-			c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: err.Error()})
 			r.report.lostIntake(err.Error())
+			c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: err.Error()})
 			return c.shutdown(r, s), err
 		}
 		c.lost(r, s, err)
