@@ -352,16 +352,16 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 	t.Parallel()
 	c := newConsumerEnv(t)
 	c.spec.Prefetch, c.spec.Concurrency = 2, 1
-	c.spec.HandlerTimeout, c.spec.SettlementBudget = time.Second, 5*time.Second
+	c.spec.HandlerTimeout, c.spec.SettlementBudget = 2*time.Second, 6*time.Second
 	inbox := pginbox.New(c.pool, pginbox.Options{})
 	c.publish("hog-1", "late-2")
 	stepTimeout := func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond }
 	stopFirst := c.run(inbox, c.handle(func(_ context.Context, d runtime.RawDelivery) error {
 		if d.Envelope().MessageID == "hog-1" && d.Attempt() == 1 {
-			time.Sleep(4600 * time.Millisecond) // abandoned at 1 s, holds the slot on
+			time.Sleep(4500 * time.Millisecond) // abandoned at 2 s, holds the slot on
 			return nil
 		}
-		time.Sleep(800 * time.Millisecond) // late-2 starts near its budget's end
+		time.Sleep(1800 * time.Millisecond) // late-2 starts 1.5 s before its budget's end, returns after it
 		return nil
 	}), stepTimeout)
 	var late runtime.Record
@@ -376,7 +376,8 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 	stopFirst()
 	var open int
 	if err := c.pool.QueryRow(c.ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE state = 'idle in transaction' AND state_change < now() - interval '1 second'`).Scan(&open); err != nil || open != 0 {
+		WHERE datname = current_database() AND state = 'idle in transaction'
+		AND state_change < now() - interval '1 second' AND strpos(query, $1) > 0`, c.table).Scan(&open); err != nil || open != 0 {
 		t.Errorf("%d sessions left idle in a transaction (%v)", open, err)
 	}
 	c.run(inbox, c.handle(nil), stepTimeout)
