@@ -299,3 +299,7 @@ func awaitConsumer(t *testing.T, queue string) {
 		return err == nil && q.Consumers > 0
 	})
 }
+
+// hourRetry gives a queue one retry bucket of an hour: no copy comes back
+// during a test.
+func hourRetry(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} }

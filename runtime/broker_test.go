@@ -60,7 +60,7 @@ func TestBrokerSuccessIsAcked(t *testing.T) {
 
 func TestBrokerRetryableGoesToBucketWithNextAttempt(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} }) // stays in the bucket
+	q := brokerSpec(t, hourRetry) // stays in the bucket
 	declareTopology(t, q)
 	publish(t, q.Name, produce(t, "retry-1", &lilytest.OrderPlacedV1{
 		OrderID: "retry-1", Headers: lilytest.OrderPlacedV1Headers{XTenant: new("acme")},

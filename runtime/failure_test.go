@@ -63,10 +63,7 @@ func noPreconditionFailed(t *testing.T, rep *runtime.Report) {
 // queue and is settled from the record, without a second copy.
 func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "between-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "between-1", hourRetry)
 	var calls atomic.Int32
 	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		calls.Add(1)
@@ -105,10 +102,7 @@ func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
 // the handler does not run twice.
 func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "ambiguous-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "ambiguous-1")
 	var calls atomic.Int32
 	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p),
 		func(cfg *runtime.Config) { cfg.ProofInterval = time.Hour })
@@ -326,10 +320,7 @@ func TestBrokerQueueDeletedUnderTheConsumer(t *testing.T) {
 // followed by its ACK.
 func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "cancel-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "cancel-1", hourRetry)
 	started, release := make(chan struct{}), make(chan struct{})
 	c, consumer := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
@@ -414,10 +405,7 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 // and the original comes back from the main queue.
 func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "grace-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "grace-1", hourRetry)
 	started, release := make(chan struct{}), make(chan struct{})
 	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
@@ -481,10 +469,7 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 // already closed, which proves nothing; the ACK is ambiguous.
 func TestBrokerAckLostJustBeforeTheCloseIsNotCountedProven(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "close-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "close-1")
 	acked := make(chan struct{})
 	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil },
 		through(p), func(cfg *runtime.Config) { cfg.ProofInterval, cfg.StepTimeout = time.Hour, time.Second })
@@ -512,10 +497,7 @@ func TestBrokerAckLostJustBeforeTheCloseIsNotCountedProven(t *testing.T) {
 // that exists all the same, explaining the second run and the second copy.
 func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "maybe-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "maybe-1", hourRetry)
 	var runs atomic.Int32
 	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		runs.Add(1)
@@ -547,10 +529,7 @@ func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 // back.
 func TestBrokerHandoffInFlightAtTheCloseIsAPossibleCopy(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "waiting-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "waiting-1", hourRetry)
 	p.Intercept(func(f faults.Frame) faults.Action {
 		if f.Dir == faults.ToClient && strings.HasSuffix(f.Conn, " handoff") && f.Is(faults.BasicAck) {
 			return faults.Drop // the copy's confirm
@@ -627,10 +606,7 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 // flight.
 func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "late-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "late-1", hourRetry)
 	release := make(chan struct{})
 	connectionOpen := faults.Method{Class: 10, ID: 40}
 	p.Intercept(func(f faults.Frame) faults.Action {
@@ -694,10 +670,7 @@ func TestBrokerRedeliveryDuringTheHandoffOfAnAbandonedHandlerWaits(t *testing.T)
 // once the copy is written (and returned, when not nil, is closed), and
 // wants a single handler run and a single copy.
 func redeliveredDuringTheHandoff(t *testing.T, handle func(context.Context) error, returned chan struct{}, tweaks ...func(*runtime.QueueSpec)) {
-	q := brokerSpec(t, append(tweaks, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })...)
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "wait-1"))
-	p := newProxy(t)
+	q, p := behindProxy(t, "wait-1", append(tweaks, hourRetry)...)
 	confirm := make(chan struct{})
 	p.Intercept(func(f faults.Frame) faults.Action {
 		if f.Dir == faults.ToClient && strings.HasSuffix(f.Conn, " handoff") && f.Is(faults.BasicAck) {

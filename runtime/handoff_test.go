@@ -69,13 +69,9 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	p, url, err := faults.ListenFor(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := newProxy(t)
 	const step = time.Second
-	h := runtime.NewTestHandoffPublisher(url, step, 4)
+	h := runtime.NewTestHandoffPublisher(p.url(), step, 4)
 	defer h.Close()
 	handoff := func(msg amqp.Publishing) (runtime.HandoffEvidence, time.Duration) {
 		start := time.Now()
@@ -117,13 +113,9 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	p, url, err := faults.ListenFor(brokerURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := newProxy(t)
 	p.Delay(150 * time.Millisecond) // every frame: the dial's handshake takes about a second
-	h := runtime.NewTestHandoffPublisher(url, 5*time.Second, 4)
+	h := runtime.NewTestHandoffPublisher(p.url(), 5*time.Second, 4)
 	defer h.Close()
 	first := make(chan runtime.HandoffEvidence, 1)
 	go func() { first <- h.Publish(time.Now().Add(30*time.Second), q.DeadLetterQueue, order(t, "first")) }()

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/runtime"
 )
 
 // proxy stands between a consumer and RabbitMQ (internal/faults' frame-aware
@@ -50,4 +51,14 @@ func (p *proxy) drop(dir faults.Direction) {
 func (p *proxy) cut() {
 	p.Cut()
 	p.Intercept(nil)
+}
+
+// behindProxy declares a queue of the test schema (tweaked), publishes one
+// order with message id id to it, and returns a proxy for the consumer.
+func behindProxy(t *testing.T, id string, tweaks ...func(*runtime.QueueSpec)) (runtime.QueueSpec, *proxy) {
+	t.Helper()
+	q := brokerSpec(t, tweaks...)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, id))
+	return q, newProxy(t)
 }

@@ -17,7 +17,7 @@ type scopeKey struct{}
 // cleanup failure keeps the delivery from the ACK: it takes the retry path.
 func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	q := brokerSpec(t, hourRetry)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "scoped-1"))
 	var sawScope, cleaned, after atomic.Bool
@@ -50,7 +50,7 @@ func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 // A scope that cannot open is a retryable failure, and the handler never runs.
 func TestBrokerScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} })
+	q := brokerSpec(t, hourRetry)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "unscoped-1"))
 	var calls atomic.Int32
