@@ -236,8 +236,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		if errors.Is(err, ErrConsumerCancelled) {
 			// The channel is healthy: in-flight work still settles on it, and
 			// its clean close proves the ACKs.
-			r.report.lostIntake(err.Error())
-			c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: err.Error()})
+			c.intakeLost(r, s.gen.id, err)
 			return c.shutdown(r, s), err
 		}
 		c.lost(r, s, err)
@@ -261,8 +260,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 					// The broker refuses the topology itself: no retry can mend it.
 					return c.shutdown(r, nil), err
 				}
-				c.emit(Event{Stage: StageLost, Detail: sanitize(err.Error(), maxCause)})
-				r.report.lostIntake(sanitize(err.Error(), maxCause))
+				c.intakeLost(r, 0, err)
 			}
 		}
 		r.report.reconnected()

@@ -183,10 +183,7 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
 		lost: make(chan struct{}), chEnded: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
 	}
-	s.lostAfterCancel = func(why error) {
-		c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: sanitize(why.Error(), maxCause)})
-		r.report.lostIntake(sanitize(why.Error(), maxCause))
-	}
+	s.lostAfterCancel = func(why error) { c.intakeLost(r, s.gen.id, why) }
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	cancelled := ch.NotifyCancel(make(chan string, 1))
@@ -301,8 +298,16 @@ func (c *Consumer) lost(r *run, s *session, why error) {
 	s.gen.revoke()
 	s.stopProver()
 	s.gen.settler.close()
-	c.emit(Event{Stage: StageLost, Generation: s.gen.id, Detail: sanitize(why.Error(), maxCause)})
+	c.intakeLost(r, s.gen.id, why)
 	c.acksAmbiguous(r, s.gen, s.gen.acks.close(), "the channel was lost before the proof")
-	r.report.lostIntake(sanitize(why.Error(), maxCause))
 	c.closeConn(s.conn)
+}
+
+// intakeLost tells why intake stopped (gen is the session's generation, 0
+// when no session opened): a line in Report.Lost, then the event, so that a
+// reader of the event finds the line already there.
+func (c *Consumer) intakeLost(r *run, gen uint64, why error) {
+	detail := sanitize(why.Error(), maxCause)
+	r.report.lostIntake(detail)
+	c.emit(Event{Stage: StageLost, Generation: gen, Detail: detail})
 }
