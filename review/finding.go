@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lily-mq/lily/review/rules"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 // Finding is one breaking change or lint finding.

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/lily-mq/lily/review/rules"
+	"github.com/lily-mq/lily/schema/rules"
 	"github.com/lily-mq/lily/schema"
 )
 

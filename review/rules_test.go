@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lily-mq/lily/review/rules"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 func read(t *testing.T, path string) string {
@@ -54,7 +54,7 @@ func TestRulesReported(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	declared := ids(regexp.MustCompile(`(?m)^\t(\w+)\s+= Rule\{`), read(t, filepath.Join("rules", "rules.go")))
+	declared := ids(regexp.MustCompile(`(?m)^\t(\w+)\s+= Rule\{`), read(t, filepath.Join("..", "schema", "rules", "rules.go")))
 	used := ids(regexp.MustCompile(`\brules\.(\w+)\b`), read(t, "breaking.go")+read(t, "lint.go"))
 	used = slices.DeleteFunc(used, func(name string) bool { return name == "Rule" })
 	if len(declared) != len(rules.All) {

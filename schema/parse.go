@@ -16,7 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lily-mq/lily/review/rules"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 // Load reads and checks the schema file at name and the files it includes.

@@ -16,8 +16,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lily-mq/lily/review"
-	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 // listFlag is a flag that may be given many times.

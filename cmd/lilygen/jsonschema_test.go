@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 // probeSchema has a place, @NAME, in every kind of mapping the language has;

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lily-mq/lily/review/rules"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 const minimal = `version: 1

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/lily-mq/lily/review"
-	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 // errorFormat is how schema errors and findings are printed. Text goes to

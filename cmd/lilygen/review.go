@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/review"
-	"github.com/lily-mq/lily/review/rules"
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 var lintCmd = &command{
