@@ -23,7 +23,7 @@ func payloads(tb testing.TB) map[string][]byte {
 }
 
 // BenchmarkExtract compares the generated extractor (read the body with
-// runtime.JSONReader straight into the typed struct, checking every bound)
+// wire.JSONReader straight into the typed struct, checking every bound)
 // with encoding/json alone decoding the same body into the typed struct,
 // which checks nothing.
 func BenchmarkExtract(b *testing.B) {

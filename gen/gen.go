@@ -22,7 +22,12 @@ import (
 	"github.com/lily-mq/lily/schema"
 )
 
-const rt = "github.com/lily-mq/lily/runtime"
+// The packages generated code imports: the runtime it plugs into, and the
+// wire codec its extractors read with.
+const (
+	rt   = "github.com/lily-mq/lily/runtime"
+	wire = "github.com/lily-mq/lily/wire"
+)
 
 // Output is one generated file.
 type Output struct {
@@ -94,7 +99,7 @@ func Generate(f *schema.File) (Output, error) {
 func compatibility(j *jen.File) {
 	j.Comment("The runtime must support this generation of code: a runtime too old or")
 	j.Comment("too new for it fails here, at compile time.")
-	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV2")
+	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV3")
 }
 
 // piece is one rendered part of the file: its import lines and its
@@ -110,6 +115,7 @@ func render(pkg string, part func(*jen.File)) (piece, error) {
 	j := jen.NewFile(pkg)
 	// Named explicitly, so that no tool has to guess the package's name.
 	j.ImportAlias(rt, "runtime")
+	j.ImportName(wire, "wire")
 	part(j)
 	var buf bytes.Buffer
 	if err := j.Render(&buf); err != nil {
@@ -180,7 +186,7 @@ func includes(f *schema.File) []string {
 }
 
 func fieldError(path, problem jen.Code) jen.Code {
-	return jen.Op("&").Qual(rt, "FieldError").Values(jen.Id("Path").Op(":").Add(path), jen.Id("Problem").Op(":").Add(problem))
+	return jen.Op("&").Qual(wire, "FieldError").Values(jen.Id("Path").Op(":").Add(path), jen.Id("Problem").Op(":").Add(problem))
 }
 
 // multiline puts each element of a composite literal on its own line.

@@ -51,7 +51,7 @@ func headers(j *jen.File, v *schema.Version) {
 	}
 	body = append(body, jen.Return(jen.Id("out"), jen.Nil()))
 	j.Commentf("%s reads and checks the typed headers of %s from header, a lookup of", headersExtractor(v), v.GoName)
-	j.Comment("the headers received or about to be sent. It fails with a *runtime.FieldError.")
+	j.Comment("the headers received or about to be sent. It fails with a *wire.FieldError.")
 	j.Func().Id(headersExtractor(v)).Params(jen.Id("header").Func().Params(jen.String()).Params(jen.Any(), jen.Bool())).
 		Params(jen.Id(v.HeadersName), jen.Error()).Block(body...)
 }
@@ -60,11 +60,11 @@ func headers(j *jen.File, v *schema.Version) {
 func headerRead(f *schema.Field) jen.Code {
 	switch f.Type {
 	case schema.Integer:
-		return jen.Qual(rt, "HeaderInt").Call(jen.Id("raw"))
+		return jen.Qual(wire, "HeaderInt").Call(jen.Id("raw"))
 	case schema.Number:
-		return jen.Qual(rt, "HeaderNumber").Call(jen.Id("raw"))
+		return jen.Qual(wire, "HeaderNumber").Call(jen.Id("raw"))
 	case schema.Time:
-		return jen.Qual(rt, "HeaderTime").Call(jen.Id("raw"))
+		return jen.Qual(wire, "HeaderTime").Call(jen.Id("raw"))
 	case schema.Bool:
 		return jen.Id("raw").Assert(jen.Bool())
 	}

@@ -179,13 +179,13 @@ func extractor(j *jen.File, m *schema.Message, v *schema.Version) {
 	name := "Extract" + v.GoName
 	j.Commentf("%s decodes an application/json body and checks every bound of the schema.", name)
 	if v.HeadersName == "" {
-		j.Comment("It fails with a *runtime.FieldError.")
+		j.Comment("It fails with a *wire.FieldError.")
 	} else {
-		j.Comment("It fails with a *runtime.FieldError. It leaves Headers empty: the route fills them in.")
+		j.Comment("It fails with a *wire.FieldError. It leaves Headers empty: the route fills them in.")
 	}
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(jen.Id("body").Index().Byte()).Params(jen.Op("*").Id(v.GoName), jen.Error()).Block(
-		jen.Id("r").Op(":=").Qual(rt, "NewJSONReader").Call(jen.Id("body")),
+		jen.Id("r").Op(":=").Qual(wire, "NewJSONReader").Call(jen.Id("body")),
 		jen.Id("out").Op(":=").New(jen.Id(v.GoName)),
 		jen.If(jen.Err().Op(":=").Id("r").Dot("End").Call(jen.Id("out").Dot("readJSON").Call(jen.Id("r"))), jen.Err().Op("!=").Nil()).Block(
 			jen.Return(jen.Nil(), jen.Err()),
@@ -208,10 +208,10 @@ func reader(j *jen.File, o object) {
 		if f.Required && f.Nullable {
 			keys = append(keys, jen.Id("Nullable").Op(":").True())
 		}
-		members[i] = jen.Qual(rt, "JSONField").Values(keys...)
+		members[i] = jen.Qual(wire, "JSONField").Values(keys...)
 	}
 	j.Commentf("%s are the members of %s, in schema order.", membersVar(o.name), o.name)
-	j.Var().Id(membersVar(o.name)).Op("=").Qual(rt, "NewJSONFields").Call(multiline(members...)...)
+	j.Var().Id(membersVar(o.name)).Op("=").Qual(wire, "NewJSONFields").Call(multiline(members...)...)
 	s := newScope()
 	body := []jen.Code{jen.Id("o").Op(":=").Id("r").Dot("Object").Call(jen.Id(membersVar(o.name)))}
 	var cases []jen.Code
@@ -230,7 +230,7 @@ func reader(j *jen.File, o object) {
 	j.Commentf("readJSON reads %s from r and checks it against the schema. Its FieldError paths", o.name)
 	j.Comment("are relative to the object: the caller prefixes them on failure only, so success")
 	j.Comment("builds no path.")
-	j.Func().Params(jen.Id("out").Op("*").Id(o.name)).Id("readJSON").Params(jen.Id("r").Op("*").Qual(rt, "JSONReader")).
+	j.Func().Params(jen.Id("out").Op("*").Id(o.name)).Id("readJSON").Params(jen.Id("r").Op("*").Qual(wire, "JSONReader")).
 		Error().Block(body...)
 }
 
@@ -246,7 +246,7 @@ type scope struct {
 var reserved = func() map[string]bool {
 	m := map[string]bool{}
 	for _, name := range strings.Fields(`r o out err n header raw ok p body msg messageID
-		base64 context encoding errors json maps regexp runtime slices strconv time utf8
+		base64 context encoding errors json maps regexp runtime slices strconv time utf8 wire
 		any bool byte error false float64 int int64 len make nil rune string true`) {
 		m[name] = true
 	}
@@ -302,7 +302,7 @@ func lowerCamel(name string) string {
 func failWith(zero jen.Code, path, problem string) jen.Code {
 	err := fieldError(jen.Lit(path), jen.Lit(problem))
 	if path == "" { // an element's: the runtime adds its path
-		err = jen.Op("&").Qual(rt, "FieldError").Values(jen.Id("Problem").Op(":").Lit(problem))
+		err = jen.Op("&").Qual(wire, "FieldError").Values(jen.Id("Problem").Op(":").Lit(problem))
 	}
 	if zero == nil {
 		return jen.Return(err)
@@ -339,7 +339,7 @@ var readCalls = map[schema.Type]string{
 func (s *scope) read(f *schema.Field, dst func() *jen.Statement, path, local string) []jen.Code {
 	failed := jen.Return(jen.Err())
 	if path != "" {
-		failed = jen.Return(jen.Qual(rt, "At").Call(jen.Lit(path), jen.Err()))
+		failed = jen.Return(jen.Qual(wire, "At").Call(jen.Lit(path), jen.Err()))
 	}
 	if f.Type == schema.Object && !f.Pointer() {
 		return []jen.Code{jen.If(jen.Err().Op(":=").Add(dst()).Dot("readJSON").Call(jen.Id("r")), jen.Err().Op("!=").Nil()).Block(failed)}
@@ -355,7 +355,7 @@ func (s *scope) read(f *schema.Field, dst func() *jen.Statement, path, local str
 	case schema.List, schema.Map:
 		call := map[schema.Type]string{schema.List: "JSONList", schema.Map: "JSONMap"}[f.Type]
 		out = []jen.Code{
-			jen.List(jen.Id(v), jen.Err()).Op(":=").Qual(rt, call).Call(jen.Id("r"), s.elemReader(f.Items)),
+			jen.List(jen.Id(v), jen.Err()).Op(":=").Qual(wire, call).Call(jen.Id("r"), s.elemReader(f.Items)),
 			jen.If(jen.Err().Op("!=").Nil()).Block(failed),
 		}
 		out = append(out, checks(f, jen.Len(jen.Id(v)), path, nil)...)
@@ -385,7 +385,7 @@ func (s *scope) elemReader(f *schema.Field) jen.Code {
 	b := s.block()
 	elem := b.name("elem")
 	body := b.read(f, func() *jen.Statement { return jen.Op("*").Id(elem) }, "", "item")
-	return jen.Func().Params(jen.Id(elem).Op("*").Add(valueType(f)), jen.Id("r").Op("*").Qual(rt, "JSONReader")).Error().
+	return jen.Func().Params(jen.Id(elem).Op("*").Add(valueType(f)), jen.Id("r").Op("*").Qual(wire, "JSONReader")).Error().
 		Block(append(body, jen.Return(jen.Nil()))...)
 }
 

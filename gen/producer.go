@@ -53,7 +53,7 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version) {
 	if v.HeadersName != "" {
 		j.Comment("msg.Headers are among its headers.")
 	}
-	j.Comment("Like a consumer, it checks msg against the schema first, failing with a *runtime.FieldError.")
+	j.Comment("Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.")
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(jen.Id("messageID").String(), jen.Id("msg").Op("*").Id(v.GoName)).
 		Params(jen.Qual(rt, "Publishing"), jen.Error()).Block(body...)

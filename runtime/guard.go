@@ -1,12 +1,13 @@
 package runtime
 
 import (
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/wire"
 )
 
 // guardVerdict is what the guard decided about one delivery.
@@ -187,7 +188,7 @@ func intHeader(h amqp.Table, key string, maxValue int) (n int, present bool, rea
 	if !ok {
 		return 0, false, ""
 	}
-	i, ok := asInt64(v)
+	i, ok := wire.HeaderInt(v)
 	if !ok {
 		return 0, true, "header " + key + " not an integer"
 	}
@@ -195,36 +196,6 @@ func intHeader(h amqp.Table, key string, maxValue int) (n int, present bool, rea
 		return 0, true, "header " + key + " " + strconv.FormatInt(i, 10) + " out of range 1.." + strconv.Itoa(maxValue)
 	}
 	return int(i), true, ""
-}
-
-// asInt64 accepts every integer type a field table can hold: amqp091 decodes
-// b/B/s/u/I/i/l to int8, uint8, int16, uint16, int32, uint32 and int64, and
-// tables built in process may hold int, uint or uint64 (clamped, so still out
-// of range).
-func asInt64(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	case uint:
-		return int64(min(uint64(n), math.MaxInt64)), true
-	case uint64:
-		return int64(min(n, math.MaxInt64)), true
-	}
-	return 0, false
 }
 
 // checkHeaders checks the header table against lim and names the first bound

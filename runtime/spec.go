@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// SupportsGeneratedCodeV2 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV3 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-// V2: extractors read JSON with the runtime's JSONReader.
-const SupportsGeneratedCodeV2 = true
+// V3: extractors read with the wire package.
+const SupportsGeneratedCodeV3 = true
 
 // QueueType is the RabbitMQ queue type of a queue and of its retry buckets and DLQ.
 type QueueType string

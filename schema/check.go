@@ -11,20 +11,20 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/wire"
 )
 
-// Check reports, as a *runtime.FieldError, whether body and headers make a valid
+// Check reports, as a *wire.FieldError, whether body and headers make a valid
 // message of version v. It interprets the schema the way the generated
 // extractors apply it, problem for problem, so that tools can replay examples
 // without compiling them; it reads JSON by the same rules, with
-// runtime.ParseJSON. Where a body has several problems it may name another
+// wire.ParseJSON. Where a body has several problems it may name another
 // than the extractor, which reports the first in the body's order, and it
 // reports a repeated name by its byte offset, never at a path. Headers hold
 // AMQP table values: strings, any integer type, float32/float64, bool and
 // time.Time.
 func (v *Version) Check(body []byte, headers map[string]any) error {
-	doc, err := runtime.ParseJSON(body)
+	doc, err := wire.ParseJSON(body)
 	if err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func (v *Version) Check(body []byte, headers map[string]any) error {
 	return checkHeaders(v.Headers, headers)
 }
 
-// HeaderPath is the path of a header in a runtime.FieldError.
+// HeaderPath is the path of a header in a wire.FieldError.
 func HeaderPath(name string) string { return "headers." + name }
 
 func checkHeaders(fields []*Field, headers map[string]any) error {
@@ -46,16 +46,16 @@ func checkHeaders(fields []*Field, headers map[string]any) error {
 		raw, ok := headers[f.Name]
 		if !ok || raw == nil {
 			if f.Required {
-				return &runtime.FieldError{Path: path, Problem: "required"}
+				return &wire.FieldError{Path: path, Problem: "required"}
 			}
 			continue
 		}
 		v, ok := headerValue(f.Type, raw)
 		if !ok {
-			return &runtime.FieldError{Path: path, Problem: HeaderTypeProblem(f.Type)}
+			return &wire.FieldError{Path: path, Problem: HeaderTypeProblem(f.Type)}
 		}
 		if problem := checkScalar(f, v); problem != "" {
-			return &runtime.FieldError{Path: path, Problem: problem}
+			return &wire.FieldError{Path: path, Problem: problem}
 		}
 	}
 	return nil
@@ -69,7 +69,7 @@ func HeaderTypeProblem(t Type) string {
 	}[t]
 }
 
-// headerValue converts an AMQP table value with the runtime's own functions,
+// headerValue converts an AMQP table value with the wire package's functions,
 // as the generated code does.
 func headerValue(t Type, v any) (any, bool) {
 	switch t {
@@ -80,11 +80,11 @@ func headerValue(t Type, v any) (any, bool) {
 		b, ok := v.(bool)
 		return b, ok
 	case Integer:
-		return runtime.HeaderInt(v)
+		return wire.HeaderInt(v)
 	case Number:
-		return runtime.HeaderNumber(v)
+		return wire.HeaderNumber(v)
 	case Time:
-		return runtime.HeaderTime(v)
+		return wire.HeaderTime(v)
 	}
 	return nil, false
 }
@@ -99,7 +99,7 @@ func checkObject(fields []*Field, v any, prefix string) error {
 		path := prefix + f.Name
 		if !present || val == nil {
 			if f.Required && !(present && f.Nullable) {
-				return &runtime.FieldError{Path: path, Problem: "required"}
+				return &wire.FieldError{Path: path, Problem: "required"}
 			}
 			continue
 		}
@@ -124,7 +124,7 @@ func typeError(path string, v any) error {
 	case map[string]any:
 		kind = "object"
 	}
-	return &runtime.FieldError{Path: path, Problem: "unexpected JSON " + kind}
+	return &wire.FieldError{Path: path, Problem: "unexpected JSON " + kind}
 }
 
 // checkValue checks a present, non-null JSON value of f at path.
@@ -139,13 +139,13 @@ func checkValue(f *Field, v any, path string) error {
 		scalar = s
 		switch f.Type {
 		case Time:
-			if _, ok := runtime.ParseTime(s); !ok {
-				return &runtime.FieldError{Path: path, Problem: "not an RFC 3339 time"}
+			if _, ok := wire.ParseTime(s); !ok {
+				return &wire.FieldError{Path: path, Problem: "not an RFC 3339 time"}
 			}
 		case Bytes:
 			b, err := base64.StdEncoding.DecodeString(s)
 			if err != nil {
-				return &runtime.FieldError{Path: path, Problem: "not base64"}
+				return &wire.FieldError{Path: path, Problem: "not base64"}
 			}
 			scalar = b
 		}
@@ -175,7 +175,7 @@ func checkValue(f *Field, v any, path string) error {
 			return typeError(path, v)
 		}
 		if problem := checkCount(f, len(items)); problem != "" {
-			return &runtime.FieldError{Path: path, Problem: problem}
+			return &wire.FieldError{Path: path, Problem: problem}
 		}
 		for i, item := range items {
 			if err := checkElem(f.Items, item, path+"["+strconv.Itoa(i)+"]"); err != nil {
@@ -189,7 +189,7 @@ func checkValue(f *Field, v any, path string) error {
 			return typeError(path, v)
 		}
 		if problem := checkCount(f, len(entries)); problem != "" {
-			return &runtime.FieldError{Path: path, Problem: problem}
+			return &wire.FieldError{Path: path, Problem: problem}
 		}
 		for _, k := range slices.Sorted(maps.Keys(entries)) {
 			if err := checkElem(f.Items, entries[k], MapPath(path, k)); err != nil {
@@ -199,7 +199,7 @@ func checkValue(f *Field, v any, path string) error {
 		return nil
 	}
 	if problem := checkScalar(f, scalar); problem != "" {
-		return &runtime.FieldError{Path: path, Problem: problem}
+		return &wire.FieldError{Path: path, Problem: problem}
 	}
 	return nil
 }
@@ -209,7 +209,7 @@ func MapPath(path, key string) string { return path + "[" + strconv.Quote(key) +
 
 func checkElem(f *Field, v any, path string) error {
 	if v == nil {
-		return &runtime.FieldError{Path: path, Problem: "required"}
+		return &wire.FieldError{Path: path, Problem: "required"}
 	}
 	return checkValue(f, v, path)
 }

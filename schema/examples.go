@@ -11,7 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/wire"
 )
 
 // examples reads a version's examples and checks each against the version;
@@ -54,7 +54,7 @@ func (p *parser) examples(n *yaml.Node, ver *Version, fieldsOK bool) []Example {
 		}
 		if err := ver.Check(ex.Body, ex.Headers); err != nil {
 			at := e.v
-			var ve *runtime.FieldError
+			var ve *wire.FieldError
 			if errors.As(err, &ve) {
 				at = locate(m, ve.Path)
 			}
@@ -169,7 +169,7 @@ func (p *parser) headerValues(n *yaml.Node) (map[string]any, bool) {
 	return out, ok && n.Kind == yaml.MappingNode
 }
 
-// locate finds the node of an example at a runtime.FieldError path, such as
+// locate finds the node of an example at a wire.FieldError path, such as
 // items[2].sku, headers.x-tenant or tags["a"], or the nearest node it can.
 func locate(m map[string]entry, path string) *yaml.Node {
 	root := m["body"]

@@ -71,7 +71,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	if code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go is stale") {
 		t.Errorf("check of stale output: exit %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"--- out/pingmsg.lily.go (on disk)", `-	runtime.JSONField{Name: "id"},`, `+	runtime.JSONField{Name: "id", Required: true},`} {
+	for _, want := range []string{"--- out/pingmsg.lily.go (on disk)", `-	wire.JSONField{Name: "id"},`, `+	wire.JSONField{Name: "id", Required: true},`} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("diff lacks %q:\n%s", want, stdout)
 		}

@@ -11,6 +11,7 @@ import (
 
 	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/wire"
 )
 
 const goodV2 = `{
@@ -41,34 +42,34 @@ func TestExtractOrderPlacedV2(t *testing.T) {
 func TestExtractOrderPlacedV2Failures(t *testing.T) {
 	for _, tc := range []struct {
 		name, from, to string // replace from with to in goodV2
-		want           runtime.FieldError
+		want           wire.FieldError
 	}{
-		{"missing required", `"order_id": "order-1", `, "", runtime.FieldError{Path: "order_id", Problem: "required"}},
-		{"null required", `"order-1"`, "null", runtime.FieldError{Path: "order_id", Problem: "required"}},
-		{"empty string", `"order-1"`, `""`, runtime.FieldError{Path: "order_id", Problem: "empty"}},
-		{"too long in characters", `"order-1"`, `"` + strings.Repeat("é", 65) + `"`, runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}},
-		{"below min", `1250`, `0`, runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}},
-		{"nested object", `"email": "ada@example.com"`, `"name": "Ada"`, runtime.FieldError{Path: "customer.email", Problem: "required"}},
-		{"list element", `"sku": "B-2"`, `"sku": "` + strings.Repeat("x", 33) + `"`, runtime.FieldError{Path: "items[1].sku", Problem: "longer than 32 characters"}},
-		{"null list element", `{"sku": "A-1", "qty": 2}`, `null`, runtime.FieldError{Path: "items[0]", Problem: "required"}},
-		{"empty list", `[{"sku": "A-1", "qty": 2}, {"sku": "B-2", "qty": 1}]`, `[]`, runtime.FieldError{Path: "items", Problem: "empty"}},
-		{"bad time", `2025-03-01T12:30:00Z`, `yesterday`, runtime.FieldError{Path: "placed_at", Problem: "not an RFC 3339 time"}},
-		{"wrong JSON type", `1250`, `"1250"`, runtime.FieldError{Path: "amount_cents", Problem: "unexpected JSON string"}},
-		{"not an integer", `"qty": 1}`, `"qty": 1.5}`, runtime.FieldError{Path: "items[1].qty", Problem: "unexpected JSON number"}},
-		{"not JSON", `{`, `[`, runtime.FieldError{Problem: "invalid JSON at byte 13: invalid character ':' after a value; want ',' or ']'"}},
-		{"not JSON after a problem", `1250`, `0, ]`, runtime.FieldError{Problem: "invalid JSON at byte 45: invalid character ']' where a member name should be"}},
-		{"repeated name", `"note": null`, `"note": null, "note": "x"`, runtime.FieldError{Path: "note", Problem: "repeated"}},
-		{"repeated unknown name", `"note": null`, `"coupon": "x"`, runtime.FieldError{Problem: `invalid JSON at byte 63: repeated member name "coupon"`}},
-		{"name in another case", `"order_id"`, `"ORDER_ID"`, runtime.FieldError{Path: "order_id", Problem: "required"}},
-		{"invalid UTF-8", `"A-1"`, "\"A\xff\"", runtime.FieldError{Problem: "invalid JSON at byte 162: invalid UTF-8 in a string"}},
-		{"lone surrogate", `"A-1"`, `"\ud800"`, runtime.FieldError{Problem: "invalid JSON at byte 161: a lone surrogate escape is not UTF-16"}},
+		{"missing required", `"order_id": "order-1", `, "", wire.FieldError{Path: "order_id", Problem: "required"}},
+		{"null required", `"order-1"`, "null", wire.FieldError{Path: "order_id", Problem: "required"}},
+		{"empty string", `"order-1"`, `""`, wire.FieldError{Path: "order_id", Problem: "empty"}},
+		{"too long in characters", `"order-1"`, `"` + strings.Repeat("é", 65) + `"`, wire.FieldError{Path: "order_id", Problem: "longer than 64 characters"}},
+		{"below min", `1250`, `0`, wire.FieldError{Path: "amount_cents", Problem: "less than 1"}},
+		{"nested object", `"email": "ada@example.com"`, `"name": "Ada"`, wire.FieldError{Path: "customer.email", Problem: "required"}},
+		{"list element", `"sku": "B-2"`, `"sku": "` + strings.Repeat("x", 33) + `"`, wire.FieldError{Path: "items[1].sku", Problem: "longer than 32 characters"}},
+		{"null list element", `{"sku": "A-1", "qty": 2}`, `null`, wire.FieldError{Path: "items[0]", Problem: "required"}},
+		{"empty list", `[{"sku": "A-1", "qty": 2}, {"sku": "B-2", "qty": 1}]`, `[]`, wire.FieldError{Path: "items", Problem: "empty"}},
+		{"bad time", `2025-03-01T12:30:00Z`, `yesterday`, wire.FieldError{Path: "placed_at", Problem: "not an RFC 3339 time"}},
+		{"wrong JSON type", `1250`, `"1250"`, wire.FieldError{Path: "amount_cents", Problem: "unexpected JSON string"}},
+		{"not an integer", `"qty": 1}`, `"qty": 1.5}`, wire.FieldError{Path: "items[1].qty", Problem: "unexpected JSON number"}},
+		{"not JSON", `{`, `[`, wire.FieldError{Problem: "invalid JSON at byte 13: invalid character ':' after a value; want ',' or ']'"}},
+		{"not JSON after a problem", `1250`, `0, ]`, wire.FieldError{Problem: "invalid JSON at byte 45: invalid character ']' where a member name should be"}},
+		{"repeated name", `"note": null`, `"note": null, "note": "x"`, wire.FieldError{Path: "note", Problem: "repeated"}},
+		{"repeated unknown name", `"note": null`, `"coupon": "x"`, wire.FieldError{Problem: `invalid JSON at byte 63: repeated member name "coupon"`}},
+		{"name in another case", `"order_id"`, `"ORDER_ID"`, wire.FieldError{Path: "order_id", Problem: "required"}},
+		{"invalid UTF-8", `"A-1"`, "\"A\xff\"", wire.FieldError{Problem: "invalid JSON at byte 162: invalid UTF-8 in a string"}},
+		{"lone surrogate", `"A-1"`, `"\ud800"`, wire.FieldError{Problem: "invalid JSON at byte 161: a lone surrogate escape is not UTF-16"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := strings.Replace(goodV2, tc.from, tc.to, 1)
 			_, err := ExtractOrderPlacedV2([]byte(body))
-			var fe *runtime.FieldError
+			var fe *wire.FieldError
 			if !errors.As(err, &fe) {
-				t.Fatalf("want a *runtime.FieldError, got %v", err)
+				t.Fatalf("want a *wire.FieldError, got %v", err)
 			}
 			if *fe != tc.want {
 				t.Errorf("got %+v, want %+v", *fe, tc.want)

@@ -13,12 +13,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/wire"
 )
 
 // The fuzz targets hold each generated extractor of the example to its
 // schema (orders.lily.yaml, as docs/schema.md defines the types): it never
-// panics, fails only with a *runtime.FieldError, and accepts exactly the
+// panics, fails only with a *wire.FieldError, and accepts exactly the
 // bodies (and headers) an independent check written here accepts, with the
 // same values.
 //
@@ -112,10 +112,10 @@ func FuzzExtractOrderPlacedV2(f *testing.F) {
 // compare fails the test unless the extractor and the check agree.
 func compare[T any](t *testing.T, input []byte, got *T, err error, want *T, why string, same func(got, want *T) bool) {
 	t.Helper()
-	var fe *runtime.FieldError
+	var fe *wire.FieldError
 	switch {
 	case err != nil && !errors.As(err, &fe):
-		t.Fatalf("%q: failed with %T %v, not a *runtime.FieldError", input, err, err)
+		t.Fatalf("%q: failed with %T %v, not a *wire.FieldError", input, err, err)
 	case err != nil && want != nil:
 		t.Fatalf("%q: refused (%v), but it is within every bound", input, err)
 	case err == nil && want == nil:
@@ -322,8 +322,8 @@ func nesting(v any) int {
 	return deepest + 1
 }
 
-// wire parses body and decodes it by s; nil and a reason when it does not.
-func wire(body []byte, s shape) (fields, string) {
+// byModel parses body and decodes it by s; nil and a reason when it does not.
+func byModel(body []byte, s shape) (fields, string) {
 	v, err := parse(body)
 	if err != nil {
 		return nil, err.Error()
@@ -372,7 +372,7 @@ func integer(f fields, name string, lo, hi int64) (int64, string) {
 }
 
 func checkV1(body []byte) (*OrderPlacedV1, string) {
-	f, why := wire(body, shapeV1)
+	f, why := byModel(body, shapeV1)
 	if f == nil {
 		return nil, why
 	}
@@ -398,7 +398,7 @@ func common(f fields, orderID *string, cents *int64, note **string) string {
 }
 
 func checkV2(body []byte) (*OrderPlacedV2, string) {
-	f, why := wire(body, shapeV2)
+	f, why := byModel(body, shapeV2)
 	if f == nil {
 		return nil, why
 	}

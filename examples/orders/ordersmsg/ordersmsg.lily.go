@@ -12,11 +12,12 @@ import (
 	"unicode/utf8"
 
 	runtime "github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/wire"
 )
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV2
+const _ = runtime.SupportsGeneratedCodeV3
 
 // OrderPlacedType is the AMQP type of OrderPlaced messages.
 const OrderPlacedType = "OrderPlaced"
@@ -29,9 +30,9 @@ type OrderPlacedV1 struct {
 }
 
 // ExtractOrderPlacedV1 decodes an application/json body and checks every bound of the schema.
-// It fails with a *runtime.FieldError.
+// It fails with a *wire.FieldError.
 func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
-	r := runtime.NewJSONReader(body)
+	r := wire.NewJSONReader(body)
 	out := new(OrderPlacedV1)
 	if err := r.End(out.readJSON(r)); err != nil {
 		return nil, err
@@ -41,7 +42,7 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 
 // NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
 // (type OrderPlaced, version 1, message id messageID), the payload as JSON.
-// Like a consumer, it checks msg against the schema first, failing with a *runtime.FieldError.
+// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
 func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing, error) {
 	body, err := json.Marshal(msg)
 	if err != nil {
@@ -54,50 +55,50 @@ func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing,
 }
 
 // membersOrderPlacedV1 are the members of OrderPlacedV1, in schema order.
-var membersOrderPlacedV1 = runtime.NewJSONFields(
-	runtime.JSONField{Name: "order_id", Required: true},
-	runtime.JSONField{Name: "amount_cents", Required: true},
-	runtime.JSONField{Name: "note"},
+var membersOrderPlacedV1 = wire.NewJSONFields(
+	wire.JSONField{Name: "order_id", Required: true},
+	wire.JSONField{Name: "amount_cents", Required: true},
+	wire.JSONField{Name: "note"},
 )
 
 // readJSON reads OrderPlacedV1 from r and checks it against the schema. Its FieldError paths
 // are relative to the object: the caller prefixes them on failure only, so success
 // builds no path.
-func (out *OrderPlacedV1) readJSON(r *runtime.JSONReader) error {
+func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV1)
 	for o.Next() {
 		switch o.Member() {
 		case 0:
 			orderID, err := r.String()
 			if err != nil {
-				return runtime.At("order_id", err)
+				return wire.At("order_id", err)
 			}
 			switch n := utf8.RuneCountInString(orderID); {
 			case n < 1:
-				return &runtime.FieldError{Path: "order_id", Problem: "empty"}
+				return &wire.FieldError{Path: "order_id", Problem: "empty"}
 			case n > 64:
-				return &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+				return &wire.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 			}
 			out.OrderID = orderID
 		case 1:
 			amountCents, err := r.Int()
 			if err != nil {
-				return runtime.At("amount_cents", err)
+				return wire.At("amount_cents", err)
 			}
 			switch {
 			case amountCents < 1:
-				return &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
+				return &wire.FieldError{Path: "amount_cents", Problem: "less than 1"}
 			case amountCents > 100000000:
-				return &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
+				return &wire.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
 			}
 			out.AmountCents = amountCents
 		case 2:
 			note, err := r.String()
 			if err != nil {
-				return runtime.At("note", err)
+				return wire.At("note", err)
 			}
 			if utf8.RuneCountInString(note) > 200 {
-				return &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
+				return &wire.FieldError{Path: "note", Problem: "longer than 200 characters"}
 			}
 			out.Note = &note
 		}
@@ -150,34 +151,34 @@ type OrderPlacedV2Headers struct {
 }
 
 // extractOrderPlacedV2Headers reads and checks the typed headers of OrderPlacedV2 from header, a lookup of
-// the headers received or about to be sent. It fails with a *runtime.FieldError.
+// the headers received or about to be sent. It fails with a *wire.FieldError.
 func extractOrderPlacedV2Headers(header func(string) (any, bool)) (OrderPlacedV2Headers, error) {
 	var out OrderPlacedV2Headers
 	if raw, ok := header("x-tenant"); ok && raw != nil {
 		xTenant, ok := raw.(string)
 		if !ok {
-			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "not a string"}
+			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "not a string"}
 		}
 		switch n := utf8.RuneCountInString(xTenant); {
 		case n < 1:
-			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "empty"}
+			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "empty"}
 		case n > 32:
-			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "longer than 32 characters"}
+			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "longer than 32 characters"}
 		}
 		if !patternOrderPlacedV2HeadersXTenant.MatchString(xTenant) {
-			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "does not match ^[a-z][a-z0-9-]*$"}
+			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "does not match ^[a-z][a-z0-9-]*$"}
 		}
 		out.XTenant = xTenant
 	} else {
-		return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "required"}
+		return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "required"}
 	}
 	if raw, ok := header("x-trace-id"); ok && raw != nil {
 		xTraceID, ok := raw.(string)
 		if !ok {
-			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-trace-id", Problem: "not a string"}
+			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-trace-id", Problem: "not a string"}
 		}
 		if utf8.RuneCountInString(xTraceID) > 64 {
-			return OrderPlacedV2Headers{}, &runtime.FieldError{Path: "headers.x-trace-id", Problem: "longer than 64 characters"}
+			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-trace-id", Problem: "longer than 64 characters"}
 		}
 		out.XTraceID = &xTraceID
 	}
@@ -185,9 +186,9 @@ func extractOrderPlacedV2Headers(header func(string) (any, bool)) (OrderPlacedV2
 }
 
 // ExtractOrderPlacedV2 decodes an application/json body and checks every bound of the schema.
-// It fails with a *runtime.FieldError. It leaves Headers empty: the route fills them in.
+// It fails with a *wire.FieldError. It leaves Headers empty: the route fills them in.
 func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
-	r := runtime.NewJSONReader(body)
+	r := wire.NewJSONReader(body)
 	out := new(OrderPlacedV2)
 	if err := r.End(out.readJSON(r)); err != nil {
 		return nil, err
@@ -198,7 +199,7 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 // NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
 // (type OrderPlaced, version 2, message id messageID), the payload as JSON.
 // msg.Headers are among its headers.
-// Like a consumer, it checks msg against the schema first, failing with a *runtime.FieldError.
+// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
 func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing, error) {
 	body, err := json.Marshal(msg)
 	if err != nil {
@@ -222,20 +223,20 @@ func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing,
 }
 
 // membersOrderPlacedV2 are the members of OrderPlacedV2, in schema order.
-var membersOrderPlacedV2 = runtime.NewJSONFields(
-	runtime.JSONField{Name: "order_id", Required: true},
-	runtime.JSONField{Name: "amount_cents", Required: true},
-	runtime.JSONField{Name: "note"},
-	runtime.JSONField{Name: "customer", Required: true},
-	runtime.JSONField{Name: "items", Required: true},
-	runtime.JSONField{Name: "placed_at", Required: true},
-	runtime.JSONField{Name: "channel"},
+var membersOrderPlacedV2 = wire.NewJSONFields(
+	wire.JSONField{Name: "order_id", Required: true},
+	wire.JSONField{Name: "amount_cents", Required: true},
+	wire.JSONField{Name: "note"},
+	wire.JSONField{Name: "customer", Required: true},
+	wire.JSONField{Name: "items", Required: true},
+	wire.JSONField{Name: "placed_at", Required: true},
+	wire.JSONField{Name: "channel"},
 )
 
 // readJSON reads OrderPlacedV2 from r and checks it against the schema. Its FieldError paths
 // are relative to the object: the caller prefixes them on failure only, so success
 // builds no path.
-func (out *OrderPlacedV2) readJSON(r *runtime.JSONReader) error {
+func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2)
 	out.Channel = OrderPlacedV2ChannelWeb
 	for o.Next() {
@@ -243,67 +244,67 @@ func (out *OrderPlacedV2) readJSON(r *runtime.JSONReader) error {
 		case 0:
 			orderID, err := r.String()
 			if err != nil {
-				return runtime.At("order_id", err)
+				return wire.At("order_id", err)
 			}
 			switch n := utf8.RuneCountInString(orderID); {
 			case n < 1:
-				return &runtime.FieldError{Path: "order_id", Problem: "empty"}
+				return &wire.FieldError{Path: "order_id", Problem: "empty"}
 			case n > 64:
-				return &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+				return &wire.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 			}
 			out.OrderID = orderID
 		case 1:
 			amountCents, err := r.Int()
 			if err != nil {
-				return runtime.At("amount_cents", err)
+				return wire.At("amount_cents", err)
 			}
 			switch {
 			case amountCents < 1:
-				return &runtime.FieldError{Path: "amount_cents", Problem: "less than 1"}
+				return &wire.FieldError{Path: "amount_cents", Problem: "less than 1"}
 			case amountCents > 100000000:
-				return &runtime.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
+				return &wire.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
 			}
 			out.AmountCents = amountCents
 		case 2:
 			note, err := r.String()
 			if err != nil {
-				return runtime.At("note", err)
+				return wire.At("note", err)
 			}
 			if utf8.RuneCountInString(note) > 200 {
-				return &runtime.FieldError{Path: "note", Problem: "longer than 200 characters"}
+				return &wire.FieldError{Path: "note", Problem: "longer than 200 characters"}
 			}
 			out.Note = &note
 		case 3:
 			if err := out.Customer.readJSON(r); err != nil {
-				return runtime.At("customer", err)
+				return wire.At("customer", err)
 			}
 		case 4:
-			items, err := runtime.JSONList(r, (*OrderPlacedV2ItemsItem).readJSON)
+			items, err := wire.JSONList(r, (*OrderPlacedV2ItemsItem).readJSON)
 			if err != nil {
-				return runtime.At("items", err)
+				return wire.At("items", err)
 			}
 			switch {
 			case len(items) < 1:
-				return &runtime.FieldError{Path: "items", Problem: "empty"}
+				return &wire.FieldError{Path: "items", Problem: "empty"}
 			case len(items) > 50:
-				return &runtime.FieldError{Path: "items", Problem: "more than 50 items"}
+				return &wire.FieldError{Path: "items", Problem: "more than 50 items"}
 			}
 			out.Items = items
 		case 5:
 			placedAt, err := r.Time()
 			if err != nil {
-				return runtime.At("placed_at", err)
+				return wire.At("placed_at", err)
 			}
 			out.PlacedAt = placedAt
 		case 6:
 			channel, err := r.String()
 			if err != nil {
-				return runtime.At("channel", err)
+				return wire.At("channel", err)
 			}
 			switch channel {
 			case "web", "store", "phone":
 			default:
-				return &runtime.FieldError{Path: "channel", Problem: "not one of web, store, phone"}
+				return &wire.FieldError{Path: "channel", Problem: "not one of web, store, phone"}
 			}
 			out.Channel = OrderPlacedV2Channel(channel)
 		}
@@ -312,34 +313,34 @@ func (out *OrderPlacedV2) readJSON(r *runtime.JSONReader) error {
 }
 
 // membersOrderPlacedV2Customer are the members of OrderPlacedV2Customer, in schema order.
-var membersOrderPlacedV2Customer = runtime.NewJSONFields(
-	runtime.JSONField{Name: "email", Required: true},
-	runtime.JSONField{Name: "name"},
+var membersOrderPlacedV2Customer = wire.NewJSONFields(
+	wire.JSONField{Name: "email", Required: true},
+	wire.JSONField{Name: "name"},
 )
 
 // readJSON reads OrderPlacedV2Customer from r and checks it against the schema. Its FieldError paths
 // are relative to the object: the caller prefixes them on failure only, so success
 // builds no path.
-func (out *OrderPlacedV2Customer) readJSON(r *runtime.JSONReader) error {
+func (out *OrderPlacedV2Customer) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2Customer)
 	for o.Next() {
 		switch o.Member() {
 		case 0:
 			email, err := r.String()
 			if err != nil {
-				return runtime.At("email", err)
+				return wire.At("email", err)
 			}
 			if utf8.RuneCountInString(email) > 254 {
-				return &runtime.FieldError{Path: "email", Problem: "longer than 254 characters"}
+				return &wire.FieldError{Path: "email", Problem: "longer than 254 characters"}
 			}
 			out.Email = email
 		case 1:
 			name, err := r.String()
 			if err != nil {
-				return runtime.At("name", err)
+				return wire.At("name", err)
 			}
 			if utf8.RuneCountInString(name) > 100 {
-				return &runtime.FieldError{Path: "name", Problem: "longer than 100 characters"}
+				return &wire.FieldError{Path: "name", Problem: "longer than 100 characters"}
 			}
 			out.Name = &name
 		}
@@ -348,40 +349,40 @@ func (out *OrderPlacedV2Customer) readJSON(r *runtime.JSONReader) error {
 }
 
 // membersOrderPlacedV2ItemsItem are the members of OrderPlacedV2ItemsItem, in schema order.
-var membersOrderPlacedV2ItemsItem = runtime.NewJSONFields(
-	runtime.JSONField{Name: "sku", Required: true},
-	runtime.JSONField{Name: "qty", Required: true},
+var membersOrderPlacedV2ItemsItem = wire.NewJSONFields(
+	wire.JSONField{Name: "sku", Required: true},
+	wire.JSONField{Name: "qty", Required: true},
 )
 
 // readJSON reads OrderPlacedV2ItemsItem from r and checks it against the schema. Its FieldError paths
 // are relative to the object: the caller prefixes them on failure only, so success
 // builds no path.
-func (out *OrderPlacedV2ItemsItem) readJSON(r *runtime.JSONReader) error {
+func (out *OrderPlacedV2ItemsItem) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2ItemsItem)
 	for o.Next() {
 		switch o.Member() {
 		case 0:
 			sku, err := r.String()
 			if err != nil {
-				return runtime.At("sku", err)
+				return wire.At("sku", err)
 			}
 			switch n := utf8.RuneCountInString(sku); {
 			case n < 1:
-				return &runtime.FieldError{Path: "sku", Problem: "empty"}
+				return &wire.FieldError{Path: "sku", Problem: "empty"}
 			case n > 32:
-				return &runtime.FieldError{Path: "sku", Problem: "longer than 32 characters"}
+				return &wire.FieldError{Path: "sku", Problem: "longer than 32 characters"}
 			}
 			out.SKU = sku
 		case 1:
 			qty, err := r.Int()
 			if err != nil {
-				return runtime.At("qty", err)
+				return wire.At("qty", err)
 			}
 			switch {
 			case qty < 1:
-				return &runtime.FieldError{Path: "qty", Problem: "less than 1"}
+				return &wire.FieldError{Path: "qty", Problem: "less than 1"}
 			case qty > 1000:
-				return &runtime.FieldError{Path: "qty", Problem: "more than 1000"}
+				return &wire.FieldError{Path: "qty", Problem: "more than 1000"}
 			}
 			out.Qty = qty
 		}

@@ -11,11 +11,12 @@ import (
 	"unicode/utf8"
 
 	runtime "github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/wire"
 )
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV2
+const _ = runtime.SupportsGeneratedCodeV3
 
 // OrderPlacedType is the AMQP type of OrderPlaced messages.
 const OrderPlacedType = "OrderPlaced"
@@ -34,16 +35,16 @@ type OrderPlacedV1Headers struct {
 }
 
 // extractOrderPlacedV1Headers reads and checks the typed headers of OrderPlacedV1 from header, a lookup of
-// the headers received or about to be sent. It fails with a *runtime.FieldError.
+// the headers received or about to be sent. It fails with a *wire.FieldError.
 func extractOrderPlacedV1Headers(header func(string) (any, bool)) (OrderPlacedV1Headers, error) {
 	var out OrderPlacedV1Headers
 	if raw, ok := header("x-tenant"); ok && raw != nil {
 		xTenant, ok := raw.(string)
 		if !ok {
-			return OrderPlacedV1Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "not a string"}
+			return OrderPlacedV1Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "not a string"}
 		}
 		if utf8.RuneCountInString(xTenant) > 32 {
-			return OrderPlacedV1Headers{}, &runtime.FieldError{Path: "headers.x-tenant", Problem: "longer than 32 characters"}
+			return OrderPlacedV1Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "longer than 32 characters"}
 		}
 		out.XTenant = &xTenant
 	}
@@ -51,9 +52,9 @@ func extractOrderPlacedV1Headers(header func(string) (any, bool)) (OrderPlacedV1
 }
 
 // ExtractOrderPlacedV1 decodes an application/json body and checks every bound of the schema.
-// It fails with a *runtime.FieldError. It leaves Headers empty: the route fills them in.
+// It fails with a *wire.FieldError. It leaves Headers empty: the route fills them in.
 func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
-	r := runtime.NewJSONReader(body)
+	r := wire.NewJSONReader(body)
 	out := new(OrderPlacedV1)
 	if err := r.End(out.readJSON(r)); err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 // NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
 // (type OrderPlaced, version 1, message id messageID), the payload as JSON.
 // msg.Headers are among its headers.
-// Like a consumer, it checks msg against the schema first, failing with a *runtime.FieldError.
+// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
 func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing, error) {
 	body, err := json.Marshal(msg)
 	if err != nil {
@@ -87,37 +88,37 @@ func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing,
 }
 
 // membersOrderPlacedV1 are the members of OrderPlacedV1, in schema order.
-var membersOrderPlacedV1 = runtime.NewJSONFields(
-	runtime.JSONField{Name: "order_id", Required: true},
-	runtime.JSONField{Name: "padding"},
+var membersOrderPlacedV1 = wire.NewJSONFields(
+	wire.JSONField{Name: "order_id", Required: true},
+	wire.JSONField{Name: "padding"},
 )
 
 // readJSON reads OrderPlacedV1 from r and checks it against the schema. Its FieldError paths
 // are relative to the object: the caller prefixes them on failure only, so success
 // builds no path.
-func (out *OrderPlacedV1) readJSON(r *runtime.JSONReader) error {
+func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV1)
 	for o.Next() {
 		switch o.Member() {
 		case 0:
 			orderID, err := r.String()
 			if err != nil {
-				return runtime.At("order_id", err)
+				return wire.At("order_id", err)
 			}
 			switch n := utf8.RuneCountInString(orderID); {
 			case n < 1:
-				return &runtime.FieldError{Path: "order_id", Problem: "empty"}
+				return &wire.FieldError{Path: "order_id", Problem: "empty"}
 			case n > 64:
-				return &runtime.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+				return &wire.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 			}
 			out.OrderID = orderID
 		case 1:
 			padding, err := r.String()
 			if err != nil {
-				return runtime.At("padding", err)
+				return wire.At("padding", err)
 			}
 			if utf8.RuneCountInString(padding) > 8192 {
-				return &runtime.FieldError{Path: "padding", Problem: "longer than 8192 characters"}
+				return &wire.FieldError{Path: "padding", Problem: "longer than 8192 characters"}
 			}
 			out.Padding = &padding
 		}

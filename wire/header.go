@@ -1,6 +1,9 @@
-package runtime
+package wire
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // HeaderInt reads a header value of any integer type an AMQP table holds.
 // Generated extractors of typed headers call it.
@@ -90,3 +93,33 @@ func rfc3339(s string) bool {
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// asInt64 accepts every integer type a field table can hold: amqp091 decodes
+// b/B/s/u/I/i/l to int8, uint8, int16, uint16, int32, uint32 and int64, and
+// tables built in process may hold int, uint or uint64 (clamped, so still out
+// of range).
+func asInt64(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int8:
+		return int64(n), true
+	case uint8:
+		return int64(n), true
+	case int16:
+		return int64(n), true
+	case uint16:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case uint32:
+		return int64(n), true
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case uint:
+		return int64(min(uint64(n), math.MaxInt64)), true
+	case uint64:
+		return int64(min(n, math.MaxInt64)), true
+	}
+	return 0, false
+}
