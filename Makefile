@@ -6,7 +6,7 @@ EXAMPLE     := examples/orders/orders.lily.yaml
 LILYTEST    := runtime/internal/lilytest/lilytest.lily.yaml
 SCHEMAS     := $(EXAMPLE) $(LILYTEST)
 
-.PHONY: demo test generate check lint staticcheck mongo bench fuzz soak
+.PHONY: demo test unit generate check lint staticcheck mongo bench fuzz soak
 
 ## demo: regenerate the example and run it against RabbitMQ on localhost
 demo: generate
@@ -17,6 +17,10 @@ test: lint check mongo
 	$(GO) test -race -count=1 ./...
 	@# Tests that change broker-wide settings for a moment run alone, last.
 	LILY_BROKER_SETTINGS_TESTS=1 $(GO) test -count=1 -run BrokerSettings ./runtime
+
+## unit: every test that needs no RabbitMQ or PostgreSQL (go test -short; well under a minute)
+unit:
+	$(GO) test -short -count=1 ./...
 
 ## mongo: the MongoDB inbox is its own module; its tests run only where LILY_MONGO_URL names a replica set
 mongo: staticcheck

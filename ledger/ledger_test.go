@@ -4,12 +4,11 @@ import (
 	"context"
 	"flag"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
-	"github.com/lily-mq/lily/runtime"
 )
 
 var (
@@ -27,14 +26,7 @@ func TestLedger(t *testing.T) {
 		s = rand.Uint64() >> 16
 	}
 	t.Logf("seed %d (rerun the schedule with -ledger.seed=%d)", s, s)
-	url := os.Getenv("LILY_AMQP_URL")
-	if url == "" {
-		url = runtime.DefaultURL
-	}
-	dsn := os.Getenv("LILY_PG_DSN")
-	if dsn == "" {
-		dsn = "host=127.0.0.1 user=postgres dbname=test sslmode=disable"
-	}
+	url, dsn := services.RabbitMQ(t), services.PostgreSQL(t)
 	res, err := Run(context.Background(), Config{
 		N: *n, Seed: s, BrokerURL: url, PostgresDSN: dsn,
 		FaultEvery: 400 * time.Millisecond, PublishOver: 12 * time.Second, Deadline: 45 * time.Second,

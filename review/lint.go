@@ -5,8 +5,8 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/lily-mq/lily/schema/rules"
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 var (

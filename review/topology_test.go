@@ -13,6 +13,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -66,6 +67,7 @@ func TestTopologyConflict(t *testing.T) {
 // refuses a redeclare whose arguments differ (406), so passing proves the
 // definitions are the runtime's own.
 func TestTopologyImports(t *testing.T) {
+	url := services.RabbitMQ(t)
 	ctl, err := exec.LookPath("rabbitmqctl")
 	if err != nil {
 		t.Skip("rabbitmqctl is not installed here")
@@ -77,10 +79,6 @@ func TestTopologyImports(t *testing.T) {
 	defs, err := Topology("/", f)
 	if err != nil {
 		t.Fatal(err)
-	}
-	url := os.Getenv("LILY_AMQP_URL")
-	if url == "" {
-		url = runtime.DefaultURL
 	}
 	conn, err := amqp.Dial(url)
 	if err != nil {

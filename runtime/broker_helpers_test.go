@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -19,23 +18,22 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/lilytest"
 
 	// Every test package takes -update, so that `go test ./... -update` runs.
+	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
 )
 
-// The broker tests run against the real RabbitMQ. A missing broker fails them:
-// it never skips them.
-func brokerURL() string {
-	if u := os.Getenv("LILY_AMQP_URL"); u != "" {
-		return u
-	}
-	return runtime.DefaultURL
+// brokerURL is the real RabbitMQ the broker tests run against; under -short
+// it skips them.
+func brokerURL(t testing.TB) string {
+	t.Helper()
+	return services.RabbitMQ(t)
 }
 
 func dial(t *testing.T) *amqp.Connection {
 	t.Helper()
-	conn, err := amqp.Dial(brokerURL())
+	conn, err := amqp.Dial(brokerURL(t))
 	if err != nil {
-		t.Fatalf("RabbitMQ is not reachable at %s (start it: rabbitmq-server -detached): %v", brokerURL(), err)
+		t.Fatalf("RabbitMQ is not reachable at %s (start it: rabbitmq-server -detached): %v", brokerURL(t), err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
@@ -67,7 +65,7 @@ func brokerSpec(t *testing.T, tweaks ...func(*runtime.QueueSpec)) runtime.QueueS
 }
 
 func deleteQueues(t *testing.T, q runtime.QueueSpec) {
-	conn, err := amqp.Dial(brokerURL())
+	conn, err := amqp.Dial(brokerURL(t))
 	if err != nil {
 		t.Errorf("cleanup: %v", err)
 		return
@@ -164,7 +162,7 @@ func start(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.
 func prepare(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.Config)) (*running, *runtime.Consumer) {
 	t.Helper()
 	r := &running{t: t, done: make(chan struct{}), arrived: make(chan struct{}, 1024)}
-	cfg := runtime.Config{URL: brokerURL(), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
+	cfg := runtime.Config{URL: brokerURL(t), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
 	for _, f := range tweak {
 		f(&cfg)
 	}

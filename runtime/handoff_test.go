@@ -20,7 +20,7 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	h := runtime.NewTestHandoffPublisher(brokerURL(), 5*time.Second, 32)
+	h := runtime.NewTestHandoffPublisher(brokerURL(t), 5*time.Second, 32)
 	defer h.Close()
 	const n = 400
 	results := make([]runtime.HandoffEvidence, n)

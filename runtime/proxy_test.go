@@ -19,7 +19,7 @@ type proxy struct {
 
 func newProxy(t *testing.T) *proxy {
 	t.Helper()
-	p, url, err := faults.ListenFor(brokerURL())
+	p, url, err := faults.ListenFor(brokerURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

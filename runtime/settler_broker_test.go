@@ -42,7 +42,7 @@ func TestBrokerSettlerInterleavesAcksAndNacks(t *testing.T) {
 	}
 	publish(t, q.Name, msgs...)
 
-	p, url, err := faults.ListenFor(brokerURL())
+	p, url, err := faults.ListenFor(brokerURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}

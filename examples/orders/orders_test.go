@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -38,7 +39,7 @@ func TestGeneratedConsumerOnTheBroker(t *testing.T) {
 	_, _ = rand.Read(b[:])
 	spec.Name = "lilytest.example." + hex.EncodeToString(b[:])
 	spec.DeadLetterQueue = spec.Name + ".dlq"
-	url := envOr("LILY_AMQP_URL", runtime.DefaultURL)
+	url := services.RabbitMQ(t)
 	t.Cleanup(func() {
 		_ = withChannel(url, func(ch *amqp.Channel) error {
 			for _, q := range queueNames(spec) {

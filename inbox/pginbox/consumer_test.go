@@ -16,6 +16,7 @@ import (
 
 	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -25,16 +26,17 @@ import (
 // consumerEnv is one test's queue, consumed with the inbox into e's table.
 type consumerEnv struct {
 	*env
-	spec  runtime.QueueSpec
-	runs  atomic.Int32 // handler runs
-	mu    sync.Mutex
-	recs  []runtime.Record
-	added chan struct{}
+	brokerURL string
+	spec      runtime.QueueSpec
+	runs      atomic.Int32 // handler runs
+	mu        sync.Mutex
+	recs      []runtime.Record
+	added     chan struct{}
 }
 
 func newConsumerEnv(t *testing.T) *consumerEnv {
 	e := newEnv(t)
-	c := &consumerEnv{env: e, added: make(chan struct{}, 64), spec: runtime.QueueSpec{
+	c := &consumerEnv{env: e, brokerURL: services.RabbitMQ(t), added: make(chan struct{}, 64), spec: runtime.QueueSpec{
 		Name: e.prefix, Type: runtime.Classic, Prefetch: 8, Concurrency: 4,
 		Retry:           runtime.RetryPolicy{Delays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3},
 		DeadLetterQueue: e.prefix + ".dlq", MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
@@ -54,7 +56,7 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 
 func (c *consumerEnv) channel() *amqp.Channel {
 	c.t.Helper()
-	conn, err := amqp.Dial(runtime.DefaultURL)
+	conn, err := amqp.Dial(c.brokerURL)
 	if err != nil {
 		c.t.Fatalf("RabbitMQ is not reachable: %v", err)
 	}
@@ -98,7 +100,7 @@ func (c *consumerEnv) handle(do func(ctx context.Context, d runtime.RawDelivery)
 // run starts a consumer with cfg's hooks and returns its stop function.
 func (c *consumerEnv) run(inbox *pginbox.Inbox, routes runtime.Routes, tweak func(*runtime.Config)) func() *runtime.Report {
 	c.t.Helper()
-	cfg := runtime.Config{Observe: func(r runtime.Record) {
+	cfg := runtime.Config{URL: c.brokerURL, Observe: func(r runtime.Record) {
 		c.mu.Lock()
 		c.recs = append(c.recs, r)
 		c.mu.Unlock()

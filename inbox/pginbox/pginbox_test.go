@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,25 +16,30 @@ import (
 
 	"github.com/lily-mq/lily/inbox/inboxtest"
 	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
 )
-
-func dbURL() string {
-	if u := os.Getenv("LILY_PG_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/test"
-}
 
 // testSchema holds the business tables and the slow trigger; nothing in it
 // is part of the inbox.
 const testSchema = "lily_inbox_test"
 
-var setupOnce = sync.OnceValue(func() error {
+// setup prepares the database at url once per test binary.
+func setup(url string) error {
+	setupOnce.Do(func() { setupErr = prepare(url) })
+	return setupErr
+}
+
+var (
+	setupOnce sync.Once
+	setupErr  error
+)
+
+func prepare(url string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, dbURL())
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return err
 	}
@@ -57,31 +61,33 @@ var setupOnce = sync.OnceValue(func() error {
 			RETURN NULL;
 		END $$;`)
 	return err
-})
+}
 
 // env is one test's pool, business table and consumer-name prefix.
 type env struct {
 	t      *testing.T
 	ctx    context.Context
 	pool   *pgxpool.Pool
+	url    string // the database's
 	table  string
 	prefix string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if err := setupOnce(); err != nil {
-		t.Fatalf("PostgreSQL at %s (set LILY_PG_URL to another): %v", dbURL(), err)
+	url := services.PostgreSQL(t)
+	if err := setup(url); err != nil {
+		t.Fatalf("PostgreSQL at %s (set LILY_PG_DSN to another): %v", url, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	pool, err := pgxpool.New(ctx, dbURL())
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	unique := fmt.Sprintf("%d", time.Now().UnixNano())
-	e := &env{t: t, ctx: ctx, pool: pool,
+	e := &env{t: t, ctx: ctx, pool: pool, url: url,
 		table:  testSchema + ".biz_" + unique,
 		prefix: strings.ReplaceAll(t.Name(), "/", ".") + "." + unique}
 	_, err = pool.Exec(ctx, `
@@ -479,6 +485,7 @@ const cancelRequestCode = 80877102
 // connection open now.
 type proxy struct {
 	t     *testing.T
+	url   string // the database's
 	ln    net.Listener
 	mu    sync.Mutex
 	conns []net.Conn
@@ -489,7 +496,7 @@ func newProxy(t *testing.T) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{t: t, ln: ln}
+	p := &proxy{t: t, url: services.PostgreSQL(t), ln: ln}
 	t.Cleanup(func() { ln.Close(); p.cut() })
 	go p.serve()
 	return p
@@ -501,7 +508,7 @@ func (p *proxy) serve() {
 		if err != nil {
 			return
 		}
-		cfg, err := pgxpool.ParseConfig(dbURL())
+		cfg, err := pgxpool.ParseConfig(p.url)
 		if err != nil {
 			client.Close()
 			continue
@@ -543,7 +550,7 @@ func (p *proxy) cut() {
 
 // pool connects through the proxy.
 func (p *proxy) pool(e *env) *pgxpool.Pool {
-	cfg, err := pgxpool.ParseConfig(dbURL())
+	cfg, err := pgxpool.ParseConfig(p.url)
 	if err != nil {
 		p.t.Fatal(err)
 	}

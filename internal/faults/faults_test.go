@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -19,14 +20,10 @@ import (
 // These tests need RabbitMQ (and rabbitmqctl) and PostgreSQL; a missing one
 // fails them.
 
-func brokerURL() string {
-	if u := os.Getenv("LILY_AMQP_URL"); u != "" {
-		return u
-	}
-	return runtime.DefaultURL
+func brokerURL(t testing.TB) string {
+	t.Helper()
+	return services.RabbitMQ(t)
 }
-
-const pgDSN = "host=127.0.0.1 user=postgres dbname=test sslmode=disable"
 
 // testQueue declares a queue of its own for the test, deleted at its end.
 func testQueue(t *testing.T) string {
@@ -34,12 +31,12 @@ func testQueue(t *testing.T) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	name := "lilyfaults." + t.Name() + "." + hex.EncodeToString(b[:])
-	ch := channel(t, dial(t, brokerURL(), nil))
+	ch := channel(t, dial(t, brokerURL(t), nil))
 	if _, err := ch.QueueDeclare(name, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		conn, err := amqp.Dial(brokerURL())
+		conn, err := amqp.Dial(brokerURL(t))
 		if err != nil {
 			return
 		}
@@ -94,7 +91,7 @@ func confirmed(t *testing.T, url, queue string, ids ...string) {
 
 func ready(t *testing.T, queue string) int {
 	t.Helper()
-	q, err := channel(t, dial(t, brokerURL(), nil)).QueueDeclarePassive(queue, true, false, false, false, nil)
+	q, err := channel(t, dial(t, brokerURL(t), nil)).QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +100,7 @@ func ready(t *testing.T, queue string) int {
 
 func proxy(t *testing.T) (*Proxy, string) {
 	t.Helper()
-	p, url, err := ListenFor(brokerURL())
+	p, url, err := ListenFor(brokerURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +113,7 @@ func proxy(t *testing.T) (*Proxy, string) {
 func TestProxyCutsBeforeTheAck(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	confirmed(t, brokerURL(), q, "m1")
+	confirmed(t, brokerURL(t), q, "m1")
 	p, url := proxy(t)
 	name := ConnectionName(q, "consume")
 	seen := make(chan Frame, 1)
@@ -198,13 +195,13 @@ func TestProxyStallsAndDelays(t *testing.T) {
 func TestRejectPublishesNacksAndHealRestores(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	confirmed(t, brokerURL(), q, "kept-1", "kept-2")
+	confirmed(t, brokerURL(t), q, "kept-1", "kept-2")
 	ctx := context.Background()
-	heal, err := RejectPublishes(ctx, brokerURL(), q)
+	heal, err := RejectPublishes(ctx, brokerURL(t), q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := channel(t, dial(t, brokerURL(), nil))
+	ch := channel(t, dial(t, brokerURL(t), nil))
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +215,7 @@ func TestRejectPublishesNacksAndHealRestores(t *testing.T) {
 		t.Error("a publish after heal was nacked")
 	}
 	var ids []string
-	get := channel(t, dial(t, brokerURL(), nil))
+	get := channel(t, dial(t, brokerURL(t), nil))
 	for {
 		d, ok, err := get.Get(q, true)
 		if err != nil {
@@ -239,17 +236,17 @@ func TestRejectPublishesNacksAndHealRestores(t *testing.T) {
 func TestDeleteIfEmptyAndRestore(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	confirmed(t, brokerURL(), q, "m1")
-	if gone, err := DeleteIfEmpty(brokerURL(), q); err != nil || gone {
+	confirmed(t, brokerURL(t), q, "m1")
+	if gone, err := DeleteIfEmpty(brokerURL(t), q); err != nil || gone {
 		t.Fatalf("DeleteIfEmpty of a queue holding a message = %v, %v", gone, err)
 	}
-	if _, _, err := channel(t, dial(t, brokerURL(), nil)).Get(q, true); err != nil {
+	if _, _, err := channel(t, dial(t, brokerURL(t), nil)).Get(q, true); err != nil {
 		t.Fatal(err)
 	}
-	if gone, err := DeleteIfEmpty(brokerURL(), q); err != nil || !gone {
+	if gone, err := DeleteIfEmpty(brokerURL(t), q); err != nil || !gone {
 		t.Fatalf("DeleteIfEmpty of an empty queue = %v, %v", gone, err)
 	}
-	ch := channel(t, dial(t, brokerURL(), nil))
+	ch := channel(t, dial(t, brokerURL(t), nil))
 	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
@@ -263,7 +260,7 @@ func TestDeleteIfEmptyAndRestore(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no Return for a deleted queue")
 	}
-	if err := Restore(brokerURL(), runtime.QueueDeclaration{Name: q, Args: amqp.Table{}}); err != nil {
+	if err := Restore(brokerURL(t), runtime.QueueDeclaration{Name: q, Args: amqp.Table{}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := ready(t, q); n != 0 {
@@ -274,8 +271,8 @@ func TestDeleteIfEmptyAndRestore(t *testing.T) {
 func TestCloseConnectionsByName(t *testing.T) {
 	t.Parallel()
 	name := ConnectionName("lilyfaults."+t.Name(), "handoff")
-	conn := dial(t, brokerURL(), amqp.Table{"connection_name": name})
-	other := dial(t, brokerURL(), amqp.Table{"connection_name": name + "-not"})
+	conn := dial(t, brokerURL(t), amqp.Table{"connection_name": name})
+	other := dial(t, brokerURL(t), amqp.Table{"connection_name": name + "-not"})
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	got, err := CloseConnections(context.Background(), func(n string) bool { return n == name }, "faults test")
 	if err != nil || len(got) != 1 {
@@ -302,6 +299,7 @@ func TestKillInCommit(t *testing.T) {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	table := "lily_faults_" + hex.EncodeToString(b[:])
+	pgDSN := services.PostgreSQL(t)
 	if _, err := Psql(ctx, pgDSN, "CREATE TABLE "+table+" (id text);"+SlowCommitSQL(table, 2*time.Second, "true")); err != nil {
 		t.Fatalf("PostgreSQL is not reachable at %s: %v", pgDSN, err)
 	}
@@ -310,8 +308,10 @@ func TestKillInCommit(t *testing.T) {
 	victim := make(chan error, 1)
 	go func() {
 		// Three statements, so that COMMIT runs on its own as a driver sends it.
-		victim <- exec.Command("psql", "-X", "-v", "ON_ERROR_STOP=1", "-d", pgDSN+" application_name="+app,
-			"-c", "BEGIN", "-c", "INSERT INTO "+table+" VALUES ('x')", "-c", "COMMIT").Run()
+		psql := exec.Command("psql", "-X", "-v", "ON_ERROR_STOP=1", "-d", pgDSN,
+			"-c", "BEGIN", "-c", "INSERT INTO "+table+" VALUES ('x')", "-c", "COMMIT")
+		psql.Env = append(os.Environ(), "PGAPPNAME="+app)
+		victim <- psql.Run()
 	}()
 	pid, err := KillInCommit(ctx, pgDSN, app, 10*time.Second)
 	if err != nil || pid == 0 {
@@ -355,12 +355,12 @@ func TestHandlerFaults(t *testing.T) {
 func TestUnrouteAndHeal(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
-	confirmed(t, brokerURL(), q, "held-1", "held-2")
-	heal, err := Unroute(brokerURL(), runtime.QueueDeclaration{Name: q, Args: amqp.Table{}}, 5)
+	confirmed(t, brokerURL(t), q, "held-1", "held-2")
+	heal, err := Unroute(brokerURL(t), runtime.QueueDeclaration{Name: q, Args: amqp.Table{}}, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := channel(t, dial(t, brokerURL(), nil))
+	ch := channel(t, dial(t, brokerURL(t), nil))
 	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)

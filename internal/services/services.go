@@ -1,0 +1,46 @@
+// Package services names the RabbitMQ and PostgreSQL that Lily's tests run
+// against, and marks the tests that need them. Under go test -short such a
+// test is skipped, so the quick tier runs on a machine with neither; otherwise
+// it runs, and a service it cannot reach fails it (the test's own dial says
+// how to start it): make test never skips one.
+package services
+
+import (
+	"os"
+	"testing"
+)
+
+// The services of this machine, unless LILY_AMQP_URL or LILY_PG_DSN name others.
+const (
+	LocalRabbitMQ   = "amqp://guest:guest@127.0.0.1:5672/"
+	LocalPostgreSQL = "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"
+)
+
+// RabbitMQ returns the URL of the broker t talks to, or skips t under -short.
+func RabbitMQ(t testing.TB) string {
+	t.Helper()
+	need(t, "RabbitMQ")
+	return orDefault("LILY_AMQP_URL", LocalRabbitMQ)
+}
+
+// PostgreSQL returns the connection string (keyword or URL form) of the
+// database t talks to, or skips t under -short.
+func PostgreSQL(t testing.TB) string {
+	t.Helper()
+	need(t, "PostgreSQL")
+	return orDefault("LILY_PG_DSN", LocalPostgreSQL)
+}
+
+func need(t testing.TB, service string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs " + service + ": go test -short runs the tests that need no service")
+	}
+}
+
+func orDefault(env, local string) string {
+	if v := os.Getenv(env); v != "" {
+		return v
+	}
+	return local
+}
