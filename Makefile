@@ -35,6 +35,7 @@ check:
 	$(GO) run ./cmd/lilygen check $(SCHEMAS)
 
 lint: staticcheck
+	$(GO) run ./internal/apicount
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
@@ -48,7 +49,7 @@ staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 FUZZTIME ?= 30s
-FUZZ_TARGETS := runtime:FuzzGuard runtime:FuzzSanitize wire:FuzzJSONReader schema:FuzzParse gen:FuzzGenerate \
+FUZZ_TARGETS := runtime/internal/guard:FuzzGuard runtime/internal/sanitize:FuzzSanitize wire:FuzzJSONReader schema:FuzzParse gen:FuzzGenerate \
 	examples/orders/ordersmsg:FuzzExtractOrderPlacedV1 examples/orders/ordersmsg:FuzzExtractOrderPlacedV2
 
 ## fuzz: run each fuzz target for $(FUZZTIME) (make test runs their corpora as seeds)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -23,15 +24,20 @@ func benchSpec(queue string, prefetch, concurrency int) runtime.QueueSpec {
 	spec := ordersmsg.OrdersQueueSpec()
 	spec.Name, spec.DeadLetterQueue = queue, queue+".dlq"
 	spec.Prefetch, spec.Concurrency = prefetch, concurrency
-	spec.Retry.Delays = []time.Duration{retryDelay}
+	spec.RetryDelays = []time.Duration{retryDelay}
 	return spec
 }
 
 // mainQueueArgs are the arguments Lily declares the main queue with; a peer
 // that declares the queue itself must use the same, or the broker refuses it.
 func mainQueueArgs(spec runtime.QueueSpec) amqp.Table {
-	decls := spec.Declarations()
+	decls := queue.Declarations(topology(spec))
 	return decls[len(decls)-1].Args
+}
+
+// topology is what spec's declarations depend on.
+func topology(spec runtime.QueueSpec) queue.Topology {
+	return queue.Topology{Name: spec.Name, Type: spec.Type, DeadLetterQueue: spec.DeadLetterQueue, RetryDelays: spec.RetryDelays}
 }
 
 // fillWindow is how many publishes the fill keeps unconfirmed. The fill is
@@ -119,7 +125,7 @@ func depth(url, queue string) (n int, err error) {
 // deleteTopology removes every queue of spec.
 func deleteTopology(url string, spec runtime.QueueSpec) error {
 	return faults.OnChannel(url, func(ch *amqp.Channel) error {
-		for _, d := range spec.Declarations() {
+		for _, d := range queue.Declarations(topology(spec)) {
 			if _, err := ch.QueueDelete(d.Name, false, false, false); err != nil {
 				return err
 			}
@@ -142,7 +148,7 @@ func settleCheck(ctx context.Context, url string, spec runtime.QueueSpec, scenar
 		if main, err = depth(url, spec.Name); err != nil {
 			return err
 		}
-		if bucket, err = depth(url, spec.RetryBucket(retryDelay)); err != nil {
+		if bucket, err = depth(url, queue.RetryBucket(spec.Name, retryDelay)); err != nil {
 			return err
 		}
 		if main == wantMain && bucket == wantBucket {

@@ -100,7 +100,7 @@ type result struct {
 }
 
 func main() {
-	url := flag.String("url", envOr("LILY_AMQP_URL", runtime.DefaultURL), "RabbitMQ URL")
+	url := flag.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
 	n := flag.Int("n", 100_000, "messages per run on the ack path")
 	retryN := flag.Int("retry-n", 30_000, "messages per run on the retry path, whose first pass is slower (each message waits for a confirm)")
 	liveN := flag.Int("live-n", 30_000, "messages per run in the live scenario")

@@ -10,7 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
-	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/internal/queue"
 )
 
 // drainPlain is the baseline: amqp091-go and nothing else. concurrency
@@ -51,7 +51,7 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 			return err
 		}
 	}
-	bucket := r.spec.RetryBucket(retryDelay)
+	bucket := queue.RetryBucket(r.spec.Name, retryDelay)
 	deliveries, err := ch.Consume(r.spec.Name, "", false, false, false, false, nil)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func copyTo(pub *amqp.Channel, dest string, d *amqp.Delivery, facts bool, source
 	for k, v := range d.Headers {
 		h[k] = v
 	}
-	h[runtime.HeaderAttempt] = int64(2)
+	h["x-lily-attempt"] = int64(2)
 	if facts {
 		withFacts(h, source)
 	}
@@ -122,10 +122,10 @@ func copyTo(pub *amqp.Channel, dest string, d *amqp.Delivery, facts bool, source
 // withFacts adds the headers a Lily retry copy of the bench's messages
 // carries beyond the plain copy's, with values of the same types and sizes.
 func withFacts(h amqp.Table, source string) {
-	h[runtime.HeaderFailureReason] = "retryable failure on attempt 1 of 3: " + errUnavailable.Error()
-	h[runtime.HeaderFailureKind] = "retryable"
-	h[runtime.HeaderFailureAttempt] = int64(1)
-	h[runtime.HeaderFailureQueue] = source
-	h[runtime.HeaderFailureTime] = time.Now().UTC().Truncate(time.Second)
-	h[runtime.HeaderHandoffID] = "0123456789ab-" + strconv.FormatInt(time.Now().UnixNano()%1e7, 36)
+	h["x-lily-failure-reason"] = "retryable failure on attempt 1 of 3: " + errUnavailable.Error()
+	h["x-lily-failure-kind"] = "retryable"
+	h["x-lily-failure-attempt"] = int64(1)
+	h["x-lily-failure-queue"] = source
+	h["x-lily-failure-time"] = time.Now().UTC().Truncate(time.Second)
+	h["x-lily-handoff-id"] = "0123456789ab-" + strconv.FormatInt(time.Now().UnixNano()%1e7, 36)
 }

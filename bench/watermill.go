@@ -12,6 +12,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/queue"
 )
 
 // drainWatermill consumes with Watermill's AMQP subscriber under its router,
@@ -72,7 +74,7 @@ func drainWatermill(ctx context.Context, r runConfig, t *tracker) error {
 			return err
 		}
 		defer pub.Close()
-		poison, err := middleware.PoisonQueue(pub, r.spec.RetryBucket(retryDelay))
+		poison, err := middleware.PoisonQueue(pub, queue.RetryBucket(r.spec.Name, retryDelay))
 		if err != nil {
 			return err
 		}

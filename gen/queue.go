@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/dave/jennifer/jen"
@@ -61,6 +62,9 @@ func queue(j *jen.File, q *schema.Queue) {
 		j.Commentf("%s returns a consumer of queue %q that calls h, each delivery claimed in inbox.", ctor, q.Name)
 		j.Func().Id(ctor).Params(jen.Id("h").Id(handler), jen.Id("inbox").Qual(rt, "Inbox"), jen.Id("cfg").Qual(rt, "Config")).
 			Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(
+			jen.If(jen.Id("inbox").Op("==").Nil()).Block(
+				jen.Return(jen.Nil(), jen.Qual("errors", "New").Call(jen.Lit(fmt.Sprintf("queue %q requires an inbox", q.Name)))),
+			),
 			jen.Id("cfg").Dot("Inbox").Op("=").Id("inbox"),
 			newConsumer,
 		)
@@ -73,31 +77,28 @@ func queue(j *jen.File, q *schema.Queue) {
 
 func spec(q *schema.Queue) []jen.Code {
 	kv := func(key string, v jen.Code) jen.Code { return jen.Id(key).Op(":").Add(v) }
-	qtype := map[schema.QueueType]string{schema.Classic: "Classic", schema.Quorum: "Quorum"}[q.Type]
-	retry := []jen.Code{kv("MaxAttempts", jen.Lit(q.Retry.MaxAttempts))}
+	out := []jen.Code{
+		kv("Name", jen.Lit(q.Name)),
+		kv("Type", jen.Lit(string(q.Type))),
+		kv("Prefetch", jen.Lit(q.Prefetch)),
+		kv("Concurrency", jen.Lit(q.Concurrency)),
+	}
 	if len(q.Retry.Delays) > 0 {
 		delays := make([]jen.Code, len(q.Retry.Delays))
 		for i, d := range q.Retry.Delays {
 			delays[i] = duration(d)
 		}
-		retry = append([]jen.Code{kv("Delays", jen.Index().Qual("time", "Duration").Values(delays...))}, retry...)
+		out = append(out, kv("RetryDelays", jen.Index().Qual("time", "Duration").Values(delays...)))
 	}
-	out := []jen.Code{
-		kv("Name", jen.Lit(q.Name)),
-		kv("Type", jen.Qual(rt, qtype)),
-		kv("Prefetch", jen.Lit(q.Prefetch)),
-		kv("Concurrency", jen.Lit(q.Concurrency)),
-		kv("Retry", jen.Qual(rt, "RetryPolicy").Values(retry...)),
+	out = append(out,
+		kv("MaxAttempts", jen.Lit(q.Retry.MaxAttempts)),
 		kv("DeadLetterQueue", jen.Lit(q.DLQ)),
 		kv("MaxBodyBytes", jen.Lit(q.MaxBodyBytes)),
 		kv("HandlerTimeout", duration(q.HandlerTimeout)),
-	}
+	)
 	// Left out, a zero budget takes the runtime's default.
 	if q.SettlementBudget > 0 {
 		out = append(out, kv("SettlementBudget", duration(q.SettlementBudget)))
-	}
-	if q.Inbox == schema.InboxRequired {
-		out = append(out, kv("InboxRequired", jen.True()))
 	}
 	return out
 }
@@ -141,7 +142,7 @@ func routeEntries(q *schema.Queue) []jen.Code {
 				if v.HeadersName != "" {
 					body = append(body,
 						jen.If(
-							jen.List(jen.Id("msg").Dot("Headers"), jen.Err()).Op("=").Id(headersExtractor(v)).Call(jen.Id("d").Dot("Envelope").Call().Dot("Header")),
+							jen.List(jen.Id("msg").Dot("Headers"), jen.Err()).Op("=").Id(headersExtractor(v)).Call(jen.Id("d").Dot("Header")),
 							jen.Err().Op("!=").Nil(),
 						).Block(jen.Return(jen.Qual(rt, "Permanent").Call(jen.Err()))))
 				}

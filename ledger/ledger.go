@@ -26,6 +26,7 @@ import (
 
 	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -133,8 +134,8 @@ type Result struct {
 // spec is the queue of one run: its own name, one retry bucket.
 func spec(name string) runtime.QueueSpec {
 	return runtime.QueueSpec{
-		Name: name, Type: runtime.Classic, Prefetch: 64, Concurrency: 32,
-		Retry:           runtime.RetryPolicy{Delays: []time.Duration{200 * time.Millisecond}, MaxAttempts: 3},
+		Name: name, Type: "classic", Prefetch: 64, Concurrency: 32,
+		RetryDelays: []time.Duration{200 * time.Millisecond}, MaxAttempts: 3,
 		DeadLetterQueue: name + ".dlq", MaxBodyBytes: 1024, HandlerTimeout: 500 * time.Millisecond,
 	}
 }
@@ -269,7 +270,7 @@ func (r *run) deleteQueues() {
 		return
 	}
 	defer conn.Close()
-	for _, d := range r.spec.Declarations() {
+	for _, d := range declarations(r.spec) {
 		for _, q := range []string{d.Name, d.Name + ".faults-aside"} {
 			if ch, err := conn.Channel(); err == nil {
 				_, _ = ch.QueueDelete(q, false, false, false)
@@ -346,7 +347,7 @@ func (r *run) publishOn(ch *amqp.Channel) error {
 
 // handle is every message's handler: it counts the run, then behaves.
 func (r *run) handle(ctx context.Context, d runtime.RawDelivery) error {
-	id, attempt := d.Envelope().MessageID, d.Attempt()
+	id, attempt := d.MessageID(), d.Attempt()
 	r.mu.Lock()
 	r.runs[workKey{id, attempt}]++
 	r.mu.Unlock()
@@ -386,7 +387,7 @@ func (r *run) observe(rec runtime.Record) {
 	r.records = append(r.records, rec)
 	recs := append(r.byID[rec.MessageID], rec)
 	r.byID[rec.MessageID] = recs
-	if workAcked(recs) || (rec.Handoff.Status == runtime.HandoffConfirmed && rec.Handoff.Destination == r.spec.DeadLetterQueue) {
+	if workAcked(recs) || (rec.Handoff == "confirmed" && rec.Destination == r.spec.DeadLetterQueue) {
 		r.done[rec.MessageID] = true
 	}
 }
@@ -399,9 +400,9 @@ func workAcked(recs []runtime.Record) bool {
 	for _, rec := range recs {
 		switch {
 		case rec.Path != runtime.PathAcked:
-		case rec.Claim == runtime.InboxDuplicate, handled(rec):
+		case rec.Commit == "duplicate", handled(rec):
 			return true
-		case rec.FromRecord && slices.ContainsFunc(recs, func(e runtime.Record) bool { return e.Attempt == rec.Attempt && handled(e) }):
+		case rec.Handler == "completed earlier" && slices.ContainsFunc(recs, func(e runtime.Record) bool { return e.Attempt == rec.Attempt && handled(e) }):
 			return true
 		}
 	}
@@ -410,24 +411,44 @@ func workAcked(recs []runtime.Record) bool {
 
 // handled: the handler succeeded and its work stands (no failed commit).
 func handled(rec runtime.Record) bool {
-	return rec.Handler.Ran && rec.Handler.Kind == 0 && rec.Handoff.Status == runtime.HandoffNone &&
-		rec.Commit != runtime.CommitFailed && rec.Commit != runtime.CommitAmbiguous
+	return rec.Handler == "ok" && rec.Handoff == "" && rec.Commit != "failed" && rec.Commit != "ambiguous"
 }
 
-// Event is the runtime's Sink: it keeps the ACKs never proven and the reasons
-// sessions ended.
-func (r *run) Event(ev runtime.Event) {
-	switch ev.Stage {
-	case runtime.StageAckAmbiguous:
-		r.mu.Lock()
-		r.ambiguous[workKey{ev.MessageID, ev.Attempt}]++
-		r.mu.Unlock()
-	case runtime.StageLost:
-		r.mu.Lock()
-		r.lost = append(r.lost, ev.Detail)
-		r.mu.Unlock()
+// The run is the consumers' slog.Handler: of their diagnostics it keeps the
+// ACKs never proven and the reasons sessions ended, both logged as warnings.
+
+func (r *run) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
+
+func (r *run) Handle(_ context.Context, rec slog.Record) error {
+	var stage, id, detail string
+	var attempt int
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "stage":
+			stage = a.Value.String()
+		case "message_id":
+			id = a.Value.String()
+		case "attempt":
+			attempt = int(a.Value.Int64())
+		case "detail":
+			detail = a.Value.String()
+		}
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch stage {
+	case "ack-ambiguous":
+		r.ambiguous[workKey{id, attempt}]++
+	case "intake-lost":
+		r.lost = append(r.lost, detail)
 	}
+	return nil
 }
+
+func (r *run) WithAttrs([]slog.Attr) slog.Handler { return r }
+
+func (r *run) WithGroup(string) slog.Handler { return r }
 
 // consume runs consumers through the proxy while faults strike, until every
 // message's journey is over or the deadline, then shuts the last one down. A
@@ -436,13 +457,12 @@ func (r *run) Event(ev runtime.Event) {
 // again. It returns every consumer's report, in order.
 func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error) {
 	cfg := runtime.Config{
-		URL: url, Observe: r.observe, Sink: r,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		URL: url, Observe: r.observe, Logger: slog.New(r),
 		// Long enough for a first connection on a loaded machine (Run fails
 		// when that one does), short enough for a stall to outlast it.
 		StepTimeout:   2 * time.Second,
 		ShutdownGrace: 5 * time.Second, ForceWindow: time.Second,
-		ReconnectMin: 50 * time.Millisecond, ReconnectMax: 500 * time.Millisecond,
+		ReconnectMax: 500 * time.Millisecond,
 	}
 	if r.pool != nil {
 		cfg.Inbox = pginbox.New(r.pool, pginbox.Options{LockTimeout: 500 * time.Millisecond})
@@ -705,7 +725,7 @@ func (r *run) faultKinds() []fault {
 			return len(closed) > 0, err
 		}},
 		{"retry bucket deleted (handoffs returned)", func(ctx context.Context) (bool, error) {
-			bucket := r.spec.Declarations()[1]
+			bucket := declarations(r.spec)[1]
 			hold := r.between(300*time.Millisecond, 800*time.Millisecond)
 			// Handoffs are held back while the bucket goes: one racing the
 			// delete would be confirmed and dropped by the broker.
@@ -776,8 +796,8 @@ func (r *run) drain() (map[string][]found, error) {
 		return nil, err
 	}
 	fates := map[string]Fate{r.spec.Name: InMain, r.spec.DeadLetterQueue: InDLQ}
-	for _, d := range r.spec.Retry.Delays {
-		fates[r.spec.RetryBucket(d)] = InBucket
+	for _, d := range r.spec.RetryDelays {
+		fates[queue.RetryBucket(r.spec.Name, d)] = InBucket
 	}
 	for q, f := range maps.Clone(fates) {
 		fates[q+".faults-aside"] = f // left over only if a heal failed
@@ -804,7 +824,7 @@ func (r *run) drain() (map[string][]found, error) {
 				}
 				got++
 				attempt := 1
-				if a, ok := d.Headers[runtime.HeaderAttempt].(int64); ok {
+				if a, ok := d.Headers["x-lily-attempt"].(int64); ok {
 					attempt = int(a)
 				}
 				out[d.MessageId] = append(out[d.MessageId], found{fate, attempt})
@@ -858,7 +878,7 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 	}
 	byID := r.byID
 	for _, rec := range r.records {
-		if rec.Claim == runtime.InboxDuplicate {
+		if rec.Commit == "duplicate" {
 			res.InboxStopped++
 		}
 	}
@@ -866,7 +886,7 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 	var lost []string
 	for _, rep := range reps {
 		for _, u := range rep.Unresolved {
-			if u.Settlement.Status == runtime.SettlementNotAttempted && u.Settlement.Detail == "final abort" {
+			if strings.Contains(u.Reason, "(final abort)") {
 				inFlightAtClose[u.MessageID]++
 			}
 		}
@@ -896,11 +916,11 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 		var because []string
 		for _, rec := range recs {
 			switch {
-			case rec.Handoff.Status == runtime.HandoffConfirmed && rec.Path == runtime.PathUnresolved:
+			case rec.Handoff == "confirmed" && rec.Path == runtime.PathUnresolved:
 				because = append(because, "handoff confirmed, the original's ACK not sent (unresolved)")
-			case rec.Handoff.Status == runtime.HandoffTimedOut || rec.Handoff.Status == runtime.HandoffFailed:
+			case rec.Handoff == "timed out" || rec.Handoff == "failed":
 				// The publish may have reached the queue: only its confirm is missing.
-				because = append(because, "handoff "+rec.Handoff.Status.String()+" after its publish (requeued; the copy may exist)")
+				because = append(because, "handoff "+rec.Handoff+" after its publish (requeued; the copy may exist)")
 			}
 		}
 		for k, n := range r.ambiguous {
@@ -939,7 +959,7 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 		// the attempt counts.
 		var because []string
 		for _, rec := range byID[k.id] {
-			if rec.Attempt == k.attempt && rec.Handler.Ran && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
+			if rec.Attempt == k.attempt && rec.Handler != "" && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
 				because = append(because, string(rec.Path)+": "+explain(rec))
 			}
 		}
@@ -950,8 +970,8 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 		// its publish (then the original was requeued and handed off again).
 		copies := 0
 		for _, rec := range byID[k.id] {
-			if rec.Attempt == k.attempt-1 && rec.Handoff.Destination != r.spec.DeadLetterQueue &&
-				(rec.Handoff.Status == runtime.HandoffConfirmed || rec.Handoff.Status == runtime.HandoffTimedOut || rec.Handoff.Status == runtime.HandoffFailed) {
+			if rec.Attempt == k.attempt-1 && rec.Destination != r.spec.DeadLetterQueue &&
+				(rec.Handoff == "confirmed" || rec.Handoff == "timed out" || rec.Handoff == "failed") {
 				copies++
 			}
 		}
@@ -975,6 +995,11 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 	return res
 }
 
+// declarations lists the queues of spec's topology, as the runtime declares them.
+func declarations(spec runtime.QueueSpec) []queue.Declaration {
+	return queue.Declarations(queue.Topology{Name: spec.Name, Type: spec.Type, DeadLetterQueue: spec.DeadLetterQueue, RetryDelays: spec.RetryDelays})
+}
+
 func fateOf(copies []found, acked bool) Fate {
 	for _, want := range []Fate{InDLQ, InBucket, InMain} {
 		if slices.ContainsFunc(copies, func(f found) bool { return f.fate == want }) {
@@ -988,21 +1013,21 @@ func fateOf(copies []found, acked bool) Fate {
 }
 
 func commitFailed(rec runtime.Record) bool {
-	return rec.Commit == runtime.CommitFailed || rec.Commit == runtime.CommitAmbiguous
+	return rec.Commit == "failed" || rec.Commit == "ambiguous"
 }
 
 // explain names why a journey ended without proof, in a few words.
 func explain(rec runtime.Record) string {
 	switch {
-	case rec.Handoff.Status != runtime.HandoffNone && rec.Handoff.Status != runtime.HandoffConfirmed:
-		return "handoff " + rec.Handoff.Status.String()
-	case rec.Handler.Cancelled:
+	case rec.Handoff != "" && rec.Handoff != "confirmed":
+		return "handoff " + rec.Handoff
+	case rec.Handler == "cancelled":
 		return "handler cancelled by the forced shutdown"
-	case rec.Commit == runtime.CommitAmbiguous:
+	case rec.Commit == "ambiguous":
 		return "commit ambiguous"
-	case rec.Settlement.Status == runtime.SettlementNotAttempted:
-		return "settlement not attempted (" + strings.SplitN(rec.Settlement.Detail, ":", 2)[0] + ")"
-	case rec.Settlement.Status == runtime.SettlementAmbiguous:
+	case strings.HasPrefix(rec.Reason, "settlement not attempted: "):
+		return "settlement not attempted (" + strings.SplitN(strings.TrimPrefix(rec.Reason, "settlement not attempted: "), ":", 2)[0] + ")"
+	case strings.HasPrefix(rec.Reason, "settlement ambiguous"):
 		return "settlement ambiguous"
 	}
 	return rec.Reason

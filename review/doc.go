@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/templates"
 )
@@ -99,11 +99,10 @@ func NewPage(f, old *schema.File, against string) Page {
 }
 
 func queueView(q *schema.Queue) QueueView {
-	spec := runtime.QueueSpec{Name: q.Name, HandlerTimeout: q.HandlerTimeout, SettlementBudget: q.SettlementBudget}
 	qv := QueueView{
 		Name: q.Name, Type: string(q.Type), Prefetch: q.Prefetch, Concurrency: q.Concurrency,
 		MaxAttempts: q.Retry.MaxAttempts, DLQ: q.DLQ, MaxBodyBytes: q.MaxBodyBytes,
-		HandlerTimeout: q.HandlerTimeout.String(), Budget: spec.Budget().String(), Inbox: string(q.Inbox),
+		HandlerTimeout: q.HandlerTimeout.String(), Budget: queue.Budget(q.HandlerTimeout, q.SettlementBudget).String(), Inbox: string(q.Inbox),
 	}
 	for _, c := range q.Consumes {
 		nums := make([]string, len(c.Versions))
@@ -114,7 +113,7 @@ func queueView(q *schema.Queue) QueueView {
 	}
 	for _, d := range q.Retry.Delays {
 		qv.Delays = append(qv.Delays, d.String())
-		qv.Buckets = append(qv.Buckets, spec.RetryBucket(d))
+		qv.Buckets = append(qv.Buckets, queue.RetryBucket(q.Name, d))
 	}
 	return qv
 }

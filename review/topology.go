@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -28,8 +28,8 @@ type QueueDefinition struct {
 	Arguments  map[string]any `json:"arguments"`
 }
 
-// Topology returns the queues runtime.DeclareTopology declares for every
-// queue of files (runtime.QueueSpec.Declarations, one source for both), in
+// Topology returns the queues the runtime declares for every queue of files
+// (queue.Declarations, one source for both), in
 // virtual host vhost: each DLQ, retry bucket and main queue once, in
 // declaration order. Two schemas that
 // declare one queue with different arguments are an error, since RabbitMQ
@@ -39,11 +39,8 @@ func Topology(vhost string, files ...*schema.File) (Definitions, error) {
 	seen := map[string]int{}
 	for _, f := range files {
 		for _, q := range f.Queues {
-			spec := runtime.QueueSpec{
-				Name: q.Name, Type: runtime.QueueType(q.Type), DeadLetterQueue: q.DLQ,
-				Retry: runtime.RetryPolicy{Delays: q.Retry.Delays},
-			}
-			for _, decl := range spec.Declarations() {
+			t := queue.Topology{Name: q.Name, Type: string(q.Type), DeadLetterQueue: q.DLQ, RetryDelays: q.Retry.Delays}
+			for _, decl := range queue.Declarations(t) {
 				def := QueueDefinition{Name: decl.Name, VHost: vhost, Durable: true, Arguments: decl.Args}
 				if i, ok := seen[decl.Name]; ok {
 					if !reflect.DeepEqual(d.Queues[i], def) {

@@ -122,7 +122,7 @@ func TestTopologyImports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec := runtime.QueueSpec{Name: q.Name, Type: runtime.QueueType(q.Type), Retry: runtime.RetryPolicy{Delays: q.Retry.Delays}, DeadLetterQueue: q.DLQ}
+		spec := runtime.QueueSpec{Name: q.Name, Type: string(q.Type), RetryDelays: q.Retry.Delays, DeadLetterQueue: q.DLQ}
 		if err := runtime.DeclareTopology(ch, spec); err != nil {
 			t.Errorf("the runtime's declare after the import: %v", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/lilytest"
 
 	// Every test package takes -update, so that `go test ./... -update` runs.
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
 )
@@ -72,8 +74,8 @@ func deleteQueues(t *testing.T, q runtime.QueueSpec) {
 	}
 	defer conn.Close()
 	names := []string{q.Name, q.DeadLetterQueue}
-	for _, d := range q.Retry.Delays {
-		names = append(names, q.RetryBucket(d))
+	for _, d := range q.RetryDelays {
+		names = append(names, bucket(q, d))
 	}
 	for _, n := range names {
 		ch, err := conn.Channel()
@@ -148,6 +150,8 @@ type running struct {
 	mu      sync.Mutex
 	records []runtime.Record
 	arrived chan struct{}
+	// events are the consumer's diagnostics, unless a test gave it a logger.
+	events eventLog
 }
 
 func start(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.Config)) *running {
@@ -162,7 +166,7 @@ func start(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.
 func prepare(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.Config)) (*running, *runtime.Consumer) {
 	t.Helper()
 	r := &running{t: t, done: make(chan struct{}), arrived: make(chan struct{}, 1024)}
-	cfg := runtime.Config{URL: brokerURL(t), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
+	cfg := runtime.Config{URL: brokerURL(t), Logger: slog.New(&r.events), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
 	for _, f := range tweak {
 		f(&cfg)
 	}
@@ -196,6 +200,20 @@ func (r *running) recorded() []runtime.Record {
 	defer r.mu.Unlock()
 	return append([]runtime.Record(nil), r.records...)
 }
+
+// reconnects counts the sessions the consumer opened after its first.
+func (r *running) reconnects() int {
+	n := 0
+	for _, ev := range r.events.all() {
+		if ev.stage == "connected" {
+			n++
+		}
+	}
+	return max(n-1, 0)
+}
+
+// bucket names q's retry bucket for delay d.
+func bucket(q runtime.QueueSpec, d time.Duration) string { return queue.RetryBucket(q.Name, d) }
 
 // await waits until n records were written and returns them.
 func (r *running) await(n int) []runtime.Record {
@@ -300,4 +318,4 @@ func awaitConsumer(t *testing.T, queue string) {
 
 // hourRetry gives a queue one retry bucket of an hour: no copy comes back
 // during a test.
-func hourRetry(q *runtime.QueueSpec) { q.Retry.Delays = []time.Duration{time.Hour} }
+func hourRetry(q *runtime.QueueSpec) { q.RetryDelays = []time.Duration{time.Hour} }

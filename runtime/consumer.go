@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -12,56 +11,12 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-)
 
-// DefaultURL is the broker a Config without URL connects to.
-const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
-
-// Config is how one consumer reaches the broker and reports what it does.
-// Zero fields take the defaults named beside them.
-type Config struct {
-	// URL of the broker; DefaultURL when empty.
-	URL string
-	// Logger receives the diagnostics events; slog.Default() when nil.
-	Logger *slog.Logger
-	// Sink, when set, receives every diagnostics event too.
-	Sink Sink
-	// RecentEvents is the size of the recent-events buffer (DefaultRecentEvents).
-	RecentEvents int
-	// Limits bound the envelope's metadata (DefaultLimits).
-	Limits Limits
-	// Observe, when set, receives each delivery's record as its journey ends,
-	// on the delivery's goroutine: keep it quick.
-	Observe func(Record)
-	// ShutdownGrace is the cooperative window after intake stops, in which
-	// in-flight work runs and settles normally (DefaultShutdownGrace).
-	ShutdownGrace time.Duration
-	// ForceWindow follows the grace: handlers' contexts are cancelled, and work
-	// that still completes settles; then the final abort (DefaultForceWindow).
-	ForceWindow time.Duration
-	// StepTimeout bounds each broker step: publish, confirm wait, ACK, NACK,
-	// channel open, cancel, proof (DefaultStepTimeout).
-	StepTimeout time.Duration
-	// ProofInterval is how often sent ACKs are proven (DefaultProofInterval).
-	ProofInterval time.Duration
-	// Inbox, when set, claims each message id in the transaction that carries
-	// the handler's writes; a queue whose spec requires an inbox needs one.
-	Inbox Inbox
-	// Scope opens per-delivery resources after dispatch; AfterDelivery runs
-	// last in the pipeline. Both are optional.
-	Scope         Scope
-	AfterDelivery AfterDelivery
-	// ReconnectMin and ReconnectMax bound the backoff between connection
-	// attempts after a loss; each wait is jittered (DefaultReconnectMin/Max).
-	ReconnectMin, ReconnectMax time.Duration
-}
-
-// Defaults of Config's durations.
-const (
-	DefaultShutdownGrace = 30 * time.Second
-	DefaultForceWindow   = 5 * time.Second
-	DefaultReconnectMin  = 100 * time.Millisecond
-	DefaultReconnectMax  = 30 * time.Second
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/handoff"
+	"github.com/lily-mq/lily/runtime/internal/memory"
+	"github.com/lily-mq/lily/runtime/internal/settle"
+	"github.com/lily-mq/lily/runtime/internal/workers"
 )
 
 // ErrConsumerCancelled: the broker cancelled the consumer, as it does when the
@@ -73,9 +28,10 @@ var ErrConsumerCancelled = errors.New("lily: the broker cancelled the consumer (
 // A Consumer runs once.
 type Consumer struct {
 	spec   QueueSpec
+	policy decide.Policy
 	routes Routes
 	cfg    Config
-	recent *eventRing
+	tuning tuning
 	ran    atomic.Bool
 	// forceNow is closed by Force: the shutdown skips what is left of its grace.
 	forceNow  chan struct{}
@@ -93,16 +49,13 @@ type testHooks struct {
 // ready to Run. Generated constructors call it.
 func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	var errs []error
-	if err := spec.Validate(); err != nil {
+	if err := spec.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	// The budget must carry the handler, then the claim, commit, cleanup and
 	// after_delivery steps, then a handoff and its ACK.
-	if b := spec.Budget(); spec.SettlementBudget != 0 && b < spec.HandlerTimeout+4*stepTimeout(cfg)+handoffReserve {
-		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + 4 step timeouts + %s", spec.Name, b, handoffReserve))
-	}
-	if spec.InboxRequired && cfg.Inbox == nil {
-		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
+	if b := spec.budget(); spec.SettlementBudget != 0 && b < spec.HandlerTimeout+4*cfg.withDefaults().StepTimeout+decide.HandoffReserve {
+		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + 4 step timeouts + %s", spec.Name, b, decide.HandoffReserve))
 	}
 	if len(routes) == 0 {
 		errs = append(errs, fmt.Errorf("queue %s: the dispatch table is empty", spec.Name))
@@ -115,51 +68,36 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if cfg.URL == "" {
-		cfg.URL = DefaultURL
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	cfg.Limits = cfg.Limits.withDefaults()
-	orDefault(&cfg.RecentEvents, DefaultRecentEvents)
-	orDefault(&cfg.ShutdownGrace, DefaultShutdownGrace)
-	orDefault(&cfg.ForceWindow, DefaultForceWindow)
-	orDefault(&cfg.StepTimeout, DefaultStepTimeout)
-	orDefault(&cfg.ProofInterval, DefaultProofInterval)
-	orDefault(&cfg.ReconnectMin, DefaultReconnectMin)
-	orDefault(&cfg.ReconnectMax, DefaultReconnectMax)
 	nothing := func() {}
 	return &Consumer{
-		spec: spec, routes: routes, cfg: cfg, recent: newEventRing(cfg.RecentEvents), forceNow: make(chan struct{}),
+		spec: spec, policy: spec.policy(), routes: routes, cfg: cfg.withDefaults(), tuning: defaultTuning, forceNow: make(chan struct{}),
 		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
 	}, nil
-}
-
-func stepTimeout(cfg Config) time.Duration {
-	if cfg.StepTimeout > 0 {
-		return cfg.StepTimeout
-	}
-	return DefaultStepTimeout
-}
-
-func orDefault[T int | time.Duration](v *T, d T) {
-	if *v <= 0 {
-		*v = d
-	}
 }
 
 // Force asks a stopping consumer to end its cooperative window now: handlers'
 // contexts are cancelled at once (a second SIGINT/SIGTERM does this).
 func (c *Consumer) Force() { c.forceOnce.Do(func() { close(c.forceNow) }) }
 
+// The runtime remembers two things per process, each in a bounded memory that
+// forgets its oldest keys first once full:
+//
+//   - requeues per message id, to pace the next requeue (a guard, not a ledger);
+//   - work completed whose ACK is ambiguous or was never sent, per message id
+//     and attempt, so that a redelivery is settled from the record instead of
+//     running the handler again.
+const (
+	requeueMemorySize   = 4096
+	completedMemorySize = 65536
+)
+
 // run is the state of one Run, across reconnections.
 type run struct {
-	handoff   *handoffPublisher
-	workers   *workers
-	requeues  *memory[string]
-	completed *memory[workKey]
-	busy      busyWork
+	handoff   *handoff.Publisher
+	workers   *workers.Pool
+	requeues  *memory.Recent[string]
+	completed *memory.Recent[memory.Work]
+	busy      memory.Busy
 	report    *reportBuilder
 	slots     chan struct{} // bounds the deliveries in flight, across generations
 	// work is the handlers' parent context, cancelled at the force notification.
@@ -173,7 +111,7 @@ type run struct {
 	handlers    handlerCount
 	deliveries  sync.WaitGroup // delivery goroutines
 	mu          sync.Mutex     // guards generations
-	generations []*generation
+	generations []*settle.Generation
 }
 
 // pause waits d, or less once the consumer is stopping: no redelivery will
@@ -187,10 +125,10 @@ func (r *run) pause(d time.Duration) {
 	}
 }
 
-func (r *run) newGeneration() *generation {
+func (r *run) newGeneration() *settle.Generation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g := &generation{id: uint64(len(r.generations) + 1)}
+	g := &settle.Generation{ID: uint64(len(r.generations) + 1)}
 	r.generations = append(r.generations, g)
 	return g
 }
@@ -200,7 +138,7 @@ func (r *run) revokeAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, g := range r.generations {
-		g.revoke()
+		g.Revoke()
 	}
 }
 
@@ -216,8 +154,8 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		return nil, errors.New("lily: a Consumer runs once")
 	}
 	r := c.newRun()
-	defer r.handoff.close()
-	defer r.workers.close()
+	defer r.handoff.Close()
+	defer r.workers.Close()
 	s, err := c.connect(ctx, r)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -236,7 +174,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		if errors.Is(err, ErrConsumerCancelled) {
 			// The channel is healthy: in-flight work still settles on it, and
 			// its clean close proves the ACKs.
-			c.intakeLost(r, s.gen.id, err)
+			c.intakeLost(r, s.gen.ID, err)
 			return c.shutdown(r, s), err
 		}
 		c.lost(r, s, err)
@@ -247,8 +185,8 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		}
 		for s = nil; s == nil; {
 			failures++
-			wait := backoff(failures, c.cfg.ReconnectMin, c.cfg.ReconnectMax)
-			c.emit(Event{Stage: StageReconnect, Detail: fmt.Sprintf("attempt %d in %s", failures, wait.Round(time.Millisecond))})
+			wait := backoff(failures, c.tuning.reconnectMin, c.cfg.ReconnectMax)
+			c.emit(event{stage: stageReconnect, detail: fmt.Sprintf("attempt %d in %s", failures, wait.Round(time.Millisecond))})
 			if !sleep(ctx, wait) {
 				return c.shutdown(r, nil), nil
 			}
@@ -263,7 +201,6 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 				c.intakeLost(r, 0, err)
 			}
 		}
-		r.report.reconnected()
 	}
 }
 
@@ -306,7 +243,7 @@ func (c *Consumer) closeConn(conn *amqp.Connection) {
 
 // dialSocket is dial, also returning the connection's socket.
 func (c *Consumer) dialSocket(role string) (*amqp.Connection, net.Conn, error) {
-	conn, socket, err := dialSocket(c.cfg.URL, amqp.Config{
+	conn, socket, err := handoff.DialSocket(c.cfg.URL, amqp.Config{
 		Properties: amqp.Table{"connection_name": "lily " + c.spec.Name + " " + role},
 		Dial:       amqp.DefaultDial(c.cfg.StepTimeout),
 	})
@@ -320,13 +257,13 @@ func (c *Consumer) newRun() *run {
 	work, force := context.WithCancel(context.Background())
 	// Handoffs publish on a connection of their own: when the broker blocks
 	// publishers (a resource alarm), ACKs on the consuming connection still flow.
-	handoff := newHandoffPublisher(func() (*amqp.Connection, net.Conn, error) { return c.dialSocket("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency)
-	handoff.beforePublish, handoff.afterPublish = c.hooks.beforePublish, c.hooks.afterPublish
+	publisher := handoff.NewPublisher(func() (*amqp.Connection, net.Conn, error) { return c.dialSocket("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency)
+	publisher.BeforePublish, publisher.AfterPublish = c.hooks.beforePublish, c.hooks.afterPublish
 	return &run{
-		handoff:   handoff,
-		workers:   newWorkers(),
-		requeues:  newMemory[string](requeueMemorySize),
-		completed: newMemory[workKey](completedMemorySize),
+		handoff:   publisher,
+		workers:   workers.New(),
+		requeues:  memory.New[string](requeueMemorySize),
+		completed: memory.New[memory.Work](completedMemorySize),
 		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]journey{}},
 		slots:     make(chan struct{}, c.spec.Concurrency),
 		work:      work,

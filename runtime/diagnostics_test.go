@@ -3,60 +3,47 @@ package runtime_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
-// sinkFunc adapts a function to Sink.
-type sinkFunc func(runtime.Event)
-
-func (f sinkFunc) Event(ev runtime.Event) { f(ev) }
-
-// Every stage of a delivery reaches the sink and the recent-events buffer in
-// order, sanitized; the ACK's proof comes after its settlement.
+// Every stage of a delivery reaches the logger in order, sanitized; the
+// ACK's proof comes after its settlement; each shutdown phase is logged as it
+// starts and as it ends.
 func TestBrokerEventsPerStage(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "evt-1"))
-	var mu sync.Mutex
-	var stages []runtime.Stage
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }, func(cfg *runtime.Config) {
-		cfg.Sink = sinkFunc(func(ev runtime.Event) {
-			if ev.MessageID == "evt-1" {
-				mu.Lock()
-				stages = append(stages, ev.Stage)
-				mu.Unlock()
-			}
-		})
-	})
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
 	r.launch(c)
 	r.await(1)
 	rep := r.stop()
-	mu.Lock()
-	got := stages
-	mu.Unlock()
-	want := []runtime.Stage{runtime.StageReceived, runtime.StageHandled, runtime.StageSettled, runtime.StageAckProven}
-	if strings.Join(stagesText(got), " ") != strings.Join(stagesText(want), " ") {
-		t.Errorf("stages %v, want %v", got, want)
+	var stages, phases []string
+	all := r.events.all()
+	for _, ev := range all {
+		switch {
+		case ev.messageID == "evt-1":
+			stages = append(stages, ev.stage)
+		case ev.stage == "shutdown-phase":
+			phases = append(phases, ev.detail)
+		}
 	}
-	if rep.AcksProven != 1 {
+	if got, want := strings.Join(stages, " "), "received handled settled ack-proven"; got != want {
+		t.Errorf("stages %q, want %q", got, want)
+	}
+	want := "stop intake: started, stop intake: ended, cooperative window: started, cooperative window: ended, " +
+		"final abort: started, final abort: ended, close: started, close: ended"
+	if got := strings.Join(phases, ", "); got != want {
+		t.Errorf("phases %q,\nwant %q", got, want)
+	}
+	if rep.AcksProven != 1 || len(rep.Phases) != 4 {
 		t.Errorf("report: %s", rep)
 	}
-	recent := c.RecentEvents()
-	if len(recent) == 0 || recent[0].Stage != runtime.StageConnected || recent[len(recent)-1].Detail != "close" {
-		t.Errorf("recent events from %v to %v", recent[0], recent[len(recent)-1])
+	if all[0].stage != "connected" {
+		t.Errorf("the first event is %+v, want connected", all[0])
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
-}
-
-func stagesText(stages []runtime.Stage) []string {
-	out := make([]string, len(stages))
-	for i, s := range stages {
-		out[i] = string(s)
-	}
-	return out
 }

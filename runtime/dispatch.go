@@ -1,6 +1,10 @@
 package runtime
 
-import "context"
+import (
+	"context"
+
+	"github.com/lily-mq/lily/runtime/internal/guard"
+)
 
 // RouteKey selects the handler for one message: its type, version and content type.
 type RouteKey struct {
@@ -9,17 +13,17 @@ type RouteKey struct {
 	ContentType string
 }
 
-// Route decodes one delivery with its typed extractor and calls the user's handler.
-// Generated code builds routes; an extractor's failure must come back wrapped in
-// Permanent.
-type Route func(ctx context.Context, d RawDelivery) error
+// Routes is a queue's dispatch table, generated from the schema. Each route
+// decodes one delivery with its typed extractor and calls the user's handler;
+// an extractor's failure must come back wrapped in Permanent.
+type Routes map[RouteKey]func(ctx context.Context, d RawDelivery) error
 
-// Routes is a queue's dispatch table, generated from the schema.
-type Routes map[RouteKey]Route
+// route is one entry of a dispatch table.
+type route = func(ctx context.Context, d RawDelivery) error
 
 // dispatch finds the route for a validated envelope. A miss is an unsupported
 // message: a permanent failure decided before any scope is opened.
-func (r Routes) dispatch(env *Envelope) (Route, bool) {
-	route, ok := r[RouteKey{Type: env.Type, Version: env.Version, ContentType: env.ContentType}]
-	return route, ok
+func (r Routes) dispatch(env *guard.Envelope) (route, bool) {
+	fn, ok := r[RouteKey{Type: env.Type, Version: env.Version, ContentType: env.ContentType}]
+	return fn, ok
 }

@@ -5,6 +5,15 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/internal/handoff"
+	"github.com/lily-mq/lily/runtime/internal/memory"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/runtime/internal/settle"
+	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
 // execute carries out decide's plans until the delivery is settled or left
@@ -15,7 +24,7 @@ import (
 // release (when not nil) frees the work for a redelivery: before a requeue's
 // pause, or once remember has kept how the work ended, never earlier, or a
 // redelivery could run the handler again in between.
-func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delivery, env *Envelope, o *Outcome, auth *authority, attempt int, deadline time.Time, release func()) Plan {
+func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release func()) decide.Plan {
 	free := func() {
 		if release != nil {
 			release()
@@ -23,47 +32,47 @@ func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delive
 		}
 	}
 	defer free()
-	o.PriorRequeues = r.requeues.count(d.MessageId)
-	var chosen Plan
+	o.PriorRequeues = r.requeues.Count(d.MessageId)
+	var chosen decide.Plan
 	for {
-		plan := decide(*o, attempt, c.spec, time.Until(deadline))
-		if plan.Action != ActDone && (plan.Action != ActAck || chosen.Action != ActHandoff) {
+		plan := decide.Decide(*o, attempt, c.policy, time.Until(deadline))
+		if plan.Action != decide.ActDone && (plan.Action != decide.ActAck || chosen.Action != decide.ActHandoff) {
 			chosen = plan
 		}
 		// Each settlement step gets its own bound, taken when the step starts
 		// (after a requeue's pause, which may outlast one step timeout).
-		step := func() time.Time { return stepDeadline(c.cfg.StepTimeout, deadline) }
+		stepEnd := func() time.Time { return step.Deadline(c.cfg.StepTimeout, deadline) }
 		switch plan.Action {
-		case ActDone, ActLeave:
+		case decide.ActDone, decide.ActLeave:
 			c.remember(r, gen, token, d, env, *o, attempt)
 			return chosen
-		case ActAck:
+		case decide.ActAck:
 			c.hooks.beforeAck()
-			o.Settlement = auth.ack(step())
+			o.Settlement = auth.Ack(stepEnd())
 			c.hooks.afterAck()
-			if o.Settlement.Status == AckSent {
-				r.requeues.forget(d.MessageId)
+			if o.Settlement.Status == outcome.AckSent {
+				r.requeues.Forget(d.MessageId)
 			}
-		case ActDeadLetter:
-			o.Settlement = auth.nack(step(), false)
-		case ActRequeue:
+		case decide.ActDeadLetter:
+			o.Settlement = auth.Nack(stepEnd(), false)
+		case decide.ActRequeue:
 			// The work did not complete: a redelivery of it (its channel was
 			// lost) may run during the pause.
 			free()
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
-			r.requeues.add(d.MessageId)
-			o.Settlement = auth.nack(step(), true)
-		case ActHandoff:
-			if gen.revoked.Load() {
+			r.requeues.Add(d.MessageId)
+			o.Settlement = auth.Nack(stepEnd(), true)
+		case decide.ActHandoff:
+			if gen.Revoked() {
 				// A copy published now could never be followed by the ACK: the
 				// original would come back and the work would exist twice.
-				o.Settlement = SettlementEvidence{Status: SettlementNotAttempted, Detail: "authority revoked before the handoff"}
+				o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "authority revoked before the handoff"}
 				break
 			}
 			o.Handoff = c.handoff(r, token, d, env, *o, plan, deadline)
-			c.emit(Event{Stage: StageHandoff, MessageID: sanitize(d.MessageId, 128), Attempt: attempt, Generation: gen.id,
-				Handoff: o.Handoff.Status, Detail: o.Handoff.Destination + " " + o.Handoff.Detail})
+			c.emit(event{stage: stageHandoff, messageID: sanitize.Text(d.MessageId, maxIDText), attempt: attempt, generation: gen.ID,
+				handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 		}
 	}
 }
@@ -71,13 +80,13 @@ func (c *Consumer) execute(r *run, gen *generation, token uint64, d *amqp.Delive
 // remember keeps the evidence a later step needs once the journey ends: an
 // ACK that was sent waits for its proof; work that completed without a sent
 // ACK is remembered, so its redelivery is settled without the handler.
-func (c *Consumer) remember(r *run, gen *generation, token uint64, d *amqp.Delivery, env *Envelope, o Outcome, attempt int) {
-	work := workKey{d.MessageId, attempt}
-	deadLetter := o.Settlement.Status == NackSent && !o.Settlement.Requeue
-	if o.Settlement.Status == AckSent || deadLetter {
-		ack := sentAck{token: token, work: work, messageID: sanitize(d.MessageId, 128), attempt: attempt, handoff: o.Handoff, deadLetter: deadLetter}
-		if !gen.acks.add(ack) {
-			c.acksAmbiguous(r, gen, []sentAck{ack}, "the channel ended before the proof")
+func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, attempt int) {
+	work := memory.Work{ID: d.MessageId, Attempt: attempt}
+	deadLetter := o.Settlement.Status == outcome.NackSent && !o.Settlement.Requeue
+	if o.Settlement.Status == outcome.AckSent || deadLetter {
+		ack := settle.SentAck{Token: token, Work: work, MessageID: sanitize.Text(d.MessageId, maxIDText), Attempt: attempt, Handoff: o.Handoff, DeadLetter: deadLetter}
+		if !gen.Acks.Add(ack) {
+			c.acksAmbiguous(r, gen, []settle.SentAck{ack}, "the channel ended before the proof")
 		}
 		return
 	}
@@ -86,25 +95,25 @@ func (c *Consumer) remember(r *run, gen *generation, token uint64, d *amqp.Deliv
 	}
 	// Completed is what decide would have ACKed: a confirmed handoff, or the
 	// handler, the commit, the cleanup and after_delivery all done.
-	completed := o.CompletedEarlier || o.Handoff.Status == HandoffConfirmed ||
-		(o.Handler.Ran && o.Handler.Kind == 0 && o.Commit != CommitFailed && o.Commit != CommitAmbiguous &&
+	completed := o.CompletedEarlier || o.Handoff.Status == outcome.HandoffConfirmed ||
+		(o.Handler.Ran && o.Handler.Kind == 0 && o.Commit != outcome.CommitFailed && o.Commit != outcome.CommitAmbiguous &&
 			o.Cleanup == "" && o.AfterDelivery == "")
 	if completed {
-		r.completed.add(work)
+		r.completed.Add(work)
 	}
 }
 
 // handoff publishes the failed message's copy to the plan's destination; the
 // report learns of the write before it starts, in case it is sealed before
 // the journey ends. A panic on the way is a handoff failure like any other.
-func (c *Consumer) handoff(r *run, token uint64, d *amqp.Delivery, env *Envelope, o Outcome, plan Plan, deadline time.Time) (ev HandoffEvidence) {
+func (c *Consumer) handoff(r *run, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence) {
 	defer func() {
 		if p := recover(); p != nil {
-			ev = HandoffEvidence{Destination: plan.Destination, Status: HandoffFailed, Detail: sanitize(fmt.Sprint("panic: ", p), maxCause)}
+			ev = outcome.HandoffEvidence{Destination: plan.Destination, Status: outcome.HandoffFailed, Detail: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
 		}
 	}()
 	writing := func() bool { return r.report.writingCopy(token, plan.Destination) }
-	ev = r.handoff.publish(deadline, plan.Destination, handoffCopy(d, env, o, plan, c.spec.Name, time.Now()), writing)
+	ev = r.handoff.Publish(deadline, plan.Destination, handoff.Copy(d, env, o, plan, c.spec.Name, time.Now()), writing)
 	if !ev.Published {
 		r.report.writingCopy(token, "")
 	}

@@ -1,11 +1,6 @@
 package runtime
 
-import (
-	"net"
-	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
-)
+import "time"
 
 // The few internals the broker tests of package runtime_test reach. Those tests
 // live outside the package so that they can use generated code (package
@@ -31,24 +26,6 @@ func (c *Consumer) SetTestHooks(h TestHooks) {
 	set(&c.hooks.beforeClose, h.BeforeClose)
 }
 
-// TestHandoffPublisher is the consumer's handoff publisher, driven alone.
-type TestHandoffPublisher struct{ h *handoffPublisher }
-
-func NewTestHandoffPublisher(url string, stepTimeout time.Duration, window int) TestHandoffPublisher {
-	dial := func() (*amqp.Connection, net.Conn, error) { return dialSocket(url, amqp.Config{}) }
-	return TestHandoffPublisher{newHandoffPublisher(dial, stepTimeout, window)}
-}
-
-// Publish hands msg off to dest and waits for its evidence until deadline.
-func (p TestHandoffPublisher) Publish(deadline time.Time, dest string, msg amqp.Publishing) HandoffEvidence {
-	return p.h.publish(deadline, dest, msg, func() bool { return true })
-}
-
-// Pending counts the handoff ids still awaiting their confirm or Return.
-func (p TestHandoffPublisher) Pending() int {
-	p.h.returnsMu.Lock()
-	defer p.h.returnsMu.Unlock()
-	return len(p.h.pending)
-}
-
-func (p TestHandoffPublisher) Close() { p.h.close() }
+// SetProofInterval sets how often ACKs waiting for their proof are proven;
+// call it before Run. An hour keeps every proof to the channel's close.
+func (c *Consumer) SetProofInterval(d time.Duration) { c.tuning.proofInterval = d }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
@@ -26,7 +27,7 @@ import (
 func through(p *proxy) func(*runtime.Config) {
 	return func(cfg *runtime.Config) {
 		cfg.URL = p.url()
-		cfg.ReconnectMin, cfg.ReconnectMax = 50*time.Millisecond, 200*time.Millisecond
+		cfg.ReconnectMax = 200 * time.Millisecond
 	}
 }
 
@@ -37,15 +38,10 @@ func once(f func()) func() {
 }
 
 // awaitRevoked waits until the consumer noticed the loss of generation 1.
-func awaitRevoked(t *testing.T, c *runtime.Consumer) {
+func awaitRevoked(t *testing.T, r *running) {
 	t.Helper()
 	eventually(t, 2*time.Second, "the consumer noticing the loss of its connection", func() bool {
-		for _, ev := range c.RecentEvents() {
-			if ev.Stage == runtime.StageLost {
-				return true
-			}
-		}
-		return false
+		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" })
 	})
 }
 
@@ -69,24 +65,24 @@ func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
 		calls.Add(1)
 		return runtime.Retryable(errors.New("busy"))
 	}, through(p))
-	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(func() { p.cut(); awaitRevoked(t, c) })})
+	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(func() { p.cut(); awaitRevoked(t, r) })})
 	r.launch(c)
 	recs := r.await(2)
 	first, second := recs[0], recs[1]
 	wantPath(t, first, runtime.PathUnresolved)
-	if first.Handoff.Status != runtime.HandoffConfirmed || first.Settlement.Status != runtime.SettlementNotAttempted {
-		t.Errorf("first record: handoff %+v, settlement %+v", first.Handoff, first.Settlement)
+	if first.Handoff != "confirmed" || !strings.HasPrefix(first.Reason, "settlement not attempted") {
+		t.Errorf("first record %+v", first)
 	}
 	wantPath(t, second, runtime.PathAcked)
-	if !second.FromRecord || !second.Redelivered || second.Attempt != 1 {
+	if second.Handler != "completed earlier" || !second.Redelivered || second.Attempt != 1 {
 		t.Errorf("second record %+v", second)
 	}
 	if calls.Load() != 1 {
 		t.Errorf("handler ran %d times", calls.Load())
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
 	rep := r.stop()
-	if rep.Reconnects != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != runtime.HandoffConfirmed {
+	if r.reconnects() != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff != "confirmed" {
 		t.Errorf("report: %s", rep)
 	}
 	// Settled from the record here; a process that stopped before the
@@ -104,14 +100,14 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "ambiguous-1")
 	var calls atomic.Int32
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p),
-		func(cfg *runtime.Config) { cfg.ProofInterval = time.Hour })
+	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p))
+	c.SetProofInterval(time.Hour)
 	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
 	r.launch(c)
 	recs := r.await(2)
 	wantPath(t, recs[0], runtime.PathAcked) // the journey ended with the ACK sent...
 	wantPath(t, recs[1], runtime.PathAcked)
-	if !recs[1].FromRecord || !recs[1].Redelivered {
+	if recs[1].Handler != "completed earlier" || !recs[1].Redelivered {
 		t.Errorf("redelivery record %+v", recs[1])
 	}
 	if calls.Load() != 1 {
@@ -120,14 +116,10 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
 	rep := r.stop()
 	// ...but the report knows it was never proven.
-	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Settlement.Status != runtime.SettlementAmbiguous || rep.AcksProven != 1 {
+	if len(rep.Unresolved) != 1 || !strings.HasPrefix(rep.Unresolved[0].Reason, "ack sent, never proven") || rep.AcksProven != 1 {
 		t.Errorf("report: %s", rep)
 	}
-	var sawFromRecord bool
-	for _, ev := range c.RecentEvents() {
-		sawFromRecord = sawFromRecord || ev.Stage == runtime.StageFromRecord
-	}
-	if !sawFromRecord {
+	if !r.events.has(func(ev event) bool { return ev.stage == "from-record" }) {
 		t.Error("no from-record event in the diagnostics")
 	}
 	noPreconditionFailed(t, rep)
@@ -149,7 +141,7 @@ func TestBrokerForcedHandlerThatFinishesIsAcked(t *testing.T) {
 	}, func(cfg *runtime.Config) { cfg.ShutdownGrace, cfg.ForceWindow = 100*time.Millisecond, 3*time.Second })
 	<-started
 	rep := r.stop()
-	if rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 0 || rep.Handlers != (runtime.HandlerEnds{Completed: 1}) {
+	if rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 0 || rep.Abandoned != 0 {
 		t.Errorf("report: %s", rep)
 	}
 	if !hasPhase(rep, "force window") {
@@ -186,7 +178,7 @@ func TestBrokerFinalAbortAbandonsAStuckHandler(t *testing.T) {
 	})
 	<-started
 	rep := c.stop()
-	if rep.Handlers.Abandoned != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "stuck-1" {
+	if rep.Abandoned != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "stuck-1" {
 		t.Errorf("report: %s", rep)
 	}
 	if !hasPhase(rep, "final abort") {
@@ -202,7 +194,7 @@ func TestBrokerForcedCancelSpendsNoRetry(t *testing.T) {
 	q := brokerSpec(t)
 	declareTopology(t, q)
 	m := order(t, "last-1")
-	m.Headers[runtime.HeaderAttempt] = int64(q.Retry.MaxAttempts) // as a copy from a retry bucket carries it
+	m.Headers[guard.HeaderAttempt] = int64(q.MaxAttempts) // as a copy from a retry bucket carries it
 	publish(t, q.Name, m)
 	started := make(chan struct{})
 	c := start(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
@@ -261,12 +253,12 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 		return len(acked) == n
 	})
 	rep := c.stop()
-	if rep.Reconnects < 3 {
-		t.Errorf("reconnects %d, want 3", rep.Reconnects)
+	if n := c.reconnects(); n < 3 {
+		t.Errorf("reconnects %d, want 3", n)
 	}
 	noPreconditionFailed(t, rep)
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
-	t.Logf("%d messages acked across %d reconnects; %d unresolved along the way", n, rep.Reconnects, len(rep.Unresolved))
+	t.Logf("%d messages acked across %d reconnects; %d unresolved along the way", n, c.reconnects(), len(rep.Unresolved))
 }
 
 // A stop that comes while the first connection is still opening is a clean
@@ -283,7 +275,7 @@ func TestBrokerStopBeforeTheFirstConnectionIsClean(t *testing.T) {
 	if c.err != nil || rep == nil {
 		t.Fatalf("Run = %v, %v; want a report and no error", rep, c.err)
 	}
-	if len(rep.Counts) != 0 || len(rep.Unresolved) != 0 || len(rep.Lost) != 0 || rep.Reconnects != 0 {
+	if len(rep.Counts) != 0 || len(rep.Unresolved) != 0 || len(rep.Lost) != 0 || c.reconnects() != 0 {
 		t.Errorf("report of a consumer that never connected: %s (lost %q)", rep, rep.Lost)
 	}
 	p.Resume()
@@ -333,32 +325,22 @@ func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the consumer seeing the cancel", func() bool {
-		for _, ev := range consumer.RecentEvents() {
-			if ev.Stage == runtime.StageLost && strings.Contains(ev.Detail, "cancelled") {
-				return true
-			}
-		}
-		return false
+		return c.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "cancelled") })
 	})
 	p.cut()
 	eventually(t, 10*time.Second, "the consumer seeing the loss after the cancel", func() bool {
-		for _, ev := range consumer.RecentEvents() {
-			if ev.Stage == runtime.StageLost && strings.Contains(ev.Detail, "channel closed") {
-				return true
-			}
-		}
-		return false
+		return c.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "channel closed") })
 	})
 	close(release)
 	<-c.done
 	c.err = nil
-	if len(c.report.Unresolved) != 1 || c.report.Unresolved[0].Settlement.Detail != "authority revoked before the handoff" {
+	if len(c.report.Unresolved) != 1 || !strings.Contains(c.report.Unresolved[0].Reason, "authority revoked before the handoff") {
 		t.Errorf("report: %s; unresolved %+v", c.report, c.report.Unresolved)
 	}
 	if len(c.report.Lost) != 2 || !strings.Contains(c.report.Lost[1], "channel closed") {
 		t.Errorf("lost: %q; want the cancel, then the connection", c.report.Lost)
 	}
-	assertCounts(t, map[string][2]int{q.RetryBucket(time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{bucket(q, time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
 }
 
 // The first SIGINT stops intake and waits for in-flight work; the second
@@ -420,13 +402,13 @@ func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the watcher revokes the generation
 	close(release)
 	rep := <-stopped
-	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff.Status != runtime.HandoffNone || rep.Unresolved[0].Settlement.Status != runtime.SettlementNotAttempted {
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff != "" || !strings.HasPrefix(rep.Unresolved[0].Reason, "settlement not attempted") {
 		t.Errorf("report: %s", rep)
 	}
 	if len(rep.Lost) != 1 {
 		t.Errorf("lost: %v", rep.Lost)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.RetryBucket(time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
 }
 
 // An ACK written but never delivered, its connection lost during the
@@ -443,7 +425,8 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 			<-release // keeps the shutdown in its cooperative window
 		}
 		return nil
-	}, through(p), func(cfg *runtime.Config) { cfg.ProofInterval, cfg.ShutdownGrace = time.Hour, 5*time.Second })
+	}, through(p), func(cfg *runtime.Config) { cfg.ShutdownGrace = 5 * time.Second })
+	c.SetProofInterval(time.Hour)
 	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(func() { close(acked) })})
 	r.launch(c)
 	<-acked
@@ -456,7 +439,7 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 	rep := <-stopped
 	var ambiguous bool
 	for _, u := range rep.Unresolved {
-		ambiguous = ambiguous || (u.MessageID == "grace-2" && u.Settlement.Status == runtime.SettlementAmbiguous)
+		ambiguous = ambiguous || (u.MessageID == "grace-2" && strings.HasPrefix(u.Reason, "ack sent, never proven"))
 	}
 	if !ambiguous || rep.AcksProven != 0 {
 		t.Errorf("report: %s", rep)
@@ -472,7 +455,8 @@ func TestBrokerAckLostJustBeforeTheCloseIsNotCountedProven(t *testing.T) {
 	q, p := behindProxy(t, "close-1")
 	acked := make(chan struct{})
 	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil },
-		through(p), func(cfg *runtime.Config) { cfg.ProofInterval, cfg.StepTimeout = time.Hour, time.Second })
+		through(p), func(cfg *runtime.Config) { cfg.StepTimeout = time.Second })
+	c.SetProofInterval(time.Hour)
 	c.SetTestHooks(runtime.TestHooks{
 		BeforeAck: once(p.freeze),
 		AfterAck:  once(func() { close(acked) }),
@@ -485,7 +469,7 @@ func TestBrokerAckLostJustBeforeTheCloseIsNotCountedProven(t *testing.T) {
 	<-acked
 	rep := r.stop()
 	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "close-1" ||
-		rep.Unresolved[0].Settlement.Status != runtime.SettlementAmbiguous || rep.AcksProven != 0 {
+		!strings.HasPrefix(rep.Unresolved[0].Reason, "ack sent, never proven") || rep.AcksProven != 0 {
 		t.Errorf("report: %s; unresolved %+v", rep, rep.Unresolved)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
@@ -514,13 +498,14 @@ func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 	if first.Redelivered {
 		first, again = again, first
 	}
-	if !first.Handoff.Published || first.Handoff.Status != runtime.HandoffFailed || again.Path != runtime.PathRetried {
+	published := slices.ContainsFunc(rep.PossibleCopies, func(c runtime.Record) bool { return c.MessageID == first.MessageID && c.Handoff == "failed" })
+	if !published || first.Handoff != "failed" || again.Path != runtime.PathRetried {
 		t.Errorf("first %+v\nagain %+v", first, again)
 	}
 	if len(rep.PossibleCopies) != 1 || rep.PossibleCopies[0].MessageID != "maybe-1" || runs.Load() != 2 {
 		t.Errorf("handler runs %d; report: %s", runs.Load(), rep)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {2, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {2, 0}})
 }
 
 // A handoff still waiting for its confirm when the consumer closes: the
@@ -546,18 +531,18 @@ func TestBrokerHandoffInFlightAtTheCloseIsAPossibleCopy(t *testing.T) {
 	r.launch(c)
 	<-published
 	eventually(t, 5*time.Second, "the copy in the bucket", func() bool {
-		ready, _ := queueCounts(t, q.RetryBucket(time.Hour))
+		ready, _ := queueCounts(t, bucket(q, time.Hour))
 		return ready == 1
 	})
 	rep := r.stop()
 	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "waiting-1" {
 		t.Errorf("report: %s", rep)
 	}
-	if len(rep.PossibleCopies) != 1 || !rep.PossibleCopies[0].Handoff.Published ||
-		rep.PossibleCopies[0].Handoff.Destination != q.RetryBucket(time.Hour) {
+	if len(rep.PossibleCopies) != 1 || rep.PossibleCopies[0].Handoff != "timed out" ||
+		rep.PossibleCopies[0].Destination != bucket(q, time.Hour) {
 		t.Errorf("possible copies %+v", rep.PossibleCopies)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.RetryBucket(time.Hour): {1, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, time.Hour): {1, 0}})
 }
 
 // A dead-lettering NACK that never reaches the broker, its connection then
@@ -578,7 +563,8 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 		return faults.Forward
 	})
 	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil },
-		through(p), func(cfg *runtime.Config) { cfg.ProofInterval = time.Hour })
+		through(p))
+	c.SetProofInterval(time.Hour)
 	r.launch(c)
 	r.await(1)
 	p.cut()
@@ -627,9 +613,7 @@ func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
 	eventually(t, 5*time.Second, "the report sealed", func() bool {
-		return slices.ContainsFunc(c.RecentEvents(), func(ev runtime.Event) bool {
-			return ev.Stage == runtime.StagePhase && ev.Detail == "close"
-		})
+		return r.events.has(func(ev event) bool { return ev.stage == "shutdown-phase" && ev.detail == "close: started" })
 	})
 	close(release)
 	rep := <-stopped
@@ -637,11 +621,9 @@ func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 		t.Errorf("report: %s", rep)
 	}
 	eventually(t, 10*time.Second, "the handoff giving up", func() bool {
-		return slices.ContainsFunc(c.RecentEvents(), func(ev runtime.Event) bool {
-			return ev.Stage == runtime.StageHandoff && ev.Handoff == runtime.HandoffFailed
-		})
+		return r.events.has(func(ev event) bool { return ev.stage == "handoff" && ev.handoff == "failed" })
 	})
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.RetryBucket(time.Hour): {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, time.Hour): {0, 0}})
 }
 
 // The original's handoff is still waiting for its confirm when its channel is
@@ -697,11 +679,13 @@ func redeliveredDuringTheHandoff(t *testing.T, handle func(context.Context) erro
 	})
 	close(confirm)
 	eventually(t, 10*time.Second, "the redelivery settled from the record", func() bool {
-		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.FromRecord && rec.Path == runtime.PathAcked })
+		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool {
+			return (rec.Handler == "completed earlier") && rec.Path == runtime.PathAcked
+		})
 	})
 	r.stop()
 	if runs.Load() != 1 {
 		t.Errorf("handler ran %d times", runs.Load())
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
 }

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"bytes"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -11,8 +12,18 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/faults"
-	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/handoff"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
+
+// newHandoffPublisher is a consumer's handoff publisher, driven alone.
+func newHandoffPublisher(url string, stepTimeout time.Duration, window int) *handoff.Publisher {
+	dial := func() (*amqp.Connection, net.Conn, error) { return handoff.DialSocket(url, amqp.Config{}) }
+	return handoff.NewPublisher(dial, stepTimeout, window)
+}
+
+// always lets every publish be written: no report is sealed under it.
+func always() bool { return true }
 
 // Many handoffs in flight at once, half to a queue that does not exist: each
 // Return must be matched to its own publish, never to a neighbour's.
@@ -20,10 +31,10 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	h := runtime.NewTestHandoffPublisher(brokerURL(t), 5*time.Second, 32)
+	h := newHandoffPublisher(brokerURL(t), 5*time.Second, 32)
 	defer h.Close()
 	const n = 400
-	results := make([]runtime.HandoffEvidence, n)
+	results := make([]outcome.HandoffEvidence, n)
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(30 * time.Second)
 	for i := range n {
@@ -33,14 +44,14 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 			if i%2 == 1 {
 				dest = q.Name + ".missing"
 			}
-			results[i] = h.Publish(deadline, dest, msg)
+			results[i] = h.Publish(deadline, dest, msg, always)
 		})
 	}
 	wg.Wait()
 	for i, ev := range results {
-		want := runtime.HandoffConfirmed
+		want := outcome.HandoffConfirmed
 		if i%2 == 1 {
-			want = runtime.HandoffReturned
+			want = outcome.HandoffReturned
 		}
 		if ev.Status != want {
 			t.Errorf("handoff %d to %s: %s (%s), want %s", i, ev.Destination, ev.Status, ev.Detail, want)
@@ -71,14 +82,14 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	declareTopology(t, q)
 	p := newProxy(t)
 	const step = time.Second
-	h := runtime.NewTestHandoffPublisher(p.url(), step, 4)
+	h := newHandoffPublisher(p.url(), step, 4)
 	defer h.Close()
-	handoff := func(msg amqp.Publishing) (runtime.HandoffEvidence, time.Duration) {
+	handoff := func(msg amqp.Publishing) (outcome.HandoffEvidence, time.Duration) {
 		start := time.Now()
-		ev := h.Publish(start.Add(30*time.Second), q.DeadLetterQueue, msg)
+		ev := h.Publish(start.Add(30*time.Second), q.DeadLetterQueue, msg, always)
 		return ev, time.Since(start)
 	}
-	if ev, _ := handoff(order(t, "before")); ev.Status != runtime.HandoffConfirmed {
+	if ev, _ := handoff(order(t, "before")); ev.Status != outcome.HandoffConfirmed {
 		t.Fatalf("first handoff: %+v", ev)
 	}
 
@@ -86,13 +97,13 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	stuck := order(t, "stuck")
 	stuck.Body = bytes.Repeat([]byte{' '}, 96<<20) // more than the proxy and the kernel buffers hold
 	ev, took := handoff(stuck)
-	if ev.Status != runtime.HandoffTimedOut || ev.Detail != "the publish did not return in time" || !ev.Published ||
+	if ev.Status != outcome.HandoffTimedOut || ev.Detail != "the publish did not return in time" || !ev.Published ||
 		took < step || took > step+2*time.Second {
 		t.Errorf("stuck handoff after %s: %+v; want timed out, a possible copy, after about %s", took, ev, step)
 	}
 	p.Resume()
 
-	if ev, _ := handoff(order(t, "after")); ev.Status != runtime.HandoffConfirmed {
+	if ev, _ := handoff(order(t, "after")); ev.Status != outcome.HandoffConfirmed {
 		t.Fatalf("handoff after the stuck one: %+v", ev)
 	}
 	assertCounts(t, map[string][2]int{q.DeadLetterQueue: {2, 0}})
@@ -115,16 +126,18 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 	declareTopology(t, q)
 	p := newProxy(t)
 	p.Delay(150 * time.Millisecond) // every frame: the dial's handshake takes about a second
-	h := runtime.NewTestHandoffPublisher(p.url(), 5*time.Second, 4)
+	h := newHandoffPublisher(p.url(), 5*time.Second, 4)
 	defer h.Close()
-	first := make(chan runtime.HandoffEvidence, 1)
-	go func() { first <- h.Publish(time.Now().Add(30*time.Second), q.DeadLetterQueue, order(t, "first")) }()
+	first := make(chan outcome.HandoffEvidence, 1)
+	go func() {
+		first <- h.Publish(time.Now().Add(30*time.Second), q.DeadLetterQueue, order(t, "first"), always)
+	}()
 	eventually(t, 5*time.Second, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
-	late := h.Publish(time.Now().Add(300*time.Millisecond), q.DeadLetterQueue, order(t, "late"))
-	if late.Status != runtime.HandoffTimedOut || late.Published {
+	late := h.Publish(time.Now().Add(300*time.Millisecond), q.DeadLetterQueue, order(t, "late"), always)
+	if late.Status != outcome.HandoffTimedOut || late.Published {
 		t.Errorf("handoff out of time: %+v; want timed out, not published", late)
 	}
-	if ev := <-first; ev.Status != runtime.HandoffConfirmed {
+	if ev := <-first; ev.Status != outcome.HandoffConfirmed {
 		t.Errorf("the dialling handoff: %+v; want confirmed", ev)
 	}
 	if conns := p.Conns(); len(conns) != 1 {

@@ -1,6 +1,9 @@
 package runtime
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Inbox deduplicates deliveries within one database, and no further: it
 // claims a message id for one consumer inside the transaction that also
@@ -8,13 +11,13 @@ import "context"
 // the work does.
 type Inbox interface {
 	// Begin opens a transaction and claims (consumer, messageID) in it, within
-	// ctx. On InboxClaimed the transaction is open and the handler runs in it.
-	// On InboxDuplicate (the id already committed) or InboxDeferred (a lease
-	// held by another worker, a lock timeout, transient errors that outlasted
-	// their retries) there is no open transaction and tx is nil; reason says
-	// why, briefly. An error is an infrastructure failure (no connection, say):
-	// the runtime defers the delivery.
-	Begin(ctx context.Context, consumer, messageID string) (tx InboxTx, status ClaimStatus, reason string, err error)
+	// ctx; the handler then runs in the transaction. An error that wraps
+	// ErrDuplicate says the id already committed: the delivery is ACKed
+	// without the handler. Any other error says the claim cannot be decided
+	// now (a lease held by another worker, a lock timeout, no connection):
+	// the runtime defers the delivery, which costs no retry, and the error
+	// says why. On an error no transaction is left open.
+	Begin(ctx context.Context, consumer, messageID string) (InboxTx, error)
 }
 
 // InboxTx is the open transaction of a claim. The runtime calls Commit or
@@ -23,29 +26,22 @@ type InboxTx interface {
 	// Bind returns the handler's context, carrying the transaction for the
 	// adapter's typed accessor.
 	Bind(ctx context.Context) context.Context
-	// Commit commits the claim with the handler's writes and says what the
-	// database said: CommitCommitted, CommitFailed, or CommitAmbiguous when
-	// the outcome stays unknown after the adapter tried, within ctx, to find
-	// it out: ctx bounds the commit and that search together (the step
-	// timeout, so leave it room). detail explains a failure, briefly.
-	Commit(ctx context.Context) (evidence CommitEvidence, detail string)
+	// Commit commits the claim with the handler's writes, within ctx (the
+	// step timeout, which also bounds finding out an unknown outcome: leave
+	// it room). nil: committed. An error that wraps ErrCommitAmbiguous: the
+	// outcome stays unknown after the adapter tried to find it out. Any other
+	// error: not committed.
+	Commit(ctx context.Context) error
 	// Rollback abandons the claim and the handler's writes.
 	Rollback(ctx context.Context)
 }
 
-// ClaimStatus is the inbox's answer to a claim.
-type ClaimStatus int
-
-// The answers an inbox gives.
-const (
-	InboxClaimed ClaimStatus = iota + 1
-	InboxDuplicate
-	InboxDeferred
+var (
+	// ErrDuplicate is what an Inbox's Begin wraps when the message id's work
+	// has already committed.
+	ErrDuplicate = errors.New("lily: duplicate: the inbox holds this message's committed work")
+	// ErrCommitAmbiguous is what an InboxTx's Commit wraps when the commit's
+	// outcome stays unknown: the delivery is deferred, and its redelivery meets
+	// the claim if the commit went through.
+	ErrCommitAmbiguous = errors.New("lily: the commit's outcome is unknown")
 )
-
-var claimNames = [...]string{"", "claimed", "duplicate", "deferred"}
-
-func (s ClaimStatus) String() string { return enumName(claimNames[:], int(s)) }
-
-// MarshalText writes the status by name in JSON reports.
-func (s ClaimStatus) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

@@ -6,19 +6,27 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/internal/memory"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/runtime/internal/settle"
 )
 
 // process carries one delivery through its journey: guard, dispatch, handler;
 // then the executor settles it by decide's plans, and the record is written.
-func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received time.Time, sl *slot) {
-	auth := newAuthority(d, gen)
-	id := sanitize(d.MessageId, 128)
+func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time, sl *slot) {
+	auth := settle.NewAuthority(d.DeliveryTag, gen)
+	id := sanitize.Text(d.MessageId, maxIDText)
 	token := r.report.begin(id)
-	c.emit(Event{Stage: StageReceived, MessageID: id, Generation: gen.id})
-	var o Outcome
+	c.emit(event{stage: stageReceived, messageID: id, generation: gen.ID})
+	var o outcome.Outcome
 	// release is the journey's share in freeing the delivery's work for a
 	// redelivery of it (nil when there is none); the handler's return is the
 	// other share.
@@ -28,51 +36,51 @@ func (c *Consumer) process(r *run, gen *generation, d *amqp.Delivery, received t
 			release()
 		}
 	}()
-	env, verdict, reason := guard(d, c.spec.MaxBodyBytes, c.cfg.Limits, received)
+	env, verdict, reason := guard.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
 	attempt := 1
 	switch verdict {
-	case guardOversized:
-		o.Rejection, o.Reason = RejectOversized, reason
-	case guardPoison:
-		o.Rejection, o.Reason = RejectPoison, reason
+	case guard.Oversized:
+		o.Rejection, o.Reason = outcome.RejectOversized, reason
+	case guard.Poison:
+		o.Rejection, o.Reason = outcome.RejectPoison, reason
 	default:
 		attempt = env.Attempt
-		work := workKey{d.MessageId, attempt}
-		if !r.busy.start(work) {
+		work := memory.Work{ID: d.MessageId, Attempt: attempt}
+		if !r.busy.Start(work) {
 			o.Deferred, o.Reason = true, "the same message and attempt is being handled by another delivery in this consumer"
 			break
 		}
 		// The work is free again once the executor has remembered how it
 		// ended (or requeues it), and its handler has returned, which may be
 		// after this journey ends: the later of the two frees it.
-		release = countdown(2, func() { r.busy.done(work) })
+		release = countdown(2, func() { r.busy.Done(work) })
 		handlerReturned := release
-		if r.completed.count(work) > 0 {
+		if r.completed.Count(work) > 0 {
 			o.CompletedEarlier = true
-			c.emit(Event{Stage: StageFromRecord, MessageID: id, Attempt: attempt, Generation: gen.id})
+			c.emit(event{stage: stageFromRecord, messageID: id, attempt: attempt, generation: gen.ID})
 		} else if route, ok := c.routes.dispatch(env); ok {
 			// pipeline hands handlerReturned back, or (a handler abandoned
 			// at its timeout) leaves it to the handler's late return.
-			o, handlerReturned = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.Budget()), handlerReturned)
-			c.emit(Event{Stage: StageHandled, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Handler.Cause})
+			o, handlerReturned = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.budget()), handlerReturned)
+			c.emit(event{stage: stageHandled, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Handler.Cause})
 		} else {
-			o.Rejection, o.Reason = RejectUnsupported, unsupported(env)
+			o.Rejection, o.Reason = outcome.RejectUnsupported, unsupported(env)
 		}
 		if handlerReturned != nil {
 			handlerReturned()
 		}
 	}
-	if o.Rejection != NotRejected {
-		c.emit(Event{Stage: StageRejected, MessageID: id, Attempt: attempt, Generation: gen.id, Detail: o.Rejection.String() + ": " + o.Reason})
+	if o.Rejection != outcome.NotRejected {
+		c.emit(event{stage: stageRejected, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Rejection.String() + ": " + o.Reason})
 	}
 	free := release
 	release = nil // execute frees it
-	plan := c.execute(r, gen, token, d, env, &o, auth, attempt, received.Add(c.spec.Budget()), free)
-	c.record(r, gen.id, token, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)))
+	plan := c.execute(r, gen, token, d, env, &o, auth, attempt, received.Add(c.spec.budget()), free)
+	c.record(r, gen.ID, token, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)), o)
 }
 
-func unsupported(env *Envelope) string {
-	return sanitize(env.Type, 64) + " v" + strconv.Itoa(env.Version) + " as " + sanitize(env.ContentType, 64) + " has no route"
+func unsupported(env *guard.Envelope) string {
+	return sanitize.Text(env.Type, 64) + " v" + strconv.Itoa(env.Version) + " as " + sanitize.Text(env.ContentType, 64) + " has no route"
 }
 
 // callHandler runs the route under the handler timeout, on a worker of its own so
@@ -81,22 +89,21 @@ func unsupported(env *Envelope) string {
 // result no longer decides anything, and late runs on its goroutine once it
 // returns (to roll back its transaction and clean up its scope, which it may
 // still be using until then).
-func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Route, rd RawDelivery, late func()) HandlerResult {
+func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route route, rd RawDelivery, late func()) outcome.HandlerResult {
 	if closed(r.aborted) {
 		// Not started, so nothing is abandoned: the caller ends the scope.
-		return HandlerResult{Kind: KindRetryable, Cause: "not started: the consumer aborted", Cancelled: true}
+		return outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: "not started: the consumer aborted", Cancelled: true}
 	}
 	timesOut := time.Now().Add(c.spec.HandlerTimeout)
 	ctx, cancel := context.WithDeadlineCause(base, timesOut, errHandlerTimeout)
 	defer cancel()
-	ctx = context.WithValue(ctx, deliveryKey{}, rd)
-	call := &handlerCall{done: make(chan HandlerResult, 1)}
+	call := &handlerCall{done: make(chan outcome.HandlerResult, 1)}
 	r.handlers.start()
 	sl.hold()
-	r.workers.run(func() {
+	r.workers.Run(func() {
 		defer sl.release()
 		res := invoke(ctx, route, rd)
-		r.handlers.end(res.Panicked)
+		r.handlers.end()
 		call.mu.Lock()
 		abandoned := call.gaveUp
 		call.done <- res
@@ -106,7 +113,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 		}
 	})
 	done := call.done
-	giveUp := func(res HandlerResult) HandlerResult {
+	giveUp := func(res outcome.HandlerResult) outcome.HandlerResult {
 		call.mu.Lock()
 		defer call.mu.Unlock()
 		select {
@@ -121,10 +128,10 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 	// The force notification (or the scope) may cancel ctx, which does not end
 	// the wait: work that completes in the force window still settles. Only
 	// the handler timeout and the final abort stop waiting.
-	timedOut := func() HandlerResult {
-		return HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true}
+	timedOut := func() outcome.HandlerResult {
+		return outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "handler timed out after " + c.spec.HandlerTimeout.String(), TimedOut: true}
 	}
-	aborted := HandlerResult{Ran: true, Kind: KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true}
+	aborted := outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true}
 	select {
 	case res := <-done:
 		return c.handled(r, res)
@@ -151,7 +158,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route Rou
 type handlerCall struct {
 	mu     sync.Mutex // orders the handler's return against the wait giving up
 	gaveUp bool
-	done   chan HandlerResult
+	done   chan outcome.HandlerResult
 }
 
 // errHandlerTimeout is the cause of a handler context's end at the handler
@@ -160,29 +167,38 @@ var errHandlerTimeout = errors.New("lily: handler timeout")
 
 // handled marks a handler that failed once the force notification cancelled
 // it: it failed because of the shutdown.
-func (c *Consumer) handled(r *run, res HandlerResult) HandlerResult {
+func (c *Consumer) handled(r *run, res outcome.HandlerResult) outcome.HandlerResult {
 	res.Cancelled = res.Kind != 0 && r.work.Err() != nil
 	return res
 }
 
 // invoke calls the route and turns a panic into a retryable failure: like a
 // plain error it is unclassified, and the retry policy bounds how often it runs.
-func invoke(ctx context.Context, route Route, rd RawDelivery) (res HandlerResult) {
+func invoke(ctx context.Context, route route, rd RawDelivery) (res outcome.HandlerResult) {
 	defer func() {
 		if p := recover(); p != nil {
-			res = HandlerResult{Ran: true, Kind: KindRetryable, Panicked: true, Cause: sanitize(fmt.Sprint("panic: ", p), maxCause)}
+			res = outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Panicked: true, Cause: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
 		}
 	}()
 	err := route(ctx, rd)
-	res = HandlerResult{Ran: true, Kind: KindOf(err)}
-	if qe, ok := err.(*QueueHandlerError); ok && qe.Cause != nil {
-		err = qe.Cause // the kind is kept apart; the cause says what went wrong
+	res = outcome.HandlerResult{Ran: true, Kind: kindOf(err)}
+	if qe, ok := err.(*QueueHandlerError); ok && qe.cause != nil {
+		err = qe.cause // the kind is kept apart; the cause says what went wrong
 	}
 	if err != nil {
-		res.Cause = sanitize(err.Error(), maxCause)
+		res.Cause = sanitize.Text(err.Error(), decide.MaxCause)
 	}
 	return res
 }
 
-// maxCause bounds a failure's text in records, logs and failure headers.
-const maxCause = 200
+// countdown returns a func that runs done on its n-th call: each of n
+// parties calls it once, and the last one runs done.
+func countdown(n int32, done func()) func() {
+	var left atomic.Int32
+	left.Store(n)
+	return func() {
+		if left.Add(-1) == 0 {
+			done()
+		}
+	}
+}

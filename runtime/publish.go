@@ -4,6 +4,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/guard"
 )
 
 // Publishing is a message to publish; generated producers return it so that
@@ -19,7 +21,7 @@ func NewPublishing(messageType string, version int, messageID string, body []byt
 		MessageId:    messageID,
 		Type:         messageType,
 		Timestamp:    time.Now().UTC().Truncate(time.Second),
-		Headers:      amqp.Table{HeaderVersion: int64(version)},
+		Headers:      amqp.Table{guard.HeaderVersion: int64(version)},
 		Body:         body,
 	}
 }

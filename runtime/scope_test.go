@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,8 +32,8 @@ func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 				return errors.New("temp file not removed")
 			}, nil
 		}
-		cfg.AfterDelivery = func(_ context.Context, _ runtime.RawDelivery, o runtime.Outcome) error {
-			after.Store(o.Cleanup != "")
+		cfg.AfterDelivery = func(_ context.Context, _ runtime.RawDelivery, soFar runtime.Record) error {
+			after.Store(soFar.Reason == "cleanup: temp file not removed" && soFar.Handler == "ok")
 			return nil
 		}
 	})
@@ -41,10 +42,10 @@ func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 	if !sawScope.Load() || !cleaned.Load() || !after.Load() {
 		t.Errorf("scope seen %v, cleanup ran %v, after_delivery saw the cleanup failure %v", sawScope.Load(), cleaned.Load(), after.Load())
 	}
-	if rec.Cleanup != "temp file not removed" || rec.Reason != "cleanup failed on attempt 1 of 3: cleanup: temp file not removed" {
-		t.Errorf("record: cleanup %q, reason %q", rec.Cleanup, rec.Reason)
+	if rec.Handler != "ok" || rec.Reason != "cleanup failed on attempt 1 of 3: cleanup: temp file not removed" {
+		t.Errorf("record: handler %q, reason %q", rec.Handler, rec.Reason)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
 }
 
 // A scope that cannot open is a retryable failure, and the handler never runs.
@@ -61,8 +62,8 @@ func TestBrokerScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
 	})
 	rec := c.await(1)[0]
 	wantPath(t, rec, runtime.PathRetried)
-	if calls.Load() != 0 || rec.Handler.Cause != "scope: pool exhausted" {
-		t.Errorf("handler calls %d, record %+v", calls.Load(), rec.Handler)
+	if calls.Load() != 0 || rec.Handler != "" || !strings.HasSuffix(rec.Reason, ": scope: pool exhausted") {
+		t.Errorf("handler calls %d, record %+v", calls.Load(), rec)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.RetryBucket(time.Hour): {1, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
 }

@@ -10,11 +10,17 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/runtime/internal/settle"
+	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
 // session is one connection and its consumer channel: one generation.
 type session struct {
-	gen        *generation
+	gen        *settle.Generation
 	conn       *amqp.Connection
 	ch         *amqp.Channel
 	tag        string
@@ -44,7 +50,7 @@ type session struct {
 
 // call runs one synchronous method on the consumer channel, bounded by ctx.
 func (s *session) call(ctx context.Context, method func() error) error {
-	return boundedErr(ctx, func() error {
+	return step.DoErr(ctx, func() error {
 		s.rpc.Lock()
 		defer s.rpc.Unlock()
 		return method()
@@ -87,7 +93,7 @@ func (s *session) broke(err *amqp.Error) {
 		return // the channel and its connection report the same loss
 	}
 	s.broken = true
-	s.gen.revoke()
+	s.gen.Revoke()
 	why := fmt.Errorf("lily: the consumer channel closed: %w", err)
 	if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
 		why = fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err)
@@ -120,7 +126,7 @@ func (s *session) closedCleanly(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
-		return errStepTimeout
+		return step.ErrTimeout
 	}
 }
 
@@ -144,7 +150,7 @@ func (s *slot) release() {
 // channel, set prefetch and start consuming. Every step is bounded, and ctx
 // ending stops the attempt.
 func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
-	conn, err := boundedOpen(ctx, func() (*amqp.Connection, error) { return c.dial("consume") }, c.closeConn)
+	conn, err := step.Open(ctx, func() (*amqp.Connection, error) { return c.dial("consume") }, c.closeConn)
 	if err != nil {
 		return nil, err
 	}
@@ -157,43 +163,43 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 		defer close(s.proverDone)
 		c.proveEvery(r, s)
 	}()
-	c.emit(Event{Stage: StageConnected, Generation: s.gen.id})
+	c.emit(event{stage: stageConnected, generation: s.gen.ID})
 	return s, nil
 }
 
 func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
-	topo, err := bounded(ctx, conn.Channel)
+	topo, err := step.Do(ctx, conn.Channel)
 	if err != nil {
 		return nil, fmt.Errorf("lily: open topology channel: %w", err)
 	}
-	if err := boundedErr(ctx, func() error { return DeclareTopology(topo, c.spec) }); err != nil {
+	if err := step.DoErr(ctx, func() error { return DeclareTopology(topo, c.spec) }); err != nil {
 		return nil, fmt.Errorf("lily: %w", err)
 	}
 	_ = topo.Close()
-	ch, err := bounded(ctx, conn.Channel)
+	ch, err := step.Do(ctx, conn.Channel)
 	if err != nil {
 		return nil, fmt.Errorf("lily: open consumer channel: %w", err)
 	}
-	if err := boundedErr(ctx, func() error { return ch.Qos(c.spec.Prefetch, 0, false) }); err != nil {
+	if err := step.DoErr(ctx, func() error { return ch.Qos(c.spec.Prefetch, 0, false) }); err != nil {
 		return nil, fmt.Errorf("lily: set prefetch: %w", err)
 	}
 	s := &session{
 		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
 		lost: make(chan struct{}), chEnded: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
 	}
-	s.lostAfterCancel = func(why error) { c.intakeLost(r, s.gen.id, why) }
+	s.lostAfterCancel = func(why error) { c.intakeLost(r, s.gen.ID, why) }
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	cancelled := ch.NotifyCancel(make(chan string, 1))
-	s.deliveries, err = bounded(ctx, func() (<-chan amqp.Delivery, error) {
+	s.deliveries, err = step.Do(ctx, func() (<-chan amqp.Delivery, error) {
 		return ch.Consume(c.spec.Name, s.tag, false, false, false, false, nil)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
 	}
-	s.gen.settler = newSettler(ch, s.gen, c.spec.Prefetch)
+	s.gen.Settler = settle.NewSettler(ch, s.gen, c.spec.Prefetch)
 	go s.watch(chClosed, connClosed, cancelled)
 	return s, nil
 }
@@ -212,7 +218,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 				return c.whyLost(s)
 			}
 			received := time.Now()
-			s.gen.settler.received(d.DeliveryTag)
+			s.gen.Settler.Received(d.DeliveryTag)
 			select {
 			case r.slots <- struct{}{}:
 			case <-ctx.Done():
@@ -222,7 +228,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			r.deliveries.Add(1)
 			sl := &slot{slots: r.slots}
 			sl.hold()
-			r.workers.run(func() {
+			r.workers.Run(func() {
 				defer r.deliveries.Done()
 				defer sl.release()
 				c.process(r, s.gen, &d, received, sl)
@@ -235,9 +241,9 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 // started: held, and whatever the client had buffered. After the cancel, so
 // the broker does not hand them straight back.
 func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
-	start := time.Now()
+	end := c.phase(r, "stop intake")
 	r.stopOnce.Do(func() { close(r.stopping) })
-	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
+	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })
 	if held != nil {
@@ -247,21 +253,21 @@ func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 		// Once the cancel is done the client closes deliveries after handing
 		// over what it had buffered.
 		for d := range s.deliveries {
-			s.gen.settler.received(d.DeliveryTag)
+			s.gen.Settler.Received(d.DeliveryTag)
 			c.notStarted(r, s.gen, &d)
 		}
 	}
-	c.phase(r, "stop intake", start)
+	end()
 }
 
 // notStarted requeues a delivery that was received but never started.
-func (c *Consumer) notStarted(r *run, gen *generation, d *amqp.Delivery) {
-	o := Outcome{Settlement: newAuthority(d, gen).nack(stepDeadline(c.cfg.StepTimeout, time.Time{}), true)}
-	rec := newRecord(c.spec, d, nil, 0, o, Plan{Reason: "received but not started before shutdown"}, 0)
-	if o.Settlement.Status == NackSent {
+func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery) {
+	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
+	rec := newRecord(c.spec, d, nil, 0, o, decide.Plan{Reason: "received but not started before shutdown"}, 0)
+	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(r, gen.id, 0, rec)
+	c.record(r, gen.ID, 0, rec, o)
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.
@@ -295,11 +301,11 @@ func (s *session) stopProver() {
 // lost ends a session that died under us: its authority is revoked, its
 // unproven ACKs are ambiguous, and its connection is closed.
 func (c *Consumer) lost(r *run, s *session, why error) {
-	s.gen.revoke()
+	s.gen.Revoke()
 	s.stopProver()
-	s.gen.settler.close()
-	c.intakeLost(r, s.gen.id, why)
-	c.acksAmbiguous(r, s.gen, s.gen.acks.close(), "the channel was lost before the proof")
+	s.gen.Settler.Close()
+	c.intakeLost(r, s.gen.ID, why)
+	c.acksAmbiguous(r, s.gen, s.gen.Acks.Close(), "the channel was lost before the proof")
 	c.closeConn(s.conn)
 }
 
@@ -307,7 +313,7 @@ func (c *Consumer) lost(r *run, s *session, why error) {
 // when no session opened): a line in Report.Lost, then the event, so that a
 // reader of the event finds the line already there.
 func (c *Consumer) intakeLost(r *run, gen uint64, why error) {
-	detail := sanitize(why.Error(), maxCause)
+	detail := sanitize.Text(why.Error(), decide.MaxCause)
 	r.report.lostIntake(detail)
-	c.emit(Event{Stage: StageLost, Generation: gen, Detail: detail})
+	c.emit(event{stage: stageLost, generation: gen, detail: detail})
 }

@@ -4,6 +4,10 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
 // shutdown runs the stop phases after intake has stopped (stopIntake cancelled
@@ -25,7 +29,7 @@ import (
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
 	r.stopOnce.Do(func() { close(r.stopping) })
-	start := time.Now()
+	end := c.phase(r, "cooperative window")
 	finished := waitChan(&r.deliveries)
 	grace := time.NewTimer(c.cfg.ShutdownGrace)
 	defer grace.Stop()
@@ -34,28 +38,28 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	case <-grace.C:
 	case <-c.forceNow:
 	}
-	c.phase(r, "cooperative window", start)
+	end()
 
 	if !closed(finished) {
-		start = time.Now()
+		end = c.phase(r, "force window")
 		r.force()
 		waitFor(finished, c.cfg.ForceWindow)
-		c.phase(r, "force window", start)
+		end()
 	}
 
-	start = time.Now()
+	end = c.phase(r, "final abort")
 	r.revokeAll()
 	r.force()
 	close(r.aborted)
-	ends := r.handlers.ends()
-	c.phase(r, "final abort", start)
+	abandoned := r.handlers.abandoned()
+	end()
 
-	start = time.Now()
+	end = c.phase(r, "close")
 	if s != nil {
 		c.closeSession(r, s)
 	}
-	c.phase(r, "close", start)
-	return r.report.seal(c.spec.Name, ends)
+	end()
+	return r.report.seal(c.spec.Name, abandoned)
 }
 
 // closeSession closes the consumer channel cleanly: its close-ok is the proof
@@ -63,15 +67,15 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 // (amqp091 answers Close on a closed channel with nil): its ACKs are ambiguous.
 func (c *Consumer) closeSession(r *run, s *session) {
 	s.stopProver()
-	s.gen.settler.close()
-	ctx, cancel := stepContext(c.cfg.StepTimeout, time.Time{})
+	s.gen.Settler.Close()
+	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	var err error
 	switch {
 	case s.gone():
 		err = s.why
-		r.report.lostIntake(sanitize(err.Error(), maxCause))
-	case !s.gen.settler.stopped(ctx):
+		r.report.lostIntake(sanitize.Text(err.Error(), decide.MaxCause))
+	case !s.gen.Settler.Stopped(ctx):
 		// A write still running could reach the broker after channel.close,
 		// which discards it: the close-ok would prove an ACK that never counted.
 		err = errors.New("a settlement write did not return in time")
@@ -81,18 +85,25 @@ func (c *Consumer) closeSession(r *run, s *session) {
 			err = s.closedCleanly(ctx)
 		}
 	}
-	if acks := s.gen.acks.close(); err == nil {
+	if acks := s.gen.Acks.Close(); err == nil {
 		c.acksProven(r, s.gen, acks)
 	} else {
-		c.acksAmbiguous(r, s.gen, acks, "the channel did not close cleanly: "+sanitize(err.Error(), 120))
+		c.acksAmbiguous(r, s.gen, acks, "the channel did not close cleanly: "+sanitize.Text(err.Error(), 120))
 	}
 	c.closeConn(s.conn)
 }
 
-func (c *Consumer) phase(r *run, name string, start time.Time) {
-	took := time.Since(start)
-	r.report.phase(name, took)
-	c.emit(Event{Stage: StagePhase, Detail: name, Duration: took})
+// phase starts the shutdown phase name and returns what ends it: an event as
+// it starts and one with its duration as it ends, so that the log shows each
+// phase when it happens, and its line in the report.
+func (c *Consumer) phase(r *run, name string) (end func()) {
+	start := time.Now()
+	c.emit(event{stage: stagePhase, detail: name + ": started"})
+	return func() {
+		took := time.Since(start)
+		r.report.phase(name, took)
+		c.emit(event{stage: stagePhase, detail: name + ": ended", duration: took})
+	}
 }
 
 func waitChan(wg *sync.WaitGroup) <-chan struct{} {

@@ -82,7 +82,7 @@ func runDemo(url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Lily demo: queue %q, retry buckets %v, DLQ %q\n\n", spec.Name, spec.Retry.Delays, spec.DeadLetterQueue)
+	fmt.Printf("Lily demo: queue %q, retry buckets %v, DLQ %q\n\n", spec.Name, spec.RetryDelays, spec.DeadLetterQueue)
 
 	var mu sync.Mutex
 	settled := map[string]bool{}
@@ -138,7 +138,7 @@ func runDemo(url string) error {
 func describe(spec runtime.QueueSpec, rec runtime.Record) string {
 	switch rec.Path {
 	case runtime.PathRetried, runtime.PathDeadLettered:
-		return fmt.Sprintf("%s → %s", rec.Path, rec.Handoff.Destination)
+		return fmt.Sprintf("%s → %s", rec.Path, rec.Destination)
 	case runtime.PathBrokerDeadLettered:
 		return fmt.Sprintf("%s → %s", rec.Path, spec.DeadLetterQueue)
 	}
@@ -193,7 +193,7 @@ func printQueues(url string, spec runtime.QueueSpec) error {
 			if err != nil || !ok {
 				return err
 			}
-			why, _ := d.Headers[runtime.HeaderFailureReason].(string)
+			why, _ := d.Headers["x-lily-failure-reason"].(string)
 			if why == "" {
 				why = "dead-lettered by the broker (x-death: rejected)"
 			}
@@ -202,10 +202,12 @@ func printQueues(url string, spec runtime.QueueSpec) error {
 	})
 }
 
+// queueNames lists the queues of spec's topology: the main queue, a retry
+// bucket <name>.retry.<delay> per delay, and the DLQ (docs/runtime.md).
 func queueNames(spec runtime.QueueSpec) []string {
 	names := []string{spec.Name}
-	for _, d := range spec.Retry.Delays {
-		names = append(names, spec.RetryBucket(d))
+	for _, d := range spec.RetryDelays {
+		names = append(names, spec.Name+".retry."+d.String())
 	}
 	return append(names, spec.DeadLetterQueue)
 }

@@ -48,7 +48,7 @@ func (o orders) place(tenant, id string, cents int64, d runtime.RawDelivery) err
 
 func main() {
 	demo := flag.Bool("demo", false, "publish one message per settlement path, show where each went, then stop")
-	url := flag.String("url", envOr("LILY_AMQP_URL", runtime.DefaultURL), "RabbitMQ URL")
+	url := flag.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
 	flag.Parse()
 
 	if *demo {

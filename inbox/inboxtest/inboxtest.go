@@ -7,6 +7,7 @@ package inboxtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -43,7 +44,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("rollback then claim again", func(t *testing.T) {
 		t.Parallel()
 		c := newCase(t, h)
-		tx := c.claim(c.consumer, "m1", runtime.InboxClaimed)
+		tx := c.claim(c.consumer, "m1")
 		c.write(tx, c.consumer, "m1")
 		tx.Rollback(c.ctx)
 		c.expect(c.consumer, "m1", 0)
@@ -55,10 +56,8 @@ func Run(t *testing.T, h Harness) {
 		t.Parallel()
 		c := newCase(t, h)
 		type answer struct {
-			tx     runtime.InboxTx
-			status runtime.ClaimStatus
-			reason string
-			err    error
+			tx  runtime.InboxTx
+			err error
 		}
 		answers := make([]answer, 2)
 		var wg sync.WaitGroup
@@ -67,7 +66,7 @@ func Run(t *testing.T, h Harness) {
 			wg.Go(func() {
 				<-start
 				a := &answers[i]
-				a.tx, a.status, a.reason, a.err = h.Inbox.Begin(c.ctx, c.consumer, "m1")
+				a.tx, a.err = h.Inbox.Begin(c.ctx, c.consumer, "m1")
 			})
 		}
 		close(start)
@@ -75,22 +74,19 @@ func Run(t *testing.T, h Harness) {
 		var won runtime.InboxTx
 		deferred := 0
 		for _, a := range answers {
-			if a.err != nil {
-				t.Fatalf("Begin: %v", a.err)
-			}
-			switch a.status {
-			case runtime.InboxClaimed:
+			switch {
+			case a.err == nil && a.tx != nil:
 				if won != nil {
 					t.Fatal("both concurrent claims were granted")
 				}
 				won = a.tx
-			case runtime.InboxDeferred:
+			case a.err != nil && !errors.Is(a.err, runtime.ErrDuplicate):
 				deferred++
-				if a.tx != nil || a.reason == "" {
-					t.Errorf("deferred claim: tx %v, reason %q; want no tx and a reason", a.tx, a.reason)
+				if a.tx != nil {
+					t.Errorf("deferred claim (%v) came with a transaction", a.err)
 				}
 			default:
-				t.Errorf("concurrent claim: %v (%s)", a.status, a.reason)
+				t.Errorf("concurrent claim: tx %v, err %v", a.tx, a.err)
 			}
 		}
 		if won == nil || deferred != 1 {
@@ -105,8 +101,8 @@ func Run(t *testing.T, h Harness) {
 		c := newCase(t, h)
 		other := c.consumer + "-other"
 		// Both claims open at once: neither waits for the other.
-		a := c.claim(c.consumer, "m1", runtime.InboxClaimed)
-		b := c.claim(other, "m1", runtime.InboxClaimed)
+		a := c.claim(c.consumer, "m1")
+		b := c.claim(other, "m1")
 		c.write(a, c.consumer, "m1")
 		c.write(b, other, "m1")
 		c.commit(a)
@@ -117,7 +113,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("message ids are independent", func(t *testing.T) {
 		t.Parallel()
 		c := newCase(t, h)
-		a := c.claim(c.consumer, "m1", runtime.InboxClaimed)
+		a := c.claim(c.consumer, "m1")
 		c.claimWriteCommit(c.consumer, "m2")
 		c.write(a, c.consumer, "m1")
 		c.commit(a)
@@ -143,27 +139,14 @@ func newCase(t *testing.T, h Harness) *suiteCase {
 // businessKey names the business row a handler writes for a message.
 func businessKey(consumer, id string) string { return consumer + "/" + id }
 
-func (c *suiteCase) claim(consumer, id string, want runtime.ClaimStatus) runtime.InboxTx {
+// claim wants Begin to claim id for consumer, with an open transaction.
+func (c *suiteCase) claim(consumer, id string) runtime.InboxTx {
 	c.t.Helper()
-	tx, status, reason, err := c.h.Inbox.Begin(c.ctx, consumer, id)
-	if err != nil {
-		c.t.Fatalf("Begin(%s, %s): %v", consumer, id, err)
+	tx, err := c.h.Inbox.Begin(c.ctx, consumer, id)
+	if err != nil || tx == nil {
+		c.t.Fatalf("Begin(%s, %s) = %v, %v; want a claim", consumer, id, tx, err)
 	}
-	if status != want {
-		if tx != nil {
-			tx.Rollback(c.ctx)
-		}
-		c.t.Fatalf("Begin(%s, %s) = %v (%s), want %v", consumer, id, status, reason, want)
-	}
-	if (tx != nil) != (status == runtime.InboxClaimed) {
-		c.t.Fatalf("Begin(%s, %s) = %v with tx %v: a transaction comes with a claim only", consumer, id, status, tx)
-	}
-	if status != runtime.InboxClaimed && reason == "" {
-		c.t.Errorf("Begin(%s, %s) = %v without a reason", consumer, id, status)
-	}
-	if tx != nil {
-		c.t.Cleanup(func() { tx.Rollback(context.Background()) })
-	}
+	c.t.Cleanup(func() { tx.Rollback(context.Background()) })
 	return tx
 }
 
@@ -176,14 +159,14 @@ func (c *suiteCase) write(tx runtime.InboxTx, consumer, id string) {
 
 func (c *suiteCase) commit(tx runtime.InboxTx) {
 	c.t.Helper()
-	if ev, detail := tx.Commit(c.ctx); ev != runtime.CommitCommitted {
-		c.t.Fatalf("Commit = %v (%s), want committed", ev, detail)
+	if err := tx.Commit(c.ctx); err != nil {
+		c.t.Fatalf("Commit = %v, want committed", err)
 	}
 }
 
 func (c *suiteCase) claimWriteCommit(consumer, id string) {
 	c.t.Helper()
-	tx := c.claim(consumer, id, runtime.InboxClaimed)
+	tx := c.claim(consumer, id)
 	c.write(tx, consumer, id)
 	c.commit(tx)
 }
@@ -193,7 +176,13 @@ func (c *suiteCase) claimWriteCommit(consumer, id string) {
 func (c *suiteCase) expectDuplicate(consumer, id string) {
 	c.t.Helper()
 	c.expect(consumer, id, 1)
-	c.claim(consumer, id, runtime.InboxDuplicate)
+	tx, err := c.h.Inbox.Begin(c.ctx, consumer, id)
+	if !errors.Is(err, runtime.ErrDuplicate) || tx != nil {
+		if tx != nil {
+			tx.Rollback(c.ctx)
+		}
+		c.t.Fatalf("Begin(%s, %s) = %v, %v; want no transaction and runtime.ErrDuplicate", consumer, id, tx, err)
+	}
 	c.expect(consumer, id, 1)
 }
 

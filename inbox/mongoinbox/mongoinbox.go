@@ -128,7 +128,7 @@ func key(consumer, messageID string) bson.D {
 }
 
 // Begin takes the lease, then inserts the marker in a new transaction.
-func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, runtime.ClaimStatus, string, error) {
+func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, error) {
 	id := key(consumer, messageID)
 	owner := rand.Text()
 	now := time.Now()
@@ -139,17 +139,17 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "claimed_until", Value: now.Add(in.opts.Lease)}}}},
 		options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
-		return nil, runtime.InboxDeferred, "another worker holds the lease", nil
+		return nil, errors.New("mongoinbox: another worker holds the lease")
 	}
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("mongoinbox: lease: %w", err)
+		return nil, fmt.Errorf("mongoinbox: lease: %w", err)
 	}
 	c := &claimTx{in: in, id: id, owner: owner}
 	for try := 0; ; try++ {
 		err := c.start(ctx, now)
 		if err == nil {
 			c.renew()
-			return c, runtime.InboxClaimed, "", nil
+			return c, nil
 		}
 		c.abort(ctx)
 		switch {
@@ -162,10 +162,10 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 			// Most often another worker's open transaction holds the marker:
 			// its lease expired while its handler still ran.
 			c.release()
-			return nil, runtime.InboxDeferred, "transient transaction error, retries spent: " + err.Error(), nil
+			return nil, fmt.Errorf("mongoinbox: transient transaction error, retries spent: %w", err)
 		default:
 			c.release()
-			return nil, 0, "", fmt.Errorf("mongoinbox: claim: %w", err)
+			return nil, fmt.Errorf("mongoinbox: claim: %w", err)
 		}
 	}
 }
@@ -175,16 +175,16 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 // never confirmed it, its lease since expired): a failover would undo it. It
 // is a duplicate only when a majority read finds it; otherwise the claim
 // defers until that commit is decided.
-func (in *Inbox) duplicate(ctx context.Context, id bson.D) (runtime.InboxTx, runtime.ClaimStatus, string, error) {
+func (in *Inbox) duplicate(ctx context.Context, id bson.D) (runtime.InboxTx, error) {
 	majority := in.markers.Clone(options.Collection().SetReadConcern(readconcern.Majority()))
 	err := majority.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Err()
 	switch {
 	case err == nil:
-		return nil, runtime.InboxDuplicate, "already committed for this consumer", nil
+		return nil, fmt.Errorf("mongoinbox: already committed for this consumer: %w", runtime.ErrDuplicate)
 	case errors.Is(err, mongo.ErrNoDocuments):
-		return nil, runtime.InboxDeferred, "the marker is not majority-committed yet: another worker's commit is undecided", nil
+		return nil, errors.New("mongoinbox: the marker is not majority-committed yet: another worker's commit is undecided")
 	default:
-		return nil, 0, "", fmt.Errorf("mongoinbox: read the marker: %w", err)
+		return nil, fmt.Errorf("mongoinbox: read the marker: %w", err)
 	}
 }
 
@@ -301,21 +301,21 @@ func (c *claimTx) Rollback(ctx context.Context) {
 }
 
 // Commit commits, retrying while the result is unknown, within ctx.
-func (c *claimTx) Commit(ctx context.Context) (ev runtime.CommitEvidence, detail string) {
-	ev, detail = runtime.CommitFailed, "already committed or rolled back"
+func (c *claimTx) Commit(ctx context.Context) (err error) {
+	err = errors.New("mongoinbox: already committed or rolled back")
 	c.once.Do(func() {
 		c.stopRenew()
-		ev, detail = commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
+		err = commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
 		end, cancel := cleanupContext(ctx)
 		defer cancel()
 		c.sess.EndSession(end)
 		// An ambiguous commit keeps its lease until it expires, so that a
 		// redelivery defers instead of racing a commit that may yet land.
-		if ev != runtime.CommitAmbiguous {
+		if !errors.Is(err, runtime.ErrCommitAmbiguous) {
 			c.release()
 		}
 	})
-	return ev, detail
+	return err
 }
 
 // commitWithRetry calls commit until it succeeds or fails for certain, or
@@ -324,22 +324,22 @@ func (c *claimTx) Commit(ctx context.Context) (ev runtime.CommitEvidence, detail
 // Once one attempt's result was unknown, a later failure proves nothing about
 // it (a connection error, an unsatisfiable write concern), so only a
 // TransientTransactionError (the transaction is gone) is still a failure.
-func commitWithRetry(ctx context.Context, commit func(context.Context) error, every time.Duration) (runtime.CommitEvidence, string) {
+func commitWithRetry(ctx context.Context, commit func(context.Context) error, every time.Duration) error {
 	unknown := false
 	for {
 		err := commit(ctx)
 		switch {
 		case err == nil:
-			return runtime.CommitCommitted, ""
+			return nil
 		case unknown && !hasLabel(err, "TransientTransactionError") && !unknownResult(ctx, err):
-			return runtime.CommitAmbiguous, "an earlier commit attempt's result is unknown, and this one failed: " + err.Error()
+			return fmt.Errorf("mongoinbox: an earlier commit attempt's result is unknown, and this one failed: %w: %w", err, runtime.ErrCommitAmbiguous)
 		case !unknownResult(ctx, err):
 			// Among these, TransientTransactionError: the transaction is gone
 			// (aborted by the server, a failover) and only a new run of the
 			// handler can redo it.
-			return runtime.CommitFailed, "commit: " + err.Error()
+			return fmt.Errorf("mongoinbox: commit: %w", err)
 		case !pause(ctx, every):
-			return runtime.CommitAmbiguous, "commit result unknown by the deadline: " + err.Error()
+			return fmt.Errorf("mongoinbox: commit result unknown by the deadline: %w: %w", err, runtime.ErrCommitAmbiguous)
 		}
 		unknown = true
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -37,9 +38,9 @@ type consumerEnv struct {
 func newConsumerEnv(t *testing.T) *consumerEnv {
 	e := newEnv(t)
 	c := &consumerEnv{env: e, brokerURL: services.RabbitMQ(t), added: make(chan struct{}, 64), spec: runtime.QueueSpec{
-		Name: e.prefix, Type: runtime.Classic, Prefetch: 8, Concurrency: 4,
-		Retry:           runtime.RetryPolicy{Delays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3},
-		DeadLetterQueue: e.prefix + ".dlq", MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
+		Name: e.prefix, Type: "classic", Prefetch: 8, Concurrency: 4,
+		RetryDelays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3,
+		DeadLetterQueue: e.prefix + ".dlq", MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second,
 	}}
 	ch := c.channel()
 	if err := runtime.DeclareTopology(ch, c.spec); err != nil {
@@ -47,7 +48,8 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 	}
 	t.Cleanup(func() {
 		ch := c.channel()
-		for _, d := range c.spec.Declarations() {
+		t := queue.Topology{Name: c.spec.Name, Type: c.spec.Type, DeadLetterQueue: c.spec.DeadLetterQueue, RetryDelays: c.spec.RetryDelays}
+		for _, d := range queue.Declarations(t) {
 			_, _ = ch.QueueDelete(d.Name, false, false, false)
 		}
 	})
@@ -204,7 +206,7 @@ func TestRedeliveryAfterCommitIsAckedAsDuplicate(t *testing.T) {
 	c.publish("pay-1")
 	var cut atomic.Bool
 	stopFirst := c.run(inbox, c.handle(nil), func(cfg *runtime.Config) {
-		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Outcome) error {
+		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Record) error {
 			if cut.CompareAndSwap(false, true) {
 				name := faults.ConnectionName(c.spec.Name, "consume")
 				if closed, err := faults.CloseConnections(context.Background(), func(n string) bool { return n == name }, "lily test"); err != nil || len(closed) != 1 {
@@ -216,13 +218,13 @@ func TestRedeliveryAfterCommitIsAckedAsDuplicate(t *testing.T) {
 	})
 	first := c.await(1)[0]
 	stopFirst()
-	if first.Commit != runtime.CommitCommitted || first.Path != runtime.PathUnresolved {
+	if first.Commit != "committed" || first.Path != runtime.PathUnresolved {
 		t.Fatalf("first delivery: commit %s, path %s (%s)", first.Commit, first.Path, first.Reason)
 	}
 	c.run(inbox, c.handle(nil), nil)
 	recs := c.await(2)
 	second := recs[len(recs)-1]
-	if second.Path != runtime.PathAcked || second.Claim != runtime.InboxDuplicate || !second.Redelivered {
+	if second.Path != runtime.PathAcked || second.Commit != "duplicate" || !second.Redelivered {
 		t.Errorf("redelivery: %+v", second)
 	}
 	if c.runs.Load() != 1 {
@@ -258,11 +260,11 @@ func TestConcurrentClaimsOneRunsTheOtherDefers(t *testing.T) {
 				t.Errorf("a deferral changed the attempt: %+v", r)
 			}
 			switch {
-			case r.Claim == runtime.InboxClaimed && r.Path == runtime.PathAcked:
+			case r.Commit == "committed" && r.Path == runtime.PathAcked:
 				handled++
-			case r.Claim == runtime.InboxDeferred && r.Path == runtime.PathRequeued:
+			case r.Commit == "deferred" && r.Path == runtime.PathRequeued:
 				deferred++
-			case r.Claim == runtime.InboxDuplicate && r.Path == runtime.PathAcked:
+			case r.Commit == "duplicate" && r.Path == runtime.PathAcked:
 				duplicate++
 			default:
 				t.Errorf("unexpected record %+v", r)
@@ -303,10 +305,10 @@ func TestConnectionKilledDuringCommitNeverWritesTwice(t *testing.T) {
 		return nil
 	}}, nil)
 	recs := c.await(2)
-	if recs[0].Commit != runtime.CommitFailed || recs[0].Path != runtime.PathRetried {
+	if recs[0].Commit != "failed" || recs[0].Path != runtime.PathRetried {
 		t.Errorf("first delivery: commit %s, path %s (%s)", recs[0].Commit, recs[0].Path, recs[0].Reason)
 	}
-	if recs[1].Commit != runtime.CommitCommitted || recs[1].Path != runtime.PathAcked || recs[1].Attempt != 2 {
+	if recs[1].Commit != "committed" || recs[1].Path != runtime.PathAcked || recs[1].Attempt != 2 {
 		t.Errorf("retry: %+v", recs[1])
 	}
 	c.expectRows("pay-3", 1)
@@ -333,10 +335,10 @@ func TestCleanupFailureAfterCommitTakesTheRetryAndMeetsTheDuplicate(t *testing.T
 		}
 	})
 	recs := c.await(2)
-	if recs[0].Commit != runtime.CommitCommitted || recs[0].Path != runtime.PathRetried || recs[0].Cleanup == "" {
+	if recs[0].Commit != "committed" || recs[0].Path != runtime.PathRetried || !strings.Contains(recs[0].Reason, "cleanup") {
 		t.Errorf("first delivery: %+v", recs[0])
 	}
-	if recs[1].Claim != runtime.InboxDuplicate || recs[1].Path != runtime.PathAcked || recs[1].Attempt != 2 {
+	if recs[1].Commit != "duplicate" || recs[1].Path != runtime.PathAcked || recs[1].Attempt != 2 {
 		t.Errorf("retry: %+v", recs[1])
 	}
 	if c.runs.Load() != 1 {
@@ -359,7 +361,7 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 	c.publish("hog-1", "late-2")
 	stepTimeout := func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond }
 	stopFirst := c.run(inbox, c.handle(func(_ context.Context, d runtime.RawDelivery) error {
-		if d.Envelope().MessageID == "hog-1" && d.Attempt() == 1 {
+		if d.MessageID() == "hog-1" && d.Attempt() == 1 {
 			time.Sleep(4500 * time.Millisecond) // abandoned at 2 s, holds the slot on
 			return nil
 		}
@@ -372,7 +374,7 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 			late = rec
 		}
 	}
-	if late.Commit != runtime.CommitCommitted || late.Path != runtime.PathUnresolved {
+	if late.Commit != "committed" || late.Path != runtime.PathUnresolved {
 		t.Fatalf("late-2: commit %s, path %s (%s)", late.Commit, late.Path, late.Reason)
 	}
 	stopFirst()
@@ -384,7 +386,7 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 	}
 	c.run(inbox, c.handle(nil), stepTimeout)
 	recs := c.await(4)
-	if again := recs[len(recs)-1]; again.MessageID != "late-2" || again.Claim != runtime.InboxDuplicate || again.Path != runtime.PathAcked {
+	if again := recs[len(recs)-1]; again.MessageID != "late-2" || again.Commit != "duplicate" || again.Path != runtime.PathAcked {
 		t.Errorf("redelivery of late-2: %+v", again)
 	}
 	if c.runs.Load() != 3 {

@@ -94,10 +94,10 @@ func New(pool *pgxpool.Pool, opts Options) *Inbox {
 const lockNotAvailable = "55P03"
 
 // Begin opens a transaction and inserts the claim row in it.
-func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, runtime.ClaimStatus, string, error) {
+func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, error) {
 	tx, err := in.pool.Begin(ctx)
 	if err != nil {
-		return nil, 0, "", fmt.Errorf("pginbox: begin: %w", err)
+		return nil, fmt.Errorf("pginbox: begin: %w", err)
 	}
 	// set_config(..., true) is SET LOCAL with a bind parameter. The
 	// materialized CTE reads the lock_timeout in force before it is replaced.
@@ -113,7 +113,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	}
 	if err := tx.QueryRow(ctx, set+" FROM prior", args...).Scan(into...); err != nil {
 		_ = tx.Rollback(ctx)
-		return nil, 0, "", fmt.Errorf("pginbox: set timeouts: %w", err)
+		return nil, fmt.Errorf("pginbox: set timeouts: %w", err)
 	}
 	// An uncommitted row with the same key makes this insert wait for its
 	// transaction: committed → conflict, nothing returned; aborted → ours.
@@ -129,16 +129,16 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
-		return &claimTx{in: in, tx: tx, xid: xid}, runtime.InboxClaimed, "", nil
+		return &claimTx{in: in, tx: tx, xid: xid}, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		_ = tx.Rollback(ctx)
-		return nil, runtime.InboxDuplicate, "already committed for this consumer", nil
+		return nil, fmt.Errorf("pginbox: already committed for this consumer: %w", runtime.ErrDuplicate)
 	case errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable:
 		_ = tx.Rollback(ctx)
-		return nil, runtime.InboxDeferred, fmt.Sprintf("another worker holds the claim (waited lock_timeout %s)", in.opts.LockTimeout), nil
+		return nil, fmt.Errorf("pginbox: another worker holds the claim (waited lock_timeout %s)", in.opts.LockTimeout)
 	default:
 		_ = tx.Rollback(ctx)
-		return nil, 0, "", fmt.Errorf("pginbox: claim: %w", err)
+		return nil, fmt.Errorf("pginbox: claim: %w", err)
 	}
 }
 
@@ -182,27 +182,27 @@ func (c *claimTx) Rollback(ctx context.Context) {
 
 // Commit commits and, when the server's answer to COMMIT was lost, asks
 // pg_xact_status on another connection until the answer is known or ctx ends.
-func (c *claimTx) Commit(ctx context.Context) (runtime.CommitEvidence, string) {
+func (c *claimTx) Commit(ctx context.Context) error {
 	err := c.tx.Commit(ctx)
 	if err == nil {
-		return runtime.CommitCommitted, ""
+		return nil
 	}
 	if errors.Is(err, pgx.ErrTxCommitRollback) {
-		return runtime.CommitFailed, "a statement in the transaction failed; COMMIT rolled it back"
+		return errors.New("pginbox: a statement in the transaction failed; COMMIT rolled it back")
 	}
 	// An ERROR is the server's definite answer: the transaction aborted. A
 	// FATAL (the backend terminated) or a broken connection says nothing
 	// about whether the commit record was written.
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.SeverityUnlocalized == "ERROR" {
-		return runtime.CommitFailed, "commit: " + err.Error()
+		return fmt.Errorf("pginbox: commit: %w", err)
 	}
 	return c.in.resolve(ctx, c.xid, err)
 }
 
-// resolve polls pg_xact_status(xid) until it says committed or aborted, or
-// ctx ends: then the outcome stays ambiguous.
-func (in *Inbox) resolve(ctx context.Context, xid string, commitErr error) (runtime.CommitEvidence, string) {
+// resolve polls pg_xact_status(xid) until it says committed (nil) or aborted,
+// or ctx ends: then the outcome stays ambiguous (runtime.ErrCommitAmbiguous).
+func (in *Inbox) resolve(ctx context.Context, xid string, commitErr error) error {
 	lost := fmt.Sprintf("COMMIT's answer lost (%v)", commitErr)
 	last := "not asked"
 	for {
@@ -214,9 +214,9 @@ func (in *Inbox) resolve(ctx context.Context, xid string, commitErr error) (runt
 		case status == nil:
 			last = "pg_xact_status: unknown"
 		case *status == "committed":
-			return runtime.CommitCommitted, lost + "; pg_xact_status says committed"
+			return nil
 		case *status == "aborted":
-			return runtime.CommitFailed, lost + "; pg_xact_status says aborted"
+			return fmt.Errorf("pginbox: %s; pg_xact_status says aborted", lost)
 		default:
 			last = "pg_xact_status: " + *status
 		}
@@ -224,7 +224,7 @@ func (in *Inbox) resolve(ctx context.Context, xid string, commitErr error) (runt
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return runtime.CommitAmbiguous, fmt.Sprintf("%s; unresolved by the deadline, last %s", lost, last)
+			return fmt.Errorf("pginbox: %s; unresolved by the deadline, last %s: %w", lost, last, runtime.ErrCommitAmbiguous)
 		case <-t.C:
 		}
 	}

@@ -133,14 +133,41 @@ func (e *env) countClaims(ctx context.Context, consumer, id string) (n int, err 
 	return n, err
 }
 
-// claim claims the test's message m1 and wants the given status.
-func (e *env) claim(inbox *pginbox.Inbox, want runtime.ClaimStatus) runtime.InboxTx {
+// claim claims the test's message m1 and wants the given answer (claimed,
+// duplicate or deferred).
+func (e *env) claim(inbox *pginbox.Inbox, want string) runtime.InboxTx {
 	e.t.Helper()
-	tx, status, reason, err := inbox.Begin(e.ctx, e.prefix, "m1")
-	if err != nil || status != want {
-		e.t.Fatalf("Begin = %v (%s), %v; want %v", status, reason, err, want)
+	tx, err := inbox.Begin(e.ctx, e.prefix, "m1")
+	if got, detail := answer(tx, err); got != want {
+		e.t.Fatalf("Begin = %s (%s); want %s", got, detail, want)
 	}
 	return tx
+}
+
+// answer names Begin's answer as the runtime reads it: claimed, duplicate or
+// deferred, with the error's text.
+func answer(tx runtime.InboxTx, err error) (word, detail string) {
+	switch {
+	case err == nil && tx != nil:
+		return "claimed", ""
+	case errors.Is(err, runtime.ErrDuplicate):
+		return "duplicate", err.Error()
+	case err != nil:
+		return "deferred", err.Error()
+	}
+	return "neither a transaction nor an error", ""
+}
+
+// said names Commit's answer as the runtime reads it: committed, failed or
+// ambiguous, with the error's text.
+func said(err error) (word, detail string) {
+	switch {
+	case err == nil:
+		return "committed", ""
+	case errors.Is(err, runtime.ErrCommitAmbiguous):
+		return "ambiguous", err.Error()
+	}
+	return "failed", err.Error()
 }
 
 // expect wants n business rows with key k and n claim rows of m1.
@@ -162,7 +189,7 @@ func (e *env) expect(n int) {
 // commit commits tx and wants it committed.
 func (e *env) commit(tx runtime.InboxTx) {
 	e.t.Helper()
-	if ev, detail := tx.Commit(e.ctx); ev != runtime.CommitCommitted {
+	if ev, detail := said(tx.Commit(e.ctx)); ev != "committed" {
 		e.t.Fatalf("Commit = %v (%s), want committed", ev, detail)
 	}
 }
@@ -187,7 +214,7 @@ type prefixed struct {
 	prefix string
 }
 
-func (p *prefixed) Begin(ctx context.Context, consumer, id string) (runtime.InboxTx, runtime.ClaimStatus, string, error) {
+func (p *prefixed) Begin(ctx context.Context, consumer, id string) (runtime.InboxTx, error) {
 	return p.Inbox.Begin(ctx, p.prefix+consumer, id)
 }
 
@@ -197,7 +224,7 @@ func (p *prefixed) Begin(ctx context.Context, consumer, id string) (runtime.Inbo
 func TestClaimTransaction(t *testing.T) {
 	e := newEnv(t)
 	inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 1500 * time.Millisecond})
-	tx := e.claim(inbox, runtime.InboxClaimed)
+	tx := e.claim(inbox, "claimed")
 	ctx := tx.Bind(e.ctx)
 	if err := e.write(ctx, "k", 0); err != nil {
 		t.Fatal(err)
@@ -237,7 +264,7 @@ func TestClaimTransaction(t *testing.T) {
 func TestFailedStatementMeansCommitFailed(t *testing.T) {
 	e := newEnv(t)
 	inbox := pginbox.New(e.pool, pginbox.Options{})
-	tx := e.claim(inbox, runtime.InboxClaimed)
+	tx := e.claim(inbox, "claimed")
 	ctx := tx.Bind(e.ctx)
 	if err := e.write(ctx, "k", 0); err != nil {
 		t.Fatal(err)
@@ -246,7 +273,7 @@ func TestFailedStatementMeansCommitFailed(t *testing.T) {
 	if _, err := h.Exec(ctx, "SELECT 1/0"); err == nil {
 		t.Fatal("1/0 succeeded")
 	}
-	if ev, detail := tx.Commit(e.ctx); ev != runtime.CommitFailed || detail == "" {
+	if ev, detail := said(tx.Commit(e.ctx)); ev != "failed" || detail == "" {
 		t.Fatalf("Commit after a failed statement = %v (%q), want failed with a detail", ev, detail)
 	}
 	e.expect(0)
@@ -260,14 +287,14 @@ func TestDeferredConstraintAtCommitIsFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	inbox := pginbox.New(e.pool, pginbox.Options{})
-	tx := e.claim(inbox, runtime.InboxClaimed)
+	tx := e.claim(inbox, "claimed")
 	ctx := tx.Bind(e.ctx)
 	for range 2 {
 		if err := e.write(ctx, "k", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ev, detail := tx.Commit(e.ctx); ev != runtime.CommitFailed || !strings.Contains(detail, "23505") {
+	if ev, detail := said(tx.Commit(e.ctx)); ev != "failed" || !strings.Contains(detail, "23505") {
 		t.Fatalf("Commit = %v (%q), want failed with SQLSTATE 23505", ev, detail)
 	}
 	e.expect(0)
@@ -282,9 +309,9 @@ func TestBeginWithoutDatabaseIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	tx, status, _, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "c", "m1")
-	if err == nil || tx != nil || status != 0 {
-		t.Fatalf("Begin without a database = %v, %v, %v; want an error", tx, status, err)
+	tx, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "c", "m1")
+	if got, _ := answer(tx, err); got != "deferred" || tx != nil {
+		t.Fatalf("Begin without a database = %v, %v; want no transaction and an error (deferred)", tx, err)
 	}
 }
 
@@ -295,39 +322,37 @@ func TestWaitingClaimFollowsTheHolder(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 10 * time.Second})
-			holder := e.claim(inbox, runtime.InboxClaimed)
+			holder := e.claim(inbox, "claimed")
 			ctx := holder.Bind(e.ctx)
 			if err := e.write(ctx, "k", 0); err != nil {
 				t.Fatal(err)
 			}
 			h, _ := pginbox.Tx(ctx)
-			answer := make(chan runtime.ClaimStatus, 1)
+			answered := make(chan string, 1)
 			go func() {
-				tx, status, _, err := inbox.Begin(e.ctx, e.prefix, "m1")
-				if err != nil {
-					t.Error(err)
-				}
+				tx, err := inbox.Begin(e.ctx, e.prefix, "m1")
+				status, _ := answer(tx, err)
 				if tx != nil {
 					if err := e.write(tx.Bind(e.ctx), "k", 0); err != nil {
 						t.Error(err)
 					}
-					if ev, detail := tx.Commit(e.ctx); ev != runtime.CommitCommitted {
+					if ev, detail := said(tx.Commit(e.ctx)); ev != "committed" {
 						t.Errorf("the waiting claim's Commit = %v (%s)", ev, detail)
 					}
 				}
-				answer <- status
+				answered <- status
 			}()
 			e.waitUntil("a claim waiting on the open one",
 				"SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))",
 				h.Conn().PgConn().PID())
-			want := runtime.InboxClaimed
+			want := "claimed"
 			if holderCommits {
 				e.commit(holder)
-				want = runtime.InboxDuplicate
+				want = "duplicate"
 			} else {
 				holder.Rollback(e.ctx)
 			}
-			if got := <-answer; got != want {
+			if got := <-answered; got != want {
 				t.Fatalf("the waiting claim = %v, want %v", got, want)
 			}
 			e.expect(1)
@@ -359,17 +384,17 @@ func (e *env) waitUntil(what, query string, pid uint32) {
 func TestIdleClaimIsReleased(t *testing.T) {
 	e := newEnv(t)
 	inbox := pginbox.New(e.pool, pginbox.Options{IdleTimeout: 200 * time.Millisecond, LockTimeout: 5 * time.Second})
-	stuck := e.claim(inbox, runtime.InboxClaimed)
+	stuck := e.claim(inbox, "claimed")
 	if err := e.write(stuck.Bind(e.ctx), "k", 0); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
 	began := time.Now()
-	next := e.claim(inbox, runtime.InboxClaimed)
+	next := e.claim(inbox, "claimed")
 	if waited := time.Since(began); waited > time.Second {
 		t.Errorf("the next claim waited %s on a session the server had ended", waited)
 	}
-	if ev, detail := stuck.Commit(e.ctx); ev != runtime.CommitFailed {
+	if ev, detail := said(stuck.Commit(e.ctx)); ev != "failed" {
 		t.Fatalf("the stuck worker's Commit = %v (%s), want failed", ev, detail)
 	}
 	if err := e.write(next.Bind(e.ctx), "k", 0); err != nil {
@@ -384,7 +409,7 @@ func TestIdleClaimIsReleased(t *testing.T) {
 // asleep inside COMMIT, with its pid and a channel for Commit's answer.
 func (e *env) startSlowCommit(inbox *pginbox.Inbox, commitCtx context.Context, pause float64) (pid uint32, done <-chan [2]string) {
 	e.t.Helper()
-	tx := e.claim(inbox, runtime.InboxClaimed)
+	tx := e.claim(inbox, "claimed")
 	ctx := tx.Bind(e.ctx)
 	if err := e.write(ctx, "k", pause); err != nil {
 		e.t.Fatal(err)
@@ -393,8 +418,8 @@ func (e *env) startSlowCommit(inbox *pginbox.Inbox, commitCtx context.Context, p
 	pid = h.Conn().PgConn().PID()
 	answer := make(chan [2]string, 1)
 	go func() {
-		ev, detail := tx.Commit(commitCtx)
-		answer <- [2]string{ev.String(), detail}
+		ev, detail := said(tx.Commit(commitCtx))
+		answer <- [2]string{ev, detail}
 	}()
 	// The backend sleeping in pg_sleep has received COMMIT.
 	e.waitUntil("the backend to sleep in COMMIT",
@@ -413,13 +438,13 @@ func TestBackendKilledDuringCommit(t *testing.T) {
 	if err := e.pool.QueryRow(e.ctx, "SELECT pg_terminate_backend($1)", int64(pid)).Scan(&killed); err != nil || !killed {
 		t.Fatalf("pg_terminate_backend = %v, %v", killed, err)
 	}
-	answer := <-done
-	if answer[0] != "failed" || !strings.Contains(answer[1], "pg_xact_status says aborted") {
-		t.Fatalf("Commit = %s (%s), want failed as pg_xact_status says", answer[0], answer[1])
+	got := <-done
+	if got[0] != "failed" || !strings.Contains(got[1], "pg_xact_status says aborted") {
+		t.Fatalf("Commit = %s (%s), want failed as pg_xact_status says", got[0], got[1])
 	}
 	e.expect(0)
 
-	tx := e.claim(inbox, runtime.InboxClaimed)
+	tx := e.claim(inbox, "claimed")
 	if err := e.write(tx.Bind(e.ctx), "k", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -435,12 +460,13 @@ func TestConnectionLostDuringCommitResolvesCommitted(t *testing.T) {
 	inbox := pginbox.New(proxy.pool(e), pginbox.Options{ResolveEvery: 50 * time.Millisecond})
 	_, done := e.startSlowCommit(inbox, e.ctx, 1)
 	proxy.cut()
-	answer := <-done
-	if answer[0] != "committed" || !strings.Contains(answer[1], "pg_xact_status says committed") {
-		t.Fatalf("Commit = %s (%s), want committed as pg_xact_status says", answer[0], answer[1])
+	got := <-done
+	// The cut took COMMIT's answer: only pg_xact_status could say committed.
+	if got[0] != "committed" {
+		t.Fatalf("Commit = %s (%s), want committed as pg_xact_status says", got[0], got[1])
 	}
 	e.expect(1)
-	e.claim(inbox, runtime.InboxDuplicate)
+	e.claim(inbox, "duplicate")
 }
 
 // As above, but the deadline comes while the server still sleeps in COMMIT:
@@ -453,25 +479,22 @@ func TestConnectionLostDuringCommitUnresolvedIsAmbiguous(t *testing.T) {
 	defer cancel()
 	_, done := e.startSlowCommit(inbox, commitCtx, 4)
 	proxy.cut()
-	answer := <-done
+	got := <-done
 	// On a loaded machine the last look-up may itself time out; either way
 	// the outcome was still unknown at the deadline.
-	if answer[0] != "ambiguous" || !strings.Contains(answer[1], "unresolved by the deadline") {
-		t.Fatalf("Commit = %s (%s), want ambiguous, unresolved by the deadline", answer[0], answer[1])
+	if got[0] != "ambiguous" || !strings.Contains(got[1], "unresolved by the deadline") {
+		t.Fatalf("Commit = %s (%s), want ambiguous, unresolved by the deadline", got[0], got[1])
 	}
 	if n, err := e.countRows(e.ctx, "k"); err != nil || n != 0 {
 		t.Fatalf("%d business rows (%v) while COMMIT still runs; want 0", n, err)
 	}
 	// The requeued message meets the open claim and defers, then the duplicate.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		_, status, _, err := inbox.Begin(e.ctx, e.prefix, "m1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if status == runtime.InboxDuplicate {
+		status, _ := answer(inbox.Begin(e.ctx, e.prefix, "m1"))
+		if status == "duplicate" {
 			break
 		}
-		if status != runtime.InboxDeferred || time.Now().After(deadline) {
+		if status != "deferred" || time.Now().After(deadline) {
 			t.Fatalf("claim while the ambiguous commit finishes = %v; want deferred, then duplicate", status)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/internal/queue"
 )
 
 // Broker-side faults. They use rabbitmqctl (which needs the right to run it)
@@ -74,13 +74,18 @@ func DeleteIfEmpty(brokerURL, queue string) (deleted bool, err error) {
 	return deleted, err
 }
 
-// Restore declares d as runtime.DeclareTopology does: after DeleteIfEmpty,
+// Restore declares d as the runtime does: after DeleteIfEmpty,
 // it brings the queue back.
-func Restore(brokerURL string, d runtime.QueueDeclaration) error {
+func Restore(brokerURL string, d queue.Declaration) error {
 	return OnChannel(brokerURL, func(ch *amqp.Channel) error {
 		_, err := ch.QueueDeclare(d.Name, true, false, false, false, d.Args)
 		return err
 	})
+}
+
+// plainQueue is a queue of that name without arguments, for setting messages aside.
+func plainQueue(name string) queue.Declaration {
+	return queue.Declaration{Name: name, Args: map[string]any{}}
 }
 
 // OnChannel runs f on a channel of a connection of its own, closed after.
@@ -111,7 +116,7 @@ func OnChannel(brokerURL string, f func(*amqp.Channel) error) error {
 func RejectPublishes(ctx context.Context, brokerURL, queue string) (heal func(context.Context) error, err error) {
 	aside := queue + ".faults-aside"
 	policy := "lily-faults-reject-" + queue
-	if err := Restore(brokerURL, runtime.QueueDeclaration{Name: aside, Args: amqp.Table{}}); err != nil {
+	if err := Restore(brokerURL, plainQueue(aside)); err != nil {
 		return nil, err
 	}
 	def := fmt.Sprintf(`{"max-length":0,"overflow":"reject-publish","dead-letter-exchange":"","dead-letter-routing-key":%q}`, aside)
@@ -223,9 +228,9 @@ var ErrNotEmpty = errors.New("faults: the queue kept receiving messages; it was 
 // routed to a queue that is then deleted before it enqueued it. To keep the
 // fault loss-free, hold the publishers back around the call (Proxy.Stall
 // ToBroker, and a pause for what is already on its way).
-func Unroute(brokerURL string, d runtime.QueueDeclaration, tries int) (heal func() error, err error) {
+func Unroute(brokerURL string, d queue.Declaration, tries int) (heal func() error, err error) {
 	aside := d.Name + ".faults-aside"
-	if err := Restore(brokerURL, runtime.QueueDeclaration{Name: aside, Args: amqp.Table{}}); err != nil {
+	if err := Restore(brokerURL, plainQueue(aside)); err != nil {
 		return nil, err
 	}
 	heal = func() error {

@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
@@ -260,7 +261,7 @@ func TestDeleteIfEmptyAndRestore(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no Return for a deleted queue")
 	}
-	if err := Restore(brokerURL(t), runtime.QueueDeclaration{Name: q, Args: amqp.Table{}}); err != nil {
+	if err := Restore(brokerURL(t), queue.Declaration{Name: q, Args: amqp.Table{}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := ready(t, q); n != 0 {
@@ -356,7 +357,7 @@ func TestUnrouteAndHeal(t *testing.T) {
 	t.Parallel()
 	q := testQueue(t)
 	confirmed(t, brokerURL(t), q, "held-1", "held-2")
-	heal, err := Unroute(brokerURL(t), runtime.QueueDeclaration{Name: q, Args: amqp.Table{}}, 5)
+	heal, err := Unroute(brokerURL(t), queue.Declaration{Name: q, Args: amqp.Table{}}, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

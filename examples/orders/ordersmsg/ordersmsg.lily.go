@@ -418,10 +418,11 @@ func (UnimplementedOrdersHandler) HandleOrderPlacedV2(context.Context, *OrderPla
 func OrdersQueueSpec() runtime.QueueSpec {
 	return runtime.QueueSpec{
 		Name:            "orders",
-		Type:            runtime.Classic,
+		Type:            "classic",
 		Prefetch:        16,
 		Concurrency:     4,
-		Retry:           runtime.RetryPolicy{Delays: []time.Duration{time.Second, 3 * time.Second}, MaxAttempts: 3},
+		RetryDelays:     []time.Duration{time.Second, 3 * time.Second},
+		MaxAttempts:     3,
 		DeadLetterQueue: "orders.dlq",
 		MaxBodyBytes:    16384,
 		HandlerTimeout:  10 * time.Second,
@@ -443,7 +444,7 @@ func OrdersRoutes(h OrdersHandler) runtime.Routes {
 			if err != nil {
 				return runtime.Permanent(err)
 			}
-			if msg.Headers, err = extractOrderPlacedV2Headers(d.Envelope().Header); err != nil {
+			if msg.Headers, err = extractOrderPlacedV2Headers(d.Header); err != nil {
 				return runtime.Permanent(err)
 			}
 			return h.HandleOrderPlacedV2(ctx, msg, d)

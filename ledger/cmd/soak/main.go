@@ -23,14 +23,13 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/ledger"
-	"github.com/lily-mq/lily/runtime"
 )
 
 func main() {
 	var cfg ledger.Config
 	flag.IntVar(&cfg.N, "n", 100_000, "messages, each with its own id")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "seed of the behaviours and the fault schedule (0: a random one, printed)")
-	flag.StringVar(&cfg.BrokerURL, "amqp", runtime.DefaultURL, "RabbitMQ")
+	flag.StringVar(&cfg.BrokerURL, "amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ")
 	flag.StringVar(&cfg.PostgresDSN, "pg", "host=127.0.0.1 user=postgres dbname=test sslmode=disable", "PostgreSQL for the inbox-backed behaviour and its fault; empty for none")
 	flag.DurationVar(&cfg.FaultEvery, "fault-every", time.Second, "mean pause between faults; 0 for none")
 	flag.DurationVar(&cfg.PublishOver, "publish-over", 0, "spread the publishing over this long while consuming; 0 publishes everything first")

@@ -147,10 +147,11 @@ func (UnimplementedLilytestHandler) HandleOrderPlacedV1(context.Context, *OrderP
 func LilytestQueueSpec() runtime.QueueSpec {
 	return runtime.QueueSpec{
 		Name:            "lilytest",
-		Type:            runtime.Classic,
+		Type:            "classic",
 		Prefetch:        8,
 		Concurrency:     4,
-		Retry:           runtime.RetryPolicy{Delays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3},
+		RetryDelays:     []time.Duration{300 * time.Millisecond},
+		MaxAttempts:     3,
 		DeadLetterQueue: "lilytest.dlq",
 		MaxBodyBytes:    1024,
 		HandlerTimeout:  2 * time.Second,
@@ -165,7 +166,7 @@ func LilytestRoutes(h LilytestHandler) runtime.Routes {
 			if err != nil {
 				return runtime.Permanent(err)
 			}
-			if msg.Headers, err = extractOrderPlacedV1Headers(d.Envelope().Header); err != nil {
+			if msg.Headers, err = extractOrderPlacedV1Headers(d.Header); err != nil {
 				return runtime.Permanent(err)
 			}
 			return h.HandleOrderPlacedV1(ctx, msg, d)

@@ -1,0 +1,94 @@
+// Package queue holds what the runtime that declares a queue's topology and
+// lilygen that writes it down must agree on: the names of a queue's retry
+// buckets, the arguments of each queue it declares, and a delivery's
+// settlement budget. It depends on the standard library only.
+//
+// Topology of one queue, all on the default exchange so that a handoff's
+// mandatory publish is routed by queue name alone and a missing queue shows up
+// as a Return:
+//
+//	<name>               the main queue; dead-letters (oversized bodies) to <dlq>
+//	<name>.retry.<delay> one retry bucket per delay; its message TTL is the delay,
+//	                     and expired messages dead-letter back to <name>
+//	<dlq>                the dead-letter queue
+//
+// All are durable and of the queue's type. Classic queues dead-letter at most
+// once: RabbitMQ can lose a message between a bucket and the main queue if it
+// fails at that moment; quorum queues dead-letter at least once. Declaring is
+// idempotent; a queue that exists with other arguments is refused by the
+// broker (406).
+package queue
+
+import "time"
+
+// The queue types Lily declares.
+const (
+	Classic = "classic"
+	Quorum  = "quorum"
+)
+
+// DefaultSettlementMargin is the time left for handoff and settlement after
+// the handler's own timeout, when a queue sets no settlement budget.
+const DefaultSettlementMargin = 30 * time.Second
+
+// Topology is what a queue's declarations depend on.
+type Topology struct {
+	Name, Type, DeadLetterQueue string
+	RetryDelays                 []time.Duration
+}
+
+// Declaration is one queue Lily declares: durable, not auto-deleted, with
+// these arguments.
+type Declaration struct {
+	Name string
+	Args map[string]any
+}
+
+// RetryBucket names the retry bucket of queue for delay d.
+func RetryBucket(queue string, d time.Duration) string {
+	return queue + ".retry." + d.String()
+}
+
+// Budget is the settlement budget of each delivery of a queue: budget, or,
+// when it is zero, the handler timeout plus DefaultSettlementMargin.
+func Budget(handlerTimeout, budget time.Duration) time.Duration {
+	if budget > 0 {
+		return budget
+	}
+	return handlerTimeout + DefaultSettlementMargin
+}
+
+// Declarations lists the queues of t in declaration order: the DLQ, the
+// retry buckets, the main queue. The runtime declares exactly these, and
+// `lilygen topology` writes them as RabbitMQ definitions.
+func Declarations(t Topology) []Declaration {
+	decls := []Declaration{withType(t.Type, t.DeadLetterQueue, map[string]any{})}
+	for _, d := range t.RetryDelays {
+		decls = append(decls, withType(t.Type, RetryBucket(t.Name, d), map[string]any{
+			"x-message-ttl":             d.Milliseconds(),
+			"x-dead-letter-exchange":    "",
+			"x-dead-letter-routing-key": t.Name,
+		}))
+	}
+	return append(decls, withType(t.Type, t.Name, map[string]any{
+		"x-dead-letter-exchange":    "",
+		"x-dead-letter-routing-key": t.DeadLetterQueue,
+	}))
+}
+
+// withType adds the queue type's arguments. Classic queues carry no
+// x-queue-type, so that a queue declared before (by hand or an older tool)
+// without it stays equivalent.
+func withType(queueType, name string, args map[string]any) Declaration {
+	if queueType == Quorum {
+		args["x-queue-type"] = Quorum
+		if _, dl := args["x-dead-letter-routing-key"]; dl {
+			// Quorum queues can dead-letter at least once (RabbitMQ 3.10+): an
+			// expiring retry copy or an oversized body then cannot be lost
+			// between the queues. The strategy requires reject-publish overflow.
+			args["x-dead-letter-strategy"] = "at-least-once"
+			args["x-overflow"] = "reject-publish"
+		}
+	}
+	return Declaration{Name: name, Args: args}
+}

@@ -1,0 +1,90 @@
+package runtime
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/lily-mq/lily/runtime/internal/guard"
+)
+
+// Config is how one consumer reaches the broker, reports what it does and
+// plugs in per-delivery resources. Zero fields take the defaults named beside
+// them.
+type Config struct {
+	// URL of the broker; amqp://guest:guest@127.0.0.1:5672/ when empty.
+	URL string
+	// Logger receives the diagnostics events, one record per stage of each
+	// delivery's journey and of the consumer's life, with stable keys
+	// (docs/runtime.md lists them); slog.Default() when nil. A handler of
+	// its own turns them into metrics or keeps the recent ones.
+	Logger *slog.Logger
+	// Observe, when set, receives each delivery's record as its journey ends,
+	// on the delivery's goroutine: keep it quick.
+	Observe func(Record)
+	// Inbox, when set, claims each message id in the transaction that carries
+	// the handler's writes.
+	Inbox Inbox
+	// Scope, when set, opens per-delivery resources after dispatch (never for
+	// a rejected or unsupported delivery). It returns the context the handler
+	// runs in (derived from ctx) and a cleanup that runs after the handler and
+	// the commit. A scope that fails to open is a retryable failure, and the
+	// handler does not run; a cleanup that fails keeps the delivery from being
+	// ACKed.
+	Scope func(ctx context.Context, d RawDelivery) (context.Context, func(context.Context) error, error)
+	// AfterDelivery, when set, runs last in the pipeline, after the commit
+	// and the cleanup, and sees the evidence so far: the record of the
+	// delivery, whose Path is still empty and whose Reason holds what a
+	// failing step said. Its failure keeps the delivery from being ACKed, as a
+	// cleanup failure does; its success is no evidence of the ACK, which comes
+	// later and may fail.
+	AfterDelivery func(ctx context.Context, d RawDelivery, soFar Record) error
+	// ShutdownGrace is the cooperative window after intake stops, in which
+	// in-flight work runs and settles normally (30 s).
+	ShutdownGrace time.Duration
+	// ForceWindow follows the grace: handlers' contexts are cancelled, and work
+	// that still completes settles; then the final abort (5 s).
+	ForceWindow time.Duration
+	// StepTimeout bounds each broker step: publish, confirm wait, ACK, NACK,
+	// channel open, cancel, proof (5 s).
+	StepTimeout time.Duration
+	// ReconnectMax bounds the backoff between connection attempts after a
+	// loss, which doubles from 100 ms with full jitter (30 s).
+	ReconnectMax time.Duration
+}
+
+const defaultURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+// withDefaults fills the zero fields of c.
+func (c Config) withDefaults() Config {
+	if c.URL == "" {
+		c.URL = defaultURL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	orDefault(&c.ShutdownGrace, 30*time.Second)
+	orDefault(&c.ForceWindow, 5*time.Second)
+	orDefault(&c.StepTimeout, 5*time.Second)
+	orDefault(&c.ReconnectMax, 30*time.Second)
+	return c
+}
+
+func orDefault(v *time.Duration, d time.Duration) {
+	if *v <= 0 {
+		*v = d
+	}
+}
+
+// tuning holds what a Config does not offer: fixed for users, and set
+// shorter by the runtime's own tests.
+type tuning struct {
+	// limits bound the envelope's metadata.
+	limits guard.Limits
+	// proofInterval is how often ACKs waiting for their proof are proven.
+	proofInterval time.Duration
+	// reconnectMin is the first wait before a connection attempt after a loss.
+	reconnectMin time.Duration
+}
+
+var defaultTuning = tuning{limits: guard.DefaultLimits, proofInterval: 250 * time.Millisecond, reconnectMin: 100 * time.Millisecond}

@@ -1,0 +1,205 @@
+// Package decide holds the user's decision table: from the evidence gathered
+// about a delivery, its attempt, its queue's retry policy and the budget it has
+// left, the next step the executor takes. It is pure: it reads no clock and
+// touches no broker, so the table is tested row by row.
+package decide
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+)
+
+// Action is the next thing the executor does with a delivery.
+type Action int
+
+// The actions of a plan.
+const (
+	// ActAck acknowledges the original delivery.
+	ActAck Action = iota + 1
+	// ActHandoff publishes a copy (mandatory, confirmed) to Plan.Destination;
+	// the executor then decides again with the handoff evidence.
+	ActHandoff
+	// ActRequeue waits Plan.Delay, then NACKs the original with requeue.
+	ActRequeue
+	// ActDeadLetter NACKs the original without requeue: the broker dead-letters it.
+	ActDeadLetter
+	// ActLeave stops without settling: the delivery stays unresolved and the
+	// broker redelivers it when the channel closes.
+	ActLeave
+	// ActDone: the delivery is settled; nothing is left to do.
+	ActDone
+)
+
+var actionNames = [...]string{"", "ack", "handoff", "requeue", "dead-letter", "leave unresolved", "done"}
+
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return "unknown action"
+}
+
+// Policy is what Decide needs of a queue's spec.
+type Policy struct {
+	Queue, DeadLetterQueue string
+	RetryDelays            []time.Duration
+	MaxAttempts            int
+}
+
+// Plan is Decide's answer.
+type Plan struct {
+	Action      Action
+	Destination string // the queue of a handoff
+	// NextAttempt is the attempt header the handoff copy carries.
+	NextAttempt int
+	Delay       time.Duration // the pause before a requeue
+	Reason      string
+}
+
+// Requeue pacing: the guard against a hot redelivery loop. A failed handoff or
+// a deferral holds its delivery (and its concurrency slot) for a pause before the
+// requeue, doubling per earlier requeue of the same message id in this process.
+const (
+	requeuePause    = 250 * time.Millisecond
+	requeuePauseMax = 10 * time.Second
+	// settleReserve is the budget kept back for the NACK itself after a pause.
+	settleReserve = time.Second
+	// HandoffReserve is the least budget a handoff starts with: its publish,
+	// its confirm and the ACK after it.
+	HandoffReserve = 2 * time.Second
+)
+
+// Decide maps the evidence gathered so far, the delivery's attempt, the queue's
+// policy and the remaining budget to the next step. It is pure: it reads no
+// clock and touches no broker.
+func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) Plan {
+	switch o.Settlement.Status {
+	case outcome.AckSent, outcome.NackSent:
+		return Plan{Action: ActDone, Reason: o.Settlement.Status.String()}
+	case outcome.SettlementAmbiguous:
+		return Plan{Action: ActLeave, Reason: "settlement ambiguous: " + o.Settlement.Detail}
+	case outcome.SettlementNotAttempted:
+		return Plan{Action: ActLeave, Reason: "settlement not attempted: " + o.Settlement.Detail}
+	}
+	if remaining <= 0 {
+		return Plan{Action: ActLeave, Reason: "settlement budget spent"}
+	}
+	if o.Rejection == outcome.RejectOversized {
+		return Plan{Action: ActDeadLetter, Reason: o.Reason}
+	}
+	if o.CompletedEarlier {
+		return Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous"}
+	}
+	switch o.Handoff.Status {
+	case outcome.HandoffConfirmed:
+		return Plan{Action: ActAck, Reason: "handoff to " + o.Handoff.Destination + " confirmed"}
+	case outcome.HandoffReturned, outcome.HandoffNacked, outcome.HandoffTimedOut, outcome.HandoffFailed:
+		return requeue(o, remaining, "handoff to "+o.Handoff.Destination+" "+o.Handoff.Status.String())
+	}
+	if o.Deferred || o.Commit == outcome.CommitAmbiguous {
+		why := "deferred; no application retry used"
+		if o.Reason != "" {
+			why += ": " + o.Reason
+		}
+		return requeue(o, remaining, why)
+	}
+	if o.Handler.Cancelled {
+		return requeue(o, remaining, "handler cancelled by the forced shutdown; no application retry used")
+	}
+	if o.Claim == outcome.InboxDuplicate {
+		return Plan{Action: ActAck, Reason: "duplicate: the inbox holds this message's committed work"}
+	}
+	switch o.Rejection {
+	case outcome.RejectPoison:
+		return handoffOrRequeue(o, toDLQ(q, attempt, "poison envelope: "+o.Reason), remaining)
+	case outcome.RejectUnsupported:
+		return handoffOrRequeue(o, toDLQ(q, attempt, "unsupported: "+o.Reason), remaining)
+	}
+	kind, why := o.Handler.Kind, "retryable failure"
+	if kind == 0 {
+		// Success is the pipeline, the cleanup and the required commit together.
+		switch {
+		case o.Commit == outcome.CommitFailed:
+			kind, why = outcome.KindRetryable, "commit failed"
+		case o.Cleanup != "":
+			kind, why = outcome.KindRetryable, "cleanup failed"
+		case o.AfterDelivery != "":
+			kind, why = outcome.KindRetryable, "after_delivery failed"
+		}
+	}
+	switch kind {
+	case 0:
+		return Plan{Action: ActAck, Reason: "handled"}
+	case outcome.KindPermanent:
+		return handoffOrRequeue(o, toDLQ(q, attempt, "permanent failure"), remaining)
+	}
+	if attempt >= q.MaxAttempts {
+		return handoffOrRequeue(o, toDLQ(q, attempt, "retries exhausted after "+attemptOf(attempt, q)), remaining)
+	}
+	delays := q.RetryDelays
+	delay := delays[min(attempt-1, len(delays)-1)]
+	return handoffOrRequeue(o, Plan{
+		Action:      ActHandoff,
+		Destination: queue.RetryBucket(q.Queue, delay),
+		NextAttempt: attempt + 1,
+		Reason:      why + " on " + attemptOf(attempt, q),
+	}, remaining)
+}
+
+// attemptOf says "attempt n of max"; decide runs on every delivery, so no fmt.
+func attemptOf(attempt int, q Policy) string {
+	return "attempt " + strconv.Itoa(attempt) + " of " + strconv.Itoa(q.MaxAttempts)
+}
+
+func toDLQ(q Policy, attempt int, reason string) Plan {
+	return Plan{Action: ActHandoff, Destination: q.DeadLetterQueue, NextAttempt: attempt, Reason: reason}
+}
+
+// handoffOrRequeue keeps a handoff only while the budget can still carry it
+// and the ACK after it; otherwise the delivery is requeued now, while a NACK
+// still fits, rather than left holding its slot until the channel closes.
+func handoffOrRequeue(o outcome.Outcome, p Plan, remaining time.Duration) Plan {
+	if remaining >= HandoffReserve {
+		return p
+	}
+	return requeue(o, remaining, "budget too short for a handoff ("+p.Reason+")")
+}
+
+func requeue(o outcome.Outcome, remaining time.Duration, reason string) Plan {
+	pause := requeuePause << min(o.PriorRequeues, 6)
+	pause = min(pause, requeuePauseMax, max(remaining-settleReserve, 0))
+	return Plan{Action: ActRequeue, Delay: pause, Reason: reason}
+}
+
+// FailureReason is why a delivery took its path, with the failing step's
+// detail when there is one; sanitized and bounded.
+func FailureReason(plan Plan, o outcome.Outcome) string {
+	detail := FailureDetail(o)
+	if detail == "" {
+		return sanitize.Text(plan.Reason, MaxCause)
+	}
+	return sanitize.Text(plan.Reason+": "+detail, MaxCause)
+}
+
+// FailureDetail is what the failing step of the pipeline said: the handler,
+// the commit, the cleanup or after_delivery; empty when none failed.
+func FailureDetail(o outcome.Outcome) string {
+	switch {
+	case o.Handler.Kind != 0:
+		return o.Handler.Cause
+	case o.Commit == outcome.CommitFailed:
+		return o.Reason
+	case o.Cleanup != "":
+		return "cleanup: " + o.Cleanup
+	case o.AfterDelivery != "":
+		return "after_delivery: " + o.AfterDelivery
+	}
+	return ""
+}
+
+// MaxCause bounds a failure's text in records, logs and failure headers.
+const MaxCause = 200

@@ -1,0 +1,102 @@
+package decide
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+)
+
+func testPolicy() Policy {
+	return Policy{Queue: "orders", DeadLetterQueue: "orders.dlq", RetryDelays: []time.Duration{time.Second, 5 * time.Second}, MaxAttempts: 4}
+}
+
+// TestDecideTable has one row per row of the user's decision table, then the
+// poison, unsupported and large-body paths, then the budget and pacing edges.
+func TestDecideTable(t *testing.T) {
+	q := testPolicy()
+	ok := outcome.HandlerResult{Ran: true}
+	retryable := outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}
+	permanent := outcome.HandlerResult{Ran: true, Kind: outcome.KindPermanent, Cause: "bad order"}
+	confirmedDLQ := outcome.HandoffEvidence{Destination: "orders.dlq", Status: outcome.HandoffConfirmed}
+	rows := []struct {
+		name      string
+		o         outcome.Outcome
+		attempt   int
+		remaining time.Duration
+		want      Plan
+	}{
+		{"1 success, commit done → ack", outcome.Outcome{Handler: ok, Commit: outcome.CommitCommitted}, 1, time.Minute,
+			Plan{Action: ActAck, Reason: "handled"}},
+		{"1 success, no commit required → ack", outcome.Outcome{Handler: ok}, 1, time.Minute,
+			Plan{Action: ActAck, Reason: "handled"}},
+		{"2 retryable, retries left → retry bucket of attempt 1", outcome.Outcome{Handler: retryable}, 1, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.retry.1s", NextAttempt: 2, Reason: "retryable failure on attempt 1 of 4"}},
+		{"2 retryable, later attempts use the last bucket", outcome.Outcome{Handler: retryable}, 3, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.retry.5s", NextAttempt: 4, Reason: "retryable failure on attempt 3 of 4"}},
+		{"2 retry handoff confirmed → ack", outcome.Outcome{Handler: retryable, Handoff: outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: outcome.HandoffConfirmed}}, 1, time.Minute,
+			Plan{Action: ActAck, Reason: "handoff to orders.retry.1s confirmed"}},
+		{"3 permanent → DLQ", outcome.Outcome{Handler: permanent}, 1, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 1, Reason: "permanent failure"}},
+		{"3 retries exhausted → DLQ", outcome.Outcome{Handler: retryable}, 4, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 4, Reason: "retries exhausted after attempt 4 of 4"}},
+		{"1 commit failed after success → retry", outcome.Outcome{Handler: ok, Claim: outcome.InboxClaimed, Commit: outcome.CommitFailed}, 1, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.retry.1s", NextAttempt: 2, Reason: "commit failed on attempt 1 of 4"}},
+		{"1 cleanup failed after the commit → retry (the retry meets the inbox's duplicate)", outcome.Outcome{Handler: ok, Claim: outcome.InboxClaimed, Commit: outcome.CommitCommitted, Cleanup: "close file: EIO"}, 1, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.retry.1s", NextAttempt: 2, Reason: "cleanup failed on attempt 1 of 4"}},
+		{"1 after_delivery failed → retry", outcome.Outcome{Handler: ok, AfterDelivery: "audit down"}, 1, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.retry.1s", NextAttempt: 2, Reason: "after_delivery failed on attempt 1 of 4"}},
+		{"inbox duplicate → ack without the handler", outcome.Outcome{Claim: outcome.InboxDuplicate}, 2, time.Minute,
+			Plan{Action: ActAck, Reason: "duplicate: the inbox holds this message's committed work"}},
+		{"4 handoff returned → one paced requeue", outcome.Outcome{Handler: permanent, Handoff: outcome.HandoffEvidence{Destination: "orders.dlq", Status: outcome.HandoffReturned}}, 1, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handoff to orders.dlq returned"}},
+		{"4 handoff timed out, third time → longer pause", outcome.Outcome{Handler: retryable, PriorRequeues: 2, Handoff: outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: outcome.HandoffTimedOut}}, 1, time.Minute,
+			Plan{Action: ActRequeue, Delay: 4 * requeuePause, Reason: "handoff to orders.retry.1s timed out"}},
+		{"4 pause never exceeds its cap", outcome.Outcome{Handler: retryable, PriorRequeues: 60, Handoff: outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: outcome.HandoffFailed}}, 1, time.Hour,
+			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "handoff to orders.retry.1s failed"}},
+		{"4 pause fits the remaining budget", outcome.Outcome{Handler: permanent, Handoff: outcome.HandoffEvidence{Destination: "orders.dlq", Status: outcome.HandoffNacked}}, 1, 1100 * time.Millisecond,
+			Plan{Action: ActRequeue, Delay: 100 * time.Millisecond, Reason: "handoff to orders.dlq nacked"}},
+		{"5 handoff confirmed, ack ambiguous → unresolved, confirm kept", outcome.Outcome{Handler: permanent, Handoff: confirmedDLQ, Settlement: outcome.SettlementEvidence{Status: outcome.SettlementAmbiguous, Detail: "write failed"}}, 1, time.Minute,
+			Plan{Action: ActLeave, Reason: "settlement ambiguous: write failed"}},
+		{"6 inbox deferred → requeue, not an application retry", outcome.Outcome{Claim: outcome.InboxDeferred, Deferred: true, Reason: "lease held"}, 2, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "deferred; no application retry used: lease held"}},
+		{"6 commit ambiguous → deferred", outcome.Outcome{Handler: ok, Claim: outcome.InboxClaimed, Commit: outcome.CommitAmbiguous}, 1, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "deferred; no application retry used"}},
+		{"poison → DLQ before any handler", outcome.Outcome{Rejection: outcome.RejectPoison, Reason: "message id missing"}, 1, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 1, Reason: "poison envelope: message id missing"}},
+		{"unsupported → DLQ at dispatch", outcome.Outcome{Rejection: outcome.RejectUnsupported, Reason: "OrderPlaced v9"}, 1, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 1, Reason: "unsupported: OrderPlaced v9"}},
+		{"large body → broker-native dead-letter", outcome.Outcome{Rejection: outcome.RejectOversized, Reason: "body 2048 bytes"}, 1, time.Minute,
+			Plan{Action: ActDeadLetter, Reason: "body 2048 bytes"}},
+		{"redelivery of completed work → ack without the handler", outcome.Outcome{CompletedEarlier: true}, 2, time.Minute,
+			Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous"}},
+		{"ack sent → done", outcome.Outcome{Handler: ok, Settlement: outcome.SettlementEvidence{Status: outcome.AckSent}}, 1, time.Minute,
+			Plan{Action: ActDone, Reason: "ack sent"}},
+		{"no authority → unresolved", outcome.Outcome{Handler: ok, Settlement: outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "channel closed"}}, 1, time.Minute,
+			Plan{Action: ActLeave, Reason: "settlement not attempted: channel closed"}},
+		{"forced shutdown cancelled the handler → requeue, no retry used", outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cancelled: true}}, 3, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handler cancelled by the forced shutdown; no application retry used"}},
+		{"budget too short for a handoff → paced requeue", outcome.Outcome{Handler: permanent}, 1, 1500 * time.Millisecond,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "budget too short for a handoff (permanent failure)"}},
+		{"budget spent → unresolved, never settled late", outcome.Outcome{Handler: ok}, 1, 0,
+			Plan{Action: ActLeave, Reason: "settlement budget spent"}},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			if diff := cmp.Diff(r.want, Decide(r.o, r.attempt, q, r.remaining)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideSingleAttemptPolicyGoesStraightToDLQ(t *testing.T) {
+	q := testPolicy()
+	q.RetryDelays, q.MaxAttempts = nil, 1
+	got := Decide(outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable}}, 1, q, time.Minute)
+	if got.Action != ActHandoff || got.Destination != "orders.dlq" {
+		t.Fatalf("plan = %+v, want a handoff to the DLQ", got)
+	}
+}

@@ -1,0 +1,304 @@
+package guard
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/wire"
+)
+
+// Verdict is what the guard decided about one delivery.
+type Verdict int
+
+const (
+	Passed    Verdict = iota
+	Oversized         // body over the limit: the caller will Nack(requeue=false) so the broker dead-letters it
+	Poison            // invalid envelope or metadata beyond bounds
+)
+
+// Envelope rules that Limits does not carry.
+const (
+	maxTypeBytes        = 128
+	maxContentTypeBytes = 128
+	maxVersion          = 1_000_000
+	// timestampSkew is how far ahead of our clock a producer's clock may run.
+	timestampSkew = 24 * time.Hour
+	// maxReasonBytes bounds a guard reason: it is logged and forwarded in a header.
+	maxReasonBytes = 200
+	// quoteBytes bounds each piece of delivery text quoted in a reason, so that
+	// the fixed words around it still fit in maxReasonBytes.
+	quoteBytes = 64
+	// valuesPerHeader times MaxHeaders bounds the values in the header table at
+	// any depth (containers and their elements). An x-death header with a dozen
+	// entries holds about 100 values; the bound keeps one wide array from
+	// costing more than a few full tables of work.
+	valuesPerHeader = 8
+)
+
+// minTimestamp: a timestamp before it is a zeroed or garbled clock, not a send time.
+var minTimestamp = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// guard checks d in this order: body size first (before anything touches the
+// body or the headers, so an oversized body is never copied, decoded or
+// quoted), then metadata bounds, then required fields and their syntax, then
+// optional ones. On Passed env is filled (headers shared, not copied) and
+// reason is empty; otherwise env is nil and reason is at most maxReasonBytes of
+// printable ASCII in which delivery text appears only through sanitize.
+//
+// The envelope it accepts:
+//   - message_id: required, 1..MaxIDBytes bytes of 0x21..0x7e;
+//   - type: required, 1..128 bytes matching [A-Za-z][A-Za-z0-9_.-]*;
+//   - content_type: required, at most 128 bytes of printable ASCII (0x20..0x7e);
+//     kept as its media type: cut at ';', trimmed, lower-cased, non-empty;
+//   - header x-lily-version: required, an integer of any Go integer type in
+//     1..1_000_000 (a string, float or bool is poison);
+//   - header x-lily-attempt: optional, 1 when absent, else an integer in
+//     1..MaxAttempt (anything else was forged or broken: poison);
+//   - timestamp: optional (zero = none), else after 2000-01-01 and at most 24h
+//     after now;
+//   - correlation_id: optional, at most MaxIDBytes bytes of 0x21..0x7e.
+//
+// lim must already be defaulted (all fields > 0).
+func Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envelope, verdict Verdict, reason string) {
+	if len(d.Body) > maxBody {
+		return nil, Oversized, "body of " + strconv.Itoa(len(d.Body)) + " bytes over the limit of " + strconv.Itoa(maxBody)
+	}
+	if reason := checkHeaders(d.Headers, lim); reason != "" {
+		return poison(reason)
+	}
+
+	if reason := checkID("message_id", d.MessageId, lim.MaxIDBytes, true); reason != "" {
+		return poison(reason)
+	}
+	if reason := checkType(d.Type); reason != "" {
+		return poison(reason)
+	}
+	contentType, reason := mediaType(d.ContentType)
+	if reason != "" {
+		return poison(reason)
+	}
+	version, present, reason := intHeader(d.Headers, HeaderVersion, maxVersion)
+	if reason != "" {
+		return poison(reason)
+	}
+	if !present {
+		return poison("header " + HeaderVersion + " missing")
+	}
+
+	attempt, present, reason := intHeader(d.Headers, HeaderAttempt, lim.MaxAttempt)
+	if reason != "" {
+		return poison(reason)
+	}
+	if !present {
+		attempt = 1
+	}
+	if ts := d.Timestamp; !ts.IsZero() {
+		if !ts.After(minTimestamp) {
+			return poison("timestamp " + ts.UTC().Format(time.RFC3339) + " not after 2000-01-01")
+		}
+		if ts.After(now.Add(timestampSkew)) {
+			return poison("timestamp " + ts.UTC().Format(time.RFC3339) + " more than 24h ahead of " + now.UTC().Format(time.RFC3339))
+		}
+	}
+	if reason := checkID("correlation_id", d.CorrelationId, lim.MaxIDBytes, false); reason != "" {
+		return poison(reason)
+	}
+
+	return &Envelope{
+		MessageID:     d.MessageId,
+		Type:          d.Type,
+		Version:       version,
+		ContentType:   contentType,
+		Timestamp:     d.Timestamp,
+		CorrelationID: d.CorrelationId,
+		Attempt:       attempt,
+		Headers:       d.Headers,
+	}, Passed, ""
+}
+
+// poison is the one place that enforces the reason's bound, whatever built it.
+func poison(reason string) (*Envelope, Verdict, string) {
+	return nil, Poison, sanitize.Text(reason, maxReasonBytes)
+}
+
+// quote is delivery text as a reason may show it.
+func quote(s string) string { return `"` + sanitize.Text(s, quoteBytes) + `"` }
+
+// checkID checks message_id or correlation_id.
+func checkID(field, id string, maxBytes int, required bool) string {
+	switch {
+	case id == "" && required:
+		return field + " missing"
+	case len(id) > maxBytes:
+		return field + " longer than " + strconv.Itoa(maxBytes) + " bytes"
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return field + " " + quote(id) + " not printable ASCII"
+		}
+	}
+	return ""
+}
+
+func checkType(t string) string {
+	switch {
+	case t == "":
+		return "type missing"
+	case len(t) > maxTypeBytes:
+		return "type longer than " + strconv.Itoa(maxTypeBytes) + " bytes"
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '_' || c == '.' || c == '-')) {
+			return "type " + quote(t) + " does not match [A-Za-z][A-Za-z0-9_.-]*"
+		}
+	}
+	return ""
+}
+
+// mediaType checks content_type and returns its media type. It allocates only
+// when the media type has upper-case letters.
+func mediaType(ct string) (string, string) {
+	switch {
+	case ct == "":
+		return "", "content_type missing"
+	case len(ct) > maxContentTypeBytes:
+		return "", "content_type longer than " + strconv.Itoa(maxContentTypeBytes) + " bytes"
+	}
+	for i := 0; i < len(ct); i++ {
+		if !sanitize.Printable(ct[i]) {
+			return "", "content_type " + quote(ct) + " not printable ASCII"
+		}
+	}
+	media, _, _ := strings.Cut(ct, ";")
+	media = strings.ToLower(strings.TrimSpace(media))
+	if media == "" {
+		return "", "content_type " + quote(ct) + " has no media type"
+	}
+	return media, ""
+}
+
+// intHeader reads an optional integer header that must lie in 1..maxValue.
+func intHeader(h amqp.Table, key string, maxValue int) (n int, present bool, reason string) {
+	v, ok := h[key]
+	if !ok {
+		return 0, false, ""
+	}
+	i, ok := wire.HeaderInt(v)
+	if !ok {
+		return 0, true, "header " + key + " not an integer"
+	}
+	if i < 1 || i > int64(maxValue) {
+		return 0, true, "header " + key + " " + strconv.FormatInt(i, 10) + " out of range 1.." + strconv.Itoa(maxValue)
+	}
+	return int(i), true, ""
+}
+
+// checkHeaders checks the header table against lim and names the first bound
+// broken, or returns "". It stops there, so a hostile table costs at most
+// about MaxHeaders*valuesPerHeader steps and MaxDepth+1 nested calls.
+func checkHeaders(h amqp.Table, lim Limits) string {
+	if len(h) > lim.MaxHeaders {
+		return "too many headers: " + strconv.Itoa(len(h)) + " > " + strconv.Itoa(lim.MaxHeaders)
+	}
+	w := headerWalk{lim: lim, values: len(h), maxValues: lim.MaxHeaders * valuesPerHeader}
+	for k, v := range h {
+		if what := w.entry(k, v, 0); what != "" {
+			return "header " + quote(k) + ": " + what
+		}
+	}
+	return ""
+}
+
+// headerWalk is the running count of one checkHeaders walk.
+type headerWalk struct {
+	lim       Limits
+	values    int // values admitted at any depth
+	maxValues int
+	bytes     int // key and value bytes so far
+}
+
+// entry checks one key and its value, found in a table at depth (the header
+// table is depth 0).
+func (w *headerWalk) entry(k string, v any, depth int) string {
+	if len(k) > w.lim.MaxHeaderKeyBytes {
+		return "key longer than " + strconv.Itoa(w.lim.MaxHeaderKeyBytes) + " bytes"
+	}
+	if what := w.add(len(k)); what != "" {
+		return what
+	}
+	return w.value(v, depth)
+}
+
+// value checks one value found in a table or array at depth.
+func (w *headerWalk) value(v any, depth int) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return w.sized(len(v))
+	case []byte:
+		return w.sized(len(v))
+	case bool, int8, uint8, int16, uint16, int32, uint32, int64, uint64, int, uint,
+		float32, float64, amqp.Decimal, time.Time:
+		return w.add(8)
+	case amqp.Table:
+		if what := w.nest(len(v), depth); what != "" {
+			return what
+		}
+		for k, x := range v {
+			if what := w.entry(k, x, depth+1); what != "" {
+				return what
+			}
+		}
+		return ""
+	case []any:
+		if what := w.nest(len(v), depth); what != "" {
+			return what
+		}
+		for _, x := range v {
+			if what := w.value(x, depth+1); what != "" {
+				return what
+			}
+		}
+		return ""
+	}
+	// amqp091 decodes nothing else; such a table was built in process and
+	// could not be published either.
+	return "value of a type AMQP cannot carry"
+}
+
+// nest admits a table or array of n values inside a container at depth, before
+// any of its values is looked at.
+func (w *headerWalk) nest(n, depth int) string {
+	if depth+1 > w.lim.MaxDepth {
+		return "nested deeper than " + strconv.Itoa(w.lim.MaxDepth)
+	}
+	w.values += n
+	if w.values > w.maxValues {
+		return "more than " + strconv.Itoa(w.maxValues) + " values at any depth"
+	}
+	return ""
+}
+
+// sized admits a string or byte-array value of n bytes.
+func (w *headerWalk) sized(n int) string {
+	if n > w.lim.MaxValueBytes {
+		return "value longer than " + strconv.Itoa(w.lim.MaxValueBytes) + " bytes"
+	}
+	return w.add(n)
+}
+
+// add counts n more key or value bytes.
+func (w *headerWalk) add(n int) string {
+	w.bytes += n
+	if w.bytes > w.lim.MaxHeaderBytes {
+		return "more than " + strconv.Itoa(w.lim.MaxHeaderBytes) + " bytes of keys and values"
+	}
+	return ""
+}

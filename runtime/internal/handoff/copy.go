@@ -1,0 +1,64 @@
+package handoff
+
+import (
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+)
+
+// Copy builds the message a handoff publishes: the original body (not
+// copied) and properties, the next attempt, and bounded failure facts.
+//
+// A poison delivery's headers and properties are what made it poison, so its
+// copy carries none of its headers and only sanitized, bounded identifiers.
+// UserId and Expiration are never forwarded: the broker would refuse a foreign
+// user id, and a per-message TTL would fight the retry bucket's.
+func Copy(d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, source string, now time.Time) amqp.Publishing {
+	// Room for the failure facts and the handoff id up front: no map growth.
+	// A poison delivery's headers are not copied, so they get no room.
+	room := 7
+	if env != nil {
+		room += len(d.Headers)
+	}
+	h := make(amqp.Table, room)
+	p := amqp.Publishing{Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent}
+	if env == nil {
+		p.MessageId = sanitize.Text(d.MessageId, 128)
+		p.Type = sanitize.Text(d.Type, 128)
+		p.ContentType = sanitize.Text(d.ContentType, 128)
+	} else {
+		for k, v := range d.Headers {
+			if !strings.HasPrefix(k, guard.HeaderFailurePrefix) && k != guard.HeaderHandoffID {
+				h[k] = v
+			}
+		}
+		h[guard.HeaderAttempt] = int64(plan.NextAttempt)
+		p.MessageId, p.Type, p.ContentType = d.MessageId, d.Type, d.ContentType
+		p.ContentEncoding, p.CorrelationId, p.Timestamp = d.ContentEncoding, d.CorrelationId, d.Timestamp
+		p.AppId, p.Priority, p.ReplyTo = d.AppId, d.Priority, d.ReplyTo
+	}
+	attempt := 1
+	if env != nil {
+		attempt = env.Attempt
+	}
+	h[guard.HeaderFailureReason] = decide.FailureReason(plan, o)
+	h[guard.HeaderFailureKind] = failureKind(o)
+	h[guard.HeaderFailureAttempt] = int64(attempt)
+	h[guard.HeaderFailureQueue] = source
+	h[guard.HeaderFailureTime] = now.UTC().Truncate(time.Second)
+	return p
+}
+
+// failureKind names the failure a handoff copy carries, for people reading the DLQ.
+func failureKind(o outcome.Outcome) string {
+	if o.Rejection != outcome.NotRejected {
+		return o.Rejection.String()
+	}
+	return o.Handler.Kind.String()
+}

@@ -1,0 +1,116 @@
+package sanitize
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+func TestSanitize(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		max  int
+		want string
+	}{
+		{"clean", "orders.created", 64, "orders.created"},
+		{"clean at the limit", "abcd", 4, "abcd"},
+		{"empty", "", 0, ""},
+		{"space and punctuation kept", `a b\c"d`, 64, `a b\c"d`},
+		{"ANSI escape", "\x1b[31mred\x1b[0m", 64, `\x1b[31mred\x1b[0m`},
+		{"control chars and DEL", "a\x00b\nc\rd\x7f", 64, `a\x00b\x0ac\x0dd\x7f`},
+		{"invalid UTF-8", "\xff\xfeid", 64, `\xff\xfeid`},
+		{"valid non-ASCII rune escaped per byte", "é", 64, `\xc3\xa9`},
+		{"bidi override escaped", "a\u202eb", 64, `a\xe2\x80\xaeb`},
+		{"clean cut", "abcdefghij", 8, "abcde..."},
+		{"cut exactly before an escape", "abcd\x1bxyz", 8, "abcd..."},
+		{"escape not split", "abc\x1bxyz", 8, "abc..."},
+		{"escape that fits before the dots", "a\x1bxyzw", 8, `a\x1b...`},
+		{"escaped whole fits exactly", "ab\x1bcd", 8, `ab\x1bcd`},
+		{"escaped whole one over", "ab\x1bcde", 8, "ab..."},
+		{"only dots fit", "abcdef", 3, "..."},
+		{"limit below the dots", "abcdef", 2, ".."},
+		{"zero limit", "abc", 0, ""},
+		{"negative limit", "abc", -1, ""},
+		{"long hostile input", strings.Repeat("\x1b", 100_000), 10, `\x1b...`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Text(tt.in, tt.max)
+			if got != tt.want {
+				t.Errorf("Text(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+			}
+			if len(got) > max(tt.max, 0) {
+				t.Errorf("Text(%q, %d) = %q: %d bytes", tt.in, tt.max, got, len(got))
+			}
+			if again := Text(got, tt.max); again != got {
+				t.Errorf("Text(Text(%q)) = %q, want %q", tt.in, again, got)
+			}
+		})
+	}
+}
+
+func TestSanitizeCleanReturnsInputWithoutAllocating(t *testing.T) {
+	in := strings.Repeat("x-lily-version ", 4)
+	if got := Text(in, len(in)); unsafe.StringData(got) != unsafe.StringData(in) {
+		t.Fatalf("Text(%q) returned a copy", in)
+	}
+	allocs := testing.AllocsPerRun(100, func() { sinkString = Text(in, len(in)) })
+	if allocs != 0 {
+		t.Errorf("sanitize of clean input: %v allocations, want 0", allocs)
+	}
+}
+
+var sinkString string
+
+// escapeAll is a plain reference for sanitize without a limit.
+func escapeAll(s string) []string {
+	var items []string
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 0x20 && c <= 0x7e {
+			items = append(items, string(c))
+		} else {
+			items = append(items, fmt.Sprintf(`\x%02x`, c))
+		}
+	}
+	return items
+}
+
+func FuzzSanitize(f *testing.F) {
+	f.Fuzz(func(t *testing.T, s string, limit uint8) {
+		maxBytes := int(limit)
+		got := Text(s, maxBytes)
+		if len(got) > maxBytes {
+			t.Fatalf("Text(%q, %d) = %q: %d bytes", s, maxBytes, got, len(got))
+		}
+		for i := 0; i < len(got); i++ {
+			if got[i] < 0x20 || got[i] > 0x7e {
+				t.Fatalf("Text(%q, %d) = %q: byte %#x", s, maxBytes, got, got[i])
+			}
+		}
+		if again := Text(got, maxBytes); again != got {
+			t.Fatalf("Text(Text(%q, %d)) = %q, want %q", s, maxBytes, again, got)
+		}
+
+		items := escapeAll(s)
+		whole := strings.Join(items, "")
+		if len(whole) <= maxBytes {
+			if got != whole {
+				t.Fatalf("Text(%q, %d) = %q, want %q", s, maxBytes, got, whole)
+			}
+			return
+		}
+		// Cut: the longest whole-item prefix that leaves room for the dots.
+		room, prefix := maxBytes-3, ""
+		for _, it := range items {
+			if len(prefix)+len(it) > room {
+				break
+			}
+			prefix += it
+		}
+		if want := prefix + "..."[:min(3, maxBytes)]; got != want {
+			t.Fatalf("Text(%q, %d) = %q, want %q", s, maxBytes, got, want)
+		}
+	})
+}

@@ -1,0 +1,218 @@
+package settle
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lily-mq/lily/runtime/internal/step"
+)
+
+// A settler writes one consumer channel's ACKs and NACKs from a single
+// goroutine. Deliveries hand it their settlement and wait for the write to
+// return, as they would for their own. What it gains: no goroutine per write,
+// and ACKs that arrive together leave in one frame. A basic.ack with
+// multiple=true acknowledges every outstanding delivery up to its tag, so the
+// settler uses one only when every delivery still unsettled up to that tag is
+// being ACKed in the same batch; it never holds an ACK back to make a batch.
+
+// errNotWritten: the settler stopped (its session ended) before it wrote the
+// frame, so nothing reached the broker.
+var errNotWritten = errors.New("the channel's settler stopped before the write")
+
+// errRevoked: the generation was revoked after the settlement was handed over
+// and before its write; nothing was written.
+var errRevoked = errors.New("authority revoked before the write")
+
+// Acker is what the settler writes on: the consumer channel.
+type Acker interface {
+	Ack(tag uint64, multiple bool) error
+	Nack(tag uint64, multiple, requeue bool) error
+}
+
+// settlement is one delivery's ACK or NACK, handed to the settler.
+type settlement struct {
+	tag           uint64
+	nack, requeue bool
+	written       chan error // the write's result; buffered, written once
+}
+
+type Settler struct {
+	ch   Acker
+	gen  *Generation
+	todo chan *settlement
+	stop chan struct{}
+	// exited is closed once the loop has returned: a settlement it did not
+	// answer by then was never written.
+	exited chan struct{}
+
+	mu sync.Mutex
+	// unsettled lists the tags received on the channel and not yet settled,
+	// ascending (tags grow in delivery order). The broker bounds it by the
+	// prefetch: an unsettled delivery is an unacknowledged one.
+	unsettled []uint64
+}
+
+// NewSettler starts the settler of gen, writing on ch; prefetch bounds what
+// it holds.
+func NewSettler(ch Acker, gen *Generation, prefetch int) *Settler {
+	s := &Settler{
+		ch: ch, gen: gen, todo: make(chan *settlement, prefetch),
+		stop: make(chan struct{}), exited: make(chan struct{}),
+		unsettled: make([]uint64, 0, prefetch),
+	}
+	go s.loop()
+	return s
+}
+
+// Received registers a delivery's tag. The consumer calls it for every
+// delivery, in the order the channel hands them over, before the delivery can
+// be settled: a multiple ACK must never cover a tag the settler has not seen.
+func (s *Settler) Received(tag uint64) {
+	s.mu.Lock()
+	s.unsettled = append(s.unsettled, tag)
+	s.mu.Unlock()
+}
+
+// Close stops the loop once it has answered what it already took. It does
+// not wait: a write stuck on a dead connection must not hold up the session's
+// end, and whoever waits for a settlement is bounded by its own deadline.
+func (s *Settler) Close() { close(s.stop) }
+
+// Stopped waits, until ctx ends, for the loop to return after close, and
+// reports whether it did: once it has, no frame of this settler can follow.
+func (s *Settler) Stopped(ctx context.Context) bool {
+	select {
+	case <-s.exited:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// settle hands st to the loop and waits for the write to return, until the
+// deadline at the latest (step.ErrTimeout: the frame may still be written).
+func (s *Settler) settle(st *settlement, deadline time.Time) error {
+	t := step.Timer(deadline)
+	defer step.Release(t)
+	select {
+	case s.todo <- st:
+	case <-s.exited:
+		return errNotWritten
+	case <-t.C:
+		return step.ErrTimeout
+	}
+	select {
+	case err := <-st.written:
+		return err
+	case <-s.exited:
+		// The loop answers every settlement it took before it exits.
+		select {
+		case err := <-st.written:
+			return err
+		default:
+			return errNotWritten
+		}
+	case <-t.C:
+		return step.ErrTimeout
+	}
+}
+
+func (s *Settler) loop() {
+	defer close(s.exited)
+	var batch []*settlement
+	for {
+		select {
+		case st := <-s.todo:
+			batch = append(batch[:0], st)
+		case <-s.stop:
+			return
+		}
+		// One yield lets deliveries that are finishing hand over their
+		// settlements too: ACKs then leave together, a few microseconds later.
+		runtime.Gosched()
+	more:
+		for len(batch) < cap(s.todo) {
+			select {
+			case st := <-s.todo:
+				batch = append(batch, st)
+			default:
+				break more
+			}
+		}
+		s.write(batch)
+	}
+}
+
+// write settles one batch: NACKs first, each alone (a multiple ACK must not
+// cover them before they are written), then the ACKs, the run of them that
+// starts at the lowest unsettled tag as one multiple ACK and the rest alone.
+func (s *Settler) write(batch []*settlement) {
+	if s.gen.Revoked() {
+		// The final abort or a lost channel came after the hand-over.
+		for _, st := range batch {
+			st.written <- errRevoked
+		}
+		return
+	}
+	acks := batch[:0:0]
+	for _, st := range batch {
+		if !st.nack {
+			acks = append(acks, st)
+			continue
+		}
+		err := s.ch.Nack(st.tag, false, st.requeue)
+		if err == nil {
+			s.settled(st.tag)
+		}
+		st.written <- err
+	}
+	if len(acks) == 0 {
+		return
+	}
+	slices.SortFunc(acks, func(a, b *settlement) int { return cmp.Compare(a.tag, b.tag) })
+	run := s.leadingRun(acks)
+	if run > 1 {
+		err := s.ch.Ack(acks[run-1].tag, true)
+		for _, st := range acks[:run] {
+			st.written <- err
+		}
+		acks = acks[run:]
+	}
+	for _, st := range acks {
+		err := s.ch.Ack(st.tag, false)
+		if err == nil {
+			s.settled(st.tag)
+		}
+		st.written <- err
+	}
+}
+
+// leadingRun counts the sorted ACKs that are exactly the lowest unsettled
+// tags, and marks them settled: one multiple ACK at the last of them covers
+// them and nothing else.
+func (s *Settler) leadingRun(acks []*settlement) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for n < len(acks) && n < len(s.unsettled) && s.unsettled[n] == acks[n].tag {
+		n++
+	}
+	if n > 1 {
+		s.unsettled = slices.Delete(s.unsettled, 0, n)
+	}
+	return n
+}
+
+// settled removes one tag from the unsettled list.
+func (s *Settler) settled(tag uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i, ok := slices.BinarySearch(s.unsettled, tag); ok {
+		s.unsettled = slices.Delete(s.unsettled, i, i+1)
+	}
+}

@@ -1,0 +1,190 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/runtime/internal/step"
+)
+
+// frames records what a settler writes, in order.
+type frames struct {
+	written []string
+	fail    bool
+}
+
+func (f *frames) Ack(tag uint64, multiple bool) error {
+	f.written = append(f.written, fmt.Sprintf("ack %d multiple=%t", tag, multiple))
+	return f.err()
+}
+
+func (f *frames) Nack(tag uint64, multiple, requeue bool) error {
+	f.written = append(f.written, fmt.Sprintf("nack %d multiple=%t requeue=%t", tag, multiple, requeue))
+	return f.err()
+}
+
+func (f *frames) err() error {
+	if f.fail {
+		return errors.New("write failed")
+	}
+	return nil
+}
+
+// The settler's choice of frames for one batch: a multiple ACK covers exactly
+// the ACKs that are the lowest unsettled tags; every other settlement is
+// written alone, NACKs before ACKs.
+func TestSettlerWriteChoosesFrames(t *testing.T) {
+	ack := func(tag uint64) *settlement { return &settlement{tag: tag, written: make(chan error, 1)} }
+	nack := func(tag uint64, requeue bool) *settlement {
+		return &settlement{tag: tag, nack: true, requeue: requeue, written: make(chan error, 1)}
+	}
+	for _, tc := range []struct {
+		name     string
+		received []uint64
+		before   [][]*settlement // earlier batches
+		batch    []*settlement
+		want     []string
+		left     []uint64 // unsettled afterwards
+	}{
+		{
+			name: "a run from the lowest tag is one multiple ACK", received: []uint64{1, 2, 3, 4},
+			batch: []*settlement{ack(3), ack(1), ack(2)},
+			want:  []string{"ack 3 multiple=true"}, left: []uint64{4},
+		},
+		{
+			name: "an ACK above an unsettled tag is written alone", received: []uint64{1, 2, 3, 4, 5},
+			batch: []*settlement{ack(1), ack(2), ack(4), ack(5)},
+			want:  []string{"ack 2 multiple=true", "ack 4 multiple=false", "ack 5 multiple=false"}, left: []uint64{3},
+		},
+		{
+			name: "a NACK in the batch is written first and the run goes past it", received: []uint64{1, 2, 3, 4},
+			batch: []*settlement{ack(1), nack(2, true), ack(3)},
+			want:  []string{"nack 2 multiple=false requeue=true", "ack 3 multiple=true"}, left: []uint64{4},
+		},
+		{
+			name: "tags settled by earlier batches do not stop a run", received: []uint64{1, 2, 3, 4, 5},
+			before: [][]*settlement{{ack(2)}, {nack(3, false)}},
+			batch:  []*settlement{ack(4), ack(1)},
+			want:   []string{"ack 2 multiple=false", "nack 3 multiple=false requeue=false", "ack 4 multiple=true"}, left: []uint64{5},
+		},
+		{
+			name: "a lone ACK is never multiple", received: []uint64{7, 8},
+			batch: []*settlement{ack(7)},
+			want:  []string{"ack 7 multiple=false"}, left: []uint64{8},
+		},
+		{
+			name: "a delivery left unsettled keeps later ACKs single", received: []uint64{1, 2, 3},
+			batch: []*settlement{ack(2), ack(3)},
+			want:  []string{"ack 2 multiple=false", "ack 3 multiple=false"}, left: []uint64{1},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &frames{}
+			s := &Settler{ch: f, gen: &Generation{}}
+			for _, tag := range tc.received {
+				s.Received(tag)
+			}
+			for _, b := range append(tc.before, tc.batch) {
+				s.write(b)
+				for _, st := range b {
+					if err := <-st.written; err != nil {
+						t.Fatalf("settlement of %d: %v", st.tag, err)
+					}
+				}
+			}
+			if d := cmp.Diff(tc.want, f.written); d != "" {
+				t.Errorf("frames (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tc.left, s.unsettled); d != "" {
+				t.Errorf("unsettled (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A NACK whose write failed stays unsettled, so no later multiple ACK can
+// cover it; a revoked generation writes nothing.
+func TestSettlerNeverCoversWhatItCouldNotSettle(t *testing.T) {
+	f := &frames{fail: true}
+	s := &Settler{ch: f, gen: &Generation{}}
+	for tag := uint64(1); tag <= 3; tag++ {
+		s.Received(tag)
+	}
+	failed := &settlement{tag: 1, nack: true, written: make(chan error, 1)}
+	s.write([]*settlement{failed})
+	if err := <-failed.written; err == nil {
+		t.Fatal("the failed NACK was reported written")
+	}
+	f.fail = false
+	acks := []*settlement{{tag: 2, written: make(chan error, 1)}, {tag: 3, written: make(chan error, 1)}}
+	s.write(acks)
+	want := []string{"nack 1 multiple=false requeue=false", "ack 2 multiple=false", "ack 3 multiple=false"}
+	if d := cmp.Diff(want, f.written); d != "" {
+		t.Errorf("frames (-want +got):\n%s", d)
+	}
+
+	s.gen.Revoke()
+	late := &settlement{tag: 1, written: make(chan error, 1)}
+	s.write([]*settlement{late})
+	if err := <-late.written; !errors.Is(err, errRevoked) || len(f.written) != 3 {
+		t.Errorf("after the revocation: %v, frames %q", err, f.written)
+	}
+}
+
+// A settlement handed to a settler that has stopped was never written, and
+// one that the loop does not answer in time is ambiguous.
+func TestSettlerStoppedOrStuck(t *testing.T) {
+	s := &Settler{ch: &frames{}, gen: &Generation{}, todo: make(chan *settlement), stop: make(chan struct{}), exited: make(chan struct{})}
+	st := &settlement{tag: 1, written: make(chan error, 1)}
+	if err := s.settle(st, time.Now().Add(50*time.Millisecond)); !errors.Is(err, step.ErrTimeout) {
+		t.Errorf("no loop running: %v, want the step timeout", err)
+	}
+	close(s.exited)
+	if err := s.settle(st, time.Now().Add(time.Second)); !errors.Is(err, errNotWritten) {
+		t.Errorf("loop exited: %v, want not written", err)
+	}
+}
+
+// stuck is a channel whose writes never return, as on a dead connection
+// with a full send buffer.
+type stuck struct{ release chan struct{} }
+
+func (s stuck) Ack(uint64, bool) error        { <-s.release; return nil }
+func (s stuck) Nack(uint64, bool, bool) error { <-s.release; return nil }
+
+// A write stuck on the connection leaves its delivery ambiguous at the
+// deadline, and does not hold up the settler's close; the settler has not
+// stopped (a frame may still follow) until the write returns.
+func TestSettlerStuckWriteDoesNotHoldTheClose(t *testing.T) {
+	ch := stuck{release: make(chan struct{})}
+	s := NewSettler(ch, &Generation{}, 4)
+	s.Received(1)
+	st := &settlement{tag: 1, written: make(chan error, 1)}
+	if err := s.settle(st, time.Now().Add(100*time.Millisecond)); !errors.Is(err, step.ErrTimeout) {
+		t.Fatalf("stuck write: %v, want the step timeout", err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Second):
+		t.Fatal("close waited for the stuck write")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if s.Stopped(ctx) {
+		t.Error("stopped while a write was still running")
+	}
+	close(ch.release)
+	if !s.Stopped(context.Background()) {
+		t.Error("not stopped after the write returned")
+	}
+}

@@ -1,0 +1,99 @@
+// Package step bounds each broker step in time. amqp091's calls are not
+// context-aware, so a step runs on a goroutine of its own and its caller stops
+// waiting at the step's deadline: the step's outcome is then unknown, and what
+// it opens late is closed.
+package step
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrTimeout: a broker step did not return in time. The step may still
+// complete later; its outcome is unknown.
+var ErrTimeout = errors.New("the broker step did not return in time")
+
+// Do runs one broker step and waits for it at most until ctx is done.
+// amqp091's writes are not context-aware, so a step that does not return in
+// time keeps running in its goroutine (it ends when the connection does); the
+// caller gets ErrTimeout and must treat the step's outcome as unknown.
+func Do[T any](ctx context.Context, step func() (T, error)) (T, error) {
+	return Open(ctx, step, nil)
+}
+
+// Open is Do for a step that opens something (a connection, a
+// channel): what the step opens after it was given up is handed to discard,
+// which closes it, instead of staying open with nobody to use it.
+func Open[T any](ctx context.Context, step func() (T, error), discard func(T)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	var zero T
+	if ctx.Err() != nil {
+		return zero, ErrTimeout
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := step()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		if discard != nil {
+			go func() {
+				if r := <-done; r.err == nil {
+					discard(r.v)
+				}
+			}()
+		}
+		return zero, ErrTimeout
+	}
+}
+
+// DoErr is Do for steps that return only an error.
+func DoErr(ctx context.Context, step func() error) error {
+	_, err := Do(ctx, func() (struct{}, error) { return struct{}{}, step() })
+	return err
+}
+
+// Context bounds one step by the step timeout and the delivery's deadline,
+// whichever comes first.
+func Context(timeout time.Duration, deadline time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.Background(), Deadline(timeout, deadline))
+}
+
+// Deadline is the moment one step started now must end by: the step
+// timeout, or the delivery's deadline if that comes first.
+func Deadline(timeout time.Duration, deadline time.Time) time.Time {
+	if d := time.Now().Add(timeout); deadline.IsZero() || d.Before(deadline) {
+		return d
+	}
+	return deadline
+}
+
+// timers keeps stopped timers for the waits every delivery makes (its
+// settlement, its handoff), so that each wait does not allocate one.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// Timer returns a pooled timer that fires at deadline; hand it back with
+// Release. Since Go 1.23 a stopped timer delivers no stale value after
+// Reset, so reuse is safe.
+func Timer(deadline time.Time) *time.Timer {
+	t := timers.Get().(*time.Timer)
+	t.Reset(time.Until(deadline))
+	return t
+}
+
+func Release(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
+}

@@ -1,0 +1,42 @@
+// Package workers runs a consumer's deliveries and handlers on long-lived
+// goroutines.
+package workers
+
+// Pool runs a consumer's deliveries and handlers on long-lived goroutines. A
+// goroutine per delivery would be started, grow its stack through the
+// extractor and be torn down again, thousands of times a second; a worker
+// keeps its stack for the next task. The number of workers stays bounded
+// because every task holds a concurrency slot, and an abandoned handler keeps
+// its worker (and its slot) until it returns.
+type Pool struct {
+	tasks chan func()
+	stop  chan struct{}
+}
+
+// New returns a pool without workers; they start as tasks come.
+func New() *Pool {
+	return &Pool{tasks: make(chan func()), stop: make(chan struct{})}
+}
+
+// Run starts task on an idle worker, or on a new one when none is idle.
+func (w *Pool) Run(task func()) {
+	select {
+	case w.tasks <- task:
+	default:
+		go w.work(task)
+	}
+}
+
+func (w *Pool) work(task func()) {
+	for {
+		task()
+		select {
+		case task = <-w.tasks:
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+// Close lets idle Pool end; busy ones end when their task returns.
+func (w *Pool) Close() { close(w.stop) }

@@ -1,0 +1,181 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/runtime/internal/step"
+)
+
+// pipeline runs a dispatched delivery: scope open → inbox claim → handler in
+// the claim's transaction → commit or rollback → cleanup → after_delivery.
+// It returns the evidence; nothing here talks to the broker. release frees the
+// delivery's work; pipeline returns it to be called now, or nil when an
+// abandoned handler will call it once it returns.
+//
+// A cleanup or after_delivery failure after a committed transaction is a
+// retryable failure: the retry copy then meets the inbox's record of the
+// commit and is ACKed as a duplicate, without running the handler again.
+func (c *Consumer) pipeline(r *run, sl *slot, route route, rd RawDelivery, deadline time.Time, release func()) (outcome.Outcome, func()) {
+	var o outcome.Outcome
+	base := r.work
+	var cleanup func(context.Context) error
+	if c.cfg.Scope != nil {
+		type opened struct {
+			ctx     context.Context
+			cleanup func(context.Context) error
+		}
+		sc, err := userCall(c, deadline, func(ctx context.Context) (opened, error) {
+			scoped, cleanup, err := c.cfg.Scope(base, rd)
+			return opened{scoped, cleanup}, err
+		}, func(late opened) {
+			// Opened after the step gave up on it: nobody else will close it.
+			if late.cleanup != nil {
+				_ = c.userStep(time.Time{}, late.cleanup)
+			}
+		})
+		if err != nil {
+			o.Handler = outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: sanitize.Text("scope: "+err.Error(), decide.MaxCause)}
+			return o, release
+		}
+		base, cleanup = sc.ctx, sc.cleanup
+	}
+	var tx InboxTx
+	if c.cfg.Inbox != nil {
+		tx = c.claim(&o, rd, deadline)
+		if tx != nil {
+			base = tx.Bind(base)
+		}
+	}
+	// finish ends the transaction and the scope, each within a step of its
+	// own: the delivery's budget may be spent (a handler that waited for its
+	// slot, or outlived its timeout), and a transaction or a scope left open
+	// would hold its connection, and its claim's lock, for good. An abandoned
+	// handler runs it on its own goroutine once it returns, since it may use
+	// both until then.
+	finish := func(o *outcome.Outcome) {
+		c.settleTx(o, tx)
+		if cleanup != nil {
+			if err := c.userStep(time.Time{}, cleanup); err != nil {
+				o.Cleanup = sanitize.Text(err.Error(), decide.MaxCause)
+			}
+		}
+	}
+	if c.cfg.Inbox == nil || tx != nil {
+		free := release
+		o.Handler = c.callHandler(r, sl, base, route, rd, func() {
+			var late outcome.Outcome
+			late.Handler.Kind = outcome.KindRetryable // never commit behind the retry
+			finish(&late)
+			if late.Cleanup != "" {
+				c.cfg.Logger.Warn("lily abandoned handler's cleanup failed", "queue", c.spec.Name, "detail", late.Cleanup)
+			}
+			free()
+		})
+		if o.Handler.Abandoned {
+			o.Commit = outcome.CommitRolledBack
+			release = nil
+		} else {
+			finish(&o)
+		}
+	} else if cleanup != nil {
+		finish(&o)
+	}
+	if c.cfg.AfterDelivery != nil {
+		// A copy: a step that outlives its timeout keeps running while o changes.
+		seen := c.soFar(rd, o)
+		if err := c.userStep(deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, seen) }); err != nil {
+			o.AfterDelivery = sanitize.Text(err.Error(), decide.MaxCause)
+		}
+	}
+	return o, release
+}
+
+// claim asks the inbox for the delivery's message id. An inbox that cannot
+// answer defers the delivery: that is the database's trouble, not the
+// message's, and costs no application retry.
+func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time) InboxTx {
+	tx, err := userCall(c, deadline, func(ctx context.Context) (InboxTx, error) {
+		return c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.MessageID)
+	}, func(late InboxTx) {
+		// A claim that arrived after the step gave up on it: roll it back,
+		// or its lock would defer every redelivery of the message.
+		if late != nil {
+			_ = c.userStep(time.Time{}, func(ctx context.Context) error { late.Rollback(ctx); return nil })
+		}
+	})
+	switch {
+	case err == nil && tx != nil:
+		o.Claim = outcome.InboxClaimed
+		return tx
+	case err == nil:
+		o.Claim, o.Deferred, o.Reason = outcome.InboxDeferred, true, "inbox: Begin returned neither a transaction nor an error"
+	case errors.Is(err, ErrDuplicate):
+		o.Claim, o.Reason = outcome.InboxDuplicate, sanitize.Text(err.Error(), decide.MaxCause)
+	default:
+		o.Claim, o.Deferred, o.Reason = outcome.InboxDeferred, true, sanitize.Text("inbox: "+err.Error(), decide.MaxCause)
+	}
+	if tx != nil {
+		// An adapter that answered no claim yet left a transaction open.
+		_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
+	}
+	return nil
+}
+
+// settleTx commits the claim's transaction after a handler that succeeded, and
+// rolls it back otherwise. A commit past the delivery's budget still counts:
+// the delivery is then left to the broker, and its redelivery meets the
+// committed claim.
+func (c *Consumer) settleTx(o *outcome.Outcome, tx InboxTx) {
+	if tx == nil {
+		return
+	}
+	if o.Handler.Kind != 0 {
+		_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
+		o.Commit = outcome.CommitRolledBack
+		return
+	}
+	said, err := userCall(c, time.Time{}, func(ctx context.Context) (error, error) { return tx.Commit(ctx), nil }, nil)
+	switch {
+	case err != nil:
+		// The commit did not return in time or panicked: its outcome is unknown.
+		o.Commit, said = outcome.CommitAmbiguous, err
+	case said == nil:
+		o.Commit = outcome.CommitCommitted
+		return
+	case errors.Is(said, ErrCommitAmbiguous):
+		o.Commit = outcome.CommitAmbiguous
+	default:
+		o.Commit = outcome.CommitFailed
+	}
+	o.Reason = sanitize.Text("commit: "+said.Error(), decide.MaxCause)
+}
+
+// userStep runs a step of user or adapter code (scope, inbox, cleanup,
+// after_delivery) within the step timeout and the deadline, turning a panic
+// into an error.
+func (c *Consumer) userStep(deadline time.Time, run func(context.Context) error) error {
+	_, err := userCall(c, deadline, func(ctx context.Context) (struct{}, error) { return struct{}{}, run(ctx) }, nil)
+	return err
+}
+
+// userCall is userStep for a step with a result. A step that does not return
+// in time keeps running on its own goroutine; a result that arrives after
+// that goes to discard (when not nil), which releases what it holds.
+func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) (T, error), discard func(T)) (T, error) {
+	ctx, cancel := step.Context(c.cfg.StepTimeout, deadline)
+	defer cancel()
+	return step.Open(ctx, func() (v T, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return run(ctx)
+	}, discard)
+}

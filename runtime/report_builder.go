@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+)
+
+// maxReported bounds the unresolved deliveries (and lost-intake reasons) a
+// report lists one by one; beyond it they are only counted.
+const maxReported = 1000
+
+type reportBuilder struct {
+	mu     sync.Mutex
+	r      Report
+	sealed bool
+	// inflight holds the deliveries on their journey, so that the report
+	// lists those still travelling when it is sealed.
+	inflight map[uint64]journey
+	next     uint64
+}
+
+// journey is what the report knows of a delivery still travelling.
+type journey struct {
+	messageID string // sanitized
+	copyTo    string // where a handoff's publish has been written, if one was
+}
+
+// begin notes a delivery starting its journey; add ends it with the token.
+func (b *reportBuilder) begin(messageID string) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.next++
+	b.inflight[b.next] = journey{messageID: messageID}
+	return b.next
+}
+
+// writingCopy notes that the delivery's handoff copy to dest is about to be
+// written (dest empty: it was not written after all). It reports false once
+// the report is sealed: a copy written then could be listed nowhere.
+func (b *reportBuilder) writingCopy(token uint64, dest string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if j, ok := b.inflight[token]; ok {
+		j.copyTo = dest
+		b.inflight[token] = j
+	}
+	return !b.sealed
+}
+
+// listCopy lists rec among the possible copies when its copy may repeat.
+func (b *reportBuilder) listCopy(rec Record, mayRepeat bool) {
+	if mayRepeat && len(b.r.PossibleCopies) < maxReported {
+		b.r.PossibleCopies = append(b.r.PossibleCopies, rec)
+	}
+}
+
+// add counts a finished journey (token from begin, or 0), and lists an
+// unresolved one, and one whose copy may repeat (copyMayRepeat); it reports
+// false once the report is sealed.
+func (b *reportBuilder) add(token uint64, rec Record, mayRepeat bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.inflight, token)
+	if b.sealed {
+		return false
+	}
+	b.r.Counts[rec.Path]++
+	if rec.Path == PathUnresolved {
+		b.list(rec)
+	}
+	b.listCopy(rec, mayRepeat)
+	return true
+}
+
+// unresolved lists a delivery whose settlement turned out unproven after its
+// journey ended (token from begin): the seal must not list it again as still
+// travelling, should its record come later.
+func (b *reportBuilder) unresolved(token uint64, rec Record, mayRepeat bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.inflight, token)
+	b.list(rec)
+	b.listCopy(rec, mayRepeat)
+}
+
+func (b *reportBuilder) list(rec Record) {
+	if len(b.r.Unresolved) < maxReported {
+		b.r.Unresolved = append(b.r.Unresolved, rec)
+	} else {
+		b.r.Omitted++
+	}
+}
+
+func (b *reportBuilder) proven(n int) {
+	b.mu.Lock()
+	b.r.AcksProven += n
+	b.mu.Unlock()
+}
+
+func (b *reportBuilder) lostIntake(why string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.r.Lost) < maxReported {
+		b.r.Lost = append(b.r.Lost, why)
+	}
+}
+
+func (b *reportBuilder) phase(name string, took time.Duration) {
+	b.mu.Lock()
+	b.r.Phases = append(b.r.Phases, Phase{Name: name, Duration: took})
+	b.mu.Unlock()
+}
+
+// seal returns the finished report; what happens later is no longer in it.
+// Deliveries still on their journey are listed unresolved: their authority is
+// revoked, and the broker redelivers them.
+func (b *reportBuilder) seal(queue string, abandoned int) *Report {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sealed = true
+	left := slices.SortedFunc(maps.Values(b.inflight), func(a, b journey) int { return strings.Compare(a.messageID, b.messageID) })
+	for _, j := range left {
+		rec := Record{Queue: queue, MessageID: j.messageID, Path: PathUnresolved,
+			Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}
+		if j.copyTo != "" {
+			rec.Handoff, rec.Destination = outcome.HandoffTimedOut.String(), j.copyTo
+			rec.Reason += "; its handoff had no confirm yet"
+		}
+		b.list(rec)
+		b.listCopy(rec, j.copyTo != "")
+	}
+	rep := b.r
+	rep.Stopped = time.Now()
+	rep.Abandoned = abandoned
+	rep.Unresolved = append([]Record{}, b.r.Unresolved...)
+	rep.PossibleCopies = append([]Record(nil), b.r.PossibleCopies...)
+	rep.Counts = make(map[Path]int, len(b.r.Counts))
+	for k, v := range b.r.Counts {
+		rep.Counts[k] = v
+	}
+	return &rep
+}
+
+// handlerCount observes the end of every handler goroutine.
+type handlerCount struct {
+	started, ended atomic.Int64
+}
+
+func (h *handlerCount) start() { h.started.Add(1) }
+
+func (h *handlerCount) end() { h.ended.Add(1) }
+
+// abandoned counts the handlers whose end was not observed.
+func (h *handlerCount) abandoned() int { return int(h.started.Load() - h.ended.Load()) }
