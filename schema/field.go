@@ -1,0 +1,375 @@
+package schema
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// place is where a field appears, which decides the keys it may have.
+type place int
+
+const (
+	inPayload place = iota // a field of a payload or object
+	inElement              // the element of a list or map
+	inHeaders              // a typed header
+)
+
+var fieldKeys = []string{
+	"type", "required", "nullable", "default",
+	"min_length", "max_length", "pattern", "min", "max", "min_items", "max_items",
+	"values", "fields", "items",
+}
+
+// typeKeys are the keys, beyond type, required, nullable and default, that
+// each field type takes.
+var typeKeys = map[Type][]string{
+	String:  {"min_length", "max_length", "pattern"},
+	Integer: {"min", "max"},
+	Number:  {"min", "max"},
+	Bytes:   {"min_length", "max_length"},
+	Enum:    {"values"},
+	Object:  {"fields"},
+	List:    {"min_items", "max_items", "items"},
+	Map:     {"min_items", "max_items", "items"},
+}
+
+// defaultTypes are the types a default may be given for: scalars with a
+// literal Go value.
+var defaultTypes = []Type{String, Integer, Number, Bool, Enum}
+
+// fields reads an object's fields; parent is the GoPath of the struct that
+// holds them.
+func (p *parser) fields(n *yaml.Node, parent string) []*Field {
+	return p.named(n, "fields", parent, inPayload, validKey)
+}
+
+// named reads the fields (or headers) of mapping n, keyed by their names.
+func (p *parser) named(n *yaml.Node, what, parent string, at place, valid func(string) bool) []*Field {
+	var out []*Field
+	goNames, folded := map[string]*yaml.Node{}, map[string]*yaml.Node{}
+	p.entries(n, what, func(k, v *yaml.Node) {
+		name := k.Value
+		if !valid(name) {
+			if at == inHeaders {
+				p.errorf(k, RuleName, "header name %q must start with a letter and hold only letters, digits, _, - and .", name)
+			} else {
+				p.errorf(k, RuleName, "field name %q must start with a letter and hold only letters, digits, _ and -", name)
+			}
+			return
+		}
+		if at == inHeaders && strings.HasPrefix(strings.ToLower(name), "x-lily-") {
+			p.errorf(k, RuleReservedHeader, "header %q: names starting x-lily- are Lily's own", name)
+			return
+		}
+		goName := GoName(name)
+		if prev, dup := goNames[goName]; dup {
+			p.errorf(k, RuleNameClash, "%s %q and %q (line %d) both give the Go name %s", what, name, prev.Value, prev.Line, goName)
+			return
+		}
+		// encoding/json matches keys ignoring case, and AMQP peers often do
+		// too, so two such names could not be told apart.
+		if prev, dup := folded[strings.ToLower(name)]; dup {
+			p.errorf(k, RuleNameClash, "%s %q and %q (line %d) differ only in case", what, name, prev.Value, prev.Line)
+			return
+		}
+		goNames[goName], folded[strings.ToLower(name)] = k, k
+		if f := p.field(k, v, parent+goName, at); f != nil {
+			f.Name, f.GoName = name, goName
+			out = append(out, f)
+		}
+	})
+	return out
+}
+
+func validKey(s string) bool { return validName(s, "_-") }
+
+func validHeader(s string) bool { return len(s) <= 255 && validName(s, "_-.") }
+
+// validName reports whether s is an ASCII letter followed by letters, digits
+// and the characters of extra.
+func validName(s, extra string) bool {
+	for i, r := range s {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (i == 0 || !(r >= '0' && r <= '9' || strings.ContainsRune(extra, r))) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func (p *parser) headers(n *yaml.Node, structName string) []*Field {
+	return p.named(n, "headers", structName, inHeaders, validHeader)
+}
+
+// field reads one field, element or header. at is the key that names it;
+// goPath is its unique Go name in the file.
+func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
+	m := p.object(n, key.Value, fieldKeys...)
+	if m == nil {
+		return nil
+	}
+	allowed := types
+	if at == inHeaders {
+		allowed = headerTypes
+	}
+	te, ok := m["type"]
+	if !ok {
+		p.errorf(key, RuleMissingKey, "%q has no type", key.Value).Hint = "one of " + typeList(allowed)
+		return nil
+	}
+	t, ok := p.str(te.v, "type")
+	if !ok {
+		return nil
+	}
+	f := &Field{Type: Type(t), GoPath: goPath, Pos: p.pos(key), Required: at == inElement}
+	switch {
+	case f.Type == Integer:
+		f.Int = Int64
+	case slices.Contains(intTypes, IntType(t)):
+		f.Type, f.Int = Integer, IntType(t)
+	}
+	if !slices.Contains(allowed, f.Type) {
+		what := "type"
+		if at == inHeaders && slices.Contains(types, f.Type) {
+			what = "header type"
+		}
+		e := p.errorf(te.v, RuleUnknownType, "unknown %s %q", what, t)
+		e.Hint = hint(t, typeNames(allowed), "one of "+typeList(allowed))
+		if t == "uint64" {
+			e.Hint = "Lily carries integers as int64, and AMQP headers have no uint64: use int64 with min: 0, or uint32"
+		}
+		return nil
+	}
+	p.flags(m, f, at)
+	for _, k := range fieldKeys[4:] {
+		if e, ok := m[k]; ok && !slices.Contains(typeKeys[f.Type], k) {
+			p.errorf(e.k, RuleBoundType, "%s does not apply to a field of type %s", k, f.TypeName())
+			delete(m, k)
+		}
+	}
+	switch f.Type {
+	case String:
+		f.MinLength, f.MaxLength = p.lengths(m, "min_length", "max_length")
+		if e, ok := m["pattern"]; ok {
+			if f.Pattern = p.pattern(e.v); f.Pattern != "" {
+				p.declare(fmt.Sprintf("the pattern of %q", key.Value), e.k, "pattern"+goPath)
+			}
+		}
+	case Bytes:
+		f.MinLength, f.MaxLength = p.lengths(m, "min_length", "max_length")
+	case Enum:
+		p.enum(key, m, f)
+	case List, Map:
+		f.MinItems, f.MaxItems = p.lengths(m, "min_items", "max_items")
+		if e, ok := m["items"]; ok {
+			f.Items = p.field(e.k, e.v, goPath+"Item", inElement)
+		} else {
+			p.errorf(key, RuleMissingKey, "%s %q has no items", f.Type, key.Value).Hint = "add items: {type: ...}, the element's type"
+		}
+	case Object:
+		p.declare(fmt.Sprintf("object field %q", key.Value), key, goPath)
+		if e, ok := m["fields"]; ok {
+			f.Fields = p.fields(e.v, goPath)
+		} else {
+			p.errorf(key, RuleMissingKey, "object %q has no fields", key.Value)
+		}
+	case Integer:
+		p.intBounds(m, f)
+	case Number:
+		f.MinNum, f.MaxNum = bounds(p, m, "min", "max", p.number)
+	}
+	if e, ok := m["default"]; ok && f.Default == nil && !f.Required && !f.Nullable {
+		p.defaultValue(e, f)
+	}
+	return f
+}
+
+// flags reads required, nullable and default, which apply only to some
+// places and types.
+func (p *parser) flags(m map[string]entry, f *Field, at place) {
+	for _, key := range []string{"required", "nullable", "default"} {
+		e, ok := m[key]
+		switch {
+		case !ok:
+		case at == inElement && key == "required":
+			p.errorf(e.k, RuleItemRequired, "an element is always required: remove required")
+		case at == inElement:
+			p.errorf(e.k, RuleBoundType, "%s does not apply to an element of a list or map", key)
+		case at == inHeaders && key != "required":
+			p.errorf(e.k, RuleBoundType, "%s does not apply to a header", key)
+		case key == "required":
+			f.Required, _ = p.boolean(e.v, key)
+		case key == "nullable":
+			f.Nullable, _ = p.boolean(e.v, key)
+		case !slices.Contains(defaultTypes, f.Type):
+			p.errorf(e.k, RuleDefault, "default does not apply to a field of type %s", f.TypeName())
+		default:
+			continue
+		}
+		delete(m, key)
+	}
+	if e, ok := m["default"]; ok && (f.Required || f.Nullable) {
+		p.errorf(e.k, RuleDefault, "a default applies to an optional field that is not nullable").
+			Hint = "a required field is always present, and a nullable one keeps its null"
+	}
+}
+
+// defaultValue reads the default of f and checks it against f's bounds.
+func (p *parser) defaultValue(e entry, f *Field) {
+	var v any
+	var ok bool
+	switch f.Type {
+	case String, Enum:
+		v, ok = p.str(e.v, "default")
+	case Integer:
+		v, ok = p.integer(e.v, "default")
+	case Number:
+		v, ok = p.number(e.v, "default")
+	case Bool:
+		v, ok = p.boolean(e.v, "default")
+	}
+	if !ok {
+		return
+	}
+	if problem := checkScalar(f, v); problem != "" {
+		p.errorf(e.v, RuleDefault, "default %s breaks the field's own bounds: %s", e.v.Value, problem)
+		return
+	}
+	f.Default = v
+}
+
+func (p *parser) pattern(n *yaml.Node) string {
+	s, ok := p.str(n, "pattern")
+	if !ok {
+		return ""
+	}
+	if _, err := regexp.Compile(s); err != nil {
+		p.errorf(n, RulePattern, "pattern %q is not an RE2 regular expression: %s", s, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		return ""
+	}
+	return s
+}
+
+// enum reads an enum's values; each gives a Go constant of the enum's type.
+func (p *parser) enum(key *yaml.Node, m map[string]entry, f *Field) {
+	e, ok := m["values"]
+	if !ok {
+		p.errorf(key, RuleMissingKey, "enum %q has no values", key.Value).Hint = "add values: [a, b]"
+		return
+	}
+	items, ok := p.seq(e.v, "values")
+	if !ok {
+		return
+	}
+	if len(items) == 0 {
+		p.errorf(e.v, RuleEmpty, "values: want at least one value")
+	}
+	names := []string{f.GoPath}
+	goNames := map[string]*yaml.Node{}
+	for _, item := range items {
+		s, ok := p.str(item, "an enum value")
+		if !ok {
+			continue
+		}
+		goName := GoName(s)
+		switch prev, dup := goNames[goName]; {
+		case goName == "":
+			p.errorf(item, RuleName, "enum value %q has no letter or digit to give a Go constant name", s)
+		case dup && prev.Value == s:
+			p.errorf(item, RuleDuplicate, "duplicate enum value %q (first at line %d)", s, prev.Line)
+		case dup:
+			p.errorf(item, RuleNameClash, "enum values %q and %q (line %d) both give the Go name %s", s, prev.Value, prev.Line, f.GoPath+goName)
+		default:
+			goNames[goName] = item
+			f.Values = append(f.Values, s)
+			names = append(names, f.GoPath+goName)
+		}
+	}
+	p.declare(fmt.Sprintf("enum %q", key.Value), key, names...)
+}
+
+// typeNames are the names of types ts, each integer type among them.
+func typeNames(ts []Type) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, string(t))
+		if t == Integer {
+			for _, it := range intTypes {
+				out = append(out, string(it))
+			}
+		}
+	}
+	return out
+}
+
+func typeList(ts []Type) string { return strings.Join(typeNames(ts), ", ") }
+
+// lengths reads a pair of length bounds, which are never negative.
+func (p *parser) lengths(m map[string]entry, minKey, maxKey string) (lo, hi *int) {
+	return bounds(p, m, minKey, maxKey, func(n *yaml.Node, what string) (int, bool) {
+		return p.intRange(n, what, 0, math.MaxInt32)
+	})
+}
+
+// intBounds reads an integer field's bounds, each of which must lie within
+// the range of its type, and bounds a type narrower than int64 by its range
+// where the schema does not.
+func (p *parser) intBounds(m map[string]entry, f *Field) {
+	f.MinInt, f.MaxInt = bounds(p, m, "min", "max", p.integer)
+	lo, hi := f.Int.Range()
+	for _, b := range []struct {
+		key      string
+		v        **int64
+		implicit int64
+	}{{"min", &f.MinInt, lo}, {"max", &f.MaxInt, hi}} {
+		switch {
+		case *b.v == nil && f.Int != Int64:
+			*b.v = &b.implicit
+		case *b.v != nil && (**b.v < lo || **b.v > hi):
+			p.errorf(m[b.key].v, RuleRange, "%s %d is outside the range of %s, %d to %d", b.key, **b.v, f.Int, lo, hi).
+				Hint = holding(f.Int, **b.v)
+		}
+	}
+}
+
+// holding suggests the narrowest integer type that holds v, of t's
+// signedness if one does.
+func holding(t IntType, v int64) string {
+	order := intTypes
+	if t[0] == 'u' {
+		order = append(slices.Clone(intTypes[4:]), intTypes[:4]...)
+	}
+	for _, c := range order {
+		if lo, hi := c.Range(); lo <= v && v <= hi {
+			return "use a type that holds it, such as " + string(c)
+		}
+	}
+	return ""
+}
+
+// bounds reads a minimum and a maximum with read, and reports a pair that no
+// value fits.
+func bounds[T int | int64 | float64](p *parser, m map[string]entry, minKey, maxKey string, read func(*yaml.Node, string) (T, bool)) (lo, hi *T) {
+	get := func(key string) *T {
+		e, ok := m[key]
+		if !ok {
+			return nil
+		}
+		v, ok := read(e.v, key)
+		if !ok {
+			return nil
+		}
+		return &v
+	}
+	lo, hi = get(minKey), get(maxKey)
+	if lo != nil && hi != nil && *lo > *hi {
+		p.errorf(m[minKey].v, RuleImpossibleBound, "%s %s is greater than %s %s: no value fits", minKey, m[minKey].v.Value, maxKey, m[maxKey].v.Value).
+			Hint = "swap them, or raise " + maxKey
+	}
+	return lo, hi
+}

@@ -1,0 +1,156 @@
+package schema
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"gopkg.in/yaml.v3"
+)
+
+// messages reads one file's messages; known are those of files read before.
+func (p *parser) messages(n *yaml.Node, known []*Message) []*Message {
+	var out []*Message
+	p.entries(n, "messages", func(k, v *yaml.Node) {
+		if i := slices.IndexFunc(known, func(m *Message) bool { return m.Name == k.Value }); i >= 0 {
+			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(known[i].Pos))
+			return
+		}
+		if !isIdent(k.Value, true) {
+			p.errorf(k, RuleName, "message name %q is not an UpperCamel Go identifier such as OrderPlaced", k.Value)
+		}
+		msg := &Message{Name: k.Value, Pos: p.pos(k)}
+		p.declare("message "+msg.Name, k, msg.Name+"Type")
+		m := p.object(v, k.Value, "versions")
+		if m == nil {
+			return
+		}
+		if e, ok := m["versions"]; ok {
+			msg.Versions = p.versions(msg, e.v)
+		} else {
+			p.errorf(k, RuleMissingKey, "message %s has no versions", msg.Name)
+		}
+		out = append(out, msg)
+	})
+	if n.Kind == yaml.MappingNode && len(n.Content) == 0 {
+		p.errorf(n, RuleEmpty, "messages: want at least one message")
+	}
+	return out
+}
+
+var versionKeys = []string{"content_types", "fields", "headers", "examples", "deprecated_since", "remove_after"}
+
+func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
+	var out []*Version
+	first := map[int]*yaml.Node{}
+	// Not p.entries: a repeated key here is a repeated version, said so.
+	if !p.kind(n, yaml.MappingNode, "versions") {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		num, ok := p.intRange(k, "version", 1, math.MaxInt32)
+		if !ok {
+			continue
+		}
+		if prev, dup := first[num]; dup {
+			p.errorf(k, RuleDuplicateVersion, "duplicate version %d of %s (first at line %d)", num, msg.Name, prev.Line).
+				Hint = fmt.Sprintf("a changed payload needs a new version number, such as %d", slices.Max(slices.Collect(maps.Keys(first)))+1)
+			continue
+		}
+		first[num] = k
+		ver := &Version{Number: num, GoName: fmt.Sprintf("%sV%d", msg.Name, num), Pos: p.pos(k), ContentTypes: []string{DefaultContentType}}
+		what := fmt.Sprintf("%s version %d", msg.Name, num)
+		p.declare(what, k, ver.GoName, "Extract"+ver.GoName, "New"+ver.GoName)
+		m := p.object(v, what, versionKeys...)
+		before := len(p.errs)
+		if e, ok := m["content_types"]; ok {
+			ver.ContentTypes = p.contentTypes(e.v)
+		}
+		if e, ok := m["fields"]; ok {
+			ver.Fields = p.fields(e.v, ver.GoName)
+		}
+		if e, ok := m["headers"]; ok {
+			ver.HeadersName = ver.GoName + "Headers"
+			p.declare(what+" headers", e.k, ver.HeadersName)
+			ver.Headers = p.headers(e.v, ver.HeadersName)
+			// The payload struct holds the typed headers in its field Headers.
+			if i := slices.IndexFunc(ver.Fields, func(f *Field) bool { return f.GoName == "Headers" }); i >= 0 {
+				p.errorf(e.k, RuleNameClash, "typed headers go in the Go field Headers of %s, already taken by field %q (line %d)",
+					ver.GoName, ver.Fields[i].Name, ver.Fields[i].Pos.Line).Hint = "rename the field"
+			}
+		}
+		fieldsOK := len(p.errs) == before
+		p.dates(m, ver)
+		if e, ok := m["examples"]; ok {
+			ver.Examples = p.examples(e.v, ver, fieldsOK)
+		}
+		out = append(out, ver)
+	}
+	if len(n.Content) == 0 {
+		p.errorf(n, RuleEmpty, "versions: want at least one version")
+	}
+	slices.SortFunc(out, func(a, b *Version) int { return a.Number - b.Number })
+	return out
+}
+
+// dates reads deprecated_since and remove_after: dates, in that order.
+func (p *parser) dates(m map[string]entry, ver *Version) {
+	read := func(key string) string {
+		e, ok := m[key]
+		if !ok {
+			return ""
+		}
+		s, ok := p.date(e.v, key)
+		if !ok {
+			return ""
+		}
+		return s
+	}
+	ver.DeprecatedSince, ver.RemoveAfter = read("deprecated_since"), read("remove_after")
+	switch e, ok := m["remove_after"]; {
+	case !ok || ver.RemoveAfter == "":
+	case ver.DeprecatedSince == "" && m["deprecated_since"].k == nil:
+		p.errorf(e.k, RuleDate, "remove_after needs deprecated_since: a version is deprecated before it is removed")
+	case ver.DeprecatedSince != "" && ver.RemoveAfter < ver.DeprecatedSince:
+		p.errorf(e.v, RuleDate, "remove_after %s is before deprecated_since %s", ver.RemoveAfter, ver.DeprecatedSince)
+	}
+}
+
+// date reads a YYYY-MM-DD date. YAML reads an unquoted one as a timestamp,
+// which is accepted too.
+func (p *parser) date(n *yaml.Node, what string) (string, bool) {
+	if !p.scalar(n, what, "a date such as 2026-06-30", "!!str", "!!timestamp") {
+		return "", false
+	}
+	if _, err := parseDate(n.Value); err != nil {
+		p.errorf(n, RuleDate, "%s: %q is not a date such as 2026-06-30", what, n.Value)
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) contentTypes(n *yaml.Node) []string {
+	var out []string
+	items, ok := p.seq(n, "content_types")
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		p.errorf(n, RuleEmpty, "content_types: want at least one content type")
+	}
+	for _, item := range items {
+		s, ok := p.str(item, "a content type")
+		switch {
+		case !ok:
+		case s != DefaultContentType:
+			p.errorf(item, RuleContentType, "content type %q is not supported (only %s)", s, DefaultContentType)
+		case slices.Contains(out, s):
+			p.errorf(item, RuleDuplicate, "duplicate content type %q", s)
+		default:
+			out = append(out, s)
+		}
+	}
+	return out
+}

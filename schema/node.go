@@ -1,0 +1,199 @@
+package schema
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// kind checks that n is of kind k; YAML aliases are refused so that a schema
+// reads as written and cannot expand without bound.
+func (p *parser) kind(n *yaml.Node, k yaml.Kind, what string) bool {
+	if n.Kind == yaml.AliasNode {
+		p.errorf(n, RuleAlias, "%s: YAML aliases are not supported", what)
+		return false
+	}
+	if n.Kind == k {
+		return true
+	}
+	want := map[yaml.Kind]string{yaml.MappingNode: "a mapping", yaml.SequenceNode: "a list"}[k]
+	p.errorf(n, RuleKind, "%s: want %s, got %s", what, want, describe(n))
+	return false
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	switch n.ShortTag() {
+	case "!!str":
+		return fmt.Sprintf("the string %q", shorten(n.Value))
+	case "!!null":
+		return "null"
+	case "!!int":
+		return "the integer " + shorten(n.Value)
+	case "!!float":
+		return "the number " + shorten(n.Value)
+	case "!!bool":
+		return n.Value
+	}
+	return strconv.Quote(shorten(n.Value))
+}
+
+// shorten keeps a long name readable in a message.
+func shorten(s string) string {
+	if len(s) <= 40 {
+		return s
+	}
+	return s[:37] + "..."
+}
+
+// entries calls fn with each key and value of mapping n in file order, after
+// checking that the keys are distinct plain values.
+func (p *parser) entries(n *yaml.Node, what string, fn func(k, v *yaml.Node)) {
+	if !p.kind(n, yaml.MappingNode, what) {
+		return
+	}
+	first := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(k, RuleKind, "%s: a key must be a plain value, not %s", what, describe(k))
+			continue
+		}
+		if prev, dup := first[k.Value]; dup {
+			p.errorf(k, RuleDuplicateKey, "duplicate key %q (first at line %d)", k.Value, prev.Line)
+			continue
+		}
+		first[k.Value] = k
+		fn(k, v)
+	}
+}
+
+// object reads mapping n whose keys must be among known, reporting the others
+// with the nearest known key. It returns nil when n is not a mapping.
+func (p *parser) object(n *yaml.Node, what string, known ...string) map[string]entry {
+	if n.Kind != yaml.MappingNode {
+		p.kind(n, yaml.MappingNode, what)
+		return nil
+	}
+	m := map[string]entry{}
+	p.entries(n, what, func(k, v *yaml.Node) {
+		if !slices.Contains(known, k.Value) {
+			p.errorf(k, RuleUnknownKey, "unknown key %q", k.Value).
+				Hint = hint(k.Value, known, "known keys: "+strings.Join(slices.Sorted(slices.Values(known)), ", "))
+			return
+		}
+		m[k.Value] = entry{k, v}
+	})
+	return m
+}
+
+// keyNode returns the key node of key in mapping n, or nil.
+func keyNode(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i]
+		}
+	}
+	return nil
+}
+
+func (p *parser) scalar(n *yaml.Node, what, want string, tags ...string) bool {
+	if n.Kind == yaml.ScalarNode && slices.Contains(tags, n.ShortTag()) {
+		return true
+	}
+	if n.Kind == yaml.AliasNode {
+		return p.kind(n, yaml.ScalarNode, what)
+	}
+	p.errorf(n, RuleKind, "%s: want %s, got %s", what, want, describe(n))
+	return false
+}
+
+func (p *parser) str(n *yaml.Node, what string) (string, bool) {
+	if !p.scalar(n, what, "a string", "!!str") {
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) boolean(n *yaml.Node, what string) (bool, bool) {
+	var v bool
+	if !p.scalar(n, what, "true or false", "!!bool") || n.Decode(&v) != nil {
+		return false, false
+	}
+	return v, true
+}
+
+func (p *parser) integer(n *yaml.Node, what string) (int64, bool) {
+	var v int64
+	if !p.scalar(n, what, "an integer", "!!int") {
+		return 0, false
+	}
+	if err := n.Decode(&v); err != nil {
+		p.errorf(n, RuleRange, "%s: %s does not fit in 64 bits", what, shorten(n.Value))
+		return 0, false
+	}
+	return v, true
+}
+
+func (p *parser) intRange(n *yaml.Node, what string, lo, hi int) (int, bool) {
+	v, ok := p.integer(n, what)
+	switch {
+	case !ok:
+	case v < int64(lo):
+		p.errorf(n, RuleRange, "%s must be at least %d, not %d", what, lo, v)
+	case v > int64(hi):
+		p.errorf(n, RuleRange, "%s must be at most %d, not %d", what, hi, v)
+	default:
+		return int(v), true
+	}
+	return 0, false
+}
+
+func (p *parser) number(n *yaml.Node, what string) (float64, bool) {
+	var v float64
+	if !p.scalar(n, what, "a number", "!!int", "!!float") || n.Decode(&v) != nil {
+		return 0, false
+	}
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		p.errorf(n, RuleRange, "%s: want a finite number, got %s", what, n.Value)
+		return 0, false
+	}
+	return v, true
+}
+
+// duration reads a Go duration; zeroOK allows 0 as "not set".
+func (p *parser) duration(n *yaml.Node, what string, zeroOK bool) (time.Duration, bool) {
+	s, ok := p.str(n, what)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		p.errorf(n, RuleDuration, "%s: %q is not a Go duration", what, shorten(s)).Hint = "such as 500ms, 5s or 1m30s"
+	case d < 0 || d == 0 && !zeroOK:
+		p.errorf(n, RuleDuration, "%s: %s must be positive", what, s)
+	default:
+		return d, true
+	}
+	return 0, false
+}
+
+func (p *parser) seq(n *yaml.Node, what string) ([]*yaml.Node, bool) {
+	if !p.kind(n, yaml.SequenceNode, what) {
+		return nil, false
+	}
+	return n.Content, true
+}

@@ -1,0 +1,267 @@
+package schema
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+var queueKeys = []string{
+	"type", "prefetch", "concurrency", "consumes", "retry", "dlq",
+	"max_body_bytes", "handler_timeout", "settlement_budget", "inbox",
+}
+
+// maxBodyBytes is RabbitMQ's own ceiling on a message body.
+const maxBodyBytes = 512 << 20
+
+func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
+	if i := slices.IndexFunc(f.Queues, func(q *Queue) bool { return q.Name == k.Value }); i >= 0 {
+		p.errorf(k, RuleDuplicate, "queue %q is already declared (%s)", k.Value, p.where(f.Queues[i].Pos))
+		return nil
+	}
+	q := &Queue{
+		Name:           k.Value,
+		GoName:         GoName(k.Value),
+		Pos:            p.pos(k),
+		Type:           DefaultQueueType,
+		Prefetch:       DefaultPrefetch,
+		Concurrency:    DefaultConcurrency,
+		DLQ:            k.Value + DLQSuffix,
+		MaxBodyBytes:   DefaultMaxBodyBytes,
+		HandlerTimeout: DefaultHandlerTimeout,
+		Inbox:          DefaultInbox,
+	}
+	if r := []rune(q.GoName); q.Name != "" && (len(r) == 0 || !(r[0] >= 'A' && r[0] <= 'Z')) {
+		p.errorf(k, RuleName, "queue name %q must start with a letter to give a Go name", q.Name)
+	} else {
+		p.declare(fmt.Sprintf("queue %q", q.Name), k,
+			q.GoName+"Handler", "Unimplemented"+q.GoName+"Handler", q.GoName+"QueueSpec", q.GoName+"Routes", "New"+q.GoName+"Consumer")
+	}
+	m := p.object(v, k.Value, queueKeys...)
+	if m == nil {
+		return nil
+	}
+	if e, ok := m["type"]; ok {
+		if s, ok := p.str(e.v, "type"); ok {
+			q.Type = QueueType(s)
+			if q.Type != Classic && q.Type != Quorum {
+				p.errorf(e.v, RuleUnknownType, "unknown queue type %q", s).Hint = hint(s, []string{string(Classic), string(Quorum)}, "classic or quorum")
+			}
+		}
+	}
+	if e, ok := m["inbox"]; ok {
+		if s, ok := p.str(e.v, "inbox"); ok {
+			q.Inbox = Inbox(s)
+			if known := []string{string(InboxNone), string(InboxOptional), string(InboxRequired)}; !slices.Contains(known, s) {
+				p.errorf(e.v, RuleInbox, "unknown inbox policy %q", s).Hint = hint(s, known, "required, optional or none")
+			}
+		}
+	}
+	// RabbitMQ's prefetch count is 16 bits wide.
+	p.setInt(m, "prefetch", &q.Prefetch, 1, math.MaxUint16)
+	p.setInt(m, "concurrency", &q.Concurrency, 1, math.MaxUint16)
+	p.setInt(m, "max_body_bytes", &q.MaxBodyBytes, 1, maxBodyBytes)
+	dlqAt := k
+	if e, ok := m["dlq"]; ok {
+		if s, ok := p.str(e.v, "dlq"); ok {
+			q.DLQ, dlqAt = s, e.v
+			if s == q.Name {
+				p.errorf(e.v, RuleQueueName, "dlq must differ from the queue it serves")
+			}
+		}
+	}
+	if e, ok := m["handler_timeout"]; ok {
+		if d, ok := p.duration(e.v, "handler_timeout", false); ok {
+			q.HandlerTimeout = d
+		}
+	}
+	if e, ok := m["settlement_budget"]; ok {
+		d, ok := p.duration(e.v, "settlement_budget", true)
+		if ok && d > 0 && d < q.HandlerTimeout {
+			p.errorf(e.v, RuleRetry, "settlement_budget %s is shorter than handler_timeout %s", d, q.HandlerTimeout).
+				Hint = "a delivery's budget must cover its handler; use 0 for the runtime's default"
+		}
+		q.SettlementBudget = d
+	}
+	q.Retry = p.retry(m)
+	p.queueNames(q, k, dlqAt)
+	if e, ok := m["consumes"]; ok {
+		q.Consumes = p.consumes(e.v, f.Messages)
+	} else {
+		p.errorf(k, RuleMissingKey, "queue %q consumes nothing: add consumes", q.Name)
+	}
+	return q
+}
+
+// maxQueueName is the longest queue name Lily's runtime accepts. RabbitMQ
+// allows 255 bytes; the rest is room for the retry buckets' suffixes.
+const maxQueueName = 200
+
+// queueNames checks the names RabbitMQ will be asked to declare for q: the
+// queue, its DLQ and its retry buckets.
+func (p *parser) queueNames(q *Queue, at, dlqAt *yaml.Node) {
+	check := func(n *yaml.Node, what, name string, limit int) bool {
+		switch {
+		case name == "":
+			p.errorf(n, RuleQueueName, "%s is empty: RabbitMQ would name the queue itself", what)
+		case len(name) > limit:
+			why := "RabbitMQ would refuse it"
+			if limit < 255 {
+				why = fmt.Sprintf("longer than %d, which leaves room for retry bucket names within RabbitMQ's 255", limit)
+			}
+			p.errorf(n, RuleQueueName, "%s %q is %d bytes: %s", what, shorten(name), len(name), why).
+				Hint = fmt.Sprintf("use 1 to %d bytes", limit)
+		case strings.HasPrefix(name, "amq."):
+			p.errorf(n, RuleQueueName, "%s %q starts with amq., which RabbitMQ reserves for itself (403 ACCESS_REFUSED)", what, name)
+		case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			p.errorf(n, RuleQueueName, "%s %q holds control characters", what, name)
+		default:
+			return true
+		}
+		return false
+	}
+	// Names made from a refused one would only repeat its error.
+	if !check(at, "queue name", q.Name, maxQueueName) {
+		if dlqAt != at {
+			check(dlqAt, "dlq", q.DLQ, 255)
+		}
+		return
+	}
+	check(dlqAt, "dlq", q.DLQ, 255)
+	for _, d := range q.Retry.Delays {
+		check(at, "retry bucket", q.Name+".retry."+d.String(), 255)
+	}
+}
+
+func (p *parser) setInt(m map[string]entry, key string, dst *int, lo, hi int) {
+	if e, ok := m[key]; ok {
+		if v, ok := p.intRange(e.v, key, lo, hi); ok {
+			*dst = v
+		}
+	}
+}
+
+// maxAttempts stays within the runtime's default bound on x-lily-attempt,
+// beyond which it treats the header as forged.
+const maxAttempts = 1000
+
+func (p *parser) retry(q map[string]entry) Retry {
+	r := Retry{MaxAttempts: 1}
+	e, ok := q["retry"]
+	if !ok {
+		return r
+	}
+	m := p.object(e.v, "retry", "delays", "max_attempts")
+	if d, ok := m["delays"]; ok {
+		items, _ := p.seq(d.v, "delays")
+		for i, item := range items {
+			v, ok := p.duration(item, "a retry delay", false)
+			if !ok {
+				continue
+			}
+			if v%time.Millisecond != 0 {
+				p.errorf(item, RuleDuration, "retry delay %s is not a whole number of milliseconds, as RabbitMQ message TTLs are", v)
+			}
+			if i > 0 && len(r.Delays) == i && v <= r.Delays[i-1] {
+				p.errorf(item, RuleRetryOrder, "retry delay %s does not increase on the one before it (%s)", v, r.Delays[i-1]).
+					Hint = "list each delay once, shortest first: the last one repeats until max_attempts"
+			}
+			r.Delays = append(r.Delays, v)
+		}
+	}
+	r.MaxAttempts = 1 + len(r.Delays)
+	if a, ok := m["max_attempts"]; ok {
+		if v, ok := p.intRange(a.v, "max_attempts", 1, maxAttempts); ok {
+			r.MaxAttempts = v
+			if v > 1 && len(r.Delays) == 0 {
+				p.errorf(a.v, RuleRetry, "max_attempts %d needs at least one retry delay", v).Hint = "add delays: [5s]"
+			}
+		}
+	}
+	return r
+}
+
+func (p *parser) consumes(n *yaml.Node, msgs []*Message) []Consume {
+	items, ok := p.seq(n, "consumes")
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		p.errorf(n, RuleEmpty, "consumes: want at least one message")
+	}
+	var out []Consume
+	first := map[*Version]*yaml.Node{}
+	for _, item := range items {
+		m := p.object(item, "consumes", "message", "versions")
+		if m == nil {
+			continue
+		}
+		e, ok := m["message"]
+		if !ok {
+			p.errorf(item, RuleMissingKey, "missing message")
+			continue
+		}
+		name, ok := p.str(e.v, "message")
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(msgs, func(m *Message) bool { return m.Name == name })
+		if i < 0 {
+			names := make([]string, len(msgs))
+			for j, m := range msgs {
+				names[j] = m.Name
+			}
+			p.errorf(e.v, RuleUnknownRef, "unknown message %q", name).Hint = hint(name, names, "messages: "+strings.Join(names, ", "))
+			continue
+		}
+		c := Consume{Message: msgs[i], Versions: msgs[i].Versions}
+		if v, ok := m["versions"]; ok {
+			c.Versions = p.consumedVersions(v.v, msgs[i])
+		}
+		for _, ver := range c.Versions {
+			if prev, dup := first[ver]; dup {
+				p.errorf(e.v, RuleDuplicate, "%s version %d is consumed twice (first at line %d)", name, ver.Number, prev.Line)
+			}
+			first[ver] = e.v
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (p *parser) consumedVersions(n *yaml.Node, msg *Message) []*Version {
+	items, ok := p.seq(n, "versions")
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		p.errorf(n, RuleEmpty, "versions: want at least one version, or leave versions out to consume them all")
+	}
+	var out []*Version
+	for _, item := range items {
+		num, ok := p.integer(item, "a version")
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(msg.Versions, func(v *Version) bool { return int64(v.Number) == num })
+		switch {
+		case i < 0:
+			have := make([]string, len(msg.Versions))
+			for j, v := range msg.Versions {
+				have[j] = strconv.Itoa(v.Number)
+			}
+			p.errorf(item, RuleUnknownRef, "message %s has no version %d", msg.Name, num).Hint = "it has " + strings.Join(have, ", ")
+		case slices.Contains(out, msg.Versions[i]):
+			p.errorf(item, RuleDuplicate, "duplicate version %d", num)
+		default:
+			out = append(out, msg.Versions[i])
+		}
+	}
+	slices.SortFunc(out, func(a, b *Version) int { return a.Number - b.Number })
+	return out
+}
