@@ -57,42 +57,54 @@ func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 		if prev, dup := first[num]; dup {
 			p.errorf(k, RuleDuplicateVersion, "duplicate version %d of %s (first at line %d)", num, msg.Name, prev.Line).
 				Hint = fmt.Sprintf("a changed payload needs a new version number, such as %d", slices.Max(slices.Collect(maps.Keys(first)))+1)
+			// Its body is checked all the same, so that renumbering it
+			// reveals no errors that were hidden; its Go names, those of
+			// the first, are checked only against each other.
+			decls := p.decls
+			p.decls = map[string]decl{}
+			p.version(msg, num, k, v)
+			p.decls = decls
 			continue
 		}
 		first[num] = k
-		ver := &Version{Number: num, GoName: fmt.Sprintf("%sV%d", msg.Name, num), Pos: p.pos(k), ContentTypes: []string{DefaultContentType}}
-		what := fmt.Sprintf("%s version %d", msg.Name, num)
-		p.declare(what, k, ver.GoName, "Extract"+ver.GoName, "New"+ver.GoName)
-		m := p.object(v, what, versionKeys...)
-		before := len(p.errs)
-		if e, ok := m["content_types"]; ok {
-			ver.ContentTypes = p.contentTypes(e.v)
-		}
-		if e, ok := m["fields"]; ok {
-			ver.Fields = p.fields(e.v, ver.GoName)
-		}
-		if e, ok := m["headers"]; ok {
-			ver.HeadersName = ver.GoName + "Headers"
-			p.declare(what+" headers", e.k, ver.HeadersName)
-			ver.Headers = p.headers(e.v, ver.HeadersName)
-			// The payload struct holds the typed headers in its field Headers.
-			if i := slices.IndexFunc(ver.Fields, func(f *Field) bool { return f.GoName == "Headers" }); i >= 0 {
-				p.errorf(e.k, RuleNameClash, "typed headers go in the Go field Headers of %s, already taken by field %q (line %d)",
-					ver.GoName, ver.Fields[i].Name, ver.Fields[i].Pos.Line).Hint = "rename the field"
-			}
-		}
-		fieldsOK := len(p.errs) == before
-		p.dates(m, ver)
-		if e, ok := m["examples"]; ok {
-			ver.Examples = p.examples(e.v, ver, fieldsOK)
-		}
-		out = append(out, ver)
+		out = append(out, p.version(msg, num, k, v))
 	}
 	if len(n.Content) == 0 {
 		p.errorf(n, RuleEmpty, "versions: want at least one version")
 	}
 	slices.SortFunc(out, func(a, b *Version) int { return a.Number - b.Number })
 	return out
+}
+
+// version reads the body v of version num of msg, whose key is k.
+func (p *parser) version(msg *Message, num int, k, v *yaml.Node) *Version {
+	ver := &Version{Number: num, GoName: fmt.Sprintf("%sV%d", msg.Name, num), Pos: p.pos(k), ContentTypes: []string{DefaultContentType}}
+	what := fmt.Sprintf("%s version %d", msg.Name, num)
+	p.declare(what, k, ver.GoName, "Extract"+ver.GoName, "New"+ver.GoName)
+	m := p.object(v, what, versionKeys...)
+	before := len(p.errs)
+	if e, ok := m["content_types"]; ok {
+		ver.ContentTypes = p.contentTypes(e.v)
+	}
+	if e, ok := m["fields"]; ok {
+		ver.Fields = p.fields(e.v, ver.GoName)
+	}
+	if e, ok := m["headers"]; ok {
+		ver.HeadersName = ver.GoName + "Headers"
+		p.declare(what+" headers", e.k, ver.HeadersName)
+		ver.Headers = p.headers(e.v, ver.HeadersName)
+		// The payload struct holds the typed headers in its field Headers.
+		if i := slices.IndexFunc(ver.Fields, func(f *Field) bool { return f.GoName == "Headers" }); i >= 0 {
+			p.errorf(e.k, RuleNameClash, "typed headers go in the Go field Headers of %s, already taken by field %q (line %d)",
+				ver.GoName, ver.Fields[i].Name, ver.Fields[i].Pos.Line).Hint = "rename the field"
+		}
+	}
+	fieldsOK := len(p.errs) == before
+	p.dates(m, ver)
+	if e, ok := m["examples"]; ok {
+		ver.Examples = p.examples(e.v, ver, fieldsOK)
+	}
+	return ver
 }
 
 // dates reads deprecated_since and remove_after: dates, in that order.
