@@ -200,13 +200,10 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 		b.add(rules.FieldTypeChanged, subject, nf.Pos,
 			fmt.Sprintf("%s changes type from %s to %s", subject, of.TypeName(), nf.TypeName()),
 			"add a field with a new name, or a new version of the message, and retire the old one")
+		b.goType(of, nf, subject)
 		return
 	}
-	if o, n := goType(of), goType(nf); o != n && of.GoName != "" {
-		b.add(rules.FieldGoTypeChanged, subject, nf.Pos,
-			fmt.Sprintf("Go field %s changes type from %s to %s", of.GoName, o, n),
-			"update the code that reads or sets it")
-	}
+	b.goType(of, nf, subject)
 	switch {
 	case !of.Required && nf.Required:
 		b.add(rules.FieldMadeRequired, subject, nf.Pos,
@@ -251,6 +248,20 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 		if of.Items != nil && nf.Items != nil {
 			b.field(of.Items, nf.Items, subject+"[]")
 		}
+	}
+}
+
+// goType reports a change of the Go type of a field of the generated struct.
+// An element has no Go field: the list or map that holds it reports the
+// change of its own type.
+func (b *breaker) goType(of, nf *schema.Field, subject string) {
+	// byte is uint8 to the compiler, so bytes and a list of uint8 share one
+	// Go type.
+	same := func(t string) string { return strings.ReplaceAll(t, "[]byte", "[]uint8") }
+	if o, n := goType(of), goType(nf); same(o) != same(n) && of.GoName != "" {
+		b.add(rules.FieldGoTypeChanged, subject, nf.Pos,
+			fmt.Sprintf("Go field %s changes type from %s to %s", of.GoName, o, n),
+			"update the code that reads or sets it")
 	}
 }
 

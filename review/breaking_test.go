@@ -89,7 +89,9 @@ func TestBreaking(t *testing.T) {
 		{"required field removed", []string{"          amount: {type: integer, required: true, min: 1, max: 1000}\n", ""},
 			[]string{"API FIELD-REMOVED@OrderPlaced.v1.amount", "PRODUCER FIELD-REQUIRED-REMOVED@OrderPlaced.v1.amount"}},
 		{"type changed", []string{"amount: {type: integer, required: true, min: 1, max: 1000}", "amount: {type: string, required: true}"},
-			[]string{"WIRE FIELD-TYPE-CHANGED@OrderPlaced.v1.amount"}},
+			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.amount", "WIRE FIELD-TYPE-CHANGED@OrderPlaced.v1.amount"}},
+		{"list element's type changed", []string{"items: {type: string, max_length: 20}", "items: {type: integer}"},
+			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.items", "WIRE FIELD-TYPE-CHANGED@OrderPlaced.v1.items[]"}},
 		{"version removed", []string{"      2:\n        fields:\n          order_id: {type: string, required: true, max_length: 64}\n", "", "[1, 2]", "[1]"},
 			[]string{"API VERSION-REMOVED@OrderPlaced.v2", "INFLIGHT VERSION-UNCONSUMED@orders/OrderPlaced.v2"}},
 		{"version no longer consumed", []string{"[1, 2]", "[2]"},
@@ -172,7 +174,10 @@ func TestBreakingIntegerSizes(t *testing.T) {
 			"INFLIGHT BOUND-NARROWED: Ping.v1.n narrows its bounds from -128..127 to 0..255: messages already queued, and producers on the old schema, may break it",
 			"PRODUCER BOUND-WIDENED: Ping.v1.n widens its bounds from -128..127 to 0..255: consumers on the old schema reject the values it newly allows",
 		}},
-		{"uint16", "string", []string{"WIRE FIELD-TYPE-CHANGED: Ping.v1.n changes type from uint16 to string"}},
+		{"uint16", "string", []string{
+			"API FIELD-GO-TYPE-CHANGED: Go field N changes type from uint16 to string",
+			"WIRE FIELD-TYPE-CHANGED: Ping.v1.n changes type from uint16 to string",
+		}},
 	} {
 		old := parse(t, "old.lily.yaml", strings.Replace(src, "TYPE", tc.from, 1))
 		new := parse(t, "new.lily.yaml", strings.Replace(src, "TYPE", tc.to, 1))
@@ -185,6 +190,20 @@ func TestBreakingIntegerSizes(t *testing.T) {
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s → %s (-want +got):\n%s", tc.from, tc.to, diff)
 		}
+	}
+}
+
+// TestBreakingSameGoType changes a field's type but not its Go type: bytes
+// and a list of uint8 are both []byte to the compiler.
+func TestBreakingSameGoType(t *testing.T) {
+	old := parse(t, "old.lily.yaml", ping+"          n: {type: bytes}\n")
+	new := parse(t, "new.lily.yaml", ping+"          n: {type: list, items: {type: uint8}}\n")
+	var got []string
+	for _, f := range Breaking(old, new) {
+		got = append(got, f.Ack()+": "+f.Message)
+	}
+	if diff := cmp.Diff([]string{"FIELD-TYPE-CHANGED@Ping.v1.n: Ping.v1.n changes type from bytes to list"}, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
 	}
 }
 

@@ -62,7 +62,7 @@ var (
 	HandlerMethodAdded      = Rule{"HANDLER-METHOD-ADDED", API, "an existing queue consumes another version: its handler interface gains a method (types that embed `Unimplemented<Queue>Handler` still compile)"}
 	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "`inbox` changed to or from `required`: the generated constructor gains or loses its `inbox` parameter"}
 	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added: the AMQP type changes"}
-	FieldTypeChanged        = Rule{"FIELD-TYPE-CHANGED", Wire, "a field's type changes, other than from one integer type to another"}
+	FieldTypeChanged        = Rule{"FIELD-TYPE-CHANGED", Wire, "a field's type changes, other than from one integer type to another (its Go field also gets `FIELD-GO-TYPE-CHANGED`)"}
 	ContentTypeRemoved      = Rule{"CONTENT-TYPE-REMOVED", Wire, "a version no longer accepts a content type"}
 	FieldRequiredAdded      = Rule{"FIELD-REQUIRED-ADDED", Inflight, "a new required field or header"}
 	FieldMadeRequired       = Rule{"FIELD-MADE-REQUIRED", Inflight, "an optional field or header becomes required"}
