@@ -2,7 +2,6 @@ package schema
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -26,8 +25,7 @@ func FuzzParse(f *testing.F) {
 		if !errors.As(err, &list) || len(list) == 0 {
 			t.Fatalf("want a non-empty ErrorList, got %v", err)
 		}
-		// YAML breaks lines at CR and CRLF as well as LF.
-		lines := strings.Split(strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(string(data)), "\n")
+		lines := lineBreak.Split(string(data), -1)
 		for _, e := range list {
 			if e.File != "s.yaml" || e.Rule == "" || e.Msg == "" {
 				t.Errorf("incomplete error %#v", e)

@@ -6,9 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -79,23 +77,6 @@ func (p *parser) where(at Pos) string {
 		return fmt.Sprintf("line %d", at.Line)
 	}
 	return fmt.Sprintf("%s:%d", at.File, at.Line)
-}
-
-// yaml.v3 names a syntax error's line but not its column.
-var syntaxLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// syntaxError reports a YAML syntax error at its line, pointing at the line's
-// first non-blank character since the YAML library gives no column.
-func (p *parser) syntaxError(data []byte, err error) {
-	line, msg := 1, strings.TrimPrefix(err.Error(), "yaml: ")
-	if m := syntaxLine.FindStringSubmatch(err.Error()); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-	}
-	lines := strings.Split(string(data), "\n")
-	line = min(max(line, 1), len(lines))
-	col := 1 + len(lines[line-1]) - len(strings.TrimLeft(lines[line-1], " \t"))
-	p.errorf(&yaml.Node{Line: line, Column: col}, RuleSyntax, "YAML syntax error: %s", msg)
 }
 
 // declare records the Go names the generated file declares for one schema

@@ -118,11 +118,6 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`1:1: the schema is empty: want a mapping with version, package and messages [EMPTY]`},
 		},
 		{
-			name: "syntax error points at the line's text",
-			src:  "version: 1\n  package: [x\n",
-			want: []string{`2:3: YAML syntax error: mapping values are not allowed in this context [YAML-SYNTAX]`},
-		},
-		{
 			name: "aliases are refused",
 			src:  "version: 1\npackage: &p x\noutput: *p\nmessages: {A: {versions: {1: {}}}}\n",
 			want: []string{`3:9: output: YAML aliases are not supported [YAML-ALIAS]`},
