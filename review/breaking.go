@@ -7,9 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	gocmp "github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
 )
@@ -106,17 +103,45 @@ func findField(fs []*schema.Field, name string) *schema.Field {
 // renamed finds the message of the new file, absent from the old, whose
 // versions are those of om under another name.
 func (b *breaker) renamed(om *schema.Message) *schema.Message {
-	// Go names and positions follow the message, so they differ anyway.
-	same := gocmp.Options{
-		cmpopts.IgnoreFields(schema.Version{}, "GoName", "HeadersName", "Pos", "Examples"),
-		cmpopts.IgnoreFields(schema.Field{}, "GoPath", "Pos"),
-	}
 	for _, nm := range b.new.Messages {
-		if findMessage(b.old, nm.Name) == nil && gocmp.Equal(om.Versions, nm.Versions, same) {
+		if findMessage(b.old, nm.Name) == nil && slices.EqualFunc(om.Versions, nm.Versions, sameVersion) {
 			return nm
 		}
 	}
 	return nil
+}
+
+// sameVersion reports whether two versions, each of its own message, are
+// alike in all but what follows the message's name or place: Go names,
+// positions and examples.
+func sameVersion(a, b *schema.Version) bool {
+	return a.Number == b.Number && slices.Equal(a.ContentTypes, b.ContentTypes) &&
+		a.DeprecatedSince == b.DeprecatedSince && a.RemoveAfter == b.RemoveAfter &&
+		slices.EqualFunc(a.Fields, b.Fields, sameField) && slices.EqualFunc(a.Headers, b.Headers, sameField)
+}
+
+// sameField reports whether two fields (or elements, or headers) are alike
+// in all but their GoPath and position, which follow the message.
+func sameField(a, b *schema.Field) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Name == b.Name && a.GoName == b.GoName && a.Type == b.Type && a.Int == b.Int &&
+		a.Required == b.Required && a.Nullable == b.Nullable && a.Default == b.Default &&
+		samePointee(a.MinLength, b.MinLength) && samePointee(a.MaxLength, b.MaxLength) &&
+		samePointee(a.MinInt, b.MinInt) && samePointee(a.MaxInt, b.MaxInt) &&
+		samePointee(a.MinNum, b.MinNum) && samePointee(a.MaxNum, b.MaxNum) &&
+		samePointee(a.MinItems, b.MinItems) && samePointee(a.MaxItems, b.MaxItems) &&
+		a.Pattern == b.Pattern && slices.Equal(a.Values, b.Values) &&
+		slices.EqualFunc(a.Fields, b.Fields, sameField) && sameField(a.Items, b.Items)
+}
+
+// samePointee reports whether a and b are both nil or point to equal values.
+func samePointee[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 func (b *breaker) message(om, nm *schema.Message) {
