@@ -43,46 +43,49 @@ func TestRulesDocumented(t *testing.T) {
 	}
 }
 
-// TestRulesReported requires every rule to be reported somewhere: each
-// variable rules declares is used by the breaking or lint checks.
-func TestRulesReported(t *testing.T) {
-	ids := func(re *regexp.Regexp, text string) []string {
-		var out []string
-		for _, m := range re.FindAllStringSubmatch(text, -1) {
-			if !slices.Contains(out, m[1]) {
-				out = append(out, m[1])
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
-	declared := ids(regexp.MustCompile(`(?m)^\t(\w+)\s+= Rule\{`), read(t, filepath.Join("..", "schema", "rules", "rules.go")))
-	used := ids(regexp.MustCompile(`\brules\.(\w+)\b`), read(t, "breaking.go")+read(t, "lint.go"))
-	used = slices.DeleteFunc(used, func(name string) bool { return name == "Rule" })
-	if len(declared) != len(rules.All) {
-		t.Errorf("rules.go declares %d rules, rules.All lists %d", len(declared), len(rules.All))
-	}
-	if diff := cmp.Diff(declared, used); diff != "" {
-		t.Errorf("rules (-declared +used by breaking.go and lint.go):\n%s", diff)
-	}
-}
-
-// ruleCases produce rules' findings from the smallest change to base that
-// shows each: the edits old and new, pairs of text in base and its
-// replacement, give the two revisions.
-var ruleCases = []struct {
+// ruleCase produces a finding of its rule from the smallest change to base
+// that shows it: the edits old and new, pairs of text in base and its
+// replacement, give the two revisions (a lint rule reads only the new).
+type ruleCase struct {
 	rule     rules.Rule
 	old, new []string
 	// model changes the old revision in what no schema can say yet.
 	model            func(old *schema.File)
 	subject, message string
-}{
+}
+
+// ruleCases hold a case for every rule, in the order of rules.All.
+var ruleCases = []ruleCase{
+	{rule: rules.PackageChanged,
+		new:     []string{"package: shopmsg", "package: shop"},
+		subject: "shop", message: "the generated package is renamed from shopmsg to shop"},
 	{rule: rules.OutputChanged,
 		new:     []string{"package: shopmsg\n", "package: shopmsg\noutput: gen\n"},
 		subject: "gen", message: "the generated file moves from . to gen, which changes its import path"},
 	{rule: rules.MessageRemoved,
 		old:     []string{"queues:\n", "  Refunded:\n    versions:\n      1: {}\nqueues:\n"},
 		subject: "Refunded", message: "message Refunded is removed with its generated types and extractors"},
+	{rule: rules.VersionRemoved,
+		new:     []string{"      2:\n        fields:\n          order_id: {type: string, required: true, max_length: 64}\n", "", "[1, 2]", "[1]"},
+		subject: "OrderPlaced.v2", message: "OrderPlaced version 2 (never deprecated) is removed with OrderPlacedV2 and ExtractOrderPlacedV2"},
+	{rule: rules.FieldRemoved,
+		new:     []string{"          note: {type: string, max_length: 200}\n", ""},
+		subject: "OrderPlaced.v1.note", message: "OrderPlaced.v1.note is removed with its Go field Note"},
+	{rule: rules.FieldGoTypeChanged,
+		new:     []string{"amount: {type: integer,", "amount: {type: int16,"},
+		subject: "OrderPlaced.v1.amount", message: "Go field Amount changes type from int64 to int16"},
+	{rule: rules.HandlerMethodAdded,
+		old:     []string{"[1, 2]", "[1]"},
+		subject: "orders/OrderPlaced.v2", message: "OrdersHandler gains HandleOrderPlacedV2: types implementing it stop compiling unless they embed UnimplementedOrdersHandler"},
+	{rule: rules.InboxRequirementChanged,
+		new:     []string{"    max_body_bytes", "    inbox: required\n    max_body_bytes"},
+		subject: "orders", message: `queue "orders" changes its inbox policy from none to required: NewOrdersConsumer gains or loses its inbox parameter`},
+	{rule: rules.MessageRenamed,
+		new:     []string{"  OrderPlaced:", "  OrderCreated:", "message: OrderPlaced", "message: OrderCreated"},
+		subject: "OrderPlaced", message: "message OrderPlaced is renamed OrderCreated: the AMQP type producers set changes, and so do its generated names"},
+	{rule: rules.FieldTypeChanged,
+		new:     []string{"amount: {type: integer, required: true, min: 1, max: 1000}", "amount: {type: string, required: true}"},
+		subject: "OrderPlaced.v1.amount", message: "OrderPlaced.v1.amount changes type from integer to string"},
 	// Lily reads only application/json for now, so an old revision
 	// accepting another content type is one a later schema may state.
 	{rule: rules.ContentTypeRemoved,
@@ -91,18 +94,96 @@ var ruleCases = []struct {
 			v.ContentTypes = append(v.ContentTypes, "application/x-protobuf")
 		},
 		subject: "OrderPlaced.v1", message: "OrderPlaced version 1 is no longer accepted as application/x-protobuf"},
+	{rule: rules.FieldRequiredAdded,
+		new:     []string{"          note:", "          currency: {type: string, required: true, max_length: 3}\n          note:"},
+		subject: "OrderPlaced.v1.currency",
+		message: "new required OrderPlaced.v1.currency: messages already queued, and producers on the old schema, lack it"},
+	{rule: rules.FieldMadeRequired,
+		new:     []string{"note: {type: string, max_length: 200}", "note: {type: string, required: true, max_length: 200}"},
+		subject: "OrderPlaced.v1.note",
+		message: "OrderPlaced.v1.note becomes required: messages already queued, and producers on the old schema, may lack it"},
 	{rule: rules.FieldNullRefused,
-		old: []string{
-			"order_id: {type: string, required: true, max_length: 64}\n          amount",
-			"order_id: {type: string, required: true, nullable: true, max_length: 64}\n          amount",
-		},
+		old:     []string{"order_id: {type: string, required: true, max_length: 64}\n          amount", "order_id: {type: string, required: true, nullable: true, max_length: 64}\n          amount"},
 		subject: "OrderPlaced.v1.order_id",
 		message: "OrderPlaced.v1.order_id no longer accepts null: messages already queued, and producers on the old schema, may send it"},
+	{rule: rules.DefaultChanged,
+		new:     []string{"default: web", "default: app"},
+		subject: "OrderPlaced.v1.channel",
+		message: "OrderPlaced.v1.channel changes its default from web to app: messages already queued without it read differently"},
+	{rule: rules.BoundNarrowed,
+		new:     []string{"min: 1, max: 1000", "min: 2, max: 1000"},
+		subject: "OrderPlaced.v1.amount",
+		message: "OrderPlaced.v1.amount narrows its bounds from 1..1000 to 2..1000: messages already queued, and producers on the old schema, may break it"},
+	{rule: rules.ExampleRejected,
+		old:     []string{"max_length: 64}\nqueues:", "max_length: 64}\n        examples:\n          - body: {order_id: abcdefgh}\nqueues:"},
+		new:     []string{"max_length: 64}\nqueues:", "max_length: 5}\nqueues:"},
+		subject: "OrderPlaced.v2.examples.1",
+		message: "example 1 of the old OrderPlaced.v2 (line 24 there) fails the new schema: field order_id: longer than 5 characters"},
+	{rule: rules.VersionUnconsumed,
+		new:     []string{"[1, 2]", "[2]"},
+		subject: "orders/OrderPlaced.v1",
+		message: `queue "orders" no longer accepts OrderPlaced version 1: those in it and its retry buckets fail at dispatch and go to the DLQ`},
+	{rule: rules.QueueRemoved,
+		new:     []string{"queues:\n  orders:", "queues:\n  orders2:"},
+		subject: "orders", message: `queue "orders" is no longer consumed: what it, its retry buckets and its DLQ "orders.dlq" hold stays there`},
+	{rule: rules.BodyLimitNarrowed,
+		new:     []string{"max_body_bytes: 65536", "max_body_bytes: 1024"},
+		subject: "orders", message: `queue "orders" lowers max_body_bytes from 65536 to 1024: queued messages between the two go to the DLQ unread`},
+	{rule: rules.FieldMadeOptional,
+		new:     []string{"amount: {type: integer, required: true,", "amount: {type: integer,"},
+		subject: "OrderPlaced.v1.amount",
+		message: "OrderPlaced.v1.amount becomes optional: consumers on the old schema reject messages without it"},
+	{rule: rules.FieldRequiredRemoved,
+		new:     []string{"          amount: {type: integer, required: true, min: 1, max: 1000}\n", ""},
+		subject: "OrderPlaced.v1.amount",
+		message: "required OrderPlaced.v1.amount is removed: consumers on the old schema reject messages without it"},
+	{rule: rules.FieldNullAllowed,
+		new:     []string{"order_id: {type: string, required: true, max_length: 64}\n          amount", "order_id: {type: string, required: true, nullable: true, max_length: 64}\n          amount"},
+		subject: "OrderPlaced.v1.order_id", message: "OrderPlaced.v1.order_id accepts null: consumers on the old schema reject it"},
+	{rule: rules.BoundWidened,
+		new:     []string{"max: 1000", "max: 5000"},
+		subject: "OrderPlaced.v1.amount",
+		message: "OrderPlaced.v1.amount widens its bounds from 1..1000 to 1..5000: consumers on the old schema reject the values it newly allows"},
 	{rule: rules.ExampleRejectedByOld,
 		old:     []string{"max_length: 64}\nqueues:", "max_length: 5}\nqueues:"},
 		new:     []string{"max_length: 64}\nqueues:", "max_length: 64}\n        examples:\n          - body: {order_id: abcdefgh}\nqueues:"},
 		subject: "OrderPlaced.v2.examples.1",
 		message: "example 1 of OrderPlaced.v2 fails the old schema: field order_id: longer than 5 characters"},
+	{rule: rules.QueueTypeChanged,
+		new:     []string{"    consumes:\n      - message", "    type: quorum\n    consumes:\n      - message"},
+		subject: "orders",
+		message: `queue "orders" changes type from classic to quorum: RabbitMQ cannot change the type of it, its retry buckets or its DLQ "orders.dlq"`},
+	{rule: rules.DLQChanged,
+		new:     []string{"    max_body_bytes", "    dlq: orders.dead\n    max_body_bytes"},
+		subject: "orders", message: `queue "orders" dead-letters to "orders.dead" instead of "orders.dlq": its x-dead-letter-routing-key changes`},
+	{rule: rules.LintQueueName,
+		new:     []string{"queues:\n  orders:", "queues:\n  Orders:"},
+		subject: "Orders", message: `queue name "Orders" is not lower case words joined by '.', '-' or '_'`},
+	{rule: rules.LintFieldName,
+		new:     []string{"          note:", "          giftNote: {type: string, max_length: 9}\n          note:"},
+		subject: "OrderPlaced.v1.giftNote", message: `field name "giftNote" is not snake_case`},
+	{rule: rules.LintStringUnbounded,
+		new:     []string{"note: {type: string, max_length: 200}", "note: {type: string}"},
+		subject: "OrderPlaced.v1.note", message: "string OrderPlaced.v1.note has no max_length"},
+	{rule: rules.LintListUnbounded,
+		new:     []string{"            max_items: 10\n", ""},
+		subject: "OrderPlaced.v1.items", message: "list OrderPlaced.v1.items has no max_items"},
+	{rule: rules.LintVersionUnconsumed,
+		new:     []string{"[1, 2]", "[2]"},
+		subject: "OrderPlaced.v1", message: "OrderPlaced version 1 is consumed by no queue"},
+	{rule: rules.LintRemoveAfterPassed,
+		new:     []string{"      2:\n        fields:", "      2:\n        deprecated_since: 2026-01-01\n        remove_after: 2026-06-01\n        fields:"},
+		subject: "OrderPlaced.v2", message: "OrderPlaced version 2 was to be removed after 2026-06-01"},
+}
+
+// TestRuleCasesCoverEveryRule requires a case of ruleCases for every rule,
+// so that a rule nothing reports fails here.
+func TestRuleCasesCoverEveryRule(t *testing.T) {
+	for _, r := range rules.All {
+		if !slices.ContainsFunc(ruleCases, func(c ruleCase) bool { return c.rule == r }) {
+			t.Errorf("no case of ruleCases produces %s", r.ID)
+		}
+	}
 }
 
 // TestRuleFindings produces each case's finding, by Breaking from the old
