@@ -6,11 +6,15 @@ EXAMPLE     := examples/orders/orders.lily.yaml
 LILYTEST    := runtime/internal/lilytest/lilytest.lily.yaml
 SCHEMAS     := $(EXAMPLE) $(LILYTEST)
 
-.PHONY: demo test unit generate check lint staticcheck mongo bench fuzz soak
+.PHONY: demo demo-clean test unit generate check lint staticcheck mongo bench fuzz soak
 
 ## demo: regenerate the example and run it against RabbitMQ on localhost
 demo: generate
 	$(GO) run ./examples/orders -demo
+
+## demo-clean: delete the demo's queues (orders, its retry buckets and its DLQ), named by its generated spec
+demo-clean:
+	$(GO) run ./examples/orders -clean
 
 ## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ and PostgreSQL required)
 test: lint check mongo

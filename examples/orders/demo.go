@@ -159,6 +159,23 @@ func resetQueues(url string, spec runtime.QueueSpec) error {
 	})
 }
 
+// deleteQueues deletes every queue of spec (the queue, its retry buckets and
+// its DLQ) with the messages they hold, and says so on w. The names come from
+// the generated spec, as the demo's do, so the two cannot drift apart. A
+// queue that is already gone is not an error: RabbitMQ's delete is idempotent.
+func deleteQueues(url string, spec runtime.QueueSpec, w io.Writer) error {
+	return withChannel(url, func(ch *amqp.Channel) error {
+		for _, q := range queueNames(spec) {
+			n, err := ch.QueueDelete(q, false, false, false)
+			if err != nil {
+				return fmt.Errorf("delete queue %s: %w", q, err)
+			}
+			fmt.Fprintf(w, "deleted queue %-20s (%d messages)\n", q, n)
+		}
+		return nil
+	})
+}
+
 func publishAll(url, queue string, msgs []demoMessage) error {
 	return withChannel(url, func(ch *amqp.Channel) error {
 		if err := ch.Confirm(false); err != nil {

@@ -1,6 +1,7 @@
 // Command orders is Lily's example service: a consumer of the "orders" queue,
 // typed from orders.lily.yaml. Run it with -demo to publish one message for
-// every settlement path and print where each one went and why.
+// every settlement path and print where each one went and why, and with
+// -clean to delete the queues the demo declared.
 package main
 
 //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml
@@ -48,12 +49,23 @@ func (o orders) place(tenant, id string, cents int64, d runtime.RawDelivery) err
 
 func main() {
 	demo := flag.Bool("demo", false, "publish one message per settlement path, show where each went, then stop")
+	clean := flag.Bool("clean", false, "delete the queue, its retry buckets and its DLQ, with what they hold, then stop")
 	url := flag.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
 	flag.Parse()
 
-	if *demo {
+	switch {
+	case *demo && *clean:
+		fmt.Fprintln(os.Stderr, "orders: -demo and -clean do not go together")
+		os.Exit(2)
+	case *demo:
 		if err := runDemo(*url); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
+			os.Exit(1)
+		}
+		return
+	case *clean:
+		if err := deleteQueues(*url, ordersmsg.OrdersQueueSpec(), os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "clean:", err)
 			os.Exit(1)
 		}
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -18,6 +19,23 @@ import (
 	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/runtime"
 )
+
+// declareScratch declares the example's topology under a queue name of its
+// own, so a test leaves the demo's queues alone, and deletes it at the end.
+func declareScratch(t *testing.T) (string, runtime.QueueSpec) {
+	t.Helper()
+	spec := ordersmsg.OrdersQueueSpec()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	spec.Name = "lilytest.example." + hex.EncodeToString(b[:])
+	spec.DeadLetterQueue = spec.Name + ".dlq"
+	url := services.RabbitMQ(t)
+	t.Cleanup(func() { _ = deleteQueues(url, spec, io.Discard) })
+	if err := withChannel(url, func(ch *amqp.Channel) error { return runtime.DeclareTopology(ch, spec) }); err != nil {
+		t.Fatalf("RabbitMQ must be running: %v", err)
+	}
+	return url, spec
+}
 
 // recorder keeps the typed messages the generated routes hand to it.
 type recorder struct{ got chan *ordersmsg.OrderPlacedV2 }
@@ -34,23 +52,7 @@ func (r recorder) HandleOrderPlacedV2(_ context.Context, msg *ordersmsg.OrderPla
 // The generated code end to end on the real broker: a v2 message reaches its
 // method typed, and one that breaks the schema goes to the DLQ naming the field.
 func TestGeneratedConsumerOnTheBroker(t *testing.T) {
-	spec := ordersmsg.OrdersQueueSpec()
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	spec.Name = "lilytest.example." + hex.EncodeToString(b[:])
-	spec.DeadLetterQueue = spec.Name + ".dlq"
-	url := services.RabbitMQ(t)
-	t.Cleanup(func() {
-		_ = withChannel(url, func(ch *amqp.Channel) error {
-			for _, q := range queueNames(spec) {
-				_, _ = ch.QueueDelete(q, false, false, false)
-			}
-			return nil
-		})
-	})
-	if err := withChannel(url, func(ch *amqp.Channel) error { return runtime.DeclareTopology(ch, spec) }); err != nil {
-		t.Fatalf("RabbitMQ must be running: %v", err)
-	}
+	url, spec := declareScratch(t)
 	want := &ordersmsg.OrderPlacedV2{
 		OrderID: "o-1", AmountCents: 4200,
 		Customer: ordersmsg.OrderPlacedV2Customer{Email: "ada@example.com"},
@@ -124,5 +126,41 @@ func TestGeneratedConsumerOnTheBroker(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// -clean deletes every queue the demo declares, full or empty, and may run
+// again once they are gone.
+func TestDeleteQueuesOnTheBroker(t *testing.T) {
+	url, spec := declareScratch(t)
+	msg, err := ordersmsg.NewOrderPlacedV1("o-1", &ordersmsg.OrderPlacedV1{OrderID: "o-1", AmountCents: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := publishAll(url, spec.DeadLetterQueue, []demoMessage{{msg: msg}}); err != nil {
+		t.Fatal(err)
+	}
+	var said strings.Builder
+	if err := deleteQueues(url, spec, &said); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queueNames(spec) {
+		if !strings.Contains(said.String(), "deleted queue "+q+" ") {
+			t.Errorf("no word of %s in:\n%s", q, said.String())
+		}
+		// A passive declare of a queue that is gone closes its channel with 404.
+		err := withChannel(url, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+			return err
+		})
+		if e, ok := errors.AsType[*amqp.Error](err); !ok || e.Code != amqp.NotFound {
+			t.Errorf("%s after the clean-up: %v, want 404 NOT_FOUND", q, err)
+		}
+	}
+	if !strings.Contains(said.String(), "deleted queue "+spec.DeadLetterQueue+" (1 messages)") {
+		t.Errorf("the DLQ's message is not counted:\n%s", said.String())
+	}
+	if err := deleteQueues(url, spec, io.Discard); err != nil {
+		t.Errorf("a second clean-up: %v", err)
 	}
 }
