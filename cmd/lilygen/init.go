@@ -12,18 +12,27 @@ import (
 	"unicode"
 )
 
-// starter is the schema lilygen init writes; its package and output lines
-// are filled in.
+// starter is the schema lilygen init writes for package ordersmsg; for
+// another package, its package and output lines and its queue's names are
+// filled in.
 //
 //go:embed starter.lily.yaml
 var starter string
+
+// The names in starter that init fills in.
+const (
+	starterPackage = "ordersmsg"
+	starterQueue   = "orders.events"
+)
 
 var initCmd = &command{
 	name: "init", args: "[flags] [file]",
 	summary: "write a commented starter schema",
 	help: `The file defaults to messages.lily.yaml; init refuses to overwrite one that
 exists. The package defaults to the file's name without .lily.yaml, lower
-case letters and digits, plus "msg": orders.lily.yaml gives ordersmsg.`,
+case letters and digits, plus "msg": orders.lily.yaml gives ordersmsg. The
+starter's queue is named after the package without "msg", so that it meets
+no other on a shared broker: ordersmsg and orders give orders.events.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		pkg := fs.String("package", "", "the Go package of the generated code")
 		return func(e *env) int {
@@ -59,6 +68,31 @@ func packageFor(name string) string {
 	return stem + "msg"
 }
 
+// queueFor names the starter's queue after the package: billing and
+// billingmsg give billing.events. A queue name is broker-wide, and one named
+// after its service's package meets no other's, nor the orders demo's classic
+// orders, which a quorum queue of the same name would meet with 406
+// PRECONDITION_FAILED.
+func queueFor(pkg string) string {
+	base := strings.TrimSuffix(pkg, "msg")
+	if base == "" {
+		base = pkg
+	}
+	return base + ".events"
+}
+
+// fillStarter gives the starter schema for package pkg.
+func fillStarter(pkg string) string {
+	q := queueFor(pkg)
+	return strings.NewReplacer(
+		// The package and its directory carry the same name.
+		"package: "+starterPackage, "package: "+pkg,
+		"output: "+starterPackage, "output: "+pkg,
+		// The queue's key, its retry buckets and its DLQ.
+		starterQueue, q,
+	).Replace(starter)
+}
+
 func initSchema(name, pkg string, e *env) int {
 	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
@@ -66,9 +100,7 @@ func initSchema(name, pkg string, e *env) int {
 		return exitUsage
 	}
 	if err == nil {
-		// The package and its directory carry the same name.
-		filled := strings.NewReplacer("package: ordersmsg", "package: "+pkg, "output: ordersmsg", "output: "+pkg).Replace(starter)
-		_, err = fmt.Fprint(out, filled)
+		_, err = fmt.Fprint(out, fillStarter(pkg))
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}

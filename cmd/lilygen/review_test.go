@@ -98,6 +98,10 @@ func TestEscapeWorkflowCommands(t *testing.T) {
 }
 
 func TestInit(t *testing.T) {
+	demo, err := filepath.Abs(filepath.Join("..", "..", "examples", "orders", "orders.lily.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	if code, _, stderr := lilygen(t, dir, "init", "orders.lily.yaml"); code != exitOK {
 		t.Fatalf("init: exit %d\n%s", code, stderr)
@@ -120,7 +124,56 @@ func TestInit(t *testing.T) {
 		t.Errorf("init -package: %v", err)
 	} else if f.Package != "billing" || f.Output != "billing" {
 		t.Errorf("init -package: package %q, output %q; want billing for both", f.Package, f.Output)
+	} else if len(f.Queues) != 1 || f.Queues[0].Name != "billing.events" || f.Queues[0].DLQ != "billing.events.dlq" {
+		t.Errorf("init -package billing: want the queue billing.events and its DLQ billing.events.dlq")
 	}
+	// On a broker the demo has used, no queue of the starter's topology may
+	// meet one of the demo's (a quorum orders met its classic orders: 406).
+	demoQueues := topologyQueues(t, dir, demo)
+	for _, file := range []string{"orders.lily.yaml", "b.lily.yaml"} {
+		for q := range topologyQueues(t, dir, file) {
+			if demoQueues[q] {
+				t.Errorf("%s declares %s, one of the orders demo's queues", file, q)
+			}
+		}
+	}
+}
+
+// The starter file is what init writes for its own package, so the names
+// init fills in are the ones it holds.
+func TestStarterHoldsTheNamesInitFillsIn(t *testing.T) {
+	if got := fillStarter(starterPackage); got != starter {
+		t.Errorf("init -package %s does not write the starter as it is", starterPackage)
+	}
+	if q := queueFor(starterPackage); q != starterQueue {
+		t.Errorf("queueFor(%q) = %q, the starter names %q", starterPackage, q, starterQueue)
+	}
+	for pkg, want := range map[string]string{"billing": "billing.events", "billingmsg": "billing.events", "msg": "msg.events"} {
+		if got := queueFor(pkg); got != want {
+			t.Errorf("queueFor(%q) = %q, want %q", pkg, got, want)
+		}
+	}
+}
+
+// topologyQueues is the set of queue names lilygen topology gives a schema.
+func topologyQueues(t *testing.T, dir, file string) map[string]bool {
+	t.Helper()
+	code, stdout, stderr := lilygen(t, dir, "topology", file)
+	if code != exitOK {
+		t.Fatalf("topology %s: exit %d\n%s", file, code, stderr)
+	}
+	var defs struct{ Queues []struct{ Name string } }
+	if err := json.Unmarshal([]byte(stdout), &defs); err != nil {
+		t.Fatalf("topology %s: %v", file, err)
+	}
+	names := map[string]bool{}
+	for _, q := range defs.Queues {
+		names[q.Name] = true
+	}
+	if len(names) == 0 {
+		t.Fatalf("topology %s: no queues", file)
+	}
+	return names
 }
 
 func TestPackageFor(t *testing.T) {
