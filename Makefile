@@ -6,14 +6,20 @@ EXAMPLE     := examples/orders/orders.lily.yaml
 LILYTEST    := runtime/internal/lilytest/lilytest.lily.yaml
 SCHEMAS     := $(EXAMPLE) $(LILYTEST)
 
+# Starts the local RabbitMQ when it is installed but stopped, as .ci/run does,
+# unless LILY_AMQP_URL names another broker.
+LOCAL_BROKER = @[ -n "$$LILY_AMQP_URL" ] || .ci/services rabbitmq
+
 .PHONY: demo demo-clean test unit generate check lint staticcheck mongo bench fuzz soak
 
-## demo: regenerate the example and run it against RabbitMQ on localhost
+## demo: regenerate the example and run it against RabbitMQ on localhost (started if stopped)
 demo: generate
+	$(LOCAL_BROKER)
 	$(GO) run ./examples/orders -demo
 
 ## demo-clean: delete the demo's queues (orders, its retry buckets and its DLQ), named by its generated spec
 demo-clean:
+	$(LOCAL_BROKER)
 	$(GO) run ./examples/orders -clean
 
 ## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ and PostgreSQL required)
