@@ -7,12 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	runtime "github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/wire"
 	"regexp"
 	"time"
 	"unicode/utf8"
-
-	runtime "github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/wire"
 )
 
 // The runtime must support this generation of code: a runtime too old or

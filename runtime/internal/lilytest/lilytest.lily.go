@@ -7,11 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"time"
-	"unicode/utf8"
-
 	runtime "github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/wire"
+	"time"
+	"unicode/utf8"
 )
 
 // The runtime must support this generation of code: a runtime too old or
