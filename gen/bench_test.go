@@ -2,8 +2,6 @@ package gen
 
 import (
 	"fmt"
-	"os"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -51,13 +49,8 @@ func bigSchema() []byte {
 }
 
 // BenchmarkGenerate parses, checks and generates a schema of 1,000 message
-// versions across 50 queues, with the garbage collector set as lilygen sets
-// it; docs/schema.md quotes its figure.
+// versions across 50 queues; docs/benchmarks.md quotes its figures.
 func BenchmarkGenerate(b *testing.B) {
-	if os.Getenv("GOGC") == "" {
-		old := debug.SetGCPercent(GCPercent)
-		b.Cleanup(func() { debug.SetGCPercent(old) })
-	}
 	src := bigSchema()
 	for b.Loop() {
 		f, err := schema.Parse("big.lily.yaml", src)

@@ -32,11 +32,6 @@ type Output struct {
 	Content []byte
 }
 
-// GCPercent is the garbage collector's target lilygen runs with (unless GOGC
-// is set): generation allocates far more than it keeps, so a short-lived run
-// trades some memory for speed, as compilers do. BenchmarkGenerate uses it too.
-const GCPercent = 400
-
 // Generate emits the Go file of schema f: <output>/<package>.lily.go.
 func Generate(f *schema.File) (Output, error) {
 	j := jen.NewFile(f.Package)

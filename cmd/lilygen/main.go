@@ -5,16 +5,8 @@
 // docs/lilygen.md describes the commands, docs/schema.md the schema language.
 package main
 
-import (
-	"os"
-	"runtime/debug"
-
-	"github.com/lily-mq/lily/gen"
-)
+import "os"
 
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gen.GCPercent)
-	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
