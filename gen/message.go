@@ -220,7 +220,10 @@ func reader(j *jen.File, o object) {
 			body = append(body, jen.Id("out").Dot(f.GoName).Op("=").Add(defaultValue(f)))
 		}
 		dst := func() *jen.Statement { return jen.Id("out").Dot(f.GoName) }
-		cases = append(cases, jen.Case(jen.Lit(i)).Block(s.block().read(f, dst, f.Name, lowerCamel(f.GoName))...))
+		// The member's JSON name follows the case's colon, so that a reader
+		// can follow the switch; a Block would put it on a line of its own.
+		cases = append(cases, jen.Case(jen.Lit(i)).Comment(f.Name).
+			Custom(jen.Options{Multi: true}, s.block().read(f, dst, f.Name, lowerCamel(f.GoName))...))
 	}
 	loop := jen.For(jen.Id("o").Dot("Next").Call()).Block()
 	if len(cases) > 0 {

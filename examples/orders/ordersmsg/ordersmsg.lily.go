@@ -67,7 +67,7 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV1)
 	for o.Next() {
 		switch o.Member() {
-		case 0:
+		case 0: // order_id
 			orderID, err := r.String()
 			if err != nil {
 				return wire.At("order_id", err)
@@ -79,7 +79,7 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 			}
 			out.OrderID = orderID
-		case 1:
+		case 1: // amount_cents
 			amountCents, err := r.Int()
 			if err != nil {
 				return wire.At("amount_cents", err)
@@ -91,7 +91,7 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
 			}
 			out.AmountCents = amountCents
-		case 2:
+		case 2: // note
 			note, err := r.String()
 			if err != nil {
 				return wire.At("note", err)
@@ -240,7 +240,7 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 	out.Channel = OrderPlacedV2ChannelWeb
 	for o.Next() {
 		switch o.Member() {
-		case 0:
+		case 0: // order_id
 			orderID, err := r.String()
 			if err != nil {
 				return wire.At("order_id", err)
@@ -252,7 +252,7 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 			}
 			out.OrderID = orderID
-		case 1:
+		case 1: // amount_cents
 			amountCents, err := r.Int()
 			if err != nil {
 				return wire.At("amount_cents", err)
@@ -264,7 +264,7 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
 			}
 			out.AmountCents = amountCents
-		case 2:
+		case 2: // note
 			note, err := r.String()
 			if err != nil {
 				return wire.At("note", err)
@@ -273,11 +273,11 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "note", Problem: "longer than 200 characters"}
 			}
 			out.Note = &note
-		case 3:
+		case 3: // customer
 			if err := out.Customer.readJSON(r); err != nil {
 				return wire.At("customer", err)
 			}
-		case 4:
+		case 4: // items
 			items, err := wire.JSONList(r, (*OrderPlacedV2ItemsItem).readJSON)
 			if err != nil {
 				return wire.At("items", err)
@@ -289,13 +289,13 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "items", Problem: "more than 50 items"}
 			}
 			out.Items = items
-		case 5:
+		case 5: // placed_at
 			placedAt, err := r.Time()
 			if err != nil {
 				return wire.At("placed_at", err)
 			}
 			out.PlacedAt = placedAt
-		case 6:
+		case 6: // channel
 			channel, err := r.String()
 			if err != nil {
 				return wire.At("channel", err)
@@ -324,7 +324,7 @@ func (out *OrderPlacedV2Customer) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2Customer)
 	for o.Next() {
 		switch o.Member() {
-		case 0:
+		case 0: // email
 			email, err := r.String()
 			if err != nil {
 				return wire.At("email", err)
@@ -333,7 +333,7 @@ func (out *OrderPlacedV2Customer) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "email", Problem: "longer than 254 characters"}
 			}
 			out.Email = email
-		case 1:
+		case 1: // name
 			name, err := r.String()
 			if err != nil {
 				return wire.At("name", err)
@@ -360,7 +360,7 @@ func (out *OrderPlacedV2ItemsItem) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2ItemsItem)
 	for o.Next() {
 		switch o.Member() {
-		case 0:
+		case 0: // sku
 			sku, err := r.String()
 			if err != nil {
 				return wire.At("sku", err)
@@ -372,7 +372,7 @@ func (out *OrderPlacedV2ItemsItem) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "sku", Problem: "longer than 32 characters"}
 			}
 			out.SKU = sku
-		case 1:
+		case 1: // qty
 			qty, err := r.Int()
 			if err != nil {
 				return wire.At("qty", err)

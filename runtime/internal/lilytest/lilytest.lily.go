@@ -99,7 +99,7 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV1)
 	for o.Next() {
 		switch o.Member() {
-		case 0:
+		case 0: // order_id
 			orderID, err := r.String()
 			if err != nil {
 				return wire.At("order_id", err)
@@ -111,7 +111,7 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 				return &wire.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
 			}
 			out.OrderID = orderID
-		case 1:
+		case 1: // padding
 			padding, err := r.String()
 			if err != nil {
 				return wire.At("padding", err)
