@@ -227,6 +227,24 @@ func TestLeftovers(t *testing.T) {
 	}
 }
 
+// A file names its source under lilygen's header and version line, or,
+// generated before lilygen wrote that line, right under the header.
+func TestGeneratedSource(t *testing.T) {
+	dir := t.TempDir()
+	for content, want := range map[string]string{
+		header + "\n// lilygen v1.2.3\n// Source: a.lily.yaml\n\npackage a\n": "a.lily.yaml",
+		header + "\n// Source: b.lily.yaml\n\npackage b\n":                    "b.lily.yaml",
+		header + "\n// lilygen (devel)\n\npackage c\n":                        "",
+		"// Code written by hand.\n// Source: d.lily.yaml\npackage d\n":       "",
+	} {
+		path := filepath.Join(dir, "x.lily.go")
+		writeFile(t, path, content)
+		if got, ok := generatedSource(path); got != want || ok != (want != "") {
+			t.Errorf("generatedSource of %q = %q, %v; want %q", content, got, ok, want)
+		}
+	}
+}
+
 // generate never overwrites a file at its output path that lilygen did not
 // generate, or that another schema beside it generated; the file of a schema
 // since renamed is replaced.

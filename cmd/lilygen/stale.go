@@ -51,7 +51,7 @@ func generatedFrom(path, base string) bool {
 }
 
 // generatedSource returns the source a file at path names under lilygen's
-// header, and whether it starts with that header at all.
+// header (and the line of its version), and whether it names one at all.
 func generatedSource(path string) (string, bool) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -60,6 +60,11 @@ func generatedSource(path string) (string, bool) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	if !s.Scan() || s.Text() != header || !s.Scan() {
+		return "", false
+	}
+	// The line naming lilygen's version comes next; a file generated before
+	// lilygen wrote it has its source right under the header.
+	if strings.HasPrefix(s.Text(), "// lilygen ") && !s.Scan() {
 		return "", false
 	}
 	source, ok := strings.CutPrefix(s.Text(), "// Source: ")
