@@ -78,10 +78,6 @@ func includes(f *schema.File) []string {
 	return out
 }
 
-func fieldError(path, problem jen.Code) jen.Code {
-	return jen.Op("&").Qual(wire, "FieldError").Values(jen.Id("Path").Op(":").Add(path), jen.Id("Problem").Op(":").Add(problem))
-}
-
 // multiline puts each element of a composite literal on its own line.
 func multiline(items ...jen.Code) []jen.Code {
 	out := make([]jen.Code, 0, len(items)+1)

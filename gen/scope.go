@@ -1,0 +1,72 @@
+package gen
+
+import (
+	"go/token"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// scope hands out the local variable names of one generated function: a
+// block's names, then those of the blocks around it.
+type scope struct {
+	names  []string
+	parent *scope
+}
+
+// reserved are never used for a local: the generated functions' own names,
+// the imported packages and Go's predeclared identifiers.
+var reserved = func() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range strings.Fields(`r o out err n header raw ok p body msg messageID
+		base64 context encoding errors json maps regexp runtime slices strconv time utf8 wire
+		any bool byte error false float64 int int64 len make nil rune string true`) {
+		m[name] = true
+	}
+	return m
+}()
+
+func newScope() *scope { return &scope{} }
+
+// block is the scope of a block inside s: its names may be reused once the
+// block ends.
+func (s *scope) block() *scope { return &scope{parent: s} }
+
+func (s *scope) taken(name string) bool {
+	if reserved[name] || token.IsKeyword(name) {
+		return true
+	}
+	for b := s; b != nil; b = b.parent {
+		if slices.Contains(b.names, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scope) name(base string) string {
+	name := base
+	for i := 2; s.taken(name); i++ {
+		name = base + strconv.Itoa(i)
+	}
+	s.names = append(s.names, name)
+	return name
+}
+
+// lowerCamel turns an exported Go name into a local one, lowering a leading
+// initialism whole: OrderID → orderID, URLPath → urlPath, SKU → sku.
+func lowerCamel(name string) string {
+	r := []rune(name)
+	upper := 0
+	for upper < len(r) && unicode.IsUpper(r[upper]) {
+		upper++
+	}
+	if upper > 1 && upper < len(r) {
+		upper-- // the last capital starts the next word
+	}
+	for i := range upper {
+		r[i] = unicode.ToLower(r[i])
+	}
+	return string(r)
+}
