@@ -1,16 +1,27 @@
 package gen
 
 import (
+	"errors"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lily-mq/lily/schema"
 )
 
 // FuzzGenerate checks that every schema the parser accepts generates Go
-// that formats: a schema lilygen takes must never give code that does not
-// compile. Its seeds are the schema package's corpus.
+// that compiles: formatted, and type-checked against the packages it
+// imports (the runtime, the wire codec and the standard library's). Its
+// seeds are the golden schemas.
 func FuzzGenerate(f *testing.F) {
 	seeds, _ := filepath.Glob("../testdata/golden/*/schema.lily.yaml")
 	for _, name := range seeds {
@@ -25,8 +36,42 @@ func FuzzGenerate(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := Generate(s); err != nil {
+		out, err := Generate(s)
+		if err != nil {
 			t.Fatalf("a schema the parser accepts does not generate: %v", err)
+		}
+		if err := typeCheck(s.Package, out.Content); err != nil {
+			t.Fatalf("a schema the parser accepts generates code that does not compile:\n%v\n\n%s", err, out.Content)
 		}
 	})
 }
+
+// typeCheck type-checks src, one file of package pkg, and returns all of its
+// errors.
+func typeCheck(pkg string, src []byte) error {
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, pkg+".lily.go", src, parser.SkipObjectResolution)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	conf := types.Config{Importer: exportData(), Error: func(err error) { errs = append(errs, err) }}
+	conf.Check(pkg, fset, []*ast.File{file}, nil)
+	return errors.Join(errs...)
+}
+
+// exportData imports packages from the export data the compiler wrote for
+// them, which go list -export finds in the build cache (building it once if
+// need be). The importer keeps every package it has read, so each path costs
+// one go list per process, and an input costs only its own type-check.
+var exportData = sync.OnceValue(func() types.Importer {
+	return importer.ForCompiler(token.NewFileSet(), "gc", func(path string) (io.ReadCloser, error) {
+		out, err := exec.Command("go", "list", "-export", "-f", "{{.Export}}", path).Output()
+		if exitErr, ok := errors.AsType[*exec.ExitError](err); ok {
+			return nil, errors.New(strings.TrimSpace(string(exitErr.Stderr)))
+		} else if err != nil {
+			return nil, err
+		}
+		return os.Open(strings.TrimSpace(string(out)))
+	})
+})
