@@ -1,6 +1,6 @@
 module github.com/lily-mq/lily
 
-go 1.26.8
+go 1.26
 
 require (
 	github.com/dave/jennifer v1.7.1

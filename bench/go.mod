@@ -1,6 +1,6 @@
 module github.com/lily-mq/lily/bench
 
-go 1.26.8
+go 1.26
 
 replace github.com/lily-mq/lily => ../
 

@@ -1,6 +1,6 @@
 module github.com/lily-mq/lily/inbox/mongoinbox
 
-go 1.26.8
+go 1.26
 
 require (
 	github.com/lily-mq/lily v0.0.0
