@@ -1,3 +1,7 @@
+// Package review holds what lilygen checks and writes for a schema's review
+// in a pull request: lint findings, breaking changes against an older
+// schema (each with its rule id and category), the Markdown review page, and
+// the RabbitMQ definitions of the schema's queues.
 package review
 
 import (

@@ -1,0 +1,32 @@
+// Package runtime consumes a RabbitMQ queue and settles every delivery by one
+// decision table, with evidence. Code that lilygen generates from a schema
+// plugs into it: a QueueSpec (the queue's topology and policy), Routes (the
+// dispatch table) and a constructor that returns a Consumer. You implement
+// the generated handler interface; each method returns an error.
+//
+// A delivery travels one way: the guard (body size, bounded headers, the
+// canonical envelope), dispatch by type, version and content type, an
+// optional Scope, an optional Inbox claim, your handler, the commit, the
+// cleanup and AfterDelivery; then the runtime decides and settles:
+//
+//   - nil, and every step after it succeeded: ACK;
+//   - a Retryable failure with attempts left: a mandatory publish to the
+//     retry bucket, its confirm, then the ACK of the original;
+//   - a Permanent failure, retries exhausted, poison, or an unsupported
+//     version: the same to the dead-letter queue;
+//   - a handoff that failed, or an inbox that cannot decide now: one paced
+//     NACK with requeue, which spends no retry;
+//   - a body over the limit: a NACK without requeue, so the broker
+//     dead-letters it before anything reads it.
+//
+// A handler never sees an acknowledger, a delivery tag or a channel:
+// RawDelivery is a read-only view. Every broker step is bounded in time, and
+// each delivery has a settlement budget; what cannot be settled with proof
+// is left to the broker and listed in the Report that Run returns. Each
+// delivery's Record goes to Config.Observe, and every stage of its journey
+// to Config.Logger as an slog record with stable keys.
+//
+// What Lily does not promise is exactly-once: a redelivered message may run
+// your handler again. The transactional inbox deduplicates within one
+// database, and no further.
+package runtime

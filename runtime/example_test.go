@@ -1,0 +1,157 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// orders handles queue "orders" of the example's schema. Embedding the
+// generated UnimplementedOrdersHandler keeps the build working when the
+// schema gains a version: until its method is written, that version's
+// messages go to the DLQ.
+type orders struct {
+	ordersmsg.UnimplementedOrdersHandler
+}
+
+func (orders) HandleOrderPlacedV2(ctx context.Context, msg *ordersmsg.OrderPlacedV2, d runtime.RawDelivery) error {
+	log.Printf("order %s of tenant %s, attempt %d", msg.OrderID, msg.Headers.XTenant, d.Attempt())
+	return nil
+}
+
+// A service's main: the first SIGINT or SIGTERM stops intake and lets the
+// work in flight settle through the shutdown's phases; a second one forces.
+// The report lists every delivery not settled with proof.
+func Example() {
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{URL: os.Getenv("AMQP_URL")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	report, err := consumer.RunUntilSignalled()
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print(report)
+}
+
+// A service that runs its consumer under a context of its own forces the
+// shutdown itself on the second signal.
+func ExampleConsumer_Force() {
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
+	go func() {
+		<-signals
+		stop() // intake stops; the work in flight settles
+		<-signals
+		consumer.Force() // handlers' contexts are cancelled now
+	}()
+	report, err := consumer.Run(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print(report)
+}
+
+// A handler says whether a failure may pass: a retryable one goes to a retry
+// bucket while attempts are left, a permanent one to the DLQ at once. A plain
+// error is retryable.
+func ExampleRetryable() {
+	errPaymentDown := errors.New("payment service unavailable")
+	errAccountClosed := errors.New("customer account closed")
+	for _, err := range []error{
+		runtime.Retryable(errPaymentDown),
+		runtime.Permanent(errAccountClosed),
+		errPaymentDown,
+	} {
+		qe, classified := errors.AsType[*runtime.QueueHandlerError](err)
+		fmt.Printf("%v: classified %v, permanent %v, wraps the cause %v\n",
+			err, classified, classified && qe.Permanent, errors.Is(err, errPaymentDown) || errors.Is(err, errAccountClosed))
+	}
+	// Output:
+	// retryable: payment service unavailable: classified true, permanent false, wraps the cause true
+	// permanent: customer account closed: classified true, permanent true, wraps the cause true
+	// payment service unavailable: classified false, permanent false, wraps the cause true
+}
+
+type fileKey struct{}
+
+// A scope opens a per-delivery resource after dispatch (never for a rejected
+// or unsupported delivery) and hands it to the handler in its context; the
+// cleanup runs after the handler and the commit, and a cleanup that fails
+// keeps the delivery from being ACKed.
+func Example_scope() {
+	cfg := runtime.Config{
+		Scope: func(ctx context.Context, d runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			f, err := os.CreateTemp("", "order-"+d.MessageID())
+			if err != nil {
+				return nil, nil, err // a retryable failure; the handler does not run
+			}
+			cleanup := func(context.Context) error {
+				f.Close()
+				return os.Remove(f.Name())
+			}
+			return context.WithValue(ctx, fileKey{}, f), cleanup, nil
+		},
+		AfterDelivery: func(ctx context.Context, d runtime.RawDelivery, soFar runtime.Record) error {
+			log.Printf("%s: handler %q, commit %q", soFar.MessageID, soFar.Handler, soFar.Commit)
+			return nil
+		},
+	}
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, _ = consumer.RunUntilSignalled()
+}
+
+// A transactional inbox claims each message id in the transaction that
+// carries the handler's writes: a redelivery of work that committed is ACKed
+// without the handler, and a claim another worker holds is requeued without
+// spending a retry. The handler writes through the claim's transaction.
+func Example_inbox() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := pginbox.Migrate(ctx, pool); err != nil {
+		log.Fatal(err)
+	}
+	handle := func(ctx context.Context, msg *ordersmsg.OrderPlacedV1, d runtime.RawDelivery) error {
+		tx, ok := pginbox.Tx(ctx)
+		if !ok {
+			return runtime.Permanent(errors.New("no inbox transaction in the handler's context"))
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO orders (id, amount_cents) VALUES ($1, $2)", msg.OrderID, msg.AmountCents)
+		return err // nil commits the claim with the row; an error rolls both back
+	}
+	cfg := runtime.Config{Inbox: pginbox.New(pool, pginbox.Options{})}
+	consumer, err := runtime.NewConsumer(ordersmsg.OrdersQueueSpec(), runtime.Routes{
+		{Type: ordersmsg.OrderPlacedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+			msg, err := ordersmsg.ExtractOrderPlacedV1(d.Body())
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			return handle(ctx, msg, d)
+		},
+	}, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, _ = consumer.RunUntilSignalled()
+}
