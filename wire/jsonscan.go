@@ -1,0 +1,355 @@
+package wire
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The scanner under JSONReader: strings and their escapes, numbers, member
+// names, and the skipping of values the schema does not know. Each records
+// the first syntax error and reports whether it read what it should.
+
+// text reads the string at r.pos (its opening quote) and returns its text,
+// unescaped: a slice of the body, or of r.buf when it had escapes, valid
+// until the next string is read.
+func (r *JSONReader) text() ([]byte, bool) {
+	r.pos++
+	start := r.pos // the first byte not yet copied to r.buf, when escaped
+	escaped := false
+	for {
+		for r.pos < len(r.data) && plain(r.data[r.pos]) {
+			r.pos++
+		}
+		if r.pos == len(r.data) {
+			r.fail("unexpected end of JSON input in a string")
+			return nil, false
+		}
+		switch c := r.data[r.pos]; {
+		case c == '"':
+			r.pos++
+			if !escaped {
+				return r.data[start : r.pos-1], true
+			}
+			r.buf = append(r.buf, r.data[start:r.pos-1]...)
+			return r.buf, true
+		case c == '\\':
+			if !escaped {
+				r.buf, escaped = r.buf[:0], true
+			}
+			r.buf = append(r.buf, r.data[start:r.pos]...)
+			if !r.escape() {
+				return nil, false
+			}
+			start = r.pos
+		case c < 0x20:
+			r.fail(invalidChar(c, "in a string"))
+			return nil, false
+		default:
+			if _, size := utf8.DecodeRune(r.data[r.pos:]); size > 1 {
+				r.pos += size
+				continue
+			}
+			r.fail("invalid UTF-8 in a string")
+			return nil, false
+		}
+	}
+}
+
+// plain is true for a byte that stands for itself in a string: printable
+// ASCII other than the quote and the backslash.
+func plain(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf }
+
+// escape appends the character of the escape at r.pos to r.buf.
+func (r *JSONReader) escape() bool {
+	if r.pos+1 >= len(r.data) {
+		r.pos = len(r.data)
+		r.fail("unexpected end of JSON input in a string")
+		return false
+	}
+	c := r.data[r.pos+1]
+	if s := unescape(c); s != 0 {
+		r.buf = append(r.buf, s)
+		r.pos += 2
+		return true
+	}
+	if c != 'u' {
+		r.pos++
+		r.fail(invalidChar(c, "in a string escape"))
+		return false
+	}
+	u, ok := r.hex4()
+	if !ok {
+		return false
+	}
+	switch {
+	case u >= 0xDC00 && u <= 0xDFFF:
+		r.pos -= 6
+		r.fail("a lone surrogate escape is not UTF-16")
+		return false
+	case u >= 0xD800 && u <= 0xDBFF:
+		if r.pos+1 >= len(r.data) || r.data[r.pos] != '\\' || r.data[r.pos+1] != 'u' {
+			r.pos -= 6
+			r.fail("a lone surrogate escape is not UTF-16")
+			return false
+		}
+		lo, ok := r.hex4()
+		if !ok {
+			return false
+		}
+		if lo < 0xDC00 || lo > 0xDFFF {
+			r.pos -= 12
+			r.fail("a lone surrogate escape is not UTF-16")
+			return false
+		}
+		u = 0x10000 + (u-0xD800)<<10 + (lo - 0xDC00)
+	}
+	r.buf = utf8.AppendRune(r.buf, u)
+	return true
+}
+
+// unescape is the character of the one-letter escape \c, or 0.
+func unescape(c byte) byte {
+	switch c {
+	case '"', '\\', '/':
+		return c
+	case 'b':
+		return '\b'
+	case 'f':
+		return '\f'
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	}
+	return 0
+}
+
+// hex4 reads \uXXXX at r.pos.
+func (r *JSONReader) hex4() (rune, bool) {
+	if len(r.data)-r.pos < 6 {
+		r.pos = len(r.data)
+		r.fail("unexpected end of JSON input in a string")
+		return 0, false
+	}
+	var u rune
+	for _, c := range r.data[r.pos+2 : r.pos+6] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			r.fail(invalidChar(c, "in a \\u escape"))
+			return 0, false
+		}
+		u = u<<4 | rune(c)
+	}
+	r.pos += 6
+	return u, true
+}
+
+// number reads the number at r.pos and returns its text, and whether it is
+// an integer (no fraction, no exponent).
+func (r *JSONReader) number() (span []byte, integer, ok bool) {
+	start := r.pos
+	digits := func() int {
+		n := 0
+		for r.pos < len(r.data) && r.data[r.pos] >= '0' && r.data[r.pos] <= '9' {
+			r.pos++
+			n++
+		}
+		return n
+	}
+	at := func(c byte) bool {
+		if r.pos < len(r.data) && r.data[r.pos] == c {
+			r.pos++
+			return true
+		}
+		return false
+	}
+	at('-')
+	switch {
+	case at('0'):
+	case digits() == 0:
+		r.fail("a number without digits")
+		return nil, false, false
+	}
+	integer = true
+	if at('.') {
+		integer = false
+		if digits() == 0 {
+			r.fail("a number without digits after its decimal point")
+			return nil, false, false
+		}
+	}
+	if at('e') || at('E') {
+		integer = false
+		if !at('+') {
+			at('-')
+		}
+		if digits() == 0 {
+			r.fail("a number without digits in its exponent")
+			return nil, false, false
+		}
+	}
+	return r.data[start:r.pos], integer, true
+}
+
+// name reads a member's name and the colon after it; the name is valid until
+// the next string is read.
+func (r *JSONReader) name() ([]byte, bool) {
+	if c := r.peek(); c != '"' {
+		if c != 0 {
+			r.fail(invalidChar(c, "where a member name should be"))
+		}
+		return nil, false
+	}
+	name, ok := r.text()
+	if !ok {
+		return nil, false
+	}
+	if c := r.peek(); c != ':' {
+		if c != 0 {
+			r.fail(invalidChar(c, "after a member name"))
+		}
+		return nil, false
+	}
+	r.pos++
+	return name, true
+}
+
+// more moves to the next member or element of the innermost object or array
+// (closed by end), reporting false when it ends.
+func (r *JSONReader) more(end byte) bool {
+	c := r.peek()
+	if r.first {
+		r.first = false
+		if c == end {
+			r.pos++
+			return false
+		}
+		return c != 0
+	}
+	switch c {
+	case end:
+		r.pos++
+		return false
+	case ',':
+		r.pos++
+		return true
+	case 0:
+		return false
+	}
+	r.fail(invalidChar(c, fmt.Sprintf("after a value; want ',' or %q", end)))
+	return false
+}
+
+// seenUnknown records name, a member the schema does not know in the object
+// that starts at object, and reports whether it was there already.
+func (r *JSONReader) seenUnknown(object int, name []byte) bool {
+	if r.unknown == nil {
+		r.unknown = map[memberKey]struct{}{}
+	}
+	k := memberKey{object, string(name)}
+	if _, ok := r.unknown[k]; ok {
+		return true
+	}
+	r.unknown[k] = struct{}{}
+	return false
+}
+
+// skip passes over the value at r.pos, checking its syntax and, when names,
+// that no object in it repeats a name. It is iterative, with a bound on
+// nesting.
+func (r *JSONReader) skip(names bool) {
+	var local [16]int
+	open := local[:0] // per open container: the offset of an object, or -1 for an array
+	for {
+		// A value.
+		switch c := r.peek(); c {
+		case 0:
+			return
+		case '{', '[':
+			if len(open) == maxJSONDepth {
+				r.fail(tooDeep)
+				return
+			}
+			kind, end := -1, byte(']')
+			if c == '{' {
+				kind, end = r.pos, '}'
+			}
+			r.pos++
+			r.first = true
+			open = append(open, kind)
+			if r.more(end) {
+				if kind >= 0 && !r.member(kind, names) {
+					return
+				}
+				continue
+			}
+			open = open[:len(open)-1]
+		case '"':
+			if _, ok := r.text(); !ok {
+				return
+			}
+		case 't':
+			r.literal("true")
+		case 'f':
+			r.literal("false")
+		case 'n':
+			r.literal("null")
+		default:
+			if c != '-' && (c < '0' || c > '9') {
+				r.fail(invalidChar(c, "at the start of a value"))
+				return
+			}
+			r.number()
+		}
+		// After a value: close what ends here, then go on to the next one.
+		for {
+			if r.err != nil || len(open) == 0 {
+				return
+			}
+			kind := open[len(open)-1]
+			end := byte(']')
+			if kind >= 0 {
+				end = '}'
+			}
+			if !r.more(end) {
+				open = open[:len(open)-1]
+				continue
+			}
+			if kind >= 0 && !r.member(kind, names) {
+				return
+			}
+			break
+		}
+	}
+}
+
+// member reads the name of a member of the skipped object at object.
+func (r *JSONReader) member(object int, names bool) bool {
+	at := r.space()
+	name, ok := r.name()
+	if !ok {
+		return false
+	}
+	if names && r.seenUnknown(object, name) {
+		r.repeated(at, name)
+		return false
+	}
+	return true
+}
+
+// quoteBounded quotes a name from a body for an error, shortened to 64 bytes.
+func quoteBounded(name []byte) string {
+	if len(name) > 64 {
+		return strconv.Quote(string(name[:64])) + "…"
+	}
+	return strconv.Quote(string(name))
+}
