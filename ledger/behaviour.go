@@ -1,0 +1,111 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// Behaviour is what a message's handler does.
+type Behaviour string
+
+// The behaviours, and the fate each should reach.
+const (
+	Success   Behaviour = "success"                // acked
+	Flaky     Behaviour = "retryable-then-success" // retried once, then acked
+	Refused   Behaviour = "permanent"              // dead-lettered
+	Panics    Behaviour = "panic"                  // panics on every attempt: dead-lettered when exhausted
+	Slow      Behaviour = "slow"                   // 5 to 50 ms, then acked
+	Hangs     Behaviour = "hang"                   // outlives its timeout on attempt 1, then acked
+	InboxWork Behaviour = "inbox-backed"           // writes a row in the claim's transaction, then acked
+)
+
+// weights are per mille; InboxWork's share goes to Success without a database.
+var weights = []struct {
+	b Behaviour
+	w int
+}{{Success, 420}, {Flaky, 150}, {Refused, 60}, {Panics, 40}, {Slow, 125}, {Hangs, 5}, {InboxWork, 200}}
+
+// dead says whether a behaviour should end in the DLQ.
+func (b Behaviour) dead() bool { return b == Refused || b == Panics }
+
+// Fate is where a message was found at the end.
+type Fate string
+
+// The fates.
+const (
+	Acked    Fate = "handled and acked"
+	InDLQ    Fate = "in the DLQ"
+	InBucket Fate = "in a retry bucket"
+	InMain   Fate = "still in the main queue"
+	Lost     Fate = "LOST"
+)
+
+// messageTyp is the AMQP type of the ledger's messages.
+const messageTyp = "LedgerTest"
+
+// assign gives each message its behaviour, from the seed.
+func (r *run) assign() {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0))
+	for i := range r.cfg.N {
+		id := fmt.Sprintf("m%07d", i)
+		b := pick(rng.IntN(1000))
+		if b == InboxWork && r.cfg.PostgresDSN == "" {
+			b = Success
+		}
+		r.ids = append(r.ids, id)
+		r.beh[id] = b
+		r.slow[id] = time.Duration(5+rng.IntN(46)) * time.Millisecond
+	}
+}
+
+func pick(n int) Behaviour {
+	for _, w := range weights {
+		if n < w.w {
+			return w.b
+		}
+		n -= w.w
+	}
+	return Success
+}
+
+// handle is every message's handler: it counts the run, then behaves.
+func (r *run) handle(ctx context.Context, d runtime.RawDelivery) error {
+	id, attempt := d.MessageID(), d.Attempt()
+	r.mu.Lock()
+	r.runs[workKey{id, attempt}]++
+	r.mu.Unlock()
+	switch r.beh[id] {
+	case Flaky:
+		if attempt == 1 {
+			return runtime.Retryable(errors.New("flaky: the first attempt fails"))
+		}
+	case Refused:
+		return runtime.Permanent(errors.New("refused"))
+	case Panics:
+		return faults.Panics("ledger: this message panics")(ctx, d)
+	case Slow:
+		time.Sleep(r.slow[id])
+	case Hangs:
+		if attempt == 1 {
+			release := make(chan struct{})
+			time.AfterFunc(r.spec.HandlerTimeout+200*time.Millisecond, func() { close(release) })
+			return faults.Hangs(release)(ctx, d)
+		}
+	case InboxWork:
+		tx, ok := pginbox.Tx(ctx)
+		if !ok {
+			return runtime.Permanent(errors.New("no inbox transaction"))
+		}
+		slow := r.killArmed.CompareAndSwap(true, false)
+		_, err := tx.Exec(ctx, "INSERT INTO "+r.table+" (message_id, attempt, slow) VALUES ($1, $2, $3)", id, attempt, slow)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// observe keeps every record, and notes the ids whose journey is over.
+func (r *run) observe(rec runtime.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, rec)
+	recs := append(r.byID[rec.MessageID], rec)
+	r.byID[rec.MessageID] = recs
+	if workAcked(recs) || (rec.Handoff == "confirmed" && rec.Destination == r.spec.DeadLetterQueue) {
+		r.done[rec.MessageID] = true
+	}
+}
+
+// workAcked: the message's records show the ACK of the handler's completed
+// work: directly, through the inbox's record of it, or from the runtime's
+// record after the ACK of a successful run was lost. A settlement from the
+// runtime's record of a handoff is not: the copy carries on.
+func workAcked(recs []runtime.Record) bool {
+	for _, rec := range recs {
+		switch {
+		case rec.Path != runtime.PathAcked:
+		case rec.Commit == "duplicate", handled(rec):
+			return true
+		case rec.Handler == "completed earlier" && slices.ContainsFunc(recs, func(e runtime.Record) bool { return e.Attempt == rec.Attempt && handled(e) }):
+			return true
+		}
+	}
+	return false
+}
+
+// handled: the handler succeeded and its work stands (no failed commit).
+func handled(rec runtime.Record) bool {
+	return rec.Handler == "ok" && rec.Handoff == "" && rec.Commit != "failed" && rec.Commit != "ambiguous"
+}
+
+// The run is the consumers' slog.Handler: of their diagnostics it keeps the
+// ACKs never proven and the reasons sessions ended, both logged as warnings.
+
+func (r *run) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
+
+func (r *run) Handle(_ context.Context, rec slog.Record) error {
+	var stage, id, detail string
+	var attempt int
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "stage":
+			stage = a.Value.String()
+		case "message_id":
+			id = a.Value.String()
+		case "attempt":
+			attempt = int(a.Value.Int64())
+		case "detail":
+			detail = a.Value.String()
+		}
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch stage {
+	case "ack-ambiguous":
+		r.ambiguous[workKey{id, attempt}]++
+	case "intake-lost":
+		r.lost = append(r.lost, detail)
+	}
+	return nil
+}
+
+func (r *run) WithAttrs([]slog.Attr) slog.Handler { return r }
+
+func (r *run) WithGroup(string) slog.Handler { return r }
+
+// consume runs consumers through the proxy while faults strike, until every
+// message's journey is over or the deadline, then shuts the last one down. A
+// restart fault shuts the consumer down and starts a new one, whose process
+// memory is empty: what the old one left unresolved meets the inbox, or runs
+// again. It returns every consumer's report, in order.
+func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error) {
+	cfg := runtime.Config{
+		URL: url, Observe: r.observe, Logger: slog.New(r),
+		// Long enough for a first connection on a loaded machine (Run fails
+		// when that one does), short enough for a stall to outlast it.
+		StepTimeout:   2 * time.Second,
+		ShutdownGrace: 5 * time.Second, ForceWindow: time.Second,
+		ReconnectMax: 500 * time.Millisecond,
+	}
+	if r.pool != nil {
+		cfg.Inbox = pginbox.New(r.pool, pginbox.Options{LockTimeout: 500 * time.Millisecond})
+	}
+	published := make(chan error, 1)
+	if r.cfg.PublishOver > 0 {
+		go func() { published <- r.publish() }()
+	}
+	faultCtx, stopFaults := context.WithCancel(ctx)
+	faultsDone := make(chan struct{})
+	go func() {
+		defer close(faultsDone)
+		r.strike(faultCtx)
+	}()
+	defer func() {
+		stopFaults()
+		<-faultsDone
+	}()
+	r.deadline = time.Now().Add(r.cfg.Deadline)
+	var reports []*runtime.Report
+	for {
+		c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: r.handle}, cfg)
+		if err != nil {
+			return reports, err
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		var rep *runtime.Report
+		ran := make(chan error, 1)
+		go func() {
+			var err error
+			rep, err = c.Run(runCtx)
+			if rep == nil && err != nil && !refused(err) {
+				err = fmt.Errorf("%w: %w", errNeverConnected, err)
+			}
+			ran <- err
+		}()
+		restart, err := r.await(ctx, ran, published)
+		if errors.Is(err, errNeverConnected) && ctx.Err() == nil {
+			stop()
+			if err := r.failedStart(ctx, err); err != nil {
+				return reports, err
+			}
+			continue
+		}
+		if err != nil {
+			stop()
+			return reports, fmt.Errorf("ledger: %w", err)
+		}
+		if !restart {
+			stopFaults()
+			<-faultsDone
+		}
+		stop()
+		if err := <-ran; errors.Is(err, errNeverConnected) {
+			if err := r.failedStart(ctx, err); err != nil {
+				return reports, err
+			}
+		} else if err != nil {
+			return reports, fmt.Errorf("ledger: Run: %w", err)
+		} else {
+			r.failedInARow = 0
+			reports = append(reports, rep)
+		}
+		if !restart {
+			return reports, nil
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync/atomic"
+	"time"
+
+	"github.com/lily-mq/lily/internal/faults"
+)
+
+func (r *run) faultCounts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.faults)
+}
+
+// fault is one kind of fault: strike reports whether it struck.
+type fault struct {
+	name   string
+	strike func(ctx context.Context) (bool, error)
+}
+
+// strike injects a random fault every FaultEvery on average (between half
+// and one and a half of it), one at a time, each healed before the next.
+func (r *run) strike(ctx context.Context) {
+	if r.cfg.FaultEvery <= 0 {
+		return
+	}
+	kinds := r.faultKinds()
+	for {
+		pause := r.cfg.FaultEvery/2 + time.Duration(r.rng.Int64N(int64(r.cfg.FaultEvery)))
+		if !sleep(ctx, pause) {
+			return
+		}
+		k := kinds[r.rng.IntN(len(kinds))]
+		struck, err := k.strike(ctx)
+		r.mu.Lock()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.faults["harness error: "+k.name+": "+err.Error()]++
+		case struck:
+			r.faults[k.name]++
+		}
+		r.mu.Unlock()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// between draws a duration in [lo, hi).
+func (r *run) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
+}
+
+func (r *run) faultKinds() []fault {
+	consume, handoff := faults.ConnectionName(r.spec.Name, "consume"), faults.ConnectionName(r.spec.Name, "handoff")
+	var armAck, armConfirm atomic.Bool
+	fired := make(chan struct{}, 1)
+	r.proxy.Intercept(func(f faults.Frame) faults.Action {
+		switch {
+		case f.Dir == faults.ToBroker && f.Is(faults.BasicAck) && f.Conn == consume && armAck.CompareAndSwap(true, false):
+			fired <- struct{}{}
+			return faults.CutBefore
+		case f.Dir == faults.ToClient && f.Is(faults.BasicAck) && f.Conn == handoff && armConfirm.CompareAndSwap(true, false):
+			r.proxy.CutConns(func(name string) bool { return name == consume })
+			fired <- struct{}{}
+		}
+		return faults.Forward
+	})
+	// armed arms a one-shot frame fault and waits up to 2 s for it to fire.
+	armed := func(arm *atomic.Bool) func(context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			select {
+			case <-fired:
+			default:
+			}
+			arm.Store(true)
+			t := time.NewTimer(2 * time.Second)
+			defer t.Stop()
+			select {
+			case <-fired:
+				return true, nil
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			return !arm.CompareAndSwap(true, false), nil
+		}
+	}
+	kinds := []fault{
+		{"connection cut (proxy)", func(context.Context) (bool, error) { return r.proxy.Cut() > 0, nil }},
+		{"ACK dropped, then its connection cut", armed(&armAck)},
+		{"consume connection cut after a handoff confirm, before the ACK", armed(&armConfirm)},
+		{"stall", func(ctx context.Context) (bool, error) {
+			dir := []faults.Direction{faults.ToBroker, faults.ToClient, 0}[r.rng.IntN(3)]
+			r.proxy.Stall(dir)
+			sleep(ctx, r.between(200*time.Millisecond, 3*time.Second))
+			r.proxy.Resume()
+			return true, nil
+		}},
+		{"delay", func(ctx context.Context) (bool, error) {
+			r.proxy.Delay(r.between(5*time.Millisecond, 40*time.Millisecond))
+			sleep(ctx, r.between(500*time.Millisecond, 2*time.Second))
+			r.proxy.Delay(0)
+			return true, nil
+		}},
+		{"connection closed by the broker", func(ctx context.Context) (bool, error) {
+			name := []string{consume, handoff}[r.rng.IntN(2)]
+			closed, err := faults.CloseConnections(ctx, func(n string) bool { return n == name }, "ledger fault")
+			return len(closed) > 0, err
+		}},
+		{"retry bucket deleted (handoffs returned)", func(ctx context.Context) (bool, error) {
+			bucket := declarations(r.spec)[1]
+			hold := r.between(300*time.Millisecond, 800*time.Millisecond)
+			// Handoffs are held back while the bucket goes: one racing the
+			// delete would be confirmed and dropped by the broker.
+			r.proxy.Stall(faults.ToBroker)
+			time.Sleep(200 * time.Millisecond)
+			heal, err := faults.Unroute(r.cfg.BrokerURL, bucket, 20)
+			r.proxy.Resume()
+			if errors.Is(err, faults.ErrNotEmpty) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			sleep(ctx, hold)
+			return true, heal()
+		}},
+		{"DLQ refusing publishes (handoffs nacked)", func(ctx context.Context) (bool, error) {
+			hold := r.between(500*time.Millisecond, 1500*time.Millisecond)
+			heal, err := faults.RejectPublishes(context.WithoutCancel(ctx), r.cfg.BrokerURL, r.spec.DeadLetterQueue)
+			if err != nil {
+				return false, err
+			}
+			sleep(ctx, hold)
+			return true, heal(context.WithoutCancel(ctx))
+		}},
+	}
+	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
+		select {
+		case r.restart <- struct{}{}:
+			return true, nil
+		default:
+			return false, nil
+		}
+	}})
+	if r.pool != nil {
+		kinds = append(kinds, fault{"PostgreSQL backend killed during COMMIT", func(ctx context.Context) (bool, error) {
+			r.killArmed.Store(true)
+			defer r.killArmed.Store(false)
+			pid, err := faults.KillInCommit(ctx, r.cfg.PostgresDSN, r.app, 3*time.Second)
+			return pid > 0, err
+		}})
+	}
+	if r.cfg.RestartBroker {
+		kinds = append(kinds, fault{"broker restarted (stop_app, start_app)", func(ctx context.Context) (bool, error) {
+			return true, faults.RestartBroker(ctx, r.between(time.Second, 3*time.Second))
+		}})
+	}
+	return kinds
+}

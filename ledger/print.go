@@ -1,0 +1,60 @@
+package ledger
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// String prints the ledger.
+func (res *Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ledger: seed %d, %d messages, queue %s, %s\n", res.Seed, res.N, res.Queue, res.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "  behaviours: %s\n", counts(res.Behaviours))
+	fmt.Fprintf(&b, "  fates: %s\n", counts(res.Fates))
+	fmt.Fprintf(&b, "  lost: %d\n", res.Fates[Lost])
+	fmt.Fprintf(&b, "  faults (%d): %s\n", total(res.Faults), counts(res.Faults))
+	fmt.Fprintf(&b, "  handler runs: %d; second runs of one attempt: %d: %s\n", res.HandlerRuns, total(res.SecondRuns), counts(res.SecondRuns))
+	fmt.Fprintf(&b, "  extra copies at the end: %d: %s\n", total(res.ExtraCopies), counts(res.ExtraCopies))
+	fmt.Fprintf(&b, "  inbox: %d rows committed, %d redeliveries stopped as duplicates\n", res.InboxRows, res.InboxStopped)
+	fmt.Fprintf(&b, "  406 channel errors: %d\n", res.Channel406)
+	if res.FailedStarts > 0 {
+		fmt.Fprintf(&b, "  consumers started again after their first connection failed: %d\n", res.FailedStarts)
+	}
+	for i, rep := range res.Reports {
+		first, _, _ := strings.Cut(rep.String(), "\n")
+		fmt.Fprintf(&b, "  report %d of %d: %s; %d unresolved listed, %d more counted\n", i+1, len(res.Reports), first, len(rep.Unresolved), rep.Omitted)
+	}
+	if len(res.Problems) == 0 {
+		b.WriteString("  problems: none\n")
+	}
+	for _, p := range res.Problems {
+		fmt.Fprintf(&b, "  PROBLEM: %s\n", p)
+	}
+	return b.String()
+}
+
+func counts[K ~string](m map[K]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[K(k)]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func total[K comparable](m map[K]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
