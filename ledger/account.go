@@ -9,14 +9,47 @@ import (
 	"github.com/lily-mq/lily/runtime"
 )
 
-// account finds every id's fate and checks every promise.
-func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows map[string]int) *Result {
+// evidence is what the accounting reads: what a run did and saw, and what
+// the queues and the database held at its end.
+type evidence struct {
+	seed       uint64
+	queue, dlq string
+	ids        []string
+	behaviours map[string]Behaviour
+	// records are every delivery's record, in the order they were written.
+	records []runtime.Record
+	// runs counts the handler's runs of each attempt; ambiguous the ACKs
+	// sent and never proven; lost says why sessions ended (the consumers'
+	// diagnostics).
+	runs, ambiguous map[workKey]int
+	lost            []string
+	failedStarts    int
+	faults          map[string]int
+	reports         []*runtime.Report
+	// queued is where each id was found at the end, rows its business rows.
+	queued map[string][]found
+	rows   map[string]int
+}
+
+// evidence gathers what r saw for the accounting.
+func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows map[string]int) evidence {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return evidence{
+		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.DeadLetterQueue, ids: r.ids, behaviours: r.beh,
+		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous),
+		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
+		reports: reps, queued: queued, rows: rows,
+	}
+}
+
+// account finds every id's fate and checks every promise. It reads e alone,
+// so that its verdicts are tested on evidence made up for the purpose.
+func account(e evidence) *Result {
 	res := &Result{
-		Seed: r.cfg.Seed, N: r.cfg.N, Queue: r.spec.Name, Reports: reps,
-		Behaviours: map[Behaviour]int{}, Fates: map[Fate]int{}, Faults: maps.Clone(r.faults),
-		SecondRuns: map[string]int{}, ExtraCopies: map[string]int{}, FailedStarts: r.failedStarts,
+		Seed: e.seed, N: len(e.ids), Queue: e.queue, Reports: e.reports,
+		Behaviours: map[Behaviour]int{}, Fates: map[Fate]int{}, Faults: e.faults,
+		SecondRuns: map[string]int{}, ExtraCopies: map[string]int{}, FailedStarts: e.failedStarts,
 	}
 	problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
 	for k := range res.Faults {
@@ -24,15 +57,16 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 			problem("%s", k)
 		}
 	}
-	byID := r.byID
-	for _, rec := range r.records {
+	byID := map[string][]runtime.Record{}
+	for _, rec := range e.records {
+		byID[rec.MessageID] = append(byID[rec.MessageID], rec)
 		if rec.Commit == "duplicate" {
 			res.InboxStopped++
 		}
 	}
 	inFlightAtClose := map[string]int{}
 	var lost []string
-	for _, rep := range reps {
+	for _, rep := range e.reports {
 		for _, u := range rep.Unresolved {
 			if strings.Contains(u.Reason, "(final abort)") {
 				inFlightAtClose[u.MessageID]++
@@ -40,10 +74,10 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 		}
 		lost = append(lost, rep.Lost...)
 	}
-	for _, id := range r.ids {
-		b := r.beh[id]
+	for _, id := range e.ids {
+		b := e.behaviours[id]
 		res.Behaviours[b]++
-		recs, copies := byID[id], queued[id]
+		recs, copies := byID[id], e.queued[id]
 		acked := workAcked(recs)
 		fate := fateOf(copies, acked)
 		res.Fates[fate]++
@@ -71,7 +105,7 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 				because = append(because, "handoff "+rec.Handoff+" after its publish (requeued; the copy may exist)")
 			}
 		}
-		for k, n := range r.ambiguous {
+		for k, n := range e.ambiguous {
 			if k.id == id {
 				because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, n)...)
 			}
@@ -85,17 +119,17 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 			}
 		}
 		if b == InboxWork {
-			if rows[id] > 1 {
-				problem("%s: the inbox let %d commits of its work through", id, rows[id])
+			if e.rows[id] > 1 {
+				problem("%s: the inbox let %d commits of its work through", id, e.rows[id])
 			}
-			if fate == Acked && rows[id] != 1 {
-				problem("%s was acked as handled, and %d rows of its work committed", id, rows[id])
+			if fate == Acked && e.rows[id] != 1 {
+				problem("%s was acked as handled, and %d rows of its work committed", id, e.rows[id])
 			}
 		}
-		res.InboxRows += rows[id]
+		res.InboxRows += e.rows[id]
 	}
 	// Second runs of one message's attempt.
-	for k, n := range r.runs {
+	for k, n := range e.runs {
 		res.HandlerRuns += n
 		if n < 2 {
 			continue
@@ -111,14 +145,14 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 				because = append(because, string(rec.Path)+": "+explain(rec))
 			}
 		}
-		because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, r.ambiguous[k])...)
+		because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, e.ambiguous[k])...)
 		because = append(because, slices.Repeat([]string{"in flight when a consumer closed (unresolved)"}, inFlightAtClose[k.id])...)
 		// A later attempt exists once per handoff of the one before that may
 		// have reached the bucket: confirmed, or timed out or failed after
 		// its publish (then the original was requeued and handed off again).
 		copies := 0
 		for _, rec := range byID[k.id] {
-			if rec.Attempt == k.attempt-1 && rec.Destination != r.spec.DeadLetterQueue &&
+			if rec.Attempt == k.attempt-1 && rec.Destination != e.dlq &&
 				(rec.Handoff == "confirmed" || rec.Handoff == "timed out" || rec.Handoff == "failed") {
 				copies++
 			}
@@ -132,7 +166,7 @@ func (r *run) account(reps []*runtime.Report, queued map[string][]found, rows ma
 			res.SecondRuns[why]++
 		}
 	}
-	for _, why := range append(slices.Clone(r.lost), lost...) {
+	for _, why := range append(slices.Clone(e.lost), lost...) {
 		if strings.Contains(why, "406") || strings.Contains(why, "PRECONDITION_FAILED") {
 			res.Channel406++
 		}

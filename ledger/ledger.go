@@ -180,7 +180,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := r.account(reps, queued, rows)
+	res := account(r.evidence(reps, queued, rows))
 	res.Duration = time.Since(start)
 	return res, nil
 }

@@ -1,0 +1,126 @@
+package ledger
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// The accounting is the no-loss oracle. These tests hand it made-up evidence
+// of one message, m1, and check that it reports what is broken and accepts
+// what is explained, so that a green ledger means something.
+
+const dlq = "q.dlq"
+
+// oneMessage is the evidence of a run of one message of behaviour b.
+func oneMessage(b Behaviour, recs ...runtime.Record) evidence {
+	return evidence{
+		queue: "q", dlq: dlq, ids: []string{"m1"}, behaviours: map[string]Behaviour{"m1": b},
+		records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{},
+		queued: map[string][]found{}, rows: map[string]int{},
+	}
+}
+
+// Records as the runtime writes them, for m1.
+func acked(attempt int) runtime.Record {
+	return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathAcked, Handler: "ok", Reason: "handled"}
+}
+
+func requeued(attempt int, why string) runtime.Record {
+	return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathRequeued, Handler: "ok", Commit: "ambiguous", Reason: why}
+}
+
+func handedOffUnacked(attempt int, to string) runtime.Record {
+	return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathUnresolved, Handler: "retryable",
+		Handoff: "confirmed", Destination: to, Reason: "settlement not attempted: authority revoked"}
+}
+
+func wantProblem(t *testing.T, res *Result, about string) {
+	t.Helper()
+	for _, p := range res.Problems {
+		if strings.Contains(p, about) {
+			return
+		}
+	}
+	t.Errorf("no problem about %q; problems: %q", about, res.Problems)
+}
+
+func wantNoProblem(t *testing.T, res *Result) {
+	t.Helper()
+	if len(res.Problems) != 0 {
+		t.Errorf("problems: %q", res.Problems)
+	}
+}
+
+func TestAccountReportsALostMessage(t *testing.T) {
+	// Nothing acked its work and no queue holds it.
+	res := account(oneMessage(Success, runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathUnresolved, Reason: "settlement budget spent"}))
+	wantProblem(t, res, "m1 (success) is lost")
+	if res.Fates[Lost] != 1 {
+		t.Errorf("fates %v", res.Fates)
+	}
+
+	// The control: the same message acked after its handler ran.
+	ok := account(oneMessage(Success, acked(1)))
+	wantNoProblem(t, ok)
+	if ok.Fates[Acked] != 1 {
+		t.Errorf("fates %v", ok.Fates)
+	}
+}
+
+func TestAccountReportsAnUnexplainedSecondRun(t *testing.T) {
+	// The handler ran twice for attempt 1, but both journeys ended acked:
+	// nothing sent the message back for the second run.
+	e := oneMessage(Success, acked(1), acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times; only 0 earlier journeys ended without proof")
+
+	// The controls: the first journey was requeued (its commit's outcome
+	// unknown), or its ACK was never proven.
+	e = oneMessage(Success, requeued(1, "deferred; no application retry used"), acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	res := account(e)
+	wantNoProblem(t, res)
+	if res.SecondRuns["requeued: commit ambiguous"] != 1 {
+		t.Errorf("second runs %v", res.SecondRuns)
+	}
+
+	e = oneMessage(Success, acked(1), acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	e.ambiguous[workKey{"m1", 1}] = 1
+	res = account(e)
+	wantNoProblem(t, res)
+	if res.SecondRuns["ACK sent, never proven (ambiguous)"] != 1 {
+		t.Errorf("second runs %v", res.SecondRuns)
+	}
+}
+
+func TestAccountReportsAnUnexplainedExtraCopy(t *testing.T) {
+	// The work was acked, and the message is still in the main queue too.
+	e := oneMessage(Success, acked(1))
+	e.queued["m1"] = []found{{InMain, 1}}
+	wantProblem(t, account(e), "m1 (success) is present 2 times at the end")
+
+	// The control: a retryable failure was handed off to the bucket (copy
+	// confirmed), the original's ACK was never sent, and the original came
+	// back and succeeded: the bucket's copy is the handoff's, explained.
+	e = oneMessage(Flaky, handedOffUnacked(1, "q.retry.1s"), acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	e.queued["m1"] = []found{{InBucket, 2}}
+	res := account(e)
+	wantNoProblem(t, res)
+	if res.ExtraCopies["handoff confirmed, the original's ACK not sent (unresolved)"] != 1 {
+		t.Errorf("extra copies %v", res.ExtraCopies)
+	}
+}
+
+func TestAccountReportsADeadMessageAcked(t *testing.T) {
+	// A permanent failure must end in the DLQ, not acked as handled.
+	wantProblem(t, account(oneMessage(Refused, acked(1))), "m1 (permanent) was acked as handled")
+
+	e := oneMessage(Refused, runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathDeadLettered, Handler: "permanent",
+		Handoff: "confirmed", Destination: dlq, Reason: "permanent failure: refused"})
+	e.queued["m1"] = []found{{InDLQ, 1}}
+	wantNoProblem(t, account(e))
+}
