@@ -18,12 +18,12 @@ type RouteKey struct {
 // an extractor's failure must come back wrapped in Permanent.
 type Routes map[RouteKey]func(ctx context.Context, d RawDelivery) error
 
-// route is one entry of a dispatch table.
-type route = func(ctx context.Context, d RawDelivery) error
+// routeFn is one entry of a dispatch table.
+type routeFn = func(ctx context.Context, d RawDelivery) error
 
 // dispatch finds the route for a validated envelope. A miss is an unsupported
 // message: a permanent failure decided before any scope is opened.
-func (r Routes) dispatch(env *guard.Envelope) (route, bool) {
+func (r Routes) dispatch(env *guard.Envelope) (routeFn, bool) {
 	fn, ok := r[RouteKey{Type: env.Type, Version: env.Version, ContentType: env.ContentType}]
 	return fn, ok
 }

@@ -21,7 +21,7 @@ import (
 // A cleanup or after_delivery failure after a committed transaction is a
 // retryable failure: the retry copy then meets the inbox's record of the
 // commit and is ACKed as a duplicate, without running the handler again.
-func (c *Consumer) pipeline(r *run, sl *slot, route route, rd RawDelivery, deadline time.Time, release func()) (outcome.Outcome, func()) {
+func (c *Consumer) pipeline(r *run, sl *slot, route routeFn, rd RawDelivery, deadline time.Time, release func()) (outcome.Outcome, func()) {
 	var o outcome.Outcome
 	base := r.work
 	var cleanup func(context.Context) error

@@ -89,7 +89,7 @@ func unsupported(env *guard.Envelope) string {
 // result no longer decides anything, and late runs on its goroutine once it
 // returns (to roll back its transaction and clean up its scope, which it may
 // still be using until then).
-func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route route, rd RawDelivery, late func()) outcome.HandlerResult {
+func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route routeFn, rd RawDelivery, late func()) outcome.HandlerResult {
 	if closed(r.aborted) {
 		// Not started, so nothing is abandoned: the caller ends the scope.
 		return outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: "not started: the consumer aborted", Cancelled: true}
@@ -174,7 +174,7 @@ func (c *Consumer) handled(r *run, res outcome.HandlerResult) outcome.HandlerRes
 
 // invoke calls the route and turns a panic into a retryable failure: like a
 // plain error it is unclassified, and the retry policy bounds how often it runs.
-func invoke(ctx context.Context, route route, rd RawDelivery) (res outcome.HandlerResult) {
+func invoke(ctx context.Context, route routeFn, rd RawDelivery) (res outcome.HandlerResult) {
 	defer func() {
 		if p := recover(); p != nil {
 			res = outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Panicked: true, Cause: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
