@@ -49,7 +49,8 @@ type Config struct {
 	// channel open, cancel, proof (5 s).
 	StepTimeout time.Duration
 	// ReconnectMax bounds the backoff between connection attempts after a
-	// loss, which doubles from 100 ms with full jitter (30 s).
+	// loss, which doubles from 100 ms; each wait is drawn between half of it
+	// and all of it (30 s).
 	ReconnectMax time.Duration
 }
 

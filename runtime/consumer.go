@@ -211,7 +211,8 @@ func refused(err error) bool {
 }
 
 // backoff is the wait before connection attempt n (from 1): doubling from min
-// up to max, with full jitter so that many consumers do not return at once.
+// up to max, each drawn between half of it and all of it, so that many
+// consumers do not return at once.
 func backoff(n int, minWait, maxWait time.Duration) time.Duration {
 	d := min(minWait<<min(n-1, 20), maxWait)
 	return d/2 + rand.N(d/2+1)

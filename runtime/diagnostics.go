@@ -60,7 +60,10 @@ func (c *Consumer) emit(ev event) {
 	}
 	attrs := []slog.Attr{slog.String("queue", c.spec.Name), slog.String("stage", string(ev.stage))}
 	if ev.messageID != "" {
-		attrs = append(attrs, slog.String("message_id", ev.messageID), slog.Int("attempt", ev.attempt))
+		attrs = append(attrs, slog.String("message_id", ev.messageID))
+	}
+	if ev.attempt != 0 {
+		attrs = append(attrs, slog.Int("attempt", ev.attempt)) // known once the guard has read it
 	}
 	if ev.typ != "" {
 		attrs = append(attrs, slog.String("type", ev.typ), slog.Int("version", ev.version))

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
@@ -73,8 +72,10 @@ func (c *Consumer) closeSession(r *run, s *session) {
 	var err error
 	switch {
 	case s.gone():
+		// Lost during the shutdown: consume had already returned, so this
+		// is the loss's only line and event.
 		err = s.why
-		r.report.lostIntake(sanitize.Text(err.Error(), decide.MaxCause))
+		c.intakeLost(r, s.gen.ID, err)
 	case !s.gen.Settler.Stopped(ctx):
 		// A write still running could reach the broker after channel.close,
 		// which discards it: the close-ok would prove an ACK that never counted.
