@@ -2,6 +2,8 @@ package schema
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"unicode/utf8"
 
@@ -10,11 +12,24 @@ import (
 )
 
 // FuzzParse checks that no input makes the parser panic, and that every
-// error it reports is positioned inside the input. The seed corpus, in
-// testdata/fuzz/FuzzParse, holds every golden schema and the example's.
+// error it reports is positioned inside the input. Its seeds are every
+// schema of the golden cases and the example's, read where they live so
+// that a new case seeds it too, and the inputs the fuzzer found, in
+// testdata/fuzz/FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(valid))
 	f.Add([]byte(features))
+	schemas, err := filepath.Glob("../testdata/golden/*/*.lily.yaml")
+	if err != nil || len(schemas) == 0 {
+		f.Fatalf("no golden schemas to seed with: %v", err)
+	}
+	for _, name := range append(schemas, "../examples/orders/orders.lily.yaml") {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
 	noFiles := func(string) ([]byte, error) { return nil, errors.New("no files while fuzzing") }
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := parse("s.yaml", data, noFiles)
