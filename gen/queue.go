@@ -100,6 +100,9 @@ func spec(q *schema.Queue) []jen.Code {
 	if q.SettlementBudget > 0 {
 		out = append(out, kv("SettlementBudget", duration(q.SettlementBudget)))
 	}
+	if q.Inbox == schema.InboxRequired {
+		out = append(out, kv("InboxRequired", jen.True()))
+	}
 	return out
 }
 

@@ -57,6 +57,9 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if b := spec.budget(); spec.SettlementBudget != 0 && b < spec.HandlerTimeout+4*cfg.withDefaults().StepTimeout+decide.HandoffReserve {
 		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + 4 step timeouts + %s", spec.Name, b, decide.HandoffReserve))
 	}
+	if spec.InboxRequired && cfg.Inbox == nil {
+		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
+	}
 	if len(routes) == 0 {
 		errs = append(errs, fmt.Errorf("queue %s: the dispatch table is empty", spec.Name))
 	}

@@ -1,8 +1,6 @@
 package runtime
 
 import (
-	"time"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -29,9 +27,6 @@ func (r RawDelivery) Type() string { return r.env.Type }
 
 // Version is the message's version (header x-lily-version).
 func (r RawDelivery) Version() int { return r.env.Version }
-
-// Timestamp is the AMQP timestamp; zero when the producer set none.
-func (r RawDelivery) Timestamp() time.Time { return r.env.Timestamp }
 
 // CorrelationID is the AMQP correlation_id; empty when the producer set none.
 func (r RawDelivery) CorrelationID() string { return r.env.CorrelationID }

@@ -38,6 +38,8 @@ type QueueSpec struct {
 	MaxBodyBytes int
 	// HandlerTimeout bounds one handler call; running out of it is a retryable failure.
 	HandlerTimeout time.Duration
+	// InboxRequired: the consumer refuses to run without a Config.Inbox.
+	InboxRequired bool
 	// SettlementBudget bounds the whole delivery, from receipt to settlement.
 	// Zero means HandlerTimeout plus 30 s.
 	SettlementBudget time.Duration

@@ -40,7 +40,7 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 	c := &consumerEnv{env: e, brokerURL: services.RabbitMQ(t), added: make(chan struct{}, 64), spec: runtime.QueueSpec{
 		Name: e.prefix, Type: "classic", Prefetch: 8, Concurrency: 4,
 		RetryDelays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3,
-		DeadLetterQueue: e.prefix + ".dlq", MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second,
+		DeadLetterQueue: e.prefix + ".dlq", MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
 	}}
 	ch := c.channel()
 	if err := runtime.DeclareTopology(ch, c.spec); err != nil {
