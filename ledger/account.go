@@ -141,7 +141,7 @@ func account(e evidence) *Result {
 		// the attempt counts.
 		var because []string
 		for _, rec := range byID[k.id] {
-			if rec.Attempt == k.attempt && rec.Handler != "" && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
+			if rec.Attempt == k.attempt && ran(rec) && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
 				because = append(because, string(rec.Path)+": "+explain(rec))
 			}
 		}
@@ -175,6 +175,16 @@ func account(e evidence) *Result {
 		problem("%d channels or connections were closed with 406", res.Channel406)
 	}
 	return res
+}
+
+// ran says whether rec's journey ran the handler: not one settled from the
+// record of earlier work, nor one the consumer aborted before it started.
+func ran(rec runtime.Record) bool {
+	switch rec.Handler {
+	case "", "completed earlier", "not started":
+		return false
+	}
+	return true
 }
 
 func fateOf(copies []found, acked bool) Fate {

@@ -86,6 +86,12 @@ func TestAccountReportsAnUnexplainedSecondRun(t *testing.T) {
 		t.Errorf("second runs %v", res.SecondRuns)
 	}
 
+	// A journey that did not run the handler explains nothing.
+	fromRecord := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathUnresolved, Handler: "completed earlier", Reason: "settlement budget spent"}
+	e = oneMessage(Success, acked(1), fromRecord, acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times; only 0 earlier journeys ended without proof")
+
 	e = oneMessage(Success, acked(1), acked(1))
 	e.runs[workKey{"m1", 1}] = 2
 	e.ambiguous[workKey{"m1", 1}] = 1

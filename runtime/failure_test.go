@@ -613,7 +613,7 @@ func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
 	eventually(t, 5*time.Second, "the report sealed", func() bool {
-		return r.events.has(func(ev event) bool { return ev.stage == "shutdown-phase" && ev.detail == "close: started" })
+		return r.events.has(func(ev event) bool { return ev.stage == "shutdown-phase" && ev.detail == "close: ended" })
 	})
 	close(release)
 	rep := <-stopped

@@ -100,15 +100,26 @@ func (c *Consumer) pipeline(r *run, sl *slot, route routeFn, rd RawDelivery, dea
 // answer defers the delivery: that is the database's trouble, not the
 // message's, and costs no application retry.
 func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time) InboxTx {
-	tx, err := userCall(c, deadline, func(ctx context.Context) (InboxTx, error) {
-		return c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.MessageID)
-	}, func(late InboxTx) {
+	// Begin's error travels inside the answer, so that a transaction that
+	// arrives late comes to the discard whatever came with it.
+	type answer struct {
+		tx  InboxTx
+		err error
+	}
+	a, err := userCall(c, deadline, func(ctx context.Context) (answer, error) {
+		tx, err := c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.MessageID)
+		return answer{tx, err}, nil
+	}, func(late answer) {
 		// A claim that arrived after the step gave up on it: roll it back,
 		// or its lock would defer every redelivery of the message.
-		if late != nil {
-			_ = c.userStep(time.Time{}, func(ctx context.Context) error { late.Rollback(ctx); return nil })
+		if late.tx != nil {
+			_ = c.userStep(time.Time{}, func(ctx context.Context) error { late.tx.Rollback(ctx); return nil })
 		}
 	})
+	tx := a.tx
+	if err == nil {
+		err = a.err // the step returned in time: Begin's own answer
+	}
 	switch {
 	case err == nil && tx != nil:
 		o.Claim = outcome.InboxClaimed

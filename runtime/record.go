@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -48,8 +49,9 @@ type Record struct {
 	// Handler is the handler's result: "ok", "retryable", "permanent",
 	// "panicked", "timed out" (it may still be running: it is then abandoned,
 	// and its transaction rolled back when it returns), "cancelled" (by the
-	// forced shutdown, which costs no retry) or "abandoned" (still running at
-	// the final abort); "completed earlier" when an earlier delivery of this
+	// forced shutdown, which costs no retry), "abandoned" (still running at
+	// the final abort) or "not started" (the consumer aborted first);
+	// "completed earlier" when an earlier delivery of this
 	// attempt did the work (its ACK was lost) and the record of it settled
 	// this one; empty when it did not run.
 	Handler string `json:"handler,omitempty"`
@@ -86,7 +88,7 @@ func newRecord(q QueueSpec, d *amqp.Delivery, env *guard.Envelope, attempt int, 
 func (c *Consumer) soFar(rd RawDelivery, o outcome.Outcome) Record {
 	return Record{
 		Queue: c.spec.Name, MessageID: sanitize.Text(rd.env.MessageID, maxIDText), Type: rd.env.Type, Version: rd.env.Version,
-		Attempt: rd.env.Attempt, Redelivered: rd.d.Redelivered, Reason: sanitize.Text(decide.FailureDetail(o), decide.MaxCause),
+		Attempt: rd.env.Attempt, Redelivered: rd.d.Redelivered, Reason: sanitize.Text(cmp.Or(decide.FailureDetail(o), o.Reason), decide.MaxCause),
 		Handler: handlerWord(o), Commit: commitWord(o),
 	}
 }
@@ -119,6 +121,8 @@ func handlerWord(o outcome.Outcome) string {
 		return "abandoned"
 	case h.Panicked:
 		return "panicked"
+	case h.Cancelled && !h.Ran:
+		return "not started"
 	case h.Cancelled:
 		return "cancelled"
 	case o.CompletedEarlier:

@@ -490,12 +490,12 @@ func TestConnectionLostDuringCommitUnresolvedIsAmbiguous(t *testing.T) {
 	}
 	// The requeued message meets the open claim and defers, then the duplicate.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		status, _ := answer(inbox.Begin(e.ctx, e.prefix, "m1"))
+		status, detail := answer(inbox.Begin(e.ctx, e.prefix, "m1"))
 		if status == "duplicate" {
 			break
 		}
-		if status != "deferred" || time.Now().After(deadline) {
-			t.Fatalf("claim while the ambiguous commit finishes = %v; want deferred, then duplicate", status)
+		if status != "deferred" || !strings.Contains(detail, "another worker holds the claim") || time.Now().After(deadline) {
+			t.Fatalf("claim while the ambiguous commit finishes = %v (%s); want deferred by the open claim, then duplicate", status, detail)
 		}
 	}
 	e.expect(1)
