@@ -144,6 +144,10 @@ func TestBrokerForcedHandlerThatFinishesIsAcked(t *testing.T) {
 	if rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 0 || rep.Abandoned != 0 {
 		t.Errorf("report: %s", rep)
 	}
+	// The handler's end was observed: it completed, and said so.
+	if recs := r.recorded(); len(recs) != 1 || recs[0].Handler != "ok" {
+		t.Errorf("records %+v", recs)
+	}
 	if !hasPhase(rep, "force window") {
 		t.Errorf("phases %+v", rep.Phases)
 	}

@@ -27,9 +27,9 @@ const (
 	Quorum  = "quorum"
 )
 
-// DefaultSettlementMargin is the time left for handoff and settlement after
+// settlementMargin is the time left for handoff and settlement after
 // the handler's own timeout, when a queue sets no settlement budget.
-const DefaultSettlementMargin = 30 * time.Second
+const settlementMargin = 30 * time.Second
 
 // Topology is what a queue's declarations depend on.
 type Topology struct {
@@ -50,12 +50,12 @@ func RetryBucket(queue string, d time.Duration) string {
 }
 
 // Budget is the settlement budget of each delivery of a queue: budget, or,
-// when it is zero, the handler timeout plus DefaultSettlementMargin.
+// when it is zero, the handler timeout plus settlementMargin.
 func Budget(handlerTimeout, budget time.Duration) time.Duration {
 	if budget > 0 {
 		return budget
 	}
-	return handlerTimeout + DefaultSettlementMargin
+	return handlerTimeout + settlementMargin
 }
 
 // Declarations lists the queues of t in declaration order: the DLQ, the
