@@ -1,0 +1,241 @@
+package quarantine
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// The judge of this package is amqp091-go itself: these tests connect the
+// real client, through a Conn or not, to a broker that speaks just enough
+// AMQP 0-9-1 over a pipe to open a connection, a channel and a consumer, and
+// then writes whatever frames a test hands it.
+
+const (
+	testFrameMax = 131072
+	consumerTag  = "lily-test-consumer"
+)
+
+// fakeBroker is the broker's end of one client connection.
+type fakeBroker struct {
+	t    testing.TB
+	conn net.Conn
+}
+
+// client is amqp091-go connected to a fakeBroker, consuming on channel 1.
+type client struct {
+	conn       *amqp.Connection
+	filter     *Conn // nil when the client reads the socket itself
+	deliveries <-chan amqp.Delivery
+	closed     chan *amqp.Error
+	broker     *fakeBroker
+}
+
+// connect opens a client through a Conn (filtered) or straight on the pipe.
+func connect(t testing.TB, filtered bool) *client {
+	t.Helper()
+	clientEnd, brokerEnd := net.Pipe()
+	b := &fakeBroker{t: t, conn: brokerEnd}
+	ready := make(chan error, 1)
+	go b.serve(ready)
+	c := &client{broker: b}
+	var transport io.ReadWriteCloser = clientEnd
+	if filtered {
+		c.filter = New(clientEnd, testFrameMax)
+		transport = c.filter
+	}
+	conn, err := amqp.Open(transport, amqp.Config{
+		SASL: []amqp.Authentication{&amqp.PlainAuth{Username: "guest", Password: "guest"}}, Vhost: "/", Locale: "en_US", FrameSize: testFrameMax,
+	})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	c.conn = conn
+	c.closed = conn.NotifyClose(make(chan *amqp.Error, 1))
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("channel: %v", err)
+	}
+	if c.deliveries, err = ch.Consume("q", consumerTag, false, false, false, false, nil); err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+	if err := <-ready; err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = brokerEnd.Close()
+		_ = clientEnd.Close()
+	})
+	return c
+}
+
+// serve answers the client's handshake, then reads (and drops) whatever the
+// client sends, answering a connection.close.
+func (b *fakeBroker) serve(ready chan<- error) {
+	r := bufio.NewReader(b.conn)
+	if _, err := io.ReadFull(r, make([]byte, 8)); err != nil {
+		ready <- err
+		return
+	}
+	steps := []struct {
+		reply func(args []byte) []byte
+		want  [2]uint16 // the client's method this step answers; none for the first
+	}{
+		{reply: func([]byte) []byte {
+			return method(0, 10, 10, []byte{0, 9}, longstr(nil), longstr([]byte("PLAIN")), longstr([]byte("en_US")))
+		}},
+		{want: [2]uint16{10, 11}, reply: func([]byte) []byte { return method(0, 10, 30, u16(0), u32(testFrameMax), u16(0)) }},
+		{want: [2]uint16{10, 31}},
+		{want: [2]uint16{10, 40}, reply: func([]byte) []byte { return method(0, 10, 41, shortstr("")) }},
+		{want: [2]uint16{20, 10}, reply: func([]byte) []byte { return method(1, 20, 11, longstr(nil)) }},
+		{want: [2]uint16{60, 20}, reply: func([]byte) []byte { return method(1, 60, 21, shortstr(consumerTag)) }},
+	}
+	for i, s := range steps {
+		if i > 0 {
+			class, id, _, err := readMethod(r)
+			if err != nil || [2]uint16{class, id} != s.want {
+				ready <- errors.Join(err, errors.New("fake broker: unexpected method in the handshake"))
+				return
+			}
+		}
+		if s.reply != nil {
+			if _, err := b.conn.Write(s.reply(nil)); err != nil {
+				ready <- err
+				return
+			}
+		}
+	}
+	ready <- nil
+	for {
+		class, id, _, err := readMethod(r)
+		if err != nil {
+			return
+		}
+		if class == 10 && id == 50 {
+			_, _ = b.conn.Write(method(0, 10, 51))
+		}
+	}
+}
+
+// readMethod reads frames until a method frame and returns its class, id and
+// arguments.
+func readMethod(r *bufio.Reader) (class, id uint16, args []byte, err error) {
+	for {
+		head := make([]byte, 7)
+		if _, err = io.ReadFull(r, head); err != nil {
+			return
+		}
+		rest := make([]byte, int(binary.BigEndian.Uint32(head[3:7]))+1)
+		if _, err = io.ReadFull(r, rest); err != nil {
+			return
+		}
+		if head[0] == frameMethod && len(rest) >= 5 {
+			return binary.BigEndian.Uint16(rest[0:2]), binary.BigEndian.Uint16(rest[2:4]), rest[4 : len(rest)-1], nil
+		}
+	}
+}
+
+// send writes frames to the client in writes of at most chunk bytes (all at
+// once when chunk is 0): the pipe hands the reader no more than one write. A
+// client that refuses a frame may close the pipe in the middle of it.
+func (b *fakeBroker) send(chunk int, frames ...[]byte) error {
+	stream := concat(frames)
+	for len(stream) > 0 {
+		n := len(stream)
+		if chunk > 0 {
+			n = min(n, chunk)
+		}
+		if _, err := b.conn.Write(stream[:n]); err != nil {
+			return err
+		}
+		stream = stream[n:]
+	}
+	return nil
+}
+
+// next waits for the client's next delivery, or for its connection to close.
+func (c *client) next(t testing.TB) (amqp.Delivery, *amqp.Error) {
+	t.Helper()
+	select {
+	case d := <-c.deliveries:
+		return d, nil
+	case err := <-c.closed:
+		if err == nil {
+			err = &amqp.Error{Reason: "closed without an error"}
+		}
+		return amqp.Delivery{}, err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery and no close within 10 s")
+	}
+	return amqp.Delivery{}, nil
+}
+
+// message is the frames of one delivery: its deliver, a content header with
+// props and a body.
+func message(tag uint64, properties, payload []byte) [][]byte {
+	return [][]byte{deliver(1, consumerTag, tag), contentHeader(1, len(payload), properties), body(1, payload)}
+}
+
+// Every header of the catalogue does to the bare client what the catalogue
+// says: those it refuses close its connection. Through a Conn, the client
+// takes every one, the refused ones replaced, and stays connected.
+func TestTheClientAsJudge(t *testing.T) {
+	cases := append(headerCases(), headerCase{
+		name:    "a content header over the frame size",
+		headers: table(entry("big", str(string(make([]byte, testFrameMax))))),
+		refused: "over the negotiated frame size of 131072",
+	})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bare := connect(t, false)
+			go func() { _ = bare.broker.send(0, message(1, props(tc.headers), []byte("{}"))...) }()
+			if _, err := bare.next(t); (err != nil) != (tc.refused != "") {
+				t.Fatalf("the bare client: closed with %v; the catalogue says refused %q", err, tc.refused)
+			}
+
+			c := connect(t, true)
+			for _, chunk := range []int{0, 1, 5, 4096} {
+				tag := uint64(chunk + 1)
+				sent := make(chan error, 1)
+				go func() {
+					sent <- c.broker.send(chunk, append(message(tag, props(tc.headers), []byte("{}")), message(tag+1000, props(table()), []byte("ok"))...)...)
+				}()
+				d, err := c.next(t)
+				if err != nil {
+					t.Fatalf("chunks of %d: the client closed: %v", chunk, err)
+				}
+				why, held := c.filter.Take(consumerTag, tag)
+				switch {
+				case tc.refused == "" && (held || d.Headers[Header] != nil):
+					t.Fatalf("chunks of %d: a header the client decodes was quarantined: %q", chunk, why)
+				case tc.refused != "" && (!held || d.Headers[Header] != why || len(d.Headers) != 1 || !strings.Contains(why, tc.refused)):
+					t.Fatalf("chunks of %d: held %v %q, headers %v; want %q", chunk, held, why, d.Headers, tc.refused)
+				case string(d.Body) != "{}" || d.DeliveryTag != tag:
+					t.Fatalf("chunks of %d: delivery %d with body %q", chunk, d.DeliveryTag, d.Body)
+				}
+				if tc.refused == "" || tc.name != "a content header over the frame size" {
+					if d.MessageId != "id-1" || d.Type != "OrderPlaced" || d.ContentType != "application/json" {
+						t.Fatalf("chunks of %d: properties not kept: %+v", chunk, d)
+					}
+				}
+				next, err := c.next(t)
+				if err != nil || string(next.Body) != "ok" || next.DeliveryTag != tag+1000 {
+					t.Fatalf("chunks of %d: the message behind it: %q, %v", chunk, next.Body, err)
+				}
+				if _, held := c.filter.Take(consumerTag, tag+1000); held {
+					t.Fatalf("chunks of %d: the message behind it was quarantined", chunk)
+				}
+				if err := <-sent; err != nil {
+					t.Fatalf("chunks of %d: the broker's write: %v", chunk, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,464 @@
+// Package quarantine keeps one delivery the AMQP client cannot decode from
+// stopping a queue. RabbitMQ accepts and delivers content headers that
+// amqp091-go refuses to decode (tables nested deeper than 32, a table or array
+// of more than 8,192 entries, a field of type 'L', a header larger than the
+// negotiated frame size once the broker has added x-death to it); the client
+// then closes its whole connection, and every reconnect meets the same
+// message.
+//
+// Conn stands between the consumer connection's socket and the client. It
+// reads only frame boundaries: a body frame passes untouched, straight into
+// the client's buffer when it is large. It remembers the delivery tag and
+// consumer tag of each channel's last basic.deliver, and checks each content
+// header with a bounded walk that mirrors the client's decoder. A header the
+// client would refuse is replaced by one it decodes: the same class, body size
+// and properties, its header table swapped for one entry, Header, holding the
+// reason. The delivery is remembered, so the runtime (and only the runtime: a
+// producer can forge the header, not the memory) knows to settle it by a
+// non-requeueing NACK, which dead-letters the original, intact, to the queue's
+// DLQ.
+//
+// Conn never makes a stream worse: bytes it does not recognise as AMQP frames
+// pass through unchanged, and the client fails on them as it would have.
+package quarantine
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+)
+
+// Header names the one entry of a replaced header table; its value is the
+// reason the client could not decode the original.
+const Header = "x-lily-quarantined"
+
+// maxHeld bounds the quarantined deliveries remembered and not yet taken.
+const maxHeld = 4096
+
+// Conn is a consumer connection's socket as the AMQP client reads it. Only
+// the client's reader goroutine calls Read; Take may be called from any.
+type Conn struct {
+	net.Conn
+	f filter
+
+	mu   sync.Mutex
+	held map[delivery]string
+}
+
+// delivery names one delivery on the connection: its consumer's tag and its
+// delivery tag, as amqp091's Delivery carries them.
+type delivery struct {
+	consumerTag string
+	tag         uint64
+}
+
+// New wraps socket. clientFrameMax is the frame size the client asks for
+// (amqp.Config.FrameSize): with the broker's, it gives the negotiated one.
+func New(socket net.Conn, clientFrameMax uint32) *Conn {
+	c := &Conn{Conn: socket}
+	c.f = filter{src: socket, clientMax: clientFrameMax, buf: make([]byte, 0, initialBuffer), quarantined: c.hold}
+	c.f.buf = c.f.buf[:cap(c.f.buf)]
+	return c
+}
+
+// Read hands the client the socket's bytes, with every content header it
+// would refuse replaced.
+func (c *Conn) Read(p []byte) (int, error) { return c.f.Read(p) }
+
+// Take reports whether the delivery was quarantined, and why, and forgets it.
+func (c *Conn) Take(consumerTag string, tag uint64) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := delivery{consumerTag, tag}
+	why, ok := c.held[k]
+	delete(c.held, k)
+	return why, ok
+}
+
+func (c *Conn) hold(d delivery, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.held == nil {
+		c.held = make(map[delivery]string)
+	}
+	if len(c.held) < maxHeld {
+		c.held[d] = why
+	}
+}
+
+// AMQP 0-9-1 frame types and the end octet every frame closes with.
+const (
+	frameMethod    = 1
+	frameHeader    = 2
+	frameBody      = 3
+	frameHeartbeat = 8
+	frameEnd       = 0xCE
+	// frameOverhead is a frame's header and end octet.
+	frameOverhead = 8
+	// minFrameMax is the least frame size AMQP allows and amqp091 negotiates.
+	minFrameMax = 4096
+	// maxDeliverFrame bounds a basic.deliver frame: its class and method,
+	// consumer tag, delivery tag, redelivered bit, exchange and routing key.
+	maxDeliverFrame = frameOverhead + 4 + 256 + 8 + 1 + 256 + 256
+	initialBuffer   = 16 << 10
+)
+
+// filter is Conn's reading side.
+type filter struct {
+	src io.Reader
+	// buf[r:w] was read from src and not yet handed on; of it, the first
+	// checked bytes may be handed on as they are.
+	buf       []byte
+	r, w      int
+	checked   int
+	pass      int    // bytes of the frame being passed on that follow buf[r:r+checked]
+	skip      int    // bytes of a replaced frame still to drop
+	repl      []byte // the replacement, handed on before anything after it
+	off       bool   // not a stream of AMQP frames as known: hand everything on
+	clientMax uint32
+	tuned     bool   // the broker's connection.tune has passed
+	frameMax  uint32 // negotiated then; 0 is no limit
+	// last is each channel's last content-carrying method: the content that
+	// follows belongs to it.
+	last        []lastMethod
+	quarantined func(delivery, string)
+}
+
+// lastMethod is one channel's last basic.deliver, or another method that
+// carries content (a get-ok, a return), which no consumer tag names.
+type lastMethod struct {
+	channel     uint16
+	deliver     bool
+	tag         uint64
+	consumerTag [255]byte
+	tagLen      uint8
+}
+
+// Read hands on checked bytes first, then a replacement, then what passes
+// unchecked; only with none of these left does it look at the next frame.
+func (f *filter) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		switch {
+		case f.checked > 0:
+			n := copy(p, f.buf[f.r:f.r+f.checked])
+			f.r += n
+			f.checked -= n
+			return n, nil
+		case len(f.repl) > 0:
+			n := copy(p, f.repl)
+			f.repl = f.repl[n:]
+			return n, nil
+		case f.skip > 0:
+			if err := f.drop(); err != nil {
+				return 0, err
+			}
+		case f.pass > 0:
+			if buffered := f.w - f.r; buffered > 0 {
+				f.checked = min(buffered, f.pass)
+				f.pass -= f.checked
+				continue
+			}
+			n, err := f.src.Read(p[:min(len(p), f.pass)])
+			f.pass -= n
+			return n, err
+		case f.off:
+			if f.w > f.r {
+				f.checked = f.w - f.r
+				continue
+			}
+			return f.src.Read(p)
+		default:
+			if err := f.scan(len(p)); err != nil {
+				return 0, err
+			}
+		}
+	}
+}
+
+// scan looks at the frames after the checked bytes, adding to checked every
+// frame it may hand on as it is, until there is room for no more, or a frame
+// needs something else. It reads from src only while nothing is checked: the
+// client gets what is ready before scan waits for more.
+func (f *filter) scan(room int) error {
+	for f.checked < room && f.pass == 0 && f.skip == 0 && len(f.repl) == 0 && !f.off {
+		more, err := f.step()
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// step looks at the frame after the checked bytes. It reports false when it
+// stopped short: it would have to read from src with bytes already checked,
+// or a frame must be replaced after them.
+func (f *filter) step() (bool, error) {
+	if ok, err := f.need(7); !ok {
+		return false, err
+	}
+	h := f.buf[f.r+f.checked:]
+	typ, channel, size := h[0], binary.BigEndian.Uint16(h[1:3]), binary.BigEndian.Uint32(h[3:7])
+	total := frameOverhead + int(size)
+	switch typ {
+	case frameBody, frameHeartbeat:
+		f.passOn(total)
+		return true, nil
+	case frameMethod:
+		return f.method(channel, size, total)
+	case frameHeader:
+		return f.header(channel, size, total)
+	}
+	f.off = true
+	return false, nil
+}
+
+// method looks at a method frame: a basic.deliver or another method that
+// carries content is remembered for its channel, connection.tune gives the
+// frame size; everything else passes.
+func (f *filter) method(channel uint16, size uint32, total int) (bool, error) {
+	if size < 4 {
+		f.off = true
+		return false, nil
+	}
+	if ok, err := f.need(11); !ok {
+		return false, err
+	}
+	h := f.buf[f.r+f.checked:]
+	class, id := binary.BigEndian.Uint16(h[7:9]), binary.BigEndian.Uint16(h[9:11])
+	switch {
+	case class == 60 && id == 60, class == 10 && id == 30 && channel == 0:
+		if total > maxDeliverFrame {
+			f.off = true
+			return false, nil
+		}
+		frame, err := f.whole(total)
+		if frame == nil {
+			return false, err
+		}
+		if class == 10 {
+			f.tune(frame[11 : total-1])
+		} else if !f.deliver(channel, frame[11:total-1]) {
+			f.off = true
+			return false, nil
+		}
+		f.checked += total
+	case class == 60 && (id == 71 || id == 50): // get-ok, return
+		f.remember(channel).deliver = false
+		f.passOn(total)
+	default:
+		f.passOn(total)
+	}
+	return true, nil
+}
+
+// tune learns the broker's frame size from connection.tune (channel-max,
+// frame-max, heartbeat) and negotiates as the client does: the smaller of
+// two limits, no limit when either is zero, never under 4096.
+func (f *filter) tune(args []byte) {
+	if len(args) < 6 {
+		return
+	}
+	broker := binary.BigEndian.Uint32(args[2:6])
+	n := max(f.clientMax, broker)
+	if f.clientMax > 0 && broker > 0 {
+		n = min(f.clientMax, broker)
+	}
+	if n > 0 && n < minFrameMax {
+		n = minFrameMax
+	}
+	f.frameMax, f.tuned = n, true
+}
+
+// deliver remembers a basic.deliver's consumer tag and delivery tag for its
+// channel; it reports false for arguments the client could not decode either.
+func (f *filter) deliver(channel uint16, args []byte) bool {
+	if len(args) < 1 || len(args) < 1+int(args[0])+8 {
+		return false
+	}
+	m := f.remember(channel)
+	m.deliver = true
+	m.tagLen = args[0]
+	copy(m.consumerTag[:], args[1:1+int(args[0])])
+	m.tag = binary.BigEndian.Uint64(args[1+int(args[0]):])
+	return true
+}
+
+func (f *filter) remember(channel uint16) *lastMethod {
+	for i := range f.last {
+		if f.last[i].channel == channel {
+			return &f.last[i]
+		}
+	}
+	f.last = append(f.last, lastMethod{channel: channel})
+	return &f.last[len(f.last)-1]
+}
+
+// header checks a content header frame and hands it on, or its replacement.
+func (f *filter) header(channel uint16, size uint32, total int) (bool, error) {
+	if !f.tuned {
+		// Before the tune no content can come; let the client judge.
+		f.passOn(total)
+		return true, nil
+	}
+	if f.frameMax > 0 && size > f.frameMax-frameOverhead {
+		// The client refuses the frame by its size alone, and it may be
+		// larger than anything worth reading whole: keep its prefix (the
+		// body size) and drop the rest.
+		if f.checked > 0 {
+			return false, nil
+		}
+		if ok, err := f.need(7 + prefix); !ok {
+			return false, err
+		}
+		payload := f.buf[f.r+7 : f.r+7+prefix]
+		f.replace(channel, payload, verdict{why: "a content header of " + itoa(int(size)) + " bytes, over the negotiated frame size of " + itoa(int(f.frameMax))})
+		f.skip = total
+		return false, nil
+	}
+	frame, err := f.whole(total)
+	if frame == nil {
+		return false, err
+	}
+	v := check(frame[7 : total-1])
+	if v.why == "" {
+		f.checked += total
+		return true, nil
+	}
+	if f.checked > 0 {
+		return false, nil // hand on what precedes it first
+	}
+	if total-1-7 < prefix {
+		f.off = true // no body size to keep: nothing the client could pair with the body
+		return false, nil
+	}
+	f.replace(channel, frame[7:total-1], v)
+	f.skip = total
+	return false, nil
+}
+
+// replace builds the frame that stands in for a refused content header and
+// remembers the delivery it belongs to.
+func (f *filter) replace(channel uint16, payload []byte, v verdict) {
+	why := v.why
+	table := markerTable(why)
+	out := make([]byte, 7, 7+len(payload)+len(table)+1)
+	out[0] = frameHeader
+	binary.BigEndian.PutUint16(out[1:3], channel)
+	if v.spliceable {
+		out = append(out, payload[:v.table.start]...)
+		out = append(out, table...)
+		out = append(out, payload[v.table.end:]...)
+	} else {
+		out = append(out, payload[:prefix]...)
+		out = binary.BigEndian.AppendUint16(out, flagHeaders)
+		out = append(out, table...)
+	}
+	binary.BigEndian.PutUint32(out[3:7], uint32(len(out)-7))
+	f.repl = append(out, frameEnd)
+	m := f.remember(channel)
+	if m.deliver {
+		f.quarantined(delivery{string(m.consumerTag[:m.tagLen]), m.tag}, why)
+	}
+}
+
+// markerTable is a header table of one long-string entry: Header, why.
+func markerTable(why string) []byte {
+	entry := make([]byte, 0, 1+len(Header)+1+4+len(why))
+	entry = append(entry, byte(len(Header)))
+	entry = append(entry, Header...)
+	entry = append(entry, 'S')
+	entry = binary.BigEndian.AppendUint32(entry, uint32(len(why)))
+	entry = append(entry, why...)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(entry))), entry...)
+}
+
+// whole returns the frame of total bytes after the checked ones, once it is
+// buffered; nil when it is not (yet), or when it lacks its end octet (then
+// the filter stops looking: the client will judge the stream).
+func (f *filter) whole(total int) ([]byte, error) {
+	if ok, err := f.need(total); !ok {
+		return nil, err
+	}
+	frame := f.buf[f.r+f.checked : f.r+f.checked+total]
+	if frame[total-1] != frameEnd {
+		f.off = true
+		return nil, nil
+	}
+	return frame, nil
+}
+
+// passOn hands on a frame of total bytes unchecked: what of it is buffered
+// now, and the rest as it comes.
+func (f *filter) passOn(total int) {
+	buffered := f.w - f.r - f.checked
+	n := min(buffered, total)
+	f.checked += n
+	f.pass = total - n
+}
+
+// need reports whether n bytes after the checked ones are buffered, reading
+// from src for them only when nothing is checked yet.
+func (f *filter) need(n int) (bool, error) {
+	if f.w-f.r-f.checked >= n {
+		return true, nil
+	}
+	if f.checked > 0 {
+		return false, nil
+	}
+	return f.fill(n)
+}
+
+// fill reads from src until buf holds n bytes from r on, compacting or
+// growing it as needed.
+func (f *filter) fill(n int) (bool, error) {
+	if f.r+n > len(f.buf) {
+		if n > len(f.buf) {
+			grown := make([]byte, max(n, 2*len(f.buf)))
+			f.w = copy(grown, f.buf[f.r:f.w])
+			f.buf, f.r = grown, 0
+		} else {
+			f.w = copy(f.buf, f.buf[f.r:f.w])
+			f.r = 0
+		}
+	}
+	for f.w-f.r < n {
+		m, err := f.src.Read(f.buf[f.w:])
+		f.w += m
+		if err != nil && f.w-f.r < n {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// drop discards the bytes of a replaced frame, from buf and then from src.
+func (f *filter) drop() error {
+	if buffered := f.w - f.r; buffered > 0 {
+		n := min(buffered, f.skip)
+		f.r += n
+		f.skip -= n
+		return nil
+	}
+	f.r, f.w = 0, 0
+	m, err := f.src.Read(f.buf[:min(len(f.buf), f.skip)])
+	f.skip -= m
+	return err
+}
+
+// itoa formats a non-negative int without fmt.
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
