@@ -90,12 +90,18 @@ const (
 // proxy's Intercept from it.
 type Interceptor func(Frame) Action
 
+// Rewriter returns the bytes to forward in place of a frame (raw is the whole
+// frame, header and end octet included): raw itself, or any bytes at all.
+// It runs after the interceptor, on the same goroutine.
+type Rewriter func(f Frame, raw []byte) []byte
+
 // Proxy forwards TCP connections to a broker, frame by frame.
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	intercept atomic.Pointer[Interceptor]
+	rewrite   atomic.Pointer[Rewriter]
 	delay     atomic.Int64 // nanoseconds added to every frame
 
 	mu     sync.Mutex
@@ -155,6 +161,16 @@ func (p *Proxy) Intercept(f Interceptor) {
 		return
 	}
 	p.intercept.Store(&f)
+}
+
+// Rewrite sets the rewriter every later forwarded frame is shown to; nil
+// forwards frames as they are.
+func (p *Proxy) Rewrite(f Rewriter) {
+	if f == nil {
+		p.rewrite.Store(nil)
+		return
+	}
+	p.rewrite.Store(&f)
 }
 
 // Delay holds every frame for d before it is passed on, in both directions,
@@ -346,6 +362,9 @@ func (c *pconn) pipe(dir Direction, src, dst net.Conn) {
 			continue
 		case CutBefore:
 			return
+		}
+		if rw := c.p.rewrite.Load(); rw != nil {
+			raw = (*rw)(f, raw)
 		}
 		if !c.send(queue, out{bytes: raw, due: c.due(), cutAfter: act == CutAfter}) {
 			return
