@@ -265,12 +265,30 @@ func queueCounts(t *testing.T, name string) (ready, unacked int) {
 	return 0, 0
 }
 
-// assertCounts checks where the messages are, queue by queue.
+// assertCounts checks where the messages are, queue by queue. rabbitmqctl
+// reads a quorum queue's counts from statistics it refreshes every few
+// seconds, so the counts are polled until both they and the queue's own
+// answer to a passive declare (its ready messages, at once) agree with want.
 func assertCounts(t *testing.T, want map[string][2]int) {
 	t.Helper()
+	conn := dial(t)
 	for name, w := range want {
-		if r, u := queueCounts(t, name); r != w[0] || u != w[1] {
-			t.Errorf("queue %s: %d ready, %d unacked; want %d ready, %d unacked", name, r, u, w[0], w[1])
+		var r, u, passive int
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+			r, u = queueCounts(t, name)
+			ch := channel(t, conn)
+			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+			if err != nil {
+				t.Fatalf("queue %s: %v", name, err)
+			}
+			_ = ch.Close()
+			passive = q.Messages
+			if r == w[0] && u == w[1] && passive == w[0] || time.Now().After(deadline) {
+				break
+			}
+		}
+		if r != w[0] || u != w[1] || passive != w[0] {
+			t.Errorf("queue %s: %d ready (%d by a passive declare), %d unacked; want %d ready, %d unacked", name, r, passive, u, w[0], w[1])
 		}
 	}
 }
@@ -278,7 +296,13 @@ func assertCounts(t *testing.T, want map[string][2]int) {
 // drain takes every message out of a queue.
 func drain(t *testing.T, queue string) []amqp.Delivery {
 	t.Helper()
-	ch := channel(t, dial(t))
+	return drainOn(t, dial(t), queue)
+}
+
+// drainOn takes every message out of a queue on conn.
+func drainOn(t *testing.T, conn *amqp.Connection, queue string) []amqp.Delivery {
+	t.Helper()
+	ch := channel(t, conn)
 	defer ch.Close()
 	var out []amqp.Delivery
 	for {
