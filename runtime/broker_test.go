@@ -395,36 +395,6 @@ func TestBrokerGracefulStopSettlesInFlightAndRequeuesTheRest(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {3, 0}, q.DeadLetterQueue: {0, 0}})
 }
 
-// Headers nested deeper than 32 never reach the guard: amqp091-go v1.17 refuses
-// to decode the frame and closes the connection (501). Nothing runs, nothing is
-// lost; the consumer reconnects with growing backoff and says why each time.
-// See "Known limits" in the README.
-func TestBrokerHeadersTooDeepForTheClientCostAConnectionAndLoseNothing(t *testing.T) {
-	t.Parallel()
-	q := brokerSpec(t)
-	declareTopology(t, q)
-	deep := amqp.Table{"leaf": "x"}
-	for range 60 {
-		deep = amqp.Table{"n": deep}
-	}
-	m := order(t, "deep-60")
-	m.Headers["deep"] = deep // no producer sends such a header
-	publish(t, q.Name, m)
-	var calls atomic.Int32
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, func(cfg *runtime.Config) {
-		cfg.ReconnectMax = 400 * time.Millisecond
-	})
-	time.Sleep(1500 * time.Millisecond)
-	rep := c.stop()
-	if n := c.reconnects(); n < 2 || len(rep.Lost) == 0 || !strings.Contains(rep.Lost[0], "501") {
-		t.Errorf("report: reconnects %d, lost %v", n, rep.Lost)
-	}
-	if calls.Load() != 0 || len(c.recorded()) != 0 {
-		t.Errorf("handler calls %d, records %v", calls.Load(), c.recorded())
-	}
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
-}
-
 // A DLQ that refuses publishes (full, overflow reject-publish) nacks the
 // handoff: the original is requeued once, nothing is lost.
 func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/handoff"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/settle"
+	"github.com/lily-mq/lily/runtime/internal/transport"
 	"github.com/lily-mq/lily/runtime/internal/workers"
 )
 
@@ -233,10 +234,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func (c *Consumer) dial(role string) (*amqp.Connection, error) {
-	conn, _, err := c.dialSocket(role)
-	return conn, err
-}
+// frameSize is the frame size Lily's connections ask for (the broker's
+// default, and amqp091's); the quarantine filter negotiates as the client does.
+const frameSize = 131072
 
 // closeConn closes one of the consumer's connections, waiting for the
 // broker's close-ok no longer than a step: a peer that stopped reading must
@@ -245,12 +245,15 @@ func (c *Consumer) closeConn(conn *amqp.Connection) {
 	_ = conn.CloseDeadline(time.Now().Add(c.cfg.StepTimeout))
 }
 
-// dialSocket is dial, also returning the connection's socket.
-func (c *Consumer) dialSocket(role string) (*amqp.Connection, net.Conn, error) {
-	conn, socket, err := handoff.DialSocket(c.cfg.URL, amqp.Config{
+// dialSocket opens one of the consumer's connections, for role "consume" or
+// "handoff", and returns its socket too. filter, when not nil, is what the
+// client reads the socket through.
+func (c *Consumer) dialSocket(role string, filter func(net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
+	conn, socket, err := transport.Dial(c.cfg.URL, amqp.Config{
 		Properties: amqp.Table{"connection_name": "lily " + c.spec.Name + " " + role},
 		Dial:       amqp.DefaultDial(c.cfg.StepTimeout),
-	})
+		FrameSize:  frameSize,
+	}, filter)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lily: connect (%s): %w", role, err)
 	}
@@ -261,7 +264,7 @@ func (c *Consumer) newRun() *run {
 	work, force := context.WithCancel(context.Background())
 	// Handoffs publish on a connection of their own: when the broker blocks
 	// publishers (a resource alarm), ACKs on the consuming connection still flow.
-	publisher := handoff.NewPublisher(func() (*amqp.Connection, net.Conn, error) { return c.dialSocket("handoff") }, c.cfg.StepTimeout, c.spec.Concurrency)
+	publisher := handoff.NewPublisher(func() (*amqp.Connection, net.Conn, error) { return c.dialSocket("handoff", nil) }, c.cfg.StepTimeout, c.spec.Concurrency)
 	publisher.BeforePublish, publisher.AfterPublish = c.hooks.beforePublish, c.hooks.afterPublish
 	return &run{
 		handoff:   publisher,

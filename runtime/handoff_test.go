@@ -14,11 +14,12 @@ import (
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime/internal/handoff"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/transport"
 )
 
 // newHandoffPublisher is a consumer's handoff publisher, driven alone.
 func newHandoffPublisher(url string, stepTimeout time.Duration, window int) *handoff.Publisher {
-	dial := func() (*amqp.Connection, net.Conn, error) { return handoff.DialSocket(url, amqp.Config{}) }
+	dial := func() (*amqp.Connection, net.Conn, error) { return transport.Dial(url, amqp.Config{}, nil) }
 	return handoff.NewPublisher(dial, stepTimeout, window)
 }
 

@@ -21,7 +21,9 @@ import (
 
 // process carries one delivery through its journey: guard, dispatch, handler;
 // then the executor settles it by decide's plans, and the record is written.
-func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time, sl *slot) {
+// quarantined is why the connection's filter replaced the delivery's content
+// header, which the client could not decode ("" when it did not).
+func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, sl *slot) {
 	auth := settle.NewAuthority(d.DeliveryTag, gen)
 	id := sanitize.Text(d.MessageId, maxIDText)
 	token := r.report.begin(id)
@@ -38,10 +40,13 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	}()
 	env, verdict, reason := guard.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
 	attempt := 1
-	switch verdict {
-	case guard.Oversized:
+	switch {
+	case verdict == guard.Oversized:
 		o.Rejection, o.Reason = outcome.RejectOversized, reason
-	case guard.Poison:
+	case quarantined != "":
+		// The guard read the stand-in header, not the delivery's own.
+		o.Rejection, o.Reason = outcome.RejectQuarantined, quarantined
+	case verdict == guard.Poison:
 		o.Rejection, o.Reason = outcome.RejectPoison, reason
 	default:
 		attempt = env.Attempt

@@ -44,6 +44,7 @@ type Record struct {
 	// Reason is why the delivery took its path, with the failing step's detail.
 	Reason string `json:"reason"`
 	// Rejection is why the delivery never reached a handler: "oversized",
+	// "quarantined" (the AMQP client could not decode its headers),
 	// "poison" or "unsupported"; empty when it was not rejected.
 	Rejection string `json:"rejection,omitempty"`
 	// Handler is the handler's result: "ok", "retryable", "permanent",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/quarantine"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/runtime/internal/step"
@@ -20,8 +22,11 @@ import (
 
 // session is one connection and its consumer channel: one generation.
 type session struct {
-	gen        *settle.Generation
-	conn       *amqp.Connection
+	gen  *settle.Generation
+	conn *amqp.Connection
+	// filter is the connection's socket as the client reads it: it knows the
+	// deliveries whose content header it had to replace.
+	filter     *quarantine.Conn
 	ch         *amqp.Channel
 	tag        string
 	deliveries <-chan amqp.Delivery
@@ -150,15 +155,27 @@ func (s *slot) release() {
 // channel, set prefetch and start consuming. Every step is bounded, and ctx
 // ending stops the attempt.
 func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
-	conn, err := step.Open(ctx, func() (*amqp.Connection, error) { return c.dial("consume") }, c.closeConn)
+	type dialed struct {
+		conn   *amqp.Connection
+		filter *quarantine.Conn
+	}
+	d, err := step.Open(ctx, func() (dialed, error) {
+		var filter *quarantine.Conn
+		conn, _, err := c.dialSocket("consume", func(socket net.Conn) net.Conn {
+			filter = quarantine.New(socket, frameSize)
+			return filter
+		})
+		return dialed{conn, filter}, err
+	}, func(d dialed) { c.closeConn(d.conn) })
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.open(ctx, r, conn)
+	s, err := c.open(ctx, r, d.conn)
 	if err != nil {
-		c.closeConn(conn)
+		c.closeConn(d.conn)
 		return nil, err
 	}
+	s.filter = d.filter
 	go func() {
 		defer close(s.proverDone)
 		c.proveEvery(r, s)
@@ -218,6 +235,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 				return c.whyLost(s)
 			}
 			received := time.Now()
+			quarantined := s.quarantined(&d)
 			s.gen.Settler.Received(d.DeliveryTag)
 			select {
 			case r.slots <- struct{}{}:
@@ -231,10 +249,21 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			r.workers.Run(func() {
 				defer r.deliveries.Done()
 				defer sl.release()
-				c.process(r, s.gen, &d, received, sl)
+				c.process(r, s.gen, &d, received, quarantined, sl)
 			})
 		}
 	}
+}
+
+// quarantined says why the filter replaced d's content header, or "" when it
+// did not. Only a delivery that carries the marker is looked up: the header
+// alone proves nothing (a producer can send it), the filter's memory does.
+func (s *session) quarantined(d *amqp.Delivery) string {
+	if _, marked := d.Headers[quarantine.Header]; !marked {
+		return ""
+	}
+	why, _ := s.filter.Take(d.ConsumerTag, d.DeliveryTag)
+	return why
 }
 
 // stopIntake cancels the consumer, then requeues what was received but not

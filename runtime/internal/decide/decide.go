@@ -88,8 +88,11 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	if remaining <= 0 {
 		return Plan{Action: ActLeave, Reason: "settlement budget spent"}
 	}
-	if o.Rejection == outcome.RejectOversized {
+	switch o.Rejection {
+	case outcome.RejectOversized:
 		return Plan{Action: ActDeadLetter, Reason: o.Reason}
+	case outcome.RejectQuarantined:
+		return Plan{Action: ActDeadLetter, Reason: "quarantined: " + o.Reason}
 	}
 	if o.CompletedEarlier {
 		return Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous"}

@@ -70,6 +70,8 @@ func TestDecideTable(t *testing.T) {
 			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 1, Reason: "unsupported: OrderPlaced v9"}},
 		{"large body → broker-native dead-letter", outcome.Outcome{Rejection: outcome.RejectOversized, Reason: "body 2048 bytes"}, 1, time.Minute,
 			Plan{Action: ActDeadLetter, Reason: "body 2048 bytes"}},
+		{"undecodable by the client → broker-native dead-letter", outcome.Outcome{Rejection: outcome.RejectQuarantined, Reason: "a header value of type 'L'"}, 1, time.Minute,
+			Plan{Action: ActDeadLetter, Reason: "quarantined: a header value of type 'L'"}},
 		{"redelivery of completed work → ack without the handler", outcome.Outcome{CompletedEarlier: true}, 2, time.Minute,
 			Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous"}},
 		{"ack sent → done", outcome.Outcome{Handler: ok, Settlement: outcome.SettlementEvidence{Status: outcome.AckSent}}, 1, time.Minute,

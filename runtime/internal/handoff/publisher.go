@@ -284,20 +284,3 @@ func (h *Publisher) Close() {
 		_ = h.conn.CloseDeadline(time.Now().Add(h.stepTimeout))
 	}
 }
-
-// DialSocket dials as amqp.DialConfig does and also returns the socket under
-// the connection (under TLS, if any), for a watchdog to close.
-func DialSocket(url string, cfg amqp.Config) (*amqp.Connection, net.Conn, error) {
-	dial := cfg.Dial
-	if dial == nil {
-		dial = amqp.DefaultDial(30 * time.Second)
-	}
-	var socket net.Conn
-	cfg.Dial = func(network, addr string) (net.Conn, error) {
-		s, err := dial(network, addr)
-		socket = s
-		return s, err
-	}
-	conn, err := amqp.DialConfig(url, cfg)
-	return conn, socket, err
-}

@@ -19,9 +19,12 @@ const (
 	RejectPoison
 	// RejectUnsupported: no route for the type, version and content type.
 	RejectUnsupported
+	// RejectQuarantined: the AMQP client could not decode the content header;
+	// the broker dead-letters the delivery, intact.
+	RejectQuarantined
 )
 
-var rejectionNames = [...]string{"none", "oversized", "poison", "unsupported"}
+var rejectionNames = [...]string{"none", "oversized", "poison", "unsupported", "quarantined"}
 
 func (r Rejection) String() string { return enumName(rejectionNames[:], int(r)) }
 
