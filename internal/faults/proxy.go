@@ -45,6 +45,9 @@ var (
 	ChannelClose      = Method{20, 40}
 	BasicQos          = Method{60, 10}
 	BasicConsume      = Method{60, 20}
+	BasicConsumeOk    = Method{60, 21}
+	BasicCancel       = Method{60, 30}
+	BasicCancelOk     = Method{60, 31}
 	BasicPublish      = Method{60, 40}
 	BasicReturn       = Method{60, 50}
 	BasicDeliver      = Method{60, 60}
@@ -230,18 +233,40 @@ func (p *Proxy) Cut() int { return p.CutConns(func(string) bool { return true })
 
 // CutConns closes the connections whose announced name satisfies match.
 func (p *Proxy) CutConns(match func(name string) bool) int {
-	p.mu.Lock()
-	var victims []*pconn
-	for c := range p.conns {
-		if match(c.name()) {
-			victims = append(victims, c)
-		}
-	}
-	p.mu.Unlock()
+	victims := p.matching(match)
 	for _, c := range victims {
 		c.close()
 	}
 	return len(victims)
+}
+
+// matching lists the connections whose announced name satisfies match.
+func (p *Proxy) matching(match func(name string) bool) []*pconn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var found []*pconn
+	for c := range p.conns {
+		if match(c.name()) {
+			found = append(found, c)
+		}
+	}
+	return found
+}
+
+// CancelConsumers sends every consumer on the connections whose announced
+// name satisfies match a basic.cancel, as RabbitMQ 4.3 does at a quorum
+// queue's consumer timeout (and any version when a queue is deleted), and
+// returns how many it cancelled. The broker is not told: it keeps counting
+// the consumer, and what it still delivers to it waits unacknowledged on the
+// channel (the client drops a delivery for a consumer it no longer has)
+// until the channel closes. The client's basic.cancel-ok, which the broker
+// would not expect, is dropped.
+func (p *Proxy) CancelConsumers(match func(name string) bool) int {
+	n := 0
+	for _, c := range p.matching(match) {
+		n += c.cancelConsumers()
+	}
+	return n
 }
 
 // Conns lists the names of the connections through the proxy.
@@ -297,6 +322,50 @@ type pconn struct {
 	connName       atomic.Pointer[string]
 	done           chan struct{}
 	once           sync.Once
+
+	mu        sync.Mutex
+	toClient  chan<- out        // the queue of frames on their way to the client
+	consumers map[string]uint16 // consumer tag → channel, from the broker's consume-ok
+	cancelled atomic.Bool       // CancelConsumers sent a cancel on this connection
+}
+
+// cancelConsumers hands the client a basic.cancel (no-wait) for each of its
+// consumers, and reports how many.
+func (c *pconn) cancelConsumers() int {
+	c.mu.Lock()
+	queue, consumers := c.toClient, c.consumers
+	c.consumers = nil
+	c.mu.Unlock()
+	if queue == nil {
+		return 0
+	}
+	c.cancelled.Store(true)
+	n := 0
+	for tag, channel := range consumers {
+		payload := binary.BigEndian.AppendUint16(nil, BasicCancel.Class)
+		payload = binary.BigEndian.AppendUint16(payload, BasicCancel.ID)
+		payload = append(append(append(payload, byte(len(tag))), tag...), 1)
+		frame := []byte{1, byte(channel >> 8), byte(channel)}
+		frame = binary.BigEndian.AppendUint32(frame, uint32(len(payload)))
+		frame = append(append(frame, payload...), frameEnd)
+		if c.send(queue, out{bytes: frame, due: time.Now()}) {
+			n++
+		}
+	}
+	return n
+}
+
+// noteConsumer remembers the consumer tag a broker's consume-ok names.
+func (c *pconn) noteConsumer(f Frame, raw []byte) {
+	if len(raw) < 12 || len(raw) < 12+int(raw[11]) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.consumers == nil {
+		c.consumers = map[string]uint16{}
+	}
+	c.consumers[string(raw[12:12+int(raw[11])])] = f.Channel
 }
 
 func (c *pconn) name() string {
@@ -329,6 +398,11 @@ type out struct {
 func (c *pconn) pipe(dir Direction, src, dst net.Conn) {
 	defer c.close()
 	queue := make(chan out, 256)
+	if dir == ToClient {
+		c.mu.Lock()
+		c.toClient = queue
+		c.mu.Unlock()
+	}
 	go c.write(dir, dst, queue)
 	r := bufio.NewReaderSize(src, 64<<10)
 	if dir == ToBroker {
@@ -353,6 +427,12 @@ func (c *pconn) pipe(dir Direction, src, dst net.Conn) {
 			}
 		}
 		f.Conn = c.name()
+		switch {
+		case f.Is(BasicConsumeOk):
+			c.noteConsumer(f, raw)
+		case f.Dir == ToBroker && f.Is(BasicCancelOk) && c.cancelled.Load():
+			continue // answers a cancel the broker never sent
+		}
 		act := Forward
 		if ic := c.p.intercept.Load(); ic != nil {
 			act = (*ic)(f)
