@@ -74,6 +74,11 @@ func (a *Authority) use(deadline time.Time, st *settlement, sent outcome.Settlem
 	if a.gen.Revoked() {
 		return outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Requeue: requeue, Detail: revokedDetail}
 	}
+	if !time.Now().Before(deadline) {
+		// Written now, it would settle late; left, the channel's recycle
+		// hands it back to the broker.
+		return outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Requeue: requeue, Detail: "the settlement budget was spent before the write"}
+	}
 	if !a.used.CompareAndSwap(false, true) {
 		return outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Requeue: requeue, Detail: "authority already used"}
 	}
