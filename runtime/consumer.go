@@ -20,10 +20,10 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/workers"
 )
 
-// ErrConsumerCancelled: the broker cancelled the consumer, as it does when the
-// queue is deleted. Run shuts down and returns it rather than recreate a queue
-// an operator removed.
-var ErrConsumerCancelled = errors.New("lily: the broker cancelled the consumer (queue deleted?)")
+// errCancelled: the broker cancelled the consumer, as it does when the queue
+// is deleted, when the node holding a classic queue goes down, and (RabbitMQ
+// 4.3) at a quorum queue's consumer timeout. The channel stays healthy.
+var errCancelled = errors.New("lily: the broker cancelled the consumer (the queue deleted, its node down, or a consumer timeout)")
 
 // Consumer consumes one queue and settles every delivery by the decision table.
 // A Consumer runs once.
@@ -114,6 +114,7 @@ type run struct {
 	stopOnce    sync.Once
 	handlers    handlerCount
 	deliveries  sync.WaitGroup // delivery goroutines
+	retiring    sync.WaitGroup // sessions whose intake ended, until they close
 	mu          sync.Mutex     // guards generations
 	generations []*settle.Generation
 }
@@ -149,10 +150,14 @@ func (r *run) revokeAll() {
 // Run connects, declares the queue's topology and consumes until ctx is done,
 // then shuts down in phases and returns the report. A lost channel or
 // connection is reconnected with jittered backoff; in-flight deliveries of the
-// lost channel become unresolved and the broker redelivers them. Run returns an
-// error when the first connection fails, when the broker cancels the consumer
-// (ErrConsumerCancelled), or when it is called twice. A ctx that ends before
-// the first connection is a clean stop: an empty report and no error.
+// lost channel become unresolved and the broker redelivers them. When the
+// broker cancels the consumer (the queue was deleted, its node went down, a
+// consumer timeout), or a delivery stays unsettled past its budget, the
+// channel is healthy: what is in flight on it settles there while a new
+// session declares the topology again and consumes. Run returns an error when
+// the first connection fails, when the broker refuses the topology (406), or
+// when it is called twice. A ctx that ends before the first connection is a
+// clean stop: an empty report and no error.
 func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 	if !c.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("lily: a Consumer runs once")
@@ -175,13 +180,12 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		if err == nil {
 			return c.shutdown(r, s), nil
 		}
-		if errors.Is(err, ErrConsumerCancelled) {
-			// The channel is healthy: in-flight work still settles on it, and
-			// its clean close proves the ACKs.
+		if errors.Is(err, errCancelled) || errors.Is(err, errRecycled) {
 			c.intakeLost(r, s.gen.ID, err)
-			return c.shutdown(r, s), err
+			c.retire(r, s)
+		} else {
+			c.lost(r, s, err)
 		}
-		c.lost(r, s, err)
 		// The backoff starts over only after a session that lived a while: a
 		// message that kills every connection must not make reconnects hot.
 		if time.Since(s.started) > c.cfg.ReconnectMax {
@@ -206,6 +210,22 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 			}
 		}
 	}
+}
+
+// retire lets a session whose intake ended on a healthy channel finish: its
+// deliveries in flight settle on it; then (or at the final abort) it closes
+// cleanly, which proves its ACKs and hands back to the broker whatever it
+// left unresolved.
+func (c *Consumer) retire(r *run, s *session) {
+	r.retiring.Add(1)
+	go func() {
+		defer r.retiring.Done()
+		select {
+		case <-waitChan(&s.inflight):
+		case <-r.aborted:
+		}
+		c.closeSession(r, s)
+	}()
 }
 
 // refused reports a broker's 406 (a queue declared with other arguments).

@@ -23,7 +23,9 @@ func (c *Consumer) prove(r *run, s *session) {
 	c.acksProven(r, s.gen, acks)
 }
 
-// proveEvery runs prove at the proof interval until the session ends.
+// proveEvery runs prove at the proof interval until the session ends, and
+// tells the session when a delivery has stayed unsettled on its channel past
+// its budget and a step.
 func (c *Consumer) proveEvery(r *run, s *session) {
 	t := time.NewTicker(c.tuning.proofInterval)
 	defer t.Stop()
@@ -31,6 +33,9 @@ func (c *Consumer) proveEvery(r *run, s *session) {
 		select {
 		case <-t.C:
 			c.prove(r, s)
+			if oldest := s.gen.Settler.Oldest(); !oldest.IsZero() && time.Since(oldest) > c.recycleAfter() {
+				s.outlivedOnce.Do(func() { close(s.outlived) })
+			}
 		case <-s.ended:
 			return
 		}

@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/quarantine"
@@ -51,6 +52,13 @@ type session struct {
 	// ended stops the prover; proverDone says it has stopped.
 	ended      chan struct{}
 	proverDone chan struct{}
+	// outlived is closed (once, by the prover) when a delivery received on
+	// the channel is still unsettled a budget and a step later: the channel
+	// is to be recycled.
+	outlived     chan struct{}
+	outlivedOnce sync.Once
+	// inflight counts the session's deliveries still on their journey.
+	inflight sync.WaitGroup
 }
 
 // call runs one synchronous method on the consumer channel, bounded by ctx.
@@ -74,7 +82,7 @@ func (s *session) watch(chClosed, connClosed chan *amqp.Error, cancelled chan st
 		case _, ok := <-cancelled:
 			cancelled = nil // closed with the channel when no cancel came
 			if ok {
-				s.lose(ErrConsumerCancelled)
+				s.lose(errCancelled)
 			}
 		case err, ok := <-connClosed:
 			connClosed = nil // the channel's own end follows
@@ -205,13 +213,14 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 	s := &session{
 		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
 		lost: make(chan struct{}), chEnded: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
+		outlived: make(chan struct{}),
 	}
 	s.lostAfterCancel = func(why error) { c.intakeLost(r, s.gen.ID, why) }
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	cancelled := ch.NotifyCancel(make(chan string, 1))
 	s.deliveries, err = step.Do(ctx, func() (<-chan amqp.Delivery, error) {
-		return ch.Consume(c.spec.Name, s.tag, false, false, false, false, nil)
+		return ch.Consume(c.spec.Name, s.tag, false, false, false, false, c.consumeArgs())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
@@ -222,38 +231,85 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 }
 
 // consume reads deliveries until ctx is done (then it stops intake and returns
-// nil) or the broker stops delivering (then it says why). Deliveries are read
-// as d, ok := <-ch; each runs on a worker once a slot is free.
+// nil) or the session's intake ends: the broker cancelled the consumer or
+// closed the channel, or a delivery outlived its budget and the channel is to
+// be recycled; then it says why. Deliveries are read as d, ok := <-ch; each
+// runs on a worker once a slot is free.
 func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 	for {
 		select {
 		case <-ctx.Done():
 			c.stopIntake(r, s, nil)
 			return nil
+		case <-s.outlived:
+			return c.recycle(r, s, nil)
 		case d, ok := <-s.deliveries:
 			if !ok {
 				return c.whyLost(s)
 			}
 			received := time.Now()
 			quarantined := s.quarantined(&d)
-			s.gen.Settler.Received(d.DeliveryTag)
+			s.gen.Settler.Received(d.DeliveryTag, received)
 			select {
 			case r.slots <- struct{}{}:
 			case <-ctx.Done():
 				c.stopIntake(r, s, &d)
 				return nil
+			case <-s.outlived:
+				// No slot freed within a delivery's budget (handlers past their
+				// timeout hold them): what waits goes back to the broker.
+				return c.recycle(r, s, &d)
 			}
 			r.deliveries.Add(1)
+			s.inflight.Add(1)
 			sl := &slot{slots: r.slots}
 			sl.hold()
 			r.workers.Run(func() {
 				defer r.deliveries.Done()
+				defer s.inflight.Done()
 				defer sl.release()
 				c.process(r, s.gen, &d, received, quarantined, sl)
 			})
 		}
 	}
 }
+
+// errRecycled ends a session whose channel holds a delivery past its budget
+// and a step: left unresolved, it would stay unacknowledged until the channel
+// closes, and from RabbitMQ 4.3 no consumer timeout closes a classic queue's.
+var errRecycled = errors.New("lily: a delivery outlived its settlement budget; its channel is recycled")
+
+// recycle stops the session's intake so that its channel can close once the
+// deliveries in flight on it have settled (retire): the consumer is cancelled,
+// and what was received but not started (held, and what the client had
+// buffered) is requeued.
+func (c *Consumer) recycle(r *run, s *session, held *amqp.Delivery) error {
+	if err := c.cancelIntake(r, s, held, "received but not started before its channel was recycled"); err != nil {
+		return fmt.Errorf("lily: cancel the consumer to recycle its channel: %w", err)
+	}
+	return errRecycled
+}
+
+// consumeArgs are the consumer's arguments: on a quorum queue, a consumer
+// timeout (RabbitMQ 3.12+; a quorum queue's own from 4.3) well past the
+// moment Lily recycles the channel itself, so that the broker's acts only if
+// Lily's did not (older brokers ignore it).
+func (c *Consumer) consumeArgs() amqp.Table {
+	if c.spec.Type != queue.Quorum {
+		return nil
+	}
+	return amqp.Table{"x-consumer-timeout": c.consumerTimeout().Milliseconds()}
+}
+
+// consumerTimeout is twice the moment a channel is recycled, and at least a
+// minute: the broker looks at its timeouts only now and then.
+func (c *Consumer) consumerTimeout() time.Duration {
+	return max(2*c.recycleAfter(), time.Minute)
+}
+
+// recycleAfter is how long a delivery may stay unsettled on its channel: its
+// budget, and one step for the settlement that ends it.
+func (c *Consumer) recycleAfter() time.Duration { return c.spec.budget() + c.cfg.StepTimeout }
 
 // quarantined says why the filter replaced d's content header, or "" when it
 // did not. Only a delivery that carries the marker is looked up: the header
@@ -272,27 +328,35 @@ func (s *session) quarantined(d *amqp.Delivery) string {
 func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 	end := c.phase(r, "stop intake")
 	r.stopOnce.Do(func() { close(r.stopping) })
+	_ = c.cancelIntake(r, s, held, "received but not started before shutdown")
+	end()
+}
+
+// cancelIntake cancels the session's consumer and requeues, as not started
+// for why, held and what the client had buffered. Once the cancel is done the
+// client closes deliveries after handing over its buffer; a cancel that
+// failed leaves the buffer to the channel's end.
+func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why string) error {
 	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })
 	if held != nil {
-		c.notStarted(r, s.gen, held)
+		c.notStarted(r, s.gen, held, why)
 	}
 	if err == nil {
-		// Once the cancel is done the client closes deliveries after handing
-		// over what it had buffered.
 		for d := range s.deliveries {
-			s.gen.Settler.Received(d.DeliveryTag)
-			c.notStarted(r, s.gen, &d)
+			s.gen.Settler.Received(d.DeliveryTag, time.Now())
+			c.notStarted(r, s.gen, &d, why)
 		}
 	}
-	end()
+	return err
 }
 
-// notStarted requeues a delivery that was received but never started.
-func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery) {
+// notStarted requeues a delivery that was received but never started; why
+// says what came first.
+func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
-	rec := newRecord(c.spec, d, nil, 0, o, decide.Plan{Reason: "received but not started before shutdown"}, 0)
+	rec := newRecord(c.spec, d, nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
@@ -314,7 +378,7 @@ func (c *Consumer) whyLost(s *session) error {
 func (s *session) gone() bool {
 	select {
 	case <-s.lost:
-		return !errors.Is(s.why, ErrConsumerCancelled)
+		return !errors.Is(s.why, errCancelled)
 	default:
 		return false
 	}

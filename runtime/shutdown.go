@@ -23,7 +23,8 @@ import (
 //     running); deliveries still in flight are reported unresolved and the
 //     broker redelivers them when the channel closes;
 //  4. close: the consumer channel is closed cleanly, and its close-ok proves
-//     every ACK still waiting for proof; then the connections.
+//     every ACK still waiting for proof; then the connections. Sessions
+//     retired earlier (a broker cancel, a recycle) close too.
 //
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
@@ -57,6 +58,7 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	if s != nil {
 		c.closeSession(r, s)
 	}
+	r.retiring.Wait()
 	end()
 	return r.report.seal(c.spec.Name, abandoned)
 }

@@ -53,8 +53,10 @@ type Settler struct {
 	mu sync.Mutex
 	// unsettled lists the tags received on the channel and not yet settled,
 	// ascending (tags grow in delivery order). The broker bounds it by the
-	// prefetch: an unsettled delivery is an unacknowledged one.
+	// prefetch: an unsettled delivery is an unacknowledged one. since[i] is
+	// when unsettled[i] was received.
 	unsettled []uint64
+	since     []time.Time
 }
 
 // NewSettler starts the settler of gen, writing on ch; prefetch bounds what
@@ -63,19 +65,33 @@ func NewSettler(ch Acker, gen *Generation, prefetch int) *Settler {
 	s := &Settler{
 		ch: ch, gen: gen, todo: make(chan *settlement, prefetch),
 		stop: make(chan struct{}), exited: make(chan struct{}),
-		unsettled: make([]uint64, 0, prefetch),
+		unsettled: make([]uint64, 0, prefetch), since: make([]time.Time, 0, prefetch),
 	}
 	go s.loop()
 	return s
 }
 
-// Received registers a delivery's tag. The consumer calls it for every
-// delivery, in the order the channel hands them over, before the delivery can
-// be settled: a multiple ACK must never cover a tag the settler has not seen.
-func (s *Settler) Received(tag uint64) {
+// Received registers a delivery's tag, received at. The consumer calls it for
+// every delivery, in the order the channel hands them over, before the
+// delivery can be settled: a multiple ACK must never cover a tag the settler
+// has not seen.
+func (s *Settler) Received(tag uint64, at time.Time) {
 	s.mu.Lock()
 	s.unsettled = append(s.unsettled, tag)
+	s.since = append(s.since, at)
 	s.mu.Unlock()
+}
+
+// Oldest is when the delivery unsettled the longest was received; zero when
+// every delivery received is settled. A delivery left unresolved stays
+// unsettled: its channel still holds it.
+func (s *Settler) Oldest() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.since) == 0 {
+		return time.Time{}
+	}
+	return s.since[0]
 }
 
 // Close stops the loop once it has answered what it already took. It does
@@ -204,6 +220,7 @@ func (s *Settler) leadingRun(acks []*settlement) int {
 	}
 	if n > 1 {
 		s.unsettled = slices.Delete(s.unsettled, 0, n)
+		s.since = slices.Delete(s.since, 0, n)
 	}
 	return n
 }
@@ -214,5 +231,6 @@ func (s *Settler) settled(tag uint64) {
 	defer s.mu.Unlock()
 	if i, ok := slices.BinarySearch(s.unsettled, tag); ok {
 		s.unsettled = slices.Delete(s.unsettled, i, i+1)
+		s.since = slices.Delete(s.since, i, i+1)
 	}
 }

@@ -87,7 +87,7 @@ func TestSettlerWriteChoosesFrames(t *testing.T) {
 			f := &frames{}
 			s := &Settler{ch: f, gen: &Generation{}}
 			for _, tag := range tc.received {
-				s.Received(tag)
+				s.Received(tag, time.Now())
 			}
 			for _, b := range append(tc.before, tc.batch) {
 				s.write(b)
@@ -113,7 +113,7 @@ func TestSettlerNeverCoversWhatItCouldNotSettle(t *testing.T) {
 	f := &frames{fail: true}
 	s := &Settler{ch: f, gen: &Generation{}}
 	for tag := uint64(1); tag <= 3; tag++ {
-		s.Received(tag)
+		s.Received(tag, time.Now())
 	}
 	failed := &settlement{tag: 1, nack: true, written: make(chan error, 1)}
 	s.write([]*settlement{failed})
@@ -163,7 +163,7 @@ func (s stuck) Nack(uint64, bool, bool) error { <-s.release; return nil }
 func TestSettlerStuckWriteDoesNotHoldTheClose(t *testing.T) {
 	ch := stuck{release: make(chan struct{})}
 	s := NewSettler(ch, &Generation{}, 4)
-	s.Received(1)
+	s.Received(1, time.Now())
 	st := &settlement{tag: 1, written: make(chan error, 1)}
 	if err := s.settle(st, time.Now().Add(100*time.Millisecond)); !errors.Is(err, step.ErrTimeout) {
 		t.Fatalf("stuck write: %v, want the step timeout", err)

@@ -1,0 +1,248 @@
+package runtime_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
+)
+
+// Broker tests for a consumer's intake ending on a healthy channel: the
+// broker cancels the consumer, or a delivery outlives its budget. The
+// consumer consumes again on a new channel, and what was in flight on the old
+// one settles there before it closes.
+
+// calls counts a handler's calls per order id.
+type calls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *calls) add(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[id]++
+}
+
+// once fails the test unless each of ids was handled exactly once, and
+// nothing else was.
+func (c *calls) once(t *testing.T, ids ...string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if c.n[id] != 1 {
+			t.Errorf("%s handled %d times", id, c.n[id])
+		}
+	}
+	if len(c.n) != len(ids) {
+		t.Errorf("handled %v, want %v", c.n, ids)
+	}
+}
+
+// holding is a handler that counts its calls and holds the delivery of id
+// until release is closed; started is closed when that delivery's handler
+// starts.
+func (c *calls) holding(id string) (h handler, started, release chan struct{}) {
+	started, release = make(chan struct{}), make(chan struct{})
+	return func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		c.add(msg.OrderID)
+		if msg.OrderID == id {
+			close(started)
+			<-release
+		}
+		return nil
+	}, started, release
+}
+
+// The queue is deleted under the consumer: the broker cancels it. The
+// consumer declares its topology again and consumes within seconds; the
+// delivery in flight when the queue went settles on the old channel.
+func TestBrokerQueueDeletedUnderTheConsumerIsDeclaredAgain(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	var handled calls
+	h, started, release := handled.holding("in-flight")
+	c := start(t, q, h)
+	awaitConsumer(t, q.Name)
+	publish(t, q.Name, order(t, "in-flight"))
+	<-started
+	if _, err := channel(t, dial(t)).QueueDelete(q.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a consumer on the queue declared again", func() bool { return c.reconnects() == 1 })
+	awaitConsumer(t, q.Name)
+	publish(t, q.Name, order(t, "after"))
+	close(release)
+	for _, rec := range c.await(2) {
+		wantPath(t, rec, runtime.PathAcked)
+	}
+	rep := c.stop()
+	if len(rep.Lost) != 1 || !strings.Contains(rep.Lost[0], "cancelled") || len(rep.Unresolved) != 0 || rep.AcksProven != 2 {
+		t.Errorf("report %s; lost %q", rep, rep.Lost)
+	}
+	handled.once(t, "in-flight", "after")
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// A consumer timeout as RabbitMQ 4.3 answers it on a quorum queue, emulated
+// by the frame proxy: a basic.cancel the broker never knew of. The consumer
+// subscribes again on a new connection; the delivery in flight settles on the
+// old channel; what the broker still sent the cancelled consumer (the client
+// drops it) comes back when the old channel closes. Each message is handled
+// once and acked.
+func TestBrokerTimeoutCancelIsNotTheEnd(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "in-flight", func(q *runtime.QueueSpec) { q.Type = "quorum" })
+	var handled calls
+	h, started, release := handled.holding("in-flight")
+	c := start(t, q, h, through(p))
+	<-started
+	if n := p.CancelConsumers(func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }); n != 1 {
+		t.Fatalf("cancelled %d consumers, want 1", n)
+	}
+	eventually(t, 10*time.Second, "a new session", func() bool { return c.reconnects() == 1 })
+	ids := []string{"in-flight"}
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		publish(t, q.Name, order(t, id))
+		ids = append(ids, id)
+	}
+	close(release)
+	for _, rec := range c.await(len(ids)) {
+		wantPath(t, rec, runtime.PathAcked)
+	}
+	rep := c.stop()
+	if len(rep.Unresolved) != 0 || !strings.Contains(strings.Join(rep.Lost, "\n"), "cancelled") {
+		t.Errorf("report %s; lost %q", rep, rep.Lost)
+	}
+	handled.once(t, ids...)
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+// A delivery left unresolved on a healthy channel (its ACK came after its
+// budget, so it was never written) is released by Lily's own bound: a budget
+// and a step after its receipt the consumer is cancelled, the deliveries in
+// flight on the channel settle, the channel closes, and the broker hands the
+// delivery to the new channel, where the record of its completed work settles
+// it. No other delivery is left unresolved by the recycle.
+func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.HandlerTimeout = 100 * time.Millisecond
+		q.SettlementBudget = 5 * time.Second
+		q.Concurrency, q.Prefetch = 4, 8
+	})
+	declareTopology(t, q)
+	var handled calls
+	r, consumer := prepare(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		handled.add(msg.OrderID)
+		return nil
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = 300 * time.Millisecond })
+	// The first ACK (the stuck delivery's) waits past the delivery's budget,
+	// so it is not written; the ACKs after it wait for the recycle, so that
+	// their deliveries are in flight on the channel when it comes.
+	gate := make(chan struct{})
+	var later atomic.Bool
+	consumer.SetTestHooks(runtime.TestHooks{BeforeAck: func() {
+		if later.Swap(true) {
+			<-gate
+			return
+		}
+		time.Sleep(q.SettlementBudget)
+	}})
+	r.launch(consumer)
+	publish(t, q.Name, order(t, "stuck"))
+	eventually(t, 10*time.Second, "the stuck delivery handled", func() bool {
+		handled.mu.Lock()
+		defer handled.mu.Unlock()
+		return handled.n["stuck"] == 1
+	})
+	time.Sleep(q.SettlementBudget / 2) // the others' budgets end well after the recycle
+	publish(t, q.Name, order(t, "in-flight-1"), order(t, "in-flight-2"))
+	eventually(t, 30*time.Second, "the channel recycled", func() bool {
+		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "recycled") })
+	})
+	close(gate)
+	paths := map[string][]runtime.Path{}
+	for _, rec := range r.await(4) {
+		paths[rec.MessageID] = append(paths[rec.MessageID], rec.Path)
+		if rec.MessageID == "stuck" && rec.Path == runtime.PathAcked && rec.Handler != "completed earlier" {
+			t.Errorf("the released delivery ran its handler again: %+v", rec)
+		}
+	}
+	want := map[string][]runtime.Path{
+		"stuck":       {runtime.PathUnresolved, runtime.PathAcked},
+		"in-flight-1": {runtime.PathAcked},
+		"in-flight-2": {runtime.PathAcked},
+	}
+	for id, p := range want {
+		if strings.Join(pathWords(paths[id]), ",") != strings.Join(pathWords(p), ",") {
+			t.Errorf("%s took %v, want %v", id, paths[id], p)
+		}
+	}
+	rep := r.stop()
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "stuck" || !strings.Contains(rep.Unresolved[0].Reason, "budget was spent") {
+		t.Errorf("report %s; unresolved %+v", rep, rep.Unresolved)
+	}
+	if r.reconnects() != 1 {
+		t.Errorf("%d new sessions, want the one after the recycle", r.reconnects())
+	}
+	handled.once(t, "stuck", "in-flight-1", "in-flight-2")
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+}
+
+func pathWords(ps []runtime.Path) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = string(p)
+	}
+	return out
+}
+
+// On a quorum queue the consumer asks for a consumer timeout of twice the
+// moment it would recycle its channel itself (the budget and a step), and at
+// least a minute, so that the broker's acts only where Lily's did not. A
+// classic queue's consumer asks for none: RabbitMQ 4.3 refuses the argument
+// there.
+func TestBrokerQuorumConsumerAsksForAConsumerTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ queueType, want string }{
+		{"quorum", `[{"x-consumer-timeout",130000}]`}, // handler timeout 30 s + 30 s, step 5 s
+		{"classic", `[]`},
+	} {
+		t.Run(tc.queueType, func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t, func(q *runtime.QueueSpec) {
+				q.Type, q.HandlerTimeout, q.SettlementBudget = tc.queueType, 30*time.Second, 0
+			})
+			start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+			awaitConsumer(t, q.Name)
+			out, err := exec.Command("rabbitmqctl", "list_consumers", "-q", "--no-table-headers", "queue_name", "arguments").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for line := range strings.Lines(string(out)) {
+				if name, args, _ := strings.Cut(strings.TrimSpace(line), "\t"); name == q.Name {
+					found = true
+					if args != tc.want {
+						t.Errorf("consumer arguments %s, want %s", args, tc.want)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no consumer of %s in %s", q.Name, out)
+			}
+		})
+	}
+}
