@@ -384,10 +384,18 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 		AND state_change < now() - interval '1 second' AND strpos(query, $1) > 0`, c.table).Scan(&open); err != nil || open != 0 {
 		t.Errorf("%d sessions left idle in a transaction (%v)", open, err)
 	}
+	// The first consumer recycles late-2's channel a step after its budget,
+	// and may meet it again before it stops: then it requeues it unstarted.
 	c.run(inbox, c.handle(nil), stepTimeout)
-	recs := c.await(4)
-	if again := recs[len(recs)-1]; again.MessageID != "late-2" || again.Commit != "duplicate" || again.Path != runtime.PathAcked {
-		t.Errorf("redelivery of late-2: %+v", again)
+	for n := 4; ; n++ {
+		again := c.await(n)[n-1]
+		if again.MessageID == "late-2" && again.Path == runtime.PathNotStarted {
+			continue
+		}
+		if again.MessageID != "late-2" || again.Commit != "duplicate" || again.Path != runtime.PathAcked {
+			t.Errorf("redelivery of late-2: %+v", again)
+		}
+		break
 	}
 	if c.runs.Load() != 3 {
 		t.Errorf("handler ran %d times; want hog-1 twice, late-2 once", c.runs.Load())
