@@ -46,7 +46,7 @@ const fillWindow = 1024
 
 // declare declares spec's topology.
 func declare(url string, spec runtime.QueueSpec) error {
-	return faults.OnChannel(url, func(ch *amqp.Channel) error { return runtime.DeclareTopology(ch, spec) })
+	return faults.OnConnection(url, func(conn *amqp.Connection) error { return runtime.DeclareTopology(conn, spec) })
 }
 
 // fill publishes n persistent messages to queue, each confirmed: as fast as

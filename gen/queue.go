@@ -103,6 +103,9 @@ func spec(q *schema.Queue) []jen.Code {
 	if q.Inbox == schema.InboxRequired {
 		out = append(out, kv("InboxRequired", jen.True()))
 	}
+	if q.DeliveryLimit != 0 {
+		out = append(out, kv("DeliveryLimit", jen.Lit(q.DeliveryLimit)))
+	}
 	return out
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 func (r *run) declare() error {
-	err := faults.OnChannel(r.cfg.BrokerURL, func(ch *amqp.Channel) error { return runtime.DeclareTopology(ch, r.spec) })
+	err := faults.OnConnection(r.cfg.BrokerURL, func(conn *amqp.Connection) error { return runtime.DeclareTopology(conn, r.spec) })
 	if err != nil {
 		return fmt.Errorf("declare on RabbitMQ at %s: %w", r.cfg.BrokerURL, err)
 	}

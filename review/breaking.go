@@ -374,6 +374,14 @@ func bounds(f *schema.Field) string {
 	return l.Lo + ".." + l.Hi + l.Unit
 }
 
+// limitWord says a delivery limit: a count, or none.
+func limitWord(n int) string {
+	if n < 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
 func (b *breaker) queue(oq, nq *schema.Queue) {
 	if oq.Type != nq.Type {
 		b.add(rules.QueueTypeChanged, oq.Name, nq.Pos,
@@ -384,6 +392,11 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 		b.add(rules.DLQChanged, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q dead-letters to %q instead of %q: its x-dead-letter-routing-key changes", oq.Name, nq.DLQ, oq.DLQ),
 			"drain and delete the queue before deploying, or consume a queue under a new name; then deal with what the old DLQ holds")
+	}
+	if oq.Type == nq.Type && oq.DeliveryLimit != nq.DeliveryLimit {
+		b.add(rules.DeliveryLimitChanged, oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q changes its delivery limit from %s to %s: its x-delivery-limit changes", oq.Name, limitWord(oq.DeliveryLimit), limitWord(nq.DeliveryLimit)),
+			"drain and delete the queue before deploying, or consume a queue under a new name")
 	}
 	if (oq.Inbox == schema.InboxRequired) != (nq.Inbox == schema.InboxRequired) {
 		b.add(rules.InboxRequirementChanged, oq.Name, nq.Pos,

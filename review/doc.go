@@ -62,6 +62,9 @@ type QueueView struct {
 	MaxBodyBytes           int
 	HandlerTimeout, Budget string
 	Inbox                  string
+	// DeliveryLimit is a quorum queue's: a count, or "none"; empty for a
+	// classic queue.
+	DeliveryLimit string
 }
 
 // NewPage describes f; when old is not nil it also lists what changed since
@@ -103,6 +106,9 @@ func queueView(q *schema.Queue) QueueView {
 		Name: q.Name, Type: string(q.Type), Prefetch: q.Prefetch, Concurrency: q.Concurrency,
 		MaxAttempts: q.Retry.MaxAttempts, DLQ: q.DLQ, MaxBodyBytes: q.MaxBodyBytes,
 		HandlerTimeout: q.HandlerTimeout.String(), Budget: queue.Budget(q.HandlerTimeout, q.SettlementBudget).String(), Inbox: string(q.Inbox),
+	}
+	if q.DeliveryLimit != 0 {
+		qv.DeliveryLimit = limitWord(q.DeliveryLimit)
 	}
 	for _, c := range q.Consumes {
 		nums := make([]string, len(c.Versions))

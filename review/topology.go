@@ -29,17 +29,19 @@ type QueueDefinition struct {
 }
 
 // Topology returns the queues the runtime declares for every queue of files
-// (queue.Declarations, one source for both), in
-// virtual host vhost: each DLQ, retry bucket and main queue once, in
-// declaration order. Two schemas that
-// declare one queue with different arguments are an error, since RabbitMQ
-// would refuse the second.
-func Topology(vhost string, files ...*schema.File) (Definitions, error) {
+// (queue.Declarations, one source for both) on a RabbitMQ of major version
+// brokerMajor, in virtual host vhost: each DLQ, retry bucket and main queue
+// once, in declaration order. Two schemas that declare one queue with
+// different arguments are an error, since RabbitMQ would refuse the second.
+func Topology(vhost string, brokerMajor int, files ...*schema.File) (Definitions, error) {
 	d := Definitions{Exchanges: []any{}, Bindings: []any{}}
 	seen := map[string]int{}
 	for _, f := range files {
 		for _, q := range f.Queues {
-			t := queue.Topology{Name: q.Name, Type: string(q.Type), DeadLetterQueue: q.DLQ, RetryDelays: q.Retry.Delays}
+			t := queue.Topology{
+				Name: q.Name, Type: string(q.Type), DeadLetterQueue: q.DLQ, RetryDelays: q.Retry.Delays,
+				DeliveryLimit: q.DeliveryLimit, BrokerMajor: brokerMajor,
+			}
 			for _, decl := range queue.Declarations(t) {
 				def := QueueDefinition{Name: decl.Name, VHost: vhost, Durable: true, Arguments: decl.Args}
 				if i, ok := seen[decl.Name]; ok {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ queues:
 
 func TestTopology(t *testing.T) {
 	f := parse(t, "topo.lily.yaml", topologySchema)
-	defs, err := Topology("/", f)
+	defs, err := Topology("/", 3, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,20 +45,38 @@ func TestTopology(t *testing.T) {
 		`{"name":"PREFIX.orders.retry.1m0s","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders","x-message-ttl":60000}},` +
 		`{"name":"PREFIX.orders","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders.dlq"}},` +
 		`{"name":"PREFIX.billing.dead","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-queue-type":"quorum"}},` +
-		`{"name":"PREFIX.billing","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.billing.dead","x-dead-letter-strategy":"at-least-once","x-overflow":"reject-publish","x-queue-type":"quorum"}}],"exchanges":[],"bindings":[]}`
+		`{"name":"PREFIX.billing","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.billing.dead","x-dead-letter-strategy":"at-least-once","x-delivery-limit":20,"x-overflow":"reject-publish","x-queue-type":"quorum"}}],"exchanges":[],"bindings":[]}`
 	if string(got) != want {
 		t.Errorf("definitions:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// A quorum queue's "no delivery limit" is -1 from RabbitMQ 4 on and nothing
+// before, where -1 dead-letters at the first return: the DLQ's always, a
+// main queue's when its schema says -1.
+func TestTopologyNoDeliveryLimit(t *testing.T) {
+	f := parse(t, "topo.lily.yaml", strings.Replace(topologySchema, "dlq: PREFIX.billing.dead", "dlq: PREFIX.billing.dead\n    delivery_limit: -1", 1))
+	for major, want := range map[int]any{3: nil, 4: int64(-1)} {
+		defs, err := Topology("/", major, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range defs.Queues {
+			if strings.HasPrefix(q.Name, "PREFIX.billing") && q.Arguments["x-delivery-limit"] != want {
+				t.Errorf("RabbitMQ %d: %s has x-delivery-limit %v, want %v", major, q.Name, q.Arguments["x-delivery-limit"], want)
+			}
+		}
 	}
 }
 
 func TestTopologyConflict(t *testing.T) {
 	a := parse(t, "a.lily.yaml", topologySchema)
 	b := parse(t, "b.lily.yaml", strings.Replace(topologySchema, "[1500ms, 1m]", "[1500ms]", 1))
-	if _, err := Topology("/", a, a); err != nil {
+	if _, err := Topology("/", 3, a, a); err != nil {
 		t.Errorf("one schema twice declares the same queues: %v", err)
 	}
 	c := parse(t, "c.lily.yaml", strings.Replace(topologySchema, "dlq: PREFIX.billing.dead", "dlq: PREFIX.orders.dlq", 1))
-	if _, err := Topology("/", b, c); err == nil || !strings.Contains(err.Error(), `"PREFIX.orders.dlq" is declared twice`) {
+	if _, err := Topology("/", 3, b, c); err == nil || !strings.Contains(err.Error(), `"PREFIX.orders.dlq" is declared twice`) {
 		t.Errorf("a DLQ declared classic and quorum: err = %v", err)
 	}
 }
@@ -76,15 +95,20 @@ func TestTopologyImports(t *testing.T) {
 	_, _ = rand.Read(r[:])
 	prefix := "lilytest.topology." + hex.EncodeToString(r[:])
 	f := parse(t, "topo.lily.yaml", strings.ReplaceAll(topologySchema, "PREFIX", prefix))
-	defs, err := Topology("/", f)
-	if err != nil {
-		t.Fatal(err)
-	}
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		t.Fatalf("RabbitMQ is not reachable at %s: %v", url, err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	version, _ := conn.Properties["version"].(string)
+	major, err := strconv.Atoi(strings.Split(version, ".")[0])
+	if err != nil {
+		t.Fatalf("the broker's version %q", version)
+	}
+	defs, err := Topology("/", major, f)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ch, err := conn.Channel()
 		if err != nil {
@@ -118,15 +142,10 @@ func TestTopologyImports(t *testing.T) {
 		waitForQueue(t, conn, q.Name)
 	}
 	for _, q := range f.Queues {
-		ch, err := conn.Channel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		spec := runtime.QueueSpec{Name: q.Name, Type: string(q.Type), RetryDelays: q.Retry.Delays, DeadLetterQueue: q.DLQ}
-		if err := runtime.DeclareTopology(ch, spec); err != nil {
+		spec := runtime.QueueSpec{Name: q.Name, Type: string(q.Type), RetryDelays: q.Retry.Delays, DeadLetterQueue: q.DLQ, DeliveryLimit: q.DeliveryLimit}
+		if err := runtime.DeclareTopology(conn, spec); err != nil {
 			t.Errorf("the runtime's declare after the import: %v", err)
 		}
-		ch.Close()
 	}
 
 	// A control: the broker does refuse a declare with other arguments.

@@ -92,11 +92,9 @@ func deleteQueues(t *testing.T, q runtime.QueueSpec) {
 // the consumer starts.
 func declareTopology(t *testing.T, q runtime.QueueSpec) {
 	t.Helper()
-	ch := channel(t, dial(t))
-	if err := runtime.DeclareTopology(ch, q); err != nil {
+	if err := runtime.DeclareTopology(dial(t), q); err != nil {
 		t.Fatal(err)
 	}
-	_ = ch.Close()
 }
 
 func publish(t *testing.T, queue string, msgs ...amqp.Publishing) {

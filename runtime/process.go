@@ -75,6 +75,9 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 			handlerReturned()
 		}
 	}
+	if env != nil {
+		o.DeliveryCount = env.DeliveryCount
+	}
 	if o.Rejection != outcome.NotRejected {
 		c.emit(event{stage: stageRejected, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Rejection.String() + ": " + o.Reason})
 	}

@@ -195,14 +195,9 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
-	topo, err := step.Do(ctx, conn.Channel)
-	if err != nil {
-		return nil, fmt.Errorf("lily: open topology channel: %w", err)
-	}
-	if err := step.DoErr(ctx, func() error { return DeclareTopology(topo, c.spec) }); err != nil {
+	if err := step.DoErr(ctx, func() error { return DeclareTopology(conn, c.spec) }); err != nil {
 		return nil, fmt.Errorf("lily: %w", err)
 	}
-	_ = topo.Close()
 	ch, err := step.Do(ctx, conn.Channel)
 	if err != nil {
 		return nil, fmt.Errorf("lily: open consumer channel: %w", err)

@@ -43,17 +43,40 @@ type QueueSpec struct {
 	// SettlementBudget bounds the whole delivery, from receipt to settlement.
 	// Zero means HandlerTimeout plus 30 s.
 	SettlementBudget time.Duration
+	// DeliveryLimit is a quorum queue's x-delivery-limit: how often the broker
+	// returns a message to the queue (a requeue, a channel closed with it
+	// unacknowledged) before it dead-letters it; -1 for none, zero for 20.
+	// Before that last return Lily dead-letters the message itself, with its
+	// failure facts. A classic queue has none: zero.
+	DeliveryLimit int
 }
 
 // budget is the settlement budget of each delivery of this queue.
 func (q QueueSpec) budget() time.Duration { return queue.Budget(q.HandlerTimeout, q.SettlementBudget) }
 
 func (q QueueSpec) policy() decide.Policy {
-	return decide.Policy{Queue: q.Name, DeadLetterQueue: q.DeadLetterQueue, RetryDelays: q.RetryDelays, MaxAttempts: q.MaxAttempts}
+	return decide.Policy{
+		Queue: q.Name, DeadLetterQueue: q.DeadLetterQueue, RetryDelays: q.RetryDelays, MaxAttempts: q.MaxAttempts,
+		DeliveryLimit: max(q.deliveryLimit(), 0),
+	}
 }
 
-func (q QueueSpec) topology() queue.Topology {
-	return queue.Topology{Name: q.Name, Type: q.Type, DeadLetterQueue: q.DeadLetterQueue, RetryDelays: q.RetryDelays}
+// deliveryLimit is the delivery limit the queue is declared with: zero for a
+// classic queue, queue.NoDeliveryLimit for none.
+func (q QueueSpec) deliveryLimit() int {
+	if q.Type == queue.Quorum && q.DeliveryLimit == 0 {
+		return queue.DefaultDeliveryLimit
+	}
+	return q.DeliveryLimit
+}
+
+// topology is what the queue's declarations depend on, on a broker of major
+// version brokerMajor.
+func (q QueueSpec) topology(brokerMajor int) queue.Topology {
+	return queue.Topology{
+		Name: q.Name, Type: q.Type, DeadLetterQueue: q.DeadLetterQueue, RetryDelays: q.RetryDelays,
+		DeliveryLimit: q.deliveryLimit(), BrokerMajor: brokerMajor,
+	}
 }
 
 // validate reports every problem with the spec at once.
@@ -85,6 +108,12 @@ func (q QueueSpec) validate() error {
 	}
 	if q.MaxBodyBytes < 1 || q.HandlerTimeout <= 0 {
 		bad("queue %s: body limit and handler timeout must be positive", q.Name)
+	}
+	switch {
+	case q.Type == queue.Classic && q.DeliveryLimit != 0:
+		bad("queue %s: a classic queue has no delivery limit", q.Name)
+	case q.DeliveryLimit < queue.NoDeliveryLimit:
+		bad("queue %s: delivery limit %d is neither -1 (none) nor a count", q.Name, q.DeliveryLimit)
 	}
 	if q.SettlementBudget != 0 && q.SettlementBudget < q.HandlerTimeout+decide.HandoffReserve {
 		bad("queue %s: settlement budget %s leaves less than %s after the handler timeout for handoff and settlement", q.Name, q.SettlementBudget, decide.HandoffReserve)

@@ -237,6 +237,10 @@ type Queue struct {
 	HandlerTimeout time.Duration
 	// SettlementBudget is zero when the runtime's default applies.
 	SettlementBudget time.Duration
+	// DeliveryLimit is a quorum queue's delivery limit: how often the broker
+	// returns a message to the queue before it dead-letters it, or
+	// queue.NoDeliveryLimit; zero for a classic queue, which has none.
+	DeliveryLimit int
 	// Inbox says whether handlers need the transactional inbox. It is carried
 	// for tools and reviewers; the generated code does not use it yet.
 	Inbox Inbox

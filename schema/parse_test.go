@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/internal/queue"
 )
 
 const valid = `version: 1
@@ -62,6 +64,7 @@ func TestParseModel(t *testing.T) {
 		Retry:        Retry{Delays: []time.Duration{time.Second, 5 * time.Second}, MaxAttempts: 3},
 		DLQ:          "billing.payments-v2.dlq",
 		MaxBodyBytes: DefaultMaxBodyBytes, HandlerTimeout: DefaultHandlerTimeout,
+		DeliveryLimit: queue.DefaultDeliveryLimit,
 	}
 	if diff := cmp.Diff(want, q); diff != "" {
 		t.Errorf("queue (-want +got):\n%s", diff)
@@ -100,6 +103,15 @@ func TestParseErrors(t *testing.T) {
 				`23:5: unknown key "prefech" (did you mean "prefetch"?) [UNKNOWN-KEY]`,
 				`24:5: unknown key "concurrenc" (did you mean "concurrency"?) [UNKNOWN-KEY]`,
 				`25:5: unknown key "dlx" (did you mean "dlq"?) [UNKNOWN-KEY]`,
+			},
+		},
+		{
+			name: "delivery limits",
+			src: valid + "    delivery_limit: 0\n" +
+				"  plain:\n    consumes: [{message: OrderPlaced}]\n    delivery_limit: 5\n",
+			want: []string{
+				`23:21: delivery_limit must be -1 (none) or 1 to 1000000, not 0 (RabbitMQ dead-letters a message returned more times than this; 0 would dead-letter it at its first return) [OUT-OF-RANGE]`,
+				`26:5: delivery_limit applies to quorum queues only: RabbitMQ keeps no delivery count for a classic queue (add type: quorum, or remove delivery_limit) [BOUND-TYPE]`,
 			},
 		},
 		{

@@ -9,12 +9,18 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/internal/queue"
 )
 
 var queueKeys = []string{
 	"type", "prefetch", "concurrency", "consumes", "retry", "dlq",
-	"max_body_bytes", "handler_timeout", "settlement_budget", "inbox",
+	"max_body_bytes", "handler_timeout", "settlement_budget", "inbox", "delivery_limit",
 }
+
+// maxDeliveryLimit bounds a delivery limit well below the 32-bit counter a
+// quorum queue keeps.
+const maxDeliveryLimit = 1_000_000
 
 // maxBodyBytes is RabbitMQ's own ceiling on a message body.
 const maxBodyBytes = 512 << 20
@@ -88,6 +94,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		}
 		q.SettlementBudget = d
 	}
+	p.deliveryLimit(q, m)
 	q.Retry = p.retry(m)
 	p.queueNames(q, k, dlqAt)
 	if e, ok := m["consumes"]; ok {
@@ -96,6 +103,32 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		p.errorf(k, RuleMissingKey, "queue %q consumes nothing: add consumes", q.Name)
 	}
 	return q
+}
+
+// deliveryLimit reads a quorum queue's delivery_limit: -1 for none, or a
+// count; queue.DefaultDeliveryLimit when it names none.
+func (p *parser) deliveryLimit(q *Queue, m map[string]entry) {
+	if q.Type == Quorum {
+		q.DeliveryLimit = queue.DefaultDeliveryLimit
+	}
+	e, ok := m["delivery_limit"]
+	if !ok {
+		return
+	}
+	if q.Type != Quorum {
+		p.errorf(e.k, RuleBoundType, "delivery_limit applies to quorum queues only: RabbitMQ keeps no delivery count for a %s queue", q.Type).
+			Hint = "add type: quorum, or remove delivery_limit"
+		return
+	}
+	n, ok := p.integer(e.v, "delivery_limit")
+	switch {
+	case !ok:
+	case n != queue.NoDeliveryLimit && (n < 1 || n > maxDeliveryLimit):
+		p.errorf(e.v, RuleRange, "delivery_limit must be -1 (none) or 1 to %d, not %d", maxDeliveryLimit, n).
+			Hint = "RabbitMQ dead-letters a message returned more times than this; 0 would dead-letter it at its first return"
+	default:
+		q.DeliveryLimit = int(n)
+	}
 }
 
 // maxQueueName is the longest queue name Lily's runtime accepts. RabbitMQ

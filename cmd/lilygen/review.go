@@ -50,16 +50,27 @@ routes through the default exchange only, so its "exchanges" and
 "bindings" are empty. Importing over existing queues with other arguments fails, as a
 redeclare would.
 
-  lilygen topology orders.lily.yaml > orders.json
+A quorum queue with no delivery limit (every quorum DLQ, and a queue with
+delivery_limit: -1) is written for the broker's major version: -1 from
+RabbitMQ 4 on, no argument before (where -1 would dead-letter a message at
+its first return). --rabbitmq names that version; the runtime reads it
+from the broker it connects to.
+
+  lilygen topology --rabbitmq 4 orders.lily.yaml > orders.json
   rabbitmqctl import_definitions orders.json`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		vhost := fs.String("vhost", "/", "the virtual host of the queues")
+		major := fs.Int("rabbitmq", 3, "the major version of the RabbitMQ the definitions are for: 3 or 4 and later")
 		return func(e *env) int {
 			files, ok := e.loadAll("topology")
 			if !ok {
 				return exitUsage
 			}
-			defs, err := review.Topology(*vhost, files...)
+			if *major < 3 {
+				fmt.Fprintf(e.stderr, "lilygen topology: --rabbitmq %d: Lily's queues need RabbitMQ 3.10 or later\n", *major)
+				return exitUsage
+			}
+			defs, err := review.Topology(*vhost, *major, files...)
 			if err != nil {
 				fmt.Fprintf(e.stderr, "lilygen topology: %v\n", err)
 				return exitUsage

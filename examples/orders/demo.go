@@ -146,10 +146,10 @@ func describe(spec runtime.QueueSpec, rec runtime.Record) string {
 }
 
 func resetQueues(url string, spec runtime.QueueSpec) error {
+	if err := withConnection(url, func(conn *amqp.Connection) error { return runtime.DeclareTopology(conn, spec) }); err != nil {
+		return err
+	}
 	return withChannel(url, func(ch *amqp.Channel) error {
-		if err := runtime.DeclareTopology(ch, spec); err != nil {
-			return err
-		}
 		for _, q := range queueNames(spec) {
 			if _, err := ch.QueuePurge(q, false); err != nil {
 				return err
@@ -230,15 +230,21 @@ func queueNames(spec runtime.QueueSpec) []string {
 }
 
 func withChannel(url string, f func(*amqp.Channel) error) error {
+	return withConnection(url, func(conn *amqp.Connection) error {
+		ch, err := conn.Channel()
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		return f(ch)
+	})
+}
+
+func withConnection(url string, f func(*amqp.Connection) error) error {
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w (is RabbitMQ running?)", url, err)
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
-	return f(ch)
+	return f(conn)
 }

@@ -31,7 +31,7 @@ func declareScratch(t *testing.T) (string, runtime.QueueSpec) {
 	spec.DeadLetterQueue = spec.Name + ".dlq"
 	url := services.RabbitMQ(t)
 	t.Cleanup(func() { _ = deleteQueues(url, spec, io.Discard) })
-	if err := withChannel(url, func(ch *amqp.Channel) error { return runtime.DeclareTopology(ch, spec) }); err != nil {
+	if err := withConnection(url, func(conn *amqp.Connection) error { return runtime.DeclareTopology(conn, spec) }); err != nil {
 		t.Fatalf("RabbitMQ must be running: %v", err)
 	}
 	return url, spec

@@ -42,8 +42,7 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 		RetryDelays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3,
 		DeadLetterQueue: e.prefix + ".dlq", MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
 	}}
-	ch := c.channel()
-	if err := runtime.DeclareTopology(ch, c.spec); err != nil {
+	if err := runtime.DeclareTopology(c.conn(), c.spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -58,16 +57,22 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 
 func (c *consumerEnv) channel() *amqp.Channel {
 	c.t.Helper()
+	ch, err := c.conn().Channel()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ch
+}
+
+// conn is a connection of the test's own, closed when it ends.
+func (c *consumerEnv) conn() *amqp.Connection {
+	c.t.Helper()
 	conn, err := amqp.Dial(c.brokerURL)
 	if err != nil {
 		c.t.Fatalf("RabbitMQ is not reachable: %v", err)
 	}
 	c.t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return ch
+	return conn
 }
 
 func (c *consumerEnv) publish(ids ...string) {

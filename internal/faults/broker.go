@@ -90,16 +90,23 @@ func plainQueue(name string) queue.Declaration {
 
 // OnChannel runs f on a channel of a connection of its own, closed after.
 func OnChannel(brokerURL string, f func(*amqp.Channel) error) error {
+	return OnConnection(brokerURL, func(conn *amqp.Connection) error {
+		ch, err := conn.Channel()
+		if err != nil {
+			return err
+		}
+		return f(ch)
+	})
+}
+
+// OnConnection runs f on a connection of its own, closed after.
+func OnConnection(brokerURL string, f func(*amqp.Connection) error) error {
 	conn, err := amqp.Dial(brokerURL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return err
-	}
-	return f(ch)
+	return f(conn)
 }
 
 // RejectPublishes makes queue refuse every publish, so that a publisher in

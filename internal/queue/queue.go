@@ -17,6 +17,13 @@
 // fails at that moment; quorum queues dead-letter at least once. Declaring is
 // idempotent; a queue that exists with other arguments is refused by the
 // broker (406).
+//
+// A quorum queue counts how often the broker returns each message to it (a
+// requeue, a channel closed with the message unacknowledged) and dead-letters
+// it past its delivery limit. RabbitMQ 4 gives every quorum queue a limit of
+// 20 unless one is declared, and reads -1 as none; before 4 there is no
+// default, and -1 dead-letters at the first return. So "no limit" is written
+// for the broker's major version: -1 from 4 on, nothing before.
 package queue
 
 import "time"
@@ -35,7 +42,23 @@ const settlementMargin = 30 * time.Second
 type Topology struct {
 	Name, Type, DeadLetterQueue string
 	RetryDelays                 []time.Duration
+	// DeliveryLimit is a quorum main queue's delivery limit: a positive
+	// count, or NoDeliveryLimit.
+	DeliveryLimit int
+	// BrokerMajor is the major version of the RabbitMQ the declarations are
+	// for: it decides how a quorum queue's "no limit" is written.
+	BrokerMajor int
 }
+
+// NoDeliveryLimit is the delivery limit of a queue the broker never
+// dead-letters for its returns, and of every quorum DLQ: inspecting a DLQ
+// (a get and a requeue) must never drop a copy.
+const NoDeliveryLimit = -1
+
+// DefaultDeliveryLimit is a quorum queue's delivery limit when its schema
+// names none: RabbitMQ 4's own default, declared on every version so that a
+// broker upgrade changes nothing.
+const DefaultDeliveryLimit = 20
 
 // Declaration is one queue Lily declares: durable, not auto-deleted, with
 // these arguments.
@@ -62,7 +85,16 @@ func Budget(handlerTimeout, budget time.Duration) time.Duration {
 // retry buckets, the main queue. The runtime declares exactly these, and
 // `lilygen topology` writes them as RabbitMQ definitions.
 func Declarations(t Topology) []Declaration {
-	decls := []Declaration{withType(t.Type, t.DeadLetterQueue, map[string]any{})}
+	dlq := withType(t.Type, t.DeadLetterQueue, map[string]any{})
+	main := withType(t.Type, t.Name, map[string]any{
+		"x-dead-letter-exchange":    "",
+		"x-dead-letter-routing-key": t.DeadLetterQueue,
+	})
+	if t.Type == Quorum {
+		t.limit(dlq.Args, NoDeliveryLimit)
+		t.limit(main.Args, t.DeliveryLimit)
+	}
+	decls := []Declaration{dlq}
 	for _, d := range t.RetryDelays {
 		decls = append(decls, withType(t.Type, RetryBucket(t.Name, d), map[string]any{
 			"x-message-ttl":             d.Milliseconds(),
@@ -70,10 +102,18 @@ func Declarations(t Topology) []Declaration {
 			"x-dead-letter-routing-key": t.Name,
 		}))
 	}
-	return append(decls, withType(t.Type, t.Name, map[string]any{
-		"x-dead-letter-exchange":    "",
-		"x-dead-letter-routing-key": t.DeadLetterQueue,
-	}))
+	return append(decls, main)
+}
+
+// limit writes a quorum queue's delivery limit n into args, as t's broker
+// reads it.
+func (t Topology) limit(args map[string]any, n int) {
+	switch {
+	case n > 0:
+		args["x-delivery-limit"] = int64(n)
+	case n == NoDeliveryLimit && t.BrokerMajor >= 4:
+		args["x-delivery-limit"] = int64(NoDeliveryLimit)
+	}
 }
 
 // withType adds the queue type's arguments. Classic queues carry no

@@ -80,6 +80,7 @@ var (
 	ExampleRejectedByOld    = Rule{"EXAMPLE-REJECTED-BY-OLD", Producer, "an example of the new version fails the old one"}
 	QueueTypeChanged        = Rule{"QUEUE-TYPE-CHANGED", Topology, "`type` changed: RabbitMQ cannot change the type of the queue, its retry buckets or DLQ"}
 	DLQChanged              = Rule{"DLQ-CHANGED", Topology, "`dlq` changed: the main queue's `x-dead-letter-routing-key` changes"}
+	DeliveryLimitChanged    = Rule{"DELIVERY-LIMIT-CHANGED", Topology, "a quorum queue's `delivery_limit` changed: its `x-delivery-limit` changes"}
 
 	LintQueueName         = Rule{"LINT-QUEUE-NAME", Lint, "a queue or DLQ name that is not lower-case words joined by `.`, `-` or `_`"}
 	LintFieldName         = Rule{"LINT-FIELD-NAME", Lint, "a payload JSON key that is not snake_case (headers are exempt)"}
@@ -98,7 +99,7 @@ var All = []Rule{
 	FieldRequiredAdded, FieldMadeRequired, FieldNullRefused, DefaultChanged, BoundNarrowed,
 	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed,
 	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld,
-	QueueTypeChanged, DLQChanged,
+	QueueTypeChanged, DLQChanged, DeliveryLimitChanged,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
 }
 

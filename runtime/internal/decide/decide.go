@@ -48,6 +48,9 @@ type Policy struct {
 	Queue, DeadLetterQueue string
 	RetryDelays            []time.Duration
 	MaxAttempts            int
+	// DeliveryLimit is the quorum queue's delivery limit; zero when there is
+	// none (a classic queue, a quorum queue declared without one).
+	DeliveryLimit int
 }
 
 // Plan is Decide's answer.
@@ -101,17 +104,17 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	case outcome.HandoffConfirmed:
 		return Plan{Action: ActAck, Reason: "handoff to " + o.Handoff.Destination + " confirmed"}
 	case outcome.HandoffReturned, outcome.HandoffNacked, outcome.HandoffTimedOut, outcome.HandoffFailed:
-		return requeue(o, remaining, "handoff to "+o.Handoff.Destination+" "+o.Handoff.Status.String())
+		return giveBack(o, attempt, q, remaining, "handoff to "+o.Handoff.Destination+" "+o.Handoff.Status.String())
 	}
 	if o.Deferred || o.Commit == outcome.CommitAmbiguous {
 		why := "deferred; no application retry used"
 		if o.Reason != "" {
 			why += ": " + o.Reason
 		}
-		return requeue(o, remaining, why)
+		return giveBack(o, attempt, q, remaining, why)
 	}
 	if o.Handler.Cancelled {
-		return requeue(o, remaining, "handler cancelled by the forced shutdown; no application retry used")
+		return giveBack(o, attempt, q, remaining, "handler cancelled by the forced shutdown; no application retry used")
 	}
 	if o.Claim == outcome.InboxDuplicate {
 		return Plan{Action: ActAck, Reason: "duplicate: the inbox holds this message's committed work"}
@@ -172,8 +175,24 @@ func handoffOrRequeue(o outcome.Outcome, p Plan, remaining time.Duration) Plan {
 	return requeue(o, remaining, "budget too short for a handoff ("+p.Reason+")")
 }
 
+// giveBack requeues the delivery, unless the broker would dead-letter it at
+// this return: a quorum queue's count of earlier returns (x-delivery-count)
+// has reached its limit. Then Lily hands it to the DLQ itself, with its
+// failure facts; only a handoff to the DLQ that failed already is followed
+// by the requeue, and the broker's own dead-lettering.
+func giveBack(o outcome.Outcome, attempt int, q Policy, remaining time.Duration, reason string) Plan {
+	if q.DeliveryLimit > 0 && o.DeliveryCount >= q.DeliveryLimit && o.Handoff.Destination != q.DeadLetterQueue {
+		limit := "delivery limit " + strconv.Itoa(q.DeliveryLimit) + " reached (x-delivery-count " + strconv.Itoa(o.DeliveryCount) + "): "
+		return handoffOrRequeue(o, toDLQ(q, attempt, limit+reason), remaining)
+	}
+	return requeue(o, remaining, reason)
+}
+
+// requeue holds the delivery for a pause, then NACKs it with requeue. The
+// pause doubles with the returns already made: those this process made, or
+// those the quorum queue counted (from other processes too), whichever is more.
 func requeue(o outcome.Outcome, remaining time.Duration, reason string) Plan {
-	pause := requeuePause << min(o.PriorRequeues, 6)
+	pause := requeuePause << min(max(o.PriorRequeues, o.DeliveryCount), 6)
 	pause = min(pause, requeuePauseMax, max(remaining-settleReserve, 0))
 	return Plan{Action: ActRequeue, Delay: pause, Reason: reason}
 }

@@ -102,3 +102,46 @@ func TestDecideSingleAttemptPolicyGoesStraightToDLQ(t *testing.T) {
 		t.Fatalf("plan = %+v, want a handoff to the DLQ", got)
 	}
 }
+
+// On a quorum queue whose limit the message's returns have reached, the next
+// return would have the broker dead-letter it without Lily's facts: Lily
+// hands it to the DLQ itself instead, unless a handoff to the DLQ is what
+// just failed. Below the limit, and on a queue without one, the requeue
+// stands; its pause grows with the broker's count as with this process's.
+func TestDecideDeliveryLimit(t *testing.T) {
+	q := testPolicy()
+	q.DeliveryLimit = 5
+	none := testPolicy()
+	deferred := outcome.Outcome{Claim: outcome.InboxDeferred, Deferred: true, Reason: "inbox: lease held"}
+	at := func(o outcome.Outcome, count int) outcome.Outcome { o.DeliveryCount = count; return o }
+	failedTo := func(dest string) outcome.Outcome {
+		return outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable}, Handoff: outcome.HandoffEvidence{Destination: dest, Status: outcome.HandoffNacked}}
+	}
+	rows := []struct {
+		name      string
+		q         Policy
+		o         outcome.Outcome
+		remaining time.Duration
+		want      Plan
+	}{
+		{"deferred below the limit → requeue, paced by the broker's count", q, at(deferred, 4), time.Minute,
+			Plan{Action: ActRequeue, Delay: 16 * requeuePause, Reason: "deferred; no application retry used: inbox: lease held"}},
+		{"deferred at the limit → DLQ with Lily's facts", q, at(deferred, 5), time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 5): deferred; no application retry used: inbox: lease held"}},
+		{"a retry handoff failed at the limit → DLQ", q, at(failedTo("orders.retry.1s"), 7), time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 7): handoff to orders.retry.1s nacked"}},
+		{"the DLQ handoff failed at the limit → requeue: the broker dead-letters it", q, at(failedTo("orders.dlq"), 5), time.Minute,
+			Plan{Action: ActRequeue, Delay: 32 * requeuePause, Reason: "handoff to orders.dlq nacked"}},
+		{"at the limit, no budget for a handoff → requeue", q, at(deferred, 5), time.Second,
+			Plan{Action: ActRequeue, Reason: "budget too short for a handoff (delivery limit 5 reached (x-delivery-count 5): deferred; no application retry used: inbox: lease held)"}},
+		{"no limit → requeue, whatever the count", none, at(deferred, 500), time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "deferred; no application retry used: inbox: lease held"}},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			if diff := cmp.Diff(r.want, Decide(r.o, 2, r.q, r.remaining)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

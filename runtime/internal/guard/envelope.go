@@ -24,6 +24,9 @@ const (
 	HeaderFailureTime    = HeaderFailurePrefix + "time"
 	// HeaderHandoffID correlates a Return with its own handoff publish.
 	HeaderHandoffID = "x-lily-handoff-id"
+	// HeaderDeliveryCount is the broker's: a quorum queue's count of a
+	// message's earlier returns to it.
+	HeaderDeliveryCount = "x-delivery-count"
 )
 
 // Envelope is the canonical, validated view of a delivery's properties and headers.
@@ -35,6 +38,9 @@ type Envelope struct {
 	Timestamp     time.Time // zero when the producer set none
 	CorrelationID string
 	Attempt       int
+	// DeliveryCount is the broker's x-delivery-count, 0 when absent or not a
+	// count: only a quorum queue sets it, and only its limit makes it count.
+	DeliveryCount int
 	// Headers are the delivery's own table, bounded by the guard, not copied.
 	Headers amqp.Table
 }

@@ -116,8 +116,24 @@ func Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envel
 		Timestamp:     d.Timestamp,
 		CorrelationID: d.CorrelationId,
 		Attempt:       attempt,
+		DeliveryCount: deliveryCount(d.Headers),
 		Headers:       d.Headers,
 	}, Passed, ""
+}
+
+// maxDeliveryCount bounds the x-delivery-count read: a quorum queue's counter
+// is 32 bits wide.
+const maxDeliveryCount = 1<<31 - 1
+
+// deliveryCount reads the broker's x-delivery-count. A value that is not a
+// count is ignored rather than refused: on a classic queue the header is a
+// producer's, and means nothing.
+func deliveryCount(h amqp.Table) int {
+	n, ok := wire.HeaderInt(h[HeaderDeliveryCount])
+	if !ok || n < 0 || n > maxDeliveryCount {
+		return 0
+	}
+	return int(n)
 }
 
 // poison is the one place that enforces the reason's bound, whatever built it.

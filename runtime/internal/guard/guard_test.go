@@ -345,6 +345,18 @@ func TestGuard(t *testing.T) {
 			mutate: func(d *amqp.Delivery) { d.CorrelationId = strings.Repeat("c", 129) }},
 		{name: "correlation id with ANSI escape", want: Poison, reason: `correlation_id "\x1b]0;pwned\x07" not printable ASCII`,
 			mutate: func(d *amqp.Delivery) { d.CorrelationId = "\x1b]0;pwned\x07" }},
+
+		// x-delivery-count: the broker's, read when it is a count, ignored
+		// otherwise (on a classic queue it is a producer's and means nothing).
+		{name: "no delivery count", want: Passed, check: wantDeliveryCount(0)},
+		{name: "a quorum queue's delivery count", want: Passed, check: wantDeliveryCount(7),
+			mutate: func(d *amqp.Delivery) { d.Headers[HeaderDeliveryCount] = int64(7) }},
+		{name: "a delivery count that is no count", want: Passed, check: wantDeliveryCount(0),
+			mutate: func(d *amqp.Delivery) { d.Headers[HeaderDeliveryCount] = "7" }},
+		{name: "a negative delivery count", want: Passed, check: wantDeliveryCount(0),
+			mutate: func(d *amqp.Delivery) { d.Headers[HeaderDeliveryCount] = int32(-3) }},
+		{name: "a delivery count past 32 bits", want: Passed, check: wantDeliveryCount(0),
+			mutate: func(d *amqp.Delivery) { d.Headers[HeaderDeliveryCount] = int64(1) << 40 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -383,6 +395,14 @@ func wantVersion(v int) func(*testing.T, *Envelope) {
 	return func(t *testing.T, env *Envelope) {
 		if env.Version != v {
 			t.Errorf("version = %d, want %d", env.Version, v)
+		}
+	}
+}
+
+func wantDeliveryCount(n int) func(*testing.T, *Envelope) {
+	return func(t *testing.T, env *Envelope) {
+		if env.DeliveryCount != n {
+			t.Errorf("delivery count = %d, want %d", env.DeliveryCount, n)
 		}
 	}
 }

@@ -171,6 +171,9 @@ type Outcome struct {
 	// PriorRequeues counts the bounded requeues this process already made for
 	// this message id; it lengthens the pause before the next one.
 	PriorRequeues int
+	// DeliveryCount is a quorum queue's count of this message's earlier
+	// returns to it (its x-delivery-count header), 0 elsewhere.
+	DeliveryCount int
 }
 
 func enumName(names []string, i int) string {
