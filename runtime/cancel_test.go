@@ -139,7 +139,7 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.HandlerTimeout = 100 * time.Millisecond
-		q.SettlementBudget = 5 * time.Second
+		q.SettlementBudget = 8 * time.Second
 		q.Concurrency, q.Prefetch = 4, 8
 	})
 	declareTopology(t, q)
