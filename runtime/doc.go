@@ -4,8 +4,11 @@
 // dispatch table) and a constructor that returns a Consumer. You implement
 // the generated handler interface; each method returns an error.
 //
-// A delivery travels one way: the guard (body size, bounded headers, the
-// canonical envelope), dispatch by type, version and content type, an
+// A delivery travels one way: a frame filter on the socket (a content header
+// the AMQP client could not decode is replaced, and the delivery
+// dead-lettered, so that it closes no connection), the guard (body size,
+// bounded headers, the canonical envelope), dispatch by type, version and
+// content type, an
 // optional Scope, an optional Inbox claim, your handler, the commit, the
 // cleanup and AfterDelivery; then the runtime decides and settles:
 //
@@ -16,8 +19,13 @@
 //     version: the same to the dead-letter queue;
 //   - a handoff that failed, or an inbox that cannot decide now: one paced
 //     NACK with requeue, which spends no retry;
-//   - a body over the limit: a NACK without requeue, so the broker
-//     dead-letters it before anything reads it.
+//   - a body over the limit, or headers the client could not decode: a NACK
+//     without requeue, so the broker dead-letters it before anything reads it.
+//
+// A lost connection is reconnected; a consumer the broker cancels (a deleted
+// queue, a consumer timeout) subscribes again on a new channel while the old
+// one settles what it holds; and a channel that holds a delivery past its
+// budget is recycled, which hands that delivery back to the broker.
 //
 // A handler never sees an acknowledger, a delivery tag or a channel:
 // RawDelivery is a read-only view. Every broker step is bounded in time, and
