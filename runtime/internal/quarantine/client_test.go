@@ -239,3 +239,31 @@ func TestTheClientAsJudge(t *testing.T) {
 		})
 	}
 }
+
+// A header refused for its table, padded after its properties to the frame
+// size (the client skips such padding), would outgrow the frame once its
+// table is swapped for the larger marker: the replacement then keeps only
+// the body size, and still fits.
+func TestReplacementFitsTheFrame(t *testing.T) {
+	bad := table(entry("n", append([]byte{'L'}, u64(7)...)))
+	properties := append(u16(flagHeaders), bad[1:]...)
+	properties = append(properties, make([]byte, testFrameMax-frameOverhead-prefix-len(properties))...)
+	c := connect(t, true)
+	sent := make(chan error, 1)
+	go func() {
+		sent <- c.broker.send(0, append(message(1, properties, []byte("x")), message(2, props(table()), []byte("ok"))...)...)
+	}()
+	d, err := c.next(t)
+	if err != nil {
+		t.Fatalf("the client closed: %v", err)
+	}
+	if why, held := c.filter.Take(consumerTag, 1); !held || d.Headers[Header] != why || string(d.Body) != "x" {
+		t.Fatalf("held %v, headers %v, body %q", held, d.Headers, d.Body)
+	}
+	if next, err := c.next(t); err != nil || string(next.Body) != "ok" {
+		t.Fatalf("the delivery behind it: %q, %v", next.Body, err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -48,8 +48,8 @@ func FuzzFilter(f *testing.F) {
 		}
 		for _, fr := range frames {
 			if fr[0] == frameHeader {
-				if why := check(payloadOf(fr)).why; why != "" {
-					t.Fatalf("handed on a header the client refuses: %s", why)
+				if why := check(payloadOf(fr)).why; why != "" || len(fr) > testFrameMax {
+					t.Fatalf("handed on a header the client refuses (%d bytes): %s", len(fr), why)
 				}
 			}
 		}

@@ -348,7 +348,11 @@ func (f *filter) replace(channel uint16, payload []byte, v verdict) {
 	out := make([]byte, 7, 7+len(payload)+len(table)+1)
 	out[0] = frameHeader
 	binary.BigEndian.PutUint16(out[1:3], channel)
-	if v.spliceable {
+	// The spliced header keeps the other properties, and whatever padding
+	// followed them; with a table larger than the one it replaces it might
+	// no longer fit the frame size, and then only the body size is kept.
+	spliced := v.table.start + len(table) + len(payload) - v.table.end
+	if v.spliceable && (f.frameMax == 0 || spliced <= int(f.frameMax)-frameOverhead) {
 		out = append(out, payload[:v.table.start]...)
 		out = append(out, table...)
 		out = append(out, payload[v.table.end:]...)
