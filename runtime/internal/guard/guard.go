@@ -116,7 +116,7 @@ func Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envel
 		Timestamp:     d.Timestamp,
 		CorrelationID: d.CorrelationId,
 		Attempt:       attempt,
-		DeliveryCount: deliveryCount(d.Headers),
+		DeliveryCount: deliveryCount(d),
 		Headers:       d.Headers,
 	}, Passed, ""
 }
@@ -125,12 +125,13 @@ func Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envel
 // is 32 bits wide.
 const maxDeliveryCount = 1<<31 - 1
 
-// deliveryCount reads the broker's x-delivery-count. A value that is not a
-// count is ignored rather than refused: on a classic queue the header is a
-// producer's, and means nothing.
-func deliveryCount(h amqp.Table) int {
-	n, ok := wire.HeaderInt(h[HeaderDeliveryCount])
-	if !ok || n < 0 || n > maxDeliveryCount {
+// deliveryCount reads the broker's x-delivery-count. A quorum queue sets it
+// on a redelivery only, so on a first delivery it can only be the producer's
+// and counts nothing; a value that is not a count is ignored rather than
+// refused: on a classic queue the header is a producer's, and means nothing.
+func deliveryCount(d *amqp.Delivery) int {
+	n, ok := wire.HeaderInt(d.Headers[HeaderDeliveryCount])
+	if !d.Redelivered || !ok || n < 0 || n > maxDeliveryCount {
 		return 0
 	}
 	return int(n)

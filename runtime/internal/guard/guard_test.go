@@ -350,13 +350,15 @@ func TestGuard(t *testing.T) {
 		// otherwise (on a classic queue it is a producer's and means nothing).
 		{name: "no delivery count", want: Passed, check: wantDeliveryCount(0)},
 		{name: "a quorum queue's delivery count", want: Passed, check: wantDeliveryCount(7),
+			mutate: func(d *amqp.Delivery) { d.Redelivered, d.Headers[HeaderDeliveryCount] = true, int64(7) }},
+		{name: "a producer's delivery count on a first delivery", want: Passed, check: wantDeliveryCount(0),
 			mutate: func(d *amqp.Delivery) { d.Headers[HeaderDeliveryCount] = int64(7) }},
 		{name: "a delivery count that is no count", want: Passed, check: wantDeliveryCount(0),
-			mutate: func(d *amqp.Delivery) { d.Headers[HeaderDeliveryCount] = "7" }},
+			mutate: func(d *amqp.Delivery) { d.Redelivered, d.Headers[HeaderDeliveryCount] = true, "7" }},
 		{name: "a negative delivery count", want: Passed, check: wantDeliveryCount(0),
-			mutate: func(d *amqp.Delivery) { d.Headers[HeaderDeliveryCount] = int32(-3) }},
+			mutate: func(d *amqp.Delivery) { d.Redelivered, d.Headers[HeaderDeliveryCount] = true, int32(-3) }},
 		{name: "a delivery count past 32 bits", want: Passed, check: wantDeliveryCount(0),
-			mutate: func(d *amqp.Delivery) { d.Headers[HeaderDeliveryCount] = int64(1) << 40 }},
+			mutate: func(d *amqp.Delivery) { d.Redelivered, d.Headers[HeaderDeliveryCount] = true, int64(1)<<40 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
