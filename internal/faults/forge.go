@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -39,10 +40,10 @@ func PublishForged(brokerURL, queue string, msg amqp.Publishing, key string, typ
 		return err
 	}
 	defer p.Close()
-	var replaced bool
+	var replaced atomic.Bool // the proxy's goroutine sets it
 	p.Rewrite(func(f Frame, raw []byte) []byte {
 		if f.Dir == ToBroker && f.Type == 2 && bytes.Contains(raw, placeholder) {
-			replaced = true
+			replaced.Store(true)
 			return bytes.Replace(raw, placeholder, forged, 1)
 		}
 		return raw
@@ -56,7 +57,7 @@ func PublishForged(brokerURL, queue string, msg amqp.Publishing, key string, typ
 	if err := publishConfirmed(url, queue, msg); err != nil {
 		return err
 	}
-	if !replaced {
+	if !replaced.Load() {
 		return errors.New("faults: the forged header was not written")
 	}
 	return nil
