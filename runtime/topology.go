@@ -15,9 +15,8 @@ import (
 // connects: its DLQ, retry buckets and main queue, all durable, of q's type,
 // routed through the default exchange by queue name. A queue that exists with
 // other arguments is refused by the broker (406), which DeclareTopology
-// returns; but a DLQ that exists is left as it is, since how a quorum DLQ's
-// "no delivery limit" is written depends on the broker's version, and a DLQ
-// declared before an upgrade must not stop its queue's consumer.
+// returns; but a DLQ that exists is left as it is (queue.Declaration's
+// KeepExisting says why).
 func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 	ch, err := conn.Channel()
 	if err != nil {
@@ -25,7 +24,7 @@ func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 	}
 	defer func() { _ = ch.Close() }()
 	for _, d := range queue.Declarations(q.topology(brokerMajor(conn))) {
-		if d.Name == q.DeadLetterQueue {
+		if d.KeepExisting {
 			_, err := ch.QueueDeclarePassive(d.Name, true, false, false, false, nil)
 			var ae *amqp.Error
 			if err == nil || !errors.As(err, &ae) || ae.Code != amqp.NotFound {

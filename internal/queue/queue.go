@@ -65,6 +65,11 @@ const DefaultDeliveryLimit = 20
 type Declaration struct {
 	Name string
 	Args map[string]any
+	// KeepExisting: a queue of this name that exists already is used as it
+	// is, not declared again. The DLQ's: how a quorum DLQ's "no delivery
+	// limit" is written depends on the broker's version, and one declared
+	// before an upgrade must not stop its queue's consumer.
+	KeepExisting bool
 }
 
 // RetryBucket names the retry bucket of queue for delay d.
@@ -90,6 +95,7 @@ func Declarations(t Topology) []Declaration {
 		"x-dead-letter-exchange":    "",
 		"x-dead-letter-routing-key": t.DeadLetterQueue,
 	})
+	dlq.KeepExisting = true
 	if t.Type == Quorum {
 		t.limit(dlq.Args, NoDeliveryLimit)
 		t.limit(main.Args, t.DeliveryLimit)
