@@ -78,6 +78,10 @@ func TestBrokerQuorumDLQHasNoDeliveryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	declareTopology(t, other)
+	args = queueArguments(t)
+	if !strings.Contains(args[other.DeadLetterQueue], `{"x-delivery-limit",5}`) || !strings.Contains(args[other.Name], `{"x-delivery-limit",20}`) {
+		t.Errorf("the DLQ that existed: %s; its queue: %s", args[other.DeadLetterQueue], args[other.Name])
+	}
 }
 
 // queueArguments reads every queue's arguments from the broker, as
