@@ -22,7 +22,7 @@ const retryDelay = time.Hour
 // prefetch and concurrency. All three consumers read the queue it declares.
 func benchSpec(queue string, prefetch, concurrency int) runtime.QueueSpec {
 	spec := ordersmsg.OrdersQueueSpec()
-	spec.Name, spec.DeadLetterQueue = queue, queue+".dlq"
+	spec.Name, spec.Topology.DeadLetterQueue = queue, queue+".dlq"
 	spec.Prefetch, spec.Concurrency = prefetch, concurrency
 	spec.RetryDelays = []time.Duration{retryDelay}
 	return spec
@@ -37,7 +37,7 @@ func mainQueueArgs(spec runtime.QueueSpec) amqp.Table {
 
 // topology is what spec's declarations depend on.
 func topology(spec runtime.QueueSpec) queue.Topology {
-	return queue.Topology{Name: spec.Name, Type: spec.Type, DeadLetterQueue: spec.DeadLetterQueue, RetryDelays: spec.RetryDelays}
+	return queue.Topology{Name: spec.Name, Queue: spec.Topology, RetryDelays: spec.RetryDelays}
 }
 
 // fillWindow is how many publishes the fill keeps unconfirmed. The fill is

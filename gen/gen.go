@@ -23,6 +23,7 @@ import (
 const (
 	rt   = "github.com/lily-mq/lily/runtime"
 	wire = "github.com/lily-mq/lily/wire"
+	topo = "github.com/lily-mq/lily/topology"
 )
 
 // Output is one generated file.
@@ -44,12 +45,13 @@ func Generate(f *schema.File) (Output, error) {
 	// Named explicitly, so that no tool has to guess the package's name.
 	j.ImportAlias(rt, "runtime")
 	j.ImportName(wire, "wire")
+	j.ImportName(topo, "topology")
 	compatibility(j)
 	for _, m := range f.Messages {
 		message(j, m)
 	}
 	for _, q := range f.Queues {
-		queue(j, q)
+		queue(j, f, q)
 	}
 	var out bytes.Buffer
 	if err := j.Render(&out); err != nil {
@@ -62,7 +64,7 @@ func Generate(f *schema.File) (Output, error) {
 func compatibility(j *jen.File) {
 	j.Comment("The runtime must support this generation of code: a runtime too old or")
 	j.Comment("too new for it fails here, at compile time.")
-	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV3")
+	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV4")
 }
 
 // includes names the included files relative to the root schema's directory.

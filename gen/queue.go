@@ -9,7 +9,7 @@ import (
 	"github.com/lily-mq/lily/schema"
 )
 
-func queue(j *jen.File, q *schema.Queue) {
+func queue(j *jen.File, f *schema.File, q *schema.Queue) {
 	handler := q.GoName + "Handler"
 	j.Commentf("%s handles the messages queue %q consumes. Return nil to ACK,", handler, q.Name)
 	j.Comment("runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.")
@@ -46,7 +46,7 @@ func queue(j *jen.File, q *schema.Queue) {
 
 	specName := q.GoName + "QueueSpec"
 	j.Commentf("%s returns the topology and policy of queue %q.", specName, q.Name)
-	j.Func().Id(specName).Params().Qual(rt, "QueueSpec").Block(jen.Return(jen.Qual(rt, "QueueSpec").Values(multiline(spec(q)...)...)))
+	j.Func().Id(specName).Params().Qual(rt, "QueueSpec").Block(jen.Return(jen.Qual(rt, "QueueSpec").Values(multiline(spec(f, q)...)...)))
 
 	routes := q.GoName + "Routes"
 	j.Commentf("%s is the dispatch table of queue %q: (type, version, content type) → extractor → method.", routes, q.Name)
@@ -75,11 +75,12 @@ func queue(j *jen.File, q *schema.Queue) {
 		Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(newConsumer)
 }
 
-func spec(q *schema.Queue) []jen.Code {
-	kv := func(key string, v jen.Code) jen.Code { return jen.Id(key).Op(":").Add(v) }
+func kv(key string, v jen.Code) jen.Code { return jen.Id(key).Op(":").Add(v) }
+
+func spec(f *schema.File, q *schema.Queue) []jen.Code {
 	out := []jen.Code{
 		kv("Name", jen.Lit(q.Name)),
-		kv("Type", jen.Lit(string(q.Type))),
+		kv("Topology", jen.Qual(topo, "Queue").Values(multiline(queueTopology(f, q)...)...)),
 		kv("Prefetch", jen.Lit(q.Prefetch)),
 		kv("Concurrency", jen.Lit(q.Concurrency)),
 	}
@@ -92,7 +93,6 @@ func spec(q *schema.Queue) []jen.Code {
 	}
 	out = append(out,
 		kv("MaxAttempts", jen.Lit(q.Retry.MaxAttempts)),
-		kv("DeadLetterQueue", jen.Lit(q.DLQ)),
 		kv("MaxBodyBytes", jen.Lit(q.MaxBodyBytes)),
 		kv("HandlerTimeout", duration(q.HandlerTimeout)),
 	)
@@ -102,9 +102,6 @@ func spec(q *schema.Queue) []jen.Code {
 	}
 	if q.Inbox == schema.InboxRequired {
 		out = append(out, kv("InboxRequired", jen.True()))
-	}
-	if q.DeliveryLimit != 0 {
-		out = append(out, kv("DeliveryLimit", jen.Lit(q.DeliveryLimit)))
 	}
 	return out
 }

@@ -36,7 +36,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return evidence{
-		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.DeadLetterQueue, ids: r.ids, behaviours: r.beh,
+		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, ids: r.ids, behaviours: r.beh,
 		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous),
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		reports: reps, queued: queued, rows: rows,

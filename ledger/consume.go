@@ -19,7 +19,7 @@ func (r *run) observe(rec runtime.Record) {
 	r.records = append(r.records, rec)
 	recs := append(r.byID[rec.MessageID], rec)
 	r.byID[rec.MessageID] = recs
-	if workAcked(recs) || (rec.Handoff == "confirmed" && rec.Destination == r.spec.DeadLetterQueue) {
+	if workAcked(recs) || (rec.Handoff == "confirmed" && rec.Destination == r.spec.Topology.DeadLetterQueue) {
 		r.done[rec.MessageID] = true
 	}
 }

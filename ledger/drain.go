@@ -30,7 +30,7 @@ func (r *run) drain() (map[string][]found, error) {
 	if err != nil {
 		return nil, err
 	}
-	fates := map[string]Fate{r.spec.Name: InMain, r.spec.DeadLetterQueue: InDLQ}
+	fates := map[string]Fate{r.spec.Name: InMain, r.spec.Topology.DeadLetterQueue: InDLQ}
 	for _, d := range r.spec.RetryDelays {
 		fates[queue.RetryBucket(r.spec.Name, d)] = InBucket
 	}

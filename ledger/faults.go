@@ -139,7 +139,7 @@ func (r *run) faultKinds() []fault {
 		}},
 		{"DLQ refusing publishes (handoffs nacked)", func(ctx context.Context) (bool, error) {
 			hold := r.between(500*time.Millisecond, 1500*time.Millisecond)
-			heal, err := faults.RejectPublishes(context.WithoutCancel(ctx), r.cfg.BrokerURL, r.spec.DeadLetterQueue)
+			heal, err := faults.RejectPublishes(context.WithoutCancel(ctx), r.cfg.BrokerURL, r.spec.Topology.DeadLetterQueue)
 			if err != nil {
 				return false, err
 			}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
 )
 
 // Config says what to run.
@@ -88,9 +89,9 @@ type Result struct {
 // spec is the queue of one run: its own name, one retry bucket.
 func spec(name string) runtime.QueueSpec {
 	return runtime.QueueSpec{
-		Name: name, Type: "classic", Prefetch: 64, Concurrency: 32,
+		Name: name, Topology: topology.Queue{Type: topology.Classic, DeadLetterQueue: name + ".dlq"}, Prefetch: 64, Concurrency: 32,
 		RetryDelays: []time.Duration{200 * time.Millisecond}, MaxAttempts: 3,
-		DeadLetterQueue: name + ".dlq", MaxBodyBytes: 1024, HandlerTimeout: 500 * time.Millisecond,
+		MaxBodyBytes: 1024, HandlerTimeout: 500 * time.Millisecond,
 	}
 }
 

@@ -6,17 +6,19 @@ import (
 
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/topology"
 )
 
 // Definitions is the part of a RabbitMQ definitions document that
-// `rabbitmqctl import_definitions` and the management API read for queues.
-// Lily routes everything through the default exchange by queue name, so its
-// exchanges and bindings are always empty; they are written all the same, so
-// that the document says so rather than leaving a reader to wonder.
+// `rabbitmqctl import_definitions` and the management API read for queues,
+// exchanges, bindings and policies. It holds what Lily owns: an external
+// exchange, queue or binding is another team's, and importing the document
+// must not create or change it.
 type Definitions struct {
-	Queues    []QueueDefinition `json:"queues"`
-	Exchanges []any             `json:"exchanges"`
-	Bindings  []any             `json:"bindings"`
+	Queues    []QueueDefinition    `json:"queues"`
+	Exchanges []ExchangeDefinition `json:"exchanges"`
+	Bindings  []BindingDefinition  `json:"bindings"`
+	Policies  []PolicyDefinition   `json:"policies"`
 }
 
 // QueueDefinition is one queue of a definitions document.
@@ -28,32 +30,137 @@ type QueueDefinition struct {
 	Arguments  map[string]any `json:"arguments"`
 }
 
-// Topology returns the queues the runtime declares for every queue of files
+// ExchangeDefinition is one exchange of a definitions document.
+type ExchangeDefinition struct {
+	Name       string         `json:"name"`
+	VHost      string         `json:"vhost"`
+	Type       string         `json:"type"`
+	Durable    bool           `json:"durable"`
+	AutoDelete bool           `json:"auto_delete"`
+	Internal   bool           `json:"internal"`
+	Arguments  map[string]any `json:"arguments"`
+}
+
+// BindingDefinition is one binding of a definitions document.
+type BindingDefinition struct {
+	Source          string         `json:"source"`
+	VHost           string         `json:"vhost"`
+	Destination     string         `json:"destination"`
+	DestinationType string         `json:"destination_type"`
+	RoutingKey      string         `json:"routing_key"`
+	Arguments       map[string]any `json:"arguments"`
+}
+
+// PolicyDefinition is one policy of a definitions document.
+type PolicyDefinition struct {
+	VHost      string         `json:"vhost"`
+	Name       string         `json:"name"`
+	Pattern    string         `json:"pattern"`
+	ApplyTo    string         `json:"apply-to"`
+	Definition map[string]any `json:"definition"`
+	Priority   int            `json:"priority"`
+}
+
+// QueueTopology is what the runtime declares for q of f, as the generated
+// QueueSpec says it, on a RabbitMQ of major version brokerMajor.
+func QueueTopology(f *schema.File, q *schema.Queue, brokerMajor int) queue.Topology {
+	t := topology.Queue{
+		Type: string(q.Type), DeadLetterQueue: q.DLQ, DeliveryLimit: q.DeliveryLimit,
+		External: q.External, ByPolicy: q.ByPolicy,
+	}
+	if args := q.Arguments.Table(); len(args) > 0 {
+		t.Arguments = args
+	}
+	for _, x := range f.Upstream(q) {
+		ex := topology.Exchange{Name: x.Name, Type: x.Type, External: x.External}
+		if !x.External {
+			ex.Durable, ex.Internal, ex.AlternateExchange = x.Durable, x.Internal, x.AlternateExchange
+		}
+		t.Exchanges = append(t.Exchanges, ex)
+		for _, b := range x.Bindings {
+			t.Bindings = append(t.Bindings, topology.Binding{Source: b.Source, Exchange: x.Name, RoutingKey: b.RoutingKey, Arguments: b.Arguments(), External: b.External})
+		}
+	}
+	for _, b := range q.Bindings {
+		t.Bindings = append(t.Bindings, topology.Binding{Source: b.Source, RoutingKey: b.RoutingKey, Arguments: b.Arguments(), External: b.External})
+	}
+	return queue.Topology{Name: q.Name, Queue: t, RetryDelays: q.Retry.Delays, BrokerMajor: brokerMajor}
+}
+
+// Topology returns what the runtime declares for every queue of files
 // (queue.Declarations, one source for both) on a RabbitMQ of major version
-// brokerMajor, in virtual host vhost: each DLQ, retry bucket and main queue
-// once, in declaration order. Two schemas that declare one queue with
-// different arguments are an error, since RabbitMQ would refuse the second.
+// brokerMajor, in virtual host vhost, each once in declaration order: the
+// owned exchanges, each DLQ, retry bucket and main queue (an external queue
+// is left out), the owned bindings, and the policies that carry Lily's
+// arguments where its declarations do not. Two schemas that declare one
+// queue or exchange differently are an error, since RabbitMQ would refuse
+// the second.
 func Topology(vhost string, brokerMajor int, files ...*schema.File) (Definitions, error) {
-	d := Definitions{Exchanges: []any{}, Bindings: []any{}}
-	seen := map[string]int{}
+	d := Definitions{Queues: []QueueDefinition{}, Exchanges: []ExchangeDefinition{}, Bindings: []BindingDefinition{}, Policies: []PolicyDefinition{}}
+	queues, exchanges, bindings, policies := map[string]int{}, map[string]int{}, map[string]bool{}, map[string]int{}
 	for _, f := range files {
 		for _, q := range f.Queues {
-			t := queue.Topology{
-				Name: q.Name, Type: string(q.Type), DeadLetterQueue: q.DLQ, RetryDelays: q.Retry.Delays,
-				DeliveryLimit: q.DeliveryLimit, BrokerMajor: brokerMajor,
-			}
-			for _, decl := range queue.Declarations(t) {
-				def := QueueDefinition{Name: decl.Name, VHost: vhost, Durable: true, Arguments: decl.Args}
-				if i, ok := seen[decl.Name]; ok {
-					if !reflect.DeepEqual(d.Queues[i], def) {
-						return d, fmt.Errorf("queue %q is declared twice with different arguments (%v and %v)", decl.Name, d.Queues[i].Arguments, decl.Args)
-					}
+			t := QueueTopology(f, q, brokerMajor)
+			for _, x := range t.Exchanges {
+				if x.External {
 					continue
 				}
-				seen[decl.Name] = len(d.Queues)
-				d.Queues = append(d.Queues, def)
+				def := ExchangeDefinition{Name: x.Name, VHost: vhost, Type: x.Type, Durable: x.Durable, Internal: x.Internal, Arguments: map[string]any{}}
+				if x.AlternateExchange != "" {
+					def.Arguments["alternate-exchange"] = x.AlternateExchange
+				}
+				if err := once(&d.Exchanges, exchanges, x.Name, def, "exchange"); err != nil {
+					return d, err
+				}
+			}
+			for _, decl := range queue.Declarations(t) {
+				if decl.Passive {
+					continue
+				}
+				def := QueueDefinition{Name: decl.Name, VHost: vhost, Durable: true, Arguments: decl.Args}
+				if err := once(&d.Queues, queues, decl.Name, def, "queue"); err != nil {
+					return d, err
+				}
+			}
+			for _, b := range t.Bindings {
+				if b.External {
+					continue
+				}
+				def := BindingDefinition{Source: b.Source, VHost: vhost, Destination: q.Name, DestinationType: "queue", RoutingKey: b.RoutingKey}
+				if b.Exchange != "" {
+					def.Destination, def.DestinationType = b.Exchange, "exchange"
+				}
+				def.Arguments = b.Arguments
+				if def.Arguments == nil {
+					def.Arguments = map[string]any{}
+				}
+				// fmt prints maps sorted: one key per binding and match.
+				if key := fmt.Sprintf("%+v", def); !bindings[key] {
+					bindings[key] = true
+					d.Bindings = append(d.Bindings, def)
+				}
+			}
+			for _, p := range queue.Policies(t) {
+				def := PolicyDefinition{VHost: vhost, Name: p.Name, Pattern: p.Pattern, ApplyTo: "queues", Definition: p.Definition, Priority: queue.PolicyPriority}
+				if err := once(&d.Policies, policies, p.Name, def, "policy"); err != nil {
+					return d, err
+				}
 			}
 		}
 	}
 	return d, nil
+}
+
+// once appends def to defs unless name is there already, when it must be
+// the same: what two schemas declare twice must agree.
+func once[T any](defs *[]T, seen map[string]int, name string, def T, what string) error {
+	if i, ok := seen[name]; ok {
+		if !reflect.DeepEqual((*defs)[i], def) {
+			return fmt.Errorf("%s %q is declared twice, differently (%+v and %+v)", what, name, (*defs)[i], def)
+		}
+		return nil
+	}
+	seen[name] = len(*defs)
+	*defs = append(*defs, def)
+	return nil
 }

@@ -45,7 +45,7 @@ func TestTopology(t *testing.T) {
 		`{"name":"PREFIX.orders.retry.1m0s","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders","x-message-ttl":60000}},` +
 		`{"name":"PREFIX.orders","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders.dlq"}},` +
 		`{"name":"PREFIX.billing.dead","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-queue-type":"quorum"}},` +
-		`{"name":"PREFIX.billing","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.billing.dead","x-dead-letter-strategy":"at-least-once","x-delivery-limit":20,"x-overflow":"reject-publish","x-queue-type":"quorum"}}],"exchanges":[],"bindings":[]}`
+		`{"name":"PREFIX.billing","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.billing.dead","x-dead-letter-strategy":"at-least-once","x-delivery-limit":20,"x-overflow":"reject-publish","x-queue-type":"quorum"}}],"exchanges":[],"bindings":[],"policies":[]}`
 	if string(got) != want {
 		t.Errorf("definitions:\n%s\nwant:\n%s", got, want)
 	}
@@ -142,7 +142,7 @@ func TestTopologyImports(t *testing.T) {
 		waitForQueue(t, conn, q.Name)
 	}
 	for _, q := range f.Queues {
-		spec := runtime.QueueSpec{Name: q.Name, Type: string(q.Type), RetryDelays: q.Retry.Delays, DeadLetterQueue: q.DLQ, DeliveryLimit: q.DeliveryLimit}
+		spec := runtime.QueueSpec{Name: q.Name, Topology: QueueTopology(f, q, major).Queue, RetryDelays: q.Retry.Delays}
 		if err := runtime.DeclareTopology(conn, spec); err != nil {
 			t.Errorf("the runtime's declare after the import: %v", err)
 		}

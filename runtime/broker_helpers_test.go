@@ -58,7 +58,7 @@ func brokerSpec(t *testing.T, tweaks ...func(*runtime.QueueSpec)) runtime.QueueS
 	_, _ = rand.Read(b[:])
 	q := lilytest.LilytestQueueSpec()
 	q.Name += "." + strings.ReplaceAll(t.Name(), "/", ".") + "." + hex.EncodeToString(b[:])
-	q.DeadLetterQueue = q.Name + ".dlq"
+	q.Topology.DeadLetterQueue = q.Name + ".dlq"
 	for _, f := range tweaks {
 		f(&q)
 	}
@@ -73,7 +73,7 @@ func deleteQueues(t *testing.T, q runtime.QueueSpec) {
 		return
 	}
 	defer conn.Close()
-	names := []string{q.Name, q.DeadLetterQueue}
+	names := []string{q.Name, q.Topology.DeadLetterQueue}
 	for _, d := range q.RetryDelays {
 		names = append(names, bucket(q, d))
 	}

@@ -53,7 +53,7 @@ func TestBrokerSuccessIsAcked(t *testing.T) {
 	if got := orderID.Load(); got != "ok-1" {
 		t.Errorf("handler saw order id %v", got)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}, bucket(q, q.RetryDelays[0]): {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}, bucket(q, q.RetryDelays[0]): {0, 0}})
 	if rep := c.stop(); rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 0 {
 		t.Errorf("report: %s", rep)
 	}
@@ -80,7 +80,7 @@ func TestBrokerRetryableGoesToBucketWithNextAttempt(t *testing.T) {
 	if tenant.Load() != "acme" {
 		t.Errorf("handler saw tenant %v", tenant.Load())
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket: {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 	c.stop()
 	got := drain(t, bucket)
 	if len(got) != 1 {
@@ -106,7 +106,7 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 	for _, qt := range []string{"classic", "quorum"} {
 		t.Run(qt, func(t *testing.T) {
 			t.Parallel()
-			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Type = qt })
+			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = qt })
 			declareTopology(t, q)
 			publish(t, q.Name, order(t, "flaky-1"))
 			c := start(t, q, func(_ context.Context, _ *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
@@ -121,7 +121,7 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 			if recs[0].Attempt != 1 || recs[1].Attempt != 2 || recs[1].MessageID != "flaky-1" {
 				t.Errorf("records = %+v", recs)
 			}
-			assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.RetryDelays[0]): {0, 0}, q.DeadLetterQueue: {0, 0}})
+			assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 		})
 	}
 }
@@ -148,10 +148,10 @@ func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	if p := paths["tired-1"]; len(p) != 2 || p[0] != runtime.PathRetried || p[1] != runtime.PathDeadLettered {
 		t.Errorf("tired-1 paths %v", p)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {2, 0}, bucket(q, q.RetryDelays[0]): {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {2, 0}, bucket(q, q.RetryDelays[0]): {0, 0}})
 	c.stop()
 	dead := map[string]amqp.Delivery{}
-	for _, d := range drain(t, q.DeadLetterQueue) {
+	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		dead[d.MessageId] = d
 	}
 	perm, tired := dead["perm-1"], dead["tired-1"]
@@ -188,12 +188,12 @@ func TestBrokerUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
 			t.Errorf("record %+v", rec)
 		}
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {2, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {2, 0}})
 	c.stop()
 	if calls.Load() != 0 {
 		t.Errorf("handler called %d times", calls.Load())
 	}
-	for _, d := range drain(t, q.DeadLetterQueue) {
+	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		if header(t, d, guard.HeaderFailureKind) != "unsupported" {
 			t.Errorf("%s headers %v", d.MessageId, d.Headers)
 		}
@@ -244,12 +244,12 @@ func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {
 			t.Errorf("record %+v", rec)
 		}
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {len(msgs), 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {len(msgs), 0}})
 	c.stop()
 	if calls.Load() != 0 {
 		t.Errorf("handler called %d times", calls.Load())
 	}
-	for _, d := range drain(t, q.DeadLetterQueue) {
+	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		if !printable(d.MessageId) || !printable(d.Type) {
 			t.Errorf("forwarded unsanitized id %q type %q", d.MessageId, d.Type)
 		}
@@ -285,9 +285,9 @@ func TestBrokerOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 	if rec.Rejection != "oversized" || rec.Handoff != "" || rec.Handler != "" {
 		t.Errorf("record %+v", rec)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {1, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
 	c.stop()
-	d := drain(t, q.DeadLetterQueue)[0]
+	d := drain(t, q.Topology.DeadLetterQueue)[0]
 	deaths, _ := header(t, d, "x-death").([]any)
 	if len(deaths) != 1 || deaths[0].(amqp.Table)["reason"] != "rejected" || deaths[0].(amqp.Table)["queue"] != q.Name {
 		t.Errorf("x-death = %v", d.Headers["x-death"])
@@ -392,7 +392,7 @@ func TestBrokerGracefulStopSettlesInFlightAndRequeuesTheRest(t *testing.T) {
 	if len(rep.Phases) == 0 || rep.Phases[0].Name != "stop intake" {
 		t.Errorf("phases %+v", rep.Phases)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {3, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {3, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // A DLQ that refuses publishes (full, overflow reject-publish) nacks the
@@ -404,11 +404,11 @@ func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {
 	publish(t, q.Name, order(t, "refused-1"))
 	rec := c.await(1)[0]
 	wantPath(t, rec, runtime.PathRequeued)
-	if rec.Handoff != "nacked" || rec.Destination != q.DeadLetterQueue {
+	if rec.Handoff != "nacked" || rec.Destination != q.Topology.DeadLetterQueue {
 		t.Errorf("record %+v", rec)
 	}
 	c.stop()
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // startWithBrokenDLQ starts a consumer whose handler fails permanently, then
@@ -422,11 +422,11 @@ func startWithBrokenDLQ(t *testing.T, q runtime.QueueSpec, args amqp.Table) *run
 	awaitConsumer(t, q.Name)
 	ch := channel(t, dial(t))
 	defer ch.Close()
-	if _, err := ch.QueueDelete(q.DeadLetterQueue, false, false, false); err != nil {
+	if _, err := ch.QueueDelete(q.Topology.DeadLetterQueue, false, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if args != nil {
-		if _, err := ch.QueueDeclare(q.DeadLetterQueue, true, false, false, false, args); err != nil {
+		if _, err := ch.QueueDeclare(q.Topology.DeadLetterQueue, true, false, false, false, args); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -92,7 +92,7 @@ func TestBrokerQueueDeletedUnderTheConsumerIsDeclaredAgain(t *testing.T) {
 		t.Errorf("report %s; lost %q", rep, rep.Lost)
 	}
 	handled.once(t, "in-flight", "after")
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // A consumer timeout as RabbitMQ 4.3 answers it on a quorum queue, emulated
@@ -103,7 +103,7 @@ func TestBrokerQueueDeletedUnderTheConsumerIsDeclaredAgain(t *testing.T) {
 // once and acked.
 func TestBrokerTimeoutCancelIsNotTheEnd(t *testing.T) {
 	t.Parallel()
-	q, p := behindProxy(t, "in-flight", func(q *runtime.QueueSpec) { q.Type = "quorum" })
+	q, p := behindProxy(t, "in-flight", func(q *runtime.QueueSpec) { q.Topology.Type = "quorum" })
 	var handled calls
 	h, started, release := handled.holding("in-flight")
 	c := start(t, q, h, through(p))
@@ -126,7 +126,7 @@ func TestBrokerTimeoutCancelIsNotTheEnd(t *testing.T) {
 		t.Errorf("report %s; lost %q", rep, rep.Lost)
 	}
 	handled.once(t, ids...)
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // A delivery left unresolved on a healthy channel (its ACK came after its
@@ -198,7 +198,7 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 		t.Errorf("%d new sessions, want the one after the recycle", r.reconnects())
 	}
 	handled.once(t, "stuck", "in-flight-1", "in-flight-2")
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 func pathWords(ps []runtime.Path) []string {
@@ -223,7 +223,7 @@ func TestBrokerQuorumConsumerAsksForAConsumerTimeout(t *testing.T) {
 		t.Run(tc.queueType, func(t *testing.T) {
 			t.Parallel()
 			q := brokerSpec(t, func(q *runtime.QueueSpec) {
-				q.Type, q.HandlerTimeout, q.SettlementBudget = tc.queueType, 30*time.Second, 0
+				q.Topology.Type, q.HandlerTimeout, q.SettlementBudget = tc.queueType, 30*time.Second, 0
 			})
 			start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
 			awaitConsumer(t, q.Name)

@@ -155,8 +155,9 @@ func (r *run) revokeAll() {
 // consumer timeout), or a delivery stays unsettled past its budget, the
 // channel is healthy: what is in flight on it settles there while a new
 // session declares the topology again and consumes. Run returns an error when
-// the first connection fails, when the broker refuses the topology (406), or
-// when it is called twice. A ctx that ends before the first connection is a
+// the first connection fails, when the broker refuses the topology (406, or
+// 404 for an external exchange or queue that does not exist), or when it is
+// called twice. A ctx that ends before the first connection is a
 // clean stop: an empty report and no error.
 func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 	if !c.ran.CompareAndSwap(false, true) {
@@ -228,10 +229,11 @@ func (c *Consumer) retire(r *run, s *session) {
 	}()
 }
 
-// refused reports a broker's 406 (a queue declared with other arguments).
+// refused reports a broker's 406 (an owned queue or exchange declared with
+// other arguments) or 404 (an external one that does not exist).
 func refused(err error) bool {
 	var ae *amqp.Error
-	return errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
+	return errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.NotFound)
 }
 
 // backoff is the wait before connection attempt n (from 1): doubling from min

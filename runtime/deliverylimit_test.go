@@ -32,7 +32,7 @@ func (deferring) Begin(context.Context, string, string) (runtime.InboxTx, error)
 // dead-letter it bare, Lily hands it to the DLQ with its failure facts.
 func TestBrokerDeliveryLimitIsReachedByLily(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Type, q.DeliveryLimit = "quorum", 2 })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type, q.Topology.DeliveryLimit = "quorum", 2 })
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "deferred-1"))
 	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
@@ -47,8 +47,8 @@ func TestBrokerDeliveryLimitIsReachedByLily(t *testing.T) {
 		t.Errorf("record %+v", recs[2])
 	}
 	c.stop()
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {1, 0}})
-	d := drain(t, q.DeadLetterQueue)[0]
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+	d := drain(t, q.Topology.DeadLetterQueue)[0]
 	if r, _ := header(t, d, guard.HeaderFailureReason).(string); !strings.Contains(r, "delivery limit 2 reached") || d.MessageId != "deferred-1" {
 		t.Errorf("the DLQ copy: %s, %v", d.MessageId, d.Headers)
 	}
@@ -62,25 +62,25 @@ func TestBrokerDeliveryLimitIsReachedByLily(t *testing.T) {
 // consumer.
 func TestBrokerQuorumDLQHasNoDeliveryLimit(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Type, q.DeliveryLimit = "quorum", 0 })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type, q.Topology.DeliveryLimit = "quorum", 0 })
 	declareTopology(t, q)
 	args := queueArguments(t)
 	if !strings.Contains(args[q.Name], `{"x-delivery-limit",20}`) {
 		t.Errorf("main queue arguments %s, want the default limit of 20", args[q.Name])
 	}
-	if strings.Contains(args[q.DeadLetterQueue], "x-delivery-limit") {
-		t.Errorf("DLQ arguments %s, want no delivery limit", args[q.DeadLetterQueue])
+	if strings.Contains(args[q.Topology.DeadLetterQueue], "x-delivery-limit") {
+		t.Errorf("DLQ arguments %s, want no delivery limit", args[q.Topology.DeadLetterQueue])
 	}
 
-	other := brokerSpec(t, func(q *runtime.QueueSpec) { q.Type = "quorum" })
+	other := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = "quorum" })
 	ch := channel(t, dial(t))
-	if _, err := ch.QueueDeclare(other.DeadLetterQueue, true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}); err != nil {
+	if _, err := ch.QueueDeclare(other.Topology.DeadLetterQueue, true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}); err != nil {
 		t.Fatal(err)
 	}
 	declareTopology(t, other)
 	args = queueArguments(t)
-	if !strings.Contains(args[other.DeadLetterQueue], `{"x-delivery-limit",5}`) || !strings.Contains(args[other.Name], `{"x-delivery-limit",20}`) {
-		t.Errorf("the DLQ that existed: %s; its queue: %s", args[other.DeadLetterQueue], args[other.Name])
+	if !strings.Contains(args[other.Topology.DeadLetterQueue], `{"x-delivery-limit",5}`) || !strings.Contains(args[other.Name], `{"x-delivery-limit",20}`) {
+		t.Errorf("the DLQ that existed: %s; its queue: %s", args[other.Topology.DeadLetterQueue], args[other.Name])
 	}
 }
 

@@ -80,7 +80,7 @@ func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Errorf("handler ran %d times", calls.Load())
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 	rep := r.stop()
 	if r.reconnects() != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff != "confirmed" {
 		t.Errorf("report: %s", rep)
@@ -113,7 +113,7 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Errorf("handler ran %d times", calls.Load())
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 	rep := r.stop()
 	// ...but the report knows it was never proven.
 	if len(rep.Unresolved) != 1 || !strings.HasPrefix(rep.Unresolved[0].Reason, "ack sent, never proven") || rep.AcksProven != 1 {
@@ -151,7 +151,7 @@ func TestBrokerForcedHandlerThatFinishesIsAcked(t *testing.T) {
 	if !hasPhase(rep, "force window") {
 		t.Errorf("phases %+v", rep.Phases)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 func hasPhase(rep *runtime.Report, name string) bool {
@@ -188,7 +188,7 @@ func TestBrokerFinalAbortAbandonsAStuckHandler(t *testing.T) {
 	if !hasPhase(rep, "final abort") {
 		t.Errorf("phases %+v", rep.Phases)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // A forced shutdown is the consumer's doing: a handler it cancels on the last
@@ -211,7 +211,7 @@ func TestBrokerForcedCancelSpendsNoRetry(t *testing.T) {
 	if rep.Counts[runtime.PathRequeued] != 1 {
 		t.Errorf("report: %s", rep)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // d. The connection is killed again and again under load: the consumer
@@ -261,7 +261,7 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 		t.Errorf("reconnects %d, want 3", n)
 	}
 	noPreconditionFailed(t, rep)
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 	t.Logf("%d messages acked across %d reconnects; %d unresolved along the way", n, c.reconnects(), len(rep.Unresolved))
 }
 
@@ -320,7 +320,7 @@ func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 	if len(rep.Lost) < 2 || !strings.Contains(rep.Lost[0], "cancelled") || !slices.ContainsFunc(rep.Lost[1:], func(why string) bool { return strings.Contains(why, "channel closed") }) {
 		t.Errorf("lost: %q; want the cancel, then the connection", rep.Lost)
 	}
-	assertCounts(t, map[string][2]int{bucket(q, time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{bucket(q, time.Hour): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // The first SIGINT stops intake and waits for in-flight work; the second
@@ -388,7 +388,7 @@ func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 	if len(rep.Lost) != 1 {
 		t.Errorf("lost: %v", rep.Lost)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, time.Hour): {0, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, time.Hour): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // An ACK written but never delivered, its connection lost during the
@@ -424,7 +424,7 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 	if !ambiguous || rep.AcksProven != 0 {
 		t.Errorf("report: %s", rep)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {2, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {2, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // An ACK never delivered, and its connection lost in the moment before the
@@ -452,7 +452,7 @@ func TestBrokerAckLostJustBeforeTheCloseIsNotCountedProven(t *testing.T) {
 		!strings.HasPrefix(rep.Unresolved[0].Reason, "ack sent, never proven") || rep.AcksProven != 0 {
 		t.Errorf("report: %s; unresolved %+v", rep, rep.Unresolved)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // The handoff's confirm never arrives and its connection dies: the table's
@@ -555,7 +555,7 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 		t.Errorf("second record %+v", recs[1])
 	}
 	eventually(t, 5*time.Second, "the body in the DLQ", func() bool {
-		ready, _ := queueCounts(t, q.DeadLetterQueue)
+		ready, _ := queueCounts(t, q.Topology.DeadLetterQueue)
 		return ready == 1
 	})
 	rep := r.stop()
@@ -563,7 +563,7 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 		!strings.HasPrefix(rep.Unresolved[0].Reason, "dead-lettering nack sent, never proven") || rep.AcksProven != 0 {
 		t.Errorf("report: %s", rep)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {1, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
 }
 
 // A handoff whose dial outlasts the shutdown reaches its publish only after

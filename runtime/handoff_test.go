@@ -41,7 +41,7 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 	for i := range n {
 		msg := order(t, strconv.Itoa(i))
 		wg.Go(func() {
-			dest := q.DeadLetterQueue
+			dest := q.Topology.DeadLetterQueue
 			if i%2 == 1 {
 				dest = q.Name + ".missing"
 			}
@@ -58,9 +58,9 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 			t.Errorf("handoff %d to %s: %s (%s), want %s", i, ev.Destination, ev.Status, ev.Detail, want)
 		}
 	}
-	assertCounts(t, map[string][2]int{q.DeadLetterQueue: {n / 2, 0}})
+	assertCounts(t, map[string][2]int{q.Topology.DeadLetterQueue: {n / 2, 0}})
 	seen := map[int]bool{}
-	for _, d := range drain(t, q.DeadLetterQueue) {
+	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		i, _ := strconv.Atoi(d.MessageId)
 		if i%2 == 1 || seen[i] {
 			t.Errorf("DLQ holds message %d", i)
@@ -87,7 +87,7 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	defer h.Close()
 	handoff := func(msg amqp.Publishing) (outcome.HandoffEvidence, time.Duration) {
 		start := time.Now()
-		ev := h.Publish(start.Add(30*time.Second), q.DeadLetterQueue, msg, always)
+		ev := h.Publish(start.Add(30*time.Second), q.Topology.DeadLetterQueue, msg, always)
 		return ev, time.Since(start)
 	}
 	if ev, _ := handoff(order(t, "before")); ev.Status != outcome.HandoffConfirmed {
@@ -107,9 +107,9 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	if ev, _ := handoff(order(t, "after")); ev.Status != outcome.HandoffConfirmed {
 		t.Fatalf("handoff after the stuck one: %+v", ev)
 	}
-	assertCounts(t, map[string][2]int{q.DeadLetterQueue: {2, 0}})
+	assertCounts(t, map[string][2]int{q.Topology.DeadLetterQueue: {2, 0}})
 	var ids []string
-	for _, d := range drain(t, q.DeadLetterQueue) {
+	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		ids = append(ids, d.MessageId)
 	}
 	if !slices.Equal(ids, []string{"before", "after"}) {
@@ -131,10 +131,10 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 	defer h.Close()
 	first := make(chan outcome.HandoffEvidence, 1)
 	go func() {
-		first <- h.Publish(time.Now().Add(30*time.Second), q.DeadLetterQueue, order(t, "first"), always)
+		first <- h.Publish(time.Now().Add(30*time.Second), q.Topology.DeadLetterQueue, order(t, "first"), always)
 	}()
 	eventually(t, 5*time.Second, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
-	late := h.Publish(time.Now().Add(300*time.Millisecond), q.DeadLetterQueue, order(t, "late"), always)
+	late := h.Publish(time.Now().Add(300*time.Millisecond), q.Topology.DeadLetterQueue, order(t, "late"), always)
 	if late.Status != outcome.HandoffTimedOut || late.Published {
 		t.Errorf("handoff out of time: %+v; want timed out, not published", late)
 	}
@@ -145,5 +145,5 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 		t.Errorf("connections through the proxy: %q; want the one dialled", conns)
 	}
 	p.Delay(0)
-	assertCounts(t, map[string][2]int{q.DeadLetterQueue: {1, 0}})
+	assertCounts(t, map[string][2]int{q.Topology.DeadLetterQueue: {1, 0}})
 }

@@ -121,7 +121,7 @@ func TestBrokerHostileCatalogue(t *testing.T) {
 	for _, queueType := range []string{"classic", "quorum"} {
 		t.Run(queueType, func(t *testing.T) {
 			t.Parallel()
-			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Type = queueType })
+			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = queueType })
 			declareTopology(t, q)
 			var mu sync.Mutex
 			handled := map[string]int{}
@@ -191,7 +191,7 @@ func TestBrokerHostileCatalogue(t *testing.T) {
 			if n := c.reconnects(); n != 0 {
 				t.Errorf("%d reconnects; the hostile messages must not cost one", n)
 			}
-			assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {dead, 0}})
+			assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {dead, 0}})
 			rep := c.stop()
 			if len(rep.Lost) != 0 || len(rep.Unresolved) != 0 || rep.Counts[runtime.PathBrokerDeadLettered] != want["quarantined"]+want["oversized"] {
 				t.Errorf("report %s (lost %q)", rep, rep.Lost)
@@ -200,7 +200,7 @@ func TestBrokerHostileCatalogue(t *testing.T) {
 			// The DLQ holds the originals the client could not decode, intact:
 			// read through the filter, they are refused again.
 			refused := 0
-			for _, d := range drainFiltered(t, q.DeadLetterQueue) {
+			for _, d := range drainFiltered(t, q.Topology.DeadLetterQueue) {
 				if _, ok := d.Headers[quarantine.Header]; ok {
 					refused++
 				}
@@ -251,7 +251,7 @@ func TestBrokerQuarantineBeneathTLS(t *testing.T) {
 	if n := c.reconnects(); n != 0 {
 		t.Errorf("%d reconnects", n)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {1, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
 }
 
 // tlsFront listens for TLS on a port of its own, with a self-signed

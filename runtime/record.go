@@ -107,7 +107,7 @@ func pathOf(q QueueSpec, o outcome.Outcome) Path {
 		return PathUnresolved
 	case o.Handoff.Status != outcome.HandoffConfirmed:
 		return PathAcked
-	case o.Handoff.Destination == q.DeadLetterQueue:
+	case o.Handoff.Destination == q.Topology.DeadLetterQueue:
 		return PathDeadLettered
 	}
 	return PathRetried

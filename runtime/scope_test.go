@@ -45,7 +45,7 @@ func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 	if rec.Handler != "ok" || rec.Reason != "cleanup failed on attempt 1 of 3: cleanup: temp file not removed" {
 		t.Errorf("record: handler %q, reason %q", rec.Handler, rec.Reason)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}, q.DeadLetterQueue: {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // A scope that cannot open is a retryable failure, and the handler never runs.

@@ -290,7 +290,7 @@ func (c *Consumer) recycle(r *run, s *session, held *amqp.Delivery) error {
 // moment Lily recycles the channel itself, so that the broker's acts only if
 // Lily's did not (older brokers ignore it).
 func (c *Consumer) consumeArgs() amqp.Table {
-	if c.spec.Type != queue.Quorum {
+	if c.spec.Topology.Type != queue.Quorum {
 		return nil
 	}
 	return amqp.Table{"x-consumer-timeout": c.consumerTimeout().Milliseconds()}

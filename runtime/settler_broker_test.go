@@ -75,13 +75,13 @@ func TestBrokerSettlerInterleavesAcksAndNacks(t *testing.T) {
 	if acked != n-len(oversized) || !slices.Equal(deadLettered, oversized) {
 		t.Errorf("%d acked, dead-lettered %v; want %d acked and %v", acked, deadLettered, n-len(oversized), oversized)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.DeadLetterQueue: {len(oversized), 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {len(oversized), 0}})
 	rep := r.stop()
 	if rep.AcksProven != acked || len(rep.Unresolved) != 0 {
 		t.Errorf("report: %s", rep)
 	}
 	var inDLQ []string
-	for _, d := range drain(t, q.DeadLetterQueue) {
+	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		inDLQ = append(inDLQ, d.MessageId)
 	}
 	slices.Sort(inDLQ)

@@ -9,19 +9,21 @@ import (
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/topology"
 )
 
-// SupportsGeneratedCodeV3 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV4 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-// V3: extractors read with the wire package.
-const SupportsGeneratedCodeV3 = true
+// V4: a queue's place on the broker is a topology.Queue.
+const SupportsGeneratedCodeV4 = true
 
 // QueueSpec is one queue's topology and policy, as generated from the schema.
 type QueueSpec struct {
 	Name string
-	// Type is the RabbitMQ queue type of the queue, its retry buckets and
-	// its DLQ: "classic" or "quorum".
-	Type        string
+	// Topology is the queue's place on the broker: its type, DLQ and
+	// delivery limit, its arguments, and the exchanges and bindings that
+	// route to it.
+	Topology    topology.Queue
 	Prefetch    int
 	Concurrency int
 	// RetryDelays and MaxAttempts say how often a retryable failure is tried
@@ -31,9 +33,6 @@ type QueueSpec struct {
 	// MaxAttempts: then it goes to the DLQ.
 	RetryDelays []time.Duration
 	MaxAttempts int
-	// DeadLetterQueue receives permanent failures, exhausted retries, poison
-	// envelopes and (broker-native) oversized bodies.
-	DeadLetterQueue string
 	// MaxBodyBytes is the largest body handed to an extractor.
 	MaxBodyBytes int
 	// HandlerTimeout bounds one handler call; running out of it is a retryable failure.
@@ -43,12 +42,6 @@ type QueueSpec struct {
 	// SettlementBudget bounds the whole delivery, from receipt to settlement.
 	// Zero means HandlerTimeout plus 30 s.
 	SettlementBudget time.Duration
-	// DeliveryLimit is a quorum queue's x-delivery-limit: how often the broker
-	// returns a message to the queue (a requeue, a channel closed with it
-	// unacknowledged) before it dead-letters it; -1 for none, zero for 20.
-	// Before that last return Lily dead-letters the message itself, with its
-	// failure facts. A classic queue has none: zero.
-	DeliveryLimit int
 }
 
 // budget is the settlement budget of each delivery of this queue.
@@ -56,27 +49,15 @@ func (q QueueSpec) budget() time.Duration { return queue.Budget(q.HandlerTimeout
 
 func (q QueueSpec) policy() decide.Policy {
 	return decide.Policy{
-		Queue: q.Name, DeadLetterQueue: q.DeadLetterQueue, RetryDelays: q.RetryDelays, MaxAttempts: q.MaxAttempts,
-		DeliveryLimit: max(q.deliveryLimit(), 0),
+		Queue: q.Name, DeadLetterQueue: q.Topology.DeadLetterQueue, RetryDelays: q.RetryDelays, MaxAttempts: q.MaxAttempts,
+		DeliveryLimit: max(q.topology(0).DeliveryLimit(), 0),
 	}
-}
-
-// deliveryLimit is the delivery limit the queue is declared with: zero for a
-// classic queue, queue.NoDeliveryLimit for none.
-func (q QueueSpec) deliveryLimit() int {
-	if q.Type == queue.Quorum && q.DeliveryLimit == 0 {
-		return queue.DefaultDeliveryLimit
-	}
-	return q.DeliveryLimit
 }
 
 // topology is what the queue's declarations depend on, on a broker of major
 // version brokerMajor.
 func (q QueueSpec) topology(brokerMajor int) queue.Topology {
-	return queue.Topology{
-		Name: q.Name, Type: q.Type, DeadLetterQueue: q.DeadLetterQueue, RetryDelays: q.RetryDelays,
-		DeliveryLimit: q.deliveryLimit(), BrokerMajor: brokerMajor,
-	}
+	return queue.Topology{Name: q.Name, Queue: q.Topology, RetryDelays: q.RetryDelays, BrokerMajor: brokerMajor}
 }
 
 // validate reports every problem with the spec at once.
@@ -86,8 +67,9 @@ func (q QueueSpec) validate() error {
 	if q.Name == "" || len(q.Name) > 200 || strings.ContainsFunc(q.Name, isControl) {
 		bad("queue name %q is empty, longer than 200 bytes or holds control characters", q.Name)
 	}
-	if q.Type != queue.Classic && q.Type != queue.Quorum {
-		bad("queue %s: type %q is neither classic nor quorum", q.Name, q.Type)
+	t := q.Topology
+	if t.Type != queue.Classic && t.Type != queue.Quorum {
+		bad("queue %s: type %q is neither classic nor quorum", q.Name, t.Type)
 	}
 	if q.Prefetch < 1 || q.Prefetch > 65535 || q.Concurrency < 1 {
 		bad("queue %s: prefetch must be 1..65535 and concurrency at least 1", q.Name)
@@ -103,18 +85,19 @@ func (q QueueSpec) validate() error {
 			bad("queue %s: retry delay %s is not positive", q.Name, d)
 		}
 	}
-	if q.DeadLetterQueue == "" || q.DeadLetterQueue == q.Name {
+	if t.DeadLetterQueue == "" || t.DeadLetterQueue == q.Name {
 		bad("queue %s: the DLQ needs its own name", q.Name)
 	}
 	if q.MaxBodyBytes < 1 || q.HandlerTimeout <= 0 {
 		bad("queue %s: body limit and handler timeout must be positive", q.Name)
 	}
 	switch {
-	case q.Type == queue.Classic && q.DeliveryLimit != 0:
+	case t.Type == queue.Classic && t.DeliveryLimit != 0:
 		bad("queue %s: a classic queue has no delivery limit", q.Name)
-	case q.DeliveryLimit < queue.NoDeliveryLimit:
-		bad("queue %s: delivery limit %d is neither -1 (none) nor a count", q.Name, q.DeliveryLimit)
+	case t.DeliveryLimit < queue.NoDeliveryLimit:
+		bad("queue %s: delivery limit %d is neither -1 (none) nor a count", q.Name, t.DeliveryLimit)
 	}
+	errs = append(errs, validateRoutes(q.Name, t))
 	if q.SettlementBudget != 0 && q.SettlementBudget < q.HandlerTimeout+decide.HandoffReserve {
 		bad("queue %s: settlement budget %s leaves less than %s after the handler timeout for handoff and settlement", q.Name, q.SettlementBudget, decide.HandoffReserve)
 	}

@@ -3,46 +3,133 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/topology"
 )
 
-// DeclareTopology declares q's queues on conn, as the consumer does when it
-// connects: its DLQ, retry buckets and main queue, all durable, of q's type,
-// routed through the default exchange by queue name. A queue that exists with
-// other arguments is refused by the broker (406), which DeclareTopology
-// returns; but a DLQ that exists is left as it is (queue.Declaration's
-// KeepExisting says why).
+// DeclareTopology declares q's topology on conn, as the consumer does when it
+// connects: its exchanges, then its DLQ, retry buckets and main queue, all
+// durable and of q's type, then its bindings. Lily's own queues are routed
+// through the default exchange by queue name. An owned exchange or queue
+// that exists with other arguments is refused by the broker (406), which
+// DeclareTopology returns, as it returns the 404 of an external exchange or
+// queue that does not exist; but a DLQ that exists is left as it is
+// (queue.Declaration's KeepExisting says why).
 func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("open a channel to declare on: %w", err)
+	d := declarer{conn: conn}
+	if err := d.open(); err != nil {
+		return err
 	}
-	defer func() { _ = ch.Close() }()
-	for _, d := range queue.Declarations(q.topology(brokerMajor(conn))) {
-		if d.KeepExisting {
-			_, err := ch.QueueDeclarePassive(d.Name, true, false, false, false, nil)
-			var ae *amqp.Error
-			if err == nil || !errors.As(err, &ae) || ae.Code != amqp.NotFound {
-				if err != nil {
-					return fmt.Errorf("declare queue %s: %w", d.Name, err)
-				}
-				continue
-			}
-			// The 404 closed the channel.
-			if ch, err = conn.Channel(); err != nil {
-				return fmt.Errorf("open a channel to declare on: %w", err)
-			}
+	defer func() { _ = d.ch.Close() }()
+	t := q.topology(brokerMajor(conn))
+	for _, x := range t.Exchanges {
+		if err := d.exchange(x); err != nil {
+			return fmt.Errorf("declare exchange %s: %w", x.Name, err)
 		}
-		if _, err := ch.QueueDeclare(d.Name, true, false, false, false, d.Args); err != nil {
-			return fmt.Errorf("declare queue %s: %w", d.Name, err)
+	}
+	for _, decl := range queue.Declarations(t) {
+		if err := d.queue(decl); err != nil {
+			return fmt.Errorf("declare queue %s: %w", decl.Name, err)
+		}
+	}
+	for _, b := range t.Bindings {
+		if b.External {
+			continue // AMQP has no passive bind: another team's binding is trusted
+		}
+		if err := d.bind(q.Name, b); err != nil {
+			return fmt.Errorf("bind %s to exchange %s: %w", destination(q.Name, b), b.Source, err)
 		}
 	}
 	return nil
+}
+
+// declarer declares on one channel, opening another after a 404 closed it.
+type declarer struct {
+	conn *amqp.Connection
+	ch   *amqp.Channel
+}
+
+func (d *declarer) open() error {
+	ch, err := d.conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open a channel to declare on: %w", err)
+	}
+	d.ch = ch
+	return nil
+}
+
+func (d *declarer) exchange(x topology.Exchange) error {
+	if x.External {
+		return d.ch.ExchangeDeclarePassive(x.Name, x.Type, x.Durable, false, x.Internal, false, nil)
+	}
+	var args amqp.Table
+	if x.AlternateExchange != "" {
+		args = amqp.Table{"alternate-exchange": x.AlternateExchange}
+	}
+	return d.ch.ExchangeDeclare(x.Name, x.Type, x.Durable, false, x.Internal, false, args)
+}
+
+func (d *declarer) queue(decl queue.Declaration) error {
+	if decl.Passive {
+		_, err := d.ch.QueueDeclarePassive(decl.Name, true, false, false, false, nil)
+		return err
+	}
+	if decl.KeepExisting {
+		_, err := d.ch.QueueDeclarePassive(decl.Name, true, false, false, false, nil)
+		var ae *amqp.Error
+		if err == nil || !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+			return err
+		}
+		// The 404 closed the channel.
+		if err := d.open(); err != nil {
+			return err
+		}
+	}
+	_, err := d.ch.QueueDeclare(decl.Name, true, false, false, false, decl.Args)
+	return err
+}
+
+func (d *declarer) bind(queueName string, b topology.Binding) error {
+	if b.Exchange != "" {
+		return d.ch.ExchangeBind(b.Exchange, b.RoutingKey, b.Source, false, b.Arguments)
+	}
+	return d.ch.QueueBind(queueName, b.RoutingKey, b.Source, false, b.Arguments)
+}
+
+// destination names where b routes to, for errors.
+func destination(queueName string, b topology.Binding) string {
+	if b.Exchange != "" {
+		return "exchange " + b.Exchange
+	}
+	return "queue " + queueName
+}
+
+// validateRoutes checks that t's exchanges and bindings can be declared:
+// known exchange types, and bindings between exchanges t names.
+func validateRoutes(queueName string, t topology.Queue) error {
+	var errs []error
+	names := map[string]bool{}
+	for _, x := range t.Exchanges {
+		if x.Name == "" || strings.HasPrefix(x.Name, "amq.") && !x.External {
+			errs = append(errs, fmt.Errorf("queue %s: exchange %q cannot be declared: the default exchange and amq.* belong to the broker", queueName, x.Name))
+		}
+		if !slices.Contains([]string{topology.Direct, topology.Topic, topology.Fanout, topology.Headers}, x.Type) {
+			errs = append(errs, fmt.Errorf("queue %s: exchange %s has unknown type %q", queueName, x.Name, x.Type))
+		}
+		names[x.Name] = true
+	}
+	for _, b := range t.Bindings {
+		if !names[b.Source] || b.Exchange != "" && !names[b.Exchange] {
+			errs = append(errs, fmt.Errorf("queue %s: a binding from %q to %s names an exchange the topology does not list", queueName, b.Source, destination(queueName, b)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // brokerMajor reads the broker's major version from the properties it sent

@@ -66,6 +66,9 @@ const (
 	RuleInbox            = "BAD-INBOX"           // an inbox policy that does not exist
 	RuleItemRequired     = "ITEM-REQUIRED"       // required on a list or map element, which is always present
 	RuleAcknowledge      = "BAD-ACKNOWLEDGEMENT" // an acknowledgement of a rule that does not exist or is not a breaking-change rule
+	RuleExchange         = "BAD-EXCHANGE"        // an exchange or binding RabbitMQ would refuse or that cannot route
+	RuleOwnership        = "BAD-OWNERSHIP"       // an ownership that does not exist, or a key that does not apply to it
+	RuleArgument         = "BAD-ARGUMENT"        // a queue argument the queue's type or other arguments refuse
 )
 
 // ErrorList is every problem found in a schema and the files it includes,

@@ -5,6 +5,7 @@
 package schema
 
 import (
+	"maps"
 	"math"
 	"time"
 )
@@ -43,7 +44,9 @@ type File struct {
 	// relative to the schema file's directory.
 	Output   string
 	Messages []*Message
-	Queues   []*Queue
+	// Exchanges are the exchanges queues are bound to, in file order.
+	Exchanges []*Exchange
+	Queues    []*Queue
 	// Acknowledged are the breaking changes the schema's authors intend, as
 	// `lilygen breaking` names them; it reports them without failing.
 	Acknowledged []Acknowledgement
@@ -244,6 +247,102 @@ type Queue struct {
 	// Inbox says whether handlers need the transactional inbox. It is carried
 	// for tools and reviewers; the generated code does not use it yet.
 	Inbox Inbox
+	// External: another team's queue, checked and never declared; Lily's
+	// arguments for it come from policies.
+	External bool
+	// ByPolicy: Lily's arguments of the queue and its retry buckets come from
+	// the policies `lilygen topology` writes, not from its declarations.
+	ByPolicy bool
+	// Arguments are the queue arguments its team sets.
+	Arguments Arguments
+	// Bindings route messages from exchanges to the queue, in file order.
+	Bindings []*Binding
+}
+
+// Arguments are the queue arguments a team sets beside Lily's own; zero
+// values are unset.
+type Arguments struct {
+	SingleActiveConsumer bool
+	MaxPriority          int
+	MaxLength            int
+	MaxLengthBytes       int
+	// Overflow is what a full queue does: drop-head, reject-publish or
+	// reject-publish-dlx; "" for the broker's default (drop-head).
+	Overflow string
+	// MessageTTL expires messages in the queue, to its DLQ.
+	MessageTTL time.Duration
+	// InitialGroupSize is a quorum queue's number of replicas.
+	InitialGroupSize int
+}
+
+// Table is a as the queue's declaration carries it: x- arguments, integers
+// as int64, a TTL in milliseconds. Empty when a sets none.
+func (a Arguments) Table() map[string]any {
+	t := map[string]any{}
+	set := func(key string, v int) {
+		if v > 0 {
+			t[key] = int64(v)
+		}
+	}
+	if a.SingleActiveConsumer {
+		t["x-single-active-consumer"] = true
+	}
+	set("x-max-priority", a.MaxPriority)
+	set("x-max-length", a.MaxLength)
+	set("x-max-length-bytes", a.MaxLengthBytes)
+	set("x-message-ttl", int(a.MessageTTL.Milliseconds()))
+	set("x-quorum-initial-group-size", a.InitialGroupSize)
+	if a.Overflow != "" {
+		t["x-overflow"] = a.Overflow
+	}
+	return t
+}
+
+// Exchange types.
+const (
+	Direct  = "direct"
+	Topic   = "topic"
+	Fanout  = "fanout"
+	Headers = "headers"
+)
+
+// Exchange is one exchange queues are bound to.
+type Exchange struct {
+	Name string
+	Pos  Pos
+	// Type is Direct, Topic, Fanout or Headers.
+	Type string
+	// External exchanges (the default) belong to another team: Lily checks
+	// they exist and never declares them.
+	External          bool
+	Durable, Internal bool
+	AlternateExchange string
+	// Bindings route messages from other exchanges to this one.
+	Bindings []*Binding
+}
+
+// Binding routes messages from exchange Source to a queue or exchange.
+type Binding struct {
+	Pos    Pos
+	Source string
+	// RoutingKey is a key (direct) or pattern (topic); "" for fanout and
+	// headers exchanges.
+	RoutingKey string
+	// Match (all or any) and Headers are a headers exchange's match.
+	Match   string
+	Headers map[string]any
+	// External bindings belong to another team and are never declared.
+	External bool
+}
+
+// Arguments is b's binding arguments: a headers match, or nil.
+func (b *Binding) Arguments() map[string]any {
+	if b.Match == "" {
+		return nil
+	}
+	args := map[string]any{"x-match": b.Match}
+	maps.Copy(args, b.Headers)
+	return args
 }
 
 // Inbox is a queue's policy on the transactional inbox.

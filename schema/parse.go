@@ -94,8 +94,8 @@ func (p *parser) declare(what string, at *yaml.Node, names ...string) {
 }
 
 var (
-	rootKeys     = []string{"version", "package", "output", "include", "messages", "queues", "acknowledge"}
-	includedKeys = []string{"version", "include", "messages", "queues"}
+	rootKeys     = []string{"version", "package", "output", "include", "messages", "exchanges", "queues", "acknowledge"}
+	includedKeys = []string{"version", "include", "messages", "exchanges", "queues"}
 )
 
 func (p *parser) schema(name string, data []byte) *File {
@@ -130,6 +130,19 @@ func (p *parser) schema(name string, data []byte) *File {
 		p.name = name
 		p.errorf(root.root, RuleMissingKey, "missing messages")
 	}
+	var exchanges []*pendingExchange
+	for _, d := range p.docs {
+		p.name = d.name
+		if e, ok := d.m["exchanges"]; ok {
+			p.entries(e.v, "exchanges", func(k, v *yaml.Node) {
+				if pe := p.exchange(k, v, f); pe != nil {
+					f.Exchanges = append(f.Exchanges, pe.x)
+					exchanges = append(exchanges, pe)
+				}
+			})
+		}
+	}
+	p.exchangeRefs(f, exchanges)
 	for _, d := range p.docs {
 		p.name = d.name
 		if e, ok := d.m["queues"]; ok {

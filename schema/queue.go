@@ -16,6 +16,7 @@ import (
 var queueKeys = []string{
 	"type", "prefetch", "concurrency", "consumes", "retry", "dlq",
 	"max_body_bytes", "handler_timeout", "settlement_budget", "inbox", "delivery_limit",
+	"ownership", "lily_arguments", "arguments", "bindings",
 }
 
 // maxDeliveryLimit bounds a delivery limit well below the 32-bit counter a
@@ -95,6 +96,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		q.SettlementBudget = d
 	}
 	p.deliveryLimit(q, m)
+	p.estate(q, m, f)
 	q.Retry = p.retry(m)
 	p.queueNames(q, k, dlqAt)
 	if e, ok := m["consumes"]; ok {

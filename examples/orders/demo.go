@@ -82,7 +82,7 @@ func runDemo(url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Lily demo: queue %q, retry buckets %v, DLQ %q\n\n", spec.Name, spec.RetryDelays, spec.DeadLetterQueue)
+	fmt.Printf("Lily demo: queue %q, retry buckets %v, DLQ %q\n\n", spec.Name, spec.RetryDelays, spec.Topology.DeadLetterQueue)
 
 	var mu sync.Mutex
 	settled := map[string]bool{}
@@ -140,7 +140,7 @@ func describe(spec runtime.QueueSpec, rec runtime.Record) string {
 	case runtime.PathRetried, runtime.PathDeadLettered:
 		return fmt.Sprintf("%s → %s", rec.Path, rec.Destination)
 	case runtime.PathBrokerDeadLettered:
-		return fmt.Sprintf("%s → %s", rec.Path, spec.DeadLetterQueue)
+		return fmt.Sprintf("%s → %s", rec.Path, spec.Topology.DeadLetterQueue)
 	}
 	return string(rec.Path)
 }
@@ -206,7 +206,7 @@ func printQueues(url string, spec runtime.QueueSpec) error {
 			fmt.Printf("  %-20s %d messages\n", name, q.Messages)
 		}
 		for {
-			d, ok, err := ch.Get(spec.DeadLetterQueue, false)
+			d, ok, err := ch.Get(spec.Topology.DeadLetterQueue, false)
 			if err != nil || !ok {
 				return err
 			}
@@ -214,7 +214,7 @@ func printQueues(url string, spec runtime.QueueSpec) error {
 			if why == "" {
 				why = "dead-lettered by the broker (x-death: rejected)"
 			}
-			fmt.Printf("  in %s: %-20s %s\n", spec.DeadLetterQueue, d.MessageId, why)
+			fmt.Printf("  in %s: %-20s %s\n", spec.Topology.DeadLetterQueue, d.MessageId, why)
 		}
 	})
 }
@@ -226,7 +226,7 @@ func queueNames(spec runtime.QueueSpec) []string {
 	for _, d := range spec.RetryDelays {
 		names = append(names, spec.Name+".retry."+d.String())
 	}
-	return append(names, spec.DeadLetterQueue)
+	return append(names, spec.Topology.DeadLetterQueue)
 }
 
 func withChannel(url string, f func(*amqp.Channel) error) error {

@@ -28,7 +28,7 @@ func declareScratch(t *testing.T) (string, runtime.QueueSpec) {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	spec.Name = "lilytest.example." + hex.EncodeToString(b[:])
-	spec.DeadLetterQueue = spec.Name + ".dlq"
+	spec.Topology.DeadLetterQueue = spec.Name + ".dlq"
 	url := services.RabbitMQ(t)
 	t.Cleanup(func() { _ = deleteQueues(url, spec, io.Discard) })
 	if err := withConnection(url, func(conn *amqp.Connection) error { return runtime.DeclareTopology(conn, spec) }); err != nil {
@@ -113,7 +113,7 @@ func TestGeneratedConsumerOnTheBroker(t *testing.T) {
 		t.Errorf("the handler saw the message that broke the schema")
 	}
 	err = withChannel(url, func(ch *amqp.Channel) error {
-		for name, want := range map[string]int{spec.Name: 0, spec.DeadLetterQueue: 1} {
+		for name, want := range map[string]int{spec.Name: 0, spec.Topology.DeadLetterQueue: 1} {
 			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
 			if err != nil {
 				return err
@@ -137,7 +137,7 @@ func TestDeleteQueuesOnTheBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := publishAll(url, spec.DeadLetterQueue, []demoMessage{{msg: msg}}); err != nil {
+	if err := publishAll(url, spec.Topology.DeadLetterQueue, []demoMessage{{msg: msg}}); err != nil {
 		t.Fatal(err)
 	}
 	var said strings.Builder
@@ -157,7 +157,7 @@ func TestDeleteQueuesOnTheBroker(t *testing.T) {
 			t.Errorf("%s after the clean-up: %v, want 404 NOT_FOUND", q, err)
 		}
 	}
-	if !strings.Contains(said.String(), "deleted queue "+spec.DeadLetterQueue+" (1 messages)") {
+	if !strings.Contains(said.String(), "deleted queue "+spec.Topology.DeadLetterQueue+" (1 messages)") {
 		t.Errorf("the DLQ's message is not counted:\n%s", said.String())
 	}
 	if err := deleteQueues(url, spec, io.Discard); err != nil {

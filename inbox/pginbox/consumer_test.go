@@ -19,6 +19,7 @@ import (
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
 )
 
 // The inbox with the runtime on the real RabbitMQ and PostgreSQL: each test
@@ -38,16 +39,16 @@ type consumerEnv struct {
 func newConsumerEnv(t *testing.T) *consumerEnv {
 	e := newEnv(t)
 	c := &consumerEnv{env: e, brokerURL: services.RabbitMQ(t), added: make(chan struct{}, 64), spec: runtime.QueueSpec{
-		Name: e.prefix, Type: "classic", Prefetch: 8, Concurrency: 4,
+		Name: e.prefix, Topology: topology.Queue{Type: topology.Classic, DeadLetterQueue: e.prefix + ".dlq"}, Prefetch: 8, Concurrency: 4,
 		RetryDelays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3,
-		DeadLetterQueue: e.prefix + ".dlq", MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
+		MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
 	}}
 	if err := runtime.DeclareTopology(c.conn(), c.spec); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ch := c.channel()
-		t := queue.Topology{Name: c.spec.Name, Type: c.spec.Type, DeadLetterQueue: c.spec.DeadLetterQueue, RetryDelays: c.spec.RetryDelays}
+		t := queue.Topology{Name: c.spec.Name, Queue: c.spec.Topology, RetryDelays: c.spec.RetryDelays}
 		for _, d := range queue.Declarations(t) {
 			_, _ = ch.QueueDelete(d.Name, false, false, false)
 		}
@@ -183,7 +184,7 @@ func (c *consumerEnv) expectQueues(main, dlq int) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	want := map[string]int{c.spec.Name: main, c.spec.DeadLetterQueue: dlq}
+	want := map[string]int{c.spec.Name: main, c.spec.Topology.DeadLetterQueue: dlq}
 	for _, line := range bytes.Split(out, []byte("\n")) {
 		f := strings.Fields(string(line))
 		if len(f) != 3 {

@@ -1,11 +1,13 @@
 // Package queue holds what the runtime that declares a queue's topology and
 // lilygen that writes it down must agree on: the names of a queue's retry
-// buckets, the arguments of each queue it declares, and a delivery's
-// settlement budget. It depends on the standard library only.
+// buckets, the arguments of each queue it declares, the exchanges and
+// bindings that route to it, the policies that may carry Lily's arguments
+// instead, and a delivery's settlement budget. It depends on the standard
+// library and the topology package only.
 //
-// Topology of one queue, all on the default exchange so that a handoff's
-// mandatory publish is routed by queue name alone and a missing queue shows up
-// as a Return:
+// Lily's own queues are routed through the default exchange, so that a
+// handoff's mandatory publish is routed by queue name alone and a missing
+// queue shows up as a Return; other exchanges only bring messages to <name>:
 //
 //	<name>               the main queue; dead-letters (oversized bodies) to <dlq>
 //	<name>.retry.<delay> one retry bucket per delay; its message TTL is the delay,
@@ -26,12 +28,17 @@
 // for the broker's major version: -1 from 4 on, nothing before.
 package queue
 
-import "time"
+import (
+	"maps"
+	"time"
+
+	"github.com/lily-mq/lily/topology"
+)
 
 // The queue types Lily declares.
 const (
-	Classic = "classic"
-	Quorum  = "quorum"
+	Classic = topology.Classic
+	Quorum  = topology.Quorum
 )
 
 // settlementMargin is the time left for handoff and settlement after
@@ -40,14 +47,21 @@ const settlementMargin = 30 * time.Second
 
 // Topology is what a queue's declarations depend on.
 type Topology struct {
-	Name, Type, DeadLetterQueue string
-	RetryDelays                 []time.Duration
-	// DeliveryLimit is a quorum main queue's delivery limit: a positive
-	// count, or NoDeliveryLimit.
-	DeliveryLimit int
+	Name string
+	topology.Queue
+	RetryDelays []time.Duration
 	// BrokerMajor is the major version of the RabbitMQ the declarations are
 	// for: it decides how a quorum queue's "no limit" is written.
 	BrokerMajor int
+}
+
+// DeliveryLimit is the main queue's delivery limit: zero for a classic
+// queue, DefaultDeliveryLimit for a quorum queue that names none.
+func (t Topology) DeliveryLimit() int {
+	if t.Type == Quorum && t.Queue.DeliveryLimit == 0 {
+		return DefaultDeliveryLimit
+	}
+	return t.Queue.DeliveryLimit
 }
 
 // NoDeliveryLimit is the delivery limit of a queue the broker never
@@ -65,6 +79,8 @@ const DefaultDeliveryLimit = 20
 type Declaration struct {
 	Name string
 	Args map[string]any
+	// Passive: the queue is another team's, only checked.
+	Passive bool
 	// KeepExisting: a queue of this name that exists already is used as it
 	// is, not declared again. The DLQ's: how a quorum DLQ's "no delivery
 	// limit" is written depends on the broker's version, and one declared
@@ -88,27 +104,64 @@ func Budget(handlerTimeout, budget time.Duration) time.Duration {
 
 // Declarations lists the queues of t in declaration order: the DLQ, the
 // retry buckets, the main queue. The runtime declares exactly these, and
-// `lilygen topology` writes them as RabbitMQ definitions.
+// `lilygen topology` writes them as RabbitMQ definitions. When Lily's
+// arguments come from policies (Policies), each carries only its type and
+// the arguments its team sets; an external main queue is only checked.
 func Declarations(t Topology) []Declaration {
-	dlq := withType(t.Type, t.DeadLetterQueue, map[string]any{})
-	main := withType(t.Type, t.Name, map[string]any{
+	var decls []Declaration
+	for _, q := range t.queues() {
+		args := q.fixed
+		if !t.ByPolicy && !t.External {
+			args = q.all()
+		}
+		decls = append(decls, Declaration{Name: q.name, Args: args, KeepExisting: q.name == t.DeadLetterQueue})
+	}
+	if t.External {
+		decls[len(decls)-1].Passive = true
+	}
+	return decls
+}
+
+// queueArgs are one queue's arguments, split by whether a policy may carry
+// them: fixed ones (the type, and what its team sets, some of which no
+// policy can) and Lily's own.
+type queueArgs struct {
+	name         string
+	fixed, lilys map[string]any
+}
+
+// all is every argument of q, as its declaration carries them.
+func (q queueArgs) all() map[string]any {
+	args := make(map[string]any, len(q.fixed)+len(q.lilys))
+	maps.Copy(args, q.fixed)
+	maps.Copy(args, q.lilys)
+	return args
+}
+
+// queues lists t's queues in declaration order, with their arguments.
+func (t Topology) queues() []queueArgs {
+	dlq := t.withType(t.DeadLetterQueue, map[string]any{}, map[string]any{})
+	mainFixed := maps.Clone(t.Arguments)
+	if mainFixed == nil {
+		mainFixed = map[string]any{}
+	}
+	main := t.withType(t.Name, mainFixed, map[string]any{
 		"x-dead-letter-exchange":    "",
 		"x-dead-letter-routing-key": t.DeadLetterQueue,
 	})
-	dlq.KeepExisting = true
 	if t.Type == Quorum {
-		t.limit(dlq.Args, NoDeliveryLimit)
-		t.limit(main.Args, t.DeliveryLimit)
+		t.limit(dlq.lilys, NoDeliveryLimit)
+		t.limit(main.lilys, t.DeliveryLimit())
 	}
-	decls := []Declaration{dlq}
+	out := []queueArgs{dlq}
 	for _, d := range t.RetryDelays {
-		decls = append(decls, withType(t.Type, RetryBucket(t.Name, d), map[string]any{
+		out = append(out, t.withType(RetryBucket(t.Name, d), map[string]any{}, map[string]any{
 			"x-message-ttl":             d.Milliseconds(),
 			"x-dead-letter-exchange":    "",
 			"x-dead-letter-routing-key": t.Name,
 		}))
 	}
-	return append(decls, main)
+	return append(out, main)
 }
 
 // limit writes a quorum queue's delivery limit n into args, as t's broker
@@ -125,16 +178,16 @@ func (t Topology) limit(args map[string]any, n int) {
 // withType adds the queue type's arguments. Classic queues carry no
 // x-queue-type, so that a queue declared before (by hand or an older tool)
 // without it stays equivalent.
-func withType(queueType, name string, args map[string]any) Declaration {
-	if queueType == Quorum {
-		args["x-queue-type"] = Quorum
-		if _, dl := args["x-dead-letter-routing-key"]; dl {
+func (t Topology) withType(name string, fixed, lilys map[string]any) queueArgs {
+	if t.Type == Quorum {
+		fixed["x-queue-type"] = Quorum
+		if _, dl := lilys["x-dead-letter-routing-key"]; dl {
 			// Quorum queues can dead-letter at least once (RabbitMQ 3.10+): an
 			// expiring retry copy or an oversized body then cannot be lost
 			// between the queues. The strategy requires reject-publish overflow.
-			args["x-dead-letter-strategy"] = "at-least-once"
-			args["x-overflow"] = "reject-publish"
+			lilys["x-dead-letter-strategy"] = "at-least-once"
+			lilys["x-overflow"] = "reject-publish"
 		}
 	}
-	return Declaration{Name: name, Args: args}
+	return queueArgs{name: name, fixed: fixed, lilys: lilys}
 }

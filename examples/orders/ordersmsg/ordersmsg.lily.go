@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	runtime "github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
 	"github.com/lily-mq/lily/wire"
 	"regexp"
 	"time"
@@ -17,7 +18,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV3
+const _ = runtime.SupportsGeneratedCodeV4
 
 // OrderPlacedType is the AMQP type of OrderPlaced messages.
 const OrderPlacedType = "OrderPlaced"
@@ -417,15 +418,17 @@ func (UnimplementedOrdersHandler) HandleOrderPlacedV2(context.Context, *OrderPla
 // OrdersQueueSpec returns the topology and policy of queue "orders".
 func OrdersQueueSpec() runtime.QueueSpec {
 	return runtime.QueueSpec{
-		Name:            "orders",
-		Type:            "classic",
-		Prefetch:        16,
-		Concurrency:     4,
-		RetryDelays:     []time.Duration{time.Second, 3 * time.Second},
-		MaxAttempts:     3,
-		DeadLetterQueue: "orders.dlq",
-		MaxBodyBytes:    16384,
-		HandlerTimeout:  10 * time.Second,
+		Name: "orders",
+		Topology: topology.Queue{
+			Type:            "classic",
+			DeadLetterQueue: "orders.dlq",
+		},
+		Prefetch:       16,
+		Concurrency:    4,
+		RetryDelays:    []time.Duration{time.Second, 3 * time.Second},
+		MaxAttempts:    3,
+		MaxBodyBytes:   16384,
+		HandlerTimeout: 10 * time.Second,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	runtime "github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
 	"github.com/lily-mq/lily/wire"
 	"time"
 	"unicode/utf8"
@@ -16,7 +17,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV3
+const _ = runtime.SupportsGeneratedCodeV4
 
 // OrderPlacedType is the AMQP type of OrderPlaced messages.
 const OrderPlacedType = "OrderPlaced"
@@ -146,15 +147,17 @@ func (UnimplementedLilytestHandler) HandleOrderPlacedV1(context.Context, *OrderP
 // LilytestQueueSpec returns the topology and policy of queue "lilytest".
 func LilytestQueueSpec() runtime.QueueSpec {
 	return runtime.QueueSpec{
-		Name:            "lilytest",
-		Type:            "classic",
-		Prefetch:        8,
-		Concurrency:     4,
-		RetryDelays:     []time.Duration{300 * time.Millisecond},
-		MaxAttempts:     3,
-		DeadLetterQueue: "lilytest.dlq",
-		MaxBodyBytes:    1024,
-		HandlerTimeout:  2 * time.Second,
+		Name: "lilytest",
+		Topology: topology.Queue{
+			Type:            "classic",
+			DeadLetterQueue: "lilytest.dlq",
+		},
+		Prefetch:       8,
+		Concurrency:    4,
+		RetryDelays:    []time.Duration{300 * time.Millisecond},
+		MaxAttempts:    3,
+		MaxBodyBytes:   1024,
+		HandlerTimeout: 2 * time.Second,
 	}
 }
 

@@ -1,0 +1,41 @@
+package queue
+
+import (
+	"regexp"
+	"strings"
+)
+
+// PolicyPriority is the priority of the policies Lily writes. RabbitMQ applies
+// one policy to a queue, the matching one of highest priority: Lily's, which
+// match one queue name exactly, must win over an estate's broad ones, and
+// whatever those set for the queue must be added to Lily's by hand.
+const PolicyPriority = 10
+
+// Policy is one RabbitMQ policy: Definition applies to the queues whose name
+// matches Pattern.
+type Policy struct {
+	Name, Pattern string
+	Definition    map[string]any
+}
+
+// Policies lists the policies that carry Lily's arguments of t's queues
+// when its declarations do not (t.ByPolicy or t.External), in declaration
+// order; nil otherwise. Each matches one queue by its exact name.
+func Policies(t Topology) []Policy {
+	if !t.ByPolicy && !t.External {
+		return nil
+	}
+	var out []Policy
+	for _, q := range t.queues() {
+		if len(q.lilys) == 0 {
+			continue
+		}
+		def := make(map[string]any, len(q.lilys))
+		for k, v := range q.lilys {
+			// A policy key is the queue argument's name without its x-.
+			def[strings.TrimPrefix(k, "x-")] = v
+		}
+		out = append(out, Policy{Name: "lily " + q.name, Pattern: "^" + regexp.QuoteMeta(q.name) + "$", Definition: def})
+	}
+	return out
+}

@@ -1,0 +1,268 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/topology"
+)
+
+// otherTeamsExchange declares an exchange as its owner would, outside Lily,
+// and deletes it when the test ends.
+func otherTeamsExchange(t *testing.T, name, kind string) {
+	t.Helper()
+	ch := channel(t, dial(t))
+	if err := ch.ExchangeDeclare(name, kind, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteExchanges(t, name) })
+}
+
+func deleteExchanges(t *testing.T, names ...string) {
+	conn, err := amqp.Dial(brokerURL(t))
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	defer conn.Close()
+	for _, n := range names {
+		if ch, err := conn.Channel(); err == nil {
+			_ = ch.ExchangeDelete(n, false, false)
+			_ = ch.Close()
+		}
+	}
+}
+
+// publishTo publishes msg to exchange with key, confirmed; not mandatory, as
+// a producer that does not know who is bound.
+func publishTo(t *testing.T, exchange, key string, msg amqp.Publishing) {
+	t.Helper()
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirm(exchange, key, false, false, msg)
+	if err != nil || !dc.Wait() {
+		t.Fatalf("publish to %s with key %s: %v, not confirmed", exchange, key, err)
+	}
+}
+
+// Two queues of ours, one classic and one quorum, are bound with different
+// patterns to a topic exchange another team owns. The classic one fails each
+// message's first attempt: its retry copy dead-letters straight back to it,
+// never through the exchange, so the quorum queue sees each message once.
+// Each queue carries the arguments its schema sets.
+func TestBrokerTopicExchangeRetryStaysWithItsQueue(t *testing.T) {
+	t.Parallel()
+	exchange := "lilytest.payments." + strings.ReplaceAll(t.Name(), "/", ".")
+	otherTeamsExchange(t, exchange, topology.Topic)
+	routes := func(key string) topology.Queue {
+		return topology.Queue{
+			Exchanges: []topology.Exchange{{Name: exchange, Type: topology.Topic, External: true}},
+			Bindings:  []topology.Binding{{Source: exchange, RoutingKey: key}},
+		}
+	}
+	billing := brokerSpec(t, func(q *runtime.QueueSpec) {
+		dlq := q.Topology.DeadLetterQueue
+		q.Topology = routes("payment.#")
+		q.Topology.Type, q.Topology.DeadLetterQueue = topology.Classic, dlq
+		q.Topology.Arguments = map[string]any{"x-max-priority": int64(5), "x-max-length": int64(1000), "x-overflow": "reject-publish-dlx", "x-message-ttl": int64(3_600_000)}
+		q.RetryDelays = []time.Duration{200 * time.Millisecond}
+	})
+	audit := brokerSpec(t, func(q *runtime.QueueSpec) {
+		dlq := q.Topology.DeadLetterQueue
+		q.Topology = routes("payment.*.eu")
+		q.Topology.Type, q.Topology.DeadLetterQueue = topology.Quorum, dlq
+		q.Topology.Arguments = map[string]any{"x-single-active-consumer": true, "x-quorum-initial-group-size": int64(1)}
+	})
+	var mu sync.Mutex
+	attempts := map[string][]int{}
+	b := start(t, billing, func(_ context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return runtime.Retryable(errors.New("ledger busy"))
+		}
+		return nil
+	})
+	a := start(t, audit, func(_ context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts[msg.OrderID] = append(attempts[msg.OrderID], d.Attempt())
+		return nil
+	})
+	awaitConsumer(t, billing.Name)
+	awaitConsumer(t, audit.Name)
+	ids := []string{"p-1", "p-2", "p-3"}
+	for _, id := range ids {
+		publishTo(t, exchange, "payment.authorized.eu", order(t, id))
+	}
+	publishTo(t, exchange, "payment.authorized.us", order(t, "p-us"))
+
+	recs := b.await(2 * (len(ids) + 1))
+	acked := 0
+	for _, r := range recs {
+		if r.Path == runtime.PathAcked {
+			acked++
+		}
+	}
+	if acked != len(ids)+1 {
+		t.Errorf("billing acked %d of %d: %+v", acked, len(ids)+1, recs)
+	}
+	a.await(len(ids))
+	assertCounts(t, map[string][2]int{
+		billing.Name: {0, 0}, bucket(billing, 200*time.Millisecond): {0, 0}, billing.Topology.DeadLetterQueue: {0, 0},
+		audit.Name: {0, 0}, audit.Topology.DeadLetterQueue: {0, 0},
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if got := attempts[id]; len(got) != 1 || got[0] != 1 {
+			t.Errorf("audit handled %s at attempts %v, want once, at 1: a retry copy reached it", id, got)
+		}
+	}
+	if len(attempts) != len(ids) {
+		t.Errorf("audit handled %v, want only the .eu payments", attempts)
+	}
+	args := queueArguments(t)
+	for name, want := range map[string][]string{
+		billing.Name: {`{"x-max-priority",5}`, `{"x-max-length",1000}`, `{"x-overflow","reject-publish-dlx"}`, `{"x-message-ttl",3600000}`, `{"x-dead-letter-routing-key"`},
+		audit.Name:   {`{"x-single-active-consumer",true}`, `{"x-quorum-initial-group-size",1}`, `{"x-queue-type","quorum"}`},
+	} {
+		for _, w := range want {
+			if !strings.Contains(args[name], w) {
+				t.Errorf("queue %s arguments %s, want %s", name, args[name], w)
+			}
+		}
+	}
+}
+
+// An external exchange that does not exist ends Run with the broker's 404,
+// before any queue is declared.
+func TestBrokerExternalExchangeMissingEndsRun(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Topology.Exchanges = []topology.Exchange{{Name: "lilytest.nobody.owns.this", Type: topology.Fanout, External: true}}
+		q.Topology.Bindings = []topology.Binding{{Source: "lilytest.nobody.owns.this"}}
+	})
+	_, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.Run(ctx)
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Code != amqp.NotFound || !strings.Contains(err.Error(), "lilytest.nobody.owns.this") {
+		t.Fatalf("Run: %v, want the 404 of the missing exchange", err)
+	}
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDeclarePassive(q.Name, true, false, false, false, nil); !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+		t.Errorf("the queue was declared all the same: %v", err)
+	}
+}
+
+// Lily declares owned exchanges and an exchange-to-exchange binding: an
+// owned topic exchange feeds an internal headers exchange, to which the queue
+// is bound by a header match. Only the message that passes both arrives; the
+// rest go to the topic exchange's alternate exchange.
+func TestBrokerOwnedExchangesAndHeadersMatch(t *testing.T) {
+	t.Parallel()
+	prefix := "lilytest.owned." + strings.ReplaceAll(t.Name(), "/", ".")
+	src, hx, unrouted := prefix+".events", prefix+".by-region", prefix+".unrouted"
+	t.Cleanup(func() { deleteExchanges(t, src, hx, unrouted) })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Topology.Exchanges = []topology.Exchange{
+			{Name: src, Type: topology.Topic, Durable: true, AlternateExchange: unrouted},
+			{Name: hx, Type: topology.Headers, Durable: true, Internal: true},
+			{Name: unrouted, Type: topology.Fanout, Durable: true},
+		}
+		q.Topology.Bindings = []topology.Binding{
+			{Source: src, Exchange: hx, RoutingKey: "order.#"},
+			{Source: hx, Arguments: map[string]any{"x-match": "all", "region": "eu"}},
+		}
+	})
+	declareTopology(t, q)
+	// What the alternate exchange gets, a queue of the test's own shows.
+	ch := channel(t, dial(t))
+	lost := q.Name + ".unrouted"
+	if _, err := ch.QueueDeclare(lost, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(lost, "", unrouted, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	withRegion := func(id, region string) amqp.Publishing {
+		m := order(t, id)
+		m.Headers["region"] = region
+		return m
+	}
+	publishTo(t, src, "order.placed", withRegion("eu-1", "eu"))
+	publishTo(t, src, "order.placed", withRegion("us-1", "us"))
+	publishTo(t, src, "invoice.sent", withRegion("eu-2", "eu"))
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	if rec := c.await(1)[0]; rec.MessageID != "eu-1" || rec.Path != runtime.PathAcked {
+		t.Errorf("record %+v, want eu-1 acked", rec)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}, lost: {1, 0}})
+	if got := drain(t, lost); len(got) != 1 || got[0].MessageId != "eu-2" {
+		t.Errorf("the alternate exchange got %d messages, want eu-2 alone", len(got))
+	}
+	if got := len(c.recorded()); got != 1 {
+		t.Errorf("%d records, want 1 (us-1 matches no binding and is dropped by the headers exchange)", got)
+	}
+}
+
+// An external queue, declared by its owner without Lily's arguments, gets
+// its dead-lettering and its retry bucket's TTL from the policies `lilygen
+// topology` writes: an oversized body is dead-lettered by the broker into
+// the DLQ, and a retry comes back from its bucket.
+func TestBrokerExternalQueueByPolicy(t *testing.T) {
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Topology.External = true
+		q.RetryDelays = []time.Duration{200 * time.Millisecond}
+	})
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDeclare(q.Name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range queue.Policies(queue.Topology{Name: q.Name, Queue: q.Topology, RetryDelays: q.RetryDelays}) {
+		def, _ := json.Marshal(p.Definition)
+		if out, err := exec.Command("rabbitmqctl", "set_policy", "--apply-to", "queues", "--priority", "10", p.Name, p.Pattern, string(def)).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl set_policy: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "clear_policy", p.Name).Run() })
+	}
+	big := produce(t, "big-1", &lilytest.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 2000))})
+	publish(t, q.Name, big, order(t, "again-1"))
+	c := start(t, q, func(_ context.Context, _ *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return errors.New("try again")
+		}
+		return nil
+	})
+	paths := map[string][]runtime.Path{}
+	for _, r := range c.await(3) {
+		paths[r.MessageID] = append(paths[r.MessageID], r.Path)
+	}
+	if got := paths["big-1"]; len(got) != 1 || got[0] != runtime.PathBrokerDeadLettered {
+		t.Errorf("big-1 took %v, want broker-dead-lettered", got)
+	}
+	if got := paths["again-1"]; len(got) != 2 || got[0] != runtime.PathRetried || got[1] != runtime.PathAcked {
+		t.Errorf("again-1 took %v, want retried then acked", got)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, 200*time.Millisecond): {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+	if got := drain(t, q.Topology.DeadLetterQueue); len(got) != 1 || got[0].MessageId != "big-1" {
+		t.Errorf("the DLQ holds %d messages, want big-1", len(got))
+	}
+	if args := queueArguments(t); args[q.Name] != "[]" || args[bucket(q, 200*time.Millisecond)] != "[]" {
+		t.Errorf("arguments: queue %s, bucket %s; want none: the policies carry them", args[q.Name], args[bucket(q, 200*time.Millisecond)])
+	}
+}
