@@ -52,6 +52,8 @@ func Breaking(old, new *schema.File) []Finding {
 			fmt.Sprintf("queue %q is no longer consumed: what it, its retry buckets and its DLQ %q hold stays there", oq.Name, oq.DLQ),
 			"stop its producers, let it and its retry buckets drain, deal with its DLQ, then delete the queues")
 	}
+	b.exchanges()
+	b.bindings()
 	return b.out
 }
 
@@ -398,6 +400,7 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 			fmt.Sprintf("queue %q changes its delivery limit from %s to %s: its x-delivery-limit changes", oq.Name, limitWord(oq.DeliveryLimit), limitWord(nq.DeliveryLimit)),
 			"drain and delete the queue before deploying, or consume a queue under a new name")
 	}
+	b.arguments(oq, nq)
 	if (oq.Inbox == schema.InboxRequired) != (nq.Inbox == schema.InboxRequired) {
 		b.add(rules.InboxRequirementChanged, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q changes its inbox policy from %s to %s: New%sConsumer gains or loses its inbox parameter", oq.Name, oq.Inbox, nq.Inbox, nq.GoName),

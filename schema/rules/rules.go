@@ -20,14 +20,17 @@ const (
 	// Producer: producers on the new schema send what consumers still on
 	// the old one reject; safe only once every consumer runs the new code.
 	Producer Category = "PRODUCER"
-	// Topology: RabbitMQ refuses to redeclare a queue (406 PRECONDITION_FAILED).
+	// Topology: RabbitMQ refuses to redeclare a queue or exchange (406
+	// PRECONDITION_FAILED).
 	Topology Category = "TOPOLOGY"
+	// Routing: messages published as before no longer reach the queue.
+	Routing Category = "ROUTING"
 	// Lint: a convention, not a break.
 	Lint Category = "LINT"
 )
 
 // Categories are the categories in the order reports list them.
-var Categories = []Category{API, Wire, Inflight, Producer, Topology, Lint}
+var Categories = []Category{API, Wire, Inflight, Producer, Topology, Routing, Lint}
 
 // Describe says what a category's findings break, for report headings.
 func (c Category) Describe() string {
@@ -37,6 +40,7 @@ func (c Category) Describe() string {
 		Inflight: "messages already in a queue, retry bucket or DLQ can no longer be decoded or dispatched",
 		Producer: "producers on the new schema send what consumers on the old one reject: deploy consumers first",
 		Topology: "RabbitMQ refuses the redeclare (406 PRECONDITION_FAILED)",
+		Routing:  "messages published as before no longer reach the queue",
 		Lint:     "conventions",
 	}[c]
 }
@@ -81,6 +85,17 @@ var (
 	QueueTypeChanged        = Rule{"QUEUE-TYPE-CHANGED", Topology, "`type` changed: RabbitMQ cannot change the type of the queue, its retry buckets or DLQ"}
 	DLQChanged              = Rule{"DLQ-CHANGED", Topology, "`dlq` changed: the main queue's `x-dead-letter-routing-key` changes"}
 	DeliveryLimitChanged    = Rule{"DELIVERY-LIMIT-CHANGED", Topology, "a quorum queue's `delivery_limit` changed: its `x-delivery-limit` changes"}
+	SingleActiveChanged     = Rule{"SINGLE-ACTIVE-CONSUMER-CHANGED", Topology, "`arguments.single_active_consumer` changed: `x-single-active-consumer` changes"}
+	MaxPriorityChanged      = Rule{"MAX-PRIORITY-CHANGED", Topology, "`arguments.max_priority` changed: `x-max-priority` changes"}
+	MaxLengthChanged        = Rule{"MAX-LENGTH-CHANGED", Topology, "`arguments.max_length` or `max_length_bytes` changed: `x-max-length` or `x-max-length-bytes` changes"}
+	OverflowChanged         = Rule{"OVERFLOW-CHANGED", Topology, "`arguments.overflow` changed: `x-overflow` changes"}
+	MessageTTLChanged       = Rule{"MESSAGE-TTL-CHANGED", Topology, "`arguments.message_ttl` changed: `x-message-ttl` changes"}
+	InitialGroupSizeChanged = Rule{"INITIAL-GROUP-SIZE-CHANGED", Topology, "a quorum queue's `arguments.initial_group_size` changed: `x-quorum-initial-group-size` changes"}
+	LilyArgumentsMoved      = Rule{"LILY-ARGUMENTS-MOVED", Topology, "`lily_arguments` or `ownership` changed whether the queue's declarations carry Lily's dead-lettering, TTL and limit arguments"}
+	ExchangeTypeChanged     = Rule{"EXCHANGE-TYPE-CHANGED", Topology, "an exchange's `type` changed (for an external exchange: the schema now says its owner changed it)"}
+	ExchangeChanged         = Rule{"EXCHANGE-CHANGED", Topology, "an owned exchange's `durable`, `internal` or `alternate_exchange` changed"}
+	BindingRemoved          = Rule{"BINDING-REMOVED", Routing, "a queue or exchange no longer binds to an exchange it did: what that exchange routed there stops arriving"}
+	RoutingKeyNarrowed      = Rule{"ROUTING-KEY-NARROWED", Routing, "a binding's routing key, pattern or header match accepts less: some messages stop arriving"}
 
 	LintQueueName         = Rule{"LINT-QUEUE-NAME", Lint, "a queue or DLQ name that is not lower-case words joined by `.`, `-` or `_`"}
 	LintFieldName         = Rule{"LINT-FIELD-NAME", Lint, "a payload JSON key that is not snake_case (headers are exempt)"}
@@ -100,6 +115,9 @@ var All = []Rule{
 	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed,
 	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld,
 	QueueTypeChanged, DLQChanged, DeliveryLimitChanged,
+	SingleActiveChanged, MaxPriorityChanged, MaxLengthChanged, OverflowChanged, MessageTTLChanged, InitialGroupSizeChanged,
+	LilyArgumentsMoved, ExchangeTypeChanged, ExchangeChanged,
+	BindingRemoved, RoutingKeyNarrowed,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
 }
 

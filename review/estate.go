@@ -1,0 +1,202 @@
+package review
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/schema/rules"
+)
+
+// redeclare is the migration of a change RabbitMQ refuses on a queue.
+const redeclare = "drain and delete the queue before deploying, or consume a queue under a new name; or take the argument from a policy (lily_arguments: policy)"
+
+// arguments reports each queue argument its team sets that changed: RabbitMQ
+// refuses a redeclare with any other value (406).
+func (b *breaker) arguments(oq, nq *schema.Queue) {
+	if oq.External || nq.External {
+		return // never declared, so never refused
+	}
+	o, n := oq.Arguments, nq.Arguments
+	type arg struct {
+		rule     rules.Rule
+		key      string
+		old, new any
+	}
+	for _, a := range []arg{
+		{rules.SingleActiveChanged, "single_active_consumer", o.SingleActiveConsumer, n.SingleActiveConsumer},
+		{rules.MaxPriorityChanged, "max_priority", o.MaxPriority, n.MaxPriority},
+		{rules.MaxLengthChanged, "max_length", o.MaxLength, n.MaxLength},
+		{rules.MaxLengthChanged, "max_length_bytes", o.MaxLengthBytes, n.MaxLengthBytes},
+		{rules.OverflowChanged, "overflow", o.Overflow, n.Overflow},
+		{rules.MessageTTLChanged, "message_ttl", o.MessageTTL, n.MessageTTL},
+		{rules.InitialGroupSizeChanged, "initial_group_size", o.InitialGroupSize, n.InitialGroupSize},
+	} {
+		if a.old != a.new {
+			b.add(a.rule, oq.Name, nq.Pos,
+				fmt.Sprintf("queue %q changes %s from %s to %s: RabbitMQ refuses the redeclare (406)", oq.Name, a.key, unset(a.old), unset(a.new)),
+				redeclare)
+		}
+	}
+	if oq.ByPolicy != nq.ByPolicy {
+		b.add(rules.LilyArgumentsMoved, oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q moves Lily's arguments %s: its declarations gain or lose them, which RabbitMQ refuses for the queue and its retry buckets (406)", oq.Name, moved(nq.ByPolicy)),
+			"drain and delete the queue and its retry buckets before deploying, or consume a queue under a new name; with policy, apply `lilygen topology`'s policies first")
+	}
+}
+
+func moved(byPolicy bool) string {
+	if byPolicy {
+		return "from its declarations to policies"
+	}
+	return "from policies to its declarations"
+}
+
+// unset writes an argument's value, or "unset" for its zero.
+func unset(v any) string {
+	switch v {
+	case false, 0, "", any(int64(0)):
+		return "unset"
+	}
+	if d, ok := v.(fmt.Stringer); ok {
+		if d.String() == "0s" {
+			return "unset"
+		}
+	}
+	return fmt.Sprint(v)
+}
+
+// exchanges reports each exchange of old that new declares differently.
+func (b *breaker) exchanges() {
+	for _, ox := range b.old.Exchanges {
+		nx := findExchangeIn(b.new, ox.Name)
+		if nx == nil {
+			continue // what it routed to a queue is reported by bindings
+		}
+		if ox.Type != nx.Type {
+			b.add(rules.ExchangeTypeChanged, ox.Name, nx.Pos,
+				fmt.Sprintf("exchange %q changes type from %s to %s: RabbitMQ refuses the redeclare (406), and its bindings match differently", ox.Name, ox.Type, nx.Type),
+				"declare an exchange under a new name, bind to it, and move producers to it")
+			continue
+		}
+		if ox.External || nx.External {
+			continue
+		}
+		if ox.Durable != nx.Durable || ox.Internal != nx.Internal || ox.AlternateExchange != nx.AlternateExchange {
+			b.add(rules.ExchangeChanged, ox.Name, nx.Pos,
+				fmt.Sprintf("exchange %q changes durable, internal or alternate_exchange: RabbitMQ refuses the redeclare (406)", ox.Name),
+				"declare an exchange under a new name, bind to it, and move producers to it")
+		}
+	}
+}
+
+// route is one binding, by where it goes.
+type route struct {
+	into string // "queue q" or "exchange x"
+	b    *schema.Binding
+}
+
+// routes lists every binding of f by its destination.
+func routes(f *schema.File) []route {
+	var out []route
+	for _, x := range f.Exchanges {
+		for _, b := range x.Bindings {
+			out = append(out, route{"exchange " + x.Name, b})
+		}
+	}
+	for _, q := range f.Queues {
+		for _, b := range q.Bindings {
+			out = append(out, route{"queue " + q.Name, b})
+		}
+	}
+	return out
+}
+
+// bindings reports each binding of old that new no longer has: removed, or
+// with a key, pattern or header match that accepts less.
+func (b *breaker) bindings() {
+	newRoutes := routes(b.new)
+	for _, or := range routes(b.old) {
+		var same []route
+		covered := false
+		for _, nr := range newRoutes {
+			if nr.into != or.into || nr.b.Source != or.b.Source {
+				continue
+			}
+			same = append(same, nr)
+			if accepts(nr.b, or.b, sourceType(b.new, nr.b.Source)) {
+				covered = true
+			}
+		}
+		at := b.top
+		if len(same) > 0 {
+			at = same[0].b.Pos
+		}
+		subject := fmt.Sprintf("%s<-%s", strings.Fields(or.into)[1], or.b.Source)
+		switch {
+		case covered:
+		case len(same) == 0:
+			b.add(rules.BindingRemoved, subject, at,
+				fmt.Sprintf("%s is no longer bound to exchange %q: what it routed there stops arriving (bindings declared before stay on the broker until deleted)", or.into, or.b.Source),
+				"keep the binding until its producers have moved, then delete it from the broker by hand")
+		default:
+			b.add(rules.RoutingKeyNarrowed, subject, at,
+				fmt.Sprintf("%s's binding to exchange %q no longer accepts %s: those messages stop arriving (the old binding stays on the broker until deleted)", or.into, or.b.Source, describeMatch(or.b)),
+				"keep the old key beside the new one until its producers have moved")
+		}
+	}
+}
+
+func describeMatch(b *schema.Binding) string {
+	if b.Match != "" {
+		return fmt.Sprintf("the header match %s %v", b.Match, b.Headers)
+	}
+	return fmt.Sprintf("routing key %q", b.RoutingKey)
+}
+
+// accepts reports whether binding n routes every message that o did, both
+// from an exchange of type typ.
+func accepts(n, o *schema.Binding, typ string) bool {
+	switch typ {
+	case schema.Fanout:
+		return true
+	case schema.Headers:
+		return n.Match == o.Match && maps.Equal(n.Headers, o.Headers)
+	case schema.Topic:
+		return covers(strings.Split(n.RoutingKey, "."), strings.Split(o.RoutingKey, "."))
+	}
+	return n.RoutingKey == o.RoutingKey
+}
+
+// covers reports whether topic pattern a matches every key pattern b does,
+// word by word: # matches any words, * one, others themselves.
+func covers(a, b []string) bool {
+	switch {
+	case len(a) == 0:
+		return len(b) == 0
+	case a[0] == "#":
+		return covers(a[1:], b) || len(b) > 0 && covers(a, b[1:])
+	case len(b) == 0 || b[0] == "#":
+		return false
+	case a[0] == "*" || a[0] == b[0]:
+		return covers(a[1:], b[1:])
+	}
+	return false
+}
+
+func sourceType(f *schema.File, name string) string {
+	if x := findExchangeIn(f, name); x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func findExchangeIn(f *schema.File, name string) *schema.Exchange {
+	for _, x := range f.Exchanges {
+		if x.Name == name {
+			return x
+		}
+	}
+	return nil
+}
