@@ -84,19 +84,12 @@ func binding(b *schema.Binding, into string) []jen.Code {
 	return out
 }
 
-// table writes an argument table, keys sorted: strings, bools, int64s,
-// float64s and times as the schema read them.
+// table writes an argument table, keys sorted: strings, bools, int64s
+// (jen writes their type) and float64s as the schema read them.
 func table(args map[string]any) jen.Code {
 	var entries []jen.Code
 	for _, k := range slices.Sorted(maps.Keys(args)) {
-		var v jen.Code
-		switch a := args[k].(type) {
-		case int64:
-			v = jen.Int64().Call(jen.Lit(a))
-		default:
-			v = jen.Lit(a)
-		}
-		entries = append(entries, jen.Lit(k).Op(":").Add(v))
+		entries = append(entries, jen.Lit(k).Op(":").Lit(args[k]))
 	}
 	return jen.Map(jen.String()).Any().Values(multiline(entries...)...)
 }

@@ -3,7 +3,9 @@ package review
 import (
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/template"
@@ -65,6 +67,14 @@ type QueueView struct {
 	// DeliveryLimit is a quorum queue's: a count, or "none"; empty for a
 	// classic queue.
 	DeliveryLimit string
+	// Ownership is owned or external; LilyArguments says where Lily's own
+	// arguments come from: declared or policy.
+	Ownership, LilyArguments string
+	// Arguments are those its team sets, as declared (key=value).
+	Arguments []string
+	// Routes are the bindings that bring messages to the queue, from the
+	// furthest exchange in.
+	Routes []string
 }
 
 // NewPage describes f; when old is not nil it also lists what changed since
@@ -90,7 +100,7 @@ func NewPage(f, old *schema.File, against string) Page {
 		p.Messages = append(p.Messages, mv)
 	}
 	for _, q := range f.Queues {
-		p.Queues = append(p.Queues, queueView(q))
+		p.Queues = append(p.Queues, queueView(f, q))
 	}
 	if old != nil {
 		p.Against = against
@@ -101,11 +111,19 @@ func NewPage(f, old *schema.File, against string) Page {
 	return p
 }
 
-func queueView(q *schema.Queue) QueueView {
+func queueView(f *schema.File, q *schema.Queue) QueueView {
 	qv := QueueView{
 		Name: q.Name, Type: string(q.Type), Prefetch: q.Prefetch, Concurrency: q.Concurrency,
 		MaxAttempts: q.Retry.MaxAttempts, DLQ: q.DLQ, MaxBodyBytes: q.MaxBodyBytes,
 		HandlerTimeout: q.HandlerTimeout.String(), Budget: queue.Budget(q.HandlerTimeout, q.SettlementBudget).String(), Inbox: string(q.Inbox),
+		Ownership: ownership(q.External), LilyArguments: schema.ArgumentsDeclared, Routes: routesOf(f, q),
+	}
+	if q.ByPolicy {
+		qv.LilyArguments = schema.ArgumentsByPolicy
+	}
+	args := q.Arguments.Table()
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		qv.Arguments = append(qv.Arguments, fmt.Sprintf("%s=%v", k, args[k]))
 	}
 	if q.DeliveryLimit != 0 {
 		qv.DeliveryLimit = limitWord(q.DeliveryLimit)
@@ -172,4 +190,48 @@ func WritePage(w io.Writer, p Page) error {
 // cell makes s safe inside a Markdown table cell.
 func cell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+func ownership(external bool) string {
+	if external {
+		return schema.External
+	}
+	return schema.Owned
+}
+
+// routesOf describes each binding that brings messages to q, as the
+// runtime declares them: exchange-to-exchange ones first.
+func routesOf(f *schema.File, q *schema.Queue) []string {
+	var out []string
+	describe := func(b *schema.Binding, into string) {
+		src := findExchangeIn(f, b.Source)
+		r := fmt.Sprintf("%s (%s, %s) → %s", b.Source, src.Type, ownership(src.External), into)
+		switch {
+		case b.Match != "":
+			r += fmt.Sprintf(" when %s of %s", b.Match, headerList(b.Headers))
+		case src.Type == schema.Direct || src.Type == schema.Topic:
+			r += fmt.Sprintf(" by %s", b.RoutingKey)
+		}
+		if b.External {
+			r += " (external binding)"
+		}
+		out = append(out, r)
+	}
+	for _, x := range f.Upstream(q) {
+		for _, b := range x.Bindings {
+			describe(b, x.Name)
+		}
+	}
+	for _, b := range q.Bindings {
+		describe(b, "the queue")
+	}
+	return out
+}
+
+func headerList(h map[string]any) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, h[k]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -37,6 +37,11 @@ func Lint(f *schema.File, today time.Time) []Finding {
 					"rename it, such as billing.payments")
 			}
 		}
+		if q.Arguments.SingleActiveConsumer && q.Concurrency > 1 {
+			add(rules.LintSingleActiveConcurrency, q.Name, q.Pos,
+				fmt.Sprintf("queue %q has a single active consumer, which keeps order across processes, but handles %d deliveries at once, which does not", q.Name, q.Concurrency),
+				"set concurrency: 1, or drop single_active_consumer")
+		}
 	}
 	day := today.Format(time.DateOnly)
 	for _, m := range f.Messages {

@@ -219,6 +219,9 @@ var ruleCases = []ruleCase{
 	{rule: rules.LintRemoveAfterPassed,
 		new:     []string{"      2:\n        fields:", "      2:\n        deprecated_since: 2026-01-01\n        remove_after: 2026-06-01\n        fields:"},
 		subject: "OrderPlaced.v2", message: "OrderPlaced version 2 was to be removed after 2026-06-01"},
+	{rule: rules.LintSingleActiveConcurrency,
+		new:     []string{"    max_body_bytes", "    arguments: {single_active_consumer: true}\n    max_body_bytes"},
+		subject: "orders", message: `queue "orders" has a single active consumer, which keeps order across processes, but handles 8 deliveries at once, which does not`},
 }
 
 // TestRuleCasesCoverEveryRule requires a case of ruleCases for every rule,

@@ -103,6 +103,9 @@ var (
 	LintListUnbounded     = Rule{"LINT-LIST-UNBOUNDED", Lint, "a list or map without `max_items`"}
 	LintVersionUnconsumed = Rule{"LINT-VERSION-UNCONSUMED", Lint, "a version no queue consumes, in a schema that has queues"}
 	LintRemoveAfterPassed = Rule{"LINT-REMOVE-AFTER-PASSED", Lint, "a version kept past its `remove_after` date"}
+	// LintSingleActiveConcurrency: a single active consumer is asked for to
+	// keep order, which concurrent handlers lose.
+	LintSingleActiveConcurrency = Rule{"LINT-SINGLE-ACTIVE-CONCURRENCY", Lint, "a queue with `single_active_consumer` and `concurrency` above 1"}
 )
 
 // All lists every rule: the breaking ones by category, in the order reports
@@ -119,6 +122,7 @@ var All = []Rule{
 	LilyArgumentsMoved, ExchangeTypeChanged, ExchangeChanged,
 	BindingRemoved, RoutingKeyNarrowed,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
+	LintSingleActiveConcurrency,
 }
 
 // Lookup returns the rule of id.
