@@ -39,7 +39,7 @@ func drainLily(ctx context.Context, r runConfig, t *tracker) error {
 	}
 	wrong := make(chan runtime.Record, 1)
 	c, err := runtime.NewConsumer(r.spec, ordersmsg.OrdersRoutes(benchHandler{failFirst: r.scenario == scenarioRetry}), runtime.Config{
-		URL:    r.url,
+		URLs:   []string{r.url},
 		Logger: slog.New(slog.DiscardHandler),
 		Observe: func(rec runtime.Record) {
 			if rec.Path != want {

@@ -89,7 +89,7 @@ func (r *run) WithGroup(string) slog.Handler { return r }
 // again. It returns every consumer's report, in order.
 func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error) {
 	cfg := runtime.Config{
-		URL: url, Observe: r.observe, Logger: slog.New(r),
+		URLs: []string{url}, Observe: r.observe, Logger: slog.New(r),
 		// Long enough for a first connection on a loaded machine (Run fails
 		// when that one does), short enough for a stall to outlast it.
 		StepTimeout:   2 * time.Second,

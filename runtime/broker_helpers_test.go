@@ -164,7 +164,7 @@ func start(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.
 func prepare(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.Config)) (*running, *runtime.Consumer) {
 	t.Helper()
 	r := &running{t: t, done: make(chan struct{}), arrived: make(chan struct{}, 1024)}
-	cfg := runtime.Config{URL: brokerURL(t), Logger: slog.New(&r.events), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
+	cfg := runtime.Config{URLs: []string{brokerURL(t)}, Logger: slog.New(&r.events), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
 	for _, f := range tweak {
 		f(&cfg)
 	}

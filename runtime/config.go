@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -12,8 +14,20 @@ import (
 // plugs in per-delivery resources. Zero fields take the defaults named beside
 // them.
 type Config struct {
-	// URL of the broker; amqp://guest:guest@127.0.0.1:5672/ when empty.
-	URL string
+	// URLs of the broker: one, or a cluster's nodes, tried in turn from the
+	// one that last answered; empty ones are skipped, and with none,
+	// amqp://guest:guest@127.0.0.1:5672/ is used.
+	// amqps:// URLs connect with TLS.
+	URLs []string
+	// TLS configures amqps:// connections: the CAs to trust and the client
+	// certificates to present. Its ServerName, when empty, is each URL's
+	// host. When nil, an amqps:// URL's own cacertfile, certfile and keyfile
+	// apply.
+	TLS *tls.Config
+	// Credentials, when set, is asked for a user name and password at each
+	// connection attempt; they replace the URLs' own. Rotated credentials
+	// then take effect at the next reconnect, without a restart.
+	Credentials func(ctx context.Context) (username, password string, err error)
 	// Logger receives the diagnostics events, one record per stage of each
 	// delivery's journey and of the consumer's life, with stable keys
 	// (docs/runtime.md lists them); slog.Default() when nil. A handler of
@@ -58,8 +72,9 @@ const defaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 // withDefaults fills the zero fields of c.
 func (c Config) withDefaults() Config {
-	if c.URL == "" {
-		c.URL = defaultURL
+	c.URLs = slices.DeleteFunc(slices.Clone(c.URLs), func(u string) bool { return u == "" })
+	if len(c.URLs) == 0 {
+		c.URLs = []string{defaultURL}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

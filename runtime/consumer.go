@@ -16,7 +16,6 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/handoff"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/settle"
-	"github.com/lily-mq/lily/runtime/internal/transport"
 	"github.com/lily-mq/lily/runtime/internal/workers"
 )
 
@@ -38,6 +37,9 @@ type Consumer struct {
 	forceNow  chan struct{}
 	forceOnce sync.Once
 	hooks     testHooks
+	// node is the index in cfg.URLs of the URL a connection attempt tries
+	// first: the last that answered.
+	node atomic.Int32
 }
 
 // testHooks let broker tests break the transport at exact moments of a
@@ -57,6 +59,9 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	// after_delivery steps, then a handoff and its ACK.
 	if b := spec.budget(); spec.SettlementBudget != 0 && b < spec.HandlerTimeout+4*cfg.withDefaults().StepTimeout+decide.HandoffReserve {
 		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + 4 step timeouts + %s", spec.Name, b, decide.HandoffReserve))
+	}
+	if err := cfg.validateURLs(); err != nil {
+		errs = append(errs, err)
 	}
 	if spec.InboxRequired && cfg.Inbox == nil {
 		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
@@ -265,21 +270,6 @@ const frameSize = 131072
 // not hold up the session's end.
 func (c *Consumer) closeConn(conn *amqp.Connection) {
 	_ = conn.CloseDeadline(time.Now().Add(c.cfg.StepTimeout))
-}
-
-// dialSocket opens one of the consumer's connections, for role "consume" or
-// "handoff", and returns its socket too. filter, when not nil, is what the
-// client reads the socket through.
-func (c *Consumer) dialSocket(role string, filter func(net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
-	conn, socket, err := transport.Dial(c.cfg.URL, amqp.Config{
-		Properties: amqp.Table{"connection_name": "lily " + c.spec.Name + " " + role},
-		Dial:       amqp.DefaultDial(c.cfg.StepTimeout),
-		FrameSize:  frameSize,
-	}, filter)
-	if err != nil {
-		return nil, nil, fmt.Errorf("lily: connect (%s): %w", role, err)
-	}
-	return conn, socket, nil
 }
 
 func (c *Consumer) newRun() *run {

@@ -33,7 +33,7 @@ func (orders) HandleOrderPlacedV2(ctx context.Context, msg *ordersmsg.OrderPlace
 // work in flight settle through the shutdown's phases; a second one forces.
 // The report lists every delivery not settled with proof.
 func Example() {
-	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{URL: os.Getenv("AMQP_URL")})
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{URLs: []string{os.Getenv("AMQP_URL")}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 
 func through(p *proxy) func(*runtime.Config) {
 	return func(cfg *runtime.Config) {
-		cfg.URL = p.url()
+		cfg.URLs = []string{p.url()}
 		cfg.ReconnectMax = 200 * time.Millisecond
 	}
 }

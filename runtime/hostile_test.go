@@ -2,19 +2,7 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"io"
-	"math/big"
 	"net"
-	neturl "net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,8 +223,8 @@ func TestBrokerQuarantineBeneathTLS(t *testing.T) {
 	deep := order(t, "deep-over-tls")
 	deep.Headers["deep"] = nestedTables(40)
 	publish(t, q.Name, deep, order(t, "good-over-tls"))
-	url := tlsFront(t)
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }, func(cfg *runtime.Config) { cfg.URL = url })
+	url := tlsFront(t, newTestCA(t), false).url
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }, func(cfg *runtime.Config) { cfg.URLs = []string{url} })
 	for _, rec := range c.await(2) {
 		switch rec.MessageID {
 		case "deep-over-tls":
@@ -252,59 +240,4 @@ func TestBrokerQuarantineBeneathTLS(t *testing.T) {
 		t.Errorf("%d reconnects", n)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
-}
-
-// tlsFront listens for TLS on a port of its own, with a self-signed
-// certificate for localhost, and forwards each connection's plain bytes to
-// the broker. It returns the amqps:// URL that reaches the broker through it,
-// naming the certificate as its CA.
-func tlsFront(t *testing.T) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"}, DNSNames: []string{"localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, IsCA: true, BasicConstraintsValid: true,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	broker, err := neturl.Parse(brokerURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			front, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			back, err := net.Dial("tcp", broker.Host)
-			if err != nil {
-				_ = front.Close()
-				continue
-			}
-			go func() { _, _ = io.Copy(back, front); _ = back.Close() }()
-			go func() { _, _ = io.Copy(front, back); _ = front.Close() }()
-		}
-	}()
-	u := *broker
-	u.Scheme = "amqps"
-	u.Host = "localhost:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	u.RawQuery = neturl.Values{"cacertfile": {caFile}, "server_name_indication": {"localhost"}}.Encode()
-	return u.String()
 }

@@ -57,7 +57,7 @@ func TestBrokerSettlerInterleavesAcksAndNacks(t *testing.T) {
 	r := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
 		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 		return nil
-	}, func(cfg *runtime.Config) { cfg.URL, cfg.Logger = url, slog.New(slog.DiscardHandler) })
+	}, func(cfg *runtime.Config) { cfg.URLs, cfg.Logger = []string{url}, slog.New(slog.DiscardHandler) })
 	recs := r.await(n)
 	var deadLettered []string
 	acked := 0

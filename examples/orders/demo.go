@@ -100,7 +100,7 @@ func runDemo(url string) error {
 		}
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: quiet}, runtime.Config{URL: url, Logger: quiet, Observe: observe})
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: quiet}, runtime.Config{URLs: []string{url}, Logger: quiet, Observe: observe})
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func main() {
 		return
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: log}, runtime.Config{URL: *url, Logger: log})
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: log}, runtime.Config{URLs: []string{*url}, Logger: log})
 	if err != nil {
 		log.Error("configure", "error", err)
 		os.Exit(1)

@@ -78,7 +78,7 @@ func TestGeneratedConsumerOnTheBroker(t *testing.T) {
 	rec := recorder{got: make(chan *ordersmsg.OrderPlacedV2, 2)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	consumer, err := runtime.NewConsumer(spec, ordersmsg.OrdersRoutes(rec), runtime.Config{
-		URL: url, Logger: quiet, Observe: func(r runtime.Record) { records <- r },
+		URLs: []string{url}, Logger: quiet, Observe: func(r runtime.Record) { records <- r },
 	})
 	if err != nil {
 		t.Fatal(err)

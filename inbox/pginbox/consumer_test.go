@@ -108,7 +108,7 @@ func (c *consumerEnv) handle(do func(ctx context.Context, d runtime.RawDelivery)
 // run starts a consumer with cfg's hooks and returns its stop function.
 func (c *consumerEnv) run(inbox *pginbox.Inbox, routes runtime.Routes, tweak func(*runtime.Config)) func() *runtime.Report {
 	c.t.Helper()
-	cfg := runtime.Config{URL: c.brokerURL, Observe: func(r runtime.Record) {
+	cfg := runtime.Config{URLs: []string{c.brokerURL}, Observe: func(r runtime.Record) {
 		c.mu.Lock()
 		c.recs = append(c.recs, r)
 		c.mu.Unlock()

@@ -1,0 +1,72 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/transport"
+)
+
+// validateURLs checks that every URL parses and that a TLS configuration has
+// an amqps:// URL to apply to.
+func (c Config) validateURLs() error {
+	var errs []error
+	for _, u := range c.withDefaults().URLs {
+		uri, err := amqp.ParseURI(u)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("broker URL %q: %w", redact(u), err))
+		case c.TLS != nil && uri.Scheme != "amqps":
+			errs = append(errs, fmt.Errorf("broker URL %q is not amqps://, so Config.TLS would not apply to it", redact(u)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// redact hides a URL's password in errors.
+func redact(u string) string {
+	uri, err := amqp.ParseURI(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return uri.String()
+}
+
+// dialSocket opens one of the consumer's connections, for role "consume" or
+// "handoff", and returns its socket too. filter, when not nil, is what the
+// client reads the socket through. It tries each URL in turn, from the one
+// that last answered, and says why each failed.
+func (c *Consumer) dialSocket(role string, filter func(net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
+	cfg := amqp.Config{
+		Properties:      amqp.Table{"connection_name": "lily " + c.spec.Name + " " + role},
+		Dial:            amqp.DefaultDial(c.cfg.StepTimeout),
+		FrameSize:       frameSize,
+		TLSClientConfig: c.cfg.TLS,
+	}
+	if c.cfg.Credentials != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StepTimeout)
+		user, password, err := c.cfg.Credentials(ctx)
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("lily: connect (%s): credentials: %w", role, err)
+		}
+		cfg.SASL = []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: password}}
+	}
+	urls := c.cfg.URLs
+	first := int(c.node.Load())
+	var errs []error
+	for i := range urls {
+		n := (first + i) % len(urls)
+		conn, socket, err := transport.Dial(urls[n], cfg, filter)
+		if err == nil {
+			c.node.Store(int32(n))
+			return conn, socket, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", redact(urls[n]), err))
+	}
+	return nil, nil, fmt.Errorf("lily: connect (%s): %w", role, errors.Join(errs...))
+}

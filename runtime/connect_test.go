@@ -1,0 +1,148 @@
+package runtime_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
+)
+
+func ack(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }
+
+// Config.TLS carries the CA to trust and a client certificate: a TLS
+// listener that accepts only clients whose certificate the test's CA signed
+// lets the consumer and its handoff connection through, and refuses a
+// consumer without one.
+func TestBrokerTLSClientCertificate(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	f := tlsFront(t, ca, true)
+	q := brokerSpec(t, hourRetry)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "tls-1"))
+	withCert := &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t, "lily-consumer", x509.ExtKeyUsageClientAuth)}, MinVersion: tls.VersionTLS12}
+	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+		return errors.New("retry it, over the handoff connection")
+	}, func(cfg *runtime.Config) { cfg.URLs, cfg.TLS = []string{f.bare}, withCert })
+	rec := c.await(1)[0]
+	if rec.Path != runtime.PathRetried || rec.Handoff != "confirmed" {
+		t.Errorf("record %+v, want retried with a confirmed handoff", rec)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
+	if n := f.clients.Load(); n < 2 {
+		t.Errorf("%d connections with a verified client certificate, want the consumer's and its handoff's", n)
+	}
+
+	_, refused := prepare(t, q, ack, func(cfg *runtime.Config) {
+		cfg.URLs, cfg.TLS = []string{f.bare}, &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := refused.Run(ctx); err == nil {
+		t.Error("a consumer without a client certificate connected")
+	}
+	if _, err := runtime.NewConsumer(q, lilytest.LilytestRoutes(handler(ack)), runtime.Config{URLs: []string{brokerURL(t)}, TLS: withCert}); err == nil || !strings.Contains(err.Error(), "not amqps://") {
+		t.Errorf("NewConsumer with TLS and an amqp:// URL: %v", err)
+	}
+}
+
+// closedPort is a local address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return "amqp://guest:guest@" + addr + "/"
+}
+
+// The URLs are tried in turn: a node that refuses is passed over, and when
+// the node in use goes away the consumer moves on to the next, losing
+// nothing.
+func TestBrokerURLsTriedInTurn(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	a, b := newProxy(t), newProxy(t)
+	c := start(t, q, ack, func(cfg *runtime.Config) {
+		cfg.URLs = []string{closedPort(t), a.url(), b.url()}
+	})
+	publish(t, q.Name, order(t, "on-a"))
+	if rec := c.await(1)[0]; rec.MessageID != "on-a" || rec.Path != runtime.PathAcked {
+		t.Errorf("record %+v", rec)
+	}
+	if !a.connected() || b.connected() {
+		t.Fatalf("connections through a: %v, through b: %v; want a alone", a.Conns(), b.Conns())
+	}
+	_ = a.Close() // the node goes away for good
+	eventually(t, 30*time.Second, "a connection through b", b.connected)
+	publish(t, q.Name, order(t, "on-b"))
+	if rec := c.await(2)[1]; rec.MessageID != "on-b" || rec.Path != runtime.PathAcked {
+		t.Errorf("record %+v", rec)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+	if n := c.reconnects(); n < 1 {
+		t.Errorf("%d reconnects, want at least 1", n)
+	}
+}
+
+// Credentials are asked for at each connection attempt: a password rotated
+// on the broker, and in the function, is used at the next reconnect.
+func TestBrokerCredentialsRotate(t *testing.T) {
+	t.Parallel()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	user := "lilytest-rotate-" + hex.EncodeToString(b[:])
+	ctl := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ctl("add_user", user, "first-secret")
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "delete_user", user).Run() })
+	ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newProxy(t)
+	var password atomic.Value
+	password.Store("first-secret")
+	var asked atomic.Int32
+	c := start(t, q, ack, func(cfg *runtime.Config) {
+		// The URL's own user would be refused: the function's replace it.
+		cfg.URLs = []string{strings.Replace(p.url(), "guest:guest", "nobody:wrong", 1)}
+		cfg.Credentials = func(context.Context) (string, string, error) {
+			asked.Add(1)
+			return user, password.Load().(string), nil
+		}
+	})
+	publish(t, q.Name, order(t, "before"))
+	c.await(1)
+	ctl("change_password", user, "second-secret")
+	password.Store("second-secret")
+	before := asked.Load()
+	p.cut()
+	publish(t, q.Name, order(t, "after"))
+	recs := c.await(2)
+	if recs[1].MessageID != "after" || recs[1].Path != runtime.PathAcked {
+		t.Errorf("record %+v", recs[1])
+	}
+	if asked.Load() <= before {
+		t.Errorf("the credentials were asked for %d times, none after the cut", asked.Load())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
