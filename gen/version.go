@@ -32,7 +32,7 @@ func version() string {
 
 // moduleVersion is the version of Lily's module in a binary's build info:
 // the main module under go install github.com/lily-mq/lily/cmd/lilygen@v1.2.3,
-// a dependency under go run github.com/lily-mq/lily/cmd/lilygen in a service.
+// a dependency under go tool lilygen in a service.
 // It is devel unless that is a release: a build inside Lily's own repository,
 // a pseudo-version, a modified tree, a replacement by a directory or a fork.
 func moduleVersion(info *debug.BuildInfo) string {

@@ -23,7 +23,7 @@ deletes a *.lily.go below the schema's directory that it generated before
 after output or package changed; it never touches any other file. In a Go
 package:
 
-  //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml`,
+  //go:generate go tool lilygen generate orders.lily.yaml`,
 	flags: func(*flag.FlagSet) func(*env) int {
 		return func(e *env) int {
 			targets, ok := e.generate("generate")
@@ -43,7 +43,7 @@ would delete) it prints a unified diff (on disk → generated, at most 200
 lines) to stdout and names the file on stderr; with --error-format=json or
 github-actions it prints one STALE-OUTPUT diagnostic per file instead. In CI:
 
-  go run github.com/lily-mq/lily/cmd/lilygen check $(git ls-files '*.lily.yaml')`,
+  go tool lilygen check $(git ls-files '*.lily.yaml')`,
 	flags: func(*flag.FlagSet) func(*env) int {
 		return func(e *env) int {
 			targets, ok := e.generate("check")

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestServiceModule follows README.md's "Use Lily in your service" in a
+// module outside the repository: each of its commands, with this checkout
+// in place of ../lily, then its main.go, to a consumer that builds and a go
+// generate that regenerates. It needs the Go toolchain and the module
+// proxy (or a module cache holding Lily's dependencies), so -short skips it.
+func TestServiceModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module with the go command: not under -short")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands, mainGo := block(t, readme, "commands"), block(t, readme, "main.go")
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for line := range strings.Lines(commands) {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "# now write main.go") {
+			if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainGo), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		args := strings.Fields(strings.ReplaceAll(line, "=../lily", "="+repo))
+		if args[0] != "go" {
+			t.Fatalf("README command %q does not run go", line)
+		}
+		cmd := exec.Command("go", args[1:]...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", line, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ordersmsg", "ordersmsg.lily.go")); err != nil {
+		t.Errorf("no generated code: %v", err)
+	}
+	mod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if !strings.Contains(string(mod), "tool github.com/lily-mq/lily/cmd/lilygen") {
+		t.Errorf("go.mod names no tool:\n%s", mod)
+	}
+}
+
+// block returns the fenced block README.md marks as
+// <!-- service-module: name -->.
+func block(t *testing.T, readme []byte, name string) string {
+	t.Helper()
+	re := regexp.MustCompile("(?s)<!-- service-module: " + regexp.QuoteMeta(name) + " -->\n```[a-z]*\n(.*?)```")
+	m := re.FindSubmatch(readme)
+	if m == nil {
+		t.Fatalf("README.md has no block marked service-module: %s", name)
+	}
+	return string(m[1])
+}
