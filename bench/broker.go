@@ -19,10 +19,12 @@ import (
 const retryDelay = time.Hour
 
 // benchSpec is the example's queue under a run's own name, with the run's
-// prefetch and concurrency. All three consumers read the queue it declares.
+// prefetch and concurrency, unbound: the runs publish to it by name. All
+// three consumers read the queue it declares.
 func benchSpec(queue string, prefetch, concurrency int) runtime.QueueSpec {
 	spec := ordersmsg.OrdersQueueSpec()
 	spec.Name, spec.Topology.DeadLetterQueue = queue, queue+".dlq"
+	spec.Topology.Exchanges, spec.Topology.Bindings = nil, nil
 	spec.Prefetch, spec.Concurrency = prefetch, concurrency
 	spec.RetryDelays = []time.Duration{retryDelay}
 	return spec

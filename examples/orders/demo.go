@@ -71,40 +71,75 @@ func demoMessages() ([]demoMessage, error) {
 
 func ptr[T any](v T) *T { return &v }
 
-// runDemo starts from empty queues, publishes the demo messages, consumes them
-// with the example's handler and prints where each went and why.
+// shopExchange is the exchange the shop team publishes orders to, and
+// orderKey the routing key of an order placed in the EU.
+const (
+	shopExchange = "shop.events"
+	orderKey     = "order.placed.eu"
+)
+
+// specs are the demo's two queues: orders, and orders.audit, both bound to
+// the shop team's exchange.
+func specs() []runtime.QueueSpec {
+	return []runtime.QueueSpec{ordersmsg.OrdersQueueSpec(), ordersmsg.OrdersAuditQueueSpec()}
+}
+
+// runDemo plays the shop team, which declares its exchange, then starts from
+// empty queues, publishes the demo messages to the exchange, consumes them
+// with the example's handlers and prints where each went and why.
 func runDemo(url string) error {
-	spec := ordersmsg.OrdersQueueSpec()
-	if err := resetQueues(url, spec); err != nil {
+	if err := shopTeamDeclares(url); err != nil {
 		return err
+	}
+	for _, spec := range specs() {
+		if err := resetQueues(url, spec); err != nil {
+			return err
+		}
 	}
 	msgs, err := demoMessages()
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Lily demo: queue %q, retry buckets %v, DLQ %q\n\n", spec.Name, spec.RetryDelays, spec.Topology.DeadLetterQueue)
+	fmt.Printf("Lily demo: the shop team publishes to its topic exchange %q with key %q;\n", shopExchange, orderKey)
+	for _, spec := range specs() {
+		fmt.Printf("  queue %q (%s) is bound to it by %q; retry buckets %v, DLQ %q\n",
+			spec.Name, spec.Topology.Type, spec.Topology.Bindings[0].RoutingKey, spec.RetryDelays, spec.Topology.DeadLetterQueue)
+	}
+	fmt.Println()
 
 	var mu sync.Mutex
 	settled := map[string]bool{}
+	seen := map[string]int{} // deliveries of each message, by queue
+	flaky := func(spec runtime.QueueSpec) int { return seen[spec.Name+"/order-flaky"] }
 	done, finished := make(chan struct{}), false
-	observe := func(rec runtime.Record) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Printf("  %-20s attempt %d  %-36s %s\n", rec.MessageID, rec.Attempt, describe(spec, rec), rec.Reason)
-		if rec.Path != runtime.PathRetried {
-			settled[rec.MessageID] = true
-		}
-		if len(settled) == len(msgs) && !finished {
-			finished = true
-			close(done)
+	observe := func(spec runtime.QueueSpec) func(runtime.Record) {
+		return func(rec runtime.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Printf("  %-13s %-20s attempt %d  %-36s %s\n", spec.Name, rec.MessageID, rec.Attempt, describe(spec, rec), rec.Reason)
+			seen[spec.Name+"/"+rec.MessageID]++
+			if rec.Path != runtime.PathRetried {
+				settled[spec.Name+"/"+rec.MessageID] = true
+			}
+			if len(settled) == len(specs())*len(msgs) && !finished {
+				finished = true
+				close(done)
+			}
 		}
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: quiet}, runtime.Config{URLs: []string{url}, Logger: quiet, Observe: observe})
+	config := func(spec runtime.QueueSpec) runtime.Config {
+		return runtime.Config{URLs: []string{url}, Logger: quiet, Observe: observe(spec)}
+	}
+	ordersConsumer, err := ordersmsg.NewOrdersConsumer(orders{log: quiet}, config(ordersmsg.OrdersQueueSpec()))
 	if err != nil {
 		return err
 	}
-	if err := publishAll(url, spec.Name, msgs); err != nil {
+	auditConsumer, err := ordersmsg.NewOrdersAuditConsumer(audit{}, config(ordersmsg.OrdersAuditQueueSpec()))
+	if err != nil {
+		return err
+	}
+	if err := publishAll(url, msgs); err != nil {
 		return err
 	}
 	for _, m := range msgs {
@@ -116,23 +151,56 @@ func runDemo(url string) error {
 		report *runtime.Report
 		err    error
 	}
-	ran := make(chan result, 1)
-	go func() {
-		report, err := consumer.Run(ctx)
-		ran <- result{report, err}
-	}()
+	ran := make(chan result, 2)
+	for _, c := range []*runtime.Consumer{ordersConsumer, auditConsumer} {
+		go func() {
+			report, err := c.Run(ctx)
+			ran <- result{report, err}
+		}()
+	}
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		fmt.Println("  (gave up waiting after 30 s)")
 	}
 	stop()
-	res := <-ran
-	if res.err != nil {
-		return res.err
+	mu.Lock()
+	fmt.Printf("\norder-flaky reached orders %d times and orders.audit %d: a retry goes straight back to its own queue, never through %s.\n",
+		flaky(ordersmsg.OrdersQueueSpec()), flaky(ordersmsg.OrdersAuditQueueSpec()), shopExchange)
+	mu.Unlock()
+	fmt.Println()
+	for range 2 {
+		res := <-ran
+		if res.err != nil {
+			return res.err
+		}
+		fmt.Printf("shutdown report: %s\n", res.report)
 	}
-	fmt.Printf("\nshutdown report: %s\n", res.report)
-	return printQueues(url, spec)
+	for _, spec := range specs() {
+		if err := printQueues(url, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// audit keeps every order event: it handles each version by accepting it.
+type audit struct{}
+
+func (audit) HandleOrderPlacedV1(context.Context, *ordersmsg.OrderPlacedV1, runtime.RawDelivery) error {
+	return nil
+}
+
+func (audit) HandleOrderPlacedV2(context.Context, *ordersmsg.OrderPlacedV2, runtime.RawDelivery) error {
+	return nil
+}
+
+// shopTeamDeclares declares the shop team's exchange, as that team's own
+// service would: Lily only checks that it exists.
+func shopTeamDeclares(url string) error {
+	return withChannel(url, func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclare(shopExchange, "topic", true, false, false, false, nil)
+	})
 }
 
 func describe(spec runtime.QueueSpec, rec runtime.Record) string {
@@ -163,6 +231,7 @@ func resetQueues(url string, spec runtime.QueueSpec) error {
 // its DLQ) with the messages they hold, and says so on w. The names come from
 // the generated spec, as the demo's do, so the two cannot drift apart. A
 // queue that is already gone is not an error: RabbitMQ's delete is idempotent.
+// Deleting the queue deletes its bindings.
 func deleteQueues(url string, spec runtime.QueueSpec, w io.Writer) error {
 	return withChannel(url, func(ch *amqp.Channel) error {
 		for _, q := range queueNames(spec) {
@@ -176,13 +245,36 @@ func deleteQueues(url string, spec runtime.QueueSpec, w io.Writer) error {
 	})
 }
 
-func publishAll(url, queue string, msgs []demoMessage) error {
+// publishAll publishes msgs to the shop team's exchange, as that team does.
+// cleanUp deletes the demo's queues and the exchange it declared for the shop
+// team.
+func cleanUp(url string, w io.Writer) error {
+	for _, spec := range specs() {
+		if err := deleteQueues(url, spec, w); err != nil {
+			return err
+		}
+	}
+	return withChannel(url, func(ch *amqp.Channel) error {
+		if err := ch.ExchangeDelete(shopExchange, false, false); err != nil {
+			return fmt.Errorf("delete exchange %s: %w", shopExchange, err)
+		}
+		fmt.Fprintf(w, "deleted exchange %s\n", shopExchange)
+		return nil
+	})
+}
+
+func publishAll(url string, msgs []demoMessage) error {
+	return publishTo(url, shopExchange, orderKey, msgs)
+}
+
+// publishTo publishes msgs to exchange with key, mandatory and confirmed.
+func publishTo(url, exchange, key string, msgs []demoMessage) error {
 	return withChannel(url, func(ch *amqp.Channel) error {
 		if err := ch.Confirm(false); err != nil {
 			return err
 		}
 		for _, m := range msgs {
-			dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, m.msg)
+			dc, err := ch.PublishWithDeferredConfirm(exchange, key, true, false, m.msg)
 			if err != nil {
 				return err
 			}
@@ -197,7 +289,7 @@ func publishAll(url, queue string, msgs []demoMessage) error {
 // printQueues shows what each queue holds after the consumer stopped.
 func printQueues(url string, spec runtime.QueueSpec) error {
 	return withChannel(url, func(ch *amqp.Channel) error {
-		fmt.Println("\nqueues now:")
+		fmt.Printf("\nqueues of %s now:\n", spec.Name)
 		for _, name := range queueNames(spec) {
 			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
 			if err != nil {

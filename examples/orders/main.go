@@ -1,7 +1,10 @@
 // Command orders is Lily's example service: a consumer of the "orders" queue,
-// typed from orders.lily.yaml. Run it with -demo to publish one message for
-// every settlement path and print where each one went and why, and with
-// -clean to delete the queues the demo declared.
+// typed from orders.lily.yaml, which is bound to the shop team's topic
+// exchange shop.events (it must exist: the demo declares it, as the shop team
+// would). Run it with -demo to publish one message for every settlement path
+// to that exchange and print where each one went, in orders and in the
+// quorum queue orders.audit bound beside it, and why; and with -clean to
+// delete the queues and the exchange the demo declared.
 package main
 
 //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml
@@ -49,7 +52,7 @@ func (o orders) place(tenant, id string, cents int64, d runtime.RawDelivery) err
 
 func main() {
 	demo := flag.Bool("demo", false, "publish one message per settlement path, show where each went, then stop")
-	clean := flag.Bool("clean", false, "delete the queue, its retry buckets and its DLQ, with what they hold, then stop")
+	clean := flag.Bool("clean", false, "delete the demo's queues (with their retry buckets and DLQs, and what they hold) and the shop team's exchange, then stop")
 	url := flag.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
 	flag.Parse()
 
@@ -64,7 +67,7 @@ func main() {
 		}
 		return
 	case *clean:
-		if err := deleteQueues(*url, ordersmsg.OrdersQueueSpec(), os.Stdout); err != nil {
+		if err := cleanUp(*url, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "clean:", err)
 			os.Exit(1)
 		}

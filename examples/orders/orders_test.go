@@ -31,6 +31,10 @@ func declareScratch(t *testing.T) (string, runtime.QueueSpec) {
 	spec.Topology.DeadLetterQueue = spec.Name + ".dlq"
 	url := services.RabbitMQ(t)
 	t.Cleanup(func() { _ = deleteQueues(url, spec, io.Discard) })
+	// The queue is bound to the shop team's exchange, which must exist.
+	if err := shopTeamDeclares(url); err != nil {
+		t.Fatalf("RabbitMQ must be running: %v", err)
+	}
 	if err := withConnection(url, func(conn *amqp.Connection) error { return runtime.DeclareTopology(conn, spec) }); err != nil {
 		t.Fatalf("RabbitMQ must be running: %v", err)
 	}
@@ -70,7 +74,7 @@ func TestGeneratedConsumerOnTheBroker(t *testing.T) {
 	bad := runtime.NewPublishing(ordersmsg.OrderPlacedType, 2, "o-2", []byte(`{"order_id":"o-2","amount_cents":1,`+
 		`"customer":{"email":"ada@example.com"},"items":[{"sku":"","qty":2}],"placed_at":"2026-12-02T10:00:00Z"}`))
 	bad.Headers["x-tenant"] = "acme"
-	if err := publishAll(url, spec.Name, []demoMessage{{msg: good}, {msg: bad}}); err != nil {
+	if err := publishTo(url, "", spec.Name, []demoMessage{{msg: good}, {msg: bad}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -137,7 +141,7 @@ func TestDeleteQueuesOnTheBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := publishAll(url, spec.Topology.DeadLetterQueue, []demoMessage{{msg: msg}}); err != nil {
+	if err := publishTo(url, "", spec.Topology.DeadLetterQueue, []demoMessage{{msg: msg}}); err != nil {
 		t.Fatal(err)
 	}
 	var said strings.Builder

@@ -422,6 +422,12 @@ func OrdersQueueSpec() runtime.QueueSpec {
 		Topology: topology.Queue{
 			Type:            "classic",
 			DeadLetterQueue: "orders.dlq",
+			Exchanges: []topology.Exchange{
+				{Name: "shop.events", Type: "topic", External: true},
+			},
+			Bindings: []topology.Binding{
+				{Source: "shop.events", RoutingKey: "order.placed.*"},
+			},
 		},
 		Prefetch:       16,
 		Concurrency:    4,
@@ -458,4 +464,79 @@ func OrdersRoutes(h OrdersHandler) runtime.Routes {
 // NewOrdersConsumer returns a consumer of queue "orders" that calls h.
 func NewOrdersConsumer(h OrdersHandler, cfg runtime.Config) (*runtime.Consumer, error) {
 	return runtime.NewConsumer(OrdersQueueSpec(), OrdersRoutes(h), cfg)
+}
+
+// OrdersAuditHandler handles the messages queue "orders.audit" consumes. Return nil to ACK,
+// runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.
+type OrdersAuditHandler interface {
+	// HandleOrderPlacedV1 handles version 1 of OrderPlaced.
+	HandleOrderPlacedV1(ctx context.Context, msg *OrderPlacedV1, d runtime.RawDelivery) error
+	// HandleOrderPlacedV2 handles version 2 of OrderPlaced.
+	HandleOrderPlacedV2(ctx context.Context, msg *OrderPlacedV2, d runtime.RawDelivery) error
+}
+
+// UnimplementedOrdersAuditHandler fails every message of queue "orders.audit" permanently. Embed it in
+// your OrdersAuditHandler so that a version added to the schema does not break the build:
+// until you write its method, messages of that version go to the DLQ.
+type UnimplementedOrdersAuditHandler struct{}
+
+// HandleOrderPlacedV1 fails permanently: it is not implemented.
+func (UnimplementedOrdersAuditHandler) HandleOrderPlacedV1(context.Context, *OrderPlacedV1, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandleOrderPlacedV1 is not implemented"))
+}
+
+// HandleOrderPlacedV2 fails permanently: it is not implemented.
+func (UnimplementedOrdersAuditHandler) HandleOrderPlacedV2(context.Context, *OrderPlacedV2, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandleOrderPlacedV2 is not implemented"))
+}
+
+// OrdersAuditQueueSpec returns the topology and policy of queue "orders.audit".
+func OrdersAuditQueueSpec() runtime.QueueSpec {
+	return runtime.QueueSpec{
+		Name: "orders.audit",
+		Topology: topology.Queue{
+			Type:            "quorum",
+			DeadLetterQueue: "orders.audit.dlq",
+			DeliveryLimit:   20,
+			Exchanges: []topology.Exchange{
+				{Name: "shop.events", Type: "topic", External: true},
+			},
+			Bindings: []topology.Binding{
+				{Source: "shop.events", RoutingKey: "order.#"},
+			},
+		},
+		Prefetch:       16,
+		Concurrency:    4,
+		MaxAttempts:    1,
+		MaxBodyBytes:   65536,
+		HandlerTimeout: 30 * time.Second,
+	}
+}
+
+// OrdersAuditRoutes is the dispatch table of queue "orders.audit": (type, version, content type) → extractor → method.
+func OrdersAuditRoutes(h OrdersAuditHandler) runtime.Routes {
+	return runtime.Routes{
+		{Type: OrderPlacedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+			msg, err := ExtractOrderPlacedV1(d.Body())
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			return h.HandleOrderPlacedV1(ctx, msg, d)
+		},
+		{Type: OrderPlacedType, Version: 2, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+			msg, err := ExtractOrderPlacedV2(d.Body())
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			if msg.Headers, err = extractOrderPlacedV2Headers(d.Header); err != nil {
+				return runtime.Permanent(err)
+			}
+			return h.HandleOrderPlacedV2(ctx, msg, d)
+		},
+	}
+}
+
+// NewOrdersAuditConsumer returns a consumer of queue "orders.audit" that calls h.
+func NewOrdersAuditConsumer(h OrdersAuditHandler, cfg runtime.Config) (*runtime.Consumer, error) {
+	return runtime.NewConsumer(OrdersAuditQueueSpec(), OrdersAuditRoutes(h), cfg)
 }
