@@ -180,3 +180,139 @@ func waitForQueue(t *testing.T, conn *amqp.Connection, name string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+const estateSchema = `version: 1
+package: estate
+messages:
+  Ping: {versions: {1: {}}}
+exchanges:
+  PREFIX.shop: {type: topic}
+  PREFIX.in:
+    type: headers
+    ownership: owned
+    internal: true
+    alternate_exchange: PREFIX.unrouted
+    bindings: [{exchange: PREFIX.shop, routing_keys: [ping.*, pong.#]}]
+  PREFIX.unrouted: {type: fanout, ownership: owned}
+queues:
+  PREFIX.billing:
+    type: quorum
+    arguments: {single_active_consumer: true, message_ttl: 1h}
+    consumes: [{message: Ping}]
+    retry: {delays: [1s]}
+    bindings: [{exchange: PREFIX.in, match: any, headers: {region: eu}}]
+  PREFIX.audit:
+    lily_arguments: policy
+    arguments: {max_length: 100, overflow: reject-publish-dlx}
+    consumes: [{message: Ping}]
+    retry: {delays: [1s]}
+    bindings: [{exchange: PREFIX.shop, routing_key: "#"}]
+  PREFIX.legacy:
+    ownership: external
+    consumes: [{message: Ping}]
+`
+
+// TestTopologyImportsEstate imports the definitions of a schema with
+// exchanges, bindings, policies and external parts, which another team's
+// exchange and queue stand beside: the runtime's declare then passes (its
+// redeclares match, and what is external exists), every owned binding is
+// on the broker, and each policy applies to its queue.
+func TestTopologyImportsEstate(t *testing.T) {
+	url := services.RabbitMQ(t)
+	ctl, err := exec.LookPath("rabbitmqctl")
+	if err != nil {
+		t.Skip("rabbitmqctl is not installed here")
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	prefix := "lilytest.estate." + hex.EncodeToString(r[:])
+	f := parse(t, "estate.lily.yaml", strings.ReplaceAll(estateSchema, "PREFIX", prefix))
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable at %s: %v", url, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	defs, err := Topology("/", 3, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The other team's exchange and queue.
+	if err := ch.ExchangeDeclare(prefix+".shop", "topic", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(prefix+".legacy", true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ch, err := conn.Channel()
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		for _, q := range append(defs.Queues, QueueDefinition{Name: prefix + ".legacy"}) {
+			_, _ = ch.QueueDelete(q.Name, false, false, false)
+		}
+		for _, x := range append(defs.Exchanges, ExchangeDefinition{Name: prefix + ".shop"}) {
+			_ = ch.ExchangeDelete(x.Name, false, false)
+		}
+		for _, p := range defs.Policies {
+			_ = exec.Command(ctl, "clear_policy", p.Name).Run()
+		}
+	})
+	if len(defs.Exchanges) != 2 || len(defs.Bindings) != 4 || len(defs.Policies) != 3 {
+		t.Fatalf("%d exchanges, %d bindings, %d policies; want 2 owned, 4 (two exchange-to-exchange, two to queues), 3 (audit, its bucket, legacy)",
+			len(defs.Exchanges), len(defs.Bindings), len(defs.Policies))
+	}
+	data, _ := json.Marshal(defs)
+	file, err := os.CreateTemp("", "lily-definitions-*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(file.Name()) })
+	_, err = file.Write(data)
+	if err := errors.Join(err, file.Chmod(0o644), file.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(ctl, "import_definitions", file.Name()).CombinedOutput(); err != nil {
+		t.Fatalf("rabbitmqctl import_definitions: %v\n%s", err, out)
+	}
+	for _, q := range defs.Queues {
+		waitForQueue(t, conn, q.Name)
+	}
+	for _, q := range f.Queues {
+		spec := runtime.QueueSpec{Name: q.Name, Topology: QueueTopology(f, q, 3).Queue, RetryDelays: q.Retry.Delays}
+		if err := runtime.DeclareTopology(conn, spec); err != nil {
+			t.Errorf("the runtime's declare after the import: %v", err)
+		}
+	}
+	out, err := exec.Command(ctl, "list_bindings", "-q", "--no-table-headers", "source_name", "destination_name", "routing_key").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range defs.Bindings {
+		if want := b.Source + "\t" + b.Destination + "\t" + b.RoutingKey; !strings.Contains(string(out), want) {
+			t.Errorf("binding %q is not on the broker", want)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for _, p := range defs.Policies {
+		queue := strings.TrimPrefix(p.Name, "lily ")
+		for {
+			out, err := exec.Command(ctl, "list_queues", "-q", "--no-table-headers", "name", "policy").Output()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), queue+"\t"+p.Name+"\n") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("policy %q does not apply to %s:\n%s", p.Name, queue, out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}

@@ -42,13 +42,15 @@ Rules:
 
 var topologyCmd = &command{
 	name: "topology", args: "[flags] <schema.lily.yaml>...", schemas: true,
-	summary: "print the queues as RabbitMQ definitions JSON",
-	help: `The JSON holds every queue runtime.DeclareTopology declares for the schemas'
-queues (each DLQ, retry bucket and main queue, durable, with the same
-arguments), for rabbitmqctl import_definitions or the management API. Lily
-routes through the default exchange only, so its "exchanges" and
-"bindings" are empty. Importing over existing queues with other arguments fails, as a
-redeclare would.
+	summary: "print the topology as RabbitMQ definitions JSON",
+	help: `The JSON holds what runtime.DeclareTopology declares for the schemas'
+queues, for rabbitmqctl import_definitions or the management API: the owned
+exchanges, each DLQ, retry bucket and owned main queue (durable, with the
+same arguments), the owned bindings, and the policies that carry Lily's
+arguments of a queue with lily_arguments: policy or ownership: external.
+What is external is another team's and is left out. Importing over
+existing queues or exchanges with other arguments fails, as a redeclare
+would.
 
 A quorum queue with no delivery limit (every quorum DLQ, and a queue with
 delivery_limit: -1) is written for the broker's major version: -1 from
