@@ -57,19 +57,29 @@ func TestBrokerTLSClientCertificate(t *testing.T) {
 	}
 }
 
-// closedPort is a local address nothing listens on.
-func closedPort(t *testing.T) string {
+// deadNode is the URL of a node that closes every connection at once. It
+// keeps its port for the whole test: a port merely closed could be taken by
+// another test's proxy, and lead somewhere after all.
+func deadNode(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return "amqp://guest:guest@" + addr + "/"
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.Close()
+		}
+	}()
+	return "amqp://guest:guest@" + ln.Addr().String() + "/"
 }
 
-// The URLs are tried in turn: a node that refuses is passed over, and when
+// The URLs are tried in turn: a node that fails is passed over, and when
 // the node in use goes away the consumer moves on to the next, losing
 // nothing.
 func TestBrokerURLsTriedInTurn(t *testing.T) {
@@ -78,7 +88,7 @@ func TestBrokerURLsTriedInTurn(t *testing.T) {
 	declareTopology(t, q)
 	a, b := newProxy(t), newProxy(t)
 	c := start(t, q, ack, func(cfg *runtime.Config) {
-		cfg.URLs = []string{closedPort(t), a.url(), b.url()}
+		cfg.URLs = []string{deadNode(t), a.url(), b.url()}
 	})
 	publish(t, q.Name, order(t, "on-a"))
 	if rec := c.await(1)[0]; rec.MessageID != "on-a" || rec.Path != runtime.PathAcked {

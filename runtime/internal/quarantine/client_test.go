@@ -163,17 +163,30 @@ func (b *fakeBroker) send(chunk int, frames ...[]byte) error {
 // next waits for the client's next delivery, or for its connection to close.
 func (c *client) next(t testing.TB) (amqp.Delivery, *amqp.Error) {
 	t.Helper()
-	select {
-	case d := <-c.deliveries:
-		return d, nil
-	case err := <-c.closed:
+	closed := func(err *amqp.Error) (amqp.Delivery, *amqp.Error) {
 		if err == nil {
 			err = &amqp.Error{Reason: "closed without an error"}
 		}
 		return amqp.Delivery{}, err
-	case <-time.After(10 * time.Second):
-		t.Fatal("no delivery and no close within 10 s")
 	}
+	timeout := time.After(10 * time.Second)
+	select {
+	case d, ok := <-c.deliveries:
+		if ok {
+			return d, nil
+		}
+		// The client closes its deliveries when its connection closes: the
+		// close says why.
+		select {
+		case err := <-c.closed:
+			return closed(err)
+		case <-timeout:
+		}
+	case err := <-c.closed:
+		return closed(err)
+	case <-timeout:
+	}
+	t.Fatal("no delivery and no close within 10 s")
 	return amqp.Delivery{}, nil
 }
 
