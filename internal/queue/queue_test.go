@@ -7,6 +7,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lily-mq/lily/topology"
+
+	// Every test package takes -update, so that `go test ./... -update` runs.
+	_ "github.com/lily-mq/lily/internal/update"
 )
 
 // With Lily's arguments declared, each queue carries them beside its type
