@@ -26,7 +26,7 @@ func benchSpec(queue string, prefetch, concurrency int) runtime.QueueSpec {
 	spec.Name, spec.Topology.DeadLetterQueue = queue, queue+".dlq"
 	spec.Topology.Exchanges, spec.Topology.Bindings = nil, nil
 	spec.Prefetch, spec.Concurrency = prefetch, concurrency
-	spec.RetryDelays = []time.Duration{retryDelay}
+	spec.Topology.RetryDelays = []time.Duration{retryDelay}
 	return spec
 }
 
@@ -39,7 +39,7 @@ func mainQueueArgs(spec runtime.QueueSpec) amqp.Table {
 
 // topology is what spec's declarations depend on.
 func topology(spec runtime.QueueSpec) queue.Topology {
-	return queue.Topology{Name: spec.Name, Queue: spec.Topology, RetryDelays: spec.RetryDelays}
+	return queue.Topology{Name: spec.Name, Queue: spec.Topology}
 }
 
 // fillWindow is how many publishes the fill keeps unconfirmed. The fill is

@@ -84,13 +84,6 @@ func spec(f *schema.File, q *schema.Queue) []jen.Code {
 		kv("Prefetch", jen.Lit(q.Prefetch)),
 		kv("Concurrency", jen.Lit(q.Concurrency)),
 	}
-	if len(q.Retry.Delays) > 0 {
-		delays := make([]jen.Code, len(q.Retry.Delays))
-		for i, d := range q.Retry.Delays {
-			delays[i] = duration(d)
-		}
-		out = append(out, kv("RetryDelays", jen.Index().Qual("time", "Duration").Values(delays...)))
-	}
 	out = append(out,
 		kv("MaxAttempts", jen.Lit(q.Retry.MaxAttempts)),
 		kv("MaxBodyBytes", jen.Lit(q.MaxBodyBytes)),

@@ -16,6 +16,13 @@ func queueTopology(f *schema.File, q *schema.Queue) []jen.Code {
 		kv("Type", jen.Lit(string(q.Type))),
 		kv("DeadLetterQueue", jen.Lit(q.DLQ)),
 	}
+	if len(q.Retry.Delays) > 0 {
+		delays := make([]jen.Code, len(q.Retry.Delays))
+		for i, d := range q.Retry.Delays {
+			delays[i] = duration(d)
+		}
+		out = append(out, kv("RetryDelays", jen.Index().Qual("time", "Duration").Values(delays...)))
+	}
 	if q.DeliveryLimit != 0 {
 		out = append(out, kv("DeliveryLimit", jen.Lit(q.DeliveryLimit)))
 	}

@@ -31,7 +31,7 @@ func (r *run) drain() (map[string][]found, error) {
 		return nil, err
 	}
 	fates := map[string]Fate{r.spec.Name: InMain, r.spec.Topology.DeadLetterQueue: InDLQ}
-	for _, d := range r.spec.RetryDelays {
+	for _, d := range r.spec.Topology.RetryDelays {
 		fates[queue.RetryBucket(r.spec.Name, d)] = InBucket
 	}
 	for q, f := range maps.Clone(fates) {

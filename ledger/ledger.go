@@ -89,8 +89,8 @@ type Result struct {
 // spec is the queue of one run: its own name, one retry bucket.
 func spec(name string) runtime.QueueSpec {
 	return runtime.QueueSpec{
-		Name: name, Topology: topology.Queue{Type: topology.Classic, DeadLetterQueue: name + ".dlq"}, Prefetch: 64, Concurrency: 32,
-		RetryDelays: []time.Duration{200 * time.Millisecond}, MaxAttempts: 3,
+		Name: name, Prefetch: 64, Concurrency: 32, MaxAttempts: 3,
+		Topology:     topology.Queue{Type: topology.Classic, DeadLetterQueue: name + ".dlq", RetryDelays: []time.Duration{200 * time.Millisecond}},
 		MaxBodyBytes: 1024, HandlerTimeout: 500 * time.Millisecond,
 	}
 }

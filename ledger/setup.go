@@ -66,5 +66,5 @@ func (r *run) closeDB() {
 
 // declarations lists the queues of spec's topology, as the runtime declares them.
 func declarations(spec runtime.QueueSpec) []queue.Declaration {
-	return queue.Declarations(queue.Topology{Name: spec.Name, Queue: spec.Topology, RetryDelays: spec.RetryDelays})
+	return queue.Declarations(queue.Topology{Name: spec.Name, Queue: spec.Topology})
 }

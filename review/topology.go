@@ -65,7 +65,7 @@ type PolicyDefinition struct {
 // QueueSpec says it, on a RabbitMQ of major version brokerMajor.
 func QueueTopology(f *schema.File, q *schema.Queue, brokerMajor int) queue.Topology {
 	t := topology.Queue{
-		Type: string(q.Type), DeadLetterQueue: q.DLQ, DeliveryLimit: q.DeliveryLimit,
+		Type: string(q.Type), DeadLetterQueue: q.DLQ, RetryDelays: q.Retry.Delays, DeliveryLimit: q.DeliveryLimit,
 		External: q.External, ByPolicy: q.ByPolicy,
 	}
 	if args := q.Arguments.Table(); len(args) > 0 {
@@ -84,7 +84,7 @@ func QueueTopology(f *schema.File, q *schema.Queue, brokerMajor int) queue.Topol
 	for _, b := range q.Bindings {
 		t.Bindings = append(t.Bindings, topology.Binding{Source: b.Source, RoutingKey: b.RoutingKey, Arguments: b.Arguments(), External: b.External})
 	}
-	return queue.Topology{Name: q.Name, Queue: t, RetryDelays: q.Retry.Delays, BrokerMajor: brokerMajor}
+	return queue.Topology{Name: q.Name, Queue: t, BrokerMajor: brokerMajor}
 }
 
 // Topology returns what the runtime declares for every queue of files

@@ -142,7 +142,7 @@ func TestTopologyImports(t *testing.T) {
 		waitForQueue(t, conn, q.Name)
 	}
 	for _, q := range f.Queues {
-		spec := runtime.QueueSpec{Name: q.Name, Topology: QueueTopology(f, q, major).Queue, RetryDelays: q.Retry.Delays}
+		spec := runtime.QueueSpec{Name: q.Name, Topology: QueueTopology(f, q, major).Queue}
 		if err := runtime.DeclareTopology(conn, spec); err != nil {
 			t.Errorf("the runtime's declare after the import: %v", err)
 		}
@@ -284,7 +284,7 @@ func TestTopologyImportsEstate(t *testing.T) {
 		waitForQueue(t, conn, q.Name)
 	}
 	for _, q := range f.Queues {
-		spec := runtime.QueueSpec{Name: q.Name, Topology: QueueTopology(f, q, 3).Queue, RetryDelays: q.Retry.Delays}
+		spec := runtime.QueueSpec{Name: q.Name, Topology: QueueTopology(f, q, 3).Queue}
 		if err := runtime.DeclareTopology(conn, spec); err != nil {
 			t.Errorf("the runtime's declare after the import: %v", err)
 		}

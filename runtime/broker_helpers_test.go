@@ -74,7 +74,7 @@ func deleteQueues(t *testing.T, q runtime.QueueSpec) {
 	}
 	defer conn.Close()
 	names := []string{q.Name, q.Topology.DeadLetterQueue}
-	for _, d := range q.RetryDelays {
+	for _, d := range q.Topology.RetryDelays {
 		names = append(names, bucket(q, d))
 	}
 	for _, n := range names {
@@ -340,4 +340,4 @@ func awaitConsumer(t *testing.T, queue string) {
 
 // hourRetry gives a queue one retry bucket of an hour: no copy comes back
 // during a test.
-func hourRetry(q *runtime.QueueSpec) { q.RetryDelays = []time.Duration{time.Hour} }
+func hourRetry(q *runtime.QueueSpec) { q.Topology.RetryDelays = []time.Duration{time.Hour} }

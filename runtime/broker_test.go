@@ -53,7 +53,7 @@ func TestBrokerSuccessIsAcked(t *testing.T) {
 	if got := orderID.Load(); got != "ok-1" {
 		t.Errorf("handler saw order id %v", got)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}, bucket(q, q.RetryDelays[0]): {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}})
 	if rep := c.stop(); rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 0 {
 		t.Errorf("report: %s", rep)
 	}
@@ -121,7 +121,7 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 			if recs[0].Attempt != 1 || recs[1].Attempt != 2 || recs[1].MessageID != "flaky-1" {
 				t.Errorf("records = %+v", recs)
 			}
-			assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+			assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 		})
 	}
 }
@@ -148,7 +148,7 @@ func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	if p := paths["tired-1"]; len(p) != 2 || p[0] != runtime.PathRetried || p[1] != runtime.PathDeadLettered {
 		t.Errorf("tired-1 paths %v", p)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {2, 0}, bucket(q, q.RetryDelays[0]): {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {2, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}})
 	c.stop()
 	dead := map[string]amqp.Delivery{}
 	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
@@ -303,7 +303,7 @@ func TestBrokerOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 func TestBrokerPanicAndTimeoutAreRetryable(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
-		q.RetryDelays = []time.Duration{time.Hour}
+		q.Topology.RetryDelays = []time.Duration{time.Hour}
 		q.HandlerTimeout = 200 * time.Millisecond
 	})
 	declareTopology(t, q)

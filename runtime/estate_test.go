@@ -79,7 +79,7 @@ func TestBrokerTopicExchangeRetryStaysWithItsQueue(t *testing.T) {
 		q.Topology = routes("payment.#")
 		q.Topology.Type, q.Topology.DeadLetterQueue = topology.Classic, dlq
 		q.Topology.Arguments = map[string]any{"x-max-priority": int64(5), "x-max-length": int64(1000), "x-overflow": "reject-publish-dlx", "x-message-ttl": int64(3_600_000)}
-		q.RetryDelays = []time.Duration{200 * time.Millisecond}
+		q.Topology.RetryDelays = []time.Duration{200 * time.Millisecond}
 	})
 	audit := brokerSpec(t, func(q *runtime.QueueSpec) {
 		dlq := q.Topology.DeadLetterQueue
@@ -227,13 +227,13 @@ func TestBrokerOwnedExchangesAndHeadersMatch(t *testing.T) {
 func TestBrokerExternalQueueByPolicy(t *testing.T) {
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.Topology.External = true
-		q.RetryDelays = []time.Duration{200 * time.Millisecond}
+		q.Topology.RetryDelays = []time.Duration{200 * time.Millisecond}
 	})
 	ch := channel(t, dial(t))
 	if _, err := ch.QueueDeclare(q.Name, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range queue.Policies(queue.Topology{Name: q.Name, Queue: q.Topology, RetryDelays: q.RetryDelays}) {
+	for _, p := range queue.Policies(queue.Topology{Name: q.Name, Queue: q.Topology}) {
 		def, _ := json.Marshal(p.Definition)
 		if out, err := exec.Command("rabbitmqctl", "set_policy", "--apply-to", "queues", "--priority", "10", p.Name, p.Pattern, string(def)).CombinedOutput(); err != nil {
 			t.Fatalf("rabbitmqctl set_policy: %v\n%s", err, out)

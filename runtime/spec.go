@@ -26,12 +26,10 @@ type QueueSpec struct {
 	Topology    topology.Queue
 	Prefetch    int
 	Concurrency int
-	// RetryDelays and MaxAttempts say how often a retryable failure is tried
-	// again, and after how long. Attempts count from 1: after attempt n fails
-	// retryably, the message waits RetryDelays[min(n-1, len(RetryDelays)-1)]
-	// in a retry bucket and comes back as attempt n+1, unless n has reached
-	// MaxAttempts: then it goes to the DLQ.
-	RetryDelays []time.Duration
+	// MaxAttempts bounds how often a retryable failure is tried, counting
+	// from 1: after attempt n fails retryably, the message waits in a retry
+	// bucket (Topology.RetryDelays says which) and comes back as attempt n+1,
+	// unless n has reached MaxAttempts: then it goes to the DLQ.
 	MaxAttempts int
 	// MaxBodyBytes is the largest body handed to an extractor.
 	MaxBodyBytes int
@@ -49,7 +47,7 @@ func (q QueueSpec) budget() time.Duration { return queue.Budget(q.HandlerTimeout
 
 func (q QueueSpec) policy() decide.Policy {
 	return decide.Policy{
-		Queue: q.Name, DeadLetterQueue: q.Topology.DeadLetterQueue, RetryDelays: q.RetryDelays, MaxAttempts: q.MaxAttempts,
+		Queue: q.Name, DeadLetterQueue: q.Topology.DeadLetterQueue, RetryDelays: q.Topology.RetryDelays, MaxAttempts: q.MaxAttempts,
 		DeliveryLimit: max(q.topology(0).DeliveryLimit(), 0),
 	}
 }
@@ -57,7 +55,7 @@ func (q QueueSpec) policy() decide.Policy {
 // topology is what the queue's declarations depend on, on a broker of major
 // version brokerMajor.
 func (q QueueSpec) topology(brokerMajor int) queue.Topology {
-	return queue.Topology{Name: q.Name, Queue: q.Topology, RetryDelays: q.RetryDelays, BrokerMajor: brokerMajor}
+	return queue.Topology{Name: q.Name, Queue: q.Topology, BrokerMajor: brokerMajor}
 }
 
 // validate reports every problem with the spec at once.
@@ -77,10 +75,10 @@ func (q QueueSpec) validate() error {
 	if q.MaxAttempts < 1 || q.MaxAttempts > guard.DefaultLimits.MaxAttempt {
 		bad("queue %s: max attempts must be 1..%d", q.Name, guard.DefaultLimits.MaxAttempt)
 	}
-	if q.MaxAttempts > 1 && len(q.RetryDelays) == 0 {
+	if q.MaxAttempts > 1 && len(t.RetryDelays) == 0 {
 		bad("queue %s: retries need at least one bucket delay", q.Name)
 	}
-	for _, d := range q.RetryDelays {
+	for _, d := range t.RetryDelays {
 		if d <= 0 {
 			bad("queue %s: retry delay %s is not positive", q.Name, d)
 		}

@@ -16,6 +16,8 @@
 // an external binding is never declared, and AMQP offers no way to check it.
 package topology
 
+import "time"
+
 // Queue types.
 const (
 	Classic = "classic"
@@ -38,6 +40,12 @@ type Queue struct {
 	// DeadLetterQueue receives permanent failures, exhausted retries, poison
 	// envelopes and (broker-native) oversized bodies.
 	DeadLetterQueue string
+	// RetryDelays are the queue's retry buckets, <queue>.retry.<delay>, one
+	// per delay, whose message TTL is the delay. After attempt n fails
+	// retryably, the message waits RetryDelays[min(n-1, len(RetryDelays)-1)]
+	// in its bucket and comes back as attempt n+1 (QueueSpec.MaxAttempts
+	// bounds n).
+	RetryDelays []time.Duration
 	// DeliveryLimit is a quorum queue's x-delivery-limit: how often the broker
 	// returns a message to the queue (a requeue, a channel closed with it
 	// unacknowledged) before it dead-letters it; -1 for none, zero for 20.

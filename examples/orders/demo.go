@@ -103,7 +103,7 @@ func runDemo(url string) error {
 	fmt.Printf("Lily demo: the shop team publishes to its topic exchange %q with key %q;\n", shopExchange, orderKey)
 	for _, spec := range specs() {
 		fmt.Printf("  queue %q (%s) is bound to it by %q; retry buckets %v, DLQ %q\n",
-			spec.Name, spec.Topology.Type, spec.Topology.Bindings[0].RoutingKey, spec.RetryDelays, spec.Topology.DeadLetterQueue)
+			spec.Name, spec.Topology.Type, spec.Topology.Bindings[0].RoutingKey, spec.Topology.RetryDelays, spec.Topology.DeadLetterQueue)
 	}
 	fmt.Println()
 
@@ -315,7 +315,7 @@ func printQueues(url string, spec runtime.QueueSpec) error {
 // bucket <name>.retry.<delay> per delay, and the DLQ (docs/runtime.md).
 func queueNames(spec runtime.QueueSpec) []string {
 	names := []string{spec.Name}
-	for _, d := range spec.RetryDelays {
+	for _, d := range spec.Topology.RetryDelays {
 		names = append(names, spec.Name+".retry."+d.String())
 	}
 	return append(names, spec.Topology.DeadLetterQueue)

@@ -39,8 +39,8 @@ type consumerEnv struct {
 func newConsumerEnv(t *testing.T) *consumerEnv {
 	e := newEnv(t)
 	c := &consumerEnv{env: e, brokerURL: services.RabbitMQ(t), added: make(chan struct{}, 64), spec: runtime.QueueSpec{
-		Name: e.prefix, Topology: topology.Queue{Type: topology.Classic, DeadLetterQueue: e.prefix + ".dlq"}, Prefetch: 8, Concurrency: 4,
-		RetryDelays: []time.Duration{300 * time.Millisecond}, MaxAttempts: 3,
+		Name: e.prefix, Prefetch: 8, Concurrency: 4, MaxAttempts: 3,
+		Topology:     topology.Queue{Type: topology.Classic, DeadLetterQueue: e.prefix + ".dlq", RetryDelays: []time.Duration{300 * time.Millisecond}},
 		MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
 	}}
 	if err := runtime.DeclareTopology(c.conn(), c.spec); err != nil {
@@ -48,7 +48,7 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 	}
 	t.Cleanup(func() {
 		ch := c.channel()
-		t := queue.Topology{Name: c.spec.Name, Queue: c.spec.Topology, RetryDelays: c.spec.RetryDelays}
+		t := queue.Topology{Name: c.spec.Name, Queue: c.spec.Topology}
 		for _, d := range queue.Declarations(t) {
 			_, _ = ch.QueueDelete(d.Name, false, false, false)
 		}

@@ -49,7 +49,6 @@ const settlementMargin = 30 * time.Second
 type Topology struct {
 	Name string
 	topology.Queue
-	RetryDelays []time.Duration
 	// BrokerMajor is the major version of the RabbitMQ the declarations are
 	// for: it decides how a quorum queue's "no limit" is written.
 	BrokerMajor int

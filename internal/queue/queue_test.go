@@ -17,8 +17,11 @@ import (
 // team's, and one policy per queue carries the rest, keyed as policies are.
 func TestDeclarationsAndPolicies(t *testing.T) {
 	base := Topology{
-		Name: "pay", RetryDelays: []time.Duration{time.Second}, BrokerMajor: 3,
-		Queue: topology.Queue{Type: Quorum, DeadLetterQueue: "pay.dlq", Arguments: map[string]any{"x-single-active-consumer": true}},
+		Name: "pay", BrokerMajor: 3,
+		Queue: topology.Queue{
+			Type: Quorum, DeadLetterQueue: "pay.dlq", RetryDelays: []time.Duration{time.Second},
+			Arguments: map[string]any{"x-single-active-consumer": true},
+		},
 	}
 	declared := Declarations(base)
 	want := []Declaration{

@@ -422,6 +422,7 @@ func OrdersQueueSpec() runtime.QueueSpec {
 		Topology: topology.Queue{
 			Type:            "classic",
 			DeadLetterQueue: "orders.dlq",
+			RetryDelays:     []time.Duration{time.Second, 3 * time.Second},
 			Exchanges: []topology.Exchange{
 				{Name: "shop.events", Type: "topic", External: true},
 			},
@@ -431,7 +432,6 @@ func OrdersQueueSpec() runtime.QueueSpec {
 		},
 		Prefetch:       16,
 		Concurrency:    4,
-		RetryDelays:    []time.Duration{time.Second, 3 * time.Second},
 		MaxAttempts:    3,
 		MaxBodyBytes:   16384,
 		HandlerTimeout: 10 * time.Second,

@@ -151,10 +151,10 @@ func LilytestQueueSpec() runtime.QueueSpec {
 		Topology: topology.Queue{
 			Type:            "classic",
 			DeadLetterQueue: "lilytest.dlq",
+			RetryDelays:     []time.Duration{300 * time.Millisecond},
 		},
 		Prefetch:       8,
 		Concurrency:    4,
-		RetryDelays:    []time.Duration{300 * time.Millisecond},
 		MaxAttempts:    3,
 		MaxBodyBytes:   1024,
 		HandlerTimeout: 2 * time.Second,
