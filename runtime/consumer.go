@@ -109,6 +109,7 @@ type run struct {
 	busy      memory.Busy
 	report    *reportBuilder
 	slots     chan struct{} // bounds the deliveries in flight, across generations
+	lanes     lanes         // serialize the deliveries of each order key
 	// work is the handlers' parent context, cancelled at the force notification.
 	work  context.Context
 	force context.CancelFunc

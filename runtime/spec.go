@@ -23,9 +23,18 @@ type QueueSpec struct {
 	// Topology is the queue's place on the broker: its type, DLQ and
 	// delivery limit, its arguments, and the exchanges and bindings that
 	// route to it.
-	Topology    topology.Queue
-	Prefetch    int
+	Topology topology.Queue
+	Prefetch int
+	// Concurrency bounds the deliveries handled at once.
 	Concurrency int
+	// OrderKey, when set, orders the queue's handling: deliveries whose keys
+	// are equal are handled one at a time, in the order the queue delivered
+	// them (a constant key handles every delivery so). It reads a delivery's
+	// headers and body as received, before the guard (body is nil when over
+	// MaxBodyBytes); it must be quick and must not keep them. Order holds
+	// while each delivery settles within its budget; a retry goes through its
+	// bucket and comes back behind the deliveries that arrived meanwhile.
+	OrderKey func(headers map[string]any, body []byte) string
 	// MaxAttempts bounds how often a retryable failure is tried, counting
 	// from 1: after attempt n fails retryably, the message waits in a retry
 	// bucket (Topology.RetryDelays says which) and comes back as attempt n+1,

@@ -1,0 +1,168 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/wire"
+)
+
+// byTenant orders a queue's handling by the x-tenant header.
+func byTenant(headers map[string]any, _ []byte) string { return wire.HeaderText(headers["x-tenant"]) }
+
+// orderLog keeps, per key, the sequence numbers handled, in the order the
+// handlers ran, and how many handlers of the key ran at once at most.
+type orderLog struct {
+	mu      sync.Mutex
+	seen    map[string][]int
+	running map[string]int
+	overlap int // most handlers of one key at once
+	all     atomic.Int32
+	most    atomic.Int32 // most handlers of any keys at once
+}
+
+func newOrderLog() *orderLog { return &orderLog{seen: map[string][]int{}, running: map[string]int{}} }
+
+func (l *orderLog) handle(key string, seq int, work func()) {
+	l.mu.Lock()
+	l.running[key]++
+	l.overlap = max(l.overlap, l.running[key])
+	l.seen[key] = append(l.seen[key], seq)
+	l.mu.Unlock()
+	n := l.all.Add(1)
+	for m := l.most.Load(); n > m && !l.most.CompareAndSwap(m, n); m = l.most.Load() {
+	}
+	work()
+	l.all.Add(-1)
+	l.mu.Lock()
+	l.running[key]--
+	l.mu.Unlock()
+}
+
+// publishKeyed publishes n orders for each key, interleaved: a-0, b-0, a-1,
+// b-1, …; each order's id is <key>-<seq>, its x-tenant the key.
+func publishKeyed(t *testing.T, queue string, keys []string, n int) {
+	t.Helper()
+	var msgs []amqp.Publishing
+	for seq := range n {
+		for _, k := range keys {
+			id := fmt.Sprintf("%s-%d", k, seq)
+			msgs = append(msgs, produce(t, id, &lilytest.OrderPlacedV1{OrderID: id, Headers: lilytest.OrderPlacedV1Headers{XTenant: new(k)}}))
+		}
+	}
+	publish(t, queue, msgs...)
+}
+
+func seqOf(id string) int {
+	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:])
+	return n
+}
+
+// Deliveries with one key run one at a time, in the order the queue held
+// them; deliveries with different keys run at once: the first of tenant a
+// waits until the first of tenant b has started, which it could not if keys
+// were serialized too.
+func TestBrokerOrderedPerKey(t *testing.T) {
+	t.Parallel()
+	keys, n := []string{"a", "b", "c"}, 20
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 8, 32
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, keys, n)
+	log := newOrderLog()
+	bStarted := make(chan struct{})
+	var once sync.Once
+	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		key, seq := *msg.Headers.XTenant, seqOf(msg.OrderID)
+		log.handle(key, seq, func() {
+			switch {
+			case key == "b" && seq == 0:
+				once.Do(func() { close(bStarted) })
+			case key == "a" && seq == 0:
+				select {
+				case <-bStarted:
+				case <-time.After(20 * time.Second):
+				}
+			}
+			time.Sleep(time.Duration(seq%3) * time.Millisecond)
+		})
+		return nil
+	})
+	recs := c.await(len(keys) * n)
+	for _, r := range recs {
+		wantPath(t, r, runtime.PathAcked)
+	}
+	select {
+	case <-bStarted:
+	default:
+		t.Fatal("tenant b's first order never started")
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if log.overlap != 1 {
+		t.Errorf("%d handlers of one tenant ran at once, want 1", log.overlap)
+	}
+	if log.most.Load() < 2 {
+		t.Errorf("at most %d handlers ran at once: tenants were serialized together", log.most.Load())
+	}
+	for _, k := range keys {
+		got := log.seen[k]
+		for i, seq := range got {
+			if seq != i {
+				t.Fatalf("tenant %s handled in the order %v", k, got)
+			}
+		}
+		if len(got) != n {
+			t.Errorf("tenant %s: %d handled, want %d", k, len(got), n)
+		}
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// A constant key handles every delivery one at a time, in order, whatever
+// the concurrency.
+func TestBrokerOrderedSequential(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey = func(map[string]any, []byte) string { return "" }
+		q.Concurrency, q.Prefetch = 8, 32
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a", "b"}, 15)
+	log := newOrderLog()
+	var order []string
+	var mu sync.Mutex
+	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		log.handle("", 0, func() {
+			mu.Lock()
+			order = append(order, msg.OrderID)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+		})
+		return nil
+	})
+	c.await(30)
+	mu.Lock()
+	defer mu.Unlock()
+	for i, id := range order {
+		want := fmt.Sprintf("%s-%d", []string{"a", "b"}[i%2], i/2)
+		if id != want {
+			t.Fatalf("handled in the order %v", order)
+		}
+	}
+	if m := log.most.Load(); m != 1 {
+		t.Errorf("%d handlers ran at once, want 1", m)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}

@@ -1,0 +1,60 @@
+package wire
+
+import "strconv"
+
+// MemberText returns the text of a top-level member of the JSON object in
+// body: a string's value, or a number as written. It returns "" when body is
+// not an object, lacks the member, holds it as another kind, or breaks the
+// JSON rules before it. It reads no further than the member, and skips the
+// others without checking that their names are unique: order keys read it,
+// not extractors.
+func MemberText(body []byte, name string) string {
+	r := NewJSONReader(body)
+	if r.peek() != '{' {
+		return ""
+	}
+	r.pos++
+	r.first = true
+	for r.more('}') {
+		n, ok := r.name()
+		if !ok {
+			return ""
+		}
+		if string(n) != name {
+			r.skip(false)
+			continue
+		}
+		switch c := r.peek(); {
+		case c == '"':
+			s, err := r.String()
+			if err != nil {
+				return ""
+			}
+			return s
+		case c == '-' || isDigit(c):
+			t, _, err := r.numberText()
+			if err != nil {
+				return ""
+			}
+			return string(t)
+		}
+		return ""
+	}
+	return ""
+}
+
+// HeaderText returns a header value as text: a string as it is, an integer
+// or bool in decimal or as true/false; "" for any other value. Order keys
+// read it.
+func HeaderText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	if n, ok := asInt64(v); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return ""
+}

@@ -1,0 +1,46 @@
+package wire
+
+import "testing"
+
+func TestMemberText(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"account_id":"a-1","amount":3}`, "a-1"},
+		{`{"amount":{"x":[1,2,{"account_id":"inner"}]},"account_id":"outer"}`, "outer"},
+		{`{"account_id":42}`, "42"},
+		{`{"account_id":-1.5e3}`, "-1.5e3"},
+		{`{"account_id":"caf\u00e9"}`, "café"},
+		{`{"account_id":null}`, ""},
+		{`{"account_id":["a"]}`, ""},
+		{`{"other":1}`, ""},
+		{`["account_id","a"]`, ""},
+		{`{"other":tru`, ""},
+		{`{"account_id":"a-1"` + "\x00", "a-1"},
+		{``, ""},
+	} {
+		if got := MemberText([]byte(tc.body), "account_id"); got != tc.want {
+			t.Errorf("MemberText(%q) = %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+func TestHeaderText(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{"acct", "acct"}, {int64(-7), "-7"}, {int32(7), "7"}, {uint8(7), "7"}, {true, "true"},
+		{1.5, ""}, {nil, ""}, {map[string]any{"a": 1}, ""},
+	} {
+		if got := HeaderText(tc.v); got != tc.want {
+			t.Errorf("HeaderText(%#v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+func FuzzMemberText(f *testing.F) {
+	f.Add([]byte(`{"account_id":"a-1"}`))
+	f.Add([]byte(`{"x":{"y":[[[[]]]]},"account_id":1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		_ = MemberText(body, "account_id")
+	})
+}
