@@ -84,6 +84,9 @@ func spec(f *schema.File, q *schema.Queue) []jen.Code {
 		kv("Prefetch", jen.Lit(q.Prefetch)),
 		kv("Concurrency", jen.Lit(q.Concurrency)),
 	}
+	if q.Ordering != nil {
+		out = append(out, kv("OrderKey", orderKey(q.Ordering)))
+	}
 	out = append(out,
 		kv("MaxAttempts", jen.Lit(q.Retry.MaxAttempts)),
 		kv("MaxBodyBytes", jen.Lit(q.MaxBodyBytes)),
@@ -97,6 +100,23 @@ func spec(f *schema.File, q *schema.Queue) []jen.Code {
 		out = append(out, kv("InboxRequired", jen.True()))
 	}
 	return out
+}
+
+// orderKey writes the function that reads a delivery's order key: none for a
+// sequential queue (every delivery shares one lane), a header's value, or a
+// top-level field's, read no further than the field.
+func orderKey(o *schema.Ordering) jen.Code {
+	headers, body := jen.Id("_"), jen.Id("_")
+	var key jen.Code = jen.Lit("")
+	switch {
+	case o.Header != "":
+		headers = jen.Id("headers")
+		key = jen.Qual(wire, "HeaderText").Call(jen.Id("headers").Index(jen.Lit(o.Header)))
+	case o.Field != "":
+		body = jen.Id("body")
+		key = jen.Qual(wire, "MemberText").Call(jen.Id("body"), jen.Lit(o.Field))
+	}
+	return jen.Func().Params(headers.Map(jen.String()).Any(), body.Index().Byte()).String().Block(jen.Return(key))
 }
 
 var units = []struct {

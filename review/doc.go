@@ -75,6 +75,8 @@ type QueueView struct {
 	// Routes are the bindings that bring messages to the queue, from the
 	// furthest exchange in.
 	Routes []string
+	// Ordering says how handling is ordered; empty when it is not.
+	Ordering string
 }
 
 // NewPage describes f; when old is not nil it also lists what changed since
@@ -120,6 +122,15 @@ func queueView(f *schema.File, q *schema.Queue) QueueView {
 	}
 	if q.ByPolicy {
 		qv.LilyArguments = schema.ArgumentsByPolicy
+	}
+	switch o := q.Ordering; {
+	case o == nil:
+	case o.Sequential:
+		qv.Ordering = "one delivery at a time, in the order delivered"
+	case o.Header != "":
+		qv.Ordering = "one at a time per value of header " + o.Header + ", in the order delivered"
+	default:
+		qv.Ordering = "one at a time per value of field " + o.Field + ", in the order delivered"
 	}
 	args := q.Arguments.Table()
 	for _, k := range slices.Sorted(maps.Keys(args)) {

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
 )
@@ -37,10 +38,15 @@ func Lint(f *schema.File, today time.Time) []Finding {
 					"rename it, such as billing.payments")
 			}
 		}
-		if q.Arguments.SingleActiveConsumer && q.Concurrency > 1 {
+		if ordered := q.Ordering != nil || q.Arguments.SingleActiveConsumer; ordered && q.Retry.MaxAttempts > 1 {
+			add(rules.LintUnorderedRetry, q.Name, q.Pos,
+				fmt.Sprintf("queue %q asks for ordered handling, but a retry takes the message out of line: it waits in %s and comes back behind every message that arrived meanwhile", q.Name, queue.RetryBucket(q.Name, q.Retry.Delays[0])),
+				"set max_attempts: 1 (and no delays): a failure then goes to the DLQ at once, the rest keep their order, and the failed message is re-driven from the DLQ when its cause is mended")
+		}
+		if q.Arguments.SingleActiveConsumer && q.Concurrency > 1 && q.Ordering == nil {
 			add(rules.LintSingleActiveConcurrency, q.Name, q.Pos,
 				fmt.Sprintf("queue %q has a single active consumer, which keeps order across processes, but handles %d deliveries at once, which does not", q.Name, q.Concurrency),
-				"set concurrency: 1, or drop single_active_consumer")
+				"set concurrency: 1, or order by a key (ordering: {field: …}), or drop single_active_consumer")
 		}
 	}
 	day := today.Format(time.DateOnly)

@@ -222,6 +222,9 @@ var ruleCases = []ruleCase{
 	{rule: rules.LintSingleActiveConcurrency,
 		new:     []string{"    max_body_bytes", "    arguments: {single_active_consumer: true}\n    max_body_bytes"},
 		subject: "orders", message: `queue "orders" has a single active consumer, which keeps order across processes, but handles 8 deliveries at once, which does not`},
+	{rule: rules.LintUnorderedRetry,
+		new:     []string{"    max_body_bytes", "    ordering: sequential\n    max_body_bytes"},
+		subject: "orders", message: `queue "orders" asks for ordered handling, but a retry takes the message out of line: it waits in orders.retry.1s and comes back behind every message that arrived meanwhile`},
 }
 
 // TestRuleCasesCoverEveryRule requires a case of ruleCases for every rule,

@@ -257,6 +257,18 @@ type Queue struct {
 	Arguments Arguments
 	// Bindings route messages from exchanges to the queue, in file order.
 	Bindings []*Binding
+	// Ordering, when not nil, asks for ordered handling.
+	Ordering *Ordering
+}
+
+// Ordering is how a queue orders its handling: every delivery one at a time
+// (Sequential), or those with equal values of a header or a top-level field
+// one at a time, in the order the queue delivered them.
+type Ordering struct {
+	Pos        Pos
+	Sequential bool
+	// Header or Field names the key; "" when Sequential.
+	Header, Field string
 }
 
 // Arguments are the queue arguments a team sets beside Lily's own; zero

@@ -16,7 +16,7 @@ import (
 var queueKeys = []string{
 	"type", "prefetch", "concurrency", "consumes", "retry", "dlq",
 	"max_body_bytes", "handler_timeout", "settlement_budget", "inbox", "delivery_limit",
-	"ownership", "lily_arguments", "arguments", "bindings",
+	"ownership", "lily_arguments", "arguments", "bindings", "ordering",
 }
 
 // maxDeliveryLimit bounds a delivery limit well below the 32-bit counter a
@@ -103,6 +103,9 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		q.Consumes = p.consumes(e.v, f.Messages)
 	} else {
 		p.errorf(k, RuleMissingKey, "queue %q consumes nothing: add consumes", q.Name)
+	}
+	if e, ok := m["ordering"]; ok {
+		q.Ordering = p.ordering(e.v, q)
 	}
 	return q
 }

@@ -105,7 +105,10 @@ var (
 	LintRemoveAfterPassed = Rule{"LINT-REMOVE-AFTER-PASSED", Lint, "a version kept past its `remove_after` date"}
 	// LintSingleActiveConcurrency: a single active consumer is asked for to
 	// keep order, which concurrent handlers lose.
-	LintSingleActiveConcurrency = Rule{"LINT-SINGLE-ACTIVE-CONCURRENCY", Lint, "a queue with `single_active_consumer` and `concurrency` above 1"}
+	LintSingleActiveConcurrency = Rule{"LINT-SINGLE-ACTIVE-CONCURRENCY", Lint, "a queue with `single_active_consumer` and `concurrency` above 1, and no `ordering`"}
+	// LintUnorderedRetry: a retry bucket returns a message behind those
+	// that arrived while it waited.
+	LintUnorderedRetry = Rule{"LINT-UNORDERED-RETRY", Lint, "a queue with `ordering` or `single_active_consumer` that retries through retry buckets"}
 )
 
 // All lists every rule: the breaking ones by category, in the order reports
@@ -122,7 +125,7 @@ var All = []Rule{
 	LilyArgumentsMoved, ExchangeTypeChanged, ExchangeChanged,
 	BindingRemoved, RoutingKeyNarrowed,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
-	LintSingleActiveConcurrency,
+	LintSingleActiveConcurrency, LintUnorderedRetry,
 }
 
 // Lookup returns the rule of id.
