@@ -10,7 +10,7 @@ import (
 )
 
 // redeclare is the migration of a change RabbitMQ refuses on a queue.
-const redeclare = "drain and delete the queue before deploying, or consume a queue under a new name; or take the argument from a policy (lily_arguments: policy)"
+const redeclare = "drain and delete the queue before deploying, or consume a queue under a new name"
 
 // arguments reports each queue argument its team sets that changed: RabbitMQ
 // refuses a redeclare with any other value (406).
@@ -134,6 +134,9 @@ func (b *breaker) bindings() {
 			at = same[0].b.Pos
 		}
 		subject := fmt.Sprintf("%s<-%s", strings.Fields(or.into)[1], or.b.Source)
+		if or.b.RoutingKey != "" {
+			subject += "/" + or.b.RoutingKey
+		}
 		switch {
 		case covered:
 		case len(same) == 0:
