@@ -68,23 +68,18 @@ func TestBrokerTopicExchangeRetryStaysWithItsQueue(t *testing.T) {
 	t.Parallel()
 	exchange := "lilytest.payments." + strings.ReplaceAll(t.Name(), "/", ".")
 	otherTeamsExchange(t, exchange, topology.Topic)
-	routes := func(key string) topology.Queue {
-		return topology.Queue{
-			Exchanges: []topology.Exchange{{Name: exchange, Type: topology.Topic, External: true}},
-			Bindings:  []topology.Binding{{Source: exchange, RoutingKey: key}},
-		}
+	bind := func(q *runtime.QueueSpec, key string) {
+		q.Topology.Exchanges = []topology.Exchange{{Name: exchange, Type: topology.Topic, External: true}}
+		q.Topology.Bindings = []topology.Binding{{Source: exchange, RoutingKey: key}}
 	}
 	billing := brokerSpec(t, func(q *runtime.QueueSpec) {
-		dlq := q.Topology.DeadLetterQueue
-		q.Topology = routes("payment.#")
-		q.Topology.Type, q.Topology.DeadLetterQueue = topology.Classic, dlq
+		bind(q, "payment.#")
 		q.Topology.Arguments = map[string]any{"x-max-priority": int64(5), "x-max-length": int64(1000), "x-overflow": "reject-publish-dlx", "x-message-ttl": int64(3_600_000)}
 		q.Topology.RetryDelays = []time.Duration{200 * time.Millisecond}
 	})
 	audit := brokerSpec(t, func(q *runtime.QueueSpec) {
-		dlq := q.Topology.DeadLetterQueue
-		q.Topology = routes("payment.*.eu")
-		q.Topology.Type, q.Topology.DeadLetterQueue = topology.Quorum, dlq
+		bind(q, "payment.*.eu")
+		q.Topology.Type = topology.Quorum
 		q.Topology.Arguments = map[string]any{"x-single-active-consumer": true, "x-quorum-initial-group-size": int64(1)}
 	})
 	var mu sync.Mutex
