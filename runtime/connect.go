@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -15,11 +17,15 @@ import (
 // an amqps:// URL to apply to.
 func (c Config) validateURLs() error {
 	var errs []error
-	for _, u := range c.withDefaults().URLs {
+	for i, u := range c.withDefaults().URLs {
 		uri, err := amqp.ParseURI(u)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("broker URL %q: %w", redact(u), err))
+			// url's errors quote the whole URL, password and all.
+			if ue, ok := errors.AsType[*url.Error](err); ok {
+				err = ue.Err
+			}
+			errs = append(errs, fmt.Errorf("broker URL %d: %w", i+1, err))
 		case c.TLS != nil && uri.Scheme != "amqps":
 			errs = append(errs, fmt.Errorf("broker URL %q is not amqps://, so Config.TLS would not apply to it", redact(u)))
 		}
@@ -27,13 +33,13 @@ func (c Config) validateURLs() error {
 	return errors.Join(errs...)
 }
 
-// redact hides a URL's password in errors.
+// redact is a URL as errors may say it: without its password.
 func redact(u string) string {
 	uri, err := amqp.ParseURI(u)
 	if err != nil {
 		return "(unparsable URL)"
 	}
-	return uri.String()
+	return uri.Scheme + "://" + uri.Username + "@" + net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)) + "/" + url.PathEscape(uri.Vhost)
 }
 
 // dialSocket opens one of the consumer's connections, for role "consume" or

@@ -22,6 +22,11 @@ import (
 // and returns the socket too. When filter is not nil the client reads and
 // writes through what filter makes of the (decrypted) socket.
 func Dial(rawURL string, cfg amqp.Config, filter func(net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
+	if cfg.TLSClientConfig != nil {
+		// amqp091-go sets an empty ServerName to the URL's host on the
+		// configuration it is given: each dial, to each node, gets a copy.
+		cfg.TLSClientConfig = cfg.TLSClientConfig.Clone()
+	}
 	dial := cfg.Dial
 	if dial == nil {
 		dial = amqp.DefaultDial(30 * time.Second)
