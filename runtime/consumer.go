@@ -236,10 +236,10 @@ func (c *Consumer) retire(r *run, s *session) {
 }
 
 // refused reports a broker's 406 (an owned queue or exchange declared with
-// other arguments) or 404 (an external one that does not exist).
+// other arguments), and the 404 of an external one that does not exist.
 func refused(err error) bool {
 	var ae *amqp.Error
-	return errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.NotFound)
+	return errors.Is(err, errExternalMissing) || errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
 }
 
 // backoff is the wait before connection attempt n (from 1): doubling from min

@@ -261,3 +261,34 @@ func TestBrokerExternalQueueByPolicy(t *testing.T) {
 		t.Errorf("arguments: queue %s, bucket %s; want none: the policies carry them", args[q.Name], args[bucket(q, 200*time.Millisecond)])
 	}
 }
+
+// An external exchange deleted while the consumer runs ends Run at the next
+// connection: the passive check's 404 is the owner's to mend, not a retry's.
+func TestBrokerExternalExchangeDeletedEndsRun(t *testing.T) {
+	t.Parallel()
+	exchange := "lilytest.gone." + strings.ReplaceAll(t.Name(), "/", ".")
+	otherTeamsExchange(t, exchange, topology.Fanout)
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Topology.Exchanges = []topology.Exchange{{Name: exchange, Type: topology.Fanout, External: true}}
+		q.Topology.Bindings = []topology.Binding{{Source: exchange}}
+	})
+	declareTopology(t, q)
+	p := newProxy(t)
+	r, c := prepare(t, q, ack, through(p))
+	r.launch(c)
+	publishTo(t, exchange, "", order(t, "before"))
+	r.await(1)
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+	deleteExchanges(t, exchange)
+	p.cut()
+	select {
+	case <-r.done:
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not end after the exchange was deleted")
+	}
+	var ae *amqp.Error
+	if !errors.As(r.err, &ae) || ae.Code != amqp.NotFound || !strings.Contains(r.err.Error(), "external exchange or queue does not exist") {
+		t.Errorf("Run: %v, want the 404 of the external exchange", r.err)
+	}
+	r.err = nil // seen; the cleanup's stop must not report it again
+}

@@ -30,12 +30,12 @@ func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 	t := q.topology(brokerMajor(conn))
 	for _, x := range t.Exchanges {
 		if err := d.exchange(x); err != nil {
-			return fmt.Errorf("declare exchange %s: %w", x.Name, err)
+			return fmt.Errorf("declare exchange %s: %w", x.Name, missing(x.External, err))
 		}
 	}
 	for _, decl := range queue.Declarations(t) {
 		if err := d.queue(decl); err != nil {
-			return fmt.Errorf("declare queue %s: %w", decl.Name, err)
+			return fmt.Errorf("declare queue %s: %w", decl.Name, missing(decl.Passive, err))
 		}
 	}
 	for _, b := range t.Bindings {
@@ -47,6 +47,21 @@ func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 		}
 	}
 	return nil
+}
+
+// errExternalMissing marks the 404 of an external exchange or queue: its
+// owner has not declared it, and no retry of ours can. Other 404s during a
+// declare (a classic queue whose node is down) pass.
+var errExternalMissing = errors.New("an external exchange or queue does not exist")
+
+// missing marks err as errExternalMissing when it is the 404 of the passive
+// check of something external.
+func missing(external bool, err error) error {
+	var ae *amqp.Error
+	if external && errors.As(err, &ae) && ae.Code == amqp.NotFound {
+		return fmt.Errorf("%w: %w", errExternalMissing, err)
+	}
+	return err
 }
 
 // declarer declares on one channel, opening another after a 404 closed it.
