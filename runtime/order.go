@@ -59,35 +59,48 @@ func (c *Consumer) orderKey(d *amqp.Delivery) string {
 }
 
 // inOrder takes d into its key's lane, in the order received, and runs it on
-// a worker: once the delivery before it in the lane has ended, and a
+// a worker once the delivery before it in the lane has ended and a
 // concurrency slot is free. Waiting holds no slot, so one busy key does not
-// keep the others waiting. A delivery whose session was lost while it
-// waited is not started: the broker redelivers it.
-func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, received time.Time, quarantined string) {
+// keep the others waiting, and it does not count against the delivery's
+// budget, which starts when the wait ends: the settler knows the delivery
+// from its receipt (so that no multiple ACK covers it), but times it from
+// then. A delivery still waiting when intake stops, or whose session was
+// lost while it waited, is not started: requeued, or left to the broker.
+// A delivery leaves its lane when its journey ends: a handler past its
+// timeout runs on beside the next one of its key rather than stop the lane
+// (and, with the prefetch full of that key, the queue).
+func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string) {
+	s.gen.Settler.Received(d.DeliveryTag, time.Time{})
 	wait, leave := r.lanes.enter(c.orderKey(d))
 	r.deliveries.Add(1)
 	s.inflight.Add(1)
 	r.workers.Run(func() {
 		defer r.deliveries.Done()
 		defer s.inflight.Done()
+		defer leave()
+		why := "not started: intake stopped while it waited for its order key"
 		select {
 		case <-wait:
-		case <-r.aborted:
+			select {
+			case r.slots <- struct{}{}:
+				why = ""
+			case <-r.stopping:
+			}
+		case <-r.stopping:
 		}
-		select {
-		case r.slots <- struct{}{}:
-		case <-r.aborted:
-			c.notStarted(r, s.gen, d, "not started: the consumer aborted while it waited for its order key")
-			leave()
+		if why != "" {
+			c.notStarted(r, s.gen, d, why)
 			return
 		}
-		sl := &slot{slots: r.slots, leave: leave}
+		sl := &slot{slots: r.slots}
 		sl.hold()
 		defer sl.release()
 		if s.gen.Revoked() {
 			c.notStarted(r, s.gen, d, "not started: its session was lost while it waited for its order key")
 			return
 		}
-		c.process(r, s.gen, d, received, quarantined, sl)
+		started := time.Now()
+		s.gen.Settler.Started(d.DeliveryTag, started)
+		c.process(r, s.gen, d, started, quarantined, sl)
 	})
 }

@@ -149,9 +149,6 @@ func (s *session) closedCleanly(ctx context.Context) error {
 type slot struct {
 	holders atomic.Int32
 	slots   chan struct{} // the run's: release frees one
-	// leave, when set, lets the next delivery of the same order key start,
-	// once the slot is free: only then has this one's handler returned.
-	leave func()
 }
 
 func (s *slot) hold() { s.holders.Add(1) }
@@ -159,9 +156,6 @@ func (s *slot) hold() { s.holders.Add(1) }
 func (s *slot) release() {
 	if s.holders.Add(-1) == 0 {
 		<-s.slots
-		if s.leave != nil {
-			s.leave()
-		}
 	}
 }
 
@@ -248,13 +242,13 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			if !ok {
 				return c.whyLost(s)
 			}
-			received := time.Now()
 			quarantined := s.quarantined(&d)
-			s.gen.Settler.Received(d.DeliveryTag, received)
 			if c.spec.OrderKey != nil {
-				c.inOrder(r, s, &d, received, quarantined)
+				c.inOrder(r, s, &d, quarantined)
 				continue
 			}
+			received := time.Now()
+			s.gen.Settler.Received(d.DeliveryTag, received)
 			select {
 			case r.slots <- struct{}{}:
 			case <-ctx.Done():

@@ -71,8 +71,9 @@ func NewSettler(ch Acker, gen *Generation, prefetch int) *Settler {
 	return s
 }
 
-// Received registers a delivery's tag, received at. The consumer calls it for
-// every delivery, in the order the channel hands them over, before the
+// Received registers a delivery's tag, received at (a zero time for one
+// whose journey starts later: Started times it then). The consumer calls it
+// for every delivery, in the order the channel hands them over, before the
 // delivery can be settled: a multiple ACK must never cover a tag the settler
 // has not seen.
 func (s *Settler) Received(tag uint64, at time.Time) {
@@ -82,16 +83,30 @@ func (s *Settler) Received(tag uint64, at time.Time) {
 	s.mu.Unlock()
 }
 
-// Oldest is when the delivery unsettled the longest was received; zero when
-// every delivery received is settled. A delivery left unresolved stays
-// unsettled: its channel still holds it.
+// Started times the delivery of tag from at rather than from its receipt:
+// one received with a zero time, which waited before its journey began.
+func (s *Settler) Started(tag uint64, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i, ok := slices.BinarySearch(s.unsettled, tag); ok {
+		s.since[i] = at
+	}
+}
+
+// Oldest is when the delivery unsettled the longest was received (or
+// started); zero when every delivery received is settled, or has yet to
+// start. A delivery left unresolved stays unsettled: its channel still
+// holds it.
 func (s *Settler) Oldest() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.since) == 0 {
-		return time.Time{}
+	var oldest time.Time
+	for _, at := range s.since {
+		if !at.IsZero() && (oldest.IsZero() || at.Before(oldest)) {
+			oldest = at
+		}
 	}
-	return s.since[0]
+	return oldest
 }
 
 // Close stops the loop once it has answered what it already took. It does

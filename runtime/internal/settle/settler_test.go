@@ -188,3 +188,25 @@ func TestSettlerStuckWriteDoesNotHoldTheClose(t *testing.T) {
 		t.Error("not stopped after the write returned")
 	}
 }
+
+// Oldest times a delivery from its receipt, or, for one received with a
+// zero time, from when Started says its journey began; one still waiting
+// counts for nothing.
+func TestSettlerOldestSkipsTheWaiting(t *testing.T) {
+	s := NewSettler(&frames{}, &Generation{}, 4)
+	defer s.Close()
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	s.Received(1, time.Time{})
+	s.Received(2, t0.Add(time.Second))
+	if got := s.Oldest(); !got.Equal(t0.Add(time.Second)) {
+		t.Errorf("Oldest = %v, want the receipt of 2", got)
+	}
+	s.Started(1, t0.Add(2*time.Second))
+	if got := s.Oldest(); !got.Equal(t0.Add(time.Second)) {
+		t.Errorf("Oldest = %v, want the receipt of 2, before 1 started", got)
+	}
+	s.settled(2)
+	if got := s.Oldest(); !got.Equal(t0.Add(2 * time.Second)) {
+		t.Errorf("Oldest = %v, want the start of 1", got)
+	}
+}
