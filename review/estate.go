@@ -15,8 +15,18 @@ const redeclare = "drain and delete the queue before deploying, or consume a que
 // arguments reports each queue argument its team sets that changed: RabbitMQ
 // refuses a redeclare with any other value (406).
 func (b *breaker) arguments(oq, nq *schema.Queue) {
+	if oq.External != nq.External {
+		b.add(rules.OwnershipChanged, oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q becomes %s: Lily %s, and RabbitMQ refuses a declaration that differs from the queue's (406)", oq.Name, ownership(nq.External), declaring(nq.External)),
+			"compare the queue's arguments on the broker with the schema's before deploying, and apply `lilygen topology`'s policies first")
+	}
+	if oq.ByPolicy != nq.ByPolicy {
+		b.add(rules.LilyArgumentsMoved, oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q moves Lily's arguments %s: its declarations gain or lose them, which RabbitMQ refuses for the queue and its retry buckets (406)", oq.Name, moved(nq.ByPolicy)),
+			"drain and delete the queue and its retry buckets before deploying, or consume a queue under a new name; with policy, apply `lilygen topology`'s policies first")
+	}
 	if oq.External || nq.External {
-		return // never declared, so never refused
+		return // its own arguments are never declared, so never refused
 	}
 	o, n := oq.Arguments, nq.Arguments
 	type arg struct {
@@ -39,11 +49,14 @@ func (b *breaker) arguments(oq, nq *schema.Queue) {
 				redeclare)
 		}
 	}
-	if oq.ByPolicy != nq.ByPolicy {
-		b.add(rules.LilyArgumentsMoved, oq.Name, nq.Pos,
-			fmt.Sprintf("queue %q moves Lily's arguments %s: its declarations gain or lose them, which RabbitMQ refuses for the queue and its retry buckets (406)", oq.Name, moved(nq.ByPolicy)),
-			"drain and delete the queue and its retry buckets before deploying, or consume a queue under a new name; with policy, apply `lilygen topology`'s policies first")
+}
+
+// declaring says what Lily does with a queue or exchange of that ownership.
+func declaring(external bool) string {
+	if external {
+		return "stops declaring it and only checks that it exists"
 	}
+	return "starts declaring it"
 }
 
 func moved(byPolicy bool) string {
@@ -73,6 +86,11 @@ func (b *breaker) exchanges() {
 		nx := findExchangeIn(b.new, ox.Name)
 		if nx == nil {
 			continue // what it routed to a queue is reported by bindings
+		}
+		if ox.External != nx.External {
+			b.add(rules.OwnershipChanged, ox.Name, nx.Pos,
+				fmt.Sprintf("exchange %q becomes %s: Lily %s, and RabbitMQ refuses a declaration that differs from the exchange's (406)", ox.Name, ownership(nx.External), declaring(nx.External)),
+				"compare the exchange on the broker with the schema's before deploying")
 		}
 		if ox.Type != nx.Type {
 			b.add(rules.ExchangeTypeChanged, ox.Name, nx.Pos,
@@ -173,19 +191,30 @@ func accepts(n, o *schema.Binding, typ string) bool {
 }
 
 // covers reports whether topic pattern a matches every key pattern b does,
-// word by word: # matches any words, * one, others themselves.
+// word by word: # matches any words, * one, others themselves. Each pair of
+// suffixes is decided once, so patterns full of # take no more than
+// len(a)×len(b) steps.
 func covers(a, b []string) bool {
-	switch {
-	case len(a) == 0:
-		return len(b) == 0
-	case a[0] == "#":
-		return covers(a[1:], b) || len(b) > 0 && covers(a, b[1:])
-	case len(b) == 0 || b[0] == "#":
-		return false
-	case a[0] == "*" || a[0] == b[0]:
-		return covers(a[1:], b[1:])
+	memo := make(map[[2]int]bool)
+	var from func(i, j int) bool
+	from = func(i, j int) bool {
+		if v, ok := memo[[2]int{i, j}]; ok {
+			return v
+		}
+		var v bool
+		switch {
+		case i == len(a):
+			v = j == len(b)
+		case a[i] == "#":
+			v = from(i+1, j) || j < len(b) && from(i, j+1)
+		case j == len(b) || b[j] == "#":
+		case a[i] == "*" || a[i] == b[j]:
+			v = from(i+1, j+1)
+		}
+		memo[[2]int{i, j}] = v
+		return v
 	}
-	return false
+	return from(0, 0)
 }
 
 func sourceType(f *schema.File, name string) string {

@@ -31,3 +31,12 @@ func TestCovers(t *testing.T) {
 		}
 	}
 }
+
+// Patterns full of # are decided in polynomial time.
+func TestCoversIsQuick(t *testing.T) {
+	a := strings.Split(strings.Repeat("#.", 40)+"x", ".")
+	b := strings.Split(strings.Repeat("w.", 120)+"y", ".")
+	if covers(a, b) {
+		t.Error("a pattern ending in x covers one ending in y")
+	}
+}

@@ -92,6 +92,7 @@ var (
 	MessageTTLChanged       = Rule{"MESSAGE-TTL-CHANGED", Topology, "`arguments.message_ttl` changed: `x-message-ttl` changes"}
 	InitialGroupSizeChanged = Rule{"INITIAL-GROUP-SIZE-CHANGED", Topology, "a quorum queue's `arguments.initial_group_size` changed: `x-quorum-initial-group-size` changes"}
 	LilyArgumentsMoved      = Rule{"LILY-ARGUMENTS-MOVED", Topology, "`lily_arguments` or `ownership` changed whether the queue's declarations carry Lily's dead-lettering, TTL and limit arguments"}
+	OwnershipChanged        = Rule{"OWNERSHIP-CHANGED", Topology, "a queue's or exchange's `ownership` changed: Lily starts or stops declaring it"}
 	ExchangeTypeChanged     = Rule{"EXCHANGE-TYPE-CHANGED", Topology, "an exchange's `type` changed (for an external exchange: the schema now says its owner changed it)"}
 	ExchangeChanged         = Rule{"EXCHANGE-CHANGED", Topology, "an owned exchange's `durable`, `internal` or `alternate_exchange` changed"}
 	BindingRemoved          = Rule{"BINDING-REMOVED", Routing, "a queue or exchange no longer binds to an exchange it did: what that exchange routed there stops arriving"}
@@ -122,7 +123,7 @@ var All = []Rule{
 	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld,
 	QueueTypeChanged, DLQChanged, DeliveryLimitChanged,
 	SingleActiveChanged, MaxPriorityChanged, MaxLengthChanged, OverflowChanged, MessageTTLChanged, InitialGroupSizeChanged,
-	LilyArgumentsMoved, ExchangeTypeChanged, ExchangeChanged,
+	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged,
 	BindingRemoved, RoutingKeyNarrowed,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
 	LintSingleActiveConcurrency, LintUnorderedRetry,
