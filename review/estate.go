@@ -16,9 +16,7 @@ const redeclare = "drain and delete the queue before deploying, or consume a que
 // refuses a redeclare with any other value (406).
 func (b *breaker) arguments(oq, nq *schema.Queue) {
 	if oq.External != nq.External {
-		b.add(rules.OwnershipChanged, oq.Name, nq.Pos,
-			fmt.Sprintf("queue %q becomes %s: Lily %s, and RabbitMQ refuses a declaration that differs from the queue's (406)", oq.Name, ownership(nq.External), declaring(nq.External)),
-			"compare the queue's arguments on the broker with the schema's before deploying, and apply `lilygen topology`'s policies first")
+		b.ownership("queue", oq.Name, nq.External, nq.Pos)
 	}
 	if oq.ByPolicy != nq.ByPolicy {
 		b.add(rules.LilyArgumentsMoved, oq.Name, nq.Pos,
@@ -51,12 +49,16 @@ func (b *breaker) arguments(oq, nq *schema.Queue) {
 	}
 }
 
-// declaring says what Lily does with a queue or exchange of that ownership.
-func declaring(external bool) string {
+// ownership reports a queue or exchange (what) named name that became
+// external, or owned: Lily stops or starts declaring it.
+func (b *breaker) ownership(what, name string, external bool, at schema.Pos) {
+	does := "starts declaring it"
 	if external {
-		return "stops declaring it and only checks that it exists"
+		does = "stops declaring it and only checks that it exists"
 	}
-	return "starts declaring it"
+	b.add(rules.OwnershipChanged, name, at,
+		fmt.Sprintf("%s %q becomes %s: Lily %s, and RabbitMQ refuses a declaration that differs from the %s's (406)", what, name, ownership(external), does, what),
+		fmt.Sprintf("compare the %s on the broker with the schema before deploying, and apply `lilygen topology`'s policies first", what))
 }
 
 func moved(byPolicy bool) string {
@@ -88,9 +90,7 @@ func (b *breaker) exchanges() {
 			continue // what it routed to a queue is reported by bindings
 		}
 		if ox.External != nx.External {
-			b.add(rules.OwnershipChanged, ox.Name, nx.Pos,
-				fmt.Sprintf("exchange %q becomes %s: Lily %s, and RabbitMQ refuses a declaration that differs from the exchange's (406)", ox.Name, ownership(nx.External), declaring(nx.External)),
-				"compare the exchange on the broker with the schema's before deploying")
+			b.ownership("exchange", ox.Name, nx.External, nx.Pos)
 		}
 		if ox.Type != nx.Type {
 			b.add(rules.ExchangeTypeChanged, ox.Name, nx.Pos,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/schema"
 )
 
 const topologySchema = `version: 1
@@ -122,6 +123,25 @@ func TestTopologyImports(t *testing.T) {
 		}
 	})
 
+	importAndRedeclare(t, ctl, conn, f, defs, major)
+
+	// A control: the broker does refuse a declare with other arguments.
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ch.QueueDeclare(prefix+".orders", true, false, false, false, amqp.Table{"x-dead-letter-routing-key": "elsewhere"})
+	var amqpErr *amqp.Error
+	if !errors.As(err, &amqpErr) || amqpErr.Code != amqp.PreconditionFailed {
+		t.Errorf("a declare with other arguments: %v, want 406", err)
+	}
+}
+
+// importAndRedeclare imports defs with rabbitmqctl, waits for their queues,
+// then declares each queue of f as the runtime does: RabbitMQ refuses a
+// redeclare whose arguments differ (406).
+func importAndRedeclare(t *testing.T, ctl string, conn *amqp.Connection, f *schema.File, defs Definitions, major int) {
+	t.Helper()
 	// rabbitmqctl may read the file as another user, so it is readable by all.
 	data, _ := json.Marshal(defs)
 	file, err := os.CreateTemp("", "lily-definitions-*.json")
@@ -146,17 +166,6 @@ func TestTopologyImports(t *testing.T) {
 		if err := runtime.DeclareTopology(conn, spec); err != nil {
 			t.Errorf("the runtime's declare after the import: %v", err)
 		}
-	}
-
-	// A control: the broker does refuse a declare with other arguments.
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = ch.QueueDeclare(prefix+".orders", true, false, false, false, amqp.Table{"x-dead-letter-routing-key": "elsewhere"})
-	var amqpErr *amqp.Error
-	if !errors.As(err, &amqpErr) || amqpErr.Code != amqp.PreconditionFailed {
-		t.Errorf("a declare with other arguments: %v, want 406", err)
 	}
 }
 
@@ -267,28 +276,7 @@ func TestTopologyImportsEstate(t *testing.T) {
 		t.Fatalf("%d exchanges, %d bindings, %d policies; want 2 owned, 4 (two exchange-to-exchange, two to queues), 3 (audit, its bucket, legacy)",
 			len(defs.Exchanges), len(defs.Bindings), len(defs.Policies))
 	}
-	data, _ := json.Marshal(defs)
-	file, err := os.CreateTemp("", "lily-definitions-*.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(file.Name()) })
-	_, err = file.Write(data)
-	if err := errors.Join(err, file.Chmod(0o644), file.Close()); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(ctl, "import_definitions", file.Name()).CombinedOutput(); err != nil {
-		t.Fatalf("rabbitmqctl import_definitions: %v\n%s", err, out)
-	}
-	for _, q := range defs.Queues {
-		waitForQueue(t, conn, q.Name)
-	}
-	for _, q := range f.Queues {
-		spec := runtime.QueueSpec{Name: q.Name, Topology: QueueTopology(f, q, 3).Queue}
-		if err := runtime.DeclareTopology(conn, spec); err != nil {
-			t.Errorf("the runtime's declare after the import: %v", err)
-		}
-	}
+	importAndRedeclare(t, ctl, conn, f, defs, 3)
 	out, err := exec.Command(ctl, "list_bindings", "-q", "--no-table-headers", "source_name", "destination_name", "routing_key").Output()
 	if err != nil {
 		t.Fatal(err)
