@@ -17,7 +17,7 @@ demo: generate
 	$(LOCAL_BROKER)
 	$(GO) run ./examples/orders -demo
 
-## demo-clean: delete the demo's queues (orders, its retry buckets and its DLQ), named by its generated spec
+## demo-clean: delete the demo's queues (orders and orders.audit, their retry buckets and DLQs) and the shop.events exchange
 demo-clean:
 	$(LOCAL_BROKER)
 	$(GO) run ./examples/orders -clean
