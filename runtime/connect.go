@@ -21,11 +21,9 @@ func (c Config) validateURLs() error {
 		uri, err := amqp.ParseURI(u)
 		switch {
 		case err != nil:
-			// url's errors quote the whole URL, password and all.
-			if ue, ok := errors.AsType[*url.Error](err); ok {
-				err = ue.Err
-			}
-			errs = append(errs, fmt.Errorf("broker URL %d: %w", i+1, err))
+			// The parser's errors quote the URL, or the part of it they
+			// stumbled on, which may be the password.
+			errs = append(errs, fmt.Errorf("broker URL %d is not an amqp:// or amqps:// URL (percent-encode any / ? # @ or %% in its user name and password)", i+1))
 		case c.TLS != nil && uri.Scheme != "amqps":
 			errs = append(errs, fmt.Errorf("broker URL %q is not amqps://, so Config.TLS would not apply to it", redact(u)))
 		}

@@ -16,28 +16,44 @@ const maxOrderKey = 256
 // them. A lane exists while a delivery of its key is in flight.
 type lanes struct {
 	mu   sync.Mutex
-	tail map[string]chan struct{} // the end of each lane's last delivery
+	tail map[string]*place // each lane's last delivery
 }
 
-// enter puts a delivery at the end of key's lane. It may start once wait is
-// closed, and calls leave when it has ended.
-func (l *lanes) enter(key string) (wait <-chan struct{}, leave func()) {
+// place is one delivery's place in its lane.
+type place struct {
+	// passed is closed once the delivery has started or been requeued: the
+	// next one of its lane may be requeued after it, keeping their order.
+	passed chan struct{}
+	// ended is closed when its journey has ended: the next one may start.
+	ended chan struct{}
+}
+
+// gone is the place before the first delivery of a lane.
+var gone = func() *place {
+	p := &place{passed: make(chan struct{}), ended: make(chan struct{})}
+	close(p.passed)
+	close(p.ended)
+	return p
+}()
+
+// enter puts a delivery at the end of key's lane, after prev. It must close
+// its place's passed once, and call leave when its journey has ended.
+func (l *lanes) enter(key string) (prev, own *place, leave func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tail == nil {
-		l.tail = map[string]chan struct{}{}
+		l.tail = map[string]*place{}
 	}
 	prev, ok := l.tail[key]
 	if !ok {
-		prev = make(chan struct{})
-		close(prev)
+		prev = gone
 	}
-	done := make(chan struct{})
-	l.tail[key] = done
-	return prev, func() {
-		close(done)
+	own = &place{passed: make(chan struct{}), ended: make(chan struct{})}
+	l.tail[key] = own
+	return prev, own, func() {
+		close(own.ended)
 		l.mu.Lock()
-		if l.tail[key] == done {
+		if l.tail[key] == own {
 			delete(l.tail, key)
 		}
 		l.mu.Unlock()
@@ -60,38 +76,59 @@ func (c *Consumer) orderKey(d *amqp.Delivery) string {
 
 // inOrder takes d into its key's lane, in the order received, and runs it on
 // a worker once the delivery before it in the lane has ended and a
-// concurrency slot is free. Waiting holds no slot, so one busy key does not
-// keep the others waiting, and it does not count against the delivery's
-// budget, which starts when the wait ends: the settler knows the delivery
-// from its receipt (so that no multiple ACK covers it), but times it from
-// then. A delivery still waiting when intake stops, or whose session was
-// lost while it waited, is not started: requeued, or left to the broker.
-// A delivery leaves its lane when its journey ends: a handler past its
-// timeout runs on beside the next one of its key rather than stop the lane
-// (and, with the prefetch full of that key, the queue).
+// concurrency slot is free. Waiting for the lane holds no slot, so one busy
+// key does not keep the others waiting, and does not count against the
+// delivery's budget, which starts when that wait ends: the settler knows the
+// delivery from its receipt (so that no multiple ACK covers it), but times
+// it from then, so a delivery kept from a slot by handlers past their
+// timeout has its channel recycled, as on an unordered queue.
+//
+// When the session's intake is cancelled (the stop, a recycle), the
+// deliveries still waiting are requeued, each after the one before it in
+// its lane, so that the queue gets them back in their order. A delivery
+// whose session was lost while it waited is not started: the broker
+// redelivers it. A delivery leaves its lane when its journey ends: a handler
+// past its timeout runs on beside the next one of its key rather than stop
+// the lane (and, with the prefetch full of that key, the queue).
 func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string) {
 	s.gen.Settler.Received(d.DeliveryTag, time.Time{})
-	wait, leave := r.lanes.enter(c.orderKey(d))
+	prev, own, leave := r.lanes.enter(c.orderKey(d))
 	r.deliveries.Add(1)
 	s.inflight.Add(1)
+	s.waiting.Add(1)
 	r.workers.Run(func() {
 		defer r.deliveries.Done()
 		defer s.inflight.Done()
 		defer leave()
-		why := "not started: intake stopped while it waited for its order key"
-		select {
-		case <-wait:
-			select {
-			case r.slots <- struct{}{}:
-				why = ""
-			case <-r.stopping:
-			}
-		case <-r.stopping:
-		}
-		if why != "" {
+		requeue := func(why string) {
+			<-prev.passed
+			s.gen.Settler.Started(d.DeliveryTag, time.Now())
 			c.notStarted(r, s.gen, d, why)
+			close(own.passed)
+			s.waiting.Done()
+		}
+		select {
+		case <-prev.ended:
+		case <-s.cancelled:
+			requeue("not started: intake stopped while it waited for its order key")
+			return
+		case <-r.aborted:
+			requeue("not started: the consumer aborted while it waited for its order key")
 			return
 		}
+		started := time.Now()
+		s.gen.Settler.Started(d.DeliveryTag, started)
+		select {
+		case r.slots <- struct{}{}:
+		case <-s.cancelled:
+			requeue("not started: intake stopped while it waited for a slot")
+			return
+		case <-r.aborted:
+			requeue("not started: the consumer aborted while it waited for a slot")
+			return
+		}
+		close(own.passed)
+		s.waiting.Done()
 		sl := &slot{slots: r.slots}
 		sl.hold()
 		defer sl.release()
@@ -99,8 +136,6 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 			c.notStarted(r, s.gen, d, "not started: its session was lost while it waited for its order key")
 			return
 		}
-		started := time.Now()
-		s.gen.Settler.Started(d.DeliveryTag, started)
 		c.process(r, s.gen, d, started, quarantined, sl)
 	})
 }

@@ -59,6 +59,12 @@ type session struct {
 	outlivedOnce sync.Once
 	// inflight counts the session's deliveries still on their journey.
 	inflight sync.WaitGroup
+	// cancelled is closed once the session's intake is cancelled: the
+	// deliveries waiting for their order key are requeued then. waiting
+	// counts those that have neither started nor been requeued.
+	cancelled  chan struct{}
+	cancelOnce sync.Once
+	waiting    sync.WaitGroup
 }
 
 // call runs one synchronous method on the consumer channel, bounded by ctx.
@@ -208,7 +214,7 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 	s := &session{
 		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
 		lost: make(chan struct{}), chEnded: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
-		outlived: make(chan struct{}),
+		outlived: make(chan struct{}), cancelled: make(chan struct{}),
 	}
 	s.lostAfterCancel = func(why error) { c.intakeLost(r, s.gen.ID, why) }
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
@@ -301,9 +307,15 @@ func (c *Consumer) consumeArgs() amqp.Table {
 }
 
 // consumerTimeout is twice the moment a channel is recycled, and at least a
-// minute: the broker looks at its timeouts only now and then.
+// minute: the broker looks at its timeouts only now and then. On an ordered
+// queue a delivery may first wait behind every other one the prefetch holds
+// of its key, each with its own budget, so the broker waits for all of them.
 func (c *Consumer) consumerTimeout() time.Duration {
-	return max(2*c.recycleAfter(), time.Minute)
+	deliveries := 2
+	if c.spec.OrderKey != nil {
+		deliveries = c.spec.Prefetch + 1
+	}
+	return max(time.Duration(deliveries)*c.recycleAfter(), time.Minute)
 }
 
 // recycleAfter is how long a delivery may stay unsettled on its channel: its
@@ -339,6 +351,14 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })
+	// After the cancel, so that the broker does not hand them straight back:
+	// the deliveries waiting for their order key are requeued, in their
+	// order, before what the client buffered, which came after them.
+	s.cancelOnce.Do(func() { close(s.cancelled) })
+	select {
+	case <-waitChan(&s.waiting):
+	case <-ctx.Done():
+	}
 	if held != nil {
 		c.notStarted(r, s.gen, held, why)
 	}
