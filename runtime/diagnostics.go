@@ -24,6 +24,7 @@ const (
 	stageHandled    stage = "handled"     // the handler returned (or timed out)
 	stageFromRecord stage = "from-record" // a redelivery of completed work, settled without the handler
 	stageHandoff    stage = "handoff"     // the handoff publish resolved
+	stageParked     stage = "parked"      // an ordered queue's retry waits in line
 	stageSettled    stage = "settled"     // the journey ended; path says where
 	stageAckProven  stage = "ack-proven"  // a later reply on the channel proved the ACK
 	// stageAckAmbiguous: the channel was lost before the ACK's proof.
@@ -91,7 +92,7 @@ func stageLevel(ev event) slog.Level {
 	switch ev.stage {
 	case stageAckAmbiguous, stageLost, stageReconnect:
 		return slog.LevelWarn
-	case stageConnected, stagePhase, stageFromRecord, stageRejected:
+	case stageConnected, stagePhase, stageFromRecord, stageRejected, stageParked:
 		return slog.LevelInfo
 	case stageSettled:
 		switch ev.path {

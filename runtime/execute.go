@@ -23,7 +23,9 @@ import (
 // Every broker step is bounded by the step timeout and the delivery's deadline.
 // release (when not nil) frees the work for a redelivery: before a requeue's
 // pause, or once remember has kept how the work ended, never earlier, or a
-// redelivery could run the handler again in between.
+// redelivery could run the handler again in between. A park returns at once,
+// with nothing settled and the work still held: the caller waits and runs
+// the handler again.
 func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release func()) decide.Plan {
 	free := func() {
 		if release != nil {
@@ -31,11 +33,20 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 			release = nil
 		}
 	}
-	defer free()
+	parked := false
+	defer func() {
+		if !parked {
+			free()
+		}
+	}()
 	o.PriorRequeues = r.requeues.Count(d.MessageId)
 	var chosen decide.Plan
 	for {
 		plan := decide.Decide(*o, attempt, c.policy, time.Until(deadline))
+		if plan.Action == decide.ActPark {
+			parked = true
+			return plan
+		}
 		if plan.Action != decide.ActDone && (plan.Action != decide.ActAck || chosen.Action != decide.ActHandoff) {
 			chosen = plan
 		}
@@ -81,7 +92,12 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 // ACK that was sent waits for its proof; work that completed without a sent
 // ACK is remembered, so its redelivery is settled without the handler.
 func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, attempt int) {
+	// The work is the delivery's, as a redelivery of it will carry its
+	// attempt header, though a retry in line ran it as a later attempt.
 	work := memory.Work{ID: d.MessageId, Attempt: attempt}
+	if env != nil {
+		work.Attempt = env.Attempt
+	}
 	deadLetter := o.Settlement.Status == outcome.NackSent && !o.Settlement.Requeue
 	if o.Settlement.Status == outcome.AckSent || deadLetter {
 		ack := settle.SentAck{Token: token, Work: work, MessageID: sanitize.Text(d.MessageId, maxIDText), Attempt: attempt, Handoff: o.Handoff, DeadLetter: deadLetter}

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/lilytest"
 	"github.com/lily-mq/lily/wire"
 )
@@ -230,5 +232,67 @@ func TestBrokerOrderedStopRequeuesTheWaiting(t *testing.T) {
 				t.Errorf("the queue holds %v; want a-1 a-2 a-3", ids)
 			}
 		})
+	}
+}
+
+// An ordered queue retries in line: the failed delivery waits its retry
+// delay and runs again as the next attempt, while the deliveries of its key
+// wait behind it and other keys run on; nothing goes through a retry
+// bucket. Retries spent, it goes to the DLQ, and its key goes on.
+func TestBrokerOrderedRetryParksInLine(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 16
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a", "b", "c"}, 2)
+	var mu sync.Mutex
+	var calls []string
+	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+		mu.Lock()
+		calls = append(calls, fmt.Sprintf("%s@%d", msg.OrderID, d.Attempt()))
+		mu.Unlock()
+		switch {
+		case msg.OrderID == "a-0" && d.Attempt() == 1:
+			return errors.New("ledger busy")
+		case msg.OrderID == "c-0":
+			return errors.New("ledger down")
+		}
+		return nil
+	})
+	byID := map[string]runtime.Record{}
+	for _, rec := range c.await(6) {
+		byID[rec.MessageID] = rec
+	}
+	if r := byID["a-0"]; r.Path != runtime.PathAcked || r.Attempt != 2 {
+		t.Errorf("a-0: %+v, want acked at attempt 2", r)
+	}
+	if r := byID["c-0"]; r.Path != runtime.PathDeadLettered || r.Attempt != 3 || !strings.Contains(r.Reason, "retries exhausted after attempt 3 of 3") {
+		t.Errorf("c-0: %+v, want dead-lettered after attempt 3", r)
+	}
+	for _, id := range []string{"a-1", "b-0", "b-1", "c-1"} {
+		if r := byID[id]; r.Path != runtime.PathAcked || r.Attempt != 1 {
+			t.Errorf("%s: %+v, want acked at attempt 1", id, r)
+		}
+	}
+	mu.Lock()
+	order := map[string][]string{}
+	for _, call := range calls {
+		order[call[:1]] = append(order[call[:1]], call)
+	}
+	mu.Unlock()
+	want := map[string]string{"a": "a-0@1 a-0@2 a-1@1", "b": "b-0@1 b-1@1", "c": "c-0@1 c-0@2 c-0@3 c-1@1"}
+	for k, w := range want {
+		if got := strings.Join(order[k], " "); got != w {
+			t.Errorf("tenant %s's calls: %s, want %s", k, got, w)
+		}
+	}
+	if !c.events.has(func(ev event) bool { return ev.stage == "parked" }) {
+		t.Error("no parked event in the diagnostics")
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+	dead := drain(t, q.Topology.DeadLetterQueue)
+	if len(dead) != 1 || dead[0].MessageId != "c-0" || header(t, dead[0], guard.HeaderAttempt) != int64(3) {
+		t.Errorf("the DLQ holds %d messages; want c-0 at attempt 3", len(dead))
 	}
 }

@@ -39,7 +39,10 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		}
 	}()
 	env, verdict, reason := guard.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
+	deadline := received.Add(c.spec.budget())
 	attempt := 1
+	var route routeFn
+	var handlerDone *shares
 	switch {
 	case verdict == guard.Oversized:
 		o.Rejection, o.Reason = outcome.RejectOversized, reason
@@ -57,22 +60,17 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		}
 		// The work is free again once the executor has remembered how it
 		// ended (or requeues it), and its handler has returned, which may be
-		// after this journey ends: the later of the two frees it.
-		release = countdown(2, func() { r.busy.Done(work) })
-		handlerReturned := release
+		// after this journey ends: the last of the shares frees it.
+		handlerDone = &shares{done: func() { r.busy.Done(work) }}
+		release = handlerDone.take()
+		var ok bool
 		if r.completed.Count(work) > 0 {
 			o.CompletedEarlier = true
 			c.emit(event{stage: stageFromRecord, messageID: id, attempt: attempt, generation: gen.ID})
-		} else if route, ok := c.routes.dispatch(env); ok {
-			// pipeline hands handlerReturned back, or (a handler abandoned
-			// at its timeout) leaves it to the handler's late return.
-			o, handlerReturned = c.pipeline(r, sl, route, RawDelivery{d: d, env: env}, received.Add(c.spec.budget()), handlerReturned)
-			c.emit(event{stage: stageHandled, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Handler.Cause})
+		} else if route, ok = c.routes.dispatch(env); ok {
+			o = c.handle(r, gen, sl, route, d, env, attempt, deadline, handlerDone)
 		} else {
 			o.Rejection, o.Reason = outcome.RejectUnsupported, unsupported(env)
-		}
-		if handlerReturned != nil {
-			handlerReturned()
 		}
 	}
 	if env != nil {
@@ -83,8 +81,62 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	}
 	free := release
 	release = nil // execute frees it
-	plan := c.execute(r, gen, token, d, env, &o, auth, attempt, received.Add(c.spec.budget()), free)
-	c.record(r, gen.ID, token, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)), o)
+	for {
+		plan := c.execute(r, gen, token, d, env, &o, auth, attempt, deadline, free)
+		if plan.Action != decide.ActPark {
+			c.record(r, gen.ID, token, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)), o)
+			return
+		}
+		// Retried in line: the deliveries of its key wait behind it.
+		c.emit(event{stage: stageParked, messageID: id, attempt: attempt, generation: gen.ID, detail: plan.Reason})
+		if !r.parkFor(plan.Delay) {
+			// The forced stop came first: the handler is not called again.
+			o.Handler.Cancelled = true
+			continue
+		}
+		if gen.Revoked() {
+			// The channel was lost while it waited: the broker redelivers it.
+			o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "authority revoked while its retry waited in line"}
+			continue
+		}
+		attempt = plan.NextAttempt
+		o = c.handle(r, gen, sl, route, d, env, attempt, deadline, handlerDone)
+	}
+}
+
+// handle runs the route for attempt of the delivery (a retry in line runs a
+// later attempt than its envelope says) and gathers the outcome. The
+// handler's return drops a share of the work; an abandoned handler drops it
+// when it returns late.
+func (c *Consumer) handle(r *run, gen *settle.Generation, sl *slot, route routeFn, d *amqp.Delivery, env *guard.Envelope, attempt int, deadline time.Time, work *shares) outcome.Outcome {
+	rd := RawDelivery{d: d, env: env}
+	if attempt != env.Attempt {
+		again := *env
+		again.Attempt = attempt
+		rd.env = &again
+	}
+	o, handlerReturned := c.pipeline(r, sl, route, rd, deadline, work.take())
+	c.emit(event{stage: stageHandled, messageID: sanitize.Text(d.MessageId, maxIDText), attempt: attempt, generation: gen.ID, detail: o.Handler.Cause})
+	if handlerReturned != nil {
+		handlerReturned()
+	}
+	o.DeliveryCount = env.DeliveryCount
+	return o
+}
+
+// parkFor waits d before a retry in line, and reports false if the forced
+// stop (or the final abort) came first.
+func (r *run) parkFor(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.work.Done():
+		return false
+	case <-r.aborted:
+		return false
+	}
 }
 
 func unsupported(env *guard.Envelope) string {
@@ -199,14 +251,22 @@ func invoke(ctx context.Context, route routeFn, rd RawDelivery) (res outcome.Han
 	return res
 }
 
-// countdown returns a func that runs done on its n-th call: each of n
-// parties calls it once, and the last one runs done.
-func countdown(n int32, done func()) func() {
-	var left atomic.Int32
-	left.Store(n)
+// shares frees a delivery's work once every share taken has been dropped:
+// the journey's, and each handler call's.
+type shares struct {
+	held atomic.Int32
+	done func()
+}
+
+// take adds a share and returns the function that drops it, once.
+func (s *shares) take() func() {
+	s.held.Add(1)
+	var once sync.Once
 	return func() {
-		if left.Add(-1) == 0 {
-			done()
-		}
+		once.Do(func() {
+			if s.held.Add(-1) == 0 {
+				s.done()
+			}
+		})
 	}
 }

@@ -32,9 +32,13 @@ const (
 	ActLeave
 	// ActDone: the delivery is settled; nothing is left to do.
 	ActDone
+	// ActPark holds the delivery in line for Plan.Delay, then runs its
+	// handler again as attempt Plan.NextAttempt: an ordered queue's retry,
+	// which keeps the deliveries of its key behind it.
+	ActPark
 )
 
-var actionNames = [...]string{"", "ack", "handoff", "requeue", "dead-letter", "leave unresolved", "done"}
+var actionNames = [...]string{"", "ack", "handoff", "requeue", "dead-letter", "leave unresolved", "done", "park"}
 
 func (a Action) String() string {
 	if int(a) < len(actionNames) {
@@ -51,6 +55,11 @@ type Policy struct {
 	// DeliveryLimit is the quorum queue's delivery limit; zero when there is
 	// none (a classic queue, a quorum queue declared without one).
 	DeliveryLimit int
+	// Park: the queue is ordered, and a retry waits in line rather than in
+	// a retry bucket, while the budget can carry the wait, another handler
+	// call and a handoff after it.
+	Park           bool
+	HandlerTimeout time.Duration
 }
 
 // Plan is Decide's answer.
@@ -148,6 +157,11 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	}
 	delays := q.RetryDelays
 	delay := delays[min(attempt-1, len(delays)-1)]
+	// A handler still running (abandoned at its timeout) must not get a
+	// second call beside it; a forced stop leaves no time for one.
+	if q.Park && o.Handler.Ran && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.HandlerTimeout+HandoffReserve {
+		return Plan{Action: ActPark, Delay: delay, NextAttempt: attempt + 1, Reason: why + " on " + attemptOf(attempt, q) + ", retried in line after " + delay.String()}
+	}
 	return handoffOrRequeue(o, Plan{
 		Action:      ActHandoff,
 		Destination: queue.RetryBucket(q.Queue, delay),

@@ -145,3 +145,37 @@ func TestDecideDeliveryLimit(t *testing.T) {
 		})
 	}
 }
+
+// An ordered queue retries in line while the budget carries the wait, the
+// next call and a handoff; never beside a handler still running, nor after
+// a forced stop cancelled it; and not once its attempts are spent.
+func TestDecidePark(t *testing.T) {
+	q := testPolicy()
+	q.Park, q.HandlerTimeout = true, 10*time.Second
+	retryable := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
+	abandoned, cancelled := retryable, retryable
+	abandoned.Handler.Abandoned, cancelled.Handler.Cancelled = true, true
+	bucket := Plan{Action: ActHandoff, Destination: "orders.retry.5s", NextAttempt: 3, Reason: "retryable failure on attempt 2 of 4"}
+	for _, tc := range []struct {
+		name      string
+		o         outcome.Outcome
+		attempt   int
+		remaining time.Duration
+		want      Plan
+	}{
+		{"retryable with budget → park", retryable, 2, time.Minute,
+			Plan{Action: ActPark, Delay: 5 * time.Second, NextAttempt: 3, Reason: "retryable failure on attempt 2 of 4, retried in line after 5s"}},
+		{"budget just enough", retryable, 2, 5*time.Second + 10*time.Second + HandoffReserve,
+			Plan{Action: ActPark, Delay: 5 * time.Second, NextAttempt: 3, Reason: "retryable failure on attempt 2 of 4, retried in line after 5s"}},
+		{"budget short → the bucket", retryable, 2, 5*time.Second + 10*time.Second + HandoffReserve - 1, bucket},
+		{"abandoned handler → the bucket", abandoned, 2, time.Minute, bucket},
+		{"cancelled by the forced stop → requeue", cancelled, 2, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handler cancelled by the forced shutdown; no application retry used"}},
+		{"attempts spent → DLQ", retryable, 4, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 4, Reason: "retries exhausted after attempt 4 of 4"}},
+	} {
+		if got := Decide(tc.o, tc.attempt, q, tc.remaining); !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
