@@ -38,10 +38,19 @@ func Lint(f *schema.File, today time.Time) []Finding {
 					"rename it, such as billing.payments")
 			}
 		}
-		if ordered := q.Ordering != nil || q.Arguments.SingleActiveConsumer; ordered && q.Retry.MaxAttempts > 1 {
-			add(rules.LintUnorderedRetry, q.Name, q.Pos,
-				fmt.Sprintf("queue %q asks for ordered handling, but a retry takes the message out of line: it waits in %s and comes back behind every message that arrived meanwhile", q.Name, queue.RetryBucket(q.Name, q.Retry.Delays[0])),
-				"set max_attempts: 1 (and no delays): a failure then goes to the DLQ at once, the rest keep their order, and the failed message is re-driven from the DLQ when its cause is mended")
+		if q.Retry.MaxAttempts > 1 {
+			bucket := queue.RetryBucket(q.Name, q.Retry.Delays[0])
+			need := queue.ParkBudget(q.HandlerTimeout, q.Retry.Delays, q.Retry.MaxAttempts)
+			switch budget := queue.Budget(q.HandlerTimeout, q.SettlementBudget); {
+			case q.Ordering == nil && q.Arguments.SingleActiveConsumer:
+				add(rules.LintUnorderedRetry, q.Name, q.Pos,
+					fmt.Sprintf("queue %q has a single active consumer to keep order, but a retry takes the message out of line: it waits in %s and comes back behind every message that arrived meanwhile", q.Name, bucket),
+					"add ordering (sequential, or by a header or field): a retry then waits in line, holding its key's later messages; or set max_attempts: 1, so that a failure goes to the DLQ at once and the rest keep their order")
+			case q.Ordering != nil && budget < need:
+				add(rules.LintUnorderedRetry, q.Name, q.Pos,
+					fmt.Sprintf("queue %q retries in line, but its settlement_budget %s is short of the %s its %d attempts and delays need: a late retry goes through %s instead, behind the messages that arrived meanwhile", q.Name, budget, need, q.Retry.MaxAttempts, bucket),
+					fmt.Sprintf("remove settlement_budget, or raise it to %s", need))
+			}
 		}
 		if q.Arguments.SingleActiveConsumer && q.Concurrency > 1 && q.Ordering == nil {
 			add(rules.LintSingleActiveConcurrency, q.Name, q.Pos,

@@ -226,8 +226,8 @@ var ruleCases = []ruleCase{
 		new:     []string{"    max_body_bytes", "    arguments: {single_active_consumer: true}\n    max_body_bytes"},
 		subject: "orders", message: `queue "orders" has a single active consumer, which keeps order across processes, but handles 8 deliveries at once, which does not`},
 	{rule: rules.LintUnorderedRetry,
-		new:     []string{"    max_body_bytes", "    ordering: sequential\n    max_body_bytes"},
-		subject: "orders", message: `queue "orders" asks for ordered handling, but a retry takes the message out of line: it waits in orders.retry.1s and comes back behind every message that arrived meanwhile`},
+		new:     []string{"    max_body_bytes", "    ordering: sequential\n    settlement_budget: 1m\n    max_body_bytes"},
+		subject: "orders", message: `queue "orders" retries in line, but its settlement_budget 1m0s is short of the 2m6s its 3 attempts and delays need: a late retry goes through orders.retry.1s instead, behind the messages that arrived meanwhile`},
 }
 
 // TestRuleCasesCoverEveryRule requires a case of ruleCases for every rule,

@@ -106,6 +106,11 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 	}
 	if e, ok := m["ordering"]; ok {
 		q.Ordering = p.ordering(e.v, q)
+		// An ordered queue retries in line: its budget carries every
+		// attempt and delay, unless the schema names one.
+		if _, set := m["settlement_budget"]; !set && q.Ordering != nil && q.Retry.MaxAttempts > 1 {
+			q.SettlementBudget = queue.ParkBudget(q.HandlerTimeout, q.Retry.Delays, q.Retry.MaxAttempts)
+		}
 	}
 	return q
 }

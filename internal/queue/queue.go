@@ -87,6 +87,17 @@ type Declaration struct {
 	KeepExisting bool
 }
 
+// ParkBudget is the settlement budget an ordered queue needs to retry each
+// failure in line up to its last attempt: every handler call, every retry
+// delay between them, and settlementMargin for the handoff and the rest.
+func ParkBudget(handlerTimeout time.Duration, delays []time.Duration, maxAttempts int) time.Duration {
+	b := time.Duration(maxAttempts)*handlerTimeout + settlementMargin
+	for n := 1; n < maxAttempts && len(delays) > 0; n++ {
+		b += delays[min(n-1, len(delays)-1)]
+	}
+	return b
+}
+
 // RetryBucket names the retry bucket of queue for delay d.
 func RetryBucket(queue string, d time.Duration) string {
 	return queue + ".retry." + d.String()

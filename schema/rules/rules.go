@@ -109,7 +109,7 @@ var (
 	LintSingleActiveConcurrency = Rule{"LINT-SINGLE-ACTIVE-CONCURRENCY", Lint, "a queue with `single_active_consumer` and `concurrency` above 1, and no `ordering`"}
 	// LintUnorderedRetry: a retry bucket returns a message behind those
 	// that arrived while it waited.
-	LintUnorderedRetry = Rule{"LINT-UNORDERED-RETRY", Lint, "a queue with `ordering` or `single_active_consumer` that retries through retry buckets"}
+	LintUnorderedRetry = Rule{"LINT-UNORDERED-RETRY", Lint, "a queue with `single_active_consumer` and no `ordering` that retries, or an ordered queue whose `settlement_budget` cannot carry its retries in line"}
 )
 
 // All lists every rule: the breaking ones by category, in the order reports
