@@ -227,7 +227,7 @@ var ruleCases = []ruleCase{
 		subject: "orders", message: `queue "orders" has a single active consumer, which keeps order across processes, but handles 8 deliveries at once, which does not`},
 	{rule: rules.LintUnorderedRetry,
 		new:     []string{"    max_body_bytes", "    ordering: sequential\n    settlement_budget: 1m\n    max_body_bytes"},
-		subject: "orders", message: `queue "orders" retries in line, but its settlement_budget 1m0s is short of the 2m6s its 3 attempts and delays need: a late retry goes through orders.retry.1s instead, behind the messages that arrived meanwhile`},
+		subject: "orders", message: `queue "orders" retries in line, but its settlement_budget 1m0s is short of the 3m6s its 3 attempts and delays need: a late retry goes through orders.retry.1s instead, behind the messages that arrived meanwhile`},
 }
 
 // TestRuleCasesCoverEveryRule requires a case of ruleCases for every rule,

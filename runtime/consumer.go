@@ -78,8 +78,12 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		return nil, err
 	}
 	nothing := func() {}
+	policy := spec.policy()
+	// Another run of the pipeline: the handler, then the claim, commit,
+	// cleanup and after_delivery steps, each bounded by a step.
+	policy.CallCost = spec.HandlerTimeout + 4*cfg.withDefaults().StepTimeout
 	return &Consumer{
-		spec: spec, policy: spec.policy(), routes: routes, cfg: cfg.withDefaults(), tuning: defaultTuning, forceNow: make(chan struct{}),
+		spec: spec, policy: policy, routes: routes, cfg: cfg.withDefaults(), tuning: defaultTuning, forceNow: make(chan struct{}),
 		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
 	}, nil
 }

@@ -81,11 +81,22 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 				o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "authority revoked before the handoff"}
 				break
 			}
-			o.Handoff = c.handoff(r, token, d, env, *o, plan, deadline)
+			o.Handoff = c.handoff(r, token, d, runEnvelope(env, attempt), *o, plan, deadline)
 			c.emit(event{stage: stageHandoff, messageID: sanitize.Text(d.MessageId, maxIDText), attempt: attempt, generation: gen.ID,
 				handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 		}
 	}
+}
+
+// runEnvelope is env as attempt ran it: a retry in line runs a later attempt
+// than its envelope says, and its copy's failure facts must say which.
+func runEnvelope(env *guard.Envelope, attempt int) *guard.Envelope {
+	if env == nil || env.Attempt == attempt {
+		return env
+	}
+	again := *env
+	again.Attempt = attempt
+	return &again
 }
 
 // remember keeps the evidence a later step needs once the journey ends: an

@@ -292,7 +292,10 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
 	dead := drain(t, q.Topology.DeadLetterQueue)
-	if len(dead) != 1 || dead[0].MessageId != "c-0" || header(t, dead[0], guard.HeaderAttempt) != int64(3) {
-		t.Errorf("the DLQ holds %d messages; want c-0 at attempt 3", len(dead))
+	if len(dead) != 1 || dead[0].MessageId != "c-0" {
+		t.Fatalf("the DLQ holds %d messages; want c-0", len(dead))
+	}
+	if a, f := header(t, dead[0], guard.HeaderAttempt), header(t, dead[0], guard.HeaderFailureAttempt); a != int64(3) || f != int64(3) {
+		t.Errorf("c-0 in the DLQ at attempt %v, failed at attempt %v; want 3 and 3", a, f)
 	}
 }

@@ -90,8 +90,8 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		// Retried in line: the deliveries of its key wait behind it.
 		c.emit(event{stage: stageParked, messageID: id, attempt: attempt, generation: gen.ID, detail: plan.Reason})
 		if !r.parkFor(plan.Delay) {
-			// The forced stop came first: the handler is not called again.
-			o.Handler.Cancelled = true
+			// The stop came first: the handler is not called again.
+			o.ParkEnded = true
 			continue
 		}
 		if gen.Revoked() {
@@ -109,12 +109,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 // handler's return drops a share of the work; an abandoned handler drops it
 // when it returns late.
 func (c *Consumer) handle(r *run, gen *settle.Generation, sl *slot, route routeFn, d *amqp.Delivery, env *guard.Envelope, attempt int, deadline time.Time, work *shares) outcome.Outcome {
-	rd := RawDelivery{d: d, env: env}
-	if attempt != env.Attempt {
-		again := *env
-		again.Attempt = attempt
-		rd.env = &again
-	}
+	rd := RawDelivery{d: d, env: runEnvelope(env, attempt)}
 	o, handlerReturned := c.pipeline(r, sl, route, rd, deadline, work.take())
 	c.emit(event{stage: stageHandled, messageID: sanitize.Text(d.MessageId, maxIDText), attempt: attempt, generation: gen.ID, detail: o.Handler.Cause})
 	if handlerReturned != nil {
@@ -124,17 +119,16 @@ func (c *Consumer) handle(r *run, gen *settle.Generation, sl *slot, route routeF
 	return o
 }
 
-// parkFor waits d before a retry in line, and reports false if the forced
-// stop (or the final abort) came first.
+// parkFor waits d before a retry in line, and reports false if the stop
+// came first: the delivery then goes back to its place in the queue before
+// its key's later messages, which intake's stop requeues too.
 func (r *run) parkFor(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-r.work.Done():
-		return false
-	case <-r.aborted:
+	case <-r.stopping:
 		return false
 	}
 }

@@ -58,7 +58,7 @@ func (q QueueSpec) policy() decide.Policy {
 	return decide.Policy{
 		Queue: q.Name, DeadLetterQueue: q.Topology.DeadLetterQueue, RetryDelays: q.Topology.RetryDelays, MaxAttempts: q.MaxAttempts,
 		DeliveryLimit: max(q.topology(0).DeliveryLimit(), 0),
-		Park:          q.OrderKey != nil, HandlerTimeout: q.HandlerTimeout,
+		Park:          q.OrderKey != nil,
 	}
 }
 

@@ -87,11 +87,17 @@ type Declaration struct {
 	KeepExisting bool
 }
 
+// stepsPerCall is the time the runtime keeps for the claim, commit, cleanup
+// and after_delivery steps around one handler call: four steps at its
+// default step timeout of 5 s.
+const stepsPerCall = 20 * time.Second
+
 // ParkBudget is the settlement budget an ordered queue needs to retry each
-// failure in line up to its last attempt: every handler call, every retry
-// delay between them, and settlementMargin for the handoff and the rest.
+// failure in line up to its last attempt: every handler call with the steps
+// around it, every retry delay between them, and settlementMargin for the
+// handoff and the rest.
 func ParkBudget(handlerTimeout time.Duration, delays []time.Duration, maxAttempts int) time.Duration {
-	b := time.Duration(maxAttempts)*handlerTimeout + settlementMargin
+	b := time.Duration(maxAttempts)*(handlerTimeout+stepsPerCall) + settlementMargin
 	for n := 1; n < maxAttempts && len(delays) > 0; n++ {
 		b += delays[min(n-1, len(delays)-1)]
 	}

@@ -56,10 +56,11 @@ type Policy struct {
 	// none (a classic queue, a quorum queue declared without one).
 	DeliveryLimit int
 	// Park: the queue is ordered, and a retry waits in line rather than in
-	// a retry bucket, while the budget can carry the wait, another handler
-	// call and a handoff after it.
-	Park           bool
-	HandlerTimeout time.Duration
+	// a retry bucket, while the budget can carry the wait, another run of
+	// the pipeline (CallCost: the handler and the steps around it) and a
+	// handoff after it.
+	Park     bool
+	CallCost time.Duration
 }
 
 // Plan is Decide's answer.
@@ -157,9 +158,14 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	}
 	delays := q.RetryDelays
 	delay := delays[min(attempt-1, len(delays)-1)]
+	if o.ParkEnded {
+		// Requeued, the delivery goes back to its place, ahead of its key's
+		// later messages; a bucket would put it behind them.
+		return giveBack(o, attempt, q, remaining, "the stop came while its retry waited in line; requeued in its place")
+	}
 	// A handler still running (abandoned at its timeout) must not get a
 	// second call beside it; a forced stop leaves no time for one.
-	if q.Park && o.Handler.Ran && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.HandlerTimeout+HandoffReserve {
+	if q.Park && o.Handler.Ran && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.CallCost+HandoffReserve {
 		return Plan{Action: ActPark, Delay: delay, NextAttempt: attempt + 1, Reason: why + " on " + attemptOf(attempt, q) + ", retried in line after " + delay.String()}
 	}
 	return handoffOrRequeue(o, Plan{

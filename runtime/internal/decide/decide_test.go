@@ -151,7 +151,8 @@ func TestDecideDeliveryLimit(t *testing.T) {
 // a forced stop cancelled it; and not once its attempts are spent.
 func TestDecidePark(t *testing.T) {
 	q := testPolicy()
-	q.Park, q.HandlerTimeout = true, 10*time.Second
+	q.Park, q.CallCost = true, 10*time.Second
+	ended := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}, ParkEnded: true}
 	retryable := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
 	abandoned, cancelled := retryable, retryable
 	abandoned.Handler.Abandoned, cancelled.Handler.Cancelled = true, true
@@ -171,6 +172,8 @@ func TestDecidePark(t *testing.T) {
 		{"abandoned handler → the bucket", abandoned, 2, time.Minute, bucket},
 		{"cancelled by the forced stop → requeue", cancelled, 2, time.Minute,
 			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handler cancelled by the forced shutdown; no application retry used"}},
+		{"the stop ended its wait → requeued in its place", ended, 2, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "the stop came while its retry waited in line; requeued in its place"}},
 		{"attempts spent → DLQ", retryable, 4, time.Minute,
 			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 4, Reason: "retries exhausted after attempt 4 of 4"}},
 	} {

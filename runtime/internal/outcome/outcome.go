@@ -166,8 +166,11 @@ type Outcome struct {
 	// CompletedEarlier: this message's attempt already completed its work in
 	// this process, but that delivery's ACK was ambiguous or never sent.
 	CompletedEarlier bool
-	Handoff          HandoffEvidence
-	Settlement       SettlementEvidence
+	// ParkEnded: the consumer began to stop while the delivery's retry
+	// waited in line.
+	ParkEnded  bool
+	Handoff    HandoffEvidence
+	Settlement SettlementEvidence
 	// PriorRequeues counts the bounded requeues this process already made for
 	// this message id; it lengthens the pause before the next one.
 	PriorRequeues int
