@@ -87,20 +87,7 @@ func TestTopologyConflict(t *testing.T) {
 // refuses a redeclare whose arguments differ (406), so passing proves the
 // definitions are the runtime's own.
 func TestTopologyImports(t *testing.T) {
-	url := services.RabbitMQ(t)
-	ctl, err := exec.LookPath("rabbitmqctl")
-	if err != nil {
-		t.Skip("rabbitmqctl is not installed here")
-	}
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	prefix := "lilytest.topology." + hex.EncodeToString(r[:])
-	f := parse(t, "topo.lily.yaml", strings.ReplaceAll(topologySchema, "PREFIX", prefix))
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("RabbitMQ is not reachable at %s: %v", url, err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	ctl, prefix, f, conn := onTheBroker(t, "topology", topologySchema)
 	version, _ := conn.Properties["version"].(string)
 	major, err := strconv.Atoi(strings.Split(version, ".")[0])
 	if err != nil {
@@ -135,6 +122,28 @@ func TestTopologyImports(t *testing.T) {
 	if !errors.As(err, &amqpErr) || amqpErr.Code != amqp.PreconditionFailed {
 		t.Errorf("a declare with other arguments: %v, want 406", err)
 	}
+}
+
+// onTheBroker readies a definitions test: rabbitmqctl (or a skip), a
+// prefix of the test's own, src parsed with its PREFIX replaced, and a
+// connection to the broker.
+func onTheBroker(t *testing.T, name, src string) (ctl, prefix string, f *schema.File, conn *amqp.Connection) {
+	t.Helper()
+	url := services.RabbitMQ(t)
+	ctl, err := exec.LookPath("rabbitmqctl")
+	if err != nil {
+		t.Skip("rabbitmqctl is not installed here")
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	prefix = "lilytest." + name + "." + hex.EncodeToString(r[:])
+	f = parse(t, name+".lily.yaml", strings.ReplaceAll(src, "PREFIX", prefix))
+	conn, err = amqp.Dial(url)
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable at %s: %v", url, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return ctl, prefix, f, conn
 }
 
 // importAndRedeclare imports defs with rabbitmqctl, waits for their queues,
@@ -227,20 +236,7 @@ queues:
 // redeclares match, and what is external exists), every owned binding is
 // on the broker, and each policy applies to its queue.
 func TestTopologyImportsEstate(t *testing.T) {
-	url := services.RabbitMQ(t)
-	ctl, err := exec.LookPath("rabbitmqctl")
-	if err != nil {
-		t.Skip("rabbitmqctl is not installed here")
-	}
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	prefix := "lilytest.estate." + hex.EncodeToString(r[:])
-	f := parse(t, "estate.lily.yaml", strings.ReplaceAll(estateSchema, "PREFIX", prefix))
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatalf("RabbitMQ is not reachable at %s: %v", url, err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	ctl, prefix, f, conn := onTheBroker(t, "estate", estateSchema)
 	defs, err := Topology("/", 3, f)
 	if err != nil {
 		t.Fatal(err)
