@@ -61,14 +61,14 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		// The work is free again once the executor has remembered how it
 		// ended (or requeues it), and its handler has returned, which may be
 		// after this journey ends: the last of the shares frees it.
-		handlerDone = &shares{done: func() { r.busy.Done(work) }}
+		handlerDone = newShares(func() { r.busy.Done(work) })
 		release = handlerDone.take()
 		var ok bool
 		if r.completed.Count(work) > 0 {
 			o.CompletedEarlier = true
 			c.emit(event{stage: stageFromRecord, messageID: id, attempt: attempt, generation: gen.ID})
 		} else if route, ok = c.routes.dispatch(env); ok {
-			o = c.handle(r, gen, sl, route, d, env, attempt, deadline, handlerDone)
+			o = c.handle(r, gen, sl, route, d, env, id, attempt, deadline, handlerDone)
 		} else {
 			o.Rejection, o.Reason = outcome.RejectUnsupported, unsupported(env)
 		}
@@ -100,18 +100,18 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 			continue
 		}
 		attempt = plan.NextAttempt
-		o = c.handle(r, gen, sl, route, d, env, attempt, deadline, handlerDone)
+		o = c.handle(r, gen, sl, route, d, env, id, attempt, deadline, handlerDone)
 	}
 }
 
-// handle runs the route for attempt of the delivery (a retry in line runs a
-// later attempt than its envelope says) and gathers the outcome. The
-// handler's return drops a share of the work; an abandoned handler drops it
-// when it returns late.
-func (c *Consumer) handle(r *run, gen *settle.Generation, sl *slot, route routeFn, d *amqp.Delivery, env *guard.Envelope, attempt int, deadline time.Time, work *shares) outcome.Outcome {
+// handle runs the route for attempt of the delivery, whose sanitized message
+// id is id (a retry in line runs a later attempt than its envelope says),
+// and gathers the outcome. The handler's return drops a share of the work;
+// an abandoned handler drops it when it returns late.
+func (c *Consumer) handle(r *run, gen *settle.Generation, sl *slot, route routeFn, d *amqp.Delivery, env *guard.Envelope, id string, attempt int, deadline time.Time, work *shares) outcome.Outcome {
 	rd := RawDelivery{d: d, env: runEnvelope(env, attempt)}
 	o, handlerReturned := c.pipeline(r, sl, route, rd, deadline, work.take())
-	c.emit(event{stage: stageHandled, messageID: sanitize.Text(d.MessageId, maxIDText), attempt: attempt, generation: gen.ID, detail: o.Handler.Cause})
+	c.emit(event{stage: stageHandled, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Handler.Cause})
 	if handlerReturned != nil {
 		handlerReturned()
 	}
@@ -249,18 +249,24 @@ func invoke(ctx context.Context, route routeFn, rd RawDelivery) (res outcome.Han
 // the journey's, and each handler call's.
 type shares struct {
 	held atomic.Int32
-	done func()
+	drop func()
 }
 
-// take adds a share and returns the function that drops it, once.
+// newShares returns shares that call done once the last is dropped.
+func newShares(done func()) *shares {
+	s := &shares{}
+	s.drop = func() {
+		if s.held.Add(-1) == 0 {
+			done()
+		}
+	}
+	return s
+}
+
+// take adds a share and returns the function that drops it; each share is
+// dropped once. Every share drops through one function, made once: a
+// delivery takes two or more, and the per-message path allocates none.
 func (s *shares) take() func() {
 	s.held.Add(1)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			if s.held.Add(-1) == 0 {
-				s.done()
-			}
-		})
-	}
+	return s.drop
 }
