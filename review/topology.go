@@ -1,6 +1,7 @@
 package review
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -96,71 +97,81 @@ func QueueTopology(f *schema.File, q *schema.Queue, brokerMajor int) queue.Topol
 // queue or exchange differently are an error, since RabbitMQ would refuse
 // the second.
 func Topology(vhost string, brokerMajor int, files ...*schema.File) (Definitions, error) {
-	d := Definitions{Queues: []QueueDefinition{}, Exchanges: []ExchangeDefinition{}, Bindings: []BindingDefinition{}, Policies: []PolicyDefinition{}}
-	queues, exchanges, bindings, policies := map[string]int{}, map[string]int{}, map[string]bool{}, map[string]int{}
+	w := definer{
+		vhost: vhost, seen: map[string]int{},
+		d: Definitions{Queues: []QueueDefinition{}, Exchanges: []ExchangeDefinition{}, Bindings: []BindingDefinition{}, Policies: []PolicyDefinition{}},
+	}
 	for _, f := range files {
 		for _, q := range f.Queues {
-			t := QueueTopology(f, q, brokerMajor)
-			for _, x := range t.Exchanges {
-				if x.External {
-					continue
-				}
-				def := ExchangeDefinition{Name: x.Name, VHost: vhost, Type: x.Type, Durable: x.Durable, Internal: x.Internal, Arguments: map[string]any{}}
-				if x.AlternateExchange != "" {
-					def.Arguments["alternate-exchange"] = x.AlternateExchange
-				}
-				if err := once(&d.Exchanges, exchanges, x.Name, def, "exchange"); err != nil {
-					return d, err
-				}
-			}
-			for _, decl := range queue.Declarations(t) {
-				if decl.Passive {
-					continue
-				}
-				def := QueueDefinition{Name: decl.Name, VHost: vhost, Durable: true, Arguments: decl.Args}
-				if err := once(&d.Queues, queues, decl.Name, def, "queue"); err != nil {
-					return d, err
-				}
-			}
-			for _, b := range t.Bindings {
-				if b.External {
-					continue
-				}
-				def := BindingDefinition{Source: b.Source, VHost: vhost, Destination: q.Name, DestinationType: "queue", RoutingKey: b.RoutingKey}
-				if b.Exchange != "" {
-					def.Destination, def.DestinationType = b.Exchange, "exchange"
-				}
-				def.Arguments = b.Arguments
-				if def.Arguments == nil {
-					def.Arguments = map[string]any{}
-				}
-				// fmt prints maps sorted: one key per binding and match.
-				if key := fmt.Sprintf("%+v", def); !bindings[key] {
-					bindings[key] = true
-					d.Bindings = append(d.Bindings, def)
-				}
-			}
-			for _, p := range queue.Policies(t) {
-				def := PolicyDefinition{VHost: vhost, Name: p.Name, Pattern: p.Pattern, ApplyTo: "queues", Definition: p.Definition, Priority: queue.PolicyPriority}
-				if err := once(&d.Policies, policies, p.Name, def, "policy"); err != nil {
-					return d, err
-				}
+			if err := w.queue(q.Name, QueueTopology(f, q, brokerMajor)); err != nil {
+				return w.d, err
 			}
 		}
 	}
-	return d, nil
+	return w.d, nil
 }
 
-// once appends def to defs unless name is there already, when it must be
-// the same: what two schemas declare twice must agree.
-func once[T any](defs *[]T, seen map[string]int, name string, def T, what string) error {
-	if i, ok := seen[name]; ok {
+// definer gathers the definitions of queues, each entity once.
+type definer struct {
+	vhost string
+	d     Definitions
+	// seen holds the index of each entity written, by kind and name.
+	seen map[string]int
+}
+
+// queue adds what t, the topology of queue name, declares and Lily owns.
+func (w *definer) queue(name string, t queue.Topology) error {
+	var errs []error
+	for _, x := range t.Exchanges {
+		if x.External {
+			continue
+		}
+		def := ExchangeDefinition{Name: x.Name, VHost: w.vhost, Type: x.Type, Durable: x.Durable, Internal: x.Internal, Arguments: map[string]any{}}
+		if x.AlternateExchange != "" {
+			def.Arguments["alternate-exchange"] = x.AlternateExchange
+		}
+		errs = append(errs, once(&w.d.Exchanges, w.seen, "exchange", x.Name, def))
+	}
+	for _, decl := range queue.Declarations(t) {
+		if !decl.Passive {
+			def := QueueDefinition{Name: decl.Name, VHost: w.vhost, Durable: true, Arguments: decl.Args}
+			errs = append(errs, once(&w.d.Queues, w.seen, "queue", decl.Name, def))
+		}
+	}
+	for _, b := range t.Bindings {
+		if b.External {
+			continue
+		}
+		def := BindingDefinition{Source: b.Source, VHost: w.vhost, Destination: name, DestinationType: "queue", RoutingKey: b.RoutingKey, Arguments: b.Arguments}
+		if b.Exchange != "" {
+			def.Destination, def.DestinationType = b.Exchange, "exchange"
+		}
+		if def.Arguments == nil {
+			def.Arguments = map[string]any{}
+		}
+		// A binding is named by all it is (fmt prints maps sorted), so one
+		// named twice is the same binding.
+		errs = append(errs, once(&w.d.Bindings, w.seen, "binding", fmt.Sprintf("%+v", def), def))
+	}
+	for _, p := range queue.Policies(t) {
+		def := PolicyDefinition{VHost: w.vhost, Name: p.Name, Pattern: p.Pattern, ApplyTo: "queues", Definition: p.Definition, Priority: queue.PolicyPriority}
+		errs = append(errs, once(&w.d.Policies, w.seen, "policy", p.Name, def))
+	}
+	return errors.Join(errs...)
+}
+
+// once appends def, the what named name, to defs unless it is there
+// already, when it must be the same: what two schemas declare twice must
+// agree.
+func once[T any](defs *[]T, seen map[string]int, what, name string, def T) error {
+	key := what + " " + name
+	if i, ok := seen[key]; ok {
 		if !reflect.DeepEqual((*defs)[i], def) {
 			return fmt.Errorf("%s %q is declared twice, differently (%+v and %+v)", what, name, (*defs)[i], def)
 		}
 		return nil
 	}
-	seen[name] = len(*defs)
+	seen[key] = len(*defs)
 	*defs = append(*defs, def)
 	return nil
 }
