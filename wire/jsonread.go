@@ -121,7 +121,12 @@ func (r *JSONReader) peek() byte {
 		r.fail("unexpected end of JSON input")
 		return 0
 	}
-	return r.data[r.pos]
+	c := r.data[r.pos]
+	if c == 0 {
+		// 0 says "stop" to every caller: a NUL byte must be the error it is.
+		r.fail(invalidChar(c, "in JSON"))
+	}
+	return c
 }
 
 // kindError is the error of a value of the wrong type that starts with c: a
@@ -289,4 +294,15 @@ func (r *JSONReader) Bytes() ([]byte, error) {
 		return nil, &FieldError{Problem: "not base64"}
 	}
 	return out[:n], nil
+}
+
+// Raw reads any value and returns it as written, not a copy: its syntax is
+// checked, and no object in it may repeat a name.
+func (r *JSONReader) Raw() ([]byte, error) {
+	start := r.space()
+	r.skip(true)
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.data[start:r.pos], nil
 }

@@ -320,3 +320,33 @@ func TestAt(t *testing.T) {
 		}
 	}
 }
+
+// A NUL byte where a value or token should be is a syntax error that each
+// read returns as an error that can be printed, not a nil one in disguise.
+func TestJSONReaderNULByte(t *testing.T) {
+	for _, body := range []string{"\x00", `{"a":` + "\x00}", `[1,` + "\x00]"} {
+		r := NewJSONReader([]byte(body))
+		_, err := r.Raw()
+		if err == nil || !strings.Contains(err.Error(), `invalid character '\x00'`) {
+			t.Errorf("Raw of %q: %v", body, err)
+		}
+		r = NewJSONReader([]byte(body))
+		if _, err := r.String(); err == nil || err.Error() == "" {
+			t.Errorf("String of %q: %v", body, err)
+		}
+	}
+}
+
+func TestJSONReaderRaw(t *testing.T) {
+	r := NewJSONReader([]byte(` {"a": [1, {"b": null}], "c": "d"} `))
+	raw, err := r.Raw()
+	if err != nil || string(raw) != `{"a": [1, {"b": null}], "c": "d"}` {
+		t.Fatalf("Raw = %q, %v", raw, err)
+	}
+	if err := r.End(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewJSONReader([]byte(`{"a":1,"a":2}`)).Raw(); err == nil || !strings.Contains(err.Error(), "repeated") {
+		t.Fatalf("Raw of a repeated name: %v", err)
+	}
+}
