@@ -47,6 +47,7 @@ func Generate(f *schema.File) (Output, error) {
 	j.ImportName(wire, "wire")
 	j.ImportName(topo, "topology")
 	compatibility(j)
+	sharedTypes(j, f)
 	for _, m := range f.Messages {
 		message(j, m)
 	}

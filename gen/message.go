@@ -15,38 +15,21 @@ func message(j *jen.File, m *schema.Message) {
 	j.Commentf("%sType is the AMQP type of %s messages.", m.Name, m.Name)
 	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Name)
 	for _, v := range m.Versions {
-		objs := objects(m, v)
+		objs := objects(object{name: v.GoName, doc: fmt.Sprintf("%s is version %d of %s.", v.GoName, v.Number, m.Name), fields: v.Fields})
 		for i, o := range objs {
 			j.Comment(o.doc)
 			if i == 0 {
 				deprecated(j, m, v)
 			}
-			j.Type().Id(o.name).StructFunc(func(g *jen.Group) {
-				for _, f := range o.fields {
-					tag := f.Name
-					if !f.Required && f.Default == nil {
-						tag += ",omitempty"
-					}
-					field := g.Id(f.GoName).Add(publicType(f)).Tag(map[string]string{"json": tag})
-					if c := describe(f); c != "" {
-						field.Comment(c)
-					}
-				}
+			structType(j, o, func(g *jen.Group) {
 				if i == 0 && v.HeadersName != "" {
 					g.Comment("Headers are the typed headers: the route fills them in, a producer sends them.")
 					g.Id("Headers").Id(v.HeadersName).Tag(map[string]string{"json": "-"})
 				}
 			})
 		}
-		walk(v, func(f *schema.Field, role string) {
-			if f.Type == schema.Enum {
-				enum(j, f, role)
-			}
-			if f.Pattern != "" {
-				j.Commentf("%s checks %s; compiled once, when the package loads.", patternVar(f), role)
-				j.Var().Id(patternVar(f)).Op("=").Qual("regexp", "MustCompile").Call(jen.Lit(f.Pattern))
-			}
-		})
+		walk(v.GoName, "field", v.Fields, enumsAndPatterns(j))
+		walk(v.GoName, "header", v.Headers, enumsAndPatterns(j))
 		if v.HeadersName != "" {
 			headers(j, v)
 		}
@@ -71,22 +54,50 @@ func deprecated(g interface{ Comment(string) *jen.Statement }, m *schema.Message
 	g.Comment(text + ".")
 }
 
-// walk calls fn for every field, element and header of v, with its role in
-// words, such as "the sku field of OrderPlacedV2ItemsItem".
-func walk(v *schema.Version, fn func(f *schema.Field, role string)) {
-	var visit func(parent, kind string, fields []*schema.Field)
-	visit = func(parent, kind string, fields []*schema.Field) {
-		for _, f := range fields {
-			role := fmt.Sprintf("the %s %s of %s", f.Name, kind, parent)
-			for t := f; t != nil; t = t.Items {
-				fn(t, role)
-				visit(t.GoPath, "field", t.Fields)
-				role = "an element of " + role
+// structType emits struct o; more adds fields after the schema's.
+func structType(j *jen.File, o object, more func(g *jen.Group)) {
+	j.Type().Id(o.name).StructFunc(func(g *jen.Group) {
+		for _, f := range o.fields {
+			tag := f.Name
+			if !f.Required && f.Default == nil {
+				tag += ",omitempty"
+			}
+			field := g.Id(f.GoName).Add(publicType(f)).Tag(map[string]string{"json": tag})
+			if c := describe(f); c != "" {
+				field.Comment(c)
 			}
 		}
+		more(g)
+	})
+}
+
+// enumsAndPatterns emits the enum type or the compiled pattern a field
+// declares.
+func enumsAndPatterns(j *jen.File) func(f *schema.Field, role string) {
+	return func(f *schema.Field, role string) {
+		if f.Type == schema.Enum {
+			enum(j, f, fmt.Sprintf("%s is the type of %s", f.GoPath, role))
+		}
+		if f.Pattern != "" {
+			j.Commentf("%s checks %s; compiled once, when the package loads.", patternVar(f), role)
+			j.Var().Id(patternVar(f)).Op("=").Qual("regexp", "MustCompile").Call(jen.Lit(f.Pattern))
+		}
 	}
-	visit(v.GoName, "field", v.Fields)
-	visit(v.GoName, "header", v.Headers)
+}
+
+// walk calls fn for every field (or header, as kind says) of struct parent
+// and every element and field below it, with its role in words, such as
+// "the sku field of OrderPlacedV2ItemsItem". It stops at a shared type,
+// whose declarations are emitted once, with the type.
+func walk(parent, kind string, fields []*schema.Field, fn func(f *schema.Field, role string)) {
+	for _, f := range fields {
+		role := fmt.Sprintf("the %s %s of %s", f.Name, kind, parent)
+		for t := f; t != nil && t.Named == ""; t = t.Items {
+			fn(t, role)
+			walk(t.GoPath, "field", t.Fields, fn)
+			role = "an element of " + role
+		}
+	}
 }
 
 func patternVar(f *schema.Field) string { return "pattern" + f.GoPath }
@@ -100,9 +111,10 @@ func commentText(s string) string {
 	return s
 }
 
-// enum emits an enum's string type and one constant per value.
-func enum(j *jen.File, f *schema.Field, role string) {
-	j.Commentf("%s is the type of %s: one of %s.", f.GoPath, role, commentText(strings.Join(f.Values, ", ")))
+// enum emits an enum's string type and one constant per value; doc begins
+// its comment.
+func enum(j *jen.File, f *schema.Field, doc string) {
+	j.Commentf("%s: one of %s.", doc, commentText(strings.Join(f.Values, ", ")))
 	j.Type().Id(f.GoPath).String()
 	j.Commentf("The values of %s.", f.GoPath)
 	j.Const().DefsFunc(func(g *jen.Group) {
@@ -114,21 +126,21 @@ func enum(j *jen.File, f *schema.Field, role string) {
 
 func enumConst(f *schema.Field, value string) string { return f.GoPath + schema.GoName(value) }
 
-// object is one Go struct of a version: the payload or an object field's.
+// object is one Go struct: a payload, a shared type's or an object field's.
 type object struct {
 	name, doc string
 	fields    []*schema.Field
 }
 
-// objects lists the structs of version v: the payload, then each object
-// field's struct, depth first in field order.
-func objects(m *schema.Message, v *schema.Version) []object {
-	out := []object{{name: v.GoName, doc: fmt.Sprintf("%s is version %d of %s.", v.GoName, v.Number, m.Name), fields: v.Fields}}
+// objects lists root, then the struct of each object field below it, depth
+// first in field order, short of shared types, which are emitted once.
+func objects(root object) []object {
+	out := []object{root}
 	var visit func(parent string, fields []*schema.Field)
 	visit = func(parent string, fields []*schema.Field) {
 		for _, f := range fields {
 			role := "the " + f.Name + " field"
-			for t := f; t != nil; t = t.Items {
+			for t := f; t != nil && t.Named == ""; t = t.Items {
 				if t.Type == schema.Object {
 					out = append(out, object{name: t.GoPath, doc: fmt.Sprintf("%s is %s of %s.", t.GoPath, role, parent), fields: t.Fields})
 					visit(t.GoPath, t.Fields)
@@ -137,7 +149,7 @@ func objects(m *schema.Message, v *schema.Version) []object {
 			}
 		}
 	}
-	visit(v.GoName, v.Fields)
+	visit(root.name, root.fields)
 	return out
 }
 

@@ -134,7 +134,7 @@ func sameField(a, b *schema.Field) bool {
 		samePointee(a.MinInt, b.MinInt) && samePointee(a.MaxInt, b.MaxInt) &&
 		samePointee(a.MinNum, b.MinNum) && samePointee(a.MaxNum, b.MaxNum) &&
 		samePointee(a.MinItems, b.MinItems) && samePointee(a.MaxItems, b.MaxItems) &&
-		a.Pattern == b.Pattern && slices.Equal(a.Values, b.Values) &&
+		a.Pattern == b.Pattern && slices.Equal(a.Values, b.Values) && a.Named == b.Named &&
 		slices.EqualFunc(a.Fields, b.Fields, sameField) && sameField(a.Items, b.Items)
 }
 

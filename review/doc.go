@@ -22,7 +22,9 @@ type Page struct {
 	Package  string
 	Output   string
 	Messages []MessageView
-	Queues   []QueueView
+	// Types are the shared types the messages use.
+	Types  []TypeView
+	Queues []QueueView
 	// Against names the older revision; the rest of the comparison is empty
 	// when it is "".
 	Against  string
@@ -45,6 +47,17 @@ type VersionView struct {
 	DeprecatedSince, RemoveAfter string
 	Fields, Headers              []FieldRow
 	Examples                     int
+}
+
+// TypeView is one shared type of the page: an enum's values, or an
+// object's fields, shown once for every version that uses it.
+type TypeView struct {
+	Name, Kind string
+	Values     string
+	Fields     []FieldRow
+	// UsedBy are the Go names of the versions that use it, directly or
+	// through another type.
+	UsedBy []string
 }
 
 // FieldRow is one field, element or header of the page.
@@ -100,6 +113,18 @@ func NewPage(f, old *schema.File, against string) Page {
 			mv.Versions = append(mv.Versions, vv)
 		}
 		p.Messages = append(p.Messages, mv)
+	}
+	for _, t := range f.UsedTypes() {
+		tv := TypeView{Name: t.Named, Kind: string(t.Type), Values: strings.Join(t.Values, ", ")}
+		walkFields(t.Fields, "", func(fd *schema.Field, path string) { tv.Fields = append(tv.Fields, row(fd, path)) })
+		for _, m := range f.Messages {
+			for _, v := range m.Versions {
+				if slices.Contains(v.SharedTypes(), t.Named) {
+					tv.UsedBy = append(tv.UsedBy, v.GoName)
+				}
+			}
+		}
+		p.Types = append(p.Types, tv)
 	}
 	for _, q := range f.Queues {
 		p.Queues = append(p.Queues, queueView(f, q))

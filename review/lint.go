@@ -3,6 +3,7 @@ package review
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/lily-mq/lily/internal/queue"
@@ -81,6 +82,21 @@ func Lint(f *schema.File, today time.Time) []Finding {
 			})
 		}
 	}
+	// A shared type's fields are linted once, under its name.
+	for _, t := range f.Types {
+		walkFields(t.Fields, t.Named+".", func(fd *schema.Field, subject string) {
+			lintField(fd, subject, false, add)
+		})
+	}
+	used := f.UsedTypes()
+	for _, t := range f.Types {
+		// An included file's types may serve other schemas that include it.
+		if t.Pos.File == f.Name && !slices.Contains(used, t) {
+			add(rules.LintTypeUnused, t.Named, t.Pos,
+				fmt.Sprintf("type %s is used by no message version: it generates no Go code", t.Named),
+				"use it, or remove it")
+		}
+	}
 	Sort(out)
 	return out
 }
@@ -103,11 +119,15 @@ func lintField(f *schema.Field, subject string, header bool, add func(r rules.Ru
 }
 
 // walkFields calls fn with every field below fs, elements included, and its
-// subject: prefix, the path of JSON keys, and [] for an element.
+// subject: prefix, the path of JSON keys, and [] for an element. It does not
+// enter a shared type, which is shown and linted once, on its own.
 func walkFields(fs []*schema.Field, prefix string, fn func(f *schema.Field, subject string)) {
 	var walk func(f *schema.Field, subject string)
 	walk = func(f *schema.Field, subject string) {
 		fn(f, subject)
+		if f.Named != "" {
+			return
+		}
 		for _, c := range f.Fields {
 			walk(c, subject+"."+c.Name)
 		}

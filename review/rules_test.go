@@ -228,6 +228,9 @@ var ruleCases = []ruleCase{
 	{rule: rules.LintUnorderedRetry,
 		new:     []string{"    max_body_bytes", "    ordering: sequential\n    settlement_budget: 1m\n    max_body_bytes"},
 		subject: "orders", message: `queue "orders" retries in line, but its settlement_budget 1m0s is short of the 3m6s its 3 attempts and delays need: a late retry goes through orders.retry.1s instead, behind the messages that arrived meanwhile`},
+	{rule: rules.LintTypeUnused,
+		new:     []string{"messages:", "types:\n  Unused: {type: enum, values: [a]}\nmessages:"},
+		subject: "Unused", message: "type Unused is used by no message version: it generates no Go code"},
 }
 
 // TestRuleCasesCoverEveryRule requires a case of ruleCases for every rule,

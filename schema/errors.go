@@ -48,6 +48,7 @@ const (
 	RuleDuplicateVersion = "DUPLICATE-VERSION"   // a version twice in one message
 	RuleDuplicate        = "DUPLICATE"           // a content type, consumed version or enum value twice
 	RuleUnknownType      = "UNKNOWN-TYPE"        // a field or header type that does not exist
+	RuleTypeCycle        = "TYPE-CYCLE"          // a shared type that contains itself
 	RuleBoundType        = "BOUND-TYPE"          // a bound or key that does not apply to the field's type
 	RuleImpossibleBound  = "IMPOSSIBLE-BOUND"    // a bound no value can meet
 	RuleRange            = "OUT-OF-RANGE"        // a number outside what the key allows

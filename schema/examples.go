@@ -49,7 +49,7 @@ func (p *parser) examples(n *yaml.Node, ver *Version, fieldsOK bool) []Example {
 				continue
 			}
 		}
-		if !fieldsOK {
+		if !fieldsOK || p.brokenTypes() {
 			continue
 		}
 		if err := ver.Check(ex.Body, ex.Headers); err != nil {

@@ -17,6 +17,7 @@ const (
 	inPayload place = iota // a field of a payload or object
 	inElement              // the element of a list or map
 	inHeaders              // a typed header
+	inType                 // a shared type, under types
 )
 
 var fieldKeys = []string{
@@ -37,6 +38,11 @@ var typeKeys = map[Type][]string{
 	List:    {"min_items", "max_items", "items"},
 	Map:     {"min_items", "max_items", "items"},
 }
+
+// sharedKinds are the types a shared type may be: those that give a Go type
+// of their own. A bounded string is written where it is used, so that its Go
+// type stays a plain string.
+var sharedKinds = []Type{Object, Enum}
 
 // defaultTypes are the types a default may be given for: scalars with a
 // literal Go value.
@@ -114,8 +120,11 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 		return nil
 	}
 	allowed := types
-	if at == inHeaders {
+	switch at {
+	case inHeaders:
 		allowed = headerTypes
+	case inType:
+		allowed = sharedKinds
 	}
 	te, ok := m["type"]
 	if !ok {
@@ -127,31 +136,48 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 		return nil
 	}
 	f := &Field{Type: Type(t), GoPath: goPath, Pos: p.pos(key), Required: at == inElement}
+	_, shared := p.types[t]
+	uses := shared && at != inType // a use of a shared type, not its declaration
 	switch {
+	case uses:
+		def := p.sharedType(t, te.v)
+		if def == nil {
+			return nil // reported where it is declared, or the cycle where it closes
+		}
+		f.Type, f.Named, f.GoPath, f.Values, f.Fields = def.Type, def.Named, def.GoPath, def.Values, def.Fields
+	case at == inType:
+		f.Named = goPath
 	case f.Type == Integer:
 		f.Int = Int64
 	case slices.Contains(intTypes, IntType(t)):
 		f.Type, f.Int = Integer, IntType(t)
 	}
 	if !slices.Contains(allowed, f.Type) {
-		what := "type"
-		if at == inHeaders && slices.Contains(types, f.Type) {
-			what = "header type"
-		}
-		e := p.errorf(te.v, RuleUnknownType, "unknown %s %q", what, t)
-		e.Hint = hint(t, typeNames(allowed), "one of "+typeList(allowed))
-		if t == "uint64" {
-			e.Hint = "Lily carries integers as int64, and AMQP headers have no uint64: use int64 with min: 0, or uint32"
-		}
+		p.unknownType(te.v, t, f, allowed, at)
 		return nil
 	}
 	p.flags(m, f, at)
 	for _, k := range fieldKeys[4:] {
-		if e, ok := m[k]; ok && !slices.Contains(typeKeys[f.Type], k) {
-			p.errorf(e.k, RuleBoundType, "%s does not apply to a field of type %s", k, f.TypeName())
+		if e, ok := m[k]; ok && (uses || !slices.Contains(typeKeys[f.Type], k)) {
+			e := p.errorf(e.k, RuleBoundType, "%s does not apply to a field of type %s", k, f.TypeName())
+			if uses && slices.Contains(typeKeys[f.Type], k) {
+				e.Hint = "the declaration of " + t + " under types sets it"
+			}
 			delete(m, k)
 		}
 	}
+	if !uses { // a shared type's declaration was read once; a use adds only presence and a default
+		p.typeKeys(key, m, f)
+	}
+	if e, ok := m["default"]; ok && f.Default == nil && !f.Required && !f.Nullable {
+		p.defaultValue(e, f)
+	}
+	return f
+}
+
+// typeKeys reads the keys of f's type, f.GoPath naming what they declare.
+func (p *parser) typeKeys(key *yaml.Node, m map[string]entry, f *Field) {
+	goPath := f.GoPath
 	switch f.Type {
 	case String:
 		f.MinLength, f.MaxLength = p.lengths(m, "min_length", "max_length")
@@ -172,7 +198,7 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 			p.errorf(key, RuleMissingKey, "%s %q has no items", f.Type, key.Value).Hint = "add items: {type: ...}, the element's type"
 		}
 	case Object:
-		p.declare(fmt.Sprintf("object field %q", key.Value), key, goPath)
+		p.declare(declaring(f, "object field", key), key, goPath)
 		if e, ok := m["fields"]; ok {
 			f.Fields = p.fields(e.v, goPath)
 		} else {
@@ -183,10 +209,6 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 	case Number:
 		f.MinNum, f.MaxNum = bounds(p, m, "min", "max", p.number)
 	}
-	if e, ok := m["default"]; ok && f.Default == nil && !f.Required && !f.Nullable {
-		p.defaultValue(e, f)
-	}
-	return f
 }
 
 // flags reads required, nullable and default, which apply only to some
@@ -202,6 +224,8 @@ func (p *parser) flags(m map[string]entry, f *Field, at place) {
 			p.errorf(e.k, RuleBoundType, "%s does not apply to an element of a list or map", key)
 		case at == inHeaders && key != "required":
 			p.errorf(e.k, RuleBoundType, "%s does not apply to a header", key)
+		case at == inType:
+			p.errorf(e.k, RuleBoundType, "%s does not apply to a shared type", key).Hint = "set it where the type is used"
 		case key == "required":
 			f.Required, _ = p.boolean(e.v, key)
 		case key == "nullable":
@@ -290,7 +314,16 @@ func (p *parser) enum(key *yaml.Node, m map[string]entry, f *Field) {
 			names = append(names, f.GoPath+goName)
 		}
 	}
-	p.declare(fmt.Sprintf("enum %q", key.Value), key, names...)
+	p.declare(declaring(f, "enum", key), key, names...)
+}
+
+// declaring names the field or shared type that declares Go names, for a
+// clash.
+func declaring(f *Field, what string, key *yaml.Node) string {
+	if f.Named != "" {
+		return "type " + f.Named
+	}
+	return fmt.Sprintf("%s %q", what, key.Value)
 }
 
 // typeNames are the names of types ts, each integer type among them.

@@ -44,6 +44,10 @@ type File struct {
 	// relative to the schema file's directory.
 	Output   string
 	Messages []*Message
+	// Types are the shared types, in file order: objects and enums that
+	// fields of any message refer to by name. A field that uses one holds
+	// its Fields or Values, so the model reads as if it were written inline.
+	Types []*Field
 	// Exchanges are the exchanges queues are bound to, in file order.
 	Exchanges []*Exchange
 	Queues    []*Queue
@@ -193,11 +197,18 @@ type Field struct {
 	Fields []*Field
 	// Items is the element of a list or the value of a map.
 	Items *Field
+	// Named is the shared type (under File.Types) that f is or uses, such
+	// as Card, or "". Its GoPath is then that name: every use shares one Go
+	// type, and the Fields of the type's declaration.
+	Named string
 }
 
-// TypeName is the type as a schema names it: the integer type for an integer
-// narrower than int64, else the Type.
+// TypeName is the type as a schema names it: a shared type's name, the
+// integer type for an integer narrower than int64, else the Type.
 func (f *Field) TypeName() string {
+	if f.Named != "" {
+		return f.Named
+	}
 	if f.Type == Integer && f.Int != Int64 {
 		return string(f.Int)
 	}

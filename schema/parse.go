@@ -29,7 +29,7 @@ func Parse(name string, data []byte) (*File, error) {
 }
 
 func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, error) {
-	p := &parser{read: read, decls: map[string]decl{}}
+	p := &parser{read: read, decls: map[string]decl{}, types: map[string]*sharedType{}}
 	f := p.schema(name, data)
 	if len(p.errs) > 0 {
 		return nil, p.errs.sorted(p.files)
@@ -44,6 +44,10 @@ type parser struct {
 	docs  []doc
 	errs  ErrorList
 	decls map[string]decl // Go names the generated file declares
+	// types are the shared types by name; reading is the stack of those
+	// being read, to name a cycle.
+	types   map[string]*sharedType
+	reading []string
 }
 
 // doc is one file's top-level mapping.
@@ -94,8 +98,8 @@ func (p *parser) declare(what string, at *yaml.Node, names ...string) {
 }
 
 var (
-	rootKeys     = []string{"version", "package", "output", "include", "messages", "exchanges", "queues", "acknowledge"}
-	includedKeys = []string{"version", "include", "messages", "exchanges", "queues"}
+	rootKeys     = []string{"version", "package", "output", "include", "types", "messages", "exchanges", "queues", "acknowledge"}
+	includedKeys = []string{"version", "include", "types", "messages", "exchanges", "queues"}
 )
 
 func (p *parser) schema(name string, data []byte) *File {
@@ -118,6 +122,7 @@ func (p *parser) schema(name string, data []byte) *File {
 		f.Acknowledged = p.acknowledgements(e.v)
 	}
 	f.Includes = p.files[1:]
+	f.Types = p.sharedTypes() // before messages, whose fields use them
 	declared := false
 	for _, d := range p.docs {
 		p.name = d.name

@@ -104,6 +104,9 @@ var (
 	LintListUnbounded     = Rule{"LINT-LIST-UNBOUNDED", Lint, "a list or map without `max_items`"}
 	LintVersionUnconsumed = Rule{"LINT-VERSION-UNCONSUMED", Lint, "a version no queue consumes, in a schema that has queues"}
 	LintRemoveAfterPassed = Rule{"LINT-REMOVE-AFTER-PASSED", Lint, "a version kept past its `remove_after` date"}
+	// LintTypeUnused: an included file's types may serve other schemas, so
+	// only the root file's are held to it.
+	LintTypeUnused = Rule{"LINT-TYPE-UNUSED", Lint, "a shared type of the root file that no message version uses (it generates no Go code)"}
 	// LintSingleActiveConcurrency: a single active consumer is asked for to
 	// keep order, which concurrent handlers lose.
 	LintSingleActiveConcurrency = Rule{"LINT-SINGLE-ACTIVE-CONCURRENCY", Lint, "a queue with `single_active_consumer` and `concurrency` above 1, and no `ordering`"}
@@ -126,7 +129,7 @@ var All = []Rule{
 	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged,
 	BindingRemoved, RoutingKeyNarrowed,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
-	LintSingleActiveConcurrency, LintUnorderedRetry,
+	LintSingleActiveConcurrency, LintUnorderedRetry, LintTypeUnused,
 }
 
 // Lookup returns the rule of id.

@@ -1,0 +1,144 @@
+package review
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+// sharedBase has two versions that share Card, and through it CardBrand;
+// version 2 also holds a list of Card.
+const sharedBase = `version: 1
+package: paymsg
+types:
+  Card:
+    type: object
+    fields:
+      brand: {type: CardBrand, required: true}
+      last4: {type: string, required: true, max_length: 4}
+      holder: {type: string, max_length: 100}
+  CardBrand: {type: enum, values: [visa, mastercard, amex]}
+messages:
+  PaymentAuthorized:
+    versions:
+      1:
+        fields:
+          card: {type: Card, required: true}
+      2:
+        fields:
+          card: {type: Card, required: true}
+          backup_cards: {type: list, max_items: 3, items: {type: Card}}
+`
+
+// inlineBase is sharedBase's version 1 before Card was shared: the same
+// payload, its object and enum written in place.
+const inlineBase = `version: 1
+package: paymsg
+messages:
+  PaymentAuthorized:
+    versions:
+      1:
+        fields:
+          card:
+            type: object
+            required: true
+            fields:
+              brand: {type: enum, required: true, values: [visa, mastercard, amex]}
+              last4: {type: string, required: true, max_length: 4}
+              holder: {type: string, max_length: 100}
+`
+
+// findingKeys are the findings of Breaking(old, new) as CATEGORY RULE@SUBJECT,
+// sorted.
+func findingKeys(old, new *schema.File) []string {
+	var out []string
+	for _, f := range Breaking(old, new) {
+		out = append(out, string(f.Category)+" "+f.Ack())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestBreakingSeesThroughSharedTypes: a change inside a shared type is a
+// change to every version that uses it, under the same rules as an object
+// written in place.
+func TestBreakingSeesThroughSharedTypes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edits []string
+		want  []string
+	}{
+		{"field removed", []string{"      holder: {type: string, max_length: 100}\n", ""}, []string{
+			"API FIELD-REMOVED@PaymentAuthorized.v1.card.holder",
+			"API FIELD-REMOVED@PaymentAuthorized.v2.backup_cards[].holder",
+			"API FIELD-REMOVED@PaymentAuthorized.v2.card.holder",
+		}},
+		{"bound narrowed", []string{"max_length: 100", "max_length: 50"}, []string{
+			"INFLIGHT BOUND-NARROWED@PaymentAuthorized.v1.card.holder",
+			"INFLIGHT BOUND-NARROWED@PaymentAuthorized.v2.backup_cards[].holder",
+			"INFLIGHT BOUND-NARROWED@PaymentAuthorized.v2.card.holder",
+		}},
+		{"enum value removed", []string{"[visa, mastercard, amex]", "[visa, mastercard]"}, []string{
+			"INFLIGHT BOUND-NARROWED@PaymentAuthorized.v1.card.brand",
+			"INFLIGHT BOUND-NARROWED@PaymentAuthorized.v2.backup_cards[].brand",
+			"INFLIGHT BOUND-NARROWED@PaymentAuthorized.v2.card.brand",
+		}},
+		{"type renamed", []string{"  Card:\n", "  PaymentCard:\n", "{type: Card,", "{type: PaymentCard,", "{type: Card}", "{type: PaymentCard}"}, []string{
+			"API FIELD-GO-TYPE-CHANGED@PaymentAuthorized.v1.card",
+			"API FIELD-GO-TYPE-CHANGED@PaymentAuthorized.v2.backup_cards",
+			"API FIELD-GO-TYPE-CHANGED@PaymentAuthorized.v2.card",
+		}},
+		{"use made optional", []string{"      1:\n        fields:\n          card: {type: Card, required: true}", "      1:\n        fields:\n          card: {type: Card}"}, []string{
+			"API FIELD-GO-TYPE-CHANGED@PaymentAuthorized.v1.card",
+			"PRODUCER FIELD-MADE-OPTIONAL@PaymentAuthorized.v1.card",
+		}},
+		{"type added, unused", []string{"messages:", "  Spare: {type: enum, values: [a]}\nmessages:"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := sharedBase
+			for i := 0; i+1 < len(tc.edits); i += 2 {
+				if !strings.Contains(src, tc.edits[i]) {
+					t.Fatalf("base lacks %q", tc.edits[i])
+				}
+				src = strings.ReplaceAll(src, tc.edits[i], tc.edits[i+1])
+			}
+			got := findingKeys(parse(t, "old.lily.yaml", sharedBase), parse(t, "new.lily.yaml", src))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("findings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBreakingSharingAnObject: sharing what was written in place changes
+// the Go types, Card for PaymentAuthorizedV1Card, and nothing on the wire.
+func TestBreakingSharingAnObject(t *testing.T) {
+	shared := strings.Replace(sharedBase, "      2:\n        fields:\n          card: {type: Card, required: true}\n          backup_cards: {type: list, max_items: 3, items: {type: Card}}\n", "", 1)
+	got := findingKeys(parse(t, "old.lily.yaml", inlineBase), parse(t, "new.lily.yaml", shared))
+	want := []string{
+		"API FIELD-GO-TYPE-CHANGED@PaymentAuthorized.v1.card",
+		"API FIELD-GO-TYPE-CHANGED@PaymentAuthorized.v1.card.brand",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+}
+
+// TestLintSharedTypes: a shared type's fields are linted once, under its
+// name, and an unused type of the root file is reported.
+func TestLintSharedTypes(t *testing.T) {
+	src := strings.NewReplacer("max_length: 100", "pattern: x", "messages:", "  Spare: {type: enum, values: [a]}\nmessages:").Replace(sharedBase)
+	var got []string
+	for _, f := range Lint(parse(t, "new.lily.yaml", src), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		got = append(got, f.Ack())
+	}
+	want := []string{"LINT-STRING-UNBOUNDED@Card.holder", "LINT-TYPE-UNUSED@Spare"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,139 @@
+package schema
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/wire"
+)
+
+const sharedSchema = `version: 1
+package: paymsg
+include: [common.lily.yaml]
+types:
+  Card:
+    type: object
+    fields:
+      brand: {type: Brand, required: true}
+      holder: {type: Holder}
+  Brand: {type: enum, values: [visa, amex]}
+messages:
+  Paid:
+    versions:
+      1:
+        fields:
+          card: {type: Card, required: true}
+          brand: {type: Brand, default: amex}
+        examples:
+          - body: {card: {brand: visa, holder: {name: Ann}}}
+      2:
+        fields:
+          cards: {type: list, items: {type: Card}}
+        headers:
+          x-brand: {type: Brand, required: true}
+`
+
+const commonSchema = `version: 1
+types:
+  Holder: {type: object, fields: {name: {type: string, max_length: 9}}}
+  Spare: {type: enum, values: [a]}
+`
+
+func parseShared(t *testing.T, root, common string) (*File, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "common.lily.yaml"), []byte(common), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Parse(filepath.Join(dir, "pay.lily.yaml"), []byte(root))
+}
+
+func TestSharedTypesModel(t *testing.T) {
+	f, err := parseShared(t, sharedSchema, commonSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ty := range f.Types {
+		names = append(names, ty.Named+" "+string(ty.Type))
+	}
+	if diff := cmp.Diff([]string{"Card object", "Brand enum", "Holder object", "Spare enum"}, names); diff != "" {
+		t.Errorf("types in file order (-want +got):\n%s", diff)
+	}
+	card, brand := f.Types[0], f.Types[1]
+	v1, v2 := f.Messages[0].Versions[0], f.Messages[0].Versions[1]
+	use := v1.Fields[0]
+	if use.Named != "Card" || use.GoPath != "Card" || use.Type != Object || !use.Required || use.Name != "card" || &use.Fields[0] != &card.Fields[0] {
+		t.Errorf("use of Card: %+v", use)
+	}
+	if b := v1.Fields[1]; b.Named != "Brand" || b.GoPath != "Brand" || b.Default != "amex" || !cmp.Equal(b.Values, brand.Values) || b.Pointer() {
+		t.Errorf("use of Brand with a default: %+v", b)
+	}
+	if el := v2.Fields[0].Items; el.Named != "Card" || !el.Required || el.Name != "" {
+		t.Errorf("element of type Card: %+v", el)
+	}
+	if h := v2.Headers[0]; h.Named != "Brand" || h.TypeName() != "Brand" {
+		t.Errorf("header of type Brand: %+v", h)
+	}
+	if holder := card.Fields[1]; holder.GoPath != "Holder" || holder.Fields[0].GoPath != "HolderName" {
+		t.Errorf("Card's holder: %+v", holder)
+	}
+	var used []string
+	for _, ty := range f.UsedTypes() {
+		used = append(used, ty.Named)
+	}
+	if diff := cmp.Diff([]string{"Card", "Brand", "Holder"}, used); diff != "" {
+		t.Errorf("UsedTypes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Card", "Brand", "Holder"}, v2.SharedTypes()); diff != "" {
+		t.Errorf("SharedTypes of version 2 (-want +got):\n%s", diff)
+	}
+	// Check, as examples and review use it, reads through the shared types.
+	err = v2.Check([]byte(`{"cards": [{"brand": "visa"}, {"brand": "visa", "holder": {"name": "0123456789"}}]}`), map[string]any{"x-brand": "amex"})
+	var fe *wire.FieldError
+	if !errors.As(err, &fe) || fe.Path != "cards[1].holder.name" || fe.Problem != "longer than 9 characters" {
+		t.Errorf("Check: %v", err)
+	}
+}
+
+func TestSharedTypesErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, root, common string
+		want               []string // rule: message, of each error
+	}{
+		{"example breaks a shared type", strings.Replace(sharedSchema, "{brand: visa, holder", "{brand: mastercard, holder", 1), commonSchema,
+			[]string{"BAD-EXAMPLE: example 1 of PaidV1 breaks the schema: field card.brand: not one of visa, amex"}},
+		{"declared in two files", sharedSchema, commonSchema + "  Brand: {type: enum, values: [b]}\n",
+			[]string{"DUPLICATE: type Brand is already declared (" + "pay.lily.yaml:10)"}},
+		{"types is not a mapping", sharedSchema, "version: 1\ntypes: [Holder]\n",
+			[]string{`UNKNOWN-TYPE: unknown type "Holder" (declare it under types, or use one of ` + typeList(types) + ")", "WRONG-KIND: types: want a mapping, got a list"}},
+		{"clash with a message's name", sharedSchema, commonSchema + "  PaidType: {type: enum, values: [b]}\n",
+			[]string{"NAME-CLASH: message Paid gives the Go name PaidType, already taken by type PaidType (common.lily.yaml:5)"}},
+		{"enum value clashes", sharedSchema, commonSchema + "  BrandVisa: {type: enum, values: [b]}\n",
+			[]string{"NAME-CLASH: type BrandVisa gives the Go name BrandVisa, already taken by type Brand (pay.lily.yaml:10)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseShared(t, tc.root, tc.common)
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("want errors, got %v", err)
+			}
+			var got []string
+			for _, e := range list {
+				msg := e.Rule + ": " + e.Msg
+				if e.Hint != "" {
+					msg += " (" + e.Hint + ")"
+				}
+				got = append(got, strings.ReplaceAll(msg, filepath.Dir(e.File)+string(filepath.Separator), ""))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
