@@ -21,9 +21,10 @@ import (
 // The packages generated code imports: the runtime it plugs into, and the
 // wire codec its extractors read with.
 const (
-	rt   = "github.com/lily-mq/lily/runtime"
-	wire = "github.com/lily-mq/lily/wire"
-	topo = "github.com/lily-mq/lily/topology"
+	rt     = "github.com/lily-mq/lily/runtime"
+	wire   = "github.com/lily-mq/lily/wire"
+	topo   = "github.com/lily-mq/lily/topology"
+	envPkg = "github.com/lily-mq/lily/envelope"
 )
 
 // Output is one generated file.
@@ -46,10 +47,11 @@ func Generate(f *schema.File) (Output, error) {
 	j.ImportAlias(rt, "runtime")
 	j.ImportName(wire, "wire")
 	j.ImportName(topo, "topology")
+	j.ImportName(envPkg, "envelope")
 	compatibility(j)
 	sharedTypes(j, f)
 	for _, m := range f.Messages {
-		message(j, m)
+		message(j, m, f.Produced(m))
 	}
 	for _, q := range f.Queues {
 		queue(j, f, q)
@@ -65,7 +67,7 @@ func Generate(f *schema.File) (Output, error) {
 func compatibility(j *jen.File) {
 	j.Comment("The runtime must support this generation of code: a runtime too old or")
 	j.Comment("too new for it fails here, at compile time.")
-	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV4")
+	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV5")
 }
 
 // includes names the included files relative to the root schema's directory.

@@ -11,9 +11,11 @@ import (
 	"github.com/lily-mq/lily/schema"
 )
 
-func message(j *jen.File, m *schema.Message) {
-	j.Commentf("%sType is the AMQP type of %s messages.", m.Name, m.Name)
-	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Name)
+// message emits m's type and versions; with produce, a producer of each
+// version too.
+func message(j *jen.File, m *schema.Message, produce bool) {
+	j.Commentf("%sType is the type %s messages travel as.", m.Name, m.Name)
+	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Type)
 	for _, v := range m.Versions {
 		objs := objects(object{name: v.GoName, doc: fmt.Sprintf("%s is version %d of %s.", v.GoName, v.Number, m.Name), fields: v.Fields})
 		for i, o := range objs {
@@ -34,7 +36,9 @@ func message(j *jen.File, m *schema.Message) {
 			headers(j, v)
 		}
 		extractor(j, m, v)
-		producer(j, m, v)
+		if produce {
+			producer(j, m, v)
+		}
 		for _, o := range objs {
 			reader(j, o)
 		}

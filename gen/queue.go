@@ -6,6 +6,7 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -56,7 +57,7 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue) {
 
 	ctor := "New" + q.GoName + "Consumer"
 	newConsumer := jen.Return(jen.Qual(rt, "NewConsumer").Call(jen.Id(specName).Call(), jen.Id(routes).Call(jen.Id("h")), jen.Id("cfg")))
-	if q.Inbox == schema.InboxRequired {
+	if q.RequiresInbox() {
 		// The queue requires the inbox: the constructor asks for one, so a
 		// consumer without it does not compile.
 		j.Commentf("%s returns a consumer of queue %q that calls h, each delivery claimed in inbox.", ctor, q.Name)
@@ -96,10 +97,56 @@ func spec(f *schema.File, q *schema.Queue) []jen.Code {
 	if q.SettlementBudget > 0 {
 		out = append(out, kv("SettlementBudget", duration(q.SettlementBudget)))
 	}
-	if q.Inbox == schema.InboxRequired {
-		out = append(out, kv("InboxRequired", jen.True()))
+	out = append(out, kv("Messages", jen.Index().Qual(envPkg, "Message").Values(multiline(messages(q)...)...)))
+	return out
+}
+
+// messages writes what q consumes as the runtime reads it: each message's
+// wire type, envelope profile (left out for Lily's) and inbox policy.
+func messages(q *schema.Queue) []jen.Code {
+	inbox := map[schema.Inbox]string{schema.InboxNone: "InboxNone", schema.InboxOptional: "InboxOptional", schema.InboxRequired: "InboxRequired"}
+	var out []jen.Code
+	for _, c := range q.Consumes {
+		fields := []jen.Code{kv("Type", jen.Id(c.Message.Name+"Type"))}
+		if c.Envelope.Name != schema.LilyEnvelope {
+			fields = append(fields, kv("Profile", profile(c.Envelope.Profile)))
+		}
+		fields = append(fields, kv("Inbox", jen.Qual(envPkg, inbox[c.Inbox])))
+		out = append(out, jen.Values(fields...))
 	}
 	return out
+}
+
+// profile writes an envelope profile, its zero fields left out.
+func profile(p envelope.Profile) jen.Code {
+	kinds := map[envelope.Kind]string{envelope.CloudEvents: "CloudEvents", envelope.Headers: "Headers"}
+	fields := []jen.Code{kv("Kind", jen.Qual(envPkg, kinds[p.Kind]))}
+	str := func(key, v string) {
+		if v != "" {
+			fields = append(fields, kv(key, jen.Lit(v)))
+		}
+	}
+	str("TypeHeader", p.TypeHeader)
+	str("IDHeader", p.IDHeader)
+	if p.NoID {
+		fields = append(fields, kv("NoID", jen.True()))
+	}
+	var version []jen.Code
+	v := p.Version
+	for _, f := range []struct{ key, v string }{
+		{"Header", v.Header}, {"Attribute", v.Attribute}, {"ContentTypeParameter", v.ContentTypeParameter}, {"TypeSuffix", v.TypeSuffix},
+	} {
+		if f.v != "" {
+			version = append(version, kv(f.key, jen.Lit(f.v)))
+		}
+	}
+	if v.Fixed != 0 {
+		version = append(version, kv("Fixed", jen.Lit(v.Fixed)))
+	}
+	if len(version) > 0 {
+		fields = append(fields, kv("Version", jen.Qual(envPkg, "Version").Values(version...)))
+	}
+	return jen.Qual(envPkg, "Profile").Values(fields...)
 }
 
 // orderKey writes the function that reads a delivery's order key: none for a

@@ -30,12 +30,27 @@ func Breaking(old, new *schema.File) []Finding {
 	}
 	for _, om := range old.Messages {
 		if nm := findMessage(new, om.Name); nm != nil {
+			if old.Produced(om) && !new.Produced(nm) {
+				b.add(rules.ProducerRemoved, om.Name, nm.Pos,
+					fmt.Sprintf("message %s is read in envelope %s now: its producers New%sV… are no longer generated, since they write Lily's", om.Name, envelopeOf(new, nm), om.Name),
+					fmt.Sprintf("publish %s as its new producers do, and remove the calls of its New%sV… functions", om.Name, om.Name))
+			}
+			if om.Type != nm.Type {
+				b.add(rules.WireTypeChanged, om.Name, nm.Pos,
+					fmt.Sprintf("message %s travels as %q instead of %q: its queues no longer dispatch what producers send today", om.Name, nm.Type, om.Type),
+					fmt.Sprintf("keep a message of type %q beside it until no producer sends it and no queue holds one", om.Type))
+			}
 			b.message(om, nm)
 			continue
 		}
-		if nm := b.renamed(om); nm != nil {
+		if nm := b.renamed(om); nm != nil && nm.Type == om.Type {
+			b.add(rules.MessageGoRenamed, om.Name, nm.Pos,
+				fmt.Sprintf("message %s is renamed %s in Go; it still travels as %q, but its generated names change", om.Name, nm.Name, nm.Type),
+				fmt.Sprintf("rename every use of %s's generated names", om.Name))
+			continue
+		} else if nm != nil {
 			b.add(rules.MessageRenamed, om.Name, nm.Pos,
-				fmt.Sprintf("message %s is renamed %s: the AMQP type producers set changes, and so do its generated names", om.Name, nm.Name),
+				fmt.Sprintf("message %s is renamed %s: the type producers set changes from %q to %q, and so do its generated names", om.Name, nm.Name, om.Type, nm.Type),
 				fmt.Sprintf("keep %s beside %s until no producer sends %s and no queue holds one", om.Name, nm.Name, om.Name))
 			continue
 		}
@@ -100,6 +115,22 @@ func findField(fs []*schema.Field, name string) *schema.Field {
 		return nil
 	}
 	return fs[i]
+}
+
+// envelopeOf names the envelope m is read in: its own, or that of a queue
+// that consumes it in another than Lily's.
+func envelopeOf(f *schema.File, m *schema.Message) string {
+	if m.Envelope != nil {
+		return m.Envelope.Name
+	}
+	for _, q := range f.Queues {
+		for _, c := range q.Consumes {
+			if c.Message == m && c.Envelope.Name != schema.LilyEnvelope {
+				return c.Envelope.Name
+			}
+		}
+	}
+	return schema.LilyEnvelope
 }
 
 // renamed finds the message of the new file, absent from the old, whose
@@ -401,15 +432,27 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 			"drain and delete the queue before deploying, or consume a queue under a new name")
 	}
 	b.arguments(oq, nq)
-	if (oq.Inbox == schema.InboxRequired) != (nq.Inbox == schema.InboxRequired) {
+	if oq.RequiresInbox() != nq.RequiresInbox() {
 		b.add(rules.InboxRequirementChanged, oq.Name, nq.Pos,
-			fmt.Sprintf("queue %q changes its inbox policy from %s to %s: New%sConsumer gains or loses its inbox parameter", oq.Name, oq.Inbox, nq.Inbox, nq.GoName),
+			map[bool]string{
+				true:  fmt.Sprintf("queue %q now requires the inbox: New%sConsumer gains an inbox parameter", oq.Name, nq.GoName),
+				false: fmt.Sprintf("queue %q no longer requires the inbox: New%sConsumer loses its inbox parameter", oq.Name, nq.GoName),
+			}[nq.RequiresInbox()],
 			fmt.Sprintf("update the calls of New%sConsumer (and, when the inbox becomes required, apply the inbox's schema to the database first)", nq.GoName))
 	}
 	if nq.MaxBodyBytes < oq.MaxBodyBytes {
 		b.add(rules.BodyLimitNarrowed, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q lowers max_body_bytes from %d to %d: queued messages between the two go to the DLQ unread", oq.Name, oq.MaxBodyBytes, nq.MaxBodyBytes),
 			"lower it only once no producer sends, and no queue holds, bodies above the new limit")
+	}
+	for _, oc := range oq.Consumes {
+		i := slices.IndexFunc(nq.Consumes, func(nc schema.Consume) bool { return nc.Message.Name == oc.Message.Name })
+		if i >= 0 && nq.Consumes[i].Envelope.Profile != oc.Envelope.Profile {
+			nc := nq.Consumes[i]
+			b.add(rules.EnvelopeChanged, oq.Name+"/"+oc.Message.Name, nc.Pos,
+				fmt.Sprintf("queue %q reads %s by envelope %s (%s) instead of %s (%s): what producers send today and what the queue holds is read where it is not", oq.Name, oc.Message.Name, nc.Envelope.Name, nc.Envelope, oc.Envelope.Name, oc.Envelope),
+				"change the producers and the consumers' profile together only once the queue and its retry buckets are empty, or consume the new envelope from a new queue")
+		}
 	}
 	for _, c := range oq.Consumes {
 		for _, v := range c.Versions {

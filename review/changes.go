@@ -50,6 +50,18 @@ func Changes(old, new *schema.File) []string {
 		changed("handler_timeout", oq.HandlerTimeout, nq.HandlerTimeout)
 		changed("settlement_budget", oq.SettlementBudget, nq.SettlementBudget)
 		changed("inbox", oq.Inbox, nq.Inbox)
+		for _, nc := range nq.Consumes {
+			i := slices.IndexFunc(oq.Consumes, func(oc schema.Consume) bool { return oc.Message.Name == nc.Message.Name })
+			if i < 0 {
+				continue
+			}
+			// To none, duplicates are handled again; from it, claims begin.
+			// A change the queue's own inbox line explains is said once.
+			oc := oq.Consumes[i]
+			if oc.Inbox != nc.Inbox && (oc.Inbox != oq.Inbox || nc.Inbox != nq.Inbox) {
+				add("queue %q: inbox of %s %v → %v", nq.Name, nc.Message.Name, oc.Inbox, nc.Inbox)
+			}
+		}
 		if nq.MaxBodyBytes > oq.MaxBodyBytes {
 			changed("max_body_bytes", oq.MaxBodyBytes, nq.MaxBodyBytes)
 		}

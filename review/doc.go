@@ -23,8 +23,11 @@ type Page struct {
 	Output   string
 	Messages []MessageView
 	// Types are the shared types the messages use.
-	Types  []TypeView
-	Queues []QueueView
+	Types []TypeView
+	// Envelopes are the named envelope profiles, each with where it keeps
+	// a message's type, id and version.
+	Envelopes []string
+	Queues    []QueueView
 	// Against names the older revision; the rest of the comparison is empty
 	// when it is "".
 	Against  string
@@ -114,6 +117,9 @@ func NewPage(f, old *schema.File, against string) Page {
 		}
 		p.Messages = append(p.Messages, mv)
 	}
+	for _, e := range f.Envelopes {
+		p.Envelopes = append(p.Envelopes, fmt.Sprintf("`%s`: %s", e.Name, e))
+	}
 	for _, t := range f.UsedTypes() {
 		tv := TypeView{Name: t.Named, Kind: string(t.Type), Values: strings.Join(t.Values, ", ")}
 		walkFields(t.Fields, "", func(fd *schema.Field, path string) { tv.Fields = append(tv.Fields, row(fd, path)) })
@@ -169,7 +175,21 @@ func queueView(f *schema.File, q *schema.Queue) QueueView {
 		for i, v := range c.Versions {
 			nums[i] = strconv.Itoa(v.Number)
 		}
-		qv.Consumes = append(qv.Consumes, fmt.Sprintf("%s v%s", c.Message.Name, strings.Join(nums, ", v")))
+		var about []string
+		if c.Message.Type != c.Message.Name {
+			about = append(about, "type "+c.Message.Type)
+		}
+		if c.Envelope.Name != schema.LilyEnvelope {
+			about = append(about, "envelope "+c.Envelope.Name)
+		}
+		if c.Inbox != q.Inbox {
+			about = append(about, "inbox "+string(c.Inbox))
+		}
+		entry := fmt.Sprintf("%s v%s", c.Message.Name, strings.Join(nums, ", v"))
+		if len(about) > 0 {
+			entry += " (" + strings.Join(about, ", ") + ")"
+		}
+		qv.Consumes = append(qv.Consumes, entry)
 	}
 	for _, d := range q.Retry.Delays {
 		qv.Delays = append(qv.Delays, d.String())

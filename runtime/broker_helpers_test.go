@@ -163,12 +163,18 @@ func start(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.
 // hooks before launching it.
 func prepare(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.Config)) (*running, *runtime.Consumer) {
 	t.Helper()
+	return prepareRoutes(t, q, lilytest.LilytestRoutes(h), tweak...)
+}
+
+// prepareRoutes builds a consumer of q that dispatches by routes.
+func prepareRoutes(t *testing.T, q runtime.QueueSpec, routes runtime.Routes, tweak ...func(*runtime.Config)) (*running, *runtime.Consumer) {
+	t.Helper()
 	r := &running{t: t, done: make(chan struct{}), arrived: make(chan struct{}, 1024)}
 	cfg := runtime.Config{URLs: []string{brokerURL(t)}, Logger: slog.New(&r.events), Observe: r.observe, ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
 	for _, f := range tweak {
 		f(&cfg)
 	}
-	c, err := runtime.NewConsumer(q, lilytest.LilytestRoutes(h), cfg)
+	c, err := runtime.NewConsumer(q, routes, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

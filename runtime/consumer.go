@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/handoff"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/settle"
@@ -30,6 +34,10 @@ type Consumer struct {
 	spec   QueueSpec
 	policy decide.Policy
 	routes Routes
+	// reader reads each delivery's envelope by its message's profile.
+	reader *guard.Reader
+	// inbox is each consumed message's inbox policy, by wire type.
+	inbox  map[string]envelope.Inbox
 	cfg    Config
 	tuning tuning
 	ran    atomic.Bool
@@ -63,7 +71,15 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if err := cfg.validateURLs(); err != nil {
 		errs = append(errs, err)
 	}
-	if spec.InboxRequired && cfg.Inbox == nil {
+	reader, err := guard.NewReader(spec.Messages)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("queue %s: %w", spec.Name, err))
+	}
+	inbox, err := messagesOf(spec, routes)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if slices.Contains(slices.Collect(maps.Values(inbox)), envelope.InboxRequired) && cfg.Inbox == nil {
 		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
 	}
 	if len(routes) == 0 {
@@ -83,7 +99,8 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	// cleanup and after_delivery steps, each bounded by a step.
 	policy.CallCost = spec.HandlerTimeout + 4*cfg.withDefaults().StepTimeout
 	return &Consumer{
-		spec: spec, policy: policy, routes: routes, cfg: cfg.withDefaults(), tuning: defaultTuning, forceNow: make(chan struct{}),
+		spec: spec, policy: policy, routes: routes, reader: reader, inbox: inbox,
+		cfg: cfg.withDefaults(), tuning: defaultTuning, forceNow: make(chan struct{}),
 		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
 	}, nil
 }

@@ -16,16 +16,22 @@ type RawDelivery struct {
 	env *guard.Envelope
 }
 
-// Body is the message body as received, not a copy. Handlers must not modify it.
-func (r RawDelivery) Body() []byte { return r.d.Body }
+// Body is the message's payload as received, not a copy: the body, or a
+// structured CloudEvent's data member. Handlers must not modify it.
+func (r RawDelivery) Body() []byte { return r.env.Payload(r.d.Body) }
 
-// MessageID is the AMQP message_id: printable ASCII, bounded; the inbox's key.
+// MessageID is the message's id where its envelope profile keeps it (AMQP
+// message_id in Lily's): printable ASCII, bounded; empty for a profile
+// without one. A CloudEvent's is its id attribute; the inbox claims it
+// together with the event's source.
 func (r RawDelivery) MessageID() string { return r.env.MessageID }
 
-// Type is the AMQP type, as the dispatch table matched it.
+// Type is the wire type, as the dispatch table matched it (without a version
+// suffix the profile reads).
 func (r RawDelivery) Type() string { return r.env.Type }
 
-// Version is the message's version (header x-lily-version).
+// Version is the message's version, where its envelope profile keeps it
+// (header x-lily-version in Lily's).
 func (r RawDelivery) Version() int { return r.env.Version }
 
 // CorrelationID is the AMQP correlation_id; empty when the producer set none.
@@ -40,7 +46,8 @@ func (r RawDelivery) Redelivered() bool { return r.d.Redelivered }
 
 // Header returns one header of the delivery; the guard has bounded them all.
 // The value is shared with the runtime: do not modify tables or arrays in it.
-func (r RawDelivery) Header(key string) (any, bool) {
-	v, ok := r.env.Headers[key]
-	return v, ok
-}
+// A CloudEvent's context attributes (specversion, id, source, type, time,
+// datacontenttype, dataschema, subject, and the profile's version
+// attribute) read as headers cloudEvents_<name> in either content mode, such
+// as cloudEvents_subject; a binary-mode event's extensions do too.
+func (r RawDelivery) Header(key string) (any, bool) { return r.env.Header(key) }

@@ -39,7 +39,10 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 			free()
 		}
 	}()
-	o.PriorRequeues = r.requeues.Count(d.MessageId)
+	key := deliveryKey(d, env)
+	if key != "" {
+		o.PriorRequeues = r.requeues.Count(key)
+	}
 	var chosen decide.Plan
 	for {
 		plan := decide.Decide(*o, attempt, c.policy, time.Until(deadline))
@@ -61,8 +64,8 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 			c.hooks.beforeAck()
 			o.Settlement = auth.Ack(stepEnd())
 			c.hooks.afterAck()
-			if o.Settlement.Status == outcome.AckSent {
-				r.requeues.Forget(d.MessageId)
+			if o.Settlement.Status == outcome.AckSent && key != "" {
+				r.requeues.Forget(key)
 			}
 		case decide.ActDeadLetter:
 			o.Settlement = auth.Nack(stepEnd(), false)
@@ -72,7 +75,9 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 			free()
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
-			r.requeues.Add(d.MessageId)
+			if key != "" {
+				r.requeues.Add(key)
+			}
 			o.Settlement = auth.Nack(stepEnd(), true)
 		case decide.ActHandoff:
 			if gen.Revoked() {
@@ -82,7 +87,7 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 				break
 			}
 			o.Handoff = c.handoff(r, token, d, runEnvelope(env, attempt), *o, plan, deadline)
-			c.emit(event{stage: stageHandoff, messageID: sanitize.Text(d.MessageId, maxIDText), attempt: attempt, generation: gen.ID,
+			c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
 				handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 		}
 	}
@@ -105,13 +110,13 @@ func runEnvelope(env *guard.Envelope, attempt int) *guard.Envelope {
 func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, attempt int) {
 	// The work is the delivery's, as a redelivery of it will carry its
 	// attempt header, though a retry in line ran it as a later attempt.
-	work := memory.Work{ID: d.MessageId, Attempt: attempt}
+	work := memory.Work{ID: deliveryKey(d, env), Attempt: attempt}
 	if env != nil {
 		work.Attempt = env.Attempt
 	}
 	deadLetter := o.Settlement.Status == outcome.NackSent && !o.Settlement.Requeue
 	if o.Settlement.Status == outcome.AckSent || deadLetter {
-		ack := settle.SentAck{Token: token, Work: work, MessageID: sanitize.Text(d.MessageId, maxIDText), Attempt: attempt, Handoff: o.Handoff, DeadLetter: deadLetter}
+		ack := settle.SentAck{Token: token, Work: work, MessageID: sanitize.Text(work.ID, maxIDText), Attempt: attempt, Handoff: o.Handoff, DeadLetter: deadLetter}
 		if !gen.Acks.Add(ack) {
 			c.acksAmbiguous(r, gen, []settle.SentAck{ack}, "the channel ended before the proof")
 		}
@@ -125,7 +130,8 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 	completed := o.CompletedEarlier || o.Handoff.Status == outcome.HandoffConfirmed ||
 		(o.Handler.Ran && o.Handler.Kind == 0 && o.Commit != outcome.CommitFailed && o.Commit != outcome.CommitAmbiguous &&
 			o.Cleanup == "" && o.AfterDelivery == "")
-	if completed {
+	// A message without an id could not be told from others like it.
+	if completed && work.ID != "" {
 		r.completed.Add(work)
 	}
 }
@@ -140,7 +146,7 @@ func (c *Consumer) handoff(r *run, token uint64, d *amqp.Delivery, env *guard.En
 		}
 	}()
 	writing := func() bool { return r.report.writingCopy(token, plan.Destination) }
-	ev = r.handoff.Publish(deadline, plan.Destination, handoff.Copy(d, env, o, plan, c.spec.Name, time.Now()), writing)
+	ev = r.handoff.Publish(deadline, plan.Destination, handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now()), writing)
 	if !ev.Published {
 		r.report.writingCopy(token, "")
 	}

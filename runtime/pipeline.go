@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/step"
@@ -46,7 +48,8 @@ func (c *Consumer) pipeline(r *run, sl *slot, route routeFn, rd RawDelivery, dea
 		base, cleanup = sc.ctx, sc.cleanup
 	}
 	var tx InboxTx
-	if c.cfg.Inbox != nil {
+	claims := c.claims(rd.env)
+	if claims {
 		tx = c.claim(&o, rd, deadline)
 		if tx != nil {
 			base = tx.Bind(base)
@@ -66,7 +69,7 @@ func (c *Consumer) pipeline(r *run, sl *slot, route routeFn, rd RawDelivery, dea
 			}
 		}
 	}
-	if c.cfg.Inbox == nil || tx != nil {
+	if !claims || tx != nil {
 		free := release
 		o.Handler = c.callHandler(r, sl, base, route, rd, func() {
 			var late outcome.Outcome
@@ -96,7 +99,14 @@ func (c *Consumer) pipeline(r *run, sl *slot, route routeFn, rd RawDelivery, dea
 	return o, release
 }
 
-// claim asks the inbox for the delivery's message id. An inbox that cannot
+// claims reports whether a delivery claims the inbox: when the consumer
+// has one, unless its message's policy is none or it has no key.
+func (c *Consumer) claims(env *guard.Envelope) bool {
+	return c.cfg.Inbox != nil && c.inbox[env.Type] != envelope.InboxNone && env.Key() != ""
+}
+
+// claim asks the inbox for the delivery's key: its message id, or a
+// CloudEvent's source and id. An inbox that cannot
 // answer defers the delivery: that is the database's trouble, not the
 // message's, and costs no application retry.
 func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time) InboxTx {
@@ -107,7 +117,7 @@ func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time)
 		err error
 	}
 	a, err := userCall(c, deadline, func(ctx context.Context) (answer, error) {
-		tx, err := c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.MessageID)
+		tx, err := c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.Key())
 		return answer{tx, err}, nil
 	}, func(late answer) {
 		// A claim that arrived after the step gave up on it: roll it back,

@@ -25,7 +25,9 @@ import (
 // header, which the client could not decode ("" when it did not).
 func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, sl *slot) {
 	auth := settle.NewAuthority(d.DeliveryTag, gen)
-	id := sanitize.Text(d.MessageId, maxIDText)
+	env, verdict, reason := c.reader.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
+	key := deliveryKey(d, env)
+	id := sanitize.Text(key, maxIDText)
 	token := r.report.begin(id)
 	c.emit(event{stage: stageReceived, messageID: id, generation: gen.ID})
 	var o outcome.Outcome
@@ -38,7 +40,6 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 			release()
 		}
 	}()
-	env, verdict, reason := guard.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
 	deadline := received.Add(c.spec.budget())
 	attempt := 1
 	var route routeFn
@@ -53,8 +54,10 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		o.Rejection, o.Reason = outcome.RejectPoison, reason
 	default:
 		attempt = env.Attempt
-		work := memory.Work{ID: d.MessageId, Attempt: attempt}
-		if !r.busy.Start(work) {
+		work := memory.Work{ID: key, Attempt: attempt}
+		// A message without a key cannot be told from others like it: the
+		// consumer keeps no memory of it.
+		if key != "" && !r.busy.Start(work) {
 			o.Deferred, o.Reason = true, "the same message and attempt is being handled by another delivery in this consumer"
 			break
 		}
@@ -64,7 +67,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		handlerDone = newShares(func() { r.busy.Done(work) })
 		release = handlerDone.take()
 		var ok bool
-		if r.completed.Count(work) > 0 {
+		if key != "" && r.completed.Count(work) > 0 {
 			o.CompletedEarlier = true
 			c.emit(event{stage: stageFromRecord, messageID: id, attempt: attempt, generation: gen.ID})
 		} else if route, ok = c.routes.dispatch(env); ok {
@@ -84,7 +87,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	for {
 		plan := c.execute(r, gen, token, d, env, &o, auth, attempt, deadline, free)
 		if plan.Action != decide.ActPark {
-			c.record(r, gen.ID, token, newRecord(c.spec, d, env, attempt, o, plan, time.Since(received)), o)
+			c.record(r, gen.ID, token, newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received)), o)
 			return
 		}
 		// Retried in line: the deliveries of its key wait behind it.
@@ -131,6 +134,16 @@ func (r *run) parkFor(d time.Duration) bool {
 	case <-r.stopping:
 		return false
 	}
+}
+
+// deliveryKey names the message of a delivery to the consumer's memory and
+// its records: its envelope's key once the guard has read one, else its
+// message_id as sent.
+func deliveryKey(d *amqp.Delivery, env *guard.Envelope) string {
+	if env != nil {
+		return env.Key()
+	}
+	return d.MessageId
 }
 
 func unsupported(env *guard.Envelope) string {

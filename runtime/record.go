@@ -70,9 +70,10 @@ type Record struct {
 	Duration time.Duration `json:"duration_ns"`
 }
 
-func newRecord(q QueueSpec, d *amqp.Delivery, env *guard.Envelope, attempt int, o outcome.Outcome, plan decide.Plan, took time.Duration) Record {
+// newRecord is the record of delivery d, whose message is named id.
+func newRecord(q QueueSpec, d *amqp.Delivery, id string, env *guard.Envelope, attempt int, o outcome.Outcome, plan decide.Plan, took time.Duration) Record {
 	rec := Record{
-		Queue: q.Name, MessageID: sanitize.Text(d.MessageId, maxIDText), Attempt: attempt, Redelivered: d.Redelivered,
+		Queue: q.Name, MessageID: id, Attempt: attempt, Redelivered: d.Redelivered,
 		Path: pathOf(q, o), Reason: decide.FailureReason(plan, o), Handler: handlerWord(o), Commit: commitWord(o),
 		Handoff: handoffWord(o.Handoff), Destination: o.Handoff.Destination, Duration: took,
 	}
@@ -88,7 +89,7 @@ func newRecord(q QueueSpec, d *amqp.Delivery, env *guard.Envelope, attempt int, 
 // soFar is the record of a delivery still in the pipeline, for AfterDelivery.
 func (c *Consumer) soFar(rd RawDelivery, o outcome.Outcome) Record {
 	return Record{
-		Queue: c.spec.Name, MessageID: sanitize.Text(rd.env.MessageID, maxIDText), Type: rd.env.Type, Version: rd.env.Version,
+		Queue: c.spec.Name, MessageID: sanitize.Text(rd.env.Key(), maxIDText), Type: rd.env.Type, Version: rd.env.Version,
 		Attempt: rd.env.Attempt, Redelivered: rd.d.Redelivered, Reason: sanitize.Text(cmp.Or(decide.FailureDetail(o), o.Reason), decide.MaxCause),
 		Handler: handlerWord(o), Commit: commitWord(o),
 	}

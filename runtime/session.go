@@ -375,7 +375,7 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 // says what came first.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
-	rec := newRecord(c.spec, d, nil, 0, o, decide.Plan{Reason: why}, 0)
+	rec := newRecord(c.spec, d, sanitize.Text(d.MessageId, maxIDText), nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}

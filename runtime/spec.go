@@ -6,16 +6,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/topology"
 )
 
-// SupportsGeneratedCodeV4 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV5 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-// V4: a queue's place on the broker is a topology.Queue.
-const SupportsGeneratedCodeV4 = true
+// V5: a queue names the messages it consumes, each with its wire type,
+// envelope profile and inbox policy.
+const SupportsGeneratedCodeV5 = true
 
 // QueueSpec is one queue's topology and policy, as generated from the schema.
 type QueueSpec struct {
@@ -44,8 +46,12 @@ type QueueSpec struct {
 	MaxBodyBytes int
 	// HandlerTimeout bounds one handler call; running out of it is a retryable failure.
 	HandlerTimeout time.Duration
-	// InboxRequired: the consumer refuses to run without a Config.Inbox.
-	InboxRequired bool
+	// Messages are the messages the queue consumes: each one's wire type,
+	// the envelope profile its producer uses, and its inbox policy. The
+	// consumer refuses to run without a Config.Inbox when one requires it.
+	// None means Lily's profile for every route, each claimed in the inbox
+	// when the consumer has one.
+	Messages []envelope.Message
 	// SettlementBudget bounds the whole delivery, from receipt to settlement.
 	// Zero means HandlerTimeout plus 30 s.
 	SettlementBudget time.Duration
@@ -113,3 +119,36 @@ func (q QueueSpec) validate() error {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// messagesOf checks spec's messages against its routes and returns each
+// message's inbox policy by wire type: every route's type must be among the
+// messages, when the spec names them.
+func messagesOf(spec QueueSpec, routes Routes) (map[string]envelope.Inbox, error) {
+	inbox := make(map[string]envelope.Inbox, len(spec.Messages))
+	var errs []error
+	for _, m := range spec.Messages {
+		if _, dup := inbox[m.Type]; dup {
+			errs = append(errs, fmt.Errorf("queue %s: message type %q named twice", spec.Name, m.Type))
+		}
+		if m.Type == "" || len(m.Type) > 128 || strings.ContainsFunc(m.Type, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			errs = append(errs, fmt.Errorf("queue %s: message type %q is not 1..128 bytes of printable ASCII", spec.Name, m.Type))
+		}
+		switch m.Inbox {
+		case "", envelope.InboxNone, envelope.InboxOptional, envelope.InboxRequired:
+		default:
+			errs = append(errs, fmt.Errorf("queue %s: message %q: unknown inbox policy %q", spec.Name, m.Type, m.Inbox))
+		}
+		if m.Inbox != envelope.InboxNone && m.Profile.NoID {
+			errs = append(errs, fmt.Errorf("queue %s: message %q has no id to claim in the inbox: its inbox policy must be none", spec.Name, m.Type))
+		}
+		inbox[m.Type] = m.Inbox
+	}
+	if len(spec.Messages) > 0 {
+		for key := range routes {
+			if _, ok := inbox[key.Type]; !ok {
+				errs = append(errs, fmt.Errorf("queue %s: route %+v: its type is not among the queue's messages", spec.Name, key))
+			}
+		}
+	}
+	return inbox, errors.Join(errs...)
+}

@@ -70,6 +70,7 @@ const (
 	RuleExchange         = "BAD-EXCHANGE"        // an exchange or binding RabbitMQ would refuse or that cannot route
 	RuleOwnership        = "BAD-OWNERSHIP"       // an ownership that does not exist, or a key that does not apply to it
 	RuleArgument         = "BAD-ARGUMENT"        // a queue argument the queue's type or other arguments refuse
+	RuleEnvelope         = "BAD-ENVELOPE"        // an envelope profile that cannot be read, or two on one queue that cannot be told apart
 	RuleOrdering         = "BAD-ORDERING"        // an ordering whose key is not in every consumed version, or of a kind that cannot key
 )
 

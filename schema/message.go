@@ -9,8 +9,9 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// messages reads one file's messages; known are those of files read before.
-func (p *parser) messages(n *yaml.Node, known []*Message) []*Message {
+// messages reads one file's messages; known are those of files read before,
+// envelopes the profiles they may name.
+func (p *parser) messages(n *yaml.Node, known []*Message, envelopes []*Envelope) []*Message {
 	var out []*Message
 	p.entries(n, "messages", func(k, v *yaml.Node) {
 		if i := slices.IndexFunc(known, func(m *Message) bool { return m.Name == k.Value }); i >= 0 {
@@ -18,13 +19,30 @@ func (p *parser) messages(n *yaml.Node, known []*Message) []*Message {
 			return
 		}
 		if !isIdent(k.Value, true) {
-			p.errorf(k, RuleName, "message name %q is not an UpperCamel Go identifier such as OrderPlaced", k.Value)
+			p.errorf(k, RuleName, "message name %q is not an UpperCamel Go identifier such as OrderPlaced", k.Value).
+				Hint = fmt.Sprintf("name it %s and set type: %s, the type it travels as", GoName(k.Value), k.Value)
 		}
-		msg := &Message{Name: k.Value, Pos: p.pos(k)}
+		msg := &Message{Name: k.Value, Type: k.Value, Pos: p.pos(k)}
 		p.declare("message "+msg.Name, k, msg.Name+"Type")
-		m := p.object(v, k.Value, "versions")
+		m := p.object(v, k.Value, "type", "envelope", "versions")
 		if m == nil {
 			return
+		}
+		if e, ok := m["type"]; ok {
+			if s, ok := p.wireType(e.v); ok {
+				msg.Type = s
+			}
+		}
+		all := append(slices.Clip(known), out...)
+		if i := slices.IndexFunc(all, func(m *Message) bool { return m.Type == msg.Type }); i >= 0 {
+			at := k
+			if e, ok := m["type"]; ok {
+				at = e.v
+			}
+			p.errorf(at, RuleDuplicate, "message %s has the type %q of message %s (%s): a delivery's type picks its message", msg.Name, msg.Type, all[i].Name, p.where(all[i].Pos))
+		}
+		if e, ok := m["envelope"]; ok {
+			msg.Envelope = p.envelopeRef(e.v, envelopes)
 		}
 		if e, ok := m["versions"]; ok {
 			msg.Versions = p.versions(msg, e.v)

@@ -7,6 +7,7 @@ package schema
 import (
 	"maps"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -19,7 +20,7 @@ const (
 	DefaultConcurrency    = 8
 	DefaultMaxBodyBytes   = 1 << 20
 	DefaultHandlerTimeout = 30 * time.Second
-	DefaultInbox          = InboxNone
+	DefaultInbox          = InboxOptional
 	// DLQSuffix names a queue's DLQ when the schema names none.
 	DLQSuffix = ".dlq"
 )
@@ -48,6 +49,8 @@ type File struct {
 	// fields of any message refer to by name. A field that uses one holds
 	// its Fields or Values, so the model reads as if it were written inline.
 	Types []*Field
+	// Envelopes are the named envelope profiles, in file order.
+	Envelopes []*Envelope
 	// Exchanges are the exchanges queues are bound to, in file order.
 	Exchanges []*Exchange
 	Queues    []*Queue
@@ -63,9 +66,16 @@ type Acknowledgement struct {
 	Pos                   Pos
 }
 
-// Message is one message type; Name is also its AMQP type property.
+// Message is one message type.
 type Message struct {
-	Name     string
+	// Name is the message's Go name, such as PaymentAuthorized.
+	Name string
+	// Type is its wire type, such as payment.authorized: Name unless the
+	// schema sets one.
+	Type string
+	// Envelope is the profile its producers use, nil when the message names
+	// none: it then takes its queue's, or Lily's.
+	Envelope *Envelope
 	Pos      Pos
 	Versions []*Version // ascending
 }
@@ -255,9 +265,11 @@ type Queue struct {
 	// returns a message to the queue before it dead-letters it, or
 	// queue.NoDeliveryLimit; zero for a classic queue, which has none.
 	DeliveryLimit int
-	// Inbox says whether handlers need the transactional inbox. It is carried
-	// for tools and reviewers; the generated code does not use it yet.
+	// Inbox is the inbox policy of the messages it consumes that name none.
 	Inbox Inbox
+	// Envelope is the profile of the messages it consumes that name none;
+	// nil for Lily's.
+	Envelope *Envelope
 	// External: another team's queue, checked and never declared; Lily's
 	// arguments for it come from policies.
 	External bool
@@ -270,6 +282,25 @@ type Queue struct {
 	Bindings []*Binding
 	// Ordering, when not nil, asks for ordered handling.
 	Ordering *Ordering
+}
+
+// Produced reports whether lilygen writes producers of m: when every queue
+// that consumes it reads it in Lily's envelope, the one they write.
+func (f *File) Produced(m *Message) bool {
+	for _, q := range f.Queues {
+		for _, c := range q.Consumes {
+			if c.Message == m && c.Envelope.Name != LilyEnvelope {
+				return false
+			}
+		}
+	}
+	return m.Envelope == nil || m.Envelope.Name == LilyEnvelope
+}
+
+// RequiresInbox reports whether a message q consumes requires the inbox:
+// then q's consumer does too.
+func (q *Queue) RequiresInbox() bool {
+	return slices.ContainsFunc(q.Consumes, func(c Consume) bool { return c.Inbox == InboxRequired })
 }
 
 // Ordering is how a queue orders its handling: every delivery one at a time
@@ -368,13 +399,17 @@ func (b *Binding) Arguments() map[string]any {
 	return args
 }
 
-// Inbox is a queue's policy on the transactional inbox.
+// Inbox is a policy on the transactional inbox.
 type Inbox string
 
 // The inbox policies.
 const (
-	InboxNone     Inbox = "none"
+	// InboxNone: deliveries are never claimed, even when the consumer has
+	// an inbox.
+	InboxNone Inbox = "none"
+	// InboxOptional: deliveries are claimed when the consumer has an inbox.
 	InboxOptional Inbox = "optional"
+	// InboxRequired: the consumer needs an inbox, and claims every delivery.
 	InboxRequired Inbox = "required"
 )
 
@@ -382,6 +417,14 @@ const (
 type Consume struct {
 	Message  *Message
 	Versions []*Version // ascending
+	// Envelope is the profile its deliveries are read by: the message's,
+	// else the queue's, else Lily's.
+	Envelope *Envelope
+	// Inbox is its policy on the inbox: its own, else the queue's; none for
+	// a profile without a message id.
+	Inbox Inbox
+	// Pos is where the queue names the message.
+	Pos Pos
 }
 
 // Retry is a queue's retry policy.

@@ -74,6 +74,13 @@ func (p *parser) errorf(n *yaml.Node, rule, format string, args ...any) *Error {
 	return e
 }
 
+// errorAt reports a problem at a position read before.
+func (p *parser) errorAt(at Pos, rule, format string, args ...any) *Error {
+	e := &Error{File: at.File, Line: at.Line, Column: at.Column, Rule: rule, Msg: fmt.Sprintf(format, args...)}
+	p.errs = append(p.errs, e)
+	return e
+}
+
 // where names a position for a message about another node: its line in the
 // same file, or file:line in another.
 func (p *parser) where(at Pos) string {
@@ -98,8 +105,8 @@ func (p *parser) declare(what string, at *yaml.Node, names ...string) {
 }
 
 var (
-	rootKeys     = []string{"version", "package", "output", "include", "types", "messages", "exchanges", "queues", "acknowledge"}
-	includedKeys = []string{"version", "include", "types", "messages", "exchanges", "queues"}
+	rootKeys     = []string{"version", "package", "output", "include", "envelopes", "types", "messages", "exchanges", "queues", "acknowledge"}
+	includedKeys = []string{"version", "include", "envelopes", "types", "messages", "exchanges", "queues"}
 )
 
 func (p *parser) schema(name string, data []byte) *File {
@@ -122,13 +129,20 @@ func (p *parser) schema(name string, data []byte) *File {
 		f.Acknowledged = p.acknowledgements(e.v)
 	}
 	f.Includes = p.files[1:]
+	// Envelopes first: messages and queues name them.
+	for _, d := range p.docs {
+		p.name = d.name
+		if e, ok := d.m["envelopes"]; ok {
+			f.Envelopes = append(f.Envelopes, p.envelopes(e.v, f.Envelopes)...)
+		}
+	}
 	f.Types = p.sharedTypes() // before messages, whose fields use them
 	declared := false
 	for _, d := range p.docs {
 		p.name = d.name
 		if e, ok := d.m["messages"]; ok {
 			declared = true
-			f.Messages = append(f.Messages, p.messages(e.v, f.Messages)...)
+			f.Messages = append(f.Messages, p.messages(e.v, f.Messages, f.Envelopes)...)
 		}
 	}
 	if !declared {

@@ -58,9 +58,9 @@ func TestParseModel(t *testing.T) {
 	want := &Queue{
 		Name: "billing.payments-v2", GoName: "BillingPaymentsV2", Type: Quorum,
 		Pos:      Pos{File: "orders.lily.yaml", Line: 17, Column: 3},
-		Inbox:    InboxNone,
+		Inbox:    InboxOptional,
 		Prefetch: DefaultPrefetch, Concurrency: DefaultConcurrency,
-		Consumes:     []Consume{{Message: msg, Versions: []*Version{v2}}},
+		Consumes:     []Consume{{Message: msg, Versions: []*Version{v2}, Envelope: lilyEnvelope, Inbox: InboxOptional, Pos: Pos{File: "orders.lily.yaml", Line: 20, Column: 18}}},
 		Retry:        Retry{Delays: []time.Duration{time.Second, 5 * time.Second}, MaxAttempts: 3},
 		DLQ:          "billing.payments-v2.dlq",
 		MaxBodyBytes: DefaultMaxBodyBytes, HandlerTimeout: DefaultHandlerTimeout,

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -16,7 +17,7 @@ import (
 var queueKeys = []string{
 	"type", "prefetch", "concurrency", "consumes", "retry", "dlq",
 	"max_body_bytes", "handler_timeout", "settlement_budget", "inbox", "delivery_limit",
-	"ownership", "lily_arguments", "arguments", "bindings", "ordering",
+	"ownership", "lily_arguments", "arguments", "bindings", "ordering", "envelope",
 }
 
 // maxDeliveryLimit bounds a delivery limit well below the 32-bit counter a
@@ -62,12 +63,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		}
 	}
 	if e, ok := m["inbox"]; ok {
-		if s, ok := p.str(e.v, "inbox"); ok {
-			q.Inbox = Inbox(s)
-			if known := []string{string(InboxNone), string(InboxOptional), string(InboxRequired)}; !slices.Contains(known, s) {
-				p.errorf(e.v, RuleInbox, "unknown inbox policy %q", s).Hint = hint(s, known, "required, optional or none")
-			}
-		}
+		q.Inbox = p.inbox(e.v, q.Inbox)
 	}
 	// RabbitMQ's prefetch count is 16 bits wide.
 	p.setInt(m, "prefetch", &q.Prefetch, 1, math.MaxUint16)
@@ -99,8 +95,13 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 	p.estate(q, m, f)
 	q.Retry = p.retry(m)
 	p.queueNames(q, k, dlqAt)
+	if e, ok := m["envelope"]; ok {
+		if env := p.envelopeRef(e.v, f.Envelopes); env != lilyEnvelope {
+			q.Envelope = env
+		}
+	}
 	if e, ok := m["consumes"]; ok {
-		q.Consumes = p.consumes(e.v, f.Messages)
+		q.Consumes = p.consumes(e.v, f.Messages, q)
 	} else {
 		p.errorf(k, RuleMissingKey, "queue %q consumes nothing: add consumes", q.Name)
 	}
@@ -112,7 +113,21 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 			q.SettlementBudget = queue.ParkBudget(q.HandlerTimeout, q.Retry.Delays, q.Retry.MaxAttempts)
 		}
 	}
+	p.consumedEnvelopes(q)
 	return q
+}
+
+// inbox reads an inbox policy; or is the policy when it cannot be read.
+func (p *parser) inbox(n *yaml.Node, or Inbox) Inbox {
+	s, ok := p.str(n, "inbox")
+	if !ok {
+		return or
+	}
+	if known := []string{string(InboxNone), string(InboxOptional), string(InboxRequired)}; !slices.Contains(known, s) {
+		p.errorf(n, RuleInbox, "unknown inbox policy %q", s).Hint = hint(s, known, "required, optional or none")
+		return or
+	}
+	return Inbox(s)
 }
 
 // deliveryLimit reads a quorum queue's delivery_limit: -1 for none, or a
@@ -229,7 +244,9 @@ func (p *parser) retry(q map[string]entry) Retry {
 	return r
 }
 
-func (p *parser) consumes(n *yaml.Node, msgs []*Message) []Consume {
+// consumes reads what q consumes: each message, its versions, and its inbox
+// policy; each takes its envelope from the message, else from q.
+func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 	items, ok := p.seq(n, "consumes")
 	if !ok {
 		return nil
@@ -240,7 +257,7 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message) []Consume {
 	var out []Consume
 	first := map[*Version]*yaml.Node{}
 	for _, item := range items {
-		m := p.object(item, "consumes", "message", "versions")
+		m := p.object(item, "consumes", "message", "versions", "inbox")
 		if m == nil {
 			continue
 		}
@@ -262,7 +279,10 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message) []Consume {
 			p.errorf(e.v, RuleUnknownRef, "unknown message %q", name).Hint = hint(name, names, "messages: "+strings.Join(names, ", "))
 			continue
 		}
-		c := Consume{Message: msgs[i], Versions: msgs[i].Versions}
+		c := Consume{Message: msgs[i], Versions: msgs[i].Versions, Envelope: cmp.Or(msgs[i].Envelope, q.Envelope, lilyEnvelope), Inbox: q.Inbox, Pos: p.pos(e.v)}
+		if e, ok := m["inbox"]; ok {
+			c.Inbox = p.inbox(e.v, c.Inbox)
+		}
 		if v, ok := m["versions"]; ok {
 			c.Versions = p.consumedVersions(v.v, msgs[i])
 		}

@@ -181,7 +181,7 @@ func runDemo(url string) error {
 			return err
 		}
 	}
-	return nil
+	return runPartners(url)
 }
 
 // audit keeps every order event: it handles each version by accepting it.
@@ -245,11 +245,10 @@ func deleteQueues(url string, spec runtime.QueueSpec, w io.Writer) error {
 	})
 }
 
-// publishAll publishes msgs to the shop team's exchange, as that team does.
 // cleanUp deletes the demo's queues and the exchange it declared for the shop
 // team.
 func cleanUp(url string, w io.Writer) error {
-	for _, spec := range specs() {
+	for _, spec := range append(specs(), ordersmsg.OrdersPartnersQueueSpec()) {
 		if err := deleteQueues(url, spec, w); err != nil {
 			return err
 		}
@@ -263,6 +262,7 @@ func cleanUp(url string, w io.Writer) error {
 	})
 }
 
+// publishAll publishes msgs to the shop team's exchange, as that team does.
 func publishAll(url string, msgs []demoMessage) error {
 	return publishTo(url, shopExchange, orderKey, msgs)
 }

@@ -3,8 +3,10 @@
 // exchange shop.events (it must exist: the demo declares it, as the shop team
 // would). Run it with -demo to publish one message for every settlement path
 // to that exchange and print where each one went, in orders and in the
-// quorum queue orders.audit bound beside it, and why; and with -clean to
-// delete the queues and the exchange the demo declared.
+// quorum queue orders.audit bound beside it, and why; then to consume two
+// partners' messages as their producers publish them (CloudEvents, in binary
+// and structured mode, and Spring AMQP) from orders.partners; and with -clean
+// to delete the queues and the exchange the demo declared.
 package main
 
 //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml

@@ -14,6 +14,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/internal/queue"
@@ -41,7 +42,8 @@ func newConsumerEnv(t *testing.T) *consumerEnv {
 	c := &consumerEnv{env: e, brokerURL: services.RabbitMQ(t), added: make(chan struct{}, 64), spec: runtime.QueueSpec{
 		Name: e.prefix, Prefetch: 8, Concurrency: 4, MaxAttempts: 3,
 		Topology:     topology.Queue{Type: topology.Classic, DeadLetterQueue: e.prefix + ".dlq", RetryDelays: []time.Duration{300 * time.Millisecond}},
-		MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second, InboxRequired: true,
+		MaxBodyBytes: 4096, HandlerTimeout: 10 * time.Second,
+		Messages: []envelope.Message{{Type: "Payment", Inbox: envelope.InboxRequired}},
 	}}
 	if err := runtime.DeclareTopology(c.conn(), c.spec); err != nil {
 		t.Fatal(err)

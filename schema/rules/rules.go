@@ -64,8 +64,12 @@ var (
 	FieldRemoved            = Rule{"FIELD-REMOVED", API, "a field or header removed"}
 	FieldGoTypeChanged      = Rule{"FIELD-GO-TYPE-CHANGED", API, "a field's Go type changes (such as `*string` → `string` when it becomes required, or `int32` → `int64`)"}
 	HandlerMethodAdded      = Rule{"HANDLER-METHOD-ADDED", API, "an existing queue consumes another version: its handler interface gains a method (types that embed `Unimplemented<Queue>Handler` still compile)"}
-	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "`inbox` changed to or from `required`: the generated constructor gains or loses its `inbox` parameter"}
-	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added: the AMQP type changes"}
+	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "a queue's consumed messages change to or from `inbox: required`: the generated constructor gains or loses its `inbox` parameter"}
+	ProducerRemoved         = Rule{"PRODUCER-REMOVED", API, "a message's producers `New<Message>V<n>` are no longer generated: it is now read in another producer's envelope"}
+	MessageGoRenamed        = Rule{"MESSAGE-GO-RENAMED", API, "a message removed and one with the same versions and `type` added: its generated names change, not its wire type"}
+	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added under another `type`: the type it travels as changes"}
+	WireTypeChanged         = Rule{"WIRE-TYPE-CHANGED", Wire, "a message's `type` changes: producers and queued messages carry the old one"}
+	EnvelopeChanged         = Rule{"ENVELOPE-CHANGED", Wire, "a queue reads a message by another envelope profile: producers and queued messages carry the old one"}
 	FieldTypeChanged        = Rule{"FIELD-TYPE-CHANGED", Wire, "a field's type changes, other than from one integer type to another (its Go field also gets `FIELD-GO-TYPE-CHANGED`)"}
 	ContentTypeRemoved      = Rule{"CONTENT-TYPE-REMOVED", Wire, "a version no longer accepts a content type"}
 	FieldRequiredAdded      = Rule{"FIELD-REQUIRED-ADDED", Inflight, "a new required field or header"}
@@ -119,8 +123,8 @@ var (
 // list them, then the lint rules.
 var All = []Rule{
 	PackageChanged, OutputChanged, MessageRemoved, VersionRemoved, FieldRemoved, FieldGoTypeChanged,
-	HandlerMethodAdded, InboxRequirementChanged,
-	MessageRenamed, FieldTypeChanged, ContentTypeRemoved,
+	HandlerMethodAdded, InboxRequirementChanged, ProducerRemoved, MessageGoRenamed,
+	MessageRenamed, WireTypeChanged, EnvelopeChanged, FieldTypeChanged, ContentTypeRemoved,
 	FieldRequiredAdded, FieldMadeRequired, FieldNullRefused, DefaultChanged, BoundNarrowed,
 	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed,
 	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld,

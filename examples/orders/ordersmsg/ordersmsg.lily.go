@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/lily-mq/lily/envelope"
 	runtime "github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/topology"
 	"github.com/lily-mq/lily/wire"
@@ -18,9 +19,135 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV4
+const _ = runtime.SupportsGeneratedCodeV5
 
-// OrderPlacedType is the AMQP type of OrderPlaced messages.
+// PaymentAuthorizedType is the type PaymentAuthorized messages travel as.
+const PaymentAuthorizedType = "com.acme.payment.authorized"
+
+// PaymentAuthorizedV1 is version 1 of PaymentAuthorized.
+type PaymentAuthorizedV1 struct {
+	PaymentID   string `json:"payment_id"`   // at most 64 characters
+	OrderID     string `json:"order_id"`     // at most 64 characters
+	AmountCents int64  `json:"amount_cents"` // 1 to 100000000
+}
+
+// ExtractPaymentAuthorizedV1 decodes an application/json body and checks every bound of the schema.
+// It fails with a *wire.FieldError.
+func ExtractPaymentAuthorizedV1(body []byte) (*PaymentAuthorizedV1, error) {
+	r := wire.NewJSONReader(body)
+	out := new(PaymentAuthorizedV1)
+	if err := r.End(out.readJSON(r)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// membersPaymentAuthorizedV1 are the members of PaymentAuthorizedV1, in schema order.
+var membersPaymentAuthorizedV1 = wire.NewJSONFields(
+	wire.JSONField{Name: "payment_id", Required: true},
+	wire.JSONField{Name: "order_id", Required: true},
+	wire.JSONField{Name: "amount_cents", Required: true},
+)
+
+// readJSON reads PaymentAuthorizedV1 from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *PaymentAuthorizedV1) readJSON(r *wire.JSONReader) error {
+	o := r.Object(membersPaymentAuthorizedV1)
+	for o.Next() {
+		switch o.Member() {
+		case 0: // payment_id
+			paymentID, err := r.String()
+			if err != nil {
+				return wire.At("payment_id", err)
+			}
+			if utf8.RuneCountInString(paymentID) > 64 {
+				return &wire.FieldError{Path: "payment_id", Problem: "longer than 64 characters"}
+			}
+			out.PaymentID = paymentID
+		case 1: // order_id
+			orderID, err := r.String()
+			if err != nil {
+				return wire.At("order_id", err)
+			}
+			if utf8.RuneCountInString(orderID) > 64 {
+				return &wire.FieldError{Path: "order_id", Problem: "longer than 64 characters"}
+			}
+			out.OrderID = orderID
+		case 2: // amount_cents
+			amountCents, err := r.Int()
+			if err != nil {
+				return wire.At("amount_cents", err)
+			}
+			switch {
+			case amountCents < 1:
+				return &wire.FieldError{Path: "amount_cents", Problem: "less than 1"}
+			case amountCents > 100000000:
+				return &wire.FieldError{Path: "amount_cents", Problem: "more than 100000000"}
+			}
+			out.AmountCents = amountCents
+		}
+	}
+	return o.End()
+}
+
+// OrderShippedType is the type OrderShipped messages travel as.
+const OrderShippedType = "com.acme.warehouse.OrderShipped"
+
+// OrderShippedV1 is version 1 of OrderShipped.
+type OrderShippedV1 struct {
+	OrderID string  `json:"orderId"`           // at most 64 characters
+	Carrier *string `json:"carrier,omitempty"` // at most 32 characters
+}
+
+// ExtractOrderShippedV1 decodes an application/json body and checks every bound of the schema.
+// It fails with a *wire.FieldError.
+func ExtractOrderShippedV1(body []byte) (*OrderShippedV1, error) {
+	r := wire.NewJSONReader(body)
+	out := new(OrderShippedV1)
+	if err := r.End(out.readJSON(r)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// membersOrderShippedV1 are the members of OrderShippedV1, in schema order.
+var membersOrderShippedV1 = wire.NewJSONFields(
+	wire.JSONField{Name: "orderId", Required: true},
+	wire.JSONField{Name: "carrier"},
+)
+
+// readJSON reads OrderShippedV1 from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
+	o := r.Object(membersOrderShippedV1)
+	for o.Next() {
+		switch o.Member() {
+		case 0: // orderId
+			orderID, err := r.String()
+			if err != nil {
+				return wire.At("orderId", err)
+			}
+			if utf8.RuneCountInString(orderID) > 64 {
+				return &wire.FieldError{Path: "orderId", Problem: "longer than 64 characters"}
+			}
+			out.OrderID = orderID
+		case 1: // carrier
+			carrier, err := r.String()
+			if err != nil {
+				return wire.At("carrier", err)
+			}
+			if utf8.RuneCountInString(carrier) > 32 {
+				return &wire.FieldError{Path: "carrier", Problem: "longer than 32 characters"}
+			}
+			out.Carrier = &carrier
+		}
+	}
+	return o.End()
+}
+
+// OrderPlacedType is the type OrderPlaced messages travel as.
 const OrderPlacedType = "OrderPlaced"
 
 // OrderPlacedV1 is version 1 of OrderPlaced.
@@ -435,6 +562,9 @@ func OrdersQueueSpec() runtime.QueueSpec {
 		MaxAttempts:    3,
 		MaxBodyBytes:   16384,
 		HandlerTimeout: 10 * time.Second,
+		Messages: []envelope.Message{
+			{Type: OrderPlacedType, Inbox: envelope.InboxOptional},
+		},
 	}
 }
 
@@ -510,6 +640,9 @@ func OrdersAuditQueueSpec() runtime.QueueSpec {
 		MaxAttempts:    1,
 		MaxBodyBytes:   65536,
 		HandlerTimeout: 30 * time.Second,
+		Messages: []envelope.Message{
+			{Type: OrderPlacedType, Inbox: envelope.InboxOptional},
+		},
 	}
 }
 
@@ -539,4 +672,74 @@ func OrdersAuditRoutes(h OrdersAuditHandler) runtime.Routes {
 // NewOrdersAuditConsumer returns a consumer of queue "orders.audit" that calls h.
 func NewOrdersAuditConsumer(h OrdersAuditHandler, cfg runtime.Config) (*runtime.Consumer, error) {
 	return runtime.NewConsumer(OrdersAuditQueueSpec(), OrdersAuditRoutes(h), cfg)
+}
+
+// OrdersPartnersHandler handles the messages queue "orders.partners" consumes. Return nil to ACK,
+// runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.
+type OrdersPartnersHandler interface {
+	// HandlePaymentAuthorizedV1 handles version 1 of PaymentAuthorized.
+	HandlePaymentAuthorizedV1(ctx context.Context, msg *PaymentAuthorizedV1, d runtime.RawDelivery) error
+	// HandleOrderShippedV1 handles version 1 of OrderShipped.
+	HandleOrderShippedV1(ctx context.Context, msg *OrderShippedV1, d runtime.RawDelivery) error
+}
+
+// UnimplementedOrdersPartnersHandler fails every message of queue "orders.partners" permanently. Embed it in
+// your OrdersPartnersHandler so that a version added to the schema does not break the build:
+// until you write its method, messages of that version go to the DLQ.
+type UnimplementedOrdersPartnersHandler struct{}
+
+// HandlePaymentAuthorizedV1 fails permanently: it is not implemented.
+func (UnimplementedOrdersPartnersHandler) HandlePaymentAuthorizedV1(context.Context, *PaymentAuthorizedV1, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandlePaymentAuthorizedV1 is not implemented"))
+}
+
+// HandleOrderShippedV1 fails permanently: it is not implemented.
+func (UnimplementedOrdersPartnersHandler) HandleOrderShippedV1(context.Context, *OrderShippedV1, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandleOrderShippedV1 is not implemented"))
+}
+
+// OrdersPartnersQueueSpec returns the topology and policy of queue "orders.partners".
+func OrdersPartnersQueueSpec() runtime.QueueSpec {
+	return runtime.QueueSpec{
+		Name: "orders.partners",
+		Topology: topology.Queue{
+			Type:            "classic",
+			DeadLetterQueue: "orders.partners.dlq",
+			RetryDelays:     []time.Duration{time.Second},
+		},
+		Prefetch:       32,
+		Concurrency:    8,
+		MaxAttempts:    2,
+		MaxBodyBytes:   16384,
+		HandlerTimeout: 10 * time.Second,
+		Messages: []envelope.Message{
+			{Type: PaymentAuthorizedType, Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}, Inbox: envelope.InboxOptional},
+			{Type: OrderShippedType, Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}, Inbox: envelope.InboxOptional},
+		},
+	}
+}
+
+// OrdersPartnersRoutes is the dispatch table of queue "orders.partners": (type, version, content type) → extractor → method.
+func OrdersPartnersRoutes(h OrdersPartnersHandler) runtime.Routes {
+	return runtime.Routes{
+		{Type: PaymentAuthorizedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+			msg, err := ExtractPaymentAuthorizedV1(d.Body())
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			return h.HandlePaymentAuthorizedV1(ctx, msg, d)
+		},
+		{Type: OrderShippedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+			msg, err := ExtractOrderShippedV1(d.Body())
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			return h.HandleOrderShippedV1(ctx, msg, d)
+		},
+	}
+}
+
+// NewOrdersPartnersConsumer returns a consumer of queue "orders.partners" that calls h.
+func NewOrdersPartnersConsumer(h OrdersPartnersHandler, cfg runtime.Config) (*runtime.Consumer, error) {
+	return runtime.NewConsumer(OrdersPartnersQueueSpec(), OrdersPartnersRoutes(h), cfg)
 }

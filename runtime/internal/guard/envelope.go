@@ -1,6 +1,7 @@
 // Package guard is the first stage of a delivery's journey: before anything
 // copies, decodes or quotes a delivery, it checks the body's size, then bounds
-// every header at any depth, then validates Lily's canonical envelope. What
+// every header at any depth, then reads the envelope by its profile (Lily's
+// own, CloudEvents, or a header-mapped one; see package envelope). What
 // passes becomes an Envelope; what does not is oversized (the broker
 // dead-letters it) or poison, with a bounded, sanitized reason.
 package guard
@@ -31,10 +32,13 @@ const (
 
 // Envelope is the canonical, validated view of a delivery's properties and headers.
 type Envelope struct {
-	MessageID     string
+	// MessageID is the message's id as its profile carries it; "" for a
+	// profile that has none.
+	MessageID string
+	// Type is the wire type, without a version suffix the profile reads.
 	Type          string
 	Version       int
-	ContentType   string    // the media type alone, lower-cased
+	ContentType   string    // the payload's media type alone, lower-cased
 	Timestamp     time.Time // zero when the producer set none
 	CorrelationID string
 	Attempt       int
@@ -43,4 +47,38 @@ type Envelope struct {
 	DeliveryCount int
 	// Headers are the delivery's own table, bounded by the guard, not copied.
 	Headers amqp.Table
+	// Foreign is what another producer's envelope adds; nil for Lily's, so
+	// that the envelope of every delivery in Lily's stays small.
+	Foreign *Foreign
+}
+
+// Foreign is what an envelope of another producer's adds to Lily's.
+type Foreign struct {
+	// Key identifies the message (see Envelope.Key).
+	Key string
+	// Structured: a structured CloudEvent, whose Data member is the
+	// payload (nil when it has none), not copied, and whose context
+	// Attributes are kept as headers cloudEvents_<name> would hold them.
+	Structured bool
+	Data       []byte
+	Attributes map[string]any
+}
+
+// Key identifies the message to the inbox and to the consumer's memory of
+// its work: the MessageID in Lily's envelope, a CloudEvent's source and id,
+// another producer's type and id; "" when the message has no id.
+func (e *Envelope) Key() string {
+	if e.Foreign != nil {
+		return e.Foreign.Key
+	}
+	return e.MessageID
+}
+
+// Payload is what the extractor decodes: body, or a structured
+// CloudEvent's data member.
+func (e *Envelope) Payload(body []byte) []byte {
+	if e.Foreign != nil && e.Foreign.Structured {
+		return e.Foreign.Data
+	}
+	return body
 }

@@ -7,6 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/wire"
 )
@@ -42,51 +43,42 @@ const (
 // minTimestamp: a timestamp before it is a zeroed or garbled clock, not a send time.
 var minTimestamp = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// guard checks d in this order: body size first (before anything touches the
-// body or the headers, so an oversized body is never copied, decoded or
-// quoted), then metadata bounds, then required fields and their syntax, then
-// optional ones. On Passed env is filled (headers shared, not copied) and
-// reason is empty; otherwise env is nil and reason is at most maxReasonBytes of
-// printable ASCII in which delivery text appears only through sanitize.
+// Check checks d in this order: body size first (before anything touches
+// the body or the headers, so an oversized body is never copied, decoded or
+// quoted), then metadata bounds, then the envelope its profile describes,
+// then Lily's own headers and the optional properties. On Passed env is
+// filled (headers and payload shared, not copied) and reason is empty;
+// otherwise env is nil and reason is at most maxReasonBytes of printable
+// ASCII in which delivery text appears only through sanitize.
 //
-// The envelope it accepts:
+// Lily's own profile accepts:
 //   - message_id: required, 1..MaxIDBytes bytes of 0x21..0x7e;
-//   - type: required, 1..128 bytes matching [A-Za-z][A-Za-z0-9_.-]*;
-//   - content_type: required, at most 128 bytes of printable ASCII (0x20..0x7e);
+//   - type: required, 1..128 bytes of printable ASCII (0x20..0x7e);
+//   - content_type: required, at most 128 bytes of printable ASCII;
 //     kept as its media type: cut at ';', trimmed, lower-cased, non-empty;
 //   - header x-lily-version: required, an integer of any Go integer type in
-//     1..1_000_000 (a string, float or bool is poison);
+//     1..1_000_000 (a string, float or bool is poison).
+//
+// A header-mapped profile reads the type, id and version where it says, a
+// CloudEvent its attributes (see readEvent), within the same bounds. Every
+// profile then takes:
 //   - header x-lily-attempt: optional, 1 when absent, else an integer in
 //     1..MaxAttempt (anything else was forged or broken: poison);
-//   - timestamp: optional (zero = none), else after 2000-01-01 and at most 24h
-//     after now;
+//   - the time (timestamp, or a CloudEvent's time): optional, else after
+//     2000-01-01 and at most 24h after now;
 //   - correlation_id: optional, at most MaxIDBytes bytes of 0x21..0x7e.
 //
 // lim must already be defaulted (all fields > 0).
-func Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envelope, verdict Verdict, reason string) {
+func (r *Reader) Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envelope, verdict Verdict, reason string) {
 	if len(d.Body) > maxBody {
 		return nil, Oversized, "body of " + strconv.Itoa(len(d.Body)) + " bytes over the limit of " + strconv.Itoa(maxBody)
 	}
 	if reason := checkHeaders(d.Headers, lim); reason != "" {
 		return poison(reason)
 	}
-
-	if reason := checkID("message_id", d.MessageId, lim.MaxIDBytes, true); reason != "" {
-		return poison(reason)
-	}
-	if reason := checkType(d.Type); reason != "" {
-		return poison(reason)
-	}
-	contentType, reason := mediaType(d.ContentType)
+	env, reason = r.read(d, lim)
 	if reason != "" {
 		return poison(reason)
-	}
-	version, present, reason := intHeader(d.Headers, HeaderVersion, maxVersion)
-	if reason != "" {
-		return poison(reason)
-	}
-	if !present {
-		return poison("header " + HeaderVersion + " missing")
 	}
 
 	attempt, present, reason := intHeader(d.Headers, HeaderAttempt, lim.MaxAttempt)
@@ -96,7 +88,7 @@ func Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envel
 	if !present {
 		attempt = 1
 	}
-	if ts := d.Timestamp; !ts.IsZero() {
+	if ts := env.Timestamp; !ts.IsZero() {
 		if !ts.After(minTimestamp) {
 			return poison("timestamp " + ts.UTC().Format(time.RFC3339) + " not after 2000-01-01")
 		}
@@ -107,18 +99,69 @@ func Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envel
 	if reason := checkID("correlation_id", d.CorrelationId, lim.MaxIDBytes, false); reason != "" {
 		return poison(reason)
 	}
+	env.CorrelationID, env.Attempt, env.DeliveryCount, env.Headers = d.CorrelationId, attempt, deliveryCount(d), d.Headers
+	return env, Passed, ""
+}
 
-	return &Envelope{
-		MessageID:     d.MessageId,
-		Type:          d.Type,
-		Version:       version,
-		ContentType:   contentType,
-		Timestamp:     d.Timestamp,
-		CorrelationID: d.CorrelationId,
-		Attempt:       attempt,
-		DeliveryCount: deliveryCount(d),
-		Headers:       d.Headers,
-	}, Passed, ""
+// readProperties reads an envelope of Lily's profile or a header-mapped one:
+// the type, id and version where p says, the rest from the properties.
+func readProperties(d *amqp.Delivery, p *envelope.Profile, lim Limits) (*Envelope, string) {
+	id := ""
+	if !p.NoID {
+		var what, reason string
+		id, what, reason = field(d.MessageId, "message_id", d.Headers, p.IDHeader)
+		if reason == "" {
+			reason = checkID(what, id, lim.MaxIDBytes, true)
+		}
+		if reason != "" {
+			return nil, reason
+		}
+	}
+	typ, what, reason := field(d.Type, "type", d.Headers, p.TypeHeader)
+	if reason == "" {
+		reason = checkType(what, typ)
+	}
+	if reason != "" {
+		return nil, reason
+	}
+	media, reason := mediaType(d.ContentType)
+	if reason != "" {
+		return nil, reason
+	}
+	version, base, reason := version(p, typ, d.ContentType, nil, d.Headers)
+	if reason != "" {
+		return nil, reason
+	}
+	env := &Envelope{MessageID: id, Type: base, Version: version, ContentType: media, Timestamp: d.Timestamp}
+	if p.Kind == envelope.Headers {
+		// Another producer's ids are its own: with its type beside them
+		// they meet neither Lily's ids (no spaces) nor a CloudEvent's
+		// "<source> <id>" (one space).
+		env.Foreign = &Foreign{}
+		if id != "" {
+			env.Foreign.Key = "headers " + base + " " + id
+		}
+	}
+	return env, ""
+}
+
+// field reads an envelope field from a property, or from header when a
+// profile names one, which must hold a string (missing, it is ""); where
+// names it for a reason.
+func field(property, name string, h amqp.Table, header string) (v, where, reason string) {
+	if header == "" {
+		return property, name, ""
+	}
+	where = "header " + header
+	x, ok := h[header]
+	if !ok {
+		return "", where, ""
+	}
+	s, ok := x.(string)
+	if !ok {
+		return "", where, where + " not a string"
+	}
+	return s, where, ""
 }
 
 // maxDeliveryCount bounds the x-delivery-count read: a quorum queue's counter
@@ -161,18 +204,17 @@ func checkID(field, id string, maxBytes int, required bool) string {
 	return ""
 }
 
-func checkType(t string) string {
+// checkType checks a wire type, read from where names.
+func checkType(where, t string) string {
 	switch {
 	case t == "":
-		return "type missing"
+		return where + " missing"
 	case len(t) > maxTypeBytes:
-		return "type longer than " + strconv.Itoa(maxTypeBytes) + " bytes"
+		return where + " longer than " + strconv.Itoa(maxTypeBytes) + " bytes"
 	}
 	for i := 0; i < len(t); i++ {
-		c := t[i]
-		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-		if !letter && (i == 0 || !('0' <= c && c <= '9' || c == '_' || c == '.' || c == '-')) {
-			return "type " + quote(t) + " does not match [A-Za-z][A-Za-z0-9_.-]*"
+		if !sanitize.Printable(t[i]) {
+			return where + " " + quote(t) + " not printable ASCII"
 		}
 	}
 	return ""

@@ -16,13 +16,16 @@ import (
 // copied) and properties, the next attempt, and bounded failure facts.
 //
 // A poison delivery's headers and properties are what made it poison, so its
-// copy carries none of its headers and only sanitized, bounded identifiers.
+// copy carries only sanitized, bounded identifiers: its message_id, type and
+// content type, and those of the identity headers its queue's envelope
+// profiles read (a CloudEvent's id, source and type, a type or id header)
+// that hold strings, so that a foreign producer's copy still says whose it
+// is.
 // UserId and Expiration are never forwarded: the broker would refuse a foreign
 // user id, and a per-message TTL would fight the retry bucket's.
-func Copy(d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, source string, now time.Time) amqp.Publishing {
+func Copy(d *amqp.Delivery, env *guard.Envelope, identity []string, o outcome.Outcome, plan decide.Plan, source string, now time.Time) amqp.Publishing {
 	// Room for the failure facts and the handoff id up front: no map growth.
-	// A poison delivery's headers are not copied, so they get no room.
-	room := 7
+	room := 7 + len(identity)
 	if env != nil {
 		room += len(d.Headers)
 	}
@@ -32,6 +35,11 @@ func Copy(d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.
 		p.MessageId = sanitize.Text(d.MessageId, 128)
 		p.Type = sanitize.Text(d.Type, 128)
 		p.ContentType = sanitize.Text(d.ContentType, 128)
+		for _, k := range identity {
+			if v, ok := d.Headers[k].(string); ok {
+				h[k] = sanitize.Text(v, 128)
+			}
+		}
 	} else {
 		for k, v := range d.Headers {
 			if !strings.HasPrefix(k, guard.HeaderFailurePrefix) && k != guard.HeaderHandoffID {

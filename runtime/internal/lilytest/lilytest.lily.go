@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/lily-mq/lily/envelope"
 	runtime "github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/topology"
 	"github.com/lily-mq/lily/wire"
@@ -17,9 +18,9 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV4
+const _ = runtime.SupportsGeneratedCodeV5
 
-// OrderPlacedType is the AMQP type of OrderPlaced messages.
+// OrderPlacedType is the type OrderPlaced messages travel as.
 const OrderPlacedType = "OrderPlaced"
 
 // OrderPlacedV1 is version 1 of OrderPlaced.
@@ -127,6 +128,233 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
+// PaymentAuthorizedType is the type PaymentAuthorized messages travel as.
+const PaymentAuthorizedType = "com.acme.payment.authorized"
+
+// PaymentAuthorizedV1 is version 1 of PaymentAuthorized.
+type PaymentAuthorizedV1 struct {
+	PaymentID string `json:"payment_id"` // at most 64 characters
+}
+
+// ExtractPaymentAuthorizedV1 decodes an application/json body and checks every bound of the schema.
+// It fails with a *wire.FieldError.
+func ExtractPaymentAuthorizedV1(body []byte) (*PaymentAuthorizedV1, error) {
+	r := wire.NewJSONReader(body)
+	out := new(PaymentAuthorizedV1)
+	if err := r.End(out.readJSON(r)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// membersPaymentAuthorizedV1 are the members of PaymentAuthorizedV1, in schema order.
+var membersPaymentAuthorizedV1 = wire.NewJSONFields(
+	wire.JSONField{Name: "payment_id", Required: true},
+)
+
+// readJSON reads PaymentAuthorizedV1 from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *PaymentAuthorizedV1) readJSON(r *wire.JSONReader) error {
+	o := r.Object(membersPaymentAuthorizedV1)
+	for o.Next() {
+		switch o.Member() {
+		case 0: // payment_id
+			paymentID, err := r.String()
+			if err != nil {
+				return wire.At("payment_id", err)
+			}
+			if utf8.RuneCountInString(paymentID) > 64 {
+				return &wire.FieldError{Path: "payment_id", Problem: "longer than 64 characters"}
+			}
+			out.PaymentID = paymentID
+		}
+	}
+	return o.End()
+}
+
+// PaymentAuthorizedV2 is version 2 of PaymentAuthorized.
+type PaymentAuthorizedV2 struct {
+	PaymentID   string `json:"payment_id"`   // at most 64 characters
+	AmountCents int64  `json:"amount_cents"` // at least 1
+}
+
+// ExtractPaymentAuthorizedV2 decodes an application/json body and checks every bound of the schema.
+// It fails with a *wire.FieldError.
+func ExtractPaymentAuthorizedV2(body []byte) (*PaymentAuthorizedV2, error) {
+	r := wire.NewJSONReader(body)
+	out := new(PaymentAuthorizedV2)
+	if err := r.End(out.readJSON(r)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// membersPaymentAuthorizedV2 are the members of PaymentAuthorizedV2, in schema order.
+var membersPaymentAuthorizedV2 = wire.NewJSONFields(
+	wire.JSONField{Name: "payment_id", Required: true},
+	wire.JSONField{Name: "amount_cents", Required: true},
+)
+
+// readJSON reads PaymentAuthorizedV2 from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *PaymentAuthorizedV2) readJSON(r *wire.JSONReader) error {
+	o := r.Object(membersPaymentAuthorizedV2)
+	for o.Next() {
+		switch o.Member() {
+		case 0: // payment_id
+			paymentID, err := r.String()
+			if err != nil {
+				return wire.At("payment_id", err)
+			}
+			if utf8.RuneCountInString(paymentID) > 64 {
+				return &wire.FieldError{Path: "payment_id", Problem: "longer than 64 characters"}
+			}
+			out.PaymentID = paymentID
+		case 1: // amount_cents
+			amountCents, err := r.Int()
+			if err != nil {
+				return wire.At("amount_cents", err)
+			}
+			if amountCents < 1 {
+				return &wire.FieldError{Path: "amount_cents", Problem: "less than 1"}
+			}
+			out.AmountCents = amountCents
+		}
+	}
+	return o.End()
+}
+
+// OrderShippedType is the type OrderShipped messages travel as.
+const OrderShippedType = "com.acme.shipping.OrderShipped"
+
+// OrderShippedV1 is version 1 of OrderShipped.
+type OrderShippedV1 struct {
+	OrderID string `json:"orderId"` // at most 64 characters
+}
+
+// ExtractOrderShippedV1 decodes an application/json body and checks every bound of the schema.
+// It fails with a *wire.FieldError.
+func ExtractOrderShippedV1(body []byte) (*OrderShippedV1, error) {
+	r := wire.NewJSONReader(body)
+	out := new(OrderShippedV1)
+	if err := r.End(out.readJSON(r)); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// membersOrderShippedV1 are the members of OrderShippedV1, in schema order.
+var membersOrderShippedV1 = wire.NewJSONFields(
+	wire.JSONField{Name: "orderId", Required: true},
+)
+
+// readJSON reads OrderShippedV1 from r and checks it against the schema. Its FieldError paths
+// are relative to the object: the caller prefixes them on failure only, so success
+// builds no path.
+func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
+	o := r.Object(membersOrderShippedV1)
+	for o.Next() {
+		switch o.Member() {
+		case 0: // orderId
+			orderID, err := r.String()
+			if err != nil {
+				return wire.At("orderId", err)
+			}
+			if utf8.RuneCountInString(orderID) > 64 {
+				return &wire.FieldError{Path: "orderId", Problem: "longer than 64 characters"}
+			}
+			out.OrderID = orderID
+		}
+	}
+	return o.End()
+}
+
+// LilytestForeignHandler handles the messages queue "lilytest.foreign" consumes. Return nil to ACK,
+// runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.
+type LilytestForeignHandler interface {
+	// HandlePaymentAuthorizedV1 handles version 1 of PaymentAuthorized.
+	HandlePaymentAuthorizedV1(ctx context.Context, msg *PaymentAuthorizedV1, d runtime.RawDelivery) error
+	// HandlePaymentAuthorizedV2 handles version 2 of PaymentAuthorized.
+	HandlePaymentAuthorizedV2(ctx context.Context, msg *PaymentAuthorizedV2, d runtime.RawDelivery) error
+	// HandleOrderShippedV1 handles version 1 of OrderShipped.
+	HandleOrderShippedV1(ctx context.Context, msg *OrderShippedV1, d runtime.RawDelivery) error
+}
+
+// UnimplementedLilytestForeignHandler fails every message of queue "lilytest.foreign" permanently. Embed it in
+// your LilytestForeignHandler so that a version added to the schema does not break the build:
+// until you write its method, messages of that version go to the DLQ.
+type UnimplementedLilytestForeignHandler struct{}
+
+// HandlePaymentAuthorizedV1 fails permanently: it is not implemented.
+func (UnimplementedLilytestForeignHandler) HandlePaymentAuthorizedV1(context.Context, *PaymentAuthorizedV1, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandlePaymentAuthorizedV1 is not implemented"))
+}
+
+// HandlePaymentAuthorizedV2 fails permanently: it is not implemented.
+func (UnimplementedLilytestForeignHandler) HandlePaymentAuthorizedV2(context.Context, *PaymentAuthorizedV2, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandlePaymentAuthorizedV2 is not implemented"))
+}
+
+// HandleOrderShippedV1 fails permanently: it is not implemented.
+func (UnimplementedLilytestForeignHandler) HandleOrderShippedV1(context.Context, *OrderShippedV1, runtime.RawDelivery) error {
+	return runtime.Permanent(errors.New("HandleOrderShippedV1 is not implemented"))
+}
+
+// LilytestForeignQueueSpec returns the topology and policy of queue "lilytest.foreign".
+func LilytestForeignQueueSpec() runtime.QueueSpec {
+	return runtime.QueueSpec{
+		Name: "lilytest.foreign",
+		Topology: topology.Queue{
+			Type:            "classic",
+			DeadLetterQueue: "lilytest.foreign.dlq",
+			RetryDelays:     []time.Duration{300 * time.Millisecond},
+		},
+		Prefetch:       32,
+		Concurrency:    8,
+		MaxAttempts:    2,
+		MaxBodyBytes:   2048,
+		HandlerTimeout: 2 * time.Second,
+		Messages: []envelope.Message{
+			{Type: PaymentAuthorizedType, Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}, Inbox: envelope.InboxOptional},
+			{Type: OrderShippedType, Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}, Inbox: envelope.InboxOptional},
+		},
+	}
+}
+
+// LilytestForeignRoutes is the dispatch table of queue "lilytest.foreign": (type, version, content type) → extractor → method.
+func LilytestForeignRoutes(h LilytestForeignHandler) runtime.Routes {
+	return runtime.Routes{
+		{Type: PaymentAuthorizedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+			msg, err := ExtractPaymentAuthorizedV1(d.Body())
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			return h.HandlePaymentAuthorizedV1(ctx, msg, d)
+		},
+		{Type: PaymentAuthorizedType, Version: 2, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+			msg, err := ExtractPaymentAuthorizedV2(d.Body())
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			return h.HandlePaymentAuthorizedV2(ctx, msg, d)
+		},
+		{Type: OrderShippedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
+			msg, err := ExtractOrderShippedV1(d.Body())
+			if err != nil {
+				return runtime.Permanent(err)
+			}
+			return h.HandleOrderShippedV1(ctx, msg, d)
+		},
+	}
+}
+
+// NewLilytestForeignConsumer returns a consumer of queue "lilytest.foreign" that calls h.
+func NewLilytestForeignConsumer(h LilytestForeignHandler, cfg runtime.Config) (*runtime.Consumer, error) {
+	return runtime.NewConsumer(LilytestForeignQueueSpec(), LilytestForeignRoutes(h), cfg)
+}
+
 // LilytestHandler handles the messages queue "lilytest" consumes. Return nil to ACK,
 // runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.
 type LilytestHandler interface {
@@ -158,6 +386,9 @@ func LilytestQueueSpec() runtime.QueueSpec {
 		MaxAttempts:    3,
 		MaxBodyBytes:   1024,
 		HandlerTimeout: 2 * time.Second,
+		Messages: []envelope.Message{
+			{Type: OrderPlacedType, Inbox: envelope.InboxOptional},
+		},
 	}
 }
 

@@ -1,0 +1,256 @@
+package guard
+
+import (
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/wire"
+)
+
+// CloudEvents content modes, as the AMQP binding of CloudEvents 1.0 names
+// them.
+const (
+	structuredMedia = "application/cloudevents+json"
+	batchMedia      = "application/cloudevents-batch+json"
+	// EventPrefix starts an attribute's header in binary mode; the binding
+	// accepts eventPrefixOld from earlier producers.
+	EventPrefix    = "cloudEvents_"
+	eventPrefixOld = "cloudEvents:"
+	specVersion    = "1.0"
+)
+
+// eventHeader returns attribute name of a binary-mode event.
+func eventHeader(h amqp.Table, name string) (any, bool) {
+	if v, ok := h[EventPrefix+name]; ok {
+		return v, true
+	}
+	v, ok := h[eventPrefixOld+name]
+	return v, ok
+}
+
+// event is what the guard reads of a CloudEvent, in either mode.
+type event struct {
+	specVersion, id, source, typ string
+	time                         time.Time
+	timeText                     string // a structured event's, until parsed
+	contentType                  string // the data's content type, as written
+	payload                      []byte // a structured event's data
+	// version is the version attribute's value, when the profile names one.
+	version        any
+	versionPresent bool
+	// attributes are a structured event's context attributes, for handlers
+	// to read as headers; nil in binary mode, where they are headers.
+	attributes map[string]any
+}
+
+// binaryEvent reads the attributes of a binary-mode event from d's headers.
+func binaryEvent(d *amqp.Delivery, p *envelope.Profile) (event, string) {
+	e := event{contentType: d.ContentType}
+	for _, a := range []struct {
+		name     string
+		to       *string
+		required bool
+	}{{"specversion", &e.specVersion, true}, {"id", &e.id, true}, {"source", &e.source, true}, {"type", &e.typ, true}} {
+		v, ok := eventHeader(d.Headers, a.name)
+		if !ok {
+			return e, "CloudEvents header " + EventPrefix + a.name + " missing"
+		}
+		s, ok := v.(string)
+		if !ok {
+			return e, "CloudEvents header " + EventPrefix + a.name + " not a string"
+		}
+		*a.to = s
+	}
+	if v, ok := eventHeader(d.Headers, "time"); ok {
+		switch t := v.(type) {
+		case time.Time:
+			e.time = t
+		case string:
+			parsed, ok := wire.ParseTime(t)
+			if !ok {
+				return e, "CloudEvents time " + quote(t) + " not an RFC 3339 time"
+			}
+			e.time = parsed
+		default:
+			return e, "CloudEvents time neither a timestamp nor a string"
+		}
+	}
+	if a := p.Version.Attribute; a != "" {
+		e.version, e.versionPresent = eventHeader(d.Headers, a)
+	}
+	return e, ""
+}
+
+// The members of a structured event the guard reads, by index.
+const (
+	memberSpecVersion = iota
+	memberID
+	memberSource
+	memberType
+	memberTime
+	memberContentType
+	memberSchema
+	memberSubject
+	memberData
+	memberDataBase64
+	memberVersion // the profile's version attribute, when it names one
+)
+
+var eventMembers = []string{"specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "subject", "data", "data_base64"}
+
+// newEventFields returns the members of a structured event to read: its
+// context attributes and data, and the version attribute when there is one.
+func newEventFields(versionAttribute string) *wire.JSONFields {
+	fields := make([]wire.JSONField, 0, len(eventMembers)+1)
+	for i, name := range eventMembers {
+		fields = append(fields, wire.JSONField{Name: name, Required: i <= memberType})
+	}
+	if versionAttribute != "" {
+		fields = append(fields, wire.JSONField{Name: versionAttribute})
+	}
+	return wire.NewJSONFields(fields...)
+}
+
+// structuredEvent reads a structured-mode event from d's body: its context
+// attributes, and its data member as the payload, not copied.
+func (r *Reader) structuredEvent(d *amqp.Delivery) (event, string) {
+	e := event{contentType: "application/json", attributes: make(map[string]any, 8)}
+	jr := wire.NewJSONReader(d.Body)
+	o := jr.Object(r.eventFields)
+	for o.Next() {
+		i := o.Member()
+		var err error
+		switch {
+		case i == memberData:
+			e.payload, err = jr.Raw()
+		case i == memberDataBase64:
+			return e, "CloudEvent carries data_base64: Lily reads JSON data only"
+		case i == memberVersion:
+			var raw []byte
+			if raw, err = jr.Raw(); err == nil {
+				e.version, e.versionPresent = versionMember(raw), true
+			}
+		default:
+			var s string
+			s, err = jr.String()
+			if err == nil {
+				e.set(i, s)
+			}
+		}
+		if err != nil {
+			return e, "CloudEvent member " + eventMemberName(i) + ": " + err.Error()
+		}
+	}
+	if err := jr.End(o.End()); err != nil {
+		return e, "CloudEvent not readable: " + err.Error()
+	}
+	if e.timeText != "" {
+		t, ok := wire.ParseTime(e.timeText)
+		if !ok {
+			return e, "CloudEvents time " + quote(e.timeText) + " not an RFC 3339 time"
+		}
+		e.time = t
+	}
+	return e, ""
+}
+
+// set keeps a string attribute of a structured event.
+func (e *event) set(member int, s string) {
+	e.attributes[EventPrefix+eventMembers[member]] = s
+	switch member {
+	case memberSpecVersion:
+		e.specVersion = s
+	case memberID:
+		e.id = s
+	case memberSource:
+		e.source = s
+	case memberType:
+		e.typ = s
+	case memberContentType:
+		e.contentType = s
+	case memberTime:
+		e.timeText = s
+	}
+}
+
+// versionMember is a version attribute's JSON value as a header would hold
+// it: a string's text, an integer, or something that is not a version.
+func versionMember(raw []byte) any {
+	r := wire.NewJSONReader(raw)
+	if raw[0] == '"' {
+		if s, err := r.String(); err == nil {
+			return s
+		}
+	}
+	if n, err := r.Int(); err == nil {
+		return n
+	}
+	return false
+}
+
+func eventMemberName(i int) string {
+	if i < len(eventMembers) {
+		return eventMembers[i]
+	}
+	return "version attribute"
+}
+
+// readEvent reads a CloudEvent in either mode and checks what every event
+// needs: specversion 1.0, an id and a source that make the inbox's key.
+func (r *Reader) readEvent(d *amqp.Delivery, p *envelope.Profile, structured bool, lim Limits) (*Envelope, string) {
+	var e event
+	var reason string
+	if structured {
+		e, reason = r.structuredEvent(d)
+	} else {
+		e, reason = binaryEvent(d, p)
+	}
+	if reason != "" {
+		return nil, reason
+	}
+	if e.specVersion != specVersion {
+		return nil, "CloudEvents specversion " + quote(e.specVersion) + " not supported (" + specVersion + ")"
+	}
+	if reason := checkID("CloudEvents id", e.id, lim.MaxIDBytes, true); reason != "" {
+		return nil, reason
+	}
+	if reason := checkID("CloudEvents source", e.source, lim.MaxIDBytes, true); reason != "" {
+		return nil, reason
+	}
+	if reason := checkType("CloudEvents type", e.typ); reason != "" {
+		return nil, reason
+	}
+	media, reason := mediaType(e.contentType)
+	if reason != "" {
+		return nil, reason
+	}
+	version, typ, reason := version(p, e.typ, e.contentType, func() (any, bool) { return e.version, e.versionPresent }, d.Headers)
+	if reason != "" {
+		return nil, reason
+	}
+	return &Envelope{
+		MessageID: e.id, Type: typ, Version: version, ContentType: media, Timestamp: e.time,
+		Foreign: &Foreign{Key: e.source + " " + e.id, Structured: structured, Data: e.payload, Attributes: e.attributes},
+	}, ""
+}
+
+// Header returns one header of the delivery, where a CloudEvent's
+// attributes read as cloudEvents_<name> in either content mode: a
+// structured event's from its body (before any header of that name, which
+// is not the event's), a binary one's under either of the binding's
+// prefixes.
+func (env *Envelope) Header(key string) (any, bool) {
+	name, event := strings.CutPrefix(key, EventPrefix)
+	if event && env.Foreign != nil && env.Foreign.Structured {
+		v, ok := env.Foreign.Attributes[key]
+		return v, ok
+	}
+	if v, ok := env.Headers[key]; ok || !event {
+		return v, ok
+	}
+	v, ok := env.Headers[eventPrefixOld+name]
+	return v, ok
+}

@@ -1,0 +1,381 @@
+package guard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+)
+
+// The profiles of the tests: a CloudEvents emitter that puts the version at
+// the end of its types, a Spring AMQP service, and Lily's own producers.
+var (
+	eventsProfile = envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}
+	springProfile = envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}
+)
+
+func reader(t *testing.T, msgs ...envelope.Message) *Reader {
+	t.Helper()
+	r, err := NewReader(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// mixed reads the three producers' messages from one queue.
+func mixed(t *testing.T) *Reader {
+	return reader(t,
+		envelope.Message{Type: "com.acme.payment.authorized", Profile: eventsProfile},
+		envelope.Message{Type: "com.acme.orders.OrderShipped", Profile: springProfile},
+		envelope.Message{Type: "orders.created"},
+	)
+}
+
+// binaryEventDelivery is a CloudEvent in binary content mode, as the AMQP binding
+// has an emitter publish it.
+func binaryEventDelivery() *amqp.Delivery {
+	return &amqp.Delivery{
+		ContentType: "application/json",
+		Headers: amqp.Table{
+			"cloudEvents_specversion": "1.0",
+			"cloudEvents_id":          "evt-1",
+			"cloudEvents_source":      "https://payments.acme.example/api",
+			"cloudEvents_type":        "com.acme.payment.authorized.v2",
+			"cloudEvents_time":        "2026-03-01T11:58:00Z",
+			"cloudEvents_subject":     "order-42",
+		},
+		Body: []byte(`{"payment_id":"p-1"}`),
+	}
+}
+
+// structuredEventDelivery is the same event in structured content mode.
+func structuredEventDelivery() *amqp.Delivery {
+	return &amqp.Delivery{
+		ContentType: "application/cloudevents+json; charset=utf-8",
+		Body: []byte(`{"specversion":"1.0","id":"evt-1","source":"https://payments.acme.example/api",` +
+			`"type":"com.acme.payment.authorized.v2","time":"2026-03-01T11:58:00Z","subject":"order-42",` +
+			`"datacontenttype":"application/json","traceparent":"00-abc","data":{"payment_id":"p-1"}}`),
+	}
+}
+
+// springDelivery is what Spring AMQP's Jackson converter publishes: the Java
+// class in __TypeId__, no message_id unless it is asked for one.
+func springDelivery() *amqp.Delivery {
+	return &amqp.Delivery{
+		ContentType:     "application/json",
+		ContentEncoding: "UTF-8",
+		MessageId:       "6f1c2a7e-0b2d-4f1e-9a3c-1d2e3f4a5b6c",
+		Headers:         amqp.Table{"__TypeId__": "com.acme.orders.OrderShipped"},
+		Body:            []byte(`{"orderId":"42"}`),
+	}
+}
+
+func TestProfilesRead(t *testing.T) {
+	r := mixed(t)
+	check := func(t *testing.T, d *amqp.Delivery) *Envelope {
+		t.Helper()
+		env, verdict, reason := r.Check(d, guardMaxBody, DefaultLimits, guardNow)
+		if verdict != Passed {
+			t.Fatalf("verdict %d: %s", verdict, reason)
+		}
+		return env
+	}
+	source := "https://payments.acme.example/api"
+	for name, d := range map[string]*amqp.Delivery{"binary": binaryEventDelivery(), "structured": structuredEventDelivery()} {
+		t.Run("CloudEvent "+name, func(t *testing.T) {
+			env := check(t, d)
+			if env.Type != "com.acme.payment.authorized" || env.Version != 2 || env.MessageID != "evt-1" ||
+				env.Key() != source+" evt-1" || env.ContentType != "application/json" || string(env.Payload(d.Body)) != `{"payment_id":"p-1"}` ||
+				!env.Timestamp.Equal(time.Date(2026, 3, 1, 11, 58, 0, 0, time.UTC)) || env.Attempt != 1 {
+				t.Errorf("envelope %+v", env)
+			}
+			// Either mode, a handler reads the attributes as headers.
+			for key, want := range map[string]string{"cloudEvents_subject": "order-42", "cloudEvents_source": source, "cloudEvents_id": "evt-1"} {
+				if v, ok := env.Header(key); !ok || v != want {
+					t.Errorf("Header(%s) = %v, %v; want %s", key, v, ok, want)
+				}
+			}
+		})
+	}
+	t.Run("CloudEvent with the binding's old prefix", func(t *testing.T) {
+		d := binaryEventDelivery()
+		for k, v := range d.Headers {
+			delete(d.Headers, k)
+			d.Headers["cloudEvents:"+strings.TrimPrefix(k, "cloudEvents_")] = v
+		}
+		env := check(t, d)
+		if env.Key() != source+" evt-1" || env.Version != 2 {
+			t.Errorf("envelope %+v", env)
+		}
+		if v, ok := env.Header("cloudEvents_subject"); !ok || v != "order-42" {
+			t.Errorf("subject %v, %v", v, ok)
+		}
+	})
+	t.Run("a structured event's attribute, not a stray header", func(t *testing.T) {
+		d := structuredEventDelivery()
+		d.Headers = amqp.Table{"cloudEvents_id": "forged"}
+		if v, _ := check(t, d).Header("cloudEvents_id"); v != "evt-1" {
+			t.Errorf("Header(cloudEvents_id) = %v", v)
+		}
+	})
+	t.Run("Spring", func(t *testing.T) {
+		env := check(t, springDelivery())
+		// Another producer's id is keyed with its type: it meets no one
+		// else's.
+		if env.Type != "com.acme.orders.OrderShipped" || env.Version != 1 || env.MessageID != "6f1c2a7e-0b2d-4f1e-9a3c-1d2e3f4a5b6c" ||
+			env.Key() != "headers com.acme.orders.OrderShipped 6f1c2a7e-0b2d-4f1e-9a3c-1d2e3f4a5b6c" {
+			t.Errorf("envelope %+v", env)
+		}
+	})
+	t.Run("Lily", func(t *testing.T) {
+		env := check(t, okDelivery())
+		if env.Type != "orders.created" || env.Version != 2 || env.Key() != okDelivery().MessageId {
+			t.Errorf("envelope %+v", env)
+		}
+	})
+	t.Run("a retry copy", func(t *testing.T) {
+		d := structuredEventDelivery()
+		d.Headers = amqp.Table{HeaderAttempt: int32(3), HeaderFailureReason: "handler failed"}
+		if env := check(t, d); env.Attempt != 3 {
+			t.Errorf("attempt %d", env.Attempt)
+		}
+	})
+}
+
+func TestVersionSources(t *testing.T) {
+	withVersion := func(v envelope.Version) *Reader {
+		return reader(t, envelope.Message{Type: "t", Profile: envelope.Profile{Kind: envelope.Headers, Version: v}})
+	}
+	delivery := func(typ, ct string, h amqp.Table) *amqp.Delivery {
+		return &amqp.Delivery{MessageId: "m-1", Type: typ, ContentType: ct, Headers: h, Body: []byte(`{}`)}
+	}
+	withAttribute := reader(t, envelope.Message{Type: "t", Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{Attribute: "dataversion"}}})
+	// event is a binary event with headers h, or with members a structured
+	// one whose body ends in them.
+	event := func(h amqp.Table, members string) *amqp.Delivery {
+		if members != "" {
+			return &amqp.Delivery{ContentType: "application/cloudevents+json",
+				Body: []byte(`{"specversion":"1.0","id":"e","source":"s","type":"t","data":{}` + members + `}`)}
+		}
+		headers := amqp.Table{"cloudEvents_specversion": "1.0", "cloudEvents_id": "e", "cloudEvents_source": "s", "cloudEvents_type": "t"}
+		for k, v := range h {
+			headers[k] = v
+		}
+		return &amqp.Delivery{ContentType: "application/json", Headers: headers, Body: []byte(`{}`)}
+	}
+	tests := []struct {
+		name    string
+		r       *Reader
+		d       *amqp.Delivery
+		version int
+		typ     string
+		reason  string
+	}{
+		{"header integer", withVersion(envelope.Version{Header: "version"}), delivery("t", "application/json", amqp.Table{"version": int16(3)}), 3, "t", ""},
+		{"header text", withVersion(envelope.Version{Header: "version"}), delivery("t", "application/json", amqp.Table{"version": "12"}), 12, "t", ""},
+		{"header missing", withVersion(envelope.Version{Header: "version"}), delivery("t", "application/json", nil), 0, "", "header version missing"},
+		{"header not digits", withVersion(envelope.Version{Header: "version"}), delivery("t", "application/json", amqp.Table{"version": "v2"}), 0, "", `header version "v2" not a version`},
+		{"header zero", withVersion(envelope.Version{Header: "version"}), delivery("t", "application/json", amqp.Table{"version": "0"}), 0, "", "out of range"},
+		{"header too large", withVersion(envelope.Version{Header: "version"}), delivery("t", "application/json", amqp.Table{"version": int64(1) << 40}), 0, "", "out of range"},
+		{"content type parameter", withVersion(envelope.Version{ContentTypeParameter: "version"}), delivery("t", "application/json; charset=utf-8; Version=\"2\"", nil), 2, "t", ""},
+		{"content type parameter missing", withVersion(envelope.Version{ContentTypeParameter: "version"}), delivery("t", "application/json", nil), 0, "", "content type parameter version missing"},
+		{"type suffix", withVersion(envelope.Version{TypeSuffix: ".v"}), delivery("t.v7", "application/json", nil), 7, "t", ""},
+		{"type suffix missing", withVersion(envelope.Version{TypeSuffix: ".v"}), delivery("t", "application/json", nil), 0, "", `does not end in ".v"`},
+		{"type suffix without digits", withVersion(envelope.Version{TypeSuffix: ".v"}), delivery("t.vx", "application/json", nil), 0, "", `does not end in ".v"`},
+		{"fixed", withVersion(envelope.Version{Fixed: 4}), delivery("t", "application/json", nil), 4, "t", ""},
+		{"binary attribute", withAttribute, event(amqp.Table{"cloudEvents_dataversion": "3"}, ""), 3, "t", ""},
+		{"binary attribute missing", withAttribute, event(nil, ""), 0, "", "attribute dataversion missing"},
+		{"structured attribute", withAttribute, event(nil, `,"dataversion":2`), 2, "t", ""},
+		{"structured attribute text", withAttribute, event(nil, `,"dataversion":"5"`), 5, "t", ""},
+		{"structured attribute an object", withAttribute, event(nil, `,"dataversion":{"v":1}`), 0, "", "attribute dataversion not an integer"},
+		{"structured attribute broken", withAttribute, event(nil, `,"dataversion":`), 0, "", "CloudEvent member version attribute"},
+		{"structured attribute an unfinished array", withAttribute, event(nil, `,"dataversion":[1,`), 0, "", "CloudEvent member version attribute"},
+		{"Lily's header keeps refusing text", withVersion(envelope.Version{}), delivery("t", "application/json", amqp.Table{HeaderVersion: "2"}), 0, "", "header x-lily-version not an integer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, verdict, reason := tt.r.Check(tt.d, guardMaxBody, DefaultLimits, guardNow)
+			checkReason(t, reason)
+			if tt.reason != "" {
+				if verdict != Poison || !strings.Contains(reason, tt.reason) {
+					t.Fatalf("verdict %d, reason %q; want poison with %q", verdict, reason, tt.reason)
+				}
+				return
+			}
+			if verdict != Passed || env.Version != tt.version || env.Type != tt.typ {
+				t.Fatalf("verdict %d (%q), envelope %+v; want version %d of %q", verdict, reason, env, tt.version, tt.typ)
+			}
+		})
+	}
+}
+
+// Every foreign envelope that lacks a field or carries a malformed one is
+// poison with a bounded reason that says which.
+func TestForeignEnvelopesPoison(t *testing.T) {
+	r := mixed(t)
+	binary := func(mutate func(h amqp.Table)) *amqp.Delivery {
+		d := binaryEventDelivery()
+		mutate(d.Headers)
+		return d
+	}
+	structured := func(body string) *amqp.Delivery {
+		d := structuredEventDelivery()
+		d.Body = []byte(body)
+		return d
+	}
+	tests := []struct {
+		name   string
+		d      *amqp.Delivery
+		reason string
+	}{
+		{"binary without id", binary(func(h amqp.Table) { delete(h, "cloudEvents_id") }), "CloudEvents header cloudEvents_id missing"},
+		{"binary without source", binary(func(h amqp.Table) { delete(h, "cloudEvents_source") }), "cloudEvents_source missing"},
+		{"binary id not a string", binary(func(h amqp.Table) { h["cloudEvents_id"] = int32(7) }), "cloudEvents_id not a string"},
+		{"binary spec version 0.3", binary(func(h amqp.Table) { h["cloudEvents_specversion"] = "0.3" }), `specversion "0.3" not supported`},
+		{"binary id with a control", binary(func(h amqp.Table) { h["cloudEvents_id"] = "evt\x1b[2J" }), "CloudEvents id"},
+		{"binary time garbled", binary(func(h amqp.Table) { h["cloudEvents_time"] = "yesterday" }), `time "yesterday" not an RFC 3339 time`},
+		{"binary time far ahead", binary(func(h amqp.Table) { h["cloudEvents_time"] = "2027-01-01T00:00:00Z" }), "more than 24h ahead"},
+		{"binary type without version", binary(func(h amqp.Table) { h["cloudEvents_type"] = "com.acme.payment.authorized" }), `does not end in ".v"`},
+		{"structured without source", structured(`{"specversion":"1.0","id":"e","type":"t.v1","data":{}}`), "CloudEvent not readable"},
+		{"structured id a number", structured(`{"specversion":"1.0","id":7,"source":"s","type":"t.v1","data":{}}`), "CloudEvent member id"},
+		{"structured data_base64", structured(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","data_base64":"e30="}`), "data_base64"},
+		{"structured broken JSON", structured(`{"specversion":"1.0","id":"e",`), "CloudEvent not readable"},
+		{"structured repeated member", structured(`{"specversion":"1.0","id":"e","id":"f","source":"s","type":"t.v1"}`), "repeated"},
+		{"structured not an object", structured(`["specversion"]`), "CloudEvent not readable"},
+		{"batch", &amqp.Delivery{ContentType: "application/cloudevents-batch+json", Body: []byte(`[]`)}, "CloudEvents batch mode (application/cloudevents-batch+json) is not supported"},
+		{"Spring type not a string", &amqp.Delivery{MessageId: "m", ContentType: "application/json", Headers: amqp.Table{"__TypeId__": int32(1)}}, "header __TypeId__ not a string"},
+		{"Spring without message_id", &amqp.Delivery{ContentType: "application/json", Headers: amqp.Table{"__TypeId__": "T"}}, "message_id missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, verdict, reason := r.Check(tt.d, guardMaxBody, DefaultLimits, guardNow)
+			checkReason(t, reason)
+			if verdict != Poison || env != nil || !strings.Contains(reason, tt.reason) {
+				t.Fatalf("verdict %d, envelope %v, reason %q; want poison with %q", verdict, env, reason, tt.reason)
+			}
+		})
+	}
+}
+
+// A queue of foreign producers alone refuses what none of them sends, and
+// says what it looked for.
+func TestNoProfileFits(t *testing.T) {
+	r := reader(t, envelope.Message{Type: "a", Profile: eventsProfile}, envelope.Message{Type: "b", Profile: springProfile})
+	_, verdict, reason := r.Check(okDelivery(), guardMaxBody, DefaultLimits, guardNow)
+	want := "no envelope profile of the queue fits: want a CloudEvents specversion header or content type application/cloudevents+json or header __TypeId__"
+	if verdict != Poison || reason != want {
+		t.Fatalf("verdict %d, reason %q; want %q", verdict, reason, want)
+	}
+}
+
+// A delivery read by a profile that does not carry its type has been
+// misread: a Lily message that merely has a header named like another
+// producer's type header is read by the type property, and a foreign one
+// that names a Lily message's type is poison, not that message.
+func TestProfileMustCarryTheType(t *testing.T) {
+	r := reader(t,
+		envelope.Message{Type: "payment", Inbox: envelope.InboxRequired},
+		envelope.Message{Type: "audit.noted", Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "event", NoID: true, Version: envelope.Version{Fixed: 1}}},
+	)
+	lily := &amqp.Delivery{MessageId: "m-1", Type: "payment", ContentType: "application/json",
+		Headers: amqp.Table{HeaderVersion: int32(1), "event": "checkout"}, Body: []byte(`{}`)}
+	env, verdict, reason := r.Check(lily, guardMaxBody, DefaultLimits, guardNow)
+	if verdict != Passed || env.Type != "payment" || env.Key() != "m-1" {
+		t.Fatalf("a Lily message with an event header: verdict %d (%q), envelope %+v", verdict, reason, env)
+	}
+	forged := &amqp.Delivery{ContentType: "application/json", Headers: amqp.Table{"event": "payment"}, Body: []byte(`{}`)}
+	_, verdict, reason = r.Check(forged, guardMaxBody, DefaultLimits, guardNow)
+	if verdict != Poison || !strings.Contains(reason, `type "payment" read by a profile that does not carry it`) {
+		t.Fatalf("a foreign message naming a Lily type: verdict %d, reason %q", verdict, reason)
+	}
+	// A type of no message, in a profile's marks: dispatch calls it
+	// unsupported.
+	other := &amqp.Delivery{ContentType: "application/json", Headers: amqp.Table{"event": "audit.erased"}, Body: []byte(`{}`)}
+	if env, verdict, reason := r.Check(other, guardMaxBody, DefaultLimits, guardNow); verdict != Passed || env.Type != "audit.erased" {
+		t.Fatalf("an unknown type: verdict %d (%q), envelope %+v", verdict, reason, env)
+	}
+}
+
+// A header-mapped profile without ids reads messages that have none.
+func TestProfileWithoutID(t *testing.T) {
+	r := reader(t, envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", NoID: true, Version: envelope.Version{Fixed: 1}}})
+	env, verdict, reason := r.Check(&amqp.Delivery{ContentType: "application/json", Headers: amqp.Table{"__TypeId__": "T"}}, guardMaxBody, DefaultLimits, guardNow)
+	if verdict != Passed || env.MessageID != "" || env.Key() != "" {
+		t.Fatalf("verdict %d (%q), envelope %+v", verdict, reason, env)
+	}
+}
+
+func TestNewReaderRefuses(t *testing.T) {
+	other := envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{Attribute: "dataversion"}}
+	tests := []struct {
+		name string
+		msgs []envelope.Message
+		want string
+	}{
+		{"two CloudEvents profiles", []envelope.Message{{Type: "a", Profile: eventsProfile}, {Type: "b", Profile: other}}, "both are CloudEvents"},
+		{"two readers of the type property", []envelope.Message{{Type: "a"}, {Type: "b", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{Fixed: 1}}}}, "both read the type property"},
+		{"two readers of one type header", []envelope.Message{{Type: "a", Profile: springProfile}, {Type: "b", Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__"}}}, "read the type from header __TypeId__"},
+		{"two version sources", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{Header: "v", Fixed: 1}}}}, "more than one place"},
+		{"a CloudEvent with a type header", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.CloudEvents, TypeHeader: "t"}}}, "reads its type, id and version from the event's attributes"},
+		{"an attribute outside CloudEvents", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{Attribute: "v"}}}}, "needs a CloudEvents profile"},
+		{"an unknown kind", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: "avro"}}}, `unknown envelope kind "avro"`},
+		{"a version attribute that is the event's own", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{Attribute: "subject"}}}}, `version attribute "subject" is a CloudEvent's own`},
+		{"a version header of Lily's", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{Header: "x-lily-attempt"}}}}, "header x-lily-attempt is Lily's own"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewReader(tt.msgs)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("NewReader: %v; want %q", err, tt.want)
+			}
+		})
+	}
+	// The same profile for two messages is one profile.
+	if _, err := NewReader([]envelope.Message{{Type: "a", Profile: eventsProfile}, {Type: "b", Profile: eventsProfile}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzStructuredEvent: whatever the body of a structured CloudEvent, the
+// guard answers with an envelope whose payload lies within the body, or poison
+// with a bounded reason; it never panics.
+func FuzzStructuredEvent(f *testing.F) {
+	f.Add(structuredEventDelivery().Body, false)
+	f.Add([]byte(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","dataversion":"2","data":[1,{"a":null}]}`), true)
+	f.Add([]byte(`{"data":{"data":{"data":{}}}}`), false)
+	f.Add([]byte(`{"dataversion":}`), true)
+	f.Add([]byte(`{"specversion":"1.0","id":"e","source":"s","type":"t","dataversion":[1,}`), true)
+	var readers []*Reader
+	for _, p := range []envelope.Profile{eventsProfile, {Kind: envelope.CloudEvents, Version: envelope.Version{Attribute: "dataversion"}}} {
+		r, err := NewReader([]envelope.Message{{Type: "t", Profile: p}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		readers = append(readers, r)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, attribute bool) {
+		r := readers[0]
+		if attribute {
+			r = readers[1]
+		}
+		d := &amqp.Delivery{ContentType: "application/cloudevents+json", Body: body}
+		env, verdict, reason := r.Check(d, guardMaxBody, DefaultLimits, guardNow)
+		checkReason(t, reason)
+		switch verdict {
+		case Passed:
+			if env.Key() == "" || len(env.Payload(body)) > len(body) {
+				t.Fatalf("envelope %+v from %q", env, body)
+			}
+		case Poison:
+			if env != nil || reason == "" {
+				t.Fatalf("poison with envelope %v, reason %q", env, reason)
+			}
+		default:
+			t.Fatalf("verdict %d", verdict)
+		}
+	})
+}

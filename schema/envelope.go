@@ -1,0 +1,290 @@
+package schema
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/envelope"
+)
+
+// LilyEnvelope names Lily's own envelope profile, the default.
+const LilyEnvelope = "lily"
+
+// Envelope is a named envelope profile: where one producer's messages carry
+// their type, version, id and time.
+type Envelope struct {
+	Name    string
+	Pos     Pos
+	Profile envelope.Profile
+}
+
+// lilyEnvelope is the profile a message takes when neither it nor its queue
+// names one.
+var lilyEnvelope = &Envelope{Name: LilyEnvelope, Profile: envelope.Profile{Kind: envelope.Lily}}
+
+var (
+	envelopeKinds  = []string{string(envelope.CloudEvents), string(envelope.Headers)}
+	versionSources = []string{"header", "attribute", "content_type_parameter", "type_suffix", "fixed"}
+	// eventAttributes are the members a CloudEvent defines itself.
+	eventAttributes = []string{"specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "subject", "data", "data_base64", "datacontentencoding"}
+)
+
+// envelopes reads one file's envelopes section; known are those read before.
+func (p *parser) envelopes(n *yaml.Node, known []*Envelope) []*Envelope {
+	var out []*Envelope
+	p.entries(n, "envelopes", func(k, v *yaml.Node) {
+		if k.Value == LilyEnvelope {
+			p.errorf(k, RuleEnvelope, "envelope %q is Lily's own profile and cannot be redefined", k.Value)
+			return
+		}
+		all := append(slices.Clip(known), out...)
+		if i := slices.IndexFunc(all, func(e *Envelope) bool { return e.Name == k.Value }); i >= 0 {
+			p.errorf(k, RuleDuplicate, "envelope %q is already declared (%s)", k.Value, p.where(all[i].Pos))
+			return
+		}
+		if e := p.envelope(k, v); e != nil {
+			out = append(out, e)
+		}
+	})
+	return out
+}
+
+// envelope reads one profile: kind, and where the type, id and version come
+// from.
+func (p *parser) envelope(k, v *yaml.Node) *Envelope {
+	e := &Envelope{Name: k.Value, Pos: p.pos(k)}
+	what := "envelope " + k.Value
+	m := p.object(v, what, "kind", "type", "id", "version")
+	if m == nil {
+		return nil
+	}
+	kind, ok := m["kind"]
+	if !ok {
+		p.errorf(k, RuleMissingKey, "%s has no kind", what).Hint = "kind: cloudevents or kind: headers"
+		return nil
+	}
+	s, ok := p.str(kind.v, "kind")
+	if !ok {
+		return nil
+	}
+	if !slices.Contains(envelopeKinds, s) {
+		p.errorf(kind.v, RuleEnvelope, "unknown envelope kind %q", s).Hint = hint(s, envelopeKinds, "cloudevents or headers")
+		return nil
+	}
+	e.Profile.Kind = envelope.Kind(s)
+	ce := e.Profile.Kind == envelope.CloudEvents
+	if t, ok := m["type"]; ok {
+		if ce {
+			p.errorf(t.k, RuleEnvelope, "a CloudEvent's type is its type attribute: %s takes no type", what)
+		} else if h, ok := p.sourceHeader(t.v, "type"); ok {
+			e.Profile.TypeHeader = h
+		}
+	}
+	if id, ok := m["id"]; ok {
+		switch {
+		case ce:
+			p.errorf(id.k, RuleEnvelope, "a CloudEvent is identified by its source and id attributes: %s takes no id", what)
+		case id.v.Kind == yaml.ScalarNode && id.v.Value == "none":
+			e.Profile.NoID = true
+		default:
+			if h, ok := p.sourceHeader(id.v, "id"); ok {
+				e.Profile.IDHeader = h
+			}
+		}
+	}
+	if ver, ok := m["version"]; ok {
+		e.Profile.Version = p.versionSource(ver.v, ce)
+	}
+	return e
+}
+
+// sourceHeader reads {header: name}, or the word naming the AMQP property
+// that is the default ("" then).
+func (p *parser) sourceHeader(n *yaml.Node, what string) (string, bool) {
+	property := map[string]string{"type": "type", "id": "message_id"}[what]
+	if n.Kind == yaml.ScalarNode && n.Value == property {
+		return "", true
+	}
+	m := p.object(n, what, "header")
+	if m == nil {
+		return "", false
+	}
+	h, ok := m["header"]
+	if !ok {
+		p.errorf(n, RuleMissingKey, "%s: want {header: <name>}", what)
+		return "", false
+	}
+	s, ok := p.str(h.v, "header")
+	if ok && (s == "" || strings.HasPrefix(s, "x-lily-")) {
+		p.errorf(h.v, RuleEnvelope, "%s header %q: name a header of the producer's, not empty or x-lily-…", what, s)
+		return "", false
+	}
+	return s, ok
+}
+
+// versionSource reads where a profile's version comes from: one of
+// versionSources.
+func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
+	var v envelope.Version
+	m := p.object(n, "version", versionSources...)
+	if m == nil {
+		return v
+	}
+	if len(m) != 1 {
+		p.errorf(n, RuleEnvelope, "version comes from one place: want one of %s", strings.Join(versionSources, ", "))
+		return v
+	}
+	for key, e := range m {
+		if key == "fixed" {
+			v.Fixed, _ = p.intRange(e.v, "fixed", 1, 1_000_000)
+			continue
+		}
+		s, ok := p.str(e.v, key)
+		if !ok {
+			continue
+		}
+		if s == "" {
+			p.errorf(e.v, RuleEmpty, "version %s: want a name", key)
+			continue
+		}
+		switch key {
+		case "header":
+			if ce {
+				p.errorf(e.k, RuleEnvelope, "a CloudEvent carries its version in an attribute: use attribute, not header")
+			}
+			if strings.HasPrefix(s, "x-lily-") {
+				p.errorf(e.v, RuleEnvelope, "version header %q: name a header of the producer's, not x-lily-…", s)
+			}
+			v.Header = s
+		case "attribute":
+			if !ce {
+				p.errorf(e.k, RuleEnvelope, "attribute names a CloudEvents extension attribute: use header in a headers profile")
+			}
+			if slices.Contains(eventAttributes, s) {
+				p.errorf(e.v, RuleEnvelope, "version attribute %q is one of a CloudEvent's own: name an extension attribute, such as dataversion", s)
+			}
+			v.Attribute = s
+		case "content_type_parameter":
+			v.ContentTypeParameter = s
+		case "type_suffix":
+			v.TypeSuffix = s
+		}
+	}
+	return v
+}
+
+// envelopeRef reads a message's or queue's envelope: the name of a profile.
+func (p *parser) envelopeRef(n *yaml.Node, all []*Envelope) *Envelope {
+	s, ok := p.str(n, "envelope")
+	if !ok {
+		return nil
+	}
+	if s == LilyEnvelope {
+		return lilyEnvelope
+	}
+	i := slices.IndexFunc(all, func(e *Envelope) bool { return e.Name == s })
+	if i < 0 {
+		names := []string{LilyEnvelope}
+		for _, e := range all {
+			names = append(names, e.Name)
+		}
+		p.errorf(n, RuleUnknownRef, "unknown envelope %q", s).Hint = hint(s, names, "envelopes: "+strings.Join(names, ", "))
+		return nil
+	}
+	return all[i]
+}
+
+// wireType reads a message's type as it travels.
+func (p *parser) wireType(n *yaml.Node) (string, bool) {
+	s, ok := p.str(n, "type")
+	if !ok {
+		return "", false
+	}
+	if s == "" || len(s) > 128 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+		p.errorf(n, RuleName, "type %q is not 1 to 128 characters of printable ASCII", s)
+		return "", false
+	}
+	return s, true
+}
+
+// consumedEnvelopes checks the profiles of what q consumes: the runtime must
+// tell each delivery's profile by its marks, and an inbox needs an id.
+func (p *parser) consumedEnvelopes(q *Queue) {
+	var cloudEvents, property *Envelope
+	byHeader := map[string]*Envelope{}
+	clash := func(c Consume, first *Envelope, marks string) {
+		p.errorAt(c.Pos, RuleEnvelope, "queue %q consumes %s in envelope %s and another message in envelope %s; both %s, so a delivery could not be told apart",
+			q.Name, c.Message.Name, c.Envelope.Name, first.Name, marks).Hint = "consume them from different queues, or use one profile for both"
+	}
+	for i := range q.Consumes {
+		c := &q.Consumes[i]
+		e, pr := c.Envelope, c.Envelope.Profile
+		switch {
+		case pr.Kind == envelope.CloudEvents:
+			if cloudEvents != nil && cloudEvents != e {
+				clash(*c, cloudEvents, "are CloudEvents")
+			}
+			cloudEvents = e
+		case pr.TypeHeader == "":
+			if property != nil && property != e {
+				clash(*c, property, "read the AMQP type property")
+			}
+			property = e
+		default:
+			if first, ok := byHeader[pr.TypeHeader]; ok && first != e {
+				clash(*c, first, "read the type from header "+pr.TypeHeader)
+			}
+			byHeader[pr.TypeHeader] = e
+		}
+		if !pr.NoID {
+			continue
+		}
+		if c.Inbox == InboxRequired {
+			p.errorAt(c.Pos, RuleInbox, "queue %q requires the inbox for %s, but envelope %s has no message id (id: none) to claim it by", q.Name, c.Message.Name, e.Name).
+				Hint = "take the id from message_id or a header the producer sets (Spring AMQP sets message_id once its message converter has setCreateMessageIds(true)), or set inbox: none"
+		}
+		// Optional: a message without an id is never claimed.
+		c.Inbox = InboxNone
+	}
+	if q.Ordering != nil && q.Ordering.Field != "" && cloudEvents != nil {
+		p.errorAt(q.Consumes[0].Pos, RuleOrdering, "queue %q orders by field %q, but a structured CloudEvent's body is the event, not the payload", q.Name, q.Ordering.Field).
+			Hint = "order by a header a binary-mode event carries, such as cloudEvents_subject; structured events carry no headers, and share one lane"
+	}
+}
+
+// String names a profile as a reviewer reads it.
+func (e *Envelope) String() string {
+	pr := e.Profile
+	if pr.Kind == envelope.Lily {
+		return LilyEnvelope
+	}
+	parts := []string{string(pr.Kind)}
+	if pr.TypeHeader != "" {
+		parts = append(parts, "type from header "+pr.TypeHeader)
+	}
+	switch {
+	case pr.NoID:
+		parts = append(parts, "no id")
+	case pr.IDHeader != "":
+		parts = append(parts, "id from header "+pr.IDHeader)
+	}
+	v := pr.Version
+	switch {
+	case v.Header != "":
+		parts = append(parts, "version from header "+v.Header)
+	case v.Attribute != "":
+		parts = append(parts, "version from attribute "+v.Attribute)
+	case v.ContentTypeParameter != "":
+		parts = append(parts, "version from content type parameter "+v.ContentTypeParameter)
+	case v.TypeSuffix != "":
+		parts = append(parts, fmt.Sprintf("version after %q in the type", v.TypeSuffix))
+	case v.Fixed != 0:
+		parts = append(parts, fmt.Sprintf("version %d always", v.Fixed))
+	default:
+		parts = append(parts, "version from header x-lily-version")
+	}
+	return strings.Join(parts, ", ")
+}
