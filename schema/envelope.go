@@ -210,6 +210,25 @@ func (p *parser) wireType(n *yaml.Node) (string, bool) {
 	return s, true
 }
 
+// ownHeaders reports the typed headers of m's versions that are where
+// envelope e keeps the message's type, id or version, or a CloudEvent's
+// attributes: the producer sets those, as the envelope says.
+func (p *parser) ownHeaders(e *Envelope, m *Message) {
+	pr := e.Profile
+	for _, v := range m.Versions {
+		for _, h := range v.Headers {
+			switch {
+			case h.Name == pr.TypeHeader || h.Name == pr.IDHeader || h.Name == pr.Version.Header:
+			case pr.Kind == envelope.CloudEvents && (strings.HasPrefix(h.Name, "cloudEvents_") || strings.HasPrefix(h.Name, "cloudEvents:")):
+			default:
+				continue
+			}
+			p.errorAt(h.Pos, RuleEnvelope, "typed header %q of %s is one envelope %s keeps for the message itself", h.Name, v.GoName, e.Name).
+				Hint = "read it from the delivery (d.MessageID(), d.Type(), d.Version(), d.Header), not as a typed header"
+		}
+	}
+}
+
 // consumedEnvelopes checks the profiles of what q consumes: the runtime must
 // tell each delivery's profile by its marks, and an inbox needs an id.
 func (p *parser) consumedEnvelopes(q *Queue) {
@@ -222,6 +241,9 @@ func (p *parser) consumedEnvelopes(q *Queue) {
 	for i := range q.Consumes {
 		c := &q.Consumes[i]
 		e, pr := c.Envelope, c.Envelope.Profile
+		if e != c.Message.Envelope {
+			p.ownHeaders(e, c.Message) // a message's own profile is checked with it
+		}
 		switch {
 		case pr.Kind == envelope.CloudEvents:
 			if cloudEvents != nil && cloudEvents != e {

@@ -49,6 +49,9 @@ func (p *parser) messages(n *yaml.Node, known []*Message, envelopes []*Envelope)
 		} else {
 			p.errorf(k, RuleMissingKey, "message %s has no versions", msg.Name)
 		}
+		if msg.Envelope != nil {
+			p.ownHeaders(msg.Envelope, msg)
+		}
 		out = append(out, msg)
 	})
 	if n.Kind == yaml.MappingNode && len(n.Content) == 0 {
