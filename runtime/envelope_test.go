@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/npmtest"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
@@ -313,6 +317,47 @@ func TestBrokerMessagesWithoutIDsRunSideBySide(t *testing.T) {
 	}
 	if most < 2 {
 		t.Errorf("at most %d handled at once: copies waited for each other", most)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// A CloudEvents producer in another language, as its team wrote it: the
+// CloudEvents SDK for Node.js builds the events and amqplib publishes them,
+// one in structured and one in binary content mode (testdata/
+// cloudevents-producer). The consumer reads both, typed, each once.
+func TestBrokerCloudEventsFromNode(t *testing.T) {
+	brokerURL(t) // under -short, skipped here, before npm is looked for
+	t.Parallel()
+	producer := filepath.Join("testdata", "cloudevents-producer")
+	modules := npmtest.Install(t, producer, "amqplib")
+	q := foreignSpec(t)
+	declareTopology(t, q)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(producer, "publish.cjs"), brokerURL(t), q.Name)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the Node.js producer: %v\n%s", err, out)
+	}
+	h := &foreignHandler{seen: map[string][]seen{}}
+	r, c := prepareRoutes(t, q, lilytest.LilytestForeignRoutes(h))
+	r.launch(c)
+	for _, rec := range r.await(2) {
+		if rec.Path != runtime.PathAcked || !strings.HasPrefix(rec.MessageID, "https://payments.acme.example/node node-") {
+			t.Errorf("record %+v: want acked, keyed by the event's source and id", rec)
+		}
+	}
+	r.stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	want := map[string]seen{
+		"node-structured": {typ: "com.acme.payment.authorized", id: "node-1", body: `{"payment_id":"node-structured","amount_cents":250}`, subject: "order-node-1", version: 2, attempt: 1},
+		"node-binary":     {typ: "com.acme.payment.authorized", id: "node-2", body: `{"payment_id":"node-binary"}`, subject: "order-node-2", version: 1, attempt: 1},
+	}
+	for key, w := range want {
+		if got := h.seen[key]; len(got) != 1 || got[0] != w {
+			t.Errorf("%s: handler saw %+v, want %+v", key, got, w)
+		}
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
