@@ -22,7 +22,7 @@ demo-clean:
 	$(LOCAL_BROKER)
 	$(GO) run ./examples/orders -clean
 
-## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ and PostgreSQL required)
+## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ, PostgreSQL, node and npm required)
 test: lint check mongo
 	$(GO) test -race -count=1 ./...
 	@# Tests that change broker-wide settings for a moment run alone, last.

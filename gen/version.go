@@ -21,8 +21,8 @@ var (
 	pseudoVersion = regexp.MustCompile(`[-.][0-9]{14}-[0-9a-f]{12}$`)
 )
 
-// version is the version of lilygen that the generated header names.
-func version() string {
+// Version is the version of lilygen that a generated file's header names.
+func Version() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return devel

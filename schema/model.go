@@ -43,7 +43,10 @@ type File struct {
 	Package  string
 	// Output is the directory of the generated file, slash-separated and
 	// relative to the schema file's directory.
-	Output   string
+	Output string
+	// AsyncAPI names the AsyncAPI document generate writes as well as the
+	// Go file; nil when the schema names none.
+	AsyncAPI *AsyncAPI
 	Messages []*Message
 	// Types are the shared types, in file order: objects and enums that
 	// fields of any message refer to by name. A field that uses one holds

@@ -105,7 +105,7 @@ func (p *parser) declare(what string, at *yaml.Node, names ...string) {
 }
 
 var (
-	rootKeys     = []string{"version", "package", "output", "include", "envelopes", "types", "messages", "exchanges", "queues", "acknowledge"}
+	rootKeys     = []string{"version", "package", "output", "asyncapi", "include", "envelopes", "types", "messages", "exchanges", "queues", "acknowledge"}
 	includedKeys = []string{"version", "include", "envelopes", "types", "messages", "exchanges", "queues"}
 )
 
@@ -124,6 +124,9 @@ func (p *parser) schema(name string, data []byte) *File {
 	}
 	if e, ok := root.m["output"]; ok {
 		f.Output = p.output(e.v)
+	}
+	if e, ok := root.m["asyncapi"]; ok {
+		f.AsyncAPI = p.asyncAPI(e.v)
 	}
 	if e, ok := root.m["acknowledge"]; ok {
 		f.Acknowledged = p.acknowledgements(e.v)
@@ -187,7 +190,7 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 	keys := rootKeys
 	if at != nil {
 		keys = includedKeys
-		for _, key := range []string{"package", "output"} {
+		for _, key := range []string{"package", "output", "asyncapi"} {
 			if k := keyNode(root, key); k != nil {
 				p.errorf(k, RuleInclude, "%s belongs in the root schema file, not in an included one", key)
 				keys = append(slices.Clip(keys), key) // reported once, as above

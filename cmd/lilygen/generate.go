@@ -11,17 +11,20 @@ import (
 	"path/filepath"
 
 	"github.com/lily-mq/lily/gen"
+	"github.com/lily-mq/lily/gen/asyncapi"
+	"github.com/lily-mq/lily/schema"
 )
 
 var generateCmd = &command{
 	name: "generate", args: "[flags] <schema.lily.yaml>...", schemas: true,
-	summary: "write each schema's Go file (the default command)",
-	help: `Each schema writes <output>/<package>.lily.go next to itself, and only when the
-content changed, so an unchanged schema leaves modification times alone. It
-deletes a *.lily.go below the schema's directory that it generated before
-(lilygen's header names the schema as its source) and no longer generates, as
-after output or package changed; it never touches any other file. In a Go
-package:
+	summary: "write each schema's generated files (the default command)",
+	help: `Each schema writes <output>/<package>.lily.go next to itself, and the AsyncAPI
+document it names under asyncapi: {file: ...}, each only when its content
+changed, so an unchanged schema leaves modification times alone. It deletes
+a *.lily.go or YAML file below the schema's directory that it generated
+before (lilygen's header names the schema as its source) and no longer
+generates, as after output, package or the AsyncAPI file changed; it never
+touches any other file. In a Go package:
 
   //go:generate go tool lilygen generate orders.lily.yaml`,
 	flags: func(*flag.FlagSet) func(*env) int {
@@ -37,7 +40,7 @@ package:
 
 var checkCmd = &command{
 	name: "check", args: "[flags] <schema.lily.yaml>...", schemas: true,
-	summary: "verify that the generated Go files on disk are up to date",
+	summary: "verify that the generated files on disk are up to date",
 	help: `check writes nothing. For each stale, missing or left-over file (one generate
 would delete) it prints a unified diff (on disk → generated, at most 200
 lines) to stdout and names the file on stderr; with --error-format=json or
@@ -77,20 +80,22 @@ func (e *env) generate(name string) ([]target, bool) {
 			ok = false
 			continue
 		}
-		out, err := gen.Generate(f)
+		outs, err := outputs(f)
 		if err != nil {
 			fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
 			ok = false
 			continue
 		}
-		path := filepath.Join(filepath.Dir(name), filepath.FromSlash(out.Path))
-		if prev, dup := bySchema[path]; dup {
-			fmt.Fprintf(e.stderr, "lilygen: %s and %s both generate %s\n", prev, name, path)
-			ok = false
-			continue
+		for _, out := range outs {
+			path := filepath.Join(filepath.Dir(name), filepath.FromSlash(out.Path))
+			if prev, dup := bySchema[path]; dup {
+				fmt.Fprintf(e.stderr, "lilygen: %s and %s both generate %s\n", prev, name, path)
+				ok = false
+				continue
+			}
+			bySchema[path] = name
+			targets = append(targets, target{path: path, schema: name, content: out.Content})
 		}
-		bySchema[path] = name
-		targets = append(targets, target{path: path, schema: name, content: out.Content})
 	}
 	if !ok {
 		return nil, false
@@ -101,6 +106,17 @@ func (e *env) generate(name string) ([]target, bool) {
 		}
 	}
 	return targets, true
+}
+
+// outputs are the files schema f generates: its Go file, and the AsyncAPI
+// document it names.
+func outputs(f *schema.File) ([]gen.Output, error) {
+	out, err := gen.Generate(f)
+	if err != nil || f.AsyncAPI == nil {
+		return []gen.Output{out}, err
+	}
+	doc, err := asyncapi.Generate(f, f.AsyncAPI.Version)
+	return []gen.Output{out, {Path: f.AsyncAPI.File, Content: doc}}, err
 }
 
 // write writes each target whose file is missing or differs, so that an

@@ -39,7 +39,7 @@ type env struct {
 }
 
 // commands are the subcommands, in the order lilygen -h lists them.
-var commands = []*command{generateCmd, checkCmd, lintCmd, breakingCmd, docCmd, topologyCmd, initCmd}
+var commands = []*command{generateCmd, checkCmd, lintCmd, breakingCmd, docCmd, topologyCmd, asyncapiCmd, initCmd}
 
 const usage = `lilygen compiles Lily schema files into typed RabbitMQ consumers, and checks
 schemas for review.

@@ -1,0 +1,202 @@
+package asyncapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	_ "github.com/lily-mq/lily/internal/update" // go test ./... -update passes the flag to every test binary
+	"github.com/lily-mq/lily/schema"
+)
+
+// documented are the schemas whose documents the tests check, here and with
+// the AsyncAPI project's parser (validate_test.go): the golden cases that
+// show every feature, and the example service.
+var documented = []string{
+	"testdata/golden/full/schema.lily.yaml",
+	"testdata/golden/estate/schema.lily.yaml",
+	"testdata/golden/envelopes/schema.lily.yaml",
+	"testdata/golden/shared_types/schema.lily.yaml",
+	"testdata/golden/headers/schema.lily.yaml",
+	"testdata/golden/cmd_asyncapi/schema.lily.yaml",
+	"examples/orders/orders.lily.yaml",
+}
+
+// fact is a value a document must hold at a path of its keys, separated by
+// '/' (channel ids hold dots), compared as JSON.
+type fact struct {
+	schema, path, want string
+}
+
+// facts are what the documents must say, as written: a payload's required
+// list, a channel's AMQP binding, Lily's extensions, a reference to a shared
+// type, the headers of each envelope profile.
+var facts = []fact{
+	{"full", "components/messages/OrderPlacedV2/payload/required", `["order_id","amount_cents","express","placed_at","customer","items"]`},
+	{"full", "components/messages/OrderPlacedV2/payload/properties/ratio", `{"type":["number","null"],"minimum":0,"maximum":1}`},
+	{"full", "components/messages/OrderPlacedV2/payload/properties/items/items/properties/qty", `{"type":"integer","minimum":1,"maximum":1000}`},
+	{"full", "channels/queue.billing.payments-v2/bindings/amqp", `{"is":"queue","queue":{"name":"billing.payments-v2","durable":true,"exclusive":false,"autoDelete":false},"bindingVersion":"0.3.0"}`},
+	{"full", "channels/queue.billing.payments-v2/x-lily-dlq", `"billing.dead"`},
+	{"full", "channels/queue.billing.payments-v2/x-lily-delivery-limit", `50`},
+	{"full", "channels/queue.billing.payments-v2/x-lily-retry/max_attempts", `6`},
+	{"full", "channels/queue.billing.payments-v2/x-lily-retry/buckets/0", `"billing.payments-v2.retry.1.5s"`},
+	{"full", "operations/receiveBillingPaymentsV2/messages/1", `{"$ref":"#/channels/queue.billing.payments-v2/messages/OrderPlacedV2"}`},
+	{"full", "operations/sendOrders/bindings/amqp/deliveryMode", `2`},
+	{"estate", "channels/exchange.payments/bindings/amqp", `{"is":"routingKey","exchange":{"name":"payments","type":"topic"},"bindingVersion":"0.3.0"}`},
+	{"estate", "channels/exchange.billing.in/x-lily-bindings/0", `{"exchange":"payments","routing_key":"payment.authorized.*","ownership":"owned"}`},
+	{"estate", "channels/queue.billing.payments/x-lily-bindings/0", `{"exchange":"billing.in","match":"any","headers":{"region":"eu","tier":1},"ownership":"owned"}`},
+	{"estate", "channels/queue.legacy.payments/bindings/amqp/queue", `{"name":"legacy.payments"}`},
+	{"estate", "channels/queue.legacy.payments/x-lily-ownership", `"external"`},
+	{"envelopes", "components/messages/PaymentAuthorizedV2/headers/properties/cloudEvents_type/const", `"com.acme.payment.authorized.v2"`},
+	{"envelopes", "components/messages/PaymentAuthorizedV2/x-lily-envelope/version", `{"type_suffix":".v"}`},
+	{"envelopes", "components/messages/LedgerPostedV2/contentType", `"application/json; v=2"`},
+	{"envelopes", "components/messages/OrderShippedV1/headers/required", `["__TypeId__"]`},
+	{"envelopes", "components/messages/RefundRequestedV1/bindings/amqp/messageType", `"refund.requested"`},
+	{"envelopes", "components/messages/RefundRequestedV1/x-lily-producer", `"NewRefundRequestedV1"`},
+	{"shared_types", "components/messages/PaymentAuthorizedV1/payload/properties/card", `{"$ref":"#/components/schemas/Card"}`},
+	{"shared_types", "components/messages/PaymentAuthorizedV2/payload/properties/preferred", `{"oneOf":[{"$ref":"#/components/schemas/CardBrand"},{"type":"null"}],"default":"visa"}`},
+	{"shared_types", "components/messages/PaymentRefundedV1/payload/properties/cards/additionalProperties", `{"$ref":"#/components/schemas/Card"}`},
+	{"shared_types", "components/schemas/Card/required", `["brand","last4"]`},
+	{"headers", "components/messages/AccountOpenedV1/headers/properties/x-tenant", `{"type":"string","minLength":1,"maxLength":32,"pattern":"^[a-z][a-z0-9-]*$"}`},
+	{"headers", "components/messages/AccountOpenedV1/headers/required", `["x-lily-version","x-tenant","x-region"]`},
+	{"headers", "components/messages/AccountOpenedV1/examples/1/headers/x-sent-at", `"2026-01-02T03:04:05Z"`},
+	{"headers", "channels/queue.accounts/x-lily-inbox", `{"AccountOpenedV1":"required"}`},
+	{"cmd_asyncapi", "info/version", `"2.1.0"`},
+	{"cmd_asyncapi", "components/messages/InvoiceIssuedV1/payload/deprecated", `true`},
+	{"cmd_asyncapi", "components/messages/InvoiceIssuedV2/payload/properties/note", `{"type":["string","null"],"maxLength":200}`},
+	{"cmd_asyncapi", "channels/queue.billing.invoices/x-lily-ordering", `{"field":"invoice_id"}`},
+	{"orders", "channels/queue.orders/bindings/amqp/queue/name", `"orders"`},
+}
+
+// name is the short name of a documented schema: its golden case, or the
+// file's first word.
+func name(path string) string {
+	if c, ok := strings.CutPrefix(path, "testdata/golden/"); ok {
+		return strings.TrimSuffix(c, "/schema.lily.yaml")
+	}
+	return strings.Split(filepath.Base(path), ".")[0]
+}
+
+// documents generates the document of every documented schema, by name.
+func documents(t *testing.T) map[string][]byte {
+	t.Helper()
+	docs := map[string][]byte{}
+	for _, path := range documented {
+		f, err := schema.Load(filepath.Join("..", "..", filepath.FromSlash(path)))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		version := schema.DefaultAsyncAPIVersion
+		if f.AsyncAPI != nil {
+			version = f.AsyncAPI.Version
+		}
+		doc, err := Generate(f, version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := Generate(f, version)
+		if !bytes.Equal(doc, again) {
+			t.Errorf("%s: two runs give different documents", path)
+		}
+		docs[name(path)] = doc
+	}
+	return docs
+}
+
+// TestFacts reads each document back and checks what it must say.
+func TestFacts(t *testing.T) {
+	docs := map[string]any{}
+	for name, doc := range documents(t) {
+		var v any
+		if err := yaml.Unmarshal(doc, &v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		docs[name] = v
+	}
+	checkFacts(t, docs, facts)
+}
+
+// checkFacts checks each fact against the parsed documents.
+func checkFacts(t *testing.T, docs map[string]any, facts []fact) {
+	t.Helper()
+	for _, fc := range facts {
+		got, ok := at(docs[fc.schema], fc.path)
+		if !ok {
+			t.Errorf("%s: nothing at %s", fc.schema, fc.path)
+			continue
+		}
+		var want any
+		if err := json.Unmarshal([]byte(fc.want), &want); err != nil {
+			t.Fatalf("fact %s: %v", fc.path, err)
+		}
+		if diff := cmp.Diff(want, asJSON(t, got)); diff != "" {
+			t.Errorf("%s: %s (-want +got):\n%s", fc.schema, fc.path, diff)
+		}
+	}
+}
+
+// at is the value at path in v.
+func at(v any, path string) (any, bool) {
+	for _, key := range strings.Split(path, "/") {
+		switch node := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = node[key]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(key)
+			if err != nil || i >= len(node) {
+				return nil, false
+			}
+			v = node[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// asJSON is v as JSON would read it, so that YAML's integers and JSON's
+// numbers compare equal.
+func asJSON(t *testing.T, v any) any {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestHeader: the document starts with lilygen's header, as # comments, so
+// that generate and check treat it as the Go file.
+func TestHeader(t *testing.T) {
+	doc := documents(t)["cmd_asyncapi"]
+	want := "# Code generated by lilygen. DO NOT EDIT.\n# lilygen (devel)\n# Source: schema.lily.yaml\nasyncapi: 3.0.0\n"
+	if !bytes.HasPrefix(doc, []byte(want)) {
+		t.Errorf("document starts\n%s\nwant\n%s", doc[:min(len(doc), 200)], want)
+	}
+}
+
+// A pattern in RE2's own syntax goes to x-lily-pattern: ECMA 262, which
+// JSON Schema tools read patterns by, would refuse it or read it otherwise.
+func TestPatternsForJSONSchema(t *testing.T) {
+	for p, ecma := range map[string]bool{
+		`^[a-z][a-z0-9-]*$`: true, `^(?:ab)+\d{3}$`: true, `^(?<word>\w+)$`: true,
+		`(?i)^[a-z]+$`: false, `^\pL+$`: false, `^a\z`: false, `\Qa.b\E`: false, `^[[:alpha:]]+$`: false, `(?P<w>a)`: false,
+	} {
+		if got := ecmaPattern(p); got != ecma {
+			t.Errorf("ecmaPattern(%q) = %v, want %v", p, got, ecma)
+		}
+	}
+}

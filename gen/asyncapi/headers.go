@@ -1,0 +1,207 @@
+package asyncapi
+
+import (
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/schema"
+)
+
+// A message's headers are those its envelope profile carries (the version,
+// and for other producers the type, the id and CloudEvents' attributes),
+// then its typed headers. A CloudEvent is described in binary content mode,
+// where its attributes are headers and its data is the body.
+
+// ceHeader is the header of CloudEvents attribute name in binary mode.
+func ceHeader(name string) string { return "cloudEvents_" + name }
+
+// wireType is the type v of m travels as in profile pr: with a version the
+// profile reads from the type, the type and the version's suffix.
+func wireType(m *schema.Message, v *schema.Version, pr envelope.Profile) string {
+	if s := pr.Version.TypeSuffix; s != "" {
+		return m.Type + s + strconv.Itoa(v.Number)
+	}
+	return m.Type
+}
+
+// header is one header of a message, with the value an example shows when
+// the schema knows it.
+type header struct {
+	name     string
+	schema   *yaml.Node
+	required bool
+	example  *yaml.Node // nil when only the producer knows it, such as an id
+}
+
+// envelopeHeaders are the headers m's version v carries in profile pr.
+func envelopeHeaders(m *schema.Message, v *schema.Version, pr envelope.Profile) []header {
+	typ := wireType(m, v, pr)
+	text := stringSchema()
+	// A foreign producer's version is an integer or its decimal digits.
+	loose := newObject().set("enum", list(integer(v.Number), str(strconv.Itoa(v.Number)))).mapping()
+	var out []header
+	switch pr.Kind {
+	case envelope.CloudEvents:
+		out = append(out,
+			header{ceHeader("specversion"), constant("1.0"), true, str("1.0")},
+			header{ceHeader("type"), constant(typ), true, str(typ)},
+			header{ceHeader("source"), text, true, nil},
+			header{ceHeader("id"), text, true, nil},
+			header{ceHeader("time"), timeHeader(), false, nil})
+		if a := pr.Version.Attribute; a != "" {
+			out = append(out, header{ceHeader(a), loose, true, integer(v.Number)})
+		}
+	case envelope.Headers:
+		if pr.TypeHeader != "" {
+			out = append(out, header{pr.TypeHeader, constant(typ), true, str(typ)})
+		}
+		if pr.IDHeader != "" {
+			out = append(out, header{pr.IDHeader, text, true, nil})
+		}
+		if h := pr.Version.Header; h != "" {
+			out = append(out, header{h, loose, true, integer(v.Number)})
+		}
+	}
+	// A profile that names no place for the version reads Lily's header,
+	// whatever its kind.
+	if pr.Version == (envelope.Version{}) {
+		lily := newObject().set("type", str("integer")).set("const", integer(v.Number)).mapping()
+		out = append(out, header{"x-lily-version", lily, true, integer(v.Number)})
+	}
+	return out
+}
+
+// timeHeader is the schema of a time in a header.
+func timeHeader() *yaml.Node {
+	return newObject().set("type", str("string")).set("format", str("date-time")).
+		set("description", str("An AMQP timestamp, or an RFC 3339 string.")).mapping()
+}
+
+// headersSchema is the schema of the headers hs, nil when there are none.
+func headersSchema(hs []header) *yaml.Node {
+	if len(hs) == 0 {
+		return nil
+	}
+	props := newObject()
+	var required []string
+	for _, h := range hs {
+		props.set(h.name, h.schema)
+		if h.required {
+			required = append(required, h.name)
+		}
+	}
+	o := newObject().set("type", str("object")).set("properties", props.mapping())
+	if len(required) > 0 {
+		o.set("required", strs(required))
+	}
+	return o.mapping()
+}
+
+// typedHeaders are v's typed headers.
+func typedHeaders(v *schema.Version) []header {
+	out := make([]header, len(v.Headers))
+	for i, h := range v.Headers {
+		s := fieldSchema(h, inHeaders)
+		if h.Type == schema.Time {
+			s = timeHeader()
+		}
+		out[i] = header{name: h.Name, schema: s, required: h.Required}
+	}
+	return out
+}
+
+// contentType is the content type v travels with in profile pr: with a
+// version the profile reads from it, the version as its parameter.
+func contentType(v *schema.Version, pr envelope.Profile) string {
+	ct := v.ContentTypes[0] // the schema allows application/json alone
+	if p := pr.Version.ContentTypeParameter; p != "" {
+		ct += "; " + p + "=" + strconv.Itoa(v.Number)
+	}
+	return ct
+}
+
+// envelopeFacts says where a profile's messages carry their type, id and
+// version, in the schema's own words (type: {header: __TypeId__}), with
+// Lily's defaults spelled out.
+func envelopeFacts(e *schema.Envelope) *yaml.Node {
+	pr := e.Profile
+	one := func(key, val string) *yaml.Node { return newObject().set(key, str(val)).mapping() }
+	o := newObject().set("profile", str(e.Name)).set("kind", str(string(pr.Kind)))
+	switch {
+	case pr.Kind == envelope.CloudEvents:
+		o.set("type", one("attribute", "type"))
+		o.set("id", newObject().set("attributes", strs([]string{"source", "id"})).mapping())
+	case pr.TypeHeader != "":
+		o.set("type", one("header", pr.TypeHeader))
+	default:
+		o.set("type", one("property", "type"))
+	}
+	switch {
+	case pr.Kind == envelope.CloudEvents:
+	case pr.NoID:
+		o.set("id", str("none"))
+	case pr.IDHeader != "":
+		o.set("id", one("header", pr.IDHeader))
+	default:
+		o.set("id", one("property", "message_id"))
+	}
+	v := pr.Version
+	switch {
+	case v.Header != "":
+		o.set("version", one("header", v.Header))
+	case v.Attribute != "":
+		o.set("version", one("attribute", v.Attribute))
+	case v.ContentTypeParameter != "":
+		o.set("version", one("content_type_parameter", v.ContentTypeParameter))
+	case v.TypeSuffix != "":
+		o.set("version", one("type_suffix", v.TypeSuffix))
+	case v.Fixed != 0:
+		o.set("version", newObject().set("fixed", integer(v.Fixed)).mapping())
+	default:
+		o.set("version", one("header", "x-lily-version"))
+	}
+	if pr.Kind == envelope.CloudEvents {
+		// The message describes binary mode; a structured event carries the
+		// same payload as its data member.
+		o.set("content_modes", strs([]string{"binary", "structured"}))
+	}
+	return o.mapping()
+}
+
+// structuredMedia is a structured CloudEvent's content type.
+const structuredMedia = "application/cloudevents+json"
+
+// structuredEvent is the schema of a structured CloudEvent of version v of
+// m, whose data member is data: its context attributes are members, the
+// version attribute (when pr reads one) too, and data_base64 is refused,
+// since Lily reads JSON data alone. Extension attributes may come beside.
+func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, data *yaml.Node) *yaml.Node {
+	text := stringSchema
+	props := newObject().
+		set("specversion", constant("1.0")).
+		set("id", text()).
+		set("source", text()).
+		set("type", constant(wireType(m, v, pr))).
+		set("time", newObject().set("type", str("string")).set("format", str("date-time")).mapping()).
+		set("subject", text()).
+		set("dataschema", text()).
+		set("datacontenttype", newObject().set("type", str("string")).set("default", str(schema.DefaultContentType)).mapping()).
+		set("data", data).
+		set("data_base64", newObject().set("not", newObject().mapping()).set("description", str("Refused: Lily reads JSON data alone.")).mapping())
+	required := []string{"specversion", "id", "source", "type"}
+	if a := pr.Version.Attribute; a != "" {
+		props.set(a, newObject().set("enum", list(integer(v.Number), str(strconv.Itoa(v.Number)))).mapping())
+		required = append(required, a)
+	}
+	return newObject().set("type", str("object")).set("properties", props.mapping()).set("required", strs(required)).mapping()
+}
+
+// stringSchema is the schema of any string.
+func stringSchema() *yaml.Node { return newObject().set("type", str("string")).mapping() }
+
+// constant is the schema of the one string s.
+func constant(s string) *yaml.Node {
+	return newObject().set("type", str("string")).set("const", str(s)).mapping()
+}

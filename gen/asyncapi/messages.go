@@ -1,0 +1,201 @@
+package asyncapi
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/schema"
+)
+
+// A message of the document is one version of one message type as it
+// travels in one envelope profile. A message that every queue reads in one
+// profile (the usual case) is named after its version, PaymentAuthorizedV2;
+// one that queues read in several is one message per profile,
+// PaymentAuthorizedV2InLily, since each profile gives it other headers. A
+// CloudEvent travels in two content modes, and is two messages: binary mode
+// (PaymentAuthorizedV2: its attributes in headers, its data the payload) and
+// structured mode (PaymentAuthorizedV2Structured: the event the payload).
+
+// variant is one message of the document.
+type variant struct {
+	id  string // its key under components.messages
+	m   *schema.Message
+	v   *schema.Version
+	env *schema.Envelope
+	// structured: a CloudEvent in structured content mode.
+	structured bool
+}
+
+type variantKey struct {
+	v   *schema.Version
+	env string
+}
+
+// lily is Lily's own profile, that of a message no queue consumes and that
+// names none.
+var lily = &schema.Envelope{Name: schema.LilyEnvelope, Profile: envelope.Profile{Kind: envelope.Lily}}
+
+// profiles lists the profiles m travels in, in the order the schema first
+// names them.
+func profiles(f *schema.File, m *schema.Message) []*schema.Envelope {
+	if m.Envelope != nil {
+		return []*schema.Envelope{m.Envelope}
+	}
+	var out []*schema.Envelope
+	for _, q := range f.Queues {
+		for _, c := range q.Consumes {
+			if c.Message == m && !slices.ContainsFunc(out, func(e *schema.Envelope) bool { return e.Name == c.Envelope.Name }) {
+				out = append(out, c.Envelope)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return []*schema.Envelope{lily}
+	}
+	return out
+}
+
+// variants lists the messages of the document, in the schema's order, and
+// indexes them by version and profile.
+func variants(f *schema.File) ([]variant, map[variantKey][]string) {
+	var out []variant
+	ids := map[variantKey][]string{}
+	for _, m := range f.Messages {
+		envs := profiles(f, m)
+		for _, v := range m.Versions {
+			for _, env := range envs {
+				id := v.GoName
+				if len(envs) > 1 {
+					id += "In" + schema.GoName(env.Name)
+				}
+				key := variantKey{v, env.Name}
+				out = append(out, variant{id: id, m: m, v: v, env: env})
+				ids[key] = append(ids[key], id)
+				if env.Profile.Kind == envelope.CloudEvents {
+					out = append(out, variant{id: id + "Structured", m: m, v: v, env: env, structured: true})
+					ids[key] = append(ids[key], id+"Structured")
+				}
+			}
+		}
+	}
+	return out, ids
+}
+
+// messages are the document's messages, for components.messages.
+func messages(f *schema.File, vs []variant) (*yaml.Node, error) {
+	o := newObject()
+	for _, va := range vs {
+		msg, err := message(f, va)
+		if err != nil {
+			return nil, err
+		}
+		o.set(va.id, msg)
+	}
+	return o.node(), nil
+}
+
+func message(f *schema.File, va variant) (*yaml.Node, error) {
+	m, v, pr := va.m, va.v, va.env.Profile
+	hs := append(envelopeHeaders(m, v, pr), typedHeaders(v)...)
+	summary := fmt.Sprintf("Version %d of %s, type %s, in envelope %s.", v.Number, m.Name, m.Type, va.env.Name)
+	ct, payload := contentType(v, pr), payloadSchema(v)
+	if va.structured {
+		// The event is the body: its attributes are members, not headers.
+		hs = typedHeaders(v)
+		ct, payload = structuredMedia, structuredEvent(m, v, pr, payload)
+		summary += " A CloudEvent in structured content mode: the body is the event, its data member the payload."
+	}
+	if v.DeprecatedSince != "" {
+		summary += " Deprecated since " + v.DeprecatedSince
+		if v.RemoveAfter != "" {
+			summary += "; may be removed after " + v.RemoveAfter
+		}
+		summary += "."
+	}
+	binding := newObject()
+	// The AMQP type property carries the type unless the profile puts it
+	// in a header or a CloudEvents attribute.
+	if pr.Kind != envelope.CloudEvents && pr.TypeHeader == "" {
+		binding.set("messageType", str(wireType(m, v, pr)))
+	}
+	exs, err := examples(v, hs, va.structured, wireType(m, v, pr), pr.Version.Attribute)
+	if err != nil {
+		return nil, err
+	}
+	o := newObject().
+		set("name", str(va.id)).
+		set("title", str(fmt.Sprintf("%s v%d", m.Name, v.Number))).
+		set("summary", str(summary)).
+		set("contentType", str(ct)).
+		set("headers", headersSchema(hs)).
+		set("payload", payload).
+		set("bindings", amqpBinding(binding)).
+		set("examples", exs).
+		set("x-lily-wire-type", str(m.Type)).
+		set("x-lily-version", integer(v.Number)).
+		set("x-lily-envelope", envelopeFacts(va.env))
+	if f.Produced(m) {
+		o.set("x-lily-producer", str("New"+v.GoName))
+	}
+	if v.DeprecatedSince != "" {
+		o.set("x-lily-deprecated-since", str(v.DeprecatedSince))
+	}
+	if v.RemoveAfter != "" {
+		o.set("x-lily-remove-after", str(v.RemoveAfter))
+	}
+	return o.mapping(), nil
+}
+
+// examples are v's examples, each with the headers its envelope carries (an
+// id, which only a producer knows, as "example-<n>"), then its own headers
+// in the order the schema declares them; in a structured CloudEvent, whose
+// type is typ (with its version attribute, when the profile reads one), the
+// example is the data of an event.
+func examples(v *schema.Version, hs []header, structured bool, typ, versionAttribute string) (*yaml.Node, error) {
+	if len(v.Examples) == 0 {
+		return nil, nil
+	}
+	var out []*yaml.Node
+	for i, ex := range v.Examples {
+		headers := newObject()
+		for _, h := range hs {
+			switch {
+			case slices.ContainsFunc(v.Headers, func(t *schema.Field) bool { return t.Name == h.name }):
+				// A typed header: the example's own value, below.
+			case h.example != nil:
+				headers.set(h.name, h.example)
+			case h.required:
+				headers.set(h.name, str(fmt.Sprintf("example-%d", i+1)))
+			}
+		}
+		for _, h := range v.Headers {
+			if val, ok := ex.Headers[h.Name]; ok {
+				headers.set(h.Name, value(val))
+			}
+		}
+		// Headers the schema does not declare, which an example may set.
+		for _, k := range slices.Sorted(maps.Keys(ex.Headers)) {
+			if !slices.ContainsFunc(v.Headers, func(h *schema.Field) bool { return h.Name == k }) {
+				headers.set(k, value(ex.Headers[k]))
+			}
+		}
+		payload, err := jsonValue(ex.Body)
+		if err != nil {
+			return nil, fmt.Errorf("example %d of %s: %w", i+1, v.GoName, err)
+		}
+		if structured {
+			event := newObject().set("specversion", str("1.0")).set("id", str(fmt.Sprintf("example-%d", i+1))).
+				set("source", str("example")).set("type", str(typ))
+			if versionAttribute != "" {
+				event.set(versionAttribute, integer(v.Number))
+			}
+			payload = event.set("data", payload).mapping()
+		}
+		out = append(out, newObject().set("headers", headers.node()).set("payload", payload).mapping())
+	}
+	return list(out...), nil
+}
