@@ -32,7 +32,7 @@ func Breaking(old, new *schema.File) []Finding {
 		if nm := findMessage(new, om.Name); nm != nil {
 			if old.Produced(om) && !new.Produced(nm) {
 				b.add(rules.ProducerRemoved, om.Name, nm.Pos,
-					fmt.Sprintf("message %s is read in envelope %s now: its producers New%sV… are no longer generated, since they write Lily's", om.Name, envelopeOf(new, nm), om.Name),
+					fmt.Sprintf("message %s is read in envelope %s now: its producers New%sV… are no longer generated, since they write Lily's", om.Name, envelopeNames(new.EnvelopesOf(nm)), om.Name),
 					fmt.Sprintf("publish %s as its new producers do, and remove the calls of its New%sV… functions", om.Name, om.Name))
 			}
 			if om.Type != nm.Type {
@@ -117,20 +117,14 @@ func findField(fs []*schema.Field, name string) *schema.Field {
 	return fs[i]
 }
 
-// envelopeOf names the envelope m is read in: its own, or that of a queue
-// that consumes it in another than Lily's.
-func envelopeOf(f *schema.File, m *schema.Message) string {
-	if m.Envelope != nil {
-		return m.Envelope.Name
+// envelopeNames names envelopes for a finding: "spring", or "lily and
+// spring".
+func envelopeNames(envs []*schema.Envelope) string {
+	names := make([]string, len(envs))
+	for i, e := range envs {
+		names[i] = e.Name
 	}
-	for _, q := range f.Queues {
-		for _, c := range q.Consumes {
-			if c.Message == m && c.Envelope.Name != schema.LilyEnvelope {
-				return c.Envelope.Name
-			}
-		}
-	}
-	return schema.LilyEnvelope
+	return strings.Join(names, " and ")
 }
 
 // renamed finds the message of the new file, absent from the old, whose

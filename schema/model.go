@@ -287,17 +287,32 @@ type Queue struct {
 	Ordering *Ordering
 }
 
-// Produced reports whether lilygen writes producers of m: when every queue
-// that consumes it reads it in Lily's envelope, the one they write.
-func (f *File) Produced(m *Message) bool {
+// EnvelopesOf lists the envelope profiles m is read in, in the order the
+// schema first names them: its own, else those of the queues that consume
+// it, else Lily's.
+func (f *File) EnvelopesOf(m *Message) []*Envelope {
+	if m.Envelope != nil {
+		return []*Envelope{m.Envelope}
+	}
+	var out []*Envelope
 	for _, q := range f.Queues {
 		for _, c := range q.Consumes {
-			if c.Message == m && c.Envelope.Name != LilyEnvelope {
-				return false
+			if c.Message == m && !slices.Contains(out, c.Envelope) {
+				out = append(out, c.Envelope)
 			}
 		}
 	}
-	return m.Envelope == nil || m.Envelope.Name == LilyEnvelope
+	if len(out) == 0 {
+		return []*Envelope{lilyEnvelope}
+	}
+	return out
+}
+
+// Produced reports whether lilygen writes producers of m: when it is read
+// in Lily's envelope alone, the one they write.
+func (f *File) Produced(m *Message) bool {
+	envs := f.EnvelopesOf(m)
+	return len(envs) == 1 && envs[0] == lilyEnvelope
 }
 
 // RequiresInbox reports whether a message q consumes requires the inbox:

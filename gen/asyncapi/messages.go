@@ -35,37 +35,13 @@ type variantKey struct {
 	env string
 }
 
-// lily is Lily's own profile, that of a message no queue consumes and that
-// names none.
-var lily = &schema.Envelope{Name: schema.LilyEnvelope, Profile: envelope.Profile{Kind: envelope.Lily}}
-
-// profiles lists the profiles m travels in, in the order the schema first
-// names them.
-func profiles(f *schema.File, m *schema.Message) []*schema.Envelope {
-	if m.Envelope != nil {
-		return []*schema.Envelope{m.Envelope}
-	}
-	var out []*schema.Envelope
-	for _, q := range f.Queues {
-		for _, c := range q.Consumes {
-			if c.Message == m && !slices.ContainsFunc(out, func(e *schema.Envelope) bool { return e.Name == c.Envelope.Name }) {
-				out = append(out, c.Envelope)
-			}
-		}
-	}
-	if len(out) == 0 {
-		return []*schema.Envelope{lily}
-	}
-	return out
-}
-
 // variants lists the messages of the document, in the schema's order, and
 // indexes them by version and profile.
 func variants(f *schema.File) ([]variant, map[variantKey][]string) {
 	var out []variant
 	ids := map[variantKey][]string{}
 	for _, m := range f.Messages {
-		envs := profiles(f, m)
+		envs := f.EnvelopesOf(m)
 		for _, v := range m.Versions {
 			for _, env := range envs {
 				id := v.GoName
