@@ -39,6 +39,13 @@ const (
 	Headers Kind = "headers"
 )
 
+// CloudEventMembers are the attributes and members a CloudEvent 1.0 defines
+// itself (datacontentencoding is 0.3's): a version attribute cannot be one.
+var CloudEventMembers = []string{
+	"specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "subject",
+	"data", "data_base64", "datacontentencoding",
+}
+
 // Profile is where one producer's messages carry their type, version, id and
 // time. The zero Profile is Lily's own.
 type Profile struct {

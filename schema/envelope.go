@@ -28,8 +28,6 @@ var lilyEnvelope = &Envelope{Name: LilyEnvelope, Profile: envelope.Profile{Kind:
 var (
 	envelopeKinds  = []string{string(envelope.CloudEvents), string(envelope.Headers)}
 	versionSources = []string{"header", "attribute", "content_type_parameter", "type_suffix", "fixed"}
-	// eventAttributes are the members a CloudEvent defines itself.
-	eventAttributes = []string{"specversion", "id", "source", "type", "time", "datacontenttype", "dataschema", "subject", "data", "data_base64", "datacontentencoding"}
 )
 
 // envelopes reads one file's envelopes section; known are those read before.
@@ -163,7 +161,7 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			if !ce {
 				p.errorf(e.k, RuleEnvelope, "attribute names a CloudEvents extension attribute: use header in a headers profile")
 			}
-			if slices.Contains(eventAttributes, s) {
+			if slices.Contains(envelope.CloudEventMembers, s) {
 				p.errorf(e.v, RuleEnvelope, "version attribute %q is one of a CloudEvent's own: name an extension attribute, such as dataversion", s)
 			}
 			v.Attribute = s

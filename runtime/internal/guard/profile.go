@@ -119,9 +119,6 @@ func (r *Reader) add(p envelope.Profile) (*reading, error) {
 	return fresh, nil
 }
 
-// eventMemberNames are a CloudEvent's own members: none can hold a version.
-var eventMemberNames = append([]string{"datacontentencoding"}, eventMembers...)
-
 // checkProfile refuses a profile the reader could not follow.
 func checkProfile(p envelope.Profile) error {
 	v := p.Version
@@ -145,7 +142,7 @@ func checkProfile(p envelope.Profile) error {
 		return fmt.Errorf("fixed version %d out of range 1..%d", v.Fixed, maxVersion)
 	case v.Attribute != "" && p.Kind != envelope.CloudEvents:
 		return errors.New("a version attribute needs a CloudEvents profile")
-	case slices.Contains(eventMemberNames, v.Attribute):
+	case slices.Contains(envelope.CloudEventMembers, v.Attribute):
 		return fmt.Errorf("version attribute %q is a CloudEvent's own", v.Attribute)
 	case p.Kind == envelope.CloudEvents && (p.TypeHeader != "" || p.IDHeader != "" || p.NoID || v.Header != ""):
 		return errors.New("a CloudEvents profile reads its type, id and version from the event's attributes")
