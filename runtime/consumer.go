@@ -303,8 +303,8 @@ func (c *Consumer) newRun() *run {
 	return &run{
 		handoff:   publisher,
 		workers:   workers.New(),
-		requeues:  memory.New[string](requeueMemorySize),
-		completed: memory.New[memory.Work](completedMemorySize),
+		requeues:  memory.New[string](requeueMemorySize, memory.Keyless),
+		completed: memory.New[memory.Work](completedMemorySize, memory.Work.Keyless),
 		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]journey{}},
 		slots:     make(chan struct{}, c.spec.Concurrency),
 		work:      work,

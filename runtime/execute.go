@@ -40,9 +40,7 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 		}
 	}()
 	key := deliveryKey(d, env)
-	if key != "" {
-		o.PriorRequeues = r.requeues.Count(key)
-	}
+	o.PriorRequeues = r.requeues.Count(key)
 	var chosen decide.Plan
 	for {
 		plan := decide.Decide(*o, attempt, c.policy, time.Until(deadline))
@@ -64,7 +62,7 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 			c.hooks.beforeAck()
 			o.Settlement = auth.Ack(stepEnd())
 			c.hooks.afterAck()
-			if o.Settlement.Status == outcome.AckSent && key != "" {
+			if o.Settlement.Status == outcome.AckSent {
 				r.requeues.Forget(key)
 			}
 		case decide.ActDeadLetter:
@@ -75,9 +73,7 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 			free()
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
-			if key != "" {
-				r.requeues.Add(key)
-			}
+			r.requeues.Add(key)
 			o.Settlement = auth.Nack(stepEnd(), true)
 		case decide.ActHandoff:
 			if gen.Revoked() {
@@ -130,8 +126,7 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 	completed := o.CompletedEarlier || o.Handoff.Status == outcome.HandoffConfirmed ||
 		(o.Handler.Ran && o.Handler.Kind == 0 && o.Commit != outcome.CommitFailed && o.Commit != outcome.CommitAmbiguous &&
 			o.Cleanup == "" && o.AfterDelivery == "")
-	// A message without an id could not be told from others like it.
-	if completed && work.ID != "" {
+	if completed {
 		r.completed.Add(work)
 	}
 }

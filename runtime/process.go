@@ -55,9 +55,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	default:
 		attempt = env.Attempt
 		work := memory.Work{ID: key, Attempt: attempt}
-		// A message without a key cannot be told from others like it: the
-		// consumer keeps no memory of it.
-		if key != "" && !r.busy.Start(work) {
+		if !r.busy.Start(work) {
 			o.Deferred, o.Reason = true, "the same message and attempt is being handled by another delivery in this consumer"
 			break
 		}
@@ -67,7 +65,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		handlerDone = newShares(func() { r.busy.Done(work) })
 		release = handlerDone.take()
 		var ok bool
-		if key != "" && r.completed.Count(work) > 0 {
+		if r.completed.Count(work) > 0 {
 			o.CompletedEarlier = true
 			c.emit(event{stage: stageFromRecord, messageID: id, attempt: attempt, generation: gen.ID})
 		} else if route, ok = c.routes.dispatch(env); ok {

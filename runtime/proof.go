@@ -66,7 +66,7 @@ func (c *Consumer) acksAmbiguous(r *run, gen *settle.Generation, acks []settle.S
 		}
 		if a.DeadLetter {
 			rec.Reason = "dead-lettering nack sent, never proven: " + why
-		} else if a.Work.ID != "" {
+		} else {
 			r.completed.Add(a.Work)
 		}
 		r.report.unresolved(a.Token, rec, a.Handoff.Published)

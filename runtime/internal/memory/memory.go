@@ -15,27 +15,42 @@ type Work struct {
 	Attempt int
 }
 
+// Keyless reports whether w belongs to a message without an id, which
+// cannot be told from others like it: no memory keeps it.
+func (w Work) Keyless() bool { return w.ID == "" }
+
+// Keyless reports whether k is the key of a message without an id.
+func Keyless(k string) bool { return k == "" }
+
 // Recent counts keys, forgetting the least recently added once it holds
-// limit of them.
+// limit of them. It keeps no keyless key: its count is always 0.
 type Recent[K comparable] struct {
-	mu     sync.Mutex
-	counts map[K]int
-	order  []K // insertion order, for eviction
-	limit  int
+	mu      sync.Mutex
+	counts  map[K]int
+	order   []K // insertion order, for eviction
+	limit   int
+	keyless func(K) bool
 }
 
-// New returns an empty memory of at most limit keys.
-func New[K comparable](limit int) *Recent[K] {
-	return &Recent[K]{counts: make(map[K]int), limit: limit}
+// New returns an empty memory of at most limit keys; keyless picks the keys
+// it never keeps.
+func New[K comparable](limit int, keyless func(K) bool) *Recent[K] {
+	return &Recent[K]{counts: make(map[K]int), limit: limit, keyless: keyless}
 }
 
 func (m *Recent[K]) Count(k K) int {
+	if m.keyless(k) {
+		return 0
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.counts[k]
 }
 
 func (m *Recent[K]) Add(k K) {
+	if m.keyless(k) {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, known := m.counts[k]; known {
@@ -50,6 +65,9 @@ func (m *Recent[K]) Add(k K) {
 }
 
 func (m *Recent[K]) Forget(k K) {
+	if m.keyless(k) {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, known := m.counts[k]; !known {
@@ -72,8 +90,12 @@ type Busy struct {
 	keys map[Work]bool
 }
 
-// Start reports false when k is already running; otherwise k runs until done.
+// Start reports false when k is already running; otherwise k runs until
+// done. Keyless work always starts: nothing tells it from other work.
 func (s *Busy) Start(k Work) bool {
+	if k.Keyless() {
+		return true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.keys[k] {
