@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -79,7 +78,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if slices.Contains(slices.Collect(maps.Values(inbox)), envelope.InboxRequired) && cfg.Inbox == nil {
+	if slices.ContainsFunc(spec.Messages, func(m envelope.Message) bool { return m.Inbox == envelope.InboxRequired }) && cfg.Inbox == nil {
 		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
 	}
 	if len(routes) == 0 {

@@ -19,3 +19,33 @@ func TestNewConsumerRefusesARequiredInboxLeftOut(t *testing.T) {
 		t.Fatalf("NewConsumer without the required inbox: %v", err)
 	}
 }
+
+// A spec's messages must cover its routes and be readable: every problem is
+// reported, before the consumer connects.
+func TestNewConsumerChecksItsMessages(t *testing.T) {
+	ce := envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{Fixed: 1}}
+	tests := []struct {
+		name string
+		msgs []envelope.Message
+		want string
+	}{
+		{"a route's type missing", []envelope.Message{{Type: "other"}}, "its type is not among the queue's messages"},
+		{"a type named twice", []envelope.Message{{Type: ordersmsg.OrderPlacedType}, {Type: ordersmsg.OrderPlacedType}}, "named twice"},
+		{"an unprintable type", []envelope.Message{{Type: ordersmsg.OrderPlacedType}, {Type: "a\tb"}}, "not 1..128 bytes of printable ASCII"},
+		{"an unknown inbox policy", []envelope.Message{{Type: ordersmsg.OrderPlacedType, Inbox: "sometimes"}}, `unknown inbox policy "sometimes"`},
+		{"an inbox for a message without ids", []envelope.Message{{Type: ordersmsg.OrderPlacedType, Inbox: envelope.InboxOptional,
+			Profile: envelope.Profile{Kind: envelope.Headers, NoID: true, Version: envelope.Version{Fixed: 1}}}}, "no id to claim in the inbox"},
+		{"two CloudEvents profiles", []envelope.Message{{Type: ordersmsg.OrderPlacedType, Profile: ce},
+			{Type: "b", Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{Fixed: 2}}}}, "could not be told apart"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := ordersmsg.OrdersQueueSpec()
+			spec.Messages = tt.msgs
+			_, err := runtime.NewConsumer(spec, ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{}), runtime.Config{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("NewConsumer: %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
