@@ -36,6 +36,11 @@ type Config struct {
 	// Observe, when set, receives each delivery's record as its journey ends,
 	// on the delivery's goroutine: keep it quick.
 	Observe func(Record)
+	// Publisher, when set, is what the consumer hands its retry and DLQ
+	// copies to, on the Publisher's connection, instead of a connection of
+	// its own: the consumers of one process and its own sends then share
+	// one. The consumer does not close it.
+	Publisher *Publisher
 	// Inbox, when set, claims each message id in the transaction that carries
 	// the handler's writes.
 	Inbox Inbox

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -40,34 +41,44 @@ func redact(u string) string {
 	return uri.Scheme + "://" + uri.Username + "@" + net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port)) + "/" + url.PathEscape(uri.Vhost)
 }
 
-// dialSocket opens one of the consumer's connections, for role "consume" or
-// "handoff", and returns its socket too. filter, when not nil, is what the
-// client reads the socket through. It tries each URL in turn, from the one
-// that last answered, and says why each failed.
-func (c *Consumer) dialSocket(role string, filter func(net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
+// dialer opens connections to the broker for one consumer or publisher:
+// each URL in turn, from the one that last answered.
+type dialer struct {
+	cfg Config // with defaults
+	// name is what the broker's connection list shows for it.
+	name string
+	// node is the index in cfg.URLs of the URL a connection attempt tries
+	// first: the last that answered.
+	node atomic.Int32
+}
+
+// dial opens one connection, for role "consume", "handoff" or "publish",
+// and returns its socket too. filter, when not nil, is what the client reads
+// the socket through. It says why each URL failed.
+func (d *dialer) dial(role string, filter func(net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
 	cfg := amqp.Config{
-		Properties:      amqp.Table{"connection_name": "lily " + c.spec.Name + " " + role},
-		Dial:            amqp.DefaultDial(c.cfg.StepTimeout),
+		Properties:      amqp.Table{"connection_name": "lily " + d.name + " " + role},
+		Dial:            amqp.DefaultDial(d.cfg.StepTimeout),
 		FrameSize:       frameSize,
-		TLSClientConfig: c.cfg.TLS,
+		TLSClientConfig: d.cfg.TLS,
 	}
-	if c.cfg.Credentials != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StepTimeout)
-		user, password, err := c.cfg.Credentials(ctx)
+	if d.cfg.Credentials != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StepTimeout)
+		user, password, err := d.cfg.Credentials(ctx)
 		cancel()
 		if err != nil {
 			return nil, nil, fmt.Errorf("lily: connect (%s): credentials: %w", role, err)
 		}
 		cfg.SASL = []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: password}}
 	}
-	urls := c.cfg.URLs
-	first := int(c.node.Load())
+	urls := d.cfg.URLs
+	first := int(d.node.Load())
 	var errs []error
 	for i := range urls {
 		n := (first + i) % len(urls)
 		conn, socket, err := transport.Dial(urls[n], cfg, filter)
 		if err == nil {
-			c.node.Store(int32(n))
+			d.node.Store(int32(n))
 			return conn, socket, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", redact(urls[n]), err))

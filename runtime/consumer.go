@@ -14,9 +14,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/handoff"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/runtime/internal/workers"
@@ -44,9 +44,7 @@ type Consumer struct {
 	forceNow  chan struct{}
 	forceOnce sync.Once
 	hooks     testHooks
-	// node is the index in cfg.URLs of the URL a connection attempt tries
-	// first: the last that answered.
-	node atomic.Int32
+	dialer    *dialer
 }
 
 // testHooks let broker tests break the transport at exact moments of a
@@ -97,9 +95,10 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	// Another run of the pipeline: the handler, then the claim, commit,
 	// cleanup and after_delivery steps, each bounded by a step.
 	policy.CallCost = spec.HandlerTimeout + 4*cfg.withDefaults().StepTimeout
+	cfg = cfg.withDefaults()
 	return &Consumer{
 		spec: spec, policy: policy, routes: routes, reader: reader, inbox: inbox,
-		cfg: cfg.withDefaults(), tuning: defaultTuning, forceNow: make(chan struct{}),
+		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: &dialer{cfg: cfg, name: spec.Name},
 		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
 	}, nil
 }
@@ -122,7 +121,7 @@ const (
 
 // run is the state of one Run, across reconnections.
 type run struct {
-	handoff   *handoff.Publisher
+	handoff   *confirm.Publisher
 	workers   *workers.Pool
 	requeues  *memory.Recent[string]
 	completed *memory.Recent[memory.Work]
@@ -190,7 +189,9 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		return nil, errors.New("lily: a Consumer runs once")
 	}
 	r := c.newRun()
-	defer r.handoff.Close()
+	if c.cfg.Publisher == nil {
+		defer r.handoff.Close()
+	}
 	defer r.workers.Close()
 	s, err := c.connect(ctx, r)
 	if err != nil {
@@ -295,10 +296,16 @@ func (c *Consumer) closeConn(conn *amqp.Connection) {
 
 func (c *Consumer) newRun() *run {
 	work, force := context.WithCancel(context.Background())
-	// Handoffs publish on a connection of their own: when the broker blocks
-	// publishers (a resource alarm), ACKs on the consuming connection still flow.
-	publisher := handoff.NewPublisher(func() (*amqp.Connection, net.Conn, error) { return c.dialSocket("handoff", nil) }, c.cfg.StepTimeout, c.spec.Concurrency)
-	publisher.BeforePublish, publisher.AfterPublish = c.hooks.beforePublish, c.hooks.afterPublish
+	// Handoffs publish on a connection of their own, or the Publisher's:
+	// when the broker blocks publishers (a resource alarm), ACKs on the
+	// consuming connection still flow.
+	var publisher *confirm.Publisher
+	if c.cfg.Publisher != nil {
+		publisher = c.cfg.Publisher.confirm
+	} else {
+		publisher = confirm.New(func() (*amqp.Connection, net.Conn, error) { return c.dialer.dial("handoff", nil) }, c.cfg.StepTimeout, c.spec.Concurrency)
+		publisher.BeforePublish, publisher.AfterPublish = c.hooks.beforePublish, c.hooks.afterPublish
+	}
 	return &run{
 		handoff:   publisher,
 		workers:   workers.New(),

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -65,6 +66,33 @@ func ExampleConsumer_Force() {
 		log.Fatal(err)
 	}
 	log.Print(report)
+}
+
+// A Publisher answers each Send with the broker's word: nil only once the
+// broker confirmed the message and routed it to a queue.
+func ExamplePublisher_Send() {
+	publisher, err := runtime.NewPublisher(runtime.Config{URLs: []string{os.Getenv("AMQP_URL")}}, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer publisher.Close()
+	msg, err := ordersmsg.NewOrderPlacedV1("order-1", &ordersmsg.OrderPlacedV1{OrderID: "order-1", AmountCents: 1250})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = publisher.Send(ctx, runtime.Message{Exchange: "shop.events", RoutingKey: "order.placed.v1", Publishing: msg})
+	switch {
+	case err == nil:
+		log.Print("confirmed")
+	case errors.Is(err, runtime.ErrReturned):
+		log.Print("no queue is bound for it: ", err)
+	case errors.Is(err, runtime.ErrUnconfirmed):
+		log.Print("it may or may not have arrived; sending it again may make a copy: ", err)
+	default:
+		log.Print("not sent: ", err)
+	}
 }
 
 // A handler says whether a failure may pass: a retryable one goes to a retry

@@ -141,7 +141,7 @@ func (c *Consumer) handoff(r *run, token uint64, d *amqp.Delivery, env *guard.En
 		}
 	}()
 	writing := func() bool { return r.report.writingCopy(token, plan.Destination) }
-	ev = r.handoff.Publish(deadline, plan.Destination, handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now()), writing)
+	ev = r.handoff.Publish(deadline, nil, "", plan.Destination, handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now()), writing)
 	if !ev.Published {
 		r.report.writingCopy(token, "")
 	}

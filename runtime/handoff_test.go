@@ -12,15 +12,15 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/faults"
-	"github.com/lily-mq/lily/runtime/internal/handoff"
+	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/transport"
 )
 
 // newHandoffPublisher is a consumer's handoff publisher, driven alone.
-func newHandoffPublisher(url string, stepTimeout time.Duration, window int) *handoff.Publisher {
+func newHandoffPublisher(url string, stepTimeout time.Duration, window int) *confirm.Publisher {
 	dial := func() (*amqp.Connection, net.Conn, error) { return transport.Dial(url, amqp.Config{}, nil) }
-	return handoff.NewPublisher(dial, stepTimeout, window)
+	return confirm.New(dial, stepTimeout, window)
 }
 
 // always lets every publish be written: no report is sealed under it.
@@ -45,7 +45,7 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 			if i%2 == 1 {
 				dest = q.Name + ".missing"
 			}
-			results[i] = h.Publish(deadline, dest, msg, always)
+			results[i] = h.Publish(deadline, nil, "", dest, msg, always)
 		})
 	}
 	wg.Wait()
@@ -87,7 +87,7 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	defer h.Close()
 	handoff := func(msg amqp.Publishing) (outcome.HandoffEvidence, time.Duration) {
 		start := time.Now()
-		ev := h.Publish(start.Add(30*time.Second), q.Topology.DeadLetterQueue, msg, always)
+		ev := h.Publish(start.Add(30*time.Second), nil, "", q.Topology.DeadLetterQueue, msg, always)
 		return ev, time.Since(start)
 	}
 	if ev, _ := handoff(order(t, "before")); ev.Status != outcome.HandoffConfirmed {
@@ -131,10 +131,10 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 	defer h.Close()
 	first := make(chan outcome.HandoffEvidence, 1)
 	go func() {
-		first <- h.Publish(time.Now().Add(30*time.Second), q.Topology.DeadLetterQueue, order(t, "first"), always)
+		first <- h.Publish(time.Now().Add(30*time.Second), nil, "", q.Topology.DeadLetterQueue, order(t, "first"), always)
 	}()
 	eventually(t, 5*time.Second, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
-	late := h.Publish(time.Now().Add(300*time.Millisecond), q.Topology.DeadLetterQueue, order(t, "late"), always)
+	late := h.Publish(time.Now().Add(300*time.Millisecond), nil, "", q.Topology.DeadLetterQueue, order(t, "late"), always)
 	if late.Status != outcome.HandoffTimedOut || late.Published {
 		t.Errorf("handoff out of time: %+v; want timed out, not published", late)
 	}

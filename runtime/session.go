@@ -175,7 +175,7 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 	}
 	d, err := step.Open(ctx, func() (dialed, error) {
 		var filter *quarantine.Conn
-		conn, _, err := c.dialSocket("consume", func(socket net.Conn) net.Conn {
+		conn, _, err := c.dialer.dial("consume", func(socket net.Conn) net.Conn {
 			filter = quarantine.New(socket, frameSize)
 			return filter
 		})

@@ -19,10 +19,12 @@ import (
 	"strings"
 )
 
-// The limits issue 11 set: a user reads the root package on one page.
+// The limits issue 11 set for consuming, raised by 20 when the root package
+// took on publishing and running a service (issue 15): a user still reads it
+// on one page.
 const (
-	rootLimit   = 100
-	publicLimit = 140
+	rootLimit   = 120
+	publicLimit = 160
 )
 
 func main() {

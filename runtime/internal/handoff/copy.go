@@ -1,3 +1,6 @@
+// Package handoff builds what moves a failed message to a retry bucket or the
+// DLQ: a copy of the original with the next attempt and bounded failure facts,
+// which the consumer's confirm-mode publisher then publishes.
 package handoff
 
 import (

@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/confirm"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+)
+
+// The answers a Publisher's Send gives besides nil (confirmed). Any other
+// error says the message was not written to the broker: sending it again
+// cannot make a copy.
+var (
+	// ErrReturned: the broker confirmed the message but routed it to no
+	// queue, and returned it. It is in no queue.
+	ErrReturned = errors.New("lily: returned: the broker routed the message to no queue")
+	// ErrNacked: the broker refused the message (a queue with overflow
+	// reject-publish is full, or the broker failed to store it).
+	ErrNacked = errors.New("lily: nacked: the broker refused the message")
+	// ErrUnconfirmed: the message was written, but no confirm came (the
+	// connection was lost, or the step timed out). It may be in its queue or
+	// not; sending it again may make a copy, which the consumer's inbox can
+	// tell apart by its message id.
+	ErrUnconfirmed = errors.New("lily: unconfirmed: the message was written but not confirmed; it may be in its queue or not")
+)
+
+// Publisher sends messages to the broker on a confirm-mode channel of its
+// own connection, each publish mandatory, and answers each Send only with
+// the broker's word: nil when confirmed, never before. Each Return is matched
+// to its own publish. Sends from many goroutines share the channel, at most
+// the window of them in flight; a lost connection is opened again, with the
+// consumer's backoff and through its list of URLs, and while the broker
+// blocks publishers (a resource alarm) Sends wait, within their contexts.
+//
+// A Publisher is safe for concurrent use. Config.Publisher lets consumers
+// hand off their retry and DLQ copies through it too, on the same connection.
+type Publisher struct {
+	confirm *confirm.Publisher
+	dialer  *dialer
+}
+
+// NewPublisher returns a publisher that reaches the broker as cfg says (its
+// URLs, TLS, Credentials, StepTimeout and ReconnectMax) with at most window
+// publishes in flight (64 when not positive). It connects at its first Send.
+func NewPublisher(cfg Config, window int) (*Publisher, error) {
+	if err := cfg.validateURLs(); err != nil {
+		return nil, err
+	}
+	if window <= 0 {
+		window = 64
+	}
+	cfg = cfg.withDefaults()
+	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}}
+	p.confirm = confirm.New(func() (*amqp.Connection, net.Conn, error) { return p.dialer.dial("publish", nil) }, cfg.StepTimeout, window)
+	p.confirm.Backoff = func(n int) time.Duration {
+		wait := backoff(n, defaultTuning.reconnectMin, cfg.ReconnectMax)
+		cfg.Logger.Warn("lily: publisher reconnect", "stage", "reconnect", "attempt", n, "wait", wait)
+		return wait
+	}
+	return p, nil
+}
+
+// Send publishes m and waits for the broker's answer, within ctx: each
+// broker step within the step timeout too, and the wait for a connection, for
+// a slot in the window and while the broker blocks publishers within ctx
+// alone. nil means confirmed and routed; ErrReturned, ErrNacked and
+// ErrUnconfirmed (wrapped, with the detail) are the broker's other answers;
+// any other error means the message was not written.
+func (p *Publisher) Send(ctx context.Context, m Message) error {
+	if m.Exchange == "" && m.RoutingKey == "" {
+		return errors.New("lily: send: a message needs an exchange or, for the default exchange, a routing key naming a queue")
+	}
+	// The publish id goes into the headers: a table of the Publisher's own,
+	// so that the caller's message is not changed.
+	msg := m.Publishing
+	msg.Headers = make(amqp.Table, len(m.Headers)+1)
+	maps.Copy(msg.Headers, m.Headers)
+	deadline, _ := ctx.Deadline()
+	ev := p.confirm.Publish(deadline, ctx.Done(), m.Exchange, m.RoutingKey, msg, func() bool { return true })
+	switch {
+	case ev.Status == outcome.HandoffConfirmed:
+		return nil
+	case ev.Status == outcome.HandoffReturned:
+		return fmt.Errorf("%w (%s)", ErrReturned, ev.Detail)
+	case ev.Status == outcome.HandoffNacked:
+		return fmt.Errorf("%w (to %s)", ErrNacked, ev.Destination)
+	case ev.Published:
+		return fmt.Errorf("%w (%s)", ErrUnconfirmed, ev.Detail)
+	case ctx.Err() != nil || !deadline.IsZero() && !time.Now().Before(deadline):
+		// Lily's timer may fire just before the context's own.
+		cause := context.Cause(ctx)
+		if cause == nil {
+			cause = context.DeadlineExceeded
+		}
+		return fmt.Errorf("lily: not sent: %s: %w", ev.Detail, cause)
+	default:
+		return fmt.Errorf("lily: not sent: %s", ev.Detail)
+	}
+}
+
+// Close closes the publisher's connection. Sends still waiting for their
+// confirm answer ErrUnconfirmed; Sends after it fail.
+func (p *Publisher) Close() { p.confirm.Close() }
