@@ -38,34 +38,72 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	report, err := consumer.RunUntilSignalled()
+	report, err := runtime.Serve(context.Background(), consumer)
 	if err != nil {
 		log.Fatal(err)
 	}
 	log.Print(report)
 }
 
-// A service that runs its consumer under a context of its own forces the
-// shutdown itself on the second signal.
-func ExampleConsumer_Force() {
+// A service that runs its consumer under a context of its own, here one a
+// signal cancels, gets the same second-signal force: a SIGINT or SIGTERM
+// during the shutdown forces it.
+func ExampleConsumer_Run() {
 	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	ctx, stop := context.WithCancel(context.Background())
-	go func() {
-		<-signals
-		stop() // intake stops; the work in flight settles
-		<-signals
-		consumer.Force() // handlers' contexts are cancelled now
-	}()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	report, err := consumer.Run(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	log.Print(report)
+}
+
+// Force ends the cooperative window early from code: here, when the
+// platform's own termination deadline draws near.
+func ExampleConsumer_Force() {
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		time.Sleep(20 * time.Second)
+		consumer.Force() // handlers' contexts are cancelled now
+	}()
+	_, _ = consumer.Run(ctx)
+}
+
+// Several queues in one process: one Publisher sends the service's own
+// messages and carries every consumer's retry and DLQ copies, on one
+// connection; Serve runs the consumers with one signal handling and returns
+// one report.
+func ExampleServe() {
+	cfg := runtime.Config{URLs: []string{os.Getenv("AMQP_URL")}}
+	publisher, err := runtime.NewPublisher(cfg, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer publisher.Close()
+	cfg.Publisher = publisher
+	orders, err := ordersmsg.NewOrdersConsumer(orders{}, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	audit, err := ordersmsg.NewOrdersAuditConsumer(ordersmsg.UnimplementedOrdersAuditHandler{}, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	report, err := runtime.Serve(context.Background(), orders, audit)
+	log.Print(report) // each queue's report in report.Parts
+	if err != nil {
+		log.Fatal(err)
+	}
 }
 
 // A Publisher answers each Send with the broker's word: nil only once the
@@ -144,7 +182,7 @@ func Example_scope() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, _ = consumer.RunUntilSignalled()
+	_, _ = runtime.Serve(context.Background(), consumer)
 }
 
 // A transactional inbox claims each message id in the transaction that
@@ -181,5 +219,5 @@ func Example_inbox() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, _ = consumer.RunUntilSignalled()
+	_, _ = runtime.Serve(context.Background(), consumer)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"sync"
@@ -325,42 +326,60 @@ func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 }
 
 // The first SIGINT stops intake and waits for in-flight work; the second
-// forces: the handler's context is cancelled long before the grace ends.
+// forces: the handler's context is cancelled long before the grace ends. So
+// it is under Serve, and under Run with a context signal.NotifyContext
+// cancels, which sees no second signal of its own.
 func TestBrokerSecondSignalForces(t *testing.T) {
-	q := brokerSpec(t)
-	declareTopology(t, q)
-	publish(t, q.Name, order(t, "sig-1"))
-	started := make(chan struct{})
-	_, c := prepare(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
-		close(started)
-		<-ctx.Done()
-		return nil // finishing in the force window: still acked
-	}, func(cfg *runtime.Config) { cfg.ShutdownGrace = time.Minute })
-	type result struct {
-		rep *runtime.Report
-		err error
+	for name, run := range map[string]func(*runtime.Consumer) (*runtime.Report, error){
+		"Serve": func(c *runtime.Consumer) (*runtime.Report, error) { return runtime.Serve(context.Background(), c) },
+		"Run under NotifyContext": func(c *runtime.Consumer) (*runtime.Report, error) {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			return c.Run(ctx)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			q := brokerSpec(t)
+			declareTopology(t, q)
+			publish(t, q.Name, order(t, "sig-1"))
+			started := make(chan struct{})
+			r, c := prepare(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+				close(started)
+				<-ctx.Done()
+				return nil // finishing in the force window: still acked
+			}, func(cfg *runtime.Config) { cfg.ShutdownGrace = time.Minute })
+			type result struct {
+				rep *runtime.Report
+				err error
+			}
+			ran := make(chan result, 1)
+			go func() {
+				rep, err := run(c)
+				ran <- result{rep, err}
+			}()
+			<-started
+			begin := time.Now()
+			if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			// The second signal once the shutdown has begun: sooner, the
+			// first signal's own handler could take it for itself.
+			eventually(t, 10*time.Second, "the cooperative window", func() bool {
+				return r.events.has(func(e event) bool { return e.detail == "cooperative window: started" })
+			})
+			if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			res := <-ran
+			if res.err != nil || time.Since(begin) > 30*time.Second {
+				t.Fatalf("Run: %v after %s", res.err, time.Since(begin))
+			}
+			if res.rep.Counts[runtime.PathAcked] != 1 || !hasPhase(res.rep, "force window") {
+				t.Errorf("report: %s", res.rep)
+			}
+			assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+		})
 	}
-	ran := make(chan result, 1)
-	go func() {
-		rep, err := c.RunUntilSignalled()
-		ran <- result{rep, err}
-	}()
-	<-started
-	begin := time.Now()
-	for range 2 {
-		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	res := <-ran
-	if res.err != nil || time.Since(begin) > 10*time.Second {
-		t.Fatalf("Run: %v after %s", res.err, time.Since(begin))
-	}
-	if res.rep.Counts[runtime.PathAcked] != 1 || !hasPhase(res.rep, "force window") {
-		t.Errorf("report: %s", res.rep)
-	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
 
 // The connection dies during the cooperative window, while a handler still

@@ -39,6 +39,9 @@ type Report struct {
 	// end of every other handler was observed); their deliveries are
 	// unresolved, and each is rolled back and cleaned up when it returns.
 	Abandoned int `json:"abandoned"`
+	// Parts are the reports of each service Serve ran, when it ran several;
+	// the fields above then combine them.
+	Parts []*Report `json:"parts,omitempty"`
 }
 
 // Phase is one step of the shutdown, with how long it took.
@@ -50,7 +53,7 @@ type Phase struct {
 // String is a short human summary of the report.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "queue %s: %s", r.Queue, r.Stopped.Sub(r.Started).Round(time.Millisecond))
+	fmt.Fprintf(&b, "%s: %s", r.Queue, r.Stopped.Sub(r.Started).Round(time.Millisecond))
 	for _, p := range slices.Sorted(maps.Keys(r.Counts)) {
 		fmt.Fprintf(&b, ", %s %d", p, r.Counts[p])
 	}
@@ -59,6 +62,13 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "; %d sessions or connection attempts lost", len(r.Lost))
 	}
 	fmt.Fprintf(&b, "; %d handlers abandoned", r.Abandoned)
+	if len(r.Parts) > 0 {
+		// The parts say the rest, each of its own service.
+		for _, p := range r.Parts {
+			fmt.Fprintf(&b, "\n  %s", strings.ReplaceAll(p.String(), "\n", "\n  "))
+		}
+		return b.String()
+	}
 	for _, p := range r.Phases {
 		fmt.Fprintf(&b, "\n  phase %s: %s", p.Name, p.Duration.Round(time.Millisecond))
 	}

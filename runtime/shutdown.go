@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"errors"
+	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
@@ -29,6 +32,7 @@ import (
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
 	r.stopOnce.Do(func() { close(r.stopping) })
+	defer c.forceOnSignal()()
 	end := c.phase(r, "cooperative window")
 	finished := waitChan(&r.deliveries)
 	grace := time.NewTimer(c.cfg.ShutdownGrace)
@@ -136,5 +140,26 @@ func waitFor(done <-chan struct{}, d time.Duration) bool {
 		return true
 	case <-t.C:
 		return closed(done)
+	}
+}
+
+// forceOnSignal forces the shutdown at a SIGINT or SIGTERM that arrives
+// while it runs, until the returned function is called. Whatever stopped the
+// consumer (a signal.NotifyContext, Serve, a cancel of the user's own), a
+// signal now is the operator's second: Run(ctx) forces as Serve does.
+func (c *Consumer) forceOnSignal() (stop func()) {
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-signals:
+			c.Force()
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(signals)
+		close(done)
 	}
 }

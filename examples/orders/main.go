@@ -84,7 +84,7 @@ func main() {
 	// SIGINT or SIGTERM stops intake and lets in-flight deliveries settle; a
 	// second signal forces. The report goes to stdout as JSON, its summary to
 	// the log.
-	report, err := consumer.RunUntilSignalled()
+	report, err := runtime.Serve(context.Background(), consumer)
 	if report != nil {
 		log.Info("shutdown report", "summary", report.String())
 		_ = json.NewEncoder(os.Stdout).Encode(report)

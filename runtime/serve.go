@@ -1,0 +1,102 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Service is one part of a process that Serve runs: a *Consumer, or an
+// outbox relay.
+type Service interface {
+	// Run runs until ctx is done, then stops gracefully and reports.
+	Run(ctx context.Context) (*Report, error)
+	// Force asks a stopping service to stop now: what is in flight is given
+	// up as its own shutdown says.
+	Force()
+}
+
+// Serve runs every service until ctx is done or the process gets SIGINT or
+// SIGTERM, then stops them together: gracefully, each through its own
+// shutdown; a second signal forces them all. When a service's Run fails (a
+// topology the broker refuses), the others are stopped gracefully too.
+//
+// It returns the one service's report, or for several a combined report:
+// their counts summed, every unresolved delivery and possible copy (each
+// Record names its queue), and each service's own report in Parts. The error
+// joins the services' errors.
+func Serve(ctx context.Context, services ...Service) (*Report, error) {
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-signals:
+		case <-ctx.Done():
+		case <-ended:
+			return
+		}
+		stop()
+		select {
+		case <-signals:
+			for _, s := range services {
+				s.Force()
+			}
+		case <-ended:
+		}
+	}()
+
+	reports := make([]*Report, len(services))
+	errs := make([]error, len(services))
+	var wg sync.WaitGroup
+	for i, s := range services {
+		wg.Go(func() {
+			reports[i], errs[i] = s.Run(ctx)
+			if errs[i] != nil {
+				stop()
+			}
+		})
+	}
+	wg.Wait()
+	if len(services) == 1 {
+		return reports[0], errs[0]
+	}
+	return combine(slices.DeleteFunc(reports, func(r *Report) bool { return r == nil })), errors.Join(errs...)
+}
+
+// combine is one report of several services' reports.
+func combine(parts []*Report) *Report {
+	out := &Report{Counts: map[Path]int{}, Parts: parts}
+	var names []string
+	for _, p := range parts {
+		names = append(names, p.Queue)
+		if out.Started.IsZero() || p.Started.Before(out.Started) {
+			out.Started = p.Started
+		}
+		if p.Stopped.After(out.Stopped) {
+			out.Stopped = p.Stopped
+		}
+		for path, n := range p.Counts {
+			out.Counts[path] += n
+		}
+		out.AcksProven += p.AcksProven
+		out.Abandoned += p.Abandoned
+		out.Omitted += p.Omitted
+		out.Unresolved = append(out.Unresolved, p.Unresolved...)
+		out.PossibleCopies = append(out.PossibleCopies, p.PossibleCopies...)
+		for _, why := range p.Lost {
+			out.Lost = append(out.Lost, p.Queue+": "+why)
+		}
+	}
+	out.Queue = strings.Join(names, ", ")
+	return out
+}

@@ -1,0 +1,123 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
+)
+
+// connectionNames lists the names of the broker's client connections.
+func connectionNames(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "list_connections", "-q", "--no-table-headers", "client_properties").Output()
+	if err != nil {
+		t.Fatalf("rabbitmqctl list_connections: %v", err)
+	}
+	return strings.Split(string(out), "\n")
+}
+
+// Two queues in one process under Serve, with one Publisher for the
+// service's own sends and both consumers' handoffs: each queue settles its
+// messages (one retried, one dead-lettered), no consumer opens a handoff
+// connection of its own, and a cancel stops both with one combined report.
+func TestBrokerServeRunsSeveralConsumersOnOnePublisher(t *testing.T) {
+	t.Parallel()
+	first, second := brokerSpec(t, hourRetry), brokerSpec(t, hourRetry)
+	declareTopology(t, first)
+	declareTopology(t, second)
+	publisher := newPublisher(t, brokerURL(t), 8)
+	fail := func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+		switch msg.OrderID {
+		case "retry":
+			return runtime.Retryable(errors.New("later"))
+		case "refuse":
+			return runtime.Permanent(errors.New("never"))
+		}
+		return nil
+	}
+	shared := func(cfg *runtime.Config) { cfg.Publisher = publisher }
+	r1, c1 := prepare(t, first, fail, shared)
+	r2, c2 := prepare(t, second, fail, shared)
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		rep *runtime.Report
+		err error
+	}
+	served := make(chan result, 1)
+	go func() {
+		rep, err := runtime.Serve(ctx, c1, c2)
+		served <- result{rep, err}
+	}()
+	for _, q := range []runtime.QueueSpec{first, second} {
+		msgs := []runtime.Message{
+			{RoutingKey: q.Name, Publishing: order(t, "ok")},
+			{RoutingKey: q.Name, Publishing: order(t, "retry")},
+			{RoutingKey: q.Name, Publishing: order(t, "refuse")},
+		}
+		for _, m := range msgs {
+			if err := publisher.Send(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r1.await(3)
+	r2.await(3)
+	names := strings.Join(connectionNames(t), "\n")
+	for _, q := range []runtime.QueueSpec{first, second} {
+		if !strings.Contains(names, "lily "+q.Name+" consume") || strings.Contains(names, "lily "+q.Name+" handoff") {
+			t.Errorf("connections of %s: want its consume connection alone, among\n%s", q.Name, names)
+		}
+	}
+	if !strings.Contains(names, "lily publisher publish") {
+		t.Errorf("no publisher connection among\n%s", names)
+	}
+	cancel()
+	res := <-served
+	if res.err != nil {
+		t.Fatalf("Serve: %v", res.err)
+	}
+	rep := res.rep
+	if len(rep.Parts) != 2 || rep.Counts[runtime.PathAcked] != 2 || rep.Counts[runtime.PathRetried] != 2 || rep.Counts[runtime.PathDeadLettered] != 2 {
+		t.Errorf("combined report: %s", rep)
+	}
+	for _, p := range rep.Parts {
+		if p.Counts[runtime.PathAcked] != 1 || p.Counts[runtime.PathRetried] != 1 || p.Counts[runtime.PathDeadLettered] != 1 ||
+			!slices.Contains([]string{first.Name, second.Name}, p.Queue) {
+			t.Errorf("part: %s", p)
+		}
+	}
+	assertCounts(t, map[string][2]int{
+		first.Name: {0, 0}, bucket(first, time.Hour): {1, 0}, first.Topology.DeadLetterQueue: {1, 0},
+		second.Name: {0, 0}, bucket(second, time.Hour): {1, 0}, second.Topology.DeadLetterQueue: {1, 0},
+	})
+}
+
+// When one service cannot start (the broker refuses its queue's
+// declaration), Serve stops the others gracefully and says why.
+func TestBrokerServeStopsTheOthersWhenOneFails(t *testing.T) {
+	t.Parallel()
+	good, bad := brokerSpec(t), brokerSpec(t)
+	declareTopology(t, good)
+	// The bad queue exists with other arguments: its declaration is a 406.
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDeclare(bad.Name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+	_, c1 := prepare(t, good, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	_, c2 := prepare(t, bad, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	rep, err := runtime.Serve(context.Background(), c1, c2)
+	if err == nil || !strings.Contains(err.Error(), "PRECONDITION_FAILED") {
+		t.Errorf("Serve: %v, want the 406", err)
+	}
+	if rep == nil || len(rep.Parts) != 1 || rep.Parts[0].Queue != good.Name {
+		t.Errorf("report: %v, want the good queue's", rep)
+	}
+}
