@@ -16,6 +16,9 @@ import (
 func message(j *jen.File, m *schema.Message, produce bool) {
 	j.Commentf("%sType is the type %s messages travel as.", m.Name, m.Name)
 	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Type)
+	if produce {
+		exchangeConst(j, m)
+	}
 	for _, v := range m.Versions {
 		objs := objects(object{name: v.GoName, doc: fmt.Sprintf("%s is version %d of %s.", v.GoName, v.Number, m.Name), fields: v.Fields})
 		for i, o := range objs {
@@ -38,6 +41,9 @@ func message(j *jen.File, m *schema.Message, produce bool) {
 		extractor(j, m, v)
 		if produce {
 			producer(j, m, v)
+			if m.Publish != nil {
+				publisher(j, m, v)
+			}
 		}
 		for _, o := range objs {
 			reader(j, o)

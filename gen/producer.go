@@ -1,6 +1,11 @@
 package gen
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
 	"github.com/dave/jennifer/jen"
 
 	"github.com/lily-mq/lily/schema"
@@ -57,4 +62,116 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version) {
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(jen.Id("messageID").String(), jen.Id("msg").Op("*").Id(v.GoName)).
 		Params(jen.Qual(rt, "Publishing"), jen.Error()).Block(body...)
+}
+
+// maxRoutingKey is the most bytes AMQP carries in a routing key.
+const maxRoutingKey = 255
+
+// exchangeConst emits the constant naming the exchange m is published to;
+// the default exchange gets none.
+func exchangeConst(j *jen.File, m *schema.Message) {
+	if m.Publish == nil || m.Publish.Exchange == "" {
+		return
+	}
+	j.Commentf("%sExchange is the exchange the Publish functions of %s send to.", m.Name, m.Name)
+	j.Const().Id(m.Name + "Exchange").Op("=").Lit(m.Publish.Exchange)
+}
+
+// publisher emits Publish<Version>: New<Version>'s publishing, sent through
+// a runtime.Sender where the schema publishes the message.
+func publisher(j *jen.File, m *schema.Message, v *schema.Version) {
+	pub, name := m.Publish, "Publish"+v.GoName
+	var fields, checks []jen.Code
+	doc := fmt.Sprintf("%s sends msg, as New%s builds it, through s", name, v.GoName)
+	if pub.Exchange != "" {
+		fields = append(fields, kv("Exchange", jen.Id(m.Name+"Exchange")))
+		doc += " to exchange " + pub.Exchange
+	} else {
+		doc += fmt.Sprintf(" to queue %s, by the default exchange", pub.RoutingKey.For(v))
+	}
+	switch k := pub.RoutingKey; {
+	case k.Fixed != "":
+		key := v.GoName + "RoutingKey"
+		j.Commentf("%s is the routing key %s sends with.", key, name)
+		j.Const().Id(key).Op("=").Lit(k.For(v))
+		fields = append(fields, kv("RoutingKey", jen.Id(key)))
+		if pub.Exchange != "" {
+			doc += " with routing key " + k.For(v)
+		}
+	case k.Field != "" || k.Header != "":
+		src, f, path := keyOf(v, k)
+		fields = append(fields, kv("RoutingKey", src))
+		doc += fmt.Sprintf(" with its %s as the routing key", keyWords(k))
+		// A character may take 4 bytes: a key within max_length may still
+		// be longer than AMQP carries.
+		if f.Type == schema.String && *f.MaxLength*utf8.UTFMax > maxRoutingKey {
+			src, _, _ := keyOf(v, k)
+			checks = append(checks, jen.If(jen.Len(src).Op(">").Lit(maxRoutingKey)).Block(
+				jen.Return(jen.Op("&").Qual(wire, "FieldError").Values(
+					kv("Path", jen.Lit(path)), kv("Problem", jen.Lit(fmt.Sprintf("longer than %d bytes", maxRoutingKey)))))))
+			doc += fmt.Sprintf("; one longer than %d bytes fails with a *wire.FieldError", maxRoutingKey)
+		}
+	}
+	doc += "."
+	if k := pub.OrderKey; k != nil {
+		src, _, _ := keyOf(v, *k)
+		fields = append(fields, kv("OrderKey", src))
+		doc += fmt.Sprintf(" Its %s is the order key: an outbox sends the messages of one key in the order they were written.", keyWords(*k))
+	}
+	fields = append(fields, kv("Publishing", jen.Id("p")))
+	body := []jen.Code{
+		jen.List(jen.Id("p"), jen.Err()).Op(":=").Id("New"+v.GoName).Call(jen.Id("messageID"), jen.Id("msg")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+	}
+	body = append(body, checks...)
+	body = append(body, jen.Return(jen.Id("s").Dot("Send").Call(jen.Id("ctx"), jen.Qual(rt, "Message").Values(multiline(fields...)...))))
+	comment(j, doc)
+	deprecated(j, m, v)
+	j.Func().Id(name).Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("s").Qual(rt, "Sender"), jen.Id("messageID").String(), jen.Id("msg").Op("*").Id(v.GoName)).
+		Error().Block(body...)
+}
+
+// keyOf is the Go expression of key k of a message of version v, as a
+// string, with the field or header it reads and its path in a
+// *wire.FieldError. The schema makes it required and not nullable, so never
+// a pointer.
+func keyOf(v *schema.Version, k schema.Key) (*jen.Statement, *schema.Field, string) {
+	fields, name, src := v.Fields, k.Field, jen.Id("msg")
+	if k.Header != "" {
+		fields, name, src = v.Headers, k.Header, jen.Id("msg").Dot("Headers")
+	}
+	f := fields[slices.IndexFunc(fields, func(f *schema.Field) bool { return f.Name == name })]
+	path := f.Name
+	if k.Header != "" {
+		path = schema.HeaderPath(f.Name)
+	}
+	src = src.Dot(f.GoName)
+	if f.Type == schema.Enum {
+		return jen.String().Call(src), f, path
+	}
+	return src, f, path
+}
+
+// keyWords names the field or header k reads, such as "order_id field".
+func keyWords(k schema.Key) string {
+	if k.Header != "" {
+		return k.Header + " header"
+	}
+	return k.Field + " field"
+}
+
+// comment emits text as a doc comment, wrapped at 80 columns.
+func comment(j *jen.File, text string) {
+	line := ""
+	for w := range strings.FieldsSeq(text) {
+		if line != "" && len(line)+1+len(w) > 77 {
+			j.Comment(line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	j.Comment(line)
 }

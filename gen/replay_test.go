@@ -94,8 +94,15 @@ func write(t *testing.T, name string, content []byte) {
 // replayTest writes the test file of schema f's package.
 func replayTest(t *testing.T, f *schema.File) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "package %s\n\nimport (\n\t\"reflect\"\n\t\"testing\"\n\t\"time\"\n)\n\nvar _ = time.UTC\n\n", f.Package)
-	b.WriteString(`func lookup(h map[string]any) func(string) (any, bool) {
+	fmt.Fprintf(&b, "package %s\n\nimport (\n\t\"context\"\n\t\"reflect\"\n\t\"testing\"\n\t\"time\"\n\n\truntime %q\n)\n\nvar _ = time.UTC\n\n", f.Package, rt)
+	b.WriteString(`type recorder []runtime.Message
+
+func (r *recorder) Send(_ context.Context, m runtime.Message) error {
+	*r = append(*r, m)
+	return nil
+}
+
+func lookup(h map[string]any) func(string) (any, bool) {
 	return func(k string) (any, bool) { v, ok := h[k]; return v, ok }
 }
 
@@ -134,7 +141,11 @@ func errText(err error) string {
 					if v.HeadersName != "" {
 						fmt.Fprintf(&b, "\t\tif back.Headers, err = extract%s(lookup(p.Headers)); err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n", v.HeadersName)
 					}
-					b.WriteString("\t\tif !reflect.DeepEqual(back, msg) {\n\t\t\tt.Errorf(\"after a round trip through the producer: %+v, want %+v\", back, msg)\n\t\t}\n\t}\n")
+					b.WriteString("\t\tif !reflect.DeepEqual(back, msg) {\n\t\t\tt.Errorf(\"after a round trip through the producer: %+v, want %+v\", back, msg)\n\t\t}\n")
+					if m.Publish != nil {
+						b.WriteString(publishCheck(t, m, v, ex))
+					}
+					b.WriteString("\t}\n")
 				}
 				for _, body := range mutations(t, ex.Body) {
 					want := ""
@@ -150,6 +161,48 @@ func errText(err error) string {
 	}
 	b.WriteString("func first[T any](_ T, err error) error { return err }\n")
 	return []byte(b.String())
+}
+
+// publishCheck writes the check that Publish<Version> sends example ex
+// where the schema publishes it, or fails as it must for a routing key
+// longer than AMQP carries.
+func publishCheck(t *testing.T, m *schema.Message, v *schema.Version, ex schema.Example) string {
+	var body map[string]any
+	if err := json.Unmarshal(ex.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	value := func(k schema.Key) string {
+		switch {
+		case k.Field != "":
+			return body[k.Field].(string)
+		case k.Header != "":
+			return ex.Headers[k.Header].(string)
+		}
+		return k.For(v)
+	}
+	pub := m.Publish
+	key, order, wantErr := value(pub.RoutingKey), "", ""
+	if pub.OrderKey != nil {
+		order = value(*pub.OrderKey)
+	}
+	if len(key) > 255 {
+		path := pub.RoutingKey.Field
+		if path == "" {
+			path = schema.HeaderPath(pub.RoutingKey.Header)
+		}
+		wantErr = "field " + path + ": longer than 255 bytes"
+	}
+	sent := fmt.Sprintf(`len(sent) != 1 || sent[0].Exchange != %q || sent[0].RoutingKey != %q || sent[0].OrderKey != %q || sent[0].MessageId != "m-1"`, pub.Exchange, key, order)
+	if wantErr != "" {
+		sent = "len(sent) != 0"
+	}
+	return fmt.Sprintf(`		var sent recorder
+		if err := Publish%s(context.Background(), &sent, "m-1", msg); errText(err) != %q {
+			t.Errorf("publish: %%v, want %%q", err, %q)
+		} else if %s {
+			t.Errorf("sent %%+v", sent)
+		}
+`, v.GoName, wantErr, wantErr, sent)
 }
 
 // goHeaders writes h, an example's headers, as a Go literal.

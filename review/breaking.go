@@ -41,6 +41,7 @@ func Breaking(old, new *schema.File) []Finding {
 					fmt.Sprintf("keep a message of type %q beside it until no producer sends it and no queue holds one", om.Type))
 			}
 			b.message(om, nm)
+			b.publish(om, nm)
 			continue
 		}
 		if nm := b.renamed(om); nm != nil && nm.Type == om.Type {
@@ -196,6 +197,51 @@ func (b *breaker) message(om, nm *schema.Message) {
 		b.fields(ov.Headers, nv.Headers, nv.Pos, subject+".headers.")
 		b.replay(ov, nv, subject)
 	}
+}
+
+// publish compares where the two revisions of a message publish it: a
+// publish removed takes its generated functions away; one that moves takes
+// the messages of new producers away from the queues bound to the old place.
+// A fixed key is compared version by version, as sent, so that writing
+// {version} for a version's number changes nothing.
+func (b *breaker) publish(om, nm *schema.Message) {
+	op, np := om.Publish, nm.Publish
+	switch {
+	case op == nil:
+		return
+	case np == nil:
+		b.add(rules.PublishRemoved, om.Name, nm.Pos,
+			fmt.Sprintf("message %s no longer says where it is published: Publish%sV… are no longer generated", om.Name, om.Name),
+			fmt.Sprintf("send what New%sV… build through a runtime.Sender yourself, and remove the calls of Publish%sV…", om.Name, om.Name))
+		return
+	}
+	moved := op.Exchange != np.Exchange
+	for _, ov := range om.Versions {
+		if nv := findVersion(nm, ov.Number); nv != nil && !moved {
+			o, n := op.RoutingKey, np.RoutingKey
+			moved = o.For(ov) != n.For(nv) || o.Field != n.Field || o.Header != n.Header
+		}
+	}
+	if moved {
+		b.add(rules.PublishChanged, om.Name, np.Pos,
+			fmt.Sprintf("message %s is published to %s instead of %s: queues bound to the old one stop receiving it from producers on the new schema", om.Name, destination(np), destination(op)),
+			"bind the queues that consume it to the new exchange and key before any producer publishes there, and keep the old bindings until none publishes the old way")
+	}
+}
+
+// destination says where pub publishes, as a reviewer reads it.
+func destination(pub *schema.Publish) string {
+	k := pub.RoutingKey
+	if pub.Exchange == "" {
+		return fmt.Sprintf("queue %s by the default exchange", k)
+	}
+	switch {
+	case k.Field != "" || k.Header != "":
+		return fmt.Sprintf("exchange %q with the routing key from its %s", pub.Exchange, k)
+	case k.Fixed != "":
+		return fmt.Sprintf("exchange %q with routing key %s", pub.Exchange, k)
+	}
+	return fmt.Sprintf("exchange %q", pub.Exchange)
 }
 
 // replay checks each example of one revision of a version against the other:

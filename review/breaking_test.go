@@ -148,6 +148,54 @@ func TestBreaking(t *testing.T) {
 	}
 }
 
+// TestBreakingPublish: a message published elsewhere breaks the queues
+// bound to where it was, and a publish removed breaks the calls of its
+// Publish functions; a fixed key is compared as sent, and an order key only
+// orders an outbox.
+func TestBreakingPublish(t *testing.T) {
+	const src = `version: 1
+package: shopmsg
+messages:
+  Ping:
+    publish: {exchange: shop, routing_key: ping.v1, order_key: {field: id}}
+    versions:
+      1:
+        fields:
+          id: {type: string, required: true, max_length: 9}
+          region: {type: enum, required: true, values: [eu, us]}
+exchanges:
+  shop: {type: topic}
+  other: {type: topic}
+`
+	for _, tc := range []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"unchanged", "", "", nil},
+		{"key written with {version}", "ping.v1", `"ping.v{version}"`, nil},
+		{"order key changed", "order_key: {field: id}", "order_key: {field: region}", nil},
+		{"order key removed", ", order_key: {field: id}", "", nil},
+		{"key changed", "ping.v1", "ping.v2", []string{"ROUTING PUBLISH-CHANGED@Ping"}},
+		{"key read from a field", "routing_key: ping.v1", "routing_key: {field: region}", []string{"ROUTING PUBLISH-CHANGED@Ping"}},
+		{"exchange changed", "exchange: shop", "exchange: other", []string{"ROUTING PUBLISH-CHANGED@Ping"}},
+		{"publish removed", "    publish: {exchange: shop, routing_key: ping.v1, order_key: {field: id}}\n", "", []string{"API PUBLISH-REMOVED@Ping"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(src, tc.from) {
+				t.Fatalf("the schema lacks %q", tc.from)
+			}
+			old, new := parse(t, "old.lily.yaml", src), parse(t, "new.lily.yaml", strings.Replace(src, tc.from, tc.to, 1))
+			var got []string
+			for _, f := range Breaking(old, new) {
+				got = append(got, string(f.Category)+" "+f.Ack())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("findings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // ping is a schema of one message version, up to its fields.
 const ping = `version: 1
 package: shopmsg

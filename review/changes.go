@@ -19,6 +19,15 @@ func Changes(old, new *schema.File) []string {
 			add("new message %s", nm.Name)
 			continue
 		}
+		// A publish removed or moved is breaking; one added, or a new order
+		// key, changes only what producers on the new schema do.
+		switch op, np := om.Publish, nm.Publish; {
+		case np == nil:
+		case op == nil:
+			add("%s is published to %s", nm.Name, destination(np))
+		case orderKey(op) != orderKey(np):
+			add("%s: order key %s → %s", nm.Name, orderKey(op), orderKey(np))
+		}
 		for _, nv := range nm.Versions {
 			ov := findVersion(om, nv.Number)
 			switch {
@@ -86,4 +95,12 @@ func added(old, new []*schema.Field, prefix string, add func(string, ...any)) {
 			added(of.Fields, nf.Fields, prefix+nf.Name+".", add)
 		}
 	}
+}
+
+// orderKey names pub's order key, or none.
+func orderKey(pub *schema.Publish) string {
+	if pub.OrderKey == nil {
+		return "none"
+	}
+	return pub.OrderKey.String()
 }

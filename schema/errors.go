@@ -72,6 +72,7 @@ const (
 	RuleArgument         = "BAD-ARGUMENT"        // a queue argument the queue's type or other arguments refuse
 	RuleEnvelope         = "BAD-ENVELOPE"        // an envelope profile that cannot be read, or two on one queue that cannot be told apart
 	RuleOrdering         = "BAD-ORDERING"        // an ordering whose key is not in every consumed version, or of a kind that cannot key
+	RulePublish          = "BAD-PUBLISH"         // a publish: that cannot be generated or would not route: not Lily's envelope, a bad exchange or key
 )
 
 // ErrorList is every problem found in a schema and the files it includes,

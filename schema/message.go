@@ -24,7 +24,7 @@ func (p *parser) messages(n *yaml.Node, known []*Message, envelopes []*Envelope)
 		}
 		msg := &Message{Name: k.Value, Type: k.Value, Pos: p.pos(k)}
 		p.declare("message "+msg.Name, k, msg.Name+"Type")
-		m := p.object(v, k.Value, "type", "envelope", "versions")
+		m := p.object(v, k.Value, "type", "envelope", "publish", "versions")
 		if m == nil {
 			return
 		}
@@ -48,6 +48,10 @@ func (p *parser) messages(n *yaml.Node, known []*Message, envelopes []*Envelope)
 			msg.Versions = p.versions(msg, e.v)
 		} else {
 			p.errorf(k, RuleMissingKey, "message %s has no versions", msg.Name)
+		}
+		// After the versions, whose fields and headers a key names.
+		if e, ok := m["publish"]; ok {
+			p.publish(msg, e.k, e.v)
 		}
 		if msg.Envelope != nil {
 			p.ownHeaders(msg.Envelope, msg)

@@ -79,6 +79,9 @@ type Message struct {
 	// Envelope is the profile its producers use, nil when the message names
 	// none: it then takes its queue's, or Lily's.
 	Envelope *Envelope
+	// Publish is where its producers send it; nil when the schema does not
+	// say, and lilygen writes no Publish functions.
+	Publish  *Publish
 	Pos      Pos
 	Versions []*Version // ascending
 }

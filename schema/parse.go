@@ -48,6 +48,8 @@ type parser struct {
 	// being read, to name a cycle.
 	types   map[string]*sharedType
 	reading []string
+	// publishes wait for the exchanges and queues to be read.
+	publishes []pendingPublish
 }
 
 // doc is one file's top-level mapping.
@@ -175,6 +177,7 @@ func (p *parser) schema(name string, data []byte) *File {
 			})
 		}
 	}
+	p.publishRefs(f)
 	return f
 }
 

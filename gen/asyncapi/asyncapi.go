@@ -46,7 +46,13 @@ func Document(f *schema.File, apiVersion string) ([]byte, error) {
 		operations.set("send"+q.GoName, send(f, q, ch, ids))
 	}
 	for _, x := range f.Exchanges {
-		channels.set(chIDs.add("exchange", x.Name), exchangeChannel(x))
+		ch := chIDs.add("exchange", x.Name)
+		channels.set(ch, exchangeChannel(f, x, ids))
+		for _, m := range f.Messages {
+			if m.Publish != nil && m.Publish.Exchange == x.Name {
+				operations.set("publish"+m.Name, publish(m, x, ch, ids))
+			}
+		}
 	}
 	msgs, err := messages(f, vs)
 	if err != nil {

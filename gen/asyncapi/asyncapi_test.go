@@ -24,6 +24,7 @@ var documented = []string{
 	"testdata/golden/envelopes/schema.lily.yaml",
 	"testdata/golden/shared_types/schema.lily.yaml",
 	"testdata/golden/headers/schema.lily.yaml",
+	"testdata/golden/publish/schema.lily.yaml",
 	"testdata/golden/cmd_asyncapi/schema.lily.yaml",
 	"examples/orders/orders.lily.yaml",
 }
@@ -71,6 +72,10 @@ var facts = []fact{
 	{"cmd_asyncapi", "components/messages/InvoiceIssuedV1/payload/deprecated", `true`},
 	{"cmd_asyncapi", "components/messages/InvoiceIssuedV2/payload/properties/note", `{"type":["string","null"],"maxLength":200}`},
 	{"cmd_asyncapi", "channels/queue.billing.invoices/x-lily-ordering", `{"field":"invoice_id"}`},
+	{"publish", "operations/publishOrderPlaced/bindings/amqp/cc", `["order.placed.v1","order.placed.v2"]`},
+	{"publish", "operations/publishOrderPlaced/x-lily-order-key", `{"field":"order_id"}`},
+	{"publish", "operations/publishPaymentCaptured/x-lily-routing-key", `{"field":"region"}`},
+	{"publish", "channels/exchange.billing/messages/InvoiceIssuedV1", `{"$ref":"#/components/messages/InvoiceIssuedV1"}`},
 	{"orders", "channels/queue.orders/bindings/amqp/queue/name", `"orders"`},
 }
 

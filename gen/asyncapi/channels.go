@@ -1,6 +1,7 @@
 package asyncapi
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -153,19 +154,35 @@ func bindings(bs []*schema.Binding) *yaml.Node {
 	return out
 }
 
-// exchangeChannel is x's channel. No operation sends to it: Lily knows which
-// routing keys reach its queues, not who publishes to the exchange or with
-// which keys.
-func exchangeChannel(x *schema.Exchange) *yaml.Node {
+// exchangeChannel is x's channel, with the messages the schema publishes to
+// it (schema.Message.Publish). Lily knows which routing keys reach its
+// queues, not what other producers publish to the exchange.
+func exchangeChannel(f *schema.File, x *schema.Exchange, ids map[variantKey][]string) *yaml.Node {
 	amqp := newObject().set("name", str(x.Name)).set("type", str(x.Type))
 	// An external exchange is as its owner declared it.
 	if !x.External {
 		amqp.set("durable", boolean(x.Durable)).set("autoDelete", boolean(false))
 	}
+	msgs := newObject()
+	var publishers []string
+	for _, m := range f.Messages {
+		if m.Publish == nil || m.Publish.Exchange != x.Name {
+			continue
+		}
+		publishers = append(publishers, "publish"+m.Name)
+		for _, id := range publishedMessages(m, ids) {
+			msgs.set(id, ref(messagePointer(id)))
+		}
+	}
+	description := "An exchange of the schema; its queues' x-lily-bindings say which routing keys reach them. Lily does not know who publishes here or with which key, so no operation sends here."
+	if len(publishers) > 0 {
+		description = fmt.Sprintf("An exchange of the schema; its queues' x-lily-bindings say which routing keys reach them. Lily's generated Publish functions send here (%s); Lily does not know what other producers publish here.", strings.Join(publishers, ", "))
+	}
 	o := newObject().
 		set("address", str(x.Name)).
 		set("title", str("exchange "+x.Name)).
-		set("description", str("An exchange of the schema; its queues' x-lily-bindings say which routing keys reach them. Lily does not know who publishes here or with which key, so no operation sends here.")).
+		set("messages", msgs.node()).
+		set("description", str(description)).
 		set("bindings", amqpBinding(newObject().set("is", str("routingKey")).set("exchange", amqp.mapping()))).
 		set("x-lily-ownership", ownership(x.External))
 	if x.Internal {

@@ -2,6 +2,7 @@ package asyncapi
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -13,10 +14,13 @@ import (
 // The service receives from each queue it consumes: one receive operation
 // per queue, with every version the queue accepts. It sends what Lily
 // generates producers for: the messages in Lily's envelope (schema.File.Produced),
-// each a persistent publishing stamped with a timestamp. Lily does not know
-// where a producer publishes, so the send operation names no routing key:
+// each a persistent publishing stamped with a timestamp. Where a producer
+// publishes is its own choice, so the send operation names no routing key:
 // its queue channel is the address, which the default exchange reaches by
-// the queue's name.
+// the queue's name. A message whose schema says where it is published to an
+// exchange also gets a send operation on the exchange's channel,
+// publish<Message>, with its routing key; one published to the default
+// exchange gets none: the queue's send operation already says it.
 
 // receive is the operation of consuming q, on channel ch.
 func receive(q *schema.Queue, ch string, ids map[variantKey][]string) *yaml.Node {
@@ -71,4 +75,75 @@ func messageRefs(ch string, ids []string) *yaml.Node {
 		out.Content = append(out.Content, ref(channelPointer(ch)+"/messages/"+id))
 	}
 	return out
+}
+
+// publish is the operation of publishing m to exchange x, on channel ch, as
+// its generated Publish functions do.
+func publish(m *schema.Message, x *schema.Exchange, ch string, ids map[variantKey][]string) *yaml.Node {
+	pub := m.Publish
+	functions := make([]string, len(m.Versions))
+	for i, v := range m.Versions {
+		functions[i] = "Publish" + v.GoName
+	}
+	amqp := newObject()
+	summary := fmt.Sprintf("Lily's generated Publish functions (%s) publish %s to exchange %s", strings.Join(functions, ", "), m.Name, x.Name)
+	switch k := pub.RoutingKey; {
+	case k.Field != "" || k.Header != "":
+		summary += " with the value of its " + k.String() + " as the routing key"
+	case k.Fixed != "":
+		var keys []string
+		for _, v := range m.Versions {
+			if key := k.For(v); !slices.Contains(keys, key) {
+				keys = append(keys, key)
+			}
+		}
+		amqp.set("cc", strs(keys))
+		summary += " with routing key " + strings.Join(keys, " or ")
+	}
+	if k := pub.OrderKey; k != nil {
+		summary += "; an outbox keeps in order those with one value of its " + k.String()
+	}
+	return newObject().
+		set("action", str("send")).
+		set("channel", ref(channelPointer(ch))).
+		set("summary", str(summary+".")).
+		set("messages", messageRefs(ch, publishedMessages(m, ids))).
+		set("bindings", amqpBinding(amqp.
+			set("deliveryMode", integer(2)).
+			set("timestamp", boolean(true)))).
+		set("x-lily-routing-key", keySource(pub.RoutingKey)).
+		set("x-lily-order-key", orderKey(pub.OrderKey)).
+		mapping()
+}
+
+// publishedMessages are the ids of m's messages in Lily's envelope, the one
+// its Publish functions write.
+func publishedMessages(m *schema.Message, ids map[variantKey][]string) []string {
+	var out []string
+	for _, v := range m.Versions {
+		out = append(out, ids[variantKey{v, schema.LilyEnvelope}]...)
+	}
+	return out
+}
+
+// keySource is a routing or order key in the schema's spelling: the fixed
+// key as written ({version} and all), {field: name} or {header: name}; nil
+// for the empty fixed key.
+func keySource(k schema.Key) *yaml.Node {
+	switch {
+	case k.Field != "":
+		return newObject().set("field", str(k.Field)).mapping()
+	case k.Header != "":
+		return newObject().set("header", str(k.Header)).mapping()
+	case k.Fixed != "":
+		return str(k.Fixed)
+	}
+	return nil
+}
+
+func orderKey(k *schema.Key) *yaml.Node {
+	if k == nil {
+		return nil
+	}
+	return keySource(*k)
 }

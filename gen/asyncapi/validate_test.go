@@ -25,6 +25,7 @@ var resolvedFacts = []fact{
 	{"shared_types", "components/messages/PaymentAuthorizedV1/payload/properties/card/required", `["brand","last4"]`},
 	{"shared_types", "components/messages/PaymentAuthorizedV1/payload/properties/card/properties/brand/enum", `["visa","mastercard","amex"]`},
 	{"full", "operations/receiveOrders/messages/0/name", `"OrderPlacedV1"`},
+	{"publish", "operations/publishOrderPlaced/messages/1/name", `"OrderPlacedV2"`},
 	{"full", "channels/queue.orders/messages/OrderPlacedV2/payload/required/0", `"order_id"`},
 	{"cmd_asyncapi", "operations/receiveBillingPayments/channel/bindings/amqp/queue/name", `"billing.payments"`},
 	{"cmd_asyncapi", "channels/queue.billing.invoices/x-lily-retry/delays", `["5s","1m0s"]`},

@@ -66,6 +66,7 @@ var (
 	HandlerMethodAdded      = Rule{"HANDLER-METHOD-ADDED", API, "an existing queue consumes another version: its handler interface gains a method (types that embed `Unimplemented<Queue>Handler` still compile)"}
 	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "a queue's consumed messages change to or from `inbox: required`: the generated constructor gains or loses its `inbox` parameter"}
 	ProducerRemoved         = Rule{"PRODUCER-REMOVED", API, "a message's producers `New<Message>V<n>` are no longer generated: it is now read in another producer's envelope"}
+	PublishRemoved          = Rule{"PUBLISH-REMOVED", API, "a message's `publish` removed: its `Publish<Message>V<n>` functions and routing constants are no longer generated"}
 	MessageGoRenamed        = Rule{"MESSAGE-GO-RENAMED", API, "a message removed and one with the same versions and `type` added: its generated names change, not its wire type"}
 	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added under another `type`: the type it travels as changes"}
 	WireTypeChanged         = Rule{"WIRE-TYPE-CHANGED", Wire, "a message's `type` changes: producers and queued messages carry the old one"}
@@ -101,6 +102,7 @@ var (
 	ExchangeChanged         = Rule{"EXCHANGE-CHANGED", Topology, "an owned exchange's `durable`, `internal` or `alternate_exchange` changed"}
 	BindingRemoved          = Rule{"BINDING-REMOVED", Routing, "a queue or exchange no longer binds to an exchange it did: what that exchange routed there stops arriving"}
 	RoutingKeyNarrowed      = Rule{"ROUTING-KEY-NARROWED", Routing, "a binding's routing key, pattern or header match accepts less: some messages stop arriving"}
+	PublishChanged          = Rule{"PUBLISH-CHANGED", Routing, "a message's `publish` exchange or routing key changes (a fixed key, or the field or header it is read from): queues bound to the old one stop receiving it from producers on the new schema"}
 
 	LintQueueName         = Rule{"LINT-QUEUE-NAME", Lint, "a queue or DLQ name that is not lower-case words joined by `.`, `-` or `_`"}
 	LintFieldName         = Rule{"LINT-FIELD-NAME", Lint, "a payload JSON key that is not snake_case (headers are exempt)"}
@@ -123,7 +125,7 @@ var (
 // list them, then the lint rules.
 var All = []Rule{
 	PackageChanged, OutputChanged, MessageRemoved, VersionRemoved, FieldRemoved, FieldGoTypeChanged,
-	HandlerMethodAdded, InboxRequirementChanged, ProducerRemoved, MessageGoRenamed,
+	HandlerMethodAdded, InboxRequirementChanged, ProducerRemoved, PublishRemoved, MessageGoRenamed,
 	MessageRenamed, WireTypeChanged, EnvelopeChanged, FieldTypeChanged, ContentTypeRemoved,
 	FieldRequiredAdded, FieldMadeRequired, FieldNullRefused, DefaultChanged, BoundNarrowed,
 	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed,
@@ -131,7 +133,7 @@ var All = []Rule{
 	QueueTypeChanged, DLQChanged, DeliveryLimitChanged,
 	SingleActiveChanged, MaxPriorityChanged, MaxLengthChanged, OverflowChanged, MessageTTLChanged, InitialGroupSizeChanged,
 	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged,
-	BindingRemoved, RoutingKeyNarrowed,
+	BindingRemoved, RoutingKeyNarrowed, PublishChanged,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
 	LintSingleActiveConcurrency, LintUnorderedRetry, LintTypeUnused,
 }

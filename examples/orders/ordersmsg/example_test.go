@@ -1,11 +1,13 @@
 package ordersmsg_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/wire"
 )
 
@@ -47,4 +49,32 @@ func ExampleExtractOrderPlacedV1() {
 	// Output:
 	// order-1 1250 true <nil>
 	// true amount_cents less than 1
+}
+
+// recorder is a runtime.Sender that keeps what it is sent, as a test's
+// would.
+type recorder []runtime.Message
+
+func (r *recorder) Send(_ context.Context, m runtime.Message) error {
+	*r = append(*r, m)
+	return nil
+}
+
+// A Publish function sends what the producer builds where the schema
+// publishes the message: here, through a recorder; in a service, through a
+// *runtime.Publisher or an outbox. A message the producer refuses is not
+// sent.
+func ExamplePublishOrderPlacedV1() {
+	var sent recorder
+	err := ordersmsg.PublishOrderPlacedV1(context.Background(), &sent, "order-1", &ordersmsg.OrderPlacedV1{OrderID: "order-1", AmountCents: 1250})
+	fmt.Println(err)
+	err = ordersmsg.PublishOrderPlacedV1(context.Background(), &sent, "order-2", &ordersmsg.OrderPlacedV1{OrderID: "order-2"})
+	fmt.Println(err)
+	for _, m := range sent {
+		fmt.Println(m.Exchange, m.RoutingKey, m.OrderKey, m.MessageId)
+	}
+	// Output:
+	// <nil>
+	// field amount_cents: less than 1
+	// shop.events order.placed.v1 order-1 order-1
 }

@@ -150,6 +150,9 @@ func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
 // OrderPlacedType is the type OrderPlaced messages travel as.
 const OrderPlacedType = "OrderPlaced"
 
+// OrderPlacedExchange is the exchange the Publish functions of OrderPlaced send to.
+const OrderPlacedExchange = "shop.events"
+
 // OrderPlacedV1 is version 1 of OrderPlaced.
 type OrderPlacedV1 struct {
 	OrderID     string  `json:"order_id"`       // 1 to 64 characters
@@ -180,6 +183,26 @@ func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing,
 		return runtime.Publishing{}, err
 	}
 	return runtime.NewPublishing(OrderPlacedType, 1, messageID, body), nil
+}
+
+// OrderPlacedV1RoutingKey is the routing key PublishOrderPlacedV1 sends with.
+const OrderPlacedV1RoutingKey = "order.placed.v1"
+
+// PublishOrderPlacedV1 sends msg, as NewOrderPlacedV1 builds it, through s to
+// exchange shop.events with routing key order.placed.v1. Its order_id field is
+// the order key: an outbox sends the messages of one key in the order they were
+// written.
+func PublishOrderPlacedV1(ctx context.Context, s runtime.Sender, messageID string, msg *OrderPlacedV1) error {
+	p, err := NewOrderPlacedV1(messageID, msg)
+	if err != nil {
+		return err
+	}
+	return s.Send(ctx, runtime.Message{
+		Exchange:   OrderPlacedExchange,
+		RoutingKey: OrderPlacedV1RoutingKey,
+		OrderKey:   msg.OrderID,
+		Publishing: p,
+	})
 }
 
 // membersOrderPlacedV1 are the members of OrderPlacedV1, in schema order.
@@ -348,6 +371,26 @@ func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing,
 		return runtime.Publishing{}, err
 	}
 	return p, nil
+}
+
+// OrderPlacedV2RoutingKey is the routing key PublishOrderPlacedV2 sends with.
+const OrderPlacedV2RoutingKey = "order.placed.v2"
+
+// PublishOrderPlacedV2 sends msg, as NewOrderPlacedV2 builds it, through s to
+// exchange shop.events with routing key order.placed.v2. Its order_id field is
+// the order key: an outbox sends the messages of one key in the order they were
+// written.
+func PublishOrderPlacedV2(ctx context.Context, s runtime.Sender, messageID string, msg *OrderPlacedV2) error {
+	p, err := NewOrderPlacedV2(messageID, msg)
+	if err != nil {
+		return err
+	}
+	return s.Send(ctx, runtime.Message{
+		Exchange:   OrderPlacedExchange,
+		RoutingKey: OrderPlacedV2RoutingKey,
+		OrderKey:   msg.OrderID,
+		Publishing: p,
+	})
 }
 
 // membersOrderPlacedV2 are the members of OrderPlacedV2, in schema order.

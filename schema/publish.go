@@ -1,0 +1,278 @@
+package schema
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// VersionPlaceholder, in a fixed routing key, stands for the number of the
+// version published, so that bindings can tell versions apart, as in
+// order.placed.v{version}.
+const VersionPlaceholder = "{version}"
+
+// Publish is where a message's producers send it: an exchange, a routing
+// key and, for an outbox, an order key.
+type Publish struct {
+	Pos Pos
+	// Exchange is one of File.Exchanges, or "" for the default exchange,
+	// which routes to the queue the routing key names.
+	Exchange string
+	// RoutingKey is fixed, or read from each message; the empty fixed key
+	// for a fanout or headers exchange, which ignores it.
+	RoutingKey Key
+	// OrderKey, when not nil, is a field or header: an outbox sends the
+	// messages of one value in the order they were written.
+	OrderKey *Key
+}
+
+// Key is a routing or order key: Fixed text, or the value of a required
+// top-level Field or typed Header of each message, a string or an enum. One
+// of the three is set, except in the empty fixed key.
+type Key struct {
+	Fixed, Field, Header string
+}
+
+// For is k's fixed key in version v: Fixed with VersionPlaceholder replaced
+// by v's number.
+func (k Key) For(v *Version) string {
+	return strings.ReplaceAll(k.Fixed, VersionPlaceholder, strconv.Itoa(v.Number))
+}
+
+// String says where k comes from as a reviewer reads it: "order.placed",
+// field order_id or header x-tenant.
+func (k Key) String() string {
+	switch {
+	case k.Field != "":
+		return "field " + k.Field
+	case k.Header != "":
+		return "header " + k.Header
+	}
+	return strconv.Quote(k.Fixed)
+}
+
+// pendingPublish is a publish: whose exchange and producers are checked once
+// every exchange and queue is read.
+type pendingPublish struct {
+	msg  *Message
+	pub  *Publish
+	file string
+	// at is the publish key; exchange and routingKey are the values of those
+	// keys, nil when absent.
+	at, exchange, routingKey *yaml.Node
+	// exchangeOK and keyOK: those values read without error.
+	exchangeOK, keyOK bool
+}
+
+// publish reads msg's publish: and checks what its versions alone decide;
+// publishRefs checks the rest.
+func (p *parser) publish(msg *Message, k, n *yaml.Node) {
+	m := p.object(n, "publish", "exchange", "routing_key", "order_key")
+	if m == nil {
+		return
+	}
+	pub := &Publish{Pos: p.pos(k)}
+	pp := pendingPublish{msg: msg, pub: pub, file: p.name, at: k, exchangeOK: true, keyOK: true}
+	if e, ok := m["exchange"]; ok {
+		pp.exchange = e.v
+		pub.Exchange, pp.exchangeOK = p.str(e.v, "exchange")
+	}
+	if e, ok := m["routing_key"]; ok {
+		pp.routingKey = e.v
+		if e.v.Kind == yaml.MappingNode {
+			pub.RoutingKey, pp.keyOK = p.keyOf(msg, e.v, "routing_key")
+		} else if pub.RoutingKey.Fixed, pp.keyOK = p.str(e.v, "routing_key"); pp.keyOK {
+			pp.keyOK = p.fixedKey(msg, e.v, pub.RoutingKey.Fixed)
+		}
+	}
+	if e, ok := m["order_key"]; ok {
+		if e.v.Kind == yaml.ScalarNode {
+			p.errorf(e.v, RulePublish, "order_key names a field or a header of each message, not fixed text").
+				Hint = "{field: <name>} or {header: <name>}"
+		} else if key, ok := p.keyOf(msg, e.v, "order_key"); ok {
+			pub.OrderKey = &key
+		}
+	}
+	var names []string
+	if pub.Exchange != "" {
+		names = append(names, msg.Name+"Exchange")
+	}
+	for _, v := range msg.Versions {
+		names = append(names, "Publish"+v.GoName)
+		if pub.RoutingKey.Fixed != "" {
+			names = append(names, v.GoName+"RoutingKey")
+		}
+	}
+	p.declare("the publish of message "+msg.Name, k, names...)
+	msg.Publish = pub
+	p.publishes = append(p.publishes, pp)
+}
+
+// fixedKey checks fixed routing key s of msg: printable ASCII, braces only
+// in the placeholder, and at most 255 bytes in every version.
+func (p *parser) fixedKey(msg *Message, n *yaml.Node, s string) bool {
+	longest, in := s, ""
+	if len(msg.Versions) > 0 && strings.Contains(s, VersionPlaceholder) {
+		last := msg.Versions[len(msg.Versions)-1] // the highest number, the longest key
+		longest, in = Key{Fixed: s}.For(last), " in "+last.GoName
+	}
+	switch {
+	case strings.ContainsAny(strings.ReplaceAll(s, VersionPlaceholder, ""), "{}"):
+		p.errorf(n, RulePublish, "routing key %q holds a brace outside %s, the one placeholder", shorten(s), VersionPlaceholder).
+			Hint = "write {version} where the version number goes"
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e }):
+		p.errorf(n, RulePublish, "routing key %q is not printable ASCII", shorten(s))
+	case len(longest) > maxRoutingKeyLength:
+		p.errorf(n, RulePublish, "routing key %q is %d bytes%s: RabbitMQ allows %d", shorten(longest), len(longest), in, maxRoutingKeyLength)
+	default:
+		return true
+	}
+	return false
+}
+
+// keyOf reads {field: name} or {header: name}, the routing_key or order_key
+// what: a required, non-nullable string or enum of every version of msg,
+// and a routing key's no longer than 255 bytes.
+func (p *parser) keyOf(msg *Message, n *yaml.Node, what string) (Key, bool) {
+	m := p.object(n, what, "field", "header")
+	if m == nil {
+		return Key{}, false
+	}
+	field, byField := m["field"]
+	header, byHeader := m["header"]
+	if byField == byHeader {
+		p.errorf(n, RulePublish, "%s names a field or a header, one of the two", what).Hint = "{field: <name>} or {header: <name>}"
+		return Key{}, false
+	}
+	e, kind := field, "field"
+	if byHeader {
+		e, kind = header, "header"
+	}
+	name, ok := p.str(e.v, kind)
+	if !ok {
+		return Key{}, false
+	}
+	key := Key{Field: name}
+	if byHeader {
+		key = Key{Header: name}
+	}
+	before := len(p.errs)
+	for _, v := range msg.Versions {
+		fields := v.Fields
+		if byHeader {
+			fields = v.Headers
+		}
+		i := slices.IndexFunc(fields, func(f *Field) bool { return f.Name == name })
+		if i < 0 {
+			where := "a top-level field"
+			if byHeader {
+				where = "a typed header"
+			}
+			p.errorf(e.v, RulePublish, "%s %s %q is not %s of %s", what, kind, name, where, v.GoName).
+				Hint = fmt.Sprintf("every version needs it as a required string or enum %s", kind)
+			continue
+		}
+		f := fields[i]
+		switch {
+		case !f.Required || f.Nullable:
+			p.errorf(e.v, RulePublish, "%s %s %q is optional or nullable in %s: a message without it would have no key", what, kind, name, v.GoName).
+				Hint = "make it required"
+		case f.Type != String && f.Type != Enum:
+			article := "a"
+			if strings.ContainsAny(f.TypeName()[:1], "aeiou") {
+				article = "an"
+			}
+			p.errorf(e.v, RulePublish, "%s %s %q is %s %s in %s: a key is a string or an enum", what, kind, name, article, f.TypeName(), v.GoName)
+		case what != "routing_key":
+		case f.Type == String && (f.MaxLength == nil || *f.MaxLength > maxRoutingKeyLength):
+			p.errorf(e.v, RulePublish, "routing_key %s %q of %s may be longer than the %d bytes a routing key holds", kind, name, v.GoName, maxRoutingKeyLength).
+				Hint = fmt.Sprintf("give it max_length: %d or less", maxRoutingKeyLength)
+		case f.Type == Enum && slices.ContainsFunc(f.Values, func(s string) bool { return len(s) > maxRoutingKeyLength }):
+			p.errorf(e.v, RulePublish, "routing_key %s %q of %s has a value longer than the %d bytes a routing key holds", kind, name, v.GoName, maxRoutingKeyLength)
+		}
+	}
+	return key, len(p.errs) == before
+}
+
+// publishRefs checks each publish: once every exchange and queue is read:
+// that lilygen writes the message's producers, and that its exchange exists,
+// takes publishes and gets the routing key it routes by.
+func (p *parser) publishRefs(f *File) {
+	for _, pp := range p.publishes {
+		p.name = pp.file
+		msg, pub := pp.msg, pp.pub
+		if !f.Produced(msg) {
+			names := make([]string, 0, 2)
+			for _, e := range f.EnvelopesOf(msg) {
+				names = append(names, e.Name)
+			}
+			p.errorf(pp.at, RulePublish, "lilygen writes producers only for messages in Lily's envelope, and %s is read in envelope %s", msg.Name, strings.Join(names, " and ")).
+				Hint = "remove publish: its producers publish it as their own envelope says"
+			continue
+		}
+		if !pp.exchangeOK {
+			continue
+		}
+		var x *Exchange
+		if pub.Exchange != "" {
+			if x = findExchange(f, pub.Exchange); x == nil {
+				names := make([]string, len(f.Exchanges))
+				for i, x := range f.Exchanges {
+					names[i] = x.Name
+				}
+				p.errorf(pp.exchange, RuleUnknownRef, "unknown exchange %q", pub.Exchange).
+					Hint = hint(pub.Exchange, names, "declare it under exchanges:, with ownership: external if another team owns it")
+				continue
+			}
+		}
+		switch {
+		case x != nil && x.Internal:
+			p.errorf(pp.exchange, RulePublish, "exchange %q is internal: RabbitMQ refuses publishes to it (403 ACCESS_REFUSED)", x.Name).
+				Hint = "publish to an exchange bound to it"
+		case x != nil && (x.Type == Fanout || x.Type == Headers):
+			if pp.routingKey != nil {
+				p.errorf(pp.routingKey, RulePublish, "a %s exchange ignores routing keys: remove routing_key", x.Type)
+			}
+		case pp.routingKey == nil && x == nil:
+			p.errorf(pp.at, RuleMissingKey, "a publish to the default exchange needs a routing_key: the name of the queue it routes to").
+				Hint = "routing_key: <queue>, or name an exchange"
+		case pp.routingKey == nil:
+			p.errorf(pp.at, RuleMissingKey, "a publish to %s exchange %q needs a routing_key", x.Type, x.Name).
+				Hint = "a fixed key, {field: <name>} or {header: <name>}"
+		case !pp.keyOK:
+		case x == nil:
+			p.defaultExchangeKey(f, pp)
+		case x.Type == Topic && strings.ContainsAny(pub.RoutingKey.Fixed, "*#"):
+			p.errorf(pp.routingKey, RulePublish, "routing key %q holds * or #: a published key is matched by the bindings' patterns, not a pattern itself", pub.RoutingKey.Fixed).
+				Hint = "name the words of this message, such as order.placed.eu"
+		}
+	}
+}
+
+// defaultExchangeKey checks the routing key of a publish to the default
+// exchange: a fixed queue name, which, when it is a queue of the schema,
+// consumes the version published.
+func (p *parser) defaultExchangeKey(f *File, pp pendingPublish) {
+	k := pp.pub.RoutingKey
+	switch {
+	case k.Field != "" || k.Header != "":
+		p.errorf(pp.routingKey, RulePublish, "the default exchange routes by queue name: a routing key read from each message would let the message pick its queue").
+			Hint = "name the queue as a fixed routing_key, or publish to an exchange that routes by this key"
+		return
+	case k.Fixed == "":
+		p.errorf(pp.routingKey, RulePublish, "the default exchange routes by queue name, and the routing key is empty").
+			Hint = "routing_key: <queue>"
+		return
+	}
+	for _, v := range pp.msg.Versions {
+		name := k.For(v)
+		i := slices.IndexFunc(f.Queues, func(q *Queue) bool { return q.Name == name })
+		if i >= 0 && !slices.ContainsFunc(f.Queues[i].Consumes, func(c Consume) bool { return slices.Contains(c.Versions, v) }) {
+			p.errorf(pp.routingKey, RulePublish, "routing key %q names queue %q, which does not consume %s: it would fail at dispatch, to the DLQ", name, name, v.GoName).
+				Hint = "publish to a queue that consumes it, or add it to the queue's consumes"
+		}
+	}
+}
