@@ -1,0 +1,167 @@
+package pgoutbox
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// Every value type amqp091-go publishes comes back from the stored form
+// with its Go type and value.
+func TestEveryHeaderTypeComesBackAsWritten(t *testing.T) {
+	ist := time.FixedZone("IST", 3*60*60)
+	headers := amqp.Table{
+		"nil": nil, "true": true, "false": false,
+		"uint8": uint8(255), "int8": int8(math.MinInt8), "int16": int16(math.MinInt16), "uint16": uint16(math.MaxUint16),
+		"int32": int32(math.MinInt32), "uint32": uint32(math.MaxUint32), "int": int(-7),
+		"int64": int64(math.MaxInt64), "int64-min": int64(math.MinInt64),
+		"float32": float32(0.1), "float64": 0.1, "-0": math.Copysign(0, -1), "+inf": math.Inf(1), "tiny": math.SmallestNonzeroFloat64,
+		"decimal": amqp.Decimal{Scale: 255, Value: math.MinInt32},
+		"string":  "plain ünïcode <&>", "empty": "", "binary string": "a\x00b\xff",
+		"bytes": []byte{0, 255, 10}, "no bytes": []byte(nil), "empty bytes": []byte{},
+		"time":        time.Date(2025, 1, 2, 3, 4, 5, 123456789, ist),
+		"table":       amqp.Table{"x": amqp.Table{"y": []any{int16(1), amqp.Table{}, []any{nil, "z"}}}},
+		"empty table": amqp.Table{}, "empty array": []any{},
+		"": "an empty name",
+	}
+	m := runtime.Message{Exchange: "x", RoutingKey: "k", Publishing: runtime.Publishing{
+		Headers: headers, ContentType: "application/json", DeliveryMode: 2, Priority: 9, MessageId: "m-1",
+		Timestamp: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC), Body: []byte("body"),
+	}}
+	props, err := encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decode(props, m.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cmp compares times by Equal: the same instant, here in a fixed zone.
+	if diff := cmp.Diff(m.Publishing, got); diff != "" {
+		t.Errorf("decode(encode(m)) (-want +got):\n%s", diff)
+	}
+	if f := got.Headers["-0"].(float64); !math.Signbit(f) {
+		t.Error("-0 lost its sign")
+	}
+	nan, err := decodeTagged("float64", []byte(`"NaN"`), 1)
+	if f, ok := nan.(float64); err != nil || !ok || !math.IsNaN(f) {
+		t.Errorf("NaN came back as %v (%v)", nan, err)
+	}
+
+	none, err := encode(runtime.Message{RoutingKey: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := decode(none, nil); err != nil || back.Headers != nil {
+		t.Errorf("nil headers came back as %#v (%v)", back.Headers, err)
+	}
+}
+
+// What Write refuses, it refuses with an error that names the message's
+// part and stays short, whatever the value.
+func TestWriteRefusesWhatItCannotStore(t *testing.T) {
+	long := strings.Repeat("k", 10_000)
+	// With the headers' own table, one level more than maxDepth.
+	deep := amqp.Table{}
+	for range maxDepth - 1 {
+		deep = amqp.Table{"d": deep}
+	}
+	deepArray := []any{}
+	for range maxDepth - 1 {
+		deepArray = []any{deepArray}
+	}
+	type custom struct{ A, B string }
+	cases := []struct {
+		name string
+		m    runtime.Message
+		want string
+	}{
+		{"no destination", runtime.Message{}, "needs an exchange or"},
+		{"long exchange", runtime.Message{Exchange: long}, "exchange: 10000 bytes, more than 255"},
+		{"long routing key", runtime.Message{RoutingKey: long}, "routing key: 10000 bytes"},
+		{"routing key not UTF-8", runtime.Message{RoutingKey: "q\xff"}, "routing key: not valid UTF-8"},
+		{"NUL in a message id", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{MessageId: "a\x00"}}, "message_id: holds a NUL byte"},
+		{"long type", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Type: long}}, "type: 10000 bytes"},
+		{"timestamp past 9999", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, "timestamp: year 10000"},
+		{"map instead of a table", headers("h", map[string]any{"a": 1}), `headers["h"]: a value of type map[string]interface {}`},
+		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:40] + `…"][1]: a value of type pgoutbox.custom`},
+		{"uint64", headers("h", uint64(1)), "a value of type uint64"},
+		{"long header name", headers(long, "v"), "name: 10000 bytes"},
+		{"header name not UTF-8", headers("\xff", "v"), "name: not valid UTF-8"},
+		{"nested name with NUL", headers("h", amqp.Table{"\x00": 1}), "name: holds a NUL byte"},
+		{"tables too deep", headers("h", deep), "nested deeper than 32"},
+		{"arrays too deep", headers("h", deepArray), "nested deeper than 32"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := encode(c.m)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("encode = %v, want %q", err, c.want)
+			}
+			if len(err.Error()) > 400 {
+				t.Errorf("the error is %d bytes long", len(err.Error()))
+			}
+		})
+	}
+	// Just within the bounds: stored.
+	within := amqp.Table{}
+	for range maxDepth - 2 {
+		within = amqp.Table{"d": within}
+	}
+	if _, err := encode(runtime.Message{Exchange: long[:255], RoutingKey: long[:255], OrderKey: long,
+		Publishing: runtime.Publishing{Headers: amqp.Table{long[:255]: within}}}); err != nil {
+		t.Errorf("a message at the bounds: %v", err)
+	}
+}
+
+// Any order key is stored: one that is long or not text, as its SHA-256.
+func TestAnyOrderKeyIsStored(t *testing.T) {
+	long := strings.Repeat("k", 300)
+	for k, want := range map[string]string{
+		"":                       "",
+		"order-1":                "order-1",
+		strings.Repeat("é", 127): strings.Repeat("é", 127),
+		long:                     "sha256:",
+		long + "2":               "sha256:",
+		"a\xffb":                 "sha256:",
+		"a\x00b":                 "sha256:",
+	} {
+		got := storedOrderKey(k)
+		if want == "sha256:" && (!strings.HasPrefix(got, want) || len(got) != 7+64) || want != "sha256:" && got != want {
+			t.Errorf("storedOrderKey(%q) = %q", clip(k, 20), got)
+		}
+	}
+	if storedOrderKey(long) == storedOrderKey(long+"2") || storedOrderKey(long) != storedOrderKey(strings.Repeat("k", 300)) {
+		t.Error("long keys are not told apart by their content")
+	}
+}
+
+func headers(name string, v any) runtime.Message {
+	return runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: amqp.Table{name: v}}}
+}
+
+// A stored form that was changed by hand is an error, not a panic or a
+// value of another type.
+func TestDecodeRefusesWhatEncodeDoesNotWrite(t *testing.T) {
+	for _, props := range []string{
+		`{"headers": {"h": {"int8": 300}}}`,
+		`{"headers": {"h": {"int8": 1, "int16": 1}}}`,
+		`{"headers": {"h": {"complex": "1i"}}}`,
+		`{"headers": {"h": {"decimal": {"scale": 256, "value": 1}}}}`,
+		`{"headers": {"h": {"nil": 1}}}`,
+		`{"headers": {"h": {"time": "yesterday"}}}`,
+		`{"headers": {"h": 5}}`,
+		`{"headers": null}`,
+		`{"timestamp": "soon"}`,
+	} {
+		if _, err := decode([]byte(props), nil); err == nil {
+			t.Errorf("decode(%s) succeeded", props)
+		}
+	}
+}

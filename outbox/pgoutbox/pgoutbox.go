@@ -1,0 +1,122 @@
+// Package pgoutbox is Lily's transactional outbox on PostgreSQL (pgx v5).
+//
+// Write inserts messages into lily_outbox in the caller's transaction, so
+// they exist exactly when the business rows written with them do. A Relay,
+// run beside the consumers (runtime.Serve runs both), leases due rows,
+// publishes them through a runtime.Publisher and deletes each row only after
+// the broker confirmed it. A message is therefore published at least once
+// after its commit, and twice only when a relay published it but did not
+// delete its row (it died, lost the database, or got no confirm) and a relay
+// publishes it again: the consumer's inbox drops such a copy by its message
+// id. Messages with the same order key go one at a time, in write order.
+//
+// In a handler, Outbox sends through the inbox's claim transaction, so that
+// the claim, the business rows and the outbox rows commit together. Apply the
+// schema with Migrate or migrations/001_lily_outbox.sql; docs/outbox.md tells
+// the whole contract.
+package pgoutbox
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+//go:embed migrations/001_lily_outbox.sql
+var schemaSQL string
+
+// Migrate creates lily_outbox and its index in the pool's search path if
+// they are missing. It is safe to call from every worker at start-up: an
+// advisory lock lets one of them create the table while the others wait.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// Concurrent CREATE TABLE IF NOT EXISTS can still fail on the catalog's
+	// unique index; the lock serialises them.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('lily_outbox migrate'))"); err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	if _, err := tx.Exec(ctx, schemaSQL); err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	return nil
+}
+
+// Write inserts msgs into lily_outbox in tx, in order: their ids, and so
+// the order of messages with the same order key, follow it. It checks every
+// message before it inserts any: an exchange or a routing key; the exchange,
+// the routing key, each string property and each header name of at most 255
+// bytes of UTF-8 without NUL; header values of the types amqp091-go
+// publishes, with tables and arrays nested at most 32 deep, the headers' own
+// table included. Any order key is accepted.
+func Write(ctx context.Context, tx pgx.Tx, msgs ...runtime.Message) error {
+	if tx == nil {
+		return errors.New("pgoutbox: write: no transaction")
+	}
+	b := &pgx.Batch{}
+	for i, m := range msgs {
+		props, err := encode(m)
+		if err != nil {
+			return fmt.Errorf("pgoutbox: write: msgs[%d]: %w", i, err)
+		}
+		body := m.Body
+		if body == nil {
+			body = []byte{} // pgx writes a nil slice as NULL
+		}
+		b.Queue(`INSERT INTO lily_outbox (exchange, routing_key, order_key, properties, body)
+			VALUES ($1, $2, NULLIF($3, ''), $4::jsonb, $5)`, m.Exchange, m.RoutingKey, storedOrderKey(m.OrderKey), string(props), body)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("pgoutbox: write: %w", err)
+	}
+	return nil
+}
+
+// ErrNoTx is what Outbox.Send returns when ctx carries no transaction.
+var ErrNoTx = errors.New("pgoutbox: no transaction in ctx: send from a handler whose message pginbox claimed, or bind one with pgoutbox.WithTx")
+
+type txKey struct{}
+
+// WithTx returns ctx carrying tx, for Outbox.Send outside a handler (or to
+// write into another transaction than the inbox's claim).
+func WithTx(ctx context.Context, tx pgx.Tx) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
+// Outbox is a runtime.Sender that writes each message into the transaction
+// ctx carries: the one WithTx bound, or else the inbox's claim
+// (pginbox.Tx). It never writes outside a transaction: without one, Send
+// returns ErrNoTx. The zero value is ready to use.
+type Outbox struct{}
+
+var _ runtime.Sender = Outbox{}
+
+// Send writes m as Write does, into ctx's transaction. nil means written, not
+// published: the relay publishes m once the transaction commits, and never
+// if it rolls back.
+func (Outbox) Send(ctx context.Context, m runtime.Message) error {
+	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
+	if !ok {
+		tx, ok = pginbox.Tx(ctx)
+	}
+	if !ok {
+		return ErrNoTx
+	}
+	return Write(ctx, tx, m)
+}

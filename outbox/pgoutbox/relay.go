@@ -1,0 +1,397 @@
+package pgoutbox
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// Options tune a Relay. The zero value takes the defaults.
+type Options struct {
+	// Poll is the pause between looks for due rows after a look that found
+	// fewer than Batch. Default 200ms.
+	Poll time.Duration
+	// Lease is how long a relay holds the rows it leased: no other relay
+	// publishes them before it ends. Each send must end within four fifths of
+	// it: keep it well above twice the publisher's step timeout (a publish
+	// and its confirm). The rows of a relay that dies wait this long.
+	// Default 30s.
+	Lease time.Duration
+	// Batch is the most rows a relay leases at a time, and has in flight.
+	// Default 100.
+	Batch int
+	// MaxBackoff caps the wait before a row whose publish failed is tried
+	// again; the wait starts at 1s and doubles with each failure.
+	// Default 1m.
+	MaxBackoff time.Duration
+	// Logger receives the relay's failures and its start and stop;
+	// slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Poll <= 0 {
+		o.Poll = 200 * time.Millisecond
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.Batch <= 0 {
+		o.Batch = 100
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// The paths of a relay's Report: what the broker said of each publish.
+const (
+	pathPublished   runtime.Path = "published"   // confirmed; the row is deleted
+	pathReturned    runtime.Path = "returned"    // routed to no queue; the row stays for a retry
+	pathNacked      runtime.Path = "nacked"      // refused; the row stays for a retry
+	pathUnconfirmed runtime.Path = "unconfirmed" // written, no confirm; retried, maybe a copy
+	pathFailed      runtime.Path = "failed"      // not written, or the row unreadable; retried
+)
+
+const (
+	// firstBackoff is the wait before a failed row's first retry.
+	firstBackoff = time.Second
+	// maxDBBackoff caps the pause after a database error: the relay goes on
+	// soon after the database is back.
+	maxDBBackoff = 5 * time.Second
+	// dbStep bounds each statement of the relay's. Statements do not end
+	// with Run's context: a lease cut short may have committed, and its rows
+	// would wait for the lease's end.
+	dbStep = 10 * time.Second
+	// stopTimeout bounds the retries of recording the last answers when the
+	// database fails as the relay stops.
+	stopTimeout = 5 * time.Second
+	// maxCopies bounds the possible copies a report lists.
+	maxCopies = 1000
+	// maxLastError bounds a row's last_error.
+	maxLastError = 500
+)
+
+// Relay publishes the rows of lily_outbox and deletes each after its
+// confirm. Several relays may run on one table, in one process or many:
+// leases keep them off each other's rows. A Relay implements
+// runtime.Service, and runs once.
+type Relay struct {
+	pool      *pgxpool.Pool
+	publisher *runtime.Publisher
+	opts      Options
+	// owner names this relay in lease_owner: random, so that a restarted
+	// process never mistakes its predecessor's leases for its own.
+	owner     string
+	ran       atomic.Bool
+	forceNow  chan struct{}
+	forceOnce sync.Once
+}
+
+var _ runtime.Service = (*Relay)(nil)
+
+// NewRelay returns a relay that reads lily_outbox through pool and publishes
+// through publisher. It does not close the publisher.
+func NewRelay(pool *pgxpool.Pool, publisher *runtime.Publisher, opts Options) *Relay {
+	host, _ := os.Hostname()
+	return &Relay{
+		pool: pool, publisher: publisher, opts: opts.withDefaults(),
+		owner:    fmt.Sprintf("%s/%d/%s", clip(host, 64), os.Getpid(), crand.Text()[:12]),
+		forceNow: make(chan struct{}),
+	}
+}
+
+// Force asks a stopping relay not to wait for its sends in flight: they give
+// up at once, and their rows are retried later, by this relay's successor or
+// another relay. A send given up after its publish was written may still
+// reach its queue, so the retry may make a copy.
+func (r *Relay) Force() { r.forceOnce.Do(func() { close(r.forceNow) }) }
+
+// Run publishes due rows until ctx is done. Then it leases no more rows,
+// lets the sends in flight end (each within its lease, or at once after
+// Force), deletes the confirmed rows, records the failed ones, and returns
+// its report: Queue is "outbox " and the table, and Counts counts the
+// publishes by what the broker said: "published", "returned", "nacked",
+// "unconfirmed" and "failed" (not written, or a row it could not read).
+// PossibleCopies lists unconfirmed publishes, and confirmed ones whose row
+// it could not delete; each will be published again.
+//
+// A database it cannot reach, or that fails, is logged and tried again
+// after a pause: Run goes on. It returns an error only when lily_outbox does
+// not exist when it starts, or when it ran before.
+func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
+	if !r.ran.CompareAndSwap(false, true) {
+		return nil, errors.New("pgoutbox: a Relay runs once")
+	}
+	sendCtx, abandon := context.WithCancel(context.Background())
+	defer abandon()
+	s := &relayRun{
+		Relay: r, queue: "outbox lily_outbox", sendCtx: sendCtx, abandon: abandon,
+		results: make(chan sent, r.opts.Batch),
+		report:  &runtime.Report{Started: time.Now(), Counts: map[runtime.Path]int{}},
+	}
+	if err := s.findTable(ctx); err != nil {
+		return nil, err
+	}
+	r.opts.Logger.Info("lily outbox", "queue", s.queue, "stage", "relay-started", "owner", r.owner)
+	s.loop(ctx)
+	s.stop()
+	s.report.Queue, s.report.Stopped = s.queue, time.Now()
+	r.opts.Logger.Info("lily outbox", "queue", s.queue, "stage", "relay-stopped", "counts", s.report.Counts,
+		"possible_copies", len(s.report.PossibleCopies))
+	return s.report, nil
+}
+
+// relayRun is the state of one Run.
+type relayRun struct {
+	*Relay
+	queue string // "outbox " and the table's schema-qualified name
+	// sendCtx is the sends' parent: cancelled by Force once stopping.
+	sendCtx context.Context
+	abandon context.CancelFunc
+	results chan sent // each send's answer; room for every send in flight
+	// inflight counts the sends not yet answered; pending holds the answers
+	// not yet written to the table.
+	inflight int
+	pending  []sent
+	// nextLease is when to look for due rows again; dbRetry, after a
+	// database error, when to use the database again, and dbFailures how
+	// many failed in a row.
+	nextLease, dbRetry time.Time
+	dbFailures         int
+	report             *runtime.Report
+}
+
+// row is a leased row of the outbox.
+type row struct {
+	id       int64
+	msg      runtime.Message
+	attempts int       // failed publishes before this one
+	sendBy   time.Time // the send's deadline, within the lease
+	unread   error     // why the stored message could not be read
+}
+
+// sent is what became of one row's send: nil is confirmed.
+type sent struct {
+	row *row
+	err error
+}
+
+// loop leases, sends and records until ctx is done.
+func (s *relayRun) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		now := time.Now()
+		if len(s.pending) > 0 && !now.Before(s.dbRetry) {
+			if err := s.record(); err != nil {
+				s.dbFailed("record", err)
+			}
+		}
+		room := s.opts.Batch - s.inflight
+		// Half a batch at least, so that each answer does not cost a look.
+		canLease := room > 0 && (s.inflight == 0 || room >= s.opts.Batch/2)
+		if canLease && !now.Before(s.nextLease) && !now.Before(s.dbRetry) {
+			s.lease(room)
+		}
+		// Wait for an answer, or the time to lease or record again.
+		var wake time.Time
+		if canLease {
+			wake = later(s.nextLease, s.dbRetry)
+		}
+		if len(s.pending) > 0 && (wake.IsZero() || s.dbRetry.Before(wake)) {
+			wake = s.dbRetry
+		}
+		s.wait(ctx, wake)
+	}
+}
+
+// wait waits for an answer, until wake (unless it is zero), or until ctx is
+// done.
+func (s *relayRun) wait(ctx context.Context, wake time.Time) {
+	var timer <-chan time.Time
+	if !wake.IsZero() {
+		t := time.NewTimer(time.Until(wake))
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case a := <-s.results:
+		s.answered(a)
+		s.drain()
+	case <-timer:
+	case <-ctx.Done():
+	}
+}
+
+// drain takes the answers already waiting, so that one statement records
+// them all.
+func (s *relayRun) drain() {
+	for {
+		select {
+		case a := <-s.results:
+			s.answered(a)
+		default:
+			return
+		}
+	}
+}
+
+// send publishes one row and hands its answer to the loop.
+func (s *relayRun) send(rw *row) {
+	err := rw.unread
+	if err != nil {
+		err = fmt.Errorf("the stored message cannot be read: %w", err)
+	} else {
+		ctx, cancel := context.WithDeadline(s.sendCtx, rw.sendBy)
+		err = s.publisher.Send(ctx, rw.msg)
+		cancel()
+	}
+	s.results <- sent{row: rw, err: err}
+}
+
+// answered counts and logs one send's answer, and keeps it to be recorded.
+func (s *relayRun) answered(a sent) {
+	s.inflight--
+	s.pending = append(s.pending, a)
+	path := pathOf(a.err)
+	s.report.Counts[path]++
+	if a.err == nil {
+		return
+	}
+	if path == pathUnconfirmed {
+		s.possibleCopy(a.row, a.err.Error())
+	}
+	level := slog.LevelWarn
+	if path == pathReturned || a.row.unread != nil {
+		// No retry mends a binding that is missing or a row that cannot be
+		// read: someone must.
+		level = slog.LevelError
+	}
+	s.opts.Logger.Log(context.Background(), level, "lily outbox", "queue", s.queue, "stage", "publish",
+		"outbox_id", a.row.id, "message_id", clip(a.row.msg.MessageId, 128), "destination", destination(a.row.msg),
+		"attempt", a.row.attempts+1, "path", string(path), "detail", clip(a.err.Error(), maxLastError))
+}
+
+func pathOf(err error) runtime.Path {
+	switch {
+	case err == nil:
+		return pathPublished
+	case errors.Is(err, runtime.ErrReturned):
+		return pathReturned
+	case errors.Is(err, runtime.ErrNacked):
+		return pathNacked
+	case errors.Is(err, runtime.ErrUnconfirmed):
+		return pathUnconfirmed
+	}
+	return pathFailed
+}
+
+// backoff is the wait before a row's retry after its nth failure: doubling
+// from firstBackoff up to MaxBackoff, each drawn between half of it and all of
+// it, so that the rows of one outage do not all come back at once.
+func (s *relayRun) backoff(n int) time.Duration {
+	d := min(firstBackoff<<min(n-1, 20), s.opts.MaxBackoff)
+	return d/2 + rand.N(d/2+1)
+}
+
+// dbFailed logs a database error and pauses the relay's use of it.
+func (s *relayRun) dbFailed(step string, err error) {
+	s.dbFailures++
+	d := min(s.opts.Poll<<min(s.dbFailures-1, 20), maxDBBackoff)
+	wait := d/2 + rand.N(d/2+1)
+	s.dbRetry = time.Now().Add(wait)
+	s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "database", "step", step,
+		"attempt", s.dbFailures, "wait", wait, "detail", clip(err.Error(), maxLastError))
+}
+
+// stop ends a Run: it waits for the sends in flight (until Force), then
+// records their answers, for stopTimeout at most.
+func (s *relayRun) stop() {
+	force := s.forceNow
+	for s.inflight > 0 {
+		select {
+		case a := <-s.results:
+			s.answered(a)
+		case <-force:
+			s.abandon()
+			force = nil
+		}
+	}
+	giveUp := time.Now().Add(stopTimeout)
+	for len(s.pending) > 0 {
+		err := s.record()
+		if err == nil {
+			break
+		}
+		s.dbFailed("record", err)
+		if s.dbRetry.After(giveUp) {
+			break
+		}
+		time.Sleep(time.Until(s.dbRetry))
+	}
+	var leased []string
+	for _, a := range s.pending {
+		if a.err == nil {
+			s.possibleCopy(a.row, "confirmed, but its row could not be deleted: it will be published again")
+		}
+		leased = append(leased, fmt.Sprint(a.row.id))
+	}
+	if len(leased) > 0 {
+		s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "relay-stopped",
+			"detail", fmt.Sprintf("rows %s stay leased until their lease ends", clip(strings.Join(leased, ", "), maxLastError)))
+	}
+}
+
+// possibleCopy lists a row in the report's possible copies.
+func (s *relayRun) possibleCopy(rw *row, why string) {
+	if len(s.report.PossibleCopies) >= maxCopies {
+		return
+	}
+	s.report.PossibleCopies = append(s.report.PossibleCopies, runtime.Record{
+		Queue: s.queue, MessageID: clip(rw.msg.MessageId, 128), Attempt: rw.attempts + 1,
+		Destination: destination(rw.msg), Reason: clip(why, maxLastError),
+	})
+}
+
+// destination names where a message goes, as the runtime's records do.
+func destination(m runtime.Message) string {
+	if m.Exchange == "" {
+		return clip(m.RoutingKey, 255)
+	}
+	return clip(m.Exchange, 255) + " " + clip(m.RoutingKey, 255)
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// sleep waits d unless ctx ends first; it reports whether it slept it all.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,711 @@
+package pgoutbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/services"
+	_ "github.com/lily-mq/lily/internal/update"
+	"github.com/lily-mq/lily/outbox/pgoutbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// The outbox and its relay on the real PostgreSQL and RabbitMQ: each test
+// asserts where every message is, in the table and in the queues.
+
+// env is one test's schema (its own lily_outbox, through the pool's
+// search_path), its queues' name prefix and a connection to the broker.
+type env struct {
+	t         *testing.T
+	ctx       context.Context
+	pgURL     string
+	pool      *pgxpool.Pool
+	brokerURL string
+	conn      *amqp.Connection
+	prefix    string
+}
+
+var unique atomic.Int64
+
+// name is a name no other test of any run uses.
+func name() string { return fmt.Sprintf("%d_%d", time.Now().UnixNano(), unique.Add(1)) }
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, pgURL: services.PostgreSQL(t), brokerURL: services.RabbitMQ(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	n := name()
+	schema := "lily_outbox_test_" + n
+	e.pool = e.poolIn(schema)
+	if _, err := e.pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("PostgreSQL at %s (set LILY_PG_DSN to another): %v", e.pgURL, err)
+	}
+	t.Cleanup(func() {
+		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	// Twice on purpose: Migrate must be idempotent.
+	for range 2 {
+		if err := pgoutbox.Migrate(ctx, e.pool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := amqp.Dial(e.brokerURL)
+	if err != nil {
+		t.Fatalf("RabbitMQ is not reachable at %s: %v", e.brokerURL, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	e.conn = conn
+	e.prefix = "lily.outbox." + strings.ReplaceAll(t.Name(), "/", ".") + "." + n
+	return e
+}
+
+// poolIn is a pool whose connections have schema alone in their search_path.
+func (e *env) poolIn(schema string) *pgxpool.Pool {
+	e.t.Helper()
+	cfg, err := pgxpool.ParseConfig(e.pgURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Close)
+	return pool
+}
+
+func (e *env) channel() *amqp.Channel {
+	e.t.Helper()
+	ch, err := e.conn.Channel()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ch
+}
+
+// queue declares the test's queue <prefix>.<suffix>, deleted when it ends.
+func (e *env) queue(suffix string, args amqp.Table) string {
+	e.t.Helper()
+	q := e.prefix + "." + suffix
+	ch := e.channel()
+	defer ch.Close()
+	if _, err := ch.QueueDeclare(q, false, false, false, false, args); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		ch, err := e.conn.Channel()
+		if err == nil {
+			_, _ = ch.QueueDelete(q, false, false, false)
+			_ = ch.Close()
+		}
+	})
+	return q
+}
+
+// ready counts the messages ready in queue.
+func (e *env) ready(queue string) int {
+	e.t.Helper()
+	ch := e.channel()
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return q.Messages
+}
+
+// take takes every message out of queue, in queue order.
+func (e *env) take(queue string) []amqp.Delivery {
+	e.t.Helper()
+	ch := e.channel()
+	defer ch.Close()
+	var out []amqp.Delivery
+	for {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		out = append(out, d)
+	}
+}
+
+// takeOne takes the first message out of queue.
+func (e *env) takeOne(queue string) amqp.Delivery {
+	e.t.Helper()
+	ch := e.channel()
+	defer ch.Close()
+	d, ok, err := ch.Get(queue, true)
+	if err != nil || !ok {
+		e.t.Fatalf("get %s: %v, %v", queue, ok, err)
+	}
+	return d
+}
+
+// ids counts the message ids in deliveries.
+func ids(ds []amqp.Delivery) map[string]int {
+	out := map[string]int{}
+	for _, d := range ds {
+		out[d.MessageId]++
+	}
+	return out
+}
+
+// write writes msgs in one transaction and commits it.
+func (e *env) write(msgs ...runtime.Message) {
+	e.t.Helper()
+	err := pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error { return pgoutbox.Write(e.ctx, tx, msgs...) })
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// message is a Payment v1 with id to queue by the default exchange.
+func message(queue, id string) runtime.Message {
+	return runtime.Message{RoutingKey: queue, Publishing: runtime.NewPublishing("Payment", 1, id, []byte(`{"id":"`+id+`"}`))}
+}
+
+// outboxRow is what a test reads of a row of lily_outbox.
+type outboxRow struct {
+	ID                int64
+	MessageID         string
+	Attempts          int
+	LastError, Leaser string
+}
+
+// rows reads the test's lily_outbox, by message id.
+func (e *env) rows() map[string]outboxRow {
+	e.t.Helper()
+	rs, err := e.pool.Query(e.ctx, `SELECT id, properties->>'message_id', attempts,
+		coalesce(last_error, ''), coalesce(lease_owner, '') FROM lily_outbox`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rs, pgx.RowToStructByPos[outboxRow])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]outboxRow{}
+	for _, r := range got {
+		out[r.MessageID] = r
+	}
+	return out
+}
+
+// relay runs a relay on the test's pool and broker; see relayOn.
+func (e *env) relay(opts pgoutbox.Options) (stop func() *runtime.Report) {
+	e.t.Helper()
+	_, stop = e.relayOn(e.pool, e.brokerURL, 2*time.Second, opts)
+	return stop
+}
+
+// relayOn runs a relay on pool with a publisher of its own that reaches the
+// broker at url, with the step timeout given. It returns the relay and the
+// function that stops it and returns its report (the test's cleanup stops it
+// too).
+func (e *env) relayOn(pool *pgxpool.Pool, url string, step time.Duration, opts pgoutbox.Options) (relay *pgoutbox.Relay, stop func() *runtime.Report) {
+	e.t.Helper()
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{url}, StepTimeout: step}, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = e.logger()
+	}
+	relay = pgoutbox.NewRelay(pool, p, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *runtime.Report, 1)
+	go func() {
+		rep, err := relay.Run(ctx)
+		if err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+		done <- rep
+	}()
+	var once sync.Once
+	var rep *runtime.Report
+	stop = func() *runtime.Report {
+		once.Do(func() {
+			cancel()
+			rep = <-done
+			p.Close()
+		})
+		return rep
+	}
+	e.t.Cleanup(func() { stop() })
+	return relay, stop
+}
+
+// logger writes warnings and errors to the test's output.
+func (e *env) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// eventually polls ok until it holds, for a minute at most.
+func (e *env) eventually(what string, ok func() bool) {
+	e.t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: not within a minute", what)
+		}
+	}
+}
+
+func counts(rep *runtime.Report) map[runtime.Path]int {
+	out := map[runtime.Path]int{}
+	for p, n := range rep.Counts {
+		if n != 0 {
+			out[p] = n
+		}
+	}
+	return out
+}
+
+// 1. A rolled-back write publishes nothing; a committed one is published
+// once, with its body, properties and typed headers intact, and its row is
+// deleted.
+func TestCommittedRowIsPublishedIntactRolledBackIsNot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	ts := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	kept := runtime.Publishing{
+		Headers: amqp.Table{
+			"x-lily-version": int64(1), "string": "text", "bytes": []byte{0, 1, 2, 255}, "bool": true,
+			"int8": int8(-8), "int16": int16(-16), "int32": int32(-32), "int64": int64(math.MinInt64),
+			"float32": float32(1.5), "float64": math.Pi, "time": ts, "decimal": amqp.Decimal{Scale: 2, Value: -12345},
+			"nil":   nil,
+			"table": amqp.Table{"inner": "x", "deeper": amqp.Table{"n": int32(1)}},
+			"array": []any{"a", int64(2), amqp.Table{"b": false}, []any{"c"}},
+		},
+		ContentType: "application/json", ContentEncoding: "identity", DeliveryMode: amqp.Persistent, Priority: 3,
+		CorrelationId: "corr-1", ReplyTo: "replies", Expiration: "600000", MessageId: "kept", Timestamp: ts,
+		Type: "Payment", UserId: "guest", AppId: "lily-test", Body: []byte(`{"amount":1}`),
+	}
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pgoutbox.Write(e.ctx, tx, message(q, "rolled-back")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.write(runtime.Message{RoutingKey: q, Publishing: kept})
+
+	stop := e.relay(pgoutbox.Options{})
+	e.eventually("the committed row published and deleted", func() bool { return e.ready(q) == 1 && len(e.rows()) == 0 })
+	rep := stop()
+	if want := map[runtime.Path]int{"published": 1}; !cmp.Equal(counts(rep), want) {
+		t.Errorf("report counts %v, want %v", rep.Counts, want)
+	}
+	if !strings.HasPrefix(rep.Queue, "outbox lily_outbox_test_") || !strings.HasSuffix(rep.Queue, ".lily_outbox") {
+		t.Errorf("report queue %q", rep.Queue)
+	}
+	got := e.take(q)
+	if len(got) != 1 {
+		t.Fatalf("%d messages in the queue, want 1", len(got))
+	}
+	d := got[0]
+	delete(d.Headers, "x-lily-handoff-id") // the publisher's own
+	arrived := runtime.Publishing{
+		Headers: d.Headers, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, DeliveryMode: d.DeliveryMode,
+		Priority: d.Priority, CorrelationId: d.CorrelationId, ReplyTo: d.ReplyTo, Expiration: d.Expiration,
+		MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type, UserId: d.UserId, AppId: d.AppId, Body: d.Body,
+	}
+	if diff := cmp.Diff(kept, arrived); diff != "" {
+		t.Errorf("the message arrived changed (-written +arrived):\n%s", diff)
+	}
+}
+
+// A relay on a database without the table fails at once: no retry mends it.
+func TestRelayWithoutTheTableFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{e.brokerURL}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	relay := pgoutbox.NewRelay(e.poolIn("lily_outbox_test_none_"+name()), p, pgoutbox.Options{})
+	if _, err := relay.Run(e.ctx); err == nil || !strings.Contains(err.Error(), "lily_outbox does not exist") {
+		t.Errorf("Run = %v, want the missing table", err)
+	}
+}
+
+// 2. A relay leased rows and died (a fake owner holds them). Another relay
+// leaves them alone while the leases last, and publishes them after they
+// end. The dead relay had published one of them: that one is in the queue
+// twice, which the consumer's inbox drops by its message id.
+func TestExpiredLeasesOfADeadRelayAreTakenOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	var all []runtime.Message
+	for i := range 10 {
+		all = append(all, message(q, "m"+strconv.Itoa(i)))
+	}
+	e.write(all...)
+	// m0-m4: a lease far from its end; m5-m9: one that ends in a second.
+	if _, err := e.pool.Exec(e.ctx, `UPDATE lily_outbox SET lease_owner = 'dead relay',
+		lease_until = now() + CASE WHEN properties->>'message_id' < 'm5' THEN interval '1 hour' ELSE interval '1 second' END`); err != nil {
+		t.Fatal(err)
+	}
+	// The dead relay had published m5 before it died, and never deleted its row.
+	if err := publishDirect(e, message(q, "m5")); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := e.relay(pgoutbox.Options{Poll: 50 * time.Millisecond})
+	e.eventually("m5-m9 published after their leases", func() bool { return len(e.rows()) == 5 })
+	for id, r := range e.rows() {
+		if id >= "m5" || r.Leaser != "dead relay" || r.Attempts != 0 {
+			t.Errorf("row %s: %+v; want only m0-m4, still the dead relay's", id, r)
+		}
+	}
+	if n := e.ready(q); n != 6 {
+		t.Errorf("%d messages in the queue; want m5 twice and m6-m9", n)
+	}
+
+	// The long leases end now.
+	if _, err := e.pool.Exec(e.ctx, "UPDATE lily_outbox SET lease_until = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("every row published", func() bool { return len(e.rows()) == 0 })
+	rep := stop()
+	if want := map[runtime.Path]int{"published": 10}; !cmp.Equal(counts(rep), want) {
+		t.Errorf("report counts %v, want %v", rep.Counts, want)
+	}
+	want := map[string]int{}
+	for i := range 10 {
+		want["m"+strconv.Itoa(i)] = 1
+	}
+	want["m5"] = 2
+	if got := ids(e.take(q)); !cmp.Equal(got, want) {
+		t.Errorf("message ids in the queue %v, want %v", got, want)
+	}
+}
+
+// publishDirect publishes m and waits for its confirm, as a relay would.
+func publishDirect(e *env, m runtime.Message) error {
+	ch := e.channel()
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	dc, err := ch.PublishWithDeferredConfirm(m.Exchange, m.RoutingKey, true, false, m.Publishing)
+	if err != nil {
+		return err
+	}
+	if !dc.Wait() {
+		return errors.New("nacked")
+	}
+	return nil
+}
+
+// 3. Three relays on one table of 2,000 rows: every message arrives, none
+// twice, and the reports count each publish once.
+func TestThreeRelaysPublishEveryRowOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	const n = 2000
+	for tx := range n / 100 {
+		var msgs []runtime.Message
+		for i := range 100 {
+			msgs = append(msgs, message(q, strconv.Itoa(tx*100+i)))
+		}
+		e.write(msgs...)
+	}
+	var stops []func() *runtime.Report
+	for range 3 {
+		stops = append(stops, e.relay(pgoutbox.Options{Batch: 50}))
+	}
+	e.eventually("every row published", func() bool { return len(e.rows()) == 0 && e.ready(q) >= n })
+	published := 0
+	for i, stop := range stops {
+		rep := stop()
+		c := counts(rep)
+		published += c["published"]
+		delete(c, "published")
+		if len(c) != 0 {
+			t.Errorf("relay %d: counts %v", i, rep.Counts)
+		}
+	}
+	if published != n {
+		t.Errorf("the relays published %d, want %d", published, n)
+	}
+	got := ids(e.take(q))
+	for i := range n {
+		if id := strconv.Itoa(i); got[id] != 1 {
+			t.Errorf("message %s is %d times in the queue", id, got[id])
+		}
+	}
+	if len(got) != n {
+		t.Errorf("%d message ids in the queue, want %d", len(got), n)
+	}
+}
+
+// 4. The rows of four keys (one of them long), written interleaved in
+// several transactions with unordered rows between them, are published by
+// two relays: each key's messages arrive in write order.
+func TestOneKeysMessagesArriveInWriteOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	keys := []string{"a", "b", "c", "d"}
+	const perKey = 40
+	for tx := range perKey / 5 {
+		var msgs []runtime.Message
+		for i := range 5 {
+			seq := tx*5 + i
+			for _, k := range keys {
+				m := message(q, k+"-"+strconv.Itoa(seq))
+				m.OrderKey = k
+				if k == "d" {
+					m.OrderKey = strings.Repeat("d", 2000) // stored as its SHA-256
+				}
+				msgs = append(msgs, m)
+			}
+			msgs = append(msgs, message(q, "free-"+strconv.Itoa(seq)))
+		}
+		e.write(msgs...)
+	}
+	for range 2 {
+		e.relay(pgoutbox.Options{Batch: 8, Poll: 20 * time.Millisecond})
+	}
+	total := perKey * (len(keys) + 1)
+	e.eventually("every row published", func() bool { return len(e.rows()) == 0 && e.ready(q) >= total })
+	got := e.take(q)
+	if len(got) != total {
+		t.Errorf("%d messages in the queue, want %d", len(got), total)
+	}
+	seen := map[string][]int{}
+	for _, d := range got {
+		k, seq, _ := strings.Cut(d.MessageId, "-")
+		n, _ := strconv.Atoi(seq)
+		seen[k] = append(seen[k], n)
+	}
+	for _, k := range keys {
+		if !slices.Equal(seen[k], sequence(perKey)) {
+			t.Errorf("key %s arrived in the order %v", k, seen[k])
+		}
+	}
+}
+
+func sequence(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// 5a. A row that no queue takes (returned) stays, with its attempts and why,
+// and is tried again; the rows of its key wait behind it; other rows go.
+// Once the queue exists, the retries go, in order.
+func TestReturnedRowStaysAndBlocksOnlyItsKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	nowhere := e.prefix + ".nowhere" // declared later
+	keyed := func(m runtime.Message, k string) runtime.Message { m.OrderKey = k; return m }
+	e.write(
+		message(nowhere, "lost-1"),
+		message(q, "free-1"),
+		keyed(message(nowhere, "k-1"), "k"),
+		keyed(message(q, "k-2"), "k"),
+		keyed(message(q, "other-1"), "other"),
+	)
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	e.eventually("the returned rows tried twice, the others published", func() bool {
+		r := e.rows()
+		return len(r) == 3 && r["lost-1"].Attempts >= 2 && r["k-1"].Attempts >= 2
+	})
+	rows := e.rows()
+	for _, id := range []string{"lost-1", "k-1"} {
+		if !strings.Contains(rows[id].LastError, "returned") {
+			t.Errorf("row %s: last_error %q", id, rows[id].LastError)
+		}
+	}
+	if r := rows["k-2"]; r.Attempts != 0 || r.LastError != "" {
+		t.Errorf("k-2 was tried before k-1 went: %+v", r)
+	}
+	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"free-1": 1, "other-1": 1}) {
+		t.Errorf("queue %s holds %v", q, got)
+	}
+
+	e.queue("nowhere", nil)
+	e.eventually("the retries published", func() bool { return len(e.rows()) == 0 && e.ready(q) == 1 })
+	rep := stop()
+	if c := counts(rep); c["published"] != 5 || c["returned"] < 4 || len(c) != 2 {
+		t.Errorf("report counts %v", rep.Counts)
+	}
+	var order []string
+	for _, d := range e.take(nowhere) {
+		order = append(order, d.MessageId)
+	}
+	if !slices.Equal(order, []string{"lost-1", "k-1"}) && !slices.Equal(order, []string{"k-1", "lost-1"}) {
+		t.Errorf("queue %s holds %v", nowhere, order)
+	}
+	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"k-2": 1}) {
+		t.Errorf("queue %s holds %v", q, got)
+	}
+}
+
+// 5b. A queue that is full refuses (nacks) the publish: the row stays and is
+// tried again; once the queue has room, it goes.
+func TestNackedRowIsRetriedUntilTheQueueHasRoom(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	full := e.queue("full", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
+	if err := publishDirect(e, message(full, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	e.write(message(full, "waits"))
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	e.eventually("the row nacked twice", func() bool { return e.rows()["waits"].Attempts >= 2 })
+	if r := e.rows()["waits"]; !strings.Contains(r.LastError, "nacked") {
+		t.Errorf("last_error %q", r.LastError)
+	}
+	// Make room: the retry may fill it at once.
+	if d := e.takeOne(full); d.MessageId != "filler" {
+		t.Errorf("queue %s held %q", full, d.MessageId)
+	}
+	e.eventually("the row published once the queue has room", func() bool { return len(e.rows()) == 0 })
+	rep := stop()
+	if c := counts(rep); c["published"] != 1 || c["nacked"] < 2 || len(c) != 2 {
+		t.Errorf("report counts %v", rep.Counts)
+	}
+	if got := ids(e.take(full)); !cmp.Equal(got, map[string]int{"waits": 1}) {
+		t.Errorf("queue %s holds %v", full, got)
+	}
+}
+
+// Force: a stopping relay waits for a send whose confirm has not come, until
+// Force gives it up. The report counts it unconfirmed and lists it as a
+// possible copy; its row stays, to be tried again; the message is in its
+// queue, so the retry puts it there twice, a copy the consumer's inbox drops.
+func TestForceGivesUpSendsInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	proxy, url, err := faults.ListenFor(e.brokerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	var dropped atomic.Int32
+	proxy.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && f.Is(faults.BasicAck) { // a publisher confirm
+			dropped.Add(1)
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	e.write(message(q, "m1"))
+	relay, stop := e.relayOn(e.pool, url, time.Minute, pgoutbox.Options{MaxBackoff: 100 * time.Millisecond})
+	e.eventually("the publish written and its confirm dropped", func() bool { return dropped.Load() == 1 && e.ready(q) == 1 })
+
+	reported := make(chan *runtime.Report, 1)
+	go func() { reported <- stop() }()
+	select {
+	case <-reported:
+		t.Fatal("the relay stopped without waiting for its send")
+	case <-time.After(300 * time.Millisecond):
+	}
+	relay.Force()
+	rep := <-reported
+	if want := map[runtime.Path]int{"unconfirmed": 1}; !cmp.Equal(counts(rep), want) {
+		t.Errorf("report counts %v, want %v", rep.Counts, want)
+	}
+	if len(rep.PossibleCopies) != 1 || rep.PossibleCopies[0].MessageID != "m1" {
+		t.Errorf("possible copies %+v", rep.PossibleCopies)
+	}
+	if r := e.rows()["m1"]; r.Attempts != 1 || r.Leaser != "" || !strings.Contains(r.LastError, "unconfirmed") {
+		t.Errorf("row m1 after Force: %+v", r)
+	}
+
+	proxy.Intercept(nil)
+	e.relay(pgoutbox.Options{})
+	e.eventually("m1 published again", func() bool { return len(e.rows()) == 0 })
+	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"m1": 2}) {
+		t.Errorf("queue holds %v, want m1 twice", got)
+	}
+}
+
+// The database connections of a relay are killed again and again while it
+// works: it logs, pauses, and goes on, and every message arrives.
+func TestRelayGoesOnWhenItsDatabaseConnectionsAreKilled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	app := "lily outbox test " + name()
+	cfg := e.pool.Config()
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	_, stop := e.relayOn(pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 10 * time.Millisecond, Lease: 3 * time.Second, Batch: 10})
+	const batches, perBatch = 20, 20
+	killed := 0
+	for b := range batches {
+		var msgs []runtime.Message
+		for i := range perBatch {
+			msgs = append(msgs, message(q, strconv.Itoa(b*perBatch+i)))
+		}
+		e.write(msgs...)
+		var n int
+		if err := e.pool.QueryRow(e.ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+			FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		killed += n
+		time.Sleep(20 * time.Millisecond)
+	}
+	if killed == 0 {
+		t.Fatal("no connection of the relay was killed")
+	}
+	e.eventually("every row published", func() bool { return len(e.rows()) == 0 && e.ready(q) >= batches*perBatch })
+	rep := stop()
+	got := ids(e.take(q))
+	copies := 0
+	for i := range batches * perBatch {
+		switch n := got[strconv.Itoa(i)]; {
+		case n == 0:
+			t.Errorf("message %d is not in the queue", i)
+		case n > 1:
+			copies += n - 1
+		}
+	}
+	t.Logf("%d connections killed; %d copies; report: %s", killed, copies, rep)
+	if rep.Counts["published"] != batches*perBatch+copies {
+		t.Errorf("report counts %v; %d copies", rep.Counts, copies)
+	}
+}

@@ -1,0 +1,147 @@
+package pgoutbox
+
+// The relay's statements on lily_outbox: what it leases, and what it
+// records of each answer.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// findTable names the table for the report, and fails when it does not
+// exist. It waits for a database that does not answer.
+func (s *relayRun) findTable(ctx context.Context) error {
+	for {
+		var name string
+		err := s.pool.QueryRow(ctx, `SELECT relnamespace::regnamespace::text || '.' || relname
+			FROM pg_class WHERE oid = to_regclass('lily_outbox')`).Scan(&name)
+		switch {
+		case err == nil:
+			s.queue = "outbox " + name
+			return nil
+		case errors.Is(err, pgx.ErrNoRows):
+			return errors.New("pgoutbox: relay: table lily_outbox does not exist in the search path (apply pgoutbox.Migrate)")
+		case ctx.Err() != nil:
+			return nil // stopped before the database answered: nothing was leased
+		}
+		s.dbFailed("find table", err)
+		if !sleep(ctx, time.Until(s.dbRetry)) {
+			return nil
+		}
+	}
+}
+
+// leaseSQL leases up to $1 due rows for owner $2 for $3 seconds. A keyed
+// row is due only when no earlier row of its key is left: that row may be
+// leased, waiting for its retry, or not yet published.
+const leaseSQL = `WITH due AS (
+		SELECT id FROM lily_outbox o
+		WHERE (o.lease_until IS NULL OR o.lease_until <= now())
+		  AND (o.order_key IS NULL OR NOT EXISTS (
+			SELECT 1 FROM lily_outbox e WHERE e.order_key = o.order_key AND e.id < o.id))
+		ORDER BY o.id
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED)
+	UPDATE lily_outbox o SET lease_owner = $2, lease_until = now() + $3 * interval '1 second'
+	FROM due WHERE o.id = due.id
+	RETURNING o.id, o.exchange, o.routing_key, coalesce(o.order_key, ''), o.properties, o.body, o.attempts`
+
+// lease leases up to n due rows and starts their sends.
+func (s *relayRun) lease(n int) {
+	// The deadline counts from before the lease, which the database starts
+	// later: the send ends before another relay may take the row.
+	sendBy := time.Now().Add(s.opts.Lease - s.opts.Lease/5)
+	ctx, cancel := context.WithTimeout(context.Background(), dbStep)
+	defer cancel()
+	rows, err := s.pool.Query(ctx, leaseSQL, n, s.owner, s.opts.Lease.Seconds())
+	if err != nil {
+		s.dbFailed("lease", err)
+		return
+	}
+	var leased []*row
+	for rows.Next() {
+		var (
+			rw          = &row{sendBy: sendBy}
+			props, body []byte
+		)
+		if err := rows.Scan(&rw.id, &rw.msg.Exchange, &rw.msg.RoutingKey, &rw.msg.OrderKey, &props, &body, &rw.attempts); err != nil {
+			rows.Close()
+			s.dbFailed("lease", err)
+			return
+		}
+		rw.msg.Publishing, rw.unread = decode(props, body)
+		leased = append(leased, rw)
+	}
+	if err := rows.Err(); err != nil {
+		// The statement failed, and its leases with it.
+		s.dbFailed("lease", err)
+		return
+	}
+	s.dbFailures = 0
+	s.nextLease = time.Now().Add(s.opts.Poll)
+	if len(leased) == n {
+		s.nextLease = time.Now() // more may be due
+	}
+	for _, rw := range leased {
+		s.inflight++
+		go s.send(rw)
+	}
+}
+
+// record deletes the confirmed rows of the pending answers and gives the
+// others their failure and their retry time, in one transaction. A row whose
+// lease another relay has taken since keeps that relay's lease.
+func (s *relayRun) record() error {
+	var done, failed, waits []int64
+	var errs []string
+	keyed := false
+	for _, a := range s.pending {
+		if a.err == nil {
+			done = append(done, a.row.id)
+			keyed = keyed || a.row.msg.OrderKey != ""
+			continue
+		}
+		failed = append(failed, a.row.id)
+		errs = append(errs, lastError(a.err))
+		waits = append(waits, s.backoff(a.row.attempts+1).Milliseconds())
+	}
+	b := &pgx.Batch{}
+	if len(done) > 0 {
+		b.Queue("DELETE FROM lily_outbox WHERE id = ANY($1)", done)
+	}
+	if len(failed) > 0 {
+		b.Queue(`UPDATE lily_outbox o SET attempts = o.attempts + 1, last_error = f.err,
+				lease_owner = NULL, lease_until = now() + f.wait * interval '1 millisecond'
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, err, wait)
+			WHERE o.id = f.id AND o.lease_owner = $4`, failed, errs, waits, s.owner)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dbStep)
+	defer cancel()
+	// A batch runs in one implicit transaction.
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	s.pending = s.pending[:0]
+	s.dbFailures = 0
+	if keyed {
+		s.nextLease = time.Now() // the next row of each key is due
+	}
+	return nil
+}
+
+// lastError is err's text as last_error keeps it: bounded, valid UTF-8,
+// without control characters.
+func lastError(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "?")
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	return clip(s, maxLastError)
+}
