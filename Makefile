@@ -9,17 +9,21 @@ SCHEMAS     := $(EXAMPLE) $(LILYTEST)
 # Starts the local RabbitMQ when it is installed but stopped, as .ci/run does,
 # unless LILY_AMQP_URL names another broker.
 LOCAL_BROKER = @[ -n "$$LILY_AMQP_URL" ] || .ci/services rabbitmq
+# The same for the local PostgreSQL (the demo's checkout and outbox), unless LILY_PG_DSN names another.
+LOCAL_PG = @[ -n "$$LILY_PG_DSN" ] || .ci/services postgresql
 
 .PHONY: demo demo-clean test unit generate check lint staticcheck mongo bench fuzz soak
 
-## demo: regenerate the example and run it against RabbitMQ on localhost (started if stopped)
+## demo: regenerate the example and run it against RabbitMQ and PostgreSQL on localhost (started if stopped)
 demo: generate
 	$(LOCAL_BROKER)
+	$(LOCAL_PG)
 	$(GO) run ./examples/orders -demo
 
-## demo-clean: delete the demo's queues (orders and orders.audit, their retry buckets and DLQs) and the shop.events exchange
+## demo-clean: delete the demo's queues (their retry buckets and DLQs), the shop.events exchange and the PostgreSQL schema lily_demo
 demo-clean:
 	$(LOCAL_BROKER)
+	$(LOCAL_PG)
 	$(GO) run ./examples/orders -clean
 
 ## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ, PostgreSQL, node and npm required)

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -19,6 +20,9 @@ import (
 type demoMessage struct {
 	shows string
 	msg   runtime.Publishing
+	// publish, when set, sends the message as the schema says; otherwise the
+	// shop's Publisher sends msg to orderKey.
+	publish func(context.Context, runtime.Sender) error
 }
 
 // demoMessages builds what the demo publishes. Well-formed messages come from
@@ -29,7 +33,7 @@ func demoMessages() ([]demoMessage, error) {
 	v1 := func(id string, cents int64) (runtime.Publishing, error) {
 		return ordersmsg.NewOrderPlacedV1(id, &ordersmsg.OrderPlacedV1{OrderID: id, AmountCents: cents})
 	}
-	v2, err := ordersmsg.NewOrderPlacedV2("order-ok", &ordersmsg.OrderPlacedV2{
+	ok := &ordersmsg.OrderPlacedV2{
 		OrderID:     "order-ok",
 		AmountCents: 4200,
 		Customer:    ordersmsg.OrderPlacedV2Customer{Email: "ada@example.com", Name: ptr("Ada")},
@@ -37,9 +41,13 @@ func demoMessages() ([]demoMessage, error) {
 		PlacedAt:    time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC),
 		Channel:     ordersmsg.OrderPlacedV2ChannelWeb,
 		Headers:     ordersmsg.OrderPlacedV2Headers{XTenant: "acme"},
-	})
+	}
+	v2, err := ordersmsg.NewOrderPlacedV2(ok.OrderID, ok)
 	if err != nil {
 		return nil, err
+	}
+	publishV2 := func(ctx context.Context, s runtime.Sender) error {
+		return ordersmsg.PublishOrderPlacedV2(ctx, s, ok.OrderID, ok)
 	}
 	flaky, err := v1("order-flaky", 1500)
 	if err != nil {
@@ -59,13 +67,13 @@ func demoMessages() ([]demoMessage, error) {
 	huge := runtime.NewPublishing(ordersmsg.OrderPlacedType, 1, "order-huge",
 		fmt.Appendf(nil, `{"order_id":"order-huge","amount_cents":100,"note":%q}`, strings.Repeat("x", 20000)))
 	return []demoMessage{
-		{"succeeds", v2},
-		{"fails once, succeeds on retry", flaky},
-		{"fails permanently", refused},
-		{"breaks a bound of the schema", zero},
-		{"has an unsupported version", v3},
-		{"has bad metadata", badMeta},
-		{"is too large", huge},
+		{"succeeds", v2, publishV2},
+		{"fails once, succeeds on retry", flaky, nil},
+		{"fails permanently", refused, nil},
+		{"breaks a bound of the schema", zero, nil},
+		{"has an unsupported version", v3, nil},
+		{"has bad metadata", badMeta, nil},
+		{"is too large", huge, nil},
 	}, nil
 }
 
@@ -87,7 +95,7 @@ func specs() []runtime.QueueSpec {
 // runDemo plays the shop team, which declares its exchange, then starts from
 // empty queues, publishes the demo messages to the exchange, consumes them
 // with the example's handlers and prints where each went and why.
-func runDemo(url string) error {
+func runDemo(url, dsn string) error {
 	if err := shopTeamDeclares(url); err != nil {
 		return err
 	}
@@ -100,7 +108,15 @@ func runDemo(url string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Lily demo: the shop team publishes to its topic exchange %q with key %q;\n", shopExchange, orderKey)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	pool, err := openCheckout(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	fmt.Printf("Lily demo: the shop team publishes to its topic exchange %q through Lily's Publisher, each message confirmed:\n", shopExchange)
+	fmt.Printf("  the good order by the generated PublishOrderPlacedV2 (key %q, as the schema says), the hand-built ones with key %q;\n", ordersmsg.OrderPlacedV2RoutingKey, orderKey)
 	for _, spec := range specs() {
 		fmt.Printf("  queue %q (%s) is bound to it by %q; retry buckets %v, DLQ %q\n",
 			spec.Name, spec.Topology.Type, spec.Topology.Bindings[0].RoutingKey, spec.Topology.RetryDelays, spec.Topology.DeadLetterQueue)
@@ -121,15 +137,23 @@ func runDemo(url string) error {
 			if rec.Path != runtime.PathRetried {
 				settled[spec.Name+"/"+rec.MessageID] = true
 			}
-			if len(settled) == len(specs())*len(msgs) && !finished {
+			// Each queue gets the shop's messages and the checkout's one.
+			if len(settled) == len(specs())*(len(msgs)+1) && !finished {
 				finished = true
 				close(done)
 			}
 		}
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// One Publisher sends the shop's orders and carries both consumers'
+	// retry and DLQ copies, on one connection.
+	publisher, err := runtime.NewPublisher(runtime.Config{URLs: []string{url}, Logger: quiet}, 0)
+	if err != nil {
+		return err
+	}
+	defer publisher.Close()
 	config := func(spec runtime.QueueSpec) runtime.Config {
-		return runtime.Config{URLs: []string{url}, Logger: quiet, Observe: observe(spec)}
+		return runtime.Config{URLs: []string{url}, Logger: quiet, Observe: observe(spec), Publisher: publisher}
 	}
 	ordersConsumer, err := ordersmsg.NewOrdersConsumer(orders{log: quiet}, config(ordersmsg.OrdersQueueSpec()))
 	if err != nil {
@@ -139,25 +163,34 @@ func runDemo(url string) error {
 	if err != nil {
 		return err
 	}
-	if err := publishAll(url, msgs); err != nil {
+	if err := shopPublishes(ctx, publisher, msgs); err != nil {
 		return err
 	}
 	for _, m := range msgs {
 		fmt.Printf("published %-20s which %s\n", m.msg.MessageId, m.shows)
 	}
+	// The checkout writes two orders, each with its event in the outbox, in
+	// one transaction: one commits, one is rolled back. The relay, run with
+	// the consumers, publishes what committed through the same Publisher.
+	if err := checkout(ctx, pool, "order-outbox", 2500, true); err != nil {
+		return err
+	}
+	if err := checkout(ctx, pool, "order-cancelled", 700, false); err != errRolledBack {
+		return fmt.Errorf("checkout: %v", err)
+	}
+	fmt.Printf("wrote     %-20s with its order row, through the outbox, in one transaction that committed\n", "order-outbox")
+	fmt.Printf("wrote     %-20s the same way, and rolled back: the relay never sees it\n", "order-cancelled")
+	relay := pgoutbox.NewRelay(pool, publisher, pgoutbox.Options{Logger: quiet})
 	fmt.Println("\nwhere each delivery went:")
-	ctx, stop := context.WithCancel(context.Background())
 	type result struct {
 		report *runtime.Report
 		err    error
 	}
-	ran := make(chan result, 2)
-	for _, c := range []*runtime.Consumer{ordersConsumer, auditConsumer} {
-		go func() {
-			report, err := c.Run(ctx)
-			ran <- result{report, err}
-		}()
-	}
+	served := make(chan result, 1)
+	go func() {
+		report, err := runtime.Serve(ctx, ordersConsumer, auditConsumer, relay)
+		served <- result{report, err}
+	}()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
@@ -168,14 +201,11 @@ func runDemo(url string) error {
 	fmt.Printf("\norder-flaky reached orders %d times and orders.audit %d: a retry goes straight back to its own queue, never through %s.\n",
 		flaky(ordersmsg.OrdersQueueSpec()), flaky(ordersmsg.OrdersAuditQueueSpec()), shopExchange)
 	mu.Unlock()
-	fmt.Println()
-	for range 2 {
-		res := <-ran
-		if res.err != nil {
-			return res.err
-		}
-		fmt.Printf("shutdown report: %s\n", res.report)
+	res := <-served
+	if res.err != nil {
+		return res.err
 	}
+	fmt.Printf("\nshutdown report: %s\n", res.report)
 	for _, spec := range specs() {
 		if err := printQueues(url, spec); err != nil {
 			return err
@@ -245,26 +275,49 @@ func deleteQueues(url string, spec runtime.QueueSpec, w io.Writer) error {
 	})
 }
 
-// cleanUp deletes the demo's queues and the exchange it declared for the shop
-// team.
-func cleanUp(url string, w io.Writer) error {
+// cleanUp deletes the demo's queues, the exchange it declared for the shop
+// team, and its checkout's schema.
+func cleanUp(url, dsn string, w io.Writer) error {
 	for _, spec := range append(specs(), ordersmsg.OrdersPartnersQueueSpec()) {
 		if err := deleteQueues(url, spec, w); err != nil {
 			return err
 		}
 	}
-	return withChannel(url, func(ch *amqp.Channel) error {
+	err := withChannel(url, func(ch *amqp.Channel) error {
 		if err := ch.ExchangeDelete(shopExchange, false, false); err != nil {
 			return fmt.Errorf("delete exchange %s: %w", shopExchange, err)
 		}
 		fmt.Fprintf(w, "deleted exchange %s\n", shopExchange)
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if err := dropCheckout(context.Background(), dsn); err != nil {
+		return fmt.Errorf("drop schema %s: %w", demoSchema, err)
+	}
+	fmt.Fprintf(w, "dropped PostgreSQL schema %s (the checkout's orders and outbox)\n", demoSchema)
+	return nil
 }
 
-// publishAll publishes msgs to the shop team's exchange, as that team does.
-func publishAll(url string, msgs []demoMessage) error {
-	return publishTo(url, shopExchange, orderKey, msgs)
+// shopPublishes publishes msgs to the shop team's exchange as that team's
+// service does: through Lily's Publisher, each answered by the broker's
+// confirm. The well-formed order goes through its generated Publish
+// function, to the routing key the schema names; the others, built by hand,
+// to orderKey.
+func shopPublishes(ctx context.Context, publisher *runtime.Publisher, msgs []demoMessage) error {
+	for _, m := range msgs {
+		var err error
+		if m.publish != nil {
+			err = m.publish(ctx, publisher)
+		} else {
+			err = publisher.Send(ctx, runtime.Message{Exchange: shopExchange, RoutingKey: orderKey, Publishing: m.msg})
+		}
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", m.msg.MessageId, err)
+		}
+	}
+	return nil
 }
 
 // publishTo publishes msgs to exchange with key, mandatory and confirmed.

@@ -56,6 +56,7 @@ func main() {
 	demo := flag.Bool("demo", false, "publish one message per settlement path, show where each went, then stop")
 	clean := flag.Bool("clean", false, "delete the demo's queues (with their retry buckets and DLQs, and what they hold) and the shop team's exchange, then stop")
 	url := flag.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
+	dsn := flag.String("pg", envOr("LILY_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"), "PostgreSQL connection string of the demo's checkout (its orders and outbox, in schema "+demoSchema+")")
 	flag.Parse()
 
 	switch {
@@ -63,13 +64,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "orders: -demo and -clean do not go together")
 		os.Exit(2)
 	case *demo:
-		if err := runDemo(*url); err != nil {
+		if err := runDemo(*url, *dsn); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
 			os.Exit(1)
 		}
 		return
 	case *clean:
-		if err := cleanUp(*url, os.Stdout); err != nil {
+		if err := cleanUp(*url, *dsn, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "clean:", err)
 			os.Exit(1)
 		}

@@ -81,11 +81,11 @@ func springMessage(id, data string) runtime.Publishing {
 // no Lily code runs on their side.
 func partnerMessages() []demoMessage {
 	return []demoMessage{
-		{"a CloudEvent, binary mode: succeeds", cloudEventBinary("evt-1", `{"payment_id":"pay-1","order_id":"order-ok","amount_cents":4200}`)},
-		{"a CloudEvent, structured mode: breaks a bound", cloudEventStructured("evt-2", `{"payment_id":"pay-2","order_id":"order-zero","amount_cents":0}`)},
-		{"a Spring message: succeeds", springMessage("7d1f0c9e-ship-1", `{"orderId":"order-ok","carrier":"DHL"}`)},
-		{"a Spring message: fails once, succeeds on retry", springMessage("7d1f0c9e-ship-2", `{"orderId":"order-late"}`)},
-		{"a CloudEvents batch: not supported", runtime.Publishing{ContentType: "application/cloudevents-batch+json", Body: []byte(`[]`)}},
+		{shows: "a CloudEvent, binary mode: succeeds", msg: cloudEventBinary("evt-1", `{"payment_id":"pay-1","order_id":"order-ok","amount_cents":4200}`)},
+		{shows: "a CloudEvent, structured mode: breaks a bound", msg: cloudEventStructured("evt-2", `{"payment_id":"pay-2","order_id":"order-zero","amount_cents":0}`)},
+		{shows: "a Spring message: succeeds", msg: springMessage("7d1f0c9e-ship-1", `{"orderId":"order-ok","carrier":"DHL"}`)},
+		{shows: "a Spring message: fails once, succeeds on retry", msg: springMessage("7d1f0c9e-ship-2", `{"orderId":"order-late"}`)},
+		{shows: "a CloudEvents batch: not supported", msg: runtime.Publishing{ContentType: "application/cloudevents-batch+json", Body: []byte(`[]`)}},
 	}
 }
 
