@@ -121,6 +121,7 @@ const (
 
 // run is the state of one Run, across reconnections.
 type run struct {
+	conn      *confirm.Conn // the handoffs', or the Publisher's
 	handoff   *confirm.Publisher
 	workers   *workers.Pool
 	requeues  *memory.Recent[string]
@@ -189,9 +190,25 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		return nil, errors.New("lily: a Consumer runs once")
 	}
 	r := c.newRun()
-	if c.cfg.Publisher == nil {
-		defer r.handoff.Close()
-	}
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-ended:
+			return
+		}
+		// From the moment intake is to stop, not only once the shutdown's
+		// phases begin: a second signal during the cancel is not lost.
+		defer c.forceOnSignal()()
+		<-ended
+	}()
+	defer func() {
+		r.handoff.Close()
+		if c.cfg.Publisher == nil {
+			r.conn.Close()
+		}
+	}()
 	defer r.workers.Close()
 	s, err := c.connect(ctx, r)
 	if err != nil {
@@ -299,14 +316,16 @@ func (c *Consumer) newRun() *run {
 	// Handoffs publish on a connection of their own, or the Publisher's:
 	// when the broker blocks publishers (a resource alarm), ACKs on the
 	// consuming connection still flow.
-	var publisher *confirm.Publisher
+	conn := confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return c.dialer.dial("handoff", nil) }, c.cfg.StepTimeout)
 	if c.cfg.Publisher != nil {
-		publisher = c.cfg.Publisher.confirm
-	} else {
-		publisher = confirm.New(func() (*amqp.Connection, net.Conn, error) { return c.dialer.dial("handoff", nil) }, c.cfg.StepTimeout, c.spec.Concurrency)
-		publisher.BeforePublish, publisher.AfterPublish = c.hooks.beforePublish, c.hooks.afterPublish
+		conn = c.cfg.Publisher.conn
 	}
+	// A channel of the consumer's own, and a window: no publish of another
+	// (a user's send, an outbox row) can fail its handoffs or hold their slots.
+	publisher := confirm.New(conn, c.spec.Concurrency)
+	publisher.BeforePublish, publisher.AfterPublish = c.hooks.beforePublish, c.hooks.afterPublish
 	return &run{
+		conn:      conn,
 		handoff:   publisher,
 		workers:   workers.New(),
 		requeues:  memory.New[string](requeueMemorySize, memory.Keyless),

@@ -6,6 +6,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/handoff"
@@ -141,7 +142,7 @@ func (c *Consumer) handoff(r *run, token uint64, d *amqp.Delivery, env *guard.En
 		}
 	}()
 	writing := func() bool { return r.report.writingCopy(token, plan.Destination) }
-	ev = r.handoff.Publish(deadline, nil, "", plan.Destination, handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now()), writing)
+	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now()), writing)
 	if !ev.Published {
 		r.report.writingCopy(token, "")
 	}

@@ -18,9 +18,11 @@ import (
 )
 
 // newHandoffPublisher is a consumer's handoff publisher, driven alone.
-func newHandoffPublisher(url string, stepTimeout time.Duration, window int) *confirm.Publisher {
+func newHandoffPublisher(t *testing.T, url string, stepTimeout time.Duration, window int) *confirm.Publisher {
 	dial := func() (*amqp.Connection, net.Conn, error) { return transport.Dial(url, amqp.Config{}, nil) }
-	return confirm.New(dial, stepTimeout, window)
+	conn := confirm.NewConn(dial, stepTimeout)
+	t.Cleanup(conn.Close)
+	return confirm.New(conn, window)
 }
 
 // always lets every publish be written: no report is sealed under it.
@@ -32,7 +34,7 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	h := newHandoffPublisher(brokerURL(t), 5*time.Second, 32)
+	h := newHandoffPublisher(t, brokerURL(t), 5*time.Second, 32)
 	defer h.Close()
 	const n = 400
 	results := make([]outcome.HandoffEvidence, n)
@@ -45,7 +47,7 @@ func TestBrokerReturnsMatchTheirOwnPublish(t *testing.T) {
 			if i%2 == 1 {
 				dest = q.Name + ".missing"
 			}
-			results[i] = h.Publish(deadline, nil, "", dest, msg, always)
+			results[i] = h.Publish(confirm.Bounds{Deadline: deadline}, "", dest, msg, always)
 		})
 	}
 	wg.Wait()
@@ -83,11 +85,11 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	declareTopology(t, q)
 	p := newProxy(t)
 	const step = time.Second
-	h := newHandoffPublisher(p.url(), step, 4)
+	h := newHandoffPublisher(t, p.url(), step, 4)
 	defer h.Close()
 	handoff := func(msg amqp.Publishing) (outcome.HandoffEvidence, time.Duration) {
 		start := time.Now()
-		ev := h.Publish(start.Add(30*time.Second), nil, "", q.Topology.DeadLetterQueue, msg, always)
+		ev := h.Publish(confirm.Bounds{Deadline: start.Add(30 * time.Second)}, "", q.Topology.DeadLetterQueue, msg, always)
 		return ev, time.Since(start)
 	}
 	if ev, _ := handoff(order(t, "before")); ev.Status != outcome.HandoffConfirmed {
@@ -127,14 +129,14 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 	declareTopology(t, q)
 	p := newProxy(t)
 	p.Delay(150 * time.Millisecond) // every frame: the dial's handshake takes about a second
-	h := newHandoffPublisher(p.url(), 5*time.Second, 4)
+	h := newHandoffPublisher(t, p.url(), 5*time.Second, 4)
 	defer h.Close()
 	first := make(chan outcome.HandoffEvidence, 1)
 	go func() {
-		first <- h.Publish(time.Now().Add(30*time.Second), nil, "", q.Topology.DeadLetterQueue, order(t, "first"), always)
+		first <- h.Publish(confirm.Bounds{Deadline: time.Now().Add(30 * time.Second)}, "", q.Topology.DeadLetterQueue, order(t, "first"), always)
 	}()
 	eventually(t, 5*time.Second, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
-	late := h.Publish(time.Now().Add(300*time.Millisecond), nil, "", q.Topology.DeadLetterQueue, order(t, "late"), always)
+	late := h.Publish(confirm.Bounds{Deadline: time.Now().Add(300 * time.Millisecond)}, "", q.Topology.DeadLetterQueue, order(t, "late"), always)
 	if late.Status != outcome.HandoffTimedOut || late.Published {
 		t.Errorf("handoff out of time: %+v; want timed out, not published", late)
 	}

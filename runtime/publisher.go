@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -42,8 +43,12 @@ var (
 // A Publisher is safe for concurrent use. Config.Publisher lets consumers
 // hand off their retry and DLQ copies through it too, on the same connection.
 type Publisher struct {
+	conn    *confirm.Conn
 	confirm *confirm.Publisher
 	dialer  *dialer
+	// lastWarned is when a failed connection attempt was last logged: once a
+	// second at most, however many Sends wait for the connection.
+	lastWarned atomic.Int64
 }
 
 // NewPublisher returns a publisher that reaches the broker as cfg says (its
@@ -58,10 +63,13 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 	}
 	cfg = cfg.withDefaults()
 	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}}
-	p.confirm = confirm.New(func() (*amqp.Connection, net.Conn, error) { return p.dialer.dial("publish", nil) }, cfg.StepTimeout, window)
+	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.dial("publish", nil) }, cfg.StepTimeout)
+	p.confirm = confirm.New(p.conn, window)
 	p.confirm.Backoff = func(n int) time.Duration {
 		wait := backoff(n, defaultTuning.reconnectMin, cfg.ReconnectMax)
-		cfg.Logger.Warn("lily: publisher reconnect", "stage", "reconnect", "attempt", n, "wait", wait)
+		if now, last := time.Now().UnixNano(), p.lastWarned.Load(); now-last > int64(time.Second) && p.lastWarned.CompareAndSwap(last, now) {
+			cfg.Logger.Warn("lily: publisher reconnect", "stage", "reconnect", "attempt", n, "wait", wait)
+		}
 		return wait
 	}
 	return p, nil
@@ -83,7 +91,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	msg.Headers = make(amqp.Table, len(m.Headers)+1)
 	maps.Copy(msg.Headers, m.Headers)
 	deadline, _ := ctx.Deadline()
-	ev := p.confirm.Publish(deadline, ctx.Done(), m.Exchange, m.RoutingKey, msg, func() bool { return true })
+	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() bool { return true })
 	switch {
 	case ev.Status == outcome.HandoffConfirmed:
 		return nil
@@ -105,6 +113,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	}
 }
 
-// Close closes the publisher's connection. Sends still waiting for their
-// confirm answer ErrUnconfirmed; Sends after it fail.
-func (p *Publisher) Close() { p.confirm.Close() }
+// Close closes the publisher's connection, under the handoffs of the
+// consumers that share it too: close it after they stopped. Sends still
+// waiting for their confirm answer ErrUnconfirmed; Sends after it fail.
+func (p *Publisher) Close() { p.conn.Close() }

@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
 // The Publisher against the real broker: each test asserts what every Send
@@ -192,6 +193,12 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	if err := p.Send(context.Background(), message(t, exchange, "ok.1", "before")); err != nil {
 		t.Fatal(err)
 	}
+	// A send to an exchange that does not exist closes the channel first:
+	// the block belongs to the connection, and the channel opened after it
+	// must wait too.
+	if err := p.Send(context.Background(), message(t, exchange+".missing", "ok.1", "missing")); !errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Fatalf("send to a missing exchange: %v", err)
+	}
 	all := func(string) bool { return true }
 	if proxy.Block(all, "low on memory") != 1 {
 		t.Fatal("no connection to block")
@@ -244,4 +251,38 @@ func TestBrokerPublisherMissingExchange(t *testing.T) {
 	if got := ids(t, ok); fmt.Sprint(got) != "map[next:1]" {
 		t.Errorf("the queue holds %v", got)
 	}
+}
+
+// A handoff waits while the broker blocks its connection only until a
+// second before its budget ends: then it gives up unwritten, and the
+// delivery gets its one bounded requeue instead of being left unresolved.
+// Its redelivery, once the block ends, is handed off.
+func TestBrokerBlockedHandoffIsRequeuedWithinItsBudget(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) {
+		q.HandlerTimeout, q.SettlementBudget = 100*time.Millisecond, 6*time.Second
+	})
+	declareTopology(t, q)
+	p := newProxy(t)
+	r := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Retryable(errors.New("later"))
+	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond })
+	publish(t, q.Name, order(t, "warm"))
+	r.await(1) // the handoff connection is open
+	handoffs := func(name string) bool { return strings.HasSuffix(name, " handoff") }
+	if p.Block(handoffs, "low on memory") != 1 {
+		t.Fatal("no handoff connection to block")
+	}
+	publish(t, q.Name, order(t, "blocked"))
+	recs := r.await(2)
+	if rec := recs[1]; rec.MessageID != "blocked" || rec.Path != runtime.PathRequeued || rec.Handoff != "timed out" {
+		t.Fatalf("while blocked: %+v, want requeued after a timed-out handoff", rec)
+	}
+	p.Unblock(handoffs)
+	recs = r.await(3)
+	if rec := recs[2]; rec.MessageID != "blocked" || rec.Path != runtime.PathRetried {
+		t.Errorf("after the block: %+v, want retried", rec)
+	}
+	r.stop()
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {2, 0}})
 }

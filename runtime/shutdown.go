@@ -32,7 +32,6 @@ import (
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
 	r.stopOnce.Do(func() { close(r.stopping) })
-	defer c.forceOnSignal()()
 	end := c.phase(r, "cooperative window")
 	finished := waitChan(&r.deliveries)
 	grace := time.NewTimer(c.cfg.ShutdownGrace)
@@ -144,9 +143,10 @@ func waitFor(done <-chan struct{}, d time.Duration) bool {
 }
 
 // forceOnSignal forces the shutdown at a SIGINT or SIGTERM that arrives
-// while it runs, until the returned function is called. Whatever stopped the
-// consumer (a signal.NotifyContext, Serve, a cancel of the user's own), a
-// signal now is the operator's second: Run(ctx) forces as Serve does.
+// until the returned function is called. Run calls it once ctx is done:
+// whatever stopped the consumer (a signal.NotifyContext, Serve, a cancel of
+// the user's own), a signal now is the operator's second, so Run(ctx) forces
+// as Serve does.
 func (c *Consumer) forceOnSignal() (stop func()) {
 	signals := make(chan os.Signal, 1)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)

@@ -1,7 +1,8 @@
-// Package confirm publishes mandatory on a confirm-mode channel of its own
-// connection and reports the broker's answer to each publish: confirmed,
-// returned (unroutable), nacked, or unknown. The consumer's handoffs and the
-// user's Publisher both publish through it.
+// Package confirm publishes mandatory on a confirm-mode channel and reports
+// the broker's answer to each publish: confirmed, returned (unroutable),
+// nacked, or unknown. The consumer's handoffs and the user's Publisher both
+// publish through it, each on a channel of its own, on a connection they may
+// share.
 package confirm
 
 import (
@@ -9,7 +10,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,8 +23,10 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
-// Publisher publishes mandatory on a confirm-mode channel, then waits for the
-// confirm.
+// Publisher publishes mandatory on a confirm-mode channel of its own, on a
+// connection it may share with other publishers, then waits for the confirm.
+// A channel of its own keeps a channel exception (a publish to an exchange
+// that does not exist) from failing another publisher's publishes.
 //
 // A mandatory publish that cannot be routed is still confirmed with ack=true;
 // only its Return tells the failure apart. The broker sends the Return before
@@ -33,23 +35,19 @@ import (
 // channel is certain to find the Return of its own publish. Each publish
 // carries a unique publish id, and only this type reads the channel.
 type Publisher struct {
-	// dial opens the publisher's own connection, again after it was lost,
-	// and returns its socket too.
-	dial        func() (*amqp.Connection, net.Conn, error)
+	conn        *Conn
 	stepTimeout time.Duration
 	window      chan struct{} // bounds the publishes in flight
 	// Backoff, when set, is the wait before the n-th attempt (from 1) to
 	// connect again after an attempt failed: a publish then keeps trying
-	// until its deadline or its context ends. When nil, a publish tries once.
+	// until its WriteBy or its Done. When nil, a publish tries once.
 	Backoff func(n int) time.Duration
 	// BeforePublish and AfterPublish are test hooks around the publish.
 	BeforePublish, AfterPublish func()
 	idPrefix                    string
 	seq                         atomic.Uint64
 
-	mu      sync.Mutex // guards conn, socket, current and closed
-	conn    *amqp.Connection
-	socket  net.Conn // conn's
+	mu      sync.Mutex // guards current and closed
 	current *channel
 	closed  bool
 
@@ -60,68 +58,17 @@ type Publisher struct {
 type channel struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
-	// socket is the connection's: closing it ends a write that is stuck.
-	socket net.Conn
-	// broken is set before the socket is closed. The client notices a closed
-	// socket only when its reader next fails, so until then the channel and
-	// the connection still say they are open; broken keeps the next publish
-	// off them.
-	broken atomic.Bool
-	// unblocked is closed while the broker lets the connection publish, and
-	// replaced by an open channel while it blocks it (connection.blocked, a
-	// resource alarm): a write then would not be read.
-	blockMu   sync.Mutex
-	unblocked chan struct{}
+	link    *link
 }
 
-// abandon closes the connection's socket under every publish on it, so the
-// next publish opens a new connection.
-func (c *channel) abandon() {
-	c.broken.Store(true)
-	_ = c.socket.Close()
-}
-
-// whenUnblocked is closed once the broker lets the connection publish.
-func (c *channel) whenUnblocked() chan struct{} {
-	c.blockMu.Lock()
-	defer c.blockMu.Unlock()
-	return c.unblocked
-}
-
-// follow keeps unblocked in step with the connection's blocked notifications
-// until the connection closes, which releases any publish still waiting.
-func (c *channel) follow(blockings <-chan amqp.Blocking) {
-	for b := range blockings {
-		c.blockMu.Lock()
-		select {
-		case <-c.unblocked:
-			if b.Active {
-				c.unblocked = make(chan struct{})
-			}
-		default:
-			if !b.Active {
-				close(c.unblocked)
-			}
-		}
-		c.blockMu.Unlock()
-	}
-	c.blockMu.Lock()
-	select {
-	case <-c.unblocked:
-	default:
-		close(c.unblocked)
-	}
-	c.blockMu.Unlock()
-}
-
-// New returns a publisher that opens its connection with dial, bounds each
-// broker step by stepTimeout and holds at most window publishes in flight.
-func New(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Duration, window int) *Publisher {
+// New returns a publisher on conn that holds at most window publishes in
+// flight.
+func New(conn *Conn, window int) *Publisher {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &Publisher{
-		dial:          dial,
-		stepTimeout:   stepTimeout,
+		conn:          conn,
+		stepTimeout:   conn.stepTimeout,
 		BeforePublish: func() {},
 		AfterPublish:  func() {},
 		window:        make(chan struct{}, window),
@@ -130,42 +77,26 @@ func New(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Durat
 	}
 }
 
-// errClosed: the publisher was closed.
-var errClosed = errors.New("the publisher has closed")
-
 // channel returns the open confirm-mode channel, opening a new one (on a new
-// connection if that was lost too) when the last one closed. Opening is bounded
-// by the deadline; the lock keeps concurrent publishes from opening channels twice.
+// connection if that was lost too) when the last one closed. Opening is
+// bounded by the deadline; the lock keeps concurrent publishes from opening
+// channels twice.
 func (p *Publisher) channel(deadline time.Time) (*channel, error) {
+	l, err := p.conn.link(deadline)
+	if err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, errClosed
 	}
-	if p.current != nil && p.current.broken.Load() {
-		// Its socket is closed: the connection is gone too.
-		p.conn, p.socket, p.current = nil, nil, nil
+	if c := p.current; c != nil && c.link == l && !c.ch.IsClosed() {
+		return c, nil
 	}
-	if p.current != nil && !p.current.ch.IsClosed() {
-		return p.current, nil
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), step.Deadline(p.stepTimeout, deadline))
 	defer cancel()
-	if p.conn == nil || p.conn.IsClosed() {
-		type dialed struct {
-			conn   *amqp.Connection
-			socket net.Conn
-		}
-		d, err := step.Open(ctx, func() (dialed, error) {
-			conn, socket, err := p.dial()
-			return dialed{conn, socket}, err
-		}, func(d dialed) { _ = d.conn.CloseDeadline(time.Now().Add(p.stepTimeout)) })
-		if err != nil {
-			return nil, err
-		}
-		p.conn, p.socket = d.conn, d.socket
-	}
-	ch, err := step.Open(ctx, p.conn.Channel, func(ch *amqp.Channel) { _ = ch.Close() })
+	ch, err := step.Open(ctx, l.conn.Channel, func(ch *amqp.Channel) { _ = ch.Close() })
 	if err != nil {
 		return nil, err
 	}
@@ -177,26 +108,20 @@ func (p *Publisher) channel(deadline time.Time) (*channel, error) {
 	// buffer before and after its publish; four windows of room keep the
 	// client from ever blocking on (and after 5 s dropping) a Return.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(p.window)))
-	c := &channel{ch: ch, returns: returns, socket: p.socket, unblocked: make(chan struct{})}
-	close(c.unblocked)
-	// The connection's blocked notifications go to each of its channels in
-	// turn; a connection serves one channel at a time here, so each channel
-	// follows its own.
-	go c.follow(p.conn.NotifyBlocked(make(chan amqp.Blocking, 2)))
-	p.current = c
-	return c, nil
+	p.current = &channel{ch: ch, returns: returns, link: l}
+	return p.current, nil
 }
 
 // connect is channel, again after the backoff while connecting fails, when
-// the publisher has one: until the deadline, or done is closed.
-func (p *Publisher) connect(deadline time.Time, done <-chan struct{}) (*channel, error) {
+// the publisher has one: until writeBy, or done is closed.
+func (p *Publisher) connect(writeBy time.Time, done <-chan struct{}) (*channel, error) {
 	for n := 1; ; n++ {
-		c, err := p.channel(step.Deadline(p.stepTimeout, deadline))
+		c, err := p.channel(writeBy)
 		if err == nil || p.Backoff == nil || errors.Is(err, errClosed) {
 			return c, err
 		}
 		wait := p.Backoff(n)
-		if !deadline.IsZero() && time.Until(deadline) < wait {
+		if !writeBy.IsZero() && time.Until(writeBy) < wait {
 			return nil, err
 		}
 		t := time.NewTimer(wait)
@@ -209,18 +134,37 @@ func (p *Publisher) connect(deadline time.Time, done <-chan struct{}) (*channel,
 	}
 }
 
+// Bounds bound one publish.
+type Bounds struct {
+	// Deadline ends every wait, the confirm's too; zero sets none beyond
+	// each broker step's own.
+	Deadline time.Time
+	// WriteBy ends the waits before the write, for a slot, a connection and
+	// while the broker blocks publishers, when it is earlier than Deadline:
+	// a handoff given up then still has the budget for its requeue.
+	WriteBy time.Time
+	// Done, when closed, ends the waits, the confirm's too.
+	Done <-chan struct{}
+}
+
+// writeBy is the moment the waits before the write end.
+func (b Bounds) writeBy() time.Time {
+	if b.WriteBy.IsZero() || !b.Deadline.IsZero() && b.Deadline.Before(b.WriteBy) {
+		return b.Deadline
+	}
+	return b.WriteBy
+}
+
 // Publish publishes msg mandatory to exchange with routing key key and
-// reports what the broker said, by the deadline at the latest (none when
-// zero: each broker step is still bounded) or until done is closed, which
-// ends the waits before the write. writing runs just before the publish is
-// written; when it returns false nothing is written. msg.Headers must be a
-// table the caller owns: Publish adds the publish id to it. One timer bounds
-// every wait: for a slot, for the publish and for the confirm.
-func (p *Publisher) Publish(deadline time.Time, done <-chan struct{}, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence {
+// reports what the broker said, within b. writing runs just before the
+// publish is written; when it returns false nothing is written. msg.Headers
+// must be a table the caller owns: Publish adds the publish id to it.
+func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence {
 	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
+	writeBy := b.writeBy()
 	var expired <-chan time.Time
-	if !deadline.IsZero() {
-		timer := step.Timer(deadline)
+	if !writeBy.IsZero() {
+		timer := step.Timer(writeBy)
 		defer step.Release(timer)
 		expired = timer.C
 	}
@@ -229,26 +173,26 @@ func (p *Publisher) Publish(deadline time.Time, done <-chan struct{}, exchange, 
 	case <-expired:
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no publish slot within the budget"
 		return ev
-	case <-done:
+	case <-b.Done:
 		ev.Status, ev.Detail = outcome.HandoffFailed, "stopped waiting for a publish slot"
 		return ev
 	}
 	defer func() { <-p.window }()
 
-	c, err := p.connect(deadline, done)
+	c, err := p.connect(writeBy, b.Done)
 	if err != nil {
 		ev.Status, ev.Detail = outcome.HandoffFailed, "open channel: "+sanitize.Text(err.Error(), 120)
 		return ev
 	}
 	select {
-	case <-c.whenUnblocked():
+	case <-c.link.whenUnblocked():
 	default:
 		select {
-		case <-c.whenUnblocked():
+		case <-c.link.whenUnblocked():
 		case <-expired:
 			ev.Status, ev.Detail = outcome.HandoffTimedOut, "the broker blocks publishes (a resource alarm)"
 			return ev
-		case <-done:
+		case <-b.Done:
 			ev.Status, ev.Detail = outcome.HandoffFailed, "stopped waiting while the broker blocks publishes"
 			return ev
 		}
@@ -257,7 +201,7 @@ func (p *Publisher) Publish(deadline time.Time, done <-chan struct{}, exchange, 
 	// another publish's dial) may have used the whole budget; a watchdog
 	// armed with (almost) no time left would close the connection the other
 	// publish just opened.
-	publishBy := step.Deadline(p.stepTimeout, deadline)
+	publishBy := step.Deadline(p.stepTimeout, b.Deadline)
 	if time.Until(publishBy) < min(p.stepTimeout/4, 20*time.Millisecond) {
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no time left to publish"
 		return ev
@@ -279,34 +223,34 @@ func (p *Publisher) Publish(deadline time.Time, done <-chan struct{}, exchange, 
 	// and so does the connection, unfit for publishing anyway. The publish
 	// runs on this goroutine: handing each publish to another cost about a
 	// tenth of the retry path's throughput.
-	watchdog := time.AfterFunc(time.Until(publishBy), c.abandon)
+	watchdog := time.AfterFunc(time.Until(publishBy), c.link.abandon)
 	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, true, false, msg)
 	if !watchdog.Stop() {
 		// The watchdog may not have run yet; abandon again so the next
-		// publish cannot find this channel. The write may still have
+		// publish cannot find this connection. The write may still have
 		// completed: the message may exist.
-		c.abandon()
+		c.link.abandon()
 		ev.Status, ev.Detail, ev.Published = outcome.HandoffTimedOut, "the publish did not return in time", true
 		return ev
 	}
 	if err != nil {
 		if !errors.Is(err, amqp.ErrClosed) {
 			// A failed write leaves the connection's framing unknown.
-			c.abandon()
+			c.link.abandon()
 		}
 		ev.Status, ev.Detail = outcome.HandoffFailed, "publish: "+sanitize.Text(err.Error(), 120)
 		return ev
 	}
 	ev.Published = true
 	p.AfterPublish()
-	confirmBy := step.Timer(step.Deadline(p.stepTimeout, deadline))
+	confirmBy := step.Timer(step.Deadline(p.stepTimeout, b.Deadline))
 	defer step.Release(confirmBy)
 	select {
 	case <-dc.Done():
 	case <-confirmBy.C:
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no confirm in time"
 		return ev
-	case <-done:
+	case <-b.Done:
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "stopped waiting for the confirm"
 		return ev
 	}
@@ -318,7 +262,9 @@ func (p *Publisher) Publish(deadline time.Time, done <-chan struct{}, exchange, 
 	case !acked && c.ch.IsClosed():
 		ev.Status, ev.Detail = outcome.HandoffFailed, "channel closed before the confirm"
 	case !acked:
-		ev.Status, ev.Detail, ev.Published = outcome.HandoffNacked, "the broker refused the publish", false
+		// Through an exchange that routes it to several queues, a nack says
+		// one refused it; the others may hold it.
+		ev.Status, ev.Detail, ev.Published = outcome.HandoffNacked, "the broker refused the publish", exchange != ""
 	default:
 		ev.Status = outcome.HandoffConfirmed
 	}
@@ -389,14 +335,16 @@ func (p *Publisher) drain(c *channel) {
 	}
 }
 
-// Close closes the publisher's connection; publishes still waiting resolve as failed.
+// Close closes the publisher's channel, not the connection it shares:
+// publishes still waiting resolve as failed, and later ones fail.
 func (p *Publisher) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	if p.conn != nil {
-		// Bounded: the broker may not read a blocked connection (a resource
-		// alarm) until the alarm clears, so the close-ok could wait as long.
-		_ = p.conn.CloseDeadline(time.Now().Add(p.stepTimeout))
+	if c := p.current; c != nil {
+		// Bounded: a blocked connection's broker reads no close either.
+		ctx, cancel := context.WithTimeout(context.Background(), p.stepTimeout)
+		defer cancel()
+		_ = step.DoErr(ctx, c.ch.Close)
 	}
 }

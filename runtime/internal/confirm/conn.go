@@ -1,0 +1,138 @@
+package confirm
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/step"
+)
+
+// Conn is the connection publishers share: opened at the first need, and
+// again after it was lost. It keeps what belongs to the connection, not to
+// a channel: its socket and whether the broker blocks it.
+type Conn struct {
+	// dial opens the connection and returns its socket too.
+	dial        func() (*amqp.Connection, net.Conn, error)
+	stepTimeout time.Duration
+
+	mu      sync.Mutex // guards current and closed
+	current *link
+	closed  bool
+}
+
+// link is one connection of a Conn.
+type link struct {
+	conn *amqp.Connection
+	// socket is the connection's: closing it ends a write that is stuck.
+	socket net.Conn
+	// broken is set before the socket is closed. The client notices a closed
+	// socket only when its reader next fails, so until then the connection
+	// still says it is open; broken keeps the next publish off it.
+	broken atomic.Bool
+	// unblocked is closed while the broker lets the connection publish, and
+	// replaced by an open channel while it blocks it (connection.blocked, a
+	// resource alarm): a write then would not be read.
+	blockMu   sync.Mutex
+	unblocked chan struct{}
+}
+
+// errClosed: the publisher was closed.
+var errClosed = errors.New("the publisher has closed")
+
+// NewConn returns a connection that dial opens, each step of opening it
+// bounded by stepTimeout.
+func NewConn(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Duration) *Conn {
+	return &Conn{dial: dial, stepTimeout: stepTimeout}
+}
+
+// link returns the open connection, dialling one by the deadline when there
+// is none. The lock keeps concurrent publishes from dialling twice.
+func (c *Conn) link(deadline time.Time) (*link, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed
+	}
+	if l := c.current; l != nil && !l.broken.Load() && !l.conn.IsClosed() {
+		return l, nil
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), step.Deadline(c.stepTimeout, deadline))
+	defer cancel()
+	type dialed struct {
+		conn   *amqp.Connection
+		socket net.Conn
+	}
+	d, err := step.Open(ctx, func() (dialed, error) {
+		conn, socket, err := c.dial()
+		return dialed{conn, socket}, err
+	}, func(d dialed) { _ = d.conn.CloseDeadline(time.Now().Add(c.stepTimeout)) })
+	if err != nil {
+		return nil, err
+	}
+	l := &link{conn: d.conn, socket: d.socket, unblocked: make(chan struct{})}
+	close(l.unblocked)
+	// Registered before any channel opens, so no block goes unseen; the
+	// client closes the notifications when the connection closes, which ends
+	// follow.
+	go l.follow(d.conn.NotifyBlocked(make(chan amqp.Blocking, 2)))
+	c.current = l
+	return l, nil
+}
+
+// abandon closes the connection's socket under every publish on it, so the
+// next publish opens a new connection.
+func (l *link) abandon() {
+	l.broken.Store(true)
+	_ = l.socket.Close()
+}
+
+// whenUnblocked is closed once the broker lets the connection publish.
+func (l *link) whenUnblocked() chan struct{} {
+	l.blockMu.Lock()
+	defer l.blockMu.Unlock()
+	return l.unblocked
+}
+
+// follow keeps unblocked in step with the connection's blocked
+// notifications until the connection closes, which releases any publish
+// still waiting.
+func (l *link) follow(blockings <-chan amqp.Blocking) {
+	for b := range blockings {
+		l.setBlocked(b.Active)
+	}
+	l.setBlocked(false)
+}
+
+func (l *link) setBlocked(blocked bool) {
+	l.blockMu.Lock()
+	defer l.blockMu.Unlock()
+	select {
+	case <-l.unblocked:
+		if blocked {
+			l.unblocked = make(chan struct{})
+		}
+	default:
+		if !blocked {
+			close(l.unblocked)
+		}
+	}
+}
+
+// Close closes the connection; publishes still waiting resolve as failed,
+// and later ones fail.
+func (c *Conn) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.current != nil {
+		// Bounded: the broker may not read a blocked connection (a resource
+		// alarm) until the alarm clears, so the close-ok could wait as long.
+		_ = c.current.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
+	}
+}
