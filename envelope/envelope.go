@@ -6,8 +6,10 @@
 //
 // lilygen writes one Message for each message a queue consumes into the
 // generated QueueSpec; the runtime's guard reads every delivery by the
-// profile of its message, within the same bounds whatever the profile. The
-// package holds data only and imports nothing but the standard library.
+// profile of its message, within the same bounds whatever the profile.
+// Generated producers write a message in its profile with
+// runtime.NewPublishing. The package holds data only and imports nothing but
+// the standard library.
 //
 // A delivery's profile is found by its marks, in this order: content type
 // application/cloudevents+json (structured CloudEvents), a
@@ -62,6 +64,12 @@ type Profile struct {
 	// Version is where the version comes from. The zero Version is Lily's
 	// header x-lily-version.
 	Version Version
+	// Source (CloudEvents) is the source attribute of the events Lily's
+	// producers write, a URI-reference such as
+	// https://payments.acme.example/api. Readers take each event's own, so
+	// "" reads as well; lilygen then writes no producers, since an event
+	// needs one.
+	Source string
 }
 
 // Version is where a profile's version comes from: exactly one field is set.

@@ -51,7 +51,8 @@ func Generate(f *schema.File) (Output, error) {
 	compatibility(j)
 	sharedTypes(j, f)
 	for _, m := range f.Messages {
-		message(j, m, f.Produced(m))
+		e, _, _ := f.ProducedIn(m)
+		message(j, m, e)
 	}
 	for _, q := range f.Queues {
 		queue(j, f, q)
@@ -67,7 +68,7 @@ func Generate(f *schema.File) (Output, error) {
 func compatibility(j *jen.File) {
 	j.Comment("The runtime must support this generation of code: a runtime too old or")
 	j.Comment("too new for it fails here, at compile time.")
-	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV5")
+	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV6")
 }
 
 // includes names the included files relative to the root schema's directory.

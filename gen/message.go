@@ -11,12 +11,12 @@ import (
 	"github.com/lily-mq/lily/schema"
 )
 
-// message emits m's type and versions; with produce, a producer of each
-// version too.
-func message(j *jen.File, m *schema.Message, produce bool) {
+// message emits m's type and versions; with an envelope to produce in, not
+// nil, a producer of each version too.
+func message(j *jen.File, m *schema.Message, produce *schema.Envelope) {
 	j.Commentf("%sType is the type %s messages travel as.", m.Name, m.Name)
 	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Type)
-	if produce {
+	if produce != nil {
 		exchangeConst(j, m)
 	}
 	for _, v := range m.Versions {
@@ -39,10 +39,10 @@ func message(j *jen.File, m *schema.Message, produce bool) {
 			headers(j, v)
 		}
 		extractor(j, m, v)
-		if produce {
-			producer(j, m, v)
+		if produce != nil {
+			producer(j, m, v, produce)
 			if m.Publish != nil {
-				publisher(j, m, v)
+				publisher(j, m, v, produce)
 			}
 		}
 		for _, o := range objs {

@@ -3,17 +3,19 @@ package gen
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/schema"
 )
 
-// producer emits New<Version>: the publishing of a message in Lily's
-// canonical envelope, checked by the consumer's own extractors first.
-func producer(j *jen.File, m *schema.Message, v *schema.Version) {
+// producer emits New<Version>: the publishing of a message in envelope e,
+// the one it is read in, checked by the consumer's own extractors first.
+func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envelope) {
 	name := "New" + v.GoName
 	fail := jen.Return(jen.Qual(rt, "Publishing").Values(), jen.Err())
 	body := []jen.Code{
@@ -23,7 +25,16 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version) {
 		// consumer never receives what this producer sends and refuses.
 		jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("Extract"+v.GoName).Call(jen.Id("body")), jen.Err().Op("!=").Nil()).Block(fail),
 	}
-	publishing := jen.Qual(rt, "NewPublishing").Call(jen.Id(m.Name+"Type"), jen.Lit(v.Number), jen.Id("messageID"), jen.Id("body"))
+	msg := jen.Qual(envPkg, "Message").Values(kv("Type", jen.Id(m.Name+"Type")))
+	if e.Profile.Kind != envelope.Lily {
+		msg = jen.Qual(envPkg, "Message").Values(multiline(kv("Type", jen.Id(m.Name+"Type")), kv("Profile", profile(e.Profile)))...)
+	}
+	params, _ := producerParams(v, e)
+	var id jen.Code = jen.Id("messageID")
+	if e.Profile.NoID {
+		id = jen.Lit("")
+	}
+	publishing := jen.Qual(rt, "NewPublishing").Call(msg, jen.Lit(v.Number), id, jen.Id("body"))
 	if v.HeadersName == "" {
 		body = append(body, jen.Return(publishing, jen.Nil()))
 	} else {
@@ -53,15 +64,63 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version) {
 			jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Id(headersExtractor(v)).Call(lookup), jen.Err().Op("!=").Nil()).Block(fail),
 			jen.Return(jen.Id("p"), jen.Nil()))
 	}
-	j.Commentf("%s returns msg as a persistent publishing in Lily's canonical envelope", name)
-	j.Commentf("(type %s, version %d, message id messageID), the payload as JSON.", m.Name, v.Number)
+	if e.Profile.Kind == envelope.Lily {
+		j.Commentf("%s returns msg as a persistent publishing in Lily's canonical envelope", name)
+		j.Commentf("(type %s, version %d, message id messageID), the payload as JSON.", m.Name, v.Number)
+	} else {
+		comment(j, fmt.Sprintf("%s returns msg as a persistent publishing in envelope %s: %s, the payload as JSON.", name, e.Name, envelopeWords(m, v, e.Profile)))
+	}
 	if v.HeadersName != "" {
 		j.Comment("msg.Headers are among its headers.")
 	}
 	j.Comment("Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.")
 	deprecated(j, m, v)
-	j.Func().Id(name).Params(jen.Id("messageID").String(), jen.Id("msg").Op("*").Id(v.GoName)).
-		Params(jen.Qual(rt, "Publishing"), jen.Error()).Block(body...)
+	j.Func().Id(name).Params(params...).Params(jen.Qual(rt, "Publishing"), jen.Error()).Block(body...)
+}
+
+// envelopeWords says where a producer in profile p puts the type, version
+// and id of version v of m, such as "type com.acme.shipped in header
+// __TypeId__, no version (every message is version 1), message id
+// messageID".
+func envelopeWords(m *schema.Message, v *schema.Version, p envelope.Profile) string {
+	typ, n, ver := m.Type, v.Number, ""
+	switch pv := p.Version; {
+	case pv.Fixed != 0:
+		ver = fmt.Sprintf("no version (every message is version %d)", pv.Fixed)
+	case pv.TypeSuffix != "":
+		typ += pv.TypeSuffix + strconv.Itoa(n)
+	case pv.ContentTypeParameter != "":
+		ver = fmt.Sprintf("content type application/json; %s=%d", pv.ContentTypeParameter, n)
+	case pv.Attribute != "":
+		ver = fmt.Sprintf("version %d in attribute %s", n, pv.Attribute)
+	case pv.Header != "":
+		ver = fmt.Sprintf("version %d in header %s", n, pv.Header)
+	default:
+		ver = fmt.Sprintf("version %d in header x-lily-version", n)
+	}
+	var parts []string
+	switch {
+	case p.Kind == envelope.CloudEvents:
+		parts = append(parts, "a CloudEvent in binary content mode of type "+typ)
+	case p.TypeHeader != "":
+		parts = append(parts, "type "+typ+" in header "+p.TypeHeader)
+	default:
+		parts = append(parts, "type "+typ)
+	}
+	if ver != "" {
+		parts = append(parts, ver)
+	}
+	switch {
+	case p.Kind == envelope.CloudEvents:
+		parts = append(parts, "source "+p.Source, "id messageID")
+	case p.NoID:
+		parts = append(parts, "no message id (the envelope carries none)")
+	case p.IDHeader != "":
+		parts = append(parts, "message id messageID in header "+p.IDHeader)
+	default:
+		parts = append(parts, "message id messageID")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // maxRoutingKey is the most bytes AMQP carries in a routing key.
@@ -79,7 +138,7 @@ func exchangeConst(j *jen.File, m *schema.Message) {
 
 // publisher emits Publish<Version>: New<Version>'s publishing, sent through
 // a runtime.Sender where the schema publishes the message.
-func publisher(j *jen.File, m *schema.Message, v *schema.Version) {
+func publisher(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envelope) {
 	pub, name := m.Publish, "Publish"+v.GoName
 	var fields, checks []jen.Code
 	doc := fmt.Sprintf("%s sends msg, as New%s builds it, through s", name, v.GoName)
@@ -119,16 +178,29 @@ func publisher(j *jen.File, m *schema.Message, v *schema.Version) {
 		doc += fmt.Sprintf(" Its %s is the order key: an outbox sends the messages of one key in the order they were written.", keyWords(*k))
 	}
 	fields = append(fields, kv("Publishing", jen.Id("p")))
+	params, args := producerParams(v, e)
 	body := []jen.Code{
-		jen.List(jen.Id("p"), jen.Err()).Op(":=").Id("New"+v.GoName).Call(jen.Id("messageID"), jen.Id("msg")),
+		jen.List(jen.Id("p"), jen.Err()).Op(":=").Id("New" + v.GoName).Call(args...),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
 	}
 	body = append(body, checks...)
 	body = append(body, jen.Return(jen.Id("s").Dot("Send").Call(jen.Id("ctx"), jen.Qual(rt, "Message").Values(multiline(fields...)...))))
 	comment(j, doc)
 	deprecated(j, m, v)
-	j.Func().Id(name).Params(jen.Id("ctx").Qual("context", "Context"), jen.Id("s").Qual(rt, "Sender"), jen.Id("messageID").String(), jen.Id("msg").Op("*").Id(v.GoName)).
+	j.Func().Id(name).Params(append([]jen.Code{jen.Id("ctx").Qual("context", "Context"), jen.Id("s").Qual(rt, "Sender")}, params...)...).
 		Error().Block(body...)
+}
+
+// producerParams are the parameters of v's producers in envelope e, and
+// the arguments that pass them on: a message id, except in a profile without
+// ids, whose producers must not seem to send one, and the message.
+func producerParams(v *schema.Version, e *schema.Envelope) (params, args []jen.Code) {
+	params = []jen.Code{jen.Id("messageID").String(), jen.Id("msg").Op("*").Id(v.GoName)}
+	args = []jen.Code{jen.Id("messageID"), jen.Id("msg")}
+	if e.Profile.NoID {
+		return params[1:], args[1:]
+	}
+	return params, args
 }
 
 // keyOf is the Go expression of key k of a message of version v, as a

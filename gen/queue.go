@@ -146,6 +146,7 @@ func profile(p envelope.Profile) jen.Code {
 	if len(version) > 0 {
 		fields = append(fields, kv("Version", jen.Qual(envPkg, "Version").Values(version...)))
 	}
+	str("Source", p.Source)
 	return jen.Qual(envPkg, "Profile").Values(fields...)
 }
 

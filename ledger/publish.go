@@ -7,6 +7,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -37,7 +38,7 @@ func (r *run) publishOn(ch *amqp.Channel) error {
 			time.Sleep(time.Until(start.Add(r.cfg.PublishOver * time.Duration(i) / time.Duration(len(r.ids)))))
 		}
 		dc, err := ch.PublishWithDeferredConfirm("", r.spec.Name, true, false,
-			runtime.NewPublishing(messageTyp, 1, id, fmt.Appendf(nil, `{"n":%d}`, i)))
+			runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, fmt.Appendf(nil, `{"n":%d}`, i)))
 		if err != nil {
 			return err
 		}

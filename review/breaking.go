@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
 )
@@ -30,10 +31,10 @@ func Breaking(old, new *schema.File) []Finding {
 	}
 	for _, om := range old.Messages {
 		if nm := findMessage(new, om.Name); nm != nil {
-			if old.Produced(om) && !new.Produced(nm) {
+			if e, why, fix := new.ProducedIn(nm); old.Produced(om) && e == nil {
 				b.add(rules.ProducerRemoved, om.Name, nm.Pos,
-					fmt.Sprintf("message %s is read in envelope %s now: its producers New%sV… are no longer generated, since they write Lily's", om.Name, envelopeNames(new.EnvelopesOf(nm)), om.Name),
-					fmt.Sprintf("publish %s as its new producers do, and remove the calls of its New%sV… functions", om.Name, om.Name))
+					fmt.Sprintf("the producers New%sV… of message %s are no longer generated: %s", om.Name, om.Name, why),
+					fmt.Sprintf("%s, or remove the calls of its New%sV… functions", fix, om.Name))
 			}
 			if om.Type != nm.Type {
 				b.add(rules.WireTypeChanged, om.Name, nm.Pos,
@@ -116,16 +117,6 @@ func findField(fs []*schema.Field, name string) *schema.Field {
 		return nil
 	}
 	return fs[i]
-}
-
-// envelopeNames names envelopes for a finding: "spring", or "lily and
-// spring".
-func envelopeNames(envs []*schema.Envelope) string {
-	names := make([]string, len(envs))
-	for i, e := range envs {
-		names[i] = e.Name
-	}
-	return strings.Join(names, " and ")
 }
 
 // renamed finds the message of the new file, absent from the old, whose
@@ -487,7 +478,7 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 	}
 	for _, oc := range oq.Consumes {
 		i := slices.IndexFunc(nq.Consumes, func(nc schema.Consume) bool { return nc.Message.Name == oc.Message.Name })
-		if i >= 0 && nq.Consumes[i].Envelope.Profile != oc.Envelope.Profile {
+		if i >= 0 && !sameReading(nq.Consumes[i].Envelope.Profile, oc.Envelope.Profile) {
 			nc := nq.Consumes[i]
 			b.add(rules.EnvelopeChanged, oq.Name+"/"+oc.Message.Name, nc.Pos,
 				fmt.Sprintf("queue %q reads %s by envelope %s (%s) instead of %s (%s): what producers send today and what the queue holds is read where it is not", oq.Name, oc.Message.Name, nc.Envelope.Name, nc.Envelope, oc.Envelope.Name, oc.Envelope),
@@ -512,6 +503,14 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 			}
 		}
 	}
+}
+
+// sameReading reports whether a queue reads messages of profiles a and b
+// alike: a source is what Lily's producers write, and a reader takes each
+// event's own.
+func sameReading(a, b envelope.Profile) bool {
+	a.Source, b.Source = "", ""
+	return a == b
 }
 
 // consumes reports whether q accepts version n of message msg.

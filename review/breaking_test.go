@@ -129,6 +129,10 @@ func TestBreaking(t *testing.T) {
 		{"integer narrowed to its type's range", []string{"amount: {type: integer, required: true, min: 1, max: 1000}", "amount: {type: uint8, required: true, min: 1}"},
 			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.amount", "INFLIGHT BOUND-NARROWED@OrderPlaced.v1.amount"}},
 		{"package renamed", []string{"package: shopmsg", "package: shop"}, []string{"API PACKAGE-CHANGED@shop"}},
+		// Its producers now write the new envelope: they are still generated.
+		{"envelope of another producer", []string{"messages:\n", "envelopes:\n  dotnet: {kind: headers, type: {header: MessageType}, version: {header: v}}\nmessages:\n",
+			"  OrderPlaced:\n", "  OrderPlaced:\n    envelope: dotnet\n"},
+			[]string{"WIRE ENVELOPE-CHANGED@orders/OrderPlaced"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old, new := parse(t, "old.lily.yaml", base), parse(t, "new.lily.yaml", edit(t, tc.edits...))
@@ -140,6 +144,35 @@ func TestBreaking(t *testing.T) {
 				if f.File != "new.lily.yaml" || f.Line < 1 || f.Column < 1 || f.Message == "" || f.Migration == "" {
 					t.Errorf("finding without a place, message or migration: %+v", f)
 				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("findings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A CloudEvent's source is what its producers write, not how a queue reads
+// it: a producer is removed only with the source.
+func TestBreakingEventSource(t *testing.T) {
+	schemaWith := func(source string) *schema.File {
+		return parse(t, "new.lily.yaml", edit(t, "messages:\n", "envelopes:\n  events: {kind: cloudevents, version: {type_suffix: .v}"+source+"}\nmessages:\n",
+			"  OrderPlaced:\n", "  OrderPlaced:\n    envelope: events\n"))
+	}
+	none, acme, other := schemaWith(""), schemaWith(", source: https://acme.example/shop"), schemaWith(", source: /shop")
+	for _, tc := range []struct {
+		name     string
+		old, new *schema.File
+		want     []string
+	}{
+		{"source added", none, acme, nil},
+		{"source changed", acme, other, nil},
+		{"source removed", acme, none, []string{"PRODUCER-REMOVED@OrderPlaced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, f := range Breaking(tc.old, tc.new) {
+				got = append(got, f.Ack())
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("findings (-want +got):\n%s", diff)

@@ -269,6 +269,49 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// Lily's own producers of those messages write them in their envelopes: a
+// CloudEvent in binary content mode and a Spring AMQP message, read as the
+// other teams' producers' are, keyed by the event's source and id.
+func TestBrokerForeignEnvelopesFromLilysProducers(t *testing.T) {
+	t.Parallel()
+	q := foreignSpec(t)
+	declareTopology(t, q)
+	event, err := lilytest.NewPaymentAuthorizedV2("evt-lily", &lilytest.PaymentAuthorizedV2{PaymentID: "lily-event", AmountCents: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := lilytest.NewOrderShippedV1("ship-lily", &lilytest.OrderShippedV1{OrderID: "lily-shipped"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, q.Name, event, shipped)
+	h := &foreignHandler{seen: map[string][]seen{}}
+	r, c := prepareRoutes(t, q, lilytest.LilytestForeignRoutes(h))
+	r.launch(c)
+	keys := map[string]bool{}
+	for _, rec := range r.await(2) {
+		keys[rec.MessageID] = true
+		if rec.Path != runtime.PathAcked {
+			t.Errorf("record %+v: want acked", rec)
+		}
+	}
+	r.stop()
+	if !keys[paymentsSource+" evt-lily"] || !keys["headers com.acme.shipping.OrderShipped ship-lily"] {
+		t.Errorf("keys %v: want the event's source and id, and the Spring message's type and id", keys)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key, w := range map[string]seen{
+		"lily-event":   {typ: "com.acme.payment.authorized", id: "evt-lily", body: `{"payment_id":"lily-event","amount_cents":300}`, version: 2, attempt: 1},
+		"lily-shipped": {typ: "com.acme.shipping.OrderShipped", id: "ship-lily", body: `{"orderId":"lily-shipped"}`, version: 1, attempt: 1},
+	} {
+		if got := h.seen[key]; len(got) != 1 || got[0] != w {
+			t.Errorf("%s: handler saw %+v, want %+v", key, got, w)
+		}
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 // Messages of a producer that sends no ids cannot be told apart: the
 // consumer keeps no memory of them, so copies handled at once neither wait
 // for each other nor go back to the queue.

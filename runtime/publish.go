@@ -6,6 +6,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 )
 
@@ -14,18 +15,14 @@ import (
 // standard library.
 type Publishing = amqp.Publishing
 
-// NewPublishing returns a persistent application/json message in Lily's
-// canonical envelope, ready for a producer to publish.
-func NewPublishing(messageType string, version int, messageID string, body []byte) Publishing {
-	return Publishing{
-		ContentType:  "application/json",
-		DeliveryMode: amqp.Persistent,
-		MessageId:    messageID,
-		Type:         messageType,
-		Timestamp:    time.Now().UTC().Truncate(time.Second),
-		Headers:      amqp.Table{guard.HeaderVersion: int64(version)},
-		Body:         body,
-	}
+// NewPublishing returns version version of message m, its payload body as
+// application/json, in m's envelope profile, as a consumer's guard reads it:
+// the type, version and id where the profile keeps them (a CloudEvent in
+// binary content mode, with m.Profile.Source as its source), persistent and
+// stamped with the time. A profile without ids (NoID) carries no messageID.
+// Generated producers call it once they have checked the message.
+func NewPublishing(m envelope.Message, version int, messageID string, body []byte) Publishing {
+	return guard.Build(m, version, messageID, body, time.Now())
 }
 
 // Message is a message to send: where the broker is to route it, and the

@@ -13,11 +13,11 @@ import (
 	"github.com/lily-mq/lily/topology"
 )
 
-// SupportsGeneratedCodeV5 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV6 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-// V5: a queue names the messages it consumes, each with its wire type,
-// envelope profile and inbox policy.
-const SupportsGeneratedCodeV5 = true
+// V6: producers build a publishing in their message's envelope profile
+// (NewPublishing takes the envelope.Message).
+const SupportsGeneratedCodeV6 = true
 
 // QueueSpec is one queue's topology and policy, as generated from the schema.
 type QueueSpec struct {

@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -55,7 +57,7 @@ func (p *parser) envelopes(n *yaml.Node, known []*Envelope) []*Envelope {
 func (p *parser) envelope(k, v *yaml.Node) *Envelope {
 	e := &Envelope{Name: k.Value, Pos: p.pos(k)}
 	what := "envelope " + k.Value
-	m := p.object(v, what, "kind", "type", "id", "version")
+	m := p.object(v, what, "kind", "type", "id", "version", "source")
 	if m == nil {
 		return nil
 	}
@@ -96,7 +98,49 @@ func (p *parser) envelope(k, v *yaml.Node) *Envelope {
 	if ver, ok := m["version"]; ok {
 		e.Profile.Version = p.versionSource(ver.v, ce)
 	}
+	if src, ok := m["source"]; ok {
+		if !ce {
+			p.errorf(src.k, RuleEnvelope, "source is a CloudEvent's attribute: %s takes none", what)
+		} else {
+			e.Profile.Source = p.eventSource(src.v)
+		}
+	}
 	return e
+}
+
+// maxSourceBytes is the longest source the guard reads: an id's bound.
+const maxSourceBytes = 128
+
+// eventSource reads the source attribute of the events Lily's producers
+// write: a URI-reference the guard accepts, printable ASCII without spaces.
+func (p *parser) eventSource(n *yaml.Node) string {
+	s, ok := p.str(n, "source")
+	if !ok {
+		return ""
+	}
+	switch {
+	case s == "":
+		p.errorf(n, RuleEmpty, "source: want a URI-reference, such as https://payments.acme.example/api")
+	case len(s) > maxSourceBytes:
+		p.errorf(n, RuleEnvelope, "source %q is %d bytes: the guard reads at most %d", shorten(s), len(s), maxSourceBytes)
+	case strings.ContainsFunc(s, func(r rune) bool { return !uriChar(r) }):
+		p.errorf(n, RuleEnvelope, "source %q holds a character a URI-reference cannot", shorten(s)).
+			Hint = "percent-encode it, such as %20 for a space"
+	default:
+		var err *url.Error
+		if _, e := url.Parse(s); errors.As(e, &err) {
+			p.errorf(n, RuleEnvelope, "source %q is not a URI-reference: %v", shorten(s), err.Err)
+			return ""
+		}
+		return s
+	}
+	return ""
+}
+
+// uriChar reports whether r may appear in a URI-reference (RFC 3986):
+// unreserved, reserved or '%'.
+func uriChar(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-._~:/?#[]@!$&'()*+,;=%", r)
 }
 
 // sourceHeader reads {header: name}, or the word naming the AMQP property
@@ -305,6 +349,9 @@ func (e *Envelope) String() string {
 		parts = append(parts, fmt.Sprintf("version %d always", v.Fixed))
 	default:
 		parts = append(parts, "version from header x-lily-version")
+	}
+	if pr.Source != "" {
+		parts = append(parts, "source "+pr.Source)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -5,10 +5,14 @@
 package schema
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/envelope"
 )
 
 // Defaults of keys a schema may leave out.
@@ -311,11 +315,41 @@ func (f *File) EnvelopesOf(m *Message) []*Envelope {
 	return out
 }
 
-// Produced reports whether lilygen writes producers of m: when it is read
-// in Lily's envelope alone, the one they write.
-func (f *File) Produced(m *Message) bool {
+// ProducedIn returns the envelope lilygen writes m's producers in: the one
+// profile m is read in, when lilygen can write it. Otherwise it returns nil,
+// why not (words that follow "lilygen writes no producers of m: ") and what
+// would let it.
+func (f *File) ProducedIn(m *Message) (e *Envelope, why, fix string) {
 	envs := f.EnvelopesOf(m)
-	return len(envs) == 1 && envs[0] == lilyEnvelope
+	if len(envs) > 1 {
+		names := make([]string, len(envs))
+		for i, e := range envs {
+			names[i] = e.Name
+		}
+		return nil, fmt.Sprintf("it is read in envelopes %s, and a producer writes one", strings.Join(names, " and ")),
+			"read it in one envelope"
+	}
+	e = envs[0]
+	if pr := e.Profile; pr.Kind == envelope.CloudEvents && pr.Source == "" {
+		return nil, fmt.Sprintf("its envelope %s names no source, which every CloudEvent carries", e.Name),
+			fmt.Sprintf("give envelope %s a source:, the URI of the producing service", e.Name)
+	}
+	if n := e.Profile.Version.Fixed; n != 0 {
+		// Sent without a version, any version reads as n.
+		for _, v := range m.Versions {
+			if v.Number != n {
+				return nil, fmt.Sprintf("its envelope %s sends no version, so every message reads as version %d, and %s would too", e.Name, n, v.GoName),
+					fmt.Sprintf("keep only version %d of it", n)
+			}
+		}
+	}
+	return e, "", ""
+}
+
+// Produced reports whether lilygen writes producers of m (see ProducedIn).
+func (f *File) Produced(m *Message) bool {
+	e, _, _ := f.ProducedIn(m)
+	return e != nil
 }
 
 // RequiresInbox reports whether a message q consumes requires the inbox:

@@ -204,13 +204,9 @@ func (p *parser) publishRefs(f *File) {
 	for _, pp := range p.publishes {
 		p.name = pp.file
 		msg, pub := pp.msg, pp.pub
-		if !f.Produced(msg) {
-			names := make([]string, 0, 2)
-			for _, e := range f.EnvelopesOf(msg) {
-				names = append(names, e.Name)
-			}
-			p.errorf(pp.at, RulePublish, "lilygen writes producers only for messages in Lily's envelope, and %s is read in envelope %s", msg.Name, strings.Join(names, " and ")).
-				Hint = "remove publish: its producers publish it as their own envelope says"
+		if e, why, fix := f.ProducedIn(msg); e == nil {
+			p.errorf(pp.at, RulePublish, "lilygen writes no producers of %s to publish it with: %s", msg.Name, why).
+				Hint = fix + ", or remove publish:"
 			continue
 		}
 		if !pp.exchangeOK {

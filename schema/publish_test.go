@@ -52,7 +52,7 @@ exchanges:
 // queues of every file, and its errors name the file that has it.
 func TestPublishInInclude(t *testing.T) {
 	files := map[string]string{
-		"root.yaml": "version: 1\npackage: x\ninclude: [a.yaml]\nexchanges:\n  shop: {type: topic}\nqueues:\n  q: {consumes: [{message: A}], envelope: e}\nenvelopes:\n  e: {kind: headers, type: {header: t}}\n",
+		"root.yaml": "version: 1\npackage: x\ninclude: [a.yaml]\nexchanges:\n  shop: {type: topic}\nqueues:\n  q: {consumes: [{message: A}], envelope: e}\nenvelopes:\n  e: {kind: cloudevents}\n",
 		"a.yaml":    "version: 1\nmessages:\n  A:\n    publish: {exchange: shop, routing_key: a}\n    versions: {1: {}}\n",
 	}
 	read := func(name string) ([]byte, error) {
@@ -62,7 +62,7 @@ func TestPublishInInclude(t *testing.T) {
 		return nil, os.ErrNotExist
 	}
 	_, err := parse("root.yaml", []byte(files["root.yaml"]), read)
-	want := "a.yaml:4:5: lilygen writes producers only for messages in Lily's envelope, and A is read in envelope e (remove publish: its producers publish it as their own envelope says) [BAD-PUBLISH]"
+	want := "a.yaml:4:5: lilygen writes no producers of A to publish it with: its envelope e names no source, which every CloudEvent carries (give envelope e a source:, the URI of the producing service, or remove publish:) [BAD-PUBLISH]"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %s", err, want)
 	}

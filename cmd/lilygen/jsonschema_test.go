@@ -21,6 +21,8 @@ import (
 const probeSchema = `version: 1
 package: probe
 asyncapi: {file: probe.yaml @asyncapi}
+envelopes:
+  spring: {kind: headers @envelope}
 messages:
   Ping:
     versions:
@@ -49,7 +51,7 @@ var indents = map[string]string{"root": "", "message": "    ", "version": "     
 func knownKeys(t *testing.T, place string) []string {
 	t.Helper()
 	src := probeSchema
-	for _, m := range []string{"asyncapi", "field", "header", "example", "version", "message", "consume", "retry", "queue", "root"} {
+	for _, m := range []string{"asyncapi", "envelope", "field", "header", "example", "version", "message", "consume", "retry", "queue", "root"} {
 		insert := ""
 		if m == place {
 			insert = ", zzzzzzzzzzzz: 1"
@@ -91,6 +93,7 @@ func TestJSONSchemaKeys(t *testing.T) {
 	for place, def := range map[string]string{
 		"root": "", "message": "message", "version": "version", "field": "field", "header": "field",
 		"example": "example", "queue": "queue", "consume": "consume", "retry": "retry", "asyncapi": "asyncapi",
+		"envelope": "envelope",
 	} {
 		props := doc.Properties
 		if def != "" {
@@ -153,7 +156,7 @@ func TestJSONSchemaEnums(t *testing.T) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	base := strings.NewReplacer("@asyncapi", "", "@field", "", "@header", "", "@example", "", "@version", "", "@message", "",
+	base := strings.NewReplacer("@asyncapi", "", "@envelope", "", "@field", "", "@header", "", "@example", "", "@version", "", "@message", "",
 		"@consume", "", "@retry", "", "@root", "").Replace(probeSchema)
 	for _, tc := range []struct {
 		def, key, from, to, prefix string

@@ -11,6 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
@@ -62,9 +63,10 @@ func demoMessages() ([]demoMessage, error) {
 		return nil, err
 	}
 	badMeta.Headers["x-trace"] = strings.Repeat("\x1b[31m!", 2000)
-	zero := runtime.NewPublishing(ordersmsg.OrderPlacedType, 1, "order-zero", []byte(`{"order_id":"order-zero","amount_cents":0}`))
-	v3 := runtime.NewPublishing(ordersmsg.OrderPlacedType, 3, "order-v3", []byte(`{"order_id":"order-v3"}`))
-	huge := runtime.NewPublishing(ordersmsg.OrderPlacedType, 1, "order-huge",
+	order := envelope.Message{Type: ordersmsg.OrderPlacedType}
+	zero := runtime.NewPublishing(order, 1, "order-zero", []byte(`{"order_id":"order-zero","amount_cents":0}`))
+	v3 := runtime.NewPublishing(order, 3, "order-v3", []byte(`{"order_id":"order-v3"}`))
+	huge := runtime.NewPublishing(order, 1, "order-huge",
 		fmt.Appendf(nil, `{"order_id":"order-huge","amount_cents":100,"note":%q}`, strings.Repeat("x", 20000)))
 	return []demoMessage{
 		{"succeeds", v2, publishV2},

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
@@ -71,7 +72,7 @@ func TestGeneratedConsumerOnTheBroker(t *testing.T) {
 	}
 	// The generated producer refuses to build what breaks the schema, so
 	// this one is built by hand, as a foreign producer might send it.
-	bad := runtime.NewPublishing(ordersmsg.OrderPlacedType, 2, "o-2", []byte(`{"order_id":"o-2","amount_cents":1,`+
+	bad := runtime.NewPublishing(envelope.Message{Type: ordersmsg.OrderPlacedType}, 2, "o-2", []byte(`{"order_id":"o-2","amount_cents":1,`+
 		`"customer":{"email":"ada@example.com"},"items":[{"sku":"","qty":2}],"placed_at":"2026-12-02T10:00:00Z"}`))
 	bad.Headers["x-tenant"] = "acme"
 	if err := publishTo(url, "", spec.Name, []demoMessage{{msg: good}, {msg: bad}}); err != nil {

@@ -50,7 +50,7 @@ func Document(f *schema.File, apiVersion string) ([]byte, error) {
 		channels.set(ch, exchangeChannel(f, x, ids))
 		for _, m := range f.Messages {
 			if m.Publish != nil && m.Publish.Exchange == x.Name {
-				operations.set("publish"+m.Name, publish(m, x, ch, ids))
+				operations.set("publish"+m.Name, publish(f, m, x, ch, ids))
 			}
 		}
 	}

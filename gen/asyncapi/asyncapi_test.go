@@ -60,6 +60,11 @@ var facts = []fact{
 	{"envelopes", "components/messages/OrderShippedV1/headers/required", `["__TypeId__"]`},
 	{"envelopes", "components/messages/RefundRequestedV1/bindings/amqp/messageType", `"refund.requested"`},
 	{"envelopes", "components/messages/RefundRequestedV1/x-lily-producer", `"NewRefundRequestedV1"`},
+	{"envelopes", "components/messages/AuditNotedV1/x-lily-producer", `"NewAuditNotedV1"`},
+	{"envelopes", "components/messages/PaymentAuthorizedV2/x-lily-envelope/source", `"https://payments.acme.example/api"`},
+	// Producers write a CloudEvent in binary content mode.
+	{"envelopes", "operations/publishPaymentAuthorized/messages",
+		`[{"$ref":"#/channels/exchange.payments.events/messages/PaymentAuthorizedV1"},{"$ref":"#/channels/exchange.payments.events/messages/PaymentAuthorizedV2"}]`},
 	{"shared_types", "components/messages/PaymentAuthorizedV1/payload/properties/card", `{"$ref":"#/components/schemas/Card"}`},
 	{"shared_types", "components/messages/PaymentAuthorizedV2/payload/properties/preferred", `{"oneOf":[{"$ref":"#/components/schemas/CardBrand"},{"type":"null"}],"default":"visa"}`},
 	{"shared_types", "components/messages/PaymentRefundedV1/payload/properties/cards/additionalProperties", `{"$ref":"#/components/schemas/Card"}`},

@@ -170,7 +170,7 @@ func exchangeChannel(f *schema.File, x *schema.Exchange, ids map[variantKey][]st
 			continue
 		}
 		publishers = append(publishers, "publish"+m.Name)
-		for _, id := range publishedMessages(m, ids) {
+		for _, id := range publishedMessages(f, m, ids) {
 			msgs.set(id, ref(messagePointer(id)))
 		}
 	}

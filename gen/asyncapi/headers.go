@@ -124,7 +124,7 @@ func contentType(v *schema.Version, pr envelope.Profile) string {
 
 // envelopeFacts says where a profile's messages carry their type, id and
 // version, in the schema's own words (type: {header: __TypeId__}), with
-// Lily's defaults spelled out.
+// Lily's defaults spelled out, and the source Lily's producers write.
 func envelopeFacts(e *schema.Envelope) *yaml.Node {
 	pr := e.Profile
 	one := func(key, val string) *yaml.Node { return newObject().set(key, str(val)).mapping() }
@@ -161,6 +161,9 @@ func envelopeFacts(e *schema.Envelope) *yaml.Node {
 		o.set("version", newObject().set("fixed", integer(v.Fixed)).mapping())
 	default:
 		o.set("version", one("header", "x-lily-version"))
+	}
+	if pr.Source != "" {
+		o.set("source", str(pr.Source))
 	}
 	if pr.Kind == envelope.CloudEvents {
 		// The message describes binary mode; a structured event carries the

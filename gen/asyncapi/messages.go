@@ -114,7 +114,8 @@ func message(f *schema.File, va variant) (*yaml.Node, error) {
 		set("x-lily-wire-type", str(m.Type)).
 		set("x-lily-version", integer(v.Number)).
 		set("x-lily-envelope", envelopeFacts(va.env))
-	if f.Produced(m) {
+	// A producer writes a CloudEvent in binary content mode alone.
+	if f.Produced(m) && !va.structured {
 		o.set("x-lily-producer", str("New"+v.GoName))
 	}
 	if v.DeprecatedSince != "" {

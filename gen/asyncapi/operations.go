@@ -13,11 +13,11 @@ import (
 
 // The service receives from each queue it consumes: one receive operation
 // per queue, with every version the queue accepts. It sends what Lily
-// generates producers for: the messages in Lily's envelope (schema.File.Produced),
-// each a persistent publishing stamped with a timestamp. Where a producer
-// publishes is its own choice, so the send operation names no routing key:
-// its queue channel is the address, which the default exchange reaches by
-// the queue's name. A message whose schema says where it is published to an
+// generates producers for (schema.File.ProducedIn), each a persistent
+// publishing stamped with a timestamp, in its envelope (a CloudEvent in
+// binary content mode). Where a producer publishes is its own choice, so the
+// send operation names no routing key: its queue channel is the address,
+// which the default exchange reaches by the queue's name. A message whose schema says where it is published to an
 // exchange also gets a send operation on the exchange's channel,
 // publish<Message>, with its routing key; one published to the default
 // exchange gets none: the queue's send operation already says it.
@@ -46,11 +46,12 @@ func receive(q *schema.Queue, ch string, ids map[variantKey][]string) *yaml.Node
 func send(f *schema.File, q *schema.Queue, ch string, ids map[variantKey][]string) *yaml.Node {
 	var msgs, producers []string
 	for _, c := range q.Consumes {
-		if !f.Produced(c.Message) {
+		e, _, _ := f.ProducedIn(c.Message)
+		if e == nil {
 			continue
 		}
 		for _, v := range c.Versions {
-			msgs = append(msgs, ids[variantKey{v, c.Envelope.Name}]...)
+			msgs = append(msgs, produced(ids, v, e))
 			producers = append(producers, "New"+v.GoName)
 		}
 	}
@@ -60,7 +61,7 @@ func send(f *schema.File, q *schema.Queue, ch string, ids map[variantKey][]strin
 	return newObject().
 		set("action", str("send")).
 		set("channel", ref(channelPointer(ch))).
-		set("summary", str(fmt.Sprintf("Messages that may be published to queue %s, such as through the default exchange with the queue's name as the routing key. Lily's generated producers (%s) build them, in its envelope; where they are published is the publisher's choice.", q.Name, strings.Join(producers, ", ")))).
+		set("summary", str(fmt.Sprintf("Messages that may be published to queue %s, such as through the default exchange with the queue's name as the routing key. Lily's generated producers (%s) build them, each in its message's envelope; where they are published is the publisher's choice.", q.Name, strings.Join(producers, ", ")))).
 		set("messages", messageRefs(ch, msgs)).
 		set("bindings", amqpBinding(newObject().
 			set("deliveryMode", integer(2)).
@@ -79,7 +80,7 @@ func messageRefs(ch string, ids []string) *yaml.Node {
 
 // publish is the operation of publishing m to exchange x, on channel ch, as
 // its generated Publish functions do.
-func publish(m *schema.Message, x *schema.Exchange, ch string, ids map[variantKey][]string) *yaml.Node {
+func publish(f *schema.File, m *schema.Message, x *schema.Exchange, ch string, ids map[variantKey][]string) *yaml.Node {
 	pub := m.Publish
 	functions := make([]string, len(m.Versions))
 	for i, v := range m.Versions {
@@ -107,7 +108,7 @@ func publish(m *schema.Message, x *schema.Exchange, ch string, ids map[variantKe
 		set("action", str("send")).
 		set("channel", ref(channelPointer(ch))).
 		set("summary", str(summary+".")).
-		set("messages", messageRefs(ch, publishedMessages(m, ids))).
+		set("messages", messageRefs(ch, publishedMessages(f, m, ids))).
 		set("bindings", amqpBinding(amqp.
 			set("deliveryMode", integer(2)).
 			set("timestamp", boolean(true)))).
@@ -116,14 +117,20 @@ func publish(m *schema.Message, x *schema.Exchange, ch string, ids map[variantKe
 		mapping()
 }
 
-// publishedMessages are the ids of m's messages in Lily's envelope, the one
-// its Publish functions write.
-func publishedMessages(m *schema.Message, ids map[variantKey][]string) []string {
-	var out []string
-	for _, v := range m.Versions {
-		out = append(out, ids[variantKey{v, schema.LilyEnvelope}]...)
+// publishedMessages are the ids of m's messages its Publish functions write.
+func publishedMessages(f *schema.File, m *schema.Message, ids map[variantKey][]string) []string {
+	e, _, _ := f.ProducedIn(m)
+	out := make([]string, len(m.Versions))
+	for i, v := range m.Versions {
+		out[i] = produced(ids, v, e)
 	}
 	return out
+}
+
+// produced is the id of version v's message as its producer writes it in
+// envelope e: a CloudEvent's first, in binary content mode.
+func produced(ids map[variantKey][]string, v *schema.Version, e *schema.Envelope) string {
+	return ids[variantKey{v, e.Name}][0]
 }
 
 // keySource is a routing or order key in the schema's spelling: the fixed

@@ -86,7 +86,7 @@ func (c *consumerEnv) publish(ids ...string) {
 	}
 	for _, id := range ids {
 		dc, err := ch.PublishWithDeferredConfirm("", c.spec.Name, true, false,
-			runtime.NewPublishing("Payment", 1, id, []byte(`{"key":"k"}`)))
+			runtime.NewPublishing(envelope.Message{Type: "Payment"}, 1, id, []byte(`{"key":"k"}`)))
 		if err != nil || !dc.Wait() {
 			c.t.Fatalf("publish %s: %v", id, err)
 		}

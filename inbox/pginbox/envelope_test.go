@@ -66,7 +66,7 @@ func TestInboxPerMessageAndCloudEventKeys(t *testing.T) {
 			}
 		}
 	}
-	ping := runtime.NewPublishing("Ping", 1, "ping-1", []byte(`{}`))
+	ping := runtime.NewPublishing(envelope.Message{Type: "Ping"}, 1, "ping-1", []byte(`{}`))
 	// The copies go once the first ones are settled: copies handled at the
 	// same time would meet in the consumer's memory of work in hand first.
 	publish(event("https://a.example", "e-1"), event("https://b.example", "e-1"), ping)

@@ -44,7 +44,7 @@ func Example() {
 		}
 		return pgoutbox.Outbox{}.Send(ctx, runtime.Message{
 			Exchange: "shop.events", RoutingKey: "order.paid", OrderKey: d.MessageID(),
-			Publishing: runtime.NewPublishing("OrderPaid", 1, "paid-"+d.MessageID(), d.Body()),
+			Publishing: runtime.NewPublishing(envelope.Message{Type: "OrderPaid"}, 1, "paid-"+d.MessageID(), d.Body()),
 		})
 	}
 	spec := runtime.QueueSpec{

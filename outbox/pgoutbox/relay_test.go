@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
@@ -185,7 +186,7 @@ func (e *env) write(msgs ...runtime.Message) {
 
 // message is a Payment v1 with id to queue by the default exchange.
 func message(queue, id string) runtime.Message {
-	return runtime.Message{RoutingKey: queue, Publishing: runtime.NewPublishing("Payment", 1, id, []byte(`{"id":"`+id+`"}`))}
+	return runtime.Message{RoutingKey: queue, Publishing: runtime.NewPublishing(envelope.Message{Type: "Payment"}, 1, id, []byte(`{"id":"`+id+`"}`))}
 }
 
 // outboxRow is what a test reads of a row of lily_outbox.

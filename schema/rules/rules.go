@@ -65,7 +65,7 @@ var (
 	FieldGoTypeChanged      = Rule{"FIELD-GO-TYPE-CHANGED", API, "a field's Go type changes (such as `*string` → `string` when it becomes required, or `int32` → `int64`)"}
 	HandlerMethodAdded      = Rule{"HANDLER-METHOD-ADDED", API, "an existing queue consumes another version: its handler interface gains a method (types that embed `Unimplemented<Queue>Handler` still compile)"}
 	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "a queue's consumed messages change to or from `inbox: required`: the generated constructor gains or loses its `inbox` parameter"}
-	ProducerRemoved         = Rule{"PRODUCER-REMOVED", API, "a message's producers `New<Message>V<n>` are no longer generated: it is now read in another producer's envelope"}
+	ProducerRemoved         = Rule{"PRODUCER-REMOVED", API, "a message's producers `New<Message>V<n>` are no longer generated: it is now read in several envelopes, or in one lilygen cannot write (CloudEvents without a `source`, or a fixed version the message does not keep to)"}
 	PublishRemoved          = Rule{"PUBLISH-REMOVED", API, "a message's `publish` removed: its `Publish<Message>V<n>` functions and routing constants are no longer generated"}
 	MessageGoRenamed        = Rule{"MESSAGE-GO-RENAMED", API, "a message removed and one with the same versions and `type` added: its generated names change, not its wire type"}
 	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added under another `type`: the type it travels as changes"}

@@ -19,7 +19,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV5
+const _ = runtime.SupportsGeneratedCodeV6
 
 // PaymentAuthorizedType is the type PaymentAuthorized messages travel as.
 const PaymentAuthorizedType = "com.acme.payment.authorized"
@@ -111,6 +111,25 @@ func ExtractOrderShippedV1(body []byte) (*OrderShippedV1, error) {
 	return out, nil
 }
 
+// NewOrderShippedV1 returns msg as a persistent publishing in envelope
+// warehouse-spring: type com.acme.warehouse.OrderShipped in header __TypeId__,
+// no version (every message is version 1), message id messageID, the payload as
+// JSON.
+// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
+func NewOrderShippedV1(messageID string, msg *OrderShippedV1) (runtime.Publishing, error) {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return runtime.Publishing{}, err
+	}
+	if _, err := ExtractOrderShippedV1(body); err != nil {
+		return runtime.Publishing{}, err
+	}
+	return runtime.NewPublishing(envelope.Message{
+		Type:    OrderShippedType,
+		Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}},
+	}, 1, messageID, body), nil
+}
+
 // membersOrderShippedV1 are the members of OrderShippedV1, in schema order.
 var membersOrderShippedV1 = wire.NewJSONFields(
 	wire.JSONField{Name: "orderId", Required: true},
@@ -182,7 +201,7 @@ func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing,
 	if _, err := ExtractOrderPlacedV1(body); err != nil {
 		return runtime.Publishing{}, err
 	}
-	return runtime.NewPublishing(OrderPlacedType, 1, messageID, body), nil
+	return runtime.NewPublishing(envelope.Message{Type: OrderPlacedType}, 1, messageID, body), nil
 }
 
 // OrderPlacedV1RoutingKey is the routing key PublishOrderPlacedV1 sends with.
@@ -359,7 +378,7 @@ func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing,
 	if _, err := ExtractOrderPlacedV2(body); err != nil {
 		return runtime.Publishing{}, err
 	}
-	p := runtime.NewPublishing(OrderPlacedType, 2, messageID, body)
+	p := runtime.NewPublishing(envelope.Message{Type: OrderPlacedType}, 2, messageID, body)
 	p.Headers["x-tenant"] = msg.Headers.XTenant
 	if msg.Headers.XTraceID != nil {
 		p.Headers["x-trace-id"] = *msg.Headers.XTraceID

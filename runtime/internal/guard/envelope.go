@@ -3,7 +3,8 @@
 // every header at any depth, then reads the envelope by its profile (Lily's
 // own, CloudEvents, or a header-mapped one; see package envelope). What
 // passes becomes an Envelope; what does not is oversized (the broker
-// dead-letters it) or poison, with a bounded, sanitized reason.
+// dead-letters it) or poison, with a bounded, sanitized reason. Build writes
+// what the guard reads, for the producers of each profile.
 package guard
 
 import (

@@ -148,6 +148,8 @@ func checkProfile(p envelope.Profile) error {
 		return errors.New("a CloudEvents profile reads its type, id and version from the event's attributes")
 	case p.NoID && p.IDHeader != "":
 		return errors.New("an id header and no id")
+	case p.Source != "" && p.Kind != envelope.CloudEvents:
+		return errors.New("a source needs a CloudEvents profile")
 	}
 	for _, h := range []string{p.TypeHeader, p.IDHeader, v.Header} {
 		if strings.HasPrefix(h, "x-lily-") {

@@ -324,6 +324,7 @@ func TestNewReaderRefuses(t *testing.T) {
 		{"an attribute outside CloudEvents", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{Attribute: "v"}}}}, "needs a CloudEvents profile"},
 		{"an unknown kind", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: "avro"}}}, `unknown envelope kind "avro"`},
 		{"a version attribute that is the event's own", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{Attribute: "subject"}}}}, `version attribute "subject" is a CloudEvent's own`},
+		{"a source outside CloudEvents", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Source: "s"}}}, "a source needs a CloudEvents profile"},
 		{"a version header of Lily's", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{Header: "x-lily-attempt"}}}}, "header x-lily-attempt is Lily's own"},
 	}
 	for _, tt := range tests {

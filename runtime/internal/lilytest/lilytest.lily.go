@@ -18,7 +18,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV5
+const _ = runtime.SupportsGeneratedCodeV6
 
 // OrderPlacedType is the type OrderPlaced messages travel as.
 const OrderPlacedType = "OrderPlaced"
@@ -76,7 +76,7 @@ func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing,
 	if _, err := ExtractOrderPlacedV1(body); err != nil {
 		return runtime.Publishing{}, err
 	}
-	p := runtime.NewPublishing(OrderPlacedType, 1, messageID, body)
+	p := runtime.NewPublishing(envelope.Message{Type: OrderPlacedType}, 1, messageID, body)
 	if msg.Headers.XTenant != nil {
 		p.Headers["x-tenant"] = *msg.Headers.XTenant
 	}
@@ -147,6 +147,25 @@ func ExtractPaymentAuthorizedV1(body []byte) (*PaymentAuthorizedV1, error) {
 	return out, nil
 }
 
+// NewPaymentAuthorizedV1 returns msg as a persistent publishing in envelope
+// payments-events: a CloudEvent in binary content mode of type
+// com.acme.payment.authorized.v1, source https://payments.acme.example/api, id
+// messageID, the payload as JSON.
+// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
+func NewPaymentAuthorizedV1(messageID string, msg *PaymentAuthorizedV1) (runtime.Publishing, error) {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return runtime.Publishing{}, err
+	}
+	if _, err := ExtractPaymentAuthorizedV1(body); err != nil {
+		return runtime.Publishing{}, err
+	}
+	return runtime.NewPublishing(envelope.Message{
+		Type:    PaymentAuthorizedType,
+		Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}, Source: "https://payments.acme.example/api"},
+	}, 1, messageID, body), nil
+}
+
 // membersPaymentAuthorizedV1 are the members of PaymentAuthorizedV1, in schema order.
 var membersPaymentAuthorizedV1 = wire.NewJSONFields(
 	wire.JSONField{Name: "payment_id", Required: true},
@@ -188,6 +207,25 @@ func ExtractPaymentAuthorizedV2(body []byte) (*PaymentAuthorizedV2, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// NewPaymentAuthorizedV2 returns msg as a persistent publishing in envelope
+// payments-events: a CloudEvent in binary content mode of type
+// com.acme.payment.authorized.v2, source https://payments.acme.example/api, id
+// messageID, the payload as JSON.
+// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
+func NewPaymentAuthorizedV2(messageID string, msg *PaymentAuthorizedV2) (runtime.Publishing, error) {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return runtime.Publishing{}, err
+	}
+	if _, err := ExtractPaymentAuthorizedV2(body); err != nil {
+		return runtime.Publishing{}, err
+	}
+	return runtime.NewPublishing(envelope.Message{
+		Type:    PaymentAuthorizedType,
+		Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}, Source: "https://payments.acme.example/api"},
+	}, 2, messageID, body), nil
 }
 
 // membersPaymentAuthorizedV2 are the members of PaymentAuthorizedV2, in schema order.
@@ -243,6 +281,25 @@ func ExtractOrderShippedV1(body []byte) (*OrderShippedV1, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// NewOrderShippedV1 returns msg as a persistent publishing in envelope
+// shipping-spring: type com.acme.shipping.OrderShipped in header __TypeId__, no
+// version (every message is version 1), message id messageID, the payload as
+// JSON.
+// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
+func NewOrderShippedV1(messageID string, msg *OrderShippedV1) (runtime.Publishing, error) {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return runtime.Publishing{}, err
+	}
+	if _, err := ExtractOrderShippedV1(body); err != nil {
+		return runtime.Publishing{}, err
+	}
+	return runtime.NewPublishing(envelope.Message{
+		Type:    OrderShippedType,
+		Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}},
+	}, 1, messageID, body), nil
 }
 
 // membersOrderShippedV1 are the members of OrderShippedV1, in schema order.
@@ -317,7 +374,7 @@ func LilytestForeignQueueSpec() runtime.QueueSpec {
 		MaxBodyBytes:   2048,
 		HandlerTimeout: 2 * time.Second,
 		Messages: []envelope.Message{
-			{Type: PaymentAuthorizedType, Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}, Inbox: envelope.InboxOptional},
+			{Type: PaymentAuthorizedType, Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}, Source: "https://payments.acme.example/api"}, Inbox: envelope.InboxOptional},
 			{Type: OrderShippedType, Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}, Inbox: envelope.InboxOptional},
 		},
 	}

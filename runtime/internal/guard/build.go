@@ -1,0 +1,69 @@
+package guard
+
+import (
+	"strconv"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+)
+
+// Build writes version version of message m in m's envelope profile, as the
+// reader reads it back: Lily's producers send what its consumers accept
+// because one package does both. The publishing is persistent, its body
+// application/json, its timestamp now to the second (as AMQP keeps it).
+//
+// A profile with ids carries messageID where it reads the id, and in the
+// AMQP message_id too, where the broker's tools, an outbox's relay and a
+// ledger look for it; a profile without ids (NoID) carries it nowhere. A
+// CloudEvent is written in binary content mode, its source m.Profile.Source,
+// which must not be empty: its readers would refuse the event.
+func Build(m envelope.Message, version int, messageID string, body []byte, now time.Time) amqp.Publishing {
+	p := m.Profile
+	now = now.UTC().Truncate(time.Second)
+	pub := amqp.Publishing{
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		Timestamp:    now,
+		Headers:      amqp.Table{},
+		Body:         body,
+	}
+	if !p.NoID {
+		pub.MessageId = messageID
+	}
+	typ, n := m.Type, strconv.Itoa(version)
+	// The places version() reads, in its order.
+	switch v := p.Version; {
+	case v.Fixed != 0:
+		// The producer sends none: every message is version v.Fixed.
+	case v.TypeSuffix != "":
+		typ += v.TypeSuffix + n
+	case v.ContentTypeParameter != "":
+		pub.ContentType += "; " + v.ContentTypeParameter + "=" + n
+	case v.Attribute != "":
+		pub.Headers[EventPrefix+v.Attribute] = int64(version)
+	case v.Header != "":
+		pub.Headers[v.Header] = int64(version)
+	default:
+		pub.Headers[HeaderVersion] = int64(version)
+	}
+	if p.Kind == envelope.CloudEvents {
+		// The data's content type, datacontenttype, is the AMQP content_type.
+		pub.Headers[EventPrefix+"specversion"] = specVersion
+		pub.Headers[EventPrefix+"id"] = messageID
+		pub.Headers[EventPrefix+"source"] = p.Source
+		pub.Headers[EventPrefix+"type"] = typ
+		pub.Headers[EventPrefix+"time"] = now.Format(time.RFC3339)
+		return pub
+	}
+	if p.TypeHeader != "" {
+		pub.Headers[p.TypeHeader] = typ
+	} else {
+		pub.Type = typ
+	}
+	if p.IDHeader != "" {
+		pub.Headers[p.IDHeader] = messageID
+	}
+	return pub
+}
