@@ -74,6 +74,12 @@ func encode(m runtime.Message) ([]byte, error) {
 	if err := checkTime(p.Timestamp); err != nil {
 		return nil, fmt.Errorf("timestamp: %w", err)
 	}
+	// The broker closes the channel on an expiration that is not a
+	// non-negative integer of milliseconds: a row that can never be
+	// published, which would fail every publish in flight beside it.
+	if _, err := strconv.ParseUint(p.Expiration, 10, 32); p.Expiration != "" && err != nil {
+		return nil, errors.New("expiration: not a whole number of milliseconds")
+	}
 	out := properties{
 		ContentType: p.ContentType, ContentEncoding: p.ContentEncoding, DeliveryMode: p.DeliveryMode, Priority: p.Priority,
 		CorrelationID: p.CorrelationId, ReplyTo: p.ReplyTo, Expiration: p.Expiration, MessageID: p.MessageId,

@@ -89,6 +89,7 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"NUL in a message id", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{MessageId: "a\x00"}}, "message_id: holds a NUL byte"},
 		{"long type", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Type: long}}, "type: 10000 bytes"},
 		{"timestamp past 9999", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, "timestamp: year 10000"},
+		{"expiration not a number", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Expiration: "1s"}}, "expiration: not a whole number of milliseconds"},
 		{"map instead of a table", headers("h", map[string]any{"a": 1}), `headers["h"]: a value of type map[string]interface {}`},
 		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:40] + `…"][1]: a value of type pgoutbox.custom`},
 		{"uint64", headers("h", uint64(1)), "a value of type uint64"},

@@ -273,7 +273,9 @@ func (s *relayRun) answered(a sent) {
 	if a.err == nil {
 		return
 	}
-	if path == pathUnconfirmed {
+	if path == pathUnconfirmed || path == pathNacked && a.row.msg.Exchange != "" {
+		// A nack through an exchange says one queue refused the message;
+		// the others it was routed to may hold it.
 		s.possibleCopy(a.row, a.err.Error())
 	}
 	level := slog.LevelWarn
