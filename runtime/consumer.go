@@ -316,9 +316,11 @@ func (c *Consumer) newRun() *run {
 	// Handoffs publish on a connection of their own, or the Publisher's:
 	// when the broker blocks publishers (a resource alarm), ACKs on the
 	// consuming connection still flow.
-	conn := confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return c.dialer.dial("handoff", nil) }, c.cfg.StepTimeout)
+	var conn *confirm.Conn
 	if c.cfg.Publisher != nil {
 		conn = c.cfg.Publisher.conn
+	} else {
+		conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return c.dialer.dial("handoff", nil) }, c.cfg.StepTimeout)
 	}
 	// A channel of the consumer's own, and a window: no publish of another
 	// (a user's send, an outbox row) can fail its handoffs or hold their slots.

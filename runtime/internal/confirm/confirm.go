@@ -82,17 +82,20 @@ func New(conn *Conn, window int) *Publisher {
 // bounded by the deadline; the lock keeps concurrent publishes from opening
 // channels twice.
 func (p *Publisher) channel(deadline time.Time) (*channel, error) {
-	l, err := p.conn.link(deadline)
-	if err != nil {
-		return nil, err
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, errClosed
 	}
-	if c := p.current; c != nil && c.link == l && !c.ch.IsClosed() {
+	// Under the lock the link is taken afresh: one taken before it may
+	// have been dropped, and replaced, while another publish opened the
+	// channel this one would reuse.
+	if c := p.current; c != nil && c.link.usable() && !c.ch.IsClosed() {
 		return c, nil
+	}
+	l, err := p.conn.link(deadline)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), step.Deadline(p.stepTimeout, deadline))
 	defer cancel()
@@ -162,6 +165,12 @@ func (b Bounds) writeBy() time.Time {
 func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence {
 	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
 	writeBy := b.writeBy()
+	if !writeBy.IsZero() && !time.Now().Before(writeBy) {
+		// A select would pick at random between a free slot and a passed
+		// bound: the bound decides.
+		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no time left to publish"
+		return ev
+	}
 	var expired <-chan time.Time
 	if !writeBy.IsZero() {
 		timer := step.Timer(writeBy)

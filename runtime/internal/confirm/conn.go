@@ -59,7 +59,7 @@ func (c *Conn) link(deadline time.Time) (*link, error) {
 	if c.closed {
 		return nil, errClosed
 	}
-	if l := c.current; l != nil && !l.broken.Load() && !l.conn.IsClosed() {
+	if l := c.current; l != nil && l.usable() {
 		return l, nil
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), step.Deadline(c.stepTimeout, deadline))
@@ -84,6 +84,9 @@ func (c *Conn) link(deadline time.Time) (*link, error) {
 	c.current = l
 	return l, nil
 }
+
+// usable reports whether publishes may still use the connection.
+func (l *link) usable() bool { return !l.broken.Load() && !l.conn.IsClosed() }
 
 // abandon closes the connection's socket under every publish on it, so the
 // next publish opens a new connection.
