@@ -20,7 +20,10 @@ type Publishing = amqp.Publishing
 // the type, version and id where the profile keeps them (a CloudEvent in
 // binary content mode, with m.Profile.Source as its source), persistent and
 // stamped with the time. A profile without ids (NoID) carries no messageID.
-// Generated producers call it once they have checked the message.
+// Generated producers call it once they have checked the message. It panics
+// on what no reader would accept or would misread: a version outside
+// 1..1,000,000 or other than a fixed-version profile's own, a CloudEvent
+// without a source or an id.
 func NewPublishing(m envelope.Message, version int, messageID string, body []byte) Publishing {
 	return guard.Build(m, version, messageID, body, time.Now())
 }

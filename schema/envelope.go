@@ -105,6 +105,13 @@ func (p *parser) envelope(k, v *yaml.Node) *Envelope {
 			e.Profile.Source = p.eventSource(src.v)
 		}
 	}
+	// One header cannot carry two of type, id and version: a producer would
+	// write one over the other, and its reader misread the rest.
+	pr := e.Profile
+	if h := pr.TypeHeader; h != "" && (h == pr.IDHeader || h == pr.Version.Header) || pr.IDHeader != "" && pr.IDHeader == pr.Version.Header {
+		p.errorf(k, RuleEnvelope, "%s reads two of its type, id and version from one header", what).
+			Hint = "name a header of its own for each"
+	}
 	return e
 }
 

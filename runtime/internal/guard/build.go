@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -19,8 +20,21 @@ import (
 // ledger look for it; a profile without ids (NoID) carries it nowhere. A
 // CloudEvent is written in binary content mode, its source m.Profile.Source,
 // which must not be empty: its readers would refuse the event.
+//
+// It panics on what no reader would accept, or would misread: a version
+// outside 1..1,000,000, a version other than a fixed-version profile's own,
+// a CloudEvent without a source or an id. Generated producers never ask for
+// one; a hand-written caller learns of it at once rather than from a DLQ.
 func Build(m envelope.Message, version int, messageID string, body []byte, now time.Time) amqp.Publishing {
 	p := m.Profile
+	switch {
+	case version < 1 || version > maxVersion:
+		panic(fmt.Sprintf("lily: NewPublishing: version %d out of range 1..%d", version, maxVersion))
+	case p.Version.Fixed != 0 && version != p.Version.Fixed:
+		panic(fmt.Sprintf("lily: NewPublishing: version %d of %s, whose profile sends none and is read as version %d", version, m.Type, p.Version.Fixed))
+	case p.Kind == envelope.CloudEvents && (p.Source == "" || messageID == ""):
+		panic("lily: NewPublishing: a CloudEvent needs a source and an id")
+	}
 	now = now.UTC().Truncate(time.Second)
 	pub := amqp.Publishing{
 		ContentType:  "application/json",

@@ -86,3 +86,27 @@ func TestBuildInAQueueOfProfiles(t *testing.T) {
 		}
 	}
 }
+
+// What no reader would accept, or would misread, Build refuses at once.
+func TestBuildRefusesWhatNoReaderTakes(t *testing.T) {
+	ce := envelope.Profile{Kind: envelope.CloudEvents, Source: "//shop"}
+	fixed := envelope.Profile{Kind: envelope.Headers, TypeHeader: "kind", Version: envelope.Version{Fixed: 1}}
+	for name, build := range map[string]func(){
+		"version 0":        func() { Build(envelope.Message{Type: "T"}, 0, "id", nil, time.Now()) },
+		"version too high": func() { Build(envelope.Message{Type: "T"}, maxVersion+1, "id", nil, time.Now()) },
+		"another fixed":    func() { Build(envelope.Message{Type: "T", Profile: fixed}, 2, "id", nil, time.Now()) },
+		"CloudEvent no id": func() { Build(envelope.Message{Type: "T", Profile: ce}, 1, "", nil, time.Now()) },
+		"CloudEvent no source": func() {
+			Build(envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.CloudEvents}}, 1, "id", nil, time.Now())
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("built")
+				}
+			}()
+			build()
+		})
+	}
+}

@@ -92,7 +92,10 @@ func NewReader(msgs []envelope.Message) (*Reader, error) {
 func (r *Reader) add(p envelope.Profile) (*reading, error) {
 	fresh := &reading{profile: p, types: map[string]bool{}}
 	clash := func(q *reading, marks string) (*reading, error) {
-		if q.profile == p {
+		// A source is what producers write; readers take each event's own.
+		a, b := q.profile, p
+		a.Source, b.Source = "", ""
+		if a == b {
 			return q, nil
 		}
 		return nil, fmt.Errorf("its envelope profile and another both %s: a delivery could not be told apart", marks)
@@ -150,6 +153,8 @@ func checkProfile(p envelope.Profile) error {
 		return errors.New("an id header and no id")
 	case p.Source != "" && p.Kind != envelope.CloudEvents:
 		return errors.New("a source needs a CloudEvents profile")
+	case p.TypeHeader != "" && (p.TypeHeader == p.IDHeader || p.TypeHeader == v.Header) || p.IDHeader != "" && p.IDHeader == v.Header:
+		return errors.New("two of its type, id and version headers are one header")
 	}
 	for _, h := range []string{p.TypeHeader, p.IDHeader, v.Header} {
 		if strings.HasPrefix(h, "x-lily-") {
