@@ -74,7 +74,7 @@ func (l *ledgerRun) killRelayProcess() {
 	case <-busy:
 	case <-time.After(2 * time.Second):
 	}
-	l.proc.kill()
+	l.proc.kill(l.t)
 	l.procProxy.Intercept(nil)
 	l.faults[faultRelayKilled]++
 	time.Sleep(time.Duration(l.rng.Int64N(int64(300 * time.Millisecond))))

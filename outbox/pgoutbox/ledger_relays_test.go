@@ -176,8 +176,16 @@ func (l *ledgerRun) startProcess() (*ledgerRelay, error) {
 	return r, nil
 }
 
-// kill kills r's process with SIGKILL and waits for its end.
-func (r *ledgerRelay) kill() {
+// kill kills r's process with SIGKILL and waits for its end. A process
+// that had already ended on its own did not run the relay it was to run:
+// that fails the test.
+func (r *ledgerRelay) kill(t *testing.T) {
+	select {
+	case <-r.exited:
+		t.Errorf("relay process %s ended before it was killed: %s; its output:\n%s", r.name, r.cmd.ProcessState, r.out.String())
+		return
+	default:
+	}
 	r.killed = time.Now()
 	_ = r.cmd.Process.Kill() // SIGKILL: no deferred call, no last record
 	<-r.exited
@@ -191,7 +199,7 @@ func (l *ledgerRun) stopProcess(r *ledgerRelay) {
 	case <-r.exited:
 	case <-time.After(30 * time.Second):
 		l.t.Errorf("relay process %s did not stop within 30 s", r.name)
-		r.kill()
+		r.kill(l.t)
 		return
 	}
 	if !r.cmd.ProcessState.Success() {
@@ -228,7 +236,8 @@ func readTrail(r *ledgerRelay) (relayTrail, error) {
 			if i == len(lines)-1 && !r.killed.IsZero() {
 				break
 			}
-			return tr, fmt.Errorf("%s:%d: %w", r.log, i+1, err)
+			// Not a record: a race report or a panic, shown as it is.
+			return tr, fmt.Errorf("%s:%d: not a log record (%w): %s", r.log, i+1, err, clipLine(line))
 		}
 		if ll.Msg != "lily outbox" {
 			continue
@@ -243,4 +252,13 @@ func readTrail(r *ledgerRelay) (relayTrail, error) {
 		}
 	}
 	return tr, nil
+}
+
+// clipLine is a line of a relay's log as an error shows it.
+func clipLine(line []byte) string {
+	const most = 500
+	if len(line) > most {
+		return string(line[:most]) + "…"
+	}
+	return string(line)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,9 +77,16 @@ func TestOutboxLedger(t *testing.T) {
 		defer close(struck)
 		l.strike(written)
 	}()
+	// However write ends, even by t.Fatal, the faults stop before the test
+	// does: none may strike, or start a relay, after it.
+	var once sync.Once
+	stopFaults := func() {
+		once.Do(func() { close(written) })
+		<-struck
+	}
+	t.Cleanup(stopFaults)
 	tally := l.write()
-	close(written)
-	<-struck
+	stopFaults()
 
 	l.eventually("the outbox empty", func() bool {
 		var left int

@@ -270,12 +270,17 @@ func (s *relayRun) answered(a sent) {
 	s.pending = append(s.pending, a)
 	path := pathOf(a.err)
 	s.report.Counts[path]++
-	attrs := []any{"queue", s.queue, "stage", "publish", "outbox_id", a.row.id, "message_id", clip(a.row.msg.MessageId, 128),
-		"destination", destination(a.row.msg), "attempt", a.row.attempts + 1, "path", string(path)}
+	attrs := func() []any {
+		return []any{"queue", s.queue, "stage", "publish", "outbox_id", a.row.id, "message_id", clip(a.row.msg.MessageId, 128),
+			"destination", destination(a.row.msg), "attempt", a.row.attempts + 1, "path", string(path)}
+	}
 	if a.err == nil {
 		// A line per message, so debug level: with the failures, it traces
-		// each message's publishes, and so explains a copy.
-		s.opts.Logger.Debug("lily outbox", attrs...)
+		// each message's publishes, and so explains a copy. Built only when
+		// someone reads it.
+		if s.opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
+			s.opts.Logger.Debug("lily outbox", attrs()...)
+		}
 		return
 	}
 	if path == pathUnconfirmed || path == pathNacked && a.row.msg.Exchange != "" {
@@ -289,7 +294,7 @@ func (s *relayRun) answered(a sent) {
 		// read: someone must.
 		level = slog.LevelError
 	}
-	s.opts.Logger.Log(context.Background(), level, "lily outbox", append(attrs, "detail", clip(a.err.Error(), maxLastError))...)
+	s.opts.Logger.Log(context.Background(), level, "lily outbox", append(attrs(), "detail", clip(a.err.Error(), maxLastError))...)
 }
 
 func pathOf(err error) runtime.Path {
