@@ -21,8 +21,12 @@ type Conn struct {
 	dial        func() (*amqp.Connection, net.Conn, error)
 	stepTimeout time.Duration
 
-	mu      sync.Mutex // guards current and closed
+	mu      sync.Mutex // guards current, dialing and closed
 	current *link
+	// dialing is closed when the dial under way ends; nil when none is.
+	// One dial at a time, and each publish waits for it only as long as
+	// its own bound allows.
+	dialing chan struct{}
 	closed  bool
 }
 
@@ -52,17 +56,54 @@ func NewConn(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.D
 }
 
 // link returns the open connection, dialling one by the deadline when there
-// is none. The lock keeps concurrent publishes from dialling twice.
+// is none; a dial under way for another publish is waited for, until the
+// deadline.
 func (c *Conn) link(deadline time.Time) (*link, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errClosed
+	by := step.Deadline(c.stepTimeout, deadline)
+	for {
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return nil, errClosed
+		case c.current != nil && c.current.usable():
+			l := c.current
+			c.mu.Unlock()
+			return l, nil
+		case c.dialing != nil:
+			dialing := c.dialing
+			c.mu.Unlock()
+			t := time.NewTimer(time.Until(by))
+			select {
+			case <-dialing:
+				t.Stop()
+				continue
+			case <-t.C:
+				return nil, step.ErrTimeout
+			}
+		}
+		c.dialing = make(chan struct{})
+		c.mu.Unlock()
+		l, err := c.open(by)
+		c.mu.Lock()
+		switch {
+		case err == nil && c.closed:
+			// Closed while it dialled: nobody would close this one.
+			_ = l.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
+			l, err = nil, errClosed
+		case err == nil:
+			c.current = l
+		}
+		close(c.dialing)
+		c.dialing = nil
+		c.mu.Unlock()
+		return l, err
 	}
-	if l := c.current; l != nil && l.usable() {
-		return l, nil
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), step.Deadline(c.stepTimeout, deadline))
+}
+
+// open dials a connection by the moment by.
+func (c *Conn) open(by time.Time) (*link, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	type dialed struct {
 		conn   *amqp.Connection
@@ -81,7 +122,6 @@ func (c *Conn) link(deadline time.Time) (*link, error) {
 	// client closes the notifications when the connection closes, which ends
 	// follow.
 	go l.follow(d.conn.NotifyBlocked(make(chan amqp.Blocking, 2)))
-	c.current = l
 	return l, nil
 }
 
