@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/faults"
 )
 
@@ -31,7 +32,7 @@ func (r *run) strike(ctx context.Context) {
 	kinds := r.faultKinds()
 	for {
 		pause := r.cfg.FaultEvery/2 + time.Duration(r.rng.Int64N(int64(r.cfg.FaultEvery)))
-		if !sleep(ctx, pause) {
+		if !backoff.Sleep(ctx, pause) {
 			return
 		}
 		k := kinds[r.rng.IntN(len(kinds))]
@@ -44,17 +45,6 @@ func (r *run) strike(ctx context.Context) {
 			r.faults[k.name]++
 		}
 		r.mu.Unlock()
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -104,13 +94,13 @@ func (r *run) faultKinds() []fault {
 		{"stall", func(ctx context.Context) (bool, error) {
 			dir := []faults.Direction{faults.ToBroker, faults.ToClient, 0}[r.rng.IntN(3)]
 			r.proxy.Stall(dir)
-			sleep(ctx, r.between(200*time.Millisecond, 3*time.Second))
+			backoff.Sleep(ctx, r.between(200*time.Millisecond, 3*time.Second))
 			r.proxy.Resume()
 			return true, nil
 		}},
 		{"delay", func(ctx context.Context) (bool, error) {
 			r.proxy.Delay(r.between(5*time.Millisecond, 40*time.Millisecond))
-			sleep(ctx, r.between(500*time.Millisecond, 2*time.Second))
+			backoff.Sleep(ctx, r.between(500*time.Millisecond, 2*time.Second))
 			r.proxy.Delay(0)
 			return true, nil
 		}},
@@ -134,7 +124,7 @@ func (r *run) faultKinds() []fault {
 			if err != nil {
 				return false, err
 			}
-			sleep(ctx, hold)
+			backoff.Sleep(ctx, hold)
 			return true, heal()
 		}},
 		{"DLQ refusing publishes (handoffs nacked)", func(ctx context.Context) (bool, error) {
@@ -143,7 +133,7 @@ func (r *run) faultKinds() []fault {
 			if err != nil {
 				return false, err
 			}
-			sleep(ctx, hold)
+			backoff.Sleep(ctx, hold)
 			return true, heal(context.WithoutCancel(ctx))
 		}},
 	}

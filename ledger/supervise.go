@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/internal/backoff"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -28,7 +29,7 @@ func (r *run) failedStart(ctx context.Context, err error) error {
 	r.mu.Lock()
 	r.failedStarts++
 	r.mu.Unlock()
-	sleep(ctx, 100*time.Millisecond)
+	backoff.Sleep(ctx, 100*time.Millisecond)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -238,9 +239,9 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		}
 		for s = nil; s == nil; {
 			failures++
-			wait := backoff(failures, c.tuning.reconnectMin, c.cfg.ReconnectMax)
+			wait := backoff.Wait(failures, c.tuning.reconnectMin, c.cfg.ReconnectMax)
 			c.emit(event{stage: stageReconnect, detail: fmt.Sprintf("attempt %d in %s", failures, wait.Round(time.Millisecond))})
-			if !sleep(ctx, wait) {
+			if !backoff.Sleep(ctx, wait) {
 				return c.shutdown(r, nil), nil
 			}
 			if s, err = c.connect(ctx, r); err != nil {
@@ -278,26 +279,6 @@ func (c *Consumer) retire(r *run, s *session) {
 func refused(err error) bool {
 	var ae *amqp.Error
 	return errors.Is(err, errExternalMissing) || errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
-}
-
-// backoff is the wait before connection attempt n (from 1): doubling from min
-// up to max, each drawn between half of it and all of it, so that many
-// consumers do not return at once.
-func backoff(n int, minWait, maxWait time.Duration) time.Duration {
-	d := min(minWait<<min(n-1, 20), maxWait)
-	return d/2 + rand.N(d/2+1)
-}
-
-// sleep waits d unless ctx ends first; it reports whether it slept it all.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // frameSize is the frame size Lily's connections ask for (the broker's

@@ -11,6 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
@@ -66,7 +67,7 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.dial("publish", nil) }, cfg.StepTimeout)
 	p.confirm = confirm.New(p.conn, window)
 	p.confirm.Backoff = func(n int) time.Duration {
-		wait := backoff(n, defaultTuning.reconnectMin, cfg.ReconnectMax)
+		wait := backoff.Wait(n, defaultTuning.reconnectMin, cfg.ReconnectMax)
 		if now, last := time.Now().UnixNano(), p.lastWarned.Load(); now-last > int64(time.Second) && p.lastWarned.CompareAndSwap(last, now) {
 			cfg.Logger.Warn("lily: publisher reconnect", "stage", "reconnect", "attempt", n, "wait", wait)
 		}

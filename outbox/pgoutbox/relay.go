@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -315,15 +315,13 @@ func pathOf(err error) runtime.Path {
 // from firstBackoff up to MaxBackoff, each drawn between half of it and all of
 // it, so that the rows of one outage do not all come back at once.
 func (s *relayRun) backoff(n int) time.Duration {
-	d := min(firstBackoff<<min(n-1, 20), s.opts.MaxBackoff)
-	return d/2 + rand.N(d/2+1)
+	return backoff.Wait(n, firstBackoff, s.opts.MaxBackoff)
 }
 
 // dbFailed logs a database error and pauses the relay's use of it.
 func (s *relayRun) dbFailed(step string, err error) {
 	s.dbFailures++
-	d := min(s.opts.Poll<<min(s.dbFailures-1, 20), maxDBBackoff)
-	wait := d/2 + rand.N(d/2+1)
+	wait := backoff.Wait(s.dbFailures, s.opts.Poll, maxDBBackoff)
 	s.dbRetry = time.Now().Add(wait)
 	s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "database", "step", step,
 		"attempt", s.dbFailures, "wait", wait, "detail", clip(err.Error(), maxLastError))
@@ -392,16 +390,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// sleep waits d unless ctx ends first; it reports whether it slept it all.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

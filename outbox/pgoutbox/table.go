@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/lily-mq/lily/internal/backoff"
 )
 
 // findTable names the table for the report, and fails when it does not
@@ -29,7 +30,7 @@ func (s *relayRun) findTable(ctx context.Context) error {
 			return nil // stopped before the database answered: nothing was leased
 		}
 		s.dbFailed("find table", err)
-		if !sleep(ctx, time.Until(s.dbRetry)) {
+		if !backoff.Sleep(ctx, time.Until(s.dbRetry)) {
 			return nil
 		}
 	}
