@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	_ "github.com/lily-mq/lily/internal/update"
 )
 
 // Each wait lies between half and all of its doubled bound, which stops
