@@ -50,12 +50,14 @@ func Generate(f *schema.File) (Output, error) {
 	j.ImportName(envPkg, "envelope")
 	compatibility(j)
 	sharedTypes(j, f)
+	envs := envelopesOf(f)
+	envs.declare(j, f)
 	for _, m := range f.Messages {
 		e, _, _ := f.ProducedIn(m)
-		message(j, m, e)
+		message(j, m, e, envs)
 	}
 	for _, q := range f.Queues {
-		queue(j, f, q)
+		queue(j, f, q, envs)
 	}
 	var out bytes.Buffer
 	if err := j.Render(&out); err != nil {

@@ -13,7 +13,7 @@ import (
 
 // message emits m's type and versions; with an envelope to produce in, not
 // nil, a producer of each version too.
-func message(j *jen.File, m *schema.Message, produce *schema.Envelope) {
+func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs envelopeNames) {
 	j.Commentf("%sType is the type %s messages travel as.", m.Name, m.Name)
 	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Type)
 	if produce != nil {
@@ -40,7 +40,7 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope) {
 		}
 		extractor(j, m, v)
 		if produce != nil {
-			producer(j, m, v, produce)
+			producer(j, m, v, produce, envs)
 			if m.Publish != nil {
 				publisher(j, m, v, produce)
 			}

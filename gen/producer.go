@@ -15,7 +15,7 @@ import (
 
 // producer emits New<Version>: the publishing of a message in envelope e,
 // the one it is read in, checked by the consumer's own extractors first.
-func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envelope) {
+func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envelope, envs envelopeNames) {
 	name := "New" + v.GoName
 	fail := jen.Return(jen.Qual(rt, "Publishing").Values(), jen.Err())
 	body := []jen.Code{
@@ -25,10 +25,7 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 		// consumer never receives what this producer sends and refuses.
 		jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("Extract"+v.GoName).Call(jen.Id("body")), jen.Err().Op("!=").Nil()).Block(fail),
 	}
-	msg := jen.Qual(envPkg, "Message").Values(kv("Type", jen.Id(m.Name+"Type")))
-	if e.Profile.Kind != envelope.Lily {
-		msg = jen.Qual(envPkg, "Message").Values(multiline(kv("Type", jen.Id(m.Name+"Type")), kv("Profile", profile(e.Profile)))...)
-	}
+	msg := jen.Qual(envPkg, "Message").Values(envs.message(m, e)...)
 	params, _ := producerParams(v, e)
 	var id jen.Code = jen.Id("messageID")
 	if e.Profile.NoID {

@@ -10,7 +10,7 @@ import (
 	"github.com/lily-mq/lily/schema"
 )
 
-func queue(j *jen.File, f *schema.File, q *schema.Queue) {
+func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 	handler := q.GoName + "Handler"
 	j.Commentf("%s handles the messages queue %q consumes. Return nil to ACK,", handler, q.Name)
 	j.Comment("runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.")
@@ -47,7 +47,7 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue) {
 
 	specName := q.GoName + "QueueSpec"
 	j.Commentf("%s returns the topology and policy of queue %q.", specName, q.Name)
-	j.Func().Id(specName).Params().Qual(rt, "QueueSpec").Block(jen.Return(jen.Qual(rt, "QueueSpec").Values(multiline(spec(f, q)...)...)))
+	j.Func().Id(specName).Params().Qual(rt, "QueueSpec").Block(jen.Return(jen.Qual(rt, "QueueSpec").Values(multiline(spec(f, q, envs)...)...)))
 
 	routes := q.GoName + "Routes"
 	j.Commentf("%s is the dispatch table of queue %q: (type, version, content type) → extractor → method.", routes, q.Name)
@@ -78,7 +78,7 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue) {
 
 func kv(key string, v jen.Code) jen.Code { return jen.Id(key).Op(":").Add(v) }
 
-func spec(f *schema.File, q *schema.Queue) []jen.Code {
+func spec(f *schema.File, q *schema.Queue, envs envelopeNames) []jen.Code {
 	out := []jen.Code{
 		kv("Name", jen.Lit(q.Name)),
 		kv("Topology", jen.Qual(topo, "Queue").Values(multiline(queueTopology(f, q)...)...)),
@@ -97,22 +97,17 @@ func spec(f *schema.File, q *schema.Queue) []jen.Code {
 	if q.SettlementBudget > 0 {
 		out = append(out, kv("SettlementBudget", duration(q.SettlementBudget)))
 	}
-	out = append(out, kv("Messages", jen.Index().Qual(envPkg, "Message").Values(multiline(messages(q)...)...)))
+	out = append(out, kv("Messages", jen.Index().Qual(envPkg, "Message").Values(multiline(messages(q, envs)...)...)))
 	return out
 }
 
 // messages writes what q consumes as the runtime reads it: each message's
 // wire type, envelope profile (left out for Lily's) and inbox policy.
-func messages(q *schema.Queue) []jen.Code {
+func messages(q *schema.Queue, envs envelopeNames) []jen.Code {
 	inbox := map[schema.Inbox]string{schema.InboxNone: "InboxNone", schema.InboxOptional: "InboxOptional", schema.InboxRequired: "InboxRequired"}
 	var out []jen.Code
 	for _, c := range q.Consumes {
-		fields := []jen.Code{kv("Type", jen.Id(c.Message.Name+"Type"))}
-		if c.Envelope.Name != schema.LilyEnvelope {
-			fields = append(fields, kv("Profile", profile(c.Envelope.Profile)))
-		}
-		fields = append(fields, kv("Inbox", jen.Qual(envPkg, inbox[c.Inbox])))
-		out = append(out, jen.Values(fields...))
+		out = append(out, jen.Values(append(envs.message(c.Message, c.Envelope), kv("Inbox", jen.Qual(envPkg, inbox[c.Inbox])))...))
 	}
 	return out
 }

@@ -21,6 +21,12 @@ import (
 // too new for it fails here, at compile time.
 const _ = runtime.SupportsGeneratedCodeV6
 
+// envelopePaymentsEvents is envelope payments-events: cloudevents, version after ".v" in the type.
+var envelopePaymentsEvents = envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}
+
+// envelopeWarehouseSpring is envelope warehouse-spring: headers, type from header __TypeId__, version 1 always.
+var envelopeWarehouseSpring = envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}
+
 // PaymentAuthorizedType is the type PaymentAuthorized messages travel as.
 const PaymentAuthorizedType = "com.acme.payment.authorized"
 
@@ -124,10 +130,7 @@ func NewOrderShippedV1(messageID string, msg *OrderShippedV1) (runtime.Publishin
 	if _, err := ExtractOrderShippedV1(body); err != nil {
 		return runtime.Publishing{}, err
 	}
-	return runtime.NewPublishing(envelope.Message{
-		Type:    OrderShippedType,
-		Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}},
-	}, 1, messageID, body), nil
+	return runtime.NewPublishing(envelope.Message{Type: OrderShippedType, Profile: envelopeWarehouseSpring}, 1, messageID, body), nil
 }
 
 // membersOrderShippedV1 are the members of OrderShippedV1, in schema order.
@@ -775,8 +778,8 @@ func OrdersPartnersQueueSpec() runtime.QueueSpec {
 		MaxBodyBytes:   16384,
 		HandlerTimeout: 10 * time.Second,
 		Messages: []envelope.Message{
-			{Type: PaymentAuthorizedType, Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}, Inbox: envelope.InboxOptional},
-			{Type: OrderShippedType, Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}, Inbox: envelope.InboxOptional},
+			{Type: PaymentAuthorizedType, Profile: envelopePaymentsEvents, Inbox: envelope.InboxOptional},
+			{Type: OrderShippedType, Profile: envelopeWarehouseSpring, Inbox: envelope.InboxOptional},
 		},
 	}
 }

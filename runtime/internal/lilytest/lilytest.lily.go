@@ -20,6 +20,12 @@ import (
 // too new for it fails here, at compile time.
 const _ = runtime.SupportsGeneratedCodeV6
 
+// envelopePaymentsEvents is envelope payments-events: cloudevents, version after ".v" in the type, source https://payments.acme.example/api.
+var envelopePaymentsEvents = envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}, Source: "https://payments.acme.example/api"}
+
+// envelopeShippingSpring is envelope shipping-spring: headers, type from header __TypeId__, version 1 always.
+var envelopeShippingSpring = envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}
+
 // OrderPlacedType is the type OrderPlaced messages travel as.
 const OrderPlacedType = "OrderPlaced"
 
@@ -160,10 +166,7 @@ func NewPaymentAuthorizedV1(messageID string, msg *PaymentAuthorizedV1) (runtime
 	if _, err := ExtractPaymentAuthorizedV1(body); err != nil {
 		return runtime.Publishing{}, err
 	}
-	return runtime.NewPublishing(envelope.Message{
-		Type:    PaymentAuthorizedType,
-		Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}, Source: "https://payments.acme.example/api"},
-	}, 1, messageID, body), nil
+	return runtime.NewPublishing(envelope.Message{Type: PaymentAuthorizedType, Profile: envelopePaymentsEvents}, 1, messageID, body), nil
 }
 
 // membersPaymentAuthorizedV1 are the members of PaymentAuthorizedV1, in schema order.
@@ -222,10 +225,7 @@ func NewPaymentAuthorizedV2(messageID string, msg *PaymentAuthorizedV2) (runtime
 	if _, err := ExtractPaymentAuthorizedV2(body); err != nil {
 		return runtime.Publishing{}, err
 	}
-	return runtime.NewPublishing(envelope.Message{
-		Type:    PaymentAuthorizedType,
-		Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}, Source: "https://payments.acme.example/api"},
-	}, 2, messageID, body), nil
+	return runtime.NewPublishing(envelope.Message{Type: PaymentAuthorizedType, Profile: envelopePaymentsEvents}, 2, messageID, body), nil
 }
 
 // membersPaymentAuthorizedV2 are the members of PaymentAuthorizedV2, in schema order.
@@ -296,10 +296,7 @@ func NewOrderShippedV1(messageID string, msg *OrderShippedV1) (runtime.Publishin
 	if _, err := ExtractOrderShippedV1(body); err != nil {
 		return runtime.Publishing{}, err
 	}
-	return runtime.NewPublishing(envelope.Message{
-		Type:    OrderShippedType,
-		Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}},
-	}, 1, messageID, body), nil
+	return runtime.NewPublishing(envelope.Message{Type: OrderShippedType, Profile: envelopeShippingSpring}, 1, messageID, body), nil
 }
 
 // membersOrderShippedV1 are the members of OrderShippedV1, in schema order.
@@ -374,8 +371,8 @@ func LilytestForeignQueueSpec() runtime.QueueSpec {
 		MaxBodyBytes:   2048,
 		HandlerTimeout: 2 * time.Second,
 		Messages: []envelope.Message{
-			{Type: PaymentAuthorizedType, Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}, Source: "https://payments.acme.example/api"}, Inbox: envelope.InboxOptional},
-			{Type: OrderShippedType, Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}, Inbox: envelope.InboxOptional},
+			{Type: PaymentAuthorizedType, Profile: envelopePaymentsEvents, Inbox: envelope.InboxOptional},
+			{Type: OrderShippedType, Profile: envelopeShippingSpring, Inbox: envelope.InboxOptional},
 		},
 	}
 }
