@@ -36,6 +36,9 @@ type Config struct {
 	// Observe, when set, receives each delivery's record as its journey ends,
 	// on the delivery's goroutine: keep it quick.
 	Observe func(Record)
+	// Telemetry, when set, is told of each delivery's journey, with its
+	// context, and of each publish: traces and metrics hang on it.
+	Telemetry Telemetry
 	// Publisher, when set, is what the consumer hands its retry and DLQ
 	// copies to, on the Publisher's connection, instead of a connection of
 	// its own: the consumers of one process and its own sends then share

@@ -4,13 +4,16 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // RawDelivery is the read-only view of a delivery that a handler receives:
 // its body and its envelope, validated by the guard before any user code ran.
 //
 // It wraps the broker's delivery without exposing its acknowledger, delivery
-// tag or channel: settling is the runtime's alone.
+// tag or channel: settling is the runtime's alone. Its zero value, and the
+// view a Telemetry gets of a delivery the guard rejected, read as empty: no
+// body, no header.
 type RawDelivery struct {
 	d   *amqp.Delivery
 	env *guard.Envelope
@@ -18,31 +21,61 @@ type RawDelivery struct {
 
 // Body is the message's payload as received, not a copy: the body, or a
 // structured CloudEvent's data member. Handlers must not modify it.
-func (r RawDelivery) Body() []byte { return r.env.Payload(r.d.Body) }
+func (r RawDelivery) Body() []byte {
+	if r.env == nil {
+		return nil
+	}
+	return r.env.Payload(r.d.Body)
+}
 
 // MessageID is the message's id where its envelope profile keeps it (AMQP
 // message_id in Lily's): printable ASCII, bounded; empty for a profile
 // without one. A CloudEvent's is its id attribute; the inbox claims it
 // together with the event's source.
-func (r RawDelivery) MessageID() string { return r.env.MessageID }
+func (r RawDelivery) MessageID() string {
+	if r.env == nil {
+		return ""
+	}
+	return r.env.MessageID
+}
 
 // Type is the wire type, as the dispatch table matched it (without a version
 // suffix the profile reads).
-func (r RawDelivery) Type() string { return r.env.Type }
+func (r RawDelivery) Type() string {
+	if r.env == nil {
+		return ""
+	}
+	return r.env.Type
+}
 
 // Version is the message's version, where its envelope profile keeps it
 // (header x-lily-version in Lily's).
-func (r RawDelivery) Version() int { return r.env.Version }
+func (r RawDelivery) Version() int {
+	if r.env == nil {
+		return 0
+	}
+	return r.env.Version
+}
 
 // CorrelationID is the AMQP correlation_id; empty when the producer set none.
-func (r RawDelivery) CorrelationID() string { return r.env.CorrelationID }
+func (r RawDelivery) CorrelationID() string {
+	if r.env == nil {
+		return ""
+	}
+	return r.env.CorrelationID
+}
 
 // Attempt is Lily's attempt count, from 1 (header x-lily-attempt).
-func (r RawDelivery) Attempt() int { return r.env.Attempt }
+func (r RawDelivery) Attempt() int {
+	if r.env == nil {
+		return 0
+	}
+	return r.env.Attempt
+}
 
 // Redelivered is the broker's redelivered flag. It proves nothing about whether
 // earlier work on this message committed.
-func (r RawDelivery) Redelivered() bool { return r.d.Redelivered }
+func (r RawDelivery) Redelivered() bool { return r.d != nil && r.d.Redelivered }
 
 // Header returns one header of the delivery; the guard has bounded them all.
 // The value is shared with the runtime: do not modify tables or arrays in it.
@@ -50,4 +83,30 @@ func (r RawDelivery) Redelivered() bool { return r.d.Redelivered }
 // datacontenttype, dataschema, subject, and the profile's version
 // attribute) read as headers cloudEvents_<name> in either content mode, such
 // as cloudEvents_subject; a binary-mode event's extensions do too.
-func (r RawDelivery) Header(key string) (any, bool) { return r.env.Header(key) }
+func (r RawDelivery) Header(key string) (any, bool) {
+	if r.env == nil {
+		return nil, false
+	}
+	return r.env.Header(key)
+}
+
+// Exchange is the exchange the message was published to ("" for the default
+// exchange), sanitized and bounded.
+func (r RawDelivery) Exchange() string {
+	if r.d == nil {
+		return ""
+	}
+	return sanitize.Text(r.d.Exchange, maxShortText)
+}
+
+// RoutingKey is the routing key the message was published with, sanitized and
+// bounded.
+func (r RawDelivery) RoutingKey() string {
+	if r.d == nil {
+		return ""
+	}
+	return sanitize.Text(r.d.RoutingKey, maxShortText)
+}
+
+// maxShortText bounds an AMQP short string (255 bytes) once sanitized.
+const maxShortText = 255

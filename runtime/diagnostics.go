@@ -108,11 +108,14 @@ func stageLevel(ev event) slog.Level {
 
 // record ends a delivery's journey: its record goes to the observer and the
 // report, and as the "settled" stage to the log.
-func (c *Consumer) record(r *run, gen, token uint64, rec Record, o outcome.Outcome) {
+func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome) {
 	// A delivery abandoned at the final abort may end after Run returned: its
 	// record is only logged then, and the report already lists it.
 	if r.report.add(token, rec, copyMayRepeat(o)) && c.cfg.Observe != nil {
 		c.cfg.Observe(rec)
+	}
+	if c.cfg.Telemetry != nil {
+		c.cfg.Telemetry.Settled(ctx, rec)
 	}
 	c.emit(event{
 		stage: stageSettled, messageID: rec.MessageID, typ: rec.Type, version: rec.Version, attempt: rec.Attempt,

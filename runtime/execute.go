@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -27,7 +28,7 @@ import (
 // redelivery could run the handler again in between. A park returns at once,
 // with nothing settled and the work still held: the caller waits and runs
 // the handler again.
-func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release func()) decide.Plan {
+func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release func()) decide.Plan {
 	free := func() {
 		if release != nil {
 			release()
@@ -61,13 +62,17 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 			return chosen
 		case decide.ActAck:
 			c.hooks.beforeAck()
+			done := c.settling(ctx, "ack")
 			o.Settlement = auth.Ack(stepEnd())
+			done(o.Settlement.Status.String())
 			c.hooks.afterAck()
 			if o.Settlement.Status == outcome.AckSent {
 				r.requeues.Forget(key)
 			}
 		case decide.ActDeadLetter:
+			done := c.settling(ctx, "nack")
 			o.Settlement = auth.Nack(stepEnd(), false)
+			done(o.Settlement.Status.String())
 		case decide.ActRequeue:
 			// The work did not complete: a redelivery of it (its channel was
 			// lost) may run during the pause.
@@ -75,7 +80,9 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.Add(key)
+			done := c.settling(ctx, "requeue")
 			o.Settlement = auth.Nack(stepEnd(), true)
+			done(o.Settlement.Status.String())
 		case decide.ActHandoff:
 			if gen.Revoked() {
 				// A copy published now could never be followed by the ACK: the
@@ -83,7 +90,7 @@ func (c *Consumer) execute(r *run, gen *settle.Generation, token uint64, d *amqp
 				o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "authority revoked before the handoff"}
 				break
 			}
-			o.Handoff = c.handoff(r, token, d, runEnvelope(env, attempt), *o, plan, deadline)
+			o.Handoff = c.handoff(ctx, r, token, d, runEnvelope(env, attempt), *o, plan, deadline)
 			c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
 				handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 		}
@@ -135,14 +142,17 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 // handoff publishes the failed message's copy to the plan's destination; the
 // report learns of the write before it starts, in case it is sealed before
 // the journey ends. A panic on the way is a handoff failure like any other.
-func (c *Consumer) handoff(r *run, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence) {
+func (c *Consumer) handoff(ctx context.Context, r *run, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence) {
 	defer func() {
 		if p := recover(); p != nil {
 			ev = outcome.HandoffEvidence{Destination: plan.Destination, Status: outcome.HandoffFailed, Detail: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
 		}
 	}()
 	writing := func() bool { return r.report.writingCopy(token, plan.Destination) }
-	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now()), writing)
+	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now())
+	done := publishing(ctx, c.cfg.Telemetry, "", plan.Destination, &p)
+	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, p, writing)
+	done(ev.Status.String())
 	if !ev.Published {
 		r.report.writingCopy(token, "")
 	}

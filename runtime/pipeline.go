@@ -14,7 +14,7 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
-// pipeline runs a dispatched delivery: scope open → inbox claim → handler in
+// pipeline runs a dispatched delivery, in the journey's context ctx: scope open → inbox claim → handler in
 // the claim's transaction → commit or rollback → cleanup → after_delivery.
 // It returns the evidence; nothing here talks to the broker. release frees the
 // delivery's work; pipeline returns it to be called now, or nil when an
@@ -23,9 +23,9 @@ import (
 // A cleanup or after_delivery failure after a committed transaction is a
 // retryable failure: the retry copy then meets the inbox's record of the
 // commit and is ACKed as a duplicate, without running the handler again.
-func (c *Consumer) pipeline(r *run, sl *slot, route routeFn, rd RawDelivery, deadline time.Time, release func()) (outcome.Outcome, func()) {
+func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn, rd RawDelivery, deadline time.Time, release func()) (outcome.Outcome, func()) {
 	var o outcome.Outcome
-	base := r.work
+	base := ctx
 	var cleanup func(context.Context) error
 	if c.cfg.Scope != nil {
 		type opened struct {

@@ -30,6 +30,14 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	id := sanitize.Text(key, maxIDText)
 	token := r.report.begin(id)
 	c.emit(event{stage: stageReceived, messageID: id, generation: gen.ID})
+	ctx := r.work
+	if c.cfg.Telemetry != nil {
+		seen := RawDelivery{d: d}
+		if verdict == guard.Passed && quarantined == "" {
+			seen.env = env
+		}
+		ctx = c.cfg.Telemetry.Received(ctx, c.spec.Name, seen)
+	}
 	var o outcome.Outcome
 	// release is the journey's share in freeing the delivery's work for a
 	// redelivery of it (nil when there is none); the handler's return is the
@@ -69,7 +77,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 			o.CompletedEarlier = true
 			c.emit(event{stage: stageFromRecord, messageID: id, attempt: attempt, generation: gen.ID})
 		} else if route, ok = c.routes.dispatch(env); ok {
-			o = c.handle(r, gen, sl, route, d, env, id, attempt, deadline, handlerDone)
+			o = c.handle(ctx, r, gen, sl, route, d, env, id, attempt, deadline, handlerDone)
 		} else {
 			o.Rejection, o.Reason = outcome.RejectUnsupported, unsupported(env)
 		}
@@ -83,9 +91,9 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	free := release
 	release = nil // execute frees it
 	for {
-		plan := c.execute(r, gen, token, d, env, &o, auth, attempt, deadline, free)
+		plan := c.execute(ctx, r, gen, token, d, env, &o, auth, attempt, deadline, free)
 		if plan.Action != decide.ActPark {
-			c.record(r, gen.ID, token, newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received)), o)
+			c.record(ctx, r, gen.ID, token, newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received)), o)
 			return
 		}
 		// Retried in line: the deliveries of its key wait behind it.
@@ -101,17 +109,17 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 			continue
 		}
 		attempt = plan.NextAttempt
-		o = c.handle(r, gen, sl, route, d, env, id, attempt, deadline, handlerDone)
+		o = c.handle(ctx, r, gen, sl, route, d, env, id, attempt, deadline, handlerDone)
 	}
 }
 
 // handle runs the route for attempt of the delivery, whose sanitized message
 // id is id (a retry in line runs a later attempt than its envelope says),
-// and gathers the outcome. The handler's return drops a share of the work;
+// with the journey's context ctx, and gathers the outcome. The handler's return drops a share of the work;
 // an abandoned handler drops it when it returns late.
-func (c *Consumer) handle(r *run, gen *settle.Generation, sl *slot, route routeFn, d *amqp.Delivery, env *guard.Envelope, id string, attempt int, deadline time.Time, work *shares) outcome.Outcome {
+func (c *Consumer) handle(ctx context.Context, r *run, gen *settle.Generation, sl *slot, route routeFn, d *amqp.Delivery, env *guard.Envelope, id string, attempt int, deadline time.Time, work *shares) outcome.Outcome {
 	rd := RawDelivery{d: d, env: runEnvelope(env, attempt)}
-	o, handlerReturned := c.pipeline(r, sl, route, rd, deadline, work.take())
+	o, handlerReturned := c.pipeline(ctx, r, sl, route, rd, deadline, work.take())
 	c.emit(event{stage: stageHandled, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Handler.Cause})
 	if handlerReturned != nil {
 		handlerReturned()

@@ -47,13 +47,15 @@ type Publisher struct {
 	conn    *confirm.Conn
 	confirm *confirm.Publisher
 	dialer  *dialer
+	// telemetry is told of each Send (Config.Telemetry).
+	telemetry Telemetry
 	// lastWarned is when a failed connection attempt was last logged: once a
 	// second at most, however many Sends wait for the connection.
 	lastWarned atomic.Int64
 }
 
 // NewPublisher returns a publisher that reaches the broker as cfg says (its
-// URLs, TLS, Credentials, StepTimeout and ReconnectMax) with at most window
+// URLs, TLS, Credentials, StepTimeout, ReconnectMax and Telemetry) with at most window
 // publishes in flight (64 when not positive). It connects at its first Send.
 func NewPublisher(cfg Config, window int) (*Publisher, error) {
 	if err := cfg.validateURLs(); err != nil {
@@ -63,7 +65,7 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 		window = 64
 	}
 	cfg = cfg.withDefaults()
-	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}}
+	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}, telemetry: cfg.Telemetry}
 	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.dial("publish", nil) }, cfg.StepTimeout)
 	p.confirm = confirm.New(p.conn, window)
 	p.confirm.Backoff = func(n int) time.Duration {
@@ -92,7 +94,9 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	msg.Headers = make(amqp.Table, len(m.Headers)+1)
 	maps.Copy(msg.Headers, m.Headers)
 	deadline, _ := ctx.Deadline()
+	done := publishing(ctx, p.telemetry, m.Exchange, m.RoutingKey, &msg)
 	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() bool { return true })
+	done(ev.Status.String())
 	switch {
 	case ev.Status == outcome.HandoffConfirmed:
 		return nil

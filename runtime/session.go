@@ -379,7 +379,7 @@ func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, 
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(r, gen.ID, 0, rec, o)
+	c.record(r.work, r, gen.ID, 0, rec, o)
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.
@@ -427,5 +427,8 @@ func (c *Consumer) lost(r *run, s *session, why error) {
 func (c *Consumer) intakeLost(r *run, gen uint64, why error) {
 	detail := sanitize.Text(why.Error(), decide.MaxCause)
 	r.report.lostIntake(detail)
+	if c.cfg.Telemetry != nil {
+		c.cfg.Telemetry.Lost(c.spec.Name, detail)
+	}
 	c.emit(event{stage: stageLost, generation: gen, detail: detail})
 }

@@ -1,0 +1,51 @@
+package runtime
+
+import "context"
+
+// Telemetry is told of each delivery's journey as it happens, with a context
+// that lasts from receipt to settlement, and of every publish the runtime
+// makes: what a tracer or a meter needs (the lily/otel module is one). Its
+// methods run on the delivery's goroutine and must be quick; a Telemetry left
+// nil costs nothing.
+type Telemetry interface {
+	// Received opens a delivery's journey, once the guard has read it, and
+	// returns the context the journey's later calls get and the handler's
+	// context derives from. For a delivery the guard rejected (poison, over
+	// the body limit, quarantined), d reads no header and no body: nothing
+	// of what made it poison reaches the hook.
+	Received(ctx context.Context, queue string, d RawDelivery) context.Context
+	// Publish is called before each publish: a retry or DLQ copy (through the
+	// default exchange, its routing key the destination queue) with the
+	// journey's context, or a Publisher's Send with its caller's. It may add
+	// headers to p (trace context, for one). done gets the broker's answer:
+	// "confirmed", or what the handoff evidence calls its failure.
+	Publish(ctx context.Context, exchange, routingKey string, p *Publishing) (done func(evidence string))
+	// Settle is called before the original delivery's ACK ("ack") or NACK
+	// ("nack", "requeue"); done gets the settlement evidence ("ack sent",
+	// "nack sent", "ambiguous", "not attempted").
+	Settle(ctx context.Context, op string) (done func(evidence string))
+	// Settled closes the journey with its record.
+	Settled(ctx context.Context, r Record)
+	// Lost is told why a consumer's session ended; a new one follows.
+	Lost(queue, why string)
+}
+
+// ignore is the done of a call no Telemetry is told of.
+func ignore(string) {}
+
+// publishing tells t (when set) of a publish about to be made.
+func publishing(ctx context.Context, t Telemetry, exchange, routingKey string, p *Publishing) func(string) {
+	if t == nil {
+		return ignore
+	}
+	return t.Publish(ctx, exchange, routingKey, p)
+}
+
+// settling tells the consumer's Telemetry (when set) of a settlement about to
+// be made.
+func (c *Consumer) settling(ctx context.Context, op string) func(string) {
+	if c.cfg.Telemetry == nil {
+		return ignore
+	}
+	return c.cfg.Telemetry.Settle(ctx, op)
+}

@@ -1,0 +1,181 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/lilytest"
+)
+
+// journeyKey is the context key under which journeys keeps a journey's message id.
+type journeyKey struct{}
+
+// journeys is a Telemetry that writes down, per message, every call it gets, in
+// order, and what each Received could read.
+type journeys struct {
+	mu      sync.Mutex
+	seen    map[string][]string
+	headers map[string]any // the trace header each delivery carried, as Received read it
+	lost    int
+}
+
+func newJourneys() *journeys {
+	return &journeys{seen: map[string][]string{}, headers: map[string]any{}}
+}
+
+func (c *journeys) add(id, call string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[id] = append(c.seen[id], call)
+}
+
+func (c *journeys) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
+	id := d.MessageID()
+	v, _ := d.Header("traceparent")
+	c.mu.Lock()
+	c.headers[fmt.Sprint(id, "@", d.Attempt())] = v
+	c.mu.Unlock()
+	c.add(id, fmt.Sprintf("received %s attempt %d body %d", queue, d.Attempt(), len(d.Body())))
+	return context.WithValue(ctx, journeyKey{}, id)
+}
+
+func (c *journeys) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
+	id, _ := ctx.Value(journeyKey{}).(string)
+	p.Headers["traceparent"] = "from " + id
+	return func(evidence string) { c.add(id, fmt.Sprintf("publish %q %s %s", exchange, key, evidence)) }
+}
+
+func (c *journeys) Settle(ctx context.Context, op string) func(string) {
+	id, _ := ctx.Value(journeyKey{}).(string)
+	return func(evidence string) { c.add(id, op+" "+evidence) }
+}
+
+func (c *journeys) Settled(ctx context.Context, r runtime.Record) {
+	id, _ := ctx.Value(journeyKey{}).(string)
+	c.add(id, "settled "+string(r.Path))
+}
+
+func (c *journeys) Lost(string, string) {
+	c.mu.Lock()
+	c.lost++
+	c.mu.Unlock()
+}
+
+func (c *journeys) of(id string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.seen[id])
+}
+
+// The hook sees each journey from receipt to settlement in one context, each
+// handoff before its publish (what it adds travels with the copy), each
+// settlement with its evidence; and a poison delivery's view reads nothing.
+func TestBrokerTelemetryFollowsEachJourney(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.MaxAttempts = 2
+		q.Topology.RetryDelays = []time.Duration{50 * time.Millisecond}
+	})
+	declareTopology(t, q)
+	tel := newJourneys()
+	h := handler(func(ctx context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+		if ctx.Value(journeyKey{}) != d.MessageID() {
+			return runtime.Permanent(fmt.Errorf("the handler's context is not the journey's"))
+		}
+		if msg.OrderID == "fails" {
+			return fmt.Errorf("retry me")
+		}
+		return nil
+	})
+	r := start(t, q, h, func(c *runtime.Config) { c.Telemetry = tel })
+	poison := order(t, "poison")
+	poison.Headers["x-lily-attempt"] = "not a number"
+	poison.Headers["traceparent"] = "00-hostile"
+	publish(t, q.Name, order(t, "ok"), produce(t, "fails", &lilytest.OrderPlacedV1{OrderID: "fails"}), poison)
+	// ok; fails at attempts 1 and 2 (retried, then dead-lettered); poison.
+	r.await(4)
+	r.stop()
+
+	want := map[string][]string{
+		"ok": {"received " + q.Name + " attempt 1 body 17", "ack ack sent", "settled acked"},
+		"fails": {
+			"received " + q.Name + " attempt 1 body 20", `publish "" ` + bucket(q, 50*time.Millisecond) + " confirmed", "ack ack sent", "settled retried",
+			"received " + q.Name + " attempt 2 body 20", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "ack ack sent", "settled dead-lettered",
+		},
+		// The poison delivery's view has no id, attempt, header or body.
+		"": {"received " + q.Name + " attempt 0 body 0", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "ack ack sent", "settled dead-lettered"},
+	}
+	for id, calls := range want {
+		if got := tel.of(id); !slices.Equal(got, calls) {
+			t.Errorf("%q's calls:\n got %q\nwant %q", id, got, calls)
+		}
+	}
+	// The retry copy carried what Publish added; the DLQ copies do too.
+	if got := tel.headers["fails@2"]; got != "from fails" {
+		t.Errorf("the retry delivery's traceparent: %v, want the one its handoff wrote", got)
+	}
+	if got := tel.headers["@0"]; got != nil {
+		t.Errorf("Received read %v from a poison delivery", got)
+	}
+	dlq := drain(t, q.Topology.DeadLetterQueue)
+	if len(dlq) != 2 {
+		t.Fatalf("%d copies in the DLQ, want 2", len(dlq))
+	}
+	for _, d := range dlq {
+		want := "from fails"
+		if d.MessageId == "poison" {
+			want = "from "
+		}
+		if d.Headers["traceparent"] != want {
+			t.Errorf("DLQ copy %s: traceparent %v, want %q", d.MessageId, d.Headers["traceparent"], want)
+		}
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, 50*time.Millisecond): {0, 0}})
+}
+
+// A Publisher's Send goes through the hook too, with its caller's context,
+// and the caller's message is left as it was.
+func TestBrokerTelemetrySeesPublisherSends(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	tel := newJourneys()
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{brokerURL(t)}, Telemetry: tel}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.WithValue(t.Context(), journeyKey{}, "sender")
+	msg := runtime.Message{RoutingKey: q.Name, Publishing: order(t, "sent")}
+	if err := p.Send(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(ctx, runtime.Message{RoutingKey: q.Name + ".missing", Publishing: order(t, "lost")}); err == nil {
+		t.Fatal("a send to no queue was confirmed")
+	}
+	if _, ok := msg.Headers["traceparent"]; ok {
+		t.Error("the hook's header was written into the caller's message")
+	}
+	want := []string{`publish "" ` + q.Name + " confirmed", `publish "" ` + q.Name + ".missing returned"}
+	if got := tel.of("sender"); !slices.Equal(got, want) {
+		t.Errorf("calls %q, want %q", got, want)
+	}
+	got := drain(t, q.Name)
+	if len(got) != 1 || got[0].Headers["traceparent"] != "from sender" {
+		t.Errorf("the queue holds %d messages; the first's traceparent: %v", len(got), headerOf(got, "traceparent"))
+	}
+}
+
+func headerOf(ds []amqp.Delivery, key string) any {
+	if len(ds) == 0 {
+		return nil
+	}
+	return ds[0].Headers[key]
+}
