@@ -3,7 +3,7 @@ GO          ?= go
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 EXAMPLE     := examples/orders/orders.lily.yaml
 # The schema of the runtime's broker tests: they publish and consume through its generated code.
-LILYTEST    := runtime/internal/lilytest/lilytest.lily.yaml
+LILYTEST    := runtime/internal/fixture/fixture.lily.yaml
 SCHEMAS     := $(EXAMPLE) $(LILYTEST)
 
 # Starts the local RabbitMQ when it is installed but stopped, as .ci/run does,

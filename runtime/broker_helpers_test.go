@@ -16,7 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 
 	// Every test package takes -update, so that `go test ./... -update` runs.
 	"github.com/lily-mq/lily/internal/queue"
@@ -56,7 +56,7 @@ func channel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
 func brokerSpec(t *testing.T, tweaks ...func(*runtime.QueueSpec)) runtime.QueueSpec {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	q := lilytest.LilytestQueueSpec()
+	q := fixture.LilytestQueueSpec()
 	q.Name += "." + strings.ReplaceAll(t.Name(), "/", ".") + "." + hex.EncodeToString(b[:])
 	q.Topology.DeadLetterQueue = q.Name + ".dlq"
 	for _, f := range tweaks {
@@ -119,12 +119,12 @@ func publish(t *testing.T, queue string, msgs ...amqp.Publishing) {
 // producer builds it.
 func order(t *testing.T, id string) amqp.Publishing {
 	t.Helper()
-	return produce(t, id, &lilytest.OrderPlacedV1{OrderID: id})
+	return produce(t, id, &fixture.OrderPlacedV1{OrderID: id})
 }
 
-func produce(t *testing.T, id string, msg *lilytest.OrderPlacedV1) amqp.Publishing {
+func produce(t *testing.T, id string, msg *fixture.OrderPlacedV1) amqp.Publishing {
 	t.Helper()
-	p, err := lilytest.NewOrderPlacedV1(id, msg)
+	p, err := fixture.NewOrderPlacedV1(id, msg)
 	if err != nil {
 		t.Fatalf("produce %s: %v", id, err)
 	}
@@ -132,9 +132,9 @@ func produce(t *testing.T, id string, msg *lilytest.OrderPlacedV1) amqp.Publishi
 }
 
 // handler is a test's implementation of the generated handler interface.
-type handler func(ctx context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error
+type handler func(ctx context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error
 
-func (h handler) HandleOrderPlacedV1(ctx context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+func (h handler) HandleOrderPlacedV1(ctx context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 	return h(ctx, msg, d)
 }
 
@@ -163,7 +163,7 @@ func start(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.
 // hooks before launching it.
 func prepare(t *testing.T, q runtime.QueueSpec, h handler, tweak ...func(*runtime.Config)) (*running, *runtime.Consumer) {
 	t.Helper()
-	return prepareRoutes(t, q, lilytest.LilytestRoutes(h), tweak...)
+	return prepareRoutes(t, q, fixture.LilytestRoutes(h), tweak...)
 }
 
 // prepareRoutes builds a consumer of q that dispatches by routes.

@@ -11,8 +11,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
 func wantPath(t *testing.T, rec runtime.Record, p runtime.Path) {
@@ -37,7 +37,7 @@ func TestBrokerSuccessIsAcked(t *testing.T) {
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "ok-1"))
 	var body, orderID atomic.Value
-	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 		body.Store(string(d.Body()))
 		orderID.Store(msg.OrderID)
 		return nil
@@ -63,11 +63,11 @@ func TestBrokerRetryableGoesToBucketWithNextAttempt(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, hourRetry) // stays in the bucket
 	declareTopology(t, q)
-	publish(t, q.Name, produce(t, "retry-1", &lilytest.OrderPlacedV1{
-		OrderID: "retry-1", Headers: lilytest.OrderPlacedV1Headers{XTenant: new("acme")},
+	publish(t, q.Name, produce(t, "retry-1", &fixture.OrderPlacedV1{
+		OrderID: "retry-1", Headers: fixture.OrderPlacedV1Headers{XTenant: new("acme")},
 	}))
 	var tenant atomic.Value
-	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		tenant.Store(*msg.Headers.XTenant)
 		return runtime.Retryable(errors.New("db busy"))
 	})
@@ -109,7 +109,7 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = qt })
 			declareTopology(t, q)
 			publish(t, q.Name, order(t, "flaky-1"))
-			c := start(t, q, func(_ context.Context, _ *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+			c := start(t, q, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 				if d.Attempt() == 1 {
 					return errors.New("plain errors are retryable")
 				}
@@ -131,7 +131,7 @@ func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.MaxAttempts = 2 })
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "perm-1"), order(t, "tired-1"))
-	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		if msg.OrderID == "perm-1" {
 			return runtime.Permanent(errors.New("order refused"))
 		}
@@ -181,7 +181,7 @@ func TestBrokerUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
 	wrongType.ContentType = "application/xml"
 	publish(t, q.Name, v9, wrongType)
 	var calls atomic.Int32
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
 	for _, rec := range c.await(2) {
 		wantPath(t, rec, runtime.PathDeadLettered)
 		if rec.Rejection != "unsupported" || rec.Handler != "" {
@@ -237,7 +237,7 @@ func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {
 		publish(t, q.Name, m)
 	}
 	var calls atomic.Int32
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
 	for _, rec := range c.await(len(msgs)) {
 		wantPath(t, rec, runtime.PathDeadLettered)
 		if rec.Rejection != "poison" || rec.Handler != "" || !printable(rec.MessageID) || !printable(rec.Reason) || len(rec.Reason) > 200 {
@@ -276,10 +276,10 @@ func TestBrokerOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	big := produce(t, "big-1", &lilytest.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 4096))})
+	big := produce(t, "big-1", &fixture.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 4096))})
 	publish(t, q.Name, big)
 	var calls atomic.Int32
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
 	rec := c.await(1)[0]
 	wantPath(t, rec, runtime.PathBrokerDeadLettered)
 	if rec.Rejection != "oversized" || rec.Handoff != "" || rec.Handler != "" {
@@ -308,7 +308,7 @@ func TestBrokerPanicAndTimeoutAreRetryable(t *testing.T) {
 	})
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "panic-1"), order(t, "slow-1"))
-	c := start(t, q, func(ctx context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	c := start(t, q, func(ctx context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		if msg.OrderID == "panic-1" {
 			panic("nil map\x1b[0m")
 		}
@@ -375,7 +375,7 @@ func TestBrokerGracefulStopSettlesInFlightAndRequeuesTheRest(t *testing.T) {
 	}
 	started := make(chan struct{}, 4)
 	release := make(chan struct{})
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		started <- struct{}{}
 		<-release
 		return nil
@@ -416,7 +416,7 @@ func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {
 // it with one declared with args.
 func startWithBrokenDLQ(t *testing.T, q runtime.QueueSpec, args amqp.Table) *running {
 	t.Helper()
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		return runtime.Permanent(errors.New("no"))
 	})
 	awaitConsumer(t, q.Name)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 // Broker tests for a consumer's intake ending on a healthy channel: the
@@ -55,7 +55,7 @@ func (c *calls) once(t *testing.T, ids ...string) {
 // starts.
 func (c *calls) holding(id string) (h handler, started, release chan struct{}) {
 	started, release = make(chan struct{}), make(chan struct{})
-	return func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	return func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		c.add(msg.OrderID)
 		if msg.OrderID == id {
 			close(started)
@@ -144,7 +144,7 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 	})
 	declareTopology(t, q)
 	var handled calls
-	r, consumer := prepare(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	r, consumer := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		handled.add(msg.OrderID)
 		return nil
 	}, func(cfg *runtime.Config) { cfg.StepTimeout = 300 * time.Millisecond })
@@ -225,7 +225,7 @@ func TestBrokerQuorumConsumerAsksForAConsumerTimeout(t *testing.T) {
 			q := brokerSpec(t, func(q *runtime.QueueSpec) {
 				q.Topology.Type, q.HandlerTimeout, q.SettlementBudget = tc.queueType, 30*time.Second, 0
 			})
-			start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+			start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
 			awaitConsumer(t, q.Name)
 			out, err := exec.Command("rabbitmqctl", "list_consumers", "-q", "--no-table-headers", "queue_name", "arguments").Output()
 			if err != nil {

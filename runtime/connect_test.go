@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
-func ack(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }
+func ack(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }
 
 // Config.TLS carries the CA to trust and a client certificate: a TLS
 // listener that accepts only clients whose certificate the test's CA signed
@@ -32,7 +32,7 @@ func TestBrokerTLSClientCertificate(t *testing.T) {
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "tls-1"))
 	withCert := &tls.Config{RootCAs: ca.pool, Certificates: []tls.Certificate{ca.issue(t, "lily-consumer", x509.ExtKeyUsageClientAuth)}, MinVersion: tls.VersionTLS12}
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		return errors.New("retry it, over the handoff connection")
 	}, func(cfg *runtime.Config) { cfg.URLs, cfg.TLS = []string{f.bare}, withCert })
 	rec := c.await(1)[0]
@@ -52,7 +52,7 @@ func TestBrokerTLSClientCertificate(t *testing.T) {
 	if _, err := refused.Run(ctx); err == nil {
 		t.Error("a consumer without a client certificate connected")
 	}
-	if _, err := runtime.NewConsumer(q, lilytest.LilytestRoutes(handler(ack)), runtime.Config{URLs: []string{brokerURL(t)}, TLS: withCert}); err == nil || !strings.Contains(err.Error(), "not amqps://") {
+	if _, err := runtime.NewConsumer(q, fixture.LilytestRoutes(handler(ack)), runtime.Config{URLs: []string{brokerURL(t)}, TLS: withCert}); err == nil || !strings.Contains(err.Error(), "not amqps://") {
 		t.Errorf("NewConsumer with TLS and an amqp:// URL: %v", err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
 // Broker tests for a quorum queue's delivery limit: the broker dead-letters
@@ -35,7 +35,7 @@ func TestBrokerDeliveryLimitIsReachedByLily(t *testing.T) {
 	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type, q.Topology.DeliveryLimit = "quorum", 2 })
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "deferred-1"))
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		t.Error("the handler ran for a delivery the inbox deferred")
 		return nil
 	}, func(cfg *runtime.Config) { cfg.Inbox = deferring{} })

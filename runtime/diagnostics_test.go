@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 // Every stage of a delivery reaches the logger in order, sanitized; the
@@ -17,7 +17,7 @@ func TestBrokerEventsPerStage(t *testing.T) {
 	q := brokerSpec(t)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "evt-1"))
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
 	r.launch(c)
 	r.await(1)
 	rep := r.stop()

@@ -21,7 +21,7 @@ import (
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/npmtest"
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 // foreignSpec is the generated spec of the queue that reads other teams'
@@ -29,7 +29,7 @@ import (
 func foreignSpec(t *testing.T) runtime.QueueSpec {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
-	q := lilytest.LilytestForeignQueueSpec()
+	q := fixture.LilytestForeignQueueSpec()
 	q.Name += "." + strings.ReplaceAll(t.Name(), "/", ".") + "." + hex.EncodeToString(b[:])
 	q.Topology.DeadLetterQueue = q.Name + ".dlq"
 	t.Cleanup(func() { deleteQueues(t, q) })
@@ -77,15 +77,15 @@ func (h *foreignHandler) payment(id string, d runtime.RawDelivery) error {
 	return nil
 }
 
-func (h *foreignHandler) HandlePaymentAuthorizedV1(_ context.Context, msg *lilytest.PaymentAuthorizedV1, d runtime.RawDelivery) error {
+func (h *foreignHandler) HandlePaymentAuthorizedV1(_ context.Context, msg *fixture.PaymentAuthorizedV1, d runtime.RawDelivery) error {
 	return h.payment(msg.PaymentID, d)
 }
 
-func (h *foreignHandler) HandlePaymentAuthorizedV2(_ context.Context, msg *lilytest.PaymentAuthorizedV2, d runtime.RawDelivery) error {
+func (h *foreignHandler) HandlePaymentAuthorizedV2(_ context.Context, msg *fixture.PaymentAuthorizedV2, d runtime.RawDelivery) error {
 	return h.payment(msg.PaymentID, d)
 }
 
-func (h *foreignHandler) HandleOrderShippedV1(_ context.Context, msg *lilytest.OrderShippedV1, d runtime.RawDelivery) error {
+func (h *foreignHandler) HandleOrderShippedV1(_ context.Context, msg *fixture.OrderShippedV1, d runtime.RawDelivery) error {
 	h.record(msg.OrderID, d)
 	return nil
 }
@@ -162,7 +162,7 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 		publish(t, q.Name, published[name])
 	}
 	h := &foreignHandler{seen: map[string][]seen{}}
-	r, c := prepareRoutes(t, q, lilytest.LilytestForeignRoutes(h))
+	r, c := prepareRoutes(t, q, fixture.LilytestForeignRoutes(h))
 	r.launch(c)
 	// Nine deliveries and the retry's second attempt.
 	recs := r.await(10)
@@ -249,7 +249,7 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 		again = append(again, amqp.Publishing{Headers: d.Headers, ContentType: d.ContentType, DeliveryMode: amqp.Persistent, Body: d.Body})
 	}
 	publish(t, q.Name, again...)
-	r2, c2 := prepareRoutes(t, q, lilytest.LilytestForeignRoutes(h))
+	r2, c2 := prepareRoutes(t, q, fixture.LilytestForeignRoutes(h))
 	r2.launch(c2)
 	for _, rec := range r2.await(2) {
 		if rec.Path != runtime.PathAcked {
@@ -276,17 +276,17 @@ func TestBrokerForeignEnvelopesFromLilysProducers(t *testing.T) {
 	t.Parallel()
 	q := foreignSpec(t)
 	declareTopology(t, q)
-	event, err := lilytest.NewPaymentAuthorizedV2("evt-lily", &lilytest.PaymentAuthorizedV2{PaymentID: "lily-event", AmountCents: 300})
+	event, err := fixture.NewPaymentAuthorizedV2("evt-lily", &fixture.PaymentAuthorizedV2{PaymentID: "lily-event", AmountCents: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
-	shipped, err := lilytest.NewOrderShippedV1("ship-lily", &lilytest.OrderShippedV1{OrderID: "lily-shipped"})
+	shipped, err := fixture.NewOrderShippedV1("ship-lily", &fixture.OrderShippedV1{OrderID: "lily-shipped"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	publish(t, q.Name, event, shipped)
 	h := &foreignHandler{seen: map[string][]seen{}}
-	r, c := prepareRoutes(t, q, lilytest.LilytestForeignRoutes(h))
+	r, c := prepareRoutes(t, q, fixture.LilytestForeignRoutes(h))
 	r.launch(c)
 	keys := map[string]bool{}
 	for _, rec := range r.await(2) {
@@ -383,7 +383,7 @@ func TestBrokerCloudEventsFromNode(t *testing.T) {
 		t.Fatalf("the Node.js producer: %v\n%s", err, out)
 	}
 	h := &foreignHandler{seen: map[string][]seen{}}
-	r, c := prepareRoutes(t, q, lilytest.LilytestForeignRoutes(h))
+	r, c := prepareRoutes(t, q, fixture.LilytestForeignRoutes(h))
 	r.launch(c)
 	for _, rec := range r.await(2) {
 		if rec.Path != runtime.PathAcked || !strings.HasPrefix(rec.MessageID, "https://payments.acme.example/node node-") {

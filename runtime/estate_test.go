@@ -14,7 +14,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/topology"
 )
 
@@ -84,13 +84,13 @@ func TestBrokerTopicExchangeRetryStaysWithItsQueue(t *testing.T) {
 	})
 	var mu sync.Mutex
 	attempts := map[string][]int{}
-	b := start(t, billing, func(_ context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+	b := start(t, billing, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 		if d.Attempt() == 1 {
 			return runtime.Retryable(errors.New("ledger busy"))
 		}
 		return nil
 	})
-	a := start(t, audit, func(_ context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+	a := start(t, audit, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 		mu.Lock()
 		defer mu.Unlock()
 		attempts[msg.OrderID] = append(attempts[msg.OrderID], d.Attempt())
@@ -150,7 +150,7 @@ func TestBrokerExternalExchangeMissingEndsRun(t *testing.T) {
 		q.Topology.Exchanges = []topology.Exchange{{Name: "lilytest.nobody.owns.this", Type: topology.Fanout, External: true}}
 		q.Topology.Bindings = []topology.Binding{{Source: "lilytest.nobody.owns.this"}}
 	})
-	_, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	_, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := c.Run(ctx)
@@ -202,7 +202,7 @@ func TestBrokerOwnedExchangesAndHeadersMatch(t *testing.T) {
 	publishTo(t, src, "order.placed", withRegion("eu-1", "eu"))
 	publishTo(t, src, "order.placed", withRegion("us-1", "us"))
 	publishTo(t, src, "invoice.sent", withRegion("eu-2", "eu"))
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
 	if rec := c.await(1)[0]; rec.MessageID != "eu-1" || rec.Path != runtime.PathAcked {
 		t.Errorf("record %+v, want eu-1 acked", rec)
 	}
@@ -235,9 +235,9 @@ func TestBrokerExternalQueueByPolicy(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "clear_policy", p.Name).Run() })
 	}
-	big := produce(t, "big-1", &lilytest.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 2000))})
+	big := produce(t, "big-1", &fixture.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 2000))})
 	publish(t, q.Name, big, order(t, "again-1"))
-	c := start(t, q, func(_ context.Context, _ *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+	c := start(t, q, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 		if d.Attempt() == 1 {
 			return errors.New("try again")
 		}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
 )
 
 // Broker tests for the paths where the transport, the clock or the process
@@ -63,7 +63,7 @@ func TestBrokerConnectionLostBetweenConfirmAndAck(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "between-1", hourRetry)
 	var calls atomic.Int32
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		calls.Add(1)
 		return runtime.Retryable(errors.New("busy"))
 	}, through(p))
@@ -102,7 +102,7 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "ambiguous-1")
 	var calls atomic.Int32
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p))
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p))
 	c.SetProofInterval(time.Hour)
 	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
 	r.launch(c)
@@ -135,7 +135,7 @@ func TestBrokerForcedHandlerThatFinishesIsAcked(t *testing.T) {
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "slow-1"))
 	started := make(chan struct{})
-	r := start(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	r := start(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		close(started)
 		<-ctx.Done()
 		time.Sleep(200 * time.Millisecond) // finishing up after the force notification
@@ -175,7 +175,7 @@ func TestBrokerFinalAbortAbandonsAStuckHandler(t *testing.T) {
 	publish(t, q.Name, order(t, "stuck-1"))
 	started, release := make(chan struct{}), make(chan struct{})
 	defer close(release)
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
 		<-release // ignores its context
 		return nil
@@ -203,7 +203,7 @@ func TestBrokerForcedCancelSpendsNoRetry(t *testing.T) {
 	m.Headers[guard.HeaderAttempt] = int64(q.MaxAttempts) // as a copy from a retry bucket carries it
 	publish(t, q.Name, m)
 	started := make(chan struct{})
-	c := start(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	c := start(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		close(started)
 		<-ctx.Done()
 		return ctx.Err()
@@ -229,7 +229,7 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 	}
 	publish(t, q.Name, msgs...)
 	p := newProxy(t)
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		time.Sleep(20 * time.Millisecond)
 		return nil
 	}, through(p))
@@ -275,7 +275,7 @@ func TestBrokerStopBeforeTheFirstConnectionIsClean(t *testing.T) {
 	q := brokerSpec(t)
 	p := newProxy(t)
 	p.Stall(faults.ToClient)
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }, through(p))
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, through(p))
 	eventually(t, 10*time.Second, "the dial reaching the proxy", p.connected)
 	rep := c.stop()
 	if c.err != nil || rep == nil {
@@ -296,7 +296,7 @@ func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "cancel-1", hourRetry)
 	started, release := make(chan struct{}), make(chan struct{})
-	c, consumer := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c, consumer := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
 		<-release
 		return runtime.Retryable(errors.New("busy"))
@@ -343,7 +343,7 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 			declareTopology(t, q)
 			publish(t, q.Name, order(t, "sig-1"))
 			started := make(chan struct{})
-			r, c := prepare(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+			r, c := prepare(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 				close(started)
 				<-ctx.Done()
 				return nil // finishing in the force window: still acked
@@ -392,7 +392,7 @@ func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "grace-1", hourRetry)
 	started, release := make(chan struct{}), make(chan struct{})
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
 		<-release
 		return runtime.Retryable(errors.New("busy"))
@@ -423,7 +423,7 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 	publish(t, q.Name, order(t, "grace-2"), order(t, "grace-3"))
 	p := newProxy(t)
 	acked, release := make(chan struct{}), make(chan struct{})
-	r, c := prepare(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		if msg.OrderID == "grace-3" {
 			<-release // keeps the shutdown in its cooperative window
 		}
@@ -457,7 +457,7 @@ func TestBrokerAckLostJustBeforeTheCloseIsNotCountedProven(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "close-1")
 	acked := make(chan struct{})
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil },
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil },
 		through(p), func(cfg *runtime.Config) { cfg.StepTimeout = time.Second })
 	c.SetProofInterval(time.Hour)
 	c.SetTestHooks(runtime.TestHooks{
@@ -486,7 +486,7 @@ func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "maybe-1", hourRetry)
 	var runs atomic.Int32
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		runs.Add(1)
 		return runtime.Retryable(errors.New("busy"))
 	}, through(p))
@@ -525,7 +525,7 @@ func TestBrokerHandoffInFlightAtTheCloseIsAPossibleCopy(t *testing.T) {
 		return faults.Forward
 	})
 	published := make(chan struct{})
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		return runtime.Retryable(errors.New("busy"))
 	}, through(p), func(cfg *runtime.Config) {
 		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 10*time.Second, 200*time.Millisecond, 200*time.Millisecond
@@ -555,7 +555,7 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
 	declareTopology(t, q)
-	publish(t, q.Name, produce(t, "big-2", &lilytest.OrderPlacedV1{OrderID: "big-2", Padding: new(strings.Repeat("x", 4096))}))
+	publish(t, q.Name, produce(t, "big-2", &fixture.OrderPlacedV1{OrderID: "big-2", Padding: new(strings.Repeat("x", 4096))}))
 	p := newProxy(t)
 	basicNack := faults.Method{Class: 60, ID: 120}
 	var dropped atomic.Bool
@@ -565,7 +565,7 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 		}
 		return faults.Forward
 	})
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil },
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil },
 		through(p))
 	c.SetProofInterval(time.Hour)
 	r.launch(c)
@@ -604,7 +604,7 @@ func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 		}
 		return faults.Forward
 	})
-	r, c := prepare(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		return runtime.Retryable(errors.New("busy"))
 	}, through(p), func(cfg *runtime.Config) {
 		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 10*time.Second, 100*time.Millisecond, 100*time.Millisecond
@@ -664,7 +664,7 @@ func redeliveredDuringTheHandoff(t *testing.T, handle func(context.Context) erro
 		return faults.Forward
 	})
 	var runs atomic.Int32
-	r, c := prepare(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	r, c := prepare(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		if runs.Add(1) > 1 {
 			return nil
 		}

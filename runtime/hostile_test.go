@@ -13,8 +13,8 @@ import (
 
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
 	"github.com/lily-mq/lily/runtime/internal/quarantine"
 	"github.com/lily-mq/lily/runtime/internal/transport"
 )
@@ -113,7 +113,7 @@ func TestBrokerHostileCatalogue(t *testing.T) {
 			declareTopology(t, q)
 			var mu sync.Mutex
 			handled := map[string]int{}
-			c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+			c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 				mu.Lock()
 				handled[msg.OrderID]++
 				mu.Unlock()
@@ -224,7 +224,7 @@ func TestBrokerQuarantineBeneathTLS(t *testing.T) {
 	deep.Headers["deep"] = nestedTables(40)
 	publish(t, q.Name, deep, order(t, "good-over-tls"))
 	url := tlsFront(t, newTestCA(t), false).url
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil }, func(cfg *runtime.Config) { cfg.URLs = []string{url} })
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, func(cfg *runtime.Config) { cfg.URLs = []string{url} })
 	for _, rec := range c.await(2) {
 		switch rec.MessageID {
 		case "deep-over-tls":

@@ -14,8 +14,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
 	"github.com/lily-mq/lily/wire"
 )
 
@@ -59,7 +59,7 @@ func publishKeyed(t *testing.T, queue string, keys []string, n int) {
 	for seq := range n {
 		for _, k := range keys {
 			id := fmt.Sprintf("%s-%d", k, seq)
-			msgs = append(msgs, produce(t, id, &lilytest.OrderPlacedV1{OrderID: id, Headers: lilytest.OrderPlacedV1Headers{XTenant: new(k)}}))
+			msgs = append(msgs, produce(t, id, &fixture.OrderPlacedV1{OrderID: id, Headers: fixture.OrderPlacedV1Headers{XTenant: new(k)}}))
 		}
 	}
 	publish(t, queue, msgs...)
@@ -85,7 +85,7 @@ func TestBrokerOrderedPerKey(t *testing.T) {
 	log := newOrderLog()
 	bStarted := make(chan struct{})
 	var once sync.Once
-	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		key, seq := *msg.Headers.XTenant, seqOf(msg.OrderID)
 		log.handle(key, seq, func() {
 			switch {
@@ -145,7 +145,7 @@ func TestBrokerOrderedSequential(t *testing.T) {
 	log := newOrderLog()
 	var order []string
 	var mu sync.Mutex
-	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		log.handle("", 0, func() {
 			mu.Lock()
 			order = append(order, msg.OrderID)
@@ -185,7 +185,7 @@ func TestBrokerOrderedStopRequeuesTheWaiting(t *testing.T) {
 			declareTopology(t, q)
 			publishKeyed(t, q.Name, []string{"a"}, 4)
 			running, release := make(chan struct{}), make(chan struct{})
-			r, c := prepare(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+			r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 				if msg.OrderID == "a-0" {
 					close(running)
 					<-release
@@ -248,7 +248,7 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	publishKeyed(t, q.Name, []string{"a", "b", "c"}, 2)
 	var mu sync.Mutex
 	var calls []string
-	c := start(t, q, func(_ context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 		mu.Lock()
 		calls = append(calls, fmt.Sprintf("%s@%d", msg.OrderID, d.Attempt()))
 		mu.Unlock()

@@ -13,7 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 // The Publisher against the real broker: each test asserts what every Send
@@ -264,7 +264,7 @@ func TestBrokerBlockedHandoffIsRequeuedWithinItsBudget(t *testing.T) {
 	})
 	declareTopology(t, q)
 	p := newProxy(t)
-	r := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		return runtime.Retryable(errors.New("later"))
 	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond })
 	publish(t, q.Name, order(t, "warm"))

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 type scopeKey struct{}
@@ -22,7 +22,7 @@ func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "scoped-1"))
 	var sawScope, cleaned, after atomic.Bool
-	c := start(t, q, func(ctx context.Context, _ *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	c := start(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		sawScope.Store(ctx.Value(scopeKey{}) == "open")
 		return nil
 	}, func(cfg *runtime.Config) {
@@ -55,7 +55,7 @@ func TestBrokerScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "unscoped-1"))
 	var calls atomic.Int32
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, func(cfg *runtime.Config) {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, func(cfg *runtime.Config) {
 		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
 			return ctx, nil, errors.New("pool exhausted")
 		}

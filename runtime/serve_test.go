@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 // connectionNames lists the names of the broker's client connections.
@@ -33,7 +33,7 @@ func TestBrokerServeRunsSeveralConsumersOnOnePublisher(t *testing.T) {
 	declareTopology(t, first)
 	declareTopology(t, second)
 	publisher := newPublisher(t, brokerURL(t), 8)
-	fail := func(_ context.Context, msg *lilytest.OrderPlacedV1, _ runtime.RawDelivery) error {
+	fail := func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		switch msg.OrderID {
 		case "retry":
 			return runtime.Retryable(errors.New("later"))
@@ -111,8 +111,8 @@ func TestBrokerServeStopsTheOthersWhenOneFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = ch.Close()
-	_, c1 := prepare(t, good, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
-	_, c2 := prepare(t, bad, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	_, c1 := prepare(t, good, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	_, c2 := prepare(t, bad, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
 	rep, err := runtime.Serve(context.Background(), c1, c2)
 	if err == nil || !strings.Contains(err.Error(), "PRECONDITION_FAILED") {
 		t.Errorf("Serve: %v, want the 406", err)

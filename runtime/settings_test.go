@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 // Tests in this file change broker-wide settings for a moment, so they run
@@ -46,7 +46,7 @@ func TestBrokerSettingsConsumerTimeoutIsReported(t *testing.T) {
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "held-1"))
 	var runs atomic.Int32
-	c := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		if runs.Add(1) == 1 {
 			time.Sleep(3 * time.Second) // past the broker's consumer_timeout
 		}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 // ACKs and broker-native NACKs interleaved, finishing out of order, through
@@ -33,7 +33,7 @@ func TestBrokerSettlerInterleavesAcksAndNacks(t *testing.T) {
 	msgs := make([]amqp.Publishing, 0, n)
 	for i := range n {
 		id := fmt.Sprintf("mixed-%03d", i)
-		msg := &lilytest.OrderPlacedV1{OrderID: id}
+		msg := &fixture.OrderPlacedV1{OrderID: id}
 		if i%5 == 0 {
 			msg.Padding = new(strings.Repeat("x", 2048))
 			oversized = append(oversized, id)
@@ -54,7 +54,7 @@ func TestBrokerSettlerInterleavesAcksAndNacks(t *testing.T) {
 		}
 		return faults.Forward
 	})
-	r := start(t, q, func(context.Context, *lilytest.OrderPlacedV1, runtime.RawDelivery) error {
+	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
 		return nil
 	}, func(cfg *runtime.Config) { cfg.URLs, cfg.Logger = []string{url}, slog.New(slog.DiscardHandler) })

@@ -11,7 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/lilytest"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
 // journeyKey is the context key under which journeys keeps a journey's message id.
@@ -85,7 +85,7 @@ func TestBrokerTelemetryFollowsEachJourney(t *testing.T) {
 	})
 	declareTopology(t, q)
 	tel := newJourneys()
-	h := handler(func(ctx context.Context, msg *lilytest.OrderPlacedV1, d runtime.RawDelivery) error {
+	h := handler(func(ctx context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 		if ctx.Value(journeyKey{}) != d.MessageID() {
 			return runtime.Permanent(fmt.Errorf("the handler's context is not the journey's"))
 		}
@@ -98,7 +98,7 @@ func TestBrokerTelemetryFollowsEachJourney(t *testing.T) {
 	poison := order(t, "poison")
 	poison.Headers["x-lily-attempt"] = "not a number"
 	poison.Headers["traceparent"] = "00-hostile"
-	publish(t, q.Name, order(t, "ok"), produce(t, "fails", &lilytest.OrderPlacedV1{OrderID: "fails"}), poison)
+	publish(t, q.Name, order(t, "ok"), produce(t, "fails", &fixture.OrderPlacedV1{OrderID: "fails"}), poison)
 	// ok; fails at attempts 1 and 2 (retried, then dead-lettered); poison.
 	r.await(4)
 	r.stop()
