@@ -19,6 +19,7 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/memory"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/runtime/internal/workers"
 )
@@ -123,7 +124,7 @@ const (
 // run is the state of one Run, across reconnections.
 type run struct {
 	conn      *confirm.Conn // the handoffs', or the Publisher's
-	handoff   *confirm.Publisher
+	handoff   handoffs
 	workers   *workers.Pool
 	requeues  *memory.Recent[string]
 	completed *memory.Recent[memory.Work]
@@ -144,6 +145,13 @@ type run struct {
 	retiring    sync.WaitGroup // sessions whose intake ended, until they close
 	mu          sync.Mutex     // guards generations
 	generations []*settle.Generation
+}
+
+// handoffs publishes a consumer's retry and DLQ copies: a confirm.Publisher
+// on the broker, or a test harness's recorder.
+type handoffs interface {
+	Publish(b confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence
+	Close()
 }
 
 // pause waits d, or less once the consumer is stopping: no redelivery will
