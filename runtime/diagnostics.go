@@ -51,6 +51,8 @@ type event struct {
 	settlement outcome.SettlementStatus
 	duration   time.Duration
 	detail     string
+	// duplicate: the inbox held the message's work committed already.
+	duplicate bool
 }
 
 // emit logs ev at its stage's level, when the logger takes that level.
@@ -79,6 +81,9 @@ func (c *Consumer) emit(ev event) {
 	case ev.handoff != outcome.HandoffNone:
 		attrs = append(attrs, slog.String("handoff", ev.handoff.String()))
 	}
+	if ev.duplicate {
+		attrs = append(attrs, slog.Bool("duplicate", true))
+	}
 	if ev.duration != 0 {
 		attrs = append(attrs, slog.Duration("duration", ev.duration))
 	}
@@ -95,10 +100,10 @@ func stageLevel(ev event) slog.Level {
 	case stageConnected, stagePhase, stageFromRecord, stageRejected, stageParked:
 		return slog.LevelInfo
 	case stageSettled:
-		switch ev.path {
-		case PathAcked:
+		switch {
+		case ev.path == PathAcked && !ev.duplicate:
 			return slog.LevelDebug
-		case PathUnresolved, PathRequeued:
+		case ev.path == PathUnresolved, ev.path == PathRequeued:
 			return slog.LevelWarn
 		}
 		return slog.LevelInfo
@@ -111,7 +116,8 @@ func stageLevel(ev event) slog.Level {
 func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome) {
 	// A delivery abandoned at the final abort may end after Run returned: its
 	// record is only logged then, and the report already lists it.
-	if r.report.add(token, rec, copyMayRepeat(o)) && c.cfg.Observe != nil {
+	duplicate := o.Claim == outcome.InboxDuplicate
+	if r.report.add(token, rec, copyMayRepeat(o), duplicate) && c.cfg.Observe != nil {
 		c.cfg.Observe(rec)
 	}
 	if c.cfg.Telemetry != nil {
@@ -120,6 +126,6 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 	c.emit(event{
 		stage: stageSettled, messageID: rec.MessageID, typ: rec.Type, version: rec.Version, attempt: rec.Attempt,
 		generation: gen, path: rec.Path, detail: rec.Reason,
-		handoff: o.Handoff.Status, settlement: o.Settlement.Status, duration: rec.Duration,
+		handoff: o.Handoff.Status, settlement: o.Settlement.Status, duration: rec.Duration, duplicate: duplicate,
 	})
 }

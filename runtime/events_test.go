@@ -10,6 +10,8 @@ import (
 // event is one diagnostics record a consumer logged, as a test reads it.
 type event struct {
 	stage, messageID, detail, handoff string
+	level                             slog.Level
+	duplicate                         bool
 }
 
 // eventLog is a slog.Handler that keeps every record a consumer logs: the
@@ -22,7 +24,7 @@ type eventLog struct {
 func (l *eventLog) Enabled(context.Context, slog.Level) bool { return true }
 
 func (l *eventLog) Handle(_ context.Context, rec slog.Record) error {
-	var ev event
+	ev := event{level: rec.Level}
 	rec.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
 		case "stage":
@@ -33,6 +35,8 @@ func (l *eventLog) Handle(_ context.Context, rec slog.Record) error {
 			ev.detail = a.Value.String()
 		case "handoff":
 			ev.handoff = a.Value.String()
+		case "duplicate":
+			ev.duplicate = a.Value.Bool()
 		}
 		return true
 	})

@@ -19,6 +19,10 @@ type Report struct {
 	Counts  map[Path]int `json:"counts"`
 	// AcksProven counts ACKs that a later reply on their channel proved.
 	AcksProven int `json:"acks_proven"`
+	// Duplicates counts the deliveries whose message's work the inbox
+	// held committed already: each was settled without running the handler
+	// (Counts has it under its path, acked unless its ACK failed).
+	Duplicates int `json:"duplicates"`
 	// Unresolved lists deliveries not settled with proof, with why: the broker
 	// redelivers them, or (an ACK never proven) may.
 	Unresolved []Record `json:"unresolved"`
@@ -58,6 +62,9 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, ", %s %d", p, r.Counts[p])
 	}
 	fmt.Fprintf(&b, "; %d acks proven", r.AcksProven)
+	if r.Duplicates > 0 {
+		fmt.Fprintf(&b, "; %d inbox duplicates", r.Duplicates)
+	}
 	if len(r.Lost) > 0 {
 		fmt.Fprintf(&b, "; %d sessions or connection attempts lost", len(r.Lost))
 	}

@@ -60,10 +60,10 @@ func (b *reportBuilder) listCopy(rec Record, mayRepeat bool) {
 	}
 }
 
-// add counts a finished journey (token from begin, or 0), and lists an
-// unresolved one, and one whose copy may repeat (copyMayRepeat); it reports
-// false once the report is sealed.
-func (b *reportBuilder) add(token uint64, rec Record, mayRepeat bool) bool {
+// add counts a finished journey (token from begin, or 0), a duplicate the
+// inbox caught among them, and lists an unresolved one, and one whose copy
+// may repeat (copyMayRepeat); it reports false once the report is sealed.
+func (b *reportBuilder) add(token uint64, rec Record, mayRepeat, duplicate bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.inflight, token)
@@ -71,6 +71,9 @@ func (b *reportBuilder) add(token uint64, rec Record, mayRepeat bool) bool {
 		return false
 	}
 	b.r.Counts[rec.Path]++
+	if duplicate {
+		b.r.Duplicates++
+	}
 	if rec.Path == PathUnresolved {
 		b.list(rec)
 	}

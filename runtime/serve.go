@@ -89,6 +89,7 @@ func combine(parts []*Report) *Report {
 			out.Counts[path] += n
 		}
 		out.AcksProven += p.AcksProven
+		out.Duplicates += p.Duplicates
 		out.Abandoned += p.Abandoned
 		out.Omitted += p.Omitted
 		out.Unresolved = append(out.Unresolved, p.Unresolved...)
