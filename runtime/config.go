@@ -109,6 +109,9 @@ type tuning struct {
 	proofInterval time.Duration
 	// reconnectMin is the first wait before a connection attempt after a loss.
 	reconnectMin time.Duration
+	// stallMargin is what Health allows past a delivery's budget and two
+	// steps before it calls the consumer wedged.
+	stallMargin time.Duration
 }
 
-var defaultTuning = tuning{limits: guard.DefaultLimits, proofInterval: 250 * time.Millisecond, reconnectMin: 100 * time.Millisecond}
+var defaultTuning = tuning{limits: guard.DefaultLimits, proofInterval: 250 * time.Millisecond, reconnectMin: 100 * time.Millisecond, stallMargin: time.Minute}

@@ -47,6 +47,8 @@ type Consumer struct {
 	forceOnce sync.Once
 	hooks     testHooks
 	dialer    *dialer
+	// running is the consumer's run once Run has begun, for Health.
+	running atomic.Pointer[run]
 }
 
 // testHooks let broker tests break the transport at exact moments of a
@@ -145,6 +147,11 @@ type run struct {
 	retiring    sync.WaitGroup // sessions whose intake ended, until they close
 	mu          sync.Mutex     // guards generations
 	generations []*settle.Generation
+	// consuming is the session whose intake runs now; nil between sessions.
+	consuming atomic.Pointer[session]
+	// lastSettled is when a delivery last ended settled (Unix ns).
+	lastSettled atomic.Int64
+	stuck       stuckHandlers
 }
 
 // handoffs publishes a consumer's retry and DLQ copies: a confirm.Publisher
@@ -199,6 +206,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		return nil, errors.New("lily: a Consumer runs once")
 	}
 	r := c.newRun()
+	c.running.Store(r)
 	ended := make(chan struct{})
 	defer close(ended)
 	go func() {
@@ -230,7 +238,9 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	for failures := 0; ; {
+		r.consuming.Store(s)
 		err = c.consume(ctx, r, s)
+		r.consuming.Store(nil)
 		if err == nil {
 			return c.shutdown(r, s), nil
 		}
@@ -327,6 +337,7 @@ func (c *Consumer) newRun() *run {
 		force:     force,
 		stopping:  make(chan struct{}),
 		aborted:   make(chan struct{}),
+		stuck:     stuckHandlers{slots: c.spec.Concurrency},
 	}
 }
 

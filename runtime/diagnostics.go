@@ -120,6 +120,9 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 	if r.report.add(token, rec, copyMayRepeat(o), duplicate) && c.cfg.Observe != nil {
 		c.cfg.Observe(rec)
 	}
+	if rec.Path != PathUnresolved {
+		r.settledNow()
+	}
 	if c.cfg.Telemetry != nil {
 		c.cfg.Telemetry.Settled(ctx, rec)
 	}

@@ -29,3 +29,7 @@ func (c *Consumer) SetTestHooks(h TestHooks) {
 // SetProofInterval sets how often ACKs waiting for their proof are proven;
 // call it before Run. An hour keeps every proof to the channel's close.
 func (c *Consumer) SetProofInterval(d time.Duration) { c.tuning.proofInterval = d }
+
+// SetStallMargin sets what Health allows past a delivery's budget and two
+// steps before it calls the consumer wedged; call it before Run.
+func (c *Consumer) SetStallMargin(d time.Duration) { c.tuning.stallMargin = d }

@@ -182,6 +182,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 		call.done <- res
 		call.mu.Unlock()
 		if abandoned {
+			r.stuck.returned()
 			late()
 		}
 	})
@@ -194,6 +195,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 			return c.handled(r, finished)
 		default:
 			call.gaveUp = true
+			r.stuck.abandoned()
 			res.Abandoned = true
 			return res
 		}

@@ -100,6 +100,13 @@ func (b *reportBuilder) list(rec Record) {
 	}
 }
 
+// unresolvedSoFar counts the deliveries listed unresolved so far.
+func (b *reportBuilder) unresolvedSoFar() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.r.Unresolved) + b.r.Omitted
+}
+
 func (b *reportBuilder) proven(n int) {
 	b.mu.Lock()
 	b.r.AcksProven += n

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/runtime/internal/step"
@@ -49,6 +50,9 @@ type Settler struct {
 	// exited is closed once the loop has returned: a settlement it did not
 	// answer by then was never written.
 	exited chan struct{}
+	// writing is when the loop began the batch it is writing (Unix ns), 0
+	// between batches: a write that never returns is a wedged settler.
+	writing atomic.Int64
 
 	mu sync.Mutex
 	// unsettled lists the tags received on the channel and not yet settled,
@@ -175,8 +179,19 @@ func (s *Settler) loop() {
 				break more
 			}
 		}
+		s.writing.Store(time.Now().UnixNano())
 		s.write(batch)
+		s.writing.Store(0)
 	}
+}
+
+// WritingSince is when the batch being written began; zero when the settler
+// is waiting for work.
+func (s *Settler) WritingSince() time.Time {
+	if at := s.writing.Load(); at != 0 {
+		return time.Unix(0, at)
+	}
+	return time.Time{}
 }
 
 // write settles one batch: NACKs first, each alone (a multiple ACK must not

@@ -183,9 +183,16 @@ func TestSettlerStuckWriteDoesNotHoldTheClose(t *testing.T) {
 	if s.Stopped(ctx) {
 		t.Error("stopped while a write was still running")
 	}
+	// Health reads the stuck write's start to tell a wedged settler.
+	if since := s.WritingSince(); since.IsZero() || time.Since(since) < 100*time.Millisecond {
+		t.Errorf("writing since %v, while the write has run longer than the step", since)
+	}
 	close(ch.release)
 	if !s.Stopped(context.Background()) {
 		t.Error("not stopped after the write returned")
+	}
+	if since := s.WritingSince(); !since.IsZero() {
+		t.Errorf("writing since %v after the write returned", since)
 	}
 }
 

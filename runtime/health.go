@@ -1,0 +1,137 @@
+package runtime
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Health is what a consumer answers a probe: whether it is ready (connected
+// and consuming) and live (its own machinery moving), and the figures an
+// operator reads beside them.
+//
+// Liveness never depends on the broker: while the broker is unreachable the
+// consumer is not ready, and reconnects on its own; restarting it would not
+// help, and would restart every pod at once. It is not live only when the
+// process itself is wedged: its settler stuck in one write, or every
+// concurrency slot held by a handler that outlived its timeout, each for
+// longer than any bound the runtime sets itself (stallAfter).
+type Health struct {
+	Queue string `json:"queue"`
+	Ready bool   `json:"ready"`
+	Live  bool   `json:"live"`
+	// Why says what keeps the consumer from being ready or live.
+	Why string `json:"why,omitempty"`
+	// LastSettled is when a delivery last ended settled (zero: none yet).
+	LastSettled time.Time `json:"last_settled,omitzero"`
+	// Unresolved counts the deliveries left unresolved so far.
+	Unresolved int `json:"unresolved"`
+	// IntakeStopped: the consumer is shutting down.
+	IntakeStopped bool `json:"intake_stopped"`
+}
+
+// Health tells the consumer's health now. It is cheap: a probe may ask often.
+func (c *Consumer) Health() Health {
+	h := Health{Queue: c.spec.Name, Live: true}
+	r := c.running.Load()
+	if r == nil {
+		h.Why = "not running"
+		return h
+	}
+	h.IntakeStopped = closed(r.stopping)
+	if at := r.lastSettled.Load(); at != 0 {
+		h.LastSettled = time.Unix(0, at)
+	}
+	h.Unresolved = r.report.unresolvedSoFar()
+	now := time.Now()
+	limit := c.stallAfter()
+	s := r.consuming.Load()
+	switch {
+	case h.IntakeStopped:
+		h.Why = "shutting down"
+	case s == nil:
+		h.Why = "not connected: reconnecting to the broker"
+	default:
+		h.Ready = true
+	}
+	if s != nil {
+		if since := s.gen.Settler.WritingSince(); !since.IsZero() && now.Sub(since) > limit {
+			h.Live, h.Why = false, "the settler has been stuck in one write since "+since.UTC().Format(time.RFC3339)
+		}
+	}
+	if since := r.stuck.since(); !since.IsZero() && now.Sub(since) > limit {
+		h.Live, h.Why = false, "every concurrency slot held by a handler past its timeout since "+since.UTC().Format(time.RFC3339)
+	}
+	return h
+}
+
+// stallAfter is how long the settler may stay in one write, or every slot
+// stay held by handlers past their timeout, before the consumer counts as
+// wedged: longer than a delivery's budget and two steps, and by a minute
+// (stallMargin), in which the AMQP heartbeat ends a write to a peer that
+// vanished.
+func (c *Consumer) stallAfter() time.Duration {
+	return c.spec.budget() + 2*c.cfg.StepTimeout + c.tuning.stallMargin
+}
+
+// stuckHandlers counts the handlers abandoned past their timeout that still
+// run, and since when they have held every slot.
+type stuckHandlers struct {
+	mu    sync.Mutex
+	n     int
+	slots int
+	full  time.Time
+}
+
+// abandoned notes one more handler left running past its timeout.
+func (s *stuckHandlers) abandoned() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	if s.n == s.slots {
+		s.full = time.Now()
+	}
+}
+
+// returned notes that an abandoned handler has returned at last.
+func (s *stuckHandlers) returned() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n--
+	s.full = time.Time{}
+}
+
+// since is when the stuck handlers came to hold every slot; zero while they
+// do not.
+func (s *stuckHandlers) since() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.full
+}
+
+// settledNow notes a delivery settled, for Health.
+func (r *run) settledNow() { r.lastSettled.Store(time.Now().UnixNano()) }
+
+// HealthHandler serves the health of consumers to Kubernetes' probes: a
+// request whose path ends in "/livez" asks whether every consumer is live;
+// any other path whether every one is ready. It answers 200 when they all
+// are and 503 when one is not, with each consumer's Health as JSON.
+func HealthHandler(consumers ...*Consumer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		live := strings.HasSuffix(req.URL.Path, "/livez")
+		all := make([]Health, len(consumers))
+		ok := true
+		for i, c := range consumers {
+			all[i] = c.Health()
+			ok = ok && (live && all[i].Live || !live && all[i].Ready)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(all)
+	})
+}

@@ -1,0 +1,120 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+)
+
+// probe asks h for path and returns the status and the healths it listed.
+func probe(t *testing.T, h http.Handler, path string) (int, []runtime.Health) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	var got []runtime.Health
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatalf("%s answered %q: %v", path, rec.Body.String(), err)
+	}
+	return rec.Code, got
+}
+
+// Readiness follows the connection; liveness does not: a broker that cannot
+// be reached makes the consumer unready, never dead.
+func TestBrokerHealthFollowsTheConnection(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "h-1")
+	r, c := prepare(t, q, handler(func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }),
+		func(cfg *runtime.Config) {
+			cfg.URLs = []string{p.url()}
+			cfg.StepTimeout = 500 * time.Millisecond
+			cfg.ReconnectMax = 200 * time.Millisecond
+		})
+	probes := runtime.HealthHandler(c)
+	if h := c.Health(); h.Ready || !h.Live || h.Why != "not running" {
+		t.Errorf("before Run: %+v", h)
+	}
+	if code, _ := probe(t, probes, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz before Run: %d", code)
+	}
+	r.launch(c)
+	r.await(1)
+	eventually(t, 60*time.Second, "ready", func() bool { return c.Health().Ready })
+	h := c.Health()
+	if !h.Live || h.LastSettled.IsZero() || h.Unresolved != 0 || h.IntakeStopped {
+		t.Errorf("consuming: %+v", h)
+	}
+	if code, got := probe(t, probes, "/readyz"); code != http.StatusOK || len(got) != 1 || got[0].Queue != q.Name || !got[0].Ready {
+		t.Errorf("/readyz while consuming: %d %+v", code, got)
+	}
+
+	// Frames stop in both directions and the connections are cut: every
+	// connection attempt hangs in its handshake until Resume.
+	p.Stall(0)
+	p.Cut()
+	eventually(t, 60*time.Second, "not ready while the broker cannot be reached", func() bool { return !c.Health().Ready })
+	h = c.Health()
+	if !h.Live || !strings.Contains(h.Why, "not connected") {
+		t.Errorf("broker unreachable: %+v", h)
+	}
+	if code, _ := probe(t, probes, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while the broker cannot be reached: %d", code)
+	}
+	if code, got := probe(t, probes, "/livez"); code != http.StatusOK || !got[0].Live {
+		t.Errorf("/livez while the broker cannot be reached: %d %+v", code, got)
+	}
+	p.Resume()
+	eventually(t, 60*time.Second, "ready again", func() bool { return c.Health().Ready })
+
+	r.stop()
+	if h := c.Health(); h.Ready || !h.IntakeStopped || !h.Live {
+		t.Errorf("stopped: %+v", h)
+	}
+}
+
+// A consumer whose every slot is held by a handler that ignores its context
+// past its timeout is wedged: not live, until the handler returns.
+func TestBrokerHealthNotLiveWhileHandlersHoldEverySlot(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Concurrency, q.Prefetch = 1, 1
+		q.HandlerTimeout = 100 * time.Millisecond
+		q.SettlementBudget = 4 * time.Second
+		hourRetry(q)
+	})
+	declareTopology(t, q)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	r, c := prepare(t, q, handler(func(ctx context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		<-release // ignores ctx
+		return nil
+	}), func(cfg *runtime.Config) { cfg.StepTimeout = 300 * time.Millisecond })
+	c.SetStallMargin(0)
+	r.launch(c)
+	publish(t, q.Name, order(t, "stuck"))
+	eventually(t, 60*time.Second, "not live", func() bool { return !c.Health().Live })
+	h := c.Health()
+	if !strings.Contains(h.Why, "every concurrency slot held by a handler past its timeout") {
+		t.Errorf("wedged: %+v", h)
+	}
+	if code, _ := probe(t, runtime.HealthHandler(c), "/livez"); code != http.StatusServiceUnavailable {
+		t.Errorf("/livez while wedged: %d", code)
+	}
+	free()
+	eventually(t, 60*time.Second, "live again once the handler returned", func() bool { return c.Health().Live })
+	// The handler timed out, so its delivery went to the retry bucket.
+	if recs := r.await(1); recs[0].Handler != "timed out" || recs[0].Path != runtime.PathRetried {
+		t.Errorf("records %+v", recs)
+	}
+	r.stop()
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
+}
