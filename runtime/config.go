@@ -62,7 +62,9 @@ type Config struct {
 	// later and may fail.
 	AfterDelivery func(ctx context.Context, d RawDelivery, soFar Record) error
 	// ShutdownGrace is the cooperative window after intake stops, in which
-	// in-flight work runs and settles normally (30 s).
+	// in-flight work runs and settles normally (15 s: with the force window
+	// and the last broker steps, the shutdown ends within Kubernetes' default
+	// 30 s termination grace period).
 	ShutdownGrace time.Duration
 	// ForceWindow follows the grace: handlers' contexts are cancelled, and work
 	// that still completes settles; then the final abort (5 s).
@@ -87,7 +89,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	orDefault(&c.ShutdownGrace, 30*time.Second)
+	orDefault(&c.ShutdownGrace, 15*time.Second)
 	orDefault(&c.ForceWindow, 5*time.Second)
 	orDefault(&c.StepTimeout, 5*time.Second)
 	orDefault(&c.ReconnectMax, 30*time.Second)
