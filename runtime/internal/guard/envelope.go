@@ -11,21 +11,24 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
 )
 
-// Header names Lily reads and writes.
+// Header names Lily reads and writes: the wire contract's, named once in
+// package envelope.
 const (
-	HeaderVersion = "x-lily-version"
-	HeaderAttempt = "x-lily-attempt"
+	HeaderVersion = envelope.HeaderVersion
+	HeaderAttempt = envelope.HeaderAttempt
 	// HeaderFailurePrefix starts the bounded failure facts on retry and DLQ copies.
-	HeaderFailurePrefix  = "x-lily-failure-"
-	HeaderFailureReason  = HeaderFailurePrefix + "reason"
-	HeaderFailureKind    = HeaderFailurePrefix + "kind"
-	HeaderFailureAttempt = HeaderFailurePrefix + "attempt"
-	HeaderFailureQueue   = HeaderFailurePrefix + "queue"
-	HeaderFailureTime    = HeaderFailurePrefix + "time"
+	HeaderFailurePrefix  = envelope.HeaderFailurePrefix
+	HeaderFailureReason  = envelope.HeaderFailureReason
+	HeaderFailureKind    = envelope.HeaderFailureKind
+	HeaderFailureAttempt = envelope.HeaderFailureAttempt
+	HeaderFailureQueue   = envelope.HeaderFailureQueue
+	HeaderFailureTime    = envelope.HeaderFailureTime
 	// HeaderHandoffID correlates a Return with its own handoff publish.
-	HeaderHandoffID = "x-lily-handoff-id"
+	HeaderHandoffID = envelope.HeaderHandoffID
 	// HeaderDeliveryCount is the broker's: a quorum queue's count of a
 	// message's earlier returns to it.
 	HeaderDeliveryCount = "x-delivery-count"
