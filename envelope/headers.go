@@ -29,4 +29,9 @@ const (
 	// HeaderHandoffID carries a publish's own id, so that a Return is
 	// matched to its publish and to no other.
 	HeaderHandoffID = "x-lily-handoff-id"
+	// HeaderRedriven counts how often lilydlq moved the message from a DLQ
+	// back to its queue.
+	HeaderRedriven = "x-lily-redriven"
+	// HeaderRedrivenFrom names the DLQ of the last re-drive.
+	HeaderRedrivenFrom = "x-lily-redriven-from"
 )

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestUsage: bad arguments exit 2 before any broker is asked, and say why.
+func TestUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "Usage:"},
+		{[]string{"peek", "q"}, `unknown command "peek"`},
+		{[]string{"list"}, "name one queue"},
+		{[]string{"list", "a", "b"}, "name one queue"},
+		{[]string{"list", "q", "-window", "0"}, "-window must be 1..65535"},
+		{[]string{"list", "q", "-window", "70000"}, "-window must be 1..65535"},
+		{[]string{"list", "q", "-sample", "-1"}, "-sample must not be negative"},
+		{[]string{"show", "q"}, "-id is required"},
+		{[]string{"redrive", "q"}, "choose copies: -all, or -id"},
+		{[]string{"redrive", "q", "-all", "-rate", "-1"}, "-rate must not be negative"},
+		{[]string{"redrive", "q", "-since", "yesterday"}, "want an RFC 3339 time"},
+		{[]string{"purge", "q"}, "refusing to purge q without -confirm q"},
+		{[]string{"list", "q", "-nope"}, "flag provided but not defined"},
+	} {
+		var out, errs bytes.Buffer
+		args := c.args
+		if len(args) > 0 {
+			args = append(args, "-url", "amqp://127.0.0.1:1/")
+		}
+		if code := run(context.Background(), args, &out, &errs); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d", c.args, code, exitUsage)
+		}
+		if !strings.Contains(errs.String(), c.want) {
+			t.Errorf("%v: stderr %q lacks %q", c.args, errs.String(), c.want)
+		}
+	}
+}
+
+// TestHelp: -h and help print to stdout and exit 0.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"help"}, {"help", "redrive"}, {"redrive", "-h"}} {
+		var out, errs bytes.Buffer
+		if code := run(context.Background(), args, &out, &errs); code != exitOK || out.Len() == 0 || errs.Len() != 0 {
+			t.Errorf("%v: exit %d, %d bytes out, stderr %q", args, code, out.Len(), errs.String())
+		}
+	}
+}
+
+// TestNoBroker: a broker that cannot be reached is a failure, exit 1.
+func TestNoBroker(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"list", "q", "-url", "amqp://guest:guest@127.0.0.1:1/"}, &out, &errs); code != exitFailure || !strings.Contains(errs.String(), "connect to the broker") {
+		t.Errorf("exit %d, stderr %q", code, errs.String())
+	}
+}

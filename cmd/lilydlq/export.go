@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"time"
+	"unicode/utf8"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+var exportCmd = &command{
+	name: "export", args: "[flags] <dlq>",
+	summary: "write every copy as a line of JSON",
+	help: `One JSON object per copy, in queue order, each on its own line:
+
+  {"queue": <dlq>, "redelivered": bool, "facts": {what list shows},
+   "properties": {"message_id": ..., "type": ..., "timestamp": ..., ...},
+   "headers": {<name>: {"type": <AMQP type>, "value": <value>}, ...},
+   "body_base64": ..., "body_text": <the body, when it is valid UTF-8>}
+
+Header values keep their AMQP type (string, bytes, bool, int8..int64,
+uint8..uint32, float32, float64, decimal, timestamp, table, array, void):
+bytes as base64, a timestamp as RFC 3339, a table as an object of such values,
+an array as a list of them. A string or property that is not valid UTF-8 is
+written as "base64" beside its "type" (for a property, in
+"properties_base64") instead of a lossy JSON string. Copies are written one at
+a time: export never holds the DLQ in memory.`,
+	flags: func(fs *flag.FlagSet) func(*env) int {
+		out := fs.String("o", "", "the file to write (created or truncated); stdout when empty")
+		return func(e *env) int { return export(e, *out) }
+	},
+}
+
+// exported is one copy as export writes it.
+type exported struct {
+	Queue       string            `json:"queue"`
+	Redelivered bool              `json:"redelivered"`
+	Facts       facts             `json:"facts"`
+	Properties  properties        `json:"properties"`
+	RawProps    map[string]string `json:"properties_base64,omitempty"`
+	Headers     map[string]tagged `json:"headers"`
+	Body        []byte            `json:"body_base64"`
+	Text        *string           `json:"body_text,omitempty"`
+}
+
+// properties are a copy's AMQP properties.
+type properties struct {
+	ContentType     string    `json:"content_type,omitempty"`
+	ContentEncoding string    `json:"content_encoding,omitempty"`
+	DeliveryMode    uint8     `json:"delivery_mode,omitempty"`
+	Priority        uint8     `json:"priority,omitempty"`
+	CorrelationID   string    `json:"correlation_id,omitempty"`
+	ReplyTo         string    `json:"reply_to,omitempty"`
+	Expiration      string    `json:"expiration,omitempty"`
+	MessageID       string    `json:"message_id,omitempty"`
+	Timestamp       time.Time `json:"timestamp,omitzero"`
+	Type            string    `json:"type,omitempty"`
+	UserID          string    `json:"user_id,omitempty"`
+	AppID           string    `json:"app_id,omitempty"`
+}
+
+// tagged is a header value with its AMQP type: Value, or Base64 for bytes
+// that JSON cannot carry as a string.
+type tagged struct {
+	Type   string `json:"type"`
+	Value  any    `json:"value"`
+	Base64 []byte `json:"base64,omitempty"`
+}
+
+func export(e *env, path string) int {
+	w := e.stdout
+	var file *os.File
+	if path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return e.fail("export", err)
+		}
+		defer f.Close()
+		w, file = f, f
+	}
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	var maxCount int64
+	res, err := readQueue(e.ctx, e.url, e.queue, "export", e.read, func(d *amqp.Delivery) (verdict, error) {
+		x := exportOf(e.queue, d)
+		maxCount = max(maxCount, x.Facts.Count)
+		return keep, enc.Encode(x)
+	})
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	if file != nil && err == nil {
+		err = file.Sync()
+	}
+	if err != nil {
+		return e.fail("export", err)
+	}
+	e.readNote("export", res, maxCount)
+	fmt.Fprintf(e.stderr, "lilydlq export: %d copies written (%d ready when the read began)\n", res.Read, res.Ready)
+	return exitOK
+}
+
+// exportOf is one copy as export writes it.
+func exportOf(queue string, d *amqp.Delivery) exported {
+	x := exported{
+		Queue: queue, Redelivered: d.Redelivered, Facts: factsOf(d),
+		Headers: make(map[string]tagged, len(d.Headers)), Body: d.Body,
+		Properties: properties{
+			DeliveryMode: d.DeliveryMode, Priority: d.Priority, Timestamp: d.Timestamp,
+		},
+	}
+	if utf8.Valid(d.Body) {
+		s := string(d.Body)
+		x.Text = &s
+	}
+	for _, p := range []struct {
+		name string
+		from string
+		to   *string
+	}{
+		{"content_type", d.ContentType, &x.Properties.ContentType},
+		{"content_encoding", d.ContentEncoding, &x.Properties.ContentEncoding},
+		{"correlation_id", d.CorrelationId, &x.Properties.CorrelationID},
+		{"reply_to", d.ReplyTo, &x.Properties.ReplyTo},
+		{"expiration", d.Expiration, &x.Properties.Expiration},
+		{"message_id", d.MessageId, &x.Properties.MessageID},
+		{"type", d.Type, &x.Properties.Type},
+		{"user_id", d.UserId, &x.Properties.UserID},
+		{"app_id", d.AppId, &x.Properties.AppID},
+	} {
+		if utf8.ValidString(p.from) {
+			*p.to = p.from
+			continue
+		}
+		if x.RawProps == nil {
+			x.RawProps = map[string]string{}
+		}
+		x.RawProps[p.name] = base64.StdEncoding.EncodeToString([]byte(p.from))
+	}
+	for k, v := range d.Headers {
+		x.Headers[k] = tag(v)
+	}
+	return x
+}
+
+// tag is an AMQP field value with its type, as JSON can hold it.
+func tag(v any) tagged {
+	t := tagged{Type: typeName(v), Value: v}
+	switch v := v.(type) {
+	case string:
+		if !utf8.ValidString(v) {
+			t.Value, t.Base64 = nil, []byte(v)
+		}
+	case []byte:
+		t.Value, t.Base64 = nil, v
+	case time.Time:
+		t.Value = v.UTC().Format(time.RFC3339)
+	case float32:
+		t.Value = finite(float64(v))
+	case float64:
+		t.Value = finite(v)
+	case amqp.Decimal:
+		t.Value = map[string]any{"scale": v.Scale, "value": v.Value}
+	case amqp.Table:
+		m := make(map[string]tagged, len(v))
+		for k, e := range v {
+			m[k] = tag(e)
+		}
+		t.Value = m
+	case []any:
+		l := make([]tagged, len(v))
+		for i, e := range v {
+			l[i] = tag(e)
+		}
+		t.Value = l
+	}
+	return t
+}
+
+// finite is f, or its name when JSON has no number for it.
+func finite(f float64) any {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Sprint(f)
+	}
+	return f
+}
+
+// typeName names an AMQP field value's type as amqp091-go decodes it.
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "void"
+	case string:
+		return "string"
+	case []byte:
+		return "bytes"
+	case bool:
+		return "bool"
+	case int8:
+		return "int8"
+	case uint8:
+		return "uint8"
+	case int16:
+		return "int16"
+	case uint16:
+		return "uint16"
+	case int32:
+		return "int32"
+	case uint32:
+		return "uint32"
+	case int64, int:
+		return "int64"
+	case float32:
+		return "float32"
+	case float64:
+		return "float64"
+	case amqp.Decimal:
+		return "decimal"
+	case time.Time:
+		return "timestamp"
+	case amqp.Table:
+		return "table"
+	case []any:
+		return "array"
+	}
+	return fmt.Sprintf("%T", v)
+}

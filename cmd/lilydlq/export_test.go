@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// TestExportRoundTrip: export writes one JSON object per copy, in order,
+// from which each copy's properties, typed headers and body come back.
+func TestExportRoundTrip(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	at := time.Date(2024, 5, 1, 12, 30, 0, 0, time.UTC)
+	first := lilyCopy("exp-1", "order.placed", "permanent failure: boom", "permanent", "orders", 3, at)
+	first.Priority, first.AppId, first.ReplyTo, first.ContentEncoding = 4, "shop", "replies", "identity"
+	first.Headers["h-bool"] = true
+	first.Headers["h-int8"] = int8(-8)
+	first.Headers["h-uint8"] = uint8(200)
+	first.Headers["h-int16"] = int16(-1600)
+	first.Headers["h-int32"] = int32(-320000)
+	first.Headers["h-float64"] = 2.5
+	first.Headers["h-bytes"] = []byte{0, 1, 0xff}
+	first.Headers["h-bad-utf8"] = "a\xffb"
+	first.Headers["h-time"] = at
+	first.Headers["h-void"] = nil
+	first.Headers["h-decimal"] = amqp.Decimal{Scale: 2, Value: 12345}
+	first.Headers["h-table"] = amqp.Table{"k": "v", "n": []any{int64(1), "two"}}
+	second := lilyCopy("exp-\xff2", "order.paid", "poison: bad", "poison", "orders", 1, at)
+	second.Body = []byte{0xde, 0xad, 0xbe, 0xef}
+	b.publish(dlq, first, second)
+
+	out := filepath.Join(t.TempDir(), "dlq.jsonl")
+	r := b.lilydlq("export", dlq, "-o", out)
+	if r.code != exitOK {
+		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %d: %v", len(lines)+1, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 {
+		t.Fatalf("export wrote %d lines, want 2:\n%s", len(lines), data)
+	}
+
+	one := lines[0]
+	wantProps := map[string]any{
+		"message_id": "exp-1", "type": "order.placed", "content_type": "application/json", "content_encoding": "identity",
+		"correlation_id": "corr-exp-1", "reply_to": "replies", "app_id": "shop", "priority": 4.0, "delivery_mode": 2.0,
+		"timestamp": "2024-05-01T12:30:00Z",
+	}
+	if diff := cmp.Diff(wantProps, one["properties"]); diff != "" {
+		t.Errorf("properties (-want +got):\n%s", diff)
+	}
+	h := one["headers"].(map[string]any)
+	for name, want := range map[string]any{
+		"h-bool":                 map[string]any{"type": "bool", "value": true},
+		"h-int8":                 map[string]any{"type": "int8", "value": -8.0},
+		"h-uint8":                map[string]any{"type": "uint8", "value": 200.0},
+		"h-int16":                map[string]any{"type": "int16", "value": -1600.0},
+		"h-int32":                map[string]any{"type": "int32", "value": -320000.0},
+		"h-float64":              map[string]any{"type": "float64", "value": 2.5},
+		"h-bytes":                map[string]any{"type": "bytes", "value": nil, "base64": "AAH/"},
+		"h-bad-utf8":             map[string]any{"type": "string", "value": nil, "base64": "Yf9i"},
+		"h-time":                 map[string]any{"type": "timestamp", "value": "2024-05-01T12:30:00Z"},
+		"h-void":                 map[string]any{"type": "void", "value": nil},
+		"h-decimal":              map[string]any{"type": "decimal", "value": map[string]any{"scale": 2.0, "value": 12345.0}},
+		"x-lily-failure-attempt": map[string]any{"type": "int64", "value": 3.0},
+		"h-table": map[string]any{"type": "table", "value": map[string]any{
+			"k": map[string]any{"type": "string", "value": "v"},
+			"n": map[string]any{"type": "array", "value": []any{
+				map[string]any{"type": "int64", "value": 1.0}, map[string]any{"type": "string", "value": "two"},
+			}},
+		}},
+	} {
+		if diff := cmp.Diff(want, h[name]); diff != "" {
+			t.Errorf("header %s (-want +got):\n%s", name, diff)
+		}
+	}
+	if len(h) != len(first.Headers) {
+		t.Errorf("%d headers exported, want %d", len(h), len(first.Headers))
+	}
+	if one["body_base64"] != "eyJpZCI6ImV4cC0xIn0=" || one["body_text"] != `{"id":"exp-1"}` {
+		t.Errorf("body: %v / %v", one["body_base64"], one["body_text"])
+	}
+	facts := one["facts"].(map[string]any)
+	if facts["reason"] != "permanent failure: boom" || facts["source_queue"] != "orders" || facts["kind"] != "permanent" {
+		t.Errorf("facts: %v", facts)
+	}
+
+	two := lines[1]
+	if _, ok := two["body_text"]; ok || two["body_base64"] != "3q2+7w==" {
+		t.Errorf("binary body: %v / %v", two["body_base64"], two["body_text"])
+	}
+	raw := two["properties_base64"].(map[string]any)
+	if raw["message_id"] != "ZXhwLf8y" || two["properties"].(map[string]any)["message_id"] != nil {
+		t.Errorf("a message id not valid UTF-8: properties %v, base64 %v", two["properties"], raw)
+	}
+	b.assertCounts(dlq, 2)
+}

@@ -1,0 +1,36 @@
+// Command lilydlq inspects a Lily dead-letter queue and moves its copies back
+// to the queues they failed in.
+//
+//	lilydlq list    <dlq>                  copies grouped by failure reason, with counts
+//	lilydlq show    -id <message id> <dlq> one copy: properties, headers, body
+//	lilydlq export  [-o file] <dlq>        every copy as a line of JSON
+//	lilydlq redrive <selection> <dlq>      move chosen copies back to their queues
+//	lilydlq purge   -confirm <dlq> <dlq>   delete every ready copy
+//
+// Reading takes nothing from the DLQ: list, show and export hold each copy
+// unacknowledged and hand all back when they close their channel. A re-drive
+// publishes each chosen copy to its source queue (the runtime's
+// x-lily-failure-queue, or for a copy the broker dead-lettered itself the
+// queue of its latest x-death entry), mandatory and confirmed, and only then
+// ACKs the copy: killed at any moment, it leaves each copy in the DLQ or in
+// its queue, possibly both, never neither.
+//
+// The broker is -url, else $LILY_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/.
+// Exit codes: 0 done, 1 failure (of the broker, or a copy that could not be
+// moved), 2 usage. Run lilydlq -h for the flags; docs/dlq.md has examples and
+// what was verified on which RabbitMQ.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

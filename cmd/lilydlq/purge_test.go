@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPurge: purge refuses without the queue's name as confirmation, and
+// with it deletes every ready copy.
+func TestPurge(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	b.publish(dlq, lilyCopy("p1", "t", "permanent failure", "permanent", "src", 1, time.Now()), lilyCopy("p2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
+
+	for _, args := range [][]string{{"purge", dlq}, {"purge", dlq, "-confirm", dlq + "x"}, {"purge", dlq, "-confirm", ""}} {
+		r := b.lilydlq(args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "refusing to purge "+dlq+" without -confirm "+dlq) {
+			t.Errorf("%v: exit %d, %q", args, r.code, r.stderr)
+		}
+	}
+	b.assertCounts(dlq, 2)
+
+	r := b.lilydlq("purge", "-confirm", dlq, dlq)
+	if r.code != exitOK || r.stdout != dlq+": purged 2 copies\n" {
+		t.Errorf("purge: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+
+	gone := dlq + ".gone"
+	if r := b.lilydlq("purge", gone, "-confirm", gone); r.code != exitFailure || !strings.Contains(r.stderr, "no queue named "+gone) {
+		t.Errorf("purge of a missing queue: exit %d, %q", r.code, r.stderr)
+	}
+}

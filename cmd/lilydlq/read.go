@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// verdict is what a visit decides for one copy.
+type verdict int
+
+const (
+	// keep leaves the copy in the DLQ: it stays unacknowledged on the
+	// reading channel until the read ends, and the broker then returns it.
+	keep verdict = iota
+	// take ACKs the copy, which removes it from the DLQ: only after its
+	// re-drive was confirmed.
+	take
+)
+
+// errEnough ends a read early without failing it.
+var errEnough = errors.New("enough read")
+
+// readOptions bound a read.
+type readOptions struct {
+	// window is how many copies one consumer may hold unacknowledged (its
+	// prefetch), and so how many the client may buffer at once.
+	window int
+	// idle is how long to wait for the next copy before deciding that the
+	// DLQ holds fewer than it did when the read began.
+	idle time.Duration
+}
+
+// readResult says what a read saw.
+type readResult struct {
+	Ready     int  `json:"ready"`            // ready in the DLQ when the read began
+	Consumers int  `json:"consumers"`        // other consumers of the DLQ then
+	Read      int  `json:"read"`             // copies visited
+	Taken     int  `json:"moved,omitempty"`  // copies ACKed (moved out)
+	Windows   int  `json:"windows"`          // consumers the read used, one per window
+	Idle      bool `json:"fewer_than_ready"` // fewer copies came than were ready
+}
+
+// readQueue visits, in queue order, the copies ready in queue when the read
+// begins (a passive declare counts them), without taking any it is not told
+// to: it consumes with manual acknowledgement and never NACKs. A copy visit
+// keeps stays unacknowledged on the reading channel; closing the channel at
+// the end hands every one back to the broker, which puts it back in its
+// place (classic queues; quorum queues when the read used at most 32
+// windows: docs/dlq.md has what was measured). A copy visit takes is ACKed
+// at once. A process killed during the read loses nothing: its connection
+// closes, and the broker returns what it held.
+//
+// A consumer with a prefetch of o.window reads until it holds that many,
+// then is cancelled and another starts: the client never buffers more than a
+// window, however long the DLQ.
+func readQueue(ctx context.Context, url, queue, name string, o readOptions, visit func(*amqp.Delivery) (verdict, error)) (readResult, error) {
+	var res readResult
+	conn, err := dial(url, name)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return res, fmt.Errorf("open a channel: %w", err)
+	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return res, queueError(queue, err)
+	}
+	res.Ready, res.Consumers = q.Messages, q.Consumers
+
+	var (
+		dels  <-chan amqp.Delivery
+		tag   string
+		held  int
+		idle  = time.NewTimer(o.idle)
+		ended error
+	)
+	defer idle.Stop()
+	for res.Read < res.Ready && ended == nil {
+		if dels == nil {
+			// Tags that sort in window order: a quorum queue returns the
+			// copies of up to 32 consumers in the order of their tags.
+			tag = fmt.Sprintf("lilydlq-%09d", res.Windows)
+			res.Windows++
+			if err := ch.Qos(o.window, 0, false); err != nil {
+				return res, readError(closed, err)
+			}
+			if dels, err = ch.Consume(queue, tag, false, false, false, false, nil); err != nil {
+				return res, readError(closed, err)
+			}
+			held = 0
+		}
+		idle.Reset(o.idle)
+		var d amqp.Delivery
+		var ok bool
+		select {
+		case d, ok = <-dels:
+		case <-idle.C:
+			res.Idle = true
+			ended = errEnough
+			continue
+		case <-ctx.Done():
+			ended = context.Cause(ctx)
+			continue
+		}
+		if !ok {
+			return res, readError(closed, errors.New("the broker ended the consumer"))
+		}
+		res.Read++
+		v, err := visit(&d)
+		if v == take {
+			if err := ch.Ack(d.DeliveryTag, false); err != nil {
+				return res, fmt.Errorf("ACK of a moved copy (it may stay in the DLQ as well): %w", readError(closed, err))
+			}
+			res.Taken++
+		} else {
+			held++
+		}
+		if err != nil {
+			ended = err
+		}
+		if held == o.window {
+			if err := cancel(ch, tag, dels); err != nil {
+				return res, readError(closed, err)
+			}
+			dels = nil
+		}
+	}
+	if dels != nil {
+		if err := cancel(ch, tag, dels); err != nil {
+			return res, readError(closed, err)
+		}
+	}
+	// The close hands back every copy still held, and its close-ok proves
+	// every ACK written before it.
+	if err := ch.Close(); err != nil {
+		return res, fmt.Errorf("close the reading channel (the ACKs of moved copies are unproven: a copy may stay in the DLQ as well): %w", err)
+	}
+	if errors.Is(ended, errEnough) {
+		ended = nil
+	}
+	return res, ended
+}
+
+// cancel ends a window's consumer and drains what the broker sent it before
+// the cancel: those copies stay held, unvisited, and return at the close.
+func cancel(ch *amqp.Channel, tag string, dels <-chan amqp.Delivery) error {
+	if err := ch.Cancel(tag, false); err != nil {
+		return err
+	}
+	for range dels {
+	}
+	return nil
+}
+
+// dial connects to the broker, naming the connection after the command so
+// that the management UI and rabbitmqctl show who holds the copies.
+func dial(url, name string) (*amqp.Connection, error) {
+	cfg := amqp.Config{Properties: amqp.NewConnectionProperties()}
+	cfg.Properties.SetClientConnectionName("lilydlq " + name)
+	conn, err := amqp.DialConfig(url, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the broker: %s", text(err.Error(), maxReason))
+	}
+	return conn, nil
+}
+
+// queueError says why a passive declare failed: a missing queue plainly.
+func queueError(queue string, err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+		return fmt.Errorf("no queue named %s", text(queue, maxQueue))
+	}
+	return fmt.Errorf("queue %s: %s", text(queue, maxQueue), text(err.Error(), maxReason))
+}
+
+// readError is the broker's reason when it closed the reading channel (a
+// consumer timeout, a deleted queue), else err.
+func readError(closed <-chan *amqp.Error, err error) error {
+	select {
+	case e, ok := <-closed:
+		if ok && e != nil {
+			return fmt.Errorf("the broker closed the reading channel (every copy it held returns to the DLQ): %s", text(e.Error(), maxReason))
+		}
+	case <-time.After(100 * time.Millisecond):
+	}
+	return fmt.Errorf("reading: %s", text(err.Error(), maxReason))
+}

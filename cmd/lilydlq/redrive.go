@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/runtime"
+)
+
+var redriveCmd = &command{
+	name: "redrive", args: "<selection> [flags] <dlq>",
+	summary: "move chosen copies back to their source queues",
+	help: `The selection is -all, or any of -id, -reason, -reason-contains, -type,
+-since, -until (a copy must match each one given). A copy goes back to its
+source queue: x-lily-failure-queue, or for a copy the broker dead-lettered
+itself, the queue of its latest x-death entry. Each is published mandatory
+through the default exchange on a confirm-mode channel; only after the
+broker confirmed it and returned nothing is the DLQ copy ACKed. A copy whose
+publish is returned (its queue does not exist) or refused stays in the DLQ,
+and the exit code is 1. Copies not chosen stay where they are.
+
+The copy sent back is the DLQ copy with its body and properties (but for
+user_id and expiration, which the broker would refuse or apply again),
+persistent, and its headers but for the failure facts (x-lily-failure-*),
+the handoff id of the copy (the publisher writes its own), and the broker's
+records of the DLQ's life: x-death, x-first-death-*, x-last-death-*,
+x-delivery-count and x-acquired-count. x-death goes because RabbitMQ before
+3.13 reads a published message's x-death in its cycle check: a message that
+expires from a retry bucket into a queue its x-death says it already left
+for a reason other than rejected is dropped without a word (measured on
+3.10.8), so a re-driven delivery_limit, expired or maxlen copy would vanish
+at its first retry. x-delivery-count goes because it counted the DLQ's
+returns, not the source queue's. x-lily-attempt is set to 1, or kept with
+-keep-attempt; x-lily-redriven counts the re-drives and x-lily-redriven-from
+names the DLQ.
+
+-dry-run prints what would move and moves nothing. -rate paces the publishes,
+-limit stops after that many moved.`,
+	flags: func(fs *flag.FlagSet) func(*env) int {
+		sel := &selection{since: timeFlag{now: time.Now}, until: timeFlag{now: time.Now}}
+		fs.Var(&sel.ids, "id", "a message id to move (repeatable, or a comma-separated list)")
+		fs.StringVar(&sel.reason, "reason", "", "move copies whose failure reason is exactly this (as list prints it)")
+		fs.StringVar(&sel.reasonContains, "reason-contains", "", "move copies whose failure reason contains this")
+		fs.StringVar(&sel.typ, "type", "", "move copies of this message type")
+		fs.Var(&sel.since, "since", "move copies that failed at or after this time (RFC 3339, or a duration before now: 2h)")
+		fs.Var(&sel.until, "until", "move copies that failed before this time (RFC 3339, or a duration before now)")
+		fs.BoolVar(&sel.all, "all", false, "move every copy")
+		o := redriveOptions{}
+		fs.BoolVar(&o.dryRun, "dry-run", false, "print what would move; move nothing")
+		fs.BoolVar(&o.keepAttempt, "keep-attempt", false, "keep x-lily-attempt as the copy has it, instead of setting it to 1")
+		fs.Float64Var(&o.rate, "rate", 0, "copies moved per second at most (0: no limit)")
+		fs.IntVar(&o.limit, "limit", 0, "copies moved at most (0: no limit)")
+		return func(e *env) int {
+			switch {
+			case sel.empty():
+				return e.usageError("redrive", "choose copies: -all, or -id, -reason, -reason-contains, -type, -since, -until")
+			case o.rate < 0:
+				return e.usageError("redrive", "-rate must not be negative")
+			case o.limit < 0:
+				return e.usageError("redrive", "-limit must not be negative")
+			}
+			return redrive(e, sel, o)
+		}
+	},
+}
+
+type redriveOptions struct {
+	dryRun, keepAttempt bool
+	rate                float64
+	limit               int
+}
+
+func redrive(e *env, sel *selection, o redriveOptions) int {
+	pub, err := runtime.NewPublisher(runtime.Config{
+		URLs:   []string{e.url},
+		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, 1)
+	if err != nil {
+		return e.fail("redrive", err)
+	}
+	defer pub.Close()
+	pace := pacer{every: interval(o.rate)}
+	var chosen, moved, failed int
+	var maxCount int64
+	verb := "moved"
+	if o.dryRun {
+		verb = "would move"
+	}
+	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", e.read, func(d *amqp.Delivery) (verdict, error) {
+		f := factsOf(d)
+		maxCount = max(maxCount, f.Count)
+		if !sel.match(d, f) {
+			return keep, nil
+		}
+		chosen++
+		if f.Source == "" || len(f.Source) > maxQueue {
+			failed++
+			fmt.Fprintf(e.stdout, "not moved %s (%s): no source queue (no %s, no x-death entry)\n", orDash(f.ID), orDash(f.Type), envelope.HeaderFailureQueue)
+			return keep, nil
+		}
+		if o.dryRun {
+			moved++
+			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s: %s\n", verb, orDash(f.ID), orDash(f.Type), f.Queue, f.Reason)
+			return keep, enough(moved, o.limit)
+		}
+		if err := pace.wait(e.ctx); err != nil {
+			return keep, err
+		}
+		err := send(e.ctx, pub, f.Source, redriven(d, e.queue, o.keepAttempt))
+		switch {
+		case err == nil:
+			moved++
+			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s\n", verb, orDash(f.ID), orDash(f.Type), f.Queue)
+			return take, enough(moved, o.limit)
+		case errors.Is(err, runtime.ErrReturned), errors.Is(err, runtime.ErrNacked):
+			failed++
+			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason))
+			return keep, nil
+		case errors.Is(err, runtime.ErrUnconfirmed):
+			failed++
+			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too", orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason), f.Queue)
+		default:
+			failed++
+			return keep, fmt.Errorf("%s (%s) -> %s not sent: %s; it stays in the DLQ", orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason))
+		}
+	})
+	if err == nil || res.Read > 0 {
+		fmt.Fprintf(e.stdout, "%s: %s %d of %d chosen (%d read, %d ready when the read began)", text(e.queue, maxQueue), verb, moved, chosen, res.Read, res.Ready)
+		if failed > 0 {
+			fmt.Fprintf(e.stdout, "; %d not moved, still in the DLQ", failed)
+		}
+		fmt.Fprintln(e.stdout)
+	}
+	if err != nil {
+		return e.fail("redrive", err)
+	}
+	e.readNote("redrive", res, maxCount)
+	if failed > 0 {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// sendWait bounds a publish's waits for a connection, a publish slot or a
+// broker that blocks publishers; the write and the confirm are bounded by
+// the publisher's step timeout too.
+const sendWait = 30 * time.Second
+
+// send publishes one re-driven copy to queue. Once begun, a publish is seen
+// through to its confirm even when the command is asked to stop, so that the
+// copy is then ACKed and ends in one place, not in both.
+func send(ctx context.Context, pub *runtime.Publisher, queue string, p amqp.Publishing) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendWait)
+	defer cancel()
+	return pub.Send(ctx, runtime.Message{RoutingKey: queue, Publishing: p})
+}
+
+// enough ends the read once limit copies moved.
+func enough(moved, limit int) error {
+	if limit > 0 && moved >= limit {
+		return errEnough
+	}
+	return nil
+}
+
+// redriven is the message a re-drive publishes for the DLQ copy d: its body
+// and properties, its headers without the failure facts and the broker's
+// records of its dead-lettering, marked as re-driven from dlq.
+func redriven(d *amqp.Delivery, dlq string, keepAttempt bool) amqp.Publishing {
+	h := make(amqp.Table, len(d.Headers)+2)
+	for k, v := range d.Headers {
+		if !stripped(k) {
+			h[k] = v
+		}
+	}
+	if !keepAttempt {
+		h[envelope.HeaderAttempt] = int64(1)
+	}
+	n, _ := integer(d.Headers[envelope.HeaderRedriven])
+	h[envelope.HeaderRedriven] = max(n, 0) + 1
+	h[envelope.HeaderRedrivenFrom] = dlq
+	return amqp.Publishing{
+		Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent,
+		ContentType: d.ContentType, ContentEncoding: d.ContentEncoding,
+		Priority: d.Priority, CorrelationId: d.CorrelationId, ReplyTo: d.ReplyTo,
+		MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type, AppId: d.AppId,
+	}
+}
+
+// stripped reports whether a re-drive leaves header k out.
+func stripped(k string) bool {
+	switch {
+	case strings.HasPrefix(k, envelope.HeaderFailurePrefix),
+		k == envelope.HeaderHandoffID,
+		k == headerDeath, k == headerDeliveryCount, k == "x-acquired-count",
+		strings.HasPrefix(k, "x-first-death-"), strings.HasPrefix(k, "x-last-death-"):
+		return true
+	}
+	return false
+}
+
+// pacer spaces publishes at least every apart.
+type pacer struct {
+	every time.Duration
+	next  time.Time
+}
+
+func interval(rate float64) time.Duration {
+	if rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / rate)
+}
+
+// wait returns when the next publish may go, or when ctx ends.
+func (p *pacer) wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	if p.every <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if d := p.next.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		now = p.next
+	}
+	p.next = now.Add(p.every)
+	return nil
+}

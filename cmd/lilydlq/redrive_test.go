@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+)
+
+// dlqCase is a DLQ of six copies from two source queues, of three types,
+// with three reasons and failure times an hour or so apart.
+type dlqCase struct {
+	b                 *broker
+	dlq, orders, pays string
+	now               time.Time
+}
+
+func newDLQCase(t *testing.T) *dlqCase {
+	b := newBroker(t)
+	c := &dlqCase{b: b, dlq: b.queue("dlq", nil), orders: b.queue("orders", nil), pays: b.queue("payments", nil), now: time.Now()}
+	const declined = "permanent failure: card declined"
+	b.publish(c.dlq,
+		lilyCopy("a1", "order.placed", declined, "permanent", c.orders, 1, c.now.Add(-3*time.Hour)),
+		lilyCopy("a2", "order.placed", declined, "permanent", c.orders, 1, c.now.Add(-2*time.Hour)),
+		lilyCopy("b1", "order.paid", "retryable failure on attempt 3 of 3: timeout", "retryable", c.pays, 3, c.now.Add(-time.Hour)),
+		lilyCopy("b2", "order.paid", declined+" twice", "permanent", c.pays, 1, c.now.Add(-30*time.Minute)),
+		lilyCopy("c1", "order.placed", "poison: header x-lily-version missing", "poison", c.orders, 1, c.now.Add(-10*time.Minute)),
+		lilyCopy("c2", "order.shipped", declined, "permanent", c.pays, 1, c.now.Add(-5*time.Minute)),
+	)
+	return c
+}
+
+// TestRedriveSelections: each selection moves exactly its copies, each to
+// its own source queue, and leaves the others in the DLQ in their order.
+func TestRedriveSelections(t *testing.T) {
+	all := []string{"a1", "a2", "b1", "b2", "c1", "c2"}
+	source := map[string]string{"a1": "orders", "a2": "orders", "c1": "orders", "b1": "payments", "b2": "payments", "c2": "payments"}
+	for _, c := range []struct {
+		name  string
+		args  func(c *dlqCase) []string
+		moved []string
+	}{
+		{"ids", func(*dlqCase) []string { return []string{"-id", "a1", "-id", "b1,c2"} }, []string{"a1", "b1", "c2"}},
+		{"reason exact", func(*dlqCase) []string { return []string{"-reason", "permanent failure: card declined"} }, []string{"a1", "a2", "c2"}},
+		{"reason substring", func(*dlqCase) []string { return []string{"-reason-contains", "card declined"} }, []string{"a1", "a2", "b2", "c2"}},
+		{"type", func(*dlqCase) []string { return []string{"-type", "order.paid"} }, []string{"b1", "b2"}},
+		{"window as durations", func(*dlqCase) []string { return []string{"-since", "150m", "-until", "45m"} }, []string{"a2", "b1"}},
+		{"window as times", func(c *dlqCase) []string {
+			return []string{"-since", c.now.Add(-65 * time.Minute).Format(time.RFC3339), "-until", c.now.Add(-7 * time.Minute).Format(time.RFC3339)}
+		}, []string{"b1", "b2", "c1"}},
+		{"type and reason", func(*dlqCase) []string { return []string{"-type", "order.placed", "-reason-contains", "card"} }, []string{"a1", "a2"}},
+		{"all, limit 4", func(*dlqCase) []string { return []string{"-all", "-limit", "4"} }, []string{"a1", "a2", "b1", "b2"}},
+		{"all", func(*dlqCase) []string { return []string{"-all"} }, all},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dc := newDLQCase(t)
+			r := dc.b.lilydlq(append([]string{"redrive", dc.dlq}, c.args(dc)...)...)
+			if r.code != exitOK {
+				t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if want := fmt.Sprintf("moved %d of %d chosen", len(c.moved), len(c.moved)); !strings.Contains(r.stdout, want) {
+				t.Errorf("redrive output lacks %q:\n%s", want, r.stdout)
+			}
+			var wantOrders, wantPays, wantLeft []string
+			for _, id := range all {
+				switch {
+				case !slices.Contains(c.moved, id):
+					wantLeft = append(wantLeft, id)
+				case source[id] == "orders":
+					wantOrders = append(wantOrders, id)
+				default:
+					wantPays = append(wantPays, id)
+				}
+			}
+			dc.b.assertCounts(dc.dlq, len(wantLeft))
+			dc.b.assertCounts(dc.orders, len(wantOrders))
+			dc.b.assertCounts(dc.pays, len(wantPays))
+			for q, want := range map[string][]string{dc.dlq: wantLeft, dc.orders: wantOrders, dc.pays: wantPays} {
+				if got := ids(dc.b.take(q)); !slices.Equal(got, want) {
+					t.Errorf("%s holds %v, want %v", q, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRedriveRewritesHeaders: a re-driven copy keeps its body, properties and
+// own headers, loses the failure facts and the old handoff id, starts again
+// at attempt 1 (or keeps its attempt with -keep-attempt), and says it was
+// re-driven, from which DLQ, how often.
+func TestRedriveRewritesHeaders(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep-attempt %t", keep), func(t *testing.T) {
+			b := newBroker(t)
+			dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+			at := time.Now().Add(-time.Hour)
+			once := lilyCopy("again", "order.placed", "permanent failure", "permanent", src, 3, at)
+			once.Headers[envelope.HeaderRedriven] = int64(1)
+			once.Headers[envelope.HeaderRedrivenFrom] = "older.dlq"
+			b.publish(dlq, lilyCopy("first", "order.placed", "permanent failure", "permanent", src, 3, at), once)
+			args := []string{"redrive", dlq, "-all"}
+			if keep {
+				args = append(args, "-keep-attempt")
+			}
+			if r := b.lilydlq(args...); r.code != exitOK {
+				t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			b.assertCounts(dlq, 0)
+			got := b.take(src)
+			if len(got) != 2 {
+				t.Fatalf("source holds %d, want 2", len(got))
+			}
+			for i, d := range got {
+				wantAttempt := int64(1)
+				if keep {
+					wantAttempt = 4 // the copy's own: the failed attempt 3, plus one
+				}
+				if n, _ := integer(d.Headers[envelope.HeaderAttempt]); n != wantAttempt {
+					t.Errorf("%s: x-lily-attempt %v, want %d", d.MessageId, d.Headers[envelope.HeaderAttempt], wantAttempt)
+				}
+				if n, _ := integer(d.Headers[envelope.HeaderRedriven]); n != int64(i+1) {
+					t.Errorf("%s: x-lily-redriven %v, want %d", d.MessageId, d.Headers[envelope.HeaderRedriven], i+1)
+				}
+				if d.Headers[envelope.HeaderRedrivenFrom] != dlq {
+					t.Errorf("%s: x-lily-redriven-from %v, want %s", d.MessageId, d.Headers[envelope.HeaderRedrivenFrom], dlq)
+				}
+				for k := range d.Headers {
+					if strings.HasPrefix(k, envelope.HeaderFailurePrefix) {
+						t.Errorf("%s: header %s kept", d.MessageId, k)
+					}
+				}
+				if id, _ := d.Headers[envelope.HeaderHandoffID].(string); id == "" || id == "handoff-"+d.MessageId {
+					t.Errorf("%s: x-lily-handoff-id %q: want the publisher's own, not the copy's", d.MessageId, id)
+				}
+				if d.Headers["x-user-header"] != "kept" || d.Headers[envelope.HeaderVersion] != int64(2) {
+					t.Errorf("%s: own headers %v", d.MessageId, d.Headers)
+				}
+				if d.Type != "order.placed" || d.ContentType != "application/json" || d.CorrelationId != "corr-"+d.MessageId ||
+					d.DeliveryMode != amqp.Persistent || !d.Timestamp.Equal(at.Truncate(time.Second)) || string(d.Body) != `{"id":"`+d.MessageId+`"}` {
+					t.Errorf("%s: properties or body changed: %+v", d.MessageId, d)
+				}
+			}
+		})
+	}
+}
+
+// TestRedriveToAMissingQueue: a copy whose source queue does not exist is
+// returned by the broker and stays in the DLQ; the others move; the exit
+// code says not everything moved.
+func TestRedriveToAMissingQueue(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	gone := src + ".gone"
+	b.publish(dlq,
+		lilyCopy("lost-queue", "t", "permanent failure", "permanent", gone, 1, time.Now()),
+		lilyCopy("fine", "t", "permanent failure", "permanent", src, 1, time.Now()),
+	)
+	r := b.lilydlq("redrive", dlq, "-all")
+	if r.code != exitFailure {
+		t.Errorf("redrive: exit %d, want %d\n%s", r.code, exitFailure, r.stdout)
+	}
+	for _, want := range []string{"not moved lost-queue (t) -> " + gone + ": lily: returned", "it stays in the DLQ", "moved fine (t) -> " + src, "moved 1 of 2 chosen", "1 not moved, still in the DLQ"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("redrive output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	b.assertCounts(dlq, 1)
+	b.assertCounts(src, 1)
+	if got := ids(b.take(dlq)); !slices.Equal(got, []string{"lost-queue"}) {
+		t.Errorf("DLQ holds %v", got)
+	}
+}
+
+// TestRedriveDryRun: a dry run prints what would move and moves nothing.
+func TestRedriveDryRun(t *testing.T) {
+	dc := newDLQCase(t)
+	r := dc.b.lilydlq("redrive", dc.dlq, "-reason-contains", "card declined", "-dry-run")
+	if r.code != exitOK {
+		t.Fatalf("redrive -dry-run: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"would move a1 (order.placed) -> " + dc.orders + ": permanent failure: card declined", "would move b2 (order.paid) -> " + dc.pays, "would move 4 of 4 chosen (6 read"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	dc.b.assertCounts(dc.dlq, 6)
+	dc.b.assertCounts(dc.orders, 0)
+	dc.b.assertCounts(dc.pays, 0)
+	if got := ids(dc.b.take(dc.dlq)); !slices.Equal(got, []string{"a1", "a2", "b1", "b2", "c1", "c2"}) {
+		t.Errorf("DLQ after a dry run: %v", got)
+	}
+}
+
+// TestRedriveRate: -rate N moves at most N copies a second. The test counts,
+// it does not time: a redrive cut short moved no more copies than its rate
+// allows in the time it ran, and every copy is in the DLQ or the source.
+func TestRedriveRate(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	var msgs []amqp.Publishing
+	for i := range 200 {
+		msgs = append(msgs, lilyCopy(fmt.Sprintf("r-%03d", i), "t", "permanent failure", "permanent", src, 1, time.Now()))
+	}
+	b.publish(dlq, msgs...)
+	const rate = 20
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r := b.lilydlqContext(ctx, "redrive", dlq, "-all", "-rate", fmt.Sprint(rate))
+	ran := time.Since(start)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "context deadline exceeded") {
+		t.Errorf("redrive cut short: exit %d, %q", r.code, r.stderr)
+	}
+	moved := b.ready(src)
+	// The first publish goes at once, each next one a 1/rate later.
+	if limit := 1 + int(ran.Seconds()*rate); moved < 1 || moved > limit {
+		t.Errorf("moved %d in %v at -rate %d: want 1..%d", moved, ran, rate, limit)
+	}
+	b.assertCounts(dlq, 200-moved)
+	b.assertCounts(src, moved)
+}
+
+// TestRedriveBrokerDeadLettered: copies the broker dead-lettered itself (a
+// NACK without requeue, a length limit, a quorum queue's delivery limit)
+// carry x-death and no Lily facts; list names their reason and source from
+// x-death, and a re-drive sends each back there, without x-death.
+func TestRedriveBrokerDeadLettered(t *testing.T) {
+	b := newBroker(t)
+	// A quorum DLQ, so that the list below leaves an x-delivery-count on
+	// each copy, which the re-drive must not carry to the source queues.
+	dlq := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"})
+	toDLQ := amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq}
+	with := func(extra amqp.Table) amqp.Table {
+		t := amqp.Table{}
+		for k, v := range toDLQ {
+			t[k] = v
+		}
+		for k, v := range extra {
+			t[k] = v
+		}
+		return t
+	}
+	rejecting := b.queue("rejecting", toDLQ)
+	short := b.queue("short", with(amqp.Table{"x-max-length": int32(1)}))
+	limited := b.queue("limited", with(amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int32(1)}))
+
+	b.publish(rejecting, amqp.Publishing{MessageId: "rejected-1", Type: "big", Body: []byte("too large")})
+	ch := b.channel()
+	if d, ok, err := ch.Get(rejecting, false); err != nil || !ok {
+		t.Fatalf("get: %v %v", ok, err)
+	} else if err := d.Nack(false, false); err != nil {
+		t.Fatal(err)
+	}
+	b.publish(short, amqp.Publishing{MessageId: "maxlen-1"}, amqp.Publishing{MessageId: "stays"})
+	b.publish(limited, amqp.Publishing{MessageId: "limit-1"})
+	for range 2 { // returned twice: one more than the limit of 1
+		d, ok, err := ch.Get(limited, false)
+		if err != nil || !ok {
+			t.Fatalf("get from the quorum queue: %v %v", ok, err)
+		}
+		if err := d.Nack(false, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = ch.Close()
+	b.assertCounts(dlq, 3)
+	if got := ids(b.take(short)); !slices.Equal(got, []string{"stays"}) {
+		t.Fatalf("the length-limited queue holds %v", got)
+	}
+
+	r := b.lilydlq("list", dlq)
+	if r.code != exitOK {
+		t.Fatalf("list: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"rejected (1)", "maxlen (1)", "delivery_limit (1)", "rejected-1", rejecting, short, limited, " broker "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("list lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	b.assertCounts(dlq, 3)
+
+	r = b.lilydlq("redrive", dlq, "-all")
+	if r.code != exitOK {
+		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+	for q, id := range map[string]string{rejecting: "rejected-1", short: "maxlen-1", limited: "limit-1"} {
+		b.assertCounts(q, 1)
+		got := b.take(q)
+		if len(got) != 1 || got[0].MessageId != id {
+			t.Errorf("%s holds %v, want %s", q, ids(got), id)
+			continue
+		}
+		for k, v := range got[0].Headers {
+			// The quorum source counts its own deliveries, from 0.
+			if k == headerDeliveryCount && q == limited && v == int64(0) {
+				continue
+			}
+			if k == headerDeath || k == headerDeliveryCount || strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, envelope.HeaderFailurePrefix) {
+				t.Errorf("%s: re-driven with header %s: %v", id, k, v)
+			}
+		}
+		if got[0].Headers[envelope.HeaderRedrivenFrom] != dlq {
+			t.Errorf("%s: headers %v", id, got[0].Headers)
+		}
+	}
+}
+
+// TestRedriveStripsXDeathSoARetryIsNotDropped shows why a re-drive drops
+// x-death. RabbitMQ drops, silently, a message dead-lettered into a queue its
+// x-death says it already left for a reason other than rejected: as Lily's
+// retry bucket does when its TTL ends. A DLQ copy of a quorum queue's
+// delivery limit, sent back with its x-death, vanishes at its first retry;
+// re-driven by lilydlq, it comes back.
+func TestRedriveStripsXDeathSoARetryIsNotDropped(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	src := b.queue("src", nil)
+	bucket := b.queue("src.retry", amqp.Table{"x-message-ttl": int32(200), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": src})
+	death := []any{amqp.Table{"queue": src, "reason": "delivery_limit", "count": int64(1), "exchange": "", "routing-keys": []any{src}, "time": time.Now()}}
+
+	// As the runtime's retry copy would carry it: the original's headers.
+	b.publish(bucket, amqp.Publishing{MessageId: "kept-x-death", Headers: amqp.Table{headerDeath: death}})
+	waitFor(t, "the bucket to expire its message", func() bool { return b.ready(bucket) == 0 })
+	b.assertCounts(src, 0) // dropped by the broker: a cycle, it says
+
+	b.publish(dlq, amqp.Publishing{MessageId: "redriven", Headers: amqp.Table{headerDeath: death}})
+	if r := b.lilydlq("redrive", dlq, "-all"); r.code != exitOK {
+		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	d := b.take(src)
+	if len(d) != 1 {
+		t.Fatalf("source holds %d after the re-drive, want 1", len(d))
+	}
+	b.publish(bucket, amqp.Publishing{MessageId: d[0].MessageId, Headers: d[0].Headers})
+	waitFor(t, "the retry to come back", func() bool { return b.ready(src) == 1 })
+	b.assertCounts(bucket, 0)
+}
+
+// waitFor polls cond until it holds, failing the test at the deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(deadline); !cond(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("waited %v for %s", deadline, what)
+		}
+	}
+}

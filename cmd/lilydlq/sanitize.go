@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/hex"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The bounds of what lilydlq prints of a copy's text.
+const (
+	maxID     = 128 // a message id, a type, a version
+	maxReason = 200 // a failure reason, as the runtime bounds it
+	maxQueue  = 255 // a queue name, as AMQP bounds it
+	maxValue  = 512 // a header value in show
+)
+
+// text returns s safe for a terminal: every byte outside printable ASCII
+// (control characters, ESC and so ANSI sequences, invalid UTF-8, and each
+// byte of a valid non-ASCII rune, as the runtime's own sanitizer does) is
+// written as \xNN, and the result is at most max bytes, ending in "..." when
+// cut. The work is bounded by max, not by len(s).
+func text(s string, max int) string {
+	fits := escapedFits(s, max)
+	room := max
+	if !fits {
+		room -= len("...")
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if b.Len()+escapedLen(c) > room {
+			break
+		}
+		if printable(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteString(`\x`)
+		b.WriteString(hex.EncodeToString([]byte{c}))
+	}
+	if !fits {
+		b.WriteString("...")
+	}
+	return b.String()
+}
+
+// escapedFits reports whether s, escaped, fits in max bytes; it stops
+// counting as soon as it cannot.
+func escapedFits(s string, max int) bool {
+	n := 0
+	for i := 0; i < len(s) && n <= max; i++ {
+		n += escapedLen(s[i])
+	}
+	return n <= max
+}
+
+func escapedLen(c byte) int {
+	if printable(c) {
+		return 1
+	}
+	return len(`\x00`)
+}
+
+func printable(c byte) bool { return c >= 0x20 && c <= 0x7e }
+
+// body renders a message body for a terminal, at most max bytes of it: as
+// text when it is valid UTF-8 of printable characters (newlines and tabs
+// too), else as a hex dump, which is plain ASCII whatever the bytes.
+func body(b []byte, max int) (rendered string, cut bool) {
+	if len(b) > max {
+		b, cut = b[:max], true
+		// A rune cut at the end is not a reason to call the body binary.
+		for i := 0; i < utf8.UTFMax && len(b) > 0 && !utf8.Valid(b); i++ {
+			b = b[:len(b)-1]
+		}
+	}
+	if printableText(b) {
+		return string(b), cut
+	}
+	return hex.Dump(b), cut
+}
+
+// printableText reports whether b is valid UTF-8 whose every rune a terminal
+// shows as itself: no control, format (bidi overrides, zero-width) or
+// private characters.
+func printableText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if !unicode.IsPrint(r) && r != '\n' && r != '\t' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestText(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"order.placed", 128, "order.placed"},
+		{"a\x1b[31mb", 128, `a\x1b[31mb`},
+		{"caf\xc3\xa9", 128, `caf\xc3\xa9`},
+		{"bad\xff", 128, `bad\xff`},
+		{"tab\there\n", 128, `tab\x09here\x0a`},
+		{"abcdefghij", 10, "abcdefghij"},
+		{"abcdefghijk", 10, "abcdefg..."},
+		{"ab\x01cdefghij", 10, `ab\x01c...`},
+		{"", 10, ""},
+	} {
+		if got := text(c.in, c.max); got != c.want {
+			t.Errorf("text(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+		if got := text(c.in, c.max); len(got) > c.max {
+			t.Errorf("text(%q, %d) is %d bytes", c.in, c.max, len(got))
+		}
+	}
+	huge := strings.Repeat("\x1b", 20<<20)
+	if got := text(huge, 200); len(got) > 200 || !strings.HasSuffix(got, "...") {
+		t.Errorf("text of 20 MiB: %d bytes, %q", len(got), got[len(got)-8:])
+	}
+}
+
+func TestBody(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		max     int
+		want    string
+		wantCut bool
+	}{
+		{"{\"a\": \"café\"}\n", 100, "{\"a\": \"café\"}\n", false},
+		{"\x1b[2J", 100, "00000000  1b 5b 32 4a                                       |.[2J|\n", false},
+		{"right\u202eleft", 100, "00000000  72 69 67 68 74 e2 80 ae  6c 65 66 74              |right...left|\n", false},
+		{"caf\xc3\xa9!", 4, "caf", true},
+	} {
+		got, cut := body([]byte(c.in), c.max)
+		if got != c.want || cut != c.wantCut {
+			t.Errorf("body(%q, %d) = %q, %t; want %q, %t", c.in, c.max, got, cut, c.want, c.wantCut)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// selection is which copies a re-drive moves: those that match every
+// criterion given.
+type selection struct {
+	ids            idList
+	reason         string // exact
+	reasonContains string // substring
+	typ            string
+	since, until   timeFlag
+	all            bool
+}
+
+// empty reports whether no criterion was given: a re-drive needs one, or
+// -all.
+func (s *selection) empty() bool {
+	return !s.all && len(s.ids) == 0 && s.reason == "" && s.reasonContains == "" && s.typ == "" && !s.since.set && !s.until.set
+}
+
+// match reports whether the copy d with facts f is chosen. Ids and types
+// match as sent or as list prints them; reasons as list prints them. A time
+// window matches only copies that carry a failure time.
+func (s *selection) match(d *amqp.Delivery, f facts) bool {
+	switch {
+	case len(s.ids) > 0 && !s.ids[d.MessageId] && !s.ids[f.ID]:
+		return false
+	case s.reason != "" && f.Reason != s.reason:
+		return false
+	case s.reasonContains != "" && !strings.Contains(f.Reason, s.reasonContains):
+		return false
+	case s.typ != "" && d.Type != s.typ && f.Type != s.typ:
+		return false
+	case s.since.set && (f.Time.IsZero() || f.Time.Before(s.since.t)):
+		return false
+	case s.until.set && (f.Time.IsZero() || !f.Time.Before(s.until.t)):
+		return false
+	}
+	return true
+}
+
+// idList is -id: repeatable, each a comma-separated list.
+type idList map[string]bool
+
+func (l *idList) String() string {
+	var ids []string
+	for id := range *l {
+		ids = append(ids, id)
+	}
+	return strings.Join(ids, ",")
+}
+
+func (l *idList) Set(v string) error {
+	if *l == nil {
+		*l = idList{}
+	}
+	for id := range strings.SplitSeq(v, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			(*l)[id] = true
+		}
+	}
+	return nil
+}
+
+// timeFlag is -since or -until: an RFC 3339 time, or a duration before now.
+type timeFlag struct {
+	t   time.Time
+	set bool
+	now func() time.Time
+}
+
+func (f *timeFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return f.t.Format(time.RFC3339)
+}
+
+func (f *timeFlag) Set(v string) error {
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		f.t, f.set = f.now().Add(-d), true
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return fmt.Errorf("want an RFC 3339 time (2024-05-01T12:00:00Z) or a duration before now (90m)")
+	}
+	f.t, f.set = t, true
+	return nil
+}
