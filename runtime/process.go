@@ -22,8 +22,9 @@ import (
 // process carries one delivery through its journey: guard, dispatch, handler;
 // then the executor settles it by decide's plans, and the record is written.
 // quarantined is why the connection's filter replaced the delivery's content
-// header, which the client could not decode ("" when it did not).
-func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, sl *slot) {
+// header, which the client could not decode ("" when it did not). It returns
+// the delivery's record, for the test harness (trial.go).
+func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, sl *slot) Record {
 	auth := settle.NewAuthority(d.DeliveryTag, gen)
 	env, verdict, reason := c.reader.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
 	key := deliveryKey(d, env)
@@ -93,8 +94,9 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	for {
 		plan := c.execute(ctx, r, gen, token, d, env, &o, auth, attempt, deadline, free)
 		if plan.Action != decide.ActPark {
-			c.record(ctx, r, gen.ID, token, newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received)), o)
-			return
+			rec := newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received))
+			c.record(ctx, r, gen.ID, token, rec, o)
+			return rec
 		}
 		// Retried in line: the deliveries of its key wait behind it.
 		c.emit(event{stage: stageParked, messageID: id, attempt: attempt, generation: gen.ID, detail: plan.Reason})

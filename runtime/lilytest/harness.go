@@ -1,0 +1,176 @@
+package lilytest
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"sync/atomic"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/internal/trial"
+)
+
+// Harness is one consumer of one queue, with a fake broker in RabbitMQ's
+// place: each Deliver carries a message through the consumer's own journey
+// and returns what became of it. Deliveries share the consumer's memory, as
+// on the broker: work that completed is remembered, and so are the requeues
+// that pace the next one; an Inbox in the Config keeps its claims. Deliver
+// calls run one at a time, in the order they are made. Close a Harness when
+// the test ends.
+type Harness struct {
+	spec     runtime.QueueSpec
+	journeys trial.Journeys
+	broker   *broker
+
+	mu  sync.Mutex // one delivery at a time; guards tag and broker.answer
+	tag uint64
+	// current is the delivery under way, which the routes and the broker
+	// report to.
+	current atomic.Pointer[call]
+}
+
+// call is what one Deliver gathers beside the record.
+type call struct {
+	mu         sync.Mutex // the settler and a late handler write from their own goroutines
+	err        error
+	copy       *runtime.Publishing
+	settlement string
+}
+
+// New returns the harness of a consumer of spec that dispatches by routes,
+// built by runtime.NewConsumer, which checks them as it does for Run.
+// cfg's Scope, Inbox, AfterDelivery, Observe, Telemetry and Logger (nil:
+// slog.Default()) take part as they would on the broker, and StepTimeout
+// bounds the steps they take; the fields that reach the broker are not used.
+func New(spec runtime.QueueSpec, routes runtime.Routes, cfg runtime.Config) (*Harness, error) {
+	h := &Harness{spec: spec}
+	h.broker = &broker{h: h, answer: answers[confirmed]}
+	c, err := runtime.NewConsumer(spec, h.watch(routes), cfg)
+	if err != nil {
+		return nil, err
+	}
+	h.journeys = trial.Open(c, h.broker)
+	return h, nil
+}
+
+// watch wraps each route so that the harness keeps what it returned, as it
+// returned it.
+func (h *Harness) watch(routes runtime.Routes) runtime.Routes {
+	out := make(runtime.Routes, len(routes))
+	for key, route := range routes {
+		if route == nil {
+			out[key] = nil // NewConsumer refuses it
+			continue
+		}
+		out[key] = func(ctx context.Context, d runtime.RawDelivery) error {
+			c := h.current.Load()
+			err := route(ctx, d)
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+			return err
+		}
+	}
+	return out
+}
+
+// Deliver hands p to the consumer as the broker would, and returns once the
+// delivery is settled or left unresolved: the guard reads it, dispatch finds
+// its route, the Scope, the Inbox claim, the handler under the queue's
+// HandlerTimeout, the commit, the cleanup and AfterDelivery run, and the
+// runtime's decision table settles it. Unless an Option says otherwise, p
+// was published to the queue by name through the default exchange, and is
+// not redelivered.
+//
+// A delivery that is requeued waits the runtime's pause first (250 ms,
+// doubling for each earlier requeue of the same message), and a retry on
+// an ordered queue (QueueSpec.OrderKey) waits in line for its retry delay,
+// as both do on the broker. A handler past its timeout keeps its
+// concurrency slot until it returns: with every slot so held, Deliver waits
+// for one.
+func (h *Harness) Deliver(p runtime.Publishing, opts ...Option) Result {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tag++
+	d := delivery(p, h.spec.Name, opts)
+	d.DeliveryTag = h.tag
+	c := &call{}
+	h.current.Store(c)
+	rec := h.journeys.Deliver(d).(runtime.Record)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Result{Record: rec, Err: c.err, Copy: c.copy, Settlement: c.settlement}
+}
+
+// AnswerHandoffs sets what the fake broker says of each retry or DLQ copy
+// the consumer publishes from now on, in the words of Record.Handoff:
+// "confirmed" (the default), "returned" (unroutable), "nacked", "timed out"
+// (the copy was written; no confirm came) or "failed" (the copy was not
+// written). It panics on any other word.
+func (h *Harness) AnswerHandoffs(evidence string) {
+	ev, ok := answers[evidence]
+	if !ok {
+		panic("lilytest: AnswerHandoffs: no handoff evidence is called " + evidence)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.broker.answer = ev
+}
+
+// Close ends the consumer: its handlers' context is cancelled, as by a
+// forced shutdown, and a later Deliver settles nothing. A handler still
+// running past its timeout returns on its own.
+func (h *Harness) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.journeys.Close()
+}
+
+// Option changes how Deliver and RawDelivery hand a message over.
+type Option struct{ apply func(*amqp.Delivery) }
+
+// Redelivered marks the delivery redelivered, as the broker does when it
+// hands back a message that was not settled. The runtime trusts the flag
+// for nothing: only the inbox tells a duplicate.
+func Redelivered() Option {
+	return Option{func(d *amqp.Delivery) { d.Redelivered = true }}
+}
+
+// Via says the message was published to exchange with routingKey, which
+// the handler reads as RawDelivery.Exchange and RoutingKey.
+func Via(exchange, routingKey string) Option {
+	return Option{func(d *amqp.Delivery) { d.Exchange, d.RoutingKey = exchange, routingKey }}
+}
+
+// Attempt sets the message's attempt header (x-lily-attempt), as the copy
+// a retry bucket hands back carries it: Attempt(3) on a queue of three
+// attempts tests the last. The guard reads it: one out of bounds makes the
+// message poison.
+func Attempt(n int) Option {
+	return Option{func(d *amqp.Delivery) {
+		d.Headers = maps.Clone(d.Headers)
+		if d.Headers == nil {
+			d.Headers = amqp.Table{}
+		}
+		d.Headers[guard.HeaderAttempt] = int64(n)
+	}}
+}
+
+// delivery is p as the broker delivers it from queue, changed by opts. It
+// has no acknowledger: the runtime settles through the fake channel.
+func delivery(p runtime.Publishing, queue string, opts []Option) *amqp.Delivery {
+	d := &amqp.Delivery{
+		Headers: p.Headers, ContentType: p.ContentType, ContentEncoding: p.ContentEncoding,
+		DeliveryMode: p.DeliveryMode, Priority: p.Priority, CorrelationId: p.CorrelationId,
+		ReplyTo: p.ReplyTo, Expiration: p.Expiration, MessageId: p.MessageId, Timestamp: p.Timestamp,
+		Type: p.Type, UserId: p.UserId, AppId: p.AppId,
+		ConsumerTag: "lilytest", RoutingKey: queue, Body: p.Body,
+	}
+	for _, o := range opts {
+		o.apply(d)
+	}
+	return d
+}

@@ -1,0 +1,89 @@
+package lilytest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/lilytest"
+)
+
+// New checks the spec and routes as runtime.NewConsumer does for Run.
+func TestNewChecksAsTheConsumerDoes(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.Topology.DeadLetterQueue = ""
+	_, err := lilytest.New(spec, runtime.Routes{}, runtime.Config{})
+	if err == nil || !strings.Contains(err.Error(), "the DLQ needs its own name") || !strings.Contains(err.Error(), "the dispatch table is empty") {
+		t.Errorf("New: %v", err)
+	}
+}
+
+// journal is a Telemetry that notes each call it gets.
+type journal struct{ calls []string }
+
+func (j *journal) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
+	j.calls = append(j.calls, "received "+queue+" "+d.MessageID())
+	return ctx
+}
+
+func (j *journal) Publish(_ context.Context, _, routingKey string, _ *runtime.Publishing) func(string) {
+	return func(evidence string) { j.calls = append(j.calls, "publish "+routingKey+" "+evidence) }
+}
+
+func (j *journal) Settle(_ context.Context, op string) func(string) {
+	return func(evidence string) { j.calls = append(j.calls, op+" "+evidence) }
+}
+
+func (j *journal) Settled(_ context.Context, r runtime.Record) {
+	j.calls = append(j.calls, "settled "+string(r.Path))
+}
+
+func (j *journal) Lost(string, string) {}
+
+// The Config's Telemetry follows each journey as it would on the broker.
+func TestTelemetryFollowsTheJourney(t *testing.T) {
+	j := &journal{}
+	h := harness(t, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "t-2" {
+			return runtime.Permanent(context.Canceled)
+		}
+		return nil
+	}, func(cfg *runtime.Config) { cfg.Telemetry = j })
+	h.Deliver(order(t, "t-1"))
+	h.Deliver(order(t, "t-2"))
+	want := []string{
+		"received lilytest t-1", "ack ack sent", "settled acked",
+		"received lilytest t-2", "publish lilytest.dlq confirmed", "ack ack sent", "settled dead-lettered",
+	}
+	if strings.Join(j.calls, "\n") != strings.Join(want, "\n") {
+		t.Errorf("telemetry calls:\n%s\nwant:\n%s", strings.Join(j.calls, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// After Close, the consumer's authority is gone: a delivery is left
+// unresolved, with nothing written.
+func TestClosedHarnessSettlesNothing(t *testing.T) {
+	h, err := lilytest.New(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok)), runtime.Config{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	res := h.Deliver(order(t, "late-1"))
+	wantPath(t, res, runtime.PathUnresolved)
+	if res.Settlement != "" {
+		t.Errorf("result %+v", res)
+	}
+}
+
+// AnswerHandoffs takes only the words of Record.Handoff.
+func TestAnswerHandoffsRefusesOtherWords(t *testing.T) {
+	h := harness(t, ok)
+	defer func() {
+		if recover() == nil {
+			t.Error("AnswerHandoffs(\"lost\") did not panic")
+		}
+	}()
+	h.AnswerHandoffs("lost")
+}

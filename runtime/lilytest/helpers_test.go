@@ -1,0 +1,109 @@
+package lilytest_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/lilytest"
+
+	// Every test package takes -update, so that `go test ./... -update` runs.
+	_ "github.com/lily-mq/lily/internal/update"
+)
+
+// handler is a test's implementation of the fixture's generated handler
+// interface.
+type handler func(ctx context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error
+
+func (h handler) HandleOrderPlacedV1(ctx context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+	return h(ctx, msg, d)
+}
+
+// quiet keeps the diagnostics out of the test's output.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// harness is a harness of the fixture's queue "lilytest" (three attempts,
+// one retry bucket of 300 ms, a body limit of 1024 bytes) calling h, with
+// cfg changed by tweaks; it is closed when the test ends.
+func harness(t *testing.T, h handler, tweaks ...func(*runtime.Config)) *lilytest.Harness {
+	t.Helper()
+	return harnessOf(t, fixture.LilytestQueueSpec(), h, tweaks...)
+}
+
+func harnessOf(t *testing.T, spec runtime.QueueSpec, h handler, tweaks ...func(*runtime.Config)) *lilytest.Harness {
+	t.Helper()
+	cfg := runtime.Config{Logger: quiet}
+	for _, f := range tweaks {
+		f(&cfg)
+	}
+	hs, err := lilytest.New(spec, fixture.LilytestRoutes(h), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// order is OrderPlaced v1 with order id and message id id, as the generated
+// producer builds it.
+func order(t *testing.T, id string) runtime.Publishing {
+	t.Helper()
+	return produce(t, id, &fixture.OrderPlacedV1{OrderID: id})
+}
+
+func produce(t *testing.T, id string, msg *fixture.OrderPlacedV1) runtime.Publishing {
+	t.Helper()
+	p, err := fixture.NewOrderPlacedV1(id, msg)
+	if err != nil {
+		t.Fatalf("produce %s: %v", id, err)
+	}
+	return p
+}
+
+func ok(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }
+
+// hostile is the catalogue of the runtime's poison test
+// (TestBrokerPoisonIsRejectedBeforeUserCode): a producer's message, each
+// changed as no producer would, which the guard must stop before any user
+// code.
+func hostile(t *testing.T) map[string]runtime.Publishing {
+	many := amqp.Table{}
+	for i := range 2000 {
+		many["h"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String()] = int32(i)
+	}
+	deep := amqp.Table{"leaf": "x"}
+	for range 30 {
+		deep = amqp.Table{"n": deep}
+	}
+	out := map[string]runtime.Publishing{}
+	add := func(name string, mutate func(*runtime.Publishing)) {
+		p := order(t, "poison-"+name)
+		mutate(&p)
+		out[name] = p
+	}
+	add("many-headers", func(p *runtime.Publishing) { p.Headers = many; many[guard.HeaderVersion] = int64(1) })
+	add("huge-value", func(p *runtime.Publishing) { p.Headers["big"] = strings.Repeat("v", 100_000) })
+	add("deep", func(p *runtime.Publishing) { p.Headers["deep"] = deep })
+	add("bad-id", func(p *runtime.Publishing) { p.MessageId = "id-\xff\xfe\x1b[31m" })
+	add("ansi-type", func(p *runtime.Publishing) { p.Type = "\x1b[2JOrderPlaced" })
+	add("no-version", func(p *runtime.Publishing) { delete(p.Headers, guard.HeaderVersion) })
+	add("forged-attempt", func(p *runtime.Publishing) { p.Headers[guard.HeaderAttempt] = int64(1 << 40) })
+	return out
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,140 @@
+package lilytest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/lilytest"
+)
+
+// withInbox gives the consumer in as its inbox.
+func withInbox(in *lilytest.Inbox) func(*runtime.Config) {
+	return func(cfg *runtime.Config) { cfg.Inbox = in }
+}
+
+// As TestBrokerInboxDuplicatesAreCounted: work that committed is, the next
+// time, a duplicate, ACKed without the handler; Redelivered decides nothing.
+func TestInboxDuplicateIsAckedWithoutTheHandler(t *testing.T) {
+	var calls int
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, withInbox(&lilytest.Inbox{}))
+	first := h.Deliver(order(t, "d-1"))
+	wantPath(t, first, runtime.PathAcked)
+	if first.Commit != "committed" || first.Handler != "ok" {
+		t.Errorf("first: %+v", first)
+	}
+	for _, opts := range [][]lilytest.Option{nil, {lilytest.Redelivered()}} {
+		again := h.Deliver(order(t, "d-1"), opts...)
+		wantPath(t, again, runtime.PathAcked)
+		if again.Commit != "duplicate" || again.Handler != "" || again.Settlement != "ack" {
+			t.Errorf("again: %+v", again)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("handler ran %d times, want 1", calls)
+	}
+}
+
+// A claim the inbox cannot decide now defers the delivery: one requeue, no
+// retry spent, and the handler does not run; the redelivery is handled.
+func TestInboxDeferralRequeuesWithoutARetry(t *testing.T) {
+	var calls int
+	in := &lilytest.Inbox{}
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, withInbox(in))
+	in.Defer("lease-1", "worker 2 holds the lease")
+	res := h.Deliver(order(t, "lease-1"))
+	wantPath(t, res, runtime.PathRequeued)
+	if res.Commit != "deferred" || res.Handler != "" || res.Settlement != "requeue" || res.Copy != nil ||
+		res.Reason != "deferred; no application retry used: inbox: lilytest: worker 2 holds the lease" {
+		t.Errorf("deferred: %+v", res)
+	}
+	res = h.Deliver(order(t, "lease-1"), lilytest.Redelivered())
+	wantPath(t, res, runtime.PathAcked)
+	if res.Attempt != 1 || calls != 1 {
+		t.Errorf("redelivery: %+v, handler calls %d", res, calls)
+	}
+}
+
+// A commit whose answer was lost defers the delivery; the work committed,
+// so its redelivery is a duplicate and the handler does not run again.
+func TestInboxAmbiguousCommitDefersAndTheRedeliveryIsADuplicate(t *testing.T) {
+	var calls int
+	in := &lilytest.Inbox{}
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, withInbox(in))
+	in.FailCommit("lost-1", fmt.Errorf("connection reset during COMMIT: %w", runtime.ErrCommitAmbiguous))
+	res := h.Deliver(order(t, "lost-1"))
+	wantPath(t, res, runtime.PathRequeued)
+	if res.Commit != "ambiguous" || res.Handler != "ok" || !strings.Contains(res.Reason, "commit: connection reset during COMMIT") {
+		t.Errorf("ambiguous: %+v", res)
+	}
+	res = h.Deliver(order(t, "lost-1"), lilytest.Redelivered())
+	wantPath(t, res, runtime.PathAcked)
+	if res.Commit != "duplicate" || calls != 1 {
+		t.Errorf("redelivery: %+v, handler calls %d", res, calls)
+	}
+}
+
+// A commit that fails is a retryable failure: the work did not commit, so
+// the retry runs the handler again and commits.
+func TestInboxFailedCommitIsRetried(t *testing.T) {
+	in := &lilytest.Inbox{}
+	h := harness(t, ok, withInbox(in))
+	in.FailCommit("conflict-1", errors.New("serialization failure"))
+	res := h.Deliver(order(t, "conflict-1"))
+	wantPath(t, res, runtime.PathRetried)
+	if res.Commit != "failed" || res.Reason != "commit failed on attempt 1 of 3: commit: serialization failure" {
+		t.Errorf("failed commit: %+v", res)
+	}
+	res = h.Deliver(*res.Copy)
+	wantPath(t, res, runtime.PathAcked)
+	if res.Commit != "committed" || res.Attempt != 2 {
+		t.Errorf("retry: %+v", res)
+	}
+}
+
+// A handler that fails rolls its claim back: the message is claimed afresh
+// when it comes back.
+func TestInboxRollbackFreesTheClaim(t *testing.T) {
+	h := harness(t, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return errors.New("not yet")
+		}
+		return nil
+	}, withInbox(&lilytest.Inbox{}))
+	res := h.Deliver(order(t, "again-1"))
+	if res.Commit != "rolled back" {
+		t.Errorf("first: %+v", res)
+	}
+	res = h.Deliver(*res.Copy)
+	wantPath(t, res, runtime.PathAcked)
+	if res.Commit != "committed" {
+		t.Errorf("retry: %+v", res)
+	}
+}
+
+// What a handler keeps with AfterCommit takes effect with its claim's
+// commit, and is dropped when the claim rolls back; outside a claim there is
+// nothing to keep it for.
+func TestAfterCommitFollowsTheClaim(t *testing.T) {
+	var rows []string
+	var inClaim bool
+	h := harness(t, func(ctx context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		inClaim = lilytest.AfterCommit(ctx, func() { rows = append(rows, msg.OrderID) })
+		if msg.OrderID == "bad-1" {
+			return runtime.Permanent(errors.New("refused"))
+		}
+		return nil
+	}, withInbox(&lilytest.Inbox{}))
+	h.Deliver(order(t, "good-1"))
+	h.Deliver(order(t, "bad-1"))
+	if !inClaim || len(rows) != 1 || rows[0] != "good-1" {
+		t.Errorf("in a claim %v, rows %v; want only good-1", inClaim, rows)
+	}
+	if lilytest.AfterCommit(context.Background(), func() {}) {
+		t.Error("AfterCommit found a claim in a bare context")
+	}
+}

@@ -1,0 +1,351 @@
+package lilytest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/lilytest"
+	"github.com/lily-mq/lily/wire"
+)
+
+// The rows of the decision table, each through the fixture's generated
+// routes, asserted as the runtime's broker tests (runtime/*_test.go) assert
+// the same rows on RabbitMQ: the two must agree.
+
+func wantPath(t *testing.T, res lilytest.Result, p runtime.Path) {
+	t.Helper()
+	if res.Path != p {
+		t.Fatalf("record of %s: path %s (%s), want %s", res.MessageID, res.Path, res.Reason, p)
+	}
+}
+
+// As TestBrokerSuccessIsAcked.
+func TestSuccessIsAcked(t *testing.T) {
+	var body, orderID string
+	h := harness(t, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		body, orderID = string(d.Body()), msg.OrderID
+		return nil
+	})
+	res := h.Deliver(order(t, "ok-1"))
+	wantPath(t, res, runtime.PathAcked)
+	if res.Handler != "ok" || res.Attempt != 1 || res.Settlement != "ack" || res.Copy != nil || res.Err != nil {
+		t.Errorf("result %+v", res)
+	}
+	if body != `{"order_id":"ok-1"}` || orderID != "ok-1" {
+		t.Errorf("handler saw body %s, order id %s", body, orderID)
+	}
+}
+
+// As TestBrokerRetryableGoesToBucketWithNextAttempt; and the error the
+// handler returned is the one the result holds.
+func TestRetryableGoesToBucketWithNextAttempt(t *testing.T) {
+	errBusy := errors.New("db busy")
+	var tenant string
+	h := harness(t, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		tenant = *msg.Headers.XTenant
+		return runtime.Retryable(errBusy)
+	})
+	res := h.Deliver(produce(t, "retry-1", &fixture.OrderPlacedV1{OrderID: "retry-1", Headers: fixture.OrderPlacedV1Headers{XTenant: new("acme")}}))
+	wantPath(t, res, runtime.PathRetried)
+	if res.Destination != "lilytest.retry.300ms" || res.Handoff != "confirmed" || res.Settlement != "ack" || res.NextAttempt() != 2 {
+		t.Errorf("result %+v, next attempt %d", res, res.NextAttempt())
+	}
+	if !errors.Is(res.Err, errBusy) {
+		t.Errorf("Err = %v, want the handler's own", res.Err)
+	}
+	if qe, ok := errors.AsType[*runtime.QueueHandlerError](res.Err); !ok || qe.Permanent {
+		t.Errorf("Err = %#v, want a retryable QueueHandlerError", res.Err)
+	}
+	if tenant != "acme" {
+		t.Errorf("handler saw tenant %q", tenant)
+	}
+	c := res.Copy
+	if c.MessageId != "retry-1" || string(c.Body) != `{"order_id":"retry-1"}` || c.Type != "OrderPlaced" {
+		t.Errorf("copy = %+v", c)
+	}
+	if c.Headers[guard.HeaderAttempt] != int64(2) || c.Headers["x-tenant"] != "acme" || c.Headers[guard.HeaderVersion] != int64(1) {
+		t.Errorf("copy headers = %v", c.Headers)
+	}
+	if c.Headers[guard.HeaderFailureKind] != "retryable" || c.Headers[guard.HeaderFailureAttempt] != int64(1) || c.Headers[guard.HeaderFailureQueue] != "lilytest" {
+		t.Errorf("failure headers = %v", c.Headers)
+	}
+	if r, _ := c.Headers[guard.HeaderFailureReason].(string); !strings.Contains(r, "db busy") {
+		t.Errorf("failure reason %q", r)
+	}
+}
+
+// As TestBrokerRetryThenSuccess: the copy, delivered as the bucket hands
+// it back, runs as the next attempt.
+func TestRetryThenSuccess(t *testing.T) {
+	h := harness(t, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return errors.New("plain errors are retryable")
+		}
+		return nil
+	})
+	first := h.Deliver(order(t, "flaky-1"))
+	wantPath(t, first, runtime.PathRetried)
+	second := h.Deliver(*first.Copy)
+	wantPath(t, second, runtime.PathAcked)
+	if first.Attempt != 1 || second.Attempt != 2 || second.MessageID != "flaky-1" {
+		t.Errorf("results %+v, %+v", first, second)
+	}
+}
+
+// As TestBrokerPermanentAndExhaustedGoToDLQ.
+func TestPermanentAndExhaustedGoToDLQ(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.MaxAttempts = 2
+	h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "perm-1" {
+			return runtime.Permanent(errors.New("order refused"))
+		}
+		return runtime.Retryable(errors.New("still busy"))
+	})
+	perm := h.Deliver(order(t, "perm-1"))
+	wantPath(t, perm, runtime.PathDeadLettered)
+	if perm.Destination != "lilytest.dlq" || perm.Reason != "permanent failure: order refused" || perm.Settlement != "ack" {
+		t.Errorf("perm-1: %+v", perm)
+	}
+	if perm.Copy.Headers[guard.HeaderFailureKind] != "permanent" || perm.NextAttempt() != 1 {
+		t.Errorf("perm-1 copy headers %v", perm.Copy.Headers)
+	}
+	if qe, ok := errors.AsType[*runtime.QueueHandlerError](perm.Err); !ok || !qe.Permanent {
+		t.Errorf("perm-1 Err = %v", perm.Err)
+	}
+
+	tired := h.Deliver(order(t, "tired-1"))
+	wantPath(t, tired, runtime.PathRetried)
+	tired = h.Deliver(*tired.Copy)
+	wantPath(t, tired, runtime.PathDeadLettered)
+	if !strings.HasPrefix(tired.Reason, "retries exhausted after attempt 2 of 2") {
+		t.Errorf("tired-1 reason %q", tired.Reason)
+	}
+	if tired.Copy.Headers[guard.HeaderFailureAttempt] != int64(2) || tired.NextAttempt() != 2 {
+		t.Errorf("tired-1 copy headers %v", tired.Copy.Headers)
+	}
+}
+
+// The Attempt option stands for the copy of an earlier attempt: the last
+// attempt's retryable failure goes to the DLQ.
+func TestLastAttemptGoesToDLQ(t *testing.T) {
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return errors.New("still busy")
+	})
+	res := h.Deliver(order(t, "last-1"), lilytest.Attempt(3))
+	wantPath(t, res, runtime.PathDeadLettered)
+	if res.Attempt != 3 || !strings.HasPrefix(res.Reason, "retries exhausted after attempt 3 of 3: still busy") {
+		t.Errorf("result %+v", res)
+	}
+}
+
+// A body the extractor refuses fails permanently, the extractor's error
+// in Err, and the handler is not called.
+func TestExtractorFailureGoesToDLQ(t *testing.T) {
+	var calls int
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil })
+	p := order(t, "empty-1")
+	p.Body = []byte(`{"order_id":""}`)
+	res := h.Deliver(p)
+	wantPath(t, res, runtime.PathDeadLettered)
+	fe, ok := errors.AsType[*wire.FieldError](res.Err)
+	if !ok || fe.Path != "order_id" || calls != 0 || res.Handler != "permanent" {
+		t.Errorf("Err %v, handler calls %d, result %+v", res.Err, calls, res)
+	}
+}
+
+// As TestBrokerUnsupportedVersionGoesToDLQWithoutHandler.
+func TestUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
+	var calls int
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil })
+	v9 := order(t, "v9-1")
+	v9.Headers[guard.HeaderVersion] = int64(9)
+	xml := order(t, "ct-1")
+	xml.ContentType = "application/xml"
+	for _, p := range []runtime.Publishing{v9, xml} {
+		res := h.Deliver(p)
+		wantPath(t, res, runtime.PathDeadLettered)
+		if res.Rejection != "unsupported" || res.Handler != "" || res.Copy.Headers[guard.HeaderFailureKind] != "unsupported" {
+			t.Errorf("result %+v", res)
+		}
+	}
+	if calls != 0 {
+		t.Errorf("handler called %d times", calls)
+	}
+}
+
+// As TestBrokerPoisonIsRejectedBeforeUserCode, over the same catalogue.
+// The copy carries the five failure facts and none of the original
+// headers (on the broker, the publisher adds its handoff id: six).
+func TestPoisonIsRejectedBeforeUserCode(t *testing.T) {
+	var calls int
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil })
+	for name, p := range hostile(t) {
+		res := h.Deliver(p)
+		wantPath(t, res, runtime.PathDeadLettered)
+		if res.Rejection != "poison" || res.Handler != "" || !printable(res.MessageID) || !printable(res.Reason) || len(res.Reason) > 200 {
+			t.Errorf("%s: result %+v", name, res)
+		}
+		c := res.Copy
+		if !printable(c.MessageId) || !printable(c.Type) || len(c.Headers) != 5 || c.Headers[guard.HeaderFailureKind] != "poison" {
+			t.Errorf("%s: copy id %q type %q headers %v", name, c.MessageId, c.Type, c.Headers)
+		}
+	}
+	if calls != 0 {
+		t.Errorf("handler called %d times", calls)
+	}
+}
+
+// As TestBrokerOversizedBodyIsDeadLetteredByTheBroker: a NACK without
+// requeue, and no copy.
+func TestOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
+	var calls int
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil })
+	res := h.Deliver(produce(t, "big-1", &fixture.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 4096))}))
+	wantPath(t, res, runtime.PathBrokerDeadLettered)
+	if res.Rejection != "oversized" || res.Handoff != "" || res.Handler != "" || res.Settlement != "nack" || res.Copy != nil || calls != 0 {
+		t.Errorf("result %+v, handler calls %d", res, calls)
+	}
+}
+
+// As TestBrokerPanicAndTimeoutAreRetryable; and a redelivery of the timed
+// out handler's message, while that handler still runs, is deferred rather
+// than run beside it.
+func TestPanicAndTimeoutAreRetryable(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.HandlerTimeout = 50 * time.Millisecond
+	release := make(chan struct{})
+	var slowCalls atomic.Int32
+	h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "panic-1" {
+			panic("nil map\x1b[0m")
+		}
+		slowCalls.Add(1)
+		<-release // deaf to its context
+		return nil
+	})
+	t.Cleanup(func() { close(release) }) // before the harness closes
+
+	res := h.Deliver(order(t, "panic-1"))
+	wantPath(t, res, runtime.PathRetried)
+	if res.Handler != "panicked" || !strings.HasSuffix(res.Reason, `: panic: nil map\x1b[0m`) || res.Err != nil {
+		t.Errorf("panic: %+v", res)
+	}
+
+	res = h.Deliver(order(t, "slow-1"))
+	wantPath(t, res, runtime.PathRetried)
+	if res.Handler != "timed out" || !strings.Contains(res.Reason, "retryable failure") || res.Err != nil {
+		t.Errorf("timeout: %+v", res)
+	}
+	again := h.Deliver(order(t, "slow-1"), lilytest.Redelivered())
+	wantPath(t, again, runtime.PathRequeued)
+	if again.Handler != "" || again.Settlement != "requeue" || !strings.Contains(again.Reason, "being handled by another delivery") {
+		t.Errorf("redelivery beside the running handler: %+v", again)
+	}
+	if n := slowCalls.Load(); n != 1 {
+		t.Errorf("the slow handler ran %d times, want 1", n)
+	}
+}
+
+// As TestBrokerHandoffFailureRequeuesOncePaced and
+// TestBrokerHandoffNackedByTheBrokerRequeues: each failed handoff is
+// followed by one NACK with requeue, and spends no retry.
+func TestHandoffFailureRequeues(t *testing.T) {
+	for _, answer := range []string{"returned", "nacked", "timed out", "failed"} {
+		t.Run(answer, func(t *testing.T) {
+			t.Parallel()
+			h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+				return runtime.Permanent(errors.New("no"))
+			})
+			h.AnswerHandoffs(answer)
+			res := h.Deliver(order(t, "stuck-1"))
+			wantPath(t, res, runtime.PathRequeued)
+			if res.Handoff != answer || res.Destination != "lilytest.dlq" || res.Settlement != "requeue" || !strings.HasPrefix(res.Reason, "handoff to lilytest.dlq "+answer) {
+				t.Errorf("result %+v", res)
+			}
+			if res.Copy == nil || res.Copy.Headers[guard.HeaderFailureKind] != "permanent" {
+				t.Errorf("copy %+v", res.Copy)
+			}
+			h.AnswerHandoffs("confirmed")
+			res = h.Deliver(order(t, "stuck-1"), lilytest.Redelivered())
+			wantPath(t, res, runtime.PathDeadLettered)
+			if !res.Redelivered || res.Attempt != 1 {
+				t.Errorf("redelivery %+v", res)
+			}
+		})
+	}
+}
+
+// As TestBrokerScopeThatFailsToOpenSkipsTheHandler.
+func TestScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
+	var calls int
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, func(cfg *runtime.Config) {
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, nil, errors.New("pool exhausted")
+		}
+	})
+	res := h.Deliver(order(t, "unscoped-1"))
+	wantPath(t, res, runtime.PathRetried)
+	if calls != 0 || res.Handler != "" || !strings.HasSuffix(res.Reason, ": scope: pool exhausted") {
+		t.Errorf("handler calls %d, result %+v", calls, res)
+	}
+}
+
+type scopeKey struct{}
+
+// As TestBrokerScopeCleanupFailureIsRetried: the scope's context reaches
+// the handler, its cleanup runs after it, AfterDelivery sees the evidence so
+// far, and a cleanup failure keeps the delivery from the ACK.
+func TestScopeCleanupFailureIsRetried(t *testing.T) {
+	var sawScope, cleaned, after bool
+	var observed []runtime.Record
+	h := harness(t, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		sawScope = ctx.Value(scopeKey{}) == "open"
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return context.WithValue(ctx, scopeKey{}, "open"), func(context.Context) error {
+				cleaned = true
+				return errors.New("temp file not removed")
+			}, nil
+		}
+		cfg.AfterDelivery = func(_ context.Context, _ runtime.RawDelivery, soFar runtime.Record) error {
+			after = soFar.Reason == "cleanup: temp file not removed" && soFar.Handler == "ok"
+			return nil
+		}
+		cfg.Observe = func(rec runtime.Record) { observed = append(observed, rec) }
+	})
+	res := h.Deliver(order(t, "scoped-1"))
+	wantPath(t, res, runtime.PathRetried)
+	if !sawScope || !cleaned || !after {
+		t.Errorf("scope seen %v, cleanup ran %v, after_delivery saw the cleanup failure %v", sawScope, cleaned, after)
+	}
+	if res.Handler != "ok" || res.Reason != "cleanup failed on attempt 1 of 3: cleanup: temp file not removed" {
+		t.Errorf("record: handler %q, reason %q", res.Handler, res.Reason)
+	}
+	if len(observed) != 1 || observed[0] != res.Record {
+		t.Errorf("Config.Observe got %+v, want the result's record", observed)
+	}
+}
+
+// An AfterDelivery that fails keeps the delivery from the ACK, as a
+// cleanup failure does.
+func TestAfterDeliveryFailureIsRetried(t *testing.T) {
+	h := harness(t, ok, func(cfg *runtime.Config) {
+		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Record) error {
+			return errors.New("audit log full")
+		}
+	})
+	res := h.Deliver(order(t, "audited-1"))
+	wantPath(t, res, runtime.PathRetried)
+	if res.Handler != "ok" || res.Reason != "after_delivery failed on attempt 1 of 3: after_delivery: audit log full" {
+		t.Errorf("result %+v", res)
+	}
+}

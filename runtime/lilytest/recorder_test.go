@@ -1,0 +1,83 @@
+package lilytest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/lilytest"
+)
+
+// forward is a handler that sends a follow-up through out, then fails when
+// the order is "bad".
+func forward(out runtime.Sender) handler {
+	return func(ctx context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		p, err := fixture.NewOrderPlacedV1("fwd-"+msg.OrderID, &fixture.OrderPlacedV1{OrderID: msg.OrderID})
+		if err != nil {
+			return runtime.Permanent(err)
+		}
+		if err := out.Send(ctx, runtime.Message{Exchange: "shop", RoutingKey: "forwarded", Publishing: p}); err != nil {
+			return err
+		}
+		if msg.OrderID == "bad" {
+			return runtime.Permanent(errors.New("refused"))
+		}
+		return nil
+	}
+}
+
+// Sent from a handler in an Inbox claim, a message appears only once the
+// claim commits, as an outbox row would be published; a handler that fails
+// after sending rolls it back with the claim.
+func TestRecorderKeepsWhatTheClaimCommits(t *testing.T) {
+	var out lilytest.Recorder
+	h := harness(t, forward(&out), withInbox(&lilytest.Inbox{}))
+	h.Deliver(order(t, "bad"))
+	if sent := out.Sent(); len(sent) != 0 {
+		t.Errorf("after a rollback, sent %v", sent)
+	}
+	h.Deliver(order(t, "good"))
+	sent := out.Sent()
+	if len(sent) != 1 || sent[0].MessageId != "fwd-good" || sent[0].Exchange != "shop" || sent[0].RoutingKey != "forwarded" {
+		t.Fatalf("sent %+v, want fwd-good", sent)
+	}
+}
+
+// Without an inbox, as a Publisher sends, each message is kept at once,
+// whatever the handler returns after.
+func TestRecorderWithoutAClaimKeepsAtOnce(t *testing.T) {
+	var out lilytest.Recorder
+	h := harness(t, forward(&out))
+	h.Deliver(order(t, "bad"))
+	h.Deliver(order(t, "good"))
+	sent := out.Sent()
+	if len(sent) != 2 || sent[0].MessageId != "fwd-bad" || sent[1].MessageId != "fwd-good" {
+		t.Errorf("sent %+v", sent)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := out.Send(ctx, runtime.Message{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Send with a done context: %v", err)
+	}
+}
+
+// What a handler sends is what another consumer's handler can be handed:
+// the message goes in as sent, through the exchange and key it was sent to.
+func TestRecordedMessageDeliveredOnward(t *testing.T) {
+	var out lilytest.Recorder
+	up := harness(t, forward(&out))
+	up.Deliver(order(t, "chain"))
+	var exchange, key string
+	down := harness(t, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		exchange, key = d.Exchange(), d.RoutingKey()
+		return nil
+	})
+	m := out.Sent()[0]
+	res := down.Deliver(m.Publishing, lilytest.Via(m.Exchange, m.RoutingKey))
+	wantPath(t, res, runtime.PathAcked)
+	if res.MessageID != "fwd-chain" || exchange != "shop" || key != "forwarded" {
+		t.Errorf("result %+v; handler saw exchange %q key %q", res, exchange, key)
+	}
+}

@@ -1,0 +1,42 @@
+package lilytest
+
+import (
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+)
+
+// Result is what became of one delivery, each kind of evidence apart.
+type Result struct {
+	// Record is the runtime's record of the delivery, as Config.Observe
+	// gets it: its Path, Reason, Rejection, Handler, Commit, Handoff,
+	// Destination and Attempt.
+	runtime.Record
+	// Err is what the route returned, as it returned it: the handler's
+	// error, or the extractor's failure wrapped in runtime.Permanent; so
+	// errors.Is and errors.As find what the handler wrapped. It is nil when
+	// the handler succeeded, did not run, panicked or had not returned by
+	// its timeout.
+	Err error
+	// Copy is the retry or DLQ copy the consumer published, as it published
+	// it, whatever the broker answered: the original's body and headers,
+	// the attempt it is to run as (x-lily-attempt) and the failure facts
+	// (x-lily-failure-*). Deliver it again to run the retry. Nil when the
+	// consumer published none.
+	Copy *runtime.Publishing
+	// Settlement is what the consumer wrote on its channel for the
+	// delivery: "ack", "nack" (without requeue: the broker dead-letters
+	// it), "requeue", or "" when it wrote nothing (the delivery is
+	// unresolved, and the broker would redeliver it).
+	Settlement string
+}
+
+// NextAttempt is the attempt the copy carries (x-lily-attempt): a retry's
+// next attempt, or for a DLQ copy the attempt that failed; 0 without a copy
+// or, for a poison message's copy, which carries none.
+func (r Result) NextAttempt() int {
+	if r.Copy == nil {
+		return 0
+	}
+	n, _ := r.Copy.Headers[guard.HeaderAttempt].(int64)
+	return int(n)
+}

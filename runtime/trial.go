@@ -1,0 +1,97 @@
+package runtime
+
+import (
+	"errors"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/runtime/internal/confirm"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/settle"
+	"github.com/lily-mq/lily/runtime/internal/trial"
+)
+
+// The public test harness, package lilytest, carries deliveries through a
+// consumer's own journey (guard, dispatch, pipeline, decide, the executor,
+// the record) with a fake broker in RabbitMQ's place, so that what it shows
+// is what the runtime does, not a second implementation of it. The journey's
+// machinery stays unexported: this file hands it over through package trial.
+func init() {
+	trial.Open = openTrial
+	trial.Read = readTrial
+}
+
+// journeys is one run of a consumer on a fake broker: a single channel
+// generation that is never lost, whose settler writes on the fake.
+type journeys struct {
+	c   *Consumer
+	r   *run
+	gen *settle.Generation
+}
+
+func openTrial(consumer any, b trial.Broker) trial.Journeys {
+	c := consumer.(*Consumer)
+	r := c.newRun()
+	// newRun's publisher would dial at its first handoff; none reaches it.
+	r.handoff = trialHandoffs{b}
+	gen := r.newGeneration()
+	gen.Settler = settle.NewSettler(b, gen, c.spec.Prefetch)
+	return &journeys{c: c, r: r, gen: gen}
+}
+
+// Deliver does for d what consume and its worker do, on the caller's
+// goroutine; then it proves the ACKs sent, as the channel's next reply would.
+func (j *journeys) Deliver(d *amqp.Delivery) any {
+	received := time.Now()
+	j.gen.Settler.Received(d.DeliveryTag, received)
+	j.r.slots <- struct{}{}
+	sl := &slot{slots: j.r.slots}
+	sl.hold()
+	defer sl.release()
+	rec := j.c.process(j.r, j.gen, d, received, "", sl)
+	if acks := j.gen.Acks.Take(); len(acks) > 0 {
+		j.c.acksProven(j.r, j.gen, acks)
+	}
+	return rec
+}
+
+// Close cancels the handlers' context, as the force does, and ends the
+// generation: a later delivery is not settled.
+func (j *journeys) Close() {
+	j.r.force()
+	j.gen.Revoke()
+	j.gen.Settler.Close()
+	j.r.workers.Close()
+}
+
+// trialHandoffs hands a consumer's retry and DLQ copies to a trial broker,
+// whose answer is the handoff evidence; it answers at once, so the bounds
+// need no watching.
+type trialHandoffs struct{ b trial.Broker }
+
+func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence {
+	// A trial's report is never sealed, so writing always lets the copy go;
+	// it is called all the same, for the report to learn of the copy.
+	writing()
+	return h.b.Publish(exchange, key, msg)
+}
+
+func (trialHandoffs) Close() {}
+
+func readTrial(messages []envelope.Message, maxBody int, d *amqp.Delivery) (any, error) {
+	reader, err := guard.NewReader(messages)
+	if err != nil {
+		return nil, err
+	}
+	env, verdict, reason := reader.Check(d, maxBody, defaultTuning.limits, time.Now())
+	switch verdict {
+	case guard.Oversized:
+		return nil, errors.New("lily: the guard rejects the delivery as oversized: " + reason)
+	case guard.Poison:
+		return nil, errors.New("lily: the guard rejects the delivery as poison: " + reason)
+	}
+	return RawDelivery{d: d, env: env}, nil
+}
