@@ -9,6 +9,7 @@ import (
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
+	"github.com/lily-mq/lily/runtime"
 )
 
 // demoSchema is the PostgreSQL schema the demo's checkout writes to: its
@@ -45,16 +46,23 @@ func openCheckout(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 }
 
 // checkout is the shop's checkout: it records an order and its OrderPlaced
-// event in one transaction, the event through the outbox. The relay
-// publishes the event once the transaction commits; an order rolled back
-// publishes nothing.
-func checkout(ctx context.Context, pool *pgxpool.Pool, id string, cents int64, commit bool) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+// event in one transaction, the event through out. The relay publishes the
+// event once the transaction commits; an order rolled back publishes nothing.
+type checkout struct {
+	pool *pgxpool.Pool
+	// out sends the event into the transaction ctx carries: the demo's is
+	// pgoutbox.Outbox{}; a test's, a lilytest.Recorder.
+	out runtime.Sender
+}
+
+// place writes order id with its event, and commits them, or (commit false)
+// rolls them back.
+func (c checkout) place(ctx context.Context, id string, cents int64, commit bool) error {
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO checkout_orders (id, amount_cents) VALUES ($1, $2)", id, cents); err != nil {
 			return err
 		}
-		msg := &ordersmsg.OrderPlacedV1{OrderID: id, AmountCents: cents}
-		if err := ordersmsg.PublishOrderPlacedV1(pgoutbox.WithTx(ctx, tx), pgoutbox.Outbox{}, id, msg); err != nil {
+		if err := c.announce(pgoutbox.WithTx(ctx, tx), id, cents); err != nil {
 			return err
 		}
 		if !commit {
@@ -62,6 +70,12 @@ func checkout(ctx context.Context, pool *pgxpool.Pool, id string, cents int64, c
 		}
 		return nil
 	})
+}
+
+// announce sends order id's OrderPlaced event through out, within ctx's
+// transaction.
+func (c checkout) announce(ctx context.Context, id string, cents int64) error {
+	return ordersmsg.PublishOrderPlacedV1(ctx, c.out, id, &ordersmsg.OrderPlacedV1{OrderID: id, AmountCents: cents})
 }
 
 // errRolledBack rolls a checkout back on purpose.

@@ -174,10 +174,11 @@ func runDemo(url, dsn string) error {
 	// The checkout writes two orders, each with its event in the outbox, in
 	// one transaction: one commits, one is rolled back. The relay, run with
 	// the consumers, publishes what committed through the same Publisher.
-	if err := checkout(ctx, pool, "order-outbox", 2500, true); err != nil {
+	shop := checkout{pool: pool, out: pgoutbox.Outbox{}}
+	if err := shop.place(ctx, "order-outbox", 2500, true); err != nil {
 		return err
 	}
-	if err := checkout(ctx, pool, "order-cancelled", 700, false); err != errRolledBack {
+	if err := shop.place(ctx, "order-cancelled", 700, false); err != errRolledBack {
 		return fmt.Errorf("checkout: %v", err)
 	}
 	fmt.Printf("wrote     %-20s with its order row, through the outbox, in one transaction that committed\n", "order-outbox")
