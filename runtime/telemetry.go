@@ -4,9 +4,9 @@ import "context"
 
 // Telemetry is told of each delivery's journey as it happens, with a context
 // that lasts from receipt to settlement, and of every publish the runtime
-// makes: what a tracer or a meter needs (the lily/otel module is one). Its
-// methods run on the delivery's goroutine and must be quick; a Telemetry left
-// nil costs nothing.
+// makes: what a tracer or a meter needs (the telemetry/lilyotel module is
+// one). Its methods run on the delivery's goroutine and must be quick; a
+// Telemetry left nil costs nothing.
 type Telemetry interface {
 	// Received opens a delivery's journey, once the guard has read it, and
 	// returns the context the journey's later calls get and the handler's
@@ -24,9 +24,14 @@ type Telemetry interface {
 	// ("nack", "requeue"); done gets the settlement evidence ("ack sent",
 	// "nack sent", "ambiguous", "not attempted").
 	Settle(ctx context.Context, op string) (done func(evidence string))
-	// Settled closes the journey with its record.
+	// Settled closes the journey with its record. A delivery requeued at
+	// the shutdown before it started has a record and no journey: Settled
+	// comes alone, with the consumer's context. An ACK found unproven after
+	// Settled (its channel lost before the proof) is listed in the Report
+	// only.
 	Settled(ctx context.Context, r Record)
-	// Lost is told why a consumer's session ended; a new one follows.
+	// Lost is told each line of Report.Lost as it is written: why a session
+	// ended under the consumer, or why a connection attempt after it failed.
 	Lost(queue, why string)
 }
 
