@@ -12,7 +12,7 @@ LOCAL_BROKER = @[ -n "$$LILY_AMQP_URL" ] || .ci/services rabbitmq
 # The same for the local PostgreSQL (the demo's checkout and outbox), unless LILY_PG_DSN names another.
 LOCAL_PG = @[ -n "$$LILY_PG_DSN" ] || .ci/services postgresql
 
-.PHONY: demo demo-clean test unit generate check lint staticcheck mongo bench fuzz soak
+.PHONY: demo demo-clean test unit generate check lint staticcheck mongo otel bench fuzz soak
 
 ## demo: regenerate the example and run it against RabbitMQ and PostgreSQL on localhost (started if stopped)
 demo: generate
@@ -27,7 +27,7 @@ demo-clean:
 	$(GO) run ./examples/orders -clean
 
 ## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ, PostgreSQL, node and npm required)
-test: lint check mongo
+test: lint check mongo otel
 	$(GO) test -race -count=1 ./...
 	@# Tests that change broker-wide settings for a moment run alone, last.
 	LILY_BROKER_SETTINGS_TESTS=1 $(GO) test -count=1 -run BrokerSettings ./runtime
@@ -39,6 +39,11 @@ unit:
 ## mongo: the MongoDB inbox is its own module; its tests run only where LILY_MONGO_URL names a replica set
 mongo: staticcheck
 	cd inbox/mongoinbox && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 -v ./...
+
+## otel: the OpenTelemetry telemetry is its own module; its tests run against RabbitMQ (started if stopped)
+otel: staticcheck
+	$(LOCAL_BROKER)
+	cd telemetry/lilyotel && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
 
 ## generate: run lilygen on the example's schema and on the runtime tests' schema
 generate:

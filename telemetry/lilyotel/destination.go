@@ -1,0 +1,50 @@
+package lilyotel
+
+// The destination names of the RabbitMQ page of the semantic conventions
+// v1.43.0, which name span names too ("{operation} {destination}").
+
+// sentTo is messaging.destination.name on the producer side:
+// "{exchange}:{routing key}", or the one of them that is not empty, or
+// amq.default. A retry or DLQ copy goes through the default exchange, so its
+// destination is the queue its routing key names.
+func sentTo(exchange, routingKey string) string {
+	switch {
+	case exchange != "" && routingKey != "":
+		return exchange + ":" + routingKey
+	case exchange != "":
+		return exchange
+	case routingKey != "":
+		return routingKey
+	}
+	return "amq.default"
+}
+
+// consumedFrom is messaging.destination.name on the consumer side:
+// "{exchange}:{routing key}:{queue}", each part left out when empty, and the
+// routing key left out when it names the queue itself (as a delivery through
+// the default exchange does).
+func consumedFrom(exchange, routingKey, queue string) string {
+	if routingKey == queue {
+		routingKey = ""
+	}
+	name := exchange
+	for _, part := range [...]string{routingKey, queue} {
+		if part == "" {
+			continue
+		}
+		if name != "" {
+			name += ":"
+		}
+		name += part
+	}
+	return name
+}
+
+// spanName is "{operation} {destination}", or the operation alone where no
+// destination is known, as the conventions name spans.
+func spanName(operation, destination string) string {
+	if destination == "" {
+		return operation
+	}
+	return operation + " " + destination
+}

@@ -1,0 +1,126 @@
+package lilyotel_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/lily-mq/lily/runtime"
+
+	"github.com/lily-mq/lily/internal/faults"
+)
+
+// The metrics count each journey by its path, each handoff by the broker's
+// answer, each inbox duplicate, and each lost session; and time each
+// processing, publish and settlement.
+func TestBrokerMetrics(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.start(newInbox())
+	r.publish(message(id("ok"), "ok"), message(id("fail-once"), "fail-once"), message(id("refuse"), "refuse"))
+	dup := id("dup")
+	r.publish(message(dup, "ok"))
+	r.awaitProcessed(5)
+	// Sent again once its work committed: the inbox knows it.
+	r.publish(message(dup, "ok"))
+	spans := r.awaitProcessed(6)
+
+	q := attribute.String("messaging.destination.subscription.name", r.q.Name)
+	rm := r.awaitMetric("six processings measured", func(rm metricdata.ResourceMetrics) bool {
+		return count(rm, "messaging.process.duration", q) == 6
+	})
+	path := func(p runtime.Path) attribute.KeyValue { return attribute.String("lily.path", string(p)) }
+	to := func(dest string) attribute.KeyValue { return attribute.String("messaging.destination.name", dest) }
+	confirmed := attribute.String("lily.handoff", "confirmed")
+	for _, c := range []struct {
+		name  string
+		match []attribute.KeyValue
+		want  int64
+	}{
+		{"lily.deliveries", []attribute.KeyValue{q, path(runtime.PathAcked)}, 4}, // ok, the retry, dup twice
+		{"lily.deliveries", []attribute.KeyValue{q, path(runtime.PathRetried)}, 1},
+		{"lily.deliveries", []attribute.KeyValue{q, path(runtime.PathDeadLettered)}, 1},
+		{"lily.deliveries", []attribute.KeyValue{q}, 6},
+		{"lily.inbox.duplicates", []attribute.KeyValue{q}, 1},
+		{"lily.unresolved", []attribute.KeyValue{q}, 0},
+		{"lily.handoffs", []attribute.KeyValue{q, to(r.bucket()), confirmed}, 1},
+		{"lily.handoffs", []attribute.KeyValue{q, to(r.q.Topology.DeadLetterQueue), confirmed}, 1},
+		{"messaging.client.consumed.messages", []attribute.KeyValue{q, attribute.String("messaging.operation.name", "process"), attribute.String("messaging.system", "rabbitmq")}, 6},
+		{"messaging.client.sent.messages", []attribute.KeyValue{to(r.bucket()), attribute.String("messaging.operation.name", "send")}, 1},
+		{"messaging.client.sent.messages", []attribute.KeyValue{to(r.q.Topology.DeadLetterQueue)}, 1},
+	} {
+		if got := sum(rm, c.name, c.match...); got != c.want {
+			t.Errorf("%s %v: %d, want %d", c.name, c.match, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		name  string
+		match []attribute.KeyValue
+		want  uint64
+	}{
+		{"messaging.process.duration", []attribute.KeyValue{q, attribute.String("error.type", "retryable")}, 1},
+		{"messaging.process.duration", []attribute.KeyValue{q, attribute.String("error.type", "permanent")}, 1},
+		{"lily.handoff.duration", []attribute.KeyValue{q, to(r.bucket()), confirmed}, 1},
+		{"lily.handoff.duration", []attribute.KeyValue{q, to(r.q.Topology.DeadLetterQueue), confirmed}, 1},
+		{"messaging.client.operation.duration", []attribute.KeyValue{q, attribute.String("messaging.operation.name", "ack"), attribute.String("messaging.operation.type", "settle")}, 6},
+		{"messaging.client.operation.duration", []attribute.KeyValue{to(r.bucket()), attribute.String("messaging.operation.type", "send")}, 1},
+	} {
+		if got := count(rm, c.name, c.match...); got != c.want {
+			t.Errorf("%s %v: %d measured, want %d", c.name, c.match, got, c.want)
+		}
+	}
+	dupSpans := where(where(named(spans, "process "+r.q.Name), "messaging.message.id", dup), "lily.commit", "duplicate")
+	if len(dupSpans) != 1 {
+		t.Errorf("%d process spans of %s say lily.commit=duplicate, want 1", len(dupSpans), dup)
+	}
+
+	// The broker closes this consumer's own connection, found by the name it
+	// gives it: the session is lost, and the consumer connects again.
+	closed, err := faults.CloseConnections(context.Background(), func(name string) bool { return name == faults.ConnectionName(r.q.Name, "consume") }, "lilyotel test")
+	if err != nil || len(closed) != 1 {
+		t.Fatalf("closed %q: %v", closed, err)
+	}
+	r.awaitMetric("a reconnect counted", func(rm metricdata.ResourceMetrics) bool { return sum(rm, "lily.reconnects", q) >= 1 })
+	r.publish(message(id("after"), "ok"))
+	r.awaitMetric("a delivery after the reconnect", func(rm metricdata.ResourceMetrics) bool {
+		return sum(rm, "lily.deliveries", q, path(runtime.PathAcked)) == 5
+	})
+}
+
+// inbox is an in-memory runtime.Inbox: a message id's claim commits with its
+// work, and a later claim of it is a duplicate.
+type inbox struct {
+	mu        sync.Mutex
+	committed map[string]bool
+}
+
+func newInbox() *inbox { return &inbox{committed: map[string]bool{}} }
+
+func (in *inbox) Begin(_ context.Context, _, messageID string) (runtime.InboxTx, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.committed[messageID] {
+		return nil, fmt.Errorf("%s: %w", messageID, runtime.ErrDuplicate)
+	}
+	return &claim{in: in, id: messageID}, nil
+}
+
+type claim struct {
+	in *inbox
+	id string
+}
+
+func (c *claim) Bind(ctx context.Context) context.Context { return ctx }
+
+func (c *claim) Commit(context.Context) error {
+	c.in.mu.Lock()
+	defer c.in.mu.Unlock()
+	c.in.committed[c.id] = true
+	return nil
+}
+
+func (c *claim) Rollback(context.Context) {}

@@ -1,0 +1,192 @@
+package lilyotel
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/semconv/v1.43.0/messagingconv"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// journey is what a delivery's later calls need of its Received: it travels
+// in the journey's context.
+type journey struct {
+	span        trace.Span
+	start       time.Time
+	queue       string
+	destination string // messaging.destination.name, consumer side
+	messageID   string
+	creation    trace.SpanContext // the delivery's creation context, when it carried one
+
+	mu sync.Mutex
+	// handoff is the last publish through the default exchange in this
+	// journey: the handoff's, once Settled finds its destination in the record.
+	handoff publish
+}
+
+// publish is where one publish went and how long its answer took.
+type publish struct {
+	routingKey string
+	took       time.Duration
+}
+
+type journeyKey struct{}
+
+func journeyOf(ctx context.Context) *journey {
+	j, _ := ctx.Value(journeyKey{}).(*journey)
+	return j
+}
+
+// Received starts the delivery's process span. Its parent is the delivery's
+// creation context (the conventions allow it for single messages) and it
+// links to it, as the conventions ask; without a creation context the span
+// starts a trace of its own, never a child of the consumer's Run context.
+func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
+	start := time.Now()
+	j := &journey{start: start, queue: queue, destination: consumedFrom(d.Exchange(), d.RoutingKey(), queue), messageID: d.MessageID()}
+	ambient := trace.SpanContextFromContext(ctx)
+	ctx = t.propagator.Extract(ctx, received{d})
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start)}
+	// What Extract leaves in place when the delivery carries none is not its.
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.Equal(ambient) {
+		j.creation = sc
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+	} else {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	attrs := make([]attribute.KeyValue, 0, 10)
+	attrs = append(attrs,
+		rabbitmq,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingDestinationName(j.destination),
+		semconv.MessagingDestinationSubscriptionName(queue),
+	)
+	if k := d.RoutingKey(); k != "" {
+		attrs = append(attrs, semconv.MessagingRabbitMQDestinationRoutingKey(k))
+	}
+	if j.messageID != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(j.messageID))
+	}
+	if c := d.CorrelationID(); c != "" {
+		attrs = append(attrs, semconv.MessagingMessageConversationID(c))
+	}
+	if n := d.Attempt(); n > 0 {
+		attrs = append(attrs, attrAttempt.Int(n))
+	}
+	if t.bodySize && d.Body() != nil {
+		attrs = append(attrs, semconv.MessagingMessageBodySize(len(d.Body())))
+	}
+	ctx, j.span = t.tracer.Start(ctx, spanName("process", j.destination), append(opts, trace.WithAttributes(attrs...))...)
+	t.m.consumed.Add(ctx, 1, "process", messagingSystem, semconv.MessagingDestinationSubscriptionName(queue))
+	return context.WithValue(ctx, journeyKey{}, j)
+}
+
+// Settled ends the process span with the record's evidence, and counts the
+// journey. A delivery the consumer requeued at shutdown before it started
+// had no Received: it is counted, with no span.
+func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
+	j := journeyOf(ctx)
+	t.count(ctx, r, j)
+	if j == nil {
+		return
+	}
+	end := time.Now()
+	failed := failure(r)
+	if j.span.IsRecording() {
+		annotate(j.span, r, failed)
+	}
+	j.span.End(trace.WithTimestamp(end))
+	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
+	if failed != "" {
+		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub, semconv.ErrorTypeKey.String(failed))
+	} else {
+		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub)
+	}
+}
+
+// annotate adds the record's evidence to a process span; a failed journey's
+// reason is the span's status description.
+func annotate(span trace.Span, r runtime.Record, failed string) {
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs, attrPath.String(string(r.Path)))
+	if r.Attempt > 0 {
+		attrs = append(attrs, attrAttempt.Int(r.Attempt))
+	}
+	for _, a := range [...]struct {
+		key attribute.Key
+		val string
+	}{{attrHandler, r.Handler}, {attrCommit, r.Commit}, {attrRejection, r.Rejection}, {attrHandoff, r.Handoff}} {
+		if a.val != "" {
+			attrs = append(attrs, a.key.String(a.val))
+		}
+	}
+	if failed != "" {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(failed))
+		span.SetStatus(codes.Error, r.Reason)
+	}
+	span.SetAttributes(attrs...)
+}
+
+// count adds the journey to Lily's counters (and j's handoff, when it made
+// one, to the handoff durations). Each is asked first whether it records:
+// their attribute sets cost allocations that a no-op meter need not pay.
+func (t *Telemetry) count(ctx context.Context, r runtime.Record, j *journey) {
+	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
+	if t.m.deliveries.Enabled(ctx) {
+		t.m.deliveries.Add(ctx, 1, metric.WithAttributes(sub, attrPath.String(string(r.Path))))
+	}
+	if r.Path == runtime.PathUnresolved && t.m.unresolved.Enabled(ctx) {
+		t.m.unresolved.Add(ctx, 1, metric.WithAttributes(sub))
+	}
+	if r.Commit == "duplicate" && t.m.duplicates.Enabled(ctx) {
+		t.m.duplicates.Add(ctx, 1, metric.WithAttributes(sub))
+	}
+	if r.Handoff == "" || !t.m.handoffs.Enabled(ctx) && !t.m.handoffDuration.Enabled(ctx) {
+		return
+	}
+	attrs := metric.WithAttributes(sub, semconv.MessagingDestinationName(r.Destination), attrHandoff.String(r.Handoff))
+	t.m.handoffs.Add(ctx, 1, attrs)
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	h := j.handoff
+	j.mu.Unlock()
+	// A handler's own Send through the default exchange came before the
+	// handoff, and to another queue.
+	if h.routingKey == r.Destination {
+		t.m.handoffDuration.Record(ctx, h.took.Seconds(), attrs)
+	}
+}
+
+// failure is error.type for a journey: the class of failure it ended with,
+// in the record's own words (few, as error.type must be), or "" when it
+// succeeded. The first that applies: the rejection, the handler's failure,
+// the commit's, the handoff's, or a path other than acked (a scope, cleanup
+// or after_delivery failure; an unsettled delivery).
+func failure(r runtime.Record) string {
+	switch {
+	case r.Rejection != "":
+		return r.Rejection
+	case r.Handler != "" && r.Handler != "ok" && r.Handler != "completed earlier":
+		return r.Handler
+	case r.Commit == "failed" || r.Commit == "ambiguous" || r.Commit == "deferred":
+		return r.Commit
+	case r.Handoff != "" && r.Handoff != "confirmed":
+		return r.Handoff
+	case r.Path != runtime.PathAcked:
+		return string(r.Path)
+	}
+	return ""
+}
+
+// messagingSystem is messaging.system as the messagingconv instruments take it.
+var messagingSystem = messagingconv.SystemRabbitMQ

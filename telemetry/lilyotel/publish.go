@@ -1,0 +1,103 @@
+package lilyotel
+
+import (
+	"context"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// Publish starts a send span, a child of ctx's span (the process span, for a
+// handoff), and writes its context into p's headers as the message's
+// creation context: a retry or DLQ copy, which carries the original's
+// headers, gets its own. A message whose producer wrote a creation context
+// of its own keeps it, as the conventions ask, and the span links to it.
+func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p *runtime.Publishing) func(evidence string) {
+	start := time.Now()
+	if p.Headers == nil {
+		p.Headers = amqp.Table{}
+	}
+	dest := sentTo(exchange, routingKey)
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs,
+		rabbitmq,
+		semconv.MessagingOperationTypeSend,
+		semconv.MessagingOperationName("send"),
+		semconv.MessagingDestinationName(dest),
+	)
+	if routingKey != "" {
+		attrs = append(attrs, semconv.MessagingRabbitMQDestinationRoutingKey(routingKey))
+	}
+	if p.MessageId != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(p.MessageId))
+	}
+	if p.CorrelationId != "" {
+		attrs = append(attrs, semconv.MessagingMessageConversationID(p.CorrelationId))
+	}
+	if t.bodySize {
+		attrs = append(attrs, semconv.MessagingMessageBodySize(len(p.Body)))
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start), trace.WithAttributes(attrs...)}
+	custom := t.customContext(ctx, p)
+	if custom.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: custom}))
+	}
+	ctx, span := t.tracer.Start(ctx, spanName("send", dest), opts...)
+	if !custom.IsValid() {
+		t.propagator.Inject(ctx, table(p.Headers))
+	}
+	j := journeyOf(ctx)
+	return func(evidence string) {
+		end := time.Now()
+		took := end.Sub(start)
+		if j != nil && exchange == "" {
+			j.mu.Lock()
+			j.handoff = publish{routingKey: routingKey, took: took}
+			j.mu.Unlock()
+		}
+		span.SetAttributes(attrEvidence.String(evidence))
+		where := sentToMetric(exchange, routingKey)
+		if evidence == "confirmed" {
+			t.m.sent.Add(ctx, 1, "send", messagingSystem, where)
+			t.m.client.Record(ctx, took.Seconds(), "send", messagingSystem, where, semconv.MessagingOperationTypeSend)
+		} else {
+			failed := semconv.ErrorTypeKey.String(evidence)
+			span.SetAttributes(failed)
+			span.SetStatus(codes.Error, "") // error.type says it all: the conventions ask not to repeat it
+			t.m.sent.Add(ctx, 1, "send", messagingSystem, where, failed)
+			t.m.client.Record(ctx, took.Seconds(), "send", messagingSystem, where, semconv.MessagingOperationTypeSend, failed)
+		}
+		span.End(trace.WithTimestamp(end))
+	}
+}
+
+// customContext is the creation context a producer wrote into p itself,
+// which is not to be replaced; the zero SpanContext when p carries none, or
+// carries only its original's (a handoff copies the delivery's headers), or
+// one the propagator cannot read.
+func (t *Telemetry) customContext(ctx context.Context, p *runtime.Publishing) trace.SpanContext {
+	sc := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), table(p.Headers)))
+	if j := journeyOf(ctx); j != nil && sc.Equal(j.creation) {
+		return trace.SpanContext{}
+	}
+	return sc
+}
+
+// sentToMetric is the destination a publish's measurements carry. The
+// conventions allow messaging.destination.name on metrics only when it has
+// few values: a queue named through the default exchange (every handoff),
+// or an exchange alone. A routing key a producer picks may have many, so
+// "{exchange}:{routing key}" goes as messaging.destination.template, with
+// the key left as the placeholder.
+func sentToMetric(exchange, routingKey string) attribute.KeyValue {
+	if exchange != "" && routingKey != "" {
+		return semconv.MessagingDestinationTemplate(exchange + ":{routing key}")
+	}
+	return semconv.MessagingDestinationName(sentTo(exchange, routingKey))
+}

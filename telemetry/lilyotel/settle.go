@@ -1,0 +1,58 @@
+package lilyotel
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Settle starts a settle span, a child of the process span: "ack" for the
+// ACK, "nack" for a NACK with (op "requeue") or without requeue, as the AMQP
+// methods are named. The settlement evidence ends it; one that is not "ack
+// sent" or "nack sent" is its error.type.
+func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string) {
+	start := time.Now()
+	name := "ack"
+	if op != "ack" {
+		name = "nack"
+	}
+	j := journeyOf(ctx)
+	var queue, dest, id string
+	if j != nil {
+		queue, dest, id = j.queue, j.destination, j.messageID
+	}
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs,
+		rabbitmq,
+		semconv.MessagingOperationTypeSettle,
+		semconv.MessagingOperationName(name),
+		semconv.MessagingDestinationName(dest),
+		semconv.MessagingDestinationSubscriptionName(queue),
+	)
+	if id != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(id))
+	}
+	if name == "nack" {
+		attrs = append(attrs, attrRequeue.Bool(op == "requeue"))
+	}
+	ctx, span := t.tracer.Start(ctx, spanName(name, dest), trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	return func(evidence string) {
+		end := time.Now()
+		span.SetAttributes(attrEvidence.String(evidence))
+		sub := semconv.MessagingDestinationSubscriptionName(queue)
+		took := end.Sub(start).Seconds()
+		if evidence == "ack sent" || evidence == "nack sent" {
+			t.m.client.Record(ctx, took, name, messagingSystem, sub, semconv.MessagingOperationTypeSettle)
+		} else {
+			failed := semconv.ErrorTypeKey.String(evidence)
+			span.SetAttributes(failed)
+			span.SetStatus(codes.Error, "") // error.type says it all: the conventions ask not to repeat it
+			t.m.client.Record(ctx, took, name, messagingSystem, sub, semconv.MessagingOperationTypeSettle, failed)
+		}
+		span.End(trace.WithTimestamp(end))
+	}
+}
