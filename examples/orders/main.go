@@ -18,7 +18,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
+	"time"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/runtime"
@@ -56,6 +58,7 @@ func main() {
 	demo := flag.Bool("demo", false, "publish one message per settlement path, show where each went, then stop")
 	clean := flag.Bool("clean", false, "delete the demo's queues (with their retry buckets and DLQs, and what they hold) and the shop team's exchange, then stop")
 	url := flag.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
+	probes := flag.String("probes", envOr("LILY_PROBES_ADDR", ":8081"), "address serving /livez and /readyz for Kubernetes' probes (empty: none)")
 	dsn := flag.String("pg", envOr("LILY_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"), "PostgreSQL connection string of the demo's checkout (its orders and outbox, in schema "+demoSchema+")")
 	flag.Parse()
 
@@ -81,6 +84,18 @@ func main() {
 	if err != nil {
 		log.Error("configure", "error", err)
 		os.Exit(1)
+	}
+	if *probes != "" {
+		health := runtime.HealthHandler(consumer)
+		mux := http.NewServeMux()
+		mux.Handle("GET /livez", health)
+		mux.Handle("GET /readyz", health)
+		server := &http.Server{Addr: *probes, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := server.ListenAndServe(); err != nil {
+				log.Error("probes", "error", err)
+			}
+		}()
 	}
 	// SIGINT or SIGTERM stops intake and lets in-flight deliveries settle; a
 	// second signal forces. The report goes to stdout as JSON, its summary to
