@@ -163,6 +163,10 @@ func cancel(ch *amqp.Channel, tag string, dels <-chan amqp.Delivery) error {
 // dial connects to the broker, naming the connection after the command so
 // that the management UI and rabbitmqctl show who holds the copies.
 func dial(url, name string) (*amqp.Connection, error) {
+	// A URL's parse error quotes the URL, password and all: say less.
+	if _, err := amqp.ParseURI(url); err != nil {
+		return nil, errors.New("connect to the broker: the URL (-url or LILY_AMQP_URL) does not parse")
+	}
 	cfg := amqp.Config{Properties: amqp.NewConnectionProperties()}
 	cfg.Properties.SetClientConnectionName("lilydlq " + name)
 	conn, err := amqp.DialConfig(url, cfg)
