@@ -94,7 +94,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	msg.Headers = make(amqp.Table, len(m.Headers)+1)
 	maps.Copy(msg.Headers, m.Headers)
 	deadline, _ := ctx.Deadline()
-	done := publishing(ctx, p.telemetry, m.Exchange, m.RoutingKey, &msg)
+	msg, done := publishing(ctx, p.telemetry, m.Exchange, m.RoutingKey, msg)
 	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() bool { return true })
 	done(ev.Status.String())
 	switch {

@@ -38,12 +38,16 @@ type Telemetry interface {
 // ignore is the done of a call no Telemetry is told of.
 func ignore(string) {}
 
-// publishing tells t (when set) of a publish about to be made.
-func publishing(ctx context.Context, t Telemetry, exchange, routingKey string, p *Publishing) func(string) {
+// publishing tells t (when set) of p, a publish about to be made, and
+// returns p as t left it. Only a copy inside the branch is shared with t, so
+// that without a Telemetry p stays on the stack.
+func publishing(ctx context.Context, t Telemetry, exchange, routingKey string, p Publishing) (Publishing, func(string)) {
 	if t == nil {
-		return ignore
+		return p, ignore
 	}
-	return t.Publish(ctx, exchange, routingKey, p)
+	seen := p
+	done := t.Publish(ctx, exchange, routingKey, &seen)
+	return seen, done
 }
 
 // settling tells the consumer's Telemetry (when set) of a settlement about to
