@@ -47,7 +47,9 @@ func (dupTx) Rollback(context.Context) {}
 // of its own, not passed off as a plain ACK.
 func TestBrokerInboxDuplicatesAreCounted(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
+	// One at a time: two copies of d-1 in flight together would make the
+	// second wait (deferred) rather than meet the committed claim.
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 1 })
 	declareTopology(t, q)
 	ran := make(chan string, 8)
 	r := start(t, q, handler(func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
