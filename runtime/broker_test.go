@@ -200,32 +200,9 @@ func TestBrokerUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
 	}
 }
 
-// hostile builds deliveries RabbitMQ accepts and delivers, which the guard must
-// stop before any user code: a producer's message, each changed as no producer
-// would.
+// hostile is fixture.Hostile's catalogue of the test schema's order.
 func hostile(t *testing.T) map[string]amqp.Publishing {
-	many := amqp.Table{}
-	for i := range 2000 {
-		many["h"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String()] = int32(i)
-	}
-	deep := amqp.Table{"leaf": "x"}
-	for range 30 {
-		deep = amqp.Table{"n": deep}
-	}
-	out := map[string]amqp.Publishing{}
-	add := func(name string, mutate func(*amqp.Publishing)) {
-		p := order(t, "poison-"+name)
-		mutate(&p)
-		out[name] = p
-	}
-	add("many-headers", func(p *amqp.Publishing) { p.Headers = many; many[guard.HeaderVersion] = int64(1) })
-	add("huge-value", func(p *amqp.Publishing) { p.Headers["big"] = strings.Repeat("v", 100_000) })
-	add("deep", func(p *amqp.Publishing) { p.Headers["deep"] = deep })
-	add("bad-id", func(p *amqp.Publishing) { p.MessageId = "id-\xff\xfe\x1b[31m" })
-	add("ansi-type", func(p *amqp.Publishing) { p.Type = "\x1b[2JOrderPlaced" })
-	add("no-version", func(p *amqp.Publishing) { delete(p.Headers, guard.HeaderVersion) })
-	add("forged-attempt", func(p *amqp.Publishing) { p.Headers[guard.HeaderAttempt] = int64(1 << 40) })
-	return out
+	return fixture.Hostile(func(id string) amqp.Publishing { return order(t, id) })
 }
 
 func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {

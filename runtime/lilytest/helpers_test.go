@@ -4,15 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
-	"time"
-
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
-	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/lilytest"
 
 	// Every test package takes -update, so that `go test ./... -update` runs.
@@ -71,32 +66,9 @@ func produce(t *testing.T, id string, msg *fixture.OrderPlacedV1) runtime.Publis
 func ok(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }
 
 // hostile is the catalogue of the runtime's poison test
-// (TestBrokerPoisonIsRejectedBeforeUserCode): a producer's message, each
-// changed as no producer would, which the guard must stop before any user
-// code.
+// (TestBrokerPoisonIsRejectedBeforeUserCode), fixture.Hostile's.
 func hostile(t *testing.T) map[string]runtime.Publishing {
-	many := amqp.Table{}
-	for i := range 2000 {
-		many["h"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+time.Duration(i).String()] = int32(i)
-	}
-	deep := amqp.Table{"leaf": "x"}
-	for range 30 {
-		deep = amqp.Table{"n": deep}
-	}
-	out := map[string]runtime.Publishing{}
-	add := func(name string, mutate func(*runtime.Publishing)) {
-		p := order(t, "poison-"+name)
-		mutate(&p)
-		out[name] = p
-	}
-	add("many-headers", func(p *runtime.Publishing) { p.Headers = many; many[guard.HeaderVersion] = int64(1) })
-	add("huge-value", func(p *runtime.Publishing) { p.Headers["big"] = strings.Repeat("v", 100_000) })
-	add("deep", func(p *runtime.Publishing) { p.Headers["deep"] = deep })
-	add("bad-id", func(p *runtime.Publishing) { p.MessageId = "id-\xff\xfe\x1b[31m" })
-	add("ansi-type", func(p *runtime.Publishing) { p.Type = "\x1b[2JOrderPlaced" })
-	add("no-version", func(p *runtime.Publishing) { delete(p.Headers, guard.HeaderVersion) })
-	add("forged-attempt", func(p *runtime.Publishing) { p.Headers[guard.HeaderAttempt] = int64(1 << 40) })
-	return out
+	return fixture.Hostile(func(id string) runtime.Publishing { return order(t, id) })
 }
 
 func printable(s string) bool {
