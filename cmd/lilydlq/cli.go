@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/internal/cliflag"
 )
 
 // Exit codes, the same for every command.
@@ -114,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 		fmt.Fprintf(out, "\n%s\n\nExit codes: 0 done, 1 failure, 2 usage (lilydlq -h explains).\n", c.help)
 	}
-	rest, err := parseInterspersed(fs, args[1:])
+	rest, err := cliflag.ParseInterspersed(fs, args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -135,25 +137,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	e.queue = rest[0]
 	return body(e)
-}
-
-// parseInterspersed parses flags wherever they stand among the arguments, so
-// that "lilydlq list orders.dlq -json" works; "--" ends flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var rest []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		left := fs.Args()
-		if len(left) == 0 {
-			return rest, nil
-		}
-		if len(left) < len(args) && args[len(args)-len(left)-1] == "--" {
-			return append(rest, left...), nil
-		}
-		rest, args = append(rest, left[0]), left[1:]
-	}
 }
 
 // fail prints a command's failure and returns exitFailure.

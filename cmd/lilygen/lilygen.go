@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lily-mq/lily/internal/cliflag"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -110,32 +111,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(out, "\n%s\n\nExit codes: 0 done, 1 findings, 2 usage or schema errors (lilygen -h explains).\n", c.help)
 	}
 	var err error
-	if e.args, err = parseInterspersed(fs, args); err != nil {
+	if e.args, err = cliflag.ParseInterspersed(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
 	return body(e)
-}
-
-// parseInterspersed parses flags wherever they stand among the arguments, so
-// that "lilygen breaking x.lily.yaml --against main" works; "--" ends flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var rest []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		left := fs.Args()
-		if len(left) == 0 {
-			return rest, nil
-		}
-		if len(left) < len(args) && args[len(args)-len(left)-1] == "--" {
-			return append(rest, left...), nil
-		}
-		rest, args = append(rest, left[0]), left[1:]
-	}
 }
 
 // isFile reports whether a names a file, or looks like a schema file's name,
