@@ -49,6 +49,8 @@ type Consumer struct {
 	dialer    *dialer
 	// running is the consumer's run once Run has begun, for Health.
 	running atomic.Pointer[run]
+	// telemetry is the Config's Telemetry, guarded.
+	telemetry hook
 }
 
 // testHooks let broker tests break the transport at exact moments of a
@@ -103,7 +105,8 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	return &Consumer{
 		spec: spec, policy: policy, routes: routes, reader: reader, inbox: inbox,
 		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: &dialer{cfg: cfg, name: spec.Name},
-		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
+		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger},
+		hooks:     testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
 	}, nil
 }
 

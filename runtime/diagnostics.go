@@ -123,9 +123,7 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 	if rec.Path != PathUnresolved {
 		r.settledNow()
 	}
-	if c.cfg.Telemetry != nil {
-		c.cfg.Telemetry.Settled(ctx, rec)
-	}
+	c.telemetry.settled(ctx, rec)
 	c.emit(event{
 		stage: stageSettled, messageID: rec.MessageID, typ: rec.Type, version: rec.Version, attempt: rec.Attempt,
 		generation: gen, path: rec.Path, detail: rec.Reason,

@@ -10,6 +10,7 @@ import (
 // event is one diagnostics record a consumer logged, as a test reads it.
 type event struct {
 	stage, messageID, detail, handoff string
+	method                            string // the Telemetry method that panicked
 	level                             slog.Level
 	duplicate                         bool
 }
@@ -35,6 +36,8 @@ func (l *eventLog) Handle(_ context.Context, rec slog.Record) error {
 			ev.detail = a.Value.String()
 		case "handoff":
 			ev.handoff = a.Value.String()
+		case "method":
+			ev.method = a.Value.String()
 		case "duplicate":
 			ev.duplicate = a.Value.Bool()
 		}

@@ -62,7 +62,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			return chosen
 		case decide.ActAck:
 			c.hooks.beforeAck()
-			done := c.settling(ctx, "ack")
+			done := c.telemetry.settle(ctx, "ack")
 			o.Settlement = auth.Ack(stepEnd())
 			done(o.Settlement.Status.String())
 			c.hooks.afterAck()
@@ -70,7 +70,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 				r.requeues.Forget(key)
 			}
 		case decide.ActDeadLetter:
-			done := c.settling(ctx, "nack")
+			done := c.telemetry.settle(ctx, "nack")
 			o.Settlement = auth.Nack(stepEnd(), false)
 			done(o.Settlement.Status.String())
 		case decide.ActRequeue:
@@ -80,7 +80,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.Add(key)
-			done := c.settling(ctx, "requeue")
+			done := c.telemetry.settle(ctx, "requeue")
 			o.Settlement = auth.Nack(stepEnd(), true)
 			done(o.Settlement.Status.String())
 		case decide.ActHandoff:
@@ -143,14 +143,16 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 // report learns of the write before it starts, in case it is sealed before
 // the journey ends. A panic on the way is a handoff failure like any other.
 func (c *Consumer) handoff(ctx context.Context, r *run, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence) {
+	done := ignore
 	defer func() {
 		if p := recover(); p != nil {
 			ev = outcome.HandoffEvidence{Destination: plan.Destination, Status: outcome.HandoffFailed, Detail: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
+			done(ev.Status.String()) // the hook's span of the publish ends too
 		}
 	}()
 	writing := func() bool { return r.report.writingCopy(token, plan.Destination) }
 	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now())
-	p, done := publishing(ctx, c.cfg.Telemetry, "", plan.Destination, p)
+	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p)
 	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, p, writing)
 	done(ev.Status.String())
 	if !ev.Published {

@@ -32,12 +32,12 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	token := r.report.begin(id)
 	c.emit(event{stage: stageReceived, messageID: id, generation: gen.ID})
 	ctx := r.work
-	if c.cfg.Telemetry != nil {
+	if c.telemetry.t != nil {
 		seen := RawDelivery{d: d}
 		if verdict == guard.Passed && quarantined == "" {
 			seen.env = env
 		}
-		ctx = c.cfg.Telemetry.Received(ctx, c.spec.Name, seen)
+		ctx = c.telemetry.received(ctx, c.spec.Name, seen)
 	}
 	var o outcome.Outcome
 	// release is the journey's share in freeing the delivery's work for a

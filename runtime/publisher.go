@@ -48,7 +48,7 @@ type Publisher struct {
 	confirm *confirm.Publisher
 	dialer  *dialer
 	// telemetry is told of each Send (Config.Telemetry).
-	telemetry Telemetry
+	telemetry hook
 	// lastWarned is when a failed connection attempt was last logged: once a
 	// second at most, however many Sends wait for the connection.
 	lastWarned atomic.Int64
@@ -65,7 +65,7 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 		window = 64
 	}
 	cfg = cfg.withDefaults()
-	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}, telemetry: cfg.Telemetry}
+	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}, telemetry: hook{t: cfg.Telemetry, log: cfg.Logger}}
 	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.dial("publish", nil) }, cfg.StepTimeout)
 	p.confirm = confirm.New(p.conn, window)
 	p.confirm.Backoff = func(n int) time.Duration {
@@ -94,7 +94,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	msg.Headers = make(amqp.Table, len(m.Headers)+1)
 	maps.Copy(msg.Headers, m.Headers)
 	deadline, _ := ctx.Deadline()
-	msg, done := publishing(ctx, p.telemetry, m.Exchange, m.RoutingKey, msg)
+	msg, done := p.telemetry.publishing(ctx, m.Exchange, m.RoutingKey, msg)
 	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() bool { return true })
 	done(ev.Status.String())
 	switch {

@@ -372,14 +372,18 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 }
 
 // notStarted requeues a delivery that was received but never started; why
-// says what came first.
+// says what came first. Its journey's view reads nothing: the guard never
+// read it.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
+	ctx := c.telemetry.received(r.work, c.spec.Name, RawDelivery{d: d})
+	done := c.telemetry.settle(ctx, "requeue")
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
+	done(o.Settlement.Status.String())
 	rec := newRecord(c.spec, d, sanitize.Text(d.MessageId, maxIDText), nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(r.work, r, gen.ID, 0, rec, o)
+	c.record(ctx, r, gen.ID, 0, rec, o)
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.
@@ -427,8 +431,6 @@ func (c *Consumer) lost(r *run, s *session, why error) {
 func (c *Consumer) intakeLost(r *run, gen uint64, why error) {
 	detail := sanitize.Text(why.Error(), decide.MaxCause)
 	r.report.lostIntake(detail)
-	if c.cfg.Telemetry != nil {
-		c.cfg.Telemetry.Lost(c.spec.Name, detail)
-	}
+	c.telemetry.lost(c.spec.Name, detail)
 	c.emit(event{stage: stageLost, generation: gen, detail: detail})
 }

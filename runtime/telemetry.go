@@ -1,60 +1,175 @@
 package runtime
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+)
 
 // Telemetry is told of each delivery's journey as it happens, with a context
 // that lasts from receipt to settlement, and of every publish the runtime
 // makes: what a tracer or a meter needs (the telemetry/lilyotel module is
 // one). Its methods run on the delivery's goroutine and must be quick; a
-// Telemetry left nil costs nothing.
+// Telemetry left nil costs nothing. The runtime does not depend on it: a
+// panic in a method is recovered and logged, and a nil it returns stands for
+// nothing.
 type Telemetry interface {
 	// Received opens a delivery's journey, once the guard has read it, and
 	// returns the context the journey's later calls get and the handler's
-	// context derives from. For a delivery the guard rejected (poison, over
-	// the body limit, quarantined), d reads no header and no body: nothing
-	// of what made it poison reaches the hook.
+	// context derives from. Only the returned context's values are kept:
+	// its cancellation and deadline stay the runtime's, which the shutdown
+	// needs. For a delivery the guard rejected (poison, over the body limit,
+	// quarantined) or one requeued at the shutdown before it started, d
+	// reads no header and no body: nothing of what made it poison reaches
+	// the hook.
 	Received(ctx context.Context, queue string, d RawDelivery) context.Context
 	// Publish is called before each publish: a retry or DLQ copy (through the
-	// default exchange, its routing key the destination queue) with the
-	// journey's context, or a Publisher's Send with its caller's. It may add
-	// headers to p (trace context, for one). done gets the broker's answer:
-	// "confirmed", or what the handoff evidence calls its failure.
+	// default exchange, its routing key the destination queue, its failure
+	// facts in x-lily-failure-* headers) with the journey's context, or a Publisher's
+	// Send with its caller's. It may add headers to p (trace context, for
+	// one); the runtime keeps only its headers, and those named x-lily-* as
+	// they were. done gets the broker's answer: "confirmed", or what the
+	// handoff evidence calls its failure.
 	Publish(ctx context.Context, exchange, routingKey string, p *Publishing) (done func(evidence string))
 	// Settle is called before the original delivery's ACK ("ack") or NACK
 	// ("nack", "requeue"); done gets the settlement evidence ("ack sent",
 	// "nack sent", "ambiguous", "not attempted").
 	Settle(ctx context.Context, op string) (done func(evidence string))
-	// Settled closes the journey with its record. A delivery requeued at
-	// the shutdown before it started has a record and no journey: Settled
-	// comes alone, with the consumer's context. An ACK found unproven after
-	// Settled (its channel lost before the proof) is listed in the Report
-	// only.
+	// Settled closes the journey with its record. An ACK found unproven
+	// after Settled (its channel lost before the proof) is listed in the
+	// Report only.
 	Settled(ctx context.Context, r Record)
 	// Lost is told each line of Report.Lost as it is written: why a session
 	// ended under the consumer, or why a connection attempt after it failed.
 	Lost(queue, why string)
 }
 
+// hook is a Config's Telemetry as the runtime calls it: guarded, so that a
+// faulty hook cannot keep a delivery from its settlement. Its zero value (no
+// Telemetry) does nothing.
+type hook struct {
+	t   Telemetry
+	log *slog.Logger
+}
+
+// ownHeaders begins the name of each header of Lily's wire contract
+// (envelope/headers.go): a hook may not change them.
+const ownHeaders = "x-lily-"
+
 // ignore is the done of a call no Telemetry is told of.
 func ignore(string) {}
 
-// publishing tells t (when set) of p, a publish about to be made, and
-// returns p as t left it. Only a copy inside the branch is shared with t, so
-// that without a Telemetry p stays on the stack.
-func publishing(ctx context.Context, t Telemetry, exchange, routingKey string, p Publishing) (Publishing, func(string)) {
-	if t == nil {
+// recovered logs a panic of the hook's method, which the runtime goes on
+// without. Deferred, so that recover sees the panic.
+func (h hook) recovered(method string) {
+	if p := recover(); p != nil {
+		h.log.LogAttrs(context.Background(), slog.LevelError, "lily: telemetry panicked",
+			slog.String("method", method), slog.String("panic", sanitize.Text(fmt.Sprint(p), decide.MaxCause)))
+	}
+}
+
+// guarded wraps a done the hook returned the same way; nil stands for none.
+func (h hook) guarded(method string, done func(string)) func(string) {
+	if done == nil {
+		return ignore
+	}
+	return func(evidence string) {
+		defer h.recovered(method)
+		done(evidence)
+	}
+}
+
+// received opens a journey. The context the hook returns lends only its
+// values: the journey must end when the runtime's own context says, or a
+// forced shutdown would not reach the handler.
+func (h hook) received(ctx context.Context, queue string, d RawDelivery) context.Context {
+	if h.t == nil {
+		return ctx
+	}
+	got := ctx
+	func() {
+		defer h.recovered("Received")
+		got = h.t.Received(ctx, queue, d)
+	}()
+	if got == nil || got == ctx {
+		return ctx
+	}
+	return valuesOf{Context: ctx, values: got}
+}
+
+// valuesOf is a context with the cancellation of its Context and the values
+// of values.
+type valuesOf struct {
+	context.Context
+	values context.Context
+}
+
+func (v valuesOf) Value(key any) any { return v.values.Value(key) }
+
+// publishing tells the hook of p, a publish about to be made, and returns p
+// with the headers the hook left, Lily's own (x-lily-*) as they were. The
+// hook gets copies made inside the branch, so that without one p stays on
+// the stack.
+func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing) (Publishing, func(string)) {
+	if h.t == nil {
 		return p, ignore
 	}
 	seen := p
-	done := t.Publish(ctx, exchange, routingKey, &seen)
-	return seen, done
+	seen.Headers = maps.Clone(p.Headers)
+	done := ignore
+	func() {
+		defer h.recovered("Publish")
+		done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen))
+	}()
+	for k := range seen.Headers {
+		if _, own := p.Headers[k]; !own && strings.HasPrefix(k, ownHeaders) {
+			delete(seen.Headers, k)
+		}
+	}
+	if seen.Headers == nil && len(p.Headers) > 0 {
+		seen.Headers = make(amqp.Table, len(p.Headers))
+	}
+	for k, v := range p.Headers {
+		if strings.HasPrefix(k, ownHeaders) {
+			seen.Headers[k] = v
+		}
+	}
+	p.Headers = seen.Headers
+	return p, done
 }
 
-// settling tells the consumer's Telemetry (when set) of a settlement about to
-// be made.
-func (c *Consumer) settling(ctx context.Context, op string) func(string) {
-	if c.cfg.Telemetry == nil {
-		return ignore
+// settle tells the hook of a settlement about to be made.
+func (h hook) settle(ctx context.Context, op string) (done func(string)) {
+	done = ignore
+	if h.t == nil {
+		return done
 	}
-	return c.cfg.Telemetry.Settle(ctx, op)
+	defer h.recovered("Settle")
+	done = h.guarded("Settle", h.t.Settle(ctx, op))
+	return done
+}
+
+// settled closes a journey.
+func (h hook) settled(ctx context.Context, r Record) {
+	if h.t == nil {
+		return
+	}
+	defer h.recovered("Settled")
+	h.t.Settled(ctx, r)
+}
+
+// lost tells the hook of a line of Report.Lost.
+func (h hook) lost(queue, why string) {
+	if h.t == nil {
+		return
+	}
+	defer h.recovered("Lost")
+	h.t.Lost(queue, why)
 }

@@ -179,3 +179,33 @@ func headerOf(ds []amqp.Delivery, key string) any {
 	}
 	return ds[0].Headers[key]
 }
+
+// A delivery requeued at the shutdown before it started has a journey too:
+// its view reads nothing, and its NACK is told as any other.
+func TestBrokerTelemetryFollowsANotStartedDelivery(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 2 })
+	declareTopology(t, q)
+	tel := newJourneys()
+	started := make(chan struct{})
+	r := start(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		close(started)
+		<-ctx.Done()
+		return nil
+	}, func(c *runtime.Config) {
+		c.Telemetry = tel
+		c.ShutdownGrace, c.ForceWindow = 100*time.Millisecond, 30*time.Second
+	})
+	publish(t, q.Name, order(t, "first"), order(t, "second"))
+	<-started
+	eventually(t, 30*time.Second, "both deliveries taken", func() bool { _, unacked := queueCounts(t, q.Name); return unacked == 2 })
+	rep := r.stop()
+	if rep.Counts[runtime.PathAcked] != 1 || rep.Counts[runtime.PathNotStarted] != 1 {
+		t.Errorf("report: %s", rep)
+	}
+	want := []string{"received " + q.Name + " attempt 0 body 0", "requeue nack sent", "settled not-started"}
+	if got := tel.of(""); !slices.Equal(got, want) {
+		t.Errorf("the not-started delivery's calls:\n got %q\nwant %q", got, want)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+}

@@ -1,0 +1,108 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+)
+
+// faulty is a Telemetry that does everything a hook must not: it returns a
+// context not derived from the one it got, rewrites Lily's headers on a
+// copy, returns no done, and panics.
+type faulty struct{}
+
+func (faulty) Received(context.Context, string, runtime.RawDelivery) context.Context {
+	return context.WithValue(context.Background(), journeyKey{}, "detached")
+}
+
+func (faulty) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+	p.Headers["x-lily-attempt"] = int32(99)
+	p.Headers["x-lily-forged"] = "forged"
+	p.Headers["tenant"] = "kept"
+	return nil
+}
+
+func (faulty) Settle(context.Context, string) func(string) { panic("settle") }
+func (faulty) Settled(context.Context, runtime.Record)     { panic("settled") }
+func (faulty) Lost(string, string)                         { panic("lost") }
+
+// A faulty hook changes nothing of a settlement: each delivery ends as it
+// would without it, the copy carries Lily's own headers, and each panic is
+// logged.
+func TestBrokerFaultyTelemetryCannotChangeASettlement(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry)
+	declareTopology(t, q)
+	r := start(t, q, func(ctx context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if ctx.Value(journeyKey{}) != "detached" {
+			return runtime.Permanent(errors.New("the journey's values did not reach the handler"))
+		}
+		if msg.OrderID == "fails" {
+			return errors.New("retry me")
+		}
+		return nil
+	}, func(c *runtime.Config) { c.Telemetry = faulty{} })
+	publish(t, q.Name, order(t, "ok"), produce(t, "fails", &fixture.OrderPlacedV1{OrderID: "fails"}))
+	recs := r.await(2)
+	rep := r.stop()
+	paths := map[string]runtime.Path{}
+	for _, rec := range recs {
+		paths[rec.MessageID] = rec.Path
+	}
+	if paths["ok"] != runtime.PathAcked || paths["fails"] != runtime.PathRetried || len(rep.Unresolved) != 0 {
+		t.Errorf("paths %v; report %s", paths, rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+	copies := drain(t, bucket(q, time.Hour))
+	if len(copies) != 1 {
+		t.Fatalf("%d copies in the bucket", len(copies))
+	}
+	h := copies[0].Headers
+	if fmt.Sprint(h["x-lily-attempt"]) != "2" || h["x-lily-forged"] != nil || h["tenant"] != "kept" {
+		t.Errorf("the copy's headers: attempt %v, forged %v, tenant %v; want 2, none, kept", h["x-lily-attempt"], h["x-lily-forged"], h["tenant"])
+	}
+	var panicked []string
+	for _, ev := range r.events.all() {
+		if ev.method != "" && ev.level == slog.LevelError {
+			panicked = append(panicked, ev.method)
+		}
+	}
+	// Settle and Settled for each of the two deliveries.
+	slices.Sort(panicked)
+	if want := []string{"Settle", "Settle", "Settled", "Settled"}; !slices.Equal(panicked, want) {
+		t.Errorf("logged panics of %q, want %q", panicked, want)
+	}
+}
+
+// The force reaches a handler whose journey's context the hook built from
+// nothing: the runtime keeps its own cancellation.
+func TestBrokerForceReachesAHandlerWhateverReceivedReturned(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "slow"))
+	started := make(chan struct{})
+	r := start(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		close(started)
+		<-ctx.Done()
+		return fmt.Errorf("stopped: %w", context.Cause(ctx))
+	}, func(cfg *runtime.Config) {
+		cfg.Telemetry = faulty{}
+		cfg.ShutdownGrace, cfg.ForceWindow = 100*time.Millisecond, 30*time.Second
+	})
+	<-started
+	rep := r.stop()
+	recs := r.recorded()
+	if len(recs) != 1 || recs[0].Handler != "cancelled" || rep.Abandoned != 0 {
+		t.Fatalf("records %+v; report %s", recs, rep)
+	}
+	// Cancelled by the force, it costs no retry: it is back in its queue.
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+}
