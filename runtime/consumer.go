@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/runtime/internal/workers"
 )
@@ -152,6 +153,8 @@ type run struct {
 	generations []*settle.Generation
 	// consuming is the session whose intake runs now; nil between sessions.
 	consuming atomic.Pointer[session]
+	// ended says why Run returned, for Health; nil while it runs.
+	ended atomic.Pointer[string]
 	// lastSettled is when a delivery last ended settled (Unix ns).
 	lastSettled atomic.Int64
 	stuck       stuckHandlers
@@ -210,6 +213,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 	}
 	r := c.newRun()
 	c.running.Store(r)
+	defer r.ended.CompareAndSwap(nil, &runReturned)
 	ended := make(chan struct{})
 	defer close(ended)
 	go func() {
@@ -238,6 +242,8 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 			return c.shutdown(r, nil), nil
 		}
 		r.force()
+		why := "Run failed: " + sanitize.Text(err.Error(), decide.MaxCause)
+		r.ended.Store(&why)
 		return nil, err
 	}
 	for failures := 0; ; {

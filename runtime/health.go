@@ -32,6 +32,9 @@ type Health struct {
 	IntakeStopped bool `json:"intake_stopped"`
 }
 
+// runReturned is Health's why once Run has returned without an error.
+var runReturned = "Run returned"
+
 // Health tells the consumer's health now. It is cheap: a probe may ask often.
 func (c *Consumer) Health() Health {
 	h := Health{Queue: c.spec.Name, Live: true}
@@ -48,7 +51,9 @@ func (c *Consumer) Health() Health {
 	now := time.Now()
 	limit := c.stallAfter()
 	s := r.consuming.Load()
-	switch {
+	switch ended := r.ended.Load(); {
+	case ended != nil:
+		h.Why = *ended
 	case h.IntakeStopped:
 		h.Why = "shutting down"
 	case s == nil:
@@ -69,9 +74,9 @@ func (c *Consumer) Health() Health {
 
 // stallAfter is how long the settler may stay in one write, or every slot
 // stay held by handlers past their timeout, before the consumer counts as
-// wedged: longer than a delivery's budget and two steps, and by a minute
-// (stallMargin), in which the AMQP heartbeat ends a write to a peer that
-// vanished.
+// wedged: longer than any bound the runtime sets itself (a delivery's budget
+// and two steps), and by a minute more (stallMargin), so that a slow broker
+// or a slow handler is never mistaken for a wedged process.
 func (c *Consumer) stallAfter() time.Duration {
 	return c.spec.budget() + 2*c.cfg.StepTimeout + c.tuning.stallMargin
 }

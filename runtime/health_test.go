@@ -118,3 +118,19 @@ func TestBrokerHealthNotLiveWhileHandlersHoldEverySlot(t *testing.T) {
 	r.stop()
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
 }
+
+// A consumer whose Run gave up says so, rather than that it reconnects.
+func TestHealthAfterRunFailed(t *testing.T) {
+	t.Parallel()
+	c, err := runtime.NewConsumer(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(nil)), runtime.Config{URLs: []string{"amqp://guest:guest@127.0.0.1:1/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Run(t.Context()); err == nil {
+		t.Fatal("Run connected to a closed port")
+	}
+	h := c.Health()
+	if h.Ready || !strings.HasPrefix(h.Why, "Run failed: ") {
+		t.Errorf("health after a failed Run: %+v", h)
+	}
+}
