@@ -61,10 +61,11 @@ type Config struct {
 	// cleanup failure does; its success is no evidence of the ACK, which comes
 	// later and may fail.
 	AfterDelivery func(ctx context.Context, d RawDelivery, soFar Record) error
-	// ShutdownGrace is the cooperative window after intake stops, in which
-	// in-flight work runs and settles normally (15 s: with the force window
-	// and the last broker steps, the shutdown ends within Kubernetes' default
-	// 30 s termination grace period).
+	// ShutdownGrace is the cooperative window, counted from the moment
+	// intake begins to stop, in which in-flight work runs and settles
+	// normally (15 s). A shutdown ends within ShutdownGrace + ForceWindow +
+	// StepTimeout: 25 s by default, inside Kubernetes' default 30 s
+	// termination grace period.
 	ShutdownGrace time.Duration
 	// ForceWindow follows the grace: handlers' contexts are cancelled, and work
 	// that still completes settles; then the final abort (5 s).

@@ -144,7 +144,10 @@ type run struct {
 	// aborted is closed at the final abort: nothing waits for handlers after it.
 	aborted chan struct{}
 	// stopping is closed when intake stops; requeue pauses end early then.
-	stopping    chan struct{}
+	stopping chan struct{}
+	// stopAt is when intake began to stop, from which the grace counts (the
+	// Run goroutine's alone).
+	stopAt      time.Time
 	stopOnce    sync.Once
 	handlers    handlerCount
 	deliveries  sync.WaitGroup // delivery goroutines
@@ -164,7 +167,7 @@ type run struct {
 // on the broker, or a test harness's recorder.
 type handoffs interface {
 	Publish(b confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence
-	Close()
+	CloseBy(by time.Time)
 }
 
 // pause waits d, or less once the consumer is stopping: no redelivery will
@@ -227,12 +230,7 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 		defer c.forceOnSignal()()
 		<-ended
 	}()
-	defer func() {
-		r.handoff.Close()
-		if c.cfg.Publisher == nil {
-			r.conn.Close()
-		}
-	}()
+	defer func() { c.closeHandoffs(r, time.Now().Add(c.cfg.StepTimeout)) }()
 	defer r.workers.Close()
 	s, err := c.connect(ctx, r)
 	if err != nil {
@@ -297,7 +295,7 @@ func (c *Consumer) retire(r *run, s *session) {
 		case <-waitChan(&s.inflight):
 		case <-r.aborted:
 		}
-		c.closeSession(r, s)
+		c.closeSession(r, s, time.Now().Add(c.cfg.StepTimeout))
 	}()
 }
 

@@ -337,6 +337,7 @@ func (s *session) quarantined(d *amqp.Delivery) string {
 // started: held, and whatever the client had buffered. After the cancel, so
 // the broker does not hand them straight back.
 func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
+	r.stopAt = time.Now()
 	end := c.phase(r, "stop intake")
 	r.stopOnce.Do(func() { close(r.stopping) })
 	_ = c.cancelIntake(r, s, held, "received but not started before shutdown")

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/signal"
@@ -9,15 +10,15 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
-	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
 // shutdown runs the stop phases after intake has stopped (stopIntake cancelled
 // the consumer and requeued what was received but not started) and returns
 // the report:
 //
-//  1. cooperative window (ShutdownGrace): in-flight work runs and settles
-//     normally; Force (a second signal) ends it early;
+//  1. cooperative window (ShutdownGrace, counted from the moment intake
+//     began to stop): in-flight work runs and settles normally; Force (a
+//     second signal) ends it early;
 //  2. force notification: handlers' contexts are cancelled; settlement
 //     authority stays valid on a healthy channel, so work that completes still
 //     settles within ForceWindow and its own budget;
@@ -27,14 +28,20 @@ import (
 //     broker redelivers them when the channel closes;
 //  4. close: the consumer channel is closed cleanly, and its close-ok proves
 //     every ACK still waiting for proof; then the connections. Sessions
-//     retired earlier (a broker cancel, a recycle) close too.
+//     retired earlier (a broker cancel, a recycle) close too. One step
+//     bounds the whole phase, so that a shutdown ends within ShutdownGrace
+//     + ForceWindow + StepTimeout.
 //
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
 	r.stopOnce.Do(func() { close(r.stopping) })
 	end := c.phase(r, "cooperative window")
 	finished := waitChan(&r.deliveries)
-	grace := time.NewTimer(c.cfg.ShutdownGrace)
+	left := c.cfg.ShutdownGrace
+	if !r.stopAt.IsZero() {
+		left -= time.Since(r.stopAt)
+	}
+	grace := time.NewTimer(left)
 	defer grace.Stop()
 	select {
 	case <-finished:
@@ -58,10 +65,14 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	end()
 
 	end = c.phase(r, "close")
+	by := time.Now().Add(c.cfg.StepTimeout)
+	var closing sync.WaitGroup
+	closing.Go(func() { c.closeHandoffs(r, by) })
 	if s != nil {
-		c.closeSession(r, s)
+		c.closeSession(r, s, by)
 	}
 	r.retiring.Wait()
+	closing.Wait()
 	end()
 	return r.report.seal(c.spec.Name, abandoned)
 }
@@ -69,10 +80,10 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 // closeSession closes the consumer channel cleanly: its close-ok is the proof
 // of every ACK sent on it before. A channel already lost proves nothing
 // (amqp091 answers Close on a closed channel with nil): its ACKs are ambiguous.
-func (c *Consumer) closeSession(r *run, s *session) {
+func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
 	s.stopProver()
 	s.gen.Settler.Close()
-	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
+	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	var err error
 	switch {
@@ -96,7 +107,17 @@ func (c *Consumer) closeSession(r *run, s *session) {
 	} else {
 		c.acksAmbiguous(r, s.gen, acks, "the channel did not close cleanly: "+sanitize.Text(err.Error(), 120))
 	}
-	c.closeConn(s.conn)
+	_ = s.conn.CloseDeadline(by)
+}
+
+// closeHandoffs closes the handoffs' channel, and their connection unless it
+// is the Publisher's, by by at most. Run closes them too, for the ends that
+// bypass the shutdown; closing again does nothing.
+func (c *Consumer) closeHandoffs(r *run, by time.Time) {
+	r.handoff.CloseBy(by)
+	if c.cfg.Publisher == nil {
+		r.conn.CloseBy(by)
+	}
 }
 
 // phase starts the shutdown phase name and returns what ends it: an event as

@@ -79,7 +79,7 @@ func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.
 	return h.b.Publish(exchange, key, msg)
 }
 
-func (trialHandoffs) Close() {}
+func (trialHandoffs) CloseBy(time.Time) {}
 
 func readTrial(messages []envelope.Message, maxBody int, d *amqp.Delivery) (any, error) {
 	reader, err := guard.NewReader(messages)

@@ -344,15 +344,21 @@ func (p *Publisher) drain(c *channel) {
 	}
 }
 
-// Close closes the publisher's channel, not the connection it shares:
-// publishes still waiting resolve as failed, and later ones fail.
-func (p *Publisher) Close() {
+// Close closes the publisher's channel within a step, not the connection it
+// shares: publishes still waiting resolve as failed, and later ones fail.
+func (p *Publisher) Close() { p.CloseBy(time.Now().Add(p.stepTimeout)) }
+
+// CloseBy is Close waiting for the broker until by at most: a blocked
+// connection's broker reads no close either. Closing again does nothing.
+func (p *Publisher) CloseBy(by time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
 	p.closed = true
 	if c := p.current; c != nil {
-		// Bounded: a blocked connection's broker reads no close either.
-		ctx, cancel := context.WithTimeout(context.Background(), p.stepTimeout)
+		ctx, cancel := context.WithDeadline(context.Background(), by)
 		defer cancel()
 		_ = step.DoErr(ctx, c.ch.Close)
 	}

@@ -167,15 +167,22 @@ func (l *link) setBlocked(blocked bool) {
 	}
 }
 
-// Close closes the connection; publishes still waiting resolve as failed,
-// and later ones fail.
-func (c *Conn) Close() {
+// Close closes the connection within a step; publishes still waiting
+// resolve as failed, and later ones fail.
+func (c *Conn) Close() { c.CloseBy(time.Now().Add(c.stepTimeout)) }
+
+// CloseBy is Close waiting for the broker's close-ok until by at most:
+// the broker may not read a blocked connection (a resource alarm) until the
+// alarm clears, so the close-ok could wait as long. Closing again does
+// nothing.
+func (c *Conn) CloseBy(by time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
 	c.closed = true
 	if c.current != nil {
-		// Bounded: the broker may not read a blocked connection (a resource
-		// alarm) until the alarm clears, so the close-ok could wait as long.
-		_ = c.current.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
+		_ = c.current.conn.CloseDeadline(by)
 	}
 }
