@@ -1,7 +1,8 @@
 package lilyotel
 
 // The destination names of the RabbitMQ page of the semantic conventions
-// v1.43.0, which name span names too ("{operation} {destination}").
+// v1.43.0. Span names ("{operation} {destination}") take their
+// low-cardinality forms.
 
 // sentTo is messaging.destination.name on the producer side:
 // "{exchange}:{routing key}", or the one of them that is not empty, or
@@ -38,6 +39,16 @@ func consumedFrom(exchange, routingKey, queue string) string {
 		name += part
 	}
 	return name
+}
+
+// consumedFromLow is consumedFrom with a routing key the producer picked
+// left as the placeholder "{routing key}", for span names: they must have
+// few values, and a key may carry an id.
+func consumedFromLow(exchange, routingKey, queue string) string {
+	if routingKey != "" && routingKey != queue {
+		routingKey = "{routing key}"
+	}
+	return consumedFrom(exchange, routingKey, queue)
 }
 
 // spanName is "{operation} {destination}", or the operation alone where no

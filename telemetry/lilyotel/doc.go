@@ -22,7 +22,9 @@
 // first attempt, its retries, its DLQ copy and a re-drive of that copy are one
 // trace. The creation context is read only through runtime.RawDelivery's
 // Header, which the guard has bounded; a delivery the guard rejected reads
-// none, so its span starts a trace of its own.
+// none, so its span starts a trace of its own. Span names and metrics give a
+// routing key a producer picked as the placeholder "{routing key}": it may
+// take many values.
 //
 // docs/telemetry.md in the Lily repository lists every span attribute and
 // metric, and shows the metrics scraped by Prometheus.

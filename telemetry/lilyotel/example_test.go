@@ -38,7 +38,7 @@ func ExampleNew() {
 	}
 	fmt.Println("traceparent:", msg.Headers["traceparent"] == fmt.Sprintf("00-%s-%s-01", span.SpanContext.TraceID(), span.SpanContext.SpanID()))
 	// Output:
-	// send shop.events:order.placed producer
+	// send shop.events:{routing key} producer
 	// messaging.destination.name shop.events:order.placed
 	// messaging.message.body.size 16
 	// traceparent: true

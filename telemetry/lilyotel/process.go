@@ -22,6 +22,7 @@ type journey struct {
 	start       time.Time
 	queue       string
 	destination string // messaging.destination.name, consumer side
+	named       string // the destination its spans' names give
 	messageID   string
 	creation    trace.SpanContext // the delivery's creation context, when it carried one
 
@@ -50,7 +51,8 @@ func journeyOf(ctx context.Context) *journey {
 // starts a trace of its own, never a child of the consumer's Run context.
 func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
 	start := time.Now()
-	j := &journey{start: start, queue: queue, destination: consumedFrom(d.Exchange(), d.RoutingKey(), queue), messageID: d.MessageID()}
+	j := &journey{start: start, queue: queue, messageID: d.MessageID(),
+		destination: consumedFrom(d.Exchange(), d.RoutingKey(), queue), named: consumedFromLow(d.Exchange(), d.RoutingKey(), queue)}
 	ambient := trace.SpanContextFromContext(ctx)
 	ctx = t.propagator.Extract(ctx, received{d})
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start)}
@@ -84,7 +86,7 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 	if t.bodySize && d.Body() != nil {
 		attrs = append(attrs, semconv.MessagingMessageBodySize(len(d.Body())))
 	}
-	ctx, j.span = t.tracer.Start(ctx, spanName("process", j.destination), append(opts, trace.WithAttributes(attrs...))...)
+	ctx, j.span = t.tracer.Start(ctx, spanName("process", j.named), append(opts, trace.WithAttributes(attrs...))...)
 	t.m.consumed.Add(ctx, 1, "process", messagingSystem, semconv.MessagingDestinationSubscriptionName(queue))
 	return context.WithValue(ctx, journeyKey{}, j)
 }

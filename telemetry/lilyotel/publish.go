@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -24,6 +25,7 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 		p.Headers = amqp.Table{}
 	}
 	dest := sentTo(exchange, routingKey)
+	where, low := sentToLow(exchange, routingKey, p.Headers[envelope.HeaderFailureQueue] != nil)
 	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs,
 		rabbitmq,
@@ -48,7 +50,7 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	if custom.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: custom}))
 	}
-	ctx, span := t.tracer.Start(ctx, spanName("send", dest), opts...)
+	ctx, span := t.tracer.Start(ctx, spanName("send", low), opts...)
 	if !custom.IsValid() {
 		t.propagator.Inject(ctx, table(p.Headers))
 	}
@@ -62,7 +64,6 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 			j.mu.Unlock()
 		}
 		span.SetAttributes(attrEvidence.String(evidence))
-		where := sentToMetric(exchange, routingKey)
 		if evidence == "confirmed" {
 			t.m.sent.Add(ctx, 1, "send", messagingSystem, where)
 			t.m.client.Record(ctx, took.Seconds(), "send", messagingSystem, where, semconv.MessagingOperationTypeSend)
@@ -89,15 +90,22 @@ func (t *Telemetry) customContext(ctx context.Context, p *runtime.Publishing) tr
 	return sc
 }
 
-// sentToMetric is the destination a publish's measurements carry. The
-// conventions allow messaging.destination.name on metrics only when it has
-// few values: a queue named through the default exchange (every handoff),
-// or an exchange alone. A routing key a producer picks may have many, so
-// "{exchange}:{routing key}" goes as messaging.destination.template, with
-// the key left as the placeholder.
-func sentToMetric(exchange, routingKey string) attribute.KeyValue {
-	if exchange != "" && routingKey != "" {
-		return semconv.MessagingDestinationTemplate(exchange + ":{routing key}")
+// sentToLow is the destination a publish's measurements carry, and the one
+// its span name gives. The conventions allow messaging.destination.name
+// there only when it has few values: the queue a handoff names (Lily picked
+// it: a retry bucket or the DLQ), or an exchange alone. A routing key a
+// producer picks may have many (a reply queue per request, an id in the
+// key), so "{exchange}:{routing key}" goes as messaging.destination.template,
+// the key left as the placeholder and the default exchange named
+// amq.default. Spans keep the whole name in their attributes.
+func sentToLow(exchange, routingKey string, handoff bool) (attribute.KeyValue, string) {
+	if handoff || routingKey == "" {
+		dest := sentTo(exchange, routingKey)
+		return semconv.MessagingDestinationName(dest), dest
 	}
-	return semconv.MessagingDestinationName(sentTo(exchange, routingKey))
+	if exchange == "" {
+		exchange = "amq.default"
+	}
+	template := exchange + ":{routing key}"
+	return semconv.MessagingDestinationTemplate(template), template
 }

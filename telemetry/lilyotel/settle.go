@@ -21,9 +21,9 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string)
 		name = "nack"
 	}
 	j := journeyOf(ctx)
-	var queue, dest, id string
+	var queue, dest, named, id string
 	if j != nil {
-		queue, dest, id = j.queue, j.destination, j.messageID
+		queue, dest, named, id = j.queue, j.destination, j.named, j.messageID
 	}
 	attrs := make([]attribute.KeyValue, 0, 7)
 	attrs = append(attrs,
@@ -39,7 +39,7 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string)
 	if name == "nack" {
 		attrs = append(attrs, attrRequeue.Bool(op == "requeue"))
 	}
-	ctx, span := t.tracer.Start(ctx, spanName(name, dest), trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	ctx, span := t.tracer.Start(ctx, spanName(name, named), trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	return func(evidence string) {
 		end := time.Now()
 		span.SetAttributes(attrEvidence.String(evidence))
