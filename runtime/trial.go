@@ -1,12 +1,10 @@
 package runtime
 
 import (
-	"errors"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
@@ -30,6 +28,9 @@ type journeys struct {
 	c   *Consumer
 	r   *run
 	gen *settle.Generation
+	// observed is the last record written. notStarted writes its record
+	// without returning it; Config.Observe hands it over here.
+	observed Record
 }
 
 func openTrial(consumer any, b trial.Broker) trial.Journeys {
@@ -39,7 +40,17 @@ func openTrial(consumer any, b trial.Broker) trial.Journeys {
 	r.handoff = trialHandoffs{b}
 	gen := r.newGeneration()
 	gen.Settler = settle.NewSettler(b, gen, c.spec.Prefetch)
-	return &journeys{c: c, r: r, gen: gen}
+	j := &journeys{c: c, r: r, gen: gen}
+	// Records are written only on the goroutine of Deliver, which reads
+	// observed after it: no lock is needed.
+	observe := c.cfg.Observe
+	c.cfg.Observe = func(rec Record) {
+		j.observed = rec
+		if observe != nil {
+			observe(rec)
+		}
+	}
+	return j
 }
 
 // Deliver does for d what consume and its worker do, on the caller's
@@ -47,7 +58,20 @@ func openTrial(consumer any, b trial.Broker) trial.Journeys {
 func (j *journeys) Deliver(d *amqp.Delivery) any {
 	received := time.Now()
 	j.gen.Settler.Received(d.DeliveryTag, received)
-	j.r.slots <- struct{}{}
+	// consume waits for a slot until the delivery has been unsettled for
+	// recycleAfter (handlers past their timeout hold every slot); then the
+	// channel is recycled and the delivery requeued, not started. The
+	// trial's run is never aborted while a delivery waits: Close waits for
+	// Deliver.
+	recycle := time.NewTimer(j.c.recycleAfter())
+	defer recycle.Stop()
+	select {
+	case j.r.slots <- struct{}{}:
+	case <-recycle.C:
+		// In recycle's words; the trial keeps its one channel.
+		j.c.notStarted(j.r, j.gen, d, "received but not started before its channel was recycled")
+		return j.observed
+	}
 	sl := &slot{slots: j.r.slots}
 	sl.hold()
 	defer sl.release()
@@ -81,17 +105,23 @@ func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.
 
 func (trialHandoffs) CloseBy(time.Time) {}
 
-func readTrial(messages []envelope.Message, maxBody int, d *amqp.Delivery) (any, error) {
-	reader, err := guard.NewReader(messages)
+// readTrial reads d as process does before it calls a handler: the guard,
+// then dispatch.
+func readTrial(spec, routes any, d *amqp.Delivery) (any, outcome.Rejection, string, error) {
+	q := spec.(QueueSpec)
+	reader, err := guard.NewReader(q.Messages)
 	if err != nil {
-		return nil, err
+		return nil, outcome.NotRejected, "", err
 	}
-	env, verdict, reason := reader.Check(d, maxBody, defaultTuning.limits, time.Now())
+	env, verdict, reason := reader.Check(d, q.MaxBodyBytes, defaultTuning.limits, time.Now())
 	switch verdict {
 	case guard.Oversized:
-		return nil, errors.New("lily: the guard rejects the delivery as oversized: " + reason)
+		return nil, outcome.RejectOversized, reason, nil
 	case guard.Poison:
-		return nil, errors.New("lily: the guard rejects the delivery as poison: " + reason)
+		return nil, outcome.RejectPoison, reason, nil
 	}
-	return RawDelivery{d: d, env: env}, nil
+	if _, ok := routes.(Routes).dispatch(env); !ok {
+		return nil, outcome.RejectUnsupported, unsupported(env), nil
+	}
+	return RawDelivery{d: d, env: env}, outcome.NotRejected, "", nil
 }

@@ -51,7 +51,9 @@ func openCheckout(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 type checkout struct {
 	pool *pgxpool.Pool
 	// out sends the event into the transaction ctx carries: the demo's is
-	// pgoutbox.Outbox{}; a test's, a lilytest.Recorder.
+	// pgoutbox.Outbox{}. A test's is a lilytest.Recorder, which keeps the
+	// event as announce sends it, with no transaction: an outbox Recorder,
+	// like pgoutbox.Outbox, refuses a send outside one.
 	out runtime.Sender
 }
 

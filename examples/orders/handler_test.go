@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/lilytest"
 	"github.com/lily-mq/lily/wire"
@@ -115,8 +116,16 @@ func TestOrdersHandlerDuplicateThroughTheInbox(t *testing.T) {
 }
 
 // What the checkout sends goes where the schema says, and the orders
-// handler takes it as sent.
+// handler takes it as sent. The Recorder keeps it as announce sends it:
+// that the outbox publishes it only once the checkout's transaction commits
+// is pgoutbox's to show. An outbox Recorder, like pgoutbox.Outbox, refuses
+// a send outside a transaction.
 func TestCheckoutEventReachesTheOrdersHandler(t *testing.T) {
+	for _, outbox := range []runtime.Sender{pgoutbox.Outbox{}, &lilytest.Recorder{Outbox: true}} {
+		if err := (checkout{out: outbox}).announce(context.Background(), "order-outbox", 2500); err == nil {
+			t.Errorf("%T sent outside a transaction", outbox)
+		}
+	}
 	var out lilytest.Recorder
 	if err := (checkout{out: &out}).announce(context.Background(), "order-outbox", 2500); err != nil {
 		t.Fatal(err)

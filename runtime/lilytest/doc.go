@@ -26,13 +26,14 @@
 //	// res.Path, res.Reason, res.Destination, res.NextAttempt(), res.Err ...
 //
 // Deliver the retry copy (res.Copy) to run the next attempt, as the retry
-// bucket hands it back. RawDelivery reads a message through the guard alone,
-// for a test that calls a handler method directly.
+// bucket hands it back. RawDelivery reads a message through the guard and
+// dispatch alone, for a test that calls a handler method directly.
 //
 // Inbox is an in-memory inbox: a message whose work committed is a duplicate
 // the next time, and a claim can be deferred or its commit made to fail.
-// Recorder is a runtime.Sender that keeps what a handler sends; sent within
-// an Inbox claim, a message appears only once the claim commits, as an
-// outbox's row does. AfterCommit lets a fake of the handler's own store do
-// the same.
+// Recorder is a runtime.Sender that keeps what a handler sends: at once, as
+// a Publisher's send is on the broker even if the handler then fails; or,
+// as an Outbox, only once the Inbox claim commits, as an outbox's row is
+// published. AfterCommit lets a fake of the handler's own store write as the
+// claim's transaction would.
 package lilytest

@@ -75,51 +75,66 @@ func ExampleHarness_AnswerHandoffs() {
 }
 
 // shipping sends a follow-up for each order it handles, through whatever
-// Sender it is given: in production an outbox, here a Recorder.
+// Sender it is given: in production a Publisher or an outbox, here a
+// Recorder. It sends before it checks the order, so that an order over
+// the limit fails after its follow-up was sent.
 type shipping struct {
 	ordersmsg.UnimplementedOrdersHandler
 	out runtime.Sender
 }
 
 func (s shipping) HandleOrderPlacedV1(ctx context.Context, msg *ordersmsg.OrderPlacedV1, _ runtime.RawDelivery) error {
+	if err := ordersmsg.PublishOrderPlacedV1(ctx, s.out, "ship-"+msg.OrderID, msg); err != nil {
+		return err
+	}
 	if msg.AmountCents > 100_000 {
 		return runtime.Permanent(errors.New("over the shipping limit"))
 	}
-	return ordersmsg.PublishOrderPlacedV1(ctx, s.out, "ship-"+msg.OrderID, msg)
+	return nil
 }
 
-// Sent in an Inbox claim, a message appears once the claim commits, as an
-// outbox row is published only after its transaction commits; a handler
-// that fails after sending leaves nothing sent. The second delivery of a
-// message whose work committed is a duplicate, acked without the handler.
+// A Publisher's send is on the broker as soon as it returns: the follow-up
+// of the order that failed after sending it was sent all the same. An
+// outbox's row is published only once its transaction, the Inbox claim,
+// commits: the failed order's rolled back with the claim. The second
+// delivery of a message whose work committed is a duplicate, acked without
+// the handler, and sends nothing.
 func ExampleRecorder() {
-	var out lilytest.Recorder
-	h, err := lilytest.New(ordersmsg.OrdersQueueSpec(), ordersmsg.OrdersRoutes(shipping{out: &out}), runtime.Config{Inbox: &lilytest.Inbox{}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer h.Close()
 	small, _ := ordersmsg.NewOrderPlacedV1("order-3", &ordersmsg.OrderPlacedV1{OrderID: "order-3", AmountCents: 100})
 	huge, _ := ordersmsg.NewOrderPlacedV1("order-4", &ordersmsg.OrderPlacedV1{OrderID: "order-4", AmountCents: 5_000_000})
-
-	for _, p := range []runtime.Publishing{small, huge, small} {
-		res := h.Deliver(p)
-		fmt.Println(res.MessageID, res.Path, res.Commit)
-	}
-	for _, m := range out.Sent() {
-		fmt.Println("sent", m.MessageId, "to", m.Exchange, m.RoutingKey)
+	for _, out := range []*lilytest.Recorder{{}, {Outbox: true}} {
+		h, err := lilytest.New(ordersmsg.OrdersQueueSpec(), ordersmsg.OrdersRoutes(shipping{out: out}), runtime.Config{Inbox: &lilytest.Inbox{}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		for _, p := range []runtime.Publishing{small, huge, small} {
+			res := h.Deliver(p)
+			fmt.Println(res.MessageID, res.Path, res.Commit)
+		}
+		h.Close()
+		fmt.Print("outbox ", out.Outbox, ", sent:")
+		for _, m := range out.Sent() {
+			fmt.Print(" ", m.MessageId)
+		}
+		fmt.Println()
 	}
 	// Output:
 	// order-3 acked committed
 	// order-4 dead-lettered rolled back
 	// order-3 acked duplicate
-	// sent ship-order-3 to shop.events order.placed.v1
+	// outbox false, sent: ship-order-3 ship-order-4
+	// order-3 acked committed
+	// order-4 dead-lettered rolled back
+	// order-3 acked duplicate
+	// outbox true, sent: ship-order-3
 }
 
-// A handler method called directly gets its delivery as the guard reads it.
+// A handler method called directly gets its delivery as the runtime reads
+// it: through the guard, and dispatch.
 func ExampleRawDelivery() {
+	spec, routes := ordersmsg.OrdersQueueSpec(), ordersmsg.OrdersRoutes(payments{})
 	p, _ := ordersmsg.NewOrderPlacedV1("order-5", &ordersmsg.OrderPlacedV1{OrderID: "order-5", AmountCents: 700})
-	d, err := lilytest.RawDelivery(ordersmsg.OrdersQueueSpec(), p, lilytest.Attempt(2))
+	d, err := lilytest.RawDelivery(spec, routes, p, lilytest.Attempt(2))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,9 +142,9 @@ func ExampleRawDelivery() {
 	fmt.Println(d.MessageID(), "attempt", d.Attempt(), "error", err)
 
 	p.Headers["x-lily-attempt"] = "2"
-	_, err = lilytest.RawDelivery(ordersmsg.OrdersQueueSpec(), p)
-	fmt.Println(err)
+	_, err = lilytest.RawDelivery(spec, routes, p)
+	fmt.Println(errors.Is(err, lilytest.ErrRejected), err)
 	// Output:
 	// order-5 attempt 2 error <nil>
-	// lily: the guard rejects the delivery as poison: header x-lily-attempt not an integer
+	// true lilytest: rejected before any handler as poison: header x-lily-attempt not an integer
 }

@@ -3,7 +3,9 @@ package lilytest_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -75,6 +77,40 @@ func TestClosedHarnessSettlesNothing(t *testing.T) {
 	if res.Settlement != "" {
 		t.Errorf("result %+v", res)
 	}
+	h.Close() // a second Close does nothing
+}
+
+// With every slot held by a handler past its timeout, a delivery waits for
+// one as long as the runtime waits before it recycles the channel, and is
+// then requeued unstarted; once the handler returns, its slot serves the
+// redelivery.
+func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
+	t.Parallel()
+	spec := fixture.LilytestQueueSpec()
+	spec.Concurrency = 1
+	spec.HandlerTimeout = 20 * time.Millisecond
+	const step = 20 * time.Millisecond
+	spec.SettlementBudget = spec.HandlerTimeout + 4*step + 2*time.Second // the least NewConsumer takes
+	release := make(chan struct{})
+	var calls atomic.Int32
+	h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		calls.Add(1)
+		if msg.OrderID == "stuck-1" {
+			<-release // deaf to its context
+		}
+		return nil
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = step })
+
+	stuck := h.Deliver(order(t, "stuck-1"))
+	wantPath(t, stuck, runtime.PathRetried)
+	res := h.Deliver(order(t, "wait-1"))
+	wantPath(t, res, runtime.PathNotStarted)
+	if res.Settlement != "requeue" || res.Handler != "" || res.Reason != "received but not started before its channel was recycled" || calls.Load() != 1 {
+		t.Errorf("result %+v, handler calls %d", res, calls.Load())
+	}
+	close(release)
+	res = h.Deliver(order(t, "wait-1"), lilytest.Redelivered())
+	wantPath(t, res, runtime.PathAcked)
 }
 
 // AnswerHandoffs takes only the words of Record.Handoff.

@@ -9,11 +9,17 @@ import (
 )
 
 // Inbox is an in-memory runtime.Inbox: a claim's work commits with its
-// transaction, and a later claim of the same message id by the same
-// consumer is a duplicate, which the runtime ACKs without the handler. A
-// claim while another of the same id is open (a handler past its timeout
-// still holds it) is deferred, as a database's lock would defer it. Defer
-// and FailCommit make the next claim or commit of a message go wrong.
+// transaction, and a later claim of the same key by the same consumer is a
+// duplicate, which the runtime ACKs without the handler. A claim while
+// another of the same key is open (a handler past its timeout still holds
+// it) is deferred, as a database's lock would defer it. Defer and FailCommit
+// make the next claim or commit of a key go wrong.
+//
+// A key is what the runtime claims a message by, and what Record.MessageID
+// shows: in Lily's envelope, the message id; in a CloudEvent, its source and
+// id as "<source> <id>"; in a header-mapped profile (a Spring message, say),
+// "headers <type> <id>", its type as Record.Type shows it. A message of a
+// profile without ids has no key, and is never claimed.
 //
 // What a handler keeps with AfterCommit commits and rolls back with the
 // claim. The zero value is ready to use; an Inbox is safe for concurrent use
@@ -26,23 +32,23 @@ type Inbox struct {
 	commits   map[string]error
 }
 
-// claim is one consumer's claim of one message id.
-type claim struct{ consumer, id string }
+// claim is one consumer's claim of one key.
+type claim struct{ consumer, key string }
 
-// Begin claims messageID for consumer in a new transaction.
-func (in *Inbox) Begin(_ context.Context, consumer, messageID string) (runtime.InboxTx, error) {
+// Begin claims key for consumer in a new transaction.
+func (in *Inbox) Begin(_ context.Context, consumer, key string) (runtime.InboxTx, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	c := claim{consumer, messageID}
-	if why, ok := in.defers[messageID]; ok {
-		delete(in.defers, messageID)
+	c := claim{consumer, key}
+	if why, ok := in.defers[key]; ok {
+		delete(in.defers, key)
 		return nil, errors.New("lilytest: " + why)
 	}
 	switch {
 	case in.committed[c]:
-		return nil, errors.Join(runtime.ErrDuplicate, errors.New("lilytest: "+messageID+" committed before"))
+		return nil, errors.Join(runtime.ErrDuplicate, errors.New("lilytest: "+key+" committed before"))
 	case in.open[c]:
-		return nil, errors.New("lilytest: another delivery holds the claim of " + messageID)
+		return nil, errors.New("lilytest: another delivery holds the claim of " + key)
 	}
 	if in.open == nil {
 		in.open, in.committed = map[claim]bool{}, map[claim]bool{}
@@ -51,29 +57,29 @@ func (in *Inbox) Begin(_ context.Context, consumer, messageID string) (runtime.I
 	return &tx{in: in, claim: c}, nil
 }
 
-// Defer makes the next claim of messageID fail with why, as one does while
+// Defer makes the next claim of key fail with why, as one does while
 // another worker holds its lease: the runtime requeues the delivery and
 // spends no retry.
-func (in *Inbox) Defer(messageID, why string) {
+func (in *Inbox) Defer(key, why string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.defers == nil {
 		in.defers = map[string]string{}
 	}
-	in.defers[messageID] = why
+	in.defers[key] = why
 }
 
-// FailCommit makes the next commit of messageID's claim answer err. An err
+// FailCommit makes the next commit of a claim of key answer err. An err
 // that wraps runtime.ErrCommitAmbiguous is a commit whose answer was lost:
 // the work commits all the same, so the redelivery meets it as a duplicate.
 // Any other err commits nothing, and what the handler kept is dropped.
-func (in *Inbox) FailCommit(messageID string, err error) {
+func (in *Inbox) FailCommit(key string, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.commits == nil {
 		in.commits = map[string]error{}
 	}
-	in.commits[messageID] = err
+	in.commits[key] = err
 }
 
 // end closes claim c's transaction, committed or rolled back, and returns
@@ -85,8 +91,8 @@ func (in *Inbox) end(c claim, commit bool) error {
 	if !commit {
 		return nil
 	}
-	err, failing := in.commits[c.id]
-	delete(in.commits, c.id)
+	err, failing := in.commits[c.key]
+	delete(in.commits, c.key)
 	if failing && !errors.Is(err, runtime.ErrCommitAmbiguous) {
 		return err
 	}
@@ -146,18 +152,29 @@ func (t *tx) end() ([]func(), bool) {
 // AfterCommit keeps f for the commit of the Inbox claim ctx runs in (a
 // handler's context, or one derived from it): f runs when the claim
 // commits, and never if it rolls back, as a write in the claim's
-// transaction would take effect. It reports whether ctx carries a claim;
-// without one, f is not kept. A fake of the handler's own store uses it to
-// write as the database would.
-func AfterCommit(ctx context.Context, f func()) bool {
+// transaction takes effect. A fake of the handler's own store uses it to
+// write as the database would. It keeps nothing and fails when ctx carries
+// no claim, and when the claim has ended (ctx outlived its handler, and the
+// claim committed or rolled back), as a write into pginbox's transaction
+// fails once it has ended. A handler past its timeout still holds its
+// claim: it is rolled back when the handler returns.
+func AfterCommit(ctx context.Context, f func()) error {
 	t, ok := ctx.Value(txKey{}).(*tx)
 	if !ok {
-		return false
+		return errNoClaim
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.ended {
-		t.after = append(t.after, f)
+	if t.ended {
+		return errClaimEnded
 	}
-	return true
+	t.after = append(t.after, f)
+	return nil
 }
+
+// AfterCommit's failures, worded as pgoutbox.ErrNoTx and pgx's closed
+// transaction are.
+var (
+	errNoClaim    = errors.New("lilytest: no Inbox claim in ctx: call from a handler whose message a lilytest.Inbox claimed")
+	errClaimEnded = errors.New("lilytest: the Inbox claim in ctx has ended: it committed or rolled back when its handler returned")
+)

@@ -117,13 +117,17 @@ func TestInboxRollbackFreesTheClaim(t *testing.T) {
 }
 
 // What a handler keeps with AfterCommit takes effect with its claim's
-// commit, and is dropped when the claim rolls back; outside a claim there is
-// nothing to keep it for.
+// commit, and is dropped when the claim rolls back. Outside a claim there is
+// nothing to keep it for; once the claim has ended (a context that outlived
+// its handler), there is nothing to keep it in, as pgx's transaction is
+// closed then: both fail, and f never runs.
 func TestAfterCommitFollowsTheClaim(t *testing.T) {
 	var rows []string
-	var inClaim bool
+	var kept error
+	var stale context.Context
 	h := harness(t, func(ctx context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
-		inClaim = lilytest.AfterCommit(ctx, func() { rows = append(rows, msg.OrderID) })
+		kept = lilytest.AfterCommit(ctx, func() { rows = append(rows, msg.OrderID) })
+		stale = ctx
 		if msg.OrderID == "bad-1" {
 			return runtime.Permanent(errors.New("refused"))
 		}
@@ -131,10 +135,82 @@ func TestAfterCommitFollowsTheClaim(t *testing.T) {
 	}, withInbox(&lilytest.Inbox{}))
 	h.Deliver(order(t, "good-1"))
 	h.Deliver(order(t, "bad-1"))
-	if !inClaim || len(rows) != 1 || rows[0] != "good-1" {
-		t.Errorf("in a claim %v, rows %v; want only good-1", inClaim, rows)
+	if kept != nil || len(rows) != 1 || rows[0] != "good-1" {
+		t.Errorf("AfterCommit in a claim: %v, rows %v; want only good-1", kept, rows)
 	}
-	if lilytest.AfterCommit(context.Background(), func() {}) {
-		t.Error("AfterCommit found a claim in a bare context")
+
+	late := func() { rows = append(rows, "late") }
+	if err := lilytest.AfterCommit(context.Background(), late); err == nil || !strings.Contains(err.Error(), "no Inbox claim") {
+		t.Errorf("AfterCommit in a bare context: %v", err)
 	}
+	if err := lilytest.AfterCommit(stale, late); err == nil || !strings.Contains(err.Error(), "has ended") {
+		t.Errorf("AfterCommit in an ended claim: %v", err)
+	}
+	out := &lilytest.Recorder{Outbox: true}
+	if err := out.Send(stale, runtime.Message{RoutingKey: "late"}); err == nil || len(out.Sent()) != 0 {
+		t.Errorf("Send into an ended claim: %v, sent %v", err, out.Sent())
+	}
+	h.Deliver(order(t, "good-2"))
+	if len(rows) != 2 || rows[1] != "good-2" {
+		t.Errorf("rows %v; want good-1 and good-2 only", rows)
+	}
+}
+
+// Defer and FailCommit take the key the runtime claims by, which
+// Record.MessageID shows: for a CloudEvent its source and id, for a
+// header-mapped profile "headers", the type and the id.
+func TestInboxKeysOfOtherEnvelopes(t *testing.T) {
+	var calls int
+	in := &lilytest.Inbox{}
+	h, err := lilytest.New(fixture.LilytestForeignQueueSpec(), fixture.LilytestForeignRoutes(foreign{calls: &calls}), runtime.Config{Logger: quiet, Inbox: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	payment, err := fixture.NewPaymentAuthorizedV1("pay-1", &fixture.PaymentAuthorizedV1{PaymentID: "p-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipment, err := fixture.NewOrderShippedV1("ship-1", &fixture.OrderShippedV1{OrderID: "o-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const paymentKey = "https://payments.acme.example/api pay-1"
+	const shipmentKey = "headers " + fixture.OrderShippedType + " ship-1"
+
+	in.Defer(paymentKey, "worker 2 holds the lease")
+	res := h.Deliver(payment)
+	if res.MessageID != paymentKey || res.Commit != "deferred" || res.Path != runtime.PathRequeued {
+		t.Errorf("payment: %+v", res)
+	}
+	if res := h.Deliver(payment, lilytest.Redelivered()); res.Commit != "committed" {
+		t.Errorf("payment redelivered: %+v", res)
+	}
+	in.FailCommit(shipmentKey, errors.New("serialization failure"))
+	res = h.Deliver(shipment)
+	if res.MessageID != shipmentKey || res.Commit != "failed" || res.Path != runtime.PathRetried {
+		t.Fatalf("shipment: %+v", res)
+	}
+	if res := h.Deliver(*res.Copy); res.Commit != "committed" {
+		t.Errorf("shipment's retry: %+v", res)
+	}
+	if calls != 3 {
+		t.Errorf("handlers ran %d times, want 3", calls)
+	}
+}
+
+// foreign handles the fixture's messages of other envelopes, counting calls.
+type foreign struct {
+	fixture.UnimplementedLilytestForeignHandler
+	calls *int
+}
+
+func (f foreign) HandlePaymentAuthorizedV1(context.Context, *fixture.PaymentAuthorizedV1, runtime.RawDelivery) error {
+	*f.calls++
+	return nil
+}
+
+func (f foreign) HandleOrderShippedV1(context.Context, *fixture.OrderShippedV1, runtime.RawDelivery) error {
+	*f.calls++
+	return nil
 }

@@ -254,6 +254,33 @@ func TestPanicAndTimeoutAreRetryable(t *testing.T) {
 	}
 }
 
+// A handler that returns after its timeout, even before Deliver does,
+// decided nothing: Err does not report what it returned.
+func TestLateReturnIsNotTheResult(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.HandlerTimeout = 50 * time.Millisecond
+	release, cleaned := make(chan struct{}), make(chan struct{})
+	h := harnessOf(t, spec, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		<-release // deaf to its context
+		return runtime.Permanent(errors.New("late"))
+	}, func(cfg *runtime.Config) {
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			// An abandoned handler's scope is cleaned up once it returns.
+			return ctx, func(context.Context) error { close(cleaned); return nil }, nil
+		}
+		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Record) error {
+			close(release)
+			<-cleaned
+			return nil
+		}
+	})
+	res := h.Deliver(order(t, "late-1"))
+	wantPath(t, res, runtime.PathRetried)
+	if res.Handler != "timed out" || res.Err != nil {
+		t.Errorf("handler %q, Err %v", res.Handler, res.Err)
+	}
+}
+
 // As TestBrokerHandoffFailureRequeuesOncePaced and
 // TestBrokerHandoffNackedByTheBrokerRequeues: each failed handoff is
 // followed by one NACK with requeue, and spends no retry.

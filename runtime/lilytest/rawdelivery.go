@@ -1,18 +1,36 @@
 package lilytest
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/trial"
 )
 
-// RawDelivery returns p as a handler of spec's queue gets it, read by the
-// runtime's guard, for calling a handler method directly. It fails with the
-// guard's verdict (oversized or poison, and why) when the guard would stop
-// p before any handler. Options change the delivery as in Deliver.
-func RawDelivery(spec runtime.QueueSpec, p runtime.Publishing, opts ...Option) (runtime.RawDelivery, error) {
-	rd, err := trial.Read(spec.Messages, spec.MaxBodyBytes, delivery(p, spec.Name, opts))
+// ErrRejected is what RawDelivery's error wraps when the runtime would
+// reject the message before any handler. The error names the rejection in
+// the words of Record.Rejection ("oversized", "poison", "unsupported") and
+// gives the reason the record would.
+var ErrRejected = errors.New("lilytest: rejected before any handler")
+
+// RawDelivery returns p as a handler of spec's queue that dispatches by
+// routes gets it, for calling a handler method directly: read by the
+// runtime's guard, then found a route by its type, version and content
+// type. Options change the delivery as in Deliver. p's headers and body are
+// copied: changing p after does not change the delivery.
+//
+// It fails with ErrRejected when the runtime would stop p before any
+// handler: over the body limit, poison, or without a route. Routes are
+// looked up, not called.
+func RawDelivery(spec runtime.QueueSpec, routes runtime.Routes, p runtime.Publishing, opts ...Option) (runtime.RawDelivery, error) {
+	rd, rejection, reason, err := trial.Read(spec, routes, delivery(p, spec.Name, opts))
 	if err != nil {
-		return runtime.RawDelivery{}, err
+		return runtime.RawDelivery{}, fmt.Errorf("lilytest: queue %s: %w", spec.Name, err)
+	}
+	if rejection != outcome.NotRejected {
+		return runtime.RawDelivery{}, fmt.Errorf("%w as %s: %s", ErrRejected, rejection, reason)
 	}
 	return rd.(runtime.RawDelivery), nil
 }

@@ -2,19 +2,22 @@ package lilytest_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/lilytest"
 )
 
-// RawDelivery reads a message as the guard does, for a handler method called
-// directly; the guard's verdict comes back as the error.
-func TestRawDeliveryThroughTheGuard(t *testing.T) {
-	spec := fixture.LilytestQueueSpec()
-	d, err := lilytest.RawDelivery(spec, order(t, "raw-1"), lilytest.Attempt(2), lilytest.Redelivered(), lilytest.Via("shop", "orders.eu"))
+// RawDelivery reads a message as the guard and dispatch do, for a handler
+// method called directly; what would stop it before any handler comes back
+// as ErrRejected, named as the record would name it.
+func TestRawDeliveryThroughTheGuardAndDispatch(t *testing.T) {
+	spec, routes := fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok))
+	d, err := lilytest.RawDelivery(spec, routes, order(t, "raw-1"), lilytest.Attempt(2), lilytest.Redelivered(), lilytest.Via("shop", "orders.eu"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,13 +35,33 @@ func TestRawDeliveryThroughTheGuard(t *testing.T) {
 		t.Errorf("handler: %v, saw %q", err, saw)
 	}
 
-	for name, p := range hostile(t) {
-		if _, err := lilytest.RawDelivery(spec, p); err == nil || !strings.Contains(err.Error(), "poison") {
-			t.Errorf("%s: %v, want poison", name, err)
+	rejected := func(name string, p runtime.Publishing, want string) {
+		t.Helper()
+		if _, err := lilytest.RawDelivery(spec, routes, p); !errors.Is(err, lilytest.ErrRejected) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want ErrRejected %s", name, err, want)
 		}
 	}
-	big := produce(t, "big-1", &fixture.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 4096))})
-	if _, err := lilytest.RawDelivery(spec, big); err == nil || !strings.Contains(err.Error(), "oversized: body of") {
-		t.Errorf("oversized: %v", err)
+	for name, p := range hostile(t) {
+		rejected(name, p, "as poison: ")
+	}
+	rejected("oversized", produce(t, "big-1", &fixture.OrderPlacedV1{OrderID: "big-1", Padding: new(strings.Repeat("x", 4096))}), "as oversized: body of")
+	v9 := order(t, "v9-1")
+	v9.Headers[guard.HeaderVersion] = int64(9)
+	rejected("v9", v9, "as unsupported: OrderPlaced v9 as application/json has no route")
+}
+
+// The delivery's headers and body are its own: the test may change what it
+// delivered.
+func TestRawDeliveryCopiesThePublishing(t *testing.T) {
+	p := order(t, "copy-1")
+	p.Headers["x-tenant"] = "acme"
+	d, err := lilytest.RawDelivery(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok)), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Headers["x-tenant"] = "globex"
+	p.Body[2] = 'X'
+	if v, _ := d.Header("x-tenant"); v != "acme" || string(d.Body()) != `{"order_id":"copy-1"}` {
+		t.Errorf("after the publishing changed: x-tenant %v, body %s", v, d.Body())
 	}
 }

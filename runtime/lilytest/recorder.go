@@ -3,7 +3,6 @@ package lilytest
 import (
 	"bytes"
 	"context"
-	"maps"
 	"slices"
 	"sync"
 
@@ -11,37 +10,48 @@ import (
 )
 
 // Recorder is a runtime.Sender that keeps each message sent, for a test to
-// read with Sent: give it to a handler in the Sender's place (a
-// *runtime.Publisher, or an outbox such as pgoutbox.Outbox). A message sent
-// from a handler whose context carries an Inbox claim is kept as an outbox
-// keeps it: it appears once the claim commits, and never if it rolls back.
-// Any other is kept at once. The zero value is ready to use; a Recorder is
-// safe for concurrent use.
+// read with Sent: give it to a handler in the Sender's place.
+//
+// By default it stands for a *runtime.Publisher: a message is kept as soon
+// as it is sent, whatever the handler does after, since a published message
+// is on the broker once Send returns, even if the delivery then fails and
+// its claim rolls back. With Outbox set it stands for an outbox such as
+// pgoutbox.Outbox, which writes into the Inbox claim's transaction: a
+// message is kept once the claim commits and never if it rolls back, and a
+// send from a context without a claim fails, as pgoutbox.Outbox's fails with
+// ErrNoTx.
+//
+// The zero value is ready to use; a Recorder is safe for concurrent use.
 type Recorder struct {
+	// Outbox keeps only what an Inbox claim commits, as an outbox does.
+	Outbox bool
+
 	mu   sync.Mutex
 	sent []runtime.Message
 }
 
-// Send keeps a copy of m (its headers and body too). It fails only when ctx
-// is done, as a real Sender would.
+// Send keeps a copy of m (its headers and body too). It fails when ctx is
+// done, as a real Sender would; with Outbox, also as AfterCommit fails:
+// without an Inbox claim in ctx, or once the claim has ended.
 func (r *Recorder) Send(ctx context.Context, m runtime.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m.Headers, m.Body = maps.Clone(m.Headers), bytes.Clone(m.Body)
+	m.Headers, m.Body = cloneTable(m.Headers), bytes.Clone(m.Body)
 	keep := func() {
 		r.mu.Lock()
 		r.sent = append(r.sent, m)
 		r.mu.Unlock()
 	}
-	if !AfterCommit(ctx, keep) {
-		keep()
+	if r.Outbox {
+		return AfterCommit(ctx, keep)
 	}
+	keep()
 	return nil
 }
 
-// Sent returns the messages kept so far, in the order they were sent (for
-// those sent in a claim, committed).
+// Sent returns the messages kept so far, in the order they were kept: as
+// they were sent or, with Outbox, as their claims committed.
 func (r *Recorder) Sent() []runtime.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()

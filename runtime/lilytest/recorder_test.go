@@ -3,6 +3,7 @@ package lilytest_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/lily-mq/lily/runtime"
@@ -28,12 +29,35 @@ func forward(out runtime.Sender) handler {
 	}
 }
 
-// Sent from a handler in an Inbox claim, a message appears only once the
-// claim commits, as an outbox row would be published; a handler that fails
-// after sending rolls it back with the claim.
-func TestRecorderKeepsWhatTheClaimCommits(t *testing.T) {
+// As a Publisher, a Recorder keeps each message as it is sent, in an Inbox
+// claim or not: a handler that fails after sending has sent it all the same.
+func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
+	for _, cfg := range []func(*runtime.Config){func(*runtime.Config) {}, withInbox(&lilytest.Inbox{})} {
+		var out lilytest.Recorder
+		h := harness(t, forward(&out), cfg)
+		bad := h.Deliver(order(t, "bad"))
+		h.Deliver(order(t, "good"))
+		sent := out.Sent()
+		if len(sent) != 2 || sent[0].MessageId != "fwd-bad" || sent[1].MessageId != "fwd-good" || bad.Path != runtime.PathDeadLettered {
+			t.Errorf("commit %q: sent %+v, bad went %s", bad.Commit, sent, bad.Path)
+		}
+	}
 	var out lilytest.Recorder
-	h := harness(t, forward(&out), withInbox(&lilytest.Inbox{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := out.Send(ctx, runtime.Message{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Send with a done context: %v", err)
+	}
+}
+
+// As an Outbox, a Recorder keeps a message sent in an Inbox claim only once
+// the claim commits, as an outbox row is published; a handler that fails
+// after sending rolls it back with the claim. Without a claim, as
+// pgoutbox.Outbox without a transaction, the send fails, and so does the
+// handler.
+func TestOutboxRecorderKeepsWhatTheClaimCommits(t *testing.T) {
+	out := &lilytest.Recorder{Outbox: true}
+	h := harness(t, forward(out), withInbox(&lilytest.Inbox{}))
 	h.Deliver(order(t, "bad"))
 	if sent := out.Sent(); len(sent) != 0 {
 		t.Errorf("after a rollback, sent %v", sent)
@@ -43,23 +67,12 @@ func TestRecorderKeepsWhatTheClaimCommits(t *testing.T) {
 	if len(sent) != 1 || sent[0].MessageId != "fwd-good" || sent[0].Exchange != "shop" || sent[0].RoutingKey != "forwarded" {
 		t.Fatalf("sent %+v, want fwd-good", sent)
 	}
-}
 
-// Without an inbox, as a Publisher sends, each message is kept at once,
-// whatever the handler returns after.
-func TestRecorderWithoutAClaimKeepsAtOnce(t *testing.T) {
-	var out lilytest.Recorder
-	h := harness(t, forward(&out))
-	h.Deliver(order(t, "bad"))
-	h.Deliver(order(t, "good"))
-	sent := out.Sent()
-	if len(sent) != 2 || sent[0].MessageId != "fwd-bad" || sent[1].MessageId != "fwd-good" {
-		t.Errorf("sent %+v", sent)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := out.Send(ctx, runtime.Message{}); !errors.Is(err, context.Canceled) {
-		t.Errorf("Send with a done context: %v", err)
+	unclaimed := harness(t, forward(out))
+	res := unclaimed.Deliver(order(t, "loose"))
+	wantPath(t, res, runtime.PathRetried)
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "no Inbox claim in ctx") || len(out.Sent()) != 1 {
+		t.Errorf("without a claim: Err %v, sent %+v", res.Err, out.Sent())
 	}
 }
 

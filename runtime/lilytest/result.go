@@ -14,14 +14,23 @@ type Result struct {
 	// Err is what the route returned, as it returned it: the handler's
 	// error, or the extractor's failure wrapped in runtime.Permanent; so
 	// errors.Is and errors.As find what the handler wrapped. It is nil when
-	// the handler succeeded, did not run, panicked or had not returned by
-	// its timeout.
+	// the handler succeeded, did not run or panicked, and when the record
+	// says it "timed out": the runtime stopped waiting for it, so what it
+	// returned late, even before Deliver returned, decided nothing. After a
+	// retry in line (QueueSpec.OrderKey), it is what the last attempt
+	// returned.
 	Err error
 	// Copy is the retry or DLQ copy the consumer published, as it published
 	// it, whatever the broker answered: the original's body and headers,
 	// the attempt it is to run as (x-lily-attempt) and the failure facts
 	// (x-lily-failure-*). Deliver it again to run the retry. Nil when the
 	// consumer published none.
+	//
+	// On the broker the copy also carries x-lily-handoff-id, which the
+	// runtime's publisher adds to tell the broker's Return of the copy
+	// from another's; the fake broker needs none, so Copy lacks it. A copy
+	// delivered again does not pass it on: the runtime leaves it out of
+	// the next copy, as it does the failure facts it replaces.
 	Copy *runtime.Publishing
 	// Settlement is what the consumer wrote on its channel for the
 	// delivery: "ack", "nack" (without requeue: the broker dead-letters

@@ -12,7 +12,6 @@ package trial
 import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 )
@@ -43,9 +42,10 @@ var (
 	// Open returns the journeys of consumer (a *runtime.Consumer that has
 	// not run) with b in the broker's place.
 	Open func(consumer any, b Broker) Journeys
-	// Read reads d as the consumer of a queue whose messages are messages
-	// and whose body limit is maxBody reads it: through the guard. It
-	// returns the runtime.RawDelivery a handler would get, or why the guard
-	// stops d.
-	Read func(messages []envelope.Message, maxBody int, d *amqp.Delivery) (any, error)
+	// Read reads d as a consumer of spec (a runtime.QueueSpec) that
+	// dispatches by routes (runtime.Routes) reads it before any handler:
+	// through the guard, then dispatch. It returns the runtime.RawDelivery a
+	// handler would get; or the rejection its record would name, and why; or
+	// err when spec's messages cannot be read at all.
+	Read func(spec, routes any, d *amqp.Delivery) (delivery any, rejection outcome.Rejection, reason string, err error)
 )
