@@ -12,7 +12,11 @@ LOCAL_BROKER = @[ -n "$$LILY_AMQP_URL" ] || .ci/services rabbitmq
 # The same for the local PostgreSQL (the demo's checkout and outbox), unless LILY_PG_DSN names another.
 LOCAL_PG = @[ -n "$$LILY_PG_DSN" ] || .ci/services postgresql
 
-.PHONY: demo demo-clean test unit generate check lint staticcheck mongo otel bench fuzz soak
+# The three-node RabbitMQ cluster of the cluster ledger, beside the machine's broker.
+CLUSTER     := .ci/cluster
+
+.PHONY: demo demo-clean test unit generate check lint staticcheck mongo otel bench fuzz soak \
+	cluster-up cluster-down cluster-test soak-cluster
 
 ## demo: regenerate the example and run it against RabbitMQ and PostgreSQL on localhost (started if stopped)
 demo: generate
@@ -26,11 +30,26 @@ demo-clean:
 	$(LOCAL_PG)
 	$(GO) run ./examples/orders -clean
 
-## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ, PostgreSQL, node and npm required)
+## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ, PostgreSQL, node and npm required), then the cluster ledger
 test: lint check mongo otel
 	$(GO) test -race -count=1 ./...
 	@# Tests that change broker-wide settings for a moment run alone, last.
 	LILY_BROKER_SETTINGS_TESTS=1 $(GO) test -count=1 -run BrokerSettings ./runtime
+	$(MAKE) cluster-test
+
+## cluster-up: start three RabbitMQ nodes, clustered, beside the machine's broker (ports 5681-5683; .ci/cluster says more)
+cluster-up:
+	$(CLUSTER) up
+
+## cluster-down: stop the three nodes and delete their data (the machine's broker is left alone)
+cluster-down:
+	$(CLUSTER) down
+
+## cluster-test: the short ledger on the cluster, which it starts and tears down (part of make test; about 3 minutes)
+cluster-test:
+	$(CLUSTER) up
+	@status=0; LILY_CLUSTER_URLS=$$($(CLUSTER) urls) $(GO) test -count=1 -v -run 'TestLedgerCluster$$' ./ledger || status=$$?; \
+		$(CLUSTER) down; exit $$status
 
 ## unit: every test that needs no RabbitMQ or PostgreSQL (go test -short; well under a minute)
 unit:
@@ -68,7 +87,7 @@ staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 FUZZTIME ?= 30s
-FUZZ_TARGETS := runtime/internal/quarantine:FuzzFilter runtime/internal/quarantine:FuzzClient runtime/internal/guard:FuzzGuard runtime/internal/sanitize:FuzzSanitize wire:FuzzJSONReader schema:FuzzParse gen:FuzzGenerate \
+FUZZ_TARGETS := internal/quarantine:FuzzFilter internal/quarantine:FuzzClient runtime/internal/guard:FuzzGuard runtime/internal/sanitize:FuzzSanitize wire:FuzzJSONReader schema:FuzzParse gen:FuzzGenerate \
 	examples/orders/ordersmsg:FuzzExtractOrderPlacedV1 examples/orders/ordersmsg:FuzzExtractOrderPlacedV2
 
 ## fuzz: run each fuzz target for $(FUZZTIME) (make test runs their corpora as seeds)
@@ -81,3 +100,9 @@ fuzz:
 ## soak: the 100,000-message ledger under random faults (docs/reliability.md)
 soak:
 	$(GO) run ./ledger/cmd/soak -n 100000
+
+## soak-cluster: the 100,000-message ledger on the cluster, nodes stopped, killed and restarted in turn (starts and tears down the cluster)
+soak-cluster:
+	$(CLUSTER) up
+	@status=0; $(GO) run ./ledger/cmd/soak -n 100000 -publish-over 10m -fault-every 5s -restart -cluster "$$($(CLUSTER) urls)" || status=$$?; \
+		$(CLUSTER) down; exit $$status

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/lily-mq/lily/runtime"
 )
@@ -25,6 +26,10 @@ type evidence struct {
 	lost            []string
 	failedStarts    int
 	faults          map[string]int
+	// resent counts the sends of each id made again after one that may
+	// have left a copy; resumes the resume times measured, by fault.
+	resent  map[string]int
+	resumes map[string][]time.Duration
 	reports         []*runtime.Report
 	// queued is where each id was found at the end, rows its business rows.
 	queued map[string][]found
@@ -39,9 +44,14 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, ids: r.ids, behaviours: r.beh,
 		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous),
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
+		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes),
 		reports: reps, queued: queued, rows: rows,
 	}
 }
+
+// publishedAgain explains a copy, or a run of a first attempt, that a send
+// made again after one that may have reached the queue.
+const publishedAgain = "published again after a send that may have reached the queue (no confirm, or a nack)"
 
 // account finds every id's fate and checks every promise. It reads e alone,
 // so that its verdicts are tested on evidence made up for the purpose.
@@ -50,6 +60,10 @@ func account(e evidence) *Result {
 		Seed: e.seed, N: len(e.ids), Queue: e.queue, Reports: e.reports,
 		Behaviours: map[Behaviour]int{}, Fates: map[Fate]int{}, Faults: e.faults,
 		SecondRuns: map[string]int{}, ExtraCopies: map[string]int{}, FailedStarts: e.failedStarts,
+		Resumes: e.resumes,
+	}
+	for _, n := range e.resent {
+		res.Resent += n
 	}
 	problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
 	for k := range res.Faults {
@@ -111,6 +125,7 @@ func account(e evidence) *Result {
 			}
 		}
 		because = append(because, slices.Repeat([]string{"in flight at the final abort (unresolved)"}, inFlightAtClose[id])...)
+		because = append(because, slices.Repeat([]string{publishedAgain}, e.resent[id])...)
 		if extra := presences - 1; extra > len(because) {
 			problem("%s (%s) is present %d times at the end (%v, acked %v), and only %d explained", id, b, presences, copies, acked, len(because))
 		} else {
@@ -147,6 +162,9 @@ func account(e evidence) *Result {
 		}
 		because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, e.ambiguous[k])...)
 		because = append(because, slices.Repeat([]string{"in flight when a consumer closed (unresolved)"}, inFlightAtClose[k.id])...)
+		if k.attempt == 1 {
+			because = append(because, slices.Repeat([]string{publishedAgain}, e.resent[k.id])...)
+		}
 		// A later attempt exists once per handoff of the one before that may
 		// have reached the bucket: confirmed, or timed out or failed after
 		// its publish (then the original was requeued and handed off again).

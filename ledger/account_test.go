@@ -130,3 +130,21 @@ func TestAccountReportsADeadMessageAcked(t *testing.T) {
 	e.queued["m1"] = []found{{InDLQ, 1}}
 	wantNoProblem(t, account(e))
 }
+
+func TestAccountExplainsAMessagePublishedAgain(t *testing.T) {
+	// Two copies of a first attempt ran and one is still queued: a problem,
+	// unless the publisher sent it again after a send without a confirm.
+	e := oneMessage(Success, acked(1), acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	e.queued["m1"] = []found{{InMain, 1}}
+	res := account(e)
+	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
+	wantProblem(t, res, "m1 (success) is present 2 times at the end")
+
+	e.resent = map[string]int{"m1": 2}
+	res = account(e)
+	wantNoProblem(t, res)
+	if res.SecondRuns[publishedAgain] != 1 || res.ExtraCopies[publishedAgain] != 1 || res.Resent != 2 {
+		t.Errorf("second runs %v, extra copies %v, resent %d", res.SecondRuns, res.ExtraCopies, res.Resent)
+	}
+}

@@ -12,10 +12,12 @@ import (
 	"github.com/lily-mq/lily/runtime"
 )
 
-// observe keeps every record, and notes the ids whose journey is over.
+// observe keeps every record, notes the ids whose journey is over, and
+// whether consumption has resumed since a fault.
 func (r *run) observe(rec runtime.Record) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.resumed(rec)
 	r.records = append(r.records, rec)
 	recs := append(r.byID[rec.MessageID], rec)
 	r.byID[rec.MessageID] = recs
@@ -87,9 +89,9 @@ func (r *run) WithGroup(string) slog.Handler { return r }
 // restart fault shuts the consumer down and starts a new one, whose process
 // memory is empty: what the old one left unresolved meets the inbox, or runs
 // again. It returns every consumer's report, in order.
-func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error) {
+func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, error) {
 	cfg := runtime.Config{
-		URLs: []string{url}, Observe: r.observe, Logger: slog.New(r),
+		URLs: urls, Observe: r.observe, Logger: slog.New(r),
 		// Long enough for a first connection on a loaded machine (Run fails
 		// when that one does), short enough for a stall to outlast it.
 		StepTimeout:   2 * time.Second,
@@ -101,7 +103,7 @@ func (r *run) consume(ctx context.Context, url string) ([]*runtime.Report, error
 	}
 	published := make(chan error, 1)
 	if r.cfg.PublishOver > 0 {
-		go func() { published <- r.publish() }()
+		go func() { published <- r.publish(ctx) }()
 	}
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	faultsDone := make(chan struct{})

@@ -30,12 +30,18 @@ func (r *run) strike(ctx context.Context) {
 		return
 	}
 	kinds := r.faultKinds()
+	// A cluster's faults are few and slow (a node takes seconds to start):
+	// they come in turn, from a seeded first, so that a short run sees each.
+	turn := r.rng.IntN(len(kinds))
 	for {
 		pause := r.cfg.FaultEvery/2 + time.Duration(r.rng.Int64N(int64(r.cfg.FaultEvery)))
 		if !backoff.Sleep(ctx, pause) {
 			return
 		}
 		k := kinds[r.rng.IntN(len(kinds))]
+		if r.cfg.Cluster != nil {
+			k, turn = kinds[turn%len(kinds)], turn+1
+		}
 		struck, err := k.strike(ctx)
 		r.mu.Lock()
 		switch {
@@ -53,7 +59,43 @@ func (r *run) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
 }
 
+// faultKinds are the faults of a run: those of the frame proxy and the
+// broker on one node, or of the nodes on a cluster; then a consumer's
+// restart, and those of the database and the broker restart when asked for.
 func (r *run) faultKinds() []fault {
+	var kinds []fault
+	if r.cfg.Cluster != nil {
+		kinds = r.clusterFaults()
+	} else {
+		kinds = r.nodeFaults()
+	}
+	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
+		select {
+		case r.restart <- struct{}{}:
+			return true, nil
+		default:
+			return false, nil
+		}
+	}})
+	if r.pool != nil {
+		kinds = append(kinds, fault{"PostgreSQL backend killed during COMMIT", func(ctx context.Context) (bool, error) {
+			r.killArmed.Store(true)
+			defer r.killArmed.Store(false)
+			pid, err := faults.KillInCommit(ctx, r.cfg.PostgresDSN, r.app, 3*time.Second)
+			return pid > 0, err
+		}})
+	}
+	if r.cfg.RestartBroker && r.cfg.Cluster == nil {
+		kinds = append(kinds, fault{"broker restarted (stop_app, start_app)", func(ctx context.Context) (bool, error) {
+			return true, faults.RestartBroker(ctx, r.between(time.Second, 3*time.Second))
+		}})
+	}
+	return kinds
+}
+
+// nodeFaults are the faults of one broker node: the frame proxy's, and the
+// broker's own on the run's queues and connections.
+func (r *run) nodeFaults() []fault {
 	consume, handoff := faults.ConnectionName(r.spec.Name, "consume"), faults.ConnectionName(r.spec.Name, "handoff")
 	var armAck, armConfirm atomic.Bool
 	fired := make(chan struct{}, 1)
@@ -87,7 +129,7 @@ func (r *run) faultKinds() []fault {
 			return !arm.CompareAndSwap(true, false), nil
 		}
 	}
-	kinds := []fault{
+	return []fault{
 		{"connection cut (proxy)", func(context.Context) (bool, error) { return r.proxy.Cut() > 0, nil }},
 		{"ACK dropped, then its connection cut", armed(&armAck)},
 		{"consume connection cut after a handoff confirm, before the ACK", armed(&armConfirm)},
@@ -137,26 +179,4 @@ func (r *run) faultKinds() []fault {
 			return true, heal(context.WithoutCancel(ctx))
 		}},
 	}
-	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
-		select {
-		case r.restart <- struct{}{}:
-			return true, nil
-		default:
-			return false, nil
-		}
-	}})
-	if r.pool != nil {
-		kinds = append(kinds, fault{"PostgreSQL backend killed during COMMIT", func(ctx context.Context) (bool, error) {
-			r.killArmed.Store(true)
-			defer r.killArmed.Store(false)
-			pid, err := faults.KillInCommit(ctx, r.cfg.PostgresDSN, r.app, 3*time.Second)
-			return pid > 0, err
-		}})
-	}
-	if r.cfg.RestartBroker {
-		kinds = append(kinds, fault{"broker restarted (stop_app, start_app)", func(ctx context.Context) (bool, error) {
-			return true, faults.RestartBroker(ctx, r.between(time.Second, 3*time.Second))
-		}})
-	}
-	return kinds
 }

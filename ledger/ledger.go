@@ -8,7 +8,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -32,19 +31,25 @@ type Config struct {
 	// schedule is.
 	Seed uint64
 	// BrokerURL reaches RabbitMQ directly; the consumer goes through a proxy.
+	// On a cluster, it reaches one of its nodes, for the set-up and the
+	// drain.
 	BrokerURL string
+	// Cluster, when set, runs the ledger on a RabbitMQ cluster: quorum
+	// queues, the consumers and the publisher given every node's URL, and
+	// the faults are the cluster's nodes stopped, killed and started again.
+	Cluster *Cluster
 	// PostgresDSN, when set, adds the inbox-backed behaviour (pginbox) and
 	// the PostgreSQL fault.
 	PostgresDSN string
 	// FaultEvery is the mean pause between two faults; zero injects none.
 	FaultEvery time.Duration
-	// RestartBroker adds rabbitmqctl stop_app / start_app to the faults. It
-	// closes every client's connection to the broker: only for a broker no
-	// one else uses at the time.
+	// RestartBroker adds rabbitmqctl stop_app / start_app to the faults (on
+	// a cluster, of each node in turn). It closes every client's connection
+	// to the broker: only for a broker no one else uses at the time.
 	RestartBroker bool
 	// PublishOver spreads the publishing over this long, while the consumer
 	// runs and faults strike; zero publishes everything before the consumer
-	// starts (required with RestartBroker: the publisher does not reconnect).
+	// starts.
 	PublishOver time.Duration
 	// Deadline bounds the run before the shutdown, whatever is left.
 	Deadline time.Duration
@@ -73,6 +78,12 @@ type Result struct {
 	// InboxStopped counts redeliveries the inbox ACKed as duplicates without
 	// the handler; InboxRows counts the business rows committed.
 	InboxStopped, InboxRows int
+	// Resent counts sends made again after one that may have left a copy
+	// (no confirm, or a nack): each explains an extra copy or second run.
+	Resent int
+	// Resumes are, by fault, how long after it the consumer acked the first
+	// delivery it received after it: how soon consumption resumed.
+	Resumes map[string][]time.Duration
 	// Channel406 counts channels or connections closed with 406.
 	Channel406 int
 	// FailedStarts counts consumers whose first connection failed under a
@@ -86,13 +97,22 @@ type Result struct {
 	Problems []string
 }
 
-// spec is the queue of one run: its own name, one retry bucket.
-func spec(name string) runtime.QueueSpec {
+// spec is the queue of one run: its own name, one retry bucket, of type
+// typ.
+func spec(name, typ string) runtime.QueueSpec {
 	return runtime.QueueSpec{
 		Name: name, Prefetch: 64, Concurrency: 32, MaxAttempts: 3,
-		Topology:     topology.Queue{Type: topology.Classic, DeadLetterQueue: name + ".dlq", RetryDelays: []time.Duration{200 * time.Millisecond}},
+		Topology:     topology.Queue{Type: typ, DeadLetterQueue: name + ".dlq", RetryDelays: []time.Duration{200 * time.Millisecond}},
 		MaxBodyBytes: 1024, HandlerTimeout: 500 * time.Millisecond,
 	}
+}
+
+// urls are the broker URLs of the consumers and the publisher.
+func (r *run) urls() []string {
+	if r.cfg.Cluster != nil {
+		return r.cfg.Cluster.URLs
+	}
+	return []string{r.cfg.BrokerURL}
 }
 
 type workKey struct {
@@ -131,6 +151,11 @@ type run struct {
 	failedStarts int
 	done         map[string]bool // ids whose journey reached its end (acked work, DLQ)
 	faults       map[string]int
+	resent       map[string]int // sends made again after one that may have left a copy
+	// resuming is the fault whose resume time is measured now, and when it
+	// struck; resumes are the times measured.
+	resuming resumeFrom
+	resumes  map[string][]time.Duration
 }
 
 // Run runs the ledger and returns it; an error means the run could not be
@@ -139,10 +164,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	start := time.Now()
 	suffix := fmt.Sprintf("%06x", rand.Uint32()&0xffffff) // the run's own queue, table and application name
 	name := fmt.Sprintf("lilyledger.%d.%s", cfg.Seed, suffix)
+	typ := topology.Classic
+	if cfg.Cluster != nil {
+		typ = topology.Quorum // replicated on every node
+	}
 	r := &run{
-		cfg: cfg, spec: spec(name), rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
+		cfg: cfg, spec: spec(name, typ), rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
 		restart: make(chan struct{}, 1), runs: map[workKey]int{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
+		resent: map[string]int{}, resumes: map[string][]time.Duration{},
 	}
 	r.assign()
 	if err := r.declare(); err != nil {
@@ -155,21 +185,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		defer r.closeDB()
 	}
-	if cfg.RestartBroker && cfg.PublishOver > 0 {
-		return nil, errors.New("ledger: a broker restart needs everything published first (PublishOver 0)")
-	}
 	if cfg.PublishOver == 0 {
-		if err := r.publish(); err != nil {
+		if err := r.publish(ctx); err != nil {
 			return nil, err
 		}
 	}
-	p, url, err := faults.ListenFor(cfg.BrokerURL)
-	if err != nil {
-		return nil, err
+	urls := r.urls()
+	if cfg.Cluster == nil {
+		// One node: the consumer goes through the frame proxy.
+		p, url, err := faults.ListenFor(cfg.BrokerURL)
+		if err != nil {
+			return nil, err
+		}
+		defer p.Close()
+		r.proxy, urls = p, []string{url}
 	}
-	defer p.Close()
-	r.proxy = p
-	reps, err := r.consume(ctx, url)
+	reps, err := r.consume(ctx, urls)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +21,14 @@ func (res *Result) String() string {
 	fmt.Fprintf(&b, "  extra copies at the end: %d: %s\n", total(res.ExtraCopies), counts(res.ExtraCopies))
 	fmt.Fprintf(&b, "  inbox: %d rows committed, %d redeliveries stopped as duplicates\n", res.InboxRows, res.InboxStopped)
 	fmt.Fprintf(&b, "  406 channel errors: %d\n", res.Channel406)
+	if res.Resent > 0 {
+		fmt.Fprintf(&b, "  sends made again after one that may have left a copy: %d\n", res.Resent)
+	}
+	for _, fault := range slices.Sorted(maps.Keys(res.Resumes)) {
+		ds := slices.Sorted(slices.Values(res.Resumes[fault]))
+		fmt.Fprintf(&b, "  consumption resumed after %s: %d measured, median %s, max %s\n",
+			fault, len(ds), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+	}
 	if res.FailedStarts > 0 {
 		fmt.Fprintf(&b, "  consumers started again after their first connection failed: %d\n", res.FailedStarts)
 	}

@@ -1,52 +1,91 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/lily-mq/lily/envelope"
-	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 )
 
-// publish sends every message, confirmed, straight to the main queue, spread
-// over PublishOver.
-func (r *run) publish() error {
-	return faults.OnChannel(r.cfg.BrokerURL, r.publishOn)
-}
+// senders is how many sends are in flight at once: a Send waits for its
+// confirm.
+const senders = 32
 
-func (r *run) publishOn(ch *amqp.Channel) error {
-	start := time.Now()
-	if err := ch.Confirm(false); err != nil {
+// publish sends every message to the main queue through a runtime.Publisher
+// given the consumers' URLs (one node, or each of the cluster's), confirmed,
+// spread over PublishOver. A send that fails is made again until confirmed,
+// as a producer that must not lose a message does; one that failed after
+// its publish was written (no confirm, or a nack) may have left a copy,
+// which the accounting explains.
+func (r *run) publish(ctx context.Context) error {
+	p, err := runtime.NewPublisher(runtime.Config{
+		URLs: r.urls(), StepTimeout: 2 * time.Second, ReconnectMax: 500 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	}, senders)
+	if err != nil {
 		return err
 	}
-	var window []*amqp.DeferredConfirmation
-	flush := func() error {
-		for _, dc := range window {
-			if !dc.Wait() {
-				return errors.New("ledger: a publish was nacked")
+	defer p.Close()
+	start := time.Now()
+	next := make(chan int)
+	errs := make(chan error, senders)
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Go(func() {
+			for i := range next {
+				if err := r.send(ctx, p, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	func() {
+		defer close(next)
+		for i := range r.ids {
+			if r.cfg.PublishOver > 0 {
+				time.Sleep(time.Until(start.Add(r.cfg.PublishOver * time.Duration(i) / time.Duration(len(r.ids)))))
+			}
+			select {
+			case next <- i:
+			case err := <-errs:
+				errs <- err
+				return
 			}
 		}
-		window = window[:0]
+	}()
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
 		return nil
 	}
-	for i, id := range r.ids {
-		if r.cfg.PublishOver > 0 {
-			time.Sleep(time.Until(start.Add(r.cfg.PublishOver * time.Duration(i) / time.Duration(len(r.ids)))))
+}
+
+// send publishes message i until the broker confirms it, or ctx ends.
+func (r *run) send(ctx context.Context, p *runtime.Publisher, i int) error {
+	id := r.ids[i]
+	for {
+		msg := runtime.Message{RoutingKey: r.spec.Name, Publishing: runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, fmt.Appendf(nil, `{"n":%d}`, i))}
+		stepCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := p.Send(stepCtx, msg)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("ledger: publishing %s: %w", id, ctx.Err())
+		case errors.Is(err, runtime.ErrUnconfirmed), errors.Is(err, runtime.ErrNacked):
+			r.mu.Lock()
+			r.resent[id]++
+			r.mu.Unlock()
 		}
-		dc, err := ch.PublishWithDeferredConfirm("", r.spec.Name, true, false,
-			runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, fmt.Appendf(nil, `{"n":%d}`, i)))
-		if err != nil {
-			return err
-		}
-		if window = append(window, dc); len(window) == 1000 {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return flush()
 }

@@ -7,6 +7,7 @@ package services
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,20 @@ func PostgreSQL(t testing.TB) string {
 	t.Helper()
 	need(t, "PostgreSQL")
 	return orDefault("LILY_PG_DSN", LocalPostgreSQL)
+}
+
+// Cluster returns the AMQP URLs of the three-node cluster that .ci/cluster
+// starts (make cluster-up), from LILY_CLUSTER_URLS (comma-separated), or
+// skips t: the cluster is not a service of the machine, so only make test's
+// cluster step, which starts it and sets the variable, runs such a test.
+func Cluster(t testing.TB) []string {
+	t.Helper()
+	need(t, "the three-node RabbitMQ cluster")
+	urls := os.Getenv("LILY_CLUSTER_URLS")
+	if urls == "" {
+		t.Skip("needs the three-node RabbitMQ cluster: make cluster-up, then LILY_CLUSTER_URLS=$(.ci/cluster urls) (make test does both)")
+	}
+	return strings.Split(urls, ",")
 }
 
 func need(t testing.TB, service string) {

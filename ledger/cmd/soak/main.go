@@ -10,6 +10,14 @@
 // -restart adds rabbitmqctl stop_app / start_app to the faults: it closes
 // every client's connections, so use it only on a broker nothing else uses
 // at the time (never while `make test` runs).
+//
+// -cluster runs it on a RabbitMQ cluster instead, given its nodes' URLs
+// (make cluster-up starts three beside the machine's broker; make
+// soak-cluster runs this): quorum queues, and the faults are nodes stopped
+// and killed with SIGKILL by -cluster-script, and with -restart every node
+// restarted in turn.
+//
+//	go run ./ledger/cmd/soak -n 100000 -cluster "$(.ci/cluster urls)"
 package main
 
 import (
@@ -35,7 +43,13 @@ func main() {
 	flag.DurationVar(&cfg.PublishOver, "publish-over", 0, "spread the publishing over this long while consuming; 0 publishes everything first")
 	flag.BoolVar(&cfg.RestartBroker, "restart", false, "add broker restarts (stop_app, start_app) to the faults: only on a broker no one else uses")
 	flag.DurationVar(&cfg.Deadline, "deadline", 30*time.Minute, "shut down by then, whatever is left")
+	cluster := flag.String("cluster", "", "run on a cluster: its nodes' AMQP URLs, comma-separated, in the script's order")
+	script := flag.String("cluster-script", ".ci/cluster", "the script that stops, kills and starts the cluster's nodes")
 	flag.Parse()
+	if *cluster != "" {
+		cfg.Cluster = &ledger.Cluster{URLs: strings.Split(*cluster, ","), Script: *script}
+		cfg.BrokerURL = cfg.Cluster.URLs[0]
+	}
 	if cfg.Seed == 0 {
 		cfg.Seed = rand.Uint64() >> 16
 	}

@@ -1,0 +1,143 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lily-mq/lily/internal/backoff"
+	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// Cluster is a RabbitMQ cluster the ledger runs on, and the script that acts
+// on its nodes (the repository's .ci/cluster).
+type Cluster struct {
+	// URLs reach each node, in the order the script numbers them from 1.
+	URLs []string
+	// Script is called as "stop N", "start N" (which waits until the node
+	// runs in the cluster again), "kill N" (SIGKILL), "leader QUEUE" and
+	// "node-of CONNECTION", which print a node's number.
+	Script string
+}
+
+// do runs the script with args and returns what it printed.
+func (c *Cluster) do(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, c.Script, args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", c.Script, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// node asks the script for a node's number.
+func (c *Cluster) node(ctx context.Context, args ...string) (int, error) {
+	out, err := c.do(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	lines := strings.Split(out, "\n")
+	n, err := strconv.Atoi(strings.TrimSpace(lines[len(lines)-1]))
+	if err != nil || n < 1 || n > len(c.URLs) {
+		return 0, fmt.Errorf("%s %s printed %q, not a node's number", c.Script, strings.Join(args, " "), out)
+	}
+	return n, nil
+}
+
+// down takes node n down by how ("stop" or "kill") and, from that moment,
+// measures how soon consumption resumes after fault.
+func (r *run) down(ctx context.Context, fault, how string, n int) error {
+	if _, err := r.cfg.Cluster.do(ctx, how, strconv.Itoa(n)); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.resuming = resumeFrom{fault: fault, at: time.Now()}
+	r.mu.Unlock()
+	return nil
+}
+
+// downAndUp takes node n down, waits, and starts it again, whatever ctx
+// says: a node left down would fail the next fault.
+func (r *run) downAndUp(ctx context.Context, fault, how string, n int) error {
+	c := r.cfg.Cluster
+	if err := r.down(ctx, fault, how, n); err != nil {
+		return err
+	}
+	backoff.Sleep(ctx, r.between(time.Second, 3*time.Second))
+	_, err := c.do(context.WithoutCancel(ctx), "start", strconv.Itoa(n))
+	return err
+}
+
+// The faults of a cluster run.
+const (
+	faultNodeStopped    = "a node stopped (stop_app), then started"
+	faultLeaderKilled   = "the queue leader's node killed (SIGKILL), then started"
+	faultConsumerNode   = "the consumer's node killed (SIGKILL), then started"
+	faultRollingRestart = "every node restarted in turn (stop_app, start_app)"
+)
+
+// clusterFaults are the faults of a cluster run: nodes stopped and killed
+// under the consumer, each started again before the next fault. Each
+// measures, from the moment its node went down, how soon consumption
+// resumed.
+func (r *run) clusterFaults() []fault {
+	c := r.cfg.Cluster
+	kinds := []fault{
+		{faultNodeStopped, func(ctx context.Context) (bool, error) {
+			return true, r.downAndUp(ctx, faultNodeStopped, "stop", 1+r.rng.IntN(len(c.URLs)))
+		}},
+		{faultLeaderKilled, func(ctx context.Context) (bool, error) {
+			n, err := c.node(ctx, "leader", r.spec.Name)
+			if err != nil {
+				return false, err
+			}
+			return true, r.downAndUp(ctx, faultLeaderKilled, "kill", n)
+		}},
+		{faultConsumerNode, func(ctx context.Context) (bool, error) {
+			n, err := c.node(ctx, "node-of", faults.ConnectionName(r.spec.Name, "consume"))
+			if err != nil {
+				return false, err
+			}
+			return true, r.downAndUp(ctx, faultConsumerNode, "kill", n)
+		}},
+	}
+	if r.cfg.RestartBroker {
+		kinds = append(kinds, fault{faultRollingRestart, func(ctx context.Context) (bool, error) {
+			for n := range len(c.URLs) {
+				if err := r.down(ctx, faultRollingRestart, "stop", n+1); err != nil {
+					return false, err
+				}
+				if _, err := c.do(context.WithoutCancel(ctx), "start", strconv.Itoa(n+1)); err != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		}})
+	}
+	return kinds
+}
+
+// resumeFrom is a fault whose resume time is being measured: when it struck.
+type resumeFrom struct {
+	fault string
+	at    time.Time
+}
+
+// resumed measures, with rec just written, how long after the fault under
+// measure the consumer acked the first delivery it received after it. r.mu
+// is held.
+func (r *run) resumed(rec runtime.Record) {
+	from := r.resuming
+	if from.at.IsZero() || rec.Path != runtime.PathAcked {
+		return
+	}
+	now := time.Now()
+	if now.Add(-rec.Duration).Before(from.at) {
+		return // received before the fault
+	}
+	r.resumes[from.fault] = append(r.resumes[from.fault], now.Sub(from.at))
+	r.resuming = resumeFrom{}
+}

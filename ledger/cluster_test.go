@@ -1,0 +1,52 @@
+package ledger
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/internal/services"
+)
+
+var clusterN = flag.Int("ledger.cluster.n", 1500, "messages in TestLedgerCluster")
+
+// TestLedgerCluster runs the ledger on the three-node cluster (.ci/cluster):
+// quorum queues, the consumer and the publisher given the three URLs, while
+// nodes are stopped, the queue leader's node and the consumer's node are
+// killed with SIGKILL, each started again. Nothing is lost, every second run
+// and extra copy is explained, no 406, and consumption resumed after each
+// node fault. make test's cluster step runs it; go test ./... skips it.
+func TestLedgerCluster(t *testing.T) {
+	urls := services.Cluster(t)
+	dsn := services.PostgreSQL(t)
+	s := *seed
+	if s == 0 {
+		s = rand.Uint64() >> 16
+	}
+	t.Logf("seed %d (rerun the schedule with -ledger.seed=%d)", s, s)
+	res, err := Run(context.Background(), Config{
+		N: *clusterN, Seed: s, BrokerURL: urls[0], PostgresDSN: dsn,
+		Cluster:    &Cluster{URLs: urls, Script: "../.ci/cluster"},
+		FaultEvery: 2 * time.Second, PublishOver: 75 * time.Second, Deadline: 150 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + res.String())
+	if res.Fates[Lost] != 0 || len(res.Problems) > 0 {
+		t.Errorf("%d lost, %d problems (listed above)", res.Fates[Lost], len(res.Problems))
+	}
+	if total(res.Fates) != *clusterN {
+		t.Errorf("the fates account for %d of %d messages", total(res.Fates), *clusterN)
+	}
+	for _, kind := range []string{faultNodeStopped, faultLeaderKilled, faultConsumerNode} {
+		if res.Faults[kind] == 0 {
+			t.Errorf("no fault %q struck", kind)
+		}
+	}
+	if len(res.Resumes) == 0 {
+		t.Error("consumption was not seen to resume after any node fault")
+	}
+}
