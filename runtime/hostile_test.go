@@ -12,10 +12,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/quarantine"
 	"github.com/lily-mq/lily/runtime/internal/transport"
 )
 

@@ -20,6 +20,9 @@
 //
 // Conn never makes a stream worse: bytes it does not recognise as AMQP frames
 // pass through unchanged, and the client fails on them as it would have.
+//
+// cmd/lilydlq reads DLQs through a Conn too, since the runtime dead-letters
+// such deliveries intact: a DLQ is where they end up.
 package quarantine
 
 import (
