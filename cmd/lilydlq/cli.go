@@ -17,11 +17,20 @@ import (
 // Exit codes, the same for every command.
 const (
 	exitOK      = 0
-	exitFailure = 1 // the broker failed, or a chosen copy could not be moved
+	exitFailure = 1 // the broker failed, a chosen copy could not be moved, or a command could not do all it was asked
 	exitUsage   = 2 // bad arguments
 )
 
 const defaultURL = "amqp://guest:guest@127.0.0.1:5672/"
+
+// defaultWindow is -window's default. The window bounds copies, not bytes:
+// the client may buffer a window of the largest bodies the DLQ holds, so it
+// is kept small. A quorum DLQ keeps its order through 32 windows: 2,048
+// copies at this window; readNote says when a read used more.
+const defaultWindow = 64
+
+// quorumWindows is how many windows a quorum queue puts back in order.
+const quorumWindows = 32
 
 // command is one lilydlq subcommand.
 type command struct {
@@ -56,15 +65,24 @@ Flags may come before or after the queue.
 
 Reading (list, show, export, and redrive for the copies it leaves) takes
 nothing from the DLQ: each copy is held unacknowledged and handed back when
-the read ends. On a quorum DLQ each read adds one to every copy's
-x-delivery-count (docs/dlq.md says when that matters).
+the read ends. It reads in windows of -window copies: memory is about
+window × the largest body. On a quorum DLQ each read adds one to every
+copy's x-delivery-count, and a read of more than 32 windows puts the copies
+back out of order: raise -window for a quorum DLQ of more than 32 × window
+copies (docs/dlq.md says when that matters).
+
+A copy whose headers the AMQP client cannot decode (nested too deep, too
+wide) is read through a filter that puts a marker in their place:
+list, show and export show it as quarantined; redrive leaves it in the DLQ.
 
 The broker is -url, else $LILY_AMQP_URL, else ` + defaultURL + `.
 
 Exit codes (every command):
   0  done
-  1  failure: the broker refused or failed, the queue does not exist, or a
-     chosen copy could not be moved (it stays in the DLQ)
+  1  failure: the broker refused or failed, the queue does not exist, a
+     chosen copy could not be moved (it stays in the DLQ), an -id no copy
+     carries, an export short of the copies ready when it began, a purge
+     -expect N of a DLQ that does not hold N
   2  usage errors
 `
 
@@ -102,7 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		url = v
 	}
 	fs.StringVar(&e.url, "url", url, "the broker's AMQP URL")
-	fs.IntVar(&e.read.window, "window", 1000, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once")
+	fs.IntVar(&e.read.window, "window", defaultWindow, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once, so memory is about window × the largest body")
 	fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began")
 	body := c.flags(fs)
 	// Help asked for goes to stdout; help after a usage error, to stderr.
@@ -152,8 +170,12 @@ func (e *env) usageError(name, format string, args ...any) int {
 }
 
 // readNote tells, on stderr, what a read could not see or changed: copies
-// other consumers hold, copies that went away meanwhile, and on a quorum DLQ
-// the delivery count the read added to.
+// other consumers hold, copies that went away meanwhile, on a quorum DLQ the
+// delivery count the read added to, and a read of more windows than a quorum
+// DLQ puts back in order. AMQP does not say a queue's type, and
+// x-delivery-count only hints at it (a quorum DLQ sets it from its second
+// read; a copy from a quorum source may carry one into a classic DLQ), so
+// the last two are said as conditions.
 func (e *env) readNote(name string, res readResult, maxCount int64) {
 	if res.Consumers > 0 {
 		fmt.Fprintf(e.stderr, "lilydlq %s: note: the DLQ has %d other consumer(s): copies they hold were not read\n", name, res.Consumers)
@@ -162,6 +184,10 @@ func (e *env) readNote(name string, res readResult, maxCount int64) {
 		fmt.Fprintf(e.stderr, "lilydlq %s: note: %d of %d ready copies came within -wait; the others were taken or expired meanwhile\n", name, res.Read, res.Ready)
 	}
 	if maxCount > 0 {
-		fmt.Fprintf(e.stderr, "lilydlq %s: note: a quorum DLQ: each read returns the copies, and the broker adds one to each x-delivery-count (now up to %d); a quorum DLQ with a delivery limit drops or dead-letters a copy at its limit (docs/dlq.md)\n", name, maxCount+1)
+		fmt.Fprintf(e.stderr, "lilydlq %s: note: copies carry x-delivery-count: if the DLQ is a quorum queue, each read returns them and the broker adds one to each x-delivery-count (now up to %d); a quorum DLQ with a delivery limit drops or dead-letters a copy at its limit (docs/dlq.md)\n", name, maxCount+1)
+	}
+	if res.Windows > quorumWindows {
+		fit := min((res.Ready+quorumWindows-1)/quorumWindows, 65535)
+		fmt.Fprintf(e.stderr, "lilydlq %s: warning: the read used %d windows of %d copies: if the DLQ is a quorum queue, it put the copies of more than %d windows back out of their order (a classic queue keeps it); read a quorum DLQ with -window %d or more, at about that many times its largest body in memory (docs/dlq.md)\n", name, res.Windows, e.read.window, quorumWindows, fit)
 	}
 }

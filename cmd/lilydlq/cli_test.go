@@ -51,6 +51,18 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestWindowDefault: -window is small by default, and its help says what it
+// costs: a window of the largest bodies.
+func TestWindowDefault(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"list", "-h"}, &out, &errs); code != exitOK {
+		t.Fatalf("list -h: exit %d", code)
+	}
+	if want := "memory is about window × the largest body (default 64)"; !strings.Contains(out.String(), want) {
+		t.Errorf("list -h lacks %q:\n%s", want, out.String())
+	}
+}
+
 // TestNoBroker: a broker that cannot be reached is a failure, exit 1.
 func TestNoBroker(t *testing.T) {
 	var out, errs bytes.Buffer

@@ -30,7 +30,18 @@ bytes as base64, a timestamp as RFC 3339, a table as an object of such values,
 an array as a list of them. A string or property that is not valid UTF-8 is
 written as "base64" beside its "type" (for a property, in
 "properties_base64") instead of a lossy JSON string. Copies are written one at
-a time: export never holds the DLQ in memory.`,
+a time: export never holds the DLQ in memory.
+
+A copy whose headers the AMQP client cannot decode (nested too deep, too
+wide) is written with "quarantined" in its facts, saying why, and with the
+quarantine filter's marker (x-lily-quarantined) as its only header; its body
+and properties are its own. The DLQ keeps it as it is.
+
+The count goes to stderr: "N copies written (N ready when the read began)".
+An export that wrote fewer copies than were ready when it began (copies
+taken or expired meanwhile, an interrupt, a failure) says "incomplete" and
+exits 1. To delete what was exported, and nothing else:
+lilydlq purge -confirm <dlq> -expect N <dlq>.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		out := fs.String("o", "", "the file to write (created or truncated); stdout when empty")
 		return func(e *env) int { return export(e, *out) }
@@ -87,8 +98,8 @@ func export(e *env, path string) int {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	var maxCount int64
-	res, err := readQueue(e.ctx, e.url, e.queue, "export", e.read, func(d *amqp.Delivery) (verdict, error) {
-		x := exportOf(e.queue, d)
+	res, err := readQueue(e.ctx, e.url, e.queue, "export", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
+		x := exportOf(e.queue, d, quarantined)
 		maxCount = max(maxCount, x.Facts.Count)
 		return keep, enc.Encode(x)
 	})
@@ -98,18 +109,26 @@ func export(e *env, path string) int {
 	if file != nil && err == nil {
 		err = file.Sync()
 	}
+	// The count is the export's result: a purge after it should check that
+	// the DLQ still holds as many (purge -expect).
 	if err != nil {
+		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: stopped after %d of the %d copies ready when the read began\n", res.Read, res.Ready)
 		return e.fail("export", err)
 	}
 	e.readNote("export", res, maxCount)
+	if res.Read < res.Ready {
+		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: %d copies written of the %d ready when the read began\n", res.Read, res.Ready)
+		return exitFailure
+	}
 	fmt.Fprintf(e.stderr, "lilydlq export: %d copies written (%d ready when the read began)\n", res.Read, res.Ready)
 	return exitOK
 }
 
-// exportOf is one copy as export writes it.
-func exportOf(queue string, d *amqp.Delivery) exported {
+// exportOf is one copy as export writes it; quarantined is why the filter
+// replaced its headers, or "".
+func exportOf(queue string, d *amqp.Delivery, quarantined string) exported {
 	x := exported{
-		Queue: queue, Redelivered: d.Redelivered, Facts: factsOf(d),
+		Queue: queue, Redelivered: d.Redelivered, Facts: factsOf(d, quarantined),
 		Headers: make(map[string]tagged, len(d.Headers)), Body: d.Body,
 		Properties: properties{
 			DeliveryMode: d.DeliveryMode, Priority: d.Priority, Timestamp: d.Timestamp,

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +115,37 @@ func TestExportRoundTrip(t *testing.T) {
 		t.Errorf("a message id not valid UTF-8: properties %v, base64 %v", two["properties"], raw)
 	}
 	b.assertCounts(dlq, 2)
+}
+
+// TestExportIncomplete: an export that writes fewer copies than were ready
+// when it began says so and exits 1: here a copy expired behind the head
+// (counted ready, never delivered), and an export cancelled at once.
+func TestExportIncomplete(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	expiring := lilyCopy("expiring", "t", "permanent failure", "permanent", "src", 1, time.Now())
+	expiring.Expiration = "1"
+	b.publish(dlq, lilyCopy("stays", "t", "permanent failure", "permanent", "src", 1, time.Now()), expiring)
+
+	r := b.lilydlq("export", dlq)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq export: incomplete: 1 copies written of the 2 ready when the read began") {
+		t.Errorf("export: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)
+	}
+	if lines := exportLines(t, r.stdout); len(lines) != 1 || lines[0].Facts.ID != "stays" {
+		t.Errorf("export wrote %+v", lines)
+	}
+	b.assertCounts(dlq, 1)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r = b.lilydlqContext(ctx, "export", dlq)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq export: incomplete: stopped after 0 of the 1 copies ready when the read began") || r.stdout != "" {
+		t.Errorf("a cancelled export: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)
+	}
+	b.assertCounts(dlq, 1)
+
+	r = b.lilydlq("export", dlq)
+	if r.code != exitOK || r.stderr != "lilydlq export: 1 copies written (1 ready when the read began)\n" {
+		t.Errorf("a complete export: exit %d, %q", r.code, r.stderr)
+	}
 }

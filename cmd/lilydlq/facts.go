@@ -25,9 +25,14 @@ const (
 // length limit): it carries x-death and none of Lily's failure facts.
 const kindBroker = "broker"
 
+// kindQuarantined is the kind of a copy whose headers the client cannot
+// decode: the filter replaced them, so nothing says where it came from.
+const kindQuarantined = "quarantined"
+
 // facts is what lilydlq reads from one DLQ copy: where it came from and why,
-// each string sanitized and bounded for printing, but for Source, which is
-// the queue name as the copy carries it, for routing a re-drive.
+// each string sanitized and bounded for printing, but for Source and
+// FullReason, which are as the copy carries them, for routing a re-drive and
+// for choosing copies by the whole reason rather than by what is printed.
 type facts struct {
 	ID      string    `json:"id"`
 	Type    string    `json:"type"`
@@ -39,14 +44,33 @@ type facts struct {
 	Time    time.Time `json:"time,omitzero"`     // when it failed
 	// Count is the x-delivery-count the copy carried when read: a quorum
 	// DLQ's count of its earlier returns.
-	Count  int64  `json:"delivery_count,omitempty"`
-	Source string `json:"-"`
+	Count int64 `json:"delivery_count,omitempty"`
+	// Quarantined is why the client could not decode the copy's headers,
+	// when it could not: its headers are then the filter's marker alone.
+	Quarantined string `json:"quarantined,omitempty"`
+	Source      string `json:"-"`
+	FullReason  string `json:"-"`
 }
 
-// factsOf reads a copy's facts: Lily's failure headers when it has them,
-// else the first (latest) entry of the broker's x-death.
-func factsOf(d *amqp.Delivery) facts {
+// factsOf reads a copy's facts: Lily's failure headers, or the first
+// (latest) entry of the broker's x-death when it is the newer of the two.
+// quarantined is why the filter replaced the copy's headers, or "".
+//
+// A copy can carry both: a retry copy keeps the failure facts of the attempt
+// that failed, and when the broker then dead-letters the message (a quorum
+// queue's delivery limit, a body over the limit) those facts are stale and
+// x-death is the news. Both times are whole seconds; on a tie, or when the
+// Lily facts carry no time, they win: a Lily handoff copy keeps the x-death
+// of the retry bucket it came back through, often in the same second.
+func factsOf(d *amqp.Delivery, quarantined string) facts {
 	f := facts{ID: text(d.MessageId, maxID), Type: text(d.Type, maxID)}
+	if quarantined != "" {
+		f.Quarantined = text(quarantined, maxReason)
+		f.FullReason = "quarantined: " + quarantined
+		f.Reason = text(f.FullReason, maxReason)
+		f.Kind = kindQuarantined
+		return f
+	}
 	h := d.Headers
 	if v, ok := h[envelope.HeaderVersion]; ok {
 		f.Version = valueText(v, maxID)
@@ -54,22 +78,30 @@ func factsOf(d *amqp.Delivery) facts {
 	if n, ok := integer(h[headerDeliveryCount]); ok {
 		f.Count = n
 	}
-	if q, ok := h[envelope.HeaderFailureQueue].(string); ok {
-		f.Source = q
-		f.Reason = stringOr(h[envelope.HeaderFailureReason], "(no reason)")
+	source, lily := h[envelope.HeaderFailureQueue].(string)
+	failed, _ := h[envelope.HeaderFailureTime].(time.Time)
+	death, dead := latestDeath(h)
+	died, _ := death["time"].(time.Time)
+	newerDeath := dead && !failed.IsZero() && died.After(failed)
+	switch {
+	case lily && !newerDeath:
+		f.Source = source
+		f.FullReason = stringOr(h[envelope.HeaderFailureReason], "(no reason)")
 		f.Kind = stringOr(h[envelope.HeaderFailureKind], "")
-		f.Time, _ = h[envelope.HeaderFailureTime].(time.Time)
+		f.Time = failed
 		if v, ok := h[envelope.HeaderFailureAttempt]; ok {
 			f.Attempt = valueText(v, maxID)
 		}
-	} else if death, ok := latestDeath(h); ok {
+	case dead:
 		f.Source, _ = death["queue"].(string)
-		f.Reason = stringOr(death["reason"], "(no reason)")
+		f.FullReason = stringOr(death["reason"], "(no reason)")
 		f.Kind = kindBroker
-		f.Time, _ = death["time"].(time.Time)
-	} else {
-		f.Reason = "(no failure facts)"
+		f.Time = died
+	default:
+		f.FullReason = "(no failure facts)"
 	}
+	f.Reason = text(f.FullReason, maxReason)
+	f.Kind = text(f.Kind, maxID)
 	if f.Attempt == "" {
 		if v, ok := h[envelope.HeaderAttempt]; ok {
 			f.Attempt = valueText(v, maxID)
@@ -90,10 +122,10 @@ func latestDeath(h amqp.Table) (amqp.Table, bool) {
 	return death, ok
 }
 
-// stringOr is v sanitized as a reason when it is a string, else or.
+// stringOr is v when it is a string, else or.
 func stringOr(v any, or string) string {
 	if s, ok := v.(string); ok {
-		return text(s, maxReason)
+		return s
 	}
 	return or
 }

@@ -65,8 +65,8 @@ type listing struct {
 func list(e *env, sample int, asJSON bool) int {
 	l := listing{Queue: text(e.queue, maxQueue)}
 	groups := map[string]*group{}
-	res, err := readQueue(e.ctx, e.url, e.queue, "list", e.read, func(d *amqp.Delivery) (verdict, error) {
-		f := factsOf(d)
+	res, err := readQueue(e.ctx, e.url, e.queue, "list", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
+		f := factsOf(d, quarantined)
 		l.MaxDeliveryCount = max(l.MaxDeliveryCount, f.Count)
 		key := f.Reason
 		if groups[key] == nil && len(groups) >= maxGroups {

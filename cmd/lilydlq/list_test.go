@@ -125,6 +125,11 @@ func TestListLeavesTheDLQAsItWas(t *testing.T) {
 				if c.kind == "quorum" && n > 0 && !strings.Contains(r.stderr, "x-delivery-count (now up to 2)") {
 					t.Errorf("list %d: no note of the delivery count:\n%s", n+1, r.stderr)
 				}
+				// Past 32 windows the read warns, of any DLQ: it cannot
+				// tell a classic one.
+				if warned := strings.Contains(r.stderr, "warning: the read used"); warned != (l.Windows > 32) {
+					t.Errorf("list %d: %d windows, warned %t:\n%s", n+1, l.Windows, warned, r.stderr)
+				}
 				b.assertCounts(dlq, c.copies)
 			}
 			got := b.take(dlq)
@@ -158,8 +163,12 @@ func TestListQuorumManyWindowsKeepsEveryCopy(t *testing.T) {
 		msgs = append(msgs, lilyCopy(id, "t", "permanent failure", "permanent", "src", 1, time.Now()))
 	}
 	b.publish(dlq, msgs...)
-	if r := b.lilydlq("list", dlq, "-window", "10"); r.code != exitOK {
+	r := b.lilydlq("list", dlq, "-window", "10")
+	if r.code != exitOK {
 		t.Fatalf("list: exit %d\n%s", r.code, r.stderr)
+	}
+	if want := "warning: the read used 33 windows of 10 copies: if the DLQ is a quorum queue, it put the copies of more than 32 windows back out of their order (a classic queue keeps it); read a quorum DLQ with -window 11 or more"; !strings.Contains(r.stderr, want) {
+		t.Errorf("list of 33 windows: stderr lacks %q:\n%s", want, r.stderr)
 	}
 	b.assertCounts(dlq, 330)
 	got := ids(b.take(dlq))

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/quarantine"
 )
 
 // verdict is what a visit decides for one copy.
@@ -27,7 +29,9 @@ var errEnough = errors.New("enough read")
 // readOptions bound a read.
 type readOptions struct {
 	// window is how many copies one consumer may hold unacknowledged (its
-	// prefetch), and so how many the client may buffer at once.
+	// prefetch), and so how many the client may buffer at once: a count,
+	// not bytes, so the memory a read needs is about window × the largest
+	// body.
 	window int
 	// idle is how long to wait for the next copy before deciding that the
 	// DLQ holds fewer than it did when the read began.
@@ -57,9 +61,9 @@ type readResult struct {
 // A consumer with a prefetch of o.window reads until it holds that many,
 // then is cancelled and another starts: the client never buffers more than a
 // window, however long the DLQ.
-func readQueue(ctx context.Context, url, queue, name string, o readOptions, visit func(*amqp.Delivery) (verdict, error)) (readResult, error) {
+func readQueue(ctx context.Context, url, queue, name string, o readOptions, visit func(d *amqp.Delivery, quarantined string) (verdict, error)) (readResult, error) {
 	var res readResult
-	conn, err := dial(url, name)
+	conn, filter, err := dial(url, name)
 	if err != nil {
 		return res, err
 	}
@@ -83,7 +87,21 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		ended error
 	)
 	defer idle.Stop()
+	// When a visit or ctx ended the read, that is said first: the channel
+	// failing as the read then closes (a lost connection) is second to it.
+	first := func(err error) error {
+		if ended != nil && !errors.Is(ended, errEnough) {
+			return errors.Join(ended, err)
+		}
+		return err
+	}
 	for res.Read < res.Ready && ended == nil {
+		// Asked to stop, the read stops before the next copy, even with
+		// copies waiting: select would pick among them at random.
+		if ctx.Err() != nil {
+			ended = context.Cause(ctx)
+			continue
+		}
 		if dels == nil {
 			// Tags that sort in window order: a quorum queue returns the
 			// copies of up to 32 consumers in the order of their tags.
@@ -114,7 +132,7 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			return res, readError(closed, errors.New("the broker ended the consumer"))
 		}
 		res.Read++
-		v, err := visit(&d)
+		v, err := visit(&d, quarantinedWhy(filter, &d))
 		if v == take {
 			if err := ch.Ack(d.DeliveryTag, false); err != nil {
 				return res, fmt.Errorf("ACK of a moved copy (it may stay in the DLQ as well): %w", readError(closed, err))
@@ -128,25 +146,36 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		}
 		if held == o.window {
 			if err := cancel(ch, tag, dels); err != nil {
-				return res, readError(closed, err)
+				return res, first(readError(closed, err))
 			}
 			dels = nil
 		}
 	}
 	if dels != nil {
 		if err := cancel(ch, tag, dels); err != nil {
-			return res, readError(closed, err)
+			return res, first(readError(closed, err))
 		}
 	}
 	// The close hands back every copy still held, and its close-ok proves
 	// every ACK written before it.
 	if err := ch.Close(); err != nil {
-		return res, fmt.Errorf("close the reading channel (the ACKs of moved copies are unproven: a copy may stay in the DLQ as well): %w", err)
+		return res, first(fmt.Errorf("close the reading channel (the ACKs of moved copies are unproven: a copy may stay in the DLQ as well): %w", err))
 	}
 	if errors.Is(ended, errEnough) {
 		ended = nil
 	}
 	return res, ended
+}
+
+// quarantinedWhy says why the filter replaced d's headers, or "" when it did
+// not. The marker alone proves nothing (a producer can send it); the
+// filter's memory does, and is taken so that it stays small.
+func quarantinedWhy(filter *quarantine.Conn, d *amqp.Delivery) string {
+	if _, marked := d.Headers[quarantine.Header]; !marked {
+		return ""
+	}
+	why, _ := filter.Take(d.ConsumerTag, d.DeliveryTag)
+	return why
 }
 
 // cancel ends a window's consumer and drains what the broker sent it before
@@ -158,22 +187,6 @@ func cancel(ch *amqp.Channel, tag string, dels <-chan amqp.Delivery) error {
 	for range dels {
 	}
 	return nil
-}
-
-// dial connects to the broker, naming the connection after the command so
-// that the management UI and rabbitmqctl show who holds the copies.
-func dial(url, name string) (*amqp.Connection, error) {
-	// A URL's parse error quotes the URL, password and all: say less.
-	if _, err := amqp.ParseURI(url); err != nil {
-		return nil, errors.New("connect to the broker: the URL (-url or LILY_AMQP_URL) does not parse")
-	}
-	cfg := amqp.Config{Properties: amqp.NewConnectionProperties()}
-	cfg.Properties.SetClientConnectionName("lilydlq " + name)
-	conn, err := amqp.DialConfig(url, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the broker: %s", text(err.Error(), maxReason))
-	}
-	return conn, nil
 }
 
 // queueError says why a passive declare failed: a missing queue plainly.

@@ -19,13 +19,23 @@ var redriveCmd = &command{
 	name: "redrive", args: "<selection> [flags] <dlq>",
 	summary: "move chosen copies back to their source queues",
 	help: `The selection is -all, or any of -id, -reason, -reason-contains, -type,
--since, -until (a copy must match each one given). A copy goes back to its
-source queue: x-lily-failure-queue, or for a copy the broker dead-lettered
-itself, the queue of its latest x-death entry. Each is published mandatory
-through the default exchange on a confirm-mode channel; only after the
-broker confirmed it and returned nothing is the DLQ copy ACKed. A copy whose
-publish is returned (its queue does not exist) or refused stays in the DLQ,
-and the exit code is 1. Copies not chosen stay where they are.
+-since, -until (a copy must match each one given). Ids, types and reasons
+match by their whole value, as sent or as list prints it when list prints it
+whole: a reason list cuts ("...") is chosen by -reason-contains, or by the
+whole reason (export has it). An -id no copy carries is reported, and the
+exit code is 1.
+
+A copy goes back to its source queue: x-lily-failure-queue, or the queue of
+its latest x-death entry when the broker dead-lettered it itself, or after
+Lily's failure facts were written. Each is published mandatory through the
+default exchange on a confirm-mode channel; only after the broker confirmed
+it and returned nothing is the DLQ copy ACKed. A copy whose publish is
+returned (its queue does not exist) or refused (a full queue with overflow
+reject-publish) stays in the DLQ, and the exit code is 1. So does a chosen
+copy that cannot go back: one without a source queue, one whose source is
+the DLQ itself (it would only go round), and one whose headers the client
+cannot decode (quarantined: list shows why; its headers are unknown, so it
+cannot be sent back as it came). Copies not chosen stay where they are.
 
 The copy sent back is the DLQ copy with its body and properties (but for
 user_id and expiration, which the broker would refuse or apply again),
@@ -47,9 +57,9 @@ names the DLQ.
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		sel := &selection{since: timeFlag{now: time.Now}, until: timeFlag{now: time.Now}}
 		fs.Var(&sel.ids, "id", "a message id to move (repeatable, or a comma-separated list)")
-		fs.StringVar(&sel.reason, "reason", "", "move copies whose failure reason is exactly this (as list prints it)")
+		fs.StringVar(&sel.reason, "reason", "", "move copies whose failure reason is exactly this (as sent, or as list prints it uncut)")
 		fs.StringVar(&sel.reasonContains, "reason-contains", "", "move copies whose failure reason contains this")
-		fs.StringVar(&sel.typ, "type", "", "move copies of this message type")
+		fs.StringVar(&sel.typ, "type", "", "move copies of this message type (as sent, or as list prints it uncut)")
 		fs.Var(&sel.since, "since", "move copies that failed at or after this time (RFC 3339, or a duration before now: 2h)")
 		fs.Var(&sel.until, "until", "move copies that failed before this time (RFC 3339, or a duration before now)")
 		fs.BoolVar(&sel.all, "all", false, "move every copy")
@@ -94,16 +104,28 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	if o.dryRun {
 		verb = "would move"
 	}
-	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", e.read, func(d *amqp.Delivery) (verdict, error) {
-		f := factsOf(d)
+	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
+		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)
+		sel.see(d)
 		if !sel.match(d, f) {
 			return keep, nil
 		}
 		chosen++
-		if f.Source == "" || len(f.Source) > maxQueue {
+		// Copies that cannot go back as they came are reported and kept:
+		// never ACKed, so the DLQ still holds them.
+		var why string
+		switch {
+		case f.Quarantined != "":
+			why = "its headers cannot be decoded (" + f.Quarantined + "), so it cannot be sent back as it came"
+		case f.Source == "" || len(f.Source) > maxQueue:
+			why = "no source queue (no " + envelope.HeaderFailureQueue + ", no x-death entry)"
+		case f.Source == e.queue:
+			why = "its source queue is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
+		}
+		if why != "" {
 			failed++
-			fmt.Fprintf(e.stdout, "not moved %s (%s): no source queue (no %s, no x-death entry)\n", orDash(f.ID), orDash(f.Type), envelope.HeaderFailureQueue)
+			fmt.Fprintf(e.stdout, "not moved %s (%s): %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), why)
 			return keep, nil
 		}
 		if o.dryRun {
@@ -143,7 +165,15 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		return e.fail("redrive", err)
 	}
 	e.readNote("redrive", res, maxCount)
-	if failed > 0 {
+	var missing []string
+	// A read cut short by -limit did not look for the other ids.
+	if o.limit == 0 || moved < o.limit {
+		missing = sel.missing()
+	}
+	for _, id := range missing {
+		fmt.Fprintf(e.stderr, "lilydlq redrive: no copy with id %s in %s\n", text(id, maxID), text(e.queue, maxQueue))
+	}
+	if failed > 0 || len(missing) > 0 {
 		return exitFailure
 	}
 	return exitOK

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -44,6 +45,10 @@ func text(s string, max int) string {
 	}
 	return b.String()
 }
+
+// escape is s as text writes it, uncut: what list prints of a value when it
+// is short enough to be printed whole.
+func escape(s string) string { return text(s, math.MaxInt) }
 
 // escapedFits reports whether s, escaped, fits in max bytes; it stops
 // counting as soon as it cannot.

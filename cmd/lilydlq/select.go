@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,8 @@ type selection struct {
 	typ            string
 	since, until   timeFlag
 	all            bool
+	// found are the ids of ids some copy read carried.
+	found map[string]bool
 }
 
 // empty reports whether no criterion was given: a re-drive needs one, or
@@ -25,18 +28,21 @@ func (s *selection) empty() bool {
 	return !s.all && len(s.ids) == 0 && s.reason == "" && s.reasonContains == "" && s.typ == "" && !s.since.set && !s.until.set
 }
 
-// match reports whether the copy d with facts f is chosen. Ids and types
-// match as sent or as list prints them; reasons as list prints them. A time
-// window matches only copies that carry a failure time.
+// match reports whether the copy d with facts f is chosen. Ids, types and
+// reasons match by their whole value, as sent or escaped as list prints it
+// but never cut: list cuts a long reason, and two reasons alike up to the
+// cut are not the same reason. (The whole value is bounded by the frame the
+// copy came in.) A time window matches only copies that carry a failure
+// time.
 func (s *selection) match(d *amqp.Delivery, f facts) bool {
 	switch {
-	case len(s.ids) > 0 && !s.ids[d.MessageId] && !s.ids[f.ID]:
+	case len(s.ids) > 0 && !s.ids[d.MessageId] && !s.ids[escape(d.MessageId)]:
 		return false
-	case s.reason != "" && f.Reason != s.reason:
+	case s.reason != "" && f.FullReason != s.reason && escape(f.FullReason) != s.reason:
 		return false
-	case s.reasonContains != "" && !strings.Contains(f.Reason, s.reasonContains):
+	case s.reasonContains != "" && !strings.Contains(f.FullReason, s.reasonContains) && !strings.Contains(escape(f.FullReason), s.reasonContains):
 		return false
-	case s.typ != "" && d.Type != s.typ && f.Type != s.typ:
+	case s.typ != "" && d.Type != s.typ && escape(d.Type) != s.typ:
 		return false
 	case s.since.set && (f.Time.IsZero() || f.Time.Before(s.since.t)):
 		return false
@@ -44,6 +50,31 @@ func (s *selection) match(d *amqp.Delivery, f facts) bool {
 		return false
 	}
 	return true
+}
+
+// see records which of the -id ids the copy d carries, whether or not the
+// other criteria choose it.
+func (s *selection) see(d *amqp.Delivery) {
+	for _, id := range []string{d.MessageId, escape(d.MessageId)} {
+		if s.ids[id] {
+			if s.found == nil {
+				s.found = map[string]bool{}
+			}
+			s.found[id] = true
+		}
+	}
+}
+
+// missing are the -id ids no copy read carried, sorted.
+func (s *selection) missing() []string {
+	var out []string
+	for id := range s.ids {
+		if !s.found[id] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // idList is -id: repeatable, each a comma-separated list.

@@ -21,12 +21,15 @@ var showCmd = &command{
 	name: "show", args: "-id <message id> [flags] <dlq>",
 	summary: "show one copy: its properties, all its headers, its body",
 	help: `show reads the DLQ in order until it has found -n copies whose message id is
--id (as sent, or as list prints it sanitized), and prints each: the facts list
-shows, the AMQP properties, every header (nested tables and arrays too, at
-most 4 deep and 64 entries each), and the body: as text when it is printable
-UTF-8, else as a hex dump, at most -body bytes of it. Everything is sanitized
-and bounded. -json prints each copy as export writes it (one JSON object a
-line), unbounded.`,
+-id (as sent, or escaped as list prints it, uncut), and prints each: the facts
+list shows, the AMQP properties, every header (nested tables and arrays too,
+at most 4 deep and 64 entries each), and the body: as text when it is
+printable UTF-8, else as a hex dump, at most -body bytes of it. Everything is
+sanitized and bounded. -json prints each copy as export writes it (one JSON
+object a line), unbounded. When no copy has the id, show says so and exits 1.
+
+A copy whose headers the AMQP client cannot decode is shown as quarantined,
+with why, and with the filter's marker in place of its headers.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		id := fs.String("id", "", "the message id of the copy to show (required)")
 		n := fs.Int("n", 1, "copies with that id to show at most (a DLQ may hold several)")
@@ -50,15 +53,15 @@ func show(e *env, id string, n, bodyMax int, asJSON bool) int {
 	found := 0
 	var maxCount int64
 	var werr error
-	res, err := readQueue(e.ctx, e.url, e.queue, "show", e.read, func(d *amqp.Delivery) (verdict, error) {
-		f := factsOf(d)
+	res, err := readQueue(e.ctx, e.url, e.queue, "show", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
+		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)
-		if d.MessageId != id && f.ID != id {
+		if d.MessageId != id && escape(d.MessageId) != id {
 			return keep, nil
 		}
 		found++
 		if asJSON {
-			werr = json.NewEncoder(e.stdout).Encode(exportOf(e.queue, d))
+			werr = json.NewEncoder(e.stdout).Encode(exportOf(e.queue, d, quarantined))
 		} else {
 			werr = printCopy(e.stdout, d, f, found, bodyMax)
 		}
@@ -75,7 +78,7 @@ func show(e *env, id string, n, bodyMax int, asJSON bool) int {
 	}
 	e.readNote("show", res, maxCount)
 	if found == 0 {
-		return e.fail("show", fmt.Errorf("no copy with message id %s among the %d read", text(id, maxID), res.Read))
+		return e.fail("show", fmt.Errorf("no copy with id %s in %s (%d copies read)", text(id, maxID), text(e.queue, maxQueue), res.Read))
 	}
 	return exitOK
 }
@@ -86,6 +89,9 @@ func printCopy(w io.Writer, d *amqp.Delivery, f facts, nth, bodyMax int) error {
 	fmt.Fprintf(&b, "copy %d\n", nth)
 	fmt.Fprintf(&b, "  reason:        %s\n", f.Reason)
 	fmt.Fprintf(&b, "  kind:          %s\n", orDash(f.Kind))
+	if f.Quarantined != "" {
+		fmt.Fprintf(&b, "  quarantined:   the client cannot decode its headers (%s): below is the filter's marker in their place; the DLQ keeps the copy as it is\n", f.Quarantined)
+	}
 	fmt.Fprintf(&b, "  source queue:  %s\n", orDash(f.Queue))
 	fmt.Fprintf(&b, "  failed at:     %s\n", timeText(f.Time))
 	fmt.Fprintf(&b, "  redelivered:   %t\n", d.Redelivered)

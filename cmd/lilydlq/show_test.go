@@ -57,7 +57,7 @@ func TestShow(t *testing.T) {
 	}
 
 	r = b.lilydlq("show", dlq, "-id", "missing")
-	if r.code != exitFailure || !strings.Contains(r.stderr, "no copy with message id missing among the 3 read") {
+	if r.code != exitFailure || !strings.Contains(r.stderr, "no copy with id missing in "+dlq+" (3 copies read)") {
 		t.Errorf("show of a missing id: exit %d, %q", r.code, r.stderr)
 	}
 	b.assertCounts(dlq, 3)

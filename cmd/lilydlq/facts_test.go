@@ -1,0 +1,78 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+)
+
+// TestFactsTheNewerFailure: a copy carrying both Lily's failure facts and
+// x-death is shown by the newer of the two: the broker's dead-lettering after
+// a stale Lily failure (a retry copy that then hit a quorum queue's delivery
+// limit), Lily's handoff after the retry bucket's expiry, and Lily's on a tie
+// or when its facts carry no time.
+func TestFactsTheNewerFailure(t *testing.T) {
+	t0 := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	lily := func(at time.Time) amqp.Table {
+		h := amqp.Table{
+			envelope.HeaderFailureReason:  "retryable failure on attempt 1 of 3: timeout",
+			envelope.HeaderFailureKind:    "retryable",
+			envelope.HeaderFailureAttempt: int64(1),
+			envelope.HeaderFailureQueue:   "orders",
+			envelope.HeaderAttempt:        int64(2),
+		}
+		if !at.IsZero() {
+			h[envelope.HeaderFailureTime] = at
+		}
+		return h
+	}
+	withDeath := func(h amqp.Table, queue, reason string, at time.Time) amqp.Table {
+		h[headerDeath] = []any{
+			amqp.Table{"queue": queue, "reason": reason, "time": at, "count": int64(1)},
+			amqp.Table{"queue": "older", "reason": "rejected", "time": at.Add(-time.Hour), "count": int64(1)},
+		}
+		return h
+	}
+	for _, c := range []struct {
+		name                         string
+		headers                      amqp.Table
+		reason, kind, queue, attempt string
+		at                           time.Time
+	}{
+		{"lily only", lily(t0), "retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0},
+		{"x-death only", withDeath(amqp.Table{}, "orders", "delivery_limit", t0), "delivery_limit", kindBroker, "orders", "", t0},
+		{"a newer x-death hides stale Lily facts", withDeath(lily(t0), "orders.quorum", "delivery_limit", t0.Add(time.Minute)),
+			"delivery_limit", kindBroker, "orders.quorum", "2", t0.Add(time.Minute)},
+		{"newer Lily facts hide the retry bucket's x-death", withDeath(lily(t0.Add(time.Minute)), "orders.retry.1", "expired", t0),
+			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0.Add(time.Minute)},
+		{"a tie goes to Lily", withDeath(lily(t0), "orders.retry.1", "expired", t0),
+			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0},
+		{"Lily facts without a time win", withDeath(lily(time.Time{}), "orders.quorum", "delivery_limit", t0),
+			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", time.Time{}},
+		{"no facts", amqp.Table{}, "(no failure facts)", "", "", "", time.Time{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := factsOf(&amqp.Delivery{MessageId: "m", Headers: c.headers}, "")
+			if f.Reason != c.reason || f.FullReason != c.reason || f.Kind != c.kind || f.Source != c.queue || f.Queue != c.queue || f.Attempt != c.attempt || !f.Time.Equal(c.at) {
+				t.Errorf("facts %+v; want reason %q, kind %q, queue %q, attempt %q, time %v", f, c.reason, c.kind, c.queue, c.attempt, c.at)
+			}
+		})
+	}
+}
+
+// TestFactsQuarantined: a copy the filter quarantined says so, and why, and
+// has no source: its headers are the filter's marker alone.
+func TestFactsQuarantined(t *testing.T) {
+	d := &amqp.Delivery{MessageId: "m", Type: "t", Headers: amqp.Table{"x-lily-quarantined": "header tables or arrays nested deeper than 32"}}
+	f := factsOf(d, "header tables or arrays nested deeper than 32")
+	if f.Kind != kindQuarantined || f.Reason != "quarantined: header tables or arrays nested deeper than 32" || f.Quarantined == "" || f.Source != "" || f.ID != "m" || f.Type != "t" {
+		t.Errorf("facts %+v", f)
+	}
+	// The marker alone, which a producer can send, is not a quarantine.
+	if f := factsOf(d, ""); f.Kind != "" || f.Quarantined != "" || f.Reason != "(no failure facts)" {
+		t.Errorf("a forged marker: facts %+v", f)
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/quarantine"
+)
+
+// deepCopy is a Lily DLQ copy with a header nested 33 tables deep: RabbitMQ
+// takes and delivers it, amqp091-go refuses to decode it and closes its
+// connection.
+func deepCopy(id, source string) amqp.Publishing {
+	p := lilyCopy(id, "order.placed", "permanent failure", "permanent", source, 1, time.Now())
+	deep := amqp.Table{"leaf": "x"}
+	for range 32 {
+		deep = amqp.Table{"n": deep}
+	}
+	p.Headers["deep"] = deep
+	return p
+}
+
+// refusedByTheClient fails the test unless amqp091-go, reading without the
+// filter, fails on p: else the tests below would prove nothing.
+func (b *broker) refusedByTheClient(p amqp.Publishing) {
+	b.t.Helper()
+	q := b.queue("probe", nil)
+	b.publish(q, p)
+	conn, err := amqp.Dial(b.url)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if _, ok, err := ch.Get(q, false); err == nil {
+		b.t.Fatalf("the client decoded the hostile copy (got %v): the test proves nothing", ok)
+	}
+}
+
+// TestQuarantinedCopy: a copy whose headers the client cannot decode no
+// longer stops lilydlq. list, show and export read past it and say it is
+// quarantined and why; redrive moves the copies around it, and leaves it in
+// the DLQ, reported, with exit 1.
+func TestQuarantinedCopy(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	b.refusedByTheClient(deepCopy("probe", src))
+	b.publish(dlq,
+		lilyCopy("before", "t", "permanent failure", "permanent", src, 1, time.Now()),
+		deepCopy("deep-1", src),
+		lilyCopy("after", "t", "permanent failure", "permanent", src, 1, time.Now()),
+	)
+	const why = "quarantined: header tables or arrays nested deeper than 32"
+
+	r := b.lilydlq("list", dlq)
+	if r.code != exitOK {
+		t.Fatalf("list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"3 copies read (3 ready when the read began), 2 reasons", why + " (1)", "deep-1", " quarantined ", "permanent failure (2)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("list lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	b.assertCounts(dlq, 3)
+
+	r = b.lilydlq("show", dlq, "-id", "deep-1")
+	if r.code != exitOK {
+		t.Fatalf("show: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"reason:        " + why, "kind:          quarantined", "quarantined:   the client cannot decode its headers", "headers (1)", quarantine.Header + ":", `body (15 bytes)` + "\n" + `{"id":"deep-1"}`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = b.lilydlq("export", dlq)
+	if r.code != exitOK {
+		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
+	lines := exportLines(t, r.stdout)
+	if len(lines) != 3 {
+		t.Fatalf("export wrote %d copies, want 3", len(lines))
+	}
+	if x := lines[1]; x.Facts.ID != "deep-1" || x.Facts.Kind != kindQuarantined || !strings.HasPrefix(x.Facts.Quarantined, "header tables") ||
+		len(x.Headers) != 1 || x.Headers[quarantine.Header].Type != "string" || string(x.Body) != `{"id":"deep-1"}` {
+		t.Errorf("the quarantined copy exported as %+v", x)
+	}
+	if lines[0].Facts.Quarantined != "" || lines[2].Facts.Quarantined != "" {
+		t.Errorf("a copy around it exported as quarantined: %+v %+v", lines[0].Facts, lines[2].Facts)
+	}
+	b.assertCounts(dlq, 3)
+
+	r = b.lilydlq("redrive", dlq, "-all")
+	if r.code != exitFailure {
+		t.Errorf("redrive: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"not moved deep-1 (order.placed): its headers cannot be decoded (header tables", "it stays in the DLQ", "moved before (t) -> " + src, "moved after (t) -> " + src, "moved 2 of 3 chosen", "1 not moved"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("redrive lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	b.assertCounts(dlq, 1)
+	b.assertCounts(src, 2)
+	if got := ids(b.take(src)); !slices.Equal(got, []string{"before", "after"}) {
+		t.Errorf("source holds %v", got)
+	}
+	// The copy left is the quarantined one, still undecodable: its headers
+	// were never rewritten.
+	r = b.lilydlq("export", dlq)
+	if lines := exportLines(t, r.stdout); r.code != exitOK || len(lines) != 1 || lines[0].Facts.ID != "deep-1" || lines[0].Facts.Kind != kindQuarantined {
+		t.Errorf("the DLQ after the re-drive: exit %d, %+v", r.code, lines)
+	}
+	b.assertCounts(dlq, 1)
+}
+
+// TestQuarantinedCopyOverTLS: under amqps the filter reads beneath TLS, so
+// it sees frames and quarantines as it does in the clear.
+func TestQuarantinedCopyOverTLS(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	b.publish(dlq, deepCopy("deep-1", "src"), lilyCopy("plain", "t", "permanent failure", "permanent", "src", 1, time.Now()))
+	server, ca := selfSigned(t)
+	r := newRelay(t, b.url, server, false)
+	var out, errs bytes.Buffer
+	url := "amqps://guest:guest@127.0.0.1:" + r.port() + "/?cacertfile=" + ca
+	if code := run(context.Background(), []string{"list", dlq, "-url", url}, &out, &errs); code != exitOK {
+		t.Fatalf("list over TLS: exit %d\n%s%s", code, out.String(), errs.String())
+	}
+	for _, want := range []string{"2 copies read", "quarantined: header tables or arrays nested deeper than 32 (1)", "permanent failure (1)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("list over TLS lacks %q:\n%s", want, out.String())
+		}
+	}
+	b.assertCounts(dlq, 2)
+}
+
+// exportLines decodes export's output.
+func exportLines(t *testing.T, out string) []exported {
+	t.Helper()
+	var lines []exported
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var x exported
+		if err := json.Unmarshal(sc.Bytes(), &x); err != nil {
+			t.Fatalf("export line %d: %v", len(lines)+1, err)
+		}
+		lines = append(lines, x)
+	}
+	return lines
+}
