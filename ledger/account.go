@@ -30,6 +30,9 @@ type evidence struct {
 	// have left a copy; resumes the resume times measured, by fault.
 	resent  map[string]int
 	resumes map[string][]time.Duration
+	// atLeastOnce: the retry bucket is a quorum queue on a cluster, which
+	// dead-letters its expired copies back at least once.
+	atLeastOnce bool
 	reports         []*runtime.Report
 	// queued is where each id was found at the end, rows its business rows.
 	queued map[string][]found
@@ -44,7 +47,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, ids: r.ids, behaviours: r.beh,
 		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous),
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
-		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes),
+		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
 		reports: reps, queued: queued, rows: rows,
 	}
 }
@@ -52,6 +55,13 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 // publishedAgain explains a copy, or a run of a first attempt, that a send
 // made again after one that may have reached the queue.
 const publishedAgain = "published again after a send that may have reached the queue (no confirm, or a nack)"
+
+// bucketTwice explains one more run of a later attempt, and the copy it
+// left, on a cluster: a quorum retry bucket dead-letters its expired
+// copies back at least once, so a node failing while it moves one may move
+// it twice (RabbitMQ's at-least-once dead-lettering). The runtime cannot
+// see it; the inbox stops it for committed work.
+const bucketTwice = "the retry bucket moved its copy back twice (quorum at-least-once dead-lettering, a node failed)"
 
 // account finds every id's fate and checks every promise. It reads e alone,
 // so that its verdicts are tested on evidence made up for the purpose.
@@ -76,6 +86,16 @@ func account(e evidence) *Result {
 		byID[rec.MessageID] = append(byID[rec.MessageID], rec)
 		if rec.Commit == "duplicate" {
 			res.InboxStopped++
+		}
+	}
+	// On a cluster, each later attempt that ran more than once may owe it to
+	// the bucket, and have left one more copy.
+	twice := map[string]int{}
+	if e.atLeastOnce {
+		for k, n := range e.runs {
+			if k.attempt > 1 && n > 1 {
+				twice[k.id]++
+			}
 		}
 	}
 	inFlightAtClose := map[string]int{}
@@ -126,6 +146,7 @@ func account(e evidence) *Result {
 		}
 		because = append(because, slices.Repeat([]string{"in flight at the final abort (unresolved)"}, inFlightAtClose[id])...)
 		because = append(because, slices.Repeat([]string{publishedAgain}, e.resent[id])...)
+		because = append(because, slices.Repeat([]string{bucketTwice}, twice[id])...)
 		if extra := presences - 1; extra > len(because) {
 			problem("%s (%s) is present %d times at the end (%v, acked %v), and only %d explained", id, b, presences, copies, acked, len(because))
 		} else {
@@ -164,6 +185,8 @@ func account(e evidence) *Result {
 		because = append(because, slices.Repeat([]string{"in flight when a consumer closed (unresolved)"}, inFlightAtClose[k.id])...)
 		if k.attempt == 1 {
 			because = append(because, slices.Repeat([]string{publishedAgain}, e.resent[k.id])...)
+		} else if e.atLeastOnce {
+			because = append(because, bucketTwice)
 		}
 		// A later attempt exists once per handoff of the one before that may
 		// have reached the bucket: confirmed, or timed out or failed after

@@ -148,3 +148,30 @@ func TestAccountExplainsAMessagePublishedAgain(t *testing.T) {
 		t.Errorf("second runs %v, extra copies %v, resent %d", res.SecondRuns, res.ExtraCopies, res.Resent)
 	}
 }
+
+func TestAccountExplainsABucketThatMovedItsCopyTwice(t *testing.T) {
+	// Attempt 2 ran twice and two DLQ copies are left, after one confirmed
+	// handoff to the bucket: unexplained on one node, where a classic
+	// bucket dead-letters once.
+	dead := runtime.Record{MessageID: "m1", Attempt: 2, Path: runtime.PathDeadLettered, Handler: "permanent", Handoff: "confirmed", Destination: dlq}
+	e := oneMessage(Panics, handedOff(1, "q.retry.1s"), dead, dead)
+	e.runs[workKey{"m1", 1}] = 1
+	e.runs[workKey{"m1", 2}] = 2
+	e.queued["m1"] = []found{{InDLQ, 2}, {InDLQ, 2}}
+	res := account(e)
+	wantProblem(t, res, "m1 attempt 2: the handler ran 2 times")
+	wantProblem(t, res, "m1 (panic) is present 2 times at the end")
+
+	// On a cluster, the quorum bucket may have moved it back twice.
+	e.atLeastOnce = true
+	res = account(e)
+	wantNoProblem(t, res)
+	if res.SecondRuns[bucketTwice] != 1 || res.ExtraCopies[bucketTwice] != 1 {
+		t.Errorf("second runs %v, extra copies %v", res.SecondRuns, res.ExtraCopies)
+	}
+}
+
+// handedOff is attempt's confirmed handoff to the bucket to, then its ACK.
+func handedOff(attempt int, to string) runtime.Record {
+	return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathRetried, Handler: "retryable", Handoff: "confirmed", Destination: to}
+}
