@@ -33,10 +33,19 @@ type evidence struct {
 	// atLeastOnce: the retry bucket is a quorum queue on a cluster, which
 	// dead-letters its expired copies back at least once.
 	atLeastOnce bool
-	reports         []*runtime.Report
+	reports     []*runtime.Report
 	// queued is where each id was found at the end, rows its business rows.
 	queued map[string][]found
 	rows   map[string]int
+
+	// Processes die (processes.go): killed counts, by attempt, the handler
+	// runs of processes killed before they wrote their record, and
+	// killedAcks the ACKs they sent and had not proven; leasedAgain, by id,
+	// the leases of its outbox row after the first; claimed, the ids whose
+	// work committed in the inbox.
+	killed, killedAcks map[workKey]int
+	leasedAgain        map[string]int
+	claimed            map[string]bool
 }
 
 // evidence gathers what r saw for the accounting.
@@ -63,6 +72,22 @@ const publishedAgain = "published again after a send that may have reached the q
 // see it; the inbox stops it for committed work.
 const bucketTwice = "the retry bucket moved its copy back twice (quorum at-least-once dead-lettering, a node failed)"
 
+// Processes die (processes.go). A process killed with SIGKILL writes no
+// record of the runs it had started: each such run explains a second run
+// of its attempt, a copy of the next attempt (its handoff may have been
+// confirmed) and a copy at the end. Nor does it log its ACKs never proven
+// (ack-ambiguous): each ACK it sent and had not proven explains a second
+// run of its attempt and a copy at the end. A row the outbox relay leased
+// again may have been published before: each such lease explains a copy,
+// and a second run of attempt 1 (the inbox ACKs the copies of committed
+// work as duplicates, without a run).
+const (
+	killedMidRun  = "the process running it was killed (SIGKILL)"
+	killedHandoff = "another copy of this attempt: the process that ran the attempt before was killed (SIGKILL), perhaps after its handoff"
+	killedAck     = "ACK sent by a process killed (SIGKILL) before its proof"
+	relayedAgain  = "published again by the outbox relay (its row leased again after a relay was killed, or got no confirm, before its delete)"
+)
+
 // account finds every id's fate and checks every promise. It reads e alone,
 // so that its verdicts are tested on evidence made up for the purpose.
 func account(e evidence) *Result {
@@ -87,6 +112,14 @@ func account(e evidence) *Result {
 		if rec.Commit == "duplicate" {
 			res.InboxStopped++
 		}
+	}
+	// Processes die: the killed runs and unproven ACKs of each id.
+	killedRuns, killedAcks := map[string]int{}, map[string]int{}
+	for k, n := range e.killed {
+		killedRuns[k.id] += n
+	}
+	for k, n := range e.killedAcks {
+		killedAcks[k.id] += n
 	}
 	// On a cluster, each later attempt that ran more than once may owe it to
 	// the bucket, and have left one more copy.
@@ -114,6 +147,11 @@ func account(e evidence) *Result {
 		recs, copies := byID[id], e.queued[id]
 		acked := workAcked(recs)
 		fate := fateOf(copies, acked)
+		if fate == Lost && e.claimed[id] && killedRuns[id] > 0 {
+			// Processes die: one killed after the ACK of committed work and
+			// before its record leaves the inbox's claim as the evidence.
+			acked, fate = true, Acked
+		}
 		res.Fates[fate]++
 		switch {
 		case fate == Lost:
@@ -147,6 +185,10 @@ func account(e evidence) *Result {
 		because = append(because, slices.Repeat([]string{"in flight at the final abort (unresolved)"}, inFlightAtClose[id])...)
 		because = append(because, slices.Repeat([]string{publishedAgain}, e.resent[id])...)
 		because = append(because, slices.Repeat([]string{bucketTwice}, twice[id])...)
+		// Processes die.
+		because = append(because, slices.Repeat([]string{killedMidRun}, killedRuns[id])...)
+		because = append(because, slices.Repeat([]string{killedAck}, killedAcks[id])...)
+		because = append(because, slices.Repeat([]string{relayedAgain}, e.leasedAgain[id])...)
 		if extra := presences - 1; extra > len(because) {
 			problem("%s (%s) is present %d times at the end (%v, acked %v), and only %d explained", id, b, presences, copies, acked, len(because))
 		} else {
@@ -198,7 +240,14 @@ func account(e evidence) *Result {
 				copies++
 			}
 		}
-		because = append(because, slices.Repeat([]string{"another copy of this attempt: a handoff of the attempt before timed out or failed after its publish, and was made again"}, max(copies-1, 0))...)
+		because = append(because, slices.Repeat([]string{"another copy of this attempt: the attempt before was handed off more than once (a handoff without proof was made again)"}, max(copies-1, 0))...)
+		// Processes die.
+		because = append(because, slices.Repeat([]string{killedMidRun}, e.killed[k])...)
+		because = append(because, slices.Repeat([]string{killedAck}, e.killedAcks[k])...)
+		because = append(because, slices.Repeat([]string{killedHandoff}, e.killed[workKey{k.id, k.attempt - 1}])...)
+		if k.attempt == 1 {
+			because = append(because, slices.Repeat([]string{relayedAgain}, e.leasedAgain[k.id])...)
+		}
 		if n-1 > len(because) {
 			problem("%s attempt %d: the handler ran %d times; only %d earlier journeys ended without proof: %s", k.id, k.attempt, n, len(because), paths(byID[k.id]))
 			continue

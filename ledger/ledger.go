@@ -107,6 +107,17 @@ func spec(name, typ string) runtime.QueueSpec {
 	}
 }
 
+// newRun is the state of a run of cfg on the queue of spec, its schedule
+// seeded, nothing seen yet.
+func newRun(cfg Config, spec runtime.QueueSpec) *run {
+	return &run{
+		cfg: cfg, spec: spec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
+		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
+		restart: make(chan struct{}, 1), runs: map[workKey]int{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
+		resent: map[string]int{}, resumes: map[string][]time.Duration{},
+	}
+}
+
 // urls are the broker URLs of the consumers and the publisher.
 func (r *run) urls() []string {
 	if r.cfg.Cluster != nil {
@@ -168,12 +179,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Cluster != nil {
 		typ = topology.Quorum // replicated on every node
 	}
-	r := &run{
-		cfg: cfg, spec: spec(name, typ), rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
-		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
-		restart: make(chan struct{}, 1), runs: map[workKey]int{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
-		resent: map[string]int{}, resumes: map[string][]time.Duration{},
-	}
+	r := newRun(cfg, spec(name, typ))
 	r.assign()
 	if err := r.declare(); err != nil {
 		return nil, err

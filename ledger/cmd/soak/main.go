@@ -18,6 +18,14 @@
 // restarted in turn.
 //
 //	go run ./ledger/cmd/soak -n 100000 -cluster "$(.ci/cluster urls)"
+//
+// -processes runs the process ledger instead (ledger.RunProcesses): three
+// consumer processes and the outbox relay, each this command run again,
+// while the messages are written into the PostgreSQL outbox (over
+// -publish-over, or as fast as they can be) and one of the four is killed
+// with SIGKILL about every -fault-every, then started again.
+//
+//	go run ./ledger/cmd/soak -n 100000 -processes -fault-every 2s
 package main
 
 import (
@@ -34,6 +42,14 @@ import (
 )
 
 func main() {
+	if child, err := ledger.RunChild(); child {
+		// A process of the process ledger, which this command started.
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var cfg ledger.Config
 	flag.IntVar(&cfg.N, "n", 100_000, "messages, each with its own id")
 	flag.Uint64Var(&cfg.Seed, "seed", 0, "seed of the behaviours and the fault schedule (0: a random one, printed)")
@@ -45,6 +61,7 @@ func main() {
 	flag.DurationVar(&cfg.Deadline, "deadline", 30*time.Minute, "shut down by then, whatever is left")
 	cluster := flag.String("cluster", "", "run on a cluster: its nodes' AMQP URLs, comma-separated, in the script's order")
 	script := flag.String("cluster-script", ".ci/cluster", "the script that stops, kills and starts the cluster's nodes")
+	processes := flag.Bool("processes", false, "run the process ledger: consumers and the outbox relay in processes of their own, killed with SIGKILL")
 	flag.Parse()
 	if *cluster != "" {
 		cfg.Cluster = &ledger.Cluster{URLs: strings.Split(*cluster, ","), Script: *script}
@@ -58,7 +75,13 @@ func main() {
 	fmt.Printf("soak: seed %d (rerun the schedule with -seed %d)\n", cfg.Seed, cfg.Seed)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := ledger.Run(ctx, cfg)
+	run := ledger.Run
+	if *processes {
+		run = func(ctx context.Context, cfg ledger.Config) (*ledger.Result, error) {
+			return ledger.RunProcesses(ctx, ledger.ProcessConfig{Config: cfg})
+		}
+	}
+	res, err := run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		os.Exit(2)

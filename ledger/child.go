@@ -1,0 +1,242 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/outbox/pgoutbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// A child of the process ledger (processes.go) is this program run again
+// with childEnv set: a consumer or the outbox relay. It tells the parent
+// what it does as events, one JSON line each on its stdout, each written
+// with one write: a pipe keeps such a write whole, so a process killed with
+// SIGKILL leaves every event it wrote, and none cut short.
+
+// childEnv carries a child's childConfig.
+const childEnv = "LILY_LEDGER_CHILD"
+
+// The children's roles.
+const (
+	consumerRole = "consumer"
+	relayRole    = "relay"
+)
+
+// childConfig is what a child is told.
+type childConfig struct {
+	Role, Name string
+	N          int
+	Seed       uint64
+	// AMQP reaches the broker; DSN the database, whose Schema holds the
+	// run's inbox, outbox and business table; Queue is the run's queue.
+	AMQP, DSN, Schema, Queue string
+	App                      string // its connections' application_name
+}
+
+// The kinds of event.
+const (
+	evStarted     = "started"      // SIGTERM now stops it well
+	evRun         = "run"          // a handler run starts: ID, Attempt
+	evRecord      = "record"       // a delivery's record: Record
+	evWarning     = "warning"      // a consumer's warning: Stage, ID, Attempt, Detail
+	evProven      = "ack-proven"   // a later reply proved the ACK of ID, Attempt
+	evReport      = "report"       // Run returned its report: Report
+	evFailedStart = "failed-start" // the consumer's first connection failed: Detail
+	evError       = "error"        // Run failed otherwise: Detail
+)
+
+// event is one line a child writes.
+type event struct {
+	Kind    string          `json:"kind"`
+	ID      string          `json:"id,omitempty"`
+	Attempt int             `json:"attempt,omitempty"`
+	Stage   string          `json:"stage,omitempty"`
+	Detail  string          `json:"detail,omitempty"`
+	Record  *runtime.Record `json:"record,omitempty"`
+	Report  *runtime.Report `json:"report,omitempty"`
+}
+
+// events writes a child's events.
+type events struct {
+	mu  sync.Mutex
+	enc *json.Encoder // on the unbuffered stdout: one write per event
+}
+
+func (e *events) emit(ev event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_ = e.enc.Encode(ev)
+}
+
+// RunChild runs this program as a child of RunProcesses when the environment
+// says it is one, and reports whether it was. A program that runs the
+// process ledger calls it first, and returns when it reports true: a test
+// binary from the test that ChildArgs names, a command from its main.
+//
+// The child runs until SIGTERM or the end of its stdin (the parent let go
+// of it, or died), then returns after its service stopped.
+func RunChild() (bool, error) {
+	raw := os.Getenv(childEnv)
+	if raw == "" {
+		return false, nil
+	}
+	var cfg childConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return true, fmt.Errorf("ledger child: %s: %w", childEnv, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	out := &events{enc: json.NewEncoder(os.Stdout)}
+	out.emit(event{Kind: evStarted})
+	pool, err := childPool(ctx, cfg.DSN, cfg.Schema, cfg.App, 12)
+	if err != nil {
+		return true, err
+	}
+	defer pool.Close()
+	var rep *runtime.Report
+	switch cfg.Role {
+	case consumerRole:
+		rep, err = runConsumer(ctx, cfg, pool, out)
+	case relayRole:
+		rep, err = runRelay(ctx, cfg, pool)
+	default:
+		err = fmt.Errorf("ledger child: no role %q", cfg.Role)
+	}
+	switch {
+	case err == nil:
+		out.emit(event{Kind: evReport, Report: rep})
+		return true, nil
+	case rep == nil && cfg.Role == consumerRole && !refused(err):
+		// As consume's errNeverConnected: bad luck under load, which the
+		// parent, as a supervisor, answers by starting another.
+		out.emit(event{Kind: evFailedStart, Detail: err.Error()})
+		return true, nil
+	}
+	out.emit(event{Kind: evError, Detail: err.Error()})
+	return true, err
+}
+
+// childPool opens a pool whose connections have schema as their search_path
+// (the run's own lily_inbox, lily_outbox and business table) and app as
+// their application_name.
+func childPool(ctx context.Context, dsn, schema, app string, conns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	cfg.MaxConns = conns
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// runConsumer runs a consumer of the run's queue with the ledger's
+// behaviours and the PostgreSQL inbox, as consume does, and tells each
+// handler run as it starts, each record, and the warnings the ledger reads.
+func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *events) (*runtime.Report, error) {
+	r := &run{
+		cfg: Config{N: cfg.N, Seed: cfg.Seed, PostgresDSN: cfg.DSN}, spec: processSpec(cfg.Queue),
+		beh: map[string]Behaviour{}, slow: map[string]time.Duration{}, runs: map[workKey]int{}, table: workTable,
+	}
+	r.assign() // the parent's behaviours: the same seed
+	handle := func(ctx context.Context, d runtime.RawDelivery) error {
+		out.emit(event{Kind: evRun, ID: d.MessageID(), Attempt: d.Attempt()})
+		return r.handle(ctx, d)
+	}
+	c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}, runtime.Config{
+		URLs:    []string{cfg.AMQP},
+		Observe: func(rec runtime.Record) { out.emit(event{Kind: evRecord, Record: &rec}) },
+		Logger:  slog.New(diagnostics{out}),
+		Inbox:   pginbox.New(pool, pginbox.Options{LockTimeout: 500 * time.Millisecond}),
+		// consume's.
+		StepTimeout:   2 * time.Second,
+		ShutdownGrace: 5 * time.Second, ForceWindow: time.Second,
+		ReconnectMax: 500 * time.Millisecond,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.Run(ctx)
+}
+
+// The relay's settings, the outbox ledger's: a short lease, so that a killed
+// relay's rows come back soon, and a step well within four fifths of it.
+const (
+	relayLease = 2 * time.Second
+	relayStep  = 700 * time.Millisecond
+)
+
+// runRelay runs the outbox relay, its failures logged to stderr, which the
+// parent shows if the process fails.
+func runRelay(ctx context.Context, cfg childConfig, pool *pgxpool.Pool) (*runtime.Report, error) {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{cfg.AMQP}, StepTimeout: relayStep, ReconnectMax: 500 * time.Millisecond, Logger: logger}, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	opts := pgoutbox.Options{Poll: 50 * time.Millisecond, Lease: relayLease, Batch: 20, MaxBackoff: 500 * time.Millisecond, Logger: logger}
+	return pgoutbox.NewRelay(pool, p, opts).Run(ctx)
+}
+
+// diagnostics is a consumer's slog.Handler in a child. It passes on the
+// warnings the ledger's Handle keeps (ACKs never proven, sessions ended),
+// for the parent to hand them to it, and each ACK proven: those of a killed
+// process that were not are ambiguous, which it could not log.
+type diagnostics struct{ out *events }
+
+func (w diagnostics) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w diagnostics) Handle(_ context.Context, rec slog.Record) error {
+	ev := event{Kind: evWarning}
+	rec.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "stage":
+			ev.Stage = a.Value.String()
+		case "message_id":
+			ev.ID = a.Value.String()
+		case "attempt":
+			ev.Attempt = int(a.Value.Int64())
+		case "detail":
+			ev.Detail = a.Value.String()
+		}
+		return true
+	})
+	switch ev.Stage {
+	case "ack-proven":
+		w.out.emit(event{Kind: evProven, ID: ev.ID, Attempt: ev.Attempt})
+	case "ack-ambiguous", "intake-lost":
+		w.out.emit(ev)
+	}
+	return nil
+}
+
+func (w diagnostics) WithAttrs([]slog.Attr) slog.Handler { return w }
+
+func (w diagnostics) WithGroup(string) slog.Handler { return w }
+
+// asRecord is a warning event as the slog record the consumer logged, for
+// the parent's run.Handle.
+func (ev event) asRecord() slog.Record {
+	rec := slog.NewRecord(time.Now(), slog.LevelWarn, "lily", 0)
+	rec.AddAttrs(slog.String("stage", ev.Stage), slog.String("message_id", ev.ID), slog.Int("attempt", ev.Attempt), slog.String("detail", ev.Detail))
+	return rec
+}

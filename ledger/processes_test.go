@@ -1,0 +1,148 @@
+package ledger
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/internal/services"
+	"github.com/lily-mq/lily/runtime"
+)
+
+var processesN = flag.Int("ledger.processes.n", 1500, "messages in TestLedgerProcesses")
+
+// TestLedgerProcesses runs the process ledger: three consumer processes
+// (this test binary run again, as TestLedgerProcessChild) compete on one
+// queue, fed by the outbox relay in a process of its own, while the test
+// writes -ledger.processes.n messages into the outbox over 20 s and kills
+// one of the four with SIGKILL every 1 to 3 s, starting another after a
+// short pause. Nothing is lost, every second run and extra copy is
+// explained, no 406, and both roles were killed. It needs RabbitMQ and
+// PostgreSQL; a missing one fails it.
+func TestLedgerProcesses(t *testing.T) {
+	url, dsn := services.RabbitMQ(t), services.PostgreSQL(t)
+	s := *seed
+	if s == 0 {
+		s = rand.Uint64() >> 16
+	}
+	t.Logf("seed %d (rerun the schedule with -ledger.seed=%d)", s, s)
+	res, err := RunProcesses(context.Background(), ProcessConfig{
+		Config: Config{
+			N: *processesN, Seed: s, BrokerURL: url, PostgresDSN: dsn,
+			FaultEvery: 2 * time.Second, PublishOver: 20 * time.Second, Deadline: 75 * time.Second,
+		},
+		ChildArgs: []string{"-test.run=^TestLedgerProcessChild$"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + res.String())
+	if res.Fates[Lost] != 0 || len(res.Problems) > 0 {
+		t.Errorf("%d lost, %d problems (listed above)", res.Fates[Lost], len(res.Problems))
+	}
+	if total(res.Fates) != *processesN {
+		t.Errorf("the fates account for %d of %d messages", total(res.Fates), *processesN)
+	}
+	for _, kind := range []string{consumerKilled, relayKilled} {
+		if res.Faults[kind] == 0 {
+			t.Errorf("no %s", kind)
+		}
+	}
+	if len(res.Reports) != 3 {
+		t.Errorf("%d consumer reports at the end, want 3", len(res.Reports))
+	}
+}
+
+// TestLedgerProcessChild is a process of TestLedgerProcesses, which starts
+// it; alone, it does nothing.
+func TestLedgerProcessChild(t *testing.T) {
+	child, err := RunChild()
+	if !child {
+		t.Skip("a process of TestLedgerProcesses, which starts it")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The accounting's verdicts on what a killed process and the relay leave.
+
+func TestAccountExplainsARunInAKilledProcess(t *testing.T) {
+	// A killed process ran attempt 1 and wrote no record; another ran it
+	// again and acked it.
+	e := oneMessage(Success, acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times")
+	e.killed = map[workKey]int{{"m1", 1}: 1}
+	res := account(e)
+	wantNoProblem(t, res)
+	if res.SecondRuns[killedMidRun] != 1 {
+		t.Errorf("second runs %v", res.SecondRuns)
+	}
+
+	// The killed process handed attempt 1 off to the DLQ before it died:
+	// the message is there twice.
+	dead := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathDeadLettered, Handler: "permanent",
+		Handoff: "confirmed", Destination: dlq, Reason: "permanent failure: refused"}
+	e = oneMessage(Refused, dead)
+	e.runs[workKey{"m1", 1}] = 2
+	e.queued["m1"] = []found{{InDLQ, 1}, {InDLQ, 1}}
+	e.killed = map[workKey]int{{"m1", 1}: 1}
+	res = account(e)
+	wantNoProblem(t, res)
+	if res.ExtraCopies[killedMidRun] != 1 {
+		t.Errorf("extra copies %v", res.ExtraCopies)
+	}
+
+	// A second run of attempt 2: two copies of it, one handed off by the
+	// killed process.
+	e = oneMessage(Panics, runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "panicked", Handoff: "confirmed", Destination: "q.retry"})
+	e.runs[workKey{"m1", 1}] = 2
+	e.runs[workKey{"m1", 2}] = 2
+	e.queued["m1"] = []found{{InMain, 2}}
+	wantProblem(t, account(e), "m1 attempt 2: the handler ran 2 times")
+	e.killed = map[workKey]int{{"m1", 1}: 1}
+	res = account(e)
+	wantNoProblem(t, res)
+	if res.SecondRuns[killedHandoff] != 1 {
+		t.Errorf("second runs %v", res.SecondRuns)
+	}
+}
+
+func TestAccountTakesTheClaimOfAKilledProcess(t *testing.T) {
+	// No record, in no queue: lost, even with a claim, unless a process
+	// that ran it was killed (after its ACK, before its record).
+	e := oneMessage(Success)
+	e.runs[workKey{"m1", 1}] = 1
+	e.claimed = map[string]bool{"m1": true}
+	wantProblem(t, account(e), "m1 (success) is lost")
+	e.killed = map[workKey]int{{"m1", 1}: 1}
+	res := account(e)
+	wantNoProblem(t, res)
+	if res.Fates[Acked] != 1 {
+		t.Errorf("fates %v", res.Fates)
+	}
+	e.claimed = nil
+	wantProblem(t, account(e), "m1 (success) is lost")
+}
+
+func TestAccountExplainsACopyTheRelayPublishedAgain(t *testing.T) {
+	// The relay published m1 twice: the second copy failed too, and is in
+	// the DLQ beside the first.
+	dead := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathDeadLettered, Handler: "permanent",
+		Handoff: "confirmed", Destination: dlq, Reason: "permanent failure: refused"}
+	e := oneMessage(Refused, dead, dead)
+	e.runs[workKey{"m1", 1}] = 2
+	e.queued["m1"] = []found{{InDLQ, 1}, {InDLQ, 1}}
+	res := account(e)
+	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
+	wantProblem(t, res, "m1 (permanent) is present 2 times at the end")
+	e.leasedAgain = map[string]int{"m1": 1}
+	res = account(e)
+	wantNoProblem(t, res)
+	if res.SecondRuns[relayedAgain] != 1 || res.ExtraCopies[relayedAgain] != 1 {
+		t.Errorf("second runs %v, extra copies %v", res.SecondRuns, res.ExtraCopies)
+	}
+}
