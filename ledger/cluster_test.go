@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"flag"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -21,11 +20,7 @@ var clusterN = flag.Int("ledger.cluster.n", 1500, "messages in TestLedgerCluster
 func TestLedgerCluster(t *testing.T) {
 	urls := services.Cluster(t)
 	dsn := services.PostgreSQL(t)
-	s := *seed
-	if s == 0 {
-		s = rand.Uint64() >> 16
-	}
-	t.Logf("seed %d (rerun the schedule with -ledger.seed=%d)", s, s)
+	s := testSeed(t)
 	res, err := Run(context.Background(), Config{
 		N: *clusterN, Seed: s, BrokerURL: urls[0], PostgresDSN: dsn,
 		Cluster:    &Cluster{URLs: urls, Script: "../.ci/cluster"},
@@ -34,13 +29,7 @@ func TestLedgerCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + res.String())
-	if res.Fates[Lost] != 0 || len(res.Problems) > 0 {
-		t.Errorf("%d lost, %d problems (listed above)", res.Fates[Lost], len(res.Problems))
-	}
-	if total(res.Fates) != *clusterN {
-		t.Errorf("the fates account for %d of %d messages", total(res.Fates), *clusterN)
-	}
+	accounted(t, res, *clusterN)
 	for _, kind := range []string{faultNodeStopped, faultLeaderKilled, faultConsumerNode} {
 		if res.Faults[kind] == 0 {
 			t.Errorf("no fault %q struck", kind)

@@ -21,11 +21,7 @@ var (
 // second run of a handler and every extra copy explained, no 406. It needs
 // RabbitMQ with rabbitmqctl, and PostgreSQL; a missing one fails it.
 func TestLedger(t *testing.T) {
-	s := *seed
-	if s == 0 {
-		s = rand.Uint64() >> 16
-	}
-	t.Logf("seed %d (rerun the schedule with -ledger.seed=%d)", s, s)
+	s := testSeed(t)
 	url, dsn := services.RabbitMQ(t), services.PostgreSQL(t)
 	res, err := Run(context.Background(), Config{
 		N: *n, Seed: s, BrokerURL: url, PostgresDSN: dsn,
@@ -34,14 +30,32 @@ func TestLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	accounted(t, res, *n)
+	if len(res.Faults) == 0 {
+		t.Error("no fault struck")
+	}
+}
+
+// testSeed is -ledger.seed, or a random one, logged so that a failing run's
+// schedule can be run again.
+func testSeed(t *testing.T) uint64 {
+	s := *seed
+	if s == 0 {
+		s = rand.Uint64() >> 16
+	}
+	t.Logf("seed %d (rerun the schedule with -ledger.seed=%d)", s, s)
+	return s
+}
+
+// accounted logs the ledger and fails t unless every one of its n messages
+// has a fate, none is lost and no promise broke.
+func accounted(t *testing.T, res *Result, n int) {
+	t.Helper()
 	t.Log("\n" + res.String())
 	if res.Fates[Lost] != 0 || len(res.Problems) > 0 {
 		t.Errorf("%d lost, %d problems (listed above)", res.Fates[Lost], len(res.Problems))
 	}
-	if total(res.Fates) != *n {
-		t.Errorf("the fates account for %d of %d messages", total(res.Fates), *n)
-	}
-	if len(res.Faults) == 0 {
-		t.Error("no fault struck")
+	if total(res.Fates) != n {
+		t.Errorf("the fates account for %d of %d messages", total(res.Fates), n)
 	}
 }

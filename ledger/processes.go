@@ -217,41 +217,9 @@ func (pr *processRun) write(ctx context.Context) error {
 		txs = append(txs, batch{i, n})
 		i += n
 	}
-	start := time.Now()
-	next := make(chan batch)
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for range writers {
-		wg.Go(func() {
-			for b := range next {
-				if err := pr.writeTx(ctx, b.first, b.n); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	func() {
-		defer close(next)
-		for _, b := range txs {
-			if !backoff.Sleep(ctx, time.Until(start.Add(pr.cfg.PublishOver*time.Duration(b.first)/time.Duration(len(pr.ids))))) {
-				return
-			}
-			select {
-			case next <- b:
-			case err := <-errs:
-				errs <- err
-				return
-			}
-		}
-	}()
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return ctx.Err()
-	}
+	return pr.spread(ctx, len(txs), writers, func(j int) int { return txs[j].first }, func(j int) error {
+		return pr.writeTx(ctx, txs[j].first, txs[j].n)
+	})
 }
 
 // writeTx writes messages first to first+n-1 in one transaction. Nothing

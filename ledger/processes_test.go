@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"flag"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -23,11 +22,7 @@ var processesN = flag.Int("ledger.processes.n", 1500, "messages in TestLedgerPro
 // PostgreSQL; a missing one fails it.
 func TestLedgerProcesses(t *testing.T) {
 	url, dsn := services.RabbitMQ(t), services.PostgreSQL(t)
-	s := *seed
-	if s == 0 {
-		s = rand.Uint64() >> 16
-	}
-	t.Logf("seed %d (rerun the schedule with -ledger.seed=%d)", s, s)
+	s := testSeed(t)
 	res, err := RunProcesses(context.Background(), ProcessConfig{
 		Config: Config{
 			N: *processesN, Seed: s, BrokerURL: url, PostgresDSN: dsn,
@@ -38,13 +33,7 @@ func TestLedgerProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + res.String())
-	if res.Fates[Lost] != 0 || len(res.Problems) > 0 {
-		t.Errorf("%d lost, %d problems (listed above)", res.Fates[Lost], len(res.Problems))
-	}
-	if total(res.Fates) != *processesN {
-		t.Errorf("the fates account for %d of %d messages", total(res.Fates), *processesN)
-	}
+	accounted(t, res, *processesN)
 	for _, kind := range []string{consumerKilled, relayKilled} {
 		if res.Faults[kind] == 0 {
 			t.Errorf("no %s", kind)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -31,14 +32,22 @@ func (r *run) publish(ctx context.Context) error {
 		return err
 	}
 	defer p.Close()
+	return r.spread(ctx, len(r.ids), senders, func(i int) int { return i }, func(i int) error { return r.send(ctx, p, i) })
+}
+
+// spread hands items 0..n-1 to workers goroutines that do them, item j not
+// before the share of PublishOver that its first message, first(j), is of
+// the run's messages, and returns the first error, or ctx's when it ended
+// before every item was handed out.
+func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int, do func(j int) error) error {
 	start := time.Now()
 	next := make(chan int)
-	errs := make(chan error, senders)
+	errs := make(chan error, workers)
 	var wg sync.WaitGroup
-	for range senders {
+	for range workers {
 		wg.Go(func() {
-			for i := range next {
-				if err := r.send(ctx, p, i); err != nil {
+			for j := range next {
+				if err := do(j); err != nil {
 					errs <- err
 					return
 				}
@@ -47,12 +56,12 @@ func (r *run) publish(ctx context.Context) error {
 	}
 	func() {
 		defer close(next)
-		for i := range r.ids {
-			if r.cfg.PublishOver > 0 {
-				time.Sleep(time.Until(start.Add(r.cfg.PublishOver * time.Duration(i) / time.Duration(len(r.ids)))))
+		for j := range n {
+			if !backoff.Sleep(ctx, time.Until(start.Add(r.cfg.PublishOver*time.Duration(first(j))/time.Duration(len(r.ids))))) {
+				return
 			}
 			select {
-			case next <- i:
+			case next <- j:
 			case err := <-errs:
 				errs <- err
 				return
@@ -64,7 +73,7 @@ func (r *run) publish(ctx context.Context) error {
 	case err := <-errs:
 		return err
 	default:
-		return nil
+		return ctx.Err()
 	}
 }
 
