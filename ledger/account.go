@@ -256,13 +256,15 @@ func account(e evidence) *Result {
 			res.SecondRuns[why]++
 		}
 	}
+	var refused []string
 	for _, why := range append(slices.Clone(e.lost), lost...) {
 		if strings.Contains(why, "406") || strings.Contains(why, "PRECONDITION_FAILED") {
 			res.Channel406++
+			refused = append(refused, why)
 		}
 	}
 	if res.Channel406 > 0 {
-		problem("%d channels or connections were closed with 406", res.Channel406)
+		problem("%d channels or connections were closed with 406: %q", res.Channel406, refused[:min(len(refused), 3)])
 	}
 	return res
 }
