@@ -89,8 +89,11 @@ func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
 	spec := fixture.LilytestQueueSpec()
 	spec.Concurrency = 1
 	spec.HandlerTimeout = 20 * time.Millisecond
-	const step = 20 * time.Millisecond
-	spec.SettlementBudget = spec.HandlerTimeout + 4*step + 2*time.Second // the least NewConsumer takes
+	// Steps long enough for a loaded machine: the settler must write the
+	// handoff's ACK within one. The budget leaves a second of slack over the
+	// least NewConsumer takes.
+	const step = 500 * time.Millisecond
+	spec.SettlementBudget = spec.HandlerTimeout + 4*step + 3*time.Second
 	release := make(chan struct{})
 	var calls atomic.Int32
 	h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
