@@ -20,7 +20,6 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/runtime/internal/workers"
 )
@@ -210,13 +209,13 @@ func (r *run) revokeAll() {
 // 404 for an external exchange or queue that does not exist), or when it is
 // called twice. A ctx that ends before the first connection is a
 // clean stop: an empty report and no error.
-func (c *Consumer) Run(ctx context.Context) (*Report, error) {
+func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	if !c.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("lily: a Consumer runs once")
 	}
 	r := c.newRun()
 	c.running.Store(r)
-	defer r.ended.CompareAndSwap(nil, &runReturned)
+	defer func() { r.ended.Store(endedWith(err)) }()
 	ended := make(chan struct{})
 	defer close(ended)
 	go func() {
@@ -240,8 +239,6 @@ func (c *Consumer) Run(ctx context.Context) (*Report, error) {
 			return c.shutdown(r, nil), nil
 		}
 		r.force()
-		why := "Run failed: " + sanitize.Text(err.Error(), decide.MaxCause)
-		r.ended.Store(&why)
 		return nil, err
 	}
 	for failures := 0; ; {

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // Health is what a consumer answers a probe: whether it is ready (connected
@@ -32,8 +35,14 @@ type Health struct {
 	IntakeStopped bool `json:"intake_stopped"`
 }
 
-// runReturned is Health's why once Run has returned without an error.
-var runReturned = "Run returned"
+// endedWith is Health's why once Run has returned err.
+func endedWith(err error) *string {
+	why := "Run returned"
+	if err != nil {
+		why = "Run failed: " + sanitize.Text(err.Error(), decide.MaxCause)
+	}
+	return &why
+}
 
 // Health tells the consumer's health now. It is cheap: a probe may ask often.
 func (c *Consumer) Health() Health {
