@@ -105,7 +105,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	return &Consumer{
 		spec: spec, policy: policy, routes: routes, reader: reader, inbox: inbox,
 		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: &dialer{cfg: cfg, name: spec.Name},
-		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger},
+		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger, queue: spec.Name},
 		hooks:     testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
 	}, nil
 }

@@ -55,8 +55,9 @@ type Telemetry interface {
 // faulty hook cannot keep a delivery from its settlement. Its zero value (no
 // Telemetry) does nothing.
 type hook struct {
-	t   Telemetry
-	log *slog.Logger
+	t     Telemetry
+	log   *slog.Logger
+	queue string // the consumer's; "" for a Publisher
 }
 
 // ownHeaders begins the name of each header of Lily's wire contract
@@ -70,9 +71,18 @@ func ignore(string) {}
 // without. Deferred, so that recover sees the panic.
 func (h hook) recovered(method string) {
 	if p := recover(); p != nil {
-		h.log.LogAttrs(context.Background(), slog.LevelError, "lily: telemetry panicked",
-			slog.String("method", method), slog.String("panic", sanitize.Text(fmt.Sprint(p), decide.MaxCause)))
+		h.logError(slog.String("method", method), slog.String("detail", "panicked: "+sanitize.Text(fmt.Sprint(p), decide.MaxCause)))
 	}
+}
+
+// logError logs what went wrong with the hook, as a diagnostics record of
+// stage "telemetry".
+func (h hook) logError(attrs ...slog.Attr) {
+	head := []slog.Attr{slog.String("stage", "telemetry")}
+	if h.queue != "" {
+		head = []slog.Attr{slog.String("queue", h.queue), head[0]}
+	}
+	h.log.LogAttrs(context.Background(), slog.LevelError, "lily", append(head, attrs...)...)
 }
 
 // guarded wraps a done the hook returned the same way; nil stands for none.
@@ -128,6 +138,13 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		defer h.recovered("Publish")
 		done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen))
 	}()
+	if err := seen.Headers.Validate(); err != nil {
+		// A value AMQP cannot carry would fail the publish, and every
+		// handoff with it: the hook's headers are dropped instead.
+		h.logError(slog.String("method", "Publish"),
+			slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
+		return p, done
+	}
 	for k := range seen.Headers {
 		if _, own := p.Headers[k]; !own && strings.HasPrefix(k, ownHeaders) {
 			delete(seen.Headers, k)

@@ -106,3 +106,33 @@ func TestBrokerForceReachesAHandlerWhateverReceivedReturned(t *testing.T) {
 	// Cancelled by the force, it costs no retry: it is back in its queue.
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
 }
+
+// unencodable is a faulty hook whose Publish writes a header value AMQP
+// cannot carry.
+type unencodable struct{ faulty }
+
+func (unencodable) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+	p.Headers["tenant"] = []string{"not", "an", "AMQP", "value"}
+	return nil
+}
+
+// A header the hook wrote that AMQP cannot carry is dropped, and the
+// handoff goes on as without the hook, rather than failing every time.
+func TestBrokerTelemetryHeaderAMQPCannotCarryIsDropped(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry)
+	declareTopology(t, q)
+	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return errors.New("retry me")
+	}, func(c *runtime.Config) { c.Telemetry = unencodable{} })
+	publish(t, q.Name, order(t, "fails"))
+	if recs := r.await(1); recs[0].Path != runtime.PathRetried {
+		t.Errorf("records %+v", recs)
+	}
+	r.stop()
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
+	copies := drain(t, bucket(q, time.Hour))
+	if len(copies) != 1 || copies[0].Headers["tenant"] != nil || fmt.Sprint(copies[0].Headers["x-lily-attempt"]) != "2" {
+		t.Errorf("copies %d; the first's headers %v", len(copies), headerOf(copies, "tenant"))
+	}
+}
