@@ -64,8 +64,9 @@ type Config struct {
 	// ShutdownGrace is the cooperative window, counted from the moment
 	// intake begins to stop, in which in-flight work runs and settles
 	// normally (15 s). A shutdown ends within ShutdownGrace + ForceWindow +
-	// StepTimeout: 25 s by default, inside Kubernetes' default 30 s
-	// termination grace period.
+	// StepTimeout, 25 s by default, inside Kubernetes' default 30 s
+	// termination grace period, unless a broker that answers nothing
+	// stretches it (docs/operating.md says how far).
 	ShutdownGrace time.Duration
 	// ForceWindow follows the grace: handlers' contexts are cancelled, and work
 	// that still completes settles; then the final abort (5 s).

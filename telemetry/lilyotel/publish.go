@@ -25,7 +25,7 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 		p.Headers = amqp.Table{}
 	}
 	dest := sentTo(exchange, routingKey)
-	where, low := sentToLow(exchange, routingKey, p.Headers[envelope.HeaderFailureQueue] != nil)
+	where, low := sentToLow(exchange, routingKey, exchange == "" && p.Headers[envelope.HeaderFailureQueue] != nil)
 	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs,
 		rabbitmq,
