@@ -258,7 +258,8 @@ func account(e evidence) *Result {
 	}
 	var refused []string
 	for _, why := range append(slices.Clone(e.lost), lost...) {
-		if strings.Contains(why, "406") || strings.Contains(why, "PRECONDITION_FAILED") {
+		// The broker's "Exception (406)"; a bare 406 is in port numbers too.
+		if strings.Contains(why, "(406)") || strings.Contains(why, "PRECONDITION_FAILED") {
 			res.Channel406++
 			refused = append(refused, why)
 		}

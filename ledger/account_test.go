@@ -175,3 +175,13 @@ func TestAccountExplainsABucketThatMovedItsCopyTwice(t *testing.T) {
 func handedOff(attempt int, to string) runtime.Record {
 	return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathRetried, Handler: "retryable", Handoff: "confirmed", Destination: to}
 }
+
+func TestAccountCountsOnlyTheBrokers406(t *testing.T) {
+	e := oneMessage(Success, acked(1))
+	e.lost = []string{`lily: connect (consume): amqp://guest@127.0.0.1:40683/%2F: Exception (501) Reason: "EOF"`}
+	if res := account(e); res.Channel406 != 0 {
+		t.Errorf("a port with 406 in it counted as %d 406s", res.Channel406)
+	}
+	e.lost = []string{`lily: declare: Exception (406) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-queue-type'"`}
+	wantProblem(t, account(e), "1 channels or connections were closed with 406")
+}
