@@ -28,9 +28,10 @@ import (
 //     broker redelivers them when the channel closes;
 //  4. close: the consumer channel is closed cleanly, and its close-ok proves
 //     every ACK still waiting for proof; then the connections. Sessions
-//     retired earlier (a broker cancel, a recycle) close too. One step
-//     bounds the whole phase, so that a shutdown ends within ShutdownGrace
-//     + ForceWindow + StepTimeout.
+//     retired earlier (a broker cancel, a recycle) close too; the handoffs'
+//     channel and connection begin to close beside them. One step bounds
+//     the phase, so that a shutdown ends within ShutdownGrace + ForceWindow
+//     + StepTimeout, but for a handoff still dialling, which Run waits for.
 //
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
@@ -66,13 +67,14 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 
 	end = c.phase(r, "close")
 	by := time.Now().Add(c.cfg.StepTimeout)
-	var closing sync.WaitGroup
-	closing.Go(func() { c.closeHandoffs(r, by) })
+	// The handoffs close beside the session, not waited for here: a handoff
+	// still dialling holds their channel until its own steps end, and the
+	// report must not wait for it. Run waits, closing them again.
+	go c.closeHandoffs(r, by)
 	if s != nil {
 		c.closeSession(r, s, by)
 	}
 	r.retiring.Wait()
-	closing.Wait()
 	end()
 	return r.report.seal(c.spec.Name, abandoned)
 }
