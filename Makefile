@@ -14,6 +14,9 @@ LOCAL_PG = @[ -n "$$LILY_PG_DSN" ] || .ci/services postgresql
 
 # The three-node RabbitMQ cluster of the cluster ledger, beside the machine's broker.
 CLUSTER     := .ci/cluster
+# The cluster comes down however a recipe that started it ends: a failed
+# start, a failed test, or an interrupt.
+CLUSTER_TRAP = trap '$(CLUSTER) down' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM
 
 .PHONY: demo demo-clean test unit generate check lint staticcheck mongo otel bench fuzz soak \
 	cluster-up cluster-down cluster-test soak-cluster
@@ -47,9 +50,8 @@ cluster-down:
 
 ## cluster-test: the short ledger on the cluster, which it starts and tears down (part of make test; about 3 minutes)
 cluster-test:
-	$(CLUSTER) up
-	@status=0; LILY_CLUSTER_URLS=$$($(CLUSTER) urls) $(GO) test -count=1 -v -run 'TestLedgerCluster$$' ./ledger || status=$$?; \
-		$(CLUSTER) down; exit $$status
+	@$(CLUSTER_TRAP); $(CLUSTER) up && \
+		LILY_CLUSTER_URLS=$$($(CLUSTER) urls) $(GO) test -count=1 -v -run 'TestLedgerCluster$$' ./ledger
 
 ## unit: every test that needs no RabbitMQ or PostgreSQL (go test -short; well under a minute)
 unit:
@@ -103,6 +105,5 @@ soak:
 
 ## soak-cluster: the 100,000-message ledger on the cluster, nodes stopped, killed and restarted in turn (starts and tears down the cluster)
 soak-cluster:
-	$(CLUSTER) up
-	@status=0; $(GO) run ./ledger/cmd/soak -n 100000 -publish-over 10m -fault-every 5s -restart -cluster "$$($(CLUSTER) urls)" || status=$$?; \
-		$(CLUSTER) down; exit $$status
+	@$(CLUSTER_TRAP); $(CLUSTER) up && \
+		$(GO) run ./ledger/cmd/soak -n 100000 -publish-over 10m -fault-every 5s -restart -cluster "$$($(CLUSTER) urls)"

@@ -33,6 +33,9 @@ type evidence struct {
 	// atLeastOnce: the retry bucket is a quorum queue on a cluster, which
 	// dead-letters its expired copies back at least once.
 	atLeastOnce bool
+	// arrivals say how each run's delivery came, by attempt (the
+	// in-process ledger's runs only).
+	arrivals map[workKey][]arrival
 	reports     []*runtime.Report
 	// queued is where each id was found at the end, rows its business rows.
 	queued map[string][]found
@@ -57,6 +60,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous),
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
+		arrivals: maps.Clone(r.arrivals),
 		reports: reps, queued: queued, rows: rows,
 	}
 }
@@ -121,14 +125,29 @@ func account(e evidence) *Result {
 	for k, n := range e.killedAcks {
 		killedAcks[k.id] += n
 	}
-	// On a cluster, each later attempt that ran more than once may owe it to
-	// the bucket, and have left one more copy.
-	twice := map[string]int{}
-	if e.atLeastOnce {
-		for k, n := range e.runs {
-			if k.attempt > 1 && n > 1 {
-				twice[k.id]++
+	// Duplicates the runs' arrivals prove: a first attempt that came from
+	// more than one publish (the publisher sent it again), and, on a
+	// cluster, a later attempt whose one publish came as a new delivery more
+	// than once (the bucket moved it back twice). Each explains one more run
+	// of that attempt and one more copy of the message.
+	again, twice := map[workKey]int{}, map[workKey]int{}
+	againOf, twiceOf := map[string]int{}, map[string]int{}
+	for k, as := range e.arrivals {
+		fresh := map[string]int{}
+		for _, a := range as {
+			if !a.redelivered {
+				fresh[a.publish]++
 			}
+		}
+		switch {
+		case k.attempt == 1:
+			again[k] = min(max(len(fresh)-1, 0), e.resent[k.id])
+			againOf[k.id] += again[k]
+		case e.atLeastOnce:
+			for _, n := range fresh {
+				twice[k] += max(n-1, 0)
+			}
+			twiceOf[k.id] += twice[k]
 		}
 	}
 	inFlightAtClose := map[string]int{}
@@ -183,8 +202,8 @@ func account(e evidence) *Result {
 			}
 		}
 		because = append(because, slices.Repeat([]string{"in flight at the final abort (unresolved)"}, inFlightAtClose[id])...)
-		because = append(because, slices.Repeat([]string{publishedAgain}, e.resent[id])...)
-		because = append(because, slices.Repeat([]string{bucketTwice}, twice[id])...)
+		because = append(because, slices.Repeat([]string{publishedAgain}, againOf[id])...)
+		because = append(because, slices.Repeat([]string{bucketTwice}, twiceOf[id])...)
 		// Processes die.
 		because = append(because, slices.Repeat([]string{killedMidRun}, killedRuns[id])...)
 		because = append(because, slices.Repeat([]string{killedAck}, killedAcks[id])...)
@@ -225,11 +244,8 @@ func account(e evidence) *Result {
 		}
 		because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, e.ambiguous[k])...)
 		because = append(because, slices.Repeat([]string{"in flight when a consumer closed (unresolved)"}, inFlightAtClose[k.id])...)
-		if k.attempt == 1 {
-			because = append(because, slices.Repeat([]string{publishedAgain}, e.resent[k.id])...)
-		} else if e.atLeastOnce {
-			because = append(because, bucketTwice)
-		}
+		because = append(because, slices.Repeat([]string{publishedAgain}, again[k])...)
+		because = append(because, slices.Repeat([]string{bucketTwice}, twice[k])...)
 		// A later attempt exists once per handoff of the one before that may
 		// have reached the bucket: confirmed, or timed out or failed after
 		// its publish (then the original was requeued and handed off again).

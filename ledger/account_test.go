@@ -141,7 +141,13 @@ func TestAccountExplainsAMessagePublishedAgain(t *testing.T) {
 	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
 	wantProblem(t, res, "m1 (success) is present 2 times at the end")
 
+	// Sends made again explain nothing unless the runs came from two
+	// publishes.
 	e.resent = map[string]int{"m1": 2}
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p1", true}}}
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times")
+
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p2", false}}}
 	res = account(e)
 	wantNoProblem(t, res)
 	if res.SecondRuns[publishedAgain] != 1 || res.ExtraCopies[publishedAgain] != 1 || res.Resent != 2 {
@@ -162,8 +168,12 @@ func TestAccountExplainsABucketThatMovedItsCopyTwice(t *testing.T) {
 	wantProblem(t, res, "m1 attempt 2: the handler ran 2 times")
 	wantProblem(t, res, "m1 (panic) is present 2 times at the end")
 
-	// On a cluster, the quorum bucket may have moved it back twice.
+	// On a cluster, the quorum bucket may have moved it back twice: the two
+	// runs came as new deliveries of one publish.
 	e.atLeastOnce = true
+	e.arrivals = map[workKey][]arrival{{"m1", 2}: {{"p1", false}, {"p1", true}}}
+	wantProblem(t, account(e), "m1 attempt 2: the handler ran 2 times")
+	e.arrivals = map[workKey][]arrival{{"m1", 2}: {{"p1", false}, {"p1", false}}}
 	res = account(e)
 	wantNoProblem(t, res)
 	if res.SecondRuns[bucketTwice] != 1 || res.ExtraCopies[bucketTwice] != 1 {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
@@ -78,8 +79,10 @@ func pick(n int) Behaviour {
 // handle is every message's handler: it counts the run, then behaves.
 func (r *run) handle(ctx context.Context, d runtime.RawDelivery) error {
 	id, attempt := d.MessageID(), d.Attempt()
+	pub, _ := d.Header(envelope.HeaderHandoffID)
 	r.mu.Lock()
 	r.runs[workKey{id, attempt}]++
+	r.arrivals[workKey{id, attempt}] = append(r.arrivals[workKey{id, attempt}], arrival{fmt.Sprint(pub), d.Redelivered()})
 	r.mu.Unlock()
 	switch r.beh[id] {
 	case Flaky:

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -26,7 +27,9 @@ type Cluster struct {
 
 // do runs the script with args and returns what it printed.
 func (c *Cluster) do(ctx context.Context, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, c.Script, args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, c.Script, args...)
+	cmd.WaitDelay = 5 * time.Second // the script's rabbitmqctl may outlive it
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w: %s", c.Script, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
@@ -47,28 +50,28 @@ func (c *Cluster) node(ctx context.Context, args ...string) (int, error) {
 	return n, nil
 }
 
-// down takes node n down by how ("stop" or "kill") and, from that moment,
-// measures how soon consumption resumes after fault.
+// down takes node n down by how ("stop" or "kill") and measures, from the
+// moment it asked (a stop_app closes the node's connections before it
+// returns), how soon consumption resumes after fault. It runs to its end
+// whatever ctx says, so that a node is never left half down.
 func (r *run) down(ctx context.Context, fault, how string, n int) error {
-	if _, err := r.cfg.Cluster.do(ctx, how, strconv.Itoa(n)); err != nil {
-		return err
-	}
 	r.mu.Lock()
 	r.resuming = resumeFrom{fault: fault, at: time.Now()}
 	r.mu.Unlock()
-	return nil
+	_, err := r.cfg.Cluster.do(context.WithoutCancel(ctx), how, strconv.Itoa(n))
+	return err
 }
 
 // downAndUp takes node n down, waits, and starts it again, whatever ctx
-// says: a node left down would fail the next fault.
+// says and even when the way down failed: a node left down would fail the
+// next fault and the drain.
 func (r *run) downAndUp(ctx context.Context, fault, how string, n int) error {
-	c := r.cfg.Cluster
-	if err := r.down(ctx, fault, how, n); err != nil {
-		return err
+	err := r.down(ctx, fault, how, n)
+	if err == nil {
+		backoff.Sleep(ctx, r.between(time.Second, 3*time.Second))
 	}
-	backoff.Sleep(ctx, r.between(time.Second, 3*time.Second))
-	_, err := c.do(context.WithoutCancel(ctx), "start", strconv.Itoa(n))
-	return err
+	_, started := r.cfg.Cluster.do(context.WithoutCancel(ctx), "start", strconv.Itoa(n))
+	return errors.Join(err, started)
 }
 
 // The faults of a cluster run.
@@ -107,11 +110,9 @@ func (r *run) clusterFaults() []fault {
 	if r.cfg.RestartBroker {
 		kinds = append(kinds, fault{faultRollingRestart, func(ctx context.Context) (bool, error) {
 			for n := range len(c.URLs) {
-				if err := r.down(ctx, faultRollingRestart, "stop", n+1); err != nil {
-					return false, err
-				}
-				if _, err := c.do(context.WithoutCancel(ctx), "start", strconv.Itoa(n+1)); err != nil {
-					return false, err
+				err := r.down(ctx, faultRollingRestart, "stop", n+1)
+				if _, started := c.do(context.WithoutCancel(ctx), "start", strconv.Itoa(n+1)); err != nil || started != nil {
+					return false, errors.Join(err, started)
 				}
 			}
 			return true, nil

@@ -30,9 +30,7 @@ func (r *run) strike(ctx context.Context) {
 		return
 	}
 	kinds := r.faultKinds()
-	// A cluster's faults are few and slow (a node takes seconds to start):
-	// they come in turn, from a seeded first, so that a short run sees each.
-	turn := r.rng.IntN(len(kinds))
+	var rounds []fault
 	for {
 		pause := r.cfg.FaultEvery/2 + time.Duration(r.rng.Int64N(int64(r.cfg.FaultEvery)))
 		if !backoff.Sleep(ctx, pause) {
@@ -40,7 +38,13 @@ func (r *run) strike(ctx context.Context) {
 		}
 		k := kinds[r.rng.IntN(len(kinds))]
 		if r.cfg.Cluster != nil {
-			k, turn = kinds[turn%len(kinds)], turn+1
+			// A cluster's faults are few and slow (a node takes seconds to
+			// start): they come in rounds, the nodes' first in a seeded
+			// order, so that a short run sees each of them early.
+			if len(rounds) == 0 {
+				rounds = r.round(kinds)
+			}
+			k, rounds = rounds[0], rounds[1:]
 		}
 		struck, err := k.strike(ctx)
 		r.mu.Lock()
@@ -52,6 +56,22 @@ func (r *run) strike(ctx context.Context) {
 		}
 		r.mu.Unlock()
 	}
+}
+
+// round is one round of a cluster's faults: the nodes' in a seeded order,
+// then the others.
+func (r *run) round(kinds []fault) []fault {
+	var nodes, others []fault
+	for _, k := range kinds {
+		switch k.name {
+		case faultNodeStopped, faultLeaderKilled, faultConsumerNode, faultRollingRestart:
+			nodes = append(nodes, k)
+		default:
+			others = append(others, k)
+		}
+	}
+	r.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	return append(nodes, others...)
 }
 
 // between draws a duration in [lo, hi).

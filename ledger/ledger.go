@@ -114,8 +114,16 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 		cfg: cfg, spec: spec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
 		restart: make(chan struct{}, 1), runs: map[workKey]int{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
-		resent: map[string]int{}, resumes: map[string][]time.Duration{},
+		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{},
 	}
+}
+
+// arrival is how the delivery of one handler run came: the id of the
+// publish that made it (every publish of Lily's carries its own, a Send's
+// and a handoff's alike) and whether the broker marked it redelivered.
+type arrival struct {
+	publish     string
+	redelivered bool
 }
 
 // urls are the broker URLs of the consumers and the publisher.
@@ -155,6 +163,7 @@ type run struct {
 
 	mu           sync.Mutex
 	runs         map[workKey]int
+	arrivals     map[workKey][]arrival // how each run's delivery came
 	records      []runtime.Record
 	byID         map[string][]runtime.Record
 	ambiguous    map[workKey]int // ACKs sent, never proven
