@@ -36,7 +36,7 @@ type evidence struct {
 	// arrivals say how each run's delivery came, by attempt (the
 	// in-process ledger's runs only).
 	arrivals map[workKey][]arrival
-	reports     []*runtime.Report
+	reports  []*runtime.Report
 	// queued is where each id was found at the end, rows its business rows.
 	queued map[string][]found
 	rows   map[string]int
@@ -61,7 +61,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
-		reports: reps, queued: queued, rows: rows,
+		reports:  reps, queued: queued, rows: rows,
 	}
 }
 
