@@ -35,7 +35,8 @@ a time: export never holds the DLQ in memory.
 A copy whose headers the AMQP client cannot decode (nested too deep, too
 wide) is written with "quarantined" in its facts, saying why, and with the
 quarantine filter's marker (x-lily-quarantined) as its only header; its body
-and properties are its own. The DLQ keeps it as it is.
+and properties are its own. The DLQ keeps it as it is, and the export says
+"incomplete" and exits 1: its headers exist only in the DLQ.
 
 The count goes to stderr: "N copies written (N ready when the read began)".
 An export that wrote fewer copies than were ready when it began (copies
@@ -98,7 +99,11 @@ func export(e *env, path string) int {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	var maxCount int64
+	held := 0 // quarantined copies: exported without their headers
 	res, err := readQueue(e.ctx, e.url, e.queue, "export", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
+		if quarantined != "" {
+			held++
+		}
 		x := exportOf(e.queue, d, quarantined)
 		maxCount = max(maxCount, x.Facts.Count)
 		return keep, enc.Encode(x)
@@ -118,6 +123,11 @@ func export(e *env, path string) int {
 	e.readNote("export", res, maxCount)
 	if res.Read < res.Ready {
 		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: %d copies written of the %d ready when the read began\n", res.Read, res.Ready)
+		return exitFailure
+	}
+	if held > 0 {
+		// Their headers live only in the DLQ: a purge would lose them.
+		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: %d copies written, %d of them quarantined, their headers not exported (do not purge)\n", res.Read, held)
 		return exitFailure
 	}
 	fmt.Fprintf(e.stderr, "lilydlq export: %d copies written (%d ready when the read began)\n", res.Read, res.Ready)

@@ -82,7 +82,11 @@ func factsOf(d *amqp.Delivery, quarantined string) facts {
 	failed, _ := h[envelope.HeaderFailureTime].(time.Time)
 	death, dead := latestDeath(h)
 	died, _ := death["time"].(time.Time)
-	newerDeath := dead && !failed.IsZero() && died.After(failed)
+	// The broker's death wins only when it is not the retry bucket's expiry
+	// the copy came back through on its way (its time is the broker's clock,
+	// Lily's failure time the consumer's, and the two may differ).
+	newerDeath := dead && !failed.IsZero() && died.After(failed) &&
+		(death["queue"] == source || death["reason"] != "expired")
 	switch {
 	case lily && !newerDeath:
 		f.Source = source

@@ -48,6 +48,8 @@ func TestFactsTheNewerFailure(t *testing.T) {
 			"delivery_limit", kindBroker, "orders.quorum", "2", t0.Add(time.Minute)},
 		{"newer Lily facts hide the retry bucket's x-death", withDeath(lily(t0.Add(time.Minute)), "orders.retry.1", "expired", t0),
 			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0.Add(time.Minute)},
+		{"a bucket's expiry on a broker clock ahead stays behind Lily's facts", withDeath(lily(t0), "orders.retry.1", "expired", t0.Add(5*time.Second)),
+			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0},
 		{"a tie goes to Lily", withDeath(lily(t0), "orders.retry.1", "expired", t0),
 			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0},
 		{"Lily facts without a time win", withDeath(lily(time.Time{}), "orders.quorum", "delivery_limit", t0),

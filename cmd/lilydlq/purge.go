@@ -15,8 +15,10 @@ refuses unless -confirm repeats the queue's exact name. Export the DLQ first
 if its copies may matter.
 
 -expect N refuses (exit 1, nothing purged) unless the DLQ holds exactly N
-ready copies: export, then purge -expect with the count export wrote, and
-the purge deletes nothing the export missed. It checks a count, not which
+ready copies: export, then purge -expect with the count a complete export
+wrote, and the purge deletes nothing the export missed (an export that
+found quarantined copies is not complete: their headers are only in the
+DLQ). It checks a count, not which
 copies: a DLQ that gains and loses as many between the two (new failures, a
 TTL) passes. A copy that arrives between the check and the purge is purged
 with the others; purge then says so and exits 1.`,

@@ -40,7 +40,10 @@ func (s *selection) match(d *amqp.Delivery, f facts) bool {
 		return false
 	case s.reason != "" && f.FullReason != s.reason && escape(f.FullReason) != s.reason:
 		return false
-	case s.reasonContains != "" && !strings.Contains(f.FullReason, s.reasonContains) && !strings.Contains(escape(f.FullReason), s.reasonContains):
+	case s.reasonContains != "" && !strings.Contains(f.FullReason, s.reasonContains) &&
+		// The escaped form only for a needle written in it: else "80" would
+		// find every reason with an escaped byte \x80.
+		!(strings.Contains(s.reasonContains, `\x`) && strings.Contains(escape(f.FullReason), s.reasonContains)):
 		return false
 	case s.typ != "" && d.Type != s.typ && escape(d.Type) != s.typ:
 		return false

@@ -43,6 +43,7 @@ func TestSelectionMatchesWholeValues(t *testing.T) {
 		{"a reason as sent", selection{reason: "poison: \x1b]0;owned\x07 title"}, esc, true},
 		{"a reason as list prints it", selection{reason: `poison: \x1b]0;owned\x07 title`}, esc, true},
 		{"a substring as list prints it", selection{reasonContains: `\x07 title`}, esc, true},
+		{"a bare part of an escape is not in the reason", selection{reasonContains: "07"}, esc, false},
 		{"a type as sent", selection{typ: "order.\x1b[1mpaid"}, b, true},
 		{"a type as list prints it", selection{typ: `order.\x1b[1mpaid`}, b, true},
 		{"a type, not another", selection{typ: "order.placed"}, b, false},
