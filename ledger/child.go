@@ -152,10 +152,8 @@ func childPool(ctx context.Context, dsn, schema, app string, conns int32) (*pgxp
 // behaviours and the PostgreSQL inbox, as consume does, and tells each
 // handler run as it starts, each record, and the warnings the ledger reads.
 func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *events) (*runtime.Report, error) {
-	r := &run{
-		cfg: Config{N: cfg.N, Seed: cfg.Seed, PostgresDSN: cfg.DSN}, spec: processSpec(cfg.Queue),
-		beh: map[string]Behaviour{}, slow: map[string]time.Duration{}, runs: map[workKey]int{}, table: workTable,
-	}
+	r := newRun(Config{N: cfg.N, Seed: cfg.Seed, PostgresDSN: cfg.DSN}, processSpec(cfg.Queue))
+	r.table = workTable
 	r.assign() // the parent's behaviours: the same seed
 	handle := func(ctx context.Context, d runtime.RawDelivery) error {
 		out.emit(event{Kind: evRun, ID: d.MessageID(), Attempt: d.Attempt()})
