@@ -18,7 +18,7 @@ CLUSTER     := .ci/cluster
 # start, a failed test, or an interrupt.
 CLUSTER_TRAP = trap '$(CLUSTER) down' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM
 
-.PHONY: demo demo-clean test unit generate check lint staticcheck mongo otel bench fuzz soak \
+.PHONY: demo demo-clean test unit generate check lint staticcheck mongo otel bench bench-replay fuzz soak \
 	cluster-up cluster-down cluster-test soak-cluster
 
 ## demo: regenerate the example and run it against RabbitMQ and PostgreSQL on localhost (started if stopped)
@@ -84,6 +84,10 @@ lint: staticcheck
 ## bench: Lily side by side with a plain amqp091-go loop and Watermill (docs/benchmarks.md; about 7 minutes)
 bench:
 	cd bench && $(GO) run .
+
+## bench-replay: the same consumers without a broker, deliveries replayed (docs/benchmarks.md; about 3 minutes; compare with benchstat -col /consumer)
+bench-replay:
+	cd bench && $(GO) test -run '^$$' -bench Replay -benchtime 50000x -count 6 -cpu 2,1 .
 
 staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2

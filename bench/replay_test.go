@@ -1,0 +1,599 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// replay is the broker of the broker-free benchmark: it speaks just enough
+// AMQP 0-9-1 over loopback TCP for amqp091-go to open connections, channels
+// and consumers, answers every synchronous method with its -ok at once, and
+// replays one recorded delivery n times to its consumers, each with a tag
+// and a message id of its own, never more than a channel's prefetch
+// unacknowledged. ACKs go to a counter, publishes are confirmed as soon as
+// their body has arrived. It runs in a process of its own (TestMain), so
+// that the CPU time and the allocations the benchmark reports are the
+// consumer's alone.
+type replay struct {
+	ln    net.Listener
+	props []byte // the recorded delivery's content header properties
+	body  []byte
+	n     int
+	// idAt is where the message id's sequence digits are in props.
+	idAt int
+
+	next                       atomic.Int64 // deliveries handed to a consumer's feed so far
+	acked, rejected, published atomic.Int64
+	ackFrames                  atomic.Int64 // basic.ack frames, each settling one delivery or (multiple) several
+	unserved                   atomic.Value // the first method it could not answer
+}
+
+const (
+	replayFrameMax = 131072
+	replaySeqWidth = 10
+	// replayEnv, set to n in a test binary's environment, makes it a
+	// replay of n deliveries instead of a test run.
+	replayEnv = "LILY_BENCH_REPLAY"
+)
+
+// replayCounts is what a replay process saw, printed as JSON when its
+// standard input closes.
+type replayCounts struct {
+	Acked, Rejected, Published, AckFrames int64
+	Unserved                              string
+}
+
+// TestMain runs the replay when the benchmark starts this binary as one.
+func TestMain(m *testing.M) {
+	if n := os.Getenv(replayEnv); n != "" {
+		os.Exit(replayMain(n))
+	}
+	os.Exit(m.Run())
+}
+
+// replayMain listens, prints its address, serves until its standard input
+// closes, then prints what it saw.
+func replayMain(arg string) int {
+	n, err := strconv.Atoi(arg)
+	tpl, terr := newTemplate()
+	if err = errors.Join(err, terr); err != nil {
+		fmt.Fprintln(os.Stderr, "replay:", err)
+		return 2
+	}
+	r, err := listenReplay(tpl.stamp(1, time.Now()), n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "replay:", err)
+		return 2
+	}
+	fmt.Println(r.ln.Addr())
+	go r.serveAll()
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	counts := replayCounts{Acked: r.acked.Load(), Rejected: r.rejected.Load(), Published: r.published.Load(), AckFrames: r.ackFrames.Load()}
+	counts.Unserved, _ = r.unserved.Load().(string)
+	_ = json.NewEncoder(os.Stdout).Encode(counts)
+	return 0
+}
+
+// startReplay starts a replay process of n deliveries; the returned
+// function ends it and returns what it saw.
+func startReplay(tb testing.TB, n int) (url string, end func() replayCounts) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), replayEnv+"="+strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+	out := bufio.NewReader(stdout)
+	addr, err := out.ReadString('\n')
+	if err != nil {
+		tb.Fatalf("replay: %v", err)
+	}
+	return "amqp://guest:guest@" + strings.TrimSpace(addr) + "/", func() replayCounts {
+		_ = stdin.Close()
+		var c replayCounts
+		if err := json.NewDecoder(out).Decode(&c); err != nil {
+			tb.Fatalf("replay: %v", err)
+		}
+		return c
+	}
+}
+
+// listenReplay listens on a loopback port for a replay of msg n times.
+func listenReplay(msg amqp.Publishing, n int) (*replay, error) {
+	// A message id of fixed width, so that each delivery's is its
+	// sequence number written over the template's digits.
+	prefix := "o-"
+	msg.MessageId = prefix + strings.Repeat("0", replaySeqWidth) + "-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	props, idAt, err := properties(msg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return &replay{ln: ln, body: msg.Body, n: n, props: props, idAt: idAt + len(prefix)}, nil
+}
+
+// serveAll serves every connection made to the replay.
+func (r *replay) serveAll() {
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		go r.serve(c)
+	}
+}
+
+// replayConn is the broker's end of one client connection.
+type replayConn struct {
+	r        *replay
+	conn     net.Conn
+	mu       sync.Mutex // serialises writes, and guards channels
+	channels map[uint16]*replayChannel
+}
+
+// replayChannel is one channel's state: its prefetch, the deliveries it has
+// outstanding, and its publisher confirms.
+type replayChannel struct {
+	id       uint16
+	mu       sync.Mutex
+	room     *sync.Cond // signalled when an ACK frees the window or the channel ends
+	prefetch int
+	sent     uint64 // deliveries sent; tags are 1..sent
+	out      int    // of those, not settled
+	settled  []bool // by tag - 1: ACKed or rejected
+	low      uint64 // every tag up to low is settled
+	open     bool
+	// Publisher confirms: the last publish's sequence number, and the body
+	// bytes still due of the publish in progress.
+	confirming  bool
+	seq         uint64
+	publishing  bool
+	bodyPending uint64
+}
+
+func (r *replay) serve(conn net.Conn) {
+	defer conn.Close()
+	c := &replayConn{r: r, conn: conn, channels: map[uint16]*replayChannel{}}
+	defer c.endAll()
+	in := bufio.NewReaderSize(conn, 64<<10)
+	if _, err := io.ReadFull(in, make([]byte, 8)); err != nil {
+		return
+	}
+	c.write(method(0, 10, 10, []byte{0, 9}, longstr(nil), longstr([]byte("PLAIN")), longstr([]byte("en_US"))))
+	head := make([]byte, 7)
+	var payload []byte
+	for {
+		if _, err := io.ReadFull(in, head); err != nil {
+			return
+		}
+		size := int(binary.BigEndian.Uint32(head[3:7])) + 1
+		if cap(payload) < size {
+			payload = make([]byte, size)
+		}
+		payload = payload[:size]
+		if _, err := io.ReadFull(in, payload); err != nil {
+			return
+		}
+		ch := binary.BigEndian.Uint16(head[1:3])
+		payload = payload[:size-1]
+		switch head[0] {
+		case 1:
+			if len(payload) < 4 {
+				return
+			}
+			if !c.method(ch, binary.BigEndian.Uint16(payload), binary.BigEndian.Uint16(payload[2:]), payload[4:]) {
+				return
+			}
+		case 2:
+			if len(payload) >= 12 {
+				c.contentHeader(ch, binary.BigEndian.Uint64(payload[4:12]))
+			}
+		case 3:
+			c.bodyFrame(ch, uint64(len(payload)))
+		}
+	}
+}
+
+// method answers the client's method class.id with args on channel ch, and
+// reports whether the connection goes on.
+func (c *replayConn) method(ch, class, id uint16, args []byte) bool {
+	switch op(class, id) {
+	case op(10, 11): // start-ok
+		c.write(method(0, 10, 30, u16(0), u32(replayFrameMax), u16(0)))
+	case op(10, 31): // tune-ok
+	case op(10, 40): // open
+		c.write(method(0, 10, 41, shortstr("")))
+	case op(10, 50): // close
+		c.write(method(0, 10, 51))
+		return false
+	case op(20, 10): // channel.open
+		c.mu.Lock()
+		rc := &replayChannel{id: ch, open: true}
+		rc.room = sync.NewCond(&rc.mu)
+		c.channels[ch] = rc
+		c.mu.Unlock()
+		c.write(method(ch, 20, 11, longstr(nil)))
+	case op(20, 40): // channel.close
+		c.end(ch)
+		c.write(method(ch, 20, 41))
+	case op(40, 10), op(40, 20): // exchange.declare, delete
+		c.write(method(ch, 40, id+1))
+	case op(50, 10): // queue.declare: its name, no messages, no consumers
+		c.write(method(ch, 50, 11, shortstr(shortstrAt(args, 2)), u32(0), u32(0)))
+	case op(50, 20), op(50, 50): // queue.bind, unbind
+		c.write(method(ch, 50, id+1))
+	case op(50, 40): // queue.delete
+		c.write(method(ch, 50, 41, u32(0)))
+	case op(60, 10): // basic.qos
+		if rc := c.channel(ch); rc != nil && len(args) >= 6 {
+			rc.mu.Lock()
+			rc.prefetch = int(binary.BigEndian.Uint16(args[4:6]))
+			rc.mu.Unlock()
+		}
+		c.write(method(ch, 60, 11))
+	case op(60, 20): // basic.consume: the consumers share the n deliveries
+		queue := shortstrAt(args, 2)
+		tag := shortstrAt(args, 3+len(queue))
+		if tag == "" {
+			tag = "amq.ctag-replay-" + strconv.Itoa(int(ch))
+		}
+		c.write(method(ch, 60, 21, shortstr(tag)))
+		if rc := c.channel(ch); rc != nil {
+			go c.feed(rc, tag, queue)
+		}
+	case op(60, 30): // basic.cancel
+		c.end(ch)
+		c.write(method(ch, 60, 31, shortstr(shortstrAt(args, 0))))
+	case op(60, 40): // basic.publish: its content follows
+		if rc := c.channel(ch); rc != nil {
+			rc.mu.Lock()
+			rc.publishing = true
+			rc.mu.Unlock()
+		}
+	case op(60, 80), op(60, 120), op(60, 90): // basic.ack, nack, reject
+		if len(args) < 9 {
+			return false
+		}
+		rc := c.channel(ch)
+		if rc == nil {
+			return false
+		}
+		n := rc.settle(binary.BigEndian.Uint64(args), id != 90 && args[8]&1 != 0)
+		if id == 80 {
+			c.r.ackFrames.Add(1)
+			c.r.acked.Add(n)
+		} else {
+			c.r.rejected.Add(n)
+		}
+	case op(85, 10): // confirm.select
+		if rc := c.channel(ch); rc != nil {
+			rc.mu.Lock()
+			rc.confirming = true
+			rc.mu.Unlock()
+		}
+		c.write(method(ch, 85, 11))
+	default:
+		c.r.unserved.CompareAndSwap(nil, fmt.Sprintf("method %d.%d", class, id))
+		return false
+	}
+	return true
+}
+
+// contentHeader and bodyFrame follow a publish's content; once all of its
+// body has arrived it is confirmed, when its channel is in confirm mode.
+func (c *replayConn) contentHeader(ch uint16, size uint64) {
+	if rc := c.channel(ch); rc != nil {
+		rc.mu.Lock()
+		rc.bodyPending = size
+		rc.mu.Unlock()
+		c.bodyFrame(ch, 0)
+	}
+}
+
+func (c *replayConn) bodyFrame(ch uint16, n uint64) {
+	rc := c.channel(ch)
+	if rc == nil {
+		return
+	}
+	rc.mu.Lock()
+	rc.bodyPending -= min(n, rc.bodyPending)
+	done := rc.publishing && rc.bodyPending == 0
+	var seq uint64
+	if done {
+		rc.publishing = false
+		c.r.published.Add(1)
+		if rc.confirming {
+			rc.seq++
+			seq = rc.seq
+		}
+	}
+	rc.mu.Unlock()
+	if seq > 0 {
+		c.write(method(ch, 60, 80, u64(seq), []byte{0}))
+	}
+}
+
+// settle marks tag settled (and every tag below it, when multiple) and
+// returns how many deliveries that settled.
+func (rc *replayChannel) settle(tag uint64, multiple bool) int64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if tag > rc.sent || tag == 0 {
+		return 0
+	}
+	var n int64
+	from := tag
+	if multiple {
+		from = rc.low + 1
+	}
+	for t := from; t <= tag; t++ {
+		if !rc.settled[t-1] {
+			rc.settled[t-1] = true
+			n++
+		}
+	}
+	for rc.low < rc.sent && rc.settled[rc.low] {
+		rc.low++
+	}
+	rc.out -= int(n)
+	rc.room.Signal()
+	return n
+}
+
+// feed sends deliveries on rc, in batches as its window allows, until the
+// replay's n are all sent (by this consumer or another).
+func (c *replayConn) feed(rc *replayChannel, tag, queue string) {
+	deliver := method(rc.id, 60, 60, shortstr(tag), u64(0), []byte{0}, shortstr(""), shortstr(queue))
+	tagAt := 7 + 4 + 1 + len(tag)
+	header := frame(2, rc.id, append(append(u16(60), u16(0)...), append(u64(uint64(len(c.r.body))), c.r.props...)...))
+	idAt := len(deliver) + 7 + 12 + c.r.idAt
+	one := concat([][]byte{deliver, header, frame(3, rc.id, c.r.body)})
+	var batch []byte
+	for {
+		rc.mu.Lock()
+		for rc.open && rc.prefetch > 0 && rc.out >= rc.prefetch {
+			rc.room.Wait()
+		}
+		room := 32
+		if rc.prefetch > 0 {
+			room = min(room, rc.prefetch-rc.out)
+		}
+		if !rc.open {
+			rc.mu.Unlock()
+			return
+		}
+		first := int(c.r.next.Add(int64(room))) - room
+		room = min(room, c.r.n-first)
+		if room <= 0 {
+			rc.mu.Unlock()
+			return
+		}
+		tag := rc.sent + 1
+		rc.sent += uint64(room)
+		rc.out += room
+		rc.settled = append(rc.settled, make([]bool, room)...)
+		rc.mu.Unlock()
+		batch = batch[:0]
+		for i := range room {
+			at := len(batch)
+			batch = append(batch, one...)
+			binary.BigEndian.PutUint64(batch[at+tagAt:], tag+uint64(i))
+			seq := strconv.AppendInt(nil, int64(first+i+1), 10)
+			digits := batch[at+idAt : at+idAt+replaySeqWidth]
+			for k := range digits {
+				digits[k] = '0'
+			}
+			copy(digits[replaySeqWidth-len(seq):], seq)
+		}
+		if !c.write(batch) {
+			return
+		}
+	}
+}
+
+func (c *replayConn) channel(ch uint16) *replayChannel {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.channels[ch]
+}
+
+// end stops feeding channel ch.
+func (c *replayConn) end(ch uint16) {
+	if rc := c.channel(ch); rc != nil {
+		rc.mu.Lock()
+		rc.open = false
+		rc.room.Broadcast()
+		rc.mu.Unlock()
+	}
+}
+
+func (c *replayConn) endAll() {
+	c.mu.Lock()
+	ids := make([]uint16, 0, len(c.channels))
+	for id := range c.channels {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.end(id)
+	}
+}
+
+// write sends b whole, and reports whether it went.
+func (c *replayConn) write(b []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.conn.Write(b)
+	return err == nil
+}
+
+// properties encodes a content header's property flags and list, as
+// RabbitMQ sends them, and returns where the message id's value starts.
+func properties(p amqp.Publishing) ([]byte, int, error) {
+	var flags uint16
+	var list []byte
+	idAt := -1
+	add := func(bit uint16, v []byte) {
+		flags |= bit
+		list = append(list, v...)
+	}
+	if p.ContentType != "" {
+		add(0x8000, shortstr(p.ContentType))
+	}
+	if p.ContentEncoding != "" {
+		add(0x4000, shortstr(p.ContentEncoding))
+	}
+	if len(p.Headers) > 0 {
+		t, err := table(p.Headers)
+		if err != nil {
+			return nil, 0, err
+		}
+		add(0x2000, t)
+	}
+	if p.DeliveryMode != 0 {
+		add(0x1000, []byte{p.DeliveryMode})
+	}
+	if p.MessageId != "" {
+		idAt = 2 + len(list) + 1
+		add(0x0080, shortstr(p.MessageId))
+	}
+	if !p.Timestamp.IsZero() {
+		add(0x0040, u64(uint64(p.Timestamp.Unix())))
+	}
+	if p.Type != "" {
+		add(0x0020, shortstr(p.Type))
+	}
+	if p.CorrelationId != "" || p.ReplyTo != "" || p.Expiration != "" || p.Priority != 0 || p.UserId != "" || p.AppId != "" {
+		return nil, 0, errors.New("replay: a property the recording does not encode")
+	}
+	return append(u16(flags), list...), idAt, nil
+}
+
+// table encodes a field table of the value types the bench's envelope uses.
+func table(t amqp.Table) ([]byte, error) {
+	var b []byte
+	for k, v := range t {
+		b = append(b, shortstr(k)...)
+		switch v := v.(type) {
+		case string:
+			b = append(append(b, 'S'), longstr([]byte(v))...)
+		case int64:
+			b = append(append(b, 'l'), u64(uint64(v))...)
+		case int32:
+			b = append(append(b, 'I'), u32(uint32(v))...)
+		default:
+			return nil, fmt.Errorf("replay: header %s of type %T", k, v)
+		}
+	}
+	return longstr(b), nil
+}
+
+// op is a method's class and id in one number.
+func op(class, id uint16) uint32 { return uint32(class)<<16 | uint32(id) }
+
+func frame(typ byte, channel uint16, payload []byte) []byte {
+	b := append([]byte{typ}, u16(channel)...)
+	b = append(b, u32(uint32(len(payload)))...)
+	return append(append(b, payload...), 0xCE)
+}
+
+func method(channel, class, id uint16, args ...[]byte) []byte {
+	return frame(1, channel, concat(append([][]byte{u16(class), u16(id)}, args...)))
+}
+
+// shortstrAt reads the short string at offset at of args ("" if it runs
+// past the end).
+func shortstrAt(args []byte, at int) string {
+	if at >= len(args) || at+1+int(args[at]) > len(args) {
+		return ""
+	}
+	return string(args[at+1 : at+1+int(args[at])])
+}
+
+func shortstr(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+func longstr(b []byte) []byte  { return append(u32(uint32(len(b))), b...) }
+func u64(n uint64) []byte      { return binary.BigEndian.AppendUint64(nil, n) }
+func u32(n uint32) []byte      { return binary.BigEndian.AppendUint32(nil, n) }
+func u16(n uint16) []byte      { return binary.BigEndian.AppendUint16(nil, n) }
+
+func concat(parts [][]byte) []byte {
+	var b []byte
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// BenchmarkReplay is the per-delivery path of each consumer without a
+// broker: the consumers of the broker runs (drainPlain, drainLily) read the
+// same recorded 1 KiB delivery, replayed b.N times over loopback TCP, and
+// settle it; the replay's ACKs go to a counter and its publishes are
+// confirmed at once. Run with a fixed count (-benchtime 50000x), so that
+// connecting is a small share, and compare with benchstat -col /consumer.
+func BenchmarkReplay(b *testing.B) {
+	for _, path := range []struct {
+		scenario  string
+		consumers []string
+	}{
+		{scenarioAck, []string{"plain", "plain-extract", "lily", "watermill"}},
+		{scenarioRetry, []string{"plain", "plain-facts", "lily", "watermill"}},
+	} {
+		for _, consumer := range path.consumers {
+			b.Run("path="+path.scenario+"/consumer="+consumer, func(b *testing.B) {
+				url, end := startReplay(b, b.N)
+				run := runConfig{
+					url: url, scenario: path.scenario, consumer: consumer, n: b.N,
+					prefetch: 256, concurrency: 64, spec: benchSpec("replay", 256, 64),
+				}
+				t := newTracker(b.N)
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu := selfCPU()
+				if err := drains[consumer](b.Context(), run, t); err != nil {
+					b.Fatal(err)
+				}
+				cpu = selfCPU() - cpu
+				b.StopTimer()
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				c := end()
+				b.ReportMetric(float64(c.AckFrames)/float64(b.N), "ack-frames/op")
+				if c.Acked != int64(b.N) || c.Rejected != 0 || c.Unserved != "" {
+					b.Fatalf("the replay saw %+v, want %d ACKs", c, b.N)
+				}
+				if want := map[string]int64{scenarioAck: 0, scenarioRetry: int64(b.N)}[path.scenario]; c.Published != want {
+					b.Fatalf("the replay saw %d publishes, want %d", c.Published, want)
+				}
+			})
+		}
+	}
+}
