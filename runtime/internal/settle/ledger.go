@@ -47,11 +47,16 @@ func (l *Ledger) Close() []SentAck {
 }
 
 // Take removes and returns every waiting ACK. Whatever proof follows covers
-// exactly these: each was written before take returned.
+// exactly these: each was written before take returned. The next interval's
+// list starts as large as this one's, so that a steady stream of ACKs does
+// not grow it from nothing, copying every entry again, each interval.
 func (l *Ledger) Take() []SentAck {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := l.pending
 	l.pending = nil
+	if len(p) > 0 {
+		l.pending = make([]SentAck, 0, len(p))
+	}
 	return p
 }
