@@ -2,9 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/bytedance/sonic"
+	"github.com/mailru/easyjson"
+	segmentio "github.com/segmentio/encoding/json"
+
+	"github.com/lily-mq/lily/bench/easyorder"
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 )
 
@@ -22,13 +30,39 @@ func payloads(tb testing.TB) map[string][]byte {
 	}
 }
 
+// decoders are the peers the generated extractor is measured against, by
+// name: each decodes the body into a struct of the same JSON fields and Go
+// types, and checks no bound. encoding/json/v2 joins them in a build with
+// GOEXPERIMENT=jsonv2 (extract_jsonv2_test.go).
+var decoders = map[string]func([]byte) error{
+	"encoding-json": func(body []byte) error {
+		var msg ordersmsg.OrderPlacedV2
+		return json.Unmarshal(body, &msg)
+	},
+	// easyjson's decoder is generated from the struct (bench/easyorder).
+	"easyjson": func(body []byte) error {
+		var msg easyorder.Order
+		return easyjson.Unmarshal(body, &msg)
+	},
+	// sonic compiles a decoder for the struct at its first use (JIT).
+	"sonic": func(body []byte) error {
+		var msg ordersmsg.OrderPlacedV2
+		return sonic.Unmarshal(body, &msg)
+	},
+	"segmentio": func(body []byte) error {
+		var msg ordersmsg.OrderPlacedV2
+		return segmentio.Unmarshal(body, &msg)
+	},
+}
+
 // BenchmarkExtract compares the generated extractor (read the body with
 // wire.JSONReader straight into the typed struct, checking every bound)
-// with encoding/json alone decoding the same body into the typed struct,
-// which checks nothing.
+// with each of the decoders, on both payloads:
+//
+//	go test -run '^$' -bench Extract -count 10 . | benchstat -col /decoder -
 func BenchmarkExtract(b *testing.B) {
 	for name, body := range payloads(b) {
-		b.Run("generated/"+name, func(b *testing.B) {
+		b.Run("payload="+name+"/decoder=generated", func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -37,16 +71,49 @@ func BenchmarkExtract(b *testing.B) {
 				}
 			}
 		})
-		b.Run("encoding-json/"+name, func(b *testing.B) {
-			b.SetBytes(int64(len(body)))
-			b.ReportAllocs()
-			for b.Loop() {
-				var msg ordersmsg.OrderPlacedV2
-				if err := json.Unmarshal(body, &msg); err != nil {
-					b.Fatal(err)
+		for _, decoder := range slices.Sorted(maps.Keys(decoders)) {
+			decode := decoders[decoder]
+			b.Run("payload="+name+"/decoder="+decoder, func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := decode(body); err != nil {
+						b.Fatal(err)
+					}
 				}
+			})
+		}
+	}
+}
+
+// TestDecoders: every peer reads the payloads, to the same values as the
+// generated extractor (but for the schema's default, which only the
+// extractor fills in), or BenchmarkExtract would compare unlike work.
+func TestDecoders(t *testing.T) {
+	for name, body := range payloads(t) {
+		want, err := ordersmsg.ExtractOrderPlacedV2(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for decoder, decode := range decoders {
+			if err := decode(body); err != nil {
+				t.Errorf("%s on %s: %v", decoder, name, err)
 			}
-		})
+		}
+		var easy easyorder.Order
+		if err := easyjson.Unmarshal(body, &easy); err != nil || easy.OrderID != want.OrderID || len(easy.Items) != len(want.Items) || !easy.PlacedAt.Equal(want.PlacedAt) {
+			t.Errorf("easyjson on %s read %+v, want the order of %+v", name, easy, *want)
+		}
+		for decoder, unmarshal := range map[string]func([]byte, any) error{"encoding-json": json.Unmarshal, "sonic": sonic.Unmarshal, "segmentio": segmentio.Unmarshal} {
+			var got ordersmsg.OrderPlacedV2
+			err := unmarshal(body, &got)
+			if got.Channel == "" {
+				got.Channel = ordersmsg.OrderPlacedV2ChannelWeb // the schema's default, which only the extractor applies
+			}
+			if err != nil || !reflect.DeepEqual(got, *want) {
+				t.Errorf("%s on %s read %+v, want %+v", decoder, name, got, *want)
+			}
+		}
 	}
 }
 
