@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -348,5 +349,28 @@ func TestJSONReaderRaw(t *testing.T) {
 	}
 	if _, err := NewJSONReader([]byte(`{"a":1,"a":2}`)).Raw(); err == nil || !strings.Contains(err.Error(), "repeated") {
 		t.Fatalf("Raw of a repeated name: %v", err)
+	}
+}
+
+// plain8 agrees with plain on every word: each byte value in each position,
+// among plain bytes and beside every other value.
+func TestPlain8(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			for _, fill := range []byte{'a', 0x1f, '"', 0x80, 0xff, ' '} {
+				var word [8]byte
+				for i := range word {
+					word[i] = fill
+				}
+				word[pos] = byte(c)
+				want := true
+				for _, b := range word {
+					want = want && plain(b)
+				}
+				if got := plain8(binary.LittleEndian.Uint64(word[:])); got != want {
+					t.Fatalf("plain8(%q) = %v, want %v", word, got, want)
+				}
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -18,6 +19,9 @@ func (r *JSONReader) text() ([]byte, bool) {
 	start := r.pos // the first byte not yet copied to r.buf, when escaped
 	escaped := false
 	for {
+		for r.pos+8 <= len(r.data) && plain8(binary.LittleEndian.Uint64(r.data[r.pos:])) {
+			r.pos += 8
+		}
 		for r.pos < len(r.data) && plain(r.data[r.pos]) {
 			r.pos++
 		}
@@ -59,6 +63,19 @@ func (r *JSONReader) text() ([]byte, bool) {
 // plain is true for a byte that stands for itself in a string: printable
 // ASCII other than the quote and the backslash.
 func plain(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf }
+
+// plain8 is plain for the eight bytes of x at once, so that long strings are
+// scanned a word at a time. A word it refuses goes to the byte loop, which
+// decides: borrows may flag a plain byte next to one that is not, never miss
+// one that is not.
+func plain8(x uint64) bool {
+	const ones = 0x0101010101010101
+	control := (x - 0x20*ones) &^ x // the high bit of a byte below 0x20
+	return (control|zeroByte(x^'"'*ones)|zeroByte(x^'\\'*ones)|x)&(0x80*ones) == 0
+}
+
+// zeroByte has the high bit of a byte of v that is zero set.
+func zeroByte(v uint64) uint64 { return (v - 0x0101010101010101) &^ v }
 
 // escape appends the character of the escape at r.pos to r.buf.
 func (r *JSONReader) escape() bool {
