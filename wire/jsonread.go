@@ -90,6 +90,9 @@ func (r *JSONReader) failAt(offset int, what string) error {
 	if r.err == nil {
 		r.err = &jsonSyntaxError{offset: offset, what: what}
 	}
+	// Reading stops: at the end of the body, peek's inlined test fails
+	// without looking at the error.
+	r.pos = len(r.data)
 	return r.err
 }
 
@@ -98,8 +101,16 @@ func (r *JSONReader) repeated(offset int, name []byte) error {
 	return r.failAt(offset, "repeated member name "+quoteBounded(name))
 }
 
-// space skips whitespace and returns the offset of the next byte.
+// space skips whitespace and returns the offset of the next byte. Its first
+// test, inlined, is all that a body without whitespace needs.
 func (r *JSONReader) space() int {
+	if r.pos < len(r.data) && r.data[r.pos] > ' ' {
+		return r.pos
+	}
+	return r.spaces()
+}
+
+func (r *JSONReader) spaces() int {
 	for r.pos < len(r.data) {
 		switch r.data[r.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -112,8 +123,21 @@ func (r *JSONReader) space() int {
 }
 
 // peek returns the first byte of the next token, or 0 after a syntax error
-// (also at the end of the body).
-func (r *JSONReader) peek() byte {
+// (also at the end of the body). Inlined, its first test answers for a token
+// that starts at once with a byte above the space (a syntax error has moved
+// the reader to the end).
+func (r *JSONReader) peek() (c byte) {
+	// Written to stay within the inliner's budget.
+	if r.pos < len(r.data) {
+		c = r.data[r.pos]
+	}
+	if c > ' ' {
+		return
+	}
+	return r.peekSpace()
+}
+
+func (r *JSONReader) peekSpace() byte {
 	if r.err != nil {
 		return 0
 	}
