@@ -228,11 +228,21 @@ func (r *JSONReader) Int() (int64, error) {
 	if neg {
 		span = span[1:]
 	}
+	var n uint64
+	if len(span) <= 18 {
+		// Eighteen digits are below 10^18: no int64 overflows.
+		for _, d := range span {
+			n = n*10 + uint64(d-'0')
+		}
+		if neg {
+			return -int64(n), nil
+		}
+		return int64(n), nil
+	}
 	limit := uint64(1<<63 - 1)
 	if neg {
 		limit++
 	}
-	var n uint64
 	for _, d := range span {
 		if n > (limit-uint64(d-'0'))/10 {
 			return 0, &FieldError{Problem: "unexpected JSON number"}
