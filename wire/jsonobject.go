@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -10,12 +11,18 @@ type JSONField struct {
 	Name string
 	// Required members must be present and, unless Nullable, not null.
 	Required, Nullable bool
+	// quick: Name is plain bytes (no quote, backslash, control or non-ASCII
+	// byte), so that a member name in the body equals it exactly when its
+	// bytes do, escapes aside.
+	quick bool
 }
 
 // JSONFields are the members of one object type, in schema order; generated
 // code makes them once, when the package loads.
 type JSONFields struct {
 	fields []JSONField
+	// required has the bits of the Required members among the first 64.
+	required uint64
 	// index finds a member of an object with many; fewer are found by a scan.
 	index map[string]int
 }
@@ -25,7 +32,15 @@ const scanFields = 8
 
 // NewJSONFields returns the members of an object type.
 func NewJSONFields(fields ...JSONField) *JSONFields {
-	f := &JSONFields{fields: fields}
+	fields = slices.Clone(fields)
+	var required uint64
+	for i := range fields {
+		if fields[i].Required && i < 64 {
+			required |= 1 << i
+		}
+		fields[i].quick = fields[i].Name != "" && !strings.ContainsFunc(fields[i].Name, func(c rune) bool { return c > 0x7f || !plain(byte(c)) })
+	}
+	f := &JSONFields{fields: fields, required: required}
 	if len(fields) > scanFields {
 		f.index = make(map[string]int, len(fields))
 		for i, field := range fields {
@@ -52,17 +67,19 @@ func (f *JSONFields) find(name []byte) int {
 	return -1
 }
 
-// memberBits is a set of member indexes.
+// memberBits is a set of member indexes. The words past the first are
+// behind a pointer, so that a JSONObject, returned by value for each object
+// read, stays small.
 type memberBits struct {
 	low  uint64
-	high []uint64 // members from 64 on, for objects that have them
+	high *[]uint64 // members from 64 on, for objects that have them
 }
 
 func (b *memberBits) has(i int) bool {
 	if i < 64 {
 		return b.low&(1<<i) != 0
 	}
-	return b.high[i/64-1]&(1<<(i%64)) != 0
+	return (*b.high)[i/64-1]&(1<<(i%64)) != 0
 }
 
 func (b *memberBits) add(i int) {
@@ -70,7 +87,7 @@ func (b *memberBits) add(i int) {
 		b.low |= 1 << i
 		return
 	}
-	b.high[i/64-1] |= 1 << (i % 64)
+	(*b.high)[i/64-1] |= 1 << (i % 64)
 }
 
 // JSONObject reads the members of one object the schema describes:
@@ -81,9 +98,11 @@ func (b *memberBits) add(i int) {
 //	}
 //	return o.End()
 type JSONObject struct {
-	r      *JSONReader
-	f      *JSONFields
-	start  int // the offset of '{'
+	r     *JSONReader
+	f     *JSONFields
+	start int // the offset of '{'
+	// member is the last member met: the one Next moved to, or a null one
+	// it skipped (-1 before the first).
 	member int
 	done   bool
 	err    error
@@ -95,10 +114,10 @@ type JSONObject struct {
 // Object starts reading an object whose members are fields. A null reads as
 // an object without members.
 func (r *JSONReader) Object(fields *JSONFields) JSONObject {
-	o := JSONObject{r: r, f: fields, start: r.pos}
+	o := JSONObject{r: r, f: fields, start: r.pos, member: -1}
 	if n := len(fields.fields); n > 64 {
-		o.seen.high = make([]uint64, (n-1)/64)
-		o.present.high = make([]uint64, (n-1)/64)
+		seen, present := make([]uint64, (n-1)/64), make([]uint64, (n-1)/64)
+		o.seen.high, o.present.high = &seen, &present
 	}
 	switch c := r.peek(); {
 	case c == '{':
@@ -129,12 +148,18 @@ func (o *JSONObject) Next() bool {
 			return false
 		}
 		at := r.space()
-		name, ok := r.name()
+		i, ok := o.expected(at)
+		var name []byte // read when not the expected one
 		if !ok {
-			o.err = r.err
-			return false
+			if r.err == nil {
+				name, ok = r.name()
+			}
+			if !ok {
+				o.err = r.err
+				return false
+			}
+			i = o.f.find(name)
 		}
-		i := o.f.find(name)
 		switch {
 		case i < 0:
 			if r.seenUnknown(o.start, name) {
@@ -148,6 +173,7 @@ func (o *JSONObject) Next() bool {
 			return false
 		}
 		o.seen.add(i)
+		o.member = i
 		if r.null() {
 			if o.f.fields[i].Nullable {
 				o.present.add(i)
@@ -159,10 +185,36 @@ func (o *JSONObject) Next() bool {
 			return false
 		}
 		o.present.add(i)
-		o.member = i
 		return true
 	}
 	return false
+}
+
+// expected reads, at offset at, the name of the member that follows the
+// last one met in schema order, with the colon after it, and returns its
+// index; it reads nothing and reports false for any other name, or one with
+// an escape, which name and find then read (or when no colon follows, a
+// syntax error). Members mostly come in schema order, and this spares them
+// the string scanner and the search.
+func (o *JSONObject) expected(at int) (int, bool) {
+	i := o.member + 1
+	if i >= len(o.f.fields) || !o.f.fields[i].quick {
+		return 0, false
+	}
+	r, name := o.r, o.f.fields[i].Name
+	end := at + 1 + len(name) // the closing quote
+	if end >= len(r.data) || r.data[at] != '"' || r.data[end] != '"' || string(r.data[at+1:end]) != name {
+		return 0, false
+	}
+	r.pos = end + 1
+	if c := r.peek(); c != ':' {
+		if c != 0 {
+			r.fail(invalidChar(c, "after a member name"))
+		}
+		return 0, false
+	}
+	r.pos++
+	return i, true
 }
 
 // Member is the index, in the object's fields, of the member Next moved to.
@@ -173,6 +225,9 @@ func (o *JSONObject) Member() int { return o.member }
 func (o *JSONObject) End() error {
 	if o.err != nil {
 		return o.err
+	}
+	if o.present.low&o.f.required == o.f.required && len(o.f.fields) <= 64 {
+		return nil
 	}
 	for i, f := range o.f.fields {
 		if f.Required && !o.present.has(i) {
