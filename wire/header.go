@@ -43,8 +43,44 @@ func ParseTime(s string) (time.Time, bool) {
 	if !rfc3339(s) {
 		return time.Time{}, false
 	}
+	if len(s) == len("2006-01-02T15:04:05Z") {
+		return utcSeconds(s)
+	}
 	t, err := time.Parse(time.RFC3339, s)
 	return t, err == nil
+}
+
+// utcSeconds is time.Parse of the commonest form, to the second in UTC, whose
+// syntax rfc3339 has checked: it reads the digits and checks the ranges as
+// time.Parse does, without its general layout machinery.
+func utcSeconds(s string) (time.Time, bool) {
+	num := func(i, n int) int {
+		v := 0
+		for _, c := range s[i : i+n] {
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	year, month, day := num(0, 4), num(5, 2), num(8, 2)
+	hour, minute, second := num(11, 2), num(14, 2), num(17, 2)
+	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || second > 59 {
+		return time.Time{}, false
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, second, 0, time.UTC), true
+}
+
+// daysIn is the number of days in month (1 to 12) of year.
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // rfc3339 checks the syntax: YYYY-MM-DDTHH:MM:SS, an optional fraction, then

@@ -1,6 +1,9 @@
 package wire
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParseTimeIsStrictRFC3339(t *testing.T) {
 	for s, want := range map[string]bool{
@@ -22,5 +25,29 @@ func TestParseTimeIsStrictRFC3339(t *testing.T) {
 		if _, ok := ParseTime(s); ok != want {
 			t.Errorf("ParseTime(%q) ok = %v, want %v", s, ok, want)
 		}
+	}
+}
+
+// ParseTime's own reading of the second-precision UTC form agrees with
+// time.Parse on every day of four years (a leap one among them) and on
+// every out-of-range field.
+func TestParseTimeUTCSeconds(t *testing.T) {
+	check := func(s string) {
+		t.Helper()
+		want, err := time.Parse(time.RFC3339, s)
+		got, ok := ParseTime(s)
+		if ok != (err == nil) || ok && (got != want || got.Location() != want.Location()) {
+			t.Fatalf("ParseTime(%q) = %v, %v; time.Parse: %v, %v", s, got, ok, want, err)
+		}
+	}
+	for day := time.Date(1999, 12, 30, 0, 0, 0, 0, time.UTC); day.Year() < 2004; day = day.AddDate(0, 0, 1) {
+		check(day.Add(23*time.Hour + 59*time.Minute + 59*time.Second).Format("2006-01-02T15:04:05Z"))
+	}
+	for _, s := range []string{
+		"2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2000-02-29T00:00:00Z",
+		"2026-00-01T00:00:00Z", "2026-13-01T00:00:00Z", "2026-04-31T00:00:00Z", "2026-01-00T00:00:00Z", "2026-01-32T00:00:00Z",
+		"2026-01-01T24:00:00Z", "2026-01-01T00:60:00Z", "2026-01-01T00:00:60Z", "0000-01-01T00:00:00Z", "9999-12-31T23:59:59Z",
+	} {
+		check(s)
 	}
 }
