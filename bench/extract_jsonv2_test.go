@@ -13,8 +13,8 @@ import (
 //
 //	GOEXPERIMENT=jsonv2 go test -run '^$' -bench Extract -count 10 .
 func init() {
-	decoders["encoding-json-v2"] = func(body []byte) error {
-		var msg ordersmsg.OrderPlacedV2
-		return jsonv2.Unmarshal(body, &msg)
+	decoders["encoding-json-v2"] = func(body []byte) (any, error) {
+		msg := new(ordersmsg.OrderPlacedV2)
+		return msg, jsonv2.Unmarshal(body, msg)
 	}
 }
