@@ -37,7 +37,16 @@ type replay struct {
 	// idAt is where the message id's sequence digits are in props.
 	idAt int
 
-	next                       atomic.Int64 // deliveries handed to a consumer's feed so far
+	// rate paces the deliveries, per second over all consumers (0: as
+	// fast as the windows allow); none goes before released is closed.
+	rate     float64
+	released chan struct{}
+	began    time.Time // when released was closed
+
+	next atomic.Int64 // deliveries handed to a consumer's feed so far
+	// Open connections, channels and consumers, reported as they change.
+	conns, chans, consumers    atomic.Int64
+	changed                    chan struct{}
 	acked, rejected, published atomic.Int64
 	ackFrames                  atomic.Int64 // basic.ack frames, each settling one delivery or (multiple) several
 	unserved                   atomic.Value // the first method it could not answer
@@ -46,8 +55,9 @@ type replay struct {
 const (
 	replayFrameMax = 131072
 	replaySeqWidth = 10
-	// replayEnv, set to n in a test binary's environment, makes it a
-	// replay of n deliveries instead of a test run.
+	// replayEnv, set to "n" or "n,rate" in a test binary's environment,
+	// makes it a replay of n deliveries (at rate per second) instead of a
+	// test run. With a rate it holds them until told to go.
 	replayEnv = "LILY_BENCH_REPLAY"
 )
 
@@ -66,34 +76,73 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// replayMain listens, prints its address, serves until its standard input
-// closes, then prints what it saw.
+// replayMain listens, prints its address, and serves. It prints a line
+// "open C H K" whenever its open connections, channels or consumers change;
+// a line "go" on its standard input starts a paced replay; when its standard
+// input closes it prints what it saw, as JSON.
 func replayMain(arg string) int {
-	n, err := strconv.Atoi(arg)
+	nText, rateText, paced := strings.Cut(arg, ",")
+	n, err := strconv.Atoi(nText)
+	rate := 0.0
+	if paced {
+		rate, err = strconv.ParseFloat(rateText, 64)
+	}
 	tpl, terr := newTemplate()
 	if err = errors.Join(err, terr); err != nil {
 		fmt.Fprintln(os.Stderr, "replay:", err)
 		return 2
 	}
-	r, err := listenReplay(tpl.stamp(1, time.Now()), n)
+	r, err := listenReplay(tpl.stamp(1, time.Now()), n, rate)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "replay:", err)
 		return 2
 	}
+	var out sync.Mutex // the lines of the reporter and the final JSON
 	fmt.Println(r.ln.Addr())
 	go r.serveAll()
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	go func() {
+		for range r.changed {
+			out.Lock()
+			fmt.Println("open", r.conns.Load(), r.chans.Load(), r.consumers.Load())
+			out.Unlock()
+		}
+	}()
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() == "go" {
+			r.start()
+		}
+	}
 	counts := replayCounts{Acked: r.acked.Load(), Rejected: r.rejected.Load(), Published: r.published.Load(), AckFrames: r.ackFrames.Load()}
 	counts.Unserved, _ = r.unserved.Load().(string)
+	out.Lock()
+	defer out.Unlock()
 	_ = json.NewEncoder(os.Stdout).Encode(counts)
 	return 0
 }
 
-// startReplay starts a replay process of n deliveries; the returned
-// function ends it and returns what it saw.
+// replayProcess is a replay process seen from the benchmark.
+type replayProcess struct {
+	tb    testing.TB
+	url   string
+	stdin io.WriteCloser
+	// open is the last "open" line: connections, channels, consumers.
+	open   chan [3]int64
+	counts chan replayCounts
+}
+
+// startReplay starts a replay process of n deliveries, sent as fast as the
+// consumers' windows allow.
 func startReplay(tb testing.TB, n int) (url string, end func() replayCounts) {
+	p := startPacedReplay(tb, n, 0)
+	return p.url, p.end
+}
+
+// startPacedReplay starts a replay process of n deliveries at rate per
+// second (0: at once, without waiting for go).
+func startPacedReplay(tb testing.TB, n int, rate float64) *replayProcess {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), replayEnv+"="+strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), replayEnv+"="+strconv.Itoa(n)+","+strconv.FormatFloat(rate, 'f', -1, 64))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -110,23 +159,69 @@ func startReplay(tb testing.TB, n int) (url string, end func() replayCounts) {
 		_ = stdin.Close()
 		_ = cmd.Wait()
 	})
-	out := bufio.NewReader(stdout)
-	addr, err := out.ReadString('\n')
-	if err != nil {
-		tb.Fatalf("replay: %v", err)
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		tb.Fatalf("replay: no address: %v", lines.Err())
 	}
-	return "amqp://guest:guest@" + strings.TrimSpace(addr) + "/", func() replayCounts {
-		_ = stdin.Close()
-		var c replayCounts
-		if err := json.NewDecoder(out).Decode(&c); err != nil {
-			tb.Fatalf("replay: %v", err)
+	p := &replayProcess{tb: tb, url: "amqp://guest:guest@" + lines.Text() + "/", stdin: stdin, open: make(chan [3]int64, 1), counts: make(chan replayCounts, 1)}
+	go func() {
+		for lines.Scan() {
+			var c replayCounts
+			var open [3]int64
+			switch line := lines.Text(); {
+			case strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &c) == nil:
+				p.counts <- c
+			case strings.HasPrefix(line, "open "):
+				if _, err := fmt.Sscan(line[len("open "):], &open[0], &open[1], &open[2]); err != nil {
+					continue
+				}
+				select {
+				case <-p.open:
+				default:
+				}
+				p.open <- open
+			}
 		}
-		return c
+		close(p.counts)
+	}()
+	return p
+}
+
+// waitOpen waits until the replay has had consumers open at once, and
+// returns its open connections and channels then.
+func (p *replayProcess) waitOpen(consumers int64) (conns, chans int64) {
+	deadline := time.After(2 * time.Minute)
+	for {
+		select {
+		case o := <-p.open:
+			if o[2] >= consumers {
+				return o[0], o[1]
+			}
+		case <-deadline:
+			p.tb.Fatalf("replay: fewer than %d consumers after two minutes", consumers)
+		}
 	}
 }
 
+// start lets a paced replay's deliveries go.
+func (p *replayProcess) start() {
+	if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+		p.tb.Fatal(err)
+	}
+}
+
+// end ends the replay and returns what it saw.
+func (p *replayProcess) end() replayCounts {
+	_ = p.stdin.Close()
+	c, ok := <-p.counts
+	if !ok {
+		p.tb.Fatal("replay: ended without its counts")
+	}
+	return c
+}
+
 // listenReplay listens on a loopback port for a replay of msg n times.
-func listenReplay(msg amqp.Publishing, n int) (*replay, error) {
+func listenReplay(msg amqp.Publishing, n int, rate float64) (*replay, error) {
 	// A message id of fixed width, so that each delivery's is its
 	// sequence number written over the template's digits.
 	prefix := "o-"
@@ -139,7 +234,30 @@ func listenReplay(msg amqp.Publishing, n int) (*replay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &replay{ln: ln, body: msg.Body, n: n, props: props, idAt: idAt + len(prefix)}, nil
+	r := &replay{ln: ln, body: msg.Body, n: n, props: props, idAt: idAt + len(prefix), rate: rate, released: make(chan struct{}), changed: make(chan struct{}, 1)}
+	if rate == 0 {
+		r.start()
+	}
+	return r, nil
+}
+
+// start lets the deliveries go.
+func (r *replay) start() {
+	select {
+	case <-r.released:
+	default:
+		r.began = time.Now()
+		close(r.released)
+	}
+}
+
+// count adds d to one of the open counts and reports the change.
+func (r *replay) count(n *atomic.Int64, d int64) {
+	n.Add(d)
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
 }
 
 // serveAll serves every connection made to the replay.
@@ -173,6 +291,8 @@ type replayChannel struct {
 	settled  []bool // by tag - 1: ACKed or rejected
 	low      uint64 // every tag up to low is settled
 	open     bool
+	// consuming: a consumer is open on it (counted until the channel ends).
+	consuming bool
 	// Publisher confirms: the last publish's sequence number, and the body
 	// bytes still due of the publish in progress.
 	confirming  bool
@@ -183,6 +303,8 @@ type replayChannel struct {
 
 func (r *replay) serve(conn net.Conn) {
 	defer conn.Close()
+	r.count(&r.conns, 1)
+	defer r.count(&r.conns, -1)
 	c := &replayConn{r: r, conn: conn, channels: map[uint16]*replayChannel{}}
 	defer c.endAll()
 	in := bufio.NewReaderSize(conn, 64<<10)
@@ -242,9 +364,10 @@ func (c *replayConn) method(ch, class, id uint16, args []byte) bool {
 		rc.room = sync.NewCond(&rc.mu)
 		c.channels[ch] = rc
 		c.mu.Unlock()
+		c.r.count(&c.r.chans, 1)
 		c.write(method(ch, 20, 11, longstr(nil)))
 	case op(20, 40): // channel.close
-		c.end(ch)
+		c.end(ch, true)
 		c.write(method(ch, 20, 41))
 	case op(40, 10), op(40, 20): // exchange.declare, delete
 		c.write(method(ch, 40, id+1))
@@ -269,10 +392,14 @@ func (c *replayConn) method(ch, class, id uint16, args []byte) bool {
 		}
 		c.write(method(ch, 60, 21, shortstr(tag)))
 		if rc := c.channel(ch); rc != nil {
+			rc.mu.Lock()
+			rc.consuming = true
+			rc.mu.Unlock()
+			c.r.count(&c.r.consumers, 1)
 			go c.feed(rc, tag, queue)
 		}
 	case op(60, 30): // basic.cancel
-		c.end(ch)
+		c.end(ch, false)
 		c.write(method(ch, 60, 31, shortstr(shortstrAt(args, 0))))
 	case op(60, 40): // basic.publish: its content follows
 		if rc := c.channel(ch); rc != nil {
@@ -378,17 +505,21 @@ func (c *replayConn) feed(rc *replayChannel, tag, queue string) {
 	header := frame(2, rc.id, append(append(u16(60), u16(0)...), append(u64(uint64(len(c.r.body))), c.r.props...)...))
 	idAt := len(deliver) + 7 + 12 + c.r.idAt
 	one := concat([][]byte{deliver, header, frame(3, rc.id, c.r.body)})
+	<-c.r.released
 	var batch []byte
 	for {
 		rc.mu.Lock()
-		for rc.open && rc.prefetch > 0 && rc.out >= rc.prefetch {
+		for rc.open && rc.consuming && rc.prefetch > 0 && rc.out >= rc.prefetch {
 			rc.room.Wait()
 		}
 		room := 32
+		if c.r.rate > 0 {
+			room = 1
+		}
 		if rc.prefetch > 0 {
 			room = min(room, rc.prefetch-rc.out)
 		}
-		if !rc.open {
+		if !rc.open || !rc.consuming {
 			rc.mu.Unlock()
 			return
 		}
@@ -397,6 +528,16 @@ func (c *replayConn) feed(rc *replayChannel, tag, queue string) {
 		if room <= 0 {
 			rc.mu.Unlock()
 			return
+		}
+		if c.r.rate > 0 {
+			// Paced: the first's turn comes first/rate seconds after go.
+			rc.mu.Unlock()
+			time.Sleep(time.Until(c.r.began.Add(time.Duration(float64(first) / c.r.rate * float64(time.Second)))))
+			rc.mu.Lock()
+			if !rc.open || !rc.consuming {
+				rc.mu.Unlock()
+				return
+			}
 		}
 		tag := rc.sent + 1
 		rc.sent += uint64(room)
@@ -427,13 +568,26 @@ func (c *replayConn) channel(ch uint16) *replayChannel {
 	return c.channels[ch]
 }
 
-// end stops feeding channel ch.
-func (c *replayConn) end(ch uint16) {
-	if rc := c.channel(ch); rc != nil {
-		rc.mu.Lock()
+// end stops feeding channel ch; closing says whether the channel itself
+// closes, or only its consumer ends.
+func (c *replayConn) end(ch uint16, closing bool) {
+	rc := c.channel(ch)
+	if rc == nil {
+		return
+	}
+	rc.mu.Lock()
+	wasConsuming, wasOpen := rc.consuming, rc.open
+	rc.consuming = false
+	if closing {
 		rc.open = false
 		rc.room.Broadcast()
-		rc.mu.Unlock()
+	}
+	rc.mu.Unlock()
+	if wasConsuming {
+		c.r.count(&c.r.consumers, -1)
+	}
+	if closing && wasOpen {
+		c.r.count(&c.r.chans, -1)
 	}
 }
 
@@ -445,7 +599,7 @@ func (c *replayConn) endAll() {
 	}
 	c.mu.Unlock()
 	for _, id := range ids {
-		c.end(id)
+		c.end(id, true)
 	}
 }
 
