@@ -85,9 +85,10 @@ lint: staticcheck
 bench:
 	cd bench && $(GO) run .
 
-## bench-replay: the same consumers without a broker, deliveries replayed (docs/benchmarks.md; about 3 minutes; compare with benchstat -col /consumer)
+## bench-replay: consumers, publishers and 100 queues without a broker, deliveries replayed (docs/benchmarks.md; about 5 minutes; compare with benchstat)
 bench-replay:
-	cd bench && $(GO) test -run '^$$' -bench Replay -benchtime 50000x -count 6 -cpu 2,1 .
+	cd bench && $(GO) test -run '^$$' -bench 'Replay|Publish' -benchtime 50000x -count 6 -cpu 2,1 .
+	cd bench && $(GO) test -run '^$$' -bench ManyQueues -benchtime 20000x -count 3 .
 
 staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
