@@ -28,10 +28,10 @@ import (
 // redelivery could run the handler again in between. A park returns at once,
 // with nothing settled and the work still held: the caller waits and runs
 // the handler again.
-func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release func()) decide.Plan {
+func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release *shares) decide.Plan {
 	free := func() {
 		if release != nil {
-			release()
+			release.drop()
 			release = nil
 		}
 	}

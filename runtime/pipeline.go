@@ -16,14 +16,14 @@ import (
 
 // pipeline runs a dispatched delivery, in the journey's context ctx: scope open → inbox claim → handler in
 // the claim's transaction → commit or rollback → cleanup → after_delivery.
-// It returns the evidence; nothing here talks to the broker. release frees the
-// delivery's work; pipeline returns it to be called now, or nil when an
-// abandoned handler will call it once it returns.
+// It returns the evidence; nothing here talks to the broker. release is a
+// share of the delivery's work; pipeline returns it to be dropped now, or nil
+// when an abandoned handler will drop it once it returns.
 //
 // A cleanup or after_delivery failure after a committed transaction is a
 // retryable failure: the retry copy then meets the inbox's record of the
 // commit and is ACKed as a duplicate, without running the handler again.
-func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn, rd RawDelivery, deadline time.Time, release func()) (outcome.Outcome, func()) {
+func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn, rd RawDelivery, deadline time.Time, release *shares) (outcome.Outcome, *shares) {
 	var o outcome.Outcome
 	base := ctx
 	var cleanup func(context.Context) error
@@ -32,8 +32,8 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 			ctx     context.Context
 			cleanup func(context.Context) error
 		}
-		sc, err := userCall(c, deadline, func(ctx context.Context) (opened, error) {
-			scoped, cleanup, err := c.cfg.Scope(base, rd)
+		sc, err := userCall(c, deadline, func(context.Context) (opened, error) {
+			scoped, cleanup, err := c.cfg.Scope(ctx, rd)
 			return opened{scoped, cleanup}, err
 		}, func(late opened) {
 			// Opened after the step gave up on it: nobody else will close it.
@@ -55,39 +55,16 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 			base = tx.Bind(base)
 		}
 	}
-	// finish ends the transaction and the scope, each within a step of its
-	// own: the delivery's budget may be spent (a handler that waited for its
-	// slot, or outlived its timeout), and a transaction or a scope left open
-	// would hold its connection, and its claim's lock, for good. An abandoned
-	// handler runs it on its own goroutine once it returns, since it may use
-	// both until then.
-	finish := func(o *outcome.Outcome) {
-		c.settleTx(o, tx)
-		if cleanup != nil {
-			if err := c.userStep(time.Time{}, cleanup); err != nil {
-				o.Cleanup = sanitize.Text(err.Error(), decide.MaxCause)
-			}
-		}
-	}
 	if !claims || tx != nil {
-		free := release
-		o.Handler = c.callHandler(r, sl, base, route, rd, func() {
-			var late outcome.Outcome
-			late.Handler.Kind = outcome.KindRetryable // never commit behind the retry
-			finish(&late)
-			if late.Cleanup != "" {
-				c.cfg.Logger.Warn("lily abandoned handler's cleanup failed", "queue", c.spec.Name, "detail", late.Cleanup)
-			}
-			free()
-		})
+		o.Handler = c.callHandler(r, sl, base, route, rd, abandoned{tx: tx, cleanup: cleanup, work: release})
 		if o.Handler.Abandoned {
 			o.Commit = outcome.CommitRolledBack
 			release = nil
 		} else {
-			finish(&o)
+			c.finish(&o, tx, cleanup)
 		}
 	} else if cleanup != nil {
-		finish(&o)
+		c.finish(&o, tx, cleanup)
 	}
 	if c.cfg.AfterDelivery != nil {
 		// A copy: a step that outlives its timeout keeps running while o changes.
@@ -97,6 +74,41 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 		}
 	}
 	return o, release
+}
+
+// finish ends the transaction and the scope, each within a step of its own:
+// the delivery's budget may be spent (a handler that waited for its slot, or
+// outlived its timeout), and a transaction or a scope left open would hold
+// its connection, and its claim's lock, for good.
+func (c *Consumer) finish(o *outcome.Outcome, tx InboxTx, cleanup func(context.Context) error) {
+	c.settleTx(o, tx)
+	if cleanup != nil {
+		if err := c.userStep(time.Time{}, cleanup); err != nil {
+			o.Cleanup = sanitize.Text(err.Error(), decide.MaxCause)
+		}
+	}
+}
+
+// abandoned is what an abandoned handler's worker finishes once the handler
+// returns, since the handler may use its transaction and scope until then:
+// the transaction rolled back, the scope cleaned up, the work's share
+// dropped.
+type abandoned struct {
+	tx      InboxTx
+	cleanup func(context.Context) error
+	work    *shares
+}
+
+func (c *Consumer) finishAbandoned(a abandoned) {
+	var late outcome.Outcome
+	late.Handler.Kind = outcome.KindRetryable // never commit behind the retry
+	c.finish(&late, a.tx, a.cleanup)
+	if late.Cleanup != "" {
+		c.cfg.Logger.Warn("lily abandoned handler's cleanup failed", "queue", c.spec.Name, "detail", late.Cleanup)
+	}
+	if a.work != nil {
+		a.work.drop()
+	}
 }
 
 // claims reports whether a delivery claims the inbox: when the consumer

@@ -43,10 +43,10 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	// release is the journey's share in freeing the delivery's work for a
 	// redelivery of it (nil when there is none); the handler's return is the
 	// other share.
-	var release func()
+	var release *shares
 	defer func() {
 		if release != nil {
-			release()
+			release.drop()
 		}
 	}()
 	deadline := received.Add(c.spec.budget())
@@ -71,7 +71,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		// The work is free again once the executor has remembered how it
 		// ended (or requeues it), and its handler has returned, which may be
 		// after this journey ends: the last of the shares frees it.
-		handlerDone = newShares(func() { r.busy.Done(work) })
+		handlerDone = &shares{busy: &r.busy, work: work}
 		release = handlerDone.take()
 		var ok bool
 		if r.completed.Count(work) > 0 {
@@ -124,7 +124,7 @@ func (c *Consumer) handle(ctx context.Context, r *run, gen *settle.Generation, s
 	o, handlerReturned := c.pipeline(ctx, r, sl, route, rd, deadline, work.take())
 	c.emit(event{stage: stageHandled, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Handler.Cause})
 	if handlerReturned != nil {
-		handlerReturned()
+		handlerReturned.drop()
 	}
 	o.DeliveryCount = env.DeliveryCount
 	return o
@@ -161,10 +161,10 @@ func unsupported(env *guard.Envelope) string {
 // callHandler runs the route under the handler timeout, on a worker of its own so
 // that a handler ignoring its context cannot hold the settlement past the
 // timeout. Such a handler is abandoned: it keeps its concurrency slot, its
-// result no longer decides anything, and late runs on its goroutine once it
-// returns (to roll back its transaction and clean up its scope, which it may
-// still be using until then).
-func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route routeFn, rd RawDelivery, late func()) outcome.HandlerResult {
+// result no longer decides anything, and late is finished on its goroutine
+// once it returns (its transaction rolled back and its scope cleaned up,
+// which it may still be using until then).
+func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route routeFn, rd RawDelivery, late abandoned) outcome.HandlerResult {
 	if closed(r.aborted) {
 		// Not started, so nothing is abandoned: the caller ends the scope.
 		return outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: "not started: the consumer aborted", Cancelled: true}
@@ -185,7 +185,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 		call.mu.Unlock()
 		if abandoned {
 			r.stuck.returned()
-			late()
+			c.finishAbandoned(late)
 		}
 	})
 	done := call.done
@@ -269,27 +269,24 @@ func invoke(ctx context.Context, route routeFn, rd RawDelivery) (res outcome.Han
 }
 
 // shares frees a delivery's work once every share taken has been dropped:
-// the journey's, and each handler call's.
+// the journey's, and each handler call's. A share is passed on as the
+// *shares it was taken from, so that taking and dropping allocate nothing.
 type shares struct {
 	held atomic.Int32
-	drop func()
+	busy *memory.Busy
+	work memory.Work
 }
 
-// newShares returns shares that call done once the last is dropped.
-func newShares(done func()) *shares {
-	s := &shares{}
-	s.drop = func() {
-		if s.held.Add(-1) == 0 {
-			done()
-		}
-	}
+// take adds a share and returns s, whose drop drops it; each share taken is
+// dropped once.
+func (s *shares) take() *shares {
+	s.held.Add(1)
 	return s
 }
 
-// take adds a share and returns the function that drops it; each share is
-// dropped once. Every share drops through one function, made once: a
-// delivery takes two or more, and the per-message path allocates none.
-func (s *shares) take() func() {
-	s.held.Add(1)
-	return s.drop
+// drop drops one share; the last frees the work.
+func (s *shares) drop() {
+	if s.held.Add(-1) == 0 {
+		s.busy.Done(s.work)
+	}
 }
