@@ -152,6 +152,12 @@ func (s *session) closedCleanly(ctx context.Context) error {
 // slot is one of the consumer's concurrency slots, held by a delivery's
 // goroutine and by its handler's: a handler that outlives its timeout keeps
 // the slot until it returns, so hung handlers cannot pile up without bound.
+// intake is a delivery taken for its journey, with its concurrency slot.
+type intake struct {
+	d  amqp.Delivery
+	sl slot
+}
+
 type slot struct {
 	holders atomic.Int32
 	slots   chan struct{} // the run's: release frees one
@@ -234,7 +240,7 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 // consume reads deliveries until ctx is done (then it stops intake and returns
 // nil) or the session's intake ends: the broker cancelled the consumer or
 // closed the channel, or a delivery outlived its budget and the channel is to
-// be recycled; then it says why. Deliveries are read as d, ok := <-ch; each
+// be recycled; then it says why. Deliveries are read as v, ok := <-ch; each
 // runs on a worker once a slot is free.
 func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 	for {
@@ -244,36 +250,38 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			return nil
 		case <-s.outlived:
 			return c.recycle(r, s, nil)
-		case d, ok := <-s.deliveries:
+		case received, ok := <-s.deliveries:
 			if !ok {
 				return c.whyLost(s)
 			}
-			quarantined := s.quarantined(&d)
+			// The delivery and its slot, in one allocation for the journey.
+			in := &intake{d: received, sl: slot{slots: r.slots}}
+			d := &in.d
+			quarantined := s.quarantined(d)
 			if c.spec.OrderKey != nil {
-				c.inOrder(r, s, &d, quarantined)
+				c.inOrder(r, s, d, quarantined)
 				continue
 			}
-			received := time.Now()
-			s.gen.Settler.Received(d.DeliveryTag, received)
+			receivedAt := time.Now()
+			s.gen.Settler.Received(d.DeliveryTag, receivedAt)
 			select {
 			case r.slots <- struct{}{}:
 			case <-ctx.Done():
-				c.stopIntake(r, s, &d)
+				c.stopIntake(r, s, d)
 				return nil
 			case <-s.outlived:
 				// No slot freed within a delivery's budget (handlers past their
 				// timeout hold them): what waits goes back to the broker.
-				return c.recycle(r, s, &d)
+				return c.recycle(r, s, d)
 			}
 			r.deliveries.Add(1)
 			s.inflight.Add(1)
-			sl := &slot{slots: r.slots}
-			sl.hold()
+			in.sl.hold()
 			r.workers.Run(func() {
 				defer r.deliveries.Done()
 				defer s.inflight.Done()
-				defer sl.release()
-				c.process(r, s.gen, &d, received, quarantined, sl)
+				defer in.sl.release()
+				c.process(r, s.gen, &in.d, receivedAt, quarantined, &in.sl)
 			})
 		}
 	}
