@@ -1,0 +1,49 @@
+package main
+
+import (
+	"testing"
+)
+
+// BenchmarkReplay is the per-delivery path of each consumer without a
+// broker: the consumers of the broker runs (drainPlain, drainLily) read the
+// same recorded 1 KiB delivery, replayed b.N times over loopback TCP, and
+// settle it; the replay's ACKs go to a counter and its publishes are
+// confirmed at once. Run with a fixed count (-benchtime 50000x), so that
+// connecting is a small share, and compare with benchstat -col /consumer.
+func BenchmarkReplay(b *testing.B) {
+	for _, path := range []struct {
+		scenario  string
+		consumers []string
+	}{
+		{scenarioAck, []string{"plain", "plain-extract", "lily", "watermill"}},
+		{scenarioRetry, []string{"plain", "plain-facts", "lily", "watermill"}},
+	} {
+		for _, consumer := range path.consumers {
+			b.Run("path="+path.scenario+"/consumer="+consumer, func(b *testing.B) {
+				url, end := startReplay(b, b.N)
+				run := runConfig{
+					url: url, scenario: path.scenario, consumer: consumer, n: b.N,
+					prefetch: 256, concurrency: 64, spec: benchSpec("replay", 256, 64),
+				}
+				t := newTracker(b.N)
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu := selfCPU()
+				if err := drains[consumer](b.Context(), run, t); err != nil {
+					b.Fatal(err)
+				}
+				cpu = selfCPU() - cpu
+				b.StopTimer()
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				c := end()
+				b.ReportMetric(float64(c.AckFrames)/float64(b.N), "ack-frames/op")
+				if c.Acked != int64(b.N) || c.Rejected != 0 || c.Unserved != "" {
+					b.Fatalf("the replay saw %+v, want %d ACKs", c, b.N)
+				}
+				if want := map[string]int64{scenarioAck: 0, scenarioRetry: int64(b.N)}[path.scenario]; c.Published != want {
+					b.Fatalf("the replay saw %d publishes, want %d", c.Published, want)
+				}
+			})
+		}
+	}
+}
