@@ -149,15 +149,15 @@ func (s *session) closedCleanly(ctx context.Context) error {
 	}
 }
 
-// slot is one of the consumer's concurrency slots, held by a delivery's
-// goroutine and by its handler's: a handler that outlives its timeout keeps
-// the slot until it returns, so hung handlers cannot pile up without bound.
 // intake is a delivery taken for its journey, with its concurrency slot.
 type intake struct {
 	d  amqp.Delivery
 	sl slot
 }
 
+// slot is one of the consumer's concurrency slots, held by a delivery's
+// goroutine and by its handler's: a handler that outlives its timeout keeps
+// the slot until it returns, so hung handlers cannot pile up without bound.
 type slot struct {
 	holders atomic.Int32
 	slots   chan struct{} // the run's: release frees one
