@@ -15,6 +15,7 @@ package settle
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,16 +62,21 @@ func NewAuthority(tag uint64, gen *Generation) *Authority {
 
 // Ack sends the ACK of the original delivery, by the deadline.
 func (a *Authority) Ack(deadline time.Time) outcome.SettlementEvidence {
-	return a.use(deadline, &settlement{tag: a.tag}, outcome.AckSent)
+	return a.use(deadline, false, false, outcome.AckSent)
 }
 
 // Nack sends the NACK of the original delivery, with or without requeue.
 func (a *Authority) Nack(deadline time.Time, requeue bool) outcome.SettlementEvidence {
-	return a.use(deadline, &settlement{tag: a.tag, nack: true, requeue: requeue}, outcome.NackSent)
+	return a.use(deadline, true, requeue, outcome.NackSent)
 }
 
-func (a *Authority) use(deadline time.Time, st *settlement, sent outcome.SettlementStatus) outcome.SettlementEvidence {
-	requeue := st.requeue
+// settlements are used again once their answer was received: the settler
+// answers each once and keeps none. One whose answer was not received (the
+// wait timed out, the settler stopped) is left to the collector, since the
+// settler may still answer it.
+var settlements = sync.Pool{New: func() any { return &settlement{written: make(chan error, 1)} }}
+
+func (a *Authority) use(deadline time.Time, nack, requeue bool, sent outcome.SettlementStatus) outcome.SettlementEvidence {
 	if a.gen.Revoked() {
 		return outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Requeue: requeue, Detail: revokedDetail}
 	}
@@ -82,8 +88,12 @@ func (a *Authority) use(deadline time.Time, st *settlement, sent outcome.Settlem
 	if !a.used.CompareAndSwap(false, true) {
 		return outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Requeue: requeue, Detail: "authority already used"}
 	}
-	st.written = make(chan error, 1)
-	err := a.gen.Settler.settle(st, deadline)
+	st := settlements.Get().(*settlement)
+	st.tag, st.nack, st.requeue = a.tag, nack, requeue
+	answered, err := a.gen.Settler.settle(st, deadline)
+	if answered {
+		settlements.Put(st)
+	}
 	switch {
 	case err == nil:
 		return outcome.SettlementEvidence{Status: sent, Requeue: requeue}

@@ -131,29 +131,31 @@ func (s *Settler) Stopped(ctx context.Context) bool {
 
 // settle hands st to the loop and waits for the write to return, until the
 // deadline at the latest (step.ErrTimeout: the frame may still be written).
-func (s *Settler) settle(st *settlement, deadline time.Time) error {
+// answered reports whether the loop's answer was received: the loop is then
+// done with st, which may be used again.
+func (s *Settler) settle(st *settlement, deadline time.Time) (answered bool, err error) {
 	t := step.Timer(deadline)
 	defer step.Release(t)
 	select {
 	case s.todo <- st:
 	case <-s.exited:
-		return errNotWritten
+		return false, errNotWritten
 	case <-t.C:
-		return step.ErrTimeout
+		return false, step.ErrTimeout
 	}
 	select {
 	case err := <-st.written:
-		return err
+		return true, err
 	case <-s.exited:
 		// The loop answers every settlement it took before it exits.
 		select {
 		case err := <-st.written:
-			return err
+			return true, err
 		default:
-			return errNotWritten
+			return false, errNotWritten
 		}
 	case <-t.C:
-		return step.ErrTimeout
+		return false, step.ErrTimeout
 	}
 }
 

@@ -141,11 +141,11 @@ func TestSettlerNeverCoversWhatItCouldNotSettle(t *testing.T) {
 func TestSettlerStoppedOrStuck(t *testing.T) {
 	s := &Settler{ch: &frames{}, gen: &Generation{}, todo: make(chan *settlement), stop: make(chan struct{}), exited: make(chan struct{})}
 	st := &settlement{tag: 1, written: make(chan error, 1)}
-	if err := s.settle(st, time.Now().Add(50*time.Millisecond)); !errors.Is(err, step.ErrTimeout) {
+	if _, err := s.settle(st, time.Now().Add(50*time.Millisecond)); !errors.Is(err, step.ErrTimeout) {
 		t.Errorf("no loop running: %v, want the step timeout", err)
 	}
 	close(s.exited)
-	if err := s.settle(st, time.Now().Add(time.Second)); !errors.Is(err, errNotWritten) {
+	if _, err := s.settle(st, time.Now().Add(time.Second)); !errors.Is(err, errNotWritten) {
 		t.Errorf("loop exited: %v, want not written", err)
 	}
 }
@@ -165,7 +165,7 @@ func TestSettlerStuckWriteDoesNotHoldTheClose(t *testing.T) {
 	s := NewSettler(ch, &Generation{}, 4)
 	s.Received(1, time.Now())
 	st := &settlement{tag: 1, written: make(chan error, 1)}
-	if err := s.settle(st, time.Now().Add(100*time.Millisecond)); !errors.Is(err, step.ErrTimeout) {
+	if _, err := s.settle(st, time.Now().Add(100*time.Millisecond)); !errors.Is(err, step.ErrTimeout) {
 		t.Fatalf("stuck write: %v, want the step timeout", err)
 	}
 	closed := make(chan struct{})
