@@ -172,7 +172,8 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 	timesOut := time.Now().Add(c.spec.HandlerTimeout)
 	ctx, cancel := context.WithDeadlineCause(base, timesOut, errHandlerTimeout)
 	defer cancel()
-	call := &handlerCall{done: make(chan outcome.HandlerResult, 1)}
+	call := handlerCalls.Get().(*handlerCall)
+	call.gaveUp, call.returned = false, false
 	r.handlers.start()
 	sl.hold()
 	r.workers.Run(func() {
@@ -181,26 +182,35 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 		r.handlers.end()
 		call.mu.Lock()
 		abandoned := call.gaveUp
-		call.done <- res
+		call.returned = true
 		call.mu.Unlock()
 		if abandoned {
 			r.stuck.returned()
 			c.finishAbandoned(late)
+			return
 		}
+		// The last use of call by this worker: the wait takes it back.
+		call.done <- res
 	})
 	done := call.done
+	// received returns the handler's result, sent after the worker's last
+	// use of call, which is then used again for another handler.
+	received := func(res outcome.HandlerResult) outcome.HandlerResult {
+		handlerCalls.Put(call)
+		return c.handled(r, res)
+	}
 	giveUp := func(res outcome.HandlerResult) outcome.HandlerResult {
 		call.mu.Lock()
-		defer call.mu.Unlock()
-		select {
-		case finished := <-done:
-			return c.handled(r, finished)
-		default:
-			call.gaveUp = true
-			r.stuck.abandoned()
-			res.Abandoned = true
-			return res
+		if call.returned {
+			// The handler returned just now: its result is on its way.
+			call.mu.Unlock()
+			return received(<-done)
 		}
+		call.gaveUp = true
+		r.stuck.abandoned()
+		call.mu.Unlock()
+		res.Abandoned = true
+		return res
 	}
 	// The force notification (or the scope) may cancel ctx, which does not end
 	// the wait: work that completes in the force window still settles. Only
@@ -211,7 +221,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 	aborted := outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "handler abandoned at the final abort", Cancelled: true}
 	select {
 	case res := <-done:
-		return c.handled(r, res)
+		return received(res)
 	case <-r.aborted:
 		return giveUp(aborted)
 	case <-ctx.Done():
@@ -223,7 +233,7 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 	defer timeout.Stop()
 	select {
 	case res := <-done:
-		return c.handled(r, res)
+		return received(res)
 	case <-timeout.C:
 		return giveUp(timedOut())
 	case <-r.aborted:
@@ -233,10 +243,16 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 
 // handlerCall is what a handler's worker and the wait for it share.
 type handlerCall struct {
-	mu     sync.Mutex // orders the handler's return against the wait giving up
-	gaveUp bool
-	done   chan outcome.HandlerResult
+	mu sync.Mutex // orders the handler's return against the wait giving up
+	// gaveUp: the wait abandoned the handler; returned: the handler
+	// returned first, and its worker sends its result on done.
+	gaveUp, returned bool
+	done             chan outcome.HandlerResult
 }
+
+// handlerCalls are used again once their result was received; an abandoned
+// handler's is left to the collector.
+var handlerCalls = sync.Pool{New: func() any { return &handlerCall{done: make(chan outcome.HandlerResult, 1)} }}
 
 // errHandlerTimeout is the cause of a handler context's end at the handler
 // timeout, telling it apart from a cancellation by the shutdown or the scope.
