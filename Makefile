@@ -81,9 +81,11 @@ lint: staticcheck
 	$(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
 
-## bench: Lily side by side with a plain amqp091-go loop and Watermill (docs/benchmarks.md; about 7 minutes)
-bench:
+## bench: every figure of docs/benchmarks.md: the broker runs beside a plain amqp091-go loop and Watermill, the replay's, the extractor's (about 15 minutes)
+bench: bench-replay
 	cd bench && $(GO) run .
+	cd bench && $(GO) test -run '^$$' -bench Extract -count 10 .
+	cd bench && GOEXPERIMENT=jsonv2 $(GO) test -run '^$$' -bench 'Extract/.*/decoder=(generated|encoding-json-v2)$$' -count 10 .
 
 ## bench-replay: consumers, publishers and 100 queues without a broker, deliveries replayed (docs/benchmarks.md; about 5 minutes; compare with benchstat)
 bench-replay:
