@@ -87,10 +87,10 @@ bench: bench-replay
 	cd bench && $(GO) test -run '^$$' -bench Extract -count 10 .
 	cd bench && GOEXPERIMENT=jsonv2 $(GO) test -run '^$$' -bench 'Extract/.*/decoder=(generated|encoding-json-v2)$$' -count 10 .
 
-## bench-replay: consumers, publishers and 100 queues without a broker, deliveries replayed (docs/benchmarks.md; about 5 minutes; compare with benchstat)
+## bench-replay: consumers, publishers, the outbox relay and 100 queues without a broker, deliveries replayed (docs/benchmarks.md; about 6 minutes; the relay needs PostgreSQL)
 bench-replay:
 	cd bench && $(GO) test -run '^$$' -bench 'Replay|Publish' -benchtime 50000x -count 6 -cpu 2,1 .
-	cd bench && $(GO) test -run '^$$' -bench ManyQueues -benchtime 20000x -count 3 .
+	cd bench && $(GO) test -run '^$$' -bench 'ManyQueues|Relay' -benchtime 20000x -count 3 .
 
 staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
