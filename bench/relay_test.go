@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lily-mq/lily/internal/pgschema"
 	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
@@ -97,12 +98,7 @@ func BenchmarkRelay(b *testing.B) {
 // it, dropped when the benchmark ends.
 func relaySchema(b *testing.B, ctx context.Context, dsn string) *pgxpool.Pool {
 	schema := fmt.Sprintf("lily_bench_relay_%d", time.Now().UnixNano())
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgschema.Pool(ctx, dsn, schema, "", 0)
 	if err != nil {
 		b.Fatal(err)
 	}

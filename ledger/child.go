@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/internal/pgschema"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -106,7 +107,7 @@ func RunChild() (bool, error) {
 	}()
 	out := &events{enc: json.NewEncoder(os.Stdout)}
 	out.emit(event{Kind: evStarted})
-	pool, err := childPool(ctx, cfg.DSN, cfg.Schema, cfg.App, 12)
+	pool, err := pgschema.Pool(ctx, cfg.DSN, cfg.Schema, cfg.App, 12)
 	if err != nil {
 		return true, err
 	}
@@ -132,20 +133,6 @@ func RunChild() (bool, error) {
 	}
 	out.emit(event{Kind: evError, Detail: err.Error()})
 	return true, err
-}
-
-// childPool opens a pool whose connections have schema as their search_path
-// (the run's own lily_inbox, lily_outbox and business table) and app as
-// their application_name.
-func childPool(ctx context.Context, dsn, schema, app string, conns int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	cfg.MaxConns = conns
-	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 // runConsumer runs a consumer of the run's queue with the ledger's

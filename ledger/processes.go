@@ -24,6 +24,7 @@ import (
 	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/pgschema"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
@@ -176,7 +177,7 @@ CREATE TRIGGER ledger_lease AFTER UPDATE ON lily_outbox FOR EACH ROW WHEN (NEW.l
 // openSchema makes the run's schema: its inbox, its outbox with the lease
 // trail, and the business table; the parent's pool has it as search_path.
 func (pr *processRun) openSchema(ctx context.Context) error {
-	pool, err := childPool(ctx, pr.cfg.PostgresDSN, pr.schema, pr.app, 8)
+	pool, err := pgschema.Pool(ctx, pr.cfg.PostgresDSN, pr.schema, pr.app, 8)
 	if err != nil {
 		return err
 	}

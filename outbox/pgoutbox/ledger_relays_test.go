@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lily-mq/lily/internal/pgschema"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -49,7 +50,7 @@ func TestOutboxLedgerRelayProcess(t *testing.T) {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	pool, err := ledgerPool(ctx, cfg.DSN, cfg.Schema, cfg.App, 4)
+	pool, err := pgschema.Pool(ctx, cfg.DSN, cfg.Schema, cfg.App, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func (l *ledgerRun) startInProcess(name string) *ledgerRelay {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	pool, err := ledgerPool(l.ctx, l.e.pgURL, l.schema, r.app, 4)
+	pool, err := pgschema.Pool(l.ctx, l.e.pgURL, l.schema, r.app, 4)
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package pgoutbox_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/pgschema"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -81,7 +81,7 @@ type writeTally struct {
 // write runs the plans from ledgerWriters writers, paced so that the writing
 // takes about n/250 seconds, and returns what they did.
 func (l *ledgerRun) write() writeTally {
-	pool, err := ledgerPool(l.ctx, l.e.pgURL, l.schema, l.app+"-w", 2*ledgerWriters)
+	pool, err := pgschema.Pool(l.ctx, l.e.pgURL, l.schema, l.app+"-w", 2*ledgerWriters)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -238,18 +238,4 @@ func (l *ledgerRun) commitStatus(pool *pgxpool.Pool, xid string) (bool, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// ledgerPool opens a pool on dsn whose connections have schema as their
-// search_path and app as their application_name, which the database faults
-// aim at.
-func ledgerPool(ctx context.Context, dsn, schema, app string, conns int32) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, err
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	cfg.MaxConns = conns
-	return pgxpool.NewWithConfig(ctx, cfg)
 }

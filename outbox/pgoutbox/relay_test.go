@@ -21,6 +21,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/pgschema"
 	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
@@ -83,12 +84,7 @@ func newEnv(t *testing.T) *env {
 // poolIn is a pool whose connections have schema alone in their search_path.
 func (e *env) poolIn(schema string) *pgxpool.Pool {
 	e.t.Helper()
-	cfg, err := pgxpool.ParseConfig(e.pgURL)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := pgschema.Pool(context.Background(), e.pgURL, schema, "", 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
