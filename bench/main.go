@@ -55,6 +55,11 @@ var drains = map[string]func(context.Context, runConfig, *tracker) error{
 	// failure facts and handoff id Lily's carry, to tell the broker's cost of
 	// those headers from the runtime's.
 	"plain-facts": drainPlain,
+	// Not run by default: plain-extract running its extractor on a goroutine
+	// of its own under a timeout and ACKing through one writer, as Lily's
+	// journey does, to tell what those hand-offs cost from the rest of
+	// Lily's.
+	"plain-duties": drainPlain,
 }
 
 // runConfig is one run: a scenario, a consumer and its queue.
@@ -150,6 +155,9 @@ func runAll(base runConfig, rounds int, scenarios, consumers []string) ([]result
 	for _, c := range consumers {
 		if drains[c] == nil {
 			return nil, fmt.Errorf("unknown consumer %q", c)
+		}
+		if c == "plain-duties" && slices.Contains(scenarios, scenarioRetry) {
+			return nil, errors.New("plain-duties runs the ack path only: leave retry out of -scenarios")
 		}
 	}
 	if base.profile != "" {

@@ -23,7 +23,12 @@ import (
 // As "plain-extract" it also runs the generated extractor on each body before
 // settling it: the difference to Lily is then the runtime's own cost. As
 // "plain-facts" it does that too, and its retry copies carry Lily's failure
-// facts and a handoff id as well (see withFacts).
+// facts and a handoff id as well (see withFacts). As "plain-duties" (the ack
+// path only) it runs the extractor as a handler the way the settlement page
+// needs a handler run, in the plainest code that does it: on a goroutine of
+// its own under a timeout, so that a handler ignoring its context could be
+// left behind, and with its ACK written by the channel's one writer, which
+// the delivery waits for (see settleApart).
 func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 	conn, err := amqp.Dial(r.url)
 	if err != nil {
@@ -55,6 +60,12 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 	deliveries, err := ch.Consume(r.spec.Name, "", false, false, false, false, nil)
 	if err != nil {
 		return err
+	}
+	if r.consumer == "plain-duties" {
+		if pub != nil {
+			return errors.New("plain-duties runs the ack path only")
+		}
+		return settleApart(ctx, ch, deliveries, r.concurrency, r.spec.HandlerTimeout, t)
 	}
 	errs := make(chan error, r.concurrency)
 	var wg sync.WaitGroup
@@ -128,4 +139,65 @@ func withFacts(h amqp.Table, source string) {
 	h["x-lily-failure-queue"] = source
 	h["x-lily-failure-time"] = time.Now().UTC().Truncate(time.Second)
 	h["x-lily-handoff-id"] = "0123456789ab-" + strconv.FormatInt(time.Now().UnixNano()%1e7, 36)
+}
+
+// settleApart is plain-duties' drain of the ack path: each of concurrency
+// goroutines takes a delivery, runs the extractor on a goroutine of its own
+// and waits for it until a handler timeout, then hands the ACK to the
+// channel's writer and waits for the write. These are the hand-offs Lily's
+// journey makes (docs/benchmarks.md, "What stands in the way"), without
+// Lily's records, budgets or multiple ACKs.
+func settleApart(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Delivery, concurrency int, handlerTimeout time.Duration, t *tracker) error {
+	type ack struct {
+		tag     uint64
+		written chan error
+	}
+	acks := make(chan ack, concurrency)
+	go func() {
+		for a := range acks {
+			a.written <- ch.Ack(a.tag, false)
+		}
+	}()
+	errs := make(chan error, concurrency)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for d := range deliveries {
+				handled := make(chan error, 1)
+				timeout, cancel := context.WithTimeout(ctx, handlerTimeout)
+				go func() {
+					_, err := ordersmsg.ExtractOrderPlacedV2(d.Body)
+					handled <- err
+				}()
+				var err error
+				select {
+				case err = <-handled:
+				case <-timeout.Done():
+					err = timeout.Err()
+				}
+				cancel()
+				if err == nil {
+					written := make(chan error, 1)
+					acks <- ack{d.DeliveryTag, written}
+					err = <-written
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				t.settle(d.MessageId)
+			}
+		})
+	}
+	var runErr error
+	select {
+	case <-t.done:
+	case runErr = <-errs:
+	case <-ctx.Done():
+		runErr = ctx.Err()
+	}
+	_ = ch.Close()
+	wg.Wait()
+	close(acks)
+	return runErr
 }
