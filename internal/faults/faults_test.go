@@ -143,7 +143,7 @@ func TestProxyCutsBeforeTheAck(t *testing.T) {
 	}
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the connection was not cut")
 	}
 	// The broker requeues the message only once it sees its side of the
@@ -182,7 +182,7 @@ func TestProxyStallsAndDelays(t *testing.T) {
 		if !dc.Acked() {
 			t.Fatal("nacked")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no confirm after Resume")
 	}
 	p.Delay(150 * time.Millisecond)
@@ -266,7 +266,7 @@ func TestDeleteIfEmptyAndRestore(t *testing.T) {
 		if r.MessageId != "lost?" {
 			t.Errorf("return %+v", r)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no Return for a deleted queue")
 	}
 	if err := Restore(brokerURL(t), queue.Declaration{Name: q, Args: amqp.Table{}}); err != nil {
@@ -292,7 +292,7 @@ func TestCloseConnectionsByName(t *testing.T) {
 		if e == nil || e.Code != amqp.ConnectionForced {
 			t.Errorf("closed with %v", e)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("the connection is still open")
 	}
 	if other.IsClosed() {
@@ -377,7 +377,7 @@ func TestUnrouteAndHeal(t *testing.T) {
 	publish(t, ch, q, "returned").Wait()
 	select {
 	case <-returns:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("no Return while the queue is away")
 	}
 	if err := heal(); err != nil {
