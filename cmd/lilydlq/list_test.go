@@ -50,6 +50,7 @@ func TestListGroupsByReason(t *testing.T) {
 		}
 	}
 
+	b.assertCounts(dlq, 9) // the first list's copies are back
 	r = b.lilydlq("list", dlq, "-json", "-sample", "2")
 	if r.code != exitOK {
 		t.Fatalf("list -json: exit %d\n%s", r.code, r.stderr)

@@ -42,6 +42,7 @@ func TestPurgeExpect(t *testing.T) {
 	if r := b.lilydlq("export", dlq); r.code != exitOK || !strings.Contains(r.stderr, "2 copies written") {
 		t.Fatalf("export: exit %d, %q", r.code, r.stderr)
 	}
+	b.assertCounts(dlq, 2) // the export's copies are back
 	// A copy arrives after the export: it was not exported.
 	b.publish(dlq, lilyCopy("p3", "t", "permanent failure", "permanent", "src", 1, time.Now()))
 	r := b.lilydlq("purge", dlq, "-confirm", dlq, "-expect", "2")

@@ -87,6 +87,7 @@ func TestQuarantinedCopy(t *testing.T) {
 
 	// Every copy is written, but the quarantined one's headers live only in
 	// the DLQ: export says so and fails, so no one purges on its strength.
+	b.assertCounts(dlq, 3) // the show's copies are back
 	r = b.lilydlq("export", dlq)
 	if r.code != exitFailure || !strings.Contains(r.stderr, "incomplete: 3 copies written, 1 of them quarantined, their headers not exported (do not purge)") {
 		t.Fatalf("export: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)

@@ -41,6 +41,8 @@ func TestShow(t *testing.T) {
 		t.Errorf("show printed another copy:\n%s", r.stdout)
 	}
 
+	// Each command reads only once the last one's copies are back.
+	b.assertCounts(dlq, 3)
 	r = b.lilydlq("show", dlq, "-id", "bin-1", "-body", "64")
 	if r.code != exitOK {
 		t.Fatalf("show: exit %d\n%s", r.code, r.stderr)
@@ -56,6 +58,7 @@ func TestShow(t *testing.T) {
 		}
 	}
 
+	b.assertCounts(dlq, 3)
 	r = b.lilydlq("show", dlq, "-id", "missing")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "no copy with id missing in "+dlq+" (3 copies read)") {
 		t.Errorf("show of a missing id: exit %d, %q", r.code, r.stderr)
