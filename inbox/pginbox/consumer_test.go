@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -182,26 +183,60 @@ func (c *consumerEnv) expectRows(id string, n int) {
 // test's queues.
 func (c *consumerEnv) expectQueues(main, dlq int) {
 	c.t.Helper()
+	want := map[string]int{c.spec.Name: main, c.spec.Topology.DeadLetterQueue: dlq}
+	settled := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.recs)
+	}
+	before := settled()
+	// A record is written once the ACK is, before the broker has taken it:
+	// the counts are polled until they match, or the deadline. No delivery
+	// may settle meanwhile: the consumers still run, and would hide a copy.
+	defer func() {
+		if n := settled() - before; n != 0 {
+			c.t.Errorf("%d deliveries settled while the queues were read", n)
+		}
+	}()
+	var problems []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		problems = c.queueProblems(want)
+		if len(problems) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, p := range problems {
+		c.t.Error(p)
+	}
+}
+
+// queueProblems says how the queues' counts differ from want (ready, with
+// nothing unacknowledged).
+func (c *consumerEnv) queueProblems(want map[string]int) []string {
 	out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged").Output()
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	want := map[string]int{c.spec.Name: main, c.spec.Topology.DeadLetterQueue: dlq}
+	var problems []string
+	seen := map[string]bool{}
 	for _, line := range bytes.Split(out, []byte("\n")) {
 		f := strings.Fields(string(line))
 		if len(f) != 3 {
 			continue
 		}
 		if w, ok := want[f[0]]; ok {
+			seen[f[0]] = true
 			if f[1] != strconv.Itoa(w) || f[2] != "0" {
-				c.t.Errorf("queue %s: %s ready, %s unacked; want %d ready, 0 unacked", f[0], f[1], f[2], w)
+				problems = append(problems, fmt.Sprintf("queue %s: %s ready, %s unacked; want %d ready, 0 unacked", f[0], f[1], f[2], w))
 			}
-			delete(want, f[0])
 		}
 	}
-	if len(want) != 0 {
-		c.t.Errorf("queues missing: %v", want)
+	for name := range want {
+		if !seen[name] {
+			problems = append(problems, "queue missing: "+name)
+		}
 	}
+	return problems
 }
 
 // a. The work commits, then the connection dies before the ACK; the broker
