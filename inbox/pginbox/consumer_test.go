@@ -249,6 +249,9 @@ func TestRedeliveryAfterCommitIsAckedAsDuplicate(t *testing.T) {
 	c.publish("pay-1")
 	var cut atomic.Bool
 	stopFirst := c.run(inbox, c.handle(nil), func(cfg *runtime.Config) {
+		// The cut runs rabbitmqctl twice inside after_delivery's step: on a
+		// loaded machine that takes longer than the default step.
+		cfg.StepTimeout = 30 * time.Second
 		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Record) error {
 			if cut.CompareAndSwap(false, true) {
 				name := faults.ConnectionName(c.spec.Name, "consume")
