@@ -336,13 +336,33 @@ func eventually(t *testing.T, within time.Duration, what string, ok func() bool)
 func awaitConsumer(t *testing.T, queue string) {
 	t.Helper()
 	conn := dial(t)
-	eventually(t, 5*time.Second, "a consumer on "+queue, func() bool {
+	eventually(t, 30*time.Second, "a consumer on "+queue, func() bool {
 		ch := channel(t, conn)
 		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		_ = ch.Close()
 		return err == nil && q.Consumers > 0
 	})
 }
+
+// awaitTaken waits until none of the queue's messages is ready: the consumer
+// has taken them all. A passive declare counts at once, as rabbitmqctl's
+// statistics do not.
+func awaitTaken(t *testing.T, queue string) {
+	t.Helper()
+	conn := dial(t)
+	eventually(t, 30*time.Second, "every message of "+queue+" taken", func() bool {
+		ch := channel(t, conn)
+		defer ch.Close()
+		state, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		return err == nil && state.Messages == 0
+	})
+}
+
+// heldHandler gives the queue of a test that holds its handler (until the
+// test releases it, or until the shutdown's force) a handler timeout of a
+// minute: on a loaded machine the test's steps before the release may take
+// longer than the fixture's 2 s, and the timeout would decide instead.
+func heldHandler(q *runtime.QueueSpec) { q.HandlerTimeout = time.Minute }
 
 // hourRetry gives a queue one retry bucket of an hour: no copy comes back
 // during a test.

@@ -70,7 +70,7 @@ func (c *calls) holding(id string) (h handler, started, release chan struct{}) {
 // delivery in flight when the queue went settles on the old channel.
 func TestBrokerQueueDeletedUnderTheConsumerIsDeclaredAgain(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
+	q := brokerSpec(t, heldHandler)
 	var handled calls
 	h, started, release := handled.holding("in-flight")
 	c := start(t, q, h)
@@ -80,7 +80,7 @@ func TestBrokerQueueDeletedUnderTheConsumerIsDeclaredAgain(t *testing.T) {
 	if _, err := channel(t, dial(t)).QueueDelete(q.Name, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "a consumer on the queue declared again", func() bool { return c.reconnects() == 1 })
+	eventually(t, 30*time.Second, "a consumer on the queue declared again", func() bool { return c.reconnects() == 1 })
 	awaitConsumer(t, q.Name)
 	publish(t, q.Name, order(t, "after"))
 	close(release)
@@ -103,7 +103,7 @@ func TestBrokerQueueDeletedUnderTheConsumerIsDeclaredAgain(t *testing.T) {
 // once and acked.
 func TestBrokerTimeoutCancelIsNotTheEnd(t *testing.T) {
 	t.Parallel()
-	q, p := behindProxy(t, "in-flight", func(q *runtime.QueueSpec) { q.Topology.Type = "quorum" })
+	q, p := behindProxy(t, "in-flight", heldHandler, func(q *runtime.QueueSpec) { q.Topology.Type = "quorum" })
 	var handled calls
 	h, started, release := handled.holding("in-flight")
 	c := start(t, q, h, through(p))
@@ -111,7 +111,7 @@ func TestBrokerTimeoutCancelIsNotTheEnd(t *testing.T) {
 	if n := p.CancelConsumers(func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }); n != 1 {
 		t.Fatalf("cancelled %d consumers, want 1", n)
 	}
-	eventually(t, 10*time.Second, "a new session", func() bool { return c.reconnects() == 1 })
+	eventually(t, 30*time.Second, "a new session", func() bool { return c.reconnects() == 1 })
 	ids := []string{"in-flight"}
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		publish(t, q.Name, order(t, id))
@@ -162,7 +162,7 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 	}})
 	r.launch(consumer)
 	publish(t, q.Name, order(t, "stuck"))
-	eventually(t, 10*time.Second, "the stuck delivery handled", func() bool {
+	eventually(t, 30*time.Second, "the stuck delivery handled", func() bool {
 		handled.mu.Lock()
 		defer handled.mu.Unlock()
 		return handled.n["stuck"] == 1

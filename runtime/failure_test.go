@@ -41,7 +41,7 @@ func once(f func()) func() {
 // awaitRevoked waits until the consumer noticed the loss of generation 1.
 func awaitRevoked(t *testing.T, r *running) {
 	t.Helper()
-	eventually(t, 2*time.Second, "the consumer noticing the loss of its connection", func() bool {
+	eventually(t, 30*time.Second, "the consumer noticing the loss of its connection", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" })
 	})
 }
@@ -131,7 +131,7 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 // the force window: its work is ACKed.
 func TestBrokerForcedHandlerThatFinishesIsAcked(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
+	q := brokerSpec(t, heldHandler)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "slow-1"))
 	started := make(chan struct{})
@@ -197,7 +197,7 @@ func TestBrokerFinalAbortAbandonsAStuckHandler(t *testing.T) {
 // attempt is requeued, not sent to the DLQ.
 func TestBrokerForcedCancelSpendsNoRetry(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
+	q := brokerSpec(t, heldHandler)
 	declareTopology(t, q)
 	m := order(t, "last-1")
 	m.Headers[guard.HeaderAttempt] = int64(q.MaxAttempts) // as a copy from a retry bucket carries it
@@ -246,9 +246,9 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 	// Each cut waits for a session that is acking: a cut while the consumer
 	// is between sessions would cut nothing.
 	for range 3 {
-		eventually(t, 10*time.Second, "a connection through the proxy", p.connected)
+		eventually(t, 30*time.Second, "a connection through the proxy", p.connected)
 		before := len(ackedRecords())
-		eventually(t, 10*time.Second, "an ACK on the new session", func() bool { return len(ackedRecords()) > before })
+		eventually(t, 30*time.Second, "an ACK on the new session", func() bool { return len(ackedRecords()) > before })
 		p.cut()
 	}
 	acked := map[string]bool{}
@@ -276,7 +276,7 @@ func TestBrokerStopBeforeTheFirstConnectionIsClean(t *testing.T) {
 	p := newProxy(t)
 	p.Stall(faults.ToClient)
 	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, through(p))
-	eventually(t, 10*time.Second, "the dial reaching the proxy", p.connected)
+	eventually(t, 30*time.Second, "the dial reaching the proxy", p.connected)
 	rep := c.stop()
 	if c.err != nil || rep == nil {
 		t.Fatalf("Run = %v, %v; want a report and no error", rep, c.err)
@@ -285,7 +285,7 @@ func TestBrokerStopBeforeTheFirstConnectionIsClean(t *testing.T) {
 		t.Errorf("report of a consumer that never connected: %s (lost %q)", rep, rep.Lost)
 	}
 	p.Resume()
-	eventually(t, 10*time.Second, "the late connection closed", func() bool { return !p.connected() })
+	eventually(t, 30*time.Second, "the late connection closed", func() bool { return !p.connected() })
 }
 
 // After the broker cancels the consumer the channel stays healthy, and
@@ -294,7 +294,7 @@ func TestBrokerStopBeforeTheFirstConnectionIsClean(t *testing.T) {
 // followed by its ACK.
 func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 	t.Parallel()
-	q, p := behindProxy(t, "cancel-1", hourRetry)
+	q, p := behindProxy(t, "cancel-1", hourRetry, heldHandler)
 	started, release := make(chan struct{}), make(chan struct{})
 	c, consumer := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
@@ -306,11 +306,11 @@ func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 	if _, err := channel(t, dial(t)).QueueDelete(q.Name, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the consumer seeing the cancel", func() bool {
+	eventually(t, 30*time.Second, "the consumer seeing the cancel", func() bool {
 		return c.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "cancelled") })
 	})
 	p.cut()
-	eventually(t, 10*time.Second, "the consumer seeing the loss after the cancel", func() bool {
+	eventually(t, 30*time.Second, "the consumer seeing the loss after the cancel", func() bool {
 		return c.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "channel closed") })
 	})
 	close(release)
@@ -339,7 +339,7 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			q := brokerSpec(t)
+			q := brokerSpec(t, heldHandler)
 			declareTopology(t, q)
 			publish(t, q.Name, order(t, "sig-1"))
 			started := make(chan struct{})
@@ -363,7 +363,7 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 			}
 			// The second signal once the shutdown has begun: sooner, the
 			// first signal's own handler could take it for itself.
-			eventually(t, 10*time.Second, "the cooperative window", func() bool {
+			eventually(t, 30*time.Second, "the cooperative window", func() bool {
 				return r.events.has(func(e event) bool { return e.detail == "cooperative window: started" })
 			})
 			if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
@@ -390,7 +390,7 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 // and the original comes back from the main queue.
 func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 	t.Parallel()
-	q, p := behindProxy(t, "grace-1", hourRetry)
+	q, p := behindProxy(t, "grace-1", hourRetry, heldHandler)
 	started, release := make(chan struct{}), make(chan struct{})
 	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
@@ -418,7 +418,7 @@ func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 // cooperative window: the close proves nothing, and the report says so.
 func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
+	q := brokerSpec(t, heldHandler)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "grace-2"), order(t, "grace-3"))
 	p := newProxy(t)
@@ -534,7 +534,7 @@ func TestBrokerHandoffInFlightAtTheCloseIsAPossibleCopy(t *testing.T) {
 	c.SetTestHooks(runtime.TestHooks{AfterPublish: once(func() { close(published) })})
 	r.launch(c)
 	<-published
-	eventually(t, 5*time.Second, "the copy in the bucket", func() bool {
+	eventually(t, 30*time.Second, "the copy in the bucket", func() bool {
 		ready, _ := queueCounts(t, bucket(q, time.Hour))
 		return ready == 1
 	})
@@ -578,7 +578,7 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 	if !recs[1].Redelivered {
 		t.Errorf("second record %+v", recs[1])
 	}
-	eventually(t, 5*time.Second, "the body in the DLQ", func() bool {
+	eventually(t, 30*time.Second, "the body in the DLQ", func() bool {
 		ready, _ := queueCounts(t, q.Topology.DeadLetterQueue)
 		return ready == 1
 	})
@@ -611,12 +611,12 @@ func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 10*time.Second, 100*time.Millisecond, 100*time.Millisecond
 	})
 	r.launch(c)
-	eventually(t, 5*time.Second, "the handoff dialling", func() bool {
+	eventually(t, 30*time.Second, "the handoff dialling", func() bool {
 		return slices.ContainsFunc(p.Conns(), func(n string) bool { return strings.HasSuffix(n, " handoff") })
 	})
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
-	eventually(t, 5*time.Second, "the report sealed", func() bool {
+	eventually(t, 30*time.Second, "the report sealed", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "shutdown-phase" && ev.detail == "close: ended" })
 	})
 	close(release)
@@ -624,7 +624,7 @@ func TestBrokerHandoffAfterTheSealPublishesNothing(t *testing.T) {
 	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "late-1" || len(rep.PossibleCopies) != 0 {
 		t.Errorf("report: %s", rep)
 	}
-	eventually(t, 10*time.Second, "the handoff giving up", func() bool {
+	eventually(t, 30*time.Second, "the handoff giving up", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "handoff" && ev.handoff == "failed" })
 	})
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, time.Hour): {0, 0}})
@@ -678,11 +678,11 @@ func redeliveredDuringTheHandoff(t *testing.T, handle func(context.Context) erro
 		p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
 	})})
 	r.launch(c)
-	eventually(t, 10*time.Second, "the redelivery deferred behind the running work", func() bool {
+	eventually(t, 30*time.Second, "the redelivery deferred behind the running work", func() bool {
 		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.Redelivered && rec.Path == runtime.PathRequeued })
 	})
 	close(confirm)
-	eventually(t, 10*time.Second, "the redelivery settled from the record", func() bool {
+	eventually(t, 30*time.Second, "the redelivery settled from the record", func() bool {
 		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool {
 			return (rec.Handler == "completed earlier") && rec.Path == runtime.PathAcked
 		})

@@ -100,8 +100,10 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	stuck := order(t, "stuck")
 	stuck.Body = bytes.Repeat([]byte{' '}, 96<<20) // more than the proxy and the kernel buffers hold
 	ev, took := handoff(stuck)
+	// Not before the step's end, and soon after it: well before the 30 s
+	// deadline, with room for a loaded machine to tear the connection down.
 	if ev.Status != outcome.HandoffTimedOut || ev.Detail != "the publish did not return in time" || !ev.Published ||
-		took < step || took > step+2*time.Second {
+		took < step || took > step+5*time.Second {
 		t.Errorf("stuck handoff after %s: %+v; want timed out, a possible copy, after about %s", took, ev, step)
 	}
 	p.Resume()
@@ -135,7 +137,7 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 	go func() {
 		first <- h.Publish(confirm.Bounds{Deadline: time.Now().Add(30 * time.Second)}, "", q.Topology.DeadLetterQueue, order(t, "first"), always)
 	}()
-	eventually(t, 5*time.Second, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
+	eventually(t, 30*time.Second, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
 	late := h.Publish(confirm.Bounds{Deadline: time.Now().Add(300 * time.Millisecond)}, "", q.Topology.DeadLetterQueue, order(t, "late"), always)
 	if late.Status != outcome.HandoffTimedOut || late.Published {
 		t.Errorf("handoff out of time: %+v; want timed out, not published", late)

@@ -178,7 +178,7 @@ func TestBrokerOrderedStopRequeuesTheWaiting(t *testing.T) {
 	for _, qt := range []string{"classic", "quorum"} {
 		t.Run(qt, func(t *testing.T) {
 			t.Parallel()
-			q := brokerSpec(t, func(q *runtime.QueueSpec) {
+			q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
 				q.OrderKey = func(map[string]any, []byte) string { return "" }
 				q.Concurrency, q.Prefetch, q.Topology.Type = 4, 8, qt
 			})
@@ -194,15 +194,7 @@ func TestBrokerOrderedStopRequeuesTheWaiting(t *testing.T) {
 			})
 			r.launch(c)
 			<-running
-			// a-1 to a-3 are in the consumer, waiting behind a-0: none is
-			// ready (a passive declare counts at once, as statistics do not).
-			conn := dial(t)
-			eventually(t, 20*time.Second, "all four received", func() bool {
-				ch := channel(t, conn)
-				defer ch.Close()
-				state, err := ch.QueueDeclarePassive(q.Name, true, false, false, false, nil)
-				return err == nil && state.Messages == 0
-			})
+			awaitTaken(t, q.Name) // a-1 to a-3 wait in the consumer behind a-0
 			r.cancel()
 			time.AfterFunc(200*time.Millisecond, func() { close(release) })
 			<-r.done

@@ -145,7 +145,7 @@ func TestBrokerPublisherConnectionCutMidWindow(t *testing.T) {
 		})
 		if i == n/4 {
 			// Cut while sends are in flight.
-			eventually(t, 10*time.Second, "a connection through the proxy", proxy.connected)
+			eventually(t, 30*time.Second, "a connection through the proxy", proxy.connected)
 			proxy.Cut()
 		}
 	}
@@ -210,7 +210,7 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	want := map[string]int{"before": 1, "after": 1}
 	var err error
 	attempt := 0
-	eventually(t, 10*time.Second, "a send waiting on the block", func() bool {
+	eventually(t, 30*time.Second, "a send waiting on the block", func() bool {
 		attempt++
 		id := "blocked-" + strconv.Itoa(attempt)
 		if err = p.Send(ctx, message(t, exchange, "ok.2", id)); err == nil {

@@ -85,7 +85,7 @@ func TestBrokerFaultyTelemetryCannotChangeASettlement(t *testing.T) {
 // nothing: the runtime keeps its own cancellation.
 func TestBrokerForceReachesAHandlerWhateverReceivedReturned(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
+	q := brokerSpec(t, heldHandler)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "slow"))
 	started := make(chan struct{})

@@ -184,7 +184,7 @@ func headerOf(ds []amqp.Delivery, key string) any {
 // its view reads nothing, and its NACK is told as any other.
 func TestBrokerTelemetryFollowsANotStartedDelivery(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 2 })
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 2 })
 	declareTopology(t, q)
 	tel := newJourneys()
 	started := make(chan struct{})
@@ -198,7 +198,7 @@ func TestBrokerTelemetryFollowsANotStartedDelivery(t *testing.T) {
 	})
 	publish(t, q.Name, order(t, "first"), order(t, "second"))
 	<-started
-	eventually(t, 30*time.Second, "both deliveries taken", func() bool { _, unacked := queueCounts(t, q.Name); return unacked == 2 })
+	awaitTaken(t, q.Name) // both deliveries: neither is settled before the stop
 	rep := r.stop()
 	if rep.Counts[runtime.PathAcked] != 1 || rep.Counts[runtime.PathNotStarted] != 1 {
 		t.Errorf("report: %s", rep)
