@@ -218,17 +218,13 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	defer func() { r.ended.Store(endedWith(err)) }()
 	ended := make(chan struct{})
 	defer close(ended)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-ended:
-			return
-		}
-		// From the moment intake is to stop, not only once the shutdown's
-		// phases begin: a second signal during the cancel is not lost.
+	// From the moment intake is to stop, not only once the shutdown's
+	// phases begin: a second signal during the cancel is not lost. No
+	// goroutine waits for ctx meanwhile: an idle consumer costs one less.
+	defer context.AfterFunc(ctx, func() {
 		defer c.forceOnSignal()()
 		<-ended
-	}()
+	})()
 	defer func() { c.closeHandoffs(r, time.Now().Add(c.cfg.StepTimeout)) }()
 	defer r.workers.Close()
 	s, err := c.connect(ctx, r)
