@@ -23,23 +23,26 @@ func (c *Consumer) prove(r *run, s *session) {
 	c.acksProven(r, s.gen, acks)
 }
 
-// proveEvery runs prove at the proof interval until the session ends, and
-// tells the session when a delivery has stayed unsettled on its channel past
-// its budget and a step.
-func (c *Consumer) proveEvery(r *run, s *session) {
-	t := time.NewTicker(c.tuning.proofInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			c.prove(r, s)
-			if oldest := s.gen.Settler.Oldest(); !oldest.IsZero() && time.Since(oldest) > c.recycleAfter() {
-				s.outlivedOnce.Do(func() { close(s.outlived) })
-			}
-		case <-s.ended:
+// startProver runs prove a proof interval after the last one ended, until
+// stopProver, and tells the session when a delivery has stayed unsettled on
+// its channel past its budget and a step. It runs on a timer, not on a
+// goroutine of its own: an idle consumer holds one goroutine less.
+func (c *Consumer) startProver(r *run, s *session) {
+	// Under the lock, so that the first proof sees the timer.
+	s.proving.Lock()
+	defer s.proving.Unlock()
+	s.prover = time.AfterFunc(c.tuning.proofInterval, func() {
+		s.proving.Lock()
+		defer s.proving.Unlock()
+		if s.proverStopped {
 			return
 		}
-	}
+		c.prove(r, s)
+		if oldest := s.gen.Settler.Oldest(); !oldest.IsZero() && time.Since(oldest) > c.recycleAfter() {
+			s.outlivedOnce.Do(func() { close(s.outlived) })
+		}
+		s.prover.Reset(c.tuning.proofInterval)
+	})
 }
 
 func (c *Consumer) acksProven(r *run, gen *settle.Generation, acks []settle.SentAck) {

@@ -49,9 +49,11 @@ type session struct {
 	// chErr is the error it closed with, nil when our own close ended it.
 	chEnded chan struct{}
 	chErr   *amqp.Error
-	// ended stops the prover; proverDone says it has stopped.
-	ended      chan struct{}
-	proverDone chan struct{}
+	// prover runs the session's proofs (startProver); proving is held while
+	// one runs, so that stopProver returns only once none runs or will.
+	prover        *time.Timer
+	proving       sync.Mutex
+	proverStopped bool
 	// outlived is closed (once, by the prover) when a delivery received on
 	// the channel is still unsettled a budget and a step later: the channel
 	// is to be recycled.
@@ -196,10 +198,7 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 		return nil, err
 	}
 	s.filter = d.filter
-	go func() {
-		defer close(s.proverDone)
-		c.proveEvery(r, s)
-	}()
+	c.startProver(r, s)
 	c.emit(event{stage: stageConnected, generation: s.gen.ID})
 	return s, nil
 }
@@ -219,7 +218,7 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 	}
 	s := &session{
 		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
-		lost: make(chan struct{}), chEnded: make(chan struct{}), ended: make(chan struct{}), proverDone: make(chan struct{}),
+		lost: make(chan struct{}), chEnded: make(chan struct{}),
 		outlived: make(chan struct{}), cancelled: make(chan struct{}),
 	}
 	s.lostAfterCancel = func(why error) { c.intakeLost(r, s.gen.ID, why) }
@@ -419,8 +418,10 @@ func (s *session) gone() bool {
 // stopProver stops the session's prover and waits for it, so that no proof
 // runs once the session's end is being judged.
 func (s *session) stopProver() {
-	close(s.ended)
-	<-s.proverDone
+	s.proving.Lock()
+	defer s.proving.Unlock()
+	s.proverStopped = true
+	s.prover.Stop()
 }
 
 // lost ends a session that died under us: its authority is revoked, its
