@@ -67,24 +67,31 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 		}
 		return settleApart(ctx, ch, deliveries, r.concurrency, r.spec.HandlerTimeout, t)
 	}
-	errs := make(chan error, r.concurrency)
+	return drainWith(ctx, ch, deliveries, r.concurrency, t, func(d *amqp.Delivery) error {
+		if r.consumer != "plain" {
+			if _, err := ordersmsg.ExtractOrderPlacedV2(d.Body); err != nil {
+				return err
+			}
+		}
+		if pub != nil {
+			if err := copyTo(pub, bucket, d, r.consumer == "plain-facts", r.spec.Name); err != nil {
+				return err
+			}
+		}
+		return d.Ack(false)
+	})
+}
+
+// drainWith runs concurrency goroutines that share deliveries and settle
+// each with settle, until the tracker has seen every message settled, a
+// settle fails or ctx ends.
+func drainWith(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Delivery, concurrency int, t *tracker, settle func(*amqp.Delivery) error) error {
+	errs := make(chan error, concurrency)
 	var wg sync.WaitGroup
-	for range r.concurrency {
+	for range concurrency {
 		wg.Go(func() {
 			for d := range deliveries {
-				if r.consumer != "plain" {
-					if _, err := ordersmsg.ExtractOrderPlacedV2(d.Body); err != nil {
-						errs <- err
-						return
-					}
-				}
-				if pub != nil {
-					if err := copyTo(pub, bucket, &d, r.consumer == "plain-facts", r.spec.Name); err != nil {
-						errs <- err
-						return
-					}
-				}
-				if err := d.Ack(false); err != nil {
+				if err := settle(&d); err != nil {
 					errs <- err
 					return
 				}
@@ -158,46 +165,25 @@ func settleApart(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.D
 			a.written <- ch.Ack(a.tag, false)
 		}
 	}()
-	errs := make(chan error, concurrency)
-	var wg sync.WaitGroup
-	for range concurrency {
-		wg.Go(func() {
-			for d := range deliveries {
-				handled := make(chan error, 1)
-				timeout, cancel := context.WithTimeout(ctx, handlerTimeout)
-				go func() {
-					_, err := ordersmsg.ExtractOrderPlacedV2(d.Body)
-					handled <- err
-				}()
-				var err error
-				select {
-				case err = <-handled:
-				case <-timeout.Done():
-					err = timeout.Err()
-				}
-				cancel()
-				if err == nil {
-					written := make(chan error, 1)
-					acks <- ack{d.DeliveryTag, written}
-					err = <-written
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				t.settle(d.MessageId)
+	defer close(acks)
+	return drainWith(ctx, ch, deliveries, concurrency, t, func(d *amqp.Delivery) error {
+		handled := make(chan error, 1)
+		timeout, cancel := context.WithTimeout(ctx, handlerTimeout)
+		defer cancel()
+		go func() {
+			_, err := ordersmsg.ExtractOrderPlacedV2(d.Body)
+			handled <- err
+		}()
+		select {
+		case err := <-handled:
+			if err != nil {
+				return err
 			}
-		})
-	}
-	var runErr error
-	select {
-	case <-t.done:
-	case runErr = <-errs:
-	case <-ctx.Done():
-		runErr = ctx.Err()
-	}
-	_ = ch.Close()
-	wg.Wait()
-	close(acks)
-	return runErr
+		case <-timeout.Done():
+			return timeout.Err()
+		}
+		written := make(chan error, 1)
+		acks <- ack{d.DeliveryTag, written}
+		return <-written
+	})
 }
