@@ -116,12 +116,14 @@ func stageLevel(ev event) slog.Level {
 func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome) {
 	// A delivery abandoned at the final abort may end after Run returned: its
 	// record is only logged then, and the report already lists it.
+	// Health says it settled before the observer hears of it: an observer
+	// that then asks sees the same.
+	if rec.Path != PathUnresolved {
+		r.settledNow()
+	}
 	duplicate := o.Claim == outcome.InboxDuplicate
 	if r.report.add(token, rec, copyMayRepeat(o), duplicate) && c.cfg.Observe != nil {
 		c.cfg.Observe(rec)
-	}
-	if rec.Path != PathUnresolved {
-		r.settledNow()
 	}
 	c.telemetry.settled(ctx, rec)
 	c.emit(event{
