@@ -55,7 +55,7 @@ type dialer struct {
 // dial opens one connection, for role "consume", "handoff" or "publish",
 // and returns its socket too. filter, when not nil, is what the client reads
 // the socket through. It says why each URL failed.
-func (d *dialer) dial(role string, filter func(net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
+func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
 	cfg := amqp.Config{
 		Properties:      amqp.Table{"connection_name": "lily " + d.name + " " + role},
 		Dial:            amqp.DefaultDial(d.cfg.StepTimeout),
@@ -84,4 +84,11 @@ func (d *dialer) dial(role string, filter func(net.Conn) net.Conn) (*amqp.Connec
 		errs = append(errs, fmt.Errorf("%s: %w", redact(urls[n]), err))
 	}
 	return nil, nil, fmt.Errorf("lily: connect (%s): %w", role, errors.Join(errs...))
+}
+
+// publishing opens a connection to publish on, for role "handoff" or
+// "publish": its writes coalesced, so that publishes in flight together share
+// system calls (each still bounded by the step timeout).
+func (d *dialer) publishing(role string) (*amqp.Connection, net.Conn, error) {
+	return d.dial(role, func(conn, socket net.Conn) net.Conn { return transport.Coalesce(conn, socket, d.cfg.StepTimeout) })
 }

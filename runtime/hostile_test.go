@@ -205,7 +205,7 @@ func TestBrokerHostileCatalogue(t *testing.T) {
 // header table replaced.
 func drainFiltered(t *testing.T, queue string) []amqp.Delivery {
 	t.Helper()
-	conn, _, err := transport.Dial(brokerURL(t), amqp.Config{FrameSize: 131072}, func(s net.Conn) net.Conn { return quarantine.New(s, 131072) })
+	conn, _, err := transport.Dial(brokerURL(t), amqp.Config{FrameSize: 131072}, func(conn, _ net.Conn) net.Conn { return quarantine.New(conn, 131072) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 	}
 	cfg = cfg.withDefaults()
 	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}, telemetry: hook{t: cfg.Telemetry, log: cfg.Logger}}
-	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.dial("publish", nil) }, cfg.StepTimeout)
+	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.publishing("publish") }, cfg.StepTimeout)
 	p.confirm = confirm.New(p.conn, window)
 	p.confirm.Backoff = func(n int) time.Duration {
 		wait := backoff.Wait(n, defaultTuning.reconnectMin, cfg.ReconnectMax)

@@ -183,8 +183,8 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 	}
 	d, err := step.Open(ctx, func() (dialed, error) {
 		var filter *quarantine.Conn
-		conn, _, err := c.dialer.dial("consume", func(socket net.Conn) net.Conn {
-			filter = quarantine.New(socket, frameSize)
+		conn, _, err := c.dialer.dial("consume", func(conn, _ net.Conn) net.Conn {
+			filter = quarantine.New(conn, frameSize)
 			return filter
 		})
 		return dialed{conn, filter}, err

@@ -226,12 +226,14 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		ev.Status, ev.Detail = outcome.HandoffFailed, "the consumer closed before the publish"
 		return ev
 	}
-	// amqp091's publish is not bounded by anything of ours, and its write
-	// blocks while the broker does not read (a resource alarm, a dead peer).
-	// A watchdog closes the socket at the step's end: the write then fails,
-	// and so does the connection, unfit for publishing anyway. The publish
-	// runs on this goroutine: handing each publish to another cost about a
-	// tenth of the retry path's throughput.
+	// amqp091's publish is not bounded by anything of ours. Its write goes
+	// to the connection's writer (transport.Coalesce) and waits only while
+	// the writer's queue is full, or behind another publish that waits so:
+	// while the broker does not read (a resource alarm, a dead peer). A
+	// watchdog closes the socket at the step's end: the write then fails,
+	// and so does the connection, unfit for publishing anyway. The frames
+	// are built on this goroutine: handing each publish to another cost
+	// about a tenth of the retry path's throughput.
 	watchdog := time.AfterFunc(time.Until(publishBy), c.link.abandon)
 	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, true, false, msg)
 	if !watchdog.Stop() {

@@ -2,7 +2,9 @@
 // dial, which also hands back the socket beneath the connection (for a
 // watchdog to close), and which can put a filter between that socket and the
 // client. Under amqps:// the filter must read AMQP frames, not ciphertext, so
-// TLS is then terminated beneath it, as amqp091-go would have done it.
+// TLS is then terminated beneath it, as amqp091-go would have done it. The
+// consumer's filter is the quarantine; publishing connections coalesce their
+// writes (Coalesce).
 package transport
 
 import (
@@ -20,8 +22,9 @@ import (
 
 // Dial connects to the broker at rawURL with cfg, as amqp.DialConfig does,
 // and returns the socket too. When filter is not nil the client reads and
-// writes through what filter makes of the (decrypted) socket.
-func Dial(rawURL string, cfg amqp.Config, filter func(net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
+// writes through what filter makes of conn, the (decrypted) connection;
+// socket is the TCP connection beneath it, the same under amqp://.
+func Dial(rawURL string, cfg amqp.Config, filter func(conn, socket net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
 	if cfg.TLSClientConfig != nil {
 		// amqp091-go sets an empty ServerName to the URL's host on the
 		// configuration it is given: each dial, to each node, gets a copy.
@@ -55,7 +58,7 @@ func Dial(rawURL string, cfg amqp.Config, filter func(net.Conn) net.Conn) (*amqp
 			conn = tc
 		}
 		if filter != nil {
-			conn = filter(conn)
+			conn = filter(conn, s)
 		}
 		return conn, nil
 	}
