@@ -84,12 +84,14 @@ lint: staticcheck
 ## bench: every figure of docs/benchmarks.md: the broker runs beside a plain amqp091-go loop and Watermill, the replay's, the extractor's (about 15 minutes)
 bench: bench-replay
 	cd bench && $(GO) run .
+	cd bench && $(GO) test -run '^$$' -bench 'Publish/to=broker' -benchtime 30000x -count 5 .
 	cd bench && $(GO) test -run '^$$' -bench Extract -count 10 .
 	cd bench && GOEXPERIMENT=jsonv2 $(GO) test -run '^$$' -bench 'Extract/.*/decoder=(generated|encoding-json-v2)$$' -count 10 .
 
 ## bench-replay: consumers, publishers, the outbox relay and 100 queues without a broker, deliveries replayed (docs/benchmarks.md; about 6 minutes; the relay needs PostgreSQL)
 bench-replay:
-	cd bench && $(GO) test -run '^$$' -bench 'Replay|Publish' -benchtime 50000x -count 6 -cpu 2,1 .
+	cd bench && $(GO) test -run '^$$' -bench Replay -benchtime 50000x -count 6 -cpu 2,1 .
+	cd bench && $(GO) test -run '^$$' -bench 'Publish/to=replay' -benchtime 50000x -count 6 -cpu 2,1 .
 	cd bench && $(GO) test -run '^$$' -bench 'ManyQueues|Relay' -benchtime 20000x -count 3 .
 
 staticcheck:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -100,56 +102,94 @@ var publishers = map[string]func(url string) (publisher, error){
 	},
 }
 
-// BenchmarkPublish is each publisher's own cost per message without a
-// broker: publishWindow senders share one publisher and publish the 1 KiB
-// message b.N times in all, each waiting for its confirm, which the replay
-// (replay_test.go) gives as soon as the body has arrived. cpu-ns/op is the
-// publishing process's CPU time per message.
+// BenchmarkPublish is each publisher's cost per message: publishWindow
+// senders share one publisher and publish the 1 KiB message b.N times in
+// all, each waiting for its confirm. to=replay publishes to the replay
+// (replay_test.go), which confirms each publish as soon as its body has
+// arrived: the publisher's own cost, without a broker. to=broker publishes to
+// a durable queue of the run's own on the RabbitMQ of LILY_AMQP_URL (the
+// machine's by default): the cross-check, bounded by the broker. cpu-ns/op is
+// the publishing process's CPU time per message.
 func BenchmarkPublish(b *testing.B) {
 	tpl, err := newTemplate()
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, name := range []string{"plain", "lily", "watermill"} {
-		b.Run("publisher="+name, func(b *testing.B) {
-			url, end := startReplay(b, 0)
-			pub, err := publishers[name](url)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
-			defer cancel()
-			var next atomic.Int64
-			failed := make(chan error, publishWindow)
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu := selfCPU()
-			var senders sync.WaitGroup
-			for range publishWindow {
-				senders.Go(func() {
-					for seq := next.Add(1); seq <= int64(b.N); seq = next.Add(1) {
-						msg := tpl.msg
-						msg.MessageId = "p-" + strconv.FormatInt(seq, 10)
-						if err := pub.send(ctx, "replay", msg); err != nil {
-							failed <- err
-							return
+	for _, to := range []string{"replay", "broker"} {
+		for _, name := range []string{"plain", "lily", "watermill"} {
+			b.Run("to="+to+"/publisher="+name, func(b *testing.B) {
+				url, queue, check := publishTarget(b, to)
+				pub, err := publishers[name](url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+				defer cancel()
+				var next atomic.Int64
+				failed := make(chan error, publishWindow)
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu := selfCPU()
+				var senders sync.WaitGroup
+				for range publishWindow {
+					senders.Go(func() {
+						for seq := next.Add(1); seq <= int64(b.N); seq = next.Add(1) {
+							msg := tpl.msg
+							msg.MessageId = "p-" + strconv.FormatInt(seq, 10)
+							if err := pub.send(ctx, queue, msg); err != nil {
+								failed <- err
+								return
+							}
 						}
-					}
-				})
+					})
+				}
+				senders.Wait()
+				cpu = selfCPU() - cpu
+				b.StopTimer()
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				pub.close()
+				select {
+				case err := <-failed:
+					b.Fatal(err)
+				default:
+				}
+				check(b.N)
+			})
+		}
+	}
+}
+
+// publishTarget is where a publish run sends, "replay" or "broker": the URL,
+// the queue, and a check that the n publishes arrived.
+func publishTarget(b *testing.B, to string) (url, queue string, check func(n int)) {
+	if to == "replay" {
+		url, end := startReplay(b, 0)
+		return url, "replay", func(n int) {
+			if c := end(); c.Published != int64(n) || c.Unserved != "" {
+				b.Fatalf("the replay saw %+v, want %d publishes", c, n)
 			}
-			senders.Wait()
-			cpu = selfCPU() - cpu
-			b.StopTimer()
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-			pub.close()
-			select {
-			case err := <-failed:
-				b.Fatal(err)
-			default:
-			}
-			if c := end(); c.Published != int64(b.N) || c.Unserved != "" {
-				b.Fatalf("the replay saw %+v, want %d publishes", c, b.N)
-			}
-		})
+		}
+	}
+	url = envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	queue = fmt.Sprintf("lily.bench.publish.%d", time.Now().UnixNano())
+	err := faults.OnChannel(url, func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(queue, true, false, false, false, nil)
+		return err
+	})
+	if err != nil {
+		b.Fatalf("RabbitMQ at %s (set LILY_AMQP_URL to another): %v", url, err)
+	}
+	b.Cleanup(func() {
+		if err := faults.OnChannel(url, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDelete(queue, false, false, false)
+			return err
+		}); err != nil {
+			b.Error(err)
+		}
+	})
+	return url, queue, func(n int) {
+		if got, err := depth(url, queue); err != nil || got != n {
+			b.Fatalf("%s holds %d messages (%v), want %d", queue, got, err, n)
+		}
 	}
 }
