@@ -1,0 +1,150 @@
+package gen
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io"
+	"maps"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// A part writes some of a file's top-level declarations.
+type part func(j *jen.File)
+
+// render builds, renders and gofmt's each part on its own, in parallel, since
+// formatting is most of the work, then joins them, in order, under head's
+// header and one import block. Each part begins with a declaration's doc
+// comment, so one blank line between parts is what gofmt'ing the whole file
+// in one piece gives (FuzzGenerate compares the two).
+func render(head *jen.File, parts []part) ([]byte, error) {
+	bodies := make([][]byte, len(parts))
+	used := make([]map[string]string, len(parts))
+	errs := make([]error, len(parts))
+	panics := make([]any, len(parts))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(len(parts), runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range next {
+				func() {
+					// A bug in a builder panics on the caller's goroutine, as
+					// it would have without the workers.
+					defer func() { panics[i] = recover() }()
+					bodies[i], used[i], errs[i] = renderPart(parts[i])
+				}()
+			}
+		})
+	}
+	for i := range parts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, p := range panics {
+		if p != nil {
+			panic(p)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	for _, u := range used {
+		for path, name := range u {
+			if other, ok := names[path]; ok && other != name {
+				return nil, fmt.Errorf("two parts name package %s apart: %q and %q", path, other, name)
+			}
+			names[path] = name
+		}
+	}
+	// A reference to a package registers its import with head; the rendered
+	// reference itself is not kept.
+	for _, path := range slices.Sorted(maps.Keys(names)) {
+		if err := jen.Qual(path, "_").RenderWithFile(io.Discard, head); err != nil {
+			return nil, err
+		}
+	}
+	var out bytes.Buffer
+	if err := head.Render(&out); err != nil {
+		return nil, err
+	}
+	headNames, err := imports(out.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	if !maps.Equal(headNames, names) {
+		return nil, fmt.Errorf("the import block names packages %v, the code %v", headNames, names)
+	}
+	for _, b := range bodies {
+		if len(b) > 0 {
+			out.WriteByte('\n')
+			out.Write(b)
+			out.WriteByte('\n')
+		}
+	}
+	return out.Bytes(), nil
+}
+
+// renderPart renders and formats one part, and says how it named the
+// packages it imports.
+func renderPart(p part) ([]byte, map[string]string, error) {
+	code, registry := jen.NewFile(""), newFile("p")
+	p(code)
+	var body bytes.Buffer
+	if err := code.Group.RenderWithFile(&body, registry); err != nil {
+		return nil, nil, err
+	}
+	// registry holds no code: rendered, it is a package clause and the import
+	// block of what the part referred to.
+	registry.NoFormat = true
+	var clause bytes.Buffer
+	if err := registry.Render(&clause); err != nil {
+		return nil, nil, err
+	}
+	names, err := imports(clause.Bytes())
+	if err != nil {
+		return nil, nil, err
+	}
+	return bytes.TrimSpace(body.Bytes()), names, nil
+}
+
+// imports reads the import block of src: each path and the name it is
+// imported under, empty for none.
+func imports(src []byte) (map[string]string, error) {
+	parsed, err := parser.ParseFile(token.NewFileSet(), "", src, parser.ImportsOnly)
+	if err != nil {
+		return nil, fmt.Errorf("reading the imports jennifer wrote: %w", err)
+	}
+	names := make(map[string]string, len(parsed.Imports))
+	for _, spec := range parsed.Imports {
+		path, err := strconv.Unquote(spec.Path.Value)
+		if err != nil {
+			return nil, err
+		}
+		names[path] = ""
+		if spec.Name != nil {
+			names[path] = spec.Name.Name
+		}
+	}
+	return names, nil
+}
+
+// newFile is a jennifer file of package pkg that names the packages generated
+// code imports the same way every time.
+func newFile(pkg string) *jen.File {
+	j := jen.NewFile(pkg)
+	// Named explicitly, so that no tool has to guess the package's name.
+	j.ImportAlias(rt, "runtime")
+	j.ImportName(wire, "wire")
+	j.ImportName(topo, "topology")
+	j.ImportName(envPkg, "envelope")
+	return j
+}
