@@ -81,12 +81,13 @@ lint: staticcheck
 	$(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
 
-## bench: every figure of docs/benchmarks.md: the broker runs beside a plain amqp091-go loop and Watermill, the replay's, the extractor's (about 15 minutes)
+## bench: every figure of docs/benchmarks.md: the broker runs beside a plain amqp091-go loop and Watermill, the replay's, the extractor's, lilygen's (about 15 minutes)
 bench: bench-replay
 	cd bench && $(GO) run .
 	cd bench && $(GO) test -run '^$$' -bench 'Publish/to=broker' -benchtime 30000x -count 5 .
 	cd bench && $(GO) test -run '^$$' -bench Extract -count 10 .
 	cd bench && GOEXPERIMENT=jsonv2 $(GO) test -run '^$$' -bench 'Extract/.*/decoder=(generated|encoding-json-v2)$$' -count 10 .
+	$(GO) test -run '^$$' -bench Generate -count 10 ./gen
 
 ## bench-replay: consumers, publishers, the outbox relay and 100 queues without a broker, deliveries replayed (docs/benchmarks.md; about 6 minutes; the relay needs PostgreSQL)
 bench-replay:
