@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"bytes"
 	"errors"
 	"go/ast"
 	"go/importer"
@@ -19,9 +20,10 @@ import (
 )
 
 // FuzzGenerate checks that every schema the parser accepts generates Go
-// that compiles: formatted, and type-checked against the packages it
-// imports (the runtime, the wire codec and the standard library's). Its
-// seeds are the golden schemas.
+// that compiles, type-checked against the packages it imports (the runtime,
+// the wire codec and the standard library's), and that its parts, formatted
+// apart, come out as rendering and formatting the file in one piece would
+// give. Its seeds are the golden schemas.
 func FuzzGenerate(f *testing.F) {
 	seeds, _ := filepath.Glob("../testdata/golden/*/schema.lily.yaml")
 	for _, name := range seeds {
@@ -42,6 +44,17 @@ func FuzzGenerate(f *testing.F) {
 		}
 		if err := typeCheck(s.Package, out.Content); err != nil {
 			t.Fatalf("a schema the parser accepts generates code that does not compile:\n%v\n\n%s", err, out.Content)
+		}
+		whole, parts := layout(s)
+		for _, p := range parts {
+			p(whole)
+		}
+		var want bytes.Buffer
+		if err := whole.Render(&want); err != nil {
+			t.Fatalf("the file in one piece does not render: %v", err)
+		}
+		if !bytes.Equal(out.Content, want.Bytes()) {
+			t.Fatalf("the parts formatted apart differ from the file formatted in one piece:\n%s\n\nin one piece:\n%s", out.Content, want.Bytes())
 		}
 	})
 }
