@@ -79,28 +79,38 @@ func ids(t *testing.T, queue string) map[string]int {
 	return out
 }
 
-// Sends in flight at once, to a bound key, to a key nothing is bound to and
-// to a queue that refuses every publish: each is answered on its own, and
-// only the confirmed ones are in a queue.
+// Sends in flight at once, to a bound key, to a key nothing is bound to, to
+// a queue that refuses every publish, and with a header AMQP cannot carry:
+// each is answered on its own, and only the confirmed ones are in a queue.
 func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 	t.Parallel()
 	exchange, ok, full := publishTopology(t)
 	p := newPublisher(t, brokerURL(t), 16)
-	const n = 300
+	const n = 400
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		key := [...]string{"ok.", "nowhere.", "full."}[i%3] + strconv.Itoa(i)
-		wg.Go(func() { errs[i] = p.Send(context.Background(), message(t, exchange, key, strconv.Itoa(i))) })
+		key := [...]string{"ok.", "nowhere.", "full.", "ok."}[i%4] + strconv.Itoa(i)
+		m := message(t, exchange, key, strconv.Itoa(i))
+		if i%4 == 3 {
+			m.Headers = amqp.Table{"x-tags": []string{"a", "b"}}
+		}
+		wg.Go(func() { errs[i] = p.Send(context.Background(), m) })
 	}
 	wg.Wait()
 	for i, err := range errs {
 		var want error
-		switch i % 3 {
+		switch i % 4 {
 		case 1:
 			want = runtime.ErrReturned
 		case 2:
 			want = runtime.ErrNacked
+		case 3:
+			// Not written: none of the broker's answers.
+			if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "headers: table field \"x-tags\"") {
+				t.Errorf("send %d with a header AMQP cannot carry: %v", i, err)
+			}
+			continue
 		}
 		if want == nil && err != nil || want != nil && !errors.Is(err, want) {
 			t.Errorf("send %d: %v, want %v", i, err, want)
@@ -109,12 +119,15 @@ func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 	if err := errs[1]; err == nil || !strings.Contains(err.Error(), "routes key nowhere.1 to no queue") {
 		t.Errorf("a returned send says %v", err)
 	}
-	assertCounts(t, map[string][2]int{ok: {n / 3, 0}, full: {0, 0}})
+	assertCounts(t, map[string][2]int{ok: {n / 4, 0}, full: {0, 0}})
 	got := ids(t, ok)
-	for i := 0; i < n; i += 3 {
+	for i := 0; i < n; i += 4 {
 		if got[strconv.Itoa(i)] != 1 {
 			t.Errorf("message %d is %d times in %s", i, got[strconv.Itoa(i)], ok)
 		}
+	}
+	if len(got) != n/4 {
+		t.Errorf("%s holds %d messages, want %d", ok, len(got), n/4)
 	}
 }
 
