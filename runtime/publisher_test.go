@@ -147,8 +147,10 @@ func TestBrokerPublisherConnectionCutMidWindow(t *testing.T) {
 	sent.Add(n / 2)
 	for i := range n {
 		wg.Go(func() {
-			if i == n/2 {
-				// The second half starts once the first is under way.
+			if i >= n/2 {
+				// The second half starts once the first has returned: by
+				// then the client has seen the cut, which a Send made just
+				// after it may not have.
 				sent.Wait()
 			}
 			errs[i] = p.Send(context.Background(), message(t, exchange, "ok."+strconv.Itoa(i), strconv.Itoa(i)))
