@@ -208,11 +208,23 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	if err := p.Send(context.Background(), message(t, exchange, "ok.1", "before")); err != nil {
 		t.Fatal(err)
 	}
-	// A send to an exchange that does not exist closes the channel first:
-	// the block belongs to the connection, and the channel opened after it
-	// must wait too.
-	if err := p.Send(context.Background(), message(t, exchange+".missing", "ok.1", "missing")); !errors.Is(err, runtime.ErrUnconfirmed) {
-		t.Fatalf("send to a missing exchange: %v", err)
+	// A send to an exchange deleted since the publisher found it closes the
+	// channel first: the block belongs to the connection, and the channel
+	// opened after it must wait too.
+	gone := exchange + ".gone"
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if err := ch.ExchangeDeclare(gone, "fanout", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "unrouted")); !errors.Is(err, runtime.ErrReturned) {
+		t.Fatalf("send to an exchange with no queue: %v", err)
+	}
+	if err := ch.ExchangeDelete(gone, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "gone")); !errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Fatalf("send to an exchange deleted since: %v", err)
 	}
 	all := func(string) bool { return true }
 	if proxy.Block(all, "low on memory") != 1 {
@@ -249,21 +261,64 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	}
 }
 
-// A Send to an exchange that does not exist closes the channel (404): it is
-// not confirmed (the client cannot tell which publish of those in flight the
-// broker refused), and the next Send goes through a new channel.
+// A Send to an exchange that does not exist, among Sends in flight to one
+// that does: it fails alone, not written, and its neighbours are confirmed.
+// An exchange deleted after it was found closes the channel once (the Sends
+// on it are unconfirmed); the next Send to it looks again.
 func TestBrokerPublisherMissingExchange(t *testing.T) {
 	t.Parallel()
 	exchange, ok, _ := publishTopology(t)
-	p := newPublisher(t, brokerURL(t), 4)
-	err := p.Send(context.Background(), message(t, exchange+".missing", "ok.1", "lost"))
-	if !errors.Is(err, runtime.ErrUnconfirmed) {
-		t.Errorf("send to a missing exchange: %v", err)
+	p := newPublisher(t, brokerURL(t), 16)
+	const n = 100
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		m := message(t, exchange, "ok."+strconv.Itoa(i), strconv.Itoa(i))
+		if i == n/2 {
+			m = message(t, exchange+".missing", "ok.x", "lost")
+		}
+		wg.Go(func() { errs[i] = p.Send(context.Background(), m) })
 	}
-	if err := p.Send(context.Background(), message(t, exchange, "ok.2", "next")); err != nil {
+	wg.Wait()
+	for i, err := range errs {
+		if i == n/2 {
+			if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "no exchange "+exchange+".missing") {
+				t.Errorf("send to a missing exchange: %v", err)
+			}
+		} else if err != nil {
+			t.Errorf("send %d beside it: %v", i, err)
+		}
+	}
+	if got := ids(t, ok); len(got) != n || got["lost"] != 0 {
+		t.Errorf("the queue holds %d messages, lost %d times; want %d and none", len(got), got["lost"], n)
+	}
+
+	// The exchange goes away after the publisher found it.
+	gone := exchange + ".gone"
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if err := ch.ExchangeDeclare(gone, "fanout", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(ok, "", gone, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "before")); err != nil {
+		t.Fatalf("send to an exchange that exists: %v", err)
+	}
+	if err := ch.ExchangeDelete(gone, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "after")); !errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Errorf("send to an exchange deleted since it was found: %v, want unconfirmed", err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "again")); err == nil || !strings.Contains(err.Error(), "no exchange "+gone) {
+		t.Errorf("the next send to it: %v, want no exchange", err)
+	}
+	if err := p.Send(context.Background(), message(t, exchange, "ok.next", "next")); err != nil {
 		t.Errorf("send after: %v", err)
 	}
-	if got := ids(t, ok); fmt.Sprint(got) != "map[next:1]" {
+	if got := ids(t, ok); fmt.Sprint(got) != "map[before:1 next:1]" {
 		t.Errorf("the queue holds %v", got)
 	}
 }

@@ -574,6 +574,55 @@ func TestReturnedRowStaysAndBlocksOnlyItsKey(t *testing.T) {
 	}
 }
 
+// 5c. A row to an exchange that does not exist fails alone, not written:
+// the rows sent beside it are published once each, none a possible copy.
+// Once the exchange exists, the row goes.
+func TestRowToAMissingExchangeFailsAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q, later := e.queue("q", nil), e.queue("later", nil)
+	exchange := e.prefix + ".x" // declared later
+	msgs := []runtime.Message{{Exchange: exchange, RoutingKey: "k", Publishing: message(later, "lost").Publishing}}
+	want := map[string]int{}
+	for i := range 40 {
+		id := "free-" + strconv.Itoa(i)
+		msgs = append(msgs, message(q, id))
+		want[id] = 1
+	}
+	e.write(msgs...)
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	e.eventually("the row to the missing exchange tried twice, the others published", func() bool {
+		r := e.rows()
+		return len(r) == 1 && r["lost"].Attempts >= 2
+	})
+	if r := e.rows()["lost"]; !strings.Contains(r.LastError, "no exchange "+exchange) {
+		t.Errorf("last_error %q", r.LastError)
+	}
+	if got := ids(e.take(q)); !cmp.Equal(got, want) {
+		t.Errorf("queue %s holds %v", q, got)
+	}
+
+	ch := e.channel()
+	defer ch.Close()
+	if err := ch.ExchangeDeclare(exchange, "fanout", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(later, "", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the row published once the exchange exists", func() bool { return len(e.rows()) == 0 && e.ready(later) == 1 })
+	rep := stop()
+	if c := counts(rep); c["published"] != 41 || c["failed"] < 2 || len(c) != 2 {
+		t.Errorf("report counts %v", rep.Counts)
+	}
+	if len(rep.PossibleCopies) != 0 {
+		t.Errorf("possible copies %+v", rep.PossibleCopies)
+	}
+	if got := ids(e.take(later)); !cmp.Equal(got, map[string]int{"lost": 1}) {
+		t.Errorf("queue %s holds %v", later, got)
+	}
+}
+
 // 5b. A queue that is full refuses (nacks) the publish: the row stays and is
 // tried again; once the queue has room, it goes.
 func TestNackedRowIsRetriedUntilTheQueueHasRoom(t *testing.T) {

@@ -59,6 +59,13 @@ type channel struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
 	link    *link
+	// checking admits one exchange check at a time; known lists the
+	// exchanges found on this channel's watch. A channel the broker closed
+	// (an exchange deleted since) is replaced, and its successor checks
+	// again.
+	checking chan struct{}
+	knownMu  sync.Mutex
+	known    map[string]bool
 }
 
 // New returns a publisher on conn that holds at most window publishes in
@@ -111,7 +118,7 @@ func (p *Publisher) channel(deadline time.Time) (*channel, error) {
 	// buffer before and after its publish; four windows of room keep the
 	// client from ever blocking on (and after 5 s dropping) a Return.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(p.window)))
-	p.current = &channel{ch: ch, returns: returns, link: l}
+	p.current = &channel{ch: ch, returns: returns, link: l, checking: make(chan struct{}, 1), known: map[string]bool{}}
 	return p.current, nil
 }
 
@@ -211,6 +218,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 			ev.Status, ev.Detail = outcome.HandoffFailed, "stopped waiting while the broker blocks publishes"
 			return ev
 		}
+	}
+	if ev.Status, ev.Detail = c.exchangeExists(exchange, step.Deadline(p.stepTimeout, writeBy), b.Done); ev.Status != outcome.HandoffNone {
+		return ev
 	}
 	// The publish is a step of its own. Waiting for the channel (behind
 	// another publish's dial) may have used the whole budget; a watchdog
