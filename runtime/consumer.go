@@ -146,13 +146,16 @@ type run struct {
 	stopping chan struct{}
 	// stopAt is when intake began to stop, from which the grace counts (the
 	// Run goroutine's alone).
-	stopAt      time.Time
-	stopOnce    sync.Once
-	handlers    handlerCount
-	deliveries  sync.WaitGroup // delivery goroutines
-	retiring    sync.WaitGroup // sessions whose intake ended, until they close
-	mu          sync.Mutex     // guards generations
+	stopAt     time.Time
+	stopOnce   sync.Once
+	handlers   handlerCount
+	deliveries sync.WaitGroup // delivery goroutines
+	retiring   sync.WaitGroup // sessions whose intake ended, until they close
+	mu         sync.Mutex     // guards generations and generated
+	// generations are the channels' generations not yet revoked; generated
+	// counts every generation made, for their ids.
 	generations []*settle.Generation
+	generated   uint64
 	// consuming is the session whose intake runs now; nil between sessions.
 	consuming atomic.Pointer[session]
 	// ended says why Run returned, for Health; nil while it runs.
@@ -183,7 +186,12 @@ func (r *run) pause(d time.Duration) {
 func (r *run) newGeneration() *settle.Generation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g := &settle.Generation{ID: uint64(len(r.generations) + 1)}
+	// A revoked generation needs nothing more of revokeAll: dropped, it no
+	// longer keeps its settler, channel and connection for the life of the
+	// run, a run whose broker comes and goes for weeks included.
+	r.generations = slices.DeleteFunc(r.generations, (*settle.Generation).Revoked)
+	r.generated++
+	g := &settle.Generation{ID: r.generated}
 	r.generations = append(r.generations, g)
 	return g
 }
