@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
@@ -258,6 +259,82 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	}
 	if got := ids(t, ok); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("the queue holds %v, want %v", got, want)
+	}
+}
+
+// A Send waits for the channel another Send is opening only within its own
+// context: behind a channel open the broker does not answer, it returns
+// unwritten while the open still hangs (for the whole step, ten minutes).
+func TestBrokerPublisherWaitsForAnotherSendsOpenWithinItsContext(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	proxy := newProxy(t)
+	p := newPublisher(t, proxy.url(), 4, func(cfg *runtime.Config) { cfg.StepTimeout = 10 * time.Minute })
+	// A send to an exchange deleted since the publisher found it closes the
+	// channel and leaves the connection: the next Send opens a channel.
+	gone := exchange + ".gone"
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if err := ch.ExchangeDeclare(gone, "fanout", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "unrouted")); !errors.Is(err, runtime.ErrReturned) {
+		t.Fatalf("send to an exchange with no queue: %v", err)
+	}
+	if err := ch.ExchangeDelete(gone, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "gone")); !errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Fatalf("send to an exchange deleted since: %v", err)
+	}
+	// The broker's replies are dropped from now on, its heartbeats passed,
+	// so the connection lives on; the second Send starts once the first has
+	// asked for its channel.
+	opening := make(chan struct{})
+	var once sync.Once
+	proxy.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && f.Type == 1 {
+			return faults.Drop
+		}
+		if f.Is(faults.Method{Class: 20, ID: 10}) { // channel.open
+			once.Do(func() { close(opening) })
+		}
+		return faults.Forward
+	})
+	first := make(chan error, 1)
+	go func() { first <- p.Send(context.Background(), message(t, exchange, "ok.1", "first")) }()
+	select {
+	case <-opening:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the first Send did not open a channel")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() { second <- p.Send(ctx, message(t, exchange, "ok.2", "second")) }()
+	var err error
+	eventually(t, 60*time.Second, "the second Send returning while the open hangs", func() bool {
+		select {
+		case err = <-second:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Errorf("the second Send: %v; want not sent, its context's deadline", err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the opening Send returned before its open was released: %v", err)
+	default:
+	}
+	proxy.cut()
+	if err := <-first; err != nil {
+		t.Errorf("the first Send, once the hanging open was cut: %v", err)
+	}
+	if got := ids(t, ok); fmt.Sprint(got) != "map[first:1]" {
+		t.Errorf("the queue holds %v", got)
 	}
 }
 

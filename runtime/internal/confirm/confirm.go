@@ -47,8 +47,11 @@ type Publisher struct {
 	idPrefix                    string
 	seq                         atomic.Uint64
 
-	mu      sync.Mutex // guards current and closed
+	mu      sync.Mutex // guards current, opening and closed
 	current *channel
+	// opening is closed when the channel a publish is opening is open, or
+	// failed; nil when none is opening.
+	opening chan struct{}
 	closed  bool
 
 	returnsMu sync.Mutex      // guards pending and serialises drains
@@ -85,21 +88,60 @@ func New(conn *Conn, window int) *Publisher {
 }
 
 // channel returns the open confirm-mode channel, opening a new one (on a new
-// connection if that was lost too) when the last one closed. Opening is
-// bounded by the deadline; the lock keeps concurrent publishes from opening
-// channels twice.
-func (p *Publisher) channel(deadline time.Time) (*channel, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errClosed
+// connection if that was lost too) when the last one closed. One publish
+// opens it, within its deadline; the others wait for that one only as long
+// as their own bounds allow, or until done is closed.
+func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel, error) {
+	for {
+		p.mu.Lock()
+		switch {
+		case p.closed:
+			p.mu.Unlock()
+			return nil, errClosed
+		// Under the lock the link is taken afresh: one taken before it may
+		// have been dropped, and replaced, while another publish opened the
+		// channel this one would reuse.
+		case p.current != nil && p.current.link.usable() && !p.current.ch.IsClosed():
+			c := p.current
+			p.mu.Unlock()
+			return c, nil
+		case p.opening != nil:
+			opening := p.opening
+			p.mu.Unlock()
+			t := step.Timer(step.Deadline(p.stepTimeout, deadline))
+			select {
+			case <-opening:
+				step.Release(t)
+				continue
+			case <-t.C:
+				step.Release(t)
+				return nil, step.ErrTimeout
+			case <-done:
+				step.Release(t)
+				return nil, errStopped
+			}
+		}
+		p.opening = make(chan struct{})
+		p.mu.Unlock()
+		c, err := p.open(deadline)
+		p.mu.Lock()
+		switch {
+		case err == nil && p.closed:
+			// Closed while it opened: nobody would close this one.
+			go c.ch.Close()
+			c, err = nil, errClosed
+		case err == nil:
+			p.current = c
+		}
+		close(p.opening)
+		p.opening = nil
+		p.mu.Unlock()
+		return c, err
 	}
-	// Under the lock the link is taken afresh: one taken before it may
-	// have been dropped, and replaced, while another publish opened the
-	// channel this one would reuse.
-	if c := p.current; c != nil && c.link.usable() && !c.ch.IsClosed() {
-		return c, nil
-	}
+}
+
+// open opens a confirm-mode channel, each step by the deadline.
+func (p *Publisher) open(deadline time.Time) (*channel, error) {
 	l, err := p.conn.link(deadline)
 	if err != nil {
 		return nil, err
@@ -111,23 +153,28 @@ func (p *Publisher) channel(deadline time.Time) (*channel, error) {
 		return nil, err
 	}
 	if err := step.DoErr(ctx, func() error { return ch.Confirm(false) }); err != nil {
-		_ = ch.Close()
+		if errors.Is(err, step.ErrTimeout) {
+			// A broker that answers no request in a step will not read a
+			// publish either: the next one gets a new connection.
+			l.abandon()
+		}
+		// Nothing waits for the close-ok, which a dead peer never sends.
+		go ch.Close()
 		return nil, err
 	}
 	// Every Return belongs to a publish in the window, and each drains the
 	// buffer before and after its publish; four windows of room keep the
 	// client from ever blocking on (and after 5 s dropping) a Return.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(p.window)))
-	p.current = &channel{ch: ch, returns: returns, link: l, checking: make(chan struct{}, 1), known: map[string]bool{}}
-	return p.current, nil
+	return &channel{ch: ch, returns: returns, link: l, checking: make(chan struct{}, 1), known: map[string]bool{}}, nil
 }
 
 // connect is channel, again after the backoff while connecting fails, when
 // the publisher has one: until writeBy, or done is closed.
 func (p *Publisher) connect(writeBy time.Time, done <-chan struct{}) (*channel, error) {
 	for n := 1; ; n++ {
-		c, err := p.channel(writeBy)
-		if err == nil || p.Backoff == nil || errors.Is(err, errClosed) {
+		c, err := p.channel(writeBy, done)
+		if err == nil || p.Backoff == nil || errors.Is(err, errClosed) || errors.Is(err, errStopped) {
 			return c, err
 		}
 		wait := p.Backoff(n)
@@ -204,6 +251,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	c, err := p.connect(writeBy, b.Done)
 	if err != nil {
 		ev.Status, ev.Detail = outcome.HandoffFailed, "open channel: "+sanitize.Text(err.Error(), 120)
+		if errors.Is(err, step.ErrTimeout) {
+			ev.Status = outcome.HandoffTimedOut
+		}
 		return ev
 	}
 	select {

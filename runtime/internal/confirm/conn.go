@@ -49,6 +49,10 @@ type link struct {
 // errClosed: the publisher was closed.
 var errClosed = errors.New("the publisher has closed")
 
+// errStopped: the publish stopped waiting (its Done) for the channel another
+// publish was opening.
+var errStopped = errors.New("stopped waiting for a channel")
+
 // NewConn returns a connection that dial opens, each step of opening it
 // bounded by stepTimeout.
 func NewConn(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Duration) *Conn {
