@@ -338,6 +338,41 @@ func TestBrokerPublisherWaitsForAnotherSendsOpenWithinItsContext(t *testing.T) {
 	}
 }
 
+// The window bounds the publishes the broker has not answered, not only
+// those a Send still waits for: a Send that gave up on its confirm keeps its
+// slot until the answer comes, so Returns never pile up past the room kept
+// for them. With the broker's answers held back, two Sends fill a window of
+// two and give up; a third finds no slot and writes nothing. Once the
+// answers arrive, the slots are free again.
+func TestBrokerPublisherWindowHoldsUnansweredPublishes(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	proxy := newProxy(t)
+	p := newPublisher(t, proxy.url(), 2)
+	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Stall(faults.ToClient)
+	send := func(key, id string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		return p.Send(ctx, message(t, exchange, key, id))
+	}
+	for i := range 2 {
+		if err := send("nowhere."+strconv.Itoa(i), "unanswered-"+strconv.Itoa(i)); !errors.Is(err, runtime.ErrUnconfirmed) {
+			t.Errorf("send %d while the answers are held: %v; want unconfirmed", i, err)
+		}
+	}
+	if err := send("ok.1", "no-slot"); err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "no publish slot") {
+		t.Errorf("send with the window full of unanswered publishes: %v; want not written, no slot", err)
+	}
+	proxy.Resume()
+	eventually(t, 30*time.Second, "a send once the answers arrived", func() bool { return send("ok.2", "after") == nil })
+	if got := ids(t, ok); got["before"] != 1 || got["after"] < 1 || got["no-slot"] != 0 {
+		t.Errorf("the queue holds %v", got)
+	}
+}
+
 // A Send to an exchange that does not exist, among Sends in flight to one
 // that does: it fails alone, not written, and its neighbours are confirmed.
 // An exchange deleted after it was found closes the channel once (the Sends

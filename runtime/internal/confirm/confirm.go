@@ -37,7 +37,7 @@ import (
 type Publisher struct {
 	conn        *Conn
 	stepTimeout time.Duration
-	window      chan struct{} // bounds the publishes in flight
+	window      chan struct{} // bounds the publishes the broker has not answered
 	// Backoff, when set, is the wait before the n-th attempt (from 1) to
 	// connect again after an attempt failed: a publish then keeps trying
 	// until its WriteBy or its Done. When nil, a publish tries once.
@@ -163,8 +163,9 @@ func (p *Publisher) open(deadline time.Time) (*channel, error) {
 		return nil, err
 	}
 	// Every Return belongs to a publish in the window, and each drains the
-	// buffer before and after its publish; four windows of room keep the
-	// client from ever blocking on (and after 5 s dropping) a Return.
+	// buffer before and after its publish (or answered does, for one that
+	// stopped waiting); four windows of room keep the client from ever
+	// blocking on (and after 5 s dropping) a Return.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(p.window)))
 	return &channel{ch: ch, returns: returns, link: l, checking: make(chan struct{}, 1), known: map[string]bool{}}, nil
 }
@@ -246,7 +247,14 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		ev.Status, ev.Detail = outcome.HandoffFailed, "stopped waiting for a publish slot"
 		return ev
 	}
-	defer func() { <-p.window }()
+	// The slot is the publish's until the broker answers it: a publish that
+	// stops waiting for its confirm leaves it to answered.
+	held := true
+	defer func() {
+		if held {
+			<-p.window
+		}
+	}()
 
 	c, err := p.connect(writeBy, b.Done)
 	if err != nil {
@@ -326,9 +334,13 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	case <-dc.Done():
 	case <-confirmBy.C:
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no confirm in time"
+		held = false
+		go p.answered(c, dc)
 		return ev
 	case <-b.Done:
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "stopped waiting for the confirm"
+		held = false
+		go p.answered(c, dc)
 		return ev
 	}
 	acked := dc.Acked()
@@ -389,6 +401,19 @@ func (p *Publisher) returned(id string) bool {
 	p.returnsMu.Lock()
 	defer p.returnsMu.Unlock()
 	return p.pending[id]
+}
+
+// answered waits for the broker's answer to a publish that stopped waiting
+// for it, or for its channel to close (which answers every publish on it),
+// then reads its Return, if one came, and frees its slot. So the window
+// bounds the publishes the broker has not answered, and the Returns waiting
+// in the buffer never outnumber its room: a Return the client cannot buffer
+// it drops after 5 s, and a publish whose Return was dropped would be taken
+// for routed.
+func (p *Publisher) answered(c *channel, dc *amqp.DeferredConfirmation) {
+	<-dc.Done()
+	p.drain(c)
+	<-p.window
 }
 
 // drain records every Return already buffered. A Return whose publish has
