@@ -150,8 +150,12 @@ type run struct {
 	stopOnce   sync.Once
 	handlers   handlerCount
 	deliveries sync.WaitGroup // delivery goroutines
-	retiring   sync.WaitGroup // sessions whose intake ended, until they close
-	mu         sync.Mutex     // guards generations and generated
+	// waiting counts the deliveries waiting for their order key or a slot,
+	// across sessions: a lost session's too, which no stop of intake
+	// requeues. The report waits for them before it is sealed.
+	waiting  sync.WaitGroup
+	retiring sync.WaitGroup // sessions whose intake ended, until they close
+	mu       sync.Mutex     // guards generations and generated
 	// generations are the channels' generations not yet revoked; generated
 	// counts every generation made, for their ids.
 	generations []*settle.Generation

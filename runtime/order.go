@@ -96,6 +96,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 	r.deliveries.Add(1)
 	s.inflight.Add(1)
 	s.waiting.Add(1)
+	r.waiting.Add(1)
 	r.workers.Run(func() {
 		defer r.deliveries.Done()
 		defer s.inflight.Done()
@@ -106,6 +107,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 			c.notStarted(r, s.gen, d, why)
 			close(own.passed)
 			s.waiting.Done()
+			r.waiting.Done()
 		}
 		select {
 		case <-prev.ended:
@@ -129,6 +131,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		}
 		close(own.passed)
 		s.waiting.Done()
+		r.waiting.Done()
 		sl := &slot{slots: r.slots}
 		sl.hold()
 		defer sl.release()

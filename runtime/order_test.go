@@ -291,3 +291,58 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 		t.Errorf("c-0 in the DLQ at attempt %v, failed at attempt %v; want 3 and 3", a, f)
 	}
 }
+
+// Deliveries waiting for their key when their session is lost stay in the
+// report when the consumer then stops with no session open, and the head of
+// their key runs on past the force window, ignoring its context: at the
+// final abort the waiters are given up, one after another, and the report
+// waits for them before it is sealed. Every message is back in the queue.
+func TestBrokerOrderedWaitersOfALostSessionAreReported(t *testing.T) {
+	t.Parallel()
+	const n = 40
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
+		q.OrderKey = func(map[string]any, []byte) string { return "" }
+		q.Concurrency, q.Prefetch = 4, n
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a"}, n)
+	proxy := newProxy(t)
+	running, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "a-0" {
+			close(running)
+			<-release // past its context
+		}
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.URLs = []string{proxy.url()}
+		cfg.ShutdownGrace, cfg.ForceWindow = 200*time.Millisecond, 200*time.Millisecond
+	})
+	r.launch(c)
+	<-running
+	awaitTaken(t, q.Name) // a-1 to a-39 wait behind a-0
+	// The connection goes, and no other opens: the stop finds no session.
+	proxy.freeze()
+	proxy.Cut()
+	eventually(t, 30*time.Second, "the session lost", func() bool { return !c.Health().Ready })
+	r.cancel()
+	<-r.done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	unresolved := map[string]string{}
+	for _, rec := range r.report.Unresolved {
+		unresolved[rec.MessageID] = rec.Reason
+	}
+	for seq := range n {
+		if id := fmt.Sprintf("a-%d", seq); unresolved[id] == "" {
+			t.Errorf("%s is not among the unresolved: %v", id, unresolved)
+		}
+	}
+	if got := len(r.report.Unresolved); got != n {
+		t.Errorf("%d unresolved, want %d: %s", got, n, r.report)
+	}
+	proxy.cut()
+	assertCounts(t, map[string][2]int{q.Name: {n, 0}})
+}

@@ -75,6 +75,10 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 		c.closeSession(r, s, by)
 	}
 	r.retiring.Wait()
+	// The deliveries still waiting for their order key, a lost session's
+	// among them, were given up at the abort, one after another in their
+	// lane: their records go into the report, within the step.
+	waitFor(waitChan(&r.waiting), time.Until(by))
 	end()
 	return r.report.seal(c.spec.Name, abandoned)
 }
