@@ -199,18 +199,17 @@ func (s *Settler) WritingSince() time.Time {
 // write settles one batch: NACKs first, each alone (a multiple ACK must not
 // cover them before they are written), then the ACKs, the run of them that
 // starts at the lowest unsettled tag as one multiple ACK and the rest alone.
+// The generation's authority is looked at before each frame: the final abort
+// or a lost channel may revoke it while a batch is being written.
 func (s *Settler) write(batch []*settlement) {
-	if s.gen.Revoked() {
-		// The final abort or a lost channel came after the hand-over.
-		for _, st := range batch {
-			st.written <- errRevoked
-		}
-		return
-	}
 	acks := batch[:0:0]
 	for _, st := range batch {
 		if !st.nack {
 			acks = append(acks, st)
+			continue
+		}
+		if s.gen.Revoked() {
+			st.written <- errRevoked
 			continue
 		}
 		err := s.ch.Nack(st.tag, false, st.requeue)
@@ -223,6 +222,12 @@ func (s *Settler) write(batch []*settlement) {
 		return
 	}
 	slices.SortFunc(acks, func(a, b *settlement) int { return cmp.Compare(a.tag, b.tag) })
+	if s.gen.Revoked() {
+		for _, st := range acks {
+			st.written <- errRevoked
+		}
+		return
+	}
 	run := s.leadingRun(acks)
 	if run > 1 {
 		err := s.ch.Ack(acks[run-1].tag, true)
@@ -232,6 +237,10 @@ func (s *Settler) write(batch []*settlement) {
 		acks = acks[run:]
 	}
 	for _, st := range acks {
+		if s.gen.Revoked() {
+			st.written <- errRevoked
+			continue
+		}
 		err := s.ch.Ack(st.tag, false)
 		if err == nil {
 			s.settled(st.tag)

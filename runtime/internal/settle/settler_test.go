@@ -12,10 +12,12 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
-// frames records what a settler writes, in order.
+// frames records what a settler writes, in order; after is called after
+// each write, when set.
 type frames struct {
 	written []string
 	fail    bool
+	after   func()
 }
 
 func (f *frames) Ack(tag uint64, multiple bool) error {
@@ -29,6 +31,9 @@ func (f *frames) Nack(tag uint64, multiple, requeue bool) error {
 }
 
 func (f *frames) err() error {
+	if f.after != nil {
+		f.after()
+	}
 	if f.fail {
 		return errors.New("write failed")
 	}
@@ -102,6 +107,45 @@ func TestSettlerWriteChoosesFrames(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.left, s.unsettled); d != "" {
 				t.Errorf("unsettled (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A generation revoked while its settler writes a batch (the final abort, a
+// lost channel) has no frame of that batch written after the revocation.
+func TestSettlerWritesNothingOnceRevokedMidBatch(t *testing.T) {
+	for _, revokeAfter := range []int{1, 2, 3} {
+		t.Run(fmt.Sprint("after ", revokeAfter, " frames"), func(t *testing.T) {
+			gen := &Generation{}
+			f := &frames{}
+			f.after = func() {
+				if len(f.written) == revokeAfter {
+					gen.Revoke()
+				}
+			}
+			s := &Settler{ch: f, gen: gen}
+			for tag := uint64(1); tag <= 6; tag++ {
+				s.Received(tag, time.Now())
+			}
+			st := func(tag uint64, nack bool) *settlement {
+				return &settlement{tag: tag, nack: nack, written: make(chan error, 1)}
+			}
+			// Five frames: nack 2, nack 4, then ack 1, ack 5 and ack 6,
+			// each alone (3 stays unsettled).
+			batch := []*settlement{st(1, false), st(2, true), st(4, true), st(5, false), st(6, false)}
+			s.write(batch)
+			if len(f.written) != revokeAfter {
+				t.Errorf("frames written %q; want the %d before the revocation", f.written, revokeAfter)
+			}
+			revoked := 0
+			for _, st := range batch {
+				if err := <-st.written; errors.Is(err, errRevoked) {
+					revoked++
+				}
+			}
+			if revoked == 0 {
+				t.Error("no settlement was told its generation was revoked")
 			}
 		})
 	}
