@@ -338,6 +338,49 @@ func TestBrokerPublisherWaitsForAnotherSendsOpenWithinItsContext(t *testing.T) {
 	}
 }
 
+// A look for an exchange cut short by its Send's own deadline proves nothing
+// about the connection: the Sends in flight on it are not failed with it.
+// With the broker's answers held back, one Send waits for its confirm while
+// another, with a short deadline, looks for a new exchange and gives up; once
+// the answers flow, the first is confirmed.
+func TestBrokerPublisherShortLookLeavesTheConnection(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	other := exchange + ".other"
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if err := ch.ExchangeDeclare(other, "fanout", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(ok, "", other, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	proxy := newProxy(t)
+	p := newPublisher(t, proxy.url(), 4)
+	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Stall(faults.ToClient)
+	first := make(chan error, 1)
+	go func() { first <- p.Send(context.Background(), message(t, exchange, "ok.1", "first")) }()
+	eventually(t, 30*time.Second, "the first Send in its queue, its confirm held back", func() bool {
+		state, err := ch.QueueDeclarePassive(ok, false, false, false, false, nil)
+		return err == nil && state.Messages == 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := p.Send(ctx, message(t, other, "", "short")); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Errorf("the Send looking for a new exchange: %v; want not sent, its deadline", err)
+	}
+	proxy.Resume()
+	if err := <-first; err != nil {
+		t.Errorf("the Send in flight beside the look: %v", err)
+	}
+	if got := ids(t, ok); fmt.Sprint(got) != "map[before:1 first:1]" {
+		t.Errorf("the queue holds %v", got)
+	}
+}
+
 // The window bounds the publishes the broker has not answered, not only
 // those a Send still waits for: a Send that gave up on its confirm keeps its
 // slot until the answer comes, so Returns never pile up past the room kept

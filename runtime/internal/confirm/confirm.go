@@ -146,6 +146,7 @@ func (p *Publisher) open(deadline time.Time) (*channel, error) {
 	if err != nil {
 		return nil, err
 	}
+	stepEnd := time.Now().Add(p.stepTimeout)
 	ctx, cancel := context.WithDeadline(context.Background(), step.Deadline(p.stepTimeout, deadline))
 	defer cancel()
 	ch, err := step.Open(ctx, l.conn.Channel, func(ch *amqp.Channel) { _ = ch.Close() })
@@ -153,9 +154,10 @@ func (p *Publisher) open(deadline time.Time) (*channel, error) {
 		return nil, err
 	}
 	if err := step.DoErr(ctx, func() error { return ch.Confirm(false) }); err != nil {
-		if errors.Is(err, step.ErrTimeout) {
-			// A broker that answers no request in a step will not read a
-			// publish either: the next one gets a new connection.
+		if errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) {
+			// A broker that answers no request in a whole step will not
+			// read a publish either: the next one gets a new connection. A
+			// publish's own bound cut short proves nothing.
 			l.abandon()
 		}
 		// Nothing waits for the close-ok, which a dead peer never sends.
@@ -277,7 +279,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 			return ev
 		}
 	}
-	if ev.Status, ev.Detail = c.exchangeExists(exchange, step.Deadline(p.stepTimeout, writeBy), b.Done); ev.Status != outcome.HandoffNone {
+	if ev.Status, ev.Detail = c.exchangeExists(exchange, p.stepTimeout, writeBy, b.Done); ev.Status != outcome.HandoffNone {
 		return ev
 	}
 	// The publish is a step of its own. Waiting for the channel (behind

@@ -17,28 +17,50 @@ import (
 // does not exist by closing the channel, under every publish in flight on
 // it, which could then only say "unconfirmed". A passive declare on a
 // channel of its own asks instead; it needs no permission to configure. The
-// check ends by the moment by, or when done is closed. It returns
-// HandoffNone when the exchange exists (or is the default one), else why
-// nothing was written.
-func (c *channel) exchangeExists(exchange string, by time.Time, done <-chan struct{}) (outcome.HandoffStatus, string) {
+// look is a step of its own, ending by writeBy when that comes first, or
+// when done is closed. It returns HandoffNone when the exchange exists (or is
+// the default one), else why nothing was written.
+func (c *channel) exchangeExists(exchange string, stepTimeout time.Duration, writeBy time.Time, done <-chan struct{}) (outcome.HandoffStatus, string) {
 	if exchange == "" || c.isKnown(exchange) {
 		return outcome.HandoffNone, ""
 	}
-	t := step.Timer(by)
+	name := sanitize.Text(exchange, 120)
+	t := step.Timer(step.Deadline(stepTimeout, writeBy))
 	defer step.Release(t)
 	select {
 	case c.checking <- struct{}{}:
 	case <-t.C:
-		return outcome.HandoffTimedOut, "no time left to look for exchange " + sanitize.Text(exchange, 120)
+		return outcome.HandoffTimedOut, "no time left to look for exchange " + name
 	case <-done:
-		return outcome.HandoffFailed, "stopped waiting to look for exchange " + sanitize.Text(exchange, 120)
+		return outcome.HandoffFailed, "stopped waiting to look for exchange " + name
 	}
 	defer func() { <-c.checking }()
 	if c.isKnown(exchange) {
-		return outcome.HandoffNone, "" // found by the check this one waited for
+		return outcome.HandoffNone, "" // found by the look this one waited for
+	}
+	// A blocked connection is not read (a resource alarm, the broker's
+	// connection.blocked, may have come while this one waited its turn).
+	select {
+	case <-c.link.whenUnblocked():
+	case <-t.C:
+		return outcome.HandoffTimedOut, "the broker blocks publishes (a resource alarm)"
+	case <-done:
+		return outcome.HandoffFailed, "stopped waiting while the broker blocks publishes"
+	}
+	stepEnd := time.Now().Add(stepTimeout)
+	by := step.Deadline(stepTimeout, writeBy)
+	if time.Until(by) < min(stepTimeout/4, 20*time.Millisecond) {
+		return outcome.HandoffTimedOut, "no time left to look for exchange " + name
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	closeLater := func(ch *amqp.Channel) { go ch.Close() }
 	ch, err := step.Open(ctx, c.link.conn.Channel, closeLater)
 	if err == nil {
@@ -57,14 +79,17 @@ func (c *channel) exchangeExists(exchange string, by time.Time, done <-chan stru
 		c.knownMu.Unlock()
 		return outcome.HandoffNone, ""
 	case errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound:
-		return outcome.HandoffFailed, "no exchange " + sanitize.Text(exchange, 120)
-	case errors.Is(err, step.ErrTimeout):
-		// A broker that answers no request in a step will not read a
-		// publish either: the next one gets a new connection.
+		return outcome.HandoffFailed, "no exchange " + name
+	case errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) && closed(c.link.whenUnblocked()):
+		// A broker that answers no request in a whole step, unblocked, will
+		// not read a publish either: the next one gets a new connection.
+		// A look cut short by the publish's own bound proves nothing.
 		c.link.abandon()
-		return outcome.HandoffTimedOut, "the broker did not answer the look for exchange " + sanitize.Text(exchange, 120) + " in time"
+		return outcome.HandoffTimedOut, "the broker did not answer the look for exchange " + name + " in time"
+	case errors.Is(err, step.ErrTimeout):
+		return outcome.HandoffTimedOut, "no answer to the look for exchange " + name + " within the publish's bounds"
 	default:
-		return outcome.HandoffFailed, "look for exchange " + sanitize.Text(exchange, 120) + ": " + sanitize.Text(err.Error(), 120)
+		return outcome.HandoffFailed, "look for exchange " + name + ": " + sanitize.Text(err.Error(), 120)
 	}
 }
 
@@ -72,4 +97,14 @@ func (c *channel) isKnown(exchange string) bool {
 	c.knownMu.Lock()
 	defer c.knownMu.Unlock()
 	return c.known[exchange]
+}
+
+// closed reports whether ch is closed, without waiting.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
