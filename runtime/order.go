@@ -131,14 +131,15 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		}
 		close(own.passed)
 		s.waiting.Done()
-		r.waiting.Done()
 		sl := &slot{slots: r.slots}
 		sl.hold()
 		defer sl.release()
 		if s.gen.Revoked() {
 			c.notStarted(r, s.gen, d, "not started: its session was lost while it waited for its order key")
+			r.waiting.Done() // recorded
 			return
 		}
+		r.waiting.Done() // the journey tells the report of itself at once
 		c.process(r, s.gen, d, started, quarantined, sl)
 	})
 }
