@@ -114,6 +114,9 @@ func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
 		c.acksAmbiguous(r, s.gen, acks, "the channel did not close cleanly: "+sanitize.Text(err.Error(), 120))
 	}
 	_ = s.conn.CloseDeadline(by)
+	// Closed, or given up: no tag of it is used again, and the run may
+	// forget it.
+	s.gen.Revoke()
 }
 
 // closeHandoffs closes the handoffs' channel, and their connection unless it
