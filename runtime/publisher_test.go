@@ -81,8 +81,10 @@ func ids(t *testing.T, queue string) map[string]int {
 }
 
 // Sends in flight at once, to a bound key, to a key nothing is bound to, to
-// a queue that refuses every publish, and with a header AMQP cannot carry:
-// each is answered on its own, and only the confirmed ones are in a queue.
+// a queue that refuses every publish, and ones AMQP cannot carry (a header
+// of a type it has no word for, a message id over 255 bytes, an expiration
+// that is not milliseconds): each is answered on its own, and only the
+// confirmed ones are in a queue.
 func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 	t.Parallel()
 	exchange, ok, full := publishTopology(t)
@@ -94,7 +96,14 @@ func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 		key := [...]string{"ok.", "nowhere.", "full.", "ok."}[i%4] + strconv.Itoa(i)
 		m := message(t, exchange, key, strconv.Itoa(i))
 		if i%4 == 3 {
-			m.Headers = amqp.Table{"x-tags": []string{"a", "b"}}
+			switch i % 3 {
+			case 0:
+				m.Headers = amqp.Table{"x-tags": []string{"a", "b"}}
+			case 1:
+				m.MessageId = strings.Repeat("m", 300)
+			case 2:
+				m.Expiration = "5s"
+			}
 		}
 		wg.Go(func() { errs[i] = p.Send(context.Background(), m) })
 	}
@@ -108,8 +117,9 @@ func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 			want = runtime.ErrNacked
 		case 3:
 			// Not written: none of the broker's answers.
-			if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "headers: table field \"x-tags\"") {
-				t.Errorf("send %d with a header AMQP cannot carry: %v", i, err)
+			why := [...]string{"headers: table field \"x-tags\"", "message_id: 300 bytes", "expiration: not a whole number"}[i%3]
+			if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), why) {
+				t.Errorf("send %d that AMQP cannot carry: %v, want not sent, %s", i, err, why)
 			}
 			continue
 		}

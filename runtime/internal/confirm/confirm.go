@@ -221,10 +221,8 @@ func (b Bounds) writeBy() time.Time {
 // must be a table the caller owns: Publish adds the publish id to it.
 func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence {
 	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
-	if err := msg.Headers.Validate(); err != nil {
-		// The client would refuse it too, but as a failed write, which
-		// leaves the connection unfit for every publish on it.
-		ev.Status, ev.Detail = outcome.HandoffFailed, "headers: "+sanitize.Text(err.Error(), 120)
+	if err := check(exchange, key, msg); err != nil {
+		ev.Status, ev.Detail = outcome.HandoffFailed, sanitize.Text(err.Error(), 160)
 		return ev
 	}
 	writeBy := b.writeBy()
