@@ -50,6 +50,28 @@ func publishTopology(t *testing.T) (exchange, ok, full string) {
 	return exchange, ok, full
 }
 
+// closeSendChannel has the broker close p's channel and leave its
+// connection: a Send to an exchange (<exchange>.gone, bound to nothing) that
+// p found and that was deleted since. That Send ends unconfirmed.
+func closeSendChannel(t *testing.T, p *runtime.Publisher, exchange string) {
+	t.Helper()
+	gone := exchange + ".gone"
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if err := ch.ExchangeDeclare(gone, "fanout", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "unrouted")); !errors.Is(err, runtime.ErrReturned) {
+		t.Fatalf("send to an exchange with no queue: %v", err)
+	}
+	if err := ch.ExchangeDelete(gone, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, gone, "", "gone")); !errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Fatalf("send to an exchange deleted since: %v", err)
+	}
+}
+
 func newPublisher(t *testing.T, url string, window int, tweak ...func(*runtime.Config)) *runtime.Publisher {
 	t.Helper()
 	cfg := runtime.Config{URLs: []string{url}, StepTimeout: 2 * time.Second, ReconnectMax: 500 * time.Millisecond}
@@ -219,24 +241,9 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	if err := p.Send(context.Background(), message(t, exchange, "ok.1", "before")); err != nil {
 		t.Fatal(err)
 	}
-	// A send to an exchange deleted since the publisher found it closes the
-	// channel first: the block belongs to the connection, and the channel
-	// opened after it must wait too.
-	gone := exchange + ".gone"
-	ch := channel(t, dial(t))
-	defer ch.Close()
-	if err := ch.ExchangeDeclare(gone, "fanout", false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Send(context.Background(), message(t, gone, "", "unrouted")); !errors.Is(err, runtime.ErrReturned) {
-		t.Fatalf("send to an exchange with no queue: %v", err)
-	}
-	if err := ch.ExchangeDelete(gone, false, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Send(context.Background(), message(t, gone, "", "gone")); !errors.Is(err, runtime.ErrUnconfirmed) {
-		t.Fatalf("send to an exchange deleted since: %v", err)
-	}
+	// The channel closes first: the block belongs to the connection, and the
+	// channel opened after it must wait too.
+	closeSendChannel(t, p, exchange)
 	all := func(string) bool { return true }
 	if proxy.Block(all, "low on memory") != 1 {
 		t.Fatal("no connection to block")
@@ -280,23 +287,8 @@ func TestBrokerPublisherWaitsForAnotherSendsOpenWithinItsContext(t *testing.T) {
 	exchange, ok, _ := publishTopology(t)
 	proxy := newProxy(t)
 	p := newPublisher(t, proxy.url(), 4, func(cfg *runtime.Config) { cfg.StepTimeout = 10 * time.Minute })
-	// A send to an exchange deleted since the publisher found it closes the
-	// channel and leaves the connection: the next Send opens a channel.
-	gone := exchange + ".gone"
-	ch := channel(t, dial(t))
-	defer ch.Close()
-	if err := ch.ExchangeDeclare(gone, "fanout", false, true, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Send(context.Background(), message(t, gone, "", "unrouted")); !errors.Is(err, runtime.ErrReturned) {
-		t.Fatalf("send to an exchange with no queue: %v", err)
-	}
-	if err := ch.ExchangeDelete(gone, false, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Send(context.Background(), message(t, gone, "", "gone")); !errors.Is(err, runtime.ErrUnconfirmed) {
-		t.Fatalf("send to an exchange deleted since: %v", err)
-	}
+	// The channel closes, the connection stays: the next Send opens a channel.
+	closeSendChannel(t, p, exchange)
 	// The broker's replies are dropped from now on, its heartbeats passed,
 	// so the connection lives on; the second Send starts once the first has
 	// asked for its channel.
