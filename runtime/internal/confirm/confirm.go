@@ -108,18 +108,10 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 		case p.opening != nil:
 			opening := p.opening
 			p.mu.Unlock()
-			t := step.Timer(step.Deadline(p.stepTimeout, deadline))
-			select {
-			case <-opening:
-				step.Release(t)
-				continue
-			case <-t.C:
-				step.Release(t)
-				return nil, step.ErrTimeout
-			case <-done:
-				step.Release(t)
-				return nil, errStopped
+			if err := awaitOpen(opening, step.Deadline(p.stepTimeout, deadline), done); err != nil {
+				return nil, err
 			}
+			continue
 		}
 		p.opening = make(chan struct{})
 		p.mu.Unlock()

@@ -53,6 +53,21 @@ var errClosed = errors.New("the publisher has closed")
 // publish was opening.
 var errStopped = errors.New("stopped waiting for a channel")
 
+// awaitOpen waits for opening, closed when another publish's dial or
+// channel open has ended (either way), until by or until done is closed.
+func awaitOpen(opening <-chan struct{}, by time.Time, done <-chan struct{}) error {
+	t := step.Timer(by)
+	defer step.Release(t)
+	select {
+	case <-opening:
+		return nil
+	case <-t.C:
+		return step.ErrTimeout
+	case <-done:
+		return errStopped
+	}
+}
+
 // NewConn returns a connection that dial opens, each step of opening it
 // bounded by stepTimeout.
 func NewConn(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Duration) *Conn {
@@ -77,14 +92,10 @@ func (c *Conn) link(deadline time.Time) (*link, error) {
 		case c.dialing != nil:
 			dialing := c.dialing
 			c.mu.Unlock()
-			t := time.NewTimer(time.Until(by))
-			select {
-			case <-dialing:
-				t.Stop()
-				continue
-			case <-t.C:
-				return nil, step.ErrTimeout
+			if err := awaitOpen(dialing, by, nil); err != nil {
+				return nil, err
 			}
+			continue
 		}
 		c.dialing = make(chan struct{})
 		c.mu.Unlock()
