@@ -12,15 +12,16 @@
 //
 // In a handler, Outbox sends through the inbox's claim transaction, so that
 // the claim, the business rows and the outbox rows commit together. Apply the
-// schema with Migrate or migrations/001_lily_outbox.sql; docs/outbox.md tells
-// the whole contract.
+// schema with Migrate or the files of migrations/ in order; docs/outbox.md
+// tells the whole contract.
 package pgoutbox
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,13 +30,21 @@ import (
 	"github.com/lily-mq/lily/runtime"
 )
 
-//go:embed migrations/001_lily_outbox.sql
-var schemaSQL string
+// migrations are the schema's steps, applied in the order of their names.
+//
+//go:embed migrations/*.sql
+var migrations embed.FS
 
-// Migrate creates lily_outbox and its index in the pool's search path if
-// they are missing. It is safe to call from every worker at start-up: an
-// advisory lock lets one of them create the table while the others wait.
+// Migrate creates lily_outbox and its indexes in the pool's search path, or
+// brings a table an earlier version made up to date, by applying each file
+// of migrations/ in order (each is idempotent). It is safe to call from every
+// worker at start-up: an advisory lock lets one of them migrate while the
+// others wait.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	steps, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)
@@ -46,8 +55,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('lily_outbox migrate'))"); err != nil {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)
 	}
-	if _, err := tx.Exec(ctx, schemaSQL); err != nil {
-		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	for _, name := range steps {
+		sql, err := migrations.ReadFile(name)
+		if err != nil {
+			return fmt.Errorf("pgoutbox: migrate: %w", err)
+		}
+		if _, err := tx.Exec(ctx, string(sql)); err != nil {
+			return fmt.Errorf("pgoutbox: migrate: %s: %w", name, err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)

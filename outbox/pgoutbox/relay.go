@@ -134,7 +134,7 @@ func (r *Relay) Force() { r.forceOnce.Do(func() { close(r.forceNow) }) }
 //
 // A database it cannot reach, or that fails, is logged and tried again
 // after a pause: Run goes on. It returns an error only when lily_outbox does
-// not exist when it starts, or when it ran before.
+// not exist when it starts or lacks a migration, or when it ran before.
 func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
 	if !r.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("pgoutbox: a Relay runs once")

@@ -6,6 +6,7 @@ package pgoutbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -14,13 +15,20 @@ import (
 )
 
 // findTable names the table for the report, and fails when it does not
-// exist. It waits for a database that does not answer.
+// exist or misses a step of the schema. It waits for a database that does
+// not answer.
 func (s *relayRun) findTable(ctx context.Context) error {
 	for {
-		var name string
-		err := s.pool.QueryRow(ctx, `SELECT relnamespace::regnamespace::text || '.' || relname
-			FROM pg_class WHERE oid = to_regclass('lily_outbox')`).Scan(&name)
+		var (
+			name    string
+			current bool
+		)
+		err := s.pool.QueryRow(ctx, `SELECT relnamespace::regnamespace::text || '.' || relname,
+				EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = c.oid AND attname = 'retry_at' AND NOT attisdropped)
+			FROM pg_class c WHERE oid = to_regclass('lily_outbox')`).Scan(&name, &current)
 		switch {
+		case err == nil && !current:
+			return fmt.Errorf("pgoutbox: relay: table %s has no column retry_at (apply pgoutbox.Migrate, or migrations/002_lily_outbox_retry.sql)", name)
 		case err == nil:
 			s.queue = "outbox " + name
 			return nil
@@ -36,20 +44,38 @@ func (s *relayRun) findTable(ctx context.Context) error {
 	}
 }
 
-// leaseSQL leases up to $1 due rows for owner $2 for $3 seconds. A keyed
-// row is due only when no earlier row of its key is left: that row may be
+// leaseSQL leases up to $1 due rows for owner $2 for $3 seconds. A row is
+// due when no lease holds it and, once failed, when its retry time has come;
+// a keyed row only when no earlier row of its key is left: that row may be
 // leased, waiting for its retry, or not yet published.
-const leaseSQL = `WITH due AS (
+//
+// The rows never tried are found by id and the failed ones by retry time,
+// each through a partial index of its own (002), so that a look never walks
+// the rows waiting for their retry. The dated step gives their retry time to
+// rows a relay of an earlier version failed: a later look finds them. Such a
+// row still leased has its retry time now: the lease's end holds it back.
+const leaseSQL = `WITH untried AS (
 		SELECT id FROM lily_outbox o
-		WHERE (o.lease_until IS NULL OR o.lease_until <= now())
-		  AND (o.order_key IS NULL OR NOT EXISTS (
-			SELECT 1 FROM lily_outbox e WHERE e.order_key = o.order_key AND e.id < o.id))
+		WHERE o.attempts = 0 AND (o.lease_until IS NULL OR o.lease_until <= now()) AND ` + firstOfKey + `
 		ORDER BY o.id
 		LIMIT $1
-		FOR UPDATE SKIP LOCKED)
+		FOR UPDATE SKIP LOCKED),
+	retried AS (
+		SELECT id FROM lily_outbox o
+		WHERE o.attempts > 0 AND o.retry_at <= now() AND (o.lease_until IS NULL OR o.lease_until <= now()) AND ` + firstOfKey + `
+		ORDER BY o.retry_at
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED),
+	due AS (SELECT id FROM untried UNION ALL SELECT id FROM retried ORDER BY id LIMIT $1),
+	dated AS (UPDATE lily_outbox SET retry_at = CASE WHEN lease_owner IS NULL THEN coalesce(lease_until, now()) ELSE now() END
+		WHERE id IN (SELECT id FROM lily_outbox WHERE attempts > 0 AND retry_at IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED))
 	UPDATE lily_outbox o SET lease_owner = $2, lease_until = now() + $3 * interval '1 second'
 	FROM due WHERE o.id = due.id
 	RETURNING o.id, o.exchange, o.routing_key, coalesce(o.order_key, ''), o.properties, o.body, o.attempts`
+
+// firstOfKey holds for a row o with no order key, or the earliest of its key.
+const firstOfKey = `(o.order_key IS NULL OR NOT EXISTS (
+			SELECT 1 FROM lily_outbox e WHERE e.order_key = o.order_key AND e.id < o.id))`
 
 // lease leases up to n due rows and starts their sends.
 func (s *relayRun) lease(n int) {
@@ -115,8 +141,8 @@ func (s *relayRun) record() error {
 		b.Queue("DELETE FROM lily_outbox WHERE id = ANY($1)", done)
 	}
 	if len(failed) > 0 {
-		b.Queue(`UPDATE lily_outbox o SET attempts = o.attempts + 1, last_error = f.err,
-				lease_owner = NULL, lease_until = now() + f.wait * interval '1 millisecond'
+		b.Queue(`UPDATE lily_outbox o SET attempts = o.attempts + 1, last_error = f.err, lease_owner = NULL,
+				retry_at = now() + f.wait * interval '1 millisecond', lease_until = now() + f.wait * interval '1 millisecond'
 			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, err, wait)
 			WHERE o.id = f.id AND o.lease_owner = $4`, failed, errs, waits, s.owner)
 	}

@@ -1,0 +1,4 @@
+package pgoutbox
+
+// LeaseSQL is the relay's look, for the tests that read its plan.
+const LeaseSQL = leaseSQL

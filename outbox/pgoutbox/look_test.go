@@ -1,0 +1,234 @@
+package pgoutbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lily-mq/lily/outbox/pgoutbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// The relay's look on a table whose oldest rows keep failing: it reads
+// neither them nor a lease column's index, and rows an earlier version of
+// the schema or of the relay failed are still retried.
+
+// fail marks the rows whose message ids are in ids as a relay records a
+// failure, retried after wait.
+func (e *env) fail(wait time.Duration, ids ...string) {
+	e.t.Helper()
+	if _, err := e.pool.Exec(e.ctx, `UPDATE lily_outbox SET attempts = attempts + 1, last_error = 'returned',
+			lease_owner = NULL, retry_at = now() + $2 * interval '1 millisecond', lease_until = now() + $2 * interval '1 millisecond'
+		WHERE properties->>'message_id' = ANY($1)`, ids, wait.Milliseconds()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// messages is n messages to queue, with ids prefix0 to prefix<n-1>.
+func messages(queue, prefix string, n int) ([]runtime.Message, []string) {
+	var msgs []runtime.Message
+	var ids []string
+	for i := range n {
+		id := prefix + strconv.Itoa(i)
+		msgs = append(msgs, message(queue, id))
+		ids = append(ids, id)
+	}
+	return msgs, ids
+}
+
+// A backlog of 20,000 failed rows waiting for their retry, the oldest in
+// the table: the look leases the ten rows never tried and the five whose
+// retry has come, and skips none of the waiting ones on the way (the look
+// before the retry index walked all 20,000 at each look).
+func TestLookSkipsNoRowsWaitingForTheirRetry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	waiting, waitingIDs := messages("q", "waiting-", 20000)
+	e.write(waiting...)
+	e.fail(time.Hour, waitingIDs...)
+	due, dueIDs := messages("q", "due-", 5)
+	e.write(due...)
+	e.fail(-time.Second, dueIDs...)
+	untried, _ := messages("q", "untried-", 10)
+	e.write(untried...)
+	if _, err := e.pool.Exec(e.ctx, "ANALYZE lily_outbox"); err != nil {
+		t.Fatal(err)
+	}
+
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	var plan []byte
+	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pgoutbox.LeaseSQL, 100, "test", 30).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []struct{ Plan planNode }
+	if err := json.Unmarshal(plan, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	top := nodes[0].Plan
+	if top.NodeType != "ModifyTable" || top.Rows != 15 {
+		t.Errorf("the look leased %v rows (%s), want 15: 5 due for their retry, 10 never tried", top.Rows, top.NodeType)
+	}
+	if skipped := top.skipped(); skipped > 10 {
+		t.Errorf("the look read and skipped %v rows, want none of the 20,000 waiting ones; plan:\n%s", skipped, plan)
+	}
+}
+
+// planNode is what a test reads of a node of EXPLAIN's JSON.
+type planNode struct {
+	NodeType string     `json:"Node Type"`
+	Rows     float64    `json:"Actual Rows"`
+	Removed  float64    `json:"Rows Removed by Filter"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// skipped is how many rows n and the nodes under it read and dropped.
+func (n planNode) skipped() float64 {
+	s := n.Removed
+	for _, c := range n.Plans {
+		s += c.skipped()
+	}
+	return s
+}
+
+// Leasing a row, never tried or failed, writes no index: a HOT update. Only
+// recording a failure, which changes attempts, writes the indexes.
+func TestLeasingIsAHOTUpdate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	msgs, ids := messages("q", "m", 10)
+	e.write(msgs...)
+	e.fail(-time.Second, ids[:4]...)
+
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	// The counts hold what this connection has not yet flushed to the
+	// statistics, earlier transactions' too: the lease's are the difference.
+	updates := func() (n, hot int) {
+		t.Helper()
+		if err := tx.QueryRow(e.ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables
+			WHERE relid = 'lily_outbox'::regclass`).Scan(&n, &hot); err != nil {
+			t.Fatal(err)
+		}
+		return n, hot
+	}
+	n0, hot0 := updates()
+	rows, err := tx.Query(e.ctx, pgoutbox.LeaseSQL, 100, "test", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leased := 0
+	for rows.Next() {
+		leased++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	n, hot := updates()
+	if n, hot := n-n0, hot-hot0; leased != 10 || n != 10 || hot != 10 {
+		t.Errorf("leased %d rows in %d updates, %d of them HOT; want 10, 10, 10", leased, n, hot)
+	}
+}
+
+// A table an earlier version made (001 alone) with rows that failed there:
+// the relay refuses it with what to apply; Migrate brings it up to date, and
+// every row is published, those failed before the migration and those an
+// earlier relay fails after it (neither with a retry time) too.
+func TestTableOfAnEarlierVersionIsMigratedAndItsFailedRowsRetried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	pool := e.earlierTable()
+	// As the relay of 001 records a failure: attempts, and the retry's time in
+	// lease_until.
+	failOld := func(ids ...string) {
+		t.Helper()
+		if _, err := pool.Exec(e.ctx, `UPDATE lily_outbox SET attempts = attempts + 1, last_error = 'returned',
+			lease_owner = NULL, lease_until = now() - interval '1 second' WHERE properties->>'message_id' = ANY($1)`, ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(msgs ...runtime.Message) {
+		t.Helper()
+		if err := pgx.BeginFunc(e.ctx, pool, func(tx pgx.Tx) error { return pgoutbox.Write(e.ctx, tx, msgs...) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, beforeIDs := messages(q, "before-", 3)
+	write(before...)
+	failOld(beforeIDs...)
+
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{e.brokerURL}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := pgoutbox.NewRelay(pool, p, pgoutbox.Options{}).Run(e.ctx); err == nil ||
+		!strings.Contains(err.Error(), "no column retry_at (apply pgoutbox.Migrate") {
+		t.Errorf("Run on the earlier table = %v, want what to apply", err)
+	}
+
+	if err := pgoutbox.Migrate(e.ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	after, afterIDs := messages(q, "after-", 3)
+	write(after...)
+	failOld(afterIDs...)
+	untried, _ := messages(q, "untried-", 2)
+	write(untried...)
+
+	_, stop := e.relayOn(pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 20 * time.Millisecond})
+	e.eventually("every row published", func() bool { return e.ready(q) == 8 })
+	rep := stop()
+	if want := map[runtime.Path]int{"published": 8}; !cmp.Equal(counts(rep), want) {
+		t.Errorf("report counts %v, want %v", rep.Counts, want)
+	}
+	var left int
+	if err := pool.QueryRow(e.ctx, "SELECT count(*) FROM lily_outbox").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, id := range append(append(beforeIDs, afterIDs...), "untried-0", "untried-1") {
+		want[id] = 1
+	}
+	if got := ids(e.take(q)); left != 0 || !cmp.Equal(got, want) {
+		t.Errorf("%d rows left; queue %s holds %v, want %v", left, q, got, want)
+	}
+}
+
+// earlierTable is a pool on a schema of its own holding lily_outbox as the
+// first migration alone made it.
+func (e *env) earlierTable() *pgxpool.Pool {
+	e.t.Helper()
+	schema := "lily_outbox_test_old_" + name()
+	pool := e.poolIn(schema)
+	first, err := os.ReadFile("migrations/001_lily_outbox.sql")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, sql := range []string{"CREATE SCHEMA " + schema, string(first)} {
+		if _, err := pool.Exec(e.ctx, sql); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			e.t.Error(err)
+		}
+	})
+	return pool
+}
