@@ -232,3 +232,31 @@ func (e *env) earlierTable() *pgxpool.Pool {
 	})
 	return pool
 }
+
+// Migrate at every worker's start-up, while a long transaction has read
+// lily_outbox: on a table that is up to date it takes no lock, so it returns
+// at once; on one that needs a step, it gives up after its lock wait instead
+// of holding off, behind that reader, every write that comes after it.
+func TestMigrateWaitsBehindNoReader(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	earlier := e.earlierTable()
+	for _, pool := range []*pgxpool.Pool{e.pool, earlier} {
+		reader, err := pool.Begin(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = reader.Rollback(e.ctx) }()
+		if _, err := reader.Exec(e.ctx, "SELECT count(*) FROM lily_outbox"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if err := pgoutbox.Migrate(e.ctx, e.pool); err != nil {
+		t.Errorf("Migrate on the table that is up to date = %v, want nil at once", err)
+	}
+	err := pgoutbox.Migrate(e.ctx, earlier)
+	if err == nil || !strings.Contains(err.Error(), "lock timeout") {
+		t.Errorf("Migrate on the earlier table behind a reader = %v, want its lock wait to end it", err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,10 +38,17 @@ var migrations embed.FS
 
 // Migrate creates lily_outbox and its indexes in the pool's search path, or
 // brings a table an earlier version made up to date, by applying each file
-// of migrations/ in order (each is idempotent). It is safe to call from every
-// worker at start-up: an advisory lock lets one of them migrate while the
-// others wait.
+// of migrations/ in order (each is idempotent). A table that is up to date is
+// left alone, without a lock. It is safe to call from every worker at
+// start-up: an advisory lock lets one of them migrate while the others wait.
+// A migration that waits more than lockWait for a lock on the table (behind
+// a long transaction that reads it, which the writes behind the migration
+// would wait for too) fails instead.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	current, err := isCurrent(ctx, pool)
+	if err != nil || current {
+		return err
+	}
 	steps, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)
@@ -51,8 +59,12 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	// Concurrent CREATE TABLE IF NOT EXISTS can still fail on the catalog's
-	// unique index; the lock serialises them.
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('lily_outbox migrate'))"); err != nil {
+	// unique index; the lock serialises them. It is the schema's own, so
+	// that migrating one schema's table waits for no other's.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('lily_outbox migrate ' || coalesce(current_schema(), '')))"); err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", lockWait.Milliseconds())); err != nil {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)
 	}
 	for _, name := range steps {
@@ -68,6 +80,24 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)
 	}
 	return nil
+}
+
+// lockWait bounds Migrate's wait for a lock on lily_outbox.
+const lockWait = 10 * time.Second
+
+// isCurrent reports whether lily_outbox exists with every migration's
+// column and index.
+func isCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+	var current bool
+	err := pool.QueryRow(ctx, `SELECT to_regclass('lily_outbox') IS NOT NULL
+		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('lily_outbox') AND attname = 'retry_at' AND NOT attisdropped)
+		AND to_regclass('lily_outbox_order_key') IS NOT NULL
+		AND to_regclass('lily_outbox_untried') IS NOT NULL
+		AND to_regclass('lily_outbox_retry') IS NOT NULL`).Scan(&current)
+	if err != nil {
+		return false, fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	return current, nil
 }
 
 // Write inserts msgs into lily_outbox in tx, in order: their ids, and so
