@@ -45,9 +45,10 @@ type verdict struct {
 
 // check reads a content header's payload (class, weight, body size, flags,
 // properties) as amqp091-go reads it and says whether the client would
-// refuse it. It never allocates unless it refuses, and its work is bounded by
-// the payload's length: every step consumes a byte, and tables nest at most
-// maxDepth+1 calls deep before it stops.
+// refuse it. It allocates only when it refuses, or to count the keys of a
+// table of more than maxEntries entries; its work is bounded by the
+// payload's length (twice over for such a table): every step consumes a
+// byte, and tables nest at most maxDepth+1 calls deep before it stops.
 func check(payload []byte) verdict {
 	if len(payload) < prefix+2 {
 		return verdict{why: "a content header too short to carry its flags"}
@@ -98,10 +99,9 @@ func walkTable(b []byte, depth int) string {
 	if depth > maxDepth {
 		return fmt.Sprintf("header tables or arrays nested deeper than %d", maxDepth)
 	}
-	for n := 0; len(b) > 0; n++ {
-		if n == maxEntries {
-			return fmt.Sprintf("a header table of more than %d entries", maxEntries)
-		}
+	content := b
+	n := 0
+	for ; len(b) > 0; n++ {
 		var why string
 		if b, why = fixed(b[1:], int(b[0])); why != "" {
 			return why
@@ -110,7 +110,24 @@ func walkTable(b []byte, depth int) string {
 			return why
 		}
 	}
+	if n > maxEntries && keysBefore(content, n-1) >= maxEntries {
+		return fmt.Sprintf("a header table of more than %d keys", maxEntries)
+	}
 	return ""
+}
+
+// keysBefore counts the distinct keys of the first n entries of a table's
+// content that walkTable has checked. The client refuses a table once it
+// holds maxEntries keys and another entry follows: a key repeated counts
+// once, the last entry kept.
+func keysBefore(b []byte, n int) int {
+	keys := make(map[string]struct{}, maxEntries)
+	for range n {
+		l := int(b[0])
+		keys[string(b[1:1+l])] = struct{}{}
+		b, _ = walkField(b[1+l:], 0)
+	}
+	return len(keys)
 }
 
 // walkArray checks the content of a field array found at depth.

@@ -110,3 +110,16 @@ func wide(n int, arrays bool) []byte {
 	}
 	return table(parts...)
 }
+
+// repeating is a table of distinct keys, then repeats more entries of its
+// first key.
+func repeating(distinct, repeats int) []byte {
+	parts := make([][]byte, 0, distinct+repeats)
+	for i := range distinct {
+		parts = append(parts, entry("k"+itoa(i), []byte{'V'}))
+	}
+	for range repeats {
+		parts = append(parts, entry("k0", []byte{'V'}))
+	}
+	return table(parts...)
+}
