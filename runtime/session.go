@@ -330,13 +330,10 @@ func (c *Consumer) consumerTimeout() time.Duration {
 func (c *Consumer) recycleAfter() time.Duration { return c.spec.budget() + c.cfg.StepTimeout }
 
 // quarantined says why the filter replaced d's content header, or "" when it
-// did not. Only a delivery that carries the marker is looked up: the header
-// alone proves nothing (a producer can send it), the filter's memory does.
+// did not. The marker alone proves nothing (a producer can send it); the
+// connection's seal beside it does.
 func (s *session) quarantined(d *amqp.Delivery) string {
-	if _, marked := d.Headers[quarantine.Header]; !marked {
-		return ""
-	}
-	why, _ := s.filter.Take(d.ConsumerTag, d.DeliveryTag)
+	why, _ := s.filter.Quarantined(d.Headers)
 	return why
 }
 

@@ -169,12 +169,9 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 
 // quarantinedWhy says why the filter replaced d's headers, or "" when it did
 // not. The marker alone proves nothing (a producer can send it); the
-// filter's memory does, and is taken so that it stays small.
+// connection's seal beside it does.
 func quarantinedWhy(filter *quarantine.Conn, d *amqp.Delivery) string {
-	if _, marked := d.Headers[quarantine.Header]; !marked {
-		return ""
-	}
-	why, _ := filter.Take(d.ConsumerTag, d.DeliveryTag)
+	why, _ := filter.Quarantined(d.Headers)
 	return why
 }
 

@@ -29,8 +29,7 @@ func BenchmarkDelivery(b *testing.B) {
 	}{
 		{"socket", func(src io.Reader) io.Reader { return src }},
 		{"filtered", func(src io.Reader) io.Reader {
-			f := &filter{src: src, clientMax: testFrameMax, buf: make([]byte, initialBuffer), quarantined: func(delivery, string) {}}
-			return f
+			return &filter{src: src, clientMax: testFrameMax, buf: make([]byte, initialBuffer), seal: testSeal}
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

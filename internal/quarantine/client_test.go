@@ -224,7 +224,7 @@ func TestTheClientAsJudge(t *testing.T) {
 				if err != nil {
 					t.Fatalf("chunks of %d: the client closed: %v", chunk, err)
 				}
-				why, held := c.filter.Take(consumerTag, tag)
+				why, held := c.filter.Quarantined(d.Headers)
 				switch {
 				case tc.refused == "" && (held || d.Headers[Header] != nil):
 					t.Fatalf("chunks of %d: a header the client decodes was quarantined: %q", chunk, why)
@@ -242,7 +242,7 @@ func TestTheClientAsJudge(t *testing.T) {
 				if err != nil || string(next.Body) != "ok" || next.DeliveryTag != tag+1000 {
 					t.Fatalf("chunks of %d: the message behind it: %q, %v", chunk, next.Body, err)
 				}
-				if _, held := c.filter.Take(consumerTag, tag+1000); held {
+				if _, held := c.filter.Quarantined(next.Headers); held {
 					t.Fatalf("chunks of %d: the message behind it was quarantined", chunk)
 				}
 				if err := <-sent; err != nil {
@@ -270,7 +270,7 @@ func TestReplacementFitsTheFrame(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the client closed: %v", err)
 	}
-	if why, held := c.filter.Take(consumerTag, 1); !held || d.Headers[Header] != why || string(d.Body) != "x" {
+	if why, held := c.filter.Quarantined(d.Headers); !held || d.Headers[Header] != why || string(d.Body) != "x" {
 		t.Fatalf("held %v, headers %v, body %q", held, d.Headers, d.Body)
 	}
 	if next, err := c.next(t); err != nil || string(next.Body) != "ok" {
@@ -278,5 +278,64 @@ func TestReplacementFitsTheFrame(t *testing.T) {
 	}
 	if err := <-sent; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A producer's marker, with or without a seal of its own, is only a header:
+// Quarantined does not take it for a replacement, and leaves it alone.
+func TestForgedMarkerIsOnlyAHeader(t *testing.T) {
+	c := connect(t, true)
+	forged := [][]byte{
+		table(entry(Header, str("forged"))),
+		table(entry(Header, str("forged")), entry(sealHeader, str("a-guess"))),
+	}
+	sent := make(chan error, 1)
+	go func() {
+		sent <- c.broker.send(0, append(message(1, props(forged[0]), []byte("a")), message(2, props(forged[1]), []byte("b"))...)...)
+	}()
+	for i := range forged {
+		d, err := c.next(t)
+		if err != nil {
+			t.Fatalf("the client closed: %v", err)
+		}
+		if why, held := c.filter.Quarantined(d.Headers); held || d.Headers[Header] != "forged" || len(d.Headers) != i+1 {
+			t.Errorf("delivery %d: quarantined %v (%q), headers %v", d.DeliveryTag, held, why, d.Headers)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Quarantined deliveries the client holds, however many, are each known:
+// the seal travels with the delivery, so nothing is remembered, and nothing
+// runs out (the filter's memory once held 4,096).
+func TestEveryQuarantinedDeliveryIsKnown(t *testing.T) {
+	const n = 5000
+	c := connect(t, true)
+	bad := props(table(entry("n", append([]byte{'L'}, u64(7)...))))
+	sent := make(chan error, 1)
+	go func() {
+		var frames [][]byte
+		for tag := range uint64(n) {
+			frames = append(frames, message(tag+1, bad, []byte("x"))...)
+		}
+		sent <- c.broker.send(0, frames...)
+	}()
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	known := 0
+	for range n {
+		d, err := c.next(t)
+		if err != nil {
+			t.Fatalf("the client closed: %v", err)
+		}
+		if why, held := c.filter.Quarantined(d.Headers); held && strings.Contains(why, "type 'L'") && len(d.Headers) == 1 {
+			known++
+		}
+	}
+	if known != n {
+		t.Errorf("%d of %d quarantined deliveries known", known, n)
 	}
 }

@@ -8,60 +8,55 @@
 //
 // Conn stands between the consumer connection's socket and the client. It
 // reads only frame boundaries: a body frame passes untouched, straight into
-// the client's buffer when it is large. It remembers the delivery tag and
-// consumer tag of each channel's last basic.deliver, and checks each content
-// header with a bounded walk that mirrors the client's decoder. A header the
-// client would refuse is replaced by one it decodes: the same class, body size
-// and properties, its header table swapped for one entry, Header, holding the
-// reason. The delivery is remembered, so the runtime (and only the runtime: a
-// producer can forge the header, not the memory) knows to settle it by a
-// non-requeueing NACK, which dead-letters the original, intact, to the queue's
-// DLQ.
+// the client's buffer when it is large. It checks each content header with a
+// bounded walk that mirrors the client's decoder. A header the client would
+// refuse is replaced by one it decodes: the same class, body size and
+// properties, its header table swapped for two entries: Header, holding the
+// reason, and the connection's seal, a random value that never leaves the
+// process. Conn.Quarantined tells the runtime (and only the runtime: a
+// producer can send the marker, not the seal) to settle such a delivery by a
+// non-requeueing NACK, which dead-letters the original, intact, to the
+// queue's DLQ.
 //
-// Conn never makes a stream worse: bytes it does not recognise as AMQP frames
-// pass through unchanged, and the client fails on them as it would have.
+// Conn never breaks a stream the client would read: bytes it does not
+// recognise as AMQP frames pass through unchanged, and the client fails on
+// them as it would have. It is stricter than the client in one corner: the
+// client reads a field array loosely, ending it silently where a value is cut
+// short at its first byte, and Conn refuses such arrays (RabbitMQ refuses
+// them in a publish); the delivery is then dead-lettered, intact, not lost.
 //
 // cmd/lilydlq reads DLQs through a Conn too, since the runtime dead-letters
 // such deliveries intact: a DLQ is where they end up.
 package quarantine
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"io"
 	"net"
-	"sync"
 )
 
-// Header names the one entry of a replaced header table; its value is the
-// reason the client could not decode the original.
+// Header names the entry of a replaced header table that says why the client
+// could not decode the original.
 const Header = "x-lily-quarantined"
 
-// maxHeld bounds the quarantined deliveries remembered and not yet taken.
-const maxHeld = 4096
+// sealHeader names the entry of a replaced header table that holds its
+// connection's seal.
+const sealHeader = "x-lily-quarantine-seal"
 
 // Conn is a consumer connection's socket as the AMQP client reads it. Only
-// the client's reader goroutine calls Read; Take may be called from any.
+// the client's reader goroutine calls Read; Quarantined may be called from
+// any.
 type Conn struct {
 	net.Conn
 	f filter
-
-	mu   sync.Mutex
-	held map[delivery]string
-}
-
-// delivery names one delivery on the connection: its consumer's tag and its
-// delivery tag, as amqp091's Delivery carries them.
-type delivery struct {
-	consumerTag string
-	tag         uint64
 }
 
 // New wraps socket. clientFrameMax is the frame size the client asks for
 // (amqp.Config.FrameSize): with the broker's, it gives the negotiated one.
 func New(socket net.Conn, clientFrameMax uint32) *Conn {
 	c := &Conn{Conn: socket}
-	c.f = filter{src: socket, clientMax: clientFrameMax, buf: make([]byte, 0, initialBuffer), quarantined: c.hold}
-	c.f.buf = c.f.buf[:cap(c.f.buf)]
+	c.f = filter{src: socket, clientMax: clientFrameMax, buf: make([]byte, initialBuffer), seal: rand.Text()}
 	return c
 }
 
@@ -69,25 +64,20 @@ func New(socket net.Conn, clientFrameMax uint32) *Conn {
 // would refuse replaced.
 func (c *Conn) Read(p []byte) (int, error) { return c.f.Read(p) }
 
-// Take reports whether the delivery was quarantined, and why, and forgets it.
-func (c *Conn) Take(consumerTag string, tag uint64) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := delivery{consumerTag, tag}
-	why, ok := c.held[k]
-	delete(c.held, k)
-	return why, ok
-}
-
-func (c *Conn) hold(d delivery, why string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.held == nil {
-		c.held = make(map[delivery]string)
+// Quarantined reports whether Conn replaced the header table of the delivery
+// that arrived with headers, and why. Such headers carry the seal of this
+// connection, which Quarantined removes, leaving the marker alone; a
+// producer's marker, without the seal, is only a header.
+func (c *Conn) Quarantined(headers map[string]any) (string, bool) {
+	why, marked := headers[Header].(string)
+	if !marked {
+		return "", false // every delivery asks: one lookup for those without
 	}
-	if len(c.held) < maxHeld {
-		c.held[d] = why
+	if seal, _ := headers[sealHeader].(string); seal != c.f.seal {
+		return "", false
 	}
+	delete(headers, sealHeader)
+	return why, true
 }
 
 // AMQP 0-9-1 frame types and the end octet every frame closes with.
@@ -101,10 +91,10 @@ const (
 	frameOverhead = 8
 	// minFrameMax is the least frame size AMQP allows and amqp091 negotiates.
 	minFrameMax = 4096
-	// maxDeliverFrame bounds a basic.deliver frame: its class and method,
-	// consumer tag, delivery tag, redelivered bit, exchange and routing key.
-	maxDeliverFrame = frameOverhead + 4 + 256 + 8 + 1 + 256 + 256
-	initialBuffer   = 16 << 10
+	// maxTuneFrame bounds a connection.tune frame: its class and method,
+	// channel-max, frame-max and heartbeat, with room to spare.
+	maxTuneFrame  = 64
+	initialBuffer = 16 << 10
 )
 
 // filter is Conn's reading side.
@@ -122,20 +112,7 @@ type filter struct {
 	clientMax uint32
 	tuned     bool   // the broker's connection.tune has passed
 	frameMax  uint32 // negotiated then; 0 is no limit
-	// last is each channel's last content-carrying method: the content that
-	// follows belongs to it.
-	last        []lastMethod
-	quarantined func(delivery, string)
-}
-
-// lastMethod is one channel's last basic.deliver, or another method that
-// carries content (a get-ok, a return), which no consumer tag names.
-type lastMethod struct {
-	channel     uint16
-	deliver     bool
-	tag         uint64
-	consumerTag [255]byte
-	tagLen      uint8
+	seal      string // what every replacement carries, to tell it from a forgery
 }
 
 // Read hands on checked bytes first, then a replacement, then what passes
@@ -219,9 +196,8 @@ func (f *filter) step() (bool, error) {
 	return false, nil
 }
 
-// method looks at a method frame: a basic.deliver or another method that
-// carries content is remembered for its channel, connection.tune gives the
-// frame size; everything else passes.
+// method looks at a method frame: connection.tune gives the frame size;
+// everything else passes.
 func (f *filter) method(channel uint16, size uint32, total int) (bool, error) {
 	if size < 4 {
 		f.off = true
@@ -232,29 +208,20 @@ func (f *filter) method(channel uint16, size uint32, total int) (bool, error) {
 	}
 	h := f.buf[f.r+f.checked:]
 	class, id := binary.BigEndian.Uint16(h[7:9]), binary.BigEndian.Uint16(h[9:11])
-	switch {
-	case class == 60 && id == 60, class == 10 && id == 30 && channel == 0:
-		if total > maxDeliverFrame {
-			f.off = true
-			return false, nil
-		}
-		frame, err := f.whole(total)
-		if frame == nil {
-			return false, err
-		}
-		if class == 10 {
-			f.tune(frame[11 : total-1])
-		} else if !f.deliver(channel, frame[11:total-1]) {
-			f.off = true
-			return false, nil
-		}
-		f.checked += total
-	case class == 60 && (id == 71 || id == 50): // get-ok, return
-		f.remember(channel).deliver = false
+	if class != 10 || id != 30 || channel != 0 {
 		f.passOn(total)
-	default:
-		f.passOn(total)
+		return true, nil
 	}
+	if total > maxTuneFrame {
+		f.off = true
+		return false, nil
+	}
+	frame, err := f.whole(total)
+	if frame == nil {
+		return false, err
+	}
+	f.tune(frame[11 : total-1])
+	f.checked += total
 	return true, nil
 }
 
@@ -274,30 +241,6 @@ func (f *filter) tune(args []byte) {
 		n = minFrameMax
 	}
 	f.frameMax, f.tuned = n, true
-}
-
-// deliver remembers a basic.deliver's consumer tag and delivery tag for its
-// channel; it reports false for arguments the client could not decode either.
-func (f *filter) deliver(channel uint16, args []byte) bool {
-	if len(args) < 1 || len(args) < 1+int(args[0])+8 {
-		return false
-	}
-	m := f.remember(channel)
-	m.deliver = true
-	m.tagLen = args[0]
-	copy(m.consumerTag[:], args[1:1+int(args[0])])
-	m.tag = binary.BigEndian.Uint64(args[1+int(args[0]):])
-	return true
-}
-
-func (f *filter) remember(channel uint16) *lastMethod {
-	for i := range f.last {
-		if f.last[i].channel == channel {
-			return &f.last[i]
-		}
-	}
-	f.last = append(f.last, lastMethod{channel: channel})
-	return &f.last[len(f.last)-1]
 }
 
 // header checks a content header frame and hands it on, or its replacement.
@@ -343,11 +286,9 @@ func (f *filter) header(channel uint16, size uint32, total int) (bool, error) {
 	return false, nil
 }
 
-// replace builds the frame that stands in for a refused content header and
-// remembers the delivery it belongs to.
+// replace builds the frame that stands in for a refused content header.
 func (f *filter) replace(channel uint16, payload []byte, v verdict) {
-	why := v.why
-	table := markerTable(why)
+	table := markerTable(v.why, f.seal)
 	out := make([]byte, 7, 7+len(payload)+len(table)+1)
 	out[0] = frameHeader
 	binary.BigEndian.PutUint16(out[1:3], channel)
@@ -366,21 +307,24 @@ func (f *filter) replace(channel uint16, payload []byte, v verdict) {
 	}
 	binary.BigEndian.PutUint32(out[3:7], uint32(len(out)-7))
 	f.repl = append(out, frameEnd)
-	m := f.remember(channel)
-	if m.deliver {
-		f.quarantined(delivery{string(m.consumerTag[:m.tagLen]), m.tag}, why)
-	}
 }
 
-// markerTable is a header table of one long-string entry: Header, why.
-func markerTable(why string) []byte {
-	entry := make([]byte, 0, 1+len(Header)+1+4+len(why))
-	entry = append(entry, byte(len(Header)))
-	entry = append(entry, Header...)
-	entry = append(entry, 'S')
-	entry = binary.BigEndian.AppendUint32(entry, uint32(len(why)))
-	entry = append(entry, why...)
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(entry))), entry...)
+// markerTable is a header table of two long-string entries: Header, why;
+// and the seal.
+func markerTable(why, seal string) []byte {
+	entries := make([]byte, 0, 2*(1+4+1)+len(Header)+len(why)+len(sealHeader)+len(seal))
+	entries = appendEntry(entries, Header, why)
+	entries = appendEntry(entries, sealHeader, seal)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(entries))), entries...)
+}
+
+// appendEntry appends a table entry of a long string to b.
+func appendEntry(b []byte, name, value string) []byte {
+	b = append(b, byte(len(name)))
+	b = append(b, name...)
+	b = append(b, 'S')
+	b = binary.BigEndian.AppendUint32(b, uint32(len(value)))
+	return append(b, value...)
 }
 
 // whole returns the frame of total bytes after the checked ones, once it is
