@@ -33,6 +33,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"io"
+	"math"
 	"net"
 )
 
@@ -182,6 +183,11 @@ func (f *filter) step() (bool, error) {
 	}
 	h := f.buf[f.r+f.checked:]
 	typ, channel, size := h[0], binary.BigEndian.Uint16(h[1:3]), binary.BigEndian.Uint32(h[3:7])
+	if uint64(size) > uint64(math.MaxInt-frameOverhead) {
+		// Only where int is 32 bits: no frame that large is read whole.
+		f.off = true
+		return false, nil
+	}
 	total := frameOverhead + int(size)
 	switch typ {
 	case frameBody, frameHeartbeat:
