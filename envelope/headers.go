@@ -1,5 +1,7 @@
 package envelope
 
+import "strings"
+
 // The headers of Lily's wire contract: what its producers, its runtime and
 // its tools (lilydlq) write and read beside a message's own headers. The
 // runtime's guard names them from here, so there is one source.
@@ -35,3 +37,20 @@ const (
 	// HeaderRedrivenFrom names the DLQ of the last re-drive.
 	HeaderRedrivenFrom = "x-lily-redriven-from"
 )
+
+// BrokerRecord reports whether a header is the broker's record of a
+// message's life in its queues: x-death, x-first-death-*, x-last-death-*,
+// x-delivery-count and x-acquired-count. A copy sent into a queue again (a
+// retry, a re-drive) leaves them behind: RabbitMQ before 3.13 reads a
+// published message's x-death in its dead-letter cycle check, and drops
+// without a word a copy that expires from a retry bucket into a queue its
+// x-death says it left before for a reason other than rejected; and a
+// count belongs to the queue that kept it.
+func BrokerRecord(name string) bool {
+	switch {
+	case name == "x-death", name == "x-delivery-count", name == "x-acquired-count",
+		strings.HasPrefix(name, "x-first-death-"), strings.HasPrefix(name, "x-last-death-"):
+		return true
+	}
+	return false
+}

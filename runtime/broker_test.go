@@ -126,6 +126,35 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 	}
 }
 
+// A message whose x-death says it left this queue before, for a reason
+// other than rejected (a producer's, or the broker's own carried back by a
+// shovel), is retried like any other. Its retry copy leaves x-death behind:
+// RabbitMQ before 3.13 reads a published x-death in its cycle check and
+// would drop, without a word, the copy the bucket's TTL sends back here.
+func TestBrokerRetryCopyOfAMessageWithXDeathComesBack(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	m := order(t, "died-before")
+	m.Headers["x-death"] = []any{amqp.Table{
+		"queue": q.Name, "reason": "delivery_limit", "count": int64(1), "exchange": "", "routing-keys": []any{q.Name}, "time": time.Now(),
+	}}
+	publish(t, q.Name, m)
+	c := start(t, q, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return runtime.Retryable(errors.New("once"))
+		}
+		return nil
+	})
+	recs := c.await(2)
+	wantPath(t, recs[0], runtime.PathRetried)
+	wantPath(t, recs[1], runtime.PathAcked)
+	if recs[1].Attempt != 2 || recs[1].MessageID != "died-before" {
+		t.Errorf("records = %+v", recs)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.MaxAttempts = 2 })

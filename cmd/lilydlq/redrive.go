@@ -227,14 +227,7 @@ func redriven(d *amqp.Delivery, dlq string, keepAttempt bool) amqp.Publishing {
 
 // stripped reports whether a re-drive leaves header k out.
 func stripped(k string) bool {
-	switch {
-	case strings.HasPrefix(k, envelope.HeaderFailurePrefix),
-		k == envelope.HeaderHandoffID,
-		k == headerDeath, k == headerDeliveryCount, k == "x-acquired-count",
-		strings.HasPrefix(k, "x-first-death-"), strings.HasPrefix(k, "x-last-death-"):
-		return true
-	}
-	return false
+	return strings.HasPrefix(k, envelope.HeaderFailurePrefix) || k == envelope.HeaderHandoffID || envelope.BrokerRecord(k)
 }
 
 // pacer spaces publishes at least every apart.

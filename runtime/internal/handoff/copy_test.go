@@ -1,0 +1,64 @@
+package handoff
+
+import (
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+)
+
+// A copy to a retry bucket leaves the broker's records of the original's
+// life behind, whoever wrote them: an x-death naming the source queue would
+// make the broker drop the copy where the bucket sends it back. A DLQ copy
+// keeps them, as history. Either keeps the message's own headers.
+func TestRetryCopyLeavesTheBrokersRecordsBehind(t *testing.T) {
+	records := amqp.Table{
+		"x-death":                  []any{amqp.Table{"queue": "orders", "reason": "delivery_limit", "count": int64(1)}},
+		"x-first-death-queue":      "orders",
+		"x-first-death-reason":     "delivery_limit",
+		"x-first-death-exchange":   "",
+		"x-last-death-queue":       "orders",
+		"x-delivery-count":         int64(3),
+		"x-acquired-count":         int64(3),
+		guard.HeaderFailureReason:  "an earlier failure",
+		guard.HeaderHandoffID:      "an earlier copy",
+		guard.HeaderVersion:        int64(1),
+		"x-tenant":                 "acme",
+		"x-death-is-not-a-prefix":  "kept",
+		"x-last-deathly-but-other": "kept",
+	}
+	d := &amqp.Delivery{Headers: records, MessageId: "m-1", Body: []byte("{}")}
+	env := &guard.Envelope{MessageID: "m-1", Attempt: 1, Headers: records}
+	o := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+
+	for _, tc := range []struct {
+		name    string
+		toRetry bool
+		plan    decide.Plan
+	}{
+		{"retry", true, decide.Plan{Action: decide.ActHandoff, Destination: "orders.retry.5s", NextAttempt: 2}},
+		{"dlq", false, decide.Plan{Action: decide.ActHandoff, Destination: "orders.dlq", NextAttempt: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := Copy(d, env, nil, o, tc.plan, "orders", tc.toRetry, now).Headers
+			for _, k := range []string{"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange", "x-last-death-queue", "x-delivery-count", "x-acquired-count"} {
+				if _, ok := h[k]; ok == tc.toRetry {
+					t.Errorf("%s: copy carries it %v, want %v", k, ok, !tc.toRetry)
+				}
+			}
+			for _, k := range []string{guard.HeaderVersion, "x-tenant", "x-death-is-not-a-prefix", "x-last-deathly-but-other"} {
+				if h[k] != records[k] {
+					t.Errorf("%s = %v, want %v", k, h[k], records[k])
+				}
+			}
+			if h[guard.HeaderHandoffID] != nil || h[guard.HeaderFailureReason] == "an earlier failure" || h[guard.HeaderAttempt] != int64(tc.plan.NextAttempt) {
+				t.Errorf("Lily's own headers: %v", h)
+			}
+		})
+	}
+}
