@@ -259,19 +259,71 @@ func intHeader(h amqp.Table, key string, maxValue int) (n int, present bool, rea
 }
 
 // checkHeaders checks the header table against lim and names the first bound
-// broken, or returns "". It stops there, so a hostile table costs at most
-// about MaxHeaders*valuesPerHeader steps and MaxDepth+1 nested calls.
+// broken, or returns "". The producer's headers are bounded by lim; those a
+// message gains on its way through a retry or a re-drive (reserved) are
+// bounded apart, so that a message within the bounds at its first attempt
+// stays within them at every later one. It stops at the first bound broken,
+// so a hostile table costs at most about (MaxHeaders*valuesPerHeader +
+// reservedValues) steps and MaxDepth+1 nested calls.
 func checkHeaders(h amqp.Table, lim Limits) string {
-	if len(h) > lim.MaxHeaders {
-		return "too many headers: " + strconv.Itoa(len(h)) + " > " + strconv.Itoa(lim.MaxHeaders)
+	if len(h) > lim.MaxHeaders+reservedHeaders {
+		return "too many headers: " + strconv.Itoa(len(h)) + " > " + strconv.Itoa(lim.MaxHeaders+reservedHeaders)
 	}
-	w := headerWalk{lim: lim, values: len(h), maxValues: lim.MaxHeaders * valuesPerHeader}
+	theirs := lim
+	theirs.MaxHeaderBytes = reservedBytes
+	producer := headerWalk{lim: lim, maxValues: lim.MaxHeaders * valuesPerHeader}
+	gained := headerWalk{lim: theirs, maxValues: reservedValues}
+	own := 0
 	for k, v := range h {
+		w := &gained
+		if !reserved(k) {
+			own++
+			w = &producer
+		}
+		w.values++ // the header itself, a value at depth 0
 		if what := w.entry(k, v, 0); what != "" {
 			return "header " + quote(k) + ": " + what
 		}
 	}
+	// One pass over the table: the counts are whole only now.
+	switch {
+	case own > lim.MaxHeaders:
+		return "too many headers: " + strconv.Itoa(own) + " of the producer's > " + strconv.Itoa(lim.MaxHeaders)
+	case producer.values > producer.maxValues:
+		return "more than " + strconv.Itoa(producer.maxValues) + " values at any depth"
+	case gained.values > gained.maxValues:
+		return "more than " + strconv.Itoa(gained.maxValues) + " values at any depth"
+	}
 	return ""
+}
+
+// The bounds of the reserved headers, together: room for Lily's failure
+// facts and the broker's x-death of a few dead-letterings.
+const (
+	reservedBytes  = 8192
+	reservedValues = 256
+)
+
+// reservedHeaders is how many names reserved knows.
+const reservedHeaders = 20
+
+// reserved reports whether a header is one a message gains on its way
+// through a retry or a re-drive: Lily's own (but the version, which its
+// producer writes), the broker's records of a dead-lettering, and the W3C
+// trace context a telemetry hook writes on a copy. A fixed list of names,
+// so that the headers it lets past the producer's bounds are few.
+func reserved(k string) bool {
+	switch k {
+	case envelope.HeaderAttempt, envelope.HeaderFailureReason, envelope.HeaderFailureKind,
+		envelope.HeaderFailureAttempt, envelope.HeaderFailureQueue, envelope.HeaderFailureTime,
+		envelope.HeaderHandoffID, envelope.HeaderRedriven, envelope.HeaderRedrivenFrom,
+		"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
+		"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange",
+		HeaderDeliveryCount, "x-acquired-count",
+		"traceparent", "tracestate":
+		return true
+	}
+	return false
 }
 
 // headerWalk is the running count of one checkHeaders walk.

@@ -10,6 +10,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
+
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
@@ -94,6 +96,43 @@ func manyHeaders(n int) amqp.Table {
 	return h
 }
 
+// withReserved is h with every header a message may gain on its way through
+// retries and a re-drive, as Lily and RabbitMQ write them: bounded apart
+// from the producer's.
+func withReserved(h amqp.Table) amqp.Table {
+	for k, v := range map[string]any{
+		HeaderAttempt: int64(3), HeaderFailureReason: "retryable failure on attempt 2 of 5: db busy",
+		HeaderFailureKind: "retryable", HeaderFailureAttempt: int64(2), HeaderFailureQueue: "orders",
+		HeaderFailureTime: guardNow, HeaderHandoffID: "0123456789abcdef0123456789abcdef",
+		envelope.HeaderRedriven: int64(1), envelope.HeaderRedrivenFrom: "orders.dlq",
+		"x-death": xDeath(), "x-first-death-queue": "orders", "x-first-death-reason": "rejected",
+		"x-first-death-exchange": "orders", "x-last-death-queue": "orders.retry.5s", "x-last-death-reason": "expired",
+		"x-last-death-exchange": "", HeaderDeliveryCount: int64(2), "x-acquired-count": int64(2),
+		"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "lily=1",
+	} {
+		h[k] = v
+	}
+	return h
+}
+
+// Every name reserved knows, and only those: reservedHeaders counts them.
+func TestReservedHeaders(t *testing.T) {
+	h := withReserved(amqp.Table{})
+	for k := range h {
+		if !reserved(k) {
+			t.Errorf("%s is not reserved", k)
+		}
+	}
+	if len(h) != reservedHeaders {
+		t.Errorf("%d names reserved, reservedHeaders says %d", len(h), reservedHeaders)
+	}
+	for _, k := range []string{HeaderVersion, "tenant", "x-death-", "x-lily-failure-other", "x-first-death-other"} {
+		if reserved(k) {
+			t.Errorf("%s is reserved", k)
+		}
+	}
+}
+
 // unwalkable is a value amqp091 cannot carry: the walk reports it if it ever
 // reaches it, which proves where the walk stopped.
 type unwalkable struct{}
@@ -138,10 +177,30 @@ func TestGuard(t *testing.T) {
 			}},
 
 		// Metadata bounds.
-		{name: "2,000 headers", want: Poison, reason: "too many headers: 2000 > 64",
+		{name: "2,000 headers", want: Poison, reason: "too many headers: 2000 > 84",
 			mutate: func(d *amqp.Delivery) { d.Headers = manyHeaders(2000) }},
 		{name: "64 headers", want: Passed,
 			mutate: func(d *amqp.Delivery) { d.Headers = manyHeaders(64) }},
+		{name: "65 headers of the producer's, with the reserved", want: Poison, reason: "too many headers: 65 of the producer's > 64",
+			mutate: func(d *amqp.Delivery) { d.Headers = manyHeaders(65); d.Headers["x-death"] = xDeath() }},
+		{name: "64 headers of the producer's, and every reserved one", want: Passed, check: wantAttempt(3),
+			mutate: func(d *amqp.Delivery) { d.Headers = withReserved(manyHeaders(64)) }},
+		{name: "the producer's bytes at their bound, and every reserved header", want: Passed,
+			mutate: func(d *amqp.Delivery) {
+				for i := range 4 {
+					d.Headers["v"+string(rune('0'+i))] = strings.Repeat("v", 4000)
+				}
+				d.Headers = withReserved(d.Headers)
+			}},
+		{name: "reserved headers past their own bytes", want: Poison, reason: "more than 8192 bytes of keys and values",
+			mutate: func(d *amqp.Delivery) {
+				d.Headers = withReserved(d.Headers)
+				for _, k := range []string{HeaderFailureReason, HeaderFailureQueue, HeaderHandoffID} {
+					d.Headers[k] = strings.Repeat("r", 3000)
+				}
+			}},
+		{name: "reserved headers past their own values", want: Poison, reason: `header "x-death": more than 256 values at any depth`,
+			mutate: func(d *amqp.Delivery) { d.Headers["x-death"] = append(make([]any, 300), unwalkable{}) }},
 		{name: "100 KB header value", want: Poison, reason: `header "big": value longer than 4096 bytes`,
 			mutate: func(d *amqp.Delivery) { d.Headers["big"] = strings.Repeat("v", 100<<10) }},
 		{name: "100 KB byte-array value", want: Poison, reason: `header "big": value longer than 4096 bytes`,
@@ -586,10 +645,24 @@ func fuzzOracle(d *amqp.Delivery, now time.Time) Verdict {
 	if len(d.Body) > fuzzMaxBody {
 		return Oversized
 	}
-	var facts tableFacts
-	facts.walk(d.Headers, 0)
-	if len(d.Headers) > lim.MaxHeaders || facts.depth > lim.MaxDepth || facts.values > lim.MaxHeaders*valuesPerHeader ||
+	// The producer's headers and those a retry adds are bounded apart.
+	producer, gained := amqp.Table{}, amqp.Table{}
+	for k, v := range d.Headers {
+		if reserved(k) {
+			gained[k] = v
+		} else {
+			producer[k] = v
+		}
+	}
+	var facts, gainedFacts tableFacts
+	facts.walk(producer, 0)
+	gainedFacts.walk(gained, 0)
+	if len(producer) > lim.MaxHeaders || facts.depth > lim.MaxDepth || facts.values > lim.MaxHeaders*valuesPerHeader ||
 		facts.bytes > lim.MaxHeaderBytes || facts.longestKey > lim.MaxHeaderKeyBytes || facts.longestValue > lim.MaxValueBytes {
+		return Poison
+	}
+	if gainedFacts.depth > lim.MaxDepth || gainedFacts.values > reservedValues || gainedFacts.bytes > reservedBytes ||
+		gainedFacts.longestKey > lim.MaxHeaderKeyBytes || gainedFacts.longestValue > lim.MaxValueBytes {
 		return Poison
 	}
 	if !fuzzIDRE.MatchString(d.MessageId) || !fuzzTypeRE.MatchString(d.Type) {

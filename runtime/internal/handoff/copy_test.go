@@ -1,6 +1,8 @@
 package handoff
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +62,50 @@ func TestRetryCopyLeavesTheBrokersRecordsBehind(t *testing.T) {
 				t.Errorf("Lily's own headers: %v", h)
 			}
 		})
+	}
+}
+
+// A message at the producer's bounds when it first arrives stays within them
+// at its next attempt: its retry copy, with Lily's failure facts, then the
+// headers the broker adds as the bucket's TTL sends it back and a trace
+// context, passes the guard as the original did.
+func TestRetryCopyOfAMessageAtTheBoundsPassesTheGuard(t *testing.T) {
+	lim := guard.DefaultLimits
+	h := amqp.Table{guard.HeaderVersion: int64(1)}
+	for i := range lim.MaxHeaders - 5 {
+		h["h"+strconv.Itoa(i)] = int64(i)
+	}
+	for i := range 4 {
+		h["v"+strconv.Itoa(i)] = strings.Repeat("v", 3900)
+	}
+	now := time.Now()
+	d := &amqp.Delivery{
+		MessageId: "m-1", Type: "orders.created", ContentType: "application/json", Timestamp: now.Add(-time.Minute),
+		Headers: h, Body: []byte("{}"),
+	}
+	env, verdict, reason := guard.Lily.Check(d, 1<<20, lim, now)
+	if verdict != guard.Passed {
+		t.Fatalf("the original: %q", reason)
+	}
+	o := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: strings.Repeat("x", 500)}}
+	plan := decide.Plan{Action: decide.ActHandoff, Destination: "orders.retry.5s", NextAttempt: 2}
+	p := Copy(d, env, nil, o, plan, strings.Repeat("q", 255), true, now)
+	p.Headers[guard.HeaderHandoffID] = "0123456789abcdef0123456789abcdef"
+	p.Headers["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	p.Headers["x-death"] = []any{amqp.Table{
+		"count": int64(1), "exchange": "", "original-expiration": "5000", "queue": "orders.retry.5s",
+		"reason": "expired", "routing-keys": []any{"orders.retry.5s"}, "time": now.Truncate(time.Second),
+	}}
+	for _, k := range []string{"queue", "reason", "exchange"} {
+		p.Headers["x-first-death-"+k] = "orders.retry.5s"
+		p.Headers["x-last-death-"+k] = "orders.retry.5s"
+	}
+	back := &amqp.Delivery{
+		MessageId: p.MessageId, Type: p.Type, ContentType: p.ContentType, Timestamp: p.Timestamp,
+		Headers: p.Headers, Body: p.Body, Redelivered: false,
+	}
+	env, verdict, reason = guard.Lily.Check(back, 1<<20, lim, now)
+	if verdict != guard.Passed || env.Attempt != 2 {
+		t.Fatalf("the retry copy, back in its queue: verdict %d, %q", verdict, reason)
 	}
 }
