@@ -37,10 +37,10 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 		attrs = append(attrs, semconv.MessagingRabbitMQDestinationRoutingKey(routingKey))
 	}
 	if p.MessageId != "" {
-		attrs = append(attrs, semconv.MessagingMessageID(p.MessageId))
+		attrs = append(attrs, semconv.MessagingMessageID(idText(p.MessageId)))
 	}
 	if p.CorrelationId != "" {
-		attrs = append(attrs, semconv.MessagingMessageConversationID(p.CorrelationId))
+		attrs = append(attrs, semconv.MessagingMessageConversationID(idText(p.CorrelationId)))
 	}
 	if t.bodySize {
 		attrs = append(attrs, semconv.MessagingMessageBodySize(len(p.Body)))
