@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,8 +116,9 @@ func newEventFields(versionAttribute string) *wire.JSONFields {
 }
 
 // structuredEvent reads a structured-mode event from d's body: its context
-// attributes, and its data member as the payload, not copied.
-func (r *Reader) structuredEvent(d *amqp.Delivery) (event, string) {
+// attributes, each at most lim.MaxValueBytes as a header value would be, and
+// its data member as the payload, not copied.
+func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 	e := event{contentType: "application/json", attributes: make(map[string]any, 8)}
 	jr := wire.NewJSONReader(d.Body)
 	o := jr.Object(r.eventFields)
@@ -131,11 +133,18 @@ func (r *Reader) structuredEvent(d *amqp.Delivery) (event, string) {
 		case i == memberVersion:
 			var raw []byte
 			if raw, err = jr.Raw(); err == nil {
+				if len(raw) > lim.MaxValueBytes {
+					return e, "CloudEvent member " + r.cloudEvents.profile.Version.Attribute + " longer than " + strconv.Itoa(lim.MaxValueBytes) + " bytes"
+				}
 				e.version, e.versionPresent = versionMember(raw), true
+				e.attributes[EventPrefix+r.cloudEvents.profile.Version.Attribute] = e.version
 			}
 		default:
 			var s string
 			s, err = jr.String()
+			if err == nil && len(s) > lim.MaxValueBytes {
+				return e, "CloudEvent member " + eventMembers[i] + " longer than " + strconv.Itoa(lim.MaxValueBytes) + " bytes"
+			}
 			if err == nil {
 				e.set(i, s)
 			}
@@ -204,7 +213,7 @@ func (r *Reader) readEvent(d *amqp.Delivery, p *envelope.Profile, structured boo
 	var e event
 	var reason string
 	if structured {
-		e, reason = r.structuredEvent(d)
+		e, reason = r.structuredEvent(d, lim)
 	} else {
 		e, reason = binaryEvent(d, p)
 	}

@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +196,7 @@ func TestVersionSources(t *testing.T) {
 		{"structured attribute an object", withAttribute, event(nil, `,"dataversion":{"v":1}`), 0, "", "attribute dataversion not an integer"},
 		{"structured attribute broken", withAttribute, event(nil, `,"dataversion":`), 0, "", "CloudEvent member version attribute"},
 		{"structured attribute an unfinished array", withAttribute, event(nil, `,"dataversion":[1,`), 0, "", "CloudEvent member version attribute"},
+		{"structured attribute past a header value's bound", withAttribute, event(nil, `,"dataversion":"`+strings.Repeat("1", 4097)+`"`), 0, "", "CloudEvent member dataversion longer than 4096 bytes"},
 		{"Lily's header keeps refusing text", withVersion(envelope.Version{}), delivery("t", "application/json", amqp.Table{HeaderVersion: "2"}), 0, "", "header x-lily-version not an integer"},
 	}
 	for _, tt := range tests {
@@ -208,6 +211,13 @@ func TestVersionSources(t *testing.T) {
 			}
 			if verdict != Passed || env.Version != tt.version || env.Type != tt.typ {
 				t.Fatalf("verdict %d (%q), envelope %+v; want version %d of %q", verdict, reason, env, tt.version, tt.typ)
+			}
+			// In either content mode a handler reads the version attribute
+			// as a header, as it came.
+			if tt.r == withAttribute {
+				if v, ok := env.Header("cloudEvents_dataversion"); !ok || fmt.Sprint(v) != strconv.Itoa(tt.version) {
+					t.Errorf(`Header("cloudEvents_dataversion") = %v, %v`, v, ok)
+				}
 			}
 		})
 	}
@@ -246,6 +256,10 @@ func TestForeignEnvelopesPoison(t *testing.T) {
 		{"structured broken JSON", structured(`{"specversion":"1.0","id":"e",`), "CloudEvent not readable"},
 		{"structured repeated member", structured(`{"specversion":"1.0","id":"e","id":"f","source":"s","type":"t.v1"}`), "repeated"},
 		{"structured not an object", structured(`["specversion"]`), "CloudEvent not readable"},
+		{"structured subject past a header value's bound", structured(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","subject":"` + strings.Repeat("s", 4097) + `","data":{}}`),
+			"CloudEvent member subject longer than 4096 bytes"},
+		{"structured time with a fraction past it", structured(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","time":"2026-03-01T11:58:00.` + strings.Repeat("0", 5000) + `Z","data":{}}`),
+			"CloudEvent member time longer than 4096 bytes"},
 		{"batch", &amqp.Delivery{ContentType: "application/cloudevents-batch+json", Body: []byte(`[]`)}, "CloudEvents batch mode (application/cloudevents-batch+json) is not supported"},
 		{"Spring type not a string", &amqp.Delivery{MessageId: "m", ContentType: "application/json", Headers: amqp.Table{"__TypeId__": int32(1)}}, "header __TypeId__ not a string"},
 		{"Spring without message_id", &amqp.Delivery{ContentType: "application/json", Headers: amqp.Table{"__TypeId__": "T"}}, "message_id missing"},
