@@ -18,13 +18,18 @@ import (
 func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envelope, envs envelopeNames) {
 	name := "New" + v.GoName
 	fail := jen.Return(jen.Qual(rt, "Publishing").Values(), jen.Err())
-	body := []jen.Code{
+	var body []jen.Code
+	if !e.Profile.NoID || e.Profile.Kind == envelope.CloudEvents {
+		// A consumer takes a message with an id it cannot read for poison.
+		body = append(body, jen.If(jen.Err().Op(":=").Qual(envPkg, "CheckID").Call(jen.Id("messageID")), jen.Err().Op("!=").Nil()).Block(fail))
+	}
+	body = append(body,
 		jen.List(jen.Id("body"), jen.Err()).Op(":=").Qual("encoding/json", "Marshal").Call(jen.Id("msg")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(fail),
 		// A round trip through the extractor checks every bound, so that a
 		// consumer never receives what this producer sends and refuses.
 		jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("Extract"+v.GoName).Call(jen.Id("body")), jen.Err().Op("!=").Nil()).Block(fail),
-	}
+	)
 	msg := jen.Qual(envPkg, "Message").Values(envs.message(m, e)...)
 	params, _ := producerParams(v, e)
 	var id jen.Code = jen.Id("messageID")
@@ -70,7 +75,12 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 	if v.HeadersName != "" {
 		j.Comment("msg.Headers are among its headers.")
 	}
-	j.Comment("Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.")
+	if !e.Profile.NoID || e.Profile.Kind == envelope.CloudEvents {
+		j.Comment("Like a consumer, it checks messageID (envelope.CheckID) and msg against")
+		j.Comment("the schema first, failing with a *wire.FieldError for msg.")
+	} else {
+		j.Comment("Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.")
+	}
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(params...).Params(jen.Qual(rt, "Publishing"), jen.Error()).Block(body...)
 }

@@ -404,3 +404,33 @@ func TestBrokerCloudEventsFromNode(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
+
+// A generated producer refuses a message id no consumer would read, in
+// every envelope that carries ids, rather than send a message its consumer
+// takes for poison.
+func TestGeneratedProducersRefuseAnIDNoConsumerReads(t *testing.T) {
+	producers := map[string]func(id string) error{
+		"Lily's": func(id string) error {
+			_, err := fixture.NewOrderPlacedV1(id, &fixture.OrderPlacedV1{OrderID: "o-1"})
+			return err
+		},
+		"a CloudEvent": func(id string) error {
+			_, err := fixture.NewPaymentAuthorizedV2(id, &fixture.PaymentAuthorizedV2{PaymentID: "p-1", AmountCents: 1})
+			return err
+		},
+		"a header-mapped one": func(id string) error {
+			_, err := fixture.NewOrderShippedV1(id, &fixture.OrderShippedV1{OrderID: "o-1"})
+			return err
+		},
+	}
+	for name, produce := range producers {
+		for _, id := range []string{"", "order 42", "sipariş-7", "a\x1b[2J", strings.Repeat("x", envelope.MaxIDBytes+1)} {
+			if err := produce(id); err == nil || err.Error() != envelope.CheckID(id).Error() {
+				t.Errorf("%s producer, id %q: %v, want envelope.CheckID's error", name, id, err)
+			}
+		}
+		if err := produce(strings.Repeat("x", envelope.MaxIDBytes)); err != nil {
+			t.Errorf("%s producer, an id at the bound: %v", name, err)
+		}
+	}
+}

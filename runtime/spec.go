@@ -13,11 +13,11 @@ import (
 	"github.com/lily-mq/lily/topology"
 )
 
-// SupportsGeneratedCodeV6 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV7 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-// V6: producers build a publishing in their message's envelope profile
-// (NewPublishing takes the envelope.Message).
-const SupportsGeneratedCodeV6 = true
+// V7: producers check the message id with envelope.CheckID (V6: they build a
+// publishing in their message's envelope profile).
+const SupportsGeneratedCodeV7 = true
 
 // QueueSpec is one queue's topology and policy, as generated from the schema.
 type QueueSpec struct {

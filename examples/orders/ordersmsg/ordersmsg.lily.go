@@ -19,7 +19,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV6
+const _ = runtime.SupportsGeneratedCodeV7
 
 // envelopePaymentsEvents is envelope payments-events: cloudevents, version after ".v" in the type.
 var envelopePaymentsEvents = envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}
@@ -121,8 +121,12 @@ func ExtractOrderShippedV1(body []byte) (*OrderShippedV1, error) {
 // warehouse-spring: type com.acme.warehouse.OrderShipped in header __TypeId__,
 // no version (every message is version 1), message id messageID, the payload as
 // JSON.
-// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
+// Like a consumer, it checks messageID (envelope.CheckID) and msg against
+// the schema first, failing with a *wire.FieldError for msg.
 func NewOrderShippedV1(messageID string, msg *OrderShippedV1) (runtime.Publishing, error) {
+	if err := envelope.CheckID(messageID); err != nil {
+		return runtime.Publishing{}, err
+	}
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return runtime.Publishing{}, err
@@ -195,8 +199,12 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 
 // NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
 // (type OrderPlaced, version 1, message id messageID), the payload as JSON.
-// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
+// Like a consumer, it checks messageID (envelope.CheckID) and msg against
+// the schema first, failing with a *wire.FieldError for msg.
 func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing, error) {
+	if err := envelope.CheckID(messageID); err != nil {
+		return runtime.Publishing{}, err
+	}
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return runtime.Publishing{}, err
@@ -372,8 +380,12 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 // NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
 // (type OrderPlaced, version 2, message id messageID), the payload as JSON.
 // msg.Headers are among its headers.
-// Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.
+// Like a consumer, it checks messageID (envelope.CheckID) and msg against
+// the schema first, failing with a *wire.FieldError for msg.
 func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing, error) {
+	if err := envelope.CheckID(messageID); err != nil {
+		return runtime.Publishing{}, err
+	}
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return runtime.Publishing{}, err

@@ -3,6 +3,7 @@ package guard
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -23,8 +24,10 @@ import (
 //
 // It panics on what no reader would accept, or would misread: a version
 // outside 1..1,000,000, a version other than a fixed-version profile's own,
-// a CloudEvent without a source or an id. Generated producers never ask for
-// one; a hand-written caller learns of it at once rather than from a DLQ.
+// a CloudEvent without a source, a message id envelope.CheckID refuses in a
+// profile with ids. Generated producers never ask for one (they check the id
+// and return its error); a hand-written caller learns of it at once rather
+// than from a DLQ.
 func Build(m envelope.Message, version int, messageID string, body []byte, now time.Time) amqp.Publishing {
 	p := m.Profile
 	switch {
@@ -32,8 +35,13 @@ func Build(m envelope.Message, version int, messageID string, body []byte, now t
 		panic(fmt.Sprintf("lily: NewPublishing: version %d out of range 1..%d", version, maxVersion))
 	case p.Version.Fixed != 0 && version != p.Version.Fixed:
 		panic(fmt.Sprintf("lily: NewPublishing: version %d of %s, whose profile sends none and is read as version %d", version, m.Type, p.Version.Fixed))
-	case p.Kind == envelope.CloudEvents && (p.Source == "" || messageID == ""):
-		panic("lily: NewPublishing: a CloudEvent needs a source and an id")
+	case p.Kind == envelope.CloudEvents && p.Source == "":
+		panic("lily: NewPublishing: a CloudEvent needs a source")
+	}
+	if !p.NoID || p.Kind == envelope.CloudEvents {
+		if err := envelope.CheckID(messageID); err != nil {
+			panic("lily: NewPublishing: " + strings.TrimPrefix(err.Error(), "lily: "))
+		}
 	}
 	now = now.UTC().Truncate(time.Second)
 	pub := amqp.Publishing{

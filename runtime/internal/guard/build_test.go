@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -98,6 +99,15 @@ func TestBuildRefusesWhatNoReaderTakes(t *testing.T) {
 		"CloudEvent no id": func() { Build(envelope.Message{Type: "T", Profile: ce}, 1, "", nil, time.Now()) },
 		"CloudEvent no source": func() {
 			Build(envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.CloudEvents}}, 1, "id", nil, time.Now())
+		},
+		"no id":             func() { Build(envelope.Message{Type: "T"}, 1, "", nil, time.Now()) },
+		"an id with spaces": func() { Build(envelope.Message{Type: "T"}, 1, "order 42", nil, time.Now()) },
+		"an id not ASCII":   func() { Build(envelope.Message{Type: "T"}, 1, "sipariş-7", nil, time.Now()) },
+		"an id too long": func() {
+			Build(envelope.Message{Type: "T"}, 1, strings.Repeat("x", envelope.MaxIDBytes+1), nil, time.Now())
+		},
+		"a header-mapped id with a control": func() {
+			Build(envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "kind", IDHeader: "id"}}, 1, "a\x1b", nil, time.Now())
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

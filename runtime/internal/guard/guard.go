@@ -196,10 +196,8 @@ func checkID(field, id string, maxBytes int, required bool) string {
 	case len(id) > maxBytes:
 		return field + " longer than " + strconv.Itoa(maxBytes) + " bytes"
 	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return field + " " + quote(id) + " not printable ASCII"
-		}
+	if !envelope.IDText(id) {
+		return field + " " + quote(id) + " not printable ASCII"
 	}
 	return ""
 }

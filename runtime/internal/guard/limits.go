@@ -1,5 +1,7 @@
 package guard
 
+import "github.com/lily-mq/lily/envelope"
+
 // Limits bound what the guard accepts in a delivery's metadata.
 type Limits struct {
 	MaxHeaders        int // headers in the table, broker headers included
@@ -18,6 +20,6 @@ var DefaultLimits = Limits{
 	MaxValueBytes:     4096,
 	MaxDepth:          4,
 	MaxHeaderBytes:    16384,
-	MaxIDBytes:        128,
+	MaxIDBytes:        envelope.MaxIDBytes,
 	MaxAttempt:        1000,
 }

@@ -1,0 +1,36 @@
+package envelope
+
+import (
+	"errors"
+	"strconv"
+)
+
+// MaxIDBytes bounds a message id, as every reader of Lily's reads one.
+const MaxIDBytes = 128
+
+// IDText reports whether every byte of s may stand in an id: printable
+// ASCII without spaces (0x21..0x7e).
+func IDText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckID returns why no reader of Lily's would accept id as a message's id
+// (1..MaxIDBytes bytes of printable ASCII without spaces), or nil. A
+// producer checks it before it sends: a consumer would take such a message
+// for poison.
+func CheckID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("lily: message id empty")
+	case len(id) > MaxIDBytes:
+		return errors.New("lily: message id longer than " + strconv.Itoa(MaxIDBytes) + " bytes")
+	case !IDText(id):
+		return errors.New("lily: message id not printable ASCII without spaces")
+	}
+	return nil
+}
