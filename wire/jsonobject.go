@@ -100,7 +100,7 @@ func (b *memberBits) add(i int) {
 type JSONObject struct {
 	r     *JSONReader
 	f     *JSONFields
-	start int // the offset of '{'
+	names nameMark // where its unknown members' names start
 	// member is the last member met: the one Next moved to, or a null one
 	// it skipped (-1 before the first).
 	member int
@@ -114,14 +114,13 @@ type JSONObject struct {
 // Object starts reading an object whose members are fields. A null reads as
 // an object without members.
 func (r *JSONReader) Object(fields *JSONFields) JSONObject {
-	o := JSONObject{r: r, f: fields, start: r.pos, member: -1}
+	o := JSONObject{r: r, f: fields, names: r.markNames(), member: -1}
 	if n := len(fields.fields); n > 64 {
 		seen, present := make([]uint64, (n-1)/64), make([]uint64, (n-1)/64)
 		o.seen.high, o.present.high = &seen, &present
 	}
 	switch c := r.peek(); {
 	case c == '{':
-		o.start = r.pos
 		r.pos++
 		r.first = true
 	case c == 'n' && r.literal("null"):
@@ -142,6 +141,9 @@ func (o *JSONObject) Next() bool {
 	for o.err == nil && !o.done {
 		if !r.more('}') {
 			o.done = true
+			if r.err == nil {
+				r.closeNames(o.names)
+			}
 			if r.err != nil {
 				o.err = r.err
 			}
@@ -162,10 +164,7 @@ func (o *JSONObject) Next() bool {
 		}
 		switch {
 		case i < 0:
-			if r.seenUnknown(o.start, name) {
-				o.err = r.repeated(at, name)
-				return false
-			}
+			r.addName(at, name)
 			r.skip(true)
 			continue
 		case o.seen.has(i):

@@ -27,15 +27,23 @@ type JSONReader struct {
 	err   *jsonSyntaxError
 	// buf holds the unescaped text of the last string that had escapes.
 	buf []byte
-	// unknown holds the names of members the schema does not know, by the
-	// offset of their object, so that a repeated one is found.
-	unknown map[memberKey]struct{}
+	// names are the names met so far in each open object whose repeated
+	// names are looked for (its members the schema does not know, or every
+	// member of a skipped one); nil until the first. An object's follow its
+	// parent's, and go when it closes: at most a copy of the names open at
+	// once, not of every name in the body.
+	names *nameSet
 }
 
-type memberKey struct {
-	object int
-	name   string
+// nameSet holds names: their text, unescaped, and a span of it each.
+type nameSet struct {
+	spans []memberName
+	text  []byte
 }
+
+// memberName is a name met in an open object: text[start:end] of its
+// nameSet, of the member at offset at.
+type memberName struct{ start, end, at int32 }
 
 // maxJSONDepth bounds the nesting of arrays and objects that are skipped or
 // parsed generically, so that a hostile body cannot exhaust memory or stack.

@@ -1,8 +1,11 @@
 package wire
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -266,26 +269,85 @@ func (r *JSONReader) more(end byte) bool {
 	return false
 }
 
-// seenUnknown records name, a member the schema does not know in the object
-// that starts at object, and reports whether it was there already.
-func (r *JSONReader) seenUnknown(object int, name []byte) bool {
-	if r.unknown == nil {
-		r.unknown = map[memberKey]struct{}{}
+// nameMark is where an object's names start in its reader's nameSet.
+type nameMark struct{ spans, text int }
+
+func (r *JSONReader) markNames() nameMark {
+	if r.names == nil {
+		return nameMark{}
 	}
-	k := memberKey{object, string(name)}
-	if _, ok := r.unknown[k]; ok {
+	return nameMark{len(r.names.spans), len(r.names.text)}
+}
+
+// addName keeps name, of the member at offset at, for its object's check.
+// Both slices double as they grow (append grows a large one by a quarter),
+// so that a body of many names allocates about twice what they hold.
+func (r *JSONReader) addName(at int, name []byte) {
+	if r.names == nil {
+		r.names = &nameSet{}
+	}
+	n := r.names
+	if len(n.text)+len(name) > cap(n.text) {
+		n.text = slices.Grow(n.text, max(len(n.text), len(name)))
+	}
+	if len(n.spans) == cap(n.spans) {
+		n.spans = slices.Grow(n.spans, max(len(n.spans), 8))
+	}
+	start := len(n.text)
+	n.text = append(n.text, name...)
+	n.spans = append(n.spans, memberName{int32(start), int32(len(n.text)), int32(at)})
+}
+
+// closeNames checks the names kept since m, those of an object that ends
+// here, and forgets them. It reports false, with the syntax error of the
+// first repeat in the body's order, when a name is there twice.
+func (r *JSONReader) closeNames(m nameMark) bool {
+	n := r.names
+	if n == nil {
 		return true
 	}
-	r.unknown[k] = struct{}{}
-	return false
+	names := n.spans[m.spans:]
+	text := func(s memberName) []byte { return n.text[s.start:s.end] }
+	repeat := -1
+	if len(names) <= smallObject {
+		for i := 1; i < len(names) && repeat < 0; i++ {
+			for j := range i {
+				if bytes.Equal(text(names[i]), text(names[j])) {
+					repeat = i
+					break
+				}
+			}
+		}
+	} else {
+		slices.SortFunc(names, func(a, b memberName) int {
+			if c := bytes.Compare(text(a), text(b)); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.at, b.at)
+		})
+		for i := 1; i < len(names); i++ {
+			if bytes.Equal(text(names[i-1]), text(names[i])) && (repeat < 0 || names[i].at < names[repeat].at) {
+				repeat = i
+			}
+		}
+	}
+	if repeat >= 0 {
+		r.repeated(int(names[repeat].at), text(names[repeat]))
+	}
+	n.spans, n.text = n.spans[:m.spans], n.text[:m.text]
+	return repeat < 0
 }
+
+// smallObject is the most names an object's check compares pair by pair;
+// a wider object's are sorted.
+const smallObject = 16
 
 // skip passes over the value at r.pos, checking its syntax and, when names,
 // that no object in it repeats a name. It is iterative, with a bound on
 // nesting.
 func (r *JSONReader) skip(names bool) {
-	var local [16]int
-	open := local[:0] // per open container: the offset of an object, or -1 for an array
+	var local [16]container
+	open := local[:0]
 	for {
 		// A value.
 		switch c := r.peek(); c {
@@ -296,20 +358,23 @@ func (r *JSONReader) skip(names bool) {
 				r.fail(tooDeep)
 				return
 			}
-			kind, end := -1, byte(']')
+			k, end := container{}, byte(']')
 			if c == '{' {
-				kind, end = r.pos, '}'
+				k, end = container{object: true, names: r.markNames()}, '}'
 			}
 			r.pos++
 			r.first = true
-			open = append(open, kind)
+			open = append(open, k)
 			if r.more(end) {
-				if kind >= 0 && !r.member(kind, names) {
+				if k.object && !r.member(names) {
 					return
 				}
 				continue
 			}
 			open = open[:len(open)-1]
+			if k.object && names && !r.closeNames(k.names) {
+				return
+			}
 		case '"':
 			if _, ok := r.text(); !ok {
 				return
@@ -332,16 +397,19 @@ func (r *JSONReader) skip(names bool) {
 			if r.err != nil || len(open) == 0 {
 				return
 			}
-			kind := open[len(open)-1]
+			k := open[len(open)-1]
 			end := byte(']')
-			if kind >= 0 {
+			if k.object {
 				end = '}'
 			}
 			if !r.more(end) {
 				open = open[:len(open)-1]
+				if k.object && names && !r.closeNames(k.names) {
+					return
+				}
 				continue
 			}
-			if kind >= 0 && !r.member(kind, names) {
+			if k.object && !r.member(names) {
 				return
 			}
 			break
@@ -349,16 +417,22 @@ func (r *JSONReader) skip(names bool) {
 	}
 }
 
-// member reads the name of a member of the skipped object at object.
-func (r *JSONReader) member(object int, names bool) bool {
+// container is an array or object open in skip.
+type container struct {
+	object bool
+	names  nameMark // where an object's names start
+}
+
+// member reads the name of a member of a skipped object, and keeps it when
+// names.
+func (r *JSONReader) member(names bool) bool {
 	at := r.space()
 	name, ok := r.name()
 	if !ok {
 		return false
 	}
-	if names && r.seenUnknown(object, name) {
-		r.repeated(at, name)
-		return false
+	if names {
+		r.addName(at, name)
 	}
 	return true
 }
