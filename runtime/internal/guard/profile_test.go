@@ -19,7 +19,7 @@ var (
 	springProfile = envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}
 )
 
-func reader(t *testing.T, msgs ...envelope.Message) *Reader {
+func reader(t testing.TB, msgs ...envelope.Message) *Reader {
 	t.Helper()
 	r, err := NewReader(msgs)
 	if err != nil {
@@ -29,7 +29,7 @@ func reader(t *testing.T, msgs ...envelope.Message) *Reader {
 }
 
 // mixed reads the three producers' messages from one queue.
-func mixed(t *testing.T) *Reader {
+func mixed(t testing.TB) *Reader {
 	return reader(t,
 		envelope.Message{Type: "com.acme.payment.authorized", Profile: eventsProfile},
 		envelope.Message{Type: "com.acme.orders.OrderShipped", Profile: springProfile},
@@ -384,6 +384,63 @@ func FuzzStructuredEvent(f *testing.F) {
 		case Passed:
 			if env.Key() == "" || len(env.Payload(body)) > len(body) {
 				t.Fatalf("envelope %+v from %q", env, body)
+			}
+		case Poison:
+			if env != nil || reason == "" {
+				t.Fatalf("poison with envelope %v, reason %q", env, reason)
+			}
+		default:
+			t.Fatalf("verdict %d", verdict)
+		}
+	})
+}
+
+// FuzzForeignHeaders: whatever a binary CloudEvent's or a header-mapped
+// producer's headers and properties hold, and whatever their types, the
+// guard answers the same twice: an envelope whose id, type and version keep
+// every reader's bounds, or poison with a bounded reason; it never panics.
+func FuzzForeignHeaders(f *testing.F) {
+	f.Add("1.0", "evt-1", "https://payments.acme.example/api", "com.acme.payment.authorized.v2", "2026-03-01T11:58:00Z", "", "application/json", byte(0), byte(0))
+	f.Add("", "", "", "com.acme.orders.OrderShipped", "", "6f1c2a7e", "application/json", byte(1), byte(2))
+	f.Add("1.0", "e\x1b", "s", "t.v99999999999", "yesterday", "m 1", "text/plain; v=1", byte(3), byte(4))
+	r := mixed(f)
+	f.Fuzz(func(t *testing.T, spec, id, source, typ, at, messageID, contentType string, kind, where byte) {
+		// value holds s as one of the types a header may arrive in.
+		value := func(s string, k byte) any {
+			switch k % 5 {
+			case 0:
+				return s
+			case 1:
+				return []byte(s)
+			case 2:
+				return int64(len(s))
+			case 3:
+				return nil
+			}
+			return amqp.Table{"v": s}
+		}
+		h := amqp.Table{}
+		if where%2 == 0 {
+			prefix := []string{"cloudEvents_", "cloudEvents:"}[where/2%2]
+			h[prefix+"specversion"] = value(spec, kind)
+			h[prefix+"id"] = value(id, kind>>1)
+			h[prefix+"source"] = value(source, kind>>2)
+			h[prefix+"type"] = value(typ, kind>>3)
+			h[prefix+"time"] = value(at, kind>>4)
+		} else {
+			h["__TypeId__"] = value(typ, kind)
+		}
+		d := &amqp.Delivery{MessageId: messageID, ContentType: contentType, Headers: h, Body: []byte(`{}`)}
+		env, verdict, reason := r.Check(d, guardMaxBody, DefaultLimits, guardNow)
+		checkReason(t, reason)
+		if _, again, _ := r.Check(d, guardMaxBody, DefaultLimits, guardNow); again != verdict {
+			t.Fatalf("verdict %d, then %d", verdict, again)
+		}
+		switch verdict {
+		case Passed:
+			if env.Key() == "" || env.Version < 1 || env.Version > maxVersion || len(env.Type) == 0 || len(env.Type) > maxTypeBytes ||
+				len(env.MessageID) > envelope.MaxIDBytes || !envelope.IDText(env.MessageID) {
+				t.Fatalf("envelope %+v from %v", env, h)
 			}
 		case Poison:
 			if env != nil || reason == "" {
