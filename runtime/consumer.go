@@ -56,7 +56,7 @@ type Consumer struct {
 // testHooks let broker tests break the transport at exact moments of a
 // delivery's journey. They do nothing outside tests.
 type testHooks struct {
-	beforeAck, afterAck, beforePublish, afterPublish, beforeClose func()
+	beforeAck, afterAck, beforePublish, afterPublish, beforeClose, enteredLane func()
 }
 
 // NewConsumer checks the queue's spec and dispatch table and returns a consumer
@@ -106,7 +106,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		spec: spec, policy: policy, routes: routes, reader: reader, inbox: inbox,
 		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: &dialer{cfg: cfg, name: spec.Name},
 		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger, queue: spec.Name},
-		hooks:     testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing},
+		hooks:     testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing, enteredLane: nothing},
 	}, nil
 }
 

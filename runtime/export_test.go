@@ -10,6 +10,9 @@ import "time"
 // break the transport there. A nil hook is left as it was.
 type TestHooks struct {
 	BeforeAck, AfterAck, BeforePublish, AfterPublish, BeforeClose func()
+	// EnteredLane runs once an ordered queue's delivery has taken its place
+	// in its key's lane: the consumer knows it.
+	EnteredLane func()
 }
 
 // SetTestHooks installs h; call it before Run.
@@ -24,6 +27,7 @@ func (c *Consumer) SetTestHooks(h TestHooks) {
 	set(&c.hooks.beforePublish, h.BeforePublish)
 	set(&c.hooks.afterPublish, h.AfterPublish)
 	set(&c.hooks.beforeClose, h.BeforeClose)
+	set(&c.hooks.enteredLane, h.EnteredLane)
 }
 
 // SetProofInterval sets how often ACKs waiting for their proof are proven;

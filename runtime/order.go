@@ -97,6 +97,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 	s.inflight.Add(1)
 	s.waiting.Add(1)
 	r.waiting.Add(1)
+	c.hooks.enteredLane()
 	r.workers.Run(func() {
 		defer r.deliveries.Done()
 		defer s.inflight.Done()

@@ -319,9 +319,14 @@ func TestBrokerOrderedWaitersOfALostSessionAreReported(t *testing.T) {
 		cfg.URLs = []string{proxy.url()}
 		cfg.ShutdownGrace, cfg.ForceWindow = 200*time.Millisecond, 200*time.Millisecond
 	})
+	// The broker hands all n over, but the client drops what it has not
+	// handed on when its connection goes: the cut waits until every one is
+	// in its lane, known to the consumer.
+	var inLanes atomic.Int32
+	c.SetTestHooks(runtime.TestHooks{EnteredLane: func() { inLanes.Add(1) }})
 	r.launch(c)
 	<-running
-	awaitTaken(t, q.Name) // a-1 to a-39 wait behind a-0
+	eventually(t, 30*time.Second, "every delivery in its lane", func() bool { return inLanes.Load() == n }) // a-1 to a-39 wait behind a-0
 	// The connection goes, and no other opens: the stop finds no session.
 	proxy.freeze()
 	proxy.Cut()
