@@ -134,7 +134,7 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 			var raw []byte
 			if raw, err = jr.Raw(); err == nil {
 				if len(raw) > lim.MaxValueBytes {
-					return e, "CloudEvent member " + r.cloudEvents.profile.Version.Attribute + " longer than " + strconv.Itoa(lim.MaxValueBytes) + " bytes"
+					return e, memberTooLong(r.cloudEvents.profile.Version.Attribute, lim)
 				}
 				e.version, e.versionPresent = versionMember(raw), true
 				e.attributes[EventPrefix+r.cloudEvents.profile.Version.Attribute] = e.version
@@ -143,7 +143,7 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 			var s string
 			s, err = jr.String()
 			if err == nil && len(s) > lim.MaxValueBytes {
-				return e, "CloudEvent member " + eventMembers[i] + " longer than " + strconv.Itoa(lim.MaxValueBytes) + " bytes"
+				return e, memberTooLong(eventMembers[i], lim)
 			}
 			if err == nil {
 				e.set(i, s)
@@ -164,6 +164,12 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 		e.time = t
 	}
 	return e, ""
+}
+
+// memberTooLong is the reason for a structured event's attribute past the
+// bound of a header value.
+func memberTooLong(name string, lim Limits) string {
+	return "CloudEvent member " + name + " longer than " + strconv.Itoa(lim.MaxValueBytes) + " bytes"
 }
 
 // set keeps a string attribute of a structured event.
