@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,11 @@ type gated struct {
 	net.Conn // unused: calling what gated does not define panics
 	started  chan struct{}
 	gate     chan struct{}
+	// fail, when set, is every write's answer once let through.
+	fail error
 
 	mu                          sync.Mutex
+	calls                       int // writes begun, passed through or not
 	writes                      []string
 	readDeadline, writeDeadline time.Time
 	closed                      bool
@@ -28,10 +32,16 @@ type gated struct {
 func newGated() *gated { return &gated{started: make(chan struct{}), gate: make(chan struct{})} }
 
 func (g *gated) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	g.calls++
+	g.mu.Unlock()
 	g.started <- struct{}{}
 	<-g.gate
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.fail != nil {
+		return 0, g.fail
+	}
 	g.writes = append(g.writes, string(p))
 	return len(p), nil
 }
@@ -219,4 +229,133 @@ func TestCoalesceFailsAStalledSocket(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// fillWhileWriting has the writer in its system call with "first" and the
+// queue full behind it, and n writes waiting for room; it returns their
+// answers.
+func fillWhileWriting(t *testing.T, g *gated, c net.Conn, n int) <-chan error {
+	t.Helper()
+	if _, err := c.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	if _, err := c.Write(make([]byte, maxQueued)); err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := c.Write([]byte("late"))
+			answers <- err
+		}()
+	}
+	waitForWaiting(t, n)
+	return answers
+}
+
+// answer is the next of answers, within a generous deadline.
+func answer(t *testing.T, answers <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-answers:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("a write is still waiting a minute later")
+		return nil
+	}
+}
+
+// waitForWaiting returns once n writes wait for room in the queue.
+func waitForWaiting(t *testing.T, n int) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		waiting := 0
+		for g := range strings.SplitSeq(stacks, "\n\n") {
+			if strings.Contains(g, "sync.(*Cond).Wait") && strings.Contains(g, "(*coalescing).Write") && strings.Contains(g, "fillWhileWriting") {
+				waiting++
+			}
+		}
+		if waiting == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes wait for room, want %d", waiting, n)
+		}
+	}
+}
+
+// A failed system call answers every write waiting for room with its
+// failure, closes the socket, and sends nothing queued behind it.
+func TestCoalesceFailureAnswersEveryWaitingWrite(t *testing.T) {
+	g := newGated()
+	broken := errors.New("connection reset by peer")
+	g.fail = broken
+	c := Coalesce(g, g, time.Minute)
+	answers := fillWhileWriting(t, g, c, 3)
+	g.gate <- struct{}{}
+	for range 3 {
+		if err := answer(t, answers); !errors.Is(err, broken) {
+			t.Errorf("a write waiting for room answered %v, want the writer's failure", err)
+		}
+	}
+	if _, err := c.Write([]byte("after")); !errors.Is(err, broken) {
+		t.Errorf("a write after the failure answered %v, want the writer's failure", err)
+	}
+	// A writer that went on to send what was queued would wait in its
+	// next system call, and never end.
+	ended(t, c)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.calls != 1 || !g.closed {
+		t.Errorf("%d system calls (closed %t), want the one that failed, and the socket closed", g.calls, g.closed)
+	}
+}
+
+// ended waits for c's writer to stop, within a generous deadline.
+func ended(t *testing.T, c net.Conn) {
+	t.Helper()
+	select {
+	case <-c.(*coalescing).ended:
+	case <-time.After(time.Minute):
+		t.Fatal("the writer is still in a system call a minute later")
+	}
+}
+
+// Close while the writer is stuck in its system call and writes wait for
+// room: the waiting writes are answered at once, Close gives the writer its
+// stall and then closes the socket beneath it, and what was queued is not
+// sent when the stuck call returns.
+func TestCoalesceCloseEndsWaitingWritesAndAStuckWriter(t *testing.T) {
+	g := newGated()
+	c := Coalesce(g, g, 50*time.Millisecond)
+	answers := fillWhileWriting(t, g, c, 3)
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	for range 3 {
+		if err := answer(t, answers); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("a write waiting for room answered %v when the connection closed, want net.ErrClosed", err)
+		}
+	}
+	if err := answer(t, closed); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	socketClosed := g.closed
+	g.mu.Unlock()
+	if !socketClosed {
+		t.Error("Close returned with the socket beneath a stuck writer open")
+	}
+	g.gate <- struct{}{} // the stuck call returns, as a closed socket's would
+	ended(t, c)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if got := fmt.Sprint(g.writes); got != "[first]" || g.calls != 1 {
+		t.Errorf("%d system calls wrote %.40s, want [first] alone", g.calls, got)
+	}
 }
