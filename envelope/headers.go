@@ -54,3 +54,10 @@ func BrokerRecord(name string) bool {
 	}
 	return false
 }
+
+// Routing reports whether a header routes the message published with it:
+// CC and BCC, RabbitMQ's sender-selected distribution, add routing keys. A
+// copy published again (a retry, a DLQ copy, a re-drive) leaves them
+// behind: the broker keeps CC on a delivery, and a copy carrying it would
+// reach the queues it names a second time.
+func Routing(name string) bool { return name == "CC" || name == "BCC" }

@@ -155,6 +155,40 @@ func TestBrokerRetryCopyOfAMessageWithXDeathComesBack(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// A producer's CC header (RabbitMQ's sender-selected distribution) routed
+// the original to a second queue as well. The retry and DLQ copies leave it
+// behind: published with it, each would reach that queue again, a duplicate
+// for another service.
+func TestBrokerHandoffCopiesDoNotCarryCC(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	other := q.Name + ".cc"
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDeclare(other, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = ch.QueueDelete(other, false, false, false) })
+	m := order(t, "copied-to")
+	m.Headers["CC"] = []any{other}
+	publish(t, q.Name, m)
+	c := start(t, q, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return runtime.Retryable(errors.New("once"))
+		}
+		return runtime.Permanent(errors.New("then refused"))
+	})
+	recs := c.await(2)
+	wantPath(t, recs[0], runtime.PathRetried)
+	wantPath(t, recs[1], runtime.PathDeadLettered)
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {1, 0}, other: {1, 0}})
+	c.stop()
+	dead := drain(t, q.Topology.DeadLetterQueue)
+	if _, ok := dead[0].Headers["CC"]; ok || dead[0].MessageId != "copied-to" {
+		t.Errorf("the DLQ copy %q has headers %v, want no CC", dead[0].MessageId, dead[0].Headers)
+	}
+}
+
 func TestBrokerPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.MaxAttempts = 2 })

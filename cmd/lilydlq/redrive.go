@@ -227,7 +227,7 @@ func redriven(d *amqp.Delivery, dlq string, keepAttempt bool) amqp.Publishing {
 
 // stripped reports whether a re-drive leaves header k out.
 func stripped(k string) bool {
-	return strings.HasPrefix(k, envelope.HeaderFailurePrefix) || k == envelope.HeaderHandoffID || envelope.BrokerRecord(k)
+	return strings.HasPrefix(k, envelope.HeaderFailurePrefix) || k == envelope.HeaderHandoffID || envelope.BrokerRecord(k) || envelope.Routing(k)
 }
 
 // pacer spaces publishes at least every apart.

@@ -504,3 +504,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// A copy carrying the producer's CC header (sender-selected distribution)
+// goes back to its source alone: with CC, the publish would reach the queue
+// it names as well, a duplicate for another service.
+func TestRedriveLeavesCCBehind(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	other := b.queue("other", nil)
+	copied := lilyCopy("copied", "order.placed", "permanent failure", "permanent", src, 1, time.Now())
+	copied.Headers["CC"] = []any{other}
+	b.publish(dlq, copied)
+	// The producer's CC sent the original to other too; that copy is
+	// other's own business.
+	if got := b.take(other); len(got) != 1 {
+		t.Fatalf("other holds %d, want the one its CC sent", len(got))
+	}
+	if r := b.lilydlq("redrive", dlq, "-all"); r.code != exitOK {
+		t.Fatalf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+	b.assertCounts(other, 0)
+	got := b.take(src)
+	if len(got) != 1 || got[0].Headers["CC"] != nil {
+		t.Fatalf("the source holds %d copies (headers %v), want 1 without CC", len(got), got)
+	}
+}
