@@ -81,7 +81,8 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 // Send publishes m and waits for the broker's answer, within ctx: each
 // broker step within the step timeout too, and the wait for a connection, for
 // a slot in the window and while the broker blocks publishers within ctx
-// alone. nil means confirmed and routed; ErrReturned, ErrNacked and
+// alone. A write already waiting when ctx ends is not cut short, which would
+// fail every Send sharing the connection; it ends within a step. nil means confirmed and routed; ErrReturned, ErrNacked and
 // ErrUnconfirmed (wrapped, with the detail) are the broker's other answers;
 // any other error means the message was not written.
 func (p *Publisher) Send(ctx context.Context, m Message) error {

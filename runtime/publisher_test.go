@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -525,4 +527,59 @@ func TestBrokerBlockedHandoffIsRequeuedWithinItsBudget(t *testing.T) {
 	// In the bucket: the warm-up, whatever went through before the block
 	// arrived, and the blocked message once the block ended.
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {seen, 0}})
+}
+
+// A Send's own short deadline is not evidence that the broker stopped
+// reading: it does not close the connection the other Sends share. With the
+// broker's side of the proxy stalled, a large Send waits in its write; a
+// small Send with a short deadline waits behind it past that deadline. Once
+// the bytes flow, the large Send is confirmed, and the small one, written
+// after its deadline, is answered as written.
+func TestBrokerPublisherShortDeadlineLeavesTheConnection(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	proxy := newProxy(t)
+	p := newPublisher(t, proxy.url(), 4, func(c *runtime.Config) { c.StepTimeout = time.Minute })
+	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Stall(faults.ToBroker)
+	large := message(t, exchange, "ok.1", "large")
+	large.Body = []byte(`{"order_id":"large","note":"` + strings.Repeat(" ", 96<<20) + `"}`)
+	first := make(chan error, 1)
+	go func() { first <- p.Send(context.Background(), large) }()
+	eventually(t, time.Minute, "the large Send waiting in its write", func() bool {
+		return stacksHold("(*coalescing).Write", "sync.(*Cond).Wait", t.Name()) == 1
+	})
+	// Short beside the step (a minute), and long enough for the Send to
+	// reach its write on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() { second <- p.Send(ctx, message(t, exchange, "ok.2", "short")) }()
+	<-ctx.Done()
+	time.Sleep(time.Second) // a watchdog at the short deadline would have fired
+	proxy.Resume()
+	if err := <-first; err != nil {
+		t.Errorf("the large Send: %v; want confirmed", err)
+	}
+	if err := <-second; err != nil && !errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Errorf("the Send past its deadline: %v; want confirmed or unconfirmed, as it was written", err)
+	}
+	if got := ids(t, ok); fmt.Sprint(got) != "map[before:1 large:1 short:1]" {
+		t.Errorf("the queue holds %v", got)
+	}
+}
+
+// stacksHold counts the goroutines whose stacks hold every one of frames;
+// a test's name among them keeps to the goroutines it started.
+func stacksHold(frames ...string) int {
+	buf := make([]byte, 4<<20)
+	n := 0
+	for g := range strings.SplitSeq(string(buf[:goruntime.Stack(buf, true)]), "\n\n") {
+		if !slices.ContainsFunc(frames, func(f string) bool { return !strings.Contains(g, f) }) {
+			n++
+		}
+	}
+	return n
 }

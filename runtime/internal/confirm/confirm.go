@@ -273,9 +273,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		return ev
 	}
 	// The publish is a step of its own. Waiting for the channel (behind
-	// another publish's dial) may have used the whole budget; a watchdog
-	// armed with (almost) no time left would close the connection the other
-	// publish just opened.
+	// another publish's dial) may have used the whole budget: a publish
+	// written with (almost) no time left could not wait for its confirm,
+	// and would only leave a possible copy behind.
 	publishBy := step.Deadline(p.stepTimeout, b.Deadline)
 	if time.Until(publishBy) < min(p.stepTimeout/4, 20*time.Millisecond) {
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no time left to publish"
@@ -295,12 +295,15 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	// amqp091's publish is not bounded by anything of ours. Its write goes
 	// to the connection's writer (transport.Coalesce) and waits only while
 	// the writer's queue is full, or behind another publish that waits so:
-	// while the broker does not read (a resource alarm, a dead peer). A
-	// watchdog closes the socket at the step's end: the write then fails,
-	// and so does the connection, unfit for publishing anyway. The frames
-	// are built on this goroutine: handing each publish to another cost
-	// about a tenth of the retry path's throughput.
-	watchdog := time.AfterFunc(time.Until(publishBy), c.link.abandon)
+	// behind a large publish, or while the broker does not read (a resource
+	// alarm, a dead peer). A watchdog closes the socket once the write has
+	// waited a whole step, which only the latter explains: the write then
+	// fails, and so does the connection, unfit for publishing anyway. Not at
+	// this publish's own deadline, which may be close: that would fail
+	// every publish sharing the connection for one caller's impatience. The
+	// frames are built on this goroutine: handing each publish to another
+	// cost about a tenth of the retry path's throughput.
+	watchdog := time.AfterFunc(p.stepTimeout, c.link.abandon)
 	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, true, false, msg)
 	if !watchdog.Stop() {
 		// The watchdog may not have run yet; abandon again so the next
