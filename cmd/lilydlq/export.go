@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -26,11 +30,15 @@ var exportCmd = &command{
 
 Header values keep their AMQP type (string, bytes, bool, int8..int64,
 uint8..uint32, float32, float64, decimal, timestamp, table, array, void):
-bytes as base64, a timestamp as RFC 3339, a table as an object of such values,
-an array as a list of them. A string or property that is not valid UTF-8 is
-written as "base64" beside its "type" (for a property, in
-"properties_base64") instead of a lossy JSON string. Copies are written one at
-a time: export never holds the DLQ in memory.
+bytes as base64, a table as an object of such values, an array as a list of
+them. A timestamp is written as Unix seconds ("unix"; the property as
+"timestamp_unix") and as RFC 3339 when its year has four digits (a producer
+writing milliseconds where AMQP has seconds makes years past 56000). A string
+or property that is not valid UTF-8 is written as "base64" beside its "type"
+(for a property, in "properties_base64") instead of a lossy JSON string; a
+header or table entry whose name is not, in "headers_with_base64_names" (in a
+table, "base64_names"), each with its name in "name_base64". Copies are
+written one at a time: export never holds the DLQ in memory.
 
 A copy whose headers the AMQP client cannot decode (nested too deep, too
 wide) is written with "quarantined" in its facts, saying why, and with the
@@ -41,10 +49,12 @@ and properties are its own. The DLQ keeps it as it is, and the export says
 The count goes to stderr: "N copies written (N ready when the read began)".
 An export that wrote fewer copies than were ready when it began (copies
 taken or expired meanwhile, an interrupt, a failure) says "incomplete" and
-exits 1. To delete what was exported, and nothing else:
+exits 1. With -o, the file is replaced only by a whole export: an
+incomplete one leaves it as it was and writes its copies to <file>.incomplete.
+To delete what was exported, and nothing else:
 lilydlq purge -confirm <dlq> -expect N <dlq>.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
-		out := fs.String("o", "", "the file to write (created or truncated); stdout when empty")
+		out := fs.String("o", "", "the file to write, replaced only by a whole export; stdout when empty")
 		return func(e *env) int { return export(e, *out) }
 	},
 }
@@ -57,45 +67,99 @@ type exported struct {
 	Properties  properties        `json:"properties"`
 	RawProps    map[string]string `json:"properties_base64,omitempty"`
 	Headers     map[string]tagged `json:"headers"`
+	RawHeaders  []named           `json:"headers_with_base64_names,omitempty"`
 	Body        []byte            `json:"body_base64"`
 	Text        *string           `json:"body_text,omitempty"`
 }
 
 // properties are a copy's AMQP properties.
 type properties struct {
-	ContentType     string    `json:"content_type,omitempty"`
-	ContentEncoding string    `json:"content_encoding,omitempty"`
-	DeliveryMode    uint8     `json:"delivery_mode,omitempty"`
-	Priority        uint8     `json:"priority,omitempty"`
-	CorrelationID   string    `json:"correlation_id,omitempty"`
-	ReplyTo         string    `json:"reply_to,omitempty"`
-	Expiration      string    `json:"expiration,omitempty"`
-	MessageID       string    `json:"message_id,omitempty"`
-	Timestamp       time.Time `json:"timestamp,omitzero"`
-	Type            string    `json:"type,omitempty"`
-	UserID          string    `json:"user_id,omitempty"`
-	AppID           string    `json:"app_id,omitempty"`
+	ContentType     string `json:"content_type,omitempty"`
+	ContentEncoding string `json:"content_encoding,omitempty"`
+	DeliveryMode    uint8  `json:"delivery_mode,omitempty"`
+	Priority        uint8  `json:"priority,omitempty"`
+	CorrelationID   string `json:"correlation_id,omitempty"`
+	ReplyTo         string `json:"reply_to,omitempty"`
+	Expiration      string `json:"expiration,omitempty"`
+	MessageID       string `json:"message_id,omitempty"`
+	Timestamp       string `json:"timestamp,omitempty"`
+	TimestampUnix   *int64 `json:"timestamp_unix,omitempty"`
+	Type            string `json:"type,omitempty"`
+	UserID          string `json:"user_id,omitempty"`
+	AppID           string `json:"app_id,omitempty"`
 }
 
 // tagged is a header value with its AMQP type: Value, or Base64 for bytes
-// that JSON cannot carry as a string.
+// that JSON cannot carry as a string, or Unix for a timestamp (beside its
+// RFC 3339 Value when its year has four digits). A table's entries whose
+// names are not UTF-8 are in RawNames.
 type tagged struct {
-	Type   string `json:"type"`
-	Value  any    `json:"value"`
-	Base64 []byte `json:"base64,omitempty"`
+	Type     string  `json:"type"`
+	Value    any     `json:"value"`
+	Base64   []byte  `json:"base64,omitempty"`
+	Unix     *int64  `json:"unix,omitempty"`
+	RawNames []named `json:"base64_names,omitempty"`
+}
+
+// named is a table entry whose name is not valid UTF-8: a JSON object's
+// keys would turn such names into U+FFFD, and two of them into one.
+type named struct {
+	Name []byte `json:"name_base64"`
+	tagged
 }
 
 func export(e *env, path string) int {
-	w := e.stdout
-	var file *os.File
-	if path != "" {
-		f, err := os.Create(path)
+	if path == "" {
+		code, _ := exportTo(e, e.stdout, nil)
+		return code
+	}
+	// A symbolic link is written through, as os.Create would.
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
+	info, err := os.Stat(path)
+	if err == nil && !info.Mode().IsRegular() {
+		// A device, a pipe (-o /dev/stdout, a process substitution): written
+		// as it is, since nothing can be renamed over it.
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err != nil {
 			return e.fail("export", err)
 		}
 		defer f.Close()
-		w, file = f, f
+		code, _ := exportTo(e, f, nil)
+		return code
 	}
+	// Written beside path and renamed over it only when whole: a failed or
+	// incomplete export must not take the place of an earlier one, which
+	// after a purge may be the only copy of the messages.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return e.fail("export", fmt.Errorf("%w (the export is written beside the file, then renamed over it)", err))
+	}
+	defer os.Remove(f.Name()) // once renamed, there is nothing to remove
+	if info != nil {
+		_ = f.Chmod(info.Mode().Perm()) // the file it replaces keeps its mode
+	}
+	code, written := exportTo(e, f, f)
+	if err := f.Close(); err != nil && code == exitOK {
+		return e.fail("export", err)
+	}
+	switch {
+	case code == exitOK:
+		err = os.Rename(f.Name(), path)
+	case written > 0:
+		err = os.Rename(f.Name(), path+".incomplete")
+		fmt.Fprintf(e.stderr, "lilydlq export: %s is left as it was; what was written is in %s.incomplete\n", path, path)
+	}
+	if err != nil {
+		return e.fail("export", err)
+	}
+	return code
+}
+
+// exportTo writes every copy to w, and syncs file when there is one; it
+// returns the exit code and how many copies it wrote.
+func exportTo(e *env, w io.Writer, file *os.File) (int, int) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	var maxCount int64
@@ -118,31 +182,34 @@ func export(e *env, path string) int {
 	// the DLQ still holds as many (purge -expect).
 	if err != nil {
 		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: stopped after %d of the %d copies ready when the read began\n", res.Read, res.Ready)
-		return e.fail("export", err)
+		return e.fail("export", err), res.Read
 	}
 	e.readNote("export", res, maxCount)
 	if res.Read < res.Ready {
 		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: %d copies written of the %d ready when the read began\n", res.Read, res.Ready)
-		return exitFailure
+		return exitFailure, res.Read
 	}
 	if held > 0 {
 		// Their headers live only in the DLQ: a purge would lose them.
 		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: %d copies written, %d of them quarantined, their headers not exported (do not purge)\n", res.Read, held)
-		return exitFailure
+		return exitFailure, res.Read
 	}
 	fmt.Fprintf(e.stderr, "lilydlq export: %d copies written (%d ready when the read began)\n", res.Read, res.Ready)
-	return exitOK
+	return exitOK, res.Read
 }
 
 // exportOf is one copy as export writes it; quarantined is why the filter
 // replaced its headers, or "".
 func exportOf(queue string, d *amqp.Delivery, quarantined string) exported {
 	x := exported{
-		Queue: queue, Redelivered: d.Redelivered, Facts: factsOf(d, quarantined),
-		Headers: make(map[string]tagged, len(d.Headers)), Body: d.Body,
+		Queue: queue, Redelivered: d.Redelivered, Facts: factsOf(d, quarantined), Body: d.Body,
 		Properties: properties{
-			DeliveryMode: d.DeliveryMode, Priority: d.Priority, Timestamp: d.Timestamp,
+			DeliveryMode: d.DeliveryMode, Priority: d.Priority,
 		},
+	}
+	if !d.Timestamp.IsZero() {
+		x.Properties.Timestamp, _ = rfc3339(d.Timestamp)
+		x.Properties.TimestampUnix = unix(d.Timestamp)
 	}
 	if utf8.Valid(d.Body) {
 		s := string(d.Body)
@@ -172,10 +239,40 @@ func exportOf(queue string, d *amqp.Delivery, quarantined string) exported {
 		}
 		x.RawProps[p.name] = base64.StdEncoding.EncodeToString([]byte(p.from))
 	}
-	for k, v := range d.Headers {
-		x.Headers[k] = tag(v)
-	}
+	x.Headers, x.RawHeaders = entries(d.Headers)
 	return x
+}
+
+// entries are a table's entries as JSON can hold them: by name, and those
+// whose names are not UTF-8 by their bytes, sorted.
+func entries(t amqp.Table) (map[string]tagged, []named) {
+	m := make(map[string]tagged, len(t))
+	var raw []named
+	for k, v := range t {
+		if utf8.ValidString(k) {
+			m[k] = tag(v)
+		} else {
+			raw = append(raw, named{Name: []byte(k), tagged: tag(v)})
+		}
+	}
+	slices.SortFunc(raw, func(a, b named) int { return bytes.Compare(a.Name, b.Name) })
+	return m, raw
+}
+
+// rfc3339 is t in RFC 3339, which has room for years 0 to 9999 only: a
+// producer that writes milliseconds where AMQP has seconds makes years past
+// 56000. It reports false, and "", for those.
+func rfc3339(t time.Time) (string, bool) {
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return "", false
+	}
+	return t.UTC().Format(time.RFC3339), true
+}
+
+// unix is t in Unix seconds, which always hold an AMQP timestamp.
+func unix(t time.Time) *int64 {
+	s := t.Unix()
+	return &s
 }
 
 // tag is an AMQP field value with its type, as JSON can hold it.
@@ -189,7 +286,10 @@ func tag(v any) tagged {
 	case []byte:
 		t.Value, t.Base64 = nil, v
 	case time.Time:
-		t.Value = v.UTC().Format(time.RFC3339)
+		t.Value, t.Unix = nil, unix(v)
+		if text, ok := rfc3339(v); ok {
+			t.Value = text
+		}
 	case float32:
 		t.Value = finite(float64(v))
 	case float64:
@@ -197,11 +297,7 @@ func tag(v any) tagged {
 	case amqp.Decimal:
 		t.Value = map[string]any{"scale": v.Scale, "value": v.Value}
 	case amqp.Table:
-		m := make(map[string]tagged, len(v))
-		for k, e := range v {
-			m[k] = tag(e)
-		}
-		t.Value = m
+		t.Value, t.RawNames = entries(v)
 	case []any:
 		l := make([]tagged, len(v))
 		for i, e := range v {

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +39,15 @@ func TestExportRoundTrip(t *testing.T) {
 	first.Headers["h-table"] = amqp.Table{"k": "v", "n": []any{int64(1), "two"}}
 	second := lilyCopy("exp-\xff2", "order.paid", "poison: bad", "poison", "orders", 1, at)
 	second.Body = []byte{0xde, 0xad, 0xbe, 0xef}
+	// A producer that writes milliseconds where AMQP has seconds: years
+	// past 9999, which RFC 3339 cannot write. And header names that are not
+	// UTF-8, which a JSON object's keys cannot hold apart.
+	millis := time.Unix(at.UnixMilli(), 0)
+	second.Timestamp = millis
+	second.Headers["h-millis"] = millis
+	second.Headers["k\xff"] = "ff"
+	second.Headers["k\xfe"] = "fe"
+	second.Headers["h-nested"] = amqp.Table{"n\xff": int32(1)}
 	b.publish(dlq, first, second)
 
 	out := filepath.Join(t.TempDir(), "dlq.jsonl")
@@ -65,7 +76,7 @@ func TestExportRoundTrip(t *testing.T) {
 	wantProps := map[string]any{
 		"message_id": "exp-1", "type": "order.placed", "content_type": "application/json", "content_encoding": "identity",
 		"correlation_id": "corr-exp-1", "reply_to": "replies", "app_id": "shop", "priority": 4.0, "delivery_mode": 2.0,
-		"timestamp": "2024-05-01T12:30:00Z",
+		"timestamp": "2024-05-01T12:30:00Z", "timestamp_unix": float64(at.Unix()),
 	}
 	if diff := cmp.Diff(wantProps, one["properties"]); diff != "" {
 		t.Errorf("properties (-want +got):\n%s", diff)
@@ -80,7 +91,7 @@ func TestExportRoundTrip(t *testing.T) {
 		"h-float64":              map[string]any{"type": "float64", "value": 2.5},
 		"h-bytes":                map[string]any{"type": "bytes", "value": nil, "base64": "AAH/"},
 		"h-bad-utf8":             map[string]any{"type": "string", "value": nil, "base64": "Yf9i"},
-		"h-time":                 map[string]any{"type": "timestamp", "value": "2024-05-01T12:30:00Z"},
+		"h-time":                 map[string]any{"type": "timestamp", "value": "2024-05-01T12:30:00Z", "unix": float64(at.Unix())},
 		"h-void":                 map[string]any{"type": "void", "value": nil},
 		"h-decimal":              map[string]any{"type": "decimal", "value": map[string]any{"scale": 2.0, "value": 12345.0}},
 		"x-lily-failure-attempt": map[string]any{"type": "int64", "value": 3.0},
@@ -114,7 +125,42 @@ func TestExportRoundTrip(t *testing.T) {
 	if raw["message_id"] != "ZXhwLf8y" || two["properties"].(map[string]any)["message_id"] != nil {
 		t.Errorf("a message id not valid UTF-8: properties %v, base64 %v", two["properties"], raw)
 	}
+	props := two["properties"].(map[string]any)
+	if _, ok := props["timestamp"]; ok || props["timestamp_unix"] != float64(millis.Unix()) {
+		t.Errorf("a timestamp past year 9999: properties %v, want it as Unix seconds only", props)
+	}
+	h2 := two["headers"].(map[string]any)
+	if diff := cmp.Diff(map[string]any{"type": "timestamp", "value": nil, "unix": float64(millis.Unix())}, h2["h-millis"]); diff != "" {
+		t.Errorf("header h-millis (-want +got):\n%s", diff)
+	}
+	wantRaw := []any{
+		map[string]any{"name_base64": "a/4=", "type": "string", "value": "fe"},
+		map[string]any{"name_base64": "a/8=", "type": "string", "value": "ff"},
+	}
+	if diff := cmp.Diff(wantRaw, two["headers_with_base64_names"]); diff != "" {
+		t.Errorf("headers named in bytes that are not UTF-8 (-want +got):\n%s", diff)
+	}
+	wantNested := map[string]any{"type": "table", "value": map[string]any{}, "base64_names": []any{
+		map[string]any{"name_base64": "bv8=", "type": "int32", "value": 1.0},
+	}}
+	if diff := cmp.Diff(wantNested, h2["h-nested"]); diff != "" {
+		t.Errorf("header h-nested (-want +got):\n%s", diff)
+	}
+	if len(h2)+2 != len(second.Headers) {
+		t.Errorf("%d headers exported by name, want %d and 2 by bytes", len(h2), len(second.Headers)-2)
+	}
 	b.assertCounts(dlq, 2)
+
+	// A failed export leaves an earlier one at the same path as it was.
+	if r := b.lilydlq("export", dlq+".missing", "-o", out); r.code != exitFailure {
+		t.Fatalf("export of a missing queue: exit %d\n%s", r.code, r.stderr)
+	}
+	if again, err := os.ReadFile(out); err != nil || !bytes.Equal(again, data) {
+		t.Errorf("a failed export changed the earlier file (%v): %d bytes, want %d", err, len(again), len(data))
+	}
+	if leftover, _ := filepath.Glob(out + ".*"); len(leftover) != 0 {
+		t.Errorf("a failed export left %v", leftover)
+	}
 }
 
 // TestExportIncomplete: an export that writes fewer copies than were ready
@@ -127,12 +173,20 @@ func TestExportIncomplete(t *testing.T) {
 	expiring.Expiration = "1"
 	b.publish(dlq, lilyCopy("stays", "t", "permanent failure", "permanent", "src", 1, time.Now()), expiring)
 
-	r := b.lilydlq("export", dlq)
-	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq export: incomplete: 1 copies written of the 2 ready when the read began") {
+	// Written to a file: the file is not made, and what was written is
+	// beside it.
+	out := filepath.Join(t.TempDir(), "dlq.jsonl")
+	r := b.lilydlq("export", dlq, "-o", out)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq export: incomplete: 1 copies written of the 2 ready when the read began") ||
+		!strings.Contains(r.stderr, "what was written is in "+out+".incomplete") {
 		t.Errorf("export: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)
 	}
-	if lines := exportLines(t, r.stdout); len(lines) != 1 || lines[0].Facts.ID != "stays" {
-		t.Errorf("export wrote %+v", lines)
+	if _, err := os.Stat(out); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("an incomplete export made %s (%v)", out, err)
+	}
+	written, err := os.ReadFile(out + ".incomplete")
+	if lines := exportLines(t, string(written)); err != nil || len(lines) != 1 || lines[0].Facts.ID != "stays" {
+		t.Errorf("export wrote %+v (%v)", lines, err)
 	}
 	b.assertCounts(dlq, 1)
 

@@ -41,7 +41,8 @@ type facts struct {
 	Kind    string    `json:"kind"`
 	Attempt string    `json:"attempt,omitempty"` // the attempt that failed, else x-lily-attempt
 	Queue   string    `json:"source_queue"`      // Source, sanitized
-	Time    time.Time `json:"time,omitzero"`     // when it failed
+	Time    time.Time `json:"-"`                 // when it failed
+	At      string    `json:"time,omitempty"`    // Time in RFC 3339, when its year has four digits
 	// Count is the x-delivery-count the copy carried when read: a quorum
 	// DLQ's count of its earlier returns.
 	Count int64 `json:"delivery_count,omitempty"`
@@ -112,6 +113,9 @@ func factsOf(d *amqp.Delivery, quarantined string) facts {
 		}
 	}
 	f.Queue = text(f.Source, maxQueue)
+	if !f.Time.IsZero() {
+		f.At, _ = rfc3339(f.Time)
+	}
 	return f
 }
 

@@ -1,0 +1,59 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// -o writes through what it is given: a FIFO (or a device, a process
+// substitution) as it is, a symbolic link to its target, and a file it
+// replaces keeps its mode.
+func TestExportWritesThroughWhatItIsGiven(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	b.publish(dlq, lilyCopy("one", "t", "permanent failure", "permanent", "src", 1, time.Now()))
+	dir := t.TempDir()
+
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan string, 1)
+	go func() {
+		data, _ := os.ReadFile(fifo)
+		read <- string(data)
+	}()
+	if r := b.lilydlq("export", dlq, "-o", fifo); r.code != exitOK {
+		t.Fatalf("export to a FIFO: exit %d\n%s", r.code, r.stderr)
+	}
+	if got := <-read; strings.Count(got, "\n") != 1 || !strings.Contains(got, `"id":"one"`) {
+		t.Errorf("the FIFO's reader got %q", got)
+	}
+
+	target := filepath.Join(dir, "target.jsonl")
+	if err := os.WriteFile(target, []byte("old\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.jsonl")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.lilydlq("export", dlq, "-o", link); r.code != exitOK {
+		t.Fatalf("export to a link: exit %d\n%s", r.code, r.stderr)
+	}
+	if info, err := os.Lstat(link); err != nil || info.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced (%v)", err)
+	}
+	data, err := os.ReadFile(target)
+	info, _ := os.Stat(target)
+	if err != nil || !strings.Contains(string(data), `"id":"one"`) || info.Mode().Perm() != 0o640 {
+		t.Errorf("the target holds %q (%v), mode %v; want the export, mode 0640", data, err, info.Mode().Perm())
+	}
+	b.assertCounts(dlq, 1)
+}
