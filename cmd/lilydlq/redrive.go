@@ -56,7 +56,7 @@ names the DLQ.
 -limit stops after that many moved.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		sel := &selection{since: timeFlag{now: time.Now}, until: timeFlag{now: time.Now}}
-		fs.Var(&sel.ids, "id", "a message id to move (repeatable, or a comma-separated list)")
+		fs.Var(&sel.ids, "id", "a message id to move, whole (repeatable)")
 		fs.StringVar(&sel.reason, "reason", "", "move copies whose failure reason is exactly this (as sent, or as list prints it uncut)")
 		fs.StringVar(&sel.reasonContains, "reason-contains", "", "move copies whose failure reason contains this")
 		fs.StringVar(&sel.typ, "type", "", "move copies of this message type (as sent, or as list prints it uncut)")

@@ -47,7 +47,7 @@ func TestRedriveSelections(t *testing.T) {
 		args  func(c *dlqCase) []string
 		moved []string
 	}{
-		{"ids", func(*dlqCase) []string { return []string{"-id", "a1", "-id", "b1,c2"} }, []string{"a1", "b1", "c2"}},
+		{"ids", func(*dlqCase) []string { return []string{"-id", "a1", "-id", "b1", "-id", "c2"} }, []string{"a1", "b1", "c2"}},
 		{"reason exact", func(*dlqCase) []string { return []string{"-reason", "permanent failure: card declined"} }, []string{"a1", "a2", "c2"}},
 		{"reason substring", func(*dlqCase) []string { return []string{"-reason-contains", "card declined"} }, []string{"a1", "a2", "b2", "c2"}},
 		{"type", func(*dlqCase) []string { return []string{"-type", "order.paid"} }, []string{"b1", "b2"}},
@@ -330,7 +330,7 @@ func TestRedriveMissingID(t *testing.T) {
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	b.publish(dlq, lilyCopy("here", "t", "permanent failure", "permanent", src, 1, time.Now()))
-	r := b.lilydlq("redrive", dlq, "-id", "here,nowhere")
+	r := b.lilydlq("redrive", dlq, "-id", "here", "-id", "nowhere")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "no copy with id nowhere in "+dlq+"\n") || strings.Contains(r.stderr, "id here") {
 		t.Errorf("redrive: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
 	}

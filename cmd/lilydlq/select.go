@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -80,26 +82,24 @@ func (s *selection) missing() []string {
 	return out
 }
 
-// idList is -id: repeatable, each a comma-separated list.
+// idList is -id: repeatable, each one message id as given. Ids may hold
+// commas and spaces (envelope.IDText allows them; a foreign producer's may
+// have anything), so none is split or trimmed.
 type idList map[string]bool
 
 func (l *idList) String() string {
-	var ids []string
-	for id := range *l {
-		ids = append(ids, id)
-	}
-	return strings.Join(ids, ",")
+	ids := slices.Sorted(maps.Keys(*l))
+	return strings.Join(ids, " ")
 }
 
 func (l *idList) Set(v string) error {
+	if v == "" {
+		return errors.New("want a message id")
+	}
 	if *l == nil {
 		*l = idList{}
 	}
-	for id := range strings.SplitSeq(v, ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			(*l)[id] = true
-		}
-	}
+	(*l)[v] = true
 	return nil
 }
 

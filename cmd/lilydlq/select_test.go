@@ -63,7 +63,7 @@ func TestSelectionMatchesWholeValues(t *testing.T) {
 // whether given as sent or as list prints them.
 func TestSelectionMissingIDs(t *testing.T) {
 	var s selection
-	for _, v := range []string{"a,b", `e\x1bx`, "gone"} {
+	for _, v := range []string{"a", "b", `e\x1bx`, "gone"} {
 		if err := s.ids.Set(v); err != nil {
 			t.Fatal(err)
 		}
@@ -73,5 +73,22 @@ func TestSelectionMissingIDs(t *testing.T) {
 	}
 	if got := strings.Join(s.missing(), " "); got != "b gone" {
 		t.Errorf("missing %q, want %q", got, "b gone")
+	}
+}
+
+// TestIDFlagTakesEachIDWhole: a message id may hold commas and spaces, so
+// each -id is one id, as given.
+func TestIDFlagTakesEachIDWhole(t *testing.T) {
+	var l idList
+	for _, v := range []string{"order,17", " padded ", "plain"} {
+		if err := l.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(l) != 3 || !l["order,17"] || !l[" padded "] || !l["plain"] {
+		t.Errorf("-id order,17 -id ' padded ' -id plain chose %q", l.String())
+	}
+	if err := l.Set(""); err == nil {
+		t.Error("an empty -id was taken")
 	}
 }
