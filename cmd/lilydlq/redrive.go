@@ -31,7 +31,9 @@ Lily's failure facts were written. Each is published mandatory through the
 default exchange on a confirm-mode channel; only after the broker confirmed
 it and returned nothing is the DLQ copy ACKed. A copy whose publish is
 returned (its queue does not exist) or refused (a full queue with overflow
-reject-publish) stays in the DLQ, and the exit code is 1. So does a chosen
+reject-publish) stays in the DLQ, and the exit code is 1; a queue with
+overflow reject-publish-dlx also dead-letters the refused copy, so its DLQ
+then holds the message twice. So does a chosen
 copy that cannot go back: one without a source queue, one whose source is
 the DLQ itself (it would only go round), and one whose headers the client
 cannot decode (quarantined: list shows why; its headers are unknown, so it
@@ -142,9 +144,16 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			moved++
 			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s\n", verb, orDash(f.ID), orDash(f.Type), f.Queue)
 			return take, enough(moved, o.limit)
-		case errors.Is(err, runtime.ErrReturned), errors.Is(err, runtime.ErrNacked):
+		case errors.Is(err, runtime.ErrReturned):
 			failed++
 			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason))
+			return keep, nil
+		case errors.Is(err, runtime.ErrNacked):
+			// A full queue with overflow reject-publish-dlx dead-letters what
+			// it refuses: with this DLQ for its target, the copy is here twice.
+			failed++
+			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ (if %s dead-letters what it refuses, reject-publish-dlx, the refused copy is in its DLQ too)\n",
+				orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason), f.Queue)
 			return keep, nil
 		case errors.Is(err, runtime.ErrUnconfirmed):
 			failed++

@@ -250,6 +250,23 @@ func TestRedriveNacked(t *testing.T) {
 	if len(got) != 1 || got[0].MessageId != "refused" || got[0].Headers[envelope.HeaderFailureQueue] != full {
 		t.Errorf("the DLQ holds %v", ids(got))
 	}
+
+	// With reject-publish-dlx the broker also dead-letters the refused
+	// publish, here into the DLQ read: the message is there twice, the
+	// untouched copy with its facts and the refused one, and the run says
+	// it may be.
+	dlx := b.queue("dlx", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish-dlx", "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+	b.publish(dlx, amqp.Publishing{MessageId: "already-there"})
+	b.publish(dlq, lilyCopy("refused", "t", "permanent failure", "permanent", dlx, 1, time.Now()))
+	r = b.lilydlq("redrive", dlq, "-all")
+	if r.code != exitFailure || !strings.Contains(r.stdout, "the refused copy is in its DLQ too") {
+		t.Errorf("redrive to a reject-publish-dlx queue: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
+	got = b.take(dlq)
+	if len(got) != 2 || got[0].Headers[envelope.HeaderFailureQueue] != dlx || got[1].Headers[envelope.HeaderRedriven] == nil {
+		t.Errorf("the DLQ holds %v, want the copy with its facts, then the refused one", got)
+	}
 }
 
 // TestRedriveAcksOnlyAfterTheConfirm: a relay holds back the broker's confirm
