@@ -3,7 +3,10 @@ package gen
 import (
 	"bytes"
 	"fmt"
+	"go/ast"
 	"go/format"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -91,7 +94,10 @@ func TestLowerCamel(t *testing.T) {
 
 func TestScopeAvoidsReservedNames(t *testing.T) {
 	s := newScope()
-	for base, want := range map[string]string{"type": "type2", "err": "err2", "time": "time2", "customer": "customer"} {
+	for base, want := range map[string]string{
+		"type": "type2", "err": "err2", "time": "time2", "customer": "customer",
+		"uint8": "uint82", "int16": "int162", "complex128": "complex1282", "min": "min2", "clear": "clear2", "iota": "iota2",
+	} {
 		if got := s.name(base); got != want {
 			t.Errorf("name(%q) = %q, want %q", base, got, want)
 		}
@@ -120,6 +126,33 @@ func TestControlCharactersStayInComments(t *testing.T) {
 	}
 	if !bytes.Contains(out.Content, []byte(`// matches "^x\ny$"`)) || !bytes.Contains(out.Content, []byte(`one of "p\nq, r".`)) {
 		t.Errorf("control characters not quoted in comments:\n%s", out.Content)
+	}
+}
+
+// A foreign envelope's header names reach a comment too: one holding a
+// newline and */ must not end the comment and write code of its own.
+func TestEnvelopeHeadersStayInComments(t *testing.T) {
+	header := `t\n*/\nfunc init() { println(\"injected\") }\n/*` // YAML's escapes
+	src := "version: 1\npackage: x\n" +
+		"envelopes:\n  foreign: {kind: headers, type: {header: \"" + header + "\"}}\n" +
+		"messages:\n  A:\n    envelope: foreign\n    versions:\n      1:\n        fields:\n          a: {type: string}\n" +
+		"queues:\n  q: {consumes: [{message: A}]}\n"
+	f, err := schema.Parse("s.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Generate(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := parser.ParseFile(token.NewFileSet(), "x.go", out.Content, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range file.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "init" {
+			t.Errorf("a header name broke out of its comment:\n%s", out.Content)
+		}
 	}
 }
 

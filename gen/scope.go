@@ -2,6 +2,7 @@ package gen
 
 import (
 	"go/token"
+	"go/types"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,12 +17,15 @@ type scope struct {
 }
 
 // reserved are never used for a local: the generated functions' own names,
-// the imported packages and Go's predeclared identifiers.
+// the imported packages and every one of Go's predeclared identifiers (a
+// field named uint8 would hide the conversion its own value needs).
 var reserved = func() map[string]bool {
 	m := map[string]bool{}
 	for _, name := range strings.Fields(`r o out err n header raw ok p body msg messageID
-		base64 context encoding errors json maps regexp runtime slices strconv time utf8 wire
-		any bool byte error false float64 int int64 len make nil rune string true`) {
+		base64 context encoding errors json maps regexp runtime slices strconv time utf8 wire`) {
+		m[name] = true
+	}
+	for _, name := range types.Universe.Names() {
 		m[name] = true
 	}
 	return m

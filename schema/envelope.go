@@ -40,6 +40,10 @@ func (p *parser) envelopes(n *yaml.Node, known []*Envelope) []*Envelope {
 			p.errorf(k, RuleEnvelope, "envelope %q is Lily's own profile and cannot be redefined", k.Value)
 			return
 		}
+		if !validName(k.Value, "_-.") {
+			p.errorf(k, RuleName, "envelope name %q: want an ASCII letter, then letters, digits, _ - or .", k.Value)
+			return
+		}
 		all := append(slices.Clip(known), out...)
 		if i := slices.IndexFunc(all, func(e *Envelope) bool { return e.Name == k.Value }); i >= 0 {
 			p.errorf(k, RuleDuplicate, "envelope %q is already declared (%s)", k.Value, p.where(all[i].Pos))
