@@ -583,3 +583,46 @@ func stacksHold(frames ...string) int {
 	}
 	return n
 }
+
+// A user_id that is not the connection's own would have the broker close
+// the channel under every publish in flight on it: the Send is refused
+// before the write, alone. With the broker's answers held back, one Send
+// waits for its confirm while another names a foreign user_id; once the
+// answers flow, the first is confirmed. The connection's own user_id is
+// published.
+func TestBrokerPublisherForeignUserIDFailsItsSendAlone(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	proxy := newProxy(t)
+	p := newPublisher(t, proxy.url(), 4)
+	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
+		t.Fatal(err)
+	}
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	proxy.Stall(faults.ToClient)
+	first := make(chan error, 1)
+	go func() { first <- p.Send(context.Background(), message(t, exchange, "ok.1", "first")) }()
+	eventually(t, 30*time.Second, "the first Send in its queue, its confirm held back", func() bool {
+		state, err := ch.QueueDeclarePassive(ok, false, false, false, false, nil)
+		return err == nil && state.Messages == 2
+	})
+	foreign := message(t, exchange, "ok.2", "foreign")
+	foreign.UserId = "nobody"
+	err := p.Send(context.Background(), foreign)
+	if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "user_id") {
+		t.Errorf("the Send with a foreign user_id: %v; want not sent, for its user_id", err)
+	}
+	proxy.Resume()
+	if err := <-first; err != nil {
+		t.Errorf("the Send in flight beside it: %v", err)
+	}
+	own := message(t, exchange, "ok.3", "own")
+	own.UserId = "guest"
+	if err := p.Send(context.Background(), own); err != nil {
+		t.Errorf("the Send with the connection's own user_id: %v", err)
+	}
+	if got := ids(t, ok); fmt.Sprint(got) != "map[before:1 first:1 own:1]" {
+		t.Errorf("the queue holds %v", got)
+	}
+}

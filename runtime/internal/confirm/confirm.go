@@ -256,6 +256,11 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		}
 		return ev
 	}
+	if msg.UserId != "" && c.link.user != "" && msg.UserId != c.link.user {
+		// The broker would close the channel under every publish on it.
+		ev.Status, ev.Detail = outcome.HandoffFailed, "user_id "+strconv.Quote(sanitize.Text(msg.UserId, 64))+" is not the user the connection logged in as, which the broker would refuse by closing the channel"
+		return ev
+	}
 	select {
 	case <-c.link.whenUnblocked():
 	default:

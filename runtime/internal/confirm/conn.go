@@ -35,6 +35,9 @@ type link struct {
 	conn *amqp.Connection
 	// socket is the connection's: closing it ends a write that is stuck.
 	socket net.Conn
+	// user is the user name the connection logged in with, or "" when
+	// unknown: the only user_id the broker accepts on it.
+	user string
 	// broken is set before the socket is closed. The client notices a closed
 	// socket only when its reader next fails, so until then the connection
 	// still says it is open; broken keeps the next publish off it.
@@ -131,13 +134,27 @@ func (c *Conn) open(by time.Time) (*link, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &link{conn: d.conn, socket: d.socket, unblocked: make(chan struct{})}
+	l := &link{conn: d.conn, socket: d.socket, user: user(d.conn), unblocked: make(chan struct{})}
 	close(l.unblocked)
 	// Registered before any channel opens, so no block goes unseen; the
 	// client closes the notifications when the connection closes, which ends
 	// follow.
 	go l.follow(d.conn.NotifyBlocked(make(chan amqp.Blocking, 2)))
 	return l, nil
+}
+
+// user is the user name conn logged in with, or "" when its mechanism does
+// not say (EXTERNAL: the broker takes it from the client's certificate).
+func user(conn *amqp.Connection) string {
+	for _, auth := range conn.Config.SASL {
+		switch a := auth.(type) {
+		case *amqp.PlainAuth:
+			return a.Username
+		case *amqp.AMQPlainAuth:
+			return a.Username
+		}
+	}
+	return ""
 }
 
 // usable reports whether publishes may still use the connection.
