@@ -41,10 +41,10 @@ func TestTopology(t *testing.T) {
 	}
 	got, _ := json.Marshal(defs)
 	want := `{"queues":[` +
-		`{"name":"PREFIX.orders.dlq","vhost":"/","durable":true,"auto_delete":false,"arguments":{}},` +
-		`{"name":"PREFIX.orders.retry.1.5s","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders","x-message-ttl":1500}},` +
-		`{"name":"PREFIX.orders.retry.1m0s","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders","x-message-ttl":60000}},` +
-		`{"name":"PREFIX.orders","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders.dlq"}},` +
+		`{"name":"PREFIX.orders.dlq","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-queue-type":"classic"}},` +
+		`{"name":"PREFIX.orders.retry.1.5s","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders","x-message-ttl":1500,"x-queue-type":"classic"}},` +
+		`{"name":"PREFIX.orders.retry.1m0s","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders","x-message-ttl":60000,"x-queue-type":"classic"}},` +
+		`{"name":"PREFIX.orders","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.orders.dlq","x-queue-type":"classic"}},` +
 		`{"name":"PREFIX.billing.dead","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-queue-type":"quorum"}},` +
 		`{"name":"PREFIX.billing","vhost":"/","durable":true,"auto_delete":false,"arguments":{"x-dead-letter-exchange":"","x-dead-letter-routing-key":"PREFIX.billing.dead","x-dead-letter-strategy":"at-least-once","x-delivery-limit":20,"x-overflow":"reject-publish","x-queue-type":"quorum"}}],"exchanges":[],"bindings":[],"policies":[]}`
 	if string(got) != want {

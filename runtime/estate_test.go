@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -257,8 +258,10 @@ func TestBrokerExternalQueueByPolicy(t *testing.T) {
 	if got := drain(t, q.Topology.DeadLetterQueue); len(got) != 1 || got[0].MessageId != "big-1" {
 		t.Errorf("the DLQ holds %d messages, want big-1", len(got))
 	}
-	if args := queueArguments(t); args[q.Name] != "[]" || args[bucket(q, 200*time.Millisecond)] != "[]" {
-		t.Errorf("arguments: queue %s, bucket %s; want none: the policies carry them", args[q.Name], args[bucket(q, 200*time.Millisecond)])
+	// The bucket names its type, which no policy can set; the rest is the
+	// policies'.
+	if args := queueArguments(t); args[q.Name] != "[]" || args[bucket(q, 200*time.Millisecond)] != `[{"x-queue-type","classic"}]` {
+		t.Errorf("arguments: queue %s, bucket %s; want none but the bucket's type: the policies carry them", args[q.Name], args[bucket(q, 200*time.Millisecond)])
 	}
 }
 
@@ -291,4 +294,48 @@ func TestBrokerExternalExchangeDeletedEndsRun(t *testing.T) {
 		t.Errorf("Run: %v, want the 404 of the external exchange", r.err)
 	}
 	r.err = nil // seen; the cleanup's stop must not report it again
+}
+
+// In a vhost whose default queue type is quorum, a queue declared without
+// x-queue-type is made a quorum queue. Lily's classic queues name their
+// type, so they stay classic there: the runtime reads them as classic.
+func TestBrokerClassicQueuesStayClassicInAQuorumVhost(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = queue.Classic })
+	vhost := q.Name + ".vhost"
+	if _, err := faults.Rabbitmqctl(ctx, "add_vhost", vhost, "--default-queue-type", "quorum"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = faults.Rabbitmqctl(context.Background(), "delete_vhost", vhost) })
+	if _, err := faults.Rabbitmqctl(ctx, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"); err != nil {
+		t.Fatal(err)
+	}
+	uri, err := amqp.ParseURI(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri.Vhost = vhost
+	conn, err := amqp.Dial(uri.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := runtime.DeclareTopology(conn, q); err != nil {
+		t.Fatal(err)
+	}
+	out, err := faults.Rabbitmqctl(ctx, "list_queues", "-p", vhost, "-q", "--no-table-headers", "name", "type")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2+len(q.Topology.RetryDelays) {
+		t.Errorf("the vhost holds %q, want the queue, its DLQ and its buckets", lines)
+	}
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) != 2 || f[1] != "classic" {
+			t.Errorf("queue %q: want classic", l)
+		}
+	}
 }

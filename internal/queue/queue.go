@@ -191,12 +191,15 @@ func (t Topology) limit(args map[string]any, n int) {
 	}
 }
 
-// withType adds the queue type's arguments. Classic queues carry no
-// x-queue-type, so that a queue declared before (by hand or an older tool)
-// without it stays equivalent.
+// withType adds the queue type's arguments. Classic queues name their type
+// too: in a vhost whose default queue type is quorum, a queue declared
+// without x-queue-type is made a quorum queue. RabbitMQ holds a classic
+// queue declared without it equivalent to one declared with it, either way,
+// so queues declared before (by hand, an older tool, or Lily before it named
+// the type) are adopted as they are.
 func (t Topology) withType(name string, fixed, lilys map[string]any) queueArgs {
+	fixed["x-queue-type"] = t.Type
 	if t.Type == Quorum {
-		fixed["x-queue-type"] = Quorum
 		if _, dl := lilys["x-dead-letter-routing-key"]; dl {
 			// Quorum queues can dead-letter at least once (RabbitMQ 3.10+): an
 			// expiring retry copy or an oversized body then cannot be lost
