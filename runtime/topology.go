@@ -55,10 +55,13 @@ func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 var errExternalMissing = errors.New("an external exchange or queue does not exist")
 
 // missing marks err as errExternalMissing when it is the 404 of the passive
-// check of something external.
+// check of something external that does not exist. RabbitMQ answers a
+// durable classic queue whose home node is down with a 404 as well ("home
+// node ... is down or inaccessible"); that one passes, to be tried again
+// once the node is back.
 func missing(external bool, err error) error {
 	var ae *amqp.Error
-	if external && errors.As(err, &ae) && ae.Code == amqp.NotFound {
+	if external && errors.As(err, &ae) && ae.Code == amqp.NotFound && !strings.Contains(ae.Reason, "down or inaccessible") {
 		return fmt.Errorf("%w: %w", errExternalMissing, err)
 	}
 	return err
