@@ -177,6 +177,7 @@ func (p *parser) schema(name string, data []byte) *File {
 			})
 		}
 	}
+	p.queueRoles(f.Queues)
 	p.publishRefs(f)
 	return f
 }

@@ -556,3 +556,30 @@ messages:
 		t.Errorf("example beyond the type's range (-want +got):\n%s", diff)
 	}
 }
+
+// A DLQ is a queue no consumer reads but lilydlq: it may be shared by
+// several queues, but it may not be another queue of the schema, nor a
+// retry bucket; and no queue may be another's retry bucket. Each would hand
+// one queue's messages to another's consumer.
+func TestQueuesDoNotShareRoles(t *testing.T) {
+	src := `version: 1
+package: x
+messages: {A: {versions: {1: {}}}}
+queues:
+  orders: {consumes: [{message: A}], retry: {delays: [5s]}}
+  billing: {consumes: [{message: A}], dlq: orders}
+  audit: {consumes: [{message: A}], dlq: orders.retry.5s}
+  orders.retry.5s: {consumes: [{message: A}], dlq: shared.dlq}
+  shipping: {consumes: [{message: A}], dlq: shared.dlq}
+`
+	got := errorsOf(t, src)
+	want := []string{
+		`6:3: queue "billing" has dlq "orders", which is queue orders (line 5): its dead letters would reach that queue's consumer (name a DLQ of its own) [QUEUE-NAME]`,
+		`7:3: queue "audit" has dlq "orders.retry.5s", which is queue orders.retry.5s (line 8): its dead letters would reach that queue's consumer (name a DLQ of its own) [QUEUE-NAME]`,
+		`7:3: queue "audit" has dlq "orders.retry.5s", which is a retry bucket of queue orders (line 5): its dead letters would come back into that queue (name a DLQ of its own) [QUEUE-NAME]`,
+		`8:3: queue "orders.retry.5s" is a retry bucket of queue orders (line 5): that queue's retries would reach this queue's consumer (rename one of them) [QUEUE-NAME]`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}

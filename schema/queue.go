@@ -196,6 +196,36 @@ func (p *parser) queueNames(q *Queue, at, dlqAt *yaml.Node) {
 	}
 }
 
+// queueRoles checks that the queues' names keep their roles apart: a DLQ
+// may serve several queues, but may not be a queue of the schema nor a
+// retry bucket, and no queue may be another's retry bucket. Each would
+// hand one queue's messages to another's consumer.
+func (p *parser) queueRoles(queues []*Queue) {
+	main := map[string]*Queue{}
+	bucketOf := map[string]*Queue{}
+	for _, q := range queues {
+		main[q.Name] = q
+		for _, d := range q.Retry.Delays {
+			bucketOf[queue.RetryBucket(q.Name, d)] = q
+		}
+	}
+	for _, q := range queues {
+		p.name = q.Pos.File
+		if other, ok := main[q.DLQ]; ok && other != q {
+			p.errorAt(q.Pos, RuleQueueName, "queue %q has dlq %q, which is queue %s (%s): its dead letters would reach that queue's consumer", q.Name, q.DLQ, other.Name, p.where(other.Pos)).
+				Hint = "name a DLQ of its own"
+		}
+		if owner, ok := bucketOf[q.DLQ]; ok {
+			p.errorAt(q.Pos, RuleQueueName, "queue %q has dlq %q, which is a retry bucket of queue %s (%s): its dead letters would come back into that queue", q.Name, q.DLQ, owner.Name, p.where(owner.Pos)).
+				Hint = "name a DLQ of its own"
+		}
+		if owner, ok := bucketOf[q.Name]; ok {
+			p.errorAt(q.Pos, RuleQueueName, "queue %q is a retry bucket of queue %s (%s): that queue's retries would reach this queue's consumer", q.Name, owner.Name, p.where(owner.Pos)).
+				Hint = "rename one of them"
+		}
+	}
+}
+
 func (p *parser) setInt(m map[string]entry, key string, dst *int, lo, hi int) {
 	if e, ok := m[key]; ok {
 		if v, ok := p.intRange(e.v, key, lo, hi); ok {
