@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -270,7 +271,8 @@ func (p *parser) headersMatch(item *yaml.Node, m map[string]entry, b *Binding) {
 		if len(h) == 0 {
 			p.errorf(e.v, RuleEmpty, "headers: want at least one header to match")
 		}
-		for k, v := range h {
+		for _, k := range slices.Sorted(maps.Keys(h)) { // the errors share a position: one order
+			v := h[k]
 			if strings.HasPrefix(k, "x-") {
 				p.errorf(e.v, RuleExchange, "header %q: RabbitMQ does not match headers that start with x-", k)
 			}

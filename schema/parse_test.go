@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -581,5 +582,29 @@ queues:
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+// Errors that share a position come in one order, run after run: a
+// binding's headers are reported by name.
+func TestHeaderBindingErrorsInOneOrder(t *testing.T) {
+	src := `version: 1
+package: x
+messages: {A: {versions: {1: {}}}}
+exchanges:
+  h: {type: headers}
+queues:
+  q:
+    consumes: [{message: A}]
+    bindings: [{exchange: h, headers: {x-d: 1, x-b: 1, x-a: 1, x-c: 1}}]
+`
+	first := errorsOf(t, src)
+	if len(first) != 4 || !strings.Contains(first[0], `"x-a"`) || !strings.Contains(first[3], `"x-d"`) {
+		t.Fatalf("errors %q, want the four headers by name", first)
+	}
+	for range 20 {
+		if got := errorsOf(t, src); !slices.Equal(got, first) {
+			t.Fatalf("errors %q, then %q", first, got)
+		}
 	}
 }
