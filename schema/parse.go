@@ -1,9 +1,11 @@
 package schema
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"go/token"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,9 +16,9 @@ import (
 
 // Load reads and checks the schema file at name and the files it includes.
 func Load(name string) (*File, error) {
-	data, err := os.ReadFile(name)
+	data, err := readFile(name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", name, unwrapPath(err))
 	}
 	return Parse(name, data)
 }
@@ -25,7 +27,36 @@ func Load(name string) (*File, error) {
 // includes are read from disk, relative to name's directory. On failure the
 // error is an ErrorList with every problem found in every file, sorted.
 func Parse(name string, data []byte) (*File, error) {
-	return parse(name, data, os.ReadFile)
+	return parse(name, data, readFile)
+}
+
+// maxSchemaBytes bounds one schema file: hand-written YAML is far smaller.
+const maxSchemaBytes = 16 << 20
+
+// readFile reads a schema file: a regular file, of at most maxSchemaBytes.
+// An include may name anything (../../dev/zero, a FIFO), and a device or a
+// FIFO would be read without end or block for ever.
+func readFile(name string) ([]byte, error) {
+	// Looked at before it is opened: opening a FIFO waits for a writer.
+	info, err := os.Stat(name)
+	switch {
+	case err != nil:
+		return nil, err
+	case !info.Mode().IsRegular():
+		return nil, errors.New("not a regular file")
+	case info.Size() > maxSchemaBytes:
+		return nil, fmt.Errorf("larger than %d MiB", maxSchemaBytes>>20)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSchemaBytes+1))
+	if err == nil && len(data) > maxSchemaBytes {
+		err = fmt.Errorf("larger than %d MiB", maxSchemaBytes>>20) // it grew
+	}
+	return data, err
 }
 
 func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, error) {
@@ -243,10 +274,28 @@ func unwrapPath(err error) error {
 // top parses data and checks its version; it returns the top-level mapping,
 // or nil when nothing more can be read.
 func (p *parser) top(data []byte) *yaml.Node {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	var doc, next yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		p.syntaxError(data, err)
 		return nil
+	}
+	// yaml.Unmarshal reads the first document and leaves the rest unread:
+	// what follows a --- would be silently left out of the schema. An empty
+	// one (a file that ends with ---) holds nothing to leave out.
+	for {
+		switch err := dec.Decode(&next); {
+		case errors.Is(err, io.EOF):
+		case err != nil:
+			p.syntaxError(data, err)
+			return nil
+		case emptyDocument(&next):
+			continue
+		default:
+			p.errorf(&next, RuleSyntax, "a second YAML document: a schema file is one document").Hint = "remove the --- and join the two"
+			return nil
+		}
+		break
 	}
 	if len(doc.Content) == 0 {
 		p.errorf(&yaml.Node{Line: 1, Column: 1}, RuleEmpty, "the schema is empty: want a mapping with version, package and messages")
@@ -294,4 +343,10 @@ func (p *parser) output(n *yaml.Node) string {
 		p.errorf(n, RuleOutput, "output %q must be a directory relative to the schema file", s)
 	}
 	return clean
+}
+
+// emptyDocument reports whether a YAML document holds nothing: a --- with
+// nothing after it.
+func emptyDocument(n *yaml.Node) bool {
+	return len(n.Content) == 1 && n.Content[0].Kind == yaml.ScalarNode && n.Content[0].Tag == "!!null" && n.Content[0].Value == ""
 }

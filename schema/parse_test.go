@@ -608,3 +608,19 @@ queues:
 		}
 	}
 }
+
+// A schema file is one YAML document: a second, after ---, is refused
+// rather than left unread.
+func TestSecondYAMLDocumentIsRefused(t *testing.T) {
+	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\n---\nqueues:\n  q: {consumes: [{message: A}]}\n"
+	want := []string{`4:1: a second YAML document: a schema file is one document (remove the --- and join the two) [YAML-SYNTAX]`}
+	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+	// A file that ends with ---, or with an empty document, holds no second.
+	for _, end := range []string{"---\n", "---\n# nothing more\n", "---\n...\n"} {
+		if _, err := Parse("s.yaml", []byte("version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\n"+end)); err != nil {
+			t.Errorf("a schema ending %q: %v", end, err)
+		}
+	}
+}
