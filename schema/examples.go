@@ -145,16 +145,18 @@ func (p *parser) headerValues(n *yaml.Node) (map[string]any, bool) {
 	p.entries(n, "headers", func(k, v *yaml.Node) {
 		var val any
 		var good bool
-		switch v.ShortTag() {
-		case "!!str":
+		// An alias's tag is its anchor's, but its Value the anchor's name.
+		switch tag := v.ShortTag(); {
+		case v.Kind != yaml.ScalarNode:
+		case tag == "!!str":
 			val, good = v.Value, true
-		case "!!int":
+		case tag == "!!int":
 			val, good = p.integer(v, "a header")
-		case "!!float":
+		case tag == "!!float":
 			val, good = p.number(v, "a header")
-		case "!!bool":
+		case tag == "!!bool":
 			val, good = p.boolean(v, "a header")
-		case "!!timestamp":
+		case tag == "!!timestamp":
 			var t time.Time
 			good = v.Decode(&t) == nil
 			val = t

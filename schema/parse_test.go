@@ -624,3 +624,22 @@ func TestSecondYAMLDocumentIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Header values are plain YAML values: an alias is refused, as everywhere,
+// not read as its anchor's name.
+func TestHeaderValueAliasIsRefused(t *testing.T) {
+	src := `version: 1
+package: x
+messages: {A: {versions: {1: {}}}}
+exchanges:
+  h: {type: headers}
+queues:
+  q:
+    consumes: [{message: A}]
+    bindings: [{exchange: h, headers: {a: &v one, b: *v}}]
+`
+	want := []string{`9:54: a header: YAML aliases are not supported [YAML-ALIAS]`}
+	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
