@@ -173,7 +173,15 @@ func (p *parser) number(n *yaml.Node, what string) (float64, bool) {
 	return v, true
 }
 
-// duration reads a Go duration; zeroOK allows 0 as "not set".
+// MaxDuration is the longest duration a schema holds: RabbitMQ's longest
+// message TTL, 2³²−1 ms (about 49.7 days). A retry delay or a message_ttl
+// past it is refused by the broker when the queue is declared; a handler
+// timeout or a settlement budget past it would hold a delivery longer than
+// any broker timer.
+const MaxDuration = (1<<32 - 1) * time.Millisecond
+
+// duration reads a Go duration of at most MaxDuration; zeroOK allows 0 as
+// "not set".
 func (p *parser) duration(n *yaml.Node, what string, zeroOK bool) (time.Duration, bool) {
 	s, ok := p.str(n, what)
 	if !ok {
@@ -185,6 +193,8 @@ func (p *parser) duration(n *yaml.Node, what string, zeroOK bool) (time.Duration
 		p.errorf(n, RuleDuration, "%s: %q is not a Go duration", what, shorten(s)).Hint = "such as 500ms, 5s or 1m30s"
 	case d < 0 || d == 0 && !zeroOK:
 		p.errorf(n, RuleDuration, "%s: %s must be positive", what, s)
+	case d > MaxDuration:
+		p.errorf(n, RuleRange, "%s: %s is longer than RabbitMQ's longest message TTL, %s (2³²−1 ms)", what, s, MaxDuration)
 	default:
 		return d, true
 	}

@@ -643,3 +643,27 @@ queues:
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }
+
+// No duration is longer than RabbitMQ's longest message TTL: the broker
+// refuses a retry bucket or a message_ttl past it when the queue is
+// declared, and an ordered queue's budget for its in-line retries past it
+// would hold a delivery longer than any broker timer.
+func TestDurationsWithinRabbitMQsLongestTTL(t *testing.T) {
+	src := `version: 1
+package: x
+messages: {A: {versions: {1: {fields: {k: {type: string, required: true}}}}}}
+queues:
+  a: {consumes: [{message: A}], retry: {delays: [2000000h]}, handler_timeout: 1200h}
+  b: {consumes: [{message: A}], arguments: {message_ttl: 1193h3m}}
+  c: {consumes: [{message: A}], retry: {delays: [1ms, 1000h], max_attempts: 4}, ordering: {field: k}}
+`
+	want := []string{
+		`5:50: a retry delay: 2000000h is longer than RabbitMQ's longest message TTL, 1193h2m47.295s (2³²−1 ms) [OUT-OF-RANGE]`,
+		`5:79: handler_timeout: 1200h is longer than RabbitMQ's longest message TTL, 1193h2m47.295s (2³²−1 ms) [OUT-OF-RANGE]`,
+		`6:58: message_ttl: 1193h3m is longer than RabbitMQ's longest message TTL, 1193h2m47.295s (2³²−1 ms) [OUT-OF-RANGE]`,
+		`7:91: retrying in line up to attempt 4 takes a settlement budget of 2000h3m50.001s, longer than 1193h2m47.295s (fewer attempts or shorter delays) [RETRY-POLICY]`,
+	}
+	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
