@@ -83,9 +83,11 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 }
 
 // Close cancels the handlers' context, as the force does, and ends the
-// generation: a later delivery is not settled.
+// generation as the final abort does: a later delivery calls no handler and
+// is not settled.
 func (j *journeys) Close() {
 	j.r.force()
+	close(j.r.aborted)
 	j.gen.Revoke()
 	j.gen.Settler.Close()
 	j.r.workers.Close()

@@ -41,6 +41,12 @@ type call struct {
 	settlement string
 }
 
+func (c *call) setErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+}
+
 // New returns the harness of a consumer of spec that dispatches by routes,
 // built by runtime.NewConsumer, which checks them as it does for Run.
 // cfg's Scope, Inbox, AfterDelivery, Observe, Telemetry and Logger (nil:
@@ -68,10 +74,11 @@ func (h *Harness) watch(routes runtime.Routes) runtime.Routes {
 		}
 		out[key] = func(ctx context.Context, d runtime.RawDelivery) error {
 			c := h.current.Load()
+			// A call that panics returns nothing: the error an earlier
+			// attempt returned must not stand for it.
+			c.setErr(nil)
 			err := route(ctx, d)
-			c.mu.Lock()
-			c.err = err
-			c.mu.Unlock()
+			c.setErr(err)
 			return err
 		}
 	}
@@ -131,9 +138,10 @@ func (h *Harness) AnswerHandoffs(evidence string) {
 }
 
 // Close ends the consumer: its handlers' context is cancelled, as by a
-// forced shutdown, and a later Deliver settles nothing. A handler still
-// running past its timeout returns on its own. Close waits for a Deliver
-// under way; a second Close does nothing.
+// forced shutdown, and a later Deliver calls no handler and settles
+// nothing, as after the runtime's final abort. A handler still running past
+// its timeout returns on its own. Close waits for a Deliver under way; a
+// second Close does nothing.
 func (h *Harness) Close() {
 	h.closed.Do(func() {
 		h.mu.Lock()

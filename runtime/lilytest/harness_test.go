@@ -2,6 +2,7 @@ package lilytest_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -125,4 +126,40 @@ func TestAnswerHandoffsRefusesOtherWords(t *testing.T) {
 		}
 	}()
 	h.AnswerHandoffs("lost")
+}
+
+// After Close, as after the runtime's final abort, no handler is called.
+func TestClosedHarnessCallsNoHandler(t *testing.T) {
+	calls := 0
+	h, err := lilytest.New(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		calls++
+		return nil
+	})), runtime.Config{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	res := h.Deliver(order(t, "late-2"))
+	wantPath(t, res, runtime.PathUnresolved)
+	if calls != 0 || res.Handler == "ok" {
+		t.Errorf("the handler ran %d times after Close (result %+v)", calls, res)
+	}
+}
+
+// Retried in line, a delivery's Err is its last attempt's: nil when that
+// one panicked, whatever an earlier attempt returned.
+func TestErrIsTheLastAttemptsAfterARetryInLine(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.OrderKey = func(map[string]any, []byte) string { return "one" }
+	spec.Topology.RetryDelays = []time.Duration{time.Millisecond}
+	h := harnessOf(t, spec, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return runtime.Retryable(errors.New("first"))
+		}
+		panic("second")
+	})
+	res := h.Deliver(order(t, "in-line"))
+	if res.Attempt < 2 || res.Handler != "panicked" || res.Err != nil {
+		t.Errorf("attempt %d, handler %q, Err %v: want a later attempt that panicked, and no error", res.Attempt, res.Handler, res.Err)
+	}
 }
