@@ -20,11 +20,13 @@ type Inbox interface {
 	Begin(ctx context.Context, consumer, messageID string) (InboxTx, error)
 }
 
-// InboxTx is the open transaction of a claim. The runtime calls Commit or
-// Rollback once, after the handler has returned; a second call is a no-op.
+// InboxTx is the open transaction of a claim. The runtime calls exactly one
+// of Commit and Rollback, once, after the handler has returned: an adapter
+// need not allow a second call.
 type InboxTx interface {
 	// Bind returns the handler's context, carrying the transaction for the
-	// adapter's typed accessor.
+	// adapter's typed accessor. One that panics or returns nil defers the
+	// delivery, its claim rolled back.
 	Bind(ctx context.Context) context.Context
 	// Commit commits the claim with the handler's writes, within ctx (the
 	// step timeout, which also bounds finding out an unknown outcome: leave

@@ -52,7 +52,7 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 	if claims {
 		tx = c.claim(&o, rd, deadline)
 		if tx != nil {
-			base = tx.Bind(base)
+			base, tx = c.bind(&o, tx, base)
 		}
 	}
 	if !claims || tx != nil {
@@ -158,6 +158,30 @@ func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time)
 		_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
 	}
 	return nil
+}
+
+// bind returns the handler's context carrying tx. An adapter's Bind that
+// panics or returns no context would take the process down, or the
+// handler's call with it: the claim is then rolled back and the delivery
+// deferred, and bind returns a nil tx.
+func (c *Consumer) bind(o *outcome.Outcome, tx InboxTx, base context.Context) (context.Context, InboxTx) {
+	bound, why := func() (ctx context.Context, why string) {
+		defer func() {
+			if p := recover(); p != nil {
+				why = fmt.Sprint("inbox: Bind panicked: ", p)
+			}
+		}()
+		if ctx = tx.Bind(base); ctx == nil {
+			return nil, "inbox: Bind returned no context"
+		}
+		return ctx, ""
+	}()
+	if why == "" {
+		return bound, tx
+	}
+	o.Claim, o.Deferred, o.Reason = outcome.InboxDeferred, true, sanitize.Text(why, decide.MaxCause)
+	_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
+	return base, nil
 }
 
 // settleTx commits the claim's transaction after a handler that succeeded, and

@@ -142,7 +142,11 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	}
 }
 
-func millis(d time.Duration) string { return fmt.Sprintf("%dms", d.Milliseconds()) }
+// millis is d in whole milliseconds, rounded up: PostgreSQL reads 0 as no
+// timeout at all.
+func millis(d time.Duration) string {
+	return fmt.Sprintf("%dms", (d+time.Millisecond-1)/time.Millisecond)
+}
 
 type txKey struct{}
 

@@ -597,3 +597,20 @@ func (p *proxy) pool(e *env) *pgxpool.Pool {
 	p.t.Cleanup(pool.Close)
 	return pool
 }
+
+// Timeouts are rounded up to whole milliseconds, never down: PostgreSQL
+// reads 0 as no timeout at all, so truncating a timeout under a millisecond
+// would turn its bound off. (A longer one with a fraction shows the rounding
+// without a session that times out between the test's statements.)
+func TestTimeoutsRoundUpToWholeMilliseconds(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{IdleTimeout: 1500*time.Millisecond + 500*time.Microsecond, LockTimeout: 5 * time.Second})
+	tx := e.claim(inbox, "claimed")
+	defer tx.Rollback(e.ctx)
+	ctx := tx.Bind(e.ctx)
+	h, _ := pginbox.Tx(ctx)
+	var timeout string
+	if err := h.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&timeout); err != nil || timeout != "1501ms" {
+		t.Fatalf("the claim's idle timeout is %q (%v), want 1501ms", timeout, err)
+	}
+}

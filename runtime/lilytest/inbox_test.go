@@ -214,3 +214,39 @@ func (f foreign) HandleOrderShippedV1(context.Context, *fixture.OrderShippedV1, 
 	*f.calls++
 	return nil
 }
+
+// brokenBind is an adapter whose transaction's Bind panics, or returns no
+// context: every other call of an adapter runs under a recover.
+type brokenBind struct {
+	panics     bool
+	rolledBack int
+}
+
+func (b *brokenBind) Begin(context.Context, string, string) (runtime.InboxTx, error) { return b, nil }
+func (b *brokenBind) Commit(context.Context) error                                   { return nil }
+func (b *brokenBind) Rollback(context.Context)                                       { b.rolledBack++ }
+
+func (b *brokenBind) Bind(context.Context) context.Context {
+	if b.panics {
+		panic("bind")
+	}
+	return nil
+}
+
+// A transaction whose Bind panics or returns no context defers its
+// delivery, rolled back, without the handler: the process goes on.
+func TestInboxBrokenBindDefers(t *testing.T) {
+	for _, panics := range []bool{true, false} {
+		t.Run(fmt.Sprintf("panics %t", panics), func(t *testing.T) {
+			var calls int
+			in := &brokenBind{panics: panics}
+			h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil },
+				func(cfg *runtime.Config) { cfg.Inbox = in })
+			res := h.Deliver(order(t, "bind-1"))
+			wantPath(t, res, runtime.PathRequeued)
+			if calls != 0 || in.rolledBack != 1 || res.Commit != "deferred" || !strings.Contains(res.Reason, "inbox: Bind") {
+				t.Errorf("result %+v; handler calls %d, rollbacks %d", res, calls, in.rolledBack)
+			}
+		})
+	}
+}
