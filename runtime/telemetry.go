@@ -150,7 +150,9 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 			delete(seen.Headers, k)
 		}
 	}
-	if seen.Headers == nil && len(p.Headers) > 0 {
+	if seen.Headers == nil && p.Headers != nil {
+		// The hook dropped the table: the publish id and Lily's own still
+		// need one.
 		seen.Headers = make(amqp.Table, len(p.Headers))
 	}
 	for k, v := range p.Headers {

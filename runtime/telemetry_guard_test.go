@@ -136,3 +136,27 @@ func TestBrokerTelemetryHeaderAMQPCannotCarryIsDropped(t *testing.T) {
 		t.Errorf("copies %d; the first's headers %v", len(copies), headerOf(copies, "tenant"))
 	}
 }
+
+// headless is a Telemetry whose Publish drops the publishing's headers.
+type headless struct{ faulty }
+
+func (headless) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+	p.Headers = nil
+	return nil
+}
+
+// A hook that drops the headers of a Send that had none does not fail it:
+// the publish id still has a table to go in.
+func TestBrokerTelemetryDroppingHeadersLeavesTheSend(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	p := newPublisher(t, brokerURL(t), 4, func(c *runtime.Config) { c.Telemetry = headless{} })
+	m := message(t, exchange, "ok.1", "headless")
+	m.Headers = nil
+	if err := p.Send(context.Background(), m); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if got := ids(t, ok); fmt.Sprint(got) != "map[headless:1]" {
+		t.Errorf("the queue holds %v", got)
+	}
+}
