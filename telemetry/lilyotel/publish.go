@@ -24,6 +24,7 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	if p.Headers == nil {
 		p.Headers = amqp.Table{}
 	}
+	exchange, routingKey = nameText(exchange), nameText(routingKey)
 	dest := sentTo(exchange, routingKey)
 	where, low := sentToLow(exchange, routingKey, exchange == "" && p.Headers[envelope.HeaderFailureQueue] != nil)
 	attrs := make([]attribute.KeyValue, 0, 8)

@@ -1,9 +1,16 @@
 package lilyotel
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/lily-mq/lily/runtime"
 )
 
 // An id a publish names reaches its span valid, printable and bounded,
@@ -25,5 +32,34 @@ func TestIDText(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = idText("01J9ZK3M4XQ7-order-42") }); n != 0 {
 		t.Errorf("%v allocations for an ordinary id", n)
+	}
+}
+
+// A send span names its exchange and routing key valid, printable and
+// within AMQP's 255 bytes, whatever the Send was given: the telemetry
+// hook runs before the publisher checks them, and an OTLP exporter refuses
+// a whole batch for invalid UTF-8 in one span.
+func TestSendSpanNamesAreText(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tel, err := New(Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "orders.\xff" + strings.Repeat("k", 300)
+	tel.Publish(context.Background(), "ex\xfe", key, &runtime.Publishing{})("confirmed")
+	ended := spans.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(ended))
+	}
+	texts := []string{ended[0].Name()}
+	for _, a := range ended[0].Attributes() {
+		if a.Value.Type() == attribute.STRING {
+			texts = append(texts, a.Value.AsString())
+		}
+	}
+	for _, s := range texts {
+		if !utf8.ValidString(s) || len(s) > 2*maxNameText+1 {
+			t.Errorf("the span holds %.60q (%d bytes)", s, len(s))
+		}
 	}
 }
