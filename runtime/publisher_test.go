@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -624,5 +625,54 @@ func TestBrokerPublisherForeignUserIDFailsItsSendAlone(t *testing.T) {
 	}
 	if got := ids(t, ok); fmt.Sprint(got) != "map[before:1 first:1 own:1]" {
 		t.Errorf("the queue holds %v", got)
+	}
+}
+
+// silentBroker accepts connections and never answers: a dial to it waits
+// out its step.
+func silentBroker(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	return "amqp://guest:guest@" + ln.Addr().String() + "/"
+}
+
+// A Send waits for a connection within its ctx, whether it dials itself or
+// waits for another Send's dial: cancelled, it returns, not a step later.
+func TestBrokerPublisherSendStopsDialingWithItsContext(t *testing.T) {
+	t.Parallel()
+	p := newPublisher(t, silentBroker(t), 4, func(c *runtime.Config) { c.StepTimeout = time.Hour })
+	first, cancelFirst := context.WithCancel(context.Background())
+	second, cancelSecond := context.WithCancel(context.Background())
+	answers := make(chan error, 2)
+	go func() { answers <- p.Send(first, message(t, "x", "k", "dials")) }()
+	eventually(t, time.Minute, "the first Send dialing", func() bool { return stacksHold("(*Conn).open(", t.Name()) == 1 })
+	go func() { answers <- p.Send(second, message(t, "x", "k", "waits")) }()
+	eventually(t, time.Minute, "the second Send waiting for the dial", func() bool {
+		return stacksHold("(*Publisher).channel(", "awaitOpen(", t.Name()) == 1
+	})
+	cancelSecond()
+	cancelFirst()
+	for range 2 {
+		select {
+		case err := <-answers:
+			if !errors.Is(err, context.Canceled) || errors.Is(err, runtime.ErrUnconfirmed) {
+				t.Errorf("a cancelled Send answered %v; want not sent, its context's error", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("a cancelled Send still waits for its connection a minute later")
+		}
 	}
 }

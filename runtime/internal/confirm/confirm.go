@@ -115,7 +115,7 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 		}
 		p.opening = make(chan struct{})
 		p.mu.Unlock()
-		c, err := p.open(deadline)
+		c, err := p.open(deadline, done)
 		p.mu.Lock()
 		switch {
 		case err == nil && p.closed:
@@ -132,14 +132,15 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 	}
 }
 
-// open opens a confirm-mode channel, each step by the deadline.
-func (p *Publisher) open(deadline time.Time) (*channel, error) {
-	l, err := p.conn.link(deadline)
+// open opens a confirm-mode channel, each step by the deadline, or until
+// done is closed.
+func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, error) {
+	l, err := p.conn.link(deadline, done)
 	if err != nil {
 		return nil, err
 	}
 	stepEnd := time.Now().Add(p.stepTimeout)
-	ctx, cancel := context.WithDeadline(context.Background(), step.Deadline(p.stepTimeout, deadline))
+	ctx, cancel := until(step.Deadline(p.stepTimeout, deadline), done)
 	defer cancel()
 	ch, err := step.Open(ctx, l.conn.Channel, func(ch *amqp.Channel) { _ = ch.Close() })
 	if err != nil {

@@ -71,6 +71,21 @@ func awaitOpen(opening <-chan struct{}, by time.Time, done <-chan struct{}) erro
 	}
 }
 
+// until is a context that ends at the moment by, or when done is closed.
+func until(by time.Time, done <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	if done != nil {
+		go func() {
+			select {
+			case <-done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
+}
+
 // NewConn returns a connection that dial opens, each step of opening it
 // bounded by stepTimeout.
 func NewConn(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Duration) *Conn {
@@ -79,8 +94,8 @@ func NewConn(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.D
 
 // link returns the open connection, dialling one by the deadline when there
 // is none; a dial under way for another publish is waited for, until the
-// deadline.
-func (c *Conn) link(deadline time.Time) (*link, error) {
+// deadline. Either wait ends when done is closed.
+func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 	by := step.Deadline(c.stepTimeout, deadline)
 	for {
 		c.mu.Lock()
@@ -95,14 +110,14 @@ func (c *Conn) link(deadline time.Time) (*link, error) {
 		case c.dialing != nil:
 			dialing := c.dialing
 			c.mu.Unlock()
-			if err := awaitOpen(dialing, by, nil); err != nil {
+			if err := awaitOpen(dialing, by, done); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		c.dialing = make(chan struct{})
 		c.mu.Unlock()
-		l, err := c.open(by)
+		l, err := c.open(by, done)
 		c.mu.Lock()
 		switch {
 		case err == nil && c.closed:
@@ -119,9 +134,9 @@ func (c *Conn) link(deadline time.Time) (*link, error) {
 	}
 }
 
-// open dials a connection by the moment by.
-func (c *Conn) open(by time.Time) (*link, error) {
-	ctx, cancel := context.WithDeadline(context.Background(), by)
+// open dials a connection by the moment by, or until done is closed.
+func (c *Conn) open(by time.Time, done <-chan struct{}) (*link, error) {
+	ctx, cancel := until(by, done)
 	defer cancel()
 	type dialed struct {
 		conn   *amqp.Connection

@@ -1,0 +1,59 @@
+package confirm
+
+import (
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/step"
+)
+
+// A connection two publishers share (a Publisher and the handoffs of the
+// consumers given it) is dialled by one; the other waits for that dial
+// within its own bounds: done closed, it stops waiting at once. So does the
+// one dialling, its dial given up. Neither waits out the step (an hour).
+func TestLinkWaitsEndWithDone(t *testing.T) {
+	release := make(chan struct{})
+	c := NewConn(func() (*amqp.Connection, net.Conn, error) {
+		<-release
+		return nil, nil, errors.New("refused")
+	}, time.Hour)
+	defer close(release)
+	dialerDone, waiterDone := make(chan struct{}), make(chan struct{})
+	answers := make(chan error, 2)
+	go func() {
+		_, err := c.link(time.Time{}, dialerDone)
+		answers <- err
+	}()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		dialing := c.dialing != nil
+		c.mu.Unlock()
+		if dialing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no dial began")
+		}
+	}
+	go func() {
+		_, err := c.link(time.Time{}, waiterDone)
+		answers <- err
+	}()
+	close(waiterDone)
+	close(dialerDone)
+	for range 2 {
+		select {
+		case err := <-answers:
+			// The waiter stops waiting; the dialler's step ends early.
+			if !errors.Is(err, errStopped) && !errors.Is(err, step.ErrTimeout) {
+				t.Errorf("a link whose done closed answered %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("a link whose done closed still waits a minute later")
+		}
+	}
+}
