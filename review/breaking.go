@@ -448,19 +448,32 @@ func limitWord(n int) string {
 
 func (b *breaker) queue(oq, nq *schema.Queue) {
 	if oq.Type != nq.Type {
+		migration := "consume a queue under a new name, or drain the queue, its retry buckets and DLQ and delete them before deploying"
+		if oq.External && nq.External {
+			migration = "the queue is its owner's: drain its retry buckets and DLQ, which Lily declares, and delete them before deploying"
+		}
 		b.add(rules.QueueTypeChanged, oq.Name, nq.Pos,
-			fmt.Sprintf("queue %q changes type from %s to %s: RabbitMQ cannot change the type of it, its retry buckets or its DLQ %q", oq.Name, oq.Type, nq.Type, nq.DLQ),
-			"consume a queue under a new name, or drain the queue, its retry buckets and DLQ and delete them before deploying")
+			fmt.Sprintf("queue %q changes type from %s to %s: RabbitMQ cannot change the type of it, its retry buckets or its DLQ %q", oq.Name, oq.Type, nq.Type, nq.DLQ), migration)
 	}
+	// A queue whose Lily arguments come from policies (its own, or another
+	// team's) takes its DLQ and delivery limit from them: no redeclare is
+	// refused, and another team's queue is never to be deleted.
+	byPolicy := oq.ByPolicy && nq.ByPolicy
 	if oq.DLQ != nq.DLQ {
+		migration := "drain and delete the queue before deploying, or consume a queue under a new name; then deal with what the old DLQ holds"
+		if byPolicy {
+			migration = "apply `lilygen topology`'s policies again as you deploy; then deal with what the old DLQ holds"
+		}
 		b.add(rules.DLQChanged, oq.Name, nq.Pos,
-			fmt.Sprintf("queue %q dead-letters to %q instead of %q: its x-dead-letter-routing-key changes", oq.Name, nq.DLQ, oq.DLQ),
-			"drain and delete the queue before deploying, or consume a queue under a new name; then deal with what the old DLQ holds")
+			fmt.Sprintf("queue %q dead-letters to %q instead of %q: its x-dead-letter-routing-key changes", oq.Name, nq.DLQ, oq.DLQ), migration)
 	}
 	if oq.Type == nq.Type && oq.DeliveryLimit != nq.DeliveryLimit {
+		migration := "drain and delete the queue before deploying, or consume a queue under a new name"
+		if byPolicy {
+			migration = "apply `lilygen topology`'s policies again as you deploy"
+		}
 		b.add(rules.DeliveryLimitChanged, oq.Name, nq.Pos,
-			fmt.Sprintf("queue %q changes its delivery limit from %s to %s: its x-delivery-limit changes", oq.Name, limitWord(oq.DeliveryLimit), limitWord(nq.DeliveryLimit)),
-			"drain and delete the queue before deploying, or consume a queue under a new name")
+			fmt.Sprintf("queue %q changes its delivery limit from %s to %s: its x-delivery-limit changes", oq.Name, limitWord(oq.DeliveryLimit), limitWord(nq.DeliveryLimit)), migration)
 	}
 	b.arguments(oq, nq)
 	if oq.RequiresInbox() != nq.RequiresInbox() {

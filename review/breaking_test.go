@@ -396,3 +396,43 @@ func setNonZero(v reflect.Value) {
 		panic("setNonZero: no value for " + v.Type().String())
 	}
 }
+
+// A queue whose Lily arguments come from policies (its own, or another
+// team's) takes its DLQ and delivery limit from them: a change needs the
+// policies applied again, not a redeclare RabbitMQ would refuse, and never
+// deleting a queue that is another team's.
+func TestBreakingPolicyQueueAsksForPolicies(t *testing.T) {
+	for _, mode := range []string{"lily_arguments: policy", "ownership: external"} {
+		t.Run(mode, func(t *testing.T) {
+			policy := "    type: quorum\n    " + mode + "\n    max_body_bytes"
+			old := parse(t, "old.lily.yaml", edit(t, "    max_body_bytes", policy))
+			new := parse(t, "new.lily.yaml", edit(t, "    max_body_bytes", "    dlq: orders.dead\n    delivery_limit: 5\n"+policy))
+			found := map[string]Finding{}
+			for _, f := range Breaking(old, new) {
+				found[f.Rule] = f
+			}
+			for _, rule := range []string{"DLQ-CHANGED", "DELIVERY-LIMIT-CHANGED"} {
+				f, ok := found[rule]
+				if !ok {
+					t.Errorf("%s not reported: %v", rule, found)
+					continue
+				}
+				if strings.Contains(f.Message, "406") || strings.Contains(f.Migration, "delete the queue") || !strings.Contains(f.Migration, "policies") {
+					t.Errorf("%s: %s (%s); want the policies applied again, no redeclare", rule, f.Message, f.Migration)
+				}
+			}
+		})
+	}
+	// Another team's queue whose type the schema now reads otherwise: only
+	// Lily's own retry buckets and DLQ are to be remade.
+	external := "    ownership: external\n    max_body_bytes"
+	old := parse(t, "old.lily.yaml", edit(t, "    max_body_bytes", external))
+	new := parse(t, "new.lily.yaml", edit(t, "    max_body_bytes", "    type: quorum\n"+external))
+	i := slices.IndexFunc(Breaking(old, new), func(f Finding) bool { return f.Rule == "QUEUE-TYPE-CHANGED" })
+	if i < 0 {
+		t.Fatal("QUEUE-TYPE-CHANGED not reported for an external queue")
+	}
+	if f := Breaking(old, new)[i]; strings.Contains(f.Migration, "drain the queue") || !strings.Contains(f.Migration, "its owner's") {
+		t.Errorf("%s: %s", f.Message, f.Migration)
+	}
+}
