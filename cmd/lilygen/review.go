@@ -49,8 +49,9 @@ exchanges, each DLQ, retry bucket and owned main queue (durable, with the
 same arguments), the owned bindings, and the policies that carry Lily's
 arguments of a queue with lily_arguments: policy or ownership: external.
 What is external is another team's and is left out. Importing over
-existing queues or exchanges with other arguments fails, as a redeclare
-would.
+existing queues or exchanges with other arguments does not fail: RabbitMQ
+keeps what exists, and the consumer's declare then refuses it (406). An
+import is no check of an estate; a consumer's start is.
 
 A quorum queue with no delivery limit (every quorum DLQ, and a queue with
 delivery_limit: -1) is written for the broker's major version: -1 from
