@@ -60,6 +60,10 @@ func (p *parser) named(n *yaml.Node, what, parent string, at place, valid func(s
 	goNames, folded := map[string]*yaml.Node{}, map[string]*yaml.Node{}
 	p.entries(n, what, func(k, v *yaml.Node) {
 		name := k.Value
+		if at != inHeaders && len(name) > maxFieldName {
+			p.errorf(k, RuleName, "field name %q is %d bytes: at most %d", shorten(name), len(name), maxFieldName)
+			return
+		}
 		if !valid(name) {
 			if at == inHeaders {
 				p.errorf(k, RuleName, "header name %q must start with a letter and hold only letters, digits, _, - and .", name)
@@ -112,9 +116,25 @@ func (p *parser) headers(n *yaml.Node, structName string) []*Field {
 	return p.named(n, "headers", structName, inHeaders, validHeader)
 }
 
+// maxDepth bounds how deep fields nest (objects, lists and maps within one
+// another), and maxFieldName a field's name: each nested object's Go name
+// repeats the path to it, so the generated code grows with the square of
+// the depth times the names' length.
+const (
+	maxDepth     = 32
+	maxFieldName = 128
+)
+
 // field reads one field, element or header. at is the key that names it;
 // goPath is its unique Go name in the file.
 func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
+	if p.depth >= maxDepth {
+		p.errorf(key, RuleRange, "%s nests deeper than %d levels of objects, lists and maps", key.Value, maxDepth).
+			Hint = "flatten the payload, or name a shared type for a part of it"
+		return nil
+	}
+	p.depth++
+	defer func() { p.depth-- }()
 	m := p.object(n, key.Value, fieldKeys...)
 	if m == nil {
 		return nil

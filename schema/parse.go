@@ -81,6 +81,8 @@ type parser struct {
 	reading []string
 	// publishes wait for the exchanges and queues to be read.
 	publishes []pendingPublish
+	// depth is how deep the field being read nests.
+	depth int
 }
 
 // doc is one file's top-level mapping.

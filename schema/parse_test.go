@@ -667,3 +667,32 @@ queues:
 		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }
+
+// Fields nest at most maxDepth deep, and a field's name is at most
+// maxFieldName bytes: each nested object's Go name repeats the path to it,
+// so the generated code would grow with the square of the depth times the
+// names' length (600 levels of 300-byte names made a 595 MB file).
+func TestFieldsNestAndNameWithinBounds(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("version: 1\npackage: x\nmessages:\n  A:\n    versions:\n      1:\n        fields:\n")
+	indent := "          "
+	for range maxDepth + 5 {
+		b.WriteString(indent + "o: {type: object, fields: {\n")
+		indent += "  "
+	}
+	b.WriteString(indent + "leaf: {type: string}\n")
+	for range maxDepth + 5 {
+		b.WriteString("}}")
+	}
+	b.WriteString("\n")
+	errs := errorsOf(t, b.String())
+	if len(errs) != 1 || !strings.Contains(errs[0], "nests deeper than 32 levels") {
+		t.Errorf("errors %q, want one: too deep", errs)
+	}
+
+	long := strings.Repeat("n", maxFieldName+1)
+	errs = errorsOf(t, "version: 1\npackage: x\nmessages:\n  A:\n    versions:\n      1:\n        fields:\n          "+long+": {type: string}\n")
+	if len(errs) != 1 || !strings.Contains(errs[0], "is 129 bytes") {
+		t.Errorf("errors %q, want one: the name too long", errs)
+	}
+}
