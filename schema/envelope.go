@@ -244,7 +244,7 @@ func (p *parser) envelopeRef(n *yaml.Node, all []*Envelope) *Envelope {
 		for _, e := range all {
 			names = append(names, e.Name)
 		}
-		p.errorf(n, RuleUnknownRef, "unknown envelope %q", s).Hint = hint(s, names, "envelopes: "+strings.Join(names, ", "))
+		p.errorf(n, RuleUnknownRef, "unknown envelope %q", s).Hint = hint(s, names, "envelopes: "+listed(names))
 		return nil
 	}
 	return all[i]

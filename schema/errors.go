@@ -73,7 +73,25 @@ const (
 	RuleEnvelope         = "BAD-ENVELOPE"        // an envelope profile that cannot be read, or two on one queue that cannot be told apart
 	RuleOrdering         = "BAD-ORDERING"        // an ordering whose key is not in every consumed version, or of a kind that cannot key
 	RulePublish          = "BAD-PUBLISH"         // a publish: that cannot be generated or would not route: not Lily's envelope, a bad exchange or key
+	RuleTooMany          = "TOO-MANY-ERRORS"     // more problems than are listed
 )
+
+// maxErrors bounds the problems listed for one schema: past it they are
+// counted, not kept, so that a schema broken everywhere costs bounded time
+// and output.
+const maxErrors = 1000
+
+// maxListed bounds the names a hint lists.
+const maxListed = 20
+
+// listed is names joined for a hint: at most maxListed of them, then how
+// many more.
+func listed(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
+}
 
 // ErrorList is every problem found in a schema and the files it includes,
 // sorted by file (in the order they were read) and position.
@@ -103,6 +121,9 @@ func (l ErrorList) sorted(files []string) ErrorList {
 func suggest(got string, candidates []string) string {
 	best, bestDist := "", -1
 	for _, c := range candidates {
+		if d, most := len(got)-len(c), max(2, len(c)/3); d > most || -d > most {
+			continue // at least that many edits apart: not a typo
+		}
 		d := distance(strings.ToLower(got), strings.ToLower(c))
 		if d <= max(2, len(c)/3) && (bestDist < 0 || d < bestDist) {
 			best, bestDist = c, d

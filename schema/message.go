@@ -107,7 +107,7 @@ func (p *parser) version(msg *Message, num int, k, v *yaml.Node) *Version {
 	what := fmt.Sprintf("%s version %d", msg.Name, num)
 	p.declare(what, k, ver.GoName, "Extract"+ver.GoName, "New"+ver.GoName)
 	m := p.object(v, what, versionKeys...)
-	before := len(p.errs)
+	before := p.problems()
 	if e, ok := m["content_types"]; ok {
 		ver.ContentTypes = p.contentTypes(e.v)
 	}
@@ -124,7 +124,7 @@ func (p *parser) version(msg *Message, num int, k, v *yaml.Node) *Version {
 				ver.GoName, ver.Fields[i].Name, ver.Fields[i].Pos.Line).Hint = "rename the field"
 		}
 	}
-	fieldsOK := len(p.errs) == before
+	fieldsOK := p.problems() == before
 	p.dates(m, ver)
 	if e, ok := m["examples"]; ok {
 		ver.Examples = p.examples(e.v, ver, fieldsOK)

@@ -63,7 +63,12 @@ func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, 
 	p := &parser{read: read, decls: map[string]decl{}, types: map[string]*sharedType{}}
 	f := p.schema(name, data)
 	if len(p.errs) > 0 {
-		return nil, p.errs.sorted(p.files)
+		list := p.errs.sorted(p.files)
+		if p.dropped > 0 {
+			list = append(list, &Error{File: name, Line: 1, Column: 1, Rule: RuleTooMany,
+				Msg: fmt.Sprintf("%d more problems, not listed: lilygen lists the first %d it finds", p.dropped, maxErrors)})
+		}
+		return nil, list
 	}
 	return f, nil
 }
@@ -74,7 +79,9 @@ type parser struct {
 	read  func(string) ([]byte, error)
 	docs  []doc
 	errs  ErrorList
-	decls map[string]decl // Go names the generated file declares
+	// dropped counts the problems found past maxErrors.
+	dropped int
+	decls   map[string]decl // Go names the generated file declares
 	// types are the shared types by name; reading is the stack of those
 	// being read, to name a cycle.
 	types   map[string]*sharedType
@@ -104,13 +111,20 @@ func (p *parser) pos(n *yaml.Node) Pos { return Pos{File: p.name, Line: n.Line, 
 
 // errorf reports a problem at n; the caller may add a hint to the result.
 func (p *parser) errorf(n *yaml.Node, rule, format string, args ...any) *Error {
-	e := &Error{File: p.name, Line: n.Line, Column: n.Column, Rule: rule, Msg: fmt.Sprintf(format, args...)}
-	p.errs = append(p.errs, e)
-	return e
+	return p.errorAt(Pos{File: p.name, Line: n.Line, Column: n.Column}, rule, format, args...)
 }
 
-// errorAt reports a problem at a position read before.
+// problems counts the problems found so far, listed or not: a step that
+// compares the count before and after it sees its own past maxErrors too.
+func (p *parser) problems() int { return len(p.errs) + p.dropped }
+
+// errorAt reports a problem at a position read before. Past maxErrors the
+// problem is counted, and the caller's hint goes nowhere.
 func (p *parser) errorAt(at Pos, rule, format string, args ...any) *Error {
+	if len(p.errs) >= maxErrors {
+		p.dropped++
+		return &Error{}
+	}
 	e := &Error{File: at.File, Line: at.Line, Column: at.Column, Rule: rule, Msg: fmt.Sprintf(format, args...)}
 	p.errs = append(p.errs, e)
 	return e

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -694,5 +695,27 @@ func TestFieldsNestAndNameWithinBounds(t *testing.T) {
 	errs = errorsOf(t, "version: 1\npackage: x\nmessages:\n  A:\n    versions:\n      1:\n        fields:\n          "+long+": {type: string}\n")
 	if len(errs) != 1 || !strings.Contains(errs[0], "is 129 bytes") {
 		t.Errorf("errors %q, want one: the name too long", errs)
+	}
+}
+
+// A schema broken everywhere costs bounded output: at most maxErrors
+// problems are listed, then how many more there were, and a hint lists at
+// most maxListed names.
+func TestErrorsAreBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("version: 1\npackage: x\nmessages:\n")
+	for i := range 3000 {
+		fmt.Fprintf(&b, "  M%d: {versions: {1: {}}}\n", i)
+	}
+	b.WriteString("queues:\n")
+	for i := range 1500 {
+		fmt.Fprintf(&b, "  q%d: {consumes: [{message: Unknown%d}]}\n", i, i)
+	}
+	errs := errorsOf(t, b.String())
+	if len(errs) != maxErrors+1 || !strings.HasSuffix(errs[maxErrors], "1:1: 500 more problems, not listed: lilygen lists the first 1000 it finds [TOO-MANY-ERRORS]") {
+		t.Fatalf("%d errors, the last %q", len(errs), errs[len(errs)-1])
+	}
+	if !strings.Contains(errs[0], "messages: M0, M1, M2, M3, M4, M5, M6, M7, M8, M9, M10, M11, M12, M13, M14, M15, M16, M17, M18, M19 and 2980 more)") {
+		t.Errorf("the first error %q, want twenty names listed and the count of the others", errs[0])
 	}
 }

@@ -159,7 +159,7 @@ func (p *parser) keyOf(msg *Message, n *yaml.Node, what string) (Key, bool) {
 	if byHeader {
 		key = Key{Header: name}
 	}
-	before := len(p.errs)
+	before := p.problems()
 	for _, v := range msg.Versions {
 		fields := v.Fields
 		if byHeader {
@@ -194,7 +194,7 @@ func (p *parser) keyOf(msg *Message, n *yaml.Node, what string) (Key, bool) {
 			p.errorf(e.v, RulePublish, "routing_key %s %q of %s has a value longer than the %d bytes a routing key holds", kind, name, v.GoName, maxRoutingKeyLength)
 		}
 	}
-	return key, len(p.errs) == before
+	return key, p.problems() == before
 }
 
 // publishRefs checks each publish: once every exchange and queue is read:

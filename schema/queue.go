@@ -310,7 +310,7 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 			for j, m := range msgs {
 				names[j] = m.Name
 			}
-			p.errorf(e.v, RuleUnknownRef, "unknown message %q", name).Hint = hint(name, names, "messages: "+strings.Join(names, ", "))
+			p.errorf(e.v, RuleUnknownRef, "unknown message %q", name).Hint = hint(name, names, "messages: "+listed(names))
 			continue
 		}
 		c := Consume{Message: msgs[i], Versions: msgs[i].Versions, Envelope: cmp.Or(msgs[i].Envelope, q.Envelope, lilyEnvelope), Inbox: q.Inbox, Pos: p.pos(e.v)}

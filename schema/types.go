@@ -79,13 +79,13 @@ func (p *parser) sharedType(name string, ref *yaml.Node) *Field {
 	}
 	t.state = typeReading
 	p.reading = append(p.reading, name)
-	file, before := p.name, len(p.errs)
+	file, before := p.name, p.problems()
 	p.name = t.file
 	f := p.field(t.k, t.v, name, inType)
 	p.name = file
 	p.reading = p.reading[:len(p.reading)-1]
 	t.state = typeRead
-	if len(p.errs) == before {
+	if p.problems() == before {
 		t.field = f
 	}
 	return t.field
