@@ -78,6 +78,9 @@ type breaker struct {
 	old, new *schema.File
 	top      schema.Pos
 	out      []Finding
+	// shared are the shared object types whose fields were compared, by
+	// name: each once, however many paths reach it.
+	shared map[string]bool
 }
 
 func (b *breaker) add(r rules.Rule, subject string, at schema.Pos, msg, migration string) {
@@ -332,6 +335,20 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 	}
 	switch of.Type {
 	case schema.Object:
+		if of.Named != "" && of.Named == nf.Named {
+			// Its fields are the type's, one Go struct for every use: they
+			// are compared once, named by the type. Along each path, the
+			// comparison would take time exponential in how deeply shared
+			// types nest, and report each change once per path.
+			if !b.shared[of.Named] {
+				if b.shared == nil {
+					b.shared = map[string]bool{}
+				}
+				b.shared[of.Named] = true
+				b.fields(of.Fields, nf.Fields, nf.Pos, of.Named+".")
+			}
+			return
+		}
 		b.fields(of.Fields, nf.Fields, nf.Pos, subject+".")
 	case schema.List, schema.Map:
 		if of.Items != nil && nf.Items != nil {

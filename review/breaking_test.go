@@ -1,6 +1,7 @@
 package review
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -434,5 +435,37 @@ func TestBreakingPolicyQueueAsksForPolicies(t *testing.T) {
 	}
 	if f := Breaking(old, new)[i]; strings.Contains(f.Migration, "drain the queue") || !strings.Contains(f.Migration, "its owner's") {
 		t.Errorf("%s: %s", f.Message, f.Migration)
+	}
+}
+
+// A shared type used along many paths is compared once, its findings named
+// by the type: comparing it again for every path that reaches it took time
+// exponential in how deeply shared types nest (two fields of T1 in T0, two
+// of T2 in T1, ...), and printed each finding once per path.
+func TestBreakingComparesASharedTypeOnce(t *testing.T) {
+	schemaOf := func(leafMax int) string {
+		var b strings.Builder
+		b.WriteString("version: 1\npackage: x\ntypes:\n")
+		const depth = 30
+		for i := range depth {
+			fmt.Fprintf(&b, "  T%d: {type: object, fields: {a: {type: T%d, required: true}, b: {type: T%d}}}\n", i, i+1, i+1)
+		}
+		fmt.Fprintf(&b, "  T%d: {type: object, fields: {n: {type: string, max_length: %d}}}\n", depth, leafMax)
+		b.WriteString("messages:\n  A: {versions: {1: {fields: {root: {type: T0, required: true}}}}}\n")
+		return b.String()
+	}
+	old := parse(t, "old.lily.yaml", schemaOf(10))
+	new := parse(t, "new.lily.yaml", schemaOf(5))
+	if found := Breaking(old, old); len(found) != 0 {
+		t.Errorf("a schema against itself: %v", found)
+	}
+	var narrowed []string
+	for _, f := range Breaking(old, new) {
+		if f.Rule == "BOUND-NARROWED" {
+			narrowed = append(narrowed, f.Subject)
+		}
+	}
+	if len(narrowed) != 1 || narrowed[0] != "T30.n" {
+		t.Errorf("narrowed %d times (%.3q); want once, as T30.n", len(narrowed), narrowed)
 	}
 }

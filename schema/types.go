@@ -79,10 +79,12 @@ func (p *parser) sharedType(name string, ref *yaml.Node) *Field {
 	}
 	t.state = typeReading
 	p.reading = append(p.reading, name)
-	file, before := p.name, p.problems()
-	p.name = t.file
+	// A shared type's Go names start from its own: the depth of the uses
+	// that reach it does not lengthen them.
+	file, before, depth := p.name, p.problems(), p.depth
+	p.name, p.depth = t.file, 0
 	f := p.field(t.k, t.v, name, inType)
-	p.name = file
+	p.name, p.depth = file, depth
 	p.reading = p.reading[:len(p.reading)-1]
 	t.state = typeRead
 	if p.problems() == before {
