@@ -39,7 +39,7 @@ func Generate(f *schema.File) (Output, error) {
 	if err != nil {
 		return Output{}, fmt.Errorf("%s: rendering the generated code: %w", f.Name, err)
 	}
-	return Output{Path: path.Join(f.Output, f.Package+".lily.go"), Content: out}, nil
+	return Output{Path: FilePath(f), Content: out}, nil
 }
 
 // layout is the file of schema f: its head (the header comments and the
@@ -97,3 +97,7 @@ func multiline(items ...jen.Code) []jen.Code {
 	}
 	return append(out, jen.Line())
 }
+
+// FilePath is the path of the Go file Generate writes for f, relative to the
+// schema's directory.
+func FilePath(f *schema.File) string { return path.Join(f.Output, f.Package+".lily.go") }

@@ -227,6 +227,27 @@ func TestLeftovers(t *testing.T) {
 	}
 }
 
+// A schema of the same file name below this one may write its output
+// anywhere, outside its own directory too: what it generates now is its,
+// not a leftover of this one, which names the same source.
+func TestLeftoversSpareANamesakesOutput(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	writeFile(t, filepath.Join(dir, "sub", "ping.lily.yaml"), strings.NewReplacer("output: out", "output: ../gen", "package: pingmsg", "package: subping").Replace(minimal))
+	for _, name := range []string{filepath.Join("sub", "ping.lily.yaml"), "ping.lily.yaml"} {
+		if code, _, stderr := lilygen(t, dir, "generate", name); code != exitOK {
+			t.Fatalf("generate %s: exit %d\n%s", name, code, stderr)
+		}
+	}
+	theirs := filepath.Join(dir, "gen", "subping.lily.go")
+	if _, err := os.Stat(theirs); err != nil {
+		t.Errorf("generating ping.lily.yaml removed what sub/ping.lily.yaml generates: %v", err)
+	}
+	if code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml", filepath.Join("sub", "ping.lily.yaml")); code != exitOK {
+		t.Errorf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // A file names its source under lilygen's header and version line, or,
 // generated before lilygen wrote that line, right under the header.
 func TestGeneratedSource(t *testing.T) {

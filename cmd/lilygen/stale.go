@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/lily-mq/lily/gen"
+	"github.com/lily-mq/lily/schema"
 )
 
 // header starts every Go file lilygen generates, and, as a # comment,
@@ -27,31 +30,59 @@ func generatedName(path string) bool {
 // that came from it but are no longer among the targets, as when its output,
 // package or AsyncAPI file changed. A file came from the schema when it is a
 // *.lily.go or a YAML file with lilygen's header naming the schema's file
-// name as its source, and no file of that name stands in a directory
-// between the two (that schema would own it). Hidden directories, vendor and
-// other modules are not searched.
+// name as its source, no file of that name stands in a directory between
+// the two (that schema would own it), and no schema of that name below
+// (whose output may be anywhere) generates it now. Hidden directories,
+// vendor and other modules are not searched.
 func leftovers(name string, targets []target) []string {
 	root, base := filepath.Dir(name), filepath.Base(name)
-	var out []string
-	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil // an unreadable directory holds nothing to delete
-		}
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "vendor" || exists(filepath.Join(path, "go.mod"))) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !generatedName(path) || slices.ContainsFunc(targets, func(t target) bool { return t.path == path }) {
-			return nil
-		}
-		if generatedFrom(path, base) && nearestSchema(filepath.Dir(path), root, base) == root {
+	var out, namesakes []string
+	walk(root, func(path string) {
+		switch {
+		case filepath.Base(path) == base && path != filepath.Clean(name):
+			namesakes = append(namesakes, path)
+		case !generatedName(path) || slices.ContainsFunc(targets, func(t target) bool { return t.path == path }):
+		case generatedFrom(path, base) && nearestSchema(filepath.Dir(path), root, base) == root:
 			out = append(out, path)
+		}
+	})
+	for _, other := range namesakes {
+		theirs := generates(other)
+		out = slices.DeleteFunc(out, func(path string) bool { return slices.Contains(theirs, path) })
+	}
+	return out
+}
+
+// walk calls visit with every file below root, but in hidden directories,
+// vendor and other modules.
+func walk(root string, visit func(path string)) {
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil // an unreadable directory holds nothing to delete
+		case !d.IsDir():
+			visit(path)
+		case path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "vendor" || exists(filepath.Join(path, "go.mod"))):
+			return filepath.SkipDir
 		}
 		return nil
 	})
-	return out
+}
+
+// generates lists the files schema name generates now, as paths from the
+// current directory; none when it cannot be read (its directory, the
+// nearest schema's rule above, is then all that keeps its files).
+func generates(name string) []string {
+	f, err := schema.Load(name)
+	if err != nil {
+		return nil
+	}
+	dir := filepath.Dir(name)
+	paths := []string{filepath.Join(dir, filepath.FromSlash(gen.FilePath(f)))}
+	if f.AsyncAPI != nil {
+		paths = append(paths, filepath.Join(dir, filepath.FromSlash(f.AsyncAPI.File)))
+	}
+	return paths
 }
 
 // generatedFrom reports whether the file at path starts with lilygen's
