@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/lily-mq/lily/review"
@@ -56,18 +57,27 @@ import is no check of an estate; a consumer's start is.
 A quorum queue with no delivery limit (every quorum DLQ, and a queue with
 delivery_limit: -1) is written for the broker's major version: -1 from
 RabbitMQ 4 on, no argument before (where -1 would dead-letter a message at
-its first return). --rabbitmq names that version; the runtime reads it
-from the broker it connects to.
+its first return). --rabbitmq names that version, and is required when a
+queue is quorum; the runtime reads it from the broker it connects to.
 
   lilygen topology --rabbitmq 4 orders.lily.yaml > orders.json
   rabbitmqctl import_definitions orders.json`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		vhost := fs.String("vhost", "/", "the virtual host of the queues")
-		major := fs.Int("rabbitmq", 3, "the major version of the RabbitMQ the definitions are for: 3 or 4 and later")
+		major := fs.Int("rabbitmq", 0, "the major version of the RabbitMQ the definitions are for: 3 or 4 and later (required when a queue is quorum)")
 		return func(e *env) int {
 			files, ok := e.loadAll("topology")
 			if !ok {
 				return exitUsage
+			}
+			if *major == 0 {
+				// 3 taken for a RabbitMQ 4 would write a quorum DLQ without
+				// its -1, and 4's default limit of 20 then drops its copies.
+				if slices.ContainsFunc(files, hasQuorum) {
+					fmt.Fprintln(e.stderr, "lilygen topology: --rabbitmq is required: RabbitMQ 3 and 4 need a quorum queue's \"no delivery limit\" written differently")
+					return exitUsage
+				}
+				*major = 3 // no quorum queue: the same either way
 			}
 			if *major < 3 {
 				fmt.Fprintf(e.stderr, "lilygen topology: --rabbitmq %d: Lily's queues need RabbitMQ 3.10 or later\n", *major)
@@ -133,4 +143,9 @@ templates/review.md.tmpl.`,
 			return exitOK
 		}
 	},
+}
+
+// hasQuorum reports whether a schema declares a quorum queue.
+func hasQuorum(f *schema.File) bool {
+	return slices.ContainsFunc(f.Queues, func(q *schema.Queue) bool { return q.Type == schema.Quorum })
 }

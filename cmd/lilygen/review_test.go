@@ -158,7 +158,7 @@ func TestStarterHoldsTheNamesInitFillsIn(t *testing.T) {
 // topologyQueues is the set of queue names lilygen topology gives a schema.
 func topologyQueues(t *testing.T, dir, file string) map[string]bool {
 	t.Helper()
-	code, stdout, stderr := lilygen(t, dir, "topology", file)
+	code, stdout, stderr := lilygen(t, dir, "topology", "--rabbitmq", "3", file)
 	if code != exitOK {
 		t.Fatalf("topology %s: exit %d\n%s", file, code, stderr)
 	}
@@ -199,5 +199,24 @@ func TestBreakingAgainstGitRefReadsIncludes(t *testing.T) {
 	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
 	if code != exitFindings || !strings.Contains(stdout, "shared/common.lily.yaml:7:11: Ping.v1.id narrows its bounds from none to ..9 characters") {
 		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// topology needs --rabbitmq when a queue is quorum: RabbitMQ 3 and 4 need
+// its "no delivery limit" written differently, and a guess for 4 would
+// leave a quorum DLQ with the default limit of 20.
+func TestTopologyNeedsTheVersionForQuorumQueues(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "classic.lily.yaml"), minimal)
+	writeFile(t, filepath.Join(dir, "quorum.lily.yaml"), strings.Replace(minimal, "  pings:\n", "  pings:\n    type: quorum\n", 1))
+	if code, _, stderr := lilygen(t, dir, "topology", "classic.lily.yaml"); code != exitOK {
+		t.Errorf("topology of classic queues: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr := lilygen(t, dir, "topology", "quorum.lily.yaml")
+	if code != exitUsage || !strings.Contains(stderr, "--rabbitmq is required") {
+		t.Errorf("topology of a quorum queue without --rabbitmq: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := lilygen(t, dir, "topology", "--rabbitmq", "4", "quorum.lily.yaml"); code != exitOK {
+		t.Errorf("topology --rabbitmq 4: exit %d\n%s", code, stderr)
 	}
 }
