@@ -46,9 +46,10 @@ func journeyOf(ctx context.Context) *journey {
 }
 
 // Received starts the delivery's process span. Its parent is the delivery's
-// creation context (the conventions allow it for single messages) and it
-// links to it, as the conventions ask; without a creation context the span
-// starts a trace of its own, never a child of the consumer's Run context.
+// creation context (the conventions allow it for single messages), but
+// with LinkOnly, and it links to it, as the conventions ask; without a
+// creation context the span starts a trace of its own, never a child of the
+// consumer's Run context.
 func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
 	start := time.Now()
 	j := &journey{start: start, queue: queue, messageID: d.MessageID(),
@@ -60,6 +61,9 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.Equal(ambient) {
 		j.creation = sc
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
+		if t.linkOnly {
+			opts = append(opts, trace.WithNewRoot())
+		}
 	} else {
 		opts = append(opts, trace.WithNewRoot())
 	}

@@ -30,6 +30,12 @@ type Options struct {
 	// BodySize records messaging.message.body.size on process and send
 	// spans, which the conventions make opt-in.
 	BodySize bool
+	// LinkOnly starts each process span as the root of a trace of its own
+	// that links to the delivery's creation context, instead of as its
+	// child. A producer then chooses neither the consumer's trace nor,
+	// through a parent-based sampler, whether its spans are sampled: set it
+	// where producers are not trusted (another team's, a foreign envelope).
+	LinkOnly bool
 }
 
 // Telemetry is a runtime.Telemetry that makes OpenTelemetry spans and
@@ -40,6 +46,7 @@ type Telemetry struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	bodySize   bool
+	linkOnly   bool
 	m          instruments
 }
 
@@ -68,6 +75,7 @@ func New(o Options) (*Telemetry, error) {
 		tracer:     tp.Tracer(scope, trace.WithSchemaURL(semconv.SchemaURL)),
 		propagator: prop,
 		bodySize:   o.BodySize,
+		linkOnly:   o.LinkOnly,
 		m:          m,
 	}, nil
 }
