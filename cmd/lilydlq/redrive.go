@@ -182,7 +182,13 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	for _, id := range missing {
 		fmt.Fprintf(e.stderr, "lilydlq redrive: no copy with id %s in %s\n", text(id, maxID), text(e.queue, maxQueue))
 	}
-	if failed > 0 || len(missing) > 0 {
+	// Copies that did not come may have been chosen: as with export, the
+	// run did not do all it was asked.
+	incomplete := res.Idle && (o.limit == 0 || moved < o.limit)
+	if incomplete {
+		fmt.Fprintf(e.stderr, "lilydlq redrive: incomplete: %d of the %d copies ready when the read began were read\n", res.Read, res.Ready)
+	}
+	if failed > 0 || len(missing) > 0 || incomplete {
 		return exitFailure
 	}
 	return exitOK

@@ -547,3 +547,22 @@ func TestRedriveLeavesCCBehind(t *testing.T) {
 		t.Fatalf("the source holds %d copies (headers %v), want 1 without CC", len(got), got)
 	}
 }
+
+// A re-drive that read fewer copies than were ready (taken or expired
+// meanwhile) says so and exits 1, as export does: it may not have moved
+// everything it was asked to.
+func TestRedriveIncomplete(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	expiring := lilyCopy("expiring", "t", "permanent failure", "permanent", src, 1, time.Now())
+	expiring.Expiration = "1"
+	b.publish(dlq, lilyCopy("stays", "t", "permanent failure", "permanent", src, 1, time.Now()), expiring)
+	r := b.lilydlq("redrive", dlq, "-all")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq redrive: incomplete: 1 of the 2 copies ready when the read began were read") {
+		t.Errorf("redrive: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+	if got := ids(b.take(src)); !slices.Equal(got, []string{"stays"}) {
+		t.Errorf("the source holds %v", got)
+	}
+}
