@@ -57,10 +57,10 @@ func TestBrokerTLSClientCertificate(t *testing.T) {
 	}
 }
 
-// deadNode is the URL of a node that closes every connection at once. It
+// fakeNode is the URL of a node that hands each connection to serve. It
 // keeps its port for the whole test: a port merely closed could be taken by
 // another test's proxy, and lead somewhere after all.
-func deadNode(t *testing.T) string {
+func fakeNode(t *testing.T, serve func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,10 +73,15 @@ func deadNode(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			_ = conn.Close()
+			go serve(conn)
 		}
 	}()
 	return "amqp://guest:guest@" + ln.Addr().String() + "/"
+}
+
+// deadNode is the URL of a node that closes every connection at once.
+func deadNode(t *testing.T) string {
+	return fakeNode(t, func(conn net.Conn) { _ = conn.Close() })
 }
 
 // The URLs are tried in turn: a node that fails is passed over, and when

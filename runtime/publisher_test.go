@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	goruntime "runtime"
 	"slices"
@@ -631,22 +632,10 @@ func TestBrokerPublisherForeignUserIDFailsItsSendAlone(t *testing.T) {
 // silentBroker accepts connections and never answers: a dial to it waits
 // out its step.
 func silentBroker(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = conn.Close() })
-		}
-	}()
-	return "amqp://guest:guest@" + ln.Addr().String() + "/"
+	return fakeNode(t, func(conn net.Conn) {
+		_, _ = io.Copy(io.Discard, conn) // until the client gives up
+		_ = conn.Close()
+	})
 }
 
 // A Send waits for a connection within its ctx, whether it dials itself or
