@@ -344,6 +344,29 @@ func TestBrokerPublisherWaitsForAnotherSendsOpenWithinItsContext(t *testing.T) {
 	}
 }
 
+// confirmHeldBack is a Publisher through a proxy that has sent "before" to
+// queue ok, and then "first", which is in the queue while the proxy holds
+// the broker's answers back: its Send waits for its confirm, answered on
+// first once the proxy resumes.
+func confirmHeldBack(t *testing.T, exchange, ok string) (*runtime.Publisher, *proxy, <-chan error) {
+	t.Helper()
+	proxy := newProxy(t)
+	p := newPublisher(t, proxy.url(), 4)
+	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
+		t.Fatal(err)
+	}
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	proxy.Stall(faults.ToClient)
+	first := make(chan error, 1)
+	go func() { first <- p.Send(context.Background(), message(t, exchange, "ok.1", "first")) }()
+	eventually(t, 30*time.Second, "the first Send in its queue, its confirm held back", func() bool {
+		state, err := ch.QueueDeclarePassive(ok, false, false, false, false, nil)
+		return err == nil && state.Messages == 2
+	})
+	return p, proxy, first
+}
+
 // A look for an exchange cut short by its Send's own deadline proves nothing
 // about the connection: the Sends in flight on it are not failed with it.
 // With the broker's answers held back, one Send waits for its confirm while
@@ -361,18 +384,7 @@ func TestBrokerPublisherShortLookLeavesTheConnection(t *testing.T) {
 	if err := ch.QueueBind(ok, "", other, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	proxy := newProxy(t)
-	p := newPublisher(t, proxy.url(), 4)
-	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
-		t.Fatal(err)
-	}
-	proxy.Stall(faults.ToClient)
-	first := make(chan error, 1)
-	go func() { first <- p.Send(context.Background(), message(t, exchange, "ok.1", "first")) }()
-	eventually(t, 30*time.Second, "the first Send in its queue, its confirm held back", func() bool {
-		state, err := ch.QueueDeclarePassive(ok, false, false, false, false, nil)
-		return err == nil && state.Messages == 2
-	})
+	p, proxy, first := confirmHeldBack(t, exchange, ok)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if err := p.Send(ctx, message(t, other, "", "short")); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, runtime.ErrUnconfirmed) {
@@ -595,20 +607,7 @@ func stacksHold(frames ...string) int {
 func TestBrokerPublisherForeignUserIDFailsItsSendAlone(t *testing.T) {
 	t.Parallel()
 	exchange, ok, _ := publishTopology(t)
-	proxy := newProxy(t)
-	p := newPublisher(t, proxy.url(), 4)
-	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
-		t.Fatal(err)
-	}
-	ch := channel(t, dial(t))
-	defer ch.Close()
-	proxy.Stall(faults.ToClient)
-	first := make(chan error, 1)
-	go func() { first <- p.Send(context.Background(), message(t, exchange, "ok.1", "first")) }()
-	eventually(t, 30*time.Second, "the first Send in its queue, its confirm held back", func() bool {
-		state, err := ch.QueueDeclarePassive(ok, false, false, false, false, nil)
-		return err == nil && state.Messages == 2
-	})
+	p, proxy, first := confirmHeldBack(t, exchange, ok)
 	foreign := message(t, exchange, "ok.2", "foreign")
 	foreign.UserId = "nobody"
 	err := p.Send(context.Background(), foreign)
