@@ -91,6 +91,14 @@ func errorsOf(t *testing.T, src string) []string {
 	return out
 }
 
+// wantErrors checks that src fails with exactly want, in order.
+func wantErrors(t *testing.T, src string, want []string) {
+	t.Helper()
+	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, src string
@@ -369,22 +377,17 @@ queues:
 		`32:26: retry delay 1s does not increase on the one before it (5s) (list each delay once, shortest first: the last one repeats until max_attempts) [RETRY-ORDER]`,
 		`32:30: retry delay 1s does not increase on the one before it (1s) (list each delay once, shortest first: the last one repeats until max_attempts) [RETRY-ORDER]`,
 	}
-	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 }
 
 func TestQueueNamesRabbitMQRefuses(t *testing.T) {
 	long := strings.Repeat("q", 201)
 	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\nqueues:\n  " + long + ":\n    consumes: [{message: A}]\n    retry: {delays: [1h2m3.5s]}\n    dlq: " + strings.Repeat("d", 256) + "\n"
-	got := errorsOf(t, src)
 	want := []string{
 		`5:3: queue name "qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq..." is 201 bytes: longer than 200, which leaves room for retry bucket names within RabbitMQ's 255 (use 1 to 200 bytes) [QUEUE-NAME]`,
 		`8:10: dlq "ddddddddddddddddddddddddddddddddddddd..." is 256 bytes: RabbitMQ would refuse it (use 1 to 255 bytes) [QUEUE-NAME]`,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 }
 
 // Generated names beyond types and functions clash too: a pattern's
@@ -407,17 +410,13 @@ messages:
 		`9:67: the pattern of "email" gives the Go name patternAV1CustomerEmail, already taken by the pattern of "customer_email" (line 8) [NAME-CLASH]`,
 		`11:9: typed headers go in the Go field Headers of AV1, already taken by field "headers" (line 10) (rename the field) [NAME-CLASH]`,
 	}
-	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 }
 
 func TestExampleAsJSONText(t *testing.T) {
 	src := "version: 1\npackage: x\nmessages:\n  A:\n    versions:\n      1:\n        examples:\n          - body: '{\"n\": 1'\n"
 	want := []string{`8:19: example 1: the body is not JSON: unexpected end of JSON input [BAD-EXAMPLE]`}
-	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 }
 
 // Included files are read once each, relative to the file that names them,
@@ -549,9 +548,7 @@ messages:
 		`14:21: unknown type "in16" (did you mean "int16"?) [UNKNOWN-TYPE]`,
 		`16:36: max 5000000000 is outside the range of uint32, 0 to 4294967295 (use a type that holds it, such as int64) [OUT-OF-RANGE]`,
 	}
-	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 	// The example is judged once the fields read without error.
 	valid := strings.Join(strings.Split(src, "\n")[:7], "\n") + "\n          b: {type: uint8}\n        examples:\n          - body: {b: 256}\n"
 	if diff := cmp.Diff([]string{`10:23: example 1 of AV1 breaks the schema: field b: more than 255 [BAD-EXAMPLE]`}, errorsOf(t, valid)); diff != "" {
@@ -574,16 +571,13 @@ queues:
   orders.retry.5s: {consumes: [{message: A}], dlq: shared.dlq}
   shipping: {consumes: [{message: A}], dlq: shared.dlq}
 `
-	got := errorsOf(t, src)
 	want := []string{
 		`6:3: queue "billing" has dlq "orders", which is queue orders (line 5): its dead letters would reach that queue's consumer (name a DLQ of its own) [QUEUE-NAME]`,
 		`7:3: queue "audit" has dlq "orders.retry.5s", which is queue orders.retry.5s (line 8): its dead letters would reach that queue's consumer (name a DLQ of its own) [QUEUE-NAME]`,
 		`7:3: queue "audit" has dlq "orders.retry.5s", which is a retry bucket of queue orders (line 5): its dead letters would come back into that queue (name a DLQ of its own) [QUEUE-NAME]`,
 		`8:3: queue "orders.retry.5s" is a retry bucket of queue orders (line 5): that queue's retries would reach this queue's consumer (rename one of them) [QUEUE-NAME]`,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 }
 
 // Errors that share a position come in one order, run after run: a
@@ -615,9 +609,7 @@ queues:
 func TestSecondYAMLDocumentIsRefused(t *testing.T) {
 	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\n---\nqueues:\n  q: {consumes: [{message: A}]}\n"
 	want := []string{`4:1: a second YAML document: a schema file is one document (remove the --- and join the two) [YAML-SYNTAX]`}
-	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 	// A file that ends with ---, or with an empty document, holds no second.
 	for _, end := range []string{"---\n", "---\n# nothing more\n", "---\n...\n"} {
 		if _, err := Parse("s.yaml", []byte("version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\n"+end)); err != nil {
@@ -640,9 +632,7 @@ queues:
     bindings: [{exchange: h, headers: {a: &v one, b: *v}}]
 `
 	want := []string{`9:54: a header: YAML aliases are not supported [YAML-ALIAS]`}
-	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 }
 
 // No duration is longer than RabbitMQ's longest message TTL: the broker
@@ -664,9 +654,7 @@ queues:
 		`6:58: message_ttl: 1193h3m is longer than RabbitMQ's longest message TTL, 1193h2m47.295s (2³²−1 ms) [OUT-OF-RANGE]`,
 		`7:91: retrying in line up to attempt 4 takes a settlement budget of 2000h3m50.001s, longer than 1193h2m47.295s (fewer attempts or shorter delays) [RETRY-POLICY]`,
 	}
-	if diff := cmp.Diff(want, errorsOf(t, src)); diff != "" {
-		t.Errorf("errors (-want +got):\n%s", diff)
-	}
+	wantErrors(t, src, want)
 }
 
 // Fields nest at most maxDepth deep, and a field's name is at most
