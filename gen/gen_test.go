@@ -55,7 +55,13 @@ func generate(t *testing.T, name string) Output {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := schema.Parse(name, data)
+	return generateFrom(t, name, data)
+}
+
+// generateFrom is the file generated from schema src, read as name.
+func generateFrom(t *testing.T, name string, src []byte) Output {
+	t.Helper()
+	f, err := schema.Parse(name, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +122,7 @@ func TestControlCharactersStayInComments(t *testing.T) {
 	src := "version: 1\npackage: x\nmessages:\n  A:\n    versions:\n      1:\n        fields:\n" +
 		"          a: {type: string, pattern: \"^x\\ny$\"}\n" +
 		"          b: {type: enum, values: [\"p\\nq\", r]}\n"
-	f, err := schema.Parse("s.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Generate(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := generateFrom(t, "s.yaml", []byte(src))
 	if !bytes.Contains(out.Content, []byte(`// matches "^x\ny$"`)) || !bytes.Contains(out.Content, []byte(`one of "p\nq, r".`)) {
 		t.Errorf("control characters not quoted in comments:\n%s", out.Content)
 	}
@@ -137,14 +136,7 @@ func TestEnvelopeHeadersStayInComments(t *testing.T) {
 		"envelopes:\n  foreign: {kind: headers, type: {header: \"" + header + "\"}}\n" +
 		"messages:\n  A:\n    envelope: foreign\n    versions:\n      1:\n        fields:\n          a: {type: string}\n" +
 		"queues:\n  q: {consumes: [{message: A}]}\n"
-	f, err := schema.Parse("s.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := Generate(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := generateFrom(t, "s.yaml", []byte(src))
 	file, err := parser.ParseFile(token.NewFileSet(), "x.go", out.Content, 0)
 	if err != nil {
 		t.Fatal(err)
