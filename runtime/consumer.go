@@ -15,6 +15,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/backoff"
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -311,9 +312,9 @@ func refused(err error) bool {
 	return errors.Is(err, errExternalMissing) || errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed
 }
 
-// frameSize is the frame size Lily's connections ask for (the broker's
-// default, and amqp091's); the quarantine filter negotiates as the client does.
-const frameSize = 131072
+// frameSize is the frame size Lily's connections ask for; the quarantine
+// filter negotiates as the client does.
+const frameSize = frame.Size
 
 // closeConn closes one of the consumer's connections, waiting for the
 // broker's close-ok no longer than a step: a peer that stopped reading must

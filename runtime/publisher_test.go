@@ -599,24 +599,31 @@ func stacksHold(frames ...string) int {
 }
 
 // A user_id that is not the connection's own would have the broker close
-// the channel under every publish in flight on it: the Send is refused
-// before the write, alone. With the broker's answers held back, one Send
-// waits for its confirm while another names a foreign user_id; once the
-// answers flow, the first is confirmed. The connection's own user_id is
-// published.
-func TestBrokerPublisherForeignUserIDFailsItsSendAlone(t *testing.T) {
+// the channel under every publish in flight on it, and headers larger than
+// a frame the connection: either Send is refused before the write, alone.
+// With the broker's answers held back, one Send waits for its confirm while
+// the others are refused; once the answers flow, the first is confirmed.
+// The connection's own user_id is published.
+func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	t.Parallel()
 	exchange, ok, _ := publishTopology(t)
 	p, proxy, first := confirmHeldBack(t, exchange, ok)
 	foreign := message(t, exchange, "ok.2", "foreign")
 	foreign.UserId = "nobody"
-	err := p.Send(context.Background(), foreign)
-	if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "user_id") {
-		t.Errorf("the Send with a foreign user_id: %v; want not sent, for its user_id", err)
+	large := message(t, exchange, "ok.2", "large")
+	large.Headers["blob"] = strings.Repeat("x", 200_000)
+	for _, refused := range []struct {
+		m    runtime.Message
+		want string
+	}{{foreign, "user_id"}, {large, "more than the 131064 of a frame"}} {
+		err := p.Send(context.Background(), refused.m)
+		if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), refused.want) {
+			t.Errorf("the Send of %s: %v; want not sent, %q", refused.m.MessageId, err, refused.want)
+		}
 	}
 	proxy.Resume()
 	if err := <-first; err != nil {
-		t.Errorf("the Send in flight beside it: %v", err)
+		t.Errorf("the Send in flight beside them: %v", err)
 	}
 	own := message(t, exchange, "ok.3", "own")
 	own.UserId = "guest"

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
@@ -289,6 +291,12 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	}
 	id := p.idPrefix + strconv.FormatUint(p.seq.Add(1), 36)
 	msg.Headers[guard.HeaderHandoffID] = id
+	if n, most := frame.ContentHeader(msg), c.link.conn.Config.FrameSize-frame.Overhead; most > 0 && n > most {
+		// The broker would close the connection (501) under every publish
+		// on it: a content header is never split across frames.
+		ev.Status, ev.Detail = outcome.HandoffFailed, fmt.Sprintf("properties and headers: %d bytes, more than the %d of a frame on this connection", n, most)
+		return ev
+	}
 	p.expect(id)
 	defer p.forget(id)
 	p.drain(c)
