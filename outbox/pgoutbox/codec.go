@@ -14,6 +14,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -96,6 +97,12 @@ func encode(m runtime.Message) ([]byte, error) {
 		if out.Headers, err = json.Marshal(h); err != nil {
 			return nil, err
 		}
+	}
+	// The broker would close the relay's connection on a content header
+	// larger than a frame: every publish in flight beside it would fail,
+	// on every attempt at the row.
+	if n := frame.ContentHeader(p); n > frame.MaxProperties {
+		return nil, fmt.Errorf("properties and headers: %d bytes, more than %d", n, frame.MaxProperties)
 	}
 	return json.Marshal(out)
 }

@@ -98,6 +98,7 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"nested name with NUL", headers("h", amqp.Table{"\x00": 1}), "name: holds a NUL byte"},
 		{"tables too deep", headers("h", deep), "nested deeper than 32"},
 		{"arrays too deep", headers("h", deepArray), "nested deeper than 32"},
+		{"headers larger than a frame", headers("h", strings.Repeat("x", 200_000)), "properties and headers: 200025 bytes, more than 121848"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -118,6 +119,11 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 	if _, err := encode(runtime.Message{Exchange: long[:255], RoutingKey: long[:255], OrderKey: long,
 		Publishing: runtime.Publishing{Headers: amqp.Table{long[:255]: within}}}); err != nil {
 		t.Errorf("a message at the bounds: %v", err)
+	}
+	// A content header of 121,848 bytes: the properties' 14, the table's
+	// length, and one header of a 1-byte name and a string.
+	if _, err := encode(headers("h", strings.Repeat("x", 121_848-14-4-2-5))); err != nil {
+		t.Errorf("headers as large as allowed: %v", err)
 	}
 }
 
