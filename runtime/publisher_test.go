@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	goruntime "runtime"
 	"slices"
@@ -600,10 +601,11 @@ func stacksHold(frames ...string) int {
 
 // A user_id that is not the connection's own would have the broker close
 // the channel under every publish in flight on it, and headers larger than
-// a frame the connection: either Send is refused before the write, alone.
-// With the broker's answers held back, one Send waits for its confirm while
-// the others are refused; once the answers flow, the first is confirmed.
-// The connection's own user_id is published.
+// a frame, or holding a NaN or an infinity, the connection: each such Send
+// is refused before the write, alone. With the broker's answers held back,
+// one Send waits for its confirm while the others are refused; once the
+// answers flow, the first is confirmed. The connection's own user_id is
+// published.
 func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	t.Parallel()
 	exchange, ok, _ := publishTopology(t)
@@ -612,10 +614,12 @@ func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	foreign.UserId = "nobody"
 	large := message(t, exchange, "ok.2", "large")
 	large.Headers["blob"] = strings.Repeat("x", 200_000)
+	nan := message(t, exchange, "ok.2", "nan")
+	nan.Headers["x-score"] = []any{float32(math.NaN())}
 	for _, refused := range []struct {
 		m    runtime.Message
 		want string
-	}{{foreign, "user_id"}, {large, "more than the 131064 of a frame"}} {
+	}{{foreign, "user_id"}, {large, "more than the 131064 of a frame"}, {nan, "x-score: [0]: NaN is not a finite number"}} {
 		err := p.Send(context.Background(), refused.m)
 		if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), refused.want) {
 			t.Errorf("the Send of %s: %v; want not sent, %q", refused.m.MessageId, err, refused.want)

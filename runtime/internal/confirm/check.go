@@ -3,6 +3,7 @@ package confirm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -36,37 +37,49 @@ func check(exchange, key string, msg amqp.Publishing) error {
 	if err := msg.Headers.Validate(); err != nil {
 		return fmt.Errorf("headers: %w", err)
 	}
-	if err := checkNames(msg.Headers); err != nil {
+	if err := checkTable(msg.Headers); err != nil {
 		return fmt.Errorf("headers: %w", err)
 	}
 	return nil
 }
 
-// checkNames says which name in table t, or in a table within it, is too
-// long for AMQP. It allocates nothing unless one is: every handoff passes
-// here.
-func checkNames(t amqp.Table) error {
+// checkTable says which name in table t, or in a table within it, is too
+// long for AMQP, or which value is a NaN or an infinity, on which the
+// broker closes the connection (541). It allocates nothing unless one is:
+// every handoff passes here.
+func checkTable(t amqp.Table) error {
 	for name, v := range t {
 		if len(name) > maxShortStr {
 			return fmt.Errorf("a name of %d bytes, more than %d", len(name), maxShortStr)
 		}
-		if err := checkValueNames(v); err != nil {
+		if err := checkValue(v); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-func checkValueNames(v any) error {
+func checkValue(v any) error {
 	switch v := v.(type) {
 	case amqp.Table:
-		return checkNames(v)
+		return checkTable(v)
 	case []any:
 		for i, item := range v {
-			if err := checkValueNames(item); err != nil {
+			if err := checkValue(item); err != nil {
 				return fmt.Errorf("[%d]: %w", i, err)
 			}
 		}
+	case float64:
+		return finite(v)
+	case float32:
+		return finite(float64(v))
+	}
+	return nil
+}
+
+func finite(f float64) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("%v is not a finite number", f)
 	}
 	return nil
 }
