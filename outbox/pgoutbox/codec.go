@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -187,9 +188,15 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 	case int64:
 		return tag("int64", v)
 	case float32:
-		// A string keeps NaN, the infinities and -0, which JSON numbers cannot.
+		if err := finite(float64(v), path); err != nil {
+			return nil, err
+		}
+		// A string keeps -0, which JSON numbers cannot.
 		return tag("float32", strconv.FormatFloat(float64(v), 'g', -1, 32))
 	case float64:
+		if err := finite(v, path); err != nil {
+			return nil, err
+		}
 		return tag("float64", strconv.FormatFloat(v, 'g', -1, 64))
 	case amqp.Decimal:
 		return tag("decimal", decimal{Scale: v.Scale, Value: v.Value})
@@ -226,6 +233,15 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		return tag("array", a)
 	}
 	return nil, fmt.Errorf("%s: a value of type %s, which amqp091-go does not publish", clip(path, 200), clip(fmt.Sprintf("%T", v), 100))
+}
+
+// finite refuses a NaN or an infinity, on which the broker closes the
+// connection (541): such a row could never be published.
+func finite(f float64, path string) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("%s: %v is not a finite number", clip(path, 200), f)
+	}
+	return nil
 }
 
 type decimal struct {
