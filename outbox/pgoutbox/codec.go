@@ -88,7 +88,9 @@ func encode(m runtime.Message) ([]byte, error) {
 		Type: p.Type, UserID: p.UserId, AppID: p.AppId,
 	}
 	if !p.Timestamp.IsZero() {
-		out.Timestamp = p.Timestamp.Format(time.RFC3339Nano)
+		// In UTC: RFC 3339 gives a zone's offset to the minute, and some
+		// zones' historic offsets have seconds.
+		out.Timestamp = p.Timestamp.UTC().Format(time.RFC3339Nano)
 	}
 	if p.Headers != nil {
 		h, err := encodeTable(p.Headers, "headers", 1)
@@ -212,7 +214,7 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		if err := checkTime(v); err != nil {
 			return nil, fmt.Errorf("%s: %w", clip(path, 200), err)
 		}
-		return tag("time", v.Format(time.RFC3339Nano))
+		return tag("time", v.UTC().Format(time.RFC3339Nano))
 	case amqp.Table:
 		t, err := encodeTable(v, path, depth+1)
 		if err != nil {
