@@ -10,13 +10,15 @@ import (
 func HeaderInt(v any) (int64, bool) { return asInt64(v) }
 
 // HeaderNumber reads a float or integer header value. Generated extractors of
-// typed headers call it.
+// typed headers call it. A NaN or an infinity is not a number here: either
+// would pass any bound (NaN compares false), and RabbitMQ closes a
+// publisher's connection on one.
 func HeaderNumber(v any) (float64, bool) {
 	switch n := v.(type) {
 	case float64:
-		return n, true
+		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
 	case float32:
-		return float64(n), true
+		return HeaderNumber(float64(n))
 	}
 	i, ok := asInt64(v)
 	return float64(i), ok

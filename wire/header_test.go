@@ -1,9 +1,26 @@
 package wire
 
 import (
+	"math"
 	"testing"
 	"time"
 )
+
+// A NaN or an infinity would pass any bound: it is no number header.
+func TestHeaderNumberIsFinite(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want bool
+	}{
+		{1.5, true}, {float32(-2), true}, {int16(3), true}, {math.MaxFloat64, true},
+		{math.NaN(), false}, {math.Inf(1), false}, {math.Inf(-1), false},
+		{float32(math.NaN()), false}, {float32(math.Inf(1)), false}, {"1", false},
+	} {
+		if _, ok := HeaderNumber(c.v); ok != c.want {
+			t.Errorf("HeaderNumber(%T %v) ok = %v, want %v", c.v, c.v, ok, c.want)
+		}
+	}
+}
 
 func TestParseTimeIsStrictRFC3339(t *testing.T) {
 	for s, want := range map[string]bool{
