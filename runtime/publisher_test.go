@@ -2,11 +2,14 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"os/exec"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -674,4 +677,111 @@ func TestBrokerPublisherSendStopsDialingWithItsContext(t *testing.T) {
 			t.Fatal("a cancelled Send still waits for its connection a minute later")
 		}
 	}
+}
+
+// stallVhost is a virtual host of the test's own on the local broker with
+// a topic exchange x, a queue ok bound to "ok.#" and a queue stalled bound
+// to "stalled.#", whose process is suspended, so that it confirms nothing,
+// until the returned resume (also run when the test ends, and by the broker
+// itself a minute on, should the test die first). In a vhost of its own:
+// while a queue is suspended, rabbitmqctl list_queues waits for it, and
+// other tests list "/". It returns the vhost's URL.
+func stallVhost(t *testing.T) (url string, resume func()) {
+	t.Helper()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	vhost := "lilytest-stall-" + hex.EncodeToString(b[:])
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("rabbitmqctl", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	ctl("add_vhost", vhost)
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "delete_vhost", vhost).Run() })
+	uri, err := amqp.ParseURI(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl("set_permissions", "-p", vhost, uri.Username, ".*", ".*", ".*")
+	uri.Vhost = vhost
+	url = uri.String()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch := channel(t, conn)
+	if err := ch.ExchangeDeclare("x", "topic", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"ok", "stalled"} {
+		if _, err := ch.QueueDeclare(q, false, false, false, false, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.QueueBind(q, q+".#", "x", false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := `{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"` + vhost + `">>, queue, <<"stalled">>)), P = amqqueue:get_pid(Q), `
+	if out := ctl("eval", pid+`sys:suspend(P), timer:apply_after(60000, sys, resume, [P]).`); !strings.Contains(out, "ok") {
+		t.Fatalf("suspend: %s", out)
+	}
+	var once sync.Once
+	// Resumed before the vhost is deleted: cleanups run last first.
+	resume = func() { once.Do(func() { ctl("eval", pid+`sys:resume(P).`) }) }
+	t.Cleanup(resume)
+	return url, resume
+}
+
+// A destination that never answers does not take the window from the
+// others: with one queue's process suspended, Sends to it fill the window
+// and give up on their confirms; once half the window has waited a step
+// more, the channel is closed, which answers them, and a Send to another
+// queue goes through. The copies written to the suspended queue reach it
+// once it resumes.
+func TestBrokerPublisherStalledDestinationFreesTheWindow(t *testing.T) {
+	t.Parallel()
+	url, resume := stallVhost(t)
+	p := newPublisher(t, url, 4, func(c *runtime.Config) { c.StepTimeout = time.Second })
+	// Connected, and the exchange found, before the short sends below.
+	if err := p.Send(context.Background(), message(t, "x", "ok.0", "before")); err != nil {
+		t.Fatal(err)
+	}
+	send := func(key, id string, within time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		return p.Send(ctx, message(t, "x", key, id))
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			if err := send("stalled."+strconv.Itoa(i), "stalled-"+strconv.Itoa(i), 300*time.Millisecond); !errors.Is(err, runtime.ErrUnconfirmed) {
+				t.Errorf("send %d to the suspended queue: %v; want unconfirmed", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	eventually(t, 30*time.Second, "a send to another queue", func() bool { return send("ok.1", "after", 5*time.Second) == nil })
+	resume()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := map[string]int{}
+	for _, d := range drainOn(t, conn, "ok") {
+		got[d.MessageId]++
+	}
+	if got["before"] != 1 || got["after"] < 1 {
+		t.Errorf("queue ok holds %v", got)
+	}
+	eventually(t, 30*time.Second, "the suspended queue's copies", func() bool {
+		ch := channel(t, conn)
+		defer ch.Close()
+		state, err := ch.QueueDeclarePassive("stalled", false, false, false, false, nil)
+		return err == nil && state.Messages == 4
+	})
 }

@@ -48,6 +48,9 @@ type Publisher struct {
 	BeforePublish, AfterPublish func()
 	idPrefix                    string
 	seq                         atomic.Uint64
+	// stalled counts the publishes that stopped waiting for their answer
+	// and still had none a step later.
+	stalled atomic.Int32
 
 	mu      sync.Mutex // guards current, opening and closed
 	current *channel
@@ -71,6 +74,9 @@ type channel struct {
 	checking chan struct{}
 	knownMu  sync.Mutex
 	known    map[string]bool
+	// retiring closes the channel once when its unanswered publishes hold
+	// half the window (answered).
+	retiring sync.Once
 }
 
 // New returns a publisher on conn that holds at most window publishes in
@@ -419,10 +425,39 @@ func (p *Publisher) returned(id string) bool {
 // in the buffer never outnumber its room: a Return the client cannot buffer
 // it drops after 5 s, and a publish whose Return was dropped would be taken
 // for routed.
+//
+// A destination that never answers (a quorum queue without a majority)
+// would hold the slots of every publish to it, and publishes to every other
+// destination would find none. So once half the window (at least one
+// publish) has waited a step past its give-up, the channel is closed: that
+// answers them all, unconfirmed, and the next publish opens another.
 func (p *Publisher) answered(c *channel, dc *amqp.DeferredConfirmation) {
-	<-dc.Done()
+	stalled := time.NewTimer(p.stepTimeout)
+	select {
+	case <-dc.Done():
+		stalled.Stop()
+	case <-stalled.C:
+		if int(p.stalled.Add(1)) >= max(cap(p.window)/2, 1) {
+			c.retire(p.stepTimeout)
+		}
+		<-dc.Done()
+		p.stalled.Add(-1)
+	}
 	p.drain(c)
 	<-p.window
+}
+
+// retire closes the channel within a step, once; a channel that does not
+// close in time takes its connection with it, which answers its publishes
+// all the same.
+func (c *channel) retire(stepTimeout time.Duration) {
+	c.retiring.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		if step.DoErr(ctx, c.ch.Close) != nil {
+			c.link.abandon()
+		}
+	})
 }
 
 // drain records every Return already buffered. A Return whose publish has
