@@ -198,10 +198,11 @@ func handoffOrRequeue(o outcome.Outcome, p Plan, remaining time.Duration) Plan {
 // giveBack requeues the delivery, unless the broker would dead-letter it at
 // this return: a quorum queue's count of earlier returns (x-delivery-count)
 // has reached its limit. Then Lily hands it to the DLQ itself, with its
-// failure facts; only a handoff to the DLQ that failed already is followed
-// by the requeue, and the broker's own dead-lettering.
+// failure facts. Only a handoff to the DLQ that failed already, or one that
+// failed after its write (its copy may exist, and one attempt makes at most
+// one), is followed by the requeue, and the broker's own dead-lettering.
 func giveBack(o outcome.Outcome, attempt int, q Policy, remaining time.Duration, reason string) Plan {
-	if q.DeliveryLimit > 0 && o.DeliveryCount >= q.DeliveryLimit && o.Handoff.Destination != q.DeadLetterQueue {
+	if q.DeliveryLimit > 0 && o.DeliveryCount >= q.DeliveryLimit && o.Handoff.Destination != q.DeadLetterQueue && !o.Handoff.Published {
 		limit := "delivery limit " + strconv.Itoa(q.DeliveryLimit) + " reached (x-delivery-count " + strconv.Itoa(o.DeliveryCount) + "): "
 		return handoffOrRequeue(o, toDLQ(q, attempt, limit+reason), remaining)
 	}

@@ -106,7 +106,8 @@ func TestDecideSingleAttemptPolicyGoesStraightToDLQ(t *testing.T) {
 // On a quorum queue whose limit the message's returns have reached, the next
 // return would have the broker dead-letter it without Lily's facts: Lily
 // hands it to the DLQ itself instead, unless a handoff to the DLQ is what
-// just failed. Below the limit, and on a queue without one, the requeue
+// just failed, or a handoff that failed after its write (its copy may exist:
+// a second in the same attempt would be two). Below the limit, and on a queue without one, the requeue
 // stands; its pause grows with the broker's count as with this process's.
 func TestDecideDeliveryLimit(t *testing.T) {
 	q := testPolicy()
@@ -116,6 +117,11 @@ func TestDecideDeliveryLimit(t *testing.T) {
 	at := func(o outcome.Outcome, count int) outcome.Outcome { o.DeliveryCount = count; return o }
 	failedTo := func(dest string) outcome.Outcome {
 		return outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable}, Handoff: outcome.HandoffEvidence{Destination: dest, Status: outcome.HandoffNacked}}
+	}
+	writtenTo := func(dest string) outcome.Outcome {
+		o := failedTo(dest)
+		o.Handoff.Status, o.Handoff.Published = outcome.HandoffTimedOut, true
+		return o
 	}
 	rows := []struct {
 		name      string
@@ -130,6 +136,8 @@ func TestDecideDeliveryLimit(t *testing.T) {
 			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 5): deferred; no application retry used: inbox: lease held"}},
 		{"a retry handoff failed at the limit → DLQ", q, at(failedTo("orders.retry.1s"), 7), time.Minute,
 			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 7): handoff to orders.retry.1s nacked"}},
+		{"a retry handoff written, unconfirmed, at the limit → requeue: its copy may exist", q, at(writtenTo("orders.retry.1s"), 7), time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "handoff to orders.retry.1s timed out"}},
 		{"the DLQ handoff failed at the limit → requeue: the broker dead-letters it", q, at(failedTo("orders.dlq"), 5), time.Minute,
 			Plan{Action: ActRequeue, Delay: 32 * requeuePause, Reason: "handoff to orders.dlq nacked"}},
 		{"at the limit, no budget for a handoff → requeue", q, at(deferred, 5), time.Second,
