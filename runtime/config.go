@@ -50,8 +50,8 @@ type Config struct {
 	// Scope, when set, opens per-delivery resources after dispatch (never for
 	// a rejected or unsupported delivery). It returns the context the handler
 	// runs in (derived from ctx) and a cleanup that runs after the handler and
-	// the commit. A scope that fails to open is a retryable failure, and the
-	// handler does not run; a cleanup that fails keeps the delivery from being
+	// the commit. A scope that fails to open (an error, or no context) is a
+	// retryable failure, and the handler does not run; a cleanup that fails keeps the delivery from being
 	// ACKed.
 	Scope func(ctx context.Context, d RawDelivery) (context.Context, func(context.Context) error, error)
 	// AfterDelivery, when set, runs last in the pipeline, after the commit

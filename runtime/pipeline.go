@@ -41,6 +41,14 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 				_ = c.userStep(time.Time{}, late.cleanup)
 			}
 		})
+		if err == nil && sc.ctx == nil {
+			// The handler's context would be built on nothing: a panic on
+			// the delivery's goroutine, out of every recover.
+			if sc.cleanup != nil {
+				_ = c.userStep(deadline, sc.cleanup)
+			}
+			err = errors.New("returned no context")
+		}
 		if err != nil {
 			o.Handler = outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: sanitize.Text("scope: "+err.Error(), decide.MaxCause)}
 			return o, release

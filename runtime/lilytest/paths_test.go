@@ -310,18 +310,30 @@ func TestHandoffFailureRequeues(t *testing.T) {
 	}
 }
 
-// As TestBrokerScopeThatFailsToOpenSkipsTheHandler.
+// As TestBrokerScopeThatFailsToOpenSkipsTheHandler; a scope that returns no
+// context fails so too, its cleanup run.
 func TestScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
-	var calls int
-	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, func(cfg *runtime.Config) {
-		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+	var cleaned bool
+	for why, scope := range map[string]func(context.Context, runtime.RawDelivery) (context.Context, func(context.Context) error, error){
+		"pool exhausted": func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
 			return ctx, nil, errors.New("pool exhausted")
+		},
+		"returned no context": func(context.Context, runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return nil, func(context.Context) error { cleaned = true; return nil }, nil
+		},
+	} {
+		var calls int
+		h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, func(cfg *runtime.Config) {
+			cfg.Scope = scope
+		})
+		res := h.Deliver(order(t, "unscoped-1"))
+		wantPath(t, res, runtime.PathRetried)
+		if calls != 0 || res.Handler != "" || !strings.HasSuffix(res.Reason, ": scope: "+why) {
+			t.Errorf("%s: handler calls %d, result %+v", why, calls, res)
 		}
-	})
-	res := h.Deliver(order(t, "unscoped-1"))
-	wantPath(t, res, runtime.PathRetried)
-	if calls != 0 || res.Handler != "" || !strings.HasSuffix(res.Reason, ": scope: pool exhausted") {
-		t.Errorf("handler calls %d, result %+v", calls, res)
+	}
+	if !cleaned {
+		t.Error("the cleanup of a scope that returned no context did not run")
 	}
 }
 
