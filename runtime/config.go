@@ -34,7 +34,7 @@ type Config struct {
 	// its own turns them into metrics or keeps the recent ones.
 	Logger *slog.Logger
 	// Observe, when set, receives each delivery's record as its journey ends,
-	// on the delivery's goroutine: keep it quick.
+	// on the delivery's goroutine: keep it quick. A panic in it is logged.
 	Observe func(Record)
 	// Telemetry, when set, is told of each delivery's journey, with its
 	// context, and of each publish: traces and metrics hang on it.

@@ -2,10 +2,13 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // The diagnostics are slog records: one per stage of a delivery's journey
@@ -123,7 +126,7 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 	}
 	duplicate := o.Claim == outcome.InboxDuplicate
 	if r.report.add(token, rec, copyMayRepeat(o), duplicate) && c.cfg.Observe != nil {
-		c.cfg.Observe(rec)
+		c.observe(rec)
 	}
 	c.telemetry.settled(ctx, rec)
 	c.emit(event{
@@ -131,4 +134,16 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 		generation: gen, path: rec.Path, detail: rec.Reason,
 		handoff: o.Handoff.Status, settlement: o.Settlement.Status, duration: rec.Duration, duplicate: duplicate,
 	})
+}
+
+// observe hands rec to Config.Observe. A panic there is logged: loose on the
+// delivery's goroutine it would end the process, and every delivery in
+// flight with it.
+func (c *Consumer) observe(rec Record) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.cfg.Logger.Error("lily Observe panicked", "queue", c.spec.Name, "detail", sanitize.Text(fmt.Sprint(p), decide.MaxCause))
+		}
+	}()
+	c.cfg.Observe(rec)
 }

@@ -3,6 +3,7 @@ package lilytest_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -386,5 +387,20 @@ func TestAfterDeliveryFailureIsRetried(t *testing.T) {
 	wantPath(t, res, runtime.PathRetried)
 	if res.Handler != "ok" || res.Reason != "after_delivery failed on attempt 1 of 3: after_delivery: audit log full" {
 		t.Errorf("result %+v", res)
+	}
+}
+
+// An Observe that panics is logged; its delivery and the next settle.
+func TestObservePanicIsLogged(t *testing.T) {
+	var log strings.Builder
+	h := harness(t, ok, func(cfg *runtime.Config) {
+		cfg.Observe = func(rec runtime.Record) { panic("observer broke on " + rec.MessageID) }
+		cfg.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelError}))
+	})
+	for _, id := range []string{"observed-1", "observed-2"} {
+		wantPath(t, h.Deliver(order(t, id)), runtime.PathAcked)
+	}
+	if n := strings.Count(log.String(), `msg="lily Observe panicked"`); n != 2 || !strings.Contains(log.String(), "observer broke on observed-2") {
+		t.Errorf("%d panics logged:\n%s", n, log.String())
 	}
 }
