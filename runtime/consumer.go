@@ -68,9 +68,12 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		errs = append(errs, err)
 	}
 	// The budget must carry the handler, then the claim, commit, cleanup and
-	// after_delivery steps, then a handoff and its ACK.
-	if b := spec.budget(); spec.SettlementBudget != 0 && b < spec.HandlerTimeout+4*cfg.withDefaults().StepTimeout+decide.HandoffReserve {
-		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + 4 step timeouts + %s", spec.Name, b, decide.HandoffReserve))
+	// after_delivery steps, then a handoff and its ACK. The default grows to
+	// it (below) when a step timeout over 7 s outgrows handler timeout +
+	// 30s.
+	need := spec.HandlerTimeout + 4*cfg.withDefaults().StepTimeout + decide.HandoffReserve
+	if spec.SettlementBudget != 0 && spec.SettlementBudget < need {
+		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + 4 step timeouts + %s", spec.Name, spec.SettlementBudget, decide.HandoffReserve))
 	}
 	if err := cfg.validateURLs(); err != nil {
 		errs = append(errs, err)
@@ -96,6 +99,9 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if spec.SettlementBudget == 0 {
+		spec.SettlementBudget = max(spec.budget(), need)
 	}
 	nothing := func() {}
 	policy := spec.policy()

@@ -37,3 +37,6 @@ func (c *Consumer) SetProofInterval(d time.Duration) { c.tuning.proofInterval = 
 // SetStallMargin sets what Health allows past a delivery's budget and two
 // steps before it calls the consumer wedged; call it before Run.
 func (c *Consumer) SetStallMargin(d time.Duration) { c.tuning.stallMargin = d }
+
+// Budget is the settlement budget each delivery gets.
+func (c *Consumer) Budget() time.Duration { return c.spec.budget() }

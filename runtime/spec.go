@@ -53,7 +53,8 @@ type QueueSpec struct {
 	// when the consumer has one.
 	Messages []envelope.Message
 	// SettlementBudget bounds the whole delivery, from receipt to settlement.
-	// Zero means HandlerTimeout plus 30 s.
+	// Zero means HandlerTimeout plus 30 s, or HandlerTimeout plus four of the
+	// Config's step timeouts plus 2 s when that is larger (a step over 7 s).
 	SettlementBudget time.Duration
 }
 

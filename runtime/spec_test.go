@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
@@ -47,5 +48,32 @@ func TestNewConsumerChecksItsMessages(t *testing.T) {
 				t.Fatalf("NewConsumer: %v; want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// The budget must carry the handler, four steps and a handoff: one set in
+// the spec too short is refused; the default (handler timeout + 30s) grows
+// to it beside a long step.
+func TestNewConsumerBudgetCarriesItsSteps(t *testing.T) {
+	spec := ordersmsg.OrdersQueueSpec()
+	for _, c := range []struct {
+		budget, step time.Duration
+		want         time.Duration // 0: refused
+	}{
+		{10 * time.Second, 5 * time.Second, 0},
+		{spec.HandlerTimeout + 22*time.Second, 5 * time.Second, spec.HandlerTimeout + 22*time.Second},
+		{0, 7 * time.Second, spec.HandlerTimeout + 30*time.Second},
+		{0, 10 * time.Second, spec.HandlerTimeout + 42*time.Second},
+	} {
+		spec.SettlementBudget = c.budget
+		consumer, err := runtime.NewConsumer(spec, ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{}), runtime.Config{StepTimeout: c.step})
+		switch {
+		case c.want == 0 && (err == nil || !strings.Contains(err.Error(), "settlement budget 10s is under")):
+			t.Errorf("budget %s, step %s: %v; want refused", c.budget, c.step, err)
+		case c.want != 0 && err != nil:
+			t.Errorf("budget %s, step %s: %v", c.budget, c.step, err)
+		case c.want != 0 && consumer.Budget() != c.want:
+			t.Errorf("budget %s, step %s: each delivery gets %s; want %s", c.budget, c.step, consumer.Budget(), c.want)
+		}
 	}
 }
