@@ -165,8 +165,9 @@ func unsupported(env *guard.Envelope) string {
 // once it returns (its transaction rolled back and its scope cleaned up,
 // which it may still be using until then).
 func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route routeFn, rd RawDelivery, late abandoned) outcome.HandlerResult {
-	if closed(r.aborted) {
-		// Not started, so nothing is abandoned: the caller ends the scope.
+	if !r.handlers.start() {
+		// The final abort came first. Not started, so nothing is abandoned:
+		// the caller ends the scope.
 		return outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: "not started: the consumer aborted", Cancelled: true}
 	}
 	timesOut := time.Now().Add(c.spec.HandlerTimeout)
@@ -174,7 +175,6 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 	defer cancel()
 	call := handlerCalls.Get().(*handlerCall)
 	call.gaveUp, call.returned = false, false
-	r.handlers.start()
 	sl.hold()
 	r.workers.Run(func() {
 		defer sl.release()

@@ -157,14 +157,36 @@ func (b *reportBuilder) seal(queue string, abandoned int) *Report {
 	return &rep
 }
 
-// handlerCount observes the end of every handler goroutine.
+// handlerCount observes the end of every handler goroutine. The final abort
+// seals it: no handler starts after it, so none runs uncounted past the
+// report.
 type handlerCount struct {
-	started, ended atomic.Int64
+	// started counts the handlers started, with sealed set once sealed: one
+	// atomic word, so that a start and the seal cannot pass each other.
+	started atomic.Int64
+	ended   atomic.Int64
 }
 
-func (h *handlerCount) start() { h.started.Add(1) }
+const sealed = int64(1) << 62
+
+// start counts a handler about to run, and reports false, counting
+// nothing, once the count is sealed.
+func (h *handlerCount) start() bool {
+	for {
+		n := h.started.Load()
+		if n&sealed != 0 {
+			return false
+		}
+		if h.started.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
 
 func (h *handlerCount) end() { h.ended.Add(1) }
 
-// abandoned counts the handlers whose end was not observed.
-func (h *handlerCount) abandoned() int { return int(h.started.Load() - h.ended.Load()) }
+// seal stops handlers from starting and counts those whose end was not
+// observed: the abandoned.
+func (h *handlerCount) seal() int {
+	return int(h.started.Or(sealed)&^sealed - h.ended.Load())
+}

@@ -62,7 +62,7 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	r.revokeAll()
 	r.force()
 	close(r.aborted)
-	abandoned := r.handlers.abandoned()
+	abandoned := r.handlers.seal()
 	end()
 
 	end = c.phase(r, "close")

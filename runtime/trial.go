@@ -88,6 +88,7 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 func (j *journeys) Close() {
 	j.r.force()
 	close(j.r.aborted)
+	j.r.handlers.seal()
 	j.gen.Revoke()
 	j.gen.Settler.Close()
 	j.r.workers.Close()
