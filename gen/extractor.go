@@ -115,11 +115,19 @@ func (s *scope) read(f *schema.Field, dst func() *jen.Statement, path, local str
 		}
 	case schema.List, schema.Map:
 		call := map[schema.Type]string{schema.List: "JSONList", schema.Map: "JSONMap"}[f.Type]
+		most := jen.Qual(wire, "Unbounded")
+		if f.MaxItems != nil {
+			most = jen.Lit(*f.MaxItems)
+		}
 		out = []jen.Code{
-			jen.List(jen.Id(v), jen.Err()).Op(":=").Qual(wire, call).Call(jen.Id("r"), s.elemReader(f.Items)),
+			jen.List(jen.Id(v), jen.Err()).Op(":=").Qual(wire, call).Call(jen.Id("r"), most, s.elemReader(f.Items)),
 			jen.If(jen.Err().Op("!=").Nil()).Block(failed),
 		}
-		out = append(out, checks(f, jen.Len(jen.Id(v)), path, nil)...)
+		// The reader stops at one item past max_items; what is left to
+		// check once it is read is min_items.
+		least := *f
+		least.MaxItems = nil
+		out = append(out, checks(&least, jen.Len(jen.Id(v)), path, nil)...)
 	default:
 		out = []jen.Code{
 			jen.List(jen.Id(v), jen.Err()).Op(":=").Id("r").Dot(readCalls[f.Type]).Call(),

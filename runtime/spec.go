@@ -13,11 +13,11 @@ import (
 	"github.com/lily-mq/lily/topology"
 )
 
-// SupportsGeneratedCodeV7 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV8 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-// V7: producers check the message id with envelope.CheckID (V6: they build a
-// publishing in their message's envelope profile).
-const SupportsGeneratedCodeV7 = true
+// V8: extractors hand wire.JSONList and wire.JSONMap their max_items (V7:
+// producers check the message id with envelope.CheckID).
+const SupportsGeneratedCodeV8 = true
 
 // QueueSpec is one queue's topology and policy, as generated from the schema.
 type QueueSpec struct {

@@ -236,9 +236,24 @@ func (o *JSONObject) End() error {
 	return nil
 }
 
-// JSONList reads an array, each element with read, which fails with a path
-// relative to the element. A null element is not one (it is "required").
-func JSONList[T any](r *JSONReader, read func(*T, *JSONReader) error) ([]T, error) {
+// Unbounded is the most items of a list or a map without max_items.
+const Unbounded = -1
+
+// tooMany is the problem of a list or a map with more than most items, as
+// the schema's own checker words it.
+func tooMany(most int) error {
+	if most == 1 {
+		return &FieldError{Problem: "more than 1 item"}
+	}
+	return &FieldError{Problem: "more than " + strconv.Itoa(most) + " items"}
+}
+
+// JSONList reads an array of at most most elements (or Unbounded), each
+// with read, which fails with a path relative to the element. A null
+// element is not one (it is "required"). One element too many fails before
+// it is read: a body of a million small elements costs no more than the
+// bound.
+func JSONList[T any](r *JSONReader, most int, read func(*T, *JSONReader) error) ([]T, error) {
 	if c := r.peek(); c != '[' {
 		return nil, r.kindError(c)
 	}
@@ -246,6 +261,9 @@ func JSONList[T any](r *JSONReader, read func(*T, *JSONReader) error) ([]T, erro
 	r.first = true
 	out := []T{}
 	for i := 0; r.more(']'); i++ {
+		if i == most {
+			return nil, tooMany(most)
+		}
 		if r.null() {
 			return nil, &FieldError{Path: index(i), Problem: "required"}
 		}
@@ -267,10 +285,11 @@ func index(i int) string { return "[" + strconv.Itoa(i) + "]" }
 
 func entry(key string) string { return "[" + strconv.Quote(key) + "]" }
 
-// JSONMap reads an object with any member names as a map, each value with
-// read, which fails with a path relative to the value. A null value is not
-// one (it is "required"), and a repeated name is an error.
-func JSONMap[T any](r *JSONReader, read func(*T, *JSONReader) error) (map[string]T, error) {
+// JSONMap reads an object with any member names, at most most of them (or
+// Unbounded), as a map, each value with read, which fails with a path
+// relative to the value. A null value is not one (it is "required"), and a
+// repeated name is an error. One member too many fails before it is read.
+func JSONMap[T any](r *JSONReader, most int, read func(*T, *JSONReader) error) (map[string]T, error) {
 	if c := r.peek(); c != '{' {
 		return nil, r.kindError(c)
 	}
@@ -278,6 +297,9 @@ func JSONMap[T any](r *JSONReader, read func(*T, *JSONReader) error) (map[string
 	r.first = true
 	out := map[string]T{}
 	for r.more('}') {
+		if len(out) == most {
+			return nil, tooMany(most)
+		}
 		name, ok := r.name()
 		if !ok {
 			return nil, r.err

@@ -103,7 +103,8 @@ func tm(r *JSONReader) (any, error)      { return r.Time() }
 func blob(r *JSONReader) (any, error)    { return r.Bytes() }
 
 // point is what a generated readJSON would read: x is required, label
-// optional, tags a map, at required but may be null.
+// optional, tags a map and items a list of at most 2 each, at required but
+// may be null.
 type point struct {
 	X     int64
 	Label *string
@@ -134,13 +135,13 @@ func (p *point) readJSON(r *JSONReader) error {
 			p.Label = &s
 			err = at("label", err)
 		case 2:
-			p.Tags, err = JSONMap(r, func(v *int64, r *JSONReader) (err error) {
+			p.Tags, err = JSONMap(r, 2, func(v *int64, r *JSONReader) (err error) {
 				*v, err = r.Int()
 				return err
 			})
 			err = at("tags", err)
 		case 3:
-			p.Items, err = JSONList(r, (*point).readJSON)
+			p.Items, err = JSONList(r, 2, (*point).readJSON)
 			err = at("items", err)
 		case 4:
 			p.AtSet, err = r.Bool()
@@ -183,6 +184,10 @@ func TestJSONObject(t *testing.T) {
 		{`{"x":1,"at":true,"items":[null]}`, `field items[0]: required`},
 		{`{"x":1,"at":true,"items":[1]}`, `field items[0]: unexpected JSON number`},
 		{`{"x":1,"at":true,"items":[]}`, `{X:1 Label:<nil> Tags:map[] Items:[] AtSet:true}`},
+		{`{"x":1,"at":true,"tags":{"a":1,"b":2,"c":"not read"}}`, `field tags: more than 2 items`},
+		{`{"x":1,"at":true,"items":[{"x":1,"at":null},{"x":2,"at":null},{"not":"read"}]}`, `field items: more than 2 items`},
+		{`{"x":1,"at":true,"items":[{"x":1,"at":null},{"at":null},{"x":3,"at":null}]}`, `field items[1].x: required`},
+		{`{"x":1,"at":true,"items":[{"x":1,"at":null},{"x":2,"at":null},{},]}`, `payload: invalid JSON at byte 65: invalid character ']' at the start of a value`},
 		{`{"x":"bad","at":true} ]`, `payload: invalid JSON at byte 22: data after the top-level value`},
 		{`{"x":"bad","at":tru}`, `payload: invalid JSON at byte 16: invalid literal; want true`},
 		{`{"x":1,"at":true,}`, `payload: invalid JSON at byte 17: invalid character '}' where a member name should be`},
@@ -207,6 +212,14 @@ func TestJSONObject(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: %s, want %s", c.body, got, c.want)
 		}
+	}
+}
+
+// One item is "1 item", as the schema's checker says it.
+func TestJSONListOfOne(t *testing.T) {
+	_, err := JSONList(NewJSONReader([]byte(`[1,2]`)), 1, func(v *int64, r *JSONReader) (err error) { *v, err = r.Int(); return err })
+	if fe, ok := err.(*FieldError); !ok || fe.Problem != "more than 1 item" {
+		t.Errorf("%v", err)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV7
+const _ = runtime.SupportsGeneratedCodeV8
 
 // envelopePaymentsEvents is envelope payments-events: cloudevents, version after ".v" in the type.
 var envelopePaymentsEvents = envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}
@@ -484,15 +484,12 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 				return wire.At("customer", err)
 			}
 		case 4: // items
-			items, err := wire.JSONList(r, (*OrderPlacedV2ItemsItem).readJSON)
+			items, err := wire.JSONList(r, 50, (*OrderPlacedV2ItemsItem).readJSON)
 			if err != nil {
 				return wire.At("items", err)
 			}
-			switch {
-			case len(items) < 1:
+			if len(items) < 1 {
 				return &wire.FieldError{Path: "items", Problem: "empty"}
-			case len(items) > 50:
-				return &wire.FieldError{Path: "items", Problem: "more than 50 items"}
 			}
 			out.Items = items
 		case 5: // placed_at
