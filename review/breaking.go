@@ -361,10 +361,7 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 // An element has no Go field: the list or map that holds it reports the
 // change of its own type.
 func (b *breaker) goType(of, nf *schema.Field, subject string) {
-	// byte is uint8 to the compiler, so bytes and a list of uint8 share one
-	// Go type.
-	same := func(t string) string { return strings.ReplaceAll(t, "[]byte", "[]uint8") }
-	if o, n := goType(of), goType(nf); same(o) != same(n) && of.GoName != "" {
+	if o, n := goType(of), goType(nf); o != n && of.GoName != "" {
 		b.add(rules.FieldGoTypeChanged, subject, nf.Pos,
 			fmt.Sprintf("Go field %s changes type from %s to %s", of.GoName, o, n),
 			"update the code that reads or sets it")

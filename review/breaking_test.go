@@ -280,20 +280,6 @@ func TestBreakingIntegerSizes(t *testing.T) {
 	}
 }
 
-// TestBreakingSameGoType changes a field's type but not its Go type: bytes
-// and a list of uint8 are both []byte to the compiler.
-func TestBreakingSameGoType(t *testing.T) {
-	old := parse(t, "old.lily.yaml", ping+"          n: {type: bytes}\n")
-	new := parse(t, "new.lily.yaml", ping+"          n: {type: list, items: {type: uint8}}\n")
-	var got []string
-	for _, f := range Breaking(old, new) {
-		got = append(got, f.Ack()+": "+f.Message)
-	}
-	if diff := cmp.Diff([]string{"FIELD-TYPE-CHANGED@Ping.v1.n: Ping.v1.n changes type from bytes to list"}, got); diff != "" {
-		t.Errorf("findings (-want +got):\n%s", diff)
-	}
-}
-
 func TestBreakingPlacesFindingsInTheNewFile(t *testing.T) {
 	old := parse(t, "old.lily.yaml", base)
 	new := parse(t, "new.lily.yaml", edit(t, "min: 1, max: 1000", "min: 2, max: 1000"))

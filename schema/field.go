@@ -214,6 +214,9 @@ func (p *parser) typeKeys(key *yaml.Node, m map[string]entry, f *Field) {
 		f.MinItems, f.MaxItems = p.lengths(m, "min_items", "max_items")
 		if e, ok := m["items"]; ok {
 			f.Items = p.field(e.k, e.v, goPath+"Item", inElement)
+			if f.Type == List && f.Items != nil && f.Items.Type == Integer && f.Items.Int == Uint8 {
+				p.errorf(e.k, RuleUnknownType, "a list of uint8 would be a []uint8 in Go, which encoding/json writes as base64, not as the numbers the extractor reads").Hint = "use items: {type: uint16, max: 255} for small numbers, or a field of type bytes for binary data"
+			}
 		} else {
 			p.errorf(key, RuleMissingKey, "%s %q has no items", f.Type, key.Value).Hint = "add items: {type: ...}, the element's type"
 		}
