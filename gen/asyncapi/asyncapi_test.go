@@ -204,6 +204,7 @@ func TestPatternsForJSONSchema(t *testing.T) {
 	for p, ecma := range map[string]bool{
 		`^[a-z][a-z0-9-]*$`: true, `^(?:ab)+\d{3}$`: true, `^(?<word>\w+)$`: true,
 		`(?i)^[a-z]+$`: false, `^\pL+$`: false, `^a\z`: false, `\Qa.b\E`: false, `^[[:alpha:]]+$`: false, `(?P<w>a)`: false,
+		`^\x{e9}+$`: false, `^\S+$`: false, `^a\s?b$`: false, `^\x41$`: true,
 	} {
 		if got := ecmaPattern(p); got != ecma {
 			t.Errorf("ecmaPattern(%q) = %v, want %v", p, got, ecma)

@@ -146,8 +146,10 @@ func valueSchema(f *schema.Field, nullable bool) object {
 
 // re2Only are the parts of RE2's syntax that ECMA 262 reads otherwise or
 // refuses: flags and named groups, \A and \z, Unicode classes, quoting,
-// POSIX classes.
-var re2Only = []string{"(?i", "(?m", "(?s", "(?U", "(?P", "(?-", `\A`, `\z`, `\p`, `\P`, `\Q`, `\C`, "[[:"}
+// POSIX classes, \x{…} (ECMA has no braces there), and \s and \S (ASCII
+// space in RE2, Unicode space in ECMA: "a\u00a0b" matches ^\S+$ in one and
+// not the other).
+var re2Only = []string{"(?i", "(?m", "(?s", "(?U", "(?P", "(?-", `\A`, `\z`, `\p`, `\P`, `\Q`, `\C`, "[[:", `\x{`, `\s`, `\S`}
 
 // ecmaPattern reports whether RE2 pattern p reads the same in ECMA 262, as
 // far as its syntax tells.
