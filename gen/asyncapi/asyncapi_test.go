@@ -211,3 +211,40 @@ func TestPatternsForJSONSchema(t *testing.T) {
 		}
 	}
 }
+
+// Two messages whose ids would be one, X v1 in envelope foo-v2 and
+// XV1InFoo v2, get one each, and each queue names its own.
+func TestMessageIDsAreUnique(t *testing.T) {
+	src := `version: 1
+package: clash
+envelopes:
+  foo-v2: {kind: headers, type: {header: T}, version: {fixed: 1}}
+messages:
+  X:
+    versions:
+      1: {fields: {a: {type: string}}}
+  XV1InFoo:
+    versions:
+      1: {fields: {a: {type: string}}}
+      2: {fields: {a: {type: string}}}
+queues:
+  q1: {consumes: [{message: X}, {message: XV1InFoo}]}
+  q2: {envelope: foo-v2, consumes: [{message: X}]}
+`
+	f, err := schema.Parse("clash.lily.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, ids := variants(f)
+	var got []string
+	for _, va := range vs {
+		got = append(got, va.id+" = "+va.m.Name+" v"+strconv.Itoa(va.v.Number)+" in "+va.env.Name)
+	}
+	want := []string{"XV1InLily = X v1 in lily", "XV1InFooV2 = X v1 in foo-v2", "XV1InFooV1 = XV1InFoo v1 in lily", "XV1InFooV2_2 = XV1InFoo v2 in lily"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages (-want +got):\n%s", diff)
+	}
+	if x := f.Messages[0]; ids[variantKey{x.Versions[0], "foo-v2"}][0] != "XV1InFooV2" {
+		t.Errorf("X v1 in foo-v2 is %v", ids[variantKey{x.Versions[0], "foo-v2"}])
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	"gopkg.in/yaml.v3"
 
@@ -36,10 +37,24 @@ type variantKey struct {
 }
 
 // variants lists the messages of the document, in the schema's order, and
-// indexes them by version and profile.
+// indexes them by version and profile. An id another message took already
+// (X v1 in envelope foo-v2, and XV1InFoo v2, are both XV1InFooV2) gets a
+// number, as a channel's does.
 func variants(f *schema.File) ([]variant, map[variantKey][]string) {
 	var out []variant
 	ids := map[variantKey][]string{}
+	taken := map[string]bool{}
+	add := func(va variant) string {
+		base := va.id
+		for n := 2; taken[va.id]; n++ {
+			va.id = base + "_" + strconv.Itoa(n)
+		}
+		taken[va.id] = true
+		out = append(out, va)
+		key := variantKey{va.v, va.env.Name}
+		ids[key] = append(ids[key], va.id)
+		return va.id
+	}
 	for _, m := range f.Messages {
 		envs := f.EnvelopesOf(m)
 		for _, v := range m.Versions {
@@ -48,12 +63,10 @@ func variants(f *schema.File) ([]variant, map[variantKey][]string) {
 				if len(envs) > 1 {
 					id += "In" + schema.GoName(env.Name)
 				}
-				key := variantKey{v, env.Name}
-				out = append(out, variant{id: id, m: m, v: v, env: env})
-				ids[key] = append(ids[key], id)
+				// A structured CloudEvent is named after its binary twin.
+				id = add(variant{id: id, m: m, v: v, env: env})
 				if env.Profile.Kind == envelope.CloudEvents {
-					out = append(out, variant{id: id + "Structured", m: m, v: v, env: env, structured: true})
-					ids[key] = append(ids[key], id+"Structured")
+					add(variant{id: id + "Structured", m: m, v: v, env: env, structured: true})
 				}
 			}
 		}
