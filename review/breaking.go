@@ -3,6 +3,7 @@ package review
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +31,18 @@ func Breaking(old, new *schema.File) []Finding {
 			"update the import path of the generated package")
 	}
 	for _, om := range old.Messages {
-		if nm := findMessage(new, om.Name); nm != nil {
+		nm := findMessage(new, om.Name)
+		if nm == nil {
+			// The same wire type under a Go name the old file does not have:
+			// what queues dispatch is unchanged, so its versions are compared
+			// as the message's own.
+			if nm = b.goRenamed(om); nm != nil {
+				b.add(rules.MessageGoRenamed, om.Name, nm.Pos,
+					fmt.Sprintf("message %s is renamed %s in Go; it still travels as %q, but its generated names change", om.Name, nm.Name, nm.Type),
+					fmt.Sprintf("rename every use of %s's generated names", om.Name))
+			}
+		}
+		if nm != nil {
 			if e, why, fix := new.ProducedIn(nm); old.Produced(om) && e == nil {
 				b.add(rules.ProducerRemoved, om.Name, nm.Pos,
 					fmt.Sprintf("the producers New%sV… of message %s are no longer generated: %s", om.Name, om.Name, why),
@@ -41,16 +53,18 @@ func Breaking(old, new *schema.File) []Finding {
 					fmt.Sprintf("message %s travels as %q instead of %q: its queues no longer dispatch what producers send today", om.Name, nm.Type, om.Type),
 					fmt.Sprintf("keep a message of type %q beside it until no producer sends it and no queue holds one", om.Type))
 			}
+			if om.Name != nm.Name {
+				// Its versions' own Go types are renamed with it, which
+				// MESSAGE-GO-RENAMED says once.
+				b.renaming = regexp.MustCompile(`(^|[*\]])` + regexp.QuoteMeta(om.Name) + `(V[0-9])`)
+				b.renamedTo = "${1}" + nm.Name + "${2}"
+			}
 			b.message(om, nm)
+			b.renaming = nil
 			b.publish(om, nm)
 			continue
 		}
-		if nm := b.renamed(om); nm != nil && nm.Type == om.Type {
-			b.add(rules.MessageGoRenamed, om.Name, nm.Pos,
-				fmt.Sprintf("message %s is renamed %s in Go; it still travels as %q, but its generated names change", om.Name, nm.Name, nm.Type),
-				fmt.Sprintf("rename every use of %s's generated names", om.Name))
-			continue
-		} else if nm != nil {
+		if nm := b.renamed(om); nm != nil {
 			b.add(rules.MessageRenamed, om.Name, nm.Pos,
 				fmt.Sprintf("message %s is renamed %s: the type producers set changes from %q to %q, and so do its generated names", om.Name, nm.Name, om.Type, nm.Type),
 				fmt.Sprintf("keep %s beside %s until no producer sends %s and no queue holds one", om.Name, nm.Name, om.Name))
@@ -81,6 +95,10 @@ type breaker struct {
 	// shared are the shared object types whose fields were compared, by
 	// name: each once, however many paths reach it.
 	shared map[string]bool
+	// renaming, while a message renamed in Go is compared, finds its old
+	// name where it begins a Go type of its versions; renamedTo replaces it.
+	renaming  *regexp.Regexp
+	renamedTo string
 }
 
 func (b *breaker) add(r rules.Rule, subject string, at schema.Pos, msg, migration string) {
@@ -120,6 +138,17 @@ func findField(fs []*schema.Field, name string) *schema.Field {
 		return nil
 	}
 	return fs[i]
+}
+
+// goRenamed finds the message of the new file, absent from the old by its
+// Go name, that travels as om's wire type.
+func (b *breaker) goRenamed(om *schema.Message) *schema.Message {
+	for _, nm := range b.new.Messages {
+		if nm.Type == om.Type && findMessage(b.old, nm.Name) == nil {
+			return nm
+		}
+	}
+	return nil
 }
 
 // renamed finds the message of the new file, absent from the old, whose
@@ -361,7 +390,11 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 // An element has no Go field: the list or map that holds it reports the
 // change of its own type.
 func (b *breaker) goType(of, nf *schema.Field, subject string) {
-	if o, n := goType(of), goType(nf); o != n && of.GoName != "" {
+	o, n := goType(of), goType(nf)
+	if b.renaming != nil && b.renaming.ReplaceAllString(o, b.renamedTo) == n {
+		return
+	}
+	if o != n && of.GoName != "" {
 		b.add(rules.FieldGoTypeChanged, subject, nf.Pos,
 			fmt.Sprintf("Go field %s changes type from %s to %s", of.GoName, o, n),
 			"update the code that reads or sets it")
@@ -504,7 +537,7 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 			"lower it only once no producer sends, and no queue holds, bodies above the new limit")
 	}
 	for _, oc := range oq.Consumes {
-		i := slices.IndexFunc(nq.Consumes, func(nc schema.Consume) bool { return nc.Message.Name == oc.Message.Name })
+		i := slices.IndexFunc(nq.Consumes, func(nc schema.Consume) bool { return nc.Message.Type == oc.Message.Type })
 		if i >= 0 && !sameReading(nq.Consumes[i].Envelope.Profile, oc.Envelope.Profile) {
 			nc := nq.Consumes[i]
 			b.add(rules.EnvelopeChanged, oq.Name+"/"+oc.Message.Name, nc.Pos,
@@ -514,7 +547,8 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 	}
 	for _, c := range oq.Consumes {
 		for _, v := range c.Versions {
-			if !consumes(nq, c.Message.Name, v.Number) {
+			// By wire type: what the queue dispatches, a Go rename aside.
+			if !consumes(nq, ofType(c.Message.Type), v.Number) {
 				b.add(rules.VersionUnconsumed, fmt.Sprintf("%s/%s.v%d", oq.Name, c.Message.Name, v.Number), nq.Pos,
 					fmt.Sprintf("queue %q no longer accepts %s version %d: those in it and its retry buckets fail at dispatch and go to the DLQ", oq.Name, c.Message.Name, v.Number),
 					fmt.Sprintf("stop producing %s version %d and let the queue and its retry buckets drain before deploying", c.Message.Name, v.Number))
@@ -523,7 +557,8 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 	}
 	for _, c := range nq.Consumes {
 		for _, v := range c.Versions {
-			if !consumes(oq, c.Message.Name, v.Number) {
+			// By Go name: what the handler interface's methods are named.
+			if !consumes(oq, named(c.Message.Name), v.Number) {
 				b.add(rules.HandlerMethodAdded, fmt.Sprintf("%s/%s.v%d", nq.Name, c.Message.Name, v.Number), nq.Pos,
 					fmt.Sprintf("%sHandler gains Handle%s: types implementing it stop compiling unless they embed Unimplemented%sHandler", nq.GoName, v.GoName, nq.GoName),
 					fmt.Sprintf("implement Handle%s on the handler of queue %q (until then an embedded Unimplemented%sHandler sends such messages to the DLQ)", v.GoName, nq.Name, nq.GoName))
@@ -540,9 +575,19 @@ func sameReading(a, b envelope.Profile) bool {
 	return a == b
 }
 
-// consumes reports whether q accepts version n of message msg.
-func consumes(q *schema.Queue, msg string, n int) bool {
+// consumes reports whether q accepts version n of a message that is.
+func consumes(q *schema.Queue, is func(*schema.Message) bool, n int) bool {
 	return slices.ContainsFunc(q.Consumes, func(c schema.Consume) bool {
-		return c.Message.Name == msg && slices.ContainsFunc(c.Versions, func(v *schema.Version) bool { return v.Number == n })
+		return is(c.Message) && slices.ContainsFunc(c.Versions, func(v *schema.Version) bool { return v.Number == n })
 	})
+}
+
+// named is the message of Go name name, for consumes.
+func named(name string) func(*schema.Message) bool {
+	return func(m *schema.Message) bool { return m.Name == name }
+}
+
+// ofType is the message of wire type t, for consumes.
+func ofType(t string) func(*schema.Message) bool {
+	return func(m *schema.Message) bool { return m.Type == t }
 }

@@ -134,6 +134,11 @@ func TestBreaking(t *testing.T) {
 		{"envelope of another producer", []string{"messages:\n", "envelopes:\n  dotnet: {kind: headers, type: {header: MessageType}, version: {header: v}}\nmessages:\n",
 			"  OrderPlaced:\n", "  OrderPlaced:\n    envelope: dotnet\n"},
 			[]string{"WIRE ENVELOPE-CHANGED@orders/OrderPlaced"}},
+		// The queue still dispatches the wire type: its versions are compared,
+		// and none is unconsumed.
+		{"message renamed in Go and narrowed", []string{"  OrderPlaced:\n", "  OrderCreated:\n    type: OrderPlaced\n", "message: OrderPlaced", "message: OrderCreated", "max_items: 10", "max_items: 5"},
+			[]string{"API MESSAGE-GO-RENAMED@OrderPlaced", "API HANDLER-METHOD-ADDED@orders/OrderCreated.v1", "API HANDLER-METHOD-ADDED@orders/OrderCreated.v2",
+				"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.items"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old, new := parse(t, "old.lily.yaml", base), parse(t, "new.lily.yaml", edit(t, tc.edits...))

@@ -107,7 +107,7 @@ func NewPage(f, old *schema.File, against string) Page {
 				DeprecatedSince: v.DeprecatedSince, RemoveAfter: v.RemoveAfter, Examples: len(v.Examples),
 			}
 			for _, q := range f.Queues {
-				if consumes(q, m.Name, v.Number) {
+				if consumes(q, named(m.Name), v.Number) {
 					vv.ConsumedBy = append(vv.ConsumedBy, q.Name)
 				}
 			}

@@ -142,7 +142,7 @@ func walkFields(fs []*schema.Field, prefix string, fn func(f *schema.Field, subj
 
 func consumedAnywhere(f *schema.File, msg string, n int) bool {
 	for _, q := range f.Queues {
-		if consumes(q, msg, n) {
+		if consumes(q, named(msg), n) {
 			return true
 		}
 	}

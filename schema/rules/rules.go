@@ -67,7 +67,7 @@ var (
 	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "a queue's consumed messages change to or from `inbox: required`: the generated constructor gains or loses its `inbox` parameter"}
 	ProducerRemoved         = Rule{"PRODUCER-REMOVED", API, "a message's producers `New<Message>V<n>` are no longer generated: it is now read in several envelopes, or in one lilygen cannot write (CloudEvents without a `source`, or a fixed version the message does not keep to)"}
 	PublishRemoved          = Rule{"PUBLISH-REMOVED", API, "a message's `publish` removed: its `Publish<Message>V<n>` functions and routing constants are no longer generated"}
-	MessageGoRenamed        = Rule{"MESSAGE-GO-RENAMED", API, "a message removed and one with the same versions and `type` added: its generated names change, not its wire type"}
+	MessageGoRenamed        = Rule{"MESSAGE-GO-RENAMED", API, "a message removed and one with its `type` added: its generated names change, not its wire type; its versions are compared as the message's own"}
 	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added under another `type`: the type it travels as changes"}
 	WireTypeChanged         = Rule{"WIRE-TYPE-CHANGED", Wire, "a message's `type` changes: producers and queued messages carry the old one"}
 	EnvelopeChanged         = Rule{"ENVELOPE-CHANGED", Wire, "a queue reads a message by another envelope profile: producers and queued messages carry the old one"}
