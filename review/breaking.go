@@ -53,6 +53,7 @@ func Breaking(old, new *schema.File) []Finding {
 					fmt.Sprintf("message %s travels as %q instead of %q: its queues no longer dispatch what producers send today", om.Name, nm.Type, om.Type),
 					fmt.Sprintf("keep a message of type %q beside it until no producer sends it and no queue holds one", om.Type))
 			}
+			b.produced(om, nm)
 			if om.Name != nm.Name {
 				// Its versions' own Go types are renamed with it, which
 				// MESSAGE-GO-RENAMED says once.
@@ -149,6 +150,24 @@ func (b *breaker) goRenamed(om *schema.Message) *schema.Message {
 		}
 	}
 	return nil
+}
+
+// produced reports a message whose producers write it in another envelope
+// profile: consumers on the old schema read it where it is not, and the
+// generated New… functions lose or gain their message id parameter when the
+// profile stops or starts carrying ids.
+func (b *breaker) produced(om, nm *schema.Message) {
+	oe, _, _ := b.old.ProducedIn(om)
+	ne, _, _ := b.new.ProducedIn(nm)
+	if oe == nil || ne == nil || sameReading(oe.Profile, ne.Profile) {
+		return
+	}
+	msg := fmt.Sprintf("producers of %s write envelope %s (%s) instead of %s (%s): consumers on the old schema read what they send where it is not", om.Name, ne.Name, ne, oe.Name, oe)
+	if oe.Profile.NoID != ne.Profile.NoID {
+		msg += fmt.Sprintf(", and the generated New%sV… functions change their message id parameter", nm.Name)
+	}
+	b.add(rules.EnvelopeChanged, om.Name, nm.Pos, msg,
+		"move the consumers to the new envelope first (a queue can read both), then the producers")
 }
 
 // renamed finds the message of the new file, absent from the old, whose

@@ -130,10 +130,11 @@ func TestBreaking(t *testing.T) {
 		{"integer narrowed to its type's range", []string{"amount: {type: integer, required: true, min: 1, max: 1000}", "amount: {type: uint8, required: true, min: 1}"},
 			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.amount", "INFLIGHT BOUND-NARROWED@OrderPlaced.v1.amount"}},
 		{"package renamed", []string{"package: shopmsg", "package: shop"}, []string{"API PACKAGE-CHANGED@shop"}},
-		// Its producers now write the new envelope: they are still generated.
+		// The queue reads, and its producers (still generated) write, the new
+		// envelope.
 		{"envelope of another producer", []string{"messages:\n", "envelopes:\n  dotnet: {kind: headers, type: {header: MessageType}, version: {header: v}}\nmessages:\n",
 			"  OrderPlaced:\n", "  OrderPlaced:\n    envelope: dotnet\n"},
-			[]string{"WIRE ENVELOPE-CHANGED@orders/OrderPlaced"}},
+			[]string{"WIRE ENVELOPE-CHANGED@OrderPlaced", "WIRE ENVELOPE-CHANGED@orders/OrderPlaced"}},
 		// The queue still dispatches the wire type: its versions are compared,
 		// and none is unconsumed.
 		{"message renamed in Go and narrowed", []string{"  OrderPlaced:\n", "  OrderCreated:\n    type: OrderPlaced\n", "message: OrderPlaced", "message: OrderCreated", "max_items: 10", "max_items: 5"},

@@ -70,7 +70,7 @@ var (
 	MessageGoRenamed        = Rule{"MESSAGE-GO-RENAMED", API, "a message removed and one with its `type` added: its generated names change, not its wire type; its versions are compared as the message's own"}
 	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added under another `type`: the type it travels as changes"}
 	WireTypeChanged         = Rule{"WIRE-TYPE-CHANGED", Wire, "a message's `type` changes: producers and queued messages carry the old one"}
-	EnvelopeChanged         = Rule{"ENVELOPE-CHANGED", Wire, "a queue reads a message by another envelope profile: producers and queued messages carry the old one"}
+	EnvelopeChanged         = Rule{"ENVELOPE-CHANGED", Wire, "a queue reads, or the generated producers write, a message in another envelope profile: producers, consumers and queued messages on the old schema carry the old one"}
 	FieldTypeChanged        = Rule{"FIELD-TYPE-CHANGED", Wire, "a field's type changes, other than from one integer type to another (its Go field also gets `FIELD-GO-TYPE-CHANGED`)"}
 	ContentTypeRemoved      = Rule{"CONTENT-TYPE-REMOVED", Wire, "a version no longer accepts a content type"}
 	FieldRequiredAdded      = Rule{"FIELD-REQUIRED-ADDED", Inflight, "a new required field or header"}
