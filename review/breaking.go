@@ -354,12 +354,14 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 			fmt.Sprintf("%s becomes optional: consumers on the old schema reject messages without it", subject),
 			"deploy every consumer of the new schema before any producer leaves it out")
 	}
+	// An optional field reads null as absent, nullable or not: only a
+	// required one tells them apart (and a change of required says more).
 	switch {
-	case of.Nullable && !nf.Nullable:
+	case of.Required && nf.Required && of.Nullable && !nf.Nullable:
 		b.add(rules.FieldNullRefused, subject, nf.Pos,
 			fmt.Sprintf("%s no longer accepts null: messages already queued, and producers on the old schema, may send it", subject),
 			"keep it nullable, or change it in a new version of the message")
-	case !of.Nullable && nf.Nullable:
+	case of.Required && nf.Required && !of.Nullable && nf.Nullable:
 		b.add(rules.FieldNullAllowed, subject, nf.Pos,
 			fmt.Sprintf("%s accepts null: consumers on the old schema reject it", subject),
 			"deploy every consumer of the new schema before any producer sends null")

@@ -124,6 +124,7 @@ func TestBreaking(t *testing.T) {
 		{"pattern added", []string{"note: {type: string, max_length: 200}", "note: {type: string, max_length: 200, pattern: '^[a-z]*$'}"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.note"}},
 		{"field made nullable", []string{"order_id: {type: string, required: true, max_length: 64}\n          amount", "order_id: {type: string, required: true, nullable: true, max_length: 64}\n          amount"},
 			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.order_id", "PRODUCER FIELD-NULL-ALLOWED@OrderPlaced.v1.order_id"}},
+		{"optional field made nullable: it read null as absent already", []string{"note: {type: string, max_length: 200}", "note: {type: string, nullable: true, max_length: 200}"}, nil},
 		{"integer widened, same bounds", []string{"amount: {type: integer,", "amount: {type: int16,"},
 			[]string{"API FIELD-GO-TYPE-CHANGED@OrderPlaced.v1.amount"}},
 		{"integer spelled int64", []string{"amount: {type: integer,", "amount: {type: int64,"}, nil},

@@ -75,7 +75,7 @@ var (
 	ContentTypeRemoved      = Rule{"CONTENT-TYPE-REMOVED", Wire, "a version no longer accepts a content type"}
 	FieldRequiredAdded      = Rule{"FIELD-REQUIRED-ADDED", Inflight, "a new required field or header"}
 	FieldMadeRequired       = Rule{"FIELD-MADE-REQUIRED", Inflight, "an optional field or header becomes required"}
-	FieldNullRefused        = Rule{"FIELD-NULL-REFUSED", Inflight, "a nullable field no longer accepts null"}
+	FieldNullRefused        = Rule{"FIELD-NULL-REFUSED", Inflight, "a required, nullable field no longer accepts null (an optional one reads null as absent)"}
 	DefaultChanged          = Rule{"DEFAULT-CHANGED", Inflight, "an optional field's default changes: queued messages without it read differently"}
 	BoundNarrowed           = Rule{"BOUND-NARROWED", Inflight, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts less (any pattern change counts)"}
 	ExampleRejected         = Rule{"EXAMPLE-REJECTED", Inflight, "an example of the old version fails the new one"}
@@ -84,7 +84,7 @@ var (
 	BodyLimitNarrowed       = Rule{"BODY-LIMIT-NARROWED", Inflight, "`max_body_bytes` lowered: queued bodies between the limits go to the DLQ unread"}
 	FieldMadeOptional       = Rule{"FIELD-MADE-OPTIONAL", Producer, "a required field or header becomes optional"}
 	FieldRequiredRemoved    = Rule{"FIELD-REQUIRED-REMOVED", Producer, "a required field removed: old consumers reject messages without it"}
-	FieldNullAllowed        = Rule{"FIELD-NULL-ALLOWED", Producer, "a field newly accepts null"}
+	FieldNullAllowed        = Rule{"FIELD-NULL-ALLOWED", Producer, "a required field newly accepts null"}
 	BoundWidened            = Rule{"BOUND-WIDENED", Producer, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts more"}
 	ExampleRejectedByOld    = Rule{"EXAMPLE-REJECTED-BY-OLD", Producer, "an example of the new version fails the old one"}
 	QueueTypeChanged        = Rule{"QUEUE-TYPE-CHANGED", Topology, "`type` changed: RabbitMQ cannot change the type of the queue, its retry buckets or DLQ"}
