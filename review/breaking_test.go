@@ -462,3 +462,32 @@ func TestBreakingComparesASharedTypeOnce(t *testing.T) {
 		t.Errorf("narrowed %d times (%.3q); want once, as T30.n", len(narrowed), narrowed)
 	}
 }
+
+// A quorum queue that dead-letters declares reject-publish overflow itself:
+// a team's overflow of reject-publish there changes no declaration, unless
+// Lily's arguments go by policy, where the declaration gains it, as a
+// classic queue's does.
+func TestBreakingOverflowAsDeclared(t *testing.T) {
+	classic := edit(t, "    max_body_bytes", "    arguments: {max_length: 100}\n    max_body_bytes")
+	quorum := strings.Replace(classic, "    consumes:\n      - message", "    type: quorum\n    consumes:\n      - message", 1)
+	overflow := func(src, o string) string {
+		return strings.Replace(src, "{max_length: 100}", "{max_length: 100, overflow: "+o+"}", 1)
+	}
+	byPolicy := strings.Replace(quorum, "    arguments:", "    lily_arguments: policy\n    arguments:", 1)
+	for _, c := range []struct {
+		name, old, new string
+		want           []string
+	}{
+		{"declared by Lily already", quorum, overflow(quorum, "reject-publish"), nil},
+		{"a classic queue's", classic, overflow(classic, "reject-publish"), []string{"OVERFLOW-CHANGED@orders"}},
+		{"by policy", byPolicy, overflow(byPolicy, "reject-publish"), []string{"OVERFLOW-CHANGED@orders"}},
+	} {
+		var got []string
+		for _, f := range Breaking(parse(t, "old.lily.yaml", c.old), parse(t, "new.lily.yaml", c.new)) {
+			got = append(got, f.Ack())
+		}
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", c.name, diff)
+		}
+	}
+}

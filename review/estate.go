@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
 )
@@ -37,7 +38,7 @@ func (b *breaker) arguments(oq, nq *schema.Queue) {
 		{rules.MaxPriorityChanged, "max_priority", o.MaxPriority, n.MaxPriority},
 		{rules.MaxLengthChanged, "max_length", o.MaxLength, n.MaxLength},
 		{rules.MaxLengthChanged, "max_length_bytes", o.MaxLengthBytes, n.MaxLengthBytes},
-		{rules.OverflowChanged, "overflow", o.Overflow, n.Overflow},
+		{rules.OverflowChanged, "overflow", overflow(b.old, oq, nq), overflow(b.new, nq, oq)},
 		{rules.MessageTTLChanged, "message_ttl", o.MessageTTL, n.MessageTTL},
 		{rules.InitialGroupSizeChanged, "initial_group_size", o.InitialGroupSize, n.InitialGroupSize},
 	} {
@@ -47,6 +48,26 @@ func (b *breaker) arguments(oq, nq *schema.Queue) {
 				redeclare)
 		}
 	}
+}
+
+// overflow is the x-overflow the runtime declares on q, "" for none: the
+// team's, or on a quorum queue that dead-letters at least once,
+// reject-publish, which Lily declares itself unless its arguments go by
+// policy. So a team's reject-publish there changes no declaration. Across
+// a change of type or of where Lily's arguments go, which their own rules
+// report, it is the team's alone.
+func overflow(f *schema.File, q, other *schema.Queue) string {
+	if q.Type != other.Type || q.ByPolicy != other.ByPolicy {
+		return q.Arguments.Overflow
+	}
+	// The broker's version changes no x-overflow.
+	for _, d := range queue.Declarations(QueueTopology(f, q, 4)) {
+		if d.Name == q.Name {
+			declared, _ := d.Args["x-overflow"].(string)
+			return declared
+		}
+	}
+	return ""
 }
 
 // ownership reports a queue or exchange (what) named name that became
