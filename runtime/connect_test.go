@@ -166,3 +166,47 @@ func TestBrokerCredentialsRotate(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
+
+// A connection lost while the consume loop waits for a slot (the only one
+// held by a long handler) is noticed at once: the consumer reconnects while
+// the handler still runs, and the delivery that waited is not handled on
+// the lost channel. Redelivered, both messages end acked, each handled on
+// the new channel once more at most.
+func TestBrokerLossWhileWaitingForASlotReconnects(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "held", hourRetry, heldHandler, func(q *runtime.QueueSpec) { q.Concurrency = 1 })
+	publish(t, q.Name, order(t, "waiting"))
+	release := make(chan struct{})
+	var held, waiting atomic.Int32
+	r := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "held" {
+			if held.Add(1) == 1 {
+				<-release
+			}
+			return nil
+		}
+		waiting.Add(1)
+		return nil
+	}, through(p))
+	awaitTaken(t, q.Name)
+	eventually(t, 30*time.Second, "the held handler running", func() bool { return held.Load() == 1 })
+	p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
+	eventually(t, 30*time.Second, "a reconnect while the handler holds the slot", func() bool { return r.reconnects() >= 1 })
+	if n := waiting.Load(); n != 0 {
+		t.Errorf("the waiting delivery was handled %d times on the lost channel", n)
+	}
+	close(release)
+	eventually(t, 30*time.Second, "both redelivered and acked", func() bool {
+		acked := map[string]bool{}
+		for _, rec := range r.recorded() {
+			if rec.Path == runtime.PathAcked {
+				acked[rec.MessageID] = true
+			}
+		}
+		return acked["held"] && acked["waiting"]
+	})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {0, 0}})
+	if n := waiting.Load(); n != 1 {
+		t.Errorf("the waiting message was handled %d times; want once, on the new channel", n)
+	}
+}

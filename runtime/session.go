@@ -263,15 +263,8 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			}
 			receivedAt := time.Now()
 			s.gen.Settler.Received(d.DeliveryTag, receivedAt)
-			select {
-			case r.slots <- struct{}{}:
-			case <-ctx.Done():
-				c.stopIntake(r, s, d)
-				return nil
-			case <-s.outlived:
-				// No slot freed within a delivery's budget (handlers past their
-				// timeout hold them): what waits goes back to the broker.
-				return c.recycle(r, s, d)
+			if ok, err := c.awaitSlot(ctx, r, s, d); !ok {
+				return err
 			}
 			r.deliveries.Add(1)
 			s.inflight.Add(1)
@@ -285,6 +278,45 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 		}
 	}
 }
+
+// awaitSlot takes a concurrency slot for d, received on s, and reports true;
+// or false, with what consume returns, when intake ends first: ctx is done
+// (the stop), a delivery outlived its budget (the recycle), or the channel
+// was lost, which ends the wait at once, not once a long handler returns. A
+// consumer cancel leaves the channel healthy: d waits on, as do the
+// deliveries the client buffered behind it.
+func (c *Consumer) awaitSlot(ctx context.Context, r *run, s *session, d *amqp.Delivery) (bool, error) {
+	lost := s.lost
+	for {
+		select {
+		case r.slots <- struct{}{}:
+			if !s.gen.Revoked() {
+				return true, nil
+			}
+			// Lost as the slot freed: its handler would run for nothing.
+			<-r.slots
+			c.notStarted(r, s.gen, d, lostWaiting)
+			return false, c.whyLost(s)
+		case <-ctx.Done():
+			c.stopIntake(r, s, d)
+			return false, nil
+		case <-s.outlived:
+			// No slot freed within a delivery's budget (handlers past their
+			// timeout hold them): what waits goes back to the broker.
+			return false, c.recycle(r, s, d)
+		case <-lost:
+			if !s.gone() {
+				lost = nil
+				continue
+			}
+			c.notStarted(r, s.gen, d, lostWaiting)
+			return false, c.whyLost(s)
+		}
+	}
+}
+
+// lostWaiting is why a delivery that waited for a slot did not start.
+const lostWaiting = "received but not started: its session was lost while it waited for a slot"
 
 // errRecycled ends a session whose channel holds a delivery past its budget
 // and a step: left unresolved, it would stay unacknowledged until the channel
