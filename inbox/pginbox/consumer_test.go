@@ -144,6 +144,13 @@ func (c *consumerEnv) run(inbox *pginbox.Inbox, routes runtime.Routes, tweak fun
 	return stop
 }
 
+// settled counts the records written so far.
+func (c *consumerEnv) settled() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.recs)
+}
+
 // await waits for n records in all and returns them.
 func (c *consumerEnv) await(n int) []runtime.Record {
 	c.t.Helper()
@@ -184,17 +191,12 @@ func (c *consumerEnv) expectRows(id string, n int) {
 func (c *consumerEnv) expectQueues(main, dlq int) {
 	c.t.Helper()
 	want := map[string]int{c.spec.Name: main, c.spec.Topology.DeadLetterQueue: dlq}
-	settled := func() int {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return len(c.recs)
-	}
-	before := settled()
+	before := c.settled()
 	// A record is written once the ACK is, before the broker has taken it:
 	// the counts are polled until they match, or the deadline. No delivery
 	// may settle meanwhile: the consumers still run, and would hide a copy.
 	defer func() {
-		if n := settled() - before; n != 0 {
+		if n := c.settled() - before; n != 0 {
 			c.t.Errorf("%d deliveries settled while the queues were read", n)
 		}
 	}()
@@ -301,7 +303,7 @@ func TestConcurrentClaimsOneRunsTheOtherDefers(t *testing.T) {
 			t.Fatalf("handled %d, deferred %d, duplicate %d", handled, deferred, duplicate)
 		}
 		handled, deferred, duplicate = 0, 0, 0
-		for _, r := range c.await(len(c.recs) + 1) {
+		for _, r := range c.await(c.settled() + 1) {
 			if r.Attempt != 1 {
 				t.Errorf("a deferral changed the attempt: %+v", r)
 			}
