@@ -35,7 +35,7 @@ demo-clean:
 
 ## test: formatting, vet, staticcheck, stale generated code, then every test (RabbitMQ, PostgreSQL, node and npm required), then the cluster ledger
 test: lint check mongo otel
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 	@# Tests that change broker-wide settings for a moment run alone, last.
 	LILY_BROKER_SETTINGS_TESTS=1 $(GO) test -count=1 -run BrokerSettings ./runtime
 	$(MAKE) cluster-test
