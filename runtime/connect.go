@@ -86,6 +86,14 @@ func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) 
 	return nil, nil, fmt.Errorf("lily: connect (%s): %w", role, errors.Join(errs...))
 }
 
+// passOver moves the next attempt on from the node that took the last
+// connection: it could not serve it.
+func (d *dialer) passOver() {
+	if n := len(d.cfg.URLs); n > 1 {
+		d.node.Store(int32((int(d.node.Load()) + 1) % n))
+	}
+}
+
 // publishing opens a connection to publish on, for role "handoff" or
 // "publish": its writes coalesced, so that publishes in flight together share
 // system calls (each still bounded by the step timeout).

@@ -9,11 +9,13 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
@@ -209,4 +211,31 @@ func TestBrokerLossWhileWaitingForASlotReconnects(t *testing.T) {
 	if n := waiting.Load(); n != 1 {
 		t.Errorf("the waiting message was handled %d times; want once, on the new channel", n)
 	}
+}
+
+// A node that takes the connection but cannot serve the queue (here its
+// basic.consume is never answered, as on a node cut off from its cluster's
+// majority) is passed over: the consumer opens its session on the next URL,
+// from the first connection on, and the message is handled there.
+func TestBrokerNodeThatCannotServeIsPassedOver(t *testing.T) {
+	t.Parallel()
+	q, a := behindProxy(t, "failover-1", hourRetry)
+	b := newProxy(t)
+	a.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.BasicConsume) {
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	r := start(t, q, ack, func(cfg *runtime.Config) {
+		cfg.URLs, cfg.StepTimeout, cfg.ReconnectMax = []string{a.url(), b.url()}, time.Second, 200*time.Millisecond
+	})
+	rec := r.await(1)[0]
+	if rec.Path != runtime.PathAcked || rec.MessageID != "failover-1" {
+		t.Errorf("record %+v", rec)
+	}
+	if !slices.ContainsFunc(b.Conns(), func(name string) bool { return strings.HasSuffix(name, " consume") }) {
+		t.Errorf("no consuming connection through the second node: %v", b.Conns())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }

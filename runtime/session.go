@@ -175,8 +175,28 @@ func (s *slot) release() {
 
 // connect opens a session: dial, declare the topology, open the consumer
 // channel, set prefetch and start consuming. Every step is bounded, and ctx
-// ending stops the attempt.
+// ending stops the attempt. A node that takes the connection but cannot
+// serve it (the declare or the consume fails or hangs, as on a node cut off
+// from its cluster's majority) is passed over for the next URL, each once.
 func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
+	var errs []error
+	for range len(c.cfg.URLs) {
+		s, served, err := c.connectOnce(ctx, r)
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+		if !served || refused(err) || ctx.Err() != nil {
+			break
+		}
+		c.dialer.passOver()
+	}
+	return nil, errors.Join(errs...)
+}
+
+// connectOnce is one attempt of connect; served reports that a node took
+// the connection, and so failed after it.
+func (c *Consumer) connectOnce(ctx context.Context, r *run) (_ *session, served bool, _ error) {
 	type dialed struct {
 		conn   *amqp.Connection
 		filter *quarantine.Conn
@@ -190,17 +210,17 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 		return dialed{conn, filter}, err
 	}, func(d dialed) { c.closeConn(d.conn) })
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s, err := c.open(ctx, r, d.conn)
 	if err != nil {
 		c.closeConn(d.conn)
-		return nil, err
+		return nil, true, err
 	}
 	s.filter = d.filter
 	c.startProver(r, s)
 	c.emit(event{stage: stageConnected, generation: s.gen.ID})
-	return s, nil
+	return s, true, nil
 }
 
 func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*session, error) {
