@@ -239,3 +239,37 @@ func TestBrokerNodeThatCannotServeIsPassedOver(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
+
+// A consume the broker refuses on every reconnect (another connection has
+// taken the queue exclusively) leaves no generation behind: a run whose
+// consume is refused for weeks keeps none of them.
+func TestBrokerRefusedConsumeLeavesNoGeneration(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "exclusive-1", hourRetry)
+	r, c := prepare(t, q, ack, through(p))
+	r.launch(c)
+	r.await(1)
+	holder := dial(t)
+	eventually(t, 30*time.Second, "the queue taken exclusively by another connection", func() bool {
+		p.Cut()
+		ch, err := holder.Channel()
+		if err != nil {
+			return false
+		}
+		_, err = ch.Consume(q.Name, "holder", false, true, false, false, nil)
+		return err == nil
+	})
+	eventually(t, 30*time.Second, "three refused consumes", func() bool {
+		n := 0
+		for _, ev := range r.events.all() {
+			if ev.stage == "intake-lost" && strings.Contains(ev.detail, "ACCESS_REFUSED") {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	// A reconnect may be between its generation and its refusal just now.
+	eventually(t, 30*time.Second, "no generation kept", func() bool { return c.Generations() == 0 })
+	// The one message was acked before the holder took the queue.
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}

@@ -40,3 +40,18 @@ func (c *Consumer) SetStallMargin(d time.Duration) { c.tuning.stallMargin = d }
 
 // Budget is the settlement budget each delivery gets.
 func (c *Consumer) Budget() time.Duration { return c.spec.budget() }
+
+// Generations counts the generations of the running consumer that still
+// hold their authority.
+func (c *Consumer) Generations() int {
+	r := c.running.Load()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, g := range r.generations {
+		if !g.Revoked() {
+			n++
+		}
+	}
+	return n
+}

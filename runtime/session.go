@@ -249,6 +249,9 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 		return ch.Consume(c.spec.Name, s.tag, false, false, false, false, c.consumeArgs())
 	})
 	if err != nil {
+		// Revoked, so that the run forgets it: a consume refused on every
+		// reconnect (another consumer's exclusive hold) made one a time.
+		s.gen.Revoke()
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
 	}
 	s.gen.Settler = settle.NewSettler(ch, s.gen, c.spec.Prefetch)
