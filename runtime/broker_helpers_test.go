@@ -278,7 +278,8 @@ func assertCounts(t *testing.T, want map[string][2]int) {
 	conn := dial(t)
 	for name, w := range want {
 		var r, u, passive int
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		// Generous: each rabbitmqctl run takes seconds on a loaded machine.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(250 * time.Millisecond) {
 			r, u = queueCounts(t, name)
 			ch := channel(t, conn)
 			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)

@@ -421,7 +421,8 @@ func TestBrokerGracefulStopSettlesInFlightAndRequeuesTheRest(t *testing.T) {
 	})
 	<-started
 	go func() {
-		time.Sleep(300 * time.Millisecond) // stop arrives while "a" is still running
+		// "a" runs until intake has stopped: the others are not started.
+		c.events.within(time.Minute, phase("stop intake: ended"))
 		close(release)
 	}()
 	rep := c.stop()

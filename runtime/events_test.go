@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 )
 
 // event is one diagnostics record a consumer logged, as a test reads it.
@@ -62,3 +63,20 @@ func (l *eventLog) all() []event {
 
 // has reports whether an event so far matches.
 func (l *eventLog) has(match func(event) bool) bool { return slices.ContainsFunc(l.all(), match) }
+
+// within waits up to d for an event that matches and reports whether one
+// came: for a goroutine of a test, which cannot fail it.
+func (l *eventLog) within(d time.Duration, match func(event) bool) bool {
+	for deadline := time.Now().Add(d); !l.has(match); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// phase matches the event of a shutdown phase's start or end, such as
+// "stop intake: ended".
+func phase(detail string) func(event) bool {
+	return func(ev event) bool { return ev.stage == "shutdown-phase" && ev.detail == detail }
+}

@@ -392,17 +392,18 @@ func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "grace-1", hourRetry, heldHandler)
 	started, release := make(chan struct{}), make(chan struct{})
-	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+	c, consumer := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		close(started)
 		<-release
 		return runtime.Retryable(errors.New("busy"))
-	}, through(p), func(cfg *runtime.Config) { cfg.ShutdownGrace = 5 * time.Second })
+	}, through(p), func(cfg *runtime.Config) { cfg.ShutdownGrace = time.Minute })
+	c.launch(consumer)
 	<-started
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- c.stop() }()
-	time.Sleep(200 * time.Millisecond) // in the cooperative window
+	eventually(t, 30*time.Second, "the cooperative window", func() bool { return c.events.has(phase("cooperative window: started")) })
 	p.cut()
-	time.Sleep(300 * time.Millisecond) // the watcher revokes the generation
+	eventually(t, 30*time.Second, "the generation revoked", func() bool { return consumer.Generations() == 0 })
 	close(release)
 	rep := <-stopped
 	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff != "" || !strings.HasPrefix(rep.Unresolved[0].Reason, "settlement not attempted") {
@@ -428,16 +429,16 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 			<-release // keeps the shutdown in its cooperative window
 		}
 		return nil
-	}, through(p), func(cfg *runtime.Config) { cfg.ShutdownGrace = 5 * time.Second })
+	}, through(p), func(cfg *runtime.Config) { cfg.ShutdownGrace = time.Minute })
 	c.SetProofInterval(time.Hour)
 	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(func() { close(acked) })})
 	r.launch(c)
 	<-acked
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
-	time.Sleep(200 * time.Millisecond)
+	eventually(t, 30*time.Second, "the cooperative window", func() bool { return r.events.has(phase("cooperative window: started")) })
 	p.cut()
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, 30*time.Second, "the generation revoked", func() bool { return c.Generations() == 0 })
 	close(release)
 	rep := <-stopped
 	var ambiguous bool
@@ -490,8 +491,19 @@ func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 		runs.Add(1)
 		return runtime.Retryable(errors.New("busy"))
 	}, through(p))
+	watch := dial(t)
 	c.SetTestHooks(runtime.TestHooks{BeforePublish: once(p.freezeReplies), AfterPublish: once(func() {
-		time.Sleep(100 * time.Millisecond) // the publish reaches the broker; its confirm is dropped
+		// The publish reaches the broker (its copy is in the bucket); its
+		// confirm is dropped.
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if ch, err := watch.Channel(); err == nil {
+				state, err := ch.QueueDeclarePassive(bucket(q, time.Hour), true, false, false, false, nil)
+				_ = ch.Close()
+				if err == nil && state.Messages == 1 {
+					break
+				}
+			}
+		}
 		p.cut()
 	})})
 	r.launch(c)

@@ -79,7 +79,8 @@ func TestGeneratedConsumerOnTheBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	records := make(chan runtime.Record, 2)
+	// Room for redeliveries too: Observe must never block the consumer.
+	records := make(chan runtime.Record, 64)
 	rec := recorder{got: make(chan *ordersmsg.OrderPlacedV2, 2)}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	consumer, err := runtime.NewConsumer(spec, ordersmsg.OrdersRoutes(rec), runtime.Config{
