@@ -11,6 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/runtime/internal/step"
 	"github.com/lily-mq/lily/runtime/internal/transport"
 )
 
@@ -64,12 +65,20 @@ func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) 
 	}
 	if d.cfg.Credentials != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StepTimeout)
-		user, password, err := d.cfg.Credentials(ctx)
+		// Bounded here too: a function that ignores ctx must not hold the
+		// attempt, and every Send waiting for a shared connection, for good.
+		auth, err := step.Do(ctx, func() (*amqp.PlainAuth, error) {
+			user, password, err := d.cfg.Credentials(ctx)
+			return &amqp.PlainAuth{Username: user, Password: password}, err
+		})
 		cancel()
+		if errors.Is(err, step.ErrTimeout) {
+			err = errors.New("not returned within the step timeout")
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("lily: connect (%s): credentials: %w", role, err)
 		}
-		cfg.SASL = []amqp.Authentication{&amqp.PlainAuth{Username: user, Password: password}}
+		cfg.SASL = []amqp.Authentication{auth}
 	}
 	urls := d.cfg.URLs
 	first := int(d.node.Load())

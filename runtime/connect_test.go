@@ -273,3 +273,30 @@ func TestBrokerRefusedConsumeLeavesNoGeneration(t *testing.T) {
 	// The one message was acked before the holder took the queue.
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
+
+// A Credentials function that ignores its context holds no connection
+// attempt past the step: the first connection fails, saying why, instead of
+// waiting for it for good.
+func TestBrokerCredentialsThatHangAreGivenUp(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	_, c := prepare(t, q, ack, func(cfg *runtime.Config) {
+		cfg.StepTimeout = 500 * time.Millisecond
+		cfg.Credentials = func(context.Context) (string, string, error) {
+			<-hang
+			return "", "", errors.New("too late")
+		}
+	})
+	ran := make(chan error, 1)
+	go func() { _, err := c.Run(context.Background()); ran <- err }()
+	select {
+	case err := <-ran:
+		if err == nil || !strings.Contains(err.Error(), "credentials: not returned within the step timeout") {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run still waits for the credentials a minute later")
+	}
+}
