@@ -2,7 +2,6 @@ package review
 
 import (
 	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/lily-mq/lily/internal/queue"
@@ -204,11 +203,42 @@ func accepts(n, o *schema.Binding, typ string) bool {
 	case schema.Fanout:
 		return true
 	case schema.Headers:
-		return n.Match == o.Match && maps.Equal(n.Headers, o.Headers)
+		return headersCover(n, o)
 	case schema.Topic:
 		return covers(strings.Split(n.RoutingKey, "."), strings.Split(o.RoutingKey, "."))
 	}
 	return n.RoutingKey == o.RoutingKey
+}
+
+// headersCover reports whether headers binding n matches every message o
+// does: x-match all takes a message that holds every pair of the binding,
+// any one that holds at least one of them.
+func headersCover(n, o *schema.Binding) bool {
+	holds := func(h map[string]any, k string, v any) bool { w, ok := h[k]; return ok && w == v }
+	within := func(a, b map[string]any) bool {
+		for k, v := range a {
+			if !holds(b, k, v) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case n.Match == "all" && o.Match == "all":
+		return within(n.Headers, o.Headers)
+	case n.Match == "any" && o.Match == "all":
+		for k, v := range n.Headers {
+			if holds(o.Headers, k, v) {
+				return true
+			}
+		}
+		return false
+	case n.Match == "any":
+		return within(o.Headers, n.Headers)
+	}
+	// all after any: a message with any one of the old pairs alone was
+	// routed, so the new binding may ask for no more than that pair.
+	return len(n.Headers) == 0 || len(o.Headers) == 1 && within(n.Headers, o.Headers)
 }
 
 // covers reports whether topic pattern a matches every key pattern b does,
