@@ -296,6 +296,17 @@ func TestBreakingPlacesFindingsInTheNewFile(t *testing.T) {
 	}
 }
 
+// A narrowed binding is placed at the binding that changed, not at another
+// from the same exchange that did not.
+func TestBreakingPlacesANarrowedBindingAtTheChange(t *testing.T) {
+	bound := edit(t, "queues:", "exchanges:\n  tx: {type: topic}\nqueues:", "    max_body_bytes", "    bindings:\n      - {exchange: tx, routing_key: a.b}\n      - {exchange: tx, routing_key: c.d}\n    max_body_bytes")
+	found := Breaking(parse(t, "old.lily.yaml", bound), parse(t, "new.lily.yaml", strings.Replace(bound, "c.d", "c.e", 1)))
+	line := strings.Count(bound[:strings.Index(bound, "c.d")], "\n") + 1
+	if len(found) != 1 || found[0].Rule != "ROUTING-KEY-NARROWED" || found[0].Line != line {
+		t.Errorf("want one ROUTING-KEY-NARROWED at line %d, the changed binding; got %+v", line, found)
+	}
+}
+
 func TestAcknowledged(t *testing.T) {
 	f := Finding{Rule: "DLQ-CHANGED", Subject: "orders"}
 	for _, tc := range []struct {

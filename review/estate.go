@@ -2,6 +2,8 @@ package review
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/lily-mq/lily/internal/queue"
@@ -154,8 +156,8 @@ func routes(f *schema.File) []route {
 // bindings reports each binding of old that new no longer has: removed, or
 // with a key, pattern or header match that accepts less.
 func (b *breaker) bindings() {
-	newRoutes := routes(b.new)
-	for _, or := range routes(b.old) {
+	newRoutes, oldRoutes := routes(b.new), routes(b.old)
+	for _, or := range oldRoutes {
 		var same []route
 		covered := false
 		for _, nr := range newRoutes {
@@ -167,9 +169,16 @@ func (b *breaker) bindings() {
 				covered = true
 			}
 		}
+		// At the binding that changed: one from the same source that the
+		// old file does not have.
 		at := b.top
 		if len(same) > 0 {
 			at = same[0].b.Pos
+		}
+		if i := slices.IndexFunc(same, func(nr route) bool {
+			return !slices.ContainsFunc(oldRoutes, func(r route) bool { return r.into == nr.into && sameBinding(r.b, nr.b) })
+		}); i >= 0 {
+			at = same[i].b.Pos
 		}
 		subject := fmt.Sprintf("%s<-%s", strings.Fields(or.into)[1], or.b.Source)
 		if or.b.RoutingKey != "" {
@@ -187,6 +196,11 @@ func (b *breaker) bindings() {
 				"keep the old key beside the new one until its producers have moved")
 		}
 	}
+}
+
+// sameBinding reports whether a and b bind alike.
+func sameBinding(a, b *schema.Binding) bool {
+	return a.Source == b.Source && a.RoutingKey == b.RoutingKey && a.Match == b.Match && maps.Equal(a.Headers, b.Headers)
 }
 
 func describeMatch(b *schema.Binding) string {
