@@ -383,6 +383,9 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 				"deploy every consumer of the new schema before any producer sends such values")
 		}
 	}
+	if of.Type == schema.Enum && nf.Type == schema.Enum {
+		b.enumConstants(of, nf, subject)
+	}
 	switch of.Type {
 	case schema.Object:
 		if of.Named != "" && of.Named == nf.Named {
@@ -404,6 +407,36 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 		if of.Items != nil && nf.Items != nil {
 			b.field(of.Items, nf.Items, subject+"[]")
 		}
+	}
+}
+
+// enumConstants reports the generated constants of of's values that nf
+// drops: code naming them stops compiling. A shared enum's are reported
+// once, however many fields use it.
+func (b *breaker) enumConstants(of, nf *schema.Field, subject string) {
+	if of.GoPath != nf.GoPath {
+		return // the type itself is renamed: FIELD-GO-TYPE-CHANGED says so
+	}
+	if of.Named != "" {
+		if b.shared[of.Named] {
+			return
+		}
+		if b.shared == nil {
+			b.shared = map[string]bool{}
+		}
+		b.shared[of.Named] = true
+		subject = of.Named
+	}
+	var gone []string
+	for _, v := range of.Values {
+		if !slices.Contains(nf.Values, v) {
+			gone = append(gone, of.GoPath+schema.GoName(v))
+		}
+	}
+	if len(gone) > 0 {
+		b.add(rules.EnumConstantRemoved, subject, nf.Pos,
+			fmt.Sprintf("the generated constants %s of %s are removed with their values", strings.Join(gone, ", "), of.GoPath),
+			"remove every use of them first")
 	}
 }
 

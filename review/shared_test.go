@@ -81,7 +81,7 @@ func TestBreakingSeesThroughSharedTypes(t *testing.T) {
 			"INFLIGHT BOUND-NARROWED@Card.holder",
 		}},
 		{"enum value removed", []string{"[visa, mastercard, amex]", "[visa, mastercard]"}, []string{
-			"INFLIGHT BOUND-NARROWED@Card.brand",
+			"API ENUM-CONSTANT-REMOVED@CardBrand", "INFLIGHT BOUND-NARROWED@Card.brand",
 		}},
 		{"type renamed", []string{"  Card:\n", "  PaymentCard:\n", "{type: Card,", "{type: PaymentCard,", "{type: Card}", "{type: PaymentCard}"}, []string{
 			"API FIELD-GO-TYPE-CHANGED@PaymentAuthorized.v1.card",

@@ -63,6 +63,7 @@ var (
 	VersionRemoved          = Rule{"VERSION-REMOVED", API, "a version removed; the message says whether it was deprecated first (its queues also get `VERSION-UNCONSUMED`)"}
 	FieldRemoved            = Rule{"FIELD-REMOVED", API, "a field or header removed"}
 	FieldGoTypeChanged      = Rule{"FIELD-GO-TYPE-CHANGED", API, "a field's Go type changes (such as `*string` → `string` when it becomes required, or `int32` → `int64`)"}
+	EnumConstantRemoved     = Rule{"ENUM-CONSTANT-REMOVED", API, "an enum value removed: its generated constant `<Type><Value>` goes with it"}
 	HandlerMethodAdded      = Rule{"HANDLER-METHOD-ADDED", API, "an existing queue consumes another version: its handler interface gains a method (types that embed `Unimplemented<Queue>Handler` still compile)"}
 	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "a queue's consumed messages change to or from `inbox: required`: the generated constructor gains or loses its `inbox` parameter"}
 	ProducerRemoved         = Rule{"PRODUCER-REMOVED", API, "a message's producers `New<Message>V<n>` are no longer generated: it is now read in several envelopes, or in one lilygen cannot write (CloudEvents without a `source`, or a fixed version the message does not keep to)"}
@@ -124,7 +125,7 @@ var (
 // All lists every rule: the breaking ones by category, in the order reports
 // list them, then the lint rules.
 var All = []Rule{
-	PackageChanged, OutputChanged, MessageRemoved, VersionRemoved, FieldRemoved, FieldGoTypeChanged,
+	PackageChanged, OutputChanged, MessageRemoved, VersionRemoved, FieldRemoved, FieldGoTypeChanged, EnumConstantRemoved,
 	HandlerMethodAdded, InboxRequirementChanged, ProducerRemoved, PublishRemoved, MessageGoRenamed,
 	MessageRenamed, WireTypeChanged, EnvelopeChanged, FieldTypeChanged, ContentTypeRemoved,
 	FieldRequiredAdded, FieldMadeRequired, FieldNullRefused, DefaultChanged, BoundNarrowed,
