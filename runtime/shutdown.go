@@ -107,6 +107,12 @@ func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
 		if err = s.call(ctx, s.ch.Close); err == nil {
 			err = s.closedCleanly(ctx)
 		}
+		if s.gone() {
+			// Lost as it closed: the watcher had revoked the session, but
+			// not yet marked it lost, when the close began.
+			err = s.why
+			c.intakeLost(r, s.gen.ID, err)
+		}
 	}
 	if acks := s.gen.Acks.Close(); err == nil {
 		c.acksProven(r, s.gen, acks)
