@@ -40,10 +40,15 @@ type Config struct {
 	// Telemetry, when set, is told of each delivery's journey, with its
 	// context, and of each publish: traces and metrics hang on it.
 	Telemetry Telemetry
-	// Publisher, when set, is what the consumer hands its retry and DLQ
-	// copies to, on the Publisher's connection, instead of a connection of
-	// its own: the consumers of one process and its own sends then share
-	// one. The consumer does not close it.
+	// Publisher, when set, is the consumer's way to the broker: it hands its
+	// retry and DLQ copies to the Publisher, on the Publisher's connection,
+	// and consumes on one other connection that every consumer naming the
+	// same Publisher shares, each on a channel of its own. Both are reached
+	// as the Publisher's Config says: the consumer's URLs, TLS and
+	// Credentials are not used. The consumers of one process and its own
+	// sends then hold two connections in all. The consumer does not close
+	// the Publisher; the last consumer to stop closes the consuming
+	// connection.
 	Publisher *Publisher
 	// Inbox, when set, claims each message id in the transaction that carries
 	// the handler's writes.

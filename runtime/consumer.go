@@ -48,6 +48,9 @@ type Consumer struct {
 	forceOnce sync.Once
 	hooks     testHooks
 	dialer    *dialer
+	// links hands out the consuming connection: the consumer's own, or the
+	// one shared by the consumers naming the same Publisher.
+	links *links
 	// running is the consumer's run once Run has begun, for Health.
 	running atomic.Pointer[run]
 	// telemetry is the Config's Telemetry, guarded.
@@ -109,9 +112,14 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	// cleanup and after_delivery steps, each bounded by a step.
 	policy.CallCost = spec.HandlerTimeout + 4*cfg.withDefaults().StepTimeout
 	cfg = cfg.withDefaults()
+	own := &dialer{cfg: cfg, name: spec.Name}
+	links := &links{dialer: own}
+	if cfg.Publisher != nil {
+		links = cfg.Publisher.consuming
+	}
 	return &Consumer{
 		spec: spec, policy: policy, routes: routes, reader: reader, inbox: inbox,
-		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: &dialer{cfg: cfg, name: spec.Name},
+		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: own, links: links,
 		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger, queue: spec.Name},
 		hooks:     testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing, enteredLane: nothing},
 	}, nil
@@ -321,13 +329,6 @@ func refused(err error) bool {
 // frameSize is the frame size Lily's connections ask for; the quarantine
 // filter negotiates as the client does.
 const frameSize = frame.Size
-
-// closeConn closes one of the consumer's connections, waiting for the
-// broker's close-ok no longer than a step: a peer that stopped reading must
-// not hold up the session's end.
-func (c *Consumer) closeConn(conn *amqp.Connection) {
-	_ = conn.CloseDeadline(time.Now().Add(c.cfg.StepTimeout))
-}
 
 func (c *Consumer) newRun() *run {
 	work, force := context.WithCancel(context.Background())

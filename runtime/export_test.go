@@ -1,6 +1,10 @@
 package runtime
 
-import "time"
+import (
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
 
 // The few internals the broker tests of package runtime_test reach. Those tests
 // live outside the package so that they can use generated code (package
@@ -54,4 +58,13 @@ func (c *Consumer) Generations() int {
 		}
 	}
 	return n
+}
+
+// ShareConsuming makes conn the consuming connection the consumers naming p
+// lease next, as if another consumer had opened it. The test holds it: no
+// consumer closes it.
+func (p *Publisher) ShareConsuming(conn *amqp.Connection) {
+	p.consuming.mu.Lock()
+	defer p.consuming.mu.Unlock()
+	p.consuming.cur = &link{conn: conn, users: 1, killed: make(chan struct{})}
 }

@@ -42,11 +42,15 @@ var (
 // blocks publishers (a resource alarm) Sends wait, within their contexts.
 //
 // A Publisher is safe for concurrent use. Config.Publisher lets consumers
-// hand off their retry and DLQ copies through it too, on the same connection.
+// hand off their retry and DLQ copies through it too, on the same connection,
+// and consume on one connection they share beside it.
 type Publisher struct {
 	conn    *confirm.Conn
 	confirm *confirm.Publisher
 	dialer  *dialer
+	// consuming is the consuming connection of the consumers naming the
+	// Publisher, beside its own.
+	consuming *links
 	// telemetry is told of each Send (Config.Telemetry).
 	telemetry hook
 	// lastWarned is when a failed connection attempt was last logged: once a
@@ -66,6 +70,9 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 	}
 	cfg = cfg.withDefaults()
 	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}, telemetry: hook{t: cfg.Telemetry, log: cfg.Logger}}
+	// A dialer of its own: a node passed over for consuming need not be
+	// for publishing.
+	p.consuming = &links{dialer: &dialer{cfg: cfg, name: "publisher"}, shared: true}
 	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.publishing("publish") }, cfg.StepTimeout)
 	p.confirm = confirm.New(p.conn, window)
 	p.confirm.Backoff = func(n int) time.Duration {
@@ -121,5 +128,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 
 // Close closes the publisher's connection, under the handoffs of the
 // consumers that share it too: close it after they stopped. Sends still
-// waiting for their confirm answer ErrUnconfirmed; Sends after it fail.
+// waiting for their confirm answer ErrUnconfirmed; Sends after it fail. The
+// consuming connection those consumers share is theirs: the last to stop
+// closes it.
 func (p *Publisher) Close() { p.conn.Close() }

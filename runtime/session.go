@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
@@ -23,11 +21,10 @@ import (
 
 // session is one connection and its consumer channel: one generation.
 type session struct {
-	gen  *settle.Generation
-	conn *amqp.Connection
-	// filter is the connection's socket as the client reads it: it knows the
-	// deliveries whose content header it had to replace.
-	filter     *quarantine.Conn
+	gen *settle.Generation
+	// link is the connection the channel is on, which other sessions may
+	// share.
+	link       *link
 	ch         *amqp.Channel
 	tag        string
 	deliveries <-chan amqp.Delivery
@@ -44,11 +41,17 @@ type session struct {
 	// lostAfterCancel tells of a loss that follows a consumer cancel: the
 	// session was already lost, and only this says the channel went too.
 	lostAfterCancel func(why error)
-	broken          bool // the watcher's: a break was handled
 	// chEnded is closed by the watcher once the consumer channel has closed;
 	// chErr is the error it closed with, nil when our own close ended it.
 	chEnded chan struct{}
 	chErr   *amqp.Error
+	// closing is set before Lily closes the channel: only then is an end
+	// without an error its own close.
+	closing atomic.Bool
+	// released is set once the session's end is judged and its connection
+	// about to be released: what the channel does after that reports
+	// nothing more.
+	released atomic.Bool
 	// prover runs the session's proofs (startProver); proving is held while
 	// one runs, so that stopProver returns only once none runs or will.
 	prover        *time.Timer
@@ -80,11 +83,13 @@ func (s *session) call(ctx context.Context, method func() error) error {
 
 // watch follows the session until its consumer channel has closed. A
 // consumer cancel marks it lost and leaves the channel healthy; the channel
-// or connection closing with an error, before or after a cancel, revokes the
+// closing with an error (its connection's, when that is lost), or Lily
+// closing its connection under it, before or after a cancel, revokes the
 // generation at once, so no handoff starts that could never be followed by
 // its ACK.
-func (s *session) watch(chClosed, connClosed chan *amqp.Error, cancelled chan string) {
+func (s *session) watch(chClosed chan *amqp.Error, cancelled chan string) {
 	defer close(s.chEnded)
+	killed := s.link.killed
 	for chClosed != nil {
 		select {
 		case _, ok := <-cancelled:
@@ -92,13 +97,19 @@ func (s *session) watch(chClosed, connClosed chan *amqp.Error, cancelled chan st
 			if ok {
 				s.lose(errCancelled)
 			}
-		case err, ok := <-connClosed:
-			connClosed = nil // the channel's own end follows
-			if ok {
-				s.broke(err)
-			}
+		case <-killed:
+			killed = nil
+			s.chErr = errLinkKilled
+			s.broke(errLinkKilled)
 		case err, ok := <-chClosed:
-			chClosed = nil // closed without a value: our own close
+			chClosed = nil
+			if s.chErr != nil {
+				break // the kill, told already
+			}
+			if !ok && (!s.closing.Load() || closed(s.link.killed)) {
+				// Ended without an error, but not by our own close.
+				err, ok = errLinkKilled, true
+			}
 			if ok {
 				s.chErr = err
 				s.broke(err)
@@ -107,14 +118,17 @@ func (s *session) watch(chClosed, connClosed chan *amqp.Error, cancelled chan st
 	}
 }
 
+// errLinkKilled is how a channel ends whose connection Lily closed because
+// a channel on it could not be closed (see links.release).
+var errLinkKilled = &amqp.Error{Code: amqp.ConnectionForced, Reason: "Lily closed the consuming connection: a channel on it did not close cleanly"}
+
 // broke revokes the session's authority: the broker closed its channel or
 // connection with err.
 func (s *session) broke(err *amqp.Error) {
-	if s.broken {
-		return // the channel and its connection report the same loss
-	}
-	s.broken = true
 	s.gen.Revoke()
+	if s.released.Load() {
+		return // its end was judged, and its closing may take the connection
+	}
 	why := fmt.Errorf("lily: the consumer channel closed: %w", err)
 	if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
 		why = fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err)
@@ -173,63 +187,82 @@ func (s *slot) release() {
 	}
 }
 
-// connect opens a session: dial, declare the topology, open the consumer
-// channel, set prefetch and start consuming. Every step is bounded, and ctx
-// ending stops the attempt. A node that takes the connection but cannot
-// serve it (the declare or the consume fails or hangs, as on a node cut off
-// from its cluster's majority) is passed over for the next URL, each once.
+// connect opens a session: lease a consuming connection (dialing it when
+// there is none to share), declare the topology, open the consumer channel,
+// set prefetch and start consuming. Every step is bounded, and ctx ending
+// stops the attempt. A node that takes the connection but cannot serve it
+// (the declare or the consume fails or hangs, as on a node cut off from its
+// cluster's majority) is passed over for the next URL, each dialed once (a
+// refusal the broker answers on the channel is no reason to); a
+// shared connection that fails this session (it was dying as it was leased)
+// is passed over without using up a URL's turn, up to once more than there
+// are URLs.
 func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 	var errs []error
-	for range len(c.cfg.URLs) {
-		s, served, err := c.connectOnce(ctx, r)
+	urls := len(c.links.dialer.cfg.URLs)
+	for dialed, reusedFailed := 0, 0; dialed < urls && reusedFailed <= urls; {
+		s, served, reused, err := c.connectOnce(ctx, r)
 		if err == nil {
 			return s, nil
 		}
 		errs = append(errs, err)
-		if !served || refused(err) || ctx.Err() != nil {
+		if served == nil || refused(err) || answered(err) || ctx.Err() != nil {
 			break
 		}
-		c.dialer.passOver()
+		c.links.passOver(served)
+		if reused {
+			reusedFailed++
+		} else {
+			dialed++
+		}
 	}
 	return nil, errors.Join(errs...)
 }
 
-// connectOnce is one attempt of connect; served reports that a node took
-// the connection, and so failed after it.
-func (c *Consumer) connectOnce(ctx context.Context, r *run) (_ *session, served bool, _ error) {
-	type dialed struct {
-		conn   *amqp.Connection
-		filter *quarantine.Conn
-	}
-	d, err := step.Open(ctx, func() (dialed, error) {
-		var filter *quarantine.Conn
-		conn, _, err := c.dialer.dial("consume", func(conn, _ net.Conn) net.Conn {
-			filter = quarantine.New(conn, frameSize)
-			return filter
-		})
-		return dialed{conn, filter}, err
-	}, func(d dialed) { c.closeConn(d.conn) })
-	if err != nil {
-		return nil, false, err
-	}
-	s, err := c.open(ctx, r, d.conn)
-	if err != nil {
-		c.closeConn(d.conn)
-		return nil, true, err
-	}
-	s.filter = d.filter
-	c.startProver(r, s)
-	c.emit(event{stage: stageConnected, generation: s.gen.ID})
-	return s, true, nil
+// answered reports a refusal the broker sent on the channel alone (403, an
+// exclusive consumer's queue; 404; 405): the node served the session, and
+// another would answer the same. Passing over it would move every session
+// that shares its connection for nothing.
+func answered(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Server && ae.Recover
 }
 
-func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*session, error) {
+// connectOnce is one attempt of connect. When it fails after a node took
+// the connection, served is that connection, and reused says another session
+// had opened it.
+func (c *Consumer) connectOnce(ctx context.Context, r *run) (_ *session, served *link, reused bool, _ error) {
+	l, reused, err := c.links.lease(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	s, err := c.open(ctx, r, l)
+	if err != nil {
+		return nil, l, reused, err
+	}
+	c.startProver(r, s)
+	c.emit(event{stage: stageConnected, generation: s.gen.ID})
+	return s, nil, false, nil
+}
+
+// open opens the session's channel on l and starts consuming. When it fails,
+// it has released l: a channel it opened is closed first, or, when that
+// fails, the connection with it, so that no consume that succeeds late
+// leaves deliveries on a channel no one reads.
+func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
-	if err := step.DoErr(ctx, func() error { return DeclareTopology(conn, c.spec) }); err != nil {
+	var ch *amqp.Channel
+	defer func() {
+		if err != nil {
+			by := time.Now().Add(c.cfg.StepTimeout)
+			c.links.release(l, by, ch == nil || closeChannel(ch, by) == nil)
+		}
+	}()
+	if err := step.DoErr(ctx, func() error { return DeclareTopology(l.conn, c.spec) }); err != nil {
 		return nil, fmt.Errorf("lily: %w", err)
 	}
-	ch, err := step.Do(ctx, conn.Channel)
+	ch, err = step.Open(ctx, l.conn.Channel, func(late *amqp.Channel) { _ = closeChannel(late, time.Now().Add(c.cfg.StepTimeout)) })
 	if err != nil {
 		return nil, fmt.Errorf("lily: open consumer channel: %w", err)
 	}
@@ -237,13 +270,12 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 		return nil, fmt.Errorf("lily: set prefetch: %w", err)
 	}
 	s := &session{
-		gen: r.newGeneration(), conn: conn, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
+		gen: r.newGeneration(), link: l, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
 		lost: make(chan struct{}), chEnded: make(chan struct{}),
 		outlived: make(chan struct{}), cancelled: make(chan struct{}),
 	}
 	s.lostAfterCancel = func(why error) { c.intakeLost(r, s.gen.ID, why) }
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	cancelled := ch.NotifyCancel(make(chan string, 1))
 	s.deliveries, err = step.Do(ctx, func() (<-chan amqp.Delivery, error) {
 		return ch.Consume(c.spec.Name, s.tag, false, false, false, false, c.consumeArgs())
@@ -255,8 +287,16 @@ func (c *Consumer) open(ctx context.Context, r *run, conn *amqp.Connection) (*se
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
 	}
 	s.gen.Settler = settle.NewSettler(ch, s.gen, c.spec.Prefetch)
-	go s.watch(chClosed, connClosed, cancelled)
+	go s.watch(chClosed, cancelled)
 	return s, nil
+}
+
+// closeChannel closes ch, waiting for the broker's close-ok no later than
+// by. nil means it is closed: by us, or already by the broker.
+func closeChannel(ch *amqp.Channel, by time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
+	return step.DoErr(ctx, ch.Close)
 }
 
 // consume reads deliveries until ctx is done (then it stops intake and returns
@@ -388,7 +428,7 @@ func (c *Consumer) recycleAfter() time.Duration { return c.spec.budget() + c.cfg
 // did not. The marker alone proves nothing (a producer can send it); the
 // connection's seal beside it does.
 func (s *session) quarantined(d *amqp.Delivery) string {
-	why, _ := s.filter.Quarantined(d.Headers)
+	why, _ := s.link.filter.Quarantined(d.Headers)
 	return why
 }
 
@@ -477,14 +517,28 @@ func (s *session) stopProver() {
 }
 
 // lost ends a session that died under us: its authority is revoked, its
-// unproven ACKs are ambiguous, and its connection is closed.
+// unproven ACKs are ambiguous, and its connection is released.
 func (c *Consumer) lost(r *run, s *session, why error) {
 	s.gen.Revoke()
 	s.stopProver()
 	s.gen.Settler.Close()
 	c.intakeLost(r, s.gen.ID, why)
 	c.acksAmbiguous(r, s.gen, s.gen.Acks.Close(), "the channel was lost before the proof")
-	c.closeConn(s.conn)
+	c.release(s, time.Now().Add(c.cfg.StepTimeout))
+}
+
+// release gives up s's connection once its end is judged, by by at most. A
+// channel still open (intake ended without the broker closing it: a cancel
+// that did not return, a close that timed out) is closed first, or takes
+// the connection with it.
+func (c *Consumer) release(s *session, by time.Time) {
+	s.released.Store(true)
+	closed := s.ch.IsClosed()
+	if !closed {
+		s.closing.Store(true)
+		closed = closeChannel(s.ch, by) == nil
+	}
+	c.links.release(s.link, by, closed)
 }
 
 // intakeLost tells why intake stopped (gen is the session's generation, 0

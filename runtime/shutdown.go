@@ -104,6 +104,7 @@ func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
 		err = errors.New("a settlement write did not return in time")
 	default:
 		c.hooks.beforeClose()
+		s.closing.Store(true)
 		if err = s.call(ctx, s.ch.Close); err == nil {
 			err = s.closedCleanly(ctx)
 		}
@@ -119,7 +120,9 @@ func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
 	} else {
 		c.acksAmbiguous(r, s.gen, acks, "the channel did not close cleanly: "+sanitize.Text(err.Error(), 120))
 	}
-	_ = s.conn.CloseDeadline(by)
+	// Asked of the channel itself: the broker's close may be on its way to
+	// the watcher still.
+	c.release(s, by)
 	// Closed, or given up: no tag of it is used again, and the run may
 	// forget it.
 	s.gen.Revoke()

@@ -148,7 +148,8 @@ func runDemo(url, dsn string) error {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// One Publisher sends the shop's orders and carries both consumers'
-	// retry and DLQ copies, on one connection.
+	// retry and DLQ copies, on one connection; the consumers consume on one
+	// other.
 	publisher, err := runtime.NewPublisher(runtime.Config{URLs: []string{url}, Logger: quiet}, 0)
 	if err != nil {
 		return err

@@ -1,0 +1,167 @@
+package runtime
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/quarantine"
+)
+
+// links hands consuming connections to sessions. A consumer's own give each
+// session a connection of its own, so that a fault of one (a socket that
+// stalls) stays with that session. A Publisher's are shared: every session
+// of the consumers naming it leases the current connection, dialing it when
+// there is none; one dial runs at a time, and every session waiting for it
+// takes its outcome, so that a hundred consumers reconnecting after a loss
+// open one connection, not a hundred.
+type links struct {
+	dialer *dialer
+	shared bool
+	mu     sync.Mutex
+	// cur is the connection new sessions open their channels on; nil when
+	// there is none, or it was passed over.
+	cur *link
+	// dialing is the dial under way, nil when none is.
+	dialing *linkDial
+}
+
+// link is one consuming connection and the sessions using it.
+type link struct {
+	conn *amqp.Connection
+	// filter is the connection's socket as the client reads it: it knows the
+	// deliveries whose content header it had to replace.
+	filter *quarantine.Conn
+	// killed is closed before Lily closes the connection under its
+	// sessions: each revokes its authority then, not once the close ends,
+	// and none takes its channel's end for its own close.
+	killed chan struct{}
+	// The rest is links.mu's.
+	users  int
+	dying  bool // killed is closed
+	passed bool // passed over once already
+}
+
+// linkDial is one dial and the sessions waiting for it.
+type linkDial struct {
+	done    chan struct{}
+	waiting int // links.mu; the users the link starts with
+	l       *link
+	err     error
+}
+
+// lease returns a connection to open a session's channel on and counts the
+// caller as one of its users until release; reused says it was open
+// already, not dialed for this lease. Waiting ends with ctx; the dial then
+// goes on for the others, and a connection no one waits for any more is
+// closed.
+func (ls *links) lease(ctx context.Context) (l *link, reused bool, err error) {
+	ls.mu.Lock()
+	if l := ls.cur; l != nil && !l.conn.IsClosed() {
+		l.users++
+		ls.mu.Unlock()
+		return l, true, nil
+	}
+	d := ls.dialing
+	if d == nil {
+		d = &linkDial{done: make(chan struct{})}
+		ls.dialing = d
+		go ls.dial(d)
+	}
+	d.waiting++
+	ls.mu.Unlock()
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	select {
+	case <-d.done:
+		// The dial counted this lease among the link's users.
+		return d.l, false, d.err
+	default:
+		d.waiting--
+		return nil, false, ctx.Err()
+	}
+}
+
+func (ls *links) dial(d *linkDial) {
+	var filter *quarantine.Conn
+	conn, _, err := ls.dialer.dial("consume", func(conn, _ net.Conn) net.Conn {
+		filter = quarantine.New(conn, frameSize)
+		return filter
+	})
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.dialing = nil
+	d.err = err
+	if err == nil {
+		if d.waiting == 0 {
+			// Everyone stopped waiting for it.
+			go closeBy(conn, time.Now().Add(ls.dialer.cfg.StepTimeout))
+		} else {
+			d.l = &link{conn: conn, filter: filter, users: d.waiting, killed: make(chan struct{})}
+			if ls.shared {
+				ls.cur = d.l
+			}
+		}
+	}
+	close(d.done)
+}
+
+// release ends one session's use of l; the last user closes it, waiting for
+// the broker's close-ok no later than by. A session whose channel may still
+// be open (its close failed or did not end in time) closes it at once,
+// under every other session on it: a channel that is neither closed nor
+// read would hold its unacknowledged deliveries for as long as the
+// connection lives.
+func (ls *links) release(l *link, by time.Time, channelClosed bool) {
+	ls.mu.Lock()
+	l.users--
+	last := l.users == 0
+	kill := !channelClosed && !l.dying
+	if (last || kill) && ls.cur == l {
+		ls.cur = nil
+	}
+	if kill {
+		l.dying = true
+		close(l.killed)
+	}
+	ls.mu.Unlock()
+	switch {
+	case last:
+		closeBy(l.conn, by)
+	case kill:
+		// Under others, who were told by killed: within a step of its own,
+		// since by may be spent, and a close past its deadline is never
+		// written.
+		go closeBy(l.conn, time.Now().Add(ls.dialer.cfg.StepTimeout))
+	}
+}
+
+// passOver stops handing out l, which took a session it could not serve (a
+// node cut off from its cluster's majority), and moves the next dial on to
+// the next URL, once for each connection however many sessions failed on
+// it. The sessions still on l stay on it until they end.
+func (ls *links) passOver(l *link) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l.passed {
+		return
+	}
+	l.passed = true
+	if ls.cur == l {
+		ls.cur = nil
+	}
+	ls.dialer.passOver()
+}
+
+// closeBy closes conn, waiting for the broker's close-ok no later than by: a
+// peer that stopped reading must not hold up a session's end.
+func closeBy(conn *amqp.Connection, by time.Time) {
+	_ = conn.CloseDeadline(by)
+}

@@ -1,0 +1,228 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+)
+
+// sharedPublisher is a Publisher reaching the broker through p, for
+// consumers to share.
+func sharedPublisher(t *testing.T, p *proxy) *runtime.Publisher {
+	t.Helper()
+	pub, err := runtime.NewPublisher(runtime.Config{URLs: []string{p.url()}, ReconnectMax: 200 * time.Millisecond}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	return pub
+}
+
+// sharing makes a consumer name pub. Its own URL leads nowhere: it consumes
+// on the Publisher's connection, or not at all.
+func sharing(t *testing.T, pub *runtime.Publisher) func(*runtime.Config) {
+	return func(cfg *runtime.Config) {
+		cfg.Publisher, cfg.URLs, cfg.ReconnectMax = pub, []string{deadNode(t)}, 200*time.Millisecond
+	}
+}
+
+// consuming lists p's consuming connections.
+func consuming(p *proxy) []string {
+	return slices.DeleteFunc(p.Conns(), func(name string) bool { return !strings.HasSuffix(name, " consume") })
+}
+
+// Consumers naming one Publisher consume on one connection, reached through
+// the Publisher's URLs: one dial serves them all, again after the
+// connection is lost, and it stays open while any of them runs.
+func TestBrokerConsumersNamingAPublisherShareOneConnection(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t)
+	pub := sharedPublisher(t, p)
+	qa, qb := brokerSpec(t, hourRetry), brokerSpec(t, hourRetry)
+	declareTopology(t, qa)
+	declareTopology(t, qb)
+	a := start(t, qa, ack, sharing(t, pub))
+	b := start(t, qb, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "b-1" {
+			return errors.New("retry it, through the publisher")
+		}
+		return nil
+	}, sharing(t, pub))
+	publish(t, qa.Name, order(t, "a-1"))
+	publish(t, qb.Name, order(t, "b-1"))
+	if rec := a.await(1)[0]; rec.Path != runtime.PathAcked {
+		t.Errorf("a's record %+v, want acked", rec)
+	}
+	if rec := b.await(1)[0]; rec.Path != runtime.PathRetried || rec.Handoff != "confirmed" {
+		t.Errorf("b's record %+v, want retried with a confirmed handoff", rec)
+	}
+	if got := consuming(p); len(got) != 1 || got[0] != "lily publisher consume" {
+		t.Errorf("consuming connections %v, want the publisher's one", got)
+	}
+	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}, bucket(qb, time.Hour): {1, 0}})
+	// Proven before the loss, which would leave it ambiguous.
+	eventually(t, 30*time.Second, "a-1's ACK proven", func() bool {
+		return a.events.has(func(ev event) bool { return ev.stage == "ack-proven" && ev.messageID == "a-1" })
+	})
+
+	p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
+	eventually(t, 30*time.Second, "both consumers reconnected", func() bool { return a.reconnects() >= 1 && b.reconnects() >= 1 })
+	if got := consuming(p); len(got) != 1 {
+		t.Errorf("consuming connections after the loss %v, want one", got)
+	}
+	publish(t, qa.Name, order(t, "a-2"))
+	publish(t, qb.Name, order(t, "b-2"))
+	if rec := a.await(2)[1]; rec.MessageID != "a-2" || rec.Path != runtime.PathAcked {
+		t.Errorf("a's record %+v, want a-2 acked", rec)
+	}
+	if rec := b.await(2)[1]; rec.MessageID != "b-2" || rec.Path != runtime.PathAcked {
+		t.Errorf("b's record %+v, want b-2 acked", rec)
+	}
+
+	// a stops: b goes on, on the connection they shared.
+	sessions := b.reconnects()
+	if rep := a.stop(); rep.Counts[runtime.PathAcked] != 2 || len(rep.Unresolved) != 0 || rep.AcksProven != 2 {
+		t.Errorf("a's report: %+v", rep)
+	}
+	publish(t, qb.Name, order(t, "b-3"))
+	if rec := b.await(3)[2]; rec.MessageID != "b-3" || rec.Path != runtime.PathAcked || rec.Redelivered {
+		t.Errorf("b's record %+v, want b-3 acked", rec)
+	}
+	if got := consuming(p); len(got) != 1 || b.reconnects() != sessions {
+		t.Errorf("consuming connections once a stopped %v, b's sessions since %d; want b's, on the same session", got, b.reconnects()-sessions)
+	}
+	// The last consumer to stop closes it.
+	if rep := b.stop(); len(rep.Unresolved) != 0 {
+		t.Errorf("b's report: %+v", rep)
+	}
+	eventually(t, 30*time.Second, "the consuming connection closed", func() bool { return len(consuming(p)) == 0 })
+	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}, bucket(qb, time.Hour): {1, 0}})
+}
+
+// A consumer whose channel does not close when it stops (the broker never
+// sees the close) closes the connection it shares: its unsettled delivery
+// would otherwise stay unacknowledged for as long as the other consumer
+// runs. The other loses its session, says why, and consumes again.
+func TestBrokerChannelLeftOpenClosesTheSharedConnection(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t)
+	pub := sharedPublisher(t, p)
+	// a's handler outlives the shutdown, not its timeout: its delivery is
+	// left unsettled.
+	qa := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) { q.HandlerTimeout = time.Hour })
+	qb := brokerSpec(t, hourRetry)
+	declareTopology(t, qa)
+	declareTopology(t, qb)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	var running atomic.Bool
+	a := start(t, qa, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		running.Store(true)
+		<-release // ignores its context: abandoned at the final abort
+		return nil
+	}, sharing(t, pub), func(cfg *runtime.Config) { cfg.StepTimeout = 2 * time.Second })
+	b := start(t, qb, ack, sharing(t, pub))
+	publish(t, qa.Name, order(t, "held"))
+	publish(t, qb.Name, order(t, "b-1"))
+	b.await(1)
+	eventually(t, 30*time.Second, "a's handler running", running.Load)
+
+	var dropped atomic.Bool
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.ChannelClose) && strings.HasSuffix(f.Conn, " consume") && dropped.CompareAndSwap(false, true) {
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	rep := a.stop()
+	if !dropped.Load() {
+		t.Fatal("a's channel close never came")
+	}
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "held" || rep.Abandoned != 1 {
+		t.Errorf("a's report: unresolved %+v, abandoned %d; want held, abandoned", rep.Unresolved, rep.Abandoned)
+	}
+	// Back in its queue, not held unacknowledged by a channel no one reads.
+	assertCounts(t, map[string][2]int{qa.Name: {1, 0}, bucket(qa, time.Hour): {0, 0}})
+	eventually(t, 30*time.Second, "b reconnected", func() bool { return b.reconnects() >= 1 })
+	if !b.events.has(func(ev event) bool {
+		return ev.stage == "intake-lost" && strings.Contains(ev.detail, "did not close cleanly")
+	}) {
+		t.Error("b's loss is not explained")
+	}
+	publish(t, qb.Name, order(t, "b-2"))
+	if rec := b.await(2)[1]; rec.MessageID != "b-2" || rec.Path != runtime.PathAcked {
+		t.Errorf("b's record %+v, want b-2 acked", rec)
+	}
+	assertCounts(t, map[string][2]int{qb.Name: {0, 0}})
+}
+
+// A consumer that starts as the shared connection dies (open, but no longer
+// answering) does not take it for a node that cannot serve: with a single
+// URL, that was its one attempt, and Run failed. It dials a new connection.
+func TestBrokerConsumerStartingOnADyingSharedConnectionDialsAnew(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t)
+	dying, err := amqp.Dial(p.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.freeze() // nothing it sends reaches the broker any more
+	pub, err := runtime.NewPublisher(runtime.Config{URLs: []string{brokerURL(t)}, StepTimeout: time.Second}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pub.Close)
+	pub.ShareConsuming(dying)
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "anew-1"))
+	r := start(t, q, ack, func(cfg *runtime.Config) { cfg.Publisher, cfg.StepTimeout = pub, time.Second })
+	if rec := r.await(1)[0]; rec.MessageID != "anew-1" || rec.Path != runtime.PathAcked {
+		t.Errorf("record %+v, want anew-1 acked", rec)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}
+
+// A consume the broker refuses on the channel (another connection holds the
+// queue exclusively) says nothing against the node: the shared connection is
+// not passed over, and the next consumer to start joins it.
+func TestBrokerRefusedConsumeKeepsTheSharedConnection(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t)
+	pub := sharedPublisher(t, p)
+	qa, qz, qb := brokerSpec(t), brokerSpec(t), brokerSpec(t)
+	for _, q := range []runtime.QueueSpec{qa, qz, qb} {
+		declareTopology(t, q)
+	}
+	if _, err := channel(t, dial(t)).Consume(qz.Name, "holder", false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	a := start(t, qa, ack, sharing(t, pub))
+	publish(t, qa.Name, order(t, "a-1"))
+	a.await(1)
+	_, z := prepare(t, qz, ack, sharing(t, pub))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := z.Run(ctx); err == nil || !strings.Contains(err.Error(), "ACCESS_REFUSED") {
+		t.Errorf("a consumer of a queue held exclusively ran: %v", err)
+	}
+	b := start(t, qb, ack, sharing(t, pub))
+	publish(t, qb.Name, order(t, "b-1"))
+	if rec := b.await(1)[0]; rec.Path != runtime.PathAcked {
+		t.Errorf("b's record %+v, want acked", rec)
+	}
+	if got := consuming(p); len(got) != 1 || a.reconnects() != 0 {
+		t.Errorf("consuming connections %v, a's reconnects %d; want one, none", got, a.reconnects())
+	}
+	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}})
+}
