@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/quarantine"
+	"github.com/lily-mq/lily/runtime/internal/transport"
 )
 
 // links hands consuming connections to sessions. A consumer's own give each
@@ -91,7 +92,10 @@ func (ls *links) lease(ctx context.Context) (l *link, reused bool, err error) {
 
 func (ls *links) dial(d *linkDial) {
 	var filter *quarantine.Conn
-	conn, _, err := ls.dialer.dial("consume", func(conn, _ net.Conn) net.Conn {
+	conn, _, err := ls.dialer.dial("consume", func(conn, socket net.Conn) net.Conn {
+		if ls.shared {
+			conn = transport.Coalesce(conn, socket, ls.dialer.cfg.StepTimeout)
+		}
 		filter = quarantine.New(conn, frameSize)
 		return filter
 	})
