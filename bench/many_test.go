@@ -68,33 +68,26 @@ var manyConsumers = map[string]func(ctx context.Context, url string, queues []st
 			return err
 		}, nil
 	},
-	// lily: a runtime.Consumer per queue, run together by runtime.Serve.
+	// lily: a runtime.Consumer per queue, run together by runtime.Serve,
+	// each on connections of its own.
 	"lily": func(ctx context.Context, url string, queues []string, t *tracker) (func() error, error) {
-		services := make([]runtime.Service, 0, len(queues))
-		for _, q := range queues {
-			c, err := runtime.NewConsumer(benchSpec(q, manyPrefetch, manyConcurrency), ordersmsg.OrdersRoutes(benchHandler{}), runtime.Config{
-				URLs:   []string{url},
-				Logger: slog.New(slog.DiscardHandler),
-				Observe: func(rec runtime.Record) {
-					if rec.Path == runtime.PathAcked {
-						t.settle(rec.MessageID)
-					}
-				},
-			})
-			if err != nil {
-				return nil, err
-			}
-			services = append(services, c)
+		return serveMany(ctx, url, queues, t, nil)
+	},
+	// lily-shared: the same, each consumer naming one runtime.Publisher, so
+	// that they consume on one connection.
+	"lily-shared": func(ctx context.Context, url string, queues []string, t *tracker) (func() error, error) {
+		pub, err := runtime.NewPublisher(runtime.Config{URLs: []string{url}}, 0)
+		if err != nil {
+			return nil, err
 		}
-		ctx, stop := context.WithCancel(ctx)
-		served := make(chan error, 1)
-		go func() {
-			_, err := runtime.Serve(ctx, services...)
-			served <- err
-		}()
+		stop, err := serveMany(ctx, url, queues, t, pub)
+		if err != nil {
+			pub.Close()
+			return nil, err
+		}
 		return func() error {
-			stop()
-			return <-served
+			defer pub.Close()
+			return stop()
 		}, nil
 	},
 	// watermill: one subscriber (one connection), a router handler per
@@ -141,7 +134,7 @@ func BenchmarkManyQueues(b *testing.B) {
 	for i := range queues {
 		queues[i] = "many-" + strconv.Itoa(i)
 	}
-	for _, name := range []string{"plain", "lily", "watermill"} {
+	for _, name := range []string{"plain", "lily", "lily-shared", "watermill"} {
 		b.Run("consumer="+name, func(b *testing.B) {
 			replay := startPacedReplay(b, b.N, manyRate)
 			goruntime.GC()
@@ -181,4 +174,36 @@ func BenchmarkManyQueues(b *testing.B) {
 			}
 		})
 	}
+}
+
+// serveMany runs a runtime.Consumer per queue under runtime.Serve, each
+// naming pub when it is not nil.
+func serveMany(ctx context.Context, url string, queues []string, t *tracker, pub *runtime.Publisher) (func() error, error) {
+	services := make([]runtime.Service, 0, len(queues))
+	for _, q := range queues {
+		c, err := runtime.NewConsumer(benchSpec(q, manyPrefetch, manyConcurrency), ordersmsg.OrdersRoutes(benchHandler{}), runtime.Config{
+			URLs:      []string{url},
+			Publisher: pub,
+			Logger:    slog.New(slog.DiscardHandler),
+			Observe: func(rec runtime.Record) {
+				if rec.Path == runtime.PathAcked {
+					t.settle(rec.MessageID)
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		services = append(services, c)
+	}
+	ctx, stop := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		_, err := runtime.Serve(ctx, services...)
+		served <- err
+	}()
+	return func() error {
+		stop()
+		return <-served
+	}, nil
 }
