@@ -398,7 +398,7 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 					b.shared = map[string]bool{}
 				}
 				b.shared[of.Named] = true
-				b.fields(of.Fields, nf.Fields, nf.Pos, of.Named+".")
+				b.fields(of.Fields, nf.Fields, b.typeAt(nf), of.Named+".")
 			}
 			return
 		}
@@ -434,10 +434,21 @@ func (b *breaker) enumConstants(of, nf *schema.Field, subject string) {
 		}
 	}
 	if len(gone) > 0 {
-		b.add(rules.EnumConstantRemoved, subject, nf.Pos,
+		b.add(rules.EnumConstantRemoved, subject, b.typeAt(nf),
 			fmt.Sprintf("the generated constants %s of %s are removed with their values", strings.Join(gone, ", "), of.GoPath),
 			"remove every use of them first")
 	}
+}
+
+// typeAt is where f's type is written in the new schema: its definition
+// under types for a shared one, which a change to it is about, else f itself.
+func (b *breaker) typeAt(f *schema.Field) schema.Pos {
+	if f.Named != "" {
+		if i := slices.IndexFunc(b.new.Types, func(t *schema.Field) bool { return t.Named == f.Named }); i >= 0 {
+			return b.new.Types[i].Pos
+		}
+	}
+	return f.Pos
 }
 
 // goType reports a change of the Go type of a field of the generated struct.

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -133,6 +134,24 @@ func TestLintSharedTypes(t *testing.T) {
 		got = append(got, f.Ack())
 	}
 	want := []string{"LINT-STRING-UNBOUNDED@Card.holder", "LINT-TYPE-UNUSED@Spare"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+}
+
+// TestBreakingPlacesSharedTypeChanges: a field removed from a shared object,
+// and an enum constant removed from a shared enum, are placed at the type's
+// definition, which the change is about, not at the first use of it.
+func TestBreakingPlacesSharedTypeChanges(t *testing.T) {
+	src := strings.NewReplacer("      holder: {type: string, max_length: 100}\n", "", "[visa, mastercard, amex]", "[visa, mastercard]").Replace(sharedBase)
+	var got []string
+	for _, f := range Breaking(parse(t, "old.lily.yaml", sharedBase), parse(t, "new.lily.yaml", src)) {
+		if f.Rule == "FIELD-REMOVED" || f.Rule == "ENUM-CONSTANT-REMOVED" {
+			got = append(got, fmt.Sprintf("%s@%s line %d", f.Rule, f.Subject, f.Line))
+		}
+	}
+	slices.Sort(got)
+	want := []string{"ENUM-CONSTANT-REMOVED@CardBrand line 9", "FIELD-REMOVED@Card.holder line 4"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("findings (-want +got):\n%s", diff)
 	}
