@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -205,9 +206,36 @@ func TestPatternsForJSONSchema(t *testing.T) {
 		`^[a-z][a-z0-9-]*$`: true, `^(?:ab)+\d{3}$`: true, `^(?<word>\w+)$`: true,
 		`(?i)^[a-z]+$`: false, `^\pL+$`: false, `^a\z`: false, `\Qa.b\E`: false, `^[[:alpha:]]+$`: false, `(?P<w>a)`: false,
 		`^\x{e9}+$`: false, `^\S+$`: false, `^a\s?b$`: false, `^\x41$`: true,
+		`^[].]$`: false, `^[^]a]$`: false, `^[a[:digit:]]+$`: false,
 	} {
 		if got := ecmaPattern(p); got != ecma {
 			t.Errorf("ecmaPattern(%q) = %v, want %v", p, got, ecma)
+		}
+	}
+}
+
+// A dot outside a character class is written so that ECMA 262 reads it as
+// RE2 does: anything but a newline. Escaped dots, and dots in a class, are
+// left alone.
+func TestPatternDotsForJSONSchema(t *testing.T) {
+	for p, want := range map[string]string{
+		`^.+$`:        `^[^\n]+$`,
+		`^a\.b$`:      `^a\.b$`,
+		`^[.a]$`:      `^[.a]$`,
+		`^[].]x.$`:    `^[].]x[^\n]$`,
+		`^[^].]..$`:   `^[^].][^\n][^\n]$`,
+		`^\\.$`:       `^\\[^\n]$`,
+		`^[\].]+.$`:   `^[\].]+[^\n]$`,
+		`^(?:a.)+\d$`: `^(?:a[^\n])+\d$`,
+	} {
+		if got := ecmaDots(p); got != want {
+			t.Errorf("ecmaDots(%q) = %q, want %q", p, got, want)
+		}
+		re2, ecma := regexp.MustCompile(p), regexp.MustCompile(ecmaDots(p))
+		for _, s := range []string{"a.b", "a\rb", "ab", "\\x", "]x\r", "].\u2028y"} {
+			if re2.MatchString(s) != ecma.MatchString(s) {
+				t.Errorf("%q and %q disagree on %q", p, ecmaDots(p), s)
+			}
 		}
 	}
 }

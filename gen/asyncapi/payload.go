@@ -137,7 +137,7 @@ func valueSchema(f *schema.Field, nullable bool) object {
 	switch {
 	case f.Pattern == "":
 	case ecmaPattern(f.Pattern):
-		o.set("pattern", str(f.Pattern))
+		o.set("pattern", str(ecmaDots(f.Pattern)))
 	default:
 		o.set("x-lily-pattern", str(f.Pattern))
 	}
@@ -146,10 +146,11 @@ func valueSchema(f *schema.Field, nullable bool) object {
 
 // re2Only are the parts of RE2's syntax that ECMA 262 reads otherwise or
 // refuses: flags and named groups, \A and \z, Unicode classes, quoting,
-// POSIX classes, \x{…} (ECMA has no braces there), and \s and \S (ASCII
+// POSIX classes (anywhere in a class, so [:x] is taken for one too), \x{…} (ECMA has no braces there), \s and \S (ASCII
 // space in RE2, Unicode space in ECMA: "a\u00a0b" matches ^\S+$ in one and
-// not the other).
-var re2Only = []string{"(?i", "(?m", "(?s", "(?U", "(?P", "(?-", `\A`, `\z`, `\p`, `\P`, `\Q`, `\C`, "[[:", `\x{`, `\s`, `\S`}
+// not the other), and a class opening with ] (a member in RE2; in ECMA, []
+// is the empty class and [^] any character).
+var re2Only = []string{"(?i", "(?m", "(?s", "(?U", "(?P", "(?-", `\A`, `\z`, `\p`, `\P`, `\Q`, `\C`, "[:", `\x{`, `\s`, `\S`, "[]", "[^]"}
 
 // ecmaPattern reports whether RE2 pattern p reads the same in ECMA 262, as
 // far as its syntax tells.
@@ -160,6 +161,43 @@ func ecmaPattern(p string) bool {
 		}
 	}
 	return true
+}
+
+// ecmaDots writes each "." of RE2 pattern p that stands outside a character
+// class as [^\n]: RE2's dot refuses only a newline, ECMA 262's also \r,
+// U+2028 and U+2029, so "^.+$" would refuse "a\rb" there and not here.
+func ecmaDots(p string) string {
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '\\' && i+1 < len(p):
+			b.WriteByte(c)
+			i++
+			c = p[i]
+		case inClass && c == ']':
+			inClass = false
+		case !inClass && c == '[':
+			inClass = true
+			b.WriteByte(c)
+			// A ] first in the class, after any ^, is one of its members.
+			if i+1 < len(p) && p[i+1] == '^' {
+				i++
+				b.WriteByte('^')
+			}
+			if i+1 < len(p) && p[i+1] == ']' {
+				i++
+				b.WriteByte(']')
+			}
+			continue
+		case !inClass && c == '.':
+			b.WriteString(`[^\n]`)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // bytesSchema is the schema of base64 text. Lily bounds the decoded bytes,
