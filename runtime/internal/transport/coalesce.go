@@ -56,6 +56,19 @@ type coalescing struct {
 	// err ends every later write: the writer's failure, or net.ErrClosed.
 	err     error
 	closing bool
+	// deadline is the client's, from SetDeadline (zero when none): a
+	// system call and Close end by it too, if it comes before stall does.
+	deadline time.Time
+}
+
+// by is when a system call or Close that starts now must end: within stall,
+// and by the client's deadline.
+func (c *coalescing) by() time.Time {
+	by := time.Now().Add(c.stall)
+	if !c.deadline.IsZero() && c.deadline.Before(by) {
+		return c.deadline
+	}
+	return by
 }
 
 // Write queues p for the writer and returns, unless the queue is full, or
@@ -94,8 +107,9 @@ func (c *coalescing) send() {
 		}
 		out := c.queued
 		c.queued = c.spare[:0]
+		by := c.by()
 		c.mu.Unlock()
-		err := c.Conn.SetWriteDeadline(time.Now().Add(c.stall))
+		err := c.Conn.SetWriteDeadline(by)
 		if err == nil {
 			_, err = c.Conn.Write(out)
 		}
@@ -119,14 +133,16 @@ func (c *coalescing) send() {
 }
 
 // Close sends what is queued (the client's last frames: its close, or the
-// close-ok to the broker's), within stall, then closes the connection.
+// close-ok to the broker's), within stall and by the client's deadline, then
+// closes the connection.
 func (c *coalescing) Close() error {
 	c.mu.Lock()
 	c.closing = true
 	c.ready.Signal()
 	c.room.Broadcast()
+	by := c.by()
 	c.mu.Unlock()
-	t := time.NewTimer(c.stall)
+	t := time.NewTimer(time.Until(by))
 	select {
 	case <-c.ended:
 	case <-t.C:
@@ -147,8 +163,15 @@ func (c *coalescing) Close() error {
 	return c.Conn.Close()
 }
 
-// SetDeadline sets the read deadline only: the writer sets its own.
-func (c *coalescing) SetDeadline(t time.Time) error { return c.Conn.SetReadDeadline(t) }
+// SetDeadline sets the read deadline, and keeps t for the writer, which sets
+// its own write deadlines: amqp091-go's CloseDeadline bounds the close with
+// it, and a peer that stopped reading must not hold the close past it.
+func (c *coalescing) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
 
 // SetWriteDeadline does nothing: the writer bounds each of its writes by
 // stall, and a write of the client's only queues.

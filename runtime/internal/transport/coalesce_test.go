@@ -359,3 +359,31 @@ func TestCoalesceCloseEndsWaitingWritesAndAStuckWriter(t *testing.T) {
 		t.Errorf("%d system calls wrote %.40s, want [first] alone", g.calls, got)
 	}
 }
+
+// The client's deadline bounds the writer's system call and Close too:
+// amqp091-go's CloseDeadline sets it, and a peer that stopped reading must
+// not hold the close for a whole stall (here an hour).
+func TestCoalesceCloseKeepsTheClientsDeadline(t *testing.T) {
+	g := newGated()
+	c := Coalesce(g, g, time.Hour)
+	answers := fillWhileWriting(t, g, c, 1)
+	if err := c.SetDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	if err := answer(t, answers); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("a write waiting for room answered %v when the connection closed, want net.ErrClosed", err)
+	}
+	if err := answer(t, closed); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	socketClosed := g.closed
+	g.mu.Unlock()
+	if !socketClosed {
+		t.Error("Close returned with the socket beneath a stuck writer open")
+	}
+	g.gate <- struct{}{}
+	ended(t, c)
+}
