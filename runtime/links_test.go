@@ -16,11 +16,11 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
 
-// sharedPublisher is a Publisher reaching the broker through p, for
-// consumers to share.
-func sharedPublisher(t *testing.T, p *proxy) *runtime.Publisher {
+// sharedPublisher is a Publisher reaching the broker at url, for consumers
+// to share.
+func sharedPublisher(t *testing.T, url string) *runtime.Publisher {
 	t.Helper()
-	pub, err := runtime.NewPublisher(runtime.Config{URLs: []string{p.url()}, ReconnectMax: 200 * time.Millisecond}, 0)
+	pub, err := runtime.NewPublisher(runtime.Config{URLs: []string{url}, ReconnectMax: 200 * time.Millisecond}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func consuming(p *proxy) []string {
 func TestBrokerConsumersNamingAPublisherShareOneConnection(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t)
-	pub := sharedPublisher(t, p)
+	pub := sharedPublisher(t, p.url())
 	qa, qb := brokerSpec(t, hourRetry), brokerSpec(t, hourRetry)
 	declareTopology(t, qa)
 	declareTopology(t, qb)
@@ -116,7 +116,7 @@ func TestBrokerConsumersNamingAPublisherShareOneConnection(t *testing.T) {
 func TestBrokerChannelLeftOpenClosesTheSharedConnection(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t)
-	pub := sharedPublisher(t, p)
+	pub := sharedPublisher(t, p.url())
 	// a's handler outlives the shutdown, not its timeout: its delivery is
 	// left unsettled.
 	qa := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) { q.HandlerTimeout = time.Hour })
@@ -177,11 +177,7 @@ func TestBrokerConsumerStartingOnADyingSharedConnectionDialsAnew(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.freeze() // nothing it sends reaches the broker any more
-	pub, err := runtime.NewPublisher(runtime.Config{URLs: []string{brokerURL(t)}, StepTimeout: time.Second}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pub.Close)
+	pub := sharedPublisher(t, brokerURL(t))
 	pub.ShareConsuming(dying)
 	q := brokerSpec(t)
 	declareTopology(t, q)
@@ -199,7 +195,7 @@ func TestBrokerConsumerStartingOnADyingSharedConnectionDialsAnew(t *testing.T) {
 func TestBrokerRefusedConsumeKeepsTheSharedConnection(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t)
-	pub := sharedPublisher(t, p)
+	pub := sharedPublisher(t, p.url())
 	qa, qz, qb := brokerSpec(t), brokerSpec(t), brokerSpec(t)
 	for _, q := range []runtime.QueueSpec{qa, qz, qb} {
 		declareTopology(t, q)

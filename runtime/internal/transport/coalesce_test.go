@@ -334,25 +334,7 @@ func ended(t *testing.T, c net.Conn) {
 func TestCoalesceCloseEndsWaitingWritesAndAStuckWriter(t *testing.T) {
 	g := newGated()
 	c := Coalesce(g, g, 50*time.Millisecond)
-	answers := fillWhileWriting(t, g, c, 3)
-	closed := make(chan error, 1)
-	go func() { closed <- c.Close() }()
-	for range 3 {
-		if err := answer(t, answers); !errors.Is(err, net.ErrClosed) {
-			t.Errorf("a write waiting for room answered %v when the connection closed, want net.ErrClosed", err)
-		}
-	}
-	if err := answer(t, closed); err != nil {
-		t.Fatal(err)
-	}
-	g.mu.Lock()
-	socketClosed := g.closed
-	g.mu.Unlock()
-	if !socketClosed {
-		t.Error("Close returned with the socket beneath a stuck writer open")
-	}
-	g.gate <- struct{}{} // the stuck call returns, as a closed socket's would
-	ended(t, c)
+	closeStuck(t, g, c, fillWhileWriting(t, g, c, 3), 3)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if got := fmt.Sprint(g.writes); got != "[first]" || g.calls != 1 {
@@ -370,10 +352,20 @@ func TestCoalesceCloseKeepsTheClientsDeadline(t *testing.T) {
 	if err := c.SetDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
+	closeStuck(t, g, c, answers, 1)
+}
+
+// closeStuck closes c while its writer is stuck in g and n writes wait for
+// room (their answers): each is answered net.ErrClosed, Close returns with
+// the socket closed beneath the writer, and the writer then ends.
+func closeStuck(t *testing.T, g *gated, c net.Conn, answers <-chan error, n int) {
+	t.Helper()
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
-	if err := answer(t, answers); !errors.Is(err, net.ErrClosed) {
-		t.Errorf("a write waiting for room answered %v when the connection closed, want net.ErrClosed", err)
+	for range n {
+		if err := answer(t, answers); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("a write waiting for room answered %v when the connection closed, want net.ErrClosed", err)
+		}
 	}
 	if err := answer(t, closed); err != nil {
 		t.Fatal(err)
@@ -384,6 +376,6 @@ func TestCoalesceCloseKeepsTheClientsDeadline(t *testing.T) {
 	if !socketClosed {
 		t.Error("Close returned with the socket beneath a stuck writer open")
 	}
-	g.gate <- struct{}{}
+	g.gate <- struct{}{} // the stuck call returns, as a closed socket's would
 	ended(t, c)
 }
