@@ -14,6 +14,7 @@ func (c *Consumer) prove(r *run, s *session) {
 	if len(acks) == 0 {
 		return
 	}
+	defer s.gen.Acks.Done(acks)
 	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	if err := s.call(ctx, func() error { return s.ch.Qos(c.spec.Prefetch, 0, false) }); err != nil {

@@ -78,6 +78,7 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	rec := j.c.process(j.r, j.gen, d, received, "", sl)
 	if acks := j.gen.Acks.Take(); len(acks) > 0 {
 		j.c.acksProven(j.r, j.gen, acks)
+		j.gen.Acks.Done(acks)
 	}
 	return rec
 }
