@@ -1,0 +1,214 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/runtime/internal/settle"
+	"github.com/lily-mq/lily/runtime/internal/step"
+)
+
+// consume reads deliveries until ctx is done (then it stops intake and returns
+// nil) or the session's intake ends: the broker cancelled the consumer or
+// closed the channel, or a delivery outlived its budget and the channel is to
+// be recycled; then it says why. Deliveries are read as v, ok := <-ch; each
+// runs on a worker once a slot is free.
+func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
+	for {
+		select {
+		case <-ctx.Done():
+			c.stopIntake(r, s, nil)
+			return nil
+		case <-s.outlived:
+			return c.recycle(r, s, nil)
+		case received, ok := <-s.deliveries:
+			if !ok {
+				return c.whyLost(s)
+			}
+			// The delivery and its slot, in one allocation for the journey.
+			in := &intake{d: received, sl: slot{slots: r.slots}}
+			d := &in.d
+			quarantined := s.quarantined(d)
+			if c.spec.OrderKey != nil {
+				c.inOrder(r, s, d, quarantined)
+				continue
+			}
+			receivedAt := time.Now()
+			s.gen.Settler.Received(d.DeliveryTag, receivedAt)
+			if ok, err := c.awaitSlot(ctx, r, s, d); !ok {
+				return err
+			}
+			r.deliveries.Add(1)
+			s.inflight.Add(1)
+			in.sl.hold()
+			r.workers.Run(func() {
+				defer r.deliveries.Done()
+				defer s.inflight.Done()
+				defer in.sl.release()
+				c.process(r, s.gen, &in.d, receivedAt, quarantined, &in.sl)
+			})
+		}
+	}
+}
+
+// awaitSlot takes a concurrency slot for d, received on s, and reports true;
+// or false, with what consume returns, when intake ends first: ctx is done
+// (the stop), a delivery outlived its budget (the recycle), or the channel
+// was lost, which ends the wait at once, not once a long handler returns. A
+// consumer cancel leaves the channel healthy: d waits on, as do the
+// deliveries the client buffered behind it.
+func (c *Consumer) awaitSlot(ctx context.Context, r *run, s *session, d *amqp.Delivery) (bool, error) {
+	lost := s.lost
+	for {
+		select {
+		case r.slots <- struct{}{}:
+			if !s.gen.Revoked() {
+				return true, nil
+			}
+			// Lost as the slot freed: its handler would run for nothing.
+			<-r.slots
+			c.notStarted(r, s.gen, d, lostWaiting)
+			return false, c.whyLost(s)
+		case <-ctx.Done():
+			c.stopIntake(r, s, d)
+			return false, nil
+		case <-s.outlived:
+			// No slot freed within a delivery's budget (handlers past their
+			// timeout hold them): what waits goes back to the broker.
+			return false, c.recycle(r, s, d)
+		case <-lost:
+			if !s.gone() {
+				lost = nil
+				continue
+			}
+			c.notStarted(r, s.gen, d, lostWaiting)
+			return false, c.whyLost(s)
+		}
+	}
+}
+
+// lostWaiting is why a delivery that waited for a slot did not start.
+const lostWaiting = "received but not started: its session was lost while it waited for a slot"
+
+// errRecycled ends a session whose channel holds a delivery past its budget
+// and a step: left unresolved, it would stay unacknowledged until the channel
+// closes, and from RabbitMQ 4.3 no consumer timeout closes a classic queue's.
+var errRecycled = errors.New("lily: a delivery outlived its settlement budget; its channel is recycled")
+
+// recycle stops the session's intake so that its channel can close once the
+// deliveries in flight on it have settled (retire): the consumer is cancelled,
+// and what was received but not started (held, and what the client had
+// buffered) is requeued.
+func (c *Consumer) recycle(r *run, s *session, held *amqp.Delivery) error {
+	if err := c.cancelIntake(r, s, held, "received but not started before its channel was recycled"); err != nil {
+		return fmt.Errorf("lily: cancel the consumer to recycle its channel: %w", err)
+	}
+	return errRecycled
+}
+
+// consumeArgs are the consumer's arguments: on a quorum queue, a consumer
+// timeout (RabbitMQ 3.12+; a quorum queue's own from 4.3) well past the
+// moment Lily recycles the channel itself, so that the broker's acts only if
+// Lily's did not (older brokers ignore it).
+func (c *Consumer) consumeArgs() amqp.Table {
+	if c.spec.Topology.Type != queue.Quorum {
+		return nil
+	}
+	return amqp.Table{"x-consumer-timeout": c.consumerTimeout().Milliseconds()}
+}
+
+// consumerTimeout is twice the moment a channel is recycled, and at least a
+// minute: the broker looks at its timeouts only now and then. On an ordered
+// queue a delivery may first wait behind every other one the prefetch holds
+// of its key, each with its own budget, so the broker waits for all of them.
+func (c *Consumer) consumerTimeout() time.Duration {
+	deliveries := 2
+	if c.spec.OrderKey != nil {
+		deliveries = c.spec.Prefetch + 1
+	}
+	return max(time.Duration(deliveries)*c.recycleAfter(), time.Minute)
+}
+
+// recycleAfter is how long a delivery may stay unsettled on its channel: its
+// budget, and one step for the settlement that ends it.
+func (c *Consumer) recycleAfter() time.Duration { return c.spec.budget() + c.cfg.StepTimeout }
+
+// quarantined says why the filter replaced d's content header, or "" when it
+// did not. The marker alone proves nothing (a producer can send it); the
+// connection's seal beside it does.
+func (s *session) quarantined(d *amqp.Delivery) string {
+	why, _ := s.link.filter.Quarantined(d.Headers)
+	return why
+}
+
+// stopIntake cancels the consumer, then requeues what was received but not
+// started: held, and whatever the client had buffered. After the cancel, so
+// the broker does not hand them straight back.
+func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
+	r.stopAt = time.Now()
+	end := c.phase(r, "stop intake")
+	r.stopOnce.Do(func() { close(r.stopping) })
+	_ = c.cancelIntake(r, s, held, "received but not started before shutdown")
+	end()
+}
+
+// cancelIntake cancels the session's consumer and requeues, as not started
+// for why, held and what the client had buffered. Once the cancel is done the
+// client closes deliveries after handing over its buffer; a cancel that
+// failed leaves the buffer to the channel's end.
+func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why string) error {
+	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
+	defer cancel()
+	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })
+	// After the cancel, so that the broker does not hand them straight back:
+	// the deliveries waiting for their order key are requeued, in their
+	// order, before what the client buffered, which came after them.
+	s.cancelOnce.Do(func() { close(s.cancelled) })
+	select {
+	case <-waitChan(&s.waiting):
+	case <-ctx.Done():
+	}
+	if held != nil {
+		c.notStarted(r, s.gen, held, why)
+	}
+	if err == nil {
+		for d := range s.deliveries {
+			s.gen.Settler.Received(d.DeliveryTag, time.Now())
+			c.notStarted(r, s.gen, &d, why)
+		}
+	}
+	return err
+}
+
+// notStarted requeues a delivery that was received but never started; why
+// says what came first. Its journey's view reads nothing: the guard never
+// read it.
+func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
+	ctx := c.telemetry.received(r.work, c.spec.Name, RawDelivery{d: d})
+	done := c.telemetry.settle(ctx, "requeue")
+	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
+	done(o.Settlement.Status.String())
+	rec := newRecord(c.spec, d, sanitize.Text(d.MessageId, maxIDText), nil, 0, o, decide.Plan{Reason: why}, 0)
+	if o.Settlement.Status == outcome.NackSent {
+		rec.Path = PathNotStarted
+	}
+	c.record(ctx, r, gen.ID, 0, rec, o)
+}
+
+// whyLost explains why the broker stopped delivering, as the watcher saw it.
+func (c *Consumer) whyLost(s *session) error {
+	select {
+	case <-s.lost:
+		return s.why
+	case <-time.After(time.Second):
+		return errors.New("lily: the broker stopped delivering")
+	}
+}
