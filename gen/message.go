@@ -65,12 +65,17 @@ func deprecated(g interface{ Comment(string) *jen.Statement }, m *schema.Message
 }
 
 // structType emits struct o; more adds fields after the schema's.
+//
+// An optional field without a default is omitted when it is Go's zero
+// value (omitzero): a nil pointer, list, map or bytes. An empty list, map
+// or bytes is sent as empty, as a consumer's extractor reads it back, where
+// omitempty would have sent it as absent.
 func structType(j *jen.File, o object, more func(g *jen.Group)) {
 	j.Type().Id(o.name).StructFunc(func(g *jen.Group) {
 		for _, f := range o.fields {
 			tag := f.Name
 			if !f.Required && f.Default == nil {
-				tag += ",omitempty"
+				tag += ",omitzero"
 			}
 			field := g.Id(f.GoName).Add(publicType(f)).Tag(map[string]string{"json": tag})
 			if c := describe(f); c != "" {

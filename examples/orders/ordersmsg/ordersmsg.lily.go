@@ -102,8 +102,8 @@ const OrderShippedType = "com.acme.warehouse.OrderShipped"
 
 // OrderShippedV1 is version 1 of OrderShipped.
 type OrderShippedV1 struct {
-	OrderID string  `json:"orderId"`           // at most 64 characters
-	Carrier *string `json:"carrier,omitempty"` // at most 32 characters
+	OrderID string  `json:"orderId"`          // at most 64 characters
+	Carrier *string `json:"carrier,omitzero"` // at most 32 characters
 }
 
 // ExtractOrderShippedV1 decodes an application/json body and checks every bound of the schema.
@@ -181,9 +181,9 @@ const OrderPlacedExchange = "shop.events"
 
 // OrderPlacedV1 is version 1 of OrderPlaced.
 type OrderPlacedV1 struct {
-	OrderID     string  `json:"order_id"`       // 1 to 64 characters
-	AmountCents int64   `json:"amount_cents"`   // 1 to 100000000
-	Note        *string `json:"note,omitempty"` // at most 200 characters
+	OrderID     string  `json:"order_id"`      // 1 to 64 characters
+	AmountCents int64   `json:"amount_cents"`  // 1 to 100000000
+	Note        *string `json:"note,omitzero"` // at most 200 characters
 }
 
 // ExtractOrderPlacedV1 decodes an application/json body and checks every bound of the schema.
@@ -289,9 +289,9 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 
 // OrderPlacedV2 is version 2 of OrderPlaced.
 type OrderPlacedV2 struct {
-	OrderID     string                   `json:"order_id"`       // 1 to 64 characters
-	AmountCents int64                    `json:"amount_cents"`   // 1 to 100000000
-	Note        *string                  `json:"note,omitempty"` // at most 200 characters
+	OrderID     string                   `json:"order_id"`      // 1 to 64 characters
+	AmountCents int64                    `json:"amount_cents"`  // 1 to 100000000
+	Note        *string                  `json:"note,omitzero"` // at most 200 characters
 	Customer    OrderPlacedV2Customer    `json:"customer"`
 	Items       []OrderPlacedV2ItemsItem `json:"items"` // 1 to 50 items
 	PlacedAt    time.Time                `json:"placed_at"`
@@ -302,8 +302,8 @@ type OrderPlacedV2 struct {
 
 // OrderPlacedV2Customer is the customer field of OrderPlacedV2.
 type OrderPlacedV2Customer struct {
-	Email string  `json:"email"`          // at most 254 characters
-	Name  *string `json:"name,omitempty"` // at most 100 characters
+	Email string  `json:"email"`         // at most 254 characters
+	Name  *string `json:"name,omitzero"` // at most 100 characters
 }
 
 // OrderPlacedV2ItemsItem is an element of the items field of OrderPlacedV2.
