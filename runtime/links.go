@@ -42,7 +42,6 @@ type link struct {
 	killed chan struct{}
 	// The rest is links.mu's.
 	users  int
-	dying  bool // killed is closed
 	passed bool // passed over once already
 }
 
@@ -127,12 +126,11 @@ func (ls *links) release(l *link, by time.Time, channelClosed bool) {
 	ls.mu.Lock()
 	l.users--
 	last := l.users == 0
-	kill := !channelClosed && !l.dying
+	kill := !channelClosed && !closed(l.killed)
 	if (last || kill) && ls.cur == l {
 		ls.cur = nil
 	}
 	if kill {
-		l.dying = true
 		close(l.killed)
 	}
 	ls.mu.Unlock()
