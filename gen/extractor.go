@@ -59,9 +59,10 @@ func reader(j *jen.File, o object) {
 		cases = append(cases, jen.Case(jen.Lit(i)).Comment(f.Name).
 			Custom(jen.Options{Multi: true}, s.block().read(f, dst, f.Name, lowerCamel(f.GoName))...))
 	}
-	loop := jen.For(jen.Id("o").Dot("Next").Call()).Block()
+	next := jen.Id("o").Dot("Next").Call(jen.Id("r"))
+	loop := jen.For(next).Block()
 	if len(cases) > 0 {
-		loop = jen.For(jen.Id("o").Dot("Next").Call()).Block(jen.Switch(jen.Id("o").Dot("Member").Call()).Block(cases...))
+		loop = jen.For(next).Block(jen.Switch(jen.Id("o").Dot("Member").Call()).Block(cases...))
 	}
 	body = append(body, loop, jen.Return(jen.Id("o").Dot("End").Call()))
 	j.Commentf("readJSON reads %s from r and checks it against the schema. Its FieldError paths", o.name)
@@ -145,17 +146,19 @@ func (s *scope) read(f *schema.Field, dst func() *jen.Statement, path, local str
 	return append(out, s.assign(f, v, dst())...)
 }
 
-// elemReader is the function that reads one element of a list or map: an
-// object's readJSON, or a literal that reads and checks the element.
+// elemReader is the function literal that reads one element of a list or
+// map from r, the caller's reader, which it uses rather than takes: a reader
+// handed to a function value would be allocated on the heap.
 func (s *scope) elemReader(f *schema.Field) jen.Code {
-	if f.Type == schema.Object {
-		return jen.Parens(jen.Op("*").Id(f.GoPath)).Dot("readJSON")
-	}
 	b := s.block()
 	elem := b.name("elem")
-	body := b.read(f, func() *jen.Statement { return jen.Op("*").Id(elem) }, "", "item")
-	return jen.Func().Params(jen.Id(elem).Op("*").Add(valueType(f)), jen.Id("r").Op("*").Qual(wire, "JSONReader")).Error().
-		Block(append(body, jen.Return(jen.Nil()))...)
+	var body []jen.Code
+	if f.Type == schema.Object {
+		body = []jen.Code{jen.Return(jen.Id(elem).Dot("readJSON").Call(jen.Id("r")))}
+	} else {
+		body = append(b.read(f, func() *jen.Statement { return jen.Op("*").Id(elem) }, "", "item"), jen.Return(jen.Nil()))
+	}
+	return jen.Func().Params(jen.Id(elem).Op("*").Add(valueType(f))).Error().Block(body...)
 }
 
 // assign stores v, the checked value of f, in dst: converted to f's enum or

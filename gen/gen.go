@@ -73,7 +73,7 @@ func layout(f *schema.File) (*jen.File, []part) {
 func compatibility(j *jen.File) {
 	j.Comment("The runtime must support this generation of code: a runtime too old or")
 	j.Comment("too new for it fails here, at compile time.")
-	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV8")
+	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV9")
 }
 
 // includes names the included files relative to the root schema's directory.

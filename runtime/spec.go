@@ -13,11 +13,12 @@ import (
 	"github.com/lily-mq/lily/topology"
 )
 
-// SupportsGeneratedCodeV8 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV9 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-// V8: extractors hand wire.JSONList and wire.JSONMap their max_items (V7:
-// producers check the message id with envelope.CheckID).
-const SupportsGeneratedCodeV8 = true
+// V9: extractors hand wire.JSONObject.Next their reader, and their element
+// readers for wire.JSONList and wire.JSONMap use it rather than take it (V8:
+// they hand JSONList and JSONMap their max_items).
+const SupportsGeneratedCodeV9 = true
 
 // QueueSpec is one queue's topology and policy, as generated from the schema.
 type QueueSpec struct {

@@ -93,12 +93,15 @@ func (b *memberBits) add(i int) {
 // JSONObject reads the members of one object the schema describes:
 //
 //	o := r.Object(fields)
-//	for o.Next() {
+//	for o.Next(r) {
 //		switch o.Member() { ... read the value from r ... }
 //	}
 //	return o.End()
+//
+// It does not hold r: Next is handed it. An object holding its reader would
+// return the reader with End's error, as far as the compiler can tell, and
+// every extractor's reader would be allocated on the heap.
 type JSONObject struct {
-	r     *JSONReader
 	f     *JSONFields
 	names nameMark // where its unknown members' names start
 	// member is the last member met: the one Next moved to, or a null one
@@ -114,7 +117,7 @@ type JSONObject struct {
 // Object starts reading an object whose members are fields. A null reads as
 // an object without members.
 func (r *JSONReader) Object(fields *JSONFields) JSONObject {
-	o := JSONObject{r: r, f: fields, names: r.markNames(), member: -1}
+	o := JSONObject{f: fields, names: r.markNames(), member: -1}
 	if n := len(fields.fields); n > 64 {
 		seen, present := make([]uint64, (n-1)/64), make([]uint64, (n-1)/64)
 		o.seen.high, o.present.high = &seen, &present
@@ -136,8 +139,7 @@ func (r *JSONReader) Object(fields *JSONFields) JSONObject {
 // returns. It skips the other members: null ones (marking a Nullable one
 // present), and unknown ones, whose values it checks for syntax and repeated
 // names.
-func (o *JSONObject) Next() bool {
-	r := o.r
+func (o *JSONObject) Next(r *JSONReader) bool {
 	for o.err == nil && !o.done {
 		if !r.more('}') {
 			o.done = true
@@ -150,7 +152,7 @@ func (o *JSONObject) Next() bool {
 			return false
 		}
 		at := r.space()
-		i, ok := o.expected(at)
+		i, ok := o.expected(r, at)
 		var name []byte // read when not the expected one
 		if !ok {
 			if r.err == nil {
@@ -195,12 +197,12 @@ func (o *JSONObject) Next() bool {
 // an escape, which name and find then read (or when no colon follows, a
 // syntax error). Members mostly come in schema order, and this spares them
 // the string scanner and the search.
-func (o *JSONObject) expected(at int) (int, bool) {
+func (o *JSONObject) expected(r *JSONReader, at int) (int, bool) {
 	i := o.member + 1
 	if i >= len(o.f.fields) || !o.f.fields[i].quick {
 		return 0, false
 	}
-	r, name := o.r, o.f.fields[i].Name
+	name := o.f.fields[i].Name
 	end := at + 1 + len(name) // the closing quote
 	if end >= len(r.data) || r.data[at] != '"' || r.data[end] != '"' || string(r.data[at+1:end]) != name {
 		return 0, false
@@ -249,11 +251,15 @@ func tooMany(most int) error {
 }
 
 // JSONList reads an array of at most most elements (or Unbounded), each
-// with read, which fails with a path relative to the element. A null
-// element is not one (it is "required"). One element too many fails before
-// it is read: a body of a million small elements costs no more than the
-// bound.
-func JSONList[T any](r *JSONReader, most int, read func(*T, *JSONReader) error) ([]T, error) {
+// with read, which reads the element from r and fails with a path relative
+// to it. A null element is not one (it is "required"). One element too many
+// fails before it is read: a body of a million small elements costs no more
+// than the bound.
+//
+// read is not handed r: a reader passed to a function value is allocated on
+// the heap, as the compiler cannot see what the function keeps. A function
+// literal that uses the caller's r keeps it on the stack.
+func JSONList[T any](r *JSONReader, most int, read func(*T) error) ([]T, error) {
 	if c := r.peek(); c != '[' {
 		return nil, r.kindError(c)
 	}
@@ -271,7 +277,7 @@ func JSONList[T any](r *JSONReader, most int, read func(*T, *JSONReader) error) 
 			out = make([]T, 0, 4) // skips the first doublings of a typical list
 		}
 		out = append(out, *new(T))
-		if err := read(&out[i], r); err != nil {
+		if err := read(&out[i]); err != nil {
 			return nil, At(index(i), err)
 		}
 	}
@@ -286,10 +292,11 @@ func index(i int) string { return "[" + strconv.Itoa(i) + "]" }
 func entry(key string) string { return "[" + strconv.Quote(key) + "]" }
 
 // JSONMap reads an object with any member names, at most most of them (or
-// Unbounded), as a map, each value with read, which fails with a path
-// relative to the value. A null value is not one (it is "required"), and a
-// repeated name is an error. One member too many fails before it is read.
-func JSONMap[T any](r *JSONReader, most int, read func(*T, *JSONReader) error) (map[string]T, error) {
+// Unbounded), as a map, each value with read, which reads it from r (as
+// JSONList's does) and fails with a path relative to the value. A null value
+// is not one (it is "required"), and a repeated name is an error. One member
+// too many fails before it is read.
+func JSONMap[T any](r *JSONReader, most int, read func(*T) error) (map[string]T, error) {
 	if c := r.peek(); c != '{' {
 		return nil, r.kindError(c)
 	}
@@ -312,7 +319,7 @@ func JSONMap[T any](r *JSONReader, most int, read func(*T, *JSONReader) error) (
 			return nil, &FieldError{Path: entry(key), Problem: "required"}
 		}
 		var v T
-		if err := read(&v, r); err != nil {
+		if err := read(&v); err != nil {
 			return nil, At(entry(key), err)
 		}
 		out[key] = v

@@ -60,7 +60,7 @@ func FuzzJSONReader(f *testing.F) {
 		wrapped := append(append([]byte(`{"u":`), body...), '}')
 		r := NewJSONReader(wrapped)
 		o := r.Object(NewJSONFields())
-		for o.Next() {
+		for o.Next(r) {
 		}
 		if err := r.End(o.End()); err != nil {
 			t.Fatalf("%q skipped: %v", body, err)

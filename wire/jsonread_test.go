@@ -123,7 +123,7 @@ var pointFields = NewJSONFields(
 
 func (p *point) readJSON(r *JSONReader) error {
 	o := r.Object(pointFields)
-	for o.Next() {
+	for o.Next(r) {
 		var err error
 		switch o.Member() {
 		case 0:
@@ -135,13 +135,13 @@ func (p *point) readJSON(r *JSONReader) error {
 			p.Label = &s
 			err = at("label", err)
 		case 2:
-			p.Tags, err = JSONMap(r, 2, func(v *int64, r *JSONReader) (err error) {
+			p.Tags, err = JSONMap(r, 2, func(v *int64) (err error) {
 				*v, err = r.Int()
 				return err
 			})
 			err = at("tags", err)
 		case 3:
-			p.Items, err = JSONList(r, 2, (*point).readJSON)
+			p.Items, err = JSONList(r, 2, func(item *point) error { return item.readJSON(r) })
 			err = at("items", err)
 		case 4:
 			p.AtSet, err = r.Bool()
@@ -215,9 +215,27 @@ func TestJSONObject(t *testing.T) {
 	}
 }
 
+// A reader read through as generated code reads (objects, and a list whose
+// element reader uses the caller's reader) stays on the stack: reading a
+// body without strings allocates the list's array and nothing else.
+func TestReaderStaysOnStack(t *testing.T) {
+	body := []byte(`{"x":1,"at":true,"items":[{"x":2,"at":null},{"x":3,"at":false}]}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		var p point
+		r := NewJSONReader(body)
+		if err := r.End(p.readJSON(r)); err != nil || len(p.Items) != 2 {
+			t.Fatal(err, p)
+		}
+	})
+	if allocs != 1 {
+		t.Errorf("%v allocations, want 1: the list's", allocs)
+	}
+}
+
 // One item is "1 item", as the schema's checker says it.
 func TestJSONListOfOne(t *testing.T) {
-	_, err := JSONList(NewJSONReader([]byte(`[1,2]`)), 1, func(v *int64, r *JSONReader) (err error) { *v, err = r.Int(); return err })
+	r := NewJSONReader([]byte(`[1,2]`))
+	_, err := JSONList(r, 1, func(v *int64) (err error) { *v, err = r.Int(); return err })
 	if fe, ok := err.(*FieldError); !ok || fe.Problem != "more than 1 item" {
 		t.Errorf("%v", err)
 	}
@@ -242,7 +260,7 @@ func TestJSONObjectManyFields(t *testing.T) {
 		fmt.Fprintf(&b, `"f%d":0}`, n-1)
 		r := NewJSONReader([]byte(b.String()))
 		o := r.Object(f)
-		for o.Next() {
+		for o.Next(r) {
 			v, err := r.Int()
 			if err != nil || int(v) != o.Member() {
 				t.Fatalf("%d fields: member %d read %d, %v", n, o.Member(), v, err)
@@ -255,7 +273,7 @@ func TestJSONObjectManyFields(t *testing.T) {
 		// Without the repeat, the missing required member is reported.
 		r = NewJSONReader([]byte(strings.Replace(b.String(), fmt.Sprintf(`,"f%d":0}`, n-1), "}", 1)))
 		o = r.Object(f)
-		for o.Next() {
+		for o.Next(r) {
 			if _, err := r.Int(); err != nil {
 				t.Fatal(err)
 			}
@@ -287,7 +305,7 @@ func TestJSONDepth(t *testing.T) {
 		// As an unknown member, the same array is skipped with the same bound.
 		r := NewJSONReader([]byte(`{"u":` + body + `}`))
 		o := r.Object(NewJSONFields())
-		for o.Next() {
+		for o.Next(r) {
 		}
 		want := strings.Replace(c.err, "byte 1000", "byte 1005", 1)
 		if err := r.End(o.End()); errText(err) != want {

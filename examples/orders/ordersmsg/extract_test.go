@@ -39,6 +39,22 @@ func TestExtractOrderPlacedV2(t *testing.T) {
 	}
 }
 
+// The extractor allocates only what it returns: the payload, its strings
+// (the order id, the email, the name and its box, for an optional field is
+// a pointer; the item's SKU) and the list's array. Its reader stays on the
+// stack, which needs the element reader to use it rather than take it.
+func TestExtractOrderPlacedV2Allocations(t *testing.T) {
+	body := []byte(`{"order_id":"order-3","amount_cents":4200,"customer":{"email":"ada@example.com","name":"Ada"},"items":[{"sku":"LILY-1","qty":2}],"placed_at":"2026-12-02T10:00:00Z"}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := ExtractOrderPlacedV2(body); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 7 {
+		t.Errorf("%v allocations, want 7", allocs)
+	}
+}
+
 func TestExtractOrderPlacedV2Failures(t *testing.T) {
 	for _, tc := range []struct {
 		name, from, to string // replace from with to in goodV2

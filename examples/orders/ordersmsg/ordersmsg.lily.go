@@ -19,7 +19,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV8
+const _ = runtime.SupportsGeneratedCodeV9
 
 // envelopePaymentsEvents is envelope payments-events: cloudevents, version after ".v" in the type.
 var envelopePaymentsEvents = envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}
@@ -60,7 +60,7 @@ var membersPaymentAuthorizedV1 = wire.NewJSONFields(
 // builds no path.
 func (out *PaymentAuthorizedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersPaymentAuthorizedV1)
-	for o.Next() {
+	for o.Next(r) {
 		switch o.Member() {
 		case 0: // payment_id
 			paymentID, err := r.String()
@@ -148,7 +148,7 @@ var membersOrderShippedV1 = wire.NewJSONFields(
 // builds no path.
 func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderShippedV1)
-	for o.Next() {
+	for o.Next(r) {
 		switch o.Member() {
 		case 0: // orderId
 			orderID, err := r.String()
@@ -247,7 +247,7 @@ var membersOrderPlacedV1 = wire.NewJSONFields(
 // builds no path.
 func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV1)
-	for o.Next() {
+	for o.Next(r) {
 		switch o.Member() {
 		case 0: // order_id
 			orderID, err := r.String()
@@ -444,7 +444,7 @@ var membersOrderPlacedV2 = wire.NewJSONFields(
 func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2)
 	out.Channel = OrderPlacedV2ChannelWeb
-	for o.Next() {
+	for o.Next(r) {
 		switch o.Member() {
 		case 0: // order_id
 			orderID, err := r.String()
@@ -484,7 +484,9 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 				return wire.At("customer", err)
 			}
 		case 4: // items
-			items, err := wire.JSONList(r, 50, (*OrderPlacedV2ItemsItem).readJSON)
+			items, err := wire.JSONList(r, 50, func(elem *OrderPlacedV2ItemsItem) error {
+				return elem.readJSON(r)
+			})
 			if err != nil {
 				return wire.At("items", err)
 			}
@@ -525,7 +527,7 @@ var membersOrderPlacedV2Customer = wire.NewJSONFields(
 // builds no path.
 func (out *OrderPlacedV2Customer) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2Customer)
-	for o.Next() {
+	for o.Next(r) {
 		switch o.Member() {
 		case 0: // email
 			email, err := r.String()
@@ -561,7 +563,7 @@ var membersOrderPlacedV2ItemsItem = wire.NewJSONFields(
 // builds no path.
 func (out *OrderPlacedV2ItemsItem) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2ItemsItem)
-	for o.Next() {
+	for o.Next(r) {
 		switch o.Member() {
 		case 0: // sku
 			sku, err := r.String()

@@ -122,7 +122,7 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 	e := event{contentType: "application/json", attributes: make(map[string]any, 8)}
 	jr := wire.NewJSONReader(d.Body)
 	o := jr.Object(r.eventFields)
-	for o.Next() {
+	for o.Next(jr) {
 		i := o.Member()
 		var err error
 		switch {
