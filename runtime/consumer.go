@@ -187,7 +187,7 @@ type run struct {
 // handoffs publishes a consumer's retry and DLQ copies: a confirm.Publisher
 // on the broker, or a test harness's recorder.
 type handoffs interface {
-	Publish(b confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence
+	Publish(b confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence
 	CloseBy(by time.Time)
 }
 

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,15 +85,23 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			o.Settlement = auth.Nack(stepEnd(), true)
 			done(o.Settlement.Status.String())
 		case decide.ActHandoff:
-			if gen.Revoked() {
-				// A copy published now could never be followed by the ACK: the
-				// original would come back and the work would exist twice.
-				o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "authority revoked before the handoff"}
-				break
+			// A copy written once the authority is revoked could never be
+			// followed by the ACK: the original would come back and the work
+			// would exist twice. So the copy is not written then (the check
+			// is made again just before the write, after the waits for a
+			// slot or a connection), and nothing more is tried.
+			if !gen.Revoked() {
+				o.Handoff = c.handoff(ctx, r, gen, token, d, runEnvelope(env, attempt), *o, plan, deadline)
+				c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
+					handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 			}
-			o.Handoff = c.handoff(ctx, r, token, d, runEnvelope(env, attempt), *o, plan, deadline)
-			c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
-				handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
+			if !o.Handoff.Published && gen.Revoked() {
+				why := "authority revoked before the handoff"
+				if o.Handoff.Status != outcome.HandoffNone {
+					why = "authority revoked; the copy was not written"
+				}
+				o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: why}
+			}
 		}
 	}
 }
@@ -139,10 +148,12 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 	}
 }
 
-// handoff publishes the failed message's copy to the plan's destination; the
-// report learns of the write before it starts, in case it is sealed before
-// the journey ends. A panic on the way is a handoff failure like any other.
-func (c *Consumer) handoff(ctx context.Context, r *run, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence) {
+// handoff publishes the failed message's copy to the plan's destination,
+// unless gen's authority is revoked or the report sealed by the time it is to
+// be written; the report learns of the write before it starts, in case it is
+// sealed before the journey ends. A panic on the way is a handoff failure
+// like any other.
+func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence) {
 	done := ignore
 	defer func() {
 		if p := recover(); p != nil {
@@ -150,7 +161,15 @@ func (c *Consumer) handoff(ctx context.Context, r *run, token uint64, d *amqp.De
 			done(ev.Status.String()) // the hook's span of the publish ends too
 		}
 	}()
-	writing := func() bool { return r.report.writingCopy(token, plan.Destination) }
+	writing := func() error {
+		switch {
+		case gen.Revoked():
+			return errRevokedBeforeCopy
+		case !r.report.writingCopy(token, plan.Destination):
+			return errSealedBeforeCopy
+		}
+		return nil
+	}
 	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, plan.Destination != c.spec.Topology.DeadLetterQueue, time.Now())
 	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p)
 	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, p, writing)
@@ -160,3 +179,9 @@ func (c *Consumer) handoff(ctx context.Context, r *run, token uint64, d *amqp.De
 	}
 	return ev
 }
+
+// Why a handoff's copy was not written after all.
+var (
+	errRevokedBeforeCopy = errors.New("not written: the delivery's authority was revoked before the write")
+	errSealedBeforeCopy  = errors.New("not written: the consumer closed before the publish")
+)

@@ -523,6 +523,50 @@ func TestBrokerHandoffLostAfterPublishIsAPossibleCopy(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {2, 0}})
 }
 
+// The consumer's channel is lost while a handoff waits to be written (for a
+// publish slot, a connection, the end of a resource alarm): the copy is not
+// written, for its ACK could never follow and the work would exist twice.
+// Nothing more is tried; the original comes back and is handled again.
+func TestBrokerHandoffNotWrittenOnceTheAuthorityIsRevoked(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "revoked-1", hourRetry)
+	var runs atomic.Int32
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		if runs.Add(1) > 1 {
+			return nil
+		}
+		return runtime.Retryable(errors.New("busy"))
+	}, through(p))
+	c.SetTestHooks(runtime.TestHooks{BeforePublish: once(func() {
+		p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
+		// A hook cannot fail the test: the records below tell.
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if r.events.has(func(ev event) bool { return ev.stage == "intake-lost" }) {
+				break
+			}
+		}
+	})})
+	r.launch(c)
+	// A redelivery that comes while the first journey still holds the work
+	// is deferred, and comes again.
+	eventually(t, 30*time.Second, "the redelivery acked", func() bool {
+		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.Redelivered && rec.Path == runtime.PathAcked })
+	})
+	rep := r.stop()
+	recs := r.recorded()
+	i := slices.IndexFunc(recs, func(rec runtime.Record) bool { return !rec.Redelivered })
+	if i < 0 {
+		t.Fatalf("no record of the first delivery: %+v", recs)
+	}
+	if first := recs[i]; first.Handoff != "failed" || first.Path != runtime.PathUnresolved || !strings.Contains(first.Reason, "not written") {
+		t.Errorf("first %+v", first)
+	}
+	if len(rep.PossibleCopies) != 0 || runs.Load() != 2 {
+		t.Errorf("handler runs %d; report: %s", runs.Load(), rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {0, 0}})
+}
+
 // A handoff still waiting for its confirm when the consumer closes: the
 // report lists the delivery unresolved and its copy as possible, for the copy
 // is in the bucket and the original comes back. The close phase closes the

@@ -103,7 +103,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	maps.Copy(msg.Headers, m.Headers)
 	deadline, _ := ctx.Deadline()
 	msg, done := p.telemetry.publishing(ctx, m.Exchange, m.RoutingKey, msg)
-	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() bool { return true })
+	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() error { return nil })
 	done(ev.Status.String())
 	switch {
 	case ev.Status == outcome.HandoffConfirmed:

@@ -100,10 +100,12 @@ func (j *journeys) Close() {
 // need no watching.
 type trialHandoffs struct{ b trial.Broker }
 
-func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence {
-	// A trial's report is never sealed, so writing always lets the copy go;
-	// it is called all the same, for the report to learn of the copy.
-	writing()
+func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
+	// A trial's report is never sealed, but its generation is revoked once
+	// the trial is closed.
+	if err := writing(); err != nil {
+		return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffFailed, Detail: err.Error()}
+	}
 	return h.b.Publish(exchange, key, msg)
 }
 

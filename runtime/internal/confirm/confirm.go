@@ -218,9 +218,10 @@ func (b Bounds) writeBy() time.Time {
 
 // Publish publishes msg mandatory to exchange with routing key key and
 // reports what the broker said, within b. writing runs just before the
-// publish is written; when it returns false nothing is written. msg.Headers
+// publish is written; when it returns an error, nothing is written and the
+// publish failed for that reason. msg.Headers
 // must be a table the caller owns: Publish adds the publish id to it.
-func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing, writing func() bool) outcome.HandoffEvidence {
+func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
 	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
 	if err := check(exchange, key, msg); err != nil {
 		ev.Status, ev.Detail = outcome.HandoffFailed, sanitize.Text(err.Error(), 160)
@@ -308,8 +309,8 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	p.drain(c)
 
 	p.BeforePublish()
-	if !writing() {
-		ev.Status, ev.Detail = outcome.HandoffFailed, "the consumer closed before the publish"
+	if err := writing(); err != nil {
+		ev.Status, ev.Detail = outcome.HandoffFailed, err.Error()
 		return ev
 	}
 	// amqp091's publish is not bounded by anything of ours. Its write goes
