@@ -179,16 +179,21 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 	r.workers.Run(func() {
 		defer sl.release()
 		res := invoke(ctx, route, rd)
-		r.handlers.end()
 		call.mu.Lock()
 		abandoned := call.gaveUp
 		call.returned = true
 		call.mu.Unlock()
+		// The handler's end is counted for the final abort's seal once the
+		// wait has its result, or once an abandoned handler's transaction
+		// and scope are finished: until then it is still running for the
+		// report, whose Abandoned then counts it.
 		if abandoned {
 			r.stuck.returned()
 			c.finishAbandoned(late)
+			r.handlers.end()
 			return
 		}
+		r.handlers.end()
 		// The last use of call by this worker: the wait takes it back.
 		call.done <- res
 	})

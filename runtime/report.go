@@ -40,8 +40,14 @@ type Report struct {
 	// follows one of these.
 	Lost []string `json:"lost,omitempty"`
 	// Abandoned counts the handlers still running at the final abort (the
-	// end of every other handler was observed); their deliveries are
-	// unresolved, and each is rolled back and cleaned up when it returns.
+	// end of every other handler was observed), an abandoned handler's
+	// transaction rollback and scope cleanup included, each within its
+	// step: each is rolled back and cleaned up when it returns, after Run
+	// has. A handler abandoned at the final abort leaves its delivery
+	// unresolved; one abandoned earlier, at its timeout, may still be
+	// running though its delivery was settled by the retry. (A handler that
+	// returned in time is finished by its delivery's journey, which the
+	// report lists unresolved when the abort comes first.)
 	Abandoned int `json:"abandoned"`
 	// Parts are the reports of each service Serve ran, when it ran several;
 	// the fields above then combine them.

@@ -48,6 +48,40 @@ func TestBrokerScopeCleanupFailureIsRetried(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// A handler abandoned at its timeout has returned, but its scope's cleanup is
+// still running at the final abort: the report counts it abandoned, for its
+// end was not observed. Its delivery was retried at the timeout.
+func TestBrokerAbandonedHandlersCleanupIsAbandonedAtTheAbort(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) { q.HandlerTimeout = 200 * time.Millisecond })
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "cleaning-1"))
+	retried, cleaning, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	defer close(release)
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		<-retried // ignores its context
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 30*time.Second, 100*time.Millisecond, 100*time.Millisecond
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, func(context.Context) error {
+				close(cleaning)
+				<-release
+				return nil
+			}, nil
+		}
+	})
+	rec := c.await(1)[0]
+	wantPath(t, rec, runtime.PathRetried)
+	close(retried)
+	<-cleaning
+	rep := c.stop()
+	if rec.Handler != "timed out" || rep.Abandoned != 1 || len(rep.Unresolved) != 0 {
+		t.Errorf("record %+v; report: %s", rec, rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
+}
+
 // A scope that cannot open is a retryable failure, and the handler never runs.
 func TestBrokerScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
 	t.Parallel()
