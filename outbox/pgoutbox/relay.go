@@ -24,10 +24,13 @@ type Options struct {
 	// fewer than Batch. Default 200ms.
 	Poll time.Duration
 	// Lease is how long a relay holds the rows it leased: no other relay
-	// publishes them before it ends. Each send must end within four fifths of
-	// it: keep it well above twice the publisher's step timeout (a publish
-	// and its confirm). The rows of a relay that dies wait this long.
-	// Default 30s.
+	// publishes them before it ends. Each send's deadline is four fifths of
+	// it, and a publish whose write the broker does not read may still take
+	// one step (the publisher's StepTimeout) past its deadline before it
+	// gives up: keep Lease above five times StepTimeout, or a send may
+	// outlive its lease while another relay publishes the row too. The rows
+	// of a relay that dies wait this long. Default 30s (the default step
+	// is 5s).
 	Lease time.Duration
 	// Batch is the most rows a relay leases at a time, and has in flight.
 	// Default 100.
