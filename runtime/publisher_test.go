@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -804,4 +805,126 @@ func TestBrokerPublisherStalledDestinationFreesTheWindow(t *testing.T) {
 		state, err := ch.QueueDeclarePassive("stalled", false, false, false, false, nil)
 		return err == nil && state.Messages == 4
 	})
+}
+
+// Closing the stalled channel while Sends to other queues write on it: a
+// frame written after its channel.close reaches RabbitMQ as the first frame
+// of a channel never opened, which closes the connection (504) under every
+// publish on it and every channel it carries. The writes under way end
+// before the close, and later ones go to the next channel: the connection
+// stays, and each Send confirmed meanwhile is in its queue once.
+func TestBrokerPublisherRetiresAChannelWithoutItsConnection(t *testing.T) {
+	t.Parallel()
+	url, resume := stallVhost(t)
+	uri, err := amqp.ParseURI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// on lists the pids of the vhost's connections, or of its confirm-mode
+	// channels: the publisher's.
+	on := func(what string, items ...string) []string {
+		out, err := exec.Command("rabbitmqctl", append([]string{"list_" + what, "-q", "--no-table-headers", "pid", "vhost"}, items...)...).CombinedOutput()
+		if err != nil {
+			t.Errorf("list_%s: %v\n%s", what, err, out)
+			return nil
+		}
+		var pids []string
+		for line := range strings.Lines(string(out)) {
+			if f := strings.Fields(line); len(f) == 2+len(items) && f[1] == uri.Vhost && (len(items) == 0 || f[2] == "true") {
+				pids = append(pids, f[0])
+			}
+		}
+		return pids
+	}
+	p := newPublisher(t, url, 32, func(c *runtime.Config) { c.StepTimeout = 2 * time.Second })
+	if err := p.Send(context.Background(), message(t, "x", "ok.0", "before")); err != nil {
+		t.Fatal(err)
+	}
+	conns, first := on("connections"), on("channels", "confirm")
+	if len(conns) != 1 || len(first) != 1 {
+		t.Fatalf("connections %v, confirm channels %v: want the publisher's", conns, first)
+	}
+	send := func(key, id string, within time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		return p.Send(ctx, message(t, "x", key, id))
+	}
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var confirmed []string
+	// unconfirmed counts the busy Sends the close answered.
+	var unconfirmed atomic.Int32
+	var busy sync.WaitGroup
+	for i := range 16 {
+		busy.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("busy-%d-%d", i, n)
+				switch err := send("ok.busy", id, 10*time.Second); {
+				case err == nil:
+					mu.Lock()
+					confirmed = append(confirmed, id)
+					mu.Unlock()
+				case errors.Is(err, runtime.ErrUnconfirmed):
+					unconfirmed.Add(1)
+				}
+			}
+		})
+	}
+	var stalled sync.WaitGroup
+	for i := range 16 {
+		stalled.Go(func() {
+			// Time enough to be written beside the busy Sends on a loaded
+			// machine: the close needs half the window stalled.
+			if err := send("stalled."+strconv.Itoa(i), "stalled-"+strconv.Itoa(i), 2*time.Second); !errors.Is(err, runtime.ErrUnconfirmed) {
+				t.Errorf("send %d to the suspended queue: %v; want unconfirmed", i, err)
+			}
+		})
+	}
+	stalled.Wait()
+	// The close answers the busy Sends in flight on the channel; each look
+	// at the broker starts a rabbitmqctl, so it looks once a second.
+	for deadline, look := time.Now().Add(60*time.Second), time.Now(); unconfirmed.Load() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled channel not closed within a minute")
+		}
+		if time.Since(look) > time.Second {
+			if !slices.Contains(on("channels", "confirm"), first[0]) {
+				break
+			}
+			look = time.Now()
+		}
+	}
+	close(stop)
+	busy.Wait()
+	if err := send("ok.1", "after", 5*time.Second); err != nil {
+		t.Errorf("a send after the close: %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); slices.Contains(on("channels", "confirm"), first[0]); time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stalled channel %s still open", first[0])
+		}
+	}
+	if now := on("connections"); !slices.Equal(now, conns) {
+		t.Errorf("connections %v, want %v: the close took the connection", now, conns)
+	}
+	resume()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got := map[string]int{}
+	for _, d := range drainOn(t, conn, "ok") {
+		got[d.MessageId]++
+	}
+	for _, id := range append(confirmed, "before", "after") {
+		if got[id] != 1 {
+			t.Errorf("queue ok holds %s %d times, want once", id, got[id])
+		}
+	}
 }

@@ -77,6 +77,32 @@ type channel struct {
 	// retiring closes the channel once when its unanswered publishes hold
 	// half the window (answered).
 	retiring sync.Once
+	// retired is set, and writes taken, before the channel is closed: a
+	// frame written after its channel.close reaches RabbitMQ as the first
+	// frame of a channel never opened, which closes the whole connection
+	// (504), under every publish on it. Each publish holds writes (read)
+	// while it writes, and writes nothing once retired is set.
+	retired atomic.Bool
+	writes  sync.RWMutex
+}
+
+// retiredDetail is why a publish that found its channel closing wrote
+// nothing.
+const retiredDetail = "its channel was being closed: not written"
+
+// close closes the channel once no publish is writing on it, and none will,
+// within ctx (a write the broker does not read ends within a step, when its
+// watchdog abandons the connection).
+func (c *channel) close(ctx context.Context) error {
+	c.retired.Store(true)
+	return step.DoErr(ctx, func() error {
+		// A barrier: the writes under way have ended, and those after it
+		// see retired.
+		c.writes.Lock()
+		//lint:ignore SA2001 the lock is taken for its wait alone
+		c.writes.Unlock()
+		return c.ch.Close()
+	})
 }
 
 // New returns a publisher on conn that holds at most window publishes in
@@ -109,7 +135,7 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 		// Under the lock the link is taken afresh: one taken before it may
 		// have been dropped, and replaced, while another publish opened the
 		// channel this one would reuse.
-		case p.current != nil && p.current.link.usable() && !p.current.ch.IsClosed():
+		case p.current != nil && p.current.link.usable() && !p.current.ch.IsClosed() && !p.current.retired.Load():
 			c := p.current
 			p.mu.Unlock()
 			return c, nil
@@ -219,8 +245,8 @@ func (b Bounds) writeBy() time.Time {
 // Publish publishes msg mandatory to exchange with routing key key and
 // reports what the broker said, within b. writing runs just before the
 // publish is written; when it returns an error, nothing is written and the
-// publish failed for that reason. msg.Headers
-// must be a table the caller owns: Publish adds the publish id to it.
+// publish failed for that reason. msg.Headers must be a table the caller
+// owns: Publish adds the publish id to it.
 func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
 	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
 	if err := check(exchange, key, msg); err != nil {
@@ -309,7 +335,20 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	p.drain(c)
 
 	p.BeforePublish()
+	// The channel's writes are held from the last look at the caller's and
+	// the channel's state to the end of the write.
+	if c.retired.Load() {
+		ev.Status, ev.Detail = outcome.HandoffFailed, retiredDetail
+		return ev
+	}
+	c.writes.RLock()
+	if c.retired.Load() {
+		c.writes.RUnlock()
+		ev.Status, ev.Detail = outcome.HandoffFailed, retiredDetail
+		return ev
+	}
 	if err := writing(); err != nil {
+		c.writes.RUnlock()
 		ev.Status, ev.Detail = outcome.HandoffFailed, err.Error()
 		return ev
 	}
@@ -326,6 +365,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	// cost about a tenth of the retry path's throughput.
 	watchdog := time.AfterFunc(p.stepTimeout, c.link.abandon)
 	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, true, false, msg)
+	c.writes.RUnlock()
 	if !watchdog.Stop() {
 		// The watchdog may not have run yet; abandon again so the next
 		// publish cannot find this connection. The write may still have
@@ -455,7 +495,7 @@ func (c *channel) retire(stepTimeout time.Duration) {
 	c.retiring.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
-		if step.DoErr(ctx, c.ch.Close) != nil {
+		if c.close(ctx) != nil {
 			c.link.abandon()
 		}
 	})
@@ -498,6 +538,6 @@ func (p *Publisher) CloseBy(by time.Time) {
 	if c := p.current; c != nil {
 		ctx, cancel := context.WithDeadline(context.Background(), by)
 		defer cancel()
-		_ = step.DoErr(ctx, c.ch.Close)
+		_ = c.close(ctx)
 	}
 }
