@@ -184,7 +184,7 @@ func TestBrokerFinalAbortAbandonsAStuckHandler(t *testing.T) {
 	})
 	<-started
 	rep := c.stop()
-	if rep.Abandoned != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "stuck-1" {
+	if rep.Abandoned != 1 || len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "stuck-1" || rep.Counts[runtime.PathUnresolved] != 1 {
 		t.Errorf("report: %s", rep)
 	}
 	if !hasPhase(rep, "final abort") {

@@ -128,8 +128,8 @@ func (b *reportBuilder) phase(name string, took time.Duration) {
 }
 
 // seal returns the finished report; what happens later is no longer in it.
-// Deliveries still on their journey are listed unresolved: their authority is
-// revoked, and the broker redelivers them.
+// Deliveries still on their journey are listed, and counted, unresolved:
+// their authority is revoked, and the broker redelivers them.
 func (b *reportBuilder) seal(queue string, abandoned int) *Report {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -142,6 +142,7 @@ func (b *reportBuilder) seal(queue string, abandoned int) *Report {
 			rec.Handoff, rec.Destination = outcome.HandoffTimedOut.String(), j.copyTo
 			rec.Reason += "; its handoff had no confirm yet"
 		}
+		b.r.Counts[PathUnresolved]++
 		b.list(rec)
 		b.listCopy(rec, j.copyTo != "")
 	}

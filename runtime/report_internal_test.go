@@ -1,0 +1,23 @@
+package runtime
+
+import (
+	"maps"
+	"testing"
+)
+
+// A delivery still on its journey at the seal is listed and counted
+// unresolved, as one whose journey ended so would be: every delivery begun
+// is counted once, under one path.
+func TestReportSealCountsTheJourneysInFlight(t *testing.T) {
+	b := &reportBuilder{r: Report{Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+	done := b.begin("done-1")
+	b.begin("flying-1")
+	b.add(done, Record{MessageID: "done-1", Path: PathAcked}, false, false)
+	rep := b.seal("q", 0)
+	if want := map[Path]int{PathAcked: 1, PathUnresolved: 1}; !maps.Equal(rep.Counts, want) {
+		t.Errorf("counts %v, want %v", rep.Counts, want)
+	}
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "flying-1" {
+		t.Errorf("unresolved %+v", rep.Unresolved)
+	}
+}
