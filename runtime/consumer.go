@@ -61,6 +61,9 @@ type Consumer struct {
 // delivery's journey. They do nothing outside tests.
 type testHooks struct {
 	beforeAck, afterAck, beforePublish, afterPublish, beforeClose, enteredLane func()
+	// laneTurn runs on an ordered delivery's worker before it waits for its
+	// turn, with the delivery's message_id.
+	laneTurn func(messageID string)
 }
 
 // NewConsumer checks the queue's spec and dispatch table and returns a consumer
@@ -121,7 +124,8 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		spec: spec, policy: policy, routes: routes, reader: reader, inbox: inbox,
 		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: own, links: links,
 		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger, queue: spec.Name},
-		hooks:     testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing, enteredLane: nothing},
+		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing, enteredLane: nothing,
+			laneTurn: func(string) {}},
 	}, nil
 }
 

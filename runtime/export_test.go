@@ -17,6 +17,9 @@ type TestHooks struct {
 	// EnteredLane runs once an ordered queue's delivery has taken its place
 	// in its key's lane: the consumer knows it.
 	EnteredLane func()
+	// LaneTurn runs on an ordered delivery's worker before it waits for its
+	// turn, with the delivery's message_id: holding it holds the worker.
+	LaneTurn func(messageID string)
 }
 
 // SetTestHooks installs h; call it before Run.
@@ -32,6 +35,9 @@ func (c *Consumer) SetTestHooks(h TestHooks) {
 	set(&c.hooks.afterPublish, h.AfterPublish)
 	set(&c.hooks.beforeClose, h.BeforeClose)
 	set(&c.hooks.enteredLane, h.EnteredLane)
+	if h.LaneTurn != nil {
+		c.hooks.laneTurn = h.LaneTurn
+	}
 }
 
 // SetProofInterval sets how often ACKs waiting for their proof are proven;

@@ -110,24 +110,34 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 			s.waiting.Done()
 			r.waiting.Done()
 		}
+		c.hooks.laneTurn(d.MessageId)
+		// A stop that came with the turn, or with the slot, wins over it (a
+		// select picks at random among the ready): the delivery before this
+		// one may have been requeued by that stop, and this one goes back
+		// behind it rather than run ahead of it.
 		select {
 		case <-prev.ended:
 		case <-s.cancelled:
-			requeue("not started: intake stopped while it waited for its order key")
-			return
 		case <-r.aborted:
-			requeue("not started: the consumer aborted while it waited for its order key")
+		}
+		if why := laneStopped(s, r); why != "" {
+			requeue("not started: " + why + " while it waited for its order key")
 			return
 		}
 		started := time.Now()
 		s.gen.Settler.Started(d.DeliveryTag, started)
+		took := false
 		select {
 		case r.slots <- struct{}{}:
+			took = true
 		case <-s.cancelled:
-			requeue("not started: intake stopped while it waited for a slot")
-			return
 		case <-r.aborted:
-			requeue("not started: the consumer aborted while it waited for a slot")
+		}
+		if why := laneStopped(s, r); why != "" {
+			if took {
+				<-r.slots
+			}
+			requeue("not started: " + why + " while it waited for a slot")
 			return
 		}
 		close(own.passed)
@@ -143,4 +153,18 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		r.waiting.Done() // the journey tells the report of itself at once
 		c.process(r, s.gen, d, started, quarantined, sl)
 	})
+}
+
+// laneStopped says why an ordered delivery that has not started must not:
+// intake was cancelled (the stop, a recycle) or the consumer aborted; ""
+// when neither.
+func laneStopped(s *session, r *run) string {
+	select {
+	case <-s.cancelled:
+		return "intake stopped"
+	case <-r.aborted:
+		return "the consumer aborted"
+	default:
+		return ""
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -350,4 +351,73 @@ func TestBrokerOrderedWaitersOfALostSessionAreReported(t *testing.T) {
 	}
 	proxy.cut()
 	assertCounts(t, map[string][2]int{q.Name: {n, 0}})
+}
+
+// A delivery whose turn comes with the stop goes back behind the one before
+// it, which the stop requeued, and does not run ahead of it. k-0 waits for
+// the one slot, which x-0 holds; k-1's worker is held until the stop has
+// requeued k-0 and x-0 has freed the slot: its turn, a slot and the stop
+// are then all there at once.
+func TestBrokerOrderedTurnAtTheStopGoesBackInOrder(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey = byTenant
+		q.Concurrency, q.Prefetch = 1, 10
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"x"}, 1)
+	running, release, turn := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var ran []string
+	r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		mu.Lock()
+		ran = append(ran, msg.OrderID)
+		mu.Unlock()
+		if msg.OrderID == "x-0" {
+			close(running)
+			<-release
+		}
+		return nil
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = 30 * time.Second })
+	var inLanes atomic.Int32
+	c.SetTestHooks(runtime.TestHooks{
+		EnteredLane: func() { inLanes.Add(1) },
+		LaneTurn: func(id string) {
+			if id == "k-1" {
+				<-turn
+			}
+		},
+	})
+	r.launch(c)
+	<-running // x-0 holds the one slot
+	publishKeyed(t, q.Name, []string{"k"}, 2)
+	eventually(t, 30*time.Second, "every delivery in its lane", func() bool { return inLanes.Load() == 3 })
+	path := func(id string) runtime.Path {
+		for _, rec := range r.recorded() {
+			if rec.MessageID == id {
+				return rec.Path
+			}
+		}
+		return ""
+	}
+	r.cancel()
+	eventually(t, 30*time.Second, "k-0 requeued by the stop", func() bool { return path("k-0") == runtime.PathNotStarted })
+	close(release)
+	eventually(t, 30*time.Second, "x-0 acked", func() bool { return path("x-0") == runtime.PathAcked })
+	close(turn)
+	<-r.done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if p := path("k-1"); p != runtime.PathNotStarted || !slices.Equal(ran, []string{"x-0"}) {
+		t.Errorf("k-1 %q, want not started; handlers ran for %v, want x-0 alone", p, ran)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {2, 0}})
+	var ids []string
+	for _, d := range drain(t, q.Name) {
+		ids = append(ids, d.MessageId)
+	}
+	if !slices.Equal(ids, []string{"k-0", "k-1"}) {
+		t.Errorf("the queue holds %v, want k-0 then k-1", ids)
+	}
 }
