@@ -17,9 +17,16 @@ type found struct {
 	attempt int
 }
 
+// clusterQuiet is how long the queues of a run on a cluster must stay empty
+// before the drain ends: more than twice the time the nodes' dead-letter
+// worker waits before it publishes an expired copy of a quorum bucket again
+// (.ci/cluster sets it to 5 s), whose first publish a killed node may have
+// lost. Until then the copy is in no queue a Get can reach.
+const clusterQuiet = 12 * time.Second
+
 // drain takes every message out of the run's queues, until a whole pass
 // finds none (a pass waits out the retry bucket's delay, whose messages move
-// to the main queue).
+// to the main queue), and on a cluster until none came for clusterQuiet.
 func (r *run) drain() (map[string][]found, error) {
 	conn, err := amqp.Dial(r.cfg.BrokerURL)
 	if err != nil {
@@ -37,8 +44,13 @@ func (r *run) drain() (map[string][]found, error) {
 	for q, f := range maps.Clone(fates) {
 		fates[q+".faults-aside"] = f // left over only if a heal failed
 	}
+	quiet := time.Duration(0)
+	if r.cfg.Cluster != nil {
+		quiet = clusterQuiet
+	}
 	out := map[string][]found{}
-	for empty := 0; empty < 2; {
+	last := time.Now()
+	for empty := 0; empty < 2 || time.Since(last) < quiet; {
 		time.Sleep(300 * time.Millisecond)
 		got := 0
 		for q, fate := range fates {
@@ -68,7 +80,7 @@ func (r *run) drain() (map[string][]found, error) {
 		if got == 0 {
 			empty++
 		} else {
-			empty = 0
+			empty, last = 0, time.Now()
 		}
 	}
 	return out, nil
