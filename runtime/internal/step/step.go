@@ -15,6 +15,10 @@ import (
 // complete later; its outcome is unknown.
 var ErrTimeout = errors.New("the broker step did not return in time")
 
+// ErrExited: the step ended its goroutine with runtime.Goexit instead of
+// returning.
+var ErrExited = errors.New("the step called runtime.Goexit instead of returning")
+
 // Do runs one broker step and waits for it at most until ctx is done.
 // amqp091's writes are not context-aware, so a step that does not return in
 // time keeps running in its goroutine (it ends when the connection does); the
@@ -37,8 +41,12 @@ func Open[T any](ctx context.Context, step func() (T, error), discard func(T)) (
 	}
 	done := make(chan result, 1)
 	go func() {
-		v, err := step()
-		done <- result{v, err}
+		// A step that ends its goroutine with runtime.Goexit still answers,
+		// through the deferred send, rather than being waited for until ctx
+		// ends.
+		r := result{err: ErrExited}
+		defer func() { done <- r }()
+		r.v, r.err = step()
 	}()
 	select {
 	case r := <-done:
