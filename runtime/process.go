@@ -178,24 +178,12 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 	sl.hold()
 	r.workers.Run(func() {
 		defer sl.release()
-		res := invoke(ctx, route, rd)
-		call.mu.Lock()
-		abandoned := call.gaveUp
-		call.returned = true
-		call.mu.Unlock()
-		// The handler's end is counted for the final abort's seal once the
-		// wait has its result, or once an abandoned handler's transaction
-		// and scope are finished: until then it is still running for the
-		// report, whose Abandoned then counts it.
-		if abandoned {
-			r.stuck.returned()
-			c.finishAbandoned(late)
-			r.handlers.end()
-			return
-		}
-		r.handlers.end()
-		// The last use of call by this worker: the wait takes it back.
-		call.done <- res
+		// A handler that calls runtime.Goexit (t.FailNow does, off its
+		// test's goroutine) never returns, but its goroutine still ends
+		// through the deferred calls: its end is a failure like a panic.
+		res := goexited
+		defer func() { c.handlerEnded(r, call, late, res) }()
+		res = invoke(ctx, route, rd)
 	})
 	done := call.done
 	// received returns the handler's result, sent after the worker's last
@@ -245,6 +233,32 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 		return giveUp(aborted)
 	}
 }
+
+// handlerEnded answers the wait for a handler that returned (or exited), or,
+// when the wait gave it up, finishes what it abandoned.
+func (c *Consumer) handlerEnded(r *run, call *handlerCall, late abandoned, res outcome.HandlerResult) {
+	call.mu.Lock()
+	abandoned := call.gaveUp
+	call.returned = true
+	call.mu.Unlock()
+	// The handler's end is counted for the final abort's seal once the
+	// wait has its result, or once an abandoned handler's transaction
+	// and scope are finished: until then it is still running for the
+	// report, whose Abandoned then counts it.
+	if abandoned {
+		r.stuck.returned()
+		c.finishAbandoned(late)
+		r.handlers.end()
+		return
+	}
+	r.handlers.end()
+	// The last use of call by this worker: the wait takes it back.
+	call.done <- res
+}
+
+// goexited is the result of a handler that ended its goroutine with
+// runtime.Goexit instead of returning.
+var goexited = outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Panicked: true, Cause: "the handler called runtime.Goexit instead of returning"}
 
 // handlerCall is what a handler's worker and the wait for it share.
 type handlerCall struct {

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -101,3 +102,49 @@ func TestBrokerScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
 }
+
+// A handler that calls runtime.Goexit (t.FailNow does, on a goroutine other
+// than its test's) never returns, yet ends: its delivery is retried at once,
+// as for a panic, not at the handler timeout, its claim is rolled back and
+// its scope cleaned up. Nothing is left running for the report to count
+// abandoned.
+func TestBrokerHandlerGoexitIsRetriedAtOnce(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry, heldHandler)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "goexit-1"))
+	var cleaned atomic.Int32
+	claims := &rollbackInbox{}
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		goruntime.Goexit()
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.Inbox = claims
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, func(context.Context) error { cleaned.Add(1); return nil }, nil
+		}
+	})
+	rec := c.await(1)[0]
+	wantPath(t, rec, runtime.PathRetried)
+	rep := c.stop()
+	if rec.Handler != "panicked" || !strings.Contains(rec.Reason, "runtime.Goexit") || cleaned.Load() != 1 || claims.rollbacks.Load() != 1 {
+		t.Errorf("record: handler %q, reason %q; cleanups %d, rollbacks %d", rec.Handler, rec.Reason, cleaned.Load(), claims.rollbacks.Load())
+	}
+	if rep.Abandoned != 0 || len(rep.Unresolved) != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
+}
+
+// rollbackInbox claims every message and counts its claims rolled back.
+type rollbackInbox struct{ rollbacks atomic.Int32 }
+
+func (i *rollbackInbox) Begin(context.Context, string, string) (runtime.InboxTx, error) {
+	return rollbackTx{i}, nil
+}
+
+type rollbackTx struct{ in *rollbackInbox }
+
+func (rollbackTx) Bind(ctx context.Context) context.Context { return ctx }
+func (rollbackTx) Commit(context.Context) error             { return nil }
+func (t rollbackTx) Rollback(context.Context)               { t.in.rollbacks.Add(1) }
