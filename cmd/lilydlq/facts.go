@@ -7,6 +7,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/queue"
 )
 
 // The broker's headers a copy may carry.
@@ -40,7 +41,7 @@ type facts struct {
 	Reason  string    `json:"reason"`
 	Kind    string    `json:"kind"`
 	Attempt string    `json:"attempt,omitempty"` // the attempt that failed, else x-lily-attempt
-	Queue   string    `json:"source_queue"`      // Source, sanitized
+	Queue   string    `json:"source_queue"`      // Source, sanitized; empty when in doubt (Conflict)
 	Time    time.Time `json:"-"`                 // when it failed
 	At      string    `json:"time,omitempty"`    // Time in RFC 3339, when its year has four digits
 	// Count is the x-delivery-count the copy carried when read: a quorum
@@ -49,8 +50,25 @@ type facts struct {
 	// Quarantined is why the client could not decode the copy's headers,
 	// when it could not: its headers are then the filter's marker alone.
 	Quarantined string `json:"quarantined,omitempty"`
-	Source      string `json:"-"`
-	FullReason  string `json:"-"`
+	// Conflict says why the copy has no source queue although it names
+	// one: Lily's failure facts and the broker's latest x-death name
+	// different queues. A producer can write either (the facts on a copy
+	// the broker dead-lettered, x-death on one Lily moved), so neither
+	// routes a re-drive.
+	Conflict   string `json:"source_conflict,omitempty"`
+	Source     string `json:"-"`
+	FullReason string `json:"-"`
+	// inDoubt names both disputed queues for a person: "a or b?".
+	inDoubt string
+}
+
+// shownQueue is the source queue as list and show print it: both names
+// when the copy's headers dispute it.
+func (f facts) shownQueue() string {
+	if f.inDoubt != "" {
+		return f.inDoubt
+	}
+	return orDash(f.Queue)
 }
 
 // factsOf reads a copy's facts: Lily's failure headers, or the first
@@ -104,6 +122,17 @@ func factsOf(d *amqp.Delivery, quarantined string) facts {
 		f.Time = died
 	default:
 		f.FullReason = "(no failure facts)"
+	}
+	if lily && dead {
+		// The two agree when the broker dead-lettered the message from the
+		// queue Lily named, or when the death is its expiry from one of that
+		// queue's retry buckets, on its way back.
+		dq, _ := death["queue"].(string)
+		if dq != source && !(death["reason"] == "expired" && queue.IsRetryBucket(dq, source)) {
+			f.Source = ""
+			f.Conflict = text(envelope.HeaderFailureQueue+" names "+source+", the latest x-death "+dq, maxReason)
+			f.inDoubt = text(source+" or "+dq+"?", maxQueue)
+		}
 	}
 	f.Reason = text(f.FullReason, maxReason)
 	f.Kind = text(f.Kind, maxID)

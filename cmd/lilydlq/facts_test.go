@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -44,15 +45,15 @@ func TestFactsTheNewerFailure(t *testing.T) {
 	}{
 		{"lily only", lily(t0), "retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0},
 		{"x-death only", withDeath(amqp.Table{}, "orders", "delivery_limit", t0), "delivery_limit", kindBroker, "orders", "", t0},
-		{"a newer x-death hides stale Lily facts", withDeath(lily(t0), "orders.quorum", "delivery_limit", t0.Add(time.Minute)),
-			"delivery_limit", kindBroker, "orders.quorum", "2", t0.Add(time.Minute)},
-		{"newer Lily facts hide the retry bucket's x-death", withDeath(lily(t0.Add(time.Minute)), "orders.retry.1", "expired", t0),
+		{"a newer x-death hides stale Lily facts", withDeath(lily(t0), "orders", "delivery_limit", t0.Add(time.Minute)),
+			"delivery_limit", kindBroker, "orders", "2", t0.Add(time.Minute)},
+		{"newer Lily facts hide the retry bucket's x-death", withDeath(lily(t0.Add(time.Minute)), "orders.retry.1s", "expired", t0),
 			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0.Add(time.Minute)},
-		{"a bucket's expiry on a broker clock ahead stays behind Lily's facts", withDeath(lily(t0), "orders.retry.1", "expired", t0.Add(5*time.Second)),
+		{"a bucket's expiry on a broker clock ahead stays behind Lily's facts", withDeath(lily(t0), "orders.retry.1s", "expired", t0.Add(5*time.Second)),
 			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0},
-		{"a tie goes to Lily", withDeath(lily(t0), "orders.retry.1", "expired", t0),
+		{"a tie goes to Lily", withDeath(lily(t0), "orders.retry.1s", "expired", t0),
 			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", t0},
-		{"Lily facts without a time win", withDeath(lily(time.Time{}), "orders.quorum", "delivery_limit", t0),
+		{"Lily facts without a time win", withDeath(lily(time.Time{}), "orders", "delivery_limit", t0),
 			"retryable failure on attempt 1 of 3: timeout", "retryable", "orders", "1", time.Time{}},
 		{"no facts", amqp.Table{}, "(no failure facts)", "", "", "", time.Time{}},
 	} {
@@ -60,6 +61,50 @@ func TestFactsTheNewerFailure(t *testing.T) {
 			f := factsOf(&amqp.Delivery{MessageId: "m", Headers: c.headers}, "")
 			if f.Reason != c.reason || f.FullReason != c.reason || f.Kind != c.kind || f.Source != c.queue || f.Queue != c.queue || f.Attempt != c.attempt || !f.Time.Equal(c.at) {
 				t.Errorf("facts %+v; want reason %q, kind %q, queue %q, attempt %q, time %v", f, c.reason, c.kind, c.queue, c.attempt, c.at)
+			}
+		})
+	}
+}
+
+// TestFactsConflictingSources: Lily's facts and x-death that name different
+// queues give the copy no source, since a producer can write either: the
+// facts on a copy the broker dead-lettered (here after a TTL), x-death on
+// one Lily moved. An expiry from a retry bucket of the named queue agrees.
+func TestFactsConflictingSources(t *testing.T) {
+	t0 := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	copyOf := func(named, died, reason string, at time.Time) amqp.Table {
+		return amqp.Table{
+			envelope.HeaderFailureReason: "permanent failure: card declined",
+			envelope.HeaderFailureQueue:  named,
+			envelope.HeaderFailureTime:   t0,
+			headerDeath:                  []any{amqp.Table{"queue": died, "reason": reason, "time": at, "count": int64(1)}},
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		headers amqp.Table
+		source  string // "" for a conflict
+	}{
+		{"facts written by the producer of a copy that expired", copyOf("payments", "orders", "expired", t0), ""},
+		{"facts without a time", func() amqp.Table {
+			h := copyOf("payments", "orders", "expired", t0)
+			delete(h, envelope.HeaderFailureTime)
+			return h
+		}(), ""},
+		{"a newer x-death written by the producer of a copy Lily moved", copyOf("orders", "payments", "rejected", t0.Add(time.Hour)), ""},
+		{"an older x-death of another queue", copyOf("orders", "payments", "rejected", t0.Add(-time.Hour)), ""},
+		{"an expiry from a queue that is not a retry bucket", copyOf("orders", "orders.wait", "expired", t0), ""},
+		{"an expiry from a bucket of another queue", copyOf("orders", "payments.retry.1s", "expired", t0), ""},
+		{"an expiry from the named queue's bucket", copyOf("orders", "orders.retry.1m0s", "expired", t0), "orders"},
+		{"the named queue's own dead-lettering", copyOf("orders", "orders", "delivery_limit", t0.Add(time.Hour)), "orders"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := factsOf(&amqp.Delivery{MessageId: "m", Headers: c.headers}, "")
+			if f.Source != c.source || (c.source == "") != (f.Conflict != "") {
+				t.Errorf("source %q, conflict %q; want source %q", f.Source, f.Conflict, c.source)
+			}
+			if c.source == "" && (f.Queue != "" || !strings.Contains(f.shownQueue(), " or ")) {
+				t.Errorf("queue shown as %q; want both names", f.Queue)
 			}
 		})
 	}

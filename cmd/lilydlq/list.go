@@ -119,7 +119,7 @@ func printListing(w io.Writer, l *listing) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tTYPE\tVERSION\tKIND\tATTEMPT\tSOURCE QUEUE\tFAILED AT")
 		for _, f := range g.Sample {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(f.ID), orDash(f.Type), orDash(f.Version), orDash(f.Kind), orDash(f.Attempt), orDash(f.Queue), timeText(f.Time))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(f.ID), orDash(f.Type), orDash(f.Version), orDash(f.Kind), orDash(f.Attempt), f.shownQueue(), timeText(f.Time))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

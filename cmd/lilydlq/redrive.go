@@ -37,7 +37,15 @@ then holds the message twice. So does a chosen
 copy that cannot go back: one without a source queue, one whose source is
 the DLQ itself (it would only go round), and one whose headers the client
 cannot decode (quarantined: list shows why; its headers are unknown, so it
-cannot be sent back as it came). Copies not chosen stay where they are.
+cannot be sent back as it came). So does one whose x-lily-failure-queue and
+latest x-death name different queues (but for the expiry from one of that
+queue's retry buckets, on its way back): a producer can write either, the
+failure facts on a copy the broker dead-lettered and x-death on one Lily
+moved, so neither is trusted to route it. list shows both names.
+
+-to sends every chosen copy to the queue named instead of its source, which
+is how copies without a trusted source go back once their queue is known.
+Copies not chosen stay where they are.
 
 The copy sent back is the DLQ copy with its body and properties (but for
 user_id and expiration, which the broker would refuse or apply again),
@@ -70,6 +78,7 @@ names the DLQ.
 		fs.BoolVar(&o.keepAttempt, "keep-attempt", false, "keep x-lily-attempt as the copy has it, instead of setting it to 1")
 		fs.Float64Var(&o.rate, "rate", 0, "copies moved per second at most (0: no limit)")
 		fs.IntVar(&o.limit, "limit", 0, "copies moved at most (0: no limit)")
+		fs.StringVar(&o.to, "to", "", "send every chosen copy to this queue instead of its source")
 		return func(e *env) int {
 			switch {
 			case sel.empty():
@@ -78,6 +87,8 @@ names the DLQ.
 				return e.usageError("redrive", "-rate must not be negative")
 			case o.limit < 0:
 				return e.usageError("redrive", "-limit must not be negative")
+			case len(o.to) > maxQueue:
+				return e.usageError("redrive", "-to names no queue: longer than 255 bytes")
 			}
 			return redrive(e, sel, o)
 		}
@@ -88,6 +99,7 @@ type redriveOptions struct {
 	dryRun, keepAttempt bool
 	rate                float64
 	limit               int
+	to                  string // the queue every chosen copy goes to, when not ""
 }
 
 func redrive(e *env, sel *selection, o redriveOptions) int {
@@ -116,14 +128,20 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		chosen++
 		// Copies that cannot go back as they came are reported and kept:
 		// never ACKed, so the DLQ still holds them.
+		to, shown := f.Source, f.shownQueue()
+		if o.to != "" {
+			to, shown = o.to, text(o.to, maxQueue)
+		}
 		var why string
 		switch {
 		case f.Quarantined != "":
 			why = "its headers cannot be decoded (" + f.Quarantined + "), so it cannot be sent back as it came"
-		case f.Source == "" || len(f.Source) > maxQueue:
+		case to == "" && f.Conflict != "":
+			why = "its source is in doubt (" + f.Conflict + "): a producer can write either; send it with -to"
+		case to == "" || len(to) > maxQueue:
 			why = "no source queue (no " + envelope.HeaderFailureQueue + ", no x-death entry)"
-		case f.Source == e.queue:
-			why = "its source queue is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
+		case to == e.queue:
+			why = "its destination is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
 		}
 		if why != "" {
 			failed++
@@ -132,35 +150,35 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		}
 		if o.dryRun {
 			moved++
-			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s: %s\n", verb, orDash(f.ID), orDash(f.Type), f.Queue, f.Reason)
+			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s: %s\n", verb, orDash(f.ID), orDash(f.Type), shown, f.Reason)
 			return keep, enough(moved, o.limit)
 		}
 		if err := pace.wait(e.ctx); err != nil {
 			return keep, err
 		}
-		err := send(e.ctx, pub, f.Source, redriven(d, e.queue, o.keepAttempt))
+		err := send(e.ctx, pub, to, redriven(d, e.queue, o.keepAttempt))
 		switch {
 		case err == nil:
 			moved++
-			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s\n", verb, orDash(f.ID), orDash(f.Type), f.Queue)
+			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s\n", verb, orDash(f.ID), orDash(f.Type), shown)
 			return take, enough(moved, o.limit)
 		case errors.Is(err, runtime.ErrReturned):
 			failed++
-			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason))
+			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason))
 			return keep, nil
 		case errors.Is(err, runtime.ErrNacked):
 			// A full queue with overflow reject-publish-dlx dead-letters what
 			// it refuses: with this DLQ for its target, the copy is here twice.
 			failed++
 			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ (if %s dead-letters what it refuses, reject-publish-dlx, the refused copy is in its DLQ too)\n",
-				orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason), f.Queue)
+				orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason), shown)
 			return keep, nil
 		case errors.Is(err, runtime.ErrUnconfirmed):
 			failed++
-			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too", orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason), f.Queue)
+			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason), shown)
 		default:
 			failed++
-			return keep, fmt.Errorf("%s (%s) -> %s not sent: %s; it stays in the DLQ", orDash(f.ID), orDash(f.Type), f.Queue, text(err.Error(), maxReason))
+			return keep, fmt.Errorf("%s (%s) -> %s not sent: %s; it stays in the DLQ", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason))
 		}
 	})
 	if err == nil || res.Read > 0 {

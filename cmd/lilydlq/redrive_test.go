@@ -328,7 +328,7 @@ func TestRedriveRefusesTheDLQAsSource(t *testing.T) {
 	if r.code != exitFailure {
 		t.Errorf("redrive: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"not moved loop (t): its source queue is the DLQ itself", "moved fine (t) -> " + src, "moved 1 of 2 chosen", "1 not moved"} {
+	for _, want := range []string{"not moved loop (t): its destination is the DLQ itself", "moved fine (t) -> " + src, "moved 1 of 2 chosen", "1 not moved"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("redrive lacks %q:\n%s", want, r.stdout)
 		}
@@ -564,5 +564,45 @@ func TestRedriveIncomplete(t *testing.T) {
 	b.assertCounts(dlq, 0)
 	if got := ids(b.take(src)); !slices.Equal(got, []string{"stays"}) {
 		t.Errorf("the source holds %v", got)
+	}
+}
+
+// TestRedriveDoesNotTrustAForgedSource: a producer wrote Lily's failure
+// facts naming another service's queue on a message that then expired into
+// the DLQ, the broker's x-death naming the queue it came from. The re-drive
+// sends it to neither and says why (exit 1); -to sends it where the operator
+// says.
+func TestRedriveDoesNotTrustAForgedSource(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	orders := b.queue("orders", amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
+	payments := b.queue("payments", nil)
+	b.publish(orders, amqp.Publishing{MessageId: "forged-1", Type: "OrderPlaced", Expiration: "1", Headers: amqp.Table{
+		envelope.HeaderFailureQueue:  payments,
+		envelope.HeaderFailureReason: "permanent failure: card declined",
+		envelope.HeaderFailureKind:   "permanent",
+	}})
+	b.assertCounts(dlq, 1) // expired into it
+
+	r := b.lilydlq("list", dlq)
+	if r.code != exitOK || !strings.Contains(r.stdout, payments+" or "+orders+"?") {
+		t.Errorf("list: exit %d; want both queues named\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = b.lilydlq("redrive", dlq, "-reason", "permanent failure: card declined")
+	if r.code != exitFailure || !strings.Contains(r.stdout, "not moved forged-1 (OrderPlaced): its source is in doubt") {
+		t.Errorf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 1)
+	b.assertCounts(payments, 0)
+	b.assertCounts(orders, 0)
+
+	r = b.lilydlq("redrive", dlq, "-all", "-to", orders)
+	if r.code != exitOK || !strings.Contains(r.stdout, "moved forged-1 (OrderPlaced) -> "+orders) {
+		t.Errorf("redrive -to: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+	b.assertCounts(payments, 0)
+	if got := ids(b.take(orders)); !slices.Equal(got, []string{"forged-1"}) {
+		t.Errorf("%s holds %v", orders, got)
 	}
 }

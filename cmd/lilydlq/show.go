@@ -92,7 +92,7 @@ func printCopy(w io.Writer, d *amqp.Delivery, f facts, nth, bodyMax int) error {
 	if f.Quarantined != "" {
 		fmt.Fprintf(&b, "  quarantined:   the client cannot decode its headers (%s): below is the filter's marker in their place; the DLQ keeps the copy as it is\n", f.Quarantined)
 	}
-	fmt.Fprintf(&b, "  source queue:  %s\n", orDash(f.Queue))
+	fmt.Fprintf(&b, "  source queue:  %s\n", f.shownQueue())
 	fmt.Fprintf(&b, "  failed at:     %s\n", timeText(f.Time))
 	fmt.Fprintf(&b, "  redelivered:   %t\n", d.Redelivered)
 	b.WriteString("properties\n")

@@ -30,6 +30,7 @@ package queue
 
 import (
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/topology"
@@ -107,6 +108,17 @@ func ParkBudget(handlerTimeout time.Duration, delays []time.Duration, maxAttempt
 // RetryBucket names the retry bucket of queue for delay d.
 func RetryBucket(queue string, d time.Duration) string {
 	return queue + ".retry." + d.String()
+}
+
+// IsRetryBucket reports whether bucket is one of queue's retry buckets, as
+// RetryBucket names them.
+func IsRetryBucket(bucket, queue string) bool {
+	delay, ok := strings.CutPrefix(bucket, queue+".retry.")
+	if !ok {
+		return false
+	}
+	d, err := time.ParseDuration(delay)
+	return err == nil && d.String() == delay
 }
 
 // Budget is the settlement budget of each delivery of a queue: budget, or,
