@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -161,7 +160,7 @@ func export(e *env, path string) int {
 // returns the exit code and how many copies it wrote.
 func exportTo(e *env, w io.Writer, file *os.File) (int, int) {
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
+	enc := jsonEncoder(bw)
 	var maxCount int64
 	held := 0 // quarantined copies: exported without their headers
 	res, err := readQueue(e.ctx, e.url, e.queue, "export", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {

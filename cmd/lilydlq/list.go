@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -95,7 +94,7 @@ func list(e *env, sample int, asJSON bool) int {
 	})
 	e.readNote("list", res, l.MaxDeliveryCount)
 	if asJSON {
-		enc := json.NewEncoder(e.stdout)
+		enc := jsonEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(l); err != nil {
 			return e.fail("list", err)

@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -99,4 +103,46 @@ func printableText(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// jsonEncoder writes JSON that a terminal shows as it is. encoding/json
+// escapes only the controls below U+0020 (and U+2028, U+2029), and lets C1
+// controls (U+009B is CSI to many terminals), DEL, bidi overrides and other
+// format characters through raw; these are written as \uXXXX escapes too,
+// which JSON reads back as the same string.
+func jsonEncoder(w io.Writer) *json.Encoder { return json.NewEncoder(jsonEscaper{w}) }
+
+// jsonEscaper escapes, in what a json.Encoder writes, every rune from DEL up
+// that a terminal does not show as itself. Outside strings JSON is ASCII, so
+// every such rune is within a string. An Encoder writes each value whole, in
+// one Write, so no rune is split between two.
+type jsonEscaper struct{ w io.Writer }
+
+func (e jsonEscaper) Write(p []byte) (int, error) {
+	var out []byte // nil until a rune needs its escape
+	done := 0      // p[:done] is in out
+	for i := 0; i < len(p); {
+		if p[i] < 0x7f {
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(p[i:])
+		if !unicode.IsPrint(r) {
+			out = append(out, p[done:i]...)
+			for _, u := range utf16.AppendRune(nil, r) {
+				out = fmt.Appendf(out, `\u%04x`, u)
+			}
+			done = i + n
+		}
+		i += n
+	}
+	if out == nil {
+		out = p
+	} else {
+		out = append(out, p[done:]...)
+	}
+	if _, err := e.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

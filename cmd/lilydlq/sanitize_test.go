@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,25 @@ func TestBody(t *testing.T) {
 		if got != c.want || cut != c.wantCut {
 			t.Errorf("body(%q, %d) = %q, %t; want %q, %t", c.in, c.max, got, cut, c.want, c.wantCut)
 		}
+	}
+}
+
+// TestJSONEncoderEscapesWhatATerminalActsOn: C1 controls, DEL, bidi
+// overrides and other format characters leave as \u escapes (one beyond the
+// BMP as its surrogate pair), printable text as it is, and the JSON reads
+// back as the same string.
+func TestJSONEncoderEscapesWhatATerminalActsOn(t *testing.T) {
+	in := "a\u009b31m\u202eb\x7f\u200bcafé \U000e0041 ok"
+	var out strings.Builder
+	if err := jsonEncoder(&out).Encode(map[string]string{"id": in}); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"a\u009b31m\u202eb\u007f\u200bcafé \udb40\udc41 ok"}` + "\n"
+	if out.String() != want {
+		t.Errorf("wrote %s, want %s", out.String(), want)
+	}
+	var back map[string]string
+	if err := json.Unmarshal([]byte(out.String()), &back); err != nil || back["id"] != in {
+		t.Errorf("read back %q (%v), want %q", back["id"], err, in)
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -61,7 +60,7 @@ func show(e *env, id string, n, bodyMax int, asJSON bool) int {
 		}
 		found++
 		if asJSON {
-			werr = json.NewEncoder(e.stdout).Encode(exportOf(e.queue, d, quarantined))
+			werr = jsonEncoder(e.stdout).Encode(exportOf(e.queue, d, quarantined))
 		} else {
 			werr = printCopy(e.stdout, d, f, found, bodyMax)
 		}
