@@ -47,8 +47,9 @@ type verdict struct {
 // properties) as amqp091-go reads it and says whether the client would
 // refuse it. It allocates only when it refuses, or to count the keys of a
 // table of more than maxEntries entries; its work is bounded by the
-// payload's length (twice over for such a table): every step consumes a
-// byte, and tables nest at most maxDepth+1 calls deep before it stops.
+// payload's length (twice over for such a table, whose count steps over
+// its values without walking into them): every step consumes a byte, and
+// tables nest at most maxDepth+1 calls deep before it stops.
 func check(payload []byte) verdict {
 	if len(payload) < prefix+2 {
 		return verdict{why: "a content header too short to carry its flags"}
@@ -125,9 +126,40 @@ func keysBefore(b []byte, n int) int {
 	for range n {
 		l := int(b[0])
 		keys[string(b[1:1+l])] = struct{}{}
-		b, _ = walkField(b[1+l:], 0)
+		b = skipField(b[1+l:])
 	}
 	return len(keys)
+}
+
+// skipField steps over one value that walkField has checked, without
+// walking into a table or array again: a table's keys are counted once per
+// table, not once per table above it too.
+func skipField(b []byte) []byte {
+	t, b := b[0], b[1:]
+	if n, ok := width(t); ok {
+		return b[n:]
+	}
+	return b[4+int(binary.BigEndian.Uint32(b)):] // 'S', 'x', 'F' or 'A'
+}
+
+// width is the size of a value of type t that has one, the types the client
+// decodes but for those its four length bytes measure.
+func width(t byte) (int, bool) {
+	switch t {
+	case 'V':
+		return 0, true
+	case 't', 'b', 'B':
+		return 1, true
+	case 's', 'u':
+		return 2, true
+	case 'I', 'i', 'f':
+		return 4, true
+	case 'D':
+		return 5, true
+	case 'l', 'd', 'T':
+		return 8, true
+	}
+	return 0, false
 }
 
 // walkArray checks the content of a field array found at depth.
@@ -154,19 +186,10 @@ func walkField(b []byte, depth int) ([]byte, string) {
 		return nil, "a header table cut short"
 	}
 	t, b := b[0], b[1:]
+	if n, ok := width(t); ok {
+		return fixed(b, n)
+	}
 	switch t {
-	case 'V':
-		return b, ""
-	case 't', 'b', 'B':
-		return fixed(b, 1)
-	case 's', 'u':
-		return fixed(b, 2)
-	case 'I', 'i', 'f':
-		return fixed(b, 4)
-	case 'D':
-		return fixed(b, 5)
-	case 'l', 'd', 'T':
-		return fixed(b, 8)
 	case 'S', 'x':
 		_, rest, why := field32(b)
 		return rest, why

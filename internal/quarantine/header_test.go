@@ -108,3 +108,38 @@ func TestCheckDoesNotAllocate(t *testing.T) {
 		t.Errorf("%v allocations per check", n)
 	}
 }
+
+// wideChain is a header table of more than maxEntries entries, all of one
+// key (so the client keeps one and decodes it), whose first entry is another
+// such table, depth tables deep: what the client accepts and a walk that
+// steps into each nested table once per level above it pays for twice over.
+func wideChain(depth int) []byte {
+	wide := func(first []byte) []byte {
+		entries := [][]byte{entry("", first)}
+		for range maxEntries {
+			entries = append(entries, entry("", []byte{'V'}))
+		}
+		return table(entries...)
+	}
+	t := wide([]byte{'V'})
+	for range depth - 1 {
+		t = wide(t)
+	}
+	return t
+}
+
+// TestCheckOfNestedWideTablesIsLinear: counting the keys of a wide table
+// steps over its values without walking into them again, so a chain of
+// wide tables costs one key count each, not one per table above it too.
+func TestCheckOfNestedWideTablesIsLinear(t *testing.T) {
+	one := payloadOf(contentHeader(1, 3, props(wideChain(1))))
+	seven := payloadOf(contentHeader(1, 3, props(wideChain(7))))
+	if v := check(seven); v.why != "" {
+		t.Fatalf("refused %d bytes the client decodes: %s", len(seven), v.why)
+	}
+	a1 := testing.AllocsPerRun(3, func() { check(one) })
+	a7 := testing.AllocsPerRun(3, func() { check(seven) })
+	if a1 == 0 || a7 > 7*a1 {
+		t.Errorf("%v allocations for one wide table, %v for seven nested: want at most 7 times one", a1, a7)
+	}
+}

@@ -22,8 +22,9 @@
 // recognise as AMQP frames pass through unchanged, and the client fails on
 // them as it would have. It is stricter than the client in one corner: the
 // client reads a field array loosely, ending it silently where a value is cut
-// short at its first byte, and Conn refuses such arrays (RabbitMQ refuses
-// them in a publish); the delivery is then dead-lettered, intact, not lost.
+// short at its first byte, or where the array's length runs past the table
+// or array around it, and Conn refuses such arrays (RabbitMQ refuses them in
+// a publish); the delivery is then dead-lettered, intact, not lost.
 //
 // cmd/lilydlq reads DLQs through a Conn too, since the runtime dead-letters
 // such deliveries intact: a DLQ is where they end up.
