@@ -102,6 +102,8 @@ func (a *Authority) use(deadline time.Time, nack, requeue bool, sent outcome.Set
 	case errors.Is(err, amqp.ErrClosed), errors.Is(err, errNotWritten):
 		// The client refused before writing a frame: nothing reached the broker.
 		return outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Requeue: requeue, Detail: "channel closed before the write"}
+	case errors.Is(err, errNotHandedOver):
+		return outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Requeue: requeue, Detail: "the channel's settler was held up by an earlier write past the deadline"}
 	case errors.Is(err, step.ErrTimeout):
 		return outcome.SettlementEvidence{Status: outcome.SettlementAmbiguous, Requeue: requeue, Detail: "the write did not return in time"}
 	}

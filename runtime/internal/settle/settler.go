@@ -25,6 +25,11 @@ import (
 // frame, so nothing reached the broker.
 var errNotWritten = errors.New("the channel's settler stopped before the write")
 
+// errNotHandedOver: the loop did not take the settlement by its deadline,
+// busy with a write that does not return and its queue full: nothing was
+// written.
+var errNotHandedOver = errors.New("the channel's settler did not take the settlement in time")
+
 // errRevoked: the generation was revoked after the settlement was handed over
 // and before its write; nothing was written.
 var errRevoked = errors.New("authority revoked before the write")
@@ -130,7 +135,8 @@ func (s *Settler) Stopped(ctx context.Context) bool {
 }
 
 // settle hands st to the loop and waits for the write to return, until the
-// deadline at the latest (step.ErrTimeout: the frame may still be written).
+// deadline at the latest (errNotHandedOver when the loop never took it;
+// step.ErrTimeout when it did: the frame may still be written).
 // answered reports whether the loop's answer was received: the loop is then
 // done with st, which may be used again.
 func (s *Settler) settle(st *settlement, deadline time.Time) (answered bool, err error) {
@@ -141,7 +147,7 @@ func (s *Settler) settle(st *settlement, deadline time.Time) (answered bool, err
 	case <-s.exited:
 		return false, errNotWritten
 	case <-t.C:
-		return false, step.ErrTimeout
+		return false, errNotHandedOver
 	}
 	select {
 	case err := <-st.written:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
@@ -180,13 +181,20 @@ func TestSettlerNeverCoversWhatItCouldNotSettle(t *testing.T) {
 	}
 }
 
-// A settlement handed to a settler that has stopped was never written, and
-// one that the loop does not answer in time is ambiguous.
+// A settlement handed to a settler that has stopped was never written, nor
+// one the loop did not take by the deadline (its queue full behind a write
+// that does not return): the authority says not attempted. One the loop took
+// and did not answer in time is ambiguous (TestSettlerStuckWriteDoesNotHoldTheClose).
 func TestSettlerStoppedOrStuck(t *testing.T) {
-	s := &Settler{ch: &frames{}, gen: &Generation{}, todo: make(chan *settlement), stop: make(chan struct{}), exited: make(chan struct{})}
+	gen := &Generation{}
+	s := &Settler{ch: &frames{}, gen: gen, todo: make(chan *settlement), stop: make(chan struct{}), exited: make(chan struct{})}
+	gen.Settler = s
 	st := &settlement{tag: 1, written: make(chan error, 1)}
-	if _, err := s.settle(st, time.Now().Add(50*time.Millisecond)); !errors.Is(err, step.ErrTimeout) {
-		t.Errorf("no loop running: %v, want the step timeout", err)
+	if _, err := s.settle(st, time.Now().Add(50*time.Millisecond)); !errors.Is(err, errNotHandedOver) {
+		t.Errorf("no loop running: %v, want not handed over", err)
+	}
+	if ev := NewAuthority(1, gen).Ack(time.Now().Add(50 * time.Millisecond)); ev.Status != outcome.SettlementNotAttempted {
+		t.Errorf("no loop running: the authority says %v (%s), want not attempted", ev.Status, ev.Detail)
 	}
 	close(s.exited)
 	if _, err := s.settle(st, time.Now().Add(time.Second)); !errors.Is(err, errNotWritten) {
