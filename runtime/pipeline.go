@@ -235,7 +235,7 @@ func (c *Consumer) userStep(deadline time.Time, run func(context.Context) error)
 func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) (T, error), discard func(T)) (T, error) {
 	ctx, cancel := step.Context(c.cfg.StepTimeout, deadline)
 	defer cancel()
-	return step.Open(ctx, func() (v T, err error) {
+	v, err := step.Open(ctx, func() (v T, err error) {
 		defer func() {
 			if p := recover(); p != nil {
 				err = fmt.Errorf("panic: %v", p)
@@ -243,4 +243,13 @@ func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) 
 		}()
 		return run(ctx)
 	}, discard)
+	if errors.Is(err, step.ErrTimeout) {
+		// The user's code, or the database behind an inbox, was slow: not
+		// the broker, which step's own error would name.
+		err = errUserStepTimeout
+	}
+	return v, err
 }
+
+// errUserStepTimeout: a step of user or adapter code did not return in time.
+var errUserStepTimeout = errors.New("did not return within Config.StepTimeout (or the delivery's budget, when less was left)")

@@ -404,3 +404,21 @@ func TestObservePanicIsLogged(t *testing.T) {
 		t.Errorf("%d panics logged:\n%s", n, log.String())
 	}
 }
+
+// A scope cleanup that outlives its step fails the delivery, and the reason
+// names the step timeout, not the broker: the user's code was slow.
+func TestSlowCleanupNamesTheStepTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := harness(t, ok, func(cfg *runtime.Config) {
+		cfg.StepTimeout = 100 * time.Millisecond
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, func(context.Context) error { <-release; return nil }, nil
+		}
+	})
+	res := h.Deliver(order(t, "slow-cleanup-1"))
+	wantPath(t, res, runtime.PathRetried)
+	if want := "cleanup failed on attempt 1 of 3: cleanup: did not return within Config.StepTimeout"; !strings.HasPrefix(res.Reason, want) {
+		t.Errorf("reason %q, want it to begin %q", res.Reason, want)
+	}
+}
