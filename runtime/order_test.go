@@ -421,3 +421,58 @@ func TestBrokerOrderedTurnAtTheStopGoesBackInOrder(t *testing.T) {
 		t.Errorf("the queue holds %v, want k-0 then k-1", ids)
 	}
 }
+
+// An inbox that defers a claim on an ordered queue keeps the delivery in
+// line: the claim is asked again there, and the key's next message waits
+// behind it, where a requeue would have let it pass. No retry is spent.
+func TestBrokerOrderedDeferralWaitsInLine(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 16
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a"}, 3)
+	in := &deferOnce{id: "a-0"}
+	var mu sync.Mutex
+	var calls []string
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		mu.Lock()
+		calls = append(calls, msg.OrderID)
+		mu.Unlock()
+		return nil
+	}, func(cfg *runtime.Config) { cfg.Inbox = in })
+	recs := c.await(3)
+	for _, rec := range recs {
+		if rec.Path != runtime.PathAcked || rec.Attempt != 1 {
+			t.Errorf("%s: %+v, want acked at attempt 1", rec.MessageID, rec)
+		}
+	}
+	mu.Lock()
+	got := strings.Join(calls, " ")
+	mu.Unlock()
+	if got != "a-0 a-1 a-2" || in.begun.Load() != 4 {
+		t.Errorf("handler calls %s after %d claims; want a-0 a-1 a-2 after 4", got, in.begun.Load())
+	}
+	if !c.events.has(func(ev event) bool {
+		return ev.stage == "parked" && strings.Contains(ev.detail, "claimed again in line")
+	}) {
+		t.Error("no parked event for the deferral in the diagnostics")
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// deferOnce is an inbox whose first claim of id is deferred, and every
+// other claim made.
+type deferOnce struct {
+	id       string
+	begun    atomic.Int32
+	deferred atomic.Bool
+}
+
+func (i *deferOnce) Begin(_ context.Context, _, id string) (runtime.InboxTx, error) {
+	i.begun.Add(1)
+	if id == i.id && !i.deferred.Swap(true) {
+		return nil, errors.New("lease held by another worker")
+	}
+	return rollbackTx{&rollbackInbox{}}, nil
+}

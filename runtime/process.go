@@ -111,7 +111,9 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 			continue
 		}
 		attempt = plan.NextAttempt
+		inLine := o.InLine + 1
 		o = c.handle(ctx, r, gen, sl, route, d, env, id, attempt, deadline, handlerDone)
+		o.InLine = inLine
 	}
 }
 

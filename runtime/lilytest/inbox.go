@@ -59,7 +59,8 @@ func (in *Inbox) Begin(_ context.Context, consumer, key string) (runtime.InboxTx
 
 // Defer makes the next claim of key fail with why, as one does while
 // another worker holds its lease: the runtime requeues the delivery and
-// spends no retry.
+// spends no retry (on an ordered queue it claims again in line, within
+// the same Deliver, after a pause).
 func (in *Inbox) Defer(key, why string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -71,7 +72,9 @@ func (in *Inbox) Defer(key, why string) {
 
 // FailCommit makes the next commit of a claim of key answer err. An err
 // that wraps runtime.ErrCommitAmbiguous is a commit whose answer was lost:
-// the work commits all the same, so the redelivery meets it as a duplicate.
+// the work commits all the same, so the redelivery meets it as a duplicate
+// (on an ordered queue, the claim made again in line, within the same
+// Deliver).
 // Any other err commits nothing, and what the handler kept is dropped.
 func (in *Inbox) FailCommit(key string, err error) {
 	in.mu.Lock()

@@ -121,6 +121,20 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 		if o.Reason != "" {
 			why += ": " + o.Reason
 		}
+		// On an ordered queue a requeue would let the key's next message
+		// pass: the claim is asked again in line, as a retry waits there.
+		// (A delivery deferred because its work runs elsewhere in this
+		// consumer made no claim, and goes back.)
+		if q.Park && !o.ParkEnded && (o.Claim == outcome.InboxDeferred || o.Commit == outcome.CommitAmbiguous) {
+			pause := requeuePause << min(max(o.PriorRequeues, o.DeliveryCount, o.InLine), 6)
+			pause = min(pause, requeuePauseMax)
+			if remaining >= pause+q.CallCost+HandoffReserve {
+				return Plan{Action: ActPark, Delay: pause, NextAttempt: attempt, Reason: why + ", claimed again in line after " + pause.String()}
+			}
+		}
+		if o.ParkEnded {
+			why += "; the stop came while it waited in line, requeued in its place"
+		}
 		return giveBack(o, attempt, q, remaining, why)
 	}
 	if o.Handler.Cancelled {

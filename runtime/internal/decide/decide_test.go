@@ -190,3 +190,42 @@ func TestDecidePark(t *testing.T) {
 		}
 	}
 }
+
+// On an ordered queue an inbox deferral waits in line and claims again, on
+// the same attempt, so that the key's next message cannot pass it; its waits
+// lengthen as a requeue's pauses do. Without the budget for a wait and a
+// call, once the stop ended its wait, or when it made no claim (its work runs
+// elsewhere in the consumer), it is requeued.
+func TestDecideParkDeferral(t *testing.T) {
+	q := testPolicy()
+	q.Park, q.CallCost = true, 10*time.Second
+	deferred := outcome.Outcome{Claim: outcome.InboxDeferred, Deferred: true, Reason: "inbox: lease held"}
+	again, ended := deferred, deferred
+	again.InLine, ended.ParkEnded = 2, true
+	ambiguous := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true}, Claim: outcome.InboxClaimed, Commit: outcome.CommitAmbiguous, Reason: "commit: connection lost"}
+	busy := outcome.Outcome{Deferred: true, Reason: "the same message and attempt is being handled by another delivery in this consumer"}
+	const why = "deferred; no application retry used: "
+	for _, tc := range []struct {
+		name      string
+		o         outcome.Outcome
+		remaining time.Duration
+		want      Plan
+	}{
+		{"a deferred claim waits in line", deferred, time.Minute,
+			Plan{Action: ActPark, Delay: requeuePause, NextAttempt: 2, Reason: why + "inbox: lease held, claimed again in line after 250ms"}},
+		{"its third wait is longer", again, time.Minute,
+			Plan{Action: ActPark, Delay: 4 * requeuePause, NextAttempt: 2, Reason: why + "inbox: lease held, claimed again in line after 1s"}},
+		{"an ambiguous commit waits in line", ambiguous, time.Minute,
+			Plan{Action: ActPark, Delay: requeuePause, NextAttempt: 2, Reason: why + "commit: connection lost, claimed again in line after 250ms"}},
+		{"budget short → requeue", deferred, requeuePause + 10*time.Second + HandoffReserve - 1,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: why + "inbox: lease held"}},
+		{"the stop ended its wait → requeued in its place", ended, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: why + "inbox: lease held; the stop came while it waited in line, requeued in its place"}},
+		{"no claim made → requeue", busy, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: why + busy.Reason}},
+	} {
+		if got := Decide(tc.o, 2, q, tc.remaining); !cmp.Equal(got, tc.want) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

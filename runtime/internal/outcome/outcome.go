@@ -174,6 +174,9 @@ type Outcome struct {
 	// PriorRequeues counts the bounded requeues this process already made for
 	// this message id; it lengthens the pause before the next one.
 	PriorRequeues int
+	// InLine counts the times this delivery already waited in line (an
+	// ordered queue's retry or deferral); it lengthens a deferral's next wait.
+	InLine int
 	// DeliveryCount is a quorum queue's count of this message's earlier
 	// returns to it (its x-delivery-count header), 0 elsewhere.
 	DeliveryCount int
