@@ -145,7 +145,11 @@ func export(e *env, path string) int {
 	}
 	switch {
 	case code == exitOK:
-		err = os.Rename(f.Name(), path)
+		if err = os.Rename(f.Name(), path); err == nil {
+			// The rename is durable once its directory is: a crash after a
+			// purge must not find the export under its temporary name.
+			err = syncDir(filepath.Dir(path))
+		}
 	case written > 0:
 		err = os.Rename(f.Name(), path+".incomplete")
 		fmt.Fprintf(e.stderr, "lilydlq export: %s is left as it was; what was written is in %s.incomplete\n", path, path)
@@ -354,4 +358,17 @@ func typeName(v any) string {
 		return "array"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// syncDir makes the entries of dir, a rename in it among them, durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
