@@ -95,6 +95,14 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		}
 		return err
 	}
+	// lost says of a read the channel's end cut short that the ACKs of the
+	// copies taken so far are unproven: only the close-ok proves them.
+	lost := func(err error) error {
+		if res.Taken > 0 {
+			return fmt.Errorf("%w; the ACKs of the %d copies taken are unproven: the last ones may be in the DLQ as well", err, res.Taken)
+		}
+		return err
+	}
 	for res.Read < res.Ready && ended == nil {
 		// Asked to stop, the read stops before the next copy, even with
 		// copies waiting: select would pick among them at random.
@@ -108,10 +116,10 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			tag = fmt.Sprintf("lilydlq-%09d", res.Windows)
 			res.Windows++
 			if err := ch.Qos(o.window, 0, false); err != nil {
-				return res, readError(closed, err)
+				return res, lost(readError(closed, err))
 			}
 			if dels, err = ch.Consume(queue, tag, false, false, false, false, nil); err != nil {
-				return res, readError(closed, err)
+				return res, lost(readError(closed, err))
 			}
 			held = 0
 		}
@@ -129,7 +137,7 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			continue
 		}
 		if !ok {
-			return res, readError(closed, errors.New("the broker ended the consumer"))
+			return res, lost(readError(closed, errors.New("the broker ended the consumer")))
 		}
 		res.Read++
 		v, err := visit(&d, quarantinedWhy(filter, &d))
@@ -146,14 +154,14 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		}
 		if held == o.window {
 			if err := cancel(ch, tag, dels); err != nil {
-				return res, first(readError(closed, err))
+				return res, first(lost(readError(closed, err)))
 			}
 			dels = nil
 		}
 	}
 	if dels != nil {
 		if err := cancel(ch, tag, dels); err != nil {
-			return res, first(readError(closed, err))
+			return res, first(lost(readError(closed, err)))
 		}
 	}
 	// The close hands back every copy still held, and its close-ok proves

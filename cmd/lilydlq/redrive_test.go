@@ -606,3 +606,33 @@ func TestRedriveDoesNotTrustAForgedSource(t *testing.T) {
 		t.Errorf("%s holds %v", orders, got)
 	}
 }
+
+// TestRedriveCutShortSaysTheACKsAreUnproven: the DLQ is deleted under a
+// paced re-drive, so the broker ends the reading consumer. Only the
+// channel's close-ok proves the ACKs of the copies moved, and none comes:
+// the error says that the last ones may be in the DLQ as well.
+func TestRedriveCutShortSaysTheACKsAreUnproven(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	var copies []amqp.Publishing
+	for i := range 200 {
+		copies = append(copies, lilyCopy(fmt.Sprintf("cut-%d", i), "t", "permanent failure: x", "permanent", src, 1, time.Now()))
+	}
+	b.publish(dlq, copies...)
+	done := make(chan result, 1)
+	go func() { done <- b.lilydlq("redrive", dlq, "-all", "-rate", "20", "-window", "4") }()
+	for end := time.Now().Add(deadline); b.ready(src) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the re-drive moved nothing")
+		}
+	}
+	ch := b.channel()
+	if _, err := ch.QueueDelete(dlq, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+	r := <-done
+	if r.code != exitFailure || !strings.Contains(r.stderr, "copies taken are unproven: the last ones may be in the DLQ as well") {
+		t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
