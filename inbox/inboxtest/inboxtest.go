@@ -1,7 +1,8 @@
 // Package inboxtest is the conformance suite every runtime.Inbox adapter
 // passes: duplicates after a commit, a fresh claim after a rollback, one
-// winner among concurrent claims, consumers kept apart, and business writes
-// that commit and roll back with the claim. It asserts committed business
+// winner among concurrent claims, consumers kept apart, keys as long as an
+// envelope makes them, and business writes that commit and roll back with
+// the claim. It asserts committed business
 // rows and claim records, not just the absence of errors.
 package inboxtest
 
@@ -76,10 +77,11 @@ func Run(t *testing.T, h Harness) {
 		for _, a := range answers {
 			switch {
 			case a.err == nil && a.tx != nil:
+				tx := c.track(a.tx)
 				if won != nil {
 					t.Fatal("both concurrent claims were granted")
 				}
-				won = a.tx
+				won = tx
 			case a.err != nil && !errors.Is(a.err, runtime.ErrDuplicate):
 				deferred++
 				if a.tx != nil {
@@ -109,6 +111,17 @@ func Run(t *testing.T, h Harness) {
 		c.commit(b)
 		c.expectDuplicate(c.consumer, "m1")
 		c.expectDuplicate(other, "m1")
+	})
+	t.Run("the longest keys", func(t *testing.T) {
+		t.Parallel()
+		c := newCase(t, h)
+		// The longest key of each envelope: a message_id of 128 bytes, a
+		// CloudEvent's "<source> <id>", a header-mapped "headers <type> <id>".
+		long := strings.Repeat("i", 128)
+		for _, id := range []string{long, long + " " + long, "headers " + long + " " + long} {
+			c.claimWriteCommit(c.consumer, id)
+			c.expectDuplicate(c.consumer, id)
+		}
 	})
 	t.Run("message ids are independent", func(t *testing.T) {
 		t.Parallel()
@@ -146,8 +159,35 @@ func (c *suiteCase) claim(consumer, id string) runtime.InboxTx {
 	if err != nil || tx == nil {
 		c.t.Fatalf("Begin(%s, %s) = %v, %v; want a claim", consumer, id, tx, err)
 	}
-	c.t.Cleanup(func() { tx.Rollback(context.Background()) })
-	return tx
+	return c.track(tx)
+}
+
+// track rolls tx back when the test ends without having committed or rolled
+// it back, on a failure say: an adapter need not allow a second call.
+func (c *suiteCase) track(tx runtime.InboxTx) runtime.InboxTx {
+	e := &endsOnce{InboxTx: tx}
+	c.t.Cleanup(func() {
+		if !e.ended {
+			tx.Rollback(context.Background())
+		}
+	})
+	return e
+}
+
+// endsOnce is a claim's transaction that knows whether it was ended.
+type endsOnce struct {
+	runtime.InboxTx
+	ended bool
+}
+
+func (e *endsOnce) Commit(ctx context.Context) error {
+	e.ended = true
+	return e.InboxTx.Commit(ctx)
+}
+
+func (e *endsOnce) Rollback(ctx context.Context) {
+	e.ended = true
+	e.InboxTx.Rollback(ctx)
 }
 
 func (c *suiteCase) write(tx runtime.InboxTx, consumer, id string) {
