@@ -183,6 +183,9 @@ type run struct {
 	consuming atomic.Pointer[session]
 	// ended says why Run returned, for Health; nil while it runs.
 	ended atomic.Pointer[string]
+	// refusal is why the broker refused the topology at the last attempt
+	// to reconnect, for Health; nil once a session opens.
+	refusal atomic.Pointer[string]
 	// lastSettled is when a delivery last ended settled (Unix ns).
 	lastSettled atomic.Int64
 	stuck       stuckHandlers
@@ -236,10 +239,13 @@ func (r *run) revokeAll() {
 // consumer timeout), or a delivery stays unsettled past its budget, the
 // channel is healthy: what is in flight on it settles there while a new
 // session declares the topology again and consumes. Run returns an error when
-// the first connection fails, when the broker refuses the topology (406, or
-// 404 for an external exchange or queue that does not exist), or when it is
-// called twice. A ctx that ends before the first connection is a
-// clean stop: an empty report and no error.
+// the first connection fails, the broker's refusal of the topology among its
+// causes (406, or 404 for an external exchange or queue that does not exist),
+// or when it is called twice. A refusal after the consumer ran (an external
+// exchange deleted, a queue declared again with other arguments) is what an
+// operator mends: Run retries it with the backoff, logging each at error and
+// not ready meanwhile, and other consumers run on. A ctx that ends before
+// the first connection is a clean stop: an empty report and no error.
 func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	if !c.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("lily: a Consumer runs once")
@@ -298,12 +304,15 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 					return c.shutdown(r, nil), nil
 				}
 				if refused(err) {
-					// The broker refuses the topology itself: no retry can mend it.
-					return c.shutdown(r, nil), err
+					c.refused(r, err)
+					continue
 				}
+				// Not refused this time: Health says why no longer.
+				r.refusal.Store(nil)
 				c.intakeLost(r, 0, err)
 			}
 		}
+		r.refusal.Store(nil)
 	}
 }
 
@@ -323,8 +332,9 @@ func (c *Consumer) retire(r *run, s *session) {
 	}()
 }
 
-// refused reports a broker's 406 (an owned queue or exchange declared with
-// other arguments), and the 404 of an external one that does not exist.
+// refused reports whether the broker refused the topology itself: a 406, or
+// the 404 of an external exchange or queue that does not exist. No retry
+// mends that alone; an operator, or the owner of what is external, does.
 func refused(err error) bool {
 	var ae *amqp.Error
 	return errors.Is(err, errExternalMissing) || errors.As(err, &ae) && ae.Code == amqp.PreconditionFailed

@@ -36,6 +36,9 @@ const (
 	stageConnected stage = "connected"   // consuming on a new channel generation
 	stageLost      stage = "intake-lost" // the channel, connection or consumer ended under us
 	stageReconnect stage = "reconnect"   // waiting before the next connection attempt
+	// stageRefused: the broker refused the topology at a reconnect (406, an
+	// external exchange or queue gone); retried until someone mends it.
+	stageRefused stage = "topology-refused"
 	// stagePhase marks a shutdown phase: once as it starts, and once as it
 	// ends, with its duration.
 	stagePhase stage = "shutdown-phase"
@@ -98,6 +101,8 @@ func (c *Consumer) emit(ev event) {
 
 func stageLevel(ev event) slog.Level {
 	switch ev.stage {
+	case stageRefused:
+		return slog.LevelError
 	case stageAckAmbiguous, stageLost, stageReconnect:
 		return slog.LevelWarn
 	case stageConnected, stagePhase, stageFromRecord, stageRejected, stageParked:

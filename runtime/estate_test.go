@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -265,9 +267,11 @@ func TestBrokerExternalQueueByPolicy(t *testing.T) {
 	}
 }
 
-// An external exchange deleted while the consumer runs ends Run at the next
-// connection: the passive check's 404 is the owner's to mend, not a retry's.
-func TestBrokerExternalExchangeDeletedEndsRun(t *testing.T) {
+// An external exchange deleted while the consumer runs is refused at the
+// next connection: the passive check's 404 is the owner's to mend. Run
+// does not end; it retries with the backoff, says so at error and in
+// Health, and consumes again once the owner has declared the exchange anew.
+func TestBrokerExternalExchangeDeletedIsWaitedFor(t *testing.T) {
 	t.Parallel()
 	exchange := "lilytest.gone." + strings.ReplaceAll(t.Name(), "/", ".")
 	otherTeamsExchange(t, exchange, topology.Fanout)
@@ -277,23 +281,79 @@ func TestBrokerExternalExchangeDeletedEndsRun(t *testing.T) {
 	})
 	declareTopology(t, q)
 	p := newProxy(t)
-	r, c := prepare(t, q, ack, through(p))
+	r, c := prepare(t, q, ack, through(p), func(cfg *runtime.Config) { cfg.ReconnectMax = time.Second })
 	r.launch(c)
 	publishTo(t, exchange, "", order(t, "before"))
 	r.await(1)
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 	deleteExchanges(t, exchange)
 	p.cut()
+	eventually(t, time.Minute, "Health to say the topology is refused", func() bool {
+		return strings.Contains(c.Health().Why, "the broker refuses the topology, retrying until it is mended")
+	})
+	if !r.events.has(func(ev event) bool {
+		return ev.stage == "topology-refused" && ev.level == slog.LevelError && strings.Contains(ev.detail, "external exchange or queue does not exist")
+	}) {
+		t.Error("no topology-refused event at error")
+	}
 	select {
 	case <-r.done:
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not end after the exchange was deleted")
+		t.Fatalf("Run ended: %v", r.err)
+	default:
 	}
-	var ae *amqp.Error
-	if !errors.As(r.err, &ae) || ae.Code != amqp.NotFound || !strings.Contains(r.err.Error(), "external exchange or queue does not exist") {
-		t.Errorf("Run: %v, want the 404 of the external exchange", r.err)
+	otherTeamsExchange(t, exchange, topology.Fanout)
+	eventually(t, time.Minute, "the consumer to be ready again", func() bool { return c.Health().Ready })
+	publishTo(t, exchange, "", order(t, "after"))
+	if rec := r.await(2)[1]; rec.MessageID != "after" || rec.Path != runtime.PathAcked {
+		t.Errorf("after the exchange came back: %+v", rec)
 	}
-	r.err = nil // seen; the cleanup's stop must not report it again
+	rep := r.stop()
+	if !slices.ContainsFunc(rep.Lost, func(why string) bool { return strings.Contains(why, "external exchange or queue does not exist") }) {
+		t.Errorf("report's lost intake %q lacks the refusal", rep.Lost)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}
+
+// A queue an operator declares again with other arguments under a running
+// consumer is refused at the next connection (a 406): Run retries, says so
+// at error and in Health, and consumes again once the queue is mended.
+func TestBrokerQueueDeclaredWithOtherArgumentsIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newProxy(t)
+	r, c := prepare(t, q, ack, through(p), func(cfg *runtime.Config) { cfg.ReconnectMax = time.Second })
+	r.launch(c)
+	publish(t, q.Name, order(t, "before"))
+	r.await(1)
+	// Held off while the operator works, so that it cannot declare the
+	// queue first.
+	p.freeze()
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDelete(q.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(q.Name, true, false, false, false, amqp.Table{"x-max-length": int32(1000)}); err != nil {
+		t.Fatal(err)
+	}
+	p.cut()
+	eventually(t, time.Minute, "Health to say the topology is refused", func() bool {
+		return strings.Contains(c.Health().Why, "the broker refuses the topology, retrying until it is mended") && strings.Contains(c.Health().Why, "PRECONDITION_FAILED")
+	})
+	if !r.events.has(func(ev event) bool { return ev.stage == "topology-refused" && ev.level == slog.LevelError }) {
+		t.Error("no topology-refused event at error")
+	}
+	if _, err := ch.QueueDelete(q.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the consumer to be ready again", func() bool { return c.Health().Ready })
+	publish(t, q.Name, order(t, "after"))
+	if rec := r.await(2)[1]; rec.MessageID != "after" || rec.Path != runtime.PathAcked {
+		t.Errorf("after the queue was mended: %+v", rec)
+	}
+	if rep := r.stop(); rep.Counts[runtime.PathAcked] != 2 {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
 
 // In a vhost whose default queue type is quorum, a queue declared without

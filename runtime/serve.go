@@ -24,7 +24,9 @@ type Service interface {
 // Serve runs every service until ctx is done or the process gets SIGINT or
 // SIGTERM, then stops them together: gracefully, each through its own
 // shutdown; a second signal forces them all. When a service's Run fails (a
-// topology the broker refuses), the others are stopped gracefully too.
+// topology the broker refuses at the first connection), the others are
+// stopped gracefully too; a refusal after that is retried by the consumer
+// alone, and the others run on.
 //
 // It returns the one service's report, or for several a combined report:
 // their counts summed, every unresolved delivery and possible copy (each

@@ -342,6 +342,16 @@ func (c *Consumer) release(s *session, by time.Time) {
 	c.links.release(s.link, by, closed)
 }
 
+// refused records the broker's refusal of the topology at a reconnect: in
+// the report's lost intake, and at error, since it waits for a person.
+func (c *Consumer) refused(r *run, why error) {
+	detail := sanitize.Text(why.Error(), decide.MaxCause)
+	r.refusal.Store(&detail)
+	r.report.lostIntake(detail)
+	c.telemetry.lost(c.spec.Name, detail)
+	c.emit(event{stage: stageRefused, detail: detail})
+}
+
 // intakeLost tells why intake stopped (gen is the session's generation, 0
 // when no session opened): a line in Report.Lost, then the event, so that a
 // reader of the event finds the line already there.

@@ -7,10 +7,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Only the 404 of something external that does not exist ends Run. A
-// durable classic queue whose home node is down answers a passive check
-// with a 404 too, for as long as the node is away: a reconnect then must
-// try again, not stop the consumer for good.
+// Only the 404 of something external that does not exist is a refusal,
+// which waits for its owner. A durable classic queue whose home node is
+// down answers a passive check with a 404 too, for as long as the node is
+// away: that is a lost connection, not a refusal.
 func TestMissingIsOnlyTheExternalObjectsAbsence(t *testing.T) {
 	gone := &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no queue 'legacy' in vhost '/'"}
 	away := &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - home node 'rabbit@node-2' of durable queue 'legacy' in vhost '/' is down or inaccessible"}
