@@ -155,6 +155,32 @@ func TestBrokerRetryCopyOfAMessageWithXDeathComesBack(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// A message that came to its queue by dead-lettering (here through a delay
+// queue, its x-death naming that queue) and then failed for good: its DLQ
+// copy names the queue in its failure facts and carries no x-death, so the
+// only x-death a DLQ copy can carry is the broker's own, and the two never
+// dispute where it came from.
+func TestBrokerDLQCopyLeavesTheOriginalsXDeathBehind(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	m := order(t, "delayed-1")
+	m.Headers["x-death"] = []any{amqp.Table{
+		"queue": q.Name + ".delay", "reason": "expired", "count": int64(1), "exchange": "", "routing-keys": []any{q.Name + ".delay"}, "time": time.Now(),
+	}}
+	m.Headers["x-first-death-queue"] = q.Name + ".delay"
+	publish(t, q.Name, m)
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Permanent(errors.New("no such order"))
+	})
+	wantPath(t, c.await(1)[0], runtime.PathDeadLettered)
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+	d := drain(t, q.Topology.DeadLetterQueue)[0]
+	if _, ok := d.Headers["x-death"]; ok || d.Headers["x-first-death-queue"] != nil || header(t, d, guard.HeaderFailureQueue) != q.Name {
+		t.Errorf("DLQ copy headers %v", d.Headers)
+	}
+}
+
 // A producer's CC header (RabbitMQ's sender-selected distribution) routed
 // the original to a second queue as well. The retry and DLQ copies leave it
 // behind: published with it, each would reach that queue again, a duplicate

@@ -170,7 +170,7 @@ func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, 
 		}
 		return nil
 	}
-	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, plan.Destination != c.spec.Topology.DeadLetterQueue, time.Now())
+	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now())
 	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p)
 	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, p, writing)
 	done(ev.Status.String())

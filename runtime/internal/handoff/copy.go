@@ -28,11 +28,13 @@ import (
 // UserId and Expiration are never forwarded: the broker would refuse a foreign
 // user id, and a per-message TTL would fight the retry bucket's. Nor are CC
 // and BCC (envelope.Routing): they would send the copy to the queues they
-// name again. A copy to a retry bucket (toRetry) leaves the broker's records
-// of the original's life behind (envelope.BrokerRecord): with an x-death
-// naming source, the broker would drop it where the bucket's TTL sends it
-// back. A DLQ copy keeps them, as history.
-func Copy(d *amqp.Delivery, env *guard.Envelope, identity []string, o outcome.Outcome, plan decide.Plan, source string, toRetry bool, now time.Time) amqp.Publishing {
+// name again. Nor are the broker's records of the original's life
+// (envelope.BrokerRecord): with an x-death naming source, the broker would
+// drop a retry copy where the bucket's TTL sends it back; and an x-death on
+// a DLQ copy is then the broker's alone, from dead-lettering it there, which
+// a producer cannot have written (lilydlq trusts no source that it and the
+// failure facts dispute).
+func Copy(d *amqp.Delivery, env *guard.Envelope, identity []string, o outcome.Outcome, plan decide.Plan, source string, now time.Time) amqp.Publishing {
 	// Room for the failure facts and the handoff id up front: no map growth.
 	room := 7 + len(identity)
 	if env != nil {
@@ -51,7 +53,7 @@ func Copy(d *amqp.Delivery, env *guard.Envelope, identity []string, o outcome.Ou
 		}
 	} else {
 		for k, v := range d.Headers {
-			if !strings.HasPrefix(k, guard.HeaderFailurePrefix) && k != guard.HeaderHandoffID && !envelope.Routing(k) && !(toRetry && envelope.BrokerRecord(k)) {
+			if !strings.HasPrefix(k, guard.HeaderFailurePrefix) && k != guard.HeaderHandoffID && !envelope.Routing(k) && !envelope.BrokerRecord(k) {
 				h[k] = v
 			}
 		}

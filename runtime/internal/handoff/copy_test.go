@@ -13,11 +13,12 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
 
-// A copy to a retry bucket leaves the broker's records of the original's
-// life behind, whoever wrote them: an x-death naming the source queue would
-// make the broker drop the copy where the bucket sends it back. A DLQ copy
-// keeps them, as history. Either keeps the message's own headers.
-func TestRetryCopyLeavesTheBrokersRecordsBehind(t *testing.T) {
+// A copy leaves the broker's records of the original's life behind, whoever
+// wrote them: an x-death naming the source queue would make the broker drop
+// a retry copy where the bucket sends it back, and one on a DLQ copy would
+// dispute its failure facts' source queue. Either keeps the message's own
+// headers.
+func TestCopyLeavesTheBrokersRecordsBehind(t *testing.T) {
 	records := amqp.Table{
 		"x-death":                  []any{amqp.Table{"queue": "orders", "reason": "delivery_limit", "count": int64(1)}},
 		"x-first-death-queue":      "orders",
@@ -39,18 +40,17 @@ func TestRetryCopyLeavesTheBrokersRecordsBehind(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 
 	for _, tc := range []struct {
-		name    string
-		toRetry bool
-		plan    decide.Plan
+		name string
+		plan decide.Plan
 	}{
-		{"retry", true, decide.Plan{Action: decide.ActHandoff, Destination: "orders.retry.5s", NextAttempt: 2}},
-		{"dlq", false, decide.Plan{Action: decide.ActHandoff, Destination: "orders.dlq", NextAttempt: 1}},
+		{"retry", decide.Plan{Action: decide.ActHandoff, Destination: "orders.retry.5s", NextAttempt: 2}},
+		{"dlq", decide.Plan{Action: decide.ActHandoff, Destination: "orders.dlq", NextAttempt: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := Copy(d, env, nil, o, tc.plan, "orders", tc.toRetry, now).Headers
+			h := Copy(d, env, nil, o, tc.plan, "orders", now).Headers
 			for _, k := range []string{"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange", "x-last-death-queue", "x-delivery-count", "x-acquired-count"} {
-				if _, ok := h[k]; ok == tc.toRetry {
-					t.Errorf("%s: copy carries it %v, want %v", k, ok, !tc.toRetry)
+				if _, ok := h[k]; ok {
+					t.Errorf("%s: the copy carries it", k)
 				}
 			}
 			for _, k := range []string{guard.HeaderVersion, "x-tenant", "x-death-is-not-a-prefix", "x-last-deathly-but-other"} {
@@ -89,7 +89,7 @@ func TestRetryCopyOfAMessageAtTheBoundsPassesTheGuard(t *testing.T) {
 	}
 	o := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: strings.Repeat("x", 500)}}
 	plan := decide.Plan{Action: decide.ActHandoff, Destination: "orders.retry.5s", NextAttempt: 2}
-	p := Copy(d, env, nil, o, plan, strings.Repeat("q", 255), true, now)
+	p := Copy(d, env, nil, o, plan, strings.Repeat("q", 255), now)
 	p.Headers[guard.HeaderHandoffID] = "0123456789abcdef0123456789abcdef"
 	p.Headers["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	p.Headers["x-death"] = []any{amqp.Table{
