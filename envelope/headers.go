@@ -36,6 +36,12 @@ const (
 	HeaderRedriven = "x-lily-redriven"
 	// HeaderRedrivenFrom names the DLQ of the last re-drive.
 	HeaderRedrivenFrom = "x-lily-redriven-from"
+	// HeaderPoisonCopy marks the DLQ copy of a poison message. It keeps only
+	// the original's identity, sanitized and cut (so an id the guard refused
+	// may read as another, valid one), and its body: the guard refuses it as
+	// poison wherever it is consumed, and lilydlq does not send it back. A
+	// producer that writes it makes its own message poison.
+	HeaderPoisonCopy = "x-lily-poison-copy"
 )
 
 // BrokerRecord reports whether a header is the broker's record of a

@@ -10,6 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -319,8 +320,9 @@ func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {
 		if !printable(d.MessageId) || !printable(d.Type) {
 			t.Errorf("forwarded unsanitized id %q type %q", d.MessageId, d.Type)
 		}
-		// The five failure facts and the handoff id; none of the original headers.
-		if len(d.Headers) != 6 || header(t, d, guard.HeaderFailureKind) != "poison" || header(t, d, guard.HeaderHandoffID) == "" {
+		// The five failure facts, the handoff id and the poison copy's mark;
+		// none of the original headers.
+		if len(d.Headers) != 7 || header(t, d, guard.HeaderFailureKind) != "poison" || header(t, d, guard.HeaderHandoffID) == "" || header(t, d, envelope.HeaderPoisonCopy) != true {
 			t.Errorf("forwarded headers of %s: %v", d.MessageId, d.Headers)
 		}
 		if !printable(header(t, d, guard.HeaderFailureReason).(string)) {

@@ -50,6 +50,10 @@ type facts struct {
 	// Quarantined is why the client could not decode the copy's headers,
 	// when it could not: its headers are then the filter's marker alone.
 	Quarantined string `json:"quarantined,omitempty"`
+	// PoisonCopy: the runtime marked the copy as a poison message's
+	// (envelope.HeaderPoisonCopy), which keeps only its sanitized identity
+	// and body and which the guard refuses again.
+	PoisonCopy bool `json:"poison_copy,omitempty"`
 	// Conflict says why the copy has no source queue although it names
 	// one: Lily's failure facts and the broker's latest x-death name
 	// different queues. A producer can write either (the facts on a copy
@@ -97,6 +101,7 @@ func factsOf(d *amqp.Delivery, quarantined string) facts {
 	if n, ok := integer(h[headerDeliveryCount]); ok {
 		f.Count = n
 	}
+	_, f.PoisonCopy = h[envelope.HeaderPoisonCopy]
 	source, lily := h[envelope.HeaderFailureQueue].(string)
 	failed, _ := h[envelope.HeaderFailureTime].(time.Time)
 	death, dead := latestDeath(h)

@@ -41,7 +41,10 @@ cannot be sent back as it came). So does one whose x-lily-failure-queue and
 latest x-death name different queues (but for the expiry from one of that
 queue's retry buckets, on its way back): a producer can write either, the
 failure facts on a copy the broker dead-lettered and x-death on one Lily
-moved, so neither is trusted to route it. list shows both names.
+moved, so neither is trusted to route it. list shows both names. So does
+the copy of a poison message (x-lily-poison-copy, or an earlier Lily's of
+kind poison), which keeps only the original's sanitized identity and body:
+the guard refuses it again.
 
 -to sends every chosen copy to the queue named instead of its source, which
 is how copies without a trusted source go back once their queue is known.
@@ -136,6 +139,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		switch {
 		case f.Quarantined != "":
 			why = "its headers cannot be decoded (" + f.Quarantined + "), so it cannot be sent back as it came"
+		case (f.PoisonCopy || f.Kind == "poison") && o.to == "":
+			// An earlier Lily's poison copies carry no mark, only their kind.
+			why = "it is the copy of a poison message, which keeps only the original's sanitized identity and body: the guard refuses it again (have its producer send the message again, fixed; -to moves the copy elsewhere)"
 		case to == "" && f.Conflict != "":
 			why = "its source is in doubt (" + f.Conflict + "): a producer can write either; send it with -to"
 		case to == "" || len(to) > maxQueue:

@@ -31,7 +31,7 @@ func newDLQCase(t *testing.T) *dlqCase {
 		lilyCopy("a2", "order.placed", declined, "permanent", c.orders, 1, c.now.Add(-2*time.Hour)),
 		lilyCopy("b1", "order.paid", "retryable failure on attempt 3 of 3: timeout", "retryable", c.pays, 3, c.now.Add(-time.Hour)),
 		lilyCopy("b2", "order.paid", declined+" twice", "permanent", c.pays, 1, c.now.Add(-30*time.Minute)),
-		lilyCopy("c1", "order.placed", "poison: header x-lily-version missing", "poison", c.orders, 1, c.now.Add(-10*time.Minute)),
+		lilyCopy("c1", "order.placed", "unsupported: order.placed v3 as application/json has no route", "unsupported", c.orders, 1, c.now.Add(-10*time.Minute)),
 		lilyCopy("c2", "order.shipped", declined, "permanent", c.pays, 1, c.now.Add(-5*time.Minute)),
 	)
 	return c
@@ -338,6 +338,35 @@ func TestRedriveRefusesTheDLQAsSource(t *testing.T) {
 	got := b.take(dlq)
 	if len(got) != 1 || got[0].MessageId != "loop" || got[0].Headers[envelope.HeaderFailureReason] != "permanent failure" {
 		t.Errorf("the DLQ holds %v: want loop, with its failure facts", ids(got))
+	}
+}
+
+// TestRedriveKeepsPoisonCopies: the copy of a poison message keeps only its
+// sanitized identity and body, and the guard refuses it again: it stays,
+// reported, and the others move; -to moves it where the operator says.
+func TestRedriveKeepsPoisonCopies(t *testing.T) {
+	b := newBroker(t)
+	dlq, src, parking := b.queue("dlq", nil), b.queue("src", nil), b.queue("parking", nil)
+	poisoned := lilyCopy("poison-1", "t", "poison envelope: message_id not printable ASCII", "poison", src, 1, time.Now())
+	poisoned.Headers[envelope.HeaderPoisonCopy] = true
+	// An earlier Lily's poison copy: its kind, no mark.
+	unmarked := lilyCopy("poison-0", "t", "poison envelope: message_id not printable ASCII", "poison", src, 1, time.Now())
+	b.publish(dlq, unmarked, poisoned, lilyCopy("fine", "t", "permanent failure", "permanent", src, 1, time.Now()))
+	r := b.lilydlq("redrive", dlq, "-all")
+	for _, want := range []string{"not moved poison-0 (t): it is the copy of a poison message", "not moved poison-1 (t): it is the copy of a poison message", "moved fine (t) -> " + src} {
+		if r.code != exitFailure || !strings.Contains(r.stdout, want) {
+			t.Errorf("redrive: exit %d, lacks %q\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+	b.assertCounts(dlq, 2)
+	b.assertCounts(src, 1)
+	r = b.lilydlq("redrive", dlq, "-id", "poison-1", "-to", parking)
+	if r.code != exitOK {
+		t.Errorf("redrive -to: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 1)
+	if got := b.take(parking); len(got) != 1 || got[0].MessageId != "poison-1" || got[0].Headers[envelope.HeaderPoisonCopy] != true {
+		t.Errorf("%s holds %v, want poison-1 still marked", parking, ids(got))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -183,8 +184,9 @@ func TestUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
 }
 
 // As TestBrokerPoisonIsRejectedBeforeUserCode, over the same catalogue.
-// The copy carries the five failure facts and none of the original
-// headers (on the broker, the publisher adds its handoff id: six).
+// The copy carries the five failure facts, the poison copy's mark and none
+// of the original headers (on the broker, the publisher adds its handoff
+// id: seven).
 func TestPoisonIsRejectedBeforeUserCode(t *testing.T) {
 	var calls int
 	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil })
@@ -195,7 +197,7 @@ func TestPoisonIsRejectedBeforeUserCode(t *testing.T) {
 			t.Errorf("%s: result %+v", name, res)
 		}
 		c := res.Copy
-		if !printable(c.MessageId) || !printable(c.Type) || len(c.Headers) != 5 || c.Headers[guard.HeaderFailureKind] != "poison" {
+		if !printable(c.MessageId) || !printable(c.Type) || len(c.Headers) != 6 || c.Headers[guard.HeaderFailureKind] != "poison" || c.Headers[envelope.HeaderPoisonCopy] != true {
 			t.Errorf("%s: copy id %q type %q headers %v", name, c.MessageId, c.Type, c.Headers)
 		}
 	}

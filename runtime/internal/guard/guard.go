@@ -76,6 +76,9 @@ func (r *Reader) Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time)
 	if reason := checkHeaders(d.Headers, lim); reason != "" {
 		return poison(reason)
 	}
+	if _, ok := d.Headers[envelope.HeaderPoisonCopy]; ok {
+		return poison("the DLQ copy of a poison message (" + envelope.HeaderPoisonCopy + "): it keeps only the original's sanitized identity and body")
+	}
 	env, reason = r.read(d, lim)
 	if reason != "" {
 		return poison(reason)

@@ -24,7 +24,8 @@ import (
 // content type, and those of the identity headers its queue's envelope
 // profiles read (a CloudEvent's id, source and type, a type or id header)
 // that hold strings, so that a foreign producer's copy still says whose it
-// is.
+// is. Sanitized and cut, an id may read as another, valid one: the copy is
+// marked (envelope.HeaderPoisonCopy), and the guard refuses it.
 // UserId and Expiration are never forwarded: the broker would refuse a foreign
 // user id, and a per-message TTL would fight the retry bucket's. Nor are CC
 // and BCC (envelope.Routing): they would send the copy to the queues they
@@ -35,14 +36,16 @@ import (
 // a producer cannot have written (lilydlq trusts no source that it and the
 // failure facts dispute).
 func Copy(d *amqp.Delivery, env *guard.Envelope, identity []string, o outcome.Outcome, plan decide.Plan, source string, now time.Time) amqp.Publishing {
-	// Room for the failure facts and the handoff id up front: no map growth.
-	room := 7 + len(identity)
+	// Room for the failure facts, the handoff id and a poison copy's mark up
+	// front: no map growth.
+	room := 8 + len(identity)
 	if env != nil {
 		room += len(d.Headers)
 	}
 	h := make(amqp.Table, room)
 	p := amqp.Publishing{Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent}
 	if env == nil {
+		h[envelope.HeaderPoisonCopy] = true
 		p.MessageId = sanitize.Text(d.MessageId, 128)
 		p.Type = sanitize.Text(d.Type, 128)
 		p.ContentType = sanitize.Text(d.ContentType, 128)

@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
@@ -107,5 +108,28 @@ func TestRetryCopyOfAMessageAtTheBoundsPassesTheGuard(t *testing.T) {
 	env, verdict, reason = guard.Lily.Check(back, 1<<20, lim, now)
 	if verdict != guard.Passed || env.Attempt != 2 {
 		t.Fatalf("the retry copy, back in its queue: verdict %d, %q", verdict, reason)
+	}
+}
+
+// A poison delivery's copy keeps its identity sanitized and cut: an id the
+// guard refused (longer than 128 bytes, a control byte) may so read as a
+// valid one, another message's. The copy is marked, and the guard refuses
+// it wherever it goes.
+func TestPoisonCopyIsRefusedByTheGuard(t *testing.T) {
+	now := time.Now()
+	for _, id := range []string{strings.Repeat("a", 140), "evt\x01"} {
+		d := &amqp.Delivery{MessageId: id, Type: "orders.created", ContentType: "application/json", Headers: amqp.Table{}, Body: []byte("{}")}
+		if _, verdict, _ := guard.Lily.Check(d, 1<<20, guard.DefaultLimits, now); verdict != guard.Poison {
+			t.Fatalf("the original %q: verdict %d, want poison", id, verdict)
+		}
+		o := outcome.Outcome{Rejection: outcome.RejectPoison, Reason: "message_id refused"}
+		p := Copy(d, nil, nil, o, decide.Plan{Action: decide.ActHandoff, Destination: "orders.dlq", NextAttempt: 1}, "orders", now)
+		if p.Headers[envelope.HeaderPoisonCopy] != true {
+			t.Errorf("the copy of %q is not marked: %v", id, p.Headers)
+		}
+		back := &amqp.Delivery{MessageId: p.MessageId, Type: p.Type, ContentType: p.ContentType, Headers: p.Headers, Body: p.Body}
+		if _, verdict, reason := guard.Lily.Check(back, 1<<20, guard.DefaultLimits, now); verdict != guard.Poison || !strings.Contains(reason, "the DLQ copy of a poison message") {
+			t.Errorf("the copy of %q (id %q), sent back: verdict %d, %q; want refused as a poison copy", id, p.MessageId, verdict, reason)
+		}
 	}
 }
