@@ -185,25 +185,46 @@ func (b *breaker) renamed(om *schema.Message) *schema.Message {
 // alike in all but what follows the message's name or place: Go names,
 // positions and examples.
 func sameVersion(a, b *schema.Version) bool {
+	l := likeness{}
 	return a.Number == b.Number && slices.Equal(a.ContentTypes, b.ContentTypes) &&
 		a.DeprecatedSince == b.DeprecatedSince && a.RemoveAfter == b.RemoveAfter &&
-		slices.EqualFunc(a.Fields, b.Fields, sameField) && slices.EqualFunc(a.Headers, b.Headers, sameField)
+		slices.EqualFunc(a.Fields, b.Fields, l.field) && slices.EqualFunc(a.Headers, b.Headers, l.field)
 }
 
 // sameField reports whether two fields (or elements, or headers) are alike
 // in all but their GoPath and position, which follow the message.
-func sameField(a, b *schema.Field) bool {
+func sameField(a, b *schema.Field) bool { return likeness{}.field(a, b) }
+
+// likeness compares fields, each pair of shared types of one name once:
+// compared along each path, shared types nested in one another would take
+// time exponential in their depth.
+type likeness map[string]bool
+
+func (l likeness) field(a, b *schema.Field) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Name == b.Name && a.GoName == b.GoName && a.Type == b.Type && a.Int == b.Int &&
+	alike := a.Name == b.Name && a.GoName == b.GoName && a.Type == b.Type && a.Int == b.Int &&
 		a.Required == b.Required && a.Nullable == b.Nullable && a.Default == b.Default &&
 		samePointee(a.MinLength, b.MinLength) && samePointee(a.MaxLength, b.MaxLength) &&
 		samePointee(a.MinInt, b.MinInt) && samePointee(a.MaxInt, b.MaxInt) &&
 		samePointee(a.MinNum, b.MinNum) && samePointee(a.MaxNum, b.MaxNum) &&
 		samePointee(a.MinItems, b.MinItems) && samePointee(a.MaxItems, b.MaxItems) &&
-		a.Pattern == b.Pattern && slices.Equal(a.Values, b.Values) && a.Named == b.Named &&
-		slices.EqualFunc(a.Fields, b.Fields, sameField) && sameField(a.Items, b.Items)
+		a.Pattern == b.Pattern && slices.Equal(a.Values, b.Values) && a.Named == b.Named
+	if !alike {
+		return false
+	}
+	if a.Named != "" {
+		if same, ok := l[a.Named]; ok {
+			return same
+		}
+		l[a.Named] = true // a type within itself is alike so far
+	}
+	same := slices.EqualFunc(a.Fields, b.Fields, l.field) && l.field(a.Items, b.Items)
+	if a.Named != "" {
+		l[a.Named] = same
+	}
+	return same
 }
 
 // samePointee reports whether a and b are both nil or point to equal values.
@@ -388,17 +409,18 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 	}
 	switch of.Type {
 	case schema.Object:
-		if of.Named != "" && of.Named == nf.Named {
+		if of.Named != "" && nf.Named != "" {
 			// Its fields are the type's, one Go struct for every use: they
-			// are compared once, named by the type. Along each path, the
-			// comparison would take time exponential in how deeply shared
-			// types nest, and report each change once per path.
-			if !b.shared[of.Named] {
+			// are compared once, named by the type (the new one's, when it
+			// was renamed). Along each path, the comparison would take time
+			// exponential in how deeply shared types nest, and report each
+			// change once per path.
+			if pair := of.Named + " " + nf.Named; !b.shared[pair] {
 				if b.shared == nil {
 					b.shared = map[string]bool{}
 				}
-				b.shared[of.Named] = true
-				b.fields(of.Fields, nf.Fields, b.typeAt(nf), of.Named+".")
+				b.shared[pair] = true
+				b.fields(of.Fields, nf.Fields, b.typeAt(nf), nf.Named+".")
 			}
 			return
 		}

@@ -13,6 +13,7 @@ import (
 func Changes(old, new *schema.File) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	a := additions{add: add, shared: map[string]bool{}}
 	for _, nm := range new.Messages {
 		om := findMessage(old, nm.Name)
 		if om == nil {
@@ -34,8 +35,8 @@ func Changes(old, new *schema.File) []string {
 			case ov == nil:
 				add("new version %s", nv.GoName)
 			default:
-				added(ov.Fields, nv.Fields, nv.GoName+" field ", add)
-				added(ov.Headers, nv.Headers, nv.GoName+" header ", add)
+				a.fields(ov.Fields, nv.Fields, nv.GoName+" field ")
+				a.fields(ov.Headers, nv.Headers, nv.GoName+" header ")
 				if ov.DeprecatedSince == "" && nv.DeprecatedSince != "" {
 					add("%s is deprecated since %s", nv.GoName, nv.DeprecatedSince)
 				}
@@ -83,16 +84,30 @@ func Changes(old, new *schema.File) []string {
 	return out
 }
 
-// added reports the optional fields of new that old lacks, at any depth;
-// required ones are breaking.
-func added(old, new []*schema.Field, prefix string, add func(string, ...any)) {
+// additions reports the optional fields a version gained, at any depth;
+// required ones are breaking. A shared type's are reported once, named by
+// the type (the new one's, when it was renamed), as Breaking reports its
+// changes: walked along each path, shared types nested in one another would
+// take time exponential in their depth.
+type additions struct {
+	add    func(string, ...any)
+	shared map[string]bool // the pairs of shared types compared so far, old and new name
+}
+
+func (a additions) fields(old, new []*schema.Field, prefix string) {
 	for _, nf := range new {
 		of := findField(old, nf.Name)
 		switch {
 		case of == nil && !nf.Required:
-			add("%s%s added (optional)", prefix, nf.Name)
-		case of != nil && of.Type == schema.Object && nf.Type == schema.Object:
-			added(of.Fields, nf.Fields, prefix+nf.Name+".", add)
+			a.add("%s%s added (optional)", prefix, nf.Name)
+		case of == nil || of.Type != schema.Object || nf.Type != schema.Object:
+		case of.Named != "" && nf.Named != "":
+			if pair := of.Named + " " + nf.Named; !a.shared[pair] {
+				a.shared[pair] = true
+				a.fields(of.Fields, nf.Fields, nf.Named+".")
+			}
+		default:
+			a.fields(of.Fields, nf.Fields, prefix+nf.Name+".")
 		}
 	}
 }

@@ -156,3 +156,53 @@ func TestBreakingPlacesSharedTypeChanges(t *testing.T) {
 		t.Errorf("findings (-want +got):\n%s", diff)
 	}
 }
+
+// diamond is a schema whose shared types, named <t>0 to <t><depth>, nest
+// depth deep, each using the next in eight fields: 8^depth paths lead to the
+// last, extra in its fields.
+func diamond(depth int, t, message, extra string) string {
+	var b strings.Builder
+	b.WriteString("version: 1\npackage: deep\ntypes:\n")
+	for k := range depth {
+		fmt.Fprintf(&b, "  %s%d:\n    type: object\n    fields:\n", t, k)
+		for i := range 8 {
+			fmt.Fprintf(&b, "      f%d: {type: %s%d}\n", i, t, k+1)
+		}
+	}
+	fmt.Fprintf(&b, "  %s%d:\n    type: object\n    fields:\n      n: {type: string, max_length: 5}\n%s", t, depth, extra)
+	fmt.Fprintf(&b, "messages:\n  %s:\n    versions:\n      1:\n        fields:\n          root: {type: %s0}\n", message, t)
+	return b.String()
+}
+
+// TestReviewOfNestedSharedTypes: an addition deep in shared types nested in
+// one another is reported once, by the type's name, the new one's when the
+// types were renamed; and a message renamed with its versions as they were
+// is found: each pair of shared types is compared once, not along each of
+// its 8^20 paths, which would never end.
+func TestReviewOfNestedSharedTypes(t *testing.T) {
+	old := parse(t, "old.lily.yaml", diamond(20, "T", "Deep", ""))
+	const extra = "      extra: {type: string, max_length: 5}\n"
+	if got, want := Changes(old, parse(t, "new.lily.yaml", diamond(20, "T", "Deep", extra))), []string{"T20.extra added (optional)"}; !slices.Equal(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
+	renamedTypes := parse(t, "new.lily.yaml", diamond(20, "U", "Deep", extra))
+	if got, want := Changes(old, renamedTypes), []string{"U20.extra added (optional)"}; !slices.Equal(got, want) {
+		t.Errorf("changes with the types renamed %q, want %q", got, want)
+	}
+	if got := findingKeys(old, renamedTypes); !slices.ContainsFunc(got, func(k string) bool { return strings.HasPrefix(k, "API FIELD-GO-TYPE-CHANGED@") }) {
+		t.Errorf("findings with the types renamed %q lack the Go type change", got)
+	}
+	renamed := parse(t, "new.lily.yaml", diamond(20, "T", "Deeper", ""))
+	if got := findingKeys(old, renamed); !slices.ContainsFunc(got, func(k string) bool { return strings.Contains(k, "MESSAGE-RENAMED") }) {
+		t.Errorf("findings %q lack the rename", got)
+	}
+}
+
+// TestChangesNameASharedTypesAdditionOnce: a field added to a shared type
+// that two versions use is one change.
+func TestChangesNameASharedTypesAdditionOnce(t *testing.T) {
+	src := strings.Replace(sharedBase, "      holder: {type: string, max_length: 100}\n", "      holder: {type: string, max_length: 100}\n      nick: {type: string, max_length: 9}\n", 1)
+	if got, want := Changes(parse(t, "old.lily.yaml", sharedBase), parse(t, "new.lily.yaml", src)), []string{"Card.nick added (optional)"}; !slices.Equal(got, want) {
+		t.Errorf("changes %q, want %q", got, want)
+	}
+}
