@@ -8,6 +8,17 @@ import (
 // MaxIDBytes bounds a message id, as every reader of Lily's reads one.
 const MaxIDBytes = 128
 
+// The bounds of a message's header table, as every reader of Lily's reads
+// one (the guard's); the headers a message gains on its way through a retry
+// or a re-drive have room of their own beside them.
+const (
+	MaxHeaders          = 64    // the producer's headers in the table
+	MaxHeaderKeyBytes   = 128   // one header's name
+	MaxHeaderValueBytes = 4096  // one string or byte-array value
+	MaxHeaderDepth      = 4     // tables and arrays nested in the table
+	MaxHeaderBytes      = 16384 // the producer's keys and values together
+)
+
 // IDText reports whether every byte of s may stand in an id: printable
 // ASCII without spaces (0x21..0x7e).
 func IDText(s string) bool {

@@ -1,8 +1,12 @@
 package gen
 
 import (
+	"fmt"
+	"strconv"
+
 	"github.com/dave/jennifer/jen"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -38,6 +42,14 @@ func headers(j *jen.File, v *schema.Version) {
 			present = append(present, enumCheck(f, jen.Id(local), p, zero))
 		} else {
 			present = append(present, checks(f, jen.Id(local), p, zero)...)
+		}
+		if f.Type == schema.String && (f.MaxLength == nil || 4**f.MaxLength > envelope.MaxHeaderValueBytes) {
+			// Its characters may take more bytes than a consumer's guard takes
+			// in one value: a producer must not send what it refuses.
+			present = append(present,
+				jen.Comment("A consumer's guard takes at most "+strconv.Itoa(envelope.MaxHeaderValueBytes)+" bytes in one header value."),
+				jen.If(jen.Len(jen.Id(local)).Op(">").Lit(envelope.MaxHeaderValueBytes)).Block(
+					failWith(zero, p, fmt.Sprintf("longer than %d bytes", envelope.MaxHeaderValueBytes))))
 		}
 		present = append(present, b.assign(f, local, jen.Id("out").Dot(f.GoName))...)
 		stmt := jen.If(

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/envelope"
 )
 
 // place is where a field appears, which decides the keys it may have.
@@ -64,6 +66,10 @@ func (p *parser) named(n *yaml.Node, what, parent string, at place, valid func(s
 			p.errorf(k, RuleName, "field name %q is %d bytes: at most %d", shorten(name), len(name), maxFieldName)
 			return
 		}
+		if at == inHeaders && len(name) > envelope.MaxHeaderKeyBytes {
+			p.errorf(k, RuleName, "header name %q is %d bytes: at most %d, the longest key a consumer's guard accepts", shorten(name), len(name), envelope.MaxHeaderKeyBytes)
+			return
+		}
 		if !valid(name) {
 			if at == inHeaders {
 				p.errorf(k, RuleName, "header name %q must start with a letter and hold only letters, digits, _, - and .", name)
@@ -98,7 +104,7 @@ func (p *parser) named(n *yaml.Node, what, parent string, at place, valid func(s
 
 func validKey(s string) bool { return validName(s, "_-") }
 
-func validHeader(s string) bool { return len(s) <= 255 && validName(s, "_-.") }
+func validHeader(s string) bool { return validName(s, "_-.") }
 
 // validName reports whether s is an ASCII letter followed by letters, digits
 // and the characters of extra.

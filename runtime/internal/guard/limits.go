@@ -15,11 +15,11 @@ type Limits struct {
 
 // DefaultLimits are safe for ordinary producers and far below what the broker accepts.
 var DefaultLimits = Limits{
-	MaxHeaders:        64,
-	MaxHeaderKeyBytes: 128,
-	MaxValueBytes:     4096,
-	MaxDepth:          4,
-	MaxHeaderBytes:    16384,
+	MaxHeaders:        envelope.MaxHeaders,
+	MaxHeaderKeyBytes: envelope.MaxHeaderKeyBytes,
+	MaxValueBytes:     envelope.MaxHeaderValueBytes,
+	MaxDepth:          envelope.MaxHeaderDepth,
+	MaxHeaderBytes:    envelope.MaxHeaderBytes,
 	MaxIDBytes:        envelope.MaxIDBytes,
 	MaxAttempt:        1000,
 }
