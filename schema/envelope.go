@@ -75,7 +75,7 @@ func (p *parser) envelope(k, v *yaml.Node) *Envelope {
 		return nil
 	}
 	if !slices.Contains(envelopeKinds, s) {
-		p.errorf(kind.v, RuleEnvelope, "unknown envelope kind %q", s).Hint = hint(s, envelopeKinds, "cloudevents or headers")
+		p.errorf(kind.v, RuleEnvelope, "unknown envelope kind %q", s).nearest(s, envelopeKinds, "cloudevents or headers")
 		return nil
 	}
 	e.Profile.Kind = envelope.Kind(s)
@@ -244,7 +244,7 @@ func (p *parser) envelopeRef(n *yaml.Node, all []*Envelope) *Envelope {
 		for _, e := range all {
 			names = append(names, e.Name)
 		}
-		p.errorf(n, RuleUnknownRef, "unknown envelope %q", s).Hint = hint(s, names, "envelopes: "+listed(names))
+		p.errorf(n, RuleUnknownRef, "unknown envelope %q", s).nearest(s, names, "envelopes: "+listed(names))
 		return nil
 	}
 	return all[i]

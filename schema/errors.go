@@ -135,6 +135,19 @@ func suggest(got string, candidates []string) string {
 	return fmt.Sprintf("did you mean %q?", best)
 }
 
+// nearest sets e's hint: the candidate nearest to got, or else what fits. A
+// problem past maxErrors is not listed, and its hint is not worked out: for
+// many problems among many names, that would take time of their product.
+func (e *Error) nearest(got string, candidates []string, fits string) {
+	if e.listed() {
+		e.Hint = hint(got, candidates, fits)
+	}
+}
+
+// listed reports whether e is among the problems listed: one past
+// maxErrors is only counted, and what its hint would take is spared.
+func (e *Error) listed() bool { return e.Rule != "" }
+
 // hint suggests the candidate nearest to got, or else says what fits.
 func hint(got string, candidates []string, fits string) string {
 	if s := suggest(got, candidates); s != "" {

@@ -50,7 +50,7 @@ func (p *parser) exchange(k, v *yaml.Node, f *File) *pendingExchange {
 	} else if s, ok := p.str(e.v, "type"); ok {
 		x.Type = s
 		if !slices.Contains(exchangeTypes, s) {
-			p.errorf(e.v, RuleUnknownType, "unknown exchange type %q", s).Hint = hint(s, exchangeTypes, "direct, topic, fanout or headers")
+			p.errorf(e.v, RuleUnknownType, "unknown exchange type %q", s).nearest(s, exchangeTypes, "direct, topic, fanout or headers")
 		}
 	}
 	for _, key := range ownedOnlyExchange {
@@ -104,7 +104,7 @@ func (p *parser) ownership(m map[string]entry, external bool) bool {
 		return external
 	}
 	if s != Owned && s != External {
-		p.errorf(e.v, RuleOwnership, "unknown ownership %q", s).Hint = hint(s, []string{Owned, External}, "owned or external")
+		p.errorf(e.v, RuleOwnership, "unknown ownership %q", s).nearest(s, []string{Owned, External}, "owned or external")
 		return external
 	}
 	return s == External
@@ -155,7 +155,7 @@ func (p *parser) bindings(n *yaml.Node, f *File, external bool, into *Exchange) 
 			for i, x := range f.Exchanges {
 				names[i] = x.Name
 			}
-			p.errorf(e.v, RuleUnknownRef, "unknown exchange %q", name).Hint = hint(name, names, "declare it under exchanges:, with ownership: external if another team owns it")
+			p.errorf(e.v, RuleUnknownRef, "unknown exchange %q", name).nearest(name, names, "declare it under exchanges:, with ownership: external if another team owns it")
 			continue
 		case src == into:
 			p.errorf(e.v, RuleExchange, "exchange %q is bound to itself", name)

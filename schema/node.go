@@ -91,7 +91,7 @@ func (p *parser) object(n *yaml.Node, what string, known ...string) map[string]e
 	p.entries(n, what, func(k, v *yaml.Node) {
 		if !slices.Contains(known, k.Value) {
 			p.errorf(k, RuleUnknownKey, "unknown key %q", k.Value).
-				Hint = hint(k.Value, known, "known keys: "+strings.Join(slices.Sorted(slices.Values(known)), ", "))
+				nearest(k.Value, known, "known keys: "+strings.Join(slices.Sorted(slices.Values(known)), ", "))
 			return
 		}
 		m[k.Value] = entry{k, v}

@@ -220,7 +220,7 @@ func (p *parser) publishRefs(f *File) {
 					names[i] = x.Name
 				}
 				p.errorf(pp.exchange, RuleUnknownRef, "unknown exchange %q", pub.Exchange).
-					Hint = hint(pub.Exchange, names, "declare it under exchanges:, with ownership: external if another team owns it")
+					nearest(pub.Exchange, names, "declare it under exchanges:, with ownership: external if another team owns it")
 				continue
 			}
 		}

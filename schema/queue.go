@@ -58,7 +58,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		if s, ok := p.str(e.v, "type"); ok {
 			q.Type = QueueType(s)
 			if q.Type != Classic && q.Type != Quorum {
-				p.errorf(e.v, RuleUnknownType, "unknown queue type %q", s).Hint = hint(s, []string{string(Classic), string(Quorum)}, "classic or quorum")
+				p.errorf(e.v, RuleUnknownType, "unknown queue type %q", s).nearest(s, []string{string(Classic), string(Quorum)}, "classic or quorum")
 			}
 		}
 	}
@@ -128,7 +128,7 @@ func (p *parser) inbox(n *yaml.Node, or Inbox) Inbox {
 		return or
 	}
 	if known := []string{string(InboxNone), string(InboxOptional), string(InboxRequired)}; !slices.Contains(known, s) {
-		p.errorf(n, RuleInbox, "unknown inbox policy %q", s).Hint = hint(s, known, "required, optional or none")
+		p.errorf(n, RuleInbox, "unknown inbox policy %q", s).nearest(s, known, "required, optional or none")
 		return or
 	}
 	return Inbox(s)
@@ -290,6 +290,7 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 	}
 	var out []Consume
 	first := map[*Version]*yaml.Node{}
+	var names []string // the messages' names, for a hint, once one is needed
 	for _, item := range items {
 		m := p.object(item, "consumes", "message", "versions", "inbox")
 		if m == nil {
@@ -306,11 +307,13 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 		}
 		i := slices.IndexFunc(msgs, func(m *Message) bool { return m.Name == name })
 		if i < 0 {
-			names := make([]string, len(msgs))
-			for j, m := range msgs {
-				names[j] = m.Name
+			if names == nil {
+				names = make([]string, len(msgs))
+				for j, m := range msgs {
+					names[j] = m.Name
+				}
 			}
-			p.errorf(e.v, RuleUnknownRef, "unknown message %q", name).Hint = hint(name, names, "messages: "+listed(names))
+			p.errorf(e.v, RuleUnknownRef, "unknown message %q", name).nearest(name, names, "messages: "+listed(names))
 			continue
 		}
 		c := Consume{Message: msgs[i], Versions: msgs[i].Versions, Envelope: cmp.Or(msgs[i].Envelope, q.Envelope, lilyEnvelope), Inbox: q.Inbox, Pos: p.pos(e.v)}

@@ -131,15 +131,18 @@ func (p *parser) unknownType(n *yaml.Node, t string, f *Field, allowed []Type, a
 	case at == inHeaders && shared:
 		p.errorf(n, RuleUnknownType, "header type %s is a shared %s: a header holds a scalar or an enum", t, f.Type)
 	case isIdent(t, true):
-		p.errorf(n, RuleUnknownType, "unknown type %q", t).
-			Hint = hint(t, p.sharedNames(allowed...), fmt.Sprintf("declare it under types, or use one of %s", typeList(allowed)))
+		if e := p.errorf(n, RuleUnknownType, "unknown type %q", t); e.listed() {
+			e.nearest(t, p.sharedNames(allowed...), fmt.Sprintf("declare it under types, or use one of %s", typeList(allowed)))
+		}
 	default:
 		what := "type"
 		if at == inHeaders && slices.Contains(types, f.Type) {
 			what = "header type"
 		}
 		e := p.errorf(n, RuleUnknownType, "unknown %s %q", what, t)
-		e.Hint = hint(t, append(typeNames(allowed), p.sharedNames(allowed...)...), "one of "+typeList(allowed))
+		if e.listed() {
+			e.nearest(t, append(typeNames(allowed), p.sharedNames(allowed...)...), "one of "+typeList(allowed))
+		}
 		if t == "uint64" {
 			e.Hint = "Lily carries integers as int64, and AMQP headers have no uint64: use int64 with min: 0, or uint32"
 		}
