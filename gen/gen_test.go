@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -125,6 +126,27 @@ func TestControlCharactersStayInComments(t *testing.T) {
 	out := generateFrom(t, "s.yaml", []byte(src))
 	if !bytes.Contains(out.Content, []byte(`// matches "^x\ny$"`)) || !bytes.Contains(out.Content, []byte(`one of "p\nq, r".`)) {
 		t.Errorf("control characters not quoted in comments:\n%s", out.Content)
+	}
+}
+
+// Format characters Go does not print as themselves, a byte order mark in an
+// enum value, a pattern or an exchange's name, are quoted in comments too:
+// gofmt refuses a byte order mark anywhere but at a file's start.
+func TestFormatCharactersStayInComments(t *testing.T) {
+	src := "version: 1\npackage: x\n" +
+		"exchanges:\n  \"ev\\ufeffents\": {type: topic}\n" +
+		"messages:\n  A:\n    publish: {exchange: \"ev\\ufeffents\", routing_key: a}\n    versions:\n      1:\n        fields:\n" +
+		"          a: {type: string, pattern: \"^x\\u202ey$\"}\n" +
+		"          b: {type: enum, values: [\"p\\ufeff\", r]}\n"
+	out := generateFrom(t, "s.yaml", []byte(src))
+	for _, want := range []string{`// matches "^x\u202ey$"`, `one of "p\ufeff, r".`} {
+		if !bytes.Contains(out.Content, []byte(want)) {
+			t.Errorf("generated code lacks %s:\n%s", want, out.Content)
+		}
+	}
+	// The Publish function's doc names the exchange, wrapped where it fits.
+	if !regexp.MustCompile(`(?m)^// .*"ev\\ufeffents"`).Match(out.Content) {
+		t.Errorf("the exchange's name is not quoted in a comment:\n%s", out.Content)
 	}
 }
 

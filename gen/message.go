@@ -117,10 +117,12 @@ func walk(parent, kind string, fields []*schema.Field, fn func(f *schema.Field, 
 
 func patternVar(f *schema.Field) string { return "pattern" + f.GoPath }
 
-// commentText keeps schema text that holds control characters, such as a
-// newline in a pattern, from breaking out of a comment: it is quoted.
+// commentText keeps schema text that holds a character Go does not print
+// as itself, from breaking out of a comment (a newline in a pattern) or
+// making gofmt refuse the file (a byte order mark in an enum value): it is
+// quoted.
 func commentText(s string) string {
-	if strings.ContainsFunc(s, unicode.IsControl) {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		return strconv.Quote(s)
 	}
 	return s

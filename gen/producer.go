@@ -151,9 +151,9 @@ func publisher(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Enve
 	doc := fmt.Sprintf("%s sends msg, as New%s builds it, through s", name, v.GoName)
 	if pub.Exchange != "" {
 		fields = append(fields, kv("Exchange", jen.Id(m.Name+"Exchange")))
-		doc += " to exchange " + pub.Exchange
+		doc += " to exchange " + commentText(pub.Exchange)
 	} else {
-		doc += fmt.Sprintf(" to queue %s, by the default exchange", pub.RoutingKey.For(v))
+		doc += fmt.Sprintf(" to queue %s, by the default exchange", commentText(pub.RoutingKey.For(v)))
 	}
 	switch k := pub.RoutingKey; {
 	case k.Fixed != "":
