@@ -3,6 +3,7 @@ package schema
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,6 +170,19 @@ func (p *parser) number(n *yaml.Node, what string) (float64, bool) {
 	if math.IsInf(v, 0) || math.IsNaN(v) {
 		p.errorf(n, RuleRange, "%s: want a finite number, got %s", what, n.Value)
 		return 0, false
+	}
+	// A bound is checked as a float64: one that does not read as the
+	// number written would check another.
+	if v == 0 && strings.ContainsAny(strings.Split(strings.ToLower(n.Value), "e")[0], "123456789") {
+		p.errorf(n, RuleRange, "%s: %s is too small for a float64, which reads it as 0", what, shorten(n.Value))
+		return 0, false
+	}
+	// An integer past uint64 comes tagged !!float: read as written, still.
+	if i, ok := new(big.Int).SetString(strings.ReplaceAll(n.Value, "_", ""), 0); ok {
+		if _, exact := new(big.Float).SetInt(i).Float64(); exact != big.Exact {
+			p.errorf(n, RuleRange, "%s: %s has no float64 of its own: it reads as %s", what, shorten(n.Value), new(big.Float).SetFloat64(v).Text('f', 0))
+			return 0, false
+		}
 	}
 	return v, true
 }

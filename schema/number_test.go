@@ -1,0 +1,36 @@
+package schema
+
+import (
+	"strings"
+	"testing"
+)
+
+// A number bound is checked as a float64, so one that does not read as the
+// number written is refused: one that underflows to 0, an integer past 2^53
+// with no float64 of its own (past uint64 too, which YAML tags a float).
+// Decimals a float64 only comes near (0.1) stand, as do integers it holds.
+func TestNumberBoundsReadAsWritten(t *testing.T) {
+	src := `version: 1
+package: p
+messages:
+  M:
+    versions:
+      1:
+        fields:
+          a: {type: number, max: -1e-400}
+          b: {type: number, min: 9007199254740993}
+          c: {type: number, min: 0.1, max: 9007199254740992}
+          d: {type: number, min: 0, max: 1e-300}
+          e: {type: number, min: 1180591620717411303424, max: 1180591620717411303425}
+`
+	_, err := Parse("schema.lily.yaml", []byte(src))
+	want := []string{
+		"schema.lily.yaml:8:34: max: -1e-400 is too small for a float64, which reads it as 0 [OUT-OF-RANGE]",
+		"schema.lily.yaml:9:34: min: 9007199254740993 has no float64 of its own: it reads as 9007199254740992 [OUT-OF-RANGE]",
+		// Past uint64, YAML tags an integer !!float.
+		"schema.lily.yaml:12:63: max: 1180591620717411303425 has no float64 of its own: it reads as 1180591620717411303424 [OUT-OF-RANGE]",
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}
