@@ -46,7 +46,10 @@ would delete) it prints a unified diff (on disk → generated, at most 200
 lines) to stdout and names the file on stderr; with --error-format=json or
 github-actions it prints one STALE-OUTPUT diagnostic per file instead. In CI:
 
-  go tool lilygen check $(git ls-files '*.lily.yaml')`,
+  go tool lilygen check $(git grep -l '^package:' -- '*.lily.yaml')
+
+(the root schemas: a file another includes has no package, and is checked
+with its root).`,
 	flags: func(*flag.FlagSet) func(*env) int {
 		return func(e *env) int {
 			targets, ok := e.generate("check")
