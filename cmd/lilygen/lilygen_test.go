@@ -248,6 +248,37 @@ func TestLeftoversSpareANamesakesOutput(t *testing.T) {
 	}
 }
 
+// A schema of the same file name beside this one's directory, elsewhere in
+// the module, may write its output below this one: what it generates now is
+// its, not a leftover of this one, which names the same source.
+func TestLeftoversSpareANamesakeElsewhereInTheModule(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	writeFile(t, filepath.Join(dir, "a", "ping.lily.yaml"), strings.NewReplacer("output: out", "output: ../b/gen", "package: pingmsg", "package: pinga").Replace(minimal))
+	writeFile(t, filepath.Join(dir, "b", "ping.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen", 1))
+	a, b := filepath.Join("a", "ping.lily.yaml"), filepath.Join("b", "ping.lily.yaml")
+	for _, name := range []string{a, b} {
+		if code, _, stderr := lilygen(t, dir, "generate", name); code != exitOK {
+			t.Fatalf("generate %s: exit %d\n%s", name, code, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b", "gen", "pinga.lily.go")); err != nil {
+		t.Errorf("generating b's schema removed what a's generates: %v", err)
+	}
+	if code, stdout, stderr := lilygen(t, dir, "check", a, b); code != exitOK {
+		t.Errorf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// Half edited, a's schema says nothing of what it generates: nothing
+	// is deleted until it can be read.
+	writeFile(t, filepath.Join(dir, a), "version: 1\npackage: [\n")
+	if code, _, stderr := lilygen(t, dir, "generate", b); code != exitOK {
+		t.Fatalf("generate %s: exit %d\n%s", b, code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b", "gen", "pinga.lily.go")); err != nil {
+		t.Errorf("generating b's schema removed what a's generated while a's could not be read: %v", err)
+	}
+}
+
 // A file names its source under lilygen's header and version line, or,
 // generated before lilygen wrote that line, right under the header.
 func TestGeneratedSource(t *testing.T) {

@@ -31,8 +31,8 @@ func generatedName(path string) bool {
 // package or AsyncAPI file changed. A file came from the schema when it is a
 // *.lily.go or a YAML file with lilygen's header naming the schema's file
 // name as its source, no file of that name stands in a directory between
-// the two (that schema would own it), and no schema of that name below
-// (whose output may be anywhere) generates it now. Hidden directories,
+// the two (that schema would own it), and no schema of that name in the
+// module (whose output may be anywhere) generates it now. Hidden directories,
 // vendor and other modules are not searched.
 func leftovers(name string, targets []target) []string {
 	root, base := filepath.Dir(name), filepath.Base(name)
@@ -46,15 +46,64 @@ func leftovers(name string, targets []target) []string {
 			out = append(out, path)
 		}
 	})
+	if len(out) > 0 {
+		// A namesake elsewhere in the module may write below root too (its
+		// output is any directory): what it generates now is its own. One
+		// that cannot be read now (being edited, say) says nothing of what
+		// it generates, and no rule of directories keeps its files: nothing
+		// is deleted until it can be read.
+		for _, other := range namesakesAbove(root, name, base) {
+			if _, err := schema.Load(other); err != nil {
+				return nil
+			}
+			namesakes = append(namesakes, other)
+		}
+	}
 	for _, other := range namesakes {
-		theirs := generates(other)
-		out = slices.DeleteFunc(out, func(path string) bool { return slices.Contains(theirs, path) })
+		theirs := absolute(generates(other))
+		out = slices.DeleteFunc(out, func(path string) bool { return slices.Contains(theirs, absolute([]string{path})[0]) })
+	}
+	return out
+}
+
+// namesakesAbove lists the schemas named base in the module around root but
+// outside root, and not name itself: their outputs may lie below root. None
+// when root is in no module.
+func namesakesAbove(root, name, base string) []string {
+	dir, err := filepath.Abs(root)
+	if err != nil {
+		return nil
+	}
+	for !exists(filepath.Join(dir, "go.mod")) {
+		if dir == filepath.Dir(dir) {
+			return nil
+		}
+		dir = filepath.Dir(dir)
+	}
+	below, self := absolute([]string{root})[0]+string(filepath.Separator), absolute([]string{name})[0]
+	var out []string
+	walk(dir, func(path string) {
+		if filepath.Base(path) == base && path != self && !strings.HasPrefix(path, below) {
+			out = append(out, path)
+		}
+	})
+	return out
+}
+
+// absolute is paths made absolute, as far as they can be.
+func absolute(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		out[i] = p
 	}
 	return out
 }
 
 // walk calls visit with every file below root, but in hidden directories,
-// vendor and other modules.
+// vendor, node_modules and other modules.
 func walk(root string, visit func(path string)) {
 	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		switch {
@@ -62,7 +111,7 @@ func walk(root string, visit func(path string)) {
 			return nil // an unreadable directory holds nothing to delete
 		case !d.IsDir():
 			visit(path)
-		case path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "vendor" || exists(filepath.Join(path, "go.mod"))):
+		case path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "vendor" || d.Name() == "node_modules" || exists(filepath.Join(path, "go.mod"))):
 			return filepath.SkipDir
 		}
 		return nil
