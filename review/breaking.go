@@ -521,15 +521,21 @@ type change struct {
 // enum values.
 func ranges(of, nf *schema.Field) []change {
 	var out []change
+	// A limit left out is the least or most the type holds: one written as
+	// that (min_items: 0, max: 9223372036854775807 on an int64) changes
+	// nothing.
+	none := 0
 	switch of.Type {
 	case schema.String, schema.Bytes:
-		out = append(out, compareRange(of, nf, of.MinLength, of.MaxLength, nf.MinLength, nf.MaxLength))
+		out = append(out, compareRange(of, nf, cmp.Or(of.MinLength, &none), of.MaxLength, cmp.Or(nf.MinLength, &none), nf.MaxLength))
 	case schema.Integer:
-		out = append(out, compareRange(of, nf, of.MinInt, of.MaxInt, nf.MinInt, nf.MaxInt))
+		olo, ohi := of.Int.Range()
+		nlo, nhi := nf.Int.Range()
+		out = append(out, compareRange(of, nf, cmp.Or(of.MinInt, &olo), cmp.Or(of.MaxInt, &ohi), cmp.Or(nf.MinInt, &nlo), cmp.Or(nf.MaxInt, &nhi)))
 	case schema.Number:
 		out = append(out, compareRange(of, nf, of.MinNum, of.MaxNum, nf.MinNum, nf.MaxNum))
 	case schema.List, schema.Map:
-		out = append(out, compareRange(of, nf, of.MinItems, of.MaxItems, nf.MinItems, nf.MaxItems))
+		out = append(out, compareRange(of, nf, cmp.Or(of.MinItems, &none), of.MaxItems, cmp.Or(nf.MinItems, &none), nf.MaxItems))
 	case schema.Enum:
 		out = append(out, change{
 			what:     "values",

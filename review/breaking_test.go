@@ -79,6 +79,9 @@ func TestBreaking(t *testing.T) {
 		{"bounds narrowed", []string{"min: 1, max: 1000", "min: 2, max: 1000"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.amount"}},
 		{"list element narrowed", []string{"max_length: 20}", "max_length: 10}"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.items[]"}},
 		{"item count narrowed", []string{"max_items: 10", "max_items: 5"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.items"}},
+		// A limit written as what the type holds anyway changes nothing.
+		{"least item count written", []string{"max_items: 10", "min_items: 0\n            max_items: 10"}, nil},
+		{"least length written", []string{"note: {type: string, max_length: 200}", "note: {type: string, min_length: 0, max_length: 200}"}, nil},
 		{"required field added", []string{"          note:", "          currency: {type: string, required: true, max_length: 3}\n          note:"},
 			[]string{"INFLIGHT FIELD-REQUIRED-ADDED@OrderPlaced.v1.currency"}},
 		{"nested required field added", []string{"              email:", "              name: {type: string, required: true, max_length: 9}\n              email:"},
@@ -500,5 +503,16 @@ func TestBreakingOverflowAsDeclared(t *testing.T) {
 		if diff := cmp.Diff(c.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", c.name, diff)
 		}
+	}
+}
+
+// An integer's own range written as its bounds changes nothing: a limit left
+// out is the least or most its type holds.
+func TestBreakingIntegerRangeWrittenOut(t *testing.T) {
+	src := "version: 1\npackage: p\nmessages:\n  M:\n    versions:\n      1:\n        fields:\n          n: {type: integer}\n          s: {type: int8}\n"
+	written := strings.NewReplacer("n: {type: integer}", "n: {type: integer, min: -9223372036854775808, max: 9223372036854775807}",
+		"s: {type: int8}", "s: {type: int8, min: -128, max: 127}").Replace(src)
+	if got := findingKeys(parse(t, "old.lily.yaml", src), parse(t, "new.lily.yaml", written)); len(got) != 0 {
+		t.Errorf("findings %q, want none", got)
 	}
 }
