@@ -336,6 +336,13 @@ func (b *breaker) fields(old, new []*schema.Field, parent schema.Pos, prefix str
 			b.field(of, nf, subject)
 			continue
 		}
+		if nf := renamedOnTheWire(old, new, of); nf != nil {
+			b.add(rules.FieldWireRenamed, subject, nf.Pos,
+				fmt.Sprintf("%s travels as %s now, its Go field %s kept: messages already queued, and producers on the old schema, send %s, which the new extractor ignores, and consumers on the old schema ignore %s", subject, nf.Name, of.GoName, of.Name, nf.Name),
+				"keep the name it travels as; a new name is a new field, beside the old one or in a new version of the message")
+			b.field(of, nf, subject)
+			continue
+		}
 		b.add(rules.FieldRemoved, subject, parent,
 			fmt.Sprintf("%s is removed with its Go field %s", subject, of.GoName),
 			"remove every use of the Go field first")
@@ -352,6 +359,16 @@ func (b *breaker) fields(old, new []*schema.Field, parent schema.Pos, prefix str
 				"add it as optional, or in a new version of the message")
 		}
 	}
+}
+
+// renamedOnTheWire is the field of new, absent from old, that has of's Go
+// name under another name as it travels: of renamed on the wire alone.
+func renamedOnTheWire(old, new []*schema.Field, of *schema.Field) *schema.Field {
+	i := slices.IndexFunc(new, func(nf *schema.Field) bool { return nf.GoName == of.GoName && findField(old, nf.Name) == nil })
+	if i < 0 {
+		return nil
+	}
+	return new[i]
 }
 
 // field compares one field present in both revisions, then its elements or
@@ -451,7 +468,10 @@ func (b *breaker) enumConstants(of, nf *schema.Field, subject string) {
 	}
 	var gone []string
 	for _, v := range of.Values {
-		if !slices.Contains(nf.Values, v) {
+		// A value renamed as it travels may keep its constant (in_progress →
+		// in-progress, both InProgress): BOUND-NARROWED tells of the wire.
+		kept := slices.ContainsFunc(nf.Values, func(w string) bool { return schema.GoName(w) == schema.GoName(v) })
+		if !slices.Contains(nf.Values, v) && !kept {
 			gone = append(gone, of.GoPath+schema.GoName(v))
 		}
 	}

@@ -123,6 +123,8 @@ func TestBreaking(t *testing.T) {
 			[]string{"INFLIGHT BODY-LIMIT-NARROWED@orders"}},
 		{"default changed", []string{"default: web", "default: app"}, []string{"INFLIGHT DEFAULT-CHANGED@OrderPlaced.v1.channel"}},
 		{"enum value added", []string{"values: [web, app]", "values: [web, app, api]"}, []string{"PRODUCER BOUND-WIDENED@OrderPlaced.v1.channel"}},
+		{"enum value renamed, its constant kept", []string{"values: [web, app]", "values: [web, App]"},
+			[]string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.channel", "PRODUCER BOUND-WIDENED@OrderPlaced.v1.channel"}},
 		{"enum value removed", []string{"values: [web, app]", "values: [web]"}, []string{"API ENUM-CONSTANT-REMOVED@OrderPlaced.v1.channel", "INFLIGHT BOUND-NARROWED@OrderPlaced.v1.channel"}},
 		{"pattern added", []string{"note: {type: string, max_length: 200}", "note: {type: string, max_length: 200, pattern: '^[a-z]*$'}"}, []string{"INFLIGHT BOUND-NARROWED@OrderPlaced.v1.note"}},
 		{"field made nullable", []string{"order_id: {type: string, required: true, max_length: 64}\n          amount", "order_id: {type: string, required: true, nullable: true, max_length: 64}\n          amount"},

@@ -72,6 +72,7 @@ var (
 	MessageRenamed          = Rule{"MESSAGE-RENAMED", Wire, "a message removed and one with the same versions added under another `type`: the type it travels as changes"}
 	WireTypeChanged         = Rule{"WIRE-TYPE-CHANGED", Wire, "a message's `type` changes: producers and queued messages carry the old one"}
 	EnvelopeChanged         = Rule{"ENVELOPE-CHANGED", Wire, "a queue reads, or the generated producers write, a message in another envelope profile: producers, consumers and queued messages on the old schema carry the old one"}
+	FieldWireRenamed        = Rule{"FIELD-WIRE-RENAMED", Wire, "a field or header renamed as it travels, its Go name kept (`order_id` → `orderId`, both `OrderID`): producers and queued messages on the old schema send the old name, which the new extractor ignores"}
 	FieldTypeChanged        = Rule{"FIELD-TYPE-CHANGED", Wire, "a field's type changes, other than from one integer type to another (its Go field also gets `FIELD-GO-TYPE-CHANGED`)"}
 	ContentTypeRemoved      = Rule{"CONTENT-TYPE-REMOVED", Wire, "a version no longer accepts a content type"}
 	FieldRequiredAdded      = Rule{"FIELD-REQUIRED-ADDED", Inflight, "a new required field or header"}
@@ -127,7 +128,7 @@ var (
 var All = []Rule{
 	PackageChanged, OutputChanged, MessageRemoved, VersionRemoved, FieldRemoved, FieldGoTypeChanged, EnumConstantRemoved,
 	HandlerMethodAdded, InboxRequirementChanged, ProducerRemoved, PublishRemoved, MessageGoRenamed,
-	MessageRenamed, WireTypeChanged, EnvelopeChanged, FieldTypeChanged, ContentTypeRemoved,
+	MessageRenamed, WireTypeChanged, EnvelopeChanged, FieldWireRenamed, FieldTypeChanged, ContentTypeRemoved,
 	FieldRequiredAdded, FieldMadeRequired, FieldNullRefused, DefaultChanged, BoundNarrowed,
 	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed,
 	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld,
