@@ -37,9 +37,16 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 		}
 	}
 	parked := false
+	// published tells the telemetry hook how the handoff's publish ended, once
+	// the original is settled: a hook slow to end its span (an exporter that
+	// waits for its collector) must not spend the budget the ACK needs.
+	var published func(string)
 	defer func() {
 		if !parked {
 			free()
+		}
+		if published != nil {
+			published(o.Handoff.Status.String())
 		}
 	}()
 	key := deliveryKey(d, env)
@@ -91,7 +98,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			// is made again just before the write, after the waits for a
 			// slot or a connection), and nothing more is tried.
 			if !gen.Revoked() {
-				o.Handoff = c.handoff(ctx, r, gen, token, d, runEnvelope(env, attempt), *o, plan, deadline)
+				o.Handoff, published = c.handoff(ctx, r, gen, token, d, runEnvelope(env, attempt), *o, plan, deadline)
 				c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
 					handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 			}
@@ -152,13 +159,13 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 // unless gen's authority is revoked or the report sealed by the time it is to
 // be written; the report learns of the write before it starts, in case it is
 // sealed before the journey ends. A panic on the way is a handoff failure
-// like any other.
-func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence) {
-	done := ignore
+// like any other. It returns the telemetry hook's end of the publish, for
+// the caller to call once the original is settled.
+func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence, done func(string)) {
+	done = ignore
 	defer func() {
 		if p := recover(); p != nil {
 			ev = outcome.HandoffEvidence{Destination: plan.Destination, Status: outcome.HandoffFailed, Detail: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
-			done(ev.Status.String()) // the hook's span of the publish ends too
 		}
 	}()
 	writing := func() error {
@@ -173,11 +180,10 @@ func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, 
 	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now())
 	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p)
 	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, p, writing)
-	done(ev.Status.String())
 	if !ev.Published {
 		r.report.writingCopy(token, "")
 	}
-	return ev
+	return ev, done
 }
 
 // Why a handoff's copy was not written after all.

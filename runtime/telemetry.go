@@ -36,7 +36,9 @@ type Telemetry interface {
 	// Send with its caller's. It may add headers to p (trace context, for
 	// one); the runtime keeps only its headers, and those named x-lily-* as
 	// they were. done gets the broker's answer: "confirmed", or what the
-	// handoff evidence calls its failure.
+	// handoff evidence calls its failure; for a retry or DLQ copy, once the
+	// original delivery is settled, so that a slow done cannot spend the
+	// budget its ACK needs.
 	Publish(ctx context.Context, exchange, routingKey string, p *Publishing) (done func(evidence string))
 	// Settle is called before the original delivery's ACK ("ack") or NACK
 	// ("nack", "requeue"); done gets the settlement evidence ("ack sent",

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -106,11 +107,11 @@ func TestBrokerTelemetryFollowsEachJourney(t *testing.T) {
 	want := map[string][]string{
 		"ok": {"received " + q.Name + " attempt 1 body 17", "ack ack sent", "settled acked"},
 		"fails": {
-			"received " + q.Name + " attempt 1 body 20", `publish "" ` + bucket(q, 50*time.Millisecond) + " confirmed", "ack ack sent", "settled retried",
-			"received " + q.Name + " attempt 2 body 20", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "ack ack sent", "settled dead-lettered",
+			"received " + q.Name + " attempt 1 body 20", "ack ack sent", `publish "" ` + bucket(q, 50*time.Millisecond) + " confirmed", "settled retried",
+			"received " + q.Name + " attempt 2 body 20", "ack ack sent", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "settled dead-lettered",
 		},
 		// The poison delivery's view has no id, attempt, header or body.
-		"": {"received " + q.Name + " attempt 0 body 0", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "ack ack sent", "settled dead-lettered"},
+		"": {"received " + q.Name + " attempt 0 body 0", "ack ack sent", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "settled dead-lettered"},
 	}
 	for id, calls := range want {
 		if got := tel.of(id); !slices.Equal(got, calls) {
@@ -208,4 +209,41 @@ func TestBrokerTelemetryFollowsANotStartedDelivery(t *testing.T) {
 		t.Errorf("the not-started delivery's calls:\n got %q\nwant %q", got, want)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+}
+
+// slowEnd is a Telemetry whose end of a publish blocks, as span.End does
+// under a synchronous span processor exporting to a collector that is away.
+type slowEnd struct{ d time.Duration }
+
+func (slowEnd) Received(ctx context.Context, _ string, _ runtime.RawDelivery) context.Context {
+	return ctx
+}
+func (s slowEnd) Publish(context.Context, string, string, *runtime.Publishing) func(string) {
+	return func(string) { time.Sleep(s.d) }
+}
+func (slowEnd) Settle(context.Context, string) func(string) { return nil }
+func (slowEnd) Settled(context.Context, runtime.Record)     {}
+func (slowEnd) Lost(string, string)                         {}
+
+// A hook slow to end a handoff's publish is told once the original is
+// settled: it cannot spend the budget the ACK needs, which would leave the
+// original unresolved beside its copy in the bucket.
+func TestBrokerSlowTelemetryCannotSpendTheBudget(t *testing.T) {
+	t.Parallel()
+	const step = 500 * time.Millisecond
+	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) {
+		q.HandlerTimeout = 100 * time.Millisecond
+		q.SettlementBudget = q.HandlerTimeout + 4*step + 2*time.Second
+	})
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "slow-span-1"))
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return errors.New("retry me")
+	}, func(cfg *runtime.Config) { cfg.Telemetry, cfg.StepTimeout = slowEnd{5 * time.Second}, step })
+	rec := c.await(1)[0]
+	wantPath(t, rec, runtime.PathRetried)
+	if rec.Handoff != "confirmed" {
+		t.Errorf("record %+v", rec)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
 }
