@@ -45,3 +45,21 @@ func TestLinkOnlyStartsARootThatLinks(t *testing.T) {
 		}
 	}
 }
+
+// A copy's trace context is written whole: a tracestate the message came
+// with belongs to the producer's trace, and does not travel beside the
+// traceparent of another.
+func TestPublishWritesTheWholeTraceContext(t *testing.T) {
+	tel, err := lilyotel.New(lilyotel.Options{TracerProvider: sdktrace.NewTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := runtime.NewPublishing(envelope.Message{Type: "t"}, 1, "m-1", []byte(`{}`))
+	// Not a creation context the conventions keep: upper-case hex.
+	p.Headers["traceparent"] = "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01"
+	p.Headers["tracestate"] = "evil=injected"
+	tel.Publish(context.Background(), "", "q.dlq", &p)("confirmed")
+	if tp, _ := p.Headers["traceparent"].(string); tp == "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01" || p.Headers["tracestate"] != nil {
+		t.Errorf("headers %v: want a traceparent of the send span's and no tracestate", p.Headers)
+	}
+}

@@ -53,6 +53,11 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	}
 	ctx, span := t.tracer.Start(ctx, spanName("send", low), opts...)
 	if !custom.IsValid() {
+		// The fields are all ours now: a producer's tracestate (or baggage)
+		// left beside our traceparent would belong to another trace.
+		for _, f := range t.propagator.Fields() {
+			delete(p.Headers, f)
+		}
 		t.propagator.Inject(ctx, table(p.Headers))
 	}
 	j := journeyOf(ctx)
