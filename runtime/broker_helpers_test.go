@@ -54,6 +54,7 @@ func channel(t *testing.T, conn *amqp.Connection) *amqp.Channel {
 // queue of its own for one test, changed by tweaks, and deleted with its
 // buckets and DLQ when the test ends.
 func brokerSpec(t *testing.T, tweaks ...func(*runtime.QueueSpec)) runtime.QueueSpec {
+	brokerURL(t) // skipped under -short before it touches the broker
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	q := fixture.LilytestQueueSpec()

@@ -123,6 +123,7 @@ func TestBrokerURLsTriedInTurn(t *testing.T) {
 // on the broker, and in the function, is used at the next reconnect.
 func TestBrokerCredentialsRotate(t *testing.T) {
 	t.Parallel()
+	brokerURL(t) // skipped under -short before rabbitmqctl changes the broker
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	user := "lilytest-rotate-" + hex.EncodeToString(b[:])

@@ -709,6 +709,7 @@ func TestBrokerPublisherSendStopsDialingWithItsContext(t *testing.T) {
 // other tests list "/". It returns the vhost's URL.
 func stallVhost(t *testing.T) (url string, resume func()) {
 	t.Helper()
+	brokerURL(t) // skipped under -short before rabbitmqctl changes the broker
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	vhost := "lilytest-stall-" + hex.EncodeToString(b[:])
