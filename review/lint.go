@@ -53,6 +53,11 @@ func Lint(f *schema.File, today time.Time) []Finding {
 					fmt.Sprintf("remove settlement_budget, or raise it to %s", need))
 			}
 		}
+		if least := queue.MinBudget(q.HandlerTimeout); q.SettlementBudget > 0 && q.SettlementBudget < least {
+			add(rules.LintBudgetShort, q.Name, q.Pos,
+				fmt.Sprintf("queue %q has settlement_budget %s, under the %s the runtime wants at the default step timeout (handler_timeout %s, four steps of 5s, 2s for a handoff): NewConsumer refuses it unless Config.StepTimeout is shorter", q.Name, q.SettlementBudget, least, q.HandlerTimeout),
+				fmt.Sprintf("remove settlement_budget, or raise it to %s", least))
+		}
 		if q.Arguments.SingleActiveConsumer && q.Concurrency > 1 && q.Ordering == nil {
 			add(rules.LintSingleActiveConcurrency, q.Name, q.Pos,
 				fmt.Sprintf("queue %q has a single active consumer, which keeps order across processes, but handles %d deliveries at once, which does not", q.Name, q.Concurrency),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -61,14 +62,16 @@ func TestNewConsumerBudgetCarriesItsSteps(t *testing.T) {
 		want         time.Duration // 0: refused
 	}{
 		{10 * time.Second, 5 * time.Second, 0},
-		{spec.HandlerTimeout + 22*time.Second, 5 * time.Second, spec.HandlerTimeout + 22*time.Second},
+		// lilygen's lint (LINT-BUDGET-SHORT) knows the least, at the default step.
+		{queue.MinBudget(spec.HandlerTimeout) - time.Millisecond, 5 * time.Second, 0},
+		{queue.MinBudget(spec.HandlerTimeout), 5 * time.Second, spec.HandlerTimeout + 22*time.Second},
 		{0, 7 * time.Second, spec.HandlerTimeout + 30*time.Second},
 		{0, 10 * time.Second, spec.HandlerTimeout + 42*time.Second},
 	} {
 		spec.SettlementBudget = c.budget
 		consumer, err := runtime.NewConsumer(spec, ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{}), runtime.Config{StepTimeout: c.step})
 		switch {
-		case c.want == 0 && (err == nil || !strings.Contains(err.Error(), "settlement budget 10s is under")):
+		case c.want == 0 && (err == nil || !strings.Contains(err.Error(), "settlement budget "+c.budget.String()+" is under")):
 			t.Errorf("budget %s, step %s: %v; want refused", c.budget, c.step, err)
 		case c.want != 0 && err != nil:
 			t.Errorf("budget %s, step %s: %v", c.budget, c.step, err)

@@ -121,6 +121,14 @@ func IsRetryBucket(bucket, queue string) bool {
 	return err == nil && d.String() == delay
 }
 
+// MinBudget is the least settlement budget the runtime accepts for a queue
+// at its default step timeout: the handler call, its four steps and the
+// reserve a handoff keeps (decide.HandoffReserve, 2 s). A shorter step
+// timeout lowers it.
+func MinBudget(handlerTimeout time.Duration) time.Duration {
+	return handlerTimeout + stepsPerCall + 2*time.Second
+}
+
 // Budget is the settlement budget of each delivery of a queue: budget, or,
 // when it is zero, the handler timeout plus settlementMargin.
 func Budget(handlerTimeout, budget time.Duration) time.Duration {
