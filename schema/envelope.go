@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -175,7 +176,21 @@ func (p *parser) sourceHeader(n *yaml.Node, what string) (string, bool) {
 		p.errorf(h.v, RuleEnvelope, "%s header %q: name a header of the producer's, not empty or x-lily-…", what, s)
 		return "", false
 	}
+	if ok && !p.headerKey(h.v, what+" header", s) {
+		return "", false
+	}
 	return s, ok
+}
+
+// headerKey reports whether a header an envelope keeps something in has a
+// name a consumer's guard takes, and says so when it has not: every message
+// in the profile would be poison.
+func (p *parser) headerKey(n *yaml.Node, what, name string) bool {
+	if len(name) <= envelope.MaxHeaderKeyBytes {
+		return true
+	}
+	p.errorf(n, RuleEnvelope, "%s %q is %d bytes: at most %d, the longest key a consumer's guard accepts", what, shorten(name), len(name), envelope.MaxHeaderKeyBytes)
+	return false
 }
 
 // versionSource reads where a profile's version comes from: one of
@@ -211,6 +226,7 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			if strings.HasPrefix(s, "x-lily-") {
 				p.errorf(e.v, RuleEnvelope, "version header %q: name a header of the producer's, not x-lily-…", s)
 			}
+			p.headerKey(e.v, "version header", s)
 			v.Header = s
 		case "attribute":
 			if !ce {
@@ -219,6 +235,8 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			if slices.Contains(envelope.CloudEventMembers, s) {
 				p.errorf(e.v, RuleEnvelope, "version attribute %q is one of a CloudEvent's own: name an extension attribute, such as dataversion", s)
 			}
+			// Carried in binary mode as the header cloudEvents_<attribute>.
+			p.headerKey(e.v, "version attribute's header", "cloudEvents_"+s)
 			v.Attribute = s
 		case "content_type_parameter":
 			v.ContentTypeParameter = s
@@ -256,18 +274,29 @@ func (p *parser) wireType(n *yaml.Node) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if s == "" || len(s) > 128 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
-		p.errorf(n, RuleName, "type %q is not 1 to 128 characters of printable ASCII", s)
+	if s == "" || len(s) > maxTypeBytes || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+		p.errorf(n, RuleName, "type %q is not 1 to %d characters of printable ASCII", s, maxTypeBytes)
 		return "", false
 	}
 	return s, true
 }
+
+// maxTypeBytes bounds a wire type, as a consumer's guard reads one.
+const maxTypeBytes = 128
 
 // ownHeaders reports the typed headers of m's versions that are where
 // envelope e keeps the message's type, id or version, or a CloudEvent's
 // attributes: the producer sets those, as the envelope says.
 func (p *parser) ownHeaders(e *Envelope, m *Message) {
 	pr := e.Profile
+	if suffix := pr.Version.TypeSuffix; suffix != "" && len(m.Versions) > 0 {
+		// The type travels with the suffix and the version's number.
+		last := m.Versions[len(m.Versions)-1].Number
+		if n := len(m.Type) + len(suffix) + len(strconv.Itoa(last)); n > maxTypeBytes {
+			p.errorAt(m.Pos, RuleEnvelope, "%s travels in envelope %s as type %s%s%d, %d bytes: at most %d, the longest type a consumer's guard accepts",
+				m.Name, e.Name, shorten(m.Type), suffix, last, n, maxTypeBytes)
+		}
+	}
 	for _, v := range m.Versions {
 		for _, h := range v.Headers {
 			switch {
