@@ -46,24 +46,33 @@ func leftovers(name string, targets []target) []string {
 			out = append(out, path)
 		}
 	})
-	if len(out) > 0 {
-		// A namesake elsewhere in the module may write below root too (its
-		// output is any directory): what it generates now is its own. One
-		// that cannot be read now (being edited, say) says nothing of what
-		// it generates, and no rule of directories keeps its files: nothing
-		// is deleted until it can be read.
-		for _, other := range namesakesAbove(root, name, base) {
-			if _, err := schema.Load(other); err != nil {
-				return nil
-			}
-			namesakes = append(namesakes, other)
+	if len(out) == 0 {
+		return nil
+	}
+	theirs := map[string]bool{}
+	keep := func(other string) error {
+		paths, err := generates(other)
+		for _, p := range paths {
+			theirs[absolute(p)] = true
 		}
+		return err
 	}
 	for _, other := range namesakes {
-		theirs := absolute(generates(other))
-		out = slices.DeleteFunc(out, func(path string) bool { return slices.Contains(theirs, absolute([]string{path})[0]) })
+		// One that cannot be read keeps its files by the nearest schema's
+		// rule: its directory.
+		_ = keep(other)
 	}
-	return out
+	// A namesake elsewhere in the module may write below root too (its
+	// output is any directory): what it generates now is its own. One that
+	// cannot be read now (being edited, say) says nothing of what it
+	// generates, and no rule of directories keeps its files: nothing is
+	// deleted until it can be read.
+	for _, other := range namesakesAbove(root, name, base) {
+		if keep(other) != nil {
+			return nil
+		}
+	}
+	return slices.DeleteFunc(out, func(path string) bool { return theirs[absolute(path)] })
 }
 
 // namesakesAbove lists the schemas named base in the module around root but
@@ -80,7 +89,7 @@ func namesakesAbove(root, name, base string) []string {
 		}
 		dir = filepath.Dir(dir)
 	}
-	below, self := absolute([]string{root})[0]+string(filepath.Separator), absolute([]string{name})[0]
+	below, self := absolute(root)+string(filepath.Separator), absolute(name)
 	var out []string
 	walk(dir, func(path string) {
 		if filepath.Base(path) == base && path != self && !strings.HasPrefix(path, below) {
@@ -90,16 +99,12 @@ func namesakesAbove(root, name, base string) []string {
 	return out
 }
 
-// absolute is paths made absolute, as far as they can be.
-func absolute(paths []string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		if abs, err := filepath.Abs(p); err == nil {
-			p = abs
-		}
-		out[i] = p
+// absolute is path made absolute, as far as it can be.
+func absolute(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
 	}
-	return out
+	return path
 }
 
 // walk calls visit with every file below root, but in hidden directories,
@@ -119,19 +124,18 @@ func walk(root string, visit func(path string)) {
 }
 
 // generates lists the files schema name generates now, as paths from the
-// current directory; none when it cannot be read (its directory, the
-// nearest schema's rule above, is then all that keeps its files).
-func generates(name string) []string {
+// current directory, or why it cannot be read.
+func generates(name string) ([]string, error) {
 	f, err := schema.Load(name)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	dir := filepath.Dir(name)
 	paths := []string{filepath.Join(dir, filepath.FromSlash(gen.FilePath(f)))}
 	if f.AsyncAPI != nil {
 		paths = append(paths, filepath.Join(dir, filepath.FromSlash(f.AsyncAPI.File)))
 	}
-	return paths
+	return paths, nil
 }
 
 // generatedFrom reports whether the file at path starts with lilygen's
