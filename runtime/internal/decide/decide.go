@@ -126,9 +126,7 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 		// (A delivery deferred because its work runs elsewhere in this
 		// consumer made no claim, and goes back.)
 		if q.Park && !o.ParkEnded && (o.Claim == outcome.InboxDeferred || o.Commit == outcome.CommitAmbiguous) {
-			pause := requeuePause << min(max(o.PriorRequeues, o.DeliveryCount, o.InLine), 6)
-			pause = min(pause, requeuePauseMax)
-			if remaining >= pause+q.CallCost+HandoffReserve {
+			if pause := pauseAfter(max(o.PriorRequeues, o.DeliveryCount, o.InLine)); remaining >= pause+q.CallCost+HandoffReserve {
 				return Plan{Action: ActPark, Delay: pause, NextAttempt: attempt, Reason: why + ", claimed again in line after " + pause.String()}
 			}
 		}
@@ -227,9 +225,14 @@ func giveBack(o outcome.Outcome, attempt int, q Policy, remaining time.Duration,
 // pause doubles with the returns already made: those this process made, or
 // those the quorum queue counted (from other processes too), whichever is more.
 func requeue(o outcome.Outcome, remaining time.Duration, reason string) Plan {
-	pause := requeuePause << min(max(o.PriorRequeues, o.DeliveryCount), 6)
-	pause = min(pause, requeuePauseMax, max(remaining-settleReserve, 0))
+	pause := min(pauseAfter(max(o.PriorRequeues, o.DeliveryCount)), max(remaining-settleReserve, 0))
 	return Plan{Action: ActRequeue, Delay: pause, Reason: reason}
+}
+
+// pauseAfter is the pause before a delivery goes back, to the queue or to
+// its claim in line, after n returns already: it doubles with each.
+func pauseAfter(n int) time.Duration {
+	return min(requeuePause<<min(n, 6), requeuePauseMax)
 }
 
 // FailureReason is why a delivery took its path, with the failing step's
