@@ -345,19 +345,21 @@ func (c *Consumer) release(s *session, by time.Time) {
 // refused records the broker's refusal of the topology at a reconnect: in
 // the report's lost intake, and at error, since it waits for a person.
 func (c *Consumer) refused(r *run, why error) {
-	detail := sanitize.Text(why.Error(), decide.MaxCause)
+	detail := c.intakeEnded(r, 0, stageRefused, why)
 	r.refusal.Store(&detail)
-	r.report.lostIntake(detail)
-	c.telemetry.lost(c.spec.Name, detail)
-	c.emit(event{stage: stageRefused, detail: detail})
 }
 
 // intakeLost tells why intake stopped (gen is the session's generation, 0
-// when no session opened): a line in Report.Lost, then the event, so that a
-// reader of the event finds the line already there.
-func (c *Consumer) intakeLost(r *run, gen uint64, why error) {
+// when no session opened).
+func (c *Consumer) intakeLost(r *run, gen uint64, why error) { c.intakeEnded(r, gen, stageLost, why) }
+
+// intakeEnded records why intake stopped or did not start: a line in
+// Report.Lost, then the event at stage, so that a reader of the event finds
+// the line already there. It returns the line.
+func (c *Consumer) intakeEnded(r *run, gen uint64, at stage, why error) string {
 	detail := sanitize.Text(why.Error(), decide.MaxCause)
 	r.report.lostIntake(detail)
 	c.telemetry.lost(c.spec.Name, detail)
-	c.emit(event{stage: stageLost, generation: gen, detail: detail})
+	c.emit(event{stage: at, generation: gen, detail: detail})
+	return detail
 }
