@@ -95,9 +95,10 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		}
 		return err
 	}
-	// lost says of a read the channel's end cut short that the ACKs of the
-	// copies taken so far are unproven: only the close-ok proves them.
-	lost := func(err error) error {
+	// cut says why the channel's end cut the read short, and that the ACKs
+	// of the copies taken so far are unproven: only the close-ok proves them.
+	cut := func(err error) error {
+		err = readError(closed, err)
 		if res.Taken > 0 {
 			return fmt.Errorf("%w; the ACKs of the %d copies taken are unproven: the last ones may be in the DLQ as well", err, res.Taken)
 		}
@@ -116,10 +117,10 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			tag = fmt.Sprintf("lilydlq-%09d", res.Windows)
 			res.Windows++
 			if err := ch.Qos(o.window, 0, false); err != nil {
-				return res, lost(readError(closed, err))
+				return res, cut(err)
 			}
 			if dels, err = ch.Consume(queue, tag, false, false, false, false, nil); err != nil {
-				return res, lost(readError(closed, err))
+				return res, cut(err)
 			}
 			held = 0
 		}
@@ -137,7 +138,7 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			continue
 		}
 		if !ok {
-			return res, lost(readError(closed, errors.New("the broker ended the consumer")))
+			return res, cut(errors.New("the broker ended the consumer"))
 		}
 		res.Read++
 		v, err := visit(&d, quarantinedWhy(filter, &d))
@@ -154,14 +155,14 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		}
 		if held == o.window {
 			if err := cancel(ch, tag, dels); err != nil {
-				return res, first(lost(readError(closed, err)))
+				return res, first(cut(err))
 			}
 			dels = nil
 		}
 	}
 	if dels != nil {
 		if err := cancel(ch, tag, dels); err != nil {
-			return res, first(lost(readError(closed, err)))
+			return res, first(cut(err))
 		}
 	}
 	// The close hands back every copy still held, and its close-ok proves
