@@ -76,6 +76,15 @@ const publishedAgain = "published again after a send that may have reached the q
 // see it; the inbox stops it for committed work.
 const bucketTwice = "the retry bucket moved its copy back twice (quorum at-least-once dead-lettering, a node failed)"
 
+// settleLost explains, on a cluster where a node went down, one more run of
+// an attempt whose ACK a later reply on its channel proved, or the copy it
+// left: a quorum queue's channel passes an ACK on to the queue's leader
+// without waiting for it to commit, so a leader lost at that moment loses
+// the ACK, and the message comes back, redelivered, when its channel closes
+// (RabbitMQ 3.10 sends the settle untracked: docs/runtime.md, "Proof"). The
+// runtime cannot see it; the inbox stops it for committed work.
+const settleLost = "ACK proven on its channel, then lost before the quorum queue committed it (a node failed)"
+
 // Processes die (processes.go). A process killed with SIGKILL writes no
 // record of the runs it had started: each such run explains a second run
 // of its attempt, a copy of the next attempt (its handoff may have been
@@ -150,6 +159,7 @@ func account(e evidence) *Result {
 			twiceOf[k.id] += twice[k]
 		}
 	}
+	lostRuns, lostOf := settlesLost(e)
 	inFlightAtClose := map[string]int{}
 	var lost []string
 	for _, rep := range e.reports {
@@ -208,6 +218,7 @@ func account(e evidence) *Result {
 		because = append(because, slices.Repeat([]string{killedMidRun}, killedRuns[id])...)
 		because = append(because, slices.Repeat([]string{killedAck}, killedAcks[id])...)
 		because = append(because, slices.Repeat([]string{relayedAgain}, e.leasedAgain[id])...)
+		because = append(because, slices.Repeat([]string{settleLost}, lostOf[id])...)
 		if extra := presences - 1; extra > len(because) {
 			problem("%s (%s) is present %d times at the end (%v, acked %v), and only %d explained", id, b, presences, copies, acked, len(because))
 		} else {
@@ -264,6 +275,7 @@ func account(e evidence) *Result {
 		if k.attempt == 1 {
 			because = append(because, slices.Repeat([]string{relayedAgain}, e.leasedAgain[k.id])...)
 		}
+		because = append(because, slices.Repeat([]string{settleLost}, lostRuns[k])...)
 		if n-1 > len(because) {
 			problem("%s attempt %d: the handler ran %d times; only %d earlier journeys ended without proof: %s", k.id, k.attempt, n, len(because), paths(byID[k.id]))
 			continue
@@ -284,6 +296,44 @@ func account(e evidence) *Result {
 		problem("%d channels or connections were closed with 406: %q", res.Channel406, refused[:min(len(refused), 3)])
 	}
 	return res
+}
+
+// settlesLost bounds, on a cluster where a node went down, the ACKs proven
+// and then lost before a quorum queue committed them (settleLost): of each attempt, at most
+// one per ACK proven, and only as many as came back redelivered, as runs
+// (runs) or as copies left in a queue (of, with the runs, by id).
+func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
+	runs, of = map[workKey]int{}, map[string]int{}
+	if !e.atLeastOnce || !slices.ContainsFunc(slices.Collect(maps.Keys(e.faults)), nodeFault) {
+		return runs, of
+	}
+	sent, back, left := map[workKey]int{}, map[workKey]int{}, map[workKey]int{}
+	for _, rec := range e.records {
+		switch rec.Path {
+		case runtime.PathAcked, runtime.PathRetried, runtime.PathDeadLettered, runtime.PathBrokerDeadLettered:
+			sent[workKey{rec.MessageID, rec.Attempt}]++
+		}
+	}
+	for k, as := range e.arrivals {
+		for _, a := range as {
+			if a.redelivered {
+				back[k]++
+			}
+		}
+	}
+	for id, copies := range e.queued {
+		for _, f := range copies {
+			if f.redelivered {
+				left[workKey{id, f.attempt}]++
+			}
+		}
+	}
+	for k, n := range sent {
+		proven := max(n-e.ambiguous[k], 0)
+		runs[k] = min(proven, back[k])
+		of[k.id] += min(proven, back[k]+left[k])
+	}
+	return runs, of
 }
 
 // ran says whether rec's journey ran the handler: not one settled from the

@@ -105,7 +105,7 @@ func TestAccountReportsAnUnexplainedSecondRun(t *testing.T) {
 func TestAccountReportsAnUnexplainedExtraCopy(t *testing.T) {
 	// The work was acked, and the message is still in the main queue too.
 	e := oneMessage(Success, acked(1))
-	e.queued["m1"] = []found{{InMain, 1}}
+	e.queued["m1"] = []found{{InMain, 1, false}}
 	wantProblem(t, account(e), "m1 (success) is present 2 times at the end")
 
 	// The control: a retryable failure was handed off to the bucket (copy
@@ -113,7 +113,7 @@ func TestAccountReportsAnUnexplainedExtraCopy(t *testing.T) {
 	// back and succeeded: the bucket's copy is the handoff's, explained.
 	e = oneMessage(Flaky, handedOffUnacked(1, "q.retry.1s"), acked(1))
 	e.runs[workKey{"m1", 1}] = 2
-	e.queued["m1"] = []found{{InBucket, 2}}
+	e.queued["m1"] = []found{{InBucket, 2, false}}
 	res := account(e)
 	wantNoProblem(t, res)
 	if res.ExtraCopies["handoff confirmed, the original's ACK not sent (unresolved)"] != 1 {
@@ -127,7 +127,7 @@ func TestAccountReportsADeadMessageAcked(t *testing.T) {
 
 	e := oneMessage(Refused, runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathDeadLettered, Handler: "permanent",
 		Handoff: "confirmed", Destination: dlq, Reason: "permanent failure: refused"})
-	e.queued["m1"] = []found{{InDLQ, 1}}
+	e.queued["m1"] = []found{{InDLQ, 1, false}}
 	wantNoProblem(t, account(e))
 }
 
@@ -136,7 +136,7 @@ func TestAccountExplainsAMessagePublishedAgain(t *testing.T) {
 	// unless the publisher sent it again after a send without a confirm.
 	e := oneMessage(Success, acked(1), acked(1))
 	e.runs[workKey{"m1", 1}] = 2
-	e.queued["m1"] = []found{{InMain, 1}}
+	e.queued["m1"] = []found{{InMain, 1, false}}
 	res := account(e)
 	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
 	wantProblem(t, res, "m1 (success) is present 2 times at the end")
@@ -163,7 +163,7 @@ func TestAccountExplainsABucketThatMovedItsCopyTwice(t *testing.T) {
 	e := oneMessage(Panics, handedOff(1, "q.retry.1s"), dead, dead)
 	e.runs[workKey{"m1", 1}] = 1
 	e.runs[workKey{"m1", 2}] = 2
-	e.queued["m1"] = []found{{InDLQ, 2}, {InDLQ, 2}}
+	e.queued["m1"] = []found{{InDLQ, 2, false}, {InDLQ, 2, false}}
 	res := account(e)
 	wantProblem(t, res, "m1 attempt 2: the handler ran 2 times")
 	wantProblem(t, res, "m1 (panic) is present 2 times at the end")
@@ -194,4 +194,51 @@ func TestAccountCountsOnlyTheBrokers406(t *testing.T) {
 	}
 	e.lost = []string{`lily: declare: Exception (406) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-queue-type'"`}
 	wantProblem(t, account(e), "1 channels or connections were closed with 406")
+}
+
+func TestAccountExplainsAnACKLostWithTheQuorumLeader(t *testing.T) {
+	// Attempt 1 was handed off and acked, the ACK proven, and it ran again,
+	// redelivered: unexplained on one node, and on a cluster where no node
+	// went down.
+	e := oneMessage(Flaky, handedOff(1, "q.retry.1s"), handedOff(1, "q.retry.1s"), acked(2))
+	e.runs[workKey{"m1", 1}] = 2
+	e.runs[workKey{"m1", 2}] = 1
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p1", true}}}
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times")
+	e.atLeastOnce = true
+	e.faults = map[string]int{"a PostgreSQL backend killed": 1}
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times")
+
+	// A node went down: the quorum leader may have lost the ACK.
+	e.faults[faultLeaderKilled] = 1
+	res := account(e)
+	wantNoProblem(t, res)
+	if res.SecondRuns[settleLost] != 1 {
+		t.Errorf("second runs %v", res.SecondRuns)
+	}
+
+	// Only a redelivery comes back that way, and only for an ACK proven.
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p1", false}}}
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times")
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p1", true}}}
+	e.ambiguous[workKey{"m1", 1}] = 2
+	res = account(e)
+	wantNoProblem(t, res) // explained as ambiguous instead
+	if res.SecondRuns[settleLost] != 0 {
+		t.Errorf("second runs %v", res.SecondRuns)
+	}
+
+	// The ACK lost at the end: the original is left in the main queue,
+	// redelivered, once its consumer closed.
+	e = oneMessage(Success, acked(1))
+	e.atLeastOnce = true
+	e.faults = map[string]int{faultNodeStopped: 1}
+	e.queued["m1"] = []found{{InMain, 1, false}}
+	wantProblem(t, account(e), "m1 (success) is present 2 times at the end")
+	e.queued["m1"] = []found{{InMain, 1, true}}
+	res = account(e)
+	wantNoProblem(t, res)
+	if res.ExtraCopies[settleLost] != 1 {
+		t.Errorf("extra copies %v", res.ExtraCopies)
+	}
 }

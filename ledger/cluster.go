@@ -82,6 +82,15 @@ const (
 	faultRollingRestart = "every node restarted in turn (stop_app, start_app)"
 )
 
+// nodeFault says whether the fault named name took a node down.
+func nodeFault(name string) bool {
+	switch name {
+	case faultNodeStopped, faultLeaderKilled, faultConsumerNode, faultRollingRestart:
+		return true
+	}
+	return false
+}
+
 // clusterFaults are the faults of a cluster run: nodes stopped and killed
 // under the consumer, each started again before the next fault. Each
 // measures, from the moment its node went down, how soon consumption

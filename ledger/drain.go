@@ -15,6 +15,9 @@ import (
 type found struct {
 	fate    Fate
 	attempt int
+	// redelivered: the broker had delivered this copy before, so it came
+	// back from a consumer (see settleLost).
+	redelivered bool
 }
 
 // clusterQuiet is how long the queues of a run on a cluster must stay empty
@@ -74,7 +77,7 @@ func (r *run) drain() (map[string][]found, error) {
 				if a, ok := d.Headers["x-lily-attempt"].(int64); ok {
 					attempt = int(a)
 				}
-				out[d.MessageId] = append(out[d.MessageId], found{fate, attempt})
+				out[d.MessageId] = append(out[d.MessageId], found{fate, attempt, d.Redelivered})
 			}
 		}
 		if got == 0 {

@@ -63,10 +63,9 @@ func (r *run) strike(ctx context.Context) {
 func (r *run) round(kinds []fault) []fault {
 	var nodes, others []fault
 	for _, k := range kinds {
-		switch k.name {
-		case faultNodeStopped, faultLeaderKilled, faultConsumerNode, faultRollingRestart:
+		if nodeFault(k.name) {
 			nodes = append(nodes, k)
-		default:
+		} else {
 			others = append(others, k)
 		}
 	}

@@ -77,7 +77,7 @@ func TestAccountExplainsARunInAKilledProcess(t *testing.T) {
 		Handoff: "confirmed", Destination: dlq, Reason: "permanent failure: refused"}
 	e = oneMessage(Refused, dead)
 	e.runs[workKey{"m1", 1}] = 2
-	e.queued["m1"] = []found{{InDLQ, 1}, {InDLQ, 1}}
+	e.queued["m1"] = []found{{InDLQ, 1, false}, {InDLQ, 1, false}}
 	e.killed = map[workKey]int{{"m1", 1}: 1}
 	res = account(e)
 	wantNoProblem(t, res)
@@ -90,7 +90,7 @@ func TestAccountExplainsARunInAKilledProcess(t *testing.T) {
 	e = oneMessage(Panics, runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "panicked", Handoff: "confirmed", Destination: "q.retry"})
 	e.runs[workKey{"m1", 1}] = 2
 	e.runs[workKey{"m1", 2}] = 2
-	e.queued["m1"] = []found{{InMain, 2}}
+	e.queued["m1"] = []found{{InMain, 2, false}}
 	wantProblem(t, account(e), "m1 attempt 2: the handler ran 2 times")
 	e.killed = map[workKey]int{{"m1", 1}: 1}
 	res = account(e)
@@ -124,7 +124,7 @@ func TestAccountExplainsACopyTheRelayPublishedAgain(t *testing.T) {
 		Handoff: "confirmed", Destination: dlq, Reason: "permanent failure: refused"}
 	e := oneMessage(Refused, dead, dead)
 	e.runs[workKey{"m1", 1}] = 2
-	e.queued["m1"] = []found{{InDLQ, 1}, {InDLQ, 1}}
+	e.queued["m1"] = []found{{InDLQ, 1, false}, {InDLQ, 1, false}}
 	res := account(e)
 	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
 	wantProblem(t, res, "m1 (permanent) is present 2 times at the end")
