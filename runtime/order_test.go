@@ -66,6 +66,25 @@ func publishKeyed(t *testing.T, queue string, keys []string, n int) {
 	publish(t, queue, msgs...)
 }
 
+// attempts lists the handler calls of a test, as "a-0@1": message id, then
+// attempt.
+type attempts struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (a *attempts) add(msg *fixture.OrderPlacedV1, d runtime.RawDelivery) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, fmt.Sprintf("%s@%d", msg.OrderID, d.Attempt()))
+}
+
+func (a *attempts) all() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.calls)
+}
+
 func seqOf(id string) int {
 	n, _ := strconv.Atoi(id[strings.LastIndexByte(id, '-')+1:])
 	return n
@@ -239,12 +258,9 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	})
 	declareTopology(t, q)
 	publishKeyed(t, q.Name, []string{"a", "b", "c"}, 2)
-	var mu sync.Mutex
-	var calls []string
+	var calls attempts
 	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
-		mu.Lock()
-		calls = append(calls, fmt.Sprintf("%s@%d", msg.OrderID, d.Attempt()))
-		mu.Unlock()
+		calls.add(msg, d)
 		switch {
 		case msg.OrderID == "a-0" && d.Attempt() == 1:
 			return errors.New("ledger busy")
@@ -268,12 +284,10 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 			t.Errorf("%s: %+v, want acked at attempt 1", id, r)
 		}
 	}
-	mu.Lock()
 	order := map[string][]string{}
-	for _, call := range calls {
+	for _, call := range calls.all() {
 		order[call[:1]] = append(order[call[:1]], call)
 	}
-	mu.Unlock()
 	want := map[string]string{"a": "a-0@1 a-0@2 a-1@1", "b": "b-0@1 b-1@1", "c": "c-0@1 c-0@2 c-0@3 c-1@1"}
 	for k, w := range want {
 		if got := strings.Join(order[k], " "); got != w {
@@ -291,6 +305,46 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	if a, f := header(t, dead[0], guard.HeaderAttempt), header(t, dead[0], guard.HeaderFailureAttempt); a != int64(3) || f != int64(3) {
 		t.Errorf("c-0 in the DLQ at attempt %v, failed at attempt %v; want 3 and 3", a, f)
 	}
+}
+
+// A retry waiting in line gives its concurrency slot back meanwhile: with
+// one slot, b-0, published while a-0 waits to be retried, runs before a-0's
+// second attempt, not after it.
+func TestBrokerOrderedParkedRetryFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 1, 16
+		q.HandlerTimeout, q.SettlementBudget = 5*time.Second, 2*time.Minute
+		q.Topology.RetryDelays = []time.Duration{10 * time.Second}
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a"}, 1)
+	var calls attempts
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		calls.add(msg, d)
+		if msg.OrderID == "a-0" && d.Attempt() == 1 {
+			return errors.New("ledger busy")
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "a-0 parked", func() bool {
+		return c.events.has(func(ev event) bool { return ev.stage == "parked" })
+	})
+	publishKeyed(t, q.Name, []string{"b"}, 1)
+	byID := map[string]runtime.Record{}
+	for _, rec := range c.await(2) {
+		byID[rec.MessageID] = rec
+	}
+	if r := byID["a-0"]; r.Path != runtime.PathAcked || r.Attempt != 2 {
+		t.Errorf("a-0: %+v, want acked at attempt 2", r)
+	}
+	if r := byID["b-0"]; r.Path != runtime.PathAcked || r.Attempt != 1 {
+		t.Errorf("b-0: %+v, want acked at attempt 1", r)
+	}
+	if got, want := strings.Join(calls.all(), " "), "a-0@1 b-0@1 a-0@2"; got != want {
+		t.Errorf("calls %s, want %s: the parked retry held the only slot", got, want)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}})
 }
 
 // Deliveries waiting for their key when their session is lost stay in the

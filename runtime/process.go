@@ -98,9 +98,10 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 			c.record(ctx, r, gen.ID, token, rec, o)
 			return rec
 		}
-		// Retried in line: the deliveries of its key wait behind it.
+		// Retried in line: the deliveries of its key wait behind it, and
+		// other keys take its slot meanwhile.
 		c.emit(event{stage: stageParked, messageID: id, attempt: attempt, generation: gen.ID, detail: plan.Reason})
-		if !r.parkFor(plan.Delay) {
+		if !sl.lend(func() bool { return r.parkFor(plan.Delay) }, r.stopping) {
 			// The stop came first: the handler is not called again.
 			o.ParkEnded = true
 			continue

@@ -175,14 +175,39 @@ type intake struct {
 type slot struct {
 	holders atomic.Int32
 	slots   chan struct{} // the run's: release frees one
+	// owed: a retry in line took no slot back after its wait (the stop came
+	// first), so the last release has none to free.
+	owed atomic.Bool
 }
 
 func (s *slot) hold() { s.holders.Add(1) }
 
 func (s *slot) release() {
-	if s.holders.Add(-1) == 0 {
+	if s.holders.Add(-1) == 0 && !s.owed.Swap(false) {
 		<-s.slots
 	}
+}
+
+// lend gives the journey's share of the slot back while wait runs, so that
+// other keys run on while a retry waits in line, and holds it again after:
+// a slot is taken anew unless a handler of the delivery, past its timeout,
+// still holds the old one. It reports false when wait did, or when stop
+// came before a slot was free.
+func (s *slot) lend(wait func() bool, stop <-chan struct{}) bool {
+	s.release()
+	ok := wait()
+	if s.holders.Add(1) > 1 {
+		return ok
+	}
+	if ok {
+		select {
+		case s.slots <- struct{}{}:
+			return true
+		case <-stop:
+		}
+	}
+	s.owed.Store(true)
+	return false
 }
 
 // connect opens a session: lease a consuming connection (dialing it when

@@ -35,13 +35,15 @@ type QueueSpec struct {
 	// them (a constant key handles every delivery so). It reads a delivery's
 	// headers and body as received, before the guard (body is nil when over
 	// MaxBodyBytes); it must be quick and must not keep them. Order holds
-	// while each delivery settles within its budget; a retry goes through its
-	// bucket and comes back behind the deliveries that arrived meanwhile.
+	// while each delivery settles within its budget: a retry waits in line,
+	// its key's later deliveries behind it, unless the budget cannot carry
+	// it, when it goes through its bucket and comes back behind them.
 	OrderKey func(headers map[string]any, body []byte) string
 	// MaxAttempts bounds how often a retryable failure is tried, counting
 	// from 1: after attempt n fails retryably, the message waits in a retry
-	// bucket (Topology.RetryDelays says which) and comes back as attempt n+1,
-	// unless n has reached MaxAttempts: then it goes to the DLQ.
+	// bucket (Topology.RetryDelays says which; on an ordered queue, in line
+	// for as long) and comes back as attempt n+1, unless n has reached
+	// MaxAttempts: then it goes to the DLQ.
 	MaxAttempts int
 	// MaxBodyBytes is the largest body handed to an extractor.
 	MaxBodyBytes int

@@ -5,9 +5,11 @@ package workers
 // Pool runs a consumer's deliveries and handlers on long-lived goroutines. A
 // goroutine per delivery would be started, grow its stack through the
 // extractor and be torn down again, thousands of times a second; a worker
-// keeps its stack for the next task. The number of workers stays bounded
-// because every task holds a concurrency slot, and an abandoned handler keeps
-// its worker (and its slot) until it returns.
+// keeps its stack for the next task. The number of workers stays bounded:
+// a running task holds a concurrency slot (an abandoned handler keeps its
+// worker and its slot until it returns), and the ordered tasks waiting for
+// their key or a slot, or waiting in line to be retried, are bounded by the
+// prefetch of each session.
 type Pool struct {
 	tasks chan func()
 	stop  chan struct{}

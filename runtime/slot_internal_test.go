@@ -1,0 +1,64 @@
+package runtime
+
+import "testing"
+
+// A retry waiting in line lends its slot out: taken anew after the wait,
+// kept by a handler past its timeout, and owed (not freed twice) when the
+// stop came first.
+func TestSlotLend(t *testing.T) {
+	stop := make(chan struct{})
+	slots := make(chan struct{}, 1)
+	take := func() *slot {
+		slots <- struct{}{}
+		s := &slot{slots: slots}
+		s.hold()
+		return s
+	}
+
+	s := take()
+	freed := false
+	if !s.lend(func() bool { freed = len(slots) == 0; return true }, stop) {
+		t.Fatal("lend after a wait that ended reported false")
+	}
+	if !freed || len(slots) != 1 {
+		t.Fatalf("slot freed during the wait %v, taken after it %v", freed, len(slots) == 1)
+	}
+	s.release()
+	if len(slots) != 0 {
+		t.Fatal("the last release kept the slot")
+	}
+
+	// A handler past its timeout holds the slot through the wait.
+	s = take()
+	s.hold()
+	if !s.lend(func() bool { return len(slots) == 1 }, stop) {
+		t.Fatal("the slot was freed while a handler still held it")
+	}
+	s.release()
+	s.release()
+	if len(slots) != 0 {
+		t.Fatalf("%d slots held after both releases", len(slots))
+	}
+
+	// The stop came first: no slot is taken, and none is freed at the end.
+	s = take()
+	if s.lend(func() bool { return false }, stop) {
+		t.Fatal("lend reported true after a wait cut short")
+	}
+	s.release()
+	if len(slots) != 0 {
+		t.Fatal("a slot is held after the stop")
+	}
+
+	// Another delivery took the slot meanwhile, and the stop comes before
+	// it is free again.
+	s = take()
+	close(stop)
+	if s.lend(func() bool { slots <- struct{}{}; return true }, stop) {
+		t.Fatal("lend took a slot that was not free")
+	}
+	s.release()
+	if len(slots) != 1 {
+		t.Fatalf("%d slots held, want only the other delivery's", len(slots))
+	}
+}
