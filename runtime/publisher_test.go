@@ -173,6 +173,30 @@ func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 	}
 }
 
+// A Send whose context has already ended writes nothing, though a publish
+// slot and the channel are free: each is answered not sent, none is
+// unconfirmed, and the queue holds only the Send before them.
+func TestBrokerPublisherCancelledSendWritesNothing(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	p := newPublisher(t, brokerURL(t), 16)
+	if err := p.Send(context.Background(), message(t, exchange, "ok.warm", "warm")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		err := p.Send(ctx, message(t, exchange, "ok.x", strconv.Itoa(i)))
+		if err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
+			t.Fatalf("send %d with its context ended: %v, want not sent", i, err)
+		}
+	}
+	assertCounts(t, map[string][2]int{ok: {1, 0}})
+	if got := ids(t, ok); len(got) != 1 || got["warm"] != 1 {
+		t.Errorf("%s holds %v, want only warm", ok, got)
+	}
+}
+
 // The connection is cut while a window of Sends waits for its confirms.
 // Every Send confirmed is in the queue; a Send that says it was not written
 // is not; an unconfirmed one may be either. The Sends after the cut go

@@ -90,6 +90,10 @@ type channel struct {
 // nothing.
 const retiredDetail = "its channel was being closed: not written"
 
+// stoppedDetail is why a publish whose caller stopped waiting before it was
+// written wrote nothing.
+const stoppedDetail = "stopped before the publish was written"
+
 // close closes the channel once no publish is writing on it, and none will,
 // within ctx (a write the broker does not read ends within a step, when its
 // watchdog abandons the connection).
@@ -260,6 +264,11 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no time left to publish"
 		return ev
 	}
+	if closed(b.Done) {
+		// Likewise: a caller who has stopped waiting gets nothing written.
+		ev.Status, ev.Detail = outcome.HandoffFailed, stoppedDetail
+		return ev
+	}
 	var expired <-chan time.Time
 	if !writeBy.IsZero() {
 		timer := step.Timer(writeBy)
@@ -345,6 +354,11 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	if c.retired.Load() {
 		c.writes.RUnlock()
 		ev.Status, ev.Detail = outcome.HandoffFailed, retiredDetail
+		return ev
+	}
+	if closed(b.Done) {
+		c.writes.RUnlock()
+		ev.Status, ev.Detail = outcome.HandoffFailed, stoppedDetail
 		return ev
 	}
 	if err := writing(); err != nil {
