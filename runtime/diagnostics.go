@@ -121,7 +121,7 @@ func stageLevel(ev event) slog.Level {
 
 // record ends a delivery's journey: its record goes to the observer and the
 // report, and as the "settled" stage to the log.
-func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome) {
+func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome, hooks ends) {
 	// A delivery abandoned at the final abort may end after Run returned: its
 	// record is only logged then, and the report already lists it.
 	// Health says it settled before the observer hears of it: an observer
@@ -130,7 +130,9 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 		r.settledNow()
 	}
 	duplicate := o.Claim == outcome.InboxDuplicate
-	if r.report.add(token, rec, copyMayRepeat(o), duplicate) && c.cfg.Observe != nil {
+	added := r.report.add(token, rec, copyMayRepeat(o), duplicate)
+	hooks.call()
+	if added && c.cfg.Observe != nil {
 		c.observe(rec)
 	}
 	c.telemetry.settled(ctx, rec)

@@ -29,7 +29,10 @@ import (
 // redelivery could run the handler again in between. A park returns at once,
 // with nothing settled and the work still held: the caller waits and runs
 // the handler again.
-func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release *shares) decide.Plan {
+// The telemetry hook's ends of the settlement and of the handoff's publish
+// are returned, for the caller to call once the journey's record is in the
+// report.
+func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release *shares) (_ decide.Plan, hooks ends) {
 	free := func() {
 		if release != nil {
 			release.drop()
@@ -37,17 +40,11 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 		}
 	}
 	parked := false
-	// published tells the telemetry hook how the handoff's publish ended, once
-	// the original is settled: a hook slow to end its span (an exporter that
-	// waits for its collector) must not spend the budget the ACK needs.
-	var published func(string)
 	defer func() {
 		if !parked {
 			free()
 		}
-		if published != nil {
-			published(o.Handoff.Status.String())
-		}
+		hooks.handoff = o.Handoff.Status.String()
 	}()
 	key := deliveryKey(d, env)
 	o.PriorRequeues = r.requeues.Count(key)
@@ -56,7 +53,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 		plan := decide.Decide(*o, attempt, c.policy, time.Until(deadline))
 		if plan.Action == decide.ActPark {
 			parked = true
-			return plan
+			return plan, hooks
 		}
 		if plan.Action != decide.ActDone && (plan.Action != decide.ActAck || chosen.Action != decide.ActHandoff) {
 			chosen = plan
@@ -67,20 +64,20 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 		switch plan.Action {
 		case decide.ActDone, decide.ActLeave:
 			c.remember(r, gen, token, d, env, *o, attempt)
-			return chosen
+			return chosen, hooks
 		case decide.ActAck:
 			c.hooks.beforeAck()
-			done := c.telemetry.settle(ctx, "ack")
+			hooks.settled = c.telemetry.settle(ctx, "ack")
 			o.Settlement = auth.Ack(stepEnd())
-			done(o.Settlement.Status.String())
+			hooks.settlement = o.Settlement.Status.String()
 			c.hooks.afterAck()
 			if o.Settlement.Status == outcome.AckSent {
 				r.requeues.Forget(key)
 			}
 		case decide.ActDeadLetter:
-			done := c.telemetry.settle(ctx, "nack")
+			hooks.settled = c.telemetry.settle(ctx, "nack")
 			o.Settlement = auth.Nack(stepEnd(), false)
-			done(o.Settlement.Status.String())
+			hooks.settlement = o.Settlement.Status.String()
 		case decide.ActRequeue:
 			// The work did not complete: a redelivery of it (its channel was
 			// lost) may run during the pause.
@@ -88,9 +85,9 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			r.pause(plan.Delay)
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.Add(key)
-			done := c.telemetry.settle(ctx, "requeue")
+			hooks.settled = c.telemetry.settle(ctx, "requeue")
 			o.Settlement = auth.Nack(stepEnd(), true)
-			done(o.Settlement.Status.String())
+			hooks.settlement = o.Settlement.Status.String()
 		case decide.ActHandoff:
 			// A copy written once the authority is revoked could never be
 			// followed by the ACK: the original would come back and the work
@@ -98,7 +95,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			// is made again just before the write, after the waits for a
 			// slot or a connection), and nothing more is tried.
 			if !gen.Revoked() {
-				o.Handoff, published = c.handoff(ctx, r, gen, token, d, runEnvelope(env, attempt), *o, plan, deadline)
+				o.Handoff, hooks.published = c.handoff(ctx, r, gen, token, d, runEnvelope(env, attempt), *o, plan, deadline)
 				c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
 					handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 			}
@@ -110,6 +107,26 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 				o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: why}
 			}
 		}
+	}
+}
+
+// ends are the telemetry hook's ends of a journey's settlement and of its
+// handoff's publish, with what each ended in. They are called once the
+// journey's record is in the report: a hook slow to end its span (an
+// exporter that waits for its collector) must neither spend the budget the
+// ACK needs nor leave a settled delivery in flight for the final abort to
+// report as unsettled.
+type ends struct {
+	settled, published  func(string)
+	settlement, handoff string
+}
+
+func (e ends) call() {
+	if e.settled != nil {
+		e.settled(e.settlement)
+	}
+	if e.published != nil {
+		e.published(e.handoff)
 	}
 }
 

@@ -200,7 +200,7 @@ func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, 
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(ctx, r, gen.ID, 0, rec, o)
+	c.record(ctx, r, gen.ID, 0, rec, o, ends{})
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.

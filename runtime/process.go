@@ -92,10 +92,10 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	free := release
 	release = nil // execute frees it
 	for {
-		plan := c.execute(ctx, r, gen, token, d, env, &o, auth, attempt, deadline, free)
+		plan, hooks := c.execute(ctx, r, gen, token, d, env, &o, auth, attempt, deadline, free)
 		if plan.Action != decide.ActPark {
 			rec := newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received))
-			c.record(ctx, r, gen.ID, token, rec, o)
+			c.record(ctx, r, gen.ID, token, rec, o, hooks)
 			return rec
 		}
 		// Retried in line: the deliveries of its key wait behind it, and

@@ -37,12 +37,14 @@ type Telemetry interface {
 	// one); the runtime keeps only its headers, and those named x-lily-* as
 	// they were. done gets the broker's answer: "confirmed", or what the
 	// handoff evidence calls its failure; for a retry or DLQ copy, once the
-	// original delivery is settled, so that a slow done cannot spend the
-	// budget its ACK needs.
+	// original delivery is settled and its record is in the Report, so that
+	// a slow done can neither spend the budget its ACK needs nor keep the
+	// delivery in flight for a shutdown to report unsettled.
 	Publish(ctx context.Context, exchange, routingKey string, p *Publishing) (done func(evidence string))
 	// Settle is called before the original delivery's ACK ("ack") or NACK
 	// ("nack", "requeue"); done gets the settlement evidence ("ack sent",
-	// "nack sent", "ambiguous", "not attempted").
+	// "nack sent", "ambiguous", "not attempted") once the record is in the
+	// Report, before the publish's done and Settled.
 	Settle(ctx context.Context, op string) (done func(evidence string))
 	// Settled closes the journey with its record. An ACK found unproven
 	// after Settled (its channel lost before the proof) is listed in the

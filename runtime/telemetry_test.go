@@ -247,3 +247,27 @@ func TestBrokerSlowTelemetryCannotSpendTheBudget(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
 }
+
+// A hook slow to end a handoff's publish is told once the journey's record
+// is in the report: a stop that comes meanwhile finds the delivery settled,
+// not in flight with a handoff that "had no confirm yet".
+func TestBrokerSlowTelemetryEndAtTheStopLeavesTheRecord(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, heldHandler)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "slow-end-1"))
+	handled := make(chan struct{})
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		close(handled)
+		return runtime.Permanent(errors.New("refused"))
+	}, func(cfg *runtime.Config) {
+		cfg.ShutdownGrace, cfg.ForceWindow = 300*time.Millisecond, 100*time.Millisecond
+		cfg.Telemetry = slowEnd{3 * time.Second}
+	})
+	<-handled
+	rep := c.stop()
+	if rep.Counts[runtime.PathDeadLettered] != 1 || rep.Counts[runtime.PathUnresolved] != 0 || len(rep.Unresolved) != 0 || len(rep.PossibleCopies) != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+}
