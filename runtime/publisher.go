@@ -74,14 +74,18 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 	// for publishing.
 	p.consuming = &links{dialer: &dialer{cfg: cfg, name: "publisher"}, shared: true}
 	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.publishing("publish") }, cfg.StepTimeout)
-	p.confirm = confirm.New(p.conn, window)
-	p.confirm.Backoff = func(n int) time.Duration {
+	// One backoff for the connection, whatever the number of Sends
+	// waiting: each failed dial holds the next off for its wait, and the
+	// Sends meanwhile get its failure.
+	p.conn.Backoff = func(n int) time.Duration {
 		wait := backoff.Wait(n, defaultTuning.reconnectMin, cfg.ReconnectMax)
 		if now, last := time.Now().UnixNano(), p.lastWarned.Load(); now-last > int64(time.Second) && p.lastWarned.CompareAndSwap(last, now) {
 			cfg.Logger.Warn("lily: publisher reconnect", "stage", "reconnect", "attempt", n, "wait", wait)
 		}
 		return wait
 	}
+	p.confirm = confirm.New(p.conn, window)
+	p.confirm.Backoff = func(n int) time.Duration { return backoff.Wait(n, defaultTuning.reconnectMin, cfg.ReconnectMax) }
 	return p, nil
 }
 

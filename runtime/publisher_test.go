@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"os/exec"
@@ -951,5 +952,57 @@ func TestBrokerPublisherRetiresAChannelWithoutItsConnection(t *testing.T) {
 		if got[id] != 1 {
 			t.Errorf("queue ok holds %s %d times, want once", id, got[id])
 		}
+	}
+}
+
+// A node that takes each connection and closes it at once (wrong
+// credentials, a connection limit) while a hundred Sends wait: the
+// connection's one backoff paces the dials, and each Send waiting for a
+// dial takes its failure rather than dial again. Each Send is answered
+// not sent. Before the shared backoff, the same run made about 600 dials.
+func TestPublisherRefusedDialsShareOneBackoff(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepts atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			c.Close()
+		}
+	}()
+	p, err := runtime.NewPublisher(runtime.Config{
+		URLs: []string{"amqp://guest:guest@" + ln.Addr().String() + "/"}, StepTimeout: 2 * time.Second, Logger: slog.New(slog.DiscardHandler),
+	}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	errs := make([]error, 100)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			errs[i] = p.Send(ctx, runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{MessageId: strconv.Itoa(i)}})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
+			t.Errorf("send %d: %v, want not sent", i, err)
+		}
+	}
+	// The waits double from 100 ms, each between half and all of its
+	// bound: at most 7 dials fit in 5 s; the rest is room.
+	if n := accepts.Load(); n > 12 {
+		t.Errorf("%d dials for 100 Sends over 5 s, want one backoff's", n)
 	}
 }

@@ -21,13 +21,28 @@ type Conn struct {
 	dial        func() (*amqp.Connection, net.Conn, error)
 	stepTimeout time.Duration
 
-	mu      sync.Mutex // guards current, dialing and closed
+	// Backoff, when set, is the wait after the n-th dial in a row that
+	// failed (from 1): until it has passed, publishes get that failure
+	// instead of dialling again. When nil, a publish may dial at once.
+	Backoff func(n int) time.Duration
+
+	mu      sync.Mutex // guards the fields below
 	current *link
 	// dialing is closed when the dial under way ends; nil when none is.
 	// One dial at a time, and each publish waits for it only as long as
 	// its own bound allows.
 	dialing chan struct{}
 	closed  bool
+	// dials counts the dials ended: a publish that waited for one takes
+	// its outcome rather than dial again at once.
+	dials uint64
+	// failed is the last failure of a dial, lastFailed whether the last
+	// dial ended so, failures the dials failed in a row, and retryAt the
+	// moment before which no dial follows them.
+	failed     error
+	lastFailed bool
+	failures   int
+	retryAt    time.Time
 }
 
 // link is one connection of a Conn.
@@ -97,6 +112,7 @@ func NewConn(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.D
 // deadline. Either wait ends when done is closed.
 func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 	by := step.Deadline(c.stepTimeout, deadline)
+	var waited *uint64 // the dials ended when this publish began to wait
 	for {
 		c.mu.Lock()
 		switch {
@@ -107,26 +123,45 @@ func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 			l := c.current
 			c.mu.Unlock()
 			return l, nil
+		case c.failed != nil && (waited != nil && c.dials != *waited && c.lastFailed || time.Now().Before(c.retryAt)):
+			// The dial waited for failed, or the last one did so recently:
+			// a broker that refuses is not asked again by every publish.
+			err := c.failed
+			c.mu.Unlock()
+			return nil, err
 		case c.dialing != nil:
-			dialing := c.dialing
+			dialing, dials := c.dialing, c.dials
 			c.mu.Unlock()
 			if err := awaitOpen(dialing, by, done); err != nil {
 				return nil, err
 			}
+			waited = &dials
 			continue
 		}
 		c.dialing = make(chan struct{})
 		c.mu.Unlock()
+		began := time.Now()
 		l, err := c.open(by, done)
 		c.mu.Lock()
+		c.lastFailed = false
 		switch {
 		case err == nil && c.closed:
 			// Closed while it dialled: nobody would close this one.
 			_ = l.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
 			l, err = nil, errClosed
 		case err == nil:
-			c.current = l
+			c.current, c.failed, c.failures = l, nil, 0
+		case errors.Is(err, step.ErrTimeout) && time.Since(began) < c.stepTimeout:
+			// Cut short by this publish's own bounds: it proves nothing of
+			// the broker.
+		default:
+			c.failed, c.lastFailed = err, true
+			c.failures++
+			if c.Backoff != nil {
+				c.retryAt = time.Now().Add(c.Backoff(c.failures))
+			}
 		}
+		c.dials++
 		close(c.dialing)
 		c.dialing = nil
 		c.mu.Unlock()
