@@ -169,18 +169,20 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	defer cancel()
 	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })
 	// After the cancel, so that the broker does not hand them straight back:
-	// the deliveries waiting for their order key are requeued, in their
-	// order, before what the client buffered, which came after them.
+	// the deliveries waiting for their order key are requeued, each behind
+	// the one before it in its lane.
 	s.cancelOnce.Do(func() { close(s.cancelled) })
-	select {
-	case <-waitChan(&s.waiting):
-	case <-ctx.Done():
-	}
 	if held != nil {
 		c.notStarted(r, s.gen, held, why)
 	}
 	if err == nil {
 		for d := range s.deliveries {
+			if c.spec.OrderKey != nil {
+				// What the client buffered came after the deliveries in
+				// the lanes: it goes back behind them.
+				c.inOrder(r, s, &d, s.quarantined(&d))
+				continue
+			}
 			s.gen.Settler.Received(d.DeliveryTag, time.Now())
 			c.notStarted(r, s.gen, &d, why)
 		}

@@ -15,43 +15,39 @@ const maxOrderKey = 256
 // the one before it with its key has ended, in the order the queue delivered
 // them. A lane exists while a delivery of its key is in flight.
 type lanes struct {
-	mu   sync.Mutex
-	tail map[string]*place // each lane's last delivery
+	mu sync.Mutex
+	// tail holds, for each lane, what its last delivery closes when its
+	// journey has ended: the next one may then start, or be requeued behind
+	// it. Not before: a delivery that started may still be requeued (a retry
+	// in line at the stop, a deferral, a failed handoff), and a quorum queue
+	// hands requeued messages back in the order they came back.
+	tail map[string]chan struct{}
 }
 
-// place is one delivery's place in its lane.
-type place struct {
-	// passed is closed once the delivery has started or been requeued: the
-	// next one of its lane may be requeued after it, keeping their order.
-	passed chan struct{}
-	// ended is closed when its journey has ended: the next one may start.
-	ended chan struct{}
-}
-
-// gone is the place before the first delivery of a lane.
-var gone = func() *place {
-	p := &place{passed: make(chan struct{}), ended: make(chan struct{})}
-	close(p.passed)
-	close(p.ended)
-	return p
+// ended is what the first delivery of a lane waits for: nothing.
+var ended = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }()
 
-// enter puts a delivery at the end of key's lane, after prev. It must close
-// its place's passed once, and call leave when its journey has ended.
-func (l *lanes) enter(key string) (prev, own *place, leave func()) {
+// enter puts a delivery at the end of key's lane: prev is closed when the
+// journey of the one before it has ended. It must call leave when its own
+// journey has ended.
+func (l *lanes) enter(key string) (prev <-chan struct{}, leave func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tail == nil {
-		l.tail = map[string]*place{}
+		l.tail = map[string]chan struct{}{}
 	}
 	prev, ok := l.tail[key]
 	if !ok {
-		prev = gone
+		prev = ended
 	}
-	own = &place{passed: make(chan struct{}), ended: make(chan struct{})}
+	own := make(chan struct{})
 	l.tail[key] = own
-	return prev, own, func() {
-		close(own.ended)
+	return prev, func() {
+		close(own)
 		l.mu.Lock()
 		if l.tail[key] == own {
 			delete(l.tail, key)
@@ -84,18 +80,17 @@ func (c *Consumer) orderKey(d *amqp.Delivery) string {
 // timeout has its channel recycled, as on an unordered queue.
 //
 // When the session's intake is cancelled (the stop, a recycle), the
-// deliveries still waiting are requeued, each after the one before it in
-// its lane, so that the queue gets them back in their order. A delivery
+// deliveries still waiting are requeued, each once the one before it in its
+// lane has ended, so that the queue gets them back in their order. A delivery
 // whose session was lost while it waited is not started: the broker
 // redelivers it. A delivery leaves its lane when its journey ends: a handler
 // past its timeout runs on beside the next one of its key rather than stop
 // the lane (and, with the prefetch full of that key, the queue).
 func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string) {
 	s.gen.Settler.Received(d.DeliveryTag, time.Time{})
-	prev, own, leave := r.lanes.enter(c.orderKey(d))
+	prev, leave := r.lanes.enter(c.orderKey(d))
 	r.deliveries.Add(1)
 	s.inflight.Add(1)
-	s.waiting.Add(1)
 	r.waiting.Add(1)
 	c.hooks.enteredLane()
 	r.workers.Run(func() {
@@ -103,11 +98,9 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		defer s.inflight.Done()
 		defer leave()
 		requeue := func(why string) {
-			<-prev.passed
+			<-prev
 			s.gen.Settler.Started(d.DeliveryTag, time.Now())
 			c.notStarted(r, s.gen, d, why)
-			close(own.passed)
-			s.waiting.Done()
 			r.waiting.Done()
 		}
 		c.hooks.laneTurn(d.MessageId)
@@ -116,7 +109,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		// one may have been requeued by that stop, and this one goes back
 		// behind it rather than run ahead of it.
 		select {
-		case <-prev.ended:
+		case <-prev:
 		case <-s.cancelled:
 		case <-r.aborted:
 		}
@@ -140,8 +133,6 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 			requeue("not started: " + why + " while it waited for a slot")
 			return
 		}
-		close(own.passed)
-		s.waiting.Done()
 		sl := &slot{slots: r.slots}
 		sl.hold()
 		defer sl.release()

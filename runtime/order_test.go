@@ -190,60 +190,71 @@ func TestBrokerOrderedSequential(t *testing.T) {
 }
 
 // Deliveries still waiting for their key when intake stops are not started:
-// requeued once each, after the consumer's cancel, in their order, while the
-// one running finishes in the grace. On a quorum queue, which hands requeued
-// messages back in the order they came back, that order is the NACKs'.
+// requeued once each, after the consumer's cancel, in their order, once the
+// one running has finished in the grace. On a quorum queue, which hands
+// requeued messages back in the order they came back, that order is the
+// NACKs'. When the running one fails retryably, its retry in line ends at
+// the stop and it is requeued too: before the others, not behind them.
 func TestBrokerOrderedStopRequeuesTheWaiting(t *testing.T) {
 	t.Parallel()
 	for _, qt := range []string{"classic", "quorum"} {
-		t.Run(qt, func(t *testing.T) {
-			t.Parallel()
-			q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
-				q.OrderKey = func(map[string]any, []byte) string { return "" }
-				q.Concurrency, q.Prefetch, q.Topology.Type = 4, 8, qt
-			})
-			declareTopology(t, q)
-			publishKeyed(t, q.Name, []string{"a"}, 4)
-			running, release := make(chan struct{}), make(chan struct{})
-			r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
-				if msg.OrderID == "a-0" {
-					close(running)
-					<-release
+		for _, fails := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/head fails %v", qt, fails), func(t *testing.T) {
+				t.Parallel()
+				q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
+					q.OrderKey = func(map[string]any, []byte) string { return "" }
+					q.Concurrency, q.Prefetch, q.Topology.Type = 4, 8, qt
+				})
+				declareTopology(t, q)
+				publishKeyed(t, q.Name, []string{"a"}, 4)
+				running, release := make(chan struct{}), make(chan struct{})
+				r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+					if msg.OrderID == "a-0" {
+						close(running)
+						<-release
+						if fails {
+							return errors.New("ledger busy")
+						}
+					}
+					return nil
+				})
+				r.launch(c)
+				<-running
+				awaitTaken(t, q.Name) // a-1 to a-3 wait in the consumer behind a-0
+				r.cancel()
+				time.AfterFunc(200*time.Millisecond, func() { close(release) })
+				<-r.done
+				if r.err != nil {
+					t.Fatal(r.err)
 				}
-				return nil
-			})
-			r.launch(c)
-			<-running
-			awaitTaken(t, q.Name) // a-1 to a-3 wait in the consumer behind a-0
-			r.cancel()
-			time.AfterFunc(200*time.Millisecond, func() { close(release) })
-			<-r.done
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			recs := r.recorded()
-			paths := map[string]runtime.Path{}
-			for _, rec := range recs {
-				paths[rec.MessageID] = rec.Path
-			}
-			want := map[string]runtime.Path{"a-0": runtime.PathAcked, "a-1": runtime.PathNotStarted, "a-2": runtime.PathNotStarted, "a-3": runtime.PathNotStarted}
-			if len(recs) != len(want) {
-				t.Errorf("%d records, want one per message: %+v", len(recs), recs)
-			}
-			for id, p := range want {
-				if paths[id] != p {
-					t.Errorf("%s took %q, want %q (all: %v)", id, paths[id], p, paths)
+				recs := r.recorded()
+				paths := map[string]runtime.Path{}
+				for _, rec := range recs {
+					paths[rec.MessageID] = rec.Path
 				}
-			}
-			assertCounts(t, map[string][2]int{q.Name: {3, 0}})
-			var ids []string
-			for _, d := range drain(t, q.Name) {
-				ids = append(ids, d.MessageId)
-			}
-			if strings.Join(ids, " ") != "a-1 a-2 a-3" {
-				t.Errorf("the queue holds %v; want a-1 a-2 a-3", ids)
-			}
-		})
+				want := map[string]runtime.Path{"a-0": runtime.PathAcked, "a-1": runtime.PathNotStarted, "a-2": runtime.PathNotStarted, "a-3": runtime.PathNotStarted}
+				wantQueued := "a-1 a-2 a-3"
+				if fails {
+					want["a-0"], wantQueued = runtime.PathRequeued, "a-0 a-1 a-2 a-3"
+				}
+				if len(recs) != len(want) {
+					t.Errorf("%d records, want one per message: %+v", len(recs), recs)
+				}
+				for id, p := range want {
+					if paths[id] != p {
+						t.Errorf("%s took %q, want %q (all: %v)", id, paths[id], p, paths)
+					}
+				}
+				assertCounts(t, map[string][2]int{q.Name: {len(strings.Fields(wantQueued)), 0}})
+				var ids []string
+				for _, d := range drain(t, q.Name) {
+					ids = append(ids, d.MessageId)
+				}
+				if got := strings.Join(ids, " "); got != wantQueued {
+					t.Errorf("the queue holds %v; want %s", ids, wantQueued)
+				}
+			})
+		}
 	}
 }
 

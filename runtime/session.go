@@ -63,11 +63,9 @@ type session struct {
 	// inflight counts the session's deliveries still on their journey.
 	inflight sync.WaitGroup
 	// cancelled is closed once the session's intake is cancelled: the
-	// deliveries waiting for their order key are requeued then. waiting
-	// counts those that have neither started nor been requeued.
+	// deliveries waiting for their order key are requeued then.
 	cancelled  chan struct{}
 	cancelOnce sync.Once
-	waiting    sync.WaitGroup
 }
 
 // call runs one synchronous method on the consumer channel, bounded by ctx.
