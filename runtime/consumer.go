@@ -55,6 +55,9 @@ type Consumer struct {
 	running atomic.Pointer[run]
 	// telemetry is the Config's Telemetry, guarded.
 	telemetry hook
+	// userSteps counts the steps of user code running (a scope, a claim, a
+	// commit, a cleanup, after_delivery), given up at their step or not.
+	userSteps atomic.Int64
 }
 
 // testHooks let broker tests break the transport at exact moments of a

@@ -23,7 +23,8 @@ func TestHandlerCountSealAdmitsNoLateStart(t *testing.T) {
 				}
 			})
 		}
-		abandoned := h.seal()
+		h.seal()
+		abandoned := h.running()
 		wg.Wait()
 		if int64(abandoned) != admitted.Load() {
 			t.Fatalf("the seal counted %d handlers not ended; %d were admitted", abandoned, admitted.Load())

@@ -236,7 +236,9 @@ func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) 
 	ctx, cancel := step.Context(c.cfg.StepTimeout, deadline)
 	defer cancel()
 	v, err := step.Open(ctx, func() (v T, err error) {
+		c.userSteps.Add(1)
 		defer func() {
+			c.userSteps.Add(-1)
 			if p := recover(); p != nil {
 				err = fmt.Errorf("panic: %v", p)
 			}

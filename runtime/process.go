@@ -244,14 +244,13 @@ func (c *Consumer) handlerEnded(r *run, call *handlerCall, late abandoned, res o
 	abandoned := call.gaveUp
 	call.returned = true
 	call.mu.Unlock()
-	// The handler's end is counted for the final abort's seal once the
-	// wait has its result, or once an abandoned handler's transaction
-	// and scope are finished: until then it is still running for the
-	// report, whose Abandoned then counts it.
+	// The handler's end is counted for the report once it has returned;
+	// an abandoned handler's rollback and cleanup are steps of user code,
+	// which the report counts while they run.
 	if abandoned {
 		r.stuck.returned()
-		c.finishAbandoned(late)
 		r.handlers.end()
+		c.finishAbandoned(late)
 		return
 	}
 	r.handlers.end()

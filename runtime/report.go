@@ -39,15 +39,14 @@ type Report struct {
 	// connection attempt after it failed; every session after the first
 	// follows one of these.
 	Lost []string `json:"lost,omitempty"`
-	// Abandoned counts the handlers still running at the final abort (the
-	// end of every other handler was observed), an abandoned handler's
-	// transaction rollback and scope cleanup included, each within its
-	// step: each is rolled back and cleaned up when it returns, after Run
-	// has. A handler abandoned at the final abort leaves its delivery
-	// unresolved; one abandoned earlier, at its timeout, may still be
-	// running though its delivery was settled by the retry. (A handler that
-	// returned in time is finished by its delivery's journey, which the
-	// report lists unresolved when the abort comes first.)
+	// Abandoned counts the user code still running when the report was
+	// sealed, at the end of the close (the end of all else was observed):
+	// handlers, and steps (a scope's open or cleanup, an inbox claim or
+	// commit, an abandoned handler's rollback, AfterDelivery) given up at
+	// their step. They run on after Run returns. A handler abandoned at the
+	// final abort leaves its delivery unresolved, and is rolled back and
+	// cleaned up when it returns; one abandoned earlier, at its timeout, may
+	// still be running though its delivery was settled by the retry.
 	Abandoned int `json:"abandoned"`
 	// Parts are the reports of each service Serve ran, when it ran several;
 	// the fields above then combine them.
@@ -74,7 +73,7 @@ func (r *Report) String() string {
 	if len(r.Lost) > 0 {
 		fmt.Fprintf(&b, "; %d sessions or connection attempts lost", len(r.Lost))
 	}
-	fmt.Fprintf(&b, "; %d handlers abandoned", r.Abandoned)
+	fmt.Fprintf(&b, "; %d abandoned (user code still running)", r.Abandoned)
 	if len(r.Parts) > 0 {
 		// The parts say the rest, each of its own service.
 		for _, p := range r.Parts {

@@ -186,8 +186,10 @@ func (h *handlerCount) start() bool {
 
 func (h *handlerCount) end() { h.ended.Add(1) }
 
-// seal stops handlers from starting and counts those whose end was not
-// observed: the abandoned.
-func (h *handlerCount) seal() int {
-	return int(h.started.Or(sealed)&^sealed - h.ended.Load())
+// seal stops handlers from starting.
+func (h *handlerCount) seal() { h.started.Or(sealed) }
+
+// running counts the handlers whose end was not observed.
+func (h *handlerCount) running() int {
+	return int(h.started.Load()&^sealed - h.ended.Load())
 }

@@ -20,4 +20,9 @@ func TestReportSealCountsTheJourneysInFlight(t *testing.T) {
 	if len(rep.Unresolved) != 1 || rep.Unresolved[0].MessageID != "flying-1" {
 		t.Errorf("unresolved %+v", rep.Unresolved)
 	}
+	// A journey still running reaches its handoff's write after the seal:
+	// the copy is not to be written, for the report could list it nowhere.
+	if b.writingCopy(b.begin("late-1"), "q.retry.1s") {
+		t.Error("a copy may be written after the seal")
+	}
 }

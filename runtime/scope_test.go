@@ -148,3 +148,50 @@ type rollbackTx struct{ in *rollbackInbox }
 func (rollbackTx) Bind(ctx context.Context) context.Context { return ctx }
 func (rollbackTx) Commit(context.Context) error             { return nil }
 func (t rollbackTx) Rollback(context.Context)               { t.in.rollbacks.Add(1) }
+
+// A delivery whose after_delivery is still running at the final abort: the
+// close waits for it within its step, so a hook that ends in time ends
+// before Run returns; one still running past its step runs on after Run
+// returned, and the report counts it abandoned.
+func TestBrokerUserStepAtTheAbortIsWaitedForOrCounted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name            string
+		step, hookTakes time.Duration
+		abandoned       int
+	}{
+		{"ends within the step", 5 * time.Second, time.Second, 0},
+		{"outlives the step", time.Second, 4 * time.Second, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t, heldHandler)
+			declareTopology(t, q)
+			publish(t, q.Name, order(t, "late-1"))
+			handled := make(chan struct{})
+			var hookEnded atomic.Int64
+			c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+				close(handled)
+				return nil
+			}, func(cfg *runtime.Config) {
+				cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = tc.step, 100*time.Millisecond, 100*time.Millisecond
+				cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Record) error {
+					time.Sleep(tc.hookTakes) // ignores its context
+					hookEnded.Store(time.Now().UnixNano())
+					return nil
+				}
+			})
+			<-handled
+			rep := c.stop()
+			returned := time.Now().UnixNano()
+			ended := hookEnded.Load()
+			if tc.abandoned == 0 && (ended == 0 || ended > returned) {
+				t.Error("after_delivery was still running when Run returned")
+			}
+			if rep.Abandoned != tc.abandoned || rep.Counts[runtime.PathUnresolved] != 1 || len(rep.Unresolved) != 1 {
+				t.Errorf("report: %s; want %d abandoned, late-1 unresolved", rep, tc.abandoned)
+			}
+			assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+		})
+	}
+}

@@ -22,16 +22,17 @@ import (
 //  2. force notification: handlers' contexts are cancelled; settlement
 //     authority stays valid on a healthy channel, so work that completes still
 //     settles within ForceWindow and its own budget;
-//  3. final abort: every generation's authority is revoked; the end of every
-//     handler goroutine is observed (completed, panicked, or abandoned: still
-//     running); deliveries still in flight are reported unresolved and the
-//     broker redelivers them when the channel closes;
+//  3. final abort: every generation's authority is revoked, and no handler
+//     starts any more; deliveries still in flight are reported unresolved
+//     and the broker redelivers them when the channel closes;
 //  4. close: the consumer channel is closed cleanly, and its close-ok proves
 //     every ACK still waiting for proof; then the connections. Sessions
 //     retired earlier (a broker cancel, a recycle) close too; the handoffs'
-//     channel and connection begin to close beside them. One step bounds
-//     the phase, so that a shutdown ends within ShutdownGrace + ForceWindow
-//     + StepTimeout, but for a handoff still dialling, which Run waits for.
+//     channel and connection begin to close beside them. The journeys still
+//     in a step of user code are waited for. One step bounds the phase, so
+//     that a shutdown ends within ShutdownGrace + ForceWindow + StepTimeout,
+//     but for a handoff still dialling, which Run waits for; the user code
+//     still running at its end (handlers, steps) is counted abandoned.
 //
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
@@ -62,7 +63,7 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	r.revokeAll()
 	r.force()
 	close(r.aborted)
-	abandoned := r.handlers.seal()
+	r.handlers.seal()
 	end()
 
 	end = c.phase(r, "close")
@@ -79,8 +80,12 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	// among them, were given up at the abort, one after another in their
 	// lane: their records go into the report, within the step.
 	waitFor(waitChan(&r.waiting), time.Until(by))
+	// So do the journeys still in a step of user code (a commit, a
+	// cleanup, after_delivery): the user code still running then, handlers
+	// and steps, runs on after Run returns, and the report counts it.
+	waitFor(finished, time.Until(by))
 	end()
-	return r.report.seal(c.spec.Name, abandoned)
+	return r.report.seal(c.spec.Name, r.handlers.running()+int(c.userSteps.Load()))
 }
 
 // closeSession closes the consumer channel cleanly: its close-ok is the proof
