@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/internal/settle"
 )
 
 // Broker tests for a consumer's intake ending on a healthy channel: the
@@ -245,4 +247,104 @@ func TestBrokerQuorumConsumerAsksForAConsumerTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// losesFirstAck keeps the first ACK of a consumer from the broker and says
+// it was written: what a quorum queue does with an ACK its leader loses
+// before committing it.
+type losesFirstAck struct {
+	settle.Acker
+	lost *atomic.Bool
+}
+
+func (a losesFirstAck) Ack(tag uint64, multiple bool) error {
+	if a.lost.CompareAndSwap(false, true) {
+		return nil
+	}
+	return a.Acker.Ack(tag, multiple)
+}
+
+// A quorum queue that lost an ACK holds its message checked out to the
+// consumer; with the prefetch full of such, it feeds the channel nothing
+// though messages are ready, and nothing on the channel says so. The
+// consumer sees its channel idle with room while the queue holds ready
+// messages, recycles it, and the orphan comes back, redelivered, with the
+// message behind it. Once the queue is empty, an idle channel is left alone.
+func TestBrokerStarvedQuorumChannelIsRecycled(t *testing.T) {
+	t.Parallel()
+	const starveAfter = 2 * time.Second
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Topology.Type = "quorum"
+		q.Concurrency, q.Prefetch = 1, 1
+	})
+	declareTopology(t, q)
+	var handled calls
+	r, consumer := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		handled.add(msg.OrderID)
+		return nil
+	})
+	consumer.SetStarveAfter(starveAfter)
+	var lost atomic.Bool
+	consumer.WrapAcker(func(a settle.Acker) settle.Acker { return losesFirstAck{Acker: a, lost: &lost} })
+	r.launch(consumer)
+	publish(t, q.Name, order(t, "orphan"), order(t, "behind"))
+	starved := func(ev event) bool {
+		return ev.stage == "intake-lost" && strings.Contains(ev.detail, "1 ready, none delivered")
+	}
+	eventually(t, time.Minute, "the starved channel recycled", func() bool { return r.events.has(starved) })
+	recs := r.await(3)
+	var redelivered bool
+	for _, rec := range recs {
+		wantPath(t, rec, runtime.PathAcked)
+		redelivered = redelivered || rec.MessageID == "orphan" && rec.Redelivered
+	}
+	if !redelivered {
+		t.Errorf("the orphan did not come back redelivered: %+v", recs)
+	}
+	handled.mu.Lock()
+	if handled.n["orphan"] != 2 || handled.n["behind"] != 1 {
+		t.Errorf("handled %v, want the orphan twice and the one behind it once", handled.n)
+	}
+	handled.mu.Unlock()
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+	time.Sleep(2 * starveAfter) // idle, with room, and nothing ready: no recycle
+	rep := r.stop()
+	n := 0
+	for _, ev := range r.events.all() {
+		if starved(ev) {
+			n++
+		}
+	}
+	if n != 1 || r.reconnects() != 1 || !slices.ContainsFunc(rep.Lost, func(l string) bool { return strings.Contains(l, "1 ready, none delivered") }) {
+		t.Errorf("%d starvation recycles, %d new sessions, want 1 and 1; report: %s", n, r.reconnects(), rep)
+	}
+}
+
+// A quorum queue's channel kept busy past the starvation bound by a slow
+// handler, every slot taken and messages ready, is not starved: intake waits
+// for a slot, and the client buffers what the broker sent. Nothing is
+// recycled.
+func TestBrokerBusyQuorumChannelIsNotStarved(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
+		q.Topology.Type = "quorum"
+		q.Concurrency, q.Prefetch = 1, 3
+	})
+	declareTopology(t, q)
+	r, consumer := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "slow" {
+			time.Sleep(4 * time.Second)
+		}
+		return nil
+	})
+	consumer.SetStarveAfter(time.Second)
+	r.launch(consumer)
+	publish(t, q.Name, order(t, "slow"), order(t, "a"), order(t, "b"), order(t, "c"))
+	for _, rec := range r.await(4) {
+		wantPath(t, rec, runtime.PathAcked)
+	}
+	if rep := r.stop(); len(rep.Lost) != 0 || r.reconnects() != 0 {
+		t.Errorf("a busy channel was recycled: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }

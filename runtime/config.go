@@ -122,6 +122,13 @@ type tuning struct {
 	// stallMargin is what Health allows past a delivery's budget and two
 	// steps before it calls the consumer wedged.
 	stallMargin time.Duration
+	// starveAfter is how long a quorum queue's channel may deliver nothing
+	// while it has room before the queue is asked whether it holds ready
+	// messages (starvation.go).
+	starveAfter time.Duration
 }
 
-var defaultTuning = tuning{limits: guard.DefaultLimits, proofInterval: 250 * time.Millisecond, reconnectMin: 100 * time.Millisecond, stallMargin: time.Minute}
+var defaultTuning = tuning{
+	limits: guard.DefaultLimits, proofInterval: 250 * time.Millisecond, reconnectMin: 100 * time.Millisecond,
+	stallMargin: time.Minute, starveAfter: 30 * time.Second,
+}

@@ -67,6 +67,8 @@ type testHooks struct {
 	// laneTurn runs on an ordered delivery's worker before it waits for its
 	// turn, with the delivery's message_id.
 	laneTurn func(messageID string)
+	// acker, when set, wraps each consumer channel's acker.
+	acker func(settle.Acker) settle.Acker
 }
 
 // NewConsumer checks the queue's spec and dispatch table and returns a consumer
@@ -284,7 +286,7 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 		if err == nil {
 			return c.shutdown(r, s), nil
 		}
-		if errors.Is(err, errCancelled) || errors.Is(err, errRecycled) {
+		if errors.Is(err, errCancelled) || errors.Is(err, errRecycled) || errors.Is(err, errStarved) {
 			c.intakeLost(r, s.gen.ID, err)
 			c.retire(r, s)
 		} else {

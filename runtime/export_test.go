@@ -4,6 +4,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/settle"
 )
 
 // The few internals the broker tests of package runtime_test reach. Those tests
@@ -47,6 +49,15 @@ func (c *Consumer) SetProofInterval(d time.Duration) { c.tuning.proofInterval = 
 // SetStallMargin sets what Health allows past a delivery's budget and two
 // steps before it calls the consumer wedged; call it before Run.
 func (c *Consumer) SetStallMargin(d time.Duration) { c.tuning.stallMargin = d }
+
+// SetStarveAfter sets how long a quorum queue's channel may deliver nothing
+// while it has room before the queue is asked for its ready messages; call
+// it before Run.
+func (c *Consumer) SetStarveAfter(d time.Duration) { c.tuning.starveAfter = d }
+
+// WrapAcker wraps the acker of each consumer channel opened after it, so
+// that a test can lose an ACK the broker never gets; call it before Run.
+func (c *Consumer) WrapAcker(wrap func(settle.Acker) settle.Acker) { c.hooks.acker = wrap }
 
 // Budget is the settlement budget each delivery gets.
 func (c *Consumer) Budget() time.Duration { return c.spec.budget() }

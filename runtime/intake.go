@@ -111,7 +111,7 @@ func (c *Consumer) recycle(r *run, s *session, held *amqp.Delivery) error {
 	if err := c.cancelIntake(r, s, held, "received but not started before its channel was recycled"); err != nil {
 		return fmt.Errorf("lily: cancel the consumer to recycle its channel: %w", err)
 	}
-	return errRecycled
+	return s.recycled
 }
 
 // consumeArgs are the consumer's arguments: on a quorum queue, a consumer

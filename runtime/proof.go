@@ -25,9 +25,10 @@ func (c *Consumer) prove(r *run, s *session) {
 }
 
 // startProver runs prove a proof interval after the last one ended, until
-// stopProver, and tells the session when a delivery has stayed unsettled on
-// its channel past its budget and a step. It runs on a timer, not on a
-// goroutine of its own: an idle consumer holds one goroutine less.
+// stopProver, and has the session's channel recycled when a delivery has
+// stayed unsettled on it past its budget and a step, or the queue starves
+// it (starvation.go). It runs on a timer, not on a goroutine of its own: an
+// idle consumer holds one goroutine less.
 func (c *Consumer) startProver(r *run, s *session) {
 	// Under the lock, so that the first proof sees the timer.
 	s.proving.Lock()
@@ -40,7 +41,10 @@ func (c *Consumer) startProver(r *run, s *session) {
 		}
 		c.prove(r, s)
 		if oldest := s.gen.Settler.Oldest(); !oldest.IsZero() && time.Since(oldest) > c.recycleAfter() {
-			s.outlivedOnce.Do(func() { close(s.outlived) })
+			s.recycleFor(errRecycled)
+		}
+		if why := c.starved(r, s); why != nil {
+			s.recycleFor(why)
 		}
 		s.prover.Reset(c.tuning.proofInterval)
 	})

@@ -55,17 +55,30 @@ type session struct {
 	prover        *time.Timer
 	proving       sync.Mutex
 	proverStopped bool
-	// outlived is closed (once, by the prover) when a delivery received on
-	// the channel is still unsettled a budget and a step later: the channel
-	// is to be recycled.
+	// outlived is closed (once, by the prover) when the channel is to be
+	// recycled, recycled saying why: a delivery received on it is still
+	// unsettled a budget and a step later (errRecycled), or the queue
+	// starves it (errStarved).
 	outlived     chan struct{}
 	outlivedOnce sync.Once
+	recycled     error
+	// idle is what the prover last saw of the channel's deliveries, for
+	// the starvation watch; the prover's alone.
+	idle idleWatch
 	// inflight counts the session's deliveries still on their journey.
 	inflight sync.WaitGroup
 	// cancelled is closed once the session's intake is cancelled: the
 	// deliveries waiting for their order key are requeued then.
 	cancelled  chan struct{}
 	cancelOnce sync.Once
+}
+
+// recycleFor has the channel recycled, for why, unless it already is.
+func (s *session) recycleFor(why error) {
+	s.outlivedOnce.Do(func() {
+		s.recycled = why
+		close(s.outlived)
+	})
 }
 
 // call runs one synchronous method on the consumer channel, bounded by ctx.
@@ -307,7 +320,11 @@ func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err e
 		s.gen.Revoke()
 		return nil, fmt.Errorf("lily: consume %s: %w", c.spec.Name, err)
 	}
-	s.gen.Settler = settle.NewSettler(ch, s.gen, c.spec.Prefetch)
+	var acker settle.Acker = ch
+	if c.hooks.acker != nil {
+		acker = c.hooks.acker(ch)
+	}
+	s.gen.Settler = settle.NewSettler(acker, s.gen, c.spec.Prefetch)
 	go s.watch(chClosed, cancelled)
 	return s, nil
 }

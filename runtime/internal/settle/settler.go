@@ -66,6 +66,8 @@ type Settler struct {
 	// when unsettled[i] was received.
 	unsettled []uint64
 	since     []time.Time
+	// last is the last tag received.
+	last uint64
 }
 
 // NewSettler starts the settler of gen, writing on ch; prefetch bounds what
@@ -89,7 +91,16 @@ func (s *Settler) Received(tag uint64, at time.Time) {
 	s.mu.Lock()
 	s.unsettled = append(s.unsettled, tag)
 	s.since = append(s.since, at)
+	s.last = tag
 	s.mu.Unlock()
+}
+
+// Holding reports the last tag received and how many of those received are
+// unsettled: by the consumer's count, the channel's unacknowledged.
+func (s *Settler) Holding() (last uint64, unsettled int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, len(s.unsettled)
 }
 
 // Started times the delivery of tag from at rather than from its receipt:
