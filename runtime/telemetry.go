@@ -9,6 +9,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
@@ -142,9 +144,17 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		defer h.recovered("Publish")
 		done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen))
 	}()
-	if err := seen.Headers.Validate(); err != nil {
-		// A value AMQP cannot carry would fail the publish, and every
-		// handoff with it: the hook's headers are dropped instead.
+	// A header AMQP or the broker refuses, or headers too large for a frame,
+	// would fail the publish, and every handoff with it: the hook's headers
+	// are dropped instead.
+	err := confirm.CheckHeaders(seen.Headers)
+	if probe := p; err == nil {
+		probe.Headers = seen.Headers
+		if n := frame.ContentHeader(probe); n > frame.Size-frame.Overhead {
+			err = fmt.Errorf("properties and headers of %d bytes, more than a frame carries", n)
+		}
+	}
+	if err != nil {
 		h.logError(slog.String("method", "Publish"),
 			slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
 		return p, done

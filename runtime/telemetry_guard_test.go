@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,33 +109,48 @@ func TestBrokerForceReachesAHandlerWhateverReceivedReturned(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
 }
 
-// unencodable is a faulty hook whose Publish writes a header value AMQP
-// cannot carry.
-type unencodable struct{ faulty }
+// unencodable is a faulty hook whose Publish writes header under name.
+type unencodable struct {
+	faulty
+	name  string
+	value any
+}
 
-func (unencodable) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
-	p.Headers["tenant"] = []string{"not", "an", "AMQP", "value"}
+func (u unencodable) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+	p.Headers[u.name] = u.value
 	return nil
 }
 
-// A header the hook wrote that AMQP cannot carry is dropped, and the
-// handoff goes on as without the hook, rather than failing every time.
+// A header the hook wrote that AMQP cannot carry (a type it has no word for),
+// that the broker would refuse (a NaN, a name over 255 bytes), or that makes
+// the headers too large for a frame is dropped, and the handoff goes on as
+// without the hook, rather than failing every time.
 func TestBrokerTelemetryHeaderAMQPCannotCarryIsDropped(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, hourRetry)
-	declareTopology(t, q)
-	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
-		return errors.New("retry me")
-	}, func(c *runtime.Config) { c.Telemetry = unencodable{} })
-	publish(t, q.Name, order(t, "fails"))
-	if recs := r.await(1); recs[0].Path != runtime.PathRetried {
-		t.Errorf("records %+v", recs)
-	}
-	r.stop()
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
-	copies := drain(t, bucket(q, time.Hour))
-	if len(copies) != 1 || copies[0].Headers["tenant"] != nil || fmt.Sprint(copies[0].Headers["x-lily-attempt"]) != "2" {
-		t.Errorf("copies %d; the first's headers %v", len(copies), headerOf(copies, "tenant"))
+	for _, hook := range []unencodable{
+		{name: "tenant", value: []string{"not", "an", "AMQP", "value"}},
+		{name: "tenant", value: math.NaN()},
+		{name: strings.Repeat("k", 300), value: "v"},
+		{name: "tenant", value: strings.Repeat("b", 140_000)},
+	} {
+		t.Run(fmt.Sprintf("%.20s=%.20v", hook.name, hook.value), func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t, hourRetry)
+			declareTopology(t, q)
+			r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+				return errors.New("retry me")
+			}, func(c *runtime.Config) { c.Telemetry = hook })
+			publish(t, q.Name, order(t, "fails"))
+			if recs := r.await(1); recs[0].Path != runtime.PathRetried {
+				t.Errorf("records %+v", recs)
+			}
+			r.stop()
+			assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
+			copies := drain(t, bucket(q, time.Hour))
+			if len(copies) != 1 || copies[0].Headers[hook.name] != nil || fmt.Sprint(copies[0].Headers["x-lily-attempt"]) != "2" {
+				t.Errorf("copies %d; the first's header %v", len(copies), headerOf(copies, hook.name))
+			}
+		})
 	}
 }
 

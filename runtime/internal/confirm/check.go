@@ -34,13 +34,19 @@ func check(exchange, key string, msg amqp.Publishing) error {
 			return errors.New("expiration: not a whole number of milliseconds")
 		}
 	}
-	if err := msg.Headers.Validate(); err != nil {
-		return fmt.Errorf("headers: %w", err)
-	}
-	if err := checkTable(msg.Headers); err != nil {
+	if err := CheckHeaders(msg.Headers); err != nil {
 		return fmt.Errorf("headers: %w", err)
 	}
 	return nil
+}
+
+// CheckHeaders says why AMQP, or the broker, would refuse headers t: a value
+// of a type AMQP has no word for, a name too long, a NaN or an infinity.
+func CheckHeaders(t amqp.Table) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	return checkTable(t)
 }
 
 // checkTable says which name in table t, or in a table within it, is too
