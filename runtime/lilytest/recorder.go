@@ -3,10 +3,14 @@ package lilytest
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/confirm"
 )
 
 // Recorder is a runtime.Sender that keeps each message sent, for a test to
@@ -31,11 +35,24 @@ type Recorder struct {
 }
 
 // Send keeps a copy of m (its headers and body too). It fails when ctx is
-// done, as a real Sender would; with Outbox, also as AfterCommit fails:
+// done, or for a message a Publisher would refuse before writing it (no
+// exchange and no routing key, a property or a header name over 255 bytes,
+// an expiration that is not milliseconds, a header AMQP or the broker
+// refuses, properties and headers larger than a frame), as a real Sender
+// would; with Outbox, also as AfterCommit fails:
 // without an Inbox claim in ctx, or once the claim has ended.
 func (r *Recorder) Send(ctx context.Context, m runtime.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if m.Exchange == "" && m.RoutingKey == "" {
+		return errors.New("lilytest: send: a message needs an exchange or, for the default exchange, a routing key naming a queue")
+	}
+	if err := confirm.Check(m.Exchange, m.RoutingKey, m.Publishing); err != nil {
+		return fmt.Errorf("lilytest: send: %w", err)
+	}
+	if n := frame.ContentHeader(m.Publishing); n > frame.Size-frame.Overhead {
+		return fmt.Errorf("lilytest: send: properties and headers: %d bytes, more than the %d of a frame", n, frame.Size-frame.Overhead)
 	}
 	m.Headers, m.Body = cloneTable(m.Headers), bytes.Clone(m.Body)
 	keep := func() {

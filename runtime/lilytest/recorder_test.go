@@ -48,6 +48,22 @@ func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
 	if err := out.Send(ctx, runtime.Message{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Send with a done context: %v", err)
 	}
+	// What a Publisher refuses before writing, the Recorder refuses too,
+	// and keeps nothing of it.
+	for why, m := range map[string]runtime.Message{
+		"needs an exchange":               {},
+		"expiration":                      {RoutingKey: "q", Publishing: runtime.Publishing{Expiration: "soon"}},
+		"headers: a name of 300 bytes":    {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{strings.Repeat("k", 300): "v"}}},
+		"headers: table field":            {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"n": uint64(1)}}},
+		"more than the 131064 of a frame": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 200_000)}}},
+	} {
+		if err := out.Send(context.Background(), m); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("Send of a message with %s: %v", why, err)
+		}
+	}
+	if sent := out.Sent(); len(sent) != 0 {
+		t.Errorf("kept %d refused messages", len(sent))
+	}
 }
 
 // As an Outbox, a Recorder keeps a message sent in an Inbox claim only once

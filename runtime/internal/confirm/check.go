@@ -13,12 +13,12 @@ import (
 // key's name, a property or a header's name.
 const maxShortStr = 255
 
-// check says why msg cannot be published to exchange with key, before
+// Check says why msg cannot be published to exchange with key, before
 // anything is written. The client refuses some of it only once the
 // publish's method frame is out, so the rest of the connection's framing
 // would be lost, and the broker refuses a bad expiration by closing the
 // channel: either way every publish in flight beside it would fail.
-func check(exchange, key string, msg amqp.Publishing) error {
+func Check(exchange, key string, msg amqp.Publishing) error {
 	for _, f := range []struct{ name, value string }{
 		{"exchange", exchange}, {"routing key", key},
 		{"content_type", msg.ContentType}, {"content_encoding", msg.ContentEncoding},
