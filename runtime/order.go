@@ -1,10 +1,14 @@
 package runtime
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // maxOrderKey bounds the part of an order key that tells lanes apart: keys
@@ -56,14 +60,27 @@ func (l *lanes) enter(key string) (prev <-chan struct{}, leave func()) {
 	}
 }
 
+// panicked is the lane of the deliveries whose OrderKey panicked.
+const panicked = "\x00lily: OrderKey panicked"
+
 // orderKey is d's order key, bounded. A body over the queue's limit takes no
-// part in it: it is dead-lettered unread.
-func (c *Consumer) orderKey(d *amqp.Delivery) string {
+// part in it: it is dead-lettered unread. OrderKey runs on the intake's
+// goroutine, before the guard: a panic there, on one hostile message, would
+// end the process, again at each redelivery. It is logged instead, and the
+// delivery takes the lane of those whose key panicked.
+func (c *Consumer) orderKey(d *amqp.Delivery) (key string) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.cfg.Logger.Error("lily OrderKey panicked; the delivery is ordered only behind others whose key panicked",
+				"queue", c.spec.Name, "message_id", sanitize.Text(d.MessageId, maxIDText), "detail", sanitize.Text(fmt.Sprint(p), decide.MaxCause))
+			key = panicked
+		}
+	}()
 	body := d.Body
 	if len(body) > c.spec.MaxBodyBytes {
 		body = nil
 	}
-	key := c.spec.OrderKey(d.Headers, body)
+	key = c.spec.OrderKey(d.Headers, body)
 	if len(key) > maxOrderKey {
 		key = key[:maxOrderKey]
 	}

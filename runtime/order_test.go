@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -316,6 +317,37 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	if a, f := header(t, dead[0], guard.HeaderAttempt), header(t, dead[0], guard.HeaderFailureAttempt); a != int64(3) || f != int64(3) {
 		t.Errorf("c-0 in the DLQ at attempt %v, failed at attempt %v; want 3 and 3", a, f)
 	}
+}
+
+// An OrderKey that panics on a message (a hand-written one meeting a header
+// it did not expect) does not end the process: the panic is logged, that
+// delivery is handled in a lane of its own, and the others in theirs.
+func TestBrokerOrderKeyPanicIsContained(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey = func(headers map[string]any, body []byte) string {
+			if byTenant(headers, body) == "boom" {
+				panic("no tenant like that")
+			}
+			return byTenant(headers, body)
+		}
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"boom", "a"}, 2)
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	for _, rec := range c.await(4) {
+		wantPath(t, rec, runtime.PathAcked)
+	}
+	n := 0
+	for _, ev := range c.events.all() {
+		if ev.level == slog.LevelError && strings.Contains(ev.detail, "no tenant like that") && strings.HasPrefix(ev.messageID, "boom-") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d panics logged, want one for each of boom-0 and boom-1", n)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
 
 // A retry waiting in line gives its concurrency slot back meanwhile: with
