@@ -58,6 +58,11 @@ func openTrial(consumer any, b trial.Broker) trial.Journeys {
 func (j *journeys) Deliver(d *amqp.Delivery) any {
 	received := time.Now()
 	j.gen.Settler.Received(d.DeliveryTag, received)
+	if closed(j.r.aborted) {
+		// As after the final abort: no journey starts, no user code runs.
+		j.c.notStarted(j.r, j.gen, d, "not started: the consumer aborted")
+		return j.observed
+	}
 	// consume waits for a slot until the delivery has been unsettled for
 	// recycleAfter (handlers past their timeout hold every slot); then the
 	// channel is recycled and the delivery requeued, not started. The
@@ -83,10 +88,11 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	return rec
 }
 
-// Close cancels the handlers' context, as the force does, and ends the
-// generation as the final abort does: a later delivery calls no handler and
-// is not settled.
+// Close stops, cancels the handlers' context, as the force does, and ends
+// the generation as the final abort does: a later delivery runs no user
+// code and is not settled.
 func (j *journeys) Close() {
+	j.r.stopOnce.Do(func() { close(j.r.stopping) })
 	j.r.force()
 	close(j.r.aborted)
 	j.r.handlers.seal()
@@ -103,6 +109,10 @@ type trialHandoffs struct{ b trial.Broker }
 func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
 	// A trial's report is never sealed, but its generation is revoked once
 	// the trial is closed.
+	if err := confirm.Check(exchange, key, msg); err != nil {
+		// Refused before the write, as the publisher refuses it.
+		return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffFailed, Detail: err.Error()}
+	}
 	if err := writing(); err != nil {
 		return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffFailed, Detail: err.Error()}
 	}

@@ -67,17 +67,34 @@ func TestTelemetryFollowsTheJourney(t *testing.T) {
 }
 
 // After Close, the consumer's authority is gone: a delivery is left
-// unresolved, with nothing written.
+// unresolved, with nothing written, and no user code runs for it (no scope,
+// no handler, no after_delivery), however many come.
 func TestClosedHarnessSettlesNothing(t *testing.T) {
-	h, err := lilytest.New(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok)), runtime.Config{Logger: quiet})
+	var calls atomic.Int32
+	cfg := runtime.Config{Logger: quiet,
+		Scope: func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			calls.Add(1)
+			return ctx, nil, nil
+		},
+		AfterDelivery: func(context.Context, runtime.RawDelivery, runtime.Record) error {
+			calls.Add(1)
+			return nil
+		},
+	}
+	h, err := lilytest.New(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok)), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.Close()
-	res := h.Deliver(order(t, "late-1"))
-	wantPath(t, res, runtime.PathUnresolved)
-	if res.Settlement != "" {
-		t.Errorf("result %+v", res)
+	for range 3 {
+		res := h.Deliver(order(t, "late-1"))
+		wantPath(t, res, runtime.PathUnresolved)
+		if res.Settlement != "" {
+			t.Errorf("result %+v", res)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d calls of user code after Close", n)
 	}
 	h.Close() // a second Close does nothing
 }
