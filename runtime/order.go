@@ -115,7 +115,13 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		defer s.inflight.Done()
 		defer leave()
 		requeue := func(why string) {
-			<-prev
+			// After the final abort nothing is NACKed any more, so the
+			// journey ahead is not waited for: the record goes into the
+			// report before it is sealed.
+			select {
+			case <-prev:
+			case <-r.aborted:
+			}
 			s.gen.Settler.Started(d.DeliveryTag, time.Now())
 			c.notStarted(r, s.gen, d, why)
 			r.waiting.Done()

@@ -259,6 +259,50 @@ func TestBrokerOrderedStopRequeuesTheWaiting(t *testing.T) {
 	}
 }
 
+// At a stop, the head of a key is still in its user steps (a cleanup, then
+// after_delivery, each past its step) when the final abort comes: the
+// delivery behind it no longer waits for it, since nothing is NACKed after
+// the abort, and the report accounts for both. Both are back in the queue.
+func TestBrokerOrderedWaiterBehindASlowHeadIsReportedAtTheAbort(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
+		q.OrderKey = func(map[string]any, []byte) string { return "" }
+		q.Concurrency, q.Prefetch = 2, 4
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a"}, 2)
+	inCleanup := make(chan struct{})
+	var once sync.Once
+	slow := func() { time.Sleep(3 * time.Second) } // each past its step
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, func(cfg *runtime.Config) {
+		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = time.Second, 100*time.Millisecond, 100*time.Millisecond
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, func(context.Context) error {
+				once.Do(func() { close(inCleanup) })
+				slow()
+				return nil
+			}, nil
+		}
+		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Record) error {
+			slow()
+			return nil
+		}
+	})
+	<-inCleanup
+	rep := c.stop()
+	n := 0
+	for _, k := range rep.Counts {
+		n += k
+	}
+	if n != 2 || rep.Counts[runtime.PathUnresolved] != 2 {
+		t.Errorf("the report accounts for %d deliveries, want a-0 and a-1 unresolved: %s", n, rep)
+	}
+	eventually(t, 30*time.Second, "both back in the queue", func() bool {
+		ready, unacked := queueCounts(t, q.Name)
+		return ready == 2 && unacked == 0
+	})
+}
+
 // An ordered queue retries in line: the failed delivery waits its retry
 // delay and runs again as the next attempt, while the deliveries of its key
 // wait behind it and other keys run on; nothing goes through a retry
