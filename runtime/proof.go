@@ -35,18 +35,28 @@ func (c *Consumer) startProver(r *run, s *session) {
 	defer s.proving.Unlock()
 	s.prover = time.AfterFunc(c.tuning.proofInterval, func() {
 		s.proving.Lock()
-		defer s.proving.Unlock()
 		if s.proverStopped {
+			s.proving.Unlock()
 			return
 		}
 		c.prove(r, s)
 		if oldest := s.gen.Settler.Oldest(); !oldest.IsZero() && time.Since(oldest) > c.recycleAfter() {
 			s.recycleFor(errRecycled)
 		}
-		if why := c.starved(r, s); why != nil {
-			s.recycleFor(why)
+		idle, free := c.idle(r, s)
+		s.proving.Unlock()
+		// The queue is asked outside the lock: a close must not wait a
+		// step for the answer before its own proof.
+		if idle > 0 {
+			if why := c.starved(s, idle, free); why != nil {
+				s.recycleFor(why)
+			}
 		}
-		s.prover.Reset(c.tuning.proofInterval)
+		s.proving.Lock()
+		defer s.proving.Unlock()
+		if !s.proverStopped {
+			s.prover.Reset(c.tuning.proofInterval)
+		}
 	})
 }
 

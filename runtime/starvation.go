@@ -20,7 +20,7 @@ import (
 // is recycled when some are, which hands the orphans back to the queue.
 
 // errStarved ends a session whose channel the queue no longer feeds.
-var errStarved = errors.New("lily: the queue holds ready messages and has delivered none to a channel with room; its channel is recycled")
+var errStarved = errors.New("lily: starved: the quorum queue holds messages for a channel with room (ACKs lost with a leader?); recycled")
 
 // idleWatch is what the prover last saw of a channel's deliveries: the last
 // tag received, and since when nothing came while the channel had room.
@@ -29,32 +29,40 @@ type idleWatch struct {
 	since time.Time
 }
 
-// starved reports errStarved, with the figures, when the queue starves s's
-// channel; nil otherwise. The prover calls it, on each proof. While every
+// idle says how long s's channel has delivered nothing while it had room,
+// and how many prefetch places were free by the consumer's count, when that
+// is starveAfter or more and the queue is to be asked; 0 otherwise.
+// The prover calls it, on each proof, under its lock. While every
 // concurrency slot is taken, intake may be waiting for one, with deliveries
 // in the client's buffer the consumer has not counted: that is no idle
 // channel.
-func (c *Consumer) starved(r *run, s *session) error {
+func (c *Consumer) idle(r *run, s *session) (time.Duration, int) {
 	if !c.watchesStarvation() {
-		return nil
+		return 0, 0
 	}
 	last, unsettled := s.gen.Settler.Holding()
 	now := time.Now()
 	if s.idle.since.IsZero() || last != s.idle.last || unsettled >= c.spec.Prefetch || len(r.slots) == cap(r.slots) {
 		s.idle = idleWatch{last: last, since: now}
-		return nil
+		return 0, 0
 	}
 	idle := now.Sub(s.idle.since)
 	if idle < c.tuning.starveAfter {
-		return nil
+		return 0, 0
 	}
 	s.idle.since = now // asked again only after another starveAfter
+	return idle, c.spec.Prefetch - unsettled
+}
+
+// starved asks the queue whether it holds ready messages for s's channel,
+// idle so long with free places, and reports errStarved, with the figures,
+// when it does; nil otherwise.
+func (c *Consumer) starved(s *session, idle time.Duration, free int) error {
 	ready, err := c.readyMessages(s)
 	if err != nil || ready == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %d ready, none delivered in %s, %d of %d prefetch places free by the consumer's count (RabbitMQ may hold ACKed deliveries as unacknowledged after a quorum leader change)",
-		errStarved, ready, idle.Round(time.Second), c.spec.Prefetch-unsettled, c.spec.Prefetch)
+	return fmt.Errorf("%w: %d ready, none delivered in %s, %d of %d prefetch places free", errStarved, ready, idle.Round(time.Second), free, c.spec.Prefetch)
 }
 
 // watchesStarvation: only a quorum queue loses ACKs so, and only one whose
