@@ -299,28 +299,23 @@ func account(e evidence) *Result {
 }
 
 // settlesLost bounds, on a cluster where a node went down, the ACKs proven
-// and then lost before a quorum queue committed them (settleLost): of each attempt, at most
-// one per ACK proven, and only as many as came back redelivered, as runs
-// (runs) or as copies left in a queue (of, with the runs, by id).
+// and then lost before a quorum queue committed them (settleLost). A run
+// of an attempt is explained so only by a redelivery no journey without
+// proof explains, and only by an ACK proven before it, not the attempt's
+// last journey's: at most the fewer of the two (runs). The last journey's
+// ACK, lost so, leaves its message in a queue, redelivered (of counts it
+// there, with the runs, by id).
 func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
 	runs, of = map[workKey]int{}, map[string]int{}
 	if !e.atLeastOnce || !slices.ContainsFunc(slices.Collect(maps.Keys(e.faults)), nodeFault) {
 		return runs, of
 	}
-	sent, back, left := map[workKey]int{}, map[workKey]int{}, map[workKey]int{}
+	journeys := map[workKey][]runtime.Record{}
 	for _, rec := range e.records {
-		switch rec.Path {
-		case runtime.PathAcked, runtime.PathRetried, runtime.PathDeadLettered, runtime.PathBrokerDeadLettered:
-			sent[workKey{rec.MessageID, rec.Attempt}]++
-		}
+		k := workKey{rec.MessageID, rec.Attempt}
+		journeys[k] = append(journeys[k], rec)
 	}
-	for k, as := range e.arrivals {
-		for _, a := range as {
-			if a.redelivered {
-				back[k]++
-			}
-		}
-	}
+	left := map[workKey]int{}
 	for id, copies := range e.queued {
 		for _, f := range copies {
 			if f.redelivered {
@@ -328,12 +323,43 @@ func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
 			}
 		}
 	}
-	for k, n := range sent {
-		proven := max(n-e.ambiguous[k], 0)
-		runs[k] = min(proven, back[k])
-		of[k.id] += min(proven, back[k]+left[k])
+	for k, recs := range journeys {
+		sent, unproven := 0, e.ambiguous[k]
+		for _, rec := range recs {
+			if ackSent(rec) {
+				sent++
+			}
+			if ran(rec) && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
+				unproven++
+			}
+		}
+		back := 0
+		for _, a := range e.arrivals[k] {
+			if a.redelivered {
+				back++
+			}
+		}
+		last := 0
+		if ackSent(recs[len(recs)-1]) {
+			last = 1
+		}
+		runs[k] = min(max(sent-last-e.ambiguous[k], 0), max(back-unproven, 0))
+		of[k.id] += runs[k]
+		if last == 1 && e.ambiguous[k] < sent {
+			of[k.id] += min(left[k], 1)
+		}
 	}
 	return runs, of
+}
+
+// ackSent says whether rec's journey ended with an ACK, or a dead-lettering
+// NACK, sent.
+func ackSent(rec runtime.Record) bool {
+	switch rec.Path {
+	case runtime.PathAcked, runtime.PathRetried, runtime.PathDeadLettered, runtime.PathBrokerDeadLettered:
+		return true
+	}
+	return false
 }
 
 // ran says whether rec's journey ran the handler: not one settled from the

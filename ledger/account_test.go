@@ -228,6 +228,15 @@ func TestAccountExplainsAnACKLostWithTheQuorumLeader(t *testing.T) {
 		t.Errorf("second runs %v", res.SecondRuns)
 	}
 
+	// A redelivery another journey explains (one left unresolved) is not
+	// explained twice: three runs from two deliveries stay a problem.
+	e = oneMessage(Success, runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathUnresolved, Handler: "ok", Reason: "settlement not attempted: authority revoked"}, acked(1))
+	e.atLeastOnce = true
+	e.faults = map[string]int{faultLeaderKilled: 1}
+	e.runs[workKey{"m1", 1}] = 3
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p1", true}}}
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 3 times")
+
 	// The ACK lost at the end: the original is left in the main queue,
 	// redelivered, once its consumer closed.
 	e = oneMessage(Success, acked(1))
