@@ -241,6 +241,11 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 		case "content_type_parameter":
 			v.ContentTypeParameter = s
 		case "type_suffix":
+			if strings.Trim(s, "0123456789") == "" {
+				// The version's number follows it: found again inside the
+				// number, it would split the type in the wrong place.
+				p.errorf(e.v, RuleEnvelope, "type_suffix %q is digits alone, which the version's number could hold too: give it a character other than a digit, such as .v", s)
+			}
 			v.TypeSuffix = s
 		}
 	}
@@ -296,6 +301,10 @@ func (p *parser) ownHeaders(e *Envelope, m *Message) {
 			p.errorAt(m.Pos, RuleEnvelope, "%s travels in envelope %s as type %s%s%d, %d bytes: at most %d, the longest type a consumer's guard accepts",
 				m.Name, e.Name, shorten(m.Type), suffix, last, n, maxTypeBytes)
 		}
+	}
+	if n := pr.Version.Fixed; n != 0 && len(m.Versions) > 0 && !slices.ContainsFunc(m.Versions, func(v *Version) bool { return v.Number == n }) {
+		p.errorAt(m.Pos, RuleEnvelope, "%s is read in envelope %s, whose messages are all version %d, and it has no version %d: every delivery would be dead-lettered as unsupported",
+			m.Name, e.Name, n, n)
 	}
 	for _, v := range m.Versions {
 		for _, h := range v.Headers {

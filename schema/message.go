@@ -32,6 +32,10 @@ func (p *parser) messages(n *yaml.Node, known []*Message, envelopes []*Envelope)
 			if s, ok := p.wireType(e.v); ok {
 				msg.Type = s
 			}
+		} else if len(k.Value) > maxTypeBytes {
+			// The name travels as the type: the guard would refuse it.
+			p.errorf(k, RuleName, "message name %s travels as its type, and is %d bytes: at most %d, the longest type a consumer's guard accepts", shorten(k.Value), len(k.Value), maxTypeBytes).
+				Hint = "set type: to a shorter name it travels as"
 		}
 		all := append(slices.Clip(known), out...)
 		if i := slices.IndexFunc(all, func(m *Message) bool { return m.Type == msg.Type }); i >= 0 {
