@@ -289,7 +289,9 @@ func JSONList[T any](r *JSONReader, most int, read func(*T) error) ([]T, error) 
 
 func index(i int) string { return "[" + strconv.Itoa(i) + "]" }
 
-func entry(key string) string { return "[" + strconv.Quote(key) + "]" }
+// entry is the path of a map's member key, its key bounded: a member name
+// is the producer's, of any length.
+func entry(key string) string { return "[" + quoteBounded(key) + "]" }
 
 // JSONMap reads an object with any member names, at most most of them (or
 // Unbounded), as a map, each value with read, which reads it from r (as

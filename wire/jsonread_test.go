@@ -179,6 +179,8 @@ func TestJSONObject(t *testing.T) {
 		{`{"x":1,"at":true,"tags":{"a":1,"a":2}}`, `field tags["a"]: repeated`},
 		{`{"x":1,"at":true,"tags":{"a\n":null}}`, `field tags["a\n"]: required`},
 		{`{"x":1,"at":true,"tags":{"a":"1"}}`, `field tags["a"]: unexpected JSON string`},
+		// A member name is the producer's, of any length: the path bounds it.
+		{`{"x":1,"at":true,"tags":{"` + strings.Repeat("k", 100) + `":"1"}}`, `field tags["` + strings.Repeat("k", 64) + `"…]: unexpected JSON string`},
 		{`{"x":1,"at":true,"tags":[]}`, `field tags: unexpected JSON array`},
 		{`{"x":1,"at":true,"items":[{"x":2,"at":null},{"x":3,"at":false,"items":[{"at":null}]}]}`, `field items[1].items[0].x: required`},
 		{`{"x":1,"at":true,"items":[null]}`, `field items[0]: required`},

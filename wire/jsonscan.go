@@ -438,7 +438,7 @@ func (r *JSONReader) member(names bool) bool {
 }
 
 // quoteBounded quotes a name from a body for an error, shortened to 64 bytes.
-func quoteBounded(name []byte) string {
+func quoteBounded[S ~string | ~[]byte](name S) string {
 	if len(name) > 64 {
 		return strconv.Quote(string(name[:64])) + "…"
 	}
