@@ -235,6 +235,7 @@ func row(f *schema.Field, path string) FieldRow {
 func WritePage(w io.Writer, p Page) error {
 	t, err := template.New("review.md.tmpl").Funcs(template.FuncMap{
 		"cell": cell,
+		"code": code,
 		"join": strings.Join,
 	}).ParseFS(templates.FS, "review.md.tmpl")
 	if err != nil {
@@ -246,6 +247,26 @@ func WritePage(w io.Writer, p Page) error {
 // cell makes s safe inside a Markdown table cell.
 func cell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// code writes s as a Markdown code span safe inside a table cell: fenced by
+// one backtick more than the longest run of them in s, and padded when s
+// starts or ends with one, so that a name holding a backtick stays whole.
+func code(s string) string {
+	longest, run := 0, 0
+	for _, r := range s {
+		if r == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence, pad := strings.Repeat("`", longest+1), ""
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		pad = " "
+	}
+	return fence + pad + cell(s) + pad + fence
 }
 
 func ownership(external bool) string {
