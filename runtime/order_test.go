@@ -434,6 +434,50 @@ func TestBrokerOrderedParkedRetryFreesItsSlot(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}})
 }
 
+// A retry waiting in line takes a slot again only while the budget still
+// carries its call and a handoff: with the one slot held past that by
+// another key's handler (abandoned at its timeout, still running), the
+// retry goes through its bucket instead of running late, past its budget.
+func TestBrokerOrderedRetryDoesNotOutwaitItsBudgetForASlot(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 1, 16
+		q.HandlerTimeout, q.SettlementBudget = time.Second, 8*time.Second
+		q.Topology.RetryDelays = []time.Duration{time.Second}
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a"}, 1)
+	var calls attempts
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		calls.add(msg, d)
+		switch {
+		case msg.OrderID == "a-0" && d.Attempt() == 1:
+			return errors.New("ledger busy")
+		case msg.OrderID == "b-0" && d.Attempt() == 1:
+			time.Sleep(10 * time.Second) // ignores its context, holding the slot
+		}
+		return nil
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond })
+	eventually(t, time.Minute, "a-0 parked", func() bool {
+		return c.events.has(func(ev event) bool { return ev.stage == "parked" })
+	})
+	publishKeyed(t, q.Name, []string{"b"}, 1)
+	var first *runtime.Record
+	for _, rec := range c.await(4) {
+		if rec.MessageID == "a-0" && first == nil {
+			first = &rec
+		}
+	}
+	if first == nil || first.Path != runtime.PathRetried || first.Attempt != 1 {
+		t.Errorf("a-0's first journey: %+v, want retried through its bucket at attempt 1", first)
+	}
+	a := slices.DeleteFunc(calls.all(), func(c string) bool { return !strings.HasPrefix(c, "a-") })
+	if strings.Join(a, " ") != "a-0@1 a-0@2" {
+		t.Errorf("a-0's calls: %v, want attempts 1 and 2", a)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Second): {0, 0}})
+}
+
 // Deliveries waiting for their key when their session is lost stay in the
 // report when the consumer then stops with no session open, and the head of
 // their key runs on past the force window, ignoring its context: at the

@@ -101,9 +101,14 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		// Retried in line: the deliveries of its key wait behind it, and
 		// other keys take its slot meanwhile.
 		c.emit(event{stage: stageParked, messageID: id, attempt: attempt, generation: gen.ID, detail: plan.Reason})
-		if !sl.lend(func() bool { return r.parkFor(plan.Delay) }, r.stopping) {
-			// The stop came first: the handler is not called again.
-			o.ParkEnded = true
+		// The slot is waited for only while the budget still carries the
+		// call and a handoff after it.
+		if !sl.lend(func() bool { return r.parkFor(plan.Delay) }, r.stopping, deadline.Add(-c.policy.CallCost-decide.HandoffReserve)) {
+			// The handler is not called again. After the stop, the delivery
+			// goes back to its place; when the wait for a slot spent the
+			// budget the call needed, decide finds no room for a retry in
+			// line any more, and sends it through its bucket.
+			o.ParkEnded = closed(r.stopping)
 			continue
 		}
 		if gen.Revoked() {

@@ -186,8 +186,9 @@ type intake struct {
 type slot struct {
 	holders atomic.Int32
 	slots   chan struct{} // the run's: release frees one
-	// owed: a retry in line took no slot back after its wait (the stop came
-	// first), so the last release has none to free.
+	// owed: a retry in line took no slot back after its wait (the stop, or
+	// the end of what its budget allowed, came first), so the last release
+	// has none to free.
 	owed atomic.Bool
 }
 
@@ -203,18 +204,21 @@ func (s *slot) release() {
 // other keys run on while a retry waits in line, and holds it again after:
 // a slot is taken anew unless a handler of the delivery, past its timeout,
 // still holds the old one. It reports false when wait did, or when stop
-// came before a slot was free.
-func (s *slot) lend(wait func() bool, stop <-chan struct{}) bool {
+// came, or the moment by passed, before a slot was free.
+func (s *slot) lend(wait func() bool, stop <-chan struct{}, by time.Time) bool {
 	s.release()
 	ok := wait()
 	if s.holders.Add(1) > 1 {
 		return ok
 	}
 	if ok {
+		t := step.Timer(by)
+		defer step.Release(t)
 		select {
 		case s.slots <- struct{}{}:
 			return true
 		case <-stop:
+		case <-t.C:
 		}
 	}
 	s.owed.Store(true)

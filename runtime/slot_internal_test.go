@@ -1,12 +1,16 @@
 package runtime
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // A retry waiting in line lends its slot out: taken anew after the wait,
 // kept by a handler past its timeout, and owed (not freed twice) when the
 // stop came first.
 func TestSlotLend(t *testing.T) {
 	stop := make(chan struct{})
+	later := time.Now().Add(time.Hour)
 	slots := make(chan struct{}, 1)
 	take := func() *slot {
 		slots <- struct{}{}
@@ -17,7 +21,7 @@ func TestSlotLend(t *testing.T) {
 
 	s := take()
 	freed := false
-	if !s.lend(func() bool { freed = len(slots) == 0; return true }, stop) {
+	if !s.lend(func() bool { freed = len(slots) == 0; return true }, stop, later) {
 		t.Fatal("lend after a wait that ended reported false")
 	}
 	if !freed || len(slots) != 1 {
@@ -31,7 +35,7 @@ func TestSlotLend(t *testing.T) {
 	// A handler past its timeout holds the slot through the wait.
 	s = take()
 	s.hold()
-	if !s.lend(func() bool { return len(slots) == 1 }, stop) {
+	if !s.lend(func() bool { return len(slots) == 1 }, stop, later) {
 		t.Fatal("the slot was freed while a handler still held it")
 	}
 	s.release()
@@ -42,7 +46,7 @@ func TestSlotLend(t *testing.T) {
 
 	// The stop came first: no slot is taken, and none is freed at the end.
 	s = take()
-	if s.lend(func() bool { return false }, stop) {
+	if s.lend(func() bool { return false }, stop, later) {
 		t.Fatal("lend reported true after a wait cut short")
 	}
 	s.release()
@@ -50,11 +54,23 @@ func TestSlotLend(t *testing.T) {
 		t.Fatal("a slot is held after the stop")
 	}
 
+	// Another delivery took the slot meanwhile, and the budget the call
+	// needs is spent before it is free again.
+	s = take()
+	if s.lend(func() bool { slots <- struct{}{}; return true }, stop, time.Now().Add(10*time.Millisecond)) {
+		t.Fatal("lend took a slot that was not free")
+	}
+	s.release()
+	if len(slots) != 1 {
+		t.Fatalf("%d slots held, want only the other delivery's", len(slots))
+	}
+	<-slots
+
 	// Another delivery took the slot meanwhile, and the stop comes before
 	// it is free again.
 	s = take()
 	close(stop)
-	if s.lend(func() bool { slots <- struct{}{}; return true }, stop) {
+	if s.lend(func() bool { slots <- struct{}{}; return true }, stop, later) {
 		t.Fatal("lend took a slot that was not free")
 	}
 	s.release()
