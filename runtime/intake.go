@@ -195,14 +195,14 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 // read it.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
 	ctx := c.telemetry.received(r.work, c.spec.Name, RawDelivery{d: d})
-	done := c.telemetry.settle(ctx, "requeue")
+	hooks := ends{settled: c.telemetry.settle(ctx, "requeue")}
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
-	done(o.Settlement.Status.String())
+	hooks.settlement = o.Settlement.Status.String()
 	rec := newRecord(c.spec, d, sanitize.Text(d.MessageId, maxIDText), nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(ctx, r, gen.ID, 0, rec, o, ends{})
+	c.record(ctx, r, gen.ID, 0, rec, o, hooks)
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.

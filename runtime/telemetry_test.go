@@ -211,8 +211,9 @@ func TestBrokerTelemetryFollowsANotStartedDelivery(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
 }
 
-// slowEnd is a Telemetry whose end of a publish blocks, as span.End does
-// under a synchronous span processor exporting to a collector that is away.
+// slowEnd is a Telemetry whose ends of a publish and of a settlement block,
+// as span.End does under a synchronous span processor exporting to a
+// collector that is away.
 type slowEnd struct{ d time.Duration }
 
 func (slowEnd) Received(ctx context.Context, _ string, _ runtime.RawDelivery) context.Context {
@@ -221,9 +222,11 @@ func (slowEnd) Received(ctx context.Context, _ string, _ runtime.RawDelivery) co
 func (s slowEnd) Publish(context.Context, string, string, *runtime.Publishing) func(string) {
 	return func(string) { time.Sleep(s.d) }
 }
-func (slowEnd) Settle(context.Context, string) func(string) { return nil }
-func (slowEnd) Settled(context.Context, runtime.Record)     {}
-func (slowEnd) Lost(string, string)                         {}
+func (s slowEnd) Settle(context.Context, string) func(string) {
+	return func(string) { time.Sleep(s.d) }
+}
+func (slowEnd) Settled(context.Context, runtime.Record) {}
+func (slowEnd) Lost(string, string)                     {}
 
 // A hook slow to end a handoff's publish is told once the original is
 // settled: it cannot spend the budget the ACK needs, which would leave the
