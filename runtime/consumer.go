@@ -241,8 +241,9 @@ func (r *run) revokeAll() {
 // connection is reconnected with jittered backoff; in-flight deliveries of the
 // lost channel become unresolved and the broker redelivers them. When the
 // broker cancels the consumer (the queue was deleted, its node went down, a
-// consumer timeout), or a delivery stays unsettled past its budget, the
-// channel is healthy: what is in flight on it settles there while a new
+// consumer timeout), a delivery stays unsettled past its budget, or a quorum
+// queue starves the channel, the channel is healthy: what is in flight on it
+// settles there while a new
 // session declares the topology again and consumes. Run returns an error when
 // the first connection fails, the broker's refusal of the topology among its
 // causes (406, or 404 for an external exchange or queue that does not exist),

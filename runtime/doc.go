@@ -25,7 +25,8 @@
 // A lost connection is reconnected; a consumer the broker cancels (a deleted
 // queue, a consumer timeout) subscribes again on a new channel while the old
 // one settles what it holds; and a channel that holds a delivery past its
-// budget is recycled, which hands that delivery back to the broker.
+// budget, or that a quorum queue no longer feeds though it holds ready
+// messages, is recycled, which hands what it held back to the broker.
 //
 // A handler never sees an acknowledger, a delivery tag or a channel:
 // RawDelivery is a read-only view. Every broker step is bounded in time, and

@@ -39,7 +39,8 @@ type QueueSpec struct {
 	// panicked. Order holds
 	// while each delivery settles within its budget: a retry waits in line,
 	// its key's later deliveries behind it, unless the budget cannot carry
-	// it, when it goes through its bucket and comes back behind them.
+	// it, when it goes through its bucket and comes back behind them; and
+	// across a recycle of the channel only for the keys with nothing waiting.
 	OrderKey func(headers map[string]any, body []byte) string
 	// MaxAttempts bounds how often a retryable failure is tried, counting
 	// from 1: after attempt n fails retryably, the message waits in a retry
