@@ -97,8 +97,8 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 // ErrUnconfirmed (wrapped, with the detail) are the broker's other answers;
 // any other error means the message was not written.
 func (p *Publisher) Send(ctx context.Context, m Message) error {
-	if m.Exchange == "" && m.RoutingKey == "" {
-		return errors.New("lily: send: a message needs an exchange or, for the default exchange, a routing key naming a queue")
+	if err := confirm.CheckDestination(m.Exchange, m.RoutingKey); err != nil {
+		return fmt.Errorf("lily: send: %w", err)
 	}
 	// The publish id goes into the headers: a table of the Publisher's own,
 	// so that the caller's message is not changed.

@@ -150,9 +150,7 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 	err := confirm.CheckHeaders(seen.Headers)
 	if probe := p; err == nil {
 		probe.Headers = seen.Headers
-		if n := frame.ContentHeader(probe); n > frame.Size-frame.Overhead {
-			err = fmt.Errorf("properties and headers of %d bytes, more than a frame carries", n)
-		}
+		err = frame.Check(probe, frame.Size)
 	}
 	if err != nil {
 		h.logError(slog.String("method", "Publish"),

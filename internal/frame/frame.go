@@ -5,6 +5,7 @@
 package frame
 
 import (
+	"fmt"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -23,6 +24,16 @@ const Overhead = 8
 // the headers added as it is sent: the Publisher's publish id, and a
 // telemetry hook's trace context (a W3C baggage alone may take 8 KiB).
 const MaxProperties = Size - Overhead - 9<<10
+
+// Check says why p's properties and headers do not fit a frame of
+// frameSize (none when frameSize is not positive): the broker would close
+// the connection (501) under every publish on it.
+func Check(p amqp.Publishing, frameSize int) error {
+	if n, most := ContentHeader(p), frameSize-Overhead; frameSize > 0 && n > most {
+		return fmt.Errorf("properties and headers: %d bytes, more than the %d of a frame", n, most)
+	}
+	return nil
+}
 
 // ContentHeader is the payload size of the content header frame that
 // carries p's properties and headers, as amqp091-go encodes them. A header

@@ -2,8 +2,8 @@ package lilytest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -45,14 +45,8 @@ func (r *Recorder) Send(ctx context.Context, m runtime.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if m.Exchange == "" && m.RoutingKey == "" {
-		return errors.New("lilytest: send: a message needs an exchange or, for the default exchange, a routing key naming a queue")
-	}
-	if err := confirm.Check(m.Exchange, m.RoutingKey, m.Publishing); err != nil {
+	if err := cmp.Or(confirm.CheckDestination(m.Exchange, m.RoutingKey), confirm.Check(m.Exchange, m.RoutingKey, m.Publishing), frame.Check(m.Publishing, frame.Size)); err != nil {
 		return fmt.Errorf("lilytest: send: %w", err)
-	}
-	if n := frame.ContentHeader(m.Publishing); n > frame.Size-frame.Overhead {
-		return fmt.Errorf("lilytest: send: properties and headers: %d bytes, more than the %d of a frame", n, frame.Size-frame.Overhead)
 	}
 	m.Headers, m.Body = cloneTable(m.Headers), bytes.Clone(m.Body)
 	keep := func() {

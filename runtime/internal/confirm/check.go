@@ -13,6 +13,15 @@ import (
 // key's name, a property or a header's name.
 const maxShortStr = 255
 
+// CheckDestination says why a message to exchange with key could go
+// nowhere: the default exchange routes by a queue's name.
+func CheckDestination(exchange, key string) error {
+	if exchange == "" && key == "" {
+		return errors.New("a message needs an exchange or, for the default exchange, a routing key naming a queue")
+	}
+	return nil
+}
+
 // Check says why msg cannot be published to exchange with key, before
 // anything is written. The client refuses some of it only once the
 // publish's method frame is out, so the rest of the connection's framing

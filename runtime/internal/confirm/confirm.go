@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -333,10 +332,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	}
 	id := p.idPrefix + strconv.FormatUint(p.seq.Add(1), 36)
 	msg.Headers[guard.HeaderHandoffID] = id
-	if n, most := frame.ContentHeader(msg), c.link.conn.Config.FrameSize-frame.Overhead; most > 0 && n > most {
-		// The broker would close the connection (501) under every publish
-		// on it: a content header is never split across frames.
-		ev.Status, ev.Detail = outcome.HandoffFailed, fmt.Sprintf("properties and headers: %d bytes, more than the %d of a frame on this connection", n, most)
+	if err := frame.Check(msg, c.link.conn.Config.FrameSize); err != nil {
+		// A content header is never split across frames.
+		ev.Status, ev.Detail = outcome.HandoffFailed, err.Error()+" on this connection"
 		return ev
 	}
 	p.expect(id)
