@@ -58,6 +58,16 @@ func Lint(f *schema.File, today time.Time) []Finding {
 				fmt.Sprintf("queue %q has settlement_budget %s, under the %s the runtime wants at the default step timeout (handler_timeout %s, four steps of 5s, 2s for a handoff): NewConsumer refuses it unless Config.StepTimeout is shorter", q.Name, q.SettlementBudget, least, q.HandlerTimeout),
 				fmt.Sprintf("remove settlement_budget, or raise it to %s", least))
 		}
+		for _, c := range q.Consumes {
+			fixed := c.Envelope.Profile.Version.Fixed
+			for _, v := range c.Versions {
+				if fixed != 0 && v.Number != fixed {
+					add(rules.LintVersionUnreachable, q.Name, c.Pos,
+						fmt.Sprintf("queue %q reads %s in envelope %s, whose messages are all version %d: its handler for version %d is never called", q.Name, c.Message.Name, c.Envelope.Name, fixed, v.Number),
+						fmt.Sprintf("consume only version %d here (versions: [%d])", fixed, fixed))
+				}
+			}
+		}
 		if q.Arguments.SingleActiveConsumer && q.Concurrency > 1 && q.Ordering == nil {
 			add(rules.LintSingleActiveConcurrency, q.Name, q.Pos,
 				fmt.Sprintf("queue %q has a single active consumer, which keeps order across processes, but handles %d deliveries at once, which does not", q.Name, q.Concurrency),

@@ -266,6 +266,9 @@ var ruleCases = []ruleCase{
 	{rule: rules.LintTypeUnused,
 		new:     []string{"messages:", "types:\n  Unused: {type: enum, values: [a]}\nmessages:"},
 		subject: "Unused", message: "type Unused is used by no message version: it generates no Go code"},
+	{rule: rules.LintVersionUnreachable,
+		new:     []string{"messages:", "envelopes:\n  legacy: {kind: headers, type: {header: kind}, version: {fixed: 2}}\nmessages:", "  orders:\n", "  orders:\n    envelope: legacy\n"},
+		subject: "orders", message: `queue "orders" reads OrderPlaced in envelope legacy, whose messages are all version 2: its handler for version 1 is never called`},
 }
 
 // TestRuleCasesCoverEveryRule requires a case of ruleCases for every rule,

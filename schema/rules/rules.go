@@ -115,6 +115,9 @@ var (
 	// LintTypeUnused: an included file's types may serve other schemas, so
 	// only the root file's are held to it.
 	LintTypeUnused = Rule{"LINT-TYPE-UNUSED", Lint, "a shared type of the root file that no message version uses (it generates no Go code)"}
+	// LintVersionUnreachable: not an error, since the message's other
+	// versions may be read by another queue, in another profile.
+	LintVersionUnreachable = Rule{"LINT-VERSION-UNREACHABLE", Lint, "a queue consumes a version other than the one its envelope profile fixes (`version: {fixed: n}`): every delivery reads as version n, so that version's handler method is never called"}
 	// LintSingleActiveConcurrency: a single active consumer is asked for to
 	// keep order, which concurrent handlers lose.
 	LintSingleActiveConcurrency = Rule{"LINT-SINGLE-ACTIVE-CONCURRENCY", Lint, "a queue with `single_active_consumer` and `concurrency` above 1, and no `ordering`"}
@@ -140,7 +143,7 @@ var All = []Rule{
 	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged,
 	BindingRemoved, RoutingKeyNarrowed, PublishChanged,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
-	LintSingleActiveConcurrency, LintUnorderedRetry, LintBudgetShort, LintTypeUnused,
+	LintSingleActiveConcurrency, LintUnorderedRetry, LintBudgetShort, LintTypeUnused, LintVersionUnreachable,
 }
 
 // Lookup returns the rule of id.
