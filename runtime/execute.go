@@ -145,22 +145,24 @@ func runEnvelope(env *guard.Envelope, attempt int) *guard.Envelope {
 // ACK that was sent waits for its proof; work that completed without a sent
 // ACK is remembered, so its redelivery is settled without the handler.
 func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, attempt int) {
-	// The work is the delivery's, as a redelivery of it will carry its
-	// attempt header, though a retry in line ran it as a later attempt.
-	work := memory.Work{ID: deliveryKey(d, env), Attempt: attempt}
+	// A delivery the guard rejected did no work: its ACK, never proven,
+	// must not settle a later message that carries its id from the record.
+	var work memory.Work
 	if env != nil {
-		work.Attempt = env.Attempt
+		// The work is the delivery's, as a redelivery of it will carry its
+		// attempt header, though a retry in line ran it as a later attempt.
+		work = memory.Work{ID: env.Key(), Attempt: env.Attempt}
 	}
 	deadLetter := o.Settlement.Status == outcome.NackSent && !o.Settlement.Requeue
 	if o.Settlement.Status == outcome.AckSent || deadLetter {
-		ack := settle.SentAck{Token: token, Work: work, MessageID: sanitize.Text(work.ID, maxIDText), Attempt: attempt, Handoff: o.Handoff, DeadLetter: deadLetter}
+		ack := settle.SentAck{Token: token, Work: work, MessageID: sanitize.Text(deliveryKey(d, env), maxIDText), Attempt: attempt, Handoff: o.Handoff, DeadLetter: deadLetter}
 		if !gen.Acks.Add(ack) {
 			c.acksAmbiguous(r, gen, []settle.SentAck{ack}, "the channel ended before the proof")
 		}
 		return
 	}
 	if env == nil {
-		return // a rejected delivery did no work
+		return
 	}
 	// Completed is what decide would have ACKed: a confirmed handoff, or the
 	// handler, the commit, the cleanup and after_delivery all done.
