@@ -151,7 +151,7 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 	if env != nil {
 		// The work is the delivery's, as a redelivery of it will carry its
 		// attempt header, though a retry in line ran it as a later attempt.
-		work = memory.Work{ID: env.Key(), Attempt: env.Attempt}
+		work = workOf(env)
 	}
 	deadLetter := o.Settlement.Status == outcome.NackSent && !o.Settlement.Requeue
 	if o.Settlement.Status == outcome.AckSent || deadLetter {

@@ -16,6 +16,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -160,6 +161,45 @@ func TestBrokerAmbiguousAckOfPoisonSettlesNothingLater(t *testing.T) {
 		t.Errorf("report: %s", rep)
 	}
 	noPreconditionFailed(t, rep)
+}
+
+// A copy re-driven from the DLQ (attempt 1 again, as lilydlq writes it by
+// default) is work of its own: the record of its original, whose DLQ
+// handoff was confirmed and whose ACK went unproven, does not settle it.
+func TestBrokerRedrivenCopyIsNotSettledFromItsOriginalsRecord(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "redrive-1")
+	var calls atomic.Int32
+	var fixed atomic.Bool
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		calls.Add(1)
+		if !fixed.Load() {
+			return runtime.Permanent(errors.New("bug"))
+		}
+		return nil
+	}, through(p))
+	c.SetProofInterval(time.Hour)
+	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
+	r.launch(c)
+	recs := r.await(2)
+	wantPath(t, recs[0], runtime.PathDeadLettered)
+	wantPath(t, recs[1], runtime.PathAcked)
+	if recs[1].Handler != "completed earlier" || !recs[1].Redelivered {
+		t.Errorf("the original's redelivery: %+v", recs[1])
+	}
+	fixed.Store(true)
+	m := order(t, "redrive-1")
+	m.Headers[envelope.HeaderRedriven] = int64(1)
+	m.Headers[envelope.HeaderRedrivenFrom] = q.Topology.DeadLetterQueue
+	m.Headers[envelope.HeaderAttempt] = int64(1)
+	publish(t, q.Name, m)
+	recs = r.await(3)
+	wantPath(t, recs[2], runtime.PathAcked)
+	if recs[2].Handler != "ok" || calls.Load() != 2 {
+		t.Errorf("the re-driven copy: record %+v, handler ran %d times in all", recs[2], calls.Load())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+	noPreconditionFailed(t, r.stop())
 }
 
 // b. The force notification reaches a slow handler that still finishes inside

@@ -11,12 +11,14 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/settle"
+	"github.com/lily-mq/lily/wire"
 )
 
 // process carries one delivery through its journey: guard, dispatch, handler;
@@ -63,7 +65,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		o.Rejection, o.Reason = outcome.RejectPoison, reason
 	default:
 		attempt = env.Attempt
-		work := memory.Work{ID: key, Attempt: attempt}
+		work := workOf(env)
 		if !r.busy.Start(work) {
 			o.Deferred, o.Reason = true, "the same message and attempt is being handled by another delivery in this consumer"
 			break
@@ -160,6 +162,16 @@ func deliveryKey(d *amqp.Delivery, env *guard.Envelope) string {
 		return env.Key()
 	}
 	return d.MessageId
+}
+
+// workOf is the work a delivery of env does, as the consumer's memory and
+// its set of work being handled know it. A copy lilydlq re-drove is work of
+// its own, counted by x-lily-redriven: it carries its original's id and,
+// unless re-driven with -keep-attempt, attempt 1, and the original's
+// confirmed handoff to the DLQ must not settle it from the record.
+func workOf(env *guard.Envelope) memory.Work {
+	redriven, _ := wire.HeaderInt(env.Headers[envelope.HeaderRedriven])
+	return memory.Work{ID: env.Key(), Attempt: env.Attempt, Redriven: redriven}
 }
 
 func unsupported(env *guard.Envelope) string {

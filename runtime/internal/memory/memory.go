@@ -9,10 +9,13 @@ import (
 )
 
 // Work names one attempt of one message. A retry copy carries the same id
-// with the next attempt: it is other work.
+// with the next attempt: it is other work. So is a copy re-driven from a
+// DLQ, which keeps the id and may start again at attempt 1: Redriven counts
+// its re-drives.
 type Work struct {
-	ID      string
-	Attempt int
+	ID       string
+	Attempt  int
+	Redriven int64
 }
 
 // Keyless reports whether w belongs to a message without an id, which
