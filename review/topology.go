@@ -93,12 +93,12 @@ func QueueTopology(f *schema.File, q *schema.Queue, brokerMajor int) queue.Topol
 // brokerMajor, in virtual host vhost, each once in declaration order: the
 // owned exchanges, each DLQ, retry bucket and main queue (an external queue
 // is left out), the owned bindings, and the policies that carry Lily's
-// arguments where its declarations do not. Two schemas that declare one
-// queue or exchange differently are an error, since RabbitMQ would refuse
-// the second.
-func Topology(vhost string, brokerMajor int, files ...*schema.File) (Definitions, error) {
+// arguments where its declarations do not, at policyPriority. Two schemas
+// that declare one queue or exchange differently are an error, since
+// RabbitMQ would refuse the second.
+func Topology(vhost string, brokerMajor, policyPriority int, files ...*schema.File) (Definitions, error) {
 	w := definer{
-		vhost: vhost, seen: map[string]int{},
+		vhost: vhost, policyPriority: policyPriority, seen: map[string]int{},
 		d: Definitions{Queues: []QueueDefinition{}, Exchanges: []ExchangeDefinition{}, Bindings: []BindingDefinition{}, Policies: []PolicyDefinition{}},
 	}
 	for _, f := range files {
@@ -113,8 +113,9 @@ func Topology(vhost string, brokerMajor int, files ...*schema.File) (Definitions
 
 // definer gathers the definitions of queues, each entity once.
 type definer struct {
-	vhost string
-	d     Definitions
+	vhost          string
+	policyPriority int
+	d              Definitions
 	// seen holds the index of each entity written, by kind and name.
 	seen map[string]int
 }
@@ -154,7 +155,7 @@ func (w *definer) queue(name string, t queue.Topology) error {
 		errs = append(errs, once(&w.d.Bindings, w.seen, "binding", fmt.Sprintf("%+v", def), def))
 	}
 	for _, p := range queue.Policies(t) {
-		def := PolicyDefinition{VHost: w.vhost, Name: p.Name, Pattern: p.Pattern, ApplyTo: "queues", Definition: p.Definition, Priority: queue.PolicyPriority}
+		def := PolicyDefinition{VHost: w.vhost, Name: p.Name, Pattern: p.Pattern, ApplyTo: "queues", Definition: p.Definition, Priority: w.policyPriority}
 		errs = append(errs, once(&w.d.Policies, w.seen, "policy", p.Name, def))
 	}
 	return errors.Join(errs...)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/schema"
@@ -35,7 +37,7 @@ queues:
 
 func TestTopology(t *testing.T) {
 	f := parse(t, "topo.lily.yaml", topologySchema)
-	defs, err := Topology("/", 3, f)
+	defs, err := Topology("/", 3, queue.DefaultPolicyPriority, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestTopology(t *testing.T) {
 func TestTopologyNoDeliveryLimit(t *testing.T) {
 	f := parse(t, "topo.lily.yaml", strings.Replace(topologySchema, "dlq: PREFIX.billing.dead", "dlq: PREFIX.billing.dead\n    delivery_limit: -1", 1))
 	for major, want := range map[int]any{3: nil, 4: int64(-1)} {
-		defs, err := Topology("/", major, f)
+		defs, err := Topology("/", major, queue.DefaultPolicyPriority, f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,11 +75,11 @@ func TestTopologyNoDeliveryLimit(t *testing.T) {
 func TestTopologyConflict(t *testing.T) {
 	a := parse(t, "a.lily.yaml", topologySchema)
 	b := parse(t, "b.lily.yaml", strings.Replace(topologySchema, "[1500ms, 1m]", "[1500ms]", 1))
-	if _, err := Topology("/", 3, a, a); err != nil {
+	if _, err := Topology("/", 3, queue.DefaultPolicyPriority, a, a); err != nil {
 		t.Errorf("one schema twice declares the same queues: %v", err)
 	}
 	c := parse(t, "c.lily.yaml", strings.Replace(topologySchema, "dlq: PREFIX.billing.dead", "dlq: PREFIX.orders.dlq", 1))
-	if _, err := Topology("/", 3, b, c); err == nil || !strings.Contains(err.Error(), `"PREFIX.orders.dlq" is declared twice`) {
+	if _, err := Topology("/", 3, queue.DefaultPolicyPriority, b, c); err == nil || !strings.Contains(err.Error(), `"PREFIX.orders.dlq" is declared twice`) {
 		t.Errorf("a DLQ declared classic and quorum: err = %v", err)
 	}
 }
@@ -93,7 +95,7 @@ func TestTopologyImports(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the broker's version %q", version)
 	}
-	defs, err := Topology("/", major, f)
+	defs, err := Topology("/", major, queue.DefaultPolicyPriority, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,15 +234,21 @@ queues:
 
 // TestTopologyImportsEstate imports the definitions of a schema with
 // exchanges, bindings, policies and external parts, which another team's
-// exchange and queue stand beside: the runtime's declare then passes (its
-// redeclares match, and what is external exists), every owned binding is
-// on the broker, and each policy applies to its queue.
+// exchange and queue stand beside, and an estate policy of priority 20 that
+// matches every queue: the runtime's declare then passes (its redeclares
+// match, and what is external exists), every owned binding is on the
+// broker, and each of Lily's policies, at priority 21, applies to its queue.
 func TestTopologyImportsEstate(t *testing.T) {
 	ctl, prefix, f, conn := onTheBroker(t, "estate", estateSchema)
-	defs, err := Topology("/", 3, f)
+	defs, err := Topology("/", 3, 21, f)
 	if err != nil {
 		t.Fatal(err)
 	}
+	estate := prefix + " estate"
+	if out, err := exec.Command(ctl, "set_policy", "--apply-to", "queues", "--priority", "20", estate, "^"+regexp.QuoteMeta(prefix)+`\.`, `{"max-length": 100000}`).CombinedOutput(); err != nil {
+		t.Fatalf("set_policy: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command(ctl, "clear_policy", estate).Run() })
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)

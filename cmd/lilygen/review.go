@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/review"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
@@ -54,6 +55,15 @@ existing queues or exchanges with other arguments does not fail: RabbitMQ
 keeps what exists, and the consumer's declare then refuses it (406). An
 import is no check of an estate; a consumer's start is.
 
+RabbitMQ applies one policy to a queue: the matching one of highest
+priority, however exactly another matches. Lily's policies match one queue
+each, at --policy-priority (10 unless told): it must be above every policy
+of the estate that matches Lily's queues. At the same or a lower priority
+the estate's policy replaces Lily's, and the queue loses its dead-lettering:
+a body over max_body_bytes, which Lily NACKs for the broker to dead-letter,
+is dropped, and a retry copy stays in its bucket. rabbitmqctl list_queues
+name policy shows which one applies.
+
 A quorum queue with no delivery limit (every quorum DLQ, and a queue with
 delivery_limit: -1) is written for the broker's major version: -1 from
 RabbitMQ 4 on, no argument before (where -1 would dead-letter a message at
@@ -65,6 +75,7 @@ queue is quorum; the runtime reads it from the broker it connects to.
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		vhost := fs.String("vhost", "/", "the virtual host of the queues")
 		major := fs.Int("rabbitmq", 0, "the major version of the RabbitMQ the definitions are for: 3 or 4 and later (required when a queue is quorum)")
+		priority := fs.Int("policy-priority", queue.DefaultPolicyPriority, "the priority of Lily's policies: above every policy of the estate that matches Lily's queues")
 		return func(e *env) int {
 			files, ok := e.loadAll("topology")
 			if !ok {
@@ -83,7 +94,7 @@ queue is quorum; the runtime reads it from the broker it connects to.
 				fmt.Fprintf(e.stderr, "lilygen topology: --rabbitmq %d: Lily's queues need RabbitMQ 3.10 or later\n", *major)
 				return exitUsage
 			}
-			defs, err := review.Topology(*vhost, *major, files...)
+			defs, err := review.Topology(*vhost, *major, *priority, files...)
 			if err != nil {
 				fmt.Fprintf(e.stderr, "lilygen topology: %v\n", err)
 				return exitUsage

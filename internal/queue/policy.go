@@ -5,11 +5,13 @@ import (
 	"strings"
 )
 
-// PolicyPriority is the priority of the policies Lily writes. RabbitMQ applies
-// one policy to a queue, the matching one of highest priority: Lily's, which
-// match one queue name exactly, must win over an estate's broad ones, and
-// whatever those set for the queue must be added to Lily's by hand.
-const PolicyPriority = 10
+// DefaultPolicyPriority is the priority of the policies Lily writes unless
+// told another. RabbitMQ applies one policy to a queue, the matching one of
+// highest priority, however exactly another matches: Lily's must be above
+// every estate policy matching its queues, or its queues lose their
+// dead-lettering, and whatever those set for the queue must be added to
+// Lily's by hand.
+const DefaultPolicyPriority = 10
 
 // Policy is one RabbitMQ policy: Definition applies to the queues whose name
 // matches Pattern.
