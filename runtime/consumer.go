@@ -79,12 +79,17 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		errs = append(errs, err)
 	}
 	// The budget must carry the handler, then the claim, commit, cleanup and
-	// after_delivery steps, then a handoff and its ACK. The default grows to
-	// it (below) when a step timeout over 7 s outgrows handler timeout +
-	// 30s.
-	need := spec.HandlerTimeout + 4*cfg.withDefaults().StepTimeout + decide.HandoffReserve
+	// after_delivery steps (and the scope's opening, with a Scope), then a
+	// handoff and its ACK. The default grows to it (below) when a step
+	// timeout over 7 s (6 s with a Scope) outgrows handler timeout + 30s.
+	steps := 4
+	if cfg.Scope != nil {
+		steps = 5
+	}
+	call := spec.HandlerTimeout + time.Duration(steps)*cfg.withDefaults().StepTimeout
+	need := call + decide.HandoffReserve
 	if spec.SettlementBudget != 0 && spec.SettlementBudget < need {
-		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + 4 step timeouts + %s", spec.Name, spec.SettlementBudget, decide.HandoffReserve))
+		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + %d step timeouts + %s", spec.Name, spec.SettlementBudget, steps, decide.HandoffReserve))
 	}
 	if err := cfg.validateURLs(); err != nil {
 		errs = append(errs, err)
@@ -116,9 +121,8 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	}
 	nothing := func() {}
 	policy := spec.policy()
-	// Another run of the pipeline: the handler, then the claim, commit,
-	// cleanup and after_delivery steps, each bounded by a step.
-	policy.CallCost = spec.HandlerTimeout + 4*cfg.withDefaults().StepTimeout
+	// Another run of the pipeline: the handler and the steps around it.
+	policy.CallCost = call
 	cfg = cfg.withDefaults()
 	own := &dialer{cfg: cfg, name: spec.Name}
 	links := &links{dialer: own}

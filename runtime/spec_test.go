@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -52,27 +53,38 @@ func TestNewConsumerChecksItsMessages(t *testing.T) {
 	}
 }
 
-// The budget must carry the handler, four steps and a handoff: one set in
-// the spec too short is refused; the default (handler timeout + 30s) grows
-// to it beside a long step.
+// The budget must carry the handler, four steps (five with a Scope, whose
+// opening is one) and a handoff: one set in the spec too short is refused;
+// the default (handler timeout + 30s) grows to it beside a long step.
 func TestNewConsumerBudgetCarriesItsSteps(t *testing.T) {
 	spec := ordersmsg.OrdersQueueSpec()
+	scope := func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+		return ctx, nil, nil
+	}
 	for _, c := range []struct {
 		budget, step time.Duration
+		scoped       bool
 		want         time.Duration // 0: refused
 	}{
-		{10 * time.Second, 5 * time.Second, 0},
+		{10 * time.Second, 5 * time.Second, false, 0},
 		// lilygen's lint (LINT-BUDGET-SHORT) knows the least, at the default step.
-		{queue.MinBudget(spec.HandlerTimeout) - time.Millisecond, 5 * time.Second, 0},
-		{queue.MinBudget(spec.HandlerTimeout), 5 * time.Second, spec.HandlerTimeout + 22*time.Second},
-		{0, 7 * time.Second, spec.HandlerTimeout + 30*time.Second},
-		{0, 10 * time.Second, spec.HandlerTimeout + 42*time.Second},
+		{queue.MinBudget(spec.HandlerTimeout) - time.Millisecond, 5 * time.Second, false, 0},
+		{queue.MinBudget(spec.HandlerTimeout), 5 * time.Second, false, spec.HandlerTimeout + 22*time.Second},
+		{0, 7 * time.Second, false, spec.HandlerTimeout + 30*time.Second},
+		{0, 10 * time.Second, false, spec.HandlerTimeout + 42*time.Second},
+		{queue.MinBudget(spec.HandlerTimeout), 5 * time.Second, true, 0},
+		{queue.MinBudget(spec.HandlerTimeout) + 5*time.Second, 5 * time.Second, true, spec.HandlerTimeout + 27*time.Second},
+		{0, 6 * time.Second, true, spec.HandlerTimeout + 32*time.Second},
 	} {
 		spec.SettlementBudget = c.budget
-		consumer, err := runtime.NewConsumer(spec, ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{}), runtime.Config{StepTimeout: c.step})
+		cfg := runtime.Config{StepTimeout: c.step}
+		if c.scoped {
+			cfg.Scope = scope
+		}
+		consumer, err := runtime.NewConsumer(spec, ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{}), cfg)
 		switch {
 		case c.want == 0 && (err == nil || !strings.Contains(err.Error(), "settlement budget "+c.budget.String()+" is under")):
-			t.Errorf("budget %s, step %s: %v; want refused", c.budget, c.step, err)
+			t.Errorf("budget %s, step %s, scope %v: %v; want refused", c.budget, c.step, c.scoped, err)
 		case c.want != 0 && err != nil:
 			t.Errorf("budget %s, step %s: %v", c.budget, c.step, err)
 		case c.want != 0 && consumer.Budget() != c.want:
