@@ -17,6 +17,12 @@ type Inbox interface {
 	// now (a lease held by another worker, a lock timeout, no connection):
 	// the runtime defers the delivery, which costs no retry, and the error
 	// says why. On an error no transaction is left open.
+	//
+	// ctx bounds the Begin call alone: it ends as Begin returns, and the
+	// transaction must outlive it. database/sql ties a transaction to the
+	// context of its BeginTx and rolls it back when that ends, so an
+	// adapter on it begins on context.WithoutCancel(ctx), bounding the
+	// wait for a connection itself.
 	Begin(ctx context.Context, consumer, messageID string) (InboxTx, error)
 }
 
