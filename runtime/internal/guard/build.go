@@ -24,8 +24,11 @@ import (
 //
 // It panics on what no reader would accept, or would misread: a version
 // outside 1..1,000,000, a version other than a fixed-version profile's own,
-// a CloudEvent without a source, a message id envelope.CheckID refuses in a
-// profile with ids. Generated producers never ask for one (they check the id
+// a CloudEvent without a source or with one the reader refuses (more than
+// 128 bytes, or not printable ASCII without spaces), a type as it travels
+// (with a version suffix) that is empty, longer than 128 bytes or not
+// printable ASCII, a message id envelope.CheckID refuses in a profile with
+// ids. Generated producers never ask for one (they check the id
 // and return its error); a hand-written caller learns of it at once rather
 // than from a DLQ.
 func Build(m envelope.Message, version int, messageID string, body []byte, now time.Time) amqp.Publishing {
@@ -37,6 +40,10 @@ func Build(m envelope.Message, version int, messageID string, body []byte, now t
 		panic(fmt.Sprintf("lily: NewPublishing: version %d of %s, whose profile sends none and is read as version %d", version, m.Type, p.Version.Fixed))
 	case p.Kind == envelope.CloudEvents && p.Source == "":
 		panic("lily: NewPublishing: a CloudEvent needs a source")
+	case p.Kind == envelope.CloudEvents:
+		if reason := checkID("CloudEvents source", p.Source, DefaultLimits.MaxIDBytes, true); reason != "" {
+			panic("lily: NewPublishing: " + reason)
+		}
 	}
 	if !p.NoID || p.Kind == envelope.CloudEvents {
 		if err := envelope.CheckID(messageID); err != nil {
@@ -55,12 +62,18 @@ func Build(m envelope.Message, version int, messageID string, body []byte, now t
 		pub.MessageId = messageID
 	}
 	typ, n := m.Type, strconv.Itoa(version)
+	if v := p.Version; v.Fixed == 0 && v.TypeSuffix != "" {
+		typ += v.TypeSuffix + n
+	}
+	if reason := checkType("type", typ); reason != "" {
+		panic("lily: NewPublishing: " + reason)
+	}
 	// The places version() reads, in its order.
 	switch v := p.Version; {
 	case v.Fixed != 0:
 		// The producer sends none: every message is version v.Fixed.
 	case v.TypeSuffix != "":
-		typ += v.TypeSuffix + n
+		// The type carries it.
 	case v.ContentTypeParameter != "":
 		pub.ContentType += "; " + v.ContentTypeParameter + "=" + n
 	case v.Attribute != "":
