@@ -263,7 +263,7 @@ func TestBrokerRefusedConsumeLeavesNoGeneration(t *testing.T) {
 	eventually(t, 30*time.Second, "three refused consumes", func() bool {
 		n := 0
 		for _, ev := range r.events.all() {
-			if ev.stage == "intake-lost" && strings.Contains(ev.detail, "ACCESS_REFUSED") {
+			if ev.stage == "topology-refused" && strings.Contains(ev.detail, "ACCESS_REFUSED") {
 				n++
 			}
 		}

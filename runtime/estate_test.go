@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -311,6 +313,56 @@ func TestBrokerExternalExchangeDeletedIsWaitedFor(t *testing.T) {
 		t.Errorf("report's lost intake %q lacks the refusal", rep.Lost)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}
+
+// A user whose permission to configure the queue is taken away under a
+// running consumer is refused at the next connection (a 403 on the
+// declare's channel): Run retries, says so at error and in Health, and
+// consumes again once the permission is given back.
+func TestBrokerPermissionTakenAwayIsWaitedFor(t *testing.T) {
+	t.Parallel()
+	brokerURL(t) // skipped under -short before rabbitmqctl changes the broker
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	user := "lilytest-refused-" + hex.EncodeToString(b[:])
+	ctl := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
+			t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	ctl("add_user", user, "secret")
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "delete_user", user).Run() })
+	ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newProxy(t)
+	r, c := prepare(t, q, ack, through(p), func(cfg *runtime.Config) {
+		cfg.ReconnectMax = time.Second
+		cfg.Credentials = func(context.Context) (string, string, error) { return user, "secret", nil }
+	})
+	r.launch(c)
+	publish(t, q.Name, order(t, "before"))
+	r.await(1)
+	ctl("set_permissions", "-p", "/", user, "^$", ".*", ".*")
+	p.cut()
+	eventually(t, time.Minute, "Health to say the topology is refused", func() bool {
+		return strings.Contains(c.Health().Why, "the broker refuses the topology, retrying until it is mended") &&
+			strings.Contains(c.Health().Why, "403")
+	})
+	if !r.events.has(func(ev event) bool { return ev.stage == "topology-refused" && ev.level == slog.LevelError }) {
+		t.Error("no topology-refused event at error")
+	}
+	ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+	eventually(t, time.Minute, "the consumer to be ready again", func() bool { return c.Health().Ready })
+	publish(t, q.Name, order(t, "after"))
+	if rec := r.await(2)[1]; rec.MessageID != "after" || rec.Path != runtime.PathAcked {
+		t.Errorf("after the permission came back: %+v", rec)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+	if rep := r.stop(); !slices.ContainsFunc(rep.Lost, func(why string) bool { return strings.Contains(why, "403") }) {
+		t.Errorf("report's lost intake %q lacks the refusal", rep.Lost)
+	}
 }
 
 // A queue an operator declares again with other arguments under a running
