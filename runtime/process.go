@@ -31,7 +31,11 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 	env, verdict, reason := c.reader.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
 	key := deliveryKey(d, env)
 	id := sanitize.Text(key, maxIDText)
-	token := r.report.begin(id)
+	var delivered int // the attempt the delivery carries, which a redelivery of it carries too
+	if env != nil {
+		delivered = env.Attempt
+	}
+	token := r.report.begin(id, delivered)
 	c.emit(event{stage: stageReceived, messageID: id, generation: gen.ID})
 	ctx := r.work
 	if c.telemetry.t != nil {

@@ -28,15 +28,16 @@ type reportBuilder struct {
 // journey is what the report knows of a delivery still travelling.
 type journey struct {
 	messageID string // sanitized
+	attempt   int    // the delivery's, as its redelivery carries it; 0 when the guard read none
 	copyTo    string // where a handoff's publish has been written, if one was
 }
 
 // begin notes a delivery starting its journey; add ends it with the token.
-func (b *reportBuilder) begin(messageID string) uint64 {
+func (b *reportBuilder) begin(messageID string, attempt int) uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.next++
-	b.inflight[b.next] = journey{messageID: messageID}
+	b.inflight[b.next] = journey{messageID: messageID, attempt: attempt}
 	return b.next
 }
 
@@ -136,7 +137,7 @@ func (b *reportBuilder) seal(queue string, abandoned int) *Report {
 	b.sealed = true
 	left := slices.SortedFunc(maps.Values(b.inflight), func(a, b journey) int { return strings.Compare(a.messageID, b.messageID) })
 	for _, j := range left {
-		rec := Record{Queue: queue, MessageID: j.messageID, Path: PathUnresolved,
+		rec := Record{Queue: queue, MessageID: j.messageID, Attempt: j.attempt, Path: PathUnresolved,
 			Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}
 		if j.copyTo != "" {
 			rec.Handoff, rec.Destination = outcome.HandoffTimedOut.String(), j.copyTo
