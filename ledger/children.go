@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -32,11 +33,11 @@ type proc struct {
 	killed atomic.Bool
 	// What it streamed, its reader's alone until exited, by attempt: the
 	// handler runs it announced and those its records show ran, the ACKs its
-	// records show sent and those proven; its report; why its first
-	// connection failed, or its service did.
-	runs, ran, acked, proven map[workKey]int
-	report                   *runtime.Report
-	startFailed, runFailed   string
+	// records show sent, those proven and those it logged never proven; its
+	// report; why its first connection failed, or its service did.
+	runs, ran, acked, proven, ambiguous map[workKey]int
+	report                              *runtime.Report
+	startFailed, runFailed              string
 	// output keeps the end of its stderr and of what it wrote that is not an
 	// event (a test binary's verdict, a panic), shown when it fails.
 	output tail
@@ -94,7 +95,7 @@ func (c *children) startLocked(slot int) error {
 	role := slots[slot]
 	c.named[role]++
 	p := &proc{role: role, name: fmt.Sprintf("%c%d", role[0], c.named[role]), started: make(chan struct{}), exited: make(chan struct{}),
-		runs: map[workKey]int{}, ran: map[workKey]int{}, acked: map[workKey]int{}, proven: map[workKey]int{}}
+		runs: map[workKey]int{}, ran: map[workKey]int{}, acked: map[workKey]int{}, proven: map[workKey]int{}, ambiguous: map[workKey]int{}}
 	pr := c.pr
 	cfg, err := json.Marshal(childConfig{
 		Role: role, Name: p.name, N: pr.cfg.N, Seed: pr.cfg.Seed,
@@ -181,6 +182,9 @@ func (c *children) apply(p *proc, ev event) {
 	case evProven:
 		p.proven[workKey{ev.ID, ev.Attempt}]++
 	case evWarning:
+		if ev.Stage == "ack-ambiguous" {
+			p.ambiguous[workKey{ev.ID, ev.Attempt}]++
+		}
 		_ = pr.Handle(context.Background(), ev.asRecord())
 	case evReport:
 		p.report = ev.Report
@@ -313,8 +317,9 @@ func (c *children) killAll() {
 }
 
 // killedRuns counts, by attempt, the handler runs of killed processes that
-// wrote no record of them, and the ACKs they sent and had not proven. Every
-// process has ended.
+// wrote no record of them, and the ACKs they sent and had neither proven nor
+// logged never proven (those are among the run's ambiguous already, and one
+// ACK explains one redelivery). Every process has ended.
 func (c *children) killedRuns() (runs, acks map[workKey]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -322,7 +327,11 @@ func (c *children) killedRuns() (runs, acks map[workKey]int) {
 	for _, p := range c.all {
 		if p.killed.Load() {
 			beyond(runs, p.runs, p.ran)
-			beyond(acks, p.acked, p.proven)
+			known := maps.Clone(p.proven)
+			for k, n := range p.ambiguous {
+				known[k] += n
+			}
+			beyond(acks, p.acked, known)
 		}
 	}
 	return runs, acks

@@ -100,6 +100,23 @@ func TestAccountExplainsARunInAKilledProcess(t *testing.T) {
 	}
 }
 
+// An ACK a killed process logged never proven is among the ambiguous
+// already: counted again as the killed process's, one ACK would explain two
+// redeliveries.
+func TestKilledACKsLeaveOutThoseLoggedAmbiguous(t *testing.T) {
+	k := workKey{"m1", 1}
+	kid := func(killed bool, acked, proven, ambiguous int) *proc {
+		p := &proc{runs: map[workKey]int{}, ran: map[workKey]int{},
+			acked: map[workKey]int{k: acked}, proven: map[workKey]int{k: proven}, ambiguous: map[workKey]int{k: ambiguous}}
+		p.killed.Store(killed)
+		return p
+	}
+	c := &children{all: []*proc{kid(true, 2, 1, 1), kid(true, 3, 0, 1), kid(false, 4, 0, 0)}}
+	if _, acks := c.killedRuns(); acks[k] != 2 {
+		t.Errorf("killed ACKs %v, want 2: the second process's two not logged", acks)
+	}
+}
+
 func TestAccountTakesTheClaimOfAKilledProcess(t *testing.T) {
 	// No record, in no queue: lost, even with a claim, unless a process
 	// that ran it was killed (after its ACK, before its record).
