@@ -160,12 +160,15 @@ func account(e evidence) *Result {
 		}
 	}
 	lostRuns, lostOf := settlesLost(e)
-	inFlightAtClose := map[string]int{}
+	// Deliveries in flight when a consumer closed: each explains one more
+	// copy of its message, or one more run of its attempt.
+	inFlightAtClose, closedInFlight := map[string]int{}, map[workKey]int{}
 	var lost []string
 	for _, rep := range e.reports {
 		for _, u := range rep.Unresolved {
 			if strings.Contains(u.Reason, "(final abort)") {
 				inFlightAtClose[u.MessageID]++
+				closedInFlight[workKey{u.MessageID, u.Attempt}]++
 			}
 		}
 		lost = append(lost, rep.Lost...)
@@ -254,7 +257,7 @@ func account(e evidence) *Result {
 			}
 		}
 		because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, e.ambiguous[k])...)
-		because = append(because, slices.Repeat([]string{"in flight when a consumer closed (unresolved)"}, inFlightAtClose[k.id])...)
+		because = append(because, slices.Repeat([]string{"in flight when a consumer closed (unresolved)"}, closedInFlight[k])...)
 		because = append(because, slices.Repeat([]string{publishedAgain}, again[k])...)
 		because = append(because, slices.Repeat([]string{bucketTwice}, twice[k])...)
 		// A later attempt exists once per handoff of the one before that may

@@ -102,6 +102,22 @@ func TestAccountReportsAnUnexplainedSecondRun(t *testing.T) {
 	}
 }
 
+// A delivery in flight when a consumer closed explains one more run of its
+// own attempt, and of no other.
+func TestAccountExplainsARunInFlightAtCloseOnce(t *testing.T) {
+	retried := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "retryable", Handoff: "confirmed", Destination: "q.retry"}
+	e := oneMessage(Flaky, retried, retried, acked(2), acked(2))
+	e.runs[workKey{"m1", 1}] = 2
+	e.runs[workKey{"m1", 2}] = 2
+	e.reports = []*runtime.Report{{Unresolved: []runtime.Record{{MessageID: "m1", Attempt: 2, Path: runtime.PathUnresolved,
+		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}}}}
+	res := account(e)
+	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
+	if res.SecondRuns["in flight when a consumer closed (unresolved)"] != 1 {
+		t.Errorf("second runs %v", res.SecondRuns)
+	}
+}
+
 func TestAccountReportsAnUnexplainedExtraCopy(t *testing.T) {
 	// The work was acked, and the message is still in the main queue too.
 	e := oneMessage(Success, acked(1))
