@@ -49,6 +49,10 @@ type evidence struct {
 	killed, killedAcks map[workKey]int
 	leasedAgain        map[string]int
 	claimed            map[string]bool
+
+	// pastDeadline: the run was stopped at its deadline, not once it was
+	// over.
+	pastDeadline bool
 }
 
 // evidence gathers what r saw for the accounting.
@@ -61,7 +65,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
-		reports:  reps, queued: queued, rows: rows,
+		reports:  reps, queued: queued, rows: rows, pastDeadline: r.pastDeadline.Load(),
 	}
 }
 
@@ -173,6 +177,7 @@ func account(e evidence) *Result {
 		}
 		lost = append(lost, rep.Lost...)
 	}
+	var unfinished []string
 	for _, id := range e.ids {
 		b := e.behaviours[id]
 		res.Behaviours[b]++
@@ -185,6 +190,9 @@ func account(e evidence) *Result {
 			acked, fate = true, Acked
 		}
 		res.Fates[fate]++
+		if e.pastDeadline && !acked && (fate == InMain || fate == InBucket) {
+			unfinished = append(unfinished, fmt.Sprintf("%s (%s, %s): %s", id, b, fate, paths(recs)))
+		}
 		switch {
 		case fate == Lost:
 			problem("%s (%s) is lost: in no queue, and no ACK of its work; records: %s", id, b, paths(recs))
@@ -286,6 +294,12 @@ func account(e evidence) *Result {
 		for _, why := range because[:n-1] {
 			res.SecondRuns[why]++
 		}
+	}
+	if len(unfinished) > 0 {
+		// A consumer that stalls leaves its messages where they were: lost
+		// to none of the checks above, and proving nothing.
+		problem("the run was stopped at its deadline with %d messages neither acked nor dead-lettered, as a stalled consumer leaves them; the first: %s",
+			len(unfinished), strings.Join(unfinished[:min(len(unfinished), 3)], "; "))
 	}
 	var refused []string
 	for _, why := range append(slices.Clone(e.lost), lost...) {

@@ -118,6 +118,22 @@ func TestAccountExplainsARunInFlightAtCloseOnce(t *testing.T) {
 	}
 }
 
+// A run stopped at its deadline with messages still in their queue, as a
+// consumer that stalled leaves them, proves nothing: the accounting says so,
+// though nothing is lost.
+func TestAccountReportsARunStoppedWithMessagesUnhandled(t *testing.T) {
+	e := oneMessage(Success)
+	e.queued["m1"] = []found{{InMain, 1, false}}
+	wantNoProblem(t, account(e)) // stopped once every journey was over (the processes' quiet end)
+	e.pastDeadline = true
+	wantProblem(t, account(e), "stopped at its deadline with 1 messages neither acked nor dead-lettered")
+
+	// Past the deadline, a message acked and one in the DLQ are done.
+	e = oneMessage(Success, acked(1))
+	e.pastDeadline = true
+	wantNoProblem(t, account(e))
+}
+
 func TestAccountReportsAnUnexplainedExtraCopy(t *testing.T) {
 	// The work was acked, and the message is still in the main queue too.
 	e := oneMessage(Success, acked(1))

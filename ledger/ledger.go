@@ -160,6 +160,9 @@ type run struct {
 	// killArmed: the next inbox-backed handler marks its row so that its
 	// COMMIT is slow and the PostgreSQL fault can kill it.
 	killArmed atomic.Bool
+	// pastDeadline: the consumers were stopped at the deadline, not once
+	// the journeys were over.
+	pastDeadline atomic.Bool
 
 	mu           sync.Mutex
 	runs         map[workKey]int

@@ -267,6 +267,7 @@ func (pr *processRun) await(ctx context.Context, written <-chan error) error {
 			}
 			allWritten = true
 		case <-deadline:
+			pr.pastDeadline.Store(true)
 			return nil
 		case <-ctx.Done():
 			return nil

@@ -86,6 +86,7 @@ func (r *run) await(ctx context.Context, ran, published <-chan error) (restart b
 		case <-r.restart:
 			return true, nil
 		case <-deadline:
+			r.pastDeadline.Store(true)
 			return false, nil
 		case <-ctx.Done():
 			return false, nil
