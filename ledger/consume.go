@@ -103,7 +103,18 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 	}
 	published := make(chan error, 1)
 	if r.cfg.PublishOver > 0 {
-		go func() { published <- r.publish(ctx) }()
+		// Stopped with the consumers, and waited for: the drain must not
+		// race a publisher still sending into the queues it reads.
+		pubCtx, stopPublishing := context.WithCancel(ctx)
+		pubDone := make(chan struct{})
+		go func() {
+			defer close(pubDone)
+			published <- r.publish(pubCtx)
+		}()
+		defer func() {
+			stopPublishing()
+			<-pubDone
+		}()
 	}
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	faultsDone := make(chan struct{})
