@@ -300,6 +300,26 @@ func TestDeferredConstraintAtCommitIsFailed(t *testing.T) {
 	e.expect(0)
 }
 
+// A claim that defers leaves no transaction open: its connection goes back
+// to the pool, so that deferrals cannot drain it, and the holder's claim
+// is the only one the pool lends out.
+func TestDeferredClaimHoldsNoConnection(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 300 * time.Millisecond})
+	holder := e.claim(inbox, "claimed")
+	for range 3 {
+		e.claim(inbox, "deferred")
+	}
+	if n := e.pool.Stat().AcquiredConns(); n != 1 {
+		t.Errorf("%d connections acquired from the pool after three deferrals, want the holder's 1", n)
+	}
+	holder.Rollback(e.ctx)
+	if n := e.pool.Stat().AcquiredConns(); n != 0 {
+		t.Errorf("%d connections acquired after the holder's rollback, want 0", n)
+	}
+	e.commit(e.claim(inbox, "claimed"))
+}
+
 func TestBeginWithoutDatabaseIsAnError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
