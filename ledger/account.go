@@ -33,8 +33,8 @@ type evidence struct {
 	// atLeastOnce: the retry bucket is a quorum queue on a cluster, which
 	// dead-letters its expired copies back at least once.
 	atLeastOnce bool
-	// arrivals say how each run's delivery came, by attempt (the
-	// in-process ledger's runs only).
+	// arrivals say how each run's delivery came, and each inbox
+	// duplicate's, by attempt (the in-process ledger's only).
 	arrivals map[workKey][]arrival
 	reports  []*runtime.Report
 	// queued is where each id was found at the end, rows its business rows.
@@ -111,7 +111,7 @@ func account(e evidence) *Result {
 	res := &Result{
 		Seed: e.seed, N: len(e.ids), Queue: e.queue, Reports: e.reports,
 		Behaviours: map[Behaviour]int{}, Fates: map[Fate]int{}, Faults: e.faults,
-		SecondRuns: map[string]int{}, ExtraCopies: map[string]int{}, FailedStarts: e.failedStarts,
+		SecondDeliveries: map[string]int{}, ExtraCopies: map[string]int{}, FailedStarts: e.failedStarts,
 		Resumes: e.resumes,
 	}
 	for _, n := range e.resent {
@@ -247,20 +247,37 @@ func account(e evidence) *Result {
 		}
 		res.InboxRows += e.rows[id]
 	}
-	// Second runs of one message's attempt.
-	for k, n := range e.runs {
+	// Second deliveries of one message's attempt: a run of the handler, or
+	// a delivery that found the attempt's work done (an inbox duplicate, or
+	// one settled from the consumer's record), beyond the first.
+	settledAgain := map[workKey]int{}
+	for _, rec := range e.records {
+		if doneBefore(rec) {
+			settledAgain[workKey{rec.MessageID, rec.Attempt}]++
+		}
+	}
+	runsOf := maps.Clone(e.runs)
+	for _, n := range e.runs {
 		res.HandlerRuns += n
+	}
+	for k := range settledAgain {
+		if _, ok := runsOf[k]; !ok {
+			runsOf[k] = 0
+		}
+	}
+	for k, runs := range runsOf {
+		n := runs + settledAgain[k]
 		if n < 2 {
 			continue
 		}
-		// Each run's journey that ended without proof sent the message back
+		// Each journey that ended without proof sent the message back
 		// once. Journeys of one attempt may overlap (a delivery whose channel
 		// was lost still finishes its handler while the broker redelivers),
 		// so records are not in the order the runs started: every journey of
-		// the attempt counts.
+		// the attempt counts, of those counted above.
 		var because []string
 		for _, rec := range byID[k.id] {
-			if rec.Attempt == k.attempt && ran(rec) && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
+			if rec.Attempt == k.attempt && (ran(rec) || doneBefore(rec)) && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
 				because = append(because, string(rec.Path)+": "+explain(rec))
 			}
 		}
@@ -288,11 +305,15 @@ func account(e evidence) *Result {
 		}
 		because = append(because, slices.Repeat([]string{settleLost}, lostRuns[k])...)
 		if n-1 > len(because) {
-			problem("%s attempt %d: the handler ran %d times; only %d earlier journeys ended without proof: %s", k.id, k.attempt, n, len(because), paths(byID[k.id]))
+			what := fmt.Sprintf("the handler ran %d times", runs)
+			if again := settledAgain[k]; again > 0 {
+				what += fmt.Sprintf(" and %d more deliveries found its work done", again)
+			}
+			problem("%s attempt %d: %s; only %d earlier journeys ended without proof: %s", k.id, k.attempt, what, len(because), paths(byID[k.id]))
 			continue
 		}
 		for _, why := range because[:n-1] {
-			res.SecondRuns[why]++
+			res.SecondDeliveries[why]++
 		}
 	}
 	if len(unfinished) > 0 {
@@ -346,7 +367,7 @@ func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
 			if ackSent(rec) {
 				sent++
 			}
-			if ran(rec) && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
+			if (ran(rec) || doneBefore(rec)) && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
 				unproven++
 			}
 		}
@@ -377,6 +398,12 @@ func ackSent(rec runtime.Record) bool {
 		return true
 	}
 	return false
+}
+
+// doneBefore says whether rec's journey found its attempt's work done: an
+// inbox duplicate, or one settled from the consumer's record.
+func doneBefore(rec runtime.Record) bool {
+	return rec.Commit == "duplicate" || rec.Handler == "completed earlier"
 }
 
 // ran says whether rec's journey ran the handler: not one settled from the

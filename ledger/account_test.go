@@ -82,23 +82,24 @@ func TestAccountReportsAnUnexplainedSecondRun(t *testing.T) {
 	e.runs[workKey{"m1", 1}] = 2
 	res := account(e)
 	wantNoProblem(t, res)
-	if res.SecondRuns["requeued: commit ambiguous"] != 1 {
-		t.Errorf("second runs %v", res.SecondRuns)
+	if res.SecondDeliveries["requeued: commit ambiguous"] != 1 {
+		t.Errorf("second runs %v", res.SecondDeliveries)
 	}
 
-	// A journey that did not run the handler explains nothing.
+	// A journey that found the work done (settled from the record) is a
+	// delivery to explain too: its own end explains one more, not two.
 	fromRecord := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathUnresolved, Handler: "completed earlier", Reason: "settlement budget spent"}
 	e = oneMessage(Success, acked(1), fromRecord, acked(1))
 	e.runs[workKey{"m1", 1}] = 2
-	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times; only 0 earlier journeys ended without proof")
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times and 1 more deliveries found its work done; only 1 earlier journeys ended without proof")
 
 	e = oneMessage(Success, acked(1), acked(1))
 	e.runs[workKey{"m1", 1}] = 2
 	e.ambiguous[workKey{"m1", 1}] = 1
 	res = account(e)
 	wantNoProblem(t, res)
-	if res.SecondRuns["ACK sent, never proven (ambiguous)"] != 1 {
-		t.Errorf("second runs %v", res.SecondRuns)
+	if res.SecondDeliveries["ACK sent, never proven (ambiguous)"] != 1 {
+		t.Errorf("second runs %v", res.SecondDeliveries)
 	}
 }
 
@@ -113,8 +114,8 @@ func TestAccountExplainsARunInFlightAtCloseOnce(t *testing.T) {
 		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}}}}
 	res := account(e)
 	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
-	if res.SecondRuns["in flight when a consumer closed (unresolved)"] != 1 {
-		t.Errorf("second runs %v", res.SecondRuns)
+	if res.SecondDeliveries["in flight when a consumer closed (unresolved)"] != 1 {
+		t.Errorf("second runs %v", res.SecondDeliveries)
 	}
 }
 
@@ -131,6 +132,49 @@ func TestAccountReportsARunStoppedWithMessagesUnhandled(t *testing.T) {
 	// Past the deadline, a message acked and one in the DLQ are done.
 	e = oneMessage(Success, acked(1))
 	e.pastDeadline = true
+	wantNoProblem(t, account(e))
+}
+
+// The inbox stops a delivery of work that committed, so the handler does
+// not run twice; the delivery itself must still be explained, or an ACK
+// that was lost, proven, would pass unseen.
+func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
+	dup := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathAcked, Commit: "duplicate", Reason: "duplicate"}
+	e := oneMessage(InboxWork, acked(1), dup)
+	e.runs[workKey{"m1", 1}] = 1
+	e.rows["m1"] = 1
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 1 times and 1 more deliveries found its work done; only 0 earlier journeys ended without proof")
+
+	// The controls: the ACK of the run was never proven; the message was
+	// published again.
+	e.ambiguous[workKey{"m1", 1}] = 1
+	res := account(e)
+	wantNoProblem(t, res)
+	if res.SecondDeliveries["ACK sent, never proven (ambiguous)"] != 1 {
+		t.Errorf("second deliveries %v", res.SecondDeliveries)
+	}
+	e = oneMessage(InboxWork, acked(1), dup)
+	e.runs[workKey{"m1", 1}] = 1
+	e.rows["m1"] = 1
+	e.resent = map[string]int{"m1": 1}
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p2", false}}}
+	wantNoProblem(t, account(e))
+
+	// A duplicate whose own ACK was lost explains the next one.
+	lostDup := dup
+	lostDup.Path = runtime.PathUnresolved
+	e = oneMessage(InboxWork, acked(1), lostDup, dup)
+	e.runs[workKey{"m1", 1}] = 1
+	e.rows["m1"] = 1
+	e.ambiguous[workKey{"m1", 1}] = 1
+	wantNoProblem(t, account(e))
+
+	// A first delivery of a later attempt that finds the work done (its
+	// attempt before committed, then failed after) needs nothing.
+	retried := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "ok", Commit: "committed", Handoff: "confirmed", Destination: "q.retry"}
+	e = oneMessage(InboxWork, retried, runtime.Record{MessageID: "m1", Attempt: 2, Path: runtime.PathAcked, Commit: "duplicate"})
+	e.runs[workKey{"m1", 1}] = 1
+	e.rows["m1"] = 1
 	wantNoProblem(t, account(e))
 }
 
@@ -182,8 +226,8 @@ func TestAccountExplainsAMessagePublishedAgain(t *testing.T) {
 	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p2", false}}}
 	res = account(e)
 	wantNoProblem(t, res)
-	if res.SecondRuns[publishedAgain] != 1 || res.ExtraCopies[publishedAgain] != 1 || res.Resent != 2 {
-		t.Errorf("second runs %v, extra copies %v, resent %d", res.SecondRuns, res.ExtraCopies, res.Resent)
+	if res.SecondDeliveries[publishedAgain] != 1 || res.ExtraCopies[publishedAgain] != 1 || res.Resent != 2 {
+		t.Errorf("second runs %v, extra copies %v, resent %d", res.SecondDeliveries, res.ExtraCopies, res.Resent)
 	}
 }
 
@@ -208,8 +252,8 @@ func TestAccountExplainsABucketThatMovedItsCopyTwice(t *testing.T) {
 	e.arrivals = map[workKey][]arrival{{"m1", 2}: {{"p1", false}, {"p1", false}}}
 	res = account(e)
 	wantNoProblem(t, res)
-	if res.SecondRuns[bucketTwice] != 1 || res.ExtraCopies[bucketTwice] != 1 {
-		t.Errorf("second runs %v, extra copies %v", res.SecondRuns, res.ExtraCopies)
+	if res.SecondDeliveries[bucketTwice] != 1 || res.ExtraCopies[bucketTwice] != 1 {
+		t.Errorf("second runs %v, extra copies %v", res.SecondDeliveries, res.ExtraCopies)
 	}
 }
 
@@ -245,8 +289,8 @@ func TestAccountExplainsAnACKLostWithTheQuorumLeader(t *testing.T) {
 	e.faults[faultLeaderKilled] = 1
 	res := account(e)
 	wantNoProblem(t, res)
-	if res.SecondRuns[settleLost] != 1 {
-		t.Errorf("second runs %v", res.SecondRuns)
+	if res.SecondDeliveries[settleLost] != 1 {
+		t.Errorf("second runs %v", res.SecondDeliveries)
 	}
 
 	// Only a redelivery comes back that way, and only for an ACK proven.
@@ -256,8 +300,8 @@ func TestAccountExplainsAnACKLostWithTheQuorumLeader(t *testing.T) {
 	e.ambiguous[workKey{"m1", 1}] = 2
 	res = account(e)
 	wantNoProblem(t, res) // explained as ambiguous instead
-	if res.SecondRuns[settleLost] != 0 {
-		t.Errorf("second runs %v", res.SecondRuns)
+	if res.SecondDeliveries[settleLost] != 0 {
+		t.Errorf("second runs %v", res.SecondDeliveries)
 	}
 
 	// A redelivery another journey explains (one left unresolved) is not

@@ -79,11 +79,10 @@ func pick(n int) Behaviour {
 // handle is every message's handler: it counts the run, then behaves.
 func (r *run) handle(ctx context.Context, d runtime.RawDelivery) error {
 	id, attempt := d.MessageID(), d.Attempt()
-	pub, _ := d.Header(envelope.HeaderHandoffID)
 	r.mu.Lock()
 	r.runs[workKey{id, attempt}]++
-	r.arrivals[workKey{id, attempt}] = append(r.arrivals[workKey{id, attempt}], arrival{fmt.Sprint(pub), d.Redelivered()})
 	r.mu.Unlock()
+	r.arrived(d)
 	switch r.beh[id] {
 	case Flaky:
 		if attempt == 1 {
@@ -111,4 +110,22 @@ func (r *run) handle(ctx context.Context, d runtime.RawDelivery) error {
 		return err
 	}
 	return nil
+}
+
+// afterDelivery notes how a delivery the inbox settled as a duplicate came:
+// it did not run the handler, and must be explained as a run would.
+func (r *run) afterDelivery(_ context.Context, d runtime.RawDelivery, soFar runtime.Record) error {
+	if soFar.Commit == "duplicate" {
+		r.arrived(d)
+	}
+	return nil
+}
+
+// arrived notes how d came: by which publish, and whether redelivered.
+func (r *run) arrived(d runtime.RawDelivery) {
+	pub, _ := d.Header(envelope.HeaderHandoffID)
+	k := workKey{d.MessageID(), d.Attempt()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.arrivals[k] = append(r.arrivals[k], arrival{fmt.Sprint(pub), d.Redelivered()})
 }

@@ -91,7 +91,7 @@ func (r *run) WithGroup(string) slog.Handler { return r }
 // again. It returns every consumer's report, in order.
 func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, error) {
 	cfg := runtime.Config{
-		URLs: urls, Observe: r.observe, Logger: slog.New(r),
+		URLs: urls, Observe: r.observe, Logger: slog.New(r), AfterDelivery: r.afterDelivery,
 		// Long enough for a first connection on a loaded machine (Run fails
 		// when that one does), short enough for a stall to outlast it.
 		StepTimeout:   2 * time.Second,

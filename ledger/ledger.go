@@ -68,10 +68,12 @@ type Result struct {
 	Behaviours map[Behaviour]int
 	Fates      map[Fate]int
 	Faults     map[string]int
-	// HandlerRuns counts every call of a handler; SecondRuns counts the runs
-	// beyond the first of one message's attempt, by their explanation.
-	HandlerRuns int
-	SecondRuns  map[string]int
+	// HandlerRuns counts every call of a handler; SecondDeliveries counts the
+	// deliveries of one message's attempt beyond the first, by their
+	// explanation: runs of its handler, and deliveries that found its work
+	// done (inbox duplicates, or settled from the consumer's record).
+	HandlerRuns      int
+	SecondDeliveries map[string]int
 	// ExtraCopies counts a message present more than once at the end (in two
 	// queues, or in a queue after its work was acked), by explanation.
 	ExtraCopies map[string]int
@@ -118,9 +120,10 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 	}
 }
 
-// arrival is how the delivery of one handler run came: the id of the
-// publish that made it (every publish of Lily's carries its own, a Send's
-// and a handoff's alike) and whether the broker marked it redelivered.
+// arrival is how a delivery came that ran the handler or that the inbox
+// settled as a duplicate: the id of the publish that made it (every publish
+// of Lily's carries its own, a Send's and a handoff's alike) and whether the
+// broker marked it redelivered.
 type arrival struct {
 	publish     string
 	redelivered bool
@@ -166,7 +169,7 @@ type run struct {
 
 	mu           sync.Mutex
 	runs         map[workKey]int
-	arrivals     map[workKey][]arrival // how each run's delivery came
+	arrivals     map[workKey][]arrival // how each run's and each duplicate's delivery came
 	records      []runtime.Record
 	byID         map[string][]runtime.Record
 	ambiguous    map[workKey]int // ACKs sent, never proven

@@ -17,7 +17,7 @@ func (res *Result) String() string {
 	fmt.Fprintf(&b, "  fates: %s\n", counts(res.Fates))
 	fmt.Fprintf(&b, "  lost: %d\n", res.Fates[Lost])
 	fmt.Fprintf(&b, "  faults (%d): %s\n", total(res.Faults), counts(res.Faults))
-	fmt.Fprintf(&b, "  handler runs: %d; second runs of one attempt: %d: %s\n", res.HandlerRuns, total(res.SecondRuns), counts(res.SecondRuns))
+	fmt.Fprintf(&b, "  handler runs: %d; second deliveries of one attempt (a run, or one that found the work done): %d: %s\n", res.HandlerRuns, total(res.SecondDeliveries), counts(res.SecondDeliveries))
 	fmt.Fprintf(&b, "  extra copies at the end: %d: %s\n", total(res.ExtraCopies), counts(res.ExtraCopies))
 	fmt.Fprintf(&b, "  inbox: %d rows committed, %d redeliveries stopped as duplicates\n", res.InboxRows, res.InboxStopped)
 	fmt.Fprintf(&b, "  406 channel errors: %d\n", res.Channel406)

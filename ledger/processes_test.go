@@ -67,8 +67,8 @@ func TestAccountExplainsARunInAKilledProcess(t *testing.T) {
 	e.killed = map[workKey]int{{"m1", 1}: 1}
 	res := account(e)
 	wantNoProblem(t, res)
-	if res.SecondRuns[killedMidRun] != 1 {
-		t.Errorf("second runs %v", res.SecondRuns)
+	if res.SecondDeliveries[killedMidRun] != 1 {
+		t.Errorf("second runs %v", res.SecondDeliveries)
 	}
 
 	// The killed process handed attempt 1 off to the DLQ before it died:
@@ -95,8 +95,8 @@ func TestAccountExplainsARunInAKilledProcess(t *testing.T) {
 	e.killed = map[workKey]int{{"m1", 1}: 1}
 	res = account(e)
 	wantNoProblem(t, res)
-	if res.SecondRuns[killedHandoff] != 1 {
-		t.Errorf("second runs %v", res.SecondRuns)
+	if res.SecondDeliveries[killedHandoff] != 1 {
+		t.Errorf("second runs %v", res.SecondDeliveries)
 	}
 }
 
@@ -148,7 +148,7 @@ func TestAccountExplainsACopyTheRelayPublishedAgain(t *testing.T) {
 	e.leasedAgain = map[string]int{"m1": 1}
 	res = account(e)
 	wantNoProblem(t, res)
-	if res.SecondRuns[relayedAgain] != 1 || res.ExtraCopies[relayedAgain] != 1 {
-		t.Errorf("second runs %v, extra copies %v", res.SecondRuns, res.ExtraCopies)
+	if res.SecondDeliveries[relayedAgain] != 1 || res.ExtraCopies[relayedAgain] != 1 {
+		t.Errorf("second runs %v, extra copies %v", res.SecondDeliveries, res.ExtraCopies)
 	}
 }
