@@ -71,7 +71,7 @@ func (r *run) downAndUp(ctx context.Context, fault, how string, n int) error {
 		backoff.Sleep(ctx, r.between(time.Second, 3*time.Second))
 	}
 	_, started := r.cfg.Cluster.do(context.WithoutCancel(ctx), "start", strconv.Itoa(n))
-	return errors.Join(err, started)
+	return errors.Join(err, healed(started))
 }
 
 // The faults of a cluster run.
@@ -121,7 +121,7 @@ func (r *run) clusterFaults() []fault {
 			for n := range len(c.URLs) {
 				err := r.down(ctx, faultRollingRestart, "stop", n+1)
 				if _, started := c.do(context.WithoutCancel(ctx), "start", strconv.Itoa(n+1)); err != nil || started != nil {
-					return false, errors.Join(err, started)
+					return false, errors.Join(err, healed(started))
 				}
 			}
 			return true, nil

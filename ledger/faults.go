@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"sync/atomic"
 	"time"
@@ -49,7 +50,7 @@ func (r *run) strike(ctx context.Context) {
 		struck, err := k.strike(ctx)
 		r.mu.Lock()
 		switch {
-		case err != nil && ctx.Err() == nil:
+		case err != nil && (ctx.Err() == nil || errors.Is(err, errHeal)):
 			r.faults["harness error: "+k.name+": "+err.Error()]++
 		case struck:
 			r.faults[k.name]++
@@ -71,6 +72,20 @@ func (r *run) round(kinds []fault) []fault {
 	}
 	r.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
 	return append(nodes, others...)
+}
+
+// errHeal marks the failure of a fault's heal: it may leave the broker
+// broken (a reject policy, a queue's binding gone) however the run is
+// ending, so it is a harness error even once the faults are being stopped,
+// when the others are taken for the stop's.
+var errHeal = errors.New("the fault's heal failed")
+
+// healed marks err, a heal's, as errHeal.
+func healed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", errHeal, err)
 }
 
 // between draws a duration in [lo, hi).
@@ -186,7 +201,7 @@ func (r *run) nodeFaults() []fault {
 				return false, err
 			}
 			backoff.Sleep(ctx, hold)
-			return true, heal()
+			return true, healed(heal())
 		}},
 		{"DLQ refusing publishes (handoffs nacked)", func(ctx context.Context) (bool, error) {
 			hold := r.between(500*time.Millisecond, 1500*time.Millisecond)
@@ -195,7 +210,7 @@ func (r *run) nodeFaults() []fault {
 				return false, err
 			}
 			backoff.Sleep(ctx, hold)
-			return true, heal(context.WithoutCancel(ctx))
+			return true, healed(heal(context.WithoutCancel(ctx)))
 		}},
 	}
 }
