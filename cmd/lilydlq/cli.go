@@ -81,8 +81,10 @@ Exit codes (every command):
   0  done
   1  failure: the broker refused or failed, the queue does not exist, a
      chosen copy could not be moved (it stays in the DLQ), an -id no copy
-     carries, an export short of the copies ready when it began, a purge
-     -expect N of a DLQ that does not hold N
+     carries, an export or a redrive that read fewer copies than were
+     ready when it began or read beside another consumer of the DLQ, an
+     export that met quarantined copies, a purge -expect N of a DLQ that
+     does not hold N
   2  usage errors
 `
 
@@ -178,7 +180,7 @@ func (e *env) usageError(name, format string, args ...any) int {
 // the last two are said as conditions.
 func (e *env) readNote(name string, res readResult, maxCount int64) {
 	if res.Consumers > 0 {
-		fmt.Fprintf(e.stderr, "lilydlq %s: note: the DLQ has %d other consumer(s): copies they hold were not read\n", name, res.Consumers)
+		fmt.Fprintf(e.stderr, "lilydlq %s: note: the DLQ has %d other consumer(s): copies they hold were not read, and copies they handed back during the read may have been read in the place of ready ones; stop them for a whole read\n", name, res.Consumers)
 	}
 	if res.Idle {
 		fmt.Fprintf(e.stderr, "lilydlq %s: note: %d of %d ready copies came within -wait; the others were taken or expired meanwhile\n", name, res.Read, res.Ready)

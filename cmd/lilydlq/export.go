@@ -188,8 +188,8 @@ func exportTo(e *env, w io.Writer, file *os.File) (int, int) {
 		return e.fail("export", err), res.Read
 	}
 	e.readNote("export", res, maxCount)
-	if res.Read < res.Ready {
-		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: %d copies written of the %d ready when the read began\n", res.Read, res.Ready)
+	if !res.whole() {
+		fmt.Fprintf(e.stderr, "lilydlq export: incomplete: %d copies written of the %d ready when the read began, beside %d other consumer(s)\n", res.Read, res.Ready, res.Consumers)
 		return exitFailure, res.Read
 	}
 	if held > 0 {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +161,44 @@ func TestExportRoundTrip(t *testing.T) {
 	}
 	if leftover, _ := filepath.Glob(out + ".*"); len(leftover) != 0 {
 		t.Errorf("a failed export left %v", leftover)
+	}
+}
+
+// TestReadBesideAnotherConsumerIsNotWhole: a copy another consumer of the
+// DLQ hands back during a read goes to the head of the queue, and is read
+// in the place of a ready one, so a read that began beside one proves
+// nothing whole, though it counts as many as were ready: export and
+// redrive -all say so and exit 1, and nothing is lost.
+func TestReadBesideAnotherConsumerIsNotWhole(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	b.publish(dlq, lilyCopy("held", "t", "permanent failure", "permanent", src, 1, time.Now()),
+		lilyCopy("ready", "t", "permanent failure", "permanent", src, 1, time.Now()))
+	other := b.channel()
+	if err := other.Qos(1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	held, err := other.Consume(dlq, "another reader", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := <-held; d.MessageId != "held" {
+		t.Fatalf("the other reader holds %q", d.MessageId)
+	}
+	r := b.lilydlq("export", dlq)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq export: incomplete: 1 copies written of the 1 ready when the read began, beside 1 other consumer(s)") {
+		t.Errorf("export: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)
+	}
+	r = b.lilydlq("redrive", dlq, "-all")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq redrive: incomplete: 1 of the 1 copies ready when the read began were read, beside 1 other consumer(s)") {
+		t.Errorf("redrive: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.assertCounts(dlq, 1)
+	if got := ids(b.take(src)); !slices.Equal(got, []string{"ready"}) {
+		t.Errorf("the source holds %v", got)
 	}
 }
 

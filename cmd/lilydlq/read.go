@@ -48,6 +48,12 @@ type readResult struct {
 	Idle      bool `json:"fewer_than_ready"` // fewer copies came than were ready
 }
 
+// whole reports whether the read visited every copy ready when it began.
+// A read beside other consumers is not: a copy one of them hands back
+// meanwhile goes to the head of the queue and is read in the place of a
+// ready one, so even a full count proves nothing.
+func (r readResult) whole() bool { return r.Read >= r.Ready && r.Consumers == 0 }
+
 // readQueue visits, in queue order, the copies ready in queue when the read
 // begins (a passive declare counts them), without taking any it is not told
 // to: it consumes with manual acknowledgement and never NACKs. A copy visit

@@ -206,11 +206,12 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	for _, id := range missing {
 		fmt.Fprintf(e.stderr, "lilydlq redrive: no copy with id %s in %s\n", text(id, maxID), text(e.queue, maxQueue))
 	}
-	// Copies that did not come may have been chosen: as with export, the
-	// run did not do all it was asked.
-	incomplete := res.Idle && (o.limit == 0 || moved < o.limit)
+	// Copies that did not come, or were not read for the copies another
+	// consumer handed back, may have been chosen: as with export, the run
+	// did not do all it was asked.
+	incomplete := (res.Idle || res.Consumers > 0) && (o.limit == 0 || moved < o.limit)
 	if incomplete {
-		fmt.Fprintf(e.stderr, "lilydlq redrive: incomplete: %d of the %d copies ready when the read began were read\n", res.Read, res.Ready)
+		fmt.Fprintf(e.stderr, "lilydlq redrive: incomplete: %d of the %d copies ready when the read began were read, beside %d other consumer(s)\n", res.Read, res.Ready, res.Consumers)
 	}
 	if failed > 0 || len(missing) > 0 || incomplete {
 		return exitFailure
