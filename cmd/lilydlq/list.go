@@ -78,6 +78,10 @@ func list(e *env, sample int, asJSON bool) int {
 		}
 		g.Count++
 		if len(g.Sample) < sample {
+			// A sample prints its bounded fields only: the whole reason
+			// and source, as long as a frame, would make a thousand
+			// groups' samples a gigabyte.
+			f.Source, f.FullReason = "", ""
 			g.Sample = append(g.Sample, f)
 		}
 		return keep, nil
