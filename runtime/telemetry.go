@@ -117,17 +117,45 @@ func (h hook) received(ctx context.Context, queue string, d RawDelivery) context
 	if got == nil || got == ctx {
 		return ctx
 	}
+	if !readable(got) {
+		h.logError(slog.String("method", "Received"), slog.String("detail", "returned a context whose values cannot be read; it is ignored"))
+		return ctx
+	}
 	return valuesOf{Context: ctx, values: got}
 }
 
+// readable reports whether ctx answers a value lookup without panicking: a
+// context that embeds a nil one does not, and the handler's context, built
+// on it, would panic where nothing recovers.
+func readable(ctx context.Context) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	ctx.Value(readableProbe{})
+	return true
+}
+
+type readableProbe struct{}
+
 // valuesOf is a context with the cancellation of its Context and the values
-// of values.
+// of values. A lookup that panics in values (for some keys only: readable
+// found the others sound) answers nil: the context package looks values up
+// on goroutines that recover nothing.
 type valuesOf struct {
 	context.Context
 	values context.Context
 }
 
-func (v valuesOf) Value(key any) any { return v.values.Value(key) }
+func (v valuesOf) Value(key any) (value any) {
+	defer func() {
+		if recover() != nil {
+			value = nil
+		}
+	}()
+	return v.values.Value(key)
+}
 
 // publishing tells the hook of p, a publish about to be made, and returns p
 // with the headers the hook left, Lily's own (x-lily-*) as they were. The

@@ -109,6 +109,37 @@ func TestBrokerForceReachesAHandlerWhateverReceivedReturned(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
 }
 
+// hollow is a faulty hook whose Received returns a context that embeds
+// none: every value lookup in it panics.
+type hollow struct{ faulty }
+
+type hollowCtx struct{ context.Context }
+
+func (hollow) Received(context.Context, string, runtime.RawDelivery) context.Context {
+	return hollowCtx{}
+}
+
+// A context from Received whose values cannot be read is ignored, and
+// logged: built on it, the handler's context would panic on the delivery's
+// goroutine, where nothing recovers, and end the process.
+func TestBrokerUnreadableTelemetryContextIsIgnored(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	r := start(t, q, ack, func(c *runtime.Config) { c.Telemetry = hollow{} })
+	publish(t, q.Name, order(t, "hollow-1"))
+	if rec := r.await(1)[0]; rec.Path != runtime.PathAcked || rec.Handler != "ok" {
+		t.Errorf("record %+v", rec)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+	r.stop()
+	if !r.events.has(func(ev event) bool {
+		return ev.method == "Received" && ev.level == slog.LevelError && strings.Contains(ev.detail, "values cannot be read")
+	}) {
+		t.Error("the unreadable context was not logged")
+	}
+}
+
 // unencodable is a faulty hook whose Publish writes header under name.
 type unencodable struct {
 	faulty
