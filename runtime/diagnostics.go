@@ -135,7 +135,9 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 	if added && c.cfg.Observe != nil {
 		c.observe(rec)
 	}
-	c.telemetry.settled(ctx, rec)
+	if !hooks.untold {
+		c.telemetry.settled(ctx, rec)
+	}
 	c.emit(event{
 		stage: stageSettled, messageID: rec.MessageID, typ: rec.Type, version: rec.Version, attempt: rec.Attempt,
 		generation: gen, path: rec.Path, detail: rec.Reason,

@@ -119,6 +119,9 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 type ends struct {
 	settled, published  func(string)
 	settlement, handoff string
+	// untold: the hook was told nothing of the delivery, so there is no
+	// journey for Settled to close.
+	untold bool
 }
 
 func (e ends) call() {

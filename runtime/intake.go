@@ -191,18 +191,17 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 }
 
 // notStarted requeues a delivery that was received but never started; why
-// says what came first. Its journey's view reads nothing: the guard never
-// read it.
+// says what came first. The Telemetry hook is told nothing of it: the
+// messaging conventions give a message prefetched and never handed to the
+// application no span, and a slow hook would hold each requeue of a
+// shutdown's stop in turn. The report has its record.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
-	ctx := c.telemetry.received(r.work, c.spec.Name, RawDelivery{d: d})
-	hooks := ends{settled: c.telemetry.settle(ctx, "requeue")}
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
-	hooks.settlement = o.Settlement.Status.String()
 	rec := newRecord(c.spec, d, sanitize.Text(d.MessageId, maxIDText), nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(ctx, r, gen.ID, 0, rec, o, hooks)
+	c.record(r.work, r, gen.ID, 0, rec, o, ends{untold: true})
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.

@@ -28,9 +28,11 @@ type Telemetry interface {
 	// context derives from. Only the returned context's values are kept:
 	// its cancellation and deadline stay the runtime's, which the shutdown
 	// needs. For a delivery the guard rejected (poison, over the body limit,
-	// quarantined) or one requeued at the shutdown before it started, d
-	// reads no header and no body: nothing of what made it poison reaches
-	// the hook.
+	// quarantined), d reads no header and no body: nothing of what made it
+	// poison reaches the hook. A delivery the client had prefetched and that
+	// is requeued before it started (at a stop, a recycle, a lost session)
+	// is not told of at all, as the messaging conventions give it no span;
+	// the Report has its record.
 	Received(ctx context.Context, queue string, d RawDelivery) context.Context
 	// Publish is called before each publish: a retry or DLQ copy (through the
 	// default exchange, its routing key the destination queue, its failure
