@@ -200,7 +200,9 @@ func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, 
 		return nil
 	}
 	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now())
-	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p)
+	// The copy's envelope is read again at its next attempt: the hook may
+	// not change the headers it is read by.
+	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p, c.reader.Marks)
 	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, p, writing)
 	if !ev.Published {
 		r.report.writingCopy(token, "")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -39,7 +40,8 @@ type Telemetry interface {
 	// facts in x-lily-failure-* headers) with the journey's context, or a Publisher's
 	// Send with its caller's. It may add headers to p (trace context, for
 	// one); the runtime keeps only its headers, and those named x-lily-* as
-	// they were. done gets the broker's answer: "confirmed", or what the
+	// they were, and on a retry or DLQ copy also those the queue's envelope
+	// profiles read the message's type, id and version from. done gets the broker's answer: "confirmed", or what the
 	// handoff evidence calls its failure; for a retry or DLQ copy, once the
 	// original delivery is settled and its record is in the Report, so that
 	// a slow done can neither spend the budget its ACK needs nor keep the
@@ -160,10 +162,10 @@ func (v valuesOf) Value(key any) (value any) {
 }
 
 // publishing tells the hook of p, a publish about to be made, and returns p
-// with the headers the hook left, Lily's own (x-lily-*) as they were. The
-// hook gets copies made inside the branch, so that without one p stays on
-// the stack.
-func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing) (Publishing, func(string)) {
+// with the headers the hook left, Lily's own (x-lily-*) and those named in
+// keep as they were (none where p had none). The hook gets copies made
+// inside the branch, so that without one p stays on the stack.
+func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing, keep []string) (Publishing, func(string)) {
 	if h.t == nil {
 		return p, ignore
 	}
@@ -187,8 +189,9 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 			slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
 		return p, done
 	}
+	kept := func(k string) bool { return strings.HasPrefix(k, ownHeaders) || slices.Contains(keep, k) }
 	for k := range seen.Headers {
-		if _, own := p.Headers[k]; !own && strings.HasPrefix(k, ownHeaders) {
+		if _, had := p.Headers[k]; !had && kept(k) {
 			delete(seen.Headers, k)
 		}
 	}
@@ -198,7 +201,7 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		seen.Headers = make(amqp.Table, len(p.Headers))
 	}
 	for k, v := range p.Headers {
-		if strings.HasPrefix(k, ownHeaders) {
+		if kept(k) {
 			seen.Headers[k] = v
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // faulty is a Telemetry that does everything a hook must not: it returns a
@@ -138,6 +139,46 @@ func TestBrokerUnreadableTelemetryContextIsIgnored(t *testing.T) {
 	}) {
 		t.Error("the unreadable context was not logged")
 	}
+}
+
+// clobber is a faulty hook whose Publish drops every header and forges a
+// CloudEvent's type.
+type clobber struct{ faulty }
+
+func (clobber) Received(ctx context.Context, _ string, _ runtime.RawDelivery) context.Context {
+	return ctx
+}
+
+func (clobber) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+	p.Headers = amqp.Table{"cloudEvents_type": "com.acme.forged.v9", "tenant": "added"}
+	return nil
+}
+
+// A hook cannot change the headers a handoff copy's envelope is read by: a
+// CloudEvent's retry copy keeps its attributes, whatever the hook wrote, and
+// its next attempt is read as the same event and handled.
+func TestBrokerTelemetryCannotChangeACopysEnvelope(t *testing.T) {
+	t.Parallel()
+	q := foreignSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, binaryEvent("evt-r", `{"payment_id":"retry-binary","amount_cents":7}`, 2))
+	h := &foreignHandler{seen: map[string][]seen{}}
+	r, c := prepareRoutes(t, q, fixture.LilytestForeignRoutes(h), func(cfg *runtime.Config) { cfg.Telemetry = clobber{} })
+	r.launch(c)
+	recs := r.await(2)
+	wantPath(t, recs[0], runtime.PathRetried)
+	wantPath(t, recs[1], runtime.PathAcked)
+	if recs[1].Attempt != 2 || recs[1].Type != "com.acme.payment.authorized" || recs[1].Version != 2 {
+		t.Errorf("the retry copy's record %+v", recs[1])
+	}
+	h.mu.Lock()
+	got := h.seen["retry-binary"]
+	h.mu.Unlock()
+	if len(got) != 2 || got[1].id != "evt-r" || got[1].attempt != 2 {
+		t.Errorf("the handler saw %+v", got)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+	r.stop()
 }
 
 // unencodable is a faulty hook whose Publish writes header under name.

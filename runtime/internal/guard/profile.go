@@ -34,6 +34,11 @@ type Reader struct {
 	// Identity are the headers that say whose a delivery is, by r's
 	// profiles: a poison copy keeps them, sanitized.
 	Identity []string
+	// Marks are the headers r reads a delivery's profile, type, id and
+	// version from: Identity and the version headers. A handoff copy keeps
+	// them as the delivery carried them, or its next attempt would be read
+	// otherwise.
+	Marks []string
 }
 
 // reading is one profile and the wire types of its messages.
@@ -82,6 +87,16 @@ func NewReader(msgs []envelope.Message) (*Reader, error) {
 	for _, c := range append(slices.Clip(r.headers), r.property) {
 		if c != nil && c.profile.IDHeader != "" && !slices.Contains(r.Identity, c.profile.IDHeader) {
 			r.Identity = append(r.Identity, c.profile.IDHeader)
+		}
+	}
+	r.Marks = slices.Clone(r.Identity)
+	for _, c := range append(slices.Clip(r.headers), r.property, r.cloudEvents) {
+		switch {
+		case c == nil:
+		case c.profile.Version.Header != "":
+			r.Marks = append(r.Marks, c.profile.Version.Header)
+		case c.profile.Version.Attribute != "":
+			r.Marks = append(r.Marks, EventPrefix+c.profile.Version.Attribute, eventPrefixOld+c.profile.Version.Attribute)
 		}
 	}
 	return r, errors.Join(errs...)

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -452,4 +453,18 @@ func FuzzForeignHeaders(f *testing.F) {
 			t.Fatalf("envelope %+v from %v", env, h)
 		}
 	})
+}
+
+// A reader's marks are every header it reads a delivery's profile, type, id
+// and version from, of each of its profiles.
+func TestReaderMarks(t *testing.T) {
+	r := reader(t,
+		envelope.Message{Type: "a", Profile: envelope.Profile{Kind: envelope.CloudEvents, Source: "s", Version: envelope.Version{Attribute: "dataversion"}}},
+		envelope.Message{Type: "b", Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "kind", IDHeader: "msg-id", Version: envelope.Version{Header: "schema"}}},
+	)
+	for _, k := range []string{"cloudEvents_specversion", "cloudEvents:id", "cloudEvents_source", "cloudEvents_type", "cloudEvents_dataversion", "cloudEvents:dataversion", "kind", "msg-id", "schema"} {
+		if !slices.Contains(r.Marks, k) {
+			t.Errorf("marks %q lack %s", r.Marks, k)
+		}
+	}
 }
