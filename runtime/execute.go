@@ -124,12 +124,14 @@ type ends struct {
 	untold bool
 }
 
+// call ends the publish first: a slow end of the settlement's (a span's
+// export) must not count in the publish's duration.
 func (e ends) call() {
-	if e.settled != nil {
-		e.settled(e.settlement)
-	}
 	if e.published != nil {
 		e.published(e.handoff)
+	}
+	if e.settled != nil {
+		e.settled(e.settlement)
 	}
 }
 

@@ -50,7 +50,11 @@ type Telemetry interface {
 	// Settle is called before the original delivery's ACK ("ack") or NACK
 	// ("nack", "requeue"); done gets the settlement evidence ("ack sent",
 	// "nack sent", "ambiguous", "not attempted") once the record is in the
-	// Report, before the publish's done and Settled.
+	// Report, after the publish's done and before Settled.
+	//
+	// Each start (Received, Publish, Settle) runs on the delivery's
+	// goroutine before what it tells of, and its time is the delivery's:
+	// a start slower than the budget left leaves the delivery unresolved.
 	Settle(ctx context.Context, op string) (done func(evidence string))
 	// Settled closes the journey with its record. An ACK found unproven
 	// after Settled (its channel lost before the proof) is listed in the
