@@ -69,13 +69,14 @@ func TestBrokerRetryIsOneTrace(t *testing.T) {
 	})
 	for _, ack := range acks {
 		expect(t, ack, "ack "+q, trace.SpanKindClient, codes.Unset, map[string]any{
-			"messaging.system":                        "rabbitmq",
-			"messaging.operation.type":                "settle",
-			"messaging.operation.name":                "ack",
-			"messaging.destination.name":              q,
-			"messaging.destination.subscription.name": q,
-			"messaging.message.id":                    msg,
-			"lily.evidence":                           "ack sent",
+			"messaging.system":                           "rabbitmq",
+			"messaging.operation.type":                   "settle",
+			"messaging.operation.name":                   "ack",
+			"messaging.destination.name":                 q,
+			"messaging.destination.subscription.name":    q,
+			"messaging.rabbitmq.destination.routing_key": q,
+			"messaging.message.id":                       msg,
+			"lily.evidence":                              "ack sent",
 		})
 	}
 

@@ -40,11 +40,11 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	i.handoffs, errs[5] = m.Int64Counter("lily.handoffs", metric.WithUnit("{handoff}"),
 		metric.WithDescription("Retry and DLQ handoffs, by what the broker said of the copy (lily.handoff)."))
 	i.handoffDuration, errs[6] = m.Float64Histogram("lily.handoff.duration", metric.WithUnit("s"), durations,
-		metric.WithDescription("Duration of a handoff's publish, until the broker's answer."))
+		metric.WithDescription("Duration of a handoff: from the copy's publish to the original's settlement, the broker's answer and the ACK's write among it."))
 	i.unresolved, errs[7] = m.Int64Counter("lily.unresolved", metric.WithUnit("{delivery}"),
 		metric.WithDescription("Deliveries not settled with evidence: the broker redelivers them."))
 	i.reconnects, errs[8] = m.Int64Counter("lily.reconnects", metric.WithUnit("{session}"),
-		metric.WithDescription("Consumer sessions lost, and connection attempts after a loss that failed: each is followed by another attempt."))
+		metric.WithDescription("Consumer sessions lost, and connection attempts after a loss that failed: each line of the report's lost intake, a session lost at a stop among them, which no attempt follows."))
 	i.duplicates, errs[9] = m.Int64Counter("lily.inbox.duplicates", metric.WithUnit("{delivery}"),
 		metric.WithDescription("Deliveries whose message's work the inbox had committed before: ACKed without the handler."))
 	return i, errors.Join(errs[:]...)

@@ -22,7 +22,8 @@ type journey struct {
 	start       time.Time
 	queue       string
 	destination string // messaging.destination.name, consumer side
-	named       string // the destination its spans' names give
+	named       string // the destination its spans' names give: a template when not destination
+	routingKey  string
 	messageID   string
 	creation    trace.SpanContext // the delivery's creation context, when it carried one
 
@@ -45,6 +46,21 @@ func journeyOf(ctx context.Context) *journey {
 	return j
 }
 
+// where are the attributes of the journey's spans that say where its
+// delivery came from beside its destination's name: the routing key, and
+// the template the spans' names give when a producer picked the key
+// (conditionally required by the conventions).
+func (j *journey) where() []attribute.KeyValue {
+	var attrs []attribute.KeyValue
+	if j.routingKey != "" {
+		attrs = append(attrs, semconv.MessagingRabbitMQDestinationRoutingKey(j.routingKey))
+	}
+	if j.named != j.destination {
+		attrs = append(attrs, semconv.MessagingDestinationTemplate(j.named))
+	}
+	return attrs
+}
+
 // Received starts the delivery's process span. Its parent is the delivery's
 // creation context (the conventions allow it for single messages), but
 // with LinkOnly, and it links to it, as the conventions ask; without a
@@ -52,7 +68,7 @@ func journeyOf(ctx context.Context) *journey {
 // consumer's Run context.
 func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
 	start := time.Now()
-	j := &journey{start: start, queue: queue, messageID: d.MessageID(),
+	j := &journey{start: start, queue: queue, messageID: d.MessageID(), routingKey: d.RoutingKey(),
 		destination: consumedFrom(d.Exchange(), d.RoutingKey(), queue), named: consumedFromLow(d.Exchange(), d.RoutingKey(), queue)}
 	ambient := trace.SpanContextFromContext(ctx)
 	ctx = t.propagator.Extract(ctx, received{d})
@@ -75,9 +91,7 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 		semconv.MessagingDestinationName(j.destination),
 		semconv.MessagingDestinationSubscriptionName(queue),
 	)
-	if k := d.RoutingKey(); k != "" {
-		attrs = append(attrs, semconv.MessagingRabbitMQDestinationRoutingKey(k))
-	}
+	attrs = append(attrs, j.where()...)
 	if j.messageID != "" {
 		attrs = append(attrs, semconv.MessagingMessageID(j.messageID))
 	}

@@ -37,6 +37,10 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	if routingKey != "" {
 		attrs = append(attrs, semconv.MessagingRabbitMQDestinationRoutingKey(routingKey))
 	}
+	if where.Key == semconv.MessagingDestinationTemplateKey {
+		// The span's name gives the template: the conventions ask for it.
+		attrs = append(attrs, where)
+	}
 	if p.MessageId != "" {
 		attrs = append(attrs, semconv.MessagingMessageID(idText(p.MessageId)))
 	}

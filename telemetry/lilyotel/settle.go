@@ -25,7 +25,7 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string)
 	if j != nil {
 		queue, dest, named, id = j.queue, j.destination, j.named, j.messageID
 	}
-	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs := make([]attribute.KeyValue, 0, 9)
 	attrs = append(attrs,
 		rabbitmq,
 		semconv.MessagingOperationTypeSettle,
@@ -33,6 +33,9 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string)
 		semconv.MessagingDestinationName(dest),
 		semconv.MessagingDestinationSubscriptionName(queue),
 	)
+	if j != nil {
+		attrs = append(attrs, j.where()...)
+	}
 	if id != "" {
 		attrs = append(attrs, semconv.MessagingMessageID(id))
 	}
