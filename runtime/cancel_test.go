@@ -203,6 +203,88 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// A recycle whose cancel fails (its cancel-ok held back past the step, as a
+// quorum queue just after a leader change may be slow to answer) still
+// retires the session: the deliveries in flight on the healthy channel
+// settle there with evidence, not left unresolved as on a lost channel,
+// and the report's line says both why the channel was recycled and that
+// its cancel failed.
+func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.HandlerTimeout = 100 * time.Millisecond
+		q.SettlementBudget = 10 * time.Second
+		q.Concurrency, q.Prefetch = 4, 8
+	})
+	declareTopology(t, q)
+	p := newProxy(t)
+	const step = 300 * time.Millisecond
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && f.Is(faults.BasicCancelOk) {
+			time.Sleep(3 * step)
+		}
+		return faults.Forward
+	})
+	var handled calls
+	r, consumer := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		handled.add(msg.OrderID)
+		return nil
+	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = step })
+	gate := make(chan struct{})
+	var later atomic.Bool
+	consumer.SetTestHooks(runtime.TestHooks{BeforeAck: func() {
+		if later.Swap(true) {
+			<-gate
+			return
+		}
+		time.Sleep(q.SettlementBudget)
+	}})
+	r.launch(consumer)
+	publish(t, q.Name, order(t, "stuck"))
+	eventually(t, 30*time.Second, "the stuck delivery handled", func() bool {
+		handled.mu.Lock()
+		defer handled.mu.Unlock()
+		return handled.n["stuck"] == 1
+	})
+	// Late enough that their budgets outlast the recycle, its failed cancel
+	// and the wait below by seconds; early enough to be on the channel.
+	time.Sleep(q.SettlementBudget * 7 / 10)
+	publish(t, q.Name, order(t, "in-flight-1"), order(t, "in-flight-2"))
+	eventually(t, 30*time.Second, "the channel recycled", func() bool {
+		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "recycle") })
+	})
+	// The late cancel-ok through (the proxy held every frame to the client
+	// meanwhile), the deliveries in flight settle, and the channel closes.
+	time.Sleep(4 * step)
+	close(gate)
+	paths := map[string][]runtime.Path{}
+	for _, rec := range r.await(4) {
+		paths[rec.MessageID] = append(paths[rec.MessageID], rec.Path)
+	}
+	for id, want := range map[string][]runtime.Path{
+		"stuck":       {runtime.PathUnresolved, runtime.PathAcked},
+		"in-flight-1": {runtime.PathAcked},
+		"in-flight-2": {runtime.PathAcked},
+	} {
+		if !slices.Equal(paths[id], want) {
+			t.Errorf("%s took %v, want %v", id, paths[id], want)
+		}
+	}
+	// Only the stuck delivery is unresolved (its redelivery's ACK, on the
+	// new session, may be too, when the proxy held its proof's reply).
+	rep := r.stop()
+	if slices.ContainsFunc(rep.Unresolved, func(u runtime.Record) bool { return u.MessageID != "stuck" }) {
+		t.Errorf("report %s; unresolved %+v", rep, rep.Unresolved)
+	}
+	if !slices.ContainsFunc(rep.Lost, func(why string) bool {
+		return strings.Contains(why, "outlived its settlement budget") && strings.Contains(why, "its cancel failed")
+	}) {
+		t.Errorf("lost %q: no line with why the channel was recycled and that its cancel failed", rep.Lost)
+	}
+	handled.once(t, "stuck", "in-flight-1", "in-flight-2")
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 func pathWords(ps []runtime.Path) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {

@@ -107,9 +107,13 @@ var errRecycled = errors.New("lily: a delivery outlived its settlement budget; i
 // deliveries in flight on it have settled (retire): the consumer is cancelled,
 // and what was received but not started (held, and what the client had
 // buffered) is requeued.
+//
+// A cancel that fails (slow on a quorum queue just after a leader change)
+// still retires the session: its channel is healthy, the deliveries in
+// flight on it settle there, and the channel's close ends the consumer.
 func (c *Consumer) recycle(r *run, s *session, held *amqp.Delivery) error {
 	if err := c.cancelIntake(r, s, held, "received but not started before its channel was recycled"); err != nil {
-		return fmt.Errorf("lily: cancel the consumer to recycle its channel: %w", err)
+		return fmt.Errorf("%w; its cancel failed, and the channel's close ends the consumer: %w", s.recycled, err)
 	}
 	return s.recycled
 }
