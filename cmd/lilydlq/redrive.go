@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -135,6 +137,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		if o.to != "" {
 			to, shown = o.to, text(o.to, maxQueue)
 		}
+		next := redriven(d, e.queue, o.keepAttempt)
 		var why string
 		switch {
 		case f.Quarantined != "":
@@ -148,6 +151,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			why = "no source queue (no " + envelope.HeaderFailureQueue + ", no x-death entry)"
 		case to == e.queue:
 			why = "its destination is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
+		case fits(next) != nil:
+			// Its own trouble, not the broker's: the others go on.
+			why = "re-driven, it would not fit a frame (" + fits(next).Error() + ")"
 		}
 		if why != "" {
 			failed++
@@ -162,7 +168,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		if err := pace.wait(e.ctx); err != nil {
 			return keep, err
 		}
-		err := send(e.ctx, pub, to, redriven(d, e.queue, o.keepAttempt))
+		err := send(e.ctx, pub, to, next)
 		switch {
 		case err == nil:
 			moved++
@@ -232,6 +238,19 @@ func send(ctx context.Context, pub *runtime.Publisher, queue string, p amqp.Publ
 	defer cancel()
 	return pub.Send(ctx, runtime.Message{RoutingKey: queue, Publishing: p})
 }
+
+// fits says why p could not be published, with the publish id the
+// Publisher adds, in one content header frame of the size Lily asks for;
+// nil when it can. (A broker whose frame_max is lower refuses it at the
+// send, which ends the run.)
+func fits(p amqp.Publishing) error {
+	p.Headers = maps.Clone(p.Headers)
+	p.Headers[envelope.HeaderHandoffID] = strings.Repeat("i", maxHandoffID)
+	return frame.Check(p, frame.Size)
+}
+
+// maxHandoffID bounds the publish id a Publisher adds to each message.
+const maxHandoffID = 64
 
 // enough ends the read once limit copies moved.
 func enough(moved, limit int) error {

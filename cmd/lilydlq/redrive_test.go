@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/frame"
 )
 
 // dlqCase is a DLQ of six copies from two source queues, of three types,
@@ -574,6 +576,41 @@ func TestRedriveLeavesCCBehind(t *testing.T) {
 	got := b.take(src)
 	if len(got) != 1 || got[0].Headers["CC"] != nil {
 		t.Fatalf("the source holds %d copies (headers %v), want 1 without CC", len(got), got)
+	}
+}
+
+// A copy whose re-driven form would not fit a frame (the re-drive's headers
+// added to one near the limit) is not moved and is reported, and the run
+// goes on with the others: it is the copy's trouble, not the broker's.
+func TestRedriveGoesOnPastACopyTooLargeToSend(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	// A copy with nothing for the re-drive to strip (no failure facts, no
+	// x-death), moved with -to: its headers only grow.
+	big := amqp.Publishing{MessageId: "big", Type: "t", ContentType: "application/json", Headers: amqp.Table{}, Body: []byte(`{}`)}
+	// The largest pad with which the copy itself still fits a frame.
+	pad := sort.Search(frame.Size, func(n int) bool {
+		big.Headers["pad"] = strings.Repeat("p", n)
+		return frame.Check(big, frame.Size) != nil
+	}) - 1
+	big.Headers["pad"] = strings.Repeat("p", pad)
+	small := big
+	small.MessageId, small.Headers = "small", amqp.Table{}
+	b.publish(dlq, big, small)
+	for _, dry := range []bool{true, false} {
+		args := []string{"redrive", dlq, "-all", "-to", src}
+		moved := "moved small (t) -> " + src
+		if dry {
+			args, moved = append(args, "-dry-run"), "would move small (t) -> "+src
+		}
+		r := b.lilydlq(args...)
+		if r.code != exitFailure || !strings.Contains(r.stdout, "not moved big (t): re-driven, it would not fit a frame") || !strings.Contains(r.stdout, moved) {
+			t.Errorf("redrive (dry run %t): exit %d, want %d\n%s%s", dry, r.code, exitFailure, r.stdout, r.stderr)
+		}
+	}
+	b.assertCounts(dlq, 1)
+	if got := ids(b.take(src)); !slices.Equal(got, []string{"small"}) {
+		t.Errorf("the source holds %v", got)
 	}
 }
 
