@@ -185,7 +185,7 @@ func lilyCopy(id, typ, reason, kind, source string, attempt int64, at time.Time)
 		Timestamp: at, CorrelationId: "corr-" + id,
 		Headers: amqp.Table{
 			envelope.HeaderVersion:        int64(2),
-			envelope.HeaderAttempt:        attempt + 1,
+			envelope.HeaderAttempt:        attempt, // a DLQ copy carries the attempt that failed
 			envelope.HeaderFailureReason:  reason,
 			envelope.HeaderFailureKind:    kind,
 			envelope.HeaderFailureAttempt: attempt,

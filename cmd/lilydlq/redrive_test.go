@@ -122,7 +122,7 @@ func TestRedriveRewritesHeaders(t *testing.T) {
 			for i, d := range got {
 				wantAttempt := int64(1)
 				if keep {
-					wantAttempt = 4 // the copy's own: the failed attempt 3, plus one
+					wantAttempt = 3 // the copy's own: the attempt that failed
 				}
 				if n, _ := integer(d.Headers[envelope.HeaderAttempt]); n != wantAttempt {
 					t.Errorf("%s: x-lily-attempt %v, want %d", d.MessageId, d.Headers[envelope.HeaderAttempt], wantAttempt)
