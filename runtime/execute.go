@@ -150,10 +150,11 @@ func runEnvelope(env *guard.Envelope, attempt int) *guard.Envelope {
 // ACK that was sent waits for its proof; work that completed without a sent
 // ACK is remembered, so its redelivery is settled without the handler.
 func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, attempt int) {
-	// A delivery the guard rejected did no work: its ACK, never proven,
-	// must not settle a later message that carries its id from the record.
+	// A delivery rejected before any user code (by the guard, or as
+	// unsupported) did no work: its ACK, never proven, must not settle a
+	// later message that carries its id, a corrected one, from the record.
 	var work memory.Work
-	if env != nil {
+	if env != nil && o.Rejection == outcome.NotRejected {
 		// The work is the delivery's, as a redelivery of it will carry its
 		// attempt header, though a retry in line ran it as a later attempt.
 		work = workOf(env)
@@ -166,7 +167,7 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 		}
 		return
 	}
-	if env == nil {
+	if work.Keyless() {
 		return
 	}
 	// Completed is what decide would have ACKed: a confirmed handoff, or the

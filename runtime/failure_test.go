@@ -128,39 +128,48 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	noPreconditionFailed(t, rep)
 }
 
-// A poison delivery did no work, though its ACK went unproven: a good
-// message with its id, sent later, runs its handler and is not settled from
-// the record of the poison one.
-func TestBrokerAmbiguousAckOfPoisonSettlesNothingLater(t *testing.T) {
+// A delivery rejected before any user code, as poison or as unsupported,
+// did no work, though its ACK went unproven: a corrected message with its
+// id, sent later, runs its handler and is not settled from the record of
+// the rejected one.
+func TestBrokerAmbiguousAckOfARejectionSettlesNothingLater(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	declareTopology(t, q)
-	bad := order(t, "same-1")
-	delete(bad.Headers, guard.HeaderVersion)
-	publish(t, q.Name, bad)
-	p := newProxy(t)
-	var calls atomic.Int32
-	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p))
-	c.SetProofInterval(time.Hour)
-	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
-	r.launch(c)
-	// The poison delivery, and its redelivery once the ACK was cut off.
-	recs := r.await(2)
-	for _, rec := range recs {
-		wantPath(t, rec, runtime.PathDeadLettered)
+	for name, spoil := range map[string]func(amqp.Publishing){
+		"poison":      func(p amqp.Publishing) { delete(p.Headers, guard.HeaderVersion) },
+		"unsupported": func(p amqp.Publishing) { p.Headers[guard.HeaderVersion] = int64(99) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t)
+			declareTopology(t, q)
+			bad := order(t, "same-1")
+			spoil(bad)
+			publish(t, q.Name, bad)
+			p := newProxy(t)
+			var calls atomic.Int32
+			r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p))
+			c.SetProofInterval(time.Hour)
+			c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
+			r.launch(c)
+			// The rejected delivery, and its redelivery once the ACK was cut off.
+			recs := r.await(2)
+			for _, rec := range recs {
+				wantPath(t, rec, runtime.PathDeadLettered)
+			}
+			publish(t, q.Name, order(t, "same-1"))
+			recs = r.await(3)
+			wantPath(t, recs[2], runtime.PathAcked)
+			if recs[2].Handler != "ok" || calls.Load() != 1 {
+				t.Errorf("the corrected message: record %+v, handler ran %d times", recs[2], calls.Load())
+			}
+			assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {2, 0}})
+			rep := r.stop()
+			if rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 1 {
+				t.Errorf("report: %s", rep)
+			}
+			noPreconditionFailed(t, rep)
+		})
 	}
-	publish(t, q.Name, order(t, "same-1"))
-	recs = r.await(3)
-	wantPath(t, recs[2], runtime.PathAcked)
-	if recs[2].Handler != "ok" || calls.Load() != 1 {
-		t.Errorf("the good message: record %+v, handler ran %d times", recs[2], calls.Load())
-	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {2, 0}})
-	rep := r.stop()
-	if rep.Counts[runtime.PathAcked] != 1 || len(rep.Unresolved) != 1 {
-		t.Errorf("report: %s", rep)
-	}
-	noPreconditionFailed(t, rep)
 }
 
 // A copy re-driven from the DLQ (attempt 1 again, as lilydlq writes it by
