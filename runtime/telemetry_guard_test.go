@@ -142,7 +142,7 @@ func TestBrokerUnreadableTelemetryContextIsIgnored(t *testing.T) {
 }
 
 // clobber is a faulty hook whose Publish drops every header and forges a
-// CloudEvent's type.
+// CloudEvent's type and time.
 type clobber struct{ faulty }
 
 func (clobber) Received(ctx context.Context, _ string, _ runtime.RawDelivery) context.Context {
@@ -150,7 +150,7 @@ func (clobber) Received(ctx context.Context, _ string, _ runtime.RawDelivery) co
 }
 
 func (clobber) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
-	p.Headers = amqp.Table{"cloudEvents_type": "com.acme.forged.v9", "tenant": "added"}
+	p.Headers = amqp.Table{"cloudEvents_type": "com.acme.forged.v9", "cloudEvents_time": "yesterday", "tenant": "added"}
 	return nil
 }
 

@@ -34,9 +34,9 @@ type Reader struct {
 	// Identity are the headers that say whose a delivery is, by r's
 	// profiles: a poison copy keeps them, sanitized.
 	Identity []string
-	// Marks are the headers r reads a delivery's profile, type, id and
-	// version from: Identity and the version headers. A handoff copy keeps
-	// them as the delivery carried them, or its next attempt would be read
+	// Marks are every header r reads a delivery's envelope from: Identity,
+	// a CloudEvent's time and the version headers. A handoff copy keeps them
+	// as the delivery carried them, or its next attempt would be read
 	// otherwise.
 	Marks []string
 }
@@ -90,6 +90,10 @@ func NewReader(msgs []envelope.Message) (*Reader, error) {
 		}
 	}
 	r.Marks = slices.Clone(r.Identity)
+	if r.cloudEvents != nil {
+		// Read too: a time that does not parse makes the event poison.
+		r.Marks = append(r.Marks, EventPrefix+"time", eventPrefixOld+"time")
+	}
 	for _, c := range append(slices.Clip(r.headers), r.property, r.cloudEvents) {
 		switch {
 		case c == nil:

@@ -462,7 +462,7 @@ func TestReaderMarks(t *testing.T) {
 		envelope.Message{Type: "a", Profile: envelope.Profile{Kind: envelope.CloudEvents, Source: "s", Version: envelope.Version{Attribute: "dataversion"}}},
 		envelope.Message{Type: "b", Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "kind", IDHeader: "msg-id", Version: envelope.Version{Header: "schema"}}},
 	)
-	for _, k := range []string{"cloudEvents_specversion", "cloudEvents:id", "cloudEvents_source", "cloudEvents_type", "cloudEvents_dataversion", "cloudEvents:dataversion", "kind", "msg-id", "schema"} {
+	for _, k := range []string{"cloudEvents_specversion", "cloudEvents:id", "cloudEvents_source", "cloudEvents_type", "cloudEvents_time", "cloudEvents:time", "cloudEvents_dataversion", "cloudEvents:dataversion", "kind", "msg-id", "schema"} {
 		if !slices.Contains(r.Marks, k) {
 			t.Errorf("marks %q lack %s", r.Marks, k)
 		}
