@@ -55,7 +55,7 @@ func Lint(f *schema.File, today time.Time) []Finding {
 		}
 		if least := queue.MinBudget(q.HandlerTimeout); q.SettlementBudget > 0 && q.SettlementBudget < least {
 			add(rules.LintBudgetShort, q.Name, q.Pos,
-				fmt.Sprintf("queue %q has settlement_budget %s, under the %s the runtime wants at the default step timeout (handler_timeout %s, four steps of 5s, 2s for a handoff): NewConsumer refuses it unless Config.StepTimeout is shorter", q.Name, q.SettlementBudget, least, q.HandlerTimeout),
+				fmt.Sprintf("queue %q has settlement_budget %s, under the %s the runtime wants at the default step timeout (handler_timeout %s, four steps of 5s, 2s for a handoff; a step more with a Config.Scope): NewConsumer refuses it unless Config.StepTimeout is shorter", q.Name, q.SettlementBudget, least, q.HandlerTimeout),
 				fmt.Sprintf("remove settlement_budget, or raise it to %s", least))
 		}
 		for _, c := range q.Consumes {

@@ -259,7 +259,7 @@ var ruleCases = []ruleCase{
 		subject: "orders", message: `queue "orders" has a single active consumer, which keeps order across processes, but handles 8 deliveries at once, which does not`},
 	{rule: rules.LintBudgetShort,
 		new:     []string{"    max_body_bytes", "    settlement_budget: 40s\n    max_body_bytes"},
-		subject: "orders", message: `queue "orders" has settlement_budget 40s, under the 52s the runtime wants at the default step timeout (handler_timeout 30s, four steps of 5s, 2s for a handoff): NewConsumer refuses it unless Config.StepTimeout is shorter`},
+		subject: "orders", message: `queue "orders" has settlement_budget 40s, under the 52s the runtime wants at the default step timeout (handler_timeout 30s, four steps of 5s, 2s for a handoff; a step more with a Config.Scope): NewConsumer refuses it unless Config.StepTimeout is shorter`},
 	{rule: rules.LintUnorderedRetry,
 		new:     []string{"    max_body_bytes", "    ordering: sequential\n    settlement_budget: 1m\n    max_body_bytes"},
 		subject: "orders", message: `queue "orders" retries in line, but its settlement_budget 1m0s is short of the 3m6s its 3 attempts and delays need: a late retry goes through orders.retry.1s instead, behind the messages that arrived meanwhile`},

@@ -81,7 +81,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	// The budget must carry the handler, then the claim, commit, cleanup and
 	// after_delivery steps (and the scope's opening, with a Scope), then a
 	// handoff and its ACK. The default grows to it (below) when a step
-	// timeout over 7 s (6 s with a Scope) outgrows handler timeout + 30s.
+	// timeout over 7 s (5.6 s with a Scope) outgrows handler timeout + 30s.
 	steps := 4
 	if cfg.Scope != nil {
 		steps = 5

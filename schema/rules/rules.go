@@ -126,7 +126,7 @@ var (
 	LintUnorderedRetry = Rule{"LINT-UNORDERED-RETRY", Lint, "a queue with `single_active_consumer` and no `ordering` that retries, or an ordered queue whose `settlement_budget` cannot carry its retries in line"}
 	// LintBudgetShort: the schema takes any budget from the handler
 	// timeout up; the runtime wants room for the steps around the call.
-	LintBudgetShort = Rule{"LINT-BUDGET-SHORT", Lint, "a `settlement_budget` below the handler timeout, four step timeouts and 2s (the handler timeout + 22s at the default `Config.StepTimeout`), which `NewConsumer` refuses"}
+	LintBudgetShort = Rule{"LINT-BUDGET-SHORT", Lint, "a `settlement_budget` below the handler timeout, four step timeouts and 2s (the handler timeout + 22s at the default `Config.StepTimeout`; a step more with a `Config.Scope`), which `NewConsumer` refuses"}
 )
 
 // All lists every rule: the breaking ones by category, in the order reports
