@@ -250,10 +250,13 @@ func account(e evidence) *Result {
 	// Second deliveries of one message's attempt: a run of the handler, or
 	// a delivery that found the attempt's work done (an inbox duplicate, or
 	// one settled from the consumer's record), beyond the first.
-	settledAgain := map[workKey]int{}
+	settledAgain, fromRecord := map[workKey]int{}, map[workKey]int{}
 	for _, rec := range e.records {
 		if doneBefore(rec) {
 			settledAgain[workKey{rec.MessageID, rec.Attempt}]++
+		}
+		if rec.Handler == "completed earlier" {
+			fromRecord[workKey{rec.MessageID, rec.Attempt}]++
 		}
 	}
 	runsOf := maps.Clone(e.runs)
@@ -302,6 +305,11 @@ func account(e evidence) *Result {
 		because = append(because, slices.Repeat([]string{killedHandoff}, e.killed[workKey{k.id, k.attempt - 1}])...)
 		if k.attempt == 1 {
 			because = append(because, slices.Repeat([]string{relayedAgain}, e.leasedAgain[k.id])...)
+			// A delivery settled from the record reaches neither the handler
+			// nor after_delivery, so how it came is not noted: a send made
+			// again that no noted arrival accounts for may be it.
+			unseen := max(e.resent[k.id]-againOf[k.id], 0)
+			because = append(because, slices.Repeat([]string{publishedAgain}, min(unseen, fromRecord[k]))...)
 		}
 		because = append(because, slices.Repeat([]string{settleLost}, lostRuns[k])...)
 		if n-1 > len(because) {

@@ -169,6 +169,18 @@ func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
 	e.ambiguous[workKey{"m1", 1}] = 1
 	wantNoProblem(t, account(e))
 
+	// Two deliveries settled from the record after one ACK never proven:
+	// the redelivery, and a send made again, whose arrival no handler or
+	// after_delivery noted. Only the send made again explains the second.
+	fromRecord := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathAcked, Handler: "completed earlier"}
+	e = oneMessage(InboxWork, acked(1), fromRecord, fromRecord)
+	e.runs[workKey{"m1", 1}] = 1
+	e.rows["m1"] = 1
+	e.ambiguous[workKey{"m1", 1}] = 1
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 1 times and 2 more deliveries found its work done; only 1 earlier journeys ended without proof")
+	e.resent = map[string]int{"m1": 1}
+	wantNoProblem(t, account(e))
+
 	// A first delivery of a later attempt that finds the work done (its
 	// attempt before committed, then failed after) needs nothing.
 	retried := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "ok", Commit: "committed", Handoff: "confirmed", Destination: "q.retry"}
