@@ -36,12 +36,15 @@ func setBrokerEnv(t *testing.T, key, value string) {
 // the record of the work the handler completed: it does not run twice.
 func TestBrokerSettingsConsumerTimeoutIsReported(t *testing.T) {
 	brokerSettingsTest(t)
-	setBrokerEnv(t, "consumer_timeout", "1000")
-	setBrokerEnv(t, "channel_tick_interval", "200")
+	// Restored however the setting fails: a broker left with a consumer
+	// timeout of a second would close the channels of every later test that
+	// holds a delivery longer.
 	t.Cleanup(func() {
 		setBrokerEnv(t, "consumer_timeout", "1800000")
 		setBrokerEnv(t, "channel_tick_interval", "60000")
 	})
+	setBrokerEnv(t, "consumer_timeout", "1000")
+	setBrokerEnv(t, "channel_tick_interval", "200")
 	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.HandlerTimeout = 10 * time.Second })
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "held-1"))
