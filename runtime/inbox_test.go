@@ -28,8 +28,13 @@ type slowInbox struct {
 	held, done            map[string]bool
 }
 
+// inboxStep is the step timeout of the tests of a slow inbox: its Begin or
+// Commit sleeps past it, while it still carries a first connection on a
+// loaded machine.
+const inboxStep = time.Second
+
 func newSlowInbox() *slowInbox {
-	return &slowInbox{sleep: 900 * time.Millisecond, held: map[string]bool{}, done: map[string]bool{}}
+	return &slowInbox{sleep: 2500 * time.Millisecond, held: map[string]bool{}, done: map[string]bool{}}
 }
 
 func (i *slowInbox) Begin(_ context.Context, _, id string) (runtime.InboxTx, error) {
@@ -102,7 +107,7 @@ func TestBrokerInboxBeginPastItsStepDefers(t *testing.T) {
 	inbox.slowBegin.Store(true)
 	var calls atomic.Int32
 	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil },
-		func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = inbox, 300*time.Millisecond })
+		func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = inbox, inboxStep })
 	publish(t, q.Name, order(t, "begin-1"))
 	recs := untilAcked(t, r)
 	for _, rec := range recs[:len(recs)-1] {
@@ -133,7 +138,7 @@ func TestBrokerInboxCommitPastItsStepIsAmbiguous(t *testing.T) {
 	inbox.slowCommit.Store(true)
 	var calls atomic.Int32
 	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil },
-		func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = inbox, 300*time.Millisecond })
+		func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = inbox, inboxStep })
 	publish(t, q.Name, order(t, "commit-1"))
 	recs := untilAcked(t, r)
 	wantPath(t, recs[0], runtime.PathRequeued)
