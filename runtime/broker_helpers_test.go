@@ -369,3 +369,25 @@ func heldHandler(q *runtime.QueueSpec) { q.HandlerTimeout = time.Minute }
 // hourRetry gives a queue one retry bucket of an hour: no copy comes back
 // during a test.
 func hourRetry(q *runtime.QueueSpec) { q.Topology.RetryDelays = []time.Duration{time.Hour} }
+
+// brokerUser adds a user of the test's own to the broker, named from role,
+// with password and every permission on /, deleted when the test ends.
+func brokerUser(t *testing.T, role, password string) string {
+	t.Helper()
+	brokerURL(t) // skipped under -short before rabbitmqctl changes the broker
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	user := "lilytest-" + role + "-" + hex.EncodeToString(b[:])
+	rabbitmqctl(t, "add_user", user, password)
+	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "delete_user", user).Run() })
+	rabbitmqctl(t, "set_permissions", "-p", "/", user, ".*", ".*", ".*")
+	return user
+}
+
+// rabbitmqctl runs the broker's rabbitmqctl with args, failing t when it fails.
+func rabbitmqctl(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
+		t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}

@@ -150,25 +150,7 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 		handled.add(msg.OrderID)
 		return nil
 	}, func(cfg *runtime.Config) { cfg.StepTimeout = 300 * time.Millisecond })
-	// The first ACK (the stuck delivery's) waits past the delivery's budget,
-	// so it is not written; the ACKs after it wait for the recycle, so that
-	// their deliveries are in flight on the channel when it comes.
-	gate := make(chan struct{})
-	var later atomic.Bool
-	consumer.SetTestHooks(runtime.TestHooks{BeforeAck: func() {
-		if later.Swap(true) {
-			<-gate
-			return
-		}
-		time.Sleep(q.SettlementBudget)
-	}})
-	r.launch(consumer)
-	publish(t, q.Name, order(t, "stuck"))
-	eventually(t, 30*time.Second, "the stuck delivery handled", func() bool {
-		handled.mu.Lock()
-		defer handled.mu.Unlock()
-		return handled.n["stuck"] == 1
-	})
+	gate := stuckFirst(t, q, r, consumer, &handled)
 	time.Sleep(q.SettlementBudget / 2) // the others' budgets end well after the recycle
 	publish(t, q.Name, order(t, "in-flight-1"), order(t, "in-flight-2"))
 	eventually(t, 30*time.Second, "the channel recycled", func() bool {
@@ -230,22 +212,7 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 		handled.add(msg.OrderID)
 		return nil
 	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = step })
-	gate := make(chan struct{})
-	var later atomic.Bool
-	consumer.SetTestHooks(runtime.TestHooks{BeforeAck: func() {
-		if later.Swap(true) {
-			<-gate
-			return
-		}
-		time.Sleep(q.SettlementBudget)
-	}})
-	r.launch(consumer)
-	publish(t, q.Name, order(t, "stuck"))
-	eventually(t, 30*time.Second, "the stuck delivery handled", func() bool {
-		handled.mu.Lock()
-		defer handled.mu.Unlock()
-		return handled.n["stuck"] == 1
-	})
+	gate := stuckFirst(t, q, r, consumer, &handled)
 	// Late enough that their budgets outlast the recycle, its failed cancel
 	// and the wait below by seconds; early enough to be on the channel.
 	time.Sleep(q.SettlementBudget * 7 / 10)
@@ -283,6 +250,32 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 	}
 	handled.once(t, "stuck", "in-flight-1", "in-flight-2")
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// stuckFirst launches consumer with its ACKs held: the first (the stuck
+// delivery's) waits past the delivery's budget, so it is not written; the
+// ACKs after it wait for the returned gate to close, so that their
+// deliveries are in flight on the channel when the recycle comes. It
+// publishes "stuck" and returns once its handler ran.
+func stuckFirst(t *testing.T, q runtime.QueueSpec, r *running, consumer *runtime.Consumer, handled *calls) (gate chan struct{}) {
+	t.Helper()
+	gate = make(chan struct{})
+	var later atomic.Bool
+	consumer.SetTestHooks(runtime.TestHooks{BeforeAck: func() {
+		if later.Swap(true) {
+			<-gate
+			return
+		}
+		time.Sleep(q.SettlementBudget)
+	}})
+	r.launch(consumer)
+	publish(t, q.Name, order(t, "stuck"))
+	eventually(t, 30*time.Second, "the stuck delivery handled", func() bool {
+		handled.mu.Lock()
+		defer handled.mu.Unlock()
+		return handled.n["stuck"] == 1
+	})
+	return gate
 }
 
 func pathWords(ps []runtime.Path) []string {

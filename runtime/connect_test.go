@@ -2,13 +2,10 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"net"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -123,19 +120,7 @@ func TestBrokerURLsTriedInTurn(t *testing.T) {
 // on the broker, and in the function, is used at the next reconnect.
 func TestBrokerCredentialsRotate(t *testing.T) {
 	t.Parallel()
-	brokerURL(t) // skipped under -short before rabbitmqctl changes the broker
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	user := "lilytest-rotate-" + hex.EncodeToString(b[:])
-	ctl := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
-			t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	ctl("add_user", user, "first-secret")
-	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "delete_user", user).Run() })
-	ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+	user := brokerUser(t, "rotate", "first-secret")
 
 	q := brokerSpec(t)
 	declareTopology(t, q)
@@ -155,7 +140,7 @@ func TestBrokerCredentialsRotate(t *testing.T) {
 	c.await(1)
 	// The broker has the ACK before the cut: nothing comes back.
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
-	ctl("change_password", user, "second-secret")
+	rabbitmqctl(t, "change_password", user, "second-secret")
 	password.Store("second-secret")
 	before := asked.Load()
 	p.cut()

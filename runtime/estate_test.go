@@ -2,8 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -321,19 +319,7 @@ func TestBrokerExternalExchangeDeletedIsWaitedFor(t *testing.T) {
 // consumes again once the permission is given back.
 func TestBrokerPermissionTakenAwayIsWaitedFor(t *testing.T) {
 	t.Parallel()
-	brokerURL(t) // skipped under -short before rabbitmqctl changes the broker
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	user := "lilytest-refused-" + hex.EncodeToString(b[:])
-	ctl := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("rabbitmqctl", args...).CombinedOutput(); err != nil {
-			t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	ctl("add_user", user, "secret")
-	t.Cleanup(func() { _ = exec.Command("rabbitmqctl", "delete_user", user).Run() })
-	ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+	user := brokerUser(t, "refused", "secret")
 	q := brokerSpec(t)
 	declareTopology(t, q)
 	p := newProxy(t)
@@ -344,7 +330,7 @@ func TestBrokerPermissionTakenAwayIsWaitedFor(t *testing.T) {
 	r.launch(c)
 	publish(t, q.Name, order(t, "before"))
 	r.await(1)
-	ctl("set_permissions", "-p", "/", user, "^$", ".*", ".*")
+	rabbitmqctl(t, "set_permissions", "-p", "/", user, "^$", ".*", ".*")
 	p.cut()
 	eventually(t, time.Minute, "Health to say the topology is refused", func() bool {
 		return strings.Contains(c.Health().Why, "the broker refuses the topology, retrying until it is mended") &&
@@ -353,7 +339,7 @@ func TestBrokerPermissionTakenAwayIsWaitedFor(t *testing.T) {
 	if !r.events.has(func(ev event) bool { return ev.stage == "topology-refused" && ev.level == slog.LevelError }) {
 		t.Error("no topology-refused event at error")
 	}
-	ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+	rabbitmqctl(t, "set_permissions", "-p", "/", user, ".*", ".*", ".*")
 	eventually(t, time.Minute, "the consumer to be ready again", func() bool { return c.Health().Ready })
 	publish(t, q.Name, order(t, "after"))
 	if rec := r.await(2)[1]; rec.MessageID != "after" || rec.Path != runtime.PathAcked {
