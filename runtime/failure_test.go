@@ -33,6 +33,17 @@ func through(p *proxy) func(*runtime.Config) {
 	}
 }
 
+// firstAckLost launches a consumer of q through p that calls h and loses
+// its first ACK: the proxy holds it back, then cuts the connection, before
+// a proof (none comes for an hour) could cover it.
+func firstAckLost(t *testing.T, q runtime.QueueSpec, p *proxy, h handler) *running {
+	t.Helper()
+	r, c := prepare(t, q, h, through(p))
+	c.SetProofInterval(time.Hour)
+	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
+	return r.launch(c)
+}
+
 // once returns f wrapped to run on its first call only.
 func once(f func()) func() {
 	var o sync.Once
@@ -103,10 +114,7 @@ func TestBrokerAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "ambiguous-1")
 	var calls atomic.Int32
-	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p))
-	c.SetProofInterval(time.Hour)
-	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
-	r.launch(c)
+	r := firstAckLost(t, q, p, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
 	recs := r.await(2)
 	wantPath(t, recs[0], runtime.PathAcked) // the journey ended with the ACK sent...
 	wantPath(t, recs[1], runtime.PathAcked)
@@ -147,10 +155,7 @@ func TestBrokerAmbiguousAckOfARejectionSettlesNothingLater(t *testing.T) {
 			publish(t, q.Name, bad)
 			p := newProxy(t)
 			var calls atomic.Int32
-			r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil }, through(p))
-			c.SetProofInterval(time.Hour)
-			c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
-			r.launch(c)
+			r := firstAckLost(t, q, p, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
 			// The rejected delivery, and its redelivery once the ACK was cut off.
 			recs := r.await(2)
 			for _, rec := range recs {
@@ -180,16 +185,13 @@ func TestBrokerRedrivenCopyIsNotSettledFromItsOriginalsRecord(t *testing.T) {
 	q, p := behindProxy(t, "redrive-1")
 	var calls atomic.Int32
 	var fixed atomic.Bool
-	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+	r := firstAckLost(t, q, p, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		calls.Add(1)
 		if !fixed.Load() {
 			return runtime.Permanent(errors.New("bug"))
 		}
 		return nil
-	}, through(p))
-	c.SetProofInterval(time.Hour)
-	c.SetTestHooks(runtime.TestHooks{BeforeAck: once(p.freeze), AfterAck: once(p.cut)})
-	r.launch(c)
+	})
 	recs := r.await(2)
 	wantPath(t, recs[0], runtime.PathDeadLettered)
 	wantPath(t, recs[1], runtime.PathAcked)

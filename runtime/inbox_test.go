@@ -83,6 +83,22 @@ func (t *slowTx) Rollback(context.Context) {
 	t.i.held[t.id] = false
 }
 
+// slowInboxRun starts a consumer of a queue of the test's own with a slow
+// inbox, made slow by slow, whose handler counts its calls, and publishes
+// the message id.
+func slowInboxRun(t *testing.T, id string, slow func(*slowInbox)) (runtime.QueueSpec, *slowInbox, *running, *atomic.Int32) {
+	t.Helper()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	inbox := newSlowInbox()
+	slow(inbox)
+	calls := new(atomic.Int32)
+	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil },
+		func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = inbox, inboxStep })
+	publish(t, q.Name, order(t, id))
+	return q, inbox, r, calls
+}
+
 // untilAcked waits for a record of an ACK and returns the records until it.
 func untilAcked(t *testing.T, r *running) []runtime.Record {
 	t.Helper()
@@ -101,14 +117,7 @@ func untilAcked(t *testing.T, r *running) []runtime.Record {
 // its claim: a redelivery then claims the id and runs the handler.
 func TestBrokerInboxBeginPastItsStepDefers(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	declareTopology(t, q)
-	inbox := newSlowInbox()
-	inbox.slowBegin.Store(true)
-	var calls atomic.Int32
-	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil },
-		func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = inbox, inboxStep })
-	publish(t, q.Name, order(t, "begin-1"))
+	q, inbox, r, calls := slowInboxRun(t, "begin-1", func(i *slowInbox) { i.slowBegin.Store(true) })
 	recs := untilAcked(t, r)
 	for _, rec := range recs[:len(recs)-1] {
 		wantPath(t, rec, runtime.PathRequeued)
@@ -132,14 +141,7 @@ func TestBrokerInboxBeginPastItsStepDefers(t *testing.T) {
 // run again.
 func TestBrokerInboxCommitPastItsStepIsAmbiguous(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	declareTopology(t, q)
-	inbox := newSlowInbox()
-	inbox.slowCommit.Store(true)
-	var calls atomic.Int32
-	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil },
-		func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = inbox, inboxStep })
-	publish(t, q.Name, order(t, "commit-1"))
+	q, _, r, calls := slowInboxRun(t, "commit-1", func(i *slowInbox) { i.slowCommit.Store(true) })
 	recs := untilAcked(t, r)
 	wantPath(t, recs[0], runtime.PathRequeued)
 	if recs[0].Commit != "ambiguous" || recs[0].Handler != "ok" || recs[0].Attempt != 1 {
