@@ -41,7 +41,8 @@ type Telemetry interface {
 	// Send with its caller's. It may add headers to p (trace context, for
 	// one); the runtime keeps only its headers, and those named x-lily-* as
 	// they were, and on a retry or DLQ copy also those the queue's envelope
-	// profiles read the message's type, id and version from. done gets the broker's answer: "confirmed", or what the
+	// profiles read the message's envelope from. done gets the broker's
+	// answer: "confirmed", or what the
 	// handoff evidence calls its failure; for a retry or DLQ copy, once the
 	// original delivery is settled and its record is in the Report, so that
 	// a slow done can neither spend the budget its ACK needs nor keep the
