@@ -262,7 +262,7 @@ var ruleCases = []ruleCase{
 		subject: "orders", message: `queue "orders" has settlement_budget 40s, under the 52s the runtime wants at the default step timeout (handler_timeout 30s, four steps of 5s, 2s for a handoff; a step more with a Config.Scope): NewConsumer refuses it unless Config.StepTimeout is shorter`},
 	{rule: rules.LintUnorderedRetry,
 		new:     []string{"    max_body_bytes", "    ordering: sequential\n    settlement_budget: 1m\n    max_body_bytes"},
-		subject: "orders", message: `queue "orders" retries in line, but its settlement_budget 1m0s is short of the 3m6s its 3 attempts and delays need: a late retry goes through orders.retry.1s instead, behind the messages that arrived meanwhile`},
+		subject: "orders", message: `queue "orders" retries in line, but its settlement_budget 1m0s is short of the 3m21s its 3 attempts and delays need: a late retry goes through orders.retry.1s instead, behind the messages that arrived meanwhile`},
 	{rule: rules.LintTypeUnused,
 		new:     []string{"messages:", "types:\n  Unused: {type: enum, values: [a]}\nmessages:"},
 		subject: "Unused", message: "type Unused is used by no message version: it generates no Go code"},

@@ -652,7 +652,7 @@ queues:
 		`5:50: a retry delay: 2000000h is longer than RabbitMQ's longest message TTL, 1193h2m47.295s (2³²−1 ms) [OUT-OF-RANGE]`,
 		`5:79: handler_timeout: 1200h is longer than RabbitMQ's longest message TTL, 1193h2m47.295s (2³²−1 ms) [OUT-OF-RANGE]`,
 		`6:58: message_ttl: 1193h3m is longer than RabbitMQ's longest message TTL, 1193h2m47.295s (2³²−1 ms) [OUT-OF-RANGE]`,
-		`7:91: retrying in line up to attempt 4 takes a settlement budget of 2000h3m50.001s, longer than 1193h2m47.295s (fewer attempts or shorter delays) [RETRY-POLICY]`,
+		`7:91: retrying in line up to attempt 4 takes a settlement budget of 2000h4m10.001s, longer than 1193h2m47.295s (fewer attempts or shorter delays) [RETRY-POLICY]`,
 	}
 	wantErrors(t, src, want)
 }

@@ -88,17 +88,19 @@ type Declaration struct {
 	KeepExisting bool
 }
 
-// stepsPerCall is the time the runtime keeps for the claim, commit, cleanup
-// and after_delivery steps around one handler call: four steps at its
-// default step timeout of 5 s.
-const stepsPerCall = 20 * time.Second
+// stepTimeout is the runtime's default step timeout (Config.StepTimeout).
+// Around each handler call it keeps one for each of the claim, commit,
+// cleanup and after_delivery steps, and one more for the scope's opening
+// when the service sets a Config.Scope.
+const stepTimeout = 5 * time.Second
 
 // ParkBudget is the settlement budget an ordered queue needs to retry each
-// failure in line up to its last attempt: every handler call with the steps
-// around it, every retry delay between them, and settlementMargin for the
-// handoff and the rest.
+// failure in line up to its last attempt: every handler call with the five
+// steps around it (the scope's among them: a schema cannot know whether its
+// service sets a Config.Scope), every retry delay between them, and
+// settlementMargin for the handoff and the rest.
 func ParkBudget(handlerTimeout time.Duration, delays []time.Duration, maxAttempts int) time.Duration {
-	b := time.Duration(maxAttempts)*(handlerTimeout+stepsPerCall) + settlementMargin
+	b := time.Duration(maxAttempts)*(handlerTimeout+5*stepTimeout) + settlementMargin
 	for n := 1; n < maxAttempts && len(delays) > 0; n++ {
 		b += delays[min(n-1, len(delays)-1)]
 	}
@@ -126,7 +128,7 @@ func IsRetryBucket(bucket, queue string) bool {
 // reserve a handoff keeps (decide.HandoffReserve, 2 s). A shorter step
 // timeout lowers it.
 func MinBudget(handlerTimeout time.Duration) time.Duration {
-	return handlerTimeout + stepsPerCall + 2*time.Second
+	return handlerTimeout + 4*stepTimeout + 2*time.Second
 }
 
 // Budget is the settlement budget of each delivery of a queue: budget, or,

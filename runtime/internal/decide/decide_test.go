@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
 
@@ -187,6 +188,29 @@ func TestDecidePark(t *testing.T) {
 	} {
 		if got := Decide(tc.o, tc.attempt, q, tc.remaining); !cmp.Equal(got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The budget lilygen gives an ordered queue (queue.ParkBudget) carries every
+// retry in line even when each call, with a Config.Scope, spends its handler
+// timeout and all five steps at the default step timeout, and every delay.
+func TestParkBudgetCarriesEveryRetry(t *testing.T) {
+	const handler, step = 30 * time.Second, 5 * time.Second
+	q := testPolicy()
+	q.Park, q.CallCost = true, handler+5*step
+	failed := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
+	for attempts := 2; attempts <= 12; attempts++ {
+		q.MaxAttempts = attempts
+		budget := queue.ParkBudget(handler, q.RetryDelays, attempts)
+		spent := time.Duration(0)
+		for n := 1; n < attempts; n++ {
+			spent += q.CallCost
+			got := Decide(failed, n, q, budget-spent)
+			if got.Action != ActPark {
+				t.Fatalf("%d attempts: attempt %d with %s of %s left: %s (%s); want it parked", attempts, n, budget-spent, budget, got.Action, got.Reason)
+			}
+			spent += got.Delay
 		}
 	}
 }
