@@ -325,6 +325,12 @@ func TestParseJSON(t *testing.T) {
 	if !reflect.DeepEqual(v, want) {
 		t.Errorf("%#v, want %#v", v, want)
 	}
+	// Escaped names keep their own text beside escaped values and names.
+	v, err = ParseJSON([]byte(`{"a\u0062":"c\u0064","q\u0072":{"s\u0074":1},"x\n":["y\n"]}`))
+	want = map[string]any{"ab": "cd", "qr": map[string]any{"st": json.Number("1")}, "x\n": []any{"y\n"}}
+	if err != nil || !reflect.DeepEqual(v, want) {
+		t.Errorf("escaped names: %#v, %v; want %#v", v, err, want)
+	}
 	for body, want := range map[string]string{
 		`{"a":1,"b":{"a":1},"a":2}`: `payload: invalid JSON at byte 19: repeated member name "a"`,
 		`[1,]`:                      `payload: invalid JSON at byte 3: invalid character ']' at the start of a value`,

@@ -44,11 +44,14 @@ func (r *JSONReader) value(depth int) any {
 			if !ok {
 				return nil
 			}
-			if _, ok := out[string(name)]; ok {
+			// The name may lie in the reader's buffer for unescaped text,
+			// which reading the value reuses: copy it first.
+			key := string(name)
+			if _, ok := out[key]; ok {
 				r.repeated(at, name)
 				return nil
 			}
-			out[string(name)] = r.value(depth + 1)
+			out[key] = r.value(depth + 1)
 		}
 		return out
 	case '"':
