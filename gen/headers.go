@@ -38,6 +38,11 @@ func headers(j *jen.File, v *schema.Version) {
 			jen.List(jen.Id(local), jen.Id("ok")).Op(":=").Add(headerRead(f)),
 			jen.If(jen.Op("!").Id("ok")).Block(failWith(zero, p, schema.HeaderTypeProblem(f.Type))),
 		}
+		if f.Type == schema.String {
+			// A body's strings are UTF-8 by the JSON reader; a header's are
+			// whatever bytes the producer wrote.
+			present = append(present, jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(jen.Id(local))).Block(failWith(zero, p, schema.HeaderNotUTF8)))
+		}
 		if f.Type == schema.Enum {
 			present = append(present, enumCheck(f, jen.Id(local), p, zero))
 		} else {

@@ -54,12 +54,18 @@ func checkHeaders(fields []*Field, headers map[string]any) error {
 		if !ok {
 			return &wire.FieldError{Path: path, Problem: HeaderTypeProblem(f.Type)}
 		}
+		if s, ok := v.(string); ok && f.Type == String && !utf8.ValidString(s) {
+			return &wire.FieldError{Path: path, Problem: HeaderNotUTF8}
+		}
 		if problem := checkScalar(f, v); problem != "" {
 			return &wire.FieldError{Path: path, Problem: problem}
 		}
 	}
 	return nil
 }
+
+// HeaderNotUTF8 is the problem of a string header that is not UTF-8.
+const HeaderNotUTF8 = "not UTF-8"
 
 // HeaderTypeProblem is the problem of a header value of the wrong type.
 func HeaderTypeProblem(t Type) string {

@@ -321,6 +321,10 @@ func TestCheck(t *testing.T) {
 	if err := v.Check([]byte(`{"note": null}`), nil); err == nil || err.Error() != "field headers.x-tenant: required" {
 		t.Errorf("missing header: %v", err)
 	}
+	// As the generated extractor: a string header is UTF-8.
+	if err := v.Check([]byte(`{"note": null}`), map[string]any{"x-tenant": "\xff\x1b[2J"}); err == nil || err.Error() != "field headers.x-tenant: not UTF-8" {
+		t.Errorf("header not UTF-8: %v", err)
+	}
 }
 
 func TestParseFeatureErrors(t *testing.T) {

@@ -94,6 +94,7 @@ func FuzzExtractOrderPlacedV2(f *testing.F) {
 	f.Add([]byte(good), "acme\n", uint8(1), "", uint8(3))
 	f.Add([]byte(good), "", uint8(2), strings.Repeat("t", 65), uint8(1))
 	f.Add([]byte(good), "a-"+strings.Repeat("b", 30), uint8(3), "x", uint8(2))
+	f.Add([]byte(good), "acme", uint8(1), "\xff\xfe\x1b[2J\x00", uint8(1))
 	f.Fuzz(func(t *testing.T, body []byte, tenant string, tenantKind uint8, trace string, traceKind uint8) {
 		got, err := ExtractOrderPlacedV2(body)
 		want, why := checkV2(body)
@@ -574,6 +575,9 @@ func checkV2Headers(h map[string]any) (*OrderPlacedV2Headers, string) {
 	switch trace := h["x-trace-id"].(type) {
 	case nil:
 	case string:
+		if !utf8.ValidString(trace) {
+			return nil, "x-trace-id is not UTF-8"
+		}
 		if chars(trace) > 64 {
 			return nil, "x-trace-id is longer than 64 characters"
 		}

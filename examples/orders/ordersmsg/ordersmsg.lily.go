@@ -340,6 +340,9 @@ func extractOrderPlacedV2Headers(header func(string) (any, bool)) (OrderPlacedV2
 		if !ok {
 			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "not a string"}
 		}
+		if !utf8.ValidString(xTenant) {
+			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "not UTF-8"}
+		}
 		switch n := utf8.RuneCountInString(xTenant); {
 		case n < 1:
 			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "empty"}
@@ -357,6 +360,9 @@ func extractOrderPlacedV2Headers(header func(string) (any, bool)) (OrderPlacedV2
 		xTraceID, ok := raw.(string)
 		if !ok {
 			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-trace-id", Problem: "not a string"}
+		}
+		if !utf8.ValidString(xTraceID) {
+			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-trace-id", Problem: "not UTF-8"}
 		}
 		if utf8.RuneCountInString(xTraceID) > 64 {
 			return OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-trace-id", Problem: "longer than 64 characters"}
