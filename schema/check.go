@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/wire"
 )
 
@@ -59,6 +61,9 @@ func checkHeaders(fields []*Field, headers map[string]any) error {
 		}
 		if problem := checkScalar(f, v); problem != "" {
 			return &wire.FieldError{Path: path, Problem: problem}
+		}
+		if s, ok := v.(string); ok && f.Type == String && len(s) > envelope.MaxHeaderValueBytes {
+			return &wire.FieldError{Path: path, Problem: fmt.Sprintf("longer than %d bytes", envelope.MaxHeaderValueBytes)}
 		}
 	}
 	return nil

@@ -321,9 +321,13 @@ func TestCheck(t *testing.T) {
 	if err := v.Check([]byte(`{"note": null}`), nil); err == nil || err.Error() != "field headers.x-tenant: required" {
 		t.Errorf("missing header: %v", err)
 	}
-	// As the generated extractor: a string header is UTF-8.
+	// As the generated extractor: a string header is UTF-8, and a consumer's
+	// guard takes 4096 bytes of it at most.
 	if err := v.Check([]byte(`{"note": null}`), map[string]any{"x-tenant": "\xff\x1b[2J"}); err == nil || err.Error() != "field headers.x-tenant: not UTF-8" {
 		t.Errorf("header not UTF-8: %v", err)
+	}
+	if err := v.Check([]byte(`{"note": null}`), map[string]any{"x-tenant": strings.Repeat("t", 4097)}); err == nil || err.Error() != "field headers.x-tenant: longer than 4096 bytes" {
+		t.Errorf("header of 4097 bytes: %v", err)
 	}
 }
 
