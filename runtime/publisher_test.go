@@ -648,9 +648,11 @@ func stacksHold(frames ...string) int {
 	return n
 }
 
-// A user_id that is not the connection's own would have the broker close
-// the channel under every publish in flight on it, and headers larger than
-// a frame, or holding a NaN or an infinity, the connection: each such Send
+// A user_id that is not the connection's own, or a CC header that is not
+// an array, would have the broker close the channel under every publish in
+// flight on it, and headers larger than a frame, or holding a NaN or an
+// infinity, the connection, as would a table deeper or wider than the
+// client decodes once its message came back as a Return: each such Send
 // is refused before the write, alone. With the broker's answers held back,
 // one Send waits for its confirm while the others are refused; once the
 // answers flow, the first is confirmed. The connection's own user_id is
@@ -665,10 +667,24 @@ func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	large.Headers["blob"] = strings.Repeat("x", 200_000)
 	nan := message(t, exchange, "ok.2", "nan")
 	nan.Headers["x-score"] = []any{float32(math.NaN())}
+	cc := message(t, exchange, "ok.2", "cc")
+	cc.Headers["CC"] = "ok.3"
+	wide := message(t, exchange, "ok.2", "wide")
+	wide.Headers["x-wide"] = make([]any, 8193)
+	deep := message(t, exchange, "ok.2", "deep")
+	nested := amqp.Table{}
+	deep.Headers["x-deep"] = nested
+	for range 32 {
+		nested["in"] = amqp.Table{}
+		nested = nested["in"].(amqp.Table)
+	}
 	for _, refused := range []struct {
 		m    runtime.Message
 		want string
-	}{{foreign, "user_id"}, {large, "more than the 131064 of a frame"}, {nan, "x-score: [0]: NaN is not a finite number"}} {
+	}{
+		{foreign, "user_id"}, {large, "more than the 131064 of a frame"}, {nan, "x-score: [0]: NaN is not a finite number"},
+		{cc, "CC: not an array"}, {wide, "x-wide: 8193 entries, more than the 8192"}, {deep, "x-deep: in: in: in:"},
+	} {
 		err := p.Send(context.Background(), refused.m)
 		if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), refused.want) {
 			t.Errorf("the Send of %s: %v; want not sent, %q", refused.m.MessageId, err, refused.want)

@@ -31,7 +31,7 @@ func FuzzFilter(f *testing.F) {
 			before,
 			contentHeader(1, 7, properties),
 			body(1, []byte("payload")),
-			frame(frameHeartbeat, 0, nil),
+			wireFrame(frameHeartbeat, 0, nil),
 			concat(good),
 		})
 		whole := filtered(t, stream, 0, 1<<20)

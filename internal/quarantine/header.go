@@ -4,14 +4,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/lily-mq/lily/internal/frame"
 )
 
-// The bounds amqp091-go v1.17 decodes a field table within (read.go:
-// maxFieldDepth, maxContainerElements): the header table is at depth 0 and
-// every table or array inside it one deeper than its container.
+// The bounds amqp091-go decodes a field table within.
 const (
-	maxDepth   = 32
-	maxEntries = 8192
+	maxDepth   = frame.MaxTableDepth
+	maxEntries = frame.MaxTableEntries
 )
 
 // The basic class's property flags, in the order the properties follow the

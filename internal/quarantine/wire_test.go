@@ -8,7 +8,7 @@ import (
 // Test helpers that write AMQP 0-9-1 by hand, as no client library would
 // (amqp091-go's writer is unexported and refuses nothing anyway).
 
-func frame(typ byte, channel uint16, payload []byte) []byte {
+func wireFrame(typ byte, channel uint16, payload []byte) []byte {
 	b := []byte{typ, 0, 0, 0, 0, 0, 0}
 	binary.BigEndian.PutUint16(b[1:3], channel)
 	binary.BigEndian.PutUint32(b[3:7], uint32(len(payload)))
@@ -21,7 +21,7 @@ func method(channel uint16, class, id uint16, args ...[]byte) []byte {
 	for _, a := range args {
 		p = append(p, a...)
 	}
-	return frame(frameMethod, channel, p)
+	return wireFrame(frameMethod, channel, p)
 }
 
 func shortstr(s string) []byte { return append([]byte{byte(len(s))}, s...) }
@@ -70,7 +70,7 @@ func props(headers []byte) []byte {
 func contentHeader(channel uint16, bodySize int, properties []byte) []byte {
 	p := append(u16(60), u16(0)...)
 	p = append(p, u64(uint64(bodySize))...)
-	return frame(frameHeader, channel, append(p, properties...))
+	return wireFrame(frameHeader, channel, append(p, properties...))
 }
 
 // payloadOf is a frame's payload: without its header and end octet.
@@ -80,7 +80,7 @@ func deliver(channel uint16, consumerTag string, tag uint64) []byte {
 	return method(channel, 60, 60, shortstr(consumerTag), u64(tag), []byte{0}, shortstr(""), shortstr("orders"))
 }
 
-func body(channel uint16, b []byte) []byte { return frame(frameBody, channel, b) }
+func body(channel uint16, b []byte) []byte { return wireFrame(frameBody, channel, b) }
 
 // nested is a value of n tables (or arrays) inside each other around leaf.
 func nested(n int, arrays bool, leaf []byte) []byte {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/frame"
 )
 
 // maxShortStr is the most bytes AMQP carries in an exchange's or a routing
@@ -50,37 +52,55 @@ func Check(exchange, key string, msg amqp.Publishing) error {
 }
 
 // CheckHeaders says why AMQP, or the broker, would refuse headers t: a value
-// of a type AMQP has no word for, a name too long, a NaN or an infinity.
+// of a type AMQP has no word for, a name too long, a NaN or an infinity, or
+// CC or BCC (sender-selected distribution) other than an array, on which
+// the broker closes the channel (406). It also refuses tables and arrays
+// deeper or wider than the client decodes: the broker takes them, but a
+// Return of the message would close the connection.
 func CheckHeaders(t amqp.Table) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	return checkTable(t)
+	for _, name := range [...]string{"CC", "BCC"} {
+		if v, ok := t[name]; ok {
+			if _, ok := v.([]any); !ok {
+				return fmt.Errorf("%s: not an array of routing keys", name)
+			}
+		}
+	}
+	return checkTable(t, 0)
 }
 
-// checkTable says which name in table t, or in a table within it, is too
-// long for AMQP, or which value is a NaN or an infinity, on which the
-// broker closes the connection (541). It allocates nothing unless one is:
-// every handoff passes here.
-func checkTable(t amqp.Table) error {
+// checkTable says which name in table t, found at depth, or in a table
+// within it, is too long for AMQP, or which value is a NaN or an infinity,
+// on which the broker closes the connection (541), or where the client's
+// bounds are passed. It allocates nothing unless one is: every handoff
+// passes here.
+func checkTable(t amqp.Table, depth int) error {
+	if err := bounds(depth, len(t)); err != nil {
+		return err
+	}
 	for name, v := range t {
 		if len(name) > maxShortStr {
 			return fmt.Errorf("a name of %d bytes, more than %d", len(name), maxShortStr)
 		}
-		if err := checkValue(v); err != nil {
+		if err := checkValue(v, depth); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-func checkValue(v any) error {
+func checkValue(v any, depth int) error {
 	switch v := v.(type) {
 	case amqp.Table:
-		return checkTable(v)
+		return checkTable(v, depth+1)
 	case []any:
+		if err := bounds(depth+1, len(v)); err != nil {
+			return err
+		}
 		for i, item := range v {
-			if err := checkValue(item); err != nil {
+			if err := checkValue(item, depth+1); err != nil {
 				return fmt.Errorf("[%d]: %w", i, err)
 			}
 		}
@@ -88,6 +108,18 @@ func checkValue(v any) error {
 		return finite(v)
 	case float32:
 		return finite(float64(v))
+	}
+	return nil
+}
+
+// bounds says why a table or array at depth with n entries is past what
+// the client decodes.
+func bounds(depth, n int) error {
+	switch {
+	case depth > frame.MaxTableDepth:
+		return fmt.Errorf("tables or arrays nested deeper than %d", frame.MaxTableDepth)
+	case n > frame.MaxTableEntries:
+		return fmt.Errorf("%d entries, more than the %d a client decodes", n, frame.MaxTableEntries)
 	}
 	return nil
 }

@@ -1,0 +1,55 @@
+package confirm
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// CheckHeaders takes tables and arrays up to the client's bounds, and a CC
+// or BCC that is an array, and refuses one past them, saying where.
+func TestCheckHeadersBounds(t *testing.T) {
+	nest := func(levels int) amqp.Table {
+		top := amqp.Table{}
+		in := top
+		for range levels {
+			next := amqp.Table{}
+			in["in"] = next
+			in = next
+		}
+		return top
+	}
+	inArray := amqp.Table{"a": []any{[]any{amqp.Table{}}}} // depths 1, 2, 3
+	for _, c := range []struct {
+		name    string
+		headers amqp.Table
+		want    string // "" for accepted
+	}{
+		{"32 deep", nest(32), ""},
+		{"33 deep", nest(33), "nested deeper than 32"},
+		{"tables in arrays", inArray, ""},
+		{"8192 elements", amqp.Table{"x": make([]any, 8192)}, ""},
+		{"8193 elements", amqp.Table{"x": make([]any, 8193)}, "x: 8193 entries, more than the 8192 a client decodes"},
+		{"CC array", amqp.Table{"CC": []any{"q"}, "BCC": []any{}}, ""},
+		{"CC string", amqp.Table{"CC": "q"}, "CC: not an array of routing keys"},
+		{"BCC nil", amqp.Table{"BCC": nil}, "BCC: not an array of routing keys"},
+		{"cc in lower case", amqp.Table{"cc": "q"}, ""},
+	} {
+		err := CheckHeaders(c.headers)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v; want accepted", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v; want %q", c.name, err, c.want)
+		}
+	}
+	wide := amqp.Table{}
+	for i := range 8193 {
+		wide[strconv.Itoa(i)] = true
+	}
+	if err := CheckHeaders(amqp.Table{"t": wide}); err == nil || !strings.Contains(err.Error(), "t: 8193 entries") {
+		t.Errorf("a table of %d entries: %v", len(wide), err)
+	}
+}
