@@ -92,6 +92,14 @@ func encode(m runtime.Message) ([]byte, error) {
 		// zones' historic offsets have seconds.
 		out.Timestamp = p.Timestamp.UTC().Format(time.RFC3339Nano)
 	}
+	// The broker closes the channel on a CC or BCC that is not an array.
+	for _, name := range [...]string{"CC", "BCC"} {
+		if v, ok := p.Headers[name]; ok {
+			if _, ok := v.([]any); !ok {
+				return nil, fmt.Errorf("headers[%q]: not an array of routing keys", name)
+			}
+		}
+	}
 	if p.Headers != nil {
 		h, err := encodeTable(p.Headers, "headers", 1)
 		if err != nil {
@@ -149,6 +157,9 @@ func checkTime(t time.Time) error {
 func encodeTable(t amqp.Table, path string, depth int) (map[string]any, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%s: nested deeper than %d", clip(path, 200), maxDepth)
+	}
+	if len(t) > frame.MaxTableEntries {
+		return nil, fmt.Errorf("%s: %d entries, more than the %d a client decodes", clip(path, 200), len(t), frame.MaxTableEntries)
 	}
 	out := make(map[string]any, len(t))
 	for k, v := range t {
@@ -224,6 +235,9 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 	case []any:
 		if depth+1 > maxDepth {
 			return nil, fmt.Errorf("%s: nested deeper than %d", clip(path, 200), maxDepth)
+		}
+		if len(v) > frame.MaxTableEntries {
+			return nil, fmt.Errorf("%s: %d elements, more than the %d a client decodes", clip(path, 200), len(v), frame.MaxTableEntries)
 		}
 		a := make([]any, len(v))
 		for i, e := range v {

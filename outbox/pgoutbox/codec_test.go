@@ -2,6 +2,7 @@ package pgoutbox
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,10 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 	for range maxDepth - 1 {
 		deepArray = []any{deepArray}
 	}
+	wideTable := amqp.Table{}
+	for i := range 8193 {
+		wideTable[strconv.Itoa(i)] = true
+	}
 	type custom struct{ A, B string }
 	cases := []struct {
 		name string
@@ -103,6 +108,9 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"arrays too deep", headers("h", deepArray), "nested deeper than 32"},
 		{"NaN", headers("h", []any{math.NaN()}), `headers["h"][0]: NaN is not a finite number`},
 		{"an infinity", headers("h", amqp.Table{"f": float32(math.Inf(-1))}), `headers["h"]["f"]: -Inf is not a finite number`},
+		{"CC not an array", headers("CC", "q2"), `headers["CC"]: not an array of routing keys`},
+		{"table too wide", headers("h", wideTable), `headers["h"]: 8193 entries, more than the 8192 a client decodes`},
+		{"array too wide", headers("h", make([]any, 8193)), `headers["h"]: 8193 elements, more than the 8192`},
 		{"headers larger than a frame", headers("h", strings.Repeat("x", 200_000)), "properties and headers: 200025 bytes, more than 121848"},
 	}
 	for _, c := range cases {
@@ -124,6 +132,10 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 	if _, err := encode(runtime.Message{Exchange: long[:255], RoutingKey: long[:255], OrderKey: long,
 		Publishing: runtime.Publishing{Headers: amqp.Table{long[:255]: within}}}); err != nil {
 		t.Errorf("a message at the bounds: %v", err)
+	}
+	// As wide as a client decodes, and a CC of routing keys: stored.
+	if _, err := encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: amqp.Table{"h": make([]any, 8192), "CC": []any{"q2"}}}}); err != nil {
+		t.Errorf("8192 elements and a CC: %v", err)
 	}
 	// A content header of 121,848 bytes: the properties' 14, the table's
 	// length, and one header of a 1-byte name and a string.

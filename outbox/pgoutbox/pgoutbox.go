@@ -105,9 +105,10 @@ func isCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 // message before it inserts any: an exchange or a routing key; the exchange,
 // the routing key, each string property and each header name of at most 255
 // bytes of UTF-8 without NUL; header values of the types amqp091-go
-// publishes, no NaN or infinity among them, with tables and arrays nested at most 32 deep, the headers' own
-// table included; properties and headers within frame.MaxProperties bytes
-// of content header. Any order key is accepted.
+// publishes, no NaN or infinity among them, with tables and arrays nested
+// at most 32 deep, the headers' own table included, each of at most 8,192
+// entries, and a CC or BCC header an array; properties and headers within
+// frame.MaxProperties bytes of content header. Any order key is accepted.
 func Write(ctx context.Context, tx pgx.Tx, msgs ...runtime.Message) error {
 	if tx == nil {
 		return errors.New("pgoutbox: write: no transaction")
