@@ -574,6 +574,40 @@ func TestReturnedRowStaysAndBlocksOnlyItsKey(t *testing.T) {
 	}
 }
 
+// Rows that keep failing have the older ids and are always due again: a
+// row written after them is still published at the next look, while they
+// go on failing.
+func TestFailingRowsLeaveRoomForNewOnes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	nowhere := e.prefix + ".nowhere" // never declared: every publish returns
+	var failing []runtime.Message
+	for i := range 300 {
+		failing = append(failing, message(nowhere, fmt.Sprint("lost-", i)))
+	}
+	e.write(failing...)
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, Batch: 10, MaxBackoff: time.Millisecond})
+	e.eventually("every failing row tried", func() bool {
+		for _, r := range e.rows() {
+			if r.Attempts == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	e.write(message(q, "fresh"))
+	e.eventually("the fresh row published", func() bool { return e.ready(q) == 1 })
+	rows := e.rows()
+	stop()
+	if _, ok := rows["fresh"]; ok || len(rows) != 300 {
+		t.Errorf("the table holds %d rows, fresh among them %v; want the 300 failing ones", len(rows), ok)
+	}
+	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"fresh": 1}) {
+		t.Errorf("queue %s holds %v", q, got)
+	}
+}
+
 // 5c. A row to an exchange that does not exist fails alone, not written:
 // the rows sent beside it are published once each, none a possible copy.
 // Once the exchange exists, the row goes.

@@ -51,7 +51,9 @@ func (s *relayRun) findTable(ctx context.Context) error {
 //
 // The rows never tried are found by id and the failed ones by retry time,
 // each through a partial index of its own (002), so that a look never walks
-// the rows waiting for their retry. The dated step gives their retry time to
+// the rows waiting for their retry. The lease takes the two in turn, so
+// that neither crowds out the other: failed rows have the older ids, and
+// enough of them always due would otherwise fill every lease. The dated step gives their retry time to
 // rows a relay of an earlier version failed: a later look finds them. Such a
 // row still leased has its retry time now: the lease's end holds it back.
 const leaseSQL = `WITH untried AS (
@@ -61,12 +63,16 @@ const leaseSQL = `WITH untried AS (
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED),
 	retried AS (
-		SELECT id FROM lily_outbox o
+		SELECT id, retry_at FROM lily_outbox o
 		WHERE o.attempts > 0 AND o.retry_at <= now() AND (o.lease_until IS NULL OR o.lease_until <= now()) AND ` + firstOfKey + `
 		ORDER BY o.retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED),
-	due AS (SELECT id FROM untried UNION ALL SELECT id FROM retried ORDER BY id LIMIT $1),
+	due AS (SELECT id FROM (
+			SELECT id, row_number() OVER (ORDER BY id) AS turn FROM untried
+			UNION ALL
+			SELECT id, row_number() OVER (ORDER BY retry_at, id) AS turn FROM retried) d
+		ORDER BY turn, id LIMIT $1),
 	dated AS (UPDATE lily_outbox SET retry_at = CASE WHEN lease_owner IS NULL THEN coalesce(lease_until, now()) ELSE now() END
 		WHERE id IN (SELECT id FROM lily_outbox WHERE attempts > 0 AND retry_at IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED))
 	UPDATE lily_outbox o SET lease_owner = $2, lease_until = now() + $3 * interval '1 second'
