@@ -3,10 +3,13 @@ package runtime
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 )
 
@@ -82,7 +85,10 @@ type Config struct {
 	StepTimeout time.Duration
 	// ReconnectMax bounds the backoff between connection attempts after a
 	// loss, which doubles from 100 ms; each wait is drawn between half of it
-	// and all of it (30 s).
+	// and all of it (30 s). It is at least 100 ms.
+	//
+	// Each of these durations is zero, for its default, or positive and at
+	// most 2³²−1 ms: NewConsumer and NewPublisher refuse any other.
 	ReconnectMax time.Duration
 }
 
@@ -102,6 +108,28 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.StepTimeout, 5*time.Second)
 	orDefault(&c.ReconnectMax, 30*time.Second)
 	return c
+}
+
+// validate reports every problem with c at once. urls says whether c's
+// URLs and TLS are used, and so checked: not a consumer's that names a
+// Publisher.
+func (c Config) validate(urls bool) error {
+	var errs []error
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"ShutdownGrace", c.ShutdownGrace}, {"ForceWindow", c.ForceWindow}, {"StepTimeout", c.StepTimeout}, {"ReconnectMax", c.ReconnectMax}} {
+		if d.value < 0 || d.value > queue.MaxDuration {
+			errs = append(errs, fmt.Errorf("duration Config.%s %s is negative or longer than %s (zero takes the default)", d.name, d.value, queue.MaxDuration))
+		}
+	}
+	if c.ReconnectMax > 0 && c.ReconnectMax < firstReconnect {
+		errs = append(errs, fmt.Errorf("duration Config.ReconnectMax %s is under the first wait of %s", c.ReconnectMax, firstReconnect))
+	}
+	if urls {
+		errs = append(errs, c.validateURLs())
+	}
+	return errors.Join(errs...)
 }
 
 func orDefault(v *time.Duration, d time.Duration) {
@@ -128,7 +156,10 @@ type tuning struct {
 	starveAfter time.Duration
 }
 
+// firstReconnect is the first wait before a connection attempt after a loss.
+const firstReconnect = 100 * time.Millisecond
+
 var defaultTuning = tuning{
-	limits: guard.DefaultLimits, proofInterval: 250 * time.Millisecond, reconnectMin: 100 * time.Millisecond,
+	limits: guard.DefaultLimits, proofInterval: 250 * time.Millisecond, reconnectMin: firstReconnect,
 	stallMargin: time.Minute, starveAfter: 30 * time.Second,
 }

@@ -91,7 +91,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if spec.SettlementBudget != 0 && spec.SettlementBudget < need {
 		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + %d step timeouts + %s", spec.Name, spec.SettlementBudget, steps, decide.HandoffReserve))
 	}
-	if err := cfg.validateURLs(); err != nil {
+	if err := cfg.validate(cfg.Publisher == nil); err != nil {
 		errs = append(errs, err)
 	}
 	reader, err := guard.NewReader(spec.Messages)

@@ -62,7 +62,7 @@ type Publisher struct {
 // URLs, TLS, Credentials, StepTimeout, ReconnectMax and Telemetry) with at most window
 // publishes in flight (64 when not positive). It connects at its first Send.
 func NewPublisher(cfg Config, window int) (*Publisher, error) {
-	if err := cfg.validateURLs(); err != nil {
+	if err := cfg.validate(true); err != nil {
 		return nil, err
 	}
 	if window <= 0 {

@@ -112,6 +112,12 @@ func (q QueueSpec) validate() error {
 	if q.MaxBodyBytes < 1 || q.HandlerTimeout <= 0 {
 		bad("queue %s: body limit and handler timeout must be positive", q.Name)
 	}
+	for _, d := range append([]time.Duration{q.HandlerTimeout, q.SettlementBudget}, t.RetryDelays...) {
+		if d > queue.MaxDuration {
+			bad("queue %s: %s is longer than %s", q.Name, d, queue.MaxDuration)
+			break
+		}
+	}
 	switch {
 	case t.Type == queue.Classic && t.DeliveryLimit != 0:
 		bad("queue %s: a classic queue has no delivery limit", q.Name)

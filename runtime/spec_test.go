@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"context"
+	"crypto/tls"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +92,65 @@ func TestNewConsumerBudgetCarriesItsSteps(t *testing.T) {
 		case c.want != 0 && consumer.Budget() != c.want:
 			t.Errorf("budget %s, step %s: each delivery gets %s; want %s", c.budget, c.step, consumer.Budget(), c.want)
 		}
+	}
+}
+
+// Durations a Config or a spec could hold but no timer should: a negative
+// one (once silently the default), one whose sums with the others wrap
+// (math.MaxInt64 as "no timeout" left every delivery unsettled), and a
+// ReconnectMax under the first wait, which made reconnecting a busy loop.
+// Each is refused, by NewConsumer and NewPublisher alike; every problem at
+// once.
+func TestConfigDurationsAreBounded(t *testing.T) {
+	long := time.Duration(math.MaxInt64)
+	routes := ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{})
+	for _, c := range []struct {
+		name string
+		cfg  runtime.Config
+		spec func(*runtime.QueueSpec)
+		want []string
+	}{
+		{"negative window", runtime.Config{ForceWindow: -1}, nil, []string{"Config.ForceWindow -1ns is negative or longer than 1193h2m47.295s (zero takes the default)"}},
+		{"endless steps and grace", runtime.Config{StepTimeout: long, ShutdownGrace: long}, nil, []string{"Config.ShutdownGrace", "Config.StepTimeout"}},
+		{"reconnect in a loop", runtime.Config{ReconnectMax: time.Nanosecond}, nil, []string{"Config.ReconnectMax 1ns is under the first wait of 100ms"}},
+		{"endless handler", runtime.Config{}, func(s *runtime.QueueSpec) { s.HandlerTimeout = long }, []string{"is longer than 1193h2m47.295s"}},
+		{"endless retry delay", runtime.Config{}, func(s *runtime.QueueSpec) { s.Topology.RetryDelays = []time.Duration{time.Second, long} }, []string{"is longer than 1193h2m47.295s"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spec := ordersmsg.OrdersQueueSpec()
+			if c.spec != nil {
+				c.spec(&spec)
+			}
+			_, err := runtime.NewConsumer(spec, routes, c.cfg)
+			for _, want := range c.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("NewConsumer: %v; want %q", err, want)
+				}
+			}
+			if c.spec != nil {
+				return
+			}
+			if _, err := runtime.NewPublisher(c.cfg, 0); err == nil || !strings.Contains(err.Error(), c.want[0]) {
+				t.Errorf("NewPublisher: %v; want %q", err, c.want[0])
+			}
+		})
+	}
+	// The first wait itself, and the longest of each, are taken.
+	if _, err := runtime.NewPublisher(runtime.Config{ReconnectMax: 100 * time.Millisecond, StepTimeout: queue.MaxDuration}, 0); err != nil {
+		t.Errorf("bounds themselves: %v", err)
+	}
+}
+
+// A consumer that names a Publisher uses the Publisher's connections: its
+// own URLs and TLS are not checked, as Config.Publisher says.
+func TestConsumerOfAPublisherTakesNoURLs(t *testing.T) {
+	pub, err := runtime.NewPublisher(runtime.Config{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	cfg := runtime.Config{Publisher: pub, TLS: &tls.Config{MinVersion: tls.VersionTLS12}}
+	if _, err := runtime.NewConsumer(ordersmsg.OrdersQueueSpec(), ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{}), cfg); err != nil {
+		t.Errorf("NewConsumer with a Publisher and a TLS of its own: %v", err)
 	}
 }

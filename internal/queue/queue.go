@@ -46,6 +46,11 @@ const (
 // the handler's own timeout, when a queue sets no settlement budget.
 const settlementMargin = 30 * time.Second
 
+// MaxDuration is RabbitMQ's longest message TTL, 2³²−1 ms (about 49.7
+// days): the longest retry delay a bucket can hold, and the longest any
+// other of a queue's durations may be, so that sums of them cannot wrap.
+const MaxDuration = (1<<32 - 1) * time.Millisecond
+
 // Topology is what a queue's declarations depend on.
 type Topology struct {
 	Name string
