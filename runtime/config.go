@@ -30,7 +30,7 @@ type Config struct {
 	// Credentials, when set, is asked for a user name and password at each
 	// connection attempt; they replace the URLs' own. Rotated credentials
 	// then take effect at the next reconnect, without a restart. An attempt
-	// waits for it a step at most.
+	// waits for it a step at most; its error or panic fails the attempt.
 	Credentials func(ctx context.Context) (username, password string, err error)
 	// Logger receives the diagnostics events, one record per stage of each
 	// delivery's journey and of the consumer's life, with stable keys

@@ -286,3 +286,20 @@ func TestBrokerCredentialsThatHangAreGivenUp(t *testing.T) {
 		t.Fatal("Run still waits for the credentials a minute later")
 	}
 }
+
+// A Credentials function that panics fails the connection attempt, saying
+// so, instead of ending the process on the attempt's goroutine: the message
+// waiting in the queue stays there for the next start.
+func TestBrokerCredentialsThatPanicFailTheAttempt(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "waiting"))
+	_, c := prepare(t, q, ack, func(cfg *runtime.Config) {
+		cfg.Credentials = func(context.Context) (string, string, error) { panic("vault client not set") }
+	})
+	if _, err := c.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "credentials: panic: vault client not set") {
+		t.Errorf("Run: %v", err)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
