@@ -60,7 +60,9 @@ type QueueSpec struct {
 	Messages []envelope.Message
 	// SettlementBudget bounds the whole delivery, from receipt to settlement.
 	// Zero means HandlerTimeout plus 30 s, or HandlerTimeout plus four of the
-	// Config's step timeouts plus 2 s when that is larger (a step over 7 s).
+	// Config's step timeouts plus 2 s when that is larger (a step over 7 s);
+	// five with a Config.Scope. Any other is at least that sum, which
+	// NewConsumer checks.
 	SettlementBudget time.Duration
 }
 
