@@ -276,16 +276,25 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	defer func() { c.closeHandoffs(r, time.Now().Add(c.cfg.StepTimeout)) }()
 	defer r.workers.Close()
 	s, err := c.connect(ctx, r)
+	failures := 0
 	if err != nil {
 		if ctx.Err() != nil {
 			// Stopped before the first connection: nothing was taken, so
 			// there is nothing to settle and nothing failed.
 			return c.shutdown(r, nil), nil
 		}
-		r.force()
-		return nil, err
+		if !unavailable(err) {
+			r.force()
+			return nil, err
+		}
+		// The deployment is right, the queue out of reach for now: retried
+		// as after a loss, so that a Serve's other queues run on.
+		c.intakeLost(r, 0, err)
+		if s, failures = c.reconnect(ctx, r, failures); s == nil {
+			return c.shutdown(r, nil), nil
+		}
 	}
-	for failures := 0; ; {
+	for {
 		r.consuming.Store(s)
 		err = c.consume(ctx, r, s)
 		r.consuming.Store(nil)
@@ -303,28 +312,48 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 		if time.Since(s.started) > c.cfg.ReconnectMax {
 			failures = 0
 		}
-		for s = nil; s == nil; {
-			failures++
-			wait := backoff.Wait(failures, c.tuning.reconnectMin, c.cfg.ReconnectMax)
-			c.emit(event{stage: stageReconnect, detail: fmt.Sprintf("attempt %d in %s", failures, wait.Round(time.Millisecond))})
-			if !backoff.Sleep(ctx, wait) {
-				return c.shutdown(r, nil), nil
-			}
-			if s, err = c.connect(ctx, r); err != nil {
-				if ctx.Err() != nil {
-					return c.shutdown(r, nil), nil
-				}
-				if refused(err) {
-					c.refused(r, err)
-					continue
-				}
-				// Not refused this time: Health says why no longer.
-				r.refusal.Store(nil)
-				c.intakeLost(r, 0, err)
-			}
+		if s, failures = c.reconnect(ctx, r, failures); s == nil {
+			return c.shutdown(r, nil), nil
 		}
-		r.refusal.Store(nil)
 	}
+}
+
+// reconnect opens a session after the last one ended, or after a first
+// connection that found the queue out of reach, waiting a backoff before
+// each attempt: failures counts those made so far. It returns nil when ctx
+// ends first.
+func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*session, int) {
+	for {
+		failures++
+		wait := backoff.Wait(failures, c.tuning.reconnectMin, c.cfg.ReconnectMax)
+		c.emit(event{stage: stageReconnect, detail: fmt.Sprintf("attempt %d in %s", failures, wait.Round(time.Millisecond))})
+		if !backoff.Sleep(ctx, wait) {
+			return nil, failures
+		}
+		s, err := c.connect(ctx, r)
+		switch {
+		case err == nil:
+			r.refusal.Store(nil)
+			return s, failures
+		case ctx.Err() != nil:
+			return nil, failures
+		case refused(err):
+			c.refused(r, err)
+		default:
+			// Not refused this time: Health says why no longer.
+			r.refusal.Store(nil)
+			c.intakeLost(r, 0, err)
+		}
+	}
+}
+
+// unavailable reports whether a first connection failed for the queue
+// alone, on a broker that served it: RabbitMQ's 404 for a durable classic
+// queue whose home node is down ("down or inaccessible"), which no
+// deployment can mend and the node's return does.
+func unavailable(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == amqp.NotFound && !errors.Is(err, errExternalMissing)
 }
 
 // retire lets a session whose intake ended on a healthy channel finish: its

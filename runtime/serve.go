@@ -25,8 +25,9 @@ type Service interface {
 // SIGTERM, then stops them together: gracefully, each through its own
 // shutdown; a second signal forces them all. When a service's Run fails (a
 // topology the broker refuses at the first connection), the others are
-// stopped gracefully too; a refusal after that is retried by the consumer
-// alone, and the others run on.
+// stopped gracefully too; a refusal after that, or a queue out of reach at
+// the first connection (its node down), is retried by the consumer alone,
+// and the others run on.
 //
 // It returns the one service's report, or for several a combined report:
 // their counts summed, every unresolved delivery and possible copy (each

@@ -2,15 +2,19 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // connectionNames lists the names of the broker's client connections.
@@ -121,4 +125,70 @@ func TestBrokerServeStopsTheOthersWhenOneFails(t *testing.T) {
 	if rep == nil || len(rep.Parts) != 1 || rep.Parts[0].Queue != good.Name {
 		t.Errorf("report: %v, want the good queue's", rep)
 	}
+}
+
+// A queue whose home node is down when the process starts (RabbitMQ
+// answers its declare with a 404 "down or inaccessible"; here a real 404's
+// reason rewritten at a proxy) is out of reach, not misdeployed: its
+// consumer retries it alone, not ready and saying why, while the other
+// queue of the same Serve runs; once the queue is back, its message is
+// handled.
+func TestBrokerServeWaitsForAQueueWhoseNodeIsDown(t *testing.T) {
+	t.Parallel()
+	good := brokerSpec(t)
+	declareTopology(t, good)
+	away := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.External = true })
+	p := newProxy(t)
+	p.Rewrite(func(f faults.Frame, raw []byte) []byte {
+		if f.Dir != faults.ToClient || !f.Is(faults.ChannelClose) || binary.BigEndian.Uint16(raw[11:13]) != amqp.NotFound {
+			return raw
+		}
+		reason := "NOT_FOUND - home node 'rabbit@gone' of durable queue '" + away.Name + "' in vhost '/' is down or inaccessible"
+		payload := append(slices.Clone(raw[7:13]), byte(len(reason)))
+		payload = append(append(payload, reason...), raw[14+int(raw[13]):len(raw)-1]...)
+		frame := binary.BigEndian.AppendUint32(slices.Clone(raw[:3]), uint32(len(payload)))
+		return append(append(frame, payload...), raw[len(raw)-1])
+	})
+	ack := func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }
+	r1, c1 := prepare(t, good, ack)
+	r2, c2 := prepare(t, away, ack, func(cfg *runtime.Config) { cfg.URLs, cfg.ReconnectMax = []string{p.url()}, 200*time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		rep *runtime.Report
+		err error
+	}
+	served := make(chan result, 1)
+	go func() {
+		rep, err := runtime.Serve(ctx, c1, c2)
+		served <- result{rep, err}
+	}()
+	eventually(t, time.Minute, "the queue out of reach retried", func() bool {
+		h := c2.Health()
+		return !h.Ready && h.Why == "not connected: reconnecting to the broker" &&
+			r2.events.has(func(e event) bool { return strings.Contains(e.detail, "home node 'rabbit@gone'") })
+	})
+	publish(t, good.Name, order(t, "meanwhile"))
+	if recs := r1.await(1); recs[0].Path != runtime.PathAcked {
+		t.Errorf("the other queue's message: %v", recs[0].Path)
+	}
+	// Its node is back: the queue is there again, with a message waiting.
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDeclare(away.Name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = ch.Close()
+	publish(t, away.Name, order(t, "waited"))
+	if recs := r2.await(1); recs[0].MessageID != "waited" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the queue back: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	cancel()
+	res := <-served
+	if res.err != nil || res.rep == nil || len(res.rep.Parts) != 2 {
+		t.Fatalf("Serve: %v, %v", res.rep, res.err)
+	}
+	if lost := fmt.Sprint(res.rep.Parts[1].Lost); !strings.Contains(lost, "home node 'rabbit@gone'") {
+		t.Errorf("the queue's report does not say it was out of reach: %s", lost)
+	}
+	assertCounts(t, map[string][2]int{good.Name: {0, 0}, away.Name: {0, 0}, away.Topology.DeadLetterQueue: {0, 0}})
 }
