@@ -206,7 +206,9 @@ func TestLeftovers(t *testing.T) {
 	writeFile(t, filepath.Join(dir, user), "// Code written by hand.\npackage pingmsg\n")
 	other := filepath.Join("nested", "gen", "pingmsg.lily.go")
 	writeFile(t, filepath.Join(dir, other), header+"\n// Source: ping.lily.yaml\n\npackage pingmsg\n")
-	writeFile(t, filepath.Join(dir, "nested", "ping.lily.yaml"), "another schema of the same name owns nested/gen\n")
+	// Another schema of the same name, nearer to nested/gen, owns what it
+	// generated there before, though it no longer generates it.
+	writeFile(t, filepath.Join(dir, "nested", "ping.lily.yaml"), strings.Replace(minimal, "output: out", "output: now", 1))
 
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), strings.Replace(minimal, "output: out", "output: moved", 1))
 	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
@@ -276,6 +278,31 @@ func TestLeftoversSpareANamesakeElsewhereInTheModule(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "b", "gen", "pinga.lily.go")); err != nil {
 		t.Errorf("generating b's schema removed what a's generated while a's could not be read: %v", err)
+	}
+}
+
+// Half edited, a schema of the same name below this one says nothing of what
+// it generates, which may lie anywhere: nothing is deleted until it can be
+// read, and check names nothing as left over.
+func TestLeftoversKeptWhileANamesakeBelowCannotBeRead(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	outer, nested := filepath.Join("svc", "ping.lily.yaml"), filepath.Join("svc", "a", "ping.lily.yaml")
+	writeFile(t, filepath.Join(dir, outer), strings.Replace(minimal, "output: out", "output: gen", 1))
+	writeFile(t, filepath.Join(dir, nested), strings.NewReplacer("output: out", "output: ../b/gen", "package: pingmsg", "package: bee").Replace(minimal))
+	if code, _, stderr := lilygen(t, dir, "generate", outer, nested); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, stderr)
+	}
+	theirs := filepath.Join(dir, "svc", "b", "gen", "bee.lily.go")
+	writeFile(t, filepath.Join(dir, nested), strings.NewReplacer("output: out", "output: ../b/gen", "package: pingmsg", "package: bee", "type: string", "type: strin").Replace(minimal))
+	if code, stdout, stderr := lilygen(t, dir, "check", outer); code != exitOK {
+		t.Errorf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := lilygen(t, dir, "generate", outer); code != exitOK {
+		t.Fatalf("generate %s: exit %d\n%s", outer, code, stderr)
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Errorf("generating %s removed what %s generated while it could not be read: %v", outer, nested, err)
 	}
 }
 

@@ -49,27 +49,19 @@ func leftovers(name string, targets []target) []string {
 	if len(out) == 0 {
 		return nil
 	}
-	theirs := map[string]bool{}
-	keep := func(other string) error {
-		paths, err := generates(other)
-		for _, p := range paths {
-			theirs[absolute(p)] = true
-		}
-		return err
-	}
-	for _, other := range namesakes {
-		// One that cannot be read keeps its files by the nearest schema's
-		// rule: its directory.
-		_ = keep(other)
-	}
-	// A namesake elsewhere in the module may write below root too (its
-	// output is any directory): what it generates now is its own. One that
-	// cannot be read now (being edited, say) says nothing of what it
+	// A namesake, below root or elsewhere in the module, may write below
+	// root (its output is any directory): what it generates now is its own.
+	// One that cannot be read now (being edited, say) says nothing of what it
 	// generates, and no rule of directories keeps its files: nothing is
 	// deleted until it can be read.
-	for _, other := range namesakesAbove(root, name, base) {
-		if keep(other) != nil {
+	theirs := map[string]bool{}
+	for _, other := range slices.Concat(namesakes, namesakesAbove(root, name, base)) {
+		paths, err := generates(other)
+		if err != nil {
 			return nil
+		}
+		for _, p := range paths {
+			theirs[absolute(p)] = true
 		}
 	}
 	return slices.DeleteFunc(out, func(path string) bool { return theirs[absolute(path)] })
