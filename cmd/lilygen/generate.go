@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/lily-mq/lily/gen"
 	"github.com/lily-mq/lily/gen/asyncapi"
@@ -21,10 +23,12 @@ var generateCmd = &command{
 	help: `Each schema writes <output>/<package>.lily.go next to itself, and the AsyncAPI
 document it names under asyncapi: {file: ...}, each only when its content
 changed, so an unchanged schema leaves modification times alone. It deletes
-a *.lily.go or YAML file below the schema's directory that it generated
-before (lilygen's header names the schema as its source) and no longer
-generates, as after output, package or the AsyncAPI file changed; it never
-touches any other file. In a Go package:
+a *.lily.go or YAML file in the schema's module that it generated before
+(lilygen's header names the schema as its source) and no longer generates,
+as after output, package or the AsyncAPI file changed; one outside the
+schema's directory that another schema of the same name may have generated
+is named instead, and generate exits 1. It never touches any other file. In
+a Go package:
 
   //go:generate go tool lilygen generate orders.lily.yaml`,
 	flags: func(*flag.FlagSet) func(*env) int {
@@ -63,10 +67,21 @@ with its root).`,
 
 // target is one file to write: its path from the current directory, the
 // schema it comes from, and its content; nil content means a file the schema
-// generated before and no longer does, to delete.
+// generated before and no longer does, to delete, or, when suspects names
+// the schemas that may have generated it, to name.
 type target struct {
 	path, schema string
 	content      []byte
+	suspects     []string
+}
+
+// unclaimed says why a leftover with suspects is named, not deleted.
+func (t target) unclaimed() string {
+	names := make([]string, len(t.suspects))
+	for i, s := range t.suspects {
+		names[i] = fromHere(s)
+	}
+	return fmt.Sprintf("%s was generated from a schema named %s, and none of %s generates it now; lilygen cannot tell which did, so it leaves the file alone: delete it", t.path, filepath.Base(t.schema), strings.Join(names, ", "))
 }
 
 // generate reads every schema and renders its file.
@@ -103,9 +118,23 @@ func (e *env) generate(name string) ([]target, bool) {
 	if !ok {
 		return nil, false
 	}
+	// A file one schema deletes is not named again for another, nor one
+	// named twice.
+	var claimed, unclaimed []target
 	for _, name := range e.args {
-		for _, path := range leftovers(name, targets) {
-			targets = append(targets, target{path: path, schema: name})
+		for _, t := range leftovers(name, targets) {
+			if t.suspects == nil {
+				claimed = append(claimed, t)
+			} else {
+				unclaimed = append(unclaimed, t)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range slices.Concat(claimed, unclaimed) {
+		if !seen[t.path] {
+			seen[t.path] = true
+			targets = append(targets, t)
 		}
 	}
 	return targets, true
@@ -129,6 +158,11 @@ func outputs(f *schema.File) ([]gen.Output, error) {
 func write(targets []target, stderr io.Writer) int {
 	code := exitOK
 	for _, t := range targets {
+		if t.suspects != nil {
+			fmt.Fprintf(stderr, "lilygen: %s\n", t.unclaimed())
+			code = exitFindings
+			continue
+		}
 		if t.content == nil {
 			if err := os.Remove(t.path); err != nil {
 				fmt.Fprintf(stderr, "lilygen: %v\n", err)
@@ -166,6 +200,11 @@ func (e *env) check(targets []target) int {
 			problem = fmt.Sprintf("%s is missing: run lilygen generate %s", t.path, t.schema)
 		case err != nil:
 			problem = err.Error()
+		case t.suspects != nil:
+			problem = t.unclaimed()
+			if e.format == textFormat {
+				unifiedDiff(e.stdout, t.path, old, nil)
+			}
 		case t.content == nil:
 			problem = fmt.Sprintf("%s was generated from %s, which no longer generates it: run lilygen generate %s to delete it", t.path, t.schema, t.schema)
 			if e.format == textFormat {

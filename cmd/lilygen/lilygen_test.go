@@ -281,6 +281,76 @@ func TestLeftoversSpareANamesakeElsewhereInTheModule(t *testing.T) {
 	}
 }
 
+// In a module, a schema's output may lie outside its directory: when its
+// package or output changes, check names the file it generated there before,
+// and generate deletes it, leaving alone a file lilygen did not generate and
+// one another schema generated.
+func TestLeftoversOutsideTheSchemasDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	name := filepath.Join("schemas", "ping.lily.yaml")
+	user := filepath.Join("gen", "user.go")
+	writeFile(t, filepath.Join(dir, user), "// Code written by hand.\npackage alpha\n")
+	other := filepath.Join("gen", "other.lily.go")
+	writeFile(t, filepath.Join(dir, other), header+"\n// Source: other.lily.yaml\n\npackage alpha\n")
+	for _, c := range []struct{ output, pkg, left string }{
+		{"../gen", "alpha", ""},
+		{"../gen", "beta", filepath.Join("gen", "alpha.lily.go")},
+		{"../gen/a", "beta", filepath.Join("gen", "beta.lily.go")},
+		{"../gen/b", "beta", filepath.Join("gen", "a", "beta.lily.go")},
+	} {
+		writeFile(t, filepath.Join(dir, name), strings.NewReplacer("output: out", "output: "+c.output, "package: pingmsg", "package: "+c.pkg).Replace(minimal))
+		if c.left != "" {
+			code, _, stderr := lilygen(t, dir, "check", name)
+			if code != exitFindings || !strings.Contains(stderr, c.left+" was generated from "+name+", which no longer generates it") {
+				t.Errorf("check with output %s, package %s: exit %d\n%s", c.output, c.pkg, code, stderr)
+			}
+		}
+		if code, _, stderr := lilygen(t, dir, "generate", name); code != exitOK {
+			t.Fatalf("generate with output %s, package %s: exit %d\n%s", c.output, c.pkg, code, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, c.left)); c.left != "" && err == nil {
+			t.Errorf("generate with output %s, package %s left %s", c.output, c.pkg, c.left)
+		}
+		if code, stdout, stderr := lilygen(t, dir, "check", name); code != exitOK {
+			t.Errorf("check after generate: exit %d\n%s%s", code, stdout, stderr)
+		}
+	}
+	for _, path := range []string{user, other} {
+		if _, err := os.Stat(filepath.Join(dir, path)); err != nil {
+			t.Errorf("generate removed %s: %v", path, err)
+		}
+	}
+}
+
+// A file outside the schema's directory that names its file name as its
+// source, while another schema of that name is in the module and neither
+// generates it now, may be either's: check and generate name it, with both
+// schemas, and delete nothing.
+func TestLeftoversOutsideTheSchemasDirectoryWithANamesake(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	a, b := filepath.Join("a", "ping.lily.yaml"), filepath.Join("b", "ping.lily.yaml")
+	writeFile(t, filepath.Join(dir, a), strings.NewReplacer("output: out", "output: ../gen/a", "package: pingmsg", "package: pinga").Replace(minimal))
+	writeFile(t, filepath.Join(dir, b), strings.NewReplacer("output: out", "output: ../gen/b", "package: pingmsg", "package: pingb").Replace(minimal))
+	if code, _, stderr := lilygen(t, dir, "generate", a, b); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, stderr)
+	}
+	writeFile(t, filepath.Join(dir, a), strings.NewReplacer("output: out", "output: ../gen/c", "package: pingmsg", "package: pinga").Replace(minimal))
+	left := filepath.Join("gen", "a", "pinga.lily.go")
+	want := left + " was generated from a schema named ping.lily.yaml, and none of " + a + ", " + b + " generates it now"
+	for _, args := range [][]string{{"check", a}, {"check", b}, {"generate", a}} {
+		if code, _, stderr := lilygen(t, dir, args...); code != exitFindings || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d\n%s", strings.Join(args, " "), code, stderr)
+		}
+	}
+	for _, path := range []string{left, filepath.Join("gen", "b", "pingb.lily.go"), filepath.Join("gen", "c", "pinga.lily.go")} {
+		if _, err := os.Stat(filepath.Join(dir, path)); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+}
+
 // Half edited, a schema of the same name below this one says nothing of what
 // it generates, which may lie anywhere: nothing is deleted until it can be
 // read, and check names nothing as left over.

@@ -26,36 +26,51 @@ func generatedName(path string) bool {
 	return strings.HasSuffix(path, ".lily.go") || strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")
 }
 
-// leftovers lists the generated files below the directory of schema name
-// that came from it but are no longer among the targets, as when its output,
-// package or AsyncAPI file changed. A file came from the schema when it is a
-// *.lily.go or a YAML file with lilygen's header naming the schema's file
-// name as its source, no file of that name stands in a directory between
-// the two (that schema would own it), and no schema of that name in the
-// module (whose output may be anywhere) generates it now. Hidden directories,
-// vendor and other modules are not searched.
-func leftovers(name string, targets []target) []string {
-	root, base := filepath.Dir(name), filepath.Base(name)
-	var out, namesakes []string
-	walk(root, func(path string) {
+// leftovers lists the generated files that came from schema name but are no
+// longer among the targets, as when its output, package or AsyncAPI file
+// changed, as targets without content. A file may have come from the schema
+// when it is a *.lily.go or a YAML file with lilygen's header naming the
+// schema's file name as its source, and no schema of that name (a namesake)
+// generates it now. It is searched for in the module around the schema,
+// since the output may be any directory, or below the schema's directory
+// when it is in no module, where the namesakes elsewhere are unknown; hidden
+// directories, vendor and other modules are not searched.
+//
+// Such a file below the schema's directory is the schema's to delete unless
+// a namesake stands in a directory between the two (that one owns it). One
+// outside it is the schema's when no namesake is in the module; else lilygen
+// cannot tell which of them generated it, and the target names them all to
+// have the file named rather than deleted.
+func leftovers(name string, targets []target) []target {
+	root, base, self := absolute(filepath.Dir(name)), filepath.Base(name), absolute(name)
+	area := moduleRoot(root)
+	if area == "" {
+		area = root
+	}
+	current := map[string]bool{}
+	for _, t := range targets {
+		current[absolute(t.path)] = true
+	}
+	var found, namesakes []string
+	walk(area, func(path string) {
 		switch {
-		case filepath.Base(path) == base && path != filepath.Clean(name):
-			namesakes = append(namesakes, path)
-		case !generatedName(path) || slices.ContainsFunc(targets, func(t target) bool { return t.path == path }):
-		case generatedFrom(path, base) && nearestSchema(filepath.Dir(path), root, base) == root:
-			out = append(out, path)
+		case filepath.Base(path) == base:
+			if path != self {
+				namesakes = append(namesakes, path)
+			}
+		case generatedName(path) && !current[path] && generatedFrom(path, base):
+			found = append(found, path)
 		}
 	})
-	if len(out) == 0 {
+	if len(found) == 0 {
 		return nil
 	}
-	// A namesake, below root or elsewhere in the module, may write below
-	// root (its output is any directory): what it generates now is its own.
-	// One that cannot be read now (being edited, say) says nothing of what it
-	// generates, and no rule of directories keeps its files: nothing is
-	// deleted until it can be read.
+	// A namesake may write anywhere (its output is any directory): what it
+	// generates now is its own. One that cannot be read now (being edited,
+	// say) says nothing of what it generates, and no rule of directories
+	// keeps its files: nothing is deleted until it can be read.
 	theirs := map[string]bool{}
-	for _, other := range slices.Concat(namesakes, namesakesAbove(root, name, base)) {
+	for _, other := range namesakes {
 		paths, err := generates(other)
 		if err != nil {
 			return nil
@@ -64,35 +79,62 @@ func leftovers(name string, targets []target) []string {
 			theirs[absolute(p)] = true
 		}
 	}
-	return slices.DeleteFunc(out, func(path string) bool { return theirs[absolute(path)] })
+	suspects := slices.Sorted(slices.Values(append(namesakes, self)))
+	var out []target
+	for _, path := range found {
+		left := target{path: fromHere(path), schema: name}
+		switch {
+		case theirs[path]:
+			continue
+		case strings.HasPrefix(path, root+string(filepath.Separator)):
+			if nearestSchema(filepath.Dir(path), root, base) != root {
+				continue
+			}
+		case len(namesakes) > 0:
+			left.suspects = suspects
+		}
+		out = append(out, left)
+	}
+	return out
 }
 
-// namesakesAbove lists the schemas named base in the module around root but
-// outside root, and not name itself: their outputs may lie below root. None
-// when root is in no module.
-func namesakesAbove(root, name, base string) []string {
-	below := absolute(root) + string(filepath.Separator)
-	return slices.DeleteFunc(namesakes(root, name, base), func(path string) bool { return strings.HasPrefix(path, below) })
+// moduleRoot is the directory of the go.mod nearest above dir, as an
+// absolute path, or "" when dir is in no module.
+func moduleRoot(dir string) string {
+	for dir = absolute(dir); !exists(filepath.Join(dir, "go.mod")); dir = filepath.Dir(dir) {
+		if dir == filepath.Dir(dir) {
+			return ""
+		}
+	}
+	return dir
 }
 
 // namesakes lists, as absolute paths, the schemas named base in the module
 // around dir, but name itself. None when dir is in no module.
 func namesakes(dir, name, base string) []string {
-	dir = absolute(dir)
-	for !exists(filepath.Join(dir, "go.mod")) {
-		if dir == filepath.Dir(dir) {
-			return nil
-		}
-		dir = filepath.Dir(dir)
+	root := moduleRoot(dir)
+	if root == "" {
+		return nil
 	}
 	self := absolute(name)
 	var out []string
-	walk(dir, func(path string) {
+	walk(root, func(path string) {
 		if filepath.Base(path) == base && path != self {
 			out = append(out, path)
 		}
 	})
 	return out
+}
+
+// fromHere is the absolute path made relative to the current directory, as
+// far as it can be.
+func fromHere(path string) string {
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, path); err == nil {
+			return rel
+		}
+	}
+	return path
 }
 
 // absolute is path made absolute, as far as it can be.
