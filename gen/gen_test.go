@@ -36,6 +36,29 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	}
 }
 
+// The schema's file name and its include paths go into the header as comment
+// text: a newline in one does not make the header a block comment, which
+// an include path holding "*/" would end early.
+func TestHeaderNamesAreCommentText(t *testing.T) {
+	src, err := os.ReadFile("../testdata/golden/full/schema.lily.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := schema.Parse(filepath.Join("dir", "a\nb.lily.yaml"), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Includes = []string{filepath.Join("dir", "x\n*/y", "types.lily.yaml")}
+	out, err := Generate(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "// Source: \"a\\nb.lily.yaml\"\n// Includes: \"x\\n*/y/types.lily.yaml\"\n\npackage shop\n"
+	if !bytes.Contains(out.Content, []byte(want)) {
+		t.Errorf("output starts\n%s\nwant the lines\n%s", out.Content[:min(len(out.Content), 200)], want)
+	}
+}
+
 // The output is gofmt'd: gofmt leaves it as it is.
 func TestGenerateIsFormatted(t *testing.T) {
 	for _, name := range append([]string{"../testdata/golden/full/schema.lily.yaml", "../testdata/golden/include/schema.lily.yaml"}, replayed...) {

@@ -199,6 +199,24 @@ func TestHeader(t *testing.T) {
 	}
 }
 
+// A schema's file name holding a newline stays in its # comment: the
+// document's YAML gains no line.
+func TestHeaderSourceIsCommentText(t *testing.T) {
+	f, err := schema.Load(filepath.Join("..", "..", "testdata", "golden", "cmd_asyncapi", "schema.lily.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Name = filepath.Join("dir", "a\nasyncapi: 2.0.0\n.lily.yaml")
+	doc, err := Generate(f, "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Source: \"a\\nasyncapi: 2.0.0\\n.lily.yaml\"\nasyncapi: 3.0.0\n"
+	if !bytes.Contains(doc, []byte(want)) {
+		t.Errorf("document starts\n%s\nwant the lines\n%s", doc[:min(len(doc), 200)], want)
+	}
+}
+
 // A pattern in RE2's own syntax goes to x-lily-pattern: ECMA 262, which
 // JSON Schema tools read patterns by, would refuse it or read it otherwise.
 func TestPatternsForJSONSchema(t *testing.T) {
