@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode"
+
+	"github.com/lily-mq/lily/schema"
 )
 
 // starter is the schema lilygen init writes for package ordersmsg; for
@@ -30,7 +32,8 @@ var initCmd = &command{
 	summary: "write a commented starter schema",
 	help: `The file defaults to messages.lily.yaml; init refuses to overwrite one that
 exists. The package defaults to the file's name without .lily.yaml, lower
-case letters and digits, plus "msg": orders.lily.yaml gives ordersmsg. The
+case letters and digits, plus "msg": orders.lily.yaml gives ordersmsg; a
+-package must be a lower-case Go package name, as a schema's package. The
 starter's queue is named after the package without "msg", so that it meets
 no other on a shared broker: ordersmsg and orders give orders.events.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
@@ -93,7 +96,20 @@ func fillStarter(pkg string) string {
 	).Replace(starter)
 }
 
+// readsBack reports whether the starter for package pkg reads as a schema
+// of that package: a name generation refuses (BAD-NAME) is refused here,
+// and so is one holding YAML (a newline, a comment), which would write
+// another schema than the one asked for.
+func readsBack(name, pkg string) bool {
+	f, err := schema.Parse(name, []byte(fillStarter(pkg)))
+	return err == nil && f.Package == pkg && f.Output == pkg
+}
+
 func initSchema(name, pkg string, e *env) int {
+	if !readsBack(name, pkg) {
+		fmt.Fprintf(e.stderr, "lilygen init: -package %q is not a lower-case Go package name such as ordersmsg\n", pkg)
+		return exitUsage
+	}
 	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		fmt.Fprintf(e.stderr, "lilygen init: %s exists; init never overwrites a file\n", name)

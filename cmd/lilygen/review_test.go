@@ -139,6 +139,21 @@ func TestInit(t *testing.T) {
 	}
 }
 
+// init refuses a package that generation refuses, or one that would write
+// YAML into the starter, as a usage error, and writes nothing.
+func TestInitRefusesABadPackage(t *testing.T) {
+	dir := t.TempDir()
+	for _, pkg := range []string{"Bad-Pkg", "type", "9lives", "okmsg # a comment", "okmsg\nacknowledge: []"} {
+		code, _, stderr := lilygen(t, dir, "init", "--package", pkg, "x.lily.yaml")
+		if code != exitUsage || !strings.Contains(stderr, "is not a lower-case Go package name") {
+			t.Errorf("init --package %q: exit %d\n%s", pkg, code, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "x.lily.yaml")); err == nil {
+			t.Fatalf("init --package %q wrote x.lily.yaml", pkg)
+		}
+	}
+}
+
 // The starter file is what init writes for its own package, so the names
 // init fills in are the ones it holds.
 func TestStarterHoldsTheNamesInitFillsIn(t *testing.T) {
