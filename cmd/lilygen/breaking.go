@@ -185,7 +185,8 @@ func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
 // checkout writes the revision at ref of the repository file rel, and of
 // every file it includes, below dir at their paths from the repository's
 // root; found reports whether ref has rel. Included files are found as the
-// parser finds them, relative to the file that names them.
+// parser finds them, relative to the file that names them; one above the
+// repository's root, which ref cannot hold, is an error.
 func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
 	todo, seen := []string{rel}, map[string]bool{rel: true}
 	for len(todo) > 0 {
@@ -215,7 +216,12 @@ func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
 		_ = yaml.Unmarshal(data, &top) // a broken file is the parser's to report
 		for _, inc := range top.Include {
 			q := path.Join(path.Dir(p), filepath.ToSlash(inc))
-			if !seen[q] && q != ".." && !strings.HasPrefix(q, "../") {
+			if q == ".." || strings.HasPrefix(q, "../") {
+				// The parser would read it beside the temporary checkout,
+				// where anyone may have put a file of that name.
+				return false, fmt.Errorf("%s:%s includes %q, outside the repository: git holds no revision of it at %s, so breaking cannot read that revision", ref, p, inc, ref)
+			}
+			if !seen[q] {
 				seen[q] = true
 				todo = append(todo, q)
 			}

@@ -217,6 +217,28 @@ func TestBreakingAgainstGitRefReadsIncludes(t *testing.T) {
 	}
 }
 
+// An include of the older revision that lies above the repository's root
+// has no revision at the ref: breaking refuses it, rather than read what
+// the temporary checkout's parent directory holds under that name.
+func TestBreakingAgainstGitRefRefusesAnIncludeOutsideTheRepository(t *testing.T) {
+	top, tmp := t.TempDir(), t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	repo := filepath.Join(top, "repo")
+	common := "version: 1\nmessages:\n  Ping:\n    versions:\n      1:\n        fields:\n          id: {type: string, required: true}\n"
+	writeFile(t, filepath.Join(top, "outside.lily.yaml"), common)
+	// Whoever can write to the temporary directory could plant this.
+	writeFile(t, filepath.Join(tmp, "outside.lily.yaml"), strings.Replace(common, "required: true}", "required: true, max_length: 9}", 1))
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), "version: 1\npackage: pingmsg\ninclude: [../outside.lily.yaml]\nqueues:\n  pings:\n    consumes: [{message: Ping}]\n")
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schema")
+
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
+	if code != exitUsage || stdout != "" || !strings.Contains(stderr, `main:ping.lily.yaml includes "../outside.lily.yaml", outside the repository`) {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // topology needs --rabbitmq when a queue is quorum: RabbitMQ 3 and 4 need
 // its "no delivery limit" written differently, and a guess for 4 would
 // leave a quorum DLQ with the default limit of 20.
