@@ -15,7 +15,9 @@ import (
 //
 // Errors come in two kinds. A syntax error (which includes invalid UTF-8, a
 // repeated name in a member the schema does not know, and nesting deeper than
-// maxJSONDepth) stops the reader and is reported by End with its byte offset.
+// maxJSONDepth) stops the reader and is reported by End with its byte offset,
+// before any other problem; but a repeated unknown name is found only as its
+// object closes, so a problem of a known member of that object comes first.
 // A value of the wrong JSON type, or a problem at a known member, is a
 // *FieldError with a path relative to the value being read.
 type JSONReader struct {
@@ -67,7 +69,8 @@ func NewJSONReader(body []byte) *JSONReader { return &JSONReader{data: body} }
 // End finishes reading the body; err is what reading its value returned. It
 // returns, as a *FieldError: a syntax error anywhere in the body first (also
 // after a value that failed its check, so that a malformed body is always
-// reported as such), then err, then data after the value.
+// reported as such; a name repeated in an object the read did not finish is
+// not looked for then), then err, then data after the value.
 func (r *JSONReader) End(err error) error {
 	if r.err == nil && err != nil {
 		v := JSONReader{data: r.data}
