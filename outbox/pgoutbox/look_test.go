@@ -69,7 +69,7 @@ func TestLookSkipsNoRowsWaitingForTheirRetry(t *testing.T) {
 	}
 	defer func() { _ = tx.Rollback(e.ctx) }()
 	var plan []byte
-	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pgoutbox.LeaseSQL, 100, "test", 30).Scan(&plan); err != nil {
+	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pgoutbox.LeaseSQL, 100, "test", 30, 64<<20).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	var nodes []struct{ Plan planNode }
@@ -127,7 +127,7 @@ func TestLeasingIsAHOTUpdate(t *testing.T) {
 		return n, hot
 	}
 	n0, hot0 := updates()
-	rows, err := tx.Query(e.ctx, pgoutbox.LeaseSQL, 100, "test", 30)
+	rows, err := tx.Query(e.ctx, pgoutbox.LeaseSQL, 100, "test", 30, 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,11 @@ type Options struct {
 	// Batch is the most rows a relay leases at a time, and has in flight.
 	// Default 100.
 	Batch int
+	// MaxBytes bounds the bodies a relay holds in flight: it leases no more
+	// rows once they take MaxBytes, and of the rows a look finds, those
+	// after the one that reaches it wait for a later look; a row larger
+	// than MaxBytes goes alone. Default 64 MiB.
+	MaxBytes int
 	// MaxBackoff caps the wait before a row whose publish failed is tried
 	// again; the wait starts at 1s and doubles with each failure.
 	// Default 1m.
@@ -53,6 +58,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Batch <= 0 {
 		o.Batch = 100
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 64 << 20
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = time.Minute
@@ -169,10 +177,10 @@ type relayRun struct {
 	sendCtx context.Context
 	abandon context.CancelFunc
 	results chan sent // each send's answer; room for every send in flight
-	// inflight counts the sends not yet answered; pending holds the answers
-	// not yet written to the table.
-	inflight int
-	pending  []sent
+	// inflight counts the sends not yet answered, and inflightBytes their
+	// bodies; pending holds the answers not yet written to the table.
+	inflight, inflightBytes int
+	pending                 []sent
 	// nextLease is when to look for due rows again; dbRetry, after a
 	// database error, when to use the database again, and dbFailures how
 	// many failed in a row.
@@ -186,6 +194,7 @@ type row struct {
 	id       int64
 	msg      runtime.Message
 	attempts int       // failed publishes before this one
+	size     int       // the stored body's bytes
 	sendBy   time.Time // the send's deadline, within the lease
 	unread   error     // why the stored message could not be read
 }
@@ -205,11 +214,11 @@ func (s *relayRun) loop(ctx context.Context) {
 				s.dbFailed("record", err)
 			}
 		}
-		room := s.opts.Batch - s.inflight
+		room, bytes := s.opts.Batch-s.inflight, s.opts.MaxBytes-s.inflightBytes
 		// Half a batch at least, so that each answer does not cost a look.
-		canLease := room > 0 && (s.inflight == 0 || room >= s.opts.Batch/2)
+		canLease := room > 0 && bytes > 0 && (s.inflight == 0 || room >= s.opts.Batch/2)
 		if canLease && !now.Before(s.nextLease) && !now.Before(s.dbRetry) {
-			s.lease(room)
+			s.lease(room, bytes)
 		}
 		// Wait for an answer, or the time to lease or record again.
 		var wake time.Time
@@ -270,6 +279,8 @@ func (s *relayRun) send(rw *row) {
 // answered counts and logs one send's answer, and keeps it to be recorded.
 func (s *relayRun) answered(a sent) {
 	s.inflight--
+	s.inflightBytes -= a.row.size
+	a.row.msg.Body = nil // its answer is kept until recorded; its body need not be
 	s.pending = append(s.pending, a)
 	path := pathOf(a.err)
 	s.report.Counts[path]++

@@ -1,6 +1,7 @@
 package pgoutbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -605,6 +606,55 @@ func TestFailingRowsLeaveRoomForNewOnes(t *testing.T) {
 	}
 	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"fresh": 1}) {
 		t.Errorf("queue %s holds %v", q, got)
+	}
+}
+
+// A relay holds no more bodies in flight than MaxBytes, and the one row
+// that reaches it: with the confirms held back, three rows of 400 KiB are
+// leased against 1 MiB and the other seven wait, untouched; once the
+// confirms come, every row goes.
+func TestRelayHoldsNoMoreBodiesThanMaxBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	proxy, url, err := faults.ListenFor(e.brokerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	_, stop := e.relayOn(e.pool, url, 2*time.Second, pgoutbox.Options{Poll: 20 * time.Millisecond, Batch: 10, MaxBytes: 1 << 20, Lease: time.Minute})
+	e.write(message(q, "first")) // the relay's connection opens for it
+	e.eventually("the first row published", func() bool { return len(e.rows()) == 0 })
+	proxy.Stall(faults.ToClient)
+	var big []runtime.Message
+	for i := range 10 {
+		m := message(q, fmt.Sprint("big-", i))
+		m.Body = bytes.Repeat([]byte{'x'}, 400<<10)
+		big = append(big, m)
+	}
+	e.write(big...)
+	leased := func() (n int) {
+		for _, r := range e.rows() {
+			if r.Leaser != "" {
+				n++
+			}
+		}
+		return n
+	}
+	e.eventually("three rows leased", func() bool { return leased() == 3 })
+	for range 50 { // the relay looks every 20 ms meanwhile
+		time.Sleep(20 * time.Millisecond)
+		if n := leased(); n != 3 {
+			t.Fatalf("%d rows leased with 1.2 MiB of bodies in flight; want 3", n)
+		}
+	}
+	proxy.Resume()
+	e.eventually("every row published", func() bool { return len(e.rows()) == 0 })
+	if c := counts(stop()); c["published"] != 11 || len(c) != 1 {
+		t.Errorf("report counts %v", c)
+	}
+	if got := e.take(q); len(got) != 11 {
+		t.Errorf("queue %s holds %d messages; want 11", q, len(got))
 	}
 }
 

@@ -44,7 +44,8 @@ func (s *relayRun) findTable(ctx context.Context) error {
 	}
 }
 
-// leaseSQL leases up to $1 due rows for owner $2 for $3 seconds. A row is
+// leaseSQL leases up to $1 due rows for owner $2 for $3 seconds, and of
+// them those whose bodies before them take fewer than $4 bytes. A row is
 // due when no lease holds it and, once failed, when its retry time has come;
 // a keyed row only when no earlier row of its key is left: that row may be
 // leased, waiting for its retry, or not yet published.
@@ -57,22 +58,24 @@ func (s *relayRun) findTable(ctx context.Context) error {
 // rows a relay of an earlier version failed: a later look finds them. Such a
 // row still leased has its retry time now: the lease's end holds it back.
 const leaseSQL = `WITH untried AS (
-		SELECT id FROM lily_outbox o
+		SELECT id, octet_length(body) AS size FROM lily_outbox o
 		WHERE o.attempts = 0 AND (o.lease_until IS NULL OR o.lease_until <= now()) AND ` + firstOfKey + `
 		ORDER BY o.id
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED),
 	retried AS (
-		SELECT id, retry_at FROM lily_outbox o
+		SELECT id, retry_at, octet_length(body) AS size FROM lily_outbox o
 		WHERE o.attempts > 0 AND o.retry_at <= now() AND (o.lease_until IS NULL OR o.lease_until <= now()) AND ` + firstOfKey + `
 		ORDER BY o.retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED),
+	turns AS (
+		SELECT id, size, row_number() OVER (ORDER BY id) AS turn FROM untried
+		UNION ALL
+		SELECT id, size, row_number() OVER (ORDER BY retry_at, id) AS turn FROM retried),
 	due AS (SELECT id FROM (
-			SELECT id, row_number() OVER (ORDER BY id) AS turn FROM untried
-			UNION ALL
-			SELECT id, row_number() OVER (ORDER BY retry_at, id) AS turn FROM retried) d
-		ORDER BY turn, id LIMIT $1),
+			SELECT id, size, sum(size) OVER (ORDER BY turn, id) AS upto FROM (SELECT * FROM turns ORDER BY turn, id LIMIT $1) t) d
+		WHERE upto - size < $4),
 	dated AS (UPDATE lily_outbox SET retry_at = CASE WHEN lease_owner IS NULL THEN coalesce(lease_until, now()) ELSE now() END
 		WHERE id IN (SELECT id FROM lily_outbox WHERE attempts > 0 AND retry_at IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED))
 	UPDATE lily_outbox o SET lease_owner = $2, lease_until = now() + $3 * interval '1 second'
@@ -83,14 +86,15 @@ const leaseSQL = `WITH untried AS (
 const firstOfKey = `(o.order_key IS NULL OR NOT EXISTS (
 			SELECT 1 FROM lily_outbox e WHERE e.order_key = o.order_key AND e.id < o.id))`
 
-// lease leases up to n due rows and starts their sends.
-func (s *relayRun) lease(n int) {
+// lease leases up to n due rows, those before the last taking fewer than
+// bytes of body, and starts their sends.
+func (s *relayRun) lease(n, bytes int) {
 	// The deadline counts from before the lease, which the database starts
 	// later: the send ends before another relay may take the row.
 	sendBy := time.Now().Add(s.opts.Lease - s.opts.Lease/5)
 	ctx, cancel := context.WithTimeout(context.Background(), dbStep)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, leaseSQL, n, s.owner, s.opts.Lease.Seconds())
+	rows, err := s.pool.Query(ctx, leaseSQL, n, s.owner, s.opts.Lease.Seconds(), bytes)
 	if err != nil {
 		s.dbFailed("lease", err)
 		return
@@ -107,6 +111,7 @@ func (s *relayRun) lease(n int) {
 			return
 		}
 		rw.msg.Publishing, rw.unread = decode(props, body)
+		rw.size = len(body)
 		leased = append(leased, rw)
 	}
 	if err := rows.Err(); err != nil {
@@ -121,6 +126,7 @@ func (s *relayRun) lease(n int) {
 	}
 	for _, rw := range leased {
 		s.inflight++
+		s.inflightBytes += rw.size
 		go s.send(rw)
 	}
 }
