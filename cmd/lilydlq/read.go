@@ -36,6 +36,9 @@ type readOptions struct {
 	// idle is how long to wait for the next copy before deciding that the
 	// DLQ holds fewer than it did when the read began.
 	idle time.Duration
+	// connected, when set, is told the frame size the broker negotiated
+	// for the read's connection, before the first copy is visited.
+	connected func(frameSize int)
 }
 
 // readResult says what a read saw.
@@ -74,6 +77,9 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		return res, err
 	}
 	defer conn.Close()
+	if o.connected != nil {
+		o.connected(conn.Config.FrameSize)
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return res, fmt.Errorf("open a channel: %w", err)

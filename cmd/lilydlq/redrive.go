@@ -123,7 +123,12 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	if o.dryRun {
 		verb = "would move"
 	}
-	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
+	// The broker's frame size, which the Publisher's connection to it
+	// negotiates too; Lily asks for frame.Size, and a broker may give less.
+	frameSize := frame.Size
+	read := e.read
+	read.connected = func(n int) { frameSize = min(frameSize, n) }
+	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)
 		sel.see(d)
@@ -151,9 +156,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			why = "no source queue (no " + envelope.HeaderFailureQueue + ", no x-death entry)"
 		case to == e.queue:
 			why = "its destination is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
-		case fits(next) != nil:
+		case fits(next, frameSize) != nil:
 			// Its own trouble, not the broker's: the others go on.
-			why = "re-driven, it would not fit a frame (" + fits(next).Error() + ")"
+			why = "re-driven, it would not fit a frame (" + fits(next, frameSize).Error() + ")"
 		}
 		if why != "" {
 			failed++
@@ -240,13 +245,11 @@ func send(ctx context.Context, pub *runtime.Publisher, queue string, p amqp.Publ
 }
 
 // fits says why p could not be published, with the publish id the
-// Publisher adds, in one content header frame of the size Lily asks for;
-// nil when it can. (A broker whose frame_max is lower refuses it at the
-// send, which ends the run.)
-func fits(p amqp.Publishing) error {
+// Publisher adds, in one content header frame of frameSize; nil when it can.
+func fits(p amqp.Publishing, frameSize int) error {
 	p.Headers = maps.Clone(p.Headers)
 	p.Headers[envelope.HeaderHandoffID] = strings.Repeat("i", maxHandoffID)
-	return frame.Check(p, frame.Size)
+	return frame.Check(p, frameSize)
 }
 
 // maxHandoffID bounds the publish id a Publisher adds to each message.
