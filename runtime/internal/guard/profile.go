@@ -292,9 +292,12 @@ func version(p *envelope.Profile, typ, contentType string, attribute func() (any
 		}
 		return n, typ[:i], rangeReason(n, "version in the type")
 	case v.ContentTypeParameter != "":
-		s, ok := parameter(contentType, v.ContentTypeParameter)
-		if !ok {
+		s, ok, repeated := parameter(contentType, v.ContentTypeParameter)
+		switch {
+		case !ok:
 			return 0, "", "content type parameter " + v.ContentTypeParameter + " missing"
+		case repeated:
+			return 0, "", "content type parameter " + v.ContentTypeParameter + " given twice"
 		}
 		n, ok := digits(s)
 		if !ok {
@@ -363,20 +366,42 @@ func digits(s string) (int, bool) {
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // parameter returns the value of the content type parameter name (matched
-// without regard to case), unquoted.
-func parameter(ct, name string) (string, bool) {
+// without regard to case), unquoted; repeated is set when it is given
+// twice, and the value is then no one's. A quoted value may hold ';' and
+// '=' (RFC 9110's quoted-string, its backslash escapes kept as sent).
+func parameter(ct, name string) (value string, found, repeated bool) {
 	_, params, _ := strings.Cut(ct, ";")
 	for params != "" {
 		var p string
-		p, params, _ = strings.Cut(params, ";")
+		p, params = nextParameter(params)
 		k, v, ok := strings.Cut(p, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(k), name) {
-			v = strings.TrimSpace(v)
-			if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-				v = v[1 : len(v)-1]
-			}
-			return v, true
+		if !ok || !strings.EqualFold(strings.TrimSpace(k), name) {
+			continue
+		}
+		if found {
+			return "", true, true
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			v = v[1 : len(v)-1]
+		}
+		value, found = v, true
+	}
+	return value, found, false
+}
+
+// nextParameter splits params at the first ';' outside a quoted string.
+func nextParameter(params string) (p, rest string) {
+	quoted := false
+	for i := 0; i < len(params); i++ {
+		switch c := params[i]; {
+		case c == '\\' && quoted:
+			i++
+		case c == '"':
+			quoted = !quoted
+		case c == ';' && !quoted:
+			return params[:i], params[i+1:]
 		}
 	}
-	return "", false
+	return params, ""
 }

@@ -186,6 +186,8 @@ func TestVersionSources(t *testing.T) {
 		{"header too large", withVersion(envelope.Version{Header: "version"}), delivery("t", "application/json", amqp.Table{"version": int64(1) << 40}), 0, "", "out of range"},
 		{"content type parameter", withVersion(envelope.Version{ContentTypeParameter: "version"}), delivery("t", "application/json; charset=utf-8; Version=\"2\"", nil), 2, "t", ""},
 		{"content type parameter missing", withVersion(envelope.Version{ContentTypeParameter: "version"}), delivery("t", "application/json", nil), 0, "", "content type parameter version missing"},
+		{"content type parameter after a quoted ';'", withVersion(envelope.Version{ContentTypeParameter: "version"}), delivery("t", `application/json; x="a;version=3"; version=2`, nil), 2, "t", ""},
+		{"content type parameter given twice", withVersion(envelope.Version{ContentTypeParameter: "version"}), delivery("t", "application/json; version=1; VERSION=2", nil), 0, "", "content type parameter version given twice"},
 		{"type suffix", withVersion(envelope.Version{TypeSuffix: ".v"}), delivery("t.v7", "application/json", nil), 7, "t", ""},
 		{"type suffix missing", withVersion(envelope.Version{TypeSuffix: ".v"}), delivery("t", "application/json", nil), 0, "", `does not end in ".v"`},
 		{"type suffix without digits", withVersion(envelope.Version{TypeSuffix: ".v"}), delivery("t.vx", "application/json", nil), 0, "", `does not end in ".v"`},
