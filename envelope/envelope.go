@@ -21,6 +21,8 @@
 // type property, or two reading the same type header.
 package envelope
 
+import "strings"
+
 // Kind is the family of a profile: where its type and id travel.
 type Kind string
 
@@ -115,4 +117,24 @@ type Message struct {
 	Type    string
 	Profile Profile
 	Inbox   Inbox
+}
+
+// MaxParameterName bounds the name of a version's content type parameter,
+// so that "application/json; <name>=<version>" keeps within the 128 bytes
+// a consumer's guard takes of a content type.
+const MaxParameterName = 64
+
+// ParameterName reports whether name can name a content type parameter: an
+// RFC 9110 token (printable ASCII without spaces or separators such as ';'
+// and '=', which would split it) of 1 to MaxParameterName bytes.
+func ParameterName(name string) bool {
+	if name == "" || len(name) > MaxParameterName {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -33,7 +33,15 @@ import (
 // than from a DLQ.
 func Build(m envelope.Message, version int, messageID string, body []byte, now time.Time) amqp.Publishing {
 	p := m.Profile
+	if p.Kind == "" {
+		p.Kind = envelope.Lily
+	}
+	if err := checkProfile(p); err != nil {
+		panic("lily: NewPublishing: " + err.Error())
+	}
 	switch {
+	case m.Type == "":
+		panic("lily: NewPublishing: a message needs a type")
 	case version < 1 || version > maxVersion:
 		panic(fmt.Sprintf("lily: NewPublishing: version %d out of range 1..%d", version, maxVersion))
 	case p.Version.Fixed != 0 && version != p.Version.Fixed:

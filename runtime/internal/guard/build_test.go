@@ -118,6 +118,15 @@ func TestBuildRefusesWhatNoReaderTakes(t *testing.T) {
 		"a CloudEvent source too long": func() {
 			Build(envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.CloudEvents, Source: "//" + strings.Repeat("s", envelope.MaxIDBytes)}}, 1, "id", nil, time.Now())
 		},
+		"an empty type with a suffix": func() {
+			Build(envelope.Message{Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{TypeSuffix: ".v"}}}, 1, "id", nil, time.Now())
+		},
+		"a parameter that splits": func() {
+			Build(envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{ContentTypeParameter: "v=x"}}}, 1, "id", nil, time.Now())
+		},
+		"a suffix not ASCII": func() {
+			Build(envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{TypeSuffix: "·v"}}}, 1, "id", nil, time.Now())
+		},
 		"a header-mapped id with a control": func() {
 			Build(envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "kind", IDHeader: "id"}}, 1, "a\x1b", nil, time.Now())
 		},

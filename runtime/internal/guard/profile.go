@@ -174,6 +174,12 @@ func checkProfile(p envelope.Profile) error {
 		return errors.New("a source needs a CloudEvents profile")
 	case p.TypeHeader != "" && (p.TypeHeader == p.IDHeader || p.TypeHeader == v.Header) || p.IDHeader != "" && p.IDHeader == v.Header:
 		return errors.New("two of its type, id and version headers are one header")
+	case v.TypeSuffix != "" && checkType("type suffix", v.TypeSuffix) != "":
+		return errors.New(checkType("type suffix", v.TypeSuffix))
+	case v.TypeSuffix != "" && strings.Trim(v.TypeSuffix, "0123456789") == "":
+		return fmt.Errorf("type suffix %q is digits alone, which a version's digits could hold", v.TypeSuffix)
+	case v.ContentTypeParameter != "" && !envelope.ParameterName(v.ContentTypeParameter):
+		return fmt.Errorf("content type parameter %q is not a token of at most %d bytes", v.ContentTypeParameter, envelope.MaxParameterName)
 	}
 	for _, h := range []string{p.TypeHeader, p.IDHeader, v.Header} {
 		if strings.HasPrefix(h, "x-lily-") {

@@ -343,6 +343,10 @@ func TestNewReaderRefuses(t *testing.T) {
 		{"a version attribute that is the event's own", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{Attribute: "subject"}}}}, `version attribute "subject" is a CloudEvent's own`},
 		{"a source outside CloudEvents", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Source: "s"}}}, "a source needs a CloudEvents profile"},
 		{"a version header of Lily's", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{Header: "x-lily-attempt"}}}}, "header x-lily-attempt is Lily's own"},
+		{"a type suffix of digits", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{TypeSuffix: "1"}}}}, `type suffix "1" is digits alone`},
+		{"a type suffix not ASCII", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{TypeSuffix: "·v"}}}}, "type suffix"},
+		{"a parameter that splits", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{ContentTypeParameter: "v=x"}}}}, `content type parameter "v=x" is not a token`},
+		{"a parameter too long", []envelope.Message{{Type: "a", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{ContentTypeParameter: strings.Repeat("v", 65)}}}}, "not a token of at most 64 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
