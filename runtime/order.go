@@ -136,6 +136,19 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		case <-s.cancelled:
 		case <-r.aborted:
 		}
+		if closed(r.stopping) {
+			// The one before it, a retry waiting in line, may have gone back
+			// at the stop while the stop's cancel is still on its way: this
+			// one waits for the cancel too, and goes back behind it rather
+			// than run ahead of it. A session the broker cancelled, or lost,
+			// has no cancel of ours to wait for.
+			select {
+			case <-s.cancelled:
+			case <-s.lost:
+			case <-s.gen.Ended():
+			case <-r.aborted:
+			}
+		}
 		if why := laneStopped(s, r); why != "" {
 			requeue("not started: " + why + " while it waited for its order key")
 			return
@@ -147,6 +160,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		case r.slots <- struct{}{}:
 			took = true
 		case <-s.cancelled:
+		case <-s.gen.Ended():
 		case <-r.aborted:
 		}
 		if why := laneStopped(s, r); why != "" {
@@ -156,29 +170,32 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 			requeue("not started: " + why + " while it waited for a slot")
 			return
 		}
-		sl := &slot{slots: r.slots}
-		sl.hold()
-		defer sl.release()
 		if s.gen.Revoked() {
+			if took {
+				<-r.slots
+			}
 			c.notStarted(r, s.gen, d, "not started: its session was lost while it waited for its order key")
 			r.waiting.Done() // recorded
 			return
 		}
+		sl := &slot{slots: r.slots}
+		sl.hold()
+		defer sl.release()
 		r.waiting.Done() // the journey tells the report of itself at once
 		c.process(r, s.gen, d, started, quarantined, sl)
 	})
 }
 
 // laneStopped says why an ordered delivery that has not started must not:
-// intake was cancelled (the stop, a recycle) or the consumer aborted; ""
-// when neither.
+// intake was cancelled (the stop, a recycle; at the stop, a session the
+// broker cancelled or lost has its intake ended already) or the consumer
+// aborted; "" when neither.
 func laneStopped(s *session, r *run) string {
-	select {
-	case <-s.cancelled:
+	switch {
+	case closed(s.cancelled), closed(r.stopping) && closed(s.lost):
 		return "intake stopped"
-	case <-r.aborted:
+	case closed(r.aborted):
 		return "the consumer aborted"
-	default:
-		return ""
 	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,6 +258,102 @@ func TestBrokerOrderedStopRequeuesTheWaiting(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A stop while the head's retry waits in line: the head goes back to its
+// place, and the delivery behind it goes back behind it without running,
+// though the stop's cancel is still on its way when the head's wait ends.
+func TestBrokerOrderedStopWhileARetryWaitsInLine(t *testing.T) {
+	t.Parallel()
+	for _, qt := range []string{"classic", "quorum"} {
+		t.Run(qt, func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t, func(q *runtime.QueueSpec) {
+				q.OrderKey, q.Concurrency, q.Prefetch, q.Topology.Type = byTenant, 4, 16, qt
+				q.HandlerTimeout, q.SettlementBudget = 5*time.Second, 2*time.Minute
+				q.Topology.RetryDelays = []time.Duration{20 * time.Second}
+			})
+			declareTopology(t, q)
+			publishKeyed(t, q.Name, []string{"a"}, 2)
+			var calls attempts
+			r := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+				calls.add(msg, d)
+				if msg.OrderID == "a-0" {
+					return errors.New("ledger busy")
+				}
+				return nil
+			})
+			eventually(t, time.Minute, "a-0 waiting in line", func() bool {
+				return r.events.has(func(ev event) bool { return ev.stage == "parked" })
+			})
+			r.cancel()
+			<-r.done
+			if got := calls.all(); !slices.Equal(got, []string{"a-0@1"}) {
+				t.Errorf("handler calls %v; want a-0@1 alone", got)
+			}
+			paths := map[string]runtime.Path{}
+			for _, rec := range r.recorded() {
+				paths[rec.MessageID] = rec.Path
+			}
+			if want := map[string]runtime.Path{"a-0": runtime.PathRequeued, "a-1": runtime.PathNotStarted}; !maps.Equal(paths, want) {
+				t.Errorf("paths %v; want %v", paths, want)
+			}
+			assertCounts(t, map[string][2]int{q.Name: {2, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+			var ids []string
+			for _, d := range drain(t, q.Name) {
+				ids = append(ids, d.MessageId)
+			}
+			if got := strings.Join(ids, " "); got != "a-0 a-1" {
+				t.Errorf("the queue holds %v; want a-0 a-1", ids)
+			}
+		})
+	}
+}
+
+// The connection is lost while the head's retry waits in line (a delay of
+// ten minutes): the wait ends with the channel, and the broker's
+// redeliveries of the head and of the delivery behind it run on the next
+// session at once, in order, rather than wait out the delay behind a
+// delivery whose channel is gone.
+func TestBrokerOrderedLostChannelEndsARetryWaitingInLine(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 16
+		q.HandlerTimeout, q.SettlementBudget = 5*time.Second, 15*time.Minute
+		q.Topology.RetryDelays = []time.Duration{10 * time.Minute}
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a"}, 2)
+	proxy := newProxy(t)
+	var calls attempts
+	var failed atomic.Bool
+	r := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		calls.add(msg, d)
+		if msg.OrderID == "a-0" && !failed.Swap(true) {
+			return errors.New("ledger busy")
+		}
+		return nil
+	}, func(cfg *runtime.Config) { cfg.URLs = []string{proxy.url()} })
+	eventually(t, time.Minute, "a-0 waiting in line", func() bool {
+		return r.events.has(func(ev event) bool { return ev.stage == "parked" })
+	})
+	proxy.cut()
+	eventually(t, time.Minute, "both handled on the next session", func() bool {
+		return len(calls.all()) >= 3
+	})
+	if got := calls.all(); !slices.Equal(got, []string{"a-0@1", "a-0@1", "a-1@1"}) {
+		t.Errorf("handler calls %v; want a-0@1, then a-0@1 and a-1@1 on the next session", got)
+	}
+	acked := 0
+	for _, rec := range r.await(4) {
+		if rec.Path == runtime.PathAcked {
+			acked++
+		}
+	}
+	if acked != 2 {
+		t.Errorf("%d deliveries acked; want a-0 and a-1 once each: %v", acked, r.recorded())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // At a stop, the head of a key is still in its user steps (a cleanup, then

@@ -109,17 +109,21 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		c.emit(event{stage: stageParked, messageID: id, attempt: attempt, generation: gen.ID, detail: plan.Reason})
 		// The slot is waited for only while the budget still carries the
 		// call and a handoff after it.
-		if !sl.lend(func() bool { return r.parkFor(plan.Delay) }, r.stopping, deadline.Add(-c.policy.CallCost-decide.HandoffReserve)) {
+		lost := gen.Ended()
+		waited := sl.lend(func() bool { return r.parkFor(plan.Delay, lost) }, r.stopping, lost, deadline.Add(-c.policy.CallCost-decide.HandoffReserve))
+		if gen.Revoked() {
+			// The channel was lost while it waited: the broker redelivers
+			// it, and its key's deliveries behind it, at once; they must not
+			// wait out the delay behind it here.
+			o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "authority revoked while its retry waited in line"}
+			continue
+		}
+		if !waited {
 			// The handler is not called again. After the stop, the delivery
 			// goes back to its place; when the wait for a slot spent the
 			// budget the call needed, decide finds no room for a retry in
 			// line any more, and sends it through its bucket.
 			o.ParkEnded = closed(r.stopping)
-			continue
-		}
-		if gen.Revoked() {
-			// The channel was lost while it waited: the broker redelivers it.
-			o.Settlement = outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "authority revoked while its retry waited in line"}
 			continue
 		}
 		attempt = plan.NextAttempt
@@ -145,17 +149,19 @@ func (c *Consumer) handle(ctx context.Context, r *run, gen *settle.Generation, s
 }
 
 // parkFor waits d before a retry in line, and reports false if the stop
-// came first: the delivery then goes back to its place in the queue before
-// its key's later messages, which intake's stop requeues too.
-func (r *run) parkFor(d time.Duration) bool {
+// came first, or lost (the delivery's channel): after the stop, the
+// delivery goes back to its place in the queue before its key's later
+// messages, which intake's stop requeues too.
+func (r *run) parkFor(d time.Duration, lost <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
 	case <-r.stopping:
-		return false
+	case <-lost:
 	}
+	return false
 }
 
 // deliveryKey names the message of a delivery to the consumer's memory and

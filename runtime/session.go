@@ -203,9 +203,9 @@ func (s *slot) release() {
 // lend gives the journey's share of the slot back while wait runs, so that
 // other keys run on while a retry waits in line, and holds it again after:
 // a slot is taken anew unless a handler of the delivery, past its timeout,
-// still holds the old one. It reports false when wait did, or when stop
-// came, or the moment by passed, before a slot was free.
-func (s *slot) lend(wait func() bool, stop <-chan struct{}, by time.Time) bool {
+// still holds the old one. It reports false when wait did, or when stop or
+// lost came, or the moment by passed, before a slot was free.
+func (s *slot) lend(wait func() bool, stop, lost <-chan struct{}, by time.Time) bool {
 	s.release()
 	ok := wait()
 	if s.holders.Add(1) > 1 {
@@ -218,6 +218,7 @@ func (s *slot) lend(wait func() bool, stop <-chan struct{}, by time.Time) bool {
 		case s.slots <- struct{}{}:
 			return true
 		case <-stop:
+		case <-lost:
 		case <-t.C:
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 // A retry waiting in line lends its slot out: taken anew after the wait,
 // kept by a handler past its timeout, and owed (not freed twice) when the
-// stop came first.
+// stop, or the channel's loss, came first.
 func TestSlotLend(t *testing.T) {
 	stop := make(chan struct{})
 	later := time.Now().Add(time.Hour)
@@ -21,7 +21,7 @@ func TestSlotLend(t *testing.T) {
 
 	s := take()
 	freed := false
-	if !s.lend(func() bool { freed = len(slots) == 0; return true }, stop, later) {
+	if !s.lend(func() bool { freed = len(slots) == 0; return true }, stop, nil, later) {
 		t.Fatal("lend after a wait that ended reported false")
 	}
 	if !freed || len(slots) != 1 {
@@ -35,7 +35,7 @@ func TestSlotLend(t *testing.T) {
 	// A handler past its timeout holds the slot through the wait.
 	s = take()
 	s.hold()
-	if !s.lend(func() bool { return len(slots) == 1 }, stop, later) {
+	if !s.lend(func() bool { return len(slots) == 1 }, stop, nil, later) {
 		t.Fatal("the slot was freed while a handler still held it")
 	}
 	s.release()
@@ -46,7 +46,7 @@ func TestSlotLend(t *testing.T) {
 
 	// The stop came first: no slot is taken, and none is freed at the end.
 	s = take()
-	if s.lend(func() bool { return false }, stop, later) {
+	if s.lend(func() bool { return false }, stop, nil, later) {
 		t.Fatal("lend reported true after a wait cut short")
 	}
 	s.release()
@@ -57,7 +57,7 @@ func TestSlotLend(t *testing.T) {
 	// Another delivery took the slot meanwhile, and the budget the call
 	// needs is spent before it is free again.
 	s = take()
-	if s.lend(func() bool { slots <- struct{}{}; return true }, stop, time.Now().Add(10*time.Millisecond)) {
+	if s.lend(func() bool { slots <- struct{}{}; return true }, stop, nil, time.Now().Add(10*time.Millisecond)) {
 		t.Fatal("lend took a slot that was not free")
 	}
 	s.release()
@@ -70,7 +70,21 @@ func TestSlotLend(t *testing.T) {
 	// it is free again.
 	s = take()
 	close(stop)
-	if s.lend(func() bool { slots <- struct{}{}; return true }, stop, later) {
+	if s.lend(func() bool { slots <- struct{}{}; return true }, stop, nil, later) {
+		t.Fatal("lend took a slot that was not free")
+	}
+	s.release()
+	if len(slots) != 1 {
+		t.Fatalf("%d slots held, want only the other delivery's", len(slots))
+	}
+	<-slots
+
+	// Another delivery took the slot meanwhile, and the channel is lost
+	// before it is free again.
+	s = take()
+	lost := make(chan struct{})
+	close(lost)
+	if s.lend(func() bool { slots <- struct{}{}; return true }, nil, lost, later) {
 		t.Fatal("lend took a slot that was not free")
 	}
 	s.release()

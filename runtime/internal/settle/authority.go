@@ -35,6 +35,9 @@ import (
 type Generation struct {
 	ID      uint64
 	revoked atomic.Bool
+	// ended, made by the first Ended, is closed by Revoke.
+	mu    sync.Mutex
+	ended chan struct{}
 	// Acks holds the ACKs sent on this channel and not yet proven.
 	Acks Ledger
 	// Settler writes the channel's ACKs and NACKs.
@@ -42,7 +45,27 @@ type Generation struct {
 }
 
 // Revoke ends the generation's authority: no tag from it is used again.
-func (g *Generation) Revoke() { g.revoked.Store(true) }
+func (g *Generation) Revoke() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.revoked.Swap(true) && g.ended != nil {
+		close(g.ended)
+	}
+}
+
+// Ended is closed once the generation is revoked: for the waits of a
+// delivery that has nothing left to wait for then.
+func (g *Generation) Ended() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ended == nil {
+		g.ended = make(chan struct{})
+		if g.revoked.Load() {
+			close(g.ended)
+		}
+	}
+	return g.ended
+}
 
 // Revoked reports whether the generation's authority has ended.
 func (g *Generation) Revoked() bool { return g.revoked.Load() }

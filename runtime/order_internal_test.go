@@ -1,0 +1,57 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/settle"
+	"github.com/lily-mq/lily/topology"
+)
+
+type discardAcker struct{}
+
+func (discardAcker) Ack(uint64, bool) error        { return nil }
+func (discardAcker) Nack(uint64, bool, bool) error { return nil }
+
+// An ordered delivery whose session is lost while it waits for a slot, or
+// before it looks for one, is not started and frees no slot it did not
+// take: whether another key's delivery holds the only slot, or every slot
+// is free (when the select may take one or see the loss).
+func TestOrderedWaiterOfALostSessionTakesNoSlot(t *testing.T) {
+	spec := QueueSpec{
+		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
+		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+		OrderKey: func(h map[string]any, _ []byte) string { s, _ := h["k"].(string); return s },
+	}
+	c, err := NewConsumer(spec, Routes{{Type: "t"}: func(context.Context, RawDelivery) error { return nil }}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		held := i%2 == 0 // another key's delivery holds the only slot
+		r := c.newRun()
+		gen := r.newGeneration()
+		gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
+		s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+		if held {
+			r.slots <- struct{}{}
+		} else {
+			gen.Revoke()
+			close(s.lost)
+		}
+		c.inOrder(r, s, &amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, "")
+		if held {
+			gen.Revoke()
+			close(s.lost)
+		}
+		if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+			t.Fatalf("run %d (slot held %v): the delivery never ended", i, held)
+		}
+		if want := map[bool]int{true: 1, false: 0}[held]; len(r.slots) != want {
+			t.Fatalf("run %d: %d slots held after it ended; want %d", i, len(r.slots), want)
+		}
+	}
+}
