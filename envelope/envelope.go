@@ -74,8 +74,12 @@ type Profile struct {
 	Source string
 }
 
+// MaxVersion bounds a message's version, as every reader of Lily's reads
+// one: a version is an integer in 1..MaxVersion.
+const MaxVersion = 1_000_000
+
 // Version is where a profile's version comes from: exactly one field is set.
-// A version is an integer in 1..1,000,000, as an AMQP integer or a string of
+// A version is an integer in 1..MaxVersion, as an AMQP integer or a string of
 // decimal digits.
 type Version struct {
 	// Header is an AMQP header that holds the version.

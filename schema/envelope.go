@@ -207,7 +207,7 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 	}
 	for key, e := range m {
 		if key == "fixed" {
-			v.Fixed, _ = p.intRange(e.v, "fixed", 1, 1_000_000)
+			v.Fixed, _ = p.intRange(e.v, "fixed", 1, envelope.MaxVersion)
 			continue
 		}
 		s, ok := p.str(e.v, key)

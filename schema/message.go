@@ -3,10 +3,11 @@ package schema
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/envelope"
 )
 
 // messages reads one file's messages; known are those of files read before,
@@ -79,7 +80,9 @@ func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		num, ok := p.intRange(k, "version", 1, math.MaxInt32)
+		// Within what a consumer's guard reads: a version past it would
+		// be poison at every delivery.
+		num, ok := p.intRange(k, "version", 1, envelope.MaxVersion)
 		if !ok {
 			continue
 		}

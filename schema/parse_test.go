@@ -125,6 +125,14 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "versions a consumer's guard refuses",
+			src:  "version: 1\npackage: x\nmessages:\n  A: {versions: {1000000: {}, 1000001: {}, 0: {}}}\n",
+			want: []string{
+				`4:31: version must be at most 1000000, not 1000001 [OUT-OF-RANGE]`,
+				`4:44: version must be at least 1, not 0 [OUT-OF-RANGE]`,
+			},
+		},
+		{
 			name: "version is read first",
 			src:  "package: 7\nversion: 2\n",
 			want: []string{`2:10: schema version 2 is unknown: this lilygen reads version 1 [SCHEMA-VERSION]`},

@@ -25,7 +25,7 @@ const (
 const (
 	maxTypeBytes        = 128
 	maxContentTypeBytes = 128
-	maxVersion          = 1_000_000
+	maxVersion          = envelope.MaxVersion
 	// timestampSkew is how far ahead of our clock a producer's clock may run.
 	timestampSkew = 24 * time.Hour
 	// maxReasonBytes bounds a guard reason: it is logged and forwarded in a header.
