@@ -60,7 +60,7 @@ func readFile(name string) ([]byte, error) {
 }
 
 func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, error) {
-	p := &parser{read: read, decls: map[string]decl{}, types: map[string]*sharedType{}}
+	p := &parser{read: read, seen: map[string]bool{}, decls: map[string]decl{}, types: map[string]*sharedType{}}
 	f := p.schema(name, data)
 	if len(p.errs) > 0 {
 		list := p.errs.sorted(p.files)
@@ -77,6 +77,7 @@ type parser struct {
 	name  string   // the file being checked, for errors
 	files []string // every file read, root first
 	read  func(string) ([]byte, error)
+	seen  map[string]bool // the fileID of every file read, to read each once
 	docs  []doc
 	errs  ErrorList
 	// dropped counts the problems found past maxErrors.
@@ -229,10 +230,29 @@ func (p *parser) schema(name string, data []byte) *File {
 	return f
 }
 
+// maxFiles bounds the files one schema reads, the root among them: a
+// directory bind-mounted in itself names new files without end.
+const maxFiles = 1000
+
+// fileID names a file by what it is, not by the path that reached it:
+// symbolic links resolved, absolute and clean. l1/sub.yaml, with l1 a link
+// to ., is sub.yaml; ./root.yaml is root.yaml. A path that does not resolve
+// (its file does not exist, and reading it will say so) keeps its own name.
+func fileID(name string) string {
+	if real, err := filepath.EvalSymlinks(name); err == nil {
+		name = real
+	}
+	if abs, err := filepath.Abs(name); err == nil {
+		return abs
+	}
+	return filepath.Clean(name)
+}
+
 // load reads one file's top level, then the files it includes, each once.
 // at is the include entry that names the file, nil for the root.
 func (p *parser) load(name string, data []byte, at *yaml.Node) {
 	p.files = append(p.files, name)
+	p.seen[fileID(name)] = true
 	p.name = name
 	root := p.top(data)
 	if root == nil {
@@ -265,8 +285,14 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 			continue
 		}
 		target := filepath.Join(filepath.Dir(name), filepath.FromSlash(s))
-		if slices.Contains(p.files, target) {
-			continue // each file is read once, so includes may form a diamond or a cycle
+		if p.seen[fileID(target)] {
+			// Each file is read once, so includes may form a diamond or a
+			// cycle; a file listed twice is no different.
+			continue
+		}
+		if len(p.files) >= maxFiles {
+			p.errorf(item, RuleInclude, "include %q would be file %d of this schema: at most %d are read", s, len(p.files)+1, maxFiles)
+			continue
 		}
 		data, err := p.read(target)
 		if err != nil {

@@ -471,6 +471,47 @@ func TestIncludes(t *testing.T) {
 	}
 }
 
+// A file is known by what it is, not by how it is named: a root named
+// ./root.yaml that an include names root.yaml is read once, so the cycle
+// is harmless.
+func TestIncludeCycleBackToARootNamedUnclean(t *testing.T) {
+	dir := t.TempDir()
+	for name, src := range map[string]string{
+		"root.yaml": "version: 1\npackage: x\ninclude: [a.yaml]\nmessages: {A: {versions: {1: {}}}}\n",
+		"a.yaml":    "version: 1\ninclude: [root.yaml]\nmessages: {B: {versions: {1: {}}}}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	f, err := Load("./root.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(f.Includes, []string{"a.yaml"}) || len(f.Messages) != 2 {
+		t.Errorf("includes %v, messages %d", f.Includes, len(f.Messages))
+	}
+}
+
+// The files a schema includes are bounded: a bind mount of a directory in
+// itself names new files without end.
+func TestIncludesAreBounded(t *testing.T) {
+	read := func(name string) ([]byte, error) {
+		return []byte("version: 1\ninclude: [" + filepath.Base(name) + "x]\n"), nil
+	}
+	src := "version: 1\npackage: x\ninclude: [x]\nmessages: {A: {versions: {1: {}}}}\n"
+	_, err := parse("root.yaml", []byte(src), read)
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 {
+		t.Fatalf("got %v, want one error", err)
+	}
+	want := fmt.Sprintf(`2:11: include %q would be file %d of this schema: at most %d are read [BAD-INCLUDE]`, strings.Repeat("x", maxFiles), maxFiles+1, maxFiles)
+	if got := strings.TrimPrefix(list[0].Error(), list[0].File+":"); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
 func TestIntegerSizes(t *testing.T) {
 	const src = `version: 1
 package: x

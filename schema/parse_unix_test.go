@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,5 +52,44 @@ func TestIncludeReadsRegularFilesOnly(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load: %v\nwant %s", err, want)
 		}
+	}
+}
+
+// A file reached through symbolic links is the same file: sub.yaml, which
+// includes itself as l1/sub.yaml and l2/sub.yaml with l1 and l2 links to
+// its own directory, is read once, not twice at every level until the
+// names grow too long.
+func TestIncludeThroughSymlinksIsReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	for _, link := range []string{"l1", "l2"} {
+		if err := os.Symlink(".", filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, src := range map[string]string{
+		"root.yaml": "version: 1\npackage: x\ninclude: [sub.yaml]\nmessages: {A: {versions: {1: {}}}}\n",
+		"sub.yaml":  "version: 1\ninclude: [l1/sub.yaml, l2/sub.yaml]\nmessages: {B: {versions: {1: {}}}}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	var f *File
+	go func() {
+		var err error
+		f, err = Load(filepath.Join(dir, "root.yaml"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Load still reads a minute later")
+	}
+	if want := []string{filepath.Join(dir, "sub.yaml")}; !slices.Equal(f.Includes, want) || len(f.Messages) != 2 {
+		t.Errorf("includes %v, messages %d; want %v", f.Includes, len(f.Messages), want)
 	}
 }
