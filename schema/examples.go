@@ -110,9 +110,16 @@ func (p *parser) toJSON(buf *bytes.Buffer, n *yaml.Node) (bad bool) {
 func (p *parser) scalarJSON(buf *bytes.Buffer, n *yaml.Node) (bad bool) {
 	switch n.ShortTag() {
 	case "!!null":
+		var v any
+		if !p.decode(n, "a value", &v) {
+			return true
+		}
 		buf.WriteString("null")
 	case "!!bool":
-		v, _ := p.boolean(n, "a value")
+		v, ok := p.boolean(n, "a value")
+		if !ok {
+			return true
+		}
 		buf.WriteString(strconv.FormatBool(v))
 	case "!!int":
 		v, ok := p.integer(n, "a value")
@@ -128,6 +135,10 @@ func (p *parser) scalarJSON(buf *bytes.Buffer, n *yaml.Node) (bad bool) {
 		}
 		buf.WriteString(FormatFloat(v))
 	default: // strings, and timestamps or binary as written
+		var v any
+		if !p.decode(n, "a value", &v) {
+			return true
+		}
 		writeString(buf, n.Value)
 	}
 	return false
@@ -158,10 +169,11 @@ func (p *parser) headerValues(n *yaml.Node) (map[string]any, bool) {
 			val, good = p.boolean(v, "a header")
 		case tag == "!!timestamp":
 			var t time.Time
-			good = v.Decode(&t) == nil
+			good = p.decode(v, "a header", &t)
 			val = t
 		}
 		if !good {
+			// Reported above when of a tag it takes, here when not.
 			p.scalar(v, "a header", "a string, number, bool or timestamp", "!!str", "!!int", "!!float", "!!bool", "!!timestamp")
 			ok = false
 			return

@@ -128,9 +128,20 @@ func (p *parser) str(n *yaml.Node, what string) (string, bool) {
 	return n.Value, true
 }
 
+// decode reads scalar n, whose tag the caller has checked, into v. Only an
+// explicit tag its text does not fit (!!bool foo, !!float abc) fails to
+// decode: that is the wrong kind, reported rather than dropped.
+func (p *parser) decode(n *yaml.Node, what string, v any) bool {
+	if n.Decode(v) != nil {
+		p.errorf(n, RuleKind, "%s: YAML cannot read %q as %s, its tag", what, shorten(n.Value), n.ShortTag())
+		return false
+	}
+	return true
+}
+
 func (p *parser) boolean(n *yaml.Node, what string) (bool, bool) {
 	var v bool
-	if !p.scalar(n, what, "true or false", "!!bool") || n.Decode(&v) != nil {
+	if !p.scalar(n, what, "true or false", "!!bool") || !p.decode(n, what, &v) {
 		return false, false
 	}
 	return v, true
@@ -141,11 +152,16 @@ func (p *parser) integer(n *yaml.Node, what string) (int64, bool) {
 	if !p.scalar(n, what, "an integer", "!!int") {
 		return 0, false
 	}
-	if err := n.Decode(&v); err != nil {
+	if n.Decode(&v) == nil {
+		return v, true
+	}
+	// An integer past int64 fails as a tag its text does not fit does.
+	if _, ok := new(big.Int).SetString(strings.ReplaceAll(n.Value, "_", ""), 0); ok {
 		p.errorf(n, RuleRange, "%s: %s does not fit in 64 bits", what, shorten(n.Value))
 		return 0, false
 	}
-	return v, true
+	p.decode(n, what, &v)
+	return 0, false
 }
 
 func (p *parser) intRange(n *yaml.Node, what string, lo, hi int) (int, bool) {
@@ -164,7 +180,7 @@ func (p *parser) intRange(n *yaml.Node, what string, lo, hi int) (int, bool) {
 
 func (p *parser) number(n *yaml.Node, what string) (float64, bool) {
 	var v float64
-	if !p.scalar(n, what, "a number", "!!int", "!!float") || n.Decode(&v) != nil {
+	if !p.scalar(n, what, "a number", "!!int", "!!float") || !p.decode(n, what, &v) {
 		return 0, false
 	}
 	if math.IsInf(v, 0) || math.IsNaN(v) {

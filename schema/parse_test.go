@@ -663,6 +663,54 @@ queues:
 
 // A schema file is one YAML document: a second, after ---, is refused
 // rather than left unread.
+// A value whose explicit tag its text does not fit is the wrong kind, said
+// so at its position: dropped, it would leave a field optional, a bound
+// unchecked, an example unread or a binding matching every message.
+func TestMistaggedValuesAreReported(t *testing.T) {
+	src := `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          a: {type: string, required: !!bool foo}
+          b: {type: number, min: !!float abc}
+          c: {type: string, max_length: !!int abc}
+          d: {type: integer, max: !!int 99999999999999999999}
+          e: {type: bool, default: !!bool nope}
+        headers:
+          x-a: {type: bool}
+          x-b: {type: time}
+        examples:
+          - {body: {}, headers: {x-a: !!bool nope}}
+          - {body: {}, headers: {x-b: !!timestamp bad}}
+          - {body: {e: !!bool nope}}
+          - {body: {a: !!null x}}
+          - {body: {a: !!timestamp bad}}
+exchanges:
+  h: {type: headers}
+queues:
+  q:
+    consumes: [{message: A}]
+    bindings: [{exchange: h, headers: {region: !!float eu}}]
+`
+	want := []string{
+		`8:39: required: YAML cannot read "foo" as !!bool, its tag [WRONG-KIND]`,
+		`9:34: min: YAML cannot read "abc" as !!float, its tag [WRONG-KIND]`,
+		`10:41: max_length: YAML cannot read "abc" as !!int, its tag [WRONG-KIND]`,
+		`11:35: max: 99999999999999999999 does not fit in 64 bits [OUT-OF-RANGE]`,
+		`12:36: default: YAML cannot read "nope" as !!bool, its tag [WRONG-KIND]`,
+		`17:39: a header: YAML cannot read "nope" as !!bool, its tag [WRONG-KIND]`,
+		`18:39: a header: YAML cannot read "bad" as !!timestamp, its tag [WRONG-KIND]`,
+		`19:24: a value: YAML cannot read "nope" as !!bool, its tag [WRONG-KIND]`,
+		`20:24: a value: YAML cannot read "x" as !!null, its tag [WRONG-KIND]`,
+		`21:24: a value: YAML cannot read "bad" as !!timestamp, its tag [WRONG-KIND]`,
+		`27:48: a header: YAML cannot read "eu" as !!float, its tag [WRONG-KIND]`,
+	}
+	wantErrors(t, src, want)
+}
+
 func TestSecondYAMLDocumentIsRefused(t *testing.T) {
 	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\n---\nqueues:\n  q: {consumes: [{message: A}]}\n"
 	want := []string{`4:1: a second YAML document: a schema file is one document (remove the --- and join the two) [YAML-SYNTAX]`}
