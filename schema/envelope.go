@@ -33,8 +33,8 @@ var (
 	versionSources = []string{"header", "attribute", "content_type_parameter", "type_suffix", "fixed"}
 )
 
-// envelopes reads one file's envelopes section; known are those read before.
-func (p *parser) envelopes(n *yaml.Node, known []*Envelope) []*Envelope {
+// envelopes reads one file's envelopes section.
+func (p *parser) envelopes(n *yaml.Node) []*Envelope {
 	var out []*Envelope
 	p.entries(n, "envelopes", func(k, v *yaml.Node) {
 		if k.Value == LilyEnvelope {
@@ -45,13 +45,13 @@ func (p *parser) envelopes(n *yaml.Node, known []*Envelope) []*Envelope {
 			p.errorf(k, RuleName, "envelope name %q: want an ASCII letter, then letters, digits, _ - or .", k.Value)
 			return
 		}
-		all := append(slices.Clip(known), out...)
-		if i := slices.IndexFunc(all, func(e *Envelope) bool { return e.Name == k.Value }); i >= 0 {
-			p.errorf(k, RuleDuplicate, "envelope %q is already declared (%s)", k.Value, p.where(all[i].Pos))
+		if first, ok := p.known.envelopes[k.Value]; ok {
+			p.errorf(k, RuleDuplicate, "envelope %q is already declared (%s)", k.Value, p.where(first.Pos))
 			return
 		}
 		if e := p.envelope(k, v); e != nil {
 			out = append(out, e)
+			p.known.envelopes[e.Name] = e
 		}
 	})
 	return out
@@ -261,16 +261,20 @@ func (p *parser) envelopeRef(n *yaml.Node, all []*Envelope) *Envelope {
 	if s == LilyEnvelope {
 		return lilyEnvelope
 	}
-	i := slices.IndexFunc(all, func(e *Envelope) bool { return e.Name == s })
-	if i < 0 {
-		names := []string{LilyEnvelope}
-		for _, e := range all {
-			names = append(names, e.Name)
+	e, ok := p.known.envelopes[s]
+	if !ok {
+		// The names only for a problem listed: past maxErrors, gathering
+		// them for each would take time of the square of their number.
+		if bad := p.errorf(n, RuleUnknownRef, "unknown envelope %q", s); bad.listed() {
+			names := []string{LilyEnvelope}
+			for _, e := range all {
+				names = append(names, e.Name)
+			}
+			bad.nearest(s, names, "envelopes: "+listed(names))
 		}
-		p.errorf(n, RuleUnknownRef, "unknown envelope %q", s).nearest(s, names, "envelopes: "+listed(names))
 		return nil
 	}
-	return all[i]
+	return e
 }
 
 // wireType reads a message's type as it travels.

@@ -33,8 +33,8 @@ type pendingExchange struct {
 }
 
 func (p *parser) exchange(k, v *yaml.Node, f *File) *pendingExchange {
-	if i := slices.IndexFunc(f.Exchanges, func(x *Exchange) bool { return x.Name == k.Value }); i >= 0 {
-		p.errorf(k, RuleDuplicate, "exchange %q is already declared (%s)", k.Value, p.where(f.Exchanges[i].Pos))
+	if first, ok := p.known.exchanges[k.Value]; ok {
+		p.errorf(k, RuleDuplicate, "exchange %q is already declared (%s)", k.Value, p.where(first.Pos))
 		return nil
 	}
 	x := &Exchange{Name: k.Value, Pos: p.pos(k), External: true, Durable: true}
@@ -119,7 +119,7 @@ func (p *parser) exchangeRefs(f *File, pending []*pendingExchange) {
 		if pe.bindings != nil {
 			pe.x.Bindings = p.bindings(pe.bindings, f, pe.x.External, pe.x)
 		}
-		if pe.alternate != nil && findExchange(f, pe.x.AlternateExchange) == nil {
+		if pe.alternate != nil && p.known.exchanges[pe.x.AlternateExchange] == nil {
 			p.errorf(pe.alternate, RuleUnknownRef, "alternate exchange %q is not declared", pe.x.AlternateExchange).
 				Hint = fmt.Sprintf("declare %q under exchanges:", pe.x.AlternateExchange)
 		}
@@ -148,14 +148,10 @@ func (p *parser) bindings(n *yaml.Node, f *File, external bool, into *Exchange) 
 		if !ok {
 			continue
 		}
-		src := findExchange(f, name)
+		src := p.known.exchanges[name]
 		switch {
 		case src == nil:
-			names := make([]string, len(f.Exchanges))
-			for i, x := range f.Exchanges {
-				names[i] = x.Name
-			}
-			p.errorf(e.v, RuleUnknownRef, "unknown exchange %q", name).nearest(name, names, "declare it under exchanges:, with ownership: external if another team owns it")
+			p.unknownExchange(e.v, name, f)
 			continue
 		case src == into:
 			p.errorf(e.v, RuleExchange, "exchange %q is bound to itself", name)
@@ -282,6 +278,21 @@ func (p *parser) headersMatch(item *yaml.Node, m map[string]entry, b *Binding) {
 		}
 		b.Headers = h
 	}
+}
+
+// unknownExchange reports n, which names an exchange not declared, with the
+// nearest that is. The names are gathered only for a problem that is
+// listed: for every one past maxErrors, that would take time for nothing.
+func (p *parser) unknownExchange(n *yaml.Node, name string, f *File) {
+	bad := p.errorf(n, RuleUnknownRef, "unknown exchange %q", name)
+	if !bad.listed() {
+		return
+	}
+	names := make([]string, len(f.Exchanges))
+	for i, x := range f.Exchanges {
+		names[i] = x.Name
+	}
+	bad.nearest(name, names, "declare it under exchanges:, with ownership: external if another team owns it")
 }
 
 func findExchange(f *File, name string) *Exchange {

@@ -10,13 +10,13 @@ import (
 	"github.com/lily-mq/lily/envelope"
 )
 
-// messages reads one file's messages; known are those of files read before,
-// envelopes the profiles they may name.
-func (p *parser) messages(n *yaml.Node, known []*Message, envelopes []*Envelope) []*Message {
+// messages reads one file's messages; envelopes are the profiles they may
+// name.
+func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 	var out []*Message
 	p.entries(n, "messages", func(k, v *yaml.Node) {
-		if i := slices.IndexFunc(known, func(m *Message) bool { return m.Name == k.Value }); i >= 0 {
-			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(known[i].Pos))
+		if first, ok := p.known.messages[k.Value]; ok {
+			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(first.Pos))
 			return
 		}
 		if !isIdent(k.Value, true) {
@@ -38,13 +38,14 @@ func (p *parser) messages(n *yaml.Node, known []*Message, envelopes []*Envelope)
 			p.errorf(k, RuleName, "message name %s travels as its type, and is %d bytes: at most %d, the longest type a consumer's guard accepts", shorten(k.Value), len(k.Value), maxTypeBytes).
 				Hint = "set type: to a shorter name it travels as"
 		}
-		all := append(slices.Clip(known), out...)
-		if i := slices.IndexFunc(all, func(m *Message) bool { return m.Type == msg.Type }); i >= 0 {
+		if first, ok := p.known.types[msg.Type]; ok {
 			at := k
 			if e, ok := m["type"]; ok {
 				at = e.v
 			}
-			p.errorf(at, RuleDuplicate, "message %s has the type %q of message %s (%s): a delivery's type picks its message", msg.Name, msg.Type, all[i].Name, p.where(all[i].Pos))
+			p.errorf(at, RuleDuplicate, "message %s has the type %q of message %s (%s): a delivery's type picks its message", msg.Name, msg.Type, first.Name, p.where(first.Pos))
+		} else {
+			p.known.types[msg.Type] = msg
 		}
 		if e, ok := m["envelope"]; ok {
 			msg.Envelope = p.envelopeRef(e.v, envelopes)
@@ -62,6 +63,7 @@ func (p *parser) messages(n *yaml.Node, known []*Message, envelopes []*Envelope)
 			p.ownHeaders(msg.Envelope, msg)
 		}
 		out = append(out, msg)
+		p.known.messages[msg.Name] = msg
 	})
 	if n.Kind == yaml.MappingNode && len(n.Content) == 0 {
 		p.errorf(n, RuleEmpty, "messages: want at least one message")

@@ -64,6 +64,11 @@ type File struct {
 	// Acknowledged are the breaking changes the schema's authors intend, as
 	// `lilygen breaking` names them; it reports them without failing.
 	Acknowledged []Acknowledgement
+	// readIn is what EnvelopesOf lists for each message a queue consumes
+	// and that names no envelope itself, worked out once the queues are
+	// read: asking every queue for each message would take time of their
+	// product.
+	readIn map[*Message][]*Envelope
 }
 
 // Acknowledgement accepts one breaking change: Rule alone accepts every
@@ -301,16 +306,28 @@ func (f *File) EnvelopesOf(m *Message) []*Envelope {
 	if m.Envelope != nil {
 		return []*Envelope{m.Envelope}
 	}
-	var out []*Envelope
-	for _, q := range f.Queues {
+	if envs := f.readIn[m]; len(envs) > 0 {
+		return slices.Clip(envs)
+	}
+	return []*Envelope{lilyEnvelope}
+}
+
+// readIn lists, for each message the queues consume that names no envelope
+// itself, the envelopes they read it in, in the order they name them.
+func readIn(queues []*Queue) map[*Message][]*Envelope {
+	type reading struct {
+		m *Message
+		e *Envelope
+	}
+	out := map[*Message][]*Envelope{}
+	seen := map[reading]bool{}
+	for _, q := range queues {
 		for _, c := range q.Consumes {
-			if c.Message == m && !slices.Contains(out, c.Envelope) {
-				out = append(out, c.Envelope)
+			if r := (reading{c.Message, c.Envelope}); c.Message.Envelope == nil && !seen[r] {
+				seen[r] = true
+				out[c.Message] = append(out[c.Message], c.Envelope)
 			}
 		}
-	}
-	if len(out) == 0 {
-		return []*Envelope{lilyEnvelope}
 	}
 	return out
 }

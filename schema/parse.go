@@ -60,7 +60,10 @@ func readFile(name string) ([]byte, error) {
 }
 
 func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, error) {
-	p := &parser{read: read, seen: map[string]bool{}, decls: map[string]decl{}, types: map[string]*sharedType{}}
+	p := &parser{read: read, seen: map[string]bool{}, decls: map[string]decl{}, types: map[string]*sharedType{}, known: declarations{
+		envelopes: map[string]*Envelope{}, messages: map[string]*Message{}, types: map[string]*Message{},
+		exchanges: map[string]*Exchange{}, queues: map[string]*Queue{},
+	}}
 	f := p.schema(name, data)
 	if len(p.errs) > 0 {
 		list := p.errs.sorted(p.files)
@@ -91,6 +94,19 @@ type parser struct {
 	publishes []pendingPublish
 	// depth is how deep the field being read nests.
 	depth int
+	// known holds what the schema declares, as it is read.
+	known declarations
+}
+
+// declarations holds the envelopes, messages, exchanges and queues read so
+// far by name, and each wire type by the first message that travels as it:
+// a list searched for each of them would take time of the square of their
+// number.
+type declarations struct {
+	envelopes       map[string]*Envelope
+	messages, types map[string]*Message
+	exchanges       map[string]*Exchange
+	queues          map[string]*Queue
 }
 
 // doc is one file's top-level mapping.
@@ -186,7 +202,7 @@ func (p *parser) schema(name string, data []byte) *File {
 	for _, d := range p.docs {
 		p.name = d.name
 		if e, ok := d.m["envelopes"]; ok {
-			f.Envelopes = append(f.Envelopes, p.envelopes(e.v, f.Envelopes)...)
+			f.Envelopes = append(f.Envelopes, p.envelopes(e.v)...)
 		}
 	}
 	f.Types = p.sharedTypes() // before messages, whose fields use them
@@ -195,7 +211,7 @@ func (p *parser) schema(name string, data []byte) *File {
 		p.name = d.name
 		if e, ok := d.m["messages"]; ok {
 			declared = true
-			f.Messages = append(f.Messages, p.messages(e.v, f.Messages, f.Envelopes)...)
+			f.Messages = append(f.Messages, p.messages(e.v, f.Envelopes)...)
 		}
 	}
 	if !declared {
@@ -209,6 +225,7 @@ func (p *parser) schema(name string, data []byte) *File {
 			p.entries(e.v, "exchanges", func(k, v *yaml.Node) {
 				if pe := p.exchange(k, v, f); pe != nil {
 					f.Exchanges = append(f.Exchanges, pe.x)
+					p.known.exchanges[pe.x.Name] = pe.x
 					exchanges = append(exchanges, pe)
 				}
 			})
@@ -221,11 +238,13 @@ func (p *parser) schema(name string, data []byte) *File {
 			p.entries(e.v, "queues", func(k, v *yaml.Node) {
 				if q := p.queue(k, v, f); q != nil {
 					f.Queues = append(f.Queues, q)
+					p.known.queues[q.Name] = q
 				}
 			})
 		}
 	}
 	p.queueRoles(f.Queues)
+	f.readIn = readIn(f.Queues)
 	p.publishRefs(f)
 	return f
 }

@@ -214,13 +214,8 @@ func (p *parser) publishRefs(f *File) {
 		}
 		var x *Exchange
 		if pub.Exchange != "" {
-			if x = findExchange(f, pub.Exchange); x == nil {
-				names := make([]string, len(f.Exchanges))
-				for i, x := range f.Exchanges {
-					names[i] = x.Name
-				}
-				p.errorf(pp.exchange, RuleUnknownRef, "unknown exchange %q", pub.Exchange).
-					nearest(pub.Exchange, names, "declare it under exchanges:, with ownership: external if another team owns it")
+			if x = p.known.exchanges[pub.Exchange]; x == nil {
+				p.unknownExchange(pp.exchange, pub.Exchange, f)
 				continue
 			}
 		}
@@ -265,8 +260,7 @@ func (p *parser) defaultExchangeKey(f *File, pp pendingPublish) {
 	}
 	for _, v := range pp.msg.Versions {
 		name := k.For(v)
-		i := slices.IndexFunc(f.Queues, func(q *Queue) bool { return q.Name == name })
-		if i >= 0 && !slices.ContainsFunc(f.Queues[i].Consumes, func(c Consume) bool { return slices.Contains(c.Versions, v) }) {
+		if q := p.known.queues[name]; q != nil && !slices.ContainsFunc(q.Consumes, func(c Consume) bool { return slices.Contains(c.Versions, v) }) {
 			p.errorf(pp.routingKey, RulePublish, "routing key %q names queue %q, which does not consume %s: it would fail at dispatch, to the DLQ", name, name, v.GoName).
 				Hint = "publish to a queue that consumes it, or add it to the queue's consumes"
 		}

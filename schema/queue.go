@@ -28,8 +28,8 @@ const maxDeliveryLimit = 1_000_000
 const maxBodyBytes = 512 << 20
 
 func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
-	if i := slices.IndexFunc(f.Queues, func(q *Queue) bool { return q.Name == k.Value }); i >= 0 {
-		p.errorf(k, RuleDuplicate, "queue %q is already declared (%s)", k.Value, p.where(f.Queues[i].Pos))
+	if first, ok := p.known.queues[k.Value]; ok {
+		p.errorf(k, RuleDuplicate, "queue %q is already declared (%s)", k.Value, p.where(first.Pos))
 		return nil
 	}
 	q := &Queue{
@@ -305,23 +305,28 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 		if !ok {
 			continue
 		}
-		i := slices.IndexFunc(msgs, func(m *Message) bool { return m.Name == name })
-		if i < 0 {
-			if names == nil {
-				names = make([]string, len(msgs))
-				for j, m := range msgs {
-					names[j] = m.Name
+		msg, ok := p.known.messages[name]
+		if !ok {
+			// The names only for a problem listed: past maxErrors,
+			// gathering them for each would take time of the product of
+			// queues and messages.
+			if bad := p.errorf(e.v, RuleUnknownRef, "unknown message %q", name); bad.listed() {
+				if names == nil {
+					names = make([]string, len(msgs))
+					for j, m := range msgs {
+						names[j] = m.Name
+					}
 				}
+				bad.nearest(name, names, "messages: "+listed(names))
 			}
-			p.errorf(e.v, RuleUnknownRef, "unknown message %q", name).nearest(name, names, "messages: "+listed(names))
 			continue
 		}
-		c := Consume{Message: msgs[i], Versions: msgs[i].Versions, Envelope: cmp.Or(msgs[i].Envelope, q.Envelope, lilyEnvelope), Inbox: q.Inbox, Pos: p.pos(e.v)}
+		c := Consume{Message: msg, Versions: msg.Versions, Envelope: cmp.Or(msg.Envelope, q.Envelope, lilyEnvelope), Inbox: q.Inbox, Pos: p.pos(e.v)}
 		if e, ok := m["inbox"]; ok {
 			c.Inbox = p.inbox(e.v, c.Inbox)
 		}
 		if v, ok := m["versions"]; ok {
-			c.Versions = p.consumedVersions(v.v, msgs[i])
+			c.Versions = p.consumedVersions(v.v, msg)
 		}
 		for _, ver := range c.Versions {
 			if prev, dup := first[ver]; dup {
