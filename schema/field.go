@@ -123,9 +123,10 @@ func (p *parser) headers(n *yaml.Node, structName string) []*Field {
 }
 
 // maxDepth bounds how deep fields nest (objects, lists and maps within one
-// another), and maxFieldName a field's name: each nested object's Go name
-// repeats the path to it, so the generated code grows with the square of
-// the depth times the names' length.
+// another), shared types written out, and maxFieldName a field's name:
+// each nested object's Go name repeats the path to it, so the generated
+// code grows with the square of the depth times the names' length, and
+// the extractor, an example and a review page go as deep as the payload.
 const (
 	maxDepth     = 32
 	maxFieldName = 128
@@ -136,11 +137,12 @@ const (
 func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 	if p.depth >= maxDepth {
 		p.errorf(key, RuleRange, "%s nests deeper than %d levels of objects, lists and maps", key.Value, maxDepth).
-			Hint = "flatten the payload, or name a shared type for a part of it"
+			Hint = "flatten the payload"
 		return nil
 	}
 	p.depth++
 	defer func() { p.depth-- }()
+	p.deepest = max(p.deepest, p.depth)
 	m := p.object(n, key.Value, fieldKeys...)
 	if m == nil {
 		return nil
@@ -166,10 +168,17 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 	uses := shared && at != inType // a use of a shared type, not its declaration
 	switch {
 	case uses:
-		def := p.sharedType(t, te.v)
+		def, height := p.sharedType(t, te.v)
 		if def == nil {
 			return nil // reported where it is declared, or the cycle where it closes
 		}
+		deepest := p.depth + height - 1 // the type's first level is this field's
+		if deepest > maxDepth {
+			p.errorf(key, RuleRange, "%s nests deeper than %d levels of objects, lists and maps: type %s is %d deep, used here at level %d", key.Value, maxDepth, t, height, p.depth).
+				Hint = "flatten the payload or the types it uses"
+			return nil
+		}
+		p.deepest = max(p.deepest, deepest)
 		f.Type, f.Named, f.GoPath, f.Values, f.Fields = def.Type, def.Named, def.GoPath, def.Values, def.Fields
 	case at == inType:
 		f.Named = goPath

@@ -92,8 +92,9 @@ type parser struct {
 	reading []string
 	// publishes wait for the exchanges and queues to be read.
 	publishes []pendingPublish
-	// depth is how deep the field being read nests.
-	depth int
+	// depth is how deep the field being read nests; deepest is the deepest
+	// level the shared type being read reaches, written out: its height.
+	depth, deepest int
 	// known holds what the schema declares, as it is read.
 	known declarations
 }

@@ -17,7 +17,10 @@ type sharedType struct {
 	// declaration is broken, so that no use of it is judged against half
 	// a type.
 	field *Field
-	state typeState
+	// height is how many levels of objects, lists and maps the type
+	// nests, itself the first, with the types it uses written out.
+	height int
+	state  typeState
 }
 
 type typeState int
@@ -54,20 +57,21 @@ func (p *parser) sharedTypes() []*Field {
 	}
 	var out []*Field
 	for _, name := range names {
-		if f := p.sharedType(name, nil); f != nil {
+		if f, _ := p.sharedType(name, nil); f != nil {
 			out = append(out, f)
 		}
 	}
 	return out
 }
 
-// sharedType reads the type name, once; ref is the field's type value that
-// refers to it, nil when the type is read for its own sake.
-func (p *parser) sharedType(name string, ref *yaml.Node) *Field {
+// sharedType reads the type name, once, and returns it and its height; ref
+// is the field's type value that refers to it, nil when the type is read
+// for its own sake.
+func (p *parser) sharedType(name string, ref *yaml.Node) (*Field, int) {
 	t := p.types[name]
 	switch t.state {
 	case typeRead:
-		return t.field
+		return t.field, t.height
 	case typeReading:
 		// A Go struct could hold itself through a pointer, but a recursive
 		// payload has no bounded depth for its extractor to read, for a
@@ -75,22 +79,24 @@ func (p *parser) sharedType(name string, ref *yaml.Node) *Field {
 		cycle := append(p.reading[slices.Index(p.reading, name):], name)
 		p.errorf(ref, RuleTypeCycle, "type %s refers to itself: %s", name, strings.Join(cycle, " → ")).
 			Hint = "a shared type may not contain itself, directly or through another: break the cycle"
-		return nil
+		return nil, 0
 	}
 	t.state = typeReading
 	p.reading = append(p.reading, name)
 	// A shared type's Go names start from its own: the depth of the uses
-	// that reach it does not lengthen them.
-	file, before, depth := p.name, p.problems(), p.depth
-	p.name, p.depth = t.file, 0
+	// that reach it does not lengthen them. Its height is its own too, and
+	// each use checks that it fits where it is.
+	file, before, depth, deepest := p.name, p.problems(), p.depth, p.deepest
+	p.name, p.depth, p.deepest = t.file, 0, 0
 	f := p.field(t.k, t.v, name, inType)
-	p.name, p.depth = file, depth
+	t.height = p.deepest
+	p.name, p.depth, p.deepest = file, depth, deepest
 	p.reading = p.reading[:len(p.reading)-1]
 	t.state = typeRead
 	if p.problems() == before {
 		t.field = f
 	}
-	return t.field
+	return t.field, t.height
 }
 
 // brokenTypes reports whether a shared type failed to read. Its uses are

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,4 +137,34 @@ func TestSharedTypesErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The nesting bound holds for a type written out: a shared type's fields
+// nest as deep as where it is used, plus its own depth.
+func TestSharedTypesNestWithinBounds(t *testing.T) {
+	// chain is n+1 types, T0 holding T1 and so on; Tn is 2 levels deep
+	// (itself and its leaf), Ti n+2-i.
+	chain := func(n int, fields string) string {
+		var b strings.Builder
+		b.WriteString("version: 1\npackage: x\ntypes:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  T%d: {type: object, fields: {next: {type: T%d}}}\n", i, i+1)
+		}
+		fmt.Fprintf(&b, "  T%d: {type: object, fields: {leaf: {type: string}}}\n", n)
+		b.WriteString("messages: {A: {versions: {1: {fields: " + fields + "}}}}\n")
+		return b.String()
+	}
+	// T10 is 32 deep: T9's field next, at level 2, would take it to 33.
+	wantErrors(t, chain(maxDepth+8, "{t: {type: T0}}"), []string{
+		`13:31: next nests deeper than 32 levels of objects, lists and maps: type T10 is 32 deep, used here at level 2 (flatten the payload or the types it uses) [OUT-OF-RANGE]`,
+	})
+	// o, l and the list's items are levels 1 to 3; the map's items, at
+	// level 4, holds T0: 22 deep, within the bound, and 30 deep, past it.
+	deep := "{o: {type: object, fields: {l: {type: list, items: {type: map, items: {type: T0}}}}}}"
+	if _, err := Parse("s.yaml", []byte(chain(20, deep))); err != nil {
+		t.Errorf("T0 22 deep at level 4: %v", err)
+	}
+	wantErrors(t, chain(28, deep), []string{
+		`33:102: items nests deeper than 32 levels of objects, lists and maps: type T0 is 30 deep, used here at level 4 (flatten the payload or the types it uses) [OUT-OF-RANGE]`,
+	})
 }
