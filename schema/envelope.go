@@ -283,11 +283,16 @@ func (p *parser) wireType(n *yaml.Node) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	if s == "" || len(s) > maxTypeBytes || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+	if !isWireType(s) {
 		p.errorf(n, RuleName, "type %q is not 1 to %d characters of printable ASCII", s, maxTypeBytes)
 		return "", false
 	}
 	return s, true
+}
+
+// isWireType reports whether s may travel as a message's type.
+func isWireType(s string) bool {
+	return s != "" && len(s) <= maxTypeBytes && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e })
 }
 
 // maxTypeBytes bounds a wire type, as a consumer's guard reads one.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/lily-mq/lily/internal/printable"
 )
 
 // Error is one problem in a schema file, at the position of the node that has
@@ -22,11 +24,14 @@ type Error struct {
 	Hint   string
 }
 
-// Error formats e as file:line:column: message (hint) [RULE].
+// Error formats e as file:line:column: message (hint) [RULE], on one line:
+// what the schema wrote, put in the message as it is, shows its control
+// characters escaped (\n, \x1b), so that it cannot forge another error
+// line or drive a terminal.
 func (e *Error) Error() string {
-	s := fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
+	s := fmt.Sprintf("%s:%d:%d: %s", printable.String(e.File), e.Line, e.Column, printable.String(e.Msg))
 	if e.Hint != "" {
-		s += " (" + e.Hint + ")"
+		s += " (" + printable.String(e.Hint) + ")"
 	}
 	return s + " [" + e.Rule + "]"
 }

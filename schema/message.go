@@ -21,7 +21,7 @@ func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 		}
 		if !isIdent(k.Value, true) {
 			p.errorf(k, RuleName, "message name %q is not an UpperCamel Go identifier such as OrderPlaced", k.Value).
-				Hint = fmt.Sprintf("name it %s and set type: %s, the type it travels as", GoName(k.Value), k.Value)
+				Hint = renameHint(k.Value)
 		}
 		msg := &Message{Name: k.Value, Type: k.Value, Pos: p.pos(k)}
 		p.declare("message "+msg.Name, k, msg.Name+"Type")
@@ -69,6 +69,19 @@ func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 		p.errorf(n, RuleEmpty, "messages: want at least one message")
 	}
 	return out
+}
+
+// renameHint suggests a Go name for a message named name, which is not one,
+// and that it keep name as the type it travels as, when it could.
+func renameHint(name string) string {
+	hint := "name it " + GoName(name)
+	if GoName(name) == "" { // no letter or digit to make one of
+		hint = "give it such a name"
+	}
+	if !isWireType(name) {
+		return hint
+	}
+	return hint + " and set type: " + name + ", the type it travels as"
 }
 
 var versionKeys = []string{"content_types", "fields", "headers", "examples", "deprecated_since", "remove_after"}

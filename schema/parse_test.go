@@ -812,3 +812,19 @@ func TestErrorsAreBounded(t *testing.T) {
 		t.Errorf("the first error %q, want twenty names listed and the count of the others", errs[0])
 	}
 }
+
+// A schema's text reaches a printed error escaped: a name with a newline
+// and an ANSI sequence cannot colour the terminal or forge an error line.
+func TestErrorsPrintControlCharactersEscaped(t *testing.T) {
+	src := "version: 1\npackage: x\nmessages:\n  \"A\\x1b[31mRED\\nfake.lily.yaml:1:1: injected [X]\": {}\n  \"<<\": {versions: {1: {}}}\n"
+	want := []string{
+		`4:3: message name "A\x1b[31mRED\nfake.lily.yaml:1:1: injected [X]" is not an UpperCamel Go identifier such as OrderPlaced (name it A31mREDFakeLilyYaml11InjectedX) [BAD-NAME]`,
+		`4:3: message A\x1b[31mRED\nfake.lily.yaml:1:1: injected [X] has no versions [MISSING-KEY]`,
+		`5:3: message name "<<" is not an UpperCamel Go identifier such as OrderPlaced (give it such a name and set type: <<, the type it travels as) [BAD-NAME]`,
+	}
+	wantErrors(t, src, want)
+	_, err := Parse("s\x1b.yaml", []byte(src))
+	if s := err.Error(); strings.ContainsAny(s, "\x1b") || strings.Count(s, "\n") != len(want)-1 || !strings.HasPrefix(s, `s\x1b.yaml:4:3: `) {
+		t.Errorf("printed raw:\n%s", s)
+	}
+}

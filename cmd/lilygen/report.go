@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/lily-mq/lily/internal/printable"
 	"github.com/lily-mq/lily/review"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
@@ -111,11 +112,13 @@ func (f errorFormat) findings(w io.Writer, fs []review.Finding) {
 			fmt.Fprintf(w, "%s: %s\n", x.Category, x.Category.Describe())
 			last = x.Category
 		}
-		fmt.Fprintf(w, "%s:%d:%d: %s [%s]\n", x.File, x.Line, x.Column, x.Message, x.Rule)
+		// Findings quote the schema, enum values among it: escaped, as
+		// schema errors are (schema.Error).
+		fmt.Fprintf(w, "%s:%d:%d: %s [%s]\n", printable.String(x.File), x.Line, x.Column, printable.String(x.Message), x.Rule)
 		if x.Category == rules.Lint {
-			fmt.Fprintf(w, "\tfix: %s\n", x.Migration)
+			fmt.Fprintf(w, "\tfix: %s\n", printable.String(x.Migration))
 			continue
 		}
-		fmt.Fprintf(w, "\tmigration: %s\n\tacknowledge: --allow %s\n", x.Migration, x.Ack())
+		fmt.Fprintf(w, "\tmigration: %s\n\tacknowledge: --allow %s\n", printable.String(x.Migration), printable.String(x.Ack()))
 	}
 }

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lily-mq/lily/review"
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/schema/rules"
 )
 
 // git runs git in dir, failing the test on error.
@@ -255,5 +257,22 @@ func TestTopologyNeedsTheVersionForQuorumQueues(t *testing.T) {
 	}
 	if code, _, stderr := lilygen(t, dir, "topology", "--rabbitmq", "4", "quorum.lily.yaml"); code != exitOK {
 		t.Errorf("topology --rabbitmq 4: exit %d\n%s", code, stderr)
+	}
+}
+
+// Findings quote schema text, enum values among it: in text, a control
+// character in it is escaped, so that it cannot forge a line or drive the
+// terminal.
+func TestFindingsPrintControlCharactersEscaped(t *testing.T) {
+	var b strings.Builder
+	textFormat.findings(&b, []review.Finding{{
+		Rule: "ENUM-NARROWED", Category: rules.Wire, File: "s\x1b.yaml", Line: 1, Column: 2, Subject: "A.v1.s",
+		Message: "values narrow from a, b\x1b[2J\nfake.yaml:1:1: x to a", Migration: "keep b\x1b[2J",
+	}})
+	want := string(rules.Wire) + ": " + rules.Wire.Describe() + "\n" +
+		`s\x1b.yaml:1:2: values narrow from a, b\x1b[2J\nfake.yaml:1:1: x to a [ENUM-NARROWED]` + "\n" +
+		"\tmigration: keep b\\x1b[2J\n\tacknowledge: --allow ENUM-NARROWED@A.v1.s\n"
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
