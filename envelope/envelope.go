@@ -78,6 +78,10 @@ type Profile struct {
 // one: a version is an integer in 1..MaxVersion.
 const MaxVersion = 1_000_000
 
+// MaxContentTypeBytes bounds a message's content type, its parameters
+// included, as every reader of Lily's reads one.
+const MaxContentTypeBytes = 128
+
 // Version is where a profile's version comes from: exactly one field is set.
 // A version is an integer in 1..MaxVersion, as an AMQP integer or a string of
 // decimal digits.
@@ -123,6 +127,10 @@ type Message struct {
 	Inbox   Inbox
 }
 
+// ParameterSeparators are the characters RFC 9110 keeps out of a token,
+// such as a content type parameter's name.
+const ParameterSeparators = `()<>@,;:\"/[]?={}`
+
 // MaxParameterName bounds the name of a version's content type parameter,
 // so that "application/json; <name>=<version>" keeps within the 128 bytes
 // a consumer's guard takes of a content type.
@@ -136,7 +144,7 @@ func ParameterName(name string) bool {
 		return false
 	}
 	for i := range len(name) {
-		if c := name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+		if c := name[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(ParameterSeparators, c) >= 0 {
 			return false
 		}
 	}

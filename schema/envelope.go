@@ -239,6 +239,11 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			p.headerKey(e.v, "version attribute's header", "cloudEvents_"+s)
 			v.Attribute = s
 		case "content_type_parameter":
+			// A consumer's guard finds it by cutting the content type at
+			// ; and =, and trims the spaces around it.
+			if !envelope.ParameterName(s) {
+				p.errorf(e.v, RuleEnvelope, "content_type_parameter %q is not an RFC 9110 token of at most %d bytes: it is longer, or holds a space, a character other than printable ASCII, or one of %s, and a consumer would never find it in the content type", s, envelope.MaxParameterName, envelope.ParameterSeparators)
+			}
 			v.ContentTypeParameter = s
 		case "type_suffix":
 			if strings.Trim(s, "0123456789") == "" {

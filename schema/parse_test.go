@@ -828,3 +828,27 @@ func TestErrorsPrintControlCharactersEscaped(t *testing.T) {
 		t.Errorf("printed raw:\n%s", s)
 	}
 }
+
+// A consumer's guard finds the version's parameter by splitting the content
+// type at ; and =: a name that is not an RFC 9110 token of at most 64 bytes
+// (which keeps application/json; <name>=<version> within the 128 bytes the
+// guard reads) could never be read back, and every delivery would be poison.
+func TestContentTypeParameterIsAToken(t *testing.T) {
+	long := strings.Repeat("p", 65)
+	src := "version: 1\npackage: x\nenvelopes:\n" +
+		"  spaced: {kind: headers, version: {content_type_parameter: \"v n\"}}\n" +
+		"  semicolon: {kind: headers, version: {content_type_parameter: \"v;n\"}}\n" +
+		"  equals: {kind: headers, version: {content_type_parameter: \"v=n\"}}\n" +
+		"  long: {kind: headers, version: {content_type_parameter: " + long + "}}\n" +
+		"  fits: {kind: headers, version: {content_type_parameter: " + long[1:] + "}}\n" +
+		"  good: {kind: headers, version: {content_type_parameter: api-version}}\n" +
+		"messages:\n" +
+		"  A: {envelope: fits, versions: {1000000: {}}}\n"
+	why := `: it is longer, or holds a space, a character other than printable ASCII, or one of ()<>@,;:\"/[]?={}, and a consumer would never find it in the content type [BAD-ENVELOPE]`
+	wantErrors(t, src, []string{
+		`4:61: content_type_parameter "v n" is not an RFC 9110 token of at most 64 bytes` + why,
+		`5:64: content_type_parameter "v;n" is not an RFC 9110 token of at most 64 bytes` + why,
+		`6:61: content_type_parameter "v=n" is not an RFC 9110 token of at most 64 bytes` + why,
+		`7:59: content_type_parameter "` + long + `" is not an RFC 9110 token of at most 64 bytes` + why,
+	})
+}

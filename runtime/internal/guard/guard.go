@@ -24,7 +24,7 @@ const (
 // Envelope rules that Limits does not carry.
 const (
 	maxTypeBytes        = 128
-	maxContentTypeBytes = 128
+	maxContentTypeBytes = envelope.MaxContentTypeBytes
 	maxVersion          = envelope.MaxVersion
 	// timestampSkew is how far ahead of our clock a producer's clock may run.
 	timestampSkew = 24 * time.Hour
