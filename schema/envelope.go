@@ -246,7 +246,12 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			}
 			v.ContentTypeParameter = s
 		case "type_suffix":
-			if strings.Trim(s, "0123456789") == "" {
+			switch {
+			case strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r > '~' }):
+				// It travels in the type, which a consumer's guard takes as
+				// printable ASCII only.
+				p.errorf(e.v, RuleEnvelope, "type_suffix %q is not printable ASCII, as a type must be", s)
+			case strings.Trim(s, "0123456789") == "":
 				// The version's number follows it: found again inside the
 				// number, it would split the type in the wrong place.
 				p.errorf(e.v, RuleEnvelope, "type_suffix %q is digits alone, which the version's number could hold too: give it a character other than a digit, such as .v", s)
