@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/internal/queue"
 	"gopkg.in/yaml.v3"
 )
 
@@ -214,7 +215,7 @@ func (p *parser) number(n *yaml.Node, what string) (float64, bool) {
 // past it is refused by the broker when the queue is declared; a handler
 // timeout or a settlement budget past it would hold a delivery longer than
 // any broker timer.
-const MaxDuration = (1<<32 - 1) * time.Millisecond
+const MaxDuration = queue.MaxDuration
 
 // duration reads a Go duration of at most MaxDuration; zeroOK allows 0 as
 // "not set".
