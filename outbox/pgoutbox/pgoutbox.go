@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily/inbox/pginbox"
+	"github.com/lily-mq/lily/internal/outboxcodec"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -115,7 +116,7 @@ func Write(ctx context.Context, tx pgx.Tx, msgs ...runtime.Message) error {
 	}
 	b := &pgx.Batch{}
 	for i, m := range msgs {
-		props, err := encode(m)
+		props, err := outboxcodec.Encode(m)
 		if err != nil {
 			return fmt.Errorf("pgoutbox: write: msgs[%d]: %w", i, err)
 		}
@@ -124,7 +125,7 @@ func Write(ctx context.Context, tx pgx.Tx, msgs ...runtime.Message) error {
 			body = []byte{} // pgx writes a nil slice as NULL
 		}
 		b.Queue(`INSERT INTO lily_outbox (exchange, routing_key, order_key, properties, body)
-			VALUES ($1, $2, NULLIF($3, ''), $4::jsonb, $5)`, m.Exchange, m.RoutingKey, storedOrderKey(m.OrderKey), string(props), body)
+			VALUES ($1, $2, NULLIF($3, ''), $4::jsonb, $5)`, m.Exchange, m.RoutingKey, outboxcodec.StoredOrderKey(m.OrderKey), string(props), body)
 	}
 	if b.Len() == 0 {
 		return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily/internal/backoff"
+	"github.com/lily-mq/lily/internal/outboxcodec"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -123,7 +124,7 @@ func NewRelay(pool *pgxpool.Pool, publisher *runtime.Publisher, opts Options) *R
 	host, _ := os.Hostname()
 	return &Relay{
 		pool: pool, publisher: publisher, opts: opts.withDefaults(),
-		owner:    fmt.Sprintf("%s/%d/%s", clip(host, 64), os.Getpid(), crand.Text()[:12]),
+		owner:    fmt.Sprintf("%s/%d/%s", outboxcodec.Clip(host, 64), os.Getpid(), crand.Text()[:12]),
 		forceNow: make(chan struct{}),
 	}
 }
@@ -285,7 +286,7 @@ func (s *relayRun) answered(a sent) {
 	path := pathOf(a.err)
 	s.report.Counts[path]++
 	attrs := func() []any {
-		return []any{"queue", s.queue, "stage", "publish", "outbox_id", a.row.id, "message_id", clip(a.row.msg.MessageId, 128),
+		return []any{"queue", s.queue, "stage", "publish", "outbox_id", a.row.id, "message_id", outboxcodec.Clip(a.row.msg.MessageId, 128),
 			"destination", destination(a.row.msg), "attempt", a.row.attempts + 1, "path", string(path)}
 	}
 	if a.err == nil {
@@ -308,7 +309,7 @@ func (s *relayRun) answered(a sent) {
 		// read: someone must.
 		level = slog.LevelError
 	}
-	s.opts.Logger.Log(context.Background(), level, "lily outbox", append(attrs(), "detail", clip(a.err.Error(), maxLastError))...)
+	s.opts.Logger.Log(context.Background(), level, "lily outbox", append(attrs(), "detail", outboxcodec.Clip(a.err.Error(), maxLastError))...)
 }
 
 func pathOf(err error) runtime.Path {
@@ -338,7 +339,7 @@ func (s *relayRun) dbFailed(step string, err error) {
 	wait := backoff.Wait(s.dbFailures, s.opts.Poll, maxDBBackoff)
 	s.dbRetry = time.Now().Add(wait)
 	s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "database", "step", step,
-		"attempt", s.dbFailures, "wait", wait, "detail", clip(err.Error(), maxLastError))
+		"attempt", s.dbFailures, "wait", wait, "detail", outboxcodec.Clip(err.Error(), maxLastError))
 }
 
 // stop ends a Run: it waits for the sends in flight (until Force), then
@@ -375,7 +376,7 @@ func (s *relayRun) stop() {
 	}
 	if len(leased) > 0 {
 		s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "relay-stopped",
-			"detail", fmt.Sprintf("rows %s stay leased until their lease ends", clip(strings.Join(leased, ", "), maxLastError)))
+			"detail", fmt.Sprintf("rows %s stay leased until their lease ends", outboxcodec.Clip(strings.Join(leased, ", "), maxLastError)))
 	}
 }
 
@@ -385,17 +386,17 @@ func (s *relayRun) possibleCopy(rw *row, why string) {
 		return
 	}
 	s.report.PossibleCopies = append(s.report.PossibleCopies, runtime.Record{
-		Queue: s.queue, MessageID: clip(rw.msg.MessageId, 128), Attempt: rw.attempts + 1,
-		Destination: destination(rw.msg), Reason: clip(why, maxLastError),
+		Queue: s.queue, MessageID: outboxcodec.Clip(rw.msg.MessageId, 128), Attempt: rw.attempts + 1,
+		Destination: destination(rw.msg), Reason: outboxcodec.Clip(why, maxLastError),
 	})
 }
 
 // destination names where a message goes, as the runtime's records do.
 func destination(m runtime.Message) string {
 	if m.Exchange == "" {
-		return clip(m.RoutingKey, 255)
+		return outboxcodec.Clip(m.RoutingKey, 255)
 	}
-	return clip(m.Exchange, 255) + " " + clip(m.RoutingKey, 255)
+	return outboxcodec.Clip(m.Exchange, 255) + " " + outboxcodec.Clip(m.RoutingKey, 255)
 }
 
 // later is the later of a and b.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lily-mq/lily/internal/backoff"
+	"github.com/lily-mq/lily/internal/outboxcodec"
 )
 
 // findTable names the table for the report, and fails when it does not
@@ -110,7 +111,7 @@ func (s *relayRun) lease(n, bytes int) {
 			s.dbFailed("lease", err)
 			return
 		}
-		rw.msg.Publishing, rw.unread = decode(props, body)
+		rw.msg.Publishing, rw.unread = outboxcodec.Decode(props, body)
 		rw.size = len(body)
 		leased = append(leased, rw)
 	}
@@ -182,5 +183,5 @@ func lastError(err error) string {
 		}
 		return r
 	}, s)
-	return clip(s, maxLastError)
+	return outboxcodec.Clip(s, maxLastError)
 }

@@ -1,4 +1,4 @@
-package pgoutbox
+package outboxcodec
 
 import (
 	"math"
@@ -38,17 +38,17 @@ func TestEveryHeaderTypeComesBackAsWritten(t *testing.T) {
 		Headers: headers, ContentType: "application/json", DeliveryMode: 2, Priority: 9, MessageId: "m-1",
 		Timestamp: time.Date(1930, 6, 1, 12, 0, 0, 6, lmt), Body: []byte("body"),
 	}}
-	props, err := encode(m)
+	props, err := Encode(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decode(props, m.Body)
+	got, err := Decode(props, m.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// cmp compares times by Equal: the same instant, which comes back in UTC.
 	if diff := cmp.Diff(m.Publishing, got); diff != "" {
-		t.Errorf("decode(encode(m)) (-want +got):\n%s", diff)
+		t.Errorf("Decode(Encode(m)) (-want +got):\n%s", diff)
 	}
 	if f := got.Headers["-0"].(float64); !math.Signbit(f) {
 		t.Error("-0 lost its sign")
@@ -58,11 +58,11 @@ func TestEveryHeaderTypeComesBackAsWritten(t *testing.T) {
 		t.Errorf("NaN came back as %v (%v)", nan, err)
 	}
 
-	none, err := encode(runtime.Message{RoutingKey: "q"})
+	none, err := Encode(runtime.Message{RoutingKey: "q"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back, err := decode(none, nil); err != nil || back.Headers != nil {
+	if back, err := Decode(none, nil); err != nil || back.Headers != nil {
 		t.Errorf("nil headers came back as %#v (%v)", back.Headers, err)
 	}
 }
@@ -99,7 +99,7 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"timestamp past 9999", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, "timestamp: year 10000"},
 		{"expiration not a number", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Expiration: "1s"}}, "expiration: not a whole number of milliseconds"},
 		{"map instead of a table", headers("h", map[string]any{"a": 1}), `headers["h"]: a value of type map[string]interface {}`},
-		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:40] + `…"][1]: a value of type pgoutbox.custom`},
+		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:40] + `…"][1]: a value of type outboxcodec.custom`},
 		{"uint64", headers("h", uint64(1)), "a value of type uint64"},
 		{"long header name", headers(long, "v"), "name: 10000 bytes"},
 		{"header name not UTF-8", headers("\xff", "v"), "name: not valid UTF-8"},
@@ -115,7 +115,7 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := encode(c.m)
+			_, err := Encode(c.m)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("encode = %v, want %q", err, c.want)
 			}
@@ -129,17 +129,17 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 	for range maxDepth - 2 {
 		within = amqp.Table{"d": within}
 	}
-	if _, err := encode(runtime.Message{Exchange: long[:255], RoutingKey: long[:255], OrderKey: long,
+	if _, err := Encode(runtime.Message{Exchange: long[:255], RoutingKey: long[:255], OrderKey: long,
 		Publishing: runtime.Publishing{Headers: amqp.Table{long[:255]: within}}}); err != nil {
 		t.Errorf("a message at the bounds: %v", err)
 	}
 	// As wide as a client decodes, and a CC of routing keys: stored.
-	if _, err := encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: amqp.Table{"h": make([]any, 8192), "CC": []any{"q2"}}}}); err != nil {
+	if _, err := Encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: amqp.Table{"h": make([]any, 8192), "CC": []any{"q2"}}}}); err != nil {
 		t.Errorf("8192 elements and a CC: %v", err)
 	}
 	// A content header of 121,848 bytes: the properties' 14, the table's
 	// length, and one header of a 1-byte name and a string.
-	if _, err := encode(headers("h", strings.Repeat("x", 121_848-14-4-2-5))); err != nil {
+	if _, err := Encode(headers("h", strings.Repeat("x", 121_848-14-4-2-5))); err != nil {
 		t.Errorf("headers as large as allowed: %v", err)
 	}
 }
@@ -156,12 +156,12 @@ func TestAnyOrderKeyIsStored(t *testing.T) {
 		"a\xffb":                 "sha256:",
 		"a\x00b":                 "sha256:",
 	} {
-		got := storedOrderKey(k)
+		got := StoredOrderKey(k)
 		if want == "sha256:" && (!strings.HasPrefix(got, want) || len(got) != 7+64) || want != "sha256:" && got != want {
-			t.Errorf("storedOrderKey(%q) = %q", clip(k, 20), got)
+			t.Errorf("StoredOrderKey(%q) = %q", Clip(k, 20), got)
 		}
 	}
-	if storedOrderKey(long) == storedOrderKey(long+"2") || storedOrderKey(long) != storedOrderKey(strings.Repeat("k", 300)) {
+	if StoredOrderKey(long) == StoredOrderKey(long+"2") || StoredOrderKey(long) != StoredOrderKey(strings.Repeat("k", 300)) {
 		t.Error("long keys are not told apart by their content")
 	}
 }
@@ -184,8 +184,8 @@ func TestDecodeRefusesWhatEncodeDoesNotWrite(t *testing.T) {
 		`{"headers": null}`,
 		`{"timestamp": "soon"}`,
 	} {
-		if _, err := decode([]byte(props), nil); err == nil {
-			t.Errorf("decode(%s) succeeded", props)
+		if _, err := Decode([]byte(props), nil); err == nil {
+			t.Errorf("Decode(%s) succeeded", props)
 		}
 	}
 }

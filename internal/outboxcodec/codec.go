@@ -1,4 +1,9 @@
-package pgoutbox
+// Package outboxcodec is the stored form of a message an outbox keeps to
+// publish later: its properties column, as JSON whose header values are
+// tagged with their Go types, and the bounds a stored message must keep so
+// that it can be published at all. pgoutbox stores and relays by it, and
+// lilytest's Recorder, standing for an outbox, refuses what it refuses.
+package outboxcodec
 
 import (
 	"bytes"
@@ -24,7 +29,7 @@ import (
 // because JSON alone would bring every number back as a float64 and every
 // table as a map[string]any, and the consumer's extractors read the types.
 
-// Bounds that Write checks, beyond the value types.
+// Bounds that Encode checks, beyond the value types.
 const (
 	// maxShortStr is the most bytes AMQP carries in an exchange, a routing
 	// key, a property or a header name.
@@ -52,8 +57,9 @@ type properties struct {
 	Headers json.RawMessage `json:"headers,omitempty"`
 }
 
-// encode checks m's bounds and returns its properties column.
-func encode(m runtime.Message) ([]byte, error) {
+// Encode checks m's bounds, as an outbox row must keep them to be
+// published later, and returns its properties column.
+func Encode(m runtime.Message) ([]byte, error) {
 	if m.Exchange == "" && m.RoutingKey == "" {
 		return nil, errors.New("a message needs an exchange or, for the default exchange, a routing key naming a queue")
 	}
@@ -132,11 +138,11 @@ func checkText(s string, maxBytes int) error {
 	return nil
 }
 
-// storedOrderKey is k as the order_key column holds it. The relay only
+// StoredOrderKey is k as the order_key column holds it. The relay only
 // compares keys, so a key that is longer than 255 bytes, or not text that
 // PostgreSQL takes, is kept as its SHA-256: any key is accepted, and the
 // index stays small.
-func storedOrderKey(k string) string {
+func StoredOrderKey(k string) string {
 	if checkText(k, maxShortStr) == nil {
 		return k
 	}
@@ -156,16 +162,16 @@ func checkTime(t time.Time) error {
 // encodeTable returns t with each value tagged; path names t in errors.
 func encodeTable(t amqp.Table, path string, depth int) (map[string]any, error) {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("%s: nested deeper than %d", clip(path, 200), maxDepth)
+		return nil, fmt.Errorf("%s: nested deeper than %d", Clip(path, 200), maxDepth)
 	}
 	if len(t) > frame.MaxTableEntries {
-		return nil, fmt.Errorf("%s: %d entries, more than the %d a client decodes", clip(path, 200), len(t), frame.MaxTableEntries)
+		return nil, fmt.Errorf("%s: %d entries, more than the %d a client decodes", Clip(path, 200), len(t), frame.MaxTableEntries)
 	}
 	out := make(map[string]any, len(t))
 	for k, v := range t {
-		at := path + "[" + strconv.Quote(clip(k, 40)) + "]"
+		at := path + "[" + strconv.Quote(Clip(k, 40)) + "]"
 		if err := checkText(k, maxShortStr); err != nil {
-			return nil, fmt.Errorf("%s: name: %w", clip(at, 200), err)
+			return nil, fmt.Errorf("%s: name: %w", Clip(at, 200), err)
 		}
 		tagged, err := encodeValue(v, at, depth)
 		if err != nil {
@@ -223,7 +229,7 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		return tag("bytes", v)
 	case time.Time:
 		if err := checkTime(v); err != nil {
-			return nil, fmt.Errorf("%s: %w", clip(path, 200), err)
+			return nil, fmt.Errorf("%s: %w", Clip(path, 200), err)
 		}
 		return tag("time", v.UTC().Format(time.RFC3339Nano))
 	case amqp.Table:
@@ -234,10 +240,10 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		return tag("table", t)
 	case []any:
 		if depth+1 > maxDepth {
-			return nil, fmt.Errorf("%s: nested deeper than %d", clip(path, 200), maxDepth)
+			return nil, fmt.Errorf("%s: nested deeper than %d", Clip(path, 200), maxDepth)
 		}
 		if len(v) > frame.MaxTableEntries {
-			return nil, fmt.Errorf("%s: %d elements, more than the %d a client decodes", clip(path, 200), len(v), frame.MaxTableEntries)
+			return nil, fmt.Errorf("%s: %d elements, more than the %d a client decodes", Clip(path, 200), len(v), frame.MaxTableEntries)
 		}
 		a := make([]any, len(v))
 		for i, e := range v {
@@ -248,14 +254,14 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		}
 		return tag("array", a)
 	}
-	return nil, fmt.Errorf("%s: a value of type %s, which amqp091-go does not publish", clip(path, 200), clip(fmt.Sprintf("%T", v), 100))
+	return nil, fmt.Errorf("%s: a value of type %s, which amqp091-go does not publish", Clip(path, 200), Clip(fmt.Sprintf("%T", v), 100))
 }
 
 // finite refuses a NaN or an infinity, on which the broker closes the
 // connection (541): such a row could never be published.
 func finite(f float64, path string) error {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("%s: %v is not a finite number", clip(path, 200), f)
+		return fmt.Errorf("%s: %v is not a finite number", Clip(path, 200), f)
 	}
 	return nil
 }
@@ -265,8 +271,8 @@ type decimal struct {
 	Value int32 `json:"value"`
 }
 
-// decode is encode's inverse: the publishing of a row.
-func decode(props, body []byte) (runtime.Publishing, error) {
+// Decode is Encode's inverse: the publishing of a row.
+func Decode(props, body []byte) (runtime.Publishing, error) {
 	var p properties
 	if err := json.Unmarshal(props, &p); err != nil {
 		return runtime.Publishing{}, err
@@ -308,7 +314,7 @@ func decodeTable(raw json.RawMessage, depth int) (amqp.Table, error) {
 	for k, f := range fields {
 		v, err := decodeValue(f, depth)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", strconv.Quote(clip(k, 40)), err)
+			return nil, fmt.Errorf("%s: %w", strconv.Quote(Clip(k, 40)), err)
 		}
 		t[k] = v
 	}
@@ -413,11 +419,11 @@ func decodeTagged(tag string, p json.RawMessage, depth int) (any, error) {
 		}
 		return a, nil
 	}
-	return nil, fmt.Errorf("unknown tag %s", strconv.Quote(clip(tag, 40)))
+	return nil, fmt.Errorf("unknown tag %s", strconv.Quote(Clip(tag, 40)))
 }
 
-// clip bounds s to max bytes, cut at a rune boundary.
-func clip(s string, maxBytes int) string {
+// Clip bounds s to max bytes, cut at a rune boundary.
+func Clip(s string, maxBytes int) string {
 	if len(s) <= maxBytes {
 		return s
 	}
