@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strings"
 	"time"
 
@@ -156,9 +155,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			why = "no source queue (no " + envelope.HeaderFailureQueue + ", no x-death entry)"
 		case to == e.queue:
 			why = "its destination is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
-		case fits(next, frameSize) != nil:
+		case frame.CheckSent(next, frameSize) != nil:
 			// Its own trouble, not the broker's: the others go on.
-			why = "re-driven, it would not fit a frame (" + fits(next, frameSize).Error() + ")"
+			why = "re-driven, it would not fit a frame (" + frame.CheckSent(next, frameSize).Error() + ")"
 		}
 		if why != "" {
 			failed++
@@ -243,17 +242,6 @@ func send(ctx context.Context, pub *runtime.Publisher, queue string, p amqp.Publ
 	defer cancel()
 	return pub.Send(ctx, runtime.Message{RoutingKey: queue, Publishing: p})
 }
-
-// fits says why p could not be published, with the publish id the
-// Publisher adds, in one content header frame of frameSize; nil when it can.
-func fits(p amqp.Publishing, frameSize int) error {
-	p.Headers = maps.Clone(p.Headers)
-	p.Headers[envelope.HeaderHandoffID] = strings.Repeat("i", maxHandoffID)
-	return frame.Check(p, frameSize)
-}
-
-// maxHandoffID bounds the publish id a Publisher adds to each message.
-const maxHandoffID = 64
 
 // enough ends the read once limit copies moved.
 func enough(moved, limit int) error {

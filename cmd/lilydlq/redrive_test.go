@@ -708,10 +708,10 @@ func TestRedriveCutShortSaysTheACKsAreUnproven(t *testing.T) {
 // send, ending the run, where it should be reported as not moved.
 func TestFitsTheNegotiatedFrame(t *testing.T) {
 	p := amqp.Publishing{MessageId: "m", Headers: amqp.Table{"pad": strings.Repeat("p", 5000)}}
-	if err := fits(p, frame.Size); err != nil {
+	if err := frame.CheckSent(p, frame.Size); err != nil {
 		t.Errorf("at %d bytes: %v", frame.Size, err)
 	}
-	if err := fits(p, 4096); err == nil || !strings.Contains(err.Error(), "more than the 4088 of a frame") {
+	if err := frame.CheckSent(p, 4096); err == nil || !strings.Contains(err.Error(), "more than the 4088 of a frame") {
 		t.Errorf("at 4096 bytes (RabbitMQ's least frame_max): %v", err)
 	}
 }

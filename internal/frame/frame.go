@@ -6,9 +6,13 @@ package frame
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
 )
 
 // Size is the frame size Lily's connections ask for: RabbitMQ's default
@@ -33,6 +37,20 @@ func Check(p amqp.Publishing, frameSize int) error {
 		return fmt.Errorf("properties and headers: %d bytes, more than the %d of a frame", n, most)
 	}
 	return nil
+}
+
+// MaxPublishID bounds the publish id a runtime.Publisher adds to each
+// message it sends, in header x-lily-handoff-id, to match a Return to it.
+const MaxPublishID = 64
+
+// CheckSent is Check for p as a Publisher sends it: with its publish id.
+func CheckSent(p amqp.Publishing, frameSize int) error {
+	p.Headers = maps.Clone(p.Headers)
+	if p.Headers == nil {
+		p.Headers = amqp.Table{}
+	}
+	p.Headers[envelope.HeaderHandoffID] = strings.Repeat("i", MaxPublishID)
+	return Check(p, frameSize)
 }
 
 // ContentHeader is the payload size of the content header frame that

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/outboxcodec"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 )
@@ -38,14 +39,24 @@ type Recorder struct {
 // done, or for a message a Publisher would refuse before writing it (no
 // exchange and no routing key, a property or a header name over 255 bytes,
 // an expiration that is not milliseconds, a header AMQP or the broker
-// refuses, properties and headers larger than a frame), as a real Sender
-// would; with Outbox, also as AfterCommit fails:
-// without an Inbox claim in ctx, or once the claim has ended.
+// refuses, properties and headers larger than a frame with the publish id
+// the Publisher adds), as a real Sender would; with Outbox, also for one
+// pgoutbox.Write refuses (text that is not UTF-8 or holds a NUL, a time
+// past year 9999, properties and headers over 121,848 bytes) and as
+// AfterCommit fails: without an Inbox claim in ctx, or once the claim has
+// ended.
 func (r *Recorder) Send(ctx context.Context, m runtime.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := cmp.Or(confirm.CheckDestination(m.Exchange, m.RoutingKey), confirm.Check(m.Exchange, m.RoutingKey, m.Publishing), frame.Check(m.Publishing, frame.Size)); err != nil {
+	err := cmp.Or(confirm.CheckDestination(m.Exchange, m.RoutingKey), confirm.Check(m.Exchange, m.RoutingKey, m.Publishing))
+	if err == nil && r.Outbox {
+		_, err = outboxcodec.Encode(m)
+	}
+	if err == nil {
+		err = frame.CheckSent(m.Publishing, frame.Size)
+	}
+	if err != nil {
 		return fmt.Errorf("lilytest: send: %w", err)
 	}
 	m.Headers, m.Body = cloneTable(m.Headers), bytes.Clone(m.Body)

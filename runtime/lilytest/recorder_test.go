@@ -56,6 +56,8 @@ func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
 		"headers: a name of 300 bytes":    {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{strings.Repeat("k", 300): "v"}}},
 		"headers: table field":            {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"n": uint64(1)}}},
 		"more than the 131064 of a frame": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 200_000)}}},
+		// Within a frame as it is, past it with the publish id.
+		"131114 bytes, more than the 131064": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 131_000)}}},
 	} {
 		if err := out.Send(context.Background(), m); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("Send of a message with %s: %v", why, err)
@@ -63,6 +65,20 @@ func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
 	}
 	if sent := out.Sent(); len(sent) != 0 {
 		t.Errorf("kept %d refused messages", len(sent))
+	}
+	// What pgoutbox.Write refuses, an Outbox Recorder refuses too, where a
+	// Publisher's would not.
+	for why, m := range map[string]runtime.Message{
+		"message_id: not valid UTF-8": {RoutingKey: "q", Publishing: runtime.Publishing{MessageId: "a\xffb"}},
+		"type: holds a NUL byte":      {RoutingKey: "q", Publishing: runtime.Publishing{Type: "t\x00"}},
+		"more than 121848":            {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 125_000)}}},
+	} {
+		if err := (&lilytest.Recorder{}).Send(context.Background(), m); err != nil {
+			t.Errorf("a Publisher's Recorder refused a message with %s: %v", why, err)
+		}
+		if err := (&lilytest.Recorder{Outbox: true}).Send(context.Background(), m); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("an Outbox Recorder's Send of a message with %s: %v", why, err)
+		}
 	}
 }
 
