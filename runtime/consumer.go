@@ -207,14 +207,17 @@ type handoffs interface {
 	CloseBy(by time.Time)
 }
 
-// pause waits d, or less once the consumer is stopping: no redelivery will
-// reach this consumer then, so there is no loop to pace.
-func (r *run) pause(d time.Duration) {
+// pause waits d, or less once the consumer is stopping, or once lost (the
+// delivery's channel) is closed: no redelivery will reach this consumer
+// then, or its NACK can no longer be sent, so there is no loop to pace, and
+// the slot it holds is another delivery's to take.
+func (r *run) pause(d time.Duration, lost <-chan struct{}) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-r.stopping:
+	case <-lost:
 	}
 }
 

@@ -82,7 +82,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			// The work did not complete: a redelivery of it (its channel was
 			// lost) may run during the pause.
 			free()
-			r.pause(plan.Delay)
+			r.pause(plan.Delay, gen.Ended())
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.Add(key)
 			hooks.settled = c.telemetry.settle(ctx, "requeue")

@@ -92,3 +92,12 @@ func TestSlotLend(t *testing.T) {
 		t.Fatalf("%d slots held, want only the other delivery's", len(slots))
 	}
 }
+
+// A requeue's pause ends when its delivery's channel is lost: the NACK it
+// paces can no longer be sent, and the slot it holds is another's to take.
+func TestPauseEndsWithTheChannel(t *testing.T) {
+	r := &run{stopping: make(chan struct{})}
+	lost := make(chan struct{})
+	close(lost)
+	r.pause(time.Hour, lost) // returns at once, or the test times out
+}
