@@ -34,7 +34,7 @@ func (res *Result) String() string {
 	}
 	for i, rep := range res.Reports {
 		first, _, _ := strings.Cut(rep.String(), "\n")
-		fmt.Fprintf(&b, "  report %d of %d: %s; %d unresolved listed, %d more counted\n", i+1, len(res.Reports), first, len(rep.Unresolved), rep.Omitted)
+		fmt.Fprintf(&b, "  report %d of %d: %s; %d unresolved listed, %d unresolved or possible copies left out\n", i+1, len(res.Reports), first, len(rep.Unresolved), rep.Omitted)
 	}
 	if len(res.Problems) == 0 {
 		b.WriteString("  problems: none\n")

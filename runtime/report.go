@@ -26,7 +26,8 @@ type Report struct {
 	// Unresolved lists deliveries not settled with proof, with why: the broker
 	// redelivers them, or (an ACK never proven) may.
 	Unresolved []Record `json:"unresolved"`
-	// Omitted counts unresolved deliveries beyond the first 1,000.
+	// Omitted counts the records left out of Unresolved and of
+	// PossibleCopies, each of which lists its first 1,000.
 	Omitted int `json:"omitted,omitempty"`
 	// PossibleCopies lists deliveries whose handoff copy exists, or may,
 	// while the original may come back too, so the work may run twice
@@ -37,7 +38,7 @@ type Report struct {
 	PossibleCopies []Record `json:"possible_copies,omitempty"`
 	// Lost says why each session ended under the consumer, and why each
 	// connection attempt after it failed; every session after the first
-	// follows one of these.
+	// follows one of these. Past 999, the last line counts the rest.
 	Lost []string `json:"lost,omitempty"`
 	// Abandoned counts the user code still running when the report was
 	// sealed, at the end of the close (the end of all else was observed):
@@ -88,7 +89,7 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "\n  unresolved %s (attempt %d): %s", u.MessageID, u.Attempt, u.Reason)
 	}
 	if r.Omitted > 0 {
-		fmt.Fprintf(&b, "\n  and %d more unresolved", r.Omitted)
+		fmt.Fprintf(&b, "\n  and %d more unresolved or possible copies, not listed", r.Omitted)
 	}
 	for _, c := range r.PossibleCopies {
 		fmt.Fprintf(&b, "\n  possible copy of %s (attempt %d) in %s: handoff %s: %s", c.MessageID, c.Attempt, c.Destination, c.Handoff, c.Reason)

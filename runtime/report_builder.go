@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -23,6 +24,9 @@ type reportBuilder struct {
 	// lists those still travelling when it is sealed.
 	inflight map[uint64]journey
 	next     uint64
+	// unresolvedOmitted and lostOmitted count what Unresolved and Lost
+	// leave out; Report.Omitted holds the first and the copies left out.
+	unresolvedOmitted, lostOmitted int
 }
 
 // journey is what the report knows of a delivery still travelling.
@@ -56,8 +60,12 @@ func (b *reportBuilder) writingCopy(token uint64, dest string) bool {
 
 // listCopy lists rec among the possible copies when its copy may repeat.
 func (b *reportBuilder) listCopy(rec Record, mayRepeat bool) {
-	if mayRepeat && len(b.r.PossibleCopies) < maxReported {
+	switch {
+	case !mayRepeat:
+	case len(b.r.PossibleCopies) < maxReported:
 		b.r.PossibleCopies = append(b.r.PossibleCopies, rec)
+	default:
+		b.r.Omitted++
 	}
 }
 
@@ -98,14 +106,15 @@ func (b *reportBuilder) list(rec Record) {
 		b.r.Unresolved = append(b.r.Unresolved, rec)
 	} else {
 		b.r.Omitted++
+		b.unresolvedOmitted++
 	}
 }
 
-// unresolvedSoFar counts the deliveries listed unresolved so far.
+// unresolvedSoFar counts the deliveries found unresolved so far.
 func (b *reportBuilder) unresolvedSoFar() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.r.Unresolved) + b.r.Omitted
+	return len(b.r.Unresolved) + b.unresolvedOmitted
 }
 
 func (b *reportBuilder) proven(n int) {
@@ -117,8 +126,10 @@ func (b *reportBuilder) proven(n int) {
 func (b *reportBuilder) lostIntake(why string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.r.Lost) < maxReported {
+	if len(b.r.Lost) < maxReported-1 {
 		b.r.Lost = append(b.r.Lost, why)
+	} else {
+		b.lostOmitted++
 	}
 }
 
@@ -152,6 +163,10 @@ func (b *reportBuilder) seal(queue string, abandoned int) *Report {
 	rep.Abandoned = abandoned
 	rep.Unresolved = append([]Record{}, b.r.Unresolved...)
 	rep.PossibleCopies = append([]Record(nil), b.r.PossibleCopies...)
+	rep.Lost = slices.Clone(b.r.Lost)
+	if b.lostOmitted > 0 {
+		rep.Lost = append(rep.Lost, fmt.Sprintf("and %d more, not listed", b.lostOmitted))
+	}
 	rep.Counts = make(map[Path]int, len(b.r.Counts))
 	for k, v := range b.r.Counts {
 		rep.Counts[k] = v

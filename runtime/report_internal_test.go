@@ -26,3 +26,25 @@ func TestReportSealCountsTheJourneysInFlight(t *testing.T) {
 		t.Error("a copy may be written after the seal")
 	}
 }
+
+// Past its first 1,000, each list leaves records out and the report counts
+// them: unresolved deliveries and possible copies in Omitted (Health's
+// unresolved count takes only the first), lost sessions in a last line.
+func TestReportCountsWhatItLeavesOut(t *testing.T) {
+	b := &reportBuilder{r: Report{Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+	for range 1003 {
+		b.add(b.begin("u", 1), Record{MessageID: "u", Path: PathUnresolved}, false, false)
+		b.add(b.begin("c", 1), Record{MessageID: "c", Path: PathRequeued}, true, false)
+		b.lostIntake("lost")
+	}
+	if got := b.unresolvedSoFar(); got != 1003 {
+		t.Errorf("unresolved so far %d, want 1003", got)
+	}
+	rep := b.seal("q", 0)
+	if len(rep.Unresolved) != 1000 || len(rep.PossibleCopies) != 1000 || rep.Omitted != 6 {
+		t.Errorf("%d unresolved and %d copies listed, %d omitted; want 1000, 1000, 6", len(rep.Unresolved), len(rep.PossibleCopies), rep.Omitted)
+	}
+	if len(rep.Lost) != 1000 || rep.Lost[999] != "and 4 more, not listed" {
+		t.Errorf("%d lost lines, the last %q", len(rep.Lost), rep.Lost[len(rep.Lost)-1])
+	}
+}
