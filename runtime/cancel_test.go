@@ -395,6 +395,44 @@ func TestBrokerStarvedQuorumChannelIsRecycled(t *testing.T) {
 	}
 }
 
+// The question a quorum queue's idle channel asks of the queue (is it
+// starving the channel?) ends with the session: its answer held back, the
+// consumer stops, and no goroutine still waits for it once Run returned,
+// though the connection it asked on lives on, shared with another
+// consumer of the same Publisher.
+func TestBrokerStarvationQuestionEndsWithTheSession(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = "quorum" })
+	other := brokerSpec(t)
+	declareTopology(t, q)
+	declareTopology(t, other)
+	p := newProxy(t)
+	pub := newPublisher(t, p.url(), 8)
+	shared := func(cfg *runtime.Config) { cfg.Publisher, cfg.StepTimeout = pub, 30*time.Second }
+	r, consumer := prepare(t, q, ack, shared)
+	consumer.SetStarveAfter(200 * time.Millisecond)
+	r.launch(consumer)
+	r2, beside := prepare(t, other, ack, shared)
+	r2.launch(beside)
+	eventually(t, time.Minute, "connected", func() bool { return consumer.Health().Ready && beside.Health().Ready })
+	declareOk := faults.Method{Class: 50, ID: 11}
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && f.Is(declareOk) {
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	eventually(t, time.Minute, "the queue asked", func() bool { return stacksHold("(*Consumer).starved(") == 1 })
+	rep := r.stop()
+	if n := stacksHold("(*Consumer).starved("); n != 0 {
+		t.Errorf("%d questions of the queue still wait after Run returned", n)
+	}
+	if len(rep.Unresolved) != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, other.Name: {0, 0}})
+}
+
 // A quorum queue's channel kept busy past the starvation bound by a slow
 // handler, every slot taken and messages ready, is not starved: intake waits
 // for a slot, and the client buffers what the broker sent. Nothing is

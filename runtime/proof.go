@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"time"
 
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
@@ -44,11 +45,22 @@ func (c *Consumer) startProver(r *run, s *session) {
 			s.recycleFor(errRecycled)
 		}
 		idle, free := c.idle(r, s)
+		var ask context.Context
+		var asked context.CancelFunc
+		if idle > 0 {
+			ask, asked = context.WithCancel(context.Background())
+			s.stopAsking = asked
+			s.asking.Add(1)
+		}
 		s.proving.Unlock()
 		// The queue is asked outside the lock: a close must not wait a
-		// step for the answer before its own proof.
-		if idle > 0 {
-			if why := c.starved(s, idle, free); why != nil {
+		// step for the answer before its own proof. stopProver cancels the
+		// question instead, and waits for it to end.
+		if ask != nil {
+			why := c.starved(ask, s, idle, free)
+			asked()
+			s.asking.Done()
+			if why != nil {
 				s.recycleFor(why)
 			}
 		}

@@ -55,6 +55,10 @@ type session struct {
 	prover        *time.Timer
 	proving       sync.Mutex
 	proverStopped bool
+	// stopAsking cancels the prover's question of the queue for its
+	// starvation, and asking waits for it to end.
+	stopAsking context.CancelFunc
+	asking     sync.WaitGroup
 	// outlived is closed (once, by the prover) when the channel is to be
 	// recycled, recycled saying why: a delivery received on it is still
 	// unsettled a budget and a step later (errRecycled), or the queue
@@ -354,12 +358,17 @@ func (s *session) gone() bool {
 }
 
 // stopProver stops the session's prover and waits for it, so that no proof
-// runs once the session's end is being judged.
+// runs once the session's end is being judged, and no question about the
+// queue outlives the session on a connection it has released.
 func (s *session) stopProver() {
 	s.proving.Lock()
-	defer s.proving.Unlock()
 	s.proverStopped = true
 	s.prover.Stop()
+	if s.stopAsking != nil {
+		s.stopAsking()
+	}
+	s.proving.Unlock()
+	s.asking.Wait()
 }
 
 // lost ends a session that died under us: its authority is revoked, its

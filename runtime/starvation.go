@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -57,8 +58,8 @@ func (c *Consumer) idle(r *run, s *session) (time.Duration, int) {
 // starved asks the queue whether it holds ready messages for s's channel,
 // idle so long with free places, and reports errStarved, with the figures,
 // when it does; nil otherwise.
-func (c *Consumer) starved(s *session, idle time.Duration, free int) error {
-	ready, err := c.readyMessages(s)
+func (c *Consumer) starved(ctx context.Context, s *session, idle time.Duration, free int) error {
+	ready, err := c.readyMessages(ctx, s)
 	if err != nil || ready == 0 {
 		return nil
 	}
@@ -75,10 +76,10 @@ func (c *Consumer) watchesStarvation() bool {
 }
 
 // readyMessages asks the queue how many messages it holds ready, on a
-// channel of its own on s's connection, within a step: a queue deleted
-// meanwhile closes that channel, not the consumer's.
-func (c *Consumer) readyMessages(s *session) (int, error) {
-	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
+// channel of its own on s's connection, within a step and until ctx ends:
+// a queue deleted meanwhile closes that channel, not the consumer's.
+func (c *Consumer) readyMessages(ctx context.Context, s *session) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
 	return step.Do(ctx, func() (int, error) {
 		ch, err := s.link.conn.Channel()
