@@ -73,8 +73,13 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	select {
 	case j.r.slots <- struct{}{}:
 	case <-recycle.C:
-		// In recycle's words; the trial keeps its one channel.
-		j.c.notStarted(j.r, j.gen, d, "received but not started before its channel was recycled")
+		// In recycle's words, or, on an ordered queue, a lane's (the
+		// recycle cancels intake under it); the trial keeps its one channel.
+		why := "received but not started before its channel was recycled"
+		if j.c.spec.OrderKey != nil {
+			why = "not started: intake stopped while it waited for a slot"
+		}
+		j.c.notStarted(j.r, j.gen, d, why)
 		return j.observed
 	}
 	sl := &slot{slots: j.r.slots}
