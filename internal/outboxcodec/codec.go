@@ -20,6 +20,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -105,6 +106,10 @@ func Encode(m runtime.Message) ([]byte, error) {
 				return nil, fmt.Errorf("headers[%q]: not an array of routing keys", name)
 			}
 		}
+	}
+	// The relay's Publisher adds its publish id to the headers.
+	if _, ok := p.Headers[envelope.HeaderHandoffID]; !ok && len(p.Headers) >= frame.MaxTableEntries {
+		return nil, fmt.Errorf("headers: %d and the publish id, more than the %d a client decodes", len(p.Headers), frame.MaxTableEntries)
 	}
 	if p.Headers != nil {
 		h, err := encodeTable(p.Headers, "headers", 1)

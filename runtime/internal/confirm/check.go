@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 )
 
@@ -67,6 +68,10 @@ func CheckHeaders(t amqp.Table) error {
 				return fmt.Errorf("%s: not an array of routing keys", name)
 			}
 		}
+	}
+	// The publish id the Publisher adds is one more entry of the table.
+	if _, ok := t[envelope.HeaderHandoffID]; !ok && len(t) >= frame.MaxTableEntries {
+		return fmt.Errorf("%d headers and the publish id, more than the %d a client decodes", len(t), frame.MaxTableEntries)
 	}
 	return checkTable(t, 0)
 }

@@ -52,4 +52,16 @@ func TestCheckHeadersBounds(t *testing.T) {
 	if err := CheckHeaders(amqp.Table{"t": wide}); err == nil || !strings.Contains(err.Error(), "t: 8193 entries") {
 		t.Errorf("a table of %d entries: %v", len(wide), err)
 	}
+	// At the top, the publish id the Publisher adds takes one entry.
+	top := amqp.Table{}
+	for i := range 8191 {
+		top[strconv.Itoa(i)] = true
+	}
+	if err := CheckHeaders(top); err != nil {
+		t.Errorf("8,191 headers: %v", err)
+	}
+	top["8191"] = true
+	if err := CheckHeaders(top); err == nil || !strings.Contains(err.Error(), "8192 headers and the publish id") {
+		t.Errorf("8,192 headers: %v", err)
+	}
 }
