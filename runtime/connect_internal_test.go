@@ -1,8 +1,12 @@
 package runtime
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // No error says a URL's password.
@@ -15,5 +19,24 @@ func TestURLErrorsHidePasswords(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "s3c") {
 			t.Errorf("validateURLs(%q) = %v", u, err)
 		}
+	}
+}
+
+// What the first connection and a reconnect make of connect's joined
+// errors is the last attempt's: a node passed over before (its connection
+// forced closed in a rolling restart) does not hide the 404 of a queue
+// whose node is down, nor a refusal.
+func TestLastAttemptDecides(t *testing.T) {
+	forced := fmt.Errorf("lily: declare: %w", &amqp.Error{Code: amqp.ConnectionForced, Reason: "CONNECTION_FORCED - shutdown", Server: true})
+	down := fmt.Errorf("lily: declare queue q: %w", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - home node 'rabbit@b' of durable queue 'q' in vhost '/' is down or inaccessible", Server: true, Recover: true})
+	mismatch := fmt.Errorf("lily: declare queue q: %w", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg", Server: true, Recover: true})
+	if !unavailable(lastAttempt(errors.Join(forced, down))) || unavailable(lastAttempt(errors.Join(down, forced))) {
+		t.Error("the 404 of a node down, after another node's 320, is not taken for the queue out of reach")
+	}
+	if !refused(lastAttempt(errors.Join(forced, mismatch))) {
+		t.Error("a 406 after another node's 320 is not taken for a refusal")
+	}
+	if !unavailable(lastAttempt(down)) {
+		t.Error("a lone 404 of a node down")
 	}
 }

@@ -286,7 +286,7 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 			// there is nothing to settle and nothing failed.
 			return c.shutdown(r, nil), nil
 		}
-		if !unavailable(err) {
+		if !unavailable(lastAttempt(err)) {
 			r.force()
 			return nil, err
 		}
@@ -340,7 +340,7 @@ func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*sessio
 			return s, failures
 		case ctx.Err() != nil:
 			return nil, failures
-		case refused(err):
+		case refused(lastAttempt(err)):
 			c.refused(r, err)
 		default:
 			// Not refused this time: Health says why no longer.

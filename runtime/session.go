@@ -262,6 +262,18 @@ func (c *Consumer) connect(ctx context.Context, r *run) (*session, error) {
 	return nil, errors.Join(errs...)
 }
 
+// lastAttempt is the error of connect's last attempt, of the errors it
+// joins: a refusal or an answer on the channel ends its attempts, so it is
+// that one when one did, whatever nodes passed over before it said.
+func lastAttempt(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		if errs := j.Unwrap(); len(errs) > 0 {
+			return errs[len(errs)-1]
+		}
+	}
+	return err
+}
+
 // answered reports a refusal the broker sent on the channel alone (403, an
 // exclusive consumer's queue; 404; 405): the node served the session, and
 // another would answer the same. Passing over it would move every session
