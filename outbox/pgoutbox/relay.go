@@ -142,7 +142,8 @@ func (r *Relay) Force() { r.forceOnce.Do(func() { close(r.forceNow) }) }
 // publishes by what the broker said: "published", "returned", "nacked",
 // "unconfirmed" and "failed" (not written, or a row it could not read).
 // PossibleCopies lists unconfirmed publishes, and confirmed ones whose row
-// it could not delete; each will be published again.
+// it could not delete; each will be published again. Past its first
+// 1,000, Omitted counts those left out.
 //
 // A database it cannot reach, or that fails, is logged and tried again
 // after a pause: Run goes on. It returns an error only when lily_outbox does
@@ -383,6 +384,7 @@ func (s *relayRun) stop() {
 // possibleCopy lists a row in the report's possible copies.
 func (s *relayRun) possibleCopy(rw *row, why string) {
 	if len(s.report.PossibleCopies) >= maxCopies {
+		s.report.Omitted++
 		return
 	}
 	s.report.PossibleCopies = append(s.report.PossibleCopies, runtime.Record{

@@ -598,7 +598,10 @@ func TestFailingRowsLeaveRoomForNewOnes(t *testing.T) {
 		return true
 	})
 	e.write(message(q, "fresh"))
-	e.eventually("the fresh row published", func() bool { return e.ready(q) == 1 })
+	e.eventually("the fresh row published and deleted", func() bool {
+		_, left := e.rows()["fresh"]
+		return e.ready(q) == 1 && !left
+	})
 	rows := e.rows()
 	stop()
 	if _, ok := rows["fresh"]; ok || len(rows) != 300 {
