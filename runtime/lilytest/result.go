@@ -20,11 +20,12 @@ type Result struct {
 	// retry in line (QueueSpec.OrderKey), it is what the last attempt
 	// returned.
 	Err error
-	// Copy is the retry or DLQ copy the consumer published, as it published
-	// it, whatever the broker answered: the original's body and headers,
-	// the attempt it is to run as (x-lily-attempt) and the failure facts
-	// (x-lily-failure-*). Deliver it again to run the retry. Nil when the
-	// consumer published none.
+	// Copy is the retry or DLQ copy the consumer handed to its publisher, as
+	// it handed it, whatever the broker answered: the original's body and
+	// headers, the attempt it is to run as (x-lily-attempt) and the failure
+	// facts (x-lily-failure-*). Deliver it again to run the retry. Nil when
+	// the consumer handed none. With AnswerHandoffs("failed") it was not
+	// written, and is on no queue.
 	//
 	// On the broker the copy also carries x-lily-handoff-id, which the
 	// runtime's publisher adds to tell the broker's Return of the copy
