@@ -27,6 +27,23 @@ func connectionNames(t *testing.T) []string {
 	return strings.Split(string(out), "\n")
 }
 
+// served is what Serve returned.
+type served struct {
+	rep *runtime.Report
+	err error
+}
+
+// serve runs Serve on a goroutine of its own and hands over what it
+// returns.
+func serve(ctx context.Context, services ...runtime.Service) <-chan served {
+	out := make(chan served, 1)
+	go func() {
+		rep, err := runtime.Serve(ctx, services...)
+		out <- served{rep, err}
+	}()
+	return out
+}
+
 // Two queues in one process under Serve, with one Publisher for the
 // service's own sends and both consumers' handoffs: each queue settles its
 // messages (one retried, one dead-lettered), no consumer opens a connection
@@ -51,15 +68,7 @@ func TestBrokerServeRunsSeveralConsumersOnOnePublisher(t *testing.T) {
 	r1, c1 := prepare(t, first, fail, shared)
 	r2, c2 := prepare(t, second, fail, shared)
 	ctx, cancel := context.WithCancel(context.Background())
-	type result struct {
-		rep *runtime.Report
-		err error
-	}
-	served := make(chan result, 1)
-	go func() {
-		rep, err := runtime.Serve(ctx, c1, c2)
-		served <- result{rep, err}
-	}()
+	ran := serve(ctx, c1, c2)
 	for _, q := range []runtime.QueueSpec{first, second} {
 		msgs := []runtime.Message{
 			{RoutingKey: q.Name, Publishing: order(t, "ok")},
@@ -84,7 +93,7 @@ func TestBrokerServeRunsSeveralConsumersOnOnePublisher(t *testing.T) {
 		t.Errorf("no publisher connections, to publish and to consume, among\n%s", names)
 	}
 	cancel()
-	res := <-served
+	res := <-ran
 	if res.err != nil {
 		t.Fatalf("Serve: %v", res.err)
 	}
@@ -154,15 +163,7 @@ func TestBrokerServeWaitsForAQueueWhoseNodeIsDown(t *testing.T) {
 	r2, c2 := prepare(t, away, ack, func(cfg *runtime.Config) { cfg.URLs, cfg.ReconnectMax = []string{p.url()}, 200*time.Millisecond })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	type result struct {
-		rep *runtime.Report
-		err error
-	}
-	served := make(chan result, 1)
-	go func() {
-		rep, err := runtime.Serve(ctx, c1, c2)
-		served <- result{rep, err}
-	}()
+	ran := serve(ctx, c1, c2)
 	eventually(t, time.Minute, "the queue out of reach retried", func() bool {
 		h := c2.Health()
 		return !h.Ready && h.Why == "not connected: reconnecting to the broker" &&
@@ -183,7 +184,7 @@ func TestBrokerServeWaitsForAQueueWhoseNodeIsDown(t *testing.T) {
 		t.Errorf("the queue back: %s %v", recs[0].MessageID, recs[0].Path)
 	}
 	cancel()
-	res := <-served
+	res := <-ran
 	if res.err != nil || res.rep == nil || len(res.rep.Parts) != 2 {
 		t.Fatalf("Serve: %v, %v", res.rep, res.err)
 	}

@@ -82,6 +82,18 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// proxy returns a frame-aware proxy to the broker (internal/faults), closed
+// when the test ends, and the broker's URL through it.
+func (e *env) proxy() (*faults.Proxy, string) {
+	e.t.Helper()
+	p, url, err := faults.ListenFor(e.brokerURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = p.Close() })
+	return p, url
+}
+
 // poolIn is a pool whose connections have schema alone in their search_path.
 func (e *env) poolIn(schema string) *pgxpool.Pool {
 	e.t.Helper()
@@ -620,11 +632,7 @@ func TestRelayHoldsNoMoreBodiesThanMaxBytes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	q := e.queue("q", nil)
-	proxy, url, err := faults.ListenFor(e.brokerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy, url := e.proxy()
 	_, stop := e.relayOn(e.pool, url, 2*time.Second, pgoutbox.Options{Poll: 20 * time.Millisecond, Batch: 10, MaxBytes: 1 << 20, Lease: time.Minute})
 	e.write(message(q, "first")) // the relay's connection opens for it
 	e.eventually("the first row published", func() bool { return len(e.rows()) == 0 })
@@ -747,11 +755,7 @@ func TestForceGivesUpSendsInFlight(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	q := e.queue("q", nil)
-	proxy, url, err := faults.ListenFor(e.brokerURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
+	proxy, url := e.proxy()
 	var dropped atomic.Int32
 	proxy.Intercept(func(f faults.Frame) faults.Action {
 		if f.Dir == faults.ToClient && f.Is(faults.BasicAck) { // a publisher confirm
