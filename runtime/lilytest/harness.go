@@ -140,10 +140,10 @@ func (h *Harness) AnswerHandoffs(evidence string) {
 // Close ends the consumer: its handlers' context is cancelled, as by a
 // forced shutdown, and a later Deliver runs no scope, claim, handler or
 // after_delivery and settles nothing, as after the runtime's final abort:
-// its Result is unresolved, not started (Observe and the telemetry hook
-// still see it). A handler still running past
-// its timeout returns on its own. Close waits for a Deliver under way; a
-// second Close does nothing.
+// its Result is unresolved, not started (Observe sees it; the telemetry
+// hook, as for any delivery not started, is told nothing). A handler still
+// running past its timeout returns on its own. Close waits for a Deliver
+// under way; a second Close does nothing.
 func (h *Harness) Close() {
 	h.closed.Do(func() {
 		h.mu.Lock()
