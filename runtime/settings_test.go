@@ -69,14 +69,20 @@ func TestBrokerSettingsConsumerTimeoutIsReported(t *testing.T) {
 	if len(rep.Lost) == 0 || !strings.Contains(rep.Lost[0], "consumer_timeout") {
 		t.Errorf("lost: %v", rep.Lost)
 	}
+	// The delivery whose handler ran is unresolved: its channel closed
+	// under it. A redelivery requeued meanwhile may be too, when the
+	// broker's timeout closed its channel during its pause: it never ran.
 	var unresolved int
 	for _, r := range recs {
-		if r.Path == runtime.PathUnresolved {
+		switch {
+		case r.Path == runtime.PathUnresolved && r.Handler == "ok":
 			unresolved++
+		case r.Path == runtime.PathUnresolved && r.Handler != "":
+			t.Errorf("an unresolved redelivery ran its handler: %+v", r)
 		}
 	}
 	if unresolved != 1 || runs.Load() != 1 {
-		t.Errorf("%d unresolved, handler runs %d; records %+v", unresolved, runs.Load(), recs)
+		t.Errorf("%d unresolved after the handler ran, handler runs %d; records %+v", unresolved, runs.Load(), recs)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
