@@ -207,18 +207,22 @@ type handoffs interface {
 	CloseBy(by time.Time)
 }
 
-// pause waits d, or less once the consumer is stopping, or once lost (the
-// delivery's channel) is closed: no redelivery will reach this consumer
-// then, or its NACK can no longer be sent, so there is no loop to pace, and
-// the slot it holds is another delivery's to take.
-func (r *run) pause(d time.Duration, lost <-chan struct{}) {
+// pause waits d, and reports whether it did: it ends sooner once the
+// consumer is stopping, or once lost (the delivery's channel) is closed.
+// Then no redelivery will reach this consumer, or the delivery can no
+// longer be settled, so there is no loop to pace, and a retry in line goes
+// back to its place in the queue before its key's later messages, which
+// intake's stop requeues too.
+func (r *run) pause(d time.Duration, lost <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
 	case <-r.stopping:
 	case <-lost:
 	}
+	return false
 }
 
 func (r *run) newGeneration() *settle.Generation {

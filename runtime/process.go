@@ -110,7 +110,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		// The slot is waited for only while the budget still carries the
 		// call and a handoff after it.
 		lost := gen.Ended()
-		waited := sl.lend(func() bool { return r.parkFor(plan.Delay, lost) }, r.stopping, lost, deadline.Add(-c.policy.CallCost-decide.HandoffReserve))
+		waited := sl.lend(func() bool { return r.pause(plan.Delay, lost) }, r.stopping, lost, deadline.Add(-c.policy.CallCost-decide.HandoffReserve))
 		if gen.Revoked() {
 			// The channel was lost while it waited: the broker redelivers
 			// it, and its key's deliveries behind it, at once; they must not
@@ -146,22 +146,6 @@ func (c *Consumer) handle(ctx context.Context, r *run, gen *settle.Generation, s
 	}
 	o.DeliveryCount = env.DeliveryCount
 	return o
-}
-
-// parkFor waits d before a retry in line, and reports false if the stop
-// came first, or lost (the delivery's channel): after the stop, the
-// delivery goes back to its place in the queue before its key's later
-// messages, which intake's stop requeues too.
-func (r *run) parkFor(d time.Duration, lost <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.stopping:
-	case <-lost:
-	}
-	return false
 }
 
 // deliveryKey names the message of a delivery to the consumer's memory and
