@@ -163,16 +163,13 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		case <-s.gen.Ended():
 		case <-r.aborted:
 		}
-		if why := laneStopped(s, r); why != "" {
+		if why := laneStopped(s, r); why != "" || s.gen.Revoked() {
 			if took {
 				<-r.slots
 			}
-			requeue("not started: " + why + " while it waited for a slot")
-			return
-		}
-		if s.gen.Revoked() {
-			if took {
-				<-r.slots
+			if why != "" {
+				requeue("not started: " + why + " while it waited for a slot")
+				return
 			}
 			c.notStarted(r, s.gen, d, "not started: its session was lost while it waited for its order key")
 			r.waiting.Done() // recorded
