@@ -1,5 +1,13 @@
 package frame
 
+import (
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+)
+
 // The bounds amqp091-go v1.17 decodes a field table within (read.go:
 // maxFieldDepth, maxContainerElements), though it writes any: the header
 // table is at depth 0, every table or array inside it one deeper, and none
@@ -10,3 +18,25 @@ const (
 	MaxTableDepth   = 32
 	MaxTableEntries = 8192
 )
+
+// CheckSentHeaders says why the broker or a client would refuse headers h
+// as a Publisher sends them, beyond their values' types and bounds: a CC or
+// BCC (sender-selected distribution) that is not an array, on which the
+// broker closes the channel (406), or no room left beside them for the
+// publish id the Publisher adds, past which a client could not read a
+// Return of the message.
+func CheckSentHeaders(h amqp.Table) error {
+	// The names envelope.Routing names, looked up rather than the table
+	// walked: every handoff passes here.
+	for _, name := range [...]string{"CC", "BCC"} {
+		if v, ok := h[name]; ok {
+			if _, ok := v.([]any); !ok {
+				return fmt.Errorf("%s: not an array of routing keys", name)
+			}
+		}
+	}
+	if _, ok := h[envelope.HeaderHandoffID]; !ok && len(h) >= MaxTableEntries {
+		return fmt.Errorf("%d headers and the publish id, more than the %d a client decodes", len(h), MaxTableEntries)
+	}
+	return nil
+}

@@ -20,7 +20,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -99,17 +98,8 @@ func Encode(m runtime.Message) ([]byte, error) {
 		// zones' historic offsets have seconds.
 		out.Timestamp = p.Timestamp.UTC().Format(time.RFC3339Nano)
 	}
-	// The broker closes the channel on a CC or BCC that is not an array.
-	for _, name := range [...]string{"CC", "BCC"} {
-		if v, ok := p.Headers[name]; ok {
-			if _, ok := v.([]any); !ok {
-				return nil, fmt.Errorf("headers[%q]: not an array of routing keys", name)
-			}
-		}
-	}
-	// The relay's Publisher adds its publish id to the headers.
-	if _, ok := p.Headers[envelope.HeaderHandoffID]; !ok && len(p.Headers) >= frame.MaxTableEntries {
-		return nil, fmt.Errorf("headers: %d and the publish id, more than the %d a client decodes", len(p.Headers), frame.MaxTableEntries)
+	if err := frame.CheckSentHeaders(p.Headers); err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
 	}
 	if p.Headers != nil {
 		h, err := encodeTable(p.Headers, "headers", 1)

@@ -108,9 +108,9 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"arrays too deep", headers("h", deepArray), "nested deeper than 32"},
 		{"NaN", headers("h", []any{math.NaN()}), `headers["h"][0]: NaN is not a finite number`},
 		{"an infinity", headers("h", amqp.Table{"f": float32(math.Inf(-1))}), `headers["h"]["f"]: -Inf is not a finite number`},
-		{"CC not an array", headers("CC", "q2"), `headers["CC"]: not an array of routing keys`},
+		{"CC not an array", headers("CC", "q2"), `headers: CC: not an array of routing keys`},
 		{"table too wide", headers("h", wideTable), `headers["h"]: 8193 entries, more than the 8192 a client decodes`},
-		{"headers too wide for the publish id", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: wideTable}}, `headers: 8193 and the publish id`},
+		{"headers too wide for the publish id", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: wideTable}}, `headers: 8193 headers and the publish id`},
 		{"array too wide", headers("h", make([]any, 8193)), `headers["h"]: 8193 elements, more than the 8192`},
 		{"headers larger than a frame", headers("h", strings.Repeat("x", 200_000)), "properties and headers: 200025 bytes, more than 121848"},
 	}

@@ -8,7 +8,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 )
 
@@ -62,16 +61,8 @@ func CheckHeaders(t amqp.Table) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	for _, name := range [...]string{"CC", "BCC"} {
-		if v, ok := t[name]; ok {
-			if _, ok := v.([]any); !ok {
-				return fmt.Errorf("%s: not an array of routing keys", name)
-			}
-		}
-	}
-	// The publish id the Publisher adds is one more entry of the table.
-	if _, ok := t[envelope.HeaderHandoffID]; !ok && len(t) >= frame.MaxTableEntries {
-		return fmt.Errorf("%d headers and the publish id, more than the %d a client decodes", len(t), frame.MaxTableEntries)
+	if err := frame.CheckSentHeaders(t); err != nil {
+		return err
 	}
 	return checkTable(t, 0)
 }
