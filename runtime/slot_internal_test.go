@@ -99,5 +99,14 @@ func TestPauseEndsWithTheChannel(t *testing.T) {
 	r := &run{stopping: make(chan struct{})}
 	lost := make(chan struct{})
 	close(lost)
-	r.pause(time.Hour, lost) // returns at once, or the test times out
+	done := make(chan bool, 1)
+	go func() { done <- r.pause(time.Hour, lost) }()
+	select {
+	case waited := <-done:
+		if waited {
+			t.Error("pause reported its whole delay waited")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("pause waits on past the loss of its channel")
+	}
 }
