@@ -181,13 +181,13 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		defer h.recovered("Publish")
 		done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen))
 	}()
-	// A header AMQP or the broker refuses, or headers too large for a frame,
-	// would fail the publish, and every handoff with it: the hook's headers
-	// are dropped instead.
+	// A header AMQP or the broker refuses, or headers too large for a frame
+	// with the publish id the publisher adds, would fail the publish, and
+	// every handoff with it: the hook's headers are dropped instead.
 	err := confirm.CheckHeaders(seen.Headers)
 	if probe := p; err == nil {
 		probe.Headers = seen.Headers
-		err = frame.Check(probe, frame.Size)
+		err = frame.CheckSent(probe, frame.Size)
 	}
 	if err != nil {
 		h.logError(slog.String("method", "Publish"),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -193,19 +194,40 @@ func (u unencodable) Publish(_ context.Context, _, _ string, p *runtime.Publishi
 	return nil
 }
 
+// brimming is a Telemetry whose Publish fills the copy's headers to room
+// bytes short of a frame: within it alone, past it with the publish id.
+type brimming struct {
+	faulty
+	name string
+	room int
+}
+
+func (b brimming) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+	p.Headers[b.name] = ""
+	n := frame.Size - frame.Overhead - frame.ContentHeader(*p) - b.room
+	p.Headers[b.name] = strings.Repeat("b", max(n, 0))
+	return nil
+}
+
 // A header the hook wrote that AMQP cannot carry (a type it has no word for),
 // that the broker would refuse (a NaN, a name over 255 bytes), or that makes
-// the headers too large for a frame is dropped, and the handoff goes on as
-// without the hook, rather than failing every time.
+// the headers too large for a frame, with the publish id or without, is
+// dropped, and the handoff goes on as without the hook, rather than failing
+// every time.
 func TestBrokerTelemetryHeaderAMQPCannotCarryIsDropped(t *testing.T) {
 	t.Parallel()
-	for _, hook := range []unencodable{
-		{name: "tenant", value: []string{"not", "an", "AMQP", "value"}},
-		{name: "tenant", value: math.NaN()},
-		{name: strings.Repeat("k", 300), value: "v"},
-		{name: "tenant", value: strings.Repeat("b", 140_000)},
+	for _, hook := range []runtime.Telemetry{
+		unencodable{name: "tenant", value: []string{"not", "an", "AMQP", "value"}},
+		unencodable{name: "tenant", value: math.NaN()},
+		unencodable{name: strings.Repeat("k", 300), value: "v"},
+		unencodable{name: "tenant", value: strings.Repeat("b", 140_000)},
+		brimming{name: "tenant", room: 10},
 	} {
-		t.Run(fmt.Sprintf("%.20s=%.20v", hook.name, hook.value), func(t *testing.T) {
+		name := "tenant"
+		if u, ok := hook.(unencodable); ok {
+			name = u.name
+		}
+		t.Run(fmt.Sprintf("%.60v", hook), func(t *testing.T) {
 			t.Parallel()
 			q := brokerSpec(t, hourRetry)
 			declareTopology(t, q)
@@ -219,8 +241,8 @@ func TestBrokerTelemetryHeaderAMQPCannotCarryIsDropped(t *testing.T) {
 			r.stop()
 			assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {1, 0}})
 			copies := drain(t, bucket(q, time.Hour))
-			if len(copies) != 1 || copies[0].Headers[hook.name] != nil || fmt.Sprint(copies[0].Headers["x-lily-attempt"]) != "2" {
-				t.Errorf("copies %d; the first's header %v", len(copies), headerOf(copies, hook.name))
+			if len(copies) != 1 || copies[0].Headers[name] != nil || fmt.Sprint(copies[0].Headers["x-lily-attempt"]) != "2" {
+				t.Errorf("copies %d; the first's header %.40v", len(copies), headerOf(copies, name))
 			}
 		})
 	}
