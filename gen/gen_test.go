@@ -57,6 +57,14 @@ func TestHeaderNamesAreCommentText(t *testing.T) {
 	if !bytes.Contains(out.Content, []byte(want)) {
 		t.Errorf("output starts\n%s\nwant the lines\n%s", out.Content[:min(len(out.Content), 200)], want)
 	}
+	// A name that is not UTF-8, which gofmt refuses in a comment.
+	f, err = schema.Parse(filepath.Join("dir", "a\xffb.lily.yaml"), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err = Generate(f); err != nil || !bytes.Contains(out.Content, []byte(`// Source: "a\xffb.lily.yaml"`)) {
+		t.Errorf("a name not UTF-8: %v", err)
+	}
 }
 
 // The output is gofmt'd: gofmt leaves it as it is.

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/lily-mq/lily/internal/printable"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -120,9 +120,9 @@ func patternVar(f *schema.Field) string { return "pattern" + f.GoPath }
 // commentText keeps schema text that holds a character Go does not print
 // as itself, from breaking out of a comment (a newline in a pattern) or
 // making gofmt refuse the file (a byte order mark in an enum value): it is
-// quoted.
+// quoted. Bytes that are not UTF-8 are quoted too: gofmt refuses them.
 func commentText(s string) string {
-	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if printable.String(s) != s {
 		return strconv.Quote(s)
 	}
 	return s
