@@ -661,8 +661,6 @@ queues:
 	}
 }
 
-// A schema file is one YAML document: a second, after ---, is refused
-// rather than left unread.
 // A value whose explicit tag its text does not fit is the wrong kind, said
 // so at its position: dropped, it would leave a field optional, a bound
 // unchecked, an example unread or a binding matching every message.
@@ -711,6 +709,8 @@ queues:
 	wantErrors(t, src, want)
 }
 
+// A schema file is one YAML document: a second, after ---, is refused
+// rather than left unread.
 func TestSecondYAMLDocumentIsRefused(t *testing.T) {
 	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\n---\nqueues:\n  q: {consumes: [{message: A}]}\n"
 	want := []string{`4:1: a second YAML document: a schema file is one document (remove the --- and join the two) [YAML-SYNTAX]`}
