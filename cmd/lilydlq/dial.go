@@ -14,12 +14,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/quarantine"
 )
-
-// frameSize is the frame size lilydlq asks for (amqp091-go's default and the
-// broker's): the filter must know it to refuse what the client would.
-const frameSize = 131072
 
 // dial connects to the broker, naming the connection after the command so
 // that the management UI and rabbitmqctl show who holds the copies. The
@@ -44,7 +41,7 @@ func dial(url, name string) (*amqp.Connection, *quarantine.Conn, error) {
 	}
 	var filter *quarantine.Conn
 	tcp := amqp.DefaultDial(timeout)
-	cfg := amqp.Config{Properties: amqp.NewConnectionProperties(), FrameSize: frameSize}
+	cfg := amqp.Config{Properties: amqp.NewConnectionProperties(), FrameSize: frame.Size}
 	cfg.Properties.SetClientConnectionName("lilydlq " + name)
 	cfg.Dial = func(network, addr string) (net.Conn, error) {
 		socket, err := tcp(network, addr)
@@ -59,7 +56,7 @@ func dial(url, name string) (*amqp.Connection, *quarantine.Conn, error) {
 			}
 			socket = tc
 		}
-		filter = quarantine.New(socket, frameSize)
+		filter = quarantine.New(socket, frame.Size)
 		return filter, nil
 	}
 	conn, err := amqp.DialConfig(url, cfg)

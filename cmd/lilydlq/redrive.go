@@ -124,9 +124,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	}
 	// The broker's frame size, which the Publisher's connection to it
 	// negotiates too; Lily asks for frame.Size, and a broker may give less.
-	frameSize := frame.Size
+	sendFrame := frame.Size
 	read := e.read
-	read.connected = func(n int) { frameSize = min(frameSize, n) }
+	read.connected = func(n int) { sendFrame = min(sendFrame, n) }
 	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)
@@ -142,6 +142,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			to, shown = o.to, text(o.to, maxQueue)
 		}
 		next := redriven(d, e.queue, o.keepAttempt)
+		tooLarge := frame.CheckSent(next, sendFrame)
 		var why string
 		switch {
 		case f.Quarantined != "":
@@ -155,9 +156,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			why = "no source queue (no " + envelope.HeaderFailureQueue + ", no x-death entry)"
 		case to == e.queue:
 			why = "its destination is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
-		case frame.CheckSent(next, frameSize) != nil:
+		case tooLarge != nil:
 			// Its own trouble, not the broker's: the others go on.
-			why = "re-driven, it would not fit a frame (" + frame.CheckSent(next, frameSize).Error() + ")"
+			why = "re-driven, it would not fit a frame (" + tooLarge.Error() + ")"
 		}
 		if why != "" {
 			failed++
