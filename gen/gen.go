@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
@@ -78,8 +79,26 @@ func compatibility(j *jen.File) {
 
 // SourceName is how the files generated from schema name name it under
 // lilygen's header: its file name, as comment text (a name holding a
-// newline would end a comment early).
-func SourceName(name string) string { return commentText(filepath.Base(name)) }
+// newline would end a comment early). A name that starts with a quote is
+// quoted too, so that SourceFile can tell a quoted name from one that is not.
+func SourceName(name string) string {
+	base := filepath.Base(name)
+	if strings.HasPrefix(base, `"`) {
+		return strconv.Quote(base)
+	}
+	return commentText(base)
+}
+
+// SourceFile is the file name that SourceName wrote as text.
+func SourceFile(text string) string {
+	if !strings.HasPrefix(text, `"`) {
+		return text
+	}
+	if name, err := strconv.Unquote(text); err == nil {
+		return name
+	}
+	return text
+}
 
 // includes names the included files relative to the root schema's
 // directory, as comment text.

@@ -230,3 +230,13 @@ func TestModuleVersion(t *testing.T) {
 		}
 	}
 }
+
+// SourceFile reads back the file name SourceName wrote, whether quoted or
+// not; a printable name that looks quoted is a name, not a quotation.
+func TestSourceFile(t *testing.T) {
+	for _, name := range []string{"orders.lily.yaml", "tab\there.lily.yaml", "a\xffb.lily.yaml", `"ab"`, `"a\tb"`, "émoji ✓.yaml"} {
+		if got := SourceFile(SourceName(name)); got != name {
+			t.Errorf("SourceFile(SourceName(%q)) = %q", name, got)
+		}
+	}
+}

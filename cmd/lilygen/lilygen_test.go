@@ -424,6 +424,34 @@ func TestGenerateLeavesAFileItDidNotWrite(t *testing.T) {
 	}
 }
 
+// A schema whose file name lilygen quotes under its header (it holds a tab)
+// owns its output as any other: a schema beside it that writes the same
+// file leaves it alone and says whose it is.
+func TestGenerateLeavesAFileOfAQuotedSibling(t *testing.T) {
+	dir := t.TempDir()
+	quoted := "tab\there.lily.yaml"
+	writeFile(t, filepath.Join(dir, quoted), minimal)
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	if code, _, stderr := lilygen(t, dir, "generate", quoted); code != exitOK {
+		t.Fatalf("generate %q: exit %d\n%s", quoted, code, stderr)
+	}
+	target := filepath.Join(dir, "out", "pingmsg.lily.go")
+	before, err := os.ReadFile(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := lilygen(t, dir, "generate", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stderr, `out/pingmsg.lily.go exists and was generated from "tab\there.lily.yaml"`) {
+		t.Errorf("generate ping.lily.yaml: exit %d, stderr %q", code, stderr)
+	}
+	if after, _ := os.ReadFile(target); !bytes.Equal(after, before) {
+		t.Errorf("out/pingmsg.lily.go was overwritten:\n%s", after)
+	}
+	if source, _ := generatedSource(target); source != quoted {
+		t.Errorf("out/pingmsg.lily.go names %q as its source, want %q", source, quoted)
+	}
+}
+
 // Two schemas in different directories of a module that write one file:
 // the second generate leaves the first's file alone and says who owns it,
 // rather than overwrite it, and it back again at the next run.
