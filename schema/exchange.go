@@ -32,7 +32,7 @@ type pendingExchange struct {
 	bindings, alternate *yaml.Node
 }
 
-func (p *parser) exchange(k, v *yaml.Node, f *File) *pendingExchange {
+func (p *parser) exchange(k, v *yaml.Node) *pendingExchange {
 	if first, ok := p.known.exchanges[k.Value]; ok {
 		p.errorf(k, RuleDuplicate, "exchange %q is already declared (%s)", k.Value, p.where(first.Pos))
 		return nil

@@ -224,7 +224,7 @@ func (p *parser) schema(name string, data []byte) *File {
 		p.name = d.name
 		if e, ok := d.m["exchanges"]; ok {
 			p.entries(e.v, "exchanges", func(k, v *yaml.Node) {
-				if pe := p.exchange(k, v, f); pe != nil {
+				if pe := p.exchange(k, v); pe != nil {
 					f.Exchanges = append(f.Exchanges, pe.x)
 					p.known.exchanges[pe.x.Name] = pe.x
 					exchanges = append(exchanges, pe)

@@ -235,7 +235,7 @@ func (p *parser) publishRefs(f *File) {
 				Hint = "a fixed key, {field: <name>} or {header: <name>}"
 		case !pp.keyOK:
 		case x == nil:
-			p.defaultExchangeKey(f, pp)
+			p.defaultExchangeKey(pp)
 		case x.Type == Topic && strings.ContainsAny(pub.RoutingKey.Fixed, "*#"):
 			p.errorf(pp.routingKey, RulePublish, "routing key %q holds * or #: a published key is matched by the bindings' patterns, not a pattern itself", pub.RoutingKey.Fixed).
 				Hint = "name the words of this message, such as order.placed.eu"
@@ -246,7 +246,7 @@ func (p *parser) publishRefs(f *File) {
 // defaultExchangeKey checks the routing key of a publish to the default
 // exchange: a fixed queue name, which, when it is a queue of the schema,
 // consumes the version published.
-func (p *parser) defaultExchangeKey(f *File, pp pendingPublish) {
+func (p *parser) defaultExchangeKey(pp pendingPublish) {
 	k := pp.pub.RoutingKey
 	switch {
 	case k.Field != "" || k.Header != "":
