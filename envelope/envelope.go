@@ -78,6 +78,21 @@ type Profile struct {
 // one: a version is an integer in 1..MaxVersion.
 const MaxVersion = 1_000_000
 
+// MaxTypeBytes bounds a message's type, as every reader of Lily's reads one:
+// a type is 1..MaxTypeBytes bytes of TypeText.
+const MaxTypeBytes = 128
+
+// TypeText reports whether every byte of s may stand in a message's type:
+// printable ASCII, space included (0x20..0x7e).
+func TypeText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
 // MaxContentTypeBytes bounds a message's content type, its parameters
 // included, as every reader of Lily's reads one.
 const MaxContentTypeBytes = 128

@@ -247,7 +247,7 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			v.ContentTypeParameter = s
 		case "type_suffix":
 			switch {
-			case strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r > '~' }):
+			case !envelope.TypeText(s):
 				// It travels in the type, which a consumer's guard takes as
 				// printable ASCII only.
 				p.errorf(e.v, RuleEnvelope, "type_suffix %q is not printable ASCII, as a type must be", s)
@@ -294,7 +294,7 @@ func (p *parser) wireType(n *yaml.Node) (string, bool) {
 		return "", false
 	}
 	if !isWireType(s) {
-		p.errorf(n, RuleName, "type %q is not 1 to %d characters of printable ASCII", s, maxTypeBytes)
+		p.errorf(n, RuleName, "type %q is not 1 to %d characters of printable ASCII", s, envelope.MaxTypeBytes)
 		return "", false
 	}
 	return s, true
@@ -302,11 +302,8 @@ func (p *parser) wireType(n *yaml.Node) (string, bool) {
 
 // isWireType reports whether s may travel as a message's type.
 func isWireType(s string) bool {
-	return s != "" && len(s) <= maxTypeBytes && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e })
+	return s != "" && len(s) <= envelope.MaxTypeBytes && envelope.TypeText(s)
 }
-
-// maxTypeBytes bounds a wire type, as a consumer's guard reads one.
-const maxTypeBytes = 128
 
 // ownHeaders reports the typed headers of m's versions that are where
 // envelope e keeps the message's type, id or version, or a CloudEvent's
@@ -316,9 +313,9 @@ func (p *parser) ownHeaders(e *Envelope, m *Message) {
 	if suffix := pr.Version.TypeSuffix; suffix != "" && len(m.Versions) > 0 {
 		// The type travels with the suffix and the version's number.
 		last := m.Versions[len(m.Versions)-1].Number
-		if n := len(m.Type) + len(suffix) + len(strconv.Itoa(last)); n > maxTypeBytes {
+		if n := len(m.Type) + len(suffix) + len(strconv.Itoa(last)); n > envelope.MaxTypeBytes {
 			p.errorAt(m.Pos, RuleEnvelope, "%s travels in envelope %s as type %s%s%d, %d bytes: at most %d, the longest type a consumer's guard accepts",
-				m.Name, e.Name, shorten(m.Type), suffix, last, n, maxTypeBytes)
+				m.Name, e.Name, shorten(m.Type), suffix, last, n, envelope.MaxTypeBytes)
 		}
 	}
 	if n := pr.Version.Fixed; n != 0 && len(m.Versions) > 0 && !slices.ContainsFunc(m.Versions, func(v *Version) bool { return v.Number == n }) {

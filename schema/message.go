@@ -33,9 +33,9 @@ func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 			if s, ok := p.wireType(e.v); ok {
 				msg.Type = s
 			}
-		} else if len(k.Value) > maxTypeBytes {
+		} else if len(k.Value) > envelope.MaxTypeBytes {
 			// The name travels as the type: the guard would refuse it.
-			p.errorf(k, RuleName, "message name %s travels as its type, and is %d bytes: at most %d, the longest type a consumer's guard accepts", shorten(k.Value), len(k.Value), maxTypeBytes).
+			p.errorf(k, RuleName, "message name %s travels as its type, and is %d bytes: at most %d, the longest type a consumer's guard accepts", shorten(k.Value), len(k.Value), envelope.MaxTypeBytes).
 				Hint = "set type: to a shorter name it travels as"
 		}
 		if first, ok := p.known.types[msg.Type]; ok {

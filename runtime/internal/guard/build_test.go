@@ -108,9 +108,11 @@ func TestBuildRefusesWhatNoReaderTakes(t *testing.T) {
 		},
 		"an empty type":         func() { Build(envelope.Message{}, 1, "id", nil, time.Now()) },
 		"a type with a control": func() { Build(envelope.Message{Type: "T\x1b"}, 1, "id", nil, time.Now()) },
-		"a type too long":       func() { Build(envelope.Message{Type: strings.Repeat("t", maxTypeBytes+1)}, 1, "id", nil, time.Now()) },
+		"a type too long": func() {
+			Build(envelope.Message{Type: strings.Repeat("t", envelope.MaxTypeBytes+1)}, 1, "id", nil, time.Now())
+		},
 		"a type too long with its suffix": func() {
-			Build(envelope.Message{Type: strings.Repeat("t", maxTypeBytes-2), Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "kind", Version: envelope.Version{TypeSuffix: ".v"}}}, 1, "id", nil, time.Now())
+			Build(envelope.Message{Type: strings.Repeat("t", envelope.MaxTypeBytes-2), Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "kind", Version: envelope.Version{TypeSuffix: ".v"}}}, 1, "id", nil, time.Now())
 		},
 		"a CloudEvent source with a space": func() {
 			Build(envelope.Message{Type: "T", Profile: envelope.Profile{Kind: envelope.CloudEvents, Source: "https://a b"}}, 1, "id", nil, time.Now())

@@ -23,7 +23,6 @@ const (
 
 // Envelope rules that Limits does not carry.
 const (
-	maxTypeBytes        = 128
 	maxContentTypeBytes = envelope.MaxContentTypeBytes
 	maxVersion          = envelope.MaxVersion
 	// timestampSkew is how far ahead of our clock a producer's clock may run.
@@ -210,13 +209,10 @@ func checkType(where, t string) string {
 	switch {
 	case t == "":
 		return where + " missing"
-	case len(t) > maxTypeBytes:
-		return where + " longer than " + strconv.Itoa(maxTypeBytes) + " bytes"
-	}
-	for i := 0; i < len(t); i++ {
-		if !sanitize.Printable(t[i]) {
-			return where + " " + quote(t) + " not printable ASCII"
-		}
+	case len(t) > envelope.MaxTypeBytes:
+		return where + " longer than " + strconv.Itoa(envelope.MaxTypeBytes) + " bytes"
+	case !envelope.TypeText(t):
+		return where + " " + quote(t) + " not printable ASCII"
 	}
 	return ""
 }

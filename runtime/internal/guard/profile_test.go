@@ -455,7 +455,7 @@ func FuzzForeignHeaders(f *testing.F) {
 			t.Fatalf("verdict %d, then %d", verdict, again)
 		}
 		if passedOrPoison(t, env, verdict, reason) && (env.Key() == "" || env.Version < 1 || env.Version > maxVersion ||
-			len(env.Type) == 0 || len(env.Type) > maxTypeBytes || len(env.MessageID) > envelope.MaxIDBytes || !envelope.IDText(env.MessageID)) {
+			len(env.Type) == 0 || len(env.Type) > envelope.MaxTypeBytes || len(env.MessageID) > envelope.MaxIDBytes || !envelope.IDText(env.MessageID)) {
 			t.Fatalf("envelope %+v from %v", env, h)
 		}
 	})
