@@ -105,7 +105,7 @@ func (c Config) withDefaults() Config {
 	}
 	orDefault(&c.ShutdownGrace, 15*time.Second)
 	orDefault(&c.ForceWindow, 5*time.Second)
-	orDefault(&c.StepTimeout, 5*time.Second)
+	orDefault(&c.StepTimeout, queue.DefaultStepTimeout)
 	orDefault(&c.ReconnectMax, 30*time.Second)
 	return c
 }

@@ -93,11 +93,11 @@ type Declaration struct {
 	KeepExisting bool
 }
 
-// stepTimeout is the runtime's default step timeout (Config.StepTimeout).
-// Around each handler call it keeps one for each of the claim, commit,
-// cleanup and after_delivery steps, and one more for the scope's opening
-// when the service sets a Config.Scope.
-const stepTimeout = 5 * time.Second
+// DefaultStepTimeout is the runtime's step timeout when Config.StepTimeout
+// is not set. Around each handler call it keeps one for each of the claim,
+// commit, cleanup and after_delivery steps, and one more for the scope's
+// opening when the service sets a Config.Scope.
+const DefaultStepTimeout = 5 * time.Second
 
 // ParkBudget is the settlement budget an ordered queue needs to retry each
 // failure in line up to its last attempt: every handler call with the five
@@ -105,7 +105,7 @@ const stepTimeout = 5 * time.Second
 // service sets a Config.Scope), every retry delay between them, and
 // settlementMargin for the handoff and the rest.
 func ParkBudget(handlerTimeout time.Duration, delays []time.Duration, maxAttempts int) time.Duration {
-	b := time.Duration(maxAttempts)*(handlerTimeout+5*stepTimeout) + settlementMargin
+	b := time.Duration(maxAttempts)*(handlerTimeout+5*DefaultStepTimeout) + settlementMargin
 	for n := 1; n < maxAttempts && len(delays) > 0; n++ {
 		b += delays[min(n-1, len(delays)-1)]
 	}
@@ -133,7 +133,7 @@ func IsRetryBucket(bucket, queue string) bool {
 // reserve a handoff keeps (decide.HandoffReserve, 2 s). A shorter step
 // timeout lowers it.
 func MinBudget(handlerTimeout time.Duration) time.Duration {
-	return handlerTimeout + 4*stepTimeout + 2*time.Second
+	return handlerTimeout + 4*DefaultStepTimeout + 2*time.Second
 }
 
 // Budget is the settlement budget of each delivery of a queue: budget, or,
