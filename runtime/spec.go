@@ -21,14 +21,20 @@ import (
 const SupportsGeneratedCodeV9 = true
 
 // QueueSpec is one queue's topology and policy, as generated from the schema.
+// NewConsumer refuses a spec whose numbers are out of their ranges rather
+// than default them: a zero Prefetch, Concurrency, MaxAttempts,
+// MaxBodyBytes or HandlerTimeout is an error.
 type QueueSpec struct {
+	// Name is the queue's name on the broker.
 	Name string
 	// Topology is the queue's place on the broker: its type, DLQ and
 	// delivery limit, its arguments, and the exchanges and bindings that
 	// route to it.
 	Topology topology.Queue
+	// Prefetch is the channel's basic.qos: how many deliveries the broker
+	// may hand over unacknowledged, 1..65535.
 	Prefetch int
-	// Concurrency bounds the deliveries handled at once.
+	// Concurrency bounds the deliveries handled at once, at least 1.
 	Concurrency int
 	// OrderKey, when set, orders the queue's handling: deliveries whose keys
 	// are equal are handled one at a time, in the order the queue delivered
