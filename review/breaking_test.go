@@ -495,7 +495,7 @@ func TestBreakingOverflowAsDeclared(t *testing.T) {
 		want           []string
 	}{
 		{"declared by Lily already", quorum, overflow(quorum, "reject-publish"), nil},
-		{"a classic queue's", classic, overflow(classic, "reject-publish"), []string{"OVERFLOW-CHANGED@orders"}},
+		{"a classic queue's", classic, overflow(classic, "reject-publish-dlx"), []string{"OVERFLOW-CHANGED@orders"}},
 		{"by policy", byPolicy, overflow(byPolicy, "reject-publish"), []string{"OVERFLOW-CHANGED@orders"}},
 	} {
 		var got []string

@@ -114,6 +114,9 @@ func (q QueueSpec) validate() error {
 			bad("queue %s: retry delay %s is not positive", q.Name, d)
 		}
 	}
+	if t.Type != topology.Quorum && t.Arguments["x-overflow"] == "reject-publish" && len(t.RetryDelays) > 0 {
+		bad("queue %s: x-overflow reject-publish on a classic queue with retries drops a retry copy that comes back while the queue is full", q.Name)
+	}
 	if t.DeadLetterQueue == "" || t.DeadLetterQueue == q.Name {
 		bad("queue %s: the DLQ needs its own name", q.Name)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
 )
 
 // A queue whose schema requires an inbox refuses to run without one, also
@@ -138,6 +139,26 @@ func TestConfigDurationsAreBounded(t *testing.T) {
 	// The first wait itself, and the longest of each, are taken.
 	if _, err := runtime.NewPublisher(runtime.Config{ReconnectMax: 100 * time.Millisecond, StepTimeout: queue.MaxDuration}, 0); err != nil {
 		t.Errorf("bounds themselves: %v", err)
+	}
+}
+
+// A classic queue that refuses publishes when full drops a retry copy its
+// bucket dead-letters back (at most once, and nothing nacks it): NewConsumer
+// refuses the spec, as lilygen refuses the schema. A quorum queue, whose
+// buckets dead-letter at least once, takes it.
+func TestNewConsumerRefusesRejectPublishWithRetries(t *testing.T) {
+	routes := ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{})
+	spec := ordersmsg.OrdersQueueSpec()
+	if spec.Topology.Type == topology.Quorum || len(spec.Topology.RetryDelays) == 0 {
+		t.Fatalf("the orders queue is %s with retry delays %v: want a classic queue with retries", spec.Topology.Type, spec.Topology.RetryDelays)
+	}
+	spec.Topology.Arguments = map[string]any{"x-max-length": int64(10), "x-overflow": "reject-publish"}
+	if _, err := runtime.NewConsumer(spec, routes, runtime.Config{}); err == nil || !strings.Contains(err.Error(), "x-overflow reject-publish on a classic queue with retries") {
+		t.Errorf("classic: %v", err)
+	}
+	spec.Topology.Arguments["x-overflow"] = "reject-publish-dlx"
+	if _, err := runtime.NewConsumer(spec, routes, runtime.Config{}); err != nil {
+		t.Errorf("reject-publish-dlx: %v", err)
 	}
 }
 

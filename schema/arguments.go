@@ -85,6 +85,11 @@ func (p *parser) arguments(n *yaml.Node, q *Queue) Arguments {
 					Hint = "use overflow: reject-publish"
 			case a.MaxLength == 0 && a.MaxLengthBytes == 0:
 				p.errorf(e.v, RuleArgument, "overflow applies only with max_length or max_length_bytes")
+			case q.Type != Quorum && s == "reject-publish" && len(q.Retry.Delays) > 0:
+				// A classic retry bucket dead-letters at most once: a full
+				// queue refuses the copy coming back, and no one is told.
+				p.errorf(e.v, RuleArgument, "overflow reject-publish on a classic queue with retries: a retry copy that comes back from its bucket while the queue is full is dropped, since a classic queue dead-letters at most once and a dead-letter has no publisher to nack").
+					Hint = "use drop-head or reject-publish-dlx, which send the oldest message or the copy to the DLQ, or type: quorum"
 			}
 		}
 	}

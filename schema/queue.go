@@ -92,8 +92,9 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		q.SettlementBudget = d
 	}
 	p.deliveryLimit(q, m)
-	p.estate(q, m, f)
+	// Retries first: the arguments a queue may have depend on them.
 	q.Retry = p.retry(m)
+	p.estate(q, m, f)
 	p.queueNames(q, k, dlqAt)
 	if e, ok := m["envelope"]; ok {
 		if env := p.envelopeRef(e.v, f.Envelopes); env != lilyEnvelope {
