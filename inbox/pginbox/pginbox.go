@@ -187,6 +187,15 @@ func (c *claimTx) Rollback(ctx context.Context) {
 // Commit commits and, when the server's answer to COMMIT was lost, asks
 // pg_xact_status on another connection until the answer is known or ctx ends.
 func (c *claimTx) Commit(ctx context.Context) error {
+	if c.tx.Conn().PgConn().TxStatus() == 'I' {
+		// The handler ended the claim's transaction itself, with a COMMIT or
+		// ROLLBACK sent through Exec (Tx's Commit and Rollback refuse).
+		// COMMIT now would be answered with a warning and taken for the
+		// claim's; the transaction's own fate decides. The rollback only
+		// gives the connection back to the pool.
+		_ = c.tx.Rollback(ctx)
+		return c.in.resolve(ctx, c.xid, "the handler ended the claim's transaction itself (a COMMIT or ROLLBACK sent through Exec)")
+	}
 	err := c.tx.Commit(ctx)
 	if err == nil {
 		return nil
@@ -201,13 +210,13 @@ func (c *claimTx) Commit(ctx context.Context) error {
 	if errors.As(err, &pgErr) && pgErr.SeverityUnlocalized == "ERROR" {
 		return fmt.Errorf("pginbox: commit: %w", err)
 	}
-	return c.in.resolve(ctx, c.xid, err)
+	return c.in.resolve(ctx, c.xid, fmt.Sprintf("COMMIT's answer lost (%v)", err))
 }
 
 // resolve polls pg_xact_status(xid) until it says committed (nil) or aborted,
 // or ctx ends: then the outcome stays ambiguous (runtime.ErrCommitAmbiguous).
-func (in *Inbox) resolve(ctx context.Context, xid string, commitErr error) error {
-	lost := fmt.Sprintf("COMMIT's answer lost (%v)", commitErr)
+// lost says why the commit's outcome is to be asked.
+func (in *Inbox) resolve(ctx context.Context, xid string, lost string) error {
 	last := "not asked"
 	for {
 		var status *string // NULL: the id is too old to know

@@ -279,6 +279,43 @@ func TestFailedStatementMeansCommitFailed(t *testing.T) {
 	e.expect(0)
 }
 
+// A handler that ends the claim's transaction through Exec goes around
+// ErrInboxOwnsTx. After a ROLLBACK its later writes commit one by one and
+// the claim is gone, yet the server answers the runtime's COMMIT with only a
+// warning: that must not read as committed. After a COMMIT the claim is
+// committed, and is reported so.
+func TestHandlerEndingTheTransactionItself(t *testing.T) {
+	for _, c := range []struct{ end, want string }{{"ROLLBACK", "failed"}, {"COMMIT", "committed"}} {
+		t.Run(c.end, func(t *testing.T) {
+			e := newEnv(t)
+			inbox := pginbox.New(e.pool, pginbox.Options{})
+			tx := e.claim(inbox, "claimed")
+			ctx := tx.Bind(e.ctx)
+			h, _ := pginbox.Tx(ctx)
+			if _, err := h.Exec(ctx, c.end); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.write(ctx, "after", 0); err != nil {
+				t.Fatal(err)
+			}
+			if ev, detail := said(tx.Commit(e.ctx)); ev != c.want || (ev == "failed" && !strings.Contains(detail, "the handler ended the claim's transaction itself")) {
+				t.Fatalf("Commit = %v (%q), want %s", ev, detail, c.want)
+			}
+			claims, err := e.countClaims(e.ctx, e.prefix, "m1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[string]int{"failed": 0, "committed": 1}[c.want]; claims != want {
+				t.Errorf("%d claim rows, want %d", claims, want)
+			}
+			// The connection went back to the pool.
+			if n := e.pool.Stat().AcquiredConns(); n != 0 {
+				t.Errorf("%d connections still acquired", n)
+			}
+		})
+	}
+}
+
 // A unique violation found only at COMMIT (a deferred constraint) is the
 // server's definite answer: failed, not ambiguous.
 func TestDeferredConstraintAtCommitIsFailed(t *testing.T) {
