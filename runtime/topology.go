@@ -20,7 +20,8 @@ import (
 // that exists with other arguments is refused by the broker (406), which
 // DeclareTopology returns, as it returns the 404 of an external exchange or
 // queue that does not exist; but a DLQ that exists is left as it is
-// (queue.Declaration's KeepExisting says why).
+// (queue.Declaration's KeepExisting says why), as is one that another
+// declarer makes while this one declares it.
 func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 	d := declarer{conn: conn}
 	if err := d.open(); err != nil {
@@ -67,7 +68,8 @@ func missing(external bool, err error) error {
 	return err
 }
 
-// declarer declares on one channel, opening another after a 404 closed it.
+// declarer declares on one channel, opening another after a 404 or a 406
+// closed it.
 type declarer struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
@@ -98,19 +100,44 @@ func (d *declarer) queue(decl queue.Declaration) error {
 		_, err := d.ch.QueueDeclarePassive(decl.Name, true, false, false, false, nil)
 		return err
 	}
-	if decl.KeepExisting {
-		_, err := d.ch.QueueDeclarePassive(decl.Name, true, false, false, false, nil)
-		var ae *amqp.Error
-		if err == nil || !errors.As(err, &ae) || ae.Code != amqp.NotFound {
-			return err
-		}
-		// The 404 closed the channel.
-		if err := d.open(); err != nil {
-			return err
-		}
+	if !decl.KeepExisting {
+		_, err := d.ch.QueueDeclare(decl.Name, true, false, false, false, decl.Args)
+		return err
+	}
+	if found, err := d.exists(decl.Name); found || err != nil {
+		return err
 	}
 	_, err := d.ch.QueueDeclare(decl.Name, true, false, false, false, decl.Args)
+	if !isCode(err, amqp.PreconditionFailed) {
+		return err
+	}
+	// Another declarer made the queue between the check and the declare
+	// (two queues sharing a DLQ, of two types, starting together): it is
+	// used as it is, as one found by the check would be. The 406 closed the
+	// channel.
+	if err := d.open(); err != nil {
+		return err
+	}
+	if found, checkErr := d.exists(decl.Name); found || checkErr != nil {
+		return checkErr
+	}
 	return err
+}
+
+// exists reports whether the queue name exists, by a passive declare. Its
+// 404 closes the channel, so another is opened.
+func (d *declarer) exists(name string) (bool, error) {
+	_, err := d.ch.QueueDeclarePassive(name, true, false, false, false, nil)
+	if !isCode(err, amqp.NotFound) {
+		return err == nil, err
+	}
+	return false, d.open()
+}
+
+// isCode reports whether err is the broker's refusal with code.
+func isCode(err error, code int) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Code == code
 }
 
 func (d *declarer) bind(queueName string, b topology.Binding) error {
