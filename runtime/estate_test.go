@@ -167,6 +167,31 @@ func TestBrokerExternalExchangeMissingEndsRun(t *testing.T) {
 	}
 }
 
+// An external queue that does not exist (its name misspelt in the schema)
+// is checked before its DLQ and retry buckets are declared: its 404 leaves
+// no queue of that name on the broker.
+func TestBrokerExternalQueueMissingLeavesNothing(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Topology.External = true
+		q.Topology.RetryDelays = []time.Duration{time.Second, time.Minute}
+	})
+	err := runtime.DeclareTopology(dial(t), q)
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Code != amqp.NotFound || !strings.Contains(err.Error(), "declare queue "+q.Name+":") {
+		t.Fatalf("DeclareTopology: %v, want the 404 of the missing queue", err)
+	}
+	conn := dial(t)
+	for _, name := range []string{q.Topology.DeadLetterQueue, bucket(q, time.Second), bucket(q, time.Minute)} {
+		ch := channel(t, conn)
+		_, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+		_ = ch.Close()
+		if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+			t.Errorf("queue %s was declared for a queue that does not exist: %v", name, err)
+		}
+	}
+}
+
 // Lily declares owned exchanges and an exchange-to-exchange binding: an
 // owned topic exchange feeds an internal headers exchange, to which the queue
 // is bound by a header match. Only the message that passes both arrives; the

@@ -15,7 +15,8 @@ import (
 
 // DeclareTopology declares q's topology on conn, as the consumer does when it
 // connects: its exchanges, then its DLQ, retry buckets and main queue, all
-// durable and of q's type, then its bindings. Lily's own queues are routed
+// durable and of q's type (an external main queue is checked first), then
+// its bindings. Lily's own queues are routed
 // through the default exchange by queue name. An owned exchange or queue
 // that exists with other arguments is refused by the broker (406), which
 // DeclareTopology returns, as it returns the 404 of an external exchange or

@@ -149,7 +149,9 @@ func Budget(handlerTimeout, budget time.Duration) time.Duration {
 // retry buckets, the main queue. The runtime declares exactly these, and
 // `lilygen topology` writes them as RabbitMQ definitions. When Lily's
 // arguments come from policies (Policies), each carries only its type and
-// the arguments its team sets; an external main queue is only checked.
+// the arguments its team sets. An external main queue is only checked, and
+// first: a name its owner never declared (a typo) must not leave a DLQ and
+// retry buckets of that name on the broker before its 404.
 func Declarations(t Topology) []Declaration {
 	var decls []Declaration
 	for _, q := range t.queues() {
@@ -160,7 +162,9 @@ func Declarations(t Topology) []Declaration {
 		decls = append(decls, Declaration{Name: q.name, Args: args, KeepExisting: q.name == t.DeadLetterQueue})
 	}
 	if t.External {
-		decls[len(decls)-1].Passive = true
+		main := decls[len(decls)-1]
+		main.Passive = true
+		decls = append([]Declaration{main}, decls[:len(decls)-1]...)
 	}
 	return decls
 }

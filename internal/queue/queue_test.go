@@ -67,12 +67,17 @@ func TestDeclarationsAndPolicies(t *testing.T) {
 	}
 
 	// On RabbitMQ 4 the quorum DLQ's "no limit" is an argument a policy
-	// carries too; an external main queue is only checked.
+	// carries too; an external main queue is only checked, before Lily
+	// declares the queues named after it.
 	external := byPolicy
 	external.External, external.BrokerMajor = true, 4
-	decls := Declarations(external)
-	if main := decls[len(decls)-1]; !main.Passive {
-		t.Errorf("the external queue is declared: %+v", main)
+	want = []Declaration{
+		{Name: "pay", Args: map[string]any{"x-queue-type": Quorum, "x-single-active-consumer": true}, Passive: true},
+		{Name: "pay.dlq", Args: map[string]any{"x-queue-type": Quorum}, KeepExisting: true},
+		{Name: "pay.retry.1s", Args: map[string]any{"x-queue-type": Quorum}},
+	}
+	if diff := cmp.Diff(want, Declarations(external)); diff != "" {
+		t.Errorf("declared for an external queue (-want +got):\n%s", diff)
 	}
 	if p := Policies(external); len(p) != 3 || p[0].Name != "lily pay.dlq" || p[0].Definition["delivery-limit"] != int64(NoDeliveryLimit) {
 		t.Errorf("policies on RabbitMQ 4: %+v", p)
