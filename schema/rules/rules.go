@@ -102,8 +102,8 @@ var (
 	OwnershipChanged        = Rule{"OWNERSHIP-CHANGED", Topology, "a queue's or exchange's `ownership` changed: Lily starts or stops declaring it"}
 	ExchangeTypeChanged     = Rule{"EXCHANGE-TYPE-CHANGED", Topology, "an exchange's `type` changed (for an external exchange: the schema now says its owner changed it)"}
 	ExchangeChanged         = Rule{"EXCHANGE-CHANGED", Topology, "an owned exchange's `durable`, `internal` or `alternate_exchange` changed"}
-	BindingRemoved          = Rule{"BINDING-REMOVED", Routing, "a queue or exchange no longer binds to an exchange it did: what that exchange routed there stops arriving"}
-	RoutingKeyNarrowed      = Rule{"ROUTING-KEY-NARROWED", Routing, "a binding's routing key, pattern or header match accepts less: some messages stop arriving"}
+	BindingRemoved          = Rule{"BINDING-REMOVED", Routing, "a queue or exchange no longer binds to an exchange it did. Lily never unbinds: the old binding stays on the broker, and keeps routing, until deleted by hand; once it is (or on a broker set up anew) what that exchange routed there stops arriving"}
+	RoutingKeyNarrowed      = Rule{"ROUTING-KEY-NARROWED", Routing, "a binding's routing key, pattern or header match accepts less. Lily never unbinds: the old binding stays on the broker, and keeps routing, until deleted by hand; once it is (or on a broker set up anew) some messages stop arriving"}
 	PublishChanged          = Rule{"PUBLISH-CHANGED", Routing, "a message's `publish` exchange or routing key changes (a fixed key, or the field or header it is read from): queues bound to the old one stop receiving it from producers on the new schema"}
 
 	LintQueueName         = Rule{"LINT-QUEUE-NAME", Lint, "a queue or DLQ name that is not lower-case words joined by `.`, `-` or `_`"}
