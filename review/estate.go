@@ -219,7 +219,7 @@ func accepts(n, o *schema.Binding, typ string) bool {
 	case schema.Headers:
 		return headersCover(n, o)
 	case schema.Topic:
-		return covers(strings.Split(n.RoutingKey, "."), strings.Split(o.RoutingKey, "."))
+		return covers(words(n.RoutingKey), words(o.RoutingKey))
 	}
 	return n.RoutingKey == o.RoutingKey
 }
@@ -253,33 +253,6 @@ func headersCover(n, o *schema.Binding) bool {
 	// all after any: a message with any one of the old pairs alone was
 	// routed, so the new binding may ask for no more than that pair.
 	return len(n.Headers) == 0 || len(o.Headers) == 1 && within(n.Headers, o.Headers)
-}
-
-// covers reports whether topic pattern a matches every key pattern b does,
-// word by word: # matches any words, * one, others themselves. Each pair of
-// suffixes is decided once, so patterns full of # take no more than
-// len(a)×len(b) steps.
-func covers(a, b []string) bool {
-	memo := make(map[[2]int]bool)
-	var from func(i, j int) bool
-	from = func(i, j int) bool {
-		if v, ok := memo[[2]int{i, j}]; ok {
-			return v
-		}
-		var v bool
-		switch {
-		case i == len(a):
-			v = j == len(b)
-		case a[i] == "#":
-			v = from(i+1, j) || j < len(b) && from(i, j+1)
-		case j == len(b) || b[j] == "#":
-		case a[i] == "*" || a[i] == b[j]:
-			v = from(i+1, j+1)
-		}
-		memo[[2]int{i, j}] = v
-		return v
-	}
-	return from(0, 0)
 }
 
 func sourceType(f *schema.File, name string) string {

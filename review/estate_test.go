@@ -7,42 +7,6 @@ import (
 	"github.com/lily-mq/lily/schema"
 )
 
-// covers says whether one topic pattern matches every key another does.
-func TestCovers(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{"order.placed", "order.placed", true},
-		{"order.*", "order.placed", true},
-		{"order.placed", "order.*", false},
-		{"order.#", "order.*.eu", true},
-		{"order.#", "order", true},
-		{"order.*", "order", false},
-		{"#", "anything.at.all", true},
-		{"#", "#", true},
-		{"order.*.eu", "order.#", false},
-		{"*.placed.#", "order.placed", true},
-		{"*.placed.#", "order.#", false},
-		{"order.#.eu", "order.a.b.eu", true},
-		{"order.#.eu", "order.*.#.eu", true},
-		{"order.*.eu", "order.#.eu", false},
-	} {
-		if got := covers(strings.Split(tc.a, "."), strings.Split(tc.b, ".")); got != tc.want {
-			t.Errorf("covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
-// Patterns full of # are decided in polynomial time.
-func TestCoversIsQuick(t *testing.T) {
-	a := strings.Split(strings.Repeat("#.", 40)+"x", ".")
-	b := strings.Split(strings.Repeat("w.", 120)+"y", ".")
-	if covers(a, b) {
-		t.Error("a pattern ending in x covers one ending in y")
-	}
-}
-
 // headersCover says whether one headers binding matches every message
 // another does, for each pair of x-match.
 func TestHeadersCover(t *testing.T) {
@@ -66,6 +30,22 @@ func TestHeadersCover(t *testing.T) {
 		o := &schema.Binding{Match: tc.oMatch, Headers: tc.o}
 		if got := headersCover(n, o); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A topic binding with the empty key takes messages published with the
+// empty key, which a pattern that needs a word does not.
+func TestBreakingEmptyTopicKey(t *testing.T) {
+	bound := edit(t, "queues:", "exchanges:\n  tx: {type: topic}\nqueues:", "    max_body_bytes", "    bindings: [{exchange: tx, routing_key: \"\"}]\n    max_body_bytes")
+	for _, tc := range []struct {
+		key       string
+		narrowing bool
+	}{{"*", true}, {"#.*", true}, {"*.#", true}, {"#", false}} {
+		found := Breaking(parse(t, "old.lily.yaml", bound), parse(t, "new.lily.yaml", strings.Replace(bound, `routing_key: ""`, "routing_key: \""+tc.key+"\"", 1)))
+		narrowed := len(found) == 1 && found[0].Rule == "ROUTING-KEY-NARROWED"
+		if narrowed != tc.narrowing || !narrowed && len(found) > 0 {
+			t.Errorf("routing key \"\" to %q: narrowing %v, found %+v", tc.key, tc.narrowing, found)
 		}
 	}
 }

@@ -1,0 +1,124 @@
+package review
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// covers says whether one topic pattern matches every key another does.
+func TestCovers(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"order.placed", "order.placed", true},
+		{"order.*", "order.placed", true},
+		{"order.placed", "order.*", false},
+		{"order.#", "order.*.eu", true},
+		{"order.#", "order", true},
+		{"order.*", "order", false},
+		{"#", "anything.at.all", true},
+		{"#", "#", true},
+		{"order.*.eu", "order.#", false},
+		{"*.placed.#", "order.placed", true},
+		{"*.placed.#", "order.#", false},
+		{"order.#.eu", "order.a.b.eu", true},
+		{"order.#.eu", "order.*.#.eu", true},
+		{"order.*.eu", "order.#.eu", false},
+		// The empty key has no words: "#" and "" match it, "*" does not.
+		{"*", "", false},
+		{"#.*", "", false},
+		{"*.#", "", false},
+		{"#", "", true},
+		{"", "", true},
+		{"", "#", false},
+		// Patterns alike in what they match, written differently.
+		{"*.#", "#.*", true},
+		{"#.*", "*.#", true},
+		{"#", "#.#", true},
+		{"*.#.*", "#.*.*", true},
+		// The a of b, followed by at least one more word.
+		{"#.a.*.#", "a.#.b", true},
+		{"#.a.*.#", "a.#", false},
+	} {
+		if got := covers(words(tc.a), words(tc.b)); got != tc.want {
+			t.Errorf("covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// covers agrees with matching every key of up to six words, from three, against
+// every pair of patterns of up to three words.
+func TestCoversMatchesKeys(t *testing.T) {
+	var patterns, keys []string
+	grow := func(into *[]string, alphabet []string, most int) {
+		level := []string{""}
+		*into = append(*into, "")
+		for range most {
+			var next []string
+			for _, p := range level {
+				for _, w := range alphabet {
+					next = append(next, strings.TrimPrefix(p+"."+w, "."))
+				}
+			}
+			*into = append(*into, next...)
+			level = next
+		}
+	}
+	grow(&patterns, []string{"x", "y", "*", "#"}, 3)
+	grow(&keys, []string{"x", "y", "z"}, 6)
+	matched := make(map[string][]bool)
+	for _, p := range patterns {
+		for _, k := range keys {
+			matched[p] = append(matched[p], matches(words(p), words(k)))
+		}
+	}
+	for _, a := range patterns {
+		for _, b := range patterns {
+			want := true
+			for i := range keys {
+				if matched[b][i] && !matched[a][i] {
+					want = false
+				}
+			}
+			if got := covers(words(a), words(b)); got != want {
+				t.Errorf("covers(%q, %q) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}
+
+// matches reports whether pattern p matches key k, as RabbitMQ's topic
+// exchange does.
+func matches(p, k []string) bool {
+	switch {
+	case len(p) == 0:
+		return len(k) == 0
+	case p[0] == "#":
+		return matches(p[1:], k) || len(k) > 0 && matches(p, k[1:])
+	case len(k) == 0:
+		return false
+	}
+	return (p[0] == "*" || p[0] == k[0]) && matches(p[1:], k[1:])
+}
+
+// Patterns full of # are decided quickly, and so are those whose * make
+// the places a key can reach many.
+func TestCoversIsQuick(t *testing.T) {
+	a := strings.Split(strings.Repeat("#.", 40)+"x", ".")
+	b := strings.Split(strings.Repeat("w.", 120)+"y", ".")
+	if covers(a, b) {
+		t.Error("a pattern ending in x covers one ending in y")
+	}
+	a = strings.Split("#.x"+strings.Repeat(".*", 100), ".")
+	b = strings.Split("#.x"+strings.Repeat(".*", 100)+".y", ".")
+	start := time.Now()
+	covers(a, b)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("covers took %v", d)
+	}
+	if !covers(a, a) {
+		t.Error("a pattern does not cover itself")
+	}
+}
