@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
@@ -131,23 +130,28 @@ func (b *breaker) exchanges() {
 	}
 }
 
-// route is one binding, by where it goes.
+// route is one binding, by where it goes: the queue or exchange (kind)
+// named name. Names may hold any printable character, spaces too, so the
+// two stay apart.
 type route struct {
-	into string // "queue q" or "exchange x"
-	b    *schema.Binding
+	kind, name string
+	b          *schema.Binding
 }
+
+// to reports whether r and other go to the same place.
+func (r route) to(other route) bool { return r.kind == other.kind && r.name == other.name }
 
 // routes lists every binding of f by its destination.
 func routes(f *schema.File) []route {
 	var out []route
 	for _, x := range f.Exchanges {
 		for _, b := range x.Bindings {
-			out = append(out, route{"exchange " + x.Name, b})
+			out = append(out, route{"exchange", x.Name, b})
 		}
 	}
 	for _, q := range f.Queues {
 		for _, b := range q.Bindings {
-			out = append(out, route{"queue " + q.Name, b})
+			out = append(out, route{"queue", q.Name, b})
 		}
 	}
 	return out
@@ -161,7 +165,7 @@ func (b *breaker) bindings() {
 		var same []route
 		covered := false
 		for _, nr := range newRoutes {
-			if nr.into != or.into || nr.b.Source != or.b.Source {
+			if !nr.to(or) || nr.b.Source != or.b.Source {
 				continue
 			}
 			same = append(same, nr)
@@ -176,11 +180,11 @@ func (b *breaker) bindings() {
 			at = same[0].b.Pos
 		}
 		if i := slices.IndexFunc(same, func(nr route) bool {
-			return !slices.ContainsFunc(oldRoutes, func(r route) bool { return r.into == nr.into && sameBinding(r.b, nr.b) })
+			return !slices.ContainsFunc(oldRoutes, func(r route) bool { return r.to(nr) && sameBinding(r.b, nr.b) })
 		}); i >= 0 {
 			at = same[i].b.Pos
 		}
-		subject := fmt.Sprintf("%s<-%s", strings.Fields(or.into)[1], or.b.Source)
+		subject := or.name + "<-" + or.b.Source
 		if or.b.RoutingKey != "" {
 			subject += "/" + or.b.RoutingKey
 		}
@@ -188,11 +192,11 @@ func (b *breaker) bindings() {
 		case covered:
 		case len(same) == 0:
 			b.add(rules.BindingRemoved, subject, at,
-				fmt.Sprintf("%s is no longer bound to exchange %q: what it routed there stops arriving (bindings declared before stay on the broker until deleted)", or.into, or.b.Source),
+				fmt.Sprintf("%s %q is no longer bound to exchange %q: what it routed there stops arriving (bindings declared before stay on the broker until deleted)", or.kind, or.name, or.b.Source),
 				"keep the binding until its producers have moved, then delete it from the broker by hand")
 		default:
 			b.add(rules.RoutingKeyNarrowed, subject, at,
-				fmt.Sprintf("%s's binding to exchange %q no longer accepts %s: those messages stop arriving (the old binding stays on the broker until deleted)", or.into, or.b.Source, describeMatch(or.b)),
+				fmt.Sprintf("the binding of %s %q to exchange %q no longer accepts %s: those messages stop arriving (the old binding stays on the broker until deleted)", or.kind, or.name, or.b.Source, describeMatch(or.b)),
 				"keep the old key beside the new one until its producers have moved")
 		}
 	}

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,5 +48,21 @@ func TestBreakingEmptyTopicKey(t *testing.T) {
 		if narrowed != tc.narrowing || !narrowed && len(found) > 0 {
 			t.Errorf("routing key \"\" to %q: narrowing %v, found %+v", tc.key, tc.narrowing, found)
 		}
+	}
+}
+
+// A queue or exchange whose name holds spaces keeps its whole name in the
+// subject of a binding it lost, and one named " " is no different.
+func TestBreakingBindingSubjectsKeepNames(t *testing.T) {
+	exchanges := "exchanges:\n  src: {type: topic}\n  \" \":\n    type: topic\n    ownership: owned\n    bindings: [{exchange: src, routing_key: a}]\nqueues:"
+	old := edit(t, "queues:\n  orders:", exchanges+"\n  q q:", "    max_body_bytes", "    bindings: [{exchange: src, routing_key: a}]\n    max_body_bytes")
+	new := edit(t, "queues:\n  orders:", strings.Replace(exchanges, "    bindings: [{exchange: src, routing_key: a}]\n", "", 1)+"\n  q q:")
+	var got []string
+	for _, f := range Breaking(parse(t, "old.lily.yaml", old), parse(t, "new.lily.yaml", new)) {
+		got = append(got, f.Ack())
+	}
+	want := []string{"BINDING-REMOVED@ <-src/a", "BINDING-REMOVED@q q<-src/a"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
