@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
@@ -185,7 +186,11 @@ func (b *breaker) bindings() {
 			at = same[i].b.Pos
 		}
 		subject := or.name + "<-" + or.b.Source
-		if or.b.RoutingKey != "" {
+		switch {
+		case or.b.Match != "":
+			// Several may bind the same exchange to the same queue.
+			subject += "/" + headerMatch(or.b)
+		case or.b.RoutingKey != "":
 			subject += "/" + or.b.RoutingKey
 		}
 		switch {
@@ -209,9 +214,24 @@ func sameBinding(a, b *schema.Binding) bool {
 
 func describeMatch(b *schema.Binding) string {
 	if b.Match != "" {
-		return fmt.Sprintf("the header match %s %v", b.Match, b.Headers)
+		return "the header match " + headerMatch(b)
 	}
 	return fmt.Sprintf("routing key %q", b.RoutingKey)
+}
+
+// headerMatch writes a headers binding's match: x-match, then the headers
+// in the order of their names, a string quoted, so that each match has
+// one spelling, such as all{"region":"eu","tier":1}.
+func headerMatch(b *schema.Binding) string {
+	pairs := make([]string, 0, len(b.Headers))
+	for _, k := range slices.Sorted(maps.Keys(b.Headers)) {
+		format := "%q:%v"
+		if _, ok := b.Headers[k].(string); ok {
+			format = "%q:%q"
+		}
+		pairs = append(pairs, fmt.Sprintf(format, k, b.Headers[k]))
+	}
+	return b.Match + "{" + strings.Join(pairs, ",") + "}"
 }
 
 // accepts reports whether binding n routes every message that o did, both

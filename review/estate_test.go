@@ -66,3 +66,22 @@ func TestBreakingBindingSubjectsKeepNames(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// Two headers bindings from one exchange to one queue have subjects of
+// their own, so that acknowledging one leaves the other reported.
+func TestBreakingHeadersBindingSubjects(t *testing.T) {
+	bound := edit(t, "queues:", "exchanges:\n  hx: {type: headers}\nqueues:", "    max_body_bytes",
+		"    bindings:\n      - {exchange: hx, headers: {region: eu, tier: 1}}\n      - {exchange: hx, match: any, headers: {region: \"1\"}}\n    max_body_bytes")
+	found := Breaking(parse(t, "old.lily.yaml", bound), parse(t, "new.lily.yaml", edit(t, "queues:", "exchanges:\n  hx: {type: headers}\nqueues:")))
+	var got []string
+	for _, f := range found {
+		got = append(got, f.Ack())
+	}
+	want := []string{`BINDING-REMOVED@orders<-hx/all{"region":"eu","tier":1}`, `BINDING-REMOVED@orders<-hx/any{"region":"1"}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if found[1].Acknowledged([]string{want[0]}) {
+		t.Errorf("%s accepts %s", want[0], found[1].Ack())
+	}
+}
