@@ -86,6 +86,7 @@ func Breaking(old, new *schema.File) []Finding {
 	}
 	b.exchanges()
 	b.bindings()
+	b.alternates()
 	return b.out
 }
 

@@ -139,6 +139,19 @@ type route struct {
 	b          *schema.Binding
 }
 
+// subject names r in a finding.
+func (r route) subject() string {
+	subject := r.name + "<-" + r.b.Source
+	switch {
+	case r.b.Match != "":
+		// Several may bind the same exchange to the same queue.
+		subject += "/" + headerMatch(r.b)
+	case r.b.RoutingKey != "":
+		subject += "/" + r.b.RoutingKey
+	}
+	return subject
+}
+
 // to reports whether r and other go to the same place.
 func (r route) to(other route) bool { return r.kind == other.kind && r.name == other.name }
 
@@ -170,7 +183,7 @@ func (b *breaker) bindings() {
 				continue
 			}
 			same = append(same, nr)
-			if accepts(nr.b, or.b, sourceType(b.new, nr.b.Source)) {
+			if accepts([]*schema.Binding{nr.b}, or.b, sourceType(b.new, nr.b.Source)) {
 				covered = true
 			}
 		}
@@ -185,14 +198,7 @@ func (b *breaker) bindings() {
 		}); i >= 0 {
 			at = same[i].b.Pos
 		}
-		subject := or.name + "<-" + or.b.Source
-		switch {
-		case or.b.Match != "":
-			// Several may bind the same exchange to the same queue.
-			subject += "/" + headerMatch(or.b)
-		case or.b.RoutingKey != "":
-			subject += "/" + or.b.RoutingKey
-		}
+		subject := or.subject()
 		switch {
 		case covered:
 		case len(same) == 0:
@@ -234,49 +240,57 @@ func headerMatch(b *schema.Binding) string {
 	return b.Match + "{" + strings.Join(pairs, ",") + "}"
 }
 
-// accepts reports whether binding n routes every message that o did, both
-// from an exchange of type typ.
-func accepts(n, o *schema.Binding, typ string) bool {
+// accepts reports whether bindings ns together route every message that o
+// does, all from an exchange of type typ.
+func accepts(ns []*schema.Binding, o *schema.Binding, typ string) bool {
 	switch typ {
 	case schema.Fanout:
-		return true
+		return len(ns) > 0
 	case schema.Headers:
-		return headersCover(n, o)
+		return headersCover(ns, o)
 	case schema.Topic:
-		return covers(words(n.RoutingKey), words(o.RoutingKey))
+		patterns := make([][]string, len(ns))
+		for i, n := range ns {
+			patterns[i] = words(n.RoutingKey)
+		}
+		return covers(patterns, words(o.RoutingKey))
 	}
-	return n.RoutingKey == o.RoutingKey
+	return slices.ContainsFunc(ns, func(n *schema.Binding) bool { return n.RoutingKey == o.RoutingKey })
 }
 
-// headersCover reports whether headers binding n matches every message o
-// does: x-match all takes a message that holds every pair of the binding,
-// any one that holds at least one of them.
-func headersCover(n, o *schema.Binding) bool {
-	holds := func(h map[string]any, k string, v any) bool { w, ok := h[k]; return ok && w == v }
-	within := func(a, b map[string]any) bool {
-		for k, v := range a {
-			if !holds(b, k, v) {
-				return false
-			}
+// headersCover reports whether headers bindings ns together match every
+// message o does. A binding that matches a message matches it with more
+// headers too, so it is enough that they match the least messages o does:
+// for x-match all, one holding its pairs; for any, one for each pair.
+func headersCover(ns []*schema.Binding, o *schema.Binding) bool {
+	least := []map[string]any{o.Headers}
+	if o.Match == "any" {
+		least = nil
+		for k, v := range o.Headers {
+			least = append(least, map[string]any{k: v})
 		}
-		return true
 	}
-	switch {
-	case n.Match == "all" && o.Match == "all":
-		return within(n.Headers, o.Headers)
-	case n.Match == "any" && o.Match == "all":
-		for k, v := range n.Headers {
-			if holds(o.Headers, k, v) {
-				return true
-			}
+	for _, m := range least {
+		if !slices.ContainsFunc(ns, func(n *schema.Binding) bool { return matchesHeaders(n, m) }) {
+			return false
 		}
-		return false
-	case n.Match == "any":
-		return within(o.Headers, n.Headers)
 	}
-	// all after any: a message with any one of the old pairs alone was
-	// routed, so the new binding may ask for no more than that pair.
-	return len(n.Headers) == 0 || len(o.Headers) == 1 && within(n.Headers, o.Headers)
+	return true
+}
+
+// matchesHeaders reports whether headers binding b matches a message with
+// headers h: x-match all needs every pair of the binding, any at least one.
+func matchesHeaders(b *schema.Binding, h map[string]any) bool {
+	held := 0
+	for k, v := range b.Headers {
+		if w, ok := h[k]; ok && w == v {
+			held++
+		}
+	}
+	if b.Match == "any" {
+		return held > 0
+	}
+	return held == len(b.Headers)
 }
 
 func sourceType(f *schema.File, name string) string {

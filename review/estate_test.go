@@ -29,7 +29,7 @@ func TestHeadersCover(t *testing.T) {
 	} {
 		n := &schema.Binding{Match: tc.nMatch, Headers: tc.n}
 		o := &schema.Binding{Match: tc.oMatch, Headers: tc.o}
-		if got := headersCover(n, o); got != tc.want {
+		if got := headersCover([]*schema.Binding{n}, o); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -54,6 +54,16 @@ type ruleCase struct {
 	subject, message string
 }
 
+// alternate is a fanout exchange whose alternate exchange feeds a queue.
+const alternate = `exchanges:
+  unrouted: {type: fanout, ownership: owned}
+  fan: {type: fanout, ownership: owned, alternate_exchange: unrouted}
+queues:
+  orders.unrouted:
+    consumes: [{message: OrderPlaced, versions: [1]}]
+    bindings: [{exchange: unrouted}]
+`
+
 // ruleCases hold a case for every rule, in the order of rules.All.
 var ruleCases = []ruleCase{
 	{rule: rules.PackageChanged,
@@ -231,6 +241,11 @@ var ruleCases = []ruleCase{
 		old:     []string{"queues:", "exchanges:\n  shop: {type: topic}\nqueues:", "    max_body_bytes", "    bindings: [{exchange: shop, routing_key: order.#}]\n    max_body_bytes"},
 		new:     []string{"queues:", "exchanges:\n  shop: {type: topic}\nqueues:", "    max_body_bytes", "    bindings: [{exchange: shop, routing_key: order.*.eu}]\n    max_body_bytes"},
 		subject: "orders<-shop/order.#", message: `the binding of queue "orders" to exchange "shop" no longer accepts routing key "order.#": those messages stop arriving (the old binding stays on the broker until deleted)`},
+	{rule: rules.AlternateDiverted,
+		old:     []string{"queues:\n", alternate},
+		new:     []string{"queues:\n", alternate, "    max_body_bytes", "    bindings: [{exchange: fan}]\n    max_body_bytes"},
+		subject: "orders<-fan",
+		message: `the binding of queue "orders" to exchange "fan" takes messages that exchange routed nowhere before, which went to its alternate exchange "unrouted": those messages no longer reach queue "orders.unrouted"`},
 	{rule: rules.PublishChanged,
 		old:     []string{"queues:", "exchanges:\n  shop: {type: topic}\nqueues:", "  OrderPlaced:\n", "  OrderPlaced:\n    publish: {exchange: shop, routing_key: order.placed}\n"},
 		new:     []string{"queues:", "exchanges:\n  shop: {type: topic}\nqueues:", "  OrderPlaced:\n", "  OrderPlaced:\n    publish: {exchange: shop, routing_key: {field: order_id}}\n"},

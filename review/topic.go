@@ -21,28 +21,37 @@ func words(key string) []string {
 // rather than passed unseen.
 const maxCoverStates = 1 << 14
 
-// covers reports whether topic pattern a matches every key pattern b does,
-// # matching any words, * one, others themselves. It looks for a key that
-// b matches and a does not, walking b's words beside the set of places in
-// a the same words can reach. Only a's literal words tell words apart for
-// a, so where b takes any word it tries each of those and one word that is
-// none of them: "*", since every * of a is a wildcard.
-func covers(a, b []string) bool {
-	if slices.Equal(a, b) {
+// end closes each pattern when covers walks several as one: no word
+// matches it, since none holds a dot.
+const end = "."
+
+// covers reports whether topic patterns as, bound alike, together match
+// every key pattern b does: # matching any words, * one, others
+// themselves. It looks for a key that b matches and none of as does,
+// walking b's words beside the set of places in as the same words can
+// reach. Only the literal words of as tell words apart for them, so where
+// b takes any word it tries each of those and one word that is none of
+// them: "*", since every * of as is a wildcard.
+func covers(as [][]string, b []string) bool {
+	if slices.ContainsFunc(as, func(a []string) bool { return slices.Equal(a, b) }) {
 		return true // an unchanged binding, however many places it keeps
 	}
 	type state struct {
 		j  int    // the place in b
 		at string // the places in a, one byte each: 1 if reachable
 	}
+	var a []string
+	var start []byte
+	for _, p := range as {
+		start = append(append(start, 1), make([]byte, len(p))...)
+		a = append(append(a, p...), end)
+	}
 	others := []string{"*"}
 	for _, w := range a {
-		if w != "*" && w != "#" && !slices.Contains(others, w) {
+		if w != "*" && w != "#" && w != end && !slices.Contains(others, w) {
 			others = append(others, w)
 		}
 	}
-	start := make([]byte, len(a)+1)
-	start[0] = 1
 	queue := []state{{0, closeOver(a, start)}}
 	seen := map[state]bool{queue[0]: true}
 	push := func(s state) {
@@ -58,7 +67,7 @@ func covers(a, b []string) bool {
 			return false
 		}
 		if s.j == len(b) {
-			if s.at[len(a)] == 0 {
+			if !ended(a, s.at) {
 				return false
 			}
 			continue
@@ -80,13 +89,23 @@ func covers(a, b []string) bool {
 	return true
 }
 
-// step is the set of places in pattern a reachable from those of at by one
-// more word w.
+// ended reports whether at reaches the end of one of the patterns in a.
+func ended(a []string, at string) bool {
+	for i, tok := range a {
+		if tok == end && at[i] == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// step is the set of places in patterns a reachable from those of at by
+// one more word w.
 func step(a []string, at, w string) string {
-	next := make([]byte, len(a)+1)
+	next := make([]byte, len(a))
 	for i, tok := range a {
 		switch {
-		case at[i] == 0:
+		case at[i] == 0 || tok == end:
 		case tok == "#":
 			next[i] = 1
 		case tok == "*" || tok == w:

@@ -1,10 +1,20 @@
 package review
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
+
+// splitAll splits each of ps into its words.
+func splitAll(ps ...string) [][]string {
+	var out [][]string
+	for _, p := range ps {
+		out = append(out, words(p))
+	}
+	return out
+}
 
 // covers says whether one topic pattern matches every key another does.
 func TestCovers(t *testing.T) {
@@ -42,14 +52,15 @@ func TestCovers(t *testing.T) {
 		{"#.a.*.#", "a.#.b", true},
 		{"#.a.*.#", "a.#", false},
 	} {
-		if got := covers(words(tc.a), words(tc.b)); got != tc.want {
+		if got := covers(splitAll(tc.a), words(tc.b)); got != tc.want {
 			t.Errorf("covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }
 
 // covers agrees with matching every key of up to six words, from three, against
-// every pair of patterns of up to three words.
+// every pair of patterns of up to three words, and of up to two words for
+// two patterns bound together.
 func TestCoversMatchesKeys(t *testing.T) {
 	var patterns, keys []string
 	grow := func(into *[]string, alphabet []string, most int) {
@@ -82,9 +93,46 @@ func TestCoversMatchesKeys(t *testing.T) {
 					want = false
 				}
 			}
-			if got := covers(words(a), words(b)); got != want {
+			if got := covers(splitAll(a), words(b)); got != want {
 				t.Errorf("covers(%q, %q) = %v, want %v", a, b, got, want)
 			}
+		}
+	}
+	// Pairs of the patterns of up to two words, bound together.
+	short := slices.DeleteFunc(slices.Clone(patterns), func(p string) bool { return strings.Count(p, ".") > 1 })
+	for _, a1 := range short {
+		for _, a2 := range short {
+			for _, b := range short {
+				want := true
+				for i := range keys {
+					if matched[b][i] && !matched[a1][i] && !matched[a2][i] {
+						want = false
+					}
+				}
+				if got := covers(splitAll(a1, a2), words(b)); got != want {
+					t.Errorf("covers(%q and %q, %q) = %v, want %v", a1, a2, b, got, want)
+				}
+			}
+		}
+	}
+}
+
+// covers says whether topic patterns bound together match every key
+// another does, where none alone does.
+func TestCoversTogether(t *testing.T) {
+	for _, tc := range []struct {
+		as   []string
+		b    string
+		want bool
+	}{
+		{[]string{"*.#", ""}, "#", true},
+		{[]string{"order.eu.#", "order.us.#"}, "order.*.#", false},
+		{[]string{"order.eu", "order.us", "order.*.#"}, "order.#", false},
+		{[]string{"order", "order.*", "order.*.#"}, "order.#", true},
+		{nil, "#", false},
+	} {
+		if got := covers(splitAll(tc.as...), words(tc.b)); got != tc.want {
+			t.Errorf("covers(%q, %q) = %v, want %v", tc.as, tc.b, got, tc.want)
 		}
 	}
 }
@@ -108,17 +156,17 @@ func matches(p, k []string) bool {
 func TestCoversIsQuick(t *testing.T) {
 	a := strings.Split(strings.Repeat("#.", 40)+"x", ".")
 	b := strings.Split(strings.Repeat("w.", 120)+"y", ".")
-	if covers(a, b) {
+	if covers([][]string{a}, b) {
 		t.Error("a pattern ending in x covers one ending in y")
 	}
 	a = strings.Split("#.x"+strings.Repeat(".*", 100), ".")
 	b = strings.Split("#.x"+strings.Repeat(".*", 100)+".y", ".")
 	start := time.Now()
-	covers(a, b)
+	covers([][]string{a}, b)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("covers took %v", d)
 	}
-	if !covers(a, a) {
+	if !covers([][]string{a}, a) {
 		t.Error("a pattern does not cover itself")
 	}
 }

@@ -104,6 +104,7 @@ var (
 	ExchangeChanged         = Rule{"EXCHANGE-CHANGED", Topology, "an owned exchange's `durable`, `internal` or `alternate_exchange` changed"}
 	BindingRemoved          = Rule{"BINDING-REMOVED", Routing, "a queue or exchange no longer binds to an exchange it did. Lily never unbinds: the old binding stays on the broker, and keeps routing, until deleted by hand; once it is (or on a broker set up anew) what that exchange routed there stops arriving"}
 	RoutingKeyNarrowed      = Rule{"ROUTING-KEY-NARROWED", Routing, "a binding's routing key, pattern or header match accepts less. Lily never unbinds: the old binding stays on the broker, and keeps routing, until deleted by hand; once it is (or on a broker set up anew) some messages stop arriving"}
+	AlternateDiverted       = Rule{"ALTERNATE-DIVERTED", Routing, "a binding added to, or widened on, an exchange with an `alternate_exchange` takes messages the exchange routed nowhere before: the queues behind its alternate exchange no longer receive them"}
 	PublishChanged          = Rule{"PUBLISH-CHANGED", Routing, "a message's `publish` exchange or routing key changes (a fixed key, or the field or header it is read from): queues bound to the old one stop receiving it from producers on the new schema"}
 
 	LintQueueName         = Rule{"LINT-QUEUE-NAME", Lint, "a queue or DLQ name that is not lower-case words joined by `.`, `-` or `_`"}
@@ -141,7 +142,7 @@ var All = []Rule{
 	QueueTypeChanged, DLQChanged, DeliveryLimitChanged,
 	SingleActiveChanged, MaxPriorityChanged, MaxLengthChanged, OverflowChanged, MessageTTLChanged, InitialGroupSizeChanged,
 	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged,
-	BindingRemoved, RoutingKeyNarrowed, PublishChanged,
+	BindingRemoved, RoutingKeyNarrowed, AlternateDiverted, PublishChanged,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
 	LintSingleActiveConcurrency, LintUnorderedRetry, LintBudgetShort, LintTypeUnused, LintVersionUnreachable,
 }
