@@ -3,7 +3,6 @@ package review
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"time"
 
 	"github.com/lily-mq/lily/internal/queue"
@@ -75,10 +74,11 @@ func Lint(f *schema.File, today time.Time) []Finding {
 		}
 	}
 	day := today.Format(time.DateOnly)
+	consumedBy := consumers(f)
 	for _, m := range f.Messages {
 		for _, v := range m.Versions {
 			subject := fmt.Sprintf("%s.v%d", m.Name, v.Number)
-			if len(f.Queues) > 0 && !consumedAnywhere(f, m.Name, v.Number) {
+			if len(f.Queues) > 0 && len(consumedBy[versionKey{m.Name, v.Number}]) == 0 {
 				add(rules.LintVersionUnconsumed, subject, v.Pos,
 					fmt.Sprintf("%s version %d is consumed by no queue", m.Name, v.Number),
 					"consume it, or remove it once nothing produces it")
@@ -103,10 +103,13 @@ func Lint(f *schema.File, today time.Time) []Finding {
 			lintField(fd, subject, false, add)
 		})
 	}
-	used := f.UsedTypes()
+	used := map[*schema.Field]bool{}
+	for _, t := range f.UsedTypes() {
+		used[t] = true
+	}
 	for _, t := range f.Types {
 		// An included file's types may serve other schemas that include it.
-		if t.Pos.File == f.Name && !slices.Contains(used, t) {
+		if t.Pos.File == f.Name && !used[t] {
 			add(rules.LintTypeUnused, t.Named, t.Pos,
 				fmt.Sprintf("type %s is used by no message version: it generates no Go code", t.Named),
 				"use it, or remove it")
@@ -155,11 +158,26 @@ func walkFields(fs []*schema.Field, prefix string, fn func(f *schema.Field, subj
 	}
 }
 
-func consumedAnywhere(f *schema.File, msg string, n int) bool {
+// versionKey names one version of a message by the message's Go name.
+type versionKey struct {
+	message string
+	number  int
+}
+
+// consumers lists, for each message version, the queues of f that consume
+// it, in file order: worked out once, since asking every queue for each
+// version would take time of their product.
+func consumers(f *schema.File) map[versionKey][]*schema.Queue {
+	out := map[versionKey][]*schema.Queue{}
 	for _, q := range f.Queues {
-		if consumes(q, named(msg), n) {
-			return true
+		for _, c := range q.Consumes {
+			for _, v := range c.Versions {
+				k := versionKey{c.Message.Name, v.Number}
+				if qs := out[k]; len(qs) == 0 || qs[len(qs)-1] != q {
+					out[k] = append(qs, q)
+				}
+			}
 		}
 	}
-	return false
+	return out
 }
