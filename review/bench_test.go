@@ -47,3 +47,29 @@ func BenchmarkLintManyEntities(b *testing.B) {
 		Lint(f, today)
 	}
 }
+
+func BenchmarkBreakingManyEntities(b *testing.B) {
+	old, new := manyEntities(b, 10_000), manyEntities(b, 10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		Breaking(old, new)
+	}
+}
+
+func BenchmarkPageManyEntities(b *testing.B) {
+	old, new := manyEntities(b, 10_000), manyEntities(b, 10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		NewPage(new, old, "main")
+	}
+}
+
+func BenchmarkTopologyManyEntities(b *testing.B) {
+	f := manyEntities(b, 10_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Topology("/", 4, 0, f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

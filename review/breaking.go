@@ -19,7 +19,15 @@ import (
 // in new; what was removed is placed at what held it, or at the top of new's
 // root file.
 func Breaking(old, new *schema.File) []Finding {
-	b := &breaker{old: old, new: new, top: schema.Pos{File: new.Name, Line: 1, Column: 1}}
+	b := &breaker{old: old, new: new, top: schema.Pos{File: new.Name, Line: 1, Column: 1}, types: map[string]*schema.Field{}}
+	for _, nm := range new.Messages {
+		if old.Message(nm.Name) == nil {
+			b.added = append(b.added, nm)
+		}
+	}
+	for _, t := range new.Types {
+		b.types[t.Named] = t
+	}
 	if o, n := old.Package, new.Package; o != n {
 		b.add(rules.PackageChanged, n, b.top,
 			fmt.Sprintf("the generated package is renamed from %s to %s", o, n),
@@ -31,7 +39,7 @@ func Breaking(old, new *schema.File) []Finding {
 			"update the import path of the generated package")
 	}
 	for _, om := range old.Messages {
-		nm := findMessage(new, om.Name)
+		nm := new.Message(om.Name)
 		if nm == nil {
 			// The same wire type under a Go name the old file does not have:
 			// what queues dispatch is unchanged, so its versions are compared
@@ -76,7 +84,7 @@ func Breaking(old, new *schema.File) []Finding {
 			fmt.Sprintf("remove every use of %s's types from your code first", om.Name))
 	}
 	for _, oq := range old.Queues {
-		if nq := findQueue(new, oq.Name); nq != nil {
+		if nq := new.Queue(oq.Name); nq != nil {
 			b.queue(oq, nq)
 			continue
 		}
@@ -94,6 +102,11 @@ type breaker struct {
 	old, new *schema.File
 	top      schema.Pos
 	out      []Finding
+	// added are the messages of new whose Go name old does not have, and
+	// types new's shared types by name: each gathered once, not searched
+	// for each message or field.
+	added []*schema.Message
+	types map[string]*schema.Field
 	// shared are the shared object types whose fields were compared, by
 	// name: each once, however many paths reach it.
 	shared map[string]bool
@@ -108,22 +121,6 @@ func (b *breaker) add(r rules.Rule, subject string, at schema.Pos, msg, migratio
 		Rule: r.ID, Category: r.Category, File: at.File, Line: at.Line, Column: at.Column,
 		Subject: subject, Message: msg, Migration: migration,
 	})
-}
-
-func findMessage(f *schema.File, name string) *schema.Message {
-	i := slices.IndexFunc(f.Messages, func(m *schema.Message) bool { return m.Name == name })
-	if i < 0 {
-		return nil
-	}
-	return f.Messages[i]
-}
-
-func findQueue(f *schema.File, name string) *schema.Queue {
-	i := slices.IndexFunc(f.Queues, func(q *schema.Queue) bool { return q.Name == name })
-	if i < 0 {
-		return nil
-	}
-	return f.Queues[i]
 }
 
 func findVersion(m *schema.Message, n int) *schema.Version {
@@ -145,8 +142,8 @@ func findField(fs []*schema.Field, name string) *schema.Field {
 // goRenamed finds the message of the new file, absent from the old by its
 // Go name, that travels as om's wire type.
 func (b *breaker) goRenamed(om *schema.Message) *schema.Message {
-	for _, nm := range b.new.Messages {
-		if nm.Type == om.Type && findMessage(b.old, nm.Name) == nil {
+	for _, nm := range b.added {
+		if nm.Type == om.Type {
 			return nm
 		}
 	}
@@ -174,8 +171,8 @@ func (b *breaker) produced(om, nm *schema.Message) {
 // renamed finds the message of the new file, absent from the old, whose
 // versions are those of om under another name.
 func (b *breaker) renamed(om *schema.Message) *schema.Message {
-	for _, nm := range b.new.Messages {
-		if findMessage(b.old, nm.Name) == nil && slices.EqualFunc(om.Versions, nm.Versions, sameVersion) {
+	for _, nm := range b.added {
+		if slices.EqualFunc(om.Versions, nm.Versions, sameVersion) {
 			return nm
 		}
 	}
@@ -486,10 +483,8 @@ func (b *breaker) enumConstants(of, nf *schema.Field, subject string) {
 // typeAt is where f's type is written in the new schema: its definition
 // under types for a shared one, which a change to it is about, else f itself.
 func (b *breaker) typeAt(f *schema.Field) schema.Pos {
-	if f.Named != "" {
-		if i := slices.IndexFunc(b.new.Types, func(t *schema.Field) bool { return t.Named == f.Named }); i >= 0 {
-			return b.new.Types[i].Pos
-		}
+	if t := b.types[f.Named]; t != nil {
+		return t.Pos
 	}
 	return f.Pos
 }

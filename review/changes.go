@@ -15,7 +15,7 @@ func Changes(old, new *schema.File) []string {
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	a := additions{add: add, shared: map[string]bool{}}
 	for _, nm := range new.Messages {
-		om := findMessage(old, nm.Name)
+		om := old.Message(nm.Name)
 		if om == nil {
 			add("new message %s", nm.Name)
 			continue
@@ -44,7 +44,7 @@ func Changes(old, new *schema.File) []string {
 		}
 	}
 	for _, nq := range new.Queues {
-		oq := findQueue(old, nq.Name)
+		oq := old.Queue(nq.Name)
 		if oq == nil {
 			add("new queue %q", nq.Name)
 			continue

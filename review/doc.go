@@ -99,6 +99,17 @@ type QueueView struct {
 // old, the revision named against.
 func NewPage(f, old *schema.File, against string) Page {
 	p := Page{Source: filepath.Base(f.Name), Package: f.Package, Output: f.Output}
+	consumedBy := consumers(f)
+	// The versions that use each shared type, gathered once: asking every
+	// version for each type would take time of their product.
+	usedBy := map[string][]string{}
+	for _, m := range f.Messages {
+		for _, v := range m.Versions {
+			for _, t := range v.SharedTypes() {
+				usedBy[t] = append(usedBy[t], v.GoName)
+			}
+		}
+	}
 	for _, m := range f.Messages {
 		mv := MessageView{Name: m.Name}
 		for _, v := range m.Versions {
@@ -106,10 +117,8 @@ func NewPage(f, old *schema.File, against string) Page {
 				Number: v.Number, GoName: v.GoName, ContentTypes: strings.Join(v.ContentTypes, ", "),
 				DeprecatedSince: v.DeprecatedSince, RemoveAfter: v.RemoveAfter, Examples: len(v.Examples),
 			}
-			for _, q := range f.Queues {
-				if consumes(q, named(m.Name), v.Number) {
-					vv.ConsumedBy = append(vv.ConsumedBy, q.Name)
-				}
+			for _, q := range consumedBy[versionKey{m.Name, v.Number}] {
+				vv.ConsumedBy = append(vv.ConsumedBy, q.Name)
 			}
 			walkFields(v.Fields, "", func(fd *schema.Field, path string) { vv.Fields = append(vv.Fields, row(fd, path)) })
 			walkFields(v.Headers, "", func(fd *schema.Field, path string) { vv.Headers = append(vv.Headers, row(fd, path)) })
@@ -121,15 +130,8 @@ func NewPage(f, old *schema.File, against string) Page {
 		p.Envelopes = append(p.Envelopes, fmt.Sprintf("`%s`: %s", e.Name, e))
 	}
 	for _, t := range f.UsedTypes() {
-		tv := TypeView{Name: t.Named, Kind: string(t.Type), Values: strings.Join(t.Values, ", ")}
+		tv := TypeView{Name: t.Named, Kind: string(t.Type), Values: strings.Join(t.Values, ", "), UsedBy: usedBy[t.Named]}
 		walkFields(t.Fields, "", func(fd *schema.Field, path string) { tv.Fields = append(tv.Fields, row(fd, path)) })
-		for _, m := range f.Messages {
-			for _, v := range m.Versions {
-				if slices.Contains(v.SharedTypes(), t.Named) {
-					tv.UsedBy = append(tv.UsedBy, v.GoName)
-				}
-			}
-		}
 		p.Types = append(p.Types, tv)
 	}
 	for _, q := range f.Queues {

@@ -39,7 +39,7 @@ func (b *breaker) arguments(oq, nq *schema.Queue) {
 		{rules.MaxPriorityChanged, "max_priority", o.MaxPriority, n.MaxPriority},
 		{rules.MaxLengthChanged, "max_length", o.MaxLength, n.MaxLength},
 		{rules.MaxLengthChanged, "max_length_bytes", o.MaxLengthBytes, n.MaxLengthBytes},
-		{rules.OverflowChanged, "overflow", overflow(b.old, oq, nq), overflow(b.new, nq, oq)},
+		{rules.OverflowChanged, "overflow", overflow(oq, nq), overflow(nq, oq)},
 		{rules.MessageTTLChanged, "message_ttl", o.MessageTTL, n.MessageTTL},
 		{rules.InitialGroupSizeChanged, "initial_group_size", o.InitialGroupSize, n.InitialGroupSize},
 	} {
@@ -57,12 +57,12 @@ func (b *breaker) arguments(oq, nq *schema.Queue) {
 // policy. So a team's reject-publish there changes no declaration. Across
 // a change of type or of where Lily's arguments go, which their own rules
 // report, it is the team's alone.
-func overflow(f *schema.File, q, other *schema.Queue) string {
+func overflow(q, other *schema.Queue) string {
 	if q.Type != other.Type || q.ByPolicy != other.ByPolicy {
 		return q.Arguments.Overflow
 	}
 	// The broker's version changes no x-overflow.
-	for _, d := range queue.Declarations(QueueTopology(f, q, 4)) {
+	for _, d := range queue.Declarations(ownTopology(q, 4)) {
 		if d.Name == q.Name {
 			declared, _ := d.Args["x-overflow"].(string)
 			return declared
@@ -301,10 +301,5 @@ func sourceType(f *schema.File, name string) string {
 }
 
 func findExchangeIn(f *schema.File, name string) *schema.Exchange {
-	for _, x := range f.Exchanges {
-		if x.Name == name {
-			return x
-		}
-	}
-	return nil
+	return f.Exchange(name)
 }

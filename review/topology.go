@@ -65,13 +65,7 @@ type PolicyDefinition struct {
 // QueueTopology is what the runtime declares for q of f, as the generated
 // QueueSpec says it, on a RabbitMQ of major version brokerMajor.
 func QueueTopology(f *schema.File, q *schema.Queue, brokerMajor int) queue.Topology {
-	t := topology.Queue{
-		Type: string(q.Type), DeadLetterQueue: q.DLQ, RetryDelays: q.Retry.Delays, DeliveryLimit: q.DeliveryLimit,
-		External: q.External, ByPolicy: q.ByPolicy,
-	}
-	if args := q.Arguments.Table(); len(args) > 0 {
-		t.Arguments = args
-	}
+	t := ownTopology(q, brokerMajor)
 	for _, x := range f.Upstream(q) {
 		ex := topology.Exchange{Name: x.Name, Type: x.Type, External: x.External}
 		if !x.External {
@@ -84,6 +78,19 @@ func QueueTopology(f *schema.File, q *schema.Queue, brokerMajor int) queue.Topol
 	}
 	for _, b := range q.Bindings {
 		t.Bindings = append(t.Bindings, topology.Binding{Source: b.Source, RoutingKey: b.RoutingKey, Arguments: b.Arguments(), External: b.External})
+	}
+	return t
+}
+
+// ownTopology is the part of q's topology that its queues' declarations
+// follow from, without the exchanges and bindings that route to it.
+func ownTopology(q *schema.Queue, brokerMajor int) queue.Topology {
+	t := topology.Queue{
+		Type: string(q.Type), DeadLetterQueue: q.DLQ, RetryDelays: q.Retry.Delays, DeliveryLimit: q.DeliveryLimit,
+		External: q.External, ByPolicy: q.ByPolicy,
+	}
+	if args := q.Arguments.Table(); len(args) > 0 {
+		t.Arguments = args
 	}
 	return queue.Topology{Name: q.Name, Queue: t, BrokerMajor: brokerMajor}
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -295,26 +296,20 @@ func (p *parser) unknownExchange(n *yaml.Node, name string, f *File) {
 	bad.nearest(name, names, "declare it under exchanges:, with ownership: external if another team owns it")
 }
 
-func findExchange(f *File, name string) *Exchange {
-	i := slices.IndexFunc(f.Exchanges, func(x *Exchange) bool { return x.Name == name })
-	if i < 0 {
-		return nil
-	}
-	return f.Exchanges[i]
-}
-
 // Upstream lists the exchanges messages reach q through, in file order: the
 // exchanges its bindings name, those bound to these, and so on, and the
 // alternate exchanges of each.
 func (f *File) Upstream(q *Queue) []*Exchange {
+	var out []*Exchange
 	seen := map[string]bool{}
 	var visit func(name string)
 	visit = func(name string) {
-		x := findExchange(f, name)
+		x := f.Exchange(name)
 		if x == nil || seen[name] {
 			return
 		}
 		seen[name] = true
+		out = append(out, x)
 		for _, b := range x.Bindings {
 			visit(b.Source)
 		}
@@ -325,11 +320,9 @@ func (f *File) Upstream(q *Queue) []*Exchange {
 	for _, b := range q.Bindings {
 		visit(b.Source)
 	}
-	var out []*Exchange
-	for _, x := range f.Exchanges {
-		if seen[x.Name] {
-			out = append(out, x)
-		}
-	}
+	// In file order, sorting only those it reaches: going through every
+	// exchange for each queue would take time of the product of their
+	// numbers.
+	slices.SortFunc(out, func(a, b *Exchange) int { return cmp.Compare(f.exchangeAt[a], f.exchangeAt[b]) })
 	return out
 }

@@ -69,7 +69,21 @@ type File struct {
 	// read: asking every queue for each message would take time of their
 	// product.
 	readIn map[*Message][]*Envelope
+	// known holds the messages, exchanges and queues by name, as parsed,
+	// and exchangeAt each exchange's place in Exchanges: a list searched
+	// for each name would take time of the square of their number.
+	known      declarations
+	exchangeAt map[*Exchange]int
 }
+
+// Message returns the message of Go name name, nil when f has none.
+func (f *File) Message(name string) *Message { return f.known.messages[name] }
+
+// Queue returns the queue named name, nil when f has none.
+func (f *File) Queue(name string) *Queue { return f.known.queues[name] }
+
+// Exchange returns the exchange named name, nil when f has none.
+func (f *File) Exchange(name string) *Exchange { return f.known.exchanges[name] }
 
 // Acknowledgement accepts one breaking change: Rule alone accepts every
 // finding of that rule, Rule with Subject only that one.

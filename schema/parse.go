@@ -246,6 +246,11 @@ func (p *parser) schema(name string, data []byte) *File {
 	}
 	p.queueRoles(f.Queues)
 	f.readIn = readIn(f.Queues)
+	f.known = p.known
+	f.exchangeAt = make(map[*Exchange]int, len(f.Exchanges))
+	for i, x := range f.Exchanges {
+		f.exchangeAt[x] = i
+	}
 	p.publishRefs(f)
 	return f
 }
