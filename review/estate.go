@@ -152,9 +152,6 @@ func (r route) subject() string {
 	return subject
 }
 
-// to reports whether r and other go to the same place.
-func (r route) to(other route) bool { return r.kind == other.kind && r.name == other.name }
-
 // routes lists every binding of f by its destination.
 func routes(f *schema.File) []route {
 	var out []route
@@ -171,17 +168,29 @@ func routes(f *schema.File) []route {
 	return out
 }
 
+// from names where r goes and the exchange it comes from.
+func (r route) from() [3]string { return [3]string{r.kind, r.name, r.b.Source} }
+
+// bySource groups rs by where they go and the exchange they come from, in
+// their order: comparing each binding with every other would take time of
+// the square of their number.
+func bySource(rs []route) map[[3]string][]route {
+	out := map[[3]string][]route{}
+	for _, r := range rs {
+		out[r.from()] = append(out[r.from()], r)
+	}
+	return out
+}
+
 // bindings reports each binding of old that new no longer has: removed, or
 // with a key, pattern or header match that accepts less.
 func (b *breaker) bindings() {
-	newRoutes, oldRoutes := routes(b.new), routes(b.old)
+	oldRoutes := routes(b.old)
+	newFrom, oldFrom := bySource(routes(b.new)), bySource(oldRoutes)
 	for _, or := range oldRoutes {
 		var same []route
 		covered := false
-		for _, nr := range newRoutes {
-			if !nr.to(or) || nr.b.Source != or.b.Source {
-				continue
-			}
+		for _, nr := range newFrom[or.from()] {
 			same = append(same, nr)
 			if accepts([]*schema.Binding{nr.b}, or.b, sourceType(b.new, nr.b.Source)) {
 				covered = true
@@ -194,7 +203,7 @@ func (b *breaker) bindings() {
 			at = same[0].b.Pos
 		}
 		if i := slices.IndexFunc(same, func(nr route) bool {
-			return !slices.ContainsFunc(oldRoutes, func(r route) bool { return r.to(nr) && sameBinding(r.b, nr.b) })
+			return !slices.ContainsFunc(oldFrom[nr.from()], func(r route) bool { return sameBinding(r.b, nr.b) })
 		}); i >= 0 {
 			at = same[i].b.Pos
 		}
