@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/lily-mq/lily/internal/printable"
 	"github.com/lily-mq/lily/review"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
@@ -41,6 +42,10 @@ can no longer be decoded or dispatched), PRODUCER (producers on the new
 schema send what consumers on the old one reject), TOPOLOGY (RabbitMQ
 refuses the queue's redeclare with 406). Each names its rule, the migration
 it needs, and the --allow that acknowledges it.
+
+An acknowledge: entry of a schema that names a subject and matches none of
+its findings is stale (STALE-ACKNOWLEDGEMENT): it is reported, and fails the
+run, so that it is removed before it accepts a later break unseen.
 
 Rules:
 ` + ruleList(func(r rules.Rule) bool { return r.Category != rules.Lint }),
@@ -70,6 +75,7 @@ Rules:
 
 func (e *env) breaking(against string, allow []string) int {
 	var found, acknowledged []review.Finding
+	var stale []schema.Acknowledgement
 	ok := true
 	for _, name := range e.args {
 		old, isNew, good := e.older(name, against)
@@ -83,17 +89,22 @@ func (e *env) breaking(against string, allow []string) int {
 		}
 		accepted := slices.Clone(allow)
 		for _, a := range f.Acknowledged {
-			if a.Subject == "" {
-				accepted = append(accepted, a.Rule)
-			} else {
-				accepted = append(accepted, a.Rule+"@"+a.Subject)
-			}
+			accepted = append(accepted, allowed(a))
 		}
-		for _, x := range review.Breaking(old, f) {
+		changes := review.Breaking(old, f)
+		for _, x := range changes {
 			if x.Acknowledged(accepted) {
 				acknowledged = append(acknowledged, x)
 			} else {
 				found = append(found, x)
+			}
+		}
+		// One that names a subject accepts one change: matching nothing
+		// here, it would accept a later break of that rule and subject
+		// unseen. One without is a standing policy for its rule.
+		for _, a := range f.Acknowledged {
+			if a.Subject != "" && !slices.ContainsFunc(changes, func(x review.Finding) bool { return x.Acknowledged([]string{allowed(a)}) }) {
+				stale = append(stale, a)
 			}
 		}
 	}
@@ -102,17 +113,45 @@ func (e *env) breaking(against string, allow []string) int {
 	}
 	review.Sort(found)
 	e.format.findings(e.stdout, found)
+	for _, a := range stale {
+		msg := fmt.Sprintf("acknowledgement %s matches no breaking change against %s: remove it, or a later break of that rule and subject passes unseen", allowed(a), against)
+		if e.format == textFormat {
+			fmt.Fprintf(e.stderr, "%s:%d:%d: %s [%s]\n", printable.String(a.Pos.File), a.Pos.Line, a.Pos.Column, printable.String(msg), staleAcknowledgement)
+		} else {
+			e.format.print(e.stdout, diag{File: a.Pos.File, Line: a.Pos.Line, Column: a.Pos.Column, Rule: staleAcknowledgement, Message: msg})
+		}
+	}
 	if e.format == textFormat {
 		fmt.Fprintf(e.stderr, "lilygen breaking: %d breaking change%s against %s", len(found), plural(len(found)), against)
+		var also []string
 		if len(acknowledged) > 0 {
-			fmt.Fprintf(e.stderr, " (and %d acknowledged)", len(acknowledged))
+			also = append(also, fmt.Sprintf("%d acknowledged", len(acknowledged)))
+		}
+		if len(stale) > 0 {
+			also = append(also, fmt.Sprintf("%d stale acknowledgement%s", len(stale), plural(len(stale))))
+		}
+		if len(also) > 0 {
+			fmt.Fprintf(e.stderr, " (and %s)", strings.Join(also, ", "))
 		}
 		fmt.Fprintln(e.stderr)
 	}
-	if len(found) > 0 {
+	if len(found) > 0 || len(stale) > 0 {
 		return exitFindings
 	}
 	return exitOK
+}
+
+// staleAcknowledgement is the rule of an acknowledgement in a schema that
+// names a subject and matches no breaking change against the older
+// revision.
+const staleAcknowledgement = "STALE-ACKNOWLEDGEMENT"
+
+// allowed writes a as --allow takes it.
+func allowed(a schema.Acknowledgement) string {
+	if a.Subject == "" {
+		return a.Rule
+	}
+	return a.Rule + "@" + a.Subject
 }
 
 // ruleList lists the rules keep selects, one a line: id, category, meaning.
