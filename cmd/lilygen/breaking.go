@@ -34,7 +34,9 @@ var breakingCmd = &command{
 (with a single schema), or else the schema and the files it includes as they
 are at the git ref --against names, read with git show (so shallow clones
 work once the ref is fetched).
-A schema the ref does not have is new and breaks nothing.
+A schema the ref does not have is compared with the file git finds it
+renamed from (git diff -M <ref>), and said so; when git finds none, it is
+new, or moved unseen, and is not compared, which a line on stderr says.
 
 Findings are grouped: API (generated Go names and signatures), WIRE (payload
 and content type), INFLIGHT (messages already in a queue, retry bucket or DLQ
@@ -76,6 +78,7 @@ Rules:
 func (e *env) breaking(against string, allow []string) int {
 	var found, acknowledged []review.Finding
 	var stale []schema.Acknowledgement
+	notCompared := 0
 	ok := true
 	for _, name := range e.args {
 		old, isNew, good := e.older(name, against)
@@ -85,6 +88,8 @@ func (e *env) breaking(against string, allow []string) int {
 			continue
 		}
 		if isNew {
+			notCompared++
+			fmt.Fprintf(e.stderr, "lilygen breaking: %s: not at %s, not compared (new, or moved where git finds no rename from a file there): nothing in it is checked\n", name, against)
 			continue
 		}
 		accepted := slices.Clone(allow)
@@ -130,6 +135,9 @@ func (e *env) breaking(against string, allow []string) int {
 		if len(stale) > 0 {
 			also = append(also, fmt.Sprintf("%d stale acknowledgement%s", len(stale), plural(len(stale))))
 		}
+		if notCompared > 0 {
+			also = append(also, fmt.Sprintf("%d schema%s not compared", notCompared, plural(notCompared)))
+		}
 		if len(also) > 0 {
 			fmt.Fprintf(e.stderr, " (and %s)", strings.Join(also, ", "))
 		}
@@ -172,8 +180,10 @@ func plural(n int) string {
 	return "s"
 }
 
-// older reads and checks the revision of schema name that against names;
-// isNew reports a schema the git ref does not have.
+// older reads and checks the revision of schema name that against names:
+// at a git ref, the file at name's path or, when the ref has none, the one
+// git finds it renamed from. isNew reports a schema the ref has under
+// neither.
 func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
 	if info, err := os.Stat(against); err == nil && !info.IsDir() {
 		if len(e.args) > 1 {
@@ -201,6 +211,14 @@ func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
 	}
 	defer os.RemoveAll(tmp)
 	found, err := checkout(dir, against, rel, tmp)
+	if err == nil && !found {
+		var from string
+		if from, err = renamedFrom(dir, against, rel); err == nil && from != "" {
+			fmt.Fprintf(e.stderr, "lilygen: %s: not at %s; compared with %s:%s, which git finds it renamed from\n", name, against, against, from)
+			rel = from
+			found, err = checkout(dir, against, rel, tmp)
+		}
+	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
@@ -267,6 +285,26 @@ func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// renamedFrom is the path at ref of the file that git finds the repository
+// file rel renamed from, by comparing ref with the working tree as git diff
+// -M does; "" when it finds none.
+func renamedFrom(gitDir, ref, rel string) (string, error) {
+	// Paths from the repository's root, whatever diff.relative says.
+	out, err := gitOutput(gitDir, "-c", "diff.relative=false", "diff", "--name-status", "-z", "-M", "--diff-filter=R", ref, "--")
+	if err != nil {
+		return "", err
+	}
+	// Each rename is R<similarity>, the old path and the new, each ended by
+	// a NUL.
+	fields := strings.Split(string(out), "\x00")
+	for i := 0; i+2 < len(fields); i += 3 {
+		if fields[i+2] == rel {
+			return fields[i+1], nil
+		}
+	}
+	return "", nil
 }
 
 // gitOutput runs git in dir and returns its standard output.

@@ -48,11 +48,7 @@ func TestBreakingAgainstGitRef(t *testing.T) {
 		t.Errorf("acknowledged: exit %d\n%s", code, stderr)
 	}
 
-	// A schema the ref lacks is new; a ref that does not exist is a usage error.
-	writeFile(t, filepath.Join(dir, "new.lily.yaml"), minimal)
-	if code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "new.lily.yaml"); code != exitOK {
-		t.Errorf("new schema: exit %d\n%s%s", code, stdout, stderr)
-	}
+	// A ref that does not exist is a usage error.
 	if code, _, stderr := lilygen(t, dir, "breaking", "--against", "nosuchref", "ping.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "neither a file nor a git commit") {
 		t.Errorf("unknown ref: exit %d\n%s", code, stderr)
 	}
@@ -198,6 +194,36 @@ func TestPackageFor(t *testing.T) {
 		if got := packageFor(name); got != want {
 			t.Errorf("packageFor(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// TestBreakingAgainstGitRefFollowsARename compares a schema the ref has under
+// another path with the file git finds it renamed from, and says so; one the
+// ref has under no path is compared with nothing, and that is said too.
+func TestBreakingAgainstGitRefFollowsARename(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, "svc", "ping.lily.yaml"), minimal)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schema")
+
+	dir := filepath.Join(repo, "billing")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, repo, "mv", "svc/ping.lily.yaml", "billing/pings.lily.yaml")
+	writeFile(t, filepath.Join(dir, "pings.lily.yaml"), strings.Replace(minimal, "required: true}", "required: true, max_length: 10}", 1))
+	code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "pings.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, "pings.lily.yaml:9:11: Ping.v1.id narrows its bounds from none to ..10 characters") ||
+		!strings.Contains(stderr, "pings.lily.yaml: not at main; compared with main:svc/ping.lily.yaml, which git finds it renamed from") {
+		t.Errorf("renamed: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	writeFile(t, filepath.Join(dir, "new.lily.yaml"), strings.NewReplacer("Ping", "Pong", "pings", "pongs").Replace(minimal))
+	code, stdout, stderr = lilygen(t, dir, "breaking", "--against", "main", "new.lily.yaml")
+	if code != exitOK || stdout != "" || !strings.Contains(stderr, "new.lily.yaml: not at main, not compared (new, or moved") ||
+		!strings.Contains(stderr, "0 breaking changes against main (and 1 schema not compared)") {
+		t.Errorf("new: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
 
