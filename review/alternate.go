@@ -16,7 +16,7 @@ import (
 func (b *breaker) alternates() {
 	oldRoutes, newRoutes := routes(b.old), routes(b.new)
 	for _, nx := range b.new.Exchanges {
-		ox := findExchangeIn(b.old, nx.Name)
+		ox := b.old.Exchange(nx.Name)
 		if nx.AlternateExchange == "" || ox == nil || ox.AlternateExchange != nx.AlternateExchange || ox.Type != nx.Type {
 			continue // a new exchange sent its alternate nothing; a changed one is reported as changed
 		}
@@ -56,7 +56,7 @@ func downstream(f *schema.File, x string) []string {
 				next = append(next, r.name)
 			}
 		}
-		if e := findExchangeIn(f, reached[i]); e != nil && e.AlternateExchange != "" {
+		if e := f.Exchange(reached[i]); e != nil && e.AlternateExchange != "" {
 			next = append(next, e.AlternateExchange)
 		}
 		for _, n := range next {

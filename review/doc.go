@@ -283,7 +283,7 @@ func ownership(external bool) string {
 func routesOf(f *schema.File, q *schema.Queue) []string {
 	var out []string
 	describe := func(b *schema.Binding, into string) {
-		src := findExchangeIn(f, b.Source)
+		src := f.Exchange(b.Source)
 		r := fmt.Sprintf("%s (%s, %s) → %s", b.Source, src.Type, ownership(src.External), into)
 		switch {
 		case b.Match != "":

@@ -107,7 +107,7 @@ func unset(v any) string {
 // exchanges reports each exchange of old that new declares differently.
 func (b *breaker) exchanges() {
 	for _, ox := range b.old.Exchanges {
-		nx := findExchangeIn(b.new, ox.Name)
+		nx := b.new.Exchange(ox.Name)
 		if nx == nil {
 			continue // what it routed to a queue is reported by bindings
 		}
@@ -303,12 +303,8 @@ func matchesHeaders(b *schema.Binding, h map[string]any) bool {
 }
 
 func sourceType(f *schema.File, name string) string {
-	if x := findExchangeIn(f, name); x != nil {
+	if x := f.Exchange(name); x != nil {
 		return x.Type
 	}
 	return ""
-}
-
-func findExchangeIn(f *schema.File, name string) *schema.Exchange {
-	return f.Exchange(name)
 }
