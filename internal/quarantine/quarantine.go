@@ -56,6 +56,9 @@ type Conn struct {
 
 // New wraps socket. clientFrameMax is the frame size the client asks for
 // (amqp.Config.FrameSize): with the broker's, it gives the negotiated one.
+// It must be the size as the client resolves it, never 0: amqp091-go reads
+// a FrameSize of 0 as its default (frame.Size), while the filter would take
+// it for no limit and pass headers the client then refuses.
 func New(socket net.Conn, clientFrameMax uint32) *Conn {
 	c := &Conn{Conn: socket}
 	c.f = filter{src: socket, clientMax: clientFrameMax, buf: make([]byte, initialBuffer), seal: rand.Text()}
