@@ -26,6 +26,9 @@ type Finding struct {
 	Subject   string
 	Message   string
 	Migration string
+	// Note, when set, says why an acknowledgement that names the finding
+	// does not accept it.
+	Note string
 }
 
 // Ack is the acknowledgement that would accept f.

@@ -45,9 +45,14 @@ schema send what consumers on the old one reject), TOPOLOGY (RabbitMQ
 refuses the queue's redeclare with 406). Each names its rule, the migration
 it needs, and the --allow that acknowledges it.
 
-An acknowledge: entry of a schema that names a subject and matches none of
-its findings is stale (STALE-ACKNOWLEDGEMENT): it is reported, and fails the
-run, so that it is removed before it accepts a later break unseen.
+An acknowledge: entry of a schema accepts only the changes of the revision
+that adds it. One with a subject that the older revision has too (the same
+rule, subject and reason) was written for an earlier change and accepts
+nothing: a change it names is reported, and when it names none, a warning
+(INHERITED-ACKNOWLEDGEMENT) asks to remove it. One with a subject that is new
+and matches none of the findings acknowledges nothing this change does: it
+is reported as STALE-ACKNOWLEDGEMENT, and fails the run. One without a
+subject is a standing policy for its rule, and accepts its every finding.
 
 Rules:
 ` + ruleList(func(r rules.Rule) bool { return r.Category != rules.Lint }),
@@ -77,7 +82,7 @@ Rules:
 
 func (e *env) breaking(against string, allow []string) int {
 	var found, acknowledged []review.Finding
-	var stale []schema.Acknowledgement
+	var stale, inherited []schema.Acknowledgement
 	notCompared := 0
 	ok := true
 	for _, name := range e.args {
@@ -87,44 +92,40 @@ func (e *env) breaking(against string, allow []string) int {
 			ok = false
 			continue
 		}
+		var changes []review.Finding
+		var before []schema.Acknowledgement
 		if isNew {
 			notCompared++
 			fmt.Fprintf(e.stderr, "lilygen breaking: %s: not at %s, not compared (new, or moved where git finds no rename from a file there): nothing in it is checked\n", name, against)
-			continue
+		} else {
+			changes, before = review.Breaking(old, f), old.Acknowledged
 		}
-		accepted := slices.Clone(allow)
-		for _, a := range f.Acknowledged {
-			accepted = append(accepted, allowed(a))
-		}
-		changes := review.Breaking(old, f)
-		for _, x := range changes {
-			if x.Acknowledged(accepted) {
-				acknowledged = append(acknowledged, x)
-			} else {
-				found = append(found, x)
-			}
-		}
-		// One that names a subject accepts one change: matching nothing
-		// here, it would accept a later break of that rule and subject
-		// unseen. One without is a standing policy for its rule.
-		for _, a := range f.Acknowledged {
-			if a.Subject != "" && !slices.ContainsFunc(changes, func(x review.Finding) bool { return x.Acknowledged([]string{allowed(a)}) }) {
-				stale = append(stale, a)
-			}
-		}
+		j := review.Acknowledge(changes, f.Acknowledged, before, allow)
+		found = append(found, j.Breaking...)
+		acknowledged = append(acknowledged, j.Acknowledged...)
+		stale = append(stale, j.Stale...)
+		inherited = append(inherited, j.Inherited...)
 	}
 	if !ok {
 		return exitUsage
 	}
 	review.Sort(found)
 	e.format.findings(e.stdout, found)
+	var problems []diag
 	for _, a := range stale {
-		msg := fmt.Sprintf("acknowledgement %s matches no breaking change against %s: remove it, or a later break of that rule and subject passes unseen", allowed(a), against)
-		if e.format == textFormat {
-			fmt.Fprintf(e.stderr, "%s:%d:%d: %s [%s]\n", printable.String(a.Pos.File), a.Pos.Line, a.Pos.Column, printable.String(msg), staleAcknowledgement)
-		} else {
-			e.format.print(e.stdout, diag{File: a.Pos.File, Line: a.Pos.Line, Column: a.Pos.Column, Rule: staleAcknowledgement, Message: msg})
-		}
+		problems = append(problems, diag{File: a.Pos.File, Line: a.Pos.Line, Column: a.Pos.Column, Rule: staleAcknowledgement,
+			Message: fmt.Sprintf("acknowledgement %s is new since %s and matches no breaking change against it: it acknowledges nothing this change does (remove it, or correct its rule or subject)", allowed(a), against)})
+	}
+	for _, a := range inherited {
+		problems = append(problems, diag{File: a.Pos.File, Line: a.Pos.Line, Column: a.Pos.Column, Rule: inheritedAcknowledgement, Severity: warning,
+			Message: fmt.Sprintf("acknowledgement %s is at %s too, written for a change made before, and matches no breaking change against it: it accepts nothing now; remove it", allowed(a), against)})
+	}
+	// In the order of the schemas' entries, as schema errors are.
+	slices.SortStableFunc(problems, func(a, b diag) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
+	for _, d := range problems {
+		e.acknowledgementProblem(d)
 	}
 	if e.format == textFormat {
 		fmt.Fprintf(e.stderr, "lilygen breaking: %d breaking change%s against %s", len(found), plural(len(found)), against)
@@ -134,6 +135,9 @@ func (e *env) breaking(against string, allow []string) int {
 		}
 		if len(stale) > 0 {
 			also = append(also, fmt.Sprintf("%d stale acknowledgement%s", len(stale), plural(len(stale))))
+		}
+		if len(inherited) > 0 {
+			also = append(also, fmt.Sprintf("%d inherited acknowledgement%s to remove", len(inherited), plural(len(inherited))))
 		}
 		if notCompared > 0 {
 			also = append(also, fmt.Sprintf("%d schema%s not compared", notCompared, plural(notCompared)))
@@ -149,10 +153,28 @@ func (e *env) breaking(against string, allow []string) int {
 	return exitOK
 }
 
-// staleAcknowledgement is the rule of an acknowledgement in a schema that
-// names a subject and matches no breaking change against the older
-// revision.
-const staleAcknowledgement = "STALE-ACKNOWLEDGEMENT"
+// acknowledgementProblem reports d, a problem of a schema's
+// acknowledgement: in text on stderr, beside the schema errors.
+func (e *env) acknowledgementProblem(d diag) {
+	if e.format != textFormat {
+		e.format.print(e.stdout, d)
+		return
+	}
+	msg := d.Message
+	if d.Severity != "" {
+		msg = d.Severity + ": " + msg
+	}
+	fmt.Fprintf(e.stderr, "%s:%d:%d: %s [%s]\n", printable.String(d.File), d.Line, d.Column, printable.String(msg), d.Rule)
+}
+
+// The rules of a schema's acknowledgements with a subject that match no
+// breaking change against the older revision: one new since it fails the
+// run, having nothing of this change to accept; one it has too is left
+// over from a change merged before, and only warned of.
+const (
+	staleAcknowledgement     = "STALE-ACKNOWLEDGEMENT"
+	inheritedAcknowledgement = "INHERITED-ACKNOWLEDGEMENT"
+)
 
 // allowed writes a as --allow takes it.
 func allowed(a schema.Acknowledgement) string {

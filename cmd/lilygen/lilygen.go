@@ -58,7 +58,7 @@ Exit codes (every command):
   0  done: generated, up to date, no findings, no breaking changes
   1  findings: check found stale or missing output (or generate could not
      write a file), lint found a convention broken, breaking found a change
-     that is not acknowledged
+     that is not acknowledged, or a new acknowledgement that matches none
   2  usage errors, unreadable files, git failures or schema errors
 
 Schema errors print as file:line:column: message [RULE-ID], all of them,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,7 +47,14 @@ type diag struct {
 	Message   string `json:"message"`
 	Hint      string `json:"hint,omitempty"`
 	Migration string `json:"migration,omitempty"`
+	Note      string `json:"note,omitempty"`
+	// Severity is warning for a problem that does not fail the run; the
+	// others, errors, leave it out.
+	Severity string `json:"severity,omitempty"`
 }
+
+// warning is the severity of a problem that does not fail the run.
+const warning = "warning"
 
 // print writes d in format f, which is not text.
 func (f errorFormat) print(w io.Writer, d diag) {
@@ -68,11 +76,14 @@ func (f errorFormat) print(w io.Writer, d diag) {
 	if d.Subject != "" && d.Category != string(rules.Lint) {
 		msg += "\nacknowledge: --allow " + d.Rule + "@" + d.Subject
 	}
+	if d.Note != "" {
+		msg += "\nnote: " + d.Note
+	}
 	props := "file=" + escapeProperty(d.File)
 	if d.Line > 0 {
 		props += fmt.Sprintf(",line=%d,col=%d", d.Line, d.Column)
 	}
-	fmt.Fprintf(w, "::error %s,title=%s::%s\n", props, escapeProperty(d.Rule), escapeData(msg))
+	fmt.Fprintf(w, "::%s %s,title=%s::%s\n", cmp.Or(d.Severity, "error"), props, escapeProperty(d.Rule), escapeData(msg))
 }
 
 // escapeData and escapeProperty escape a workflow command's message and
@@ -102,7 +113,7 @@ func (f errorFormat) findings(w io.Writer, fs []review.Finding) {
 	var last rules.Category
 	for _, x := range fs {
 		if f != textFormat {
-			f.print(w, diag{File: x.File, Line: x.Line, Column: x.Column, Rule: x.Rule, Category: string(x.Category), Subject: x.Subject, Message: x.Message, Migration: x.Migration})
+			f.print(w, diag{File: x.File, Line: x.Line, Column: x.Column, Rule: x.Rule, Category: string(x.Category), Subject: x.Subject, Message: x.Message, Migration: x.Migration, Note: x.Note})
 			continue
 		}
 		if x.Category != last {
@@ -120,5 +131,8 @@ func (f errorFormat) findings(w io.Writer, fs []review.Finding) {
 			continue
 		}
 		fmt.Fprintf(w, "\tmigration: %s\n\tacknowledge: --allow %s\n", printable.String(x.Migration), printable.String(x.Ack()))
+		if x.Note != "" {
+			fmt.Fprintf(w, "\tnote: %s\n", printable.String(x.Note))
+		}
 	}
 }

@@ -64,6 +64,47 @@ func TestBreakingAgainstGitRef(t *testing.T) {
 	}
 }
 
+// TestBreakingAcknowledgementAcceptsOnlyItsOwnChange follows one
+// acknowledgement through the CI job of docs/lilygen.md: it accepts the
+// change of the pull request that adds it; once that is merged, a later
+// pull request is warned to remove it, not failed, and a later break of the
+// same rule and subject is not accepted by it.
+func TestBreakingAcknowledgementAcceptsOnlyItsOwnChange(t *testing.T) {
+	repo := t.TempDir()
+	file := filepath.Join(repo, "ping.lily.yaml")
+	writeFile(t, file, minimal)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schema")
+
+	ack := func(reason string) string {
+		return "acknowledge:\n  - rule: BOUND-NARROWED\n    subject: Ping.v1.id\n    reason: " + reason + "\nmessages:"
+	}
+	narrowed := strings.NewReplacer("required: true}", "required: true, max_length: 64}", "messages:", ack("ids are uuids")).Replace(minimal)
+	writeFile(t, file, narrowed)
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || stdout != "" || !strings.Contains(stderr, "(and 1 acknowledged)") {
+		t.Errorf("the pull request that adds it: exit %d\n%s%s", code, stdout, stderr)
+	}
+	git(t, repo, "commit", "-q", "-am", "narrow id")
+
+	writeFile(t, file, strings.Replace(narrowed, "required: true, max_length: 64}", "required: true, max_length: 64}\n          note: {type: string, max_length: 9}", 1))
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--error-format=github-actions", "--against", "main", "ping.lily.yaml")
+	if want := "::warning file=ping.lily.yaml,line=5,col=5,title=INHERITED-ACKNOWLEDGEMENT::acknowledgement BOUND-NARROWED@Ping.v1.id is at main too"; code != exitOK || !strings.HasPrefix(stdout, want) {
+		t.Errorf("a later pull request: exit %d, want 0 and %s…\n%s%s", code, want, stdout, stderr)
+	}
+
+	again := strings.Replace(narrowed, "max_length: 64}", "max_length: 36}", 1)
+	writeFile(t, file, again)
+	code, stdout, stderr = lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, "[BOUND-NARROWED]") || !strings.Contains(stdout, "note: the acknowledgement BOUND-NARROWED@Ping.v1.id at ping.lily.yaml:5:5 is in the older revision too") {
+		t.Errorf("a later break of its rule and subject: exit %d\n%s%s", code, stdout, stderr)
+	}
+	writeFile(t, file, strings.Replace(again, "ids are uuids", "ids are uuids, 36 characters", 1))
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || !strings.Contains(stderr, "(and 1 acknowledged)") {
+		t.Errorf("acknowledged anew, with a reason of its own: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 func TestErrorFormats(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "bad.lily.yaml"), strings.Replace(minimal, "consumes:", "prefech: 3\n    consumes:", 1))
@@ -224,6 +265,29 @@ func TestBreakingAgainstGitRefFollowsARename(t *testing.T) {
 	if code != exitOK || stdout != "" || !strings.Contains(stderr, "new.lily.yaml: not at main, not compared (new, or moved") ||
 		!strings.Contains(stderr, "0 breaking changes against main (and 1 schema not compared)") {
 		t.Errorf("new: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestBreakingJudgesTheAcknowledgementsOfASchemaNotCompared takes every
+// acknowledgement of a schema the ref does not have for new: one with a
+// subject acknowledges nothing this change does, one without stands.
+func TestBreakingJudgesTheAcknowledgementsOfASchemaNotCompared(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, "README"), "a repository without the schema\n")
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "start")
+
+	policy := "acknowledge:\n  - rule: HANDLER-METHOD-ADDED\n    reason: handlers embed Unimplemented\nmessages:"
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), strings.Replace(minimal, "messages:", policy, 1))
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || stdout != "" || !strings.Contains(stderr, "(and 1 schema not compared)") {
+		t.Errorf("a standing policy: exit %d\n%s%s", code, stdout, stderr)
+	}
+	withSubject := strings.Replace(policy, "messages:", "  - rule: FIELD-REMOVED\n    subject: Ping.v1.gift\n    reason: gift is gone\nmessages:", 1)
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), strings.Replace(minimal, "messages:", withSubject, 1))
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
+	if want := "ping.lily.yaml:7:5: acknowledgement FIELD-REMOVED@Ping.v1.gift is new since main"; code != exitFindings || stdout != "" || !strings.Contains(stderr, want) {
+		t.Errorf("an acknowledgement with a subject: exit %d, want 1 and %s…\n%s%s", code, want, stdout, stderr)
 	}
 }
 

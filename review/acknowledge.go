@@ -1,0 +1,77 @@
+package review
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+// Judgement is what a schema's acknowledgements make of its breaking
+// changes against an older revision.
+type Judgement struct {
+	// Breaking are the changes nothing accepts; Acknowledged those accepted.
+	Breaking, Acknowledged []Finding
+	// Stale are the acknowledgements with a subject, new since the older
+	// revision, that match no change: they acknowledge nothing this change
+	// does.
+	Stale []schema.Acknowledgement
+	// Inherited are those with a subject that the older revision has too
+	// and that match no change: their change is merged, and they are left
+	// over.
+	Inherited []schema.Acknowledgement
+}
+
+// Acknowledge sorts changes, the breaking changes of a schema against its
+// older revision, by what acknowledges them: allow, the run's own, each
+// RULE or RULE@SUBJECT, and the schema's entries, newer. An entry accepts
+// only the changes of the revision that adds it: one with a subject that
+// older, the older revision's entries, holds too (the same rule, subject
+// and reason) was written for an earlier change and accepts nothing, or
+// every later break of its rule and subject would pass unseen; a change it
+// names gets a Note saying so. An entry without a subject is a standing
+// policy for its rule, and accepts its every change. Order is kept.
+func Acknowledge(changes []Finding, newer, older []schema.Acknowledgement, allow []string) Judgement {
+	type entry struct{ rule, subject, reason string }
+	before := map[entry]bool{}
+	for _, a := range older {
+		before[entry{a.Rule, a.Subject, a.Reason}] = true
+	}
+	var accepting, inherited []schema.Acknowledgement
+	for _, a := range newer {
+		if a.Subject != "" && before[entry{a.Rule, a.Subject, a.Reason}] {
+			inherited = append(inherited, a)
+		} else {
+			accepting = append(accepting, a)
+		}
+	}
+	var j Judgement
+	for _, x := range changes {
+		if x.Acknowledged(allow) || slices.ContainsFunc(accepting, x.acknowledgedBy) {
+			j.Acknowledged = append(j.Acknowledged, x)
+			continue
+		}
+		if i := slices.IndexFunc(inherited, x.acknowledgedBy); i >= 0 {
+			a := inherited[i]
+			x.Note = fmt.Sprintf("the acknowledgement %s at %s:%d:%d is in the older revision too: written for an earlier change, it accepts only that one; to accept this change, give it a new reason, one that says why this change is safe",
+				x.Ack(), a.Pos.File, a.Pos.Line, a.Pos.Column)
+		}
+		j.Breaking = append(j.Breaking, x)
+	}
+	for _, a := range newer {
+		if a.Subject == "" || slices.ContainsFunc(changes, func(x Finding) bool { return x.acknowledgedBy(a) }) {
+			continue
+		}
+		if slices.Contains(inherited, a) {
+			j.Inherited = append(j.Inherited, a)
+		} else {
+			j.Stale = append(j.Stale, a)
+		}
+	}
+	return j
+}
+
+// acknowledgedBy reports whether the schema's entry a names f.
+func (f Finding) acknowledgedBy(a schema.Acknowledgement) bool {
+	return a.Rule == f.Rule && (a.Subject == "" || a.Subject == f.Subject)
+}
