@@ -36,7 +36,8 @@ are at the git ref --against names, read with git show (so shallow clones
 work once the ref is fetched).
 A schema the ref does not have is compared with the file git finds it
 renamed from (git diff -M <ref>), and said so; when git finds none, it is
-new, or moved unseen, and is not compared, which a line on stderr says.
+new, or moved unseen, and is not compared, which a line on stderr says (a
+SCHEMA-NOT-COMPARED warning with --error-format json or github-actions).
 
 Findings are grouped: API (generated Go names and signatures), WIRE (payload
 and content type), INFLIGHT (messages already in a queue, retry bucket or DLQ
@@ -96,7 +97,14 @@ func (e *env) breaking(against string, allow []string) int {
 		var before []schema.Acknowledgement
 		if isNew {
 			notCompared++
-			fmt.Fprintf(e.stderr, "lilygen breaking: %s: not at %s, not compared (new, or moved where git finds no rename from a file there): nothing in it is checked\n", name, against)
+			msg := fmt.Sprintf("not at %s, not compared (new, or moved where git finds no rename from a file there): nothing in it is checked", against)
+			if e.format == textFormat {
+				fmt.Fprintf(e.stderr, "lilygen breaking: %s: %s\n", name, msg)
+			} else {
+				// On the pull request, where a reviewer would otherwise
+				// read no finding as a clean comparison.
+				e.format.print(e.stdout, diag{File: name, Rule: schemaNotCompared, Message: msg, Severity: warning})
+			}
 		} else {
 			changes, before = review.Breaking(old, f), old.Acknowledged
 		}
@@ -175,6 +183,10 @@ const (
 	staleAcknowledgement     = "STALE-ACKNOWLEDGEMENT"
 	inheritedAcknowledgement = "INHERITED-ACKNOWLEDGEMENT"
 )
+
+// schemaNotCompared is the rule of a schema the ref does not have, under
+// its path or one git finds it renamed from, so compared with nothing.
+const schemaNotCompared = "SCHEMA-NOT-COMPARED"
 
 // allowed writes a as --allow takes it.
 func allowed(a schema.Acknowledgement) string {

@@ -266,6 +266,18 @@ func TestBreakingAgainstGitRefFollowsARename(t *testing.T) {
 		!strings.Contains(stderr, "0 breaking changes against main (and 1 schema not compared)") {
 		t.Errorf("new: exit %d\n%s%s", code, stdout, stderr)
 	}
+	// For tools, and as an annotation on the pull request.
+	msg := "not at main, not compared (new, or moved where git finds no rename from a file there): nothing in it is checked"
+	code, stdout, _ = lilygen(t, dir, "breaking", "--error-format=github-actions", "--against", "main", "new.lily.yaml")
+	if want := "::warning file=new.lily.yaml,title=SCHEMA-NOT-COMPARED::" + msg + "\n"; code != exitOK || stdout != want {
+		t.Errorf("new, github-actions: exit %d\n%s\nwant exit 0 and\n%s", code, stdout, want)
+	}
+	code, stdout, _ = lilygen(t, dir, "breaking", "--error-format=json", "--against", "main", "new.lily.yaml")
+	var d diag
+	if err := json.Unmarshal([]byte(stdout), &d); code != exitOK || err != nil ||
+		d != (diag{File: "new.lily.yaml", Rule: "SCHEMA-NOT-COMPARED", Message: msg, Severity: "warning"}) {
+		t.Errorf("new, json: exit %d, %v\n%s", code, err, stdout)
+	}
 }
 
 // TestBreakingJudgesTheAcknowledgementsOfASchemaNotCompared takes every
