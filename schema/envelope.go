@@ -336,6 +336,55 @@ func (p *parser) ownHeaders(e *Envelope, m *Message) {
 	}
 }
 
+// writtenHeaders are the headers a producer in profile pr writes for the
+// message itself, as runtime.NewPublishing does: the version where the
+// profile keeps it in a header (x-lily-version when it names no place), the
+// type and id headers, and a CloudEvent's attributes in binary mode.
+func writtenHeaders(pr envelope.Profile) []string {
+	var out []string
+	switch v := pr.Version; {
+	case v == envelope.Version{}:
+		out = append(out, envelope.HeaderVersion)
+	case v.Header != "":
+		out = append(out, v.Header)
+	case v.Attribute != "":
+		out = append(out, "cloudEvents_"+v.Attribute)
+	}
+	if pr.Kind == envelope.CloudEvents {
+		for _, a := range []string{"specversion", "id", "source", "type", "time"} {
+			out = append(out, "cloudEvents_"+a)
+		}
+	}
+	for _, h := range []string{pr.TypeHeader, pr.IDHeader} {
+		if h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// exampleHeaders reports the headers of examples that their message's
+// envelope writes itself, as ownHeaders reports typed headers there: the
+// producer writes them, and the AsyncAPI document shows each example with
+// the envelope's headers, where a second one would be a duplicate key.
+func (p *parser) exampleHeaders(f *File) {
+	for _, m := range f.Messages {
+		for _, e := range f.EnvelopesOf(m) {
+			written := writtenHeaders(e.Profile)
+			for _, v := range m.Versions {
+				for _, ex := range v.Examples {
+					for _, h := range written {
+						if _, ok := ex.Headers[h]; ok {
+							p.errorAt(ex.Pos, RuleExample, "an example of %s sets header %q, which envelope %s writes for the message itself", v.GoName, h, e.Name).
+								Hint = "leave it out: the producer writes it, and the AsyncAPI document shows it with each example"
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // consumedEnvelopes checks the profiles of what q consumes: the runtime must
 // tell each delivery's profile by its marks, and an inbox needs an id.
 func (p *parser) consumedEnvelopes(q *Queue) {

@@ -64,7 +64,7 @@ const (
 	RuleRetry            = "RETRY-POLICY"        // retries without delays, a bad budget
 	RulePattern          = "BAD-PATTERN"         // a pattern that is not an RE2 regular expression
 	RuleDefault          = "BAD-DEFAULT"         // a default that is misplaced or breaks its own bounds
-	RuleExample          = "BAD-EXAMPLE"         // an example that breaks the schema
+	RuleExample          = "BAD-EXAMPLE"         // an example that breaks the schema, or sets a header its envelope writes
 	RuleDate             = "BAD-DATE"            // deprecated_since / remove_after not dates, or out of order
 	RuleInclude          = "BAD-INCLUDE"         // an include that cannot be read, is absolute, is one file too many, or declares what only the root may
 	RuleOutput           = "BAD-OUTPUT"          // an output directory or AsyncAPI file that is not relative, or not YAML

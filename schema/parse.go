@@ -251,6 +251,7 @@ func (p *parser) schema(name string, data []byte) *File {
 	for i, x := range f.Exchanges {
 		f.exchangeAt[x] = i
 	}
+	p.exampleHeaders(f)
 	p.publishRefs(f)
 	return f
 }
