@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,10 @@ func (p *parser) examples(n *yaml.Node, ver *Version, fieldsOK bool) []Example {
 			// A string is JSON text, as copied from a log or a test.
 			if err := json.Compact(&buf, []byte(e.v.Value)); err != nil {
 				p.errorf(e.v, RuleExample, "example %d: the body is not JSON: %v", i+1, err)
+				continue
+			}
+			if doc, err := wire.ParseJSON(buf.Bytes()); err == nil && refMember(doc) {
+				p.errorf(e.v, RuleExample, "example %d: the body has a key %q: %s", i+1, refKey, refWhy).Hint = refHint
 				continue
 			}
 		} else if bad := p.toJSON(&buf, e.v); bad {
@@ -75,6 +80,10 @@ func (p *parser) toJSON(buf *bytes.Buffer, n *yaml.Node) (bad bool) {
 			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
 				p.errorf(k, RuleKind, "an example's keys must be plain values, not %s", describe(k))
+				return true
+			}
+			if k.Value == refKey {
+				p.errorf(k, RuleExample, "an example's key %q: %s", refKey, refWhy).Hint = refHint
 				return true
 			}
 			if i > 0 {
@@ -144,6 +153,37 @@ func (p *parser) scalarJSON(buf *bytes.Buffer, n *yaml.Node) (bad bool) {
 	return false
 }
 
+// refKey is the key JSON Reference gives its meaning: AsyncAPI's and JSON
+// Schema's tools take any object with a member $ref for a reference, and
+// would fetch its URL or put another part of the document in its place.
+// lilygen refuses it where a schema's keys go into the AsyncAPI document as
+// they are: the members of an example's body, and header names.
+const refKey = "$ref"
+
+const (
+	refWhy  = "the AsyncAPI document holds it as written, and AsyncAPI and JSON Schema tools read a $ref member as a JSON reference"
+	refHint = "name it otherwise"
+)
+
+// refMember reports whether a JSON value holds an object with a member
+// named refKey, at any depth.
+func refMember(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v[refKey]; ok {
+			return true
+		}
+		for _, x := range v {
+			if refMember(x) {
+				return true
+			}
+		}
+	case []any:
+		return slices.ContainsFunc(v, refMember)
+	}
+	return false
+}
+
 func writeString(buf *bytes.Buffer, s string) {
 	b, _ := json.Marshal(s) // a string always marshals
 	buf.Write(b)
@@ -154,6 +194,11 @@ func (p *parser) headerValues(n *yaml.Node) (map[string]any, bool) {
 	out := map[string]any{}
 	ok := true
 	p.entries(n, "headers", func(k, v *yaml.Node) {
+		if k.Value == refKey {
+			p.errorf(k, RuleName, "header %q: %s", refKey, refWhy).Hint = refHint
+			ok = false
+			return
+		}
 		var val any
 		var good bool
 		// An alias's tag is its anchor's, but its Value the anchor's name.
