@@ -18,7 +18,8 @@ import (
 
 // documented are the schemas whose documents the tests check, here and with
 // the AsyncAPI project's parser (validate_test.go): the golden cases that
-// show every feature, and the example service.
+// show every feature, the example service, and the edge cases of the
+// document itself.
 var documented = []string{
 	"testdata/golden/full/schema.lily.yaml",
 	"testdata/golden/estate/schema.lily.yaml",
@@ -28,6 +29,7 @@ var documented = []string{
 	"testdata/golden/publish/schema.lily.yaml",
 	"testdata/golden/cmd_asyncapi/schema.lily.yaml",
 	"examples/orders/orders.lily.yaml",
+	"gen/asyncapi/testdata/edges.lily.yaml",
 }
 
 // fact is a value a document must hold at a path of its keys, separated by
@@ -83,6 +85,10 @@ var facts = []fact{
 	{"publish", "operations/publishPaymentCaptured/x-lily-routing-key", `{"field":"region"}`},
 	{"publish", "channels/exchange.billing/messages/InvoiceIssuedV1", `{"$ref":"#/components/messages/InvoiceIssuedV1"}`},
 	{"orders", "channels/queue.orders/bindings/amqp/queue/name", `"orders"`},
+	// A key << is a key, not a merge.
+	{"edges", "components/messages/MergedV1/examples/0/payload", `{"id":"a","<<":{"b":1},"tags":{"<<":2}}`},
+	{"edges", "components/messages/MergedV1/examples/0/headers/<<", `"x"`},
+	{"edges", "channels/queue.merged/x-lily-bindings/0/headers", `{"<<":"merge"}`},
 }
 
 // name is the short name of a documented schema: its golden case, or the

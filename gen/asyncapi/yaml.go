@@ -27,7 +27,7 @@ func newObject() object { return object{&yaml.Node{Kind: yaml.MappingNode, Tag: 
 // leave out is passed as it is, without a test at each call.
 func (o object) set(key string, v *yaml.Node) object {
 	if v != nil {
-		o.n.Content = append(o.n.Content, str(key), v)
+		o.n.Content = append(o.n.Content, mappingKey(key), v)
 	}
 	return o
 }
@@ -45,6 +45,17 @@ func (o object) node() *yaml.Node {
 func (o object) mapping() *yaml.Node { return o.n }
 
 func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+// mappingKey is key as a mapping's key. The encoder writes << plain, and
+// YAML 1.1 readers (yaml.v3 among them) take a plain << for a merge key: a
+// key << of the schema's, such as an example's member, is quoted.
+func mappingKey(key string) *yaml.Node {
+	n := str(key)
+	if key == "<<" {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	return n
+}
 
 func integer[T int | int64](v T) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(int64(v), 10)}
@@ -132,7 +143,7 @@ func jsonNode(d *json.Decoder) (*yaml.Node, error) {
 				if err != nil {
 					return nil, err
 				}
-				n.Content = append(n.Content, str(k.(string)))
+				n.Content = append(n.Content, mappingKey(k.(string)))
 			}
 			item, err := jsonNode(d)
 			if err != nil {
