@@ -89,6 +89,10 @@ var facts = []fact{
 	{"edges", "components/messages/MergedV1/examples/0/payload", `{"id":"a","<<":{"b":1},"tags":{"<<":2}}`},
 	{"edges", "components/messages/MergedV1/examples/0/headers/<<", `"x"`},
 	{"edges", "channels/queue.merged/x-lily-bindings/0/headers", `{"<<":"merge"}`},
+	// A pattern ECMA 262 would refuse is RE2's alone.
+	{"edges", "components/messages/PatternedV1/payload/properties/dashed", `{"type":["string","null"],"x-lily-pattern":"^a\\-b$"}`},
+	{"edges", "components/messages/PatternedV1/headers/properties/x-code", `{"type":"string","x-lily-pattern":"^\\#[0-9]+$"}`},
+	{"edges", "components/messages/PatternedV1/payload/properties/ranged/pattern", `"^[a\\-z]+\\/\\{[0-9]{2,3}\\}$"`},
 }
 
 // name is the short name of a documented schema: its golden case, or the
@@ -224,13 +228,29 @@ func TestHeaderSourceIsCommentText(t *testing.T) {
 }
 
 // A pattern in RE2's own syntax goes to x-lily-pattern: ECMA 262, which
-// JSON Schema tools read patterns by, would refuse it or read it otherwise.
+// JSON Schema tools read patterns by in unicode mode, would refuse it or read
+// it otherwise.
 func TestPatternsForJSONSchema(t *testing.T) {
 	for p, ecma := range map[string]bool{
 		`^[a-z][a-z0-9-]*$`: true, `^(?:ab)+\d{3}$`: true, `^(?<word>\w+)$`: true,
 		`(?i)^[a-z]+$`: false, `^\pL+$`: false, `^a\z`: false, `\Qa.b\E`: false, `^[[:alpha:]]+$`: false, `(?P<w>a)`: false,
 		`^\x{e9}+$`: false, `^\S+$`: false, `^a\s?b$`: false, `^\x41$`: true,
 		`^[].]$`: false, `^[^]a]$`: false, `^[a[:digit:]]+$`: false,
+		// Escapes: ECMA takes its syntax characters, / and, in a class, -;
+		// RE2 any punctuation, and octal.
+		`^a\-b$`: false, `^[a\-z]+$`: true, `^a\@b$`: false, `^[\@]$`: false, `^\_$`: false, `^\#1$`: false, `^\!$`: false,
+		`^\.\*\+\?\(\)\[\]\{\}\|\/\\\^\$`: true, `^[\]\[\/\^]+$`: true,
+		`^\101$`: false, `^\08$`: false, `^[\01]$`: false, `^a\0b$`: true, `^[\0]$`: true, `^\a$`: false,
+		`^\f\n\r\t\v\d\D\w\W$`: true, `\bx\B`: true,
+		// Braces and brackets RE2 takes as themselves.
+		`^{a}$`: false, `^a{,3}$`: false, `^a{1$`: false, `^a{ 2}$`: false, `^a]$`: false, `^a}$`: false,
+		`^a{2}$`: true, `^a{02,}?$`: true, `^a{2,3}b$`: true, `^[{}()|]$`: true, `^[:a]$`: true,
+		// ECMA repeats no assertion.
+		`^*a$`: false, `a$?`: false, `\b+a`: false, `^a\B{2}`: false, `(?:^)*a`: true, `^a*?$`: true,
+		// A group name is an ECMA identifier.
+		`^(?<1st>a)$`: false, `^(?<a1>a)$`: true, `^(?<_a>a)$`: true,
+		// Not RE2, and never asked; no panic all the same.
+		`a\`: false, `[a`: false, `(?`: false,
 	} {
 		if got := ecmaPattern(p); got != ecma {
 			t.Errorf("ecmaPattern(%q) = %v, want %v", p, got, ecma)

@@ -2,7 +2,6 @@ package asyncapi
 
 import (
 	"fmt"
-	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -13,9 +12,8 @@ import (
 // key: types, presence, null, bounds, patterns, enum values, elements and map
 // values. Unknown members are accepted, as the extractor ignores them, so
 // objects leave additionalProperties open. Patterns are RE2, as Lily checks
-// them; most read the same as the ECMA 262 patterns JSON Schema means, and
-// those that use RE2's own syntax go to x-lily-pattern instead, which JSON
-// Schema tools leave alone.
+// them; those that would not read the same as the ECMA 262 patterns JSON
+// Schema means go to x-lily-pattern instead (pattern.go).
 
 // place is where a field stands, which decides whether null is a value.
 type place int
@@ -142,62 +140,6 @@ func valueSchema(f *schema.Field, nullable bool) object {
 		o.set("x-lily-pattern", str(f.Pattern))
 	}
 	return o
-}
-
-// re2Only are the parts of RE2's syntax that ECMA 262 reads otherwise or
-// refuses: flags and named groups, \A and \z, Unicode classes, quoting,
-// POSIX classes (anywhere in a class, so [:x] is taken for one too), \x{…} (ECMA has no braces there), \s and \S (ASCII
-// space in RE2, Unicode space in ECMA: "a\u00a0b" matches ^\S+$ in one and
-// not the other), and a class opening with ] (a member in RE2; in ECMA, []
-// is the empty class and [^] any character).
-var re2Only = []string{"(?i", "(?m", "(?s", "(?U", "(?P", "(?-", `\A`, `\z`, `\p`, `\P`, `\Q`, `\C`, "[:", `\x{`, `\s`, `\S`, "[]", "[^]"}
-
-// ecmaPattern reports whether RE2 pattern p reads the same in ECMA 262, as
-// far as its syntax tells.
-func ecmaPattern(p string) bool {
-	for _, s := range re2Only {
-		if strings.Contains(p, s) {
-			return false
-		}
-	}
-	return true
-}
-
-// ecmaDots writes each "." of RE2 pattern p that stands outside a character
-// class as [^\n]: RE2's dot refuses only a newline, ECMA 262's also \r,
-// U+2028 and U+2029, so "^.+$" would refuse "a\rb" there and not here.
-func ecmaDots(p string) string {
-	var b strings.Builder
-	inClass := false
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		switch {
-		case c == '\\' && i+1 < len(p):
-			b.WriteByte(c)
-			i++
-			c = p[i]
-		case inClass && c == ']':
-			inClass = false
-		case !inClass && c == '[':
-			inClass = true
-			b.WriteByte(c)
-			// A ] first in the class, after any ^, is one of its members.
-			if i+1 < len(p) && p[i+1] == '^' {
-				i++
-				b.WriteByte('^')
-			}
-			if i+1 < len(p) && p[i+1] == ']' {
-				i++
-				b.WriteByte(']')
-			}
-			continue
-		case !inClass && c == '.':
-			b.WriteString(`[^\n]`)
-			continue
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
 }
 
 // bytesSchema is the schema of base64 text. Lily bounds the decoded bytes,
