@@ -93,6 +93,12 @@ var facts = []fact{
 	{"edges", "components/messages/PatternedV1/payload/properties/dashed", `{"type":["string","null"],"x-lily-pattern":"^a\\-b$"}`},
 	{"edges", "components/messages/PatternedV1/headers/properties/x-code", `{"type":"string","x-lily-pattern":"^\\#[0-9]+$"}`},
 	{"edges", "components/messages/PatternedV1/payload/properties/ranged/pattern", `"^[a\\-z]+\\/\\{[0-9]{2,3}\\}$"`},
+	// A structured CloudEvent carries its version where the guard reads it:
+	// in Lily's header, or as datacontenttype's parameter.
+	{"edges", "components/messages/PingedV2Structured/headers/required", `["x-lily-version"]`},
+	{"edges", "components/messages/PingedV2Structured/examples/0/headers", `{"x-lily-version":2,"x-region":"eu"}`},
+	{"edges", "components/messages/PongedV2Structured/payload/required", `["specversion","id","source","type","datacontenttype"]`},
+	{"edges", "components/messages/PongedV2Structured/payload/properties/datacontenttype/const", `"application/json; v=2"`},
 }
 
 // name is the short name of a documented schema: its golden case, or the

@@ -64,13 +64,18 @@ func envelopeHeaders(m *schema.Message, v *schema.Version, pr envelope.Profile) 
 			out = append(out, header{h, loose, true, integer(v.Number)})
 		}
 	}
-	// A profile that names no place for the version reads Lily's header,
-	// whatever its kind.
-	if pr.Version == (envelope.Version{}) {
-		lily := newObject().set("type", str("integer")).set("const", integer(v.Number)).mapping()
-		out = append(out, header{"x-lily-version", lily, true, integer(v.Number)})
+	return append(out, lilyVersion(v, pr)...)
+}
+
+// lilyVersion is Lily's version header, which a profile that names no place
+// for the version reads, whatever its kind, and in a CloudEvent's
+// structured content mode too; none for another profile.
+func lilyVersion(v *schema.Version, pr envelope.Profile) []header {
+	if pr.Version != (envelope.Version{}) {
+		return nil
 	}
-	return out
+	lily := newObject().set("type", str("integer")).set("const", integer(v.Number)).mapping()
+	return []header{{envelope.HeaderVersion, lily, true, integer(v.Number)}}
 }
 
 // timeHeader is the schema of a time in a header.
@@ -180,8 +185,17 @@ const structuredMedia = "application/cloudevents+json"
 // m, whose data member is data: its context attributes are members, the
 // version attribute (when pr reads one) too, and data_base64 is refused,
 // since Lily reads JSON data alone. Extension attributes may come beside.
+// The data's content type is datacontenttype, which carries the version
+// when pr reads it from a content type parameter.
 func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, data *yaml.Node) *yaml.Node {
 	text := stringSchema
+	dataType := newObject().set("type", str("string")).set("default", str(schema.DefaultContentType)).mapping()
+	required := []string{"specversion", "id", "source", "type"}
+	if pr.Version.ContentTypeParameter != "" {
+		dataType = newObject().set("type", str("string")).set("const", str(contentType(v, pr))).
+			set("description", str("The data's content type, the version its parameter "+pr.Version.ContentTypeParameter+", as Lily's producers write it; the guard reads the parameter in any case, spacing or quoting.")).mapping()
+		required = append(required, "datacontenttype")
+	}
 	props := newObject().
 		set("specversion", constant("1.0")).
 		set("id", text()).
@@ -190,10 +204,9 @@ func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, 
 		set("time", newObject().set("type", str("string")).set("format", str("date-time")).mapping()).
 		set("subject", text()).
 		set("dataschema", text()).
-		set("datacontenttype", newObject().set("type", str("string")).set("default", str(schema.DefaultContentType)).mapping()).
+		set("datacontenttype", dataType).
 		set("data", data).
 		set("data_base64", newObject().set("not", newObject().mapping()).set("description", str("Refused: Lily reads JSON data alone.")).mapping())
-	required := []string{"specversion", "id", "source", "type"}
 	if a := pr.Version.Attribute; a != "" {
 		props.set(a, newObject().set("enum", list(integer(v.Number), str(strconv.Itoa(v.Number)))).mapping())
 		required = append(required, a)

@@ -94,7 +94,8 @@ func message(f *schema.File, va variant) (*yaml.Node, error) {
 	ct, payload := contentType(v, pr), payloadSchema(v)
 	if va.structured {
 		// The event is the body: its attributes are members, not headers.
-		hs = typedHeaders(v)
+		// Lily's version header stays one, where the guard reads it.
+		hs = append(lilyVersion(v, pr), typedHeaders(v)...)
 		ct, payload = structuredMedia, structuredEvent(m, v, pr, payload)
 		summary += " A CloudEvent in structured content mode: the body is the event, its data member the payload."
 	}
@@ -111,7 +112,7 @@ func message(f *schema.File, va variant) (*yaml.Node, error) {
 	if pr.Kind != envelope.CloudEvents && pr.TypeHeader == "" {
 		binding.set("messageType", str(wireType(m, v, pr)))
 	}
-	exs, err := examples(v, hs, va.structured, wireType(m, v, pr), pr.Version.Attribute)
+	exs, err := examples(m, v, pr, hs, va.structured)
 	if err != nil {
 		return nil, err
 	}
@@ -140,12 +141,12 @@ func message(f *schema.File, va variant) (*yaml.Node, error) {
 	return o.mapping(), nil
 }
 
-// examples are v's examples, each with the headers its envelope carries (an
-// id, which only a producer knows, as "example-<n>"), then its own headers
-// in the order the schema declares them; in a structured CloudEvent, whose
-// type is typ (with its version attribute, when the profile reads one), the
-// example is the data of an event.
-func examples(v *schema.Version, hs []header, structured bool, typ, versionAttribute string) (*yaml.Node, error) {
+// examples are the examples of version v of m in profile pr, each with the
+// headers hs its envelope carries (an id, which only a producer knows, as
+// "example-<n>"), then its own headers in the order the schema declares
+// them; in a structured CloudEvent, the example is the data of an event,
+// whose members carry the version where pr reads it there.
+func examples(m *schema.Message, v *schema.Version, pr envelope.Profile, hs []header, structured bool) (*yaml.Node, error) {
 	if len(v.Examples) == 0 {
 		return nil, nil
 	}
@@ -179,9 +180,12 @@ func examples(v *schema.Version, hs []header, structured bool, typ, versionAttri
 		}
 		if structured {
 			event := newObject().set("specversion", str("1.0")).set("id", str(fmt.Sprintf("example-%d", i+1))).
-				set("source", str("example")).set("type", str(typ))
-			if versionAttribute != "" {
-				event.set(versionAttribute, integer(v.Number))
+				set("source", str("example")).set("type", str(wireType(m, v, pr)))
+			if a := pr.Version.Attribute; a != "" {
+				event.set(a, integer(v.Number))
+			}
+			if pr.Version.ContentTypeParameter != "" {
+				event.set("datacontenttype", str(contentType(v, pr)))
 			}
 			payload = event.set("data", payload).mapping()
 		}
