@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
 
+	"github.com/lily-mq/lily/envelope"
 	_ "github.com/lily-mq/lily/internal/update" // go test ./... -update passes the flag to every test binary
 	"github.com/lily-mq/lily/schema"
 )
@@ -65,6 +66,12 @@ var facts = []fact{
 	{"envelopes", "components/messages/RefundRequestedV1/x-lily-producer", `"NewRefundRequestedV1"`},
 	{"envelopes", "components/messages/AuditNotedV1/x-lily-producer", `"NewAuditNotedV1"`},
 	{"envelopes", "components/messages/PaymentAuthorizedV2/x-lily-envelope/source", `"https://payments.acme.example/api"`},
+	// An id is as the guard takes it, a CloudEvent's source too.
+	{"envelopes", "components/messages/PaymentAuthorizedV2/headers/properties/cloudEvents_id", `{"type":"string","maxLength":128,"pattern":"^[!-~]+$"}`},
+	{"envelopes", "components/messages/PaymentAuthorizedV2/headers/properties/cloudEvents_source", `{"type":"string","maxLength":128,"pattern":"^[!-~]+$"}`},
+	{"envelopes", "components/messages/PaymentAuthorizedV2Structured/payload/properties/id", `{"type":"string","maxLength":128,"pattern":"^[!-~]+$"}`},
+	{"envelopes", "components/messages/PaymentAuthorizedV2Structured/payload/properties/source", `{"type":"string","maxLength":128,"pattern":"^[!-~]+$"}`},
+	{"envelopes", "components/messages/LedgerPostedV2/headers/properties/MessageId", `{"type":"string","maxLength":128,"pattern":"^[!-~]+$"}`},
 	// Producers write a CloudEvent in binary content mode.
 	{"envelopes", "operations/publishPaymentAuthorized/messages",
 		`[{"$ref":"#/channels/exchange.payments.events/messages/PaymentAuthorizedV1"},{"$ref":"#/channels/exchange.payments.events/messages/PaymentAuthorizedV2"}]`},
@@ -260,6 +267,17 @@ func TestPatternsForJSONSchema(t *testing.T) {
 	} {
 		if got := ecmaPattern(p); got != ecma {
 			t.Errorf("ecmaPattern(%q) = %v, want %v", p, got, ecma)
+		}
+	}
+}
+
+// An id's pattern takes the bytes envelope.IDText takes, and no other.
+func TestIDPattern(t *testing.T) {
+	re := regexp.MustCompile(idPattern)
+	for c := range 256 {
+		s := string([]byte{'a', byte(c), 'z'})
+		if re.MatchString(s) != envelope.IDText(s) {
+			t.Errorf("byte %#x: pattern %v, envelope.IDText %v", c, re.MatchString(s), envelope.IDText(s))
 		}
 	}
 }

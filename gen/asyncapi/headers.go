@@ -38,7 +38,7 @@ type header struct {
 // envelopeHeaders are the headers m's version v carries in profile pr.
 func envelopeHeaders(m *schema.Message, v *schema.Version, pr envelope.Profile) []header {
 	typ := wireType(m, v, pr)
-	text := stringSchema()
+	id := idSchema()
 	// A foreign producer's version is an integer or its decimal digits.
 	loose := newObject().set("enum", list(integer(v.Number), str(strconv.Itoa(v.Number)))).mapping()
 	var out []header
@@ -47,8 +47,8 @@ func envelopeHeaders(m *schema.Message, v *schema.Version, pr envelope.Profile) 
 		out = append(out,
 			header{ceHeader("specversion"), constant("1.0"), true, str("1.0")},
 			header{ceHeader("type"), constant(typ), true, str(typ)},
-			header{ceHeader("source"), text, true, nil},
-			header{ceHeader("id"), text, true, nil},
+			header{ceHeader("source"), id, true, nil},
+			header{ceHeader("id"), id, true, nil},
 			header{ceHeader("time"), timeHeader(), false, nil})
 		if a := pr.Version.Attribute; a != "" {
 			out = append(out, header{ceHeader(a), loose, true, integer(v.Number)})
@@ -58,7 +58,7 @@ func envelopeHeaders(m *schema.Message, v *schema.Version, pr envelope.Profile) 
 			out = append(out, header{pr.TypeHeader, constant(typ), true, str(typ)})
 		}
 		if pr.IDHeader != "" {
-			out = append(out, header{pr.IDHeader, text, true, nil})
+			out = append(out, header{pr.IDHeader, id, true, nil})
 		}
 		if h := pr.Version.Header; h != "" {
 			out = append(out, header{h, loose, true, integer(v.Number)})
@@ -198,8 +198,8 @@ func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, 
 	}
 	props := newObject().
 		set("specversion", constant("1.0")).
-		set("id", text()).
-		set("source", text()).
+		set("id", idSchema()).
+		set("source", idSchema()).
 		set("type", constant(wireType(m, v, pr))).
 		set("time", newObject().set("type", str("string")).set("format", str("date-time")).mapping()).
 		set("subject", text()).
@@ -212,6 +212,16 @@ func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, 
 		required = append(required, a)
 	}
 	return newObject().set("type", str("object")).set("properties", props.mapping()).set("required", strs(required)).mapping()
+}
+
+// idPattern is envelope.IDText as a pattern: printable ASCII without
+// spaces.
+const idPattern = "^[!-~]+$"
+
+// idSchema is the schema of an id as the guard takes one: a message's id, a
+// CloudEvent's id and its source, which make the inbox's key together.
+func idSchema() *yaml.Node {
+	return newObject().set("type", str("string")).set("maxLength", integer(envelope.MaxIDBytes)).set("pattern", str(idPattern)).mapping()
 }
 
 // stringSchema is the schema of any string.
