@@ -3,10 +3,14 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -182,4 +186,109 @@ func TestJSONSchemaEnums(t *testing.T) {
 			t.Errorf("%s.%s (-parser +docs/lily.schema.json):\n%s", tc.def, tc.key, diff)
 		}
 	}
+}
+
+// TestJSONSchemaPatterns keeps the JSON Schema's patterns of a version key and
+// of a duration in step with the parser: of many spellings, each takes those
+// lilygen accepts and no other. A duration's range (at most 2^32-1 ms, at
+// least 1ns) is in its description, not its pattern, so none here is out of
+// it.
+func TestJSONSchemaPatterns(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "lily.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Defs map[string]struct {
+			Pattern    string `json:"pattern"`
+			Properties map[string]struct {
+				PropertyNames struct {
+					Pattern string `json:"pattern"`
+				} `json:"propertyNames"`
+			} `json:"properties"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// The patterns are ECMA 262's, and RE2 reads these alike.
+	versionKey := regexp.MustCompile(doc.Defs["message"].Properties["versions"].PropertyNames.Pattern)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, key := range versionKeys(rng) {
+		src := fmt.Sprintf("version: 1\npackage: p\nmessages:\n  Ping:\n    versions:\n      %s: {}\nqueues:\n  q: {consumes: [{message: Ping}]}\n", key)
+		_, err := schema.Parse("p.lily.yaml", []byte(src))
+		if want := err == nil; versionKey.MatchString(key) != want {
+			t.Errorf("version key %q: lilygen accepts it: %v; the pattern: %v", key, want, !want)
+		}
+	}
+	for key, def := range map[string]string{"handler_timeout": "duration", "settlement_budget": "budget"} {
+		pattern := regexp.MustCompile(doc.Defs[def].Pattern)
+		for _, d := range durations(rng) {
+			src := fmt.Sprintf("version: 1\npackage: p\nmessages:\n  Ping:\n    versions:\n      1: {}\nqueues:\n  q: {consumes: [{message: Ping}], %s: %s}\n", key, strconv.Quote(d))
+			_, err := schema.Parse("p.lily.yaml", []byte(src))
+			var list schema.ErrorList
+			errors.As(err, &list)
+			want := !slices.ContainsFunc(list, func(e *schema.Error) bool { return e.Rule == schema.RuleDuration })
+			if pattern.MatchString(d) != want {
+				t.Errorf("%s %q: lilygen accepts it: %v; the pattern: %v", key, d, want, !want)
+			}
+		}
+	}
+}
+
+// versionKeys are spellings of versions in and out of range, as YAML
+// integers in each base and sign, with and without underscores, and text
+// that is no integer.
+func versionKeys(rng *rand.Rand) []string {
+	numbers := []int64{0, 1, 2, 7, 8, 9, 10, 15, 16, 63, 64, 100, 511, 512, 4095, 4096, 65535, 99999, 100000,
+		262143, 262144, 524287, 524288, 999999, 1000000, 1000001, 1000008, 1048575, 1048576, 1 << 21, 1 << 40}
+	for range 200 {
+		numbers = append(numbers, rng.Int64N(1_100_000))
+	}
+	var keys []string
+	for _, n := range numbers {
+		dec, oct, hex, bin := strconv.FormatInt(n, 10), strconv.FormatInt(n, 8), strconv.FormatInt(n, 16), strconv.FormatInt(n, 2)
+		for _, s := range []string{dec, "+" + dec, "-" + dec, "0" + oct, "00" + oct, "0o" + oct, "0O" + oct,
+			"0x" + hex, "0X" + strings.ToUpper(hex), "0x0" + hex, "0b" + bin, "0B0" + bin, "+0x" + hex} {
+			// YAML drops an underscore anywhere but first.
+			at := 1 + rng.IntN(len(s))
+			keys = append(keys, s, s[:at]+"_"+s[at:])
+		}
+	}
+	return append(keys, "1.0", "1e3", "_1", "0x", "0o", "0b", "0b2", "08", "09", "0o8", "0xg", "+", "2_", "+_2", "1__0",
+		"0_x_1", "++1", "+-1", "0.5", ".5", "0x1p2", "1_000_000", "1_000_001", "0b_1", "0_b1", "x1", "1x")
+}
+
+// durations are Go durations and near misses: signs, zeros, every unit,
+// fractions with and without digits on either side.
+func durations(rng *rand.Rand) []string {
+	out := []string{"1s", ".5s", "+2s", "-2s", "0", "+0", "-0", "0s", "+0s", "-0s", "-0.0h", "00s", "1.s", ".s", "1", "s", "",
+		"+", "-", "1h2m3.5s", "1\u00b5s", "1\u03bcs", "1us", "1ns", "1ms", "1m", "1h", "1d", "1 s", "1S", "1h1", "0.000s",
+		"1.5.5s", "1e3s", "1_0s", "1h-1m", "2h0m", "0h0m0s", "+1.0m", "1msh", "1sm", "1ss", "0.25us", ".0s", "0.s", " 1s", "1s "}
+	units := []string{"ns", "us", "\u00b5s", "\u03bcs", "ms", "s", "m", "h"}
+	for range 300 {
+		var b strings.Builder
+		switch rng.IntN(4) {
+		case 0:
+			b.WriteString("+")
+		case 1:
+			b.WriteString("-")
+		}
+		for range 1 + rng.IntN(3) {
+			whole, frac := strconv.Itoa(rng.IntN(3)*rng.IntN(40)), strconv.Itoa(rng.IntN(2)*rng.IntN(10))
+			switch rng.IntN(4) {
+			case 0:
+				b.WriteString(whole)
+			case 1:
+				b.WriteString(whole + "." + frac)
+			case 2:
+				b.WriteString("." + frac)
+			default:
+				b.WriteString(whole + ".")
+			}
+			b.WriteString(units[2+rng.IntN(len(units)-2)]) // not below 1ns
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
