@@ -91,6 +91,7 @@ var facts = []fact{
 	{"publish", "operations/publishOrderPlaced/x-lily-order-key", `{"field":"order_id"}`},
 	{"publish", "operations/publishPaymentCaptured/x-lily-routing-key", `{"field":"region"}`},
 	{"publish", "channels/exchange.billing/messages/InvoiceIssuedV1", `{"$ref":"#/components/messages/InvoiceIssuedV1"}`},
+	{"publish", "channels/exchange.shop.events/description", `"An exchange of the schema; its queues' x-lily-bindings say which routing keys reach them. Lily's generated Publish functions (PublishOrderPlacedV1, PublishOrderPlacedV2) send here, as operation publishOrderPlaced says; Lily does not know what other producers publish here."`},
 	{"orders", "channels/queue.orders/bindings/amqp/queue/name", `"orders"`},
 	// A key << is a key, not a merge.
 	{"edges", "components/messages/MergedV1/examples/0/payload", `{"id":"a","<<":{"b":1},"tags":{"<<":2}}`},

@@ -164,19 +164,26 @@ func exchangeChannel(f *schema.File, x *schema.Exchange, ids map[variantKey][]st
 		amqp.set("durable", boolean(x.Durable)).set("autoDelete", boolean(false))
 	}
 	msgs := newObject()
-	var publishers []string
+	var functions, operations []string
 	for _, m := range f.Messages {
 		if m.Publish == nil || m.Publish.Exchange != x.Name {
 			continue
 		}
-		publishers = append(publishers, "publish"+m.Name)
+		operations = append(operations, "publish"+m.Name)
+		for _, v := range m.Versions {
+			functions = append(functions, "Publish"+v.GoName)
+		}
 		for _, id := range publishedMessages(f, m, ids) {
 			msgs.set(id, ref(messagePointer(id)))
 		}
 	}
 	description := "An exchange of the schema; its queues' x-lily-bindings say which routing keys reach them. Lily does not know who publishes here or with which key, so no operation sends here."
-	if len(publishers) > 0 {
-		description = fmt.Sprintf("An exchange of the schema; its queues' x-lily-bindings say which routing keys reach them. Lily's generated Publish functions send here (%s); Lily does not know what other producers publish here.", strings.Join(publishers, ", "))
+	if len(operations) > 0 {
+		says := "operation " + operations[0] + " says"
+		if len(operations) > 1 {
+			says = "operations " + strings.Join(operations, ", ") + " say"
+		}
+		description = fmt.Sprintf("An exchange of the schema; its queues' x-lily-bindings say which routing keys reach them. Lily's generated Publish functions (%s) send here, as %s; Lily does not know what other producers publish here.", strings.Join(functions, ", "), says)
 	}
 	o := newObject().
 		set("address", str(x.Name)).
