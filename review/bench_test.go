@@ -73,3 +73,45 @@ func BenchmarkTopologyManyEntities(b *testing.B) {
 		}
 	}
 }
+
+// topicBindings parses a schema of a topic exchange with an alternate
+// exchange and n queues bound to it by keys of their own, one by orders.#,
+// and, if extra is not empty, one more bound by extra.
+func topicBindings(b *testing.B, n int, extra string) *schema.File {
+	b.Helper()
+	var s strings.Builder
+	s.WriteString(`version: 1
+package: x
+messages:
+  M: {type: m.1, versions: {1: {fields: {id: {type: string, max_length: 8}}}}}
+exchanges:
+  unrouted: {type: fanout, ownership: owned}
+  tx: {type: topic, ownership: owned, alternate_exchange: unrouted}
+queues:
+  lost: {consumes: [{message: M}], bindings: [{exchange: unrouted}]}
+  all: {consumes: [{message: M}], bindings: [{exchange: tx, routing_key: 'orders.#'}]}
+`)
+	for i := range n {
+		fmt.Fprintf(&s, "  q%d: {consumes: [{message: M}], bindings: [{exchange: tx, routing_key: orders.r%d.t%d}]}\n", i, i%17, i)
+	}
+	if extra != "" {
+		fmt.Fprintf(&s, "  extra: {consumes: [{message: M}], bindings: [{exchange: tx, routing_key: '%s'}]}\n", extra)
+	}
+	f, err := schema.Parse("s.lily.yaml", []byte(s.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// A binding added among a thousand on an exchange with an alternate is
+// compared with all of them.
+func BenchmarkBreakingTopicBindings(b *testing.B) {
+	old, new := topicBindings(b, 1_000, ""), topicBindings(b, 1_000, "orders.#.x.*")
+	b.ReportAllocs()
+	for b.Loop() {
+		if got := Breaking(old, new); len(got) != 0 {
+			b.Fatalf("got %v, want no finding: orders.# routes what the new binding takes", got)
+		}
+	}
+}

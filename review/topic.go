@@ -1,6 +1,7 @@
 package review
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
 )
@@ -21,107 +22,212 @@ func words(key string) []string {
 // rather than passed unseen.
 const maxCoverStates = 1 << 14
 
-// end closes each pattern when covers walks several as one: no word
-// matches it, since none holds a dot.
-const end = "."
+// What stands at a place of patterns walked as one, other than a literal
+// word's number.
+const (
+	anyWord  = -1 // *
+	anyWords = -2 // #
+	closed   = -3 // the end of a pattern: no word matches it
+)
+
+// walk is topic patterns walked side by side: the places of each, end to
+// end, each pattern closed by a place of its own.
+type walk struct {
+	place  []int          // the number of a literal word, or anyWord, anyWords or closed
+	number map[string]int // each literal word's number
+	// open marks a place from which the rest of its pattern is only #:
+	// it matches whatever words follow, none too.
+	open   []bool
+	starts []int
+	// mark and round keep a step from adding a place, or a set of places
+	// from trying a word, twice, without a map each time.
+	mark  []int
+	round int
+}
+
+func newWalk(patterns [][]string) *walk {
+	w := &walk{number: map[string]int{}}
+	for _, p := range patterns {
+		w.starts = append(w.starts, len(w.place))
+		for _, word := range p {
+			switch word {
+			case "*":
+				w.place = append(w.place, anyWord)
+			case "#":
+				w.place = append(w.place, anyWords)
+			default:
+				n, ok := w.number[word]
+				if !ok {
+					n = len(w.number)
+					w.number[word] = n
+				}
+				w.place = append(w.place, n)
+			}
+		}
+		w.place = append(w.place, closed)
+	}
+	w.open = make([]bool, len(w.place))
+	for i := len(w.place) - 2; i >= 0; i-- {
+		w.open[i] = w.place[i] == anyWords && (w.place[i+1] == closed || w.open[i+1])
+	}
+	w.mark = make([]int, max(len(w.place), len(w.number)))
+	return w
+}
+
+// begin is the set of places before any word.
+func (w *walk) begin() []int {
+	round := w.next()
+	for _, p := range w.starts {
+		w.mark[p] = round
+	}
+	return w.closeOver(slices.Clone(w.starts), round)
+}
+
+// next starts a round of mark: what it marked before is forgotten.
+func (w *walk) next() int {
+	w.round++
+	return w.round
+}
+
+// closeOver adds to places those past each # they reach, which match no
+// word, and sorts them, so that a set has one spelling.
+func (w *walk) closeOver(places []int, round int) []int {
+	for i := 0; i < len(places); i++ {
+		if p := places[i]; w.place[p] == anyWords && w.mark[p+1] != round {
+			w.mark[p+1] = round
+			places = append(places, p+1)
+		}
+	}
+	slices.Sort(places)
+	return places
+}
+
+// step is the set of places reachable from those of at by one more word,
+// literal word number word or, for a word no pattern names, anyWord.
+func (w *walk) step(at []int, word int) []int {
+	round := w.next()
+	var next []int
+	add := func(p int) {
+		if w.mark[p] != round {
+			w.mark[p] = round
+			next = append(next, p)
+		}
+	}
+	for _, p := range at {
+		switch tok := w.place[p]; {
+		case tok == closed:
+		case tok == anyWords:
+			add(p)
+		case tok == anyWord || tok == word:
+			add(p + 1)
+		}
+	}
+	return w.closeOver(next, round)
+}
+
+// tell lists the words that lead somewhere different from the places of
+// at: the literal words there, and anyWord for every word none of them is.
+func (w *walk) tell(at []int) []int {
+	round := w.next()
+	out := []int{anyWord}
+	for _, p := range at {
+		if n := w.place[p]; n >= 0 && w.mark[n] != round {
+			w.mark[n] = round
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// literal is the number of a word of a key, anyWord for one no pattern
+// names.
+func (w *walk) literal(word string) int {
+	if n, ok := w.number[word]; ok {
+		return n
+	}
+	return anyWord
+}
+
+// ended reports whether at reaches the end of a pattern.
+func (w *walk) ended(at []int) bool {
+	return slices.ContainsFunc(at, func(p int) bool { return w.place[p] == closed })
+}
+
+// matchesAll reports whether at reaches a place that matches any words.
+func (w *walk) matchesAll(at []int) bool {
+	return slices.ContainsFunc(at, func(p int) bool { return w.open[p] })
+}
+
+// key spells a sorted set of places as a string, for a map.
+func key(at []int) string {
+	buf := make([]byte, 0, 2*len(at))
+	for _, p := range at {
+		buf = binary.AppendUvarint(buf, uint64(p))
+	}
+	return string(buf)
+}
 
 // covers reports whether topic patterns as, bound alike, together match
 // every key pattern b does: # matching any words, * one, others
 // themselves. It looks for a key that b matches and none of as does,
 // walking b's words beside the set of places in as the same words can
-// reach. Only the literal words of as tell words apart for them, so where
-// b takes any word it tries each of those and one word that is none of
-// them: "*", since every * of as is a wildcard.
+// reach. From a set of places only the literal words there tell words
+// apart, so where b takes any word it tries each of those and one word
+// that is none of them.
 func covers(as [][]string, b []string) bool {
 	if slices.ContainsFunc(as, func(a []string) bool { return slices.Equal(a, b) }) {
 		return true // an unchanged binding, however many places it keeps
 	}
+	w := newWalk(as)
 	type state struct {
-		j  int    // the place in b
-		at string // the places in a, one byte each: 1 if reachable
+		j  int   // the place in b
+		at []int // the places in as
 	}
-	var a []string
-	var start []byte
-	for _, p := range as {
-		start = append(append(start, 1), make([]byte, len(p))...)
-		a = append(append(a, p...), end)
-	}
-	others := []string{"*"}
-	for _, w := range a {
-		if w != "*" && w != "#" && w != end && !slices.Contains(others, w) {
-			others = append(others, w)
+	var stack []state
+	seen := map[struct {
+		j  int
+		at string
+	}]bool{}
+	push := func(j int, at []int) {
+		k := struct {
+			j  int
+			at string
+		}{j, key(at)}
+		if !seen[k] {
+			seen[k] = true
+			stack = append(stack, state{j, at})
 		}
 	}
-	queue := []state{{0, closeOver(a, start)}}
-	seen := map[state]bool{queue[0]: true}
-	push := func(s state) {
-		if !seen[s] {
-			seen[s] = true
-			queue = append(queue, s)
-		}
-	}
-	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
-		if len(seen) > maxCoverStates {
+	push(0, w.begin())
+	for len(stack) > 0 {
+		s := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch {
+		case len(seen) > maxCoverStates:
 			return false
-		}
-		if s.j == len(b) {
-			if !ended(a, s.at) {
+		case w.matchesAll(s.at):
+			continue // whatever words b goes on with
+		case len(s.at) == 0:
+			return false // b matches some rest of a key, and none of as does
+		case s.j == len(b):
+			if !w.ended(s.at) {
 				return false
 			}
 			continue
 		}
 		switch b[s.j] {
 		case "#":
-			push(state{s.j + 1, s.at})
-			for _, w := range others {
-				push(state{s.j, step(a, s.at, w)})
+			push(s.j+1, s.at)
+			for _, word := range w.tell(s.at) {
+				push(s.j, w.step(s.at, word))
 			}
 		case "*":
-			for _, w := range others {
-				push(state{s.j + 1, step(a, s.at, w)})
+			for _, word := range w.tell(s.at) {
+				push(s.j+1, w.step(s.at, word))
 			}
 		default:
-			push(state{s.j + 1, step(a, s.at, b[s.j])})
+			push(s.j+1, w.step(s.at, w.literal(b[s.j])))
 		}
 	}
 	return true
-}
-
-// ended reports whether at reaches the end of one of the patterns in a.
-func ended(a []string, at string) bool {
-	for i, tok := range a {
-		if tok == end && at[i] == 1 {
-			return true
-		}
-	}
-	return false
-}
-
-// step is the set of places in patterns a reachable from those of at by
-// one more word w.
-func step(a []string, at, w string) string {
-	next := make([]byte, len(a))
-	for i, tok := range a {
-		switch {
-		case at[i] == 0 || tok == end:
-		case tok == "#":
-			next[i] = 1
-		case tok == "*" || tok == w:
-			next[i+1] = 1
-		}
-	}
-	return closeOver(a, next)
-}
-
-// closeOver adds to at the places past each # it reaches, which match no
-// word, and returns it as a string.
-func closeOver(a []string, at []byte) string {
-	for i, tok := range a {
-		if at[i] == 1 && tok == "#" {
-			at[i+1] = 1
-		}
-	}
-	return string(at)
 }

@@ -130,6 +130,11 @@ func TestCoversTogether(t *testing.T) {
 		{[]string{"order.eu", "order.us", "order.*.#"}, "order.#", false},
 		{[]string{"order", "order.*", "order.*.#"}, "order.#", true},
 		{nil, "#", false},
+		// # matches every key, the empty one too, beside a pattern whose
+		// places alone are more than covers would follow.
+		{[]string{"#", "#.x" + strings.Repeat(".*", 14)}, "*.#", true},
+		{[]string{"#.#", "#.x" + strings.Repeat(".*", 14)}, "", true},
+		{[]string{"#.x" + strings.Repeat(".*", 14), "order.#"}, "order.#.x.*", true},
 	} {
 		if got := covers(splitAll(tc.as...), words(tc.b)); got != tc.want {
 			t.Errorf("covers(%q, %q) = %v, want %v", tc.as, tc.b, got, tc.want)
