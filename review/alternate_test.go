@@ -1,8 +1,13 @@
 package review
 
 import (
+	"fmt"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/lily-mq/lily/schema"
 )
 
 // A binding that takes messages its exchange routed nowhere before takes
@@ -87,10 +92,60 @@ queues:
     consumes: [{message: OrderPlaced, versions: [1]}]
     bindings: [{exchange: fed, routing_key: a.#}, {exchange: unrouted}]
 `))
-	if got, want := downstream(f, "unrouted"), []string{"q1", "q3"}; !slices.Equal(got, want) {
+	if got, want := newGraph(f).downstream("unrouted"), []string{"q1", "q3"}; !slices.Equal(got, want) {
 		t.Errorf("downstream = %q, want %q", got, want)
 	}
 	if got, want := queueList([]string{"q1", "q2", "q3"}), `queues "q1", "q2" and "q3"`; got != want {
 		t.Errorf("queueList = %s, want %s", got, want)
+	}
+}
+
+// manyAlternates parses a schema of n direct exchanges, each with an
+// alternate exchange and a queue bound by key k, and, if extra, a queue
+// bound to the first by key k2, which takes what went to the alternate.
+func manyAlternates(tb testing.TB, n int, extra bool) *schema.File {
+	tb.Helper()
+	var s strings.Builder
+	s.WriteString(`version: 1
+package: x
+messages:
+  M: {type: m.1, versions: {1: {fields: {id: {type: string, max_length: 8}}}}}
+exchanges:
+  unrouted: {type: fanout, ownership: owned}
+`)
+	for i := range n {
+		fmt.Fprintf(&s, "  x%d: {type: direct, ownership: owned, alternate_exchange: unrouted}\n", i)
+	}
+	s.WriteString("queues:\n  lost: {consumes: [{message: M}], bindings: [{exchange: unrouted}]}\n")
+	for i := range n {
+		fmt.Fprintf(&s, "  q%d: {consumes: [{message: M}], bindings: [{exchange: x%d, routing_key: k}]}\n", i, i)
+	}
+	if extra {
+		s.WriteString("  extra: {consumes: [{message: M}], bindings: [{exchange: x0, routing_key: k2}]}\n")
+	}
+	f, err := schema.Parse("s.lily.yaml", []byte(s.String()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// Breaking looks at each exchange with an alternate, and at each of its
+// bindings, once: four times the exchanges cost it about four times the
+// memory, not sixteen.
+func TestBreakingAlternatesScale(t *testing.T) {
+	allocated := func(n int) uint64 {
+		old, new := manyAlternates(t, n, false), manyAlternates(t, n, true)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		got := Breaking(old, new)
+		runtime.ReadMemStats(&after)
+		if len(got) != 1 || got[0].Ack() != "ALTERNATE-DIVERTED@extra<-x0/k2" {
+			t.Fatalf("got %v, want one ALTERNATE-DIVERTED", got)
+		}
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	if small, large := allocated(250), allocated(1000); large > 8*small {
+		t.Errorf("breaking allocates %d bytes for 250 exchanges and %d for 1,000", small, large)
 	}
 }

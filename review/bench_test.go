@@ -115,3 +115,12 @@ func BenchmarkBreakingTopicBindings(b *testing.B) {
 		}
 	}
 }
+
+// Many exchanges fall back on one alternate exchange.
+func BenchmarkBreakingManyAlternates(b *testing.B) {
+	old, new := manyAlternates(b, 5_000, false), manyAlternates(b, 5_000, true)
+	b.ReportAllocs()
+	for b.Loop() {
+		Breaking(old, new)
+	}
+}
