@@ -36,9 +36,7 @@ func (b *breaker) alternates() {
 			if r.b.Match == "" && keys[r.b.RoutingKey] || accepts(routed, r.b, nx.Type) {
 				continue
 			}
-			// A queue behind the alternate exchange that the binding
-			// itself reaches still gets the messages.
-			losing := slices.DeleteFunc(slices.Clone(after.downstream(nx.AlternateExchange)), func(q string) bool { return r.kind == "queue" && r.name == q })
+			losing := after.losing(nx, r, routed)
 			if len(losing) == 0 {
 				continue
 			}
@@ -47,6 +45,143 @@ func (b *breaker) alternates() {
 				fmt.Sprintf("bind those queues to exchange %q alike if they still need the messages, or narrow the binding to what the exchange already routes", nx.Name))
 		}
 	}
+}
+
+// losing lists by name the queues that no longer get what route r takes
+// from exchange x and x's old bindings routed did not, which went to x's
+// alternate exchange before. The messages reach the alternate with their
+// routing key and headers unchanged, so only its bindings that take some
+// of them count. Past that first hop the keys are not followed: every
+// queue that an exchange bound there, or the alternate's own alternate,
+// may reach counts. A queue r itself brings the messages to loses nothing.
+func (g *graph) losing(x *schema.Exchange, r route, routed []*schema.Binding) []string {
+	still, all := g.still(r, x.AlternateExchange)
+	if all {
+		return nil
+	}
+	behind := map[string]bool{}
+	add := func(queues ...string) {
+		for _, q := range queues {
+			behind[q] = !still[q]
+		}
+	}
+	d, typ := newDiversion(r.b, x.Type, routed), sourceType(g.f, x.AlternateExchange)
+	for _, c := range g.from[x.AlternateExchange] {
+		switch {
+		case !d.takenBy(c.b, typ):
+		case c.kind == "queue":
+			add(c.name)
+		default:
+			add(g.downstream(c.name)...)
+		}
+	}
+	if ae := g.f.Exchange(x.AlternateExchange); ae != nil && ae.AlternateExchange != "" {
+		add(g.downstream(ae.AlternateExchange)...)
+	}
+	var out []string
+	for _, q := range slices.Sorted(maps.Keys(behind)) {
+		if behind[q] {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// still lists the queues that route r brings every message it takes to:
+// its queue, or through exchanges of type fanout, which route every
+// message, the queues bound to them. all says it brings them to exchange
+// alternate, which routes them as it did before.
+func (g *graph) still(r route, alternate string) (queues map[string]bool, all bool) {
+	queues = map[string]bool{}
+	reached := map[string]bool{}
+	for todo := []route{r}; len(todo) > 0; {
+		r := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		switch {
+		case r.kind == "queue":
+			queues[r.name] = true
+		case r.name == alternate:
+			return nil, true
+		case !reached[r.name] && sourceType(g.f, r.name) == schema.Fanout:
+			reached[r.name] = true
+			todo = append(todo, g.from[r.name]...)
+		}
+	}
+	return queues, false
+}
+
+// diversion is what binding n takes from an exchange of type typ that the
+// exchange's old bindings routed did not: what it takes from the
+// alternate exchange. It is not empty.
+type diversion struct {
+	n        *schema.Binding
+	typ      string
+	routed   []*schema.Binding
+	patterns [][]string // the topic patterns of routed, split once
+}
+
+func newDiversion(n *schema.Binding, typ string, routed []*schema.Binding) *diversion {
+	d := &diversion{n: n, typ: typ, routed: routed}
+	if typ == schema.Topic {
+		for _, o := range routed {
+			d.patterns = append(d.patterns, words(o.RoutingKey))
+		}
+	}
+	return d
+}
+
+// takenBy reports whether binding c, from an exchange of type cType, takes
+// some of d, whose routing key and headers are unchanged.
+func (d *diversion) takenBy(c *schema.Binding, cType string) bool {
+	keyed := func(typ string) bool { return typ == schema.Direct || typ == schema.Topic }
+	switch {
+	case keyed(cType) && keyed(d.typ):
+		return d.keyTakenBy(c, cType)
+	case cType == schema.Headers && d.typ == schema.Headers:
+		return headersOverlap(c, d.n, d.routed)
+	}
+	// c looks at what d does not, or at nothing: it takes some of d.
+	return true
+}
+
+// keyTakenBy is takenBy for exchanges that look at the routing key alone.
+func (d *diversion) keyTakenBy(c *schema.Binding, cType string) bool {
+	n := words(d.n.RoutingKey)
+	if d.typ == schema.Direct {
+		// routed have other keys: d is every message of n's key.
+		if cType == schema.Direct {
+			return c.RoutingKey == d.n.RoutingKey
+		}
+		return matchesKey(words(c.RoutingKey), n)
+	}
+	if cType == schema.Direct {
+		k := words(c.RoutingKey)
+		return matchesKey(n, k) && !slices.ContainsFunc(d.patterns, func(p []string) bool { return matchesKey(p, k) })
+	}
+	return escapes(d.patterns, n, words(c.RoutingKey))
+}
+
+// headersOverlap reports whether headers bindings c and n both match some
+// headers that none of routed match. A binding that matches some headers
+// matches them with more too, so it is enough to look at the least headers
+// that both c and n match.
+func headersOverlap(c, n *schema.Binding, routed []*schema.Binding) bool {
+	for _, hc := range leastHeaders(c) {
+		for _, hn := range leastHeaders(n) {
+			h := maps.Clone(hc)
+			agree := true
+			for k, v := range hn {
+				if w, ok := h[k]; ok && w != v {
+					agree = false
+				}
+				h[k] = v
+			}
+			if agree && !slices.ContainsFunc(routed, func(o *schema.Binding) bool { return matchesHeaders(o, h) }) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // graph is the bindings of a schema by the exchange they come from,

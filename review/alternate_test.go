@@ -69,6 +69,127 @@ exchanges:
 	}
 }
 
+// Only what the alternate exchange's own bindings take from what the
+// binding diverts is lost, and nothing is to queues the binding still
+// brings it to.
+func TestBreakingAlternateBindings(t *testing.T) {
+	const exchanges = `
+exchanges:
+  unrouted: {type: direct, ownership: owned}
+  events: {type: direct, ownership: owned, alternate_exchange: unrouted}
+  t.unrouted: {type: topic, ownership: owned}
+  tx: {type: topic, ownership: owned, alternate_exchange: t.unrouted}
+  tdx: {type: topic, ownership: owned, alternate_exchange: unrouted}
+  h.unrouted: {type: headers, ownership: owned}
+  hx: {type: headers, ownership: owned, alternate_exchange: h.unrouted}
+`
+	queue := func(name, bindings string) string {
+		return "  " + name + ":\n    consumes: [{message: OrderPlaced, versions: [1]}]\n    bindings: " + bindings + "\n"
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new string // the queues
+		want     []string
+	}{
+		{"a direct key the alternate does not route", queue("lost", "[{exchange: unrouted, routing_key: x}]"),
+			queue("lost", "[{exchange: unrouted, routing_key: x}]") + queue("audit", "[{exchange: events, routing_key: y}]"),
+			nil},
+		{"a direct key the alternate routes", queue("lost", "[{exchange: unrouted, routing_key: x}]"),
+			queue("lost", "[{exchange: unrouted, routing_key: x}]") + queue("audit", "[{exchange: events, routing_key: x}]"),
+			[]string{"ALTERNATE-DIVERTED@audit<-events/x"}},
+		{"a topic pattern the alternate's does not meet", queue("lost", "[{exchange: t.unrouted, routing_key: invoice.#}]"),
+			queue("lost", "[{exchange: t.unrouted, routing_key: invoice.#}]") + queue("audit", "[{exchange: tx, routing_key: order.#}]"),
+			nil},
+		{"a topic pattern the alternate's meets", queue("lost", "[{exchange: t.unrouted, routing_key: '#.eu'}]"),
+			queue("lost", "[{exchange: t.unrouted, routing_key: '#.eu'}]") + queue("audit", "[{exchange: tx, routing_key: order.#}]"),
+			[]string{"ALTERNATE-DIVERTED@audit<-tx/order.#"}},
+		// What the alternate's binding takes of the new one's, the
+		// exchange routed before.
+		{"a topic pattern the alternate's meets where routed before",
+			queue("lost", "[{exchange: t.unrouted, routing_key: order.eu.x}]") + queue("billing", "[{exchange: tx, routing_key: order.eu.*}]"),
+			queue("lost", "[{exchange: t.unrouted, routing_key: order.eu.x}]") + queue("billing", "[{exchange: tx, routing_key: order.eu.*}]") + queue("audit", "[{exchange: tx, routing_key: order.#}]"),
+			nil},
+		{"a topic pattern and a direct key it does not match", queue("lost", "[{exchange: unrouted, routing_key: invoice.eu}]"),
+			queue("lost", "[{exchange: unrouted, routing_key: invoice.eu}]") + queue("audit", "[{exchange: tdx, routing_key: order.#}]"),
+			nil},
+		{"a topic pattern and a direct key it matches", queue("lost", "[{exchange: unrouted, routing_key: order.eu}]"),
+			queue("lost", "[{exchange: unrouted, routing_key: order.eu}]") + queue("audit", "[{exchange: tdx, routing_key: order.#}]"),
+			[]string{"ALTERNATE-DIVERTED@audit<-tdx/order.#"}},
+		{"headers the alternate's cannot hold too",
+			queue("lost", "[{exchange: h.unrouted, headers: {region: eu}}]"),
+			queue("lost", "[{exchange: h.unrouted, headers: {region: eu}}]") + queue("audit", "[{exchange: hx, headers: {region: us}}]"),
+			nil},
+		{"headers the alternate's match where routed before",
+			queue("lost", "[{exchange: h.unrouted, headers: {region: eu}}]") + queue("billing", "[{exchange: hx, headers: {region: eu}}]"),
+			queue("lost", "[{exchange: h.unrouted, headers: {region: eu}}]") + queue("billing", "[{exchange: hx, headers: {region: eu}}]") + queue("audit", "[{exchange: hx, match: any, headers: {region: eu, tier: 2}}]"),
+			nil},
+		{"headers the alternate's match",
+			queue("lost", "[{exchange: h.unrouted, headers: {region: eu}}]") + queue("billing", "[{exchange: hx, headers: {tier: 1}}]"),
+			queue("lost", "[{exchange: h.unrouted, headers: {region: eu}}]") + queue("billing", "[{exchange: hx, headers: {tier: 1}}]") + queue("audit", "[{exchange: hx, match: any, headers: {region: eu, tier: 2}}]"),
+			[]string{`ALTERNATE-DIVERTED@audit<-hx/any{"region":"eu","tier":2}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := parse(t, "old.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+tc.old))
+			new := parse(t, "new.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+tc.new))
+			var got []string
+			for _, f := range Breaking(old, new) {
+				got = append(got, f.Ack())
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A binding that brings what it takes to the alternate exchange, or
+// through fanout exchanges to a queue behind it, takes nothing from them.
+func TestBreakingAlternateStillReached(t *testing.T) {
+	const old = `exchanges:
+  unrouted: {type: direct, ownership: owned}
+  events: {type: direct, ownership: owned, alternate_exchange: unrouted}
+  fan: {type: fanout, ownership: owned}
+  fan2: {type: fanout, ownership: owned, bindings: [{exchange: fan}]}
+  direct: {type: direct, ownership: owned, bindings: [{exchange: fan}]}
+queues:
+  lost:
+    consumes: [{message: OrderPlaced, versions: [1]}]
+    bindings: [{exchange: unrouted, routing_key: x}, {exchange: fan}]
+  other:
+    consumes: [{message: OrderPlaced, versions: [1]}]
+    bindings: [{exchange: unrouted, routing_key: x}, {exchange: fan2}]
+  third:
+    consumes: [{message: OrderPlaced, versions: [1]}]
+    bindings: [{exchange: unrouted, routing_key: x}, {exchange: direct, routing_key: x}]
+`
+	for _, tc := range []struct {
+		name, exchange string // the name of the exchange bound to events by key x
+		want           []string
+	}{
+		{"a binding of the alternate exchange", "unrouted", nil},
+		// Lily does not follow the keys of the exchanges past the first.
+		{"a binding of a fanout exchange", "fan", []string{`ALTERNATE-DIVERTED@fan<-events/x: queue "third"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line := "  " + tc.exchange + ": {type: "
+			i := strings.Index(old, line)
+			end := i + strings.Index(old[i:], "}")
+			bound := old[:end] + ", bindings: [{exchange: events, routing_key: x}]" + old[end:]
+			if strings.Contains(old[i:end], "bindings") {
+				t.Fatalf("%s is bound already", tc.exchange)
+			}
+			var got []string
+			for _, f := range Breaking(parse(t, "old.lily.yaml", edit(t, "queues:\n", old)), parse(t, "new.lily.yaml", edit(t, "queues:\n", bound))) {
+				_, losing, _ := strings.Cut(f.Message, "no longer reach ")
+				got = append(got, f.Ack()+": "+losing)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 // The queues behind an alternate exchange are those bound to it, or to an
 // exchange it feeds or falls back on, and so on.
 func TestDownstream(t *testing.T) {

@@ -269,22 +269,27 @@ func accepts(ns []*schema.Binding, o *schema.Binding, typ string) bool {
 
 // headersCover reports whether headers bindings ns together match every
 // message o does. A binding that matches a message matches it with more
-// headers too, so it is enough that they match the least messages o does:
-// for x-match all, one holding its pairs; for any, one for each pair.
+// headers too, so it is enough that they match the least messages o does.
 func headersCover(ns []*schema.Binding, o *schema.Binding) bool {
-	least := []map[string]any{o.Headers}
-	if o.Match == "any" {
-		least = nil
-		for k, v := range o.Headers {
-			least = append(least, map[string]any{k: v})
-		}
-	}
-	for _, m := range least {
+	for _, m := range leastHeaders(o) {
 		if !slices.ContainsFunc(ns, func(n *schema.Binding) bool { return matchesHeaders(n, m) }) {
 			return false
 		}
 	}
 	return true
+}
+
+// leastHeaders lists the least headers of a message that headers binding b
+// matches: for x-match all, its pairs; for any, each pair alone.
+func leastHeaders(b *schema.Binding) []map[string]any {
+	if b.Match != "any" {
+		return []map[string]any{b.Headers}
+	}
+	var least []map[string]any
+	for k, v := range b.Headers {
+		least = append(least, map[string]any{k: v})
+	}
+	return least
 }
 
 // matchesHeaders reports whether headers binding b matches a message with

@@ -3,6 +3,7 @@ package review
 import (
 	"encoding/binary"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -39,6 +40,7 @@ type walk struct {
 	// it matches whatever words follow, none too.
 	open   []bool
 	starts []int
+	owner  []int // the pattern of each place, by its index
 	// mark and round keep a step from adding a place, or a set of places
 	// from trying a word, twice, without a map each time.
 	mark  []int
@@ -47,8 +49,11 @@ type walk struct {
 
 func newWalk(patterns [][]string) *walk {
 	w := &walk{number: map[string]int{}}
-	for _, p := range patterns {
+	for i, p := range patterns {
 		w.starts = append(w.starts, len(w.place))
+		for range len(p) + 1 {
+			w.owner = append(w.owner, i)
+		}
 		for _, word := range p {
 			switch word {
 			case "*":
@@ -148,16 +153,6 @@ func (w *walk) literal(word string) int {
 	return anyWord
 }
 
-// ended reports whether at reaches the end of a pattern.
-func (w *walk) ended(at []int) bool {
-	return slices.ContainsFunc(at, func(p int) bool { return w.place[p] == closed })
-}
-
-// matchesAll reports whether at reaches a place that matches any words.
-func (w *walk) matchesAll(at []int) bool {
-	return slices.ContainsFunc(at, func(p int) bool { return w.open[p] })
-}
-
 // key spells a sorted set of places as a string, for a map.
 func key(at []int) string {
 	buf := make([]byte, 0, 2*len(at))
@@ -169,19 +164,53 @@ func key(at []int) string {
 
 // covers reports whether topic patterns as, bound alike, together match
 // every key pattern b does: # matching any words, * one, others
-// themselves. It looks for a key that b matches and none of as does,
-// walking b's words beside the set of places in as the same words can
-// reach. From a set of places only the literal words there tell words
-// apart, so where b takes any word it tries each of those and one word
-// that is none of them.
+// themselves.
 func covers(as [][]string, b []string) bool {
 	if slices.ContainsFunc(as, func(a []string) bool { return slices.Equal(a, b) }) {
 		return true // an unchanged binding, however many places it keeps
 	}
-	w := newWalk(as)
+	return !escapes(as, b)
+}
+
+// matchesKey reports whether topic pattern p matches key k. A * or # in a
+// key is a word as any other, which only * and # match.
+func matchesKey(p, k []string) bool {
+	w := newWalk([][]string{p})
+	at := w.begin()
+	for _, word := range k {
+		at = w.step(at, w.literal(word))
+	}
+	return slices.ContainsFunc(at, func(p int) bool { return w.place[p] == closed })
+}
+
+// escapes reports whether some key that pattern b matches, and each
+// pattern of within too, none of patterns as matches. It walks b's words
+// beside the set of places in the patterns the same words can reach. From
+// a set of places only the literal words there tell words apart, so where
+// b takes any word it tries each of those and one word that is none of
+// them. Past maxCoverStates it answers yes.
+func escapes(as [][]string, b []string, within ...[]string) bool {
+	w := newWalk(append(slices.Clip(as), within...))
+	mine := len(w.place) // the first place of within
+	if len(within) > 0 {
+		mine = w.starts[len(as)]
+	}
+	// held reports whether the places of at leave within matching: a
+	// place in each of its patterns or, at the end of a key, the end of
+	// each.
+	held := func(at []int, end bool) bool {
+		held, last := 0, -1
+		for _, p := range at[sort.SearchInts(at, mine):] {
+			if w.owner[p] != last && (!end || w.place[p] == closed) {
+				held++
+				last = w.owner[p]
+			}
+		}
+		return held == len(within)
+	}
 	type state struct {
 		j  int   // the place in b
-		at []int // the places in as
+		at []int // the places in the patterns, sorted
 	}
 	var stack []state
 	seen := map[struct {
@@ -202,16 +231,19 @@ func covers(as [][]string, b []string) bool {
 	for len(stack) > 0 {
 		s := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		ours := s.at[:sort.SearchInts(s.at, mine)] // the places in as
 		switch {
 		case len(seen) > maxCoverStates:
-			return false
-		case w.matchesAll(s.at):
-			continue // whatever words b goes on with
-		case len(s.at) == 0:
-			return false // b matches some rest of a key, and none of as does
+			return true
+		case slices.ContainsFunc(ours, func(p int) bool { return w.open[p] }):
+			continue // as match whatever words b goes on with
+		case !held(s.at, false):
+			continue // within match no key b goes on to
+		case len(ours) == 0 && len(within) == 0:
+			return true // b matches some rest of a key, and none of as does
 		case s.j == len(b):
-			if !w.ended(s.at) {
-				return false
+			if held(s.at, true) && !slices.ContainsFunc(ours, func(p int) bool { return w.place[p] == closed }) {
+				return true
 			}
 			continue
 		}
@@ -229,5 +261,5 @@ func covers(as [][]string, b []string) bool {
 			push(s.j+1, w.step(s.at, w.literal(b[s.j])))
 		}
 	}
-	return true
+	return false
 }

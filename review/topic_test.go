@@ -62,23 +62,7 @@ func TestCovers(t *testing.T) {
 // every pair of patterns of up to three words, and of up to two words for
 // two patterns bound together.
 func TestCoversMatchesKeys(t *testing.T) {
-	var patterns, keys []string
-	grow := func(into *[]string, alphabet []string, most int) {
-		level := []string{""}
-		*into = append(*into, "")
-		for range most {
-			var next []string
-			for _, p := range level {
-				for _, w := range alphabet {
-					next = append(next, strings.TrimPrefix(p+"."+w, "."))
-				}
-			}
-			*into = append(*into, next...)
-			level = next
-		}
-	}
-	grow(&patterns, []string{"x", "y", "*", "#"}, 3)
-	grow(&keys, []string{"x", "y", "z"}, 6)
+	patterns, keys := sequences([]string{"x", "y", "*", "#"}, 3), sequences([]string{"x", "y", "z"}, 6)
 	matched := make(map[string][]bool)
 	for _, p := range patterns {
 		for _, k := range keys {
@@ -117,6 +101,38 @@ func TestCoversMatchesKeys(t *testing.T) {
 	}
 }
 
+// escapes agrees with matching every key of up to six words, from three,
+// against every three patterns of up to two words: a, then b and c, which
+// the key must match, a not.
+func TestEscapesWithinMatchesKeys(t *testing.T) {
+	patterns, keys := sequences([]string{"x", "y", "*", "#"}, 2), sequences([]string{"x", "y", "z"}, 6)
+	matched := make(map[string][]bool)
+	for _, p := range patterns {
+		for _, k := range keys {
+			m := matches(words(p), words(k))
+			if got := matchesKey(words(p), words(k)); got != m {
+				t.Errorf("matchesKey(%q, %q) = %v, want %v", p, k, got, m)
+			}
+			matched[p] = append(matched[p], m)
+		}
+	}
+	for _, a := range patterns {
+		for _, b := range patterns {
+			for _, c := range patterns {
+				want := false
+				for i := range keys {
+					if matched[b][i] && matched[c][i] && !matched[a][i] {
+						want = true
+					}
+				}
+				if got := escapes(splitAll(a), words(b), words(c)); got != want {
+					t.Errorf("escapes(%q, %q within %q) = %v, want %v", a, b, c, got, want)
+				}
+			}
+		}
+	}
+}
+
 // covers says whether topic patterns bound together match every key
 // another does, where none alone does.
 func TestCoversTogether(t *testing.T) {
@@ -140,6 +156,23 @@ func TestCoversTogether(t *testing.T) {
 			t.Errorf("covers(%q, %q) = %v, want %v", tc.as, tc.b, got, tc.want)
 		}
 	}
+}
+
+// sequences lists every key or pattern of up to most words of alphabet,
+// the empty one first.
+func sequences(alphabet []string, most int) []string {
+	out, level := []string{""}, []string{""}
+	for range most {
+		var next []string
+		for _, p := range level {
+			for _, w := range alphabet {
+				next = append(next, strings.TrimPrefix(p+"."+w, "."))
+			}
+		}
+		out = append(out, next...)
+		level = next
+	}
+	return out
 }
 
 // matches reports whether pattern p matches key k, as RabbitMQ's topic

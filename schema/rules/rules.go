@@ -104,7 +104,7 @@ var (
 	ExchangeChanged         = Rule{"EXCHANGE-CHANGED", Topology, "an owned exchange's `durable`, `internal` or `alternate_exchange` changed"}
 	BindingRemoved          = Rule{"BINDING-REMOVED", Routing, "a queue or exchange no longer binds to an exchange it did. Lily never unbinds: the old binding stays on the broker, and keeps routing, until deleted by hand; once it is (or on a broker set up anew) what that exchange routed there stops arriving"}
 	RoutingKeyNarrowed      = Rule{"ROUTING-KEY-NARROWED", Routing, "a binding's routing key, pattern or header match accepts less. Lily never unbinds: the old binding stays on the broker, and keeps routing, until deleted by hand; once it is (or on a broker set up anew) some messages stop arriving"}
-	AlternateDiverted       = Rule{"ALTERNATE-DIVERTED", Routing, "a binding added to, or widened on, an exchange with an `alternate_exchange` takes messages the exchange routed nowhere before: the queues behind its alternate exchange no longer receive them"}
+	AlternateDiverted       = Rule{"ALTERNATE-DIVERTED", Routing, "a binding added to, or widened on, an exchange with an `alternate_exchange` takes messages the exchange routed nowhere before: the queues its alternate exchange routed them to no longer receive them"}
 	PublishChanged          = Rule{"PUBLISH-CHANGED", Routing, "a message's `publish` exchange or routing key changes (a fixed key, or the field or header it is read from): queues bound to the old one stop receiving it from producers on the new schema"}
 
 	LintQueueName         = Rule{"LINT-QUEUE-NAME", Lint, "a queue or DLQ name that is not lower-case words joined by `.`, `-` or `_`"}
