@@ -168,7 +168,7 @@ queues:
 	}{
 		{"a binding of the alternate exchange", "unrouted", nil},
 		// Lily does not follow the keys of the exchanges past the first.
-		{"a binding of a fanout exchange", "fan", []string{`ALTERNATE-DIVERTED@fan<-events/x: queue "third"`}},
+		{"a binding of a fanout exchange", "fan", []string{`ALTERNATE-DIVERTED@exchange:fan<-events/x: queue "third"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			line := "  " + tc.exchange + ": {type: "

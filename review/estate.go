@@ -139,9 +139,14 @@ type route struct {
 	b          *schema.Binding
 }
 
-// subject names r in a finding.
+// subject names r in a finding. An exchange bound to its source is named
+// with the prefix exchange:, so that a queue and an exchange of one name,
+// bound alike, are not accepted by one acknowledgement.
 func (r route) subject() string {
 	subject := r.name + "<-" + r.b.Source
+	if r.kind == "exchange" {
+		subject = "exchange:" + subject
+	}
 	switch {
 	case r.b.Match != "":
 		// Several may bind the same exchange to the same queue.

@@ -61,9 +61,29 @@ func TestBreakingBindingSubjectsKeepNames(t *testing.T) {
 	for _, f := range Breaking(parse(t, "old.lily.yaml", old), parse(t, "new.lily.yaml", new)) {
 		got = append(got, f.Ack())
 	}
-	want := []string{"BINDING-REMOVED@ <-src/a", "BINDING-REMOVED@q q<-src/a"}
+	want := []string{"BINDING-REMOVED@exchange: <-src/a", "BINDING-REMOVED@q q<-src/a"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// A queue and an exchange of one name, bound alike, have subjects of their
+// own, so that acknowledging one leaves the other reported.
+func TestBreakingBindingSubjectsTellExchanges(t *testing.T) {
+	const src = "exchanges:\n  src: {type: topic}\n  audit:\n    type: topic\n    ownership: owned\n    bindings: [{exchange: src, routing_key: k}]\nqueues:\n  audit:"
+	old := edit(t, "queues:\n  orders:", src, "    max_body_bytes", "    bindings: [{exchange: src, routing_key: k}]\n    max_body_bytes")
+	new := edit(t, "queues:\n  orders:", strings.Replace(src, "    bindings: [{exchange: src, routing_key: k}]\n", "", 1))
+	found := Breaking(parse(t, "old.lily.yaml", old), parse(t, "new.lily.yaml", new))
+	var got []string
+	for _, f := range found {
+		got = append(got, f.Ack())
+	}
+	want := []string{"BINDING-REMOVED@exchange:audit<-src/k", "BINDING-REMOVED@audit<-src/k"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if found[1].Acknowledged([]string{want[0]}) {
+		t.Errorf("%s accepts %s", want[0], found[1].Ack())
 	}
 }
 
