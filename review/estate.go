@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/lily-mq/lily/internal/queue"
@@ -240,18 +241,31 @@ func describeMatch(b *schema.Binding) string {
 }
 
 // headerMatch writes a headers binding's match: x-match, then the headers
-// in the order of their names, a string quoted, so that each match has
-// one spelling, such as all{"region":"eu","tier":1}.
+// in the order of their names, so that each match has one spelling, such
+// as all{"region":"eu","tier":1}.
 func headerMatch(b *schema.Binding) string {
 	pairs := make([]string, 0, len(b.Headers))
 	for _, k := range slices.Sorted(maps.Keys(b.Headers)) {
-		format := "%q:%v"
-		if _, ok := b.Headers[k].(string); ok {
-			format = "%q:%q"
-		}
-		pairs = append(pairs, fmt.Sprintf(format, k, b.Headers[k]))
+		pairs = append(pairs, strconv.Quote(k)+":"+headerValue(b.Headers[k]))
 	}
 	return b.Match + "{" + strings.Join(pairs, ",") + "}"
+}
+
+// headerValue writes a header's value in a match: a string quoted, a
+// decimal with its point or exponent, since RabbitMQ matches the integer 1
+// and the decimal 1.0 apart.
+func headerValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return strconv.Quote(v)
+	case float64:
+		s := strconv.FormatFloat(v, 'g', -1, 64)
+		if !strings.ContainsAny(s, ".e") {
+			s += ".0"
+		}
+		return s
+	}
+	return fmt.Sprint(v)
 }
 
 // accepts reports whether bindings ns together route every message that o

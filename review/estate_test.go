@@ -105,3 +105,22 @@ func TestBreakingHeadersBindingSubjects(t *testing.T) {
 		t.Errorf("%s accepts %s", want[0], found[1].Ack())
 	}
 }
+
+// The integer 1 and the decimal 1.0, which RabbitMQ matches apart, are
+// written apart in a headers binding's subject.
+func TestBreakingHeadersBindingSubjectsTellNumbers(t *testing.T) {
+	bound := edit(t, "queues:", "exchanges:\n  hx: {type: headers}\nqueues:", "    max_body_bytes",
+		"    bindings:\n      - {exchange: hx, headers: {tier: 1}}\n      - {exchange: hx, headers: {tier: 1.0}}\n      - {exchange: hx, headers: {tier: 2.5, big: 1e21}}\n    max_body_bytes")
+	found := Breaking(parse(t, "old.lily.yaml", bound), parse(t, "new.lily.yaml", edit(t, "queues:", "exchanges:\n  hx: {type: headers}\nqueues:")))
+	var got []string
+	for _, f := range found {
+		got = append(got, f.Ack())
+	}
+	want := []string{`BINDING-REMOVED@orders<-hx/all{"tier":1}`, `BINDING-REMOVED@orders<-hx/all{"tier":1.0}`, `BINDING-REMOVED@orders<-hx/all{"big":1e+21,"tier":2.5}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if found[1].Acknowledged([]string{want[0]}) {
+		t.Errorf("%s accepts %s", want[0], found[1].Ack())
+	}
+}
