@@ -26,6 +26,9 @@ type evidence struct {
 	lost            []string
 	failedStarts    int
 	faults          map[string]int
+	// succeeded holds the ids whose handler (the ledger's own) returned
+	// success: the runtime's record of it is not taken on trust.
+	succeeded map[string]bool
 	// resent counts the sends of each id made again after one that may
 	// have left a copy; resumes the resume times measured, by fault.
 	resent  map[string]int
@@ -61,7 +64,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 	defer r.mu.Unlock()
 	return evidence{
 		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, ids: r.ids, behaviours: r.beh,
-		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous),
+		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded),
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
@@ -198,6 +201,8 @@ func account(e evidence) *Result {
 			problem("%s (%s) is lost: in no queue, and no ACK of its work; records: %s", id, b, paths(recs))
 		case fate == Acked && b.dead():
 			problem("%s (%s) was acked as handled; it should be in the DLQ", id, b)
+		case fate == Acked && !e.succeeded[id]:
+			problem("%s (%s) was acked as handled, and its handler never returned success; records: %s", id, b, paths(recs))
 		case fate == InDLQ && !b.dead() && !slices.ContainsFunc(recs, commitFailed):
 			problem("%s (%s) is in the DLQ; records: %s", id, b, paths(recs))
 		}

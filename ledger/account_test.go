@@ -13,11 +13,12 @@ import (
 
 const dlq = "q.dlq"
 
-// oneMessage is the evidence of a run of one message of behaviour b.
+// oneMessage is the evidence of a run of one message of behaviour b, whose
+// handler returned success.
 func oneMessage(b Behaviour, recs ...runtime.Record) evidence {
 	return evidence{
 		queue: "q", dlq: dlq, ids: []string{"m1"}, behaviours: map[string]Behaviour{"m1": b},
-		records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{},
+		records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{}, succeeded: map[string]bool{"m1": true},
 		queued: map[string][]found{}, rows: map[string]int{},
 	}
 }
@@ -217,6 +218,14 @@ func TestAccountReportsADeadMessageAcked(t *testing.T) {
 		Handoff: "confirmed", Destination: dlq, Reason: "permanent failure: refused"})
 	e.queued["m1"] = []found{{InDLQ, 1, false}}
 	wantNoProblem(t, account(e))
+}
+
+func TestAccountReportsWorkAckedWhoseHandlerNeverSucceeded(t *testing.T) {
+	// The runtime's record says the handler returned ok; the ledger's own
+	// handler never did: the runtime acked work that was not done.
+	e := oneMessage(Success, acked(1))
+	delete(e.succeeded, "m1")
+	wantProblem(t, account(e), "m1 (success) was acked as handled, and its handler never returned success")
 }
 
 func TestAccountExplainsAMessagePublishedAgain(t *testing.T) {

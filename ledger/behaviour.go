@@ -76,8 +76,25 @@ func pick(n int) Behaviour {
 	return Success
 }
 
-// handle is every message's handler: it counts the run, then behaves.
+// handle is every message's handler: it behaves, and notes a success.
 func (r *run) handle(ctx context.Context, d runtime.RawDelivery) error {
+	err := r.behave(ctx, d)
+	if r.success(d, err) {
+		r.mu.Lock()
+		r.succeeded[d.MessageID()] = true
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// success: the handler's run of d returned err, and that counts as handled.
+// A hang's nil comes after the handler timeout, which already failed it.
+func (r *run) success(d runtime.RawDelivery, err error) bool {
+	return err == nil && !(r.beh[d.MessageID()] == Hangs && d.Attempt() == 1)
+}
+
+// behave counts the run, then does what the message's behaviour says.
+func (r *run) behave(ctx context.Context, d runtime.RawDelivery) error {
 	id, attempt := d.MessageID(), d.Attempt()
 	r.mu.Lock()
 	r.runs[workKey{id, attempt}]++

@@ -53,6 +53,7 @@ const (
 	evRecord      = "record"       // a delivery's record: Record
 	evWarning     = "warning"      // a consumer's warning: Stage, ID, Attempt, Detail
 	evProven      = "ack-proven"   // a later reply proved the ACK of ID, Attempt
+	evSucceeded   = "succeeded"    // a handler run returned success: ID, Attempt
 	evReport      = "report"       // Run returned its report: Report
 	evFailedStart = "failed-start" // the consumer's first connection failed: Detail
 	evError       = "error"        // Run failed otherwise: Detail
@@ -144,7 +145,13 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 	r.assign() // the parent's behaviours: the same seed
 	handle := func(ctx context.Context, d runtime.RawDelivery) error {
 		out.emit(event{Kind: evRun, ID: d.MessageID(), Attempt: d.Attempt()})
-		return r.handle(ctx, d)
+		err := r.handle(ctx, d)
+		if r.success(d, err) {
+			// Before the runtime commits or ACKs the work: a kill after
+			// either leaves this said.
+			out.emit(event{Kind: evSucceeded, ID: d.MessageID(), Attempt: d.Attempt()})
+		}
+		return err
 	}
 	c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}, runtime.Config{
 		URLs:    []string{cfg.AMQP},

@@ -165,6 +165,10 @@ func (c *children) apply(p *proc, ev event) {
 		pr.runs[k]++
 		pr.mu.Unlock()
 		p.runs[k]++
+	case evSucceeded:
+		pr.mu.Lock()
+		pr.succeeded[ev.ID] = true
+		pr.mu.Unlock()
 	case evRecord:
 		if ev.Record == nil {
 			return
