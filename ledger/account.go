@@ -56,6 +56,9 @@ type evidence struct {
 	// pastDeadline: the run was stopped at its deadline, not once it was
 	// over.
 	pastDeadline bool
+	// wholeReports: every consumer's report is here (none was killed), so
+	// the reports must agree with the records.
+	wholeReports bool
 }
 
 // evidence gathers what r saw for the accounting.
@@ -346,7 +349,49 @@ func account(e evidence) *Result {
 	if res.Channel406 > 0 {
 		problem("%d channels or connections were closed with 406: %q", res.Channel406, refused[:min(len(refused), 3)])
 	}
+	if e.wholeReports {
+		res.Problems = append(res.Problems, reportsDisagree(e)...)
+	}
 	return res
+}
+
+// reportsDisagree says where the shutdown reports contradict the records:
+// a path counted other than the records say, or a delivery that ended
+// unresolved listed in no report. Each delivery still in flight at a final
+// abort is counted unresolved and listed, and has no record the observer
+// saw. A report that left some out of its list is not checked.
+func reportsDisagree(e evidence) []string {
+	ofRecords, ofReports := map[runtime.Path]int{}, map[runtime.Path]int{}
+	listed := map[workKey]bool{}
+	for _, rep := range e.reports {
+		if rep.Omitted > 0 {
+			return nil
+		}
+		for p, n := range rep.Counts {
+			ofReports[p] += n
+		}
+		for _, u := range rep.Unresolved {
+			listed[workKey{u.MessageID, u.Attempt}] = true
+			if strings.Contains(u.Reason, "(final abort)") {
+				ofRecords[runtime.PathUnresolved]++
+			}
+		}
+	}
+	var problems []string
+	for _, rec := range e.records {
+		ofRecords[rec.Path]++
+		if rec.Path == runtime.PathUnresolved && !listed[workKey{rec.MessageID, rec.Attempt}] {
+			problems = append(problems, fmt.Sprintf("%s attempt %d ended unresolved, and no report lists it: %s", rec.MessageID, rec.Attempt, explain(rec)))
+		}
+	}
+	every := maps.Clone(ofRecords)
+	maps.Copy(every, ofReports)
+	for _, p := range slices.Sorted(maps.Keys(every)) {
+		if ofReports[p] != ofRecords[p] {
+			problems = append(problems, fmt.Sprintf("the reports count %d deliveries %s, the records %d", ofReports[p], p, ofRecords[p]))
+		}
+	}
+	return problems
 }
 
 // settlesLost bounds, on a cluster where a node went down, the ACKs proven

@@ -348,3 +348,40 @@ func TestAccountExplainsAnACKLostWithTheQuorumLeader(t *testing.T) {
 		t.Errorf("extra copies %v", res.ExtraCopies)
 	}
 }
+
+func TestReportsMustAgreeWithTheRecords(t *testing.T) {
+	unresolved := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathUnresolved, Handler: "ok", Reason: "settlement budget spent"}
+	inFlight := runtime.Record{MessageID: "m2", Attempt: 1, Path: runtime.PathUnresolved,
+		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}
+	report := func(counts map[runtime.Path]int, listed ...runtime.Record) *runtime.Report {
+		return &runtime.Report{Counts: counts, Unresolved: listed}
+	}
+	for _, c := range []struct {
+		name    string
+		records []runtime.Record
+		report  *runtime.Report
+		want    []string
+	}{
+		{"agreeing, with one in flight at the final abort", []runtime.Record{acked(1), unresolved},
+			report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}, unresolved, inFlight), nil},
+		{"a settled delivery listed as unresolved", []runtime.Record{acked(1)},
+			report(map[runtime.Path]int{runtime.PathUnresolved: 1}, unresolved),
+			[]string{"the reports count 0 deliveries acked, the records 1", "the reports count 1 deliveries unresolved, the records 0"}},
+		{"an unresolved delivery counted as acked and not listed", []runtime.Record{unresolved},
+			report(map[runtime.Path]int{runtime.PathAcked: 1}),
+			[]string{"m1 attempt 1 ended unresolved, and no report lists it", "the reports count 1 deliveries acked, the records 0", "the reports count 0 deliveries unresolved, the records 1"}},
+	} {
+		e := oneMessage(Success, c.records...)
+		e.reports = []*runtime.Report{c.report}
+		got := reportsDisagree(e)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: problems %q, want %d", c.name, got, len(c.want))
+			continue
+		}
+		for i, w := range c.want {
+			if !strings.HasPrefix(got[i], w) {
+				t.Errorf("%s: problem %q, want %q", c.name, got[i], w)
+			}
+		}
+	}
+}

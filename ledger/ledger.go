@@ -234,7 +234,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := account(r.evidence(reps, queued, rows))
+	e := r.evidence(reps, queued, rows)
+	e.wholeReports = true
+	res := account(e)
 	res.Duration = time.Since(start)
 	return res, nil
 }
