@@ -403,7 +403,7 @@ func reportsDisagree(e evidence) []string {
 // there, with the runs, by id).
 func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
 	runs, of = map[workKey]int{}, map[string]int{}
-	if !e.atLeastOnce || !slices.ContainsFunc(slices.Collect(maps.Keys(e.faults)), nodeFault) {
+	if !e.atLeastOnce || !slices.ContainsFunc(slices.Collect(maps.Keys(e.faults)), func(k string) bool { return nodeFault(k) && e.faults[k] > 0 }) {
 		return runs, of
 	}
 	journeys := map[workKey][]runtime.Record{}

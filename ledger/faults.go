@@ -24,29 +24,34 @@ type fault struct {
 	strike func(ctx context.Context) (bool, error)
 }
 
-// strike injects a random fault every FaultEvery on average (between half
-// and one and a half of it), one at a time, each healed before the next.
+// strike injects the faults in rounds, every kind once a round, with a
+// pause of FaultEvery on average (between half and one and a half of it)
+// after each, one at a time, each healed before the next: a short run sees
+// every kind, which a random draw of a few would not. A kind that did not
+// strike (nothing to strike at) is tried again at the end of its round.
+// Every kind is counted from the start, so that one that never struck
+// shows as 0.
 func (r *run) strike(ctx context.Context) {
 	if r.cfg.FaultEvery <= 0 {
 		return
 	}
 	kinds := r.faultKinds()
+	r.mu.Lock()
+	for _, k := range kinds {
+		r.faults[k.name] += 0
+	}
+	r.mu.Unlock()
 	var rounds []fault
 	for {
 		pause := r.cfg.FaultEvery/2 + time.Duration(r.rng.Int64N(int64(r.cfg.FaultEvery)))
 		if !backoff.Sleep(ctx, pause) {
 			return
 		}
-		k := kinds[r.rng.IntN(len(kinds))]
-		if r.cfg.Cluster != nil {
-			// A cluster's faults are few and slow (a node takes seconds to
-			// start): they come in rounds, the nodes' first in a seeded
-			// order, so that a short run sees each of them early.
-			if len(rounds) == 0 {
-				rounds = r.round(kinds)
-			}
-			k, rounds = rounds[0], rounds[1:]
+		if len(rounds) == 0 {
+			rounds = r.round(kinds)
 		}
+		k := rounds[0]
+		rounds = rounds[1:]
 		struck, err := k.strike(ctx)
 		r.mu.Lock()
 		switch {
@@ -54,13 +59,16 @@ func (r *run) strike(ctx context.Context) {
 			r.faults["harness error: "+k.name+": "+err.Error()]++
 		case struck:
 			r.faults[k.name]++
+		default:
+			rounds = append(rounds, k)
 		}
 		r.mu.Unlock()
 	}
 }
 
-// round is one round of a cluster's faults: the nodes' in a seeded order,
-// then the others.
+// round is one round of faults: a cluster's nodes' first, in a seeded
+// order (a node takes seconds to start, so a cluster's faults are few and
+// slow, and a short run must see each of them early), then the others.
 func (r *run) round(kinds []fault) []fault {
 	var nodes, others []fault
 	for _, k := range kinds {
@@ -93,16 +101,12 @@ func (r *run) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
 }
 
-// faultKinds are the faults of a run: those of the frame proxy and the
-// broker on one node, or of the nodes on a cluster; then a consumer's
-// restart, and those of the database and the broker restart when asked for.
+// faultKinds are the faults of a run, in the order of a round: a
+// consumer's restart, and those of the database and the broker restart
+// when asked for, first (each tests what no other does); then those of the
+// frame proxy and the broker on one node, or of the nodes on a cluster.
 func (r *run) faultKinds() []fault {
 	var kinds []fault
-	if r.cfg.Cluster != nil {
-		kinds = r.clusterFaults()
-	} else {
-		kinds = r.nodeFaults()
-	}
 	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
 		select {
 		case r.restart <- struct{}{}:
@@ -124,7 +128,10 @@ func (r *run) faultKinds() []fault {
 			return true, faults.RestartBroker(ctx, r.between(time.Second, 3*time.Second))
 		}})
 	}
-	return kinds
+	if r.cfg.Cluster != nil {
+		return append(kinds, r.clusterFaults()...)
+	}
+	return append(kinds, r.nodeFaults()...)
 }
 
 // nodeFaults are the faults of one broker node: the frame proxy's, and the

@@ -64,7 +64,7 @@ type Result struct {
 	Queue    string
 	Duration time.Duration
 	// Behaviours and Fates count messages; Faults counts faults that struck,
-	// by kind.
+	// by kind, with every kind the run could strike (0 if it never did).
 	Behaviours map[Behaviour]int
 	Fates      map[Fate]int
 	Faults     map[string]int
