@@ -132,6 +132,12 @@ func account(e evidence) *Result {
 	byID := map[string][]runtime.Record{}
 	for _, rec := range e.records {
 		byID[rec.MessageID] = append(byID[rec.MessageID], rec)
+		switch {
+		case rec.Path == runtime.PathNotStarted:
+			res.NotStarted++
+		case rec.Handler == "abandoned", rec.Handler == "not started":
+			res.AbortedInFlight++
+		}
 		if rec.Commit == "duplicate" {
 			res.InboxStopped++
 		}
@@ -177,6 +183,7 @@ func account(e evidence) *Result {
 	for _, rep := range e.reports {
 		for _, u := range rep.Unresolved {
 			if strings.Contains(u.Reason, "(final abort)") {
+				res.AbortedInFlight++
 				inFlightAtClose[u.MessageID]++
 				closedInFlight[workKey{u.MessageID, u.Attempt}]++
 			}

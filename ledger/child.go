@@ -158,7 +158,7 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 		Observe: func(rec runtime.Record) { out.emit(event{Kind: evRecord, Record: &rec}) },
 		Logger:  slog.New(diagnostics{out}),
 		Inbox:   pginbox.New(pool, pginbox.Options{LockTimeout: 500 * time.Millisecond}),
-		// consume's.
+		// consume's, but for the force window: no child is forced.
 		StepTimeout:   2 * time.Second,
 		ShutdownGrace: 5 * time.Second, ForceWindow: time.Second,
 		ReconnectMax: 500 * time.Millisecond,

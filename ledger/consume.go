@@ -94,8 +94,10 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 		URLs: urls, Observe: r.observe, Logger: slog.New(r), AfterDelivery: r.afterDelivery,
 		// Long enough for a first connection on a loaded machine (Run fails
 		// when that one does), short enough for a stall to outlast it.
-		StepTimeout:   2 * time.Second,
-		ShutdownGrace: 5 * time.Second, ForceWindow: time.Second,
+		StepTimeout: 2 * time.Second,
+		// A forced stop's window is short: the handlers still running at
+		// its end meet the final abort (faultForcedUnderBurst).
+		ShutdownGrace: 5 * time.Second, ForceWindow: time.Millisecond,
 		ReconnectMax: 500 * time.Millisecond,
 	}
 	if r.pool != nil {
@@ -159,6 +161,9 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 		if !restart {
 			stopFaults()
 			<-faultsDone
+		}
+		if restart && r.forceNext.Swap(false) {
+			c.Force()
 		}
 		stop()
 		if err := <-ran; errors.Is(err, errNeverConnected) {

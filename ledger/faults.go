@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +29,7 @@ type fault struct {
 // pause of FaultEvery on average (between half and one and a half of it)
 // after each, one at a time, each healed before the next: a short run sees
 // every kind, which a random draw of a few would not. A kind that did not
-// strike (nothing to strike at) is tried again at the end of its round.
+// strike (nothing to strike at) is tried again after the next.
 // Every kind is counted from the start, so that one that never struck
 // shows as 0.
 func (r *run) strike(ctx context.Context) {
@@ -60,7 +61,7 @@ func (r *run) strike(ctx context.Context) {
 		case struck:
 			r.faults[k.name]++
 		default:
-			rounds = append(rounds, k)
+			rounds = slices.Insert(rounds, min(1, len(rounds)), k)
 		}
 		r.mu.Unlock()
 	}
@@ -82,6 +83,16 @@ func (r *run) round(kinds []fault) []fault {
 	return append(nodes, others...)
 }
 
+// A forced stop under a burst: the publisher sends burstSize messages at
+// once, and the consumer, its slots and prefetch full, is stopped with
+// Force, so that its short force window ends in the final abort with
+// deliveries in flight, and what it had received and not started is
+// requeued.
+const (
+	faultForcedUnderBurst = "consumer forced to stop under a burst (final abort), started again"
+	burstSize             = 300
+)
+
 // errHeal marks the failure of a fault's heal: it may leave the broker
 // broken (a reject policy, a queue's binding gone) however the run is
 // ending, so it is a harness error even once the faults are being stopped,
@@ -101,20 +112,13 @@ func (r *run) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
 }
 
-// faultKinds are the faults of a run, in the order of a round: a
-// consumer's restart, and those of the database and the broker restart
-// when asked for, first (each tests what no other does); then those of the
-// frame proxy and the broker on one node, or of the nodes on a cluster.
+// faultKinds are the faults of a run, in the order of a round: first (each
+// tests what no other does) the database's when asked for, which needs the
+// consumer at work, a consumer's forced stop under a burst, its restart,
+// and the broker restart when asked for; then those of the frame proxy and
+// the broker on one node, or of the nodes on a cluster.
 func (r *run) faultKinds() []fault {
 	var kinds []fault
-	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
-		select {
-		case r.restart <- struct{}{}:
-			return true, nil
-		default:
-			return false, nil
-		}
-	}})
 	if r.pool != nil {
 		kinds = append(kinds, fault{"PostgreSQL backend killed during COMMIT", func(ctx context.Context) (bool, error) {
 			r.killArmed.Store(true)
@@ -123,6 +127,34 @@ func (r *run) faultKinds() []fault {
 			return pid > 0, err
 		}})
 	}
+	kinds = append(kinds, fault{faultForcedUnderBurst, func(ctx context.Context) (bool, error) {
+		select {
+		case r.burst <- burstSize:
+		default:
+			return false, nil
+		}
+		// Long enough for the burst to fill the consumer's slots and its
+		// prefetch, short of the time it takes to work through it.
+		if !backoff.Sleep(ctx, 150*time.Millisecond) {
+			return false, nil
+		}
+		r.forceNext.Store(true)
+		select {
+		case r.restart <- struct{}{}:
+			return true, nil
+		default:
+			r.forceNext.Store(false)
+			return false, nil
+		}
+	}})
+	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
+		select {
+		case r.restart <- struct{}{}:
+			return true, nil
+		default:
+			return false, nil
+		}
+	}})
 	if r.cfg.RestartBroker && r.cfg.Cluster == nil {
 		kinds = append(kinds, fault{"broker restarted (stop_app, start_app)", func(ctx context.Context) (bool, error) {
 			return true, faults.RestartBroker(ctx, r.between(time.Second, 3*time.Second))

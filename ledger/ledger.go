@@ -63,6 +63,11 @@ type Result struct {
 	N        int
 	Queue    string
 	Duration time.Duration
+	// NotStarted counts the deliveries a consumer received and requeued
+	// at a stop, never started; AbortedInFlight the deliveries a final
+	// abort found in flight (a handler abandoned, or not started, or still
+	// travelling when the report was sealed).
+	NotStarted, AbortedInFlight int
 	// Behaviours and Fates count messages; Faults counts faults that struck,
 	// by kind, with every kind the run could strike (0 if it never did).
 	Behaviours map[Behaviour]int
@@ -115,7 +120,7 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 	return &run{
 		cfg: cfg, spec: spec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
-		restart: make(chan struct{}, 1), runs: map[workKey]int{}, succeeded: map[string]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
+		restart: make(chan struct{}, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[string]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
 		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{},
 	}
 }
@@ -158,6 +163,10 @@ type run struct {
 	// asks for a new consumer.
 	deadline time.Time
 	restart  chan struct{}
+	// burst asks the publisher to send so many messages at once; forceNext
+	// says the restart asked for next is a forced stop.
+	burst     chan int
+	forceNext atomic.Bool
 	// failedInARow counts consumers in a row that never connected (consume's).
 	failedInARow int
 	// killArmed: the next inbox-backed handler marks its row so that its

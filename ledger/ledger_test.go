@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily/internal/services"
 	_ "github.com/lily-mq/lily/internal/update"
+	"github.com/lily-mq/lily/runtime"
 )
 
 var (
@@ -38,6 +40,20 @@ func TestLedger(t *testing.T) {
 		}
 	}
 	t.Logf("%d faults in %v", total(res.Faults), res.Duration.Round(time.Second))
+	// The forced stop under a burst must have met work in flight.
+	forced := false
+	for _, rep := range res.Reports {
+		forced = forced || slices.ContainsFunc(rep.Phases, func(p runtime.Phase) bool { return p.Name == "force window" })
+	}
+	if !forced {
+		t.Error("no consumer stopped through a force window")
+	}
+	if res.AbortedInFlight == 0 {
+		t.Error("no final abort found a delivery in flight")
+	}
+	if res.NotStarted == 0 {
+		t.Error("no delivery was received and not started")
+	}
 }
 
 // testSeed is -ledger.seed, or a random one, logged so that a failing run's

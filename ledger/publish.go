@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/envelope"
-	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -37,7 +36,8 @@ func (r *run) publish(ctx context.Context) error {
 
 // spread hands items 0..n-1 to workers goroutines that do them, item j not
 // before the share of PublishOver that its first message, first(j), is of
-// the run's messages, and returns the first error, or ctx's when it ended
+// the run's messages, but for a burst (r.burst) of items handed out at once
+// ahead of their time; it returns the first error, or ctx's when it ended
 // before every item was handed out.
 func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int, do func(j int) error) error {
 	start := time.Now()
@@ -56,10 +56,17 @@ func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int,
 	}
 	func() {
 		defer close(next)
+		burst := 0 // items still to hand out at once, as a burst asked
 		for j := range n {
-			if !backoff.Sleep(ctx, time.Until(start.Add(r.cfg.PublishOver*time.Duration(first(j))/time.Duration(len(r.ids))))) {
-				return
+			if burst == 0 {
+				select {
+				case <-time.After(time.Until(start.Add(r.cfg.PublishOver * time.Duration(first(j)) / time.Duration(len(r.ids))))):
+				case burst = <-r.burst:
+				case <-ctx.Done():
+					return
+				}
 			}
+			burst = max(burst-1, 0)
 			select {
 			case next <- j:
 			case err := <-errs:
