@@ -56,13 +56,7 @@ exchanges:
 			nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := parse(t, "old.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+tc.old))
-			new := parse(t, "new.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+tc.new))
-			var got []string
-			for _, f := range Breaking(old, new) {
-				got = append(got, f.Ack())
-			}
-			if !slices.Equal(got, tc.want) {
+			if got := withExchanges(t, exchanges, tc.old, tc.new); !slices.Equal(got, tc.want) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
@@ -129,13 +123,7 @@ exchanges:
 			[]string{`ALTERNATE-DIVERTED@audit<-hx/any{"region":"eu","tier":2}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := parse(t, "old.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+tc.old))
-			new := parse(t, "new.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+tc.new))
-			var got []string
-			for _, f := range Breaking(old, new) {
-				got = append(got, f.Ack())
-			}
-			if !slices.Equal(got, tc.want) {
+			if got := withExchanges(t, exchanges, tc.old, tc.new); !slices.Equal(got, tc.want) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
@@ -221,19 +209,23 @@ queues:
 	}
 }
 
+// unroutedHead begins the generated schemas of many exchanges: one message,
+// and the fanout exchange unrouted that their alternates name.
+const unroutedHead = `version: 1
+package: x
+messages:
+  M: {type: m.1, versions: {1: {fields: {id: {type: string, max_length: 8}}}}}
+exchanges:
+  unrouted: {type: fanout, ownership: owned}
+`
+
 // manyAlternates parses a schema of n direct exchanges, each with an
 // alternate exchange and a queue bound by key k, and, if extra, a queue
 // bound to the first by key k2, which takes what went to the alternate.
 func manyAlternates(tb testing.TB, n int, extra bool) *schema.File {
 	tb.Helper()
 	var s strings.Builder
-	s.WriteString(`version: 1
-package: x
-messages:
-  M: {type: m.1, versions: {1: {fields: {id: {type: string, max_length: 8}}}}}
-exchanges:
-  unrouted: {type: fanout, ownership: owned}
-`)
+	s.WriteString(unroutedHead)
 	for i := range n {
 		fmt.Fprintf(&s, "  x%d: {type: direct, ownership: owned, alternate_exchange: unrouted}\n", i)
 	}
@@ -269,4 +261,17 @@ func TestBreakingAlternatesScale(t *testing.T) {
 	if small, large := allocated(250), allocated(1000); large > 8*small {
 		t.Errorf("breaking allocates %d bytes for 250 exchanges and %d for 1,000", small, large)
 	}
+}
+
+// withExchanges is what Breaking finds, as RULE@SUBJECT, between the test
+// schema with exchanges and the queues old, and with exchanges and new.
+func withExchanges(t *testing.T, exchanges, old, new string) []string {
+	t.Helper()
+	before := parse(t, "old.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+old))
+	after := parse(t, "new.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+new))
+	var got []string
+	for _, f := range Breaking(before, after) {
+		got = append(got, f.Ack())
+	}
+	return got
 }

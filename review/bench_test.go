@@ -80,13 +80,8 @@ func BenchmarkTopologyManyEntities(b *testing.B) {
 func topicBindings(b *testing.B, n int, extra string) *schema.File {
 	b.Helper()
 	var s strings.Builder
-	s.WriteString(`version: 1
-package: x
-messages:
-  M: {type: m.1, versions: {1: {fields: {id: {type: string, max_length: 8}}}}}
-exchanges:
-  unrouted: {type: fanout, ownership: owned}
-  tx: {type: topic, ownership: owned, alternate_exchange: unrouted}
+	s.WriteString(unroutedHead)
+	s.WriteString(`  tx: {type: topic, ownership: owned, alternate_exchange: unrouted}
 queues:
   lost: {consumes: [{message: M}], bindings: [{exchange: unrouted}]}
   all: {consumes: [{message: M}], bindings: [{exchange: tx, routing_key: 'orders.#'}]}
