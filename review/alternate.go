@@ -21,19 +21,16 @@ func (b *breaker) alternates() {
 		if nx.AlternateExchange == "" || ox == nil || ox.AlternateExchange != nx.AlternateExchange || ox.Type != nx.Type {
 			continue // a new exchange sent its alternate nothing; a changed one is reported as changed
 		}
-		var routed []*schema.Binding
-		// The keys of the old bindings, which route what they did: most
-		// bindings are unchanged, and comparing each with all the others
-		// would take time of the square of their number.
-		keys := map[string]bool{}
-		for _, r := range before.from[nx.Name] {
-			routed = append(routed, r.b)
-			if r.b.Match == "" {
-				keys[r.b.RoutingKey] = true
-			}
+		routed := bindingsOf(before.from[nx.Name])
+		// The old bindings, which route what they did: most bindings are
+		// unchanged, and comparing each with all the others would take time
+		// of the square of their number.
+		unchanged := map[string]bool{}
+		for _, b := range routed {
+			unchanged[matchOf(b)] = true
 		}
 		for _, r := range after.from[nx.Name] {
-			if r.b.Match == "" && keys[r.b.RoutingKey] || accepts(routed, r.b, nx.Type) {
+			if unchanged[matchOf(r.b)] || accepts(routed, r.b, nx.Type) {
 				continue
 			}
 			losing := after.losing(nx, r, routed)

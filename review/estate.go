@@ -177,6 +177,24 @@ func routes(f *schema.File) []route {
 // from names where r goes and the exchange it comes from.
 func (r route) from() [3]string { return [3]string{r.kind, r.name, r.b.Source} }
 
+// bindingsOf is the bindings of rs.
+func bindingsOf(rs []route) []*schema.Binding {
+	out := make([]*schema.Binding, len(rs))
+	for i, r := range rs {
+		out[i] = r.b
+	}
+	return out
+}
+
+// matchOf spells what b matches, its routing key or its header match, so
+// that two bindings of one exchange that match alike spell it alike.
+func matchOf(b *schema.Binding) string {
+	if b.Match != "" {
+		return "headers " + headerMatch(b)
+	}
+	return "key " + b.RoutingKey
+}
+
 // bySource groups rs by where they go and the exchange they come from, in
 // their order: comparing each binding with every other would take time of
 // the square of their number.
@@ -194,14 +212,9 @@ func (b *breaker) bindings() {
 	oldRoutes := routes(b.old)
 	newFrom, oldFrom := bySource(routes(b.new)), bySource(oldRoutes)
 	for _, or := range oldRoutes {
-		var same []route
-		covered := false
-		for _, nr := range newFrom[or.from()] {
-			same = append(same, nr)
-			if accepts([]*schema.Binding{nr.b}, or.b, sourceType(b.new, nr.b.Source)) {
-				covered = true
-			}
-		}
+		same := newFrom[or.from()]
+		// Together: an old binding split into several is covered by them.
+		covered := accepts(bindingsOf(same), or.b, sourceType(b.new, or.b.Source))
 		// At the binding that changed: one from the same source that the
 		// old file does not have.
 		at := b.top

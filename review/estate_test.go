@@ -51,6 +51,27 @@ func TestBreakingEmptyTopicKey(t *testing.T) {
 	}
 }
 
+// An old binding split into several that accept together what it did is
+// not narrowed, though none of them alone accepts it all.
+func TestBreakingBindingSplitInTwo(t *testing.T) {
+	for _, tc := range []struct{ exchange, old, new string }{
+		{"{type: topic}", `[{exchange: x, routing_key: "order.#"}]`, `[{exchange: x, routing_key: order}, {exchange: x, routing_key: "order.*.#"}]`},
+		{"{type: headers}", `[{exchange: x, match: any, headers: {a: 1, b: 2}}]`, `[{exchange: x, match: all, headers: {a: 1}}, {exchange: x, match: all, headers: {b: 2}}]`},
+	} {
+		bound := func(bindings string) string {
+			return edit(t, "queues:", "exchanges:\n  x: "+tc.exchange+"\nqueues:", "    max_body_bytes", "    bindings: "+bindings+"\n    max_body_bytes")
+		}
+		if found := Breaking(parse(t, "old.lily.yaml", bound(tc.old)), parse(t, "new.lily.yaml", bound(tc.new))); len(found) > 0 {
+			t.Errorf("%s split into %s: %+v", tc.old, tc.new, found)
+		}
+		// Either half alone narrows it.
+		half := tc.new[:strings.Index(tc.new, "}, {")+1] + "]"
+		if found := Breaking(parse(t, "old.lily.yaml", bound(tc.old)), parse(t, "new.lily.yaml", bound(half))); len(found) != 1 || found[0].Rule != "ROUTING-KEY-NARROWED" {
+			t.Errorf("%s to %s: %+v", tc.old, half, found)
+		}
+	}
+}
+
 // A queue or exchange whose name holds spaces keeps its whole name in the
 // subject of a binding it lost, and one named " " is no different.
 func TestBreakingBindingSubjectsKeepNames(t *testing.T) {
