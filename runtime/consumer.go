@@ -359,8 +359,7 @@ func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*sessio
 // queue whose home node is down ("down or inaccessible"), which no
 // deployment can mend and the node's return does.
 func unavailable(err error) bool {
-	var ae *amqp.Error
-	return errors.As(err, &ae) && ae.Code == amqp.NotFound && !errors.Is(err, errExternalMissing)
+	return isCode(err, amqp.NotFound) && !errors.Is(err, errExternalMissing)
 }
 
 // retire lets a session whose intake ended on a healthy channel finish: its

@@ -25,9 +25,12 @@ func TestBrokerSharedDLQDeclaredByTwoAtOnce(t *testing.T) {
 	}
 	var rounds []round
 	for n := range 8 {
-		dlq := fmt.Sprintf("lilytest.shared-dlq.%s.%d", strings.ReplaceAll(t.Name(), "/", "."), n)
+		// Named after the classic queue, of a name of its own: a DLQ left
+		// by an earlier run would make the round pass by the first check.
+		classic := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.DeadLetterQueue = q.Name + ".shared-dlq" })
+		dlq := classic.Topology.DeadLetterQueue
 		r := round{dlq: dlq, specs: []runtime.QueueSpec{
-			brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.DeadLetterQueue = dlq }),
+			classic,
 			brokerSpec(t, func(q *runtime.QueueSpec) {
 				q.Topology.DeadLetterQueue, q.Topology.Type = dlq, topology.Quorum
 			}),
