@@ -310,7 +310,7 @@ func routesOf(f *schema.File, q *schema.Queue) []string {
 func headerList(h map[string]any) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(h)) {
-		parts = append(parts, fmt.Sprintf("%s=%v", k, h[k]))
+		parts = append(parts, k+"="+headerValue(h[k]))
 	}
 	return strings.Join(parts, ", ")
 }

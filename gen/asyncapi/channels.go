@@ -170,9 +170,7 @@ func exchangeChannel(f *schema.File, x *schema.Exchange, ids map[variantKey][]st
 			continue
 		}
 		operations = append(operations, "publish"+m.Name)
-		for _, v := range m.Versions {
-			functions = append(functions, "Publish"+v.GoName)
-		}
+		functions = append(functions, publishFunctions(m)...)
 		for _, id := range publishedMessages(f, m, ids) {
 			msgs.set(id, ref(messagePointer(id)))
 		}

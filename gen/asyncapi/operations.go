@@ -78,16 +78,22 @@ func messageRefs(ch string, ids []string) *yaml.Node {
 	return out
 }
 
+// publishFunctions names the generated functions that publish m, one per
+// version.
+func publishFunctions(m *schema.Message) []string {
+	out := make([]string, len(m.Versions))
+	for i, v := range m.Versions {
+		out[i] = "Publish" + v.GoName
+	}
+	return out
+}
+
 // publish is the operation of publishing m to exchange x, on channel ch, as
 // its generated Publish functions do.
 func publish(f *schema.File, m *schema.Message, x *schema.Exchange, ch string, ids map[variantKey][]string) *yaml.Node {
 	pub := m.Publish
-	functions := make([]string, len(m.Versions))
-	for i, v := range m.Versions {
-		functions[i] = "Publish" + v.GoName
-	}
 	amqp := newObject()
-	summary := fmt.Sprintf("Lily's generated Publish functions (%s) publish %s to exchange %s", strings.Join(functions, ", "), m.Name, x.Name)
+	summary := fmt.Sprintf("Lily's generated Publish functions (%s) publish %s to exchange %s", strings.Join(publishFunctions(m), ", "), m.Name, x.Name)
 	switch k := pub.RoutingKey; {
 	case k.Field != "" || k.Header != "":
 		summary += " with the value of its " + k.String() + " as the routing key"
