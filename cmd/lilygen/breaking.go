@@ -15,7 +15,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lily-mq/lily/internal/printable"
 	"github.com/lily-mq/lily/review"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
@@ -98,13 +97,10 @@ func (e *env) breaking(against string, allow []string) int {
 		if isNew {
 			notCompared++
 			msg := fmt.Sprintf("not at %s, not compared (new, or moved where git finds no rename from a file there): nothing in it is checked", against)
-			if e.format == textFormat {
-				fmt.Fprintf(e.stderr, "lilygen breaking: %s: %s\n", name, msg)
-			} else {
-				// On the pull request, where a reviewer would otherwise
-				// read no finding as a clean comparison.
-				e.format.print(e.stdout, diag{File: name, Rule: schemaNotCompared, Message: msg, Severity: warning})
-			}
+			// Also on the pull request, where a reviewer would otherwise
+			// read no finding as a clean comparison.
+			e.format.problem(e.stdout, e.stderr, diag{File: name, Rule: schemaNotCompared, Message: msg, Severity: warning},
+				fmt.Sprintf("lilygen breaking: %s: %s", name, msg))
 		} else {
 			changes, before = review.Breaking(old, f), old.Acknowledged
 		}
@@ -128,12 +124,14 @@ func (e *env) breaking(against string, allow []string) int {
 		problems = append(problems, diag{File: a.Pos.File, Line: a.Pos.Line, Column: a.Pos.Column, Rule: inheritedAcknowledgement, Severity: warning,
 			Message: fmt.Sprintf("acknowledgement %s is at %s too, written for a change made before, and matches no breaking change against it: it accepts nothing now; remove it", allowed(a), against)})
 	}
-	// In the order of the schemas' entries, as schema errors are.
+	// By file name, then position: a schema's problems read top to bottom.
+	// Schema errors order their files as they were read, but these come
+	// from several schemas, so file names order them.
 	slices.SortStableFunc(problems, func(a, b diag) int {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
 	for _, d := range problems {
-		e.acknowledgementProblem(d)
+		e.format.problem(e.stdout, e.stderr, d, "")
 	}
 	if e.format == textFormat {
 		fmt.Fprintf(e.stderr, "lilygen breaking: %d breaking change%s against %s", len(found), plural(len(found)), against)
@@ -159,20 +157,6 @@ func (e *env) breaking(against string, allow []string) int {
 		return exitFindings
 	}
 	return exitOK
-}
-
-// acknowledgementProblem reports d, a problem of a schema's
-// acknowledgement: in text on stderr, beside the schema errors.
-func (e *env) acknowledgementProblem(d diag) {
-	if e.format != textFormat {
-		e.format.print(e.stdout, d)
-		return
-	}
-	msg := d.Message
-	if d.Severity != "" {
-		msg = d.Severity + ": " + msg
-	}
-	fmt.Fprintf(e.stderr, "%s:%d:%d: %s [%s]\n", printable.String(d.File), d.Line, d.Column, printable.String(msg), d.Rule)
 }
 
 // The rules of a schema's acknowledgements with a subject that match no

@@ -218,11 +218,7 @@ func (e *env) check(targets []target) int {
 				unifiedDiff(e.stdout, t.path, old, t.content)
 			}
 		}
-		if e.format == textFormat {
-			fmt.Fprintf(e.stderr, "lilygen: %s\n", problem)
-		} else {
-			e.format.print(e.stdout, diag{File: t.path, Rule: "STALE-OUTPUT", Message: problem})
-		}
+		e.format.problem(e.stdout, e.stderr, diag{File: t.path, Rule: "STALE-OUTPUT", Message: problem}, "lilygen: "+problem)
 		code = exitFindings
 	}
 	return code

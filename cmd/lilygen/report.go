@@ -96,14 +96,31 @@ func escapeProperty(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 }
 
+// problem reports d, a problem that is not a finding: text writes it on
+// stderr, with lilygen's other errors, the other formats on stdout, beside
+// the findings. Text words a problem at a place in a schema as a schema
+// error (schema.Error), a warning saying so in its message; unplaced, when
+// not empty, is the line it writes instead for a problem of a whole file.
+func (f errorFormat) problem(stdout, stderr io.Writer, d diag, unplaced string) {
+	switch {
+	case f != textFormat:
+		f.print(stdout, d)
+	case unplaced != "":
+		fmt.Fprintln(stderr, unplaced)
+	default:
+		msg := d.Message
+		if d.Severity != "" {
+			msg = d.Severity + ": " + msg
+		}
+		e := schema.Error{File: d.File, Line: d.Line, Column: d.Column, Rule: d.Rule, Msg: msg, Hint: d.Hint}
+		fmt.Fprintln(stderr, e.Error())
+	}
+}
+
 // schemaErrors prints the errors of one schema, already sorted by the parser.
 func (f errorFormat) schemaErrors(stdout, stderr io.Writer, list schema.ErrorList) {
 	for _, e := range list {
-		if f == textFormat {
-			fmt.Fprintln(stderr, e)
-			continue
-		}
-		f.print(stdout, diag{File: e.File, Line: e.Line, Column: e.Column, Rule: e.Rule, Message: e.Msg, Hint: e.Hint})
+		f.problem(stdout, stderr, diag{File: e.File, Line: e.Line, Column: e.Column, Rule: e.Rule, Message: e.Msg, Hint: e.Hint}, "")
 	}
 }
 
