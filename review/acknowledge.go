@@ -73,5 +73,5 @@ func Acknowledge(changes []Finding, newer, older []schema.Acknowledgement, allow
 
 // acknowledgedBy reports whether the schema's entry a names f.
 func (f Finding) acknowledgedBy(a schema.Acknowledgement) bool {
-	return a.Rule == f.Rule && (a.Subject == "" || a.Subject == f.Subject)
+	return f.Acknowledged([]string{a.String()})
 }

@@ -92,6 +92,14 @@ type Acknowledgement struct {
 	Pos                   Pos
 }
 
+// String is a as lilygen's --allow spells it: RULE, or RULE@SUBJECT.
+func (a Acknowledgement) String() string {
+	if a.Subject == "" {
+		return a.Rule
+	}
+	return a.Rule + "@" + a.Subject
+}
+
 // Message is one message type.
 type Message struct {
 	// Name is the message's Go name, such as PaymentAuthorized.

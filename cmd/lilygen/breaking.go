@@ -118,11 +118,11 @@ func (e *env) breaking(against string, allow []string) int {
 	var problems []diag
 	for _, a := range stale {
 		problems = append(problems, diag{File: a.Pos.File, Line: a.Pos.Line, Column: a.Pos.Column, Rule: staleAcknowledgement,
-			Message: fmt.Sprintf("acknowledgement %s is new since %s and matches no breaking change against it: it acknowledges nothing this change does (remove it, or correct its rule or subject)", allowed(a), against)})
+			Message: fmt.Sprintf("acknowledgement %s is new since %s and matches no breaking change against it: it acknowledges nothing this change does (remove it, or correct its rule or subject)", a.String(), against)})
 	}
 	for _, a := range inherited {
 		problems = append(problems, diag{File: a.Pos.File, Line: a.Pos.Line, Column: a.Pos.Column, Rule: inheritedAcknowledgement, Severity: warning,
-			Message: fmt.Sprintf("acknowledgement %s is at %s too, written for a change made before, and matches no breaking change against it: it accepts nothing now; remove it", allowed(a), against)})
+			Message: fmt.Sprintf("acknowledgement %s is at %s too, written for a change made before, and matches no breaking change against it: it accepts nothing now; remove it", a.String(), against)})
 	}
 	// By file name, then position: a schema's problems read top to bottom.
 	// Schema errors order their files as they were read, but these come
@@ -173,13 +173,6 @@ const (
 const schemaNotCompared = "SCHEMA-NOT-COMPARED"
 
 // allowed writes a as --allow takes it.
-func allowed(a schema.Acknowledgement) string {
-	if a.Subject == "" {
-		return a.Rule
-	}
-	return a.Rule + "@" + a.Subject
-}
-
 // ruleList lists the rules keep selects, one a line: id, category, meaning.
 func ruleList(keep func(rules.Rule) bool) string {
 	var b strings.Builder
