@@ -3,6 +3,7 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -324,63 +325,38 @@ func (p *parser) ownHeaders(e *Envelope, m *Message) {
 	}
 	for _, v := range m.Versions {
 		for _, h := range v.Headers {
-			switch {
-			case h.Name == pr.TypeHeader || h.Name == pr.IDHeader || h.Name == pr.Version.Header:
-			case pr.Kind == envelope.CloudEvents && (strings.HasPrefix(h.Name, "cloudEvents_") || strings.HasPrefix(h.Name, "cloudEvents:")):
-			default:
-				continue
+			if pr.ReservedHeader(h.Name) {
+				p.errorAt(h.Pos, RuleEnvelope, "typed header %q of %s is one envelope %s keeps for the message itself", h.Name, v.GoName, e.Name).
+					Hint = "read it from the delivery (d.MessageID(), d.Type(), d.Version(), d.Header), not as a typed header"
 			}
-			p.errorAt(h.Pos, RuleEnvelope, "typed header %q of %s is one envelope %s keeps for the message itself", h.Name, v.GoName, e.Name).
-				Hint = "read it from the delivery (d.MessageID(), d.Type(), d.Version(), d.Header), not as a typed header"
 		}
 	}
-}
-
-// writtenHeaders are the headers a producer in profile pr writes for the
-// message itself, as runtime.NewPublishing does: the version where the
-// profile keeps it in a header (x-lily-version when it names no place), the
-// type and id headers, and a CloudEvent's attributes in binary mode.
-func writtenHeaders(pr envelope.Profile) []string {
-	var out []string
-	switch v := pr.Version; {
-	case v == envelope.Version{}:
-		out = append(out, envelope.HeaderVersion)
-	case v.Header != "":
-		out = append(out, v.Header)
-	case v.Attribute != "":
-		out = append(out, "cloudEvents_"+v.Attribute)
-	}
-	if pr.Kind == envelope.CloudEvents {
-		for _, a := range []string{"specversion", "id", "source", "type", "time"} {
-			out = append(out, "cloudEvents_"+a)
-		}
-	}
-	for _, h := range []string{pr.TypeHeader, pr.IDHeader} {
-		if h != "" {
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 // exampleHeaders reports the headers of examples that their message's
-// envelope writes itself, as ownHeaders reports typed headers there: the
-// producer writes them, and the AsyncAPI document shows each example with
-// the envelope's headers, where a second one would be a duplicate key.
+// envelope keeps for itself, by the rule ownHeaders holds typed headers to:
+// the producer writes them, or a reader would take them for the envelope's,
+// and the AsyncAPI document shows each example with the envelope's headers,
+// where a second one would be a duplicate key.
 func (p *parser) exampleHeaders(f *File) {
 	for _, m := range f.Messages {
 		for _, e := range f.EnvelopesOf(m) {
-			written := writtenHeaders(e.Profile)
 			for _, v := range m.Versions {
-				for _, ex := range v.Examples {
-					for _, h := range written {
-						if _, ok := ex.Headers[h]; ok {
-							p.errorAt(ex.Pos, RuleExample, "an example of %s sets header %q, which envelope %s writes for the message itself", v.GoName, h, e.Name).
-								Hint = "leave it out: the producer writes it, and the AsyncAPI document shows it with each example"
-						}
-					}
+				for i := range v.Examples {
+					p.exampleHeadersIn(e, v, &v.Examples[i])
 				}
 			}
+		}
+	}
+}
+
+// exampleHeadersIn reports the headers of example ex of v that envelope e
+// keeps, in name order.
+func (p *parser) exampleHeadersIn(e *Envelope, v *Version, ex *Example) {
+	for _, h := range slices.Sorted(maps.Keys(ex.Headers)) {
+		if e.Profile.ReservedHeader(h) {
+			p.errorAt(ex.Pos, RuleExample, "an example of %s sets header %q, which envelope %s keeps for the message itself", v.GoName, h, e.Name).
+				Hint = "leave it out: it is the envelope's, and the AsyncAPI document shows the envelope's headers with each example"
 		}
 	}
 }

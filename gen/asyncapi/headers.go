@@ -15,7 +15,7 @@ import (
 // where its attributes are headers and its data is the body.
 
 // ceHeader is the header of CloudEvents attribute name in binary mode.
-func ceHeader(name string) string { return "cloudEvents_" + name }
+func ceHeader(name string) string { return envelope.EventPrefix + name }
 
 // wireType is the type v of m travels as in profile pr: with a version the
 // profile reads from the type, the type and the version's suffix.
@@ -35,36 +35,38 @@ type header struct {
 	example  *yaml.Node // nil when only the producer knows it, such as an id
 }
 
-// envelopeHeaders are the headers m's version v carries in profile pr.
+// envelopeHeaders are the headers m's version v carries in profile pr:
+// those a producer in pr writes, each with its schema.
 func envelopeHeaders(m *schema.Message, v *schema.Version, pr envelope.Profile) []header {
 	typ := wireType(m, v, pr)
 	id := idSchema()
 	// A foreign producer's version is an integer or its decimal digits.
 	loose := newObject().set("enum", list(integer(v.Number), str(strconv.Itoa(v.Number)))).mapping()
-	var out []header
-	switch pr.Kind {
-	case envelope.CloudEvents:
-		out = append(out,
-			header{ceHeader("specversion"), constant("1.0"), true, str("1.0")},
-			header{ceHeader("type"), constant(typ), true, str(typ)},
-			header{ceHeader("source"), id, true, nil},
-			header{ceHeader("id"), id, true, nil},
-			header{ceHeader("time"), timeHeader(), false, nil})
-		if a := pr.Version.Attribute; a != "" {
-			out = append(out, header{ceHeader(a), loose, true, integer(v.Number)})
+	var described map[string]header
+	if pr.Kind == envelope.CloudEvents {
+		described = map[string]header{
+			ceHeader("specversion"):        {"", constant("1.0"), true, str("1.0")},
+			ceHeader("type"):               {"", constant(typ), true, str(typ)},
+			ceHeader("source"):             {"", id, true, nil},
+			ceHeader("id"):                 {"", id, true, nil},
+			ceHeader("time"):               {"", timeHeader(), false, nil},
+			ceHeader(pr.Version.Attribute): {"", loose, true, integer(v.Number)},
 		}
-	case envelope.Headers:
-		if pr.TypeHeader != "" {
-			out = append(out, header{pr.TypeHeader, constant(typ), true, str(typ)})
-		}
-		if pr.IDHeader != "" {
-			out = append(out, header{pr.IDHeader, id, true, nil})
-		}
-		if h := pr.Version.Header; h != "" {
-			out = append(out, header{h, loose, true, integer(v.Number)})
+	} else {
+		described = map[string]header{
+			pr.TypeHeader:     {"", constant(typ), true, str(typ)},
+			pr.IDHeader:       {"", id, true, nil},
+			pr.Version.Header: {"", loose, true, integer(v.Number)},
 		}
 	}
-	return append(out, lilyVersion(v, pr)...)
+	described[envelope.HeaderVersion] = lilyHeader(v)
+	var out []header
+	for _, name := range pr.WrittenHeaders() {
+		h := described[name]
+		h.name = name
+		out = append(out, h)
+	}
+	return out
 }
 
 // lilyVersion is Lily's version header, which a profile that names no place
@@ -74,8 +76,13 @@ func lilyVersion(v *schema.Version, pr envelope.Profile) []header {
 	if pr.Version != (envelope.Version{}) {
 		return nil
 	}
+	return []header{lilyHeader(v)}
+}
+
+// lilyHeader is Lily's version header of v.
+func lilyHeader(v *schema.Version) header {
 	lily := newObject().set("type", str("integer")).set("const", integer(v.Number)).mapping()
-	return []header{{envelope.HeaderVersion, lily, true, integer(v.Number)}}
+	return header{envelope.HeaderVersion, lily, true, integer(v.Number)}
 }
 
 // timeHeader is the schema of a time in a header.

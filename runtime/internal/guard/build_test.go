@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +21,8 @@ func delivered(p amqp.Publishing) *amqp.Delivery {
 }
 
 // What Build writes in every profile kind, with the version in each place a
-// profile keeps it, reads back as the same type, version and id.
+// profile keeps it, reads back as the same type, version and id, and writes
+// the headers its envelope names.
 func TestBuildReadsBack(t *testing.T) {
 	const source = "https://payments.acme.example/api"
 	ce := func(v envelope.Version) envelope.Profile {
@@ -64,6 +67,17 @@ func TestBuildReadsBack(t *testing.T) {
 			}
 			if p.DeliveryMode != amqp.Persistent || string(env.Payload(p.Body)) != `{"a":1}` {
 				t.Errorf("publishing %+v", p)
+			}
+			// The headers Build writes are those the envelope says it does,
+			// which lilygen keeps examples and typed headers off.
+			written := slices.Sorted(maps.Keys(p.Headers))
+			if want := slices.Sorted(slices.Values(tt.profile.WrittenHeaders())); !slices.Equal(written, want) {
+				t.Errorf("Build writes headers %q; WrittenHeaders says %q", written, want)
+			}
+			for _, h := range written {
+				if !tt.profile.ReservedHeader(h) {
+					t.Errorf("Build writes header %q, which the profile does not reserve", h)
+				}
 			}
 			// A producer without ids does not pretend to send one.
 			if tt.profile.NoID && (p.MessageId != "" || len(p.Headers) != 2) {

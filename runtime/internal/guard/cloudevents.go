@@ -18,8 +18,8 @@ const (
 	batchMedia      = "application/cloudevents-batch+json"
 	// EventPrefix starts an attribute's header in binary mode; the binding
 	// accepts eventPrefixOld from earlier producers.
-	EventPrefix    = "cloudEvents_"
-	eventPrefixOld = "cloudEvents:"
+	EventPrefix    = envelope.EventPrefix
+	eventPrefixOld = envelope.EventPrefixOld
 	specVersion    = "1.0"
 )
 
