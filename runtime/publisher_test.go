@@ -549,14 +549,19 @@ func TestBrokerPublisherMissingExchange(t *testing.T) {
 // Its redelivery, once the block ends, is handed off.
 func TestBrokerBlockedHandoffIsRequeuedWithinItsBudget(t *testing.T) {
 	t.Parallel()
+	// The step is short only so that the budget, which must carry four of
+	// them, is; it still bounds the first connection's whole opening, which
+	// a loaded broker took more than 500 ms to answer.
+	const step = 2 * time.Second
 	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) {
-		q.HandlerTimeout, q.SettlementBudget = 100*time.Millisecond, 6*time.Second
+		q.HandlerTimeout = 100 * time.Millisecond
+		q.SettlementBudget = q.HandlerTimeout + 4*step + 2*time.Second
 	})
 	declareTopology(t, q)
 	p := newProxy(t)
 	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		return runtime.Retryable(errors.New("later"))
-	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond })
+	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = step })
 	publish(t, q.Name, order(t, "warm"))
 	r.await(1) // the handoff connection is open
 	handoffs := func(name string) bool { return strings.HasSuffix(name, " handoff") }
