@@ -135,7 +135,7 @@ func account(e evidence) *Result {
 		switch {
 		case rec.Path == runtime.PathNotStarted:
 			res.NotStarted++
-		case rec.Handler == "abandoned", rec.Handler == "not started":
+		case abortedRun(rec):
 			res.AbortedInFlight++
 		}
 		if rec.Commit == "duplicate" {
@@ -526,4 +526,10 @@ func paths(recs []runtime.Record) string {
 		return "none"
 	}
 	return b.String()
+}
+
+// abortedRun: rec is of a delivery whose handler the final abort found
+// running, or had not started yet.
+func abortedRun(rec runtime.Record) bool {
+	return rec.Handler == "abandoned" || rec.Handler == "not started"
 }

@@ -146,7 +146,7 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 			}
 			ran <- err
 		}()
-		restart, err := r.await(ctx, ran, published)
+		restart, forced, err := r.await(ctx, ran, published)
 		if errors.Is(err, errNeverConnected) && ctx.Err() == nil {
 			stop()
 			if err := r.failedStart(ctx, err); err != nil {
@@ -162,7 +162,7 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 			stopFaults()
 			<-faultsDone
 		}
-		if restart && r.forceNext.Swap(false) {
+		if forced {
 			c.Force()
 		}
 		stop()
@@ -175,6 +175,12 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 		} else {
 			r.failedInARow = 0
 			reports = append(reports, rep)
+			if forced {
+				select {
+				case r.forced <- rep:
+				default: // no strike waits for it
+				}
+			}
 		}
 		if !restart {
 			return reports, nil

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/runtime"
 )
 
 func (r *run) faultCounts() map[string]int {
@@ -93,6 +95,17 @@ const (
 	burstSize             = 300
 )
 
+// metWorkInFlight reports whether a forced stop did what
+// faultForcedUnderBurst is for: its force window ended in the final abort
+// with a delivery in flight, and it requeued one it had not started.
+func metWorkInFlight(rep *runtime.Report) bool {
+	forced := slices.ContainsFunc(rep.Phases, func(p runtime.Phase) bool { return p.Name == "force window" })
+	aborted := slices.ContainsFunc(rep.Unresolved, func(u runtime.Record) bool {
+		return abortedRun(u) || strings.Contains(u.Reason, "(final abort)")
+	})
+	return forced && aborted && rep.Counts[runtime.PathNotStarted] > 0
+}
+
 // errHeal marks the failure of a fault's heal: it may leave the broker
 // broken (a reject policy, a queue's binding gone) however the run is
 // ending, so it is a harness error even once the faults are being stopped,
@@ -138,18 +151,31 @@ func (r *run) faultKinds() []fault {
 		if !backoff.Sleep(ctx, 150*time.Millisecond) {
 			return false, nil
 		}
-		r.forceNext.Store(true)
 		select {
-		case r.restart <- struct{}{}:
-			return true, nil
+		case <-r.forced: // the report of a stop no strike waited for
 		default:
-			r.forceNext.Store(false)
+		}
+		select {
+		case r.restart <- true:
+		default:
 			return false, nil
 		}
+		// A stop that found the burst worked through already (a loaded
+		// machine, a session lost meanwhile) did not strike: it is tried
+		// again, rather than leave the run without the final abort it tests.
+		wait := time.NewTimer(time.Minute)
+		defer wait.Stop()
+		select {
+		case rep := <-r.forced:
+			return metWorkInFlight(rep), nil
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		return false, nil
 	}})
 	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
 		select {
-		case r.restart <- struct{}{}:
+		case r.restart <- false:
 			return true, nil
 		default:
 			return false, nil

@@ -120,7 +120,7 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 	return &run{
 		cfg: cfg, spec: spec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
-		restart: make(chan struct{}, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[string]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
+		restart: make(chan bool, 1), forced: make(chan *runtime.Report, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[string]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
 		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{},
 	}
 }
@@ -160,13 +160,13 @@ type run struct {
 	app   string
 	proxy *faults.Proxy
 	// deadline is when the consumer shuts down, whatever is left; restart
-	// asks for a new consumer.
+	// asks for a new consumer, the old one stopped with Force when it
+	// carries true, and that stop's report sent back on forced.
 	deadline time.Time
-	restart  chan struct{}
-	// burst asks the publisher to send so many messages at once; forceNext
-	// says the restart asked for next is a forced stop.
-	burst     chan int
-	forceNext atomic.Bool
+	restart  chan bool
+	forced   chan *runtime.Report
+	// burst asks the publisher to send so many messages at once.
+	burst chan int
 	// failedInARow counts consumers in a row that never connected (consume's).
 	failedInARow int
 	// killArmed: the next inbox-backed handler marks its row so that its

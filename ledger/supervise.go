@@ -55,9 +55,10 @@ func (r *run) waitingFor(n int) string {
 }
 
 // await returns when every id's journey is over or at the deadline, or
-// with restart when the restart fault asks for a new consumer; it returns
-// an error when the consumer stopped by itself or the publisher failed.
-func (r *run) await(ctx context.Context, ran, published <-chan error) (restart bool, err error) {
+// with restart when a fault asks for a new consumer (forced: the old one
+// stopped with Force); it returns an error when the consumer stopped by
+// itself or the publisher failed.
+func (r *run) await(ctx context.Context, ran, published <-chan error) (restart, forced bool, err error) {
 	deadline := time.After(time.Until(r.deadline))
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -67,7 +68,7 @@ func (r *run) await(ctx context.Context, ran, published <-chan error) (restart b
 		done, records := len(r.done), len(r.records)
 		r.mu.Unlock()
 		if done == len(r.ids) {
-			return false, nil
+			return false, false, nil
 		}
 		if r.cfg.Progress != nil && time.Since(lastProgress) > 5*time.Second {
 			lastProgress = time.Now()
@@ -78,18 +79,18 @@ func (r *run) await(ctx context.Context, ran, published <-chan error) (restart b
 			if err == nil {
 				err = errors.New("the consumer stopped by itself")
 			}
-			return false, err
+			return false, false, err
 		case err := <-published:
 			if err != nil {
-				return false, err
+				return false, false, err
 			}
-		case <-r.restart:
-			return true, nil
+		case forced := <-r.restart:
+			return true, forced, nil
 		case <-deadline:
 			r.pastDeadline.Store(true)
-			return false, nil
+			return false, false, nil
 		case <-ctx.Done():
-			return false, nil
+			return false, false, nil
 		case <-tick.C:
 		}
 	}
