@@ -53,6 +53,9 @@ type Consumer struct {
 	links *links
 	// running is the consumer's run once Run has begun, for Health.
 	running atomic.Pointer[run]
+	// served: Serve runs the consumer, so a refusal of its topology at the
+	// first connection is retried, not returned.
+	served atomic.Bool
 	// telemetry is the Config's Telemetry, guarded.
 	telemetry hook
 	// userSteps counts the steps of user code running (a scope, a claim, a
@@ -258,11 +261,13 @@ func (r *run) revokeAll() {
 // session declares the topology again and consumes. Run returns an error when
 // the first connection fails, the broker's refusal of the topology among its
 // causes (406, 404 for an external exchange or queue that does not exist,
-// 403 for a declare or consume not permitted),
+// 403 for a declare or consume not permitted; not under Serve, below),
 // or when it is called twice. A refusal after the consumer ran (an external
 // exchange deleted, a queue declared again with other arguments) is what an
 // operator mends: Run retries it with the backoff, logging each at error and
-// not ready meanwhile, and other consumers run on. A ctx that ends before
+// not ready meanwhile, and other consumers run on. Under Serve a refusal at
+// the first connection is retried so too, so that one queue's deployment
+// stops no other. A ctx that ends before
 // the first connection is a clean stop: an empty report and no error.
 func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	if !c.ran.CompareAndSwap(false, true) {
@@ -290,13 +295,19 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 			// there is nothing to settle and nothing failed.
 			return c.shutdown(r, nil), nil
 		}
-		if !unavailable(lastAttempt(err)) {
+		switch last := lastAttempt(err); {
+		case unavailable(last):
+			// The deployment is right, the queue out of reach for now:
+			// retried as after a loss, so that a Serve's other queues run on.
+			c.intakeLost(r, 0, err)
+		case refused(last) && c.served.Load():
+			// One queue's deployment is wrong: waited for as a refusal
+			// after a start is, so that it stops no other queue of the Serve.
+			c.refused(r, err)
+		default:
 			r.force()
 			return nil, err
 		}
-		// The deployment is right, the queue out of reach for now: retried
-		// as after a loss, so that a Serve's other queues run on.
-		c.intakeLost(r, 0, err)
 		if s, failures = c.reconnect(ctx, r, failures); s == nil {
 			return c.shutdown(r, nil), nil
 		}

@@ -23,11 +23,12 @@ type Service interface {
 
 // Serve runs every service until ctx is done or the process gets SIGINT or
 // SIGTERM, then stops them together: gracefully, each through its own
-// shutdown; a second signal forces them all. When a service's Run fails (a
-// topology the broker refuses at the first connection), the others are
-// stopped gracefully too; a refusal after that, or a queue out of reach at
-// the first connection (its node down), is retried by the consumer alone,
-// and the others run on.
+// shutdown; a second signal forces them all. A consumer whose topology the
+// broker refuses, at its first connection or after, retries it alone, not
+// ready and logging each refusal at error, and the others run on; so does
+// one whose queue is out of reach (its node down). When a service's Run
+// fails (a consumer's first connection failed otherwise: no broker at its
+// URLs, a login refused), the others are stopped gracefully too.
 //
 // It returns the one service's report, or for several a combined report:
 // their counts summed, every unresolved delivery and possible copy (each
@@ -62,6 +63,9 @@ func Serve(ctx context.Context, services ...Service) (*Report, error) {
 	errs := make([]error, len(services))
 	var wg sync.WaitGroup
 	for i, s := range services {
+		if c, ok := s.(*Consumer); ok {
+			c.served.Store(true)
+		}
 		wg.Go(func() {
 			reports[i], errs[i] = s.Run(ctx)
 			if errs[i] != nil {

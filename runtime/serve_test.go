@@ -113,23 +113,66 @@ func TestBrokerServeRunsSeveralConsumersOnOnePublisher(t *testing.T) {
 	})
 }
 
-// When one service cannot start (the broker refuses its queue's
-// declaration), Serve stops the others gracefully and says why.
-func TestBrokerServeStopsTheOthersWhenOneFails(t *testing.T) {
+// A queue whose declaration the broker refuses when the process starts (it
+// exists with other arguments: a 406) is one team's deployment to mend, not
+// the process's: its consumer retries it alone, not ready and saying why,
+// while the other queue of the same Serve runs. Once an operator deletes
+// the queue, it is declared as the schema says and its message handled.
+func TestBrokerServeWaitsForAQueueTheBrokerRefuses(t *testing.T) {
 	t.Parallel()
 	good, bad := brokerSpec(t), brokerSpec(t)
 	declareTopology(t, good)
-	// The bad queue exists with other arguments: its declaration is a 406.
 	ch := channel(t, dial(t))
+	defer ch.Close()
 	if _, err := ch.QueueDeclare(bad.Name, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	_ = ch.Close()
-	_, c1 := prepare(t, good, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
-	_, c2 := prepare(t, bad, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	ack := func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }
+	r1, c1 := prepare(t, good, ack)
+	r2, c2 := prepare(t, bad, ack, func(cfg *runtime.Config) { cfg.ReconnectMax = 200 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := serve(ctx, c1, c2)
+	eventually(t, time.Minute, "the refused queue retried", func() bool {
+		h := c2.Health()
+		return !h.Ready && strings.HasPrefix(h.Why, "the broker refuses the topology, retrying until it is mended: ") &&
+			strings.Contains(h.Why, "PRECONDITION_FAILED")
+	})
+	publish(t, good.Name, order(t, "meanwhile"))
+	if recs := r1.await(1); recs[0].MessageID != "meanwhile" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the other queue's message: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	if _, err := ch.QueueDelete(bad.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the mended queue consumed", func() bool { return c2.Health().Ready })
+	publish(t, bad.Name, order(t, "mended"))
+	if recs := r2.await(1); recs[0].MessageID != "mended" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the mended queue's message: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	cancel()
+	res := <-ran
+	if res.err != nil || res.rep == nil || len(res.rep.Parts) != 2 {
+		t.Fatalf("Serve: %v, %v", res.rep, res.err)
+	}
+	if lost := fmt.Sprint(res.rep.Parts[1].Lost); !strings.Contains(lost, "PRECONDITION_FAILED") {
+		t.Errorf("the refused queue's report does not say it was refused: %s", lost)
+	}
+	assertCounts(t, map[string][2]int{good.Name: {0, 0}, bad.Name: {0, 0}, bad.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// When one service cannot start at all (no broker at its URL), Serve stops
+// the others gracefully and says why.
+func TestBrokerServeStopsTheOthersWhenOneCannotStart(t *testing.T) {
+	t.Parallel()
+	good, lost := brokerSpec(t), brokerSpec(t)
+	declareTopology(t, good)
+	ack := func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }
+	_, c1 := prepare(t, good, ack)
+	_, c2 := prepare(t, lost, ack, func(cfg *runtime.Config) { cfg.URLs = []string{"amqp://guest:guest@127.0.0.1:1/"} })
 	rep, err := runtime.Serve(context.Background(), c1, c2)
-	if err == nil || !strings.Contains(err.Error(), "PRECONDITION_FAILED") {
-		t.Errorf("Serve: %v, want the 406", err)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Serve: %v, want the refused dial", err)
 	}
 	if rep == nil || len(rep.Parts) != 1 || rep.Parts[0].Queue != good.Name {
 		t.Errorf("report: %v, want the good queue's", rep)
