@@ -16,9 +16,9 @@ type Judgement struct {
 	// revision, that match no change: they acknowledge nothing this change
 	// does.
 	Stale []schema.Acknowledgement
-	// Inherited are those with a subject that the older revision has too
-	// and that match no change: their change is merged, and they are left
-	// over.
+	// Inherited are those with a rule and subject that the older revision
+	// has too (with its reason, or another: reworded) and that match no
+	// change: their change is merged, and they are left over.
 	Inherited []schema.Acknowledgement
 }
 
@@ -34,8 +34,10 @@ type Judgement struct {
 func Acknowledge(changes []Finding, newer, older []schema.Acknowledgement, allow []string) Judgement {
 	type entry struct{ rule, subject, reason string }
 	before := map[entry]bool{}
+	named := map[entry]bool{} // by rule and subject alone
 	for _, a := range older {
 		before[entry{a.Rule, a.Subject, a.Reason}] = true
+		named[entry{a.Rule, a.Subject, ""}] = true
 	}
 	var accepting, inherited []schema.Acknowledgement
 	for _, a := range newer {
@@ -62,7 +64,8 @@ func Acknowledge(changes []Finding, newer, older []schema.Acknowledgement, allow
 		if a.Subject == "" || slices.ContainsFunc(changes, func(x Finding) bool { return x.acknowledgedBy(a) }) {
 			continue
 		}
-		if slices.Contains(inherited, a) {
+		// An entry whose reason alone was reworded is no new claim.
+		if slices.Contains(inherited, a) || named[entry{a.Rule, a.Subject, ""}] {
 			j.Inherited = append(j.Inherited, a)
 		} else {
 			j.Stale = append(j.Stale, a)

@@ -47,6 +47,13 @@ func TestAcknowledgeAcceptsOnlyTheChangesOfItsRevision(t *testing.T) {
 			acknowledged: []string{narrowed.Ack()},
 		},
 		{
+			name:      "inherited rule and subject with a new reason, matching nothing",
+			newer:     []schema.Acknowledgement{ack("BOUND-NARROWED", "Ping.v1.note", "notes are cut at 100 bytes", 3)},
+			older:     []schema.Acknowledgement{ack("BOUND-NARROWED", "Ping.v1.note", "notes are cut at 100", 3)},
+			breaking:  []string{narrowed.Ack(), removed.Ack()},
+			inherited: []string{"Ping.v1.note"},
+		},
+		{
 			name:     "new, matching nothing",
 			newer:    []schema.Acknowledgement{ack("BOUND-NARROWED", "Ping.v1.note", "notes are cut at 100", 3)},
 			breaking: []string{narrowed.Ack(), removed.Ack()},
