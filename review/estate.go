@@ -79,7 +79,7 @@ func (b *breaker) ownership(what, name string, external bool, at schema.Pos) {
 	if external {
 		does = "stops declaring it and only checks that it exists"
 	}
-	b.add(rules.OwnershipChanged, name, at,
+	b.add(rules.OwnershipChanged, subjectOf(what, name), at,
 		fmt.Sprintf("%s %q becomes %s: Lily %s, and RabbitMQ refuses a declaration that differs from the %s's (406)", what, name, ownership(external), does, what),
 		fmt.Sprintf("compare the %s on the broker with the schema before deploying, and apply `lilygen topology`'s policies first", what))
 }
@@ -140,14 +140,23 @@ type route struct {
 	b          *schema.Binding
 }
 
-// subject names r in a finding. An exchange bound to its source is named
-// with the prefix exchange:, so that a queue and an exchange of one name,
-// bound alike, are not accepted by one acknowledgement.
-func (r route) subject() string {
-	subject := r.name + "<-" + r.b.Source
-	if r.kind == "exchange" {
-		subject = "exchange:" + subject
+// subjectOf is how a subject names the queue or exchange (kind) name, where a
+// rule may find either: an exchange as exchange:NAME, so that a queue and
+// an exchange of one name are not accepted by one acknowledgement, and a
+// queue by its name, but for one whose name starts so, as queue:NAME.
+func subjectOf(kind, name string) string {
+	switch {
+	case kind == "exchange":
+		return "exchange:" + name
+	case strings.HasPrefix(name, "exchange:"), strings.HasPrefix(name, "queue:"):
+		return "queue:" + name
 	}
+	return name
+}
+
+// subject names r in a finding.
+func (r route) subject() string {
+	subject := subjectOf(r.kind, r.name) + "<-" + r.b.Source
 	switch {
 	case r.b.Match != "":
 		// Several may bind the same exchange to the same queue.

@@ -89,22 +89,45 @@ func TestBreakingBindingSubjectsKeepNames(t *testing.T) {
 }
 
 // A queue and an exchange of one name, bound alike, have subjects of their
-// own, so that acknowledging one leaves the other reported.
+// own, so that acknowledging one leaves the other reported; so does a queue
+// whose name reads as the exchange's subject.
 func TestBreakingBindingSubjectsTellExchanges(t *testing.T) {
 	const src = "exchanges:\n  src: {type: topic}\n  audit:\n    type: topic\n    ownership: owned\n    bindings: [{exchange: src, routing_key: k}]\nqueues:\n  audit:"
-	old := edit(t, "queues:\n  orders:", src, "    max_body_bytes", "    bindings: [{exchange: src, routing_key: k}]\n    max_body_bytes")
+	bound := "    bindings: [{exchange: src, routing_key: k}]\n    max_body_bytes"
+	old := edit(t, "queues:\n  orders:", src, "    max_body_bytes", bound)
+	old = strings.Replace(old, "queues:\n", "queues:\n  \"exchange:audit\":\n"+strings.SplitN(old, "queues:\n  audit:\n", 2)[1], 1)
 	new := edit(t, "queues:\n  orders:", strings.Replace(src, "    bindings: [{exchange: src, routing_key: k}]\n", "", 1))
+	new = strings.Replace(new, "queues:\n", "queues:\n  \"exchange:audit\":\n"+strings.SplitN(new, "queues:\n  audit:\n", 2)[1], 1)
 	found := Breaking(parse(t, "old.lily.yaml", old), parse(t, "new.lily.yaml", new))
 	var got []string
 	for _, f := range found {
 		got = append(got, f.Ack())
 	}
-	want := []string{"BINDING-REMOVED@exchange:audit<-src/k", "BINDING-REMOVED@audit<-src/k"}
+	want := []string{"BINDING-REMOVED@exchange:audit<-src/k", "BINDING-REMOVED@queue:exchange:audit<-src/k", "BINDING-REMOVED@audit<-src/k"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
-	if found[1].Acknowledged([]string{want[0]}) {
-		t.Errorf("%s accepts %s", want[0], found[1].Ack())
+	for _, f := range found[1:] {
+		if f.Acknowledged([]string{want[0]}) {
+			t.Errorf("%s accepts %s", want[0], f.Ack())
+		}
+	}
+}
+
+// A queue and an exchange of one name that both change ownership are two
+// findings, each with a subject of its own.
+func TestBreakingOwnershipSubjectsTellExchanges(t *testing.T) {
+	old := edit(t, "queues:", "exchanges:\n  orders: {type: topic, ownership: owned}\nqueues:")
+	new := strings.Replace(edit(t, "queues:", "exchanges:\n  orders: {type: topic, ownership: external}\nqueues:", "    max_body_bytes", "    ownership: external\n    max_body_bytes"), "ownership: owned", "ownership: external", 1)
+	var got []string
+	for _, f := range Breaking(parse(t, "old.lily.yaml", old), parse(t, "new.lily.yaml", new)) {
+		if f.Rule == "OWNERSHIP-CHANGED" {
+			got = append(got, f.Ack())
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"OWNERSHIP-CHANGED@exchange:orders", "OWNERSHIP-CHANGED@orders"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
