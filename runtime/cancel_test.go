@@ -139,9 +139,12 @@ func TestBrokerTimeoutCancelIsNotTheEnd(t *testing.T) {
 // it. No other delivery is left unresolved by the recycle.
 func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 	t.Parallel()
+	// A step that carries the first connection on a loaded machine, and a
+	// budget that carries the handler and its steps, with room to spare.
+	const step = 2 * time.Second
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.HandlerTimeout = 100 * time.Millisecond
-		q.SettlementBudget = 8 * time.Second
+		q.SettlementBudget = 12 * time.Second
 		q.Concurrency, q.Prefetch = 4, 8
 	})
 	declareTopology(t, q)
@@ -149,7 +152,7 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 	r, consumer := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		handled.add(msg.OrderID)
 		return nil
-	}, func(cfg *runtime.Config) { cfg.StepTimeout = 300 * time.Millisecond })
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = step })
 	gate := stuckFirst(t, q, r, consumer, &handled)
 	time.Sleep(q.SettlementBudget / 2) // the others' budgets end well after the recycle
 	publish(t, q.Name, order(t, "in-flight-1"), order(t, "in-flight-2"))
@@ -195,15 +198,17 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.HandlerTimeout = 100 * time.Millisecond
-		q.SettlementBudget = 10 * time.Second
+		q.SettlementBudget = 13 * time.Second
 		q.Concurrency, q.Prefetch = 4, 8
 	})
 	declareTopology(t, q)
 	p := newProxy(t)
-	const step = 300 * time.Millisecond
+	// A step that carries the first connection on a loaded machine; the
+	// cancel-ok comes a second after it.
+	const step, late = 2 * time.Second, 3 * time.Second
 	p.Intercept(func(f faults.Frame) faults.Action {
 		if f.Dir == faults.ToClient && f.Is(faults.BasicCancelOk) {
-			time.Sleep(3 * step)
+			time.Sleep(late)
 		}
 		return faults.Forward
 	})
@@ -213,16 +218,17 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 		return nil
 	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = step })
 	gate := stuckFirst(t, q, r, consumer, &handled)
-	// Late enough that their budgets outlast the recycle, its failed cancel
-	// and the wait below by seconds; early enough to be on the channel.
-	time.Sleep(q.SettlementBudget * 7 / 10)
+	// Late enough that their budgets outlast the recycle (a step after the
+	// stuck delivery's budget), its failed cancel and the wait below by
+	// seconds; early enough to be on the channel before the recycle.
+	time.Sleep(q.SettlementBudget - 1500*time.Millisecond)
 	publish(t, q.Name, order(t, "in-flight-1"), order(t, "in-flight-2"))
 	eventually(t, 30*time.Second, "the channel recycled", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "recycle") })
 	})
 	// The late cancel-ok through (the proxy held every frame to the client
 	// meanwhile), the deliveries in flight settle, and the channel closes.
-	time.Sleep(4 * step)
+	time.Sleep(late + step)
 	close(gate)
 	paths := map[string][]runtime.Path{}
 	for _, rec := range r.await(4) {
