@@ -34,7 +34,9 @@ func TestBrokerHealthFollowsTheConnection(t *testing.T) {
 	r, c := prepare(t, q, handler(func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }),
 		func(cfg *runtime.Config) {
 			cfg.URLs = []string{p.url()}
-			cfg.StepTimeout = 500 * time.Millisecond
+			// Long enough for the first connection on a loaded machine;
+			// an attempt that hangs while the proxy stalls ends at it.
+			cfg.StepTimeout = 3 * time.Second
 			cfg.ReconnectMax = 200 * time.Millisecond
 		})
 	probes := runtime.HealthHandler(c)
@@ -83,10 +85,14 @@ func TestBrokerHealthFollowsTheConnection(t *testing.T) {
 // past its timeout is wedged: not live, until the handler returns.
 func TestBrokerHealthNotLiveWhileHandlersHoldEverySlot(t *testing.T) {
 	t.Parallel()
+	// A step that carries the first connection on a loaded machine, and a
+	// budget a second over the least it allows: the consumer counts as
+	// wedged once the budget and two steps have passed.
+	const step = 2 * time.Second
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.Concurrency, q.Prefetch = 1, 1
 		q.HandlerTimeout = 100 * time.Millisecond
-		q.SettlementBudget = 4 * time.Second
+		q.SettlementBudget = q.HandlerTimeout + 4*step + 3*time.Second
 		hourRetry(q)
 	})
 	declareTopology(t, q)
@@ -97,7 +103,7 @@ func TestBrokerHealthNotLiveWhileHandlersHoldEverySlot(t *testing.T) {
 	r, c := prepare(t, q, handler(func(ctx context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		<-release // ignores ctx
 		return nil
-	}), func(cfg *runtime.Config) { cfg.StepTimeout = 300 * time.Millisecond })
+	}), func(cfg *runtime.Config) { cfg.StepTimeout = step })
 	c.SetStallMargin(0)
 	r.launch(c)
 	publish(t, q.Name, order(t, "stuck"))
