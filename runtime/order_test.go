@@ -370,9 +370,11 @@ func TestBrokerOrderedWaiterBehindASlowHeadIsReportedAtTheAbort(t *testing.T) {
 	publishKeyed(t, q.Name, []string{"a"}, 2)
 	inCleanup := make(chan struct{})
 	var once sync.Once
-	slow := func() { time.Sleep(3 * time.Second) } // each past its step
+	// A step that carries the first connection on a loaded machine.
+	const step = 3 * time.Second
+	slow := func() { time.Sleep(step + 2*time.Second) } // each past its step
 	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, func(cfg *runtime.Config) {
-		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = time.Second, 100*time.Millisecond, 100*time.Millisecond
+		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = step, 100*time.Millisecond, 100*time.Millisecond
 		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
 			return ctx, func(context.Context) error {
 				once.Do(func() { close(inCleanup) })
@@ -537,9 +539,14 @@ func TestBrokerOrderedParkedRetryFreesItsSlot(t *testing.T) {
 // retry goes through its bucket instead of running late, past its budget.
 func TestBrokerOrderedRetryDoesNotOutwaitItsBudgetForASlot(t *testing.T) {
 	t.Parallel()
+	// A step that carries the first connection on a loaded machine, and a
+	// budget 3 s over the call and the handoff a retry must still carry to
+	// take a slot: it may take one until 3 s after its receipt.
+	const step = 2 * time.Second
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 1, 16
-		q.HandlerTimeout, q.SettlementBudget = time.Second, 8*time.Second
+		q.HandlerTimeout = time.Second
+		q.SettlementBudget = q.HandlerTimeout + 4*step + 2*time.Second + 3*time.Second
 		q.Topology.RetryDelays = []time.Duration{time.Second}
 	})
 	declareTopology(t, q)
@@ -554,7 +561,7 @@ func TestBrokerOrderedRetryDoesNotOutwaitItsBudgetForASlot(t *testing.T) {
 			time.Sleep(10 * time.Second) // ignores its context, holding the slot
 		}
 		return nil
-	}, func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond })
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = step })
 	eventually(t, time.Minute, "a-0 parked", func() bool {
 		return c.events.has(func(ev event) bool { return ev.stage == "parked" })
 	})
