@@ -239,7 +239,9 @@ func (slowEnd) Lost(string, string)                     {}
 // original unresolved beside its copy in the bucket.
 func TestBrokerSlowTelemetryCannotSpendTheBudget(t *testing.T) {
 	t.Parallel()
-	const step = 500 * time.Millisecond
+	// A step that carries the first connection on a loaded machine, the
+	// least budget it allows, and a hook that ends past that budget.
+	const step = 2 * time.Second
 	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) {
 		q.HandlerTimeout = 100 * time.Millisecond
 		q.SettlementBudget = q.HandlerTimeout + 4*step + 2*time.Second
@@ -248,7 +250,9 @@ func TestBrokerSlowTelemetryCannotSpendTheBudget(t *testing.T) {
 	publish(t, q.Name, order(t, "slow-span-1"))
 	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		return errors.New("retry me")
-	}, func(cfg *runtime.Config) { cfg.Telemetry, cfg.StepTimeout = slowEnd{5 * time.Second}, step })
+	}, func(cfg *runtime.Config) {
+		cfg.Telemetry, cfg.StepTimeout = slowEnd{q.SettlementBudget + time.Second}, step
+	})
 	rec := c.await(1)[0]
 	wantPath(t, rec, runtime.PathRetried)
 	if rec.Handoff != "confirmed" {
