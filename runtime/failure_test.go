@@ -544,8 +544,10 @@ func TestBrokerAckLostJustBeforeTheCloseIsNotCountedProven(t *testing.T) {
 	t.Parallel()
 	q, p := behindProxy(t, "close-1")
 	acked := make(chan struct{})
+	// A step that carries the first connection on a loaded machine; the
+	// stop's cancel, frozen, waits it out.
 	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil },
-		through(p), func(cfg *runtime.Config) { cfg.StepTimeout = time.Second })
+		through(p), func(cfg *runtime.Config) { cfg.StepTimeout = 3 * time.Second })
 	c.SetProofInterval(time.Hour)
 	c.SetTestHooks(runtime.TestHooks{
 		BeforeAck: once(p.freeze),
