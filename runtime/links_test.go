@@ -182,7 +182,9 @@ func TestBrokerConsumerStartingOnADyingSharedConnectionDialsAnew(t *testing.T) {
 	q := brokerSpec(t)
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "anew-1"))
-	r := start(t, q, ack, func(cfg *runtime.Config) { cfg.Publisher, cfg.StepTimeout = pub, time.Second })
+	// The attempt on the dying connection ends at the step; the step
+	// carries the new connection's declarations on a loaded machine.
+	r := start(t, q, ack, func(cfg *runtime.Config) { cfg.Publisher, cfg.StepTimeout = pub, 3*time.Second })
 	if rec := r.await(1)[0]; rec.MessageID != "anew-1" || rec.Path != runtime.PathAcked {
 		t.Errorf("record %+v, want anew-1 acked", rec)
 	}
