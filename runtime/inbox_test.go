@@ -31,10 +31,10 @@ type slowInbox struct {
 // inboxStep is the step timeout of the tests of a slow inbox: its Begin or
 // Commit sleeps past it, while it still carries a first connection on a
 // loaded machine.
-const inboxStep = time.Second
+const inboxStep = 3 * time.Second
 
 func newSlowInbox() *slowInbox {
-	return &slowInbox{sleep: 2500 * time.Millisecond, held: map[string]bool{}, done: map[string]bool{}}
+	return &slowInbox{sleep: inboxStep + 1500*time.Millisecond, held: map[string]bool{}, done: map[string]bool{}}
 }
 
 func (i *slowInbox) Begin(_ context.Context, _, id string) (runtime.InboxTx, error) {
