@@ -213,8 +213,10 @@ func TestBrokerNodeThatCannotServeIsPassedOver(t *testing.T) {
 		}
 		return faults.Forward
 	})
+	// The attempt on a ends at the step; the step carries b's declarations
+	// on a loaded machine.
 	r := start(t, q, ack, func(cfg *runtime.Config) {
-		cfg.URLs, cfg.StepTimeout, cfg.ReconnectMax = []string{a.url(), b.url()}, time.Second, 200*time.Millisecond
+		cfg.URLs, cfg.StepTimeout, cfg.ReconnectMax = []string{a.url(), b.url()}, 3*time.Second, 200*time.Millisecond
 	})
 	rec := r.await(1)[0]
 	if rec.Path != runtime.PathAcked || rec.MessageID != "failover-1" {
