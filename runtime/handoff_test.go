@@ -84,7 +84,7 @@ func TestBrokerStuckHandoffWriteEndsAtTheStepTimeout(t *testing.T) {
 	q := brokerSpec(t)
 	declareTopology(t, q)
 	p := newProxy(t)
-	const step = time.Second
+	const step = 3 * time.Second // carries the first dial on a loaded machine
 	h := newHandoffPublisher(t, p.url(), step, 4)
 	defer h.Close()
 	handoff := func(msg amqp.Publishing) (outcome.HandoffEvidence, time.Duration) {
