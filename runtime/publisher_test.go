@@ -813,7 +813,8 @@ func stallVhost(t *testing.T) (url string, resume func()) {
 func TestBrokerPublisherStalledDestinationFreesTheWindow(t *testing.T) {
 	t.Parallel()
 	url, resume := stallVhost(t)
-	p := newPublisher(t, url, 4, func(c *runtime.Config) { c.StepTimeout = time.Second })
+	// A step that carries the first dial on a loaded machine.
+	p := newPublisher(t, url, 4, func(c *runtime.Config) { c.StepTimeout = 3 * time.Second })
 	// Connected, and the exchange found, before the short sends below.
 	if err := p.Send(context.Background(), message(t, "x", "ok.0", "before")); err != nil {
 		t.Fatal(err)
