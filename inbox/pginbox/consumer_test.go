@@ -402,15 +402,19 @@ func TestCleanupFailureAfterCommitTakesTheRetryAndMeetsTheDuplicate(t *testing.T
 // left to the broker, and its redelivery meets the committed claim.
 func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 	t.Parallel()
+	// A step that carries the first connection on a loaded machine, and
+	// the least budget it allows.
+	const step = 2 * time.Second
 	c := newConsumerEnv(t)
 	c.spec.Prefetch, c.spec.Concurrency = 2, 1
-	c.spec.HandlerTimeout, c.spec.SettlementBudget = 2*time.Second, 6*time.Second
+	c.spec.HandlerTimeout = 2 * time.Second
+	c.spec.SettlementBudget = c.spec.HandlerTimeout + 4*step + 2*time.Second
 	inbox := pginbox.New(c.pool, pginbox.Options{})
 	c.publish("hog-1", "late-2")
-	stepTimeout := func(cfg *runtime.Config) { cfg.StepTimeout = 500 * time.Millisecond }
+	stepTimeout := func(cfg *runtime.Config) { cfg.StepTimeout = step }
 	stopFirst := c.run(inbox, c.handle(func(_ context.Context, d runtime.RawDelivery) error {
 		if d.MessageID() == "hog-1" && d.Attempt() == 1 {
-			time.Sleep(4500 * time.Millisecond) // abandoned at 2 s, holds the slot on
+			time.Sleep(c.spec.SettlementBudget - 1500*time.Millisecond) // abandoned at 2 s, holds the slot on
 			return nil
 		}
 		time.Sleep(1800 * time.Millisecond) // late-2 starts 1.5 s before its budget's end, returns after it
