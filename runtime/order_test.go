@@ -540,14 +540,15 @@ func TestBrokerOrderedParkedRetryFreesItsSlot(t *testing.T) {
 func TestBrokerOrderedRetryDoesNotOutwaitItsBudgetForASlot(t *testing.T) {
 	t.Parallel()
 	// A step that carries the first connection on a loaded machine, and a
-	// budget 3 s over the call and the handoff a retry must still carry to
-	// take a slot: it may take one until 3 s after its receipt.
-	const step = 2 * time.Second
+	// budget 2 s past the retry's delay over the call and the handoff a
+	// retry must still carry to take a slot: due at the delay, it may wait
+	// 2 s for one. The delay leaves b-0 time to take the slot first.
+	const step, delay = 2 * time.Second, 4 * time.Second
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 1, 16
 		q.HandlerTimeout = time.Second
-		q.SettlementBudget = q.HandlerTimeout + 4*step + 2*time.Second + 3*time.Second
-		q.Topology.RetryDelays = []time.Duration{time.Second}
+		q.SettlementBudget = q.HandlerTimeout + 4*step + 2*time.Second + delay + 2*time.Second
+		q.Topology.RetryDelays = []time.Duration{delay}
 	})
 	declareTopology(t, q)
 	publishKeyed(t, q.Name, []string{"a"}, 1)
@@ -579,7 +580,7 @@ func TestBrokerOrderedRetryDoesNotOutwaitItsBudgetForASlot(t *testing.T) {
 	if strings.Join(a, " ") != "a-0@1 a-0@2" {
 		t.Errorf("a-0's calls: %v, want attempts 1 and 2", a)
 	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Second): {0, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, delay): {0, 0}})
 }
 
 // Deliveries waiting for their key when their session is lost stay in the
