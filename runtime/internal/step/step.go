@@ -50,6 +50,13 @@ func Open[T any](ctx context.Context, step func() (T, error), discard func(T)) (
 	}()
 	select {
 	case r := <-done:
+		if r.err != nil && ctx.Err() != nil {
+			// It failed as its time ran out, for that reason perhaps: a
+			// socket deadline of the same length makes amqp091 answer a
+			// handshake cut short with a 403 for the vhost. Unknown, not
+			// refused.
+			return zero, ErrTimeout
+		}
 		return r.v, r.err
 	case <-ctx.Done():
 		if discard != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -29,4 +30,36 @@ func TestOpenAnswersAStepThatExits(t *testing.T) {
 		t.Errorf("discarded %d: a step that exited opened nothing", v)
 	default:
 	}
+}
+
+// A step that fails as its time runs out (amqp091's own socket deadline
+// of the same length answers a handshake cut short with a 403 for the
+// vhost) is answered as timed out, though the wait saw its answer before
+// the deadline: its error says nothing about the broker.
+func TestAStepFailingAtItsDeadlineTimedOut(t *testing.T) {
+	vhost := errors.New("Exception (403) Reason: \"no access to this vhost\"")
+	ctx := &endsUnseen{Context: context.Background()}
+	_, err := Do(ctx, func() (int, error) {
+		ctx.ended.Store(true)
+		return 0, vhost
+	})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+}
+
+// endsUnseen is a context whose end the wait does not see (its Done never
+// closes), as when the step's answer is picked first: only Err says so.
+type endsUnseen struct {
+	context.Context
+	ended atomic.Bool
+}
+
+func (c *endsUnseen) Done() <-chan struct{} { return nil }
+
+func (c *endsUnseen) Err() error {
+	if c.ended.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
