@@ -142,7 +142,8 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 }
 
 // Force asks a stopping consumer to end its cooperative window now: handlers'
-// contexts are cancelled at once (a second SIGINT/SIGTERM does this).
+// contexts are cancelled at once, even while intake is still stopping (a
+// second SIGINT/SIGTERM does this).
 func (c *Consumer) Force() { c.forceOnce.Do(func() { close(c.forceNow) }) }
 
 // The runtime remembers two things per process, each in a bounded memory that
@@ -177,8 +178,12 @@ type run struct {
 	stopping chan struct{}
 	// stopAt is when intake began to stop, from which the grace counts (the
 	// Run goroutine's alone).
-	stopAt     time.Time
-	stopOnce   sync.Once
+	stopAt   time.Time
+	stopOnce sync.Once
+	// forced is the force window a Force started while intake stopped; nil
+	// when none did (written before stopIntake returns, then the Run
+	// goroutine's alone).
+	forced     *forceWindow
 	handlers   handlerCount
 	deliveries sync.WaitGroup // delivery goroutines
 	// waiting counts the deliveries waiting for their order key or a slot,

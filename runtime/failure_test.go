@@ -471,6 +471,38 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 	}
 }
 
+// A Force while intake is still stopping (the broker answers nothing, so the
+// cancel waits out its step) cancels the handlers' contexts at once, not once
+// intake has stopped: the force window begins then, and no cooperative
+// window follows it. The handler, cancelled by the shutdown, is requeued.
+func TestBrokerForceWhileIntakeStopsCancelsHandlersAtOnce(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "force-1", heldHandler)
+	started := make(chan struct{})
+	stoppedFirst := make(chan bool, 1)
+	var r *running
+	r, c := prepare(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		close(started)
+		<-ctx.Done()
+		stoppedFirst <- r.events.has(phase("stop intake: ended"))
+		return ctx.Err()
+	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout, cfg.ShutdownGrace = 5*time.Second, time.Minute })
+	r.launch(c)
+	<-started
+	p.freezeReplies()
+	r.cancel()
+	eventually(t, 30*time.Second, "intake stopping", func() bool { return r.events.has(phase("stop intake: started")) })
+	c.Force()
+	if <-stoppedFirst {
+		t.Error("the handler's context was cancelled only once intake had stopped")
+	}
+	rep := r.stop()
+	if rep.Counts[runtime.PathRequeued] != 1 || hasPhase(rep, "cooperative window") || !hasPhase(rep, "force window") {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 // The connection dies during the cooperative window, while a handler still
 // runs: its failure afterwards must not publish a copy that no ACK can follow,
 // and the original comes back from the main queue.

@@ -156,11 +156,27 @@ func (s *session) quarantined(d *amqp.Delivery) string {
 // stopIntake cancels the consumer, then requeues what was received but not
 // started: held, and whatever the client had buffered. After the cancel, so
 // the broker does not hand them straight back.
+//
+// A Force meanwhile starts the force window at once: the cancel may wait a
+// step for a broker that answers nothing, and each requeue a step more, which
+// a platform's deadline cannot spare. The shutdown then has no cooperative
+// window, and the force window counts from the Force.
 func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 	r.stopAt = time.Now()
 	end := c.phase(r, "stop intake")
 	r.stopOnce.Do(func() { close(r.stopping) })
+	stopped, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-c.forceNow:
+			r.forced = c.startForce(r)
+		case <-stopped:
+		}
+	}()
 	_ = c.cancelIntake(r, s, held, "received but not started before shutdown")
+	close(stopped)
+	<-watched
 	end()
 }
 

@@ -18,10 +18,12 @@ import (
 //
 //  1. cooperative window (ShutdownGrace, counted from the moment intake
 //     began to stop): in-flight work runs and settles normally; Force (a
-//     second signal) ends it early;
+//     second signal) ends it early, and a Force while intake stops leaves
+//     none: the force window began then;
 //  2. force notification: handlers' contexts are cancelled; settlement
 //     authority stays valid on a healthy channel, so work that completes still
-//     settles within ForceWindow and its own budget;
+//     settles within ForceWindow (counted from the notification) and its own
+//     budget;
 //  3. final abort: every generation's authority is revoked, and no handler
 //     starts any more; deliveries still in flight are reported unresolved
 //     and the broker redelivers them when the channel closes;
@@ -37,29 +39,32 @@ import (
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
 	r.stopOnce.Do(func() { close(r.stopping) })
-	end := c.phase(r, "cooperative window")
 	finished := waitChan(&r.deliveries)
-	left := c.cfg.ShutdownGrace
-	if !r.stopAt.IsZero() {
-		left -= time.Since(r.stopAt)
-	}
-	grace := time.NewTimer(left)
-	defer grace.Stop()
-	select {
-	case <-finished:
-	case <-grace.C:
-	case <-c.forceNow:
-	}
-	end()
-
-	if !closed(finished) {
-		end = c.phase(r, "force window")
-		r.force()
-		waitFor(finished, c.cfg.ForceWindow)
+	forced := r.forced
+	if forced == nil {
+		end := c.phase(r, "cooperative window")
+		left := c.cfg.ShutdownGrace
+		if !r.stopAt.IsZero() {
+			left -= time.Since(r.stopAt)
+		}
+		grace := time.NewTimer(left)
+		select {
+		case <-finished:
+		case <-grace.C:
+		case <-c.forceNow:
+		}
+		grace.Stop()
 		end()
+		if !closed(finished) {
+			forced = c.startForce(r)
+		}
+	}
+	if forced != nil {
+		waitFor(finished, time.Until(forced.until))
+		forced.end()
 	}
 
-	end = c.phase(r, "final abort")
+	end := c.phase(r, "final abort")
 	r.revokeAll()
 	r.force()
 	close(r.aborted)
@@ -86,6 +91,20 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	waitFor(finished, time.Until(by))
 	end()
 	return r.report.seal(c.spec.Name, r.handlers.running()+int(c.userSteps.Load()))
+}
+
+// forceWindow is the force window under way: the handlers' contexts are
+// cancelled, and it ends at until, or once nothing is in flight.
+type forceWindow struct {
+	until time.Time
+	end   func()
+}
+
+// startForce starts the force window: the force notification.
+func (c *Consumer) startForce(r *run) *forceWindow {
+	end := c.phase(r, "force window")
+	r.force()
+	return &forceWindow{until: time.Now().Add(c.cfg.ForceWindow), end: end}
 }
 
 // closeSession closes the consumer channel cleanly: its close-ok is the proof
