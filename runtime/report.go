@@ -50,7 +50,8 @@ type Report struct {
 	// still be running though its delivery was settled by the retry.
 	Abandoned int `json:"abandoned"`
 	// Parts are the reports of each service Serve ran, when it ran several;
-	// the fields above then combine them.
+	// the fields above then combine them, their lists bounded as one
+	// report's are.
 	Parts []*Report `json:"parts,omitempty"`
 }
 
@@ -71,8 +72,8 @@ func (r *Report) String() string {
 	if r.Duplicates > 0 {
 		fmt.Fprintf(&b, "; %d inbox duplicates", r.Duplicates)
 	}
-	if len(r.Lost) > 0 {
-		fmt.Fprintf(&b, "; %d sessions or connection attempts lost", len(r.Lost))
+	if reasons, more := splitLost(r.Lost); len(reasons)+more > 0 {
+		fmt.Fprintf(&b, "; %d sessions or connection attempts lost", len(reasons)+more)
 	}
 	fmt.Fprintf(&b, "; %d abandoned (user code still running)", r.Abandoned)
 	if len(r.Parts) > 0 {

@@ -1,9 +1,9 @@
 package runtime
 
 import (
-	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -133,6 +133,36 @@ func (b *reportBuilder) lostIntake(why string) {
 	}
 }
 
+// lostLines is Report.Lost: the reasons listed, then, past them, a last line
+// that counts the rest.
+func (b *reportBuilder) lostLines() []string {
+	lost := slices.Clone(b.r.Lost)
+	if b.lostOmitted > 0 {
+		lost = append(lost, lostMorePrefix+strconv.Itoa(b.lostOmitted)+lostMoreSuffix)
+	}
+	return lost
+}
+
+// The last line of a Report.Lost that left reasons out: "and N more, not
+// listed".
+const lostMorePrefix, lostMoreSuffix = "and ", " more, not listed"
+
+// splitLost returns a Report.Lost's reasons, and how many more its last line
+// counts. Only a list of maxReported lines ends with that line: a reason
+// that reads like it stays a reason.
+func splitLost(lost []string) (reasons []string, more int) {
+	if len(lost) != maxReported {
+		return lost, 0
+	}
+	n, prefixed := strings.CutPrefix(lost[len(lost)-1], lostMorePrefix)
+	n, suffixed := strings.CutSuffix(n, lostMoreSuffix)
+	more, err := strconv.Atoi(n)
+	if !prefixed || !suffixed || err != nil {
+		return lost, 0
+	}
+	return lost[:len(lost)-1], more
+}
+
 func (b *reportBuilder) phase(name string, took time.Duration) {
 	b.mu.Lock()
 	b.r.Phases = append(b.r.Phases, Phase{Name: name, Duration: took})
@@ -163,10 +193,7 @@ func (b *reportBuilder) seal(queue string, abandoned int) *Report {
 	rep.Abandoned = abandoned
 	rep.Unresolved = append([]Record{}, b.r.Unresolved...)
 	rep.PossibleCopies = append([]Record(nil), b.r.PossibleCopies...)
-	rep.Lost = slices.Clone(b.r.Lost)
-	if b.lostOmitted > 0 {
-		rep.Lost = append(rep.Lost, fmt.Sprintf("and %d more, not listed", b.lostOmitted))
-	}
+	rep.Lost = b.lostLines()
 	rep.Counts = make(map[Path]int, len(b.r.Counts))
 	for k, v := range b.r.Counts {
 		rep.Counts[k] = v

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"maps"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,34 @@ func TestReportCountsWhatItLeavesOut(t *testing.T) {
 	}
 	if len(rep.Lost) != 1000 || rep.Lost[999] != "and 4 more, not listed" {
 		t.Errorf("%d lost lines, the last %q", len(rep.Lost), rep.Lost[len(rep.Lost)-1])
+	}
+}
+
+// Serve's combined report bounds its lists as one report does, and counts
+// what it leaves out, the parts' own omissions among them; its summary, and
+// each part's, counts every loss, not the lines that list them.
+func TestCombinedReportBoundsItsLists(t *testing.T) {
+	var parts []*Report
+	for _, q := range []string{"a", "b", "c"} {
+		b := &reportBuilder{r: Report{Queue: q, Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+		for range 1500 {
+			b.add(b.begin("u", 1), Record{Queue: q, MessageID: "u", Path: PathUnresolved}, false, false)
+			b.add(b.begin("c", 1), Record{Queue: q, MessageID: "c", Path: PathRequeued}, true, false)
+			b.lostIntake("lost")
+		}
+		parts = append(parts, b.seal(q, 0))
+	}
+	rep := combine(parts)
+	// 4,500 of each: 1,000 listed, and 3,500 omitted.
+	if len(rep.Unresolved) != 1000 || len(rep.PossibleCopies) != 1000 || rep.Omitted != 7000 {
+		t.Errorf("%d unresolved and %d copies listed, %d omitted; want 1000, 1000, 7000", len(rep.Unresolved), len(rep.PossibleCopies), rep.Omitted)
+	}
+	if len(rep.Lost) != 1000 || rep.Lost[0] != "a: lost" || rep.Lost[999] != "and 3501 more, not listed" {
+		t.Errorf("%d lost lines, the first %q, the last %q", len(rep.Lost), rep.Lost[0], rep.Lost[len(rep.Lost)-1])
+	}
+	for rep, want := range map[*Report]string{rep: "; 4500 sessions", parts[0]: "; 1500 sessions"} {
+		if first, _, _ := strings.Cut(rep.String(), "\n"); !strings.Contains(first, want) {
+			t.Errorf("summary %q; want %q", first, want)
+		}
 	}
 }

@@ -31,9 +31,10 @@ type Service interface {
 // URLs, a login refused), the others are stopped gracefully too.
 //
 // It returns the one service's report, or for several a combined report:
-// their counts summed, every unresolved delivery and possible copy (each
-// Record names its queue), and each service's own report in Parts. The error
-// joins the services' errors.
+// their counts summed, their unresolved deliveries, possible copies (each
+// Record names its queue) and lost sessions bounded as one report's lists
+// are, and each service's own report in Parts. The error joins the
+// services' errors.
 func Serve(ctx context.Context, services ...Service) (*Report, error) {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
@@ -80,31 +81,42 @@ func Serve(ctx context.Context, services ...Service) (*Report, error) {
 	return combine(slices.DeleteFunc(reports, func(r *Report) bool { return r == nil })), errors.Join(errs...)
 }
 
-// combine is one report of several services' reports.
+// combine is one report of several services' reports. Its lists are bounded
+// as each part's are, and counted past their bounds as each part's are: the
+// parts hold every record their own bounds kept.
 func combine(parts []*Report) *Report {
-	out := &Report{Counts: map[Path]int{}, Parts: parts}
+	b := &reportBuilder{r: Report{Counts: map[Path]int{}}}
 	var names []string
 	for _, p := range parts {
 		names = append(names, p.Queue)
-		if out.Started.IsZero() || p.Started.Before(out.Started) {
-			out.Started = p.Started
+		if b.r.Started.IsZero() || p.Started.Before(b.r.Started) {
+			b.r.Started = p.Started
 		}
-		if p.Stopped.After(out.Stopped) {
-			out.Stopped = p.Stopped
+		if p.Stopped.After(b.r.Stopped) {
+			b.r.Stopped = p.Stopped
 		}
 		for path, n := range p.Counts {
-			out.Counts[path] += n
+			b.r.Counts[path] += n
 		}
-		out.AcksProven += p.AcksProven
-		out.Duplicates += p.Duplicates
-		out.Abandoned += p.Abandoned
-		out.Omitted += p.Omitted
-		out.Unresolved = append(out.Unresolved, p.Unresolved...)
-		out.PossibleCopies = append(out.PossibleCopies, p.PossibleCopies...)
-		for _, why := range p.Lost {
-			out.Lost = append(out.Lost, p.Queue+": "+why)
+		b.r.AcksProven += p.AcksProven
+		b.r.Duplicates += p.Duplicates
+		b.r.Abandoned += p.Abandoned
+		b.r.Omitted += p.Omitted
+		for _, rec := range p.Unresolved {
+			b.list(rec)
 		}
+		for _, rec := range p.PossibleCopies {
+			b.listCopy(rec, true)
+		}
+		reasons, more := splitLost(p.Lost)
+		for _, why := range reasons {
+			b.lostIntake(p.Queue + ": " + why)
+		}
+		b.lostOmitted += more
 	}
+	out := b.r
 	out.Queue = strings.Join(names, ", ")
-	return out
+	out.Lost = b.lostLines()
+	out.Parts = parts
+	return &out
 }
