@@ -67,8 +67,11 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	end := c.phase(r, "final abort")
 	r.revokeAll()
 	r.force()
-	close(r.aborted)
+	// Sealed before the abort is told: a handler that started between the
+	// two would run with its context cancelled, to be abandoned at once.
+	// Nothing that waits for the abort waits for the seal.
 	r.handlers.seal()
+	close(r.aborted)
 	end()
 
 	end = c.phase(r, "close")
