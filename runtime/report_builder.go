@@ -34,6 +34,9 @@ type journey struct {
 	messageID string // sanitized
 	attempt   int    // the delivery's, as its redelivery carries it; 0 when the guard read none
 	copyTo    string // where a handoff's publish has been written, if one was
+	// listed: its settlement turned out unproven before its journey ended,
+	// and it is listed so already.
+	listed bool
 }
 
 // begin notes a delivery starting its journey; add ends it with the token.
@@ -90,13 +93,17 @@ func (b *reportBuilder) add(token uint64, rec Record, mayRepeat, duplicate bool)
 	return true
 }
 
-// unresolved lists a delivery whose settlement turned out unproven after its
-// journey ended (token from begin): the seal must not list it again as still
-// travelling, should its record come later.
+// unresolved lists a delivery whose settlement turned out unproven (token
+// from begin), its journey ended or not: the seal must not list it again as
+// still travelling, should its record come later. It still counts it: its
+// record, come after the seal, would count it nowhere.
 func (b *reportBuilder) unresolved(token uint64, rec Record, mayRepeat bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.inflight, token)
+	if j, ok := b.inflight[token]; ok {
+		j.listed = true
+		b.inflight[token] = j
+	}
 	b.list(rec)
 	b.listCopy(rec, mayRepeat)
 }
@@ -178,13 +185,16 @@ func (b *reportBuilder) seal(queue string, abandoned int) *Report {
 	b.sealed = true
 	left := slices.SortedFunc(maps.Values(b.inflight), func(a, b journey) int { return strings.Compare(a.messageID, b.messageID) })
 	for _, j := range left {
+		b.r.Counts[PathUnresolved]++
+		if j.listed {
+			continue
+		}
 		rec := Record{Queue: queue, MessageID: j.messageID, Attempt: j.attempt, Path: PathUnresolved,
 			Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}
 		if j.copyTo != "" {
 			rec.Handoff, rec.Destination = outcome.HandoffTimedOut.String(), j.copyTo
 			rec.Reason += "; its handoff had no confirm yet"
 		}
-		b.r.Counts[PathUnresolved]++
 		b.list(rec)
 		b.listCopy(rec, j.copyTo != "")
 	}

@@ -28,6 +28,26 @@ func TestReportSealCountsTheJourneysInFlight(t *testing.T) {
 	}
 }
 
+// An ACK found unproven while its journey has yet to record (the channel
+// closed between the two) is listed at once; should the seal come before
+// the record, which is then too late to count, the seal counts it
+// unresolved, listed once.
+func TestReportSealCountsAJourneyListedBeforeItsRecord(t *testing.T) {
+	b := &reportBuilder{r: Report{Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+	token := b.begin("acked-1", 1)
+	b.unresolved(token, Record{MessageID: "acked-1", Path: PathUnresolved, Reason: "ack sent, never proven"}, false)
+	rep := b.seal("q", 0)
+	if b.add(token, Record{MessageID: "acked-1", Path: PathAcked}, false, false) {
+		t.Error("a record was added after the seal")
+	}
+	if want := map[Path]int{PathUnresolved: 1}; !maps.Equal(rep.Counts, want) {
+		t.Errorf("counts %v, want %v", rep.Counts, want)
+	}
+	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Reason != "ack sent, never proven" {
+		t.Errorf("unresolved %+v", rep.Unresolved)
+	}
+}
+
 // Past its first 1,000, each list leaves records out and the report counts
 // them: unresolved deliveries and possible copies in Omitted (Health's
 // unresolved count takes only the first), lost sessions in a last line.
