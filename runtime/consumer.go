@@ -143,8 +143,16 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 
 // Force asks a stopping consumer to end its cooperative window now: handlers'
 // contexts are cancelled at once, even while intake is still stopping (a
-// second SIGINT/SIGTERM does this).
-func (c *Consumer) Force() { c.forceOnce.Do(func() { close(c.forceNow) }) }
+// second SIGINT/SIGTERM does this). A Force once Run has begun, before its
+// stop, is kept for the stop: the caller may cancel Run's context and Force
+// before Run sees the cancel. A Force before Run does nothing: there is no
+// stop to hasten, and a Run begun later, maybe much later, gets its
+// cooperative window.
+func (c *Consumer) Force() {
+	if c.ran.Load() {
+		c.forceOnce.Do(func() { close(c.forceNow) })
+	}
+}
 
 // The runtime remembers two things per process, each in a bounded memory that
 // forgets its oldest keys first once full:
