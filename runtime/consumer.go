@@ -188,6 +188,9 @@ type run struct {
 	// Run goroutine's alone).
 	stopAt   time.Time
 	stopOnce sync.Once
+	// closeBy is when the shutdown's close phase ends at the latest (the
+	// Run goroutine's alone).
+	closeBy time.Time
 	// forced is the force window a Force started while intake stopped; nil
 	// when none did (written before stopIntake returns, then the Run
 	// goroutine's alone).
@@ -298,7 +301,15 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 		defer c.forceOnSignal()()
 		<-ended
 	})()
-	defer func() { c.closeHandoffs(r, time.Now().Add(c.cfg.StepTimeout)) }()
+	// Closed for the ends that bypass the shutdown; after one, by the end of
+	// its close phase, which began closing them: Run returns within it.
+	defer func() {
+		by := r.closeBy
+		if by.IsZero() {
+			by = time.Now().Add(c.cfg.StepTimeout)
+		}
+		c.closeHandoffs(r, by)
+	}()
 	defer r.workers.Close()
 	s, err := c.connect(ctx, r)
 	failures := 0

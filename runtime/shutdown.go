@@ -76,6 +76,7 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 
 	end = c.phase(r, "close")
 	by := time.Now().Add(c.cfg.StepTimeout)
+	r.closeBy = by
 	// The handoffs close beside the session, not waited for here: a handoff
 	// still dialling holds their channel until its own steps end, and the
 	// report must not wait for it. Run waits, closing them again.
