@@ -30,11 +30,13 @@ import (
 //  4. close: the consumer channel is closed cleanly, and its close-ok proves
 //     every ACK still waiting for proof; then the connections. Sessions
 //     retired earlier (a broker cancel, a recycle) close too; the handoffs'
-//     channel and connection begin to close beside them. The journeys still
-//     in a step of user code are waited for. One step bounds the phase, so
-//     that a shutdown ends within ShutdownGrace + ForceWindow + StepTimeout,
-//     but for a handoff still dialling, which Run waits for; the user code
-//     still running at its end (handlers, steps) is counted abandoned.
+//     channel and connection close beside them, and Run waits for them
+//     before it returns. The journeys still in a step of user code are
+//     waited for. One step bounds the phase, so that a shutdown ends within
+//     ShutdownGrace + ForceWindow + StepTimeout of the moment the Run
+//     goroutine turned to the stop (docs/runtime.md, "Stopping", says what
+//     can delay that, and a stop of intake longer than the grace); the user
+//     code still running at its end (handlers, steps) is counted abandoned.
 //
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
@@ -77,9 +79,10 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	end = c.phase(r, "close")
 	by := time.Now().Add(c.cfg.StepTimeout)
 	r.closeBy = by
-	// The handoffs close beside the session, not waited for here: a handoff
-	// still dialling holds their channel until its own steps end, and the
-	// report must not wait for it. Run waits, closing them again.
+	// The handoffs close beside the session, by the same step: a close
+	// that runs into a handoff still dialling does not wait for the dial,
+	// whose connection, when it opens, is closed by the dialling publish.
+	// Run waits for it, closing them again.
 	go c.closeHandoffs(r, by)
 	if s != nil {
 		c.closeSession(r, s, by)
