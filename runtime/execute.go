@@ -44,7 +44,6 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 		if !parked {
 			free()
 		}
-		hooks.handoff = o.Handoff.Status.String()
 	}()
 	key := deliveryKey(d, env)
 	o.PriorRequeues = r.requeues.Count(key)
@@ -95,7 +94,11 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			// is made again just before the write, after the waits for a
 			// slot or a connection), and nothing more is tried.
 			if !gen.Revoked() {
-				o.Handoff, hooks.published = c.handoff(ctx, r, gen, token, d, runEnvelope(env, attempt), *o, plan, deadline)
+				var done func(string)
+				o.Handoff, done = c.handoff(ctx, r, gen, token, d, runEnvelope(env, attempt), *o, plan, deadline)
+				if c.telemetry.t != nil {
+					hooks.published = append(hooks.published, publishEnd{done, o.Handoff.Status.String()})
+				}
 				c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
 					handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 			}
@@ -111,24 +114,36 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 }
 
 // ends are the telemetry hook's ends of a journey's settlement and of its
-// handoff's publish, with what each ended in. They are called once the
+// handoffs' publishes, with what each ended in. They are called once the
 // journey's record is in the report: a hook slow to end its span (an
 // exporter that waits for its collector) must neither spend the budget the
 // ACK needs nor leave a settled delivery in flight for the final abort to
 // report as unsettled.
 type ends struct {
-	settled, published  func(string)
-	settlement, handoff string
+	settled    func(string)
+	settlement string
+	// published holds a publish for each handoff, in order: a retry
+	// handoff that failed is followed by one to the DLQ when a quorum
+	// queue's delivery limit is reached (decide's giveBack), and each
+	// publish started must end.
+	published []publishEnd
 	// untold: the hook was told nothing of the delivery, so there is no
 	// journey for Settled to close.
 	untold bool
 }
 
-// call ends the publish first: a slow end of the settlement's (a span's
-// export) must not count in the publish's duration.
+// publishEnd is the hook's end of one handoff's publish, and the broker's
+// answer it ends with.
+type publishEnd struct {
+	done     func(string)
+	evidence string
+}
+
+// call ends the publishes first: a slow end of the settlement's (a span's
+// export) must not count in their durations.
 func (e ends) call() {
-	if e.published != nil {
-		e.published(e.handoff)
+	for _, p := range e.published {
+		p.done(p.evidence)
 	}
 	if e.settled != nil {
 		e.settled(e.settlement)

@@ -284,3 +284,47 @@ func TestBrokerSlowTelemetryEndAtTheStopLeavesTheRecord(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
 }
+
+// publishes is journeys that also writes down each publish as it starts.
+type publishes struct{ *journeys }
+
+func (c publishes) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
+	id, _ := ctx.Value(journeyKey{}).(string)
+	c.add(id, "start "+key)
+	return c.journeys.Publish(ctx, exchange, key, p)
+}
+
+// Every publish the hook is told of starting is ended, once: a retry
+// handoff that failed (its bucket gone) and the DLQ handoff that follows it
+// in the same journey, once the quorum queue's delivery limit is reached.
+func TestBrokerTelemetryEndsEveryHandoffOfAJourney(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) { q.Topology.Type, q.Topology.DeliveryLimit = "quorum", 2 })
+	declareTopology(t, q)
+	tel := publishes{newJourneys()}
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return errors.New("retry me")
+	}, func(cfg *runtime.Config) { cfg.Telemetry = tel })
+	awaitConsumer(t, q.Name)
+	if _, err := channel(t, dial(t)).QueueDelete(bucket(q, time.Hour), false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	msg := order(t, "limit-1")
+	publish(t, q.Name, msg)
+	recs := c.await(3)
+	for i, want := range []runtime.Path{runtime.PathRequeued, runtime.PathRequeued, runtime.PathDeadLettered} {
+		wantPath(t, recs[i], want)
+	}
+	c.stop()
+	retry, dlq := bucket(q, time.Hour), q.Topology.DeadLetterQueue
+	received := fmt.Sprintf("received %s attempt 1 body %d", q.Name, len(msg.Body))
+	returned := []string{received, "start " + retry, `publish "" ` + retry + " returned", "requeue nack sent", "settled requeued"}
+	want := slices.Concat(returned, returned, []string{
+		received, "start " + retry, "start " + dlq,
+		`publish "" ` + retry + " returned", `publish "" ` + dlq + " confirmed", "ack ack sent", "settled dead-lettered",
+	})
+	if got := tel.of("limit-1"); !slices.Equal(got, want) {
+		t.Errorf("calls:\n got %q\nwant %q", got, want)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, dlq: {1, 0}})
+}
