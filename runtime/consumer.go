@@ -177,6 +177,9 @@ type run struct {
 	report    *reportBuilder
 	slots     chan struct{} // bounds the deliveries in flight, across generations
 	lanes     lanes         // serialize the deliveries of each order key
+	// ending bounds the settled journeys whose telemetry ends, observer
+	// and log run on after they left their slot: as many as the prefetch.
+	ending chan struct{}
 	// work is the handlers' parent context, cancelled at the force notification.
 	work  context.Context
 	force context.CancelFunc
@@ -455,6 +458,7 @@ func (c *Consumer) newRun() *run {
 		completed: memory.New[memory.Work](completedMemorySize, memory.Work.Keyless),
 		report:    &reportBuilder{r: Report{Queue: c.spec.Name, Started: time.Now(), Counts: map[Path]int{}}, inflight: map[uint64]journey{}},
 		slots:     make(chan struct{}, c.spec.Concurrency),
+		ending:    make(chan struct{}, c.spec.Prefetch),
 		work:      work,
 		force:     force,
 		stopping:  make(chan struct{}),

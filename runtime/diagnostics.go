@@ -120,8 +120,10 @@ func stageLevel(ev event) slog.Level {
 }
 
 // record ends a delivery's journey: its record goes to the observer and the
-// report, and as the "settled" stage to the log.
-func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome, hooks ends) {
+// report, and as the "settled" stage to the log. sl is the journey's slot
+// (nil for a delivery that never took one), which it leaves once the record
+// is in the report.
+func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome, hooks ends, sl *slot) {
 	// A delivery abandoned at the final abort may end after Run returned: its
 	// record is only logged then, and the report already lists it.
 	// Health says it settled before the observer hears of it: an observer
@@ -131,6 +133,21 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 	}
 	duplicate := o.Claim == outcome.InboxDuplicate
 	added := r.report.add(token, rec, copyMayRepeat(o), duplicate)
+	if sl != nil && c.telemetry.t != nil {
+		// The delivery is settled and its record is in the report: the slot
+		// goes before the hook's ends, the observer and the log, which may be
+		// slow (a span's export to a collector that is away), so that the
+		// deliveries waiting for a slot do not spend their budgets behind
+		// them. A place among the journeys ending so is taken first, and
+		// kept until they return: ends steadily slower than deliveries come
+		// hold the slots again, at their pace, rather than pile up. The
+		// journey still counts in flight, so a shutdown waits for them.
+		// Without a hook there is nothing slow to leave the slot for, and
+		// the ack path pays nothing.
+		r.ending <- struct{}{}
+		defer func() { <-r.ending }()
+		sl.leave()
+	}
 	hooks.call()
 	if added && c.cfg.Observe != nil {
 		c.observe(rec)

@@ -52,7 +52,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			r.workers.Run(func() {
 				defer r.deliveries.Done()
 				defer s.inflight.Done()
-				defer in.sl.release()
+				defer in.sl.leave()
 				c.process(r, s.gen, &in.d, receivedAt, quarantined, &in.sl)
 			})
 		}
@@ -221,7 +221,7 @@ func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, 
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(r.work, r, gen.ID, 0, rec, o, ends{untold: true})
+	c.record(r.work, r, gen.ID, 0, rec, o, ends{untold: true}, nil)
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.

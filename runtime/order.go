@@ -177,7 +177,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		}
 		sl := &slot{slots: r.slots}
 		sl.hold()
-		defer sl.release()
+		defer sl.leave()
 		r.waiting.Done() // the journey tells the report of itself at once
 		c.process(r, s.gen, d, started, quarantined, sl)
 	})

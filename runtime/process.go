@@ -101,7 +101,7 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 		plan, hooks := c.execute(ctx, r, gen, token, d, env, &o, auth, attempt, deadline, free)
 		if plan.Action != decide.ActPark {
 			rec := newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received))
-			c.record(ctx, r, gen.ID, token, rec, o, hooks)
+			c.record(ctx, r, gen.ID, token, rec, o, hooks, sl)
 			return rec
 		}
 		// Retried in line: the deliveries of its key wait behind it, and

@@ -194,9 +194,23 @@ type slot struct {
 	// the end of what its budget allowed, came first), so the last release
 	// has none to free.
 	owed atomic.Bool
+	// left: the journey gave its share back (leave); the journey's
+	// goroutine alone reads and writes it.
+	left bool
 }
 
 func (s *slot) hold() { s.holders.Add(1) }
+
+// leave gives the journey's share of the slot back, once: as soon as its
+// delivery is settled and recorded, and again, doing nothing then, as the
+// journey's goroutine ends (which a runtime.Goexit in user code may make
+// sooner).
+func (s *slot) leave() {
+	if !s.left {
+		s.left = true
+		s.release()
+	}
+}
 
 func (s *slot) release() {
 	if s.holders.Add(-1) == 0 && !s.owed.Swap(false) {

@@ -60,6 +60,16 @@ type Telemetry interface {
 	// Settled closes the journey with its record. An ACK found unproven
 	// after Settled (its channel lost before the proof) is listed in the
 	// Report only.
+	//
+	// The ends (each done, then Settled) run once the delivery has left its
+	// concurrency slot, so that the deliveries waiting for the slot do not
+	// spend their budgets behind a slow end. As many journeys as the
+	// queue's prefetch may be ending so at once; past that, a settled
+	// delivery keeps its slot until one of them returns: ends steadily
+	// slower than the deliveries come slow the consumer to their pace, and
+	// the deliveries waiting for a slot may outlive their budgets (requeued
+	// not started, the channel recycled). A shutdown waits for the ends as
+	// for any journey in flight, until its close step ends.
 	Settled(ctx context.Context, r Record)
 	// Lost is told each line of Report.Lost as it is written: why a session
 	// ended under the consumer, or why a connection attempt after it failed.

@@ -328,3 +328,61 @@ func TestBrokerTelemetryEndsEveryHandoffOfAJourney(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, dlq: {1, 0}})
 }
+
+// slowSettled is a Telemetry whose Settled blocks for one message until
+// released, as the process span's End does under a synchronous span
+// processor whose collector is away; returned is closed once it has.
+type slowSettled struct {
+	slowEnd
+	id                string
+	release, returned chan struct{}
+}
+
+func (s slowSettled) Settled(_ context.Context, r runtime.Record) {
+	if r.MessageID == s.id {
+		<-s.release
+		close(s.returned)
+	}
+}
+
+// A settled delivery leaves its concurrency slot before the hook's ends:
+// the deliveries waiting for the slot are not held past their budgets
+// behind a slow Settled (and requeued not started as the channel is
+// recycled). The shutdown still waits for that Settled.
+func TestBrokerSlowSettledLeavesTheSlot(t *testing.T) {
+	t.Parallel()
+	const step = 500 * time.Millisecond
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Concurrency, q.Prefetch = 1, 3
+		q.HandlerTimeout = 100 * time.Millisecond
+		q.SettlementBudget = q.HandlerTimeout + 4*step + 2*time.Second
+	})
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "slow-settled-1"), order(t, "next-1"), order(t, "next-2"), order(t, "next-3"))
+	tel := slowSettled{id: "slow-settled-1", release: make(chan struct{}), returned: make(chan struct{})}
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil },
+		func(cfg *runtime.Config) { cfg.Telemetry, cfg.StepTimeout = tel, step })
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(tel.release) }) }) // before the consumer's stop
+	for _, rec := range c.await(4) {
+		wantPath(t, rec, runtime.PathAcked)
+	}
+	stopped := make(chan *runtime.Report)
+	go func() { stopped <- c.stop() }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while the hook's Settled still ran")
+	case <-time.After(300 * time.Millisecond):
+	}
+	released.Do(func() { close(tel.release) })
+	rep := <-stopped
+	select {
+	case <-tel.returned:
+	default:
+		t.Error("Run returned before the hook's Settled did")
+	}
+	if rep.Counts[runtime.PathAcked] != 4 || rep.Counts[runtime.PathNotStarted] != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}

@@ -7,9 +7,10 @@ package workers
 // extractor and be torn down again, thousands of times a second; a worker
 // keeps its stack for the next task. The number of workers stays bounded:
 // a running task holds a concurrency slot (an abandoned handler keeps its
-// worker and its slot until it returns), and the ordered tasks waiting for
-// their key or a slot, or waiting in line to be retried, are bounded by the
-// prefetch of each session.
+// worker and its slot until it returns) or, its delivery settled, one of as
+// many places as the prefetch while the telemetry's ends run; and the
+// ordered tasks waiting for their key or a slot, or waiting in line to be
+// retried, are bounded by the prefetch of each session.
 type Pool struct {
 	tasks chan func()
 	stop  chan struct{}
