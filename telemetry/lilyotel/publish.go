@@ -18,7 +18,9 @@ import (
 // handoff), and writes its context into p's headers as the message's
 // creation context: a retry or DLQ copy, which carries the original's
 // headers, gets its own. A message whose producer wrote a creation context
-// of its own keeps it, as the conventions ask, and the span links to it.
+// of its own keeps it, as the conventions ask, and the span links to it;
+// its context is then not the creation context, so its kind is CLIENT, not
+// PRODUCER (the conventions' span kind table).
 func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p *runtime.Publishing) func(evidence string) {
 	start := time.Now()
 	if p.Headers == nil {
@@ -50,8 +52,12 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	if t.bodySize {
 		attrs = append(attrs, semconv.MessagingMessageBodySize(len(p.Body)))
 	}
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(start), trace.WithAttributes(attrs...)}
 	custom := t.customContext(ctx, p)
+	kind := trace.SpanKindProducer
+	if custom.IsValid() {
+		kind = trace.SpanKindClient
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithTimestamp(start), trace.WithAttributes(attrs...)}
 	if custom.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: custom}))
 	}

@@ -81,6 +81,11 @@ func TestBrokerPublisherStartsTheTrace(t *testing.T) {
 	// The producer's own creation context is kept, and followed.
 	ownSend := one(t, "the send with its own context", where(named(spans, "send amq.default:{routing key}"), "messaging.message.id", own))
 	linkedTo(t, ownSend, foreign)
+	// Its context is not the creation context: a CLIENT span, by the
+	// conventions' span kind table.
+	if ownSend.SpanKind() != trace.SpanKindClient {
+		t.Errorf("the send with its producer's own context is %s, want client", ownSend.SpanKind())
+	}
 	ownProcesses := where(named(spans, "process "+q), "messaging.message.id", own)
 	ownProcess := one(t, "its first attempt", where(ownProcesses, "lily.attempt", int64(1)))
 	if got := ownProcess.Parent(); got.TraceID() != foreign.TraceID() || got.SpanID() != foreign.SpanID() {
