@@ -10,6 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
@@ -38,7 +39,9 @@ type Telemetry interface {
 	// Publish is called before each publish: a retry or DLQ copy (through the
 	// default exchange, its routing key the destination queue, its failure
 	// facts in x-lily-failure-* headers) with the journey's context, or a Publisher's
-	// Send with its caller's. It may add headers to p (trace context, for
+	// Send with its caller's. Only a copy shows failure facts: p leaves out
+	// those of a Send (a handler may forward a copy it received), which its
+	// message still carries. It may add headers to p (trace context, for
 	// one); the runtime keeps only its headers, and those named x-lily-* as
 	// they were, and on a retry or DLQ copy also those the queue's envelope
 	// profiles read the message's envelope from. done gets the broker's
@@ -179,31 +182,24 @@ func (v valuesOf) Value(key any) (value any) {
 // publishing tells the hook of p, a publish about to be made, and returns p
 // with the headers the hook left, Lily's own (x-lily-*) and those named in
 // keep as they were (none where p had none). The hook gets copies made
-// inside the branch, so that without one p stays on the stack.
+// inside the branch, so that without one p stays on the stack. A
+// Publisher's hook (no queue) is shown no failure facts: by them a hook
+// tells a handoff's copy, whose destination Lily picked, from a Send, whose
+// routing key may take any value.
 func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing, keep []string) (Publishing, func(string)) {
 	if h.t == nil {
 		return p, ignore
 	}
 	seen := p
 	seen.Headers = maps.Clone(p.Headers)
+	if h.queue == "" {
+		maps.DeleteFunc(seen.Headers, func(k string, _ any) bool { return strings.HasPrefix(k, envelope.HeaderFailurePrefix) })
+	}
 	done := ignore
 	func() {
 		defer h.recovered("Publish")
 		done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen))
 	}()
-	// A header AMQP or the broker refuses, or headers too large for a frame
-	// with the publish id the publisher adds, would fail the publish, and
-	// every handoff with it: the hook's headers are dropped instead.
-	err := confirm.CheckHeaders(seen.Headers)
-	if probe := p; err == nil {
-		probe.Headers = seen.Headers
-		err = frame.CheckSent(probe, frame.Size)
-	}
-	if err != nil {
-		h.logError(slog.String("method", "Publish"),
-			slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
-		return p, done
-	}
 	kept := func(k string) bool { return strings.HasPrefix(k, ownHeaders) || slices.Contains(keep, k) }
 	for k := range seen.Headers {
 		if _, had := p.Headers[k]; !had && kept(k) {
@@ -219,6 +215,19 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		if kept(k) {
 			seen.Headers[k] = v
 		}
+	}
+	// A header AMQP or the broker refuses, or headers too large for a frame
+	// with the publish id the publisher adds, would fail the publish, and
+	// every handoff with it: the hook's headers are dropped instead.
+	err := confirm.CheckHeaders(seen.Headers)
+	if probe := p; err == nil {
+		probe.Headers = seen.Headers
+		err = frame.CheckSent(probe, frame.Size)
+	}
+	if err != nil {
+		h.logError(slog.String("method", "Publish"),
+			slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
+		return p, done
 	}
 	p.Headers = seen.Headers
 	return p, done

@@ -11,6 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
@@ -385,4 +386,51 @@ func TestBrokerSlowSettledLeavesTheSlot(t *testing.T) {
 		t.Errorf("report: %s", rep)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}
+
+// facts is journeys that also writes down the failure queue each publish
+// showed it.
+type facts struct{ *journeys }
+
+func (c facts) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
+	id, _ := ctx.Value(journeyKey{}).(string)
+	c.add(id, fmt.Sprintf("failure queue %v", p.Headers[envelope.HeaderFailureQueue]))
+	return c.journeys.Publish(ctx, exchange, key, p)
+}
+
+// Only a handoff's copy shows the hook failure facts, by which it tells the
+// copy (its destination a queue Lily picked) from a Send: a Send of a copy
+// a handler received, forwarded with its headers, shows none, and its
+// message still carries them.
+func TestBrokerTelemetryTellsACopyFromASend(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry)
+	declareTopology(t, q)
+	tel := facts{newJourneys()}
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return errors.New("retry me")
+	}, func(cfg *runtime.Config) { cfg.Telemetry = tel })
+	publish(t, q.Name, order(t, "copied"))
+	wantPath(t, c.await(1)[0], runtime.PathRetried)
+	c.stop()
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{brokerURL(t)}, Telemetry: tel}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	forwarded := drain(t, bucket(q, time.Hour))[0]
+	msg := runtime.Message{RoutingKey: q.Name, Publishing: order(t, "forwarded")}
+	msg.Headers = forwarded.Headers
+	if err := p.Send(context.WithValue(t.Context(), journeyKey{}, "sender"), msg); err != nil {
+		t.Fatal(err)
+	}
+	if got := tel.of("copied"); len(got) < 2 || got[1] != "failure queue "+q.Name {
+		t.Errorf("the handoff's calls: %q", got)
+	}
+	if got := tel.of("sender"); len(got) == 0 || got[0] != "failure queue <nil>" {
+		t.Errorf("the Send's calls: %q", got)
+	}
+	if got := drain(t, q.Name); len(got) != 1 || got[0].Headers[envelope.HeaderFailureQueue] != q.Name {
+		t.Errorf("the queue holds %d messages; the first's failure queue: %v", len(got), headerOf(got, envelope.HeaderFailureQueue))
+	}
 }

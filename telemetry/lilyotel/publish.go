@@ -28,6 +28,8 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	}
 	exchange, routingKey = nameText(exchange), nameText(routingKey)
 	dest := sentTo(exchange, routingKey)
+	// A handoff: the runtime shows failure facts on its copies alone, not
+	// on a Send that forwards one.
 	where, low := sentToLow(exchange, routingKey, exchange == "" && p.Headers[envelope.HeaderFailureQueue] != nil)
 	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs,

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -109,5 +110,33 @@ func TestBrokerPublisherStartsTheTrace(t *testing.T) {
 	}
 	if n := sum(rm, "messaging.client.sent.messages", attribute.String("messaging.destination.template", "amq.default:{routing key}")); n != 2 {
 		t.Errorf("sent messages to amq.default:{routing key}: %d, want 2", n)
+	}
+}
+
+// A copy a handler received and forwards with its headers through a
+// Publisher, to a queue it picks (a reply queue per request), is a send like
+// any other, not a handoff: its span's name and its measurements give the
+// routing key as a placeholder, never the queue's name.
+func TestBrokerForwardedCopyIsNotAHandoff(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{r.url}, Telemetry: r.tel}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	msg := message(id("forwarded"), "ok")
+	msg.Headers[envelope.HeaderFailureQueue] = r.q.Name
+	msg.Headers[envelope.HeaderFailureReason] = "retryable failure on attempt 1 of 2"
+	if err := p.Send(context.Background(), runtime.Message{RoutingKey: r.q.Name, Publishing: msg}); err != nil {
+		t.Fatal(err)
+	}
+	one(t, "the forwarded copy's send", named(r.spans.Ended(), "send amq.default:{routing key}"))
+	rm := r.collect()
+	if n := sum(rm, "messaging.client.sent.messages", attribute.String("messaging.destination.template", "amq.default:{routing key}")); n != 1 {
+		t.Errorf("sent messages to amq.default:{routing key}: %d, want 1", n)
+	}
+	if n := sum(rm, "messaging.client.sent.messages", attribute.String("messaging.destination.name", r.q.Name)); n != 0 {
+		t.Errorf("sent messages measured by the queue's name: %d, want 0", n)
 	}
 }
