@@ -66,7 +66,7 @@ type Consumer struct {
 // testHooks let broker tests break the transport at exact moments of a
 // delivery's journey. They do nothing outside tests.
 type testHooks struct {
-	beforeAck, afterAck, beforePublish, afterPublish, beforeClose, enteredLane func()
+	beforeAck, afterAck, beforePublish, afterPublish, beforeCancel, beforeClose, enteredLane func()
 	// laneTurn runs on an ordered delivery's worker before it waits for its
 	// turn, with the delivery's message_id.
 	laneTurn func(messageID string)
@@ -136,7 +136,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		spec: spec, policy: policy, routes: routes, reader: reader, inbox: inbox,
 		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: own, links: links,
 		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger, queue: spec.Name},
-		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeClose: nothing, enteredLane: nothing,
+		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeCancel: nothing, beforeClose: nothing, enteredLane: nothing,
 			laneTurn: func(string) {}},
 	}, nil
 }

@@ -15,7 +15,7 @@ import (
 // TestHooks run at exact moments of a delivery's journey, so that a test can
 // break the transport there. A nil hook is left as it was.
 type TestHooks struct {
-	BeforeAck, AfterAck, BeforePublish, AfterPublish, BeforeClose func()
+	BeforeAck, AfterAck, BeforePublish, AfterPublish, BeforeCancel, BeforeClose func()
 	// EnteredLane runs once an ordered queue's delivery has taken its place
 	// in its key's lane: the consumer knows it.
 	EnteredLane func()
@@ -35,6 +35,7 @@ func (c *Consumer) SetTestHooks(h TestHooks) {
 	set(&c.hooks.afterAck, h.AfterAck)
 	set(&c.hooks.beforePublish, h.BeforePublish)
 	set(&c.hooks.afterPublish, h.AfterPublish)
+	set(&c.hooks.beforeCancel, h.BeforeCancel)
 	set(&c.hooks.beforeClose, h.BeforeClose)
 	set(&c.hooks.enteredLane, h.EnteredLane)
 	if h.LaneTurn != nil {

@@ -53,7 +53,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 				defer r.deliveries.Done()
 				defer s.inflight.Done()
 				defer in.sl.leave()
-				c.process(r, s.gen, &in.d, receivedAt, quarantined, &in.sl)
+				c.process(r, s, s.gen, &in.d, receivedAt, quarantined, &in.sl)
 			})
 		}
 	}
@@ -185,6 +185,7 @@ func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 // client closes deliveries after handing over its buffer; a cancel that
 // failed leaves the buffer to the channel's end.
 func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why string) error {
+	c.hooks.beforeCancel()
 	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })

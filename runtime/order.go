@@ -142,12 +142,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 			// one waits for the cancel too, and goes back behind it rather
 			// than run ahead of it. A session the broker cancelled, or lost,
 			// has no cancel of ours to wait for.
-			select {
-			case <-s.cancelled:
-			case <-s.lost:
-			case <-s.gen.Ended():
-			case <-r.aborted:
-			}
+			s.awaitIntakeEnd(r.aborted)
 		}
 		if why := laneStopped(s, r); why != "" {
 			requeue("not started: " + why + " while it waited for its order key")
@@ -179,7 +174,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		sl.hold()
 		defer sl.leave()
 		r.waiting.Done() // the journey tells the report of itself at once
-		c.process(r, s.gen, d, started, quarantined, sl)
+		c.process(r, s, s.gen, d, started, quarantined, sl)
 	})
 }
 

@@ -262,7 +262,9 @@ func TestBrokerOrderedStopRequeuesTheWaiting(t *testing.T) {
 
 // A stop while the head's retry waits in line: the head goes back to its
 // place, and the delivery behind it goes back behind it without running,
-// though the stop's cancel is still on its way when the head's wait ends.
+// though the stop's cancel is still on its way when the head's wait ends
+// (held a second here). Neither goes back before the cancel, or the broker
+// would hand it straight back to the consumer.
 func TestBrokerOrderedStopWhileARetryWaitsInLine(t *testing.T) {
 	t.Parallel()
 	for _, qt := range []string{"classic", "quorum"} {
@@ -276,13 +278,15 @@ func TestBrokerOrderedStopWhileARetryWaitsInLine(t *testing.T) {
 			declareTopology(t, q)
 			publishKeyed(t, q.Name, []string{"a"}, 2)
 			var calls attempts
-			r := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+			r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 				calls.add(msg, d)
 				if msg.OrderID == "a-0" {
 					return errors.New("ledger busy")
 				}
 				return nil
 			})
+			c.SetTestHooks(runtime.TestHooks{BeforeCancel: func() { time.Sleep(time.Second) }})
+			r.launch(c)
 			eventually(t, time.Minute, "a-0 waiting in line", func() bool {
 				return r.events.has(func(ev event) bool { return ev.stage == "parked" })
 			})

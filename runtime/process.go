@@ -25,8 +25,9 @@ import (
 // then the executor settles it by decide's plans, and the record is written.
 // quarantined is why the connection's filter replaced the delivery's content
 // header, which the client could not decode ("" when it did not). It returns
-// the delivery's record, for the test harness (trial.go).
-func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, sl *slot) Record {
+// the delivery's record, for the test harness (trial.go). s is the session
+// it came on, nil in a trial, and gen s's generation, or the trial's.
+func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, sl *slot) Record {
 	auth := settle.NewAuthority(d.DeliveryTag, gen)
 	env, verdict, reason := c.reader.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
 	key := deliveryKey(d, env)
@@ -124,6 +125,12 @@ func (c *Consumer) process(r *run, gen *settle.Generation, d *amqp.Delivery, rec
 			// budget the call needed, decide finds no room for a retry in
 			// line any more, and sends it through its bucket.
 			o.ParkEnded = closed(r.stopping)
+			if o.ParkEnded && s != nil {
+				// It goes back after the stop's cancel, as what was
+				// received and not started does: before it, the broker
+				// would hand it straight back to this consumer.
+				s.awaitIntakeEnd(r.aborted)
+			}
 			continue
 		}
 		attempt = plan.NextAttempt

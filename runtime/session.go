@@ -77,6 +77,18 @@ type session struct {
 	cancelOnce sync.Once
 }
 
+// awaitIntakeEnd waits until the session's intake has ended (our cancel
+// answered, or failed; the broker's cancel; the channel lost) or the
+// consumer aborts.
+func (s *session) awaitIntakeEnd(aborted <-chan struct{}) {
+	select {
+	case <-s.cancelled:
+	case <-s.lost:
+	case <-s.gen.Ended():
+	case <-aborted:
+	}
+}
+
 // recycleFor has the channel recycled, for why, unless it already is.
 func (s *session) recycleFor(why error) {
 	s.outlivedOnce.Do(func() {
