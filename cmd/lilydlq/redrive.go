@@ -13,6 +13,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -67,7 +68,14 @@ returns, not the source queue's. x-lily-attempt is set to 1, or kept with
 names the DLQ.
 
 -dry-run prints what would move and moves nothing. -rate paces the publishes,
--limit stops after that many moved.`,
+-limit stops after that many moved.
+
+-step bounds each broker step of a publish: the write of the copy, and then
+the wait for its confirm. Over a slow link it must cover the largest body's
+write: a 4 MiB body at 512 KiB/s takes 8 s. A copy whose step runs out ends
+the run: it stays in the DLQ and may be in its queue too. Do not just run
+the re-drive again then: if the copy is in its queue, that sends it twice
+(docs/dlq.md says what to do).`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		sel := &selection{since: timeFlag{now: time.Now}, until: timeFlag{now: time.Now}}
 		fs.Var(&sel.ids, "id", "a message id to move, whole (repeatable)")
@@ -83,6 +91,7 @@ names the DLQ.
 		fs.Float64Var(&o.rate, "rate", 0, "copies moved per second at most (0: no limit)")
 		fs.IntVar(&o.limit, "limit", 0, "copies moved at most (0: no limit)")
 		fs.StringVar(&o.to, "to", "", "send every chosen copy to this queue instead of its source")
+		stepFlag(fs, &o.step)
 		return func(e *env) int {
 			switch {
 			case sel.empty():
@@ -93,6 +102,8 @@ names the DLQ.
 				return e.usageError("redrive", "-limit must not be negative")
 			case len(o.to) > maxQueue:
 				return e.usageError("redrive", "-to names no queue: longer than 255 bytes")
+			case o.step <= 0 || o.step > queue.MaxDuration:
+				return e.usageError("redrive", "-step must be positive, at most %s", queue.MaxDuration)
 			}
 			return redrive(e, sel, o)
 		}
@@ -104,13 +115,32 @@ type redriveOptions struct {
 	rate                float64
 	limit               int
 	to                  string // the queue every chosen copy goes to, when not ""
+	step                time.Duration
+}
+
+// defaultStep is -step's default. The runtime's 5 s suits a consumer beside
+// its broker; an operator's tool runs over a WAN or a VPN, where the write of
+// one large copy alone can take longer.
+const defaultStep = 30 * time.Second
+
+// stepFlag adds -step, the publisher's step timeout, to a command that
+// publishes.
+func stepFlag(fs *flag.FlagSet, step *time.Duration) {
+	fs.DurationVar(step, "step", defaultStep, "how long one broker step of a publish may take, the write of a copy and then the wait for its confirm: over a slow link, at least the largest body's size over the link's rate")
+}
+
+// newPublisher is the confirm-mode publisher of a command that publishes,
+// with step as its step timeout.
+func newPublisher(e *env, step time.Duration) (*runtime.Publisher, error) {
+	return runtime.NewPublisher(runtime.Config{
+		URLs:        []string{e.url},
+		StepTimeout: step,
+		Logger:      slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, 1)
 }
 
 func redrive(e *env, sel *selection, o redriveOptions) int {
-	pub, err := runtime.NewPublisher(runtime.Config{
-		URLs:   []string{e.url},
-		Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}, 1)
+	pub, err := newPublisher(e, o.step)
 	if err != nil {
 		return e.fail("redrive", err)
 	}
@@ -173,7 +203,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		if err := pace.wait(e.ctx); err != nil {
 			return keep, err
 		}
-		err := send(e.ctx, pub, to, next)
+		err := send(e.ctx, pub, o.step, to, next)
 		switch {
 		case err == nil:
 			moved++
@@ -192,7 +222,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			return keep, nil
 		case errors.Is(err, runtime.ErrUnconfirmed):
 			failed++
-			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason), shown)
+			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too: %s", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason), shown, unconfirmedAdvice(len(next.Body), o.step))
 		default:
 			failed++
 			return keep, fmt.Errorf("%s (%s) -> %s not sent: %s; it stays in the DLQ", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason))
@@ -230,18 +260,27 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	return exitOK
 }
 
+// unconfirmedAdvice is what to do about a copy of size bytes whose publish
+// went unconfirmed within step.
+func unconfirmedAdvice(size int, step time.Duration) string {
+	return fmt.Sprintf("running again would send it twice if it is; find out first (docs/dlq.md), or send it -to a queue of your own. Its body is %d bytes: over a slow link, raise -step (%s)", size, step)
+}
+
 // sendWait bounds a publish's waits for a connection, a publish slot or a
 // broker that blocks publishers; the write and the confirm are bounded by
-// the publisher's step timeout too.
+// the publisher's step timeout, and the send's context leaves room for both.
 const sendWait = 30 * time.Second
 
-// send publishes one re-driven copy to queue. Once begun, a publish is seen
-// through to its confirm even when the command is asked to stop, so that the
-// copy is then ACKed and ends in one place, not in both.
-func send(ctx context.Context, pub *runtime.Publisher, queue string, p amqp.Publishing) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendWait)
+// send publishes one message to the queue dest, with step the publisher's step
+// timeout. Once begun, a publish is seen through to its confirm even when
+// the command is asked to stop, so that a re-driven copy is then ACKed and
+// ends in one place, not in both.
+func send(ctx context.Context, pub *runtime.Publisher, step time.Duration, dest string, p amqp.Publishing) error {
+	// The confirm wait ends at the context's deadline if that comes before
+	// its step: past the waits, the write and the confirm get a step each.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sendWait+2*step)
 	defer cancel()
-	return pub.Send(ctx, runtime.Message{RoutingKey: queue, Publishing: p})
+	return pub.Send(ctx, runtime.Message{RoutingKey: dest, Publishing: p})
 }
 
 // enough ends the read once limit copies moved.

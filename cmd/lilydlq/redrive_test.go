@@ -7,12 +7,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/internal/frame"
 )
 
@@ -314,6 +316,79 @@ func TestRedriveAcksOnlyAfterTheConfirm(t *testing.T) {
 	if got := ids(b.take(dlq)); !slices.Equal(got, []string{"held"}) {
 		t.Errorf("the DLQ holds %v", got)
 	}
+}
+
+// TestRedriveWaitsOutASlowConfirm: over a slow link a confirm can come
+// later than the runtime's 5 s step. A proxy holds back what the broker
+// sends from the moment the re-drive publishes, for 8 s: with the default
+// -step the copy moves; with -step 1s the run ends unconfirmed, the copy in
+// the DLQ and in its queue, and says what a second run would do.
+func TestRedriveWaitsOutASlowConfirm(t *testing.T) {
+	b := newBroker(t)
+	slow := newSlowLink(t, b)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	b.publish(dlq, lilyCopy("slow", "t", "permanent failure", "permanent", src, 1, time.Now()))
+	slow.holdAfterPublish(8 * time.Second)
+	if r := slow.lilydlq("redrive", dlq, "-all"); r.code != exitOK || !strings.Contains(r.stdout, "moved slow (t) -> "+src) {
+		t.Errorf("redrive with the default -step: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+	b.assertCounts(src, 1)
+
+	b.publish(dlq, lilyCopy("slower", "t", "permanent failure", "permanent", src, 1, time.Now()))
+	slow.holdAfterPublish(8 * time.Second)
+	r := slow.lilydlq("redrive", dlq, "-all", "-step", "1s")
+	for _, want := range []string{"no confirm in time", "it stays in the DLQ and may be in " + src + " too: running again would send it twice", "raise -step (1s)"} {
+		if r.code != exitFailure || !strings.Contains(r.stderr, want) {
+			t.Errorf("redrive -step 1s: exit %d, want %d, saying %q\n%s%s", r.code, exitFailure, want, r.stdout, r.stderr)
+		}
+	}
+	b.assertCounts(dlq, 1)
+	b.assertCounts(src, 2)
+	if got := ids(b.take(src)); !slices.Equal(got, []string{"slow", "slower"}) {
+		t.Errorf("the source holds %v", got)
+	}
+}
+
+// slowLink is a proxy in front of the test's broker that can hold back
+// what the broker sends.
+type slowLink struct {
+	t     *testing.T
+	proxy *faults.Proxy
+	url   string
+}
+
+func newSlowLink(t *testing.T, b *broker) *slowLink {
+	t.Helper()
+	proxy, url, err := faults.ListenFor(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	return &slowLink{t: t, proxy: proxy, url: url}
+}
+
+// holdAfterPublish stalls the broker's side of every connection through the
+// proxy at the next publish, before that publish is passed on, for held:
+// its confirm comes no sooner.
+func (s *slowLink) holdAfterPublish(held time.Duration) {
+	var once sync.Once
+	s.proxy.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.BasicPublish) {
+			once.Do(func() {
+				s.proxy.Stall(faults.ToClient)
+				time.AfterFunc(held, s.proxy.Resume)
+			})
+		}
+		return faults.Forward
+	})
+}
+
+// lilydlq runs the command through the proxy.
+func (s *slowLink) lilydlq(args ...string) result {
+	var out, errs bytes.Buffer
+	code := run(context.Background(), append(args, "-url", s.url), &out, &errs)
+	return result{out.String(), errs.String(), code}
 }
 
 // TestRedriveRefusesTheDLQAsSource: a copy whose source queue is the DLQ
