@@ -63,8 +63,8 @@ Commands:
 Run lilydlq <command> -h (or lilydlq help <command>) for a command's flags.
 Flags may come before or after the queue.
 
-Reading (list, show, export, and redrive for the copies it leaves) takes
-nothing from the DLQ: each copy is held unacknowledged and handed back when
+Reading (list, show, export, and redrive and purge -id for the copies they
+leave) takes nothing from the DLQ: each copy is held unacknowledged and handed back when
 the read ends. It reads in windows of -window copies: memory is about
 window × the largest body. On a quorum DLQ each read adds one to every
 copy's x-delivery-count, and a read of more than 32 windows puts the copies
@@ -73,7 +73,8 @@ copies (docs/dlq.md says when that matters).
 
 A copy whose headers the AMQP client cannot decode (nested too deep, too
 wide) is read through a filter that puts a marker in their place:
-list, show and export show it as quarantined; redrive leaves it in the DLQ.
+list, show and export show it as quarantined; redrive leaves it in the DLQ;
+purge -id deletes it alone.
 
 The broker is -url, else $LILY_AMQP_URL, else ` + defaultURL + `.
 
@@ -84,7 +85,7 @@ Exit codes (every command):
      carries, an export or a redrive that read fewer copies than were
      ready when it began or read beside another consumer of the DLQ, an
      export that met quarantined copies, a purge -expect N of a DLQ that
-     does not hold N
+     does not hold N, a purge -id that read fewer copies than were ready
   2  usage errors
 `
 

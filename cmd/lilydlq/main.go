@@ -5,8 +5,9 @@
 //	lilydlq show    -id <message id> <dlq> one copy: properties, headers, body
 //	lilydlq export  [-o file] <dlq>        every copy as a line of JSON
 //	lilydlq redrive <selection> <dlq>      move chosen copies back to their queues
-//	lilydlq purge   -confirm <dlq> [-expect N] <dlq>
-//	                                       delete every ready copy (exactly N)
+//	lilydlq purge   -confirm <dlq> (-expect N | -all | -id <message id>) <dlq>
+//	                                       delete every ready copy (only if
+//	                                       there are N), or the chosen ones
 //
 // Reading takes nothing from the DLQ: list, show and export hold each copy
 // unacknowledged and hand all back when they close their channel. A re-drive

@@ -1,34 +1,49 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lily-mq/lily/envelope"
 )
 
 // TestPurge: purge refuses without the queue's name as confirmation, and
-// with it deletes every ready copy.
+// without being told which copies; with -all it deletes every ready copy.
 func TestPurge(t *testing.T) {
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, lilyCopy("p1", "t", "permanent failure", "permanent", "src", 1, time.Now()), lilyCopy("p2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
 
-	for _, args := range [][]string{{"purge", dlq}, {"purge", dlq, "-confirm", dlq + "x"}, {"purge", dlq, "-confirm", ""}} {
-		r := b.lilydlq(args...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, "refusing to purge "+dlq+" without -confirm "+dlq) {
-			t.Errorf("%v: exit %d, %q", args, r.code, r.stderr)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"purge", dlq, "-all"}, "refusing to purge " + dlq + " without -confirm " + dlq},
+		{[]string{"purge", dlq, "-all", "-confirm", dlq + "x"}, "refusing to purge " + dlq + " without -confirm " + dlq},
+		{[]string{"purge", dlq, "-all", "-confirm", ""}, "refusing to purge " + dlq + " without -confirm " + dlq},
+		// The confirmation alone, as a runbook that said "purge the
+		// copies" had it, deleted copies no one had looked at.
+		{[]string{"purge", dlq, "-confirm", dlq}, "say which copies: -expect N (the count list or export showed), -all, or -id"},
+		{[]string{"purge", dlq, "-confirm", dlq, "-all", "-expect", "2"}, "give one"},
+		{[]string{"purge", dlq, "-confirm", dlq, "-id", "p1", "-expect", "1"}, "give one"},
+	} {
+		r := b.lilydlq(c.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, %q; want %d, %q", c.args, r.code, r.stderr, exitUsage, c.want)
 		}
 	}
 	b.assertCounts(dlq, 2)
 
-	r := b.lilydlq("purge", "-confirm", dlq, dlq)
+	r := b.lilydlq("purge", "-confirm", dlq, "-all", dlq)
 	if r.code != exitOK || r.stdout != dlq+": purged 2 copies\n" {
 		t.Errorf("purge: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	b.assertCounts(dlq, 0)
 
 	gone := dlq + ".gone"
-	if r := b.lilydlq("purge", gone, "-confirm", gone); r.code != exitFailure || !strings.Contains(r.stderr, "no queue named "+gone) {
+	if r := b.lilydlq("purge", gone, "-confirm", gone, "-all"); r.code != exitFailure || !strings.Contains(r.stderr, "no queue named "+gone) {
 		t.Errorf("purge of a missing queue: exit %d, %q", r.code, r.stderr)
 	}
 }
@@ -57,6 +72,65 @@ func TestPurgeExpect(t *testing.T) {
 	r = b.lilydlq("purge", dlq, "-confirm", dlq, "-expect", "3")
 	if r.code != exitOK || r.stdout != dlq+": purged 3 copies\n" {
 		t.Errorf("purge -expect 3 of 3: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+}
+
+// TestPurgeExpectAfterList: the operator lists one poison copy; a failure
+// arrives after the list. purge -expect with the count the list showed
+// deletes nothing.
+func TestPurgeExpectAfterList(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	b.publish(dlq, lilyCopy("poison-1", "t", "poison envelope: message_id not printable ASCII", "poison", "src", 1, time.Now()))
+	if r := b.lilydlq("list", dlq); r.code != exitOK || !strings.Contains(r.stdout, "1 copies read") {
+		t.Fatalf("list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 1)
+	b.publish(dlq, lilyCopy("order-77", "t", "permanent failure", "permanent", "src", 1, time.Now()))
+	r := b.lilydlq("purge", dlq, "-confirm", dlq, "-expect", "1")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "it holds 2 ready copies, not the 1 of -expect; nothing purged") {
+		t.Errorf("purge -expect 1 of 2: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
+}
+
+// TestPurgeIDs: -id deletes the copies with the ids chosen, whatever they
+// are (a quarantined copy, which redrive cannot move, and the copy of a
+// poison message among them), and hands every other back in its order; an
+// id no copy carries is reported, exit 1.
+func TestPurgeIDs(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	poisoned := lilyCopy("poison-1", "t", "poison envelope: message_id not printable ASCII", "poison", "src", 1, time.Now())
+	poisoned.Headers[envelope.HeaderPoisonCopy] = true
+	deep := deepCopy("deep-1", "src")
+	b.refusedByTheClient(deep)
+	b.publish(dlq,
+		lilyCopy("before", "t", "permanent failure", "permanent", "src", 1, time.Now()),
+		deep,
+		poisoned,
+		lilyCopy("after", "t", "permanent failure", "permanent", "src", 1, time.Now()),
+	)
+	r := b.lilydlq("purge", dlq, "-confirm", dlq, "-id", "deep-1", "-id", "poison-1")
+	if r.code != exitOK {
+		t.Errorf("purge -id: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"deleted deep-1 (order.placed): quarantined: header tables", "deleted poison-1 (t): poison envelope", dlq + ": deleted 2 copies (4 read, 4 ready when the read began)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("purge -id lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	b.assertCounts(dlq, 2)
+	// The client decodes what is left: the quarantined copy is gone.
+	if got := ids(b.take(dlq)); !slices.Equal(got, []string{"before", "after"}) {
+		t.Errorf("the DLQ holds %v", got)
+	}
+
+	b.publish(dlq, lilyCopy("here", "t", "permanent failure", "permanent", "src", 1, time.Now()))
+	r = b.lilydlq("purge", dlq, "-confirm", dlq, "-id", "here", "-id", "nowhere")
+	if r.code != exitFailure || !strings.Contains(r.stdout, "deleted here (t)") || !strings.Contains(r.stderr, "no copy with id nowhere in "+dlq+"\n") {
+		t.Errorf("purge -id of a missing id: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	b.assertCounts(dlq, 0)
 }
