@@ -35,6 +35,8 @@ const quorumWindows = 32
 // command is one lilydlq subcommand.
 type command struct {
 	name, args, summary string
+	// file: the command's operand is a file, not the DLQ.
+	file bool
 	// help is the rest of the -h text, after the usage line and the flags.
 	help string
 	// flags adds the command's own flags and returns its body.
@@ -45,23 +47,25 @@ type command struct {
 type env struct {
 	ctx            context.Context
 	url, queue     string
+	file           string // the operand of a command that takes a file
 	read           readOptions
 	stdout, stderr io.Writer
 }
 
 // commands are the subcommands, in the order lilydlq -h lists them.
-var commands = []*command{listCmd, showCmd, exportCmd, redriveCmd, purgeCmd}
+var commands = []*command{listCmd, showCmd, exportCmd, redriveCmd, purgeCmd, importCmd}
 
 const usage = `lilydlq inspects a Lily dead-letter queue and moves its copies back to the
 queues they failed in.
 
 Usage:
   lilydlq <command> [flags] <dlq>
+  lilydlq import -to <queue> [flags] <file>
 
 Commands:
 %s
 Run lilydlq <command> -h (or lilydlq help <command>) for a command's flags.
-Flags may come before or after the queue.
+Flags may come before or after the queue (or import's file).
 
 Reading (list, show, export, and redrive and purge -id for the copies they
 leave) takes nothing from the DLQ: each copy is held unacknowledged and handed back when
@@ -85,7 +89,8 @@ Exit codes (every command):
      carries, an export or a redrive that read fewer copies than were
      ready when it began or read beside another consumer of the DLQ, an
      export that met quarantined copies, a purge -expect N of a DLQ that
-     does not hold N, a purge -id that read fewer copies than were ready
+     does not hold N, a purge -id that read fewer copies than were ready,
+     an import stopped before its last line (it says where it stands)
   2  usage errors
 `
 
@@ -123,8 +128,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		url = v
 	}
 	fs.StringVar(&e.url, "url", url, "the broker's AMQP URL")
-	fs.IntVar(&e.read.window, "window", defaultWindow, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once, so memory is about window × the largest body")
-	fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began")
+	// A command that takes a file reads no queue.
+	e.read = readOptions{window: defaultWindow, idle: 5 * time.Second}
+	if !c.file {
+		fs.IntVar(&e.read.window, "window", defaultWindow, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once, so memory is about window × the largest body")
+		fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began")
+	}
 	body := c.flags(fs)
 	// Help asked for goes to stdout; help after a usage error, to stderr.
 	out := stderr
@@ -145,7 +154,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if len(rest) != 1 || rest[0] == "" {
-		fmt.Fprintf(stderr, "lilydlq %s: name one queue (lilydlq %s -h explains)\n", c.name, c.name)
+		operand := "queue"
+		if c.file {
+			operand = "file"
+		}
+		fmt.Fprintf(stderr, "lilydlq %s: name one %s (lilydlq %s -h explains)\n", c.name, operand, c.name)
 		return exitUsage
 	}
 	if e.read.window < 1 || e.read.window > 65535 {
@@ -156,7 +169,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lilydlq %s: -wait must be positive\n", c.name)
 		return exitUsage
 	}
-	e.queue = rest[0]
+	if c.file {
+		e.file = rest[0]
+	} else {
+		e.queue = rest[0]
+	}
 	return body(e)
 }
 

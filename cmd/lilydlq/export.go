@@ -51,7 +51,8 @@ taken or expired meanwhile, an interrupt, a failure) says "incomplete" and
 exits 1. With -o, the file is replaced only by a whole export: an
 incomplete one leaves it as it was and writes its copies to <file>.incomplete.
 To delete what was exported, and nothing else:
-lilydlq purge -confirm <dlq> -expect N <dlq>.`,
+lilydlq purge -confirm <dlq> -expect N <dlq>. lilydlq import -to <dlq> <file>
+publishes the copies back.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		out := fs.String("o", "", "the file to write, replaced only by a whole export; stdout when empty")
 		return func(e *env) int { return export(e, *out) }

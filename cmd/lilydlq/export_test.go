@@ -18,13 +18,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// TestExportRoundTrip: export writes one JSON object per copy, in order,
-// from which each copy's properties, typed headers and body come back.
-func TestExportRoundTrip(t *testing.T) {
-	b := newBroker(t)
-	dlq := b.queue("dlq", nil)
-	at := time.Date(2024, 5, 1, 12, 30, 0, 0, time.UTC)
-	first := lilyCopy("exp-1", "order.placed", "permanent failure: boom", "permanent", "orders", 3, at)
+// exportCase is two copies whose properties and headers hold what JSON
+// cannot carry as it is, failed at at.
+func exportCase(at time.Time) (first, second amqp.Publishing) {
+	first = lilyCopy("exp-1", "order.placed", "permanent failure: boom", "permanent", "orders", 3, at)
 	first.Priority, first.AppId, first.ReplyTo, first.ContentEncoding = 4, "shop", "replies", "identity"
 	first.Headers["h-bool"] = true
 	first.Headers["h-int8"] = int8(-8)
@@ -38,7 +35,7 @@ func TestExportRoundTrip(t *testing.T) {
 	first.Headers["h-void"] = nil
 	first.Headers["h-decimal"] = amqp.Decimal{Scale: 2, Value: 12345}
 	first.Headers["h-table"] = amqp.Table{"k": "v", "n": []any{int64(1), "two"}}
-	second := lilyCopy("exp-\xff2", "order.paid", "poison: bad", "poison", "orders", 1, at)
+	second = lilyCopy("exp-\xff2", "order.paid", "poison: bad", "poison", "orders", 1, at)
 	second.Body = []byte{0xde, 0xad, 0xbe, 0xef}
 	// A producer that writes milliseconds where AMQP has seconds: years
 	// past 9999, which RFC 3339 cannot write. And header names that are not
@@ -49,6 +46,17 @@ func TestExportRoundTrip(t *testing.T) {
 	second.Headers["k\xff"] = "ff"
 	second.Headers["k\xfe"] = "fe"
 	second.Headers["h-nested"] = amqp.Table{"n\xff": int32(1)}
+	return first, second
+}
+
+// TestExportRoundTrip: export writes one JSON object per copy, in order,
+// from which each copy's properties, typed headers and body come back.
+func TestExportRoundTrip(t *testing.T) {
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	at := time.Date(2024, 5, 1, 12, 30, 0, 0, time.UTC)
+	first, second := exportCase(at)
+	millis := time.Unix(at.UnixMilli(), 0)
 	b.publish(dlq, first, second)
 
 	out := filepath.Join(t.TempDir(), "dlq.jsonl")

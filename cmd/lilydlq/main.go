@@ -8,6 +8,7 @@
 //	lilydlq purge   -confirm <dlq> (-expect N | -all | -id <message id>) <dlq>
 //	                                       delete every ready copy (only if
 //	                                       there are N), or the chosen ones
+//	lilydlq import  -to <queue> <file>     publish an export's copies, as they were
 //
 // Reading takes nothing from the DLQ: list, show and export hold each copy
 // unacknowledged and hand all back when they close their channel. A re-drive
@@ -15,7 +16,8 @@
 // x-lily-failure-queue, or for a copy the broker dead-lettered itself the
 // queue of its latest x-death entry), mandatory and confirmed, and only then
 // ACKs the copy: killed at any moment, it leaves each copy in the DLQ or in
-// its queue, possibly both, never neither.
+// its queue, possibly both, never neither. An import publishes the copies of
+// an export so, one at a time, each confirmed before the next.
 //
 // The broker is -url, else $LILY_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/.
 // Exit codes: 0 done, 1 failure (of the broker, or a copy that could not be
