@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,8 +174,9 @@ func TestExportRoundTrip(t *testing.T) {
 // TestReadBesideAnotherConsumerIsNotWhole: a copy another consumer of the
 // DLQ hands back during a read goes to the head of the queue, and is read
 // in the place of a ready one, so a read that began beside one proves
-// nothing whole, though it counts as many as were ready: export and
-// redrive -all say so and exit 1, and nothing is lost.
+// nothing whole, though it counts as many as were ready: export and a dry
+// run of redrive -all say so and exit 1; redrive -all refuses to begin (it
+// runs alone); nothing is lost.
 func TestReadBesideAnotherConsumerIsNotWhole(t *testing.T) {
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
@@ -197,17 +197,19 @@ func TestReadBesideAnotherConsumerIsNotWhole(t *testing.T) {
 	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq export: incomplete: 1 copies written of the 1 ready when the read began, beside 1 other consumer(s)") {
 		t.Errorf("export: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)
 	}
-	r = b.lilydlq("redrive", dlq, "-all")
+	r = b.lilydlq("redrive", dlq, "-all", "-dry-run")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq redrive: incomplete: 1 of the 1 copies ready when the read began were read, beside 1 other consumer(s)") {
+		t.Errorf("redrive -dry-run: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	r = b.lilydlq("redrive", dlq, "-all")
+	if r.code != exitFailure || r.stdout != "" || !strings.Contains(r.stderr, "lilydlq redrive: refusing to redrive beside 1 other consumer(s) of "+dlq) {
 		t.Errorf("redrive: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
 	}
 	if err := other.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b.assertCounts(dlq, 1)
-	if got := ids(b.take(src)); !slices.Equal(got, []string{"ready"}) {
-		t.Errorf("the source holds %v", got)
-	}
+	b.assertCounts(dlq, 2)
+	b.assertCounts(src, 0)
 }
 
 // TestExportIncomplete: an export that writes fewer copies than were ready

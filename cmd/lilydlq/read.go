@@ -39,6 +39,13 @@ type readOptions struct {
 	// connected, when set, is told the frame size the broker negotiated
 	// for the read's connection, before the first copy is visited.
 	connected func(frameSize int)
+	// alone: the read refuses to begin beside another consumer of the
+	// queue, consumes exclusively (which a classic queue enforces, a
+	// quorum queue ignores), and stops before its next copy when a count
+	// of consumers finds another at a window's start. A re-drive beside
+	// another would move again a copy the other leaves in doubt (its
+	// publish unconfirmed, its ACK unproven), once the other hands it back.
+	alone bool
 }
 
 // readResult says what a read saw.
@@ -90,6 +97,9 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		return res, queueError(queue, err)
 	}
 	res.Ready, res.Consumers = q.Messages, q.Consumers
+	if o.alone && q.Consumers > 0 {
+		return res, fmt.Errorf("refusing to %s beside %d other consumer(s) of %s (another %s?): it runs alone, or it could move again a copy another leaves in doubt; nothing was read, run it once they are gone", name, q.Consumers, text(queue, maxQueue), name)
+	}
 
 	var (
 		dels  <-chan amqp.Delivery
@@ -131,10 +141,22 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			if err := ch.Qos(o.window, 0, false); err != nil {
 				return res, cut(err)
 			}
-			if dels, err = ch.Consume(queue, tag, false, false, false, false, nil); err != nil {
+			if dels, err = ch.Consume(queue, tag, false, o.alone, false, false, nil); err != nil {
 				return res, cut(err)
 			}
 			held = 0
+			if o.alone {
+				// Between two windows the queue has no consumer of ours:
+				// another may have begun there.
+				q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+				if err != nil {
+					return res, cut(err)
+				}
+				if q.Consumers > 1 {
+					ended = fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s (another %s?); it runs alone, or it could move again a copy another leaves in doubt", q.Consumers-1, text(queue, maxQueue), name, name)
+					continue
+				}
+			}
 		}
 		idle.Reset(o.idle)
 		var d amqp.Delivery

@@ -70,6 +70,13 @@ names the DLQ.
 -dry-run prints what would move and moves nothing. -rate paces the publishes,
 -limit stops after that many moved.
 
+A re-drive runs alone: it refuses to begin beside another consumer of the
+DLQ (another re-drive, a list), reads with exclusive consumers, and stops
+when it finds another at the start of a window (a quorum DLQ does not
+enforce exclusive consumers). Beside another re-drive it could move a copy
+twice: the one the other leaves in doubt, unconfirmed, once it is handed
+back.
+
 -step bounds each broker step of a publish: the write of the copy, and then
 the wait for its confirm. Over a slow link it must cover the largest body's
 write: a 4 MiB body at 512 KiB/s takes 8 s. A copy whose step runs out ends
@@ -157,6 +164,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	sendFrame := frame.Size
 	read := e.read
 	read.connected = func(n int) { sendFrame = min(sendFrame, n) }
+	read.alone = !o.dryRun
 	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)

@@ -391,6 +391,51 @@ func (s *slowLink) lilydlq(args ...string) result {
 	return result{out.String(), errs.String(), code}
 }
 
+// TestRedriveRunsAlone: a second re-drive of a DLQ started during a first
+// does not run beside it: it refuses to begin beside the first's consumer
+// (or, had it begun between two of the first's windows, one of the two
+// stops at a window's start). Either way each copy ends in one place, once.
+// The first keeps half the copies, so that it reads in many windows.
+func TestRedriveRunsAlone(t *testing.T) {
+	for _, typ := range []string{"classic", "quorum"} {
+		t.Run(typ, func(t *testing.T) {
+			b := newBroker(t)
+			dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": typ}), b.queue("src", nil)
+			const copies = 20
+			var msgs []amqp.Publishing
+			for i := range copies {
+				reason := "permanent failure: keep"
+				if i%2 == 0 {
+					reason = "permanent failure: move"
+				}
+				msgs = append(msgs, lilyCopy(fmt.Sprintf("alone-%02d", i), "t", reason, "permanent", src, 1, time.Now()))
+			}
+			b.publish(dlq, msgs...)
+			first := make(chan result, 1)
+			go func() {
+				first <- b.lilydlq("redrive", dlq, "-reason", "permanent failure: move", "-rate", "10", "-window", "2")
+			}()
+			waitFor(t, "the first re-drive to move a copy", func() bool { return b.ready(src) >= 2 })
+			second := b.lilydlq("redrive", dlq, "-reason", "permanent failure: move")
+			one := <-first
+			alone := func(r result) bool {
+				return r.code == exitFailure && (strings.Contains(r.stderr, "refusing to redrive beside") ||
+					strings.Contains(r.stderr, "began during the redrive") || strings.Contains(r.stderr, "in exclusive use"))
+			}
+			if !alone(second) && !alone(one) {
+				t.Errorf("two re-drives ran side by side:\nfirst: exit %d\n%s%s\nsecond: exit %d\n%s%s", one.code, one.stdout, one.stderr, second.code, second.stdout, second.stderr)
+			}
+			t.Logf("the first re-drive: exit %d\n%sthe second: exit %d\n%s", one.code, one.stderr, second.code, second.stderr)
+			waitFor(t, "every copy back in a queue", func() bool { return b.ready(src)+b.ready(dlq) == copies })
+			moved, left := ids(b.take(src)), ids(b.take(dlq))
+			all := slices.Sorted(slices.Values(append(slices.Clone(moved), left...)))
+			if len(slices.Compact(all)) != copies {
+				t.Errorf("the source holds %v, the DLQ %v: want each of the %d copies once", moved, left, copies)
+			}
+		})
+	}
+}
+
 // TestRedriveRefusesTheDLQAsSource: a copy whose source queue is the DLQ
 // being read is not sent there (it would go round, and lose its failure
 // facts); it stays, reported, and the others move.
