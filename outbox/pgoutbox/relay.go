@@ -132,8 +132,13 @@ func NewRelay(pool *pgxpool.Pool, publisher *runtime.Publisher, opts Options) *R
 // Force asks a stopping relay not to wait for its sends in flight: they give
 // up at once, and their rows are retried later, by this relay's successor or
 // another relay. A send given up after its publish was written may still
-// reach its queue, so the retry may make a copy.
-func (r *Relay) Force() { r.forceOnce.Do(func() { close(r.forceNow) }) }
+// reach its queue, so the retry may make a copy. As a Consumer's, a Force
+// before Run does nothing: a Run begun later lets its sends end.
+func (r *Relay) Force() {
+	if r.ran.Load() {
+		r.forceOnce.Do(func() { close(r.forceNow) })
+	}
+}
 
 // Run publishes due rows until ctx is done. Then it leases no more rows,
 // lets the sends in flight end (each within its lease, or at once after
