@@ -289,18 +289,31 @@ func TestConcurrentClaimsOneRunsTheOtherDefers(t *testing.T) {
 	t.Parallel()
 	c := newConsumerEnv(t)
 	c.spec.Prefetch, c.spec.Concurrency = 1, 1 // one message each
+	// The handler holds its claim until the other worker has tried it and
+	// deferred, however late that worker attaches: its timeout is long.
+	c.spec.HandlerTimeout = time.Minute
 	inbox := pginbox.New(c.pool, pginbox.Options{LockTimeout: 200 * time.Millisecond})
 	c.publish("pay-2", "pay-2")
-	slow := c.handle(func(context.Context, runtime.RawDelivery) error {
-		time.Sleep(time.Second) // holds the claim while the other worker tries
-		return nil
+	release := make(chan struct{})
+	slow := c.handle(func(ctx context.Context, _ runtime.RawDelivery) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	})
 	c.run(inbox, slow, nil)
 	c.run(inbox, slow, nil)
 	var handled, deferred, duplicate int
-	for deadline := time.Now().Add(30 * time.Second); handled+duplicate < 2; {
+	released := false
+	for deadline := time.Now().Add(time.Minute); handled+duplicate < 2; {
 		if time.Now().After(deadline) {
 			t.Fatalf("handled %d, deferred %d, duplicate %d", handled, deferred, duplicate)
+		}
+		if deferred > 0 && !released {
+			close(release)
+			released = true
 		}
 		handled, deferred, duplicate = 0, 0, 0
 		for _, r := range c.await(c.settled() + 1) {
@@ -407,17 +420,20 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 	const step = 2 * time.Second
 	c := newConsumerEnv(t)
 	c.spec.Prefetch, c.spec.Concurrency = 2, 1
-	c.spec.HandlerTimeout = 2 * time.Second
+	c.spec.HandlerTimeout = 5 * time.Second
 	c.spec.SettlementBudget = c.spec.HandlerTimeout + 4*step + 2*time.Second
+	// late-2 starts 2 s before its budget's end and runs 3.5 s: it returns
+	// 1.5 s after the budget, and 1.5 s inside its handler timeout.
+	const lateStarts, lateRuns = 2 * time.Second, 3500 * time.Millisecond
 	inbox := pginbox.New(c.pool, pginbox.Options{})
 	c.publish("hog-1", "late-2")
 	stepTimeout := func(cfg *runtime.Config) { cfg.StepTimeout = step }
 	stopFirst := c.run(inbox, c.handle(func(_ context.Context, d runtime.RawDelivery) error {
 		if d.MessageID() == "hog-1" && d.Attempt() == 1 {
-			time.Sleep(c.spec.SettlementBudget - 1500*time.Millisecond) // abandoned at 2 s, holds the slot on
+			time.Sleep(c.spec.SettlementBudget - lateStarts) // abandoned at its timeout, holds the slot on
 			return nil
 		}
-		time.Sleep(1800 * time.Millisecond) // late-2 starts 1.5 s before its budget's end, returns after it
+		time.Sleep(lateRuns)
 		return nil
 	}), stepTimeout)
 	var late runtime.Record
