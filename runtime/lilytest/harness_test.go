@@ -109,7 +109,9 @@ func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		spec := fixture.LilytestQueueSpec()
 		spec.Concurrency = 1
-		spec.HandlerTimeout = 20 * time.Millisecond
+		// Long enough for wait-1's handler to return within it on a loaded
+		// machine; stuck-1's, deaf to its context, still outlives it.
+		spec.HandlerTimeout = 500 * time.Millisecond
 		// Steps long enough for a loaded machine: the settler must write the
 		// handoff's ACK within one. The budget leaves a second of slack over
 		// the least NewConsumer takes.
