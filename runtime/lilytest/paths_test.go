@@ -223,7 +223,9 @@ func TestOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 // than run beside it.
 func TestPanicAndTimeoutAreRetryable(t *testing.T) {
 	spec := fixture.LilytestQueueSpec()
-	spec.HandlerTimeout = 50 * time.Millisecond
+	// Long enough for a panic to be caught and told on a loaded machine;
+	// slow-1's handler, deaf to its context, still outlives it.
+	spec.HandlerTimeout = 500 * time.Millisecond
 	release := make(chan struct{})
 	var slowCalls atomic.Int32
 	h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
@@ -413,7 +415,9 @@ func TestSlowCleanupNamesTheStepTimeout(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	h := harness(t, ok, func(cfg *runtime.Config) {
-		cfg.StepTimeout = 100 * time.Millisecond
+		// Long enough for the handoff's ACK on a loaded machine; the
+		// cleanup, which never returns by itself, still outlives it.
+		cfg.StepTimeout = 500 * time.Millisecond
 		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
 			return ctx, func(context.Context) error { <-release; return nil }, nil
 		}
