@@ -372,18 +372,21 @@ func TestBrokerPanicAndTimeoutAreRetryable(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.Topology.RetryDelays = []time.Duration{time.Hour}
-		q.HandlerTimeout = 200 * time.Millisecond
+		// Long enough for a panic to be caught and told on a loaded machine.
+		q.HandlerTimeout = time.Second
 	})
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "panic-1"), order(t, "slow-1"))
+	late := make(chan struct{})
 	c := start(t, q, func(ctx context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		if msg.OrderID == "panic-1" {
 			panic("nil map\x1b[0m")
 		}
 		<-ctx.Done()
-		time.Sleep(50 * time.Millisecond) // past its deadline: too late to decide
+		<-late // returns as the test ends: too late to decide
 		return nil
 	})
+	t.Cleanup(func() { close(late) }) // before the consumer stops
 	for _, rec := range c.await(2) {
 		wantPath(t, rec, runtime.PathRetried)
 		switch rec.MessageID {
