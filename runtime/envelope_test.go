@@ -317,7 +317,7 @@ func TestBrokerForeignEnvelopesFromLilysProducers(t *testing.T) {
 // for each other nor go back to the queue.
 func TestBrokerMessagesWithoutIDsRunSideBySide(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
 		q.Concurrency = 8
 		q.Messages = []envelope.Message{{Type: "audit.noted", Inbox: envelope.InboxNone,
 			Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "event", NoID: true, Version: envelope.Version{Fixed: 1}}}}
@@ -331,13 +331,22 @@ func TestBrokerMessagesWithoutIDsRunSideBySide(t *testing.T) {
 	publish(t, q.Name, msgs...)
 	var mu sync.Mutex
 	running, most := 0, 0
+	// Each handler waits until two run at once: copies kept apart would
+	// leave the first waiting alone, and most at 1.
+	two := make(chan struct{})
+	bothRun := sync.OnceFunc(func() { close(two) })
 	routes := runtime.Routes{{Type: "audit.noted", Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
 		mu.Lock()
 		running++
 		most = max(most, running)
+		if running == 2 {
+			bothRun()
+		}
 		mu.Unlock()
-		// Long enough for the others to arrive while it runs.
-		time.Sleep(300 * time.Millisecond)
+		select {
+		case <-two:
+		case <-time.After(30 * time.Second):
+		}
 		mu.Lock()
 		running--
 		mu.Unlock()
