@@ -750,7 +750,8 @@ func TestBrokerPublisherSendStopsDialingWithItsContext(t *testing.T) {
 // a topic exchange x, a queue ok bound to "ok.#" and a queue stalled bound
 // to "stalled.#", whose process is suspended, so that it confirms nothing,
 // until the returned resume (also run when the test ends, and by the broker
-// itself a minute on, should the test die first). In a vhost of its own:
+// itself five minutes on, longer than any test using it takes, should the
+// test die first). In a vhost of its own:
 // while a queue is suspended, rabbitmqctl list_queues waits for it, and
 // other tests list "/". It returns the vhost's URL.
 func stallVhost(t *testing.T) (url string, resume func()) {
@@ -794,7 +795,7 @@ func stallVhost(t *testing.T) (url string, resume func()) {
 		}
 	}
 	pid := `{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"` + vhost + `">>, queue, <<"stalled">>)), P = amqqueue:get_pid(Q), `
-	if out := ctl("eval", pid+`sys:suspend(P), timer:apply_after(60000, sys, resume, [P]).`); !strings.Contains(out, "ok") {
+	if out := ctl("eval", pid+`sys:suspend(P), timer:apply_after(300000, sys, resume, [P]).`); !strings.Contains(out, "ok") {
 		t.Fatalf("suspend: %s", out)
 	}
 	var once sync.Once
