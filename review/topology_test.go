@@ -182,7 +182,8 @@ func importAndRedeclare(t *testing.T, ctl string, conn *amqp.Connection, f *sche
 
 func waitForQueue(t *testing.T, conn *amqp.Connection, name string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// The broker applies an import in its own time, slower on a loaded machine.
+	deadline := time.Now().Add(time.Minute)
 	for {
 		ch, err := conn.Channel()
 		if err != nil {
@@ -290,7 +291,8 @@ func TestTopologyImportsEstate(t *testing.T) {
 			t.Errorf("binding %q is not on the broker", want)
 		}
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	// Each look starts a rabbitmqctl, which takes seconds on a loaded machine.
+	deadline := time.Now().Add(time.Minute)
 	for _, p := range defs.Policies {
 		queue := strings.TrimPrefix(p.Name, "lily ")
 		for {
