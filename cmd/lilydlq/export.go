@@ -60,16 +60,20 @@ publishes the copies back.`,
 }
 
 // exported is one copy as export writes it.
-type exported struct {
-	Queue       string            `json:"queue"`
-	Redelivered bool              `json:"redelivered"`
-	Facts       facts             `json:"facts"`
-	Properties  properties        `json:"properties"`
-	RawProps    map[string]string `json:"properties_base64,omitempty"`
-	Headers     map[string]tagged `json:"headers"`
-	RawHeaders  []named           `json:"headers_with_base64_names,omitempty"`
-	Body        []byte            `json:"body_base64"`
-	Text        *string           `json:"body_text,omitempty"`
+type exported = line[any]
+
+// line is one line of an export: a copy, its header values V as export
+// writes them (any) or import reads them back (json.RawMessage).
+type line[V any] struct {
+	Queue       string               `json:"queue"`
+	Redelivered bool                 `json:"redelivered"`
+	Facts       facts                `json:"facts"`
+	Properties  properties           `json:"properties"`
+	RawProps    map[string]string    `json:"properties_base64,omitempty"`
+	Headers     map[string]tagged[V] `json:"headers"`
+	RawHeaders  []named[V]           `json:"headers_with_base64_names,omitempty"`
+	Body        []byte               `json:"body_base64"`
+	Text        *string              `json:"body_text,omitempty"`
 }
 
 // properties are a copy's AMQP properties.
@@ -93,19 +97,19 @@ type properties struct {
 // that JSON cannot carry as a string, or Unix for a timestamp (beside its
 // RFC 3339 Value when its year has four digits). A table's entries whose
 // names are not UTF-8 are in RawNames.
-type tagged struct {
-	Type     string  `json:"type"`
-	Value    any     `json:"value"`
-	Base64   []byte  `json:"base64,omitempty"`
-	Unix     *int64  `json:"unix,omitempty"`
-	RawNames []named `json:"base64_names,omitempty"`
+type tagged[V any] struct {
+	Type     string     `json:"type"`
+	Value    V          `json:"value"`
+	Base64   []byte     `json:"base64,omitempty"`
+	Unix     *int64     `json:"unix,omitempty"`
+	RawNames []named[V] `json:"base64_names,omitempty"`
 }
 
 // named is a table entry whose name is not valid UTF-8: a JSON object's
 // keys would turn such names into U+FFFD, and two of them into one.
-type named struct {
+type named[V any] struct {
 	Name []byte `json:"name_base64"`
-	tagged
+	tagged[V]
 }
 
 func export(e *env, path string) int {
@@ -249,17 +253,17 @@ func exportOf(queue string, d *amqp.Delivery, quarantined string) exported {
 
 // entries are a table's entries as JSON can hold them: by name, and those
 // whose names are not UTF-8 by their bytes, sorted.
-func entries(t amqp.Table) (map[string]tagged, []named) {
-	m := make(map[string]tagged, len(t))
-	var raw []named
+func entries(t amqp.Table) (map[string]tagged[any], []named[any]) {
+	m := make(map[string]tagged[any], len(t))
+	var raw []named[any]
 	for k, v := range t {
 		if utf8.ValidString(k) {
 			m[k] = tag(v)
 		} else {
-			raw = append(raw, named{Name: []byte(k), tagged: tag(v)})
+			raw = append(raw, named[any]{Name: []byte(k), tagged: tag(v)})
 		}
 	}
-	slices.SortFunc(raw, func(a, b named) int { return bytes.Compare(a.Name, b.Name) })
+	slices.SortFunc(raw, func(a, b named[any]) int { return bytes.Compare(a.Name, b.Name) })
 	return m, raw
 }
 
@@ -280,8 +284,8 @@ func unix(t time.Time) *int64 {
 }
 
 // tag is an AMQP field value with its type, as JSON can hold it.
-func tag(v any) tagged {
-	t := tagged{Type: typeName(v), Value: v}
+func tag(v any) tagged[any] {
+	t := tagged[any]{Type: typeName(v), Value: v}
 	switch v := v.(type) {
 	case string:
 		if !utf8.ValidString(v) {
@@ -303,7 +307,7 @@ func tag(v any) tagged {
 	case amqp.Table:
 		t.Value, t.RawNames = entries(v)
 	case []any:
-		l := make([]tagged, len(v))
+		l := make([]tagged[any], len(v))
 		for i, e := range v {
 			l[i] = tag(e)
 		}

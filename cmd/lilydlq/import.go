@@ -73,33 +73,13 @@ type importOptions struct {
 	step time.Duration
 }
 
-// imported is one line of an export (exported), as import reads it back.
-type imported struct {
-	Queue       string              `json:"queue"`
-	Redelivered bool                `json:"redelivered"`
-	Facts       facts               `json:"facts"`
-	Properties  properties          `json:"properties"`
-	RawProps    map[string]string   `json:"properties_base64"`
-	Headers     map[string]taggedIn `json:"headers"`
-	RawHeaders  []namedIn           `json:"headers_with_base64_names"`
-	Body        []byte              `json:"body_base64"`
-	Text        *string             `json:"body_text"`
-}
-
-// taggedIn is a header value as export wrote it (tagged), read back.
-type taggedIn struct {
-	Type     string          `json:"type"`
-	Value    json.RawMessage `json:"value"`
-	Base64   []byte          `json:"base64"`
-	Unix     *int64          `json:"unix"`
-	RawNames []namedIn       `json:"base64_names"`
-}
-
-// namedIn is a table entry whose name export wrote as bytes (named).
-type namedIn struct {
-	Name []byte `json:"name_base64"`
-	taggedIn
-}
+// imported is one line of an export, as import reads it back; taggedIn
+// and namedIn are its header values and its entries whose names are bytes.
+type (
+	imported = line[json.RawMessage]
+	taggedIn = tagged[json.RawMessage]
+	namedIn  = named[json.RawMessage]
+)
 
 func importFile(e *env, o importOptions) int {
 	// Nothing is sent unless every line can be: an import that stopped at a
@@ -242,7 +222,7 @@ func tableOf(m map[string]taggedIn, raw []namedIn) (amqp.Table, error) {
 		t[k] = val
 	}
 	for _, n := range raw {
-		val, err := valueOf(n.taggedIn)
+		val, err := valueOf(n.tagged)
 		if err != nil {
 			return nil, fmt.Errorf("header %s: %w", text(string(n.Name), maxID), err)
 		}
