@@ -55,6 +55,9 @@ type dialer struct {
 	node atomic.Int32
 }
 
+// errCredentialsTimeout: Config.Credentials did not return within a step.
+var errCredentialsTimeout = errors.New("not returned within the step timeout")
+
 // dial opens one connection, for role "consume", "handoff" or "publish",
 // and returns its socket too. filter, when not nil, is what the client reads
 // the socket through. It says why each URL failed.
@@ -82,7 +85,7 @@ func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) 
 		})
 		cancel()
 		if errors.Is(err, step.ErrTimeout) {
-			err = errors.New("not returned within the step timeout")
+			err = step.Described(err, errCredentialsTimeout)
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("lily: connect (%s): credentials: %w", role, err)

@@ -248,7 +248,7 @@ func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) 
 	if errors.Is(err, step.ErrTimeout) {
 		// The user's code, or the database behind an inbox, was slow: not
 		// the broker, which step's own error would name.
-		err = errUserStepTimeout
+		err = step.Described(err, errUserStepTimeout)
 	}
 	return v, err
 }

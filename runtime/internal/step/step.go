@@ -7,6 +7,7 @@ package step
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -14,6 +15,29 @@ import (
 // ErrTimeout: a broker step did not return in time. The step may still
 // complete later; its outcome is unknown.
 var ErrTimeout = errors.New("the broker step did not return in time")
+
+// Late is the error of a step that failed as its time ran out: it is
+// ErrTimeout (errors.Is says so), since its failure may be the deadline's
+// doing, and it keeps what the step answered.
+type Late struct{ Err error }
+
+func (e *Late) Error() string {
+	return ErrTimeout.Error() + "; as its time ran out it failed: " + e.Err.Error()
+}
+
+func (e *Late) Is(target error) bool { return target == ErrTimeout }
+
+func (e *Late) Unwrap() error { return e.Err }
+
+// Described is err, a step's ErrTimeout, as as says it, with what a Late
+// step failed with.
+func Described(err, as error) error {
+	var late *Late
+	if errors.As(err, &late) {
+		return fmt.Errorf("%w; as its time ran out it failed: %w", as, late.Err)
+	}
+	return as
+}
 
 // ErrExited: the step ended its goroutine with runtime.Goexit instead of
 // returning.
@@ -55,7 +79,7 @@ func Open[T any](ctx context.Context, step func() (T, error), discard func(T)) (
 			// socket deadline of the same length makes amqp091 answer a
 			// handshake cut short with a 403 for the vhost. Unknown, not
 			// refused.
-			return zero, ErrTimeout
+			return zero, &Late{Err: r.err}
 		}
 		return r.v, r.err
 	case <-ctx.Done():

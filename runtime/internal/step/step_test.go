@@ -43,8 +43,11 @@ func TestAStepFailingAtItsDeadlineTimedOut(t *testing.T) {
 		ctx.ended.Store(true)
 		return 0, vhost
 	})
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("err = %v, want ErrTimeout", err)
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, vhost) {
+		t.Fatalf("err = %v, want ErrTimeout, keeping the step's own", err)
+	}
+	if d := Described(err, errors.New("slow")); d.Error() != "slow; as its time ran out it failed: "+vhost.Error() {
+		t.Errorf("described: %v", d)
 	}
 }
 
