@@ -32,7 +32,7 @@ import (
 // The telemetry hook's ends of the settlement and of the handoff's publish
 // are returned, for the caller to call once the journey's record is in the
 // report.
-func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release *shares) (_ decide.Plan, hooks ends) {
+func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release *shares) (_ decide.Plan, hooks ends) {
 	free := func() {
 		if release != nil {
 			release.drop()
@@ -82,6 +82,13 @@ func (c *Consumer) execute(ctx context.Context, r *run, gen *settle.Generation, 
 			// lost) may run during the pause.
 			free()
 			r.pause(plan.Delay, gen.Ended())
+			if s != nil && closed(r.stopping) {
+				// At the stop it goes back after the cancel, as what was
+				// received and not started does: before it, the broker
+				// would hand it straight back to this consumer (a handler
+				// the force cancelled, a retry that waited in line).
+				s.awaitIntakeEnd(r.aborted)
+			}
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.Add(key)
 			hooks.settled = c.telemetry.settle(ctx, "requeue")

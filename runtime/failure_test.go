@@ -486,7 +486,11 @@ func TestBrokerForceWhileIntakeStopsCancelsHandlersAtOnce(t *testing.T) {
 		<-ctx.Done()
 		stoppedFirst <- r.events.has(phase("stop intake: ended"))
 		return ctx.Err()
-	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout, cfg.ShutdownGrace = 5*time.Second, time.Minute })
+	}, through(p), func(cfg *runtime.Config) {
+		// The requeue waits for the cancel, here its step's end: the force
+		// window outlasts it.
+		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 5*time.Second, time.Minute, 30*time.Second
+	})
 	r.launch(c)
 	<-started
 	p.freezeReplies()
@@ -499,6 +503,36 @@ func TestBrokerForceWhileIntakeStopsCancelsHandlersAtOnce(t *testing.T) {
 	rep := r.stop()
 	if rep.Counts[runtime.PathRequeued] != 1 || hasPhase(rep, "cooperative window") || !hasPhase(rep, "force window") {
 		t.Errorf("report: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// A Force made before the stop, as a caller that cancels Run's context and
+// forces at once does, cancels the handler as intake begins to stop, maybe
+// before the consumer's cancel is written (held a second here). The
+// cancelled handler's delivery goes back only after the cancel: before it,
+// the broker would hand it straight back to the stopping consumer, which
+// would requeue it a second time, as not started.
+func TestBrokerForcedHandlerIsRequeuedAfterTheCancel(t *testing.T) {
+	t.Parallel()
+	q, _ := behindProxy(t, "force-2", heldHandler, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 1 })
+	started := make(chan struct{})
+	r, c := prepare(t, q, func(ctx context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	}, func(cfg *runtime.Config) { cfg.ForceWindow = 30 * time.Second }) // past the cancel held
+	c.SetTestHooks(runtime.TestHooks{BeforeCancel: func() { time.Sleep(time.Second) }})
+	r.launch(c)
+	<-started
+	c.Force()
+	rep := r.stop()
+	var paths []runtime.Path
+	for _, rec := range r.recorded() {
+		paths = append(paths, rec.Path)
+	}
+	if !slices.Equal(paths, []runtime.Path{runtime.PathRequeued}) || rep.Counts[runtime.PathRequeued] != 1 || len(rep.Counts) != 1 {
+		t.Errorf("records %v, report %s; want the one delivery requeued once", paths, rep)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }

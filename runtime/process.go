@@ -99,7 +99,7 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 	free := release
 	release = nil // execute frees it
 	for {
-		plan, hooks := c.execute(ctx, r, gen, token, d, env, &o, auth, attempt, deadline, free)
+		plan, hooks := c.execute(ctx, r, s, gen, token, d, env, &o, auth, attempt, deadline, free)
 		if plan.Action != decide.ActPark {
 			rec := newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received))
 			c.record(ctx, r, gen.ID, token, rec, o, hooks, sl)
@@ -125,12 +125,6 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 			// budget the call needed, decide finds no room for a retry in
 			// line any more, and sends it through its bucket.
 			o.ParkEnded = closed(r.stopping)
-			if o.ParkEnded && s != nil {
-				// It goes back after the stop's cancel, as what was
-				// received and not started does: before it, the broker
-				// would hand it straight back to this consumer.
-				s.awaitIntakeEnd(r.aborted)
-			}
 			continue
 		}
 		attempt = plan.NextAttempt
