@@ -352,7 +352,10 @@ func (s slowSettled) Settled(_ context.Context, r runtime.Record) {
 // recycled). The shutdown still waits for that Settled.
 func TestBrokerSlowSettledLeavesTheSlot(t *testing.T) {
 	t.Parallel()
-	const step = 500 * time.Millisecond
+	// Long enough for a first connection on a loaded machine; the budget is
+	// the least it allows, 10.1 s, which a delivery behind the slow
+	// Settled would outwait.
+	const step = 2 * time.Second
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.Concurrency, q.Prefetch = 1, 3
 		q.HandlerTimeout = 100 * time.Millisecond
