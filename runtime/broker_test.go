@@ -482,6 +482,41 @@ func TestBrokerHandoffNackedByTheBrokerRequeues(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// A DLQ that dead-letters what it refuses (full, overflow
+// reject-publish-dlx) nacks the handoff and keeps a copy all the same, in
+// its own dead-letter queue: each nacked handoff is a possible copy in the
+// report, one for each copy made.
+func TestBrokerHandoffNackedWithADeadLetteredCopyIsAPossibleCopy(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	refused := q.Name + ".refused"
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if _, err := ch.QueueDeclare(refused, false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteQueues(t, runtime.QueueSpec{Name: refused}) })
+	c := startWithBrokenDLQ(t, q, amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish-dlx",
+		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": refused})
+	publish(t, q.Name, order(t, "refused-1"))
+	rec := c.await(1)[0]
+	wantPath(t, rec, runtime.PathRequeued)
+	if rec.Handoff != "nacked" || rec.Destination != q.Topology.DeadLetterQueue {
+		t.Errorf("record %+v", rec)
+	}
+	rep := c.stop()
+	nacked := rep.Counts[runtime.PathRequeued]
+	if len(rep.PossibleCopies) != nacked {
+		t.Errorf("%d nacked handoffs, possible copies %+v", nacked, rep.PossibleCopies)
+	}
+	for _, r := range rep.PossibleCopies {
+		if r.MessageID != "refused-1" || r.Handoff != "nacked" {
+			t.Errorf("possible copy %+v", r)
+		}
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}, refused: {nacked, 0}})
+}
+
 // startWithBrokenDLQ starts a consumer whose handler fails permanently, then
 // (once the consumer has declared its topology) deletes the DLQ, or replaces
 // it with one declared with args.

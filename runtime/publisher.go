@@ -24,7 +24,10 @@ var (
 	// queue, and returned it. It is in no queue.
 	ErrReturned = errors.New("lily: returned: the broker routed the message to no queue")
 	// ErrNacked: the broker refused the message (a queue with overflow
-	// reject-publish is full, or the broker failed to store it).
+	// reject-publish is full, or the broker failed to store it). Another
+	// queue it was routed to (through an exchange, or a CC header) may hold
+	// it, and a queue with reject-publish-dlx dead-letters what it refuses:
+	// sending it again may make a copy.
 	ErrNacked = errors.New("lily: nacked: the broker refused the message")
 	// ErrUnconfirmed: the message was written, but no confirm came (the
 	// connection was lost, or the step timed out). It may be in its queue or

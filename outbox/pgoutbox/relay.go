@@ -76,7 +76,7 @@ func (o Options) withDefaults() Options {
 const (
 	pathPublished   runtime.Path = "published"   // confirmed; the row is deleted
 	pathReturned    runtime.Path = "returned"    // routed to no queue; the row stays for a retry
-	pathNacked      runtime.Path = "nacked"      // refused; the row stays for a retry
+	pathNacked      runtime.Path = "nacked"      // refused; retried, maybe a copy
 	pathUnconfirmed runtime.Path = "unconfirmed" // written, no confirm; retried, maybe a copy
 	pathFailed      runtime.Path = "failed"      // not written, or the row unreadable; retried
 )
@@ -146,8 +146,8 @@ func (r *Relay) Force() {
 // its report: Queue is "outbox " and the table, and Counts counts the
 // publishes by what the broker said: "published", "returned", "nacked",
 // "unconfirmed" and "failed" (not written, or a row it could not read).
-// PossibleCopies lists unconfirmed publishes, and confirmed ones whose row
-// it could not delete; each will be published again. Past its first
+// PossibleCopies lists unconfirmed and nacked publishes, and confirmed ones
+// whose row it could not delete; each will be published again. Past its first
 // 1,000, Omitted counts those left out.
 //
 // A database it cannot reach, or that fails, is logged and tried again
@@ -304,9 +304,10 @@ func (s *relayRun) answered(a sent) {
 		}
 		return
 	}
-	if path == pathUnconfirmed || path == pathNacked && a.row.msg.Exchange != "" {
-		// A nack through an exchange says one queue refused the message;
-		// the others it was routed to may hold it.
+	if path == pathUnconfirmed || path == pathNacked {
+		// A nack says one queue refused the message: the others it was
+		// routed to (by an exchange or a CC header) may hold it, and a queue
+		// with reject-publish-dlx dead-letters what it refuses.
 		s.possibleCopy(a.row, a.err.Error())
 	}
 	level := slog.LevelWarn

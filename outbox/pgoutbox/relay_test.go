@@ -747,6 +747,41 @@ func TestNackedRowIsRetriedUntilTheQueueHasRoom(t *testing.T) {
 	}
 }
 
+// 5c. A nack through the default exchange does not say the message is in no
+// queue: the queue named by its CC header took it beside the full queue
+// that refused it. Each nack is a possible copy in the report, and the CC
+// queue holds one copy for each.
+func TestNackedRowIsAPossibleCopyWhereACCQueueTookIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	full := e.queue("full", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
+	cc := e.queue("cc", nil)
+	if err := publishDirect(e, message(full, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	m := message(full, "refused")
+	m.Headers = amqp.Table{"CC": []any{cc}}
+	e.write(m)
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	e.eventually("the row nacked twice", func() bool { return e.rows()["refused"].Attempts >= 2 })
+	rep := stop()
+	nacked := counts(rep)["nacked"]
+	if c := counts(rep); nacked < 2 || len(c) != 1 {
+		t.Errorf("report counts %v", rep.Counts)
+	}
+	if len(rep.PossibleCopies) != nacked {
+		t.Errorf("%d nacks, possible copies %+v", nacked, rep.PossibleCopies)
+	}
+	for _, r := range rep.PossibleCopies {
+		if r.MessageID != "refused" || r.Destination != full {
+			t.Errorf("possible copy %+v", r)
+		}
+	}
+	if got := ids(e.take(cc)); !cmp.Equal(got, map[string]int{"refused": nacked}) {
+		t.Errorf("queue %s holds %v after %d nacks", cc, got, nacked)
+	}
+}
+
 // Force: a stopping relay waits for a send whose confirm has not come, until
 // Force gives it up. The report counts it unconfirmed and lists it as a
 // possible copy; its row stays, to be tried again; the message is in its

@@ -24,7 +24,7 @@ var confirmed = outcome.HandoffConfirmed.String()
 var answers = map[string]outcome.HandoffEvidence{
 	confirmed:                        {Status: outcome.HandoffConfirmed, Published: true},
 	outcome.HandoffReturned.String(): {Status: outcome.HandoffReturned, Detail: "unroutable: returned by lilytest's broker"},
-	outcome.HandoffNacked.String():   {Status: outcome.HandoffNacked, Detail: "the broker refused the publish"},
+	outcome.HandoffNacked.String():   {Status: outcome.HandoffNacked, Detail: "the broker refused the publish", Published: true},
 	outcome.HandoffTimedOut.String(): {Status: outcome.HandoffTimedOut, Detail: "no confirm in time", Published: true},
 	outcome.HandoffFailed.String():   {Status: outcome.HandoffFailed, Detail: "publish: lilytest's broker failed the write"},
 }

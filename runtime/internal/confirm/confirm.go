@@ -419,9 +419,11 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	case !acked && c.ch.IsClosed():
 		ev.Status, ev.Detail = outcome.HandoffFailed, "channel closed before the confirm"
 	case !acked:
-		// Through an exchange that routes it to several queues, a nack says
-		// one refused it; the others may hold it.
-		ev.Status, ev.Detail, ev.Published = outcome.HandoffNacked, "the broker refused the publish", exchange != ""
+		// A nack says one queue refused it, not that none holds it: the
+		// others it was routed to (by an exchange, or by a CC header through
+		// the default one) may, and a queue with reject-publish-dlx
+		// dead-letters what it refuses. Published stays true.
+		ev.Status, ev.Detail = outcome.HandoffNacked, "the broker refused the publish"
 	default:
 		ev.Status = outcome.HandoffConfirmed
 	}

@@ -117,11 +117,11 @@ func TestDecideDeliveryLimit(t *testing.T) {
 	deferred := outcome.Outcome{Claim: outcome.InboxDeferred, Deferred: true, Reason: "inbox: lease held"}
 	at := func(o outcome.Outcome, count int) outcome.Outcome { o.DeliveryCount = count; return o }
 	failedTo := func(dest string) outcome.Outcome {
-		return outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable}, Handoff: outcome.HandoffEvidence{Destination: dest, Status: outcome.HandoffNacked}}
+		return outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable}, Handoff: outcome.HandoffEvidence{Destination: dest, Status: outcome.HandoffReturned}}
 	}
-	writtenTo := func(dest string) outcome.Outcome {
+	writtenTo := func(dest string, status outcome.HandoffStatus) outcome.Outcome {
 		o := failedTo(dest)
-		o.Handoff.Status, o.Handoff.Published = outcome.HandoffTimedOut, true
+		o.Handoff.Status, o.Handoff.Published = status, true
 		return o
 	}
 	rows := []struct {
@@ -136,11 +136,13 @@ func TestDecideDeliveryLimit(t *testing.T) {
 		{"deferred at the limit → DLQ with Lily's facts", q, at(deferred, 5), time.Minute,
 			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 5): deferred; no application retry used: inbox: lease held"}},
 		{"a retry handoff failed at the limit → DLQ", q, at(failedTo("orders.retry.1s"), 7), time.Minute,
-			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 7): handoff to orders.retry.1s nacked"}},
-		{"a retry handoff written, unconfirmed, at the limit → requeue: its copy may exist", q, at(writtenTo("orders.retry.1s"), 7), time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 7): handoff to orders.retry.1s returned"}},
+		{"a retry handoff written, unconfirmed, at the limit → requeue: its copy may exist", q, at(writtenTo("orders.retry.1s", outcome.HandoffTimedOut), 7), time.Minute,
 			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "handoff to orders.retry.1s timed out"}},
+		{"a retry handoff nacked at the limit → requeue: a reject-publish-dlx bucket dead-lettered a copy", q, at(writtenTo("orders.retry.1s", outcome.HandoffNacked), 7), time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "handoff to orders.retry.1s nacked"}},
 		{"the DLQ handoff failed at the limit → requeue: the broker dead-letters it", q, at(failedTo("orders.dlq"), 5), time.Minute,
-			Plan{Action: ActRequeue, Delay: 32 * requeuePause, Reason: "handoff to orders.dlq nacked"}},
+			Plan{Action: ActRequeue, Delay: 32 * requeuePause, Reason: "handoff to orders.dlq returned"}},
 		{"at the limit, no budget for a handoff → requeue", q, at(deferred, 5), time.Second,
 			Plan{Action: ActRequeue, Reason: "budget too short for a handoff (delivery limit 5 reached (x-delivery-count 5): deferred; no application retry used: inbox: lease held)"}},
 		{"no limit → requeue, whatever the count", none, at(deferred, 500), time.Minute,

@@ -115,7 +115,8 @@ type HandoffEvidence struct {
 	Status      HandoffStatus
 	Detail      string
 	// Published: the publish was written before the handoff failed (no
-	// confirm in time, the channel closed): the copy may exist all the same.
+	// confirm in time, the channel closed, a nack): the copy may exist all
+	// the same.
 	Published bool
 }
 
