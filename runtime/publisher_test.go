@@ -657,8 +657,9 @@ func stacksHold(frames ...string) int {
 // an array, would have the broker close the channel under every publish in
 // flight on it, and headers larger than a frame, or holding a NaN or an
 // infinity, the connection, as would a table deeper or wider than the
-// client decodes once its message came back as a Return: each such Send
-// is refused before the write, alone. With the broker's answers held back,
+// client decodes once its message came back as a Return; an int outside
+// the int32 range the client would truncate to 32 bits: each such Send is
+// refused before the write, alone. With the broker's answers held back,
 // one Send waits for its confirm while the others are refused; once the
 // answers flow, the first is confirmed. The connection's own user_id is
 // published.
@@ -676,6 +677,8 @@ func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	cc.Headers["CC"] = "ok.3"
 	wide := message(t, exchange, "ok.2", "wide")
 	wide.Headers["x-wide"] = make([]any, 8193)
+	big := message(t, exchange, "ok.2", "big")
+	big.Headers["x-big"] = []any{int(5_000_000_000)}
 	deep := message(t, exchange, "ok.2", "deep")
 	nested := amqp.Table{}
 	deep.Headers["x-deep"] = nested
@@ -689,6 +692,7 @@ func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	}{
 		{foreign, "user_id"}, {large, "more than the 131064 of a frame"}, {nan, "x-score: [0]: NaN is not a finite number"},
 		{cc, "CC: not an array"}, {wide, "x-wide: 8193 entries, more than the 8192"}, {deep, "x-deep: in: in: in:"},
+		{big, "x-big: [0]: the int 5000000000 is outside the int32 range, and an int is sent as 32 bits: use int64"},
 	} {
 		err := p.Send(context.Background(), refused.m)
 		if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), refused.want) {

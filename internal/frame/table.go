@@ -2,6 +2,7 @@ package frame
 
 import (
 	"fmt"
+	"math"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -37,6 +38,16 @@ func CheckSentHeaders(h amqp.Table) error {
 	}
 	if _, ok := h[envelope.HeaderHandoffID]; !ok && len(h) >= MaxTableEntries {
 		return fmt.Errorf("%d headers and the publish id, more than the %d a client decodes", len(h), MaxTableEntries)
+	}
+	return nil
+}
+
+// CheckInt says why v cannot be sent as a header value of Go type int:
+// amqp091-go writes an int as 32 bits ('I'), so one outside the int32
+// range would arrive truncated, without an error.
+func CheckInt(v int) error {
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		return fmt.Errorf("the int %d is outside the int32 range, and an int is sent as 32 bits: use int64", v)
 	}
 	return nil
 }

@@ -198,6 +198,9 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 	case uint32:
 		return tag("uint32", v)
 	case int:
+		if err := frame.CheckInt(v); err != nil {
+			return nil, fmt.Errorf("%s: %w", Clip(path, 200), err)
+		}
 		return tag("int", v)
 	case int64:
 		return tag("int64", v)

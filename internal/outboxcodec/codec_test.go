@@ -101,6 +101,8 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"map instead of a table", headers("h", map[string]any{"a": 1}), `headers["h"]: a value of type map[string]interface {}`},
 		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:40] + `…"][1]: a value of type outboxcodec.custom`},
 		{"uint64", headers("h", uint64(1)), "a value of type uint64"},
+		{"int past int32", headers("n", int(5_000_000_000)), `headers["n"]: the int 5000000000 is outside the int32 range, and an int is sent as 32 bits: use int64`},
+		{"int past int32 deep inside", headers("h", amqp.Table{"t": []any{int(math.MinInt32) - 1}}), `headers["h"]["t"][0]: the int -2147483649 is outside`},
 		{"long header name", headers(long, "v"), "name: 10000 bytes"},
 		{"header name not UTF-8", headers("\xff", "v"), "name: not valid UTF-8"},
 		{"nested name with NUL", headers("h", amqp.Table{"\x00": 1}), "name: holds a NUL byte"},

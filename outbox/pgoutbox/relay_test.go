@@ -352,6 +352,22 @@ func TestCommittedRowIsPublishedIntactRolledBackIsNot(t *testing.T) {
 	}
 }
 
+// An int header outside the int32 range, which amqp091-go would publish
+// truncated to 32 bits, is refused by Write, naming it: nothing is stored.
+func TestWriteRefusesAnIntOutsideInt32(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	m := message("q", "big")
+	m.Headers = amqp.Table{"n": int(5_000_000_000)}
+	err := pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error { return pgoutbox.Write(e.ctx, tx, message("q", "fits"), m) })
+	if want := `msgs[1]: headers["n"]: the int 5000000000 is outside the int32 range, and an int is sent as 32 bits: use int64`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Write: %v; want %q", err, want)
+	}
+	if rows := e.rows(); len(rows) != 0 {
+		t.Errorf("rows stored: %v", rows)
+	}
+}
+
 // A relay on a database without the table fails at once: no retry mends it.
 func TestRelayWithoutTheTableFails(t *testing.T) {
 	t.Parallel()

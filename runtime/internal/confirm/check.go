@@ -52,7 +52,8 @@ func Check(exchange, key string, msg amqp.Publishing) error {
 }
 
 // CheckHeaders says why AMQP, or the broker, would refuse headers t: a value
-// of a type AMQP has no word for, a name too long, a NaN or an infinity, or
+// of a type AMQP has no word for, an int the client would truncate to 32
+// bits, a name too long, a NaN or an infinity, or
 // CC or BCC (sender-selected distribution) other than an array, on which
 // the broker closes the channel (406). It also refuses tables and arrays
 // deeper or wider than the client decodes: the broker takes them, but a
@@ -69,8 +70,8 @@ func CheckHeaders(t amqp.Table) error {
 
 // checkTable says which name in table t, found at depth, or in a table
 // within it, is too long for AMQP, or which value is a NaN or an infinity,
-// on which the broker closes the connection (541), or where the client's
-// bounds are passed. It allocates nothing unless one is: every handoff
+// on which the broker closes the connection (541), or an int the client
+// would truncate, or where the client's bounds are passed. It allocates nothing unless one is: every handoff
 // passes here.
 func checkTable(t amqp.Table, depth int) error {
 	if err := bounds(depth, len(t)); err != nil {
@@ -104,6 +105,8 @@ func checkValue(v any, depth int) error {
 		return finite(v)
 	case float32:
 		return finite(float64(v))
+	case int:
+		return frame.CheckInt(v)
 	}
 	return nil
 }

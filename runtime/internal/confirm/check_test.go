@@ -1,6 +1,7 @@
 package confirm
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,6 +37,11 @@ func TestCheckHeadersBounds(t *testing.T) {
 		{"CC string", amqp.Table{"CC": "q"}, "CC: not an array of routing keys"},
 		{"BCC nil", amqp.Table{"BCC": nil}, "BCC: not an array of routing keys"},
 		{"cc in lower case", amqp.Table{"cc": "q"}, ""},
+		{"int at the int32 bounds", amqp.Table{"max": int(math.MaxInt32), "min": int(math.MinInt32)}, ""},
+		{"int64 past int32", amqp.Table{"n": int64(5_000_000_000)}, ""},
+		{"int past int32", amqp.Table{"n": int(5_000_000_000)}, "n: the int 5000000000 is outside the int32 range, and an int is sent as 32 bits: use int64"},
+		{"int below int32", amqp.Table{"n": int(math.MinInt32) - 1}, "n: the int -2147483649 is outside the int32 range"},
+		{"int in an array in a table", amqp.Table{"t": amqp.Table{"a": []any{1, int(math.MaxInt32) + 1}}}, "t: a: [1]: the int 2147483648 is outside"},
 	} {
 		err := CheckHeaders(c.headers)
 		switch {
