@@ -420,7 +420,8 @@ func decodeTagged(tag string, p json.RawMessage, depth int) (any, error) {
 	return nil, fmt.Errorf("unknown tag %s", strconv.Quote(Clip(tag, 40)))
 }
 
-// Clip bounds s to max bytes, cut at a rune boundary.
+// Clip bounds s to maxBytes, cut at a rune boundary; a cut s ends in "…",
+// 3 bytes more.
 func Clip(s string, maxBytes int) string {
 	if len(s) <= maxBytes {
 		return s

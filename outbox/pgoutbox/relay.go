@@ -96,7 +96,7 @@ const (
 	stopTimeout = 5 * time.Second
 	// maxCopies bounds the possible copies a report lists.
 	maxCopies = 1000
-	// maxLastError bounds a row's last_error.
+	// maxLastError bounds a row's last_error, before Clip's "…".
 	maxLastError = 500
 )
 
