@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -67,15 +65,7 @@ func TestExportRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("line %d: %v", len(lines)+1, err)
-		}
-		lines = append(lines, m)
-	}
+	lines := jsonLines(t, out)
 	if len(lines) != 2 {
 		t.Fatalf("export wrote %d lines, want 2:\n%s", len(lines), data)
 	}
