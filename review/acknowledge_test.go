@@ -84,13 +84,7 @@ func TestAcknowledgeAcceptsOnlyTheChangesOfItsRevision(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			j := Acknowledge([]Finding{narrowed, removed}, tc.newer, tc.older, tc.allow)
-			acks := func(fs []Finding) string {
-				var s []string
-				for _, f := range fs {
-					s = append(s, f.Ack())
-				}
-				return strings.Join(s, " ")
-			}
+			acks := func(fs []Finding) string { return strings.Join(acksOf(fs), " ") }
 			subjects := func(as []schema.Acknowledgement) string {
 				var s []string
 				for _, a := range as {

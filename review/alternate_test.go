@@ -269,9 +269,5 @@ func withExchanges(t *testing.T, exchanges, old, new string) []string {
 	t.Helper()
 	before := parse(t, "old.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+old))
 	after := parse(t, "new.lily.yaml", edit(t, "queues:\n", exchanges+"queues:\n"+new))
-	var got []string
-	for _, f := range Breaking(before, after) {
-		got = append(got, f.Ack())
-	}
-	return got
+	return acksOf(Breaking(before, after))
 }

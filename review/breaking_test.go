@@ -183,10 +183,7 @@ func TestBreakingEventSource(t *testing.T) {
 		{"source removed", acme, none, []string{"PRODUCER-REMOVED@OrderPlaced"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			for _, f := range Breaking(tc.old, tc.new) {
-				got = append(got, f.Ack())
-			}
+			got := acksOf(Breaking(tc.old, tc.new))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("findings (-want +got):\n%s", diff)
 			}
@@ -498,10 +495,7 @@ func TestBreakingOverflowAsDeclared(t *testing.T) {
 		{"a classic queue's", classic, overflow(classic, "reject-publish-dlx"), []string{"OVERFLOW-CHANGED@orders"}},
 		{"by policy", byPolicy, overflow(byPolicy, "reject-publish"), []string{"OVERFLOW-CHANGED@orders"}},
 	} {
-		var got []string
-		for _, f := range Breaking(parse(t, "old.lily.yaml", c.old), parse(t, "new.lily.yaml", c.new)) {
-			got = append(got, f.Ack())
-		}
+		got := acksOf(Breaking(parse(t, "old.lily.yaml", c.old), parse(t, "new.lily.yaml", c.new)))
 		if diff := cmp.Diff(c.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", c.name, diff)
 		}

@@ -78,10 +78,7 @@ func TestBreakingBindingSubjectsKeepNames(t *testing.T) {
 	exchanges := "exchanges:\n  src: {type: topic}\n  \" \":\n    type: topic\n    ownership: owned\n    bindings: [{exchange: src, routing_key: a}]\nqueues:"
 	old := edit(t, "queues:\n  orders:", exchanges+"\n  q q:", "    max_body_bytes", "    bindings: [{exchange: src, routing_key: a}]\n    max_body_bytes")
 	new := edit(t, "queues:\n  orders:", strings.Replace(exchanges, "    bindings: [{exchange: src, routing_key: a}]\n", "", 1)+"\n  q q:")
-	var got []string
-	for _, f := range Breaking(parse(t, "old.lily.yaml", old), parse(t, "new.lily.yaml", new)) {
-		got = append(got, f.Ack())
-	}
+	got := acksOf(Breaking(parse(t, "old.lily.yaml", old), parse(t, "new.lily.yaml", new)))
 	want := []string{"BINDING-REMOVED@exchange: <-src/a", "BINDING-REMOVED@q q<-src/a"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
@@ -99,10 +96,7 @@ func TestBreakingBindingSubjectsTellExchanges(t *testing.T) {
 	new := edit(t, "queues:\n  orders:", strings.Replace(src, "    bindings: [{exchange: src, routing_key: k}]\n", "", 1))
 	new = strings.Replace(new, "queues:\n", "queues:\n  \"exchange:audit\":\n"+strings.SplitN(new, "queues:\n  audit:\n", 2)[1], 1)
 	found := Breaking(parse(t, "old.lily.yaml", old), parse(t, "new.lily.yaml", new))
-	var got []string
-	for _, f := range found {
-		got = append(got, f.Ack())
-	}
+	got := acksOf(found)
 	want := []string{"BINDING-REMOVED@exchange:audit<-src/k", "BINDING-REMOVED@queue:exchange:audit<-src/k", "BINDING-REMOVED@audit<-src/k"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
@@ -137,10 +131,7 @@ func TestBreakingHeadersBindingSubjects(t *testing.T) {
 	bound := edit(t, "queues:", "exchanges:\n  hx: {type: headers}\nqueues:", "    max_body_bytes",
 		"    bindings:\n      - {exchange: hx, headers: {region: eu, tier: 1}}\n      - {exchange: hx, match: any, headers: {region: \"1\"}}\n    max_body_bytes")
 	found := Breaking(parse(t, "old.lily.yaml", bound), parse(t, "new.lily.yaml", edit(t, "queues:", "exchanges:\n  hx: {type: headers}\nqueues:")))
-	var got []string
-	for _, f := range found {
-		got = append(got, f.Ack())
-	}
+	got := acksOf(found)
 	want := []string{`BINDING-REMOVED@orders<-hx/all{"region":"eu","tier":1}`, `BINDING-REMOVED@orders<-hx/any{"region":"1"}`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
@@ -156,10 +147,7 @@ func TestBreakingHeadersBindingSubjectsTellNumbers(t *testing.T) {
 	bound := edit(t, "queues:", "exchanges:\n  hx: {type: headers}\nqueues:", "    max_body_bytes",
 		"    bindings:\n      - {exchange: hx, headers: {tier: 1}}\n      - {exchange: hx, headers: {tier: 1.0}}\n      - {exchange: hx, headers: {tier: 2.5, big: 1e21}}\n    max_body_bytes")
 	found := Breaking(parse(t, "old.lily.yaml", bound), parse(t, "new.lily.yaml", edit(t, "queues:", "exchanges:\n  hx: {type: headers}\nqueues:")))
-	var got []string
-	for _, f := range found {
-		got = append(got, f.Ack())
-	}
+	got := acksOf(found)
 	want := []string{`BINDING-REMOVED@orders<-hx/all{"tier":1}`, `BINDING-REMOVED@orders<-hx/all{"tier":1.0}`, `BINDING-REMOVED@orders<-hx/all{"big":1e+21,"tier":2.5}`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)

@@ -54,6 +54,15 @@ messages:
               holder: {type: string, max_length: 100}
 `
 
+// acksOf is each finding as RULE@SUBJECT, in order.
+func acksOf(found []Finding) []string {
+	var out []string
+	for _, f := range found {
+		out = append(out, f.Ack())
+	}
+	return out
+}
+
 // findingKeys are the findings of Breaking(old, new) as CATEGORY RULE@SUBJECT,
 // sorted.
 func findingKeys(old, new *schema.File) []string {
@@ -129,10 +138,7 @@ func TestBreakingSharingAnObject(t *testing.T) {
 // name, and an unused type of the root file is reported.
 func TestLintSharedTypes(t *testing.T) {
 	src := strings.NewReplacer("max_length: 100", "pattern: x", "messages:", "  Spare: {type: enum, values: [a]}\nmessages:").Replace(sharedBase)
-	var got []string
-	for _, f := range Lint(parse(t, "new.lily.yaml", src), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
-		got = append(got, f.Ack())
-	}
+	got := acksOf(Lint(parse(t, "new.lily.yaml", src), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	want := []string{"LINT-STRING-UNBOUNDED@Card.holder", "LINT-TYPE-UNUSED@Spare"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("findings (-want +got):\n%s", diff)
