@@ -413,7 +413,9 @@ func TestRedriveRunsAlone(t *testing.T) {
 			b.publish(dlq, msgs...)
 			first := make(chan result, 1)
 			go func() {
-				first <- b.lilydlq("redrive", dlq, "-reason", "permanent failure: move", "-rate", "10", "-window", "2")
+				// 2 a second: the ten copies to move take about five
+				// seconds, time for the second to start on a loaded machine.
+				first <- b.lilydlq("redrive", dlq, "-reason", "permanent failure: move", "-rate", "2", "-window", "2")
 			}()
 			waitFor(t, "the first re-drive to move a copy", func() bool { return b.ready(src) >= 2 })
 			second := b.lilydlq("redrive", dlq, "-reason", "permanent failure: move")
@@ -431,6 +433,11 @@ func TestRedriveRunsAlone(t *testing.T) {
 			all := slices.Sorted(slices.Values(append(slices.Clone(moved), left...)))
 			if len(slices.Compact(all)) != copies {
 				t.Errorf("the source holds %v, the DLQ %v: want each of the %d copies once", moved, left, copies)
+			}
+			for i := 1; i < copies; i += 2 {
+				if keep := fmt.Sprintf("alone-%02d", i); !slices.Contains(left, keep) {
+					t.Errorf("%s, not chosen, is not in the DLQ: %v", keep, left)
+				}
 			}
 		})
 	}
