@@ -64,8 +64,8 @@ func Acknowledge(changes []Finding, newer, older []schema.Acknowledgement, allow
 		if a.Subject == "" || slices.ContainsFunc(changes, func(x Finding) bool { return x.acknowledgedBy(a) }) {
 			continue
 		}
-		// An entry whose reason alone was reworded is no new claim.
-		if slices.Contains(inherited, a) || named[entry{a.Rule, a.Subject, ""}] {
+		// Inherited, or with its reason alone reworded: no new claim.
+		if named[entry{a.Rule, a.Subject, ""}] {
 			j.Inherited = append(j.Inherited, a)
 		} else {
 			j.Stale = append(j.Stale, a)
