@@ -86,7 +86,7 @@ func importFile(e *env, o importOptions) int {
 	// bad line halfway would leave the operator to find out which went.
 	lines, err := eachLine(e.file, func(int, amqp.Publishing) error { return nil })
 	if err != nil {
-		return e.fail("import", err)
+		return e.fail("import", fmt.Errorf("%w; nothing was imported", err))
 	}
 	if o.skip > lines {
 		return e.fail("import", fmt.Errorf("-skip %d: %s has %d lines", o.skip, text(e.file, maxQueue), lines))
@@ -113,8 +113,12 @@ func importFile(e *env, o importOptions) int {
 			fmt.Fprintf(e.stdout, "imported %s -> %s\n", id, to)
 			return nil
 		case errors.Is(err, runtime.ErrUnconfirmed):
-			return fmt.Errorf("%s -> %s: %s; it may be in %s or not: the lines before it are, those after it were not sent. Look for it (lilydlq show -id), then run again with -skip %d if it is there, -skip %d if not (else it would be there twice). Its body is %d bytes: over a slow link, raise -step (%s)",
-				id, to, text(err.Error(), maxReason), to, line, line-1, len(p.Body), o.step)
+			return fmt.Errorf("%s -> %s: %s; it may be in %s or not: the lines before it are, those after it were not sent. Look for it (lilydlq show -id), then run again with -skip %d if it is there, -skip %d if not (else it would be there twice). %s",
+				id, to, text(err.Error(), maxReason), to, line, line-1, stepAdvice(len(p.Body), o.step))
+		case errors.Is(err, runtime.ErrNacked):
+			// As redrive says: a queue that dead-letters what it refuses
+			// (reject-publish-dlx) holds the refused copy in its DLQ.
+			return fmt.Errorf("%s -> %s: %s; it is not in %s (if %s dead-letters what it refuses, reject-publish-dlx, the refused copy is in its DLQ): the lines before it are, it and those after it were not imported; run again with -skip %d once that is mended", id, to, text(err.Error(), maxReason), to, to, line-1)
 		default:
 			return fmt.Errorf("%s -> %s: %s; it is not in %s: the lines before it are, it and those after it were not imported; run again with -skip %d once that is mended", id, to, text(err.Error(), maxReason), to, line-1)
 		}
@@ -149,7 +153,7 @@ func eachLine(path string, f func(line int, p amqp.Publishing) error) (int, erro
 		line++
 		p, perr := publishingOf(bytes.TrimSuffix(raw, []byte("\n")))
 		if perr != nil {
-			return line, fmt.Errorf("%s, line %d: %w; nothing was imported", text(path, maxQueue), line, perr)
+			return line, fmt.Errorf("%s, line %d: %w", text(path, maxQueue), line, perr)
 		}
 		if err := f(line, p); err != nil {
 			return line, err

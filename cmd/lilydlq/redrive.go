@@ -271,7 +271,13 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 // unconfirmedAdvice is what to do about a copy of size bytes whose publish
 // went unconfirmed within step.
 func unconfirmedAdvice(size int, step time.Duration) string {
-	return fmt.Sprintf("running again would send it twice if it is; find out first (docs/dlq.md), or send it -to a queue of your own. Its body is %d bytes: over a slow link, raise -step (%s)", size, step)
+	return "running again would send it twice if it is; find out first (docs/dlq.md), or send it -to a queue of your own. " + stepAdvice(size, step)
+}
+
+// stepAdvice says, for a copy of size bytes whose publish was not confirmed
+// within step, when to raise -step.
+func stepAdvice(size int, step time.Duration) string {
+	return fmt.Sprintf("Its body is %d bytes: over a slow link, raise -step (%s)", size, step)
 }
 
 // sendWait bounds a publish's waits for a connection, a publish slot or a
