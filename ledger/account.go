@@ -182,7 +182,7 @@ func account(e evidence) *Result {
 	var lost []string
 	for _, rep := range e.reports {
 		for _, u := range rep.Unresolved {
-			if strings.Contains(u.Reason, "(final abort)") {
+			if abortedAtClose(u) {
 				res.AbortedInFlight++
 				inFlightAtClose[u.MessageID]++
 				closedInFlight[workKey{u.MessageID, u.Attempt}]++
@@ -379,7 +379,7 @@ func reportsDisagree(e evidence) []string {
 		}
 		for _, u := range rep.Unresolved {
 			listed[workKey{u.MessageID, u.Attempt}] = true
-			if strings.Contains(u.Reason, "(final abort)") {
+			if abortedAtClose(u) {
 				ofRecords[runtime.PathUnresolved]++
 			}
 		}
@@ -533,3 +533,7 @@ func paths(recs []runtime.Record) string {
 func abortedRun(rec runtime.Record) bool {
 	return rec.Handler == "abandoned" || rec.Handler == "not started"
 }
+
+// abortedAtClose: u, a report's unresolved delivery, was still on its
+// journey when the final abort closed the consumer.
+func abortedAtClose(u runtime.Record) bool { return strings.Contains(u.Reason, "(final abort)") }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -101,7 +100,7 @@ const (
 func metWorkInFlight(rep *runtime.Report) bool {
 	forced := slices.ContainsFunc(rep.Phases, func(p runtime.Phase) bool { return p.Name == "force window" })
 	aborted := slices.ContainsFunc(rep.Unresolved, func(u runtime.Record) bool {
-		return abortedRun(u) || strings.Contains(u.Reason, "(final abort)")
+		return abortedRun(u) || abortedAtClose(u)
 	})
 	return forced && aborted && rep.Counts[runtime.PathNotStarted] > 0
 }
