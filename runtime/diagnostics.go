@@ -142,8 +142,9 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 		// kept until they return: ends steadily slower than deliveries come
 		// hold the slots again, at their pace, rather than pile up. The
 		// journey still counts in flight, so a shutdown waits for them.
-		// Without a hook there is nothing slow to leave the slot for, and
-		// the ack path pays nothing.
+		// Without a hook there is nothing slow to leave the slot for (the
+		// observer must be quick, as Config.Observe says), and the ack path
+		// pays nothing.
 		r.ending <- struct{}{}
 		defer func() { <-r.ending }()
 		sl.leave()

@@ -29,7 +29,7 @@ import (
 // redelivery could run the handler again in between. A park returns at once,
 // with nothing settled and the work still held: the caller waits and runs
 // the handler again.
-// The telemetry hook's ends of the settlement and of the handoff's publish
+// The telemetry hook's ends of the settlement and of each handoff's publish
 // are returned, for the caller to call once the journey's record is in the
 // report.
 func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o *outcome.Outcome, auth *settle.Authority, attempt int, deadline time.Time, release *shares) (_ decide.Plan, hooks ends) {
