@@ -82,13 +82,8 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 			// lost) may run during the pause.
 			free()
 			r.pause(plan.Delay, gen.Ended())
-			if s != nil && closed(r.stopping) {
-				// At the stop it goes back after the cancel, as what was
-				// received and not started does: before it, the broker
-				// would hand it straight back to this consumer (a handler
-				// the force cancelled, a retry that waited in line).
-				s.awaitIntakeEnd(r.aborted)
-			}
+			// A handler the force cancelled, a retry that waited in line.
+			s.awaitCancelAtStop(r)
 			// Counted before the NACK: the redelivery may start before it returns.
 			r.requeues.Add(key)
 			hooks.settled = c.telemetry.settle(ctx, "requeue")

@@ -136,14 +136,10 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		case <-s.cancelled:
 		case <-r.aborted:
 		}
-		if closed(r.stopping) {
-			// The one before it, a retry waiting in line, may have gone back
-			// at the stop while the stop's cancel is still on its way: this
-			// one waits for the cancel too, and goes back behind it rather
-			// than run ahead of it. A session the broker cancelled, or lost,
-			// has no cancel of ours to wait for.
-			s.awaitIntakeEnd(r.aborted)
-		}
+		// Its turn may come at the stop before the stop's cancel is answered
+		// (the one before it settled meanwhile): it goes back then, after
+		// the cancel, rather than start.
+		s.awaitCancelAtStop(r)
 		if why := laneStopped(s, r); why != "" {
 			requeue("not started: " + why + " while it waited for its order key")
 			return

@@ -77,15 +77,21 @@ type session struct {
 	cancelOnce sync.Once
 }
 
-// awaitIntakeEnd waits until the session's intake has ended (our cancel
-// answered, or failed; the broker's cancel; the channel lost) or the
-// consumer aborts.
-func (s *session) awaitIntakeEnd(aborted <-chan struct{}) {
+// awaitCancelAtStop waits, once the consumer stops, until the session's
+// intake has ended (our cancel answered, or failed; the broker's cancel;
+// the channel lost) or the consumer aborts: what goes back to the queue at
+// the stop goes after the cancel, as what was received and not started
+// does, or the broker would hand it straight back to this consumer. s is
+// nil in a trial, which has no cancel to wait for.
+func (s *session) awaitCancelAtStop(r *run) {
+	if s == nil || !closed(r.stopping) {
+		return
+	}
 	select {
 	case <-s.cancelled:
 	case <-s.lost:
 	case <-s.gen.Ended():
-	case <-aborted:
+	case <-r.aborted:
 	}
 }
 
