@@ -130,7 +130,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs.StringVar(&e.url, "url", url, "the broker's AMQP URL")
 	// A command that takes a file reads no queue.
-	e.read = readOptions{window: defaultWindow, idle: 5 * time.Second}
 	if !c.file {
 		fs.IntVar(&e.read.window, "window", defaultWindow, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once, so memory is about window × the largest body")
 		fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began")
@@ -162,11 +161,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "lilydlq %s: name one %s (lilydlq %s -h explains)\n", c.name, operand, c.name)
 		return exitUsage
 	}
-	if e.read.window < 1 || e.read.window > 65535 {
+	if !c.file && (e.read.window < 1 || e.read.window > 65535) {
 		fmt.Fprintf(stderr, "lilydlq %s: -window must be 1..65535\n", c.name)
 		return exitUsage
 	}
-	if e.read.idle <= 0 {
+	if !c.file && e.read.idle <= 0 {
 		fmt.Fprintf(stderr, "lilydlq %s: -wait must be positive\n", c.name)
 		return exitUsage
 	}
