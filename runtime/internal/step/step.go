@@ -74,11 +74,11 @@ func Open[T any](ctx context.Context, step func() (T, error), discard func(T)) (
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil && ctx.Err() != nil {
+		if r.err != nil && ended(ctx) {
 			// It failed as its time ran out, for that reason perhaps: a
-			// socket deadline of the same length makes amqp091 answer a
-			// handshake cut short with a 403 for the vhost. Unknown, not
-			// refused.
+			// socket deadline of the same length (amqp091's dial, or the
+			// broker's handshake timeout) makes amqp091 answer a handshake
+			// cut short with a 403 for the vhost. Unknown, not refused.
 			return zero, &Late{Err: r.err}
 		}
 		return r.v, r.err
@@ -92,6 +92,16 @@ func Open[T any](ctx context.Context, step func() (T, error), discard func(T)) (
 		}
 		return zero, ErrTimeout
 	}
+}
+
+// ended reports whether ctx has ended, or its deadline has passed: a
+// loaded machine may run the timer that ends it later than the moment.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 // DoErr is Do for steps that return only an error.

@@ -66,3 +66,19 @@ func (c *endsUnseen) Err() error {
 	}
 	return nil
 }
+
+// A step that fails once its deadline has passed is late, though the timer
+// that ends its context has not run yet (a loaded machine runs it late).
+func TestAStepFailingPastItsDeadlineBeforeItsTimerIsLate(t *testing.T) {
+	_, err := Do(timerLate{context.Background()}, func() (int, error) { return 0, errors.New("EOF") })
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+}
+
+// timerLate is a context whose deadline has passed, its timer not yet run.
+type timerLate struct{ context.Context }
+
+func (timerLate) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+func (timerLate) Done() <-chan struct{}       { return nil }
+func (timerLate) Err() error                  { return nil }
