@@ -8,6 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
@@ -63,12 +64,26 @@ func (l *lanes) enter(key string) (prev <-chan struct{}, leave func()) {
 // panicked is the lane of the deliveries whose OrderKey panicked.
 const panicked = "\x00lily: OrderKey panicked"
 
-// orderKey is d's order key, bounded. A body over the queue's limit takes no
-// part in it: it is dead-lettered unread. OrderKey runs on the intake's
-// goroutine, before the guard: a panic there, on one hostile message, would
-// end the process, again at each redelivery. It is logged instead, and the
-// delivery takes the lane of those whose key panicked.
-func (c *Consumer) orderKey(d *amqp.Delivery) (key string) {
+// guardRefused is the lane of the deliveries the guard refuses or the
+// connection's filter quarantined: they go to the DLQ unread, so their order
+// buys nothing, and OrderKey, user code, never sees their metadata.
+const guardRefused = "\x00lily: refused by the guard"
+
+// orderKey is d's order key, bounded. quarantined is why the filter replaced
+// d's content header ("" when it did not). OrderKey runs on the intake's
+// goroutine, after the guard but before the journey: a panic there, on one
+// message, would end the process, again at each redelivery. It is logged
+// instead, and the delivery takes the lane of those whose key panicked.
+func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key string) {
+	if quarantined != "" {
+		return guardRefused
+	}
+	// The journey checks d again when its turn comes, at a later time, by
+	// which a timestamp at the guard's bound of 24 hours ahead may pass: it
+	// is then handled in the refused lane.
+	if _, verdict, _ := c.reader.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, time.Now()); verdict != guard.Passed {
+		return guardRefused
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			c.cfg.Logger.Error("lily OrderKey panicked; the delivery is ordered only behind others whose key panicked",
@@ -76,11 +91,7 @@ func (c *Consumer) orderKey(d *amqp.Delivery) (key string) {
 			key = panicked
 		}
 	}()
-	body := d.Body
-	if len(body) > c.spec.MaxBodyBytes {
-		body = nil
-	}
-	key = c.spec.OrderKey(d.Headers, body)
+	key = c.spec.OrderKey(d.Headers, d.Body)
 	if len(key) > maxOrderKey {
 		key = key[:maxOrderKey]
 	}
@@ -105,7 +116,7 @@ func (c *Consumer) orderKey(d *amqp.Delivery) (key string) {
 // the lane (and, with the prefetch full of that key, the queue).
 func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string) {
 	s.gen.Settler.Received(d.DeliveryTag, time.Time{})
-	prev, leave := r.lanes.enter(c.orderKey(d))
+	prev, leave := r.lanes.enter(c.orderKey(d, quarantined))
 	r.deliveries.Add(1)
 	s.inflight.Add(1)
 	r.waiting.Add(1)

@@ -2,11 +2,14 @@ package runtime
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/topology"
 )
@@ -52,6 +55,55 @@ func TestOrderedWaiterOfALostSessionTakesNoSlot(t *testing.T) {
 		}
 		if want := map[bool]int{true: 1, false: 0}[held]; len(r.slots) != want {
 			t.Fatalf("run %d: %d slots held after it ended; want %d", i, len(r.slots), want)
+		}
+	}
+}
+
+// OrderKey, user code, reads only what the guard passed: a delivery over the
+// body limit, one whose headers break their bounds and one the connection's
+// filter quarantined take the refused lane without a call.
+func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
+	var seen []string
+	spec := QueueSpec{
+		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
+		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 16, HandlerTimeout: time.Second,
+		OrderKey: func(h map[string]any, body []byte) string {
+			seen = append(seen, string(body))
+			s, _ := h["k"].(string)
+			return s
+		},
+	}
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivery := func(body string, headers amqp.Table) *amqp.Delivery {
+		h := amqp.Table{guard.HeaderVersion: int32(1), "k": "a"}
+		for k, v := range headers {
+			h[k] = v
+		}
+		return &amqp.Delivery{MessageId: "m-1", Type: "t", ContentType: "application/json", Headers: h, Body: []byte(body)}
+	}
+	wide := amqp.Table{}
+	for i := range 2000 {
+		wide["h"+strconv.Itoa(i)] = "v"
+	}
+	for _, tc := range []struct {
+		name, quarantined, want string
+		d                       *amqp.Delivery
+	}{
+		{"passed", "", "a", delivery("{}", nil)},
+		{"oversized", "", guardRefused, delivery(strings.Repeat("x", 17), nil)},
+		{"poison", "", guardRefused, delivery("{}", wide)},
+		{"no type", "", guardRefused, &amqp.Delivery{MessageId: "m-1", Headers: amqp.Table{"k": "a"}}},
+		{"quarantined", "a table nested 40 deep", guardRefused, delivery("{}", nil)},
+	} {
+		seen = nil
+		if got := c.orderKey(tc.d, tc.quarantined); got != tc.want {
+			t.Errorf("%s: key %q, want %q", tc.name, got, tc.want)
+		}
+		if want := tc.want != guardRefused; (len(seen) == 1) != want {
+			t.Errorf("%s: OrderKey called %d times, want %v", tc.name, len(seen), want)
 		}
 	}
 }

@@ -38,11 +38,12 @@ type QueueSpec struct {
 	Concurrency int
 	// OrderKey, when set, orders the queue's handling: deliveries whose keys
 	// are equal are handled one at a time, in the order the queue delivered
-	// them (a constant key handles every delivery so). It reads a delivery's
-	// headers and body as received, before the guard (body is nil when over
-	// MaxBodyBytes); it must be quick and must not keep them. A panic in it
-	// is logged, and the delivery is ordered only behind others whose key
-	// panicked. Order holds
+	// them (a constant key handles every delivery so). It reads the headers
+	// and body of a delivery the guard has passed, on the intake's goroutine
+	// (a delivery the guard refuses goes to the DLQ unread, ordered only
+	// behind others refused); it must be quick and must not keep them. A
+	// panic in it is logged, and the delivery is ordered only behind others
+	// whose key panicked. Order holds
 	// while each delivery settles within its budget: a retry waits in line,
 	// its key's later deliveries behind it, unless the budget cannot carry
 	// it, when it goes through its bucket and comes back behind them; and
