@@ -35,8 +35,10 @@ type InboxTx interface {
 	// delivery, its claim rolled back.
 	Bind(ctx context.Context) context.Context
 	// Commit commits the claim with the handler's writes, within ctx (the
-	// step timeout, which also bounds finding out an unknown outcome: leave
-	// it room). nil: committed. An error that wraps ErrCommitAmbiguous: the
+	// step timeout, which also bounds finding out an unknown outcome, and
+	// past which the runtime takes any answer for ambiguous: send the commit
+	// under an earlier deadline, so that one cut there can still be looked
+	// up). nil: committed. An error that wraps ErrCommitAmbiguous: the
 	// outcome stays unknown after the adapter tried to find it out. Any other
 	// error: not committed.
 	Commit(ctx context.Context) error

@@ -475,3 +475,38 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 	}
 	c.expectQueues(0, 0)
 }
+
+// A COMMIT always slower than the step (a deferred trigger sleeping past it)
+// is cut while the step still has room to ask pg_xact_status, which says
+// aborted: each attempt fails, spends its retry, and the message reaches the
+// DLQ after its attempts, instead of going round a classic queue for ever as
+// an ambiguous commit, which costs no attempt.
+func TestCommitAlwaysSlowerThanTheStepReachesTheDLQ(t *testing.T) {
+	t.Parallel()
+	c := newConsumerEnv(t)
+	inbox := pginbox.New(c.pool, pginbox.Options{})
+	c.publish("slow-1")
+	c.run(inbox, runtime.Routes{{Type: "Payment", Version: 1, ContentType: "application/json"}: func(ctx context.Context, _ runtime.RawDelivery) error {
+		c.runs.Add(1)
+		return c.write(ctx, "k", 12) // its COMMIT sleeps twice the step
+	}}, func(cfg *runtime.Config) {
+		// A step of 6 s keeps 1.5 s back for pg_xact_status: room enough
+		// on a loaded machine, or the commit would be ambiguous.
+		cfg.StepTimeout = 6 * time.Second
+	})
+	recs := c.await(c.spec.MaxAttempts)
+	for i, r := range recs {
+		want := runtime.PathRetried
+		if i == c.spec.MaxAttempts-1 {
+			want = runtime.PathDeadLettered
+		}
+		if r.Commit != "failed" || r.Path != want || r.Attempt != i+1 {
+			t.Errorf("attempt %d: commit %s, path %s, attempt %d (%s); want failed, %s", i+1, r.Commit, r.Path, r.Attempt, r.Reason, want)
+		}
+	}
+	c.expectRows("slow-1", 0)
+	c.expectQueues(0, 1)
+	if n := c.runs.Load(); n != int32(c.spec.MaxAttempts) {
+		t.Errorf("handler ran %d times, want %d", n, c.spec.MaxAttempts)
+	}
+}

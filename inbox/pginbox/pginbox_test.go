@@ -567,6 +567,30 @@ func TestConnectionLostDuringCommitUnresolvedIsAmbiguous(t *testing.T) {
 	e.expect(1)
 }
 
+// A COMMIT slower than the whole step (here a deferred trigger sleeping past
+// it) is cut short while time is left to ask pg_xact_status: pgx's cancel
+// aborts it on the server, so the answer is failed, not ambiguous, and the
+// runtime's retry spends an attempt instead of requeueing for ever.
+func TestCommitSlowerThanTheStepIsFailed(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{})
+	// 6 s keeps 1.5 s back for pg_xact_status, room enough on a loaded
+	// machine.
+	commitCtx, cancel := context.WithTimeout(e.ctx, 6*time.Second)
+	defer cancel()
+	_, done := e.startSlowCommit(inbox, commitCtx, 12)
+	got := <-done
+	if got[0] != "failed" || !strings.Contains(got[1], "pg_xact_status says aborted") {
+		t.Fatalf("Commit = %s (%s), want failed as pg_xact_status says", got[0], got[1])
+	}
+	if commitCtx.Err() != nil {
+		t.Errorf("Commit answered after its deadline: the runtime takes that for ambiguous")
+	}
+	e.expect(0)
+	// The claim's lock went with the abort: the next claim is ours at once.
+	e.commit(e.claim(inbox, "claimed"))
+}
+
 // cancelRequestCode opens a PostgreSQL CancelRequest message.
 const cancelRequestCode = 80877102
 
