@@ -4,13 +4,14 @@
 //
 // A claim takes two steps. First a lease: a document in the lease collection,
 // written outside any transaction so other workers see it, holds the message
-// for Options.Lease and is renewed while the handler runs; a worker meeting a
-// live lease defers, and one meeting an expired lease takes it over. Then a
-// marker: inside the transaction that carries the handler's writes, a
-// document keyed by (consumer, message id) is inserted in the marker
-// collection. The marker commits exactly when the business writes do, and its
-// unique _id is the fence: of two workers that both got past the lease, only
-// one transaction can commit it. A marker already committed means duplicate.
+// for Options.Lease and is renewed while the handler runs, up to the
+// transaction's lifetime; a worker meeting a live lease defers, and one
+// meeting an expired lease takes it over. Then a marker: inside the
+// transaction that carries the handler's writes, a document keyed by
+// (consumer, message id) is inserted in the marker collection. The marker
+// commits exactly when the business writes do, and its unique _id is the
+// fence: of two workers that both got past the lease, only one transaction
+// can commit it. A marker already committed means duplicate.
 // docs/inbox.md tells the whole contract.
 package mongoinbox
 
@@ -37,8 +38,15 @@ type Options struct {
 	// being renewed. Default 30s.
 	Lease time.Duration
 	// RenewEvery is how often the lease is extended while the claim's
-	// transaction is open. Default Lease/3.
+	// transaction is open, up to TransactionLifetime. Default Lease/3.
 	RenewEvery time.Duration
+	// TransactionLifetime is how long after the claim its lease may last:
+	// the server's transactionLifetimeLimitSeconds, after which it aborts
+	// the claim's transaction and nothing can commit it. Renewal stops
+	// there, so that a handler that never returns (abandoned at its
+	// timeout) does not hold the message off for ever. Default 60s, the
+	// server's default; set the server's value where it was changed.
+	TransactionLifetime time.Duration
 	// RetryEvery is the pause before retrying a claim that met a transient
 	// transaction error, or a commit whose result is unknown. Default 100ms.
 	RetryEvery time.Duration
@@ -53,11 +61,12 @@ type Options struct {
 
 // The defaults of Options.
 const (
-	DefaultLease        = 30 * time.Second
-	DefaultRetryEvery   = 100 * time.Millisecond
-	DefaultClaimRetries = 5
-	DefaultMarkers      = "lily_inbox"
-	DefaultLeases       = "lily_inbox_leases"
+	DefaultLease               = 30 * time.Second
+	DefaultTransactionLifetime = 60 * time.Second
+	DefaultRetryEvery          = 100 * time.Millisecond
+	DefaultClaimRetries        = 5
+	DefaultMarkers             = "lily_inbox"
+	DefaultLeases              = "lily_inbox_leases"
 )
 
 // Inbox implements runtime.Inbox on one MongoDB database of a replica set
@@ -78,6 +87,9 @@ func New(db *mongo.Database, opts Options) *Inbox {
 	}
 	if opts.RenewEvery <= 0 {
 		opts.RenewEvery = opts.Lease / 3
+	}
+	if opts.TransactionLifetime <= 0 {
+		opts.TransactionLifetime = DefaultTransactionLifetime
 	}
 	if opts.RetryEvery <= 0 {
 		opts.RetryEvery = DefaultRetryEvery
@@ -132,11 +144,12 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	id := key(consumer, messageID)
 	owner := rand.Text()
 	now := time.Now()
+	end := now.Add(in.opts.TransactionLifetime)
 	// Matches a missing or expired lease; a live one makes the upsert's
 	// insert collide on _id.
 	_, err := in.leases.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "claimed_until", Value: bson.D{{Key: "$lte", Value: now}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "claimed_until", Value: now.Add(in.opts.Lease)}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "claimed_until", Value: leaseUntil(now, in.opts.Lease, end)}}}},
 		options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
 		return nil, errors.New("mongoinbox: another worker holds the lease")
@@ -148,7 +161,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	for try := 0; ; try++ {
 		err := c.start(ctx, now)
 		if err == nil {
-			c.renew()
+			c.renew(end)
 			return c, nil
 		}
 		c.abort(ctx)
@@ -253,31 +266,53 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 }
 
-// renew extends the lease every RenewEvery until stopRenew is called. The
+// renew extends the lease every RenewEvery until stopRenew is called, or
+// until end, the transaction's lifetime, past which no commit can land. The
 // renewal runs outside the claim's transaction, so the lease stays visible
 // to other workers.
-func (c *claimTx) renew() {
+func (c *claimTx) renew(end time.Time) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(c.in.opts.RenewEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		keepLease(ctx, c.in.opts.RenewEvery, c.in.opts.Lease, end, func(ctx context.Context, until time.Time) {
 			// A failed or lost renewal is not fatal: the marker, not the
 			// lease, keeps two commits apart. It only lets a second worker
 			// start the handler, whose claim then defers or fails to commit.
 			_, _ = c.in.leases.UpdateOne(ctx,
 				bson.D{{Key: "_id", Value: c.id}, {Key: "owner", Value: c.owner}},
-				bson.D{{Key: "$set", Value: bson.D{{Key: "claimed_until", Value: time.Now().Add(c.in.opts.Lease)}}}})
-		}
+				bson.D{{Key: "$set", Value: bson.D{{Key: "claimed_until", Value: until}}}})
+		})
 	}()
 	c.stopRenew = func() { cancel(); <-done }
+}
+
+// keepLease calls extend every `every` with the lease's new end, until ctx
+// ends or the lease has been extended to end.
+func keepLease(ctx context.Context, every, lease time.Duration, end time.Time, extend func(context.Context, time.Time)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		until := leaseUntil(time.Now(), lease, end)
+		extend(ctx, until)
+		if until.Equal(end) {
+			return
+		}
+	}
+}
+
+// leaseUntil is the end of a lease taken or renewed at now: lease later,
+// but never past end.
+func leaseUntil(now time.Time, lease time.Duration, end time.Time) time.Time {
+	if until := now.Add(lease); until.Before(end) {
+		return until
+	}
+	return end
 }
 
 // release deletes our lease so the next delivery need not wait for it.
