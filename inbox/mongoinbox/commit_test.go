@@ -31,22 +31,34 @@ func TestCommitWithRetry(t *testing.T) {
 		{"the deadline cuts the commit", repeat(context.DeadlineExceeded, 1000), 150 * time.Millisecond, "ambiguous", 0},
 		{"unknown, then a plain error: the first may have landed", []error{unknown, mongo.CommandError{Name: "UnsatisfiableWriteConcern"}}, time.Second, "ambiguous", 2},
 		{"unknown, then transient: the transaction is gone", []error{unknown, transient}, time.Second, "failed", 2},
+		// A commit slower than the step is cut while time is kept back, and
+		// retried: commitTransaction again answers for the first.
+		{"the first attempt hangs; its retry commits", []error{errHang}, time.Second, "committed", 2},
+		{"the first attempt hangs; its retry finds the transaction gone", []error{errHang, transient}, time.Second, "failed", 2},
+		{"every attempt hangs", repeat(errHang, 1000), time.Second, "ambiguous", 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 			defer cancel()
 			calls := 0
-			commit := func(context.Context) error {
+			commit := func(ctx context.Context) error {
 				calls++
-				if calls <= len(tc.errs) {
-					return tc.errs[calls-1]
+				if calls > len(tc.errs) {
+					return nil
 				}
-				return nil
+				if tc.errs[calls-1] == errHang {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return tc.errs[calls-1]
 			}
 			err := commitWithRetry(ctx, commit, 20*time.Millisecond)
 			if got := said(err); got != tc.want {
 				t.Fatalf("commitWithRetry = %s (%v), want %s", got, err, tc.want)
+			}
+			if tc.want != "ambiguous" && ctx.Err() != nil {
+				t.Errorf("answered %s after the deadline: the runtime takes that for ambiguous", tc.want)
 			}
 			if tc.calls > 0 && calls != tc.calls {
 				t.Errorf("%d commit calls, want %d", calls, tc.calls)
@@ -58,6 +70,9 @@ func TestCommitWithRetry(t *testing.T) {
 		})
 	}
 }
+
+// errHang is a commit attempt that answers only when its context ends.
+var errHang = errors.New("hang")
 
 // said names a commit's answer as the runtime reads it.
 func said(err error) string {

@@ -356,19 +356,31 @@ func (c *claimTx) Commit(ctx context.Context) (err error) {
 // commitWithRetry calls commit until it succeeds or fails for certain, or
 // ctx ends while the result is still unknown.
 //
+// The attempts run under an earlier deadline than ctx's (firstContext), and
+// only those after it under ctx: an attempt cut off at that deadline is then
+// retried in the time kept back, and commitTransaction retried answers for
+// it (committed, or the transaction gone). An attempt cut at ctx's own
+// deadline could not be, nor could any answer after it reach the runtime.
+//
 // Once one attempt's result was unknown, a later failure proves nothing about
 // it (a connection error, an unsatisfiable write concern), so only a
 // TransientTransactionError (the transaction is gone) is still a failure.
 func commitWithRetry(ctx context.Context, commit func(context.Context) error, every time.Duration) error {
+	first, cancel := firstContext(ctx)
+	defer cancel()
 	unknown := false
 	for {
-		err := commit(ctx)
+		attempt := first
+		if first.Err() != nil {
+			attempt = ctx
+		}
+		err := commit(attempt)
 		switch {
 		case err == nil:
 			return nil
-		case unknown && !hasLabel(err, "TransientTransactionError") && !unknownResult(ctx, err):
+		case unknown && !hasLabel(err, "TransientTransactionError") && !unknownResult(attempt, err):
 			return fmt.Errorf("mongoinbox: an earlier commit attempt's result is unknown, and this one failed: %w: %w", err, runtime.ErrCommitAmbiguous)
-		case !unknownResult(ctx, err):
+		case !unknownResult(attempt, err):
 			// Among these, TransientTransactionError: the transaction is gone
 			// (aborted by the server, a failover) and only a new run of the
 			// handler can redo it.
@@ -378,6 +390,25 @@ func commitWithRetry(ctx context.Context, commit func(context.Context) error, ev
 		}
 		unknown = true
 	}
+}
+
+// The time kept back from the first commit attempts for a retry: a quarter
+// of what is left, within these bounds, and never more than half.
+const (
+	minRetryReserve = 250 * time.Millisecond
+	maxRetryReserve = 2 * time.Second
+)
+
+// firstContext is ctx for the first commit attempts: it ends the retry
+// reserve before ctx.
+func firstContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	left := time.Until(deadline)
+	reserve := min(max(left/4, minRetryReserve), maxRetryReserve, left/2)
+	return context.WithDeadline(ctx, deadline.Add(-reserve))
 }
 
 // unknownResult tells an error after which the transaction may have
