@@ -169,8 +169,8 @@ func BenchmarkManyQueues(b *testing.B) {
 			if err := stop(); err != nil {
 				b.Fatal(err)
 			}
-			if c := replay.end(); c.Acked != int64(b.N) || c.Rejected != 0 || c.Unserved != "" {
-				b.Fatalf("the replay saw %+v, want %d ACKs", c, b.N)
+			if err := replay.end().want(int64(b.N), 0); err != nil {
+				b.Fatal(err)
 			}
 		})
 	}

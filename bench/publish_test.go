@@ -165,8 +165,8 @@ func publishTarget(b *testing.B, to string) (url, queue string, check func(n int
 	if to == "replay" {
 		url, end := startReplay(b, 0)
 		return url, "replay", func(n int) {
-			if c := end(); c.Published != int64(n) || c.Unserved != "" {
-				b.Fatalf("the replay saw %+v, want %d publishes", c, n)
+			if err := end().want(0, int64(n)); err != nil {
+				b.Fatal(err)
 			}
 		}
 	}

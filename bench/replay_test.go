@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -45,6 +46,11 @@ type replay struct {
 	acked, rejected, published atomic.Int64
 	ackFrames                  atomic.Int64 // basic.ack frames, each settling one delivery or (multiple) several
 	unserved                   atomic.Value // the first method it could not answer
+	// misacked counts the ACKs, NACKs and rejects of a tag not sent, or
+	// already settled, on which RabbitMQ would close the channel (406);
+	// misack describes the first.
+	misacked atomic.Int64
+	misack   atomic.Value
 }
 
 const (
@@ -251,7 +257,13 @@ func (c *replayConn) method(ch, class, id uint16, args []byte) bool {
 		if rc == nil {
 			return false
 		}
-		n := rc.settle(binary.BigEndian.Uint64(args), id != 90 && args[8]&1 != 0)
+		tag, multiple := binary.BigEndian.Uint64(args), id != 90 && args[8]&1 != 0
+		n, ok := rc.settle(tag, multiple)
+		if !ok {
+			c.r.misacked.Add(1)
+			c.r.misack.CompareAndSwap(nil, fmt.Sprintf("basic.%s of tag %d (multiple %t) on channel %d", map[uint16]string{80: "ack", 120: "nack", 90: "reject"}[id], tag, multiple, ch))
+			break
+		}
 		if id == 80 {
 			c.r.ackFrames.Add(1)
 			c.r.acked.Add(n)
@@ -307,19 +319,25 @@ func (c *replayConn) bodyFrame(ch uint16, n uint64) {
 }
 
 // settle marks tag settled (and every tag below it, when multiple) and
-// returns how many deliveries that settled.
-func (rc *replayChannel) settle(tag uint64, multiple bool) int64 {
+// returns how many deliveries that settled. As RabbitMQ does, it reads tag 0
+// with multiple as every delivery outstanding, and refuses (ok false,
+// nothing settled) tag 0 alone, a tag not sent yet and a tag already
+// settled, each of which RabbitMQ answers by closing the channel (406).
+func (rc *replayChannel) settle(tag uint64, multiple bool) (n int64, ok bool) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if tag > rc.sent || tag == 0 {
-		return 0
+	to := tag
+	switch {
+	case tag == 0 && multiple:
+		to = rc.sent
+	case tag == 0 || tag > rc.sent || rc.settled[tag-1]:
+		return 0, false
 	}
-	var n int64
-	from := tag
+	from := to
 	if multiple {
 		from = rc.low + 1
 	}
-	for t := from; t <= tag; t++ {
+	for t := from; t <= to; t++ {
 		if !rc.settled[t-1] {
 			rc.settled[t-1] = true
 			n++
@@ -330,7 +348,7 @@ func (rc *replayChannel) settle(tag uint64, multiple bool) int64 {
 	}
 	rc.out -= int(n)
 	rc.room.Signal()
-	return n
+	return n, true
 }
 
 // feed sends deliveries on rc, in batches as its window allows, until the
@@ -445,4 +463,56 @@ func (c *replayConn) write(b []byte) bool {
 	defer c.mu.Unlock()
 	_, err := c.conn.Write(b)
 	return err == nil
+}
+
+// TestReplaySettle sends the replay's channel settlements as a consumer
+// might get them wrong: each that RabbitMQ would answer by closing the
+// channel must be counted, and settle nothing, so that a run with a double
+// or an early ACK fails however many ACKs it sent.
+func TestReplaySettle(t *testing.T) {
+	r := &replay{}
+	rc := &replayChannel{id: 1, open: true, sent: 4, out: 4, settled: make([]bool, 4)}
+	rc.room = sync.NewCond(&rc.mu)
+	c := &replayConn{r: r, channels: map[uint16]*replayChannel{1: rc}}
+	settle := func(id uint16, tag uint64, flags byte) {
+		t.Helper()
+		if !c.method(1, 60, id, append(u64(tag), flags)) {
+			t.Fatalf("basic %d of tag %d ended the connection", id, tag)
+		}
+	}
+	for _, step := range []struct {
+		what              string
+		id                uint16 // 80 ack, 120 nack, 90 reject
+		tag               uint64
+		flags             byte // multiple, for ack and nack
+		acked, rejected   int64
+		misacked, settled int64
+	}{
+		{"ack 2", 80, 2, 0, 1, 0, 0, 1},
+		{"ack 2 again", 80, 2, 0, 1, 0, 1, 1},
+		{"ack 0", 80, 0, 0, 1, 0, 2, 1},
+		{"ack 5, not sent", 80, 5, 0, 1, 0, 3, 1},
+		{"ack 5, not sent, multiple", 80, 5, 1, 1, 0, 4, 1},
+		{"ack 3, multiple: 1 and 3", 80, 3, 1, 3, 0, 4, 3},
+		{"ack 3 again, multiple", 80, 3, 1, 3, 0, 5, 3},
+		{"reject 1, already acked", 90, 1, 0, 3, 0, 6, 3},
+		{"nack 0, multiple: every one outstanding", 120, 0, 1, 3, 1, 6, 4},
+		{"ack 0, multiple, none outstanding", 80, 0, 1, 3, 1, 6, 4},
+	} {
+		settle(step.id, step.tag, step.flags)
+		got := [3]int64{r.acked.Load(), r.rejected.Load(), r.misacked.Load()}
+		if want := [3]int64{step.acked, step.rejected, step.misacked}; got != want {
+			t.Fatalf("after %s: acked, rejected, misacked %v, want %v", step.what, got, want)
+		}
+		if out := 4 - step.settled; rc.out != int(out) {
+			t.Fatalf("after %s: %d outstanding, want %d", step.what, rc.out, out)
+		}
+	}
+	if got, _ := r.misack.Load().(string); got != "basic.ack of tag 2 (multiple false) on channel 1" {
+		t.Errorf("first misack %q", got)
+	}
+	counts := replayCounts{Acked: r.acked.Load(), Misacked: r.misacked.Load()}
+	if counts.want(3, 0) == nil {
+		t.Error("counts with misacks passed as 3 ACKs")
+	}
 }

@@ -18,8 +18,18 @@ import (
 // replayCounts is what a replay process saw, printed as JSON when its
 // standard input closes.
 type replayCounts struct {
-	Acked, Rejected, Published, AckFrames int64
-	Unserved                              string
+	Acked, Rejected, Published, AckFrames, Misacked int64
+	Unserved, Misack                                string
+}
+
+// want fails unless the replay saw exactly acked deliveries ACKed and
+// published publishes, and nothing it refused: no rejection, no method it
+// could not answer, no settlement of a tag not sent or already settled.
+func (c replayCounts) want(acked, published int64) error {
+	if c.Acked != acked || c.Published != published || c.Rejected != 0 || c.Misacked != 0 || c.Unserved != "" {
+		return fmt.Errorf("the replay saw %+v, want %d ACKs and %d publishes", c, acked, published)
+	}
+	return nil
 }
 
 // TestMain runs the replay when the benchmark starts this binary as one.
@@ -67,8 +77,9 @@ func replayMain(arg string) int {
 			r.start()
 		}
 	}
-	counts := replayCounts{Acked: r.acked.Load(), Rejected: r.rejected.Load(), Published: r.published.Load(), AckFrames: r.ackFrames.Load()}
+	counts := replayCounts{Acked: r.acked.Load(), Rejected: r.rejected.Load(), Published: r.published.Load(), AckFrames: r.ackFrames.Load(), Misacked: r.misacked.Load()}
 	counts.Unserved, _ = r.unserved.Load().(string)
+	counts.Misack, _ = r.misack.Load().(string)
 	out.Lock()
 	defer out.Unlock()
 	_ = json.NewEncoder(os.Stdout).Encode(counts)
