@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/wire"
 )
 
 // drainPlain is the baseline: amqp091-go and nothing else. concurrency
@@ -20,13 +23,14 @@ import (
 // confirm, then ACKs. Its in-flight window is therefore concurrency, as
 // Lily's handoff window is.
 //
-// As "plain-extract" it also runs the generated extractor on each body before
-// settling it: the difference to Lily is then the runtime's own cost. As
+// As "plain-extract" it also reads each delivery as the generated route does
+// before settling it (extract: the body's extractor and the typed headers'):
+// the difference to Lily is then the runtime's own cost. As
 // "plain-facts" it does that too, and its retry copies carry Lily's failure
 // facts and a handoff id as well (see withFacts). As "plain-duties" (the ack
 // path only) it runs the extractor as a handler the way the settlement page
-// needs a handler run, in the plainest code that does it: on a goroutine of
-// its own under a timeout, so that a handler ignoring its context could be
+// needs a handler run, in the plainest code that does it: extract on a
+// goroutine of its own under a timeout, so that a handler ignoring its context could be
 // left behind, and with its ACK written by the channel's one writer, which
 // the delivery waits for (see settleApart).
 func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
@@ -69,7 +73,7 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 	}
 	return drainWith(ctx, ch, deliveries, r.concurrency, t, func(d *amqp.Delivery) error {
 		if r.consumer != "plain" {
-			if _, err := ordersmsg.ExtractOrderPlacedV2(d.Body); err != nil {
+			if _, err := extract(d); err != nil {
 				return err
 			}
 		}
@@ -80,6 +84,70 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 		}
 		return d.Ack(false)
 	})
+}
+
+// extract reads d as the generated route of OrderPlaced v2 does before it
+// calls the handler: the body through the generated extractor, then the
+// typed headers.
+func extract(d *amqp.Delivery) (*ordersmsg.OrderPlacedV2, error) {
+	msg, err := ordersmsg.ExtractOrderPlacedV2(d.Body)
+	if err != nil {
+		return nil, err
+	}
+	msg.Headers, err = orderPlacedV2Headers(func(k string) (any, bool) {
+		v, ok := d.Headers[k]
+		return v, ok
+	})
+	if err != nil {
+		return nil, err
+	}
+	return msg, nil
+}
+
+// xTenantPattern is the schema's pattern of header x-tenant.
+var xTenantPattern = regexp.MustCompile("^[a-z][a-z0-9-]*$")
+
+// orderPlacedV2Headers is the generated extractOrderPlacedV2Headers, which
+// ordersmsg does not export, written out: the same checks in the same order,
+// so that the plain loop pays what the route pays (TestExtract holds the two
+// to the same answers).
+func orderPlacedV2Headers(header func(string) (any, bool)) (ordersmsg.OrderPlacedV2Headers, error) {
+	var out ordersmsg.OrderPlacedV2Headers
+	raw, ok := header("x-tenant")
+	if !ok || raw == nil {
+		return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "required"}
+	}
+	xTenant, ok := raw.(string)
+	if !ok {
+		return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "not a string"}
+	}
+	if !utf8.ValidString(xTenant) {
+		return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "not UTF-8"}
+	}
+	switch n := utf8.RuneCountInString(xTenant); {
+	case n < 1:
+		return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "empty"}
+	case n > 32:
+		return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "longer than 32 characters"}
+	}
+	if !xTenantPattern.MatchString(xTenant) {
+		return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-tenant", Problem: "does not match ^[a-z][a-z0-9-]*$"}
+	}
+	out.XTenant = xTenant
+	if raw, ok := header("x-trace-id"); ok && raw != nil {
+		xTraceID, ok := raw.(string)
+		if !ok {
+			return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-trace-id", Problem: "not a string"}
+		}
+		if !utf8.ValidString(xTraceID) {
+			return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-trace-id", Problem: "not UTF-8"}
+		}
+		if utf8.RuneCountInString(xTraceID) > 64 {
+			return ordersmsg.OrderPlacedV2Headers{}, &wire.FieldError{Path: "headers.x-trace-id", Problem: "longer than 64 characters"}
+		}
+		out.XTraceID = &xTraceID
+	}
+	return out, nil
 }
 
 // drainWith runs concurrency goroutines that share deliveries and settle
@@ -171,7 +239,7 @@ func settleApart(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.D
 		timeout, cancel := context.WithTimeout(ctx, handlerTimeout)
 		defer cancel()
 		go func() {
-			_, err := ordersmsg.ExtractOrderPlacedV2(d.Body)
+			_, err := extract(d)
 			handled <- err
 		}()
 		select {
