@@ -85,6 +85,7 @@ type tracker struct {
 	lat     histogram
 	done    chan struct{} // closed at the n-th settlement
 	end     time.Time     // the n-th settlement; read after done
+	endCPU  time.Duration // this process's CPU time (selfCPU) then; read after done
 	rss     [10]atomic.Uint64
 }
 
@@ -105,7 +106,7 @@ func (t *tracker) settle(messageID string) {
 		t.rss[k/tenth-1].Store(uint64(procStatus("VmRSS") * 1024))
 	}
 	if k == t.n {
-		t.end = now
+		t.end, t.endCPU = now, selfCPU()
 		close(t.done)
 	}
 }
