@@ -85,15 +85,39 @@ lint: staticcheck
 bench: bench-replay
 	cd bench && $(GO) run .
 	cd bench && $(GO) test -run '^$$' -bench 'Publish/to=broker' -benchtime 30000x -count 5 .
-	cd bench && $(GO) test -run '^$$' -bench Extract -count 10 .
-	cd bench && GOEXPERIMENT=jsonv2 $(GO) test -run '^$$' -bench 'Extract/.*/decoder=(generated|encoding-json-v2)$$' -count 10 .
+	bench=$$(mktemp -d)/bench.test && trap 'rm -r "$${bench%/*}"' EXIT && cd bench && \
+	$(GO) test -c -o $$bench . && $(call ROUNDS,10,,$(EXTRACT_BENCHES)) && \
+	GOEXPERIMENT=jsonv2 $(GO) test -c -o $$bench . && $(call ROUNDS,10,,$(EXTRACT_V2_BENCHES))
 	$(GO) test -run '^$$' -bench Generate -count 10 ./gen
 
-## bench-replay: consumers, publishers, the outbox relay and 100 queues without a broker, deliveries replayed (docs/benchmarks.md; about 6 minutes; the relay needs PostgreSQL)
+## bench-replay: consumers, publishers, the outbox relay and 100 queues without a broker, deliveries replayed, in alternated rounds (docs/benchmarks.md; about 6 minutes; the relay needs PostgreSQL)
 bench-replay:
-	cd bench && $(GO) test -run '^$$' -bench Replay -benchtime 50000x -count 6 -cpu 2,1 .
-	cd bench && $(GO) test -run '^$$' -bench 'Publish/to=replay' -benchtime 50000x -count 6 -cpu 2,1 .
-	cd bench && $(GO) test -run '^$$' -bench 'ManyQueues|Relay' -benchtime 20000x -count 3 .
+	bench=$$(mktemp -d)/bench.test && trap 'rm -r "$${bench%/*}"' EXIT && cd bench && \
+	$(GO) test -c -o $$bench . && \
+	$(call ROUNDS,6,-test.benchtime 50000x -test.cpu $(REPLAY_CPUS),$(REPLAY_BENCHES)) && \
+	$(call ROUNDS,6,-test.benchtime 50000x -test.cpu $(REPLAY_CPUS),$(PUBLISH_BENCHES)) && \
+	$(call ROUNDS,3,-test.benchtime 20000x,$(MANY_BENCHES))
+
+# The benchmarks of bench-replay, each a whole name.
+REPLAY_BENCHES  := $(addprefix Replay/path=ack/consumer=,plain plain-extract plain-duties lily watermill) \
+	$(addprefix Replay/path=retry/consumer=,plain plain-facts lily watermill)
+PUBLISH_BENCHES := $(addprefix Publish/to=replay/publisher=,plain lily watermill)
+MANY_BENCHES    := $(addprefix ManyQueues/consumer=,plain lily lily-shared watermill) Relay
+REPLAY_CPUS     := 2,1
+# The extractor's against its peers (make bench); encoding/json/v2's in a build of their own.
+EXTRACT_PAYLOADS   := 1KiB example
+EXTRACT_BENCHES    := $(foreach p,$(EXTRACT_PAYLOADS),$(addprefix Extract/payload=$(p)/decoder=,generated easyjson encoding-json segmentio sonic))
+EXTRACT_V2_BENCHES := $(foreach p,$(EXTRACT_PAYLOADS),$(addprefix Extract/payload=$(p)/decoder=,generated encoding-json-v2))
+
+# ROUNDS runs the test binary $$bench in $(1) alternated rounds: each round
+# runs each benchmark of $(3) once (-test.count 1, and the flags $(2)), the
+# order rotated one place a round, so that a drift of the shared machine
+# spreads over all of them. go test -count would run each benchmark's runs
+# one after another.
+ROUNDS = set -- $(3) && for round in $$(seq $(1)); do \
+		for b; do $$bench -test.run '^$$' -test.bench "^Benchmark$$b\$$" -test.count 1 $(2) || exit; done; \
+		b=$$1; shift; set -- "$$@" "$$b"; \
+	done
 
 staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
