@@ -81,9 +81,10 @@ lint: staticcheck
 	$(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
 
-## bench: every figure of docs/benchmarks.md: the broker runs beside a plain amqp091-go loop and Watermill, the replay's, the extractor's, lilygen's (about 15 minutes)
+## bench: the figures docs/benchmarks.md's targets rest on: the replay's (bench-replay), the broker runs with issue 18's settings (five alternated rounds, plain, plain-extract, plain-facts, Lily and Watermill), the publisher's on the broker, the extractor's, lilygen's (about 25 minutes)
 bench: bench-replay
-	cd bench && $(GO) run .
+	cd bench && $(GO) run . -scenarios ack,retry -rounds 5 -n 60000 -retry-n 20000 -consumers plain,plain-extract,plain-facts,lily,watermill
+	cd bench && $(GO) run . -scenarios live -rounds 5 -consumers plain,lily,watermill
 	cd bench && $(GO) test -run '^$$' -bench 'Publish/to=broker' -benchtime 30000x -count 5 .
 	bench=$$(mktemp -d)/bench.test && trap 'rm -r "$${bench%/*}"' EXIT && cd bench && \
 	$(GO) test -c -o $$bench . && $(call ROUNDS,10,,$(EXTRACT_BENCHES)) && \
