@@ -3,12 +3,14 @@ package lilytest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/trial"
 )
@@ -93,6 +95,15 @@ func (h *Harness) watch(routes runtime.Routes) runtime.Routes {
 // was published to the queue by name through the default exchange, and is
 // not redelivered.
 //
+// p arrives as the broker delivers it: its headers and timestamp as the
+// client decodes them, not as the Go values p holds (an int reads as an
+// int32, a time in whole seconds, in the local zone). Deliver panics on a
+// message no client publishes, as a Publisher refuses it before writing: a
+// property or a header name over 255 bytes, an expiration that is not
+// milliseconds, a header value of a type AMQP has no word for, an int
+// outside the int32 range, which the client would truncate, a NaN or an
+// infinity.
+//
 // A delivery that is requeued waits the runtime's pause first (250 ms,
 // doubling for each earlier requeue of the same message), and a retry on
 // an ordered queue (QueueSpec.OrderKey) waits in line for its retry delay,
@@ -102,10 +113,13 @@ func (h *Harness) watch(routes runtime.Routes) runtime.Routes {
 // StepTimeout, and then requeues the delivery unstarted (PathNotStarted), as
 // the runtime does when it recycles the channel.
 func (h *Harness) Deliver(p runtime.Publishing, opts ...Option) Result {
+	d, err := delivery(p, h.spec.Name, opts)
+	if err != nil {
+		panic("lilytest: Deliver: " + err.Error())
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.tag++
-	d := delivery(p, h.spec.Name, opts)
 	d.DeliveryTag = h.tag
 	c := &call{}
 	h.current.Store(c)
@@ -181,23 +195,31 @@ func Attempt(n int) Option {
 	}}
 }
 
-// delivery is p as the broker delivers it from queue, changed by opts. Its
-// headers and body are its own, as a broker's delivery is decoded afresh:
-// the caller may change p after, and a handler still running its delivery
-// sees nothing of it. It has no acknowledger: the runtime settles through
-// the fake channel.
-func delivery(p runtime.Publishing, queue string, opts []Option) *amqp.Delivery {
+// delivery is p as the broker delivers it from queue, changed by opts, or
+// why no client could have published it. Its headers and body are its own,
+// as a broker's delivery is decoded afresh: the caller may change p after,
+// and a handler still running its delivery sees nothing of it. Its headers
+// and timestamp are what the client decodes, not the Go values p holds. It
+// has no acknowledger: the runtime settles through the fake channel.
+func delivery(p runtime.Publishing, queue string, opts []Option) (*amqp.Delivery, error) {
+	if err := confirm.CheckProperties(p); err != nil {
+		return nil, fmt.Errorf("no client publishes the message: %w", err)
+	}
+	headers, err := received(p.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("no client publishes the message: headers: %w", err)
+	}
 	d := &amqp.Delivery{
-		Headers: cloneTable(p.Headers), ContentType: p.ContentType, ContentEncoding: p.ContentEncoding,
+		Headers: headers, ContentType: p.ContentType, ContentEncoding: p.ContentEncoding,
 		DeliveryMode: p.DeliveryMode, Priority: p.Priority, CorrelationId: p.CorrelationId,
-		ReplyTo: p.ReplyTo, Expiration: p.Expiration, MessageId: p.MessageId, Timestamp: p.Timestamp,
+		ReplyTo: p.ReplyTo, Expiration: p.Expiration, MessageId: p.MessageId, Timestamp: stamp(p.Timestamp),
 		Type: p.Type, UserId: p.UserId, AppId: p.AppId,
 		ConsumerTag: "lilytest", RoutingKey: queue, Body: bytes.Clone(p.Body),
 	}
 	for _, o := range opts {
 		o.apply(d)
 	}
-	return d
+	return d, nil
 }
 
 // cloneTable copies t deeply: the tables, arrays and byte slices in it too.

@@ -3,6 +3,7 @@ package lilytest_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -190,5 +191,57 @@ func TestErrIsTheLastAttemptsAfterARetryInLine(t *testing.T) {
 	res := h.Deliver(order(t, "in-line"))
 	if res.Attempt < 2 || res.Handler != "panicked" || res.Err != nil {
 		t.Errorf("attempt %d, handler %q, Err %v: want a later attempt that panicked, and no error", res.Attempt, res.Handler, res.Err)
+	}
+}
+
+// A handler reads its headers as they arrive from the broker: a time as the
+// whole seconds AMQP carries, an int as the 32 bits amqp091-go sends; the
+// retry copy keeps the timestamp as it arrived.
+func TestHeadersArriveAsTheWireCarriesThem(t *testing.T) {
+	sent := time.Date(2024, 5, 1, 12, 0, 0, 750_000_000, time.UTC)
+	var at, n any
+	h := harness(t, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		at, _ = d.Header("x-sent-at")
+		n, _ = d.Header("x-count")
+		return runtime.Retryable(errors.New("again"))
+	})
+	p := order(t, "wire-1")
+	p.Headers["x-sent-at"], p.Headers["x-count"], p.Timestamp = sent, 7, sent
+	res := h.Deliver(p)
+	if got, ok := at.(time.Time); !ok || !got.Equal(sent.Truncate(time.Second)) {
+		t.Errorf("x-sent-at: %#v, want %v", at, sent.Truncate(time.Second))
+	}
+	if n != int32(7) {
+		t.Errorf("x-count: %T %v, want int32 7", n, n)
+	}
+	if res.Copy == nil || !res.Copy.Timestamp.Equal(sent.Truncate(time.Second)) {
+		t.Errorf("copy: %+v, want the timestamp in whole seconds", res.Copy)
+	}
+}
+
+// What no client publishes, as a Publisher refuses it, is refused, not
+// changed: RawDelivery fails, and Deliver panics.
+func TestUnpublishableMessageIsRefused(t *testing.T) {
+	h := harness(t, ok)
+	for want, change := range map[string]func(*runtime.Publishing){
+		"x-count: the int 1099511627776 is outside the int32 range": func(p *runtime.Publishing) { p.Headers["x-count"] = 1 << 40 },
+		"x-ratio: NaN is not a finite number":                       func(p *runtime.Publishing) { p.Headers["x-ratio"] = math.NaN() },
+		"value uint64 not supported":                                func(p *runtime.Publishing) { p.Headers["x-n"] = uint64(1) },
+		"app_id: 256 bytes, more than 255":                          func(p *runtime.Publishing) { p.AppId = strings.Repeat("a", 256) },
+		"expiration: not a whole number of milliseconds":            func(p *runtime.Publishing) { p.Expiration = "soon" },
+	} {
+		p := order(t, "refused-1")
+		change(&p)
+		if _, err := lilytest.RawDelivery(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok)), p); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("RawDelivery: %v, want %q", err, want)
+		}
+		func() {
+			defer func() {
+				if r, _ := recover().(string); !strings.Contains(r, "lilytest: Deliver: no client publishes the message: ") || !strings.Contains(r, want) {
+					t.Errorf("Deliver: panic %q, want %q", r, want)
+				}
+			}()
+			h.Deliver(p)
+		}()
 	}
 }

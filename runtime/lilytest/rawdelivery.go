@@ -23,9 +23,14 @@ var ErrRejected = errors.New("lilytest: rejected before any handler")
 //
 // It fails with ErrRejected when the runtime would stop p before any
 // handler: over the body limit, poison, or without a route. Routes are
-// looked up, not called.
+// looked up, not called. As for Deliver, the headers and timestamp are as
+// the client decodes them, and a message no client publishes fails.
 func RawDelivery(spec runtime.QueueSpec, routes runtime.Routes, p runtime.Publishing, opts ...Option) (runtime.RawDelivery, error) {
-	rd, rejection, reason, err := trial.Read(spec, routes, delivery(p, spec.Name, opts))
+	d, err := delivery(p, spec.Name, opts)
+	if err != nil {
+		return runtime.RawDelivery{}, fmt.Errorf("lilytest: %w", err)
+	}
+	rd, rejection, reason, err := trial.Read(spec, routes, d)
 	if err != nil {
 		return runtime.RawDelivery{}, fmt.Errorf("lilytest: queue %s: %w", spec.Name, err)
 	}

@@ -1,6 +1,7 @@
 package confirm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -30,14 +31,27 @@ func CheckDestination(exchange, key string) error {
 // would be lost, and the broker refuses a bad expiration by closing the
 // channel: either way every publish in flight beside it would fail.
 func Check(exchange, key string, msg amqp.Publishing) error {
+	if err := cmp.Or(shortStr("exchange", exchange), shortStr("routing key", key), CheckProperties(msg)); err != nil {
+		return err
+	}
+	if err := CheckHeaders(msg.Headers); err != nil {
+		return fmt.Errorf("headers: %w", err)
+	}
+	return nil
+}
+
+// CheckProperties says why the client, or the broker, would refuse msg's
+// properties, beside its headers: one over 255 bytes, which the client does
+// not write, or an expiration that is not milliseconds, on which the broker
+// closes the channel.
+func CheckProperties(msg amqp.Publishing) error {
 	for _, f := range []struct{ name, value string }{
-		{"exchange", exchange}, {"routing key", key},
 		{"content_type", msg.ContentType}, {"content_encoding", msg.ContentEncoding},
 		{"correlation_id", msg.CorrelationId}, {"reply_to", msg.ReplyTo}, {"expiration", msg.Expiration},
 		{"message_id", msg.MessageId}, {"type", msg.Type}, {"user_id", msg.UserId}, {"app_id", msg.AppId},
 	} {
-		if len(f.value) > maxShortStr {
-			return fmt.Errorf("%s: %d bytes, more than %d", f.name, len(f.value), maxShortStr)
+		if err := shortStr(f.name, f.value); err != nil {
+			return err
 		}
 	}
 	if msg.Expiration != "" {
@@ -45,8 +59,13 @@ func Check(exchange, key string, msg amqp.Publishing) error {
 			return errors.New("expiration: not a whole number of milliseconds")
 		}
 	}
-	if err := CheckHeaders(msg.Headers); err != nil {
-		return fmt.Errorf("headers: %w", err)
+	return nil
+}
+
+// shortStr says why field's value is too long for an AMQP short string.
+func shortStr(field, value string) error {
+	if len(value) > maxShortStr {
+		return fmt.Errorf("%s: %d bytes, more than %d", field, len(value), maxShortStr)
 	}
 	return nil
 }

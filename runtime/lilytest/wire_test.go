@@ -1,0 +1,153 @@
+package lilytest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/services"
+)
+
+// sentAt is a producer's send time: within a second, in a zone not the
+// test's own.
+var sentAt = time.Date(2024, 5, 1, 12, 0, 0, 750_000_000, time.FixedZone("UTC+3", 3*3600))
+
+// wireCases are header values as a producer writes them and as a consumer's
+// client reads them back from the broker.
+func wireCases() []struct {
+	name      string
+	sent, got any
+} {
+	return []struct {
+		name      string
+		sent, got any
+	}{
+		{"bool", true, true},
+		{"byte", byte(200), byte(200)},
+		{"int8", int8(-5), int8(-5)},
+		{"int16", int16(-300), int16(-300)},
+		{"uint16", uint16(60_000), uint16(60_000)},
+		{"int", 70_000, int32(70_000)},
+		{"negative int", -70_000, int32(-70_000)},
+		{"int32", int32(math.MinInt32), int32(math.MinInt32)},
+		{"uint32", uint32(math.MaxUint32), uint32(math.MaxUint32)},
+		{"int64", int64(1) << 40, int64(1) << 40},
+		{"float32", float32(1.5), float32(1.5)},
+		{"float64", 2.25, 2.25},
+		{"decimal", amqp.Decimal{Scale: 2, Value: -12345}, amqp.Decimal{Scale: 2, Value: -12345}},
+		{"string", "acme", "acme"},
+		{"bytes", []byte("raw"), []byte("raw")},
+		{"nil bytes", []byte(nil), []byte{}},
+		{"void", nil, nil},
+		{"time", sentAt, time.Unix(sentAt.Unix(), 0)},
+		{"time before 1970", time.Date(1969, 7, 20, 20, 17, 40, 500, time.UTC), time.Unix(time.Date(1969, 7, 20, 20, 17, 40, 0, time.UTC).Unix(), 0)},
+		{"array", []any{7, sentAt, []any{}}, []any{int32(7), time.Unix(sentAt.Unix(), 0), []any(nil)}},
+		{"empty array", []any{}, []any(nil)},
+		{"table", amqp.Table{"n": 7, "at": sentAt, "t": amqp.Table{}}, amqp.Table{"n": int32(7), "at": time.Unix(sentAt.Unix(), 0), "t": amqp.Table{}}},
+	}
+}
+
+// A header reaches the handler as the consumer's client decodes it, not as
+// the Go value the test wrote.
+func TestReceivedAsTheClientDecodes(t *testing.T) {
+	for _, c := range wireCases() {
+		got, err := received(amqp.Table{"v": c.sent})
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got["v"], c.got) {
+			t.Errorf("%s: received %T %#v, want %T %#v", c.name, got["v"], got["v"], c.got, c.got)
+		}
+	}
+	if got, err := received(amqp.Table{}); got != nil || err != nil {
+		t.Errorf("an empty header table: %#v, %v; want none, as it is not sent", got, err)
+	}
+	if got := stamp(sentAt); !reflect.DeepEqual(got, time.Unix(sentAt.Unix(), 0)) {
+		t.Errorf("timestamp %v, want whole seconds in the local zone", got)
+	}
+	if got := stamp(time.Time{}); !got.IsZero() {
+		t.Errorf("a zero timestamp is not sent; got %v", got)
+	}
+}
+
+// What no client sends is refused, as a Publisher refuses it, not changed.
+func TestReceivedRefusesWhatNoClientSends(t *testing.T) {
+	for name, c := range map[string]struct {
+		headers amqp.Table
+		want    string
+	}{
+		"int over 32 bits": {amqp.Table{"n": math.MaxInt32 + 1}, "n: the int 2147483648 is outside the int32 range"},
+		"int in an array":  {amqp.Table{"a": []any{1, math.MinInt32 - 1}}, "a: [1]: the int -2147483649 is outside"},
+		"uint64":           {amqp.Table{"t": amqp.Table{"n": uint64(1)}}, "uint64 not supported"},
+		"plain map":        {amqp.Table{"m": map[string]any{}}, "not supported"},
+		"NaN":              {amqp.Table{"f": math.NaN()}, "f: NaN is not a finite number"},
+		"infinity":         {amqp.Table{"f": float32(math.Inf(-1))}, "f: -Inf is not a finite number"},
+		"long name":        {amqp.Table{strings.Repeat("k", 256): "v"}, "a name of 256 bytes, more than 255"},
+	} {
+		if _, err := received(c.headers); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+// The cases above are what the broker delivers: each published with
+// amqp091-go to a queue of the test's own and read back.
+func TestBrokerDeliversWhatReceivedSays(t *testing.T) {
+	conn, err := amqp.Dial(services.RabbitMQ(t))
+	if err != nil {
+		t.Fatalf("dial: %v (start RabbitMQ, or set LILY_AMQP_URL)", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	q := "lilytest-wire." + hex.EncodeToString(suffix)
+	// Exclusive: it goes with the connection.
+	if _, err := ch.QueueDeclare(q, false, true, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range wireCases() {
+		p := amqp.Publishing{Headers: amqp.Table{"v": c.sent}, Timestamp: sentAt}
+		want, err := delivery(p, q, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = ch.PublishWithContext(ctx, "", q, false, false, p)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: publish: %v", c.name, err)
+		}
+		var got amqp.Delivery
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			d, ok, err := ch.Get(q, true)
+			if err != nil {
+				t.Fatalf("%s: get: %v", c.name, err)
+			}
+			if ok {
+				got = d
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not delivered", c.name)
+			}
+		}
+		if !reflect.DeepEqual(got.Headers, want.Headers) {
+			t.Errorf("%s: the broker delivers %#v, lilytest %#v", c.name, got.Headers, want.Headers)
+		}
+		if !reflect.DeepEqual(got.Timestamp, want.Timestamp) {
+			t.Errorf("%s: the broker delivers timestamp %#v, lilytest %#v", c.name, got.Timestamp, want.Timestamp)
+		}
+	}
+}
