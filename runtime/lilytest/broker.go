@@ -1,6 +1,8 @@
 package lilytest
 
 import (
+	"sync/atomic"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
@@ -12,7 +14,7 @@ import (
 // answers each retry or DLQ copy as the harness was told to.
 type broker struct {
 	h      *Harness
-	answer outcome.HandoffEvidence // guarded by h.mu, which each Deliver holds
+	answer atomic.Pointer[outcome.HandoffEvidence]
 }
 
 // confirmed is the fake broker's answer until AnswerHandoffs changes it.
@@ -58,7 +60,7 @@ func (b *broker) Publish(_, key string, msg amqp.Publishing) outcome.HandoffEvid
 	c.mu.Lock()
 	c.copy = (*runtime.Publishing)(&msg)
 	c.mu.Unlock()
-	ev := b.answer
+	ev := *b.answer.Load()
 	ev.Destination = key
 	return ev
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 
@@ -22,12 +24,20 @@ import (
 // that pace the next one; an Inbox in the Config keeps its claims. Deliver
 // calls run one at a time: calls made at once from several goroutines wait
 // for one another, in no set order. Close a Harness when the test ends.
+//
+// A handler may call AnswerHandoffs: its own delivery's copy is answered so
+// too. A handler that calls Deliver or Close on its own harness, during its
+// delivery, would wait for that delivery, which waits for the handler: the
+// call panics, and so, once the delivery is settled, does the Deliver under
+// way, on the test's goroutine. (Made from a goroutine the handler started
+// and waits for, the call is not caught: it waits out the handler's
+// timeout.)
 type Harness struct {
 	spec     runtime.QueueSpec
 	journeys trial.Journeys
 	broker   *broker
 
-	mu  sync.Mutex // one delivery at a time; guards tag and broker.answer
+	mu  sync.Mutex // one delivery at a time; guards tag
 	tag uint64
 	// current is the delivery under way, which the routes and the broker
 	// report to.
@@ -41,12 +51,32 @@ type call struct {
 	err        error
 	copy       *runtime.Publishing
 	settlement string
+	// handlers counts the routes running for the delivery, until it ends.
+	handlers int
+	ended    bool
+	// reentered says which call a handler made back into the harness
+	// during its delivery, for Deliver to panic with.
+	reentered string
 }
 
 func (c *call) setErr(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.err = err
+}
+
+func (c *call) handling(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.handlers += n
+}
+
+// underWay says whether a route is running for the delivery, and it has
+// not ended.
+func (c *call) underWay() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.handlers > 0 && !c.ended
 }
 
 // New returns the harness of a consumer of spec that dispatches by routes,
@@ -56,7 +86,8 @@ func (c *call) setErr(err error) {
 // bounds the steps they take; the fields that reach the broker are not used.
 func New(spec runtime.QueueSpec, routes runtime.Routes, cfg runtime.Config) (*Harness, error) {
 	h := &Harness{spec: spec}
-	h.broker = &broker{h: h, answer: answers[confirmed]}
+	h.broker = &broker{h: h}
+	h.AnswerHandoffs(confirmed)
 	c, err := runtime.NewConsumer(spec, h.watch(routes), cfg)
 	if err != nil {
 		return nil, err
@@ -75,16 +106,61 @@ func (h *Harness) watch(routes runtime.Routes) runtime.Routes {
 			continue
 		}
 		out[key] = func(ctx context.Context, d runtime.RawDelivery) error {
-			c := h.current.Load()
-			// A call that panics returns nothing: the error an earlier
-			// attempt returned must not stand for it.
-			c.setErr(nil)
-			err := route(ctx, d)
-			c.setErr(err)
-			return err
+			return h.handle(ctx, route, d)
 		}
 	}
 	return out
+}
+
+// handle runs route for the delivery under way. Its frame on a goroutine's
+// stack tells lock that the goroutine runs a handler.
+func (h *Harness) handle(ctx context.Context, route func(context.Context, runtime.RawDelivery) error, d runtime.RawDelivery) error {
+	c := h.current.Load()
+	c.handling(1)
+	defer c.handling(-1)
+	// A call that panics returns nothing: the error an earlier attempt
+	// returned must not stand for it.
+	c.setErr(nil)
+	err := route(ctx, d)
+	c.setErr(err)
+	return err
+}
+
+// handleFunc is handle's name in a stack trace.
+var handleFunc = goruntime.FuncForPC(reflect.ValueOf((*Harness).handle).Pointer()).Name()
+
+// lock takes h.mu for method, once the delivery under way, if any, has
+// ended. It panics when a handler of that delivery calls, on its own
+// goroutine, which would wait for the delivery waiting for the handler.
+// (A handler of another harness calling while a handler of this one runs
+// is taken for one of this one's: it cannot tell which harness it is in.)
+func (h *Harness) lock(method string) {
+	if h.mu.TryLock() {
+		return
+	}
+	if c := h.current.Load(); c != nil && c.underWay() && inHandler() {
+		msg := "lilytest: " + method + " called by a handler during its own delivery, which it would wait for: call it once Deliver has returned"
+		c.mu.Lock()
+		c.reentered = msg
+		c.mu.Unlock()
+		panic(msg)
+	}
+	h.mu.Lock()
+}
+
+// inHandler says whether the calling goroutine runs a harness's handler.
+func inHandler() bool {
+	pcs := make([]uintptr, 1024)
+	frames := goruntime.CallersFrames(pcs[:goruntime.Callers(3, pcs)])
+	for {
+		f, more := frames.Next()
+		if f.Function == handleFunc {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 // Deliver hands p to the consumer as the broker would, and returns once the
@@ -117,7 +193,7 @@ func (h *Harness) Deliver(p runtime.Publishing, opts ...Option) Result {
 	if err != nil {
 		panic("lilytest: Deliver: " + err.Error())
 	}
-	h.mu.Lock()
+	h.lock("Deliver")
 	defer h.mu.Unlock()
 	h.tag++
 	d.DeliveryTag = h.tag
@@ -126,6 +202,10 @@ func (h *Harness) Deliver(p runtime.Publishing, opts ...Option) Result {
 	rec := h.journeys.Deliver(d).(runtime.Record)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.ended = true
+	if c.reentered != "" {
+		panic(c.reentered)
+	}
 	res := Result{Record: rec, Err: c.err, Copy: c.copy, Settlement: c.settlement}
 	if rec.Handler == "timed out" {
 		// The runtime stopped waiting for the route: what it returns
@@ -140,15 +220,15 @@ func (h *Harness) Deliver(p runtime.Publishing, opts ...Option) Result {
 // the consumer publishes from now on, in the words of Record.Handoff:
 // "confirmed" (the default), "returned" (unroutable), "nacked", "timed out"
 // (the copy was written; no confirm came) or "failed" (the copy was not
-// written). It panics on any other word.
+// written). It panics on any other word. It does not wait for a Deliver
+// under way: called by a handler, it answers the copy of the handler's own
+// delivery.
 func (h *Harness) AnswerHandoffs(evidence string) {
 	ev, ok := answers[evidence]
 	if !ok {
 		panic("lilytest: AnswerHandoffs: no handoff evidence is called " + evidence)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.broker.answer = ev
+	h.broker.answer.Store(&ev)
 }
 
 // Close ends the consumer: its handlers' context is cancelled, as by a
@@ -159,11 +239,9 @@ func (h *Harness) AnswerHandoffs(evidence string) {
 // running past its timeout returns on its own. Close waits for a Deliver
 // under way; a second Close does nothing.
 func (h *Harness) Close() {
-	h.closed.Do(func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		h.journeys.Close()
-	})
+	h.lock("Close")
+	defer h.mu.Unlock()
+	h.closed.Do(h.journeys.Close)
 }
 
 // Option changes how Deliver and RawDelivery hand a message over.

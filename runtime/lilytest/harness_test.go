@@ -245,3 +245,78 @@ func TestUnpublishableMessageIsRefused(t *testing.T) {
 		}()
 	}
 }
+
+// A handler may set the fake broker's answer: its own delivery's copy is
+// answered so, at once.
+func TestHandlerAnswersItsOwnHandoff(t *testing.T) {
+	var h *lilytest.Harness
+	h = harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		h.AnswerHandoffs("nacked")
+		return runtime.Retryable(errors.New("busy"))
+	})
+	res := h.Deliver(order(t, "answer-1"))
+	if res.Handler != "retryable" || res.Handoff != "nacked" || res.Settlement != "requeue" {
+		t.Errorf("handler %q, handoff %q, settlement %q: want retryable, nacked, requeue", res.Handler, res.Handoff, res.Settlement)
+	}
+}
+
+// A handler calling Deliver or Close on its own harness during its
+// delivery would wait for itself: the call panics, and so does the Deliver
+// under way, on the test's goroutine; the harness is still usable.
+func TestHandlerCallingBackIntoItsDeliveryPanics(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	// Without the check, the call would wait out the handler's timeout.
+	spec.HandlerTimeout = time.Minute
+	for _, method := range []string{"Deliver", "Close"} {
+		var h *lilytest.Harness
+		h = harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+			if msg.OrderID == "outer" {
+				if method == "Deliver" {
+					h.Deliver(order(t, "inner"))
+				} else {
+					h.Close()
+				}
+			}
+			return nil
+		})
+		func() {
+			defer func() {
+				want := "lilytest: " + method + " called by a handler during its own delivery"
+				if r, _ := recover().(string); !strings.HasPrefix(r, want) {
+					t.Errorf("%s: panic %q, want %q", method, r, want)
+				}
+			}()
+			h.Deliver(order(t, "outer"))
+		}()
+		wantPath(t, h.Deliver(order(t, "after")), runtime.PathAcked)
+	}
+}
+
+// Deliver calls from several goroutines wait for one another, however
+// their handlers run.
+func TestConcurrentDeliveriesWait(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.HandlerTimeout = time.Minute
+	started, release := make(chan struct{}), make(chan struct{})
+	h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "first" {
+			close(started)
+			<-release
+		}
+		return nil
+	})
+	second := make(chan lilytest.Result)
+	go func() {
+		<-started
+		second <- h.Deliver(order(t, "second"))
+	}()
+	go func() {
+		<-started
+		// Time for the second Deliver to wait on the first; it passes
+		// without it too.
+		time.Sleep(50 * time.Millisecond)
+		close(release)
+	}()
+	wantPath(t, h.Deliver(order(t, "first")), runtime.PathAcked)
+	wantPath(t, <-second, runtime.PathAcked)
+}
