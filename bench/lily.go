@@ -10,17 +10,20 @@ import (
 	"github.com/lily-mq/lily/runtime"
 )
 
-// benchHandler is the user's code under Lily: nothing on the ack path; on the
-// retry path the first attempt fails retryably, which sends the message to
-// the retry bucket by a confirmed handoff before the ACK.
+// benchHandler is the user's code under Lily: nothing on the ack path but
+// noting the delivery in t; on the retry path the first attempt fails
+// retryably, which sends the message to the retry bucket by a confirmed
+// handoff before the ACK.
 type benchHandler struct {
 	ordersmsg.UnimplementedOrdersHandler
+	t         *tracker
 	failFirst bool
 }
 
 var errUnavailable = errors.New("downstream unavailable")
 
 func (h benchHandler) HandleOrderPlacedV2(_ context.Context, _ *ordersmsg.OrderPlacedV2, d runtime.RawDelivery) error {
+	h.t.deliver()
 	if h.failFirst && d.Attempt() == 1 {
 		return runtime.Retryable(errUnavailable)
 	}
@@ -38,7 +41,7 @@ func drainLily(ctx context.Context, r runConfig, t *tracker) error {
 		want = runtime.PathRetried
 	}
 	wrong := make(chan runtime.Record, 1)
-	c, err := runtime.NewConsumer(r.spec, ordersmsg.OrdersRoutes(benchHandler{failFirst: r.scenario == scenarioRetry}), runtime.Config{
+	c, err := runtime.NewConsumer(r.spec, ordersmsg.OrdersRoutes(benchHandler{t: t, failFirst: r.scenario == scenarioRetry}), runtime.Config{
 		URLs:   []string{r.url},
 		Logger: slog.New(slog.DiscardHandler),
 		Observe: func(rec runtime.Record) {

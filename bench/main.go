@@ -91,10 +91,15 @@ type result struct {
 	// the whole run, setup included.
 	AllocBytes float64 `json:"alloc_bytes_per_msg"`
 	Allocs     float64 `json:"allocs_per_msg"`
-	// CPU is the child's user and system time per message in microseconds,
-	// setup and shutdown included: on a machine the broker shares, a
-	// consumer's CPU is taken from the broker's.
-	CPU float64 `json:"cpu_us_per_msg"`
+	// CPUFirst and CPUEnd are the child's user and system time (getrusage),
+	// in nanoseconds, at its first delivery and at its N-th settlement. CPU
+	// is the span between them per message in microseconds, which the
+	// parent works out (cpuPerMessage): the process's start, dial and
+	// declarations before the first delivery and its stop after the N-th
+	// settlement are not a cost per message.
+	CPUFirst int64   `json:"cpu_ns_at_first_delivery"`
+	CPUEnd   int64   `json:"cpu_ns_at_nth_settlement"`
+	CPU      float64 `json:"cpu_us_per_msg"`
 	// BrokerCPU is the broker's CPU time per message over the child's life,
 	// in microseconds; Idle the share of the machine's CPU left idle then,
 	// and Others the share other processes took (neither the broker nor the
@@ -255,9 +260,14 @@ func runOne(r runConfig, tpl *template) (result, error) {
 	if err := json.Unmarshal([]byte(out.String()), &res); err != nil {
 		return result{}, fmt.Errorf("child's result: %w", err)
 	}
+	if res.CPU, err = cpuPerMessage(res); err != nil {
+		return result{}, fmt.Errorf("child's result: %w", err)
+	}
+	// others % leaves out the child's CPU over its whole life: what it
+	// spent before its first delivery and after its N-th settlement still
+	// took the machine's.
 	st := cmd.ProcessState
 	child := st.UserTime() + st.SystemTime()
-	res.CPU = float64(child.Microseconds()) / float64(r.n)
 	res.BrokerCPU = float64((broker1 - broker0).Microseconds()) / float64(r.n)
 	if total := total1 - total0; total > 0 {
 		busy := total - (idle1 - idle0)
@@ -267,6 +277,15 @@ func runOne(r runConfig, tpl *template) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return res, settleCheck(ctx, r.url, spec, r.scenario, r.n)
+}
+
+// cpuPerMessage is res's CPU time from its first delivery to its N-th
+// settlement, per message, in microseconds.
+func cpuPerMessage(res result) (float64, error) {
+	if res.N <= 0 || res.CPUFirst <= 0 || res.CPUEnd < res.CPUFirst {
+		return 0, fmt.Errorf("CPU time %d ns at the first delivery and %d ns at settlement %d", res.CPUFirst, res.CPUEnd, res.N)
+	}
+	return float64(res.CPUEnd-res.CPUFirst) / 1e3 / float64(res.N), nil
 }
 
 // runChild drains one filled queue and prints the result as JSON.
@@ -319,6 +338,7 @@ func runChild(r runConfig, arg string) error {
 	return json.NewEncoder(os.Stdout).Encode(result{
 		Scenario: r.scenario, Consumer: r.consumer, Round: r.round, N: r.n,
 		Seconds: secs, Rate: n / secs, P50: t.lat.quantile(0.5), P99: t.lat.quantile(0.99),
+		CPUFirst: t.firstCPU.Load(), CPUEnd: t.endCPU.Nanoseconds(),
 		PeakRSS: procStatus("VmHWM"), RSS: t.rssMiB(),
 		AllocBytes: float64(after.TotalAlloc-before.TotalAlloc) / n,
 		Allocs:     float64(after.Mallocs-before.Mallocs) / n,

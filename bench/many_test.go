@@ -181,7 +181,7 @@ func BenchmarkManyQueues(b *testing.B) {
 func serveMany(ctx context.Context, url string, queues []string, t *tracker, pub *runtime.Publisher) (func() error, error) {
 	services := make([]runtime.Service, 0, len(queues))
 	for _, q := range queues {
-		c, err := runtime.NewConsumer(benchSpec(q, manyPrefetch, manyConcurrency), ordersmsg.OrdersRoutes(benchHandler{}), runtime.Config{
+		c, err := runtime.NewConsumer(benchSpec(q, manyPrefetch, manyConcurrency), ordersmsg.OrdersRoutes(benchHandler{t: t}), runtime.Config{
 			URLs:      []string{url},
 			Publisher: pub,
 			Logger:    slog.New(slog.DiscardHandler),

@@ -83,14 +83,26 @@ type tracker struct {
 	n       int64
 	settled atomic.Int64
 	lat     histogram
-	done    chan struct{} // closed at the n-th settlement
-	end     time.Time     // the n-th settlement; read after done
-	endCPU  time.Duration // this process's CPU time (selfCPU) then; read after done
-	rss     [10]atomic.Uint64
+	// firstCPU is this process's CPU time (selfCPU) at the first delivery,
+	// in nanoseconds; 0 until then.
+	firstCPU atomic.Int64
+	done     chan struct{} // closed at the n-th settlement
+	end      time.Time     // the n-th settlement; read after done
+	endCPU   time.Duration // this process's CPU time (selfCPU) then; read after done
+	rss      [10]atomic.Uint64
 }
 
 func newTracker(n int) *tracker {
 	return &tracker{n: int64(n), done: make(chan struct{})}
+}
+
+// deliver notes a delivery reaching the consumer's code. The first starts
+// the run's CPU clock: the process's start, dial and declarations before it
+// are not a cost per message.
+func (t *tracker) deliver() {
+	if t.firstCPU.Load() == 0 {
+		t.firstCPU.CompareAndSwap(0, int64(selfCPU()))
+	}
 }
 
 // settle notes one settlement of the message with this id, now. It samples

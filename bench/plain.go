@@ -159,6 +159,7 @@ func drainWith(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Del
 	for range concurrency {
 		wg.Go(func() {
 			for d := range deliveries {
+				t.deliver()
 				if err := settle(&d); err != nil {
 					errs <- err
 					return

@@ -50,6 +50,7 @@ func drainWatermill(ctx context.Context, r runConfig, t *tracker) error {
 	failed := make(chan error, 1)
 	router.AddMiddleware(func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
+			t.deliver()
 			out, err := h(msg)
 			if err != nil {
 				select {
