@@ -81,9 +81,9 @@ lint: staticcheck
 	$(STATICCHECK) ./...
 	cd bench && $(GO) vet ./... && $(STATICCHECK) ./...
 
-## bench: the figures docs/benchmarks.md's targets rest on: the replay's (bench-replay), the broker runs with issue 18's settings (five alternated rounds, plain, plain-extract, plain-facts, Lily and Watermill), the publisher's on the broker, the extractor's, lilygen's (about 25 minutes)
+## bench: the figures docs/benchmarks.md's targets rest on: the replay's (bench-replay), the broker runs with issue 18's settings (five alternated rounds, plain, plain-extract, plain-facts, plain-batch, Lily and Watermill), the publisher's on the broker, the extractor's, lilygen's (about 25 minutes)
 bench: bench-replay
-	cd bench && $(GO) run . -scenarios ack,retry -rounds 5 -n 60000 -retry-n 20000 -consumers plain,plain-extract,plain-facts,lily,watermill
+	cd bench && $(GO) run . -scenarios ack,retry -rounds 5 -n 60000 -retry-n 20000 -consumers plain,plain-extract,plain-facts,plain-batch,lily,watermill
 	cd bench && $(GO) run . -scenarios live -rounds 5 -consumers plain,lily,watermill
 	cd bench && $(GO) test -run '^$$' -bench 'Publish/to=broker' -benchtime 30000x -count 5 .
 	bench=$$(mktemp -d)/bench.test && trap 'rm -r "$${bench%/*}"' EXIT && cd bench && \
@@ -100,7 +100,7 @@ bench-replay:
 	$(call ROUNDS,3,-test.benchtime 20000x,$(MANY_BENCHES))
 
 # The benchmarks of bench-replay, each a whole name.
-REPLAY_BENCHES  := $(addprefix Replay/path=ack/consumer=,plain plain-extract plain-duties lily watermill) \
+REPLAY_BENCHES  := $(addprefix Replay/path=ack/consumer=,plain plain-extract plain-batch plain-duties lily watermill) \
 	$(addprefix Replay/path=retry/consumer=,plain plain-facts lily watermill)
 PUBLISH_BENCHES := $(addprefix Publish/to=replay/publisher=,plain lily watermill)
 MANY_BENCHES    := $(addprefix ManyQueues/consumer=,plain lily lily-shared watermill) Relay

@@ -21,7 +21,7 @@ func BenchmarkReplay(b *testing.B) {
 		scenario  string
 		consumers []string
 	}{
-		{scenarioAck, []string{"plain", "plain-extract", "plain-duties", "lily", "watermill"}},
+		{scenarioAck, []string{"plain", "plain-extract", "plain-batch", "plain-duties", "lily", "watermill"}},
 		{scenarioRetry, []string{"plain", "plain-facts", "lily", "watermill"}},
 	} {
 		for _, consumer := range path.consumers {

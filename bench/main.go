@@ -60,6 +60,9 @@ var drains = map[string]func(context.Context, runConfig, *tracker) error{
 	// journey does, to tell what those hand-offs cost from the rest of
 	// Lily's.
 	"plain-duties": drainPlain,
+	// Not run by default: plain-extract ACKing with multiple, to tell what
+	// Lily's settler's multiple ACKs buy from the rest of Lily.
+	"plain-batch": drainPlain,
 }
 
 // runConfig is one run: a scenario, a consumer and its queue.

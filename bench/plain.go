@@ -32,7 +32,9 @@ import (
 // needs a handler run, in the plainest code that does it: extract on a
 // goroutine of its own under a timeout, so that a handler ignoring its context could be
 // left behind, and with its ACK written by the channel's one writer, which
-// the delivery waits for (see settleApart).
+// the delivery waits for (see settleApart). As "plain-batch" it is
+// plain-extract sending multiple ACKs (see batchAcker), to tell what Lily's
+// settler's multiple ACKs give from the rest of Lily.
 func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 	conn, err := amqp.Dial(r.url)
 	if err != nil {
@@ -71,7 +73,14 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 		}
 		return settleApart(ctx, ch, deliveries, r.concurrency, r.spec.HandlerTimeout, t)
 	}
+	var batch *batchAcker
+	if r.consumer == "plain-batch" {
+		batch = &batchAcker{ch: ch, t: t, done: make(map[uint64]string, r.prefetch)}
+	}
 	return drainWith(ctx, ch, deliveries, r.concurrency, t, func(d *amqp.Delivery) error {
+		if batch != nil {
+			batch.take()
+		}
 		if r.consumer != "plain" {
 			if _, err := extract(d); err != nil {
 				return err
@@ -82,8 +91,68 @@ func drainPlain(ctx context.Context, r runConfig, t *tracker) error {
 				return err
 			}
 		}
-		return d.Ack(false)
+		if batch != nil {
+			return batch.finish(d.DeliveryTag, d.MessageId)
+		}
+		if err := d.Ack(false); err != nil {
+			return err
+		}
+		t.settle(d.MessageId)
+		return nil
 	})
+}
+
+// ackBatch is how many done deliveries plain-batch gathers into one multiple
+// ACK while others are still in hand.
+const ackBatch = 32
+
+// batchAcker is plain-batch's ACKs. A multiple ACK settles every delivery
+// of the channel up to its tag, so it may only name a tag below which every
+// delivery is done: a done tag waits until all below it are done too. Then
+// one ACK covers them, once ackBatch wait, or at once when no delivery is in
+// hand (none would come to join them). The ACK is written under the lock, so
+// that a later one never goes before an earlier one: RabbitMQ closes the
+// channel on an ACK of a tag already settled.
+type batchAcker struct {
+	ch     amqp.Acknowledger // the consumer's channel
+	t      *tracker
+	mu     sync.Mutex
+	inHand int               // deliveries taken and not done
+	acked  uint64            // every tag up to it is ACKed
+	top    uint64            // every tag up to it is done
+	done   map[uint64]string // done tags above acked: their message ids
+}
+
+// take notes a delivery taken in hand.
+func (b *batchAcker) take() {
+	b.mu.Lock()
+	b.inHand++
+	b.mu.Unlock()
+}
+
+// finish notes the delivery of tag done, and ACKs what may be ACKed.
+func (b *batchAcker) finish(tag uint64, messageID string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inHand--
+	b.done[tag] = messageID
+	for {
+		if _, ok := b.done[b.top+1]; !ok {
+			break
+		}
+		b.top++
+	}
+	if b.top == b.acked || (b.top-b.acked < ackBatch && b.inHand > 0) {
+		return nil
+	}
+	if err := b.ch.Ack(b.top, true); err != nil {
+		return err
+	}
+	for ; b.acked < b.top; b.acked++ {
+		b.t.settle(b.done[b.acked+1])
+		delete(b.done, b.acked+1)
+	}
+	return nil
 }
 
 // extract reads d as the generated route of OrderPlaced v2 does before it
@@ -151,8 +220,8 @@ func orderPlacedV2Headers(header func(string) (any, bool)) (ordersmsg.OrderPlace
 }
 
 // drainWith runs concurrency goroutines that share deliveries and settle
-// each with settle, until the tracker has seen every message settled, a
-// settle fails or ctx ends.
+// each with settle, which tells the tracker, until the tracker has seen
+// every message settled, a settle fails or ctx ends.
 func drainWith(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Delivery, concurrency int, t *tracker, settle func(*amqp.Delivery) error) error {
 	errs := make(chan error, concurrency)
 	var wg sync.WaitGroup
@@ -164,7 +233,6 @@ func drainWith(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Del
 					errs <- err
 					return
 				}
-				t.settle(d.MessageId)
 			}
 		})
 	}
@@ -253,6 +321,10 @@ func settleApart(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.D
 		}
 		written := make(chan error, 1)
 		acks <- ack{d.DeliveryTag, written}
-		return <-written
+		if err := <-written; err != nil {
+			return err
+		}
+		t.settle(d.MessageId)
+		return nil
 	})
 }

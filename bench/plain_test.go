@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +89,66 @@ func TestExtract(t *testing.T) {
 		default:
 			t.Errorf("%s: extract: %v; the route: %v", c.what, gotErr, wantErr)
 		}
+	}
+}
+
+// acks records the ACKs written to a channel, and what the tracker had
+// seen settled when each was written.
+type acks struct {
+	t    *tracker
+	got  []string
+	seen []int64
+}
+
+func (a *acks) Ack(tag uint64, multiple bool) error {
+	a.got = append(a.got, fmt.Sprintf("ack %d multiple %t", tag, multiple))
+	a.seen = append(a.seen, a.t.settled.Load())
+	return nil
+}
+func (a *acks) Nack(uint64, bool, bool) error { return errors.New("nack") }
+func (a *acks) Reject(uint64, bool) error     { return errors.New("reject") }
+
+// TestBatchAcker finishes deliveries out of order: a multiple ACK names
+// only a tag below which every delivery is done, once ackBatch are, or
+// when none is left in hand; each delivery is settled after the ACK that
+// covers it, once.
+func TestBatchAcker(t *testing.T) {
+	tr := newTracker(42)
+	a := &acks{t: tr}
+	b := &batchAcker{ch: a, t: tr, done: map[uint64]string{}}
+	for range 41 {
+		b.take()
+	}
+	finish := func(tags ...uint64) {
+		t.Helper()
+		for _, tag := range tags {
+			if err := b.finish(tag, fmt.Sprint("m", tag)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for tag := uint64(2); tag <= 33; tag++ {
+		finish(tag) // 1 is not done: nothing may be ACKed
+	}
+	finish(1)                      // 1 to 33 done, ackBatch of them: ACK 33
+	finish(35, 36, 37, 38, 39, 40) // 34 is not done
+	finish(34)                     // 34 to 40 done, fewer than ackBatch, 41 in hand
+	finish(41)                     // none in hand: ACK 41
+	b.take()
+	finish(42) // alone, none in hand: ACK 42
+	want := []string{"ack 33 multiple true", "ack 41 multiple true", "ack 42 multiple true"}
+	if !slices.Equal(a.got, want) {
+		t.Fatalf("ACKs %q, want %q", a.got, want)
+	}
+	if want := []int64{0, 33, 41}; !slices.Equal(a.seen, want) {
+		t.Errorf("settled before each ACK %v, want %v", a.seen, want)
+	}
+	select {
+	case <-tr.done:
+	default:
+		t.Fatalf("%d of 42 settled", tr.settled.Load())
+	}
+	if len(b.done) != 0 {
+		t.Errorf("left waiting: %v", b.done)
 	}
 }
