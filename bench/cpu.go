@@ -1,6 +1,7 @@
 package main
 
 import (
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,32 +18,102 @@ import (
 // clockTick is the unit of /proc's CPU times: USER_HZ, 100 on Linux.
 const clockTick = 10 * time.Millisecond
 
-// brokerCPU is the CPU time (user and system) of the local RabbitMQ node so
-// far: the Erlang VM (beam.smp) started with "-s rabbit boot". rabbitmqctl
-// runs a beam.smp of its own, which must not be taken for the node.
-func brokerCPU() time.Duration {
+// brokerCPU is the CPU time (user and system) so far of the local RabbitMQ
+// node that url reaches, and whether it was found: the process listening on
+// url's port, which other nodes on the machine (a cluster's, started by
+// tests) and rabbitmqctl's own Erlang VM are not, however alike their command
+// lines. Another user's sockets can be told apart only by root; otherwise
+// the node is the one Erlang VM started with "-s rabbit boot", when there is
+// exactly one.
+func brokerCPU(url string) (time.Duration, bool) {
+	pid := listener(url)
+	if pid == "" {
+		pid = onlyNode()
+	}
+	if pid == "" {
+		return 0, false
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, false
+	}
+	// The fields after the command name (which may hold spaces) start with
+	// the state; utime and stime are fields 14 and 15 of the line.
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * clockTick, true
+}
+
+// onlyNode is the pid of the one RabbitMQ node on the machine by its command
+// line, "" when there is none or more than one.
+func onlyNode() string {
+	var found []string
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, dir := range dirs {
 		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
-		if err != nil || !strings.Contains(string(cmdline), "beam.smp") || !strings.Contains(string(cmdline), "\x00-s\x00rabbit\x00boot\x00") {
+		if err == nil && strings.Contains(string(cmdline), "beam.smp") && strings.Contains(string(cmdline), "\x00-s\x00rabbit\x00boot\x00") {
+			found = append(found, filepath.Base(dir))
+		}
+	}
+	if len(found) != 1 {
+		return ""
+	}
+	return found[0]
+}
+
+// listener is the pid of the local process listening on url's TCP port, ""
+// when none is found (a remote broker, or /proc not readable).
+func listener(url string) string {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return ""
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		port = 5672
+		if u.Scheme == "amqps" {
+			port = 5671
+		}
+	}
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, _ := os.ReadFile(table)
+		for _, inode := range listening(string(b), port) {
+			inodes["socket:["+inode+"]"] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return ""
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && inodes[target] {
+			return strings.Split(fd, "/")[2]
+		}
+	}
+	return ""
+}
+
+// listening reads a /proc/net/tcp table: the inodes of the sockets
+// listening (state 0A) on port.
+func listening(table string, port int) []string {
+	var inodes []string
+	for _, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[3] != "0A" {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join(dir, "stat"))
-		if err != nil {
-			return 0
+		_, hex, _ := strings.Cut(f[1], ":")
+		if p, err := strconv.ParseInt(hex, 16, 32); err == nil && int(p) == port {
+			inodes = append(inodes, f[9])
 		}
-		// The fields after the command name (which may hold spaces) start
-		// with the state; utime and stime are fields 14 and 15 of the line.
-		_, rest, _ := strings.Cut(string(stat), ") ")
-		f := strings.Fields(rest)
-		if len(f) < 13 {
-			return 0
-		}
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		return time.Duration(utime+stime) * clockTick
 	}
-	return 0
+	return inodes
 }
 
 // machineCPU returns the machine's idle and total CPU time so far, over all cores.
