@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +31,9 @@ const (
 // (schema.lily.yaml and any others it names) and, in the file args, the
 // command line when it is not "generate schema.lily.yaml". A generate that
 // succeeds must leave check satisfied, and the Go files it wrote must pass
-// go vet. The work directory's path prints as $WORK, and expected files are
+// go vet. A case's own tests (its *_test.go files, beside the Go file they
+// test) then run on what it generated: behaviour that a golden file only
+// shows. The work directory's path prints as $WORK, and expected files are
 // read with LF line endings. go test ./cmd/lilygen -update (or LILY_UPDATE=1)
 // rewrites the expected files.
 func TestGolden(t *testing.T) {
@@ -42,12 +46,18 @@ func TestGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	generated := map[string]string{} // <case>/<path> → content, for go vet
+	tests := map[string]string{}     // <case>/<path> → content of the cases' own tests
 	for _, c := range cases {
 		if !c.IsDir() {
 			continue
 		}
 		dir := filepath.Join(root, c.Name())
 		t.Run(c.Name(), func(t *testing.T) {
+			for name, content := range readTree(t, dir) {
+				if strings.HasSuffix(name, "_test.go") {
+					tests[filepath.Join(c.Name(), name)] = content
+				}
+			}
 			got := runCase(t, dir)
 			for name, content := range got {
 				rel, ok := strings.CutPrefix(name, expectedPrefix+"/")
@@ -63,7 +73,7 @@ func TestGolden(t *testing.T) {
 		})
 	}
 	if !t.Failed() {
-		vetAll(t, generated)
+		vetAll(t, generated, tests)
 	}
 }
 
@@ -180,9 +190,10 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // vetAll copies the generated files into the module, where they can import
-// its runtime, and runs go vet on them all at once. The copy lives under
-// testdata, which ./... patterns skip, so other builds never see it.
-func vetAll(t *testing.T, generated map[string]string) {
+// its runtime, and runs go vet on them all at once, then the cases' tests,
+// copied beside them. The copy lives under testdata, which ./... patterns
+// skip, so other builds never see it.
+func vetAll(t *testing.T, generated, tests map[string]string) {
 	if testing.Short() {
 		t.Skip("go vet of the golden outputs skipped in -short mode")
 	}
@@ -198,23 +209,32 @@ func vetAll(t *testing.T, generated map[string]string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(tmp) })
-	pkgs := map[string]bool{}
-	for name, content := range generated {
-		path := filepath.Join(tmp, name)
-		writeFile(t, path, content)
-		rel, err := filepath.Rel(module, filepath.Dir(path))
-		if err != nil {
-			t.Fatal(err)
+	// place writes files into tmp and returns their packages.
+	place := func(files map[string]string) []string {
+		pkgs := map[string]bool{}
+		for name, content := range files {
+			path := filepath.Join(tmp, name)
+			writeFile(t, path, content)
+			rel, err := filepath.Rel(module, filepath.Dir(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pkgs["./"+filepath.ToSlash(rel)] = true
 		}
-		pkgs["./"+filepath.ToSlash(rel)] = true
+		return slices.Sorted(maps.Keys(pkgs))
 	}
-	args := []string{"vet"}
-	for pkg := range pkgs {
-		args = append(args, pkg)
+	goCommand(t, module, append([]string{"vet"}, place(generated)...)...)
+	if tested := place(tests); len(tested) > 0 {
+		goCommand(t, module, append([]string{"test", "-count=1"}, tested...)...)
 	}
+}
+
+// goCommand runs the go command in dir and fails t with its output if it
+// fails.
+func goCommand(t *testing.T, dir string, args ...string) {
 	cmd := exec.Command("go", args...)
-	cmd.Dir = module
+	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go vet of the golden outputs: %v\n%s", err, out)
+		t.Fatalf("go %s of the golden outputs: %v\n%s", args[0], err, out)
 	}
 }
