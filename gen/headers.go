@@ -20,11 +20,14 @@ func headers(j *jen.File, v *schema.Version) {
 	j.Type().Id(v.HeadersName).StructFunc(func(g *jen.Group) {
 		for _, f := range v.Headers {
 			field := g.Id(f.GoName).Add(publicType(f))
-			if c := describe(f); c != "" {
-				field.Comment("header " + f.Name + "; " + c)
-			} else {
-				field.Comment("header " + f.Name)
+			c := "header " + f.Name
+			if f.Type == schema.Time {
+				c += "; sent in whole seconds, UTC"
 			}
+			if d := describe(f); d != "" {
+				c += "; " + d
+			}
+			field.Comment(c)
 		}
 	})
 	zero := jen.Id(v.HeadersName).Values()

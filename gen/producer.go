@@ -51,11 +51,18 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 		if f.Type == schema.Enum {
 			src = jen.String().Call(src)
 		}
-		set := jen.Id("p").Dot("Headers").Index(jen.Lit(f.Name)).Op("=").Add(src)
-		if f.Pointer() {
-			set = jen.If(jen.Id("msg").Dot("Headers").Dot(f.GoName).Op("!=").Nil()).Block(set)
+		var set []jen.Code
+		if f.Type == schema.Time {
+			// Sent as it arrives, rather than cut by the client on the way:
+			// the publishing holds what a consumer reads.
+			set = append(set, jen.Comment("An AMQP timestamp holds whole seconds, without a zone."))
+			src = jen.Id("msg").Dot("Headers").Dot(f.GoName).Dot("UTC").Call().Dot("Truncate").Call(jen.Qual("time", "Second"))
 		}
-		body = append(body, set)
+		set = append(set, jen.Id("p").Dot("Headers").Index(jen.Lit(f.Name)).Op("=").Add(src))
+		if f.Pointer() {
+			set = []jen.Code{jen.If(jen.Id("msg").Dot("Headers").Dot(f.GoName).Op("!=").Nil()).Block(set...)}
+		}
+		body = append(body, set...)
 	}
 	if v.HeadersName != "" {
 		lookup := jen.Func().Params(jen.Id("k").String()).Params(jen.Any(), jen.Bool()).Block(
