@@ -45,8 +45,11 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs enve
 				publisher(j, m, v, produce)
 			}
 		}
-		for _, o := range objs {
+		for i, o := range objs {
 			reader(j, o)
+			if produce != nil {
+				marshalCheck(j, o, i == 0)
+			}
 		}
 	}
 }

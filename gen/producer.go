@@ -23,6 +23,9 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 		// A consumer takes a message with an id it cannot read for poison.
 		body = append(body, jen.If(jen.Err().Op(":=").Qual(envPkg, "CheckID").Call(jen.Id("messageID")), jen.Err().Op("!=").Nil()).Block(fail))
 	}
+	if slices.ContainsFunc(v.Fields, marshalChecked) {
+		body = append(body, jen.If(jen.Err().Op(":=").Id("msg").Dot(checkMarshal).Call(), jen.Err().Op("!=").Nil()).Block(fail))
+	}
 	body = append(body,
 		jen.List(jen.Id("body"), jen.Err()).Op(":=").Qual("encoding/json", "Marshal").Call(jen.Id("msg")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(fail),

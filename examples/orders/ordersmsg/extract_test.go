@@ -148,3 +148,48 @@ func TestNewOrderPlacedV2(t *testing.T) {
 		t.Errorf("without items: %v", err)
 	}
 }
+
+// encoding/json would send a string that is not UTF-8 with U+FFFD for each
+// bad byte, and a consumer read other text than the producer holds, and
+// keys its order by: the producer refuses it, naming the field.
+func TestNewOrderPlacedNotUTF8(t *testing.T) {
+	var sent recorder
+	err := PublishOrderPlacedV1(context.Background(), &sent, "m-1", &OrderPlacedV1{OrderID: "ord-\xff", AmountCents: 1})
+	if err == nil || err.Error() != "field order_id: not UTF-8" {
+		t.Errorf("order id not UTF-8: %v", err)
+	}
+	if len(sent) != 0 {
+		t.Errorf("sent %+v", sent)
+	}
+	note := "at the \xfe door"
+	if _, err := NewOrderPlacedV1("m-1", &OrderPlacedV1{OrderID: "ord-1", AmountCents: 1, Note: &note}); err == nil || err.Error() != "field note: not UTF-8" {
+		t.Errorf("note not UTF-8: %v", err)
+	}
+
+	msg, err := ExtractOrderPlacedV2([]byte(goodV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg.Headers.XTenant = "acme"
+	msg.Items[1].SKU = "B-\xc3"
+	if _, err := NewOrderPlacedV2("m-1", msg); err == nil || err.Error() != "field items[1].sku: not UTF-8" {
+		t.Errorf("an item's sku not UTF-8: %v", err)
+	}
+	msg.Items[1].SKU = "B-\u00e9\ufffd" // valid: U+FFFD is a character like any other
+	name := "Ad\xe9"
+	msg.Customer.Name = &name
+	if _, err := NewOrderPlacedV2("m-1", msg); err == nil || err.Error() != "field customer.name: not UTF-8" {
+		t.Errorf("customer name not UTF-8: %v", err)
+	}
+	msg.Customer.Name = nil
+	if _, err := NewOrderPlacedV2("m-1", msg); err != nil {
+		t.Error(err)
+	}
+}
+
+type recorder []runtime.Message
+
+func (r *recorder) Send(_ context.Context, m runtime.Message) error {
+	*r = append(*r, m)
+	return nil
+}

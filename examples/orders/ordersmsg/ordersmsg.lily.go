@@ -13,6 +13,7 @@ import (
 	"github.com/lily-mq/lily/topology"
 	"github.com/lily-mq/lily/wire"
 	"regexp"
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -127,6 +128,9 @@ func NewOrderShippedV1(messageID string, msg *OrderShippedV1) (runtime.Publishin
 	if err := envelope.CheckID(messageID); err != nil {
 		return runtime.Publishing{}, err
 	}
+	if err := msg.checkMarshal(); err != nil {
+		return runtime.Publishing{}, err
+	}
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return runtime.Publishing{}, err
@@ -173,6 +177,22 @@ func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
+// checkMarshal fails where encoding/json would send, and a consumer read, other
+// than OrderShippedV1 holds: on a string that is not UTF-8, which it sends with
+// U+FFFD for each bad byte. Its FieldError paths are relative to the object.
+func (out *OrderShippedV1) checkMarshal() error {
+	if out == nil {
+		return nil
+	}
+	if !utf8.ValidString(out.OrderID) {
+		return &wire.FieldError{Path: "orderId", Problem: "not UTF-8"}
+	}
+	if out.Carrier != nil && !utf8.ValidString(*out.Carrier) {
+		return &wire.FieldError{Path: "carrier", Problem: "not UTF-8"}
+	}
+	return nil
+}
+
 // OrderPlacedType is the type OrderPlaced messages travel as.
 const OrderPlacedType = "OrderPlaced"
 
@@ -203,6 +223,9 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 // the schema first, failing with a *wire.FieldError for msg.
 func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing, error) {
 	if err := envelope.CheckID(messageID); err != nil {
+		return runtime.Publishing{}, err
+	}
+	if err := msg.checkMarshal(); err != nil {
 		return runtime.Publishing{}, err
 	}
 	body, err := json.Marshal(msg)
@@ -285,6 +308,22 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 		}
 	}
 	return o.End()
+}
+
+// checkMarshal fails where encoding/json would send, and a consumer read, other
+// than OrderPlacedV1 holds: on a string that is not UTF-8, which it sends with
+// U+FFFD for each bad byte. Its FieldError paths are relative to the object.
+func (out *OrderPlacedV1) checkMarshal() error {
+	if out == nil {
+		return nil
+	}
+	if !utf8.ValidString(out.OrderID) {
+		return &wire.FieldError{Path: "order_id", Problem: "not UTF-8"}
+	}
+	if out.Note != nil && !utf8.ValidString(*out.Note) {
+		return &wire.FieldError{Path: "note", Problem: "not UTF-8"}
+	}
+	return nil
 }
 
 // OrderPlacedV2 is version 2 of OrderPlaced.
@@ -390,6 +429,9 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 // the schema first, failing with a *wire.FieldError for msg.
 func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing, error) {
 	if err := envelope.CheckID(messageID); err != nil {
+		return runtime.Publishing{}, err
+	}
+	if err := msg.checkMarshal(); err != nil {
 		return runtime.Publishing{}, err
 	}
 	body, err := json.Marshal(msg)
@@ -522,6 +564,30 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
+// checkMarshal fails where encoding/json would send, and a consumer read, other
+// than OrderPlacedV2 holds: on a string that is not UTF-8, which it sends with
+// U+FFFD for each bad byte. Its FieldError paths are relative to the object.
+func (out *OrderPlacedV2) checkMarshal() error {
+	if out == nil {
+		return nil
+	}
+	if !utf8.ValidString(out.OrderID) {
+		return &wire.FieldError{Path: "order_id", Problem: "not UTF-8"}
+	}
+	if out.Note != nil && !utf8.ValidString(*out.Note) {
+		return &wire.FieldError{Path: "note", Problem: "not UTF-8"}
+	}
+	if err := out.Customer.checkMarshal(); err != nil {
+		return wire.At("customer", err)
+	}
+	for i := range out.Items {
+		if err := out.Items[i].checkMarshal(); err != nil {
+			return wire.At("items["+strconv.Itoa(i)+"]", err)
+		}
+	}
+	return nil
+}
+
 // membersOrderPlacedV2Customer are the members of OrderPlacedV2Customer, in schema order.
 var membersOrderPlacedV2Customer = wire.NewJSONFields(
 	wire.JSONField{Name: "email", Required: true},
@@ -556,6 +622,20 @@ func (out *OrderPlacedV2Customer) readJSON(r *wire.JSONReader) error {
 		}
 	}
 	return o.End()
+}
+
+// checkMarshal fails where encoding/json would send, and a consumer read, other
+// than OrderPlacedV2Customer holds: on a string that is not UTF-8, which it
+// sends with U+FFFD for each bad byte. Its FieldError paths are relative to the
+// object.
+func (out *OrderPlacedV2Customer) checkMarshal() error {
+	if !utf8.ValidString(out.Email) {
+		return &wire.FieldError{Path: "email", Problem: "not UTF-8"}
+	}
+	if out.Name != nil && !utf8.ValidString(*out.Name) {
+		return &wire.FieldError{Path: "name", Problem: "not UTF-8"}
+	}
+	return nil
 }
 
 // membersOrderPlacedV2ItemsItem are the members of OrderPlacedV2ItemsItem, in schema order.
@@ -598,6 +678,17 @@ func (out *OrderPlacedV2ItemsItem) readJSON(r *wire.JSONReader) error {
 		}
 	}
 	return o.End()
+}
+
+// checkMarshal fails where encoding/json would send, and a consumer read, other
+// than OrderPlacedV2ItemsItem holds: on a string that is not UTF-8, which it
+// sends with U+FFFD for each bad byte. Its FieldError paths are relative to the
+// object.
+func (out *OrderPlacedV2ItemsItem) checkMarshal() error {
+	if !utf8.ValidString(out.SKU) {
+		return &wire.FieldError{Path: "sku", Problem: "not UTF-8"}
+	}
+	return nil
 }
 
 // OrdersHandler handles the messages queue "orders" consumes. Return nil to ACK,

@@ -1,0 +1,207 @@
+package gen
+
+import (
+	"slices"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/lily-mq/lily/schema"
+)
+
+// checkMarshal is the method of a payload's struct that a producer calls
+// before json.Marshal.
+const checkMarshal = "checkMarshal"
+
+// notUTF8 is the problem of a body string that is not UTF-8, as of a header.
+const notUTF8 = schema.HeaderNotUTF8
+
+// marshalChecked reports whether a value of f holds something encoding/json
+// would send other than it is: a string (a map's keys are strings), which
+// it would send with U+FFFD for each byte that is not UTF-8.
+func marshalChecked(f *schema.Field) bool {
+	switch f.Type {
+	case schema.String, schema.Map:
+		return true
+	case schema.List:
+		return marshalChecked(f.Items)
+	case schema.Object:
+		return slices.ContainsFunc(f.Fields, marshalChecked)
+	}
+	// An enum's value that is not UTF-8 is not one of its values either,
+	// whatever encoding/json makes of it: the extractor refuses it.
+	return false
+}
+
+// producedTypes are the shared types whose checkMarshal a producer of f
+// calls: those the produced messages reach.
+func producedTypes(f *schema.File) map[string]bool {
+	out := map[string]bool{}
+	var visit func(fields []*schema.Field)
+	visit = func(fields []*schema.Field) {
+		for _, t := range fields {
+			for ; t != nil; t = t.Items {
+				if t.Named != "" && !out[t.Named] {
+					out[t.Named] = true
+					visit(t.Fields)
+				} else if t.Named == "" {
+					visit(t.Fields)
+				}
+			}
+		}
+	}
+	for _, m := range f.Messages {
+		if e, _, _ := f.ProducedIn(m); e != nil {
+			for _, v := range m.Versions {
+				visit(v.Fields)
+			}
+		}
+	}
+	return out
+}
+
+// marshalCheck emits o's checkMarshal, when o holds anything it checks: it
+// fails where encoding/json would send other than o holds, naming the field.
+// A payload's own (root) may be called on nil, which encoding/json sends as
+// null.
+func marshalCheck(j *jen.File, o object, root bool) {
+	if !slices.ContainsFunc(o.fields, marshalChecked) {
+		return
+	}
+	s := newScope()
+	var body []jen.Code
+	if root {
+		body = append(body, jen.If(jen.Id("out").Op("==").Nil()).Block(jen.Return(jen.Nil())))
+	}
+	for _, f := range o.fields {
+		body = append(body, s.marshalField(f, jsonPath{f.Name})...)
+	}
+	body = append(body, jen.Return(jen.Nil()))
+	comment(j, checkMarshal+" fails where encoding/json would send, and a consumer read, other than "+o.name+" holds: "+
+		"on a string that is not UTF-8, which it sends with U+FFFD for each bad byte. "+
+		"Its FieldError paths are relative to the object.")
+	j.Func().Params(jen.Id("out").Op("*").Id(o.name)).Id(checkMarshal).Params().Error().Block(body...)
+}
+
+// marshalField emits the checks of field f of out, at p.
+func (s *scope) marshalField(f *schema.Field, p jsonPath) []jen.Code {
+	v := func() *jen.Statement { return jen.Id("out").Dot(f.GoName) }
+	if !f.Pointer() {
+		return s.marshalValue(f, v, p)
+	}
+	if f.Type == schema.String {
+		return []jen.Code{jen.If(v().Op("!=").Nil().Op("&&").Op("!").Qual("unicode/utf8", "ValidString").Call(jen.Op("*").Add(v()))).Block(jen.Return(p.problem(notUTF8)))}
+	}
+	// A pointer has its value's methods.
+	checks := s.block().marshalValue(f, v, p)
+	if len(checks) == 0 {
+		return nil
+	}
+	return []jen.Code{jen.If(v().Op("!=").Nil()).Block(checks...)}
+}
+
+// marshalValue emits the checks of v, a present value of f, at p.
+func (s *scope) marshalValue(f *schema.Field, v func() *jen.Statement, p jsonPath) []jen.Code {
+	if !marshalChecked(f) {
+		return nil
+	}
+	switch f.Type {
+	case schema.String:
+		return []jen.Code{jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(v())).Block(jen.Return(p.problem(notUTF8)))}
+	case schema.Object:
+		return []jen.Code{jen.If(jen.Err().Op(":=").Add(v()).Dot(checkMarshal).Call(), jen.Err().Op("!=").Nil()).Block(jen.Return(p.at(jen.Err())))}
+	case schema.List:
+		b := s.block()
+		i := b.name("i")
+		elem := func() *jen.Statement { return v().Index(jen.Id(i)) }
+		return []jen.Code{jen.For(jen.Id(i).Op(":=").Range().Add(v())).Block(
+			b.marshalValue(f.Items, elem, p.add("[", jen.Qual("strconv", "Itoa").Call(jen.Id(i)), "]"))...)}
+	}
+	// A map: its entries are checked in any order, and of those that fail,
+	// the least key's error is returned, so that a map fails alike every
+	// time.
+	b := s.block()
+	k, item := b.name("k"), b.name("item")
+	keyOK := jen.Qual("unicode/utf8", "ValidString").Call(jen.Id(k))
+	values := b.block().marshalValue(f.Items, func() *jen.Statement { return jen.Id(item) }, jsonPath{})
+	if len(values) == 0 {
+		// A key that is not UTF-8 is never empty.
+		badKey := s.name("badKey")
+		return []jen.Code{
+			jen.Var().Id(badKey).String(),
+			jen.For(jen.Id(k).Op(":=").Range().Add(v())).Block(
+				jen.If(jen.Op("!").Add(keyOK).Op("&&").Parens(jen.Id(badKey).Op("==").Lit("").Op("||").Id(k).Op("<").Id(badKey))).Block(
+					jen.Id(badKey).Op("=").Id(k),
+				),
+			),
+			jen.If(jen.Id(badKey).Op("!=").Lit("")).Block(
+				jen.Return(p.add("[", jen.Qual("strconv", "Quote").Call(jen.Id(badKey)), "]").problem("key " + notUTF8)),
+			),
+		}
+	}
+	bad, badKey := s.name("bad"), s.name("badKey")
+	check := append([]jen.Code{jen.If(jen.Op("!").Add(keyOK)).Block(jen.Return(jsonPath{}.problem("key " + notUTF8)))}, values...)
+	return []jen.Code{
+		jen.Var().Id(bad).Error(),
+		jen.Var().Id(badKey).String(),
+		jen.For(jen.List(jen.Id(k), jen.Id(item)).Op(":=").Range().Add(v())).Block(
+			jen.Err().Op(":=").Func().Params().Error().Block(append(check, jen.Return(jen.Nil()))...).Call(),
+			jen.If(jen.Err().Op("!=").Nil().Op("&&").Parens(jen.Id(bad).Op("==").Nil().Op("||").Id(k).Op("<").Id(badKey))).Block(
+				jen.List(jen.Id(bad), jen.Id(badKey)).Op("=").List(jen.Err(), jen.Id(k)),
+			),
+		),
+		jen.If(jen.Id(bad).Op("!=").Nil()).Block(
+			jen.Return(p.add("[", jen.Qual("strconv", "Quote").Call(jen.Id(badKey)), "]").at(jen.Id(bad))),
+		),
+	}
+}
+
+// jsonPath is a value's path as generated code builds it on failure: text,
+// and string expressions (the index or key of an element). Empty, the path
+// is relative to the value the caller checks.
+type jsonPath []any
+
+func (p jsonPath) add(parts ...any) jsonPath { return append(slices.Clip(p), parts...) }
+
+// expr joins the parts with +, the text of adjacent ones as one literal.
+func (p jsonPath) expr() jen.Code {
+	var out *jen.Statement
+	text := ""
+	join := func(c jen.Code) {
+		if out == nil {
+			out = jen.Add(c)
+		} else {
+			out = out.Op("+").Add(c)
+		}
+	}
+	for _, part := range p {
+		if t, ok := part.(string); ok {
+			text += t
+			continue
+		}
+		if text != "" {
+			join(jen.Lit(text))
+			text = ""
+		}
+		join(part.(jen.Code))
+	}
+	if text != "" {
+		join(jen.Lit(text))
+	}
+	return out
+}
+
+// problem is a *wire.FieldError at p.
+func (p jsonPath) problem(problem string) jen.Code {
+	if len(p) == 0 {
+		return jen.Op("&").Qual(wire, "FieldError").Values(kv("Problem", jen.Lit(problem)))
+	}
+	return fieldError(p.expr(), jen.Lit(problem))
+}
+
+// at is err, whose path is relative to the value at p, under p.
+func (p jsonPath) at(err jen.Code) jen.Code {
+	if len(p) == 0 {
+		return err
+	}
+	return jen.Qual(wire, "At").Call(p.expr(), err)
+}
