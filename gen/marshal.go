@@ -15,12 +15,17 @@ const checkMarshal = "checkMarshal"
 // notUTF8 is the problem of a body string that is not UTF-8, as of a header.
 const notUTF8 = schema.HeaderNotUTF8
 
+// offsetProblem is the problem of a time whose zone offset has seconds.
+const offsetProblem = "zone offset not in whole minutes"
+
 // marshalChecked reports whether a value of f holds something encoding/json
 // would send other than it is: a string (a map's keys are strings), which
-// it would send with U+FFFD for each byte that is not UTF-8.
+// it would send with U+FFFD for each byte that is not UTF-8, or a time, whose
+// zone offset RFC 3339 writes in minutes, dropping any seconds (the local
+// mean time of old zone data, +00:19:32), and so the instant with them.
 func marshalChecked(f *schema.Field) bool {
 	switch f.Type {
-	case schema.String, schema.Map:
+	case schema.String, schema.Map, schema.Time:
 		return true
 	case schema.List:
 		return marshalChecked(f.Items)
@@ -76,9 +81,8 @@ func marshalCheck(j *jen.File, o object, root bool) {
 		body = append(body, s.marshalField(f, jsonPath{f.Name})...)
 	}
 	body = append(body, jen.Return(jen.Nil()))
-	comment(j, checkMarshal+" fails where encoding/json would send, and a consumer read, other than "+o.name+" holds: "+
-		"on a string that is not UTF-8, which it sends with U+FFFD for each bad byte. "+
-		"Its FieldError paths are relative to the object.")
+	j.Comment(checkMarshal + " fails on what encoding/json would send changed: a string that is")
+	j.Comment("not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).")
 	j.Func().Params(jen.Id("out").Op("*").Id(o.name)).Id(checkMarshal).Params().Error().Block(body...)
 }
 
@@ -107,6 +111,10 @@ func (s *scope) marshalValue(f *schema.Field, v func() *jen.Statement, p jsonPat
 	switch f.Type {
 	case schema.String:
 		return []jen.Code{jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(v())).Block(jen.Return(p.problem(notUTF8)))}
+	case schema.Time:
+		offset := s.block().name("offset")
+		return []jen.Code{jen.If(jen.List(jen.Id("_"), jen.Id(offset)).Op(":=").Add(v()).Dot("Zone").Call(), jen.Id(offset).Op("%").Lit(60).Op("!=").Lit(0)).Block(
+			jen.Return(p.problem(offsetProblem)))}
 	case schema.Object:
 		return []jen.Code{jen.If(jen.Err().Op(":=").Add(v()).Dot(checkMarshal).Call(), jen.Err().Op("!=").Nil()).Block(jen.Return(p.at(jen.Err())))}
 	case schema.List:

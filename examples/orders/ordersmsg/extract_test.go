@@ -193,3 +193,34 @@ func (r *recorder) Send(_ context.Context, m runtime.Message) error {
 	*r = append(*r, m)
 	return nil
 }
+
+// RFC 3339 writes a zone offset in minutes: encoding/json would send a time
+// in local mean time, +00:19:32, 32 s off its instant. The producer refuses
+// it; an offset in whole minutes, or UTC, goes through unchanged.
+func TestNewOrderPlacedV2OffsetSeconds(t *testing.T) {
+	msg, err := ExtractOrderPlacedV2([]byte(goodV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg.Headers.XTenant = "acme"
+	for _, offset := range []int{1172, -1172, 59} {
+		msg.PlacedAt = time.Date(2026, 12, 2, 10, 0, 0, 0, time.FixedZone("LMT", offset))
+		if _, err := NewOrderPlacedV2("m-1", msg); err == nil || err.Error() != "field placed_at: zone offset not in whole minutes" {
+			t.Errorf("offset %ds: %v", offset, err)
+		}
+	}
+	for _, zone := range []*time.Location{time.UTC, time.FixedZone("NPT", 5*60*60+45*60), time.FixedZone("", -3*60*60-30*60)} {
+		msg.PlacedAt = time.Date(2026, 12, 2, 10, 0, 0, 123456789, zone)
+		p, err := NewOrderPlacedV2("m-1", msg)
+		if err != nil {
+			t.Fatalf("%v: %v", zone, err)
+		}
+		back, err := ExtractOrderPlacedV2(p.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !back.PlacedAt.Equal(msg.PlacedAt) {
+			t.Errorf("sent %v, read %v", msg.PlacedAt, back.PlacedAt)
+		}
+	}
+}

@@ -177,9 +177,8 @@ func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
-// checkMarshal fails where encoding/json would send, and a consumer read, other
-// than OrderShippedV1 holds: on a string that is not UTF-8, which it sends with
-// U+FFFD for each bad byte. Its FieldError paths are relative to the object.
+// checkMarshal fails on what encoding/json would send changed: a string that is
+// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
 func (out *OrderShippedV1) checkMarshal() error {
 	if out == nil {
 		return nil
@@ -310,9 +309,8 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
-// checkMarshal fails where encoding/json would send, and a consumer read, other
-// than OrderPlacedV1 holds: on a string that is not UTF-8, which it sends with
-// U+FFFD for each bad byte. Its FieldError paths are relative to the object.
+// checkMarshal fails on what encoding/json would send changed: a string that is
+// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
 func (out *OrderPlacedV1) checkMarshal() error {
 	if out == nil {
 		return nil
@@ -564,9 +562,8 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
-// checkMarshal fails where encoding/json would send, and a consumer read, other
-// than OrderPlacedV2 holds: on a string that is not UTF-8, which it sends with
-// U+FFFD for each bad byte. Its FieldError paths are relative to the object.
+// checkMarshal fails on what encoding/json would send changed: a string that is
+// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
 func (out *OrderPlacedV2) checkMarshal() error {
 	if out == nil {
 		return nil
@@ -584,6 +581,9 @@ func (out *OrderPlacedV2) checkMarshal() error {
 		if err := out.Items[i].checkMarshal(); err != nil {
 			return wire.At("items["+strconv.Itoa(i)+"]", err)
 		}
+	}
+	if _, offset := out.PlacedAt.Zone(); offset%60 != 0 {
+		return &wire.FieldError{Path: "placed_at", Problem: "zone offset not in whole minutes"}
 	}
 	return nil
 }
@@ -624,10 +624,8 @@ func (out *OrderPlacedV2Customer) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
-// checkMarshal fails where encoding/json would send, and a consumer read, other
-// than OrderPlacedV2Customer holds: on a string that is not UTF-8, which it
-// sends with U+FFFD for each bad byte. Its FieldError paths are relative to the
-// object.
+// checkMarshal fails on what encoding/json would send changed: a string that is
+// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
 func (out *OrderPlacedV2Customer) checkMarshal() error {
 	if !utf8.ValidString(out.Email) {
 		return &wire.FieldError{Path: "email", Problem: "not UTF-8"}
@@ -680,10 +678,8 @@ func (out *OrderPlacedV2ItemsItem) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
-// checkMarshal fails where encoding/json would send, and a consumer read, other
-// than OrderPlacedV2ItemsItem holds: on a string that is not UTF-8, which it
-// sends with U+FFFD for each bad byte. Its FieldError paths are relative to the
-// object.
+// checkMarshal fails on what encoding/json would send changed: a string that is
+// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
 func (out *OrderPlacedV2ItemsItem) checkMarshal() error {
 	if !utf8.ValidString(out.SKU) {
 		return &wire.FieldError{Path: "sku", Problem: "not UTF-8"}
