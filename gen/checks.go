@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
@@ -38,26 +39,13 @@ func enumCheck(f *schema.Field, v jen.Code, path string, zero jen.Code) jen.Code
 	)
 }
 
-// describe states f's bounds, pattern and default for the comment of its
-// struct field.
+// describe states f's bounds, its elements', pattern and default for the
+// comment of its struct field, such as "at most 10 items, each at most 20
+// characters".
 func describe(f *schema.Field) string {
-	l := f.Limits()
 	var parts []string
-	unit := func(n string) string {
-		if n == "1" {
-			return strings.TrimSuffix(l.Unit, "s")
-		}
-		return l.Unit
-	}
-	switch {
-	case l.Lo != "" && l.Lo == l.Hi:
-		parts = append(parts, "exactly "+l.Lo+unit(l.Lo))
-	case l.Lo != "" && l.Hi != "":
-		parts = append(parts, l.Lo+" to "+l.Hi+l.Unit)
-	case l.Lo != "":
-		parts = append(parts, "at least "+l.Lo+unit(l.Lo))
-	case l.Hi != "":
-		parts = append(parts, "at most "+l.Hi+unit(l.Hi))
+	if b := strings.Join(nonEmpty(bounds(f), elements(f)), ", "); b != "" {
+		parts = append(parts, b)
 	}
 	if f.Pattern != "" {
 		parts = append(parts, "matches "+commentText(f.Pattern))
@@ -69,6 +57,54 @@ func describe(f *schema.Field) string {
 		parts = append(parts, "present, may be null")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// bounds states f's own length, range or item-count bounds, or "".
+func bounds(f *schema.Field) string {
+	l := f.Limits()
+	unit := func(n string) string {
+		if n == "1" {
+			return strings.TrimSuffix(l.Unit, "s")
+		}
+		return l.Unit
+	}
+	switch {
+	case l.Lo != "" && l.Lo == l.Hi:
+		return "exactly " + l.Lo + unit(l.Lo)
+	case l.Lo != "" && l.Hi != "":
+		return l.Lo + " to " + l.Hi + l.Unit
+	case l.Lo != "":
+		return "at least " + l.Lo + unit(l.Lo)
+	case l.Hi != "":
+		return "at most " + l.Hi + unit(l.Hi)
+	}
+	return ""
+}
+
+// elements states what the extractor checks of each element of list or map
+// f, such as "each at most 20 characters and matching ^[a-z]+$", or "".
+// An object element's struct and an enum's type state their own.
+func elements(f *schema.Field) string {
+	if f.Type != schema.List && f.Type != schema.Map {
+		return ""
+	}
+	it := f.Items
+	own := nonEmpty(bounds(it))
+	if it.Pattern != "" {
+		own = append(own, "matching "+commentText(it.Pattern))
+	}
+	inner := elements(it)
+	switch {
+	case len(own) > 0:
+		return strings.Join(nonEmpty("each "+strings.Join(own, " and "), inner), ", ")
+	case inner != "":
+		return "in each, " + inner
+	}
+	return ""
+}
+
+func nonEmpty(s ...string) []string {
+	return slices.DeleteFunc(s, func(s string) bool { return s == "" })
 }
 
 // checks emits the bound checks of value v of field f at path, failing

@@ -240,3 +240,25 @@ func TestSourceFile(t *testing.T) {
 		}
 	}
 }
+
+// A list's or map's comment states its elements' bounds, as deep as they go.
+func TestDescribeElements(t *testing.T) {
+	n := func(v int) *int { return &v }
+	word := &schema.Field{Type: schema.String, MaxLength: n(20), Pattern: "^[a-z]+$"}
+	pair := &schema.Field{Type: schema.List, MinItems: n(2), MaxItems: n(2), Items: &schema.Field{Type: schema.Time}}
+	for _, tc := range []struct {
+		f    *schema.Field
+		want string
+	}{
+		{&schema.Field{Type: schema.List, MaxItems: n(10), Items: word}, "at most 10 items, each at most 20 characters and matching ^[a-z]+$"},
+		{&schema.Field{Type: schema.List, Items: pair}, "each exactly 2 items"},
+		{&schema.Field{Type: schema.Map, MinItems: n(1), Items: &schema.Field{Type: schema.List, MaxItems: n(3), Items: word}},
+			"at least 1 item, each at most 3 items, each at most 20 characters and matching ^[a-z]+$"},
+		{&schema.Field{Type: schema.List, Items: &schema.Field{Type: schema.List, Items: word}}, "in each, each at most 20 characters and matching ^[a-z]+$"},
+		{&schema.Field{Type: schema.List, MaxItems: n(5), Items: &schema.Field{Type: schema.Object}}, "at most 5 items"},
+	} {
+		if got := describe(tc.f); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
