@@ -1,6 +1,8 @@
 // Package ordersmsg is the code lilygen generates from the example's
-// schema, orders.lily.yaml (regenerate it with go generate ../...): the
-// OrderPlaced payloads and their extractors and producers, and for queue
-// "orders" the handler interface, its queue spec, its dispatch table and its
-// constructor. Only this file is written by hand.
+// schema, orders.lily.yaml (regenerate it with go generate ../... or make
+// generate): for each message version there, its payload struct and
+// extractor, and its producer where lilygen can write one in the message's
+// envelope; for each queue, its handler interface, queue spec, dispatch
+// table and constructor. The schema says which messages and queues there
+// are. Only this file is written by hand.
 package ordersmsg
