@@ -17,21 +17,37 @@ var initialisms = map[string]bool{
 
 // GoName turns a JSON key or queue name into an exported Go name: words split
 // at any character that is not a letter or digit and where a lower-case letter
-// meets an upper-case one; each word is capitalised, initialisms in full.
-// "order_id" and "orderId" give OrderID; "billing.payments-v2" gives
-// BillingPaymentsV2. The result is "" when there are no words.
+// meets an upper-case one; each word is capitalised, initialisms in full, also
+// in the plural and before digits, as Go's style (and staticcheck's ST1003)
+// writes them. "order_id" and "orderId" give OrderID; "sku_ids" gives SKUIDs;
+// "id2" gives ID2; "billing.payments-v2" gives BillingPaymentsV2. The result
+// is "" when there are no words.
 func GoName(s string) string {
 	var b strings.Builder
 	for _, word := range words(s) {
-		if up := strings.ToUpper(word); initialisms[up] {
-			b.WriteString(up)
-			continue
-		}
-		r := []rune(word)
-		r[0] = unicode.ToUpper(r[0])
-		b.WriteString(string(r))
+		b.WriteString(goWord(word))
 	}
 	return b.String()
+}
+
+// goWord capitalises word, an initialism in full: alone (UTF8), before
+// digits (ID2) or in the plural (IDs, URLs2).
+func goWord(word string) string {
+	up := strings.ToUpper(word)
+	if initialisms[up] {
+		return up
+	}
+	letters := strings.TrimRightFunc(up, unicode.IsDigit)
+	digits := up[len(letters):]
+	if initialisms[letters] {
+		return up
+	}
+	if single, ok := strings.CutSuffix(letters, "S"); ok && initialisms[single] {
+		return single + "s" + digits
+	}
+	r := []rune(word)
+	r[0] = unicode.ToUpper(r[0])
+	return string(r)
 }
 
 func words(s string) []string {

@@ -223,6 +223,19 @@ func TestGoName(t *testing.T) {
 		"ratio":               "Ratio",
 		"x":                   "X",
 		"...":                 "",
+		"ids":                 "IDs",
+		"urls":                "URLs",
+		"sku_ids":             "SKUIDs",
+		"skuIds":              "SKUIDs",
+		"order_ids":           "OrderIDs",
+		"id2":                 "ID2",
+		"ids2":                "IDs2",
+		"http2_url":           "HTTP2URL",
+		"utf8":                "UTF8",
+		"utf8s":               "UTF8s",
+		"v2":                  "V2",
+		"status":              "Status",
+		"ipv4":                "Ipv4",
 	} {
 		if got := GoName(in); got != want {
 			t.Errorf("GoName(%q) = %q, want %q", in, got, want)
