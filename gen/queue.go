@@ -12,8 +12,10 @@ import (
 
 func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 	handler := q.GoName + "Handler"
-	j.Commentf("%s handles the messages queue %q consumes. Return nil to ACK,", handler, q.Name)
-	j.Comment("runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.")
+	// A handler's nil alone is no ACK: the runtime settles by the whole outcome.
+	comment(j, fmt.Sprintf("%s handles the messages queue %q consumes. Return nil on success: Lily ACKs "+
+		"once the scope's cleanup and any required commit have succeeded too. Return "+
+		"runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.", handler, q.Name))
 	j.Type().Id(handler).InterfaceFunc(func(g *jen.Group) {
 		for _, c := range q.Consumes {
 			for _, v := range c.Versions {

@@ -687,8 +687,10 @@ func (out *OrderPlacedV2ItemsItem) checkMarshal() error {
 	return nil
 }
 
-// OrdersHandler handles the messages queue "orders" consumes. Return nil to ACK,
-// runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.
+// OrdersHandler handles the messages queue "orders" consumes. Return nil on
+// success: Lily ACKs once the scope's cleanup and any required commit have
+// succeeded too. Return runtime.Retryable(err) or runtime.Permanent(err) to
+// fail; a plain error is retryable.
 type OrdersHandler interface {
 	// HandleOrderPlacedV1 handles version 1 of OrderPlaced.
 	HandleOrderPlacedV1(ctx context.Context, msg *OrderPlacedV1, d runtime.RawDelivery) error
@@ -765,8 +767,10 @@ func NewOrdersConsumer(h OrdersHandler, cfg runtime.Config) (*runtime.Consumer, 
 	return runtime.NewConsumer(OrdersQueueSpec(), OrdersRoutes(h), cfg)
 }
 
-// OrdersAuditHandler handles the messages queue "orders.audit" consumes. Return nil to ACK,
-// runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.
+// OrdersAuditHandler handles the messages queue "orders.audit" consumes. Return
+// nil on success: Lily ACKs once the scope's cleanup and any required commit
+// have succeeded too. Return runtime.Retryable(err) or runtime.Permanent(err)
+// to fail; a plain error is retryable.
 type OrdersAuditHandler interface {
 	// HandleOrderPlacedV1 handles version 1 of OrderPlaced.
 	HandleOrderPlacedV1(ctx context.Context, msg *OrderPlacedV1, d runtime.RawDelivery) error
@@ -843,8 +847,10 @@ func NewOrdersAuditConsumer(h OrdersAuditHandler, cfg runtime.Config) (*runtime.
 	return runtime.NewConsumer(OrdersAuditQueueSpec(), OrdersAuditRoutes(h), cfg)
 }
 
-// OrdersPartnersHandler handles the messages queue "orders.partners" consumes. Return nil to ACK,
-// runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.
+// OrdersPartnersHandler handles the messages queue "orders.partners" consumes.
+// Return nil on success: Lily ACKs once the scope's cleanup and any required
+// commit have succeeded too. Return runtime.Retryable(err) or
+// runtime.Permanent(err) to fail; a plain error is retryable.
 type OrdersPartnersHandler interface {
 	// HandlePaymentAuthorizedV1 handles version 1 of PaymentAuthorized.
 	HandlePaymentAuthorizedV1(ctx context.Context, msg *PaymentAuthorizedV1, d runtime.RawDelivery) error
