@@ -298,6 +298,10 @@ type Queue struct {
 	HandlerTimeout time.Duration
 	// SettlementBudget is zero when the runtime's default applies.
 	SettlementBudget time.Duration
+	// ParkBudget says that SettlementBudget is the one lilygen derived for an
+	// ordered queue whose retries wait in line (queue.ParkBudget), at the
+	// default step timeout, where the schema set none.
+	ParkBudget bool
 	// DeliveryLimit is a quorum queue's delivery limit: how often the broker
 	// returns a message to the queue before it dead-letters it, or
 	// queue.NoDeliveryLimit; zero for a classic queue, which has none.

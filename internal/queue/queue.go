@@ -42,9 +42,9 @@ const (
 	Quorum  = topology.Quorum
 )
 
-// settlementMargin is the time left for handoff and settlement after
+// SettlementMargin is the time left for handoff and settlement after
 // the handler's own timeout, when a queue sets no settlement budget.
-const settlementMargin = 30 * time.Second
+const SettlementMargin = 30 * time.Second
 
 // MaxDuration is RabbitMQ's longest message TTL, 2³²−1 ms (about 49.7
 // days): the longest retry delay a bucket can hold, and the longest any
@@ -99,13 +99,17 @@ type Declaration struct {
 // opening when the service sets a Config.Scope.
 const DefaultStepTimeout = 5 * time.Second
 
+// ParkSteps are the steps around each handler call that ParkBudget counts:
+// the claim, commit, cleanup and after_delivery, and the scope's opening (a
+// schema cannot know whether its service sets a Config.Scope).
+const ParkSteps = 5
+
 // ParkBudget is the settlement budget an ordered queue needs to retry each
-// failure in line up to its last attempt: every handler call with the five
-// steps around it (the scope's among them: a schema cannot know whether its
-// service sets a Config.Scope), every retry delay between them, and
-// settlementMargin for the handoff and the rest.
+// failure in line up to its last attempt, at the default step timeout: every
+// handler call with the ParkSteps around it, every retry delay between them,
+// and SettlementMargin for the handoff and the rest.
 func ParkBudget(handlerTimeout time.Duration, delays []time.Duration, maxAttempts int) time.Duration {
-	b := time.Duration(maxAttempts)*(handlerTimeout+5*DefaultStepTimeout) + settlementMargin
+	b := time.Duration(maxAttempts)*(handlerTimeout+ParkSteps*DefaultStepTimeout) + SettlementMargin
 	for n := 1; n < maxAttempts && len(delays) > 0; n++ {
 		b += delays[min(n-1, len(delays)-1)]
 	}
@@ -137,12 +141,12 @@ func MinBudget(handlerTimeout time.Duration) time.Duration {
 }
 
 // Budget is the settlement budget of each delivery of a queue: budget, or,
-// when it is zero, the handler timeout plus settlementMargin.
+// when it is zero, the handler timeout plus SettlementMargin.
 func Budget(handlerTimeout, budget time.Duration) time.Duration {
 	if budget > 0 {
 		return budget
 	}
-	return handlerTimeout + settlementMargin
+	return handlerTimeout + SettlementMargin
 }
 
 // Declarations lists the queues of t in declaration order: the DLQ, the
