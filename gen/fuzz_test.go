@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,9 +22,10 @@ import (
 
 // FuzzGenerate checks that every schema the parser accepts generates Go
 // that compiles, type-checked against the packages it imports (the runtime,
-// the wire codec and the standard library's), and that its parts, formatted
+// the wire codec and the standard library's), that its parts, formatted
 // apart, come out as rendering and formatting the file in one piece would
-// give. Its seeds are the golden schemas.
+// give, and that its imports are grouped as goimports would group them.
+// Its seeds are the golden schemas.
 func FuzzGenerate(f *testing.F) {
 	seeds, _ := filepath.Glob("../testdata/golden/*/schema.lily.yaml")
 	for _, name := range seeds {
@@ -53,10 +55,64 @@ func FuzzGenerate(f *testing.F) {
 		if err := whole.Render(&want); err != nil {
 			t.Fatalf("the file in one piece does not render: %v", err)
 		}
-		if !bytes.Equal(out.Content, want.Bytes()) {
+		// jennifer writes one import block, in one group.
+		got, gotImports := cutImports(t, out.Content)
+		whole1, wantImports := cutImports(t, want.Bytes())
+		if !bytes.Equal(got, whole1) || gotImports.names != wantImports.names {
 			t.Fatalf("the parts formatted apart differ from the file formatted in one piece:\n%s\n\nin one piece:\n%s", out.Content, want.Bytes())
 		}
+		if !gotImports.grouped {
+			t.Fatalf("the imports are not the standard library's, then the others:\n%s", out.Content)
+		}
 	})
+}
+
+// importBlock is what cutImports reads of a file's import declaration: its
+// specs as written, one a line, in order, and whether they are grouped as
+// goimports groups them: the standard library's packages, then a blank
+// line, then the others.
+type importBlock struct {
+	names   string
+	grouped bool
+}
+
+// cutImports returns src without its import declaration, and the block.
+func cutImports(t *testing.T, src []byte) ([]byte, importBlock) {
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "", src, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Decls) == 0 {
+		return src, importBlock{grouped: true}
+	}
+	decl := file.Decls[0].(*ast.GenDecl)
+	var specs []string
+	b := importBlock{grouped: true}
+	prevLine, prevStd := 0, true
+	for i, s := range decl.Specs {
+		spec := s.(*ast.ImportSpec)
+		path := strings.Trim(spec.Path.Value, `"`)
+		std := !strings.Contains(strings.Split(path, "/")[0], ".")
+		line := fset.Position(spec.Pos()).Line
+		name := path
+		if spec.Name != nil {
+			name = spec.Name.Name + " " + path
+		}
+		specs = append(specs, name)
+		switch {
+		case i == 0:
+		case std && !prevStd: // a standard package after another
+			b.grouped = false
+		case std == prevStd && line != prevLine+1, std != prevStd && line != prevLine+2:
+			b.grouped = false
+		}
+		prevLine, prevStd = line, std
+	}
+	slices.Sort(specs)
+	b.names = strings.Join(specs, "\n")
+	start, end := fset.Position(decl.Pos()).Offset, fset.Position(decl.End()).Offset
+	return append(slices.Clip(src[:start]), src[end:]...), b
 }
 
 // typeCheck type-checks src, one file of package pkg, and returns all of its

@@ -8,14 +8,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/lily-mq/lily/envelope"
-	runtime "github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/topology"
-	"github.com/lily-mq/lily/wire"
 	"regexp"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/lily-mq/lily/envelope"
+	runtime "github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
+	"github.com/lily-mq/lily/wire"
 )
 
 // The runtime must support this generation of code: a runtime too old or
