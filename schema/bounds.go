@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +32,17 @@ func (f *Field) Limits() Limits {
 		l = lengths(f.MinItems, f.MaxItems, "item")
 		l.LoProblem, l.HiProblem = "fewer than "+l.LoProblem, "more than "+l.HiProblem
 	case Integer:
-		l.Lo, l.Hi = format(f.MinInt, formatInt), format(f.MaxInt, formatInt)
+		// A bound at int64's own end is left out, as a minimum length of 0
+		// is: every value read meets it, and its check would never fail.
+		// A narrower type's range stays: values are read as int64s.
+		lo, hi := f.MinInt, f.MaxInt
+		if lo != nil && *lo == math.MinInt64 {
+			lo = nil
+		}
+		if hi != nil && *hi == math.MaxInt64 {
+			hi = nil
+		}
+		l.Lo, l.Hi = format(lo, formatInt), format(hi, formatInt)
 		l.LoProblem, l.HiProblem = "less than "+l.Lo, "more than "+l.Hi
 	case Number:
 		l.Lo, l.Hi = format(f.MinNum, FormatFloat), format(f.MaxNum, FormatFloat)

@@ -587,6 +587,33 @@ messages:
 	}
 }
 
+// A bound at int64's own end checks nothing, and is left out of the limits
+// the generator writes checks from, as a minimum length of 0 is; a narrower
+// type's range is not, since its values are read as int64s.
+func TestInt64EndsAreNoLimits(t *testing.T) {
+	const src = `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          a: {type: int64, min: -9223372036854775808, max: 9223372036854775807}
+          b: {type: integer, min: -9223372036854775808, max: 0}
+          c: {type: int32, min: -2147483648, max: 2147483647}
+`
+	f, err := Parse("s.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := f.Messages[0].Versions[0].Fields
+	for i, want := range [][2]string{{"", ""}, {"", "0"}, {"-2147483648", "2147483647"}} {
+		if l := fields[i].Limits(); l.Lo != want[0] || l.Hi != want[1] {
+			t.Errorf("%s: limits %q to %q, want %q to %q", fields[i].Name, l.Lo, l.Hi, want[0], want[1])
+		}
+	}
+}
+
 func TestIntegerSizeErrors(t *testing.T) {
 	src := `version: 1
 package: x
