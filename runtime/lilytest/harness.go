@@ -31,7 +31,9 @@ import (
 // call panics, and so, once the delivery is settled, does the Deliver under
 // way, on the test's goroutine. (Made from a goroutine the handler started
 // and waits for, the call is not caught: it waits out the handler's
-// timeout.)
+// timeout. Made by a handler past its timeout, whose delivery has ended,
+// while another delivery's handler runs, it is refused as if it were that
+// one's.)
 type Harness struct {
 	spec     runtime.QueueSpec
 	journeys trial.Journeys
@@ -132,8 +134,9 @@ var handleFunc = goruntime.FuncForPC(reflect.ValueOf((*Harness).handle).Pointer(
 // lock takes h.mu for method, once the delivery under way, if any, has
 // ended. It panics when a handler of that delivery calls, on its own
 // goroutine, which would wait for the delivery waiting for the handler.
-// (A handler of another harness calling while a handler of this one runs
-// is taken for one of this one's: it cannot tell which harness it is in.)
+// (It cannot tell which delivery a handler is of: a handler of another
+// harness, or one of an earlier delivery that outlived its timeout, calling
+// while a handler of this one runs, is taken for one of this one's.)
 func (h *Harness) lock(method string) {
 	if h.mu.TryLock() {
 		return
