@@ -19,23 +19,38 @@ import (
 // journeyKey is the context key under which journeys keeps a journey's message id.
 type journeyKey struct{}
 
-// journeys is a Telemetry that writes down, per message, every call it gets, in
-// order, and what each Received could read.
+// deliveryKey is the context key under which journeys keeps which delivery of
+// its message a journey is: "id#1", "id#2" and so on.
+type deliveryKey struct{}
+
+// journeys is a Telemetry that writes down every call it gets, in order, per
+// message and per delivery of each, and what each Received could read. A
+// requeued delivery's redelivery may be received before the hook's ends of
+// the delivery before it, which follow the NACK, and a retry's before those
+// that follow the ACK: only a delivery's own calls come in a set order.
 type journeys struct {
-	mu      sync.Mutex
-	seen    map[string][]string
-	headers map[string]any // the trace header each delivery carried, as Received read it
-	lost    int
+	mu       sync.Mutex
+	seen     map[string][]string
+	received map[string]int // the deliveries of each message so far
+	headers  map[string]any // the trace header each delivery carried, as Received read it
+	lost     int
 }
 
 func newJourneys() *journeys {
-	return &journeys{seen: map[string][]string{}, headers: map[string]any{}}
+	return &journeys{seen: map[string][]string{}, received: map[string]int{}, headers: map[string]any{}}
 }
 
-func (c *journeys) add(id, call string) {
+// add writes call down for the journey of ctx: under its message id, and
+// under its delivery's key when it has one.
+func (c *journeys) add(ctx context.Context, call string) {
+	id, _ := ctx.Value(journeyKey{}).(string)
+	delivery, _ := ctx.Value(deliveryKey{}).(string)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seen[id] = append(c.seen[id], call)
+	if delivery != "" {
+		c.seen[delivery] = append(c.seen[delivery], call)
+	}
 }
 
 func (c *journeys) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
@@ -43,25 +58,26 @@ func (c *journeys) Received(ctx context.Context, queue string, d runtime.RawDeli
 	v, _ := d.Header("traceparent")
 	c.mu.Lock()
 	c.headers[fmt.Sprint(id, "@", d.Attempt())] = v
+	c.received[id]++
+	delivery := fmt.Sprint(id, "#", c.received[id])
 	c.mu.Unlock()
-	c.add(id, fmt.Sprintf("received %s attempt %d body %d", queue, d.Attempt(), len(d.Body())))
-	return context.WithValue(ctx, journeyKey{}, id)
+	ctx = context.WithValue(context.WithValue(ctx, journeyKey{}, id), deliveryKey{}, delivery)
+	c.add(ctx, fmt.Sprintf("received %s attempt %d body %d", queue, d.Attempt(), len(d.Body())))
+	return ctx
 }
 
 func (c *journeys) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
 	id, _ := ctx.Value(journeyKey{}).(string)
 	p.Headers["traceparent"] = "from " + id
-	return func(evidence string) { c.add(id, fmt.Sprintf("publish %q %s %s", exchange, key, evidence)) }
+	return func(evidence string) { c.add(ctx, fmt.Sprintf("publish %q %s %s", exchange, key, evidence)) }
 }
 
 func (c *journeys) Settle(ctx context.Context, op string) func(string) {
-	id, _ := ctx.Value(journeyKey{}).(string)
-	return func(evidence string) { c.add(id, op+" "+evidence) }
+	return func(evidence string) { c.add(ctx, op+" "+evidence) }
 }
 
 func (c *journeys) Settled(ctx context.Context, r runtime.Record) {
-	id, _ := ctx.Value(journeyKey{}).(string)
-	c.add(id, "settled "+string(r.Path))
+	c.add(ctx, "settled "+string(r.Path))
 }
 
 func (c *journeys) Lost(string, string) {
@@ -109,10 +125,9 @@ func TestBrokerTelemetryFollowsEachJourney(t *testing.T) {
 		"ok": {"received " + q.Name + " attempt 1 body 17", "ack ack sent", "settled acked"},
 		// A handoff's publish ends before the ACK's settlement: a slow end
 		// of the one does not count in the other's duration.
-		"fails": {
-			"received " + q.Name + " attempt 1 body 20", `publish "" ` + bucket(q, 50*time.Millisecond) + " confirmed", "ack ack sent", "settled retried",
-			"received " + q.Name + " attempt 2 body 20", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "ack ack sent", "settled dead-lettered",
-		},
+		"fails#1": {"received " + q.Name + " attempt 1 body 20", `publish "" ` + bucket(q, 50*time.Millisecond) + " confirmed", "ack ack sent", "settled retried"},
+		"fails#2": {"received " + q.Name + " attempt 2 body 20", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "ack ack sent", "settled dead-lettered"},
+		"fails#3": nil,
 		// The poison delivery's view has no id, attempt, header or body.
 		"": {"received " + q.Name + " attempt 0 body 0", `publish "" ` + q.Topology.DeadLetterQueue + " confirmed", "ack ack sent", "settled dead-lettered"},
 	}
@@ -290,8 +305,7 @@ func TestBrokerSlowTelemetryEndAtTheStopLeavesTheRecord(t *testing.T) {
 type publishes struct{ *journeys }
 
 func (c publishes) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
-	id, _ := ctx.Value(journeyKey{}).(string)
-	c.add(id, "start "+key)
+	c.add(ctx, "start "+key)
 	return c.journeys.Publish(ctx, exchange, key, p)
 }
 
@@ -320,12 +334,13 @@ func TestBrokerTelemetryEndsEveryHandoffOfAJourney(t *testing.T) {
 	retry, dlq := bucket(q, time.Hour), q.Topology.DeadLetterQueue
 	received := fmt.Sprintf("received %s attempt 1 body %d", q.Name, len(msg.Body))
 	returned := []string{received, "start " + retry, `publish "" ` + retry + " returned", "requeue nack sent", "settled requeued"}
-	want := slices.Concat(returned, returned, []string{
+	for i, want := range [][]string{returned, returned, {
 		received, "start " + retry, "start " + dlq,
 		`publish "" ` + retry + " returned", `publish "" ` + dlq + " confirmed", "ack ack sent", "settled dead-lettered",
-	})
-	if got := tel.of("limit-1"); !slices.Equal(got, want) {
-		t.Errorf("calls:\n got %q\nwant %q", got, want)
+	}, nil} {
+		if got := tel.of(fmt.Sprint("limit-1#", i+1)); !slices.Equal(got, want) {
+			t.Errorf("delivery %d's calls:\n got %q\nwant %q", i+1, got, want)
+		}
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, dlq: {1, 0}})
 }
@@ -396,8 +411,7 @@ func TestBrokerSlowSettledLeavesTheSlot(t *testing.T) {
 type facts struct{ *journeys }
 
 func (c facts) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
-	id, _ := ctx.Value(journeyKey{}).(string)
-	c.add(id, fmt.Sprintf("failure queue %v", p.Headers[envelope.HeaderFailureQueue]))
+	c.add(ctx, fmt.Sprintf("failure queue %v", p.Headers[envelope.HeaderFailureQueue]))
 	return c.journeys.Publish(ctx, exchange, key, p)
 }
 
