@@ -55,14 +55,15 @@ func layout(f *schema.File) (*jen.File, []part) {
 		head.HeaderComment("Includes: " + strings.Join(includes(f), ", "))
 	}
 	envs := envelopesOf(f)
+	checks := marshalChecksOf(f)
 	parts := []part{func(j *jen.File) {
 		compatibility(j)
-		sharedTypes(j, f)
+		sharedTypes(j, f, checks)
 		envs.declare(j, f)
 	}}
 	for _, m := range f.Messages {
 		e, _, _ := f.ProducedIn(m)
-		parts = append(parts, func(j *jen.File) { message(j, m, e, envs) })
+		parts = append(parts, func(j *jen.File) { message(j, m, e, envs, checks) })
 	}
 	for _, q := range f.Queues {
 		parts = append(parts, func(j *jen.File) { queue(j, f, q, envs) })

@@ -18,19 +18,62 @@ const notUTF8 = schema.HeaderNotUTF8
 // offsetProblem is the problem of a time whose zone offset has seconds.
 const offsetProblem = "zone offset not in whole minutes"
 
+// marshalChecks tells of each shared type whether a value of it holds
+// something checkMarshal checks. It is filled before a file's parts render,
+// in parallel, and only read after.
+type marshalChecks map[string]bool
+
+// marshalChecksOf answers each of f's shared types once: walking a type
+// again at each use would take time exponential in how deep types nest (30
+// types, each of two fields of the one before, reach the first 2^29 times).
+func marshalChecksOf(f *schema.File) marshalChecks {
+	return answerTypes(f.Types, marshalChecked)
+}
+
+// answerTypes keeps step's answer for each of the shared types, walking
+// each once: inner, which step asks of a field's fields and items, gives
+// the kept answer of a shared type it has met before.
+func answerTypes(types []*schema.Field, step func(f *schema.Field, inner func(*schema.Field) bool) bool) marshalChecks {
+	c := marshalChecks{}
+	var answer func(f *schema.Field) bool
+	answer = func(f *schema.Field) bool {
+		if v, ok := c[f.Named]; ok {
+			return v
+		}
+		v := step(f, answer)
+		if f.Named != "" {
+			c[f.Named] = v
+		}
+		return v
+	}
+	for _, t := range types {
+		answer(t)
+	}
+	return c
+}
+
+// checked reports whether a value of f holds something checkMarshal checks.
+func (c marshalChecks) checked(f *schema.Field) bool {
+	if f.Named != "" {
+		return c[f.Named]
+	}
+	return marshalChecked(f, c.checked)
+}
+
 // marshalChecked reports whether a value of f holds something encoding/json
 // would send other than it is: a string (a map's keys are strings), which
 // it would send with U+FFFD for each byte that is not UTF-8, or a time, whose
 // zone offset RFC 3339 writes in minutes, dropping any seconds (the local
 // mean time of old zone data, +00:19:32), and so the instant with them.
-func marshalChecked(f *schema.Field) bool {
+// inner answers of f's fields and items.
+func marshalChecked(f *schema.Field, inner func(*schema.Field) bool) bool {
 	switch f.Type {
 	case schema.String, schema.Map, schema.Time:
 		return true
 	case schema.List:
-		return marshalChecked(f.Items)
+		return inner(f.Items)
 	case schema.Object:
-		return slices.ContainsFunc(f.Fields, marshalChecked)
+		return slices.ContainsFunc(f.Fields, inner)
 	}
 	// An enum's value that is not UTF-8 is not one of its values either,
 	// whatever encoding/json makes of it: the extractor refuses it.
@@ -68,8 +111,8 @@ func producedTypes(f *schema.File) map[string]bool {
 // fails where encoding/json would send other than o holds, naming the field.
 // A payload's own (root) may be called on nil, which encoding/json sends as
 // null.
-func marshalCheck(j *jen.File, o object, root bool) {
-	if !slices.ContainsFunc(o.fields, marshalChecked) {
+func marshalCheck(j *jen.File, c marshalChecks, o object, root bool) {
+	if !slices.ContainsFunc(o.fields, c.checked) {
 		return
 	}
 	s := newScope()
@@ -78,7 +121,7 @@ func marshalCheck(j *jen.File, o object, root bool) {
 		body = append(body, jen.If(jen.Id("out").Op("==").Nil()).Block(jen.Return(jen.Nil())))
 	}
 	for _, f := range o.fields {
-		body = append(body, s.marshalField(f, jsonPath{f.Name})...)
+		body = append(body, s.marshalField(c, f, jsonPath{f.Name})...)
 	}
 	body = append(body, jen.Return(jen.Nil()))
 	j.Comment(checkMarshal + " fails on what encoding/json would send changed: a string that is")
@@ -87,16 +130,16 @@ func marshalCheck(j *jen.File, o object, root bool) {
 }
 
 // marshalField emits the checks of field f of out, at p.
-func (s *scope) marshalField(f *schema.Field, p jsonPath) []jen.Code {
+func (s *scope) marshalField(c marshalChecks, f *schema.Field, p jsonPath) []jen.Code {
 	v := func() *jen.Statement { return jen.Id("out").Dot(f.GoName) }
 	if !f.Pointer() {
-		return s.marshalValue(f, v, p)
+		return s.marshalValue(c, f, v, p)
 	}
 	if f.Type == schema.String {
 		return []jen.Code{jen.If(v().Op("!=").Nil().Op("&&").Op("!").Qual("unicode/utf8", "ValidString").Call(jen.Op("*").Add(v()))).Block(jen.Return(p.problem(notUTF8)))}
 	}
 	// A pointer has its value's methods.
-	checks := s.block().marshalValue(f, v, p)
+	checks := s.block().marshalValue(c, f, v, p)
 	if len(checks) == 0 {
 		return nil
 	}
@@ -104,8 +147,8 @@ func (s *scope) marshalField(f *schema.Field, p jsonPath) []jen.Code {
 }
 
 // marshalValue emits the checks of v, a present value of f, at p.
-func (s *scope) marshalValue(f *schema.Field, v func() *jen.Statement, p jsonPath) []jen.Code {
-	if !marshalChecked(f) {
+func (s *scope) marshalValue(c marshalChecks, f *schema.Field, v func() *jen.Statement, p jsonPath) []jen.Code {
+	if !c.checked(f) {
 		return nil
 	}
 	switch f.Type {
@@ -122,7 +165,7 @@ func (s *scope) marshalValue(f *schema.Field, v func() *jen.Statement, p jsonPat
 		i := b.name("i")
 		elem := func() *jen.Statement { return v().Index(jen.Id(i)) }
 		return []jen.Code{jen.For(jen.Id(i).Op(":=").Range().Add(v())).Block(
-			b.marshalValue(f.Items, elem, p.add("[", jen.Qual("strconv", "Itoa").Call(jen.Id(i)), "]"))...)}
+			b.marshalValue(c, f.Items, elem, p.add("[", jen.Qual("strconv", "Itoa").Call(jen.Id(i)), "]"))...)}
 	}
 	// A map: its entries are checked in any order, and of those that fail,
 	// the least key's error is returned, so that a map fails alike every
@@ -130,7 +173,7 @@ func (s *scope) marshalValue(f *schema.Field, v func() *jen.Statement, p jsonPat
 	b := s.block()
 	k, item := b.name("k"), b.name("item")
 	keyOK := jen.Qual("unicode/utf8", "ValidString").Call(jen.Id(k))
-	values := b.block().marshalValue(f.Items, func() *jen.Statement { return jen.Id(item) }, jsonPath{})
+	values := b.block().marshalValue(c, f.Items, func() *jen.Statement { return jen.Id(item) }, jsonPath{})
 	if len(values) == 0 {
 		// A key that is not UTF-8 is never empty.
 		badKey := s.name("badKey")

@@ -13,7 +13,7 @@ import (
 
 // message emits m's type and versions; with an envelope to produce in, not
 // nil, a producer of each version too.
-func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs envelopeNames) {
+func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs envelopeNames, checks marshalChecks) {
 	j.Commentf("%sType is the type %s messages travel as.", m.Name, m.Name)
 	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Type)
 	if produce != nil {
@@ -40,7 +40,7 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs enve
 		}
 		extractor(j, m, v)
 		if produce != nil {
-			producer(j, m, v, produce, envs)
+			producer(j, m, v, produce, envs, checks)
 			if m.Publish != nil {
 				publisher(j, m, v, produce)
 			}
@@ -48,7 +48,7 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs enve
 		for i, o := range objs {
 			reader(j, o)
 			if produce != nil {
-				marshalCheck(j, o, i == 0)
+				marshalCheck(j, checks, o, i == 0)
 			}
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 // producer emits New<Version>: the publishing of a message in envelope e,
 // the one it is read in, checked by the consumer's own extractors first.
-func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envelope, envs envelopeNames) {
+func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envelope, envs envelopeNames, checks marshalChecks) {
 	name := "New" + v.GoName
 	fail := jen.Return(jen.Qual(rt, "Publishing").Values(), jen.Err())
 	var body []jen.Code
@@ -23,7 +23,7 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 		// A consumer takes a message with an id it cannot read for poison.
 		body = append(body, jen.If(jen.Err().Op(":=").Qual(envPkg, "CheckID").Call(jen.Id("messageID")), jen.Err().Op("!=").Nil()).Block(fail))
 	}
-	if slices.ContainsFunc(v.Fields, marshalChecked) {
+	if slices.ContainsFunc(v.Fields, checks.checked) {
 		body = append(body, jen.If(jen.Err().Op(":=").Id("msg").Dot(checkMarshal).Call(), jen.Err().Op("!=").Nil()).Block(fail))
 	}
 	body = append(body,

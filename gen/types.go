@@ -13,7 +13,7 @@ import (
 // enums and patterns, and their readers (and the checks of their values that
 // the messages' producers call). A type no version uses would be
 // dead code, so it is left out.
-func sharedTypes(j *jen.File, f *schema.File) {
+func sharedTypes(j *jen.File, f *schema.File, checks marshalChecks) {
 	produced := producedTypes(f)
 	for _, t := range f.UsedTypes() {
 		doc := fmt.Sprintf("%s is a shared %s, the Go type of every field of type %s", t.GoPath, t.Type, t.Named)
@@ -30,7 +30,7 @@ func sharedTypes(j *jen.File, f *schema.File) {
 		for _, o := range objs {
 			reader(j, o)
 			if produced[t.Named] {
-				marshalCheck(j, o, false)
+				marshalCheck(j, checks, o, false)
 			}
 		}
 	}
