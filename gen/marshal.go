@@ -171,10 +171,9 @@ func (s *scope) marshalValue(c marshalChecks, f *schema.Field, v func() *jen.Sta
 	// the least key's error is returned, so that a map fails alike every
 	// time.
 	b := s.block()
-	k, item := b.name("k"), b.name("item")
+	k := b.name("k")
 	keyOK := jen.Qual("unicode/utf8", "ValidString").Call(jen.Id(k))
-	values := b.block().marshalValue(c, f.Items, func() *jen.Statement { return jen.Id(item) }, jsonPath{})
-	if len(values) == 0 {
+	if !c.checked(f.Items) {
 		// A key that is not UTF-8 is never empty.
 		badKey := s.name("badKey")
 		return []jen.Code{
@@ -189,7 +188,11 @@ func (s *scope) marshalValue(c marshalChecks, f *schema.Field, v func() *jen.Sta
 			),
 		}
 	}
+	// Named before the values' checks are, which then cannot take the same
+	// names again inside the loop and hide these.
 	bad, badKey := s.name("bad"), s.name("badKey")
+	item := b.name("item")
+	values := b.block().marshalValue(c, f.Items, func() *jen.Statement { return jen.Id(item) }, jsonPath{})
 	check := append([]jen.Code{jen.If(jen.Op("!").Add(keyOK)).Block(jen.Return(jsonPath{}.problem("key " + notUTF8)))}, values...)
 	return []jen.Code{
 		jen.Var().Id(bad).Error(),

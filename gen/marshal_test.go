@@ -3,6 +3,10 @@ package gen
 import (
 	"bytes"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,4 +65,116 @@ func TestGenerateDeepSharedTypes(t *testing.T) {
 	if bytes.Contains(out.Content, []byte(checkMarshal)) {
 		t.Errorf("a checkMarshal of a payload that holds no string or time:\n%s", out.Content)
 	}
+}
+
+// A map's checks in a map's value name their variables apart from the outer
+// map's: none hides another, as none would written by hand.
+func TestNestedMapsHideNoName(t *testing.T) {
+	src := []byte(`version: 1
+package: nested
+messages:
+  Nested:
+    versions:
+      1:
+        fields:
+          maps_of_maps: {type: map, items: {type: map, items: {type: string}}}
+          maps_of_int_maps: {type: map, items: {type: map, items: {type: integer}}}
+          maps_of_lists_of_maps: {type: map, items: {type: list, items: {type: map, items: {type: time}}}}
+          list_of_maps_of_maps: {type: list, items: {type: map, items: {type: map, items: {type: string}}}}
+`)
+	out := generateFrom(t, "nested.lily.yaml", src)
+	file, err := parser.ParseFile(token.NewFileSet(), out.Path, out.Content, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	funcs := 0
+	for _, d := range file.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == checkMarshal {
+			funcs++
+			for _, name := range hidden(fn) {
+				t.Errorf("%s: %s hides a name of an enclosing block", fn.Name.Name, name)
+			}
+		}
+	}
+	if funcs == 0 {
+		t.Fatalf("no %s in\n%s", checkMarshal, out.Content)
+	}
+}
+
+// hidden lists the names that fn declares where an enclosing block of fn
+// has declared them already. It knows the statements checkMarshal is made
+// of.
+func hidden(fn *ast.FuncDecl) []string {
+	var out []string
+	type scopes []map[string]bool
+	declare := func(s scopes, id *ast.Ident) {
+		for _, outer := range s[:len(s)-1] {
+			if outer[id.Name] {
+				out = append(out, id.Name)
+			}
+		}
+		s[len(s)-1][id.Name] = true
+	}
+	push := func(s scopes) scopes { return append(slices.Clip(s), map[string]bool{}) }
+	var walk func(n ast.Node, s scopes)
+	walk = func(n ast.Node, s scopes) {
+		switch n := n.(type) {
+		case *ast.BlockStmt:
+			s = push(s)
+			for _, st := range n.List {
+				walk(st, s)
+			}
+		case *ast.IfStmt:
+			s = push(s)
+			if n.Init != nil {
+				walk(n.Init, s)
+			}
+			walk(n.Cond, s)
+			walk(n.Body, s)
+			if n.Else != nil {
+				walk(n.Else, s)
+			}
+		case *ast.RangeStmt:
+			walk(n.X, s)
+			s = push(s)
+			if n.Tok == token.DEFINE {
+				for _, e := range []ast.Expr{n.Key, n.Value} {
+					if id, ok := e.(*ast.Ident); ok && id.Name != "_" {
+						declare(s, id)
+					}
+				}
+			}
+			walk(n.Body, s)
+		case *ast.AssignStmt:
+			for _, e := range n.Rhs {
+				walk(e, s)
+			}
+			if n.Tok == token.DEFINE {
+				for _, e := range n.Lhs {
+					if id := e.(*ast.Ident); id.Name != "_" {
+						declare(s, id)
+					}
+				}
+			}
+		case *ast.DeclStmt:
+			for _, spec := range n.Decl.(*ast.GenDecl).Specs {
+				for _, id := range spec.(*ast.ValueSpec).Names {
+					declare(s, id)
+				}
+			}
+		case *ast.FuncLit:
+			walk(n.Body, s)
+		default:
+			ast.Inspect(n, func(c ast.Node) bool {
+				switch c.(type) {
+				case *ast.BlockStmt, *ast.IfStmt, *ast.RangeStmt, *ast.AssignStmt, *ast.DeclStmt, *ast.FuncLit:
+					walk(c, s)
+					return false
+				}
+				return true
+			})
+		}
+	}
+	walk(fn.Body, scopes{{"out": true}})
+	return out
 }

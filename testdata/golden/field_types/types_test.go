@@ -35,6 +35,15 @@ func TestNewInvoiceV1NotUTF8(t *testing.T) {
 		{"a key in a map of a map's value", func(m *InvoiceV1) {
 			m.Lines["2"] = InvoiceV1LinesItem{Qty: 1, Taxes: map[string]float64{"v\xe0": 0.2, "\xe1": 0.1}}
 		}, `field lines["2"].taxes["v\xe0"]: key not UTF-8`},
+		{"a value in a map of maps, the least outer key's", func(m *InvoiceV1) {
+			m.Texts = map[string]map[string]string{"fr": {"ti\xfftle": "Facture"}, "de": {"title": "R\xffechnung"}}
+		}, `field texts["de"]["title"]: not UTF-8`},
+		{"a key in a map of maps", func(m *InvoiceV1) {
+			m.Texts = map[string]map[string]string{"fr": {"title": "Facture", "b\xff": "x", "a\xff": "y"}}
+		}, `field texts["fr"]["a\xff"]: key not UTF-8`},
+		{"a key of a map of maps", func(m *InvoiceV1) {
+			m.Texts = map[string]map[string]string{"f\xffr": {"title": "Facture"}}
+		}, `field texts["f\xffr"]: key not UTF-8`},
 		{"a nullable object", func(m *InvoiceV1) { m.Approver = &InvoiceV1Approver{Email: "\xffboss@example.com"} }, "field approver.email: not UTF-8"},
 		{"a nullable string", func(m *InvoiceV1) { note := "\xc0"; m.CustomerNote = &note }, "field customer_note: not UTF-8"},
 	} {
