@@ -57,7 +57,8 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 		var set []jen.Code
 		if f.Type == schema.Time {
 			// Sent as it arrives, rather than cut by the client on the way:
-			// the publishing holds what a consumer reads.
+			// the publishing holds the instant a consumer reads (in its
+			// own zone).
 			set = append(set, jen.Comment("An AMQP timestamp holds whole seconds, without a zone."))
 			src = jen.Id("msg").Dot("Headers").Dot(f.GoName).Dot("UTC").Call().Dot("Truncate").Call(jen.Qual("time", "Second"))
 		}
