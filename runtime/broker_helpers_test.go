@@ -2,11 +2,14 @@ package runtime_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,6 +241,30 @@ func (r *running) await(n int) []runtime.Record {
 		case <-deadline:
 			r.t.Fatalf("%d of %d records after 30 s; the last: %+v", len(got), n, got[max(len(got)-3, 0):])
 		}
+	}
+}
+
+// byAttempt returns recs with each message's records in attempt order;
+// records of one attempt keep theirs. Two deliveries of one message are not
+// recorded in the order they came: a delivery's record follows its ACK or
+// NACK, and the requeue's redelivery, or the retry copy back from its
+// bucket, may be recorded first.
+func byAttempt(recs []runtime.Record) []runtime.Record {
+	sorted := slices.Clone(recs)
+	slices.SortStableFunc(sorted, func(a, b runtime.Record) int { return cmp.Compare(a.Attempt, b.Attempt) })
+	return sorted
+}
+
+// wantPaths checks how many of recs took each path, whatever the order they
+// were recorded in (see byAttempt).
+func wantPaths(t *testing.T, recs []runtime.Record, want map[runtime.Path]int) {
+	t.Helper()
+	got := map[runtime.Path]int{}
+	for _, rec := range recs {
+		got[rec.Path]++
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("paths %v, want %v; records %+v", got, want, recs)
 	}
 }
 

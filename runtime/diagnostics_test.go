@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -18,6 +19,10 @@ func TestBrokerEventsPerStage(t *testing.T) {
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "evt-1"))
 	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	// The ACK awaits its proof from the moment it is sent, before its
+	// settled event: the prover could log the proof first. The close
+	// proves it, once every journey has ended.
+	c.SetProofInterval(time.Hour)
 	r.launch(c)
 	r.await(1)
 	rep := r.stop()

@@ -272,7 +272,7 @@ func TestBrokerExternalQueueByPolicy(t *testing.T) {
 		return nil
 	})
 	paths := map[string][]runtime.Path{}
-	for _, r := range c.await(3) {
+	for _, r := range byAttempt(c.await(3)) {
 		paths[r.MessageID] = append(paths[r.MessageID], r.Path)
 	}
 	if got := paths["big-1"]; len(got) != 1 || got[0] != runtime.PathBrokerDeadLettered {

@@ -166,7 +166,7 @@ func TestBrokerTelemetryCannotChangeACopysEnvelope(t *testing.T) {
 	h := &foreignHandler{seen: map[string][]seen{}}
 	r, c := prepareRoutes(t, q, fixture.LilytestForeignRoutes(h), func(cfg *runtime.Config) { cfg.Telemetry = clobber{} })
 	r.launch(c)
-	recs := r.await(2)
+	recs := byAttempt(r.await(2))
 	wantPath(t, recs[0], runtime.PathRetried)
 	wantPath(t, recs[1], runtime.PathAcked)
 	if recs[1].Attempt != 2 || recs[1].Type != "com.acme.payment.authorized" || recs[1].Version != 2 {
