@@ -2,10 +2,12 @@ package pginbox_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,6 +170,15 @@ func (c *consumerEnv) await(n int) []runtime.Record {
 			c.t.Fatalf("%d of %d records after 30 s: %+v", len(got), n, got)
 		}
 	}
+}
+
+// byAttempt returns recs in attempt order, stably: a retry copy back from
+// its bucket may be recorded before the delivery that handed it off, whose
+// record follows its ACK.
+func byAttempt(recs []runtime.Record) []runtime.Record {
+	sorted := slices.Clone(recs)
+	slices.SortStableFunc(sorted, func(a, b runtime.Record) int { return cmp.Compare(a.Attempt, b.Attempt) })
+	return sorted
 }
 
 // expectRows wants n business rows and n claim rows of id.
@@ -365,7 +376,7 @@ func TestConnectionKilledDuringCommitNeverWritesTwice(t *testing.T) {
 		}()
 		return nil
 	}}, nil)
-	recs := c.await(2)
+	recs := byAttempt(c.await(2))
 	if recs[0].Commit != "failed" || recs[0].Path != runtime.PathRetried {
 		t.Errorf("first delivery: commit %s, path %s (%s)", recs[0].Commit, recs[0].Path, recs[0].Reason)
 	}
@@ -395,7 +406,7 @@ func TestCleanupFailureAfterCommitTakesTheRetryAndMeetsTheDuplicate(t *testing.T
 			}, nil
 		}
 	})
-	recs := c.await(2)
+	recs := byAttempt(c.await(2))
 	if recs[0].Commit != "committed" || recs[0].Path != runtime.PathRetried || !strings.Contains(recs[0].Reason, "cleanup") {
 		t.Errorf("first delivery: %+v", recs[0])
 	}
