@@ -29,6 +29,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
+	"github.com/lily-mq/lily/internal/reserve"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -356,7 +357,7 @@ func (c *claimTx) Commit(ctx context.Context) (err error) {
 // commitWithRetry calls commit until it succeeds or fails for certain, or
 // ctx ends while the result is still unknown.
 //
-// The attempts run under an earlier deadline than ctx's (firstContext), and
+// The attempts run under an earlier deadline than ctx's (package reserve), and
 // only those after it under ctx: an attempt cut off at that deadline is then
 // retried in the time kept back, and commitTransaction retried answers for
 // it (committed, or the transaction gone). An attempt cut at ctx's own
@@ -366,7 +367,7 @@ func (c *claimTx) Commit(ctx context.Context) (err error) {
 // it (a connection error, an unsatisfiable write concern), so only a
 // TransientTransactionError (the transaction is gone) is still a failure.
 func commitWithRetry(ctx context.Context, commit func(context.Context) error, every time.Duration) error {
-	first, cancel := firstContext(ctx)
+	first, cancel := reserve.Before(ctx)
 	defer cancel()
 	unknown := false
 	for {
@@ -390,25 +391,6 @@ func commitWithRetry(ctx context.Context, commit func(context.Context) error, ev
 		}
 		unknown = true
 	}
-}
-
-// The time kept back from the first commit attempts for a retry: a quarter
-// of what is left, within these bounds, and never more than half.
-const (
-	minRetryReserve = 250 * time.Millisecond
-	maxRetryReserve = 2 * time.Second
-)
-
-// firstContext is ctx for the first commit attempts: it ends the retry
-// reserve before ctx.
-func firstContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	left := time.Until(deadline)
-	reserve := min(max(left/4, minRetryReserve), maxRetryReserve, left/2)
-	return context.WithDeadline(ctx, deadline.Add(-reserve))
 }
 
 // unknownResult tells an error after which the transaction may have

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lily-mq/lily/internal/reserve"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -186,8 +187,10 @@ func (c *claimTx) Rollback(ctx context.Context) {
 
 // Commit commits and, when the server's answer to COMMIT was lost, asks
 // pg_xact_status on another connection until the answer is known or ctx ends.
-// COMMIT gets only part of ctx's time (commitContext), so that one cut at its
-// own deadline can still be looked up.
+// COMMIT gets only part of ctx's time (package reserve), so that one cut at
+// its own deadline can still be looked up: pgx gives up on a COMMIT at its
+// context's deadline, closing the connection with a cancel request that most
+// often aborts it on the server.
 func (c *claimTx) Commit(ctx context.Context) error {
 	if c.tx.Conn().PgConn().TxStatus() == 'I' {
 		// The handler ended the claim's transaction itself, with a COMMIT or
@@ -198,7 +201,7 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		_ = c.tx.Rollback(ctx)
 		return c.in.resolve(ctx, c.xid, "the handler ended the claim's transaction itself (a COMMIT or ROLLBACK sent through Exec)")
 	}
-	commitCtx, cancel := commitContext(ctx)
+	commitCtx, cancel := reserve.Before(ctx)
 	defer cancel()
 	err := c.tx.Commit(commitCtx)
 	if err == nil {
@@ -219,27 +222,6 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		lost = fmt.Sprintf("COMMIT did not answer within its share of the step (%v)", err)
 	}
 	return c.in.resolve(ctx, c.xid, lost)
-}
-
-// The time kept back from COMMIT for pg_xact_status: a quarter of what is
-// left, within these bounds, and never more than half. pgx gives up on a
-// COMMIT at its context's deadline, closing the connection with a cancel
-// request that most often aborts it on the server; a look-up run on a
-// context already ended could not tell that from a commit that landed.
-const (
-	minResolveReserve = 250 * time.Millisecond
-	maxResolveReserve = 2 * time.Second
-)
-
-// commitContext is ctx for COMMIT: it ends the resolve reserve before ctx.
-func commitContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	left := time.Until(deadline)
-	reserve := min(max(left/4, minResolveReserve), maxResolveReserve, left/2)
-	return context.WithDeadline(ctx, deadline.Add(-reserve))
 }
 
 // resolve polls pg_xact_status(xid) until it says committed (nil) or aborted,
