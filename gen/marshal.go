@@ -60,6 +60,13 @@ func (c marshalChecks) checked(f *schema.Field) bool {
 	return marshalChecked(f, c.checked)
 }
 
+// any reports whether an object of fields gets a checkMarshal: whether one
+// of them holds something it checks. A producer calls the method when it
+// does.
+func (c marshalChecks) any(fields []*schema.Field) bool {
+	return slices.ContainsFunc(fields, c.checked)
+}
+
 // marshalChecked reports whether a value of f holds something encoding/json
 // would send other than it is: a string (a map's keys are strings), which
 // it would send with U+FFFD for each byte that is not UTF-8, or a time, whose
@@ -84,23 +91,12 @@ func marshalChecked(f *schema.Field, inner func(*schema.Field) bool) bool {
 // calls: those the produced messages reach.
 func producedTypes(f *schema.File) map[string]bool {
 	out := map[string]bool{}
-	var visit func(fields []*schema.Field)
-	visit = func(fields []*schema.Field) {
-		for _, t := range fields {
-			for ; t != nil; t = t.Items {
-				if t.Named != "" && !out[t.Named] {
-					out[t.Named] = true
-					visit(t.Fields)
-				} else if t.Named == "" {
-					visit(t.Fields)
-				}
-			}
-		}
-	}
 	for _, m := range f.Messages {
 		if e, _, _ := f.ProducedIn(m); e != nil {
 			for _, v := range m.Versions {
-				visit(v.Fields)
+				for _, n := range v.SharedTypes() {
+					out[n] = true
+				}
 			}
 		}
 	}
@@ -112,7 +108,7 @@ func producedTypes(f *schema.File) map[string]bool {
 // A payload's own (root) may be called on nil, which encoding/json sends as
 // null.
 func marshalCheck(j *jen.File, c marshalChecks, o object, root bool) {
-	if !slices.ContainsFunc(o.fields, c.checked) {
+	if !c.any(o.fields) {
 		return
 	}
 	s := newScope()

@@ -23,7 +23,7 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 		// A consumer takes a message with an id it cannot read for poison.
 		body = append(body, jen.If(jen.Err().Op(":=").Qual(envPkg, "CheckID").Call(jen.Id("messageID")), jen.Err().Op("!=").Nil()).Block(fail))
 	}
-	if slices.ContainsFunc(v.Fields, checks.checked) {
+	if checks.any(v.Fields) {
 		body = append(body, jen.If(jen.Err().Op(":=").Id("msg").Dot(checkMarshal).Call(), jen.Err().Op("!=").Nil()).Block(fail))
 	}
 	body = append(body,
