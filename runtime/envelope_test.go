@@ -168,13 +168,7 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 	recs := r.await(10)
 	r.stop()
 
-	paths := map[runtime.Path]int{}
-	for _, rec := range recs {
-		paths[rec.Path]++
-	}
-	if paths[runtime.PathAcked] != 4 || paths[runtime.PathRetried] != 1 || paths[runtime.PathDeadLettered] != 5 {
-		t.Errorf("paths %v, want 4 acked, 1 retried, 5 dead-lettered; records %+v", paths, recs)
-	}
+	wantPaths(t, recs, map[runtime.Path]int{runtime.PathAcked: 4, runtime.PathRetried: 1, runtime.PathDeadLettered: 5})
 	h.mu.Lock()
 	want := map[string][]seen{
 		"ok-binary":        {{typ: "com.acme.payment.authorized", id: "evt-1", body: `{"payment_id":"ok-binary","amount_cents":500}`, subject: "order-evt-1", version: 2, attempt: 1}},

@@ -299,9 +299,16 @@ func TestConcurrentDeliveriesWait(t *testing.T) {
 	spec.HandlerTimeout = time.Minute
 	started, release := make(chan struct{}), make(chan struct{})
 	h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
-		if msg.OrderID == "first" {
+		switch msg.OrderID {
+		case "first":
 			close(started)
 			<-release
+		case "second":
+			select {
+			case <-release:
+			default:
+				t.Error("the second delivery's handler ran while the first's was held")
+			}
 		}
 		return nil
 	})
