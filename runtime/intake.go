@@ -53,7 +53,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 				defer r.deliveries.Done()
 				defer s.inflight.Done()
 				defer in.sl.leave()
-				c.process(r, s, s.gen, &in.d, receivedAt, quarantined, &in.sl)
+				c.process(r, s, s.gen, &in.d, receivedAt, quarantined, nil, &in.sl)
 			})
 		}
 	}

@@ -69,20 +69,20 @@ const panicked = "\x00lily: OrderKey panicked"
 // buys nothing, and OrderKey, user code, never sees their metadata.
 const guardRefused = "\x00lily: refused by the guard"
 
-// orderKey is d's order key, bounded. quarantined is why the filter replaced
-// d's content header ("" when it did not). OrderKey runs on the intake's
-// goroutine, after the guard but before the journey: a panic there, on one
-// message, would end the process, again at each redelivery. It is logged
-// instead, and the delivery takes the lane of those whose key panicked.
-func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key string) {
+// orderKey is d's order key, bounded, and the guard's reading of d, which
+// the journey then uses (nil when d was quarantined: quarantined is why the
+// filter replaced d's content header, "" when it did not). OrderKey runs on
+// the intake's goroutine, after the guard but before the journey: a panic
+// there, on one message, would end the process, again at each redelivery.
+// It is logged instead, and the delivery takes the lane of those whose key
+// panicked.
+func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key string, read *reading) {
 	if quarantined != "" {
-		return guardRefused
+		return guardRefused, nil
 	}
-	// The journey checks d again when its turn comes, at a later time, by
-	// which a timestamp at the guard's bound of 24 hours ahead may pass: it
-	// is then handled in the refused lane.
-	if _, verdict, _ := c.reader.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, time.Now()); verdict != guard.Passed {
-		return guardRefused
+	own := c.read(d, time.Now())
+	if own.verdict != guard.Passed {
+		return guardRefused, &own
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -95,7 +95,7 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key string) {
 	if len(key) > maxOrderKey {
 		key = key[:maxOrderKey]
 	}
-	return key
+	return key, &own
 }
 
 // inOrder takes d into its key's lane, in the order received, and runs it on
@@ -116,7 +116,8 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key string) {
 // the lane (and, with the prefetch full of that key, the queue).
 func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string) {
 	s.gen.Settler.Received(d.DeliveryTag, time.Time{})
-	prev, leave := r.lanes.enter(c.orderKey(d, quarantined))
+	key, read := c.orderKey(d, quarantined)
+	prev, leave := r.lanes.enter(key)
 	r.deliveries.Add(1)
 	s.inflight.Add(1)
 	r.waiting.Add(1)
@@ -181,7 +182,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		sl.hold()
 		defer sl.leave()
 		r.waiting.Done() // the journey tells the report of itself at once
-		c.process(r, s, s.gen, d, started, quarantined, sl)
+		c.process(r, s, s.gen, d, started, quarantined, read, sl)
 	})
 }
 

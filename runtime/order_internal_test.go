@@ -99,8 +99,14 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 		{"quarantined", "a table nested 40 deep", guardRefused, delivery("{}", nil)},
 	} {
 		seen = nil
-		if got := c.orderKey(tc.d, tc.quarantined); got != tc.want {
+		got, read := c.orderKey(tc.d, tc.quarantined)
+		if got != tc.want {
 			t.Errorf("%s: key %q, want %q", tc.name, got, tc.want)
+		}
+		// The journey takes the guard's reading from here, not again; a
+		// quarantined delivery's stand-in header is not read at intake.
+		if passed := read != nil && read.verdict == guard.Passed && read.env != nil; (read == nil) != (tc.quarantined != "") || passed != (tc.want == "a") {
+			t.Errorf("%s: reading %+v", tc.name, read)
 		}
 		if want := tc.want != guardRefused; (len(seen) == 1) != want {
 			t.Errorf("%s: OrderKey called %d times, want %v", tc.name, len(seen), want)

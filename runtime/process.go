@@ -21,15 +21,35 @@ import (
 	"github.com/lily-mq/lily/wire"
 )
 
+// reading is what the guard made of a delivery: its envelope, or why it
+// refused it.
+type reading struct {
+	env     *guard.Envelope
+	verdict guard.Verdict
+	reason  string
+}
+
+// read is the guard's reading of d received at now.
+func (c *Consumer) read(d *amqp.Delivery, now time.Time) reading {
+	env, verdict, reason := c.reader.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, now)
+	return reading{env, verdict, reason}
+}
+
 // process carries one delivery through its journey: guard, dispatch, handler;
 // then the executor settles it by decide's plans, and the record is written.
 // quarantined is why the connection's filter replaced the delivery's content
 // header, which the client could not decode ("" when it did not). It returns
 // the delivery's record, for the test harness (trial.go). s is the session
-// it came on, nil in a trial, and gen s's generation, or the trial's.
-func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, sl *slot) Record {
+// it came on, nil in a trial, and gen s's generation, or the trial's. read
+// is the guard's reading of d made at intake, for an ordered queue's key;
+// nil when the journey reads d itself.
+func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, read *reading, sl *slot) Record {
 	auth := settle.NewAuthority(d.DeliveryTag, gen)
-	env, verdict, reason := c.reader.Check(d, c.spec.MaxBodyBytes, c.tuning.limits, received)
+	if read == nil {
+		own := c.read(d, received)
+		read = &own
+	}
+	env, verdict, reason := read.env, read.verdict, read.reason
 	key := deliveryKey(d, env)
 	id := sanitize.Text(key, maxIDText)
 	var delivered int // the attempt the delivery carries, which a redelivery of it carries too

@@ -85,7 +85,7 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	sl := &slot{slots: j.r.slots}
 	sl.hold()
 	defer sl.leave()
-	rec := j.c.process(j.r, nil, j.gen, d, received, "", sl)
+	rec := j.c.process(j.r, nil, j.gen, d, received, "", nil, sl)
 	if acks := j.gen.Acks.Take(); len(acks) > 0 {
 		j.c.acksProven(j.r, j.gen, acks)
 		j.gen.Acks.Done(acks)
