@@ -75,7 +75,7 @@ func layout(f *schema.File) (*jen.File, []part) {
 func compatibility(j *jen.File) {
 	j.Comment("The runtime must support this generation of code: a runtime too old or")
 	j.Comment("too new for it fails here, at compile time.")
-	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV9")
+	j.Const().Id("_").Op("=").Qual(rt, "SupportsGeneratedCodeV10")
 }
 
 // SourceName is how the files generated from schema name name it under

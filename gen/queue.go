@@ -7,7 +7,6 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/lily-mq/lily/envelope"
-	lilyqueue "github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -50,6 +49,10 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 
 	specName := q.GoName + "QueueSpec"
 	j.Commentf("%s returns the topology and policy of queue %q.", specName, q.Name)
+	if q.ParkBudget {
+		j.Commentf("Its retries wait in line: runtime.NewConsumer gives it the settlement budget")
+		j.Commentf("they need at the consumer's step timeout (up to %s at the default).", q.SettlementBudget)
+	}
 	j.Func().Id(specName).Params().Qual(rt, "QueueSpec").Block(jen.Return(jen.Qual(rt, "QueueSpec").Values(multiline(spec(f, q, envs)...)...)))
 
 	routes := q.GoName + "Routes"
@@ -59,38 +62,24 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 	)
 
 	ctor := "New" + q.GoName + "Consumer"
-	var build []jen.Code
-	var specArg jen.Code = jen.Id(specName).Call()
-	if q.ParkBudget {
-		// The derived budget counts each attempt's steps at the default step
-		// timeout: too short, or refused, with a longer one.
-		build = []jen.Code{
-			jen.Id("spec").Op(":=").Id(specName).Call(),
-			jen.If(jen.Id("cfg").Dot("StepTimeout").Op(">").Add(duration(lilyqueue.DefaultStepTimeout))).Block(
-				jen.Comment(fmt.Sprintf("Its budget carries each attempt's %d steps at the step timeout it will have.", lilyqueue.ParkSteps)),
-				jen.Id("spec").Dot("SettlementBudget").Op("+=").Lit(q.Retry.MaxAttempts*lilyqueue.ParkSteps).Op("*").
-					Parens(jen.Id("cfg").Dot("StepTimeout").Op("-").Add(duration(lilyqueue.DefaultStepTimeout))),
-			),
-		}
-		specArg = jen.Id("spec")
-	}
-	newConsumer := append(build, jen.Return(jen.Qual(rt, "NewConsumer").Call(specArg, jen.Id(routes).Call(jen.Id("h")), jen.Id("cfg"))))
+	newConsumer := jen.Return(jen.Qual(rt, "NewConsumer").Call(jen.Id(specName).Call(), jen.Id(routes).Call(jen.Id("h")), jen.Id("cfg")))
 	if q.RequiresInbox() {
 		// The queue requires the inbox: the constructor asks for one, so a
 		// consumer without it does not compile.
 		j.Commentf("%s returns a consumer of queue %q that calls h, each delivery claimed in inbox.", ctor, q.Name)
 		j.Func().Id(ctor).Params(jen.Id("h").Id(handler), jen.Id("inbox").Qual(rt, "Inbox"), jen.Id("cfg").Qual(rt, "Config")).
-			Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(append([]jen.Code{
+			Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(
 			jen.If(jen.Id("inbox").Op("==").Nil()).Block(
 				jen.Return(jen.Nil(), jen.Qual("errors", "New").Call(jen.Lit(fmt.Sprintf("queue %q requires an inbox", q.Name)))),
 			),
 			jen.Id("cfg").Dot("Inbox").Op("=").Id("inbox"),
-		}, newConsumer...)...)
+			newConsumer,
+		)
 		return
 	}
 	j.Commentf("%s returns a consumer of queue %q that calls h.", ctor, q.Name)
 	j.Func().Id(ctor).Params(jen.Id("h").Id(handler), jen.Id("cfg").Qual(rt, "Config")).
-		Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(newConsumer...)
+		Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(newConsumer)
 }
 
 func kv(key string, v jen.Code) jen.Code { return jen.Id(key).Op(":").Add(v) }
@@ -110,13 +99,10 @@ func spec(f *schema.File, q *schema.Queue, envs envelopeNames) []jen.Code {
 		kv("MaxBodyBytes", jen.Lit(q.MaxBodyBytes)),
 		kv("HandlerTimeout", duration(q.HandlerTimeout)),
 	)
-	// Left out, a zero budget takes the runtime's default.
-	switch {
-	case q.ParkBudget:
-		why := fmt.Sprintf("Retries wait in line: %d × (handler timeout + %d default steps of %s) + delays + %s.",
-			q.Retry.MaxAttempts, lilyqueue.ParkSteps, lilyqueue.DefaultStepTimeout, lilyqueue.SettlementMargin)
-		out = append(out, jen.Comment(why).Line().Add(kv("SettlementBudget", duration(q.SettlementBudget))))
-	case q.SettlementBudget > 0:
+	// Left out, a zero budget takes the runtime's default; the one lilygen
+	// derived for retries in line is NewConsumer's, which knows the step
+	// timeout.
+	if q.SettlementBudget > 0 && !q.ParkBudget {
 		out = append(out, kv("SettlementBudget", duration(q.SettlementBudget)))
 	}
 	out = append(out, kv("Messages", jen.Index().Qual(envPkg, "Message").Values(multiline(messages(q, envs)...)...)))

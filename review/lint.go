@@ -40,7 +40,7 @@ func Lint(f *schema.File, today time.Time) []Finding {
 		}
 		if q.Retry.MaxAttempts > 1 {
 			bucket := queue.RetryBucket(q.Name, q.Retry.Delays[0])
-			need := queue.ParkBudget(q.HandlerTimeout, q.Retry.Delays, q.Retry.MaxAttempts)
+			need := queue.ParkBudget(q.HandlerTimeout, q.Retry.Delays, q.Retry.MaxAttempts, queue.ParkSteps, queue.DefaultStepTimeout)
 			switch budget := queue.Budget(q.HandlerTimeout, q.SettlementBudget); {
 			case q.Ordering == nil && q.Arguments.SingleActiveConsumer:
 				add(rules.LintUnorderedRetry, q.Name, q.Pos,

@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -89,7 +90,8 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if cfg.Scope != nil {
 		steps = 5
 	}
-	call := spec.HandlerTimeout + time.Duration(steps)*cfg.withDefaults().StepTimeout
+	step := cfg.withDefaults().StepTimeout
+	call := spec.HandlerTimeout + time.Duration(steps)*step
 	need := call + decide.HandoffReserve
 	if spec.SettlementBudget != 0 && spec.SettlementBudget < need {
 		errs = append(errs, fmt.Errorf("queue %s: settlement budget %s is under handler timeout + %d step timeouts + %s", spec.Name, spec.SettlementBudget, steps, decide.HandoffReserve))
@@ -121,6 +123,12 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	}
 	if spec.SettlementBudget == 0 {
 		spec.SettlementBudget = max(spec.budget(), need)
+		if spec.OrderKey != nil && spec.MaxAttempts > 1 {
+			// A retry waits in line: the budget carries every attempt, each
+			// call with its steps at this consumer's step timeout.
+			park := queue.ParkBudget(spec.HandlerTimeout, spec.Topology.RetryDelays, spec.MaxAttempts, steps, step)
+			spec.SettlementBudget = max(spec.SettlementBudget, min(park, queue.MaxDuration))
+		}
 	}
 	nothing := func() {}
 	policy := spec.policy()

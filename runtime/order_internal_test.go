@@ -9,7 +9,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/topology"
 )
@@ -110,6 +112,53 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 		}
 		if want := tc.want != guardRefused; (len(seen) == 1) != want {
 			t.Errorf("%s: OrderKey called %d times, want %v", tc.name, len(seen), want)
+		}
+	}
+}
+
+// An ordered queue that retries, its budget left zero (as lilygen leaves
+// it), gets from NewConsumer one that carries every retry in line, even
+// when each call spends its handler timeout and every step around it (four,
+// five with a Config.Scope) at the consumer's step timeout, and every delay
+// between them; and leaves the last attempt room for its handoff to the DLQ.
+func TestOrderedBudgetCarriesEveryRetry(t *testing.T) {
+	const handler = 30 * time.Second
+	failed := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
+	scope := func(ctx context.Context, _ RawDelivery) (context.Context, func(context.Context) error, error) {
+		return ctx, nil, nil
+	}
+	routes := Routes{{Type: "t"}: func(context.Context, RawDelivery) error { return nil }}
+	for _, step := range []time.Duration{time.Second, 0, 10 * time.Second, time.Minute} {
+		for _, scoped := range []bool{false, true} {
+			cfg, steps := Config{StepTimeout: step}, 4
+			if scoped {
+				cfg.Scope, steps = scope, 5
+			}
+			call := handler + time.Duration(steps)*cfg.withDefaults().StepTimeout
+			for attempts := 2; attempts <= 12; attempts++ {
+				spec := QueueSpec{
+					Name:     "budget-test",
+					Topology: topology.Queue{Type: "classic", DeadLetterQueue: "budget-test.dlq", RetryDelays: []time.Duration{time.Second, 5 * time.Second}},
+					Prefetch: 1, Concurrency: 1, MaxAttempts: attempts, MaxBodyBytes: 1024, HandlerTimeout: handler,
+					OrderKey: func(map[string]any, []byte) string { return "" },
+				}
+				c, err := NewConsumer(spec, routes, cfg)
+				if err != nil {
+					t.Fatalf("step timeout %s, scope %v, %d attempts: %v", step, scoped, attempts, err)
+				}
+				budget, spent := c.spec.budget(), time.Duration(0)
+				for n := 1; n < attempts; n++ {
+					spent += call
+					got := decide.Decide(failed, n, c.policy, budget-spent)
+					if got.Action != decide.ActPark {
+						t.Fatalf("step timeout %s, scope %v, %d attempts: attempt %d with %s of %s left: %s (%s); want it parked", step, scoped, attempts, n, budget-spent, budget, got.Action, got.Reason)
+					}
+					spent += got.Delay
+				}
+				if left := budget - spent - call; left < decide.HandoffReserve {
+					t.Errorf("step timeout %s, scope %v, %d attempts: the last attempt leaves %s for its handoff, want %s", step, scoped, attempts, left, decide.HandoffReserve)
+				}
+			}
 		}
 	}
 }

@@ -13,12 +13,13 @@ import (
 	"github.com/lily-mq/lily/topology"
 )
 
-// SupportsGeneratedCodeV9 is referred to by code lilygen generates: a runtime
+// SupportsGeneratedCodeV10 is referred to by code lilygen generates: a runtime
 // too old or too new for that code fails at compile time, not at run time.
-// V9: extractors hand wire.JSONObject.Next their reader, and their element
-// readers for wire.JSONList and wire.JSONMap use it rather than take it (V8:
-// they hand JSONList and JSONMap their max_items).
-const SupportsGeneratedCodeV9 = true
+// V10: an ordered queue's spec leaves the budget of its retries in line to
+// NewConsumer, which derives it at the consumer's step timeout (V9: the spec
+// carried it at the default step timeout, and the generated constructor grew
+// it; extractors hand wire.JSONObject.Next their reader).
+const SupportsGeneratedCodeV10 = true
 
 // QueueSpec is one queue's topology and policy, as generated from the schema.
 // NewConsumer refuses a spec whose numbers are out of their ranges rather
@@ -68,8 +69,11 @@ type QueueSpec struct {
 	// SettlementBudget bounds the whole delivery, from receipt to settlement.
 	// Zero means HandlerTimeout plus 30 s, or HandlerTimeout plus four of the
 	// Config's step timeouts plus 2 s when that is larger (a step over 7 s);
-	// five with a Config.Scope. Any other is at least that sum, which
-	// NewConsumer checks.
+	// five with a Config.Scope. On an ordered queue that retries (OrderKey
+	// set, MaxAttempts over 1), zero means, when it is larger, what its
+	// retries in line need: MaxAttempts × (HandlerTimeout + those four or five
+	// steps) + the delays between the attempts + 30 s. Any other is at least
+	// the first sum, which NewConsumer checks.
 	SettlementBudget time.Duration
 }
 

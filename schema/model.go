@@ -300,7 +300,9 @@ type Queue struct {
 	SettlementBudget time.Duration
 	// ParkBudget says that SettlementBudget is the one lilygen derived for an
 	// ordered queue whose retries wait in line (queue.ParkBudget), at the
-	// default step timeout, where the schema set none.
+	// default step timeout, where the schema set none: the generated spec
+	// leaves it to runtime.NewConsumer, which derives it at the consumer's
+	// own step timeout.
 	ParkBudget bool
 	// DeliveryLimit is a quorum queue's delivery limit: how often the broker
 	// returns a message to the queue before it dead-letters it, or

@@ -111,7 +111,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		// An ordered queue retries in line: its budget carries every
 		// attempt and delay, unless the schema names one.
 		if _, set := m["settlement_budget"]; !set && q.Ordering != nil && q.Retry.MaxAttempts > 1 {
-			q.SettlementBudget = queue.ParkBudget(q.HandlerTimeout, q.Retry.Delays, q.Retry.MaxAttempts)
+			q.SettlementBudget = queue.ParkBudget(q.HandlerTimeout, q.Retry.Delays, q.Retry.MaxAttempts, queue.ParkSteps, queue.DefaultStepTimeout)
 			q.ParkBudget = true
 			if q.SettlementBudget > MaxDuration {
 				p.errorf(e.v, RuleRetry, "retrying in line up to attempt %d takes a settlement budget of %s, longer than %s", q.Retry.MaxAttempts, q.SettlementBudget, MaxDuration).

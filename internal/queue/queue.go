@@ -99,17 +99,18 @@ type Declaration struct {
 // opening when the service sets a Config.Scope.
 const DefaultStepTimeout = 5 * time.Second
 
-// ParkSteps are the steps around each handler call that ParkBudget counts:
-// the claim, commit, cleanup and after_delivery, and the scope's opening (a
-// schema cannot know whether its service sets a Config.Scope).
+// ParkSteps are the steps around each handler call that lilygen's and the
+// linter's figure of an ordered queue's budget counts: the claim, commit,
+// cleanup and after_delivery, and the scope's opening (a schema cannot know
+// whether its service sets a Config.Scope).
 const ParkSteps = 5
 
 // ParkBudget is the settlement budget an ordered queue needs to retry each
-// failure in line up to its last attempt, at the default step timeout: every
-// handler call with the ParkSteps around it, every retry delay between them,
-// and SettlementMargin for the handoff and the rest.
-func ParkBudget(handlerTimeout time.Duration, delays []time.Duration, maxAttempts int) time.Duration {
-	b := time.Duration(maxAttempts)*(handlerTimeout+ParkSteps*DefaultStepTimeout) + SettlementMargin
+// failure in line up to its last attempt: every handler call with the steps
+// around it, each as long as step, every retry delay between them, and
+// SettlementMargin for the handoff and the rest.
+func ParkBudget(handlerTimeout time.Duration, delays []time.Duration, maxAttempts, steps int, step time.Duration) time.Duration {
+	b := time.Duration(maxAttempts)*(handlerTimeout+time.Duration(steps)*step) + SettlementMargin
 	for n := 1; n < maxAttempts && len(delays) > 0; n++ {
 		b += delays[min(n-1, len(delays)-1)]
 	}

@@ -21,7 +21,7 @@ import (
 
 // The runtime must support this generation of code: a runtime too old or
 // too new for it fails here, at compile time.
-const _ = runtime.SupportsGeneratedCodeV9
+const _ = runtime.SupportsGeneratedCodeV10
 
 // envelopePaymentsEvents is envelope payments-events: cloudevents, version after ".v" in the type.
 var envelopePaymentsEvents = envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}

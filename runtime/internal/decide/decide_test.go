@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
 
@@ -190,37 +189,6 @@ func TestDecidePark(t *testing.T) {
 	} {
 		if got := Decide(tc.o, tc.attempt, q, tc.remaining); !cmp.Equal(got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
-		}
-	}
-}
-
-// The budget lilygen gives an ordered queue (queue.ParkBudget), grown as the
-// generated NewQConsumer grows it for a step timeout over the default,
-// carries every retry in line even when each call, with a Config.Scope,
-// spends its handler timeout and all five steps at that step timeout, and
-// every delay.
-func TestParkBudgetCarriesEveryRetry(t *testing.T) {
-	const handler = 30 * time.Second
-	failed := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
-	for _, step := range []time.Duration{time.Second, queue.DefaultStepTimeout, 10 * time.Second, time.Minute} {
-		q := testPolicy()
-		q.Park, q.CallCost = true, handler+queue.ParkSteps*step
-		for attempts := 2; attempts <= 12; attempts++ {
-			q.MaxAttempts = attempts
-			budget := queue.ParkBudget(handler, q.RetryDelays, attempts)
-			if step > queue.DefaultStepTimeout {
-				// NewQConsumer's growth (gen/queue.go).
-				budget += time.Duration(attempts*queue.ParkSteps) * (step - queue.DefaultStepTimeout)
-			}
-			spent := time.Duration(0)
-			for n := 1; n < attempts; n++ {
-				spent += q.CallCost
-				got := Decide(failed, n, q, budget-spent)
-				if got.Action != ActPark {
-					t.Fatalf("step timeout %s, %d attempts: attempt %d with %s of %s left: %s (%s); want it parked", step, attempts, n, budget-spent, budget, got.Action, got.Reason)
-				}
-				spent += got.Delay
-			}
 		}
 	}
 }
