@@ -57,7 +57,7 @@ func reader(j *jen.File, o object) {
 		// The member's JSON name follows the case's colon, so that a reader
 		// can follow the switch; a Block would put it on a line of its own.
 		cases = append(cases, jen.Case(jen.Lit(i)).Comment(f.Name).
-			Custom(jen.Options{Multi: true}, s.block().read(f, dst, f.Name, lowerCamel(f.GoName))...))
+			Custom(jen.Options{Multi: true}, s.block().read(f, dst, f.Name, schema.LocalName(f.Name))...))
 	}
 	next := jen.Id("o").Dot("Next").Call(jen.Id("r"))
 	loop := jen.For(next).Block()

@@ -120,17 +120,6 @@ func TestDuration(t *testing.T) {
 	}
 }
 
-func TestLowerCamel(t *testing.T) {
-	for in, want := range map[string]string{
-		"OrderID": "orderID", "ID": "id", "URLPath": "urlPath", "SKU": "sku", "PlacedAt": "placedAt", "X": "x",
-		"IDs": "ids", "URLs": "urls", "ID2": "id2", "IDsByKey": "idsByKey", "URLSize": "urlSize", "SKUIDs": "skuids",
-	} {
-		if got := lowerCamel(in); got != want {
-			t.Errorf("lowerCamel(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestScopeAvoidsReservedNames(t *testing.T) {
 	s := newScope()
 	for base, want := range map[string]string{

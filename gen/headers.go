@@ -36,7 +36,7 @@ func headers(j *jen.File, v *schema.Version) {
 	for _, f := range v.Headers {
 		p := schema.HeaderPath(f.Name)
 		b := s.block()
-		local := b.name(lowerCamel(f.GoName))
+		local := b.name(schema.LocalName(f.Name))
 		present := []jen.Code{
 			jen.List(jen.Id(local), jen.Id("ok")).Op(":=").Add(headerRead(f)),
 			jen.If(jen.Op("!").Id("ok")).Block(failWith(zero, p, schema.HeaderTypeProblem(f.Type))),

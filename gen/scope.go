@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 )
 
 // scope hands out the local variable names of one generated function: a
@@ -56,25 +55,4 @@ func (s *scope) name(base string) string {
 	}
 	s.names = append(s.names, name)
 	return name
-}
-
-// lowerCamel turns an exported Go name into a local one, lowering a leading
-// initialism whole, with its plural s or digits: OrderID → orderID, URLPath →
-// urlPath, SKU → sku, IDs → ids, ID2 → id2.
-func lowerCamel(name string) string {
-	r := []rune(name)
-	upper := 0
-	for upper < len(r) && unicode.IsUpper(r[upper]) {
-		upper++
-	}
-	// The last capital starts the next word when a word goes on after it,
-	// not when a plural s ends the initialism.
-	plural := upper < len(r) && r[upper] == 's' && (upper+1 == len(r) || !unicode.IsLower(r[upper+1]))
-	if upper > 1 && upper < len(r) && unicode.IsLower(r[upper]) && !plural {
-		upper--
-	}
-	for i := range upper {
-		r[i] = unicode.ToLower(r[i])
-	}
-	return string(r)
 }

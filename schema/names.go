@@ -30,6 +30,41 @@ func GoName(s string) string {
 	return b.String()
 }
 
+// LocalName is GoName's name for a local variable: its first word's leading
+// capitals lowered, an initialism whole with its plural s or digits.
+// "order_id" gives orderID; "url_path" urlPath; "sku_ids" skuIDs; "ids" ids;
+// "id2" id2; "HTTPServer" httpServer.
+func LocalName(s string) string {
+	var b strings.Builder
+	for i, word := range words(s) {
+		if i == 0 {
+			b.WriteString(lowerLead(goWord(word)))
+			continue
+		}
+		b.WriteString(goWord(word))
+	}
+	return b.String()
+}
+
+// lowerLead lowers word's leading capitals, but for the last of them when a
+// word goes on after it in lower case (HTTPServer gives httpServer), not
+// when that is an initialism's plural s (IDs gives ids).
+func lowerLead(word string) string {
+	r := []rune(word)
+	upper := 0
+	for upper < len(r) && unicode.IsUpper(r[upper]) {
+		upper++
+	}
+	plural := upper < len(r) && r[upper] == 's' && (upper+1 == len(r) || !unicode.IsLower(r[upper+1]))
+	if upper > 1 && upper < len(r) && unicode.IsLower(r[upper]) && !plural {
+		upper--
+	}
+	for i := range upper {
+		r[i] = unicode.ToLower(r[i])
+	}
+	return string(r)
+}
+
 // goWord capitalises word, an initialism in full: alone (UTF8), before
 // digits (ID2) or in the plural (IDs, URLs2).
 func goWord(word string) string {

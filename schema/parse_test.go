@@ -243,6 +243,18 @@ func TestGoName(t *testing.T) {
 	}
 }
 
+func TestLocalName(t *testing.T) {
+	for in, want := range map[string]string{
+		"order_id": "orderID", "orderId": "orderID", "id": "id", "url_path": "urlPath", "sku": "sku",
+		"placed_at": "placedAt", "x": "x", "ids": "ids", "urls": "urls", "id2": "id2", "ids_by_key": "idsByKey",
+		"url_size": "urlSize", "sku_ids": "skuIDs", "skuIds": "skuIDs", "HTTPServer": "httpServer", "ipv4": "ipv4",
+	} {
+		if got := LocalName(in); got != want {
+			t.Errorf("LocalName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 const features = `version: 1
 package: x
 messages:
