@@ -42,6 +42,46 @@ func CheckSentHeaders(h amqp.Table) error {
 	return nil
 }
 
+// MaxShortStr is the most bytes AMQP carries in a short string: an
+// exchange's or a routing key's name, a property, a header's name.
+const MaxShortStr = 255
+
+// CheckEntry says why a header entry, name with value v, cannot be sent,
+// whatever table it is in: a name too long for AMQP, which the client does
+// not write, an int it would truncate, or a NaN or an infinity, on which the
+// broker closes the connection (541). The tables and arrays within v are the
+// caller's to walk. It allocates nothing unless one is refused: every
+// handoff passes here.
+func CheckEntry(name string, v any) error {
+	if len(name) > MaxShortStr {
+		return fmt.Errorf("a name of %d bytes, more than %d", len(name), MaxShortStr)
+	}
+	if err := CheckValue(v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// CheckValue is CheckEntry for a value alone: an array's element.
+func CheckValue(v any) error {
+	switch v := v.(type) {
+	case float64:
+		return finite(v)
+	case float32:
+		return finite(float64(v))
+	case int:
+		return CheckInt(v)
+	}
+	return nil
+}
+
+func finite(f float64) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("%v is not a finite number", f)
+	}
+	return nil
+}
+
 // CheckInt says why v cannot be sent as a header value of Go type int:
 // amqp091-go writes an int as 32 bits ('I'), so one outside the int32
 // range would arrive truncated, without an error.

@@ -2,7 +2,6 @@ package lilytest
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -10,20 +9,16 @@ import (
 	"github.com/lily-mq/lily/internal/frame"
 )
 
-// maxName is the most bytes AMQP carries in a header's name (a short
-// string): amqp091-go refuses to write a longer one.
-const maxName = 255
-
 // received is headers t as the consumer's client decodes them once they have
 // crossed the broker, in tables, arrays and byte slices of their own, as
 // amqp091-go v1.17 writes and reads them (write.go writeField, read.go
 // readField): an int arrives as an int32, a time.Time as whole seconds in
 // the local zone (readTimestamp's time.Unix), an empty array as a nil one,
 // a nil byte slice as an empty one, and an empty header table as none. It
-// refuses, as a Publisher does before writing, what no client sends: a value
-// of a type AMQP has no word for, a name over 255 bytes, an int outside the
-// int32 range, which the client would truncate, and a NaN or an infinity,
-// on which the broker closes the connection.
+// refuses, as a Publisher does before writing (frame.CheckEntry), what no
+// client sends: a value of a type AMQP has no word for, a name over 255
+// bytes, an int outside the int32 range, which the client would truncate,
+// and a NaN or an infinity, on which the broker closes the connection.
 func received(t amqp.Table) (amqp.Table, error) {
 	if len(t) == 0 {
 		return nil, nil
@@ -37,8 +32,8 @@ func received(t amqp.Table) (amqp.Table, error) {
 func receivedTable(t amqp.Table) (amqp.Table, error) {
 	out := make(amqp.Table, len(t))
 	for name, v := range t {
-		if len(name) > maxName {
-			return nil, fmt.Errorf("a name of %d bytes, more than %d", len(name), maxName)
+		if err := frame.CheckEntry(name, v); err != nil {
+			return nil, err
 		}
 		w, err := receivedValue(v)
 		if err != nil {
@@ -56,6 +51,9 @@ func receivedValue(v any) (any, error) {
 	case []any:
 		var out []any // an empty array is read as nil
 		for i, x := range v {
+			if err := frame.CheckValue(x); err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
 			w, err := receivedValue(x)
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
@@ -65,26 +63,12 @@ func receivedValue(v any) (any, error) {
 		return out, nil
 	case []byte:
 		return append([]byte{}, v...), nil
-	case int:
-		if err := frame.CheckInt(v); err != nil {
-			return nil, err
-		}
+	case int: // in the int32 range, CheckValue has checked
 		return int32(v), nil
 	case time.Time:
 		return time.Unix(v.Unix(), 0), nil
-	case float32:
-		return v, finite(float64(v))
-	case float64:
-		return v, finite(v)
 	}
 	return v, nil
-}
-
-func finite(f float64) error {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("%v is not a finite number", f)
-	}
-	return nil
 }
 
 // stamp is a timestamp property as the client decodes it: whole seconds,

@@ -4,17 +4,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/frame"
 )
-
-// maxShortStr is the most bytes AMQP carries in an exchange's or a routing
-// key's name, a property or a header's name.
-const maxShortStr = 255
 
 // CheckDestination says why a message to exchange with key could go
 // nowhere: the default exchange routes by a queue's name.
@@ -64,8 +59,8 @@ func CheckProperties(msg amqp.Publishing) error {
 
 // shortStr says why field's value is too long for an AMQP short string.
 func shortStr(field, value string) error {
-	if len(value) > maxShortStr {
-		return fmt.Errorf("%s: %d bytes, more than %d", field, len(value), maxShortStr)
+	if len(value) > frame.MaxShortStr {
+		return fmt.Errorf("%s: %d bytes, more than %d", field, len(value), frame.MaxShortStr)
 	}
 	return nil
 }
@@ -97,17 +92,18 @@ func checkTable(t amqp.Table, depth int) error {
 		return err
 	}
 	for name, v := range t {
-		if len(name) > maxShortStr {
-			return fmt.Errorf("a name of %d bytes, more than %d", len(name), maxShortStr)
+		if err := frame.CheckEntry(name, v); err != nil {
+			return err
 		}
-		if err := checkValue(v, depth); err != nil {
+		if err := checkWithin(v, depth); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-func checkValue(v any, depth int) error {
+// checkWithin checks the tables and arrays within v, a value at depth.
+func checkWithin(v any, depth int) error {
 	switch v := v.(type) {
 	case amqp.Table:
 		return checkTable(v, depth+1)
@@ -116,16 +112,13 @@ func checkValue(v any, depth int) error {
 			return err
 		}
 		for i, item := range v {
-			if err := checkValue(item, depth+1); err != nil {
+			if err := frame.CheckValue(item); err != nil {
+				return fmt.Errorf("[%d]: %w", i, err)
+			}
+			if err := checkWithin(item, depth+1); err != nil {
 				return fmt.Errorf("[%d]: %w", i, err)
 			}
 		}
-	case float64:
-		return finite(v)
-	case float32:
-		return finite(float64(v))
-	case int:
-		return frame.CheckInt(v)
 	}
 	return nil
 }
@@ -138,13 +131,6 @@ func bounds(depth, n int) error {
 		return fmt.Errorf("tables or arrays nested deeper than %d", frame.MaxTableDepth)
 	case n > frame.MaxTableEntries:
 		return fmt.Errorf("%d entries, more than the %d a client decodes", n, frame.MaxTableEntries)
-	}
-	return nil
-}
-
-func finite(f float64) error {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("%v is not a finite number", f)
 	}
 	return nil
 }
