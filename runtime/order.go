@@ -64,9 +64,11 @@ func (l *lanes) enter(key string) (prev <-chan struct{}, leave func()) {
 // panicked is the lane of the deliveries whose OrderKey panicked.
 const panicked = "\x00lily: OrderKey panicked"
 
-// guardRefused is the lane of the deliveries the guard refuses or the
-// connection's filter quarantined: they go to the DLQ unread, so their order
-// buys nothing, and OrderKey, user code, never sees their metadata.
+// guardRefused is the key of the deliveries the guard refuses or the
+// connection's filter quarantined, which take no lane: they go to the DLQ
+// unread, so their order buys nothing, and one whose handoff is slow (a DLQ
+// that refuses it, a blocked connection) must not hold the others. OrderKey,
+// user code, never sees their metadata.
 const guardRefused = "\x00lily: refused by the guard"
 
 // orderKey is d's order key, bounded, and the guard's reading of d, which
@@ -117,7 +119,10 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key string, r
 func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string) {
 	s.gen.Settler.Received(d.DeliveryTag, time.Time{})
 	key, read := c.orderKey(d, quarantined)
-	prev, leave := r.lanes.enter(key)
+	prev, leave := (<-chan struct{})(ended), func() {}
+	if key != guardRefused {
+		prev, leave = r.lanes.enter(key)
+	}
 	r.deliveries.Add(1)
 	s.inflight.Add(1)
 	r.waiting.Add(1)

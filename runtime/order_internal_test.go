@@ -63,7 +63,7 @@ func TestOrderedWaiterOfALostSessionTakesNoSlot(t *testing.T) {
 
 // OrderKey, user code, reads only what the guard passed: a delivery over the
 // body limit, one whose headers break their bounds and one the connection's
-// filter quarantined take the refused lane without a call.
+// filter quarantined are refused without a call.
 func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 	var seen []string
 	spec := QueueSpec{

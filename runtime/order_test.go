@@ -466,6 +466,47 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	}
 }
 
+// The deliveries the guard refuses go to the DLQ unread and in no order: one
+// whose handoff is slow holds none of the others. With the first DLQ
+// publish held, the other poison message of the queue's one key is
+// dead-lettered meanwhile.
+func TestBrokerOrderedRefusedTakeNoLane(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey = func(map[string]any, []byte) string { return "" }
+		q.Concurrency = 2
+	})
+	declareTopology(t, q)
+	publish(t, q.Name, amqp.Publishing{MessageId: "refused-0", Body: []byte("{}")}, amqp.Publishing{MessageId: "refused-1", Body: []byte("{}")})
+	var publishes atomic.Int32
+	held := make(chan struct{})
+	release := sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release)
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	c.SetTestHooks(runtime.TestHooks{BeforePublish: func() {
+		if publishes.Add(1) == 1 {
+			<-held
+		}
+	}})
+	r.launch(c)
+	first := r.await(1)[0]
+	wantPath(t, first, runtime.PathDeadLettered)
+	release()
+	recs := r.await(2)
+	ids := []string{}
+	for _, rec := range recs {
+		wantPath(t, rec, runtime.PathDeadLettered)
+		if rec.Rejection != "poison" {
+			t.Errorf("%s: rejection %q, want poison", rec.MessageID, rec.Rejection)
+		}
+		ids = append(ids, rec.MessageID)
+	}
+	if slices.Sort(ids); !slices.Equal(ids, []string{"refused-0", "refused-1"}) {
+		t.Errorf("records of %v, want refused-0 and refused-1", ids)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {2, 0}})
+}
+
 // An OrderKey that panics on a message (a hand-written one meeting a header
 // it did not expect) does not end the process: the panic is logged, that
 // delivery is handled in a lane of its own, and the others in theirs.

@@ -41,8 +41,8 @@ type QueueSpec struct {
 	// are equal are handled one at a time, in the order the queue delivered
 	// them (a constant key handles every delivery so). It reads the headers
 	// and body of a delivery the guard has passed, on the intake's goroutine
-	// (a delivery the guard refuses goes to the DLQ unread, ordered only
-	// behind others refused); it must be quick and must not keep them. A
+	// (a delivery the guard refuses goes to the DLQ unread, in no order); it
+	// must be quick and must not keep them. A
 	// panic in it is logged, and the delivery is ordered only behind others
 	// whose key panicked. Order holds
 	// while each delivery settles within its budget: a retry waits in line,
