@@ -154,6 +154,9 @@ type tuning struct {
 	// while it has room before the queue is asked whether it holds ready
 	// messages (starvation.go).
 	starveAfter time.Duration
+	// topologyEvery is how often a consuming session declares the topology
+	// again (drift.go).
+	topologyEvery time.Duration
 }
 
 // firstReconnect is the first wait before a connection attempt after a loss.
@@ -161,5 +164,5 @@ const firstReconnect = 100 * time.Millisecond
 
 var defaultTuning = tuning{
 	limits: guard.DefaultLimits, proofInterval: 250 * time.Millisecond, reconnectMin: firstReconnect,
-	stallMargin: time.Minute, starveAfter: 30 * time.Second,
+	stallMargin: time.Minute, starveAfter: 30 * time.Second, topologyEvery: 30 * time.Second,
 }

@@ -225,6 +225,9 @@ type run struct {
 	// refusal is why the broker refused the topology at the last attempt
 	// to reconnect, for Health; nil once a session opens.
 	refusal atomic.Pointer[string]
+	// drifted is why the broker refused the topology when a consuming
+	// session declared it again (drift.go), for Health; nil once taken.
+	drifted atomic.Pointer[string]
 	// lastSettled is when a delivery last ended settled (Unix ns).
 	lastSettled atomic.Int64
 	stuck       stuckHandlers
@@ -387,6 +390,7 @@ func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*sessio
 		switch {
 		case err == nil:
 			r.refusal.Store(nil)
+			c.mended(r)
 			return s, failures
 		case ctx.Err() != nil:
 			return nil, failures

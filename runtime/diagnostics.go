@@ -39,6 +39,10 @@ const (
 	// stageRefused: the broker refused the topology at a reconnect (406, an
 	// external exchange or queue gone); retried until someone mends it.
 	stageRefused stage = "topology-refused"
+	// stageDrifted: declared again while consuming, the topology was
+	// refused (drift.go); consuming goes on. stageMended: it was taken again.
+	stageDrifted stage = "topology-drifted"
+	stageMended  stage = "topology-mended"
 	// stagePhase marks a shutdown phase: once as it starts, and once as it
 	// ends, with its duration.
 	stagePhase stage = "shutdown-phase"
@@ -101,11 +105,11 @@ func (c *Consumer) emit(ev event) {
 
 func stageLevel(ev event) slog.Level {
 	switch ev.stage {
-	case stageRefused:
+	case stageRefused, stageDrifted:
 		return slog.LevelError
 	case stageAckAmbiguous, stageLost, stageReconnect:
 		return slog.LevelWarn
-	case stageConnected, stagePhase, stageFromRecord, stageRejected, stageParked:
+	case stageConnected, stageMended, stagePhase, stageFromRecord, stageRejected, stageParked:
 		return slog.LevelInfo
 	case stageSettled:
 		switch {

@@ -47,6 +47,20 @@ func deleteExchanges(t *testing.T, names ...string) {
 	}
 }
 
+// boundToOtherTeams declares another team's fanout exchange, named prefix
+// and the test's name, and the topology of a queue bound to it.
+func boundToOtherTeams(t *testing.T, prefix string) (string, runtime.QueueSpec) {
+	t.Helper()
+	exchange := prefix + strings.ReplaceAll(t.Name(), "/", ".")
+	otherTeamsExchange(t, exchange, topology.Fanout)
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Topology.Exchanges = []topology.Exchange{{Name: exchange, Type: topology.Fanout, External: true}}
+		q.Topology.Bindings = []topology.Binding{{Source: exchange}}
+	})
+	declareTopology(t, q)
+	return exchange, q
+}
+
 // publishTo publishes msg to exchange with key, confirmed; not mandatory, as
 // a producer that does not know who is bound.
 func publishTo(t *testing.T, exchange, key string, msg amqp.Publishing) {
@@ -298,13 +312,7 @@ func TestBrokerExternalQueueByPolicy(t *testing.T) {
 // Health, and consumes again once the owner has declared the exchange anew.
 func TestBrokerExternalExchangeDeletedIsWaitedFor(t *testing.T) {
 	t.Parallel()
-	exchange := "lilytest.gone." + strings.ReplaceAll(t.Name(), "/", ".")
-	otherTeamsExchange(t, exchange, topology.Fanout)
-	q := brokerSpec(t, func(q *runtime.QueueSpec) {
-		q.Topology.Exchanges = []topology.Exchange{{Name: exchange, Type: topology.Fanout, External: true}}
-		q.Topology.Bindings = []topology.Binding{{Source: exchange}}
-	})
-	declareTopology(t, q)
+	exchange, q := boundToOtherTeams(t, "lilytest.gone.")
 	p := newProxy(t)
 	r, c := prepare(t, q, ack, through(p), func(cfg *runtime.Config) { cfg.ReconnectMax = time.Second })
 	r.launch(c)

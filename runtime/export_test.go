@@ -86,3 +86,7 @@ func (p *Publisher) ShareConsuming(conn *amqp.Connection) {
 	defer p.consuming.mu.Unlock()
 	p.consuming.cur = &link{conn: conn, users: 1, killed: make(chan struct{})}
 }
+
+// SetTopologyEvery sets how often a consuming session declares the topology
+// again; call it before Run.
+func (c *Consumer) SetTopologyEvery(d time.Duration) { c.tuning.topologyEvery = d }

@@ -25,7 +25,9 @@ type Health struct {
 	Queue string `json:"queue"`
 	Ready bool   `json:"ready"`
 	Live  bool   `json:"live"`
-	// Why says what keeps the consumer from being ready or live.
+	// Why says what keeps the consumer from being ready or live, or, while
+	// it is ready, that the broker refused its topology when it was last
+	// declared again (an external exchange deleted, say).
 	Why string `json:"why,omitempty"`
 	// LastSettled is when a delivery last ended settled (zero: none yet).
 	LastSettled time.Time `json:"last_settled,omitzero"`
@@ -72,6 +74,9 @@ func (c *Consumer) Health() Health {
 		}
 	default:
 		h.Ready = true
+		if why := r.drifted.Load(); why != nil {
+			h.Why = "consuming, but the broker refused the topology when it was declared again: " + *why
+		}
 	}
 	if s != nil {
 		if since := s.gen.Settler.WritingSince(); !since.IsZero() && now.Sub(since) > limit {

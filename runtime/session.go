@@ -69,6 +69,9 @@ type session struct {
 	// idle is what the prover last saw of the channel's deliveries, for
 	// the starvation watch; the prover's alone.
 	idle idleWatch
+	// declared is when the topology was last declared for the session
+	// (drift.go); the prover's alone.
+	declared time.Time
 	// inflight counts the session's deliveries still on their journey.
 	inflight sync.WaitGroup
 	// cancelled is closed once the session's intake is cancelled: the
@@ -357,7 +360,7 @@ func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err e
 		return nil, fmt.Errorf("lily: set prefetch: %w", err)
 	}
 	s := &session{
-		gen: r.newGeneration(), link: l, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(),
+		gen: r.newGeneration(), link: l, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(), declared: time.Now(),
 		lost: make(chan struct{}), chEnded: make(chan struct{}),
 		outlived: make(chan struct{}), cancelled: make(chan struct{}),
 	}

@@ -1,0 +1,57 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/runtime/internal/step"
+)
+
+// The topology is declared when a session opens, and the estate may change
+// under a session that lives for weeks: an owner that deletes an exchange
+// and declares it again (the way to change its type or arguments) leaves it
+// without the bindings to this queue, and what is sent to it meanwhile goes
+// nowhere, dropped or to its alternate exchange, with no sign on the
+// consumer's channel. So a consuming session declares the topology again
+// every topologyEvery, on the prover's timer: Lily's own bindings and
+// exchanges come back, idempotently, and a refusal (an external exchange
+// deleted, a 406) is told, at error and in Health, while consuming goes on:
+// the messages in the queue are no less good for it.
+
+// redeclareDue says whether s's topology is to be declared again now, and
+// notes that it is. The prover calls it under its lock.
+func (c *Consumer) redeclareDue(s *session) bool {
+	if time.Since(s.declared) < c.tuning.topologyEvery {
+		return false
+	}
+	s.declared = time.Now()
+	return true
+}
+
+// redeclare declares the topology again on s's connection, within a step and
+// until ctx ends, and tells a refusal, or its end.
+func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
+	defer cancel()
+	// Any other failure (no answer within the step, the connection ending)
+	// is the session's to tell, not the topology's.
+	switch err := step.DoErr(ctx, func() error { return DeclareTopology(s.link.conn, c.spec) }); {
+	case err == nil:
+		c.mended(r)
+	case refused(err):
+		why := sanitize.Text(err.Error(), decide.MaxCause)
+		if was := r.drifted.Swap(&why); was == nil || *was != why {
+			c.emit(event{stage: stageDrifted, generation: s.gen.ID, detail: why})
+		}
+	}
+}
+
+// mended clears a refusal of the topology declared again, once the broker
+// takes it (declared again, or at a new session), and says so.
+func (c *Consumer) mended(r *run) {
+	if r.drifted.Swap(nil) != nil {
+		c.emit(event{stage: stageMended, detail: "the broker took the topology again"})
+	}
+}
