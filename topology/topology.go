@@ -62,7 +62,9 @@ type Queue struct {
 	// ByPolicy: Lily's own arguments of the queue and its retry buckets
 	// (dead-lettering, message TTLs, the delivery limit) come from RabbitMQ
 	// policies `lilygen topology` writes, not from its declarations, so that
-	// a queue declared before, without them, is adopted without a 406.
+	// a queue declared before, without them, is adopted without a 406. A
+	// queue Lily declared with them cannot be switched to it in place: its
+	// next declare, leaving them out, is refused (406) as well.
 	ByPolicy bool
 	// Exchanges are the exchanges Bindings name, sources before the
 	// exchanges they bind to.
