@@ -101,8 +101,10 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 				if c.telemetry.t != nil {
 					hooks.published = append(hooks.published, publishEnd{done, o.Handoff.Status.String()})
 				}
-				c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
-					handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
+				if c.logs(stageHandoff) {
+					c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
+						handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
+				}
 			}
 			if !o.Handoff.Published && gen.Revoked() {
 				why := "authority revoked before the handoff"

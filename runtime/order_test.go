@@ -504,6 +504,9 @@ func TestBrokerOrderedRefusedTakeNoLane(t *testing.T) {
 	if slices.Sort(ids); !slices.Equal(ids, []string{"refused-0", "refused-1"}) {
 		t.Errorf("records of %v, want refused-0 and refused-1", ids)
 	}
+	if n := len(slices.DeleteFunc(r.events.all(), func(ev event) bool { return ev.stage != "rejected" || !strings.HasPrefix(ev.detail, "poison: ") })); n != 2 {
+		t.Errorf("%d rejected events saying poison, want 2", n)
+	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {2, 0}})
 }
 

@@ -113,7 +113,7 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 	if env != nil {
 		o.DeliveryCount = env.DeliveryCount
 	}
-	if o.Rejection != outcome.NotRejected {
+	if o.Rejection != outcome.NotRejected && c.logs(stageRejected) {
 		c.emit(event{stage: stageRejected, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Rejection.String() + ": " + o.Reason})
 	}
 	free := release
