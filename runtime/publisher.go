@@ -37,12 +37,13 @@ var (
 )
 
 // Publisher sends messages to the broker on a confirm-mode channel of its
-// own connection, each publish mandatory, and answers each Send only with
-// the broker's word: nil when confirmed, never before. Each Return is matched
-// to its own publish. Sends from many goroutines share the channel, at most
-// the window of them in flight; a lost connection is opened again, with the
-// consumer's backoff and through its list of URLs, and while the broker
-// blocks publishers (a resource alarm) Sends wait, within their contexts.
+// own connection, each publish mandatory (but a direct reply: see Send), and
+// answers each Send only with the broker's word: nil when confirmed, never
+// before. Each Return is matched to its own publish. Sends from many
+// goroutines share the channel, at most the window of them in flight; a
+// lost connection is opened again, with the consumer's backoff and through
+// its list of URLs, and while the broker blocks publishers (a resource
+// alarm) Sends wait, within their contexts.
 //
 // A Publisher is safe for concurrent use. Config.Publisher lets consumers
 // hand off their retry and DLQ copies through it too, on the same connection,
@@ -99,6 +100,13 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 // fail every Send sharing the connection; it ends within a step. nil means confirmed and routed; ErrReturned, ErrNacked and
 // ErrUnconfirmed (wrapped, with the detail) are the broker's other answers;
 // any other error means the message was not written.
+//
+// A reply to a direct reply-to address (the default exchange, a routing key
+// amq.rabbitmq.reply-to.<token> from a request's ReplyTo) goes to the
+// requester's channel, no queue, so it is published without mandatory: nil
+// means only that the broker took it. The broker hands it to the requester
+// if its channel still consumes the reply-to pseudo-queue, and drops it
+// otherwise; nothing tells the two apart, and it is never ErrReturned.
 func (p *Publisher) Send(ctx context.Context, m Message) error {
 	if err := confirm.CheckDestination(m.Exchange, m.RoutingKey); err != nil {
 		return fmt.Errorf("lily: send: %w", err)

@@ -1033,3 +1033,72 @@ func TestPublisherRefusedDialsShareOneBackoff(t *testing.T) {
 		t.Errorf("%d dials for 100 Sends over 5 s, want one backoff's", n)
 	}
 }
+
+// requestReply has a requester consume RabbitMQ's direct reply-to
+// pseudo-queue (no-ack, as the broker requires) on ch and send a request to
+// a server-named queue of its own, and returns the replies it receives and
+// the request's ReplyTo as the responder reads it: the reply-to address,
+// amq.rabbitmq.reply-to.<token>.
+func requestReply(t *testing.T, ch *amqp.Channel) (replies <-chan amqp.Delivery, replyTo string) {
+	t.Helper()
+	replies, err := ch.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Publish("", q.Name, false, false, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to", Body: []byte("request")}); err != nil {
+		t.Fatal(err)
+	}
+	var request amqp.Delivery
+	eventually(t, 30*time.Second, "the request in its queue", func() bool {
+		d, ok, err := ch.Get(q.Name, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		request = d
+		return ok
+	})
+	if !strings.HasPrefix(request.ReplyTo, "amq.rabbitmq.reply-to.") {
+		t.Fatalf("the request's reply_to is %q", request.ReplyTo)
+	}
+	return replies, request.ReplyTo
+}
+
+// A reply to a direct reply-to address goes to the requester's channel, no
+// queue, and RabbitMQ returns a mandatory publish of it though it delivered
+// it: answered returned, it would be sent again, and delivered again. Its
+// Send is confirmed, and the requester receives it once: the next reply,
+// sent after it on the same channel, is the next to arrive. A reply to a
+// requester gone since is confirmed too, and dropped.
+func TestBrokerPublisherDirectReplyIsConfirmedAndDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	requester := channel(t, dial(t))
+	replies, replyTo := requestReply(t, requester)
+	p := newPublisher(t, brokerURL(t), 4)
+	for _, id := range []string{"reply", "after"} {
+		if err := p.Send(context.Background(), message(t, "", replyTo, id)); err != nil {
+			t.Fatalf("the Send of %s: %v", id, err)
+		}
+	}
+	var got []string
+	for len(got) < 2 {
+		select {
+		case d := <-replies:
+			got = append(got, d.MessageId)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the requester received %v", got)
+		}
+	}
+	if !slices.Equal(got, []string{"reply", "after"}) {
+		t.Errorf("the requester received %v, want reply, then after", got)
+	}
+	if err := requester.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(context.Background(), message(t, "", replyTo, "late")); err != nil {
+		t.Errorf("the Send to a requester gone: %v", err)
+	}
+}
