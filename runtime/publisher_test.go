@@ -653,13 +653,14 @@ func stacksHold(frames ...string) int {
 	return n
 }
 
-// A user_id that is not the connection's own, or a CC header that is not
-// an array, would have the broker close the channel under every publish in
-// flight on it, and headers larger than a frame, or holding a NaN or an
-// infinity, the connection, as would a table deeper or wider than the
-// client decodes once its message came back as a Return; an int outside
-// the int32 range the client would truncate to 32 bits: each such Send is
-// refused before the write, alone. With the broker's answers held back,
+// A user_id that is not the connection's own, a CC header that is not an
+// array, or a reply_to of the bare direct reply-to pseudo-queue (from a
+// channel that does not consume it) would have the broker close the channel
+// under every publish in flight on it, and headers larger than a frame, or
+// holding a NaN or an infinity, the connection, as would a table deeper or
+// wider than the client decodes once its message came back as a Return; an
+// int outside the int32 range the client would truncate to 32 bits: each
+// such Send is refused before the write, alone. With the broker's answers held back,
 // one Send waits for its confirm while the others are refused; once the
 // answers flow, the first is confirmed. The connection's own user_id is
 // published.
@@ -677,6 +678,8 @@ func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	cc.Headers["CC"] = "ok.3"
 	wide := message(t, exchange, "ok.2", "wide")
 	wide.Headers["x-wide"] = make([]any, 8193)
+	replyTo := message(t, exchange, "ok.2", "reply-to")
+	replyTo.ReplyTo = "amq.rabbitmq.reply-to"
 	big := message(t, exchange, "ok.2", "big")
 	big.Headers["x-big"] = []any{int(5_000_000_000)}
 	deep := message(t, exchange, "ok.2", "deep")
@@ -692,6 +695,7 @@ func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	}{
 		{foreign, "user_id"}, {large, "more than the 131064 of a frame"}, {nan, "x-score: [0]: NaN is not a finite number"},
 		{cc, "CC: not an array"}, {wide, "x-wide: 8193 entries, more than the 8192"}, {deep, "x-deep: in: in: in:"},
+		{replyTo, `reply_to: "amq.rabbitmq.reply-to" is taken only from a channel that consumes it`},
 		{big, "x-big: [0]: the int 5000000000 is outside the int32 range, and an int is sent as 32 bits: use int64"},
 	} {
 		err := p.Send(context.Background(), refused.m)

@@ -88,6 +88,12 @@ func Encode(m runtime.Message) ([]byte, error) {
 	if _, err := strconv.ParseUint(p.Expiration, 10, 32); p.Expiration != "" && err != nil {
 		return nil, errors.New("expiration: not a whole number of milliseconds")
 	}
+	// Likewise on this reply_to from a channel that does not consume the
+	// direct reply-to pseudo-queue, as the relay's never does (406, 3.10.8).
+	// An address, amq.rabbitmq.reply-to.<token>, the broker takes as it is.
+	if p.ReplyTo == "amq.rabbitmq.reply-to" {
+		return nil, errors.New(`reply_to: "amq.rabbitmq.reply-to" is taken only from a channel that consumes it, and the relay's consumes nothing: the broker would close the channel (406)`)
+	}
 	out := properties{
 		ContentType: p.ContentType, ContentEncoding: p.ContentEncoding, DeliveryMode: p.DeliveryMode, Priority: p.Priority,
 		CorrelationID: p.CorrelationId, ReplyTo: p.ReplyTo, Expiration: p.Expiration, MessageID: p.MessageId,

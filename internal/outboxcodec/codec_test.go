@@ -98,6 +98,7 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"long type", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Type: long}}, "type: 10000 bytes"},
 		{"timestamp past 9999", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, "timestamp: year 10000"},
 		{"expiration not a number", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Expiration: "1s"}}, "expiration: not a whole number of milliseconds"},
+		{"reply_to the direct reply-to pseudo-queue", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{ReplyTo: "amq.rabbitmq.reply-to"}}, `reply_to: "amq.rabbitmq.reply-to" is taken only from a channel that consumes it`},
 		{"map instead of a table", headers("h", map[string]any{"a": 1}), `headers["h"]: a value of type map[string]interface {}`},
 		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:40] + `…"][1]: a value of type outboxcodec.custom`},
 		{"uint64", headers("h", uint64(1)), "a value of type uint64"},
@@ -139,6 +140,12 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 	// As wide as a client decodes, and a CC of routing keys: stored.
 	if _, err := Encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: amqp.Table{"h": make([]any, 8192), "CC": []any{"q2"}}}}); err != nil {
 		t.Errorf("8192 elements and a CC: %v", err)
+	}
+	// A reply-to address, or another name, as the reply_to: stored.
+	for _, r := range []string{"amq.rabbitmq.reply-to.g1h2AA1yZXBseUA.aSZ4+Xw10wM9gs+xPWCdKg==", "AMQ.RABBITMQ.REPLY-TO", "replies"} {
+		if _, err := Encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{ReplyTo: r}}); err != nil {
+			t.Errorf("reply_to %q: %v", r, err)
+		}
 	}
 	// A content header of 121,848 bytes: the properties' 14, the table's
 	// length, and one header of a 1-byte name and a string.

@@ -37,7 +37,8 @@ func Check(exchange, key string, msg amqp.Publishing) error {
 
 // CheckProperties says why the client, or the broker, would refuse msg's
 // properties, beside its headers: one over 255 bytes, which the client does
-// not write, or an expiration that is not milliseconds, on which the broker
+// not write, or an expiration that is not milliseconds, or a reply_to of
+// the bare direct reply-to pseudo-queue, on either of which the broker
 // closes the channel.
 func CheckProperties(msg amqp.Publishing) error {
 	for _, f := range []struct{ name, value string }{
@@ -54,8 +55,20 @@ func CheckProperties(msg amqp.Publishing) error {
 			return errors.New("expiration: not a whole number of milliseconds")
 		}
 	}
+	if msg.ReplyTo == replyToPseudoQueue {
+		return errReplyToPseudoQueue
+	}
 	return nil
 }
+
+// replyToPseudoQueue, as a publish's reply_to, asks the broker to put in
+// its place the address of the publishing channel's direct reply-to
+// consumer. A Publisher's channel consumes nothing, so the broker closes it
+// (406 "fast reply consumer does not exist", 3.10.8). A reply_to that is
+// already an address, amq.rabbitmq.reply-to.<token>, it takes as it is.
+const replyToPseudoQueue = "amq.rabbitmq.reply-to"
+
+var errReplyToPseudoQueue = errors.New(`reply_to: "amq.rabbitmq.reply-to" is taken only from a channel that consumes it, and a Lily publisher's consumes nothing: the broker would close the channel (406)`)
 
 // shortStr says why field's value is too long for an AMQP short string.
 func shortStr(field, value string) error {

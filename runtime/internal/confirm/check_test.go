@@ -71,3 +71,28 @@ func TestCheckHeadersBounds(t *testing.T) {
 		t.Errorf("8,192 headers: %v", err)
 	}
 }
+
+// CheckProperties refuses a reply_to of the bare direct reply-to
+// pseudo-queue, on which the broker closes a channel that does not consume
+// it, and takes a reply-to address, and other names, as they are: the
+// broker does too (3.10.8).
+func TestCheckPropertiesReplyTo(t *testing.T) {
+	for _, c := range []struct {
+		replyTo, want string // want "" for accepted
+	}{
+		{"amq.rabbitmq.reply-to", `reply_to: "amq.rabbitmq.reply-to" is taken only from a channel that consumes it`},
+		{"amq.rabbitmq.reply-to.g1h2AA1yZXBseUA.aSZ4+Xw10wM9gs+xPWCdKg==", ""},
+		{"amq.rabbitmq.reply-to.", ""},
+		{"AMQ.RABBITMQ.REPLY-TO", ""},
+		{"replies", ""},
+		{"", ""},
+	} {
+		err := CheckProperties(amqp.Publishing{ReplyTo: c.replyTo})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("reply_to %q: %v; want accepted", c.replyTo, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("reply_to %q: %v; want %q", c.replyTo, err, c.want)
+		}
+	}
+}

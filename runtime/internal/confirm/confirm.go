@@ -435,7 +435,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 
 // directReplyPrefix begins the routing key of a reply to a requester that
 // consumes RabbitMQ's direct reply-to pseudo-queue: its token follows.
-const directReplyPrefix = "amq.rabbitmq.reply-to."
+const directReplyPrefix = replyToPseudoQueue + "."
 
 // directReplyTo says whether a publish to exchange with key is a reply to a
 // direct reply-to address. RabbitMQ hands such a reply to the requester's
