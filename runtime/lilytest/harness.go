@@ -179,7 +179,8 @@ func inHandler() bool {
 // int32, a time in whole seconds, in the local zone). Deliver panics on a
 // message no client publishes, as a Publisher refuses it before writing: a
 // property or a header name over 255 bytes, an expiration that is not
-// milliseconds, a header value of a type AMQP has no word for, an int
+// milliseconds, a reply_to of the bare amq.rabbitmq.reply-to (the broker
+// closes the channel), a header value of a type AMQP has no word for, an int
 // outside the int32 range, which the client would truncate, a NaN or an
 // infinity.
 //
