@@ -88,7 +88,8 @@ Exit codes (every command):
      chosen copy could not be moved (it stays in the DLQ), an -id no copy
      carries, an export or a redrive that read fewer copies than were
      ready when it began or read beside another consumer of the DLQ (a
-     redrive refuses to begin beside one, and stops when one begins), an
+     redrive refuses to begin beside one or beside another redrive, and
+     stops when one begins), an
      export that met quarantined copies, a purge -expect N of a DLQ that
      does not hold N, a purge -id that read fewer copies than were ready,
      an import stopped before its last line (it says where it stands)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -39,12 +41,14 @@ type readOptions struct {
 	// connected, when set, is told the frame size the broker negotiated
 	// for the read's connection, before the first copy is visited.
 	connected func(frameSize int)
-	// alone: the read refuses to begin beside another consumer of the
-	// queue, consumes exclusively (which a classic queue enforces, a
-	// quorum queue ignores), and stops before its next copy when a count
-	// of consumers finds another at a window's start. A re-drive beside
-	// another would move again a copy the other leaves in doubt (its
-	// publish unconfirmed, its ACK unproven), once the other hands it back.
+	// alone: the read holds the queue's re-drive lock (lockName) for as
+	// long as its connection lives, refuses to begin beside another
+	// consumer of the queue, consumes exclusively (which a classic queue
+	// enforces, a quorum queue ignores), and stops before its next copy
+	// when a count of consumers at a window's start finds one not its own.
+	// A re-drive beside another would move again a copy the other leaves
+	// in doubt (its publish unconfirmed, its ACK unproven), once the other
+	// hands it back.
 	alone bool
 }
 
@@ -97,6 +101,11 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		return res, queueError(queue, err)
 	}
 	res.Ready, res.Consumers = q.Messages, q.Consumers
+	if o.alone {
+		if err := lock(ch, queue, name); err != nil {
+			return res, err
+		}
+	}
 	if o.alone && q.Consumers > 0 {
 		return res, fmt.Errorf("refusing to %s beside %d other consumer(s) of %s (another %s?): it runs alone, or it could move again a copy another leaves in doubt; nothing was read, run it once they are gone", name, q.Consumers, text(queue, maxQueue), name)
 	}
@@ -146,14 +155,17 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			}
 			held = 0
 			if o.alone {
-				// Between two windows the queue has no consumer of ours:
-				// another may have begun there.
+				// Between two windows the queue has no open consumer of
+				// ours: another may have begun there. A quorum queue
+				// counts each window cancelled before this one too, as
+				// each holds the copies it kept; a classic queue does not,
+				// but refuses any consumer beside an exclusive one.
 				q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 				if err != nil {
 					return res, cut(err)
 				}
-				if q.Consumers > 1 {
-					ended = fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s (another %s?); it runs alone, or it could move again a copy another leaves in doubt", q.Consumers-1, text(queue, maxQueue), name, name)
+				if others := q.Consumers - res.Windows; others > 0 {
+					ended = fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s; it runs alone, or it could move again a copy another leaves in doubt", others, text(queue, maxQueue), name)
 					continue
 				}
 			}
@@ -208,6 +220,38 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		ended = nil
 	}
 	return res, ended
+}
+
+// lockPrefix begins the name of a re-drive lock.
+const lockPrefix = "lilydlq.redrive."
+
+// lockName is the name of queue's re-drive lock: the prefix and the queue's
+// name, or, where that would pass AMQP's 255 bytes, its SHA-256.
+func lockName(queue string) string {
+	if len(lockPrefix)+len(queue) <= maxQueue {
+		return lockPrefix + queue
+	}
+	sum := sha256.Sum256([]byte(queue))
+	return lockPrefix + "sha256." + hex.EncodeToString(sum[:])
+}
+
+// lock takes queue's re-drive lock on ch: an exclusive queue, which the
+// broker refuses to any other connection (405 RESOURCE_LOCKED) and deletes
+// when this one closes, however it ends. Unlike a count of consumers it
+// does not depend on the queue's type, and it holds from the read's start
+// to its end, after the close that hands back the copies it kept.
+func lock(ch *amqp.Channel, queue, name string) error {
+	lock := lockName(queue)
+	_, err := ch.QueueDeclare(lock, false, true, true, false, nil)
+	var ae *amqp.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.Code == amqp.ResourceLocked:
+		return fmt.Errorf("refusing to %s: another %s of %s is running (its connection holds the lock %s); nothing was read, run it once that one ended", name, name, text(queue, maxQueue), text(lock, maxQueue))
+	default:
+		return fmt.Errorf("take the lock %s, an exclusive queue that keeps a second %s of %s from running (the user needs the configure permission on it): %s", text(lock, maxQueue), name, text(queue, maxQueue), text(err.Error(), maxReason))
+	}
 }
 
 // quarantinedWhy says why the filter replaced d's headers, or "" when it did

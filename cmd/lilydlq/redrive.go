@@ -70,12 +70,15 @@ names the DLQ.
 -dry-run prints what would move and moves nothing. -rate paces the publishes,
 -limit stops after that many moved.
 
-A re-drive runs alone: it refuses to begin beside another consumer of the
-DLQ (another re-drive, a list), reads with exclusive consumers, and stops
-when it finds another at the start of a window (a quorum DLQ does not
-enforce exclusive consumers). Beside another re-drive it could move a copy
-twice: the one the other leaves in doubt, unconfirmed, once it is handed
-back.
+A re-drive runs alone. It holds a lock while it runs, an exclusive queue
+named lilydlq.redrive.<dlq> (the user needs the configure permission on it),
+which the broker frees when the re-drive's connection ends: a second
+re-drive of the DLQ is refused at its start. It also refuses to begin beside
+another consumer of the DLQ (a list, a service), reads with exclusive
+consumers, and stops when it finds one not its own at the start of a window
+(a quorum DLQ does not enforce exclusive consumers). Beside another
+re-drive it could move a copy twice: the one the other leaves in doubt,
+unconfirmed, once it is handed back.
 
 -step bounds each broker step of a publish: the write of the copy, and then
 the wait for its confirm. Over a slow link it must cover the largest body's

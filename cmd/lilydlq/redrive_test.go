@@ -392,10 +392,11 @@ func (s *slowLink) lilydlq(args ...string) result {
 }
 
 // TestRedriveRunsAlone: a second re-drive of a DLQ started during a first
-// does not run beside it: it refuses to begin beside the first's consumer
-// (or, had it begun between two of the first's windows, one of the two
-// stops at a window's start). Either way each copy ends in one place, once.
-// The first keeps half the copies, so that it reads in many windows.
+// is refused at its start (the first holds the re-drive lock), and the first
+// runs to its end: it does not take its own earlier windows, which on a
+// quorum DLQ still count as consumers while they hold the copies they kept,
+// for another re-drive. Each copy ends in one place, once. The first keeps
+// half the copies, so that it reads in many windows.
 func TestRedriveRunsAlone(t *testing.T) {
 	for _, typ := range []string{"classic", "quorum"} {
 		t.Run(typ, func(t *testing.T) {
@@ -420,26 +421,104 @@ func TestRedriveRunsAlone(t *testing.T) {
 			waitFor(t, "the first re-drive to move a copy", func() bool { return b.ready(src) >= 2 })
 			second := b.lilydlq("redrive", dlq, "-reason", "permanent failure: move")
 			one := <-first
-			alone := func(r result) bool {
-				return r.code == exitFailure && (strings.Contains(r.stderr, "refusing to redrive beside") ||
-					strings.Contains(r.stderr, "began during the redrive") || strings.Contains(r.stderr, "in exclusive use"))
+			if second.code != exitFailure || !strings.Contains(second.stderr, "refusing to redrive: another redrive of "+dlq+" is running") || second.stdout != "" {
+				t.Errorf("the second re-drive: exit %d, want %d, refused at its start\n%s%s", second.code, exitFailure, second.stdout, second.stderr)
 			}
-			if !alone(second) && !alone(one) {
-				t.Errorf("two re-drives ran side by side:\nfirst: exit %d\n%s%s\nsecond: exit %d\n%s%s", one.code, one.stdout, one.stderr, second.code, second.stdout, second.stderr)
+			if one.code != exitOK || !strings.Contains(one.stdout, "moved 10 of 10 chosen (20 read, 20 ready when the read began)") {
+				t.Errorf("the first re-drive: exit %d, want %d, moving all ten\n%s%s", one.code, exitOK, one.stdout, one.stderr)
 			}
-			t.Logf("the first re-drive: exit %d\n%sthe second: exit %d\n%s", one.code, one.stderr, second.code, second.stderr)
-			waitFor(t, "every copy back in a queue", func() bool { return b.ready(src)+b.ready(dlq) == copies })
+			b.assertCounts(src, copies/2)
+			b.assertCounts(dlq, copies/2)
 			moved, left := ids(b.take(src)), ids(b.take(dlq))
-			all := slices.Sorted(slices.Values(append(slices.Clone(moved), left...)))
-			if len(slices.Compact(all)) != copies {
-				t.Errorf("the source holds %v, the DLQ %v: want each of the %d copies once", moved, left, copies)
-			}
-			for i := 1; i < copies; i += 2 {
-				if keep := fmt.Sprintf("alone-%02d", i); !slices.Contains(left, keep) {
-					t.Errorf("%s, not chosen, is not in the DLQ: %v", keep, left)
+			var wantMoved, wantLeft []string
+			for i := range copies {
+				if i%2 == 0 {
+					wantMoved = append(wantMoved, fmt.Sprintf("alone-%02d", i))
+				} else {
+					wantLeft = append(wantLeft, fmt.Sprintf("alone-%02d", i))
 				}
 			}
+			if !slices.Equal(moved, wantMoved) || !slices.Equal(left, wantLeft) {
+				t.Errorf("the source holds %v, the DLQ %v: want %v and %v", moved, left, wantMoved, wantLeft)
+			}
 		})
+	}
+}
+
+// TestRedriveQuorumPastTheFirstWindow: a selective re-drive of a quorum DLQ
+// reads past its first window, whose consumer, cancelled, still counts while
+// it holds the copies it kept, and moves the one copy chosen.
+func TestRedriveQuorumPastTheFirstWindow(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"}), b.queue("src", nil)
+	const copies = 10
+	var msgs []amqp.Publishing
+	var kept []string
+	for i := range copies {
+		id := fmt.Sprintf("m-%d", i)
+		msgs = append(msgs, lilyCopy(id, "t", "permanent failure", "permanent", src, 1, time.Now()))
+		if i != copies-1 {
+			kept = append(kept, id)
+		}
+	}
+	b.publish(dlq, msgs...)
+	// Windows of 3: the last copy is read in the fourth.
+	r := b.lilydlq("redrive", dlq, "-id", "m-9", "-window", "3")
+	if r.code != exitOK || !strings.Contains(r.stdout, "moved m-9 (t) -> "+src) || !strings.Contains(r.stdout, "moved 1 of 1 chosen (10 read, 10 ready when the read began)") {
+		t.Errorf("redrive -id m-9: exit %d, want %d\n%s%s", r.code, exitOK, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, copies-1)
+	b.assertCounts(src, 1)
+	if got := ids(b.take(src)); !slices.Equal(got, []string{"m-9"}) {
+		t.Errorf("the source holds %v, want [m-9]", got)
+	}
+	if got := ids(b.take(dlq)); !slices.Equal(got, kept) {
+		t.Errorf("the DLQ holds %v, want %v", got, kept)
+	}
+}
+
+// TestRedriveStopsForAnotherConsumer: a consumer that is not a re-drive and
+// begins on a quorum DLQ during a re-drive (a quorum queue does not enforce
+// the exclusive consumer) stops it at its next window's start, though its
+// own cancelled windows count as consumers there too. Each copy ends in one
+// place, once.
+func TestRedriveStopsForAnotherConsumer(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"}), b.queue("src", nil)
+	const copies = 20
+	var msgs []amqp.Publishing
+	for i := range copies {
+		reason := "permanent failure: keep"
+		if i%2 == 0 {
+			reason = "permanent failure: move"
+		}
+		msgs = append(msgs, lilyCopy(fmt.Sprintf("other-%02d", i), "t", reason, "permanent", src, 1, time.Now()))
+	}
+	b.publish(dlq, msgs...)
+	first := make(chan result, 1)
+	go func() {
+		first <- b.lilydlq("redrive", dlq, "-reason", "permanent failure: move", "-rate", "2", "-window", "2")
+	}()
+	waitFor(t, "the re-drive to move a copy", func() bool { return b.ready(src) >= 2 })
+	ch := b.channel()
+	if err := ch.Qos(1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Consume(dlq, "", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := <-first
+	if r.code != exitFailure || !strings.Contains(r.stderr, "stopped: 1 other consumer(s) of "+dlq+" began during the redrive") {
+		t.Errorf("redrive beside another consumer: exit %d, want %d, stopped\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every copy back in a queue", func() bool { return b.ready(src)+b.ready(dlq) == copies })
+	moved, left := ids(b.take(src)), ids(b.take(dlq))
+	all := slices.Sorted(slices.Values(append(slices.Clone(moved), left...)))
+	if len(slices.Compact(all)) != copies || len(moved) == copies/2 {
+		t.Errorf("the source holds %v, the DLQ %v: want each of the %d copies once, not all chosen moved", moved, left, copies)
 	}
 }
 
@@ -840,5 +919,22 @@ func TestFitsTheNegotiatedFrame(t *testing.T) {
 	}
 	if err := frame.CheckSent(p, 4096); err == nil || !strings.Contains(err.Error(), "more than the 4088 of a frame") {
 		t.Errorf("at 4096 bytes (RabbitMQ's least frame_max): %v", err)
+	}
+}
+
+// TestLockName: a re-drive lock names its DLQ where that fits in AMQP's 255
+// bytes, and is still one of its own for a longer name.
+func TestLockName(t *testing.T) {
+	if got := lockName("orders.dlq"); got != "lilydlq.redrive.orders.dlq" {
+		t.Errorf("lockName(orders.dlq) = %q", got)
+	}
+	long, longer := strings.Repeat("q", 255), strings.Repeat("q", 254)+"r"
+	for _, q := range []string{long, longer, strings.Repeat("q", 255-len(lockPrefix))} {
+		if n := len(lockName(q)); n > maxQueue {
+			t.Errorf("the lock of a %d-byte name is %d bytes", len(q), n)
+		}
+	}
+	if lockName(long) == lockName(longer) {
+		t.Errorf("two long names share the lock %s", lockName(long))
 	}
 }
