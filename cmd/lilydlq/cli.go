@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -125,11 +126,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := commands[i]
 	fs := flag.NewFlagSet("lilydlq "+c.name, flag.ContinueOnError)
 	e := &env{ctx: ctx, stdout: stdout, stderr: stderr}
-	url := defaultURL
-	if v := os.Getenv("LILY_AMQP_URL"); v != "" {
-		url = v
-	}
-	fs.StringVar(&e.url, "url", url, "the broker's AMQP URL")
+	// The default is resolved after parsing, not shown as -url's default:
+	// the help would print $LILY_AMQP_URL, password and all.
+	fs.StringVar(&e.url, "url", "", "the broker's AMQP URL (default $LILY_AMQP_URL, else "+defaultURL+")")
 	// A command that takes a file reads no queue.
 	if !c.file {
 		fs.IntVar(&e.read.window, "window", defaultWindow, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once, so memory is about window × the largest body")
@@ -169,6 +168,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !c.file && e.read.idle <= 0 {
 		fmt.Fprintf(stderr, "lilydlq %s: -wait must be positive\n", c.name)
 		return exitUsage
+	}
+	if e.url == "" {
+		e.url = cmp.Or(os.Getenv("LILY_AMQP_URL"), defaultURL)
 	}
 	if c.file {
 		e.file = rest[0]

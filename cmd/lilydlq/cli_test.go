@@ -71,3 +71,24 @@ func TestNoBroker(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errs.String())
 	}
 }
+
+// TestUsageHidesTheURL: the URL in $LILY_AMQP_URL, password and all, is not
+// printed as -url's default in any command's help or usage error; it is
+// still the broker asked.
+func TestUsageHidesTheURL(t *testing.T) {
+	const secret = "S3cretPass"
+	t.Setenv("LILY_AMQP_URL", "amqp://ops:"+secret+"@127.0.0.1:1/prod")
+	for _, c := range commands {
+		for _, args := range [][]string{{c.name, "-h"}, {c.name, "-bogus", "q"}} {
+			var out, errs bytes.Buffer
+			run(context.Background(), args, &out, &errs)
+			if all := out.String() + errs.String(); !strings.Contains(all, "-url") || strings.Contains(all, secret) {
+				t.Errorf("%v prints the password, or no -url:\n%s", args, all)
+			}
+		}
+	}
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"list", "q"}, &out, &errs); code != exitFailure || !strings.Contains(errs.String(), "connect to the broker") || strings.Contains(errs.String(), secret) {
+		t.Errorf("list with $LILY_AMQP_URL: exit %d, stderr %q", code, errs.String())
+	}
+}
