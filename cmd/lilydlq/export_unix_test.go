@@ -12,8 +12,8 @@ import (
 )
 
 // -o writes through what it is given: a FIFO (or a device, a process
-// substitution) as it is, a symbolic link to its target, and a file it
-// replaces keeps its mode.
+// substitution) as it is, a symbolic link to its target (also one that
+// does not exist yet), and a file it replaces keeps its mode.
 func TestExportWritesThroughWhatItIsGiven(t *testing.T) {
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
@@ -55,5 +55,46 @@ func TestExportWritesThroughWhatItIsGiven(t *testing.T) {
 	if err != nil || !strings.Contains(string(data), `"id":"one"`) || info.Mode().Perm() != 0o640 {
 		t.Errorf("the target holds %q (%v), mode %v; want the export, mode 0640", data, err, info.Mode().Perm())
 	}
+
+	// A link to a file not there yet, relative, through another: the file
+	// is created where the last one points, and both stay links.
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "out"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dangling, chain := filepath.Join(dir, "sub", "dangling.jsonl"), filepath.Join(dir, "chain.jsonl")
+	if err := os.Symlink("../out/new.jsonl", dangling); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub/dangling.jsonl", chain); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.lilydlq("export", dlq, "-o", chain); r.code != exitOK {
+		t.Fatalf("export to a dangling link: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, l := range []string{chain, dangling} {
+		if info, err := os.Lstat(l); err != nil || info.Mode()&os.ModeSymlink == 0 {
+			t.Errorf("the link %s was replaced (%v)", l, err)
+		}
+	}
+	created := filepath.Join(dir, "out", "new.jsonl")
+	data, err = os.ReadFile(created)
+	info, _ = os.Stat(created)
+	if err != nil || !strings.Contains(string(data), `"id":"one"`) || info.Mode().Perm() != 0o600 {
+		t.Errorf("%s holds %q (%v); want the export, mode 0600", created, data, err)
+	}
 	b.assertCounts(dlq, 1)
+}
+
+// TestThroughLinksLoop: a link to itself is refused, not followed for ever.
+func TestThroughLinksLoop(t *testing.T) {
+	loop := filepath.Join(t.TempDir(), "loop")
+	if err := os.Symlink("loop", loop); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := throughLinks(loop); err == nil || !strings.Contains(err.Error(), "too many symbolic links") {
+		t.Errorf("throughLinks(a loop) = %q, %v", got, err)
+	}
 }
