@@ -21,37 +21,66 @@ import (
 // the messages in the queue are no less good for it.
 
 // redeclareDue says whether s's topology is to be declared again now, and
-// notes that it is. The prover calls it under its lock.
+// notes that it is: one declare at a time. The prover calls it under its
+// lock.
 func (c *Consumer) redeclareDue(s *session) bool {
-	if time.Since(s.declared) < c.tuning.topologyEvery {
+	if s.redeclaring || time.Since(s.declared) < c.tuning.topologyEvery {
 		return false
 	}
-	s.declared = time.Now()
+	s.declared, s.redeclaring = time.Now(), true
 	return true
 }
 
+// startRedeclare declares s's topology again on a goroutine of its own,
+// which stopProver cancels and waits for, as it does the starvation ask: a
+// broker slow to answer a declare (a quorum queue's leader out of reach)
+// must not hold the proofs. The prover calls it under its lock.
+func (c *Consumer) startRedeclare(r *run, s *session) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopRedeclare = cancel
+	s.asking.Add(1)
+	go func() {
+		defer s.asking.Done()
+		defer cancel()
+		c.redeclare(ctx, r, s)
+		s.proving.Lock()
+		s.redeclaring = false
+		s.proving.Unlock()
+	}()
+}
+
 // redeclare declares the topology again on s's connection, within a step and
-// until ctx ends, and tells a refusal, or its end.
+// until ctx ends, and tells a refusal, or its end. A session no longer the
+// one consuming (retired, its successor open) tells nothing: its answer may
+// be older than the successor's.
 func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
+	err := step.DoErr(ctx, func() error { return DeclareTopology(s.link.conn, c.spec) })
+	if r.consuming.Load() != s {
+		return
+	}
 	// Any other failure (no answer within the step, the connection ending)
 	// is the session's to tell, not the topology's.
-	switch err := step.DoErr(ctx, func() error { return DeclareTopology(s.link.conn, c.spec) }); {
+	switch {
 	case err == nil:
 		c.mended(r)
 	case refused(err):
 		why := sanitize.Text(err.Error(), decide.MaxCause)
-		if was := r.drifted.Swap(&why); was == nil || *was != why {
+		if was := r.drifted.Load(); was == nil || *was != why {
+			// Told before Health says it, so that a reader of Health finds
+			// the line already there.
 			c.emit(event{stage: stageDrifted, generation: s.gen.ID, detail: why})
+			r.drifted.Store(&why)
 		}
 	}
 }
 
 // mended clears a refusal of the topology declared again, once the broker
-// takes it (declared again, or at a new session), and says so.
+// takes it (declared again, or at a new session), and says so first.
 func (c *Consumer) mended(r *run) {
-	if r.drifted.Swap(nil) != nil {
+	if r.drifted.Load() != nil {
 		c.emit(event{stage: stageMended, detail: "the broker took the topology again"})
+		r.drifted.Store(nil)
 	}
 }

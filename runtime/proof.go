@@ -45,31 +45,27 @@ func (c *Consumer) startProver(r *run, s *session) {
 			s.recycleFor(errRecycled)
 		}
 		idle, free := c.idle(r, s)
-		redeclare := c.redeclareDue(s)
+		if c.redeclareDue(s) {
+			c.startRedeclare(r, s)
+		}
 		var ask context.Context
 		var asked context.CancelFunc
-		if idle > 0 || redeclare {
+		if idle > 0 {
 			ask, asked = context.WithCancel(context.Background())
 			s.stopAsking = asked
 			s.asking.Add(1)
 		}
 		s.proving.Unlock()
-		// The queue is asked, and the topology declared again, outside the
-		// lock: a close must not wait a step for the answer before its own
-		// proof. stopProver cancels the question instead, and waits for it
-		// to end.
-		if redeclare {
-			c.redeclare(ask, r, s)
-		}
-		if idle > 0 {
+		// The queue is asked outside the lock: a close must not wait a
+		// step for the answer before its own proof. stopProver cancels the
+		// question instead, and waits for it to end.
+		if ask != nil {
 			why := c.starved(ask, s, idle, free)
+			asked()
+			s.asking.Done()
 			if why != nil {
 				s.recycleFor(why)
 			}
-		}
-		if ask != nil {
-			asked()
-			s.asking.Done()
 		}
 		s.proving.Lock()
 		defer s.proving.Unlock()

@@ -69,9 +69,12 @@ type session struct {
 	// idle is what the prover last saw of the channel's deliveries, for
 	// the starvation watch; the prover's alone.
 	idle idleWatch
-	// declared is when the topology was last declared for the session
-	// (drift.go); the prover's alone.
-	declared time.Time
+	// declared is when the topology was last declared for the session, and
+	// redeclaring whether it is being declared again (drift.go), which
+	// stopRedeclare cancels; under proving.
+	declared      time.Time
+	redeclaring   bool
+	stopRedeclare context.CancelFunc
 	// inflight counts the session's deliveries still on their journey.
 	inflight sync.WaitGroup
 	// cancelled is closed once the session's intake is cancelled: the
@@ -413,6 +416,9 @@ func (s *session) stopProver() {
 	s.prover.Stop()
 	if s.stopAsking != nil {
 		s.stopAsking()
+	}
+	if s.stopRedeclare != nil {
+		s.stopRedeclare()
 	}
 	s.proving.Unlock()
 	s.asking.Wait()
