@@ -91,9 +91,14 @@ const (
 	// with Run's context: a lease cut short may have committed, and its rows
 	// would wait for the lease's end.
 	dbStep = 10 * time.Second
-	// stopTimeout bounds the retries of recording the last answers when the
-	// database fails as the relay stops.
+	// stopTimeout bounds the recording of the last answers as the relay
+	// stops, its retries when the database fails included.
 	stopTimeout = 5 * time.Second
+	// stopWait bounds the stop's wait for the sends in flight. A healthy
+	// broker answers in milliseconds; a send that waits to be written (a
+	// connection blocked by a resource alarm, a full window, a dial) would
+	// wait out its lease, four fifths of it, past Serve's 25 s.
+	stopWait = 5 * time.Second
 	// maxCopies bounds the possible copies a report lists.
 	maxCopies = 1000
 	// maxLastError bounds a row's last_error, before Clip's "…".
@@ -130,9 +135,10 @@ func NewRelay(pool *pgxpool.Pool, publisher *runtime.Publisher, opts Options) *R
 }
 
 // Force asks a stopping relay not to wait for its sends in flight: they give
-// up at once, and their rows are retried later, by this relay's successor or
-// another relay. A send given up after its publish was written may still
-// reach its queue, so the retry may make a copy. As a Consumer's, a Force
+// up at once. The rows of those not yet written are released for any relay
+// to take; those written are retried later, by this relay's successor or
+// another relay, and such a publish may still reach its queue, so the retry
+// may make a copy. As a Consumer's, a Force
 // before Run does nothing: a Run begun later lets its sends end.
 func (r *Relay) Force() {
 	if r.ran.Load() {
@@ -141,11 +147,16 @@ func (r *Relay) Force() {
 }
 
 // Run publishes due rows until ctx is done. Then it leases no more rows,
-// lets the sends in flight end (each within its lease, or at once after
-// Force), deletes the confirmed rows, records the failed ones, and returns
-// its report: Queue is "outbox " and the table, and Counts counts the
-// publishes by what the broker said: "published", "returned", "nacked",
-// "unconfirmed" and "failed" (not written, or a row it could not read).
+// lets the sends in flight end for 5s at most (at once after Force), then
+// gives them up as Force does: those not yet written (waiting for a
+// connection, a slot in the publisher's window, or while the broker blocks
+// publishers) have their rows released for any relay to take at once, those
+// written and unconfirmed are possible copies. It deletes the confirmed
+// rows, records the failed ones (within 5s), and returns its
+// report: Queue is "outbox " and the table, and Counts counts the publishes
+// by what the broker said: "published", "returned", "nacked", "unconfirmed"
+// and "failed" (not written, or a row it could not read); a send given up
+// unwritten at the stop is no publish, and is not counted.
 // PossibleCopies lists unconfirmed and nacked publishes, and confirmed ones
 // whose row it could not delete; each will be published again. Past its first
 // 1,000, Omitted counts those left out.
@@ -180,7 +191,8 @@ func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
 type relayRun struct {
 	*Relay
 	queue string // "outbox " and the table's schema-qualified name
-	// sendCtx is the sends' parent: cancelled by Force once stopping.
+	// sendCtx is the sends' parent: cancelled by Force once stopping, or
+	// stopWait into the stop.
 	sendCtx context.Context
 	abandon context.CancelFunc
 	results chan sent // each send's answer; room for every send in flight
@@ -206,10 +218,12 @@ type row struct {
 	unread   error     // why the stored message could not be read
 }
 
-// sent is what became of one row's send: nil is confirmed.
+// sent is what became of one row's send: nil is confirmed. released is a
+// send given up unwritten as the relay stops: its row is due again at once.
 type sent struct {
-	row *row
-	err error
+	row      *row
+	err      error
+	released bool
 }
 
 // loop leases, sends and records until ctx is done.
@@ -217,13 +231,16 @@ func (s *relayRun) loop(ctx context.Context) {
 	for ctx.Err() == nil {
 		now := time.Now()
 		if len(s.pending) > 0 && !now.Before(s.dbRetry) {
-			if err := s.record(); err != nil {
+			if err := s.record(time.Now().Add(dbStep)); err != nil {
 				s.dbFailed("record", err)
 			}
 		}
 		room, bytes := s.opts.Batch-s.inflight, s.opts.MaxBytes-s.inflightBytes
 		// Half a batch at least, so that each answer does not cost a look.
 		canLease := room > 0 && bytes > 0 && (s.inflight == 0 || room >= s.opts.Batch/2)
+		// A stop during the record leases nothing: the stop waits for no
+		// second statement.
+		canLease = canLease && ctx.Err() == nil
 		if canLease && !now.Before(s.nextLease) && !now.Before(s.dbRetry) {
 			s.lease(room, bytes)
 		}
@@ -279,6 +296,11 @@ func (s *relayRun) send(rw *row) {
 		ctx, cancel := context.WithDeadline(s.sendCtx, rw.sendBy)
 		err = s.publisher.Send(ctx, rw.msg)
 		cancel()
+		if err != nil && pathOf(err) == pathFailed && s.sendCtx.Err() != nil {
+			// Given up unwritten at the stop: nothing of it is in a queue.
+			s.results <- sent{row: rw, err: err, released: true}
+			return
+		}
 	}
 	s.results <- sent{row: rw, err: err}
 }
@@ -289,6 +311,9 @@ func (s *relayRun) answered(a sent) {
 	s.inflightBytes -= a.row.size
 	a.row.msg.Body = nil // its answer is kept until recorded; its body need not be
 	s.pending = append(s.pending, a)
+	if a.released {
+		return
+	}
 	path := pathOf(a.err)
 	s.report.Counts[path]++
 	attrs := func() []any {
@@ -349,9 +374,12 @@ func (s *relayRun) dbFailed(step string, err error) {
 		"attempt", s.dbFailures, "wait", wait, "detail", outboxcodec.Clip(err.Error(), maxLastError))
 }
 
-// stop ends a Run: it waits for the sends in flight (until Force), then
-// records their answers, for stopTimeout at most.
+// stop ends a Run: it waits for the sends in flight for stopWait at most
+// (until Force), then gives them up, and records their answers, for
+// stopTimeout at most.
 func (s *relayRun) stop() {
+	cut := time.AfterFunc(stopWait, s.abandon)
+	defer cut.Stop()
 	force := s.forceNow
 	for s.inflight > 0 {
 		select {
@@ -364,7 +392,7 @@ func (s *relayRun) stop() {
 	}
 	giveUp := time.Now().Add(stopTimeout)
 	for len(s.pending) > 0 {
-		err := s.record()
+		err := s.record(giveUp)
 		if err == nil {
 			break
 		}

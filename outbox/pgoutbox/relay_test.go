@@ -897,3 +897,61 @@ func TestRelayGoesOnWhenItsDatabaseConnectionsAreKilled(t *testing.T) {
 		t.Errorf("report counts %v; %d copies", rep.Counts, copies)
 	}
 }
+
+// A relay stopping while the broker blocks its publisher (a resource alarm)
+// gives up the sends that wait to be written after its short wait, not at
+// their deadline: nothing of theirs is in a queue, so nothing of theirs can
+// be a copy. Their rows stay, released for the next relay, their attempts
+// untouched; the report counts none of them.
+func TestStopGivesUpSendsNotWrittenAfterAWait(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	proxy, url := e.proxy()
+	e.write(message(q, "before"))
+	_, stop := e.relayOn(e.pool, url, 2*time.Second, pgoutbox.Options{})
+	e.eventually("the first message published", func() bool { return len(e.rows()) == 0 })
+	if proxy.Block(func(string) bool { return true }, "low on memory") != 1 {
+		t.Fatal("no connection to block")
+	}
+	e.write(message(q, "m1"), message(q, "m2"), message(q, "m3"))
+	e.eventually("the rows leased", func() bool {
+		rows := e.rows()
+		for _, r := range rows {
+			if r.Leaser == "" {
+				return false
+			}
+		}
+		return len(rows) == 3
+	})
+
+	reported := make(chan *runtime.Report, 1)
+	go func() { reported <- stop() }()
+	var rep *runtime.Report
+	select {
+	case rep = <-reported:
+	case <-time.After(15 * time.Second):
+		// Past the stop's wait and its record, well before the sends'
+		// deadline, 24s away.
+		t.Fatal("the relay did not give up its sends waiting to be written")
+	}
+	if want := map[runtime.Path]int{"published": 1}; !cmp.Equal(counts(rep), want) {
+		t.Errorf("report counts %v, want %v", rep.Counts, want)
+	}
+	rows := e.rows()
+	for _, id := range []string{"m1", "m2", "m3"} {
+		if r, ok := rows[id]; !ok || r.Leaser != "" || r.Attempts != 0 {
+			t.Errorf("row %s after the stop: %+v (there: %v), want it unleased, not attempted", id, r, ok)
+		}
+	}
+	var leased int
+	if err := e.pool.QueryRow(e.ctx, "SELECT count(*) FROM lily_outbox WHERE lease_until > now()").Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	if leased != 0 {
+		t.Errorf("%d rows still leased: the next relay would wait for their lease", leased)
+	}
+	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"before": 1}) {
+		t.Errorf("queue holds %v, want the first message alone", got)
+	}
+}

@@ -132,14 +132,19 @@ func (s *relayRun) lease(n, bytes int) {
 	}
 }
 
-// record deletes the confirmed rows of the pending answers and gives the
-// others their failure and their retry time, in one transaction. A row whose
+// record deletes the confirmed rows of the pending answers, gives the
+// failed ones their failure and their retry time and releases those given up
+// unwritten, in one transaction, by the time given. A row whose
 // lease another relay has taken since keeps that relay's lease.
-func (s *relayRun) record() error {
-	var done, failed, waits []int64
+func (s *relayRun) record(by time.Time) error {
+	var done, failed, waits, released []int64
 	var errs []string
 	keyed := false
 	for _, a := range s.pending {
+		if a.released {
+			released = append(released, a.row.id)
+			continue
+		}
 		if a.err == nil {
 			done = append(done, a.row.id)
 			keyed = keyed || a.row.msg.OrderKey != ""
@@ -159,7 +164,12 @@ func (s *relayRun) record() error {
 			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, err, wait)
 			WHERE o.id = f.id AND o.lease_owner = $4`, failed, errs, waits, s.owner)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dbStep)
+	if len(released) > 0 {
+		// Never written: the row is due again at once, its attempts as
+		// they were.
+		b.Queue("UPDATE lily_outbox SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1) AND lease_owner = $2", released, s.owner)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
 	// A batch runs in one implicit transaction.
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
