@@ -93,7 +93,10 @@ func isCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	err := pool.QueryRow(ctx, `SELECT to_regclass('lily_outbox') IS NOT NULL
 		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('lily_outbox') AND attname = 'retry_at' AND NOT attisdropped)
 		AND to_regclass('lily_outbox_order_key') IS NOT NULL
-		AND to_regclass('lily_outbox_untried') IS NOT NULL
+		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('lily_outbox') AND attname = 'behind' AND NOT attisdropped)
+		AND to_regclass('lily_outbox_untried_head') IS NOT NULL
+		AND to_regclass('lily_outbox_behind') IS NOT NULL
+		AND to_regclass('lily_outbox_untried') IS NULL
 		AND to_regclass('lily_outbox_retry') IS NOT NULL`).Scan(&current)
 	if err != nil {
 		return false, fmt.Errorf("pgoutbox: migrate: %w", err)

@@ -205,7 +205,9 @@ type relayRun struct {
 	// many failed in a row.
 	nextLease, dbRetry time.Time
 	dbFailures         int
-	report             *runtime.Report
+	// nextSweep is when to clear the marks the relay could not (sweepSQL).
+	nextSweep time.Time
+	report    *runtime.Report
 }
 
 // row is a leased row of the outbox.
@@ -241,7 +243,10 @@ func (s *relayRun) loop(ctx context.Context) {
 		// A stop during the record leases nothing: the stop waits for no
 		// second statement.
 		canLease = canLease && ctx.Err() == nil
-		if canLease && !now.Before(s.nextLease) && !now.Before(s.dbRetry) {
+		if canLease && !now.Before(s.nextSweep) && !now.Before(s.dbRetry) {
+			s.sweep()
+		}
+		if canLease && ctx.Err() == nil && !now.Before(s.nextLease) && !now.Before(s.dbRetry) {
 			s.lease(room, bytes)
 		}
 		// Wait for an answer, or the time to lease or record again.

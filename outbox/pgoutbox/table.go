@@ -21,15 +21,18 @@ import (
 func (s *relayRun) findTable(ctx context.Context) error {
 	for {
 		var (
-			name    string
-			current bool
+			name          string
+			retry, behind bool
 		)
 		err := s.pool.QueryRow(ctx, `SELECT relnamespace::regnamespace::text || '.' || relname,
-				EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = c.oid AND attname = 'retry_at' AND NOT attisdropped)
-			FROM pg_class c WHERE oid = to_regclass('lily_outbox')`).Scan(&name, &current)
+				EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = c.oid AND attname = 'retry_at' AND NOT attisdropped),
+				EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = c.oid AND attname = 'behind' AND NOT attisdropped)
+			FROM pg_class c WHERE oid = to_regclass('lily_outbox')`).Scan(&name, &retry, &behind)
 		switch {
-		case err == nil && !current:
+		case err == nil && !retry:
 			return fmt.Errorf("pgoutbox: relay: table %s has no column retry_at (apply pgoutbox.Migrate, or migrations/002_lily_outbox_retry.sql)", name)
+		case err == nil && !behind:
+			return fmt.Errorf("pgoutbox: relay: table %s has no column behind (apply pgoutbox.Migrate, or migrations/003_lily_outbox_behind.sql)", name)
 		case err == nil:
 			s.queue = "outbox " + name
 			return nil
@@ -52,18 +55,28 @@ func (s *relayRun) findTable(ctx context.Context) error {
 // leased, waiting for its retry, or not yet published.
 //
 // The rows never tried are found by id and the failed ones by retry time,
-// each through a partial index of its own (002), so that a look never walks
-// the rows waiting for their retry. The lease takes the two in turn, so
-// that neither crowds out the other: failed rows have the older ids, and
-// enough of them always due would otherwise fill every lease. The dated step gives their retry time to
-// rows a relay of an earlier version failed: a later look finds them. Such a
-// row still leased has its retry time now: the lease's end holds it back.
-const leaseSQL = `WITH untried AS (
-		SELECT id, octet_length(body) AS size FROM lily_outbox o
-		WHERE o.attempts = 0 AND (o.lease_until IS NULL OR o.lease_until <= now()) AND ` + firstOfKey + `
+// each through a partial index of its own (002, 003), so that a look never
+// walks the rows waiting for their retry. The rows never tried that a look
+// finds held behind an earlier row of their key it marks behind (held), and
+// the index of the rows never tried leaves the marked ones out: a key's
+// backlog is read once, not at every look (003). record clears the mark of
+// the key's next row when it deletes the key's first. The walk reads ten
+// times the room at most, so that a look's cost is bounded by the batch; the
+// last row, with id 0, counts the rows it marked (its attempts), so that the
+// relay looks again at once while a walk finds more. The lease takes the
+// two kinds in turn, so that neither crowds out the other: failed rows have
+// the older ids, and enough of them always due would otherwise fill every
+// lease. The dated step gives their retry time to rows a relay of an earlier
+// version failed: a later look finds them. Such a row still leased has its
+// retry time now: the lease's end holds it back.
+const leaseSQL = `WITH walked AS (
+		SELECT o.id, octet_length(o.body) AS size, ` + firstOfKey + ` AS first FROM lily_outbox o
+		WHERE o.attempts = 0 AND NOT o.behind AND (o.lease_until IS NULL OR o.lease_until <= now())
 		ORDER BY o.id
-		LIMIT $1
+		LIMIT $1 * 10
 		FOR UPDATE SKIP LOCKED),
+	untried AS (SELECT id, size FROM walked WHERE first ORDER BY id LIMIT $1),
+	held AS (UPDATE lily_outbox SET behind = true WHERE id IN (SELECT id FROM walked WHERE NOT first) RETURNING 1),
 	retried AS (
 		SELECT id, retry_at, octet_length(body) AS size FROM lily_outbox o
 		WHERE o.attempts > 0 AND o.retry_at <= now() AND (o.lease_until IS NULL OR o.lease_until <= now()) AND ` + firstOfKey + `
@@ -78,10 +91,35 @@ const leaseSQL = `WITH untried AS (
 			SELECT id, size, sum(size) OVER (ORDER BY turn, id) AS upto FROM (SELECT * FROM turns ORDER BY turn, id LIMIT $1) t) d
 		WHERE upto - size < $4),
 	dated AS (UPDATE lily_outbox SET retry_at = CASE WHEN lease_owner IS NULL THEN coalesce(lease_until, now()) ELSE now() END
-		WHERE id IN (SELECT id FROM lily_outbox WHERE attempts > 0 AND retry_at IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED))
-	UPDATE lily_outbox o SET lease_owner = $2, lease_until = now() + $3 * interval '1 second'
-	FROM due WHERE o.id = due.id
-	RETURNING o.id, o.exchange, o.routing_key, coalesce(o.order_key, ''), o.properties, o.body, o.attempts`
+		WHERE id IN (SELECT id FROM lily_outbox WHERE attempts > 0 AND retry_at IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED)),
+	leased AS (UPDATE lily_outbox o SET lease_owner = $2, lease_until = now() + $3 * interval '1 second'
+		FROM due WHERE o.id = due.id
+		RETURNING o.id, o.exchange, o.routing_key, coalesce(o.order_key, ''), o.properties, o.body, o.attempts)
+	SELECT * FROM leased
+	UNION ALL
+	SELECT 0, '', '', '', '{}'::jsonb, ''::bytea, count(*)::int FROM held`
+
+// nextOfKeySQL clears the mark of the first row left of each key of $1, in
+// the transaction that deleted the keys' earlier rows. It clears a row not
+// marked too: a look marking it now, which read the deleted row, is waited
+// for and undone.
+// Each key's first row is one probe of the key's index: min(id) grouped by
+// key would read all of the key's rows.
+const nextOfKeySQL = `UPDATE lily_outbox SET behind = false
+	WHERE id IN (SELECT f.id FROM unnest($1::text[]) AS k(key),
+		LATERAL (SELECT id FROM lily_outbox WHERE order_key = k.key ORDER BY id LIMIT 1) f)`
+
+// sweepSQL clears the mark of each key's first row, when marked: a row whose
+// earlier rows were deleted by hand, by a relay of an earlier version, or
+// while a look of another relay marked it. It reads the first marked row of
+// each key (a loose scan of lily_outbox_behind), not every marked row.
+const sweepSQL = `WITH RECURSIVE k AS (
+		(SELECT order_key, id FROM lily_outbox WHERE behind ORDER BY order_key, id LIMIT 1)
+		UNION ALL
+		SELECT n.order_key, n.id FROM k, LATERAL (
+			SELECT order_key, id FROM lily_outbox WHERE behind AND order_key > k.order_key ORDER BY order_key, id LIMIT 1) n)
+	UPDATE lily_outbox o SET behind = false FROM k
+	WHERE o.id = k.id AND NOT EXISTS (SELECT 1 FROM lily_outbox e WHERE e.order_key = k.order_key AND e.id < k.id)`
 
 // firstOfKey holds for a row o with no order key, or the earliest of its key.
 const firstOfKey = `(o.order_key IS NULL OR NOT EXISTS (
@@ -101,6 +139,7 @@ func (s *relayRun) lease(n, bytes int) {
 		return
 	}
 	var leased []*row
+	held := 0
 	for rows.Next() {
 		var (
 			rw          = &row{sendBy: sendBy}
@@ -110,6 +149,10 @@ func (s *relayRun) lease(n, bytes int) {
 			rows.Close()
 			s.dbFailed("lease", err)
 			return
+		}
+		if rw.id == 0 {
+			held = rw.attempts
+			continue
 		}
 		rw.msg.Publishing, rw.unread = outboxcodec.Decode(props, body)
 		rw.size = len(body)
@@ -122,13 +165,29 @@ func (s *relayRun) lease(n, bytes int) {
 	}
 	s.dbFailures = 0
 	s.nextLease = time.Now().Add(s.opts.Poll)
-	if len(leased) == n {
-		s.nextLease = time.Now() // more may be due
+	if len(leased) == n || held > 0 {
+		s.nextLease = time.Now() // more may be due, or be found further on
 	}
 	for _, rw := range leased {
 		s.inflight++
 		s.inflightBytes += rw.size
 		go s.send(rw)
+	}
+}
+
+// sweep clears the marks of keys' first rows left marked, once a lease at
+// most: such a row waits for it (sweepSQL).
+func (s *relayRun) sweep() {
+	ctx, cancel := context.WithTimeout(context.Background(), dbStep)
+	defer cancel()
+	tag, err := s.pool.Exec(ctx, sweepSQL)
+	if err != nil {
+		s.dbFailed("sweep", err)
+		return
+	}
+	s.nextSweep = time.Now().Add(s.opts.Lease)
+	if tag.RowsAffected() > 0 {
+		s.nextLease = time.Now()
 	}
 }
 
@@ -138,8 +197,7 @@ func (s *relayRun) lease(n, bytes int) {
 // lease another relay has taken since keeps that relay's lease.
 func (s *relayRun) record(by time.Time) error {
 	var done, failed, waits, released []int64
-	var errs []string
-	keyed := false
+	var errs, keys []string
 	for _, a := range s.pending {
 		if a.released {
 			released = append(released, a.row.id)
@@ -147,7 +205,9 @@ func (s *relayRun) record(by time.Time) error {
 		}
 		if a.err == nil {
 			done = append(done, a.row.id)
-			keyed = keyed || a.row.msg.OrderKey != ""
+			if a.row.msg.OrderKey != "" {
+				keys = append(keys, a.row.msg.OrderKey)
+			}
 			continue
 		}
 		failed = append(failed, a.row.id)
@@ -157,6 +217,9 @@ func (s *relayRun) record(by time.Time) error {
 	b := &pgx.Batch{}
 	if len(done) > 0 {
 		b.Queue("DELETE FROM lily_outbox WHERE id = ANY($1)", done)
+	}
+	if len(keys) > 0 {
+		b.Queue(nextOfKeySQL, keys)
 	}
 	if len(failed) > 0 {
 		b.Queue(`UPDATE lily_outbox o SET attempts = o.attempts + 1, last_error = f.err, lease_owner = NULL,
@@ -177,7 +240,7 @@ func (s *relayRun) record(by time.Time) error {
 	}
 	s.pending = s.pending[:0]
 	s.dbFailures = 0
-	if keyed {
+	if len(keys) > 0 {
 		s.nextLease = time.Now() // the next row of each key is due
 	}
 	return nil
