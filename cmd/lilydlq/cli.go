@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// A command that takes a file reads no queue.
 	if !c.file {
 		fs.IntVar(&e.read.window, "window", defaultWindow, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once, so memory is about window × the largest body")
-		fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began")
+		fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began, and after the read for the broker to count its consumers gone")
 	}
 	body := c.flags(fs)
 	// Help asked for goes to stdout; help after a usage error, to stderr.
@@ -208,6 +208,9 @@ func (e *env) readNote(name string, res readResult, maxCount int64) {
 	}
 	if maxCount > 0 {
 		fmt.Fprintf(e.stderr, "lilydlq %s: note: copies carry x-delivery-count: if the DLQ is a quorum queue, each read returns them and the broker adds one to each x-delivery-count (now up to %d); a quorum DLQ with a delivery limit drops or dead-letters a copy at its limit (docs/dlq.md)\n", name, maxCount+1)
+	}
+	if res.Lingering > 0 {
+		fmt.Fprintf(e.stderr, "lilydlq %s: note: -wait after the read, the DLQ still counted %d consumer(s) more than before it: if they are the read's (a quorum DLQ hands a closed channel's copies back late), the copies they hold return to the DLQ's head later, and a read begun before then reads them after the others; run the next command once the DLQ counts none (docs/dlq.md)\n", name, res.Lingering)
 	}
 	if res.Windows > quorumWindows {
 		fit := min((res.Ready+quorumWindows-1)/quorumWindows, 65535)

@@ -36,7 +36,8 @@ type readOptions struct {
 	// body.
 	window int
 	// idle is how long to wait for the next copy before deciding that the
-	// DLQ holds fewer than it did when the read began.
+	// DLQ holds fewer than it did when the read began, and, after the read,
+	// for the broker to count its consumers gone.
 	idle time.Duration
 	// connected, when set, is told the frame size the broker negotiated
 	// for the read's connection, before the first copy is visited.
@@ -60,6 +61,10 @@ type readResult struct {
 	Taken     int  `json:"moved,omitempty"`  // copies ACKed (moved out)
 	Windows   int  `json:"windows"`          // consumers the read used, one per window
 	Idle      bool `json:"fewer_than_ready"` // fewer copies came than were ready
+	// Lingering is how many consumers more than the others the DLQ still
+	// counted -wait after the read's close: on a quorum DLQ, likely the
+	// read's own, whose copies come back later.
+	Lingering int `json:"lingering_consumers,omitempty"`
 }
 
 // whole reports whether the read visited every copy ready when it began.
@@ -74,9 +79,11 @@ func (r readResult) whole() bool { return r.Read >= r.Ready && r.Consumers == 0 
 // keeps stays unacknowledged on the reading channel; closing the channel at
 // the end hands every one back to the broker, which puts it back in its
 // place (classic queues; quorum queues when the read used at most 32
-// windows: docs/dlq.md has what was measured). A copy visit takes is ACKed
-// at once. A process killed during the read loses nothing: its connection
-// closes, and the broker returns what it held.
+// windows: docs/dlq.md has what was measured). A quorum queue does that
+// after the close-ok: the read returns once the DLQ counts none of its
+// consumers, or after o.idle (res.Lingering says so). A copy visit takes is
+// ACKed at once. A process killed during the read loses nothing: its
+// connection closes, and the broker returns what it held.
 //
 // A consumer with a prefetch of o.window reads until it holds that many,
 // then is cancelled and another starts: the client never buffers more than a
@@ -216,6 +223,14 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 	if err := ch.Close(); err != nil {
 		return res, first(fmt.Errorf("close the reading channel (the ACKs of moved copies are unproven: a copy may stay in the DLQ as well): %w", err))
 	}
+	// A quorum queue hands a closed channel's copies back only after the
+	// close-ok, when it sees the channel gone, and counts the channel's
+	// consumers until then: a command run at once after this one would find
+	// them still held, and read the others first. So the read ends, its
+	// lock still held, once the count is down to what it was before it.
+	if res.Lingering, err = handedBack(conn, queue, res.Consumers, o.idle); err != nil {
+		return res, first(err)
+	}
 	if errors.Is(ended, errEnough) {
 		ended = nil
 	}
@@ -271,6 +286,29 @@ func cancel(ch *amqp.Channel, tag string, dels <-chan amqp.Delivery) error {
 	for range dels {
 	}
 	return nil
+}
+
+// handedBack waits, for at most idle, until a passive declare of queue
+// counts no more consumers than the others there were when the read began,
+// and returns how many more it still counts then. Beside others that come
+// and go it cannot tell theirs from the read's own.
+func handedBack(conn *amqp.Connection, queue string, others int, idle time.Duration) (int, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, fmt.Errorf("open a channel to count the consumers of %s after the read: %s", text(queue, maxQueue), text(err.Error(), maxReason))
+	}
+	defer ch.Close()
+	end := time.Now().Add(idle)
+	for {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil {
+			return 0, fmt.Errorf("counting its consumers after the read: %w", queueError(queue, err))
+		}
+		if q.Consumers <= others || time.Now().After(end) {
+			return max(q.Consumers-others, 0), nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // queueError says why a passive declare failed: a missing queue plainly.
