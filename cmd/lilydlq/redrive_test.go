@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -474,6 +475,57 @@ func TestRedriveQuorumPastTheFirstWindow(t *testing.T) {
 	}
 	if got := ids(b.take(dlq)); !slices.Equal(got, kept) {
 		t.Errorf("the DLQ holds %v, want %v", got, kept)
+	}
+}
+
+// TestRedriveLimitHandsBackAtOnce: a re-drive cut short by -limit on a
+// quorum DLQ of more than a window returns only once the DLQ counts none of
+// its consumers and holds every copy it kept, ready (a quorum queue hands a
+// closed channel's copies back after the close-ok); an export run at once
+// after it reads the DLQ whole; and the copy the broker sent to fill the
+// slot the ACK freed is not put behind the others.
+func TestRedriveLimitHandsBackAtOnce(t *testing.T) {
+	for _, window := range []string{"64", "2"} {
+		t.Run("window"+window, func(t *testing.T) {
+			b := newBroker(t)
+			dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"}), b.queue("src", nil)
+			const copies = 130
+			var msgs []amqp.Publishing
+			var want []string
+			for i := range copies {
+				id := fmt.Sprintf("m-%03d", i)
+				msgs = append(msgs, lilyCopy(id, "t", "permanent failure", "permanent", src, 1, time.Now()))
+				want = append(want, id)
+			}
+			b.publish(dlq, msgs...)
+			// Counted at once on a channel already open: the next command
+			// dials first, which may hide the lag here and not on a slower
+			// machine.
+			ch := b.channel()
+			defer ch.Close()
+			r := b.lilydlq("redrive", dlq, "-all", "-limit", "1", "-window", window)
+			q, err := ch.QueueDeclarePassive(dlq, true, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.code != exitOK || !strings.Contains(r.stdout, "moved m-000 (t) -> "+src) {
+				t.Errorf("redrive -all -limit 1: exit %d, want %d, moving m-000\n%s%s", r.code, exitOK, r.stdout, r.stderr)
+			}
+			if q.Messages != copies-1 || q.Consumers != 0 {
+				t.Errorf("after redrive -all -limit 1: the DLQ has %d ready, %d consumer(s); want %d, none", q.Messages, q.Consumers, copies-1)
+			}
+			r = b.lilydlq("export", dlq, "-o", filepath.Join(t.TempDir(), "dlq.jsonl"))
+			if r.code != exitOK || !strings.Contains(r.stderr, fmt.Sprintf("%d copies written (%d ready when the read began)", copies-1, copies-1)) {
+				t.Errorf("export at once after: exit %d, want %d\n%s%s", r.code, exitOK, r.stdout, r.stderr)
+			}
+			b.assertCounts(dlq, copies-1)
+			if got := ids(b.take(dlq)); !slices.Equal(got, want[1:]) {
+				t.Errorf("the DLQ holds %v, want %v", got, want[1:])
+			}
+			if got := ids(b.take(src)); !slices.Equal(got, want[:1]) {
+				t.Errorf("the source holds %v, want [m-000]", got)
+			}
+		})
 	}
 }
 
