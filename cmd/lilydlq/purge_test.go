@@ -74,6 +74,12 @@ func TestPurgeExpect(t *testing.T) {
 		t.Errorf("purge -expect 3 of 3: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	b.assertCounts(dlq, 0)
+	// Nothing to purge: no purge is sent, which a count read wrongly as 0
+	// would turn into the loss of what the DLQ holds.
+	r = b.lilydlq("purge", dlq, "-confirm", dlq, "-expect", "0")
+	if r.code != exitOK || r.stdout != dlq+": holds no ready copies, as -expect 0 says; nothing purged\n" {
+		t.Errorf("purge -expect 0 of 0: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
 }
 
 // TestPurgeExpectAfterList: the operator lists one poison copy; a failure
