@@ -197,6 +197,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			why = "no source queue (no " + envelope.HeaderFailureQueue + ", no x-death entry)"
 		case to == e.queue:
 			why = "its destination is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
+		case strings.HasPrefix(to, lockPrefix):
+			// A copy's source header is anyone's to write.
+			why = "its destination is a re-drive's lock, a queue deleted with the re-drive's connection"
 		case tooLarge != nil:
 			// Its own trouble, not the broker's: the others go on.
 			why = "re-driven, it would not fit a frame (" + tooLarge.Error() + ")"

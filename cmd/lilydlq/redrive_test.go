@@ -576,28 +576,33 @@ func TestRedriveStopsForAnotherConsumer(t *testing.T) {
 
 // TestRedriveRefusesTheDLQAsSource: a copy whose source queue is the DLQ
 // being read is not sent there (it would go round, and lose its failure
-// facts); it stays, reported, and the others move.
+// facts), nor one whose source is the re-drive's own lock (deleted with its
+// connection, and the copy with it); each stays, reported, and the others
+// move.
 func TestRedriveRefusesTheDLQAsSource(t *testing.T) {
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	b.publish(dlq,
 		lilyCopy("loop", "t", "permanent failure", "permanent", dlq, 1, time.Now()),
 		lilyCopy("fine", "t", "permanent failure", "permanent", src, 1, time.Now()),
+		// Its own lock, which its connection's end deletes, and what went
+		// there with it.
+		lilyCopy("lock", "t", "permanent failure", "permanent", lockName(dlq), 1, time.Now()),
 	)
 	r := b.lilydlq("redrive", dlq, "-all")
 	if r.code != exitFailure {
 		t.Errorf("redrive: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"not moved loop (t): its destination is the DLQ itself", "moved fine (t) -> " + src, "moved 1 of 2 chosen", "1 not moved"} {
+	for _, want := range []string{"not moved loop (t): its destination is the DLQ itself", "not moved lock (t): its destination is a re-drive's lock", "moved fine (t) -> " + src, "moved 1 of 3 chosen", "2 not moved"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("redrive lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	b.assertCounts(dlq, 1)
+	b.assertCounts(dlq, 2)
 	b.assertCounts(src, 1)
 	got := b.take(dlq)
-	if len(got) != 1 || got[0].MessageId != "loop" || got[0].Headers[envelope.HeaderFailureReason] != "permanent failure" {
-		t.Errorf("the DLQ holds %v: want loop, with its failure facts", ids(got))
+	if len(got) != 2 || got[0].MessageId != "loop" || got[1].MessageId != "lock" || got[0].Headers[envelope.HeaderFailureReason] != "permanent failure" {
+		t.Errorf("the DLQ holds %v: want loop and lock, with their failure facts", ids(got))
 	}
 }
 
