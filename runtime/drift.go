@@ -69,9 +69,12 @@ func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 		why := sanitize.Text(err.Error(), decide.MaxCause)
 		if was := r.drifted.Load(); was == nil || *was != why {
 			// Told before Health says it, so that a reader of Health finds
-			// the line already there.
+			// the line already there; and not said if the session retired
+			// meanwhile, or another answer came first.
 			c.emit(event{stage: stageDrifted, generation: s.gen.ID, detail: why})
-			r.drifted.Store(&why)
+			if r.consuming.Load() == s {
+				r.drifted.CompareAndSwap(was, &why)
+			}
 		}
 	}
 }
@@ -79,8 +82,8 @@ func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 // mended clears a refusal of the topology declared again, once the broker
 // takes it (declared again, or at a new session), and says so first.
 func (c *Consumer) mended(r *run) {
-	if r.drifted.Load() != nil {
+	if was := r.drifted.Load(); was != nil {
 		c.emit(event{stage: stageMended, detail: "the broker took the topology again"})
-		r.drifted.Store(nil)
+		r.drifted.CompareAndSwap(was, nil)
 	}
 }
