@@ -96,7 +96,6 @@ func isCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('lily_outbox') AND attname = 'behind' AND NOT attisdropped)
 		AND to_regclass('lily_outbox_untried_head') IS NOT NULL
 		AND to_regclass('lily_outbox_behind') IS NOT NULL
-		AND to_regclass('lily_outbox_untried') IS NULL
 		AND to_regclass('lily_outbox_retry') IS NOT NULL`).Scan(&current)
 	if err != nil {
 		return false, fmt.Errorf("pgoutbox: migrate: %w", err)
