@@ -405,3 +405,54 @@ func (n planNode) read() float64 {
 	}
 	return s
 }
+
+// A sweep reads SweepKeys keys at most, and the next goes on after the last
+// key it read: however many keys hold marked rows (millions after a broker
+// outage, with keys by customer), one sweep stays within its statement's
+// bound. Five keys, each with its first row deleted by hand behind a look
+// that marked the second, swept two keys at a time.
+func TestSweepGoesOnWhereItStopped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	var msgs []runtime.Message
+	for _, key := range []string{"a", "b", "c", "d", "e"} {
+		two, _ := messages(q, key+"-", 2)
+		for i := range two {
+			two[i].OrderKey = key
+		}
+		msgs = append(msgs, two...)
+	}
+	e.write(msgs...)
+	if _, err := e.pool.Exec(e.ctx, pgoutbox.LeaseSQL, 100, "dead relay", 3600, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(e.ctx, "DELETE FROM lily_outbox WHERE NOT behind"); err != nil {
+		t.Fatal(err)
+	}
+	var from *string
+	var swept []int
+	for range 5 {
+		var keys, cleared int
+		if err := e.pool.QueryRow(e.ctx, pgoutbox.SweepSQL, from, 2).Scan(&from, &keys, &cleared); err != nil {
+			t.Fatal(err)
+		}
+		if keys != cleared {
+			t.Errorf("a sweep read %d keys and cleared %d marks, want as many", keys, cleared)
+		}
+		swept = append(swept, keys)
+		if keys < 2 {
+			break
+		}
+	}
+	if want := []int{2, 2, 1}; !cmp.Equal(swept, want) {
+		t.Errorf("sweeps read %v keys, want %v", swept, want)
+	}
+	var held int
+	if err := e.pool.QueryRow(e.ctx, "SELECT count(*) FROM lily_outbox WHERE behind").Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Errorf("%d rows still marked", held)
+	}
+}

@@ -205,8 +205,10 @@ type relayRun struct {
 	// many failed in a row.
 	nextLease, dbRetry time.Time
 	dbFailures         int
-	// nextSweep is when to clear the marks the relay could not (sweepSQL).
+	// nextSweep is when to clear the marks the relay could not (sweepSQL),
+	// and sweepFrom the key after which the sweep goes on (nil: the first).
 	nextSweep time.Time
+	sweepFrom *string
 	report    *runtime.Report
 }
 

@@ -112,14 +112,25 @@ const nextOfKeySQL = `UPDATE lily_outbox SET behind = false
 // sweepSQL clears the mark of each key's first row, when marked: a row whose
 // earlier rows were deleted by hand, by a relay of an earlier version, or
 // while a look of another relay marked it. It reads the first marked row of
-// each key (a loose scan of lily_outbox_behind), not every marked row.
+// each key (a loose scan of lily_outbox_behind), not every marked row, for
+// $2 keys at most after key $1 (NULL: from the first), and answers the last
+// key it read, how many it read and how many marks it cleared.
 const sweepSQL = `WITH RECURSIVE k AS (
-		(SELECT order_key, id FROM lily_outbox WHERE behind ORDER BY order_key, id LIMIT 1)
+		(SELECT order_key, id, 1 AS n FROM lily_outbox WHERE behind AND ($1::text IS NULL OR order_key > $1) ORDER BY order_key, id LIMIT 1)
 		UNION ALL
-		SELECT n.order_key, n.id FROM k, LATERAL (
-			SELECT order_key, id FROM lily_outbox WHERE behind AND order_key > k.order_key ORDER BY order_key, id LIMIT 1) n)
-	UPDATE lily_outbox o SET behind = false FROM k
-	WHERE o.id = k.id AND NOT EXISTS (SELECT 1 FROM lily_outbox e WHERE e.order_key = k.order_key AND e.id < k.id)`
+		SELECT n.order_key, n.id, k.n + 1 FROM k, LATERAL (
+			SELECT order_key, id FROM lily_outbox WHERE behind AND order_key > k.order_key ORDER BY order_key, id LIMIT 1) n
+		WHERE k.n < $2),
+	cleared AS (UPDATE lily_outbox o SET behind = false FROM k
+		WHERE o.id = k.id AND NOT EXISTS (SELECT 1 FROM lily_outbox e WHERE e.order_key = k.order_key AND e.id < k.id)
+		RETURNING 1)
+	SELECT (SELECT order_key FROM k ORDER BY n DESC LIMIT 1), (SELECT count(*) FROM k), (SELECT count(*) FROM cleared)`
+
+// sweepKeys bounds the keys one sweep reads, so that it stays well within
+// its statement's bound however many keys hold marked rows (millions, after
+// a broker outage, with keys by customer); the next sweep goes on from the
+// key where it stopped.
+const sweepKeys = 1000
 
 // firstOfKey holds for a row o with no order key, or the earliest of its key.
 const firstOfKey = `(o.order_key IS NULL OR NOT EXISTS (
@@ -175,18 +186,27 @@ func (s *relayRun) lease(n, bytes int) {
 	}
 }
 
-// sweep clears the marks of keys' first rows left marked, once a lease at
-// most: such a row waits for it (sweepSQL).
+// sweep clears the marks of keys' first rows left marked, sweepKeys keys at
+// a time, the next turn going on where it stopped, and once a lease when
+// it has read them all: such a row waits for it (sweepSQL).
 func (s *relayRun) sweep() {
 	ctx, cancel := context.WithTimeout(context.Background(), dbStep)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, sweepSQL)
+	var last *string
+	var keys, cleared int
+	err := s.pool.QueryRow(ctx, sweepSQL, s.sweepFrom, sweepKeys).Scan(&last, &keys, &cleared)
+	// A sweep that failed is tried again a lease later, not at once: it
+	// must not keep the relay from leasing.
+	s.nextSweep = time.Now().Add(s.opts.Lease)
 	if err != nil {
 		s.dbFailed("sweep", err)
 		return
 	}
-	s.nextSweep = time.Now().Add(s.opts.Lease)
-	if tag.RowsAffected() > 0 {
+	s.sweepFrom = nil
+	if keys == sweepKeys {
+		s.sweepFrom, s.nextSweep = last, time.Now() // more keys: on at the next turn
+	}
+	if cleared > 0 {
 		s.nextLease = time.Now()
 	}
 }
