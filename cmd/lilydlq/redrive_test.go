@@ -392,6 +392,30 @@ func (s *slowLink) lilydlq(args ...string) result {
 	return result{out.String(), errs.String(), code}
 }
 
+// slowRedriveOfHalf publishes n copies from src to dlq, every other one
+// with the reason "permanent failure: move", and starts a re-drive of those,
+// paced at 2 a second in windows of 2 (the copies to move take seconds, time
+// for what a test does beside it on a loaded machine); it returns once two
+// have moved, with the channel the re-drive's result comes on.
+func slowRedriveOfHalf(t *testing.T, b *broker, dlq, src, prefix string, n int) chan result {
+	t.Helper()
+	var msgs []amqp.Publishing
+	for i := range n {
+		reason := "permanent failure: keep"
+		if i%2 == 0 {
+			reason = "permanent failure: move"
+		}
+		msgs = append(msgs, lilyCopy(fmt.Sprintf("%s%02d", prefix, i), "t", reason, "permanent", src, 1, time.Now()))
+	}
+	b.publish(dlq, msgs...)
+	done := make(chan result, 1)
+	go func() {
+		done <- b.lilydlq("redrive", dlq, "-reason", "permanent failure: move", "-rate", "2", "-window", "2")
+	}()
+	waitFor(t, "the re-drive to move a copy", func() bool { return b.ready(src) >= 2 })
+	return done
+}
+
 // TestRedriveRunsAlone: a second re-drive of a DLQ started during a first
 // is refused at its start (the first holds the re-drive lock), and the first
 // runs to its end: it does not take its own earlier windows, which on a
@@ -404,22 +428,7 @@ func TestRedriveRunsAlone(t *testing.T) {
 			b := newBroker(t)
 			dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": typ}), b.queue("src", nil)
 			const copies = 20
-			var msgs []amqp.Publishing
-			for i := range copies {
-				reason := "permanent failure: keep"
-				if i%2 == 0 {
-					reason = "permanent failure: move"
-				}
-				msgs = append(msgs, lilyCopy(fmt.Sprintf("alone-%02d", i), "t", reason, "permanent", src, 1, time.Now()))
-			}
-			b.publish(dlq, msgs...)
-			first := make(chan result, 1)
-			go func() {
-				// 2 a second: the ten copies to move take about five
-				// seconds, time for the second to start on a loaded machine.
-				first <- b.lilydlq("redrive", dlq, "-reason", "permanent failure: move", "-rate", "2", "-window", "2")
-			}()
-			waitFor(t, "the first re-drive to move a copy", func() bool { return b.ready(src) >= 2 })
+			first := slowRedriveOfHalf(t, b, dlq, src, "alone-", copies)
 			second := b.lilydlq("redrive", dlq, "-reason", "permanent failure: move")
 			one := <-first
 			if second.code != exitFailure || !strings.Contains(second.stderr, "refusing to redrive: another redrive of "+dlq+" is running") || second.stdout != "" {
@@ -538,20 +547,7 @@ func TestRedriveStopsForAnotherConsumer(t *testing.T) {
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"}), b.queue("src", nil)
 	const copies = 20
-	var msgs []amqp.Publishing
-	for i := range copies {
-		reason := "permanent failure: keep"
-		if i%2 == 0 {
-			reason = "permanent failure: move"
-		}
-		msgs = append(msgs, lilyCopy(fmt.Sprintf("other-%02d", i), "t", reason, "permanent", src, 1, time.Now()))
-	}
-	b.publish(dlq, msgs...)
-	first := make(chan result, 1)
-	go func() {
-		first <- b.lilydlq("redrive", dlq, "-reason", "permanent failure: move", "-rate", "2", "-window", "2")
-	}()
-	waitFor(t, "the re-drive to move a copy", func() bool { return b.ready(src) >= 2 })
+	first := slowRedriveOfHalf(t, b, dlq, src, "other-", copies)
 	ch := b.channel()
 	if err := ch.Qos(1, 0, false); err != nil {
 		t.Fatal(err)

@@ -63,20 +63,7 @@ func TestLookSkipsNoRowsWaitingForTheirRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tx, err := e.pool.Begin(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(e.ctx) }()
-	var plan []byte
-	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pgoutbox.LeaseSQL, 100, "test", 30, 64<<20).Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
-	var nodes []struct{ Plan planNode }
-	if err := json.Unmarshal(plan, &nodes); err != nil {
-		t.Fatal(err)
-	}
-	top := nodes[0].Plan
+	top, plan := explainLook(t, e)
 	// The leased rows and the look's tally.
 	if top.Rows != 16 {
 		t.Errorf("the look returned %v rows, want 15 leased (5 due for their retry, 10 never tried) and its tally", top.Rows)
@@ -333,20 +320,7 @@ func TestLookReadsNoRowsHeldBehindTheirKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tx, err := e.pool.Begin(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(e.ctx) }()
-	var plan []byte
-	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pgoutbox.LeaseSQL, 100, "test", 30, 64<<20).Scan(&plan); err != nil {
-		t.Fatal(err)
-	}
-	var nodes []struct{ Plan planNode }
-	if err := json.Unmarshal(plan, &nodes); err != nil {
-		t.Fatal(err)
-	}
-	top := nodes[0].Plan
+	top, plan := explainLook(t, e)
 	if top.Rows != 11 {
 		t.Errorf("the look returned %v rows, want the 10 without a key and its tally", top.Rows)
 	}
@@ -394,6 +368,26 @@ func TestRowsBehindAHandDeletedRowAreSwept(t *testing.T) {
 	}
 }
 
+// explainLook runs a look of 100 rows, in a transaction it rolls back, and
+// returns its plan's top node, and the plan as PostgreSQL wrote it.
+func explainLook(t *testing.T, e *env) (planNode, []byte) {
+	t.Helper()
+	tx, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(e.ctx) }()
+	var plan []byte
+	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pgoutbox.LeaseSQL, 100, "test", 30, 64<<20).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []struct{ Plan planNode }
+	if err := json.Unmarshal(plan, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	return nodes[0].Plan, plan
+}
+
 // read is how many rows the scans at n and under it returned or dropped.
 func (n planNode) read() float64 {
 	s := n.Removed
@@ -406,7 +400,7 @@ func (n planNode) read() float64 {
 	return s
 }
 
-// A sweep reads SweepKeys keys at most, and the next goes on after the last
+// A sweep reads the keys it is given at most, and the next goes on after the last
 // key it read: however many keys hold marked rows (millions after a broker
 // outage, with keys by customer), one sweep stays within its statement's
 // bound. Five keys, each with its first row deleted by hand behind a look
