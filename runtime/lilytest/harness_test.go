@@ -3,6 +3,7 @@ package lilytest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -108,42 +109,45 @@ func TestClosedHarnessSettlesNothing(t *testing.T) {
 func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
 	t.Parallel()
 	for _, ordered := range []bool{false, true} {
-		spec := fixture.LilytestQueueSpec()
-		spec.Concurrency = 1
-		// Long enough for wait-1's handler to return within it on a loaded
-		// machine; stuck-1's, deaf to its context, still outlives it.
-		spec.HandlerTimeout = 500 * time.Millisecond
-		// Steps long enough for a loaded machine: the settler must write the
-		// handoff's ACK within one. The budget leaves a second of slack over
-		// the least NewConsumer takes.
-		const step = 500 * time.Millisecond
-		spec.SettlementBudget = spec.HandlerTimeout + 4*step + 3*time.Second
-		// In the runtime's words: a recycle's, or on an ordered queue, a
-		// lane's, since the recycle cancels intake under it.
-		why := "received but not started before its channel was recycled"
-		if ordered {
-			spec.OrderKey = func(map[string]any, []byte) string { return "" }
-			why = "not started: intake stopped while it waited for a slot"
-		}
-		release := make(chan struct{})
-		var calls atomic.Int32
-		h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
-			calls.Add(1)
-			if msg.OrderID == "stuck-1" {
-				<-release // deaf to its context
+		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
+			t.Parallel() // each waits out a recycle: six seconds
+			spec := fixture.LilytestQueueSpec()
+			spec.Concurrency = 1
+			// Long enough for wait-1's handler to return within it on a loaded
+			// machine; stuck-1's, deaf to its context, still outlives it.
+			spec.HandlerTimeout = 500 * time.Millisecond
+			// Steps long enough for a loaded machine: the settler must write the
+			// handoff's ACK within one. The budget leaves a second of slack over
+			// the least NewConsumer takes.
+			const step = 500 * time.Millisecond
+			spec.SettlementBudget = spec.HandlerTimeout + 4*step + 3*time.Second
+			// In the runtime's words: a recycle's, or on an ordered queue, a
+			// lane's, since the recycle cancels intake under it.
+			why := "received but not started before its channel was recycled"
+			if ordered {
+				spec.OrderKey = func(map[string]any, []byte) string { return "" }
+				why = "not started: intake stopped while it waited for a slot"
 			}
-			return nil
-		}, func(cfg *runtime.Config) { cfg.StepTimeout = step })
+			release := make(chan struct{})
+			var calls atomic.Int32
+			h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+				calls.Add(1)
+				if msg.OrderID == "stuck-1" {
+					<-release // deaf to its context
+				}
+				return nil
+			}, func(cfg *runtime.Config) { cfg.StepTimeout = step })
 
-		wantPath(t, h.Deliver(order(t, "stuck-1")), runtime.PathRetried)
-		res := h.Deliver(order(t, "wait-1"))
-		wantPath(t, res, runtime.PathNotStarted)
-		if res.Settlement != "requeue" || res.Handler != "" || res.Reason != why || calls.Load() != 1 {
-			t.Errorf("ordered %v: result %+v, handler calls %d", ordered, res, calls.Load())
-		}
-		close(release)
-		res = h.Deliver(order(t, "wait-1"), lilytest.Redelivered())
-		wantPath(t, res, runtime.PathAcked)
+			wantPath(t, h.Deliver(order(t, "stuck-1")), runtime.PathRetried)
+			res := h.Deliver(order(t, "wait-1"))
+			wantPath(t, res, runtime.PathNotStarted)
+			if res.Settlement != "requeue" || res.Handler != "" || res.Reason != why || calls.Load() != 1 {
+				t.Errorf("ordered %v: result %+v, handler calls %d", ordered, res, calls.Load())
+			}
+			close(release)
+			res = h.Deliver(order(t, "wait-1"), lilytest.Redelivered())
+			wantPath(t, res, runtime.PathAcked)
+		})
 	}
 }
 
