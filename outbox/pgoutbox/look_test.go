@@ -84,9 +84,14 @@ type planNode struct {
 
 // skipped is how many rows n and the nodes under it read and dropped.
 func (n planNode) skipped() float64 {
-	s := n.Removed
+	return n.sum(func(p planNode) float64 { return p.Removed })
+}
+
+// sum is own's count of n and of each node under it, added up.
+func (n planNode) sum(own func(planNode) float64) float64 {
+	s := own(n)
 	for _, c := range n.Plans {
-		s += c.skipped()
+		s += c.sum(own)
 	}
 	return s
 }
@@ -390,21 +395,19 @@ func explainLook(t *testing.T, e *env) (planNode, []byte) {
 
 // read is how many rows the scans at n and under it returned or dropped.
 func (n planNode) read() float64 {
-	s := n.Removed
-	if strings.Contains(n.NodeType, "Scan") {
-		s += n.Rows * max(n.Loops, 1)
-	}
-	for _, c := range n.Plans {
-		s += c.read()
-	}
-	return s
+	return n.sum(func(p planNode) float64 {
+		if strings.Contains(p.NodeType, "Scan") {
+			return p.Removed + p.Rows*max(p.Loops, 1)
+		}
+		return p.Removed
+	})
 }
 
-// A sweep reads the keys it is given at most, and the next goes on after the last
-// key it read: however many keys hold marked rows (millions after a broker
-// outage, with keys by customer), one sweep stays within its statement's
-// bound. Five keys, each with its first row deleted by hand behind a look
-// that marked the second, swept two keys at a time.
+// A sweep reads the keys it is given at most, and the next goes on after
+// the last key it read: however many keys hold marked rows (millions after
+// a broker outage, with keys by customer), one sweep stays within its
+// statement's bound. Five keys, each with its first row deleted by hand
+// behind a look that marked the second, swept two keys at a time.
 func TestSweepGoesOnWhereItStopped(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
