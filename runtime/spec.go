@@ -81,8 +81,12 @@ type QueueSpec struct {
 func (q QueueSpec) budget() time.Duration { return queue.Budget(q.HandlerTimeout, q.SettlementBudget) }
 
 func (q QueueSpec) policy() decide.Policy {
+	buckets := make([]string, len(q.Topology.RetryDelays))
+	for i, d := range q.Topology.RetryDelays {
+		buckets[i] = queue.RetryBucket(q.Name, d)
+	}
 	return decide.Policy{
-		Queue: q.Name, DeadLetterQueue: q.Topology.DeadLetterQueue, RetryDelays: q.Topology.RetryDelays, MaxAttempts: q.MaxAttempts,
+		Queue: q.Name, DeadLetterQueue: q.Topology.DeadLetterQueue, RetryDelays: q.Topology.RetryDelays, Buckets: buckets, MaxAttempts: q.MaxAttempts,
 		DeliveryLimit: max(q.topology(0).DeliveryLimit(), 0),
 		Park:          q.OrderKey != nil,
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
@@ -51,7 +50,11 @@ func (a Action) String() string {
 type Policy struct {
 	Queue, DeadLetterQueue string
 	RetryDelays            []time.Duration
-	MaxAttempts            int
+	// Buckets names the retry bucket of each of RetryDelays, in their
+	// order (queue.RetryBucket): named once, as Decide runs on every
+	// delivery.
+	Buckets     []string
+	MaxAttempts int
 	// DeliveryLimit is the quorum queue's delivery limit; zero when there is
 	// none (a classic queue, a quorum queue declared without one).
 	DeliveryLimit int
@@ -112,7 +115,9 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	}
 	switch o.Handoff.Status {
 	case outcome.HandoffConfirmed:
-		return Plan{Action: ActAck, Reason: "handoff to " + o.Handoff.Destination + " confirmed"}
+		// The record names the destination: the handoff, not this ACK,
+		// is the delivery's path.
+		return Plan{Action: ActAck, Reason: "handoff confirmed"}
 	case outcome.HandoffReturned, outcome.HandoffNacked, outcome.HandoffTimedOut, outcome.HandoffFailed:
 		return giveBack(o, attempt, q, remaining, "handoff to "+o.Handoff.Destination+" "+o.Handoff.Status.String())
 	}
@@ -168,8 +173,8 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	if attempt >= q.MaxAttempts {
 		return handoffOrRequeue(o, toDLQ(q, attempt, "retries exhausted after "+attemptOf(attempt, q)), remaining)
 	}
-	delays := q.RetryDelays
-	delay := delays[min(attempt-1, len(delays)-1)]
+	bucket := min(attempt-1, len(q.RetryDelays)-1)
+	delay := q.RetryDelays[bucket]
 	if o.ParkEnded {
 		// Requeued, the delivery goes back to its place, ahead of its key's
 		// later messages; a bucket would put it behind them.
@@ -178,19 +183,25 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	// A handler still running (abandoned at its timeout) must not get a
 	// second call beside it; a forced stop leaves no time for one.
 	if q.Park && o.Handler.Ran && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.CallCost+HandoffReserve {
-		return Plan{Action: ActPark, Delay: delay, NextAttempt: attempt + 1, Reason: why + " on " + attemptOf(attempt, q) + ", retried in line after " + delay.String()}
+		return Plan{Action: ActPark, Delay: delay, NextAttempt: attempt + 1, Reason: onAttempt(why, attempt, q) + ", retried in line after " + delay.String()}
 	}
 	return handoffOrRequeue(o, Plan{
 		Action:      ActHandoff,
-		Destination: queue.RetryBucket(q.Queue, delay),
+		Destination: q.Buckets[bucket],
 		NextAttempt: attempt + 1,
-		Reason:      why + " on " + attemptOf(attempt, q),
+		Reason:      onAttempt(why, attempt, q),
 	}, remaining)
 }
 
 // attemptOf says "attempt n of max"; decide runs on every delivery, so no fmt.
 func attemptOf(attempt int, q Policy) string {
 	return "attempt " + strconv.Itoa(attempt) + " of " + strconv.Itoa(q.MaxAttempts)
+}
+
+// onAttempt says "why on attempt n of max" in one concatenation: every
+// retried delivery's plan says it.
+func onAttempt(why string, attempt int, q Policy) string {
+	return why + " on attempt " + strconv.Itoa(attempt) + " of " + strconv.Itoa(q.MaxAttempts)
 }
 
 func toDLQ(q Policy, attempt int, reason string) Plan {

@@ -10,7 +10,7 @@ import (
 )
 
 func testPolicy() Policy {
-	return Policy{Queue: "orders", DeadLetterQueue: "orders.dlq", RetryDelays: []time.Duration{time.Second, 5 * time.Second}, MaxAttempts: 4}
+	return Policy{Queue: "orders", DeadLetterQueue: "orders.dlq", RetryDelays: []time.Duration{time.Second, 5 * time.Second}, Buckets: []string{"orders.retry.1s", "orders.retry.5s"}, MaxAttempts: 4}
 }
 
 // TestDecideTable has one row per row of the user's decision table, then the
@@ -37,7 +37,7 @@ func TestDecideTable(t *testing.T) {
 		{"2 retryable, later attempts use the last bucket", outcome.Outcome{Handler: retryable}, 3, time.Minute,
 			Plan{Action: ActHandoff, Destination: "orders.retry.5s", NextAttempt: 4, Reason: "retryable failure on attempt 3 of 4"}},
 		{"2 retry handoff confirmed → ack", outcome.Outcome{Handler: retryable, Handoff: outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: outcome.HandoffConfirmed}}, 1, time.Minute,
-			Plan{Action: ActAck, Reason: "handoff to orders.retry.1s confirmed"}},
+			Plan{Action: ActAck, Reason: "handoff confirmed"}},
 		{"3 permanent → DLQ", outcome.Outcome{Handler: permanent}, 1, time.Minute,
 			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 1, Reason: "permanent failure"}},
 		{"3 retries exhausted → DLQ", outcome.Outcome{Handler: retryable}, 4, time.Minute,
@@ -228,6 +228,28 @@ func TestDecideParkDeferral(t *testing.T) {
 	} {
 		if got := Decide(tc.o, 2, q, tc.remaining); !cmp.Equal(got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDecideRetryPathAllocations pins what Decide costs a retried delivery:
+// its handoff's reason alone (the bucket is named once, in the Policy), and
+// nothing for the ACK after the confirm.
+func TestDecideRetryPathAllocations(t *testing.T) {
+	q := testPolicy()
+	failed := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
+	confirmed := failed
+	confirmed.Handoff = outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: outcome.HandoffConfirmed, Published: true}
+	for _, tc := range []struct {
+		name string
+		o    outcome.Outcome
+		want float64
+	}{
+		{"the handoff", failed, 1},
+		{"the ACK after its confirm", confirmed, 0},
+	} {
+		if n := testing.AllocsPerRun(100, func() { Decide(tc.o, 1, q, time.Minute) }); n != tc.want {
+			t.Errorf("%s: %v allocations, want %v", tc.name, n, tc.want)
 		}
 	}
 }
