@@ -89,3 +89,23 @@ func TestContentHeaderCounts(t *testing.T) {
 		}
 	}
 }
+
+// Only a reply through the default exchange to a reply-to token goes
+// without mandatory: the bare pseudo-queue name is no address, and another
+// exchange routes a token like any key.
+func TestDirectReply(t *testing.T) {
+	for _, c := range []struct {
+		exchange, key string
+		want          bool
+	}{
+		{"", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA.aSZ4+Xw10wM9gs+xPWCdKg==", true},
+		{"", "amq.rabbitmq.reply-to.", true},
+		{"", "amq.rabbitmq.reply-to", false},
+		{"", "orders", false},
+		{"amq.direct", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA", false},
+	} {
+		if got := frame.DirectReply(c.exchange, c.key); got != c.want {
+			t.Errorf("DirectReply(%q, %q) = %v, want %v", c.exchange, c.key, got, c.want)
+		}
+	}
+}

@@ -1,8 +1,10 @@
 package frame
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -41,6 +43,32 @@ func CheckSentHeaders(h amqp.Table) error {
 	}
 	return nil
 }
+
+// DirectReply says whether a publish to exchange with key is a reply to a
+// direct reply-to address: the default exchange, and a routing key
+// amq.rabbitmq.reply-to.<token>, the ReplyTo of a request whose sender
+// consumes RabbitMQ's direct reply-to pseudo-queue. RabbitMQ hands such a
+// reply to the requester's channel, which is no queue: a mandatory publish
+// of it comes back as a Return though it was delivered (3.10.8), and
+// publishing it again would deliver it again. So it is published without
+// mandatory: its confirm says the broker took it, and the broker drops it,
+// with no Return and no channel error, when the requester is gone (or the
+// token is none).
+func DirectReply(exchange, key string) bool {
+	return exchange == "" && strings.HasPrefix(key, "amq.rabbitmq.reply-to.")
+}
+
+// CheckDirectReply says why headers h cannot go with a publish to exchange
+// with key: CC or BCC on a direct reply (DirectReply), which goes without
+// mandatory, so a copy that reached no queue would be dropped unreported.
+func CheckDirectReply(exchange, key string, h amqp.Table) error {
+	if DirectReply(exchange, key) && (h["CC"] != nil || h["BCC"] != nil) {
+		return errDirectReplyCopies
+	}
+	return nil
+}
+
+var errDirectReplyCopies = errors.New("headers: CC or BCC on a reply to a direct reply-to address: it is published without mandatory, so a copy that reaches no queue would be dropped unreported; send the copies as messages of their own")
 
 // MaxShortStr is the most bytes AMQP carries in a short string: an
 // exchange's or a routing key's name, a property, a header's name.

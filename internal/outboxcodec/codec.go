@@ -107,6 +107,9 @@ func Encode(m runtime.Message) ([]byte, error) {
 	if err := frame.CheckSentHeaders(p.Headers); err != nil {
 		return nil, fmt.Errorf("headers: %w", err)
 	}
+	if err := frame.CheckDirectReply(m.Exchange, m.RoutingKey, p.Headers); err != nil {
+		return nil, err
+	}
 	if p.Headers != nil {
 		h, err := encodeTable(p.Headers, "headers", 1)
 		if err != nil {

@@ -32,7 +32,7 @@ func Check(exchange, key string, msg amqp.Publishing) error {
 	if err := CheckHeaders(msg.Headers); err != nil {
 		return fmt.Errorf("headers: %w", err)
 	}
-	return nil
+	return frame.CheckDirectReply(exchange, key, msg.Headers)
 }
 
 // CheckProperties says why the client, or the broker, would refuse msg's

@@ -96,3 +96,27 @@ func TestCheckPropertiesReplyTo(t *testing.T) {
 		}
 	}
 }
+
+// Check refuses CC and BCC on a reply to a direct reply-to address alone:
+// it goes without mandatory, so a copy that reaches no queue would be
+// dropped unreported; elsewhere the copies go mandatory, and are checked.
+func TestCheckDirectReplyCopies(t *testing.T) {
+	copies := amqp.Table{"CC": []any{"audit"}}
+	for _, c := range []struct {
+		exchange, key string
+		headers       amqp.Table
+		refused       bool
+	}{
+		{"", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA", copies, true},
+		{"", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA", amqp.Table{"BCC": []any{"audit"}}, true},
+		{"", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA", amqp.Table{"tenant": "a"}, false},
+		{"", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA", nil, false},
+		{"", "replies", copies, false},
+		{"replies", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA", copies, false},
+	} {
+		err := Check(c.exchange, c.key, amqp.Publishing{Headers: c.headers})
+		if refused := err != nil && strings.Contains(err.Error(), "CC or BCC on a reply to a direct reply-to address"); refused != c.refused || (!refused && err != nil) {
+			t.Errorf("exchange %q, key %q, headers %v: %v; want refused %v", c.exchange, c.key, c.headers, err, c.refused)
+		}
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,7 +247,7 @@ func (b Bounds) writeBy() time.Time {
 }
 
 // Publish publishes msg mandatory (not to a direct reply-to address, which
-// directReplyTo explains) to exchange with routing key key and reports what
+// frame.DirectReply explains) to exchange with routing key key and reports what
 // the broker said, within b. writing runs just before the
 // publish is written; when it returns an error, nothing is written and the
 // publish failed for that reason. msg.Headers must be a table the caller
@@ -379,7 +378,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	// frames are built on this goroutine: handing each publish to another
 	// cost about a tenth of the retry path's throughput.
 	watchdog := time.AfterFunc(p.stepTimeout, c.link.abandon)
-	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, !directReplyTo(exchange, key), false, msg)
+	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, !frame.DirectReply(exchange, key), false, msg)
 	c.writes.RUnlock()
 	if !watchdog.Stop() {
 		// The watchdog may not have run yet; abandon again so the next
@@ -431,21 +430,6 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		ev.Status = outcome.HandoffConfirmed
 	}
 	return ev
-}
-
-// directReplyPrefix begins the routing key of a reply to a requester that
-// consumes RabbitMQ's direct reply-to pseudo-queue: its token follows.
-const directReplyPrefix = replyToPseudoQueue + "."
-
-// directReplyTo says whether a publish to exchange with key is a reply to a
-// direct reply-to address. RabbitMQ hands such a reply to the requester's
-// channel, which is no queue: a mandatory publish of it comes back as a
-// Return though it was delivered (3.10.8), and publishing it again would
-// deliver it again. So it is published without mandatory: its confirm says
-// the broker took it, and the broker drops it, with no Return and no
-// channel error, when the requester is gone (or the token is none).
-func directReplyTo(exchange, key string) bool {
-	return exchange == "" && strings.HasPrefix(key, directReplyPrefix)
 }
 
 // destination names where a publish goes: the queue for the default
