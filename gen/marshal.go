@@ -19,22 +19,24 @@ const notUTF8 = schema.HeaderNotUTF8
 const offsetProblem = "zone offset not in whole minutes"
 
 // marshalChecks tells of each shared type whether a value of it holds
-// something checkMarshal checks. It is filled before a file's parts render,
-// in parallel, and only read after.
-type marshalChecks map[string]bool
+// something checkMarshal checks, and whether it holds a time. It is filled
+// before a file's parts render, in parallel, and only read after.
+type marshalChecks struct {
+	checks, times map[string]bool
+}
 
 // marshalChecksOf answers each of f's shared types once: walking a type
 // again at each use would take time exponential in how deep types nest (30
 // types, each of two fields of the one before, reach the first 2^29 times).
 func marshalChecksOf(f *schema.File) marshalChecks {
-	return answerTypes(f.Types, marshalChecked)
+	return marshalChecks{checks: answerTypes(f.Types, marshalChecked), times: answerTypes(f.Types, holdsTime)}
 }
 
 // answerTypes keeps step's answer for each of the shared types, walking
 // each once: inner, which step asks of a field's fields and items, gives
 // the kept answer of a shared type it has met before.
-func answerTypes(types []*schema.Field, step func(f *schema.Field, inner func(*schema.Field) bool) bool) marshalChecks {
-	c := marshalChecks{}
+func answerTypes(types []*schema.Field, step func(f *schema.Field, inner func(*schema.Field) bool) bool) map[string]bool {
+	c := map[string]bool{}
 	var answer func(f *schema.Field) bool
 	answer = func(f *schema.Field) bool {
 		if v, ok := c[f.Named]; ok {
@@ -55,9 +57,17 @@ func answerTypes(types []*schema.Field, step func(f *schema.Field, inner func(*s
 // checked reports whether a value of f holds something checkMarshal checks.
 func (c marshalChecks) checked(f *schema.Field) bool {
 	if f.Named != "" {
-		return c[f.Named]
+		return c.checks[f.Named]
 	}
 	return marshalChecked(f, c.checked)
+}
+
+// timed reports whether a value of f holds a time.
+func (c marshalChecks) timed(f *schema.Field) bool {
+	if f.Named != "" {
+		return c.times[f.Named]
+	}
+	return holdsTime(f, c.timed)
 }
 
 // any reports whether an object of fields gets a checkMarshal: whether one
@@ -65,6 +75,20 @@ func (c marshalChecks) checked(f *schema.Field) bool {
 // does.
 func (c marshalChecks) any(fields []*schema.Field) bool {
 	return slices.ContainsFunc(fields, c.checked)
+}
+
+// holdsTime reports whether a value of f holds a time; inner answers of
+// f's fields and items.
+func holdsTime(f *schema.Field, inner func(*schema.Field) bool) bool {
+	switch f.Type {
+	case schema.Time:
+		return true
+	case schema.List, schema.Map:
+		return inner(f.Items)
+	case schema.Object:
+		return slices.ContainsFunc(f.Fields, inner)
+	}
+	return false
 }
 
 // marshalChecked reports whether a value of f holds something encoding/json
@@ -120,8 +144,12 @@ func marshalCheck(j *jen.File, c marshalChecks, o object, root bool) {
 		body = append(body, s.marshalField(c, f, jsonPath{f.Name})...)
 	}
 	body = append(body, jen.Return(jen.Nil()))
+	what := "not UTF-8 (sent with U+FFFD)."
+	if slices.ContainsFunc(o.fields, c.timed) {
+		what = "not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped)."
+	}
 	j.Comment(checkMarshal + " fails on what encoding/json would send changed: a string that is")
-	j.Comment("not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).")
+	j.Comment(what)
 	j.Func().Params(jen.Id("out").Op("*").Id(o.name)).Id(checkMarshal).Params().Error().Block(body...)
 }
 

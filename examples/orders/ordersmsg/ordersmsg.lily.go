@@ -179,7 +179,7 @@ func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
 }
 
 // checkMarshal fails on what encoding/json would send changed: a string that is
-// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
+// not UTF-8 (sent with U+FFFD).
 func (out *OrderShippedV1) checkMarshal() error {
 	if out == nil {
 		return nil
@@ -311,7 +311,7 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 }
 
 // checkMarshal fails on what encoding/json would send changed: a string that is
-// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
+// not UTF-8 (sent with U+FFFD).
 func (out *OrderPlacedV1) checkMarshal() error {
 	if out == nil {
 		return nil
@@ -626,7 +626,7 @@ func (out *OrderPlacedV2Customer) readJSON(r *wire.JSONReader) error {
 }
 
 // checkMarshal fails on what encoding/json would send changed: a string that is
-// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
+// not UTF-8 (sent with U+FFFD).
 func (out *OrderPlacedV2Customer) checkMarshal() error {
 	if !utf8.ValidString(out.Email) {
 		return &wire.FieldError{Path: "email", Problem: "not UTF-8"}
@@ -680,7 +680,7 @@ func (out *OrderPlacedV2ItemsItem) readJSON(r *wire.JSONReader) error {
 }
 
 // checkMarshal fails on what encoding/json would send changed: a string that is
-// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
+// not UTF-8 (sent with U+FFFD).
 func (out *OrderPlacedV2ItemsItem) checkMarshal() error {
 	if !utf8.ValidString(out.SKU) {
 		return &wire.FieldError{Path: "sku", Problem: "not UTF-8"}
