@@ -4,6 +4,11 @@
 // envelope makes them, and business writes that commit and roll back with
 // the claim. It asserts committed business
 // rows and claim records, not just the absence of errors.
+//
+// It calls an adapter as the runtime does: Begin under a context that ends as
+// Begin returns, the business writes and Commit or Rollback under others. A
+// transaction tied to Begin's context (database/sql ties one to BeginTx's)
+// fails it, as every Commit of it would fail under the runtime.
 package inboxtest
 
 import (
@@ -67,7 +72,7 @@ func Run(t *testing.T, h Harness) {
 			wg.Go(func() {
 				<-start
 				a := &answers[i]
-				a.tx, a.err = h.Inbox.Begin(c.ctx, c.consumer, "m1")
+				a.tx, a.err = c.begin(c.consumer, "m1")
 			})
 		}
 		close(start)
@@ -152,10 +157,18 @@ func newCase(t *testing.T, h Harness) *suiteCase {
 // businessKey names the business row a handler writes for a message.
 func businessKey(consumer, id string) string { return consumer + "/" + id }
 
+// begin calls Begin as the runtime does: within a context that ends as Begin
+// returns, which the transaction must outlive.
+func (c *suiteCase) begin(consumer, id string) (runtime.InboxTx, error) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	return c.h.Inbox.Begin(ctx, consumer, id)
+}
+
 // claim wants Begin to claim id for consumer, with an open transaction.
 func (c *suiteCase) claim(consumer, id string) runtime.InboxTx {
 	c.t.Helper()
-	tx, err := c.h.Inbox.Begin(c.ctx, consumer, id)
+	tx, err := c.begin(consumer, id)
 	if err != nil || tx == nil {
 		c.t.Fatalf("Begin(%s, %s) = %v, %v; want a claim", consumer, id, tx, err)
 	}
@@ -216,7 +229,7 @@ func (c *suiteCase) claimWriteCommit(consumer, id string) {
 func (c *suiteCase) expectDuplicate(consumer, id string) {
 	c.t.Helper()
 	c.expect(consumer, id, 1)
-	tx, err := c.h.Inbox.Begin(c.ctx, consumer, id)
+	tx, err := c.begin(consumer, id)
 	if !errors.Is(err, runtime.ErrDuplicate) || tx != nil {
 		if tx != nil {
 			tx.Rollback(c.ctx)

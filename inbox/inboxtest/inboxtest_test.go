@@ -1,0 +1,138 @@
+package inboxtest_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lily-mq/lily/inbox/inboxtest"
+	_ "github.com/lily-mq/lily/internal/update"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// tiedEnv, set to 1, makes TestSuite's adapter tie its transactions to
+// Begin's context.
+const tiedEnv = "LILY_INBOXTEST_TIED"
+
+// The suite passes a sound adapter: what it fails, below, is the tie alone.
+func TestSuite(t *testing.T) {
+	m := &memory{tied: os.Getenv(tiedEnv) == "1"}
+	inboxtest.Run(t, inboxtest.Harness{Inbox: m, Write: m.write, Rows: m.rows, Claims: m.claims})
+}
+
+// An adapter whose transaction dies with Begin's context, as one that begins
+// a database/sql transaction on it does, passes no case that commits: under
+// the runtime, which ends that context as Begin returns, none of its
+// commits would succeed. A failing suite fails its test, so it runs in a
+// test process of its own.
+func TestSuiteFailsATransactionTiedToBeginsContext(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSuite$", "-test.count=1")
+	cmd.Env = append(os.Environ(), tiedEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the suite on a transaction tied to Begin's context: %v, want it failed; its output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), sql.ErrTxDone.Error()) {
+		t.Errorf("the suite failed, but not on the dead transaction; its output:\n%s", out)
+	}
+}
+
+// memory is an in-memory adapter: a claim holds its key until it commits or
+// rolls back, and a competing claim defers at once.
+type memory struct {
+	tied bool // a transaction dies when Begin's context ends
+
+	mu        sync.Mutex
+	open      map[claimKey]bool
+	committed map[claimKey]bool
+	written   map[string]int // committed business rows by key
+}
+
+type claimKey struct{ consumer, id string }
+
+type memoryTx struct {
+	m      *memory
+	key    claimKey
+	begun  context.Context // Begin's
+	writes []string
+}
+
+type txKey struct{}
+
+func (m *memory) Begin(ctx context.Context, consumer, id string) (runtime.InboxTx, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := claimKey{consumer, id}
+	switch {
+	case m.committed[k]:
+		return nil, runtime.ErrDuplicate
+	case m.open[k]:
+		return nil, errors.New("another claim holds the key")
+	}
+	if m.open == nil {
+		m.open, m.committed, m.written = map[claimKey]bool{}, map[claimKey]bool{}, map[string]int{}
+	}
+	m.open[k] = true
+	return &memoryTx{m: m, key: k, begun: ctx}, nil
+}
+
+// dead reports whether the transaction died with Begin's context, as
+// database/sql's does: it then answers every call with sql.ErrTxDone.
+func (tx *memoryTx) dead() bool { return tx.m.tied && tx.begun.Err() != nil }
+
+func (tx *memoryTx) Bind(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
+func (tx *memoryTx) Commit(context.Context) error {
+	tx.m.mu.Lock()
+	defer tx.m.mu.Unlock()
+	delete(tx.m.open, tx.key)
+	if tx.dead() {
+		return sql.ErrTxDone
+	}
+	tx.m.committed[tx.key] = true
+	for _, w := range tx.writes {
+		tx.m.written[w]++
+	}
+	return nil
+}
+
+func (tx *memoryTx) Rollback(context.Context) {
+	tx.m.mu.Lock()
+	defer tx.m.mu.Unlock()
+	delete(tx.m.open, tx.key)
+}
+
+func (m *memory) write(ctx context.Context, key string) error {
+	tx, ok := ctx.Value(txKey{}).(*memoryTx)
+	switch {
+	case !ok:
+		return errors.New("no transaction in the handler's context")
+	case tx.dead():
+		return sql.ErrTxDone
+	}
+	tx.writes = append(tx.writes, key)
+	return nil
+}
+
+func (m *memory) rows(_ context.Context, key string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.written[key], nil
+}
+
+func (m *memory) claims(_ context.Context, consumer, id string) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.committed[claimKey{consumer, id}] {
+		return 1, nil
+	}
+	return 0, nil
+}
