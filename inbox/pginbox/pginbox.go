@@ -28,7 +28,9 @@ var schemaSQL string
 
 // Migrate creates lily_inbox in the pool's search path if it is missing. It is
 // safe to call from every worker at start-up: an advisory lock lets one of
-// them create the table while the others wait.
+// them create the table while the others wait, and once it exists Migrate
+// needs no privilege to create anything, so workers may run as a role that
+// has none.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -39,6 +41,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// unique index; the lock serialises them.
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('lily_inbox migrate'))"); err != nil {
 		return fmt.Errorf("pginbox: migrate: %w", err)
+	}
+	// CREATE TABLE IF NOT EXISTS checks the CREATE privilege on the schema
+	// before it looks for the table: a schema already applied is not sent.
+	var applied bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass('lily_inbox') IS NOT NULL").Scan(&applied); err != nil {
+		return fmt.Errorf("pginbox: migrate: %w", err)
+	}
+	if applied {
+		return nil
 	}
 	if _, err := tx.Exec(ctx, schemaSQL); err != nil {
 		return fmt.Errorf("pginbox: migrate: %w", err)

@@ -372,6 +372,72 @@ func TestBeginWithoutDatabaseIsAnError(t *testing.T) {
 	}
 }
 
+// A worker's role may not create anything in the schema: once lily_inbox is
+// there, Migrate leaves it be (CREATE TABLE IF NOT EXISTS would want the
+// schema's CREATE privilege all the same), and the worker claims.
+func TestMigrateWithoutCreatePrivilege(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := worker(t, ctx, "SELECT, INSERT")
+	if err := pginbox.Migrate(ctx, pool); err != nil {
+		t.Fatalf("Migrate by a role without CREATE, lily_inbox there: %v", err)
+	}
+	tx, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "c", "m1")
+	if got, detail := answer(tx, err); got != "claimed" {
+		t.Fatalf("Begin = %s (%s); want claimed", got, detail)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// worker makes a schema and a role of the test's own, dropped when it ends:
+// the role may use the schema but not create in it, and has the privileges
+// given on the schema's lily_inbox. It returns a pool whose connections act
+// as that role in that schema.
+func worker(t *testing.T, ctx context.Context, privileges string) *pgxpool.Pool {
+	t.Helper()
+	url := services.PostgreSQL(t)
+	name := fmt.Sprintf("lily_inbox_worker_%d", time.Now().UnixNano())
+	admin := connectAs(t, ctx, url, name, "")
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name+"; CREATE ROLE "+name+"; GRANT USAGE ON SCHEMA "+name+" TO "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE; DROP ROLE "+name); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := pginbox.Migrate(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "GRANT "+privileges+" ON lily_inbox TO "+name); err != nil {
+		t.Fatal(err)
+	}
+	return connectAs(t, ctx, url, name, name)
+}
+
+// connectAs returns a pool on url, closed when the test ends, whose
+// connections have schema as their search_path and act as role ("": the
+// user's own).
+func connectAs(t *testing.T, ctx context.Context, url, schema, role string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if role != "" {
+		cfg.ConnConfig.RuntimeParams["role"] = role
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // A claim that meets another worker's open claim waits for it and follows
 // its outcome: duplicate when it commits, claimed when it rolls back.
 func TestWaitingClaimFollowsTheHolder(t *testing.T) {
