@@ -13,6 +13,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,7 +106,14 @@ func New(pool *pgxpool.Pool, opts Options) *Inbox {
 // SQLSTATE lock_not_available: lock_timeout expired.
 const lockNotAvailable = "55P03"
 
-// Begin opens a transaction and inserts the claim row in it.
+// SQLSTATE class 42, syntax error or access rule violation: for the claim,
+// lily_inbox missing from the search_path (42P01), a privilege on it missing
+// (42501), or a table of another shape.
+const accessRuleViolation = "42"
+
+// Begin opens a transaction and inserts the claim row in it. An error of
+// SQLSTATE class 42 (lily_inbox not in the search_path, a privilege on it
+// missing) says that the inbox is misconfigured.
 func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, error) {
 	tx, err := in.pool.Begin(ctx)
 	if err != nil {
@@ -148,6 +156,12 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	case errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable:
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("pginbox: another worker holds the claim (waited lock_timeout %s)", in.opts.LockTimeout)
+	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, accessRuleViolation):
+		// The runtime defers this claim as it defers any other, and will
+		// defer the next: the error says that only mending the database
+		// ends it, for the deferral's record and log line to show.
+		_ = tx.Rollback(ctx)
+		return nil, fmt.Errorf("pginbox: the inbox is misconfigured, every claim defers until it is mended: %w", err)
 	default:
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("pginbox: claim: %w", err)

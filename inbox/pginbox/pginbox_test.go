@@ -391,6 +391,31 @@ func TestMigrateWithoutCreatePrivilege(t *testing.T) {
 	}
 }
 
+// A misconfigured inbox fails every claim, and the runtime defers each: the
+// error says plainly that only mending the database ends that, and holds no
+// connection.
+func TestMisconfiguredInboxSaysSo(t *testing.T) {
+	for name, connect := range map[string]func(t *testing.T, ctx context.Context) *pgxpool.Pool{
+		"no lily_inbox in the search_path": func(t *testing.T, ctx context.Context) *pgxpool.Pool {
+			return connectAs(t, ctx, services.PostgreSQL(t), "lily_inbox_nowhere", "")
+		},
+		"no INSERT privilege": func(t *testing.T, ctx context.Context) *pgxpool.Pool { return worker(t, ctx, "SELECT") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pool := connect(t, ctx)
+			tx, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "c", "m1")
+			if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") || !strings.Contains(detail, "SQLSTATE 42") {
+				t.Fatalf("Begin = %s (%s); want deferred, the inbox misconfigured", got, detail)
+			}
+			if n := pool.Stat().AcquiredConns(); n != 0 {
+				t.Errorf("%d connections acquired after the failed claim, want 0", n)
+			}
+		})
+	}
+}
+
 // worker makes a schema and a role of the test's own, dropped when it ends:
 // the role may use the schema but not create in it, and has the privileges
 // given on the schema's lily_inbox. It returns a pool whose connections act
