@@ -27,8 +27,9 @@ type Inbox interface {
 }
 
 // InboxTx is the open transaction of a claim. The runtime calls exactly one
-// of Commit and Rollback, once, after the handler has returned: an adapter
-// need not allow a second call.
+// of Commit and Rollback, once, after the handler has returned, save that a
+// Commit that panicked is followed by one Rollback, which ends whatever the
+// panic left open: an adapter need not allow any other second call.
 type InboxTx interface {
 	// Bind returns the handler's context, carrying the transaction for the
 	// adapter's typed accessor. One that panics or returns nil defers the

@@ -143,7 +143,7 @@ func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time)
 		// A claim that arrived after the step gave up on it: roll it back,
 		// or its lock would defer every redelivery of the message.
 		if late.tx != nil {
-			_ = c.userStep(time.Time{}, func(ctx context.Context) error { late.tx.Rollback(ctx); return nil })
+			c.rollback(late.tx)
 		}
 	})
 	tx := a.tx
@@ -163,7 +163,7 @@ func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time)
 	}
 	if tx != nil {
 		// An adapter that answered no claim yet left a transaction open.
-		_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
+		c.rollback(tx)
 	}
 	return nil
 }
@@ -188,20 +188,21 @@ func (c *Consumer) bind(o *outcome.Outcome, tx InboxTx, base context.Context) (c
 		return bound, tx
 	}
 	o.Claim, o.Deferred, o.Reason = outcome.InboxDeferred, true, sanitize.Text(why, decide.MaxCause)
-	_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
+	c.rollback(tx)
 	return base, nil
 }
 
 // settleTx commits the claim's transaction after a handler that succeeded, and
 // rolls it back otherwise. A commit past the delivery's budget still counts:
 // the delivery is then left to the broker, and its redelivery meets the
-// committed claim.
+// committed claim. A commit that panicked is rolled back too: nothing else
+// would end its transaction, which holds a connection and the claim's lock.
 func (c *Consumer) settleTx(o *outcome.Outcome, tx InboxTx) {
 	if tx == nil {
 		return
 	}
 	if o.Handler.Kind != 0 {
-		_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
+		c.rollback(tx)
 		o.Commit = outcome.CommitRolledBack
 		return
 	}
@@ -210,6 +211,11 @@ func (c *Consumer) settleTx(o *outcome.Outcome, tx InboxTx) {
 	case err != nil:
 		// The commit did not return in time or panicked: its outcome is unknown.
 		o.Commit, said = outcome.CommitAmbiguous, err
+		if !errors.Is(err, errUserStepTimeout) {
+			// It panicked (or left by runtime.Goexit), so it runs no more. One
+			// that is late may still be running: a rollback would race it.
+			c.rollback(tx)
+		}
 	case said == nil:
 		o.Commit = outcome.CommitCommitted
 		return
@@ -219,6 +225,12 @@ func (c *Consumer) settleTx(o *outcome.Outcome, tx InboxTx) {
 		o.Commit = outcome.CommitFailed
 	}
 	o.Reason = sanitize.Text("commit: "+said.Error(), decide.MaxCause)
+}
+
+// rollback rolls tx back within a step of its own, even when the delivery's
+// budget is spent.
+func (c *Consumer) rollback(tx InboxTx) {
+	_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
 }
 
 // userStep runs a step of user or adapter code (scope, inbox, cleanup,

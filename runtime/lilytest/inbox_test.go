@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -246,6 +248,50 @@ func TestInboxBrokenBindDefers(t *testing.T) {
 			wantPath(t, res, runtime.PathRequeued)
 			if calls != 0 || in.rolledBack != 1 || res.Commit != "deferred" || !strings.Contains(res.Reason, "inbox: Bind") {
 				t.Errorf("result %+v; handler calls %d, rollbacks %d", res, calls, in.rolledBack)
+			}
+		})
+	}
+}
+
+// oddCommit is an adapter whose transaction's Commit runs do, counting the
+// calls of Commit and Rollback.
+type oddCommit struct {
+	do                 func()
+	commits, rollbacks atomic.Int32
+}
+
+func (a *oddCommit) Begin(context.Context, string, string) (runtime.InboxTx, error) { return a, nil }
+func (a *oddCommit) Bind(ctx context.Context) context.Context                       { return ctx }
+func (a *oddCommit) Rollback(context.Context)                                       { a.rollbacks.Add(1) }
+
+func (a *oddCommit) Commit(context.Context) error {
+	a.commits.Add(1)
+	a.do()
+	return nil
+}
+
+// A Commit that panics is ambiguous, and runs no more: its transaction, which
+// holds a connection and the claim's lock, is rolled back once, or nothing
+// would end it. One that outlives its step may yet commit: no Rollback races
+// it.
+func TestInboxCommitThatPanicsIsRolledBack(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		do        func(release <-chan struct{})
+		rollbacks int32
+	}{
+		{"panics", func(<-chan struct{}) { panic("commit bookkeeping") }, 1},
+		{"outlives its step", func(release <-chan struct{}) { <-release }, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			release := make(chan struct{})
+			defer close(release)
+			in := &oddCommit{do: func() { c.do(release) }}
+			h := harness(t, ok, func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = in, time.Second })
+			res := h.Deliver(order(t, "commit-1"))
+			wantPath(t, res, runtime.PathRequeued)
+			if res.Commit != "ambiguous" || in.commits.Load() != 1 || in.rollbacks.Load() != c.rollbacks {
+				t.Errorf("result %+v; Commit calls %d, Rollback calls %d, want 1 and %d", res, in.commits.Load(), in.rollbacks.Load(), c.rollbacks)
 			}
 		})
 	}
