@@ -39,7 +39,8 @@ type Options struct {
 	// being renewed. Default 30s.
 	Lease time.Duration
 	// RenewEvery is how often the lease is extended while the claim's
-	// transaction is open, up to TransactionLifetime. Default Lease/3.
+	// transaction is open, up to TransactionLifetime. Default Lease/3; New
+	// refuses one that is not shorter than Lease.
 	RenewEvery time.Duration
 	// TransactionLifetime is how long after the claim its lease may last:
 	// the server's transactionLifetimeLimitSeconds, after which it aborts
@@ -81,13 +82,19 @@ type Inbox struct {
 
 var _ runtime.Inbox = (*Inbox)(nil)
 
-// New returns an inbox keeping its collections in db.
-func New(db *mongo.Database, opts Options) *Inbox {
+// New returns an inbox keeping its collections in db, or an error when opts
+// do not make sense.
+func New(db *mongo.Database, opts Options) (*Inbox, error) {
 	if opts.Lease <= 0 {
 		opts.Lease = DefaultLease
 	}
 	if opts.RenewEvery <= 0 {
 		opts.RenewEvery = opts.Lease / 3
+	}
+	if opts.RenewEvery >= opts.Lease {
+		// The lease would run out before its renewal: another worker could
+		// take it over while the handler runs, every time.
+		return nil, fmt.Errorf("mongoinbox: Options.RenewEvery %s is not shorter than Lease %s", opts.RenewEvery, opts.Lease)
 	}
 	if opts.TransactionLifetime <= 0 {
 		opts.TransactionLifetime = DefaultTransactionLifetime
@@ -104,7 +111,7 @@ func New(db *mongo.Database, opts Options) *Inbox {
 	if opts.Leases == "" {
 		opts.Leases = DefaultLeases
 	}
-	return &Inbox{client: db.Client(), markers: db.Collection(opts.Markers), leases: db.Collection(opts.Leases), opts: opts}
+	return &Inbox{client: db.Client(), markers: db.Collection(opts.Markers), leases: db.Collection(opts.Leases), opts: opts}, nil
 }
 
 // Migrate creates the two collections if they are missing (MongoDB before

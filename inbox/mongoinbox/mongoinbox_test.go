@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,10 @@ func database(t *testing.T) (context.Context, *mongo.Database) {
 }
 
 func newInbox(t *testing.T, ctx context.Context, db *mongo.Database, opts mongoinbox.Options) *mongoinbox.Inbox {
-	inbox := mongoinbox.New(db, opts)
+	inbox, err := mongoinbox.New(db, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Twice on purpose: Migrate must be idempotent.
 	for range 2 {
 		if err := inbox.Migrate(ctx); err != nil {
@@ -87,8 +91,8 @@ func TestConformance(t *testing.T) {
 // defers, the holder commits, and the message is then a duplicate.
 func TestExpiredLeaseIsFencedByTheMarker(t *testing.T) {
 	ctx, db := database(t)
-	// Renewal every hour: the lease runs out while the "handler" runs.
-	inbox := newInbox(t, ctx, db, mongoinbox.Options{Lease: 200 * time.Millisecond, RenewEvery: time.Hour, ClaimRetries: 2})
+	// A long lease, renewed every 20 minutes: none comes in the test's time.
+	inbox := newInbox(t, ctx, db, mongoinbox.Options{Lease: time.Hour, ClaimRetries: 2})
 	h := harness(db, inbox)
 	first, err := inbox.Begin(ctx, "c", "m1")
 	if err != nil {
@@ -97,7 +101,13 @@ func TestExpiredLeaseIsFencedByTheMarker(t *testing.T) {
 	if err := h.Write(first.Bind(ctx), "c/m1"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The lease runs out while the "handler" runs, as a stalled worker's does.
+	_, err = db.Collection(mongoinbox.DefaultLeases).UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: bson.D{{Key: "c", Value: "c"}, {Key: "m", Value: "m1"}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "claimed_until", Value: time.Now().Add(-time.Second)}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if tx, err := inbox.Begin(ctx, "c", "m1"); tx != nil || err == nil || errors.Is(err, runtime.ErrDuplicate) {
 		t.Fatalf("claim after the lease expired = %v, %v; want deferred by the open marker", tx, err)
 	}
@@ -114,5 +124,33 @@ func TestExpiredLeaseIsFencedByTheMarker(t *testing.T) {
 	claims, err := h.Claims(ctx, "c", "m1")
 	if err != nil || claims != 1 {
 		t.Fatalf("%d claim markers (%v), want 1", claims, err)
+	}
+}
+
+// New refuses a renewal no sooner than the lease, which would let the lease
+// run out between renewals and another worker take the message over while
+// its handler runs. The client connects lazily: no server is needed.
+func TestNewRefusesARenewalNoSoonerThanTheLease(t *testing.T) {
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	db := client.Database("lily_inbox_options")
+	for _, c := range []struct {
+		opts    mongoinbox.Options
+		refused bool
+	}{
+		{mongoinbox.Options{}, false},
+		{mongoinbox.Options{Lease: time.Second, RenewEvery: 999 * time.Millisecond}, false},
+		{mongoinbox.Options{Lease: time.Second, RenewEvery: time.Second}, true},
+		{mongoinbox.Options{Lease: time.Second, RenewEvery: time.Hour}, true},
+		{mongoinbox.Options{RenewEvery: mongoinbox.DefaultLease}, true}, // the default lease
+	} {
+		in, err := mongoinbox.New(db, c.opts)
+		if refused := err != nil; refused != c.refused || (in == nil) != refused ||
+			refused && !strings.Contains(err.Error(), "RenewEvery") {
+			t.Errorf("New(%+v) = %v, %v; want refused %t, naming RenewEvery", c.opts, in, err, c.refused)
+		}
 	}
 }
