@@ -222,9 +222,10 @@ func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, 
 		return nil
 	}
 	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now())
-	// The copy's envelope is read again at its next attempt: the hook may
-	// not change the headers it is read by.
-	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p, c.reader.Marks)
+	// The copy's envelope is read again at its next attempt, within the
+	// guard's limits: the hook may not change the headers it is read by,
+	// nor add headers beyond those limits.
+	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p, c.reader.Marks, &c.tuning.limits)
 	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, p, writing)
 	if !ev.Published {
 		r.report.writingCopy(token, "")

@@ -117,7 +117,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	msg.Headers = make(amqp.Table, len(m.Headers)+1)
 	maps.Copy(msg.Headers, m.Headers)
 	deadline, _ := ctx.Deadline()
-	msg, done := p.telemetry.publishing(ctx, m.Exchange, m.RoutingKey, msg, nil)
+	msg, done := p.telemetry.publishing(ctx, m.Exchange, m.RoutingKey, msg, nil, nil)
 	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() error { return nil })
 	done(ev.Status.String())
 	switch {

@@ -14,6 +14,7 @@ import (
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
@@ -44,7 +45,10 @@ type Telemetry interface {
 	// message still carries. It may add headers to p (trace context, for
 	// one); the runtime keeps only its headers, and those named x-lily-* as
 	// they were, and on a retry or DLQ copy also those the queue's envelope
-	// profiles read the message's envelope from. done gets the broker's
+	// profiles read the message's envelope from. Where the headers it left
+	// are ones AMQP cannot carry, or on a copy ones the guard would refuse
+	// at its next attempt (one more beside a producer's 64), the message
+	// goes without its changes, and that is logged. done gets the broker's
 	// answer: "confirmed", or what the
 	// handoff evidence calls its failure; for a retry or DLQ copy, once the
 	// original delivery is settled and its record is in the Report, so that
@@ -185,8 +189,9 @@ func (v valuesOf) Value(key any) (value any) {
 // inside the branch, so that without one p stays on the stack. A
 // Publisher's hook (no queue) is shown no failure facts: by them a hook
 // tells a handoff's copy, whose destination Lily picked, from a Send, whose
-// routing key may take any value.
-func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing, keep []string) (Publishing, func(string)) {
+// routing key may take any value. next, for a handoff's copy, holds the
+// guard's limits the copy meets at its next attempt; nil for a Send.
+func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing, keep []string, next *guard.Limits) (Publishing, func(string)) {
 	if h.t == nil {
 		return p, ignore
 	}
@@ -218,7 +223,9 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 	}
 	// A header AMQP or the broker refuses, or headers too large for a frame
 	// with the publish id the publisher adds, would fail the publish, and
-	// every handoff with it: the hook's headers are dropped instead.
+	// every handoff with it; a copy's headers beyond the guard's limits
+	// would make it poison at its next attempt (a header of the hook's
+	// beside a producer's 64): the hook's headers are dropped instead.
 	err := confirm.CheckHeaders(seen.Headers)
 	if probe := p; err == nil {
 		probe.Headers = seen.Headers
@@ -228,6 +235,13 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		h.logError(slog.String("method", "Publish"),
 			slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
 		return p, done
+	}
+	if next != nil {
+		if reason := guard.CheckHeaders(seen.Headers, *next); reason != "" {
+			h.logError(slog.String("method", "Publish"),
+				slog.String("detail", "left headers the guard refuses at the copy's next attempt; its headers are ignored: "+sanitize.Text(reason, decide.MaxCause)))
+			return p, done
+		}
 	}
 	p.Headers = seen.Headers
 	return p, done

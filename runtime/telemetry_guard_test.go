@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -245,6 +246,52 @@ func TestBrokerTelemetryHeaderAMQPCannotCarryIsDropped(t *testing.T) {
 				t.Errorf("copies %d; the first's header %.40v", len(copies), headerOf(copies, name))
 			}
 		})
+	}
+}
+
+// b3 is a Telemetry that writes, beside its trace context, a header of
+// another propagator's (B3's single header), as a composite propagator does.
+type b3 struct{ *journeys }
+
+func (b b3) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
+	p.Headers["b3"] = "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1"
+	return b.journeys.Publish(ctx, exchange, key, p)
+}
+
+// A header the hook adds to the copy of a message at the producer's bound
+// of 64 headers would make the copy poison at its next attempt: the hook's
+// headers are dropped, once and logged, and the retry is handled.
+func TestBrokerTelemetryHeaderBeyondTheGuardsLimitsIsDropped(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	r := start(t, q, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return errors.New("retry me")
+		}
+		return nil
+	}, func(c *runtime.Config) { c.Telemetry = b3{newJourneys()} })
+	m := order(t, "full")
+	for i := 0; len(m.Headers) < envelope.MaxHeaders; i++ {
+		m.Headers[fmt.Sprint("h", i)] = int64(i)
+	}
+	publish(t, q.Name, m)
+	recs := byAttempt(r.await(2))
+	wantPath(t, recs[0], runtime.PathRetried)
+	wantPath(t, recs[1], runtime.PathAcked)
+	if recs[1].Attempt != 2 || recs[1].Rejection != "" {
+		t.Errorf("the retry copy's record %+v", recs[1])
+	}
+	r.stop()
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+	var dropped int
+	for _, ev := range r.events.all() {
+		if ev.method == "Publish" && ev.level == slog.LevelError && strings.Contains(ev.detail, "too many headers") {
+			dropped++
+		}
+	}
+	if dropped != 1 {
+		t.Errorf("the hook's headers dropped and logged %d times, want once", dropped)
 	}
 }
 

@@ -72,7 +72,7 @@ func (r *Reader) Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time)
 	if len(d.Body) > maxBody {
 		return nil, Oversized, "body of " + strconv.Itoa(len(d.Body)) + " bytes over the limit of " + strconv.Itoa(maxBody)
 	}
-	if reason := checkHeaders(d.Headers, lim); reason != "" {
+	if reason := CheckHeaders(d.Headers, lim); reason != "" {
 		return poison(reason)
 	}
 	if _, ok := d.Headers[envelope.HeaderPoisonCopy]; ok {
@@ -255,14 +255,16 @@ func intHeader(h amqp.Table, key string, maxValue int) (n int, present bool, rea
 	return int(i), true, ""
 }
 
-// checkHeaders checks the header table against lim and names the first bound
-// broken, or returns "". The producer's headers are bounded by lim; those a
-// message gains on its way through a retry or a re-drive (reserved) are
-// bounded apart, so that a message within the bounds at its first attempt
-// stays within them at every later one. It stops at the first bound broken,
-// so a hostile table costs at most about (MaxHeaders*valuesPerHeader +
-// reservedValues) steps and MaxDepth+1 nested calls.
-func checkHeaders(h amqp.Table, lim Limits) string {
+// CheckHeaders checks the header table against lim and names the first bound
+// broken, or returns "": for Check, and for a handoff's copy, whose headers
+// meet these bounds at its next attempt. The producer's headers are bounded
+// by lim; those a message gains on its way through a retry or a re-drive
+// (reserved) are bounded apart, so that a message within the bounds at its
+// first attempt stays within them at every later one. It stops at the first
+// bound broken, so a hostile table costs at most about
+// (MaxHeaders*valuesPerHeader + reservedValues) steps and MaxDepth+1 nested
+// calls.
+func CheckHeaders(h amqp.Table, lim Limits) string {
 	if len(h) > lim.MaxHeaders+reservedHeaders {
 		return "too many headers: " + strconv.Itoa(len(h)) + " > " + strconv.Itoa(lim.MaxHeaders+reservedHeaders)
 	}
@@ -323,7 +325,7 @@ func reserved(k string) bool {
 	return false
 }
 
-// headerWalk is the running count of one checkHeaders walk.
+// headerWalk is the running count of one CheckHeaders walk.
 type headerWalk struct {
 	lim       Limits
 	values    int // values admitted at any depth
