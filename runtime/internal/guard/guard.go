@@ -8,6 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/wire"
 )
@@ -275,7 +276,7 @@ func CheckHeaders(h amqp.Table, lim Limits) string {
 	own := 0
 	for k, v := range h {
 		w := &gained
-		if !reserved(k) {
+		if !reserved(k, v) {
 			own++
 			w = &producer
 		}
@@ -306,23 +307,52 @@ const (
 // reservedHeaders is how many names reserved knows.
 const reservedHeaders = 20
 
-// reserved reports whether a header is one a message gains on its way
-// through a retry or a re-drive: Lily's own (but the version, which its
-// producer writes), the broker's records of a dead-lettering, and the W3C
-// trace context a telemetry hook writes on a copy. A fixed list of names,
-// so that the headers it lets past the producer's bounds are few.
-func reserved(k string) bool {
+// reserved reports whether a header, k with value v, is one a message gains
+// on its way through a retry or a re-drive: Lily's own (but the version,
+// which its producer writes), the broker's records of a dead-lettering, and
+// the W3C trace context a telemetry hook writes on a copy. A fixed list of
+// names, so that the headers it lets past the producer's bounds are few.
+//
+// A copy writes most of them afresh (the attempt, the failure facts, the
+// handoff id) or leaves them behind for the broker to write again (its
+// records), but carries the trace context and the re-drive marks as they
+// were, whoever wrote them. Those are reserved only within the sizes their
+// writers give them: a larger one is the producer's, charged to its bounds
+// at every attempt alike, so that it cannot fill the room a copy's failure
+// facts take at the next.
+func reserved(k string, v any) bool {
 	switch k {
 	case envelope.HeaderAttempt, envelope.HeaderFailureReason, envelope.HeaderFailureKind,
 		envelope.HeaderFailureAttempt, envelope.HeaderFailureQueue, envelope.HeaderFailureTime,
-		envelope.HeaderHandoffID, envelope.HeaderRedriven, envelope.HeaderRedrivenFrom,
+		envelope.HeaderHandoffID,
 		"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
 		"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange",
-		HeaderDeliveryCount, "x-acquired-count",
-		"traceparent", "tracestate":
+		HeaderDeliveryCount, "x-acquired-count":
 		return true
+	case "traceparent":
+		return within(v, maxTraceparent)
+	case "tracestate":
+		return within(v, maxTracestate)
+	case envelope.HeaderRedrivenFrom:
+		return within(v, frame.MaxShortStr) // a DLQ's name
+	case envelope.HeaderRedriven:
+		_, ok := wire.HeaderInt(v)
+		return ok
 	}
 	return false
+}
+
+// The W3C trace context's sizes: a traceparent of version 00, and the
+// tracestate every platform is to propagate whole.
+const (
+	maxTraceparent = 55
+	maxTracestate  = 512
+)
+
+// within reports whether v is a string of at most n bytes.
+func within(v any, n int) bool {
+	s, ok := v.(string)
+	return ok && len(s) <= n
 }
 
 // headerWalk is the running count of one CheckHeaders walk.

@@ -118,8 +118,8 @@ func withReserved(h amqp.Table) amqp.Table {
 // Every name reserved knows, and only those: reservedHeaders counts them.
 func TestReservedHeaders(t *testing.T) {
 	h := withReserved(amqp.Table{})
-	for k := range h {
-		if !reserved(k) {
+	for k, v := range h {
+		if !reserved(k, v) {
 			t.Errorf("%s is not reserved", k)
 		}
 	}
@@ -127,9 +127,23 @@ func TestReservedHeaders(t *testing.T) {
 		t.Errorf("%d names reserved, reservedHeaders says %d", len(h), reservedHeaders)
 	}
 	for _, k := range []string{HeaderVersion, "tenant", "x-death-", "x-lily-failure-other", "x-first-death-other"} {
-		if reserved(k) {
+		if reserved(k, "v") {
 			t.Errorf("%s is reserved", k)
 		}
+	}
+	// A copy carries these as they were: past their writers' sizes they are
+	// the producer's, or they would take the room the copy's failure facts
+	// need at its next attempt.
+	for k, v := range map[string]any{
+		"traceparent": strings.Repeat("t", 56), "tracestate": strings.Repeat("s", 513),
+		envelope.HeaderRedrivenFrom: strings.Repeat("q", 256), envelope.HeaderRedriven: "1",
+	} {
+		if reserved(k, v) {
+			t.Errorf("%s of %.20q... is reserved", k, v)
+		}
+	}
+	if reserved("traceparent", []byte(h["traceparent"].(string))) {
+		t.Error("a traceparent of bytes is reserved")
 	}
 }
 
@@ -198,6 +212,11 @@ func TestGuard(t *testing.T) {
 				for _, k := range []string{HeaderFailureReason, HeaderFailureQueue, HeaderHandoffID} {
 					d.Headers[k] = strings.Repeat("r", 3000)
 				}
+			}},
+		{name: "a trace context past W3C's sizes, with the producer's 64", want: Poison, reason: "too many headers: 65 of the producer's > 64",
+			mutate: func(d *amqp.Delivery) {
+				d.Headers = manyHeaders(64)
+				d.Headers["tracestate"] = strings.Repeat("s", 513)
 			}},
 		{name: "reserved headers past their own values", want: Poison, reason: `header "x-death": more than 256 values at any depth`,
 			mutate: func(d *amqp.Delivery) { d.Headers["x-death"] = append(make([]any, 300), unwalkable{}) }},
@@ -648,7 +667,7 @@ func fuzzOracle(d *amqp.Delivery, now time.Time) Verdict {
 	// The producer's headers and those a retry adds are bounded apart.
 	producer, gained := amqp.Table{}, amqp.Table{}
 	for k, v := range d.Headers {
-		if reserved(k) {
+		if reserved(k, v) {
 			gained[k] = v
 		} else {
 			producer[k] = v

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
@@ -68,46 +70,82 @@ func TestCopyLeavesTheBrokersRecordsBehind(t *testing.T) {
 
 // A message at the producer's bounds when it first arrives stays within them
 // at its next attempt: its retry copy, with Lily's failure facts, then the
-// headers the broker adds as the bucket's TTL sends it back and a trace
-// context, passes the guard as the original did.
+// headers the broker adds as the bucket's TTL sends it back, passes the guard
+// as the original did, whether its trace context is a telemetry hook's or
+// the producer's (kept on the copy, with a re-drive's marks), and at their
+// bounds too.
 func TestRetryCopyOfAMessageAtTheBoundsPassesTheGuard(t *testing.T) {
 	lim := guard.DefaultLimits
-	h := amqp.Table{guard.HeaderVersion: int64(1)}
-	for i := range lim.MaxHeaders - 5 {
-		h["h"+strconv.Itoa(i)] = int64(i)
-	}
-	for i := range 4 {
-		h["v"+strconv.Itoa(i)] = strings.Repeat("v", 3900)
-	}
-	now := time.Now()
-	d := &amqp.Delivery{
-		MessageId: "m-1", Type: "orders.created", ContentType: "application/json", Timestamp: now.Add(-time.Minute),
-		Headers: h, Body: []byte("{}"),
-	}
-	env, verdict, reason := guard.Lily.Check(d, 1<<20, lim, now)
-	if verdict != guard.Passed {
-		t.Fatalf("the original: %q", reason)
-	}
-	o := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: strings.Repeat("x", 500)}}
-	plan := decide.Plan{Action: decide.ActHandoff, Destination: "orders.retry.5s", NextAttempt: 2}
-	p := Copy(d, env, nil, o, plan, strings.Repeat("q", 255), now)
-	p.Headers[guard.HeaderHandoffID] = "0123456789abcdef0123456789abcdef"
-	p.Headers["traceparent"] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-	p.Headers["x-death"] = []any{amqp.Table{
-		"count": int64(1), "exchange": "", "original-expiration": "5000", "queue": "orders.retry.5s",
-		"reason": "expired", "routing-keys": []any{"orders.retry.5s"}, "time": now.Truncate(time.Second),
-	}}
-	for _, k := range []string{"queue", "reason", "exchange"} {
-		p.Headers["x-first-death-"+k] = "orders.retry.5s"
-		p.Headers["x-last-death-"+k] = "orders.retry.5s"
-	}
-	back := &amqp.Delivery{
-		MessageId: p.MessageId, Type: p.Type, ContentType: p.ContentType, Timestamp: p.Timestamp,
-		Headers: p.Headers, Body: p.Body, Redelivered: false,
-	}
-	env, verdict, reason = guard.Lily.Check(back, 1<<20, lim, now)
-	if verdict != guard.Passed || env.Attempt != 2 {
-		t.Fatalf("the retry copy, back in its queue: verdict %d, %q", verdict, reason)
+	traceparent := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	tracestate := "lily=" + strings.Repeat("s", 507) // the 512 bytes W3C has propagated whole
+	for _, tc := range []struct {
+		name string
+		own  amqp.Table // the producer's, beside its version, counted as its own
+		kept amqp.Table // the producer's, in the room the guard keeps for what a message gains
+		hook amqp.Table // what a telemetry hook writes on the copy
+	}{
+		{name: "a hook's trace context", hook: amqp.Table{"traceparent": traceparent, "tracestate": tracestate}},
+		{name: "the producer's trace context, re-driven", kept: amqp.Table{
+			"traceparent": traceparent, "tracestate": tracestate,
+			envelope.HeaderRedriven: int64(1), envelope.HeaderRedrivenFrom: strings.Repeat("d", 255),
+		}},
+		{name: "the producer's trace context at the value bound", own: amqp.Table{
+			"traceparent": strings.Repeat("t", lim.MaxValueBytes), "tracestate": strings.Repeat("s", 4000),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := amqp.Table{guard.HeaderVersion: int64(1)}
+			n, size := 1, len(guard.HeaderVersion)+8
+			for k, v := range tc.own {
+				h[k] = v
+				n, size = n+1, size+len(k)+len(v.(string))
+			}
+			maps.Copy(h, tc.kept)
+			// The producer's other headers take its count and its bytes to
+			// their bounds.
+			for i := 0; n < lim.MaxHeaders-4; i++ {
+				k := "h" + strconv.Itoa(i)
+				h[k] = int64(i)
+				n, size = n+1, size+len(k)+8
+			}
+			for i := 0; n < lim.MaxHeaders; i++ {
+				k := "v" + strconv.Itoa(i)
+				v := strings.Repeat("v", (lim.MaxHeaderBytes-size)/(lim.MaxHeaders-n)-len(k))
+				h[k] = v
+				n, size = n+1, size+len(k)+len(v)
+			}
+			now := time.Now()
+			d := &amqp.Delivery{
+				MessageId: "m-1", Type: "orders.created", ContentType: "application/json", Timestamp: now.Add(-time.Minute),
+				Headers: h, Body: []byte("{}"),
+			}
+			env, verdict, reason := guard.Lily.Check(d, 1<<20, lim, now)
+			if verdict != guard.Passed {
+				t.Fatalf("the original: %q", reason)
+			}
+			o := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: strings.Repeat("x", 500)}}
+			bucket := strings.Repeat("b", 255)
+			plan := decide.Plan{Action: decide.ActHandoff, Destination: bucket, NextAttempt: 2}
+			p := Copy(d, env, nil, o, plan, strings.Repeat("q", 255), now)
+			maps.Copy(p.Headers, tc.hook)
+			p.Headers[guard.HeaderHandoffID] = strings.Repeat("i", frame.MaxPublishID)
+			p.Headers["x-death"] = []any{amqp.Table{
+				"count": int64(1), "exchange": "", "original-expiration": "5000", "queue": bucket,
+				"reason": "expired", "routing-keys": []any{bucket}, "time": now.Truncate(time.Second),
+			}}
+			for _, k := range []string{"queue", "reason", "exchange"} {
+				p.Headers["x-first-death-"+k] = bucket
+				p.Headers["x-last-death-"+k] = bucket
+			}
+			back := &amqp.Delivery{
+				MessageId: p.MessageId, Type: p.Type, ContentType: p.ContentType, Timestamp: p.Timestamp,
+				Headers: p.Headers, Body: p.Body, Redelivered: false,
+			}
+			env, verdict, reason = guard.Lily.Check(back, 1<<20, lim, now)
+			if verdict != guard.Passed || env.Attempt != 2 {
+				t.Fatalf("the retry copy, back in its queue: verdict %d, %q", verdict, reason)
+			}
+		})
 	}
 }
 
