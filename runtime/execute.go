@@ -131,8 +131,8 @@ type ends struct {
 	// queue's delivery limit is reached (decide's giveBack), and each
 	// publish started must end.
 	published []publishEnd
-	// untold: the hook was told nothing of the delivery, so there is no
-	// journey for Settled to close.
+	// untold: the hook is told nothing of the delivery, not even Settled:
+	// a delivery requeued before it started.
 	untold bool
 }
 

@@ -212,17 +212,20 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 }
 
 // notStarted requeues a delivery that was received but never started; why
-// says what came first. The Telemetry hook is told nothing of it: the
-// messaging conventions give a message prefetched and never handed to the
-// application no span, and a slow hook would hold each requeue of a
-// shutdown's stop in turn. The report has its record.
+// says what came first. The Telemetry hook is told nothing of it once
+// requeued: the messaging conventions give a message prefetched and never
+// handed to the application no span, and a slow hook would hold each
+// requeue of a shutdown's stop in turn. One whose NACK was not sent (its
+// session lost) is unresolved: Settled alone tells the hook of it, so that
+// a meter counts every unresolved record the report has. The report has
+// its record.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
 	rec := newRecord(c.spec, d, sanitize.Text(d.MessageId, maxIDText), nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(r.work, r, gen.ID, 0, rec, o, ends{untold: true}, nil)
+	c.record(r.work, r, gen.ID, 0, rec, o, ends{untold: rec.Path != PathUnresolved}, nil)
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.

@@ -33,9 +33,10 @@ type Telemetry interface {
 	// needs. For a delivery the guard rejected (poison, over the body limit,
 	// quarantined), d reads no header and no body: nothing of what made it
 	// poison reaches the hook. A delivery the client had prefetched and that
-	// is requeued before it started (at a stop, a recycle, a lost session)
-	// is not told of at all, as the messaging conventions give it no span;
-	// the Report has its record.
+	// is requeued before it started (at a stop, a recycle) is not told of
+	// at all, as the messaging conventions give it no span; the Report has
+	// its record. One whose requeue could not be sent (its session lost
+	// while it waited) is unresolved, and told of by Settled alone.
 	Received(ctx context.Context, queue string, d RawDelivery) context.Context
 	// Publish is called before each publish: a retry or DLQ copy (through the
 	// default exchange, its routing key the destination queue, its failure
@@ -64,9 +65,11 @@ type Telemetry interface {
 	// goroutine before what it tells of, and its time is the delivery's:
 	// a start slower than the budget left leaves the delivery unresolved.
 	Settle(ctx context.Context, op string) (done func(evidence string))
-	// Settled closes the journey with its record. An ACK found unproven
-	// after Settled (its channel lost before the proof) is listed in the
-	// Report only.
+	// Settled closes the journey with its record; for an unresolved
+	// delivery that never started, which Received was not told of, ctx
+	// holds no journey: every unresolved record the Report has but those
+	// below reaches Settled. An ACK found unproven after Settled (its
+	// channel lost before the proof) is listed in the Report only.
 	//
 	// The ends (each done, then Settled) run once the delivery has left its
 	// concurrency slot, so that the deliveries waiting for the slot do not

@@ -3,8 +3,11 @@ package lilyotel_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -89,6 +92,84 @@ func TestBrokerMetrics(t *testing.T) {
 	r.awaitMetric("a delivery after the reconnect", func(rm metricdata.ResourceMetrics) bool {
 		return sum(rm, "lily.deliveries", q, path(runtime.PathAcked)) == 5
 	})
+}
+
+// A delivery waiting for the one slot when its session is lost is not
+// started, and its requeue cannot be sent: it is unresolved, and counted so
+// like every unresolved record of the report (the one that held the slot,
+// whose ACK cannot be sent either, among them), though it has no span.
+func TestBrokerUnresolvedNotStartedIsCounted(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.q.Concurrency = 1
+	started := make(chan struct{}, 4)
+	release := make(chan struct{})
+	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}}
+	cfg := runtime.Config{URLs: []string{r.url}, Telemetry: r.tel, Logger: slog.New(slog.DiscardHandler), ShutdownGrace: 5 * time.Second, ForceWindow: time.Second}
+	c, err := runtime.NewConsumer(r.q, routes, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reported := make(chan *runtime.Report, 1)
+	go func() {
+		rep, _ := c.Run(ctx)
+		reported <- rep
+	}()
+	r.publish(message(id("held"), "ok"), message(id("waiting"), "ok"))
+	select {
+	case <-started:
+	case <-time.After(patience):
+		t.Fatal("no handler started")
+	}
+	// Both handed over: the second waits for the slot.
+	ch, err := r.dial().Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(patience); ; time.Sleep(20 * time.Millisecond) {
+		q, err := ch.QueueDeclarePassive(r.q.Name, true, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Messages == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages still ready", q.Messages)
+		}
+	}
+	closed, err := faults.CloseConnections(context.Background(), func(name string) bool { return name == faults.ConnectionName(r.q.Name, "consume") }, "lilyotel test")
+	if err != nil || len(closed) != 1 {
+		t.Fatalf("closed %q: %v", closed, err)
+	}
+	q := attribute.String("messaging.destination.subscription.name", r.q.Name)
+	r.awaitMetric("the session's loss", func(rm metricdata.ResourceMetrics) bool { return sum(rm, "lily.reconnects", q) >= 1 })
+	close(release)
+	acked := attribute.String("lily.path", string(runtime.PathAcked))
+	r.awaitMetric("both acked in the next session", func(rm metricdata.ResourceMetrics) bool { return sum(rm, "lily.deliveries", q, acked) == 2 })
+	cancel()
+	rep := <-reported
+	rm := r.collect()
+	unresolved := attribute.String("lily.path", string(runtime.PathUnresolved))
+	if n := int64(rep.Counts[runtime.PathUnresolved]); n != 2 || sum(rm, "lily.unresolved", q) != n || sum(rm, "lily.deliveries", q, unresolved) != n {
+		t.Errorf("the report has %d unresolved, lily.unresolved %d, lily.deliveries of them %d; want 2 each",
+			n, sum(rm, "lily.unresolved", q), sum(rm, "lily.deliveries", q, unresolved))
+	}
+	notStarted := 0
+	for _, u := range rep.Unresolved {
+		if strings.Contains(u.Reason, "not started") {
+			notStarted++
+		}
+	}
+	if notStarted != 1 {
+		t.Errorf("unresolved: %+v; want one not started", rep.Unresolved)
+	}
 }
 
 // inbox is an in-memory runtime.Inbox: a message id's claim commits with its

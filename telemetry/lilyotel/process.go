@@ -110,8 +110,9 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 }
 
 // Settled ends the process span with the record's evidence, and counts the
-// journey. Without a journey (a runtime that did not call Received) it is
-// counted, with no span.
+// journey. Without a journey (a delivery never started whose requeue was not
+// sent, of which the runtime tells Settled alone) it is counted, with no
+// span.
 func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	j := journeyOf(ctx)
 	t.count(ctx, r, j)
