@@ -35,6 +35,9 @@ type Options struct {
 	// child. A producer then chooses neither the consumer's trace nor,
 	// through a parent-based sampler, whether its spans are sampled: set it
 	// where producers are not trusted (another team's, a foreign envelope).
+	// A retry or DLQ copy's next attempt starts a trace of its own too,
+	// linked to the handoff's send: nothing a producer could not forge tells
+	// Lily's copy from its message. A journey is then one trace per attempt.
 	LinkOnly bool
 }
 
