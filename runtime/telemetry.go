@@ -198,6 +198,9 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 	if h.t == nil {
 		return p, ignore
 	}
+	// A Send whose caller wrote a header AMQP cannot carry fails on its
+	// own: the hook is not to blame for it.
+	theirs := sendable(p)
 	seen := p
 	seen.Headers = maps.Clone(p.Headers)
 	if h.queue == "" {
@@ -229,14 +232,13 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 	// every handoff with it; a copy's headers beyond the guard's limits
 	// would make it poison at its next attempt (a header of the hook's
 	// beside a producer's 64): the hook's headers are dropped instead.
-	err := confirm.CheckHeaders(seen.Headers)
-	if probe := p; err == nil {
-		probe.Headers = seen.Headers
-		err = frame.CheckSent(probe, frame.Size)
-	}
-	if err != nil {
-		h.logError(slog.String("method", "Publish"),
-			slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
+	probe := p
+	probe.Headers = seen.Headers
+	if err := sendable(probe); err != nil {
+		if theirs == nil {
+			h.logError(slog.String("method", "Publish"),
+				slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
+		}
 		return p, done
 	}
 	if next != nil {
@@ -248,6 +250,15 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 	}
 	p.Headers = seen.Headers
 	return p, done
+}
+
+// sendable says why p's headers cannot be published, with the publish id
+// the publisher adds, or returns nil.
+func sendable(p Publishing) error {
+	if err := confirm.CheckHeaders(p.Headers); err != nil {
+		return err
+	}
+	return frame.CheckSent(p, frame.Size)
 }
 
 // settle tells the hook of a settlement about to be made.

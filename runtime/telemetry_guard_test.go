@@ -249,6 +249,26 @@ func TestBrokerTelemetryHeaderAMQPCannotCarryIsDropped(t *testing.T) {
 	}
 }
 
+// A Send whose caller wrote headers AMQP cannot carry (a type it has no
+// word for, more than a frame) fails on its own: the hook, whose header was
+// sound, is not blamed for them.
+func TestBrokerTelemetryIsNotBlamedForTheCallersHeaders(t *testing.T) {
+	t.Parallel()
+	exchange, _, _ := publishTopology(t)
+	var events eventLog
+	p := newPublisher(t, brokerURL(t), 4, func(c *runtime.Config) { c.Telemetry, c.Logger = newJourneys(), slog.New(&events) })
+	for _, h := range []amqp.Table{{"x-tags": []string{"a", "b"}}, {"tenant": strings.Repeat("b", 140_000)}} {
+		m := message(t, exchange, "ok.1", "theirs")
+		m.Headers = h
+		if err := p.Send(context.Background(), m); err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
+			t.Errorf("a send with headers %.40v: %v, want not sent", h, err)
+		}
+	}
+	if events.has(func(ev event) bool { return ev.method == "Publish" }) {
+		t.Errorf("the hook was blamed: %+v", events.all())
+	}
+}
+
 // b3 is a Telemetry that writes, beside its trace context, a header of
 // another propagator's (B3's single header), as a composite propagator does.
 type b3 struct{ *journeys }
