@@ -187,8 +187,9 @@ func (v valuesOf) Value(key any) (value any) {
 }
 
 // publishing tells the hook of p, a publish about to be made, and returns p
-// with the headers the hook left, Lily's own (x-lily-*) and those named in
-// keep as they were (none where p had none). The hook gets copies made
+// with the headers the hook left, Lily's own (x-lily-*), CC and BCC, the
+// broker's records and those named in keep as they were (none where p had
+// none). The hook gets copies made
 // inside the branch, so that without one p stays on the stack. A
 // Publisher's hook (no queue) is shown no failure facts: by them a hook
 // tells a handoff's copy, whose destination Lily picked, from a Send, whose
@@ -211,7 +212,13 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		defer h.recovered("Publish")
 		done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen))
 	}()
-	kept := func(k string) bool { return strings.HasPrefix(k, ownHeaders) || slices.Contains(keep, k) }
+	// Nor may it route the publish elsewhere (CC, BCC: a handoff's copy
+	// would reach the queues they name), or write the broker's records of
+	// a message's life (x-death: the broker would drop a retry copy where
+	// its bucket's TTL sends it back).
+	kept := func(k string) bool {
+		return strings.HasPrefix(k, ownHeaders) || envelope.Routing(k) || envelope.BrokerRecord(k) || slices.Contains(keep, k)
+	}
 	for k := range seen.Headers {
 		if _, had := p.Headers[k]; !had && kept(k) {
 			delete(seen.Headers, k)
