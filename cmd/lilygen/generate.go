@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/lily-mq/lily/gen"
@@ -27,8 +29,10 @@ a *.lily.go or YAML file in the schema's module that it generated before
 (lilygen's header names the schema as its source) and no longer generates,
 as after output, package or the AsyncAPI file changed; one outside the
 schema's directory that another schema of the same name may have generated
-is named instead, and generate exits 1. It never touches any other file. In
-a Go package:
+is named instead, and generate exits 1; nothing is deleted while a file
+could not be written. Each file is written beside its path and renamed into
+place once whole, so a failed write leaves the old file as it was. It never
+touches any other file. In a Go package:
 
   //go:generate go tool lilygen generate orders.lily.yaml`,
 	flags: func(*flag.FlagSet) func(*env) int {
@@ -154,9 +158,12 @@ func outputs(f *schema.File) ([]gen.Output, error) {
 // write writes each target whose file is missing or differs, so that an
 // unchanged schema leaves modification times alone. A file in the way that
 // lilygen did not generate, or that another schema generated, is never
-// overwritten.
+// overwritten. Leftovers are deleted only once every file is written: the
+// old output is what still builds when the new cannot be.
 func write(targets []target, stderr io.Writer) int {
 	code := exitOK
+	written := true
+	var leftovers []string
 	for _, t := range targets {
 		if t.suspects != nil {
 			fmt.Fprintf(stderr, "lilygen: %s\n", t.unclaimed())
@@ -164,29 +171,84 @@ func write(targets []target, stderr io.Writer) int {
 			continue
 		}
 		if t.content == nil {
-			if err := os.Remove(t.path); err != nil {
-				fmt.Fprintf(stderr, "lilygen: %v\n", err)
-				code = exitFindings
-			}
+			leftovers = append(leftovers, t.path)
 			continue
 		}
 		if old, err := os.ReadFile(t.path); err == nil && bytes.Equal(old, t.content) {
 			continue
 		} else if why, owned := ownedElsewhere(t.path, t.schema); err == nil && owned {
 			fmt.Fprintf(stderr, "lilygen: %s exists and %s, so %s leaves it alone: move it, or change the schema's output or package\n", t.path, why, t.schema)
-			code = exitFindings
+			code, written = exitFindings, false
 			continue
 		}
 		err := os.MkdirAll(filepath.Dir(t.path), 0o755)
 		if err == nil {
-			err = os.WriteFile(t.path, t.content, 0o644)
+			err = replaceFile(t.path, t.content)
 		}
 		if err != nil {
+			fmt.Fprintf(stderr, "lilygen: %v\n", err)
+			code, written = exitFindings, false
+		}
+	}
+	for _, path := range leftovers {
+		if !written {
+			fmt.Fprintf(stderr, "lilygen: %s is left over, and kept until every file is written\n", path)
+			continue
+		}
+		if err := os.Remove(path); err != nil {
 			fmt.Fprintf(stderr, "lilygen: %v\n", err)
 			code = exitFindings
 		}
 	}
 	return code
+}
+
+// replaceFile writes content to a new file beside path and renames it over
+// path once whole, so that a write that fails (a full disk, a file size
+// limit) leaves the file as it was rather than cut short. The file gets the
+// mode os.WriteFile gives it: the old file's, or 0o644 less the umask.
+func replaceFile(path string, content []byte) error {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real // a link to the file stays a link
+	}
+	info, statErr := os.Stat(path)
+	f, err := createBeside(path)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // once renamed, there is nothing to remove
+	if statErr == nil {
+		err = f.Chmod(info.Mode().Perm())
+	}
+	if err == nil {
+		_, err = f.Write(content)
+	}
+	if err == nil {
+		err = f.Sync() // a full disk may say so only here
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("%s left as it was: %w", path, err)
+	}
+	return nil
+}
+
+// createBeside creates a new hidden file in path's directory, with the mode
+// os.WriteFile gives a new file (os.CreateTemp's is 0o600, whatever the
+// umask).
+func createBeside(path string) (*os.File, error) {
+	for {
+		name := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
 }
 
 // check compares each target with its file on disk.

@@ -472,3 +472,35 @@ func TestGenerateLeavesAFileAnotherSchemaGeneratesElsewhere(t *testing.T) {
 		t.Errorf("gen/pingmsg.lily.go names %q as its source, want a.lily.yaml", source)
 	}
 }
+
+// A file generate cannot write (its directory's path runs through a regular
+// file) keeps the leftovers it would replace: the old output still builds.
+func TestGenerateKeepsLeftoversWhenAWriteFails(t *testing.T) {
+	dir := t.TempDir()
+	old, before := generatePing(t, dir)
+	writeFile(t, filepath.Join(dir, "blocker"), "a regular file\n")
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), strings.Replace(minimal, "output: out", "output: blocker/gen", 1))
+	code, _, stderr := lilygen(t, dir, "generate", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stderr, "not a directory") || !strings.Contains(stderr, "out/pingmsg.lily.go is left over, and kept until every file is written") {
+		t.Errorf("generate: exit %d\n%s", code, stderr)
+	}
+	if after, err := os.ReadFile(old); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the old output was changed or deleted (%v)", err)
+	}
+}
+
+// generatePing generates the minimal schema in dir, as ping.lily.yaml, and
+// returns the path of its Go file and what it holds.
+func generatePing(t *testing.T, dir string) (string, []byte) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	if code, _, stderr := lilygen(t, dir, "generate", "ping.lily.yaml"); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, stderr)
+	}
+	path := filepath.Join(dir, "out", "pingmsg.lily.go")
+	content, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, content
+}
