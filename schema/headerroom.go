@@ -17,10 +17,11 @@ const (
 // headerRoom reports a version whose typed headers could not all travel: a
 // consumer's guard refuses a message of more headers, or of more bytes of
 // keys and values, than envelope's bounds, whatever the schema allows. k is
-// the headers key.
+// the headers key. A limit set after lilygen accepted schemas beyond it:
+// the version is read whole all the same.
 func (p *parser) headerRoom(k *yaml.Node, ver *Version) {
 	if n, most := len(ver.Headers), envelope.MaxHeaders-envelopeHeaders; n > most {
-		p.errorf(k, RuleRange, "%s has %d typed headers: at most %d, beside the envelope's own, within the %d a consumer's guard accepts",
+		p.limitf(k, RuleRange, "%s has %d typed headers: at most %d, beside the envelope's own, within the %d a consumer's guard accepts",
 			ver.GoName, n, most, envelope.MaxHeaders)
 		return
 	}
@@ -29,7 +30,7 @@ func (p *parser) headerRoom(k *yaml.Node, ver *Version) {
 		bytes += len(f.Name) + headerValueBytes(f)
 	}
 	if most := envelope.MaxHeaderBytes - envelopeHeaderBytes; bytes > most {
-		p.errorf(k, RuleRange, "%s's typed headers at their bounds take %d bytes of keys and values: at most %d, beside the envelope's own, within the %d a consumer's guard accepts",
+		p.limitf(k, RuleRange, "%s's typed headers at their bounds take %d bytes of keys and values: at most %d, beside the envelope's own, within the %d a consumer's guard accepts",
 			ver.GoName, bytes, most, envelope.MaxHeaderBytes).Hint = "bound the string headers by max_length: a character may take 4 bytes"
 	}
 }

@@ -31,3 +31,27 @@ func TestHeaderRoomCountsTheHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A schema that breaks only the headers' room, a limit set after lilygen
+// accepted such schemas, is read whole: Parse returns it beside the error,
+// examples judged, for an older revision to be compared. Another problem
+// beside it returns none.
+func TestHeaderRoomLeavesTheSchemaWhole(t *testing.T) {
+	src := "version: 1\npackage: p\nmessages:\n  M:\n    versions:\n      1:\n        headers:\n" +
+		"          x-a: {type: string}\n          x-b: {type: string}\n          x-c: {type: string}\n          x-d: {type: string}\n" +
+		"        examples:\n          - {body: {}, headers: {x-a: 7}}\n"
+	f, err := Parse("schema.lily.yaml", []byte(src))
+	if want := "schema.lily.yaml:7:9: MV1's typed headers at their bounds take 16396 bytes"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Parse: %v, want %s…", err, want)
+	}
+	if want := "schema.lily.yaml:13:39: example 1 of MV1 breaks the schema: field headers.x-a: not a string [BAD-EXAMPLE]"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Parse: %v, want also %s", err, want)
+	}
+	if f != nil {
+		t.Errorf("Parse returned a file beside a broken example")
+	}
+	f, err = Parse("schema.lily.yaml", []byte(strings.Replace(src, "x-a: 7", "x-a: seven", 1)))
+	if err == nil || f == nil || len(f.Messages) != 1 || len(f.Messages[0].Versions[0].Headers) != 4 || len(f.Messages[0].Versions[0].Examples) != 1 {
+		t.Errorf("Parse of a schema beyond the headers' room alone: %+v, %v", f, err)
+	}
+}

@@ -140,7 +140,6 @@ func (p *parser) version(msg *Message, num int, k, v *yaml.Node) *Version {
 		ver.HeadersName = ver.GoName + "Headers"
 		p.declare(what+" headers", e.k, ver.HeadersName)
 		ver.Headers = p.headers(e.v, ver.HeadersName)
-		p.headerRoom(e.k, ver)
 		// The payload struct holds the typed headers in its field Headers.
 		if i := slices.IndexFunc(ver.Fields, func(f *Field) bool { return f.GoName == "Headers" }); i >= 0 {
 			p.errorf(e.k, RuleNameClash, "typed headers go in the Go field Headers of %s, already taken by field %q (line %d)",
@@ -148,6 +147,11 @@ func (p *parser) version(msg *Message, num int, k, v *yaml.Node) *Version {
 		}
 	}
 	fieldsOK := p.problems() == before
+	if e, ok := m["headers"]; ok {
+		// A limit, not a problem of reading: the version is whole, and
+		// its examples are judged all the same.
+		p.headerRoom(e.k, ver)
+	}
 	p.dates(m, ver)
 	if e, ok := m["examples"]; ok {
 		ver.Examples = p.examples(e.v, ver, fieldsOK)

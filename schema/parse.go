@@ -26,6 +26,13 @@ func Load(name string) (*File, error) {
 // Parse checks data, the contents of the schema file name; the files it
 // includes are read from disk, relative to name's directory. On failure the
 // error is an ErrorList with every problem found in every file, sorted.
+//
+// When every problem is one of a limit that leaves the schema read whole
+// (the room of a version's typed headers), the File comes back beside the
+// error: lilygen set such limits after it accepted schemas beyond them, so
+// an older revision may break one, and is still compared with the change
+// that meets it (lilygen breaking). A tool that generates code refuses it,
+// as on any error. Load returns the same.
 func Parse(name string, data []byte) (*File, error) {
 	return parse(name, data, readFile)
 }
@@ -71,6 +78,9 @@ func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, 
 			list = append(list, &Error{File: name, Line: 1, Column: 1, Rule: RuleTooMany,
 				Msg: fmt.Sprintf("%d more problems, not listed: lilygen lists the first %d it finds", p.dropped, maxErrors)})
 		}
+		if p.dropped == 0 && p.limits == len(p.errs) {
+			return f, list
+		}
 		return nil, list
 	}
 	return f, nil
@@ -85,7 +95,10 @@ type parser struct {
 	errs  ErrorList
 	// dropped counts the problems found past maxErrors.
 	dropped int
-	decls   map[string]decl // Go names the generated file declares
+	// limits counts the problems listed that judge the schema against a
+	// limit and leave it read whole (limitf).
+	limits int
+	decls  map[string]decl // Go names the generated file declares
 	// types are the shared types by name; reading is the stack of those
 	// being read, to name a cycle.
 	types   map[string]*sharedType
@@ -130,6 +143,18 @@ func (p *parser) pos(n *yaml.Node) Pos { return Pos{File: p.name, Line: n.Line, 
 // errorf reports a problem at n; the caller may add a hint to the result.
 func (p *parser) errorf(n *yaml.Node, rule, format string, args ...any) *Error {
 	return p.errorAt(Pos{File: p.name, Line: n.Line, Column: n.Column}, rule, format, args...)
+}
+
+// limitf reports a problem at n that judges what was read whole against a
+// limit of lilygen's, one it may have set after it accepted schemas beyond
+// it; the caller may add a hint to the result.
+func (p *parser) limitf(n *yaml.Node, rule, format string, args ...any) *Error {
+	listed := len(p.errs)
+	e := p.errorf(n, rule, format, args...)
+	if len(p.errs) > listed {
+		p.limits++
+	}
+	return e
 }
 
 // problems counts the problems found so far, listed or not: a step that

@@ -201,8 +201,8 @@ func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
 			fmt.Fprintln(e.stderr, "lilygen: --against names a file, so name a single schema")
 			return nil, false, false
 		}
-		f, ok := e.loadOne(against)
-		return f, false, ok
+		f, err := schema.Load(against)
+		return f, false, e.reportOlder(f, err)
 	}
 	dir := filepath.Dir(name)
 	if _, err := gitOutput(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}"); err != nil {
@@ -247,7 +247,24 @@ func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
 			}
 		}
 	}
-	return f, false, e.report(err)
+	return f, false, e.reportOlder(f, err)
+}
+
+// reportOlder prints the error of loading an older revision, if any, and
+// says whether f can be compared. A revision that breaks only limits lilygen
+// set after it accepted schemas beyond them (schema.Parse) is: the change
+// that meets the limit is what breaking is for, so its problems are warned
+// of, and it is compared as it is.
+func (e *env) reportOlder(f *schema.File, err error) bool {
+	var list schema.ErrorList
+	if f == nil || !errors.As(err, &list) {
+		return e.report(err)
+	}
+	for _, x := range list {
+		e.format.problem(e.stdout, e.stderr, diag{File: x.File, Line: x.Line, Column: x.Column, Rule: x.Rule, Severity: warning, Hint: x.Hint,
+			Message: "the older revision, compared as it is, breaks a limit lilygen sets now: " + x.Msg}, "")
+	}
+	return true
 }
 
 // checkout writes the revision at ref of the repository file rel, and of

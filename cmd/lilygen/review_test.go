@@ -378,3 +378,43 @@ func TestFindingsPrintControlCharactersEscaped(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// An older revision that lilygen accepted before it set a limit the
+// revision breaks (four string headers without max_length: the typed
+// headers' room) is compared as it is, its problem warned of: the change
+// that bounds the headers is reported, and passes once acknowledged, as
+// docs/schema.md advises.
+func TestBreakingComparesARevisionBeyondANewerLimit(t *testing.T) {
+	repo := t.TempDir()
+	file := filepath.Join(repo, "ping.lily.yaml")
+	unbounded := strings.Replace(minimal, "required: true}\n", "required: true}\n        headers:\n"+
+		"          x-a: {type: string}\n          x-b: {type: string}\n          x-c: {type: string}\n          x-d: {type: string}\n", 1)
+	writeFile(t, file, unbounded)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schema")
+
+	bounded := strings.ReplaceAll(unbounded, "{type: string}", "{type: string, max_length: 100}")
+	writeFile(t, file, bounded)
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
+	if want := "main:ping.lily.yaml:10:9: warning: the older revision, compared as it is, breaks a limit lilygen sets now: PingV1's typed headers at their bounds take 16396 bytes"; code != exitFindings ||
+		strings.Count(stdout, "[BOUND-NARROWED]") != 4 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "4 breaking changes against main") {
+		t.Errorf("the headers bounded: exit %d, want 1, 4 BOUND-NARROWED and %s…\n%s%s", code, want, stdout, stderr)
+	}
+	var ack strings.Builder
+	ack.WriteString("acknowledge:\n")
+	for _, h := range []string{"x-a", "x-b", "x-c", "x-d"} {
+		ack.WriteString("  - rule: BOUND-NARROWED\n    subject: Ping.v1.headers." + h + "\n    reason: no producer sends more\n")
+	}
+	writeFile(t, file, strings.Replace(bounded, "messages:", ack.String()+"messages:", 1))
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || !strings.Contains(stderr, "(and 4 acknowledged)") {
+		t.Errorf("acknowledged: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// The older revision's own errors still fail the run.
+	writeFile(t, file, strings.Replace(unbounded, "type: string}\n", "type: strin}\n", 1))
+	git(t, repo, "commit", "-q", "-am", "broken")
+	writeFile(t, file, bounded)
+	if code, _, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitUsage || !strings.Contains(stderr, "[UNKNOWN-TYPE]") {
+		t.Errorf("a broken older revision: exit %d\n%s", code, stderr)
+	}
+}
