@@ -57,3 +57,47 @@ func TestGenerateFailedWriteLeavesTheFileWhole(t *testing.T) {
 		t.Errorf("the replaced file's mode is %v, want -rw-------", info.Mode())
 	}
 }
+
+// An output directory reached through a symbolic link holds the files
+// generate writes: they are not taken for leftovers at their real paths,
+// deleted every second run and reported by check. A schema reached through
+// one is no namesake of itself at its real path, whose output it would
+// leave alone once changed.
+func TestOutputThroughASymlink(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	if err := os.MkdirAll(filepath.Join(dir, "shared", "gen"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "svc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "shared", "gen"), filepath.Join(dir, "svc", "gen")); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join("svc", "ping.lily.yaml")
+	writeFile(t, filepath.Join(dir, name), strings.Replace(minimal, "output: out", "output: gen", 1))
+	for run := range 3 {
+		if code, stdout, stderr := lilygen(t, dir, "generate", name); code != exitOK || stdout+stderr != "" {
+			t.Fatalf("generate %d: exit %d\n%s%s", run+1, code, stdout, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "shared", "gen", "pingmsg.lily.go")); err != nil {
+			t.Fatalf("after generate %d: %v", run+1, err)
+		}
+		if code, stdout, stderr := lilygen(t, dir, "check", name); code != exitOK {
+			t.Errorf("check after generate %d: exit %d\n%s%s", run+1, code, stdout, stderr)
+		}
+	}
+
+	if err := os.Symlink("svc", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, name), strings.NewReplacer("output: out", "output: gen", "required: true}", "required: true, max_length: 9}").Replace(minimal))
+	linked := filepath.Join("link", "ping.lily.yaml")
+	if code, stdout, stderr := lilygen(t, dir, "generate", linked); code != exitOK || stdout+stderr != "" {
+		t.Fatalf("generate %s: exit %d\n%s%s", linked, code, stdout, stderr)
+	}
+	if code, stdout, stderr := lilygen(t, dir, "check", linked); code != exitOK {
+		t.Errorf("check %s: exit %d\n%s%s", linked, code, stdout, stderr)
+	}
+}
