@@ -88,6 +88,19 @@ func (t target) unclaimed() string {
 	return fmt.Sprintf("%s was generated from a schema named %s, and none of %s generates it now; lilygen cannot tell which did, so it leaves the file alone: delete it", t.path, filepath.Base(t.schema), strings.Join(names, ", "))
 }
 
+// leftAlone says why generate must not write the file at t's path, which
+// readOutput read with err: it is not a regular file, or not t's to
+// overwrite (ownedElsewhere).
+func (t target) leftAlone(err error) (string, bool) {
+	switch {
+	case errors.Is(err, errNotRegular):
+		return "is not a regular file", true
+	case err != nil:
+		return "", false // not there, or unreadable: writing it says more
+	}
+	return ownedElsewhere(t.path, t.schema)
+}
+
 // generate reads every schema and renders its file.
 func (e *env) generate(name string) ([]target, bool) {
 	if !e.needSchemas(name) {
@@ -174,14 +187,16 @@ func write(targets []target, stderr io.Writer) int {
 			leftovers = append(leftovers, t.path)
 			continue
 		}
-		if old, err := os.ReadFile(t.path); err == nil && bytes.Equal(old, t.content) {
+		old, err := readOutput(t.path)
+		if err == nil && bytes.Equal(old, t.content) {
 			continue
-		} else if why, owned := ownedElsewhere(t.path, t.schema); err == nil && owned {
+		}
+		if why, ok := t.leftAlone(err); ok {
 			fmt.Fprintf(stderr, "lilygen: %s exists and %s, so %s leaves it alone: move it, or change the schema's output or package\n", t.path, why, t.schema)
 			code, written = exitFindings, false
 			continue
 		}
-		err := os.MkdirAll(filepath.Dir(t.path), 0o755)
+		err = os.MkdirAll(filepath.Dir(t.path), 0o755)
 		if err == nil {
 			err = replaceFile(t.path, t.content)
 		}
@@ -255,7 +270,7 @@ func createBeside(path string) (*os.File, error) {
 func (e *env) check(targets []target) int {
 	code := exitOK
 	for _, t := range targets {
-		old, err := os.ReadFile(t.path)
+		old, err := readOutput(t.path)
 		var problem string
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

@@ -4,11 +4,13 @@ package main
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A write cut short (here by a file size limit, as by a full disk) leaves
@@ -99,5 +101,69 @@ func TestOutputThroughASymlink(t *testing.T) {
 	}
 	if code, stdout, stderr := lilygen(t, dir, "check", linked); code != exitOK {
 		t.Errorf("check %s: exit %d\n%s%s", linked, code, stdout, stderr)
+	}
+}
+
+// A FIFO is never opened: one among the YAML files of the module (where
+// generate looks for leftovers) would block generate and check for ever
+// waiting for a writer; one at an output path is refused, not read.
+func TestGenerateOpensNoFIFO(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	if err := os.MkdirAll(filepath.Join(dir, "deploy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "deploy", "values.yaml"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, command := range []string{"generate", "check"} {
+		if r := lilygenWithin(t, dir, command, "ping.lily.yaml"); r.code != exitOK {
+			t.Errorf("%s beside a FIFO: exit %d\n%s", command, r.code, r.stderr)
+		}
+	}
+
+	target := filepath.Join(dir, "out", "pingmsg.lily.go")
+	if err := os.Remove(target); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(target, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for command, want := range map[string]string{
+		"generate": "out/pingmsg.lily.go exists and is not a regular file, so ping.lily.yaml leaves it alone",
+		"check":    "out/pingmsg.lily.go: not a regular file",
+	} {
+		if r := lilygenWithin(t, dir, command, "ping.lily.yaml"); r.code != exitFindings || !strings.Contains(r.stderr, want) {
+			t.Errorf("%s with a FIFO at the output path: exit %d, want 1 and %q\n%s", command, r.code, want, r.stderr)
+		}
+	}
+	if info, err := os.Lstat(target); err != nil || info.Mode().Type() != fs.ModeNamedPipe {
+		t.Errorf("the FIFO at the output path was replaced (%v)", err)
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// lilygenWithin runs lilygen as lilygen does, failing the test when it
+// has not returned a minute later.
+func lilygenWithin(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	t.Chdir(dir)
+	done := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(time.Minute):
+		t.Fatalf("lilygen %s still runs a minute later", strings.Join(args, " "))
+		return result{}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -215,6 +216,11 @@ func generatedFrom(path, base string) bool {
 // under lilygen's header (and the line of its version), and whether it names
 // one at all.
 func generatedSource(path string) (string, bool) {
+	// Looked at before it is opened: opening a FIFO (deploy/values.yaml,
+	// say) waits for a writer, a device reads without end.
+	if info, err := os.Stat(path); err != nil || !info.Mode().IsRegular() {
+		return "", false
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", false
@@ -273,6 +279,23 @@ func nearestSchema(dir, root, base string) string {
 		dir = filepath.Dir(dir)
 	}
 	return root
+}
+
+// errNotRegular is the error of reading an output path that holds anything
+// but a regular file: lilygen writes regular files only.
+var errNotRegular = errors.New("not a regular file")
+
+// readOutput reads the file at an output path, refusing one that is not a
+// regular file before it opens it: opening a FIFO waits for a writer.
+func readOutput(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return nil, err
+	case !info.Mode().IsRegular():
+		return nil, &fs.PathError{Op: "read", Path: path, Err: errNotRegular}
+	}
+	return os.ReadFile(path)
 }
 
 func exists(path string) bool {
