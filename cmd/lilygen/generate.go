@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -32,7 +31,9 @@ schema's directory that another schema of the same name may have generated
 is named instead, and generate exits 1; nothing is deleted while a file
 could not be written. Each file is written beside its path and renamed into
 place once whole, so a failed write leaves the old file as it was. It never
-touches any other file. In a Go package:
+touches any other file. With --error-format=json or github-actions, what it
+could not do prints on stdout, as OUTPUT-NOT-WRITTEN (a file not written)
+and LEFTOVER-KEPT (a leftover not deleted). In a Go package:
 
   //go:generate go tool lilygen generate orders.lily.yaml`,
 	flags: func(*flag.FlagSet) func(*env) int {
@@ -41,7 +42,7 @@ touches any other file. In a Go package:
 			if !ok {
 				return exitUsage
 			}
-			return write(targets, e.stderr)
+			return e.write(targets)
 		}
 	},
 }
@@ -51,7 +52,8 @@ var checkCmd = &command{
 	summary: "verify that the generated files on disk are up to date",
 	help: `check writes nothing. For each stale, missing or left-over file (one generate
 would delete) it prints a unified diff (on disk → generated, at most 200
-lines) to stdout and names the file on stderr; with --error-format=json or
+lines) to stdout and names the file on stderr, and names a file generate
+would leave alone with the reason; with --error-format=json or
 github-actions it prints one STALE-OUTPUT diagnostic per file instead. In CI:
 
   go tool lilygen check $(git grep -l '^package:' -- '*.lily.yaml')
@@ -88,17 +90,22 @@ func (t target) unclaimed() string {
 	return fmt.Sprintf("%s was generated from a schema named %s, and none of %s generates it now; lilygen cannot tell which did, so it leaves the file alone: delete it", t.path, filepath.Base(t.schema), strings.Join(names, ", "))
 }
 
-// leftAlone says why generate must not write the file at t's path, which
-// readOutput read with err: it is not a regular file, or not t's to
-// overwrite (ownedElsewhere).
-func (t target) leftAlone(err error) (string, bool) {
+// refusal says why generate leaves alone the file at t's path, which
+// readOutput read with err, or "" when it writes it: the file is not a
+// regular file, or not t's to overwrite (ownedElsewhere).
+func (t target) refusal(err error) string {
+	why := "is not a regular file"
 	switch {
 	case errors.Is(err, errNotRegular):
-		return "is not a regular file", true
 	case err != nil:
-		return "", false // not there, or unreadable: writing it says more
+		return "" // not there, or unreadable: writing it says more
+	default:
+		var owned bool
+		if why, owned = ownedElsewhere(t.path, t.schema); !owned {
+			return ""
+		}
 	}
-	return ownedElsewhere(t.path, t.schema)
+	return fmt.Sprintf("%s exists and %s, so %s leaves it alone: move it, or change the schema's output or package", t.path, why, t.schema)
 }
 
 // generate reads every schema and renders its file.
@@ -168,19 +175,32 @@ func outputs(f *schema.File) ([]gen.Output, error) {
 	return []gen.Output{out, {Path: f.AsyncAPI.File, Content: doc}}, err
 }
 
+// The rules of generate's problems, as --error-format json and
+// github-actions print them: a file it did not write (one in the way, or a
+// write that failed), and a leftover it did not delete.
+const (
+	outputNotWritten = "OUTPUT-NOT-WRITTEN"
+	leftoverKept     = "LEFTOVER-KEPT"
+)
+
 // write writes each target whose file is missing or differs, so that an
 // unchanged schema leaves modification times alone. A file in the way that
 // lilygen did not generate, or that another schema generated, is never
 // overwritten. Leftovers are deleted only once every file is written: the
 // old output is what still builds when the new cannot be.
-func write(targets []target, stderr io.Writer) int {
+func (e *env) write(targets []target) int {
 	code := exitOK
 	written := true
 	var leftovers []string
+	report := func(path, rule, severity, msg string) {
+		e.format.problem(e.stdout, e.stderr, diag{File: path, Rule: rule, Message: msg, Severity: severity}, "lilygen: "+msg)
+		if severity == "" {
+			code = exitFindings
+		}
+	}
 	for _, t := range targets {
 		if t.suspects != nil {
-			fmt.Fprintf(stderr, "lilygen: %s\n", t.unclaimed())
-			code = exitFindings
+			report(t.path, leftoverKept, "", t.unclaimed())
 			continue
 		}
 		if t.content == nil {
@@ -191,9 +211,9 @@ func write(targets []target, stderr io.Writer) int {
 		if err == nil && bytes.Equal(old, t.content) {
 			continue
 		}
-		if why, ok := t.leftAlone(err); ok {
-			fmt.Fprintf(stderr, "lilygen: %s exists and %s, so %s leaves it alone: move it, or change the schema's output or package\n", t.path, why, t.schema)
-			code, written = exitFindings, false
+		if refusal := t.refusal(err); refusal != "" {
+			report(t.path, outputNotWritten, "", refusal)
+			written = false
 			continue
 		}
 		err = os.MkdirAll(filepath.Dir(t.path), 0o755)
@@ -201,18 +221,17 @@ func write(targets []target, stderr io.Writer) int {
 			err = replaceFile(t.path, t.content)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "lilygen: %v\n", err)
-			code, written = exitFindings, false
+			report(t.path, outputNotWritten, "", fmt.Sprintf("%s not written, and left as it was: %v", t.path, err))
+			written = false
 		}
 	}
 	for _, path := range leftovers {
 		if !written {
-			fmt.Fprintf(stderr, "lilygen: %s is left over, and kept until every file is written\n", path)
+			report(path, leftoverKept, warning, path+" is left over, and kept until every file is written")
 			continue
 		}
 		if err := os.Remove(path); err != nil {
-			fmt.Fprintf(stderr, "lilygen: %v\n", err)
-			code = exitFindings
+			report(path, leftoverKept, "", err.Error())
 		}
 	}
 	return code
@@ -247,10 +266,7 @@ func replaceFile(path string, content []byte) error {
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}
-	if err != nil {
-		return fmt.Errorf("%s left as it was: %w", path, err)
-	}
-	return nil
+	return err
 }
 
 // createBeside creates a new hidden file in path's directory, with the mode
@@ -271,10 +287,19 @@ func (e *env) check(targets []target) int {
 	code := exitOK
 	for _, t := range targets {
 		old, err := readOutput(t.path)
-		var problem string
+		if t.content != nil && err == nil && bytes.Equal(old, t.content) {
+			continue
+		}
+		var problem, refusal string
+		if t.content != nil {
+			refusal = t.refusal(err)
+		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			problem = fmt.Sprintf("%s is missing: run lilygen generate %s", t.path, t.schema)
+		case refusal != "":
+			// No diff: generate would not write it either.
+			problem = refusal
 		case err != nil:
 			problem = err.Error()
 		case t.suspects != nil:
@@ -287,8 +312,6 @@ func (e *env) check(targets []target) int {
 			if e.format == textFormat {
 				unifiedDiff(e.stdout, t.path, old, nil)
 			}
-		case bytes.Equal(old, t.content):
-			continue
 		default:
 			problem = fmt.Sprintf("%s is stale: run lilygen generate %s", t.path, t.schema)
 			if e.format == textFormat {

@@ -38,7 +38,7 @@ func TestGenerateFailedWriteLeavesTheFileWhole(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
 		t.Fatal(err)
 	}
-	if code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go left as it was") {
+	if code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go not written, and left as it was") {
 		t.Errorf("generate under a file size limit: exit %d\n%s", code, stderr)
 	}
 	if after, err := os.ReadFile(target); err != nil || !bytes.Equal(after, before) {
@@ -132,7 +132,7 @@ func TestGenerateOpensNoFIFO(t *testing.T) {
 	}
 	for command, want := range map[string]string{
 		"generate": "out/pingmsg.lily.go exists and is not a regular file, so ping.lily.yaml leaves it alone",
-		"check":    "out/pingmsg.lily.go: not a regular file",
+		"check":    "out/pingmsg.lily.go exists and is not a regular file, so ping.lily.yaml leaves it alone",
 	} {
 		if r := lilygenWithin(t, dir, command, "ping.lily.yaml"); r.code != exitFindings || !strings.Contains(r.stderr, want) {
 			t.Errorf("%s with a FIFO at the output path: exit %d, want 1 and %q\n%s", command, r.code, want, r.stderr)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -486,6 +488,19 @@ func TestGenerateKeepsLeftoversWhenAWriteFails(t *testing.T) {
 	}
 	if after, err := os.ReadFile(old); err != nil || !bytes.Equal(after, before) {
 		t.Errorf("the old output was changed or deleted (%v)", err)
+	}
+	// For tools, as JSON Lines on stdout: the kept leftover is a warning.
+	code, stdout, stderr := lilygen(t, dir, "generate", "--error-format=json", "ping.lily.yaml")
+	var rules []string
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var d diag
+		if err := json.Unmarshal([]byte(line), &d); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		rules = append(rules, d.Rule+"/"+d.Severity)
+	}
+	if want := []string{outputNotWritten + "/", leftoverKept + "/" + warning}; code != exitFindings || stderr != "" || !slices.Equal(rules, want) {
+		t.Errorf("generate --error-format=json: exit %d, rules %q, want %q\n%s%s", code, rules, want, stdout, stderr)
 	}
 }
 

@@ -121,22 +121,32 @@ templates/review.md.tmpl.`,
 			if !e.needSchemas("doc") {
 				return exitUsage
 			}
-			var page bytes.Buffer
+			// Every schema and older revision is read before any page is
+			// written, so that one run shows every problem, as lint's does.
+			var pages []review.Page
+			ok := true
 			for _, name := range e.args {
-				f, ok := e.loadOne(name)
+				f, good := e.loadOne(name)
 				var old *schema.File
-				if ok && *against != "" {
-					var isNew bool
-					old, isNew, ok = e.older(name, *against)
-					if isNew {
+				if *against != "" {
+					var isNew, goodOld bool
+					old, isNew, goodOld = e.older(name, *against)
+					if isNew && good {
 						// All of it is new: an empty revision lists it so.
 						old = &schema.File{Package: f.Package, Output: f.Output}
 					}
+					good = good && goodOld
 				}
-				if !ok {
-					return exitUsage
+				if ok = ok && good; ok {
+					pages = append(pages, review.NewPage(f, old, *against))
 				}
-				if err := review.WritePage(&page, review.NewPage(f, old, *against)); err != nil {
+			}
+			if !ok {
+				return exitUsage
+			}
+			var page bytes.Buffer
+			for _, p := range pages {
+				if err := review.WritePage(&page, p); err != nil {
 					fmt.Fprintf(e.stderr, "lilygen doc: %v\n", err)
 					return exitUsage
 				}

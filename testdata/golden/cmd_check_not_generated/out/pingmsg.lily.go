@@ -1,0 +1,4 @@
+package pingmsg
+
+// Written by hand, where the schema would write its output.
+func Keep() {}
