@@ -52,6 +52,8 @@ func (p *parser) asyncAPI(n *yaml.Node) *AsyncAPI {
 	switch {
 	case s == "" || strings.HasPrefix(clean, "/") || strings.Contains(clean, ":"):
 		p.errorf(e.v, RuleOutput, "asyncapi file %q must be a path relative to the schema file", s)
+	case !printablePath(s):
+		p.errorf(e.v, RuleOutput, "asyncapi file %q holds a character that is not printable: %s", s, unprintableWhy)
 	case clean == ".." || strings.HasPrefix(clean, "../"):
 		// generate finds the documents it wrote below the schema's
 		// directory, to delete one the schema no longer names.

@@ -67,7 +67,7 @@ const (
 	RuleExample          = "BAD-EXAMPLE"         // an example that breaks the schema, or sets a header its envelope writes
 	RuleDate             = "BAD-DATE"            // deprecated_since / remove_after not dates, or out of order
 	RuleInclude          = "BAD-INCLUDE"         // an include that cannot be read, is absolute, is one file too many, or declares what only the root may
-	RuleOutput           = "BAD-OUTPUT"          // an output directory or AsyncAPI file that is not relative, or not YAML
+	RuleOutput           = "BAD-OUTPUT"          // an output directory or AsyncAPI file that is not relative, not printable, or not YAML
 	RuleReservedHeader   = "RESERVED-HEADER"     // a header Lily itself writes
 	RuleInbox            = "BAD-INBOX"           // an inbox policy that does not exist
 	RuleItemRequired     = "ITEM-REQUIRED"       // required on a list or map element, which is always present

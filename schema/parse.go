@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/internal/printable"
 )
 
 // Load reads and checks the schema file at name and the files it includes.
@@ -432,11 +434,23 @@ func (p *parser) output(n *yaml.Node) string {
 		return DefaultOutput
 	}
 	clean := filepath.ToSlash(filepath.Clean(strings.ReplaceAll(s, `\`, "/")))
-	if s == "" || strings.HasPrefix(clean, "/") || strings.Contains(clean, ":") {
+	switch {
+	case s == "" || strings.HasPrefix(clean, "/") || strings.Contains(clean, ":"):
 		p.errorf(n, RuleOutput, "output %q must be a directory relative to the schema file", s)
+	case !printablePath(s):
+		p.errorf(n, RuleOutput, "output %q holds a character that is not printable: %s", s, unprintableWhy)
 	}
 	return clean
 }
+
+// printablePath reports whether a path the schema names is printable text:
+// a control character (an ANSI escape, a carriage return) or a bidi override
+// in it would act on the terminal every message naming the file is printed
+// to, forging lines, and no directory needs one.
+func printablePath(s string) bool { return printable.String(s) == s }
+
+// unprintableWhy says why a path must be printable.
+const unprintableWhy = "a terminal would act on it in every message that names the file"
 
 // emptyDocument reports whether a YAML document holds nothing: a --- with
 // nothing after it.

@@ -49,7 +49,7 @@ or deletes it. info.version is --api-version, else that key's version, else
 			}
 			doc, err := asyncapi.Document(f, version)
 			if err != nil {
-				fmt.Fprintf(e.stderr, "lilygen asyncapi: %v\n", err)
+				say(e.stderr, "lilygen asyncapi: %v", err)
 				return exitUsage
 			}
 			e.stdout.Write(doc)

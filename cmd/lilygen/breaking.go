@@ -71,7 +71,7 @@ Rules:
 			for _, a := range allow {
 				rule, _, _ := strings.Cut(a, "@")
 				if problem, help := schema.AcknowledgementProblem(rule); problem != "" {
-					fmt.Fprintf(e.stderr, "lilygen breaking: --allow %s: %s (%s)\n", a, problem, cmp.Or(help, "lilygen breaking -h lists the rules"))
+					say(e.stderr, "lilygen breaking: --allow %s: %s (%s)", a, problem, cmp.Or(help, "lilygen breaking -h lists the rules"))
 					return exitUsage
 				}
 			}
@@ -134,7 +134,7 @@ func (e *env) breaking(against string, allow []string) int {
 		e.format.problem(e.stdout, e.stderr, d, "")
 	}
 	if e.format == textFormat {
-		fmt.Fprintf(e.stderr, "lilygen breaking: %d breaking change%s against %s", len(found), plural(len(found)), against)
+		summary := fmt.Sprintf("lilygen breaking: %d breaking change%s against %s", len(found), plural(len(found)), against)
 		var also []string
 		if len(acknowledged) > 0 {
 			also = append(also, fmt.Sprintf("%d acknowledged", len(acknowledged)))
@@ -149,9 +149,9 @@ func (e *env) breaking(against string, allow []string) int {
 			also = append(also, fmt.Sprintf("%d schema%s not compared", notCompared, plural(notCompared)))
 		}
 		if len(also) > 0 {
-			fmt.Fprintf(e.stderr, " (and %s)", strings.Join(also, ", "))
+			summary += fmt.Sprintf(" (and %s)", strings.Join(also, ", "))
 		}
-		fmt.Fprintln(e.stderr)
+		say(e.stderr, "%s", summary)
 	}
 	if len(found) > 0 || len(stale) > 0 {
 		return exitFindings
@@ -206,18 +206,18 @@ func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
 	}
 	dir := filepath.Dir(name)
 	if _, err := gitOutput(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}"); err != nil {
-		fmt.Fprintf(e.stderr, "lilygen: --against %s is neither a file nor a git commit (is it fetched?)\n", against)
+		say(e.stderr, "lilygen: --against %s is neither a file nor a git commit (is it fetched?)", against)
 		return nil, false, false
 	}
 	prefix, err := gitOutput(dir, "rev-parse", "--show-prefix")
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+		say(e.stderr, "lilygen: %v", err)
 		return nil, false, false
 	}
 	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))
 	tmp, err := os.MkdirTemp("", "lilygen-")
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+		say(e.stderr, "lilygen: %v", err)
 		return nil, false, false
 	}
 	defer os.RemoveAll(tmp)
@@ -225,14 +225,14 @@ func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
 	if err == nil && !found {
 		var from string
 		if from, err = renamedFrom(dir, against, rel); err == nil && from != "" {
-			fmt.Fprintf(e.stderr, "lilygen: %s: not at %s; compared with %s:%s, which git finds it renamed from\n", name, against, against, from)
+			say(e.stderr, "lilygen: %s: not at %s; compared with %s:%s, which git finds it renamed from", name, against, against, from)
 			rel = from
 			found, err = checkout(dir, against, rel, tmp)
 		}
 	}
 	switch {
 	case err != nil:
-		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+		say(e.stderr, "lilygen: %v", err)
 		return nil, false, false
 	case !found:
 		return nil, true, true

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/lily-mq/lily/internal/printable"
 )
 
 const (
@@ -25,7 +27,7 @@ type op struct {
 // (generated) for file name, at most diffLines hunk lines.
 func unifiedDiff(w io.Writer, name string, old, new []byte) {
 	ops := diffLinesOf(splitLines(string(old)), splitLines(string(new)))
-	fmt.Fprintf(w, "--- %s (on disk)\n+++ %s (generated)\n", name, name)
+	fmt.Fprintf(w, "--- %s (on disk)\n+++ %s (generated)\n", printable.String(name), printable.String(name))
 	// before[k] counts the old and new lines that ops[:k] hold.
 	oldBefore, newBefore := make([]int, len(ops)+1), make([]int, len(ops)+1)
 	for k, o := range ops {

@@ -124,14 +124,14 @@ func (e *env) generate(name string) ([]target, bool) {
 		}
 		outs, err := outputs(f)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+			say(e.stderr, "lilygen: %v", err)
 			ok = false
 			continue
 		}
 		for _, out := range outs {
 			path := filepath.Join(filepath.Dir(name), filepath.FromSlash(out.Path))
 			if prev, dup := bySchema[path]; dup {
-				fmt.Fprintf(e.stderr, "lilygen: %s and %s both generate %s\n", prev, name, path)
+				say(e.stderr, "lilygen: %s and %s both generate %s", prev, name, path)
 				ok = false
 				continue
 			}

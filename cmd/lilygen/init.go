@@ -112,7 +112,7 @@ func initSchema(name, pkg string, e *env) int {
 	}
 	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
-		fmt.Fprintf(e.stderr, "lilygen init: %s exists; init never overwrites a file\n", name)
+		say(e.stderr, "lilygen init: %s exists; init never overwrites a file", name)
 		return exitUsage
 	}
 	if err == nil {
@@ -122,9 +122,9 @@ func initSchema(name, pkg string, e *env) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "lilygen init: %v\n", err)
+		say(e.stderr, "lilygen init: %v", err)
 		return exitUsage
 	}
-	fmt.Fprintf(e.stderr, "lilygen init: wrote %s; edit it, then run lilygen generate %s\n", name, name)
+	say(e.stderr, "lilygen init: wrote %s; edit it, then run lilygen generate %s", name, name)
 	return exitOK
 }

@@ -170,7 +170,7 @@ func (e *env) report(err error) bool {
 		e.format.schemaErrors(e.stdout, e.stderr, list)
 		return false
 	case err != nil:
-		fmt.Fprintf(e.stderr, "lilygen: %v\n", err)
+		say(e.stderr, "lilygen: %v", err)
 		return false
 	}
 	return true

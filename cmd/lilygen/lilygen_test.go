@@ -519,3 +519,27 @@ func generatePing(t *testing.T, dir string) (string, []byte) {
 	}
 	return path, content
 }
+
+// A path lilygen prints may come from the command line or from any
+// directory of the module: a control character in it is escaped, as in
+// schema errors, so that it cannot forge a line or drive the terminal.
+func TestMessagesEscapePaths(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	writeFile(t, filepath.Join(dir, "o\x1b[2Jut", "pingmsg.lily.go"), header+"\n// Source: ping.lily.yaml\n\npackage pingmsg\n")
+	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
+	if want := `o\x1b[2Jut/pingmsg.lily.go was generated from ping.lily.yaml`; code != exitFindings || !strings.Contains(stderr, want) ||
+		!strings.Contains(stdout, `--- o\x1b[2Jut/pingmsg.lily.go (on disk)`) || strings.Contains(stdout+stderr, "\x1b") {
+		t.Errorf("check: exit %d, want 1 and %s\n%s%s", code, want, stdout, stderr)
+	}
+	code, _, stderr = lilygen(t, dir, "generate", "no\rsuch.lily.yaml")
+	if want := `no\rsuch.lily.yaml`; code != exitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, "\r") {
+		t.Errorf("generate: exit %d, want 2 and %s\n%q", code, want, stderr)
+	}
+	against := filepath.Join(dir, "old\x1b[2J.lily.yaml")
+	writeFile(t, against, minimal)
+	code, _, stderr = lilygen(t, dir, "breaking", "--against", against, "ping.lily.yaml")
+	if want := `0 breaking changes against ` + dir + `/old\x1b[2J.lily.yaml`; code != exitOK || !strings.Contains(stderr, want) || strings.Contains(stderr, "\x1b") {
+		t.Errorf("breaking: exit %d, want 0 and %s\n%q", code, want, stderr)
+	}
+}

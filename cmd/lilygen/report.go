@@ -96,6 +96,14 @@ func escapeProperty(s string) string {
 	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
 }
 
+// say prints one of lilygen's own lines on w, escaped as schema errors are
+// (schema.Error): a path in it may come from the command line or from any
+// directory of the module, and a control character in it must not forge a
+// line or drive the terminal.
+func say(w io.Writer, format string, args ...any) {
+	fmt.Fprintln(w, printable.String(fmt.Sprintf(format, args...)))
+}
+
 // problem reports d, a problem that is not a finding: text writes it on
 // stderr, with lilygen's other errors, the other formats on stdout, beside
 // the findings. Text words a problem at a place in a schema as a schema
@@ -106,7 +114,7 @@ func (f errorFormat) problem(stdout, stderr io.Writer, d diag, unplaced string) 
 	case f != textFormat:
 		f.print(stdout, d)
 	case unplaced != "":
-		fmt.Fprintln(stderr, unplaced)
+		say(stderr, "%s", unplaced)
 	default:
 		msg := d.Message
 		if d.Severity != "" {

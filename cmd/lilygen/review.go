@@ -96,7 +96,7 @@ queue is quorum; the runtime reads it from the broker it connects to.
 			}
 			defs, err := review.Topology(*vhost, *major, *priority, files...)
 			if err != nil {
-				fmt.Fprintf(e.stderr, "lilygen topology: %v\n", err)
+				say(e.stderr, "lilygen topology: %v", err)
 				return exitUsage
 			}
 			out, _ := json.MarshalIndent(defs, "", "  ") // plain values always marshal
@@ -147,7 +147,7 @@ templates/review.md.tmpl.`,
 			var page bytes.Buffer
 			for _, p := range pages {
 				if err := review.WritePage(&page, p); err != nil {
-					fmt.Fprintf(e.stderr, "lilygen doc: %v\n", err)
+					say(e.stderr, "lilygen doc: %v", err)
 					return exitUsage
 				}
 			}
@@ -158,7 +158,7 @@ templates/review.md.tmpl.`,
 				err = os.WriteFile(*output, page.Bytes(), 0o644)
 			}
 			if err != nil {
-				fmt.Fprintf(e.stderr, "lilygen doc: %v\n", err)
+				say(e.stderr, "lilygen doc: %v", err)
 				return exitUsage
 			}
 			return exitOK
