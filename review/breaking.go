@@ -666,6 +666,13 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 	}
 	for _, c := range nq.Consumes {
 		for _, v := range c.Versions {
+			// By wire type, as VERSION-UNCONSUMED: what consumers on the old
+			// schema dispatch.
+			if !consumes(oq, ofType(c.Message.Type), v.Number) {
+				b.add(rules.VersionAdded, fmt.Sprintf("%s/%s.v%d", nq.Name, c.Message.Name, v.Number), c.Pos,
+					fmt.Sprintf("queue %q accepts %s version %d, which consumers on the old schema fail at dispatch and send to the DLQ: a producer deployed before them loses what it sends", nq.Name, c.Message.Name, v.Number),
+					fmt.Sprintf("deploy every consumer of queue %q before any producer sends %s version %d, then acknowledge", nq.Name, c.Message.Name, v.Number))
+			}
 			// By Go name: what the handler interface's methods are named.
 			if !consumes(oq, named(c.Message.Name), v.Number) {
 				b.add(rules.HandlerMethodAdded, fmt.Sprintf("%s/%s.v%d", nq.Name, c.Message.Name, v.Number), nq.Pos,

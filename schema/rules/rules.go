@@ -89,6 +89,7 @@ var (
 	FieldNullAllowed        = Rule{"FIELD-NULL-ALLOWED", Producer, "a required field newly accepts null"}
 	BoundWidened            = Rule{"BOUND-WIDENED", Producer, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts more"}
 	ExampleRejectedByOld    = Rule{"EXAMPLE-REJECTED-BY-OLD", Producer, "an example of the new version fails the old one"}
+	VersionAdded            = Rule{"VERSION-ADDED", Producer, "a queue accepts a version it did not, of a message it consumed or of one new to it: consumers on the old schema fail it at dispatch, to the DLQ, so producers may send it only once every consumer runs the new schema"}
 	QueueTypeChanged        = Rule{"QUEUE-TYPE-CHANGED", Topology, "`type` changed: RabbitMQ cannot change the type of the queue, its retry buckets or DLQ"}
 	DLQChanged              = Rule{"DLQ-CHANGED", Topology, "`dlq` changed: the main queue's `x-dead-letter-routing-key` changes"}
 	DeliveryLimitChanged    = Rule{"DELIVERY-LIMIT-CHANGED", Topology, "a quorum queue's `delivery_limit` changed: its `x-delivery-limit` changes"}
@@ -138,7 +139,7 @@ var All = []Rule{
 	MessageRenamed, WireTypeChanged, EnvelopeChanged, FieldWireRenamed, FieldTypeChanged, ContentTypeRemoved,
 	FieldRequiredAdded, FieldMadeRequired, FieldNullRefused, DefaultChanged, BoundNarrowed,
 	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed,
-	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld,
+	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld, VersionAdded,
 	QueueTypeChanged, DLQChanged, DeliveryLimitChanged,
 	SingleActiveChanged, MaxPriorityChanged, MaxLengthChanged, OverflowChanged, MessageTTLChanged, InitialGroupSizeChanged,
 	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged,
