@@ -277,14 +277,15 @@ func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
 	for len(todo) > 0 {
 		p := todo[0]
 		todo = todo[1:]
-		spec := ref + ":" + p
-		if _, err := gitOutput(gitDir, "cat-file", "-e", spec); err != nil {
-			if p == rel {
-				return false, nil
-			}
+		switch there, err := atRef(gitDir, ref, p); {
+		case err != nil:
+			return false, err
+		case !there && p == rel:
+			return false, nil
+		case !there:
 			continue // the parser reports an include it cannot read
 		}
-		data, err := gitOutput(gitDir, "show", spec)
+		data, err := gitOutput(gitDir, "show", ref+":"+p)
 		if err != nil {
 			return false, err
 		}
@@ -313,6 +314,26 @@ func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// atRef reports whether ref holds a file at p, a path from the
+// repository's root, by listing ref's tree: git cat-file -e fails alike for
+// a path the tree does not hold and for an object git cannot read (a
+// partial clone offline, a damaged repository), which must fail the run,
+// not pass the schema as new. An error is git failing to read the tree.
+func atRef(gitDir, ref, p string) (bool, error) {
+	out, err := gitOutput(gitDir, "--literal-pathspecs", "ls-tree", "--full-tree", "-z", ref, "--", p)
+	if err != nil {
+		return false, err
+	}
+	// Each entry is <mode> SP <type> SP <object> TAB <path>, ended by a NUL.
+	for _, entry := range strings.Split(string(out), "\x00") {
+		info, path, _ := strings.Cut(entry, "\t")
+		if f := strings.Fields(info); path == p && len(f) == 3 && f[1] == "blob" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // renamedFrom is the path at ref of the file that git finds the repository

@@ -418,3 +418,27 @@ func TestBreakingComparesARevisionBeyondANewerLimit(t *testing.T) {
 		t.Errorf("a broken older revision: exit %d\n%s", code, stderr)
 	}
 }
+
+// A schema git cannot read at the ref (its object missing, as from a
+// partial clone that cannot fetch it) is a git failure, exit 2, not a
+// schema the ref does not have, which would pass unchecked as
+// SCHEMA-NOT-COMPARED.
+func TestBreakingAgainstGitRefFailsWhenGitCannotRead(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), minimal)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schema")
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "main:ping.lily.yaml").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := strings.TrimSpace(string(out))
+	if err := os.Remove(filepath.Join(repo, ".git", "objects", blob[:2], blob[2:])); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
+	if code != exitUsage || strings.Contains(stdout+stderr, "not compared") || !strings.Contains(stderr, "lilygen: git ") {
+		t.Errorf("exit %d, want 2 and git's error\n%s%s", code, stdout, stderr)
+	}
+}
