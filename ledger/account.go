@@ -54,7 +54,7 @@ type evidence struct {
 	claimed            map[string]bool
 
 	// pastDeadline: the run was stopped at its deadline, not once it was
-	// over.
+	// over (the problem of a message left unfinished says which).
 	pastDeadline bool
 	// wholeReports: every consumer's report is here (none was killed), so
 	// the reports must agree with the records.
@@ -203,7 +203,7 @@ func account(e evidence) *Result {
 			acked, fate = true, Acked
 		}
 		res.Fates[fate]++
-		if e.pastDeadline && !acked && (fate == InMain || fate == InBucket) {
+		if !acked && (fate == InMain || fate == InBucket) {
 			unfinished = append(unfinished, fmt.Sprintf("%s (%s, %s): %s", id, b, fate, paths(recs)))
 		}
 		switch {
@@ -340,10 +340,16 @@ func account(e evidence) *Result {
 		}
 	}
 	if len(unfinished) > 0 {
-		// A consumer that stalls leaves its messages where they were: lost
-		// to none of the checks above, and proving nothing.
-		problem("the run was stopped at its deadline with %d messages neither acked nor dead-lettered, as a stalled consumer leaves them; the first: %s",
-			len(unfinished), strings.Join(unfinished[:min(len(unfinished), 3)], "; "))
+		// A consumer that stalls, or holds a delivery and never settles it,
+		// leaves its message in a queue (returned when its channel closes):
+		// lost to none of the checks above, and proving nothing, however the
+		// run ended.
+		when := "ended"
+		if e.pastDeadline {
+			when = "was stopped at its deadline"
+		}
+		problem("the run %s with %d messages neither acked nor dead-lettered, as a stalled consumer leaves them; the first: %s",
+			when, len(unfinished), strings.Join(unfinished[:min(len(unfinished), 3)], "; "))
 	}
 	var refused []string
 	for _, why := range append(slices.Clone(e.lost), lost...) {

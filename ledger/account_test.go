@@ -120,13 +120,17 @@ func TestAccountExplainsARunInFlightAtCloseOnce(t *testing.T) {
 	}
 }
 
-// A run stopped at its deadline with messages still in their queue, as a
-// consumer that stalled leaves them, proves nothing: the accounting says so,
-// though nothing is lost.
+// A run that ended with messages still in their queue, as a consumer that
+// stalled leaves them, or one that held a delivery and never settled it
+// (returned when its channel closed), proves nothing: the accounting says
+// so, though nothing is lost, at the deadline or before it (the processes'
+// quiet end).
 func TestAccountReportsARunStoppedWithMessagesUnhandled(t *testing.T) {
-	e := oneMessage(Success)
-	e.queued["m1"] = []found{{InMain, 1, false}}
-	wantNoProblem(t, account(e)) // stopped once every journey was over (the processes' quiet end)
+	e := oneMessage(Refused)
+	e.queued["m1"] = []found{{InMain, 1, true}}
+	wantProblem(t, account(e), "the run ended with 1 messages neither acked nor dead-lettered")
+	e.queued["m1"] = []found{{InBucket, 2, false}}
+	wantProblem(t, account(e), "the run ended with 1 messages neither acked nor dead-lettered")
 	e.pastDeadline = true
 	wantProblem(t, account(e), "stopped at its deadline with 1 messages neither acked nor dead-lettered")
 

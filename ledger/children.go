@@ -240,14 +240,9 @@ func (c *children) supervise(slot int, p *proc) {
 func (c *children) kill(slot int) bool {
 	c.mu.Lock()
 	p := c.live[slot]
-	ended := p == nil
+	ended := p == nil || p.ended()
 	if !ended {
-		select {
-		case <-p.exited:
-			ended = true
-		default:
-			p.killed.Store(true)
-		}
+		p.killed.Store(true)
 	}
 	c.mu.Unlock()
 	if ended {
@@ -311,9 +306,7 @@ func (c *children) killAll() {
 	all := slices.Clone(c.all)
 	c.mu.Unlock()
 	for _, p := range all {
-		select {
-		case <-p.exited:
-		default:
+		if !p.ended() {
 			_ = p.cmd.Process.Kill()
 			<-p.exited
 		}
@@ -323,13 +316,14 @@ func (c *children) killAll() {
 // killedRuns counts, by attempt, the handler runs of killed processes that
 // wrote no record of them, and the ACKs they sent and had neither proven nor
 // logged never proven (those are among the run's ambiguous already, and one
-// ACK explains one redelivery). Every process has ended.
+// ACK explains one redelivery), of the processes that have ended: at the
+// run's end, every one.
 func (c *children) killedRuns() (runs, acks map[workKey]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	runs, acks = map[workKey]int{}, map[workKey]int{}
 	for _, p := range c.all {
-		if p.killed.Load() {
+		if p.killed.Load() && p.ended() {
 			beyond(runs, p.runs, p.ran)
 			known := maps.Clone(p.proven)
 			for k, n := range p.ambiguous {
@@ -339,6 +333,16 @@ func (c *children) killedRuns() (runs, acks map[workKey]int) {
 		}
 	}
 	return runs, acks
+}
+
+// ended says whether p has ended, and its tally is complete.
+func (p *proc) ended() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // beyond adds to sum, for each key, how far n exceeds of.

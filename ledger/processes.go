@@ -54,8 +54,9 @@ const (
 const workTable = "ledger_work"
 
 // quietFor ends the wait for journeys that no record will show over: with
-// the outbox and the queues empty, nothing happened for this long. A
-// process killed after an ACK and before its record leaves such a journey.
+// the outbox and the queues empty, nothing happened for this long, and a
+// process killed before its record ran each of them (one killed after an
+// ACK leaves such a journey).
 const quietFor = 3 * time.Second
 
 // processSpec is the run's queue as the consumer processes take it: the
@@ -247,8 +248,9 @@ func (pr *processRun) writeTx(ctx context.Context, first, n int) error {
 
 // await returns when the run is over: every message written and relayed
 // (the outbox empty), the main queue and the retry bucket empty, and every
-// id's journey over or nothing seen for quietFor; or at the deadline. It
-// returns an error when the writes failed.
+// id's journey over, or nothing seen for quietFor and every journey not
+// seen over run by a killed process; or at the deadline. It returns an
+// error when the writes failed.
 func (pr *processRun) await(ctx context.Context, written <-chan error) error {
 	conn, err := amqp.Dial(pr.cfg.BrokerURL)
 	if err != nil {
@@ -280,7 +282,7 @@ func (pr *processRun) await(ctx context.Context, written <-chan error) error {
 			lastProgress = time.Now()
 			fmt.Fprintf(pr.cfg.Progress, "ledger: %d of %d messages through, %d records, faults %v%s\n", done, len(pr.ids), records, pr.faultCounts(), pr.waitingFor(3))
 		}
-		if !allWritten || (done < len(pr.ids) && time.Since(pr.kids.lastEvent()) < quietFor) {
+		if !allWritten || (done < len(pr.ids) && (time.Since(pr.kids.lastEvent()) < quietFor || !pr.openOnlyWhereKilled())) {
 			continue
 		}
 		empty, err := pr.empty(ctx, conn)
@@ -291,6 +293,27 @@ func (pr *processRun) await(ctx context.Context, written <-chan error) error {
 			return nil
 		}
 	}
+}
+
+// openOnlyWhereKilled says whether every journey not seen over was run by
+// a process killed before its record. Any other is still under way: its
+// delivery held by a live consumer (in a requeue's pause, or never to be
+// settled), which the queues' counts do not show, as they count only the
+// messages ready.
+func (pr *processRun) openOnlyWhereKilled() bool {
+	runs, _ := pr.kids.killedRuns()
+	killed := map[string]bool{}
+	for k := range runs {
+		killed[k.id] = true
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for _, id := range pr.ids {
+		if !pr.done[id] && !killed[id] {
+			return false
+		}
+	}
+	return true
 }
 
 // empty says whether the outbox, the main queue and the retry bucket hold
