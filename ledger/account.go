@@ -26,9 +26,9 @@ type evidence struct {
 	lost            []string
 	failedStarts    int
 	faults          map[string]int
-	// succeeded holds the ids whose handler (the ledger's own) returned
-	// success: the runtime's record of it is not taken on trust.
-	succeeded map[string]bool
+	// succeeded holds the attempts whose handler (the ledger's own)
+	// returned success: the runtime's record of it is not taken on trust.
+	succeeded map[workKey]bool
 	// resent counts the sends of each id made again after one that may
 	// have left a copy; resumes the resume times measured, by fault.
 	resent  map[string]int
@@ -150,6 +150,10 @@ func account(e evidence) *Result {
 	for k, n := range e.killedAcks {
 		killedAcks[k.id] += n
 	}
+	succeededOnce := map[string]bool{}
+	for k := range e.succeeded {
+		succeededOnce[k.id] = true
+	}
 	// Duplicates the runs' arrivals prove: a first attempt that came from
 	// more than one publish (the publisher sent it again), and, on a
 	// cluster, a later attempt whose one publish came as a new delivery more
@@ -201,18 +205,24 @@ func account(e evidence) *Result {
 			// Processes die: one killed after the ACK of committed work and
 			// before its record leaves the inbox's claim as the evidence.
 			acked, fate = true, Acked
+			if !succeededOnce[id] {
+				problem("%s (%s) was acked as handled, and its handler never returned success; records: %s", id, b, paths(recs))
+			}
 		}
 		res.Fates[fate]++
 		if !acked && (fate == InMain || fate == InBucket) {
 			unfinished = append(unfinished, fmt.Sprintf("%s (%s, %s): %s", id, b, fate, paths(recs)))
 		}
+		// Each ACK on its own: a copy left in a queue, or another attempt's
+		// success, does not vouch for it.
+		for _, rec := range recs {
+			if wrong := wrongAck(rec, b, e.succeeded); wrong != "" {
+				problem("%s (%s) %s; records: %s", id, b, wrong, paths(recs))
+			}
+		}
 		switch {
 		case fate == Lost:
 			problem("%s (%s) is lost: in no queue, and no ACK of its work; records: %s", id, b, paths(recs))
-		case fate == Acked && b.dead():
-			problem("%s (%s) was acked as handled; it should be in the DLQ", id, b)
-		case fate == Acked && !e.succeeded[id]:
-			problem("%s (%s) was acked as handled, and its handler never returned success; records: %s", id, b, paths(recs))
 		case fate == InDLQ && !b.dead() && !slices.ContainsFunc(recs, commitFailed):
 			problem("%s (%s) is in the DLQ; records: %s", id, b, paths(recs))
 		}
@@ -256,7 +266,7 @@ func account(e evidence) *Result {
 			if e.rows[id] > 1 {
 				problem("%s: the inbox let %d commits of its work through", id, e.rows[id])
 			}
-			if fate == Acked && e.rows[id] != 1 {
+			if acked && e.rows[id] != 1 {
 				problem("%s was acked as handled, and %d rows of its work committed", id, e.rows[id])
 			}
 		}
@@ -485,6 +495,25 @@ func ran(rec runtime.Record) bool {
 		return false
 	}
 	return true
+}
+
+// wrongAck says what is wrong with rec, a delivery of a message of
+// behaviour b, if it is an ACK the decision table does not give: an ACK
+// settles a handled success, on an attempt the ledger's own handler saw
+// succeed, or a delivery whose work was done before (an inbox duplicate, or
+// one settled from the record). It says "" when nothing is.
+func wrongAck(rec runtime.Record, b Behaviour, succeeded map[workKey]bool) string {
+	switch {
+	case rec.Path != runtime.PathAcked || doneBefore(rec):
+		return ""
+	case !handled(rec):
+		return fmt.Sprintf("attempt %d was acked, and its record shows no handled success (handler %q, commit %q, handoff %q)", rec.Attempt, rec.Handler, rec.Commit, rec.Handoff)
+	case b.dead():
+		return "was acked as handled; it should be in the DLQ"
+	case !succeeded[workKey{rec.MessageID, rec.Attempt}]:
+		return fmt.Sprintf("was acked as handled on attempt %d, and its handler never returned success on it", rec.Attempt)
+	}
+	return ""
 }
 
 func fateOf(copies []found, acked bool) Fate {

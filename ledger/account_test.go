@@ -14,11 +14,17 @@ import (
 const dlq = "q.dlq"
 
 // oneMessage is the evidence of a run of one message of behaviour b, whose
-// handler returned success.
+// handler returned success on each attempt recs show handled.
 func oneMessage(b Behaviour, recs ...runtime.Record) evidence {
+	succeeded := map[workKey]bool{}
+	for _, rec := range recs {
+		if handled(rec) {
+			succeeded[workKey{rec.MessageID, rec.Attempt}] = true
+		}
+	}
 	return evidence{
 		queue: "q", dlq: dlq, ids: []string{"m1"}, behaviours: map[string]Behaviour{"m1": b},
-		records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{}, succeeded: map[string]bool{"m1": true},
+		records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{}, succeeded: succeeded,
 		queued: map[string][]found{}, rows: map[string]int{},
 	}
 }
@@ -228,8 +234,35 @@ func TestAccountReportsWorkAckedWhoseHandlerNeverSucceeded(t *testing.T) {
 	// The runtime's record says the handler returned ok; the ledger's own
 	// handler never did: the runtime acked work that was not done.
 	e := oneMessage(Success, acked(1))
-	delete(e.succeeded, "m1")
-	wantProblem(t, account(e), "m1 (success) was acked as handled, and its handler never returned success")
+	clear(e.succeeded)
+	wantProblem(t, account(e), "m1 (success) was acked as handled on attempt 1, and its handler never returned success on it")
+}
+
+// Every ACK is checked on its own: a copy of the message left in a queue,
+// or a success on another attempt, does not vouch for it.
+func TestAccountChecksEveryACKOnItsOwn(t *testing.T) {
+	// A run that timed out, acked, while the copy its handoff may have left
+	// carried on and succeeded.
+	timedOut := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRequeued, Handler: "timed out", Handoff: "timed out", Destination: "q.retry"}
+	ackedTimedOut := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathAcked, Handler: "timed out"}
+	e := oneMessage(Hangs, timedOut, ackedTimedOut, acked(2))
+	e.runs[workKey{"m1", 1}] = 2
+	e.runs[workKey{"m1", 2}] = 1
+	wantProblem(t, account(e), `m1 (hang) attempt 1 was acked, and its record shows no handled success (handler "timed out"`)
+
+	// A run acked as handled, though the ledger's handler failed it; a copy
+	// of the message is left in the bucket, or succeeded later.
+	retryable := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRequeued, Handler: "retryable", Handoff: "timed out", Destination: "q.retry"}
+	e = oneMessage(Flaky, retryable, acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	delete(e.succeeded, workKey{"m1", 1})
+	e.queued["m1"] = []found{{InBucket, 2, false}}
+	wantProblem(t, account(e), "m1 (retryable-then-success) was acked as handled on attempt 1, and its handler never returned success on it")
+	e.queued["m1"] = nil
+	e.succeeded[workKey{"m1", 2}] = true
+	wantProblem(t, account(e), "m1 (retryable-then-success) was acked as handled on attempt 1, and its handler never returned success on it")
+	e.succeeded[workKey{"m1", 1}] = true
+	wantNoProblem(t, account(e))
 }
 
 func TestAccountExplainsAMessagePublishedAgain(t *testing.T) {

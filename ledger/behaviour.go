@@ -81,7 +81,7 @@ func (r *run) handle(ctx context.Context, d runtime.RawDelivery) error {
 	err := r.behave(ctx, d)
 	if r.success(d, err) {
 		r.mu.Lock()
-		r.succeeded[d.MessageID()] = true
+		r.succeeded[workKey{d.MessageID(), d.Attempt()}] = true
 		r.mu.Unlock()
 	}
 	return err

@@ -167,7 +167,7 @@ func (c *children) apply(p *proc, ev event) {
 		p.runs[k]++
 	case evSucceeded:
 		pr.mu.Lock()
-		pr.succeeded[ev.ID] = true
+		pr.succeeded[workKey{ev.ID, ev.Attempt}] = true
 		pr.mu.Unlock()
 	case evRecord:
 		if ev.Record == nil {

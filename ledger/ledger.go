@@ -120,7 +120,7 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 	return &run{
 		cfg: cfg, spec: spec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
-		restart: make(chan bool, 1), forced: make(chan *runtime.Report, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[string]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
+		restart: make(chan bool, 1), forced: make(chan *runtime.Report, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[workKey]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
 		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{},
 	}
 }
@@ -178,7 +178,7 @@ type run struct {
 
 	mu           sync.Mutex
 	runs         map[workKey]int
-	succeeded    map[string]bool       // the ids whose handler returned success
+	succeeded    map[workKey]bool      // the attempts whose handler returned success
 	arrivals     map[workKey][]arrival // how each run's and each duplicate's delivery came
 	records      []runtime.Record
 	byID         map[string][]runtime.Record

@@ -122,6 +122,7 @@ func TestAccountTakesTheClaimOfAKilledProcess(t *testing.T) {
 	// that ran it was killed (after its ACK, before its record).
 	e := oneMessage(Success)
 	e.runs[workKey{"m1", 1}] = 1
+	e.succeeded[workKey{"m1", 1}] = true
 	e.claimed = map[string]bool{"m1": true}
 	wantProblem(t, account(e), "m1 (success) is lost")
 	e.killed = map[workKey]int{{"m1", 1}: 1}
@@ -130,6 +131,8 @@ func TestAccountTakesTheClaimOfAKilledProcess(t *testing.T) {
 	if res.Fates[Acked] != 1 {
 		t.Errorf("fates %v", res.Fates)
 	}
+	clear(e.succeeded)
+	wantProblem(t, account(e), "m1 (success) was acked as handled, and its handler never returned success")
 	e.claimed = nil
 	wantProblem(t, account(e), "m1 (success) is lost")
 }
