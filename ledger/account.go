@@ -15,8 +15,11 @@ import (
 type evidence struct {
 	seed       uint64
 	queue, dlq string
-	ids        []string
-	behaviours map[string]Behaviour
+	// maxAttempts is the queue's: the attempt whose retryable failure goes
+	// to the DLQ.
+	maxAttempts int
+	ids         []string
+	behaviours  map[string]Behaviour
 	// records are every delivery's record, in the order they were written.
 	records []runtime.Record
 	// runs counts the handler's runs of each attempt; ambiguous the ACKs
@@ -66,7 +69,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return evidence{
-		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, ids: r.ids, behaviours: r.beh,
+		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, maxAttempts: r.spec.MaxAttempts, ids: r.ids, behaviours: r.beh,
 		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded),
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
@@ -213,18 +216,27 @@ func account(e evidence) *Result {
 		if !acked && (fate == InMain || fate == InBucket) {
 			unfinished = append(unfinished, fmt.Sprintf("%s (%s, %s): %s", id, b, fate, paths(recs)))
 		}
-		// Each ACK on its own: a copy left in a queue, or another attempt's
-		// success, does not vouch for it.
+		// Each ACK and each handoff on its own, by the decision table: a copy
+		// left in a queue, or another attempt's success, does not vouch for it.
 		for _, rec := range recs {
-			if wrong := wrongAck(rec, b, e.succeeded); wrong != "" {
-				problem("%s (%s) %s; records: %s", id, b, wrong, paths(recs))
+			for _, wrong := range []string{wrongAck(rec, b, e.succeeded), wrongHandoff(rec, e.dlq, e.maxAttempts)} {
+				if wrong != "" {
+					problem("%s (%s) %s; records: %s", id, b, wrong, paths(recs))
+				}
 			}
 		}
-		switch {
-		case fate == Lost:
+		if fate == Lost {
 			problem("%s (%s) is lost: in no queue, and no ACK of its work; records: %s", id, b, paths(recs))
-		case fate == InDLQ && !b.dead() && !slices.ContainsFunc(recs, commitFailed):
-			problem("%s (%s) is in the DLQ; records: %s", id, b, paths(recs))
+		}
+		// Each copy in the DLQ by its attempt, which says when it was sent
+		// there, whether or not a record of it is left.
+		flagged := map[int]bool{}
+		for _, f := range copies {
+			if f.fate != InDLQ || flagged[f.attempt] || deadByTable(b, f.attempt, recs, e) {
+				continue
+			}
+			flagged[f.attempt] = true
+			problem("%s (%s) is in the DLQ from attempt %d of %d, with retries left; records: %s", id, b, f.attempt, e.maxAttempts, paths(recs))
 		}
 		// Copies beyond one: a confirmed handoff whose original came back, or
 		// an ACK never proven whose message came back.
@@ -528,9 +540,51 @@ func fateOf(copies []found, acked bool) Fate {
 	return Lost
 }
 
-func commitFailed(rec runtime.Record) bool {
-	return rec.Commit == "failed" || rec.Commit == "ambiguous"
+// wrongHandoff says what is wrong with rec's handoff by the decision table,
+// or "" when nothing is. A permanent failure goes to the DLQ at once; a
+// retryable one (a failed commit among them) to the retry bucket while
+// retries are left, to the DLQ once they are exhausted; a rejected delivery
+// to the DLQ. What the table gives back (a deferral, an ambiguous commit, a
+// handler the forced stop cancelled) goes nowhere, unless a quorum queue's
+// delivery limit is reached: then to the DLQ, as the reason says.
+func wrongHandoff(rec runtime.Record, dlq string, maxAttempts int) string {
+	toDLQ := rec.Destination == dlq
+	switch {
+	case rec.Handoff == "", toDLQ && deliveryLimit(rec):
+		return ""
+	case rec.Commit == "ambiguous" || rec.Commit == "deferred" || rec.Handler == "cancelled" || rec.Handler == "not started":
+		return fmt.Sprintf("attempt %d was handed off to %s, though the table gives it back (handler %q, commit %q)", rec.Attempt, rec.Destination, rec.Handler, rec.Commit)
+	case rec.Rejection != "" && !toDLQ:
+		return fmt.Sprintf("attempt %d was handed off to %s, though rejected (%s)", rec.Attempt, rec.Destination, rec.Rejection)
+	case rec.Rejection != "":
+		return ""
+	case rec.Handler == "permanent" && !toDLQ:
+		return fmt.Sprintf("attempt %d, a permanent failure, was handed off to %s, not to the DLQ", rec.Attempt, rec.Destination)
+	case !toDLQ && rec.Attempt >= maxAttempts:
+		return fmt.Sprintf("attempt %d of %d was handed off to %s, its retries exhausted", rec.Attempt, maxAttempts, rec.Destination)
+	case toDLQ && rec.Handler != "permanent" && rec.Attempt < maxAttempts:
+		return fmt.Sprintf("attempt %d of %d was dead-lettered with retries left (handler %q, commit %q)", rec.Attempt, maxAttempts, rec.Handler, rec.Commit)
+	}
+	return ""
 }
+
+// deadByTable says whether the decision table sends a delivery of attempt
+// of a message of behaviour b to the DLQ: the ledger's permanent failure on
+// its first attempt (the handler fails so on every one), any failure once
+// the retries are exhausted, or, as a record of that attempt says, a
+// rejection or a quorum queue's delivery limit.
+func deadByTable(b Behaviour, attempt int, recs []runtime.Record, e evidence) bool {
+	if b == Refused && attempt == 1 || attempt >= e.maxAttempts {
+		return true
+	}
+	return slices.ContainsFunc(recs, func(rec runtime.Record) bool {
+		return rec.Attempt == attempt && rec.Destination == e.dlq && (rec.Rejection != "" || deliveryLimit(rec))
+	})
+}
+
+// deliveryLimit: rec's handoff went to the DLQ because its quorum queue's
+// delivery limit was reached (decide's giveBack).
+func deliveryLimit(rec runtime.Record) bool { return strings.HasPrefix(rec.Reason, "delivery limit ") }
 
 // explain names why a journey ended without proof, in a few words.
 func explain(rec runtime.Record) string {

@@ -24,7 +24,7 @@ func oneMessage(b Behaviour, recs ...runtime.Record) evidence {
 	}
 	return evidence{
 		queue: "q", dlq: dlq, ids: []string{"m1"}, behaviours: map[string]Behaviour{"m1": b},
-		records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{}, succeeded: succeeded,
+		maxAttempts: 3, records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{}, succeeded: succeeded,
 		queued: map[string][]found{}, rows: map[string]int{},
 	}
 }
@@ -290,24 +290,25 @@ func TestAccountExplainsAMessagePublishedAgain(t *testing.T) {
 }
 
 func TestAccountExplainsABucketThatMovedItsCopyTwice(t *testing.T) {
-	// Attempt 2 ran twice and two DLQ copies are left, after one confirmed
+	// Attempt 3 ran twice and two DLQ copies are left, after one confirmed
 	// handoff to the bucket: unexplained on one node, where a classic
 	// bucket dead-letters once.
-	dead := runtime.Record{MessageID: "m1", Attempt: 2, Path: runtime.PathDeadLettered, Handler: "permanent", Handoff: "confirmed", Destination: dlq}
-	e := oneMessage(Panics, handedOff(1, "q.retry.1s"), dead, dead)
+	dead := runtime.Record{MessageID: "m1", Attempt: 3, Path: runtime.PathDeadLettered, Handler: "panicked", Handoff: "confirmed", Destination: dlq}
+	e := oneMessage(Panics, handedOff(1, "q.retry.1s"), handedOff(2, "q.retry.1s"), dead, dead)
 	e.runs[workKey{"m1", 1}] = 1
-	e.runs[workKey{"m1", 2}] = 2
-	e.queued["m1"] = []found{{InDLQ, 2, false}, {InDLQ, 2, false}}
+	e.runs[workKey{"m1", 2}] = 1
+	e.runs[workKey{"m1", 3}] = 2
+	e.queued["m1"] = []found{{InDLQ, 3, false}, {InDLQ, 3, false}}
 	res := account(e)
-	wantProblem(t, res, "m1 attempt 2: the handler ran 2 times")
+	wantProblem(t, res, "m1 attempt 3: the handler ran 2 times")
 	wantProblem(t, res, "m1 (panic) is present 2 times at the end")
 
 	// On a cluster, the quorum bucket may have moved it back twice: the two
 	// runs came as new deliveries of one publish.
 	e.atLeastOnce = true
-	e.arrivals = map[workKey][]arrival{{"m1", 2}: {{"p1", false}, {"p1", true}}}
-	wantProblem(t, account(e), "m1 attempt 2: the handler ran 2 times")
-	e.arrivals = map[workKey][]arrival{{"m1", 2}: {{"p1", false}, {"p1", false}}}
+	e.arrivals = map[workKey][]arrival{{"m1", 3}: {{"p1", false}, {"p1", true}}}
+	wantProblem(t, account(e), "m1 attempt 3: the handler ran 2 times")
+	e.arrivals = map[workKey][]arrival{{"m1", 3}: {{"p1", false}, {"p1", false}}}
 	res = account(e)
 	wantNoProblem(t, res)
 	if res.SecondDeliveries[bucketTwice] != 1 || res.ExtraCopies[bucketTwice] != 1 {
@@ -318,6 +319,71 @@ func TestAccountExplainsABucketThatMovedItsCopyTwice(t *testing.T) {
 // handedOff is attempt's confirmed handoff to the bucket to, then its ACK.
 func handedOff(attempt int, to string) runtime.Record {
 	return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathRetried, Handler: "retryable", Handoff: "confirmed", Destination: to}
+}
+
+// The DLQ takes what the decision table sends there, and nothing else: a
+// permanent failure at once, a retryable one (a failed commit among them)
+// once its retries are exhausted, and, on a quorum queue, what its delivery
+// limit stops. A copy's attempt says when it went there.
+func TestAccountHoldsTheDLQToTheDecisionTable(t *testing.T) {
+	commitFailed := func(attempt int, to string) runtime.Record {
+		path := runtime.PathRetried
+		if to == dlq {
+			path = runtime.PathDeadLettered
+		}
+		return runtime.Record{MessageID: "m1", Attempt: attempt, Path: path, Handler: "ok", Commit: "failed", Handoff: "confirmed", Destination: to}
+	}
+	inDLQ := func(b Behaviour, attempt int, recs ...runtime.Record) evidence {
+		e := oneMessage(b, recs...)
+		for _, rec := range recs {
+			e.runs[workKey{"m1", rec.Attempt}] = 1
+		}
+		e.queued["m1"] = []found{{InDLQ, attempt, false}}
+		return e
+	}
+
+	// A failed commit with retries left goes to the bucket, an ambiguous
+	// one back to the queue.
+	res := account(inDLQ(InboxWork, 1, commitFailed(1, dlq)))
+	wantProblem(t, res, `m1 (inbox-backed) attempt 1 of 3 was dead-lettered with retries left (handler "ok", commit "failed")`)
+	wantProblem(t, res, "m1 (inbox-backed) is in the DLQ from attempt 1 of 3, with retries left")
+	ambiguous := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathDeadLettered, Handler: "ok", Commit: "ambiguous", Handoff: "confirmed", Destination: dlq}
+	wantProblem(t, account(inDLQ(Success, 1, ambiguous)), `m1 (success) attempt 1 was handed off to q.dlq, though the table gives it back (handler "ok", commit "ambiguous")`)
+	wantNoProblem(t, account(inDLQ(InboxWork, 3, commitFailed(1, "q.retry"), commitFailed(2, "q.retry"), commitFailed(3, dlq))))
+
+	// Every attempt of a panic fails, and is retried until the last.
+	panicked := func(attempt int, to string) runtime.Record {
+		rec := handedOff(attempt, to)
+		rec.Handler = "panicked"
+		if to == dlq {
+			rec.Path = runtime.PathDeadLettered
+		}
+		return rec
+	}
+	wantProblem(t, account(inDLQ(Panics, 1, panicked(1, dlq))), "m1 (panic) attempt 1 of 3 was dead-lettered with retries left")
+	wantNoProblem(t, account(inDLQ(Panics, 3, panicked(1, "q.retry"), panicked(2, "q.retry"), panicked(3, dlq))))
+	// A copy's attempt tells, whatever record is left.
+	wantProblem(t, account(inDLQ(Panics, 2)), "m1 (panic) is in the DLQ from attempt 2 of 3, with retries left")
+
+	// A permanent failure is not retried.
+	refused := func(attempt int, to string) runtime.Record {
+		rec := panicked(attempt, to)
+		rec.Handler = "permanent"
+		return rec
+	}
+	res = account(inDLQ(Refused, 3, refused(1, "q.retry"), refused(2, "q.retry"), refused(3, dlq)))
+	wantProblem(t, res, "m1 (permanent) attempt 1, a permanent failure, was handed off to q.retry, not to the DLQ")
+	wantProblem(t, res, "m1 (permanent) attempt 2, a permanent failure, was handed off to q.retry, not to the DLQ")
+	wantProblem(t, account(inDLQ(Refused, 2)), "m1 (permanent) is in the DLQ from attempt 2 of 3")
+
+	// Nor is the last attempt.
+	wantProblem(t, account(inDLQ(Panics, 3, panicked(1, "q.retry"), panicked(2, "q.retry"), panicked(3, "q.retry"))), "m1 (panic) attempt 3 of 3 was handed off to q.retry, its retries exhausted")
+
+	// A quorum queue's delivery limit sends what the table gives back to the
+	// DLQ, on any attempt.
+	limited := ambiguous
+	limited.Reason = "delivery limit 20 reached (x-delivery-count 20): deferred; no application retry used"
+	wantNoProblem(t, account(inDLQ(Success, 1, limited)))
 }
 
 func TestAccountCountsOnlyTheBrokers406(t *testing.T) {
