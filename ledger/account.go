@@ -59,9 +59,16 @@ type evidence struct {
 	// pastDeadline: the run was stopped at its deadline, not once it was
 	// over (the problem of a message left unfinished says which).
 	pastDeadline bool
-	// wholeReports: every consumer's report is here (none was killed), so
-	// the reports must agree with the records.
-	wholeReports bool
+	// reported are the consumers whose every record and report is here (a
+	// killed process left none): their reports must agree with their records.
+	reported []reported
+}
+
+// reported is what some consumers recorded, every record, and reported.
+type reported struct {
+	name    string // the consumer process's, or "" for the run's consumers
+	records []runtime.Record
+	reports []*runtime.Report
 }
 
 // evidence gathers what r saw for the accounting.
@@ -384,24 +391,28 @@ func account(e evidence) *Result {
 	if res.Channel406 > 0 {
 		problem("%d channels or connections were closed with 406: %q", res.Channel406, refused[:min(len(refused), 3)])
 	}
-	if e.wholeReports {
-		res.Problems = append(res.Problems, reportsDisagree(e)...)
+	for _, r := range e.reported {
+		res.Problems = append(res.Problems, reportsDisagree(r)...)
 	}
 	return res
 }
 
-// reportsDisagree says where the shutdown reports contradict the records:
-// a path counted other than the records say, or a delivery that ended
-// unresolved listed in no report. Each delivery still in flight at a final
-// abort is counted unresolved and listed, and has no record the observer
-// saw. A report that left some out of its list is not checked.
-func reportsDisagree(e evidence) []string {
+// reportsDisagree says where r's shutdown reports contradict its records:
+// a path counted other than the records say, a delivery that ended
+// unresolved listed in no report, or one whose handoff copy may repeat (a
+// confirmed handoff whose original was not settled, or a nacked one, whose
+// publish was written) listed among no report's possible copies. Each
+// delivery still in flight at a final abort is counted unresolved and
+// listed, and has no record the observer saw. The counts are never cut
+// short; the lists are, past a report's first thousand (Omitted): a list
+// cut short is not checked, and up to so many deliveries in flight at a
+// final abort may be counted and left out.
+func reportsDisagree(r reported) []string {
 	ofRecords, ofReports := map[runtime.Path]int{}, map[runtime.Path]int{}
-	listed := map[workKey]bool{}
-	for _, rep := range e.reports {
-		if rep.Omitted > 0 {
-			return nil
-		}
+	listed, copies := map[workKey]bool{}, map[workKey]bool{}
+	omitted := 0
+	for _, rep := range r.reports {
+		omitted += rep.Omitted
 		for p, n := range rep.Counts {
 			ofReports[p] += n
 		}
@@ -411,22 +422,45 @@ func reportsDisagree(e evidence) []string {
 				ofRecords[runtime.PathUnresolved]++
 			}
 		}
+		for _, c := range rep.PossibleCopies {
+			copies[workKey{c.MessageID, c.Attempt}] = true
+		}
 	}
 	var problems []string
-	for _, rec := range e.records {
+	problem := func(format string, args ...any) {
+		if r.name != "" {
+			format = "consumer process " + r.name + ": " + format
+		}
+		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+	for _, rec := range r.records {
 		ofRecords[rec.Path]++
-		if rec.Path == runtime.PathUnresolved && !listed[workKey{rec.MessageID, rec.Attempt}] {
-			problems = append(problems, fmt.Sprintf("%s attempt %d ended unresolved, and no report lists it: %s", rec.MessageID, rec.Attempt, explain(rec)))
+		k := workKey{rec.MessageID, rec.Attempt}
+		switch {
+		case omitted > 0: // a list cut short says nothing of what it left out
+		case rec.Path == runtime.PathUnresolved && !listed[k]:
+			problem("%s attempt %d ended unresolved, and no report lists it: %s", rec.MessageID, rec.Attempt, explain(rec))
+		case copyMayRepeat(rec) && !copies[k]:
+			problem("%s attempt %d's handoff to %s may have left a copy while its original comes back (handoff %s, %s), and no report lists it among the possible copies", rec.MessageID, rec.Attempt, rec.Destination, rec.Handoff, rec.Path)
 		}
 	}
 	every := maps.Clone(ofRecords)
 	maps.Copy(every, ofReports)
 	for _, p := range slices.Sorted(maps.Keys(every)) {
-		if ofReports[p] != ofRecords[p] {
-			problems = append(problems, fmt.Sprintf("the reports count %d deliveries %s, the records %d", ofReports[p], p, ofRecords[p]))
+		if ofReports[p] != ofRecords[p] && (p != runtime.PathUnresolved || ofReports[p] < ofRecords[p] || ofReports[p] > ofRecords[p]+omitted) {
+			problem("the reports count %d deliveries %s, the records %d", ofReports[p], p, ofRecords[p])
 		}
 	}
 	return problems
+}
+
+// copyMayRepeat says whether rec's journey wrote a handoff copy while its
+// original may come back too, as a report lists among its possible copies:
+// a confirmed handoff whose ACK was not sent, or a nacked one (a nack comes
+// after the publish was written). A handoff that timed out or failed may
+// have been written or not, which the record does not say.
+func copyMayRepeat(rec runtime.Record) bool {
+	return rec.Handoff == "nacked" || rec.Handoff == "confirmed" && rec.Path == runtime.PathUnresolved
 }
 
 // settlesLost bounds, on a cluster where a node went down, the ACKs proven

@@ -459,24 +459,52 @@ func TestReportsMustAgreeWithTheRecords(t *testing.T) {
 	report := func(counts map[runtime.Path]int, listed ...runtime.Record) *runtime.Report {
 		return &runtime.Report{Counts: counts, Unresolved: listed}
 	}
+	cutShort := func(rep *runtime.Report, omitted int) *runtime.Report {
+		rep.Omitted = omitted
+		return rep
+	}
+	withCopies := func(rep *runtime.Report, copies ...runtime.Record) *runtime.Report {
+		rep.PossibleCopies = copies
+		return rep
+	}
+	handedOff := handedOffUnacked(1, "q.retry")
+	nacked := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRequeued, Handler: "permanent", Handoff: "nacked", Destination: dlq}
 	for _, c := range []struct {
 		name    string
 		records []runtime.Record
-		report  *runtime.Report
+		reports []*runtime.Report
 		want    []string
 	}{
 		{"agreeing, with one in flight at the final abort", []runtime.Record{acked(1), unresolved},
-			report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}, unresolved, inFlight), nil},
+			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}, unresolved, inFlight)}, nil},
 		{"a settled delivery listed as unresolved", []runtime.Record{acked(1)},
-			report(map[runtime.Path]int{runtime.PathUnresolved: 1}, unresolved),
+			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathUnresolved: 1}, unresolved)},
 			[]string{"the reports count 0 deliveries acked, the records 1", "the reports count 1 deliveries unresolved, the records 0"}},
 		{"an unresolved delivery counted as acked and not listed", []runtime.Record{unresolved},
-			report(map[runtime.Path]int{runtime.PathAcked: 1}),
+			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathAcked: 1})},
 			[]string{"m1 attempt 1 ended unresolved, and no report lists it", "the reports count 1 deliveries acked, the records 0", "the reports count 0 deliveries unresolved, the records 1"}},
+		// A list cut short is not checked; the counts always are.
+		{"a miscount beside a report that left some out", []runtime.Record{acked(1), unresolved},
+			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathAcked: 3, runtime.PathUnresolved: 1}), cutShort(report(nil), 1)},
+			[]string{"the reports count 3 deliveries acked, the records 1"}},
+		{"one in flight at the final abort, left out", []runtime.Record{acked(1)},
+			[]*runtime.Report{cutShort(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 1}), 1)}, nil},
+		{"more in flight at the final abort than left out", []runtime.Record{acked(1)},
+			[]*runtime.Report{cutShort(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}), 1)},
+			[]string{"the reports count 2 deliveries unresolved, the records 0"}},
+		// A handoff copy that may repeat is listed among the possible copies.
+		{"a confirmed handoff left unresolved, among the possible copies", []runtime.Record{handedOff},
+			[]*runtime.Report{withCopies(report(map[runtime.Path]int{runtime.PathUnresolved: 1}, handedOff), handedOff)}, nil},
+		{"a confirmed handoff left unresolved, not among the possible copies", []runtime.Record{handedOff},
+			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathUnresolved: 1}, handedOff)},
+			[]string{"m1 attempt 1's handoff to q.retry may have left a copy while its original comes back (handoff confirmed, unresolved), and no report lists it"}},
+		{"a nacked handoff, not among the possible copies", []runtime.Record{nacked},
+			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathRequeued: 1})},
+			[]string{"m1 attempt 1's handoff to q.dlq may have left a copy"}},
+		{"a nacked handoff, among the possible copies", []runtime.Record{nacked},
+			[]*runtime.Report{withCopies(report(map[runtime.Path]int{runtime.PathRequeued: 1}), nacked)}, nil},
 	} {
-		e := oneMessage(Success, c.records...)
-		e.reports = []*runtime.Report{c.report}
-		got := reportsDisagree(e)
+		got := reportsDisagree(reported{records: c.records, reports: c.reports})
 		if len(got) != len(c.want) {
 			t.Errorf("%s: problems %q, want %d", c.name, got, len(c.want))
 			continue

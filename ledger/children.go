@@ -34,8 +34,10 @@ type proc struct {
 	// What it streamed, its reader's alone until exited, by attempt: the
 	// handler runs it announced and those its records show ran, the ACKs its
 	// records show sent, those proven and those it logged never proven; its
-	// report; why its first connection failed, or its service did.
+	// records and its report; why its first connection failed, or its
+	// service did.
 	runs, ran, acked, proven, ambiguous map[workKey]int
+	records                             []runtime.Record
 	report                              *runtime.Report
 	startFailed, runFailed              string
 	// output keeps the end of its stderr and of what it wrote that is not an
@@ -175,6 +177,7 @@ func (c *children) apply(p *proc, ev event) {
 		}
 		rec := *ev.Record
 		pr.observe(rec)
+		p.records = append(p.records, rec)
 		k := workKey{rec.MessageID, rec.Attempt}
 		if ran(rec) {
 			p.ran[k]++
@@ -297,6 +300,20 @@ func (c *children) stopAll() []*runtime.Report {
 		}
 	}
 	return reps
+}
+
+// reported pairs the records of each consumer that stopped well with its
+// report. Every process has ended.
+func (c *children) reported() []reported {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []reported
+	for _, p := range c.all {
+		if p.role == consumerRole && p.report != nil && p.ended() {
+			out = append(out, reported{name: p.name, records: p.records, reports: []*runtime.Report{p.report}})
+		}
+	}
+	return out
 }
 
 // killAll kills every process still running: the end of a run that failed.

@@ -244,7 +244,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	e := r.evidence(reps, queued, rows)
-	e.wholeReports = true
+	e.reported = []reported{{records: e.records, reports: reps}}
 	res := account(e)
 	res.Duration = time.Since(start)
 	return res, nil

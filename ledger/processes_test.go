@@ -178,3 +178,33 @@ func TestQuietEndWaitsForJourneysNoKillExplains(t *testing.T) {
 		t.Error("m1, run by a killed process, holds the quiet end")
 	}
 }
+
+// Each consumer process that stopped well is held to its own report; a
+// killed one left none, and the relay's is not of deliveries.
+func TestEveryConsumerProcessIsHeldToItsReport(t *testing.T) {
+	kid := func(name string, killed bool, rep *runtime.Report, recs ...runtime.Record) *proc {
+		p := &proc{role: consumerRole, name: name, records: recs, report: rep, exited: make(chan struct{})}
+		p.killed.Store(killed)
+		close(p.exited)
+		return p
+	}
+	c := &children{all: []*proc{
+		kid("c1", false, &runtime.Report{Counts: map[runtime.Path]int{runtime.PathAcked: 1}}, acked(1)),
+		kid("c2", true, nil, acked(1)),
+		kid("c3", false, &runtime.Report{Counts: map[runtime.Path]int{runtime.PathAcked: 2}}, acked(1)),
+	}}
+	// The relay's report counts what it published, of which no consumer
+	// writes a record.
+	relay := kid("r1", false, &runtime.Report{Counts: map[runtime.Path]int{"published": 3}})
+	relay.role = relayRole
+	c.all = append(c.all, relay)
+	e := oneMessage(Success, acked(1), acked(1), acked(1))
+	e.runs[workKey{"m1", 1}] = 3
+	e.ambiguous[workKey{"m1", 1}] = 2
+	e.reported = c.reported()
+	res := account(e)
+	if len(res.Problems) != 1 {
+		t.Fatalf("problems %q, want c3's alone", res.Problems)
+	}
+	wantProblem(t, res, "consumer process c3: the reports count 2 deliveries acked, the records 1")
+}
