@@ -191,8 +191,9 @@ func account(e evidence) *Result {
 	}
 	lostRuns, lostOf := settlesLost(e)
 	// Deliveries in flight when a consumer closed: each explains one more
-	// copy of its message, or one more run of its attempt.
-	inFlightAtClose, closedInFlight := map[string]int{}, map[workKey]int{}
+	// copy of its message, or one more run of its attempt; one whose
+	// handoff had no confirm yet, one more copy of the next attempt too.
+	inFlightAtClose, closedInFlight, closedInHandoff := map[string]int{}, map[workKey]int{}, map[workKey]int{}
 	var lost []string
 	for _, rep := range e.reports {
 		for _, u := range rep.Unresolved {
@@ -200,6 +201,9 @@ func account(e evidence) *Result {
 				res.AbortedInFlight++
 				inFlightAtClose[u.MessageID]++
 				closedInFlight[workKey{u.MessageID, u.Attempt}]++
+				if u.Handoff != "" && u.Destination != e.dlq {
+					closedInHandoff[workKey{u.MessageID, u.Attempt}]++
+				}
 			}
 		}
 		lost = append(lost, rep.Lost...)
@@ -293,7 +297,19 @@ func account(e evidence) *Result {
 	}
 	// Second deliveries of one message's attempt: a run of the handler, or
 	// a delivery that found the attempt's work done (an inbox duplicate, or
-	// one settled from the consumer's record), beyond the first.
+	// one settled from the consumer's record), beyond the first. A copy of
+	// the attempt left in the main queue or a retry bucket is a delivery
+	// still to come, and needs the same explanation: a journey that ended
+	// without proof sent its message back once, for one more run or one
+	// copy left, not both.
+	left := map[workKey]int{}
+	for id, copies := range e.queued {
+		for _, f := range copies {
+			if f.fate == InMain || f.fate == InBucket {
+				left[workKey{id, f.attempt}]++
+			}
+		}
+	}
 	settledAgain, fromRecord := map[workKey]int{}, map[workKey]int{}
 	for _, rec := range e.records {
 		if doneBefore(rec) {
@@ -307,13 +323,14 @@ func account(e evidence) *Result {
 	for _, n := range e.runs {
 		res.HandlerRuns += n
 	}
-	for k := range settledAgain {
-		if _, ok := runsOf[k]; !ok {
-			runsOf[k] = 0
+	for _, more := range []map[workKey]int{settledAgain, left} {
+		for k := range more {
+			runsOf[k] += 0
 		}
 	}
 	for k, runs := range runsOf {
-		n := runs + settledAgain[k]
+		delivered := runs + settledAgain[k]
+		n := delivered + left[k]
 		if n < 2 {
 			continue
 		}
@@ -334,8 +351,9 @@ func account(e evidence) *Result {
 		because = append(because, slices.Repeat([]string{bucketTwice}, twice[k])...)
 		// A later attempt exists once per handoff of the one before that may
 		// have reached the bucket: confirmed, or timed out or failed after
-		// its publish (then the original was requeued and handed off again).
-		copies := 0
+		// its publish (then the original was requeued and handed off again),
+		// or still waiting for its confirm when a consumer closed.
+		copies := closedInHandoff[workKey{k.id, k.attempt - 1}]
 		for _, rec := range byID[k.id] {
 			if rec.Attempt == k.attempt-1 && rec.Destination != e.dlq &&
 				(rec.Handoff == "confirmed" || rec.Handoff == "timed out" || rec.Handoff == "failed") {
@@ -350,10 +368,11 @@ func account(e evidence) *Result {
 		if k.attempt == 1 {
 			because = append(because, slices.Repeat([]string{relayedAgain}, e.leasedAgain[k.id])...)
 			// A delivery settled from the record reaches neither the handler
-			// nor after_delivery, so how it came is not noted: a send made
-			// again that no noted arrival accounts for may be it.
+			// nor after_delivery, so how it came is not noted, nor is a copy
+			// left: a send made again that no noted arrival accounts for may
+			// be either.
 			unseen := max(e.resent[k.id]-againOf[k.id], 0)
-			because = append(because, slices.Repeat([]string{publishedAgain}, min(unseen, fromRecord[k]))...)
+			because = append(because, slices.Repeat([]string{publishedAgain}, min(unseen, fromRecord[k]+left[k]))...)
 		}
 		because = append(because, slices.Repeat([]string{settleLost}, lostRuns[k])...)
 		if n-1 > len(because) {
@@ -361,10 +380,13 @@ func account(e evidence) *Result {
 			if again := settledAgain[k]; again > 0 {
 				what += fmt.Sprintf(" and %d more deliveries found its work done", again)
 			}
+			if l := left[k]; l > 0 {
+				what += fmt.Sprintf(", with %d copies of it left in a queue", l)
+			}
 			problem("%s attempt %d: %s; only %d earlier journeys ended without proof: %s", k.id, k.attempt, what, len(because), paths(byID[k.id]))
 			continue
 		}
-		for _, why := range because[:n-1] {
+		for _, why := range because[:max(delivered-1, 0)] {
 			res.SecondDeliveries[why]++
 		}
 	}
@@ -467,9 +489,9 @@ func copyMayRepeat(rec runtime.Record) bool {
 // and then lost before a quorum queue committed them (settleLost). A run
 // of an attempt is explained so only by a redelivery no journey without
 // proof explains, and only by an ACK proven before it, not the attempt's
-// last journey's: at most the fewer of the two (runs). The last journey's
-// ACK, lost so, leaves its message in a queue, redelivered (of counts it
-// there, with the runs, by id).
+// last journey's: at most the fewer of the two. The last journey's ACK,
+// lost so, leaves its message in a queue, redelivered: a delivery still to
+// come. runs counts both by attempt, of by id.
 func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
 	runs, of = map[workKey]int{}, map[string]int{}
 	if !e.atLeastOnce || !slices.ContainsFunc(slices.Collect(maps.Keys(e.faults)), func(k string) bool { return nodeFault(k) && e.faults[k] > 0 }) {
@@ -509,10 +531,10 @@ func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
 			last = 1
 		}
 		runs[k] = min(max(sent-last-e.ambiguous[k], 0), max(back-unproven, 0))
-		of[k.id] += runs[k]
 		if last == 1 && e.ambiguous[k] < sent {
-			of[k.id] += min(left[k], 1)
+			runs[k] += min(left[k], 1)
 		}
+		of[k.id] += runs[k]
 	}
 	return runs, of
 }

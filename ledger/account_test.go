@@ -110,6 +110,48 @@ func TestAccountReportsAnUnexplainedSecondRun(t *testing.T) {
 	}
 }
 
+// A journey that ended without proof sent its message back once: for one
+// more run of its attempt, or for one copy of it left in a queue, not both.
+// A handoff's copy is another matter: an ACK lost after it brings the
+// original back to run again beside the copy.
+func TestAccountExplainsOneRedeliveryOnce(t *testing.T) {
+	e := oneMessage(Success, acked(1), acked(1))
+	e.runs[workKey{"m1", 1}] = 2
+	e.ambiguous[workKey{"m1", 1}] = 1
+	e.queued["m1"] = []found{{InMain, 1, false}}
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times, with 1 copies of it left in a queue; only 1 earlier journeys ended without proof")
+	e.ambiguous[workKey{"m1", 1}] = 2
+	res := account(e)
+	wantNoProblem(t, res)
+	if res.SecondDeliveries["ACK sent, never proven (ambiguous)"] != 1 {
+		t.Errorf("second runs %v", res.SecondDeliveries)
+	}
+
+	// The ACK of a handoff to the DLQ was lost: the original ran again, and
+	// its copy is there twice.
+	dead := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathDeadLettered, Handler: "permanent", Handoff: "confirmed", Destination: dlq}
+	e = oneMessage(Refused, dead, dead)
+	e.runs[workKey{"m1", 1}] = 2
+	e.ambiguous[workKey{"m1", 1}] = 1
+	e.queued["m1"] = []found{{InDLQ, 1, false}, {InDLQ, 1, false}}
+	wantNoProblem(t, account(e))
+
+	// A delivery in flight at the final abort while its handoff waited for
+	// its confirm: its copy of attempt 2 may exist beside the one handed off
+	// when it ran again.
+	inFlight := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathUnresolved,
+		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it; its handoff had no confirm yet"}
+	e = oneMessage(Flaky, handedOff(1, "q.retry"), acked(2))
+	e.runs[workKey{"m1", 1}] = 2
+	e.runs[workKey{"m1", 2}] = 1
+	e.queued["m1"] = []found{{InBucket, 2, false}}
+	e.reports = []*runtime.Report{{Unresolved: []runtime.Record{inFlight}}}
+	wantProblem(t, account(e), "m1 attempt 2: the handler ran 1 times, with 1 copies of it left in a queue; only 0 earlier journeys ended without proof")
+	inFlight.Handoff, inFlight.Destination = "timed out", "q.retry"
+	e.reports = []*runtime.Report{{Unresolved: []runtime.Record{inFlight}}}
+	wantNoProblem(t, account(e))
+}
+
 // A delivery in flight when a consumer closed explains one more run of its
 // own attempt, and of no other.
 func TestAccountExplainsARunInFlightAtCloseOnce(t *testing.T) {
