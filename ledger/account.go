@@ -40,7 +40,7 @@ type evidence struct {
 	// dead-letters its expired copies back at least once.
 	atLeastOnce bool
 	// arrivals say how each run's delivery came, and each inbox
-	// duplicate's, by attempt (the in-process ledger's only).
+	// duplicate's, by attempt.
 	arrivals map[workKey][]arrival
 	reports  []*runtime.Report
 	// queued is where each id was found at the end, rows its business rows.
@@ -112,8 +112,9 @@ const settleLost = "ACK proven on its channel, then lost before the quorum queue
 // (ack-ambiguous): each ACK it sent and had not proven explains a second
 // run of its attempt and a copy at the end. A row the outbox relay leased
 // again may have been published before: each such lease explains a copy,
-// and a second run of attempt 1 (the inbox ACKs the copies of committed
-// work as duplicates, without a run).
+// and a second delivery of attempt 1 that came from a publish of its own
+// (the inbox ACKs the copies of committed work as duplicates, without a
+// run).
 const (
 	killedMidRun  = "the process running it was killed (SIGKILL)"
 	killedHandoff = "another copy of this attempt: the process that ran the attempt before was killed (SIGKILL), perhaps after its handoff"
@@ -165,23 +166,27 @@ func account(e evidence) *Result {
 		succeededOnce[k.id] = true
 	}
 	// Duplicates the runs' arrivals prove: a first attempt that came from
-	// more than one publish (the publisher sent it again), and, on a
-	// cluster, a later attempt whose one publish came as a new delivery more
-	// than once (the bucket moved it back twice). Each explains one more run
-	// of that attempt and one more copy of the message.
-	again, twice := map[workKey]int{}, map[workKey]int{}
-	againOf, twiceOf := map[string]int{}, map[string]int{}
+	// more than one publish (the publisher sent it again, or the outbox
+	// relay), and, on a cluster, a later attempt whose one publish came as a
+	// new delivery more than once (the bucket moved it back twice). Each
+	// explains one more run of that attempt and one more copy of the
+	// message.
+	again, twice, relayed := map[workKey]int{}, map[workKey]int{}, map[workKey]int{}
+	againOf, twiceOf, relayedOf := map[string]int{}, map[string]int{}, map[string]int{}
 	for k, as := range e.arrivals {
-		fresh := map[string]int{}
+		publishes, fresh := map[string]bool{}, map[string]int{}
 		for _, a := range as {
+			publishes[a.publish] = true
 			if !a.redelivered {
 				fresh[a.publish]++
 			}
 		}
 		switch {
 		case k.attempt == 1:
-			again[k] = min(max(len(fresh)-1, 0), e.resent[k.id])
+			again[k] = min(max(len(publishes)-1, 0), e.resent[k.id])
 			againOf[k.id] += again[k]
+			relayed[k] = min(max(len(publishes)-1-again[k], 0), e.leasedAgain[k.id])
+			relayedOf[k.id] += relayed[k]
 		case e.atLeastOnce:
 			for _, n := range fresh {
 				twice[k] += max(n-1, 0)
@@ -347,7 +352,6 @@ func account(e evidence) *Result {
 		}
 		because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, e.ambiguous[k])...)
 		because = append(because, slices.Repeat([]string{"in flight when a consumer closed (unresolved)"}, closedInFlight[k])...)
-		because = append(because, slices.Repeat([]string{publishedAgain}, again[k])...)
 		because = append(because, slices.Repeat([]string{bucketTwice}, twice[k])...)
 		// A later attempt exists once per handoff of the one before that may
 		// have reached the bucket: confirmed, or timed out or failed after
@@ -366,13 +370,16 @@ func account(e evidence) *Result {
 		because = append(because, slices.Repeat([]string{killedAck}, e.killedAcks[k])...)
 		because = append(because, slices.Repeat([]string{killedHandoff}, e.killed[workKey{k.id, k.attempt - 1}])...)
 		if k.attempt == 1 {
-			because = append(because, slices.Repeat([]string{relayedAgain}, e.leasedAgain[k.id])...)
+			because = append(because, slices.Repeat([]string{publishedAgain}, again[k])...)
+			because = append(because, slices.Repeat([]string{relayedAgain}, relayed[k])...)
 			// A delivery settled from the record reaches neither the handler
 			// nor after_delivery, so how it came is not noted, nor is a copy
-			// left: a send made again that no noted arrival accounts for may
-			// be either.
-			unseen := max(e.resent[k.id]-againOf[k.id], 0)
-			because = append(because, slices.Repeat([]string{publishedAgain}, min(unseen, fromRecord[k]+left[k]))...)
+			// left: a send made again, or a lease, that no noted arrival
+			// accounts for may be either.
+			unnoted := fromRecord[k] + left[k]
+			sent := min(max(e.resent[k.id]-againOf[k.id], 0), unnoted)
+			because = append(because, slices.Repeat([]string{publishedAgain}, sent)...)
+			because = append(because, slices.Repeat([]string{relayedAgain}, min(max(e.leasedAgain[k.id]-relayedOf[k.id], 0), unnoted-sent))...)
 		}
 		because = append(because, slices.Repeat([]string{settleLost}, lostRuns[k])...)
 		if n-1 > len(because) {

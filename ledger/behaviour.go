@@ -138,11 +138,16 @@ func (r *run) afterDelivery(_ context.Context, d runtime.RawDelivery, soFar runt
 	return nil
 }
 
-// arrived notes how d came: by which publish, and whether redelivered.
+// arrived notes how d came.
 func (r *run) arrived(d runtime.RawDelivery) {
-	pub, _ := d.Header(envelope.HeaderHandoffID)
-	k := workKey{d.MessageID(), d.Attempt()}
+	k, a := arrivalOf(d)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.arrivals[k] = append(r.arrivals[k], arrival{fmt.Sprint(pub), d.Redelivered()})
+	r.arrivals[k] = append(r.arrivals[k], a)
+}
+
+// arrivalOf is how d came: by which publish, and whether redelivered.
+func arrivalOf(d runtime.RawDelivery) (workKey, arrival) {
+	pub, _ := d.Header(envelope.HeaderHandoffID)
+	return workKey{d.MessageID(), d.Attempt()}, arrival{fmt.Sprint(pub), d.Redelivered()}
 }

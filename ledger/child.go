@@ -49,7 +49,8 @@ type childConfig struct {
 // The kinds of event.
 const (
 	evStarted     = "started"      // SIGTERM now stops it well
-	evRun         = "run"          // a handler run starts: ID, Attempt
+	evRun         = "run"          // a handler run starts: ID, Attempt, Publish, Redelivered
+	evDuplicate   = "duplicate"    // the inbox settles a delivery as a duplicate: as evRun
 	evRecord      = "record"       // a delivery's record: Record
 	evWarning     = "warning"      // a consumer's warning: Stage, ID, Attempt, Detail
 	evProven      = "ack-proven"   // a later reply proved the ACK of ID, Attempt
@@ -68,6 +69,11 @@ type event struct {
 	Detail  string          `json:"detail,omitempty"`
 	Record  *runtime.Record `json:"record,omitempty"`
 	Report  *runtime.Report `json:"report,omitempty"`
+
+	// Publish and Redelivered say how a run's or a duplicate's delivery
+	// came (arrival).
+	Publish     string `json:"publish,omitempty"`
+	Redelivered bool   `json:"redelivered,omitempty"`
 }
 
 // events writes a child's events.
@@ -143,8 +149,12 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 	r := newRun(Config{N: cfg.N, Seed: cfg.Seed, PostgresDSN: cfg.DSN}, processSpec(cfg.Queue))
 	r.table = workTable
 	r.assign() // the parent's behaviours: the same seed
+	arrived := func(kind string, d runtime.RawDelivery) {
+		k, a := arrivalOf(d)
+		out.emit(event{Kind: kind, ID: k.id, Attempt: k.attempt, Publish: a.publish, Redelivered: a.redelivered})
+	}
 	handle := func(ctx context.Context, d runtime.RawDelivery) error {
-		out.emit(event{Kind: evRun, ID: d.MessageID(), Attempt: d.Attempt()})
+		arrived(evRun, d)
 		err := r.handle(ctx, d)
 		if r.success(d, err) {
 			// Before the runtime commits or ACKs the work: a kill after
@@ -156,8 +166,15 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 	c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}, runtime.Config{
 		URLs:    []string{cfg.AMQP},
 		Observe: func(rec runtime.Record) { out.emit(event{Kind: evRecord, Record: &rec}) },
-		Logger:  slog.New(diagnostics{out}),
-		Inbox:   pginbox.New(pool, pginbox.Options{LockTimeout: 500 * time.Millisecond}),
+		// As the parent's afterDelivery: a duplicate's arrival is noted.
+		AfterDelivery: func(_ context.Context, d runtime.RawDelivery, soFar runtime.Record) error {
+			if soFar.Commit == "duplicate" {
+				arrived(evDuplicate, d)
+			}
+			return nil
+		},
+		Logger: slog.New(diagnostics{out}),
+		Inbox:  pginbox.New(pool, pginbox.Options{LockTimeout: 500 * time.Millisecond}),
 		// consume's, but for the force window: no child is forced.
 		StepTimeout:   2 * time.Second,
 		ShutdownGrace: 5 * time.Second, ForceWindow: time.Second,

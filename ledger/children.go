@@ -161,12 +161,15 @@ func (c *children) apply(p *proc, ev event) {
 	switch ev.Kind {
 	case evStarted:
 		close(p.started)
-	case evRun:
+	case evRun, evDuplicate:
 		k := workKey{ev.ID, ev.Attempt}
 		pr.mu.Lock()
-		pr.runs[k]++
+		pr.arrivals[k] = append(pr.arrivals[k], arrival{ev.Publish, ev.Redelivered})
+		if ev.Kind == evRun {
+			pr.runs[k]++
+			p.runs[k]++
+		}
 		pr.mu.Unlock()
-		p.runs[k]++
 	case evSucceeded:
 		pr.mu.Lock()
 		pr.succeeded[workKey{ev.ID, ev.Attempt}] = true

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"flag"
+	"slices"
 	"testing"
 	"time"
 
@@ -149,10 +150,47 @@ func TestAccountExplainsACopyTheRelayPublishedAgain(t *testing.T) {
 	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
 	wantProblem(t, res, "m1 (permanent) is present 2 times at the end")
 	e.leasedAgain = map[string]int{"m1": 1}
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p2", false}}}
 	res = account(e)
 	wantNoProblem(t, res)
 	if res.SecondDeliveries[relayedAgain] != 1 || res.ExtraCopies[relayedAgain] != 1 {
 		t.Errorf("second runs %v, extra copies %v", res.SecondDeliveries, res.ExtraCopies)
+	}
+
+	// A lease explains a second run only if the runs came from two
+	// publishes: one publish delivered again is a redelivery, which only a
+	// journey without proof explains.
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}, {"p1", true}}}
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 2 times")
+
+	// A lease whose publish no run noted may be a copy left, or a delivery
+	// settled from the record, each once.
+	e = oneMessage(Success, acked(1))
+	e.runs[workKey{"m1", 1}] = 1
+	e.arrivals = map[workKey][]arrival{{"m1", 1}: {{"p1", false}}}
+	e.queued["m1"] = []found{{InMain, 1, false}}
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 1 times, with 1 copies of it left in a queue")
+	e.leasedAgain = map[string]int{"m1": 1}
+	wantNoProblem(t, account(e))
+	fromRecord := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathAcked, Handler: "completed earlier"}
+	e.records = append(e.records, fromRecord)
+	wantProblem(t, account(e), "m1 attempt 1: the handler ran 1 times and 1 more deliveries found its work done, with 1 copies of it left in a queue")
+}
+
+// A child tells how each run's delivery came, and each duplicate's, for the
+// accounting to tell a publish made again from a redelivery.
+func TestChildrenNoteHowDeliveriesCame(t *testing.T) {
+	pr := &processRun{run: newRun(Config{}, processSpec("q"))}
+	c := &children{pr: pr}
+	p := &proc{runs: map[workKey]int{}}
+	c.apply(p, event{Kind: evRun, ID: "m1", Attempt: 1, Publish: "p1"})
+	c.apply(p, event{Kind: evDuplicate, ID: "m1", Attempt: 1, Publish: "p2", Redelivered: true})
+	want := []arrival{{"p1", false}, {"p2", true}}
+	if got := pr.arrivals[workKey{"m1", 1}]; !slices.Equal(got, want) {
+		t.Errorf("arrivals %v, want %v", got, want)
+	}
+	if pr.runs[workKey{"m1", 1}] != 1 || p.runs[workKey{"m1", 1}] != 1 {
+		t.Errorf("runs %v, the process's %v: a duplicate ran no handler", pr.runs, p.runs)
 	}
 }
 
