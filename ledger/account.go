@@ -57,8 +57,9 @@ type evidence struct {
 	claimed            map[string]bool
 
 	// pastDeadline: the run was stopped at its deadline, not once it was
-	// over (the problem of a message left unfinished says which).
-	pastDeadline bool
+	// over (the problem of a message left unfinished says which);
+	// interrupted: once its context ended.
+	pastDeadline, interrupted bool
 	// reported are the consumers whose every record and report is here (a
 	// killed process left none): their reports must agree with their records.
 	reported []reported
@@ -81,7 +82,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
-		reports:  reps, queued: queued, rows: rows, pastDeadline: r.pastDeadline.Load(),
+		reports:  reps, queued: queued, rows: rows, pastDeadline: r.pastDeadline.Load(), interrupted: r.interrupted.Load(),
 	}
 }
 
@@ -135,6 +136,10 @@ func account(e evidence) *Result {
 		res.Resent += n
 	}
 	problem := func(format string, args ...any) { res.Problems = append(res.Problems, fmt.Sprintf(format, args...)) }
+	if e.interrupted {
+		// What it found so far may all be in order: it proves nothing.
+		problem("the run was interrupted (its context ended) before it was over")
+	}
 	for k := range res.Faults {
 		if strings.HasPrefix(k, "harness error") {
 			problem("%s", k)

@@ -1,10 +1,13 @@
 package ledger
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
 )
 
 // The accounting is the no-loss oracle. These tests hand it made-up evidence
@@ -186,6 +189,24 @@ func TestAccountReportsARunStoppedWithMessagesUnhandled(t *testing.T) {
 	e = oneMessage(Success, acked(1))
 	e.pastDeadline = true
 	wantNoProblem(t, account(e))
+}
+
+// A run whose context ended before it was over proves nothing, though what
+// it found so far is in order.
+func TestAccountReportsAnInterruptedRun(t *testing.T) {
+	e := oneMessage(Success, acked(1))
+	wantNoProblem(t, account(e))
+	e.interrupted = true
+	wantProblem(t, account(e), "the run was interrupted (its context ended) before it was over")
+
+	// The wait for the journeys notes it.
+	r := newRun(Config{}, spec("q", topology.Classic))
+	r.ids, r.deadline = []string{"m1"}, time.Now().Add(time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := r.await(ctx, nil, nil); err != nil || !r.interrupted.Load() {
+		t.Errorf("await returned %v, interrupted %v", err, r.interrupted.Load())
+	}
 }
 
 // The inbox stops a delivery of work that committed, so the handler does

@@ -173,8 +173,8 @@ type run struct {
 	// COMMIT is slow and the PostgreSQL fault can kill it.
 	killArmed atomic.Bool
 	// pastDeadline: the consumers were stopped at the deadline, not once
-	// the journeys were over.
-	pastDeadline atomic.Bool
+	// the journeys were over; interrupted: once the run's context ended.
+	pastDeadline, interrupted atomic.Bool
 
 	mu           sync.Mutex
 	runs         map[workKey]int

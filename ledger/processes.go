@@ -273,6 +273,7 @@ func (pr *processRun) await(ctx context.Context, written <-chan error) error {
 			pr.pastDeadline.Store(true)
 			return nil
 		case <-ctx.Done():
+			pr.interrupted.Store(true)
 			return nil
 		case <-tick.C:
 		}

@@ -90,6 +90,7 @@ func (r *run) await(ctx context.Context, ran, published <-chan error) (restart, 
 			r.pastDeadline.Store(true)
 			return false, false, nil
 		case <-ctx.Done():
+			r.interrupted.Store(true)
 			return false, false, nil
 		case <-tick.C:
 		}
