@@ -24,6 +24,9 @@ func (r *run) observe(rec runtime.Record) {
 	if workAcked(recs) || (rec.Handoff == "confirmed" && rec.Destination == r.spec.Topology.DeadLetterQueue) {
 		r.done[rec.MessageID] = true
 	}
+	if rec.Handoff == "returned" || rec.Handoff == "nacked" {
+		r.refused[refusal{rec.Handoff, rec.Destination}]++
+	}
 }
 
 // workAcked: the message's records show the ACK of the handler's completed

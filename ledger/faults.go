@@ -105,6 +105,34 @@ func metWorkInFlight(rep *runtime.Report) bool {
 	return forced && aborted && rep.Counts[runtime.PathNotStarted] > 0
 }
 
+// refusal is a way the broker refused a handoff ("returned" or "nacked"),
+// and the queue it refused it for.
+type refusal struct{ handoff, destination string }
+
+// refusalWait bounds the wait for the record of a handoff the broker
+// refused: it comes after the requeue's pause that follows the refusal.
+const refusalWait = 3 * time.Second
+
+// refusedSoFar counts the records of handoffs the broker refused so.
+func (r *run) refusedSoFar(how refusal) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused[how]
+}
+
+// refusedSince reports whether, within refusalWait, the records show more
+// handoffs refused so than before: a fault that makes the broker refuse
+// handoffs struck only if it refused one, and none may have come while it
+// lasted.
+func (r *run) refusedSince(ctx context.Context, how refusal, before int) bool {
+	for end := time.Now().Add(refusalWait); r.refusedSoFar(how) <= before; {
+		if time.Now().After(end) || !backoff.Sleep(ctx, 50*time.Millisecond) {
+			return false
+		}
+	}
+	return true
+}
+
 // errHeal marks the failure of a fault's heal: it may leave the broker
 // broken (a reject policy, a queue's binding gone) however the run is
 // ending, so it is a harness error even once the faults are being stopped,
@@ -251,6 +279,8 @@ func (r *run) nodeFaults() []fault {
 		}},
 		{"retry bucket deleted (handoffs returned)", func(ctx context.Context) (bool, error) {
 			bucket := declarations(r.spec)[1]
+			returned := refusal{"returned", bucket.Name}
+			before := r.refusedSoFar(returned)
 			hold := r.between(300*time.Millisecond, 800*time.Millisecond)
 			// Handoffs are held back while the bucket goes: one racing the
 			// delete would be confirmed and dropped by the broker.
@@ -265,16 +295,20 @@ func (r *run) nodeFaults() []fault {
 				return false, err
 			}
 			backoff.Sleep(ctx, hold)
-			return true, healed(heal())
+			err = healed(heal())
+			return r.refusedSince(ctx, returned, before), err
 		}},
 		{"DLQ refusing publishes (handoffs nacked)", func(ctx context.Context) (bool, error) {
+			nacked := refusal{"nacked", r.spec.Topology.DeadLetterQueue}
+			before := r.refusedSoFar(nacked)
 			hold := r.between(500*time.Millisecond, 1500*time.Millisecond)
 			heal, err := faults.RejectPublishes(context.WithoutCancel(ctx), r.cfg.BrokerURL, r.spec.Topology.DeadLetterQueue)
 			if err != nil {
 				return false, err
 			}
 			backoff.Sleep(ctx, hold)
-			return true, healed(heal(context.WithoutCancel(ctx)))
+			err = healed(heal(context.WithoutCancel(ctx)))
+			return r.refusedSince(ctx, nacked, before), err
 		}},
 	}
 }

@@ -1,9 +1,12 @@
 package ledger
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
 )
 
 // A forced stop strikes only when it met what it is there for: a force
@@ -35,5 +38,27 @@ func TestForcedStopStrikesOnlyWithWorkInFlight(t *testing.T) {
 		if metWorkInFlight(rep) {
 			t.Errorf("%s: struck", name)
 		}
+	}
+}
+
+// A fault that makes the broker refuse handoffs strikes only once a record
+// shows one it refused: none may have come while it lasted.
+func TestRefusedHandoffsAreSeenInTheRecords(t *testing.T) {
+	r := newRun(Config{}, spec("q", topology.Classic))
+	returned := refusal{"returned", "q.retry"}
+	r.observe(runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRequeued, Handoff: "nacked", Destination: "q.retry"})
+	r.observe(runtime.Record{MessageID: "m2", Attempt: 1, Path: runtime.PathRequeued, Handoff: "returned", Destination: "q.dlq"})
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if r.refusedSince(ended, returned, r.refusedSoFar(returned)) {
+		t.Error("struck with no handoff to the bucket returned")
+	}
+	before := r.refusedSoFar(returned)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		r.observe(runtime.Record{MessageID: "m3", Attempt: 1, Path: runtime.PathRequeued, Handoff: "returned", Destination: "q.retry"})
+	}()
+	if !r.refusedSince(context.Background(), returned, before) {
+		t.Error("a handoff to the bucket returned, and the fault did not strike")
 	}
 }

@@ -121,7 +121,7 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 		cfg: cfg, spec: spec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
 		restart: make(chan bool, 1), forced: make(chan *runtime.Report, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[workKey]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
-		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{},
+		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{}, refused: map[refusal]int{},
 	}
 }
 
@@ -187,7 +187,8 @@ type run struct {
 	failedStarts int
 	done         map[string]bool // ids whose journey reached its end (acked work, DLQ)
 	faults       map[string]int
-	resent       map[string]int // sends made again after one that may have left a copy
+	resent       map[string]int  // sends made again after one that may have left a copy
+	refused      map[refusal]int // handoffs the broker refused, by how and where
 	// resuming is the fault whose resume time is measured now, and when it
 	// struck; resumes are the times measured.
 	resuming resumeFrom
