@@ -156,19 +156,26 @@ func TestAccountExplainsOneRedeliveryOnce(t *testing.T) {
 }
 
 // A delivery in flight when a consumer closed explains one more run of its
-// own attempt, and of no other.
+// own attempt, of no other, and only one.
 func TestAccountExplainsARunInFlightAtCloseOnce(t *testing.T) {
-	retried := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "retryable", Handoff: "confirmed", Destination: "q.retry"}
-	e := oneMessage(Flaky, retried, retried, acked(2), acked(2))
+	e := oneMessage(Flaky, handedOff(1, "q.retry"), acked(2), acked(2))
 	e.runs[workKey{"m1", 1}] = 2
 	e.runs[workKey{"m1", 2}] = 2
+	wantProblem(t, account(e), "m1 attempt 2: the handler ran 2 times; only 0 earlier journeys ended without proof")
+
 	e.reports = []*runtime.Report{{Unresolved: []runtime.Record{{MessageID: "m1", Attempt: 2, Path: runtime.PathUnresolved,
 		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}}}}
 	res := account(e)
-	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times")
+	wantProblem(t, res, "m1 attempt 1: the handler ran 2 times; only 0 earlier journeys ended without proof")
+	if len(res.Problems) != 1 {
+		t.Errorf("problems %q, want attempt 1's alone", res.Problems)
+	}
 	if res.SecondDeliveries["in flight when a consumer closed (unresolved)"] != 1 {
 		t.Errorf("second runs %v", res.SecondDeliveries)
 	}
+
+	e.runs[workKey{"m1", 2}] = 3
+	wantProblem(t, account(e), "m1 attempt 2: the handler ran 3 times; only 1 earlier journeys ended without proof")
 }
 
 // A run that ended with messages still in their queue, as a consumer that
