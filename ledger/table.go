@@ -1,0 +1,208 @@
+package ledger
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// settlesLost bounds, on a cluster where a node went down, the ACKs proven
+// and then lost before a quorum queue committed them (settleLost). A run
+// of an attempt is explained so only by a redelivery no journey without
+// proof explains, and only by an ACK proven before it, not the attempt's
+// last journey's: at most the fewer of the two. The last journey's ACK,
+// lost so, leaves its message in a queue, redelivered: a delivery still to
+// come. runs counts both by attempt, of by id.
+func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
+	runs, of = map[workKey]int{}, map[string]int{}
+	if !e.atLeastOnce || !slices.ContainsFunc(slices.Collect(maps.Keys(e.faults)), func(k string) bool { return nodeFault(k) && e.faults[k] > 0 }) {
+		return runs, of
+	}
+	journeys := map[workKey][]runtime.Record{}
+	for _, rec := range e.records {
+		k := workKey{rec.MessageID, rec.Attempt}
+		journeys[k] = append(journeys[k], rec)
+	}
+	left := map[workKey]int{}
+	for id, copies := range e.queued {
+		for _, f := range copies {
+			if f.redelivered {
+				left[workKey{id, f.attempt}]++
+			}
+		}
+	}
+	for k, recs := range journeys {
+		sent, unproven := 0, e.ambiguous[k]
+		for _, rec := range recs {
+			if ackSent(rec) {
+				sent++
+			}
+			if (ran(rec) || doneBefore(rec)) && (rec.Path == runtime.PathRequeued || rec.Path == runtime.PathUnresolved) {
+				unproven++
+			}
+		}
+		back := 0
+		for _, a := range e.arrivals[k] {
+			if a.redelivered {
+				back++
+			}
+		}
+		last := 0
+		if ackSent(recs[len(recs)-1]) {
+			last = 1
+		}
+		runs[k] = min(max(sent-last-e.ambiguous[k], 0), max(back-unproven, 0))
+		if last == 1 && e.ambiguous[k] < sent {
+			runs[k] += min(left[k], 1)
+		}
+		of[k.id] += runs[k]
+	}
+	return runs, of
+}
+
+// ackSent says whether rec's journey ended with an ACK, or a dead-lettering
+// NACK, sent.
+func ackSent(rec runtime.Record) bool {
+	switch rec.Path {
+	case runtime.PathAcked, runtime.PathRetried, runtime.PathDeadLettered, runtime.PathBrokerDeadLettered:
+		return true
+	}
+	return false
+}
+
+// doneBefore says whether rec's journey found its attempt's work done: an
+// inbox duplicate, or one settled from the consumer's record.
+func doneBefore(rec runtime.Record) bool {
+	return rec.Commit == "duplicate" || rec.Handler == "completed earlier"
+}
+
+// ran says whether rec's journey ran the handler: not one settled from the
+// record of earlier work, nor one the consumer aborted before it started.
+func ran(rec runtime.Record) bool {
+	switch rec.Handler {
+	case "", "completed earlier", "not started":
+		return false
+	}
+	return true
+}
+
+// wrongAck says what is wrong with rec, a delivery of a message of
+// behaviour b, if it is an ACK the decision table does not give: an ACK
+// settles a handled success, on an attempt the ledger's own handler saw
+// succeed, or a delivery whose work was done before (an inbox duplicate, or
+// one settled from the record). It says "" when nothing is.
+func wrongAck(rec runtime.Record, b Behaviour, succeeded map[workKey]bool) string {
+	switch {
+	case rec.Path != runtime.PathAcked || doneBefore(rec):
+		return ""
+	case !handled(rec):
+		return fmt.Sprintf("attempt %d was acked, and its record shows no handled success (handler %q, commit %q, handoff %q)", rec.Attempt, rec.Handler, rec.Commit, rec.Handoff)
+	case b.dead():
+		return "was acked as handled; it should be in the DLQ"
+	case !succeeded[workKey{rec.MessageID, rec.Attempt}]:
+		return fmt.Sprintf("was acked as handled on attempt %d, and its handler never returned success on it", rec.Attempt)
+	}
+	return ""
+}
+
+func fateOf(copies []found, acked bool) Fate {
+	for _, want := range []Fate{InDLQ, InBucket, InMain} {
+		if slices.ContainsFunc(copies, func(f found) bool { return f.fate == want }) {
+			return want
+		}
+	}
+	if acked {
+		return Acked
+	}
+	return Lost
+}
+
+// wrongHandoff says what is wrong with rec's handoff by the decision table,
+// or "" when nothing is. A permanent failure goes to the DLQ at once; a
+// retryable one (a failed commit among them) to the retry bucket while
+// retries are left, to the DLQ once they are exhausted; a rejected delivery
+// to the DLQ. What the table gives back (a deferral, an ambiguous commit, a
+// handler the forced stop cancelled) goes nowhere, unless a quorum queue's
+// delivery limit is reached: then to the DLQ, as the reason says.
+func wrongHandoff(rec runtime.Record, dlq string, maxAttempts int) string {
+	toDLQ := rec.Destination == dlq
+	switch {
+	case rec.Handoff == "", toDLQ && deliveryLimit(rec):
+		return ""
+	case rec.Commit == "ambiguous" || rec.Commit == "deferred" || rec.Handler == "cancelled" || rec.Handler == "not started":
+		return fmt.Sprintf("attempt %d was handed off to %s, though the table gives it back (handler %q, commit %q)", rec.Attempt, rec.Destination, rec.Handler, rec.Commit)
+	case rec.Rejection != "" && !toDLQ:
+		return fmt.Sprintf("attempt %d was handed off to %s, though rejected (%s)", rec.Attempt, rec.Destination, rec.Rejection)
+	case rec.Rejection != "":
+		return ""
+	case rec.Handler == "permanent" && !toDLQ:
+		return fmt.Sprintf("attempt %d, a permanent failure, was handed off to %s, not to the DLQ", rec.Attempt, rec.Destination)
+	case !toDLQ && rec.Attempt >= maxAttempts:
+		return fmt.Sprintf("attempt %d of %d was handed off to %s, its retries exhausted", rec.Attempt, maxAttempts, rec.Destination)
+	case toDLQ && rec.Handler != "permanent" && rec.Attempt < maxAttempts:
+		return fmt.Sprintf("attempt %d of %d was dead-lettered with retries left (handler %q, commit %q)", rec.Attempt, maxAttempts, rec.Handler, rec.Commit)
+	}
+	return ""
+}
+
+// deadByTable says whether the decision table sends a delivery of attempt
+// of a message of behaviour b to the DLQ: the ledger's permanent failure on
+// its first attempt (the handler fails so on every one), any failure once
+// the retries are exhausted, or, as a record of that attempt says, a
+// rejection or a quorum queue's delivery limit.
+func deadByTable(b Behaviour, attempt int, recs []runtime.Record, e evidence) bool {
+	if b == Refused && attempt == 1 || attempt >= e.maxAttempts {
+		return true
+	}
+	return slices.ContainsFunc(recs, func(rec runtime.Record) bool {
+		return rec.Attempt == attempt && rec.Destination == e.dlq && (rec.Rejection != "" || deliveryLimit(rec))
+	})
+}
+
+// deliveryLimit: rec's handoff went to the DLQ because its quorum queue's
+// delivery limit was reached (decide's giveBack).
+func deliveryLimit(rec runtime.Record) bool { return strings.HasPrefix(rec.Reason, "delivery limit ") }
+
+// explain names why a journey ended without proof, in a few words.
+func explain(rec runtime.Record) string {
+	switch {
+	case rec.Handoff != "" && rec.Handoff != "confirmed":
+		return "handoff " + rec.Handoff
+	case rec.Handler == "cancelled":
+		return "handler cancelled by the forced shutdown"
+	case rec.Commit == "ambiguous":
+		return "commit ambiguous"
+	case strings.HasPrefix(rec.Reason, "settlement not attempted: "):
+		return "settlement not attempted (" + strings.SplitN(strings.TrimPrefix(rec.Reason, "settlement not attempted: "), ":", 2)[0] + ")"
+	case strings.HasPrefix(rec.Reason, "settlement ambiguous"):
+		return "settlement ambiguous"
+	}
+	return rec.Reason
+}
+
+func paths(recs []runtime.Record) string {
+	var b strings.Builder
+	for i, rec := range recs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "#%d %s (%s)", rec.Attempt, rec.Path, rec.Reason)
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
+}
+
+// abortedRun: rec is of a delivery whose handler the final abort found
+// running, or had not started yet.
+func abortedRun(rec runtime.Record) bool {
+	return rec.Handler == "abandoned" || rec.Handler == "not started"
+}
+
+// abortedAtClose: u, a report's unresolved delivery, was still on its
+// journey when the final abort closed the consumer.
+func abortedAtClose(u runtime.Record) bool { return strings.Contains(u.Reason, "(final abort)") }
