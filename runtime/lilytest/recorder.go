@@ -36,21 +36,26 @@ type Recorder struct {
 }
 
 // Send keeps a copy of m (its headers and body too). It fails when ctx is
-// done, or for a message a Publisher would refuse before writing it (no
-// exchange and no routing key, a property or a header name over 255 bytes,
-// an expiration that is not milliseconds, a reply_to of the bare
-// amq.rabbitmq.reply-to, a header AMQP or the broker
-// refuses, properties and headers larger than a frame with the publish id
-// the Publisher adds), as a real Sender would; with Outbox, also for one
-// pgoutbox.Write refuses (text that is not UTF-8 or holds a NUL, a time
-// past year 9999, properties and headers over 121,848 bytes) and as
-// AfterCommit fails: without an Inbox claim in ctx, or once the claim has
-// ended.
+// done, or for a message a Publisher would refuse before writing it without
+// asking the broker (no exchange and no routing key, a property or a header
+// name over 255 bytes, an expiration that is not milliseconds, a reply_to
+// of the bare amq.rabbitmq.reply-to, a header AMQP or the broker refuses,
+// properties and headers larger than a frame with the publish id the
+// Publisher adds, a user_id at all: see below), as a real Sender would;
+// with Outbox, also for one pgoutbox.Write refuses (text that is not UTF-8
+// or holds a NUL, a time past year 9999, properties and headers over
+// 121,848 bytes) and as AfterCommit fails: without an Inbox claim in ctx,
+// or once the claim has ended. What only the broker can tell, such as
+// whether m's exchange exists, it does not check.
+//
+// A Publisher refuses a user_id other than the user its connection logs in
+// as, and a Recorder has no connection, so no user: it refuses any user_id
+// but the empty one.
 func (r *Recorder) Send(ctx context.Context, m runtime.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := cmp.Or(confirm.CheckDestination(m.Exchange, m.RoutingKey), confirm.Check(m.Exchange, m.RoutingKey, m.Publishing))
+	err := cmp.Or(confirm.CheckDestination(m.Exchange, m.RoutingKey), confirm.Check(m.Exchange, m.RoutingKey, m.Publishing), noUser(m.UserId))
 	if err == nil && r.Outbox {
 		_, err = outboxcodec.Encode(m)
 	}
@@ -71,6 +76,16 @@ func (r *Recorder) Send(ctx context.Context, m runtime.Message) error {
 	}
 	keep()
 	return nil
+}
+
+// noUser says why a Recorder refuses user_id: the broker takes only the
+// user the publishing connection logged in as, and a Recorder's stands for
+// none.
+func noUser(userID string) error {
+	if userID == "" {
+		return nil
+	}
+	return fmt.Errorf("user_id %q: the broker takes only the user the publishing connection logged in as, and a Recorder logs in as no one: leave user_id empty", userID)
 }
 
 // Sent returns the messages kept so far, in the order they were kept: as

@@ -56,6 +56,9 @@ func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
 		"headers: a name of 300 bytes":    {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{strings.Repeat("k", 300): "v"}}},
 		"headers: table field":            {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"n": uint64(1)}}},
 		"more than the 131064 of a frame": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 200_000)}}},
+		// A Publisher refuses any user but its connection's, and a
+		// Recorder has none: on the broker it would close the channel.
+		`user_id "guest": the broker takes only the user`: {RoutingKey: "q", Publishing: runtime.Publishing{UserId: "guest"}},
 		// Within a frame as it is, past it with the publish id.
 		"131114 bytes, more than the 131064": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 131_000)}}},
 	} {
