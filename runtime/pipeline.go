@@ -66,7 +66,11 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 	if !claims || tx != nil {
 		o.Handler = c.callHandler(r, sl, base, route, rd, abandoned{tx: tx, cleanup: cleanup, work: release})
 		if o.Handler.Abandoned {
-			o.Commit = outcome.CommitRolledBack
+			if tx != nil {
+				// Rolled back once the handler returns; without a claim
+				// there is nothing to roll back, and Commit says nothing.
+				o.Commit = outcome.CommitRolledBack
+			}
 			release = nil
 		} else {
 			c.finish(&o, tx, cleanup)

@@ -286,6 +286,29 @@ func TestLateReturnIsNotTheResult(t *testing.T) {
 	}
 }
 
+// A handler abandoned at its timeout has its claim's transaction rolled
+// back once it returns; without an inbox there is none, and the record's
+// Commit says nothing, as Record.Commit promises.
+func TestTimedOutCommitIsTheInboxs(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.HandlerTimeout = 50 * time.Millisecond
+	for _, c := range []struct {
+		inbox runtime.Inbox
+		want  string
+	}{{nil, ""}, {&lilytest.Inbox{}, "rolled back"}} {
+		release := make(chan struct{})
+		h := harnessOf(t, spec, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+			<-release // deaf to its context
+			return nil
+		}, func(cfg *runtime.Config) { cfg.Inbox = c.inbox })
+		res := h.Deliver(order(t, "slow-1"))
+		close(release)
+		if res.Handler != "timed out" || res.Commit != c.want {
+			t.Errorf("inbox %v: handler %q, commit %q, want %q", c.inbox != nil, res.Handler, res.Commit, c.want)
+		}
+	}
+}
+
 // As TestBrokerHandoffFailureRequeuesOncePaced and
 // TestBrokerHandoffNackedByTheBrokerRequeues: each failed handoff is
 // followed by one NACK with requeue, and spends no retry.
