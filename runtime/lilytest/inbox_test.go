@@ -80,6 +80,41 @@ func TestInboxAmbiguousCommitDefersAndTheRedeliveryIsADuplicate(t *testing.T) {
 	}
 }
 
+// docs/runtime.md's way to see a quorum queue's delivery limit: a
+// redelivery the broker counted to the limit, which the inbox defers or
+// whose commit goes unanswered, is sent to the DLQ rather than requeued;
+// the count changes nothing for one that is handled.
+func TestInboxDeferralAtTheDeliveryLimitGoesToTheDLQ(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.Topology.Type = "quorum" // the default delivery limit, 20
+	in := &lilytest.Inbox{}
+	h := harnessOf(t, spec, ok, withInbox(in))
+	atLimit := func(id string) runtime.Publishing {
+		p := order(t, id)
+		p.Headers["x-delivery-count"] = int64(20)
+		return p
+	}
+
+	p := atLimit("limit-1")
+	in.Defer(p.MessageId, "lease held")
+	res := h.Deliver(p, lilytest.Redelivered())
+	wantPath(t, res, runtime.PathDeadLettered)
+	if res.Destination != spec.Topology.DeadLetterQueue || !strings.HasPrefix(res.Reason, "delivery limit 20 reached (x-delivery-count 20): deferred") {
+		t.Errorf("deferred at the limit: %+v", res)
+	}
+
+	p = atLimit("limit-2")
+	in.FailCommit(p.MessageId, fmt.Errorf("lost: %w", runtime.ErrCommitAmbiguous))
+	res = h.Deliver(p, lilytest.Redelivered())
+	wantPath(t, res, runtime.PathDeadLettered)
+	if res.Commit != "ambiguous" {
+		t.Errorf("ambiguous commit at the limit: %+v", res)
+	}
+
+	res = h.Deliver(atLimit("limit-3"), lilytest.Redelivered())
+	wantPath(t, res, runtime.PathAcked)
+}
+
 // A commit that fails is a retryable failure: the work did not commit, so
 // the retry runs the handler again and commits.
 func TestInboxFailedCommitIsRetried(t *testing.T) {
