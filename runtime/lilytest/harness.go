@@ -176,13 +176,14 @@ func inHandler() bool {
 //
 // p arrives as the broker delivers it: its headers and timestamp as the
 // client decodes them, not as the Go values p holds (an int reads as an
-// int32, a time in whole seconds, in the local zone). Deliver panics on a
-// message no client publishes, as a Publisher refuses it before writing: a
-// property or a header name over 255 bytes, an expiration that is not
-// milliseconds, a reply_to of the bare amq.rabbitmq.reply-to (the broker
-// closes the channel), a header value of a type AMQP has no word for, an int
-// outside the int32 range, which the client would truncate, a NaN or an
-// infinity.
+// int32, a time in whole seconds, in the local zone), and without BCC,
+// which the broker takes out. Deliver panics on a message no client
+// publishes, as a Publisher refuses it before writing: a property or a
+// header name over 255 bytes, an expiration that is not milliseconds, a
+// reply_to of the bare amq.rabbitmq.reply-to or a CC or BCC header that is
+// not an array (on either the broker closes the channel), a header value of
+// a type AMQP has no word for, an int outside the int32 range, which the
+// client would truncate, a NaN or an infinity.
 //
 // A delivery that is requeued waits the runtime's pause first (250 ms,
 // doubling for each earlier requeue of the same message), and a retry on

@@ -6,6 +6,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 )
 
@@ -14,11 +15,14 @@ import (
 // amqp091-go v1.17 writes and reads them (write.go writeField, read.go
 // readField): an int arrives as an int32, a time.Time as whole seconds in
 // the local zone (readTimestamp's time.Unix), an empty array as a nil one,
-// a nil byte slice as an empty one, and an empty header table as none. It
-// refuses, as a Publisher does before writing (frame.CheckEntry), what no
-// client sends: a value of a type AMQP has no word for, a name over 255
-// bytes, an int outside the int32 range, which the client would truncate,
-// and a NaN or an infinity, on which the broker closes the connection.
+// a nil byte slice as an empty one, and an empty header table as none;
+// without BCC, which the broker routes by and takes out. It refuses, as a
+// Publisher does before writing (frame.CheckEntry, frame.CheckSentHeaders),
+// what no client sends or the broker takes: a value of a type AMQP has no
+// word for, a name over 255 bytes, an int outside the int32 range, which
+// the client would truncate, a NaN or an infinity, on which the broker
+// closes the connection, and a CC or BCC that is not an array, on which it
+// closes the channel.
 func received(t amqp.Table) (amqp.Table, error) {
 	if len(t) == 0 {
 		return nil, nil
@@ -26,7 +30,21 @@ func received(t amqp.Table) (amqp.Table, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	return receivedTable(t)
+	routing := amqp.Table{}
+	for name, v := range t {
+		if envelope.Routing(name) {
+			routing[name] = v
+		}
+	}
+	if err := frame.CheckSentHeaders(routing); err != nil {
+		return nil, err
+	}
+	out, err := receivedTable(t)
+	if err != nil {
+		return nil, err
+	}
+	delete(out, "BCC")
+	return out, nil
 }
 
 func receivedTable(t amqp.Table) (amqp.Table, error) {

@@ -54,6 +54,24 @@ func wireCases() []struct {
 	}
 }
 
+// routingCases are header tables with CC or BCC (sender-selected
+// distribution) as a producer writes them and as the broker delivers them:
+// it keeps CC and takes BCC out, though the copies they name are delivered.
+func routingCases() []struct {
+	name      string
+	sent, got amqp.Table
+} {
+	none := []any{"lilytest-no-such-queue"}
+	return []struct {
+		name      string
+		sent, got amqp.Table
+	}{
+		{"CC", amqp.Table{"CC": none}, amqp.Table{"CC": none}},
+		{"BCC", amqp.Table{"BCC": none, "n": 7}, amqp.Table{"n": int32(7)}},
+		{"BCC alone", amqp.Table{"BCC": []any{}}, amqp.Table{}},
+	}
+}
+
 // A header reaches the handler as the consumer's client decodes it, not as
 // the Go value the test wrote.
 func TestReceivedAsTheClientDecodes(t *testing.T) {
@@ -69,6 +87,11 @@ func TestReceivedAsTheClientDecodes(t *testing.T) {
 	}
 	if got, err := received(amqp.Table{}); got != nil || err != nil {
 		t.Errorf("an empty header table: %#v, %v; want none, as it is not sent", got, err)
+	}
+	for _, c := range routingCases() {
+		if got, err := received(c.sent); err != nil || !reflect.DeepEqual(got, c.got) {
+			t.Errorf("%s: received %#v, %v; want %#v", c.name, got, err, c.got)
+		}
 	}
 	if got := stamp(sentAt); !reflect.DeepEqual(got, time.Unix(sentAt.Unix(), 0)) {
 		t.Errorf("timestamp %v, want whole seconds in the local zone", got)
@@ -91,6 +114,9 @@ func TestReceivedRefusesWhatNoClientSends(t *testing.T) {
 		"NaN":              {amqp.Table{"f": math.NaN()}, "f: NaN is not a finite number"},
 		"infinity":         {amqp.Table{"f": float32(math.Inf(-1))}, "f: -Inf is not a finite number"},
 		"long name":        {amqp.Table{strings.Repeat("k", 256): "v"}, "a name of 256 bytes, more than 255"},
+		// The broker closes the channel (406 unacceptable_type_in_header).
+		"CC not an array":  {amqp.Table{"CC": "q"}, "CC: not an array"},
+		"BCC not an array": {amqp.Table{"BCC": amqp.Table{}}, "BCC: not an array"},
 	} {
 		if _, err := received(c.headers); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
@@ -117,37 +143,44 @@ func TestBrokerDeliversWhatReceivedSays(t *testing.T) {
 	if _, err := ch.QueueDeclare(q, false, true, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
+	cases := map[string]amqp.Table{}
 	for _, c := range wireCases() {
-		p := amqp.Publishing{Headers: amqp.Table{"v": c.sent}, Timestamp: sentAt}
+		cases[c.name] = amqp.Table{"v": c.sent}
+	}
+	for _, c := range routingCases() {
+		cases[c.name] = c.sent
+	}
+	for name, headers := range cases {
+		p := amqp.Publishing{Headers: headers, Timestamp: sentAt}
 		want, err := delivery(p, q, nil)
 		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = ch.PublishWithContext(ctx, "", q, false, false, p)
 		cancel()
 		if err != nil {
-			t.Fatalf("%s: publish: %v", c.name, err)
+			t.Fatalf("%s: publish: %v", name, err)
 		}
 		var got amqp.Delivery
 		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			d, ok, err := ch.Get(q, true)
 			if err != nil {
-				t.Fatalf("%s: get: %v", c.name, err)
+				t.Fatalf("%s: get: %v", name, err)
 			}
 			if ok {
 				got = d
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not delivered", c.name)
+				t.Fatalf("%s: not delivered", name)
 			}
 		}
 		if !reflect.DeepEqual(got.Headers, want.Headers) {
-			t.Errorf("%s: the broker delivers %#v, lilytest %#v", c.name, got.Headers, want.Headers)
+			t.Errorf("%s: the broker delivers %#v, lilytest %#v", name, got.Headers, want.Headers)
 		}
 		if !reflect.DeepEqual(got.Timestamp, want.Timestamp) {
-			t.Errorf("%s: the broker delivers timestamp %#v, lilytest %#v", c.name, got.Timestamp, want.Timestamp)
+			t.Errorf("%s: the broker delivers timestamp %#v, lilytest %#v", name, got.Timestamp, want.Timestamp)
 		}
 	}
 }
