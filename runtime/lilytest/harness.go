@@ -29,11 +29,13 @@ import (
 // too. A handler that calls Deliver or Close on its own harness, during its
 // delivery, would wait for that delivery, which waits for the handler: the
 // call panics, and so, once the delivery is settled, does the Deliver under
-// way, on the test's goroutine. (Made from a goroutine the handler started
-// and waits for, the call is not caught: it waits out the handler's
+// way, on the test's goroutine. So do such calls from the Config's Scope,
+// the cleanup it returns, AfterDelivery and Observe, which would wait for
+// their step's timeout, or for good. (Made from a goroutine one of them
+// started and waits for, the call is not caught: it waits out the
 // timeout. Made by a handler past its timeout, whose delivery has ended,
-// while another delivery's handler runs, it is refused as if it were that
-// one's.)
+// while another delivery's user code runs, it is refused as if it were
+// that one's.)
 type Harness struct {
 	spec     runtime.QueueSpec
 	journeys trial.Journeys
@@ -53,10 +55,11 @@ type call struct {
 	err        error
 	copy       *runtime.Publishing
 	settlement string
-	// handlers counts the routes running for the delivery, until it ends.
-	handlers int
-	ended    bool
-	// reentered says which call a handler made back into the harness
+	// running counts the user code running for the delivery, until it
+	// ends: its routes, and the Config's functions the harness watches.
+	running int
+	ended   bool
+	// reentered says which call user code made back into the harness
 	// during its delivery, for Deliver to panic with.
 	reentered string
 }
@@ -67,18 +70,26 @@ func (c *call) setErr(err error) {
 	c.err = err
 }
 
-func (c *call) handling(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.handlers += n
+// run runs f, user code of the delivery. Its frame on a goroutine's stack
+// tells lock that the goroutine runs user code.
+func (c *call) run(f func()) {
+	c.add(1)
+	defer c.add(-1)
+	f()
 }
 
-// underWay says whether a route is running for the delivery, and it has
+func (c *call) add(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running += n
+}
+
+// underWay says whether user code is running for the delivery, and it has
 // not ended.
 func (c *call) underWay() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.handlers > 0 && !c.ended
+	return c.running > 0 && !c.ended
 }
 
 // New returns the harness of a consumer of spec that dispatches by routes,
@@ -90,7 +101,7 @@ func New(spec runtime.QueueSpec, routes runtime.Routes, cfg runtime.Config) (*Ha
 	h := &Harness{spec: spec}
 	h.broker = &broker{h: h}
 	h.AnswerHandoffs(confirmed)
-	c, err := runtime.NewConsumer(spec, h.watch(routes), cfg)
+	c, err := runtime.NewConsumer(spec, h.watch(routes), h.watchConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -114,35 +125,66 @@ func (h *Harness) watch(routes runtime.Routes) runtime.Routes {
 	return out
 }
 
-// handle runs route for the delivery under way. Its frame on a goroutine's
-// stack tells lock that the goroutine runs a handler.
-func (h *Harness) handle(ctx context.Context, route func(context.Context, runtime.RawDelivery) error, d runtime.RawDelivery) error {
+// handle runs route for the delivery under way.
+func (h *Harness) handle(ctx context.Context, route func(context.Context, runtime.RawDelivery) error, d runtime.RawDelivery) (err error) {
 	c := h.current.Load()
-	c.handling(1)
-	defer c.handling(-1)
-	// A call that panics returns nothing: the error an earlier attempt
-	// returned must not stand for it.
-	c.setErr(nil)
-	err := route(ctx, d)
-	c.setErr(err)
+	c.run(func() {
+		// A call that panics returns nothing: the error an earlier attempt
+		// returned must not stand for it.
+		c.setErr(nil)
+		err = route(ctx, d)
+		c.setErr(err)
+	})
 	return err
 }
 
-// handleFunc is handle's name in a stack trace.
-var handleFunc = goruntime.FuncForPC(reflect.ValueOf((*Harness).handle).Pointer()).Name()
+// watchConfig wraps the functions of cfg that run for a delivery while its
+// Deliver holds the harness, Scope (and the cleanup it returns),
+// AfterDelivery and Observe, so that lock tells them calling back, as it
+// tells a handler.
+func (h *Harness) watchConfig(cfg runtime.Config) runtime.Config {
+	if scope := cfg.Scope; scope != nil {
+		cfg.Scope = func(ctx context.Context, d runtime.RawDelivery) (scoped context.Context, cleanup func(context.Context) error, err error) {
+			c := h.current.Load()
+			c.run(func() { scoped, cleanup, err = scope(ctx, d) })
+			if inner := cleanup; inner != nil {
+				// Of this delivery, though it may run once the delivery
+				// has ended (after an abandoned handler).
+				cleanup = func(ctx context.Context) (err error) {
+					c.run(func() { err = inner(ctx) })
+					return err
+				}
+			}
+			return scoped, cleanup, err
+		}
+	}
+	if after := cfg.AfterDelivery; after != nil {
+		cfg.AfterDelivery = func(ctx context.Context, d runtime.RawDelivery, soFar runtime.Record) (err error) {
+			h.current.Load().run(func() { err = after(ctx, d, soFar) })
+			return err
+		}
+	}
+	if observe := cfg.Observe; observe != nil {
+		cfg.Observe = func(rec runtime.Record) { h.current.Load().run(func() { observe(rec) }) }
+	}
+	return cfg
+}
+
+// runFunc is call.run's name in a stack trace.
+var runFunc = goruntime.FuncForPC(reflect.ValueOf((*call).run).Pointer()).Name()
 
 // lock takes h.mu for method, once the delivery under way, if any, has
-// ended. It panics when a handler of that delivery calls, on its own
-// goroutine, which would wait for the delivery waiting for the handler.
-// (It cannot tell which delivery a handler is of: a handler of another
-// harness, or one of an earlier delivery that outlived its timeout, calling
-// while a handler of this one runs, is taken for one of this one's.)
+// ended. It panics when user code of that delivery (call.run) calls, on
+// its own goroutine, which would wait for the delivery waiting for it.
+// (It cannot tell which delivery user code is of: that of another harness,
+// or a handler of an earlier delivery that outlived its timeout, calling
+// while user code of this one runs, is taken for this one's.)
 func (h *Harness) lock(method string) {
 	if h.mu.TryLock() {
 		return
 	}
-	if c := h.current.Load(); c != nil && c.underWay() && inHandler() {
-		msg := "lilytest: " + method + " called by a handler during its own delivery, which it would wait for: call it once Deliver has returned"
+	if c := h.current.Load(); c != nil && c.underWay() && inUserCode() {
+		msg := "lilytest: " + method + " called during its own delivery by its handler, Scope, AfterDelivery or Observe, which it would wait for: call it once Deliver has returned"
 		c.mu.Lock()
 		c.reentered = msg
 		c.mu.Unlock()
@@ -151,13 +193,14 @@ func (h *Harness) lock(method string) {
 	h.mu.Lock()
 }
 
-// inHandler says whether the calling goroutine runs a harness's handler.
-func inHandler() bool {
+// inUserCode says whether the calling goroutine runs user code of a
+// harness's delivery.
+func inUserCode() bool {
 	pcs := make([]uintptr, 1024)
 	frames := goruntime.CallersFrames(pcs[:goruntime.Callers(3, pcs)])
 	for {
 		f, more := frames.Next()
-		if f.Function == handleFunc {
+		if f.Function == runFunc {
 			return true
 		}
 		if !more {

@@ -264,35 +264,79 @@ func TestHandlerAnswersItsOwnHandoff(t *testing.T) {
 	}
 }
 
-// A handler calling Deliver or Close on its own harness during its
-// delivery would wait for itself: the call panics, and so does the Deliver
-// under way, on the test's goroutine; the harness is still usable.
-func TestHandlerCallingBackIntoItsDeliveryPanics(t *testing.T) {
+// A handler, a Scope, its cleanup, AfterDelivery or Observe calling
+// Deliver or Close on its own harness during its delivery would wait for
+// itself: the call panics, and so does the Deliver under way, on the
+// test's goroutine; the harness is still usable.
+func TestUserCodeCallingBackIntoItsDeliveryPanics(t *testing.T) {
 	spec := fixture.LilytestQueueSpec()
-	// Without the check, the call would wait out the handler's timeout.
+	// Without the check, a handler's call would wait out its timeout, a
+	// step's its StepTimeout, and Observe's for good.
 	spec.HandlerTimeout = time.Minute
-	for _, method := range []string{"Deliver", "Close"} {
-		var h *lilytest.Harness
-		h = harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
-			if msg.OrderID == "outer" {
+	for _, caller := range []string{"handler", "Scope", "cleanup", "AfterDelivery", "Observe"} {
+		for _, method := range []string{"Deliver", "Close"} {
+			var h *lilytest.Harness
+			callBack := func(id string) {
+				if id != "outer" {
+					return
+				}
 				if method == "Deliver" {
 					h.Deliver(order(t, "inner"))
 				} else {
 					h.Close()
 				}
 			}
-			return nil
-		})
-		func() {
-			defer func() {
-				want := "lilytest: " + method + " called by a handler during its own delivery"
-				if r, _ := recover().(string); !strings.HasPrefix(r, want) {
-					t.Errorf("%s: panic %q, want %q", method, r, want)
+			cfg := runtime.Config{Logger: quiet}
+			switch caller {
+			case "Scope", "cleanup":
+				cfg.Scope = func(ctx context.Context, d runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+					if caller == "Scope" {
+						callBack(d.MessageID())
+					}
+					return ctx, func(context.Context) error {
+						if caller == "cleanup" {
+							callBack(d.MessageID())
+						}
+						return nil
+					}, nil
 				}
+			case "AfterDelivery":
+				cfg.AfterDelivery = func(_ context.Context, d runtime.RawDelivery, _ runtime.Record) error {
+					callBack(d.MessageID())
+					return nil
+				}
+			case "Observe":
+				cfg.Observe = func(rec runtime.Record) { callBack(rec.MessageID) }
+			}
+			var err error
+			h, err = lilytest.New(spec, fixture.LilytestRoutes(handler(func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+				if caller == "handler" {
+					callBack(msg.OrderID)
+				}
+				return nil
+			})), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			panicked := make(chan any)
+			go func() {
+				defer func() { panicked <- recover() }()
+				h.Deliver(order(t, "outer"))
 			}()
-			h.Deliver(order(t, "outer"))
-		}()
-		wantPath(t, h.Deliver(order(t, "after")), runtime.PathAcked)
+			select {
+			case r := <-panicked:
+				want := "lilytest: " + method + " called during its own delivery by its handler, Scope, AfterDelivery or Observe"
+				if s, _ := r.(string); !strings.HasPrefix(s, want) {
+					t.Errorf("%s calling %s: panic %v, want %q", caller, method, r, want)
+				}
+			case <-time.After(time.Minute):
+				// Left holding the harness: Close would wait for good.
+				t.Errorf("%s calling %s: Deliver still waits", caller, method)
+				continue
+			}
+			wantPath(t, h.Deliver(order(t, "after")), runtime.PathAcked)
+			h.Close()
+		}
 	}
 }
 
