@@ -222,11 +222,13 @@ func inUserCode() bool {
 // int32, a time in whole seconds, in the local zone), and without BCC,
 // which the broker takes out. Deliver panics on a message no client
 // publishes, as a Publisher refuses it before writing: a property or a
-// header name over 255 bytes, an expiration that is not milliseconds, a
-// reply_to of the bare amq.rabbitmq.reply-to or a CC or BCC header that is
-// not an array (on either the broker closes the channel), a header value of
-// a type AMQP has no word for, an int outside the int32 range, which the
-// client would truncate, a NaN or an infinity.
+// header name over 255 bytes, an expiration the broker does not read as
+// milliseconds (it reads "+5000", which another producer may send, though
+// a Publisher does not), a reply_to of the bare amq.rabbitmq.reply-to or a
+// CC or BCC header that is not an array (on any of these the broker closes
+// the channel), a header value of a type AMQP has no word for, an int
+// outside the int32 range, which the client would truncate, a NaN or an
+// infinity.
 //
 // A delivery that is requeued waits the runtime's pause first (250 ms,
 // doubling for each earlier requeue of the same message), and a retry on

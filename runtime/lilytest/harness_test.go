@@ -250,6 +250,29 @@ func TestUnpublishableMessageIsRefused(t *testing.T) {
 	}
 }
 
+// An expiration the broker takes from another producer, though a
+// Publisher sends none such, is delivered: Deliver and RawDelivery take it.
+// One the broker refuses, they refuse.
+func TestForeignExpirationIsDelivered(t *testing.T) {
+	h := harness(t, ok)
+	spec, routes := fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok))
+	for _, expiration := range []string{"+5000", "-0", "315360000000"} {
+		p := order(t, "ttl-1")
+		p.Expiration = expiration
+		if _, err := lilytest.RawDelivery(spec, routes, p); err != nil {
+			t.Errorf("RawDelivery of expiration %q: %v", expiration, err)
+		}
+		wantPath(t, h.Deliver(p), runtime.PathAcked)
+	}
+	for _, expiration := range []string{"-5", "315360000001", "+-5"} {
+		p := order(t, "ttl-2")
+		p.Expiration = expiration
+		if _, err := lilytest.RawDelivery(spec, routes, p); err == nil || !strings.Contains(err.Error(), "expiration: not a whole number of milliseconds up to ten years") {
+			t.Errorf("RawDelivery of expiration %q: %v", expiration, err)
+		}
+	}
+}
+
 // A handler may set the fake broker's answer: its own delivery's copy is
 // answered so, at once.
 func TestHandlerAnswersItsOwnHandoff(t *testing.T) {

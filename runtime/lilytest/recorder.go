@@ -38,10 +38,10 @@ type Recorder struct {
 // Send keeps a copy of m (its headers and body too). It fails when ctx is
 // done, or for a message a Publisher would refuse before writing it without
 // asking the broker (no exchange and no routing key, a property or a header
-// name over 255 bytes, an expiration that is not milliseconds, a reply_to
-// of the bare amq.rabbitmq.reply-to, a header AMQP or the broker refuses,
-// properties and headers larger than a frame with the publish id the
-// Publisher adds, a user_id at all: see below), as a real Sender would;
+// name over 255 bytes, an expiration that is not plain milliseconds, a
+// reply_to of the bare amq.rabbitmq.reply-to, a header AMQP or the broker
+// refuses, properties and headers larger than a frame with the publish id
+// the Publisher adds, a user_id at all: see below), as a real Sender would;
 // with Outbox, also for one pgoutbox.Write refuses (text that is not UTF-8
 // or holds a NUL, a time past year 9999, properties and headers over
 // 121,848 bytes) and as AfterCommit fails: without an Inbox claim in ctx,

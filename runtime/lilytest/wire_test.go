@@ -124,14 +124,15 @@ func TestReceivedRefusesWhatNoClientSends(t *testing.T) {
 	}
 }
 
-// The cases above are what the broker delivers: each published with
-// amqp091-go to a queue of the test's own and read back.
-func TestBrokerDeliversWhatReceivedSays(t *testing.T) {
+// exclusiveQueue dials the broker and declares a queue of the test's own
+// on the channel it returns; the queue goes with the connection, which is
+// closed when the test ends.
+func exclusiveQueue(t *testing.T) (*amqp.Connection, *amqp.Channel, string) {
 	conn, err := amqp.Dial(services.RabbitMQ(t))
 	if err != nil {
 		t.Fatalf("dial: %v (start RabbitMQ, or set LILY_AMQP_URL)", err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
@@ -139,10 +140,32 @@ func TestBrokerDeliversWhatReceivedSays(t *testing.T) {
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	q := "lilytest-wire." + hex.EncodeToString(suffix)
-	// Exclusive: it goes with the connection.
 	if _, err := ch.QueueDeclare(q, false, true, true, false, nil); err != nil {
 		t.Fatal(err)
 	}
+	return conn, ch, q
+}
+
+// get reads the next message of queue q, waiting for it.
+func get(t *testing.T, ch *amqp.Channel, q, name string) amqp.Delivery {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		d, ok, err := ch.Get(q, true)
+		if err != nil {
+			t.Fatalf("%s: get: %v", name, err)
+		}
+		if ok {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not delivered", name)
+		}
+	}
+}
+
+// The cases above are what the broker delivers: each published with
+// amqp091-go to a queue of the test's own and read back.
+func TestBrokerDeliversWhatReceivedSays(t *testing.T) {
+	_, ch, q := exclusiveQueue(t)
 	cases := map[string]amqp.Table{}
 	for _, c := range wireCases() {
 		cases[c.name] = amqp.Table{"v": c.sent}
@@ -162,25 +185,57 @@ func TestBrokerDeliversWhatReceivedSays(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: publish: %v", name, err)
 		}
-		var got amqp.Delivery
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			d, ok, err := ch.Get(q, true)
-			if err != nil {
-				t.Fatalf("%s: get: %v", name, err)
-			}
-			if ok {
-				got = d
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not delivered", name)
-			}
-		}
+		got := get(t, ch, q, name)
 		if !reflect.DeepEqual(got.Headers, want.Headers) {
 			t.Errorf("%s: the broker delivers %#v, lilytest %#v", name, got.Headers, want.Headers)
 		}
 		if !reflect.DeepEqual(got.Timestamp, want.Timestamp) {
 			t.Errorf("%s: the broker delivers timestamp %#v, lilytest %#v", name, got.Timestamp, want.Timestamp)
+		}
+	}
+}
+
+// The broker takes an expiration, and delivers it as written, where
+// delivery takes it; it refuses, closing the channel, one delivery refuses
+// (confirm's expirations, and CheckProperties, say why).
+func TestBrokerTakesWhatDeliveryTakes(t *testing.T) {
+	conn, ch, q := exclusiveQueue(t)
+	for _, expiration := range []string{
+		// Each it takes long enough to be read back.
+		"60000", "+60000", "4294967296", "315360000000", "+315360000000",
+		"315360000001", "-5", "+", "+-5", " 5", "5.0", "soon",
+	} {
+		_, err := delivery(amqp.Publishing{Expiration: expiration}, q, nil)
+		pub, perr := conn.Channel()
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		closed := pub.NotifyClose(make(chan *amqp.Error, 1))
+		if perr := pub.Confirm(false); perr != nil {
+			t.Fatal(perr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		confirm, perr := pub.PublishWithDeferredConfirmWithContext(ctx, "", q, false, false, amqp.Publishing{Expiration: expiration})
+		cancel()
+		if perr != nil {
+			t.Fatalf("expiration %q: publish: %v", expiration, perr)
+		}
+		var taken bool
+		select {
+		case <-confirm.Done():
+			taken = confirm.Acked()
+		case <-closed:
+		case <-time.After(time.Minute):
+			t.Fatalf("expiration %q: neither confirmed nor refused", expiration)
+		}
+		if taken != (err == nil) {
+			t.Errorf("expiration %q: the broker takes it %v; delivery: %v", expiration, taken, err)
+		}
+		if taken {
+			_ = pub.Close()
+			if d := get(t, ch, q, expiration); d.Expiration != expiration {
+				t.Errorf("expiration %q delivered as %q", expiration, d.Expiration)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -25,9 +26,16 @@ func CheckDestination(exchange, key string) error {
 // publish's method frame is out, so the rest of the connection's framing
 // would be lost, and the broker refuses a bad expiration by closing the
 // channel: either way every publish in flight beside it would fail.
+//
+// Of the expirations the broker takes, a Publisher sends only the plain
+// form, digits within 32 bits: RabbitMQ 3.10.8 also takes a sign and up to
+// ten years, as another producer may send them (CheckProperties).
 func Check(exchange, key string, msg amqp.Publishing) error {
 	if err := cmp.Or(shortStr("exchange", exchange), shortStr("routing key", key), CheckProperties(msg)); err != nil {
 		return err
+	}
+	if _, err := strconv.ParseUint(msg.Expiration, 10, 32); msg.Expiration != "" && err != nil {
+		return errors.New("expiration: not plain milliseconds, digits alone within 32 bits, the only form a Publisher sends")
 	}
 	if err := CheckHeaders(msg.Headers); err != nil {
 		return fmt.Errorf("headers: %w", err)
@@ -36,10 +44,11 @@ func Check(exchange, key string, msg amqp.Publishing) error {
 }
 
 // CheckProperties says why the client, or the broker, would refuse msg's
-// properties, beside its headers: one over 255 bytes, which the client does
-// not write, or an expiration that is not milliseconds, or a reply_to of
-// the bare direct reply-to pseudo-queue, on either of which the broker
-// closes the channel.
+// properties at publish, beside its headers, so that no delivery carries
+// them: one over 255 bytes, which the client does not write, or an
+// expiration the broker does not read as milliseconds (brokerExpiration),
+// or a reply_to of the bare direct reply-to pseudo-queue, on either of
+// which the broker closes the channel.
 func CheckProperties(msg amqp.Publishing) error {
 	for _, f := range []struct{ name, value string }{
 		{"content_type", msg.ContentType}, {"content_encoding", msg.ContentEncoding},
@@ -50,15 +59,31 @@ func CheckProperties(msg amqp.Publishing) error {
 			return err
 		}
 	}
-	if msg.Expiration != "" {
-		if _, err := strconv.ParseUint(msg.Expiration, 10, 32); err != nil {
-			return errors.New("expiration: not a whole number of milliseconds")
-		}
+	if msg.Expiration != "" && !brokerExpiration(msg.Expiration) {
+		return errors.New("expiration: not a whole number of milliseconds up to ten years, as the broker reads one")
 	}
 	if msg.ReplyTo == replyToPseudoQueue {
 		return errReplyToPseudoQueue
 	}
 	return nil
+}
+
+// maxExpiration is the longest per-message TTL RabbitMQ takes, in
+// milliseconds: ten years (3.10.8 refuses one millisecond more).
+const maxExpiration = 10 * 365 * 24 * 3600 * 1000
+
+// brokerExpiration says whether RabbitMQ takes expiration e at publish,
+// rather than close the channel (406), as 3.10.8 reads it (Erlang's
+// string:to_integer): one sign at most, decimal digits and nothing else,
+// from 0 to maxExpiration. It delivers e as it was written: "+5000" as
+// "+5000".
+func brokerExpiration(e string) bool {
+	negative := strings.HasPrefix(e, "-")
+	if negative || strings.HasPrefix(e, "+") {
+		e = e[1:]
+	}
+	n, err := strconv.ParseUint(e, 10, 64)
+	return err == nil && n <= maxExpiration && (!negative || n == 0)
 }
 
 // replyToPseudoQueue, as a publish's reply_to, asks the broker to put in

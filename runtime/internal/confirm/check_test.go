@@ -97,6 +97,39 @@ func TestCheckPropertiesReplyTo(t *testing.T) {
 	}
 }
 
+// expirations are what RabbitMQ 3.10.8 does with each as a publish's
+// expiration: take it (and deliver it as written) or close the channel
+// (406). lilytest's TestBrokerTakesWhatDeliveryTakes asks the broker
+// again, of the delivery it may then carry.
+var expirations = []struct {
+	expiration string
+	taken      bool
+}{
+	{"", true}, {"0", true}, {"5000", true}, {"0005", true}, {"4294967295", true},
+	{"+5000", true}, {"+0", true}, {"-0", true}, {"-000", true}, {"4294967296", true},
+	{"315360000000", true}, {"+315360000000", true},
+	{"315360000001", false}, {"18446744073709551616", false}, {"-5", false}, {"+", false},
+	{"-", false}, {"--5", false}, {"+-5", false}, {" 5", false}, {"5 ", false}, {"\t5", false},
+	{"5.0", false}, {"1_000", false}, {"1e3", false}, {"soon", false}, {"\u0665", false},
+}
+
+// CheckProperties refuses an expiration as the broker does, which a
+// delivery may then carry; Check, a Publisher's, takes only plain digits
+// within 32 bits of what the broker takes.
+func TestExpirationAsTheBrokerReadsIt(t *testing.T) {
+	for _, c := range expirations {
+		p := amqp.Publishing{Expiration: c.expiration}
+		if err := CheckProperties(p); (err == nil) != c.taken {
+			t.Errorf("CheckProperties of expiration %q: %v, want taken %v", c.expiration, err, c.taken)
+		}
+		_, plain := strconv.ParseUint(c.expiration, 10, 32)
+		sent := c.expiration == "" || plain == nil
+		if err := Check("", "q", p); (err == nil) != sent || (sent && !c.taken) {
+			t.Errorf("Check of expiration %q: %v, want sent %v", c.expiration, err, sent)
+		}
+	}
+}
+
 // Check refuses CC and BCC on a reply to a direct reply-to address alone:
 // it goes without mandatory, so a copy that reaches no queue would be
 // dropped unreported; elsewhere the copies go mandatory, and are checked.
