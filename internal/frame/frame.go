@@ -39,9 +39,12 @@ func Check(p amqp.Publishing, frameSize int) error {
 	return nil
 }
 
-// MaxPublishID bounds the publish id a runtime.Publisher adds to each
-// message it sends, in header x-lily-handoff-id, to match a Return to it.
-const MaxPublishID = 64
+// MaxPublishID is the longest publish id a runtime.Publisher adds to each
+// message it sends, in header x-lily-handoff-id, to match a Return to it:
+// 6 random bytes in hex and a '-', then the publish's number, a uint64, in
+// base 36, at most 13 digits (confirm's TestPublishIDFitsItsReserve). A
+// message that fits a frame with it, the Publisher sends.
+const MaxPublishID = 2*6 + 1 + 13
 
 // CheckSent is Check for p as a Publisher sends it: with its publish id.
 func CheckSent(p amqp.Publishing, frameSize int) error {

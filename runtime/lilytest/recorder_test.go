@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/lilytest"
@@ -60,7 +62,7 @@ func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
 		// Recorder has none: on the broker it would close the channel.
 		`user_id "guest": the broker takes only the user`: {RoutingKey: "q", Publishing: runtime.Publishing{UserId: "guest"}},
 		// Within a frame as it is, past it with the publish id.
-		"131114 bytes, more than the 131064": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 131_000)}}},
+		"131076 bytes, more than the 131064": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 131_000)}}},
 	} {
 		if err := out.Send(context.Background(), m); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("Send of a message with %s: %v", why, err)
@@ -82,6 +84,24 @@ func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
 		if err := (&lilytest.Recorder{Outbox: true}).Send(context.Background(), m); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("an Outbox Recorder's Send of a message with %s: %v", why, err)
 		}
+	}
+}
+
+// A message that fits a frame with the Publisher's publish id, at its
+// longest 26 bytes (12 hex digits, a '-' and a uint64 in base 36), the
+// Publisher sends, and the Recorder keeps; one byte more it refuses.
+func TestRecorderTakesAFullFrame(t *testing.T) {
+	const longestID = 26
+	p := runtime.Publishing{Headers: map[string]any{"big": "", envelope.HeaderHandoffID: strings.Repeat("i", longestID)}}
+	p.Headers["big"] = strings.Repeat("x", frame.Size-frame.Overhead-frame.ContentHeader(p))
+	delete(p.Headers, envelope.HeaderHandoffID)
+	var out lilytest.Recorder
+	if err := out.Send(context.Background(), runtime.Message{RoutingKey: "q", Publishing: p}); err != nil {
+		t.Errorf("a full frame: %v", err)
+	}
+	p.Headers["big"] = p.Headers["big"].(string) + "x"
+	if err := out.Send(context.Background(), runtime.Message{RoutingKey: "q", Publishing: p}); err == nil || !strings.Contains(err.Error(), "more than the 131064 of a frame") {
+		t.Errorf("a byte past a frame: %v", err)
 	}
 }
 

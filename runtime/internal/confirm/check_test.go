@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/frame"
 )
 
 // CheckHeaders takes tables and arrays up to the client's bounds, and a CC
@@ -151,5 +153,16 @@ func TestCheckDirectReplyCopies(t *testing.T) {
 		if refused := err != nil && strings.Contains(err.Error(), "CC or BCC on a reply to a direct reply-to address"); refused != c.refused || (!refused && err != nil) {
 			t.Errorf("exchange %q, key %q, headers %v: %v; want refused %v", c.exchange, c.key, c.headers, err, c.refused)
 		}
+	}
+}
+
+// The longest publish id takes what frame.MaxPublishID reserves, no less
+// (a message sent would not fit its frame) and no more (a message the
+// Publisher sends would be refused by a check that reserves the room, such
+// as lilytest.Recorder's).
+func TestPublishIDFitsItsReserve(t *testing.T) {
+	p := &Publisher{idPrefix: newIDPrefix()}
+	if id := p.publishID(math.MaxUint64); len(id) != frame.MaxPublishID {
+		t.Errorf("the longest publish id, %q, takes %d bytes; frame.MaxPublishID reserves %d", id, len(id), frame.MaxPublishID)
 	}
 }

@@ -112,17 +112,30 @@ func (c *channel) close(ctx context.Context) error {
 // New returns a publisher on conn that holds at most window publishes in
 // flight.
 func New(conn *Conn, window int) *Publisher {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
 	return &Publisher{
 		conn:          conn,
 		stepTimeout:   conn.stepTimeout,
 		BeforePublish: func() {},
 		AfterPublish:  func() {},
 		window:        make(chan struct{}, window),
-		idPrefix:      hex.EncodeToString(b[:]) + "-",
+		idPrefix:      newIDPrefix(),
 		pending:       make(map[string]bool),
 	}
+}
+
+// newIDPrefix is what each publish id of a Publisher begins with: 6 random
+// bytes in hex and a '-', apart from those of another Publisher, in this
+// process or another.
+func newIDPrefix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + "-"
+}
+
+// publishID is the id of the publish numbered seq, which a Return of it
+// carries back. frame.MaxPublishID reserves room for the longest.
+func (p *Publisher) publishID(seq uint64) string {
+	return p.idPrefix + strconv.FormatUint(seq, 36)
 }
 
 // channel returns the open confirm-mode channel, opening a new one (on a new
@@ -332,7 +345,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no time left to publish"
 		return ev
 	}
-	id := p.idPrefix + strconv.FormatUint(p.seq.Add(1), 36)
+	id := p.publishID(p.seq.Add(1))
 	msg.Headers[guard.HeaderHandoffID] = id
 	if err := frame.Check(msg, c.link.conn.Config.FrameSize); err != nil {
 		// A content header is never split across frames.
