@@ -4,6 +4,16 @@
 // dispatch table) and a constructor that returns a Consumer. You implement
 // the generated handler interface; each method returns an error.
 //
+// A service's main hands its consumers to Serve, which runs them (and any
+// other Service, such as an outbox relay) until its context is done or
+// SIGINT or SIGTERM comes, shuts them down together and returns one
+// Report. A Publisher sends the service's own messages, each Send answered
+// by the broker's word: nil only once the broker confirmed the message and
+// routed it to a queue. Named in Config.Publisher, it carries the
+// consumers' retry and DLQ copies too. Package runtime/lilytest runs a
+// consumer's journey with a fake broker in RabbitMQ's place, to test
+// handlers without one.
+//
 // A delivery travels one way: a frame filter on the socket (a content header
 // the AMQP client could not decode is replaced, and the delivery
 // dead-lettered, so that it closes no connection), the guard (body size,

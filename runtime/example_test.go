@@ -15,6 +15,7 @@ import (
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
 	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/lilytest"
 )
 
 // orders handles queue "orders" of the example's schema. Embedding the
@@ -34,7 +35,7 @@ func (orders) HandleOrderPlacedV2(ctx context.Context, msg *ordersmsg.OrderPlace
 // work in flight settle through the shutdown's phases; a second one forces.
 // The report lists every delivery not settled with proof.
 func Example() {
-	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{URLs: []string{os.Getenv("AMQP_URL")}})
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{URLs: []string{os.Getenv("LILY_AMQP_URL")}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func ExampleConsumer_Force() {
 // connection; Serve runs the consumers with one signal handling and returns
 // one report.
 func ExampleServe() {
-	cfg := runtime.Config{URLs: []string{os.Getenv("AMQP_URL")}}
+	cfg := runtime.Config{URLs: []string{os.Getenv("LILY_AMQP_URL")}}
 	publisher, err := runtime.NewPublisher(cfg, 0)
 	if err != nil {
 		log.Fatal(err)
@@ -109,7 +110,7 @@ func ExampleServe() {
 // A Publisher answers each Send with the broker's word: nil only once the
 // broker confirmed the message and routed it to a queue.
 func ExamplePublisher_Send() {
-	publisher, err := runtime.NewPublisher(runtime.Config{URLs: []string{os.Getenv("AMQP_URL")}}, 0)
+	publisher, err := runtime.NewPublisher(runtime.Config{URLs: []string{os.Getenv("LILY_AMQP_URL")}}, 0)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -156,10 +157,24 @@ func ExampleRetryable() {
 
 type fileKey struct{}
 
+// receipts writes each order to the file its delivery's scope opened.
+type receipts struct {
+	ordersmsg.UnimplementedOrdersHandler
+}
+
+func (receipts) HandleOrderPlacedV1(ctx context.Context, msg *ordersmsg.OrderPlacedV1, d runtime.RawDelivery) error {
+	f := ctx.Value(fileKey{}).(*os.File)
+	_, err := fmt.Fprintf(f, "order %s: %d cents\n", msg.OrderID, msg.AmountCents)
+	return err
+}
+
 // A scope opens a per-delivery resource after dispatch (never for a rejected
 // or unsupported delivery) and hands it to the handler in its context; the
 // cleanup runs after the handler and the commit, and a cleanup that fails
-// keeps the delivery from being ACKed.
+// keeps the delivery from being ACKed. Here package lilytest runs the
+// consumer with a fake broker; a service gives the same Config to the
+// generated constructor (ordersmsg.NewOrdersConsumer) and runs it with
+// Serve.
 func Example_scope() {
 	cfg := runtime.Config{
 		Scope: func(ctx context.Context, d runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
@@ -174,15 +189,24 @@ func Example_scope() {
 			return context.WithValue(ctx, fileKey{}, f), cleanup, nil
 		},
 		AfterDelivery: func(ctx context.Context, d runtime.RawDelivery, soFar runtime.Record) error {
-			log.Printf("%s: handler %q, commit %q", soFar.MessageID, soFar.Handler, soFar.Commit)
+			fmt.Printf("%s: handler %q, commit %q\n", soFar.MessageID, soFar.Handler, soFar.Commit)
 			return nil
 		},
 	}
-	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, cfg)
+	h, err := lilytest.New(ordersmsg.OrdersQueueSpec(), ordersmsg.OrdersRoutes(receipts{}), cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, _ = runtime.Serve(context.Background(), consumer)
+	defer h.Close()
+	msg, err := ordersmsg.NewOrderPlacedV1("order-1", &ordersmsg.OrderPlacedV1{OrderID: "order-1", AmountCents: 1250})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res := h.Deliver(msg)
+	fmt.Println(res.Path, res.Settlement)
+	// Output:
+	// order-1: handler "ok", commit ""
+	// acked ack
 }
 
 // A transactional inbox claims each message id in the transaction that
@@ -191,7 +215,7 @@ func Example_scope() {
 // spending a retry. The handler writes through the claim's transaction.
 func Example_inbox() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, os.Getenv("LILY_PG_DSN"))
 	if err != nil {
 		log.Fatal(err)
 	}
