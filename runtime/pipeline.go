@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/envelope"
@@ -210,14 +211,29 @@ func (c *Consumer) settleTx(o *outcome.Outcome, tx InboxTx) {
 		o.Commit = outcome.CommitRolledBack
 		return
 	}
-	said, err := userCall(c, time.Time{}, func(ctx context.Context) (error, error) { return tx.Commit(ctx), nil }, nil)
+	// A Commit that panics or leaves by runtime.Goexit runs no more, and
+	// nothing else would end its transaction, which holds a connection and
+	// the claim's lock: it is rolled back once, by whichever comes second of
+	// its break and the step giving up on it. One still running when the
+	// step gives up may yet commit: no rollback races it.
+	var state atomic.Int32
+	commit := func(ctx context.Context) (error, error) {
+		returned := false
+		defer func() {
+			if !returned && !state.CompareAndSwap(commitRunning, commitBroke) {
+				c.rollback(tx) // broke after the step gave up on it
+			}
+		}()
+		said := tx.Commit(ctx)
+		returned = true
+		return said, nil
+	}
+	said, err := userCall(c, time.Time{}, commit, nil)
 	switch {
 	case err != nil:
-		// The commit did not return in time or panicked: its outcome is unknown.
+		// The commit did not return in time or broke: its outcome is unknown.
 		o.Commit, said = outcome.CommitAmbiguous, err
-		if !errors.Is(err, errUserStepTimeout) {
-			// It panicked (or left by runtime.Goexit), so it runs no more. One
-			// that is late may still be running: a rollback would race it.
+		if !state.CompareAndSwap(commitRunning, commitGivenUp) && state.Load() == commitBroke {
 			c.rollback(tx)
 		}
 	case said == nil:
@@ -230,6 +246,14 @@ func (c *Consumer) settleTx(o *outcome.Outcome, tx InboxTx) {
 	}
 	o.Reason = sanitize.Text("commit: "+said.Error(), decide.MaxCause)
 }
+
+// The states of a commit step, as its break and the step giving up on it
+// see them.
+const (
+	commitRunning = iota
+	commitBroke   // it panicked or left by runtime.Goexit
+	commitGivenUp // the step stopped waiting for it while it ran
+)
 
 // rollback rolls tx back within a step of its own, even when the delivery's
 // budget is spent.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -305,28 +306,49 @@ func (a *oddCommit) Commit(context.Context) error {
 	return nil
 }
 
-// A Commit that panics is ambiguous, and runs no more: its transaction, which
-// holds a connection and the claim's lock, is rolled back once, or nothing
-// would end it. One that outlives its step may yet commit: no Rollback races
-// it.
+// A Commit that panics or leaves by runtime.Goexit is ambiguous, and runs no
+// more: its transaction, which holds a connection and the claim's lock, is
+// rolled back once, or nothing would end it; so is one that breaks after its
+// step gave up on it. One that outlives its step and returns may yet have
+// committed: no Rollback races it.
 func TestInboxCommitThatPanicsIsRolledBack(t *testing.T) {
 	for _, c := range []struct {
-		name      string
-		do        func(release <-chan struct{})
+		name string
+		do   func(release <-chan struct{})
+		// late: the commit outlives its step, until released after the
+		// delivery's result.
+		late      bool
 		rollbacks int32
 	}{
-		{"panics", func(<-chan struct{}) { panic("commit bookkeeping") }, 1},
-		{"outlives its step", func(release <-chan struct{}) { <-release }, 0},
+		{"panics", func(<-chan struct{}) { panic("commit bookkeeping") }, false, 1},
+		{"leaves by runtime.Goexit", func(<-chan struct{}) { goruntime.Goexit() }, false, 1},
+		{"panics after its step", func(release <-chan struct{}) { <-release; panic("a nil result of a call cut short") }, true, 1},
+		{"returns after its step", func(release <-chan struct{}) { <-release }, true, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			release := make(chan struct{})
-			defer close(release)
 			in := &oddCommit{do: func() { c.do(release) }}
 			h := harness(t, ok, func(cfg *runtime.Config) { cfg.Inbox, cfg.StepTimeout = in, time.Second })
 			res := h.Deliver(order(t, "commit-1"))
 			wantPath(t, res, runtime.PathRequeued)
-			if res.Commit != "ambiguous" || in.commits.Load() != 1 || in.rollbacks.Load() != c.rollbacks {
-				t.Errorf("result %+v; Commit calls %d, Rollback calls %d, want 1 and %d", res, in.commits.Load(), in.rollbacks.Load(), c.rollbacks)
+			if res.Commit != "ambiguous" || in.commits.Load() != 1 {
+				t.Errorf("result %+v; Commit calls %d, want 1", res, in.commits.Load())
+			}
+			if c.late {
+				if n := in.rollbacks.Load(); n != 0 {
+					t.Fatalf("%d Rollback calls while the commit still ran", n)
+				}
+				close(release)
+				// The late commit's end is its own goroutine's: wait for the
+				// rollback it is due, then for any it is not.
+				deadline := time.Now().Add(time.Minute)
+				for in.rollbacks.Load() < c.rollbacks && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if n := in.rollbacks.Load(); n != c.rollbacks {
+				t.Errorf("Rollback calls %d, want %d", n, c.rollbacks)
 			}
 		})
 	}
