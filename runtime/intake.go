@@ -216,7 +216,8 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 // requeued: the messaging conventions give a message prefetched and never
 // handed to the application no span, and a slow hook would hold each
 // requeue of a shutdown's stop in turn. One whose NACK was not sent (its
-// session lost) is unresolved: Settled alone tells the hook of it, so that
+// session lost, or the consumer aborted first) is unresolved: Settled
+// alone tells the hook of it, so that
 // a meter counts every unresolved record the report has. The report has
 // its record.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {

@@ -36,7 +36,8 @@ type Telemetry interface {
 	// is requeued before it started (at a stop, a recycle) is not told of
 	// at all, as the messaging conventions give it no span; the Report has
 	// its record. One whose requeue could not be sent (its session lost
-	// while it waited) is unresolved, and told of by Settled alone.
+	// while it waited, or the consumer aborted first) is unresolved, and
+	// told of by Settled alone.
 	Received(ctx context.Context, queue string, d RawDelivery) context.Context
 	// Publish is called before each publish: a retry or DLQ copy (through the
 	// default exchange, its routing key the destination queue, its failure

@@ -285,7 +285,8 @@ func (h *Harness) AnswerHandoffs(evidence string) {
 // forced shutdown, and a later Deliver runs no scope, claim, handler or
 // after_delivery and settles nothing, as after the runtime's final abort:
 // its Result is unresolved, not started (Observe sees it; the telemetry
-// hook, as for any delivery not started, is told nothing). A handler still
+// hook, as of any unresolved delivery that never started, is told by
+// Settled alone). A handler still
 // running past its timeout returns on its own. Close waits for a Deliver
 // under way; a second Close does nothing.
 func (h *Harness) Close() {
