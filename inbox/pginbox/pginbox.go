@@ -45,6 +45,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	// CREATE TABLE IF NOT EXISTS checks the CREATE privilege on the schema
 	// before it looks for the table: a schema already applied is not sent.
+	// The table's presence says it is applied while 001 is the only
+	// migration; a second one needs its own test of what it changed.
 	var applied bool
 	if err := tx.QueryRow(ctx, "SELECT to_regclass('lily_inbox') IS NOT NULL").Scan(&applied); err != nil {
 		return fmt.Errorf("pginbox: migrate: %w", err)
