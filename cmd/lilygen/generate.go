@@ -92,13 +92,17 @@ func (t target) unclaimed() string {
 
 // refusal says why generate leaves alone the file at t's path, which
 // readOutput read with err, or "" when it writes it: the file is not a
-// regular file, or not t's to overwrite (ownedElsewhere).
+// regular file, cannot be read (so nothing says lilygen wrote it, and a
+// new file beside it replaces it whatever its mode), or is not t's to
+// overwrite (ownedElsewhere).
 func (t target) refusal(err error) string {
 	why := "is not a regular file"
 	switch {
 	case errors.Is(err, errNotRegular):
+	case errors.Is(err, fs.ErrPermission):
+		why = "cannot be read (nothing says lilygen wrote it)"
 	case err != nil:
-		return "" // not there, or unreadable: writing it says more
+		return "" // not there, or no directory for it: writing it says more
 	default:
 		var owned bool
 		if why, owned = ownedElsewhere(t.path, t.schema); !owned {

@@ -167,3 +167,20 @@ func lilygenWithin(t *testing.T, dir string, args ...string) result {
 		return result{}
 	}
 }
+
+// A file at an output path that cannot be read is left alone: nothing says
+// lilygen wrote it, and the new file, renamed over it, would replace it
+// whatever its mode. (Tested by the error alone: the tests may run as
+// root, whom no mode keeps out.)
+func TestGenerateRefusesAnUnreadableOutput(t *testing.T) {
+	tg := target{path: "out/pingmsg.lily.go", schema: "ping.lily.yaml"}
+	unreadable := &fs.PathError{Op: "open", Path: tg.path, Err: syscall.EACCES}
+	if got := tg.refusal(unreadable); !strings.Contains(got, "cannot be read") {
+		t.Errorf("refusal of an unreadable file = %q", got)
+	}
+	for _, err := range []error{&fs.PathError{Op: "stat", Path: tg.path, Err: syscall.ENOENT}, &fs.PathError{Op: "stat", Path: tg.path, Err: syscall.ENOTDIR}} {
+		if got := tg.refusal(err); got != "" {
+			t.Errorf("refusal after %v = %q, want none: writing it says more", err, got)
+		}
+	}
+}
