@@ -125,12 +125,21 @@ templates/review.md.tmpl.`,
 			// written, so that one run shows every problem, as lint's does.
 			var pages []review.Page
 			ok := true
+			// With the page on stdout, the older revisions' problems (the
+			// warnings of one beyond a newer limit, with a page after
+			// them) go to stderr in every format: the page stays whole.
+			olders := e
+			if *output == "" {
+				toStderr := *e
+				toStderr.stdout = e.stderr
+				olders = &toStderr
+			}
 			for _, name := range e.args {
 				f, good := e.loadOne(name)
 				var old *schema.File
 				if *against != "" {
 					var isNew, goodOld bool
-					old, isNew, goodOld = e.older(name, *against)
+					old, isNew, goodOld = olders.older(name, *against)
 					if isNew && good {
 						// All of it is new: an empty revision lists it so.
 						old = &schema.File{Package: f.Package, Output: f.Output}

@@ -401,6 +401,11 @@ func TestBreakingComparesARevisionBeyondANewerLimit(t *testing.T) {
 		strings.Count(stdout, "[BOUND-NARROWED]") != 4 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "4 breaking changes against main") {
 		t.Errorf("the headers bounded: exit %d, want 1, 4 BOUND-NARROWED and %s…\n%s%s", code, want, stdout, stderr)
 	}
+	// doc's page, on stdout, stays whole: the warning goes to stderr.
+	code, stdout, stderr = lilygen(t, repo, "doc", "--error-format=json", "--against", "main", "ping.lily.yaml")
+	if code != exitOK || !strings.HasPrefix(stdout, "# ") || strings.Contains(stdout, "OUT-OF-RANGE") || !strings.Contains(stderr, `"rule":"OUT-OF-RANGE"`) {
+		t.Errorf("doc's page: exit %d, want 0, the page alone on stdout and the warning on stderr\n%s%s", code, stdout, stderr)
+	}
 	var ack strings.Builder
 	ack.WriteString("acknowledge:\n")
 	for _, h := range []string{"x-a", "x-b", "x-c", "x-d"} {
