@@ -264,7 +264,8 @@ func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
 
 	// A first delivery of a later attempt that finds the work done (its
 	// attempt before committed, then failed after) needs nothing.
-	retried := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "ok", Commit: "committed", Handoff: "confirmed", Destination: "q.retry"}
+	retried := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "ok", Commit: "committed", Handoff: "confirmed", Destination: "q.retry",
+		Reason: "after_delivery failed on attempt 1 of 3: after_delivery: audit down"}
 	e = oneMessage(InboxWork, retried, runtime.Record{MessageID: "m1", Attempt: 2, Path: runtime.PathAcked, Commit: "duplicate"})
 	e.runs[workKey{"m1", 1}] = 1
 	e.rows["m1"] = 1
@@ -448,6 +449,20 @@ func TestAccountHoldsTheDLQToTheDecisionTable(t *testing.T) {
 
 	// Nor is the last attempt.
 	wantProblem(t, account(inDLQ(Panics, 3, panicked(1, "q.retry"), panicked(2, "q.retry"), panicked(3, "q.retry"))), "m1 (panic) attempt 3 of 3 was handed off to q.retry, its retries exhausted")
+
+	// A success is handed off only after a failed commit, cleanup or
+	// after_delivery; what the final abort abandoned is given back.
+	succeeded := commitFailed(1, "q.retry")
+	succeeded.Commit = "committed"
+	wantProblem(t, account(inDLQ(InboxWork, 3, succeeded, commitFailed(2, "q.retry"), commitFailed(3, dlq))),
+		`m1 (inbox-backed) attempt 1 was handed off to q.retry, though its handler, commit, cleanup and after_delivery succeeded (commit "committed")`)
+	cleanupFailed := succeeded
+	cleanupFailed.Reason = "cleanup failed on attempt 1 of 3: cleanup: close file: EIO"
+	wantNoProblem(t, account(inDLQ(InboxWork, 3, cleanupFailed, commitFailed(2, "q.retry"), commitFailed(3, dlq))))
+	abandoned := panicked(1, "q.retry")
+	abandoned.Handler = "abandoned"
+	wantProblem(t, account(inDLQ(Panics, 3, abandoned, panicked(2, "q.retry"), panicked(3, dlq))),
+		`m1 (panic) attempt 1 was handed off to q.retry, though the table gives it back (handler "abandoned", commit "")`)
 
 	// A quorum queue's delivery limit sends what the table gives back to the
 	// DLQ, on any attempt.

@@ -125,15 +125,20 @@ func fateOf(copies []found, acked bool) Fate {
 // retryable one (a failed commit among them) to the retry bucket while
 // retries are left, to the DLQ once they are exhausted; a rejected delivery
 // to the DLQ. What the table gives back (a deferral, an ambiguous commit, a
-// handler the forced stop cancelled) goes nowhere, unless a quorum queue's
-// delivery limit is reached: then to the DLQ, as the reason says.
+// handler the forced stop cancelled or the final abort abandoned) goes
+// nowhere, unless a quorum queue's delivery limit is reached: then to the
+// DLQ, as the reason says. A handler that succeeded is handed off only
+// after a failed commit, cleanup or after_delivery, whose detail the reason
+// names (decide's FailureDetail).
 func wrongHandoff(rec runtime.Record, dlq string, maxAttempts int) string {
 	toDLQ := rec.Destination == dlq
 	switch {
 	case rec.Handoff == "", toDLQ && deliveryLimit(rec):
 		return ""
-	case rec.Commit == "ambiguous" || rec.Commit == "deferred" || rec.Handler == "cancelled" || rec.Handler == "not started":
+	case rec.Commit == "ambiguous" || rec.Commit == "deferred" || rec.Handler == "cancelled" || rec.Handler == "abandoned" || rec.Handler == "not started":
 		return fmt.Sprintf("attempt %d was handed off to %s, though the table gives it back (handler %q, commit %q)", rec.Attempt, rec.Destination, rec.Handler, rec.Commit)
+	case rec.Handler == "ok" && rec.Commit != "failed" && !strings.Contains(rec.Reason, ": cleanup: ") && !strings.Contains(rec.Reason, ": after_delivery: "):
+		return fmt.Sprintf("attempt %d was handed off to %s, though its handler, commit, cleanup and after_delivery succeeded (commit %q)", rec.Attempt, rec.Destination, rec.Commit)
 	case rec.Rejection != "" && !toDLQ:
 		return fmt.Sprintf("attempt %d was handed off to %s, though rejected (%s)", rec.Attempt, rec.Destination, rec.Rejection)
 	case rec.Rejection != "":
