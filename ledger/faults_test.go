@@ -48,9 +48,13 @@ func TestRefusedHandoffsAreSeenInTheRecords(t *testing.T) {
 	returned := refusal{"returned", "q.retry"}
 	r.observe(runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRequeued, Handoff: "nacked", Destination: "q.retry"})
 	r.observe(runtime.Record{MessageID: "m2", Attempt: 1, Path: runtime.PathRequeued, Handoff: "returned", Destination: "q.dlq"})
+	// Refusals of another kind, or to another queue, are not this one's.
+	if n := r.refusedSoFar(returned); n != 0 {
+		t.Errorf("%d handoffs to the bucket returned, want 0", n)
+	}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	if r.refusedSince(ended, returned, r.refusedSoFar(returned)) {
+	if r.refusedSince(ended, returned, 0) {
 		t.Error("struck with no handoff to the bucket returned")
 	}
 	before := r.refusedSoFar(returned)
