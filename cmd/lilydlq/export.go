@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lily-mq/lily/internal/linkpath"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -112,48 +113,12 @@ type named[V any] struct {
 	tagged[V]
 }
 
-// maxLinks bounds the symbolic links throughLinks follows, as Linux does.
-const maxLinks = 40
-
-// throughLinks is the file path names, through symbolic links, as os.Create
-// would write it: the rename that ends an export would otherwise replace a
-// link instead of its target. A link to a file not there yet (which
-// EvalSymlinks refuses) is followed by hand, relative to its directory.
-func throughLinks(path string) (string, error) {
-	for range maxLinks {
-		if resolved, err := filepath.EvalSymlinks(path); err == nil {
-			return resolved, nil
-		}
-		info, err := os.Lstat(path)
-		if err != nil || info.Mode()&os.ModeSymlink == 0 {
-			// Not there (created as named), or not to be resolved here:
-			// what follows says why, if it fails.
-			return path, nil
-		}
-		to, err := os.Readlink(path)
-		if err != nil {
-			return "", err
-		}
-		if !filepath.IsAbs(to) {
-			// Relative to the link's real directory: ".." in it is the
-			// kernel's, not a lexical one.
-			dir, err := filepath.EvalSymlinks(filepath.Dir(path))
-			if err != nil {
-				return "", err
-			}
-			to = filepath.Join(dir, to)
-		}
-		path = to
-	}
-	return "", fmt.Errorf("%s: too many symbolic links", path)
-}
-
 func export(e *env, path string) int {
 	if path == "" {
 		code, _ := exportTo(e, e.stdout, nil)
 		return code
 	}
-	path, err := throughLinks(path)
+	path, err := linkpath.Resolve(path)
 	if err != nil {
 		return e.fail("export", err)
 	}
