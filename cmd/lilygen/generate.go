@@ -15,6 +15,7 @@ import (
 
 	"github.com/lily-mq/lily/gen"
 	"github.com/lily-mq/lily/gen/asyncapi"
+	"github.com/lily-mq/lily/internal/linkpath"
 	"github.com/lily-mq/lily/schema"
 )
 
@@ -246,8 +247,10 @@ func (e *env) write(targets []target) int {
 // limit) leaves the file as it was rather than cut short. The file gets the
 // mode os.WriteFile gives it: the old file's, or 0o644 less the umask.
 func replaceFile(path string, content []byte) error {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real // a link to the file stays a link
+	// A link to the file stays a link, a dangling one too.
+	path, err := linkpath.Resolve(path)
+	if err != nil {
+		return err
 	}
 	info, statErr := os.Stat(path)
 	f, err := createBeside(path)
