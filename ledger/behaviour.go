@@ -100,6 +100,9 @@ func (r *run) behave(ctx context.Context, d runtime.RawDelivery) error {
 	r.runs[workKey{id, attempt}]++
 	r.mu.Unlock()
 	r.arrived(d)
+	if r.bursting.Load() {
+		time.Sleep(burstHandling)
+	}
 	switch r.beh[id] {
 	case Flaky:
 		if attempt == 1 {

@@ -88,10 +88,15 @@ func (r *run) round(kinds []fault) []fault {
 // once, and the consumer, its slots and prefetch full, is stopped with
 // Force, so that its short force window ends in the final abort with
 // deliveries in flight, and what it had received and not started is
-// requeued.
+// requeued. While it lasts every handler takes burstHandling longer, its
+// context ignored as a slow handler's: on a fast machine, handlers of a few
+// microseconds worked a burst through before the stop, which then struck
+// nothing and was tried again, burst after burst, until the run's messages
+// ran out before the other faults' turn.
 const (
 	faultForcedUnderBurst = "consumer forced to stop under a burst (final abort), started again"
 	burstSize             = 300
+	burstHandling         = 20 * time.Millisecond
 )
 
 // metWorkInFlight reports whether a forced stop did what
@@ -168,6 +173,8 @@ func (r *run) faultKinds() []fault {
 		}})
 	}
 	kinds = append(kinds, fault{faultForcedUnderBurst, func(ctx context.Context) (bool, error) {
+		r.bursting.Store(true)
+		defer r.bursting.Store(false)
 		select {
 		case r.burst <- burstSize:
 		default:

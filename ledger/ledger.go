@@ -172,6 +172,9 @@ type run struct {
 	// killArmed: the next inbox-backed handler marks its row so that its
 	// COMMIT is slow and the PostgreSQL fault can kill it.
 	killArmed atomic.Bool
+	// bursting: a forced stop under a burst is under way; every handler
+	// takes burstHandling longer (faultForcedUnderBurst).
+	bursting atomic.Bool
 	// pastDeadline: the consumers were stopped at the deadline, not once
 	// the journeys were over; interrupted: once the run's context ended.
 	pastDeadline, interrupted atomic.Bool
