@@ -66,8 +66,7 @@ func TestGenerateFailedWriteLeavesTheFileWhole(t *testing.T) {
 // one is no namesake of itself at its real path, whose output it would
 // leave alone once changed.
 func TestOutputThroughASymlink(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	dir := shopModule(t)
 	if err := os.MkdirAll(filepath.Join(dir, "shared", "gen"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +107,7 @@ func TestOutputThroughASymlink(t *testing.T) {
 // file it names, a file not there yet (a dangling link) too, as a plain
 // write would.
 func TestOutputFileThroughASymlink(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	dir := shopModule(t)
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
 	if err := os.MkdirAll(filepath.Join(dir, "out"), 0o755); err != nil {
 		t.Fatal(err)
@@ -132,8 +130,7 @@ func TestOutputFileThroughASymlink(t *testing.T) {
 // generate looks for leftovers) would block generate and check for ever
 // waiting for a writer; one at an output path is refused, not read.
 func TestGenerateOpensNoFIFO(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	dir := shopModule(t)
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
 	if err := os.MkdirAll(filepath.Join(dir, "deploy"), 0o755); err != nil {
 		t.Fatal(err)

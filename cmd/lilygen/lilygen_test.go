@@ -256,8 +256,7 @@ func TestLeftoversSpareANamesakesOutput(t *testing.T) {
 // the module, may write its output below this one: what it generates now is
 // its, not a leftover of this one, which names the same source.
 func TestLeftoversSpareANamesakeElsewhereInTheModule(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	dir := shopModule(t)
 	writeFile(t, filepath.Join(dir, "a", "ping.lily.yaml"), strings.NewReplacer("output: out", "output: ../b/gen", "package: pingmsg", "package: pinga").Replace(minimal))
 	writeFile(t, filepath.Join(dir, "b", "ping.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen", 1))
 	a, b := filepath.Join("a", "ping.lily.yaml"), filepath.Join("b", "ping.lily.yaml")
@@ -288,8 +287,7 @@ func TestLeftoversSpareANamesakeElsewhereInTheModule(t *testing.T) {
 // and generate deletes it, leaving alone a file lilygen did not generate and
 // one another schema generated.
 func TestLeftoversOutsideTheSchemasDirectory(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	dir := shopModule(t)
 	name := filepath.Join("schemas", "ping.lily.yaml")
 	user := filepath.Join("gen", "user.go")
 	writeFile(t, filepath.Join(dir, user), "// Code written by hand.\npackage alpha\n")
@@ -330,8 +328,7 @@ func TestLeftoversOutsideTheSchemasDirectory(t *testing.T) {
 // generates it now, may be either's: check and generate name it, with both
 // schemas, and delete nothing.
 func TestLeftoversOutsideTheSchemasDirectoryWithANamesake(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	dir := shopModule(t)
 	a, b := filepath.Join("a", "ping.lily.yaml"), filepath.Join("b", "ping.lily.yaml")
 	writeFile(t, filepath.Join(dir, a), strings.NewReplacer("output: out", "output: ../gen/a", "package: pingmsg", "package: pinga").Replace(minimal))
 	writeFile(t, filepath.Join(dir, b), strings.NewReplacer("output: out", "output: ../gen/b", "package: pingmsg", "package: pingb").Replace(minimal))
@@ -357,8 +354,7 @@ func TestLeftoversOutsideTheSchemasDirectoryWithANamesake(t *testing.T) {
 // it generates, which may lie anywhere: nothing is deleted until it can be
 // read, and check names nothing as left over.
 func TestLeftoversKeptWhileANamesakeBelowCannotBeRead(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	dir := shopModule(t)
 	outer, nested := filepath.Join("svc", "ping.lily.yaml"), filepath.Join("svc", "a", "ping.lily.yaml")
 	writeFile(t, filepath.Join(dir, outer), strings.Replace(minimal, "output: out", "output: gen", 1))
 	writeFile(t, filepath.Join(dir, nested), strings.NewReplacer("output: out", "output: ../b/gen", "package: pingmsg", "package: bee").Replace(minimal))
@@ -458,8 +454,7 @@ func TestGenerateLeavesAFileOfAQuotedSibling(t *testing.T) {
 // the second generate leaves the first's file alone and says who owns it,
 // rather than overwrite it, and it back again at the next run.
 func TestGenerateLeavesAFileAnotherSchemaGeneratesElsewhere(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	dir := shopModule(t)
 	writeFile(t, filepath.Join(dir, "a.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen", 1))
 	writeFile(t, filepath.Join(dir, "sub", "b.lily.yaml"), strings.Replace(minimal, "output: out", "output: ../gen", 1))
 	if code, _, stderr := lilygen(t, dir, "generate", "a.lily.yaml"); code != exitOK {
@@ -502,6 +497,15 @@ func TestGenerateKeepsLeftoversWhenAWriteFails(t *testing.T) {
 	if want := []string{outputNotWritten + "/", leftoverKept + "/" + warning}; code != exitFindings || stderr != "" || !slices.Equal(rules, want) {
 		t.Errorf("generate --error-format=json: exit %d, rules %q, want %q\n%s%s", code, rules, want, stdout, stderr)
 	}
+}
+
+// shopModule returns the directory of a new module, example.com/shop,
+// which holds its go.mod alone: generate looks for leftovers within it.
+func shopModule(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/shop\n\ngo 1.26\n")
+	return dir
 }
 
 // generatePing generates the minimal schema in dir, as ping.lily.yaml, and
