@@ -200,9 +200,6 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 	if h.t == nil {
 		return p, ignore
 	}
-	// A Send whose caller wrote a header AMQP cannot carry fails on its
-	// own: the hook is not to blame for it.
-	theirs := sendable(p)
 	seen := p
 	seen.Headers = maps.Clone(p.Headers)
 	if h.queue == "" {
@@ -243,7 +240,10 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 	probe := p
 	probe.Headers = seen.Headers
 	if err := sendable(probe); err != nil {
-		if theirs == nil {
+		// A Send whose caller wrote a header AMQP cannot carry fails on
+		// its own: the hook is not to blame for it. (The hook wrote into
+		// a copy: p is as the caller gave it.)
+		if sendable(p) == nil {
 			h.logError(slog.String("method", "Publish"),
 				slog.String("detail", "wrote a header AMQP cannot carry; its headers are ignored: "+sanitize.Text(err.Error(), decide.MaxCause)))
 		}
