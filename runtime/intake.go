@@ -217,9 +217,8 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 // handed to the application no span, and a slow hook would hold each
 // requeue of a shutdown's stop in turn. One whose NACK was not sent (its
 // session lost, or the consumer aborted first) is unresolved: Settled
-// alone tells the hook of it, so that
-// a meter counts every unresolved record the report has. The report has
-// its record.
+// alone tells the hook of it, so that a meter counts every unresolved
+// record the report has. The report has its record.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
 	rec := newRecord(c.spec, d, sanitize.Text(d.MessageId, maxIDText), nil, 0, o, decide.Plan{Reason: why}, 0)
