@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/lily-mq/lily/runtime"
 )
@@ -97,5 +98,39 @@ func TestHasLabelSeesWrappedErrors(t *testing.T) {
 	err := errors.Join(errors.New("context"), mongo.CommandError{Labels: []string{"TransientTransactionError"}})
 	if !hasLabel(err, "TransientTransactionError") || hasLabel(err, "UnknownTransactionCommitResult") {
 		t.Fatal("hasLabel misread the labels of a wrapped CommandError")
+	}
+}
+
+// A Commit that panics is followed by the runtime's Rollback (runtime.InboxTx),
+// which must still end the claim: it had done nothing once the Commit had
+// used up a sync.Once. No server is needed: the session is missing, so
+// committing panics, and the lease's deletion fails quickly.
+func TestRollbackAfterAPanickingCommitEndsTheClaim(t *testing.T) {
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=50"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Disconnect(context.Background()) }()
+	in, err := New(client.Database("lily_inbox_panic"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stops := 0
+	c := &claimTx{in: in, stopRenew: func() { stops++ }}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("Commit without a session did not panic")
+			}
+		}()
+		_ = c.Commit(context.Background())
+	}()
+	c.Rollback(context.Background())
+	if stops != 2 {
+		t.Fatalf("the claim's renewal was stopped %d times, want 2: the Rollback after the panic did nothing", stops)
+	}
+	c.Rollback(context.Background())
+	if err := c.Commit(context.Background()); err == nil || stops != 2 {
+		t.Fatalf("after the Rollback: Commit = %v, renewal stopped %d times; want an error and 2", err, stops)
 	}
 }

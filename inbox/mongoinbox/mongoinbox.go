@@ -20,7 +20,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -233,7 +233,9 @@ type claimTx struct {
 	sess  *mongo.Session
 
 	stopRenew func()
-	once      sync.Once // the first Commit or Rollback ends the claim
+	// ended: a Commit or Rollback has ended the claim. A Commit that panics
+	// leaves it open, for the Rollback the runtime calls after it.
+	ended atomic.Bool
 }
 
 // start opens a session and a transaction and inserts the marker in it.
@@ -336,28 +338,36 @@ func (c *claimTx) Bind(ctx context.Context) context.Context {
 }
 
 func (c *claimTx) Rollback(ctx context.Context) {
-	c.once.Do(func() {
-		c.stopRenew()
-		c.abort(ctx)
-		c.release()
-	})
+	if c.ended.Swap(true) {
+		return
+	}
+	c.stopRenew()
+	c.abort(ctx)
+	c.release()
 }
 
 // Commit commits, retrying while the result is unknown, within ctx.
-func (c *claimTx) Commit(ctx context.Context) (err error) {
-	err = errors.New("mongoinbox: already committed or rolled back")
-	c.once.Do(func() {
-		c.stopRenew()
-		err = commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
-		end, cancel := cleanupContext(ctx)
-		defer cancel()
-		c.sess.EndSession(end)
-		// An ambiguous commit keeps its lease until it expires, so that a
-		// redelivery defers instead of racing a commit that may yet land.
-		if !errors.Is(err, runtime.ErrCommitAmbiguous) {
-			c.release()
+func (c *claimTx) Commit(ctx context.Context) error {
+	if c.ended.Swap(true) {
+		return errors.New("mongoinbox: already committed or rolled back")
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			c.ended.Store(false) // panicked: the Rollback after it ends the session
 		}
-	})
+	}()
+	c.stopRenew()
+	err := commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
+	end, cancel := cleanupContext(ctx)
+	defer cancel()
+	c.sess.EndSession(end)
+	// An ambiguous commit keeps its lease until it expires, so that a
+	// redelivery defers instead of racing a commit that may yet land.
+	if !errors.Is(err, runtime.ErrCommitAmbiguous) {
+		c.release()
+	}
+	returned = true
 	return err
 }
 
