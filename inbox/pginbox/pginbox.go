@@ -13,7 +13,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,16 +107,39 @@ func New(pool *pgxpool.Pool, opts Options) *Inbox {
 // SQLSTATE lock_not_available: lock_timeout expired.
 const lockNotAvailable = "55P03"
 
-// SQLSTATE class 42, syntax error or access rule violation: for the claim,
-// lily_inbox missing from the search_path (42P01), a privilege on it missing
-// (42501), or a table of another shape.
-const accessRuleViolation = "42"
+// misconfigured tells a failure that no redelivery mends, by its SQLSTATE
+// class: 42, syntax error or access rule violation (for the claim, lily_inbox
+// missing from the search_path, 42P01, a privilege on it missing, 42501, or a
+// table of another shape); 28, the role may not connect; 3D and 3F, no such
+// database or schema.
+func misconfigured(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "42", "28", "3D", "3F":
+		return true
+	}
+	return false
+}
 
-// Begin opens a transaction and inserts the claim row in it. An error of
-// SQLSTATE class 42 (lily_inbox not in the search_path, a privilege on it
-// missing) says that the inbox is misconfigured.
+// errMisconfigured is Begin's error for a misconfigured inbox. The runtime
+// defers the claim as it defers any other, and will defer the next: the
+// error says that only mending the database ends it, for the deferral's
+// record and log line to show.
+func errMisconfigured(err error) error {
+	return fmt.Errorf("pginbox: the inbox is misconfigured, every claim defers until it is mended: %w", err)
+}
+
+// Begin opens a transaction and inserts the claim row in it. Its error says
+// when the inbox is misconfigured (lily_inbox not in the search_path, a
+// privilege on it missing, a role that may not connect).
 func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, error) {
 	tx, err := in.pool.Begin(ctx)
+	if misconfigured(err) {
+		return nil, errMisconfigured(err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pginbox: begin: %w", err)
 	}
@@ -158,12 +180,9 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	case errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable:
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("pginbox: another worker holds the claim (waited lock_timeout %s)", in.opts.LockTimeout)
-	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, accessRuleViolation):
-		// The runtime defers this claim as it defers any other, and will
-		// defer the next: the error says that only mending the database
-		// ends it, for the deferral's record and log line to show.
+	case misconfigured(err):
 		_ = tx.Rollback(ctx)
-		return nil, fmt.Errorf("pginbox: the inbox is misconfigured, every claim defers until it is mended: %w", err)
+		return nil, errMisconfigured(err)
 	default:
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("pginbox: claim: %w", err)

@@ -395,25 +395,52 @@ func TestMigrateWithoutCreatePrivilege(t *testing.T) {
 // error says plainly that only mending the database ends that, and holds no
 // connection.
 func TestMisconfiguredInboxSaysSo(t *testing.T) {
-	for name, connect := range map[string]func(t *testing.T, ctx context.Context) *pgxpool.Pool{
-		"no lily_inbox in the search_path": func(t *testing.T, ctx context.Context) *pgxpool.Pool {
+	for name, c := range map[string]struct {
+		connect func(t *testing.T, ctx context.Context) *pgxpool.Pool
+		class   string // the SQLSTATE's class
+	}{
+		"no lily_inbox in the search_path": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
 			return connectAs(t, ctx, services.PostgreSQL(t), "lily_inbox_nowhere", "")
-		},
-		"no INSERT privilege": func(t *testing.T, ctx context.Context) *pgxpool.Pool { return worker(t, ctx, "SELECT") },
+		}, "42"},
+		"no INSERT privilege": {func(t *testing.T, ctx context.Context) *pgxpool.Pool { return worker(t, ctx, "SELECT") }, "42"},
+		"a role that does not exist": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
+			return connectWith(t, ctx, services.PostgreSQL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.User = "lily_inbox_nobody" })
+		}, "28"},
+		"a database that does not exist": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
+			return connectWith(t, ctx, services.PostgreSQL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.Database = "lily_inbox_nowhere" })
+		}, "3D"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			pool := connect(t, ctx)
+			pool := c.connect(t, ctx)
 			tx, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "c", "m1")
-			if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") || !strings.Contains(detail, "SQLSTATE 42") {
-				t.Fatalf("Begin = %s (%s); want deferred, the inbox misconfigured", got, detail)
+			if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") || !strings.Contains(detail, "SQLSTATE "+c.class) {
+				t.Fatalf("Begin = %s (%s); want deferred, the inbox misconfigured (SQLSTATE class %s)", got, detail, c.class)
 			}
 			if n := pool.Stat().AcquiredConns(); n != 0 {
 				t.Errorf("%d connections acquired after the failed claim, want 0", n)
 			}
 		})
 	}
+}
+
+// connectWith returns a pool to the PostgreSQL at url with its config
+// changed by change. It connects lazily, so a config that cannot connect
+// fails at the first use.
+func connectWith(t *testing.T, ctx context.Context, url string, change func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // worker makes a schema and a role of the test's own, dropped when it ends:
@@ -447,20 +474,12 @@ func worker(t *testing.T, ctx context.Context, privileges string) *pgxpool.Pool 
 // user's own).
 func connectAs(t *testing.T, ctx context.Context, url, schema, role string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	if role != "" {
-		cfg.ConnConfig.RuntimeParams["role"] = role
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
+	return connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+		if role != "" {
+			cfg.ConnConfig.RuntimeParams["role"] = role
+		}
+	})
 }
 
 // A claim that meets another worker's open claim waits for it and follows
