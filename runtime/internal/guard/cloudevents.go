@@ -36,7 +36,6 @@ func eventHeader(h amqp.Table, name string) (any, bool) {
 type event struct {
 	specVersion, id, source, typ string
 	time                         time.Time
-	timeText                     string // a structured event's, until parsed
 	contentType                  string // the data's content type, as written
 	payload                      []byte // a structured event's data
 	// version is the version attribute's value, when the profile names one.
@@ -156,10 +155,12 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 	if err := jr.End(o.End()); err != nil {
 		return e, "CloudEvent not readable: " + err.Error()
 	}
-	if e.timeText != "" {
-		t, ok := wire.ParseTime(e.timeText)
+	// Present and empty is not absent: binary mode refuses it too.
+	if v, ok := e.attributes[EventPrefix+eventMembers[memberTime]]; ok {
+		text, _ := v.(string)
+		t, ok := wire.ParseTime(text)
 		if !ok {
-			return e, "CloudEvents time " + quote(e.timeText) + " not an RFC 3339 time"
+			return e, "CloudEvents time " + quote(text) + " not an RFC 3339 time"
 		}
 		e.time = t
 	}
@@ -186,8 +187,6 @@ func (e *event) set(member int, s string) {
 		e.typ = s
 	case memberContentType:
 		e.contentType = s
-	case memberTime:
-		e.timeText = s
 	}
 }
 

@@ -261,6 +261,7 @@ func TestForeignEnvelopesPoison(t *testing.T) {
 		{"structured not an object", structured(`["specversion"]`), "CloudEvent not readable"},
 		{"structured subject past a header value's bound", structured(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","subject":"` + strings.Repeat("s", 4097) + `","data":{}}`),
 			"CloudEvent member subject longer than 4096 bytes"},
+		{"structured time empty", structured(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","time":"","data":{}}`), `time "" not an RFC 3339 time`},
 		{"structured time with a fraction past it", structured(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","time":"2026-03-01T11:58:00.` + strings.Repeat("0", 5000) + `Z","data":{}}`),
 			"CloudEvent member time longer than 4096 bytes"},
 		{"batch", &amqp.Delivery{ContentType: "application/cloudevents-batch+json", Body: []byte(`[]`)}, "CloudEvents batch mode (application/cloudevents-batch+json) is not supported"},
