@@ -61,6 +61,15 @@ func BrokerRecord(name string) bool {
 	return false
 }
 
+// CarriedHeader reports whether a producer's header named name reaches every
+// copy of its message unchanged, so that a message's type, id, version or
+// ordering key may be read from it: it is not Lily's own (x-lily-…), the
+// broker's record (BrokerRecord) or a routing header (Routing), which a copy
+// writes afresh or leaves behind.
+func CarriedHeader(name string) bool {
+	return !strings.HasPrefix(name, "x-lily-") && !BrokerRecord(name) && !Routing(name)
+}
+
 // Routing reports whether a header routes the message published with it:
 // CC and BCC, RabbitMQ's sender-selected distribution, add routing keys. A
 // copy published again (a retry, a DLQ copy, a re-drive) leaves them

@@ -173,8 +173,8 @@ func (p *parser) sourceHeader(n *yaml.Node, what string) (string, bool) {
 		return "", false
 	}
 	s, ok := p.str(h.v, "header")
-	if ok && (s == "" || strings.HasPrefix(s, "x-lily-")) {
-		p.errorf(h.v, RuleEnvelope, "%s header %q: name a header of the producer's, not empty or x-lily-…", what, s)
+	if ok && (s == "" || !envelope.CarriedHeader(s)) {
+		p.errorf(h.v, RuleEnvelope, "%s header %q: name a header of the producer's, %s", what, s, notCarried)
 		return "", false
 	}
 	if ok && !p.headerKey(h.v, what+" header", s) {
@@ -186,6 +186,10 @@ func (p *parser) sourceHeader(n *yaml.Node, what string) (string, bool) {
 // headerKey reports whether a header an envelope keeps something in has a
 // name a consumer's guard takes, and says so when it has not: every message
 // in the profile would be poison.
+// notCarried says which headers cannot carry a message's identity, version
+// or ordering key (envelope.CarriedHeader), in an error naming one.
+const notCarried = "not empty, x-lily-…, the broker's x-death and counts, or CC/BCC, which a retry copy does not carry as they came"
+
 func (p *parser) headerKey(n *yaml.Node, what, name string) bool {
 	if len(name) <= envelope.MaxHeaderKeyBytes {
 		return true
@@ -224,8 +228,8 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			if ce {
 				p.errorf(e.k, RuleEnvelope, "a CloudEvent carries its version in an attribute: use attribute, not header")
 			}
-			if strings.HasPrefix(s, "x-lily-") {
-				p.errorf(e.v, RuleEnvelope, "version header %q: name a header of the producer's, not x-lily-…", s)
+			if s == "" || !envelope.CarriedHeader(s) {
+				p.errorf(e.v, RuleEnvelope, "version header %q: name a header of the producer's, %s", s, notCarried)
 			}
 			p.headerKey(e.v, "version header", s)
 			v.Header = s

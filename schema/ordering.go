@@ -2,8 +2,8 @@ package schema
 
 import (
 	"slices"
-	"strings"
 
+	"github.com/lily-mq/lily/envelope"
 	"gopkg.in/yaml.v3"
 )
 
@@ -59,8 +59,8 @@ func (p *parser) ordering(n *yaml.Node, q *Queue) *Ordering {
 }
 
 func (p *parser) orderHeader(n *yaml.Node, q *Queue, name string) {
-	if name == "" || strings.HasPrefix(name, "x-lily-") {
-		p.errorf(n, RuleOrdering, "ordering header %q: name a header of the producers', not empty or x-lily-…", name)
+	if name == "" || !envelope.CarriedHeader(name) {
+		p.errorf(n, RuleOrdering, "ordering header %q: name a header of the producers', %s", name, notCarried)
 		return
 	}
 	for _, c := range q.Consumes {

@@ -182,8 +182,8 @@ func checkProfile(p envelope.Profile) error {
 		return fmt.Errorf("content type parameter %q is not a token of at most %d bytes", v.ContentTypeParameter, envelope.MaxParameterName)
 	}
 	for _, h := range []string{p.TypeHeader, p.IDHeader, v.Header} {
-		if strings.HasPrefix(h, "x-lily-") {
-			return fmt.Errorf("header %s is Lily's own", h)
+		if !envelope.CarriedHeader(h) {
+			return fmt.Errorf("header %s is not one a copy carries as it came (x-lily-…, the broker's record, CC or BCC)", h)
 		}
 	}
 	return nil
