@@ -143,10 +143,15 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 		r.settledNow()
 	}
 	duplicate := o.Claim == outcome.InboxDuplicate
-	added := r.report.add(token, rec, copyMayRepeat(o), duplicate)
+	// The observer hears of a record the report holds at once, before the
+	// hook's ends, which may be slow: a shutdown waits for them only until
+	// its step ends, and Observe must not be called after Run returned.
+	if r.report.add(token, rec, copyMayRepeat(o), duplicate) && c.cfg.Observe != nil {
+		c.observe(rec)
+	}
 	if sl != nil && c.telemetry.t != nil {
 		// The delivery is settled and its record is in the report: the slot
-		// goes before the hook's ends, the observer and the log, which may be
+		// goes before the hook's ends and the log, which may be
 		// slow (a span's export to a collector that is away), so that the
 		// deliveries waiting for a slot do not spend their budgets behind
 		// them. A place among the journeys ending so is taken first, and
@@ -161,9 +166,6 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 		sl.leave()
 	}
 	hooks.call()
-	if added && c.cfg.Observe != nil {
-		c.observe(rec)
-	}
 	if !hooks.untold {
 		c.telemetry.settled(ctx, rec)
 	}

@@ -250,6 +250,47 @@ func (s slowEnd) Settle(context.Context, string) func(string) {
 func (slowEnd) Settled(context.Context, runtime.Record) {}
 func (slowEnd) Lost(string, string)                     {}
 
+// Observe hears of a record before the hook's ends, which may be slow: a
+// stop waits for those only until its step ends, and Observe is never
+// called after Run returned (docs/runtime.md). Observe had come after the
+// ends, seconds after Run returned.
+func TestBrokerObserveComesBeforeSlowTelemetryEnds(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, heldHandler)
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "observed-before-ends"))
+	handled := make(chan struct{})
+	var mu sync.Mutex
+	var observed []string
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		close(handled)
+		return runtime.Permanent(errors.New("refused"))
+	}, func(cfg *runtime.Config) {
+		cfg.ShutdownGrace, cfg.ForceWindow, cfg.StepTimeout = 300*time.Millisecond, 100*time.Millisecond, 2*time.Second
+		cfg.Telemetry = slowEnd{10 * time.Second}
+		cfg.Observe = func(rec runtime.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			observed = append(observed, rec.MessageID+" "+string(rec.Path))
+		}
+	})
+	r.launch(c)
+	<-handled
+	rep := r.stop()
+	mu.Lock()
+	got := slices.Clone(observed)
+	mu.Unlock()
+	if want := []string{"observed-before-ends " + string(runtime.PathDeadLettered)}; !slices.Equal(got, want) {
+		t.Fatalf("observed %q by the time Run returned, want %q; report %s", got, want, rep)
+	}
+	if n := rep.Counts[runtime.PathDeadLettered]; n != 1 {
+		t.Errorf("report counts %d dead-lettered, want 1: %s", n, rep)
+	}
+	if ready, unacked := queueCounts(t, q.Topology.DeadLetterQueue); ready != 1 || unacked != 0 {
+		t.Errorf("DLQ holds %d ready, %d unacked; want the one copy", ready, unacked)
+	}
+}
+
 // A hook slow to end a handoff's publish is told once the original is
 // settled: it cannot spend the budget the ACK needs, which would leave the
 // original unresolved beside its copy in the bucket.
