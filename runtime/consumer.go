@@ -291,7 +291,8 @@ func (r *run) revokeAll() {
 // session declares the topology again and consumes. Run returns an error when
 // the first connection fails, the broker's refusal of the topology among its
 // causes (406, 404 for an external exchange or queue that does not exist,
-// 403 for a declare or consume not permitted; not under Serve, below),
+// 403 for a declare or consume not permitted, 405 for a queue another
+// connection holds exclusively; not under Serve, below),
 // or when it is called twice. A refusal after the consumer ran (an external
 // exchange deleted, a queue declared again with other arguments) is what an
 // operator mends: Run retries it with the backoff, logging each at error and
@@ -429,18 +430,20 @@ func (c *Consumer) retire(r *run, s *session) {
 }
 
 // refused reports whether the broker refused the topology itself: a 406,
-// the 404 of an external exchange or queue that does not exist, or the 403
+// the 404 of an external exchange or queue that does not exist, the 403
 // of a declare or consume the user is not permitted, or of a consume of a
-// queue another connection consumes exclusively (on the channel: a login
-// or a virtual host refused is the connection's, and credentials may
-// change by the next attempt). No retry mends that alone; an operator, the
-// holder, or the owner of what is external, does.
+// queue another connection consumes exclusively, or the 405 of a queue
+// another connection declared exclusive (on the channel: a login or a
+// virtual host refused is the connection's, and credentials may change by
+// the next attempt). No retry mends that alone; an operator, the holder,
+// or the owner of what is external, does.
 func refused(err error) bool {
 	if errors.Is(err, errExternalMissing) {
 		return true
 	}
 	var ae *amqp.Error
-	return errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed || ae.Code == amqp.AccessRefused && ae.Recover)
+	return errors.As(err, &ae) && (ae.Code == amqp.PreconditionFailed ||
+		(ae.Code == amqp.AccessRefused || ae.Code == amqp.ResourceLocked) && ae.Recover)
 }
 
 // frameSize is the frame size Lily's connections ask for; the quarantine

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"slices"
 	"strings"
@@ -238,4 +239,57 @@ func TestBrokerServeWaitsForAQueueWhoseNodeIsDown(t *testing.T) {
 		t.Errorf("the queue's report does not say it was out of reach: %s", lost)
 	}
 	assertCounts(t, map[string][2]int{good.Name: {0, 0}, away.Name: {0, 0}, away.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// A queue another connection declared exclusive (a 405 RESOURCE_LOCKED on
+// the declare) is the holder's to let go, as the 403 of an exclusive
+// consumer is: under Serve its consumer waits for it alone, not ready and
+// saying so at error, while the other queue runs; once the holder's
+// connection ends, the queue is declared and consumed. Run alone returns
+// the refusal at the first connection, as any refusal.
+func TestBrokerServeWaitsForAQueueHeldExclusively(t *testing.T) {
+	t.Parallel()
+	good, held := brokerSpec(t), brokerSpec(t)
+	declareTopology(t, good)
+	holder := dial(t)
+	if _, err := channel(t, holder).QueueDeclare(held.Name, false, false, true, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, lone := prepare(t, held, ack)
+	alone, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	if _, err := lone.Run(alone); err == nil || !strings.Contains(err.Error(), "RESOURCE_LOCKED") {
+		t.Errorf("Run alone: %v, want the 405", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r1, c1 := prepare(t, good, ack)
+	r2, c2 := prepare(t, held, ack, func(cfg *runtime.Config) { cfg.ReconnectMax = 200 * time.Millisecond })
+	ran := serve(ctx, c1, c2)
+	eventually(t, time.Minute, "the held queue waited for", func() bool {
+		h := c2.Health()
+		return !h.Ready && strings.HasPrefix(h.Why, "the broker refuses the topology, retrying until it is mended: ") &&
+			strings.Contains(h.Why, "RESOURCE_LOCKED") &&
+			r2.events.has(func(ev event) bool { return ev.stage == "topology-refused" && ev.level == slog.LevelError })
+	})
+	publish(t, good.Name, order(t, "meanwhile"))
+	if recs := r1.await(1); recs[0].MessageID != "meanwhile" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the other queue's message: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	// The holder goes, and its exclusive queue with it.
+	_ = holder.Close()
+	eventually(t, time.Minute, "the queue let go consumed", func() bool { return c2.Health().Ready })
+	publish(t, held.Name, order(t, "let-go"))
+	if recs := r2.await(1); recs[0].MessageID != "let-go" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the queue let go: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	cancel()
+	res := <-ran
+	if res.err != nil || res.rep == nil || len(res.rep.Parts) != 2 {
+		t.Fatalf("Serve: %v, %v", res.rep, res.err)
+	}
+	if lost := fmt.Sprint(res.rep.Parts[1].Lost); !strings.Contains(lost, "RESOURCE_LOCKED") {
+		t.Errorf("the held queue's report does not say it was refused: %s", lost)
+	}
+	assertCounts(t, map[string][2]int{good.Name: {0, 0}, held.Name: {0, 0}})
 }
