@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -292,4 +294,94 @@ func TestBrokerServeWaitsForAQueueHeldExclusively(t *testing.T) {
 		t.Errorf("the held queue's report does not say it was refused: %s", lost)
 	}
 	assertCounts(t, map[string][2]int{good.Name: {0, 0}, held.Name: {0, 0}})
+}
+
+// stuckConsume makes the broker behind p, while on holds, answer a
+// basic.consume of queue name as a channel process blocked in it does (a
+// quorum queue without a leader): neither the consume nor the
+// channel.close that follows it is answered.
+func stuckConsume(p *proxy, name string, on *atomic.Bool) {
+	type key struct {
+		conn string
+		ch   uint16
+	}
+	var mu sync.Mutex
+	stuck := map[key]bool{}
+	p.Rewrite(func(f faults.Frame, raw []byte) []byte {
+		if f.Dir != faults.ToBroker || f.Type != 1 || !on.Load() {
+			return raw
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		k := key{f.Conn, f.Channel}
+		switch {
+		case f.Method == (faults.Method{Class: 20, ID: 10}): // channel.open: the number reused
+			delete(stuck, k)
+		case f.Is(faults.BasicConsume):
+			// After the header, the method ids and the reserved short,
+			// the queue's name as a short string.
+			if n := int(raw[13]); string(raw[14:14+n]) == name {
+				stuck[k] = true
+				return nil
+			}
+		case f.Is(faults.ChannelClose) && stuck[k]:
+			return nil
+		}
+		return raw
+	})
+}
+
+// A queue whose consume the broker does not answer at the start (a quorum
+// queue without a leader: out of reach, not misdeployed) is retried alone
+// under Serve, not ready, while the other queue runs; once the broker
+// answers, its message is handled. A lone Run still fails at the start.
+func TestBrokerServeWaitsForAQueueWhoseConsumeHangs(t *testing.T) {
+	t.Parallel()
+	good, hung := brokerSpec(t), brokerSpec(t)
+	declareTopology(t, good)
+	declareTopology(t, hung)
+	p := newProxy(t)
+	var on atomic.Bool
+	on.Store(true)
+	stuckConsume(p, hung.Name, &on)
+	viaProxy := func(cfg *runtime.Config) {
+		cfg.URLs, cfg.StepTimeout, cfg.ReconnectMax = []string{p.url()}, time.Second, 200*time.Millisecond
+	}
+	_, lone := prepare(t, hung, ack, viaProxy)
+	alone, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	if _, err := lone.Run(alone); err == nil || !strings.Contains(err.Error(), "did not return in time") {
+		t.Errorf("Run alone: %v, want the consume not answered", err)
+	}
+	r1, c1 := prepare(t, good, ack)
+	r2, c2 := prepare(t, hung, ack, viaProxy)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := serve(ctx, c1, c2)
+	eventually(t, time.Minute, "the hung queue retried", func() bool {
+		h := c2.Health()
+		return !h.Ready && h.Why == "not connected: reconnecting to the broker" &&
+			r2.events.has(func(ev event) bool {
+				return ev.stage == "intake-lost" && strings.Contains(ev.detail, "consume "+hung.Name) &&
+					strings.Contains(ev.detail, "did not return in time")
+			})
+	})
+	publish(t, good.Name, order(t, "meanwhile"))
+	if recs := r1.await(1); recs[0].MessageID != "meanwhile" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the other queue's message: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	on.Store(false)
+	publish(t, hung.Name, order(t, "answered"))
+	if recs := r2.await(1); recs[0].MessageID != "answered" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the queue answered: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	cancel()
+	res := <-ran
+	if res.err != nil || res.rep == nil || len(res.rep.Parts) != 2 {
+		t.Fatalf("Serve: %v, %v", res.rep, res.err)
+	}
+	if lost := fmt.Sprint(res.rep.Parts[1].Lost); !strings.Contains(lost, "did not return in time") {
+		t.Errorf("the queue's report does not say it was out of reach: %s", lost)
+	}
+	assertCounts(t, map[string][2]int{good.Name: {0, 0}, hung.Name: {0, 0}})
 }

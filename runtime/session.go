@@ -321,6 +321,22 @@ func answered(err error) bool {
 	return errors.As(err, &ae) && ae.Server && ae.Recover
 }
 
+// servedError is the error of a session's opening on a connection a node
+// took: the dial and the login went through, and a step on it failed.
+type servedError struct{ error }
+
+func (e *servedError) Unwrap() error { return e.error }
+
+// stalled reports whether connect's last attempt failed on a connection a
+// node took because a step of the session's opening (the declare, the
+// consume) did not answer in time, as for a quorum queue without a leader
+// or on a node cut off from its cluster's majority: the queue is out of
+// reach, not misdeployed, and the broker is there.
+func stalled(last error) bool {
+	var se *servedError
+	return errors.As(last, &se) && errors.Is(se.error, step.ErrTimeout)
+}
+
 // connectOnce is one attempt of connect. When it fails after a node took
 // the connection, served is that connection, and reused says another session
 // had opened it.
@@ -331,7 +347,7 @@ func (c *Consumer) connectOnce(ctx context.Context, r *run) (_ *session, served 
 	}
 	s, err := c.open(ctx, r, l)
 	if err != nil {
-		return nil, l, reused, err
+		return nil, l, reused, &servedError{err}
 	}
 	c.startProver(r, s)
 	c.emit(event{stage: stageConnected, generation: s.gen.ID})
