@@ -118,15 +118,15 @@ func (ls *links) dial(d *linkDial) {
 
 // release ends one session's use of l; the last user closes it, waiting for
 // the broker's close-ok no later than by. A session whose channel may still
-// be open (its close failed or did not end in time) closes it at once,
-// under every other session on it: a channel that is neither closed nor
-// read would hold its unacknowledged deliveries for as long as the
-// connection lives.
-func (ls *links) release(l *link, by time.Time, channelClosed bool) {
+// be open holding deliveries (it consumed, and its close failed or did not
+// end in time) closes it at once, under every other session on it: a
+// channel that is neither closed nor read would hold its unacknowledged
+// deliveries for as long as the connection lives.
+func (ls *links) release(l *link, by time.Time, holding bool) {
 	ls.mu.Lock()
 	l.users--
 	last := l.users == 0
-	kill := !channelClosed && !closed(l.killed)
+	kill := holding && !closed(l.killed)
 	if (last || kill) && ls.cur == l {
 		ls.cur = nil
 	}

@@ -224,3 +224,60 @@ func TestBrokerRefusedConsumeKeepsTheSharedConnection(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}})
 }
+
+// A consume the broker does not answer, nor the channel.close after it (a
+// quorum queue without a leader blocks its channel), says nothing against
+// the shared connection's other channels: the consumers already on it keep
+// their sessions, at each of the hung queue's attempts, and consume on;
+// the hung queue consumes once the broker answers.
+func TestBrokerHungConsumeKeepsTheSharedConnection(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t)
+	pub := sharedPublisher(t, p.url())
+	qa, qb := brokerSpec(t), brokerSpec(t)
+	declareTopology(t, qa)
+	declareTopology(t, qb)
+	var on atomic.Bool
+	hung := stuckConsume(p, qb.Name, &on)
+	fast := func(cfg *runtime.Config) { cfg.StepTimeout = time.Second }
+	a := start(t, qa, ack, sharing(t, pub), fast)
+	b := start(t, qb, ack, sharing(t, pub), fast)
+	t.Cleanup(func() { on.Store(false) }) // before the stops: their closes pass
+	publish(t, qa.Name, order(t, "a-1"))
+	publish(t, qb.Name, order(t, "b-1"))
+	a.await(1)
+	b.await(1)
+	on.Store(true)
+	// The queue deleted: the broker cancels b's consumer, and b's next
+	// sessions' consumes hang, the first on the connection a consumes on.
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDelete(qb.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "three of b's consumes hung", func() bool {
+		return hung.Load() >= 3 && b.events.has(func(ev event) bool {
+			return ev.stage == "intake-lost" && strings.Contains(ev.detail, "consume "+qb.Name)
+		})
+	})
+	publish(t, qa.Name, order(t, "a-2"))
+	if rec := a.await(2)[1]; rec.MessageID != "a-2" || rec.Path != runtime.PathAcked {
+		t.Errorf("a's record %+v, want a-2 acked", rec)
+	}
+	if n := a.reconnects(); n != 0 {
+		for _, ev := range a.events.all() {
+			if ev.stage == "intake-lost" {
+				t.Logf("a lost: %s", ev.detail)
+			}
+		}
+		t.Errorf("a lost its session %d times to b's hung consumes", n)
+	}
+	on.Store(false)
+	publish(t, qb.Name, order(t, "b-2"))
+	if rec := b.await(2)[1]; rec.MessageID != "b-2" || rec.Path != runtime.PathAcked {
+		t.Errorf("b's record %+v, want b-2 acked", rec)
+	}
+	// a's, passed over, and b's: each connection dialed for a hung
+	// attempt closed with it.
+	eventually(t, 30*time.Second, "two consuming connections", func() bool { return len(consuming(p)) == 2 })
+	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}})
+}

@@ -299,14 +299,15 @@ func TestBrokerServeWaitsForAQueueHeldExclusively(t *testing.T) {
 // stuckConsume makes the broker behind p, while on holds, answer a
 // basic.consume of queue name as a channel process blocked in it does (a
 // quorum queue without a leader): neither the consume nor the
-// channel.close that follows it is answered.
-func stuckConsume(p *proxy, name string, on *atomic.Bool) {
+// channel.close that follows it is answered. It counts the consumes held.
+func stuckConsume(p *proxy, name string, on *atomic.Bool) *atomic.Int32 {
 	type key struct {
 		conn string
 		ch   uint16
 	}
 	var mu sync.Mutex
 	stuck := map[key]bool{}
+	var held atomic.Int32
 	p.Rewrite(func(f faults.Frame, raw []byte) []byte {
 		if f.Dir != faults.ToBroker || f.Type != 1 || !on.Load() {
 			return raw
@@ -322,6 +323,7 @@ func stuckConsume(p *proxy, name string, on *atomic.Bool) {
 			// the queue's name as a short string.
 			if n := int(raw[13]); string(raw[14:14+n]) == name {
 				stuck[k] = true
+				held.Add(1)
 				return nil
 			}
 		case f.Is(faults.ChannelClose) && stuck[k]:
@@ -329,6 +331,7 @@ func stuckConsume(p *proxy, name string, on *atomic.Bool) {
 		}
 		return raw
 	})
+	return &held
 }
 
 // A queue whose consume the broker does not answer at the start (a quorum

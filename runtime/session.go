@@ -355,9 +355,14 @@ func (c *Consumer) connectOnce(ctx context.Context, r *run) (_ *session, served 
 }
 
 // open opens the session's channel on l and starts consuming. When it fails,
-// it has released l: a channel it opened is closed first, or, when that
-// fails, the connection with it, so that no consume that succeeds late
-// leaves deliveries on a channel no one reads.
+// it has closed a channel it opened and released l. A close not answered
+// in time (its channel process blocked, as in a consume of a quorum queue
+// without a leader) leaves l to the sessions on it, passed over: the
+// broker handles a channel's methods in order, so a consume that succeeds
+// late is followed by the close, which hands back what it delivered, and
+// a close it never handles follows a consume it never did. A close the
+// writer could not send ends the connection, coalesced when shared, within
+// a step; one of its own ends with its last session, this one.
 func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
@@ -365,7 +370,12 @@ func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err e
 	defer func() {
 		if err != nil {
 			by := time.Now().Add(c.cfg.StepTimeout)
-			c.links.release(l, by, ch == nil || closeChannel(ch, by) == nil)
+			if ch != nil && closeChannel(ch, by) != nil {
+				// The close goes on in the background until answered or
+				// the connection ends.
+				c.links.passOver(l)
+			}
+			c.links.release(l, by, false)
 		}
 	}()
 	if err := step.DoErr(ctx, func() error { return DeclareTopology(l.conn, c.spec) }); err != nil {
@@ -454,7 +464,7 @@ func (c *Consumer) lost(r *run, s *session, why error) {
 // release gives up s's connection once its end is judged, by by at most. A
 // channel still open (intake ended without the broker closing it: a cancel
 // that did not return, a close that timed out) is closed first, or takes
-// the connection with it.
+// the connection with it: deliveries taken on it may be held there.
 func (c *Consumer) release(s *session, by time.Time) {
 	s.released.Store(true)
 	closed := s.ch.IsClosed()
@@ -462,7 +472,7 @@ func (c *Consumer) release(s *session, by time.Time) {
 		s.closing.Store(true)
 		closed = closeChannel(s.ch, by) == nil
 	}
-	c.links.release(s.link, by, closed)
+	c.links.release(s.link, by, !closed)
 }
 
 // refused records the broker's refusal of the topology at a reconnect: in
