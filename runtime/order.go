@@ -26,8 +26,24 @@ type lanes struct {
 	// it. Not before: a delivery that started may still be requeued (a retry
 	// in line at the stop, a deferral, a failed handoff), and a quorum queue
 	// hands requeued messages back in the order they came back.
-	tail map[string]chan struct{}
+	tail map[laneKey]chan struct{}
 }
+
+// laneKey names a lane: the key OrderKey returned, or a lane of the
+// runtime's own, which no key can name: a header's string reaches OrderKey
+// as sent, NUL and all.
+type laneKey struct {
+	key  string
+	kind laneKind
+}
+
+type laneKind uint8
+
+const (
+	byOrderKey  laneKind = iota // key is what OrderKey returned
+	keyPanicked                 // OrderKey panicked
+	keyRefused                  // the guard refused the delivery
+)
 
 // ended is what the first delivery of a lane waits for: nothing.
 var ended = func() chan struct{} {
@@ -39,11 +55,11 @@ var ended = func() chan struct{} {
 // enter puts a delivery at the end of key's lane: prev is closed when the
 // journey of the one before it has ended. It must call leave when its own
 // journey has ended.
-func (l *lanes) enter(key string) (prev <-chan struct{}, leave func()) {
+func (l *lanes) enter(key laneKey) (prev <-chan struct{}, leave func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tail == nil {
-		l.tail = map[string]chan struct{}{}
+		l.tail = map[laneKey]chan struct{}{}
 	}
 	prev, ok := l.tail[key]
 	if !ok {
@@ -62,14 +78,14 @@ func (l *lanes) enter(key string) (prev <-chan struct{}, leave func()) {
 }
 
 // panicked is the lane of the deliveries whose OrderKey panicked.
-const panicked = "\x00lily: OrderKey panicked"
+var panicked = laneKey{kind: keyPanicked}
 
 // guardRefused is the key of the deliveries the guard refuses or the
 // connection's filter quarantined, which take no lane: they go to the DLQ
 // unread, so their order buys nothing, and one whose handoff is slow (a DLQ
 // that refuses it, a blocked connection) must not hold the others. OrderKey,
 // user code, never sees their metadata.
-const guardRefused = "\x00lily: refused by the guard"
+var guardRefused = laneKey{kind: keyRefused}
 
 // orderKey is d's order key, bounded, and the guard's reading of d, which
 // the journey then uses (nil when d was quarantined: quarantined is why the
@@ -78,7 +94,7 @@ const guardRefused = "\x00lily: refused by the guard"
 // there, on one message, would end the process, again at each redelivery.
 // It is logged instead, and the delivery takes the lane of those whose key
 // panicked.
-func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key string, read *reading) {
+func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key laneKey, read *reading) {
 	if quarantined != "" {
 		return guardRefused, nil
 	}
@@ -93,11 +109,11 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key string, r
 			key = panicked
 		}
 	}()
-	key = c.spec.OrderKey(d.Headers, d.Body)
-	if len(key) > maxOrderKey {
-		key = key[:maxOrderKey]
+	k := c.spec.OrderKey(d.Headers, d.Body)
+	if len(k) > maxOrderKey {
+		k = k[:maxOrderKey]
 	}
-	return key, &own
+	return laneKey{key: k}, &own
 }
 
 // inOrder takes d into its key's lane, in the order received, and runs it on

@@ -91,10 +91,11 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 		wide["h"+strconv.Itoa(i)] = "v"
 	}
 	for _, tc := range []struct {
-		name, quarantined, want string
-		d                       *amqp.Delivery
+		name, quarantined string
+		want              laneKey
+		d                 *amqp.Delivery
 	}{
-		{"passed", "", "a", delivery("{}", nil)},
+		{"passed", "", laneKey{key: "a"}, delivery("{}", nil)},
 		{"oversized", "", guardRefused, delivery(strings.Repeat("x", 17), nil)},
 		{"poison", "", guardRefused, delivery("{}", wide)},
 		{"no type", "", guardRefused, &amqp.Delivery{MessageId: "m-1", Headers: amqp.Table{"k": "a"}}},
@@ -103,11 +104,11 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 		seen = nil
 		got, read := c.orderKey(tc.d, tc.quarantined)
 		if got != tc.want {
-			t.Errorf("%s: key %q, want %q", tc.name, got, tc.want)
+			t.Errorf("%s: key %+v, want %+v", tc.name, got, tc.want)
 		}
 		// The journey takes the guard's reading from here, not again; a
 		// quarantined delivery's stand-in header is not read at intake.
-		if passed := read != nil && read.verdict == guard.Passed && read.env != nil; (read == nil) != (tc.quarantined != "") || passed != (tc.want == "a") {
+		if passed := read != nil && read.verdict == guard.Passed && read.env != nil; (read == nil) != (tc.quarantined != "") || passed != (tc.want.key == "a") {
 			t.Errorf("%s: reading %+v", tc.name, read)
 		}
 		if want := tc.want != guardRefused; (len(seen) == 1) != want {

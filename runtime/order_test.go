@@ -541,6 +541,77 @@ func TestBrokerOrderKeyPanicIsContained(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
 
+// A producer's key cannot name a lane of the runtime's own, whatever it
+// holds (the guard lets NUL through in a header's string): one that reads as
+// the mark of refused deliveries, which take no lane, still has its
+// deliveries run one at a time; one that reads as the lane of the keys that
+// panicked does not wait behind them.
+func TestBrokerOrderKeysCannotNameTheRuntimesLanes(t *testing.T) {
+	t.Parallel()
+	keyed := func(k string, seq int) amqp.Publishing {
+		id := fmt.Sprintf("k-%d", seq)
+		return produce(t, id, &fixture.OrderPlacedV1{OrderID: id, Headers: fixture.OrderPlacedV1Headers{XTenant: new(k)}})
+	}
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		q := brokerSpec(t, func(q *runtime.QueueSpec) { q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 8 })
+		declareTopology(t, q)
+		var msgs []amqp.Publishing
+		for seq := range 4 {
+			msgs = append(msgs, keyed("\x00lily: refused by the guard", seq))
+		}
+		publish(t, q.Name, msgs...)
+		log := newOrderLog()
+		c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+			log.handle("k", seqOf(msg.OrderID), func() { time.Sleep(50 * time.Millisecond) })
+			return nil
+		})
+		for _, rec := range c.await(4) {
+			wantPath(t, rec, runtime.PathAcked)
+		}
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		if log.overlap != 1 || !slices.Equal(log.seen["k"], []int{0, 1, 2, 3}) {
+			t.Errorf("%d handlers of one key at once, in the order %v; want one at a time, in order", log.overlap, log.seen["k"])
+		}
+	})
+	t.Run("panicked", func(t *testing.T) {
+		t.Parallel()
+		q := brokerSpec(t, func(q *runtime.QueueSpec) {
+			q.OrderKey = func(headers map[string]any, body []byte) string {
+				if byTenant(headers, body) == "boom" {
+					panic("no tenant like that")
+				}
+				return byTenant(headers, body)
+			}
+			q.Concurrency, q.HandlerTimeout = 2, time.Minute
+		})
+		declareTopology(t, q)
+		publish(t, q.Name, produce(t, "boom-0", &fixture.OrderPlacedV1{OrderID: "boom-0", Headers: fixture.OrderPlacedV1Headers{XTenant: new("boom")}}),
+			keyed("\x00lily: OrderKey panicked", 0))
+		other := make(chan struct{})
+		var waited atomic.Bool
+		c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+			if msg.OrderID == "k-0" {
+				close(other)
+				return nil
+			}
+			select {
+			case <-other:
+			case <-time.After(20 * time.Second):
+				waited.Store(true)
+			}
+			return nil
+		})
+		for _, rec := range c.await(2) {
+			wantPath(t, rec, runtime.PathAcked)
+		}
+		if waited.Load() {
+			t.Error("k-0 waited behind boom-0, whose OrderKey panicked")
+		}
+	})
+}
+
 // A retry waiting in line gives its concurrency slot back meanwhile: with
 // one slot, b-0, published while a-0 waits to be retried, runs before a-0's
 // second attempt, not after it.
