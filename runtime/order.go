@@ -186,6 +186,17 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		case <-s.cancelled:
 		case <-s.gen.Ended():
 		case <-r.aborted:
+		case <-r.stopping:
+		}
+		if closed(r.stopping) {
+			// A slot that freed at the stop, before its cancel was answered,
+			// starts nothing: as on an unordered queue, the delivery goes
+			// back once the cancel is answered.
+			if took {
+				<-r.slots
+				took = false
+			}
+			s.awaitCancelAtStop(r)
 		}
 		if why := laneStopped(s, r); why != "" || s.gen.Revoked() {
 			if took {

@@ -831,6 +831,82 @@ func TestBrokerOrderedTurnAtTheStopGoesBackInOrder(t *testing.T) {
 	}
 }
 
+// A delivery waiting for a slot when the stop comes does not start on one
+// that frees before the cancel is answered: it goes back not started, on
+// an ordered queue as on an unordered one. b-0 waits for the one slot,
+// which x-0 holds until the stop's cancel is under way.
+func TestBrokerSlotFreedAtTheStopStartsNothing(t *testing.T) {
+	t.Parallel()
+	for _, ordered := range []bool{false, true} {
+		t.Run(fmt.Sprint("ordered=", ordered), func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t, func(q *runtime.QueueSpec) {
+				q.Concurrency, q.Prefetch = 1, 4
+				if ordered {
+					q.OrderKey = byTenant
+				}
+			})
+			declareTopology(t, q)
+			publishKeyed(t, q.Name, []string{"x"}, 1)
+			running, release, bRan := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			var calls attempts
+			r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+				calls.add(msg, d)
+				switch msg.OrderID {
+				case "x-0":
+					close(running)
+					<-release
+				case "b-0":
+					close(bRan)
+				}
+				return nil
+			}, func(cfg *runtime.Config) { cfg.StepTimeout = 30 * time.Second })
+			turn := make(chan struct{})
+			c.SetTestHooks(runtime.TestHooks{
+				LaneTurn: func(id string) {
+					if id == "b-0" {
+						close(turn)
+					}
+				},
+				// x-0 ends, and frees the slot, as the cancel is under way;
+				// the cancel waits a while for b-0 to start on it.
+				BeforeCancel: func() {
+					close(release)
+					for deadline := time.Now().Add(30 * time.Second); len(r.recorded()) == 0 && time.Now().Before(deadline); {
+						time.Sleep(10 * time.Millisecond)
+					}
+					select {
+					case <-bRan:
+					case <-time.After(time.Second):
+					}
+				},
+			})
+			r.launch(c)
+			<-running
+			publishKeyed(t, q.Name, []string{"b"}, 1)
+			if ordered {
+				<-turn
+			}
+			awaitTaken(t, q.Name)
+			// b-0 reaches its wait for the slot.
+			time.Sleep(200 * time.Millisecond)
+			r.cancel()
+			<-r.done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			paths := map[string]runtime.Path{}
+			for _, rec := range r.recorded() {
+				paths[rec.MessageID] = rec.Path
+			}
+			if !slices.Equal(calls.all(), []string{"x-0@1"}) || paths["x-0"] != runtime.PathAcked || paths["b-0"] != runtime.PathNotStarted {
+				t.Errorf("handlers ran for %v, records %v; want x-0 alone, acked, and b-0 not started", calls.all(), paths)
+			}
+			assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+		})
+	}
+}
+
 // An inbox that defers a claim on an ordered queue keeps the delivery in
 // line: the claim is asked again there, and the key's next message waits
 // behind it, where a requeue would have let it pass. No retry is spent.
