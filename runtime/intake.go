@@ -20,8 +20,12 @@ import (
 // nil) or the session's intake ends: the broker cancelled the consumer or
 // closed the channel, or a delivery outlived its budget and the channel is to
 // be recycled; then it says why. Deliveries are read as v, ok := <-ch; each
-// runs on a worker once a slot is free.
+// runs on a worker once a slot is free. An ordered queue's are read on a
+// goroutine of their own (consumeInOrder).
 func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
+	if c.spec.OrderKey != nil {
+		return c.consumeInOrder(ctx, r, s)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -37,10 +41,6 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			in := &intake{d: received, sl: slot{slots: r.slots}}
 			d := &in.d
 			quarantined := s.quarantined(d)
-			if c.spec.OrderKey != nil {
-				c.inOrder(r, s, d, quarantined)
-				continue
-			}
 			receivedAt := time.Now()
 			s.gen.Settler.Received(d.DeliveryTag, receivedAt)
 			if ok, err := c.awaitSlot(ctx, r, s, d); !ok {
@@ -196,14 +196,14 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	if held != nil {
 		c.notStarted(r, s.gen, held, why)
 	}
-	if err == nil {
+	switch {
+	case err != nil:
+	case c.spec.OrderKey != nil:
+		// What the client buffered came after the deliveries in the lanes:
+		// it goes back behind them, read as the intake reads.
+		<-c.readInOrder(r, s, nil).done
+	default:
 		for d := range s.deliveries {
-			if c.spec.OrderKey != nil {
-				// What the client buffered came after the deliveries in
-				// the lanes: it goes back behind them.
-				c.inOrder(r, s, &d, s.quarantined(&d))
-				continue
-			}
 			s.gen.Settler.Received(d.DeliveryTag, time.Now())
 			c.notStarted(r, s.gen, &d, why)
 		}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -87,14 +88,97 @@ var panicked = laneKey{kind: keyPanicked}
 // user code, never sees their metadata.
 var guardRefused = laneKey{kind: keyRefused}
 
+// consumeInOrder is consume for an ordered queue, whose deliveries are read
+// where their OrderKey, user code, runs: not on Run's goroutine, where a
+// runtime.Goexit in it (t.FailNow, off its test's goroutine) would end Run
+// without a shutdown or a report, its channel left open with the
+// deliveries it holds. A goroutine of the session's own reads them
+// (laneIntake), which one that exits replaces; Run's waits for the stop, a
+// recycle or the end of the deliveries. Nothing is handed from one to the
+// other per delivery.
+func (c *Consumer) consumeInOrder(ctx context.Context, r *run, s *session) error {
+	stop := make(chan struct{})
+	in := c.readInOrder(r, s, stop)
+	select {
+	case <-ctx.Done():
+	case <-s.outlived:
+	case <-in.done:
+		return c.whyLost(s)
+	}
+	// Nothing more goes into the lanes before the cancel; the delivery being
+	// read, if any, goes in first.
+	close(stop)
+	<-in.done
+	if ctx.Err() != nil {
+		c.stopIntake(r, s, nil)
+		return nil
+	}
+	return c.recycle(r, s, nil)
+}
+
+// laneIntake reads an ordered session's deliveries into their lanes, in the
+// order received, on a goroutine of its own, until stop is closed (nil:
+// until the client ends the deliveries, after the cancel); done is closed
+// then. A runtime.Goexit in OrderKey ends that goroutine; another goes on
+// from there (exited).
+type laneIntake struct {
+	c    *Consumer
+	r    *run
+	s    *session
+	stop <-chan struct{}
+	done chan struct{}
+}
+
+// readInOrder starts reading s's deliveries into their lanes until stop.
+func (c *Consumer) readInOrder(r *run, s *session, stop <-chan struct{}) *laneIntake {
+	in := &laneIntake{c: c, r: r, s: s, stop: stop, done: make(chan struct{})}
+	go in.read()
+	return in
+}
+
+// read takes the deliveries into their lanes. It defers nothing: a Goexit
+// in OrderKey must find nothing of it to run.
+func (in *laneIntake) read() {
+	for !closed(in.stop) {
+		select {
+		case <-in.stop:
+		case received, ok := <-in.s.deliveries:
+			if !ok {
+				close(in.done)
+				return
+			}
+			in.take(&received, in.s.quarantined(&received))
+		}
+	}
+	close(in.done)
+}
+
+// take takes d, received, into its key's lane.
+func (in *laneIntake) take(d *amqp.Delivery, quarantined string) {
+	in.s.gen.Settler.Received(d.DeliveryTag, time.Time{})
+	key, read := in.c.orderKey(d, quarantined, in)
+	in.c.inOrder(in.r, in.s, d, quarantined, key, read)
+}
+
+// exited goes on, on a new goroutine, from d, whose OrderKey ended the
+// intake's goroutine with runtime.Goexit: d takes key, and the deliveries
+// after it are read as before. Only a Goexit pays for a goroutine.
+func (in *laneIntake) exited(d *amqp.Delivery, key laneKey, read *reading) {
+	go func() {
+		in.c.inOrder(in.r, in.s, d, "", key, read)
+		in.read()
+	}()
+}
+
 // orderKey is d's order key, bounded, and the guard's reading of d, which
 // the journey then uses (nil when d was quarantined: quarantined is why the
 // filter replaced d's content header, "" when it did not). OrderKey runs on
 // the intake's goroutine, after the guard but before the journey: a panic
 // there, on one message, would end the process, again at each redelivery.
 // It is logged instead, and the delivery takes the lane of those whose key
-// panicked.
-func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key laneKey, read *reading) {
+// panicked; so does one whose OrderKey called runtime.Goexit, which in,
+// the intake reading d (nil in a test), goes on from.
+func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string, in *laneIntake) (key laneKey, read *reading) {
 	if quarantined != "" {
 		return guardRefused, nil
 	}
@@ -102,23 +186,35 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key laneKey, 
 	if own.verdict != guard.Passed {
 		return guardRefused, &own
 	}
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			c.cfg.Logger.Error("lily OrderKey panicked; the delivery is ordered only behind others whose key panicked",
-				"queue", c.spec.Name, "message_id", sanitize.Text(d.MessageId, maxIDText), "detail", sanitize.Text(fmt.Sprint(p), decide.MaxCause))
-			key = panicked
+		p := recover()
+		if returned {
+			return
+		}
+		detail := "it called runtime.Goexit instead of returning"
+		if p != nil {
+			detail = fmt.Sprint(p)
+		}
+		c.cfg.Logger.Error("lily OrderKey panicked; the delivery is ordered only behind others whose key panicked",
+			"queue", c.spec.Name, "message_id", sanitize.Text(d.MessageId, maxIDText), "detail", sanitize.Text(detail, decide.MaxCause))
+		key, read = panicked, &own
+		if p == nil && in != nil {
+			// A Goexit: this goroutine ends once its deferred calls have run.
+			in.exited(d, key, read)
 		}
 	}()
 	k := c.spec.OrderKey(d.Headers, d.Body)
+	returned = true
 	if len(k) > maxOrderKey {
 		k = k[:maxOrderKey]
 	}
 	return laneKey{key: k}, &own
 }
 
-// inOrder takes d into its key's lane, in the order received, and runs it on
-// a worker once the delivery before it in the lane has ended and a
-// concurrency slot is free. Waiting for the lane holds no slot, so one busy
+// inOrder takes d into the lane of key, orderKey's, in the order received,
+// and runs it on a worker once the delivery before it in the lane has ended
+// and a concurrency slot is free. Waiting for the lane holds no slot, so one busy
 // key does not keep the others waiting, and does not count against the
 // delivery's budget, which starts when that wait ends: the settler knows the
 // delivery from its receipt (so that no multiple ACK covers it), but times
@@ -132,9 +228,7 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string) (key laneKey, 
 // redelivers it. A delivery leaves its lane when its journey ends: a handler
 // past its timeout runs on beside the next one of its key rather than stop
 // the lane (and, with the prefetch full of that key, the queue).
-func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string) {
-	s.gen.Settler.Received(d.DeliveryTag, time.Time{})
-	key, read := c.orderKey(d, quarantined)
+func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string, key laneKey, read *reading) {
 	prev, leave := (<-chan struct{})(ended), func() {}
 	if key != guardRefused {
 		prev, leave = r.lanes.enter(key)

@@ -2,8 +2,12 @@ package runtime
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +51,7 @@ func TestOrderedWaiterOfALostSessionTakesNoSlot(t *testing.T) {
 			gen.Revoke()
 			close(s.lost)
 		}
-		c.inOrder(r, s, &amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, "")
+		(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, "")
 		if held {
 			gen.Revoke()
 			close(s.lost)
@@ -102,7 +106,7 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 		{"quarantined", "a table nested 40 deep", guardRefused, delivery("{}", nil)},
 	} {
 		seen = nil
-		got, read := c.orderKey(tc.d, tc.quarantined)
+		got, read := c.orderKey(tc.d, tc.quarantined, nil)
 		if got != tc.want {
 			t.Errorf("%s: key %+v, want %+v", tc.name, got, tc.want)
 		}
@@ -114,6 +118,51 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 		if want := tc.want != guardRefused; (len(seen) == 1) != want {
 			t.Errorf("%s: OrderKey called %d times, want %v", tc.name, len(seen), want)
 		}
+	}
+}
+
+// The intake that reads what the client buffered after the cancel goes on
+// past an OrderKey that calls runtime.Goexit, on another goroutine: every
+// delivery takes its place, and the intake ends with the deliveries.
+func TestOrderedIntakeGoesOnPastAGoexit(t *testing.T) {
+	spec := QueueSpec{
+		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
+		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+		OrderKey: func(h map[string]any, _ []byte) string {
+			s, _ := h["k"].(string)
+			if s == "exit" {
+				goruntime.Goexit()
+			}
+			return s
+		},
+	}
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }}, Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entered atomic.Int32
+	c.hooks.enteredLane = func() { entered.Add(1) }
+	r := c.newRun()
+	gen := r.newGeneration()
+	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
+	keys := []string{"a", "exit", "exit", "b"}
+	deliveries := make(chan amqp.Delivery, len(keys))
+	for i, k := range keys {
+		deliveries <- amqp.Delivery{DeliveryTag: uint64(i + 1), MessageId: fmt.Sprint("m-", i), Type: "t", ContentType: "application/json",
+			Headers: amqp.Table{guard.HeaderVersion: int32(1), "k": k}, Body: []byte("{}")}
+	}
+	close(deliveries)
+	// Cancelled: each goes back not started, behind the one before it.
+	s := &session{gen: gen, link: &link{}, deliveries: deliveries, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	close(s.cancelled)
+	if !waitFor(c.readInOrder(r, s, nil).done, 10*time.Second) {
+		t.Fatalf("the intake did not end; %d of %d deliveries in their lanes", entered.Load(), len(keys))
+	}
+	if n := entered.Load(); n != int32(len(keys)) {
+		t.Errorf("%d of %d deliveries in their lanes", n, len(keys))
+	}
+	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+		t.Fatal("the deliveries never ended")
 	}
 }
 

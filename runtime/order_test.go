@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -537,6 +538,44 @@ func TestBrokerOrderKeyPanicIsContained(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("%d panics logged, want one for each of boom-0 and boom-1", n)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}
+
+// An OrderKey that calls runtime.Goexit (t.FailNow does, off its test's
+// goroutine) is contained as one that panics: the exit is logged, that
+// delivery is handled in the lane of the keys that panicked, the others in
+// theirs, later deliveries are still read, and Run returns its report at the
+// stop.
+func TestBrokerOrderKeyGoexitIsContained(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey = func(headers map[string]any, body []byte) string {
+			if byTenant(headers, body) == "exit" {
+				goruntime.Goexit()
+			}
+			return byTenant(headers, body)
+		}
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"exit", "a"}, 2)
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil })
+	for _, rec := range c.await(4) {
+		wantPath(t, rec, runtime.PathAcked)
+	}
+	publishKeyed(t, q.Name, []string{"b"}, 1)
+	wantPath(t, c.await(5)[4], runtime.PathAcked)
+	n := 0
+	for _, ev := range c.events.all() {
+		if ev.level == slog.LevelError && strings.Contains(ev.detail, "runtime.Goexit") && strings.HasPrefix(ev.messageID, "exit-") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d exits logged, want one for each of exit-0 and exit-1", n)
+	}
+	if rep := c.stop(); rep == nil {
+		t.Fatal("Run returned no report")
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
