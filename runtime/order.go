@@ -214,12 +214,14 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string, in *laneIntake
 
 // inOrder takes d into the lane of key, orderKey's, in the order received,
 // and runs it on a worker once the delivery before it in the lane has ended
-// and a concurrency slot is free. Waiting for the lane holds no slot, so one busy
-// key does not keep the others waiting, and does not count against the
-// delivery's budget, which starts when that wait ends: the settler knows the
-// delivery from its receipt (so that no multiple ACK covers it), but times
-// it from then, so a delivery kept from a slot by handlers past their
-// timeout has its channel recycled, as on an unordered queue.
+// and a concurrency slot is free. Waiting for the lane holds no slot, so
+// one busy key does not keep the others from the slots (it holds its place
+// in the prefetch window, which one key can fill), and does not count
+// against the delivery's budget, which starts when that wait ends: the
+// settler knows the delivery from its receipt (so that no multiple ACK
+// covers it), but times it from then, so a delivery kept from a slot by
+// handlers past their timeout has its channel recycled, as on an unordered
+// queue.
 //
 // When the session's intake is cancelled (the stop, a recycle), the
 // deliveries still waiting are requeued, each once the one before it in its
