@@ -18,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -45,6 +46,10 @@ in the queue (returned: the queue does not exist; refused; not written), or
 may be (unconfirmed: look for it with lilydlq show -id). -skip N then goes on
 after line N.
 
+A direct reply-to address (amq.rabbitmq.reply-to.*) is refused as -to
+(exit 2): it is a requester's channel, not a queue, and the broker drops
+what it cannot hand on there without a word.
+
 -step bounds each broker step of a publish, as in redrive.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		o := importOptions{}
@@ -57,6 +62,8 @@ after line N.
 				return e.usageError("import", "-to is required: the queue to publish to")
 			case len(o.to) > maxQueue:
 				return e.usageError("import", "-to names no queue: longer than 255 bytes")
+			case frame.DirectReply("", o.to):
+				return e.usageError("import", "-to names %s", directReplyWhy)
 			case o.skip < 0:
 				return e.usageError("import", "-skip must not be negative")
 			case o.step <= 0 || o.step > queue.MaxDuration:

@@ -169,10 +169,11 @@ func TestImportUnconfirmed(t *testing.T) {
 // TestImportUsage: -to is required, and import names a file.
 func TestImportUsage(t *testing.T) {
 	for want, args := range map[string][]string{
-		"-to is required":                 {"import", "f.jsonl"},
-		"name one file":                   {"import", "-to", "q"},
-		"-skip must not be negative":      {"import", "-to", "q", "-skip", "-1", "f.jsonl"},
-		"-step must be positive, at most": {"import", "-to", "q", "-step", "0s", "f.jsonl"},
+		"-to is required":                                  {"import", "f.jsonl"},
+		"name one file":                                    {"import", "-to", "q"},
+		"-skip must not be negative":                       {"import", "-to", "q", "-skip", "-1", "f.jsonl"},
+		"-step must be positive, at most":                  {"import", "-to", "q", "-step", "0s", "f.jsonl"},
+		"-to names a direct reply-to address, not a queue": {"import", "-to", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA5.8aE0ilzreJ", "f.jsonl"},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(t.Context(), append(args, "-url", "amqp://127.0.0.1:1/"), &out, &errs); code != exitUsage || !strings.Contains(errs.String(), want) {

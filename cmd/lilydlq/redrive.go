@@ -37,19 +37,23 @@ reject-publish) stays in the DLQ, and the exit code is 1; a queue with
 overflow reject-publish-dlx also dead-letters the refused copy, so its DLQ
 then holds the message twice. So does a chosen
 copy that cannot go back: one without a source queue, one whose source is
-the DLQ itself (it would only go round), and one whose headers the client
-cannot decode (quarantined: list shows why; its headers are unknown, so it
-cannot be sent back as it came). So does one whose x-lily-failure-queue and
-latest x-death name different queues (but for the expiry from one of that
-queue's retry buckets, on its way back): a producer can write either, the
-failure facts on a copy the broker dead-lettered and x-death on one Lily
-moved, so neither is trusted to route it. list shows both names. So does
+the DLQ itself (it would only go round), one whose source is a direct
+reply-to address (amq.rabbitmq.reply-to.*, a requester's channel, not a
+queue: the broker drops what it cannot hand on there, unreported), and one
+whose headers the client cannot decode (quarantined: list shows why; its
+headers are unknown, so it cannot be sent back as it came). So does one
+whose x-lily-failure-queue and latest x-death name different queues (but
+for the expiry from one of that queue's retry buckets, on its way back): a
+producer can write either, the failure facts on a copy the broker
+dead-lettered and x-death on one Lily moved, so neither is trusted to route
+it. list shows both names. So does
 the copy of a poison message (x-lily-poison-copy, or an earlier Lily's of
 kind poison), which keeps only the original's sanitized identity and body:
 the guard refuses it again.
 
 -to sends every chosen copy to the queue named instead of its source, which
-is how copies without a trusted source go back once their queue is known.
+is how copies without a trusted source go back once their queue is known. A
+direct reply-to address is refused as -to (exit 2).
 Copies not chosen stay where they are.
 
 The copy sent back is the DLQ copy with its body and properties (but for
@@ -112,6 +116,8 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 				return e.usageError("redrive", "-limit must not be negative")
 			case len(o.to) > maxQueue:
 				return e.usageError("redrive", "-to names no queue: longer than 255 bytes")
+			case frame.DirectReply("", o.to):
+				return e.usageError("redrive", "-to names %s", directReplyWhy)
 			case o.step <= 0 || o.step > queue.MaxDuration:
 				return e.usageError("redrive", "-step must be positive, at most %s", queue.MaxDuration)
 			}
@@ -200,6 +206,8 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		case strings.HasPrefix(to, lockPrefix):
 			// A copy's source header is anyone's to write.
 			why = "its destination is a re-drive's lock, a queue deleted with the re-drive's connection"
+		case frame.DirectReply("", to):
+			why = "its destination is " + directReplyWhy
 		case tooLarge != nil:
 			// Its own trouble, not the broker's: the others go on.
 			why = "re-driven, it would not fit a frame (" + tooLarge.Error() + ")"
@@ -273,6 +281,13 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	}
 	return exitOK
 }
+
+// directReplyWhy says why lilydlq sends nothing to a direct reply-to
+// address: the Publisher sends there without mandatory (frame.DirectReply),
+// so its confirm proves nothing, and a copy then ACKed would be gone. Every
+// other name, amq.* ones among them, goes mandatory: a queue not there is
+// returned.
+const directReplyWhy = "a direct reply-to address, not a queue: it is sent without mandatory, and the broker drops it unreported once its requester is gone"
 
 // unconfirmedAdvice is what to do about a copy of size bytes whose publish
 // went unconfirmed within step.

@@ -602,6 +602,58 @@ func TestRedriveRefusesTheDLQAsSource(t *testing.T) {
 	}
 }
 
+// TestRedriveRefusesADirectReplyAddress: a copy whose source is a direct
+// reply-to address (a requester's channel, gone here) is not sent there: the
+// publish would go without mandatory, the broker would drop it unreported,
+// and the ACK would delete the only copy. It stays, reported, exit 1; the
+// others move.
+func TestRedriveRefusesADirectReplyAddress(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	addr := b.replyAddress()
+	b.publish(dlq,
+		lilyCopy("reply", "t", "permanent failure", "permanent", addr, 1, time.Now()),
+		lilyCopy("fine", "t", "permanent failure", "permanent", src, 1, time.Now()),
+	)
+	for _, dry := range []bool{true, false} {
+		args := []string{"redrive", dlq, "-all"}
+		if dry {
+			args = append(args, "-dry-run")
+		}
+		r := b.lilydlq(args...)
+		if r.code != exitFailure || !strings.Contains(r.stdout, "not moved reply (t): its destination is a direct reply-to address, not a queue") || !strings.Contains(r.stdout, "1 of 2 chosen") {
+			t.Errorf("redrive (dry run %t): exit %d, want %d\n%s%s", dry, r.code, exitFailure, r.stdout, r.stderr)
+		}
+	}
+	b.assertCounts(dlq, 1)
+	b.assertCounts(src, 1)
+	if got := b.take(dlq); len(got) != 1 || got[0].MessageId != "reply" || got[0].Headers[envelope.HeaderFailureQueue] != addr {
+		t.Errorf("the DLQ holds %v: want reply, with its failure facts", ids(got))
+	}
+}
+
+// replyAddress is the direct reply-to address of a requester whose channel
+// has since closed: what a request's reply_to carries, as the broker wrote
+// it.
+func (b *broker) replyAddress() string {
+	b.t.Helper()
+	requests := b.queue("requests", nil)
+	ch := b.channel()
+	defer ch.Close()
+	if _, err := ch.Consume("amq.rabbitmq.reply-to", "", true, false, false, false, nil); err != nil {
+		b.t.Fatalf("consume the reply-to pseudo-queue: %v", err)
+	}
+	if err := ch.Publish("", requests, false, false, amqp.Publishing{ReplyTo: "amq.rabbitmq.reply-to", Body: []byte("request")}); err != nil {
+		b.t.Fatalf("publish a request: %v", err)
+	}
+	waitFor(b.t, "the request", func() bool { return b.ready(requests) == 1 })
+	got := b.take(requests)
+	if len(got) != 1 || !frame.DirectReply("", got[0].ReplyTo) {
+		b.t.Fatalf("the request came as %v", got)
+	}
+	return got[0].ReplyTo
+}
+
 // TestRedriveKeepsPoisonCopies: the copy of a poison message keeps only its
 // sanitized identity and body, and the guard refuses it again: it stays,
 // reported, and the others move; -to moves it where the operator says.
