@@ -77,9 +77,10 @@ back out of order: raise -window for a quorum DLQ of more than 32 × window
 copies (docs/dlq.md says when that matters).
 
 A copy whose headers the AMQP client cannot decode (nested too deep, too
-wide) is read through a filter that puts a marker in their place:
-list, show and export show it as quarantined; redrive leaves it in the DLQ;
-purge -id deletes it alone.
+wide), or would decode only in part (a table that names an entry twice: it
+keeps one value), is read through a filter that puts a marker in their
+place: list, show and export show it as quarantined; redrive leaves it in
+the DLQ; purge -id deletes it alone.
 
 The broker is -url, else $LILY_AMQP_URL, else ` + defaultURL + `.
 

@@ -24,7 +24,10 @@ import (
 // consumers do: a DLQ holds the very copies the client cannot decode (the
 // runtime dead-letters them intact), and one such copy would otherwise close
 // the connection at every read, so no command could get past it. The filter
-// puts a marker in place of such a copy's headers and remembers it.
+// puts a marker in place of such a copy's headers and remembers it. Unlike
+// the runtime's, lilydlq's filter also quarantines a copy whose tables name
+// an entry twice: the client would hand on one value of the name, and an
+// export or a re-drive of what it kept would lose the other for good.
 func dial(url, name string) (*amqp.Connection, *quarantine.Conn, error) {
 	// A URL's parse error quotes the URL, password and all: say less.
 	uri, err := amqp.ParseURI(url)
@@ -57,6 +60,7 @@ func dial(url, name string) (*amqp.Connection, *quarantine.Conn, error) {
 			socket = tc
 		}
 		filter = quarantine.New(socket, frame.Size)
+		filter.RepeatedNames()
 		return filter, nil
 	}
 	conn, err := amqp.DialConfig(url, cfg)

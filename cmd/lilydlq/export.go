@@ -41,7 +41,8 @@ table, "base64_names"), each with its name in "name_base64". Copies are
 written one at a time: export never holds the DLQ in memory.
 
 A copy whose headers the AMQP client cannot decode (nested too deep, too
-wide) is written with "quarantined" in its facts, saying why, and with the
+wide), or not whole (a table that names an entry twice), is written with
+"quarantined" in its facts, saying why, and with the
 quarantine filter's marker (x-lily-quarantined) as its only header; its body
 and properties are its own. The DLQ keeps it as it is, and the export says
 "incomplete" and exits 1: its headers exist only in the DLQ.

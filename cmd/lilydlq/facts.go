@@ -27,7 +27,8 @@ const (
 const kindBroker = "broker"
 
 // kindQuarantined is the kind of a copy whose headers the client cannot
-// decode: the filter replaced them, so nothing says where it came from.
+// decode, or not whole: the filter replaced them, so nothing says where it
+// came from.
 const kindQuarantined = "quarantined"
 
 // facts is what lilydlq reads from one DLQ copy: where it came from and why,
@@ -48,7 +49,7 @@ type facts struct {
 	// DLQ's count of its earlier returns.
 	Count int64 `json:"delivery_count,omitempty"`
 	// Quarantined is why the client could not decode the copy's headers,
-	// when it could not: its headers are then the filter's marker alone.
+	// or not whole, when so: its headers are then the filter's marker alone.
 	Quarantined string `json:"quarantined,omitempty"`
 	// PoisonCopy: the runtime marked the copy as a poison message's
 	// (envelope.HeaderPoisonCopy), which keeps only its sanitized identity

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -79,7 +80,7 @@ func TestQuarantinedCopy(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("show: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"reason:        " + why, "kind:          quarantined", "quarantined:   the client cannot decode its headers", "headers (1)", quarantine.Header + ":", `body (15 bytes)` + "\n" + `{"id":"deep-1"}`} {
+	for _, want := range []string{"reason:        " + why, "kind:          quarantined", "quarantined:   the client cannot read its headers as they are", "headers (1)", quarantine.Header + ":", `body (15 bytes)` + "\n" + `{"id":"deep-1"}`} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show lacks %q:\n%s", want, r.stdout)
 		}
@@ -109,7 +110,7 @@ func TestQuarantinedCopy(t *testing.T) {
 	if r.code != exitFailure {
 		t.Errorf("redrive: exit %d, want %d\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"not moved deep-1 (order.placed): its headers cannot be decoded (header tables", "it stays in the DLQ", "moved before (t) -> " + src, "moved after (t) -> " + src, "moved 2 of 3 chosen", "1 not moved"} {
+	for _, want := range []string{"not moved deep-1 (order.placed): its headers cannot be read as they are (header tables", "it stays in the DLQ", "moved before (t) -> " + src, "moved after (t) -> " + src, "moved 2 of 3 chosen", "1 not moved"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("redrive lacks %q:\n%s", want, r.stdout)
 		}
@@ -126,6 +127,100 @@ func TestQuarantinedCopy(t *testing.T) {
 		t.Errorf("the DLQ after the re-drive: exit %d, %+v", r.code, lines)
 	}
 	b.assertCounts(dlq, 1)
+}
+
+// TestRepeatedHeaderName: a copy whose header table names an entry twice,
+// which RabbitMQ stores and delivers and the client decodes keeping one
+// value, is quarantined as one it cannot decode: list and show say why,
+// export says it is incomplete (do not purge), and redrive leaves it in the
+// DLQ; the copy beside it moves.
+func TestRepeatedHeaderName(t *testing.T) {
+	b := newBroker(t)
+	dlq, src, probe := b.queue("dlq", nil), b.queue("src", nil), b.queue("probe", nil)
+	twice := lilyCopy("dup-1", "t", "permanent failure", "permanent", src, 1, time.Now())
+	twice.Headers["zzdupA"] = "first value"
+	twice.Headers["zzdupB"] = "second value"
+	// Written as zzdupA twice on the wire (in the order of a map's walk):
+	// the bare client keeps either value, not both.
+	b.publishRewritten(probe, twice, "zzdupB", "zzdupA")
+	if got := b.take(probe); len(got) != 1 || got[0].Headers["zzdupA"] == nil || got[0].Headers["zzdupB"] != nil {
+		t.Fatalf("the client read no name twice: %v", got)
+	}
+	b.publishRewritten(dlq, twice, "zzdupB", "zzdupA")
+	b.publish(dlq, lilyCopy("after", "t", "permanent failure", "permanent", src, 1, time.Now()))
+	const why = `quarantined: a header table that names "zzdupA" twice (the client keeps one value)`
+
+	r := b.lilydlq("list", dlq)
+	if r.code != exitOK || !strings.Contains(r.stdout, why+" (1)") || !strings.Contains(r.stdout, "dup-1") {
+		t.Errorf("list: exit %d, lacks %q\n%s%s", r.code, why, r.stdout, r.stderr)
+	}
+	r = b.lilydlq("show", dlq, "-id", "dup-1")
+	if r.code != exitOK || !strings.Contains(r.stdout, "quarantined:   the client cannot read its headers as they are (a header table that names") || strings.Contains(r.stdout, "value (string)") {
+		t.Errorf("show: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
+	r = b.lilydlq("export", dlq)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "incomplete: 2 copies written, 1 of them quarantined, their headers not exported (do not purge)") {
+		t.Errorf("export: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)
+	}
+	if lines := exportLines(t, r.stdout); len(lines) != 2 || lines[0].Facts.Kind != kindQuarantined || len(lines[0].Headers) != 1 || lines[1].Facts.Quarantined != "" {
+		t.Errorf("export wrote %+v", lines)
+	}
+	b.assertCounts(dlq, 2)
+	r = b.lilydlq("redrive", dlq, "-all")
+	for _, want := range []string{"not moved dup-1 (t): its headers cannot be read as they are (a header table that names", "moved after (t) -> " + src, "moved 1 of 2 chosen"} {
+		if r.code != exitFailure || !strings.Contains(r.stdout, want) {
+			t.Errorf("redrive: exit %d, lacks %q\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+	b.assertCounts(dlq, 1)
+	b.assertCounts(src, 1)
+}
+
+// publishRewritten publishes m to queue, confirmed, through a connection
+// that writes to in place of from (as long) wherever its frames hold it: a
+// message no client would write, such as one whose table names an entry
+// twice.
+func (b *broker) publishRewritten(queue string, m amqp.Publishing, from, to string) {
+	b.t.Helper()
+	if len(from) != len(to) {
+		b.t.Fatal("a rewrite must keep the frames' lengths")
+	}
+	conn, err := amqp.DialConfig(b.url, amqp.Config{Dial: func(network, addr string) (net.Conn, error) {
+		c, err := net.Dial(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return rewriting{c, []byte(from), []byte(to)}, nil
+	}})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		b.t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirm("", queue, true, false, m)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(b.t.Context()); !ok || err != nil {
+		b.t.Fatalf("publish to %s: not confirmed (%v)", queue, err)
+	}
+}
+
+// rewriting is a connection that writes to in place of from.
+type rewriting struct {
+	net.Conn
+	from, to []byte
+}
+
+func (c rewriting) Write(p []byte) (int, error) {
+	return c.Conn.Write(bytes.ReplaceAll(p, c.from, c.to))
 }
 
 // TestQuarantinedCopyOverTLS: under amqps the filter reads beneath TLS, so

@@ -40,8 +40,8 @@ copy that cannot go back: one without a source queue, one whose source is
 the DLQ itself (it would only go round), one whose source is a direct
 reply-to address (amq.rabbitmq.reply-to.*, a requester's channel, not a
 queue: the broker drops what it cannot hand on there, unreported), and one
-whose headers the client cannot decode (quarantined: list shows why; its
-headers are unknown, so it cannot be sent back as it came). So does one
+whose headers the client cannot decode, or not whole (quarantined: list
+shows why; its headers are unknown, so it cannot be sent back as it came). So does one
 whose x-lily-failure-queue and latest x-death name different queues (but
 for the expiry from one of that queue's retry buckets, on its way back): a
 producer can write either, the failure facts on a copy the broker
@@ -193,7 +193,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		var why string
 		switch {
 		case f.Quarantined != "":
-			why = "its headers cannot be decoded (" + f.Quarantined + "), so it cannot be sent back as it came"
+			why = "its headers cannot be read as they are (" + f.Quarantined + "), so it cannot be sent back as it came"
 		case (f.PoisonCopy || f.Kind == "poison") && o.to == "":
 			// An earlier Lily's poison copies carry no mark, only their kind.
 			why = "it is the copy of a poison message, which keeps only the original's sanitized identity and body: the guard refuses it again (have its producer send the message again, fixed; -to moves the copy elsewhere)"

@@ -27,8 +27,9 @@ printable UTF-8, else as a hex dump, at most -body bytes of it. Everything is
 sanitized and bounded. -json prints each copy as export writes it (one JSON
 object a line), unbounded. When no copy has the id, show says so and exits 1.
 
-A copy whose headers the AMQP client cannot decode is shown as quarantined,
-with why, and with the filter's marker in place of its headers.`,
+A copy whose headers the AMQP client cannot decode, or not whole (a table
+that names an entry twice), is shown as quarantined, with why, and with the
+filter's marker in place of its headers.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
 		id := fs.String("id", "", "the message id of the copy to show (required)")
 		n := fs.Int("n", 1, "copies with that id to show at most (a DLQ may hold several)")
@@ -89,7 +90,7 @@ func printCopy(w io.Writer, d *amqp.Delivery, f facts, nth, bodyMax int) error {
 	fmt.Fprintf(&b, "  reason:        %s\n", f.Reason)
 	fmt.Fprintf(&b, "  kind:          %s\n", orDash(f.Kind))
 	if f.Quarantined != "" {
-		fmt.Fprintf(&b, "  quarantined:   the client cannot decode its headers (%s): below is the filter's marker in their place; the DLQ keeps the copy as it is\n", f.Quarantined)
+		fmt.Fprintf(&b, "  quarantined:   the client cannot read its headers as they are (%s): below is the filter's marker in their place; the DLQ keeps the copy as it is\n", f.Quarantined)
 	}
 	fmt.Fprintf(&b, "  source queue:  %s\n", f.shownQueue())
 	fmt.Fprintf(&b, "  failed at:     %s\n", timeText(f.Time))

@@ -38,8 +38,9 @@ type client struct {
 	broker     *fakeBroker
 }
 
-// connect opens a client through a Conn (filtered) or straight on the pipe.
-func connect(t testing.TB, filtered bool) *client {
+// connect opens a client through a Conn (filtered), set up by each of
+// setup before the client reads, or straight on the pipe.
+func connect(t testing.TB, filtered bool, setup ...func(*Conn)) *client {
 	t.Helper()
 	clientEnd, brokerEnd := net.Pipe()
 	b := &fakeBroker{t: t, conn: brokerEnd}
@@ -49,6 +50,9 @@ func connect(t testing.TB, filtered bool) *client {
 	var transport io.ReadWriteCloser = clientEnd
 	if filtered {
 		c.filter = New(clientEnd, testFrameMax)
+		for _, f := range setup {
+			f(c.filter)
+		}
 		transport = c.filter
 	}
 	conn, err := amqp.Open(transport, amqp.Config{

@@ -27,7 +27,11 @@
 // a publish); the delivery is then dead-lettered, intact, not lost.
 //
 // cmd/lilydlq reads DLQs through a Conn too, since the runtime dead-letters
-// such deliveries intact: a DLQ is where they end up.
+// such deliveries intact: a DLQ is where they end up. It alone also asks
+// (RepeatedNames) for a content header whose tables name an entry twice to be
+// quarantined: the client decodes one value of the name, and lilydlq must
+// not export or re-drive such a copy as if it were whole. The runtime's
+// consumers take such a delivery as the client decodes it.
 package quarantine
 
 import (
@@ -64,6 +68,13 @@ func New(socket net.Conn, clientFrameMax uint32) *Conn {
 	c.f = filter{src: socket, clientMax: clientFrameMax, buf: make([]byte, initialBuffer), seal: rand.Text()}
 	return c
 }
+
+// RepeatedNames makes c quarantine too a content header that the client
+// decodes but not whole: one whose header table, or a table within it, names
+// an entry twice (RabbitMQ stores and delivers it; the client keeps the last
+// value). It costs a set of each table's names per content header. Call it
+// before the client's first Read.
+func (c *Conn) RepeatedNames() { c.f.repeats = true }
 
 // Read hands the client the socket's bytes, with every content header it
 // would refuse replaced.
@@ -118,6 +129,7 @@ type filter struct {
 	tuned     bool   // the broker's connection.tune has passed
 	frameMax  uint32 // negotiated then; 0 is no limit
 	seal      string // what every replacement carries, to tell it from a forgery
+	repeats   bool   // a table that names an entry twice is quarantined too
 }
 
 // Read hands on checked bytes first, then a replacement, then what passes
@@ -280,6 +292,9 @@ func (f *filter) header(channel uint16, size uint32, total int) (bool, error) {
 		return false, err
 	}
 	v := check(frame[7 : total-1])
+	if v.why == "" && f.repeats {
+		v = repeated(frame[7 : total-1])
+	}
 	if v.why == "" {
 		f.checked += total
 		return true, nil
