@@ -19,6 +19,9 @@
 // its queue, possibly both, never neither. An import publishes the copies of
 // an export so, one at a time, each confirmed before the next.
 //
+// The first interrupt (or SIGTERM) stops a command before its next copy,
+// once a publish in flight is answered; a second stops it at once.
+//
 // The broker is -url, else $LILY_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/.
 // Exit codes: 0 done, 1 failure (of the broker, or a copy that could not be
 // moved), 2 usage. Run lilydlq -h for the flags; docs/dlq.md has examples and
@@ -28,12 +31,11 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
 	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background(), os.Stderr, os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
