@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/backoff"
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
@@ -108,7 +109,7 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 // if its channel still consumes the reply-to pseudo-queue, and drops it
 // otherwise; nothing tells the two apart, and it is never ErrReturned.
 func (p *Publisher) Send(ctx context.Context, m Message) error {
-	if err := confirm.CheckDestination(m.Exchange, m.RoutingKey); err != nil {
+	if err := frame.CheckDestination(m.Exchange, m.RoutingKey); err != nil {
 		return fmt.Errorf("lily: send: %w", err)
 	}
 	// The publish id goes into the headers: a table of the Publisher's own,

@@ -12,7 +12,6 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
-	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
@@ -263,7 +262,7 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 // sendable says why p's headers cannot be published, with the publish id
 // the publisher adds, or returns nil.
 func sendable(p Publishing) error {
-	if err := confirm.CheckHeaders(p.Headers); err != nil {
+	if err := frame.CheckHeaders(p.Headers); err != nil {
 		return err
 	}
 	return frame.CheckSent(p, frame.Size)

@@ -5,6 +5,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
@@ -114,7 +115,7 @@ type trialHandoffs struct{ b trial.Broker }
 func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
 	// A trial's report is never sealed, but its generation is revoked once
 	// the trial is closed.
-	if err := confirm.Check(exchange, key, msg); err != nil {
+	if err := frame.CheckPublish(exchange, key, msg); err != nil {
 		// Refused before the write, as the publisher refuses it.
 		return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffFailed, Detail: err.Error()}
 	}

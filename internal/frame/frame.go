@@ -2,6 +2,9 @@
 // publish. The header cannot be split across frames, and RabbitMQ closes the
 // whole connection (501 FRAME_ERROR) on one larger than the frame size it
 // negotiated: every publish in flight on that connection would fail with it.
+// It also says what else of a publish the client or the broker would refuse
+// (CheckPublish): the checks a runtime.Publisher makes before it writes,
+// which cmd/lilydlq makes too.
 package frame
 
 import (

@@ -11,8 +11,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/trial"
 )
@@ -331,7 +331,7 @@ func Attempt(n int) Option {
 // and timestamp are what the client decodes, not the Go values p holds. It
 // has no acknowledger: the runtime settles through the fake channel.
 func delivery(p runtime.Publishing, queue string, opts []Option) (*amqp.Delivery, error) {
-	if err := confirm.CheckProperties(p); err != nil {
+	if err := frame.CheckProperties(p); err != nil {
 		return nil, fmt.Errorf("no client publishes the message: %w", err)
 	}
 	headers, err := received(p.Headers)

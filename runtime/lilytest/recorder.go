@@ -11,7 +11,6 @@ import (
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/outboxcodec"
 	"github.com/lily-mq/lily/runtime"
-	"github.com/lily-mq/lily/runtime/internal/confirm"
 )
 
 // Recorder is a runtime.Sender that keeps each message sent, for a test to
@@ -55,7 +54,7 @@ func (r *Recorder) Send(ctx context.Context, m runtime.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := cmp.Or(confirm.CheckDestination(m.Exchange, m.RoutingKey), confirm.Check(m.Exchange, m.RoutingKey, m.Publishing), noUser(m.UserId))
+	err := cmp.Or(frame.CheckDestination(m.Exchange, m.RoutingKey), frame.CheckPublish(m.Exchange, m.RoutingKey, m.Publishing), noUser(m.UserId))
 	if err == nil && r.Outbox {
 		_, err = outboxcodec.Encode(m)
 	}

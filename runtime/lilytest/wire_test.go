@@ -197,7 +197,7 @@ func TestBrokerDeliversWhatReceivedSays(t *testing.T) {
 
 // The broker takes an expiration, and delivers it as written, where
 // delivery takes it; it refuses, closing the channel, one delivery refuses
-// (confirm's expirations, and CheckProperties, say why).
+// (internal/frame's expirations, and CheckProperties, say why).
 func TestBrokerTakesWhatDeliveryTakes(t *testing.T) {
 	conn, ch, q := exclusiveQueue(t)
 	for _, expiration := range []string{

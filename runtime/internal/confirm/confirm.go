@@ -267,7 +267,7 @@ func (b Bounds) writeBy() time.Time {
 // owns: Publish adds the publish id to it.
 func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
 	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
-	if err := Check(exchange, key, msg); err != nil {
+	if err := frame.CheckPublish(exchange, key, msg); err != nil {
 		ev.Status, ev.Detail = outcome.HandoffFailed, sanitize.Text(err.Error(), 160)
 		return ev
 	}

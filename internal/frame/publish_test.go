@@ -1,4 +1,4 @@
-package confirm
+package frame_test
 
 import (
 	"math"
@@ -45,7 +45,7 @@ func TestCheckHeadersBounds(t *testing.T) {
 		{"int below int32", amqp.Table{"n": int(math.MinInt32) - 1}, "n: the int -2147483649 is outside the int32 range"},
 		{"int in an array in a table", amqp.Table{"t": amqp.Table{"a": []any{1, int(math.MaxInt32) + 1}}}, "t: a: [1]: the int 2147483648 is outside"},
 	} {
-		err := CheckHeaders(c.headers)
+		err := frame.CheckHeaders(c.headers)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: %v; want accepted", c.name, err)
@@ -57,7 +57,7 @@ func TestCheckHeadersBounds(t *testing.T) {
 	for i := range 8193 {
 		wide[strconv.Itoa(i)] = true
 	}
-	if err := CheckHeaders(amqp.Table{"t": wide}); err == nil || !strings.Contains(err.Error(), "t: 8193 entries") {
+	if err := frame.CheckHeaders(amqp.Table{"t": wide}); err == nil || !strings.Contains(err.Error(), "t: 8193 entries") {
 		t.Errorf("a table of %d entries: %v", len(wide), err)
 	}
 	// At the top, the publish id the Publisher adds takes one entry.
@@ -65,11 +65,11 @@ func TestCheckHeadersBounds(t *testing.T) {
 	for i := range 8191 {
 		top[strconv.Itoa(i)] = true
 	}
-	if err := CheckHeaders(top); err != nil {
+	if err := frame.CheckHeaders(top); err != nil {
 		t.Errorf("8,191 headers: %v", err)
 	}
 	top["8191"] = true
-	if err := CheckHeaders(top); err == nil || !strings.Contains(err.Error(), "8192 headers and the publish id") {
+	if err := frame.CheckHeaders(top); err == nil || !strings.Contains(err.Error(), "8192 headers and the publish id") {
 		t.Errorf("8,192 headers: %v", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestCheckPropertiesReplyTo(t *testing.T) {
 		{"replies", ""},
 		{"", ""},
 	} {
-		err := CheckProperties(amqp.Publishing{ReplyTo: c.replyTo})
+		err := frame.CheckProperties(amqp.Publishing{ReplyTo: c.replyTo})
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("reply_to %q: %v; want accepted", c.replyTo, err)
@@ -116,23 +116,23 @@ var expirations = []struct {
 }
 
 // CheckProperties refuses an expiration as the broker does, which a
-// delivery may then carry; Check, a Publisher's, takes only plain digits
+// delivery may then carry; CheckPublish, a Publisher's, takes only plain digits
 // within 32 bits of what the broker takes.
 func TestExpirationAsTheBrokerReadsIt(t *testing.T) {
 	for _, c := range expirations {
 		p := amqp.Publishing{Expiration: c.expiration}
-		if err := CheckProperties(p); (err == nil) != c.taken {
+		if err := frame.CheckProperties(p); (err == nil) != c.taken {
 			t.Errorf("CheckProperties of expiration %q: %v, want taken %v", c.expiration, err, c.taken)
 		}
 		_, plain := strconv.ParseUint(c.expiration, 10, 32)
 		sent := c.expiration == "" || plain == nil
-		if err := Check("", "q", p); (err == nil) != sent || (sent && !c.taken) {
-			t.Errorf("Check of expiration %q: %v, want sent %v", c.expiration, err, sent)
+		if err := frame.CheckPublish("", "q", p); (err == nil) != sent || (sent && !c.taken) {
+			t.Errorf("CheckPublish of expiration %q: %v, want sent %v", c.expiration, err, sent)
 		}
 	}
 }
 
-// Check refuses CC and BCC on a reply to a direct reply-to address alone:
+// CheckPublish refuses CC and BCC on a reply to a direct reply-to address alone:
 // it goes without mandatory, so a copy that reaches no queue would be
 // dropped unreported; elsewhere the copies go mandatory, and are checked.
 func TestCheckDirectReplyCopies(t *testing.T) {
@@ -149,20 +149,9 @@ func TestCheckDirectReplyCopies(t *testing.T) {
 		{"", "replies", copies, false},
 		{"replies", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA", copies, false},
 	} {
-		err := Check(c.exchange, c.key, amqp.Publishing{Headers: c.headers})
+		err := frame.CheckPublish(c.exchange, c.key, amqp.Publishing{Headers: c.headers})
 		if refused := err != nil && strings.Contains(err.Error(), "CC or BCC on a reply to a direct reply-to address"); refused != c.refused || (!refused && err != nil) {
 			t.Errorf("exchange %q, key %q, headers %v: %v; want refused %v", c.exchange, c.key, c.headers, err, c.refused)
 		}
-	}
-}
-
-// The longest publish id takes what frame.MaxPublishID reserves, no less
-// (a message sent would not fit its frame) and no more (a message the
-// Publisher sends would be refused by a check that reserves the room, such
-// as lilytest.Recorder's).
-func TestPublishIDFitsItsReserve(t *testing.T) {
-	p := &Publisher{idPrefix: newIDPrefix()}
-	if id := p.publishID(math.MaxUint64); len(id) != frame.MaxPublishID {
-		t.Errorf("the longest publish id, %q, takes %d bytes; frame.MaxPublishID reserves %d", id, len(id), frame.MaxPublishID)
 	}
 }

@@ -1,4 +1,4 @@
-package confirm
+package frame
 
 import (
 	"cmp"
@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/lily-mq/lily/internal/frame"
 )
 
 // CheckDestination says why a message to exchange with key could go
@@ -21,8 +19,10 @@ func CheckDestination(exchange, key string) error {
 	return nil
 }
 
-// Check says why msg cannot be published to exchange with key, before
-// anything is written. The client refuses some of it only once the
+// CheckPublish says why msg cannot be published to exchange with key, before
+// anything is written: what a runtime.Publisher checks before it writes,
+// and what a caller may check first to tell such a message from a failed
+// send (cmd/lilydlq). The client refuses some of it only once the
 // publish's method frame is out, so the rest of the connection's framing
 // would be lost, and the broker refuses a bad expiration by closing the
 // channel: either way every publish in flight beside it would fail.
@@ -30,7 +30,7 @@ func CheckDestination(exchange, key string) error {
 // Of the expirations the broker takes, a Publisher sends only the plain
 // form, digits within 32 bits: RabbitMQ 3.10.8 also takes a sign and up to
 // ten years, as another producer may send them (CheckProperties).
-func Check(exchange, key string, msg amqp.Publishing) error {
+func CheckPublish(exchange, key string, msg amqp.Publishing) error {
 	if err := cmp.Or(shortStr("exchange", exchange), shortStr("routing key", key), CheckProperties(msg)); err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func Check(exchange, key string, msg amqp.Publishing) error {
 	if err := CheckHeaders(msg.Headers); err != nil {
 		return fmt.Errorf("headers: %w", err)
 	}
-	return frame.CheckDirectReply(exchange, key, msg.Headers)
+	return CheckDirectReply(exchange, key, msg.Headers)
 }
 
 // CheckProperties says why the client, or the broker, would refuse msg's
@@ -97,8 +97,8 @@ var errReplyToPseudoQueue = errors.New(`reply_to: "amq.rabbitmq.reply-to" is tak
 
 // shortStr says why field's value is too long for an AMQP short string.
 func shortStr(field, value string) error {
-	if len(value) > frame.MaxShortStr {
-		return fmt.Errorf("%s: %d bytes, more than %d", field, len(value), frame.MaxShortStr)
+	if len(value) > MaxShortStr {
+		return fmt.Errorf("%s: %d bytes, more than %d", field, len(value), MaxShortStr)
 	}
 	return nil
 }
@@ -114,7 +114,7 @@ func CheckHeaders(t amqp.Table) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
-	if err := frame.CheckSentHeaders(t); err != nil {
+	if err := CheckSentHeaders(t); err != nil {
 		return err
 	}
 	return checkTable(t, 0)
@@ -130,7 +130,7 @@ func checkTable(t amqp.Table, depth int) error {
 		return err
 	}
 	for name, v := range t {
-		if err := frame.CheckEntry(name, v); err != nil {
+		if err := CheckEntry(name, v); err != nil {
 			return err
 		}
 		if err := checkWithin(v, depth); err != nil {
@@ -150,7 +150,7 @@ func checkWithin(v any, depth int) error {
 			return err
 		}
 		for i, item := range v {
-			if err := frame.CheckValue(item); err != nil {
+			if err := CheckValue(item); err != nil {
 				return fmt.Errorf("[%d]: %w", i, err)
 			}
 			if err := checkWithin(item, depth+1); err != nil {
@@ -165,10 +165,10 @@ func checkWithin(v any, depth int) error {
 // the client decodes.
 func bounds(depth, n int) error {
 	switch {
-	case depth > frame.MaxTableDepth:
-		return fmt.Errorf("tables or arrays nested deeper than %d", frame.MaxTableDepth)
-	case n > frame.MaxTableEntries:
-		return fmt.Errorf("%d entries, more than the %d a client decodes", n, frame.MaxTableEntries)
+	case depth > MaxTableDepth:
+		return fmt.Errorf("tables or arrays nested deeper than %d", MaxTableDepth)
+	case n > MaxTableEntries:
+		return fmt.Errorf("%d entries, more than the %d a client decodes", n, MaxTableEntries)
 	}
 	return nil
 }
