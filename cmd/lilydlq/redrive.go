@@ -189,6 +189,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			to, shown = o.to, text(o.to, maxQueue)
 		}
 		next := redriven(d, e.queue, o.keepAttempt)
+		// What the Publisher refuses before it writes, checked here first: a
+		// failed Send would end the run, as the broker's failure does.
+		refused := frame.CheckPublish("", to, next)
 		tooLarge := frame.CheckSent(next, sendFrame)
 		var why string
 		switch {
@@ -208,8 +211,11 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			why = "its destination is a re-drive's lock, a queue deleted with the re-drive's connection"
 		case frame.DirectReply("", to):
 			why = "its destination is " + directReplyWhy
+		case refused != nil:
+			// Its own trouble, not the broker's, as is a copy too large:
+			// the others go on.
+			why = "re-driven, the publisher would refuse it (" + text(refused.Error(), maxReason) + ")"
 		case tooLarge != nil:
-			// Its own trouble, not the broker's: the others go on.
 			why = "re-driven, it would not fit a frame (" + tooLarge.Error() + ")"
 		}
 		if why != "" {

@@ -925,6 +925,36 @@ func TestRedriveGoesOnPastACopyTooLargeToSend(t *testing.T) {
 	}
 }
 
+// A copy the Publisher would refuse before writing it (here: as many
+// headers as the client decodes, which the re-drive's own take past what a
+// Publisher sends beside its publish id) is not moved and is reported, and
+// the run goes on with the others. At the DLQ's head, it had ended every
+// redrive -all there.
+func TestRedriveGoesOnPastACopyThePublisherRefuses(t *testing.T) {
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	wide := amqp.Publishing{MessageId: "wide", Type: "t", Headers: amqp.Table{envelope.HeaderFailureQueue: src}, Body: []byte(`{}`)}
+	for i := len(wide.Headers); i < frame.MaxTableEntries; i++ {
+		wide.Headers[fmt.Sprintf("h%04d", i)] = nil
+	}
+	b.publish(dlq, wide, lilyCopy("fine", "t", "permanent failure", "permanent", src, 1, time.Now()))
+	for _, dry := range []bool{true, false} {
+		args := []string{"redrive", dlq, "-all"}
+		moved := "moved fine (t) -> " + src
+		if dry {
+			args, moved = append(args, "-dry-run"), "would move fine (t) -> "+src
+		}
+		r := b.lilydlq(args...)
+		if r.code != exitFailure || !strings.Contains(r.stdout, "not moved wide (t): re-driven, the publisher would refuse it (headers: 8194 headers and the publish id, more than the 8192 a client decodes)") || !strings.Contains(r.stdout, moved) {
+			t.Errorf("redrive (dry run %t): exit %d, want %d\n%s%s", dry, r.code, exitFailure, r.stdout, r.stderr)
+		}
+	}
+	b.assertCounts(dlq, 1)
+	if got := ids(b.take(src)); !slices.Equal(got, []string{"fine"}) {
+		t.Errorf("the source holds %v", got)
+	}
+}
+
 // A re-drive that read fewer copies than were ready (taken or expired
 // meanwhile) says so and exits 1, as export does: it may not have moved
 // everything it was asked to.
