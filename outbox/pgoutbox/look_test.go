@@ -121,14 +121,14 @@ func TestLeasingIsAHOTUpdate(t *testing.T) {
 		return n, hot
 	}
 	n0, hot0 := updates()
-	rows, err := tx.Query(e.ctx, pgoutbox.LeaseSQL, 100, "test", 30, 64<<20)
+	rows, err := tx.Query(e.ctx, pgoutbox.LeaseSQL, 100, "test", 30, 64<<20, pgoutbox.InlineBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	leased := 0
 	for rows.Next() {
 		var id int64
-		if err := rows.Scan(&id, nil, nil, nil, nil, nil, nil); err != nil {
+		if err := rows.Scan(&id, nil, nil, nil, nil, nil, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if id != 0 { // not the look's tally
@@ -283,7 +283,7 @@ func TestLookReadsNoRowsHeldBehindTheirKey(t *testing.T) {
 	// returns the rows leased and those it marked held.
 	look := func() (leased, held int) {
 		t.Helper()
-		rows, err := e.pool.Query(e.ctx, pgoutbox.LeaseSQL, 100, "test", 3600, 64<<20)
+		rows, err := e.pool.Query(e.ctx, pgoutbox.LeaseSQL, 100, "test", 3600, 64<<20, pgoutbox.InlineBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestLookReadsNoRowsHeldBehindTheirKey(t *testing.T) {
 		for rows.Next() {
 			var id int64
 			var attempts int
-			if err := rows.Scan(&id, nil, nil, nil, nil, nil, &attempts); err != nil {
+			if err := rows.Scan(&id, nil, nil, nil, nil, nil, nil, &attempts); err != nil {
 				t.Fatal(err)
 			}
 			if id == 0 {
@@ -348,7 +348,7 @@ func TestRowsBehindAHandDeletedRowAreSwept(t *testing.T) {
 		msgs[i].OrderKey = "customer-1"
 	}
 	e.write(msgs...)
-	if _, err := e.pool.Exec(e.ctx, pgoutbox.LeaseSQL, 100, "dead relay", 3600, 64<<20); err != nil {
+	if _, err := e.pool.Exec(e.ctx, pgoutbox.LeaseSQL, 100, "dead relay", 3600, 64<<20, pgoutbox.InlineBytes); err != nil {
 		t.Fatal(err)
 	}
 	var held int
@@ -383,7 +383,7 @@ func explainLook(t *testing.T, e *env) (planNode, []byte) {
 	}
 	defer func() { _ = tx.Rollback(e.ctx) }()
 	var plan []byte
-	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pgoutbox.LeaseSQL, 100, "test", 30, 64<<20).Scan(&plan); err != nil {
+	if err := tx.QueryRow(e.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+pgoutbox.LeaseSQL, 100, "test", 30, 64<<20, pgoutbox.InlineBytes).Scan(&plan); err != nil {
 		t.Fatal(err)
 	}
 	var nodes []struct{ Plan planNode }
@@ -421,7 +421,7 @@ func TestSweepGoesOnWhereItStopped(t *testing.T) {
 		msgs = append(msgs, two...)
 	}
 	e.write(msgs...)
-	if _, err := e.pool.Exec(e.ctx, pgoutbox.LeaseSQL, 100, "dead relay", 3600, 64<<20); err != nil {
+	if _, err := e.pool.Exec(e.ctx, pgoutbox.LeaseSQL, 100, "dead relay", 3600, 64<<20, pgoutbox.InlineBytes); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.pool.Exec(e.ctx, "DELETE FROM lily_outbox WHERE NOT behind"); err != nil {

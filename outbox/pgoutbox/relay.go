@@ -30,8 +30,10 @@ type Options struct {
 	// one step (the publisher's StepTimeout) past its deadline before it
 	// gives up: keep Lease above five times StepTimeout, or a send may
 	// outlive its lease while another relay publishes the row too. The rows
-	// of a relay that dies wait this long. Default 30s (the default step
-	// is 5s).
+	// of a relay that dies wait this long. A row whose message a look left
+	// to its send to read (past the look's 2 MiB) has its lease and its
+	// send's deadline extended by that read's bound: 10s and a second per
+	// MiB of body. Default 30s (the default step is 5s).
 	Lease time.Duration
 	// Batch is the most rows a relay leases at a time, and has in flight.
 	// Default 100.
@@ -40,6 +42,10 @@ type Options struct {
 	// rows once they take MaxBytes, and of the rows a look finds, those
 	// after the one that reaches it wait for a later look; a row larger
 	// than MaxBytes goes alone. Default 64 MiB.
+	//
+	// A look returns 2 MiB of messages at most, so that a slow link to
+	// PostgreSQL reads it well within its bound; the sends of the rows past
+	// that read their messages apart, two at a time.
 	MaxBytes int
 	// MaxBackoff caps the wait before a row whose publish failed is tried
 	// again; the wait starts at 1s and doubles with each failure.
@@ -103,6 +109,16 @@ const (
 	maxCopies = 1000
 	// maxLastError bounds a row's last_error, before Clip's "…".
 	maxLastError = 500
+	// inlineBytes bounds the properties and bodies a look returns, so that
+	// a link of 1 MiB/s carries its answer in a fifth of its bound; the
+	// rest of the rows it leases are read by their sends (fetchSQL).
+	inlineBytes = 2 << 20
+	// minReadRate is the slowest rate, in bytes a second, at which a
+	// send's read of its row is bound to finish (readBudget): a row read
+	// slower fails, with its attempts and why, as a publish does.
+	minReadRate = 1 << 20
+	// maxFetches bounds the reads of rows a relay runs at a time.
+	maxFetches = 2
 )
 
 // Relay publishes the rows of lily_outbox and deletes each after its
@@ -172,8 +188,8 @@ func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
 	defer abandon()
 	s := &relayRun{
 		Relay: r, queue: "outbox lily_outbox", sendCtx: sendCtx, abandon: abandon,
-		results: make(chan sent, r.opts.Batch),
-		report:  &runtime.Report{Started: time.Now(), Counts: map[runtime.Path]int{}},
+		results: make(chan sent, r.opts.Batch), fetches: make(chan struct{}, maxFetches),
+		report: &runtime.Report{Started: time.Now(), Counts: map[runtime.Path]int{}},
 	}
 	if err := s.findTable(ctx); err != nil {
 		return nil, err
@@ -195,7 +211,8 @@ type relayRun struct {
 	// stopWait into the stop.
 	sendCtx context.Context
 	abandon context.CancelFunc
-	results chan sent // each send's answer; room for every send in flight
+	results chan sent     // each send's answer; room for every send in flight
+	fetches chan struct{} // a slot for each read of a row in progress
 	// inflight counts the sends not yet answered, and inflightBytes their
 	// bodies; pending holds the answers not yet written to the table.
 	inflight, inflightBytes int
@@ -220,10 +237,15 @@ type row struct {
 	size     int       // the stored body's bytes
 	sendBy   time.Time // the send's deadline, within the lease
 	unread   error     // why the stored message could not be read
+	// fetch is a row leased without its properties and body: its send
+	// reads them.
+	fetch bool
 }
 
 // sent is what became of one row's send: nil is confirmed. released is a
-// send given up unwritten as the relay stops: its row is due again at once.
+// row neither published nor tried (a send given up unwritten as the relay
+// stops, a row whose read waited for a slot past its lease, or a row of a
+// look whose commit's outcome is unknown): it is due again at once.
 type sent struct {
 	row      *row
 	err      error
@@ -296,6 +318,20 @@ func (s *relayRun) drain() {
 
 // send publishes one row and hands its answer to the loop.
 func (s *relayRun) send(rw *row) {
+	if rw.fetch {
+		err := s.fetch(rw)
+		if err != nil && (errors.Is(err, errLeaseGone) || errors.Is(err, errNoFetchSlot) || s.sendCtx.Err() != nil) {
+			// Not read, nothing published: the row is due again at once
+			// (for a lease no longer the relay's, its release changes
+			// nothing).
+			s.results <- sent{row: rw, err: err, released: true}
+			return
+		}
+		if err != nil {
+			s.results <- sent{row: rw, err: err}
+			return
+		}
+	}
 	err := rw.unread
 	if err != nil {
 		err = fmt.Errorf("the stored message cannot be read: %w", err)

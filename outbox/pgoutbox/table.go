@@ -49,7 +49,12 @@ func (s *relayRun) findTable(ctx context.Context) error {
 }
 
 // leaseSQL leases up to $1 due rows for owner $2 for $3 seconds, and of
-// them those whose bodies before them take fewer than $4 bytes. A row is
+// them those whose bodies before them take fewer than $4 bytes. It returns
+// each row's properties and body only while they take $5 bytes at most, the
+// rows before it included: a larger message, and those after the budget is
+// spent, come without them (NULL), for their sends to read (fetchSQL), so
+// that a look's answer stays small enough for a slow link to carry well
+// within its bound, whatever the bodies. A row is
 // due when no lease holds it and, once failed, when its retry time has come;
 // a keyed row only when no earlier row of its key is left: that row may be
 // leased, waiting for its retry, or not yet published.
@@ -68,7 +73,8 @@ func (s *relayRun) findTable(ctx context.Context) error {
 // the older ids, and enough of them always due would otherwise fill every
 // lease. The dated step gives their retry time to rows a relay of an earlier
 // version failed: a later look finds them. Such a row still leased has its
-// retry time now: the lease's end holds it back.
+// retry time now: the lease's end holds it back. RETURNING keeps a stored
+// body as a pointer: a body not returned is not read.
 const leaseSQL = `WITH walked AS (
 		SELECT o.id, octet_length(o.body) AS size, ` + firstOfKey + ` AS first FROM lily_outbox o
 		WHERE o.attempts = 0 AND NOT o.behind AND (o.lease_until IS NULL OR o.lease_until <= now())
@@ -87,17 +93,33 @@ const leaseSQL = `WITH walked AS (
 		SELECT id, size, row_number() OVER (ORDER BY id) AS turn FROM untried
 		UNION ALL
 		SELECT id, size, row_number() OVER (ORDER BY retry_at, id) AS turn FROM retried),
-	due AS (SELECT id FROM (
-			SELECT id, size, sum(size) OVER (ORDER BY turn, id) AS upto FROM (SELECT * FROM turns ORDER BY turn, id LIMIT $1) t) d
+	due AS (SELECT id, turn FROM (
+			SELECT id, size, turn, sum(size) OVER (ORDER BY turn, id) AS upto FROM (SELECT * FROM turns ORDER BY turn, id LIMIT $1) t) d
 		WHERE upto - size < $4),
 	dated AS (UPDATE lily_outbox SET retry_at = CASE WHEN lease_owner IS NULL THEN coalesce(lease_until, now()) ELSE now() END
 		WHERE id IN (SELECT id FROM lily_outbox WHERE attempts > 0 AND retry_at IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED)),
 	leased AS (UPDATE lily_outbox o SET lease_owner = $2, lease_until = now() + $3 * interval '1 second'
 		FROM due WHERE o.id = due.id
-		RETURNING o.id, o.exchange, o.routing_key, coalesce(o.order_key, ''), o.properties, o.body, o.attempts)
-	SELECT * FROM leased
+		RETURNING o.id, o.exchange, o.routing_key, coalesce(o.order_key, '') AS order_key, o.properties, o.body,
+			octet_length(o.body) AS size, o.attempts, due.turn, octet_length(o.body) + octet_length(o.properties::text) AS wire),
+	inlined AS (SELECT *, wire <= $5 AND sum(CASE WHEN wire <= $5 THEN wire ELSE 0 END) OVER (ORDER BY turn, id) <= $5 AS inline
+		FROM leased)
+	SELECT id, exchange, routing_key, order_key, CASE WHEN inline THEN properties END, CASE WHEN inline THEN body END, size, attempts
+	FROM inlined
 	UNION ALL
-	SELECT 0, '', '', '', '{}'::jsonb, ''::bytea, count(*)::int FROM held`
+	SELECT 0, '', '', '', '{}'::jsonb, ''::bytea, 0, count(*)::int FROM held`
+
+// fetchSQL reads the properties and body of row $1, which a look leased to
+// owner $2 without them, and extends its lease to $3 seconds from now: the
+// time its reading and its publish may take. It reads nothing once the row
+// is no longer this relay's.
+const fetchSQL = `UPDATE lily_outbox SET lease_until = now() + $3 * interval '1 second'
+	WHERE id = $1 AND lease_owner = $2 AND lease_until > now()
+	RETURNING properties, body`
+
+// releaseSQL gives up the leases of owner $2 on rows $1, not sent: they are
+// due again at once, their attempts as they were.
+const releaseSQL = "UPDATE lily_outbox SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1) AND lease_owner = $2"
 
 // nextOfKeySQL clears the mark of the first row left of each key of $1, in
 // the transaction that deleted the keys' earlier rows. It clears a row not
@@ -144,33 +166,13 @@ func (s *relayRun) lease(n, bytes int) {
 	sendBy := time.Now().Add(s.opts.Lease - s.opts.Lease/5)
 	ctx, cancel := context.WithTimeout(context.Background(), dbStep)
 	defer cancel()
-	rows, err := s.pool.Query(ctx, leaseSQL, n, s.owner, s.opts.Lease.Seconds(), bytes)
+	leased, held, err := s.look(ctx, n, bytes, sendBy)
 	if err != nil {
-		s.dbFailed("lease", err)
-		return
-	}
-	var leased []*row
-	held := 0
-	for rows.Next() {
-		var (
-			rw          = &row{sendBy: sendBy}
-			props, body []byte
-		)
-		if err := rows.Scan(&rw.id, &rw.msg.Exchange, &rw.msg.RoutingKey, &rw.msg.OrderKey, &props, &body, &rw.attempts); err != nil {
-			rows.Close()
-			s.dbFailed("lease", err)
-			return
+		// Rows of a commit whose outcome is unknown: the next record
+		// releases them, if they were leased.
+		for _, rw := range leased {
+			s.pending = append(s.pending, sent{row: rw, err: err, released: true})
 		}
-		if rw.id == 0 {
-			held = rw.attempts
-			continue
-		}
-		rw.msg.Publishing, rw.unread = outboxcodec.Decode(props, body)
-		rw.size = len(body)
-		leased = append(leased, rw)
-	}
-	if err := rows.Err(); err != nil {
-		// The statement failed, and its leases with it.
 		s.dbFailed("lease", err)
 		return
 	}
@@ -184,6 +186,117 @@ func (s *relayRun) lease(n, bytes int) {
 		s.inflightBytes += rw.size
 		go s.send(rw)
 	}
+}
+
+// look runs leaseSQL in a transaction that it commits only once it has read
+// every row of the answer: a look cut short (by a link too slow for its
+// bound, or a lost connection) leases nothing, where a statement of its own
+// would have committed as the server sent its last row, leaving rows leased
+// that no send holds. It returns the rows leased and the count of rows
+// marked held behind their key; with an error, the rows it read when the
+// outcome of its commit is unknown, which may be leased.
+func (s *relayRun) look(ctx context.Context, n, bytes int, sendBy time.Time) (leased []*row, held int, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	// A connection released in a transaction is closed, which rolls it back.
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(leaseSQL, n, s.owner, s.opts.Lease.Seconds(), bytes, inlineBytes)
+	br := conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, 0, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, 0, err
+	}
+	for rows.Next() {
+		var (
+			rw          = &row{sendBy: sendBy}
+			props, body []byte
+		)
+		if err := rows.Scan(&rw.id, &rw.msg.Exchange, &rw.msg.RoutingKey, &rw.msg.OrderKey, &props, &body, &rw.size, &rw.attempts); err != nil {
+			rows.Close()
+			_ = br.Close()
+			return nil, 0, err
+		}
+		switch {
+		case rw.id == 0:
+			held = rw.attempts
+			continue
+		case props == nil:
+			rw.fetch = true // left out of the answer: its send reads it
+		default:
+			rw.msg.Publishing, rw.unread = outboxcodec.Decode(props, body)
+		}
+		leased = append(leased, rw)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		_ = br.Close()
+		return nil, 0, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, 0, err
+	}
+	tag, err := conn.Exec(ctx, "COMMIT")
+	if err != nil {
+		return leased, 0, err
+	}
+	if tag.String() != "COMMIT" {
+		return nil, 0, errors.New("the look's transaction was rolled back")
+	}
+	return leased, held, nil
+}
+
+// errLeaseGone is a fetch's answer when the row is no longer the relay's:
+// deleted, or its lease ended and another relay took it.
+var errLeaseGone = errors.New("the row's lease is no longer this relay's")
+
+// errNoFetchSlot is a fetch's answer when its wait for a slot outlasted
+// the look's lease: nothing of the row was read.
+var errNoFetchSlot = errors.New("no slot to read the row in within its lease")
+
+// fetch reads the message of a row leased without it, within a bound that
+// grows with its body (readBudget), and extends the row's lease and its
+// send's deadline by that bound. It reads maxFetches rows at a time at most,
+// so that large bodies take few of the pool's connections, which the
+// application may share.
+func (s *relayRun) fetch(rw *row) error {
+	wait, cancel := context.WithDeadline(s.sendCtx, rw.sendBy)
+	defer cancel()
+	select {
+	case s.fetches <- struct{}{}:
+	case <-wait.Done():
+		return errNoFetchSlot
+	}
+	defer func() { <-s.fetches }()
+	budget := readBudget(rw.size)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(s.sendCtx, budget)
+	defer cancel()
+	var props, body []byte
+	err := s.pool.QueryRow(ctx, fetchSQL, rw.id, s.owner, (budget+s.opts.Lease).Seconds()).Scan(&props, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errLeaseGone
+	}
+	if err != nil {
+		return fmt.Errorf("the stored message could not be read (bound: %v): %w", budget, err)
+	}
+	rw.sendBy = start.Add(budget + s.opts.Lease - s.opts.Lease/5)
+	rw.msg.Publishing, rw.unread = outboxcodec.Decode(props, body)
+	return nil
+}
+
+// readBudget bounds the reading of a stored message with a body of size
+// bytes: a statement's bound, and a second for each minReadRate bytes.
+func readBudget(size int) time.Duration {
+	return dbStep + time.Duration(size)*time.Second/minReadRate
 }
 
 // sweep clears the marks of keys' first rows left marked, sweepKeys keys at
@@ -212,8 +325,8 @@ func (s *relayRun) sweep() {
 }
 
 // record deletes the confirmed rows of the pending answers, gives the
-// failed ones their failure and their retry time and releases those given up
-// unwritten, in one transaction, by the time given. A row whose
+// failed ones their failure and their retry time and releases those not
+// tried, in one transaction, by the time given. A row whose
 // lease another relay has taken since keeps that relay's lease.
 func (s *relayRun) record(by time.Time) error {
 	var done, failed, waits, released []int64
@@ -248,9 +361,7 @@ func (s *relayRun) record(by time.Time) error {
 			WHERE o.id = f.id AND o.lease_owner = $4`, failed, errs, waits, s.owner)
 	}
 	if len(released) > 0 {
-		// Never written: the row is due again at once, its attempts as
-		// they were.
-		b.Queue("UPDATE lily_outbox SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1) AND lease_owner = $2", released, s.owner)
+		b.Queue(releaseSQL, released, s.owner)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
