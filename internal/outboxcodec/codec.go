@@ -36,6 +36,9 @@ const (
 	maxShortStr = 255
 	// maxDepth bounds the nesting of header tables and arrays.
 	maxDepth = 32
+	// maxBody is the largest body RabbitMQ takes, whatever its
+	// max_message_size (which it caps there).
+	maxBody = 512 << 20
 )
 
 // properties is the stored form of a publishing without its body.
@@ -62,6 +65,11 @@ type properties struct {
 func Encode(m runtime.Message) ([]byte, error) {
 	if m.Exchange == "" && m.RoutingKey == "" {
 		return nil, errors.New("a message needs an exchange or, for the default exchange, a routing key naming a queue")
+	}
+	// The broker would close the relay's channel on a larger body, at every
+	// attempt, under every publish in flight beside it.
+	if len(m.Body) > maxBody {
+		return nil, fmt.Errorf("body: %d bytes, more than the %d (512 MiB) RabbitMQ takes at most", len(m.Body), maxBody)
 	}
 	p := m.Publishing
 	texts := []struct {

@@ -85,6 +85,8 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		wideTable[strconv.Itoa(i)] = true
 	}
 	type custom struct{ A, B string }
+	// Zero pages, never touched: no memory taken.
+	body := make([]byte, maxBody+1)
 	cases := []struct {
 		name string
 		m    runtime.Message
@@ -117,6 +119,7 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"headers too wide for the publish id", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: wideTable}}, `headers: 8193 headers and the publish id`},
 		{"array too wide", headers("h", make([]any, 8193)), `headers["h"]: 8193 elements, more than the 8192`},
 		{"headers larger than a frame", headers("h", strings.Repeat("x", 200_000)), "properties and headers: 200025 bytes, more than 121848"},
+		{"body over RabbitMQ's largest", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Body: body}}, "body: 536870913 bytes, more than the 536870912 (512 MiB) RabbitMQ takes at most"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,6 +150,10 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		if _, err := Encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{ReplyTo: r}}); err != nil {
 			t.Errorf("reply_to %q: %v", r, err)
 		}
+	}
+	// A body of 512 MiB: stored.
+	if _, err := Encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Body: body[:maxBody]}}); err != nil {
+		t.Errorf("a body of 512 MiB: %v", err)
 	}
 	// A content header of 121,848 bytes: the properties' 14, the table's
 	// length, and one header of a 1-byte name and a string.

@@ -111,7 +111,9 @@ func isCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 // publishes, no NaN or infinity among them, with tables and arrays nested
 // at most 32 deep, the headers' own table included, each of at most 8,192
 // entries, and a CC or BCC header an array; properties and headers within
-// frame.MaxProperties bytes of content header. Any order key is accepted.
+// frame.MaxProperties bytes of content header; a body of at most 512 MiB,
+// the most RabbitMQ takes whatever its max_message_size. Any order key is
+// accepted.
 func Write(ctx context.Context, tx pgx.Tx, msgs ...runtime.Message) error {
 	if tx == nil {
 		return errors.New("pgoutbox: write: no transaction")

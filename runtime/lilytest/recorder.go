@@ -43,9 +43,9 @@ type Recorder struct {
 // the Publisher adds, a user_id at all: see below), as a real Sender would;
 // with Outbox, also for one pgoutbox.Write refuses (text that is not UTF-8
 // or holds a NUL, a time past year 9999, properties and headers over
-// 121,848 bytes) and as AfterCommit fails: without an Inbox claim in ctx,
-// or once the claim has ended. What only the broker can tell, such as
-// whether m's exchange exists, it does not check.
+// 121,848 bytes, a body over 512 MiB) and as AfterCommit fails: without an
+// Inbox claim in ctx, or once the claim has ended. What only the broker can
+// tell, such as whether m's exchange exists, it does not check.
 //
 // A Publisher refuses a user_id other than the user its connection logs in
 // as, and a Recorder has no connection, so no user: it refuses any user_id
