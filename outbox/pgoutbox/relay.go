@@ -458,15 +458,17 @@ func (s *relayRun) stop() {
 	}
 }
 
-// possibleCopy lists a row in the report's possible copies.
+// possibleCopy lists a row in the report's possible copies, its text
+// printable: Report.String writes it as it is, to a terminal or a log.
 func (s *relayRun) possibleCopy(rw *row, why string) {
 	if len(s.report.PossibleCopies) >= maxCopies {
 		s.report.Omitted++
 		return
 	}
+	dest := destination(rw.msg) // bounded already; printable makes no text longer
 	s.report.PossibleCopies = append(s.report.PossibleCopies, runtime.Record{
-		Queue: s.queue, MessageID: outboxcodec.Clip(rw.msg.MessageId, 128), Attempt: rw.attempts + 1,
-		Destination: destination(rw.msg), Reason: outboxcodec.Clip(why, maxLastError),
+		Queue: s.queue, MessageID: printable(rw.msg.MessageId, 128), Attempt: rw.attempts + 1,
+		Destination: printable(dest, len(dest)), Reason: printable(why, maxLastError),
 	})
 }
 

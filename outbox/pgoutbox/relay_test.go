@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
@@ -795,6 +796,43 @@ func TestNackedRowIsAPossibleCopyWhereACCQueueTookIt(t *testing.T) {
 	}
 	if got := ids(e.take(cc)); !cmp.Equal(got, map[string]int{"refused": nacked}) {
 		t.Errorf("queue %s holds %v after %d nacks", cc, got, nacked)
+	}
+}
+
+// A nacked row whose message id and queue name hold control characters (a
+// newline, ANSI escapes: Write accepts any UTF-8 without NUL) is a possible
+// copy whose record, and the report's text, hold none of them: a report
+// printed to a terminal or a log says no more than it means.
+func TestPossibleCopyRecordsHoldNoControlCharacters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	full := e.queue("full\x1b[31m\u009b2J", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
+	if err := publishDirect(e, message(full, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	m := message(full, "hostile") // NewPublishing takes printable ids alone
+	m.MessageId = "a\nb\x1b[31m\u009b2J"
+	e.write(m)
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	e.eventually("the row nacked", func() bool {
+		for _, r := range e.rows() {
+			return r.Attempts >= 1
+		}
+		return false
+	})
+	rep := stop()
+	if len(rep.PossibleCopies) == 0 {
+		t.Fatalf("no possible copy in the report: %s", rep)
+	}
+	control := func(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
+	for _, r := range rep.PossibleCopies {
+		if control(r.MessageID) || control(r.Destination) || control(r.Reason) {
+			t.Errorf("possible copy %+v holds control characters", r)
+		}
+	}
+	// The report's own lines are "\n  "-separated.
+	if text := rep.String(); control(strings.ReplaceAll(text, "\n  ", "")) {
+		t.Errorf("the report's text holds control characters: %q", text)
 	}
 }
 

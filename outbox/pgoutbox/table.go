@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lily-mq/lily/internal/backoff"
@@ -380,12 +381,20 @@ func (s *relayRun) record(by time.Time) error {
 // lastError is err's text as last_error keeps it: bounded, valid UTF-8,
 // without control characters.
 func lastError(err error) string {
-	s := strings.ToValidUTF8(err.Error(), "?")
+	return printable(err.Error(), maxLastError)
+}
+
+// printable is s within maxBytes, valid UTF-8 (invalid bytes as "?"), with
+// each control character a space (C1's too: U+009B starts an escape as
+// ESC [ does), as last_error and the report keep text a row brought: Write
+// takes any UTF-8 without NUL.
+func printable(s string, maxBytes int) string {
+	s = strings.ToValidUTF8(s, "?")
 	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
 	}, s)
-	return outboxcodec.Clip(s, maxLastError)
+	return outboxcodec.Clip(s, maxBytes)
 }
