@@ -58,8 +58,8 @@ func TestBrokerDeliveryLimitIsReachedByLily(t *testing.T) {
 // The main queue carries its delivery limit; the DLQ carries none, so that
 // inspecting it (a get, then a requeue) can never drop a copy. RabbitMQ 3.10
 // has no default limit and reads -1 as "dead-letter at once", so there the
-// DLQ carries no argument at all. A DLQ that already exists is left as it
-// is: its arguments may predate a broker upgrade, and must not stop the
+// DLQ carries no argument at all. A DLQ that already exists keeps its
+// delivery limit: it may predate a broker upgrade, and must not stop the
 // consumer.
 func TestBrokerQuorumDLQHasNoDeliveryLimit(t *testing.T) {
 	t.Parallel()

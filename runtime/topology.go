@@ -20,9 +20,10 @@ import (
 // through the default exchange by queue name. An owned exchange or queue
 // that exists with other arguments is refused by the broker (406), which
 // DeclareTopology returns, as it returns the 404 of an external exchange or
-// queue that does not exist; but a DLQ that exists is left as it is
-// (queue.Declaration's KeepExisting says why), as is one that another
-// declarer makes while this one declares it.
+// queue that does not exist. A DLQ that exists keeps its own type (a DLQ
+// shared by a classic and a quorum queue is of whichever declared it first)
+// and delivery limit (a quorum DLQ's "none" is written by the broker's
+// version); any other argument of its own is refused so.
 func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 	d := declarer{conn: conn}
 	if err := d.open(); err != nil {
@@ -101,27 +102,10 @@ func (d *declarer) queue(decl queue.Declaration) error {
 		_, err := d.ch.QueueDeclarePassive(decl.Name, true, false, false, false, nil)
 		return err
 	}
-	if !decl.KeepExisting {
-		_, err := d.ch.QueueDeclare(decl.Name, true, false, false, false, decl.Args)
-		return err
-	}
-	if found, err := d.exists(decl.Name); found || err != nil {
-		return err
+	if decl.KeepTypeAndLimit {
+		return d.deadLetterQueue(decl)
 	}
 	_, err := d.ch.QueueDeclare(decl.Name, true, false, false, false, decl.Args)
-	if !isCode(err, amqp.PreconditionFailed) {
-		return err
-	}
-	// Another declarer made the queue between the check and the declare
-	// (two queues sharing a DLQ, of two types, starting together): it is
-	// used as it is, as one found by the check would be. The 406 closed the
-	// channel.
-	if err := d.open(); err != nil {
-		return err
-	}
-	if found, checkErr := d.exists(decl.Name); found || checkErr != nil {
-		return checkErr
-	}
 	return err
 }
 

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"maps"
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -30,6 +31,43 @@ func TestMissingIsOnlyTheExternalObjectsAbsence(t *testing.T) {
 		}
 		if !errors.Is(missing(c.external, c.err), c.err) {
 			t.Errorf("%s: the broker's error is lost", c.name)
+		}
+	}
+}
+
+// A DLQ that exists yields its type and delivery limit to the declare,
+// read from the 406 in RabbitMQ's words (as 3.10.8 writes them), and
+// nothing else: another argument's 406 is the DLQ's refusal.
+func TestDLQYieldsOnlyItsTypeAndLimit(t *testing.T) {
+	reason := func(key, received, current string) error {
+		return &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg '" + key + "' for queue 'orders.dlq' in vhost '/': received " + received + " but current is " + current}
+	}
+	classic := map[string]any{"x-queue-type": "classic"}
+	quorum := map[string]any{"x-queue-type": "quorum"}
+	quorum4 := map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(-1)}
+	for _, c := range []struct {
+		name string
+		args map[string]any
+		err  error
+		want map[string]any // nil: not yielded
+	}{
+		{"a quorum DLQ for a classic queue", classic, reason("x-queue-type", "'classic'", "'quorum'"), quorum},
+		{"a DLQ declared without a type", quorum, reason("x-queue-type", "the value 'quorum' of type 'longstr'", "none"), classic},
+		{"a classic DLQ on RabbitMQ 4", quorum4, reason("x-queue-type", "'quorum'", "'classic'"), classic},
+		{"a limit of 5", quorum, reason("x-delivery-limit", "none", "the value '5' of type 'long'"), map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}},
+		{"a limit of 20 after an upgrade", quorum4, reason("x-delivery-limit", "'-1'", "'20'"), map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(20)}},
+		{"no limit after an upgrade", quorum4, reason("x-delivery-limit", "the value '-1' of type 'long'", "none"), quorum},
+		{"a limit written as a string", quorum, reason("x-delivery-limit", "none", "the value '5' of type 'longstr'"), nil},
+		{"a limit as the declare has it", map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}, reason("x-delivery-limit", "'5'", "'5'"), nil},
+		{"a type in other words", classic, reason("x-queue-type", "'classic'", "quorum, of course"), nil},
+		{"max-length", classic, reason("x-max-length", "none", "the value '1' of type 'long'"), nil},
+		{"a TTL", quorum, reason("x-message-ttl", "none", "the value '100' of type 'long'"), nil},
+		{"another 406", classic, &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - invalid arg 'x-delivery-limit' for queue 'orders.dlq'"}, nil},
+	} {
+		key, cur := inequivalent(c.err)
+		got, ok := yieldTo(c.args, key, cur)
+		if ok != (c.want != nil) || ok && !maps.Equal(got, c.want) {
+			t.Errorf("%s: %v, %t; want %v", c.name, got, ok, c.want)
 		}
 	}
 }

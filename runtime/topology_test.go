@@ -1,10 +1,14 @@
 package runtime_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -60,5 +64,142 @@ func TestBrokerSharedDLQDeclaredByTwoAtOnce(t *testing.T) {
 				t.Errorf("round %d: queue %s arguments %q, want %s", n, q.Name, args[q.Name], want)
 			}
 		}
+	}
+}
+
+// estateDLQ declares q's DLQ as another team or an operator would, with
+// args, before Lily declares it.
+func estateDLQ(t *testing.T, q runtime.QueueSpec, args amqp.Table) {
+	t.Helper()
+	ch := channel(t, dial(t))
+	defer ch.Close()
+	if _, err := ch.QueueDeclare(q.Topology.DeadLetterQueue, true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A DLQ that exists with an argument of its own loses or refuses the copies
+// whose confirm Lily takes for a handoff: a max-length drops the oldest, a
+// TTL with no dead-letter target drops each, reject-publish nacks each. Its
+// declare is refused (406), as an owned queue's is, before the main queue is
+// declared; so is one whose type or delivery limit differs too, which
+// RabbitMQ names first.
+func TestBrokerEstateDLQArgumentsAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, kind string
+		args       amqp.Table
+		want       string
+	}{
+		{"max-length", topology.Classic, amqp.Table{"x-max-length": int64(1)}, "x-max-length"},
+		{"a TTL with nowhere to dead-letter", topology.Classic, amqp.Table{"x-queue-type": "classic", "x-message-ttl": int64(60000)}, "x-message-ttl"},
+		{"reject-publish", topology.Quorum, amqp.Table{"x-queue-type": "quorum", "x-overflow": "reject-publish"}, "x-overflow"},
+		{"a TTL behind a delivery limit", topology.Quorum, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(5), "x-message-ttl": int64(60000)}, "x-message-ttl"},
+		{"a TTL behind the type", topology.Classic, amqp.Table{"x-queue-type": "quorum", "x-message-ttl": int64(60000)}, "x-message-ttl"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = c.kind })
+			estateDLQ(t, q, c.args)
+			err := runtime.DeclareTopology(dial(t), q)
+			var ae *amqp.Error
+			if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed || !strings.Contains(err.Error(), "inequivalent arg '"+c.want+"'") {
+				t.Fatalf("DeclareTopology: %v, want the 406 of %s", err, c.want)
+			}
+			ch := channel(t, dial(t))
+			if _, err := ch.QueueDeclarePassive(q.Name, true, false, false, false, nil); !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+				t.Errorf("the main queue was declared all the same: %v", err)
+			}
+		})
+	}
+}
+
+// A DLQ that exists keeps the type and delivery limit it has: a DLQ shared
+// by a classic and a quorum queue is of whichever declared it first, and a
+// quorum DLQ's limit is written by the broker's version.
+func TestBrokerEstateDLQTypeAndLimitAreKept(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, kind string
+		args       amqp.Table
+		want       string
+	}{
+		{"a quorum DLQ without a delivery limit, for a classic queue", topology.Classic, amqp.Table{"x-queue-type": "quorum"}, `{"x-queue-type","quorum"}`},
+		{"a quorum DLQ with a delivery limit, for a classic queue", topology.Classic, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}, `{"x-delivery-limit",5}`},
+		{"a classic DLQ, for a quorum queue", topology.Quorum, amqp.Table{"x-queue-type": "classic"}, `{"x-queue-type","classic"}`},
+		{"a DLQ declared without a type, for a quorum queue", topology.Quorum, amqp.Table{}, `[]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = c.kind })
+			estateDLQ(t, q, c.args)
+			declareTopology(t, q)
+			if args := queueArguments(t)[q.Topology.DeadLetterQueue]; !strings.Contains(args, c.want) {
+				t.Errorf("the DLQ's arguments: %s, want %s", args, c.want)
+			}
+		})
+	}
+}
+
+// A DLQ with an argument of its own refuses the topology at the first
+// connection: Run ends with the 406, before it consumes, rather than
+// confirm dead-letters the DLQ drops (the third of three copies would be
+// all that is left).
+func TestBrokerEstateDLQArgumentsEndRun(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	estateDLQ(t, q, amqp.Table{"x-max-length": int64(1)})
+	_, c := prepare(t, q, ack)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.Run(ctx)
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed || !strings.Contains(err.Error(), "x-max-length") {
+		t.Fatalf("Run: %v, want the 406 of the DLQ's x-max-length", err)
+	}
+}
+
+// A DLQ an operator declares again with an argument of its own under a
+// consuming session is told when the topology is declared again, at error
+// and in Health; once the operator deletes it, Lily declares it anew and
+// Health says nothing more.
+func TestBrokerEstateDLQArgumentsDriftWhileConsuming(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	r, c := prepare(t, q, ack)
+	c.SetTopologyEvery(300 * time.Millisecond)
+	r.launch(c)
+	awaitConsumer(t, q.Name)
+	publish(t, q.Name, order(t, "before"))
+	r.await(1)
+	ch := channel(t, dial(t))
+	// Lily may declare the DLQ again between the delete and the declare:
+	// then the declare is refused, and tried again.
+	eventually(t, 30*time.Second, "the DLQ declared again with x-max-length", func() bool {
+		if _, err := ch.QueueDelete(q.Topology.DeadLetterQueue, false, false, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueueDeclare(q.Topology.DeadLetterQueue, true, false, false, false, amqp.Table{"x-max-length": int64(1)}); err != nil {
+			ch = channel(t, dial(t))
+			return false
+		}
+		return true
+	})
+	eventually(t, 30*time.Second, "Health to say the topology is refused", func() bool {
+		h := c.Health()
+		return h.Ready && strings.Contains(h.Why, "consuming, but the broker refused the topology when it was declared again") && strings.Contains(h.Why, "x-max-length")
+	})
+	if !r.events.has(func(ev event) bool {
+		return ev.stage == "topology-drifted" && ev.level == slog.LevelError && strings.Contains(ev.detail, "x-max-length")
+	}) {
+		t.Error("no topology-drifted event at error")
+	}
+	if _, err := ch.QueueDelete(q.Topology.DeadLetterQueue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Health to say nothing more", func() bool { h := c.Health(); return h.Ready && h.Why == "" })
+	r.stop()
+	if args := queueArguments(t)[q.Topology.DeadLetterQueue]; strings.Contains(args, "x-max-length") {
+		t.Errorf("the DLQ's arguments: %s", args)
 	}
 }

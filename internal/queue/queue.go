@@ -86,11 +86,14 @@ type Declaration struct {
 	Args map[string]any
 	// Passive: the queue is another team's, only checked.
 	Passive bool
-	// KeepExisting: a queue of this name that exists already is used as it
-	// is, not declared again. The DLQ's: how a quorum DLQ's "no delivery
-	// limit" is written depends on the broker's version, and one declared
-	// before an upgrade must not stop its queue's consumer.
-	KeepExisting bool
+	// KeepTypeAndLimit: a queue of this name that exists already keeps its
+	// own type and delivery limit; any other argument that differs is
+	// refused (406), as any owned queue's. The DLQ's: how a quorum DLQ's "no
+	// delivery limit" is written depends on the broker's version, and one
+	// declared before an upgrade must not stop its queue's consumer; and a
+	// DLQ shared by a classic and a quorum queue is of whichever declared it
+	// first.
+	KeepTypeAndLimit bool
 }
 
 // DefaultStepTimeout is the runtime's step timeout when Config.StepTimeout
@@ -164,7 +167,7 @@ func Declarations(t Topology) []Declaration {
 		if !t.ByPolicy && !t.External {
 			args = q.all()
 		}
-		decls = append(decls, Declaration{Name: q.name, Args: args, KeepExisting: q.name == t.DeadLetterQueue})
+		decls = append(decls, Declaration{Name: q.name, Args: args, KeepTypeAndLimit: q.name == t.DeadLetterQueue})
 	}
 	if t.External {
 		main := decls[len(decls)-1]

@@ -25,7 +25,7 @@ func TestDeclarationsAndPolicies(t *testing.T) {
 	}
 	declared := Declarations(base)
 	want := []Declaration{
-		{Name: "pay.dlq", Args: map[string]any{"x-queue-type": Quorum}, KeepExisting: true},
+		{Name: "pay.dlq", Args: map[string]any{"x-queue-type": Quorum}, KeepTypeAndLimit: true},
 		{Name: "pay.retry.1s", Args: map[string]any{
 			"x-queue-type": Quorum, "x-message-ttl": int64(1000), "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "pay",
 			"x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish",
@@ -45,7 +45,7 @@ func TestDeclarationsAndPolicies(t *testing.T) {
 	byPolicy := base
 	byPolicy.ByPolicy = true
 	want = []Declaration{
-		{Name: "pay.dlq", Args: map[string]any{"x-queue-type": Quorum}, KeepExisting: true},
+		{Name: "pay.dlq", Args: map[string]any{"x-queue-type": Quorum}, KeepTypeAndLimit: true},
 		{Name: "pay.retry.1s", Args: map[string]any{"x-queue-type": Quorum}},
 		{Name: "pay", Args: map[string]any{"x-queue-type": Quorum, "x-single-active-consumer": true}},
 	}
@@ -73,7 +73,7 @@ func TestDeclarationsAndPolicies(t *testing.T) {
 	external.External, external.BrokerMajor = true, 4
 	want = []Declaration{
 		{Name: "pay", Args: map[string]any{"x-queue-type": Quorum, "x-single-active-consumer": true}, Passive: true},
-		{Name: "pay.dlq", Args: map[string]any{"x-queue-type": Quorum}, KeepExisting: true},
+		{Name: "pay.dlq", Args: map[string]any{"x-queue-type": Quorum}, KeepTypeAndLimit: true},
 		{Name: "pay.retry.1s", Args: map[string]any{"x-queue-type": Quorum}},
 	}
 	if diff := cmp.Diff(want, Declarations(external)); diff != "" {

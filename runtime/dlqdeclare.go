@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"errors"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/queue"
+)
+
+// A queue's DLQ may exist before its consumer declares it, and differ from
+// Lily's declaration in two ways that are Lily's own: its type (a DLQ
+// shared by a classic and a quorum queue is of whichever declared it
+// first) and its delivery limit (a quorum DLQ's "no limit" is written by
+// the broker's version, so one declared before an upgrade reads otherwise).
+// Any other argument of its own is the estate's, and loses or refuses the
+// copies whose confirm Lily takes for a handoff: a max-length drops the
+// oldest, a TTL with no dead-letter target drops every copy, reject-publish
+// nacks each. So the DLQ is declared with Lily's arguments, and on the 406
+// that names its type or limit, declared again with the queue's own value
+// of it, until the broker has compared every other argument: RabbitMQ names
+// only the first argument that differs, and may name the type or the limit
+// before a max-length or a TTL.
+
+// yielding bounds the declares of a DLQ: one with Lily's arguments, one
+// more for each of the two it yields on, and one for a race with another
+// declarer.
+const yielding = 4
+
+// deadLetterQueue declares decl, the DLQ. A 406 that names another
+// argument is returned: the DLQ is refused as any owned queue is. One that
+// names the type or the limit with a value this code cannot write back
+// (another RabbitMQ's wording) is taken at its word: the queue is used if a
+// passive declare finds it, though the broker has not compared the rest.
+func (d *declarer) deadLetterQueue(decl queue.Declaration) error {
+	args := maps.Clone(decl.Args)
+	var err error
+	for range yielding {
+		if _, err = d.ch.QueueDeclare(decl.Name, true, false, false, false, args); !isCode(err, amqp.PreconditionFailed) {
+			return err
+		}
+		if err := d.open(); err != nil { // the 406 closed the channel
+			return err
+		}
+		key, current := inequivalent(err)
+		if key != "x-queue-type" && key != "x-delivery-limit" {
+			return err
+		}
+		next, ok := yieldTo(args, key, current)
+		if !ok {
+			break
+		}
+		args = next
+	}
+	if found, checkErr := d.exists(decl.Name); found || checkErr != nil {
+		return checkErr
+	}
+	return err
+}
+
+var (
+	// RabbitMQ's 406 for a declare whose argument differs from the queue's:
+	// "inequivalent arg '<key>' for queue '<name>' in vhost '<vhost>':
+	// received <value> but current is <value>", each value "none", "'5'",
+	// or "the value '5' of type 'long'".
+	inequivalentKey = regexp.MustCompile(`^PRECONDITION_FAILED - inequivalent arg '([^']+)' `)
+	currentValue    = regexp.MustCompile(` but current is (?:(none)|'([^']*)'|the value '([^']*)' of type '([a-z]+)')$`)
+	queueTypeName   = regexp.MustCompile(`^[a-z]+$`)
+)
+
+// current is a queue's value of an argument, as a 406 says it.
+type current struct {
+	read       bool // said in words this code reads
+	none       bool // the queue has no such argument
+	value, typ string
+}
+
+// inequivalent returns the argument the broker's 406 names ("" if it names
+// none) and the queue's current value of it.
+func inequivalent(err error) (key string, cur current) {
+	var ae *amqp.Error
+	if !errors.As(err, &ae) {
+		return "", cur
+	}
+	if m := inequivalentKey.FindStringSubmatch(ae.Reason); m != nil {
+		key = m[1]
+	}
+	if m := currentValue.FindStringSubmatch(ae.Reason); m != nil {
+		cur = current{read: true, none: m[1] != "", value: m[2] + m[3], typ: m[4]}
+	}
+	return key, cur
+}
+
+// yieldTo returns args with key, the DLQ's type or delivery limit, set to
+// cur; false when cur cannot be written back, or is what args hold already.
+func yieldTo(args map[string]any, key string, cur current) (map[string]any, bool) {
+	if !cur.read {
+		return nil, false
+	}
+	next := maps.Clone(args)
+	switch key {
+	case "x-queue-type":
+		if cur.none {
+			cur.value = queue.Classic // RabbitMQ holds no type the same as classic
+		}
+		if !queueTypeName.MatchString(cur.value) || cur.typ != "" && cur.typ != "longstr" {
+			return nil, false
+		}
+		next[key] = cur.value
+		if cur.value != queue.Quorum {
+			delete(next, "x-delivery-limit") // a quorum queue's alone
+		}
+	case "x-delivery-limit":
+		if cur.none {
+			delete(next, key)
+			break
+		}
+		n, err := strconv.ParseInt(cur.value, 10, 64)
+		if err != nil || cur.typ != "" && !slices.Contains(integers, cur.typ) {
+			return nil, false
+		}
+		next[key] = n
+	default:
+		return nil, false
+	}
+	return next, !maps.Equal(next, args)
+}
+
+// integers are the AMQP field types RabbitMQ compares as integers.
+var integers = []string{"byte", "short", "signedint", "long", "unsignedbyte", "unsignedshort", "unsignedint"}
