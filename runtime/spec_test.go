@@ -175,3 +175,39 @@ func TestConsumerOfAPublisherTakesNoURLs(t *testing.T) {
 		t.Errorf("NewConsumer with a Publisher and a TLS of its own: %v", err)
 	}
 }
+
+// An external exchange is only checked, never declared into: a hand-built
+// spec whose binding into one is Lily's own (not External) is refused, as
+// lilygen refuses the schema, and DeclareTopology declares none of it; the
+// same binding marked External, its owner's, and one of Lily's into an
+// owned exchange, are taken.
+func TestNewConsumerRefusesAnOwnedBindingIntoAnExternalExchange(t *testing.T) {
+	routes := ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{})
+	for _, c := range []struct {
+		name     string
+		theirs   bool // the destination exchange is external
+		external bool // the binding is
+		refused  bool
+	}{
+		{"Lily's binding into an external exchange", true, false, true},
+		{"the owner's binding into it", true, true, false},
+		{"Lily's binding into an owned exchange", false, false, false},
+	} {
+		spec := ordersmsg.OrdersQueueSpec()
+		spec.Topology.Exchanges = []topology.Exchange{
+			{Name: "src", Type: topology.Fanout, External: true},
+			{Name: "dest", Type: topology.Fanout, External: c.theirs},
+		}
+		spec.Topology.Bindings = []topology.Binding{{Source: "src", Exchange: "dest", External: c.external}, {Source: "dest"}}
+		_, err := runtime.NewConsumer(spec, routes, runtime.Config{})
+		if refused := err != nil && strings.Contains(err.Error(), "into external exchange dest is Lily's own"); refused != c.refused || !c.refused && err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if c.refused {
+			// Refused before a channel is asked of the connection.
+			if err := runtime.DeclareTopology(nil, spec); err == nil || !strings.Contains(err.Error(), "into external exchange dest is Lily's own") {
+				t.Errorf("%s: DeclareTopology: %v", c.name, err)
+			}
+		}
+	}
+}

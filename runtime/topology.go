@@ -23,8 +23,13 @@ import (
 // queue that does not exist. A DLQ that exists keeps its own type (a DLQ
 // shared by a classic and a quorum queue is of whichever declared it first)
 // and delivery limit (a quorum DLQ's "none" is written by the broker's
-// version); any other argument of its own is refused so.
+// version); any other argument of its own is refused so. Routes NewConsumer
+// would refuse (a binding of Lily's into an external exchange) are refused
+// before anything is declared.
 func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
+	if err := validateRoutes(q.Name, q.Topology); err != nil {
+		return err
+	}
 	d := declarer{conn: conn}
 	if err := d.open(); err != nil {
 		return err
@@ -141,10 +146,12 @@ func destination(queueName string, b topology.Binding) string {
 }
 
 // validateRoutes checks that t's exchanges and bindings can be declared:
-// known exchange types, and bindings between exchanges t names.
+// known exchange types, and bindings between exchanges t names, none of
+// them Lily's own into an external exchange, which Lily only checks.
 func validateRoutes(queueName string, t topology.Queue) error {
 	var errs []error
 	names := map[string]bool{}
+	external := map[string]bool{}
 	for _, x := range t.Exchanges {
 		if x.Name == "" || strings.HasPrefix(x.Name, "amq.") && !x.External {
 			errs = append(errs, fmt.Errorf("queue %s: exchange %q cannot be declared: the default exchange and amq.* belong to the broker", queueName, x.Name))
@@ -153,10 +160,14 @@ func validateRoutes(queueName string, t topology.Queue) error {
 			errs = append(errs, fmt.Errorf("queue %s: exchange %s has unknown type %q", queueName, x.Name, x.Type))
 		}
 		names[x.Name] = true
+		external[x.Name] = x.External
 	}
 	for _, b := range t.Bindings {
 		if !names[b.Source] || b.Exchange != "" && !names[b.Exchange] {
 			errs = append(errs, fmt.Errorf("queue %s: a binding from %q to %s names an exchange the topology does not list", queueName, b.Source, destination(queueName, b)))
+		}
+		if b.Exchange != "" && external[b.Exchange] && !b.External {
+			errs = append(errs, fmt.Errorf("queue %s: the binding from %q into external exchange %s is Lily's own: Lily never declares into another team's exchange (mark the binding External)", queueName, b.Source, b.Exchange))
 		}
 	}
 	return errors.Join(errs...)

@@ -159,6 +159,12 @@ func (p *parser) bindings(n *yaml.Node, f *File, external bool, into *Exchange) 
 			continue
 		}
 		b := Binding{Pos: p.pos(item), Source: name, External: p.ownership(m, external)}
+		if into != nil && into.External && !b.External {
+			// Lily would declare a binding into another team's exchange, which
+			// it otherwise only checks: what it routes there is theirs to say.
+			p.errorf(m["ownership"].v, RuleOwnership, "a binding into exchange %q cannot be owned: the exchange is external, and Lily never declares into another team's exchange", into.Name).
+				Hint = "remove ownership: the binding is its owner's, or make the exchange owned"
+		}
 		for _, key := range p.routingKeys(m, src) {
 			c := b
 			c.RoutingKey = key
