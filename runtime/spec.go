@@ -3,8 +3,11 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/queue"
@@ -102,9 +105,7 @@ func (q QueueSpec) topology(brokerMajor int) queue.Topology {
 func (q QueueSpec) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if q.Name == "" || len(q.Name) > 200 || strings.ContainsFunc(q.Name, isControl) {
-		bad("queue name %q is empty, longer than 200 bytes or holds control characters", q.Name)
-	}
+	errs = append(errs, q.names())
 	t := q.Topology
 	if t.Type != queue.Classic && t.Type != queue.Quorum {
 		bad("queue %s: type %q is neither classic nor quorum", q.Name, t.Type)
@@ -126,9 +127,6 @@ func (q QueueSpec) validate() error {
 	if t.Type != topology.Quorum && t.Arguments["x-overflow"] == "reject-publish" && len(t.RetryDelays) > 0 {
 		bad("queue %s: x-overflow reject-publish on a classic queue with retries drops a retry copy that comes back while the queue is full", q.Name)
 	}
-	if t.DeadLetterQueue == "" || t.DeadLetterQueue == q.Name {
-		bad("queue %s: the DLQ needs its own name", q.Name)
-	}
 	if q.MaxBodyBytes < 1 || q.HandlerTimeout <= 0 {
 		bad("queue %s: body limit and handler timeout must be positive", q.Name)
 	}
@@ -144,14 +142,70 @@ func (q QueueSpec) validate() error {
 	case t.DeliveryLimit < queue.NoDeliveryLimit:
 		bad("queue %s: delivery limit %d is neither -1 (none) nor a count", q.Name, t.DeliveryLimit)
 	}
-	errs = append(errs, validateRoutes(q.Name, t))
 	if q.SettlementBudget != 0 && q.SettlementBudget < q.HandlerTimeout+decide.HandoffReserve {
 		bad("queue %s: settlement budget %s leaves less than %s after the handler timeout for handoff and settlement", q.Name, q.SettlementBudget, decide.HandoffReserve)
 	}
 	return errors.Join(errs...)
 }
 
+// names checks what the spec asks RabbitMQ to name: its queues, exchanges,
+// routing keys and arguments (validateRoutes), so that DeclareTopology can
+// refuse what NewConsumer would.
+func (q QueueSpec) names() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if q.Name == "" || len(q.Name) > 200 || strings.ContainsFunc(q.Name, isControl) {
+		bad("queue name %q is empty, longer than 200 bytes or holds control characters", q.Name)
+	}
+	t := q.Topology
+	switch {
+	case t.DeadLetterQueue == "" || t.DeadLetterQueue == q.Name:
+		bad("queue %s: the DLQ needs its own name", q.Name)
+	case !isName(t.DeadLetterQueue):
+		bad("queue %s: DLQ name %q is longer than 255 bytes or holds control characters", q.Name, t.DeadLetterQueue)
+	case slices.ContainsFunc(t.RetryDelays, func(d time.Duration) bool { return queue.RetryBucket(q.Name, d) == t.DeadLetterQueue }):
+		bad("queue %s: DLQ %s is named as one of the queue's retry buckets: its dead letters would come back into the queue", q.Name, t.DeadLetterQueue)
+	}
+	if k, ok := longKey(t.Arguments); ok {
+		bad("queue %s: argument %q is longer than 255 bytes", q.Name, k)
+	}
+	return errors.Join(append(errs, validateRoutes(q.Name, t))...)
+}
+
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// maxShortstr is the longest AMQP short string: a queue, exchange or table
+// key name, a routing key. amqp091-go refuses a longer one only as it
+// writes the frame, and closes the whole connection for it, with every
+// consumer and publisher on it: so the spec is refused first.
+const maxShortstr = 255
+
+// isName reports whether s can name a queue or exchange: 1 to 255 bytes,
+// no control characters.
+func isName(s string) bool {
+	return s != "" && len(s) <= maxShortstr && !strings.ContainsFunc(s, isControl)
+}
+
+// longKey returns a key of table, or of a table within it, that is longer
+// than a short string.
+func longKey(table map[string]any) (string, bool) {
+	for k, v := range table {
+		if len(k) > maxShortstr {
+			return k, true
+		}
+		var inner map[string]any
+		switch t := v.(type) {
+		case map[string]any:
+			inner = t
+		case amqp.Table:
+			inner = t
+		}
+		if k, long := longKey(inner); long {
+			return k, true
+		}
+	}
+	return "", false
+}
 
 // messagesOf checks spec's messages against its routes and returns each
 // message's inbox policy by wire type: every route's type must be among the

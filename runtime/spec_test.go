@@ -211,3 +211,79 @@ func TestNewConsumerRefusesAnOwnedBindingIntoAnExternalExchange(t *testing.T) {
 		}
 	}
 }
+
+// Every name, routing key and argument key the topology sends is an AMQP
+// short string: amqp091-go refuses one over 255 bytes only as it writes the
+// frame, and closes the whole connection for it, a Publisher's shared with
+// other consumers too. NewConsumer refuses such a spec, and DeclareTopology
+// sends nothing of it; so too a name with control characters, and a DLQ
+// named as one of the queue's own retry buckets. An empty routing key (a
+// fanout's, or a direct exchange's own) and one of 255 bytes are taken.
+func TestNewConsumerRefusesNamesRabbitMQCannotTake(t *testing.T) {
+	routes := ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{})
+	long := strings.Repeat("n", 256)
+	withRoutes := func(q *runtime.QueueSpec, x topology.Exchange, b topology.Binding) {
+		q.Topology.Exchanges = []topology.Exchange{x}
+		q.Topology.Bindings = []topology.Binding{b}
+	}
+	for _, c := range []struct {
+		name  string
+		tweak func(*runtime.QueueSpec)
+		want  string // "" when taken
+	}{
+		{"a DLQ of 256 bytes", func(q *runtime.QueueSpec) { q.Topology.DeadLetterQueue = long }, "DLQ name"},
+		{"a DLQ with a newline", func(q *runtime.QueueSpec) { q.Topology.DeadLetterQueue = "orders\n.dlq" }, "DLQ name"},
+		{"a DLQ named as a retry bucket", func(q *runtime.QueueSpec) {
+			q.Topology.DeadLetterQueue = queue.RetryBucket(q.Name, q.Topology.RetryDelays[0])
+		}, "named as one of the queue's retry buckets"},
+		{"an exchange of 256 bytes", func(q *runtime.QueueSpec) {
+			withRoutes(q, topology.Exchange{Name: long, Type: topology.Fanout, External: true}, topology.Binding{Source: long})
+		}, "exchange name"},
+		{"an exchange with a tab", func(q *runtime.QueueSpec) {
+			withRoutes(q, topology.Exchange{Name: "a\tb", Type: topology.Fanout, External: true}, topology.Binding{Source: "a\tb"})
+		}, "exchange name"},
+		{"an alternate exchange of 256 bytes", func(q *runtime.QueueSpec) {
+			withRoutes(q, topology.Exchange{Name: "x", Type: topology.Fanout, AlternateExchange: long}, topology.Binding{Source: "x"})
+		}, "alternate exchange"},
+		{"a routing key of 256 bytes", func(q *runtime.QueueSpec) {
+			withRoutes(q, topology.Exchange{Name: "x", Type: topology.Direct, External: true}, topology.Binding{Source: "x", RoutingKey: long})
+		}, "routing key"},
+		{"a routing key with an escape", func(q *runtime.QueueSpec) {
+			withRoutes(q, topology.Exchange{Name: "x", Type: topology.Direct, External: true}, topology.Binding{Source: "x", RoutingKey: "a\x1bb"})
+		}, "routing key"},
+		{"a binding argument of 256 bytes", func(q *runtime.QueueSpec) {
+			withRoutes(q, topology.Exchange{Name: "x", Type: topology.Headers, External: true},
+				topology.Binding{Source: "x", Arguments: map[string]any{"x-match": "all", long: "eu"}})
+		}, "has an argument"},
+		{"a queue argument within a table of 256 bytes", func(q *runtime.QueueSpec) {
+			q.Topology.Arguments = map[string]any{"x-max-length": int64(5), "nested": map[string]any{long: 1}}
+		}, "argument"},
+		{"an empty routing key", func(q *runtime.QueueSpec) {
+			withRoutes(q, topology.Exchange{Name: "x", Type: topology.Direct, External: true}, topology.Binding{Source: "x"})
+		}, ""},
+		{"a routing key of 255 bytes", func(q *runtime.QueueSpec) {
+			withRoutes(q, topology.Exchange{Name: "x", Type: topology.Direct, External: true}, topology.Binding{Source: "x", RoutingKey: long[1:]})
+		}, ""},
+	} {
+		spec := ordersmsg.OrdersQueueSpec()
+		if len(spec.Topology.RetryDelays) == 0 {
+			t.Fatal("the orders queue has no retry delays")
+		}
+		c.tweak(&spec)
+		_, err := runtime.NewConsumer(spec, routes, runtime.Config{})
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: NewConsumer: %v; want %q", c.name, err, c.want)
+			continue
+		}
+		// Refused before a channel is asked of the connection.
+		if err := runtime.DeclareTopology(nil, spec); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: DeclareTopology: %v; want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -23,11 +23,12 @@ import (
 // queue that does not exist. A DLQ that exists keeps its own type (a DLQ
 // shared by a classic and a quorum queue is of whichever declared it first)
 // and delivery limit (a quorum DLQ's "none" is written by the broker's
-// version); any other argument of its own is refused so. Routes NewConsumer
-// would refuse (a binding of Lily's into an external exchange) are refused
-// before anything is declared.
+// version); any other argument of its own is refused so. Names and routes
+// NewConsumer would refuse (a name over 255 bytes, which would close conn,
+// a binding of Lily's into an external exchange) are refused before
+// anything is declared.
 func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
-	if err := validateRoutes(q.Name, q.Topology); err != nil {
+	if err := q.names(); err != nil {
 		return err
 	}
 	d := declarer{conn: conn}
@@ -153,8 +154,14 @@ func validateRoutes(queueName string, t topology.Queue) error {
 	names := map[string]bool{}
 	external := map[string]bool{}
 	for _, x := range t.Exchanges {
-		if x.Name == "" || strings.HasPrefix(x.Name, "amq.") && !x.External {
+		switch {
+		case x.Name == "" || strings.HasPrefix(x.Name, "amq.") && !x.External:
 			errs = append(errs, fmt.Errorf("queue %s: exchange %q cannot be declared: the default exchange and amq.* belong to the broker", queueName, x.Name))
+		case !isName(x.Name):
+			errs = append(errs, fmt.Errorf("queue %s: exchange name %q is longer than 255 bytes or holds control characters", queueName, x.Name))
+		}
+		if x.AlternateExchange != "" && !isName(x.AlternateExchange) {
+			errs = append(errs, fmt.Errorf("queue %s: exchange %s: alternate exchange %q is longer than 255 bytes or holds control characters", queueName, x.Name, x.AlternateExchange))
 		}
 		if !slices.Contains([]string{topology.Direct, topology.Topic, topology.Fanout, topology.Headers}, x.Type) {
 			errs = append(errs, fmt.Errorf("queue %s: exchange %s has unknown type %q", queueName, x.Name, x.Type))
@@ -165,6 +172,14 @@ func validateRoutes(queueName string, t topology.Queue) error {
 	for _, b := range t.Bindings {
 		if !names[b.Source] || b.Exchange != "" && !names[b.Exchange] {
 			errs = append(errs, fmt.Errorf("queue %s: a binding from %q to %s names an exchange the topology does not list", queueName, b.Source, destination(queueName, b)))
+		}
+		// The empty key is a fanout's or a headers binding's, and a direct
+		// or topic exchange's own key like any other.
+		if len(b.RoutingKey) > maxShortstr || strings.ContainsFunc(b.RoutingKey, isControl) {
+			errs = append(errs, fmt.Errorf("queue %s: a binding from %q has a routing key %q longer than 255 bytes or holding control characters", queueName, b.Source, b.RoutingKey))
+		}
+		if k, ok := longKey(b.Arguments); ok {
+			errs = append(errs, fmt.Errorf("queue %s: a binding from %q has an argument %q longer than 255 bytes", queueName, b.Source, k))
 		}
 		if b.Exchange != "" && external[b.Exchange] && !b.External {
 			errs = append(errs, fmt.Errorf("queue %s: the binding from %q into external exchange %s is Lily's own: Lily never declares into another team's exchange (mark the binding External)", queueName, b.Source, b.Exchange))

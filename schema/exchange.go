@@ -234,6 +234,9 @@ func (p *parser) routingKey(n *yaml.Node, src *Exchange) (string, bool) {
 	switch {
 	case len(s) > maxRoutingKeyLength:
 		p.errorf(n, RuleExchange, "routing key %q is %d bytes: RabbitMQ allows %d", shorten(s), len(s), maxRoutingKeyLength)
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		// As in an exchange's name; and the runtime refuses it so.
+		p.errorf(n, RuleExchange, "routing key %q holds control characters", s)
 	case src.Type == Topic && !validPattern(s):
 		p.errorf(n, RuleExchange, "topic pattern %q has a word mixing * or # with other characters", s).
 			Hint = "words are separated by dots; * matches one word and # zero or more, each as a whole word"
@@ -278,6 +281,10 @@ func (p *parser) headersMatch(item *yaml.Node, m map[string]entry, b *Binding) {
 			v := h[k]
 			if strings.HasPrefix(k, "x-") {
 				p.errorf(e.v, RuleExchange, "header %q: RabbitMQ does not match headers that start with x-", k)
+			}
+			if len(k) > maxRoutingKeyLength {
+				// A binding's argument names are AMQP short strings, as routing keys are.
+				p.errorf(e.v, RuleExchange, "header %q is %d bytes: RabbitMQ allows %d", shorten(k), len(k), maxRoutingKeyLength)
 			}
 			if _, ok := v.(time.Time); ok {
 				p.errorf(e.v, RuleExchange, "header %q: match a string, number or bool, not a timestamp", k)

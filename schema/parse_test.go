@@ -431,6 +431,20 @@ func TestQueueNamesRabbitMQRefuses(t *testing.T) {
 	wantErrors(t, src, want)
 }
 
+// A binding's routing key is refused with control characters, as an
+// exchange's name is: the runtime refuses a spec that holds one.
+func TestRoutingKeyWithControlCharacters(t *testing.T) {
+	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\nexchanges: {d: {type: direct}}\nqueues:\n  q:\n    consumes: [{message: A}]\n    bindings: [{exchange: d, routing_key: \"a\\tb\"}]\n"
+	wantErrors(t, src, []string{`8:43: routing key "a\tb" holds control characters [BAD-EXCHANGE]`})
+}
+
+// A headers binding's header names are AMQP short strings: one over 255
+// bytes would close the runtime's connection, and is refused.
+func TestBindingHeaderNameTooLong(t *testing.T) {
+	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\nexchanges: {h: {type: headers}}\nqueues:\n  q:\n    consumes: [{message: A}]\n    bindings: [{exchange: h, headers: {" + strings.Repeat("h", 256) + ": eu}}]\n"
+	wantErrors(t, src, []string{`8:39: header "hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh..." is 256 bytes: RabbitMQ allows 255 [BAD-EXCHANGE]`})
+}
+
 // Generated names beyond types and functions clash too: a pattern's
 // variable, the payload's Headers field.
 func TestParseGeneratedNameClashes(t *testing.T) {
