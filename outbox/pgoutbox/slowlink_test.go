@@ -229,18 +229,7 @@ func TestALookCutShortLeasesNothing(t *testing.T) {
 	}
 
 	link.resume()
-	e.eventually("every row published", func() bool { return len(e.rows()) == 0 })
-	rep := stop()
-	if c := counts(rep); c["published"] != 11 || len(c) != 1 {
-		t.Errorf("report counts %v", rep.Counts)
-	}
-	want := map[string]int{"first": 1}
-	for _, id := range written {
-		want[id] = 1
-	}
-	if got := ids(e.take(q)); !cmp.Equal(got, want) {
-		t.Errorf("queue %s holds %v, want %v", q, got, want)
-	}
+	e.publishedOnce(stop, q, written)
 }
 
 // A look whose commit's answer is lost (the link holds it past the
@@ -262,17 +251,24 @@ func TestALookWhoseCommitIsLostReleasesItsRows(t *testing.T) {
 	msgs, written := messages(q, "m-", 10)
 	e.write(msgs...)
 	e.eventually("a look's commit lost", func() bool { return strings.Contains(log.String(), "step=lease") })
+	e.publishedOnce(stop, q, written)
+}
+
+// publishedOnce waits for every row to go, stops the relay, and checks that
+// its report and q hold the first row and written, each once.
+func (e *env) publishedOnce(stop func() *runtime.Report, q string, written []string) {
+	e.t.Helper()
 	e.eventually("every row published", func() bool { return len(e.rows()) == 0 })
 	rep := stop()
-	if c := counts(rep); c["published"] != 11 || len(c) != 1 {
-		t.Errorf("report counts %v", rep.Counts)
+	if c := counts(rep); c["published"] != len(written)+1 || len(c) != 1 {
+		e.t.Errorf("report counts %v", rep.Counts)
 	}
 	want := map[string]int{"first": 1}
 	for _, id := range written {
 		want[id] = 1
 	}
 	if got := ids(e.take(q)); !cmp.Equal(got, want) {
-		t.Errorf("queue %s holds %v, want %v", q, got, want)
+		e.t.Errorf("queue %s holds %v, want %v", q, got, want)
 	}
 }
 
