@@ -210,12 +210,7 @@ func keyed(m runtime.Message, k string) runtime.Message {
 func TestALookCutShortLeasesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	q := e.queue("q", nil)
-	link := e.slowLink(0)
-	var log logBuffer
-	_, stop := e.relayOn(link.pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 20 * time.Millisecond, Lease: 10 * time.Minute, Logger: e.loggerTo(&log)})
-	e.write(message(q, "first")) // the relay's connections open for it
-	e.eventually("the first row published", func() bool { return len(e.rows()) == 0 })
+	q, link, log, stop := e.relayBehindALink()
 
 	link.stallAt(true, `"m-0"`) // at the answer of the look that leases the rows
 	msgs, written := messages(q, "m-", 10)
@@ -238,12 +233,7 @@ func TestALookCutShortLeasesNothing(t *testing.T) {
 func TestALookWhoseCommitIsLostReleasesItsRows(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	q := e.queue("q", nil)
-	link := e.slowLink(0)
-	var log logBuffer
-	_, stop := e.relayOn(link.pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 20 * time.Millisecond, Lease: 10 * time.Minute, Logger: e.loggerTo(&log)})
-	e.write(message(q, "first"))
-	e.eventually("the first row published", func() bool { return len(e.rows()) == 0 })
+	q, link, log, stop := e.relayBehindALink()
 
 	// The commit of the look that leases the rows, until the relay gives
 	// up that connection.
@@ -252,6 +242,20 @@ func TestALookWhoseCommitIsLostReleasesItsRows(t *testing.T) {
 	e.write(msgs...)
 	e.eventually("a look's commit lost", func() bool { return strings.Contains(log.String(), "step=lease") })
 	e.publishedOnce(stop, q, written)
+}
+
+// relayBehindALink starts a relay whose connections to PostgreSQL go
+// through a link of the test's own, leasing for 10 minutes, and waits for
+// its first row to go, so that its connections are open. It returns the
+// relay's queue, the link, the relay's log and its stop.
+func (e *env) relayBehindALink() (q string, link *slowLink, log *logBuffer, stop func() *runtime.Report) {
+	q = e.queue("q", nil)
+	link = e.slowLink(0)
+	log = &logBuffer{}
+	_, stop = e.relayOn(link.pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 20 * time.Millisecond, Lease: 10 * time.Minute, Logger: e.loggerTo(log)})
+	e.write(message(q, "first"))
+	e.eventually("the first row published", func() bool { return len(e.rows()) == 0 })
+	return q, link, log, stop
 }
 
 // publishedOnce waits for every row to go, stops the relay, and checks that
