@@ -289,6 +289,9 @@ func TestBrokerObserveComesBeforeSlowTelemetryEnds(t *testing.T) {
 	if ready, unacked := queueCounts(t, q.Topology.DeadLetterQueue); ready != 1 || unacked != 0 {
 		t.Errorf("DLQ holds %d ready, %d unacked; want the one copy", ready, unacked)
 	}
+	if ready, unacked := queueCounts(t, q.Name); ready != 0 || unacked != 0 {
+		t.Errorf("queue holds %d ready, %d unacked; want the original settled", ready, unacked)
+	}
 }
 
 // A hook slow to end a handoff's publish is told once the original is
