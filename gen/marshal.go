@@ -92,22 +92,23 @@ func holdsTime(f *schema.Field, inner func(*schema.Field) bool) bool {
 }
 
 // marshalChecked reports whether a value of f holds something encoding/json
-// would send other than it is: a string (a map's keys are strings), which
-// it would send with U+FFFD for each byte that is not UTF-8, or a time, whose
-// zone offset RFC 3339 writes in minutes, dropping any seconds (the local
-// mean time of old zone data, +00:19:32), and so the instant with them.
+// would send other than it is: a string or an enum (a map's keys are
+// strings), which it would send with U+FFFD for each byte that is not UTF-8,
+// or a time, whose zone offset RFC 3339 writes in minutes, dropping any
+// seconds (the local mean time of old zone data, +00:19:32), and so the
+// instant with them. An enum is checked too, though the extractor refuses
+// what is not one of its values: a value may hold U+FFFD, which a Go value
+// with a byte that is not UTF-8 in its place would be sent as.
 // inner answers of f's fields and items.
 func marshalChecked(f *schema.Field, inner func(*schema.Field) bool) bool {
 	switch f.Type {
-	case schema.String, schema.Map, schema.Time:
+	case schema.String, schema.Enum, schema.Map, schema.Time:
 		return true
 	case schema.List:
 		return inner(f.Items)
 	case schema.Object:
 		return slices.ContainsFunc(f.Fields, inner)
 	}
-	// An enum's value that is not UTF-8 is not one of its values either,
-	// whatever encoding/json makes of it: the extractor refuses it.
 	return false
 }
 
@@ -159,8 +160,11 @@ func (s *scope) marshalField(c marshalChecks, f *schema.Field, p jsonPath) []jen
 	if !f.Pointer() {
 		return s.marshalValue(c, f, v, p)
 	}
-	if f.Type == schema.String {
+	switch f.Type {
+	case schema.String:
 		return []jen.Code{jen.If(v().Op("!=").Nil().Op("&&").Op("!").Qual("unicode/utf8", "ValidString").Call(jen.Op("*").Add(v()))).Block(jen.Return(p.problem(notUTF8)))}
+	case schema.Enum:
+		return []jen.Code{jen.If(v().Op("!=").Nil().Op("&&").Op("!").Qual("unicode/utf8", "ValidString").Call(jen.String().Call(jen.Op("*").Add(v())))).Block(jen.Return(p.problem(notUTF8)))}
 	}
 	// A pointer has its value's methods.
 	checks := s.block().marshalValue(c, f, v, p)
@@ -178,6 +182,8 @@ func (s *scope) marshalValue(c marshalChecks, f *schema.Field, v func() *jen.Sta
 	switch f.Type {
 	case schema.String:
 		return []jen.Code{jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(v())).Block(jen.Return(p.problem(notUTF8)))}
+	case schema.Enum:
+		return []jen.Code{jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(jen.String().Call(v()))).Block(jen.Return(p.problem(notUTF8)))}
 	case schema.Time:
 		offset := s.block().name("offset")
 		return []jen.Code{jen.If(jen.List(jen.Id("_"), jen.Id(offset)).Op(":=").Add(v()).Dot("Zone").Call(), jen.Id(offset).Op("%").Lit(60).Op("!=").Lit(0)).Block(

@@ -586,6 +586,9 @@ func (out *OrderPlacedV2) checkMarshal() error {
 	if _, offset := out.PlacedAt.Zone(); offset%60 != 0 {
 		return &wire.FieldError{Path: "placed_at", Problem: "zone offset not in whole minutes"}
 	}
+	if !utf8.ValidString(string(out.Channel)) {
+		return &wire.FieldError{Path: "channel", Problem: "not UTF-8"}
+	}
 	return nil
 }
 
