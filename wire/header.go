@@ -134,8 +134,9 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // asInt64 accepts every integer type a field table can hold: amqp091 decodes
 // b/B/s/u/I/i/l to int8, uint8, int16, uint16, int32, uint32 and int64, and
-// tables built in process may hold int, uint or uint64 (clamped, so still out
-// of range).
+// tables built in process may hold int, uint or uint64. One of those above
+// math.MaxInt64 is refused, not clamped: clamped, an unbounded header would
+// read another value than was sent.
 func asInt64(v any) (int64, bool) {
 	switch n := v.(type) {
 	case int8:
@@ -155,9 +156,12 @@ func asInt64(v any) (int64, bool) {
 	case int:
 		return int64(n), true
 	case uint:
-		return int64(min(uint64(n), math.MaxInt64)), true
+		return asInt64(uint64(n))
 	case uint64:
-		return int64(min(n, math.MaxInt64)), true
+		if n > math.MaxInt64 {
+			return 0, false
+		}
+		return int64(n), true
 	}
 	return 0, false
 }

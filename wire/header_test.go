@@ -22,6 +22,29 @@ func TestHeaderNumberIsFinite(t *testing.T) {
 	}
 }
 
+// A table built in process may hold a uint or uint64 beyond int64: it is
+// refused, not read as math.MaxInt64, which an unbounded header would take.
+func TestHeaderIntBeyondInt64(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want int64
+		ok   bool
+	}{
+		{uint64(math.MaxInt64), math.MaxInt64, true},
+		{uint(math.MaxInt64), math.MaxInt64, true},
+		{uint64(math.MaxInt64 + 1), 0, false},
+		{uint64(math.MaxUint64), 0, false},
+		{uint(math.MaxUint64), 0, false},
+	} {
+		if n, ok := HeaderInt(c.v); n != c.want || ok != c.ok {
+			t.Errorf("HeaderInt(%T %v) = %d, %v, want %d, %v", c.v, c.v, n, ok, c.want, c.ok)
+		}
+		if _, ok := HeaderNumber(c.v); ok != c.ok {
+			t.Errorf("HeaderNumber(%T %v) ok = %v, want %v", c.v, c.v, ok, c.ok)
+		}
+	}
+}
+
 func TestParseTimeIsStrictRFC3339(t *testing.T) {
 	for s, want := range map[string]bool{
 		"2026-12-02T10:00:00Z":         true,

@@ -52,6 +52,11 @@ func HeaderText(v any) string {
 		return x
 	case bool:
 		return strconv.FormatBool(x)
+	case uint:
+		// Beyond int64, which asInt64 refuses, but a key all the same.
+		return strconv.FormatUint(uint64(x), 10)
+	case uint64:
+		return strconv.FormatUint(x, 10)
 	}
 	if n, ok := asInt64(v); ok {
 		return strconv.FormatInt(n, 10)

@@ -1,6 +1,9 @@
 package wire
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestMemberText(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
@@ -29,6 +32,7 @@ func TestHeaderText(t *testing.T) {
 		want string
 	}{
 		{"acct", "acct"}, {int64(-7), "-7"}, {int32(7), "7"}, {uint8(7), "7"}, {true, "true"},
+		{uint64(math.MaxUint64), "18446744073709551615"}, {uint(math.MaxInt64 + 1), "9223372036854775808"},
 		{1.5, ""}, {nil, ""}, {map[string]any{"a": 1}, ""},
 	} {
 		if got := HeaderText(tc.v); got != tc.want {

@@ -370,7 +370,7 @@ func TestGuard(t *testing.T) {
 			mutate: func(d *amqp.Delivery) { d.Headers[HeaderVersion] = uint32(1_000_001) }},
 		{name: "version int64 max", want: Poison, reason: "header x-lily-version 9223372036854775807 out of range",
 			mutate: func(d *amqp.Delivery) { d.Headers[HeaderVersion] = int64(math.MaxInt64) }},
-		{name: "version uint64 max", want: Poison, reason: "out of range",
+		{name: "version uint64 max", want: Poison, reason: "header x-lily-version not an integer",
 			mutate: func(d *amqp.Delivery) { d.Headers[HeaderVersion] = uint64(math.MaxUint64) }},
 		{name: "version 1,000,000", want: Passed,
 			mutate: func(d *amqp.Delivery) { d.Headers[HeaderVersion] = int64(1_000_000) },
