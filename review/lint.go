@@ -25,6 +25,7 @@ func Lint(f *schema.File, today time.Time) []Finding {
 	add := func(r rules.Rule, subject string, at schema.Pos, msg, fix string) {
 		out = append(out, Finding{Rule: r.ID, Category: r.Category, File: at.File, Line: at.Line, Column: at.Column, Subject: subject, Message: msg, Migration: fix})
 	}
+	sizes := bodySizes{named: map[string]size{}}
 	for _, q := range f.Queues {
 		names := []string{q.Name}
 		// A default DLQ name follows the queue's, and its finding.
@@ -64,6 +65,14 @@ func Lint(f *schema.File, today time.Time) []Finding {
 					add(rules.LintVersionUnreachable, q.Name, c.Pos,
 						fmt.Sprintf("queue %q reads %s in envelope %s, whose messages are all version %d: its handler for version %d is never called", q.Name, c.Message.Name, c.Envelope.Name, fixed, v.Number),
 						fmt.Sprintf("consume only version %d here (versions: [%d])", fixed, fixed))
+				}
+				// An unbounded body is LINT-STRING-UNBOUNDED's and
+				// LINT-LIST-UNBOUNDED's to name (a map's keys, which
+				// nothing bounds, aside).
+				if b := sizes.body(v); b.bounded && b.n > int64(q.MaxBodyBytes) {
+					add(rules.LintBodyOverLimit, fmt.Sprintf("%s/%s.v%d", q.Name, c.Message.Name, v.Number), c.Pos,
+						fmt.Sprintf("queue %q reads %s version %d, whose body at the schema's bounds is up to %d bytes as a generated producer marshals it, over the queue's max_body_bytes %d: a producer's round trip accepts such a body, and the queue dead-letters it unread", q.Name, c.Message.Name, v.Number, b.n, q.MaxBodyBytes),
+						fmt.Sprintf("raise max_body_bytes to %d, or lower the version's max_length and max_items", b.n))
 				}
 			}
 		}

@@ -287,6 +287,9 @@ var ruleCases = []ruleCase{
 	{rule: rules.LintVersionUnreachable,
 		new:     []string{"messages:", "envelopes:\n  legacy: {kind: headers, type: {header: kind}, version: {fixed: 2}}\nmessages:", "  orders:\n", "  orders:\n    envelope: legacy\n"},
 		subject: "orders", message: `queue "orders" reads OrderPlaced in envelope legacy, whose messages are all version 2: its handler for version 1 is never called`},
+	{rule: rules.LintBodyOverLimit,
+		new:     []string{"max_body_bytes: 65536", "max_body_bytes: 1024"},
+		subject: "orders/OrderPlaced.v1", message: `queue "orders" reads OrderPlaced version 1, whose body at the schema's bounds is up to 4427 bytes as a generated producer marshals it, over the queue's max_body_bytes 1024: a producer's round trip accepts such a body, and the queue dead-letters it unread`},
 }
 
 // TestRuleCasesCoverEveryRule requires a case of ruleCases for every rule,

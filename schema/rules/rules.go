@@ -129,6 +129,10 @@ var (
 	// LintBudgetShort: the schema takes any budget from the handler
 	// timeout up; the runtime wants room for the steps around the call.
 	LintBudgetShort = Rule{"LINT-BUDGET-SHORT", Lint, "a `settlement_budget` below the handler timeout, four step timeouts and 2s (the handler timeout + 22s at the default `Config.StepTimeout`; a step more with a `Config.Scope`), which `NewConsumer` refuses"}
+	// LintBodyOverLimit: a producer's round trip through the extractor
+	// checks the schema's bounds, not a consuming queue's body limit,
+	// which the guard applies before any extractor.
+	LintBodyOverLimit = Rule{"LINT-BODY-OVER-LIMIT", Lint, "a queue consumes a version whose body at the schema's bounds, as a generated producer marshals it (6 bytes a string character, base64 for bytes, every list full, every optional field present), can exceed its `max_body_bytes`, which dead-letters it unread; a version with an unbounded string, bytes, list or any map has no such bound and is not reported"}
 )
 
 // All lists every rule: the breaking ones by category, in the order reports
@@ -145,7 +149,7 @@ var All = []Rule{
 	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged,
 	BindingRemoved, RoutingKeyNarrowed, AlternateDiverted, PublishChanged,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
-	LintSingleActiveConcurrency, LintUnorderedRetry, LintBudgetShort, LintTypeUnused, LintVersionUnreachable,
+	LintSingleActiveConcurrency, LintUnorderedRetry, LintBudgetShort, LintTypeUnused, LintVersionUnreachable, LintBodyOverLimit,
 }
 
 // Lookup returns the rule of id.
