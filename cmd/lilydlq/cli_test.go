@@ -9,6 +9,7 @@ import (
 
 // TestUsage: bad arguments exit 2 before any broker is asked, and say why.
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -45,6 +46,7 @@ func TestUsage(t *testing.T) {
 
 // TestHelp: -h and help print to stdout and exit 0.
 func TestHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"-h"}, {"help"}, {"help", "redrive"}, {"redrive", "-h"}} {
 		var out, errs bytes.Buffer
 		if code := run(context.Background(), args, &out, &errs); code != exitOK || out.Len() == 0 || errs.Len() != 0 {
@@ -56,6 +58,7 @@ func TestHelp(t *testing.T) {
 // TestWindowDefault: -window is small by default, and its help says what it
 // costs: a window of the largest bodies.
 func TestWindowDefault(t *testing.T) {
+	t.Parallel()
 	var out, errs bytes.Buffer
 	if code := run(context.Background(), []string{"list", "-h"}, &out, &errs); code != exitOK {
 		t.Fatalf("list -h: exit %d", code)
@@ -67,6 +70,7 @@ func TestWindowDefault(t *testing.T) {
 
 // TestNoBroker: a broker that cannot be reached is a failure, exit 1.
 func TestNoBroker(t *testing.T) {
+	t.Parallel()
 	var out, errs bytes.Buffer
 	if code := run(context.Background(), []string{"list", "q", "-url", "amqp://guest:guest@127.0.0.1:1/"}, &out, &errs); code != exitFailure || !strings.Contains(errs.String(), "connect to the broker") {
 		t.Errorf("exit %d, stderr %q", code, errs.String())

@@ -49,6 +49,7 @@ func exportCase(at time.Time) (first, second amqp.Publishing) {
 // TestExportRoundTrip: export writes one JSON object per copy, in order,
 // from which each copy's properties, typed headers and body come back.
 func TestExportRoundTrip(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	at := time.Date(2024, 5, 1, 12, 30, 0, 0, time.UTC)
@@ -168,6 +169,7 @@ func TestExportRoundTrip(t *testing.T) {
 // run of redrive -all say so and exit 1; redrive -all refuses to begin (it
 // runs alone); nothing is lost.
 func TestReadBesideAnotherConsumerIsNotWhole(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	b.publish(dlq, lilyCopy("held", "t", "permanent failure", "permanent", src, 1, time.Now()),
@@ -206,6 +208,7 @@ func TestReadBesideAnotherConsumerIsNotWhole(t *testing.T) {
 // when it began says so and exits 1: here a copy expired behind the head
 // (counted ready, never delivered), and an export cancelled at once.
 func TestExportIncomplete(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	expiring := lilyCopy("expiring", "t", "permanent failure", "permanent", "src", 1, time.Now())

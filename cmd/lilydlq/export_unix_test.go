@@ -15,6 +15,7 @@ import (
 // substitution) as it is, a symbolic link to its target (also one that
 // does not exist yet), and a file it replaces keeps its mode.
 func TestExportWritesThroughWhatItIsGiven(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, lilyCopy("one", "t", "permanent failure", "permanent", "src", 1, time.Now()))

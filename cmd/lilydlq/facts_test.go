@@ -16,6 +16,7 @@ import (
 // limit), Lily's handoff after the retry bucket's expiry, and Lily's on a tie
 // or when its facts carry no time.
 func TestFactsTheNewerFailure(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	lily := func(at time.Time) amqp.Table {
 		h := amqp.Table{
@@ -71,6 +72,7 @@ func TestFactsTheNewerFailure(t *testing.T) {
 // facts on a copy the broker dead-lettered (here after a TTL), x-death on
 // one Lily moved. An expiry from a retry bucket of the named queue agrees.
 func TestFactsConflictingSources(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	copyOf := func(named, died, reason string, at time.Time) amqp.Table {
 		return amqp.Table{
@@ -113,6 +115,7 @@ func TestFactsConflictingSources(t *testing.T) {
 // TestFactsQuarantined: a copy the filter quarantined says so, and why, and
 // has no source: its headers are the filter's marker alone.
 func TestFactsQuarantined(t *testing.T) {
+	t.Parallel()
 	d := &amqp.Delivery{MessageId: "m", Type: "t", Headers: amqp.Table{"x-lily-quarantined": "header tables or arrays nested deeper than 32"}}
 	f := factsOf(d, "header tables or arrays nested deeper than 32")
 	if f.Kind != kindQuarantined || f.Reason != "quarantined: header tables or arrays nested deeper than 32" || f.Quarantined == "" || f.Source != "" || f.ID != "m" || f.Type != "t" {

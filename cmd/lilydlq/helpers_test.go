@@ -18,6 +18,10 @@ import (
 	_ "github.com/lily-mq/lily/internal/update"
 )
 
+// The tests run in parallel (t.Parallel): each reads and moves only queues
+// of its own (broker.queue). TestUsageHidesTheURL, which sets the
+// environment, runs alone, before them.
+
 // deadline bounds every wait of these tests for a condition on the broker.
 const deadline = 60 * time.Second
 

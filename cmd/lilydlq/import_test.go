@@ -22,6 +22,7 @@ import (
 // the two exports are the same, but for what import says it leaves behind
 // (x-lily-handoff-id, which the publisher writes anew, and CC).
 func TestImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, other := b.queue("dlq", nil), b.queue("other", nil)
 	at := time.Date(2024, 5, 1, 12, 30, 0, 0, time.UTC)
@@ -85,6 +86,7 @@ func TestImportRoundTrip(t *testing.T) {
 // stops at the first line the broker does not take and says where it
 // stands; -skip goes on from there.
 func TestImportStops(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	var msgs []amqp.Publishing
@@ -141,6 +143,7 @@ func TestImportStops(t *testing.T) {
 // ends the import, which says the line may be in the queue and how to go on
 // either way.
 func TestImportUnconfirmed(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, lilyCopy("u-1", "t", "permanent failure", "permanent", "src", 1, time.Now()), lilyCopy("u-2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
@@ -168,6 +171,7 @@ func TestImportUnconfirmed(t *testing.T) {
 
 // TestImportUsage: -to is required, and import names a file.
 func TestImportUsage(t *testing.T) {
+	t.Parallel()
 	for want, args := range map[string][]string{
 		"-to is required":                                  {"import", "f.jsonl"},
 		"name one file":                                    {"import", "-to", "q"},

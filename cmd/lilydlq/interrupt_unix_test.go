@@ -38,6 +38,7 @@ func TestInterruptHelper(t *testing.T) {
 // stop at once; the second ends the process, by the signal, though its work
 // still holds on.
 func TestSecondInterruptStopsAtOnce(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), interruptHelper+"=1")
 	out, err := cmd.StdoutPipe()

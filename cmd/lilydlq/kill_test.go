@@ -17,6 +17,7 @@ import (
 // neither. The command is built and run as its own process, and killed when
 // the source holds some of the copies but not all.
 func TestRedriveKilledLosesNothing(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	bin := filepath.Join(t.TempDir(), "lilydlq")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

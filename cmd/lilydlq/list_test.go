@@ -14,6 +14,7 @@ import (
 // TestListGroupsByReason: list counts the copies of each reason, shows the
 // facts of each, and prints hostile strings only sanitized.
 func TestListGroupsByReason(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	at := time.Now().Add(-time.Hour)
@@ -81,6 +82,7 @@ func TestListGroupsByReason(t *testing.T) {
 // a quorum DLQ through up to 32, where each read adds one to each copy's
 // x-delivery-count.
 func TestListLeavesTheDLQAsItWas(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, kind string
 		copies     int
@@ -154,6 +156,7 @@ func TestListLeavesTheDLQAsItWas(t *testing.T) {
 // gets every copy back, but not in its order (measured on 3.10.8; the test
 // asserts the copies, and logs the order).
 func TestListQuorumManyWindowsKeepsEveryCopy(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"})
 	var want []string

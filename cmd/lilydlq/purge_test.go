@@ -12,6 +12,7 @@ import (
 // TestPurge: purge refuses without the queue's name as confirmation, and
 // without being told which copies; with -all it deletes every ready copy.
 func TestPurge(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, lilyCopy("p1", "t", "permanent failure", "permanent", "src", 1, time.Now()), lilyCopy("p2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
@@ -51,6 +52,7 @@ func TestPurge(t *testing.T) {
 // TestPurgeExpect: with -expect N purge deletes nothing unless the DLQ holds
 // exactly N ready copies: an export's count, checked.
 func TestPurgeExpect(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, lilyCopy("p1", "t", "permanent failure", "permanent", "src", 1, time.Now()), lilyCopy("p2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
@@ -86,6 +88,7 @@ func TestPurgeExpect(t *testing.T) {
 // arrives after the list. purge -expect with the count the list showed
 // deletes nothing.
 func TestPurgeExpectAfterList(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, lilyCopy("poison-1", "t", "poison envelope: message_id not printable ASCII", "poison", "src", 1, time.Now()))
@@ -106,6 +109,7 @@ func TestPurgeExpectAfterList(t *testing.T) {
 // poison message among them), and hands every other back in its order; an
 // id no copy carries is reported, exit 1.
 func TestPurgeIDs(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	poisoned := lilyCopy("poison-1", "t", "poison envelope: message_id not printable ASCII", "poison", "src", 1, time.Now())

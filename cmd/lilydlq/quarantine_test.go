@@ -55,6 +55,7 @@ func (b *broker) refusedByTheClient(p amqp.Publishing) {
 // file); redrive moves the copies around it, and leaves it in the DLQ,
 // reported, with exit 1.
 func TestQuarantinedCopy(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	b.refusedByTheClient(deepCopy("probe", src))
@@ -135,6 +136,7 @@ func TestQuarantinedCopy(t *testing.T) {
 // export says it is incomplete (do not purge), and redrive leaves it in the
 // DLQ; the copy beside it moves.
 func TestRepeatedHeaderName(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src, probe := b.queue("dlq", nil), b.queue("src", nil), b.queue("probe", nil)
 	twice := lilyCopy("dup-1", "t", "permanent failure", "permanent", src, 1, time.Now())
@@ -226,6 +228,7 @@ func (c rewriting) Write(p []byte) (int, error) {
 // TestQuarantinedCopyOverTLS: under amqps the filter reads beneath TLS, so
 // it sees frames and quarantines as it does in the clear.
 func TestQuarantinedCopyOverTLS(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, deepCopy("deep-1", "src"), lilyCopy("plain", "t", "permanent failure", "permanent", "src", 1, time.Now()))

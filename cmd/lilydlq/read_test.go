@@ -18,6 +18,7 @@ import (
 // finds every copy ready and no consumer (without the wait, 21 of 30 found
 // one here), and the copies in their order.
 func TestReadEndsOnceItsCopiesAreBack(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"})
 	const copies = 10
@@ -53,6 +54,7 @@ func TestReadEndsOnceItsCopiesAreBack(t *testing.T) {
 // during a read still counts after it; the read waits for it -wait at most,
 // and its note says so.
 func TestReadSaysWhenConsumersLinger(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"})
 	b.publish(dlq, amqp.Publishing{MessageId: "a"}, amqp.Publishing{MessageId: "b"})

@@ -45,6 +45,7 @@ func newDLQCase(t *testing.T) *dlqCase {
 // TestRedriveSelections: each selection moves exactly its copies, each to
 // its own source queue, and leaves the others in the DLQ in their order.
 func TestRedriveSelections(t *testing.T) {
+	t.Parallel()
 	all := []string{"a1", "a2", "b1", "b2", "c1", "c2"}
 	source := map[string]string{"a1": "orders", "a2": "orders", "c1": "orders", "b1": "payments", "b2": "payments", "c2": "payments"}
 	for _, c := range []struct {
@@ -101,6 +102,7 @@ func TestRedriveSelections(t *testing.T) {
 // at attempt 1 (or keeps its attempt with -keep-attempt), and says it was
 // re-driven, from which DLQ, how often.
 func TestRedriveRewritesHeaders(t *testing.T) {
+	t.Parallel()
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("keep-attempt %t", keep), func(t *testing.T) {
 			b := newBroker(t)
@@ -160,6 +162,7 @@ func TestRedriveRewritesHeaders(t *testing.T) {
 // returned by the broker and stays in the DLQ; the others move; the exit
 // code says not everything moved.
 func TestRedriveToAMissingQueue(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	gone := src + ".gone"
@@ -185,6 +188,7 @@ func TestRedriveToAMissingQueue(t *testing.T) {
 
 // TestRedriveDryRun: a dry run prints what would move and moves nothing.
 func TestRedriveDryRun(t *testing.T) {
+	t.Parallel()
 	dc := newDLQCase(t)
 	r := dc.b.lilydlq("redrive", dc.dlq, "-reason-contains", "card declined", "-dry-run")
 	if r.code != exitOK {
@@ -207,6 +211,7 @@ func TestRedriveDryRun(t *testing.T) {
 // once: moving n copies takes at least (n-1)/N s. Only that lower bound is
 // asserted (a slow machine only adds to it), and where every copy went.
 func TestRedriveRate(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	const copies, rate = 12, 20
@@ -232,6 +237,7 @@ func TestRedriveRate(t *testing.T) {
 // reject-publish: the broker NACKs the publish) stays in the DLQ, not ACKed;
 // the source keeps what it held; the exit code is 1.
 func TestRedriveNacked(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	full := b.queue("full", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
@@ -279,6 +285,7 @@ func TestRedriveNacked(t *testing.T) {
 // DLQ, not ACKed; the connections cut there, it stays in both, never in
 // neither.
 func TestRedriveAcksOnlyAfterTheConfirm(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	b.publish(dlq, lilyCopy("held", "t", "permanent failure", "permanent", src, 1, time.Now()))
@@ -325,6 +332,7 @@ func TestRedriveAcksOnlyAfterTheConfirm(t *testing.T) {
 // -step the copy moves; with -step 1s the run ends unconfirmed, the copy in
 // the DLQ and in its queue, and says what a second run would do.
 func TestRedriveWaitsOutASlowConfirm(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	slow := newSlowLink(t, b)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
@@ -423,6 +431,7 @@ func slowRedriveOfHalf(t *testing.T, b *broker, dlq, src, prefix string, n int) 
 // for another re-drive. Each copy ends in one place, once. The first keeps
 // half the copies, so that it reads in many windows.
 func TestRedriveRunsAlone(t *testing.T) {
+	t.Parallel()
 	for _, typ := range []string{"classic", "quorum"} {
 		t.Run(typ, func(t *testing.T) {
 			b := newBroker(t)
@@ -459,6 +468,7 @@ func TestRedriveRunsAlone(t *testing.T) {
 // reads past its first window, whose consumer, cancelled, still counts while
 // it holds the copies it kept, and moves the one copy chosen.
 func TestRedriveQuorumPastTheFirstWindow(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"}), b.queue("src", nil)
 	const copies = 10
@@ -494,6 +504,7 @@ func TestRedriveQuorumPastTheFirstWindow(t *testing.T) {
 // after it reads the DLQ whole; and the copy the broker sent to fill the
 // slot the ACK freed is not put behind the others.
 func TestRedriveLimitHandsBackAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, window := range []string{"64", "2"} {
 		t.Run("window"+window, func(t *testing.T) {
 			b := newBroker(t)
@@ -544,6 +555,7 @@ func TestRedriveLimitHandsBackAtOnce(t *testing.T) {
 // own cancelled windows count as consumers there too. Each copy ends in one
 // place, once.
 func TestRedriveStopsForAnotherConsumer(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"}), b.queue("src", nil)
 	const copies = 20
@@ -576,6 +588,7 @@ func TestRedriveStopsForAnotherConsumer(t *testing.T) {
 // connection, and the copy with it); each stays, reported, and the others
 // move.
 func TestRedriveRefusesTheDLQAsSource(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	b.publish(dlq,
@@ -608,6 +621,7 @@ func TestRedriveRefusesTheDLQAsSource(t *testing.T) {
 // and the ACK would delete the only copy. It stays, reported, exit 1; the
 // others move.
 func TestRedriveRefusesADirectReplyAddress(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	addr := b.replyAddress()
@@ -658,6 +672,7 @@ func (b *broker) replyAddress() string {
 // sanitized identity and body, and the guard refuses it again: it stays,
 // reported, and the others move; -to moves it where the operator says.
 func TestRedriveKeepsPoisonCopies(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src, parking := b.queue("dlq", nil), b.queue("src", nil), b.queue("parking", nil)
 	poisoned := lilyCopy("poison-1", "t", "poison envelope: message_id not printable ASCII", "poison", src, 1, time.Now())
@@ -686,6 +701,7 @@ func TestRedriveKeepsPoisonCopies(t *testing.T) {
 // TestRedriveMissingID: an -id no copy carries is reported, and the exit code
 // is 1; the ids found move.
 func TestRedriveMissingID(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	b.publish(dlq, lilyCopy("here", "t", "permanent failure", "permanent", src, 1, time.Now()))
@@ -708,6 +724,7 @@ func TestRedriveMissingID(t *testing.T) {
 // TestRedriveLongReasons: two reasons alike beyond what list prints are told
 // apart: -reason with one whole reason moves its copy only.
 func TestRedriveLongReasons(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	common := "permanent failure: " + strings.Repeat("upstream said no ", 15)
@@ -736,6 +753,7 @@ func TestRedriveLongReasons(t *testing.T) {
 // carry x-death and no Lily facts; list names their reason and source from
 // x-death, and a re-drive sends each back there, without x-death.
 func TestRedriveBrokerDeadLettered(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	// A quorum DLQ, so that the list below leaves an x-delivery-count on
 	// each copy, which the re-drive must not carry to the source queues.
@@ -824,6 +842,7 @@ func TestRedriveBrokerDeadLettered(t *testing.T) {
 // delivery limit, sent back with its x-death, vanishes at its first retry;
 // re-driven by lilydlq, it comes back.
 func TestRedriveStripsXDeathSoARetryIsNotDropped(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	src := b.queue("src", nil)
@@ -868,6 +887,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // goes back to its source alone: with CC, the publish would reach the queue
 // it names as well, a duplicate for another service.
 func TestRedriveLeavesCCBehind(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	other := b.queue("other", nil)
@@ -894,6 +914,7 @@ func TestRedriveLeavesCCBehind(t *testing.T) {
 // added to one near the limit) is not moved and is reported, and the run
 // goes on with the others: it is the copy's trouble, not the broker's.
 func TestRedriveGoesOnPastACopyTooLargeToSend(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	// A copy with nothing for the re-drive to strip (no failure facts, no
@@ -931,6 +952,7 @@ func TestRedriveGoesOnPastACopyTooLargeToSend(t *testing.T) {
 // the run goes on with the others. At the DLQ's head, it had ended every
 // redrive -all there.
 func TestRedriveGoesOnPastACopyThePublisherRefuses(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	wide := amqp.Publishing{MessageId: "wide", Type: "t", Headers: amqp.Table{envelope.HeaderFailureQueue: src}, Body: []byte(`{}`)}
@@ -959,6 +981,7 @@ func TestRedriveGoesOnPastACopyThePublisherRefuses(t *testing.T) {
 // meanwhile) says so and exits 1, as export does: it may not have moved
 // everything it was asked to.
 func TestRedriveIncomplete(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	expiring := lilyCopy("expiring", "t", "permanent failure", "permanent", src, 1, time.Now())
@@ -980,6 +1003,7 @@ func TestRedriveIncomplete(t *testing.T) {
 // sends it to neither and says why (exit 1); -to sends it where the operator
 // says.
 func TestRedriveDoesNotTrustAForgedSource(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	orders := b.queue("orders", amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dlq})
@@ -1019,6 +1043,7 @@ func TestRedriveDoesNotTrustAForgedSource(t *testing.T) {
 // channel's close-ok proves the ACKs of the copies moved, and none comes:
 // the error says that the last ones may be in the DLQ as well.
 func TestRedriveCutShortSaysTheACKsAreUnproven(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	var copies []amqp.Publishing
@@ -1048,6 +1073,7 @@ func TestRedriveCutShortSaysTheACKsAreUnproven(t *testing.T) {
 // may be below the one Lily asks for: the broker would refuse it at the
 // send, ending the run, where it should be reported as not moved.
 func TestFitsTheNegotiatedFrame(t *testing.T) {
+	t.Parallel()
 	p := amqp.Publishing{MessageId: "m", Headers: amqp.Table{"pad": strings.Repeat("p", 5000)}}
 	if err := frame.CheckSent(p, frame.Size); err != nil {
 		t.Errorf("at %d bytes: %v", frame.Size, err)
@@ -1060,6 +1086,7 @@ func TestFitsTheNegotiatedFrame(t *testing.T) {
 // TestLockName: a re-drive lock names its DLQ where that fits in AMQP's 255
 // bytes, and is still one of its own for a longer name.
 func TestLockName(t *testing.T) {
+	t.Parallel()
 	if got := lockName("orders.dlq"); got != "lilydlq.redrive.orders.dlq" {
 		t.Errorf("lockName(orders.dlq) = %q", got)
 	}

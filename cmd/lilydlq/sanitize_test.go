@@ -7,6 +7,7 @@ import (
 )
 
 func TestText(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   string
 		max  int
@@ -36,6 +37,7 @@ func TestText(t *testing.T) {
 }
 
 func TestBody(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in      string
 		max     int
@@ -59,6 +61,7 @@ func TestBody(t *testing.T) {
 // BMP as its surrogate pair), printable text as it is, and the JSON reads
 // back as the same string.
 func TestJSONEncoderEscapesWhatATerminalActsOn(t *testing.T) {
+	t.Parallel()
 	in := "a\u009b31m\u202eb\x7f\u200bcafé \U000e0041 ok"
 	var out strings.Builder
 	if err := jsonEncoder(&out).Encode(map[string]string{"id": in}); err != nil {

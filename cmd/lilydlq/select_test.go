@@ -13,6 +13,7 @@ import (
 // whole value, as sent or escaped, never by the cut text list prints: two
 // reasons alike for longer than list prints are two reasons.
 func TestSelectionMatchesWholeValues(t *testing.T) {
+	t.Parallel()
 	common := "permanent failure: " + strings.Repeat("the card issuer declined the charge ", 8)
 	longA, longB := common+"for fraud", common+"for funds"
 	id := strings.Repeat("i", 150)
@@ -62,6 +63,7 @@ func TestSelectionMatchesWholeValues(t *testing.T) {
 // TestSelectionMissingIDs: the ids no copy carried are the ones reported,
 // whether given as sent or as list prints them.
 func TestSelectionMissingIDs(t *testing.T) {
+	t.Parallel()
 	var s selection
 	for _, v := range []string{"a", "b", `e\x1bx`, "gone"} {
 		if err := s.ids.Set(v); err != nil {
@@ -79,6 +81,7 @@ func TestSelectionMissingIDs(t *testing.T) {
 // TestIDFlagTakesEachIDWhole: a message id may hold commas and spaces, so
 // each -id is one id, as given.
 func TestIDFlagTakesEachIDWhole(t *testing.T) {
+	t.Parallel()
 	var l idList
 	for _, v := range []string{"order,17", " padded ", "plain"} {
 		if err := l.Set(v); err != nil {

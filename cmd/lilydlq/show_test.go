@@ -12,6 +12,7 @@ import (
 // header (nested ones too) and its body, sanitized and bounded, and leaves
 // the DLQ as it was.
 func TestShow(t *testing.T) {
+	t.Parallel()
 	b := newBroker(t)
 	dlq := b.queue("dlq", nil)
 	at := time.Now().Add(-time.Minute)
