@@ -262,6 +262,8 @@ func TestBrokerOwnedExchangesAndHeadersMatch(t *testing.T) {
 // topology` writes: an oversized body is dead-lettered by the broker into
 // the DLQ, and a retry comes back from its bucket.
 func TestBrokerExternalQueueByPolicy(t *testing.T) {
+	// Its policies match only its own queues' names.
+	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.Topology.External = true
 		q.Topology.RetryDelays = []time.Duration{200 * time.Millisecond}
