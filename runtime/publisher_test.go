@@ -446,6 +446,81 @@ func TestBrokerPublisherShortLookLeavesTheConnection(t *testing.T) {
 	}
 }
 
+// dropReply is a Publisher (a step of 1 s) through a proxy that, once it has
+// sent "before" to ok, has dropped the reply m to every request for it while
+// drop is set; starts counts the connections it dialled, dropped the
+// replies dropped.
+type dropReply struct {
+	p               *runtime.Publisher
+	proxy           *proxy
+	drop            atomic.Bool
+	starts, dropped atomic.Int32
+}
+
+func newDropReply(t *testing.T, exchange string, m faults.Method) *dropReply {
+	t.Helper()
+	d := &dropReply{proxy: newProxy(t)}
+	d.proxy.Intercept(func(f faults.Frame) faults.Action {
+		switch {
+		case f.Dir == faults.ToBroker && f.Is(faults.ConnectionStartOk):
+			d.starts.Add(1)
+		case f.Dir == faults.ToClient && f.Is(m) && d.drop.Load():
+			d.dropped.Add(1)
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	d.p = newPublisher(t, d.proxy.url(), 4, func(cfg *runtime.Config) { cfg.StepTimeout = time.Second })
+	if err := d.p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
+		t.Fatal(err)
+	}
+	// The channel closes, the connection stays: the next Send opens a
+	// channel.
+	closeSendChannel(t, d.p, exchange)
+	return d
+}
+
+// A blocked connection is not a dead one: the broker stops reading it under
+// a resource alarm and reads it again once the alarm clears, and another
+// connection would be blocked too. A confirm.select it leaves unanswered
+// for whole steps while it blocks the connection fails the Sends opening a
+// channel, and leaves the connection (and whatever else publishes on it).
+// Once unblocked, a Send goes through on the same connection.
+func TestBrokerPublisherBlockedConnectionOutlivesAnUnansweredOpen(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	d := newDropReply(t, exchange, faults.Method{Class: 85, ID: 11}) // confirm.select-ok
+	all := func(string) bool { return true }
+	if d.proxy.Block(all, "low on memory") != 1 {
+		t.Fatal("no connection to block")
+	}
+	d.drop.Store(true)
+	// Each attempt of the Send waits a whole step for the reply; a second
+	// one dropped proves the first went unanswered for one.
+	eventually(t, 60*time.Second, "two replies dropped", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if err := d.p.Send(ctx, message(t, exchange, "ok.1", "blocked")); err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
+			t.Fatalf("a Send while the open goes unanswered: %v; want not sent", err)
+		}
+		return d.dropped.Load() >= 2
+	})
+	if n := d.starts.Load(); n != 1 {
+		t.Errorf("%d connections dialled while the broker blocked the first; want 1", n)
+	}
+	d.drop.Store(false)
+	d.proxy.Unblock(all)
+	if err := d.p.Send(context.Background(), message(t, exchange, "ok.2", "after")); err != nil {
+		t.Errorf("a Send once unblocked: %v", err)
+	}
+	if n := d.starts.Load(); n != 1 {
+		t.Errorf("%d connections dialled; want 1", n)
+	}
+	if got := ids(t, ok); fmt.Sprint(got) != "map[after:1 before:1]" {
+		t.Errorf("the queue holds %v", got)
+	}
+}
+
 // The window bounds the publishes the broker has not answered, not only
 // those a Send still waits for: a Send that gave up on its confirm keeps its
 // slot until the answer comes, so Returns never pile up past the room kept

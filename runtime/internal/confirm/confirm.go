@@ -198,10 +198,12 @@ func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, er
 		return nil, err
 	}
 	if err := step.DoErr(ctx, func() error { return ch.Confirm(false) }); err != nil {
-		if errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) {
-			// A broker that answers no request in a whole step will not
-			// read a publish either: the next one gets a new connection. A
-			// publish's own bound cut short proves nothing.
+		if errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) && closed(l.whenUnblocked()) {
+			// A broker that answers no request in a whole step, unblocked,
+			// will not read a publish either: the next one gets a new
+			// connection. A publish's own bound cut short proves nothing,
+			// nor does a blocked connection, which the broker stops reading
+			// and reads again once the alarm clears.
 			l.abandon()
 		}
 		// Nothing waits for the close-ok, which a dead peer never sends.
