@@ -2,10 +2,12 @@ package runtime_test
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,4 +152,48 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 	}
 	p.Delay(0)
 	assertCounts(t, map[string][2]int{q.Topology.DeadLetterQueue: {1, 0}})
+}
+
+// A handoff whose channel open the broker leaves unanswered for a whole step
+// abandons the connection, as the Publisher's Sends do (they share the
+// code): the next handoff dials a new one rather than open another channel
+// that hangs on it. Once the broker answers, a handoff is confirmed.
+func TestBrokerHandoffUnansweredOpenAbandonsTheConnection(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newProxy(t)
+	var drop atomic.Bool
+	var starts atomic.Int32
+	p.Intercept(func(f faults.Frame) faults.Action {
+		switch {
+		case f.Dir == faults.ToBroker && f.Is(faults.ConnectionStartOk):
+			starts.Add(1)
+		case f.Dir == faults.ToClient && f.Is(faults.Method{Class: 20, ID: 11}) && drop.Load(): // channel.open-ok
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	h := newHandoffPublisher(t, p.url(), time.Second, 4)
+	defer h.Close()
+	handoff := func(id string) outcome.HandoffEvidence {
+		return h.Publish(confirm.Bounds{Deadline: time.Now().Add(30 * time.Second)}, "", q.Topology.DeadLetterQueue, order(t, id), always)
+	}
+	drop.Store(true)
+	for _, id := range []string{"first", "second"} {
+		if ev := handoff(id); ev.Status != outcome.HandoffTimedOut || ev.Published {
+			t.Errorf("handoff %s while the open goes unanswered: %+v; want timed out, not published", id, ev)
+		}
+	}
+	if n := starts.Load(); n != 2 {
+		t.Errorf("%d connections dialled for two handoffs whose opens went unanswered; want 2", n)
+	}
+	drop.Store(false)
+	if ev := handoff("after"); ev.Status != outcome.HandoffConfirmed {
+		t.Errorf("handoff once the broker answers: %+v", ev)
+	}
+	assertCounts(t, map[string][2]int{q.Topology.DeadLetterQueue: {1, 0}})
+	if got := ids(t, q.Topology.DeadLetterQueue); fmt.Sprint(got) != "map[after:1]" {
+		t.Errorf("the DLQ holds %v", got)
+	}
 }

@@ -480,44 +480,92 @@ func newDropReply(t *testing.T, exchange string, m faults.Method) *dropReply {
 	return d
 }
 
+// openMethods are the broker's replies to the two requests that open a
+// publishing channel.
+var openMethods = map[string]faults.Method{
+	"channel.open-ok":   {Class: 20, ID: 11},
+	"confirm.select-ok": {Class: 85, ID: 11},
+}
+
+// A broker that leaves a channel's opening unanswered for a whole step will
+// not read a publish either: the connection is abandoned, and a Send after
+// it dials a new one, rather than open channel after channel on it, each
+// hanging (a goroutine and a channel id) until the connection ends. The
+// second connection comes within a few unanswered steps, not after many;
+// once the replies flow, a Send goes through.
+func TestBrokerPublisherUnansweredOpenAbandonsTheConnection(t *testing.T) {
+	t.Parallel()
+	for name, m := range openMethods {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			exchange, ok, _ := publishTopology(t)
+			d := newDropReply(t, exchange, m)
+			d.drop.Store(true)
+			eventually(t, 60*time.Second, "a second connection dialled", func() bool {
+				if n := d.dropped.Load(); n >= 4 && d.starts.Load() < 2 {
+					t.Fatalf("%d replies dropped, each unanswered for a whole step, and no connection dialled after the first", n)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				if err := d.p.Send(ctx, message(t, exchange, "ok.1", "unanswered")); err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
+					t.Fatalf("a Send while the open goes unanswered: %v; want not sent", err)
+				}
+				return d.starts.Load() >= 2
+			})
+			d.drop.Store(false)
+			if err := d.p.Send(context.Background(), message(t, exchange, "ok.2", "after")); err != nil {
+				t.Errorf("a Send once the broker answers: %v", err)
+			}
+			if got := ids(t, ok); fmt.Sprint(got) != "map[after:1 before:1]" {
+				t.Errorf("the queue holds %v", got)
+			}
+		})
+	}
+}
+
 // A blocked connection is not a dead one: the broker stops reading it under
 // a resource alarm and reads it again once the alarm clears, and another
-// connection would be blocked too. A confirm.select it leaves unanswered
+// connection would be blocked too. A channel's opening it leaves unanswered
 // for whole steps while it blocks the connection fails the Sends opening a
 // channel, and leaves the connection (and whatever else publishes on it).
 // Once unblocked, a Send goes through on the same connection.
 func TestBrokerPublisherBlockedConnectionOutlivesAnUnansweredOpen(t *testing.T) {
 	t.Parallel()
-	exchange, ok, _ := publishTopology(t)
-	d := newDropReply(t, exchange, faults.Method{Class: 85, ID: 11}) // confirm.select-ok
-	all := func(string) bool { return true }
-	if d.proxy.Block(all, "low on memory") != 1 {
-		t.Fatal("no connection to block")
-	}
-	d.drop.Store(true)
-	// Each attempt of the Send waits a whole step for the reply; a second
-	// one dropped proves the first went unanswered for one.
-	eventually(t, 60*time.Second, "two replies dropped", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		if err := d.p.Send(ctx, message(t, exchange, "ok.1", "blocked")); err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
-			t.Fatalf("a Send while the open goes unanswered: %v; want not sent", err)
-		}
-		return d.dropped.Load() >= 2
-	})
-	if n := d.starts.Load(); n != 1 {
-		t.Errorf("%d connections dialled while the broker blocked the first; want 1", n)
-	}
-	d.drop.Store(false)
-	d.proxy.Unblock(all)
-	if err := d.p.Send(context.Background(), message(t, exchange, "ok.2", "after")); err != nil {
-		t.Errorf("a Send once unblocked: %v", err)
-	}
-	if n := d.starts.Load(); n != 1 {
-		t.Errorf("%d connections dialled; want 1", n)
-	}
-	if got := ids(t, ok); fmt.Sprint(got) != "map[after:1 before:1]" {
-		t.Errorf("the queue holds %v", got)
+	for name, m := range openMethods {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			exchange, ok, _ := publishTopology(t)
+			d := newDropReply(t, exchange, m)
+			all := func(string) bool { return true }
+			if d.proxy.Block(all, "low on memory") != 1 {
+				t.Fatal("no connection to block")
+			}
+			d.drop.Store(true)
+			// Each attempt of the Send waits a whole step for the reply; a
+			// second one dropped proves the first went unanswered for one.
+			eventually(t, 60*time.Second, "two replies dropped", func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				if err := d.p.Send(ctx, message(t, exchange, "ok.1", "blocked")); err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
+					t.Fatalf("a Send while the open goes unanswered: %v; want not sent", err)
+				}
+				return d.dropped.Load() >= 2
+			})
+			if n := d.starts.Load(); n != 1 {
+				t.Errorf("%d connections dialled while the broker blocked the first; want 1", n)
+			}
+			d.drop.Store(false)
+			d.proxy.Unblock(all)
+			if err := d.p.Send(context.Background(), message(t, exchange, "ok.2", "after")); err != nil {
+				t.Errorf("a Send once unblocked: %v", err)
+			}
+			if n := d.starts.Load(); n != 1 {
+				t.Errorf("%d connections dialled; want 1", n)
+			}
+			if got := ids(t, ok); fmt.Sprint(got) != "map[after:1 before:1]" {
+				t.Errorf("the queue holds %v", got)
+			}
+		})
 	}
 }
 

@@ -193,17 +193,23 @@ func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, er
 	stepEnd := time.Now().Add(p.stepTimeout)
 	ctx, cancel := until(step.Deadline(p.stepTimeout, deadline), done)
 	defer cancel()
+	// A broker that answers no request in a whole step, unblocked, will not
+	// read a publish either: the next one gets a new connection, rather
+	// than open channel after channel that hang on this one. A publish's
+	// own bound cut short proves nothing, nor does a blocked connection,
+	// which the broker stops reading and reads again once the alarm clears.
+	unanswered := func(err error) bool {
+		return errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) && closed(l.whenUnblocked())
+	}
 	ch, err := step.Open(ctx, l.conn.Channel, func(ch *amqp.Channel) { _ = ch.Close() })
 	if err != nil {
+		if unanswered(err) {
+			l.abandon()
+		}
 		return nil, err
 	}
 	if err := step.DoErr(ctx, func() error { return ch.Confirm(false) }); err != nil {
-		if errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) && closed(l.whenUnblocked()) {
-			// A broker that answers no request in a whole step, unblocked,
-			// will not read a publish either: the next one gets a new
-			// connection. A publish's own bound cut short proves nothing,
-			// nor does a blocked connection, which the broker stops reading
-			// and reads again once the alarm clears.
+		if unanswered(err) {
 			l.abandon()
 		}
 		// Nothing waits for the close-ok, which a dead peer never sends.
