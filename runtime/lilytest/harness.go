@@ -29,13 +29,19 @@ import (
 // too. A handler that calls Deliver or Close on its own harness, during its
 // delivery, would wait for that delivery, which waits for the handler: the
 // call panics, and so, once the delivery is settled, does the Deliver under
-// way, on the test's goroutine. So do such calls from the Config's Scope,
-// the cleanup it returns, AfterDelivery and Observe, which would wait for
-// their step's timeout, or for good. (Made from a goroutine one of them
-// started and waits for, the call is not caught: it waits out the
-// timeout. Made by a handler past its timeout, whose delivery has ended,
-// while another delivery's user code runs, it is refused as if it were
-// that one's.)
+// way, on the test's goroutine. So do such calls from the Config's other
+// functions that run for the delivery: Scope, the cleanup it returns,
+// AfterDelivery, Observe, the Telemetry's methods and the Logger's handler,
+// which would wait for their step's timeout, or, having none, for good. (A
+// Logger's handler is not guarded by the runtime: its panic reaches Deliver
+// at once.) Made from a goroutine one of them started and waits for, or by
+// the Inbox's methods, the call is not caught: it waits as long as its
+// caller does, until the handler's timeout or the step's, or, from Observe,
+// the Telemetry or the Logger, for good. Made by a handler past its
+// timeout, whose delivery has ended, while another delivery's user code
+// runs, or by user code of another harness's delivery while this one's
+// Deliver runs on a goroutine of its own, it is refused as if it were this
+// one's.
 type Harness struct {
 	spec     runtime.QueueSpec
 	journeys trial.Journeys
@@ -138,10 +144,12 @@ func (h *Harness) handle(ctx context.Context, route func(context.Context, runtim
 	return err
 }
 
-// watchConfig wraps the functions of cfg that run for a delivery while its
-// Deliver holds the harness, Scope (and the cleanup it returns),
-// AfterDelivery and Observe, so that lock tells them calling back, as it
-// tells a handler.
+// watchConfig wraps the functions of cfg that run for a delivery on
+// goroutines of their own while its Deliver holds the harness, Scope (and
+// the cleanup it returns) and AfterDelivery, so that lock tells them
+// calling back, as it tells a handler. The others (Observe, the Telemetry,
+// the Logger) run on Deliver's goroutine, which lock tells by Deliver's
+// frame: wrapping each would miss the next the runtime adds.
 func (h *Harness) watchConfig(cfg runtime.Config) runtime.Config {
 	if scope := cfg.Scope; scope != nil {
 		cfg.Scope = func(ctx context.Context, d runtime.RawDelivery) (scoped context.Context, cleanup func(context.Context) error, err error) {
@@ -164,47 +172,59 @@ func (h *Harness) watchConfig(cfg runtime.Config) runtime.Config {
 			return err
 		}
 	}
-	if observe := cfg.Observe; observe != nil {
-		cfg.Observe = func(rec runtime.Record) { h.current.Load().run(func() { observe(rec) }) }
-	}
 	return cfg
 }
 
-// runFunc is call.run's name in a stack trace.
-var runFunc = goruntime.FuncForPC(reflect.ValueOf((*call).run).Pointer()).Name()
+// runFunc and deliverFunc are call.run's and Deliver's names in a stack
+// trace, set by init: Deliver calls inUserCode, which reads them.
+var runFunc, deliverFunc string
+
+func init() {
+	name := func(f any) string { return goruntime.FuncForPC(reflect.ValueOf(f).Pointer()).Name() }
+	runFunc, deliverFunc = name((*call).run), name((*Harness).Deliver)
+}
 
 // lock takes h.mu for method, once the delivery under way, if any, has
-// ended. It panics when user code of that delivery (call.run) calls, on
-// its own goroutine, which would wait for the delivery waiting for it.
-// (It cannot tell which delivery user code is of: that of another harness,
-// or a handler of an earlier delivery that outlived its timeout, calling
-// while user code of this one runs, is taken for this one's.)
+// ended. It panics when user code of that delivery calls, which would wait
+// for the delivery waiting for it: on Deliver's own goroutine (Observe, the
+// Telemetry, the Logger), or in call.run on a goroutine of its own. (It
+// cannot tell which harness user code is of: that of another harness, or a
+// handler of an earlier delivery that outlived its timeout, calling while
+// this one's Deliver holds h.mu, is taken for this one's.)
 func (h *Harness) lock(method string) {
 	if h.mu.TryLock() {
 		return
 	}
-	if c := h.current.Load(); c != nil && c.underWay() && inUserCode() {
-		msg := "lilytest: " + method + " called during its own delivery by its handler, Scope, AfterDelivery or Observe, which it would wait for: call it once Deliver has returned"
-		c.mu.Lock()
-		c.reentered = msg
-		c.mu.Unlock()
+	c := h.current.Load()
+	if own, run := inUserCode(); own || run && c != nil && c.underWay() {
+		msg := "lilytest: " + method + " called during its own delivery by its handler or a function of its Config, which it would wait for: call it once Deliver has returned"
+		if c != nil {
+			c.mu.Lock()
+			c.reentered = msg
+			c.mu.Unlock()
+		}
 		panic(msg)
 	}
 	h.mu.Lock()
 }
 
-// inUserCode says whether the calling goroutine runs user code of a
-// harness's delivery.
-func inUserCode() bool {
+// inUserCode says whether the goroutine calling lock's caller (Deliver or
+// Close) runs Deliver (own), which holds its harness, or user code of a
+// harness's delivery that call.run runs on a goroutine of its own (run).
+func inUserCode() (own, run bool) {
 	pcs := make([]uintptr, 1024)
-	frames := goruntime.CallersFrames(pcs[:goruntime.Callers(3, pcs)])
+	// Past Callers, inUserCode, lock and the Deliver or Close calling it.
+	frames := goruntime.CallersFrames(pcs[:goruntime.Callers(4, pcs)])
 	for {
 		f, more := frames.Next()
-		if f.Function == runFunc {
-			return true
+		switch f.Function {
+		case deliverFunc:
+			return true, false
+		case runFunc:
+			run = true
 		}
 		if !more {
-			return false
+			return false, run
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -287,16 +288,18 @@ func TestHandlerAnswersItsOwnHandoff(t *testing.T) {
 	}
 }
 
-// A handler, a Scope, its cleanup, AfterDelivery or Observe calling
-// Deliver or Close on its own harness during its delivery would wait for
-// itself: the call panics, and so does the Deliver under way, on the
-// test's goroutine; the harness is still usable.
+// A handler, a Scope, its cleanup, AfterDelivery, Observe, a Telemetry
+// method or the Logger's handler calling Deliver or Close on its own
+// harness during its delivery would wait for itself: the call panics, and
+// so does the Deliver under way, on the test's goroutine; the harness is
+// still usable.
 func TestUserCodeCallingBackIntoItsDeliveryPanics(t *testing.T) {
 	spec := fixture.LilytestQueueSpec()
 	// Without the check, a handler's call would wait out its timeout, a
-	// step's its StepTimeout, and Observe's for good.
+	// step's its StepTimeout, and Observe's, the Telemetry's and the
+	// Logger's for good.
 	spec.HandlerTimeout = time.Minute
-	for _, caller := range []string{"handler", "Scope", "cleanup", "AfterDelivery", "Observe"} {
+	for _, caller := range []string{"handler", "Scope", "cleanup", "AfterDelivery", "Observe", "Received", "Settled", "Logger"} {
 		for _, method := range []string{"Deliver", "Close"} {
 			var h *lilytest.Harness
 			callBack := func(id string) {
@@ -330,6 +333,20 @@ func TestUserCodeCallingBackIntoItsDeliveryPanics(t *testing.T) {
 				}
 			case "Observe":
 				cfg.Observe = func(rec runtime.Record) { callBack(rec.MessageID) }
+			case "Received":
+				cfg.Telemetry = hookOf{received: func(d runtime.RawDelivery) { callBack(d.MessageID()) }}
+			case "Settled":
+				cfg.Telemetry = hookOf{settled: func(rec runtime.Record) { callBack(rec.MessageID) }}
+			case "Logger":
+				// At the delivery's first record, before its handler.
+				cfg.Logger = slog.New(handlerOf(func(r slog.Record) {
+					r.Attrs(func(a slog.Attr) bool {
+						if a.Key == "message_id" {
+							callBack(a.Value.String())
+						}
+						return true
+					})
+				}))
 			}
 			var err error
 			h, err = lilytest.New(spec, fixture.LilytestRoutes(handler(func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
@@ -348,7 +365,7 @@ func TestUserCodeCallingBackIntoItsDeliveryPanics(t *testing.T) {
 			}()
 			select {
 			case r := <-panicked:
-				want := "lilytest: " + method + " called during its own delivery by its handler, Scope, AfterDelivery or Observe"
+				want := "lilytest: " + method + " called during its own delivery by its handler or a function of its Config"
 				if s, _ := r.(string); !strings.HasPrefix(s, want) {
 					t.Errorf("%s calling %s: panic %v, want %q", caller, method, r, want)
 				}
@@ -362,6 +379,38 @@ func TestUserCodeCallingBackIntoItsDeliveryPanics(t *testing.T) {
 		}
 	}
 }
+
+// hookOf is a Telemetry that calls received and settled, where set.
+type hookOf struct {
+	noTelemetry
+	received func(runtime.RawDelivery)
+	settled  func(runtime.Record)
+}
+
+func (h hookOf) Received(ctx context.Context, _ string, d runtime.RawDelivery) context.Context {
+	if h.received != nil {
+		h.received(d)
+	}
+	return ctx
+}
+
+func (h hookOf) Settled(_ context.Context, rec runtime.Record) {
+	if h.settled != nil {
+		h.settled(rec)
+	}
+}
+
+// handlerOf is an slog.Handler, of every level, that hands each record to
+// handle.
+type handlerOf func(slog.Record)
+
+func (handlerOf) Enabled(context.Context, slog.Level) bool { return true }
+func (f handlerOf) Handle(_ context.Context, r slog.Record) error {
+	f(r)
+	return nil
+}
+func (f handlerOf) WithAttrs([]slog.Attr) slog.Handler { return f }
+func (f handlerOf) WithGroup(string) slog.Handler      { return f }
 
 // Deliver calls from several goroutines wait for one another, however
 // their handlers run.
