@@ -75,10 +75,18 @@ func (in *Inbox) Defer(key, why string) {
 // the work commits all the same, so the redelivery meets it as a duplicate
 // (on an ordered queue, the claim made again in line, within the same
 // Deliver).
-// Any other err commits nothing, and what the handler kept is dropped.
+// Any other err commits nothing, and what the handler kept is dropped. A nil
+// err is the answer of a commit that succeeded: the next commit of key
+// commits, as if FailCommit had not been called for it.
 func (in *Inbox) FailCommit(key string, err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if err == nil {
+		// Kept, a nil failure would commit nothing and answer success:
+		// the redelivery would run the handler again.
+		delete(in.commits, key)
+		return
+	}
 	if in.commits == nil {
 		in.commits = map[string]error{}
 	}

@@ -134,6 +134,31 @@ func TestInboxFailedCommitIsRetried(t *testing.T) {
 	}
 }
 
+// FailCommit with a nil error is a commit that succeeds, and takes back an
+// earlier FailCommit of the key: its work is remembered, and the
+// redelivery is a duplicate the handler does not see.
+func TestInboxFailCommitNilCommits(t *testing.T) {
+	var calls int
+	in := &lilytest.Inbox{}
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, withInbox(in))
+	in.FailCommit("nil-1", errors.New("serialization failure"))
+	in.FailCommit("nil-1", nil)
+	in.FailCommit("nil-2", nil)
+	for _, id := range []string{"nil-1", "nil-2"} {
+		calls = 0
+		res := h.Deliver(order(t, id))
+		wantPath(t, res, runtime.PathAcked)
+		if res.Commit != "committed" {
+			t.Errorf("%s: %+v", id, res)
+		}
+		res = h.Deliver(order(t, id), lilytest.Redelivered())
+		wantPath(t, res, runtime.PathAcked)
+		if res.Commit != "duplicate" || calls != 1 {
+			t.Errorf("%s redelivered: %+v, handler calls %d", id, res, calls)
+		}
+	}
+}
+
 // A handler that fails rolls its claim back: the message is claimed afresh
 // when it comes back.
 func TestInboxRollbackFreesTheClaim(t *testing.T) {
