@@ -231,7 +231,8 @@ func (c *claimTx) Rollback(ctx context.Context) {
 	_ = c.tx.Rollback(ctx)
 }
 
-// Commit commits and, when the server's answer to COMMIT was lost, asks
+// Commit commits, once it has checked that the session's transaction is
+// still the claim's, and, when the server's answer to COMMIT was lost, asks
 // pg_xact_status on another connection until the answer is known or ctx ends.
 // COMMIT gets only part of ctx's time (package reserve), so that one cut at
 // its own deadline can still be looked up: pgx gives up on a COMMIT at its
@@ -249,6 +250,27 @@ func (c *claimTx) Commit(ctx context.Context) error {
 	}
 	commitCtx, cancel := reserve.Before(ctx)
 	defer cancel()
+	if c.tx.Conn().PgConn().TxStatus() == 'T' {
+		// A handler that sent ROLLBACK or COMMIT and then BEGIN through
+		// Exec left the session in a transaction that is not the claim's.
+		// After a ROLLBACK, COMMIT would commit its writes without the
+		// claim: it is rolled back, and the claim's fate reported. After a
+		// COMMIT, the claim is done and COMMIT commits the later writes,
+		// as it does writes sent after a COMMIT alone. Asking costs a round
+		// trip; sent with COMMIT in one query string, the check would still
+		// leave pgx's Tx open, and its release costs one too. (An aborted
+		// transaction, 'E', answers no query: COMMIT rolls it back.)
+		var xid, claim *string // xid NULL: no transaction id assigned, so not the claim's
+		if err := c.tx.QueryRow(commitCtx, "SELECT pg_current_xact_id_if_assigned()::text, pg_xact_status($1::text::xid8)", c.xid).Scan(&xid, &claim); err != nil {
+			// COMMIT was not sent: the claim's transaction cannot commit.
+			_ = c.tx.Rollback(ctx)
+			return fmt.Errorf("pginbox: before COMMIT: %w", err)
+		}
+		if (xid == nil || *xid != c.xid) && (claim == nil || *claim != "committed") {
+			_ = c.tx.Rollback(ctx)
+			return c.in.resolve(ctx, c.xid, "the handler ended the claim's transaction itself and began another (a ROLLBACK, then BEGIN, sent through Exec), which was rolled back")
+		}
+	}
 	err := c.tx.Commit(commitCtx)
 	if err == nil {
 		return nil

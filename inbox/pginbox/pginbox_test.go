@@ -283,17 +283,32 @@ func TestFailedStatementMeansCommitFailed(t *testing.T) {
 // ErrInboxOwnsTx. After a ROLLBACK its later writes commit one by one and
 // the claim is gone, yet the server answers the runtime's COMMIT with only a
 // warning: that must not read as committed. After a COMMIT the claim is
-// committed, and is reported so.
+// committed, and is reported so. One that then sends BEGIN writes in a
+// transaction that is not the claim's: it is rolled back, not committed
+// without the claim, and the claim's own is reported. Either way the next
+// claim finds the message as the report says.
 func TestHandlerEndingTheTransactionItself(t *testing.T) {
-	for _, c := range []struct{ end, want string }{{"ROLLBACK", "failed"}, {"COMMIT", "committed"}} {
-		t.Run(c.end, func(t *testing.T) {
+	for _, c := range []struct {
+		end  []string
+		want string
+		// rows is how many of the writes after the end are committed.
+		rows int
+	}{
+		{[]string{"ROLLBACK"}, "failed", 1},
+		{[]string{"COMMIT"}, "committed", 1},
+		{[]string{"ROLLBACK", "BEGIN"}, "failed", 0},
+		{[]string{"COMMIT", "BEGIN"}, "committed", 1},
+	} {
+		t.Run(strings.Join(c.end, "-"), func(t *testing.T) {
 			e := newEnv(t)
 			inbox := pginbox.New(e.pool, pginbox.Options{})
 			tx := e.claim(inbox, "claimed")
 			ctx := tx.Bind(e.ctx)
 			h, _ := pginbox.Tx(ctx)
-			if _, err := h.Exec(ctx, c.end); err != nil {
-				t.Fatal(err)
+			for _, sql := range c.end {
+				if _, err := h.Exec(ctx, sql); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := e.write(ctx, "after", 0); err != nil {
 				t.Fatal(err)
@@ -308,10 +323,22 @@ func TestHandlerEndingTheTransactionItself(t *testing.T) {
 			if want := map[string]int{"failed": 0, "committed": 1}[c.want]; claims != want {
 				t.Errorf("%d claim rows, want %d", claims, want)
 			}
+			rows, err := e.countRows(e.ctx, "after")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rows != c.rows {
+				t.Errorf("%d rows written after %s, want %d", rows, strings.Join(c.end, " and "), c.rows)
+			}
 			// The connection went back to the pool.
 			if n := e.pool.Stat().AcquiredConns(); n != 0 {
 				t.Errorf("%d connections still acquired", n)
 			}
+			if c.want == "committed" {
+				e.claim(inbox, "duplicate")
+				return
+			}
+			e.commit(e.claim(inbox, "claimed"))
 		})
 	}
 }
