@@ -1,9 +1,10 @@
 // Package inboxtest is the conformance suite every runtime.Inbox adapter
 // passes: duplicates after a commit, a fresh claim after a rollback, one
 // winner among concurrent claims, consumers kept apart, keys as long as an
-// envelope makes them, and business writes that commit and roll back with
-// the claim. It asserts committed business
-// rows and claim records, not just the absence of errors.
+// envelope makes them, business writes that commit and roll back with the
+// claim, and, where the harness can make the database abort a transaction,
+// a commit of it reported failed. It asserts committed business rows and
+// claim records, not just the absence of errors.
 //
 // It calls an adapter as the runtime does: Begin under a context that ends as
 // Begin returns, the business writes and Commit or Rollback under others. A
@@ -36,6 +37,12 @@ type Harness struct {
 	Rows func(ctx context.Context, key string) (int, error)
 	// Claims counts the committed claim records of (consumer, messageID).
 	Claims func(ctx context.Context, consumer, messageID string) (int, error)
+	// Abort, when set, makes the database abort the claim's transaction,
+	// which ctx carries, as a statement that fails does (on PostgreSQL,
+	// one that raises an error; on MongoDB, a duplicate key), and returns
+	// an error only when it could not. The suite then wants Commit to
+	// fail for certain. Without it that case is skipped.
+	Abort func(ctx context.Context) error
 }
 
 // Run runs the suite; each case uses consumer names no earlier run used, so
@@ -127,6 +134,30 @@ func Run(t *testing.T, h Harness) {
 			c.claimWriteCommit(c.consumer, id)
 			c.expectDuplicate(c.consumer, id)
 		}
+	})
+	t.Run("a transaction the database aborted fails its commit", func(t *testing.T) {
+		if h.Abort == nil {
+			t.Skip("the harness cannot abort a transaction: set Harness.Abort")
+		}
+		t.Parallel()
+		c := newCase(t, h)
+		tx := c.claim(c.consumer, "m1")
+		c.write(tx, c.consumer, "m1")
+		if err := h.Abort(tx.Bind(c.ctx)); err != nil {
+			t.Fatalf("Abort: %v", err)
+		}
+		// The database's answer is definite: an adapter that reports the
+		// commit done, or unknown, has the runtime ACK work that never
+		// happened, or defer where a retry is due.
+		switch err := tx.Commit(c.ctx); {
+		case err == nil:
+			t.Fatal("Commit of a transaction the database aborted = nil, want an error")
+		case errors.Is(err, runtime.ErrCommitAmbiguous):
+			t.Fatalf("Commit of a transaction the database aborted = %v, want a failure that does not wrap runtime.ErrCommitAmbiguous", err)
+		}
+		c.expect(c.consumer, "m1", 0)
+		c.claimWriteCommit(c.consumer, "m1")
+		c.expectDuplicate(c.consumer, "m1")
 	})
 	t.Run("message ids are independent", func(t *testing.T) {
 		t.Parallel()

@@ -16,13 +16,18 @@ import (
 )
 
 // tiedEnv, set to 1, makes TestSuite's adapter tie its transactions to
-// Begin's context.
-const tiedEnv = "LILY_INBOXTEST_TIED"
+// Begin's context; swallowEnv, set to 1, makes it report the commit of an
+// aborted transaction done.
+const (
+	tiedEnv    = "LILY_INBOXTEST_TIED"
+	swallowEnv = "LILY_INBOXTEST_SWALLOW"
+)
 
-// The suite passes a sound adapter: what it fails, below, is the tie alone.
+// The suite passes a sound adapter: what it fails, below, is the tie, or
+// the swallowed abort, alone.
 func TestSuite(t *testing.T) {
-	m := &memory{tied: os.Getenv(tiedEnv) == "1"}
-	inboxtest.Run(t, inboxtest.Harness{Inbox: m, Write: m.write, Rows: m.rows, Claims: m.claims})
+	m := &memory{tied: os.Getenv(tiedEnv) == "1", swallow: os.Getenv(swallowEnv) == "1"}
+	inboxtest.Run(t, inboxtest.Harness{Inbox: m, Write: m.write, Rows: m.rows, Claims: m.claims, Abort: m.abort})
 }
 
 // An adapter whose transaction dies with Begin's context, as one that begins
@@ -43,10 +48,26 @@ func TestSuiteFailsATransactionTiedToBeginsContext(t *testing.T) {
 	}
 }
 
+// An adapter that reports the commit of a transaction the database aborted
+// as done fails the suite: the runtime would ACK work that never happened.
+func TestSuiteFailsAnAdapterSwallowingAnAbort(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSuite$", "-test.count=1")
+	cmd.Env = append(os.Environ(), swallowEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the suite on an adapter swallowing an abort: %v, want it failed; its output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Commit of a transaction the database aborted = nil") {
+		t.Errorf("the suite failed, but not on the swallowed abort; its output:\n%s", out)
+	}
+}
+
 // memory is an in-memory adapter: a claim holds its key until it commits or
 // rolls back, and a competing claim defers at once.
 type memory struct {
-	tied bool // a transaction dies when Begin's context ends
+	tied    bool // a transaction dies when Begin's context ends
+	swallow bool // the commit of an aborted transaction answers nil
 
 	mu        sync.Mutex
 	open      map[claimKey]bool
@@ -57,10 +78,11 @@ type memory struct {
 type claimKey struct{ consumer, id string }
 
 type memoryTx struct {
-	m      *memory
-	key    claimKey
-	begun  context.Context // Begin's
-	writes []string
+	m       *memory
+	key     claimKey
+	begun   context.Context // Begin's
+	writes  []string
+	aborted bool
 }
 
 type txKey struct{}
@@ -94,8 +116,13 @@ func (tx *memoryTx) Commit(context.Context) error {
 	tx.m.mu.Lock()
 	defer tx.m.mu.Unlock()
 	delete(tx.m.open, tx.key)
-	if tx.dead() {
+	switch {
+	case tx.dead():
 		return sql.ErrTxDone
+	case tx.aborted && tx.m.swallow:
+		return nil
+	case tx.aborted:
+		return errors.New("the transaction was aborted")
 	}
 	tx.m.committed[tx.key] = true
 	for _, w := range tx.writes {
@@ -119,6 +146,16 @@ func (m *memory) write(ctx context.Context, key string) error {
 		return sql.ErrTxDone
 	}
 	tx.writes = append(tx.writes, key)
+	return nil
+}
+
+// abort aborts the transaction in ctx, as a failed statement does.
+func (m *memory) abort(ctx context.Context) error {
+	tx, ok := ctx.Value(txKey{}).(*memoryTx)
+	if !ok {
+		return errors.New("no transaction in the handler's context")
+	}
+	tx.aborted = true
 	return nil
 }
 

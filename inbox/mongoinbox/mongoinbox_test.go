@@ -78,6 +78,21 @@ func harness(db *mongo.Database, inbox runtime.Inbox) inboxtest.Harness {
 				bson.D{{Key: "_id", Value: bson.D{{Key: "c", Value: consumer}, {Key: "m", Value: id}}}})
 			return int(n), err
 		},
+		// A duplicate key aborts the transaction on the server: its
+		// commit then fails with NoSuchTransaction.
+		Abort: func(ctx context.Context) error {
+			if _, ok := mongoinbox.Session(ctx); !ok {
+				return fmt.Errorf("no session in the handler's context")
+			}
+			doc := bson.D{{Key: "_id", Value: bson.NewObjectID()}}
+			if _, err := business.InsertOne(ctx, doc); err != nil {
+				return err
+			}
+			if _, err := business.InsertOne(ctx, doc); !mongo.IsDuplicateKeyError(err) {
+				return fmt.Errorf("the same _id inserted twice: %v, want a duplicate key error", err)
+			}
+			return nil
+		},
 	}
 }
 

@@ -204,6 +204,16 @@ func TestConformance(t *testing.T) {
 		Claims: func(ctx context.Context, consumer, id string) (int, error) {
 			return e.countClaims(ctx, e.prefix+consumer, id)
 		},
+		Abort: func(ctx context.Context) error {
+			tx, ok := pginbox.Tx(ctx)
+			if !ok {
+				return errors.New("no transaction in the handler's context")
+			}
+			if _, err := tx.Exec(ctx, "SELECT 1/0"); err == nil {
+				return errors.New("SELECT 1/0 succeeded")
+			}
+			return nil
+		},
 	})
 }
 
