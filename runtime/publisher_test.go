@@ -448,22 +448,34 @@ func TestBrokerPublisherShortLookLeavesTheConnection(t *testing.T) {
 
 // dropReply is a Publisher (a step of 1 s) through a proxy that, once it has
 // sent "before" to ok, has dropped the reply m to every request for it while
-// drop is set; starts counts the connections it dialled, dropped the
-// replies dropped.
+// drop is set; starts counts the connections it dialled, asked the requests
+// for m (from then on), dropped the replies dropped. With blockAsked set, the
+// next request for m that passes while drop is set has the proxy block the
+// connection (connection.blocked): the client learns of the block while it
+// waits for the reply.
 type dropReply struct {
-	p               *runtime.Publisher
-	proxy           *proxy
-	drop            atomic.Bool
-	starts, dropped atomic.Int32
+	p                      *runtime.Publisher
+	proxy                  *proxy
+	drop, blockAsked       atomic.Bool
+	starts, asked, dropped atomic.Int32
 }
 
 func newDropReply(t *testing.T, exchange string, m faults.Method) *dropReply {
 	t.Helper()
 	d := &dropReply{proxy: newProxy(t)}
+	// Each reply's request is the method before it: channel.open for
+	// channel.open-ok, confirm.select for confirm.select-ok.
+	request := faults.Method{Class: m.Class, ID: m.ID - 1}
+	var counting atomic.Bool
 	d.proxy.Intercept(func(f faults.Frame) faults.Action {
 		switch {
 		case f.Dir == faults.ToBroker && f.Is(faults.ConnectionStartOk):
 			d.starts.Add(1)
+		case f.Dir == faults.ToBroker && f.Is(request) && counting.Load():
+			d.asked.Add(1)
+			if d.drop.Load() && d.blockAsked.CompareAndSwap(true, false) {
+				go d.proxy.Block(func(string) bool { return true }, "low on memory")
+			}
 		case f.Dir == faults.ToClient && f.Is(m) && d.drop.Load():
 			d.dropped.Add(1)
 			return faults.Drop
@@ -477,6 +489,7 @@ func newDropReply(t *testing.T, exchange string, m faults.Method) *dropReply {
 	// The channel closes, the connection stays: the next Send opens a
 	// channel.
 	closeSendChannel(t, d.p, exchange)
+	counting.Store(true)
 	return d
 }
 
@@ -526,9 +539,10 @@ func TestBrokerPublisherUnansweredOpenAbandonsTheConnection(t *testing.T) {
 // A blocked connection is not a dead one: the broker stops reading it under
 // a resource alarm and reads it again once the alarm clears, and another
 // connection would be blocked too. A channel's opening it leaves unanswered
-// for whole steps while it blocks the connection fails the Sends opening a
-// channel, and leaves the connection (and whatever else publishes on it).
-// Once unblocked, a Send goes through on the same connection.
+// for a whole step, the block having come while it waited, fails the Send
+// opening the channel, and leaves the connection (and whatever else
+// publishes on it); the Send's next attempt waits on the block and asks
+// nothing more. Once unblocked, a Send goes through on the same connection.
 func TestBrokerPublisherBlockedConnectionOutlivesAnUnansweredOpen(t *testing.T) {
 	t.Parallel()
 	for name, m := range openMethods {
@@ -536,26 +550,24 @@ func TestBrokerPublisherBlockedConnectionOutlivesAnUnansweredOpen(t *testing.T) 
 			t.Parallel()
 			exchange, ok, _ := publishTopology(t)
 			d := newDropReply(t, exchange, m)
-			all := func(string) bool { return true }
-			if d.proxy.Block(all, "low on memory") != 1 {
-				t.Fatal("no connection to block")
-			}
+			d.blockAsked.Store(true)
 			d.drop.Store(true)
-			// Each attempt of the Send waits a whole step for the reply; a
-			// second one dropped proves the first went unanswered for one.
-			eventually(t, 60*time.Second, "two replies dropped", func() bool {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-				defer cancel()
-				if err := d.p.Send(ctx, message(t, exchange, "ok.1", "blocked")); err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
-					t.Fatalf("a Send while the open goes unanswered: %v; want not sent", err)
-				}
-				return d.dropped.Load() >= 2
-			})
+			// The Send's first attempt waits a whole step (1 s) for the reply,
+			// within its context.
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			err := d.p.Send(ctx, message(t, exchange, "ok.1", "blocked"))
+			if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "blocks publishes") {
+				t.Fatalf("a Send while the open goes unanswered on a blocked connection: %v; want not sent while the broker blocks publishes", err)
+			}
+			if asked, dropped := d.asked.Load(), d.dropped.Load(); asked != 1 || dropped != 1 {
+				t.Errorf("%d requests, %d replies dropped; want 1, 1", asked, dropped)
+			}
 			if n := d.starts.Load(); n != 1 {
 				t.Errorf("%d connections dialled while the broker blocked the first; want 1", n)
 			}
 			d.drop.Store(false)
-			d.proxy.Unblock(all)
+			d.proxy.Unblock(func(string) bool { return true })
 			if err := d.p.Send(context.Background(), message(t, exchange, "ok.2", "after")); err != nil {
 				t.Errorf("a Send once unblocked: %v", err)
 			}
@@ -566,6 +578,66 @@ func TestBrokerPublisherBlockedConnectionOutlivesAnUnansweredOpen(t *testing.T) 
 				t.Errorf("the queue holds %v", got)
 			}
 		})
+	}
+}
+
+// While the broker blocks a connection it does not read it, so a channel
+// open would hang until the alarm clears: a Send waits on the block before
+// opening its channel, and gives up within its context having asked
+// nothing, rather than leave a hanging open (a goroutine and a channel id)
+// behind each Send and each retry for the whole alarm. Once unblocked, a
+// Send goes through on the same connection.
+func TestBrokerPublisherBlockedConnectionOpensNoChannel(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	d := newDropReply(t, exchange, openMethods["channel.open-ok"])
+	// As the broker under an alarm: what it would answer a blocked
+	// connection never comes.
+	d.drop.Store(true)
+	all := func(string) bool { return true }
+	if d.proxy.Block(all, "low on memory") != 1 {
+		t.Fatal("no connection to block")
+	}
+	send := func(id string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		err := d.p.Send(ctx, message(t, exchange, "ok.1", id))
+		if err == nil || errors.Is(err, runtime.ErrUnconfirmed) {
+			t.Fatalf("a Send while the broker blocks the connection: %v; want not sent", err)
+		}
+		return err
+	}
+	// A Send just after the block may race the notification and open a
+	// channel; one that waited on the block shows the client knows of it.
+	var known int32
+	eventually(t, 30*time.Second, "a Send waiting on the block", func() bool {
+		if err := send("racing"); strings.Contains(err.Error(), "blocks publishes") {
+			known = d.asked.Load()
+			return true
+		}
+		if n := d.asked.Load(); n >= 5 {
+			t.Fatalf("%d channel opens asked for while the broker blocks the connection, and no Send waited on the block", n)
+		}
+		return false
+	})
+	for i := range 5 {
+		if err := send("blocked-" + strconv.Itoa(i)); !strings.Contains(err.Error(), "blocks publishes") {
+			t.Errorf("Send %d while the broker blocks the connection: %v; want not sent while the broker blocks publishes", i, err)
+		}
+	}
+	if n := d.asked.Load() - known; n != 0 {
+		t.Errorf("%d channel opens asked for on the blocked connection once the client knew of the block; want none", n)
+	}
+	d.drop.Store(false)
+	d.proxy.Unblock(all)
+	if err := d.p.Send(context.Background(), message(t, exchange, "ok.2", "after")); err != nil {
+		t.Errorf("a Send once unblocked: %v", err)
+	}
+	if n := d.starts.Load(); n != 1 {
+		t.Errorf("%d connections dialled; want 1", n)
+	}
+	if got := ids(t, ok); fmt.Sprint(got) != "map[after:1 before:1]" {
+		t.Errorf("the queue holds %v", got)
 	}
 }
 

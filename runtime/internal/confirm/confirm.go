@@ -184,10 +184,13 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 }
 
 // open opens a confirm-mode channel, each step by the deadline, or until
-// done is closed.
+// done is closed; on a connection the broker blocks, once it unblocks it.
 func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, error) {
 	l, err := p.conn.link(deadline, done)
 	if err != nil {
+		return nil, err
+	}
+	if err := awaitUnblocked(l, deadline, done); err != nil {
 		return nil, err
 	}
 	stepEnd := time.Now().Add(p.stepTimeout)
@@ -222,6 +225,51 @@ func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, er
 	// blocking on (and after 5 s dropping) a Return.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(p.window)))
 	return &channel{ch: ch, returns: returns, link: l, checking: make(chan struct{}, 1), known: map[string]bool{}}, nil
+}
+
+// blockedError is why a publish gave up, before it opened a channel, while
+// the broker blocked its connection: it is the cause (errors.Is says so), a
+// bound that ended (step.ErrTimeout) or a Done closed (errStopped), and says
+// why in its own words.
+type blockedError struct {
+	why   string
+	cause error
+}
+
+func (e *blockedError) Error() string { return e.why }
+
+func (e *blockedError) Is(target error) bool { return target == e.cause }
+
+var (
+	errBlocked        = &blockedError{"the broker blocks publishes (a resource alarm)", step.ErrTimeout}
+	errStoppedBlocked = &blockedError{"stopped waiting while the broker blocks publishes", errStopped}
+)
+
+// awaitUnblocked waits while the broker blocks l, until deadline (none when
+// zero) or until done is closed, as a publish waits before its write. The
+// broker does not read a blocked connection (a resource alarm): a
+// channel.open sent then would hang until the alarm clears, and each retry
+// and handoff would open another, a goroutine and a channel id each, for
+// the whole alarm. A wait cut short proves nothing of the broker.
+func awaitUnblocked(l *link, deadline time.Time, done <-chan struct{}) error {
+	unblocked := l.whenUnblocked()
+	if closed(unblocked) {
+		return nil
+	}
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := step.Timer(deadline)
+		defer step.Release(t)
+		expired = t.C
+	}
+	select {
+	case <-unblocked:
+		return nil
+	case <-expired:
+		return errBlocked
+	case <-done:
+		return errStoppedBlocked
+	}
 }
 
 // connect is channel, again after the backoff while connecting fails, when
