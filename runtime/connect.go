@@ -51,7 +51,8 @@ type dialer struct {
 	// name is what the broker's connection list shows for it.
 	name string
 	// node is the index in cfg.URLs of the URL a connection attempt tries
-	// first: the last that answered.
+	// first: the last that answered, or the one after it when that node
+	// was passed over or left.
 	node atomic.Int32
 }
 
@@ -59,9 +60,10 @@ type dialer struct {
 var errCredentialsTimeout = errors.New("not returned within the step timeout")
 
 // dial opens one connection, for role "consume", "handoff" or "publish",
-// and returns its socket too. filter, when not nil, is what the client reads
-// the socket through. It says why each URL failed.
-func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
+// and returns its socket too, and the index in cfg.URLs of its node. filter,
+// when not nil, is what the client reads the socket through. It says why
+// each URL failed.
+func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) (*amqp.Connection, net.Conn, int, error) {
 	cfg := amqp.Config{
 		Properties:      amqp.Table{"connection_name": "lily " + d.name + " " + role},
 		Dial:            amqp.DefaultDial(d.cfg.StepTimeout),
@@ -88,7 +90,7 @@ func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) 
 			err = step.Described(err, errCredentialsTimeout)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("lily: connect (%s): credentials: %w", role, err)
+			return nil, nil, 0, fmt.Errorf("lily: connect (%s): credentials: %w", role, err)
 		}
 		cfg.SASL = []amqp.Authentication{auth}
 	}
@@ -100,11 +102,11 @@ func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) 
 		conn, socket, err := transport.Dial(urls[n], cfg, filter)
 		if err == nil {
 			d.node.Store(int32(n))
-			return conn, socket, nil
+			return conn, socket, n, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", redact(urls[n]), err))
 	}
-	return nil, nil, fmt.Errorf("lily: connect (%s): %w", role, errors.Join(errs...))
+	return nil, nil, 0, fmt.Errorf("lily: connect (%s): %w", role, errors.Join(errs...))
 }
 
 // passOver moves the next attempt on from the node that took the last
@@ -115,9 +117,21 @@ func (d *dialer) passOver() {
 	}
 }
 
+// leave moves the next attempt on from node n, which took a connection and
+// then left it unanswered: the next dial tries it last. A dial that has
+// answered from another node since has moved on already, and stays. Only
+// the next dial is moved: a connection open on any node stays where it is.
+func (d *dialer) leave(n int) {
+	if len(d.cfg.URLs) > 1 {
+		d.node.CompareAndSwap(int32(n), int32((n+1)%len(d.cfg.URLs)))
+	}
+}
+
 // publishing opens a connection to publish on, for role "handoff" or
 // "publish": its writes coalesced, so that publishes in flight together share
-// system calls (each still bounded by the step timeout).
-func (d *dialer) publishing(role string) (*amqp.Connection, net.Conn, error) {
-	return d.dial(role, func(conn, socket net.Conn) net.Conn { return transport.Coalesce(conn, socket, d.cfg.StepTimeout) })
+// system calls (each still bounded by the step timeout). silent leaves its
+// node, for a connection abandoned because the broker left it unanswered.
+func (d *dialer) publishing(role string) (conn *amqp.Connection, socket net.Conn, silent func(), err error) {
+	conn, socket, n, err := d.dial(role, func(conn, socket net.Conn) net.Conn { return transport.Coalesce(conn, socket, d.cfg.StepTimeout) })
+	return conn, socket, func() { d.leave(n) }, err
 }

@@ -40,3 +40,29 @@ func TestLastAttemptDecides(t *testing.T) {
 		t.Error("a lone 404 of a node down")
 	}
 }
+
+// A node left for its silence moves the next dial on by one URL, once
+// however often its connection is abandoned; a node another dial has
+// answered from since is not moved off.
+func TestLeaveMovesOnlyFromTheSilentNode(t *testing.T) {
+	d := &dialer{cfg: Config{URLs: []string{"amqp://a/", "amqp://b/", "amqp://c/"}}}
+	d.leave(0)
+	d.leave(0)
+	if n := d.node.Load(); n != 1 {
+		t.Errorf("after node 0 went silent: node %d, want 1", n)
+	}
+	d.node.Store(2) // a dial answered from node 2 since
+	d.leave(1)
+	if n := d.node.Load(); n != 2 {
+		t.Errorf("after node 1 went silent, node 2 having answered since: node %d, want 2", n)
+	}
+	d.leave(2)
+	if n := d.node.Load(); n != 0 {
+		t.Errorf("after node 2 went silent: node %d, want 0", n)
+	}
+	one := &dialer{cfg: Config{URLs: []string{"amqp://a/"}}}
+	one.leave(0)
+	if n := one.node.Load(); n != 0 {
+		t.Errorf("a single URL left: node %d, want 0", n)
+	}
+}

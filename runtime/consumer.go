@@ -463,7 +463,7 @@ func (c *Consumer) newRun() *run {
 	if c.cfg.Publisher != nil {
 		conn = c.cfg.Publisher.conn
 	} else {
-		conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return c.dialer.publishing("handoff") }, c.cfg.StepTimeout)
+		conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, func(), error) { return c.dialer.publishing("handoff") }, c.cfg.StepTimeout)
 	}
 	// A channel of the consumer's own, and a window: no publish of another
 	// (a user's send, an outbox row) can fail its handoffs or hold their slots.

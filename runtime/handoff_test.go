@@ -21,7 +21,10 @@ import (
 
 // newHandoffPublisher is a consumer's handoff publisher, driven alone.
 func newHandoffPublisher(t *testing.T, url string, stepTimeout time.Duration, window int) *confirm.Publisher {
-	dial := func() (*amqp.Connection, net.Conn, error) { return transport.Dial(url, amqp.Config{}, nil) }
+	dial := func() (*amqp.Connection, net.Conn, func(), error) {
+		conn, socket, err := transport.Dial(url, amqp.Config{}, nil)
+		return conn, socket, nil, err
+	}
 	conn := confirm.NewConn(dial, stepTimeout)
 	t.Cleanup(conn.Close)
 	return confirm.New(conn, window)

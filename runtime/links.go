@@ -91,7 +91,7 @@ func (ls *links) lease(ctx context.Context) (l *link, reused bool, err error) {
 
 func (ls *links) dial(d *linkDial) {
 	var filter *quarantine.Conn
-	conn, _, err := ls.dialer.dial("consume", func(conn, socket net.Conn) net.Conn {
+	conn, _, _, err := ls.dialer.dial("consume", func(conn, socket net.Conn) net.Conn {
 		if ls.shared {
 			conn = transport.Coalesce(conn, socket, ls.dialer.cfg.StepTimeout)
 		}

@@ -78,7 +78,7 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 	// A dialer of its own: a node passed over for consuming need not be
 	// for publishing.
 	p.consuming = &links{dialer: &dialer{cfg: cfg, name: "publisher"}, shared: true}
-	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, error) { return p.dialer.publishing("publish") }, cfg.StepTimeout)
+	p.conn = confirm.NewConn(func() (*amqp.Connection, net.Conn, func(), error) { return p.dialer.publishing("publish") }, cfg.StepTimeout)
 	// One backoff for the connection, whatever the number of Sends
 	// waiting: each failed dial holds the next off for its wait, and the
 	// Sends meanwhile get its failure.

@@ -641,6 +641,65 @@ func TestBrokerPublisherBlockedConnectionOpensNoChannel(t *testing.T) {
 	}
 }
 
+// A node that completes the handshake and then answers no channel open is
+// abandoned once an open has waited a whole step, and the next dial starts
+// at the next URL, the silent node tried last: the Sends reach the healthy
+// node within a few steps rather than redial the silent one for ever.
+func TestBrokerPublisherSilentNodeIsLeftForTheNext(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	silent, healthy := newProxy(t), newProxy(t)
+	var silentStarts, healthyStarts atomic.Int32
+	silent.Intercept(func(f faults.Frame) faults.Action {
+		switch {
+		case f.Dir == faults.ToBroker && f.Is(faults.ConnectionStartOk):
+			silentStarts.Add(1)
+		case f.Dir == faults.ToClient && f.Is(openMethods["channel.open-ok"]):
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	healthy.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.ConnectionStartOk) {
+			healthyStarts.Add(1)
+		}
+		return faults.Forward
+	})
+	p := newPublisher(t, silent.url(), 4, func(cfg *runtime.Config) {
+		cfg.URLs = append(cfg.URLs, healthy.url())
+		cfg.StepTimeout = time.Second
+	})
+	want := map[string]int{}
+	attempt := 0
+	eventually(t, 60*time.Second, "a Send through the second node", func() bool {
+		if n := silentStarts.Load(); n > 1 {
+			t.Fatalf("the silent node dialled %d times, the healthy one %d", n, healthyStarts.Load())
+		}
+		attempt++
+		id := "send-" + strconv.Itoa(attempt)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		switch err := p.Send(ctx, message(t, exchange, "ok.1", id)); {
+		case err == nil:
+			want[id] = 1
+			return true
+		case errors.Is(err, runtime.ErrUnconfirmed):
+			t.Fatalf("a Send on the silent node: %v; want not sent", err)
+		}
+		return false
+	})
+	if err := p.Send(context.Background(), message(t, exchange, "ok.2", "again")); err != nil {
+		t.Errorf("a Send after: %v", err)
+	}
+	want["again"] = 1
+	if s, h := silentStarts.Load(), healthyStarts.Load(); s != 1 || h != 1 {
+		t.Errorf("connections dialled: %d to the silent node, %d to the healthy one; want 1, 1", s, h)
+	}
+	if got := ids(t, ok); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the queue holds %v, want %v", got, want)
+	}
+}
+
 // The window bounds the publishes the broker has not answered, not only
 // those a Send still waits for: a Send that gave up on its confirm keeps its
 // slot until the answer comes, so Returns never pile up past the room kept

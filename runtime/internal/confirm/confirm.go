@@ -207,13 +207,13 @@ func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, er
 	ch, err := step.Open(ctx, l.conn.Channel, func(ch *amqp.Channel) { _ = ch.Close() })
 	if err != nil {
 		if unanswered(err) {
-			l.abandon()
+			l.abandonSilent()
 		}
 		return nil, err
 	}
 	if err := step.DoErr(ctx, func() error { return ch.Confirm(false) }); err != nil {
 		if unanswered(err) {
-			l.abandon()
+			l.abandonSilent()
 		}
 		// Nothing waits for the close-ok, which a dead peer never sends.
 		go ch.Close()
@@ -446,14 +446,14 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	// every publish sharing the connection for one caller's impatience. The
 	// frames are built on this goroutine: handing each publish to another
 	// cost about a tenth of the retry path's throughput.
-	watchdog := time.AfterFunc(p.stepTimeout, c.link.abandon)
+	watchdog := time.AfterFunc(p.stepTimeout, c.link.abandonStalled)
 	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, !frame.DirectReply(exchange, key), false, msg)
 	c.writes.RUnlock()
 	if !watchdog.Stop() {
 		// The watchdog may not have run yet; abandon again so the next
 		// publish cannot find this connection. The write may still have
 		// completed: the message may exist.
-		c.link.abandon()
+		c.link.abandonStalled()
 		ev.Status, ev.Detail, ev.Published = outcome.HandoffTimedOut, "the publish did not return in time", true
 		return ev
 	}
@@ -580,7 +580,10 @@ func (c *channel) retire(stepTimeout time.Duration) {
 	c.retiring.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
-		if c.close(ctx) != nil {
+		switch err := c.close(ctx); {
+		case errors.Is(err, step.ErrTimeout):
+			c.link.abandonStalled()
+		case err != nil:
 			c.link.abandon()
 		}
 	})

@@ -17,8 +17,9 @@ import (
 // again after it was lost. It keeps what belongs to the connection, not to
 // a channel: its socket and whether the broker blocks it.
 type Conn struct {
-	// dial opens the connection and returns its socket too.
-	dial        func() (*amqp.Connection, net.Conn, error)
+	// dial opens the connection and returns its socket too, and silent
+	// (nil when there is none), which link.abandonSilent calls.
+	dial        func() (conn *amqp.Connection, socket net.Conn, silent func(), err error)
 	stepTimeout time.Duration
 
 	// Backoff, when set, is the wait after the n-th dial in a row that
@@ -53,6 +54,9 @@ type link struct {
 	// user is the user name the connection logged in with, or "" when
 	// unknown: the only user_id the broker accepts on it.
 	user string
+	// silent, when not nil, moves the next dial on from the connection's
+	// node: the broker left the connection unanswered.
+	silent func()
 	// broken is set before the socket is closed. The client notices a closed
 	// socket only when its reader next fails, so until then the connection
 	// still says it is open; broken keeps the next publish off it.
@@ -102,8 +106,10 @@ func until(by time.Time, done <-chan struct{}) (context.Context, context.CancelF
 }
 
 // NewConn returns a connection that dial opens, each step of opening it
-// bounded by stepTimeout.
-func NewConn(dial func() (*amqp.Connection, net.Conn, error), stepTimeout time.Duration) *Conn {
+// bounded by stepTimeout. dial returns the connection's socket too, and
+// silent (or nil), called once when the connection is abandoned because the
+// broker left it unanswered for a whole step.
+func NewConn(dial func() (conn *amqp.Connection, socket net.Conn, silent func(), err error), stepTimeout time.Duration) *Conn {
 	return &Conn{dial: dial, stepTimeout: stepTimeout}
 }
 
@@ -176,15 +182,16 @@ func (c *Conn) open(by time.Time, done <-chan struct{}) (*link, error) {
 	type dialed struct {
 		conn   *amqp.Connection
 		socket net.Conn
+		silent func()
 	}
 	d, err := step.Open(ctx, func() (dialed, error) {
-		conn, socket, err := c.dial()
-		return dialed{conn, socket}, err
+		conn, socket, silent, err := c.dial()
+		return dialed{conn, socket, silent}, err
 	}, func(d dialed) { _ = d.conn.CloseDeadline(time.Now().Add(c.stepTimeout)) })
 	if err != nil {
 		return nil, err
 	}
-	l := &link{conn: d.conn, socket: d.socket, user: user(d.conn), unblocked: make(chan struct{})}
+	l := &link{conn: d.conn, socket: d.socket, user: user(d.conn), silent: d.silent, unblocked: make(chan struct{})}
 	close(l.unblocked)
 	// Registered before any channel opens, so no block goes unseen; the
 	// client closes the notifications when the connection closes, which ends
@@ -215,6 +222,29 @@ func (l *link) usable() bool { return !l.broken.Load() && !l.conn.IsClosed() }
 func (l *link) abandon() {
 	l.broken.Store(true)
 	_ = l.socket.Close()
+}
+
+// abandonSilent is abandon for a connection the broker left unanswered for
+// a whole step: a node that completes the handshake and then answers
+// nothing would otherwise take every dial while another node is listed.
+// Only the connection's first abandon moves the next dial, so that a late
+// second one cannot move it off a node that has answered since.
+func (l *link) abandonSilent() {
+	if !l.broken.Swap(true) && l.silent != nil {
+		l.silent()
+	}
+	_ = l.socket.Close()
+}
+
+// abandonStalled is abandon for a write or a close that waited a whole
+// step: the broker's silence, unless it blocks the connection, which says
+// nothing of its node (an alarm blocks publishers on every node).
+func (l *link) abandonStalled() {
+	if closed(l.whenUnblocked()) {
+		l.abandonSilent()
+		return
+	}
+	l.abandon()
 }
 
 // whenUnblocked is closed once the broker lets the connection publish.

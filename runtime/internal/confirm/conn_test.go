@@ -17,9 +17,9 @@ import (
 // one dialling, its dial given up. Neither waits out the step (an hour).
 func TestLinkWaitsEndWithDone(t *testing.T) {
 	release := make(chan struct{})
-	c := NewConn(func() (*amqp.Connection, net.Conn, error) {
+	c := NewConn(func() (*amqp.Connection, net.Conn, func(), error) {
 		<-release
-		return nil, nil, errors.New("refused")
+		return nil, nil, nil, errors.New("refused")
 	}, time.Hour)
 	defer close(release)
 	dialerDone, waiterDone := make(chan struct{}), make(chan struct{})

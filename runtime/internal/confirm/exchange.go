@@ -84,7 +84,7 @@ func (c *channel) exchangeExists(exchange string, stepTimeout time.Duration, wri
 		// A broker that answers no request in a whole step, unblocked, will
 		// not read a publish either: the next one gets a new connection.
 		// A look cut short by the publish's own bound proves nothing.
-		c.link.abandon()
+		c.link.abandonSilent()
 		return outcome.HandoffTimedOut, "the broker did not answer the look for exchange " + name + " in time"
 	case errors.Is(err, step.ErrTimeout):
 		return outcome.HandoffTimedOut, "no answer to the look for exchange " + name + " within the publish's bounds"
