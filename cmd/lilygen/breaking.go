@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -37,6 +38,10 @@ A schema the ref does not have is compared with the file git finds it
 renamed from (git diff -M <ref>), and said so; when git finds none, it is
 new, or moved unseen, and is not compared, which a line on stderr says (a
 SCHEMA-NOT-COMPARED warning with --error-format json or github-actions).
+At a git ref, a root schema there (a *.lily.yaml file with a package) below
+the directory lilygen runs in, that no schema named is compared with and
+that the working tree no longer has at its path, is gone: what it held is
+reported removed, placed at its path.
 
 Findings are grouped: API (generated Go names and signatures), WIRE (payload
 and content type), INFLIGHT (messages already in a queue, retry bucket or DLQ
@@ -82,18 +87,22 @@ Rules:
 
 func (e *env) breaking(against string, allow []string) int {
 	var found, acknowledged []review.Finding
-	var stale, inherited []schema.Acknowledgement
+	// The acknowledgements of every schema, and of their older revisions,
+	// are judged together, as --allow is: what a schema deleted held is
+	// acknowledged in a schema that remains.
+	var newer, older []schema.Acknowledgement
 	notCompared := 0
 	ok := true
+	paired := map[string]bool{} // at a git ref, the paths there compared
 	for _, name := range e.args {
-		old, isNew, good := e.older(name, against)
+		old, from, isNew, good := e.older(name, against)
 		f, goodNew := e.loadOne(name)
 		if !good || !goodNew {
 			ok = false
 			continue
 		}
-		var changes []review.Finding
-		var before []schema.Acknowledgement
+		paired[from] = true
+		newer = append(newer, f.Acknowledged...)
 		if isNew {
 			notCompared++
 			msg := fmt.Sprintf("not at %s, not compared (new, or moved where git finds no rename from a file there): nothing in it is checked", against)
@@ -101,18 +110,28 @@ func (e *env) breaking(against string, allow []string) int {
 			// read no finding as a clean comparison.
 			e.format.problem(e.stdout, e.stderr, diag{File: name, Rule: schemaNotCompared, Message: msg, Severity: warning},
 				fmt.Sprintf("lilygen breaking: %s: %s", name, msg))
-		} else {
-			changes, before = review.Breaking(old, f), old.Acknowledged
+			continue
 		}
-		j := review.Acknowledge(changes, f.Acknowledged, before, allow)
-		found = append(found, j.Breaking...)
-		acknowledged = append(acknowledged, j.Acknowledged...)
-		stale = append(stale, j.Stale...)
-		inherited = append(inherited, j.Inherited...)
+		found = append(found, review.Breaking(old, f)...)
+		older = append(older, old.Acknowledged...)
 	}
 	if !ok {
 		return exitUsage
 	}
+	gone, ok := e.gone(against, paired)
+	if !ok {
+		return exitUsage
+	}
+	for _, g := range gone {
+		say(e.stderr, "lilygen: %s: gone from the working tree since %s, and no schema named is compared with %s: what it held is reported removed", g.name, against, g.old.Name)
+		// Compared with an empty revision of itself: all it held is
+		// removed, and the findings are placed at its path.
+		found = append(found, review.Breaking(g.old, &schema.File{Name: g.name, Package: g.old.Package, Output: g.old.Output})...)
+		older = append(older, g.old.Acknowledged...)
+	}
+	j := review.Acknowledge(found, newer, older, allow)
+	found, acknowledged = j.Breaking, j.Acknowledged
+	stale, inherited := j.Stale, j.Inherited
 	review.Sort(found)
 	e.format.findings(e.stdout, found)
 	var problems []diag
@@ -147,6 +166,9 @@ func (e *env) breaking(against string, allow []string) int {
 		}
 		if notCompared > 0 {
 			also = append(also, fmt.Sprintf("%d schema%s not compared", notCompared, plural(notCompared)))
+		}
+		if len(gone) > 0 {
+			also = append(also, fmt.Sprintf("%d schema%s gone", len(gone), plural(len(gone))))
 		}
 		if len(also) > 0 {
 			summary += fmt.Sprintf(" (and %s)", strings.Join(also, ", "))
@@ -193,61 +215,157 @@ func plural(n int) string {
 
 // older reads and checks the revision of schema name that against names:
 // at a git ref, the file at name's path or, when the ref has none, the one
-// git finds it renamed from. isNew reports a schema the ref has under
-// neither.
-func (e *env) older(name, against string) (f *schema.File, isNew, ok bool) {
+// git finds it renamed from, whose path from the repository's root from
+// is. isNew reports a schema the ref has under neither.
+func (e *env) older(name, against string) (f *schema.File, from string, isNew, ok bool) {
 	if info, err := os.Stat(against); err == nil && !info.IsDir() {
 		if len(e.args) > 1 {
 			fmt.Fprintln(e.stderr, "lilygen: --against names a file, so name a single schema")
-			return nil, false, false
+			return nil, "", false, false
 		}
 		f, err := schema.Load(against)
-		return f, false, e.reportOlder(f, err)
+		return f, "", false, e.reportOlder(f, err)
 	}
 	dir := filepath.Dir(name)
-	if _, err := gitOutput(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}"); err != nil {
-		say(e.stderr, "lilygen: --against %s is neither a file nor a git commit (is it fetched?)", against)
-		return nil, false, false
+	if !e.isCommit(dir, against) {
+		return nil, "", false, false
 	}
 	prefix, err := gitOutput(dir, "rev-parse", "--show-prefix")
 	if err != nil {
 		say(e.stderr, "lilygen: %v", err)
-		return nil, false, false
+		return nil, "", false, false
 	}
 	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))
-	tmp, err := os.MkdirTemp("", "lilygen-")
-	if err != nil {
-		say(e.stderr, "lilygen: %v", err)
-		return nil, false, false
-	}
-	defer os.RemoveAll(tmp)
-	found, err := checkout(dir, against, rel, tmp)
-	if err == nil && !found {
-		var from string
-		if from, err = renamedFrom(dir, against, rel); err == nil && from != "" {
-			say(e.stderr, "lilygen: %s: not at %s; compared with %s:%s, which git finds it renamed from", name, against, against, from)
-			rel = from
-			found, err = checkout(dir, against, rel, tmp)
+	there, err := atRef(dir, against, rel)
+	if err == nil && !there {
+		var renamed string
+		if renamed, err = renamedFrom(dir, against, rel); err == nil && renamed != "" {
+			say(e.stderr, "lilygen: %s: not at %s; compared with %s:%s, which git finds it renamed from", name, against, against, renamed)
+			rel, there = renamed, true
 		}
 	}
 	switch {
 	case err != nil:
 		say(e.stderr, "lilygen: %v", err)
-		return nil, false, false
-	case !found:
-		return nil, true, true
+		return nil, "", false, false
+	case !there:
+		return nil, "", true, true
 	}
-	f, err = schema.Load(filepath.Join(tmp, filepath.FromSlash(rel)))
+	f, ok = e.readAt(dir, against, rel)
+	return f, rel, false, ok
+}
+
+// isCommit reports whether against names a commit of the repository of
+// dir, and says so when it does not.
+func (e *env) isCommit(dir, against string) bool {
+	if _, err := gitOutput(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}"); err != nil {
+		say(e.stderr, "lilygen: --against %s is neither a file nor a git commit (is it fetched?)", against)
+		return false
+	}
+	return true
+}
+
+// readAt reads and checks the schema at rel, a path from the root of the
+// repository of dir, and the files it includes, as ref has them. Its Name,
+// and its errors, name its files as git does, <ref>:<path from the root>.
+func (e *env) readAt(dir, ref, rel string) (*schema.File, bool) {
+	tmp, err := os.MkdirTemp("", "lilygen-")
+	if err != nil {
+		say(e.stderr, "lilygen: %v", err)
+		return nil, false
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := checkout(dir, ref, rel, tmp); err != nil {
+		say(e.stderr, "lilygen: %v", err)
+		return nil, false
+	}
+	f, err := schema.Load(filepath.Join(tmp, filepath.FromSlash(rel)))
 	var list schema.ErrorList
 	if errors.As(err, &list) {
-		// Errors name the files as git does, <ref>:<path from the root>.
 		for _, x := range list {
 			if r, err := filepath.Rel(tmp, x.File); err == nil {
-				x.File = against + ":" + filepath.ToSlash(r)
+				x.File = ref + ":" + filepath.ToSlash(r)
 			}
 		}
 	}
-	return f, false, e.reportOlder(f, err)
+	if f != nil {
+		f.Name = ref + ":" + rel
+	}
+	return f, e.reportOlder(f, err)
+}
+
+// goneSchema is a root schema at the git ref that the working tree no
+// longer has: old is its revision there, name its path from the working
+// directory.
+type goneSchema struct {
+	old  *schema.File
+	name string
+}
+
+// gone reads the root schemas at ref below the working directory (the
+// files named *.lily.yaml with a package, as the CI job of docs/lilygen.md
+// names them there) that no schema of the run was compared with (paired
+// holds their paths from the repository's root) and that the working tree
+// no longer has at their path: deleted, or moved where git finds no rename
+// to a schema named. One the working tree still has is not this run's
+// subject. With --against a file there are none.
+func (e *env) gone(ref string, paired map[string]bool) ([]goneSchema, bool) {
+	if info, err := os.Stat(ref); err == nil && !info.IsDir() {
+		return nil, true
+	}
+	prefix, err := gitOutput(".", "rev-parse", "--show-prefix")
+	if err != nil {
+		say(e.stderr, "lilygen breaking: --against %s: the schemas deleted since are looked for below the directory lilygen runs in, which is in no git work tree: run it in the repository (%v)", ref, err)
+		return nil, false
+	}
+	if !e.isCommit(".", ref) {
+		return nil, false
+	}
+	top, err := gitOutput(".", "rev-parse", "--show-toplevel")
+	if err != nil {
+		say(e.stderr, "lilygen: %v", err)
+		return nil, false
+	}
+	below := strings.TrimSpace(string(prefix))
+	args := []string{"--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", "--name-only", ref}
+	if below != "" {
+		args = append(args, "--", below)
+	}
+	out, err := gitOutput(".", args...)
+	if err != nil {
+		say(e.stderr, "lilygen: %v", err)
+		return nil, false
+	}
+	var gone []goneSchema
+	for _, p := range strings.Split(string(out), "\x00") {
+		if !strings.HasSuffix(p, ".lily.yaml") || paired[p] {
+			continue
+		}
+		switch _, err := os.Lstat(filepath.Join(strings.TrimSpace(string(top)), filepath.FromSlash(p))); {
+		case err == nil:
+			continue
+		case !errors.Is(err, fs.ErrNotExist):
+			say(e.stderr, "lilygen: %v", err)
+			return nil, false
+		}
+		data, err := gitOutput(".", "show", ref+":"+p)
+		if err != nil {
+			say(e.stderr, "lilygen: %v", err)
+			return nil, false
+		}
+		var root struct {
+			Package string `yaml:"package"`
+		}
+		if yaml.Unmarshal(data, &root) != nil || root.Package == "" {
+			continue // an included file, or no schema: none the CI job names
+		}
+		old, ok := e.readAt(".", ref, p)
+		if !ok {
+			return nil, false
+		}
+		gone = append(gone, goneSchema{old: old, name: filepath.FromSlash(strings.TrimPrefix(p, below))})
+	}
+	return gone, true
 }
 
 // reportOlder prints the error of loading an older revision, if any, and

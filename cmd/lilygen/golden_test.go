@@ -19,6 +19,7 @@ import (
 
 const (
 	goldenArgs     = "args" // the lilygen command line of a case, when not the default
+	goldenRef      = "ref/" // the files of a case's git ref main, when it has one
 	defaultArgs    = "generate schema.lily.yaml"
 	goldenSuffix   = ".golden"  // keeps the go tool from building expected Go files
 	expectedPrefix = "expected" // expected.stdout, expected.stderr, expected.code, expected/
@@ -29,7 +30,9 @@ const (
 // expected.stdout, expected.stderr and expected.code (when not 0), and
 // expected/<path>.golden for each file it wrote. A case holds its input files
 // (schema.lily.yaml and any others it names) and, in the file args, the
-// command line when it is not "generate schema.lily.yaml". A generate that
+// command line when it is not "generate schema.lily.yaml". A case with files
+// under ref/ runs in a git repository whose branch main holds them (see
+// commit). A generate that
 // succeeds must leave check satisfied, and the Go files it wrote must pass
 // go vet. A case's own tests (its *_test.go files, beside the Go file they
 // test) then run on what it generated: behaviour that a golden file only
@@ -92,6 +95,7 @@ func runCase(t *testing.T, dir string) map[string]string {
 		delete(inputs, goldenArgs)
 	}
 	work := t.TempDir()
+	commit(t, work, inputs)
 	for name, content := range inputs {
 		writeFile(t, filepath.Join(work, filepath.FromSlash(name)), content)
 	}
@@ -126,6 +130,34 @@ func runCase(t *testing.T, dir string) map[string]string {
 	return got
 }
 
+// commit makes work a git repository when the case has files under ref/:
+// they are committed at their paths below it as main, then removed from
+// inputs, and the rest committed on a branch of their own, as a pull
+// request's checkout has them, so that git finds what it renamed.
+func commit(t *testing.T, work string, inputs map[string]string) {
+	ref := false
+	for name, content := range inputs {
+		if rel, ok := strings.CutPrefix(name, goldenRef); ok {
+			writeFile(t, filepath.Join(work, filepath.FromSlash(rel)), content)
+			delete(inputs, name)
+			ref = true
+		}
+	}
+	if !ref {
+		return
+	}
+	git(t, work, "init", "-q", "-b", "main")
+	git(t, work, "add", ".")
+	git(t, work, "commit", "-q", "-m", "main")
+	git(t, work, "checkout", "-q", "-b", "change")
+	git(t, work, "rm", "-q", "-r", ".")
+	for name, content := range inputs {
+		writeFile(t, filepath.Join(work, filepath.FromSlash(name)), content)
+	}
+	git(t, work, "add", ".")
+	git(t, work, "commit", "-q", "--allow-empty", "-m", "change")
+}
+
 func isExpected(name string) bool {
 	return strings.HasPrefix(name, expectedPrefix+".") || strings.HasPrefix(name, expectedPrefix+"/")
 }
@@ -147,6 +179,9 @@ func readTree(t *testing.T, dir string) map[string]string {
 	files := map[string]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
+			if err == nil && d.Name() == ".git" {
+				return fs.SkipDir // a case's repository (see commit)
+			}
 			return err
 		}
 		rel, err := filepath.Rel(dir, path)

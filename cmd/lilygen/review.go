@@ -139,7 +139,7 @@ templates/review.md.tmpl.`,
 				var old *schema.File
 				if *against != "" {
 					var isNew, goodOld bool
-					old, isNew, goodOld = olders.older(name, *against)
+					old, _, isNew, goodOld = olders.older(name, *against)
 					if isNew && good {
 						// All of it is new: an empty revision lists it so.
 						old = &schema.File{Package: f.Package, Output: f.Output}

@@ -447,3 +447,34 @@ func TestBreakingAgainstGitRefFailsWhenGitCannotRead(t *testing.T) {
 		t.Errorf("exit %d, want 2 and git's error\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory reports
+// what a schema deleted since the ref held, below the directory breaking
+// runs in only; one the working tree still has is not the run's subject.
+func TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory(t *testing.T) {
+	repo := t.TempDir()
+	pongs := strings.NewReplacer("Ping", "Pong", "pings", "pongs", "pingmsg", "pongmsg").Replace(minimal)
+	writeFile(t, filepath.Join(repo, "svc", "ping.lily.yaml"), minimal)
+	writeFile(t, filepath.Join(repo, "svc", "pong.lily.yaml"), pongs)
+	writeFile(t, filepath.Join(repo, "other", "ping.lily.yaml"), minimal)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schemas")
+	git(t, repo, "rm", "-q", "svc/ping.lily.yaml", "other/ping.lily.yaml")
+
+	dir := filepath.Join(repo, "svc")
+	code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "pong.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, `ping.lily.yaml:1:1: queue "pings" is no longer consumed`) || strings.Contains(stdout, "other") ||
+		!strings.Contains(stderr, "lilygen: ping.lily.yaml: gone from the working tree since main, and no schema named is compared with main:svc/ping.lily.yaml") ||
+		!strings.Contains(stderr, "(and 1 schema gone)") {
+		t.Errorf("deleted below: exit %d\n%s%s", code, stdout, stderr)
+	}
+	git(t, repo, "checkout", "-q", "main", "--", ".")
+	if code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "pong.lily.yaml"); code != exitOK || stdout != "" {
+		t.Errorf("kept, not named: exit %d\n%s%s", code, stdout, stderr)
+	}
+	outside := t.TempDir()
+	if code, _, stderr := lilygen(t, outside, "breaking", "--against", "main", filepath.Join(dir, "pong.lily.yaml")); code != exitUsage || !strings.Contains(stderr, "which is in no git work tree") {
+		t.Errorf("run outside the repository: exit %d\n%s", code, stderr)
+	}
+}
