@@ -55,8 +55,12 @@ func Acknowledge(changes []Finding, newer, older []schema.Acknowledgement, allow
 		}
 		if i := slices.IndexFunc(inherited, x.acknowledgedBy); i >= 0 {
 			a := inherited[i]
-			x.Note = fmt.Sprintf("the acknowledgement %s at %s:%d:%d is in the older revision too: written for an earlier change, it accepts only that one; to accept this change, give it a new reason, one that says why this change is safe",
+			note := fmt.Sprintf("the acknowledgement %s at %s:%d:%d is in the older revision too: written for an earlier change, it accepts only that one; to accept this change, give it a new reason, one that says why this change is safe",
 				x.Ack(), a.Pos.File, a.Pos.Line, a.Pos.Column)
+			if x.Note != "" {
+				note = x.Note + "; " + note // where it moved from
+			}
+			x.Note = note
 		}
 		j.Breaking = append(j.Breaking, x)
 	}

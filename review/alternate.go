@@ -16,6 +16,11 @@ import (
 // exchange cannot route, so the queues behind it stop receiving them.
 func (b *breaker) alternates() {
 	before, after := newGraph(b.old), newGraph(b.new)
+	// A binding that came with a queue or exchange from another file routed
+	// what it did there.
+	for _, r := range b.arrivedRoutes() {
+		before.from[r.b.Source] = append(before.from[r.b.Source], r)
+	}
 	for _, nx := range b.new.Exchanges {
 		ox := b.old.Exchange(nx.Name)
 		if nx.AlternateExchange == "" || ox == nil || ox.AlternateExchange != nx.AlternateExchange || ox.Type != nx.Type {

@@ -19,15 +19,13 @@ import (
 // in new; what was removed is placed at what held it, or at the top of new's
 // root file.
 func Breaking(old, new *schema.File) []Finding {
-	b := &breaker{old: old, new: new, top: schema.Pos{File: new.Name, Line: 1, Column: 1}, types: map[string]*schema.Field{}}
-	for _, nm := range new.Messages {
-		if old.Message(nm.Name) == nil {
-			b.added = append(b.added, nm)
-		}
-	}
-	for _, t := range new.Types {
-		b.types[t.Named] = t
-	}
+	found, _ := BreakingAcross([]Revision{{Old: old, New: new}})
+	return found
+}
+
+// compare lists the breaking changes from b.old to b.new, as Breaking.
+func (b *breaker) compare() []Finding {
+	old, new := b.old, b.new
 	if o, n := old.Package, new.Package; o != n {
 		b.add(rules.PackageChanged, n, b.top,
 			fmt.Sprintf("the generated package is renamed from %s to %s", o, n),
@@ -44,33 +42,15 @@ func Breaking(old, new *schema.File) []Finding {
 			// The same wire type under a Go name the old file does not have:
 			// what queues dispatch is unchanged, so its versions are compared
 			// as the message's own.
-			if nm = b.goRenamed(om); nm != nil {
-				b.add(rules.MessageGoRenamed, om.Name, nm.Pos,
-					fmt.Sprintf("message %s is renamed %s in Go; it still travels as %q, but its generated names change", om.Name, nm.Name, nm.Type),
-					fmt.Sprintf("rename every use of %s's generated names", om.Name))
-			}
+			nm = b.goRenamed(om)
 		}
 		if nm != nil {
-			if e, why, fix := new.ProducedIn(nm); old.Produced(om) && e == nil {
-				b.add(rules.ProducerRemoved, om.Name, nm.Pos,
-					fmt.Sprintf("the producers New%sV… of message %s are no longer generated: %s", om.Name, om.Name, why),
-					fmt.Sprintf("%s, or remove the calls of its New%sV… functions", fix, om.Name))
-			}
-			if om.Type != nm.Type {
-				b.add(rules.WireTypeChanged, om.Name, nm.Pos,
-					fmt.Sprintf("message %s travels as %q instead of %q: its queues no longer dispatch what producers send today", om.Name, nm.Type, om.Type),
-					fmt.Sprintf("keep a message of type %q beside it until no producer sends it and no queue holds one", om.Type))
-			}
-			b.produced(om, nm)
-			if om.Name != nm.Name {
-				// Its versions' own Go types are renamed with it, which
-				// MESSAGE-GO-RENAMED says once.
-				b.renaming = regexp.MustCompile(`(^|[*\]])` + regexp.QuoteMeta(om.Name) + `(V[0-9])`)
-				b.renamedTo = "${1}" + nm.Name + "${2}"
-			}
 			b.message(om, nm)
-			b.renaming = nil
-			b.publish(om, nm)
+			continue
+		}
+		if s := b.moved("message", om.Name); s != nil {
+			s.message(om, ofTypeIn(s.new, om.Type))
+			b.adopt(s)
 			continue
 		}
 		if nm := b.renamed(om); nm != nil {
@@ -88,6 +68,11 @@ func Breaking(old, new *schema.File) []Finding {
 			b.queue(oq, nq)
 			continue
 		}
+		if s := b.moved("queue", oq.Name); s != nil {
+			s.queue(oq, s.new.Queue(oq.Name))
+			b.adopt(s)
+			continue
+		}
 		b.add(rules.QueueRemoved, oq.Name, b.top,
 			fmt.Sprintf("queue %q is no longer consumed: what it, its retry buckets and its DLQ %q hold stays there", oq.Name, oq.DLQ),
 			"stop its producers, let it and its retry buckets drain, deal with its DLQ, then delete the queues")
@@ -98,11 +83,48 @@ func Breaking(old, new *schema.File) []Finding {
 	return b.out
 }
 
+// message compares om with nm, the message of new that is om's: of its Go
+// name, or of its wire type.
+func (b *breaker) message(om, nm *schema.Message) {
+	if om.Name != nm.Name {
+		b.add(rules.MessageGoRenamed, om.Name, nm.Pos,
+			fmt.Sprintf("message %s is renamed %s in Go; it still travels as %q, but its generated names change", om.Name, nm.Name, nm.Type),
+			fmt.Sprintf("rename every use of %s's generated names", om.Name))
+	}
+	if e, why, fix := b.new.ProducedIn(nm); b.old.Produced(om) && e == nil {
+		b.add(rules.ProducerRemoved, om.Name, nm.Pos,
+			fmt.Sprintf("the producers New%sV… of message %s are no longer generated: %s", om.Name, om.Name, why),
+			fmt.Sprintf("%s, or remove the calls of its New%sV… functions", fix, om.Name))
+	}
+	if om.Type != nm.Type {
+		b.add(rules.WireTypeChanged, om.Name, nm.Pos,
+			fmt.Sprintf("message %s travels as %q instead of %q: its queues no longer dispatch what producers send today", om.Name, nm.Type, om.Type),
+			fmt.Sprintf("keep a message of type %q beside it until no producer sends it and no queue holds one", om.Type))
+	}
+	b.produced(om, nm)
+	if om.Name != nm.Name {
+		// Its versions' own Go types are renamed with it, which
+		// MESSAGE-GO-RENAMED says once.
+		b.renaming = regexp.MustCompile(`(^|[*\]])` + regexp.QuoteMeta(om.Name) + `(V[0-9])`)
+		b.renamedTo = "${1}" + nm.Name + "${2}"
+	}
+	b.versions(om, nm)
+	b.renaming = nil
+	b.publish(om, nm)
+}
+
 type breaker struct {
 	old, new *schema.File
 	top      schema.Pos
 	out      []Finding
-	// added are the messages of new whose Go name old does not have, and
+	// run is the run of schemas b.old and b.new are of, and at the index
+	// of b.new's revision in it. note, when set, is added to each finding:
+	// b compares what moved to b.new from b.old, another schema's.
+	run  *run
+	at   int
+	note string
+	// added are the messages of new whose Go name old does not have, but
+	// for those that moved there from another schema of the run, and
 	// types new's shared types by name: each gathered once, not searched
 	// for each message or field.
 	added []*schema.Message
@@ -119,7 +141,7 @@ type breaker struct {
 func (b *breaker) add(r rules.Rule, subject string, at schema.Pos, msg, migration string) {
 	b.out = append(b.out, Finding{
 		Rule: r.ID, Category: r.Category, File: at.File, Line: at.Line, Column: at.Column,
-		Subject: subject, Message: msg, Migration: migration,
+		Subject: subject, Message: msg, Migration: migration, Note: b.note,
 	})
 }
 
@@ -233,7 +255,8 @@ func samePointee[T comparable](a, b *T) bool {
 	return *a == *b
 }
 
-func (b *breaker) message(om, nm *schema.Message) {
+// versions compares the versions of om with those of nm, its revision.
+func (b *breaker) versions(om, nm *schema.Message) {
 	for _, ov := range om.Versions {
 		nv := findVersion(nm, ov.Number)
 		subject := fmt.Sprintf("%s.v%d", om.Name, ov.Number)

@@ -105,30 +105,38 @@ func unset(v any) string {
 	return fmt.Sprint(v)
 }
 
-// exchanges reports each exchange of old that new declares differently.
+// exchanges reports each exchange of old that new, or the file it moved
+// to, declares differently.
 func (b *breaker) exchanges() {
 	for _, ox := range b.old.Exchanges {
-		nx := b.new.Exchange(ox.Name)
-		if nx == nil {
-			continue // what it routed to a queue is reported by bindings
+		if nx := b.new.Exchange(ox.Name); nx != nil {
+			b.exchange(ox, nx)
+		} else if s := b.moved("exchange", ox.Name); s != nil {
+			s.exchange(ox, s.new.Exchange(ox.Name))
+			b.adopt(s)
 		}
-		if ox.External != nx.External {
-			b.ownership("exchange", ox.Name, nx.External, nx.Pos)
-		}
-		if ox.Type != nx.Type {
-			b.add(rules.ExchangeTypeChanged, ox.Name, nx.Pos,
-				fmt.Sprintf("exchange %q changes type from %s to %s: RabbitMQ refuses the redeclare (406), and its bindings match differently", ox.Name, ox.Type, nx.Type),
-				"declare an exchange under a new name, bind to it, and move producers to it")
-			continue
-		}
-		if ox.External || nx.External {
-			continue
-		}
-		if ox.Durable != nx.Durable || ox.Internal != nx.Internal || ox.AlternateExchange != nx.AlternateExchange {
-			b.add(rules.ExchangeChanged, ox.Name, nx.Pos,
-				fmt.Sprintf("exchange %q changes durable, internal or alternate_exchange: RabbitMQ refuses the redeclare (406)", ox.Name),
-				"declare an exchange under a new name, bind to it, and move producers to it")
-		}
+		// Else what it routed to a queue is reported by bindings.
+	}
+}
+
+// exchange compares ox with nx, its revision.
+func (b *breaker) exchange(ox, nx *schema.Exchange) {
+	if ox.External != nx.External {
+		b.ownership("exchange", ox.Name, nx.External, nx.Pos)
+	}
+	if ox.Type != nx.Type {
+		b.add(rules.ExchangeTypeChanged, ox.Name, nx.Pos,
+			fmt.Sprintf("exchange %q changes type from %s to %s: RabbitMQ refuses the redeclare (406), and its bindings match differently", ox.Name, ox.Type, nx.Type),
+			"declare an exchange under a new name, bind to it, and move producers to it")
+		return
+	}
+	if ox.External || nx.External {
+		return
+	}
+	if ox.Durable != nx.Durable || ox.Internal != nx.Internal || ox.AlternateExchange != nx.AlternateExchange {
+		b.add(rules.ExchangeChanged, ox.Name, nx.Pos,
+			fmt.Sprintf("exchange %q changes durable, internal or alternate_exchange: RabbitMQ refuses the redeclare (406)", ox.Name),
+			"declare an exchange under a new name, bind to it, and move producers to it")
 	}
 }
 
@@ -219,34 +227,59 @@ func bySource(rs []route) map[[3]string][]route {
 // with a key, pattern or header match that accepts less.
 func (b *breaker) bindings() {
 	oldRoutes := routes(b.old)
-	newFrom, oldFrom := bySource(routes(b.new)), bySource(oldRoutes)
+	oldFrom := bySource(oldRoutes)
 	for _, or := range oldRoutes {
-		same := newFrom[or.from()]
-		// Together: an old binding split into several is covered by them.
-		covered := accepts(bindingsOf(same), or.b, sourceType(b.new, or.b.Source))
-		// At the binding that changed: one from the same source that the
-		// old file does not have.
-		at := b.top
-		if len(same) > 0 {
-			at = same[0].b.Pos
+		// Compared where the queue or exchange bound is now: in b.new, or
+		// in the file it moved to.
+		s := b
+		if !holds(b.new, or.kind, or.name) {
+			if m := b.moved(or.kind, or.name); m != nil {
+				s = m
+			}
 		}
-		if i := slices.IndexFunc(same, func(nr route) bool {
-			return !slices.ContainsFunc(oldFrom[nr.from()], func(r route) bool { return sameBinding(r.b, nr.b) })
-		}); i >= 0 {
-			at = same[i].b.Pos
+		s.binding(or, oldFrom)
+		if s != b {
+			b.adopt(s)
 		}
-		subject := or.subject()
-		switch {
-		case covered:
-		case len(same) == 0:
-			b.add(rules.BindingRemoved, subject, at,
-				fmt.Sprintf("%s %q is no longer bound to exchange %q: what it routed there stops arriving (bindings declared before stay on the broker until deleted)", or.kind, or.name, or.b.Source),
-				"keep the binding until its producers have moved, then delete it from the broker by hand")
-		default:
-			b.add(rules.RoutingKeyNarrowed, subject, at,
-				fmt.Sprintf("the binding of %s %q to exchange %q no longer accepts %s: those messages stop arriving (the old binding stays on the broker until deleted)", or.kind, or.name, or.b.Source, describeMatch(or.b)),
-				"keep the old key beside the new one until its producers have moved")
-		}
+	}
+}
+
+// holds reports whether f holds the queue or exchange (kind) of name.
+func holds(f *schema.File, kind, name string) bool {
+	if kind == "queue" {
+		return f.Queue(name) != nil
+	}
+	return f.Exchange(name) != nil
+}
+
+// binding reports old binding or that b.new no longer has; oldFrom holds
+// the old file's bindings by where they go and the exchange they come from.
+func (b *breaker) binding(or route, oldFrom map[[3]string][]route) {
+	same := b.newRoutes()[or.from()]
+	// Together: an old binding split into several is covered by them.
+	covered := accepts(bindingsOf(same), or.b, sourceType(b.new, or.b.Source))
+	// At the binding that changed: one from the same source that the
+	// old file does not have.
+	at := b.top
+	if len(same) > 0 {
+		at = same[0].b.Pos
+	}
+	if i := slices.IndexFunc(same, func(nr route) bool {
+		return !slices.ContainsFunc(oldFrom[nr.from()], func(r route) bool { return sameBinding(r.b, nr.b) })
+	}); i >= 0 {
+		at = same[i].b.Pos
+	}
+	subject := or.subject()
+	switch {
+	case covered:
+	case len(same) == 0:
+		b.add(rules.BindingRemoved, subject, at,
+			fmt.Sprintf("%s %q is no longer bound to exchange %q: what it routed there stops arriving (bindings declared before stay on the broker until deleted)", or.kind, or.name, or.b.Source),
+			"keep the binding until its producers have moved, then delete it from the broker by hand")
+	default:
+		b.add(rules.RoutingKeyNarrowed, subject, at,
+			fmt.Sprintf("the binding of %s %q to exchange %q no longer accepts %s: those messages stop arriving (the old binding stays on the broker until deleted)", or.kind, or.name, or.b.Source, describeMatch(or.b)),
+			"keep the old key beside the new one until its producers have moved")
 	}
 }
 

@@ -26,8 +26,9 @@ type Finding struct {
 	Subject   string
 	Message   string
 	Migration string
-	// Note, when set, says why an acknowledgement that names the finding
-	// does not accept it.
+	// Note, when set, says where what the finding is about moved from, in
+	// a run of several schemas (BreakingAcross), and why an acknowledgement
+	// that names the finding does not accept it.
 	Note string
 }
 

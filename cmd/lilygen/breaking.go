@@ -36,12 +36,16 @@ are at the git ref --against names, read with git show (so shallow clones
 work once the ref is fetched).
 A schema the ref does not have is compared with the file git finds it
 renamed from (git diff -M <ref>), and said so; when git finds none, it is
-new, or moved unseen, and is not compared, which a line on stderr says (a
-SCHEMA-NOT-COMPARED warning with --error-format json or github-actions).
-At a git ref, a root schema there (a *.lily.yaml file with a package) below
-the directory lilygen runs in, that no schema named is compared with and
-that the working tree no longer has at its path, is gone: what it held is
-reported removed, placed at its path.
+new, or moved unseen. At a git ref, a root schema there (a *.lily.yaml file
+with a package) below the directory lilygen runs in, that no schema named is
+compared with and that the working tree no longer has at its path, is gone,
+and is compared with an empty revision of itself, placed at its path.
+A queue or exchange (by name) or message (by wire type) that one schema of
+the run no longer holds, and another newly does, moved: it is compared with
+what it was, said so on stderr, and its findings carry a note. A schema the
+ref does not have, to which nothing moved, is compared with nothing, which a
+line on stderr says (a SCHEMA-NOT-COMPARED warning with --error-format json
+or github-actions).
 
 Findings are grouped: API (generated Go names and signatures), WIRE (payload
 and content type), INFLIGHT (messages already in a queue, retry bucket or DLQ
@@ -86,12 +90,13 @@ Rules:
 }
 
 func (e *env) breaking(against string, allow []string) int {
-	var found, acknowledged []review.Finding
 	// The acknowledgements of every schema, and of their older revisions,
-	// are judged together, as --allow is: what a schema deleted held is
-	// acknowledged in a schema that remains.
+	// are judged together, as --allow is: what moved from one schema to
+	// another, or a schema deleted held, is acknowledged in a schema that
+	// remains.
 	var newer, older []schema.Acknowledgement
-	notCompared := 0
+	var revs []review.Revision
+	var unpaired []string // the schemas the ref has under no path
 	ok := true
 	paired := map[string]bool{} // at a git ref, the paths there compared
 	for _, name := range e.args {
@@ -104,15 +109,12 @@ func (e *env) breaking(against string, allow []string) int {
 		paired[from] = true
 		newer = append(newer, f.Acknowledged...)
 		if isNew {
-			notCompared++
-			msg := fmt.Sprintf("not at %s, not compared (new, or moved where git finds no rename from a file there): nothing in it is checked", against)
-			// Also on the pull request, where a reviewer would otherwise
-			// read no finding as a clean comparison.
-			e.format.problem(e.stdout, e.stderr, diag{File: name, Rule: schemaNotCompared, Message: msg, Severity: warning},
-				fmt.Sprintf("lilygen breaking: %s: %s", name, msg))
-			continue
+			// Compared with nothing of its own: what it holds that moved
+			// from another schema is compared with that one.
+			unpaired = append(unpaired, name)
+			old = &schema.File{Package: f.Package, Output: f.Output}
 		}
-		found = append(found, review.Breaking(old, f)...)
+		revs = append(revs, review.Revision{Old: old, New: f})
 		older = append(older, old.Acknowledged...)
 	}
 	if !ok {
@@ -123,14 +125,29 @@ func (e *env) breaking(against string, allow []string) int {
 		return exitUsage
 	}
 	for _, g := range gone {
-		say(e.stderr, "lilygen: %s: gone from the working tree since %s, and no schema named is compared with %s: what it held is reported removed", g.name, against, g.old.Name)
-		// Compared with an empty revision of itself: all it held is
-		// removed, and the findings are placed at its path.
-		found = append(found, review.Breaking(g.old, &schema.File{Name: g.name, Package: g.old.Package, Output: g.old.Output})...)
+		say(e.stderr, "lilygen: %s: gone from the working tree since %s, and no schema named is compared with %s: what it held is compared where a schema named holds it now, else reported removed", g.name, against, g.old.Name)
+		// Compared with an empty revision of itself, placed at its path.
+		revs = append(revs, review.Revision{Old: g.old, New: &schema.File{Name: g.name, Package: g.old.Package, Output: g.old.Output}})
 		older = append(older, g.old.Acknowledged...)
 	}
+	found, moves := review.BreakingAcross(revs)
+	for _, m := range moves {
+		say(e.stderr, "lilygen: %s; compared with what it was there", m)
+	}
+	notCompared := 0
+	for _, name := range unpaired {
+		if slices.ContainsFunc(moves, func(m review.Move) bool { return m.To == name }) {
+			continue
+		}
+		notCompared++
+		msg := fmt.Sprintf("not at %s, not compared (new, or moved where git finds no rename from a file there, and holding nothing moved from another schema of this run): nothing in it is checked", against)
+		// Also on the pull request, where a reviewer would otherwise read
+		// no finding as a clean comparison.
+		e.format.problem(e.stdout, e.stderr, diag{File: name, Rule: schemaNotCompared, Message: msg, Severity: warning},
+			fmt.Sprintf("lilygen breaking: %s: %s", name, msg))
+	}
 	j := review.Acknowledge(found, newer, older, allow)
-	found, acknowledged = j.Breaking, j.Acknowledged
+	found, acknowledged := j.Breaking, j.Acknowledged
 	stale, inherited := j.Stale, j.Inherited
 	review.Sort(found)
 	e.format.findings(e.stdout, found)
