@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/lily-mq/lily/gen"
 	"github.com/lily-mq/lily/gen/asyncapi"
@@ -24,13 +23,13 @@ var generateCmd = &command{
 	summary: "write each schema's generated files (the default command)",
 	help: `Each schema writes <output>/<package>.lily.go next to itself, and the AsyncAPI
 document it names under asyncapi: {file: ...}, each only when its content
-changed, so an unchanged schema leaves modification times alone. It deletes
-a *.lily.go or YAML file in the schema's module that it generated before
-(lilygen's header names the schema as its source) and no longer generates,
-as after output, package or the AsyncAPI file changed; one outside the
-schema's directory that another schema of the same name may have generated
-is named instead, and generate exits 1; nothing is deleted while a file
-could not be written. Each file is written beside its path and renamed into
+changed, so an unchanged schema leaves modification times alone. It deletes,
+and names, a *.lily.go or YAML file in the schema's module that it generated
+before (lilygen's header records the path of the schema) and no longer
+generates, as after output, package or the AsyncAPI file changed; one whose
+header names the schema's file name but not its path (an older lilygen
+wrote it, or it was copied from elsewhere) is named as a warning instead;
+nothing is deleted while a file could not be written. Each file is written beside its path and renamed into
 place once whole, so a failed write leaves the old file as it was. It never
 touches any other file. With --error-format=json or github-actions, what it
 could not do prints on stdout, as OUTPUT-NOT-WRITTEN (a file not written)
@@ -74,21 +73,12 @@ with its root).`,
 
 // target is one file to write: its path from the current directory, the
 // schema it comes from, and its content; nil content means a file the schema
-// generated before and no longer does, to delete, or, when suspects names
-// the schemas that may have generated it, to name.
+// generated before and no longer does, to delete, or, when kept says why
+// nothing proves whose it is, to name.
 type target struct {
 	path, schema string
 	content      []byte
-	suspects     []string
-}
-
-// unclaimed says why a leftover with suspects is named, not deleted.
-func (t target) unclaimed() string {
-	names := make([]string, len(t.suspects))
-	for i, s := range t.suspects {
-		names[i] = fromHere(s)
-	}
-	return fmt.Sprintf("%s was generated from a schema named %s, and none of %s generates it now; lilygen cannot tell which did, so it leaves the file alone: delete it", t.path, filepath.Base(t.schema), strings.Join(names, ", "))
+	kept         string
 }
 
 // refusal says why generate leaves alone the file at t's path, which
@@ -152,7 +142,7 @@ func (e *env) generate(name string) ([]target, bool) {
 	var claimed, unclaimed []target
 	for _, name := range e.args {
 		for _, t := range leftovers(name, targets) {
-			if t.suspects == nil {
+			if t.kept == "" {
 				claimed = append(claimed, t)
 			} else {
 				unclaimed = append(unclaimed, t)
@@ -177,7 +167,23 @@ func outputs(f *schema.File) ([]gen.Output, error) {
 		return []gen.Output{out}, err
 	}
 	doc, err := asyncapi.Generate(f, f.AsyncAPI.Version)
-	return []gen.Output{out, {Path: f.AsyncAPI.File, Content: doc}}, err
+	return []gen.Output{out, {Path: f.AsyncAPI.File, Content: withSchemaLine(doc, f.Name, f.AsyncAPI.File)}}, err
+}
+
+// withSchemaLine adds to the header of doc, the AsyncAPI document of schema
+// name at out, the line recording the schema's path (gen.SchemaPath) that
+// the Go file's header holds, right under its source line.
+func withSchemaLine(doc []byte, name, out string) []byte {
+	source := bytes.Index(doc, []byte("\n# Source: "))
+	if source < 0 {
+		return doc
+	}
+	n := bytes.IndexByte(doc[source+1:], '\n')
+	if n < 0 {
+		return doc
+	}
+	end := source + 1 + n + 1
+	return slices.Concat(doc[:end], []byte("# Schema: "+gen.SchemaPath(name, out)+"\n"), doc[end:])
 }
 
 // The rules of generate's problems, as --error-format json and
@@ -196,20 +202,23 @@ const (
 func (e *env) write(targets []target) int {
 	code := exitOK
 	written := true
-	var leftovers []string
+	var leftovers []target
 	report := func(path, rule, severity, msg string) {
-		e.format.problem(e.stdout, e.stderr, diag{File: path, Rule: rule, Message: msg, Severity: severity}, "lilygen: "+msg)
+		text := "lilygen: " + msg
 		if severity == "" {
 			code = exitFindings
+		} else {
+			text = "lilygen: " + severity + ": " + msg
 		}
+		e.format.problem(e.stdout, e.stderr, diag{File: path, Rule: rule, Message: msg, Severity: severity}, text)
 	}
 	for _, t := range targets {
-		if t.suspects != nil {
-			report(t.path, leftoverKept, "", t.unclaimed())
+		if t.kept != "" {
+			report(t.path, leftoverKept, warning, t.kept)
 			continue
 		}
 		if t.content == nil {
-			leftovers = append(leftovers, t.path)
+			leftovers = append(leftovers, t)
 			continue
 		}
 		old, err := readOutput(t.path)
@@ -230,14 +239,16 @@ func (e *env) write(targets []target) int {
 			written = false
 		}
 	}
-	for _, path := range leftovers {
+	for _, t := range leftovers {
 		if !written {
-			report(path, leftoverKept, warning, path+" is left over, and kept until every file is written")
+			report(t.path, leftoverKept, warning, t.path+" is left over, and kept until every file is written")
 			continue
 		}
-		if err := os.Remove(path); err != nil {
-			report(path, leftoverKept, "", err.Error())
+		if err := os.Remove(t.path); err != nil {
+			report(t.path, leftoverKept, "", err.Error())
+			continue
 		}
+		say(e.stderr, "lilygen: deleted %s, which %s generated before and no longer generates", t.path, t.schema)
 	}
 	return code
 }
@@ -309,8 +320,8 @@ func (e *env) check(targets []target) int {
 			problem = refusal
 		case err != nil:
 			problem = err.Error()
-		case t.suspects != nil:
-			problem = t.unclaimed()
+		case t.kept != "":
+			problem = t.kept
 			if e.format == textFormat {
 				unifiedDiff(e.stdout, t.path, old, nil)
 			}

@@ -323,30 +323,56 @@ func TestLeftoversOutsideTheSchemasDirectory(t *testing.T) {
 	}
 }
 
-// A file outside the schema's directory that names its file name as its
-// source, while another schema of that name is in the module and neither
-// generates it now, may be either's: check and generate name it, with both
-// schemas, and delete nothing.
-func TestLeftoversOutsideTheSchemasDirectoryWithANamesake(t *testing.T) {
+// A generated package copied from another module names a schema of this
+// one's file name as its source: generate deletes only the file this schema
+// wrote, and says so, and names the copy, whose header (written before
+// lilygen recorded the schema's path) proves nothing.
+func TestLeftoversOnlyThoseTheSchemaWrote(t *testing.T) {
 	dir := shopModule(t)
-	a, b := filepath.Join("a", "ping.lily.yaml"), filepath.Join("b", "ping.lily.yaml")
-	writeFile(t, filepath.Join(dir, a), strings.NewReplacer("output: out", "output: ../gen/a", "package: pingmsg", "package: pinga").Replace(minimal))
-	writeFile(t, filepath.Join(dir, b), strings.NewReplacer("output: out", "output: ../gen/b", "package: pingmsg", "package: pingb").Replace(minimal))
-	if code, _, stderr := lilygen(t, dir, "generate", a, b); code != exitOK {
+	writeFile(t, filepath.Join(dir, "messages.lily.yaml"), minimal)
+	if code, _, stderr := lilygen(t, dir, "generate", "messages.lily.yaml"); code != exitOK {
 		t.Fatalf("generate: exit %d\n%s", code, stderr)
 	}
-	writeFile(t, filepath.Join(dir, a), strings.NewReplacer("output: out", "output: ../gen/c", "package: pingmsg", "package: pinga").Replace(minimal))
-	left := filepath.Join("gen", "a", "pinga.lily.go")
-	want := left + " was generated from a schema named ping.lily.yaml, and none of " + a + ", " + b + " generates it now"
-	for _, args := range [][]string{{"check", a}, {"check", b}, {"generate", a}} {
-		if code, _, stderr := lilygen(t, dir, args...); code != exitFindings || !strings.Contains(stderr, want) {
+	copied := filepath.Join("internal", "paymentsmsg", "paymentsmsg.lily.go")
+	writeFile(t, filepath.Join(dir, copied), header+"\n// lilygen v1.0.0\n// Source: messages.lily.yaml\n\npackage paymentsmsg\n")
+	mine := filepath.Join("out", "pingmsg.lily.go")
+	writeFile(t, filepath.Join(dir, "messages.lily.yaml"), strings.Replace(minimal, "output: out", "output: moved", 1))
+	named := copied + " names messages.lily.yaml as its source but not its path"
+	code, _, stderr := lilygen(t, dir, "check", "messages.lily.yaml")
+	if code != exitFindings || !strings.Contains(stderr, mine+" was generated from messages.lily.yaml, which no longer generates it") || !strings.Contains(stderr, named) {
+		t.Errorf("check: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = lilygen(t, dir, "generate", "messages.lily.yaml")
+	if code != exitOK || !strings.Contains(stderr, "lilygen: deleted "+mine+", which messages.lily.yaml generated before") || !strings.Contains(stderr, "warning: "+named) {
+		t.Errorf("generate: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, copied)); err != nil {
+		t.Errorf("generate deleted the copied package: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, mine)); err == nil {
+		t.Errorf("generate left %s", mine)
+	}
+}
+
+// A schema of the same name that cannot be read says nothing of what it
+// generates: a file that names the schema's file name as its source, but
+// not its path, is still named, with the schema that could not be read.
+func TestLeftoversNamedWhileANamesakeCannotBeRead(t *testing.T) {
+	dir := shopModule(t)
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen", 1))
+	broken := filepath.Join("testdata", "ping.lily.yaml")
+	writeFile(t, filepath.Join(dir, broken), "version: 1\npackage: [\n")
+	left := filepath.Join("ordersmsg", "pingmsg.lily.go")
+	writeFile(t, filepath.Join(dir, left), header+"\n// lilygen v1.0.0\n// Source: ping.lily.yaml\n\npackage pingmsg\n")
+	want := left + " names ping.lily.yaml as its source but not its path"
+	for _, args := range [][]string{{"check", "ping.lily.yaml"}, {"generate", "ping.lily.yaml"}} {
+		code, _, stderr := lilygen(t, dir, args...)
+		if code != map[string]int{"check": exitFindings, "generate": exitOK}[args[0]] || !strings.Contains(stderr, want) || !strings.Contains(stderr, "("+broken+" could not be read") {
 			t.Errorf("%s: exit %d\n%s", strings.Join(args, " "), code, stderr)
 		}
 	}
-	for _, path := range []string{left, filepath.Join("gen", "b", "pingb.lily.go"), filepath.Join("gen", "c", "pinga.lily.go")} {
-		if _, err := os.Stat(filepath.Join(dir, path)); err != nil {
-			t.Errorf("%s: %v", path, err)
-		}
+	if _, err := os.Stat(filepath.Join(dir, left)); err != nil {
+		t.Errorf("%s: %v", left, err)
 	}
 }
 
@@ -375,19 +401,22 @@ func TestLeftoversKeptWhileANamesakeBelowCannotBeRead(t *testing.T) {
 }
 
 // A file names its source under lilygen's header and version line, or,
-// generated before lilygen wrote that line, right under the header.
-func TestGeneratedSource(t *testing.T) {
+// generated before lilygen wrote that line, right under the header; the
+// schema's path follows, in a file generated since lilygen records it.
+func TestGeneratedBy(t *testing.T) {
 	dir := t.TempDir()
-	for content, want := range map[string]string{
-		header + "\n// lilygen v1.2.3\n// Source: a.lily.yaml\n\npackage a\n": "a.lily.yaml",
-		header + "\n// Source: b.lily.yaml\n\npackage b\n":                    "b.lily.yaml",
-		header + "\n// lilygen (devel)\n\npackage c\n":                        "",
-		"// Code written by hand.\n// Source: d.lily.yaml\npackage d\n":       "",
+	for content, want := range map[string]provenance{
+		header + "\n// lilygen v1.2.3\n// Source: a.lily.yaml\n// Schema: ../a.lily.yaml\n\npackage a\n": {"a.lily.yaml", "../a.lily.yaml"},
+		"# " + header[3:] + "\n# lilygen v1.2.3\n# Source: e.lily.yaml\n# Schema: \"\\\"e.lily.yaml\"\n": {"e.lily.yaml", `"e.lily.yaml`},
+		header + "\n// lilygen v1.2.3\n// Source: a.lily.yaml\n\npackage a\n":                            {"a.lily.yaml", ""},
+		header + "\n// Source: b.lily.yaml\n\npackage b\n":                                               {"b.lily.yaml", ""},
+		header + "\n// lilygen (devel)\n\npackage c\n":                                                   {},
+		"// Code written by hand.\n// Source: d.lily.yaml\npackage d\n":                                  {},
 	} {
 		path := filepath.Join(dir, "x.lily.go")
 		writeFile(t, path, content)
-		if got, ok := generatedSource(path); got != want || ok != (want != "") {
-			t.Errorf("generatedSource of %q = %q, %v; want %q", content, got, ok, want)
+		if got, ok := generatedBy(path); got != want || ok != (want.source != "") {
+			t.Errorf("generatedBy of %q = %+v, %v; want %+v", content, got, ok, want)
 		}
 	}
 }
@@ -417,7 +446,7 @@ func TestGenerateLeavesAFileItDidNotWrite(t *testing.T) {
 	if code, _, stderr := lilygen(t, dir, "generate", "ping.lily.yaml"); code != exitOK {
 		t.Errorf("generate over the file of a renamed schema: exit %d, stderr %q", code, stderr)
 	}
-	if !generatedFrom(target, "ping.lily.yaml") {
+	if p, _ := generatedBy(target); p.source != "ping.lily.yaml" {
 		t.Error("the renamed schema's file was not replaced")
 	}
 }
@@ -445,8 +474,8 @@ func TestGenerateLeavesAFileOfAQuotedSibling(t *testing.T) {
 	if after, _ := os.ReadFile(target); !bytes.Equal(after, before) {
 		t.Errorf("out/pingmsg.lily.go was overwritten:\n%s", after)
 	}
-	if source, _ := generatedSource(target); source != quoted {
-		t.Errorf("out/pingmsg.lily.go names %q as its source, want %q", source, quoted)
+	if p, _ := generatedBy(target); p.source != quoted {
+		t.Errorf("out/pingmsg.lily.go names %q as its source, want %q", p.source, quoted)
 	}
 }
 
@@ -465,8 +494,8 @@ func TestGenerateLeavesAFileAnotherSchemaGeneratesElsewhere(t *testing.T) {
 	if code != exitFindings || !strings.Contains(stderr, "is generated by "+filepath.Join(dir, "a.lily.yaml")) {
 		t.Errorf("generate b: exit %d\n%s", code, stderr)
 	}
-	if source, _ := generatedSource(filepath.Join(dir, "gen", "pingmsg.lily.go")); source != "a.lily.yaml" {
-		t.Errorf("gen/pingmsg.lily.go names %q as its source, want a.lily.yaml", source)
+	if p, _ := generatedBy(filepath.Join(dir, "gen", "pingmsg.lily.go")); p.source != "a.lily.yaml" {
+		t.Errorf("gen/pingmsg.lily.go names %q as its source, want a.lily.yaml", p.source)
 	}
 }
 
@@ -530,7 +559,7 @@ func generatePing(t *testing.T, dir string) (string, []byte) {
 func TestMessagesEscapePaths(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
-	writeFile(t, filepath.Join(dir, "o\x1b[2Jut", "pingmsg.lily.go"), header+"\n// Source: ping.lily.yaml\n\npackage pingmsg\n")
+	writeFile(t, filepath.Join(dir, "o\x1b[2Jut", "pingmsg.lily.go"), header+"\n// Source: ping.lily.yaml\n// Schema: ../ping.lily.yaml\n\npackage pingmsg\n")
 	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
 	if want := `o\x1b[2Jut/pingmsg.lily.go was generated from ping.lily.yaml`; code != exitFindings || !strings.Contains(stderr, want) ||
 		!strings.Contains(stdout, `--- o\x1b[2Jut/pingmsg.lily.go (on disk)`) || strings.Contains(stdout+stderr, "\x1b") {

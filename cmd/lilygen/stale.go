@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,19 +30,18 @@ func generatedName(path string) bool {
 
 // leftovers lists the generated files that came from schema name but are no
 // longer among the targets, as when its output, package or AsyncAPI file
-// changed, as targets without content. A file may have come from the schema
-// when it is a *.lily.go or a YAML file with lilygen's header naming the
-// schema's file name as its source, and no schema of that name (a namesake)
-// generates it now. It is searched for in the module around the schema,
-// since the output may be any directory, or below the schema's directory
-// when it is in no module, where the namesakes elsewhere are unknown; hidden
-// directories, vendor and other modules are not searched.
+// changed, as targets without content. A file came from the schema when it
+// is a *.lily.go or a YAML file whose lilygen header records the path of
+// this schema (gen.SchemaPath): that file is the schema's to delete. It is
+// searched for in the module around the schema, since the output may be any
+// directory, or below the schema's directory when it is in no module;
+// hidden directories, vendor and other modules are not searched.
 //
-// Such a file below the schema's directory is the schema's to delete unless
-// a namesake stands in a directory between the two (that one owns it). One
-// outside it is the schema's when no namesake is in the module; else lilygen
-// cannot tell which of them generated it, and the target names them all to
-// have the file named rather than deleted.
+// A file generated before lilygen recorded the path names only the schema's
+// file name, which a file copied from another module, or one of another
+// schema of that name (a namesake), names too: nothing proves it is this
+// schema's, so it is named, never deleted, unless a namesake generates it
+// now or stands in a directory between the two (that one owns it).
 func leftovers(name string, targets []target) []target {
 	root, base, self := absolute(filepath.Dir(name)), filepath.Base(name), newFileSet([]string{name})
 	area := moduleRoot(root)
@@ -53,46 +53,53 @@ func leftovers(name string, targets []target) []target {
 		paths[i] = t.path
 	}
 	current := newFileSet(paths)
-	var found, namesakes []string
+	var out []target
+	var unproven, namesakes []string
 	walk(area, func(path string) {
-		switch {
-		case filepath.Base(path) == base:
+		if filepath.Base(path) == base {
 			if !self.has(path) {
 				namesakes = append(namesakes, path)
 			}
-		case generatedName(path) && generatedFrom(path, base) && !current.has(path):
-			found = append(found, path)
+			return
+		}
+		if !generatedName(path) || current.has(path) {
+			return
+		}
+		p, ok := generatedBy(path)
+		switch {
+		case !ok:
+		case p.schema != "":
+			if self.has(p.schemaAt(path)) {
+				out = append(out, target{path: fromHere(path), schema: name})
+			}
+		case p.source == base:
+			unproven = append(unproven, path)
 		}
 	})
-	if len(found) == 0 {
-		return nil
+	if len(unproven) == 0 {
+		return out
 	}
 	// A namesake may write anywhere (its output is any directory): what it
 	// generates now is its own. One that cannot be read now (being edited,
-	// say) says nothing of what it generates, and no rule of directories
-	// keeps its files: nothing is deleted until it can be read.
-	var generated []string
+	// say) says nothing of what it generates: the files are named with it.
+	var generated, unread []string
 	for _, other := range namesakes {
 		paths, err := generates(other)
 		if err != nil {
-			return nil
+			unread = append(unread, fromHere(other))
+			continue
 		}
 		generated = append(generated, paths...)
 	}
 	theirs := newFileSet(generated)
-	suspects := slices.Sorted(slices.Values(append(namesakes, absolute(name))))
-	var out []target
-	for _, path := range found {
-		left := target{path: fromHere(path), schema: name}
-		switch {
-		case theirs.has(path):
+	for _, path := range unproven {
+		if theirs.has(path) || strings.HasPrefix(path, root+string(filepath.Separator)) && nearestSchema(filepath.Dir(path), root, base) != root {
 			continue
-		case strings.HasPrefix(path, root+string(filepath.Separator)):
-			if nearestSchema(filepath.Dir(path), root, base) != root {
-				continue
-			}
-		case len(namesakes) > 0:
-			left.suspects = suspects
+		}
+		left := target{path: fromHere(path), schema: name}
+		left.kept = fmt.Sprintf("%s names %s as its source but not its path (lilygen wrote it before it recorded paths), so nothing proves %s generated it, and lilygen leaves it alone: delete it if it is left over", left.path, gen.SourceName(base), name)
+		if len(unread) > 0 {
+			left.kept += fmt.Sprintf(" (%s could not be read, so what it generates is unknown)", strings.Join(unread, ", "))
 		}
 		out = append(out, left)
 	}
@@ -205,43 +212,61 @@ func generates(name string) ([]string, error) {
 	return paths, nil
 }
 
-// generatedFrom reports whether the file at path starts with lilygen's
-// header and names base as its source.
-func generatedFrom(path, base string) bool {
-	source, ok := generatedSource(path)
-	return ok && source == filepath.Base(base)
+// provenance is what a generated file's header says of the schema it came
+// from: its file name, and its path from the file's directory
+// (gen.SchemaPath), "" in a file generated before lilygen recorded it.
+type provenance struct {
+	source, schema string
 }
 
-// generatedSource returns the file name of the source a file at path names
-// under lilygen's header (and the line of its version), and whether it names
+// schemaAt is the path of the schema that the file at path records, or ""
+// when it records none.
+func (p provenance) schemaAt(path string) string {
+	if p.schema == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(path), filepath.FromSlash(p.schema))
+}
+
+// generatedBy returns what a file at path says under lilygen's header (and
+// the line of its version) of the schema it came from, and whether it names
 // one at all.
-func generatedSource(path string) (string, bool) {
+func generatedBy(path string) (provenance, bool) {
 	// Looked at before it is opened: opening a FIFO (deploy/values.yaml,
 	// say) waits for a writer, a device reads without end.
 	if info, err := os.Stat(path); err != nil || !info.Mode().IsRegular() {
-		return "", false
+		return provenance{}, false
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return "", false
+		return provenance{}, false
 	}
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	if !s.Scan() {
-		return "", false
+		return provenance{}, false
 	}
 	i := slices.IndexFunc(commentPrefixes, func(c string) bool { return s.Text() == c+strings.TrimPrefix(header, "// ") })
 	if i < 0 || !s.Scan() {
-		return "", false
+		return provenance{}, false
 	}
 	comment := commentPrefixes[i]
 	// The line naming lilygen's version comes next; a file generated before
 	// lilygen wrote it has its source right under the header.
 	if strings.HasPrefix(s.Text(), comment+"lilygen ") && !s.Scan() {
-		return "", false
+		return provenance{}, false
 	}
 	source, ok := strings.CutPrefix(s.Text(), comment+"Source: ")
-	return gen.SourceFile(source), ok
+	if !ok {
+		return provenance{}, false
+	}
+	p := provenance{source: gen.SourceFile(source)}
+	if s.Scan() {
+		if schema, ok := strings.CutPrefix(s.Text(), comment+"Schema: "); ok {
+			p.schema = gen.SourceFile(schema)
+		}
+	}
+	return p, true
 }
 
 // ownedElsewhere reports why generate must not overwrite the file at path
@@ -250,7 +275,8 @@ func generatedSource(path string) (string, bool) {
 // whose source no longer exists (the schema was renamed) is this schema's to
 // replace.
 func ownedElsewhere(path, schema string) (string, bool) {
-	source, generated := generatedSource(path)
+	p, generated := generatedBy(path)
+	source := p.source
 	switch {
 	case !generated:
 		return "was not generated by lilygen", true
