@@ -354,6 +354,32 @@ func TestLeftoversOnlyThoseTheSchemaWrote(t *testing.T) {
 	}
 }
 
+// A schema renamed, whose output changed too, leaves its old file to no
+// schema: check names it as an orphan, and generate names it and leaves
+// it alone, since no schema can prove it wrote it.
+func TestOrphanOfARenamedSchema(t *testing.T) {
+	dir := shopModule(t)
+	writeFile(t, filepath.Join(dir, "o2.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen2", 1))
+	if code, _, stderr := lilygen(t, dir, "generate", "o2.lily.yaml"); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, stderr)
+	}
+	if err := os.Remove(filepath.Join(dir, "o2.lily.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "o3.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen3", 1))
+	orphan := filepath.Join("gen2", "pingmsg.lily.go")
+	want := orphan + " was generated from o2.lily.yaml, which no longer exists"
+	if code, _, stderr := lilygen(t, dir, "generate", "o3.lily.yaml"); code != exitOK || !strings.Contains(stderr, "warning: "+want) {
+		t.Errorf("generate: exit %d\n%s", code, stderr)
+	}
+	if code, stdout, stderr := lilygen(t, dir, "check", "o3.lily.yaml"); code != exitFindings || !strings.Contains(stderr, want) || !strings.Contains(stdout, "--- "+orphan+" (on disk)") {
+		t.Errorf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, orphan)); err != nil {
+		t.Errorf("generate deleted the orphan: %v", err)
+	}
+}
+
 // A schema of the same name that cannot be read says nothing of what it
 // generates: a file that names the schema's file name as its source, but
 // not its path, is still named, with the schema that could not be read.

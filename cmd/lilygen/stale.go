@@ -32,7 +32,9 @@ func generatedName(path string) bool {
 // longer among the targets, as when its output, package or AsyncAPI file
 // changed, as targets without content. A file came from the schema when it
 // is a *.lily.go or a YAML file whose lilygen header records the path of
-// this schema (gen.SchemaPath): that file is the schema's to delete. It is
+// this schema (gen.SchemaPath): that file is the schema's to delete. One
+// whose recorded schema no longer exists (renamed, and its output changed)
+// is an orphan, named, since no schema can delete it. It is
 // searched for in the module around the schema, since the output may be any
 // directory, or below the schema's directory when it is in no module;
 // hidden directories, vendor and other modules are not searched.
@@ -69,8 +71,15 @@ func leftovers(name string, targets []target) []target {
 		switch {
 		case !ok:
 		case p.schema != "":
-			if self.has(p.schemaAt(path)) {
+			at := p.schemaAt(path)
+			if self.has(at) {
 				out = append(out, target{path: fromHere(path), schema: name})
+			} else if _, err := os.Stat(at); errors.Is(err, fs.ErrNotExist) {
+				// Its schema was renamed or deleted: no schema generates
+				// it, and none can be proved to have.
+				left := target{path: fromHere(path), schema: name}
+				left.kept = fmt.Sprintf("%s was generated from %s, which no longer exists, so it is an orphan no schema generates: delete it", left.path, fromHere(at))
+				out = append(out, left)
 			}
 		case p.source == base:
 			unproven = append(unproven, path)
