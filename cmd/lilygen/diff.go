@@ -48,10 +48,22 @@ func unifiedDiff(w io.Writer, name string, old, new []byte) {
 				fmt.Fprintf(w, "... (diff cut at %d lines)\n", diffLines)
 				return
 			}
-			fmt.Fprintf(w, "%c%s\n", o.kind, o.text)
+			fmt.Fprintf(w, "%c%s\n", o.kind, diffLine(o.text))
 			printed++
 		}
 	}
+}
+
+// diffLine is a line of a file as the diff prints it: escaped, as every line
+// lilygen prints is, since a file on disk (one in a pull request) may hold an
+// escape sequence or a carriage return that forges what the terminal shows;
+// its tabs, which indent Go code, stay as they are.
+func diffLine(s string) string {
+	parts := strings.Split(s, "\t")
+	for i, p := range parts {
+		parts[i] = printable.String(p)
+	}
+	return strings.Join(parts, "\t")
 }
 
 // hunk finds the next hunk at or after ops[from]: the changes, the unchanged

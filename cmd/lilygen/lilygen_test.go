@@ -178,6 +178,20 @@ func TestUnifiedDiff(t *testing.T) {
 	}
 }
 
+// A file on disk may hold anything: check's diff escapes an escape sequence
+// or a carriage return in its lines, so that they cannot forge the
+// terminal's output, and keeps the tabs of Go code.
+func TestCheckDiffEscapesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path, content := generatePing(t, dir)
+	forged := string(content) + "\t// \x1b[2J\rok\n"
+	writeFile(t, path, forged)
+	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
+	if want := "-\t// \\x1b[2J\\rok\n"; code != exitFindings || !strings.Contains(stdout, want) || strings.ContainsAny(stdout, "\x1b\r") {
+		t.Errorf("check: exit %d, want 1 and the line %q\n%q%s", code, want, stdout, stderr)
+	}
+}
+
 func TestUnifiedDiffIsBounded(t *testing.T) {
 	var old, new strings.Builder
 	for i := range 1000 {
