@@ -299,7 +299,7 @@ func (p *parser) wireType(n *yaml.Node) (string, bool) {
 		return "", false
 	}
 	if !isWireType(s) {
-		p.errorf(n, RuleName, "type %q is not 1 to %d characters of printable ASCII", s, envelope.MaxTypeBytes)
+		p.errorf(n, RuleName, "type %q is not 1 to %d characters of printable ASCII", shorten(s), envelope.MaxTypeBytes)
 		return "", false
 	}
 	return s, true

@@ -1,9 +1,11 @@
 package schema
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 
@@ -299,7 +301,7 @@ func (p *parser) defaultValue(e entry, f *Field) {
 		return
 	}
 	if problem := checkScalar(f, v); problem != "" {
-		p.errorf(e.v, RuleDefault, "default %s breaks the field's own bounds: %s", e.v.Value, problem)
+		p.errorf(e.v, RuleDefault, "default %s breaks the field's own bounds: %s", shorten(e.v.Value), problem)
 		return
 	}
 	f.Default = v
@@ -311,7 +313,13 @@ func (p *parser) pattern(n *yaml.Node) string {
 		return ""
 	}
 	if _, err := regexp.Compile(s); err != nil {
-		p.errorf(n, RulePattern, "pattern %q is not an RE2 regular expression: %s", s, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		// The error quotes the part of the pattern at fault, shortened too.
+		why := err.Error()
+		var se *syntax.Error
+		if errors.As(err, &se) {
+			why = fmt.Sprintf("%s: `%s`", se.Code, shorten(se.Expr))
+		}
+		p.errorf(n, RulePattern, "pattern %q is not an RE2 regular expression: %s", shorten(s), why)
 		return ""
 	}
 	return s

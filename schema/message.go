@@ -189,7 +189,7 @@ func (p *parser) date(n *yaml.Node, what string) (string, bool) {
 		return "", false
 	}
 	if _, err := parseDate(n.Value); err != nil {
-		p.errorf(n, RuleDate, "%s: %q is not a date such as 2026-06-30", what, n.Value)
+		p.errorf(n, RuleDate, "%s: %q is not a date such as 2026-06-30", what, shorten(n.Value))
 		return "", false
 	}
 	return n.Value, true
@@ -209,7 +209,7 @@ func (p *parser) contentTypes(n *yaml.Node) []string {
 		switch {
 		case !ok:
 		case s != DefaultContentType:
-			p.errorf(item, RuleContentType, "content type %q is not supported (only %s)", s, DefaultContentType)
+			p.errorf(item, RuleContentType, "content type %q is not supported (only %s)", shorten(s), DefaultContentType)
 		case slices.Contains(out, s):
 			p.errorf(item, RuleDuplicate, "duplicate content type %q", s)
 		default:

@@ -918,3 +918,35 @@ func TestContentTypeParameterIsAToken(t *testing.T) {
 		`7:59: content_type_parameter "` + long + `" is not an RFC 9110 token of at most 64 bytes` + why,
 	})
 }
+
+// An error quotes a scalar of the schema shortened: a megabyte-long type,
+// date, content type, default, pattern, type name or message reference
+// gives an error line a reader can read, not a megabyte of it.
+func TestErrorsShortenLongScalars(t *testing.T) {
+	long := strings.Repeat("a", 1<<20)
+	field := func(f string) string {
+		return "version: 1\npackage: x\nmessages:\n  M:\n    versions:\n      1:\n        fields:\n          f: " + f + "\n"
+	}
+	for name, src := range map[string]string{
+		"wire type":    "version: 1\npackage: x\nmessages:\n  M:\n    type: \"" + long + "\\x01\"\n    versions: {1: {}}\n",
+		"date":         "version: 1\npackage: x\nmessages:\n  M:\n    versions:\n      1: {deprecated_since: " + long + "}\n",
+		"content type": "version: 1\npackage: x\nmessages:\n  M:\n    versions:\n      1: {content_types: [" + long + "]}\n",
+		"default":      field("{type: string, max_length: 2, default: " + long + "}"),
+		"pattern":      field("{type: string, pattern: \"(" + long + "\"}"),
+		"unknown type": field("{type: " + long + "}"),
+		"header type":  field("{type: \"" + long + "-\"}"),
+		"message":      "version: 1\npackage: x\nmessages:\n  M: {versions: {1: {}}}\nqueues:\n  q: {consumes: [{message: X" + long + "}]}\n",
+	} {
+		_, err := Parse("s.yaml", []byte(src))
+		var list ErrorList
+		if !errors.As(err, &list) || len(list) == 0 {
+			t.Errorf("%s: want errors, got %v", name, err)
+			continue
+		}
+		for _, e := range list {
+			if n := len(e.Error()); n >= 1<<10 {
+				t.Errorf("%s: an error of %d bytes: %.200s...", name, n, e.Error())
+			}
+		}
+	}
+}

@@ -312,7 +312,7 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 			// The names only for a problem listed: past maxErrors,
 			// gathering them for each would take time of the product of
 			// queues and messages.
-			if bad := p.errorf(e.v, RuleUnknownRef, "unknown message %q", name); bad.listed() {
+			if bad := p.errorf(e.v, RuleUnknownRef, "unknown message %q", shorten(name)); bad.listed() {
 				if names == nil {
 					names = make([]string, len(msgs))
 					for j, m := range msgs {

@@ -137,7 +137,7 @@ func (p *parser) unknownType(n *yaml.Node, t string, f *Field, allowed []Type, a
 	case at == inHeaders && shared:
 		p.errorf(n, RuleUnknownType, "header type %s is a shared %s: a header holds a scalar or an enum", t, f.Type)
 	case isIdent(t, true):
-		if e := p.errorf(n, RuleUnknownType, "unknown type %q", t); e.listed() {
+		if e := p.errorf(n, RuleUnknownType, "unknown type %q", shorten(t)); e.listed() {
 			e.nearest(t, p.sharedNames(allowed...), fmt.Sprintf("declare it under types, or use one of %s", typeList(allowed)))
 		}
 	default:
@@ -145,7 +145,7 @@ func (p *parser) unknownType(n *yaml.Node, t string, f *Field, allowed []Type, a
 		if at == inHeaders && slices.Contains(types, f.Type) {
 			what = "header type"
 		}
-		e := p.errorf(n, RuleUnknownType, "unknown %s %q", what, t)
+		e := p.errorf(n, RuleUnknownType, "unknown %s %q", what, shorten(t))
 		if e.listed() {
 			e.nearest(t, append(typeNames(allowed), p.sharedNames(allowed...)...), "one of "+typeList(allowed))
 		}
