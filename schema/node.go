@@ -150,7 +150,7 @@ func (p *parser) boolean(n *yaml.Node, what string) (bool, bool) {
 
 func (p *parser) integer(n *yaml.Node, what string) (int64, bool) {
 	var v int64
-	if !p.scalar(n, what, "an integer", "!!int") {
+	if p.leadingZero(n, what) || !p.scalar(n, what, "an integer", "!!int") {
 		return 0, false
 	}
 	if n.Decode(&v) == nil {
@@ -163,6 +163,31 @@ func (p *parser) integer(n *yaml.Node, what string) (int64, bool) {
 	}
 	p.decode(n, what, &v)
 	return 0, false
+}
+
+// leadingZero reports, as an error, a plain integer written with a leading
+// 0 (010): YAML 1.1, and so yaml.v3, reads it as octal (8) where YAML 1.2
+// tools and a reviewer read 10, and one holding an 8 or a 9 becomes a float.
+func (p *parser) leadingZero(n *yaml.Node, what string) bool {
+	quoted := yaml.SingleQuotedStyle | yaml.DoubleQuotedStyle | yaml.LiteralStyle | yaml.FoldedStyle
+	if n.Kind != yaml.ScalarNode || n.Style&quoted != 0 || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+		return false
+	}
+	unsigned := strings.TrimLeft(n.Value, "+-")
+	digits := strings.ReplaceAll(unsigned, "_", "")
+	if len(digits) < 2 || digits[0] != '0' || strings.Trim(digits, "0123456789") != "" {
+		return false
+	}
+	sign, value := strings.TrimPrefix(n.Value[:len(n.Value)-len(unsigned)], "+"), strings.TrimLeft(digits, "0")
+	if value == "" {
+		sign, value = "", "0"
+	}
+	e := p.errorf(n, RuleKind, "%s: %s has a leading 0, which YAML 1.1 reads as octal and YAML 1.2 as decimal", what, shorten(n.Value))
+	e.Hint = "write " + shorten(sign+value)
+	if !strings.ContainsAny(digits, "89") {
+		e.Hint += ", or " + shorten(sign+"0o"+value) + " for octal"
+	}
+	return true
 }
 
 func (p *parser) intRange(n *yaml.Node, what string, lo, hi int) (int, bool) {
@@ -181,7 +206,7 @@ func (p *parser) intRange(n *yaml.Node, what string, lo, hi int) (int, bool) {
 
 func (p *parser) number(n *yaml.Node, what string) (float64, bool) {
 	var v float64
-	if !p.scalar(n, what, "a number", "!!int", "!!float") || !p.decode(n, what, &v) {
+	if p.leadingZero(n, what) || !p.scalar(n, what, "a number", "!!int", "!!float") || !p.decode(n, what, &v) {
 		return 0, false
 	}
 	if math.IsInf(v, 0) || math.IsNaN(v) {

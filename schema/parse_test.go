@@ -950,3 +950,30 @@ func TestErrorsShortenLongScalars(t *testing.T) {
 		}
 	}
 }
+
+// YAML 1.1, which yaml.v3 follows, reads an integer with a leading 0 as
+// octal, where YAML 1.2 tools and a reviewer read it as decimal: a schema
+// must say which it means.
+func TestLeadingZeroIsRefused(t *testing.T) {
+	wantErrors(t, "version: 1\npackage: x\nmessages:\n  M:\n    versions:\n      010: {}\n", []string{
+		`6:7: version: 010 has a leading 0, which YAML 1.1 reads as octal and YAML 1.2 as decimal (write 10, or 0o10 for octal) [WRONG-KIND]`,
+	})
+	src := `version: 1
+package: x
+messages:
+  M:
+    versions:
+      1:
+        fields:
+          a: {type: string, max_length: 010}
+          b: {type: integer, min: -0_17, max: 09}
+          c: {type: number, max: 007}
+          d: {type: string, max_length: 0o10, min_length: 0}
+`
+	wantErrors(t, src, []string{
+		`8:41: max_length: 010 has a leading 0, which YAML 1.1 reads as octal and YAML 1.2 as decimal (write 10, or 0o10 for octal) [WRONG-KIND]`,
+		`9:35: min: -0_17 has a leading 0, which YAML 1.1 reads as octal and YAML 1.2 as decimal (write -17, or -0o17 for octal) [WRONG-KIND]`,
+		`9:47: max: 09 has a leading 0, which YAML 1.1 reads as octal and YAML 1.2 as decimal (write 9) [WRONG-KIND]`,
+		`10:34: max: 007 has a leading 0, which YAML 1.1 reads as octal and YAML 1.2 as decimal (write 7, or 0o7 for octal) [WRONG-KIND]`,
+	})
+}
