@@ -19,6 +19,10 @@ func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(first.Pos))
 			return
 		}
+		if at, ok := p.known.brokenMessages[k.Value]; ok {
+			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(at))
+			return
+		}
 		if !isIdent(k.Value, true) {
 			p.errorf(k, RuleName, "message name %q is not an UpperCamel Go identifier such as OrderPlaced", k.Value).
 				Hint = renameHint(k.Value)
@@ -27,6 +31,7 @@ func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 		p.declare("message "+msg.Name, k, msg.Name+"Type")
 		m := p.object(v, k.Value, "type", "envelope", "publish", "versions")
 		if m == nil {
+			p.known.brokenMessages[msg.Name] = msg.Pos
 			return
 		}
 		if e, ok := m["type"]; ok {

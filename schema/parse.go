@@ -70,7 +70,7 @@ func readFile(name string) ([]byte, error) {
 
 func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, error) {
 	p := &parser{read: read, seen: map[string]bool{}, decls: map[string]decl{}, types: map[string]*sharedType{}, known: declarations{
-		envelopes: map[string]*Envelope{}, messages: map[string]*Message{}, types: map[string]*Message{},
+		envelopes: map[string]*Envelope{}, messages: map[string]*Message{}, types: map[string]*Message{}, brokenMessages: map[string]Pos{},
 		exchanges: map[string]*Exchange{}, queues: map[string]*Queue{},
 	}}
 	f := p.schema(name, data)
@@ -121,8 +121,12 @@ type parser struct {
 type declarations struct {
 	envelopes       map[string]*Envelope
 	messages, types map[string]*Message
-	exchanges       map[string]*Exchange
-	queues          map[string]*Queue
+	// brokenMessages are those whose body is not a mapping, where they
+	// are declared: their declaration's error is the one a use of them
+	// gets.
+	brokenMessages map[string]Pos
+	exchanges      map[string]*Exchange
+	queues         map[string]*Queue
 }
 
 // doc is one file's top-level mapping.

@@ -308,6 +308,9 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 			continue
 		}
 		msg, ok := p.known.messages[name]
+		if _, broken := p.known.brokenMessages[name]; !ok && broken {
+			continue // its declaration's error says why
+		}
 		if !ok {
 			// The names only for a problem listed: past maxErrors,
 			// gathering them for each would take time of the product of
