@@ -10,7 +10,8 @@ import (
 // Judgement is what a schema's acknowledgements make of its breaking
 // changes against an older revision.
 type Judgement struct {
-	// Breaking are the changes nothing accepts; Acknowledged those accepted.
+	// Breaking are the changes nothing accepts; Acknowledged those accepted,
+	// each naming what accepts it (Finding.AcknowledgedBy).
 	Breaking, Acknowledged []Finding
 	// Stale are the acknowledgements with a subject, new since the older
 	// revision, that match no change: they acknowledge nothing this change
@@ -49,7 +50,7 @@ func Acknowledge(changes []Finding, newer, older []schema.Acknowledgement, allow
 	}
 	var j Judgement
 	for _, x := range changes {
-		if x.Acknowledged(allow) || slices.ContainsFunc(accepting, x.acknowledgedBy) {
+		if x.AcknowledgedBy = x.acceptor(allow, accepting); x.AcknowledgedBy != "" {
 			j.Acknowledged = append(j.Acknowledged, x)
 			continue
 		}
@@ -76,6 +77,23 @@ func Acknowledge(changes []Finding, newer, older []schema.Acknowledgement, allow
 		}
 	}
 	return j
+}
+
+// acceptor names the first of allow, then of entries, that accepts f; ""
+// when none does. An entry's subject may cover more than one change, so
+// each accepted change names it, for a reviewer to see all it accepts.
+func (f Finding) acceptor(allow []string, entries []schema.Acknowledgement) string {
+	for _, a := range allow {
+		if f.Acknowledged([]string{a}) {
+			return "--allow " + a
+		}
+	}
+	for _, a := range entries {
+		if f.acknowledgedBy(a) {
+			return fmt.Sprintf("%s at %s:%d:%d", a, a.Pos.File, a.Pos.Line, a.Pos.Column)
+		}
+	}
+	return ""
 }
 
 // acknowledgedBy reports whether the schema's entry a names f.

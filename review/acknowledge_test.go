@@ -116,3 +116,29 @@ func TestAcknowledgeAcceptsOnlyTheChangesOfItsRevision(t *testing.T) {
 		})
 	}
 }
+
+// An entry accepts every change of its rule and subject, more than its
+// author may have seen: each accepted change names what accepts it, so
+// that what an entry accepts can be shown in full.
+func TestAcknowledgeNamesWhatAcceptsEachChange(t *testing.T) {
+	shorter := Finding{Rule: "BOUND-NARROWED", Subject: "Ping.v1.note", Message: "narrows its bounds"}
+	pattern := Finding{Rule: "BOUND-NARROWED", Subject: "Ping.v1.note", Message: "narrows its pattern"}
+	removed := Finding{Rule: "FIELD-REMOVED", Subject: "Ping.v1.gift"}
+	entry := schema.Acknowledgement{Rule: "BOUND-NARROWED", Subject: "Ping.v1.note", Reason: "notes are cut at 50", Pos: schema.Pos{File: "new.lily.yaml", Line: 7, Column: 5}}
+	j := Acknowledge([]Finding{shorter, pattern, removed}, []schema.Acknowledgement{entry}, nil, []string{"FIELD-REMOVED"})
+	var got []string
+	for _, x := range j.Acknowledged {
+		got = append(got, x.Message+" by "+x.AcknowledgedBy)
+	}
+	want := []string{
+		"narrows its bounds by BOUND-NARROWED@Ping.v1.note at new.lily.yaml:7:5",
+		"narrows its pattern by BOUND-NARROWED@Ping.v1.note at new.lily.yaml:7:5",
+		" by --allow FIELD-REMOVED",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("accepted:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(j.Breaking) > 0 {
+		t.Errorf("breaking: %v", j.Breaking)
+	}
+}

@@ -30,6 +30,9 @@ type Finding struct {
 	// a run of several schemas (BreakingAcross), and why an acknowledgement
 	// that names the finding does not accept it.
 	Note string
+	// AcknowledgedBy, set on an accepted breaking change, names what accepts
+	// it: --allow RULE[@SUBJECT], or the schema's entry and where it is.
+	AcknowledgedBy string
 }
 
 // Ack is the acknowledgement that would accept f.

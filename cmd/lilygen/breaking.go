@@ -62,6 +62,10 @@ nothing: a change it names is reported, and when it names none, a warning
 and matches none of the findings acknowledges nothing this change does: it
 is reported as STALE-ACKNOWLEDGEMENT, and fails the run. One without a
 subject is a standing policy for its rule, and accepts its every finding.
+An acknowledgement accepts every change of its rule and subject, which may
+be more than one: the changes accepted are listed too, after the others,
+each with what accepts it (a notice with --error-format json or
+github-actions), and do not fail the run.
 
 Rules:
 ` + ruleList(func(r rules.Rule) bool { return r.Category != rules.Lint }),
@@ -150,7 +154,8 @@ func (e *env) breaking(against string, allow []string) int {
 	found, acknowledged := j.Breaking, j.Acknowledged
 	stale, inherited := j.Stale, j.Inherited
 	review.Sort(found)
-	e.format.findings(e.stdout, found)
+	review.Sort(acknowledged)
+	e.format.findings(e.stdout, found, acknowledged)
 	var problems []diag
 	for _, a := range stale {
 		problems = append(problems, diag{File: a.Pos.File, Line: a.Pos.Line, Column: a.Pos.Column, Rule: staleAcknowledgement,

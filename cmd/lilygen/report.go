@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/lily-mq/lily/internal/printable"
@@ -48,13 +49,20 @@ type diag struct {
 	Hint      string `json:"hint,omitempty"`
 	Migration string `json:"migration,omitempty"`
 	Note      string `json:"note,omitempty"`
-	// Severity is warning for a problem that does not fail the run; the
-	// others, errors, leave it out.
+	// AcknowledgedBy names what accepts a breaking change, for one accepted.
+	AcknowledgedBy string `json:"acknowledged_by,omitempty"`
+	// Severity is warning for a problem that does not fail the run, and
+	// notice for an accepted breaking change; the others, errors, leave it
+	// out.
 	Severity string `json:"severity,omitempty"`
 }
 
-// warning is the severity of a problem that does not fail the run.
-const warning = "warning"
+// warning is the severity of a problem that does not fail the run, notice
+// that of a breaking change an acknowledgement accepts.
+const (
+	warning = "warning"
+	notice  = "notice"
+)
 
 // print writes d in format f, which is not text.
 func (f errorFormat) print(w io.Writer, d diag) {
@@ -73,7 +81,10 @@ func (f errorFormat) print(w io.Writer, d diag) {
 	if d.Migration != "" {
 		msg += "\nmigration: " + d.Migration
 	}
-	if d.Subject != "" && d.Category != string(rules.Lint) {
+	switch {
+	case d.AcknowledgedBy != "":
+		msg += "\nacknowledged by: " + d.AcknowledgedBy
+	case d.Subject != "" && d.Category != string(rules.Lint):
 		msg += "\nacknowledge: --allow " + d.Rule + "@" + d.Subject
 	}
 	if d.Note != "" {
@@ -132,15 +143,25 @@ func (f errorFormat) schemaErrors(stdout, stderr io.Writer, list schema.ErrorLis
 	}
 }
 
-// findings prints sorted findings to w; text groups them under a heading per
-// category and says how to acknowledge a breaking change.
-func (f errorFormat) findings(w io.Writer, fs []review.Finding) {
+// findings prints sorted findings to w, then the sorted breaking changes an
+// acknowledgement accepts: shown too, since one acknowledgement may accept
+// more changes than its author meant, and the reviewer must see them all.
+// Text groups them under a heading per category, the accepted ones last
+// under their own, and says how to acknowledge a breaking change; the other
+// formats print an accepted one as a notice, which does not fail the run.
+func (f errorFormat) findings(w io.Writer, fs, acknowledged []review.Finding) {
+	if f != textFormat {
+		for _, x := range slices.Concat(fs, acknowledged) {
+			d := diag{File: x.File, Line: x.Line, Column: x.Column, Rule: x.Rule, Category: string(x.Category), Subject: x.Subject, Message: x.Message, Migration: x.Migration, Note: x.Note, AcknowledgedBy: x.AcknowledgedBy}
+			if x.AcknowledgedBy != "" {
+				d.Severity = notice
+			}
+			f.print(w, d)
+		}
+		return
+	}
 	var last rules.Category
 	for _, x := range fs {
-		if f != textFormat {
-			f.print(w, diag{File: x.File, Line: x.Line, Column: x.Column, Rule: x.Rule, Category: string(x.Category), Subject: x.Subject, Message: x.Message, Migration: x.Migration, Note: x.Note})
-			continue
-		}
 		if x.Category != last {
 			if last != "" {
 				fmt.Fprintln(w)
@@ -156,6 +177,19 @@ func (f errorFormat) findings(w io.Writer, fs []review.Finding) {
 			continue
 		}
 		fmt.Fprintf(w, "\tmigration: %s\n\tacknowledge: --allow %s\n", printable.String(x.Migration), printable.String(x.Ack()))
+		if x.Note != "" {
+			fmt.Fprintf(w, "\tnote: %s\n", printable.String(x.Note))
+		}
+	}
+	for i, x := range acknowledged {
+		if i == 0 {
+			if last != "" {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintln(w, "ACKNOWLEDGED: accepted breaking changes, each with what accepts it: check that it accepts no more than its author meant")
+		}
+		fmt.Fprintf(w, "%s:%d:%d: %s: %s [%s]\n", printable.String(x.File), x.Line, x.Column, x.Category, printable.String(x.Message), x.Rule)
+		fmt.Fprintf(w, "\tmigration: %s\n\tacknowledged by: %s\n", printable.String(x.Migration), printable.String(x.AcknowledgedBy))
 		if x.Note != "" {
 			fmt.Fprintf(w, "\tnote: %s\n", printable.String(x.Note))
 		}

@@ -33,7 +33,7 @@ Rules:
 			for _, f := range files {
 				found = append(found, review.Lint(f, time.Now())...)
 			}
-			e.format.findings(e.stdout, found)
+			e.format.findings(e.stdout, found, nil)
 			if len(found) > 0 {
 				return exitFindings
 			}

@@ -82,7 +82,7 @@ func TestBreakingAcknowledgementAcceptsOnlyItsOwnChange(t *testing.T) {
 	}
 	narrowed := strings.NewReplacer("required: true}", "required: true, max_length: 64}", "messages:", ack("ids are uuids")).Replace(minimal)
 	writeFile(t, file, narrowed)
-	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || stdout != "" || !strings.Contains(stderr, "(and 1 acknowledged)") {
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || !strings.Contains(stdout, "acknowledged by: BOUND-NARROWED@Ping.v1.id at ping.lily.yaml:5:5") || !strings.Contains(stderr, "(and 1 acknowledged)") {
 		t.Errorf("the pull request that adds it: exit %d\n%s%s", code, stdout, stderr)
 	}
 	git(t, repo, "commit", "-q", "-am", "narrow id")
@@ -370,10 +370,27 @@ func TestFindingsPrintControlCharactersEscaped(t *testing.T) {
 	textFormat.findings(&b, []review.Finding{{
 		Rule: "ENUM-NARROWED", Category: rules.Wire, File: "s\x1b.yaml", Line: 1, Column: 2, Subject: "A.v1.s",
 		Message: "values narrow from a, b\x1b[2J\nfake.yaml:1:1: x to a", Migration: "keep b\x1b[2J",
-	}})
+	}}, nil)
 	want := string(rules.Wire) + ": " + rules.Wire.Describe() + "\n" +
 		`s\x1b.yaml:1:2: values narrow from a, b\x1b[2J\nfake.yaml:1:1: x to a [ENUM-NARROWED]` + "\n" +
 		"\tmigration: keep b\\x1b[2J\n\tacknowledge: --allow ENUM-NARROWED@A.v1.s\n"
+	if got := b.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// A breaking change an acknowledgement accepts is printed after the others,
+// with its category, migration, note and what accepts it.
+func TestAcknowledgedFindingsPrinted(t *testing.T) {
+	var b strings.Builder
+	textFormat.findings(&b, nil, []review.Finding{{
+		Rule: "QUEUE-REMOVED", Category: rules.Inflight, File: "a.lily.yaml", Line: 1, Column: 1, Subject: "pings",
+		Message: `queue "pings" is no longer consumed`, Migration: "drain it", Note: "moved from b.lily.yaml",
+		AcknowledgedBy: "QUEUE-REMOVED@pings at a.lily.yaml:4:5",
+	}})
+	want := "ACKNOWLEDGED: accepted breaking changes, each with what accepts it: check that it accepts no more than its author meant\n" +
+		"a.lily.yaml:1:1: INFLIGHT: queue \"pings\" is no longer consumed [QUEUE-REMOVED]\n" +
+		"\tmigration: drain it\n\tacknowledged by: QUEUE-REMOVED@pings at a.lily.yaml:4:5\n\tnote: moved from b.lily.yaml\n"
 	if got := b.String(); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
