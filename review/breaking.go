@@ -425,9 +425,12 @@ func (b *breaker) field(of, nf *schema.Field, subject string) {
 			fmt.Sprintf("%s accepts null: consumers on the old schema reject it", subject),
 			"deploy every consumer of the new schema before any producer sends null")
 	}
-	if of.Default != nil && nf.Default != nil && of.Default != nf.Default {
+	// A default added or removed changes what an absent field reads as too:
+	// no default is a value of its own. A field required in either revision
+	// is present in the messages it matters for, or FIELD-MADE-REQUIRED says.
+	if !of.Required && !nf.Required && of.Default != nf.Default {
 		b.add(rules.DefaultChanged, subject, nf.Pos,
-			fmt.Sprintf("%s changes its default from %v to %v: messages already queued without it read differently", subject, of.Default, nf.Default),
+			fmt.Sprintf("%s changes its default from %s to %s: messages already queued without it read differently", subject, defaultName(of.Default), defaultName(nf.Default)),
 			"keep the default, or change it in a new version of the message")
 	}
 	for _, r := range ranges(of, nf) {
@@ -546,6 +549,14 @@ func goType(f *schema.Field) string {
 		return "*" + t
 	}
 	return t
+}
+
+// defaultName shows a field's default, or none.
+func defaultName(v any) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprint(v)
 }
 
 // change is how the values a field accepts moved under one of its limits.

@@ -78,7 +78,7 @@ var (
 	FieldRequiredAdded      = Rule{"FIELD-REQUIRED-ADDED", Inflight, "a new required field or header"}
 	FieldMadeRequired       = Rule{"FIELD-MADE-REQUIRED", Inflight, "an optional field or header becomes required"}
 	FieldNullRefused        = Rule{"FIELD-NULL-REFUSED", Inflight, "a required, nullable field no longer accepts null (an optional one reads null as absent)"}
-	DefaultChanged          = Rule{"DEFAULT-CHANGED", Inflight, "an optional field's default changes: queued messages without it read differently"}
+	DefaultChanged          = Rule{"DEFAULT-CHANGED", Inflight, "an optional field's default changes, or is added or removed: queued messages without it read differently"}
 	BoundNarrowed           = Rule{"BOUND-NARROWED", Inflight, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts less (any pattern change counts)"}
 	ExampleRejected         = Rule{"EXAMPLE-REJECTED", Inflight, "an example of the old version fails the new one"}
 	VersionUnconsumed       = Rule{"VERSION-UNCONSUMED", Inflight, "a queue no longer accepts a version it did: those queued fail at dispatch, to the DLQ"}
