@@ -97,6 +97,13 @@ var facts = []fact{
 	{"edges", "components/messages/MergedV1/examples/0/payload", `{"id":"a","<<":{"b":1},"tags":{"<<":2}}`},
 	{"edges", "components/messages/MergedV1/examples/0/headers/<<", `"x"`},
 	{"edges", "channels/queue.merged/x-lily-bindings/0/headers", `{"<<":"merge"}`},
+	// A { or } in an address would open a parameter: the name is the
+	// AMQP binding's alone.
+	{"edges", "channels/queue.pings._eu_/address", `null`},
+	{"edges", "channels/queue.pings._eu_/bindings/amqp/queue/name", `"pings.{eu}"`},
+	{"edges", "channels/exchange._region_.events/address", `null`},
+	{"edges", "channels/exchange._region_.events/bindings/amqp/exchange/name", `"{region}.events"`},
+	{"edges", "channels/queue.pings/address", `"pings"`},
 	// A pattern ECMA 262 would refuse is RE2's alone.
 	{"edges", "components/messages/PatternedV1/payload/properties/dashed", `{"type":["string","null"],"x-lily-pattern":"^a\\-b$"}`},
 	{"edges", "components/messages/PatternedV1/headers/properties/x-code", `{"type":"string","x-lily-pattern":"^\\#[0-9]+$"}`},

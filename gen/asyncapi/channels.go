@@ -12,7 +12,7 @@ import (
 )
 
 // Each queue and each exchange of the schema is a channel whose address is
-// its name, with its AMQP channel binding: is: queue for a queue, is:
+// its name (see address), with its AMQP channel binding: is: queue for a queue, is:
 // routingKey with the exchange for an exchange. What Lily knows and AMQP's
 // binding cannot say (retry, DLQ, delivery limit, inbox, ordering,
 // ownership, the bindings that route to it) is in x-lily-* extensions, in
@@ -41,6 +41,18 @@ func (ids channelIDs) add(kind, name string) string {
 	}
 	ids[id] = true
 	return id
+}
+
+// address is a channel's address for a queue or exchange of that name. In
+// AsyncAPI 3.0 a { or } in an address opens or closes a parameter (a
+// Channel Address Expression), so a name holding one cannot be written
+// there: its address is null, unknown to the document, and its name is in
+// the channel's AMQP binding, which every channel has.
+func address(name string) *yaml.Node {
+	if strings.ContainsAny(name, "{}") {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}
+	}
+	return str(name)
 }
 
 func channelPointer(id string) string { return "#/channels/" + id }
@@ -82,7 +94,7 @@ func queueChannel(q *schema.Queue, ids map[variantKey][]string) *yaml.Node {
 		argumentsFrom = schema.ArgumentsByPolicy
 	}
 	o := newObject().
-		set("address", str(q.Name)).
+		set("address", address(q.Name)).
 		set("title", str("queue "+q.Name)).
 		set("messages", msgs.node()).
 		set("bindings", amqpBinding(newObject().set("is", str("queue")).set("queue", amqp.mapping()))).
@@ -184,7 +196,7 @@ func exchangeChannel(f *schema.File, x *schema.Exchange, ids map[variantKey][]st
 		description = fmt.Sprintf("An exchange of the schema; its queues' x-lily-bindings say which routing keys reach them. Lily's generated Publish functions (%s) send here, as %s; Lily does not know what other producers publish here.", strings.Join(functions, ", "), says)
 	}
 	o := newObject().
-		set("address", str(x.Name)).
+		set("address", address(x.Name)).
 		set("title", str("exchange "+x.Name)).
 		set("messages", msgs.node()).
 		set("description", str(description)).

@@ -30,6 +30,7 @@ var resolvedFacts = []fact{
 	{"cmd_asyncapi", "operations/receiveBillingPayments/channel/bindings/amqp/queue/name", `"billing.payments"`},
 	{"cmd_asyncapi", "channels/queue.billing.invoices/x-lily-retry/delays", `["5s","1m0s"]`},
 	{"cmd_asyncapi", "components/messages/PaymentAuthorizedV1/headers/properties/cloudEvents_dataversion/enum", `[1,"1"]`},
+	{"edges", "channels/queue.pings._eu_/address", `null`},
 }
 
 // TestAsyncAPIParser validates every documented schema's document with the
