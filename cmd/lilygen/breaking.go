@@ -47,12 +47,11 @@ ref does not have, to which nothing moved, is compared with nothing, which a
 line on stderr says (a SCHEMA-NOT-COMPARED warning with --error-format json
 or github-actions).
 
-Findings are grouped: API (generated Go names and signatures), WIRE (payload
-and content type), INFLIGHT (messages already in a queue, retry bucket or DLQ
-can no longer be decoded or dispatched), PRODUCER (producers on the new
-schema send what consumers on the old one reject), TOPOLOGY (RabbitMQ
-refuses the queue's redeclare with 406). Each names its rule, the migration
-it needs, and the --allow that acknowledges it.
+Findings are grouped by what they break (TOPOLOGY and ROUTING cover exchanges
+as well as queues):
+` + categoryList() + `
+Each names its rule, the migration it needs, and the --allow that
+acknowledges it.
 
 An acknowledge: entry of a schema accepts only the changes of the revision
 that adds it. One with a subject that the older revision has too (the same
@@ -228,6 +227,18 @@ func ruleList(keep func(rules.Rule) bool) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
+// categoryList lists the categories of breaking changes, one a line: name,
+// what breaks.
+func categoryList() string {
+	var b strings.Builder
+	for _, c := range rules.Categories {
+		if c != rules.Lint {
+			fmt.Fprintf(&b, "  %-9s %s\n", c, c.Describe())
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 func plural(n int) string {
 	if n == 1 {
 		return ""
@@ -249,12 +260,13 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 		return f, "", false, e.reportOlder(f, err)
 	}
 	dir := filepath.Dir(name)
-	if !e.isCommit(dir, against) {
-		return nil, "", false, false
-	}
 	prefix, err := gitOutput(dir, "rev-parse", "--show-prefix")
 	if err != nil {
-		say(e.stderr, "lilygen: %v", err)
+		// Then no commit can be named: say why, not that against is none.
+		say(e.stderr, "lilygen: --against %s is not a file, and %s is not in a git work tree, whose commits it could name (%v)", against, name, err)
+		return nil, "", false, false
+	}
+	if !e.isCommit(dir, against) {
 		return nil, "", false, false
 	}
 	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))

@@ -134,6 +134,17 @@ func TestRulesListed(t *testing.T) {
 	}
 }
 
+// TestCategoriesListed requires breaking -h to list every category of
+// breaking change with what it breaks.
+func TestCategoriesListed(t *testing.T) {
+	_, help, _ := lilygen(t, t.TempDir(), "breaking", "-h")
+	for _, c := range rules.Categories {
+		if c != rules.Lint && !regexp.MustCompile(`(?m)^  `+string(c)+` +`+regexp.QuoteMeta(c.Describe())+`$`).MatchString(help) {
+			t.Errorf("breaking -h does not list %s with what it breaks:\n%s", c, help)
+		}
+	}
+}
+
 func TestTwoSchemasOneOutput(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"a.lily.yaml", "b.lily.yaml"} {

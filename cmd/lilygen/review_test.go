@@ -64,6 +64,20 @@ func TestBreakingAgainstGitRef(t *testing.T) {
 	}
 }
 
+// A schema outside any git repository can be compared with no commit: the
+// error says that, not that the ref is none.
+func TestBreakingAgainstGitRefOutsideARepository(t *testing.T) {
+	dir := t.TempDir()
+	// Git looks for no repository above dir, wherever the temporary
+	// directory is.
+	t.Setenv("GIT_CEILING_DIRECTORIES", filepath.Dir(dir))
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	code, _, stderr := lilygen(t, dir, "breaking", "--against", "main", "ping.lily.yaml")
+	if want := "lilygen: --against main is not a file, and ping.lily.yaml is not in a git work tree, whose commits it could name ("; code != exitUsage || !strings.HasPrefix(stderr, want) {
+		t.Errorf("exit %d, want %d and %s…\n%s", code, exitUsage, want, stderr)
+	}
+}
+
 // TestBreakingAcknowledgementAcceptsOnlyItsOwnChange follows one
 // acknowledgement through the CI job of docs/lilygen.md: it accepts the
 // change of the pull request that adds it; once that is merged, a later
