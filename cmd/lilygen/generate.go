@@ -27,12 +27,13 @@ changed, so an unchanged schema leaves modification times alone. It deletes,
 and names, a *.lily.go or YAML file in the schema's module that it generated
 before (lilygen's header records the path of the schema) and no longer
 generates, as after output, package or the AsyncAPI file changed; one whose
-header names the schema's file name but not its path (an older lilygen
-wrote it, or it was copied from elsewhere) is named as a warning instead,
-as is an orphan, one whose recorded schema no longer exists; nothing is deleted while a file could not be written. Each file is written beside its path and renamed into
-place once whole, so a failed write leaves the old file as it was. It never
-touches any other file. With --error-format=json or github-actions, what it
-could not do prints on stdout, as OUTPUT-NOT-WRITTEN (a file not written)
+header names the schema's file name but not its path (an older lilygen wrote
+it, or it was copied from elsewhere) is named as a warning instead, as is an
+orphan, one whose recorded schema no longer exists; nothing is deleted while a
+file could not be written. Each file is written beside its path and renamed
+into place once whole, so a failed write leaves the old file as it was. It
+never touches any other file. With --error-format=json or github-actions, what
+it could not do prints on stdout, as OUTPUT-NOT-WRITTEN (a file not written)
 and LEFTOVER-KEPT (a leftover not deleted). In a Go package:
 
   //go:generate go tool lilygen generate orders.lily.yaml`,
