@@ -168,23 +168,7 @@ func outputs(f *schema.File) ([]gen.Output, error) {
 		return []gen.Output{out}, err
 	}
 	doc, err := asyncapi.Generate(f, f.AsyncAPI.Version)
-	return []gen.Output{out, {Path: f.AsyncAPI.File, Content: withSchemaLine(doc, f.Name, f.AsyncAPI.File)}}, err
-}
-
-// withSchemaLine adds to the header of doc, the AsyncAPI document of schema
-// name at out, the line recording the schema's path (gen.SchemaPath) that
-// the Go file's header holds, right under its source line.
-func withSchemaLine(doc []byte, name, out string) []byte {
-	source := bytes.Index(doc, []byte("\n# Source: "))
-	if source < 0 {
-		return doc
-	}
-	n := bytes.IndexByte(doc[source+1:], '\n')
-	if n < 0 {
-		return doc
-	}
-	end := source + 1 + n + 1
-	return slices.Concat(doc[:end], []byte("# Schema: "+gen.SchemaPath(name, out)+"\n"), doc[end:])
+	return []gen.Output{out, {Path: f.AsyncAPI.File, Content: doc}}, err
 }
 
 // The rules of generate's problems, as --error-format json and
