@@ -169,17 +169,7 @@ func (f errorFormat) findings(w io.Writer, fs, acknowledged []review.Finding) {
 			fmt.Fprintf(w, "%s: %s\n", x.Category, x.Category.Describe())
 			last = x.Category
 		}
-		// Findings quote the schema, enum values among it: escaped, as
-		// schema errors are (schema.Error).
-		fmt.Fprintf(w, "%s:%d:%d: %s [%s]\n", printable.String(x.File), x.Line, x.Column, printable.String(x.Message), x.Rule)
-		if x.Category == rules.Lint {
-			fmt.Fprintf(w, "\tfix: %s\n", printable.String(x.Migration))
-			continue
-		}
-		fmt.Fprintf(w, "\tmigration: %s\n\tacknowledge: --allow %s\n", printable.String(x.Migration), printable.String(x.Ack()))
-		if x.Note != "" {
-			fmt.Fprintf(w, "\tnote: %s\n", printable.String(x.Note))
-		}
+		textFinding(w, x)
 	}
 	for i, x := range acknowledged {
 		if i == 0 {
@@ -188,10 +178,33 @@ func (f errorFormat) findings(w io.Writer, fs, acknowledged []review.Finding) {
 			}
 			fmt.Fprintln(w, "ACKNOWLEDGED: accepted breaking changes, each with what accepts it: check that it accepts no more than its author meant")
 		}
-		fmt.Fprintf(w, "%s:%d:%d: %s: %s [%s]\n", printable.String(x.File), x.Line, x.Column, x.Category, printable.String(x.Message), x.Rule)
-		fmt.Fprintf(w, "\tmigration: %s\n\tacknowledged by: %s\n", printable.String(x.Migration), printable.String(x.AcknowledgedBy))
-		if x.Note != "" {
-			fmt.Fprintf(w, "\tnote: %s\n", printable.String(x.Note))
-		}
+		textFinding(w, x)
+	}
+}
+
+// textFinding prints x in text: its place, message and rule, then its fix
+// (a lint's), or its migration, how to acknowledge it or what accepts it,
+// and its note. An accepted one, under no heading of its category, names
+// its category in its line.
+func textFinding(w io.Writer, x review.Finding) {
+	// Findings quote the schema, enum values among it: escaped, as schema
+	// errors are (schema.Error).
+	msg := printable.String(x.Message)
+	if x.AcknowledgedBy != "" {
+		msg = string(x.Category) + ": " + msg
+	}
+	fmt.Fprintf(w, "%s:%d:%d: %s [%s]\n", printable.String(x.File), x.Line, x.Column, msg, x.Rule)
+	if x.Category == rules.Lint {
+		fmt.Fprintf(w, "\tfix: %s\n", printable.String(x.Migration))
+		return
+	}
+	fmt.Fprintf(w, "\tmigration: %s\n", printable.String(x.Migration))
+	if x.AcknowledgedBy != "" {
+		fmt.Fprintf(w, "\tacknowledged by: %s\n", printable.String(x.AcknowledgedBy))
+	} else {
+		fmt.Fprintf(w, "\tacknowledge: --allow %s\n", printable.String(x.Ack()))
+	}
+	if x.Note != "" {
+		fmt.Fprintf(w, "\tnote: %s\n", printable.String(x.Note))
 	}
 }
