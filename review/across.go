@@ -2,6 +2,7 @@ package review
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/lily-mq/lily/schema"
 )
@@ -185,10 +186,8 @@ func (b *breaker) arrivedRoutes() []route {
 
 // ofTypeIn is the message of f of wire type t, nil when it has none.
 func ofTypeIn(f *schema.File, t string) *schema.Message {
-	for _, m := range f.Messages {
-		if m.Type == t {
-			return m
-		}
+	if i := slices.IndexFunc(f.Messages, ofType(t)); i >= 0 {
+		return f.Messages[i]
 	}
 	return nil
 }
