@@ -15,11 +15,7 @@ import (
 func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 	var out []*Message
 	p.entries(n, "messages", func(k, v *yaml.Node) {
-		if first, ok := p.known.messages[k.Value]; ok {
-			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(first.Pos))
-			return
-		}
-		if at, ok := p.known.brokenMessages[k.Value]; ok {
+		if at, ok := p.known.messageAt(k.Value); ok {
 			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(at))
 			return
 		}
@@ -222,4 +218,14 @@ func (p *parser) contentTypes(n *yaml.Node) []string {
 		}
 	}
 	return out
+}
+
+// messageAt is where the message of name is already declared, its body
+// read or broken, and whether it is.
+func (k declarations) messageAt(name string) (Pos, bool) {
+	if m, ok := k.messages[name]; ok {
+		return m.Pos, true
+	}
+	at, ok := k.brokenMessages[name]
+	return at, ok
 }
