@@ -24,7 +24,7 @@ func TestLedgerCluster(t *testing.T) {
 	res, err := Run(context.Background(), Config{
 		N: *clusterN, Seed: s, BrokerURL: urls[0], PostgresDSN: dsn,
 		Cluster:    &Cluster{URLs: urls, Script: "../.ci/cluster"},
-		FaultEvery: 2 * time.Second, PublishOver: 75 * time.Second, Deadline: 150 * time.Second,
+		FaultEvery: 2 * time.Second, PublishOver: 75 * time.Second, Deadline: 180 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

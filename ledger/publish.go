@@ -36,11 +36,13 @@ func (r *run) publish(ctx context.Context) error {
 
 // spread hands items 0..n-1 to workers goroutines that do them, item j not
 // before the share of PublishOver that its first message, first(j), is of
-// the run's messages, but for a burst (r.burst) of items handed out at once
-// ahead of their time; it returns the first error, or ctx's when it ended
-// before every item was handed out.
+// the run's messages, and the last holdBack not before every kind of fault
+// struck (held), but for a burst (r.burst) of items handed out at once ahead
+// of their time; it returns the first error, or ctx's when it ended before
+// every item was handed out.
 func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int, do func(j int) error) error {
 	start := time.Now()
+	holdUntil := start.Add(r.cfg.PublishOver + (r.cfg.Deadline-r.cfg.PublishOver)/2)
 	next := make(chan int)
 	errs := make(chan error, workers)
 	var wg sync.WaitGroup
@@ -66,6 +68,12 @@ func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int,
 					return
 				}
 			}
+			if burst == 0 {
+				var ok bool
+				if burst, ok = r.held(ctx, n-j, holdUntil); !ok {
+					return
+				}
+			}
 			burst = max(burst-1, 0)
 			select {
 			case next <- j:
@@ -82,6 +90,54 @@ func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int,
 	default:
 		return ctx.Err()
 	}
+}
+
+// On a loaded machine a cluster's node faults take so long to heal that the
+// schedule could hand out its last message before the faults at the end of
+// a round had their turn, and a run would end with kinds that never struck.
+// So the last holdBack items wait, once their time has come, until every
+// kind has struck once: one is handed out every trickle, so that the
+// consumer has work to be struck at (a COMMIT to kill), and a burst's worth
+// stays in hand for the forced stop under a burst. The wait ends halfway
+// from PublishOver to the Deadline, leaving the other half to finish.
+const (
+	holdBack = burstSize + 150
+	trickle  = 200 * time.Millisecond
+)
+
+// held is the wait of an item whose time has come, with remaining items
+// left to hand out (itself included); it returns a burst asked for
+// meanwhile, and false when ctx ended.
+func (r *run) held(ctx context.Context, remaining int, until time.Time) (burst int, ok bool) {
+	if remaining > holdBack {
+		return 0, true
+	}
+	released := time.Now().Add(trickle)
+	tick := time.NewTicker(trickle / 4)
+	defer tick.Stop()
+	for !r.everyKindStruck() && time.Now().Before(until) && (remaining <= burstSize || time.Now().Before(released)) {
+		select {
+		case <-tick.C:
+		case burst = <-r.burst:
+			return burst, true
+		case <-ctx.Done():
+			return 0, false
+		}
+	}
+	return 0, true
+}
+
+// everyKindStruck reports whether every kind of fault the run counts has
+// struck at least once.
+func (r *run) everyKindStruck() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.faults {
+		if n == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // send publishes message i until the broker confirms it, or ctx ends.

@@ -1,0 +1,73 @@
+package ledger
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/topology"
+)
+
+// handedOut runs spread over n items for a run whose one kind of fault has
+// not struck, and returns the count of items handed out so far, and the
+// channel that answers once spread returned.
+func handedOut(t *testing.T, cfg Config, n int) (*run, *atomic.Int64, <-chan error) {
+	t.Helper()
+	r := newRun(cfg, spec("spread-test", topology.Classic))
+	r.ids = make([]string, n)
+	r.faults["a fault"] = 0
+	var count atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- r.spread(context.Background(), n, 4, func(j int) int { return j }, func(int) error {
+			count.Add(1)
+			return nil
+		})
+	}()
+	return r, &count, done
+}
+
+// waitFor polls cond until it holds, failing t after a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 30 s", what)
+		}
+	}
+}
+
+// The last holdBack items wait for every kind of fault to strike: they
+// trickle out meanwhile, a burst still takes its items at once, and once
+// the kind struck the rest go.
+func TestSpreadHoldsTheLastItemsUntilEveryFaultStruck(t *testing.T) {
+	const n = holdBack + 20
+	r, count, done := handedOut(t, Config{Deadline: time.Hour}, n)
+	waitFor(t, "item beyond the unheld ones", func() bool { return count.Load() > n-holdBack })
+	if got := count.Load(); got > n-burstSize {
+		t.Fatalf("%d of %d items handed out before any fault struck; the last %d are held", got, n, burstSize)
+	}
+	before := count.Load()
+	r.burst <- 10
+	waitFor(t, "burst of 10 handed out", func() bool { return count.Load() >= before+10 })
+	r.mu.Lock()
+	r.faults["a fault"]++
+	r.mu.Unlock()
+	waitFor(t, "item left in hand", func() bool { return count.Load() == n })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The hold ends halfway from PublishOver to the Deadline, whatever struck.
+func TestSpreadHoldEndsHalfwayToTheDeadline(t *testing.T) {
+	const n = holdBack + 20
+	_, count, done := handedOut(t, Config{Deadline: 2 * time.Second}, n)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := count.Load(); got != n {
+		t.Fatalf("%d of %d items handed out", got, n)
+	}
+}
