@@ -25,19 +25,7 @@ func TestGenerateFailedWriteLeavesTheFileWhole(t *testing.T) {
 	changed := strings.Replace(minimal, "required: true}", "required: true, max_length: 9}", 1)
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), changed)
 
-	var limit syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
-	small := limit
-	small.Cur = 1024 // Go ignores SIGXFSZ: a write past it fails with EFBIG
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &small); err != nil {
-		t.Fatal(err)
-	}
-	code, _, stderr := lilygen(t, dir, "generate", "ping.lily.yaml")
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
-	}
+	code, _, stderr := underFileSizeLimit(t, dir, "generate", "ping.lily.yaml")
 	if code != exitFindings || !strings.Contains(stderr, "out/pingmsg.lily.go not written, and left as it was") {
 		t.Errorf("generate under a file size limit: exit %d\n%s", code, stderr)
 	}
@@ -57,6 +45,52 @@ func TestGenerateFailedWriteLeavesTheFileWhole(t *testing.T) {
 	}
 	if info.Mode().Perm() != 0o600 {
 		t.Errorf("the replaced file's mode is %v, want -rw-------", info.Mode())
+	}
+}
+
+// underFileSizeLimit runs lilygen with args in dir while no file may grow
+// past 512 bytes, as on a full disk.
+func underFileSizeLimit(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	var limit syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		t.Fatal(err)
+	}
+	small := limit
+	small.Cur = 512 // Go ignores SIGXFSZ: a write past it fails with EFBIG
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &small); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	return lilygen(t, dir, args...)
+}
+
+// doc -o cut short leaves the page it would replace whole, and init cut
+// short leaves no starter behind, which would make the next init refuse.
+func TestDocAndInitFailedWriteLeaveNothingHalfWritten(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	before := []byte("the page as it was\n")
+	page := filepath.Join(dir, "page.md")
+	writeFile(t, page, string(before))
+	if code, _, stderr := underFileSizeLimit(t, dir, "doc", "-o", "page.md", "ping.lily.yaml"); code != exitUsage {
+		t.Errorf("doc -o under a file size limit: exit %d\n%s", code, stderr)
+	}
+	if after, err := os.ReadFile(page); err != nil || !bytes.Equal(after, before) {
+		t.Errorf("the page was changed (%v):\n%s", err, after)
+	}
+	if code, _, stderr := underFileSizeLimit(t, dir, "init", "orders.lily.yaml"); code != exitUsage {
+		t.Errorf("init under a file size limit: exit %d\n%s", code, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("the directory holds %v, want the schema and the page alone", entries)
+	}
+	if code, _, stderr := lilygen(t, dir, "init", "orders.lily.yaml"); code != exitOK {
+		t.Errorf("init after the failed one: exit %d\n%s", code, stderr)
 	}
 }
 

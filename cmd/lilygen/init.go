@@ -120,6 +120,11 @@ func initSchema(name, pkg string, e *env) int {
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}
+		if err != nil {
+			// A starter cut short (a full disk) is no file of the user's:
+			// left behind, it would make the next init refuse.
+			os.Remove(name)
+		}
 	}
 	if err != nil {
 		say(e.stderr, "lilygen init: %v", err)

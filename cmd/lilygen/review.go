@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -164,7 +163,7 @@ templates/review.md.tmpl.`,
 			if *output == "" {
 				_, err = e.stdout.Write(page.Bytes())
 			} else {
-				err = os.WriteFile(*output, page.Bytes(), 0o644)
+				err = replaceFile(*output, page.Bytes())
 			}
 			if err != nil {
 				say(e.stderr, "lilygen doc: %v", err)
