@@ -68,9 +68,12 @@ func (r *run) strike(ctx context.Context) {
 	}
 }
 
-// round is one round of faults: a cluster's nodes' first, in a seeded
-// order (a node takes seconds to start, so a cluster's faults are few and
-// slow, and a short run must see each of them early), then the others.
+// round is one round of faults: the others first, then a cluster's nodes'
+// in a seeded order. The others strike at work in flight and take a second
+// or three; a node fault strikes whatever is in flight, and on a loaded
+// machine a node takes tens of seconds to start again. Put first, the node
+// faults took a loaded run's publishing before the others had their turn,
+// and those found no work left to strike at.
 func (r *run) round(kinds []fault) []fault {
 	var nodes, others []fault
 	for _, k := range kinds {
@@ -81,7 +84,7 @@ func (r *run) round(kinds []fault) []fault {
 		}
 	}
 	r.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
-	return append(nodes, others...)
+	return append(others, nodes...)
 }
 
 // A forced stop under a burst: the publisher sends burstSize messages at

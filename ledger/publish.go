@@ -96,10 +96,12 @@ func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int,
 // schedule could hand out its last message before the faults at the end of
 // a round had their turn, and a run would end with kinds that never struck.
 // So the last holdBack items wait, once their time has come, until every
-// kind has struck once: one is handed out every trickle, so that the
-// consumer has work to be struck at (a COMMIT to kill), and a burst's worth
-// stays in hand for the forced stop under a burst. The wait ends halfway
-// from PublishOver to the Deadline, leaving the other half to finish.
+// kind has struck once: they are handed out one at a time, spread over
+// what is left of the wait (one every trickle at the most), so that the
+// consumer has work to be struck at (a COMMIT to kill, a node fault's
+// resume to measure), and a burst's worth stays in hand for the forced
+// stop under a burst. The wait ends halfway from PublishOver to the
+// Deadline, leaving the other half to finish.
 const (
 	holdBack = burstSize + 150
 	trickle  = 200 * time.Millisecond
@@ -112,7 +114,11 @@ func (r *run) held(ctx context.Context, remaining int, until time.Time) (burst i
 	if remaining > holdBack {
 		return 0, true
 	}
-	released := time.Now().Add(trickle)
+	every := trickle
+	if remaining > burstSize {
+		every = max(every, time.Until(until)/time.Duration(remaining-burstSize))
+	}
+	released := time.Now().Add(every)
 	tick := time.NewTicker(trickle / 4)
 	defer tick.Stop()
 	for !r.everyKindStruck() && time.Now().Before(until) && (remaining <= burstSize || time.Now().Before(released)) {
