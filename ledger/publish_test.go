@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ func handedOut(t *testing.T, cfg Config, n int) (*run, *atomic.Int64, <-chan err
 	var count atomic.Int64
 	done := make(chan error, 1)
 	go func() {
-		done <- r.spread(context.Background(), n, 4, func(j int) int { return j }, func(int) error {
+		done <- r.spread(t.Context(), n, 4, func(j int) int { return j }, func(int) error {
 			count.Add(1)
 			return nil
 		})
@@ -69,4 +68,40 @@ func TestSpreadHoldEndsHalfwayToTheDeadline(t *testing.T) {
 	if got := count.Load(); got != n {
 		t.Fatalf("%d of %d items handed out", got, n)
 	}
+}
+
+// After a burst the schedule goes on at once, over what is left of it: the
+// burst leaves no gap behind it.
+func TestScheduleGoesOnAfterABurst(t *testing.T) {
+	start := time.Unix(1000, 0)
+	plan := schedule{from: start, end: start.Add(75 * time.Second), total: 1500}
+	if got := plan.due(300); !got.Equal(start.Add(15 * time.Second)) {
+		t.Fatalf("message 300 is due at %v, want 15 s in", got.Sub(start))
+	}
+	// 300 messages handed out at once 1 s in: the next goes then, and the
+	// last stays due at the end.
+	plan.from, plan.fromFirst = start.Add(time.Second), 300
+	if got := plan.due(300); !got.Equal(start.Add(time.Second)) {
+		t.Errorf("after the burst, message 300 is due at %v, want 1 s in", got.Sub(start))
+	}
+	if got := plan.due(1500); !got.Equal(start.Add(75 * time.Second)) {
+		t.Errorf("the end is at %v, want 75 s in", got.Sub(start))
+	}
+}
+
+// spread restarts its schedule once a burst is handed out: over an hour,
+// the message after a burst of 500 of 1,000 goes at once, not half an hour
+// in.
+func TestSpreadGoesOnAfterABurst(t *testing.T) {
+	r := newRun(Config{PublishOver: time.Hour, Deadline: 2 * time.Hour}, spec("spread-test", topology.Classic))
+	r.ids = make([]string, 1000)
+	r.burst <- 500 // asked before the first item is due (3.6 s in)
+	var count atomic.Int64
+	go func() {
+		_ = r.spread(t.Context(), len(r.ids), 4, func(j int) int { return j + 1 }, func(int) error {
+			count.Add(1)
+			return nil
+		})
+	}()
+	waitFor(t, "item after the burst", func() bool { return count.Load() > 500 })
 }
