@@ -215,7 +215,7 @@ func runDemo(url, dsn string) error {
 			return err
 		}
 	}
-	return runPartners(url)
+	return runPartners(url, ordersmsg.OrdersPartnersQueueSpec())
 }
 
 // audit keeps every order event: it handles each version by accepting it.

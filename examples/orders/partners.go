@@ -89,10 +89,11 @@ func partnerMessages() []demoMessage {
 	}
 }
 
-// runPartners consumes the partners' messages from orders.partners and
-// prints where each went; the DLQ copies keep their producer's envelope.
-func runPartners(url string) error {
-	spec := ordersmsg.OrdersPartnersQueueSpec()
+// runPartners consumes the partners' messages from spec's queue (the
+// demo's is orders.partners) and prints where each went; the DLQ copies keep
+// their producer's envelope. The consumer is the one the generated
+// NewOrdersPartnersConsumer builds, on spec's queues.
+func runPartners(url string, spec runtime.QueueSpec) error {
 	if err := resetQueues(url, spec); err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func runPartners(url string) error {
 		}
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := ordersmsg.NewOrdersPartnersConsumer(partners{log: quiet}, runtime.Config{URLs: []string{url}, Logger: quiet, Observe: observe})
+	c, err := runtime.NewConsumer(spec, ordersmsg.OrdersPartnersRoutes(partners{log: quiet}), runtime.Config{URLs: []string{url}, Logger: quiet, Observe: observe})
 	if err != nil {
 		return err
 	}
@@ -127,16 +128,27 @@ func runPartners(url string) error {
 		report, err := c.Run(ctx)
 		ran <- result{report, err}
 	}()
+	// One deadline for them all; a Run that ends first (it could not
+	// connect, say) ends the wait with its error.
 	timeout := time.After(30 * time.Second)
+	var res result
+	ended := false
+wait:
 	for range msgs {
 		select {
 		case <-settled:
+		case res = <-ran:
+			ended = true
+			break wait
 		case <-timeout:
 			fmt.Println("  (gave up waiting after 30 s)")
+			break wait
 		}
 	}
 	stop()
-	res := <-ran
+	if !ended {
+		res = <-ran
+	}
 	if res.err != nil {
 		return res.err
 	}
