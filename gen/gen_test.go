@@ -252,3 +252,31 @@ func TestDescribeElements(t *testing.T) {
 		}
 	}
 }
+
+// docs/schema.md's "Generated code" names every line of the header, in the
+// order Generate writes them.
+func TestSchemaDocNamesTheHeader(t *testing.T) {
+	out := generate(t, filepath.Join("..", "testdata", "golden", "include", "schema.lily.yaml"))
+	head, _, _ := bytes.Cut(out.Content, []byte("\n\n"))
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "schema.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := bytes.Cut(doc, []byte("\n## Generated code\n\n"))
+	para, _, _ := bytes.Cut(section, []byte("\n\n"))
+	para = bytes.Join(bytes.Fields(para), []byte(" "))
+	at := 0
+	for _, line := range bytes.Split(head, []byte("\n")) {
+		// Each line up to its value ("// Source:", "// lilygen "); the first whole.
+		name := line
+		if i := bytes.IndexAny(line[3:], ": "); i >= 0 && !bytes.HasPrefix(line, []byte("// Code generated")) {
+			name = line[:3+i+1]
+		}
+		i := bytes.Index(para[at:], append([]byte("`"), name...))
+		if i < 0 {
+			t.Errorf("docs/schema.md, Generated code: no %q after what it names before", name)
+			continue
+		}
+		at += i + 1
+	}
+}
