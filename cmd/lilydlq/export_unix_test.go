@@ -13,7 +13,8 @@ import (
 
 // -o writes through what it is given: a FIFO (or a device, a process
 // substitution) as it is, a symbolic link to its target (also one that
-// does not exist yet), and a file it replaces keeps its mode.
+// does not exist yet), and a file it replaces keeps its mode; a link to
+// itself is refused.
 func TestExportWritesThroughWhatItIsGiven(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
@@ -85,6 +86,18 @@ func TestExportWritesThroughWhatItIsGiven(t *testing.T) {
 	info, _ = os.Stat(created)
 	if err != nil || !strings.Contains(string(data), `"id":"one"`) || info.Mode().Perm() != 0o600 {
 		t.Errorf("%s holds %q (%v); want the export, mode 0600", created, data, err)
+	}
+
+	// A link to itself is refused, not followed for ever, and left as it is.
+	loop := filepath.Join(dir, "loop.jsonl")
+	if err := os.Symlink("loop.jsonl", loop); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.lilydlq("export", dlq, "-o", loop); r.code != exitFailure || !strings.Contains(r.stderr, "too many symbolic links") {
+		t.Errorf("export to a link to itself: exit %d\n%s", r.code, r.stderr)
+	}
+	if to, err := os.Readlink(loop); err != nil || to != "loop.jsonl" {
+		t.Errorf("the loop now leads to %q (%v)", to, err)
 	}
 	b.assertCounts(dlq, 1)
 }
