@@ -170,6 +170,34 @@ func account(e evidence) *Result {
 	for k := range e.succeeded {
 		succeededOnce[k.id] = true
 	}
+	// An inbox duplicate rests on work the inbox holds committed, and the
+	// inbox commits a claim only after a handler that returned success in
+	// time (an abandoned handler's late return is rolled back): each id's
+	// attempts whose success committed, or may have. A record of the run
+	// says so (committed, or ambiguous), or no record could be written: its
+	// process was killed, or its journey was still under way when a report
+	// listed it unresolved (the final abort seals the report before its
+	// record). A report that cut its list short leaves the success alone.
+	unrecorded := map[workKey]int{}
+	maps.Copy(unrecorded, e.killed)
+	cutShort := false
+	for _, rep := range e.reports {
+		cutShort = cutShort || rep.Omitted > 0
+		for _, u := range rep.Unresolved {
+			unrecorded[workKey{u.MessageID, u.Attempt}]++
+		}
+	}
+	committedWork := map[string]bool{}
+	for k := range e.succeeded {
+		if unrecorded[k] > 0 || cutShort {
+			committedWork[k.id] = true
+		}
+	}
+	for _, rec := range e.records {
+		if rec.Handler == "ok" && (rec.Commit == "committed" || rec.Commit == "ambiguous") && e.succeeded[workKey{rec.MessageID, rec.Attempt}] {
+			committedWork[rec.MessageID] = true
+		}
+	}
 	// Duplicates the runs' arrivals prove: a first attempt that came from
 	// more than one publish (the publisher sent it again, or the outbox
 	// relay), and, on a cluster, a later attempt whose one publish came as a
@@ -240,7 +268,7 @@ func account(e evidence) *Result {
 		// Each ACK and each handoff on its own, by the decision table: a copy
 		// left in a queue, or another attempt's success, does not vouch for it.
 		for _, rec := range recs {
-			for _, wrong := range []string{wrongAck(rec, b, e.succeeded), wrongHandoff(rec, e.dlq, e.maxAttempts)} {
+			for _, wrong := range []string{wrongAck(rec, b, e.succeeded, committedWork[id]), wrongHandoff(rec, e.dlq, e.maxAttempts)} {
 				if wrong != "" {
 					problem("%s (%s) %s; records: %s", id, b, wrong, paths(recs))
 				}

@@ -37,6 +37,14 @@ func acked(attempt int) runtime.Record {
 	return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathAcked, Handler: "ok", Reason: "handled"}
 }
 
+// committed is attempt's ACK of a handled success whose inbox claim
+// committed with its work.
+func committed(attempt int) runtime.Record {
+	rec := acked(attempt)
+	rec.Commit = "committed"
+	return rec
+}
+
 func requeued(attempt int, why string) runtime.Record {
 	return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathRequeued, Handler: "ok", Commit: "ambiguous", Reason: why}
 }
@@ -221,7 +229,7 @@ func TestAccountReportsAnInterruptedRun(t *testing.T) {
 // that was lost, proven, would pass unseen.
 func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
 	dup := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathAcked, Commit: "duplicate", Reason: "duplicate"}
-	e := oneMessage(InboxWork, acked(1), dup)
+	e := oneMessage(InboxWork, committed(1), dup)
 	e.runs[workKey{"m1", 1}] = 1
 	e.rows["m1"] = 1
 	wantProblem(t, account(e), "m1 attempt 1: the handler ran 1 times and 1 more deliveries found its work done; only 0 earlier journeys ended without proof")
@@ -234,7 +242,7 @@ func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
 	if res.SecondDeliveries["ACK sent, never proven (ambiguous)"] != 1 {
 		t.Errorf("second deliveries %v", res.SecondDeliveries)
 	}
-	e = oneMessage(InboxWork, acked(1), dup)
+	e = oneMessage(InboxWork, committed(1), dup)
 	e.runs[workKey{"m1", 1}] = 1
 	e.rows["m1"] = 1
 	e.resent = map[string]int{"m1": 1}
@@ -244,7 +252,7 @@ func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
 	// A duplicate whose own ACK was lost explains the next one.
 	lostDup := dup
 	lostDup.Path = runtime.PathUnresolved
-	e = oneMessage(InboxWork, acked(1), lostDup, dup)
+	e = oneMessage(InboxWork, committed(1), lostDup, dup)
 	e.runs[workKey{"m1", 1}] = 1
 	e.rows["m1"] = 1
 	e.ambiguous[workKey{"m1", 1}] = 1
@@ -254,7 +262,7 @@ func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
 	// the redelivery, and a send made again, whose arrival no handler or
 	// after_delivery noted. Only the send made again explains the second.
 	fromRecord := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathAcked, Handler: "completed earlier"}
-	e = oneMessage(InboxWork, acked(1), fromRecord, fromRecord)
+	e = oneMessage(InboxWork, committed(1), fromRecord, fromRecord)
 	e.runs[workKey{"m1", 1}] = 1
 	e.rows["m1"] = 1
 	e.ambiguous[workKey{"m1", 1}] = 1
@@ -268,6 +276,7 @@ func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
 		Reason: "after_delivery failed on attempt 1 of 3: after_delivery: audit down"}
 	e = oneMessage(InboxWork, retried, runtime.Record{MessageID: "m1", Attempt: 2, Path: runtime.PathAcked, Commit: "duplicate"})
 	e.runs[workKey{"m1", 1}] = 1
+	e.succeeded[workKey{"m1", 1}] = true
 	e.rows["m1"] = 1
 	wantNoProblem(t, account(e))
 }
@@ -307,6 +316,66 @@ func TestAccountReportsWorkAckedWhoseHandlerNeverSucceeded(t *testing.T) {
 	e := oneMessage(Success, acked(1))
 	clear(e.succeeded)
 	wantProblem(t, account(e), "m1 (success) was acked as handled on attempt 1, and its handler never returned success on it")
+}
+
+// An inbox duplicate is acked on the inbox's word that the message's work
+// committed, and the inbox commits a claim only after a handler that
+// returned success in time (an abandoned handler's late return is rolled
+// back): the duplicate is held to the ledger's own note of such a success,
+// and to the evidence that its commit went through, or may have.
+func TestAccountHoldsADuplicateToCommittedWork(t *testing.T) {
+	dup := func(attempt int) runtime.Record {
+		return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathAcked, Commit: "duplicate", Reason: "duplicate"}
+	}
+	failed := func(attempt int, handler, commit string) runtime.Record {
+		return runtime.Record{MessageID: "m1", Attempt: attempt, Path: runtime.PathRetried, Handler: handler, Commit: commit,
+			Handoff: "confirmed", Destination: "q.retry"}
+	}
+	// A panic on attempt 1, handed off; attempt 2 acked as a duplicate.
+	e := oneMessage(Panics, failed(1, "panicked", "rolled back"), dup(2))
+	e.runs[workKey{"m1", 1}] = 1
+	wantProblem(t, account(e), "m1 (panic) was acked as an inbox duplicate on attempt 2; it should be in the DLQ")
+
+	// A success whose only record is a duplicate's.
+	wantProblem(t, account(oneMessage(Success, dup(1))), "m1 (success) was acked as an inbox duplicate on attempt 1, and no run of its handler returned success and committed")
+
+	// A hang whose attempt 1 timed out (its late return is rolled back),
+	// and attempt 2 a duplicate.
+	e = oneMessage(Hangs, failed(1, "timed out", "rolled back"), dup(2))
+	e.runs[workKey{"m1", 1}] = 1
+	wantProblem(t, account(e), "m1 (hang) was acked as an inbox duplicate on attempt 2, and no run of its handler returned success and committed")
+
+	// A success whose commit failed committed nothing.
+	e = oneMessage(Success, failed(1, "ok", "failed"), dup(2))
+	e.runs[workKey{"m1", 1}] = 1
+	e.succeeded[workKey{"m1", 1}] = true
+	wantProblem(t, account(e), "m1 (success) was acked as an inbox duplicate on attempt 2, and no run of its handler returned success and committed")
+
+	// The controls. Attempt 2 committed; the original of attempt 1, its
+	// ACK never proven, came back and met the claim.
+	e = oneMessage(Flaky, handedOff(1, "q.retry"), committed(2), dup(1))
+	e.runs[workKey{"m1", 1}] = 1
+	e.runs[workKey{"m1", 2}] = 1
+	e.ambiguous[workKey{"m1", 1}] = 1
+	wantNoProblem(t, account(e))
+	// A commit whose outcome was unknown, requeued.
+	e = oneMessage(Success, requeued(1, "commit ambiguous"), dup(1))
+	e.runs[workKey{"m1", 1}] = 1
+	e.succeeded[workKey{"m1", 1}] = true
+	wantNoProblem(t, account(e))
+	// A run that left no record: its process was killed, or it was still
+	// under way at the final abort, which sealed the report before it.
+	e = oneMessage(Success, dup(1))
+	e.runs[workKey{"m1", 1}] = 1
+	e.succeeded[workKey{"m1", 1}] = true
+	e.killed = map[workKey]int{{"m1", 1}: 1}
+	wantNoProblem(t, account(e))
+	e.killed = nil
+	e.reports = []*runtime.Report{{Unresolved: []runtime.Record{{MessageID: "m1", Attempt: 1, Path: runtime.PathUnresolved,
+		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}}}}
+	wantNoProblem(t, account(e))
+	clear(e.succeeded)
+	wantProblem(t, account(e), "m1 (success) was acked as an inbox duplicate on attempt 1, and no run of its handler returned success and committed")
 }
 
 // Every ACK is checked on its own: a copy of the message left in a queue,

@@ -92,11 +92,18 @@ func ran(rec runtime.Record) bool {
 // wrongAck says what is wrong with rec, a delivery of a message of
 // behaviour b, if it is an ACK the decision table does not give: an ACK
 // settles a handled success, on an attempt the ledger's own handler saw
-// succeed, or a delivery whose work was done before (an inbox duplicate, or
-// one settled from the record). It says "" when nothing is.
-func wrongAck(rec runtime.Record, b Behaviour, succeeded map[workKey]bool) string {
+// succeed, or a delivery whose work was done before: an inbox duplicate,
+// when committed says a success of the message's handler committed (or
+// may have), or one settled from the record. It says "" when nothing is.
+func wrongAck(rec runtime.Record, b Behaviour, succeeded map[workKey]bool, committed bool) string {
 	switch {
-	case rec.Path != runtime.PathAcked || doneBefore(rec):
+	case rec.Path != runtime.PathAcked:
+		return ""
+	case rec.Commit == "duplicate" && b.dead():
+		return fmt.Sprintf("was acked as an inbox duplicate on attempt %d; it should be in the DLQ", rec.Attempt)
+	case rec.Commit == "duplicate" && !committed:
+		return fmt.Sprintf("was acked as an inbox duplicate on attempt %d, and no run of its handler returned success and committed", rec.Attempt)
+	case doneBefore(rec):
 		return ""
 	case !handled(rec):
 		return fmt.Sprintf("attempt %d was acked, and its record shows no handled success (handler %q, commit %q, handoff %q)", rec.Attempt, rec.Handler, rec.Commit, rec.Handoff)
