@@ -205,7 +205,7 @@ func account(e evidence) *Result {
 	// explains one more run of that attempt and one more copy of the
 	// message.
 	again, twice, relayed := map[workKey]int{}, map[workKey]int{}, map[workKey]int{}
-	againOf, twiceOf, relayedOf := map[string]int{}, map[string]int{}, map[string]int{}
+	againOf, relayedOf := map[string]int{}, map[string]int{}
 	for k, as := range e.arrivals {
 		publishes, fresh := map[string]bool{}, map[string]int{}
 		for _, a := range as {
@@ -224,27 +224,52 @@ func account(e evidence) *Result {
 			for _, n := range fresh {
 				twice[k] += max(n-1, 0)
 			}
-			twiceOf[k.id] += twice[k]
 		}
 	}
-	lostRuns, lostOf := settlesLost(e)
+	lostRuns := settlesLost(e)
 	// Deliveries in flight when a consumer closed: each explains one more
 	// copy of its message, or one more run of its attempt; one whose
-	// handoff had no confirm yet, one more copy of the next attempt too.
-	inFlightAtClose, closedInFlight, closedInHandoff := map[string]int{}, map[workKey]int{}, map[workKey]int{}
+	// handoff had no confirm yet, one more copy of the next attempt too, or
+	// of its own in the DLQ.
+	closedInFlight, closedInHandoff, closedToDLQ := map[workKey]int{}, map[workKey]int{}, map[workKey]int{}
 	var lost []string
 	for _, rep := range e.reports {
 		for _, u := range rep.Unresolved {
 			if abortedAtClose(u) {
 				res.AbortedInFlight++
-				inFlightAtClose[u.MessageID]++
-				closedInFlight[workKey{u.MessageID, u.Attempt}]++
-				if u.Handoff != "" && u.Destination != e.dlq {
-					closedInHandoff[workKey{u.MessageID, u.Attempt}]++
+				k := workKey{u.MessageID, u.Attempt}
+				closedInFlight[k]++
+				switch {
+				case u.Handoff == "":
+				case u.Destination == e.dlq:
+					closedToDLQ[k]++
+				default:
+					closedInHandoff[k]++
 				}
 			}
 		}
 		lost = append(lost, rep.Lost...)
+	}
+	// The deliveries of each message's attempt: a run of the handler, or a
+	// delivery that found the attempt's work done (an inbox duplicate, or
+	// one settled from the consumer's record); and the copies of it left in
+	// the main queue or a retry bucket, deliveries still to come.
+	settledAgain, fromRecord := map[workKey]int{}, map[workKey]int{}
+	for _, rec := range e.records {
+		if doneBefore(rec) {
+			settledAgain[workKey{rec.MessageID, rec.Attempt}]++
+		}
+		if rec.Handler == "completed earlier" {
+			fromRecord[workKey{rec.MessageID, rec.Attempt}]++
+		}
+	}
+	left := map[workKey]int{}
+	for id, copies := range e.queued {
+		for _, f := range copies {
+			if f.fate == InMain || f.fate == InBucket {
+				left[workKey{id, f.attempt}]++
+			}
+		}
 	}
 	var unfinished []string
 	for _, id := range e.ids {
@@ -278,44 +303,80 @@ func account(e evidence) *Result {
 			problem("%s (%s) is lost: in no queue, and no ACK of its work; records: %s", id, b, paths(recs))
 		}
 		// Each copy in the DLQ by its attempt, which says when it was sent
-		// there, whether or not a record of it is left.
-		flagged := map[int]bool{}
+		// there, whether or not a record of it is left; and no more copies
+		// of an attempt than its deliveries sent there. A delivery of a
+		// later attempt needs a handoff of the one before to a bucket.
+		lastAttempt, inDLQ := e.maxAttempts, map[int]int{}
 		for _, f := range copies {
-			if f.fate != InDLQ || flagged[f.attempt] || deadByTable(b, f.attempt, recs, e) {
-				continue
+			lastAttempt = max(lastAttempt, f.attempt)
+			if f.fate == InDLQ {
+				inDLQ[f.attempt]++
 			}
-			flagged[f.attempt] = true
-			problem("%s (%s) is in the DLQ from attempt %d of %d, with retries left; records: %s", id, b, f.attempt, e.maxAttempts, paths(recs))
 		}
-		// Copies beyond one: a confirmed handoff whose original came back, or
-		// an ACK never proven whose message came back.
+		for _, rec := range recs {
+			lastAttempt = max(lastAttempt, rec.Attempt)
+		}
+		for _, attempt := range slices.Sorted(maps.Keys(inDLQ)) {
+			k := workKey{id, attempt}
+			switch sent := handoffs(recs, attempt, e.dlq, true) + closedToDLQ[k] + e.killed[k]; {
+			case !deadByTable(b, attempt, recs, e):
+				problem("%s (%s) is in the DLQ from attempt %d of %d, with retries left; records: %s", id, b, attempt, e.maxAttempts, paths(recs))
+			case inDLQ[attempt] > sent:
+				problem("%s (%s) is in the DLQ %d times from attempt %d, and only %d deliveries of that attempt were sent there; records: %s", id, b, inDLQ[attempt], attempt, sent, paths(recs))
+			}
+		}
+		for attempt := 2; attempt <= lastAttempt; attempt++ {
+			k, before := workKey{id, attempt}, workKey{id, attempt - 1}
+			seen := e.runs[k] + settledAgain[k] + left[k] + inDLQ[attempt]
+			for _, rec := range recs {
+				if rec.Attempt == attempt {
+					seen++
+				}
+			}
+			if seen > 0 && handoffs(recs, attempt-1, e.dlq, false)+closedInHandoff[before]+e.killed[before] == 0 {
+				problem("%s (%s) attempt %d was delivered or left in a queue, and no delivery of attempt %d was handed off to a retry bucket; records: %s", id, b, attempt, attempt-1, paths(recs))
+			}
+		}
+		// Copies beyond one. Each is one more delivery of some attempt: its
+		// original brought back (a confirmed handoff whose original was left
+		// unresolved, a handoff that timed out or failed after its publish,
+		// an ACK never proven, a delivery in flight at a close or in a killed
+		// process) or published again (a send or a lease made again, a
+		// bucket that moved its copy twice). That delivery ran, found the
+		// work done, or is left in a queue: an attempt's explanations count
+		// only up to its deliveries beyond the first and its copies left.
 		presences := len(copies)
 		if acked {
 			presences++
 		}
 		var because []string
-		for _, rec := range recs {
-			switch {
-			case rec.Handoff == "confirmed" && rec.Path == runtime.PathUnresolved:
-				because = append(because, "handoff confirmed, the original's ACK not sent (unresolved)")
-			case rec.Handoff == "timed out" || rec.Handoff == "failed":
-				// The publish may have reached the queue: only its confirm is missing.
-				because = append(because, "handoff "+rec.Handoff+" after its publish (requeued; the copy may exist)")
+		for attempt := 1; attempt <= lastAttempt; attempt++ {
+			k := workKey{id, attempt}
+			var of []string
+			for _, rec := range recs {
+				switch {
+				case rec.Attempt != attempt:
+				case rec.Handoff == "confirmed" && rec.Path == runtime.PathUnresolved:
+					of = append(of, "handoff confirmed, the original's ACK not sent (unresolved)")
+				case rec.Handoff == "timed out" || rec.Handoff == "failed":
+					// The publish may have reached the queue: only its confirm is missing.
+					of = append(of, "handoff "+rec.Handoff+" after its publish (requeued; the copy may exist)")
+				}
 			}
-		}
-		for k, n := range e.ambiguous {
-			if k.id == id {
-				because = append(because, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, n)...)
+			of = append(of, slices.Repeat([]string{"ACK sent, never proven (ambiguous)"}, e.ambiguous[k])...)
+			of = append(of, slices.Repeat([]string{"in flight at the final abort (unresolved)"}, closedInFlight[k])...)
+			of = append(of, slices.Repeat([]string{publishedAgain}, again[k])...)
+			of = append(of, slices.Repeat([]string{bucketTwice}, twice[k])...)
+			// Processes die.
+			of = append(of, slices.Repeat([]string{killedMidRun}, e.killed[k])...)
+			of = append(of, slices.Repeat([]string{killedAck}, e.killedAcks[k])...)
+			if attempt == 1 {
+				of = append(of, slices.Repeat([]string{relayedAgain}, e.leasedAgain[id])...)
 			}
+			of = append(of, slices.Repeat([]string{settleLost}, lostRuns[k])...)
+			more := max(e.runs[k]+settledAgain[k]-1, 0) + left[k]
+			because = append(because, of[:min(len(of), more)]...)
 		}
-		because = append(because, slices.Repeat([]string{"in flight at the final abort (unresolved)"}, inFlightAtClose[id])...)
-		because = append(because, slices.Repeat([]string{publishedAgain}, againOf[id])...)
-		because = append(because, slices.Repeat([]string{bucketTwice}, twiceOf[id])...)
-		// Processes die.
-		because = append(because, slices.Repeat([]string{killedMidRun}, killedRuns[id])...)
-		because = append(because, slices.Repeat([]string{killedAck}, killedAcks[id])...)
-		because = append(because, slices.Repeat([]string{relayedAgain}, e.leasedAgain[id])...)
-		because = append(because, slices.Repeat([]string{settleLost}, lostOf[id])...)
 		if extra := presences - 1; extra > len(because) {
 			problem("%s (%s) is present %d times at the end (%v, acked %v), and only %d explained", id, b, presences, copies, acked, len(because))
 		} else {
@@ -333,30 +394,11 @@ func account(e evidence) *Result {
 		}
 		res.InboxRows += e.rows[id]
 	}
-	// Second deliveries of one message's attempt: a run of the handler, or
-	// a delivery that found the attempt's work done (an inbox duplicate, or
-	// one settled from the consumer's record), beyond the first. A copy of
-	// the attempt left in the main queue or a retry bucket is a delivery
-	// still to come, and needs the same explanation: a journey that ended
-	// without proof sent its message back once, for one more run or one
-	// copy left, not both.
-	left := map[workKey]int{}
-	for id, copies := range e.queued {
-		for _, f := range copies {
-			if f.fate == InMain || f.fate == InBucket {
-				left[workKey{id, f.attempt}]++
-			}
-		}
-	}
-	settledAgain, fromRecord := map[workKey]int{}, map[workKey]int{}
-	for _, rec := range e.records {
-		if doneBefore(rec) {
-			settledAgain[workKey{rec.MessageID, rec.Attempt}]++
-		}
-		if rec.Handler == "completed earlier" {
-			fromRecord[workKey{rec.MessageID, rec.Attempt}]++
-		}
-	}
+	// Second deliveries of one message's attempt, beyond the first (see
+	// settledAgain above). A copy of the attempt left in the main queue or a
+	// retry bucket is a delivery still to come, and needs the same
+	// explanation: a journey that ended without proof sent its message back
+	// once, for one more run or one copy left, not both.
 	runsOf := maps.Clone(e.runs)
 	for _, n := range e.runs {
 		res.HandlerRuns += n

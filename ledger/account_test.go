@@ -300,6 +300,66 @@ func TestAccountReportsAnUnexplainedExtraCopy(t *testing.T) {
 	}
 }
 
+// An explanation of an extra copy is one more delivery of its attempt: the
+// original brought back, or published again. It explains a copy only when
+// that delivery shows: a record of it, or the original left in a queue. A
+// copy in the DLQ needs a delivery of its attempt sent there, and a later
+// attempt a handoff of the one before.
+func TestAccountExplainsACopyOnlyByItsAttempt(t *testing.T) {
+	// An ACK never proven on attempt 1, which came back neither as a
+	// delivery nor as a copy left: it explains no second DLQ copy.
+	dead := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathDeadLettered, Handler: "permanent", Handoff: "confirmed", Destination: dlq}
+	e := oneMessage(Refused, dead)
+	e.runs[workKey{"m1", 1}] = 1
+	e.ambiguous[workKey{"m1", 1}] = 1
+	e.queued["m1"] = []found{{InDLQ, 1, false}, {InDLQ, 1, false}}
+	res := account(e)
+	wantProblem(t, res, "m1 (permanent) is present 2 times at the end")
+	wantProblem(t, res, "m1 (permanent) is in the DLQ 2 times from attempt 1, and only 1 deliveries of that attempt were sent there")
+	// The control: the original ran again, and was sent there again.
+	e.records = append(e.records, dead)
+	e.runs[workKey{"m1", 1}] = 2
+	wantNoProblem(t, account(e))
+
+	// A success acked on attempt 1, its ACK never proven, and a copy of
+	// attempt 3 in the DLQ, of which no delivery of attempts 2 or 3 shows.
+	e = oneMessage(Success, acked(1))
+	e.runs[workKey{"m1", 1}] = 1
+	e.ambiguous[workKey{"m1", 1}] = 1
+	e.queued["m1"] = []found{{InDLQ, 3, false}}
+	res = account(e)
+	wantProblem(t, res, "m1 (success) is present 2 times at the end")
+	wantProblem(t, res, "m1 (success) is in the DLQ 1 times from attempt 3, and only 0 deliveries of that attempt were sent there")
+	wantProblem(t, res, "m1 (success) attempt 3 was delivered or left in a queue, and no delivery of attempt 2 was handed off to a retry bucket")
+	// The control: the ACK's original is left in the main queue.
+	e.queued["m1"] = []found{{InMain, 1, false}}
+	wantNoProblem(t, account(e))
+
+	// A panic whose attempt 2 left no trace: attempt 3 came from nowhere.
+	panicked := func(attempt int, to string) runtime.Record {
+		rec := handedOff(attempt, to)
+		rec.Handler = "panicked"
+		if to == dlq {
+			rec.Path = runtime.PathDeadLettered
+		}
+		return rec
+	}
+	e = oneMessage(Panics, panicked(1, "q.retry"), panicked(3, dlq))
+	e.runs[workKey{"m1", 1}] = 1
+	e.runs[workKey{"m1", 3}] = 1
+	e.queued["m1"] = []found{{InDLQ, 3, false}}
+	wantProblem(t, account(e), "m1 (panic) attempt 3 was delivered or left in a queue, and no delivery of attempt 2 was handed off to a retry bucket")
+	// The controls: a killed process ran attempt 2 and left no record; or
+	// the final abort found it waiting for its handoff's confirm.
+	e.runs[workKey{"m1", 2}] = 1
+	e.killed = map[workKey]int{{"m1", 2}: 1}
+	wantNoProblem(t, account(e))
+	e.killed = nil
+	e.reports = []*runtime.Report{{Unresolved: []runtime.Record{{MessageID: "m1", Attempt: 2, Path: runtime.PathUnresolved, Handoff: "timed out", Destination: "q.retry",
+		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it; its handoff had no confirm yet"}}}}
+	wantNoProblem(t, account(e))
+}
+
 func TestAccountReportsADeadMessageAcked(t *testing.T) {
 	// A permanent failure must end in the DLQ, not acked as handled.
 	wantProblem(t, account(oneMessage(Refused, acked(1))), "m1 (permanent) was acked as handled")

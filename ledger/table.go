@@ -15,11 +15,11 @@ import (
 // proof explains, and only by an ACK proven before it, not the attempt's
 // last journey's: at most the fewer of the two. The last journey's ACK,
 // lost so, leaves its message in a queue, redelivered: a delivery still to
-// come. runs counts both by attempt, of by id.
-func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
-	runs, of = map[workKey]int{}, map[string]int{}
+// come. It counts both by attempt.
+func settlesLost(e evidence) map[workKey]int {
+	runs := map[workKey]int{}
 	if !e.atLeastOnce || !slices.ContainsFunc(slices.Collect(maps.Keys(e.faults)), func(k string) bool { return nodeFault(k) && e.faults[k] > 0 }) {
-		return runs, of
+		return runs
 	}
 	journeys := map[workKey][]runtime.Record{}
 	for _, rec := range e.records {
@@ -58,9 +58,8 @@ func settlesLost(e evidence) (runs map[workKey]int, of map[string]int) {
 		if last == 1 && e.ambiguous[k] < sent {
 			runs[k] += min(left[k], 1)
 		}
-		of[k.id] += runs[k]
 	}
-	return runs, of
+	return runs
 }
 
 // ackSent says whether rec's journey ended with an ACK, or a dead-lettering
@@ -172,6 +171,28 @@ func deadByTable(b Behaviour, attempt int, recs []runtime.Record, e evidence) bo
 	return slices.ContainsFunc(recs, func(rec runtime.Record) bool {
 		return rec.Attempt == attempt && rec.Destination == e.dlq && (rec.Rejection != "" || deliveryLimit(rec))
 	})
+}
+
+// handoffs counts the deliveries of attempt among recs that sent a copy,
+// or may have, to the DLQ dlq (toDLQ) or to a retry bucket: a handoff
+// confirmed, or one that timed out, failed or was nacked after its publish
+// was written (a returned one was not enqueued), and, to the DLQ, a NACK
+// that dead-lettered the original. A quorum queue's delivery limit hands
+// to the DLQ after a handoff to the bucket that failed (decide's giveBack),
+// whose record names the DLQ: it counts as a handoff to both.
+func handoffs(recs []runtime.Record, attempt int, dlq string, toDLQ bool) int {
+	n := 0
+	for _, rec := range recs {
+		switch {
+		case rec.Attempt != attempt:
+		case toDLQ && rec.Path == runtime.PathBrokerDeadLettered:
+			n++
+		case rec.Handoff == "" || rec.Handoff == "returned":
+		case !toDLQ && deliveryLimit(rec), (rec.Destination == dlq) == toDLQ:
+			n++
+		}
+	}
+	return n
 }
 
 // deliveryLimit: rec's handoff went to the DLQ because its quorum queue's
