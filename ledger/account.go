@@ -23,8 +23,9 @@ type evidence struct {
 	// records are every delivery's record, in the order they were written.
 	records []runtime.Record
 	// runs counts the handler's runs of each attempt; ambiguous the ACKs
-	// sent and never proven; lost says why sessions ended (the consumers'
-	// diagnostics).
+	// sent and never proven; lost says why sessions ended, and why the
+	// broker refused the topology, at a reconnect or declared again while
+	// consuming (the consumers' diagnostics).
 	runs, ambiguous map[workKey]int
 	lost            []string
 	failedStarts    int
@@ -484,16 +485,31 @@ func account(e evidence) *Result {
 		problem("the run %s with %d messages neither acked nor dead-lettered, as a stalled consumer leaves them; the first: %s",
 			when, len(unfinished), strings.Join(unfinished[:min(len(unfinished), 3)], "; "))
 	}
+	// Every 406, each once: the consumers log a session's end and a
+	// refusal of the topology at a reconnect, which their reports list too
+	// (Report.Lost), and a refusal of the topology declared again while
+	// consuming, which no report lists; a killed process left no report.
+	told := map[string]int{}
+	for _, why := range e.lost {
+		told[why]++
+	}
+	listed := map[string]int{}
+	for _, why := range lost {
+		listed[why]++
+	}
+	for why, n := range listed {
+		told[why] = max(told[why], n)
+	}
 	var refused []string
-	for _, why := range append(slices.Clone(e.lost), lost...) {
+	for _, why := range slices.Sorted(maps.Keys(told)) {
 		// The broker's "Exception (406)"; a bare 406 is in port numbers too.
 		if strings.Contains(why, "(406)") || strings.Contains(why, "PRECONDITION_FAILED") {
-			res.Channel406++
+			res.Channel406 += told[why]
 			refused = append(refused, why)
 		}
 	}
 	if res.Channel406 > 0 {
-		problem("%d channels or connections were closed with 406: %q", res.Channel406, refused[:min(len(refused), 3)])
+		problem("%d channels, connections or declares were refused with 406: %q", res.Channel406, refused[:min(len(refused), 3)])
 	}
 	for _, r := range e.reported {
 		res.Problems = append(res.Problems, reportsDisagree(r)...)

@@ -1,7 +1,10 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -607,7 +610,50 @@ func TestAccountCountsOnlyTheBrokers406(t *testing.T) {
 		t.Errorf("a port with 406 in it counted as %d 406s", res.Channel406)
 	}
 	e.lost = []string{`lily: declare: Exception (406) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-queue-type'"`}
-	wantProblem(t, account(e), "1 channels or connections were closed with 406")
+	wantProblem(t, account(e), "1 channels, connections or declares were refused with 406")
+}
+
+// A 406 of the topology declared again while consuming is told in the
+// consumer's diagnostics alone, never in Report.Lost (intake was not lost):
+// it counts all the same, in a run's consumer and in a consumer process. A
+// refusal at a reconnect, told in both, counts once.
+func TestAccountCountsA406OfTheTopologyDeclaredAgain(t *testing.T) {
+	drifted := `lily: declare: Exception (406) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q'"`
+	refused := `lily: connect (consume): declare: Exception (406) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q'"`
+	logged := func(stage, detail string) slog.Record {
+		rec := slog.NewRecord(time.Now(), slog.LevelError, "lily", 0)
+		rec.AddAttrs(slog.String("stage", stage), slog.String("detail", detail))
+		return rec
+	}
+	newRunOf := func() *run {
+		r := newRun(Config{}, spec("q", topology.Classic))
+		r.ids, r.beh = []string{"m1"}, map[string]Behaviour{"m1": Success}
+		r.records, r.succeeded[workKey{"m1", 1}] = []runtime.Record{acked(1)}, true
+		return r
+	}
+
+	r := newRunOf()
+	if !r.Enabled(context.Background(), slog.LevelError) {
+		t.Fatal("the run does not take the consumers' errors")
+	}
+	_ = r.Handle(context.Background(), logged("topology-drifted", drifted))
+	res := account(r.evidence(nil, nil, nil))
+	wantProblem(t, res, "1 channels, connections or declares were refused with 406")
+	_ = r.Handle(context.Background(), logged("topology-refused", refused))
+	if res := account(r.evidence([]*runtime.Report{{Lost: []string{refused}}}, nil, nil)); res.Channel406 != 2 {
+		t.Errorf("406s %d, want 2: the drift, and the refusal at a reconnect once; problems %q", res.Channel406, res.Problems)
+	}
+
+	// A consumer process passes the line on to the parent.
+	var out bytes.Buffer
+	_ = diagnostics{&events{enc: json.NewEncoder(&out)}}.Handle(context.Background(), logged("topology-drifted", drifted))
+	var ev event
+	if err := json.Unmarshal(out.Bytes(), &ev); err != nil {
+		t.Fatalf("the child told %q: %v", out.String(), err)
+	}
+	pr := &processRun{run: newRunOf()}
+	(&children{pr: pr}).apply(&proc{}, ev)
+	wantProblem(t, account(pr.evidence(nil, nil, nil)), "1 channels, connections or declares were refused with 406")
 }
 
 func TestAccountExplainsAnACKLostWithTheQuorumLeader(t *testing.T) {

@@ -52,7 +52,7 @@ const (
 	evRun         = "run"          // a handler run starts: ID, Attempt, Publish, Redelivered
 	evDuplicate   = "duplicate"    // the inbox settles a delivery as a duplicate: as evRun
 	evRecord      = "record"       // a delivery's record: Record
-	evWarning     = "warning"      // a consumer's warning: Stage, ID, Attempt, Detail
+	evWarning     = "warning"      // a consumer's warning or error: Stage, ID, Attempt, Detail
 	evProven      = "ack-proven"   // a later reply proved the ACK of ID, Attempt
 	evSucceeded   = "succeeded"    // a handler run returned success: ID, Attempt
 	evReport      = "report"       // Run returned its report: Report
@@ -207,7 +207,8 @@ func runRelay(ctx context.Context, cfg childConfig, pool *pgxpool.Pool) (*runtim
 }
 
 // diagnostics is a consumer's slog.Handler in a child. It passes on the
-// warnings the ledger's Handle keeps (ACKs never proven, sessions ended),
+// lines the ledger's Handle keeps (ACKs never proven, sessions ended, the
+// topology refused),
 // for the parent to hand them to it, and each ACK proven: those of a killed
 // process that were not are ambiguous, which it could not log.
 type diagnostics struct{ out *events }
@@ -232,7 +233,7 @@ func (w diagnostics) Handle(_ context.Context, rec slog.Record) error {
 	switch ev.Stage {
 	case "ack-proven":
 		w.out.emit(event{Kind: evProven, ID: ev.ID, Attempt: ev.Attempt})
-	case "ack-ambiguous", "intake-lost":
+	case "ack-ambiguous", "intake-lost", "topology-refused", "topology-drifted":
 		w.out.emit(ev)
 	}
 	return nil

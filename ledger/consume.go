@@ -52,7 +52,10 @@ func handled(rec runtime.Record) bool {
 }
 
 // The run is the consumers' slog.Handler: of their diagnostics it keeps the
-// ACKs never proven and the reasons sessions ended, both logged as warnings.
+// ACKs never proven and the reasons sessions ended, both logged as warnings,
+// and the broker's refusals of the topology, logged as errors: at a
+// reconnect (which Report.Lost lists too), and declared again while
+// consuming (which it does not: intake was not lost).
 
 func (r *run) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
 
@@ -77,7 +80,7 @@ func (r *run) Handle(_ context.Context, rec slog.Record) error {
 	switch stage {
 	case "ack-ambiguous":
 		r.ambiguous[workKey{id, attempt}]++
-	case "intake-lost":
+	case "intake-lost", "topology-refused", "topology-drifted":
 		r.lost = append(r.lost, detail)
 	}
 	return nil

@@ -91,7 +91,9 @@ type Result struct {
 	// Resumes are, by fault, how long after it the consumer acked the first
 	// delivery it received after it: how soon consumption resumed.
 	Resumes map[string][]time.Duration
-	// Channel406 counts channels or connections closed with 406.
+	// Channel406 counts the broker's 406s: channels or connections closed,
+	// and the topology refused, at a reconnect or declared again while
+	// consuming.
 	Channel406 int
 	// FailedStarts counts consumers whose first connection failed under a
 	// fault; each was started again, as a process supervisor would.
@@ -186,7 +188,7 @@ type run struct {
 	records      []runtime.Record
 	byID         map[string][]runtime.Record
 	ambiguous    map[workKey]int // ACKs sent, never proven
-	lost         []string        // why sessions ended
+	lost         []string        // why sessions ended, or the topology was refused
 	failedStarts int
 	done         map[string]bool // ids whose journey reached its end (acked work, DLQ)
 	faults       map[string]int
