@@ -49,13 +49,15 @@ type evidence struct {
 	rows   map[string]int
 
 	// Processes die (processes.go): killed counts, by attempt, the handler
-	// runs of processes killed before they wrote their record, and
-	// killedAcks the ACKs they sent and had not proven; leasedAgain, by id,
-	// the leases of its outbox row after the first; claimed, the ids whose
-	// work committed in the inbox.
-	killed, killedAcks map[workKey]int
-	leasedAgain        map[string]int
-	claimed            map[string]bool
+	// runs of processes killed before they wrote their record, killedAcks
+	// the ACKs they sent and had not proven, and killedDuplicates the
+	// deliveries they settled as inbox duplicates (which ran no handler)
+	// before they wrote their record; leasedAgain, by id, the leases of its
+	// outbox row after the first; claimed, the ids whose work committed in
+	// the inbox.
+	killed, killedAcks, killedDuplicates map[workKey]int
+	leasedAgain                          map[string]int
+	claimed                              map[string]bool
 
 	// pastDeadline: the run was stopped at its deadline, not once it was
 	// over (the problem of a message left unfinished says which);
@@ -158,18 +160,6 @@ func account(e evidence) *Result {
 		if rec.Commit == "duplicate" {
 			res.InboxStopped++
 		}
-	}
-	// Processes die: the killed runs and unproven ACKs of each id.
-	killedRuns, killedAcks := map[string]int{}, map[string]int{}
-	for k, n := range e.killed {
-		killedRuns[k.id] += n
-	}
-	for k, n := range e.killedAcks {
-		killedAcks[k.id] += n
-	}
-	succeededOnce := map[string]bool{}
-	for k := range e.succeeded {
-		succeededOnce[k.id] = true
 	}
 	// An inbox duplicate rests on work the inbox holds committed, and the
 	// inbox commits a claim only after a handler that returned success in
@@ -277,15 +267,22 @@ func account(e evidence) *Result {
 		b := e.behaviours[id]
 		res.Behaviours[b]++
 		recs, copies := byID[id], e.queued[id]
+		lastAttempt, inDLQ := e.maxAttempts, map[int]int{}
+		for _, f := range copies {
+			lastAttempt = max(lastAttempt, f.attempt)
+			if f.fate == InDLQ {
+				inDLQ[f.attempt]++
+			}
+		}
+		for _, rec := range recs {
+			lastAttempt = max(lastAttempt, rec.Attempt)
+		}
 		acked := workAcked(recs)
 		fate := fateOf(copies, acked)
-		if fate == Lost && e.claimed[id] && killedRuns[id] > 0 {
+		if fate == Lost && e.claimed[id] && killedAfterAck(id, lastAttempt, e, committedWork[id]) {
 			// Processes die: one killed after the ACK of committed work and
 			// before its record leaves the inbox's claim as the evidence.
 			acked, fate = true, Acked
-			if !succeededOnce[id] {
-				problem("%s (%s) was acked as handled, and its handler never returned success; records: %s", id, b, paths(recs))
-			}
 		}
 		res.Fates[fate]++
 		if !acked && (fate == InMain || fate == InBucket) {
@@ -307,16 +304,6 @@ func account(e evidence) *Result {
 		// there, whether or not a record of it is left; and no more copies
 		// of an attempt than its deliveries sent there. A delivery of a
 		// later attempt needs a handoff of the one before to a bucket.
-		lastAttempt, inDLQ := e.maxAttempts, map[int]int{}
-		for _, f := range copies {
-			lastAttempt = max(lastAttempt, f.attempt)
-			if f.fate == InDLQ {
-				inDLQ[f.attempt]++
-			}
-		}
-		for _, rec := range recs {
-			lastAttempt = max(lastAttempt, rec.Attempt)
-		}
 		for _, attempt := range slices.Sorted(maps.Keys(inDLQ)) {
 			k := workKey{id, attempt}
 			switch sent := handoffs(recs, attempt, e.dlq, true) + closedToDLQ[k] + e.killed[k]; {
@@ -375,7 +362,7 @@ func account(e evidence) *Result {
 				of = append(of, slices.Repeat([]string{relayedAgain}, e.leasedAgain[id])...)
 			}
 			of = append(of, slices.Repeat([]string{settleLost}, lostRuns[k])...)
-			more := max(e.runs[k]+settledAgain[k]-1, 0) + left[k]
+			more := max(e.runs[k]+settledAgain[k]+e.killedDuplicates[k]-1, 0) + left[k]
 			because = append(because, of[:min(len(of), more)]...)
 		}
 		if extra := presences - 1; extra > len(because) {

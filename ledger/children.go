@@ -32,14 +32,16 @@ type proc struct {
 	// killed is set before the fault kills it.
 	killed atomic.Bool
 	// What it streamed, its reader's alone until exited, by attempt: the
-	// handler runs it announced and those its records show ran, the ACKs its
+	// handler runs it announced and those its records show ran, the inbox
+	// duplicates it announced and those its records show, the ACKs its
 	// records show sent, those proven and those it logged never proven; its
 	// records and its report; why its first connection failed, or its
 	// service did.
-	runs, ran, acked, proven, ambiguous map[workKey]int
-	records                             []runtime.Record
-	report                              *runtime.Report
-	startFailed, runFailed              string
+	runs, ran, duplicates, recordedDuplicates map[workKey]int
+	acked, proven, ambiguous                  map[workKey]int
+	records                                   []runtime.Record
+	report                                    *runtime.Report
+	startFailed, runFailed                    string
 	// output keeps the end of its stderr and of what it wrote that is not an
 	// event (a test binary's verdict, a panic), shown when it fails.
 	output tail
@@ -97,7 +99,8 @@ func (c *children) startLocked(slot int) error {
 	role := slots[slot]
 	c.named[role]++
 	p := &proc{role: role, name: fmt.Sprintf("%c%d", role[0], c.named[role]), started: make(chan struct{}), exited: make(chan struct{}),
-		runs: map[workKey]int{}, ran: map[workKey]int{}, acked: map[workKey]int{}, proven: map[workKey]int{}, ambiguous: map[workKey]int{}}
+		runs: map[workKey]int{}, ran: map[workKey]int{}, duplicates: map[workKey]int{}, recordedDuplicates: map[workKey]int{},
+		acked: map[workKey]int{}, proven: map[workKey]int{}, ambiguous: map[workKey]int{}}
 	pr := c.pr
 	cfg, err := json.Marshal(childConfig{
 		Role: role, Name: p.name, N: pr.cfg.N, Seed: pr.cfg.Seed,
@@ -168,6 +171,8 @@ func (c *children) apply(p *proc, ev event) {
 		if ev.Kind == evRun {
 			pr.runs[k]++
 			p.runs[k]++
+		} else {
+			p.duplicates[k]++
 		}
 		pr.mu.Unlock()
 	case evSucceeded:
@@ -184,6 +189,9 @@ func (c *children) apply(p *proc, ev event) {
 		k := workKey{rec.MessageID, rec.Attempt}
 		if ran(rec) {
 			p.ran[k]++
+		}
+		if rec.Commit == "duplicate" {
+			p.recordedDuplicates[k]++
 		}
 		switch rec.Path {
 		case runtime.PathAcked, runtime.PathRetried, runtime.PathDeadLettered:
@@ -334,17 +342,19 @@ func (c *children) killAll() {
 }
 
 // killedRuns counts, by attempt, the handler runs of killed processes that
-// wrote no record of them, and the ACKs they sent and had neither proven nor
+// wrote no record of them, the ACKs they sent and had neither proven nor
 // logged never proven (those are among the run's ambiguous already, and one
-// ACK explains one redelivery), of the processes that have ended: at the
-// run's end, every one.
-func (c *children) killedRuns() (runs, acks map[workKey]int) {
+// ACK explains one redelivery), and the deliveries they settled as inbox
+// duplicates and wrote no record of, of the processes that have ended: at
+// the run's end, every one.
+func (c *children) killedRuns() (runs, acks, duplicates map[workKey]int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	runs, acks = map[workKey]int{}, map[workKey]int{}
+	runs, acks, duplicates = map[workKey]int{}, map[workKey]int{}, map[workKey]int{}
 	for _, p := range c.all {
 		if p.killed.Load() && p.ended() {
 			beyond(runs, p.runs, p.ran)
+			beyond(duplicates, p.duplicates, p.recordedDuplicates)
 			known := maps.Clone(p.proven)
 			for k, n := range p.ambiguous {
 				known[k] += n
@@ -352,7 +362,7 @@ func (c *children) killedRuns() (runs, acks map[workKey]int) {
 			beyond(acks, p.acked, known)
 		}
 	}
-	return runs, acks
+	return runs, acks, duplicates
 }
 
 // ended says whether p has ended, and its tally is complete.

@@ -151,7 +151,7 @@ func RunProcesses(ctx context.Context, cfg ProcessConfig) (*Result, error) {
 		return nil, err
 	}
 	e := pr.evidence(reps, queued, rows)
-	e.killed, e.killedAcks = pr.kids.killedRuns()
+	e.killed, e.killedAcks, e.killedDuplicates = pr.kids.killedRuns()
 	e.reported = pr.kids.reported()
 	if e.leasedAgain, e.claimed, err = pr.trail(dbCtx); err != nil {
 		return nil, err
@@ -297,16 +297,19 @@ func (pr *processRun) await(ctx context.Context, written <-chan error) error {
 	}
 }
 
-// openOnlyWhereKilled says whether every journey not seen over was run by
-// a process killed before its record. Any other is still under way: its
+// openOnlyWhereKilled says whether every journey not seen over was run, or
+// settled as an inbox duplicate, by a process killed before its record.
+// Any other is still under way: its
 // delivery held by a live consumer (in a requeue's pause, or never to be
 // settled), which the queues' counts do not show, as they count only the
 // messages ready.
 func (pr *processRun) openOnlyWhereKilled() bool {
-	runs, _ := pr.kids.killedRuns()
+	runs, _, duplicates := pr.kids.killedRuns()
 	killed := map[string]bool{}
-	for k := range runs {
-		killed[k.id] = true
+	for _, of := range []map[workKey]int{runs, duplicates} {
+		for k := range of {
+			killed[k.id] = true
+		}
 	}
 	pr.mu.Lock()
 	defer pr.mu.Unlock()

@@ -113,7 +113,7 @@ func TestKilledACKsLeaveOutThoseLoggedAmbiguous(t *testing.T) {
 		return p
 	}
 	c := &children{all: []*proc{kid(true, 2, 1, 1), kid(true, 3, 0, 1), kid(false, 4, 0, 0)}}
-	if _, acks := c.killedRuns(); acks[k] != 2 {
+	if _, acks, _ := c.killedRuns(); acks[k] != 2 {
 		t.Errorf("killed ACKs %v, want 2: the second process's two not logged", acks)
 	}
 }
@@ -133,9 +133,68 @@ func TestAccountTakesTheClaimOfAKilledProcess(t *testing.T) {
 		t.Errorf("fates %v", res.Fates)
 	}
 	clear(e.succeeded)
-	wantProblem(t, account(e), "m1 (success) was acked as handled, and its handler never returned success")
+	wantProblem(t, account(e), "m1 (success) is lost")
+	e.succeeded[workKey{"m1", 1}] = true
 	e.claimed = nil
 	wantProblem(t, account(e), "m1 (success) is lost")
+
+	// The kill is of the attempt that succeeded: a process killed while it
+	// ran attempt 1, before it returned, acked nothing, though attempt 2
+	// succeeded (its commit's outcome unknown, requeued) and its claim
+	// committed.
+	e = oneMessage(Success, requeued(2, "commit ambiguous"))
+	e.runs[workKey{"m1", 1}] = 1
+	e.runs[workKey{"m1", 2}] = 1
+	e.succeeded[workKey{"m1", 2}] = true
+	e.claimed = map[string]bool{"m1": true}
+	e.killed = map[workKey]int{{"m1", 1}: 1}
+	wantProblem(t, account(e), "m1 (success) is lost")
+
+	// Attempt 2's redelivery met the claim in a process killed after that
+	// duplicate's ACK and before its record: it ran no handler, and acked
+	// the committed work.
+	e = oneMessage(Flaky, handedOff(1, "q.retry"), requeued(2, "commit ambiguous"))
+	e.runs[workKey{"m1", 1}] = 1
+	e.runs[workKey{"m1", 2}] = 1
+	e.succeeded[workKey{"m1", 2}] = true
+	e.claimed = map[string]bool{"m1": true}
+	wantProblem(t, account(e), "m1 (retryable-then-success) is lost")
+	e.killedDuplicates = map[workKey]int{{"m1", 2}: 1}
+	res = account(e)
+	wantNoProblem(t, res)
+	if res.Fates[Acked] != 1 {
+		t.Errorf("fates %v", res.Fates)
+	}
+	// Unless no success of its handler committed.
+	clear(e.succeeded)
+	wantProblem(t, account(e), "m1 (retryable-then-success) is lost")
+}
+
+// A killed process's inbox duplicates are counted, by attempt, beyond those
+// its records show: it settled them without a run, so its runs do not.
+func TestKilledDuplicatesLeaveOutThoseRecorded(t *testing.T) {
+	k := workKey{"m1", 2}
+	pr := &processRun{run: newRun(Config{}, processSpec("q"))}
+	c := &children{pr: pr}
+	kid := func(killed bool, recorded bool) *proc {
+		p := &proc{runs: map[workKey]int{}, ran: map[workKey]int{}, duplicates: map[workKey]int{}, recordedDuplicates: map[workKey]int{},
+			acked: map[workKey]int{}, exited: make(chan struct{})}
+		c.apply(p, event{Kind: evDuplicate, ID: "m1", Attempt: 2})
+		if recorded {
+			c.apply(p, event{Kind: evRecord, Record: &runtime.Record{MessageID: "m1", Attempt: 2, Path: runtime.PathAcked, Commit: "duplicate"}})
+		}
+		p.killed.Store(killed)
+		close(p.exited)
+		return p
+	}
+	c.all = []*proc{kid(true, false), kid(true, true), kid(false, false)}
+	if _, _, duplicates := c.killedRuns(); duplicates[k] != 1 || len(duplicates) != 1 {
+		t.Errorf("killed duplicates %v, want the first process's alone", duplicates)
+	}
+	pr.ids, pr.kids = []string{"m1"}, c
+	if !pr.openOnlyWhereKilled() {
+		t.Error("m1, settled as a duplicate by a killed process, holds the quiet end")
+	}
 }
 
 func TestAccountExplainsACopyTheRelayPublishedAgain(t *testing.T) {
@@ -182,7 +241,7 @@ func TestAccountExplainsACopyTheRelayPublishedAgain(t *testing.T) {
 func TestChildrenNoteHowDeliveriesCame(t *testing.T) {
 	pr := &processRun{run: newRun(Config{}, processSpec("q"))}
 	c := &children{pr: pr}
-	p := &proc{runs: map[workKey]int{}}
+	p := &proc{runs: map[workKey]int{}, duplicates: map[workKey]int{}}
 	c.apply(p, event{Kind: evRun, ID: "m1", Attempt: 1, Publish: "p1"})
 	c.apply(p, event{Kind: evDuplicate, ID: "m1", Attempt: 1, Publish: "p2", Redelivered: true})
 	want := []arrival{{"p1", false}, {"p2", true}}

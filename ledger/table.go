@@ -62,6 +62,22 @@ func settlesLost(e evidence) map[workKey]int {
 	return runs
 }
 
+// killedAfterAck says whether a process killed before its record may have
+// acked the work of id, whose attempts run to last: the handler's run of an
+// attempt, which returned success (so that the claim committed with it),
+// or a delivery of an attempt it settled as an inbox duplicate, when
+// committed says a success committed. Another attempt's success does not
+// vouch for a killed run: a run killed before it succeeded acked nothing.
+func killedAfterAck(id string, last int, e evidence, committed bool) bool {
+	for attempt := 1; attempt <= last; attempt++ {
+		k := workKey{id, attempt}
+		if e.killed[k] > 0 && e.succeeded[k] || e.killedDuplicates[k] > 0 && committed {
+			return true
+		}
+	}
+	return false
+}
+
 // ackSent says whether rec's journey ended with an ACK, or a dead-lettering
 // NACK, sent.
 func ackSent(rec runtime.Record) bool {
