@@ -262,6 +262,18 @@ func account(e evidence) *Result {
 			}
 		}
 	}
+	// The run's queues are its own: a copy of a message not among its ids
+	// is a stray, which no publish of the run made.
+	var strays []string
+	for id := range e.queued {
+		if _, ours := e.behaviours[id]; !ours {
+			strays = append(strays, fmt.Sprintf("%q %v", id, e.queued[id]))
+		}
+	}
+	if len(strays) > 0 {
+		slices.Sort(strays)
+		problem("%d messages not of the run were found in its queues (strays); the first: %s", len(strays), strings.Join(strays[:min(len(strays), 3)], "; "))
+	}
 	var unfinished []string
 	for _, id := range e.ids {
 		b := e.behaviours[id]

@@ -363,6 +363,15 @@ func TestAccountExplainsACopyOnlyByItsAttempt(t *testing.T) {
 	wantNoProblem(t, account(e))
 }
 
+// The run's queues are its own: a copy of a message that is not one of its
+// ids is a stray, which no publish of the run made.
+func TestAccountReportsAStrayCopy(t *testing.T) {
+	e := oneMessage(Success, acked(1))
+	wantNoProblem(t, account(e))
+	e.queued["m9"] = []found{{InDLQ, 2, false}}
+	wantProblem(t, account(e), `1 messages not of the run were found in its queues (strays); the first: "m9" [{in the DLQ 2 false}]`)
+}
+
 func TestAccountReportsADeadMessageAcked(t *testing.T) {
 	// A permanent failure must end in the DLQ, not acked as handled.
 	wantProblem(t, account(oneMessage(Refused, acked(1))), "m1 (permanent) was acked as handled")
