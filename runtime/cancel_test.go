@@ -472,3 +472,68 @@ func TestBrokerBusyQuorumChannelIsNotStarved(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
+
+// An ordered queue's deliveries waiting for a slot when the broker cancels
+// the consumer wait on the retired session, whose intake has ended, as they
+// would on the consuming one: a budget and a step after their wait began,
+// every slot still held (by x-0's handler, which ignores its context), they
+// are requeued not started, in their lane's order, and run once the slot
+// frees. None starts with its budget spent, to be left unresolved.
+func TestBrokerOrderedWaitersOfACancelledSessionAreRecycled(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "warm", hourRetry, func(q *runtime.QueueSpec) {
+		q.OrderKey = byTenant
+		q.Concurrency, q.Prefetch = 1, 10
+		q.HandlerTimeout, q.SettlementBudget = time.Second, 7*time.Second
+	})
+	running, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "x-0" {
+			first.Do(func() {
+				close(running)
+				<-release // past its timeout: it holds the one slot
+			})
+		}
+		return nil
+	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = time.Second })
+	var inLanes atomic.Int32
+	c.SetTestHooks(runtime.TestHooks{EnteredLane: func() { inLanes.Add(1) }})
+	r.launch(c)
+	r.await(1) // warm
+	publishKeyed(t, q.Name, []string{"x"}, 1)
+	<-running
+	publishKeyed(t, q.Name, []string{"y"}, 2)
+	eventually(t, 30*time.Second, "every delivery in its lane", func() bool { return inLanes.Load() == 4 })
+	if n := p.CancelConsumers(func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }); n != 1 {
+		t.Fatalf("cancelled %d consumers, want 1", n)
+	}
+	var requeued []string
+	eventually(t, time.Minute, "y-0 and y-1 requeued not started", func() bool {
+		requeued = requeued[:0]
+		for _, rec := range r.recorded() {
+			if strings.HasPrefix(rec.MessageID, "y-") && rec.Path == runtime.PathNotStarted && !slices.Contains(requeued, rec.MessageID) {
+				requeued = append(requeued, rec.MessageID)
+			}
+		}
+		return len(requeued) == 2
+	})
+	close(release)
+	acked := func(id string) bool {
+		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.MessageID == id && rec.Path == runtime.PathAcked })
+	}
+	eventually(t, time.Minute, "y-0 and y-1 acked", func() bool { return acked("y-0") && acked("y-1") })
+	rep := r.stop()
+	if !slices.Equal(requeued, []string{"y-0", "y-1"}) {
+		t.Errorf("requeued %v, want y-0 then y-1", requeued)
+	}
+	for _, rec := range r.recorded() {
+		if strings.HasPrefix(rec.MessageID, "y-") && rec.Path == runtime.PathUnresolved {
+			t.Errorf("%s left unresolved: %s", rec.MessageID, rec.Reason)
+		}
+	}
+	if r.reconnects() < 1 {
+		t.Errorf("no new session after the cancel: %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}

@@ -421,13 +421,28 @@ func unavailable(err error) bool {
 // deliveries in flight settle on it; then (or at the final abort) it closes
 // cleanly, which proves its ACKs and hands back to the broker whatever it
 // left unresolved.
+//
+// An ordered queue's intake ends on the broker's cancel once the client's
+// buffer is in the lanes, so deliveries may still wait on the retired
+// session for their order key or a slot. Its prover still watches them: when
+// one has waited its budget and a step, they are requeued in their lanes'
+// order, as on the consuming session at a recycle (the broker has cancelled
+// the consumer already), rather than wait on for a slot, holding their
+// messages, to start with their budgets spent.
 func (c *Consumer) retire(r *run, s *session) {
 	r.retiring.Add(1)
 	go func() {
 		defer r.retiring.Done()
+		settled := waitChan(&s.inflight)
 		select {
-		case <-waitChan(&s.inflight):
+		case <-settled:
 		case <-r.aborted:
+		case <-s.outlived:
+			s.endWaiting()
+			select {
+			case <-settled:
+			case <-r.aborted:
+			}
 		}
 		c.closeSession(r, s, time.Now().Add(c.cfg.StepTimeout))
 	}()

@@ -189,10 +189,8 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
 	defer cancel()
 	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })
-	// After the cancel, so that the broker does not hand them straight back:
-	// the deliveries waiting for their order key are requeued, each behind
-	// the one before it in its lane.
-	s.cancelOnce.Do(func() { close(s.cancelled) })
+	// After the cancel, so that the broker does not hand them straight back.
+	s.endWaiting()
 	if held != nil {
 		c.notStarted(r, s.gen, held, why)
 	}

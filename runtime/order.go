@@ -223,9 +223,10 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string, in *laneIntake
 // handlers past their timeout has its channel recycled, as on an unordered
 // queue.
 //
-// When the session's intake is cancelled (the stop, a recycle), the
-// deliveries still waiting are requeued, each once the one before it in its
-// lane has ended, so that the queue gets them back in their order. A delivery
+// When the session's intake is cancelled (the stop, a recycle, the recycle
+// bound of a session the broker cancelled), the deliveries still waiting are
+// requeued, each once the one before it in its lane has ended, so that the
+// queue gets them back in their order. A delivery
 // whose session was lost while it waited is not started: the broker
 // redelivers it. A delivery leaves its lane when its journey ends: a handler
 // past its timeout runs on beside the next one of its key rather than stop
@@ -315,9 +316,9 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 }
 
 // laneStopped says why an ordered delivery that has not started must not:
-// intake was cancelled (the stop, a recycle; at the stop, a session the
-// broker cancelled or lost has its intake ended already) or the consumer
-// aborted; "" when neither.
+// intake was cancelled (the stop, a recycle, the recycle bound of a session
+// the broker cancelled; at the stop, a session the broker cancelled or lost
+// has its intake ended already) or the consumer aborted; "" when neither.
 func laneStopped(s *session, r *run) string {
 	switch {
 	case closed(s.cancelled), closed(r.stopping) && closed(s.lost):

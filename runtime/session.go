@@ -77,8 +77,9 @@ type session struct {
 	stopRedeclare context.CancelFunc
 	// inflight counts the session's deliveries still on their journey.
 	inflight sync.WaitGroup
-	// cancelled is closed once the session's intake is cancelled: the
-	// deliveries waiting for their order key are requeued then.
+	// cancelled is closed once the session's intake is cancelled (by Lily,
+	// or, on a session the broker cancelled, at the recycle bound: retire):
+	// the deliveries waiting for their order key are requeued then.
 	cancelled  chan struct{}
 	cancelOnce sync.Once
 }
@@ -100,6 +101,11 @@ func (s *session) awaitCancelAtStop(r *run) {
 	case <-r.aborted:
 	}
 }
+
+// endWaiting marks the session's intake cancelled, once: the deliveries
+// waiting for their order key or a slot on it are requeued, each behind the
+// one before it in its lane.
+func (s *session) endWaiting() { s.cancelOnce.Do(func() { close(s.cancelled) }) }
 
 // recycleFor has the channel recycled, for why, unless it already is.
 func (s *session) recycleFor(why error) {
