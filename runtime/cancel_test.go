@@ -537,3 +537,54 @@ func TestBrokerOrderedWaitersOfACancelledSessionAreRecycled(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
+
+// A delivery whose budget was spent waiting for a slot (the one slot held
+// by a handler past its timeout) runs no user code when the slot frees: its
+// handler's result could only be left unresolved. It goes back not started,
+// comes back with a budget of its own, and is handled once. No proof runs,
+// so no recycle comes in between.
+func TestBrokerDeliveryWhoseBudgetWasSpentWaitingIsNotStarted(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) {
+		q.Concurrency, q.Prefetch = 1, 4
+		q.HandlerTimeout, q.SettlementBudget = time.Second, 7*time.Second
+	})
+	declareTopology(t, q)
+	running, release := make(chan struct{}), make(chan struct{})
+	var handled calls
+	r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		handled.add(msg.OrderID)
+		if msg.OrderID == "stuck" {
+			close(running)
+			<-release // past its timeout: it holds the one slot
+		}
+		return nil
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = time.Second })
+	c.SetProofInterval(time.Hour)
+	r.launch(c)
+	publish(t, q.Name, order(t, "stuck"))
+	<-running
+	publish(t, q.Name, order(t, "late"))
+	awaitTaken(t, q.Name)
+	time.Sleep(q.SettlementBudget + time.Second) // late's budget, counted from its receipt, is spent
+	close(release)
+	eventually(t, time.Minute, "late acked", func() bool {
+		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.MessageID == "late" && rec.Path == runtime.PathAcked })
+	})
+	var paths []string
+	for _, rec := range r.recorded() {
+		if rec.MessageID == "late" {
+			paths = append(paths, string(rec.Path)+": "+rec.Reason)
+		}
+	}
+	want := []string{"not-started: not started: its settlement budget was spent while it waited for a slot", "acked: handled"}
+	if !slices.Equal(paths, want) {
+		t.Errorf("late took %q, want %q", paths, want)
+	}
+	rep := r.stop()
+	if len(rep.Unresolved) != 0 {
+		t.Errorf("report %s; unresolved %+v", rep, rep.Unresolved)
+	}
+	handled.once(t, "stuck", "late")
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}

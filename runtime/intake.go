@@ -46,6 +46,13 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			if ok, err := c.awaitSlot(ctx, r, s, d); !ok {
 				return err
 			}
+			if !decide.Starts(time.Until(receivedAt.Add(c.spec.budget()))) {
+				// The slot freed after the delivery's budget (handlers past
+				// their timeout held them all), before the recycle.
+				<-r.slots
+				c.notStarted(r, s.gen, d, decide.SpentWaiting)
+				continue
+			}
 			r.deliveries.Add(1)
 			s.inflight.Add(1)
 			in.sl.hold()

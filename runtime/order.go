@@ -11,6 +11,7 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
 // maxOrderKey bounds the part of an order key that tells lanes apart: keys
@@ -276,15 +277,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		}
 		started := time.Now()
 		s.gen.Settler.Started(d.DeliveryTag, started)
-		took := false
-		select {
-		case r.slots <- struct{}{}:
-			took = true
-		case <-s.cancelled:
-		case <-s.gen.Ended():
-		case <-r.aborted:
-		case <-r.stopping:
-		}
+		took, spent := c.laneSlot(r, s, started.Add(c.spec.budget()))
 		if closed(r.stopping) {
 			// A slot that freed at the stop, before its cancel was answered,
 			// starts nothing: as on an unordered queue, the delivery goes
@@ -300,7 +293,11 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 				<-r.slots
 			}
 			if why != "" {
-				requeue("not started: " + why + " while it waited for a slot")
+				why = "not started: " + why + " while it waited for a slot"
+				if spent {
+					why = decide.SpentWaiting
+				}
+				requeue(why)
 				return
 			}
 			c.notStarted(r, s.gen, d, "not started: its session was lost while it waited for its order key")
@@ -313,6 +310,42 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 		r.waiting.Done() // the journey tells the report of itself at once
 		c.process(r, s, s.gen, d, started, quarantined, read, sl)
 	})
+}
+
+// laneSlot takes a concurrency slot for an ordered delivery whose budget
+// ends at by, and reports whether it took one. It takes none, and returns at
+// once, when intake is cancelled, the session ends, or the consumer stops or
+// aborts first. A slot that frees only once the budget is spent starts
+// nothing (decide.Starts), and spent says so: the delivery waits on for
+// the recycle, which comes a step after its budget, so that it goes back
+// behind the ones before it in its lane and ahead of those after it, rather
+// than be requeued now, and let its key's next delivery run before it.
+func (c *Consumer) laneSlot(r *run, s *session, by time.Time) (took, spent bool) {
+	budget := step.Timer(by)
+	defer step.Release(budget)
+	select {
+	case r.slots <- struct{}{}:
+		if decide.Starts(time.Until(by)) {
+			return true, false
+		}
+		<-r.slots
+	case <-budget.C:
+	case <-s.cancelled:
+		return false, false
+	case <-s.gen.Ended():
+		return false, false
+	case <-r.aborted:
+		return false, false
+	case <-r.stopping:
+		return false, false
+	}
+	select {
+	case <-s.cancelled:
+	case <-s.gen.Ended():
+	case <-r.aborted:
+	case <-r.stopping:
+	}
+	return false, true
 }
 
 // laneStopped says why an ordered delivery that has not started must not:

@@ -1000,3 +1000,80 @@ func (i *deferOnce) Begin(_ context.Context, _, id string) (runtime.InboxTx, err
 	}
 	return rollbackTx{&rollbackInbox{}}, nil
 }
+
+// On an ordered queue, a delivery whose budget was spent waiting for a slot
+// (the one slot held by x-0, past its timeout) starts nothing when the slot
+// frees, a moment before the recycle: it waits for the recycle, which
+// requeues it ahead of its key's next delivery, and both then run in their
+// order, each once. Started at once, its handler's result could only be left
+// unresolved, and requeued at once, it would come back behind y-1.
+func TestBrokerOrderedDeliveryWhoseBudgetWasSpentWaitsForTheRecycle(t *testing.T) {
+	t.Parallel()
+	// A step wide enough for the slot to free within it, after y-0's budget
+	// and before the recycle, on a loaded machine.
+	const step = 3 * time.Second
+	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) {
+		q.OrderKey = byTenant
+		q.Concurrency, q.Prefetch = 1, 10
+		q.HandlerTimeout = time.Second
+		q.SettlementBudget = q.HandlerTimeout + 4*step + 2*time.Second
+	})
+	declareTopology(t, q)
+	running, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var ran []string
+	r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		mu.Lock()
+		ran = append(ran, msg.OrderID)
+		mu.Unlock()
+		if msg.OrderID == "x-0" {
+			close(running)
+			<-release // past its timeout: it holds the one slot
+		}
+		return nil
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = step })
+	var inLanes atomic.Int32
+	var entered atomic.Int64 // when y-0 took its place in its lane, Unix ns
+	c.SetTestHooks(runtime.TestHooks{EnteredLane: func() {
+		if inLanes.Add(1) == 2 {
+			entered.Store(time.Now().UnixNano())
+		}
+	}})
+	r.launch(c)
+	publishKeyed(t, q.Name, []string{"x"}, 1)
+	<-running
+	publishKeyed(t, q.Name, []string{"y"}, 2)
+	eventually(t, 30*time.Second, "every delivery in its lane", func() bool { return inLanes.Load() == 3 })
+	// y-0's budget counts from the end of its wait for the lane, which was
+	// none, a moment after it entered it: the slot frees half a step after
+	// it is spent, half a step before the recycle.
+	time.Sleep(time.Until(time.Unix(0, entered.Load()).Add(q.SettlementBudget + step/2)))
+	close(release)
+	acked := func(id string) bool {
+		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.MessageID == id && rec.Path == runtime.PathAcked })
+	}
+	eventually(t, time.Minute, "y-0 and y-1 acked", func() bool { return acked("y-0") && acked("y-1") })
+	rep := r.stop()
+	var requeued []string
+	for _, rec := range r.recorded() {
+		switch {
+		case rec.Path == runtime.PathNotStarted:
+			requeued = append(requeued, rec.MessageID+": "+rec.Reason)
+		case rec.Path == runtime.PathUnresolved:
+			t.Errorf("%s left unresolved: %s", rec.MessageID, rec.Reason)
+		}
+	}
+	want := []string{"y-0: not started: its settlement budget was spent while it waited for a slot", "y-1: not started: intake stopped while it waited for its order key"}
+	if !slices.Equal(requeued, want) {
+		t.Errorf("requeued %q, want %q", requeued, want)
+	}
+	mu.Lock()
+	if !slices.Equal(ran, []string{"x-0", "y-0", "y-1"}) {
+		t.Errorf("handlers ran for %v, want x-0, then y-0, then y-1", ran)
+	}
+	mu.Unlock()
+	if len(rep.Unresolved) != 0 {
+		t.Errorf("report %s", rep)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}

@@ -24,7 +24,7 @@ const (
 	PathDeadLettered       Path = "dead-lettered" // confirmed handoff to the DLQ, then ACK
 	PathBrokerDeadLettered Path = "broker-dead-lettered"
 	PathRequeued           Path = "requeued"    // the one bounded NACK with requeue
-	PathNotStarted         Path = "not-started" // requeued at shutdown, never started
+	PathNotStarted         Path = "not-started" // requeued before it started: at shutdown, a recycle, or its budget spent waiting
 	PathUnresolved         Path = "unresolved"  // not settled with evidence: the broker redelivers it
 )
 

@@ -152,6 +152,42 @@ func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
 	}
 }
 
+// A slot that frees after a delivery's budget, before the recycle, starts
+// nothing: the delivery is requeued unstarted, as the runtime requeues it,
+// since its handler's result could only be left unresolved.
+func TestDeliveryWhoseBudgetWasSpentWaitingIsNotStarted(t *testing.T) {
+	t.Parallel() // it waits out a budget: eleven seconds
+	spec := fixture.LilytestQueueSpec()
+	spec.Concurrency = 1
+	spec.HandlerTimeout = 500 * time.Millisecond
+	// A step wide enough for the slot to free within it, after the
+	// delivery's budget and before the recycle, on a loaded machine.
+	const step = 2 * time.Second
+	spec.SettlementBudget = spec.HandlerTimeout + 4*step + 2*time.Second
+	release := make(chan struct{})
+	var calls atomic.Int32
+	h := harnessOf(t, spec, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		calls.Add(1)
+		if msg.OrderID == "stuck-1" {
+			<-release // deaf to its context
+		}
+		return nil
+	}, func(cfg *runtime.Config) { cfg.StepTimeout = step })
+
+	wantPath(t, h.Deliver(order(t, "stuck-1")), runtime.PathRetried)
+	sent := time.Now()
+	done := make(chan lilytest.Result)
+	go func() { done <- h.Deliver(order(t, "wait-1")) }()
+	time.Sleep(time.Until(sent.Add(spec.SettlementBudget + step/2)))
+	close(release)
+	res := <-done
+	wantPath(t, res, runtime.PathNotStarted)
+	if res.Settlement != "requeue" || res.Handler != "" || res.Reason != "not started: its settlement budget was spent while it waited for a slot" || calls.Load() != 1 {
+		t.Errorf("result %+v, handler calls %d", res, calls.Load())
+	}
+	wantPath(t, h.Deliver(order(t, "wait-1"), lilytest.Redelivered()), runtime.PathAcked)
+}
+
 // AnswerHandoffs takes only the words of Record.Handoff.
 func TestAnswerHandoffsRefusesOtherWords(t *testing.T) {
 	h := harness(t, ok)

@@ -89,6 +89,18 @@ const (
 	HandoffReserve = 2 * time.Second
 )
 
+// SpentWaiting is why a delivery that Starts turned away went back to the
+// queue.
+const SpentWaiting = "not started: its settlement budget was spent while it waited for a slot"
+
+// Starts says whether a delivery whose turn to run has come, with remaining
+// of its budget left, goes on into user code (a scope, a claim, its
+// handler). One whose budget is spent would be left unresolved whatever the
+// handler did, as Decide leaves it, its work done and nothing settled: it
+// goes back to the queue instead, not started, and comes back with a budget
+// of its own.
+func Starts(remaining time.Duration) bool { return remaining > 0 }
+
 // Decide maps the evidence gathered so far, the delivery's attempt, the queue's
 // policy and the remaining budget to the next step. It is pure: it reads no
 // clock and touches no broker.

@@ -253,3 +253,26 @@ func TestDecideRetryPathAllocations(t *testing.T) {
 		}
 	}
 }
+
+// A delivery starts while any of its budget is left, the moment Decide
+// would still settle what its handler did; with none left it goes back
+// not started.
+func TestStarts(t *testing.T) {
+	for _, row := range []struct {
+		remaining time.Duration
+		want      bool
+	}{
+		{time.Minute, true},
+		{time.Nanosecond, true},
+		{0, false},
+		{-time.Second, false},
+	} {
+		if got := Starts(row.remaining); got != row.want {
+			t.Errorf("Starts(%s) = %v, want %v", row.remaining, got, row.want)
+		}
+		spent := Decide(outcome.Outcome{Handler: outcome.HandlerResult{Ran: true}}, 1, testPolicy(), row.remaining).Reason == "settlement budget spent"
+		if spent == row.want {
+			t.Errorf("remaining %s: Starts %v, but Decide says budget spent %v", row.remaining, row.want, spent)
+		}
+	}
+}
