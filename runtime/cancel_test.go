@@ -588,3 +588,84 @@ func TestBrokerDeliveryWhoseBudgetWasSpentWaitingIsNotStarted(t *testing.T) {
 	handled.once(t, "stuck", "late")
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
+
+// A retired session's unproven ACKs are judged when its channel is lost, as
+// the consuming session's are, not once its deliveries in flight have
+// settled: ambiguous at once, their work is remembered before a redelivery
+// reaches the new session, which settles it from the record instead of
+// running the handler again. lost-ack's ACK, on the retired session, is cut
+// off on its way; held keeps the retired session open meanwhile. No proof
+// runs: only the judgment of the loss can remember the work.
+func TestBrokerRetiredSessionsAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, heldHandler)
+	declareTopology(t, q)
+	p := newProxy(t)
+	var handled calls
+	ackGate, heldGate := make(chan struct{}), make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(2)
+	r, c := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		handled.add(msg.OrderID)
+		if d.Redelivered() {
+			return nil
+		}
+		started.Done()
+		switch msg.OrderID {
+		case "lost-ack":
+			<-ackGate
+		case "held":
+			<-heldGate
+		}
+		return nil
+	}, through(p))
+	c.SetProofInterval(time.Hour)
+	var cutting atomic.Bool
+	c.SetTestHooks(runtime.TestHooks{
+		BeforeAck: func() {
+			if cutting.Load() {
+				p.freeze()
+			}
+		},
+		AfterAck: func() {
+			if cutting.CompareAndSwap(true, false) {
+				p.cut()
+			}
+		},
+	})
+	r.launch(c)
+	publish(t, q.Name, order(t, "lost-ack"), order(t, "held"))
+	started.Wait()
+	if n := p.CancelConsumers(func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }); n != 1 {
+		t.Fatalf("cancelled %d consumers, want 1", n)
+	}
+	eventually(t, 30*time.Second, "a new session", func() bool { return r.reconnects() == 1 })
+	cutting.Store(true)
+	close(ackGate)
+	record := func(id string, redelivered bool) (runtime.Record, bool) {
+		for _, rec := range r.recorded() {
+			if rec.MessageID == id && rec.Redelivered == redelivered && rec.Path == runtime.PathAcked {
+				return rec, true
+			}
+		}
+		return runtime.Record{}, false
+	}
+	eventually(t, time.Minute, "lost-ack's redelivery acked", func() bool { _, ok := record("lost-ack", true); return ok })
+	if again, _ := record("lost-ack", true); again.Handler != "completed earlier" {
+		t.Errorf("lost-ack's redelivery ran its handler again: %+v", again)
+	}
+	close(heldGate)
+	eventually(t, time.Minute, "held's redelivery acked", func() bool { _, ok := record("held", true); return ok })
+	rep := r.stop()
+	if !slices.ContainsFunc(rep.Unresolved, func(u runtime.Record) bool {
+		return u.MessageID == "lost-ack" && strings.HasPrefix(u.Reason, "ack sent, never proven")
+	}) {
+		t.Errorf("report %s; unresolved %+v", rep, rep.Unresolved)
+	}
+	handled.mu.Lock()
+	if handled.n["lost-ack"] != 1 {
+		t.Errorf("lost-ack handled %d times, want once", handled.n["lost-ack"])
+	}
+	handled.mu.Unlock()
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}

@@ -422,6 +422,14 @@ func unavailable(err error) bool {
 // cleanly, which proves its ACKs and hands back to the broker whatever it
 // left unresolved.
 //
+// A channel lost meanwhile ends no consume, whose return has a consuming
+// session's loss judged (lost) before the next session opens: the new
+// session consumes already, and the broker hands it at once what the lost
+// channel held, an ACK cut off on its way among them. So the unproven ACKs
+// are judged ambiguous as soon as the channel's end is seen, not at the
+// close, after the deliveries still in flight: their work is remembered
+// before its redelivery can run the handler again.
+//
 // An ordered queue's intake ends on the broker's cancel once the client's
 // buffer is in the lanes, so deliveries may still wait on the retired
 // session for their order key or a slot. Its prover still watches them: when
@@ -433,15 +441,20 @@ func (c *Consumer) retire(r *run, s *session) {
 	r.retiring.Add(1)
 	go func() {
 		defer r.retiring.Done()
-		settled := waitChan(&s.inflight)
-		select {
-		case <-settled:
-		case <-r.aborted:
-		case <-s.outlived:
-			s.endWaiting()
+		settled, outlived, ended := waitChan(&s.inflight), s.outlived, s.chEnded
+		for waiting := true; waiting; {
 			select {
 			case <-settled:
+				waiting = false
 			case <-r.aborted:
+				waiting = false
+			case <-outlived:
+				s.endWaiting()
+				outlived = nil
+			case <-ended:
+				// Only a loss closes the channel before closeSession does.
+				c.acksAmbiguous(r, s.gen, s.gen.Acks.Close(), "the channel was lost before the proof")
+				ended = nil
 			}
 		}
 		c.closeSession(r, s, time.Now().Add(c.cfg.StepTimeout))
