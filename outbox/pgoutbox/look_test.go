@@ -261,6 +261,76 @@ func TestMigrateWaitsBehindNoReader(t *testing.T) {
 	}
 }
 
+// Two workers start at once on a table at 002 (a rolling upgrade): both find
+// it behind, one takes the advisory lock and applies 003, the other waits
+// for the lock. Once it has it, the second finds the table up to date and
+// leaves it alone: applying the files again would wait for a lock on the
+// table behind a business transaction that wrote a row (001's CREATE INDEX
+// IF NOT EXISTS takes one even when the index exists), holding off every
+// write after it, and give up after its lock wait (before, it did: "lock
+// timeout").
+func TestMigrateAfterAnotherWorkerMigratedLeavesTheTableAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pool := e.earlierTable()
+	second, err := os.ReadFile("migrations/002_lily_outbox_retry.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	third, err := os.ReadFile("migrations/003_lily_outbox_behind.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(e.ctx, string(second)); err != nil {
+		t.Fatal(err)
+	}
+	// The first worker, as Migrate goes: the lock, then the step.
+	first, err := pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Rollback(e.ctx) }()
+	if _, err := first.Exec(e.ctx, "SELECT pg_advisory_xact_lock(hashtext('lily_outbox migrate ' || coalesce(current_schema(), '')))"); err != nil {
+		t.Fatal(err)
+	}
+	var schema string
+	if err := first.QueryRow(e.ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	migrated := make(chan error, 1)
+	go func() { migrated <- pgoutbox.Migrate(e.ctx, pool) }()
+	e.eventually("the second worker waits for the advisory lock", func() bool {
+		var waiting bool
+		err := pool.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE l.locktype = 'advisory' AND NOT l.granted AND a.query LIKE '%lily_outbox migrate%'
+			AND l.objid::bigint = (hashtext('lily_outbox migrate ' || $1::text)::bigint & 4294967295))`, schema).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	// The step, on a connection of its own here, so that a business
+	// transaction can write a row before the lock goes: the one that is
+	// open whenever the second worker gets it.
+	if _, err := pool.Exec(e.ctx, string(third)); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = writer.Rollback(e.ctx) }()
+	if err := pgoutbox.Write(e.ctx, writer, message("q", "w-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Errorf("Migrate of a table another worker brought up to date while it waited = %v, want nil", err)
+	}
+}
+
 // One key with a backlog of 5,000 rows, its first in flight, then ten rows
 // without a key: the looks mark the backlog held, a bounded walk at a time,
 // and from then on a look leases the ten and reads none of the 4,999 held

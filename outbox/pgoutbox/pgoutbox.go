@@ -41,7 +41,9 @@ var migrations embed.FS
 // brings a table an earlier version made up to date, by applying each file
 // of migrations/ in order (each is idempotent). A table that is up to date is
 // left alone, without a lock. It is safe to call from every worker at
-// start-up: an advisory lock lets one of them migrate while the others wait.
+// start-up: an advisory lock lets one of them migrate while the others wait,
+// and those find the table up to date once they have the lock, and leave it
+// alone.
 // A migration that waits more than lockWait for a lock on the table (behind
 // a long transaction that reads it, which the writes behind the migration
 // would wait for too) fails instead.
@@ -49,10 +51,6 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	current, err := isCurrent(ctx, pool)
 	if err != nil || current {
 		return err
-	}
-	steps, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return fmt.Errorf("pgoutbox: migrate: %w", err)
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -63,6 +61,31 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// unique index; the lock serialises them. It is the schema's own, so
 	// that migrating one schema's table waits for no other's.
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('lily_outbox migrate ' || coalesce(current_schema(), '')))"); err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	// A worker that found the table behind may have waited here for one
+	// that brought it up to date: applying the files again would take locks
+	// on the table (behind every transaction that wrote or read it, holding
+	// off all that come after) for nothing.
+	if current, err = isCurrent(ctx, tx); err != nil {
+		return err
+	}
+	if !current {
+		if err := apply(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	return nil
+}
+
+// apply applies each file of migrations/ in tx, in order, waiting at most
+// lockWait for each lock on the table.
+func apply(ctx context.Context, tx pgx.Tx) error {
+	steps, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)
 	}
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", lockWait.Milliseconds())); err != nil {
@@ -77,9 +100,6 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("pgoutbox: migrate: %s: %w", name, err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgoutbox: migrate: %w", err)
-	}
 	return nil
 }
 
@@ -87,10 +107,13 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 const lockWait = 10 * time.Second
 
 // isCurrent reports whether lily_outbox exists with every migration's
-// column and index.
-func isCurrent(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
+// column and index. It reads the catalog alone: it takes no lock on the
+// table.
+func isCurrent(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
 	var current bool
-	err := pool.QueryRow(ctx, `SELECT to_regclass('lily_outbox') IS NOT NULL
+	err := db.QueryRow(ctx, `SELECT to_regclass('lily_outbox') IS NOT NULL
 		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('lily_outbox') AND attname = 'retry_at' AND NOT attisdropped)
 		AND to_regclass('lily_outbox_order_key') IS NOT NULL
 		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('lily_outbox') AND attname = 'behind' AND NOT attisdropped)
