@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -328,6 +329,50 @@ func TestMigrateAfterAnotherWorkerMigratedLeavesTheTableAlone(t *testing.T) {
 	}
 	if err := <-migrated; err != nil {
 		t.Errorf("Migrate of a table another worker brought up to date while it waited = %v, want nil", err)
+	}
+}
+
+// The files applied in order to a table that is up to date (psql -f, a
+// migration tool) while a transaction that has read lily_outbox stays open:
+// 002 builds no index that 003 replaced, so 003 has nothing to drop and
+// waits for no lock (before, 002 built the index again, holding off writes,
+// and 003's drop waited behind the reader, holding off reads too).
+func TestFilesAppliedAgainBuildNothingToDrop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	reader, err := e.pool.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reader.Rollback(e.ctx) }()
+	if _, err := reader.Exec(e.ctx, "SELECT count(*) FROM lily_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := e.pool.Acquire(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(e.ctx, "SET lock_timeout = '2s'"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = conn.Exec(e.ctx, "RESET lock_timeout") }()
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || len(files) != 3 {
+		t.Fatalf("migrations: %v, %v", files, err)
+	}
+	for _, f := range files {
+		sql, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(e.ctx, string(sql)); err != nil {
+			t.Errorf("%s applied again behind a reader: %v", f, err)
+		}
+	}
+	var untried bool
+	if err := e.pool.QueryRow(e.ctx, "SELECT to_regclass('lily_outbox_untried') IS NOT NULL").Scan(&untried); err != nil || untried {
+		t.Errorf("002's untried index is there: %v, %v", untried, err)
 	}
 }
 

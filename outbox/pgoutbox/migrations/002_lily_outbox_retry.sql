@@ -8,8 +8,8 @@
 -- still a HOT update where its page has room; only a failure, which changes
 -- attempts, writes an index.
 --
--- Idempotent, and it takes no lock on a table that has it already: apply it
--- after 001, with pgoutbox.Migrate or with psql -f. On a table 001 alone
+-- Idempotent, and it takes no lock on a table that has it already, or has
+-- 003's: apply it after 001, with pgoutbox.Migrate or with psql -f. On a table 001 alone
 -- made, adding the column is instant, and building the indexes holds off
 -- writes for as long as it takes (under a second for 500,000 rows here). The
 -- rows that table's relays failed get their retry time from the relay's look
@@ -20,7 +20,9 @@ BEGIN
                    WHERE attrelid = 'lily_outbox'::regclass AND attname = 'retry_at' AND NOT attisdropped) THEN
         ALTER TABLE lily_outbox ADD COLUMN retry_at timestamptz; -- a failed row's next try; NULL until it fails
     END IF;
-    IF to_regclass('lily_outbox_untried') IS NULL THEN
+    -- 003 replaces this index: on a table that has 003's, building it only
+    -- for 003 to drop it again would hold off writes twice.
+    IF to_regclass('lily_outbox_untried') IS NULL AND to_regclass('lily_outbox_untried_head') IS NULL THEN
         CREATE INDEX lily_outbox_untried ON lily_outbox (id) WHERE attempts = 0;
     END IF;
     IF to_regclass('lily_outbox_retry') IS NULL THEN
