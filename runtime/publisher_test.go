@@ -113,10 +113,11 @@ func ids(t *testing.T, queue string) map[string]int {
 }
 
 // Sends in flight at once, to a bound key, to a key nothing is bound to, to
-// a queue that refuses every publish, and ones AMQP cannot carry (a header
-// of a type it has no word for, a message id over 255 bytes, an expiration
-// that is not milliseconds): each is answered on its own, and only the
-// confirmed ones are in a queue.
+// a queue that refuses every publish, and ones AMQP or the broker cannot
+// take (a header of a type it has no word for, a message id over 255 bytes,
+// an expiration that is not milliseconds, a delivery mode of 3, on which
+// the broker would close the channel): each is answered on its own, and
+// only the confirmed ones are in a queue.
 func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 	t.Parallel()
 	exchange, ok, full := publishTopology(t)
@@ -128,13 +129,15 @@ func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 		key := [...]string{"ok.", "nowhere.", "full.", "ok."}[i%4] + strconv.Itoa(i)
 		m := message(t, exchange, key, strconv.Itoa(i))
 		if i%4 == 3 {
-			switch i % 3 {
+			switch i / 4 % 4 {
 			case 0:
 				m.Headers = amqp.Table{"x-tags": []string{"a", "b"}}
 			case 1:
 				m.MessageId = strings.Repeat("m", 300)
 			case 2:
 				m.Expiration = "5s"
+			case 3:
+				m.DeliveryMode = 3
 			}
 		}
 		wg.Go(func() { errs[i] = p.Send(context.Background(), m) })
@@ -149,7 +152,7 @@ func TestBrokerPublisherAnswersEachSend(t *testing.T) {
 			want = runtime.ErrNacked
 		case 3:
 			// Not written: none of the broker's answers.
-			why := [...]string{"headers: table field \"x-tags\"", "message_id: 300 bytes", "expiration: not a whole number"}[i%3]
+			why := [...]string{"headers: table field \"x-tags\"", "message_id: 300 bytes", "expiration: not a whole number", "delivery_mode: 3, not"}[i/4%4]
 			if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), why) {
 				t.Errorf("send %d that AMQP cannot carry: %v, want not sent, %s", i, err, why)
 			}

@@ -47,9 +47,13 @@ func CheckPublish(exchange, key string, msg amqp.Publishing) error {
 // properties at publish, beside its headers, so that no delivery carries
 // them: one over 255 bytes, which the client does not write, or an
 // expiration the broker does not read as milliseconds (brokerExpiration),
-// or a reply_to of the bare direct reply-to pseudo-queue, on either of
-// which the broker closes the channel.
+// a delivery mode other than 0, 1 and 2 (CheckDeliveryMode), or a reply_to
+// of the bare direct reply-to pseudo-queue, on any of which the broker
+// closes the channel.
 func CheckProperties(msg amqp.Publishing) error {
+	if err := CheckDeliveryMode(msg.DeliveryMode); err != nil {
+		return err
+	}
 	for _, f := range []struct{ name, value string }{
 		{"content_type", msg.ContentType}, {"content_encoding", msg.ContentEncoding},
 		{"correlation_id", msg.CorrelationId}, {"reply_to", msg.ReplyTo}, {"expiration", msg.Expiration},
@@ -64,6 +68,18 @@ func CheckProperties(msg amqp.Publishing) error {
 	}
 	if msg.ReplyTo == replyToPseudoQueue {
 		return errReplyToPseudoQueue
+	}
+	return nil
+}
+
+// CheckDeliveryMode says why the broker would refuse delivery mode m: it
+// takes none (0: the property is not sent), 1 (transient) and 2
+// (persistent), and closes the channel on any other (406 "invalid message:
+// {delivery_mode_unknown,3}", 3.10.8), so that every publish in flight on
+// it beside the message goes unconfirmed.
+func CheckDeliveryMode(m uint8) error {
+	if m > amqp.Persistent {
+		return fmt.Errorf("delivery_mode: %d, not 1 (transient), 2 (persistent) or 0 (none): the broker would close the channel (406)", m)
 	}
 	return nil
 }

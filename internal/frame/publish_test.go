@@ -1,6 +1,7 @@
 package frame_test
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -71,6 +72,21 @@ func TestCheckHeadersBounds(t *testing.T) {
 	top["8191"] = true
 	if err := frame.CheckHeaders(top); err == nil || !strings.Contains(err.Error(), "8192 headers and the publish id") {
 		t.Errorf("8,192 headers: %v", err)
+	}
+}
+
+// CheckPublish refuses a delivery mode other than none, transient and
+// persistent: RabbitMQ 3.10.8 closes the channel on any other (406
+// "invalid message: {delivery_mode_unknown,3}").
+func TestCheckPublishDeliveryMode(t *testing.T) {
+	for m := range 256 {
+		err := frame.CheckPublish("", "q", amqp.Publishing{DeliveryMode: uint8(m)})
+		switch {
+		case m <= 2 && err != nil:
+			t.Errorf("delivery mode %d: %v; want taken", m, err)
+		case m > 2 && (err == nil || !strings.Contains(err.Error(), fmt.Sprintf("delivery_mode: %d, not 1 (transient), 2 (persistent) or 0 (none)", m))):
+			t.Errorf("delivery mode %d: %v; want refused", m, err)
+		}
 	}
 }
 

@@ -96,6 +96,9 @@ func Encode(m runtime.Message) ([]byte, error) {
 	if _, err := strconv.ParseUint(p.Expiration, 10, 32); p.Expiration != "" && err != nil {
 		return nil, errors.New("expiration: not a whole number of milliseconds")
 	}
+	if err := frame.CheckDeliveryMode(p.DeliveryMode); err != nil {
+		return nil, err
+	}
 	// Likewise on this reply_to from a channel that does not consume the
 	// direct reply-to pseudo-queue, as the relay's never does (406, 3.10.8).
 	// An address, amq.rabbitmq.reply-to.<token>, the broker takes as it is.

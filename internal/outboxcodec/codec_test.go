@@ -100,6 +100,8 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"long type", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Type: long}}, "type: 10000 bytes"},
 		{"timestamp past 9999", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Timestamp: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}, "timestamp: year 10000"},
 		{"expiration not a number", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Expiration: "1s"}}, "expiration: not a whole number of milliseconds"},
+		{"delivery mode 3", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{DeliveryMode: 3}}, "delivery_mode: 3, not 1 (transient), 2 (persistent) or 0 (none)"},
+		{"delivery mode 255", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{DeliveryMode: 255}}, "delivery_mode: 255, not"},
 		{"reply_to the direct reply-to pseudo-queue", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{ReplyTo: "amq.rabbitmq.reply-to"}}, `reply_to: "amq.rabbitmq.reply-to" is taken only from a channel that consumes it`},
 		{"map instead of a table", headers("h", map[string]any{"a": 1}), `headers["h"]: a value of type map[string]interface {}`},
 		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:40] + `…"][1]: a value of type outboxcodec.custom`},
@@ -149,6 +151,12 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 	for _, r := range []string{"amq.rabbitmq.reply-to.g1h2AA1yZXBseUA.aSZ4+Xw10wM9gs+xPWCdKg==", "AMQ.RABBITMQ.REPLY-TO", "replies"} {
 		if _, err := Encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{ReplyTo: r}}); err != nil {
 			t.Errorf("reply_to %q: %v", r, err)
+		}
+	}
+	// No delivery mode, transient and persistent: stored.
+	for _, mode := range []uint8{0, amqp.Transient, amqp.Persistent} {
+		if _, err := Encode(runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{DeliveryMode: mode}}); err != nil {
+			t.Errorf("delivery mode %d: %v", mode, err)
 		}
 	}
 	// A body of 512 MiB: stored.

@@ -369,6 +369,40 @@ func TestWriteRefusesAnIntOutsideInt32(t *testing.T) {
 	}
 }
 
+// A delivery mode the broker refuses (it closes the channel on any but 0, 1
+// and 2) is refused by Write: nothing is stored, so no row of it fails at
+// every attempt and closes the relay's channel under the publishes beside
+// it, and the rows written after it all go once.
+func TestWriteRefusesADeliveryModeTheBrokerRefuses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	bad := message(q, "bad")
+	bad.DeliveryMode = 3
+	err := pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error { return pgoutbox.Write(e.ctx, tx, message(q, "fits"), bad) })
+	if want := "msgs[1]: delivery_mode: 3, not 1 (transient), 2 (persistent) or 0 (none)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Write: %v; want %q", err, want)
+	}
+	if rows := e.rows(); len(rows) != 0 {
+		t.Errorf("rows stored: %v", rows)
+	}
+	msgs, want := messages(q, "ok-", 200)
+	e.write(msgs...)
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond})
+	e.eventually("every row published", func() bool { return len(e.rows()) == 0 })
+	rep := stop()
+	if got := counts(rep); !cmp.Equal(got, map[runtime.Path]int{"published": 200}) {
+		t.Errorf("report counts %v, want 200 published", got)
+	}
+	wantIDs := map[string]int{}
+	for _, id := range want {
+		wantIDs[id] = 1
+	}
+	if got := ids(e.take(q)); !cmp.Equal(got, wantIDs) {
+		t.Errorf("queue holds %v, want each of the 200 once", got)
+	}
+}
+
 // A relay on a database without the table fails at once: no retry mends it.
 func TestRelayWithoutTheTableFails(t *testing.T) {
 	t.Parallel()

@@ -270,6 +270,7 @@ func TestUnpublishableMessageIsRefused(t *testing.T) {
 		"value uint64 not supported":                                func(p *runtime.Publishing) { p.Headers["x-n"] = uint64(1) },
 		"app_id: 256 bytes, more than 255":                          func(p *runtime.Publishing) { p.AppId = strings.Repeat("a", 256) },
 		"expiration: not a whole number of milliseconds":            func(p *runtime.Publishing) { p.Expiration = "soon" },
+		"delivery_mode: 3, not 1 (transient)":                       func(p *runtime.Publishing) { p.DeliveryMode = 3 },
 	} {
 		p := order(t, "refused-1")
 		change(&p)

@@ -55,6 +55,7 @@ func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
 	for why, m := range map[string]runtime.Message{
 		"needs an exchange":               {},
 		"expiration":                      {RoutingKey: "q", Publishing: runtime.Publishing{Expiration: "soon"}},
+		"delivery_mode: 3":                {RoutingKey: "q", Publishing: runtime.Publishing{DeliveryMode: 3}},
 		"headers: a name of 300 bytes":    {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{strings.Repeat("k", 300): "v"}}},
 		"headers: table field":            {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"n": uint64(1)}}},
 		"more than the 131064 of a frame": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 200_000)}}},
