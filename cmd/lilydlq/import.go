@@ -37,7 +37,13 @@ lilydlq import -to <dlq> <export file>.
 
 The whole file is read and checked first: a line that is not an export's,
 or a quarantined copy's (its headers were not exported), stops the import
-before anything is published. Then each line is published through the
+before anything is published. A file that can be read only once (a pipe:
+zcat dlq.jsonl.gz | lilydlq import -to <dlq> /dev/stdin; a FIFO) is
+copied as it is checked into a temporary file ($TMPDIR), removed at the
+end, and published from that copy; one over 1 GiB is refused before
+anything is published: write it to a file first. A file that changes
+between its check and its publish ends the import (exit 1). Then each
+line is published through the
 default exchange, mandatory, on a confirm-mode channel, one at a time: the
 next only once the broker confirmed the last and returned nothing. The first
 line that is not so ends the import, which says where it stands: the lines
@@ -91,10 +97,11 @@ type (
 func importFile(e *env, o importOptions) int {
 	// Nothing is sent unless every line can be: an import that stopped at a
 	// bad line halfway would leave the operator to find out which went.
-	lines, err := eachLine(e.file, func(int, amqp.Publishing) error { return nil })
+	in, lines, err := openChecked(e.ctx, e.file)
 	if err != nil {
 		return e.fail("import", fmt.Errorf("%w; nothing was imported", err))
 	}
+	defer in.close()
 	if o.skip > lines {
 		return e.fail("import", fmt.Errorf("-skip %d: %s has %d lines", o.skip, text(e.file, maxQueue), lines))
 	}
@@ -105,7 +112,10 @@ func importFile(e *env, o importOptions) int {
 	defer pub.Close()
 	to := text(o.to, maxQueue)
 	done := o.skip // the lines that are in the queue: the skipped ones, then each confirmed
-	_, err = eachLine(e.file, func(line int, p amqp.Publishing) error {
+	read, err := eachLine(e.file, in.f, func(line int, p amqp.Publishing) error {
+		if line > lines {
+			return fmt.Errorf("%s changed since it was checked: it has more than the %d lines counted; the lines up to %d are in %s, those after it were not sent", text(e.file, maxQueue), lines, done, to)
+		}
 		if line <= o.skip {
 			return nil
 		}
@@ -130,6 +140,9 @@ func importFile(e *env, o importOptions) int {
 			return fmt.Errorf("%s -> %s: %s; it is not in %s: the lines before it are, it and those after it were not imported; run again with -skip %d once that is mended", id, to, text(err.Error(), maxReason), to, line-1)
 		}
 	})
+	if err == nil && read != lines {
+		err = fmt.Errorf("%s changed since it was checked: %d lines counted, %d read to publish; the lines up to %d are in %s", text(e.file, maxQueue), lines, read, done, to)
+	}
 	fmt.Fprintf(e.stdout, "%s: imported %d of %d lines to %s (%d skipped)\n", text(e.file, maxQueue), done-o.skip, lines, to, o.skip)
 	if err != nil {
 		return e.fail("import", err)
@@ -137,17 +150,84 @@ func importFile(e *env, o importOptions) int {
 	return exitOK
 }
 
-// eachLine calls f with each line of the export file path, numbered from 1,
-// as the message to publish; it returns how many lines there were. It stops
-// at the first line that is not an export's, or a quarantined copy's, and at
-// f's first error.
-func eachLine(path string, f func(line int, p amqp.Publishing) error) (int, error) {
-	file, err := os.Open(path)
-	if err != nil {
-		return 0, err
+// maxSpool bounds the copy import keeps of an input that can be read only
+// once: 1 GiB.
+var maxSpool int64 = 1 << 30
+
+// checkedFile is an export file whose lines were all checked, open at its
+// start to be read again; for an input that can be read only once, the copy
+// kept of it, removed when closed.
+type checkedFile struct {
+	f     *os.File
+	spool bool
+}
+
+func (c checkedFile) close() {
+	_ = c.f.Close()
+	if c.spool {
+		_ = os.Remove(c.f.Name())
 	}
-	defer file.Close()
-	r := bufio.NewReader(file)
+}
+
+// openChecked opens the export file path, once, reads and checks each of
+// its lines and returns it open at its start, with how many lines it has.
+// A file that is not a regular one (a pipe, /dev/stdin, a FIFO) can be read
+// only once, so it is copied as it is checked, into a temporary file of at
+// most maxSpool bytes, which is returned in its place. The first interrupt
+// ends a read that waits for its writer.
+func openChecked(ctx context.Context, path string) (checkedFile, int, error) {
+	in, err := os.Open(path)
+	if err != nil {
+		return checkedFile{}, 0, err
+	}
+	info, err := in.Stat()
+	if err != nil {
+		_ = in.Close()
+		return checkedFile{}, 0, err
+	}
+	if info.Mode().IsRegular() {
+		lines, err := eachLine(path, in, nil)
+		if err == nil {
+			_, err = in.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			_ = in.Close()
+			return checkedFile{}, 0, err
+		}
+		return checkedFile{f: in}, lines, nil
+	}
+	defer in.Close()
+	// Not every file can have a deadline; those that cannot wait for their
+	// writer, or for the second interrupt.
+	defer context.AfterFunc(ctx, func() { _ = in.SetReadDeadline(time.Now()) })()
+	spool, err := os.CreateTemp("", "lilydlq-import-*.jsonl")
+	if err != nil {
+		return checkedFile{}, 0, fmt.Errorf("%s is not a regular file, and it can be read only once: a copy of it could not be kept: %w", text(path, maxQueue), err)
+	}
+	c := checkedFile{f: spool, spool: true}
+	limited := &io.LimitedReader{R: in, N: maxSpool + 1}
+	lines, err := eachLine(path, io.TeeReader(limited, spool), nil)
+	switch {
+	case limited.N == 0:
+		err = fmt.Errorf("%s is not a regular file, and it holds more than the %d bytes import copies of such an input before it publishes anything: write it to a file first, and import that", text(path, maxQueue), maxSpool)
+	case ctx.Err() != nil:
+		err = fmt.Errorf("stopped (%w) while reading %s", context.Cause(ctx), text(path, maxQueue))
+	case err == nil:
+		_, err = spool.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		c.close()
+		return checkedFile{}, 0, err
+	}
+	return c, lines, nil
+}
+
+// eachLine calls f, unless it is nil, with each line of the export r, read
+// from path, numbered from 1, as the message to publish; it returns how many
+// lines there were. It stops at the first line that is not an export's, or
+// a quarantined copy's, and at f's first error.
+func eachLine(path string, in io.Reader, f func(line int, p amqp.Publishing) error) (int, error) {
+	r := bufio.NewReader(in)
 	line := 0
 	for {
 		raw, err := r.ReadBytes('\n')
@@ -161,6 +241,9 @@ func eachLine(path string, f func(line int, p amqp.Publishing) error) (int, erro
 		p, perr := publishingOf(bytes.TrimSuffix(raw, []byte("\n")))
 		if perr != nil {
 			return line, fmt.Errorf("%s, line %d: %w", text(path, maxQueue), line, perr)
+		}
+		if f == nil {
+			continue
 		}
 		if err := f(line, p); err != nil {
 			return line, err
