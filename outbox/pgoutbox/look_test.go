@@ -3,8 +3,10 @@ package pgoutbox_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -373,6 +375,44 @@ func TestFilesAppliedAgainBuildNothingToDrop(t *testing.T) {
 	var untried bool
 	if err := e.pool.QueryRow(e.ctx, "SELECT to_regclass('lily_outbox_untried') IS NOT NULL").Scan(&untried); err != nil || untried {
 		t.Errorf("002's untried index is there: %v, %v", untried, err)
+	}
+}
+
+// A look keeps rows in turn while the bodies before each take less than its
+// room under MaxBytes: the row that reaches it is leased too, whatever its
+// size, beside the rows before it. A row larger than MaxBytes so does not
+// go alone, and the bodies in flight reach MaxBytes plus one body at most.
+func TestALookLeasesTheRowThatReachesItsRoomBesideOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var msgs []runtime.Message
+	for i, size := range []int{300, 300, 5000, 300} {
+		m := message("q", fmt.Sprint("m-", i))
+		m.Body = make([]byte, size)
+		msgs = append(msgs, m)
+	}
+	e.write(msgs...)
+	const room = 1000 // bytes of bodies the relay may still lease
+	rows, err := e.pool.Query(e.ctx, pgoutbox.LeaseSQL, 10, "test", 3600, room, pgoutbox.InlineBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for rows.Next() {
+		var id int64
+		var size int
+		if err := rows.Scan(&id, nil, nil, nil, nil, nil, &size, nil); err != nil {
+			t.Fatal(err)
+		}
+		if id != 0 {
+			sizes = append(sizes, size)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{300, 300, 5000}; !slices.Equal(sizes, want) {
+		t.Errorf("a look with room for %d bytes of bodies leased rows of %v bytes, want %v", room, sizes, want)
 	}
 }
 

@@ -40,8 +40,10 @@ type Options struct {
 	Batch int
 	// MaxBytes bounds the bodies a relay holds in flight: it leases no more
 	// rows once they take MaxBytes, and of the rows a look finds, those
-	// after the one that reaches it wait for a later look; a row larger
-	// than MaxBytes goes alone. Default 64 MiB.
+	// after the one that reaches it wait for a later look. That one is
+	// leased whatever its size, beside the others, so the bodies in flight
+	// take less than MaxBytes plus the largest body (and reading a body
+	// takes about twice its size for a moment). Default 64 MiB.
 	//
 	// A look returns 2 MiB of messages at most, so that a slow link to
 	// PostgreSQL reads it well within its bound; the sends of the rows past
