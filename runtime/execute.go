@@ -68,6 +68,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 			c.hooks.beforeAck()
 			hooks.settled = c.telemetry.settle(ctx, "ack")
 			o.Settlement = auth.Ack(stepEnd())
+			hooks.settledAt = c.telemetry.now()
 			hooks.settlement = o.Settlement.Status.String()
 			c.hooks.afterAck()
 			if o.Settlement.Status == outcome.AckSent {
@@ -76,6 +77,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 		case decide.ActDeadLetter:
 			hooks.settled = c.telemetry.settle(ctx, "nack")
 			o.Settlement = auth.Nack(stepEnd(), false)
+			hooks.settledAt = c.telemetry.now()
 			hooks.settlement = o.Settlement.Status.String()
 		case decide.ActRequeue:
 			// The work did not complete: a redelivery of it (its channel was
@@ -88,6 +90,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 			r.requeues.Add(key)
 			hooks.settled = c.telemetry.settle(ctx, "requeue")
 			o.Settlement = auth.Nack(stepEnd(), true)
+			hooks.settledAt = c.telemetry.now()
 			hooks.settlement = o.Settlement.Status.String()
 		case decide.ActHandoff:
 			// A copy written once the authority is revoked could never be
@@ -96,10 +99,10 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 			// is made again just before the write, after the waits for a
 			// slot or a connection), and nothing more is tried.
 			if !gen.Revoked() {
-				var done func(string)
+				var done func(string, time.Time)
 				o.Handoff, done = c.handoff(ctx, r, gen, token, d, runEnvelope(env, attempt), *o, plan, deadline)
 				if c.telemetry.t != nil {
-					hooks.published = append(hooks.published, publishEnd{done, o.Handoff.Status.String()})
+					hooks.published = append(hooks.published, publishEnd{done, o.Handoff.Status.String(), time.Now()})
 				}
 				if c.logs(stageHandoff) {
 					c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
@@ -118,14 +121,18 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 }
 
 // ends are the telemetry hook's ends of a journey's settlement and of its
-// handoffs' publishes, with what each ended in. They are called once the
-// journey's record is in the report: a hook slow to end its span (an
-// exporter that waits for its collector) must neither spend the budget the
-// ACK needs nor leave a settled delivery in flight for the final abort to
-// report as unsettled.
+// handoffs' publishes, with what each ended in and when. They are called
+// once the journey's record is in the report: a hook slow to end its span
+// (an exporter that waits for its collector) must neither spend the budget
+// the ACK needs nor leave a settled delivery in flight for the final abort
+// to report as unsettled. So each is told the instant its answer came: what
+// comes between (the settlement after a handoff, a requeue's pause, the
+// observer, a place among the ending journeys, the ends before it) is not
+// the operation's time.
 type ends struct {
-	settled    func(string)
+	settled    func(string, time.Time)
 	settlement string
+	settledAt  time.Time
 	// published holds a publish for each handoff, in order: a retry
 	// handoff that failed is followed by one to the DLQ when a quorum
 	// queue's delivery limit is reached (decide's giveBack), and each
@@ -136,21 +143,22 @@ type ends struct {
 	untold bool
 }
 
-// publishEnd is the hook's end of one handoff's publish, and the broker's
-// answer it ends with.
+// publishEnd is the hook's end of one handoff's publish, the broker's
+// answer it ends with, and when the answer came.
 type publishEnd struct {
-	done     func(string)
+	done     func(string, time.Time)
 	evidence string
+	at       time.Time
 }
 
-// call ends the publishes first: a slow end of the settlement's (a span's
-// export) must not count in their durations.
+// call ends the publishes first, in the order they were made, then the
+// settlement: each as its operation ended.
 func (e ends) call() {
 	for _, p := range e.published {
-		p.done(p.evidence)
+		p.done(p.evidence, p.at)
 	}
 	if e.settled != nil {
-		e.settled(e.settlement)
+		e.settled(e.settlement, e.settledAt)
 	}
 }
 
@@ -205,7 +213,7 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 // sealed before the journey ends. A panic on the way is a handoff failure
 // like any other. It returns the telemetry hook's end of the publish, for
 // the caller to call once the original is settled.
-func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence, done func(string)) {
+func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence, done func(string, time.Time)) {
 	done = ignore
 	defer func() {
 		if p := recover(); p != nil {

@@ -120,7 +120,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	deadline, _ := ctx.Deadline()
 	msg, done := p.telemetry.publishing(ctx, m.Exchange, m.RoutingKey, msg, nil, nil)
 	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() error { return nil })
-	done(ev.Status.String())
+	done(ev.Status.String(), p.telemetry.now())
 	switch {
 	case ev.Status == outcome.HandoffConfirmed:
 		return nil

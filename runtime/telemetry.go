@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -50,21 +51,25 @@ type Telemetry interface {
 	// are ones AMQP cannot carry, or on a copy ones the guard would refuse
 	// at its next attempt (one more beside a producer's 64), the message
 	// goes without its changes, and that is logged. done gets the broker's
-	// answer: "confirmed", or what the
-	// handoff evidence calls its failure; for a retry or DLQ copy, once the
-	// original delivery is settled and its record is in the Report, so that
-	// a slow done can neither spend the budget its ACK needs nor keep the
-	// delivery in flight for a shutdown to report unsettled.
-	Publish(ctx context.Context, exchange, routingKey string, p *Publishing) (done func(evidence string))
+	// answer: "confirmed", or what the handoff evidence calls its failure,
+	// and at, the instant the publisher knew it (the confirm, return or nack
+	// arrived, the wait for it timed out, the write failed). For a retry or
+	// DLQ copy done is called once the original delivery is settled and its
+	// record is in the Report, so that a slow done can neither spend the
+	// budget its ACK needs nor keep the delivery in flight for a shutdown to
+	// report unsettled: the time between at and the call (the settlement, a
+	// requeue's pause, Config.Observe, the other ends) is not the publish's.
+	Publish(ctx context.Context, exchange, routingKey string, p *Publishing) (done func(evidence string, at time.Time))
 	// Settle is called before the original delivery's ACK ("ack") or NACK
 	// ("nack", "requeue"); done gets the settlement evidence ("ack sent",
-	// "nack sent", "ambiguous", "not attempted") once the record is in the
-	// Report, after the publish's done and before Settled.
+	// "nack sent", "ambiguous", "not attempted") and at, the instant the
+	// settlement was written or found not attempted, once the record is in
+	// the Report, after the publish's done and before Settled.
 	//
 	// Each start (Received, Publish, Settle) runs on the delivery's
 	// goroutine before what it tells of, and its time is the delivery's:
 	// a start slower than the budget left leaves the delivery unresolved.
-	Settle(ctx context.Context, op string) (done func(evidence string))
+	Settle(ctx context.Context, op string) (done func(evidence string, at time.Time))
 	// Settled closes the journey with its record; for an unresolved
 	// delivery that never started, which Received was not told of, ctx
 	// holds no journey: every unresolved record the Report has but those
@@ -100,7 +105,7 @@ type hook struct {
 const ownHeaders = "x-lily-"
 
 // ignore is the done of a call no Telemetry is told of.
-func ignore(string) {}
+func ignore(string, time.Time) {}
 
 // recovered logs a panic of the hook's method, which the runtime goes on
 // without. Deferred, so that recover sees the panic.
@@ -121,14 +126,23 @@ func (h hook) logError(attrs ...slog.Attr) {
 }
 
 // guarded wraps a done the hook returned the same way; nil stands for none.
-func (h hook) guarded(method string, done func(string)) func(string) {
+func (h hook) guarded(method string, done func(string, time.Time)) func(string, time.Time) {
 	if done == nil {
 		return ignore
 	}
-	return func(evidence string) {
+	return func(evidence string, at time.Time) {
 		defer h.recovered(method)
-		done(evidence)
+		done(evidence, at)
 	}
+}
+
+// now is the instant a broker's answer is known at, for a done to be told
+// of; the zero time, and no clock read, without a hook.
+func (h hook) now() time.Time {
+	if h.t == nil {
+		return time.Time{}
+	}
+	return time.Now()
 }
 
 // received opens a journey. The context the hook returns lends only its
@@ -195,7 +209,7 @@ func (v valuesOf) Value(key any) (value any) {
 // tells a handoff's copy, whose destination Lily picked, from a Send, whose
 // routing key may take any value. next, for a handoff's copy, holds the
 // guard's limits the copy meets at its next attempt; nil for a Send.
-func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing, keep []string, next *guard.Limits) (Publishing, func(string)) {
+func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing, keep []string, next *guard.Limits) (Publishing, func(string, time.Time)) {
 	if h.t == nil {
 		return p, ignore
 	}
@@ -269,7 +283,7 @@ func sendable(p Publishing) error {
 }
 
 // settle tells the hook of a settlement about to be made.
-func (h hook) settle(ctx context.Context, op string) (done func(string)) {
+func (h hook) settle(ctx context.Context, op string) (done func(string, time.Time)) {
 	done = ignore
 	if h.t == nil {
 		return done

@@ -27,16 +27,16 @@ func (faulty) Received(context.Context, string, runtime.RawDelivery) context.Con
 	return context.WithValue(context.Background(), journeyKey{}, "detached")
 }
 
-func (faulty) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+func (faulty) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string, time.Time) {
 	p.Headers["x-lily-attempt"] = int32(99)
 	p.Headers["x-lily-forged"] = "forged"
 	p.Headers["tenant"] = "kept"
 	return nil
 }
 
-func (faulty) Settle(context.Context, string) func(string) { panic("settle") }
-func (faulty) Settled(context.Context, runtime.Record)     { panic("settled") }
-func (faulty) Lost(string, string)                         { panic("lost") }
+func (faulty) Settle(context.Context, string) func(string, time.Time) { panic("settle") }
+func (faulty) Settled(context.Context, runtime.Record)                { panic("settled") }
+func (faulty) Lost(string, string)                                    { panic("lost") }
 
 // A faulty hook changes nothing of a settlement: each delivery ends as it
 // would without it, the copy carries Lily's own headers, and each panic is
@@ -151,7 +151,7 @@ func (clobber) Received(ctx context.Context, _ string, _ runtime.RawDelivery) co
 	return ctx
 }
 
-func (clobber) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+func (clobber) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string, time.Time) {
 	p.Headers = amqp.Table{"cloudEvents_type": "com.acme.forged.v9", "cloudEvents_time": "yesterday", "tenant": "added"}
 	return nil
 }
@@ -190,7 +190,7 @@ type unencodable struct {
 	value any
 }
 
-func (u unencodable) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+func (u unencodable) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string, time.Time) {
 	p.Headers[u.name] = u.value
 	return nil
 }
@@ -203,7 +203,7 @@ type brimming struct {
 	room int
 }
 
-func (b brimming) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+func (b brimming) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string, time.Time) {
 	p.Headers[b.name] = ""
 	n := frame.Size - frame.Overhead - frame.ContentHeader(*p) - b.room
 	p.Headers[b.name] = strings.Repeat("b", max(n, 0))
@@ -273,7 +273,7 @@ func TestBrokerTelemetryIsNotBlamedForTheCallersHeaders(t *testing.T) {
 // another propagator's (B3's single header), as a composite propagator does.
 type b3 struct{ *journeys }
 
-func (b b3) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
+func (b b3) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string, time.Time) {
 	p.Headers["b3"] = "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1"
 	return b.journeys.Publish(ctx, exchange, key, p)
 }
@@ -318,7 +318,7 @@ func TestBrokerTelemetryHeaderBeyondTheGuardsLimitsIsDropped(t *testing.T) {
 // headless is a Telemetry whose Publish drops the publishing's headers.
 type headless struct{ faulty }
 
-func (headless) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string) {
+func (headless) Publish(_ context.Context, _, _ string, p *runtime.Publishing) func(string, time.Time) {
 	p.Headers = nil
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -14,7 +15,7 @@ import (
 type rerouting struct{}
 
 func (rerouting) Received(ctx context.Context, _ string, _ RawDelivery) context.Context { return ctx }
-func (rerouting) Publish(_ context.Context, _, _ string, p *Publishing) func(string) {
+func (rerouting) Publish(_ context.Context, _, _ string, p *Publishing) func(string, time.Time) {
 	p.Headers["CC"] = []any{"elsewhere"}
 	p.Headers["BCC"] = []any{"elsewhere"}
 	p.Headers["x-death"] = []any{amqp.Table{"queue": "orders.retry.1s", "reason": "expired", "count": int64(1)}}
@@ -23,9 +24,9 @@ func (rerouting) Publish(_ context.Context, _, _ string, p *Publishing) func(str
 	p.Headers["tenant"] = "b"
 	return nil
 }
-func (rerouting) Settle(context.Context, string) func(string) { return nil }
-func (rerouting) Settled(context.Context, Record)             {}
-func (rerouting) Lost(string, string)                         {}
+func (rerouting) Settle(context.Context, string) func(string, time.Time) { return nil }
+func (rerouting) Settled(context.Context, Record)                        {}
+func (rerouting) Lost(string, string)                                    {}
 
 // A hook can neither send a copy to other queues (CC, BCC) nor write the
 // broker's records (x-death), which would have the broker drop a retry copy

@@ -66,14 +66,16 @@ func (c *journeys) Received(ctx context.Context, queue string, d runtime.RawDeli
 	return ctx
 }
 
-func (c *journeys) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
+func (c *journeys) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string, time.Time) {
 	id, _ := ctx.Value(journeyKey{}).(string)
 	p.Headers["traceparent"] = "from " + id
-	return func(evidence string) { c.add(ctx, fmt.Sprintf("publish %q %s %s", exchange, key, evidence)) }
+	return func(evidence string, _ time.Time) {
+		c.add(ctx, fmt.Sprintf("publish %q %s %s", exchange, key, evidence))
+	}
 }
 
-func (c *journeys) Settle(ctx context.Context, op string) func(string) {
-	return func(evidence string) { c.add(ctx, op+" "+evidence) }
+func (c *journeys) Settle(ctx context.Context, op string) func(string, time.Time) {
+	return func(evidence string, _ time.Time) { c.add(ctx, op+" "+evidence) }
 }
 
 func (c *journeys) Settled(ctx context.Context, r runtime.Record) {
@@ -241,11 +243,11 @@ type slowEnd struct{ d time.Duration }
 func (slowEnd) Received(ctx context.Context, _ string, _ runtime.RawDelivery) context.Context {
 	return ctx
 }
-func (s slowEnd) Publish(context.Context, string, string, *runtime.Publishing) func(string) {
-	return func(string) { time.Sleep(s.d) }
+func (s slowEnd) Publish(context.Context, string, string, *runtime.Publishing) func(string, time.Time) {
+	return func(string, time.Time) { time.Sleep(s.d) }
 }
-func (s slowEnd) Settle(context.Context, string) func(string) {
-	return func(string) { time.Sleep(s.d) }
+func (s slowEnd) Settle(context.Context, string) func(string, time.Time) {
+	return func(string, time.Time) { time.Sleep(s.d) }
 }
 func (slowEnd) Settled(context.Context, runtime.Record) {}
 func (slowEnd) Lost(string, string)                     {}
@@ -348,7 +350,7 @@ func TestBrokerSlowTelemetryEndAtTheStopLeavesTheRecord(t *testing.T) {
 // publishes is journeys that also writes down each publish as it starts.
 type publishes struct{ *journeys }
 
-func (c publishes) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
+func (c publishes) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string, time.Time) {
 	c.add(ctx, "start "+key)
 	return c.journeys.Publish(ctx, exchange, key, p)
 }
@@ -451,7 +453,7 @@ func TestBrokerSlowSettledLeavesTheSlot(t *testing.T) {
 // showed it.
 type facts struct{ *journeys }
 
-func (c facts) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string) {
+func (c facts) Publish(ctx context.Context, exchange, key string, p *runtime.Publishing) func(string, time.Time) {
 	c.add(ctx, fmt.Sprintf("failure queue %v", p.Headers[envelope.HeaderFailureQueue]))
 	return c.journeys.Publish(ctx, exchange, key, p)
 }
@@ -490,5 +492,138 @@ func TestBrokerTelemetryTellsACopyFromASend(t *testing.T) {
 	}
 	if got := drain(t, q.Name); len(got) != 1 || got[0].Headers[envelope.HeaderFailureQueue] != q.Name {
 		t.Errorf("the queue holds %d messages; the first's failure queue: %v", len(got), headerOf(got, envelope.HeaderFailureQueue))
+	}
+}
+
+// clocks is a Telemetry that writes down each delivery's calls as they
+// follow one another: each start with when it was called, each end, in the
+// place after its start, with the instant the runtime said its answer came.
+type clocks struct {
+	mu       sync.Mutex
+	seen     map[string][]timed // by delivery: "id#1", "id#2", …
+	received map[string]int
+	observed map[string]time.Time
+}
+
+type timed struct {
+	what string
+	at   time.Time
+}
+
+func newClocks() *clocks {
+	return &clocks{seen: map[string][]timed{}, received: map[string]int{}, observed: map[string]time.Time{}}
+}
+
+// add writes what down for ctx's delivery, and returns a function that
+// writes its end in the place after it.
+func (c *clocks) add(ctx context.Context, what string) func(string, time.Time) {
+	delivery, _ := ctx.Value(deliveryKey{}).(string)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[delivery] = append(c.seen[delivery], timed{what, time.Now()}, timed{})
+	i := len(c.seen[delivery]) - 1
+	return func(evidence string, at time.Time) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.seen[delivery][i] = timed{evidence, at}
+	}
+}
+
+func (c *clocks) Received(ctx context.Context, _ string, d runtime.RawDelivery) context.Context {
+	c.mu.Lock()
+	c.received[d.MessageID()]++
+	delivery := fmt.Sprint(d.MessageID(), "#", c.received[d.MessageID()])
+	c.seen[delivery] = []timed{{"received", time.Now()}}
+	c.mu.Unlock()
+	return context.WithValue(ctx, deliveryKey{}, delivery)
+}
+
+func (c *clocks) Publish(ctx context.Context, _, key string, _ *runtime.Publishing) func(string, time.Time) {
+	return c.add(ctx, "publish "+key)
+}
+
+func (c *clocks) Settle(ctx context.Context, op string) func(string, time.Time) {
+	return c.add(ctx, op)
+}
+
+func (c *clocks) Settled(ctx context.Context, _ runtime.Record) {
+	delivery, _ := ctx.Value(deliveryKey{}).(string)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[delivery] = append(c.seen[delivery], timed{"settled", time.Now()})
+}
+
+func (*clocks) Lost(string, string) {}
+
+func (c *clocks) observe(rec runtime.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.observed[rec.MessageID] = time.Now()
+}
+
+func (c *clocks) of(delivery string) []timed {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.seen[delivery])
+}
+
+// Each end is told the instant its answer came, not when it is called, once
+// the record is in the report: a handoff's publish ends before the requeue's
+// pause and the NACK after it, or before the DLQ's publish and the ACK; a
+// settlement before Observe hears of its record.
+func TestBrokerTelemetryEndsAtTheAnswer(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) { q.Topology.Type, q.Topology.DeliveryLimit = "quorum", 2 })
+	declareTopology(t, q)
+	tel := newClocks()
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "fails" {
+			return errors.New("retry me")
+		}
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.Telemetry = tel
+		inner := cfg.Observe
+		cfg.Observe = func(rec runtime.Record) {
+			tel.observe(rec)
+			// A slow observer: its time is not the ACK's.
+			time.Sleep(50 * time.Millisecond)
+			inner(rec)
+		}
+	})
+	awaitConsumer(t, q.Name)
+	if _, err := channel(t, dial(t)).QueueDelete(bucket(q, time.Hour), false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, q.Name, order(t, "ok"), produce(t, "fails", &fixture.OrderPlacedV1{OrderID: "fails"}))
+	wantPaths(t, c.await(4), map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathRequeued: 2, runtime.PathDeadLettered: 1})
+	c.stop()
+	retry, dlq := bucket(q, time.Hour), q.Topology.DeadLetterQueue
+	for delivery, want := range map[string][]string{
+		"ok#1":    {"received", "ack", "ack sent", "settled"},
+		"fails#1": {"received", "publish " + retry, "returned", "requeue", "nack sent", "settled"},
+		"fails#2": {"received", "publish " + retry, "returned", "requeue", "nack sent", "settled"},
+		"fails#3": {"received", "publish " + retry, "returned", "publish " + dlq, "confirmed", "ack", "ack sent", "settled"},
+	} {
+		got := tel.of(delivery)
+		var names []string
+		for i, e := range got {
+			names = append(names, e.what)
+			if i > 0 && e.at.Before(got[i-1].at) {
+				t.Errorf("%s: %q at %s, before %q at %s", delivery, e.what, e.at.Format(time.StampMicro), got[i-1].what, got[i-1].at.Format(time.StampMicro))
+			}
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s's calls: %q, want %q", delivery, names, want)
+		}
+	}
+	ok := tel.of("ok#1")
+	if len(ok) == 4 {
+		tel.mu.Lock()
+		observed := tel.observed["ok"]
+		tel.mu.Unlock()
+		if acked := ok[2].at; observed.Before(acked) {
+			t.Errorf("the ACK's end was told %s, after Observe heard of its record at %s", acked.Format(time.StampMicro), observed.Format(time.StampMicro))
+		}
 	}
 }

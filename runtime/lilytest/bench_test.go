@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -24,15 +25,15 @@ func (noTelemetry) Received(ctx context.Context, _ string, _ runtime.RawDelivery
 	return ctx
 }
 
-func (noTelemetry) Publish(context.Context, string, string, *runtime.Publishing) func(string) {
+func (noTelemetry) Publish(context.Context, string, string, *runtime.Publishing) func(string, time.Time) {
 	return ignore
 }
 
-func (noTelemetry) Settle(context.Context, string) func(string) { return ignore }
-func (noTelemetry) Settled(context.Context, runtime.Record)     {}
-func (noTelemetry) Lost(string, string)                         {}
+func (noTelemetry) Settle(context.Context, string) func(string, time.Time) { return ignore }
+func (noTelemetry) Settled(context.Context, runtime.Record)                {}
+func (noTelemetry) Lost(string, string)                                    {}
 
-func ignore(string) {}
+func ignore(string, time.Time) {}
 
 var errBusy = runtime.Retryable(errors.New("busy"))
 

@@ -34,12 +34,12 @@ func (j *journal) Received(ctx context.Context, queue string, d runtime.RawDeliv
 	return ctx
 }
 
-func (j *journal) Publish(_ context.Context, _, routingKey string, _ *runtime.Publishing) func(string) {
-	return func(evidence string) { j.calls = append(j.calls, "publish "+routingKey+" "+evidence) }
+func (j *journal) Publish(_ context.Context, _, routingKey string, _ *runtime.Publishing) func(string, time.Time) {
+	return func(evidence string, _ time.Time) { j.calls = append(j.calls, "publish "+routingKey+" "+evidence) }
 }
 
-func (j *journal) Settle(_ context.Context, op string) func(string) {
-	return func(evidence string) { j.calls = append(j.calls, op+" "+evidence) }
+func (j *journal) Settle(_ context.Context, op string) func(string, time.Time) {
+	return func(evidence string, _ time.Time) { j.calls = append(j.calls, op+" "+evidence) }
 }
 
 func (j *journal) Settled(_ context.Context, r runtime.Record) {

@@ -3,6 +3,7 @@ package lilyotel_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -42,8 +43,8 @@ func BenchmarkJourney(b *testing.B) {
 			for b.Loop() {
 				clear(p.Headers)
 				ctx := tel.Received(context.Background(), "orders", runtime.RawDelivery{})
-				tel.Publish(ctx, "", "orders.retry.1s", &p)("confirmed")
-				tel.Settle(ctx, "ack")("ack sent")
+				tel.Publish(ctx, "", "orders.retry.1s", &p)("confirmed", time.Now())
+				tel.Settle(ctx, "ack")("ack sent", time.Now())
 				tel.Settled(ctx, rec)
 			}
 		})

@@ -3,6 +3,7 @@ package lilyotel_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -27,7 +28,8 @@ func ExampleNew() {
 
 	msg := runtime.NewPublishing(envelope.Message{Type: "order.placed"}, 1, "order-1", []byte(`{"order_id":"1"}`))
 	done := tel.Publish(context.Background(), "shop.events", "order.placed", &msg)
-	done("confirmed")
+	// The broker's answer, and the instant it came.
+	done("confirmed", time.Now())
 
 	span := exported.GetSpans()[0]
 	fmt.Println(span.Name, span.SpanKind)

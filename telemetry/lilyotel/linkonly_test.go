@@ -3,6 +3,7 @@ package lilyotel_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -58,7 +59,7 @@ func TestPublishWritesTheWholeTraceContext(t *testing.T) {
 	// Not a creation context the conventions keep: upper-case hex.
 	p.Headers["traceparent"] = "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01"
 	p.Headers["tracestate"] = "evil=injected"
-	tel.Publish(context.Background(), "", "q.dlq", &p)("confirmed")
+	tel.Publish(context.Background(), "", "q.dlq", &p)("confirmed", time.Now())
 	if tp, _ := p.Headers["traceparent"].(string); tp == "00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01" || p.Headers["tracestate"] != nil {
 		t.Errorf("headers %v: want a traceparent of the send span's and no tracestate", p.Headers)
 	}

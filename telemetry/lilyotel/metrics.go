@@ -40,7 +40,7 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	i.handoffs, errs[5] = m.Int64Counter("lily.handoffs", metric.WithUnit("{handoff}"),
 		metric.WithDescription("Retry and DLQ handoffs, by what the broker said of the copy (lily.handoff)."))
 	i.handoffDuration, errs[6] = m.Float64Histogram("lily.handoff.duration", metric.WithUnit("s"), durations,
-		metric.WithDescription("Duration of a handoff: from the copy's publish to the original's settlement, the broker's answer and the ACK's write among it."))
+		metric.WithDescription("Duration of a handoff: from the copy's publish to the broker's answer."))
 	i.unresolved, errs[7] = m.Int64Counter("lily.unresolved", metric.WithUnit("{delivery}"),
 		metric.WithDescription("Deliveries not settled with evidence: the broker redelivers them."))
 	i.reconnects, errs[8] = m.Int64Counter("lily.reconnects", metric.WithUnit("{session}"),

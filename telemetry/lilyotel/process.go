@@ -28,9 +28,18 @@ type journey struct {
 	creation    trace.SpanContext // the delivery's creation context, when it carried one
 
 	mu sync.Mutex
-	// handoff is the last publish through the default exchange in this
-	// journey: the handoff's, once Settled finds its destination in the record.
+	// handoff is the last handoff's publish in this journey.
 	handoff publish
+	// last is the instant of the journey's last broker answer the runtime
+	// told of: its settlement's, else its last handoff's.
+	last time.Time
+}
+
+// answered notes at as the instant of the journey's latest broker answer.
+func (j *journey) answered(at time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.last = at
 }
 
 // publish is where one publish went and how long its answer took.
@@ -113,18 +122,31 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 // journey. Without a journey (a delivery never started whose requeue was not
 // sent, of which the runtime tells Settled alone) it is counted, with no
 // span.
+//
+// The span ends now, with the record it carries. messaging.process.duration
+// is the processing of the delivery: from the span's start to the journey's
+// settlement (the ACK or NACK written, or found not attempted), or to its
+// last handoff's answer where no settlement followed. What the runtime does
+// after it (the observer, the hook's ends, this call) is not. A journey
+// that made neither ends its measurement here.
 func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	j := journeyOf(ctx)
 	t.count(ctx, r, j)
 	if j == nil {
 		return
 	}
-	end := time.Now()
+	now := time.Now()
 	failed := failure(r)
 	if j.span.IsRecording() {
 		annotate(j.span, r, failed)
 	}
-	j.span.End(trace.WithTimestamp(end))
+	j.span.End(trace.WithTimestamp(now))
+	j.mu.Lock()
+	end := j.last
+	j.mu.Unlock()
+	if end.IsZero() {
+		end = now
+	}
 	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
 	if failed != "" {
 		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub, semconv.ErrorTypeKey.String(failed))

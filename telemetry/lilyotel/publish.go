@@ -20,8 +20,10 @@ import (
 // headers, gets its own. A message whose producer wrote a creation context
 // of its own keeps it, as the conventions ask, and the span links to it;
 // its context is then not the creation context, so its kind is CLIENT, not
-// PRODUCER (the conventions' span kind table).
-func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p *runtime.Publishing) func(evidence string) {
+// PRODUCER (the conventions' span kind table). The broker's answer ends
+// it, at the instant the runtime knew it, however late done is called (a
+// handoff's, once the original is settled).
+func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p *runtime.Publishing) func(evidence string, at time.Time) {
 	start := time.Now()
 	if p.Headers == nil {
 		p.Headers = amqp.Table{}
@@ -30,7 +32,8 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	dest := sentTo(exchange, routingKey)
 	// A handoff: the runtime shows failure facts on its copies alone, not
 	// on a Send that forwards one.
-	where, low := sentToLow(exchange, routingKey, exchange == "" && p.Headers[envelope.HeaderFailureQueue] != nil)
+	handoff := exchange == "" && p.Headers[envelope.HeaderFailureQueue] != nil
+	where, low := sentToLow(exchange, routingKey, handoff)
 	attrs := make([]attribute.KeyValue, 0, 8)
 	attrs = append(attrs,
 		rabbitmq,
@@ -73,13 +76,13 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 		t.propagator.Inject(ctx, table(p.Headers))
 	}
 	j := journeyOf(ctx)
-	return func(evidence string) {
-		end := time.Now()
+	return func(evidence string, end time.Time) {
 		took := end.Sub(start)
-		if j != nil && exchange == "" {
+		if j != nil && handoff {
 			j.mu.Lock()
 			j.handoff = publish{routingKey: routingKey, took: took}
 			j.mu.Unlock()
+			j.answered(end)
 		}
 		span.SetAttributes(attrEvidence.String(evidence))
 		if evidence == "confirmed" {

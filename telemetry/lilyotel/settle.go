@@ -12,9 +12,11 @@ import (
 
 // Settle starts a settle span, a child of the process span: "ack" for the
 // ACK, "nack" for a NACK with (op "requeue") or without requeue, as the AMQP
-// methods are named. The settlement evidence ends it; one that is not "ack
-// sent" or "nack sent" is its error.type.
-func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string) {
+// methods are named. The settlement evidence ends it, at the instant the
+// runtime wrote the settlement (or found it not attempted), however late
+// done is called; evidence that is not "ack sent" or "nack sent" is its
+// error.type.
+func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string, at time.Time) {
 	start := time.Now()
 	name := "ack"
 	if op != "ack" {
@@ -43,8 +45,10 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string)
 		attrs = append(attrs, attrRequeue.Bool(op == "requeue"))
 	}
 	ctx, span := t.tracer.Start(ctx, spanName(name, named), trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
-	return func(evidence string) {
-		end := time.Now()
+	return func(evidence string, end time.Time) {
+		if j != nil {
+			j.answered(end)
+		}
 		span.SetAttributes(attrEvidence.String(evidence))
 		sub := semconv.MessagingDestinationSubscriptionName(queue)
 		took := end.Sub(start).Seconds()

@@ -3,6 +3,7 @@ package lilyotel_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -31,7 +32,7 @@ func TestSpansNamedByATemplateCarryIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := tel.Received(context.Background(), "q", d)
-	tel.Settle(ctx, "ack")("ack sent")
+	tel.Settle(ctx, "ack")("ack sent", time.Now())
 	tel.Settled(ctx, runtime.Record{Queue: "q", MessageID: "m-1", Path: runtime.PathAcked, Handler: "ok"})
 	ended := spans.Ended()
 	if len(ended) != 2 {

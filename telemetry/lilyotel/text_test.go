@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -46,7 +47,7 @@ func TestSendSpanNamesAreText(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "orders.\xff" + strings.Repeat("k", 300)
-	tel.Publish(context.Background(), "ex\xfe", key, &runtime.Publishing{})("confirmed")
+	tel.Publish(context.Background(), "ex\xfe", key, &runtime.Publishing{})("confirmed", time.Now())
 	ended := spans.Ended()
 	if len(ended) != 1 {
 		t.Fatalf("%d spans ended, want 1", len(ended))
