@@ -38,7 +38,7 @@ func newInstruments(m metric.Meter) (instruments, error) {
 	i.deliveries, errs[4] = m.Int64Counter("lily.deliveries", metric.WithUnit("{delivery}"),
 		metric.WithDescription("Deliveries whose journey ended, by the path each took (lily.path)."))
 	i.handoffs, errs[5] = m.Int64Counter("lily.handoffs", metric.WithUnit("{handoff}"),
-		metric.WithDescription("Retry and DLQ handoffs, by what the broker said of the copy (lily.handoff)."))
+		metric.WithDescription("Retry and DLQ handoffs, each one a journey made, by what the broker said of its copy (lily.handoff)."))
 	i.handoffDuration, errs[6] = m.Float64Histogram("lily.handoff.duration", metric.WithUnit("s"), durations,
 		metric.WithDescription("Duration of a handoff: from the copy's publish to the broker's answer."))
 	i.unresolved, errs[7] = m.Int64Counter("lily.unresolved", metric.WithUnit("{delivery}"),

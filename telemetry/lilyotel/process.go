@@ -28,8 +28,6 @@ type journey struct {
 	creation    trace.SpanContext // the delivery's creation context, when it carried one
 
 	mu sync.Mutex
-	// handoff is the last handoff's publish in this journey.
-	handoff publish
 	// last is the instant of the journey's last broker answer the runtime
 	// told of: its settlement's, else its last handoff's.
 	last time.Time
@@ -40,12 +38,6 @@ func (j *journey) answered(at time.Time) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.last = at
-}
-
-// publish is where one publish went and how long its answer took.
-type publish struct {
-	routingKey string
-	took       time.Duration
 }
 
 type journeyKey struct{}
@@ -131,7 +123,7 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 // that made neither ends its measurement here.
 func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	j := journeyOf(ctx)
-	t.count(ctx, r, j)
+	t.count(ctx, r)
 	if j == nil {
 		return
 	}
@@ -178,10 +170,10 @@ func annotate(span trace.Span, r runtime.Record, failed string) {
 	span.SetAttributes(attrs...)
 }
 
-// count adds the journey to Lily's counters (and j's handoff, when it made
-// one, to the handoff durations). Each is asked first whether it records:
-// their attribute sets cost allocations that a no-op meter need not pay.
-func (t *Telemetry) count(ctx context.Context, r runtime.Record, j *journey) {
+// count adds the journey to Lily's counters; its handoffs were counted as
+// each was answered. Each is asked first whether it records: their
+// attribute sets cost allocations that a no-op meter need not pay.
+func (t *Telemetry) count(ctx context.Context, r runtime.Record) {
 	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
 	if t.m.deliveries.Enabled(ctx) {
 		t.m.deliveries.Add(ctx, 1, metric.WithAttributes(sub, attrPath.String(string(r.Path))))
@@ -191,22 +183,6 @@ func (t *Telemetry) count(ctx context.Context, r runtime.Record, j *journey) {
 	}
 	if r.Commit == "duplicate" && t.m.duplicates.Enabled(ctx) {
 		t.m.duplicates.Add(ctx, 1, metric.WithAttributes(sub))
-	}
-	if r.Handoff == "" || !t.m.handoffs.Enabled(ctx) && !t.m.handoffDuration.Enabled(ctx) {
-		return
-	}
-	attrs := metric.WithAttributes(sub, semconv.MessagingDestinationName(r.Destination), attrHandoff.String(r.Handoff))
-	t.m.handoffs.Add(ctx, 1, attrs)
-	if j == nil {
-		return
-	}
-	j.mu.Lock()
-	h := j.handoff
-	j.mu.Unlock()
-	// A handler's own Send through the default exchange came before the
-	// handoff, and to another queue.
-	if h.routingKey == r.Destination {
-		t.m.handoffDuration.Record(ctx, h.took.Seconds(), attrs)
 	}
 }
 

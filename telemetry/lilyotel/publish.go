@@ -7,6 +7,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -79,10 +80,8 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	return func(evidence string, end time.Time) {
 		took := end.Sub(start)
 		if j != nil && handoff {
-			j.mu.Lock()
-			j.handoff = publish{routingKey: routingKey, took: took}
-			j.mu.Unlock()
 			j.answered(end)
+			t.countHandoff(ctx, j.queue, routingKey, evidence, took)
 		}
 		span.SetAttributes(attrEvidence.String(evidence))
 		if evidence == "confirmed" {
@@ -96,6 +95,26 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 			t.m.client.Record(ctx, took.Seconds(), "send", messagingSystem, where, semconv.MessagingOperationTypeSend, failed)
 		}
 		span.End(trace.WithTimestamp(end))
+	}
+}
+
+// countHandoff adds a handoff to lily.handoffs and its duration to
+// lily.handoff.duration: each one a journey made, a retry handoff that
+// failed and the DLQ's that follows it at a quorum queue's delivery limit
+// both, which the journey's record, naming its last, cannot tell. Each is
+// asked first whether it records: their attribute sets cost allocations
+// that a no-op meter need not pay.
+func (t *Telemetry) countHandoff(ctx context.Context, queue, destination, evidence string, took time.Duration) {
+	counted, timed := t.m.handoffs.Enabled(ctx), t.m.handoffDuration.Enabled(ctx)
+	if !counted && !timed {
+		return
+	}
+	attrs := metric.WithAttributes(semconv.MessagingDestinationSubscriptionName(queue), semconv.MessagingDestinationName(destination), attrHandoff.String(evidence))
+	if counted {
+		t.m.handoffs.Add(ctx, 1, attrs)
+	}
+	if timed {
+		t.m.handoffDuration.Record(ctx, took.Seconds(), attrs)
 	}
 }
 
