@@ -62,6 +62,19 @@ func (j *journey) where() []attribute.KeyValue {
 	return attrs
 }
 
+// measured is where the journey's delivery came from as its measurements
+// (process, consumed, settle) carry it: messaging.destination.name where its
+// values are few, else the template its spans' names give, the routing key a
+// producer picked left as the placeholder. The conventions make the name
+// conditionally required on those metrics when its cardinality is low, and
+// the template when available.
+func (j *journey) measured() attribute.KeyValue {
+	if j.named == j.destination {
+		return semconv.MessagingDestinationName(j.destination)
+	}
+	return semconv.MessagingDestinationTemplate(j.named)
+}
+
 // Received starts the delivery's process span. Its parent is the delivery's
 // creation context (the conventions allow it for single messages), but
 // with LinkOnly, and it links to it, as the conventions ask; without a
@@ -106,7 +119,7 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 		attrs = append(attrs, semconv.MessagingMessageBodySize(len(d.Body())))
 	}
 	ctx, j.span = t.tracer.Start(ctx, spanName("process", j.named), append(opts, trace.WithAttributes(attrs...))...)
-	t.m.consumed.Add(ctx, 1, "process", messagingSystem, semconv.MessagingDestinationSubscriptionName(queue))
+	t.m.consumed.Add(ctx, 1, "process", messagingSystem, semconv.MessagingDestinationSubscriptionName(queue), j.measured())
 	return context.WithValue(ctx, journeyKey{}, j)
 }
 
@@ -141,9 +154,9 @@ func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	}
 	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
 	if failed != "" {
-		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub, semconv.ErrorTypeKey.String(failed))
+		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub, j.measured(), semconv.ErrorTypeKey.String(failed))
 	} else {
-		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub)
+		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub, j.measured())
 	}
 }
 

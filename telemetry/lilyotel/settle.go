@@ -50,16 +50,18 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string,
 			j.answered(end)
 		}
 		span.SetAttributes(attrEvidence.String(evidence))
-		sub := semconv.MessagingDestinationSubscriptionName(queue)
-		took := end.Sub(start).Seconds()
-		if evidence == "ack sent" || evidence == "nack sent" {
-			t.m.client.Record(ctx, took, name, messagingSystem, sub, semconv.MessagingOperationTypeSettle)
-		} else {
+		measured := make([]attribute.KeyValue, 0, 4)
+		measured = append(measured, semconv.MessagingDestinationSubscriptionName(queue), semconv.MessagingOperationTypeSettle)
+		if j != nil {
+			measured = append(measured, j.measured())
+		}
+		if evidence != "ack sent" && evidence != "nack sent" {
 			failed := semconv.ErrorTypeKey.String(evidence)
 			span.SetAttributes(failed)
 			span.SetStatus(codes.Error, "") // error.type says it all: the conventions ask not to repeat it
-			t.m.client.Record(ctx, took, name, messagingSystem, sub, semconv.MessagingOperationTypeSettle, failed)
+			measured = append(measured, failed)
 		}
+		t.m.client.Record(ctx, end.Sub(start).Seconds(), name, messagingSystem, measured...)
 		span.End(trace.WithTimestamp(end))
 	}
 }

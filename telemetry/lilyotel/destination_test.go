@@ -1,0 +1,84 @@
+package lilyotel_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/lilytest"
+	"github.com/lily-mq/lily/telemetry/lilyotel"
+)
+
+// The process, consumed and settle measurements say where a delivery came
+// from, as the conventions ask: messaging.destination.name when its values
+// are few (the queue, through the default exchange), the template of the
+// spans' names when a producer picked the routing key.
+func TestConsumerMetricsCarryTheDestination(t *testing.T) {
+	reader := metric.NewManualReader()
+	tel, err := lilyotel.New(lilyotel.Options{MeterProvider: metric.NewMeterProvider(metric.WithReader(reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := harnessSpec("lilyotel.destination")
+	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
+	h, err := lilytest.New(spec, routes, runtime.Config{Telemetry: tel, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	h.Deliver(message("direct", "ok"))
+	h.Deliver(message("through-an-exchange", "ok"), lilytest.Via("shop.events", "order.placed.42"))
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	name := attribute.String("messaging.destination.name", spec.Name)
+	template := attribute.String("messaging.destination.template", "shop.events:{routing key}:"+spec.Name)
+	settle := attribute.String("messaging.operation.type", "settle")
+	for _, where := range []attribute.KeyValue{name, template} {
+		if n := sum(rm, "messaging.client.consumed.messages", where); n != 1 {
+			t.Errorf("messaging.client.consumed.messages %v: %d, want 1", where, n)
+		}
+		if n := count(rm, "messaging.process.duration", where); n != 1 {
+			t.Errorf("messaging.process.duration %v: %d measured, want 1", where, n)
+		}
+		if n := count(rm, "messaging.client.operation.duration", settle, where); n != 1 {
+			t.Errorf("messaging.client.operation.duration %v %v: %d measured, want 1", settle, where, n)
+		}
+	}
+	// The name a producer's key is part of never goes into a measurement.
+	for _, m := range []string{"messaging.client.consumed.messages", "messaging.process.duration", "messaging.client.operation.duration"} {
+		for _, v := range values(rm, m, "messaging.destination.name") {
+			if v != spec.Name {
+				t.Errorf("%s carries messaging.destination.name %q", m, v)
+			}
+		}
+	}
+}
+
+// values are the values attribute key takes in metric name's points.
+func values(rm metricdata.ResourceMetrics, name string, key attribute.Key) []string {
+	var out []string
+	add := func(set attribute.Set) {
+		if v, ok := set.Value(key); ok {
+			out = append(out, v.AsString())
+		}
+	}
+	for _, p := range points[metricdata.Sum[int64]](rm, name) {
+		for _, dp := range p.DataPoints {
+			add(dp.Attributes)
+		}
+	}
+	for _, p := range points[metricdata.Histogram[float64]](rm, name) {
+		for _, dp := range p.DataPoints {
+			add(dp.Attributes)
+		}
+	}
+	return out
+}
