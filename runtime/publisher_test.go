@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"os/exec"
@@ -1238,6 +1239,130 @@ func TestBrokerPublisherRetiresAChannelWithoutItsConnection(t *testing.T) {
 		if got[id] != 1 {
 			t.Errorf("queue ok holds %s %d times, want once", id, got[id])
 		}
+	}
+}
+
+// A nack retires its channel from publishing: RabbitMQ 3.10 nacks every
+// publish on a channel opened while a quorum queue elects a leader, for
+// seconds, while a new channel publishes at once (TestClusterPublisher…).
+// Here a full queue (max-length 0, reject-publish) nacks: the next Send goes
+// on a new channel, a Send in flight on the nacked one (to a suspended
+// queue) keeps it open and is confirmed once the queue resumes, then the
+// nacked channel closes. A burst of nacks opens a channel a second at most,
+// and leaves one open.
+func TestBrokerPublisherNackRenewsTheChannel(t *testing.T) {
+	t.Parallel()
+	url, resume := stallVhost(t)
+	uri, err := amqp.ParseURI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := channel(t, conn).QueueDeclare("full", false, false, false, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	type confirmChannel struct {
+		pid                 string
+		number, unconfirmed int
+	}
+	// confirmChannels lists the vhost's confirm-mode channels: the
+	// publisher's.
+	confirmChannels := func() []confirmChannel {
+		t.Helper()
+		out, err := exec.Command("rabbitmqctl", "list_channels", "-q", "--no-table-headers", "pid", "vhost", "confirm", "number", "messages_unconfirmed").CombinedOutput()
+		if err != nil {
+			t.Fatalf("list_channels: %v\n%s", err, out)
+		}
+		var chs []confirmChannel
+		for line := range strings.Lines(string(out)) {
+			f := strings.Fields(line)
+			if len(f) != 5 || f[1] != uri.Vhost || f[2] != "true" {
+				continue
+			}
+			number, _ := strconv.Atoi(f[3])
+			unconfirmed, _ := strconv.Atoi(f[4])
+			chs = append(chs, confirmChannel{f[0], number, unconfirmed})
+		}
+		return chs
+	}
+	// await looks at the channels once a second (each look starts a
+	// rabbitmqctl) until ok holds of them.
+	await := func(what string, ok func([]confirmChannel) bool) []confirmChannel {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+			chs := confirmChannels()
+			if ok(chs) {
+				return chs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within a minute; confirm channels %v", what, chs)
+			}
+		}
+	}
+	// A step that outlasts the looks below: the Send in flight waits for
+	// its confirm within it.
+	p := newPublisher(t, url, 8, func(c *runtime.Config) { c.StepTimeout = 30 * time.Second })
+	if err := p.Send(context.Background(), message(t, "", "ok", "before")); err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Now() // the channel, a moment before
+	stalled := make(chan error, 1)
+	go func() { stalled <- p.Send(context.Background(), message(t, "", "stalled", "in-flight")) }()
+	first := await("the Send to the suspended queue in flight", func(chs []confirmChannel) bool {
+		return len(chs) == 1 && chs[0].unconfirmed == 1
+	})[0]
+	// A nack retires a channel a second old (confirm.renewAfter).
+	time.Sleep(time.Until(opened.Add(time.Second)))
+	if err := p.Send(context.Background(), message(t, "", "full", "nacked")); !errors.Is(err, runtime.ErrNacked) {
+		t.Fatalf("send to the full queue: %v; want nacked", err)
+	}
+	if err := p.Send(context.Background(), message(t, "", "ok", "after")); err != nil {
+		t.Fatalf("a send after the nack: %v", err)
+	}
+	chs := confirmChannels()
+	if len(chs) != 2 || !slices.Contains(chs, first) {
+		t.Fatalf("confirm channels %v after the nack; want %v, kept for the Send in flight, and a new one", chs, first)
+	}
+	second := chs[0]
+	if second == first {
+		second = chs[1]
+	}
+	resume()
+	if err := <-stalled; err != nil {
+		t.Errorf("the Send in flight on the nacked channel: %v; want confirmed", err)
+	}
+	await("the nacked channel closed", func(chs []confirmChannel) bool {
+		return len(chs) == 1 && chs[0].pid == second.pid
+	})
+
+	began := time.Now()
+	for i := range 50 {
+		if err := p.Send(context.Background(), message(t, "", "full", "burst-"+strconv.Itoa(i))); !errors.Is(err, runtime.ErrNacked) {
+			t.Fatalf("send %d to the full queue: %v; want nacked", i, err)
+		}
+	}
+	took := time.Since(began)
+	if err := p.Send(context.Background(), message(t, "", "ok", "last")); err != nil {
+		t.Fatalf("a send after the burst: %v", err)
+	}
+	last := await("one confirm channel after the burst", func(chs []confirmChannel) bool { return len(chs) == 1 })[0]
+	// The channel numbers of a connection count up: the burst opened
+	// last.number - second.number channels, one per second it took at most.
+	if opened, most := last.number-second.number, int(took/time.Second)+1; opened > most {
+		t.Errorf("50 nacks in %v opened %d channels; want %d at most", took.Round(time.Millisecond), opened, most)
+	}
+	got := map[string]int{}
+	for _, q := range []string{"ok", "stalled"} {
+		for _, d := range drainOn(t, conn, q) {
+			got[q+" "+d.MessageId]++
+		}
+	}
+	if want := map[string]int{"ok before": 1, "ok after": 1, "ok last": 1, "stalled in-flight": 1}; !maps.Equal(got, want) {
+		t.Errorf("the queues hold %v, want %v", got, want)
 	}
 }
 

@@ -36,6 +36,9 @@ import (
 // it resolves the confirm, so after a confirm a non-blocking drain of that
 // channel is certain to find the Return of its own publish. Each publish
 // carries a unique publish id, and only this type reads the channel.
+//
+// A nack retires the channel it came on from publishing (release says when):
+// the next publish opens another.
 type Publisher struct {
 	conn        *Conn
 	stepTimeout time.Duration
@@ -52,8 +55,11 @@ type Publisher struct {
 	// and still had none a step later.
 	stalled atomic.Int32
 
-	mu      sync.Mutex // guards current, opening and closed
+	mu      sync.Mutex // guards current, opening, closed, renewed and each channel's users and renewed
 	current *channel
+	// renewed holds the channels a nack retired from publishing that are
+	// not closed yet: each waits for the publishes that took it.
+	renewed map[*channel]struct{}
 	// opening is closed when the channel a publish is opening is open, or
 	// failed; nil when none is opening.
 	opening chan struct{}
@@ -67,6 +73,12 @@ type channel struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
 	link    *link
+	opened  time.Time
+	// users counts the publishes that took the channel and have not had
+	// their answer; renewed is set once a nack retired it from publishing:
+	// no publish takes it again, and the last user closes it.
+	users   int
+	renewed bool
 	// checking admits one exchange check at a time; known lists the
 	// exchanges found on this channel's watch. A channel the broker closed
 	// (an exchange deleted since) is replaced, and its successor checks
@@ -120,6 +132,7 @@ func New(conn *Conn, window int) *Publisher {
 		window:        make(chan struct{}, window),
 		idPrefix:      newIDPrefix(),
 		pending:       make(map[string]bool),
+		renewed:       make(map[*channel]struct{}),
 	}
 }
 
@@ -139,9 +152,10 @@ func (p *Publisher) publishID(seq uint64) string {
 }
 
 // channel returns the open confirm-mode channel, opening a new one (on a new
-// connection if that was lost too) when the last one closed. One publish
-// opens it, within its deadline; the others wait for that one only as long
-// as their own bounds allow, or until done is closed.
+// connection if that was lost too) when the last one closed or a nack
+// retired it. One publish opens it, within its deadline; the others wait for
+// that one only as long as their own bounds allow, or until done is closed.
+// The publish takes the channel: it gives it back with release.
 func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel, error) {
 	for {
 		p.mu.Lock()
@@ -154,6 +168,7 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 		// channel this one would reuse.
 		case p.current != nil && p.current.link.usable() && !p.current.ch.IsClosed() && !p.current.retired.Load():
 			c := p.current
+			c.users++
 			p.mu.Unlock()
 			return c, nil
 		case p.opening != nil:
@@ -175,6 +190,7 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 			c, err = nil, errClosed
 		case err == nil:
 			p.current = c
+			c.users++
 		}
 		close(p.opening)
 		p.opening = nil
@@ -224,7 +240,7 @@ func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, er
 	// stopped waiting); four windows of room keep the client from ever
 	// blocking on (and after 5 s dropping) a Return.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(p.window)))
-	return &channel{ch: ch, returns: returns, link: l, checking: make(chan struct{}, 1), known: map[string]bool{}}, nil
+	return &channel{ch: ch, returns: returns, link: l, opened: time.Now(), checking: make(chan struct{}, 1), known: map[string]bool{}}, nil
 }
 
 // blockedError is why a publish gave up, before it opened a channel, while
@@ -371,6 +387,15 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		}
 		return ev
 	}
+	// The channel is the publish's until the broker answers it, like its
+	// slot: a publish that stops waiting for its confirm leaves it to
+	// answered.
+	nacked := false
+	defer func() {
+		if held {
+			p.release(c, nacked)
+		}
+	}()
 	if msg.UserId != "" && c.link.user != "" && msg.UserId != c.link.user {
 		// The broker would close the channel under every publish on it.
 		ev.Status, ev.Detail = outcome.HandoffFailed, "user_id "+strconv.Quote(sanitize.Text(msg.UserId, 64))+" is not the user the connection logged in as, which the broker would refuse by closing the channel"
@@ -495,6 +520,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		// the default one) may, and a queue with reject-publish-dlx
 		// dead-letters what it refuses. Published stays true.
 		ev.Status, ev.Detail = outcome.HandoffNacked, "the broker refused the publish"
+		nacked = true
 	default:
 		ev.Status = outcome.HandoffConfirmed
 	}
@@ -570,7 +596,44 @@ func (p *Publisher) answered(c *channel, dc *amqp.DeferredConfirmation) {
 		p.stalled.Add(-1)
 	}
 	p.drain(c)
+	p.release(c, !dc.Acked() && !c.ch.IsClosed())
 	<-p.window
+}
+
+// renewAfter is how old a channel must be for a nack to retire it from
+// publishing. RabbitMQ 3.10 nacks every publish on a channel opened while a
+// quorum queue elects a new leader (as a publisher that lost its connection
+// with the leader's node opens one at once) for a minute and more, while a
+// channel opened after the election publishes at once. So a nack sends the
+// next publishes to a new channel; but a queue that nacks every publish
+// (full, with overflow reject-publish) would so open a channel per nack, and
+// the age makes it one a second at most, each nacked channel retired once.
+const renewAfter = time.Second
+
+// release gives back channel c, taken by a publish that has its answer,
+// nacked or not, or wrote nothing. A nack retires a channel renewAfter old
+// from publishing: no publish takes it again, the next opens another, and
+// the publishes in flight on it keep it until each has its answer; the last
+// closes it. So a publisher holds at most one channel more than those with
+// publishes in flight, no more than its window.
+func (p *Publisher) release(c *channel, nacked bool) {
+	p.mu.Lock()
+	c.users--
+	if nacked && !c.renewed && time.Since(c.opened) >= renewAfter {
+		c.renewed = true
+		p.renewed[c] = struct{}{}
+		if p.current == c {
+			p.current = nil
+		}
+	}
+	last := c.renewed && c.users == 0 && !p.closed
+	if last {
+		delete(p.renewed, c)
+	}
+	p.mu.Unlock()
+	if last {
+		go c.retire(p.stepTimeout)
+	}
 }
 
 // retire closes the channel within a step, once; a channel that does not
@@ -610,8 +673,8 @@ func (p *Publisher) drain(c *channel) {
 	}
 }
 
-// Close closes the publisher's channel within a step, not the connection it
-// shares: publishes still waiting resolve as failed, and later ones fail.
+// Close closes the publisher's channels within a step, not the connection
+// they share: publishes still waiting resolve as failed, and later ones fail.
 func (p *Publisher) Close() { p.CloseBy(time.Now().Add(p.stepTimeout)) }
 
 // CloseBy is Close waiting for the broker until by at most: a blocked
@@ -623,9 +686,12 @@ func (p *Publisher) CloseBy(by time.Time) {
 		return
 	}
 	p.closed = true
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
 	if c := p.current; c != nil {
-		ctx, cancel := context.WithDeadline(context.Background(), by)
-		defer cancel()
+		_ = c.close(ctx)
+	}
+	for c := range p.renewed {
 		_ = c.close(ctx)
 	}
 }
