@@ -56,9 +56,10 @@ cluster-up:
 cluster-down:
 	$(CLUSTER) down
 
-## cluster-test: the short ledger on the cluster, which it starts and tears down (part of make test; about 3 minutes)
+## cluster-test: the runtime's cluster tests, then the short ledger, on the cluster, which it starts and tears down (part of make test; about 3 minutes)
 cluster-test:
 	@$(CLUSTER_TRAP); $(CLUSTER) up && \
+		LILY_CLUSTER_URLS=$$($(CLUSTER) urls) $(GO) test -count=1 -v -run '^TestCluster' ./runtime && \
 		LILY_CLUSTER_URLS=$$($(CLUSTER) urls) $(GO) test -count=1 -v -run 'TestLedgerCluster$$' ./ledger
 
 ## unit: every test that needs no RabbitMQ or PostgreSQL (go test -short; well under a minute)
