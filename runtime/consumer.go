@@ -438,6 +438,10 @@ func unavailable(err error) bool {
 // the consumer already), rather than wait on for a slot, holding their
 // messages, to start with their budgets spent.
 func (c *Consumer) retire(r *run, s *session) {
+	// The channel is fed nothing now: its prover must not take that for
+	// starvation, whose recycle would requeue the waiters before their
+	// bound.
+	s.retired.Store(true)
 	r.retiring.Add(1)
 	go func() {
 		defer r.retiring.Done()

@@ -67,8 +67,11 @@ type session struct {
 	outlivedOnce sync.Once
 	recycled     error
 	// idle is what the prover last saw of the channel's deliveries, for
-	// the starvation watch; the prover's alone.
-	idle idleWatch
+	// the starvation watch; the prover's alone. retired is set once the
+	// session's intake ended (retire): nothing feeds its channel any more,
+	// by design, and the watch no longer applies.
+	idle    idleWatch
+	retired atomic.Bool
 	// declared is when the topology was last declared for the session, and
 	// redeclaring whether it is being declared again (drift.go), which
 	// stopRedeclare cancels; under proving.

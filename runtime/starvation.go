@@ -32,13 +32,14 @@ type idleWatch struct {
 
 // idle says how long s's channel has delivered nothing while it had room,
 // and how many prefetch places were free by the consumer's count, when that
-// is starveAfter or more and the queue is to be asked; 0 otherwise.
+// is starveAfter or more and the queue is to be asked; 0 otherwise, and
+// always on a retired session, whose intake ended.
 // The prover calls it, on each proof, under its lock. While every
 // concurrency slot is taken, intake may be waiting for one, with deliveries
 // in the client's buffer the consumer has not counted: that is no idle
 // channel.
 func (c *Consumer) idle(r *run, s *session) (time.Duration, int) {
-	if !c.watchesStarvation() {
+	if !c.watchesStarvation() || s.retired.Load() {
 		return 0, 0
 	}
 	last, unsettled := s.gen.Settler.Holding()
