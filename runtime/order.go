@@ -294,7 +294,9 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 			}
 			if why != "" {
 				why = "not started: " + why + " while it waited for a slot"
-				if spent {
+				if spent && !closed(r.stopping) && !closed(r.aborted) {
+					// The recycle its spent budget waited for; a stop or an
+					// abort says so itself.
 					why = decide.SpentWaiting
 				}
 				requeue(why)

@@ -212,3 +212,36 @@ func TestOrderedBudgetCarriesEveryRetry(t *testing.T) {
 		}
 	}
 }
+
+// An ordered delivery whose budget was spent waiting for a slot waits for
+// the recycle; when the stop comes first, its record says so, not that its
+// budget was spent.
+func TestOrderedWaiterSpentAtTheStopSaysStopped(t *testing.T) {
+	var reasons []string
+	spec := QueueSpec{
+		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
+		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+		OrderKey: func(h map[string]any, _ []byte) string { s, _ := h["k"].(string); return s },
+	}
+	c, err := NewConsumer(spec, Routes{{Type: "t"}: func(context.Context, RawDelivery) error { return nil }},
+		Config{Observe: func(rec Record) { reasons = append(reasons, rec.Reason) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.spec.SettlementBudget = 10 * time.Millisecond // spent at once
+	r := c.newRun()
+	gen := r.newGeneration()
+	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
+	s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	r.slots <- struct{}{} // another key's delivery holds the only slot
+	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, "")
+	time.Sleep(50 * time.Millisecond) // its budget is spent: it waits for the recycle
+	close(r.stopping)
+	s.endWaiting() // the stop's cancel
+	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+		t.Fatal("the delivery never ended")
+	}
+	if len(reasons) != 1 || !strings.Contains(reasons[0], "intake stopped") {
+		t.Errorf("reasons %q, want the stop's", reasons)
+	}
+}
