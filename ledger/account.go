@@ -175,7 +175,11 @@ func account(e evidence) *Result {
 	for _, rep := range e.reports {
 		cutShort = cutShort || rep.Omitted > 0
 		for _, u := range rep.Unresolved {
-			unrecorded[workKey{u.MessageID, u.Attempt}]++
+			// Not the others it lists (an ACK never proven, a journey that
+			// ended unresolved): each has its record.
+			if abortedAtClose(u) {
+				unrecorded[workKey{u.MessageID, u.Attempt}]++
+			}
 		}
 	}
 	committedWork := map[string]bool{}

@@ -446,6 +446,11 @@ func TestAccountHoldsADuplicateToCommittedWork(t *testing.T) {
 	e.reports = []*runtime.Report{{Unresolved: []runtime.Record{{MessageID: "m1", Attempt: 1, Path: runtime.PathUnresolved,
 		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}}}}
 	wantNoProblem(t, account(e))
+	// A report lists others unresolved whose records it has (an ACK never
+	// proven, a commit that failed and then the authority revoked): they
+	// vouch for nothing.
+	e.reports[0].Unresolved[0].Reason = "ack sent, never proven: the channel ended before the proof"
+	wantProblem(t, account(e), "m1 (success) was acked as an inbox duplicate on attempt 1, and no run of its handler returned success and committed")
 	clear(e.succeeded)
 	wantProblem(t, account(e), "m1 (success) was acked as an inbox duplicate on attempt 1, and no run of its handler returned success and committed")
 }
