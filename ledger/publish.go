@@ -119,8 +119,8 @@ func (s schedule) due(i int) time.Time {
 // kind has struck once: they are handed out one at a time, spread over
 // what is left of the wait (one every trickle at the most), so that the
 // consumer has work to be struck at (a COMMIT to kill, a node fault's
-// resume to measure), and a burst's worth stays in hand for the forced
-// stop under a burst. The wait ends halfway from PublishOver to the
+// resume to measure), and until the forced stop under a burst struck, a
+// burst's worth stays in hand for it. The wait ends halfway from PublishOver to the
 // Deadline, leaving the other half to finish.
 const (
 	holdBack = burstSize + 150
@@ -134,14 +134,11 @@ func (r *run) held(ctx context.Context, remaining int, until time.Time) (burst i
 	if remaining > holdBack {
 		return 0, true
 	}
-	every := trickle
-	if remaining > burstSize {
-		every = max(every, time.Until(until)/time.Duration(remaining-burstSize))
-	}
+	every, goes := pace(remaining, r.inHand(), time.Until(until))
 	released := time.Now().Add(every)
 	tick := time.NewTicker(trickle / 4)
 	defer tick.Stop()
-	for !r.everyKindStruck() && time.Now().Before(until) && (remaining <= burstSize || time.Now().Before(released)) {
+	for !r.everyKindStruck() && time.Now().Before(until) && (!goes || time.Now().Before(released)) {
 		select {
 		case <-tick.C:
 		case burst = <-r.burst:
@@ -151,6 +148,30 @@ func (r *run) held(ctx context.Context, remaining int, until time.Time) (burst i
 		}
 	}
 	return 0, true
+}
+
+// pace is how long a held item waits, with remaining items left (itself
+// included), reserve of them kept in hand, and left of the hold: the items
+// beyond the reserve go spread over what is left, one every trickle at the
+// most. goes is false for an item kept in hand.
+func pace(remaining, reserve int, left time.Duration) (every time.Duration, goes bool) {
+	if remaining <= reserve {
+		return 0, false
+	}
+	return max(trickle, left/time.Duration(remaining-reserve)), true
+}
+
+// inHand is how many items the hold keeps for the burst of the forced stop
+// under a burst: a burst's worth until that kind struck, none after it (nor
+// in a run without it), so that the last items keep flowing for the kinds
+// still to strike.
+func (r *run) inHand() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n, ok := r.faults[faultForcedUnderBurst]; ok && n == 0 {
+		return burstSize
+	}
+	return 0
 }
 
 // everyKindStruck reports whether every kind of fault the run counts has

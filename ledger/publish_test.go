@@ -8,14 +8,14 @@ import (
 	"github.com/lily-mq/lily/topology"
 )
 
-// handedOut runs spread over n items for a run whose one kind of fault has
-// not struck, and returns the count of items handed out so far, and the
+// handedOut runs spread over n items for a run whose one kind of fault, the
+// forced stop under a burst, has not struck, and returns the count of items handed out so far, and the
 // channel that answers once spread returned.
 func handedOut(t *testing.T, cfg Config, n int) (*run, *atomic.Int64, <-chan error) {
 	t.Helper()
 	r := newRun(cfg, spec("spread-test", topology.Classic))
 	r.ids = make([]string, n)
-	r.faults["a fault"] = 0
+	r.faults[faultForcedUnderBurst] = 0
 	var count atomic.Int64
 	done := make(chan error, 1)
 	go func() {
@@ -50,7 +50,7 @@ func TestSpreadHoldsTheLastItemsUntilEveryFaultStruck(t *testing.T) {
 	r.burst <- 10
 	waitFor(t, "burst of 10 handed out", func() bool { return count.Load() >= before+10 })
 	r.mu.Lock()
-	r.faults["a fault"]++
+	r.faults[faultForcedUnderBurst]++
 	r.mu.Unlock()
 	waitFor(t, "item left in hand", func() bool { return count.Load() == n })
 	if err := <-done; err != nil {
@@ -104,4 +104,37 @@ func TestSpreadGoesOnAfterABurst(t *testing.T) {
 		})
 	}()
 	waitFor(t, "item after the burst", func() bool { return count.Load() > 500 })
+}
+
+// The held items go spread over what is left of the hold, one every
+// trickle at the most; a burst's worth is kept in hand only until the
+// forced stop under a burst struck.
+func TestHeldItemsKeepABurstInHandUntilItStruck(t *testing.T) {
+	for _, c := range []struct {
+		remaining, reserve int
+		left, every        time.Duration
+		goes               bool
+	}{
+		{450, 300, time.Minute, 400 * time.Millisecond, true},
+		{450, 300, time.Second, trickle, true},
+		{300, 300, time.Minute, 0, false},
+		{100, 0, 10 * time.Second, trickle, true},
+		{10, 0, 10 * time.Second, time.Second, true},
+	} {
+		if every, goes := pace(c.remaining, c.reserve, c.left); every != c.every || goes != c.goes {
+			t.Errorf("pace(%d, %d, %v) = %v, %v; want %v, %v", c.remaining, c.reserve, c.left, every, goes, c.every, c.goes)
+		}
+	}
+	r := newRun(Config{}, spec("spread-test", topology.Classic))
+	if n := r.inHand(); n != 0 {
+		t.Errorf("a run without the burst keeps %d in hand", n)
+	}
+	r.faults[faultForcedUnderBurst] = 0
+	if n := r.inHand(); n != burstSize {
+		t.Errorf("before the burst struck: %d kept in hand, want %d", n, burstSize)
+	}
+	r.faults[faultForcedUnderBurst]++
+	if n := r.inHand(); n != 0 {
+		t.Errorf("after the burst struck: %d kept in hand", n)
+	}
 }
