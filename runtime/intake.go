@@ -46,11 +46,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			if ok, err := c.awaitSlot(ctx, r, s, d); !ok {
 				return err
 			}
-			if !decide.Starts(time.Until(receivedAt.Add(c.spec.budget()))) {
-				// The slot freed after the delivery's budget (handlers past
-				// their timeout held them all), before the recycle.
-				<-r.slots
-				c.notStarted(r, s.gen, d, decide.SpentWaiting)
+			if c.spentWaiting(r, s.gen, d, receivedAt) {
 				continue
 			}
 			r.deliveries.Add(1)
@@ -64,6 +60,19 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			})
 		}
 	}
+}
+
+// spentWaiting gives back the slot d took and requeues d not started when
+// the slot freed only after its budget (handlers past their timeout held
+// them all), before the recycle: its handler's result could only be left
+// unresolved. received is when its budget began.
+func (c *Consumer) spentWaiting(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time) bool {
+	if decide.Starts(time.Until(received.Add(c.spec.budget()))) {
+		return false
+	}
+	<-r.slots
+	c.notStarted(r, gen, d, decide.SpentWaiting)
+	return true
 }
 
 // awaitSlot takes a concurrency slot for d, received on s, and reports true;

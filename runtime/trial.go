@@ -7,7 +7,6 @@ import (
 
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
-	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/settle"
@@ -84,10 +83,7 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 		j.c.notStarted(j.r, j.gen, d, why)
 		return j.observed
 	}
-	if !decide.Starts(time.Until(received.Add(j.c.spec.budget()))) {
-		// As consume: the slot freed after the delivery's budget.
-		<-j.r.slots
-		j.c.notStarted(j.r, j.gen, d, decide.SpentWaiting)
+	if j.c.spentWaiting(j.r, j.gen, d, received) {
 		return j.observed
 	}
 	sl := &slot{slots: j.r.slots}
