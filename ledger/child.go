@@ -208,32 +208,19 @@ func runRelay(ctx context.Context, cfg childConfig, pool *pgxpool.Pool) (*runtim
 
 // diagnostics is a consumer's slog.Handler in a child. It passes on the
 // lines the ledger's Handle keeps (ACKs never proven, sessions ended, the
-// topology refused),
-// for the parent to hand them to it, and each ACK proven: those of a killed
-// process that were not are ambiguous, which it could not log.
+// topology refused), for the parent to hand them to it, and each ACK
+// proven: those of a killed process that were not are ambiguous, which it
+// could not log.
 type diagnostics struct{ out *events }
 
 func (w diagnostics) Enabled(context.Context, slog.Level) bool { return true }
 
 func (w diagnostics) Handle(_ context.Context, rec slog.Record) error {
-	ev := event{Kind: evWarning}
-	rec.Attrs(func(a slog.Attr) bool {
-		switch a.Key {
-		case "stage":
-			ev.Stage = a.Value.String()
-		case "message_id":
-			ev.ID = a.Value.String()
-		case "attempt":
-			ev.Attempt = int(a.Value.Int64())
-		case "detail":
-			ev.Detail = a.Value.String()
-		}
-		return true
-	})
-	switch ev.Stage {
-	case "ack-proven":
+	ev := lineOf(rec)
+	switch {
+	case ev.Stage == "ack-proven":
 		w.out.emit(event{Kind: evProven, ID: ev.ID, Attempt: ev.Attempt})
-	case "ack-ambiguous", "intake-lost", "topology-refused", "topology-drifted":
+	case ev.Stage == "ack-ambiguous" || lostStage(ev.Stage):
 		w.out.emit(ev)
 	}
 	return nil

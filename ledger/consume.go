@@ -60,30 +60,46 @@ func handled(rec runtime.Record) bool {
 func (r *run) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
 
 func (r *run) Handle(_ context.Context, rec slog.Record) error {
-	var stage, id, detail string
-	var attempt int
+	ev := lineOf(rec)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case ev.Stage == "ack-ambiguous":
+		r.ambiguous[workKey{ev.ID, ev.Attempt}]++
+	case lostStage(ev.Stage):
+		r.lost = append(r.lost, ev.Detail)
+	}
+	return nil
+}
+
+// lineOf is what the ledger reads of a consumer's diagnostics record: its
+// stage, message id, attempt and detail.
+func lineOf(rec slog.Record) event {
+	ev := event{Kind: evWarning}
 	rec.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
 		case "stage":
-			stage = a.Value.String()
+			ev.Stage = a.Value.String()
 		case "message_id":
-			id = a.Value.String()
+			ev.ID = a.Value.String()
 		case "attempt":
-			attempt = int(a.Value.Int64())
+			ev.Attempt = int(a.Value.Int64())
 		case "detail":
-			detail = a.Value.String()
+			ev.Detail = a.Value.String()
 		}
 		return true
 	})
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	return ev
+}
+
+// lostStage says whether a diagnostics line of stage says why a session
+// ended or the topology was refused, which the run keeps.
+func lostStage(stage string) bool {
 	switch stage {
-	case "ack-ambiguous":
-		r.ambiguous[workKey{id, attempt}]++
 	case "intake-lost", "topology-refused", "topology-drifted":
-		r.lost = append(r.lost, detail)
+		return true
 	}
-	return nil
+	return false
 }
 
 func (r *run) WithAttrs([]slog.Attr) slog.Handler { return r }
