@@ -325,29 +325,28 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 func (c *Consumer) laneSlot(r *run, s *session, by time.Time) (took, spent bool) {
 	budget := step.Timer(by)
 	defer step.Release(budget)
-	select {
-	case r.slots <- struct{}{}:
-		if decide.Starts(time.Until(by)) {
-			return true, false
+	// Once the budget is spent, only the end of the wait is waited for.
+	slots, expired := r.slots, budget.C
+	for {
+		select {
+		case slots <- struct{}{}:
+			if decide.Starts(time.Until(by)) {
+				return true, false
+			}
+			<-r.slots
+			slots, expired, spent = nil, nil, true
+		case <-expired:
+			slots, expired, spent = nil, nil, true
+		case <-s.cancelled:
+			return false, spent
+		case <-s.gen.Ended():
+			return false, spent
+		case <-r.aborted:
+			return false, spent
+		case <-r.stopping:
+			return false, spent
 		}
-		<-r.slots
-	case <-budget.C:
-	case <-s.cancelled:
-		return false, false
-	case <-s.gen.Ended():
-		return false, false
-	case <-r.aborted:
-		return false, false
-	case <-r.stopping:
-		return false, false
 	}
-	select {
-	case <-s.cancelled:
-	case <-s.gen.Ended():
-	case <-r.aborted:
-	case <-r.stopping:
-	}
-	return false, true
 }
 
 // laneStopped says why an ordered delivery that has not started must not:
