@@ -36,8 +36,9 @@ publisher writes its own). To restore a purged DLQ:
 lilydlq import -to <dlq> <export file>.
 
 The whole file is read and checked first: a line that is not an export's,
-or a quarantined copy's (its headers were not exported), stops the import
-before anything is published. A file that can be read only once (a pipe:
+a quarantined copy's (its headers were not exported), or one the publisher
+would refuse (a delivery mode other than 0, 1 or 2, a header the broker
+closes the channel on), stops the import before anything is published. A file that can be read only once (a pipe:
 zcat dlq.jsonl.gz | lilydlq import -to <dlq> /dev/stdin; a FIFO) is
 copied as it is checked into a temporary file ($TMPDIR), removed at the
 end, and published from that copy; one over 1 GiB is refused before
@@ -97,7 +98,13 @@ type (
 func importFile(e *env, o importOptions) int {
 	// Nothing is sent unless every line can be: an import that stopped at a
 	// bad line halfway would leave the operator to find out which went.
-	in, lines, err := openChecked(e.ctx, e.file)
+	in, lines, err := openChecked(e.ctx, e.file, func(line int, p amqp.Publishing) error {
+		// What the Publisher would refuse at its turn, refused now.
+		if err := frame.CheckPublish("", o.to, p); err != nil {
+			return fmt.Errorf("%s, line %d: not publishable: %s", text(e.file, maxQueue), line, text(err.Error(), maxReason))
+		}
+		return nil
+	})
 	if err != nil {
 		return e.fail("import", fmt.Errorf("%w; nothing was imported", err))
 	}
@@ -169,13 +176,14 @@ func (c checkedFile) close() {
 	}
 }
 
-// openChecked opens the export file path, once, reads and checks each of
-// its lines and returns it open at its start, with how many lines it has.
+// openChecked opens the export file path, once, reads each of its lines,
+// checks it is an export's and passes it to check, and returns it open at
+// its start, with how many lines it has.
 // A file that is not a regular one (a pipe, /dev/stdin, a FIFO) can be read
 // only once, so it is copied as it is checked, into a temporary file of at
 // most maxSpool bytes, which is returned in its place. The first interrupt
 // ends a read that waits for its writer.
-func openChecked(ctx context.Context, path string) (checkedFile, int, error) {
+func openChecked(ctx context.Context, path string, check func(line int, p amqp.Publishing) error) (checkedFile, int, error) {
 	in, err := os.Open(path)
 	if err != nil {
 		return checkedFile{}, 0, err
@@ -186,7 +194,7 @@ func openChecked(ctx context.Context, path string) (checkedFile, int, error) {
 		return checkedFile{}, 0, err
 	}
 	if info.Mode().IsRegular() {
-		lines, err := eachLine(path, in, nil)
+		lines, err := eachLine(path, in, check)
 		if err == nil {
 			_, err = in.Seek(0, io.SeekStart)
 		}
@@ -206,7 +214,7 @@ func openChecked(ctx context.Context, path string) (checkedFile, int, error) {
 	}
 	c := checkedFile{f: spool, spool: true}
 	limited := &io.LimitedReader{R: in, N: maxSpool + 1}
-	lines, err := eachLine(path, io.TeeReader(limited, spool), nil)
+	lines, err := eachLine(path, io.TeeReader(limited, spool), check)
 	switch {
 	case limited.N == 0:
 		err = fmt.Errorf("%s is not a regular file, and it holds more than the %d bytes import copies of such an input before it publishes anything: write it to a file first, and import that", text(path, maxQueue), maxSpool)

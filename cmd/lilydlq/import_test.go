@@ -81,8 +81,9 @@ func TestImportRoundTrip(t *testing.T) {
 	}
 }
 
-// TestImportStops: a file with a line that is not an export's, or a
-// quarantined copy's, is refused before anything is published; an import
+// TestImportStops: a file with a line that is not an export's, a
+// quarantined copy's or one the publisher would refuse, is refused before
+// anything is published; an import
 // stops at the first line the broker does not take and says where it
 // stands; -skip goes on from there.
 func TestImportStops(t *testing.T) {
@@ -106,11 +107,16 @@ func TestImportStops(t *testing.T) {
 
 	bad := filepath.Join(dir, "bad.jsonl")
 	write(t, bad, lines[0], map[string]any{"queue": dlq, "something": "else"}, lines[2])
+	mode3 := filepath.Join(dir, "mode3.jsonl")
+	lines[1]["properties"].(map[string]any)["delivery_mode"] = 3
+	write(t, mode3, lines[0], lines[1], lines[2])
+	lines[1]["properties"].(map[string]any)["delivery_mode"] = 2
 	quarantined := filepath.Join(dir, "quarantined.jsonl")
 	lines[1]["facts"].(map[string]any)["quarantined"] = "header tables or arrays nested deeper than 32"
 	write(t, quarantined, lines[0], lines[1], lines[2])
 	for f, want := range map[string]string{
 		bad:         bad + `, line 2: not a line of an export: json: unknown field "something"; nothing was imported`,
+		mode3:       mode3 + ", line 2: not publishable: delivery_mode: 3, not 1 (transient), 2 (persistent) or 0 (none)",
 		quarantined: quarantined + ", line 2: a quarantined copy (header tables or arrays nested deeper than 32): its headers were not exported",
 	} {
 		if r := b.lilydlq("import", "-to", dlq, f); r.code != exitFailure || !strings.Contains(r.stderr, want) || r.stdout != "" {
