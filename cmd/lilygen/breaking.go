@@ -38,8 +38,9 @@ A schema the ref does not have is compared with the file git finds it
 renamed from (git diff -M <ref>), and said so; when git finds none, it is
 new, or moved unseen. At a git ref, a root schema there (a *.lily.yaml file
 with a package) below the directory lilygen runs in, that no schema named is
-compared with and that the working tree no longer has at its path, is gone,
-and is compared with an empty revision of itself, placed at its path.
+compared with and that the working tree no longer has at its path as a root
+schema (deleted, or left there without a package, as a file another includes),
+is gone, and is compared with an empty revision of itself, placed at its path.
 A queue or exchange (by name) or message (by wire type) that one schema of
 the run no longer holds, and another newly does, moved: it is compared with
 what it was, said so on stderr, and its findings carry a note. A schema the
@@ -128,7 +129,11 @@ func (e *env) breaking(against string, allow []string) int {
 		return exitUsage
 	}
 	for _, g := range gone {
-		say(e.stderr, "lilygen: %s: gone from the working tree since %s, and no schema named is compared with %s: what it held is compared where a schema named holds it now, else reported removed", g.name, against, g.old.Name)
+		how := "gone from the working tree"
+		if g.demoted {
+			how = "a root schema no longer (it has no package: another schema includes it, or none does)"
+		}
+		say(e.stderr, "lilygen: %s: %s since %s, and no schema named is compared with %s: what it held is compared where a schema named holds it now, else reported removed", g.name, how, against, g.old.Name)
 		// Compared with an empty revision of itself, placed at its path.
 		revs = append(revs, review.Revision{Old: g.old, New: &schema.File{Name: g.name, Package: g.old.Package, Output: g.old.Output}})
 		older = append(older, g.old.Acknowledged...)
@@ -329,19 +334,23 @@ func (e *env) readAt(dir, ref, rel string) (*schema.File, bool) {
 }
 
 // goneSchema is a root schema at the git ref that the working tree no
-// longer has: old is its revision there, name its path from the working
-// directory.
+// longer has as one: old is its revision there, name its path from the
+// working directory. demoted reports a file still at that path, with no
+// package: included by a root now, or by none.
 type goneSchema struct {
-	old  *schema.File
-	name string
+	old     *schema.File
+	name    string
+	demoted bool
 }
 
 // gone reads the root schemas at ref below the working directory (the
 // files named *.lily.yaml with a package, as the CI job of docs/lilygen.md
 // names them there) that no schema of the run was compared with (paired
 // holds their paths from the repository's root) and that the working tree
-// no longer has at their path: deleted, or moved where git finds no rename
-// to a schema named. One the working tree still has is not this run's
+// no longer has at their path as a root schema: deleted, moved where git
+// finds no rename to a schema named, or left without a package (which the
+// CI job does not name, and a run cannot: included now, or by nothing).
+// One the working tree still has as a root schema is not this run's
 // subject. With --against a file there are none.
 func (e *env) gone(ref string, paired map[string]bool) ([]goneSchema, bool) {
 	if info, err := os.Stat(ref); err == nil && !info.IsDir() {
@@ -375,31 +384,47 @@ func (e *env) gone(ref string, paired map[string]bool) ([]goneSchema, bool) {
 		if !strings.HasSuffix(p, ".lily.yaml") || paired[p] {
 			continue
 		}
-		switch _, err := os.Lstat(filepath.Join(strings.TrimSpace(string(top)), filepath.FromSlash(p))); {
-		case err == nil:
-			continue
-		case !errors.Is(err, fs.ErrNotExist):
+		// A file the working tree has at p that is still a root schema is
+		// kept, and not this run's subject; one without a package is
+		// included, or left, by a root now: a root schema no longer, it
+		// is gone as one, and what it held is compared where it is now.
+		demoted := false
+		switch now, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(top)), filepath.FromSlash(p))); {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
 			say(e.stderr, "lilygen: %v", err)
 			return nil, false
+		case isRoot(now):
+			continue
+		default:
+			demoted = true
 		}
 		data, err := gitOutput(".", "show", ref+":"+p)
 		if err != nil {
 			say(e.stderr, "lilygen: %v", err)
 			return nil, false
 		}
-		var root struct {
-			Package string `yaml:"package"`
-		}
-		if yaml.Unmarshal(data, &root) != nil || root.Package == "" {
+		if !isRoot(data) {
 			continue // an included file, or no schema: none the CI job names
 		}
 		old, ok := e.readAt(".", ref, p)
 		if !ok {
 			return nil, false
 		}
-		gone = append(gone, goneSchema{old: old, name: filepath.FromSlash(strings.TrimPrefix(p, below))})
+		gone = append(gone, goneSchema{old: old, name: filepath.FromSlash(strings.TrimPrefix(p, below)), demoted: demoted})
 	}
 	return gone, true
+}
+
+// isRoot reports whether data, a schema file's content, is a root schema:
+// one with a package, which an included file may not have (as the CI job
+// of docs/lilygen.md names them with git grep). What YAML cannot read is
+// none.
+func isRoot(data []byte) bool {
+	var root struct {
+		Package string `yaml:"package"`
+	}
+	return yaml.Unmarshal(data, &root) == nil && root.Package != ""
 }
 
 // reportOlder prints the error of loading an older revision, if any, and

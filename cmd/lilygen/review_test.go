@@ -481,7 +481,8 @@ func TestBreakingAgainstGitRefFailsWhenGitCannotRead(t *testing.T) {
 
 // TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory reports
 // what a schema deleted since the ref held, below the directory breaking
-// runs in only; one the working tree still has is not the run's subject.
+// runs in only; one the working tree still has is not the run's subject,
+// unless it no longer has a package.
 func TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory(t *testing.T) {
 	repo := t.TempDir()
 	pongs := strings.NewReplacer("Ping", "Pong", "pings", "pongs", "pingmsg", "pongmsg").Replace(minimal)
@@ -503,6 +504,15 @@ func TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory(t *testing.T)
 	git(t, repo, "checkout", "-q", "main", "--", ".")
 	if code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "pong.lily.yaml"); code != exitOK || stdout != "" {
 		t.Errorf("kept, not named: exit %d\n%s%s", code, stdout, stderr)
+	}
+	// Kept without its package (included by none here), it is a root
+	// schema no longer, which the CI job does not name: gone as one.
+	demoted := strings.Replace(minimal, "package: pingmsg\n", "", 1)
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), demoted)
+	code, stdout, stderr = lilygen(t, dir, "breaking", "--against", "main", "pong.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, `ping.lily.yaml:1:1: queue "pings" is no longer consumed`) ||
+		!strings.Contains(stderr, "lilygen: ping.lily.yaml: a root schema no longer (it has no package: another schema includes it, or none does) since main, and no schema named is compared with main:svc/ping.lily.yaml") {
+		t.Errorf("kept without its package: exit %d\n%s%s", code, stdout, stderr)
 	}
 	outside := t.TempDir()
 	if code, _, stderr := lilygen(t, outside, "breaking", "--against", "main", filepath.Join(dir, "pong.lily.yaml")); code != exitUsage || !strings.Contains(stderr, "which is in no git work tree") {
