@@ -36,7 +36,9 @@ are at the git ref --against names, read with git show (so shallow clones
 work once the ref is fetched).
 A schema the ref does not have is compared with the file git finds it
 renamed from (git diff -M <ref>), and said so; when git finds none, it is
-new, or moved unseen. At a git ref, a root schema there (a *.lily.yaml file
+new, or moved unseen. One whose file at the ref, at its path or the one git
+finds it renamed from, has no package (a file a root schema included) is a
+root schema new since, and compared as a new one. At a git ref, a root schema there (a *.lily.yaml file
 with a package) below the directory lilygen runs in, that no schema named is
 compared with and that the working tree no longer has at its path as a root
 schema (deleted, or left there without a package, as a file another includes),
@@ -44,8 +46,8 @@ is gone, and is compared with an empty revision of itself, placed at its path.
 A queue or exchange (by name) or message (by wire type) that one schema of
 the run no longer holds, and another newly does, moved: it is compared with
 what it was, said so on stderr, and its findings carry a note. A schema the
-ref does not have, to which nothing moved, is compared with nothing, which a
-line on stderr says (a SCHEMA-NOT-COMPARED warning with --error-format json
+ref does not have (as a root schema), to which nothing moved, is compared
+with nothing, which a line on stderr says (a SCHEMA-NOT-COMPARED warning with --error-format json
 or github-actions).
 
 Findings are grouped by what they break (TOPOLOGY and ROUTING cover exchanges
@@ -100,7 +102,9 @@ func (e *env) breaking(against string, allow []string) int {
 	// remains.
 	var newer, older []schema.Acknowledgement
 	var revs []review.Revision
-	var unpaired []string // the schemas the ref has under no path
+	// The schemas the ref has under no path, or as no root schema (then
+	// from is its path there).
+	var unpaired []struct{ name, from string }
 	ok := true
 	paired := map[string]bool{} // at a git ref, the paths there compared
 	for _, name := range e.args {
@@ -115,7 +119,7 @@ func (e *env) breaking(against string, allow []string) int {
 		if isNew {
 			// Compared with nothing of its own: what it holds that moved
 			// from another schema is compared with that one.
-			unpaired = append(unpaired, name)
+			unpaired = append(unpaired, struct{ name, from string }{name, from})
 			old = &schema.File{Package: f.Package, Output: f.Output}
 		}
 		revs = append(revs, review.Revision{Old: old, New: f})
@@ -143,16 +147,19 @@ func (e *env) breaking(against string, allow []string) int {
 		say(e.stderr, "lilygen: %s; compared with what it was there", m)
 	}
 	notCompared := 0
-	for _, name := range unpaired {
-		if slices.ContainsFunc(moves, func(m review.Move) bool { return m.To == name }) {
+	for _, u := range unpaired {
+		if slices.ContainsFunc(moves, func(m review.Move) bool { return m.To == u.name }) {
 			continue
 		}
 		notCompared++
 		msg := fmt.Sprintf("not at %s, not compared (new, or moved where git finds no rename from a file there, and holding nothing moved from another schema of this run): nothing in it is checked", against)
+		if u.from != "" {
+			msg = fmt.Sprintf("%s:%s is no root schema (it has no package), not compared (new as one, and holding nothing moved from another schema of this run): nothing in it is checked", against, u.from)
+		}
 		// Also on the pull request, where a reviewer would otherwise read
 		// no finding as a clean comparison.
-		e.format.problem(e.stdout, e.stderr, diag{File: name, Rule: schemaNotCompared, Message: msg, Severity: warning},
-			fmt.Sprintf("lilygen breaking: %s: %s", name, msg))
+		e.format.problem(e.stdout, e.stderr, diag{File: u.name, Rule: schemaNotCompared, Message: msg, Severity: warning},
+			fmt.Sprintf("lilygen breaking: %s: %s", u.name, msg))
 	}
 	j := review.Acknowledge(found, newer, older, allow)
 	found, acknowledged := j.Breaking, j.Acknowledged
@@ -254,7 +261,10 @@ func plural(n int) string {
 // older reads and checks the revision of schema name that against names:
 // at a git ref, the file at name's path or, when the ref has none, the one
 // git finds it renamed from, whose path from the repository's root from
-// is. isNew reports a schema the ref has under neither.
+// is. isNew reports a schema the ref has under neither, or whose file
+// there, at from then, is no root schema (it has no package): a file a
+// root schema included, whose content that root's revision holds, and
+// which move detection finds there.
 func (e *env) older(name, against string) (f *schema.File, from string, isNew, ok bool) {
 	if info, err := os.Stat(against); err == nil && !info.IsDir() {
 		if len(e.args) > 1 {
@@ -276,12 +286,15 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 	}
 	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))
 	there, err := atRef(dir, against, rel)
+	var renamed string
 	if err == nil && !there {
-		var renamed string
 		if renamed, err = renamedFrom(dir, against, rel); err == nil && renamed != "" {
-			say(e.stderr, "lilygen: %s: not at %s; compared with %s:%s, which git finds it renamed from", name, against, against, renamed)
 			rel, there = renamed, true
 		}
+	}
+	var data []byte
+	if err == nil && there {
+		data, err = gitOutput(dir, "show", against+":"+rel)
 	}
 	switch {
 	case err != nil:
@@ -289,6 +302,12 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 		return nil, "", false, false
 	case !there:
 		return nil, "", true, true
+	case isIncluded(data):
+		// Read as a root schema it would fail for the package it lacks.
+		return nil, rel, true, true
+	}
+	if renamed != "" {
+		say(e.stderr, "lilygen: %s: not at %s; compared with %s:%s, which git finds it renamed from", name, against, against, renamed)
 	}
 	f, ok = e.readAt(dir, against, rel)
 	return f, rel, false, ok
@@ -421,10 +440,29 @@ func (e *env) gone(ref string, paired map[string]bool) ([]goneSchema, bool) {
 // of docs/lilygen.md names them with git grep). What YAML cannot read is
 // none.
 func isRoot(data []byte) bool {
+	pkg, ok := packageOf(data)
+	return ok && pkg != ""
+}
+
+// isIncluded reports whether data, a schema file's content, is one that
+// YAML reads and that has no package: a file a root schema includes (or
+// one none does), not a root schema. What YAML cannot read is not: as a
+// root schema, the parser reports it.
+func isIncluded(data []byte) bool {
+	pkg, ok := packageOf(data)
+	return ok && pkg == ""
+}
+
+// packageOf is the package data, a schema file's content, names; ok is
+// false when YAML cannot read it.
+func packageOf(data []byte) (pkg string, ok bool) {
 	var root struct {
 		Package string `yaml:"package"`
 	}
-	return yaml.Unmarshal(data, &root) == nil && root.Package != ""
+	if yaml.Unmarshal(data, &root) != nil {
+		return "", false
+	}
+	return root.Package, true
 }
 
 // reportOlder prints the error of loading an older revision, if any, and
