@@ -105,7 +105,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 					hooks.published = append(hooks.published, publishEnd{done, o.Handoff.Status.String(), time.Now()})
 				}
 				if c.logs(stageHandoff) {
-					c.emit(event{stage: stageHandoff, messageID: sanitize.Text(key, maxIDText), attempt: attempt, generation: gen.ID,
+					c.emit(event{stage: stageHandoff, messageID: idText(d, env), attempt: attempt, generation: gen.ID,
 						handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 				}
 			}
@@ -188,7 +188,7 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 	}
 	deadLetter := o.Settlement.Status == outcome.NackSent && !o.Settlement.Requeue
 	if o.Settlement.Status == outcome.AckSent || deadLetter {
-		ack := settle.SentAck{Token: token, Work: work, MessageID: sanitize.Text(deliveryKey(d, env), maxIDText), Attempt: attempt, Handoff: o.Handoff, DeadLetter: deadLetter}
+		ack := settle.SentAck{Token: token, Work: work, MessageID: idText(d, env), Attempt: attempt, Handoff: o.Handoff, DeadLetter: deadLetter}
 		if !gen.Acks.Add(ack) {
 			c.acksAmbiguous(r, gen, []settle.SentAck{ack}, "the channel ended before the proof")
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
@@ -71,7 +71,7 @@ func (c *Consumer) spentWaiting(r *run, gen *settle.Generation, d *amqp.Delivery
 		return false
 	}
 	<-r.slots
-	c.notStarted(r, gen, d, decide.SpentWaiting)
+	c.notStarted(r, gen, d, nil, decide.SpentWaiting)
 	return true
 }
 
@@ -91,7 +91,7 @@ func (c *Consumer) awaitSlot(ctx context.Context, r *run, s *session, d *amqp.De
 			}
 			// Lost as the slot freed: its handler would run for nothing.
 			<-r.slots
-			c.notStarted(r, s.gen, d, lostWaiting)
+			c.notStarted(r, s.gen, d, nil, lostWaiting)
 			return false, c.whyLost(s)
 		case <-ctx.Done():
 			c.stopIntake(r, s, d)
@@ -105,7 +105,7 @@ func (c *Consumer) awaitSlot(ctx context.Context, r *run, s *session, d *amqp.De
 				lost = nil
 				continue
 			}
-			c.notStarted(r, s.gen, d, lostWaiting)
+			c.notStarted(r, s.gen, d, nil, lostWaiting)
 			return false, c.whyLost(s)
 		}
 	}
@@ -208,7 +208,7 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	// After the cancel, so that the broker does not hand them straight back.
 	s.endWaiting()
 	if held != nil {
-		c.notStarted(r, s.gen, held, why)
+		c.notStarted(r, s.gen, held, nil, why)
 	}
 	switch {
 	case err != nil:
@@ -219,23 +219,28 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	default:
 		for d := range s.deliveries {
 			s.gen.Settler.Received(d.DeliveryTag, time.Now())
-			c.notStarted(r, s.gen, &d, why)
+			c.notStarted(r, s.gen, &d, nil, why)
 		}
 	}
 	return err
 }
 
 // notStarted requeues a delivery that was received but never started; why
-// says what came first. The Telemetry hook is told nothing of it once
+// says what came first. env is the guard's reading of it, which an ordered
+// queue makes at intake (its record then names it by its key, as a started
+// one's does); nil when the guard has not read it or refused it: on a queue
+// without an OrderKey the guard reads a delivery only once it has a slot,
+// and its record names it by its message_id as it came (idText). The
+// Telemetry hook is told nothing of it once
 // requeued: the messaging conventions give a message prefetched and never
 // handed to the application no span, and a slow hook would hold each
 // requeue of a shutdown's stop in turn. One whose NACK was not sent (its
 // session lost, or the consumer aborted first) is unresolved: Settled
 // alone tells the hook of it, so that a meter counts every unresolved
 // record the report has. The report has its record.
-func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
+func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, env *guard.Envelope, why string) {
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
-	rec := newRecord(c.spec, d, sanitize.Text(d.MessageId, maxIDText), nil, 0, o, decide.Plan{Reason: why}, 0)
+	rec := newRecord(c.spec, d, idText(d, env), nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}

@@ -198,7 +198,7 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string, in *laneIntake
 			detail = fmt.Sprint(p)
 		}
 		c.cfg.Logger.Error("lily OrderKey panicked; the delivery is ordered only behind others whose key panicked",
-			"queue", c.spec.Name, "message_id", sanitize.Text(d.MessageId, maxIDText), "detail", sanitize.Text(detail, decide.MaxCause))
+			"queue", c.spec.Name, "message_id", idText(d, own.env), "detail", sanitize.Text(detail, decide.MaxCause))
 		key, read = panicked, &own
 		if p == nil && in != nil {
 			// A Goexit: this goroutine ends once its deferred calls have run.
@@ -241,6 +241,12 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 	s.inflight.Add(1)
 	r.waiting.Add(1)
 	c.hooks.enteredLane()
+	// The key its records name it by, as a started delivery's do; nil for
+	// one the guard refused or the filter quarantined.
+	var env *guard.Envelope
+	if read != nil {
+		env = read.env
+	}
 	r.workers.Run(func() {
 		defer r.deliveries.Done()
 		defer s.inflight.Done()
@@ -254,7 +260,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 			case <-r.aborted:
 			}
 			s.gen.Settler.Started(d.DeliveryTag, time.Now())
-			c.notStarted(r, s.gen, d, why)
+			c.notStarted(r, s.gen, d, env, why)
 			r.waiting.Done()
 		}
 		c.hooks.laneTurn(d.MessageId)
@@ -302,7 +308,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined str
 				requeue(why)
 				return
 			}
-			c.notStarted(r, s.gen, d, "not started: its session was lost while it waited for its order key")
+			c.notStarted(r, s.gen, d, env, "not started: its session was lost while it waited for its order key")
 			r.waiting.Done() // recorded
 			return
 		}

@@ -1,18 +1,23 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
@@ -243,5 +248,79 @@ func TestOrderedWaiterSpentAtTheStopSaysStopped(t *testing.T) {
 	}
 	if len(reasons) != 1 || !strings.Contains(reasons[0], "intake stopped") {
 		t.Errorf("reasons %q, want the stop's", reasons)
+	}
+}
+
+// An ordered queue's intake reads a delivery before its lane, so what
+// names it where it goes back unstarted, and where its OrderKey panicked,
+// is the key the inbox would claim it by, whole, as in the record of one
+// that started: here a header-mapped profile's "headers <type> <id>" of 138
+// bytes, which a cut at 128 bytes made another string. One the guard
+// refused is named by its message_id, cut at 128 bytes as before.
+func TestOrderedDeliveryIsNamedByItsKey(t *testing.T) {
+	var logs bytes.Buffer // the handler writes a line at a time
+	var mu sync.Mutex
+	var ids []string
+	spec := QueueSpec{
+		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
+		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+		Messages: []envelope.Message{{Type: "t", Profile: envelope.Profile{Kind: envelope.Headers, Version: envelope.Version{Fixed: 1}}}},
+		OrderKey: func(h map[string]any, _ []byte) string {
+			s, _ := h["k"].(string)
+			if s == "boom" {
+				panic("no key like that")
+			}
+			return s
+		},
+	}
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
+		Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Observe: func(rec Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			ids = append(ids, rec.MessageID)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Repeat("i", 128)
+	key := "headers t " + id
+	delivery := func(tag uint64, k string) *amqp.Delivery {
+		return &amqp.Delivery{DeliveryTag: tag, MessageId: id, Type: "t", ContentType: "application/json", Headers: amqp.Table{"k": k}, Body: []byte("{}")}
+	}
+	refused := delivery(3, "a")
+	refused.MessageId = strings.Repeat("r", 200) // over the guard's bound
+	r := c.newRun()
+	gen := r.newGeneration()
+	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
+	s := &session{gen: gen, link: &link{}, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	s.endWaiting() // intake cancelled: each goes back not started
+	in := &laneIntake{c: c, r: r, s: s}
+	in.take(delivery(1, "a"), "")
+	in.take(delivery(2, "boom"), "")
+	in.take(refused, "")
+	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+		t.Fatal("the deliveries never ended")
+	}
+	mu.Lock()
+	slices.Sort(ids) // the lanes end in any order
+	if want := []string{key, key, strings.Repeat("r", 125) + "..."}; !slices.Equal(ids, want) {
+		t.Errorf("records name them %q, want %q", ids, want)
+	}
+	mu.Unlock()
+	var panicked []string
+	for l := range strings.Lines(logs.String()) {
+		var line struct {
+			Msg       string `json:"msg"`
+			MessageID string `json:"message_id"`
+		}
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line.Msg, "lily OrderKey panicked") {
+			panicked = append(panicked, line.MessageID)
+		}
+	}
+	if !slices.Equal(panicked, []string{key}) {
+		t.Errorf("the OrderKey's panic logged message_id %q, want %q", panicked, key)
 	}
 }

@@ -50,8 +50,7 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 		read = &own
 	}
 	env, verdict, reason := read.env, read.verdict, read.reason
-	key := deliveryKey(d, env)
-	id := sanitize.Text(key, maxIDText)
+	id := idText(d, env)
 	var delivered int // the attempt the delivery carries, which a redelivery of it carries too
 	if env != nil {
 		delivered = env.Attempt

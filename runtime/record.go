@@ -34,7 +34,12 @@ const (
 // became of the original delivery. Each is a word of its own vocabulary,
 // below; Reason gives the detail. Every string in it is sanitized and bounded.
 type Record struct {
-	Queue       string `json:"queue"`
+	Queue string `json:"queue"`
+	// MessageID is the key the inbox claims the message by (see
+	// lilytest.Inbox), whole: at most 265 bytes, which the guard passed as
+	// printable ASCII. For a delivery the guard refused, or has not read
+	// (one requeued before it started on a queue without an OrderKey), it
+	// is the delivery's message_id, sanitized and cut at 128 bytes.
 	MessageID   string `json:"message_id"`
 	Type        string `json:"type,omitempty"`
 	Version     int    `json:"version,omitempty"`
@@ -89,14 +94,30 @@ func newRecord(q QueueSpec, d *amqp.Delivery, id string, env *guard.Envelope, at
 // soFar is the record of a delivery still in the pipeline, for AfterDelivery.
 func (c *Consumer) soFar(rd RawDelivery, o outcome.Outcome) Record {
 	return Record{
-		Queue: c.spec.Name, MessageID: sanitize.Text(rd.env.Key(), maxIDText), Type: rd.env.Type, Version: rd.env.Version,
+		Queue: c.spec.Name, MessageID: idText(rd.d, rd.env), Type: rd.env.Type, Version: rd.env.Version,
 		Attempt: rd.env.Attempt, Redelivered: rd.d.Redelivered, Reason: sanitize.Text(cmp.Or(decide.FailureDetail(o), o.Reason), decide.MaxCause),
 		Handler: handlerWord(o), Commit: commitWord(o),
 	}
 }
 
-// maxIDText bounds a message id as records and logs quote it.
+// maxIDText bounds a message id as records and logs quote one the guard did
+// not pass.
 const maxIDText = 128
+
+// idText is how records, logs and the report name the message of delivery
+// d. Once the guard has read its envelope (env), that is the key the inbox
+// claims it by, whole, so that a record leads to the inbox's row and
+// lilytest.Inbox's Defer and FailCommit take Record.MessageID: the guard
+// passed it printable and at most guard.MaxKeyBytes long (the sanitizing
+// changes nothing). Else (the guard refused d, or has not read it: a
+// delivery not started on a queue without an OrderKey) it is d's
+// message_id as it came, sanitized and cut at maxIDText.
+func idText(d *amqp.Delivery, env *guard.Envelope) string {
+	if env != nil {
+		return sanitize.Text(env.Key(), guard.MaxKeyBytes)
+	}
+	return sanitize.Text(d.MessageId, maxIDText)
+}
 
 func pathOf(q QueueSpec, o outcome.Outcome) Path {
 	switch {

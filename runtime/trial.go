@@ -61,7 +61,7 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	j.gen.Settler.Received(d.DeliveryTag, received)
 	if closed(j.r.aborted) {
 		// As after the final abort: no journey starts, no user code runs.
-		j.c.notStarted(j.r, j.gen, d, "not started: the consumer aborted")
+		j.c.notStarted(j.r, j.gen, d, nil, "not started: the consumer aborted")
 		return j.observed
 	}
 	// consume waits for a slot until the delivery has been unsettled for
@@ -77,10 +77,14 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 		// In recycle's words, or, on an ordered queue, a lane's (the
 		// recycle cancels intake under it); the trial keeps its one channel.
 		why := "received but not started before its channel was recycled"
+		// An ordered queue's intake has read the delivery (orderKey): its
+		// record names it by its key.
+		var env *guard.Envelope
 		if j.c.spec.OrderKey != nil {
 			why = "not started: intake stopped while it waited for a slot"
+			env = j.c.read(d, received).env
 		}
-		j.c.notStarted(j.r, j.gen, d, why)
+		j.c.notStarted(j.r, j.gen, d, env, why)
 		return j.observed
 	}
 	if j.c.spentWaiting(j.r, j.gen, d, received) {

@@ -262,6 +262,47 @@ func TestInboxKeysOfOtherEnvelopes(t *testing.T) {
 	}
 }
 
+// A key longer than a message id (a CloudEvent's source and id, a
+// header-mapped profile's type and id) is what Record.MessageID shows,
+// whole: Defer and FailCommit take it from the record. Cut at 128 bytes, as
+// it was, Defer(res.MessageID) missed, and the retry committed.
+func TestInboxLongKeysAreWholeInTheRecord(t *testing.T) {
+	var calls int
+	in := &lilytest.Inbox{}
+	h, err := lilytest.New(fixture.LilytestForeignQueueSpec(), fixture.LilytestForeignRoutes(foreign{calls: &calls}), runtime.Config{Logger: quiet, Inbox: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	id := strings.Repeat("a", 128) // the longest id
+	payment, err := fixture.NewPaymentAuthorizedV1(id, &fixture.PaymentAuthorizedV1{PaymentID: "p-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipment, err := fixture.NewOrderShippedV1(id, &fixture.OrderShippedV1{OrderID: "o-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p   runtime.Publishing
+		key string
+	}{
+		{payment, "https://payments.acme.example/api " + id},
+		{shipment, "headers " + fixture.OrderShippedType + " " + id},
+	} {
+		in.FailCommit(tc.key, errors.New("serialization failure"))
+		res := h.Deliver(tc.p)
+		if res.MessageID != tc.key || res.Commit != "failed" || res.Path != runtime.PathRetried {
+			t.Fatalf("MessageID %q (%d bytes), commit %q, path %s; want the key claimed (%d bytes), failed, retried",
+				res.MessageID, len(res.MessageID), res.Commit, res.Path, len(tc.key))
+		}
+		in.Defer(res.MessageID, "worker 2 holds the lease")
+		if res = h.Deliver(*res.Copy); res.MessageID != tc.key || res.Commit != "deferred" || res.Path != runtime.PathRequeued {
+			t.Errorf("the retry after Defer(Record.MessageID): MessageID %q, commit %q, path %s; want deferred, requeued", res.MessageID, res.Commit, res.Path)
+		}
+	}
+}
+
 // foreign handles the fixture's messages of other envelopes, counting calls.
 type foreign struct {
 	fixture.UnimplementedLilytestForeignHandler

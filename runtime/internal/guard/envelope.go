@@ -34,6 +34,18 @@ const (
 	HeaderDeliveryCount = "x-delivery-count"
 )
 
+// The keys of the envelopes other than Lily's (Envelope.Key): a CloudEvent's
+// "<source> <id>", each part an id, and a header-mapped profile's
+// "headers <type> <id>", which sets it apart from both.
+const headersKeyPrefix = "headers "
+
+// MaxKeyBytes bounds the key of a message the guard passed under
+// DefaultLimits, the runtime's: the longest is a header-mapped profile's,
+// "headers " and a wire type and an id of their longest (265 bytes); a
+// CloudEvent's source and id come to 257 at most, an id of Lily's envelope
+// to 128.
+const MaxKeyBytes = len(headersKeyPrefix) + envelope.MaxTypeBytes + len(" ") + envelope.MaxIDBytes
+
 // Envelope is the canonical, validated view of a delivery's properties and headers.
 type Envelope struct {
 	// MessageID is the message's id as its profile carries it; "" for a
@@ -70,7 +82,8 @@ type Foreign struct {
 
 // Key identifies the message to the inbox and to the consumer's memory of
 // its work: the MessageID in Lily's envelope, a CloudEvent's source and id,
-// another producer's type and id; "" when the message has no id.
+// another producer's type and id; "" when the message has no id. It is
+// printable ASCII of at most MaxKeyBytes, so that it is shown whole.
 func (e *Envelope) Key() string {
 	if e.Foreign != nil {
 		return e.Foreign.Key

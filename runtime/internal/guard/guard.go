@@ -142,7 +142,7 @@ func readProperties(d *amqp.Delivery, p *envelope.Profile, lim Limits) (*Envelop
 		// "<source> <id>" (one space).
 		env.Foreign = &Foreign{}
 		if id != "" {
-			env.Foreign.Key = "headers " + base + " " + id
+			env.Foreign.Key = headersKeyPrefix + base + " " + id
 		}
 	}
 	return env, ""

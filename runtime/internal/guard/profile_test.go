@@ -458,10 +458,44 @@ func FuzzForeignHeaders(f *testing.F) {
 			t.Fatalf("verdict %d, then %d", verdict, again)
 		}
 		if passedOrPoison(t, env, verdict, reason) && (env.Key() == "" || env.Version < 1 || env.Version > maxVersion ||
-			len(env.Type) == 0 || len(env.Type) > envelope.MaxTypeBytes || len(env.MessageID) > envelope.MaxIDBytes || !envelope.IDText(env.MessageID)) {
+			len(env.Type) == 0 || len(env.Type) > envelope.MaxTypeBytes || len(env.MessageID) > envelope.MaxIDBytes || !envelope.IDText(env.MessageID) ||
+			len(env.Key()) > MaxKeyBytes || !envelope.TypeText(env.Key())) {
 			t.Fatalf("envelope %+v from %v", env, h)
 		}
 	})
+}
+
+// The longest key of each profile's envelope fits MaxKeyBytes, the
+// header-mapped one's exactly: it is printable, and a record shows it whole.
+func TestLongestKeysFitMaxKeyBytes(t *testing.T) {
+	typ, id := strings.Repeat("T", envelope.MaxTypeBytes), strings.Repeat("i", envelope.MaxIDBytes)
+	source := strings.Repeat("s", envelope.MaxIDBytes)
+	r := reader(t,
+		envelope.Message{Type: "t", Profile: eventsProfile},
+		envelope.Message{Type: typ, Profile: springProfile},
+		envelope.Message{Type: "orders.created"},
+	)
+	event := binaryEventDelivery()
+	event.Headers["cloudEvents_id"], event.Headers["cloudEvents_source"], event.Headers["cloudEvents_type"] = id, source, "t.v1"
+	for _, tc := range []struct {
+		d    *amqp.Delivery
+		want string
+	}{
+		{event, source + " " + id},
+		{&amqp.Delivery{ContentType: "application/json", MessageId: id, Headers: amqp.Table{"__TypeId__": typ}}, "headers " + typ + " " + id},
+		{&amqp.Delivery{ContentType: "application/json", MessageId: id, Type: "orders.created", Headers: amqp.Table{HeaderVersion: int32(1)}}, id},
+	} {
+		env, verdict, reason := r.Check(tc.d, guardMaxBody, DefaultLimits, guardNow)
+		if verdict != Passed {
+			t.Fatalf("%q: verdict %d: %s", tc.want, verdict, reason)
+		}
+		if env.Key() != tc.want || len(env.Key()) > MaxKeyBytes || !envelope.TypeText(env.Key()) {
+			t.Errorf("key %q (%d bytes), want %q within %d bytes of printable ASCII", env.Key(), len(env.Key()), tc.want, MaxKeyBytes)
+		}
+	}
+	if MaxKeyBytes != 265 {
+		t.Errorf("MaxKeyBytes %d; the documents say 265", MaxKeyBytes)
+	}
 }
 
 // A reader's marks are every header it reads a delivery's profile, type, id
