@@ -251,6 +251,40 @@ func TestOrderedWaiterSpentAtTheStopSaysStopped(t *testing.T) {
 	}
 }
 
+// An ordered delivery kept from the only slot (a handler past its timeout
+// holds it) until the recycle is requeued as one whose budget was spent
+// waiting: the recycle comes a step after its budget, counted from its turn
+// in its lane, so it cannot come before (unless an older delivery on the
+// channel outlived its own budget first). lilytest says the same of it.
+func TestOrderedWaiterAtTheRecycleSaysItsBudgetWasSpent(t *testing.T) {
+	var reasons []string
+	spec := QueueSpec{
+		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
+		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+		OrderKey: func(h map[string]any, _ []byte) string { s, _ := h["k"].(string); return s },
+	}
+	c, err := NewConsumer(spec, Routes{{Type: "t"}: func(context.Context, RawDelivery) error { return nil }},
+		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) { reasons = append(reasons, rec.Reason) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.spec.SettlementBudget = 10 * time.Millisecond
+	r := c.newRun()
+	gen := r.newGeneration()
+	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
+	s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	r.slots <- struct{}{} // a handler past its timeout holds the only slot
+	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, "")
+	time.Sleep(50 * time.Millisecond) // its budget is spent: it waits for the recycle
+	s.endWaiting()                    // the recycle's cancel: no stop
+	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+		t.Fatal("the delivery never ended")
+	}
+	if !slices.Equal(reasons, []string{decide.SpentWaiting}) {
+		t.Errorf("reasons %q, want %q", reasons, decide.SpentWaiting)
+	}
+}
+
 // An ordered queue's intake reads a delivery before its lane, so what
 // names it where it goes back unstarted, and where its OrderKey panicked,
 // is the key the inbox would claim it by, whole, as in the record of one

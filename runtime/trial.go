@@ -7,6 +7,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
+	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/settle"
@@ -74,14 +75,17 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	select {
 	case j.r.slots <- struct{}{}:
 	case <-recycle.C:
-		// In recycle's words, or, on an ordered queue, a lane's (the
-		// recycle cancels intake under it); the trial keeps its one channel.
+		// In recycle's words (the trial keeps its one channel), or, on an
+		// ordered queue, laneSlot's: the recycle cancels intake under the
+		// lane a step after the delivery's budget, which counts from its
+		// turn in its lane (here, with no wait for the lane, its receipt),
+		// so the lane says its budget was spent while it waited.
 		why := "received but not started before its channel was recycled"
 		// An ordered queue's intake has read the delivery (orderKey): its
 		// record names it by its key.
 		var env *guard.Envelope
 		if j.c.spec.OrderKey != nil {
-			why = "not started: intake stopped while it waited for a slot"
+			why = decide.SpentWaiting
 			env = j.c.read(d, received).env
 		}
 		j.c.notStarted(j.r, j.gen, d, env, why)

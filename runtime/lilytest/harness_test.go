@@ -123,11 +123,12 @@ func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
 			const step = 500 * time.Millisecond
 			spec.SettlementBudget = spec.HandlerTimeout + 4*step + 3*time.Second
 			// In the runtime's words: a recycle's, or on an ordered queue, a
-			// lane's, since the recycle cancels intake under it.
+			// lane's, whose budget was spent by the time the recycle cancels
+			// intake under it, a step after the budget.
 			why := "received but not started before its channel was recycled"
 			if ordered {
 				spec.OrderKey = func(map[string]any, []byte) string { return "" }
-				why = "not started: intake stopped while it waited for a slot"
+				why = "not started: its settlement budget was spent while it waited for a slot"
 			}
 			release := make(chan struct{})
 			var calls atomic.Int32
