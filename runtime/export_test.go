@@ -90,3 +90,10 @@ func (p *Publisher) ShareConsuming(conn *amqp.Connection) {
 // SetTopologyEvery sets how often a consuming session declares the topology
 // again; call it before Run.
 func (c *Consumer) SetTopologyEvery(d time.Duration) { c.tuning.topologyEvery = d }
+
+// DialFrom makes the consumer's next dial, of a consuming connection or of
+// its handoff connection (both go through one dialer), try URL n of its
+// Config first, as if that node had answered last; the connections open
+// stay where they are. A test calls it while Run has its consuming
+// connection, to open the handoff connection on another node.
+func (c *Consumer) DialFrom(n int) { c.dialer.node.Store(int32(n)) }
