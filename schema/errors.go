@@ -68,7 +68,7 @@ const (
 	RuleDate             = "BAD-DATE"            // deprecated_since / remove_after not dates, or out of order
 	RuleInclude          = "BAD-INCLUDE"         // an include that cannot be read, is absolute, is one file too many, or declares what only the root may
 	RuleOutput           = "BAD-OUTPUT"          // an output directory or AsyncAPI file that is not relative, not printable, or not YAML
-	RuleReservedHeader   = "RESERVED-HEADER"     // a header Lily itself writes
+	RuleReservedHeader   = "RESERVED-HEADER"     // a header Lily or the broker writes, or routes by
 	RuleInbox            = "BAD-INBOX"           // an inbox policy that does not exist
 	RuleItemRequired     = "ITEM-REQUIRED"       // required on a list or map element, which is always present
 	RuleAcknowledge      = "BAD-ACKNOWLEDGEMENT" // an acknowledgement of a rule that does not exist or is not a breaking-change rule

@@ -84,6 +84,12 @@ func (p *parser) named(n *yaml.Node, what, parent string, at place, valid func(s
 			p.errorf(k, RuleReservedHeader, "header %q: names starting x-lily- are Lily's own", name)
 			return
 		}
+		// A typed header must reach every attempt as it was sent, as an
+		// envelope's or an ordering's header must.
+		if at == inHeaders && !envelope.CarriedHeader(name) {
+			p.errorf(k, RuleReservedHeader, "header %q %s", name, uncarried(name))
+			return
+		}
 		goName := GoName(name)
 		if prev, dup := goNames[goName]; dup {
 			p.errorf(k, RuleNameClash, "%s %q and %q (line %d) both give the Go name %s", what, name, prev.Value, prev.Line, goName)
@@ -102,6 +108,18 @@ func (p *parser) named(n *yaml.Node, what, parent string, at place, valid func(s
 		}
 	})
 	return out
+}
+
+// uncarried says why a header name that is not envelope.CarriedHeader
+// cannot be a typed header.
+func uncarried(name string) string {
+	if envelope.Routing(name) {
+		return "names a routing header (RabbitMQ's sender-selected distribution): the broker refuses a CC that is not a list of routing keys and removes BCC, and a retry copy leaves both behind"
+	}
+	if envelope.BrokerRecord(name) {
+		return "is the broker's record of the message's queues, which it writes itself and a retry copy leaves behind"
+	}
+	return "is one a retry copy does not carry as it came"
 }
 
 func validKey(s string) bool { return validName(s, "_-") }

@@ -977,3 +977,43 @@ messages:
 		`10:34: max: 007 has a leading 0, which YAML 1.1 reads as octal and YAML 1.2 as decimal (write 7, or 0o7 for octal) [WRONG-KIND]`,
 	})
 }
+
+// A typed header must reach the consumer as the producer sent it, on every
+// attempt: a name the broker writes or routes by is refused, as it is for
+// an envelope's or an ordering's header. RabbitMQ refuses a publishing
+// whose CC is not a list of routing keys and removes BCC; a retry copy
+// leaves both behind, and the broker's records (x-death, the counts), so a
+// required x-delivery-count would send every retry to the DLQ.
+func TestTypedHeaderTheBrokerRewrites(t *testing.T) {
+	src := `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        headers:
+          CC: {type: string, max_length: 10}
+          BCC: {type: string, max_length: 10}
+          x-death: {type: string, max_length: 10}
+          x-delivery-count: {type: integer, required: true}
+          x-acquired-count: {type: integer}
+          x-first-death-queue: {type: string, max_length: 10}
+          x-last-death-reason: {type: string, max_length: 10}
+      2:
+        headers:
+          cc: {type: string, max_length: 10}
+          X-Death: {type: string, max_length: 10}
+          x-deaths: {type: string, max_length: 10}
+`
+	routing := `names a routing header (RabbitMQ's sender-selected distribution): the broker refuses a CC that is not a list of routing keys and removes BCC, and a retry copy leaves both behind [RESERVED-HEADER]`
+	record := `is the broker's record of the message's queues, which it writes itself and a retry copy leaves behind [RESERVED-HEADER]`
+	wantErrors(t, src, []string{
+		`8:11: header "CC" ` + routing,
+		`9:11: header "BCC" ` + routing,
+		`10:11: header "x-death" ` + record,
+		`11:11: header "x-delivery-count" ` + record,
+		`12:11: header "x-acquired-count" ` + record,
+		`13:11: header "x-first-death-queue" ` + record,
+		`14:11: header "x-last-death-reason" ` + record,
+	})
+}
