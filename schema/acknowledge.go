@@ -52,7 +52,7 @@ func AcknowledgementProblem(rule string) (problem, help string) {
 	r, ok := rules.Lookup(rule)
 	switch {
 	case !ok:
-		return fmt.Sprintf("unknown rule %q", rule), hint(rule, rules.Breaking(), "lilygen breaking -h lists the rules")
+		return fmt.Sprintf("unknown rule %q", shorten(rule)), new(hinter).hint(rule, rules.Breaking(), "lilygen breaking -h lists the rules")
 	case r.Category == rules.Lint:
 		return fmt.Sprintf("%s is a lint rule: acknowledge accepts breaking changes only", rule), ""
 	}

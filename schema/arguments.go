@@ -30,7 +30,7 @@ func (p *parser) estate(q *Queue, m map[string]entry, f *File) {
 		if s, ok := p.str(e.v, "lily_arguments"); ok {
 			switch {
 			case s != ArgumentsDeclared && s != ArgumentsByPolicy:
-				p.errorf(e.v, RuleOwnership, "unknown lily_arguments %q", s).nearest(s, []string{ArgumentsDeclared, ArgumentsByPolicy}, "declared or policy")
+				p.nearest(p.errorf(e.v, RuleOwnership, "unknown lily_arguments %q", shorten(s)), s, []string{ArgumentsDeclared, ArgumentsByPolicy}, "declared or policy")
 			case s == ArgumentsDeclared && q.External:
 				p.errorf(e.v, RuleOwnership, "queue %q is external: Lily does not declare it, so its dead-lettering must come from a policy", q.Name).
 					Hint = "remove lily_arguments, or use lily_arguments: policy"
@@ -79,7 +79,7 @@ func (p *parser) arguments(n *yaml.Node, q *Queue) Arguments {
 			a.Overflow = s
 			switch {
 			case !slices.Contains(overflows, s):
-				p.errorf(e.v, RuleArgument, "unknown overflow %q", s).nearest(s, overflows, "drop-head, reject-publish or reject-publish-dlx")
+				p.nearest(p.errorf(e.v, RuleArgument, "unknown overflow %q", shorten(s)), s, overflows, "drop-head, reject-publish or reject-publish-dlx")
 			case q.Type == Quorum && s != "reject-publish":
 				p.errorf(e.v, RuleArgument, "overflow %s: a quorum queue dead-letters at least once, which needs reject-publish", s).
 					Hint = "use overflow: reject-publish"

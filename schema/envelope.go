@@ -42,6 +42,10 @@ func (p *parser) envelopes(n *yaml.Node) []*Envelope {
 			p.errorf(k, RuleEnvelope, "envelope %q is Lily's own profile and cannot be redefined", k.Value)
 			return
 		}
+		if len(k.Value) > maxName {
+			p.errorf(k, RuleName, "envelope name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName)
+			return
+		}
 		if !validName(k.Value, "_-.") {
 			p.errorf(k, RuleName, "envelope name %q: want an ASCII letter, then letters, digits, _ - or .", k.Value)
 			return
@@ -77,7 +81,7 @@ func (p *parser) envelope(k, v *yaml.Node) *Envelope {
 		return nil
 	}
 	if !slices.Contains(envelopeKinds, s) {
-		p.errorf(kind.v, RuleEnvelope, "unknown envelope kind %q", s).nearest(s, envelopeKinds, "cloudevents or headers")
+		p.nearest(p.errorf(kind.v, RuleEnvelope, "unknown envelope kind %q", shorten(s)), s, envelopeKinds, "cloudevents or headers")
 		return nil
 	}
 	e.Profile.Kind = envelope.Kind(s)
@@ -280,12 +284,12 @@ func (p *parser) envelopeRef(n *yaml.Node, all []*Envelope) *Envelope {
 	if !ok {
 		// The names only for a problem listed: past maxErrors, gathering
 		// them for each would take time of the square of their number.
-		if bad := p.errorf(n, RuleUnknownRef, "unknown envelope %q", s); bad.listed() {
+		if bad := p.errorf(n, RuleUnknownRef, "unknown envelope %q", shorten(s)); bad.listed() {
 			names := []string{LilyEnvelope}
 			for _, e := range all {
 				names = append(names, e.Name)
 			}
-			bad.nearest(s, names, "envelopes: "+listed(names))
+			p.nearest(bad, s, names, "envelopes: "+listed(names))
 		}
 		return nil
 	}

@@ -92,10 +92,14 @@ const maxListed = 20
 // listed is names joined for a hint: at most maxListed of them, then how
 // many more.
 func listed(names []string) string {
-	if len(names) <= maxListed {
-		return strings.Join(names, ", ")
+	short := make([]string, min(len(names), maxListed))
+	for i := range short {
+		short[i] = shorten(names[i])
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
+	if len(names) <= maxListed {
+		return strings.Join(short, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(short, ", "), len(names)-maxListed)
 }
 
 // ErrorList is every problem found in a schema and the files it includes,
@@ -121,15 +125,45 @@ func (l ErrorList) sorted(files []string) ErrorList {
 	return slices.CompactFunc(l, func(a, b *Error) bool { return *a == *b })
 }
 
+// A typo hint compares the name it did not find with every candidate of
+// about its length, at a cost of the product of their lengths, and a
+// schema may hold many names and many problems. So a name longer than
+// maxHinted, or a candidate, is not compared (a message, shared type,
+// envelope or field name is at most 128 bytes, an exchange's 255), and the hints of one schema fill at most maxHintCells cells
+// of the edit-distance table between them: past that, a problem gets the
+// hint that says what fits.
+const (
+	maxHinted    = 128
+	maxHintCells = 1 << 26
+)
+
+// hinter works out typo hints, counting the work they take.
+type hinter struct {
+	// cells counts the cells of the edit-distance table filled so far.
+	cells int
+}
+
 // suggest returns `did you mean "x"?` for the candidate closest to got, or ""
-// when none is close enough to be a likely typo.
-func suggest(got string, candidates []string) string {
+// when none is close enough to be a likely typo, or got is too long to
+// compare, or the budget is spent.
+func (h *hinter) suggest(got string, candidates []string) string {
+	if len(got) > maxHinted {
+		return ""
+	}
+	lower := strings.ToLower(got)
 	best, bestDist := "", -1
 	for _, c := range candidates {
+		if len(c) > maxHinted {
+			continue
+		}
 		if d, most := len(got)-len(c), max(2, len(c)/3); d > most || -d > most {
 			continue // at least that many edits apart: not a typo
 		}
-		d := distance(strings.ToLower(got), strings.ToLower(c))
+		if h.cells+len(got)*len(c) > maxHintCells {
+			break // the budget is spent: compare no more
+		}
+		h.cells += len(got) * len(c)
+		d := distance(lower, strings.ToLower(c))
 		if d <= max(2, len(c)/3) && (bestDist < 0 || d < bestDist) {
 			best, bestDist = c, d
 		}
@@ -137,15 +171,15 @@ func suggest(got string, candidates []string) string {
 	if best == "" {
 		return ""
 	}
-	return fmt.Sprintf("did you mean %q?", best)
+	return fmt.Sprintf("did you mean %q?", shorten(best))
 }
 
 // nearest sets e's hint: the candidate nearest to got, or else what fits. A
 // problem past maxErrors is not listed, and its hint is not worked out: for
 // many problems among many names, that would take time of their product.
-func (e *Error) nearest(got string, candidates []string, fits string) {
+func (p *parser) nearest(e *Error, got string, candidates []string, fits string) {
 	if e.listed() {
-		e.Hint = hint(got, candidates, fits)
+		e.Hint = p.hints.hint(got, candidates, fits)
 	}
 }
 
@@ -154,8 +188,8 @@ func (e *Error) nearest(got string, candidates []string, fits string) {
 func (e *Error) listed() bool { return e.Rule != "" }
 
 // hint suggests the candidate nearest to got, or else says what fits.
-func hint(got string, candidates []string, fits string) string {
-	if s := suggest(got, candidates); s != "" {
+func (h *hinter) hint(got string, candidates []string, fits string) string {
+	if s := h.suggest(got, candidates); s != "" {
 		return s
 	}
 	return fits

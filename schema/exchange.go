@@ -51,7 +51,7 @@ func (p *parser) exchange(k, v *yaml.Node) *pendingExchange {
 	} else if s, ok := p.str(e.v, "type"); ok {
 		x.Type = s
 		if !slices.Contains(exchangeTypes, s) {
-			p.errorf(e.v, RuleUnknownType, "unknown exchange type %q", s).nearest(s, exchangeTypes, "direct, topic, fanout or headers")
+			p.nearest(p.errorf(e.v, RuleUnknownType, "unknown exchange type %q", shorten(s)), s, exchangeTypes, "direct, topic, fanout or headers")
 		}
 	}
 	for _, key := range ownedOnlyExchange {
@@ -105,7 +105,7 @@ func (p *parser) ownership(m map[string]entry, external bool) bool {
 		return external
 	}
 	if s != Owned && s != External {
-		p.errorf(e.v, RuleOwnership, "unknown ownership %q", s).nearest(s, []string{Owned, External}, "owned or external")
+		p.nearest(p.errorf(e.v, RuleOwnership, "unknown ownership %q", shorten(s)), s, []string{Owned, External}, "owned or external")
 		return external
 	}
 	return s == External
@@ -298,7 +298,7 @@ func (p *parser) headersMatch(item *yaml.Node, m map[string]entry, b *Binding) {
 // nearest that is. The names are gathered only for a problem that is
 // listed: for every one past maxErrors, that would take time for nothing.
 func (p *parser) unknownExchange(n *yaml.Node, name string, f *File) {
-	bad := p.errorf(n, RuleUnknownRef, "unknown exchange %q", name)
+	bad := p.errorf(n, RuleUnknownRef, "unknown exchange %q", shorten(name))
 	if !bad.listed() {
 		return
 	}
@@ -306,7 +306,7 @@ func (p *parser) unknownExchange(n *yaml.Node, name string, f *File) {
 	for i, x := range f.Exchanges {
 		names[i] = x.Name
 	}
-	bad.nearest(name, names, "declare it under exchanges:, with ownership: external if another team owns it")
+	p.nearest(bad, name, names, "declare it under exchanges:, with ownership: external if another team owns it")
 }
 
 // Upstream lists the exchanges messages reach q through, in file order: the

@@ -152,6 +152,13 @@ const (
 	maxFieldName = 128
 )
 
+// maxName bounds the name of a message, shared type or envelope, whatever
+// the message's type: each is a Go name, which the generated code repeats
+// in the names it derives from it, and a typo hint compares a name with
+// the others (maxHinted). It is envelope.MaxTypeBytes, so that a message
+// without type: travels as a type a consumer's guard takes.
+const maxName = envelope.MaxTypeBytes
+
 // field reads one field, element or header. at is the key that names it;
 // goPath is its unique Go name in the file.
 func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {

@@ -15,6 +15,13 @@ import (
 func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 	var out []*Message
 	p.entries(n, "messages", func(k, v *yaml.Node) {
+		if len(k.Value) > maxName {
+			// Its uses are not reported: its declaration's error says why.
+			p.errorf(k, RuleName, "message name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName).
+				Hint = "give it a shorter name: it names the Go types and functions of the message"
+			p.known.brokenMessages[k.Value] = p.pos(k)
+			return
+		}
 		if at, ok := p.known.messageAt(k.Value); ok {
 			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(at))
 			return
@@ -34,10 +41,6 @@ func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 			if s, ok := p.wireType(e.v); ok {
 				msg.Type = s
 			}
-		} else if len(k.Value) > envelope.MaxTypeBytes {
-			// The name travels as the type: the guard would refuse it.
-			p.errorf(k, RuleName, "message name %s travels as its type, and is %d bytes: at most %d, the longest type a consumer's guard accepts", shorten(k.Value), len(k.Value), envelope.MaxTypeBytes).
-				Hint = "set type: to a shorter name it travels as"
 		}
 		if first, ok := p.known.types[msg.Type]; ok {
 			at := k

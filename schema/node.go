@@ -74,7 +74,7 @@ func (p *parser) entries(n *yaml.Node, what string, fn func(k, v *yaml.Node)) {
 			continue
 		}
 		if prev, dup := first[k.Value]; dup {
-			p.errorf(k, RuleDuplicateKey, "duplicate key %q (first at line %d)", k.Value, prev.Line)
+			p.errorf(k, RuleDuplicateKey, "duplicate key %q (first at line %d)", shorten(k.Value), prev.Line)
 			continue
 		}
 		first[k.Value] = k
@@ -92,8 +92,8 @@ func (p *parser) object(n *yaml.Node, what string, known ...string) map[string]e
 	m := map[string]entry{}
 	p.entries(n, what, func(k, v *yaml.Node) {
 		if !slices.Contains(known, k.Value) {
-			p.errorf(k, RuleUnknownKey, "unknown key %q", k.Value).
-				nearest(k.Value, known, "known keys: "+strings.Join(slices.Sorted(slices.Values(known)), ", "))
+			p.nearest(p.errorf(k, RuleUnknownKey, "unknown key %q", shorten(k.Value)),
+				k.Value, known, "known keys: "+strings.Join(slices.Sorted(slices.Values(known)), ", "))
 			return
 		}
 		m[k.Value] = entry{k, v}

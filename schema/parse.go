@@ -69,10 +69,7 @@ func readFile(name string) ([]byte, error) {
 }
 
 func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, error) {
-	p := &parser{read: read, seen: map[string]bool{}, decls: map[string]decl{}, types: map[string]*sharedType{}, known: declarations{
-		envelopes: map[string]*Envelope{}, messages: map[string]*Message{}, types: map[string]*Message{}, brokenMessages: map[string]Pos{},
-		exchanges: map[string]*Exchange{}, queues: map[string]*Queue{},
-	}}
+	p := newParser(read)
 	f := p.schema(name, data)
 	if len(p.errs) > 0 {
 		list := p.errs.sorted(p.files)
@@ -112,6 +109,8 @@ type parser struct {
 	depth, deepest int
 	// known holds what the schema declares, as it is read.
 	known declarations
+	// hints works out the typo hints of the problems, within one budget.
+	hints hinter
 }
 
 // declarations holds the envelopes, messages, exchanges and queues read so
@@ -127,6 +126,14 @@ type declarations struct {
 	brokenMessages map[string]Pos
 	exchanges      map[string]*Exchange
 	queues         map[string]*Queue
+}
+
+// newParser returns a parser that reads included files with read.
+func newParser(read func(string) ([]byte, error)) *parser {
+	return &parser{read: read, seen: map[string]bool{}, decls: map[string]decl{}, types: map[string]*sharedType{}, known: declarations{
+		envelopes: map[string]*Envelope{}, messages: map[string]*Message{}, types: map[string]*Message{}, brokenMessages: map[string]Pos{},
+		exchanges: map[string]*Exchange{}, queues: map[string]*Queue{},
+	}}
 }
 
 // doc is one file's top-level mapping.

@@ -205,7 +205,7 @@ func TestSuggest(t *testing.T) {
 		"dl":          `did you mean "dlq"?`,
 		"temperature": "",
 	} {
-		if s := suggest(got, known); s != want {
+		if s := new(hinter).suggest(got, known); s != want {
 			t.Errorf("suggest(%q) = %q, want %q", got, s, want)
 		}
 	}
@@ -1016,4 +1016,66 @@ messages:
 		`13:11: header "x-first-death-queue" ` + record,
 		`14:11: header "x-last-death-reason" ` + record,
 	})
+}
+
+// A typo hint costs the product of the lengths of the names it compares,
+// and a schema may hold many names and many problems: a hostile one's
+// 100 KB name is refused whatever its type says, and compared with none;
+// the names a hint prints are shortened; and a schema's hints fill a
+// bounded table between them.
+func TestHintsAreBounded(t *testing.T) {
+	long := "A" + strings.Repeat("a", 100<<10)
+	ref := long[:len(long)-1] + "b"
+	src := "version: 1\npackage: p\nmessages:\n" +
+		"  ? " + long + "\n  : type: x\n    versions:\n      1: {}\n" +
+		"  B" + strings.Repeat("b", 100) + ": {versions: {1: {}}}\n" +
+		"envelopes:\n  ? e" + long + "\n  : {kind: headers}\n" +
+		"types:\n  ? T" + long + "\n  : {type: enum, values: [a]}\n" +
+		"queues:\n  q:\n    consumes: [{message: " + long + "}, {message: " + ref + "}]\n" +
+		"    envelope: " + ref + "\n" +
+		"    ? " + ref + "\n    : 1\n"
+	p := newParser(readFile)
+	p.schema("s.yaml", []byte(src))
+	if p.hints.cells != 0 {
+		t.Errorf("hints filled %d cells of the edit-distance table for names too long to compare", p.hints.cells)
+	}
+	var got []string
+	for _, e := range p.errs.sorted(p.files) {
+		if n := len(e.Error()); n >= 1<<10 {
+			t.Errorf("an error of %d bytes: %.200s...", n, e.Error())
+		}
+		got = append(got, e.Rule)
+	}
+	want := []string{RuleName, RuleName, RuleName, RuleUnknownRef, RuleUnknownRef, RuleUnknownKey}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rules (-want +got):\n%s\n%v", diff, p.errs)
+	}
+
+	// A candidate too long to compare is skipped, one that is compared
+	// is printed shortened.
+	var h hinter
+	if s := h.suggest("x", []string{strings.Repeat("x", maxHinted+1)}); s != "" || h.cells != 0 {
+		t.Errorf("a candidate of %d bytes: hint %q after %d cells", maxHinted+1, s, h.cells)
+	}
+	name := strings.Repeat("n", maxHinted)
+	if s := h.suggest(name[1:]+"m", []string{name}); s != `did you mean "`+shorten(name)+`"?` {
+		t.Errorf("hint %q", s)
+	}
+
+	// Many problems among many long names spend the budget, then go
+	// without a suggestion.
+	names := make([]string, 2*maxHintCells/(maxHinted*maxHinted))
+	for i := range names {
+		names[i] = fmt.Sprintf("%0*d", maxHinted, i)
+	}
+	h = hinter{}
+	for range 3 {
+		h.suggest(fmt.Sprintf("x%0*d", maxHinted-1, 7), names)
+	}
+	if h.cells > maxHintCells {
+		t.Errorf("hints filled %d cells: at most %d", h.cells, maxHintCells)
+	}
+	if s := h.suggest(names[0], names); s != "" || h.cells > maxHintCells {
+		t.Errorf("past the budget: hint %q after %d cells", s, h.cells)
+	}
 }

@@ -58,7 +58,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		if s, ok := p.str(e.v, "type"); ok {
 			q.Type = QueueType(s)
 			if q.Type != Classic && q.Type != Quorum {
-				p.errorf(e.v, RuleUnknownType, "unknown queue type %q", s).nearest(s, []string{string(Classic), string(Quorum)}, "classic or quorum")
+				p.nearest(p.errorf(e.v, RuleUnknownType, "unknown queue type %q", shorten(s)), s, []string{string(Classic), string(Quorum)}, "classic or quorum")
 			}
 		}
 	}
@@ -130,7 +130,7 @@ func (p *parser) inbox(n *yaml.Node, or Inbox) Inbox {
 		return or
 	}
 	if known := []string{string(InboxNone), string(InboxOptional), string(InboxRequired)}; !slices.Contains(known, s) {
-		p.errorf(n, RuleInbox, "unknown inbox policy %q", s).nearest(s, known, "required, optional or none")
+		p.nearest(p.errorf(n, RuleInbox, "unknown inbox policy %q", shorten(s)), s, known, "required, optional or none")
 		return or
 	}
 	return Inbox(s)
@@ -322,7 +322,7 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 						names[j] = m.Name
 					}
 				}
-				bad.nearest(name, names, "messages: "+listed(names))
+				p.nearest(bad, name, names, "messages: "+listed(names))
 			}
 			continue
 		}

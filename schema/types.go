@@ -47,6 +47,10 @@ func (p *parser) sharedTypes() []*Field {
 				p.errorf(k, RuleDuplicate, "type %s is already declared (%s)", k.Value, p.where(Pos{File: prev.file, Line: prev.k.Line}))
 				return
 			}
+			if len(k.Value) > maxName {
+				p.errorf(k, RuleName, "type name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName)
+				return
+			}
 			if !isIdent(k.Value, true) {
 				p.errorf(k, RuleName, "type name %q is not an UpperCamel Go identifier such as Card", k.Value).Hint = "it names the Go type"
 				return
@@ -138,7 +142,7 @@ func (p *parser) unknownType(n *yaml.Node, t string, f *Field, allowed []Type, a
 		p.errorf(n, RuleUnknownType, "header type %s is a shared %s: a header holds a scalar or an enum", t, f.Type)
 	case isIdent(t, true):
 		if e := p.errorf(n, RuleUnknownType, "unknown type %q", shorten(t)); e.listed() {
-			e.nearest(t, p.sharedNames(allowed...), fmt.Sprintf("declare it under types, or use one of %s", typeList(allowed)))
+			p.nearest(e, t, p.sharedNames(allowed...), fmt.Sprintf("declare it under types, or use one of %s", typeList(allowed)))
 		}
 	default:
 		what := "type"
@@ -147,7 +151,7 @@ func (p *parser) unknownType(n *yaml.Node, t string, f *Field, allowed []Type, a
 		}
 		e := p.errorf(n, RuleUnknownType, "unknown %s %q", what, shorten(t))
 		if e.listed() {
-			e.nearest(t, append(typeNames(allowed), p.sharedNames(allowed...)...), "one of "+typeList(allowed))
+			p.nearest(e, t, append(typeNames(allowed), p.sharedNames(allowed...)...), "one of "+typeList(allowed))
 		}
 		if t == "uint64" {
 			e.Hint = "Lily carries integers as int64, and AMQP headers have no uint64: use int64 with min: 0, or uint32"
