@@ -231,6 +231,9 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 	if !uses { // a shared type's declaration was read once; a use adds only presence and a default
 		p.typeKeys(key, m, f)
 	}
+	if at == inHeaders && f.Type == Enum {
+		p.headerEnum(key, te.v, m, f, uses)
+	}
 	if e, ok := m["default"]; ok && f.Default == nil && !f.Required && !f.Nullable {
 		p.defaultValue(e, f)
 	}

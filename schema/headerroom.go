@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"fmt"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/lily-mq/lily/envelope"
@@ -33,6 +35,36 @@ func (p *parser) headerRoom(k *yaml.Node, ver *Version) {
 		p.limitf(k, RuleRange, "%s's typed headers at their bounds take %d bytes of keys and values: at most %d, beside the envelope's own, within the %d a consumer's guard accepts",
 			ver.GoName, bytes, most, envelope.MaxHeaderBytes).Hint = "bound the string headers by max_length: a character may take 4 bytes"
 	}
+}
+
+// headerEnum reports the values of enum header f longer than a
+// consumer's guard takes in one header value: its producer would send
+// what the guard refuses as poison. key names the header and typ is its
+// type; m holds the values when they are written here, not in shared
+// type f.Named. A limit set after lilygen accepted schemas beyond it.
+func (p *parser) headerEnum(key, typ *yaml.Node, m map[string]entry, f *Field, shared bool) {
+	for i, v := range f.Values {
+		if len(v) <= envelope.MaxHeaderValueBytes {
+			continue
+		}
+		why := fmt.Sprintf("is %d bytes: at most %d, the longest header value a consumer's guard accepts", len(v), envelope.MaxHeaderValueBytes)
+		if shared {
+			p.limitf(typ, RuleRange, "enum value %q of type %s, of header %s, %s", shorten(v), f.Named, key.Value, why)
+			continue
+		}
+		p.limitf(valueNode(m["values"].v, v, i), RuleRange, "enum value %q of header %s %s", shorten(v), key.Value, why)
+	}
+}
+
+// valueNode is the item of sequence n that holds value v, the i-th value
+// read from it (an item refused before it does not count), or n.
+func valueNode(n *yaml.Node, v string, i int) *yaml.Node {
+	for _, item := range n.Content[i:] {
+		if item.Kind == yaml.ScalarNode && item.Value == v {
+			return item
+		}
+	}
+	return n
 }
 
 // headerValueBytes is the most bytes a value of header f may take as the
