@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/runtime/internal/decide"
@@ -18,7 +20,9 @@ import (
 // every topologyEvery, on the prover's timer: Lily's own bindings and
 // exchanges come back, idempotently, and a refusal (an external exchange
 // deleted, a 406) is told, at error and in Health, while consuming goes on:
-// the messages in the queue are no less good for it.
+// the messages in the queue are no less good for it. A refusal stops only
+// what was refused: everything else is declared past it, so that one
+// exchange deleted by its owner keeps no other binding from coming back.
 
 // redeclareDue says whether s's topology is to be declared again now, and
 // notes that it is: one declare at a time. The prover calls it under its
@@ -50,23 +54,28 @@ func (c *Consumer) startRedeclare(r *run, s *session) {
 }
 
 // redeclare declares the topology again on s's connection, within a step and
-// until ctx ends, and tells a refusal, or its end. A session no longer the
-// one consuming (retired, its successor open) tells nothing: its answer may
-// be older than the successor's.
+// until ctx ends, past every refusal, and tells the refusals, or their end.
+// A session no longer the one consuming (retired, its successor open) tells
+// nothing: its answer may be older than the successor's.
 func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
-	err := step.DoErr(ctx, func() error { return DeclareTopology(s.link.conn, c.spec) })
+	refusals, err := step.Do(ctx, func() ([]error, error) {
+		d := declarer{conn: s.link.conn, goOn: true}
+		err := d.topology(c.spec)
+		return d.refusals, err
+	})
 	if r.consuming.Load() != s {
 		return
 	}
 	// Any other failure (no answer within the step, the connection ending)
-	// is the session's to tell, not the topology's.
+	// is the session's to tell, not the topology's; the refusals met before
+	// it are told all the same.
 	switch {
-	case err == nil:
+	case err == nil && len(refusals) == 0:
 		c.mended(r)
-	case refused(err):
-		why := sanitize.Text(err.Error(), decide.MaxCause)
+	case len(refusals) > 0:
+		why := refusalsText(refusals)
 		if was := r.drifted.Load(); was == nil || *was != why {
 			// Told before Health says it, so that a reader of Health finds
 			// the line already there; and not said if the session retired
@@ -86,4 +95,22 @@ func (c *Consumer) mended(r *run) {
 		c.emit(event{stage: stageMended, detail: "the broker took the topology again"})
 		r.drifted.CompareAndSwap(was, nil)
 	}
+}
+
+// maxRefusalsTold bounds the refusals a topology-drifted line and Health
+// name; the rest are counted.
+const maxRefusalsTold = 4
+
+// refusalsText tells refusals, in the order they were met, each bounded as
+// a cause is: the first maxRefusalsTold of them, and how many more.
+func refusalsText(refusals []error) string {
+	told := make([]string, 0, maxRefusalsTold+1)
+	for i, err := range refusals {
+		if i == maxRefusalsTold {
+			told = append(told, fmt.Sprintf("and %d more refused", len(refusals)-i))
+			break
+		}
+		told = append(told, sanitize.Text(err.Error(), decide.MaxCause))
+	}
+	return strings.Join(told, "; ")
 }

@@ -109,3 +109,94 @@ func TestBrokerExternalExchangeDeletedWhileConsuming(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }
+
+// A queue is bound to two other teams' exchanges, X and Y. X's owner deletes
+// it: the declare while consuming is refused, and told. Y's owner then
+// deletes Y and declares it again, which drops our binding from Y. The
+// refusal of X does not keep the rest of the topology from being declared
+// again: the binding from Y comes back on the same session, a message sent
+// to Y is handled, and Health and the topology-drifted line name X, not Y.
+func TestBrokerOneExchangeMissingLeavesTheOthersBound(t *testing.T) {
+	t.Parallel()
+	x, q := boundToOtherTeams(t, "lilytest.drift.x.")
+	y := "lilytest.drift.y." + strings.ReplaceAll(t.Name(), "/", ".")
+	otherTeamsExchange(t, y, topology.Fanout)
+	q.Topology.Exchanges = append(q.Topology.Exchanges, topology.Exchange{Name: y, Type: topology.Fanout, External: true})
+	q.Topology.Bindings = append(q.Topology.Bindings, topology.Binding{Source: y})
+	declareTopology(t, q)
+	r, c := prepare(t, q, ack)
+	c.SetTopologyEvery(300 * time.Millisecond)
+	r.launch(c)
+	publishTo(t, y, "", order(t, "before"))
+	r.await(1)
+
+	deleteExchanges(t, x)
+	eventually(t, 30*time.Second, "Health to say X is missing", func() bool {
+		h := c.Health()
+		return h.Ready && strings.Contains(h.Why, "refused the topology when it was declared again") && strings.Contains(h.Why, x)
+	})
+	deleteExchanges(t, y)
+	otherTeamsExchange(t, y, topology.Fanout)
+	publishRouted(t, y, order(t, "after"))
+	if rec := r.await(2)[1]; rec.MessageID != "after" || rec.Path != runtime.PathAcked {
+		t.Errorf("after Y was declared again: %+v", rec)
+	}
+	if h := c.Health(); !h.Ready || !strings.Contains(h.Why, x) || strings.Contains(h.Why, y) {
+		t.Errorf("Health %+v; want ready, naming %s alone", h, x)
+	}
+	if !r.events.has(func(ev event) bool {
+		return ev.stage == "topology-drifted" && ev.level == slog.LevelError && strings.Contains(ev.detail, x)
+	}) {
+		t.Error("no topology-drifted event naming X")
+	}
+	if n := len(slices.DeleteFunc(r.events.all(), func(ev event) bool { return ev.stage != "connected" })); n != 1 {
+		t.Errorf("%d sessions; the binding was to come back on the first", n)
+	}
+	rep := r.stop()
+	if len(rep.Lost) != 0 {
+		t.Errorf("report's lost intake %q; intake was never lost", rep.Lost)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// Declared again while consuming, the topology goes on past each refusal,
+// on a new channel after each (a refusal closes the channel): an external
+// exchange that does not exist, an owned exchange and the DLQ that exist
+// with other arguments are each refused and named, in order; the retry
+// bucket, the queue and the binding from the exchange that exists are
+// declared all the same, and no more channels are opened than one and one
+// for each refusal.
+func TestBrokerDeclaredAgainPastEveryRefusal(t *testing.T) {
+	t.Parallel()
+	name := strings.ReplaceAll(t.Name(), "/", ".")
+	x, y, owned := "lilytest.drift.x."+name, "lilytest.drift.y."+name, "lilytest.drift.owned."+name
+	otherTeamsExchange(t, y, topology.Fanout)
+	otherTeamsExchange(t, owned, topology.Topic) // declared otherwise than ours
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.Topology.Exchanges = []topology.Exchange{
+			{Name: x, Type: topology.Fanout, External: true},
+			{Name: owned, Type: topology.Fanout, Durable: true},
+			{Name: y, Type: topology.Fanout, External: true},
+		}
+		q.Topology.Bindings = []topology.Binding{{Source: x}, {Source: y}}
+	})
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDeclare(q.Topology.DeadLetterQueue, true, false, false, false, amqp.Table{"x-queue-type": "classic", "x-max-length": int64(1)}); err != nil {
+		t.Fatal(err)
+	}
+	refusals, channels, err := runtime.DeclareTopologyAgain(dial(t), q)
+	if err != nil {
+		t.Fatalf("declared again: %v", err)
+	}
+	for i, want := range []string{"declare exchange " + x, "declare exchange " + owned, "declare queue " + q.Topology.DeadLetterQueue} {
+		if i >= len(refusals) || !strings.HasPrefix(refusals[i].Error(), want+": ") {
+			t.Errorf("refusal %d: %v; want %q", i, refusals, want)
+		}
+	}
+	if len(refusals) != 3 || channels > len(refusals)+1 {
+		t.Errorf("%d refusals on %d channels; want 3, on at most 4", len(refusals), channels)
+	}
+	t.Logf("%d refusals on %d channels", len(refusals), channels)
+	publishRouted(t, y, order(t, "routed"))
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}

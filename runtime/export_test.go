@@ -97,3 +97,12 @@ func (c *Consumer) SetTopologyEvery(d time.Duration) { c.tuning.topologyEvery = 
 // stay where they are. A test calls it while Run has its consuming
 // connection, to open the handoff connection on another node.
 func (c *Consumer) DialFrom(n int) { c.dialer.node.Store(int32(n)) }
+
+// DeclareTopologyAgain declares q's topology on conn as a consuming session
+// declares it again, past every refusal: it returns the refusals, how many
+// channels it opened, and the failure that stopped it, if one did.
+func DeclareTopologyAgain(conn *amqp.Connection, q QueueSpec) (refusals []error, channels int, err error) {
+	d := declarer{conn: conn, goOn: true}
+	err = d.topology(q)
+	return d.refusals, d.opened, err
+}

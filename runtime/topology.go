@@ -32,27 +32,68 @@ func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 		return err
 	}
 	d := declarer{conn: conn}
+	return d.topology(q)
+}
+
+// topology declares q's topology on d's connection, as DeclareTopology
+// does. Unless d.goOn is set, the first failure stops it and is returned.
+// With goOn, as when a consuming session declares its topology again
+// (drift.go), a refusal (refused: a 406, a 403, the 404 of something
+// external that does not exist) stops only the declare refused: it is added
+// to d.refusals, and the rest is declared, on a new channel when the refusal
+// closed the one in use, so that one exchange deleted by its owner or one
+// queue declared with other arguments keeps no other binding from coming
+// back. A binding from an external exchange, or to an external queue, found
+// not to exist is not sent: its 404 would only say so again. Any other
+// failure (no answer, the connection ending, a classic queue's node down)
+// stops it and is returned. Each channel after the first follows a refusal
+// that closed the one before, so a declare opens at most one more channel
+// than the broker refused declares (a DLQ's that yield on its type or
+// limit, dlqdeclare.go, count among them).
+func (d *declarer) topology(q QueueSpec) error {
 	if err := d.open(); err != nil {
 		return err
 	}
 	defer func() { _ = d.ch.Close() }()
-	t := q.topology(brokerMajor(conn))
+	t := q.topology(brokerMajor(d.conn))
+	// gone are the external exchanges whose passive check found they do
+	// not exist; queueGone says it of an external queue.
+	gone := map[string]bool{}
+	queueGone := false
 	for _, x := range t.Exchanges {
 		if err := d.exchange(x); err != nil {
-			return fmt.Errorf("declare exchange %s: %w", x.Name, missing(x.External, err))
+			err = fmt.Errorf("declare exchange %s: %w", x.Name, missing(x.External, err))
+			if err := d.stopAt(err); err != nil {
+				return err
+			}
+			if errors.Is(err, errExternalMissing) {
+				gone[x.Name] = true
+			}
 		}
 	}
 	for _, decl := range queue.Declarations(t) {
 		if err := d.queue(decl); err != nil {
-			return fmt.Errorf("declare queue %s: %w", decl.Name, missing(decl.Passive, err))
+			err = fmt.Errorf("declare queue %s: %w", decl.Name, missing(decl.Passive, err))
+			if err := d.stopAt(err); err != nil {
+				return err
+			}
+			if decl.Name == q.Name && errors.Is(err, errExternalMissing) {
+				queueGone = true
+			}
 		}
 	}
 	for _, b := range t.Bindings {
 		if b.External {
 			continue // AMQP has no passive bind: another team's binding is trusted
 		}
+		if gone[b.Source] || b.Exchange == "" && queueGone {
+			continue
+		}
 		if err := d.bind(q.Name, b); err != nil {
-			return fmt.Errorf("bind %s to exchange %s: %w", destination(q.Name, b), b.Source, err)
+			err = fmt.Errorf("bind %s to exchange %s: %w", destination(q.Name, b), b.Source, err)
+			if err := d.stopAt(err); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -81,6 +122,12 @@ func missing(external bool, err error) error {
 type declarer struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
+	// goOn: a refusal is noted in refusals, and the declare goes on past
+	// it.
+	goOn     bool
+	refusals []error
+	// opened counts the channels opened.
+	opened int
 }
 
 func (d *declarer) open() error {
@@ -89,6 +136,23 @@ func (d *declarer) open() error {
 		return fmt.Errorf("open a channel to declare on: %w", err)
 	}
 	d.ch = ch
+	d.opened++
+	return nil
+}
+
+// stopAt returns err, a failed declare, when the declare stops at it; or,
+// when d goes on past refusals and err is one, nil, having noted it and
+// opened a new channel in place of the one it closed.
+func (d *declarer) stopAt(err error) error {
+	if !d.goOn || !refused(err) {
+		return err
+	}
+	d.refusals = append(d.refusals, err)
+	if d.ch.IsClosed() {
+		// amqp091 marks the channel closed as it reads the broker's
+		// channel.close, before it hands the call its error.
+		return d.open()
+	}
 	return nil
 }
 

@@ -2,10 +2,14 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/runtime/internal/decide"
 )
 
 // Only the 404 of something external that does not exist is a refusal,
@@ -69,5 +73,26 @@ func TestDLQYieldsOnlyItsTypeAndLimit(t *testing.T) {
 		if ok != (c.want != nil) || ok && !maps.Equal(got, c.want) {
 			t.Errorf("%s: %v, %t; want %v", c.name, got, ok, c.want)
 		}
+	}
+}
+
+// A topology declared again while consuming names each refusal, in the
+// order met, each bounded as a cause is, and counts those past the first
+// few: a topology of many bindings refused at once makes no unbounded line.
+func TestRefusalsTextIsBounded(t *testing.T) {
+	refusals := []error{errors.New("declare exchange x: \x1b[31mgone"), errors.New(strings.Repeat("y", 500))}
+	for i := range 8 {
+		refusals = append(refusals, fmt.Errorf("bind queue q to exchange e%d: 403", i))
+	}
+	got := refusalsText(refusals[:1])
+	if got != `declare exchange x: \x1b[31mgone` {
+		t.Errorf("one refusal: %q", got)
+	}
+	got = refusalsText(refusals)
+	if !strings.HasPrefix(got, `declare exchange x: \x1b[31mgone; yyy`) || !strings.Contains(got, "e1: 403; and 6 more refused") || strings.Contains(got, "e2") {
+		t.Errorf("ten refusals: %q", got)
+	}
+	if bound := maxRefusalsTold*(decide.MaxCause+2) + 30; len(got) > bound {
+		t.Errorf("ten refusals told in %d bytes; want at most %d", len(got), bound)
 	}
 }
