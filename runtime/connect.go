@@ -51,8 +51,8 @@ type dialer struct {
 	// name is what the broker's connection list shows for it.
 	name string
 	// node is the index in cfg.URLs of the URL a connection attempt tries
-	// first: the last that answered, or the one after it when that node
-	// was passed over or left.
+	// first: the last that answered, or the one after it when a connection
+	// on that node was passed over or left.
 	node atomic.Int32
 }
 
@@ -109,18 +109,13 @@ func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) 
 	return nil, nil, 0, fmt.Errorf("lily: connect (%s): %w", role, errors.Join(errs...))
 }
 
-// passOver moves the next attempt on from the node that took the last
-// connection: it could not serve it.
-func (d *dialer) passOver() {
-	if n := len(d.cfg.URLs); n > 1 {
-		d.node.Store(int32((int(d.node.Load()) + 1) % n))
-	}
-}
-
 // leave moves the next attempt on from node n, which took a connection and
-// then left it unanswered: the next dial tries it last. A dial that has
-// answered from another node since has moved on already, and stays. Only
-// the next dial is moved: a connection open on any node stays where it is.
+// then could not serve it (links.passOver) or left it unanswered: the next
+// dial tries it last. A dial that has answered from another node since, or
+// another connection's leave, has moved on already, and stays: moving on
+// from wherever the dialer stands would send the next dial back to n, or
+// past a node not tried. Only the next dial is moved: a connection open on
+// any node stays where it is.
 func (d *dialer) leave(n int) {
 	if len(d.cfg.URLs) > 1 {
 		d.node.CompareAndSwap(int32(n), int32((n+1)%len(d.cfg.URLs)))

@@ -40,6 +40,8 @@ type link struct {
 	// sessions: each revokes its authority then, not once the close ends,
 	// and none takes its channel's end for its own close.
 	killed chan struct{}
+	// node is the index in the dialer's URLs of the node it is on.
+	node int
 	// The rest is links.mu's.
 	users  int
 	passed bool // passed over once already
@@ -91,7 +93,7 @@ func (ls *links) lease(ctx context.Context) (l *link, reused bool, err error) {
 
 func (ls *links) dial(d *linkDial) {
 	var filter *quarantine.Conn
-	conn, _, _, err := ls.dialer.dial("consume", func(conn, socket net.Conn) net.Conn {
+	conn, _, node, err := ls.dialer.dial("consume", func(conn, socket net.Conn) net.Conn {
 		if ls.shared {
 			conn = transport.Coalesce(conn, socket, ls.dialer.cfg.StepTimeout)
 		}
@@ -107,7 +109,7 @@ func (ls *links) dial(d *linkDial) {
 			// Everyone stopped waiting for it.
 			go closeBy(conn, time.Now().Add(ls.dialer.cfg.StepTimeout))
 		} else {
-			d.l = &link{conn: conn, filter: filter, users: d.waiting, killed: make(chan struct{})}
+			d.l = &link{conn: conn, filter: filter, node: node, users: d.waiting, killed: make(chan struct{})}
 			if ls.shared {
 				ls.cur = d.l
 			}
@@ -146,9 +148,11 @@ func (ls *links) release(l *link, by time.Time, holding bool) {
 }
 
 // passOver stops handing out l, which took a session it could not serve (a
-// node cut off from its cluster's majority), and moves the next dial on to
-// the next URL, once for each connection however many sessions failed on
-// it. The sessions still on l stay on it until they end.
+// node cut off from its cluster's majority), and moves the next dial on from
+// l's node to the next URL, once for each connection however many sessions
+// failed on it, and only if no dial answered from another node, nor another
+// connection was left, since. The sessions still on l stay on it until they
+// end.
 func (ls *links) passOver(l *link) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -159,7 +163,7 @@ func (ls *links) passOver(l *link) {
 	if ls.cur == l {
 		ls.cur = nil
 	}
-	ls.dialer.passOver()
+	ls.dialer.leave(l.node)
 }
 
 // closeBy closes conn, waiting for the broker's close-ok no later than by: a

@@ -13,7 +13,7 @@ import (
 // node passed over.
 func TestPassOverMovesOncePerConnection(t *testing.T) {
 	ls := &links{dialer: &dialer{cfg: Config{URLs: []string{"amqp://a/", "amqp://b/", "amqp://c/"}}}, shared: true}
-	first, second := &link{}, &link{}
+	first, second := &link{node: 0}, &link{node: 1} // second dialed after first was passed over
 	ls.cur = first
 	ls.passOver(first)
 	ls.passOver(first)
@@ -61,5 +61,31 @@ func TestWatchKilledConnection(t *testing.T) {
 	<-s.chEnded
 	if *lines != 0 || s.chErr == nil || !s.gen.Revoked() {
 		t.Errorf("killed by the session's own release: %d loss lines, channel error %v, revoked %v; want none, an error, revoked", *lines, s.chErr, s.gen.Revoked())
+	}
+}
+
+// A consumer without a Publisher dials its consuming and its handoff
+// connections through one dialer. Its consuming connection is on node a
+// when a handoff connection on a goes silent and is left: the next dial
+// moves to b. The consuming session's open on a then fails and passes its
+// connection over: that moves on from a, where the connection is, not from
+// where the dialer stands now, so the next dial does not go back to a.
+func TestPassOverMovesOnFromTheLinksNode(t *testing.T) {
+	d := &dialer{cfg: Config{URLs: []string{"amqp://a/", "amqp://b/"}}}
+	ls := &links{dialer: d}
+	onA := &link{node: 0}
+	d.leave(0) // the handoff connection on a went silent
+	ls.passOver(onA)
+	if n := d.node.Load(); n != 1 {
+		t.Errorf("after a was left and a connection on it passed over: node %d, want 1 (b)", n)
+	}
+
+	three := &dialer{cfg: Config{URLs: []string{"amqp://a/", "amqp://b/", "amqp://c/"}}}
+	ls = &links{dialer: three}
+	onA = &link{node: 0}
+	three.leave(0)
+	ls.passOver(onA)
+	if n := three.node.Load(); n != 1 {
+		t.Errorf("three URLs, after a was left and a connection on it passed over: node %d, want 1 (b, not skipped)", n)
 	}
 }
