@@ -55,6 +55,16 @@ func catalogue(t *testing.T) []hostileMessage {
 	plain("version-9", "unsupported", func(p *amqp.Publishing) { p.Headers[guard.HeaderVersion] = int64(9) })
 	plain("xml", "unsupported", func(p *amqp.Publishing) { p.ContentType = "application/xml" })
 	plain("body-over-the-limit", "oversized", func(p *amqp.Publishing) { p.Body = []byte(`{"order_id":"` + strings.Repeat("x", 5000) + `"}`) })
+	// An x-death RabbitMQ's dead-lettering cannot read: NACKed for the
+	// broker to dead-letter, as a body over the limit is, it crashes the
+	// queue.
+	plain("x-death-entry-not-a-table-on-a-body-over-the-limit", "poison", func(p *amqp.Publishing) {
+		p.Body = []byte(`{"order_id":"` + strings.Repeat("x", 5000) + `"}`)
+		p.Headers["x-death"] = []any{"x"}
+	})
+	plain("x-death-count-not-a-number", "poison", func(p *amqp.Publishing) {
+		p.Headers["x-death"] = []any{amqp.Table{"reason": "rejected", "count": "many"}}
+	})
 
 	// What amqp091-go v1.17 refuses to decode, closing its connection.
 	plain("tables-nested-33-deep", "quarantined", func(p *amqp.Publishing) { p.Headers["deep"] = nestedTables(33) })

@@ -43,10 +43,16 @@ const (
 // minTimestamp: a timestamp before it is a zeroed or garbled clock, not a send time.
 var minTimestamp = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Check checks d in this order: body size first (before anything touches
-// the body or the headers, so an oversized body is never copied, decoded or
-// quoted), then metadata bounds, then the envelope its profile describes,
-// then Lily's own headers and the optional properties. On Passed env is
+// Check checks d in this order: the x-death header's shape first, then
+// body size (before anything else touches the body or the headers, so an
+// oversized body is never decoded or quoted), then metadata bounds, then the
+// envelope its profile describes, then Lily's own headers and the optional
+// properties. An x-death that RabbitMQ's dead-lettering cannot read
+// (frame.CheckXDeath) is poison whatever the body's size: no broker writes
+// one, and the broker-native path an oversized delivery takes would crash
+// the queue (the NACK without requeue dead-letters it, reading x-death), so
+// it takes Lily's poison copy to the DLQ, body and all, instead. That check
+// reads the one header alone, a map lookup for each of its entries. On Passed env is
 // filled (headers and payload shared, not copied) and reason is empty;
 // otherwise env is nil and reason is at most maxReasonBytes of printable
 // ASCII in which delivery text appears only through sanitize.
@@ -70,6 +76,9 @@ var minTimestamp = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 //
 // lim must already be defaulted (all fields > 0).
 func (r *Reader) Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envelope, verdict Verdict, reason string) {
+	if err := frame.CheckXDeath(d.Headers[frame.XDeath]); err != nil {
+		return poison("header x-death: " + err.Error() + ": RabbitMQ's dead-lettering cannot read it")
+	}
 	if len(d.Body) > maxBody {
 		return nil, Oversized, "body of " + strconv.Itoa(len(d.Body)) + " bytes over the limit of " + strconv.Itoa(maxBody)
 	}

@@ -190,6 +190,29 @@ func TestGuard(t *testing.T) {
 				d.Type = ""
 			}},
 
+		// An x-death RabbitMQ's dead-lettering cannot read comes before
+		// the body: NACKed for the broker to dead-letter, as an oversized
+		// body is, it would crash the queue.
+		{name: "oversized body with an x-death entry that is not a table", want: Poison, reason: "header x-death: entry 0 is a string, not a table",
+			mutate: func(d *amqp.Delivery) {
+				d.Body = make([]byte, guardMaxBody+1)
+				d.Headers["x-death"] = []any{"x"}
+			}},
+		{name: "oversized body with an x-death count that is not a number", want: Poison, reason: "header x-death: the count of entry 2 is a string, not an integer",
+			mutate: func(d *amqp.Delivery) {
+				d.Body = make([]byte, guardMaxBody+1)
+				d.Headers["x-death"] = append(xDeath(), amqp.Table{"queue": "orders", "reason": "rejected", "count": "many"})
+			}},
+		{name: "oversized body with the broker's x-death", want: Oversized, reason: "body of",
+			mutate: func(d *amqp.Delivery) {
+				d.Body = make([]byte, guardMaxBody+1)
+				d.Headers["x-death"] = xDeath()
+			}},
+		{name: "an x-death count that is a float", want: Poison, reason: "header x-death: the count of entry 0 is a float",
+			mutate: func(d *amqp.Delivery) { d.Headers["x-death"] = []any{amqp.Table{"count": 1.5}} }},
+		{name: "an x-death that is a string, which the broker replaces", want: Passed,
+			mutate: func(d *amqp.Delivery) { d.Headers["x-death"] = "x" }},
+
 		// Metadata bounds.
 		{name: "2,000 headers", want: Poison, reason: "too many headers: 2000 > 84",
 			mutate: func(d *amqp.Delivery) { d.Headers = manyHeaders(2000) }},
@@ -218,8 +241,8 @@ func TestGuard(t *testing.T) {
 				d.Headers = manyHeaders(64)
 				d.Headers["tracestate"] = strings.Repeat("s", 513)
 			}},
-		{name: "reserved headers past their own values", want: Poison, reason: `header "x-death": more than 256 values at any depth`,
-			mutate: func(d *amqp.Delivery) { d.Headers["x-death"] = append(make([]any, 300), unwalkable{}) }},
+		{name: "reserved headers past their own values", want: Poison, reason: `header "x-first-death-queue": more than 256 values at any depth`,
+			mutate: func(d *amqp.Delivery) { d.Headers["x-first-death-queue"] = append(make([]any, 300), unwalkable{}) }},
 		{name: "100 KB header value", want: Poison, reason: `header "big": value longer than 4096 bytes`,
 			mutate: func(d *amqp.Delivery) { d.Headers["big"] = strings.Repeat("v", 100<<10) }},
 		{name: "100 KB byte-array value", want: Poison, reason: `header "big": value longer than 4096 bytes`,
@@ -661,6 +684,19 @@ func (f *tableFacts) walk(v any, depth int) {
 // fuzzOracle decides a fuzzed delivery the plain, slow way.
 func fuzzOracle(d *amqp.Delivery, now time.Time) Verdict {
 	lim := fuzzLimits
+	if entries, ok := d.Headers["x-death"].([]any); ok {
+		for _, e := range entries {
+			t, ok := e.(amqp.Table)
+			if !ok {
+				return Poison
+			}
+			if c, ok := t["count"]; ok && c != nil {
+				if _, ok := c.(time.Time); !ok && !reflect.ValueOf(c).CanInt() && !reflect.ValueOf(c).CanUint() {
+					return Poison
+				}
+			}
+		}
+	}
 	if len(d.Body) > fuzzMaxBody {
 		return Oversized
 	}

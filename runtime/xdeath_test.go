@@ -1,0 +1,141 @@
+package runtime_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/internal/guard"
+)
+
+// brokenXDeath is a message whose x-death RabbitMQ 3.10.8's dead-lettering
+// cannot read, and how it comes to the queue.
+type brokenXDeath struct {
+	name    string
+	publish func(t *testing.T, queue string, m amqp.Publishing)
+	mutate  func(queue string, m *amqp.Publishing)
+}
+
+// oversized makes m's body larger than the fixture queue's 2,048 bytes.
+func oversized(m *amqp.Publishing) {
+	m.Body = []byte(`{"order_id":"` + strings.Repeat("x", 5000) + `"}`)
+}
+
+// brokenXDeaths are the shapes that crash the classic queue's process when
+// the broker dead-letters the message (measured on 3.10.8): an entry that is
+// not a table (function_clause in rabbit_dead_letter), a count of the
+// queue's own entry that is not a number (badarith), on a body over the
+// limit, which Lily used to NACK for the broker to dead-letter; and a count
+// that is a float, within the limit: dead-lettered, the broker adds one to
+// it and cannot encode the sum as the long it writes, so that every read of
+// the copy closes the reader's connection (541).
+func brokenXDeaths() []brokenXDeath {
+	return []brokenXDeath{
+		{name: "oversized-entry-not-a-table", mutate: func(_ string, m *amqp.Publishing) {
+			oversized(m)
+			m.Headers["x-death"] = []any{"x"}
+		}},
+		{name: "oversized-count-not-a-number", mutate: func(queue string, m *amqp.Publishing) {
+			oversized(m)
+			m.Headers["x-death"] = []any{amqp.Table{"queue": queue, "reason": "rejected", "exchange": "", "count": "many"}}
+		}},
+		{name: "count-a-float", mutate: func(queue string, m *amqp.Publishing) {
+			m.Headers["x-death"] = []any{amqp.Table{"queue": queue, "reason": "delivery_limit", "count": 1.5}}
+		}},
+	}
+}
+
+// A message whose x-death the broker's dead-lettering cannot read is poison,
+// whatever its size: Lily copies its sanitized identity and its body to the
+// DLQ itself, and ACKs it. NACKed for the broker to dead-letter, as a body
+// over the limit was, it crashed the classic queue's process (RabbitMQ
+// 3.10.8): the message was not dead-lettered, the transient messages beside
+// it were lost, and the consumer was cancelled. Each case runs on a queue of
+// its own with good transient messages behind the hostile one: every good
+// one is handled once and acked, the hostile one's copy is in the DLQ with
+// its reason, the queue is empty, and the consumer keeps its session.
+func TestBrokerBrokenXDeathIsPoison(t *testing.T) {
+	t.Parallel()
+	for _, tc := range brokenXDeaths() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t)
+			declareTopology(t, q)
+			hostile := order(t, "hostile-"+tc.name)
+			hostile.DeliveryMode = amqp.Transient
+			const goods = 10
+			good := make([]amqp.Publishing, goods)
+			for i := range good {
+				good[i] = order(t, "good-"+strconv.Itoa(i))
+				good[i].DeliveryMode = amqp.Transient
+			}
+			if tc.publish != nil {
+				tc.publish(t, q.Name, hostile)
+			} else {
+				tc.mutate(q.Name, &hostile)
+				publish(t, q.Name, hostile)
+			}
+			publish(t, q.Name, good...)
+
+			var mu sync.Mutex
+			handled := map[string]int{}
+			c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+				mu.Lock()
+				handled[msg.OrderID]++
+				mu.Unlock()
+				return nil
+			})
+			recs := c.await(goods + 1)
+			for _, rec := range recs {
+				if rec.MessageID == hostile.MessageId {
+					if rec.Path != runtime.PathDeadLettered || rec.Rejection != "poison" || !strings.Contains(rec.Reason, "x-death") {
+						t.Errorf("hostile record %+v, want dead-lettered as poison for its x-death", rec)
+					}
+					continue
+				}
+				wantPath(t, rec, runtime.PathAcked)
+			}
+			assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+			mu.Lock()
+			for i := range goods {
+				if id := "good-" + strconv.Itoa(i); handled[id] != 1 {
+					t.Errorf("%s handled %d times", id, handled[id])
+				}
+			}
+			if len(handled) != goods {
+				t.Errorf("the handler saw %d messages, want the %d good ones: %v", len(handled), goods, handled)
+			}
+			mu.Unlock()
+			if n := c.reconnects(); n != 0 {
+				t.Errorf("%d reconnects", n)
+			}
+			rep := c.stop()
+			if len(rep.Lost) != 0 || len(rep.Unresolved) != 0 || rep.Counts[runtime.PathDeadLettered] != 1 || rep.Counts[runtime.PathAcked] != goods {
+				t.Errorf("report %s (lost %q)", rep, rep.Lost)
+			}
+
+			dead := drain(t, q.Topology.DeadLetterQueue)
+			if len(dead) != 1 {
+				t.Fatalf("%d messages in the DLQ, want the hostile one's copy", len(dead))
+			}
+			d := dead[0]
+			if d.MessageId != hostile.MessageId || header(t, d, envelope.HeaderPoisonCopy) != true || header(t, d, guard.HeaderFailureKind) != "poison" ||
+				!strings.Contains(header(t, d, guard.HeaderFailureReason).(string), "x-death") {
+				t.Errorf("DLQ copy %s, headers %v: want the poison copy, its reason naming x-death", d.MessageId, d.Headers)
+			}
+			if _, ok := d.Headers["x-death"]; ok {
+				t.Errorf("the poison copy carries x-death %v", d.Headers["x-death"])
+			}
+			if string(d.Body) != string(hostile.Body) {
+				t.Errorf("the poison copy's body is %d bytes, want the original's %d", len(d.Body), len(hostile.Body))
+			}
+		})
+	}
+}
