@@ -65,6 +65,10 @@ func catalogue(t *testing.T) []hostileMessage {
 	plain("x-death-count-not-a-number", "poison", func(p *amqp.Publishing) {
 		p.Headers["x-death"] = []any{amqp.Table{"reason": "rejected", "count": "many"}}
 	})
+	plain("tables-nested-33-deep-with-an-x-death-entry-not-a-table", "poison", func(p *amqp.Publishing) {
+		p.Headers["deep"] = nestedTables(33)
+		p.Headers["x-death"] = []any{"x"}
+	})
 
 	// What amqp091-go v1.17 refuses to decode, closing its connection.
 	plain("tables-nested-33-deep", "quarantined", func(p *amqp.Publishing) { p.Headers["deep"] = nestedTables(33) })

@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -161,12 +162,12 @@ func (c *Consumer) consumerTimeout() time.Duration {
 // budget, and one step for the settlement that ends it.
 func (c *Consumer) recycleAfter() time.Duration { return c.spec.budget() + c.cfg.StepTimeout }
 
-// quarantined says why the filter replaced d's content header, or "" when it
-// did not. The marker alone proves nothing (a producer can send it); the
-// connection's seal beside it does.
-func (s *session) quarantined(d *amqp.Delivery) string {
-	why, _ := s.link.filter.Quarantined(d.Headers)
-	return why
+// quarantined says why the filter replaced d's content header; its Why is
+// "" when it did not. The marker alone proves nothing (a producer can send
+// it); the connection's seal beside it does.
+func (s *session) quarantined(d *amqp.Delivery) quarantine.Verdict {
+	v, _ := s.link.filter.Quarantined(d.Headers)
+	return v
 }
 
 // stopIntake cancels the consumer, then requeues what was received but not

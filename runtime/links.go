@@ -98,6 +98,9 @@ func (ls *links) dial(d *linkDial) {
 			conn = transport.Coalesce(conn, socket, ls.dialer.cfg.StepTimeout)
 		}
 		filter = quarantine.New(conn, frameSize)
+		// What is quarantined is NACKed for the broker to dead-letter,
+		// unless its x-death would crash the broker's dead-lettering.
+		filter.BrokenXDeath()
 		return filter
 	})
 	ls.mu.Lock()

@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
@@ -155,7 +156,7 @@ func (in *laneIntake) read() {
 }
 
 // take takes d, received, into its key's lane.
-func (in *laneIntake) take(d *amqp.Delivery, quarantined string) {
+func (in *laneIntake) take(d *amqp.Delivery, quarantined quarantine.Verdict) {
 	in.s.gen.Settler.Received(d.DeliveryTag, time.Time{})
 	key, read := in.c.orderKey(d, quarantined, in)
 	in.c.inOrder(in.r, in.s, d, quarantined, key, read)
@@ -166,21 +167,21 @@ func (in *laneIntake) take(d *amqp.Delivery, quarantined string) {
 // after it are read as before. Only a Goexit pays for a goroutine.
 func (in *laneIntake) exited(d *amqp.Delivery, key laneKey, read *reading) {
 	go func() {
-		in.c.inOrder(in.r, in.s, d, "", key, read)
+		in.c.inOrder(in.r, in.s, d, quarantine.Verdict{}, key, read)
 		in.read()
 	}()
 }
 
 // orderKey is d's order key, bounded, and the guard's reading of d, which
 // the journey then uses (nil when d was quarantined: quarantined is why the
-// filter replaced d's content header, "" when it did not). OrderKey runs on
+// filter replaced d's content header, its Why "" when it did not). OrderKey runs on
 // the intake's goroutine, after the guard but before the journey: a panic
 // there, on one message, would end the process, again at each redelivery.
 // It is logged instead, and the delivery takes the lane of those whose key
 // panicked; so does one whose OrderKey called runtime.Goexit, which in,
 // the intake reading d (nil in a test), goes on from.
-func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string, in *laneIntake) (key laneKey, read *reading) {
-	if quarantined != "" {
+func (c *Consumer) orderKey(d *amqp.Delivery, quarantined quarantine.Verdict, in *laneIntake) (key laneKey, read *reading) {
+	if quarantined.Why != "" {
 		return guardRefused, nil
 	}
 	own := c.read(d, time.Now())
@@ -232,7 +233,7 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined string, in *laneIntake
 // redelivers it. A delivery leaves its lane when its journey ends: a handler
 // past its timeout runs on beside the next one of its key rather than stop
 // the lane (and, with the prefetch full of that key, the queue).
-func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined string, key laneKey, read *reading) {
+func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined quarantine.Verdict, key laneKey, read *reading) {
 	prev, leave := (<-chan struct{})(ended), func() {}
 	if key != guardRefused {
 		prev, leave = r.lanes.enter(key)

@@ -18,6 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
@@ -56,7 +57,7 @@ func TestOrderedWaiterOfALostSessionTakesNoSlot(t *testing.T) {
 			gen.Revoke()
 			close(s.lost)
 		}
-		(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, "")
+		(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, quarantine.Verdict{})
 		if held {
 			gen.Revoke()
 			close(s.lost)
@@ -111,7 +112,7 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 		{"quarantined", "a table nested 40 deep", guardRefused, delivery("{}", nil)},
 	} {
 		seen = nil
-		got, read := c.orderKey(tc.d, tc.quarantined, nil)
+		got, read := c.orderKey(tc.d, quarantine.Verdict{Why: tc.quarantined}, nil)
 		if got != tc.want {
 			t.Errorf("%s: key %+v, want %+v", tc.name, got, tc.want)
 		}
@@ -239,7 +240,7 @@ func TestOrderedWaiterSpentAtTheStopSaysStopped(t *testing.T) {
 	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
 	s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
 	r.slots <- struct{}{} // another key's delivery holds the only slot
-	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, "")
+	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, quarantine.Verdict{})
 	time.Sleep(50 * time.Millisecond) // its budget is spent: it waits for the recycle
 	close(r.stopping)
 	s.endWaiting() // the stop's cancel
@@ -274,7 +275,7 @@ func TestOrderedWaiterAtTheRecycleSaysItsBudgetWasSpent(t *testing.T) {
 	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
 	s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
 	r.slots <- struct{}{} // a handler past its timeout holds the only slot
-	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, "")
+	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, quarantine.Verdict{})
 	time.Sleep(50 * time.Millisecond) // its budget is spent: it waits for the recycle
 	s.endWaiting()                    // the recycle's cancel: no stop
 	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
@@ -329,9 +330,9 @@ func TestOrderedDeliveryIsNamedByItsKey(t *testing.T) {
 	s := &session{gen: gen, link: &link{}, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
 	s.endWaiting() // intake cancelled: each goes back not started
 	in := &laneIntake{c: c, r: r, s: s}
-	in.take(delivery(1, "a"), "")
-	in.take(delivery(2, "boom"), "")
-	in.take(refused, "")
+	in.take(delivery(1, "a"), quarantine.Verdict{})
+	in.take(delivery(2, "boom"), quarantine.Verdict{})
+	in.take(refused, quarantine.Verdict{})
 	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
 		t.Fatal("the deliveries never ended")
 	}

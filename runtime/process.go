@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/memory"
@@ -38,12 +39,13 @@ func (c *Consumer) read(d *amqp.Delivery, now time.Time) reading {
 // process carries one delivery through its journey: guard, dispatch, handler;
 // then the executor settles it by decide's plans, and the record is written.
 // quarantined is why the connection's filter replaced the delivery's content
-// header, which the client could not decode ("" when it did not). It returns
+// header, which the client could not decode, or whose x-death the broker
+// could not (its Why "" when it did not). It returns
 // the delivery's record, for the test harness (trial.go). s is the session
 // it came on, nil in a trial, and gen s's generation, or the trial's. read
 // is the guard's reading of d made at intake, for an ordered queue's key;
 // nil when the journey reads d itself.
-func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined string, read *reading, sl *slot) Record {
+func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.Delivery, received time.Time, quarantined quarantine.Verdict, read *reading, sl *slot) Record {
 	auth := settle.NewAuthority(d.DeliveryTag, gen)
 	if read == nil {
 		own := c.read(d, received)
@@ -60,7 +62,7 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 	ctx := r.work
 	if c.telemetry.t != nil {
 		seen := RawDelivery{d: d}
-		if verdict == guard.Passed && quarantined == "" {
+		if verdict == guard.Passed && quarantined.Why == "" {
 			seen.env = env
 		}
 		ctx = c.telemetry.received(ctx, c.spec.Name, seen)
@@ -80,11 +82,20 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 	var route routeFn
 	var handlerDone *shares
 	switch {
+	case quarantined.XDeath:
+		// Its x-death is one the broker's dead-lettering cannot read: the
+		// NACK without requeue a quarantined or oversized delivery gets
+		// would crash the queue. It is poison, whatever its body: Lily's
+		// copy of its sanitized identity and body goes to the DLQ, read
+		// from the delivery, not from the guard's reading of the stand-in
+		// header.
+		env = nil
+		o.Rejection, o.Reason = outcome.RejectPoison, "quarantined: "+quarantined.Why
 	case verdict == guard.Oversized:
 		o.Rejection, o.Reason = outcome.RejectOversized, reason
-	case quarantined != "":
+	case quarantined.Why != "":
 		// The guard read the stand-in header, not the delivery's own.
-		o.Rejection, o.Reason = outcome.RejectQuarantined, quarantined
+		o.Rejection, o.Reason = outcome.RejectQuarantined, quarantined.Why
 	case verdict == guard.Poison:
 		o.Rejection, o.Reason = outcome.RejectPoison, reason
 	default:

@@ -6,6 +6,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -97,7 +98,7 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	sl := &slot{slots: j.r.slots}
 	sl.hold()
 	defer sl.leave()
-	rec := j.c.process(j.r, nil, j.gen, d, received, "", nil, sl)
+	rec := j.c.process(j.r, nil, j.gen, d, received, quarantine.Verdict{}, nil, sl)
 	if acks := j.gen.Acks.Take(); len(acks) > 0 {
 		j.c.acksProven(j.r, j.gen, acks)
 		j.gen.Acks.Done(acks)

@@ -1,7 +1,9 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,17 +12,19 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 )
 
 // brokenXDeath is a message whose x-death RabbitMQ 3.10.8's dead-lettering
-// cannot read, and how it comes to the queue.
+// cannot read: how it differs from a good one, and the raw header entries
+// written ahead of its own (nil for none).
 type brokenXDeath struct {
-	name    string
-	publish func(t *testing.T, queue string, m amqp.Publishing)
-	mutate  func(queue string, m *amqp.Publishing)
+	name   string
+	mutate func(queue string, m *amqp.Publishing)
+	first  func(queue string) []byte
 }
 
 // oversized makes m's body larger than the fixture queue's 2,048 bytes.
@@ -32,10 +36,13 @@ func oversized(m *amqp.Publishing) {
 // the broker dead-letters the message (measured on 3.10.8): an entry that is
 // not a table (function_clause in rabbit_dead_letter), a count of the
 // queue's own entry that is not a number (badarith), on a body over the
-// limit, which Lily used to NACK for the broker to dead-letter; and a count
-// that is a float, within the limit: dead-lettered, the broker adds one to
-// it and cannot encode the sum as the long it writes, so that every read of
-// the copy closes the reader's connection (541).
+// limit or on a header the client cannot decode, which Lily used to NACK
+// for the broker to dead-letter; the same behind a good x-death, or a good
+// count, of the same name, where the client keeps the last and the broker
+// reads the first; and a count that is a float, within the limit:
+// dead-lettered, the broker adds one to it and cannot encode the sum as the
+// long it writes, so that every read of the copy closes the reader's
+// connection (541).
 func brokenXDeaths() []brokenXDeath {
 	return []brokenXDeath{
 		{name: "oversized-entry-not-a-table", mutate: func(_ string, m *amqp.Publishing) {
@@ -49,12 +56,46 @@ func brokenXDeaths() []brokenXDeath {
 		{name: "count-a-float", mutate: func(queue string, m *amqp.Publishing) {
 			m.Headers["x-death"] = []any{amqp.Table{"queue": queue, "reason": "delivery_limit", "count": 1.5}}
 		}},
+		{name: "quarantined-entry-not-a-table", mutate: func(_ string, m *amqp.Publishing) {
+			m.Headers["deep"] = nestedTables(33)
+			m.Headers["x-death"] = []any{"x"}
+		}},
+		{name: "oversized-entry-not-a-table-behind-a-good-x-death", mutate: func(queue string, m *amqp.Publishing) {
+			oversized(m)
+			m.Headers["x-death"] = []any{amqp.Table{"queue": queue, "reason": "rejected", "exchange": "", "count": int64(1), "routing-keys": []any{queue}}}
+		}, first: func(string) []byte {
+			return wireEntry("x-death", wireArray(wireString("x")))
+		}},
+		{name: "oversized-count-named-twice", mutate: func(_ string, m *amqp.Publishing) {
+			oversized(m)
+		}, first: func(queue string) []byte {
+			return wireEntry("x-death", wireArray(wireTable(wireEntry("queue", wireString(queue)), wireEntry("reason", wireString("rejected")),
+				wireEntry("count", wireString("many")), wireEntry("count", append([]byte{'l'}, binary.BigEndian.AppendUint64(nil, 1)...)))))
+		}},
 	}
 }
 
+// wireEntry is a header table's entry as the wire carries it: the name's
+// length and name, then value, its type and its bytes.
+func wireEntry(name string, value []byte) []byte {
+	return append(append([]byte{byte(len(name))}, name...), value...)
+}
+
+func wireString(s string) []byte { return wireLong('S', []byte(s)) }
+
+func wireArray(values ...[]byte) []byte { return wireLong('A', bytes.Join(values, nil)) }
+
+func wireTable(entries ...[]byte) []byte { return wireLong('F', bytes.Join(entries, nil)) }
+
+// wireLong is a value of type t that four length bytes measure.
+func wireLong(t byte, b []byte) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{t}, uint32(len(b))), b...)
+}
+
 // A message whose x-death the broker's dead-lettering cannot read is poison,
-// whatever its size: Lily copies its sanitized identity and its body to the
-// DLQ itself, and ACKs it. NACKed for the broker to dead-letter, as a body
+// whatever its size, and whether the client decodes its headers or not (the
+// connection's filter reads x-death on the wire): Lily copies its sanitized
+// identity and its body to the DLQ itself, and ACKs it. NACKed for the broker to dead-letter, as a body
 // over the limit was, it crashed the classic queue's process (RabbitMQ
 // 3.10.8): the message was not dead-lettered, the transient messages beside
 // it were lost, and the consumer was cancelled. Each case runs on a queue of
@@ -76,10 +117,12 @@ func TestBrokerBrokenXDeathIsPoison(t *testing.T) {
 				good[i] = order(t, "good-"+strconv.Itoa(i))
 				good[i].DeliveryMode = amqp.Transient
 			}
-			if tc.publish != nil {
-				tc.publish(t, q.Name, hostile)
+			tc.mutate(q.Name, &hostile)
+			if tc.first != nil {
+				if err := faults.PublishFirst(brokerURL(t), q.Name, hostile, tc.first(q.Name)); err != nil {
+					t.Fatal(err)
+				}
 			} else {
-				tc.mutate(q.Name, &hostile)
 				publish(t, q.Name, hostile)
 			}
 			publish(t, q.Name, good...)

@@ -286,8 +286,8 @@ func lock(ch *amqp.Channel, queue, name string) error {
 // not. The marker alone proves nothing (a producer can send it); the
 // connection's seal beside it does.
 func quarantinedWhy(filter *quarantine.Conn, d *amqp.Delivery) string {
-	why, _ := filter.Quarantined(d.Headers)
-	return why
+	v, _ := filter.Quarantined(d.Headers)
+	return v.Why
 }
 
 // cancel ends a window's consumer and drains what the broker sent it before

@@ -63,6 +63,71 @@ func PublishForged(brokerURL, queue string, msg amqp.Publishing, key string, typ
 	return nil
 }
 
+// PublishFirst publishes msg to queue with entries, raw header table
+// entries (each a name's length and name, a field type and its value, as
+// the wire carries them), written byte for byte ahead of those amqp091-go
+// writes for msg.Headers, which must not be empty: a header named twice,
+// say, which no client library writes from a map. RabbitMQ keeps every
+// entry, and reads the first of a name; amqp091-go keeps the last. The
+// message travels through a proxy that rewrites its content header, and the
+// publish is confirmed.
+func PublishFirst(brokerURL, queue string, msg amqp.Publishing, entries []byte) error {
+	if len(msg.Headers) == 0 {
+		return errors.New("faults: PublishFirst needs headers to write its entries ahead of")
+	}
+	p, url, err := ListenFor(brokerURL)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	var replaced atomic.Bool // the proxy's goroutine sets it
+	p.Rewrite(func(f Frame, raw []byte) []byte {
+		if f.Dir != ToBroker || f.Type != 2 || replaced.Load() {
+			return raw
+		}
+		out, ok := headFirst(raw, entries)
+		if !ok {
+			return raw
+		}
+		replaced.Store(true)
+		return out
+	})
+	if err := publishConfirmed(url, queue, msg); err != nil {
+		return err
+	}
+	if !replaced.Load() {
+		return errors.New("faults: the entries were not written")
+	}
+	return nil
+}
+
+// headFirst is the content header frame raw with entries written at the
+// start of its header table.
+func headFirst(raw, entries []byte) ([]byte, bool) {
+	const flagsAt = 7 + 12 // the frame's header, then class, weight and body size
+	if len(raw) < flagsAt+2 {
+		return nil, false
+	}
+	flags := binary.BigEndian.Uint16(raw[flagsAt:])
+	if flags&0x2000 == 0 {
+		return nil, false
+	}
+	at := flagsAt + 2
+	// Only the content type and encoding, short strings, come first.
+	for _, bit := range [...]uint16{0x8000, 0x4000} {
+		if flags&bit != 0 {
+			at += 1 + int(raw[at])
+		}
+	}
+	n := binary.BigEndian.Uint32(raw[at:])
+	out := append([]byte(nil), raw[:at]...)
+	out = binary.BigEndian.AppendUint32(out, n+uint32(len(entries)))
+	out = append(out, entries...)
+	out = append(out, raw[at+4:]...)
+	binary.BigEndian.PutUint32(out[3:7], uint32(len(out)-8))
+	return out, true
+}
+
 // DeadLetterInto delivers msg to queue the way RabbitMQ's dead-lettering
 // does: published to a side queue that dead-letters into queue, and rejected
 // there, so that it arrives with the broker's x-death header added. A header

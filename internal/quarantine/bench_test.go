@@ -10,7 +10,8 @@ import (
 // BenchmarkDelivery measures what the filter adds to each delivery as the
 // client reads it: a basic.deliver, a content header as Lily's producers
 // write it and a 200-byte body, read frame by frame through a 4 KiB buffer as
-// amqp091-go reads its socket, straight or through the filter.
+// amqp091-go reads its socket, straight or through the filter (reading
+// x-death too, as the runtime's does).
 func BenchmarkDelivery(b *testing.B) {
 	headers := table(entry("x-lily-version", []byte{'b', 1}), entry("traceparent", str("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")))
 	properties := concat([][]byte{
@@ -30,6 +31,9 @@ func BenchmarkDelivery(b *testing.B) {
 		{"socket", func(src io.Reader) io.Reader { return src }},
 		{"filtered", func(src io.Reader) io.Reader {
 			return &filter{src: src, clientMax: testFrameMax, buf: make([]byte, initialBuffer), seal: testSeal}
+		}},
+		{"filtered, reading x-death", func(src io.Reader) io.Reader {
+			return &filter{src: src, clientMax: testFrameMax, buf: make([]byte, initialBuffer), seal: testSeal, xdeath: true}
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

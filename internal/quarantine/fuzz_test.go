@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -15,6 +16,9 @@ func seeds(f *testing.F) {
 	for _, tc := range headerCases() {
 		f.Add(props(tc.headers), uint16(0))
 		f.Add(props(tc.headers), uint16(3))
+	}
+	for _, tc := range xdeathCases() {
+		f.Add(props(table(tc.table)), uint16(0))
 	}
 }
 
@@ -64,12 +68,13 @@ func FuzzFilter(f *testing.F) {
 	})
 }
 
-// FuzzClient hands amqp091-go itself each content header through a Conn: it
-// takes the delivery and the one behind it, and keeps its connection.
+// FuzzClient hands amqp091-go itself each content header through a Conn
+// that reads x-death too, as the runtime's does: it takes the delivery and
+// the one behind it, and keeps its connection.
 func FuzzClient(f *testing.F) {
 	seeds(f)
 	f.Fuzz(func(t *testing.T, properties []byte, chunk uint16) {
-		c := connect(t, true)
+		c := connect(t, true, (*Conn).BrokenXDeath)
 		sent := make(chan error, 1)
 		go func() {
 			sent <- c.broker.send(int(chunk%4096), append(message(1, properties, []byte("x")), message(2, props(table()), []byte("ok"))...)...)
@@ -78,7 +83,7 @@ func FuzzClient(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the client closed: %v", err)
 		}
-		why, held := c.filter.Quarantined(d.Headers)
+		why, held := quarantinedWhy(c.filter, d.Headers)
 		if held && (d.Headers[Header] != why || len(d.Headers) != 1) {
 			t.Fatalf("quarantined (%s) with headers %v", why, d.Headers)
 		}
@@ -159,4 +164,17 @@ func TestLargestFrameSizePasses(t *testing.T) {
 	if got := filtered(t, stream, 0, 1<<20); !bytes.Equal(got, stream) {
 		t.Errorf("the stream changed:\n got %x\nwant %x", got, stream)
 	}
+}
+
+// FuzzBrokenXDeath: whatever a header table's content, brokenXDeath reads it
+// without fault, and a reason it gives names x-death and is short.
+func FuzzBrokenXDeath(f *testing.F) {
+	for _, tc := range xdeathCases() {
+		f.Add(tc.table)
+	}
+	f.Fuzz(func(t *testing.T, content []byte) {
+		if why := brokenXDeath(content); why != "" && (!strings.HasPrefix(why, "header x-death: ") || len(why) > 120) {
+			t.Fatalf("reason %q", why)
+		}
+	})
 }

@@ -41,6 +41,9 @@ type verdict struct {
 	table span
 	// spliceable: table is set, and every other property decodes.
 	spliceable bool
+	// xdeath: among why, the header's x-death is one the broker's
+	// dead-lettering cannot read.
+	xdeath bool
 }
 
 // check reads a content header's payload (class, weight, body size, flags,

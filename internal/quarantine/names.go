@@ -26,9 +26,12 @@ func repeated(payload []byte) verdict {
 	return verdict{why: "a header table that names " + shown(name) + " twice (the client keeps one value)", table: t, spliceable: true}
 }
 
-// headerTable is where the header table of a content header that check
-// passed lies, when it has one.
+// headerTable is where the header table of a content header's payload lies,
+// when it has one whole: whatever check said of the payload.
 func headerTable(payload []byte) (span, bool) {
+	if len(payload) < prefix+2 {
+		return span{}, false
+	}
 	flags := binary.BigEndian.Uint16(payload[prefix:])
 	if flags&flagHeaders == 0 {
 		return span{}, false
@@ -37,10 +40,20 @@ func headerTable(payload []byte) (span, bool) {
 	// Only content type and content encoding, short strings, come first.
 	for _, bit := range [...]uint16{0x8000, 0x4000} {
 		if flags&bit != 0 {
+			if at >= len(payload) {
+				return span{}, false
+			}
 			at += 1 + int(payload[at])
 		}
 	}
-	return span{at, at + 4 + int(binary.BigEndian.Uint32(payload[at:]))}, true
+	if at+4 > len(payload) {
+		return span{}, false
+	}
+	n := binary.BigEndian.Uint32(payload[at:])
+	if uint64(n) > uint64(len(payload)-at-4) {
+		return span{}, false
+	}
+	return span{at, at + 4 + int(n)}, true
 }
 
 // repeatedIn walks the content b of a table (kind 'F') or an array ('A')

@@ -32,6 +32,14 @@
 // quarantined: the client decodes one value of the name, and lilydlq must
 // not export or re-drive such a copy as if it were whole. The runtime's
 // consumers take such a delivery as the client decodes it.
+//
+// The runtime alone asks (BrokenXDeath) for the x-death of every content
+// header to be checked as RabbitMQ reads it when it dead-letters the
+// message: one its dead-lettering cannot read crashes the queue, so such a
+// delivery must never be NACKed without requeue, and the verdict says so.
+// The client's view of the header cannot tell: a table that names x-death
+// twice, or an entry that names its count twice, shows the client the last
+// value and the broker the first.
 package quarantine
 
 import (
@@ -49,6 +57,11 @@ const Header = "x-lily-quarantined"
 // sealHeader names the entry of a replaced header table that holds its
 // connection's seal.
 const sealHeader = "x-lily-quarantine-seal"
+
+// xdeathHeader names the entry of a replaced header table, present only
+// when the original's x-death is one the broker's dead-lettering cannot
+// read; only its presence counts.
+const xdeathHeader = "x-lily-quarantine-x-death"
 
 // Conn is a consumer connection's socket as the AMQP client reads it. Only
 // the client's reader goroutine calls Read; Quarantined may be called from
@@ -69,6 +82,18 @@ func New(socket net.Conn, clientFrameMax uint32) *Conn {
 	return c
 }
 
+// BrokenXDeath makes c read the x-death of every content header as RabbitMQ
+// reads it when it dead-letters the message (frame.CheckXDeath, on the
+// wire's bytes: every entry named x-death in the header table, and every
+// count in each of its tables, since the broker reads the first of a name
+// and the client keeps the last), and quarantine too a header whose x-death
+// fails, though the client decodes it. The verdict of such a header, and of
+// one refused for another reason whose x-death fails too, says so
+// (Verdict.XDeath): NACKed without requeue, the delivery would crash its
+// queue. It costs a step over each entry of every header table. Call it
+// before the client's first Read.
+func (c *Conn) BrokenXDeath() { c.f.xdeath = true }
+
 // RepeatedNames makes c quarantine too a content header that the client
 // decodes but not whole: one whose header table, or a table within it, names
 // an entry twice (RabbitMQ stores and delivers it; the client keeps the last
@@ -80,20 +105,33 @@ func (c *Conn) RepeatedNames() { c.f.repeats = true }
 // would refuse replaced.
 func (c *Conn) Read(p []byte) (int, error) { return c.f.Read(p) }
 
+// Verdict is why Conn replaced the header table of a delivery.
+type Verdict struct {
+	// Why the client could not decode the original's header table, or the
+	// broker's dead-lettering could not read its x-death, or both.
+	Why string
+	// XDeath: the original's x-death is one RabbitMQ's dead-lettering
+	// cannot read (BrokenXDeath): a NACK without requeue would crash the
+	// queue, so the delivery must reach the DLQ by a copy.
+	XDeath bool
+}
+
 // Quarantined reports whether Conn replaced the header table of the delivery
 // that arrived with headers, and why. Such headers carry the seal of this
-// connection, which Quarantined removes, leaving the marker alone; a
-// producer's marker, without the seal, is only a header.
-func (c *Conn) Quarantined(headers map[string]any) (string, bool) {
+// connection, which Quarantined removes with the x-death mark, leaving the
+// marker alone; a producer's marker, without the seal, is only a header.
+func (c *Conn) Quarantined(headers map[string]any) (Verdict, bool) {
 	why, marked := headers[Header].(string)
 	if !marked {
-		return "", false // every delivery asks: one lookup for those without
+		return Verdict{}, false // every delivery asks: one lookup for those without
 	}
 	if seal, _ := headers[sealHeader].(string); seal != c.f.seal {
-		return "", false
+		return Verdict{}, false
 	}
+	_, xdeath := headers[xdeathHeader]
 	delete(headers, sealHeader)
-	return why, true
+	delete(headers, xdeathHeader)
+	return Verdict{Why: why, XDeath: xdeath}, true
 }
 
 // AMQP 0-9-1 frame types and the end octet every frame closes with.
@@ -130,6 +168,7 @@ type filter struct {
 	frameMax  uint32 // negotiated then; 0 is no limit
 	seal      string // what every replacement carries, to tell it from a forgery
 	repeats   bool   // a table that names an entry twice is quarantined too
+	xdeath    bool   // so is an x-death the broker's dead-lettering cannot read
 }
 
 // Read hands on checked bytes first, then a replacement, then what passes
@@ -295,6 +334,9 @@ func (f *filter) header(channel uint16, size uint32, total int) (bool, error) {
 	if v.why == "" && f.repeats {
 		v = repeated(frame[7 : total-1])
 	}
+	if f.xdeath {
+		v = withXDeath(v, frame[7:total-1])
+	}
 	if v.why == "" {
 		f.checked += total
 		return true, nil
@@ -313,7 +355,7 @@ func (f *filter) header(channel uint16, size uint32, total int) (bool, error) {
 
 // replace builds the frame that stands in for a refused content header.
 func (f *filter) replace(channel uint16, payload []byte, v verdict) {
-	table := markerTable(v.why, f.seal)
+	table := markerTable(v.why, f.seal, v.xdeath)
 	out := make([]byte, 7, 7+len(payload)+len(table)+1)
 	out[0] = frameHeader
 	binary.BigEndian.PutUint16(out[1:3], channel)
@@ -334,12 +376,15 @@ func (f *filter) replace(channel uint16, payload []byte, v verdict) {
 	f.repl = append(out, frameEnd)
 }
 
-// markerTable is a header table of two long-string entries: Header, why;
-// and the seal.
-func markerTable(why, seal string) []byte {
-	entries := make([]byte, 0, 2*(1+4+1)+len(Header)+len(why)+len(sealHeader)+len(seal))
+// markerTable is a header table of long-string entries: Header, why; the
+// seal; and, when xdeath is set, the x-death mark.
+func markerTable(why, seal string, xdeath bool) []byte {
+	entries := make([]byte, 0, 3*(1+4+1)+len(Header)+len(why)+len(sealHeader)+len(seal)+len(xdeathHeader)+1)
 	entries = appendEntry(entries, Header, why)
 	entries = appendEntry(entries, sealHeader, seal)
+	if xdeath {
+		entries = appendEntry(entries, xdeathHeader, "1")
+	}
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(entries))), entries...)
 }
 

@@ -1,0 +1,145 @@
+package quarantine
+
+import (
+	"encoding/binary"
+
+	"github.com/lily-mq/lily/internal/frame"
+)
+
+// withXDeath is v, the verdict on a content header's payload, with the
+// header's x-death read as the broker reads it: when the broker's
+// dead-lettering cannot read it, the header is refused, and marked so,
+// whether the client decodes it or not.
+func withXDeath(v verdict, payload []byte) verdict {
+	t, ok := headerTable(payload)
+	if !ok {
+		return v
+	}
+	why := brokenXDeath(payload[t.start+4 : t.end])
+	switch {
+	case why == "":
+		return v
+	case v.why == "":
+		// check passed it: every property decodes, and the table is whole.
+		return verdict{why: why, table: t, spliceable: true, xdeath: true}
+	}
+	v.why += "; " + why
+	v.xdeath = true
+	return v
+}
+
+// brokenXDeath reads the content of a header table as RabbitMQ does and
+// says why its dead-lettering could not read an x-death there
+// (frame.CheckXDeath), or returns "". It reads every entry named x-death,
+// and every count in each of its tables: the broker reads the first of a
+// name, the client keeps the last. A table the broker could not have parsed
+// ends the reading with nothing said: no delivery carries one. Its work is
+// bounded by the content's length, a step a value at the top and within
+// x-death; it allocates only for a reason.
+func brokenXDeath(b []byte) string {
+	for len(b) > 0 {
+		name, t, value, rest, ok := brokerEntry(b)
+		if !ok {
+			return ""
+		}
+		if t == 'A' && string(name) == frame.XDeath {
+			if why := brokenEntries(value); why != "" {
+				return why
+			}
+		}
+		b = rest
+	}
+	return ""
+}
+
+// brokenEntries reads the content of an x-death array.
+func brokenEntries(b []byte) string {
+	for i := 0; len(b) > 0; i++ {
+		t := b[0]
+		value, rest, ok := brokerValue(t, b[1:])
+		if !ok {
+			return ""
+		}
+		if t != 'F' {
+			return "header x-death: entry " + itoa(i) + " is " + wireKind(t) + ", not a table: RabbitMQ's dead-lettering cannot read it"
+		}
+		for e := value; len(e) > 0; {
+			name, ct, _, next, ok := brokerEntry(e)
+			if !ok {
+				return ""
+			}
+			if string(name) == "count" && !frame.XDeathCountType(ct) {
+				return "header x-death: the count of entry " + itoa(i) + " is " + wireKind(ct) + ", not an integer: RabbitMQ's dead-lettering cannot read it"
+			}
+			e = next
+		}
+		b = rest
+	}
+	return ""
+}
+
+// brokerEntry splits a table's content into its first entry (its name, type
+// and value) and the rest; ok is false when the broker could not parse it.
+func brokerEntry(b []byte) (name []byte, t byte, value, rest []byte, ok bool) {
+	if len(b) == 0 || len(b) < 2+int(b[0]) {
+		return nil, 0, nil, nil, false
+	}
+	n := int(b[0])
+	name, t = b[1:1+n], b[1+n]
+	value, rest, ok = brokerValue(t, b[2+n:])
+	return name, t, value, rest, ok
+}
+
+// brokerValue splits off a value of type t, as RabbitMQ parses one (the
+// client's types and 'L'): for a table, an array, a string or a byte
+// array, its content after its length.
+func brokerValue(t byte, b []byte) (value, rest []byte, ok bool) {
+	n, fixed := width(t)
+	if t == 'L' {
+		n, fixed = 8, true
+	}
+	if fixed {
+		if len(b) < n {
+			return nil, nil, false
+		}
+		return b[:n], b[n:], true
+	}
+	switch t {
+	case 'S', 'x', 'F', 'A':
+		if len(b) < 4 {
+			return nil, nil, false
+		}
+		l := binary.BigEndian.Uint32(b)
+		if uint64(l) > uint64(len(b)-4) {
+			return nil, nil, false
+		}
+		return b[4 : 4+l], b[4+l:], true
+	}
+	return nil, nil, false
+}
+
+// wireKind names the kind of a value of field type t, for a reason, in the
+// words frame.CheckXDeath uses.
+func wireKind(t byte) string {
+	switch t {
+	case 'V':
+		return "void"
+	case 'S':
+		return "a string"
+	case 'x':
+		return "a byte array"
+	case 't':
+		return "a boolean"
+	case 'f', 'd':
+		return "a float"
+	case 'D':
+		return "a decimal"
+	case 'F':
+		return "a table"
+	case 'A':
+		return "an array"
+	case 'T':
+		return "a timestamp"
+	}
+	return "an integer"
+}

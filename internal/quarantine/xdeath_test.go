@@ -1,0 +1,208 @@
+package quarantine
+
+import (
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/lily-mq/lily/internal/frame"
+)
+
+// brokerXDeathPayload is a content header RabbitMQ 3.10.8 delivered: a
+// message published with a per-message TTL and a CC header, rejected from
+// a queue into a retry bucket and expired back twice, then returned to a
+// quorum queue with a delivery limit of 1 until it dead-lettered it
+// (testdata/broker-x-death.hex, captured from the test broker).
+func brokerXDeathPayload(t *testing.T) []byte {
+	t.Helper()
+	h, err := os.ReadFile("testdata/broker-x-death.hex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := hex.DecodeString(strings.TrimSpace(string(h)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// xdeathEntry is an x-death entry of a queue, a reason and a count.
+func xdeathEntry(count []byte) []byte {
+	return table(entry("queue", str("q")), entry("reason", str("rejected")), entry("count", count))
+}
+
+// xdeathCase is a header table's content and what brokenXDeath says of it.
+type xdeathCase struct {
+	name  string
+	table []byte // the header table's content
+	want  string // a part of the reason; "" for accepted
+}
+
+// xdeathCases are x-deaths on the wire: those the broker writes and reads
+// without harm, and those its dead-lettering crashes on.
+func xdeathCases() []xdeathCase {
+	long := append([]byte{'l'}, u64(1)...)
+	good := entry("x-death", array(xdeathEntry(long)))
+	return []xdeathCase{
+		{"no x-death", concat([][]byte{entry("a", str("b"))}), ""},
+		{"the broker's own", concat([][]byte{good, entry("x-first-death-queue", str("q"))}), ""},
+		{"a string", entry("x-death", str("x")), ""},
+		{"an empty array", entry("x-death", array()), ""},
+		{"an entry without a count", entry("x-death", array(table(entry("queue", str("q"))))), ""},
+		{"an empty entry", entry("x-death", array(xdeathEntry(long), table())), ""},
+		{"a void count", entry("x-death", array(xdeathEntry([]byte{'V'}))), ""},
+		{"an L count", entry("x-death", array(xdeathEntry(append([]byte{'L'}, u64(1)...)))), ""},
+		{"a timestamp count", entry("x-death", array(xdeathEntry(append([]byte{'T'}, u64(5)...)))), ""},
+		{"a short count", entry("x-death", array(xdeathEntry(append([]byte{'u'}, u16(5)...)))), ""},
+		{"an x-death below the top", entry("t", table(entry("x-death", array(str("x"))))), ""},
+		{"after an L field", concat([][]byte{entry("n", append([]byte{'L'}, u64(7)...)), good}), ""},
+
+		{"an entry that is a string", entry("x-death", array(str("x"))), "header x-death: entry 0 is a string, not a table"},
+		{"a table, then an array", entry("x-death", array(xdeathEntry(long), array())), "entry 1 is an array, not a table"},
+		{"an entry that is void", entry("x-death", array([]byte{'V'})), "entry 0 is void, not a table"},
+		{"an entry that is an integer", entry("x-death", array(long)), "entry 0 is an integer, not a table"},
+		{"a string count", entry("x-death", array(xdeathEntry(str("many")))), "the count of entry 0 is a string, not an integer"},
+		{"a boolean count", entry("x-death", array(xdeathEntry([]byte{'t', 1}))), "the count of entry 0 is a boolean"},
+		{"a float count", entry("x-death", array(xdeathEntry(append([]byte{'d'}, u64(7)...)))), "the count of entry 0 is a float"},
+		{"a float32 count", entry("x-death", array(xdeathEntry(append([]byte{'f'}, u32(7)...)))), "the count of entry 0 is a float"},
+		{"a decimal count", entry("x-death", array(xdeathEntry([]byte{'D', 1, 0, 0, 0, 10}))), "the count of entry 0 is a decimal"},
+		{"a table count", entry("x-death", array(xdeathEntry(table()))), "the count of entry 0 is a table"},
+		{"a byte-array count", entry("x-death", array(xdeathEntry(append([]byte{'x'}, longstr([]byte("1"))...)))), "the count of entry 0 is a byte array"},
+		{"after an L field, broken", concat([][]byte{entry("n", append([]byte{'L'}, u64(7)...)), entry("x-death", array(str("x")))}), "entry 0 is a string"},
+		// The client keeps the last of a name, the broker reads the first.
+		{"broken, then the broker's", concat([][]byte{entry("x-death", array(str("x"))), good}), "entry 0 is a string"},
+		{"the broker's, then broken", concat([][]byte{good, entry("x-death", array(str("x")))}), "entry 0 is a string"},
+		{"a count named twice", entry("x-death", array(table(entry("queue", str("q")), entry("count", str("many")), entry("count", long)))), "the count of entry 0 is a string"},
+		// Cut short: the broker parses no such table, and nothing is said.
+		{"a table cut short", entry("x-death", array(str("x")))[:12], ""},
+	}
+}
+
+// brokenXDeath reads an x-death on the wire as the broker does: it takes
+// what the broker writes and what it reads without harm, and refuses the
+// shapes its dead-lettering crashes on (frame.CheckXDeath), wherever the
+// client's view would hide them: an x-death named twice, a count named
+// twice (the broker reads the first, the client keeps the last).
+func TestBrokenXDeath(t *testing.T) {
+	for _, c := range xdeathCases() {
+		t.Run(c.name, func(t *testing.T) {
+			got := brokenXDeath(c.table)
+			switch {
+			case c.want == "" && got != "":
+				t.Errorf("refused: %s", got)
+			case c.want != "" && !strings.Contains(got, c.want):
+				t.Errorf("reason %q, want %q", got, c.want)
+			}
+		})
+	}
+	payload := brokerXDeathPayload(t)
+	tbl, ok := headerTable(payload)
+	if !ok {
+		t.Fatal("the captured header has no table")
+	}
+	if why := brokenXDeath(payload[tbl.start+4 : tbl.end]); why != "" || check(payload).why != "" {
+		t.Errorf("the broker's own x-death: %q, check %q", why, check(payload).why)
+	}
+	if !strings.Contains(string(payload), "delivery_limit") || !strings.Contains(string(payload), "original-expiration") {
+		t.Error("the captured header is not the one described")
+	}
+}
+
+// Through a Conn asked for it (BrokenXDeath), amqp091-go receives a
+// delivery whose x-death the broker cannot read quarantined and marked,
+// though it decodes it, its other properties kept; one the client cannot
+// decode is marked too when its x-death is broken, and only then; the
+// broker's own passes. Unasked, the filter reads no x-death.
+func TestBrokenXDeathQuarantined(t *testing.T) {
+	good := entry("x-death", array(xdeathEntry(append([]byte{'l'}, u64(1)...))))
+	broken := entry("x-death", array(str("x")))
+	deep := entry("deep", nested(33, false, str("x")))
+	for _, c := range []struct {
+		name    string
+		table   []byte
+		asked   bool
+		held    bool
+		xdeath  bool
+		reasons []string
+	}{
+		{"the broker's own", table(good), true, false, false, nil},
+		{"broken", table(broken), true, true, true, []string{"header x-death: entry 0 is a string, not a table"}},
+		{"broken behind the broker's", table(broken, good), true, true, true, []string{"entry 0 is a string"}},
+		{"too deep, broken", table(deep, broken), true, true, true, []string{"nested deeper than 32", "; header x-death: entry 0 is a string"}},
+		{"too deep, the broker's", table(deep, good), true, true, false, []string{"nested deeper than 32"}},
+		{"broken, unasked", table(broken), false, false, false, nil},
+		{"too deep, broken, unasked", table(deep, broken), false, true, false, []string{"nested deeper than 32"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var setup []func(*Conn)
+			if c.asked {
+				setup = append(setup, (*Conn).BrokenXDeath)
+			}
+			cl := connect(t, true, setup...)
+			sent := make(chan error, 1)
+			go func() {
+				sent <- cl.broker.send(0, append(message(1, props(c.table), []byte("x")), message(2, props(table(good)), []byte("ok"))...)...)
+			}()
+			d, err := cl.next(t)
+			if err != nil {
+				t.Fatalf("the client closed: %v", err)
+			}
+			v, held := cl.filter.Quarantined(d.Headers)
+			if held != c.held || v.XDeath != c.xdeath {
+				t.Fatalf("held %v, verdict %+v; want held %v, x-death %v", held, v, c.held, c.xdeath)
+			}
+			for _, r := range c.reasons {
+				if !strings.Contains(v.Why, r) {
+					t.Errorf("reason %q, want %q in it", v.Why, r)
+				}
+			}
+			if held && (len(d.Headers) != 1 || d.Headers[Header] != v.Why || d.MessageId != "id-1" || d.Type != "OrderPlaced") {
+				t.Errorf("quarantined delivery %+v", d)
+			}
+			next, err := cl.next(t)
+			if err != nil || string(next.Body) != "ok" {
+				t.Fatalf("the delivery behind it: %q, %v", next.Body, err)
+			}
+			if v, held := cl.filter.Quarantined(next.Headers); held || v.XDeath {
+				t.Errorf("the broker's own x-death quarantined: %+v", v)
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Where the client sees the x-death the broker reads (no name twice, no
+// 'L', nothing cut short), brokenXDeath on the wire and frame.CheckXDeath
+// on what amqp091-go decodes agree: one rule, read twice.
+func TestBrokenXDeathAgreesWithTheDecodedCheck(t *testing.T) {
+	hidden := map[string]bool{
+		"an L count": true, "after an L field": true, "after an L field, broken": true,
+		"broken, then the broker's": true, "the broker's, then broken": true, "a count named twice": true,
+		"a table cut short": true,
+	}
+	c := connect(t, false)
+	for i, tc := range xdeathCases() {
+		if hidden[tc.name] {
+			continue
+		}
+		sent := make(chan error, 1)
+		go func() {
+			sent <- c.broker.send(0, message(uint64(i+1), props(table(tc.table)), []byte("x"))...)
+		}()
+		d, err := c.next(t)
+		if err != nil {
+			t.Fatalf("%s: the client closed: %v", tc.name, err)
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+		decoded := frame.CheckXDeath(d.Headers[frame.XDeath])
+		raw := brokenXDeath(tc.table)
+		if (decoded == nil) != (raw == "") || decoded != nil && !strings.Contains(raw, "header x-death: "+decoded.Error()+": ") {
+			t.Errorf("%s: on the wire %q, decoded %v", tc.name, raw, decoded)
+		}
+	}
+}
