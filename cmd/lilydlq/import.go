@@ -36,9 +36,12 @@ publisher writes its own). To restore a purged DLQ:
 lilydlq import -to <dlq> <export file>.
 
 The whole file is read and checked first: a line that is not an export's,
-a quarantined copy's (its headers were not exported), or one the publisher
+a quarantined copy's (its headers were not exported), one the publisher
 would refuse (a delivery mode other than 0, 1 or 2, a header the broker
-closes the channel on), stops the import before anything is published. A file that can be read only once (a pipe:
+closes the channel on), or one with an x-death the broker's
+dead-lettering cannot read (an entry that is not a table, a count that
+is not an integer: no broker writes one, and the queue that dead-letters
+the copy would crash), stops the import before anything is published. A file that can be read only once (a pipe:
 zcat dlq.jsonl.gz | lilydlq import -to <dlq> /dev/stdin; a FIFO) is
 copied as it is checked into a temporary file ($TMPDIR), removed at the
 end, and published from that copy; one over 1 GiB is refused before
@@ -102,6 +105,10 @@ func importFile(e *env, o importOptions) int {
 		// What the Publisher would refuse at its turn, refused now.
 		if err := frame.CheckPublish("", o.to, p); err != nil {
 			return fmt.Errorf("%s, line %d: not publishable: %s", text(e.file, maxQueue), line, text(err.Error(), maxReason))
+		}
+		// The broker takes it, and crashes the queue that dead-letters it.
+		if err := frame.CheckXDeath(p.Headers[frame.XDeath]); err != nil {
+			return fmt.Errorf("%s, line %d: header x-death: %s: RabbitMQ's dead-lettering cannot read it, and would crash the queue that dead-letters the copy; no broker writes it (remove the header from the line to import it)", text(e.file, maxQueue), line, text(err.Error(), maxReason))
 		}
 		return nil
 	})

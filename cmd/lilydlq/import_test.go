@@ -82,8 +82,9 @@ func TestImportRoundTrip(t *testing.T) {
 }
 
 // TestImportStops: a file with a line that is not an export's, a
-// quarantined copy's or one the publisher would refuse, is refused before
-// anything is published; an import
+// quarantined copy's, one the publisher would refuse or one whose x-death
+// the broker's dead-lettering cannot read, is refused before anything is
+// published; an import
 // stops at the first line the broker does not take and says where it
 // stands; -skip goes on from there.
 func TestImportStops(t *testing.T) {
@@ -111,12 +112,19 @@ func TestImportStops(t *testing.T) {
 	lines[1]["properties"].(map[string]any)["delivery_mode"] = 3
 	write(t, mode3, lines[0], lines[1], lines[2])
 	lines[1]["properties"].(map[string]any)["delivery_mode"] = 2
+	// A hand-edited x-death that would crash the broker's dead-lettering.
+	xdeath := filepath.Join(dir, "x-death.jsonl")
+	headers := lines[1]["headers"].(map[string]any)
+	headers["x-death"] = map[string]any{"type": "array", "value": []any{map[string]any{"type": "string", "value": "x"}}}
+	write(t, xdeath, lines[0], lines[1], lines[2])
+	delete(headers, "x-death")
 	quarantined := filepath.Join(dir, "quarantined.jsonl")
 	lines[1]["facts"].(map[string]any)["quarantined"] = "header tables or arrays nested deeper than 32"
 	write(t, quarantined, lines[0], lines[1], lines[2])
 	for f, want := range map[string]string{
 		bad:         bad + `, line 2: not a line of an export: json: unknown field "something"; nothing was imported`,
 		mode3:       mode3 + ", line 2: not publishable: delivery_mode: 3, not 1 (transient), 2 (persistent) or 0 (none)",
+		xdeath:      xdeath + ", line 2: header x-death: entry 0 is a string, not a table: RabbitMQ's dead-lettering cannot read it",
 		quarantined: quarantined + ", line 2: a quarantined copy (header tables or arrays nested deeper than 32): its headers were not exported",
 	} {
 		if r := b.lilydlq("import", "-to", dlq, f); r.code != exitFailure || !strings.Contains(r.stderr, want) || r.stdout != "" {
