@@ -1242,6 +1242,51 @@ func TestBrokerPublisherRetiresAChannelWithoutItsConnection(t *testing.T) {
 	}
 }
 
+// confirmChannel is a confirm-mode channel as rabbitmqctl lists it: its
+// process, its number on its connection (they count up), and the publishes
+// on it the broker has not confirmed.
+type confirmChannel struct {
+	pid                 string
+	number, unconfirmed int
+}
+
+// listConfirmChannels lists the confirm-mode channels of vhost, a virtual
+// host of the test's own: its publisher's.
+func listConfirmChannels(t *testing.T, vhost string) []confirmChannel {
+	t.Helper()
+	out, err := exec.Command("rabbitmqctl", "list_channels", "-q", "--no-table-headers", "pid", "vhost", "confirm", "number", "messages_unconfirmed").CombinedOutput()
+	if err != nil {
+		t.Fatalf("list_channels: %v\n%s", err, out)
+	}
+	var chs []confirmChannel
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) != 5 || f[1] != vhost || f[2] != "true" {
+			continue
+		}
+		number, _ := strconv.Atoi(f[3])
+		unconfirmed, _ := strconv.Atoi(f[4])
+		chs = append(chs, confirmChannel{f[0], number, unconfirmed})
+	}
+	return chs
+}
+
+// awaitConfirmChannels looks at vhost's confirm-mode channels once a second
+// (each look starts a rabbitmqctl) until ok holds of them, for a minute at
+// most.
+func awaitConfirmChannels(t *testing.T, vhost, what string, ok func([]confirmChannel) bool) []confirmChannel {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+		chs := listConfirmChannels(t, vhost)
+		if ok(chs) {
+			return chs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute; confirm channels %v", what, chs)
+		}
+	}
+}
+
 // A nack retires its channel from publishing: RabbitMQ 3.10 nacks every
 // publish on a channel opened while a quorum queue elects a leader, for
 // seconds, while a new channel publishes at once (TestClusterPublisher…).
@@ -1265,43 +1310,10 @@ func TestBrokerPublisherNackRenewsTheChannel(t *testing.T) {
 	if _, err := channel(t, conn).QueueDeclare("full", false, false, false, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"}); err != nil {
 		t.Fatal(err)
 	}
-	type confirmChannel struct {
-		pid                 string
-		number, unconfirmed int
-	}
-	// confirmChannels lists the vhost's confirm-mode channels: the
-	// publisher's.
-	confirmChannels := func() []confirmChannel {
-		t.Helper()
-		out, err := exec.Command("rabbitmqctl", "list_channels", "-q", "--no-table-headers", "pid", "vhost", "confirm", "number", "messages_unconfirmed").CombinedOutput()
-		if err != nil {
-			t.Fatalf("list_channels: %v\n%s", err, out)
-		}
-		var chs []confirmChannel
-		for line := range strings.Lines(string(out)) {
-			f := strings.Fields(line)
-			if len(f) != 5 || f[1] != uri.Vhost || f[2] != "true" {
-				continue
-			}
-			number, _ := strconv.Atoi(f[3])
-			unconfirmed, _ := strconv.Atoi(f[4])
-			chs = append(chs, confirmChannel{f[0], number, unconfirmed})
-		}
-		return chs
-	}
-	// await looks at the channels once a second (each look starts a
-	// rabbitmqctl) until ok holds of them.
+	confirmChannels := func() []confirmChannel { return listConfirmChannels(t, uri.Vhost) }
 	await := func(what string, ok func([]confirmChannel) bool) []confirmChannel {
 		t.Helper()
-		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
-			chs := confirmChannels()
-			if ok(chs) {
-				return chs
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within a minute; confirm channels %v", what, chs)
-			}
-		}
+		return awaitConfirmChannels(t, uri.Vhost, what, ok)
 	}
 	// A step that outlasts the looks below: the Send in flight waits for
 	// its confirm within it.
@@ -1364,6 +1376,110 @@ func TestBrokerPublisherNackRenewsTheChannel(t *testing.T) {
 	if want := map[string]int{"ok before": 1, "ok after": 1, "ok last": 1, "stalled in-flight": 1}; !maps.Equal(got, want) {
 		t.Errorf("the queues hold %v, want %v", got, want)
 	}
+}
+
+// Half the window stalled closes every channel a stalled Send waits on, one
+// a nack retired included: with a window of 4, a Send to a suspended queue
+// given up on channel A, a nack that retires A, and another such Send on
+// the next channel, B, close both, which answers both. Before, only B was
+// closed: the Send on A kept its slot and its stall until the queue
+// answered, and from then on a single stall closed the current channel
+// under every healthy Send in flight on it. Now one stall on the next
+// channel, C, leaves it open.
+func TestBrokerPublisherStallClosesRetiredChannelsToo(t *testing.T) {
+	t.Parallel()
+	url, resume := stallVhost(t)
+	uri, err := amqp.ParseURI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := channel(t, conn).QueueDeclare("full", false, false, false, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	const step = 2 * time.Second
+	p := newPublisher(t, url, 4, func(c *runtime.Config) { c.StepTimeout = step })
+	send := func(key, id string) error { return p.Send(context.Background(), message(t, "", key, id)) }
+	stall := func(id string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := p.Send(ctx, message(t, "", "stalled", id)); !errors.Is(err, runtime.ErrUnconfirmed) {
+			t.Fatalf("send %s to the suspended queue: %v; want unconfirmed", id, err)
+		}
+	}
+	gone := func(pid string) func([]confirmChannel) bool {
+		return func(chs []confirmChannel) bool {
+			return !slices.ContainsFunc(chs, func(c confirmChannel) bool { return c.pid == pid })
+		}
+	}
+	if err := send("ok", "before"); err != nil {
+		t.Fatal(err)
+	}
+	opened := time.Now() // channel A, a moment before
+	stall("on-a")
+	// A nack retires a channel a second old (confirm.renewAfter).
+	time.Sleep(time.Until(opened.Add(time.Second)))
+	if err := send("full", "nacked"); !errors.Is(err, runtime.ErrNacked) {
+		t.Fatalf("send to the full queue: %v; want nacked", err)
+	}
+	if err := send("ok", "on-b"); err != nil {
+		t.Fatal(err)
+	}
+	chs := listConfirmChannels(t, uri.Vhost)
+	if len(chs) != 2 {
+		t.Fatalf("confirm channels %v after the nack; want A, kept for its stalled Send, and B", chs)
+	}
+	slices.SortFunc(chs, func(x, y confirmChannel) int { return x.number - y.number })
+	a, b := chs[0], chs[1]
+	stall("on-b")
+	awaitConfirmChannels(t, uri.Vhost, "channel B closed at half the window stalled", gone(b.pid))
+	// Both closes start together; A's may be listed a moment longer.
+	for deadline := time.Now().Add(30 * time.Second); !gone(a.pid)(listConfirmChannels(t, uri.Vhost)); time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Errorf("channel A, retired by the nack, still open with its stalled Send 30 s after B closed")
+			break
+		}
+	}
+
+	if err := send("ok", "on-c"); err != nil {
+		t.Fatal(err)
+	}
+	// The channel numbers of a connection count up: C is the one after B.
+	chs = listConfirmChannels(t, uri.Vhost)
+	i := slices.IndexFunc(chs, func(c confirmChannel) bool { return c.number > b.number })
+	if i < 0 {
+		t.Fatalf("confirm channels %v; want C, the one after B, on which a Send was just confirmed", chs)
+	}
+	c := chs[i]
+	stall("on-c")
+	// The stall is counted a step after the Send gave up; a close would
+	// follow at once. Three steps of looks find C still open.
+	for until := time.Now().Add(3 * step); time.Now().Before(until); time.Sleep(time.Second) {
+		if gone(c.pid)(listConfirmChannels(t, uri.Vhost)) {
+			t.Fatal("a single stalled Send closed the current channel C")
+		}
+	}
+	resume()
+	got := map[string]int{}
+	for _, d := range drainOn(t, conn, "ok") {
+		got[d.MessageId]++
+	}
+	if want := map[string]int{"before": 1, "on-b": 1, "on-c": 1}; !maps.Equal(got, want) {
+		t.Errorf("queue ok holds %v, want %v", got, want)
+	}
+	// Each stalled Send was written: the queue holds its copy once it
+	// resumes.
+	eventually(t, 30*time.Second, "the suspended queue's copies", func() bool {
+		ch := channel(t, conn)
+		defer ch.Close()
+		state, err := ch.QueueDeclarePassive("stalled", false, false, false, false, nil)
+		return err == nil && state.Messages == 3
+	})
 }
 
 // A node that takes each connection and closes it at once (wrong

@@ -11,6 +11,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,12 +53,14 @@ type Publisher struct {
 	BeforePublish, AfterPublish func()
 	idPrefix                    string
 	seq                         atomic.Uint64
-	// stalled counts the publishes that stopped waiting for their answer
-	// and still had none a step later.
-	stalled atomic.Int32
 
-	mu      sync.Mutex // guards current, opening, closed, renewed and each channel's users and renewed
+	mu      sync.Mutex // guards current, opening, closed, renewed, stalled, stalls and each channel's users and renewed
 	current *channel
+	// stalled counts, for each channel, the publishes on it that stopped
+	// waiting for their answer and still had none a step later; stalls
+	// is their sum.
+	stalled map[*channel]int
+	stalls  int
 	// renewed holds the channels a nack retired from publishing that are
 	// not closed yet: each waits for the publishes that took it.
 	renewed map[*channel]struct{}
@@ -86,8 +90,9 @@ type channel struct {
 	checking chan struct{}
 	knownMu  sync.Mutex
 	known    map[string]bool
-	// retiring closes the channel once when its unanswered publishes hold
-	// half the window (answered).
+	// retiring closes the channel once: when a stalled publish waits on
+	// it and half the window has stalled (answered), or when the last
+	// publish on it has its answer after a nack retired it (release).
 	retiring sync.Once
 	// retired is set, and writes taken, before the channel is closed: a
 	// frame written after its channel.close reaches RabbitMQ as the first
@@ -133,6 +138,7 @@ func New(conn *Conn, window int) *Publisher {
 		idPrefix:      newIDPrefix(),
 		pending:       make(map[string]bool),
 		renewed:       make(map[*channel]struct{}),
+		stalled:       make(map[*channel]int),
 	}
 }
 
@@ -581,23 +587,44 @@ func (p *Publisher) returned(id string) bool {
 // A destination that never answers (a quorum queue without a majority)
 // would hold the slots of every publish to it, and publishes to every other
 // destination would find none. So once half the window (at least one
-// publish) has waited a step past its give-up, the channel is closed: that
-// answers them all, unconfirmed, and the next publish opens another.
+// publish) has waited a step past its give-up, every channel they wait on
+// is closed, one a nack retired included, where no publish goes any more:
+// that answers them all, unconfirmed, and the next publish opens another.
+// None is left to hold its slot, or to count towards the next close, which
+// a single stall would otherwise reach.
 func (p *Publisher) answered(c *channel, dc *amqp.DeferredConfirmation) {
 	stalled := time.NewTimer(p.stepTimeout)
 	select {
 	case <-dc.Done():
 		stalled.Stop()
 	case <-stalled.C:
-		if int(p.stalled.Add(1)) >= max(cap(p.window)/2, 1) {
-			c.retire(p.stepTimeout)
+		for _, s := range p.stall(c) {
+			go s.retire(p.stepTimeout)
 		}
 		<-dc.Done()
-		p.stalled.Add(-1)
+		p.mu.Lock()
+		if p.stalled[c]--; p.stalled[c] == 0 {
+			delete(p.stalled, c)
+		}
+		p.stalls--
+		p.mu.Unlock()
 	}
 	p.drain(c)
 	p.release(c, !dc.Acked() && !c.ch.IsClosed())
 	<-p.window
+}
+
+// stall counts a stalled publish on c and returns the channels to close:
+// once half the window has stalled, each one a stalled publish waits on.
+func (p *Publisher) stall(c *channel) []*channel {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled[c]++
+	p.stalls++
+	if p.stalls < max(cap(p.window)/2, 1) {
+		return nil
+	}
+	return slices.Collect(maps.Keys(p.stalled))
 }
 
 // renewAfter is how old a channel must be for a nack to retire it from
