@@ -705,20 +705,35 @@ func (p *Publisher) drain(c *channel) {
 func (p *Publisher) Close() { p.CloseBy(time.Now().Add(p.stepTimeout)) }
 
 // CloseBy is Close waiting for the broker until by at most: a blocked
-// connection's broker reads no close either. Closing again does nothing.
+// connection's broker reads no close either. Each channel's close starts at
+// once, whatever by, the retired channels' too: one the broker does not
+// answer in time keeps no other from being sent, and a close not waited for
+// still happens, in the background. Closing again does nothing.
 func (p *Publisher) CloseBy(by time.Time) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return
 	}
 	p.closed = true
-	ctx, cancel := context.WithDeadline(context.Background(), by)
-	defer cancel()
-	if c := p.current; c != nil {
-		_ = c.close(ctx)
+	chans := slices.Collect(maps.Keys(p.renewed))
+	if p.current != nil {
+		chans = append(chans, p.current)
 	}
-	for c := range p.renewed {
-		_ = c.close(ctx)
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range chans {
+		wg.Go(func() { _ = c.close(context.Background()) })
+	}
+	closed := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(closed)
+	}()
+	t := step.Timer(by)
+	defer step.Release(t)
+	select {
+	case <-closed:
+	case <-t.C:
 	}
 }
