@@ -1482,6 +1482,100 @@ func TestBrokerPublisherStallClosesRetiredChannelsToo(t *testing.T) {
 	})
 }
 
+// The exchanges a channel found are not asked about again on the channel
+// that follows it once a nack retired it, on the same connection: before,
+// each new channel asked again, so that a queue nacking every publish cost
+// a look (a channel open and close) per exchange sent to besides the
+// channel itself, each second. A new connection asks again: an exchange
+// deleted meanwhile fails the Send alone, unwritten, rather than closing
+// the channel under it.
+func TestBrokerPublisherRetirementKeepsTheExchangesFound(t *testing.T) {
+	t.Parallel()
+	url, _ := stallVhost(t)
+	uri, err := amqp.ParseURI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch := channel(t, conn)
+	if _, err := ch.QueueDeclare("full", false, false, false, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind("full", "full.#", "x", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(t, url, 8)
+	// retire opens a channel with a Send to x, then retires it with a nack
+	// once it is a second old (confirm.renewAfter), and returns it as
+	// listed while it was the current one.
+	retire := func(n int) confirmChannel {
+		t.Helper()
+		if err := p.Send(context.Background(), message(t, "x", "ok."+strconv.Itoa(n), "ok-"+strconv.Itoa(n))); err != nil {
+			t.Fatal(err)
+		}
+		opened := time.Now() // the channel, a moment before at most
+		chs := listConfirmChannels(t, uri.Vhost)
+		if len(chs) == 0 {
+			t.Fatal("no confirm channel after a confirmed Send")
+		}
+		// Channel numbers count up: the newest is the current one.
+		current := slices.MaxFunc(chs, func(x, y confirmChannel) int { return x.number - y.number })
+		time.Sleep(time.Until(opened.Add(time.Second)))
+		if err := p.Send(context.Background(), message(t, "x", "full."+strconv.Itoa(n), "nacked-"+strconv.Itoa(n))); !errors.Is(err, runtime.ErrNacked) {
+			t.Fatalf("send %d to the full queue: %v; want nacked", n, err)
+		}
+		return current
+	}
+	retire(0)
+	b := retire(1)
+	c := retire(2)
+	if c.number != b.number+1 {
+		t.Errorf("channel %d follows channel %d: a look at exchange x opened the ones between", c.number, b.number)
+	}
+
+	// A new connection: the broker closes this one, and x goes meanwhile.
+	out, err := exec.Command("rabbitmqctl", "list_connections", "-q", "--no-table-headers", "pid", "vhost", "client_properties").CombinedOutput()
+	if err != nil {
+		t.Fatalf("list_connections: %v\n%s", err, out)
+	}
+	closed := 0
+	for line := range strings.Lines(string(out)) {
+		if f := strings.Fields(line); len(f) > 2 && f[1] == uri.Vhost && strings.Contains(line, "lily publisher") {
+			if out, err := exec.Command("rabbitmqctl", "close_connection", f[0], "a new connection for the test").CombinedOutput(); err != nil {
+				t.Fatalf("close_connection: %v\n%s", err, out)
+			}
+			closed++
+		}
+	}
+	if closed != 1 {
+		t.Fatalf("closed %d connections of the publisher; want its one\n%s", closed, out)
+	}
+	if err := ch.ExchangeDelete("x", false, false); err != nil {
+		t.Fatal(err)
+	}
+	// Through the default exchange, which needs no look, until the Send is
+	// confirmed on the new connection.
+	eventually(t, 30*time.Second, "a Send on a new connection", func() bool {
+		return p.Send(context.Background(), message(t, "", "ok", "reconnected")) == nil
+	})
+	if err := p.Send(context.Background(), message(t, "x", "ok.3", "ok-3")); err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "no exchange x") {
+		t.Errorf("send to x, deleted while the connection was lost: %v; want no exchange, not written", err)
+	}
+	got := map[string]int{}
+	for _, d := range drainOn(t, conn, "ok") {
+		got[d.MessageId]++
+	}
+	for _, id := range []string{"ok-0", "ok-1", "ok-2"} {
+		if got[id] != 1 {
+			t.Errorf("queue ok holds %s %d times, want once (all: %v)", id, got[id], got)
+		}
+	}
+}
+
 // A node that takes each connection and closes it at once (wrong
 // credentials, a connection limit) while a hundred Sends wait: the
 // connection's one backoff paces the dials, and each Send waiting for a

@@ -54,8 +54,11 @@ type Publisher struct {
 	idPrefix                    string
 	seq                         atomic.Uint64
 
-	mu      sync.Mutex // guards current, opening, closed, renewed, stalled, stalls and each channel's users and renewed
+	mu      sync.Mutex // guards current, opening, closed, renewed, stalled, stalls, exchanges and each channel's users and renewed
 	current *channel
+	// exchanges is the record of exchanges found that the next channel
+	// opened on its connection shares.
+	exchanges *exchanges
 	// stalled counts, for each channel, the publishes on it that stopped
 	// waiting for their answer and still had none a step later; stalls
 	// is their sum.
@@ -83,13 +86,9 @@ type channel struct {
 	// no publish takes it again, and the last user closes it.
 	users   int
 	renewed bool
-	// checking admits one exchange check at a time; known lists the
-	// exchanges found on this channel's watch. A channel the broker closed
-	// (an exchange deleted since) is replaced, and its successor checks
-	// again.
-	checking chan struct{}
-	knownMu  sync.Mutex
-	known    map[string]bool
+	// exchanges records the exchanges found: the same record as the
+	// channel's before it on its connection, as exchanges says.
+	exchanges *exchanges
 	// retiring closes the channel once: when a stalled publish waits on
 	// it and half the window has stalled (answered), or when the last
 	// publish on it has its answer after a nack retired it (release).
@@ -195,6 +194,13 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 			go c.ch.Close()
 			c, err = nil, errClosed
 		case err == nil:
+			// The exchanges found pass on to the next channel on the same
+			// connection, unless the last closed (the broker may have closed
+			// it for one deleted since: exchanges says more).
+			if p.exchanges == nil || p.exchanges.link != c.link || p.current != nil && p.current.ch.IsClosed() {
+				p.exchanges = newExchanges(c.link)
+			}
+			c.exchanges = p.exchanges
 			p.current = c
 			c.users++
 		}
@@ -246,7 +252,7 @@ func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, er
 	// stopped waiting); four windows of room keep the client from ever
 	// blocking on (and after 5 s dropping) a Return.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(p.window)))
-	return &channel{ch: ch, returns: returns, link: l, opened: time.Now(), checking: make(chan struct{}, 1), known: map[string]bool{}}, nil
+	return &channel{ch: ch, returns: returns, link: l, opened: time.Now()}, nil
 }
 
 // blockedError is why a publish gave up, before it opened a channel, while
@@ -520,6 +526,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		ev.Status, ev.Detail, ev.Published = outcome.HandoffReturned, "unroutable: "+unroutable(exchange, key), false
 	case !acked && c.ch.IsClosed():
 		ev.Status, ev.Detail = outcome.HandoffFailed, "channel closed before the confirm"
+		c.exchanges.forget()
 	case !acked:
 		// A nack says one queue refused it, not that none holds it: the
 		// others it was routed to (by an exchange, or by a CC header through
@@ -610,6 +617,9 @@ func (p *Publisher) answered(c *channel, dc *amqp.DeferredConfirmation) {
 		p.mu.Unlock()
 	}
 	p.drain(c)
+	if !dc.Acked() && c.ch.IsClosed() {
+		c.exchanges.forget()
+	}
 	p.release(c, !dc.Acked() && !c.ch.IsClosed())
 	<-p.window
 }

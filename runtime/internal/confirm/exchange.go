@@ -3,6 +3,7 @@ package confirm
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -12,30 +13,72 @@ import (
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
 
-// exchangeExists makes sure, once per channel, that exchange exists before
-// the first publish to it: the broker answers a publish to an exchange that
-// does not exist by closing the channel, under every publish in flight on
-// it, which could then only say "unconfirmed". A passive declare on a
-// channel of its own asks instead; it needs no permission to configure. The
-// look is a step of its own, ending by writeBy when that comes first, or
-// when done is closed. It returns HandoffNone when the exchange exists (or is
-// the default one), else why nothing was written.
+// exchanges records the exchanges found to exist on one connection, for the
+// channels a publisher opens on it one after another: a channel a nack
+// retired hands it to the next, which so does not look again at an
+// exchange already found (a queue that nacks every publish would otherwise
+// cost a look per exchange at each retirement). The broker closes a
+// channel that publishes to an exchange deleted since it was found: a
+// channel closed under a publish empties the record, and the channel that
+// replaces a closed one starts a record of its own, so the next publish to
+// each exchange looks again. So does each on a new connection, which gets
+// a record of its own.
+type exchanges struct {
+	link *link
+	// checking admits one look at a time.
+	checking chan struct{}
+	mu       sync.Mutex
+	found    map[string]bool
+}
+
+func newExchanges(l *link) *exchanges {
+	return &exchanges{link: l, checking: make(chan struct{}, 1), found: map[string]bool{}}
+}
+
+func (e *exchanges) has(exchange string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.found[exchange]
+}
+
+func (e *exchanges) add(exchange string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.found[exchange] = true
+}
+
+// forget empties the record.
+func (e *exchanges) forget() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	clear(e.found)
+}
+
+// exchangeExists makes sure, once per record of exchanges (above), that
+// exchange exists before the first publish to it: the broker answers a
+// publish to an exchange that does not exist by closing the channel, under
+// every publish in flight on it, which could then only say "unconfirmed".
+// A passive declare on a channel of its own asks instead; it needs no
+// permission to configure. The look is a step of its own, ending by writeBy
+// when that comes first, or when done is closed. It returns HandoffNone
+// when the exchange exists (or is the default one), else why nothing was
+// written.
 func (c *channel) exchangeExists(exchange string, stepTimeout time.Duration, writeBy time.Time, done <-chan struct{}) (outcome.HandoffStatus, string) {
-	if exchange == "" || c.isKnown(exchange) {
+	if exchange == "" || c.exchanges.has(exchange) {
 		return outcome.HandoffNone, ""
 	}
 	name := sanitize.Text(exchange, 120)
 	t := step.Timer(step.Deadline(stepTimeout, writeBy))
 	defer step.Release(t)
 	select {
-	case c.checking <- struct{}{}:
+	case c.exchanges.checking <- struct{}{}:
 	case <-t.C:
 		return outcome.HandoffTimedOut, "no time left to look for exchange " + name
 	case <-done:
 		return outcome.HandoffFailed, "stopped waiting to look for exchange " + name
 	}
-	defer func() { <-c.checking }()
-	if c.isKnown(exchange) {
+	defer func() { <-c.exchanges.checking }()
+	if c.exchanges.has(exchange) {
 		return outcome.HandoffNone, "" // found by the look this one waited for
 	}
 	// A blocked connection is not read (a resource alarm, the broker's
@@ -74,9 +117,7 @@ func (c *channel) exchangeExists(exchange string, stepTimeout time.Duration, wri
 	var amqpErr *amqp.Error
 	switch {
 	case err == nil:
-		c.knownMu.Lock()
-		c.known[exchange] = true
-		c.knownMu.Unlock()
+		c.exchanges.add(exchange)
 		return outcome.HandoffNone, ""
 	case errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound:
 		return outcome.HandoffFailed, "no exchange " + name
@@ -91,12 +132,6 @@ func (c *channel) exchangeExists(exchange string, stepTimeout time.Duration, wri
 	default:
 		return outcome.HandoffFailed, "look for exchange " + name + ": " + sanitize.Text(err.Error(), 120)
 	}
-}
-
-func (c *channel) isKnown(exchange string) bool {
-	c.knownMu.Lock()
-	defer c.knownMu.Unlock()
-	return c.known[exchange]
 }
 
 // closed reports whether ch is closed, without waiting.
