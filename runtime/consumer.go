@@ -226,8 +226,13 @@ type run struct {
 	// to reconnect, for Health; nil once a session opens.
 	refusal atomic.Pointer[string]
 	// drifted is why the broker refused the topology when a consuming
-	// session declared it again (drift.go), for Health; nil once taken.
+	// session declared it again, or a session opened past an external
+	// exchange found missing (drift.go), for Health; nil once taken.
 	drifted atomic.Pointer[string]
+	// consumed is set once a session of the run has consumed: a session
+	// opening after it goes on past an external exchange found missing
+	// (Consumer.open).
+	consumed atomic.Bool
 	// lastSettled is when a delivery last ended settled (Unix ns).
 	lastSettled atomic.Int64
 	stuck       stuckHandlers
@@ -294,9 +299,11 @@ func (r *run) revokeAll() {
 // 403 for a declare or consume not permitted, 405 for a queue another
 // connection holds exclusively; not under Serve, below),
 // or when it is called twice. A refusal after the consumer ran (an external
-// exchange deleted, a queue declared again with other arguments) is what an
+// queue deleted, a queue declared again with other arguments) is what an
 // operator mends: Run retries it with the backoff, logging each at error and
-// not ready meanwhile, and other consumers run on. Under Serve a refusal at
+// not ready meanwhile, and other consumers run on. An external exchange
+// deleted is not: a session opening after the consumer ran declares past
+// it, consumes, and tells it as a drift, ready. Under Serve a refusal at
 // the first connection is retried so too, so that one queue's deployment
 // stops no other, and so is a first connection whose declare or consume a
 // node that took it did not answer within a step (a quorum queue without a
@@ -357,6 +364,7 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	for {
 		r.consuming.Store(s)
+		r.consumed.Store(true)
 		err = c.consume(ctx, r, s)
 		r.consuming.Store(nil)
 		if err == nil {
@@ -395,7 +403,13 @@ func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*sessio
 		switch {
 		case err == nil:
 			r.refusal.Store(nil)
-			c.mended(r)
+			if len(s.missing) > 0 {
+				// Opened past an external exchange found missing: told as a
+				// drift, before the session consumes and Health is ready.
+				c.drifted(r, s.gen.ID, s.missing, func() bool { return true })
+			} else {
+				c.mended(r)
+			}
 			return s, failures
 		case ctx.Err() != nil:
 			return nil, failures

@@ -23,6 +23,12 @@ import (
 // the messages in the queue are no less good for it. A refusal stops only
 // what was refused: everything else is declared past it, so that one
 // exchange deleted by its owner keeps no other binding from coming back.
+//
+// A session that opens after the run has consumed (a reconnect) goes on so
+// past an external exchange found missing, and tells it the same way:
+// another team's deletion, which left the queue consumed while the
+// connection lasted, must not stop it when the connection drops. Any other
+// refusal still fails that open (Consumer.open).
 
 // redeclareDue says whether s's topology is to be declared again now, and
 // notes that it is: one declare at a time. The prover calls it under its
@@ -61,7 +67,7 @@ func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
 	refusals, err := step.Do(ctx, func() ([]error, error) {
-		d := declarer{conn: s.link.conn, goOn: true}
+		d := declarer{conn: s.link.conn, goOn: refused}
 		err := d.topology(c.spec)
 		return d.refusals, err
 	})
@@ -75,15 +81,24 @@ func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	case err == nil && len(refusals) == 0:
 		c.mended(r)
 	case len(refusals) > 0:
-		why := refusalsText(refusals)
-		if was := r.drifted.Load(); was == nil || *was != why {
-			// Told before Health says it, so that a reader of Health finds
-			// the line already there; and not said if the session retired
-			// meanwhile, or another answer came first.
-			c.emit(event{stage: stageDrifted, generation: s.gen.ID, detail: why})
-			if r.consuming.Load() == s {
-				r.drifted.CompareAndSwap(was, &why)
-			}
+		c.drifted(r, s.gen.ID, refusals, func() bool { return r.consuming.Load() == s })
+	}
+}
+
+// drifted tells the refusals of the topology declared for the session of
+// generation gen, while it consumes or as it opens after the run consumed
+// (Consumer.open): a topology-drifted line at error, then Health's Why,
+// unless they are told already. current says whether the session is still
+// the one Health speaks of.
+func (c *Consumer) drifted(r *run, gen uint64, refusals []error, current func() bool) {
+	why := refusalsText(refusals)
+	if was := r.drifted.Load(); was == nil || *was != why {
+		// Told before Health says it, so that a reader of Health finds the
+		// line already there; and not said if the session retired
+		// meanwhile, or another answer came first.
+		c.emit(event{stage: stageDrifted, generation: gen, detail: why})
+		if current() {
+			r.drifted.CompareAndSwap(was, &why)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -157,6 +158,94 @@ func TestBrokerOneExchangeMissingLeavesTheOthersBound(t *testing.T) {
 		t.Errorf("report's lost intake %q; intake was never lost", rep.Lost)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// A queue is bound to two other teams' exchanges, X and Y. X's owner deletes
+// it: the declare while consuming tells it, and the queue is consumed on.
+// Then the connection drops (a node restart, a network blip: here cut at a
+// proxy). The reconnect's declare meets X's 404 too, and goes on past it,
+// as the declare while consuming does: the new session consumes, a message
+// sent to Y is handled, and Health stays ready, naming X. One team's
+// deletion stops no queue at a reconnect.
+func TestBrokerExchangeMissingAtReconnectIsConsumedPast(t *testing.T) {
+	t.Parallel()
+	x, q := boundToOtherTeams(t, "lilytest.drift.x.")
+	y := "lilytest.drift.y." + strings.ReplaceAll(t.Name(), "/", ".")
+	otherTeamsExchange(t, y, topology.Fanout)
+	q.Topology.Exchanges = append(q.Topology.Exchanges, topology.Exchange{Name: y, Type: topology.Fanout, External: true})
+	q.Topology.Bindings = append(q.Topology.Bindings, topology.Binding{Source: y})
+	declareTopology(t, q)
+	p := newProxy(t)
+	r, c := prepare(t, q, ack, through(p), func(cfg *runtime.Config) { cfg.ReconnectMax = time.Second })
+	c.SetTopologyEvery(300 * time.Millisecond)
+	r.launch(c)
+	publishTo(t, y, "", order(t, "before"))
+	r.await(1)
+
+	deleteExchanges(t, x)
+	eventually(t, 30*time.Second, "Health to say X is missing", func() bool {
+		h := c.Health()
+		return h.Ready && strings.Contains(h.Why, "refused the topology when it was declared again") && strings.Contains(h.Why, x)
+	})
+	p.cut()
+	eventually(t, time.Minute, "a session opened after the cut", func() bool { return r.reconnects() >= 1 })
+	publishRouted(t, y, order(t, "after"))
+	if rec := r.await(2)[1]; rec.MessageID != "after" || rec.Path != runtime.PathAcked {
+		t.Errorf("after the reconnect: %+v", rec)
+	}
+	if h := c.Health(); !h.Ready || !strings.Contains(h.Why, "refused the topology when it was declared again") || !strings.Contains(h.Why, x) || strings.Contains(h.Why, y) {
+		t.Errorf("Health %+v; want ready, naming %s alone", h, x)
+	}
+	if r.events.has(func(ev event) bool { return ev.stage == "topology-refused" }) {
+		t.Error("the reconnect was refused; X's absence was to be passed over")
+	}
+	rep := r.stop()
+	if slices.ContainsFunc(rep.Lost, func(why string) bool { return strings.Contains(why, "does not exist") }) {
+		t.Errorf("report's lost intake %q holds X's absence; intake was lost only to the cut", rep.Lost)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// A session that opens after the consumer has consumed goes on past an
+// external exchange found missing, and past nothing else: with X missing,
+// an owned exchange declared otherwise (a 406) or an external queue
+// missing (a 404) still stops the declare, and fails the open, X named
+// among the refusals met before it.
+func TestBrokerAtReconnectOnlyAMissingExchangeIsPassed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		tweak func(t *testing.T, q *runtime.QueueSpec)
+		want  string
+		code  int
+	}{
+		{"an owned exchange's 406", func(t *testing.T, q *runtime.QueueSpec) {
+			owned := "lilytest.drift.owned." + strings.ReplaceAll(t.Name(), "/", ".")
+			otherTeamsExchange(t, owned, topology.Topic) // declared otherwise than ours
+			q.Topology.Exchanges = append(q.Topology.Exchanges, topology.Exchange{Name: owned, Type: topology.Fanout, Durable: true})
+		}, "declare exchange lilytest.drift.owned.", amqp.PreconditionFailed},
+		{"an external queue missing", func(t *testing.T, q *runtime.QueueSpec) {
+			q.Topology.External = true
+		}, "declare queue ", amqp.NotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			x := "lilytest.drift.x." + strings.ReplaceAll(t.Name(), "/", ".")
+			q := brokerSpec(t, func(q *runtime.QueueSpec) {
+				q.Topology.Exchanges = []topology.Exchange{{Name: x, Type: topology.Fanout, External: true}}
+				q.Topology.Bindings = []topology.Binding{{Source: x}}
+			})
+			c.tweak(t, &q)
+			refusals, err := runtime.DeclareTopologyAtReconnect(dial(t), q)
+			var ae *amqp.Error
+			if !errors.As(err, &ae) || ae.Code != c.code || !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("declared at a reconnect: %v; want the %d of %q", err, c.code, c.want)
+			}
+			if len(refusals) != 1 || !strings.HasPrefix(refusals[0].Error(), "declare exchange "+x+": ") {
+				t.Errorf("refusals passed: %v; want X's alone", refusals)
+			}
+		})
+	}
 }
 
 // Declared again while consuming, the topology goes on past each refusal,

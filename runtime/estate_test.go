@@ -308,22 +308,30 @@ func TestBrokerExternalQueueByPolicy(t *testing.T) {
 	}
 }
 
-// An external exchange deleted while the consumer runs is refused at the
-// next connection: the passive check's 404 is the owner's to mend. Run
-// does not end; it retries with the backoff, says so at error and in
-// Health, and consumes again once the owner has declared the exchange anew.
-func TestBrokerExternalExchangeDeletedIsWaitedFor(t *testing.T) {
+// An external queue deleted by its owner while the consumer runs is
+// refused at the next connection (the broker cancels the consumer, and the
+// new session's passive check answers 404): the passive check is the
+// owner's to mend. Run does not end; it retries with the backoff, says so
+// at error and in Health, and consumes again once the owner has declared
+// the queue anew. An external exchange deleted is passed over at a
+// reconnect instead (TestBrokerExchangeMissingAtReconnectIsConsumedPast).
+func TestBrokerExternalQueueDeletedIsWaitedFor(t *testing.T) {
 	t.Parallel()
-	exchange, q := boundToOtherTeams(t, "lilytest.gone.")
-	p := newProxy(t)
-	r, c := prepare(t, q, ack, through(p), func(cfg *runtime.Config) { cfg.ReconnectMax = time.Second })
+	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.External = true })
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDeclare(q.Name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, c := prepare(t, q, ack, func(cfg *runtime.Config) { cfg.ReconnectMax = time.Second })
 	r.launch(c)
-	publishTo(t, exchange, "", order(t, "before"))
+	publish(t, q.Name, order(t, "before"))
 	r.await(1)
-	deleteExchanges(t, exchange)
-	p.cut()
+	if _, err := ch.QueueDelete(q.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, time.Minute, "Health to say the topology is refused", func() bool {
-		return strings.Contains(c.Health().Why, "the broker refuses the topology, retrying until it is mended")
+		h := c.Health()
+		return !h.Ready && strings.Contains(h.Why, "the broker refuses the topology, retrying until it is mended") && strings.Contains(h.Why, q.Name)
 	})
 	if !r.events.has(func(ev event) bool {
 		return ev.stage == "topology-refused" && ev.level == slog.LevelError && strings.Contains(ev.detail, "external exchange or queue does not exist")
@@ -335,11 +343,13 @@ func TestBrokerExternalExchangeDeletedIsWaitedFor(t *testing.T) {
 		t.Fatalf("Run ended: %v", r.err)
 	default:
 	}
-	otherTeamsExchange(t, exchange, topology.Fanout)
+	if _, err := ch.QueueDeclare(q.Name, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, time.Minute, "the consumer to be ready again", func() bool { return c.Health().Ready })
-	publishTo(t, exchange, "", order(t, "after"))
+	publish(t, q.Name, order(t, "after"))
 	if rec := r.await(2)[1]; rec.MessageID != "after" || rec.Path != runtime.PathAcked {
-		t.Errorf("after the exchange came back: %+v", rec)
+		t.Errorf("after the queue came back: %+v", rec)
 	}
 	rep := r.stop()
 	if !slices.ContainsFunc(rep.Lost, func(why string) bool { return strings.Contains(why, "external exchange or queue does not exist") }) {

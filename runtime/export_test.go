@@ -102,7 +102,17 @@ func (c *Consumer) DialFrom(n int) { c.dialer.node.Store(int32(n)) }
 // declares it again, past every refusal: it returns the refusals, how many
 // channels it opened, and the failure that stopped it, if one did.
 func DeclareTopologyAgain(conn *amqp.Connection, q QueueSpec) (refusals []error, channels int, err error) {
-	d := declarer{conn: conn, goOn: true}
+	d := declarer{conn: conn, goOn: refused}
 	err = d.topology(q)
 	return d.refusals, d.opened, err
+}
+
+// DeclareTopologyAtReconnect declares q's topology on conn as a session
+// opening after the consumer has consumed declares it, past an external
+// exchange found missing alone: it returns those refusals and the failure
+// that stopped it, if one did.
+func DeclareTopologyAtReconnect(conn *amqp.Connection, q QueueSpec) (refusals []error, err error) {
+	d := declarer{conn: conn, goOn: exchangeGone}
+	err = d.topology(q)
+	return d.refusals, err
 }

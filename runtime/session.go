@@ -78,6 +78,10 @@ type session struct {
 	declared      time.Time
 	redeclaring   bool
 	stopRedeclare context.CancelFunc
+	// missing are the external exchanges the declare found missing as the
+	// session opened after the run had consumed, and went on past
+	// (Consumer.open); reconnect tells them as a drift.
+	missing []error
 	// inflight counts the session's deliveries still on their journey.
 	inflight sync.WaitGroup
 	// cancelled is closed once the session's intake is cancelled (by Lily,
@@ -387,7 +391,23 @@ func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err e
 			c.links.release(l, by, false)
 		}
 	}()
-	if err := step.DoErr(ctx, func() error { return DeclareTopology(l.conn, c.spec) }); err != nil {
+	// Once a session of the run has consumed, an external exchange found
+	// missing is another team's deletion that left the queue consumed while
+	// the connection lasted: the declare goes on past it, as the declare
+	// while consuming does, and the session opens. The first session still
+	// stops at it (a misspelt exchange is the deployment's), and every
+	// session at any other refusal: a 406 of our own queue or DLQ, a 403,
+	// a missing external queue may send messages nowhere.
+	var goOn func(error) bool
+	if r.consumed.Load() {
+		goOn = exchangeGone
+	}
+	missing, err := step.Do(ctx, func() ([]error, error) {
+		d := declarer{conn: l.conn, goOn: goOn}
+		err := d.topology(c.spec)
+		return d.refusals, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("lily: %w", err)
 	}
 	ch, err = step.Open(ctx, l.conn.Channel, func(late *amqp.Channel) { _ = closeChannel(late, time.Now().Add(c.cfg.StepTimeout)) })
@@ -401,6 +421,7 @@ func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err e
 		gen: r.newGeneration(), link: l, ch: ch, tag: consumerTag(c.spec.Name), started: time.Now(), declared: time.Now(),
 		lost: make(chan struct{}), chEnded: make(chan struct{}),
 		outlived: make(chan struct{}), cancelled: make(chan struct{}),
+		missing: missing,
 	}
 	s.lostAfterCancel = func(why error) { c.intakeLost(r, s.gen.ID, why) }
 	chClosed := ch.NotifyClose(make(chan *amqp.Error, 1))

@@ -37,13 +37,14 @@ func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 
 // topology declares q's topology on d's connection, as DeclareTopology
 // does. Unless d.goOn is set, the first failure stops it and is returned.
-// With goOn, as when a consuming session declares its topology again
-// (drift.go), a refusal (refused: a 406, a 403, the 404 of something
-// external that does not exist) stops only the declare refused: it is added
-// to d.refusals, and the rest is declared, on a new channel when the refusal
-// closed the one in use, so that one exchange deleted by its owner or one
-// queue declared with other arguments keeps no other binding from coming
-// back. A binding from an external exchange, or to an external queue, found
+// With goOn, a failure it takes stops only the declare refused: as when a
+// consuming session declares its topology again (drift.go), each refusal (a
+// 406, a 403, the 404 of something external that does not exist), or as
+// when a session opens after the run has consumed (Consumer.open), an
+// external exchange found missing alone. It is added to d.refusals, and the
+// rest is declared, on a new channel when the refusal closed the one in
+// use, so that one exchange deleted by its owner or one queue declared with
+// other arguments keeps no other binding from coming back. A binding from an external exchange, or to an external queue, found
 // not to exist is not sent: its 404 would only say so again. Any other
 // failure (no answer, the connection ending, a classic queue's node down)
 // stops it and is returned. Each channel after the first follows a refusal
@@ -63,6 +64,9 @@ func (d *declarer) topology(q QueueSpec) error {
 	for _, x := range t.Exchanges {
 		if err := d.exchange(x); err != nil {
 			err = fmt.Errorf("declare exchange %s: %w", x.Name, missing(x.External, err))
+			if errors.Is(err, errExternalMissing) {
+				err = exchangeMissing{err}
+			}
 			if err := d.stopAt(err); err != nil {
 				return err
 			}
@@ -104,6 +108,18 @@ func (d *declarer) topology(q QueueSpec) error {
 // declare (a classic queue whose node is down) pass.
 var errExternalMissing = errors.New("an external exchange or queue does not exist")
 
+// exchangeMissing is the errExternalMissing of an external exchange, told
+// apart from an external queue's; its text is the error's own.
+type exchangeMissing struct{ error }
+
+func (e exchangeMissing) Unwrap() error { return e.error }
+
+// exchangeGone reports whether err is the 404 of the passive check of an
+// external exchange that does not exist: its owner deleted it, and only
+// what it would route to the queue is missing meanwhile. A session that
+// opens after the run has consumed goes on past it (Consumer.open).
+func exchangeGone(err error) bool { return errors.As(err, new(exchangeMissing)) }
+
 // missing marks err as errExternalMissing when it is the 404 of the passive
 // check of something external that does not exist. RabbitMQ answers a
 // durable classic queue whose home node is down with a 404 as well ("home
@@ -122,9 +138,9 @@ func missing(external bool, err error) error {
 type declarer struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
-	// goOn: a refusal is noted in refusals, and the declare goes on past
-	// it.
-	goOn     bool
+	// goOn says which failures the declare goes on past (refused, or
+	// exchangeGone), each noted in refusals; nil: none.
+	goOn     func(error) bool
 	refusals []error
 	// opened counts the channels opened.
 	opened int
@@ -141,10 +157,10 @@ func (d *declarer) open() error {
 }
 
 // stopAt returns err, a failed declare, when the declare stops at it; or,
-// when d goes on past refusals and err is one, nil, having noted it and
-// opened a new channel in place of the one it closed.
+// when d goes on past err, nil, having noted it and opened a new channel in
+// place of the one it closed.
 func (d *declarer) stopAt(err error) error {
-	if !d.goOn || !refused(err) {
+	if d.goOn == nil || !d.goOn(err) {
 		return err
 	}
 	d.refusals = append(d.refusals, err)
