@@ -206,13 +206,19 @@ func (s *session) lose(why error) bool {
 func (s *session) closedCleanly(ctx context.Context) error {
 	select {
 	case <-s.chEnded:
-		if s.chErr != nil {
-			return fmt.Errorf("the channel had closed: %w", s.chErr)
-		}
-		return nil
 	case <-ctx.Done():
-		return step.ErrTimeout
+		// A channel that had ended by then is judged by how it ended,
+		// whichever case the select picked.
+		select {
+		case <-s.chEnded:
+		default:
+			return step.ErrTimeout
+		}
 	}
+	if s.chErr != nil {
+		return fmt.Errorf("the channel had closed: %w", s.chErr)
+	}
+	return nil
 }
 
 // intake is a delivery taken for its journey, with its concurrency slot.

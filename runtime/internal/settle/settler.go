@@ -141,7 +141,14 @@ func (s *Settler) Stopped(ctx context.Context) bool {
 	case <-s.exited:
 		return true
 	case <-ctx.Done():
-		return false
+		// A loop that had returned by then has stopped, whichever case
+		// the select picked.
+		select {
+		case <-s.exited:
+			return true
+		default:
+			return false
+		}
 	}
 }
 

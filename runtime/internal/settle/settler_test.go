@@ -202,6 +202,23 @@ func TestSettlerStoppedOrStuck(t *testing.T) {
 	}
 }
 
+// A settler whose loop has returned has stopped, even when the wait for it
+// has ended too: the close's deadline may have passed by the time it asks.
+func TestSettlerStoppedWhateverTheDeadline(t *testing.T) {
+	s := NewSettler(&frames{}, &Generation{}, 4)
+	s.Close()
+	if !s.Stopped(context.Background()) {
+		t.Fatal("not stopped after the close")
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 1000 {
+		if !s.Stopped(ended) {
+			t.Fatalf("call %d: not stopped, its deadline passed", i)
+		}
+	}
+}
+
 // stuck is a channel whose writes never return, as on a dead connection
 // with a full send buffer.
 type stuck struct{ release chan struct{} }
