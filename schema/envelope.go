@@ -43,15 +43,16 @@ func (p *parser) envelopes(n *yaml.Node) []*Envelope {
 			return
 		}
 		if len(k.Value) > maxName {
-			p.errorf(k, RuleName, "envelope name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName)
-			return
+			// A limit set after lilygen accepted such names: the
+			// profile is read all the same.
+			p.limitf(k, RuleName, "envelope name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName)
 		}
 		if !validName(k.Value, "_-.") {
-			p.errorf(k, RuleName, "envelope name %q: want an ASCII letter, then letters, digits, _ - or .", k.Value)
+			p.errorf(k, RuleName, "envelope name %q: want an ASCII letter, then letters, digits, _ - or .", overLong(k.Value))
 			return
 		}
 		if first, ok := p.known.envelopes[k.Value]; ok {
-			p.errorf(k, RuleDuplicate, "envelope %q is already declared (%s)", k.Value, p.where(first.Pos))
+			p.errorf(k, RuleDuplicate, "envelope %q is already declared (%s)", overLong(k.Value), p.where(first.Pos))
 			return
 		}
 		if e := p.envelope(k, v); e != nil {

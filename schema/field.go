@@ -85,10 +85,10 @@ func (p *parser) named(n *yaml.Node, what, parent string, at place, valid func(s
 			return
 		}
 		// A typed header must reach every attempt as it was sent, as an
-		// envelope's or an ordering's header must.
+		// envelope's or an ordering's header must. A limit set after
+		// lilygen accepted such headers: the header is read all the same.
 		if at == inHeaders && !envelope.CarriedHeader(name) {
-			p.errorf(k, RuleReservedHeader, "header %q %s", name, uncarried(name))
-			return
+			p.limitf(k, RuleReservedHeader, "header %q %s", name, uncarried(name))
 		}
 		goName := GoName(name)
 		if prev, dup := goNames[goName]; dup {

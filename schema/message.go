@@ -16,19 +16,28 @@ func (p *parser) messages(n *yaml.Node, envelopes []*Envelope) []*Message {
 	var out []*Message
 	p.entries(n, "messages", func(k, v *yaml.Node) {
 		if len(k.Value) > maxName {
-			// Its uses are not reported: its declaration's error says why.
-			p.errorf(k, RuleName, "message name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName).
-				Hint = "give it a shorter name: it names the Go types and functions of the message"
-			p.known.brokenMessages[k.Value] = p.pos(k)
-			return
+			const hint = "give it a shorter name: it names the Go types and functions of the message"
+			if v.Kind != yaml.MappingNode || keyNode(v, "type") == nil {
+				// It travels as its type, longer than a consumer's guard
+				// has ever taken. Its uses are not reported: its
+				// declaration's error says why.
+				p.errorf(k, RuleName, "message name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName).Hint = hint
+				p.known.brokenMessages[k.Value] = p.pos(k)
+				return
+			}
+			// With its own type, a limit set after lilygen accepted such
+			// names: the message is read all the same.
+			p.limitf(k, RuleName, "message name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName).Hint = hint
 		}
 		if at, ok := p.known.messageAt(k.Value); ok {
-			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", k.Value, p.where(at))
+			p.errorf(k, RuleDuplicate, "message %s is already declared (%s)", overLong(k.Value), p.where(at))
 			return
 		}
 		if !isIdent(k.Value, true) {
-			p.errorf(k, RuleName, "message name %q is not an UpperCamel Go identifier such as OrderPlaced", k.Value).
-				Hint = renameHint(k.Value)
+			e := p.errorf(k, RuleName, "message name %q is not an UpperCamel Go identifier such as OrderPlaced", overLong(k.Value))
+			if len(k.Value) <= maxName {
+				e.Hint = renameHint(k.Value)
+			}
 		}
 		msg := &Message{Name: k.Value, Type: k.Value, Pos: p.pos(k)}
 		p.declare("message "+msg.Name, k, msg.Name+"Type")

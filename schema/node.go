@@ -60,6 +60,16 @@ func shorten(s string) string {
 	return s[:37] + "..."
 }
 
+// overLong shortens a name of more than maxName bytes, a limit that
+// leaves such a name read (limitf), for an error that quotes a name
+// within it whole.
+func overLong(s string) string {
+	if len(s) <= maxName {
+		return s
+	}
+	return shorten(s)
+}
+
 // entries calls fn with each key and value of mapping n in file order, after
 // checking that the keys are distinct plain values.
 func (p *parser) entries(n *yaml.Node, what string, fn func(k, v *yaml.Node)) {

@@ -30,11 +30,13 @@ func Load(name string) (*File, error) {
 // error is an ErrorList with every problem found in every file, sorted.
 //
 // When every problem is one of a limit that leaves the schema read whole
-// (the room of a version's typed headers), the File comes back beside the
-// error: lilygen set such limits after it accepted schemas beyond them, so
-// an older revision may break one, and is still compared with the change
-// that meets it (lilygen breaking). A tool that generates code refuses it,
-// as on any error. Load returns the same.
+// (the room of a version's typed headers, an enum header value beyond a
+// consumer's guard, a typed header the broker writes or routes by, a
+// message, shared type or envelope name over 128 bytes), the File comes
+// back beside the error: lilygen set such limits after it accepted
+// schemas beyond them, so an older revision may break one, and is still
+// compared with the change that meets it (lilygen breaking). A tool that
+// generates code refuses it, as on any error. Load returns the same.
 func Parse(name string, data []byte) (*File, error) {
 	return parse(name, data, readFile)
 }

@@ -1079,3 +1079,43 @@ func TestHintsAreBounded(t *testing.T) {
 		t.Errorf("past the budget: hint %q after %d cells", s, h.cells)
 	}
 }
+
+// A typed header the broker writes or routes by, and a message, shared
+// type or envelope name over 128 bytes, are limits lilygen set after it
+// accepted such schemas: the schema is read whole and Parse returns it
+// beside the errors, for lilygen breaking to compare an older revision
+// that breaks them. A message without type: travels as its name, which a
+// consumer's guard never took: that is refused outright.
+func TestNewerNameLimitsLeaveTheSchemaWhole(t *testing.T) {
+	long := "A" + strings.Repeat("a", maxName)
+	src := "version: 1\npackage: p\n" +
+		"types:\n  T" + long + ": {type: enum, values: [a]}\n" +
+		"envelopes:\n  e" + long + ": {kind: headers}\n" +
+		"messages:\n  " + long + ":\n    type: a.b\n    envelope: e" + long + "\n    versions:\n      1:\n" +
+		"        fields:\n          kind: {type: T" + long + "}\n" +
+		"        headers:\n          x-delivery-count: {type: int64}\n          CC: {type: string, max_length: 8}\n" +
+		"queues:\n  q:\n    envelope: e" + long + "\n    consumes: [{message: " + long + "}]\n"
+	f, err := Parse("s.lily.yaml", []byte(src))
+	var rules []string
+	var list ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			rules = append(rules, e.Rule)
+		}
+	}
+	want := []string{RuleName, RuleName, RuleName, RuleReservedHeader, RuleReservedHeader}
+	if diff := cmp.Diff(want, rules); diff != "" {
+		t.Errorf("rules (-want +got):\n%s\n%v", diff, err)
+	}
+	if f == nil || len(f.Messages) != 1 || len(f.Messages[0].Versions[0].Headers) != 2 || len(f.Types) != 1 || len(f.Queues) != 1 {
+		t.Fatalf("Parse returned no whole file beside the limits: %+v", f)
+	}
+	if m := f.Messages[0]; m.Name != long || m.Type != "a.b" || m.Envelope == nil || m.Envelope.Name != "e"+long {
+		t.Errorf("message %.40s… of type %q in envelope %+v", m.Name, m.Type, m.Envelope)
+	}
+
+	f, err = Parse("s.lily.yaml", []byte(strings.Replace(src, "    type: a.b\n", "", 1)))
+	if want := "s.lily.yaml:8:3: message name \"" + shorten(long) + "\" is 129 bytes: at most 128"; f != nil || err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a message that travels as its name of 129 bytes: %v, %v; want no file and %s", f, err, want)
+	}
+}

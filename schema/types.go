@@ -48,11 +48,12 @@ func (p *parser) sharedTypes() []*Field {
 				return
 			}
 			if len(k.Value) > maxName {
-				p.errorf(k, RuleName, "type name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName)
-				return
+				// A limit set after lilygen accepted such names: the
+				// type is read all the same.
+				p.limitf(k, RuleName, "type name %q is %d bytes: at most %d", shorten(k.Value), len(k.Value), maxName)
 			}
 			if !isIdent(k.Value, true) {
-				p.errorf(k, RuleName, "type name %q is not an UpperCamel Go identifier such as Card", k.Value).Hint = "it names the Go type"
+				p.errorf(k, RuleName, "type name %q is not an UpperCamel Go identifier such as Card", overLong(k.Value)).Hint = "it names the Go type"
 				return
 			}
 			p.types[k.Value] = &sharedType{file: d.name, k: k, v: v}
