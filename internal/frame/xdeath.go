@@ -1,7 +1,8 @@
 package frame
 
 import (
-	"fmt"
+	"errors"
+	"strconv"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -43,31 +44,47 @@ func CheckXDeath(v any) error {
 		return nil
 	}
 	for i, e := range entries {
-		t, ok := e.(amqp.Table)
-		if !ok {
-			return fmt.Errorf("entry %d is %s, not a table", i, valueKind(e))
+		count := byte('V') // none: the broker counts it from 1, as a void one
+		if t, ok := e.(amqp.Table); ok {
+			if c, ok := t["count"]; ok {
+				count = fieldType(c)
+			}
 		}
-		if c, ok := t["count"]; ok && !xDeathCount(c) {
-			return fmt.Errorf("the count of entry %d is %s, not an integer", i, valueKind(c))
+		if why := XDeathEntry(i, fieldType(e), count); why != "" {
+			return errors.New(why)
 		}
 	}
 	return nil
 }
 
-// xDeathCount reports whether c, a decoded count, is one the broker adds to
-// and writes back.
-func xDeathCount(c any) bool {
-	switch c.(type) {
-	case nil, int8, uint8, int16, uint16, int32, uint32, int64, int, uint, uint64, time.Time:
-		return true
+// XDeathEntry says why RabbitMQ's dead-lettering cannot read entry i of an
+// x-death (CheckXDeath), an entry of AMQP field type entry whose count, when
+// the entry is a table, is of field type count ('V' when it has none), or
+// returns "". A field type is the type octet the wire carries before a
+// value; 0 stands for a decoded value AMQP cannot carry. CheckXDeath reads
+// the entries as the client decoded them, the runtime's quarantine filter
+// as the broker reads them on the wire: both in these words.
+func XDeathEntry(i int, entry, count byte) string {
+	switch {
+	case entry != 'F':
+		return "entry " + strconv.Itoa(i) + " is " + fieldKind(entry) + ", not a table"
+	case !XDeathCountType(count):
+		return "the count of entry " + strconv.Itoa(i) + " is " + fieldKind(count) + ", not an integer"
 	}
-	return false
+	return ""
+}
+
+// XDeathUnreadable is the reason given for a message's header x-death when
+// CheckXDeath or XDeathEntry says why, in why, RabbitMQ's dead-lettering
+// cannot read it.
+func XDeathUnreadable(why string) string {
+	return "header " + XDeath + ": " + why + ": RabbitMQ's dead-lettering cannot read it"
 }
 
 // XDeathCountType reports whether an x-death count of AMQP field type t
-// (its type octet, as the wire carries it) passes CheckXDeath: an integer
-// of any width, 'L' among them (RabbitMQ reads it as 'l'; amqp091-go does
-// not decode it), a timestamp, or void.
+// (its type octet, as the wire carries it) is one the broker adds to and
+// writes back: an integer of any width, 'L' among them (RabbitMQ reads it
+// as 'l'; amqp091-go does not decode it), a timestamp, or void.
 func XDeathCountType(t byte) bool {
 	switch t {
 	case 'b', 'B', 's', 'u', 'I', 'i', 'l', 'L', 'T', 'V':
@@ -76,29 +93,72 @@ func XDeathCountType(t byte) bool {
 	return false
 }
 
-// valueKind names the kind of a decoded header value, for a reason.
-func valueKind(v any) string {
-	switch v.(type) {
-	case nil:
+// fieldKind names the kind of a value of AMQP field type t, for a reason.
+func fieldKind(t byte) string {
+	switch t {
+	case 'V':
 		return "void"
-	case string:
+	case 'S':
 		return "a string"
-	case []byte:
+	case 'x':
 		return "a byte array"
-	case bool:
+	case 't':
 		return "a boolean"
-	case float32, float64:
+	case 'f', 'd':
 		return "a float"
-	case amqp.Decimal:
+	case 'D':
 		return "a decimal"
-	case amqp.Table:
+	case 'F':
 		return "a table"
-	case []any:
+	case 'A':
 		return "an array"
-	case time.Time:
+	case 'T':
 		return "a timestamp"
-	case int8, uint8, int16, uint16, int32, uint32, int64, int, uint, uint64:
+	case 'b', 'B', 's', 'u', 'I', 'i', 'l', 'L':
 		return "an integer"
 	}
 	return "a value AMQP cannot carry"
+}
+
+// fieldType is the AMQP field type of v, a decoded header value: the type
+// octet amqp091-go decodes as v's Go type, or writes it as ('l' for a uint
+// or uint64, an integer it does not write); 0 for a value AMQP cannot carry.
+func fieldType(v any) byte {
+	switch v.(type) {
+	case nil:
+		return 'V'
+	case string:
+		return 'S'
+	case []byte:
+		return 'x'
+	case bool:
+		return 't'
+	case float32:
+		return 'f'
+	case float64:
+		return 'd'
+	case amqp.Decimal:
+		return 'D'
+	case amqp.Table:
+		return 'F'
+	case []any:
+		return 'A'
+	case time.Time:
+		return 'T'
+	case int8:
+		return 'b'
+	case uint8:
+		return 'B'
+	case int16:
+		return 's'
+	case uint16:
+		return 'u'
+	case int32, int:
+		return 'I'
+	case uint32:
+		return 'i'
+	case int64, uint, uint64:
+		return 'l'
+	}
+	return 0
 }

@@ -30,9 +30,9 @@ func withXDeath(v verdict, payload []byte) verdict {
 
 // brokenXDeath reads the content of a header table as RabbitMQ does and
 // says why its dead-lettering could not read an x-death there
-// (frame.CheckXDeath), or returns "". It reads every entry named x-death,
-// and every count in each of its tables: the broker reads the first of a
-// name, the client keeps the last. A table the broker could not have parsed
+// (frame.XDeathEntry: frame.CheckXDeath's verdicts and words), or returns
+// "". It reads every entry named x-death, and every count in each of its
+// tables: the broker reads the first of a name, the client keeps the last. A table the broker could not have parsed
 // ends the reading with nothing said: no delivery carries one. Its work is
 // bounded by the content's length, a step a value at the top and within
 // x-death; it allocates only for a reason.
@@ -60,16 +60,18 @@ func brokenEntries(b []byte) string {
 		if !ok {
 			return ""
 		}
-		if t != 'F' {
-			return "header x-death: entry " + itoa(i) + " is " + wireKind(t) + ", not a table: RabbitMQ's dead-lettering cannot read it"
+		if why := frame.XDeathEntry(i, t, 'V'); why != "" {
+			return frame.XDeathUnreadable(why)
 		}
 		for e := value; len(e) > 0; {
 			name, ct, _, next, ok := brokerEntry(e)
 			if !ok {
 				return ""
 			}
-			if string(name) == "count" && !frame.XDeathCountType(ct) {
-				return "header x-death: the count of entry " + itoa(i) + " is " + wireKind(ct) + ", not an integer: RabbitMQ's dead-lettering cannot read it"
+			if string(name) == "count" {
+				if why := frame.XDeathEntry(i, t, ct); why != "" {
+					return frame.XDeathUnreadable(why)
+				}
 			}
 			e = next
 		}
@@ -116,30 +118,4 @@ func brokerValue(t byte, b []byte) (value, rest []byte, ok bool) {
 		return b[4 : 4+l], b[4+l:], true
 	}
 	return nil, nil, false
-}
-
-// wireKind names the kind of a value of field type t, for a reason, in the
-// words frame.CheckXDeath uses.
-func wireKind(t byte) string {
-	switch t {
-	case 'V':
-		return "void"
-	case 'S':
-		return "a string"
-	case 'x':
-		return "a byte array"
-	case 't':
-		return "a boolean"
-	case 'f', 'd':
-		return "a float"
-	case 'D':
-		return "a decimal"
-	case 'F':
-		return "a table"
-	case 'A':
-		return "an array"
-	case 'T':
-		return "a timestamp"
-	}
-	return "an integer"
 }

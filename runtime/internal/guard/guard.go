@@ -77,7 +77,7 @@ var minTimestamp = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // lim must already be defaulted (all fields > 0).
 func (r *Reader) Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time) (env *Envelope, verdict Verdict, reason string) {
 	if err := frame.CheckXDeath(d.Headers[frame.XDeath]); err != nil {
-		return poison("header x-death: " + err.Error() + ": RabbitMQ's dead-lettering cannot read it")
+		return poison(frame.XDeathUnreadable(err.Error()))
 	}
 	if len(d.Body) > maxBody {
 		return nil, Oversized, "body of " + strconv.Itoa(len(d.Body)) + " bytes over the limit of " + strconv.Itoa(maxBody)
