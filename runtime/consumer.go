@@ -71,6 +71,9 @@ type testHooks struct {
 	// laneTurn runs on an ordered delivery's worker before it waits for its
 	// turn, with the delivery's message_id.
 	laneTurn func(messageID string)
+	// laneSpent runs on an ordered delivery's worker once its budget is
+	// spent while it waits for a slot: it waits on for the recycle.
+	laneSpent func()
 	// acker, when set, wraps each consumer channel's acker.
 	acker func(settle.Acker) settle.Acker
 }
@@ -145,7 +148,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: own, links: links,
 		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger, queue: spec.Name},
 		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeCancel: nothing, beforeClose: nothing, enteredLane: nothing,
-			laneTurn: func(string) {}},
+			laneTurn: func(string) {}, laneSpent: nothing},
 	}, nil
 }
 

@@ -342,8 +342,10 @@ func (c *Consumer) laneSlot(r *run, s *session, by time.Time) (took, spent bool)
 			}
 			<-r.slots
 			slots, expired, spent = nil, nil, true
+			c.hooks.laneSpent()
 		case <-expired:
 			slots, expired, spent = nil, nil, true
+			c.hooks.laneSpent()
 		case <-s.cancelled:
 			return false, spent
 		case <-s.gen.Ended():

@@ -274,10 +274,16 @@ func TestOrderedWaiterAtTheRecycleSaysItsBudgetWasSpent(t *testing.T) {
 	gen := r.newGeneration()
 	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
 	s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	spent := make(chan struct{})
+	c.hooks.laneSpent = func() { close(spent) }
 	r.slots <- struct{}{} // a handler past its timeout holds the only slot
 	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, quarantine.Verdict{})
-	time.Sleep(50 * time.Millisecond) // its budget is spent: it waits for the recycle
-	s.endWaiting()                    // the recycle's cancel: no stop
+	// Its budget counts from its worker's start, which a loaded machine may
+	// put off: the recycle comes once the budget is spent, not after a time.
+	if !waitFor(spent, 10*time.Second) {
+		t.Fatal("its budget was never spent")
+	}
+	s.endWaiting() // the recycle's cancel: no stop
 	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
 		t.Fatal("the delivery never ended")
 	}
