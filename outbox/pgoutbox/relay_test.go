@@ -758,8 +758,13 @@ func TestRowToAMissingExchangeFailsAlone(t *testing.T) {
 	}
 	e.eventually("the row published once the exchange exists", func() bool { return len(e.rows()) == 0 && e.ready(later) == 1 })
 	rep := stop()
-	if c := counts(rep); c["published"] != 41 || c["failed"] < 2 || len(c) != 2 {
-		t.Errorf("report counts %v", rep.Counts)
+	// A retry that comes between the exchange's declare and its binding is
+	// returned (the exchange routes to no queue yet), and retried again.
+	c := counts(rep)
+	returned := c["returned"]
+	delete(c, "returned")
+	if c["published"] != 41 || c["failed"] < 2 || len(c) != 2 {
+		t.Errorf("report counts %v (%d returned)", c, returned)
 	}
 	if len(rep.PossibleCopies) != 0 {
 		t.Errorf("possible copies %+v", rep.PossibleCopies)
