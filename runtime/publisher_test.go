@@ -24,6 +24,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
@@ -1582,6 +1583,7 @@ func TestBrokerPublisherRetirementKeepsTheExchangesFound(t *testing.T) {
 // dial takes its failure rather than dial again. Each Send is answered
 // not sent. Before the shared backoff, the same run made about 600 dials.
 func TestPublisherRefusedDialsShareOneBackoff(t *testing.T) {
+	services.Slow(t, "five seconds of refused dials")
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

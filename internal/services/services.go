@@ -46,6 +46,16 @@ func Cluster(t testing.TB) []string {
 	return strings.Split(urls, ",")
 }
 
+// Slow skips t under -short: a test that needs no service but waits out
+// real time (a settlement budget, a recycle), seconds the quick tier does
+// not spend. make test runs it.
+func Slow(t testing.TB, waits string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("waits out " + waits + ": go test -short runs the quick tests only")
+	}
+}
+
 func need(t testing.TB, service string) {
 	t.Helper()
 	if testing.Short() {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/lilytest"
@@ -108,6 +109,7 @@ func TestClosedHarnessSettlesNothing(t *testing.T) {
 // then requeued unstarted; once the handler returns, its slot serves the
 // redelivery.
 func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
+	services.Slow(t, "a recycle, six seconds")
 	t.Parallel()
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
@@ -157,7 +159,8 @@ func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
 // nothing: the delivery is requeued unstarted, as the runtime requeues it,
 // since its handler's result could only be left unresolved.
 func TestDeliveryWhoseBudgetWasSpentWaitingIsNotStarted(t *testing.T) {
-	t.Parallel() // it waits out a budget: eleven seconds
+	services.Slow(t, "a settlement budget, eleven seconds")
+	t.Parallel()
 	spec := fixture.LilytestQueueSpec()
 	spec.Concurrency = 1
 	spec.HandlerTimeout = 500 * time.Millisecond

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/lilytest"
@@ -378,6 +379,7 @@ func (a *oddCommit) Commit(context.Context) error {
 // step gave up on it. One that outlives its step and returns may yet have
 // committed: no Rollback races it.
 func TestInboxCommitThatPanicsIsRolledBack(t *testing.T) {
+	services.Slow(t, "two commit steps")
 	for _, c := range []struct {
 		name string
 		do   func(release <-chan struct{})
