@@ -119,12 +119,7 @@ func TestBrokerExternalExchangeDeletedWhileConsuming(t *testing.T) {
 // to Y is handled, and Health and the topology-drifted line name X, not Y.
 func TestBrokerOneExchangeMissingLeavesTheOthersBound(t *testing.T) {
 	t.Parallel()
-	x, q := boundToOtherTeams(t, "lilytest.drift.x.")
-	y := "lilytest.drift.y." + strings.ReplaceAll(t.Name(), "/", ".")
-	otherTeamsExchange(t, y, topology.Fanout)
-	q.Topology.Exchanges = append(q.Topology.Exchanges, topology.Exchange{Name: y, Type: topology.Fanout, External: true})
-	q.Topology.Bindings = append(q.Topology.Bindings, topology.Binding{Source: y})
-	declareTopology(t, q)
+	x, y, q := boundToTwoTeams(t)
 	r, c := prepare(t, q, ack)
 	c.SetTopologyEvery(300 * time.Millisecond)
 	r.launch(c)
@@ -132,10 +127,7 @@ func TestBrokerOneExchangeMissingLeavesTheOthersBound(t *testing.T) {
 	r.await(1)
 
 	deleteExchanges(t, x)
-	eventually(t, 30*time.Second, "Health to say X is missing", func() bool {
-		h := c.Health()
-		return h.Ready && strings.Contains(h.Why, "refused the topology when it was declared again") && strings.Contains(h.Why, x)
-	})
+	awaitDrift(t, c, x)
 	deleteExchanges(t, y)
 	otherTeamsExchange(t, y, topology.Fanout)
 	publishRouted(t, y, order(t, "after"))
@@ -169,12 +161,7 @@ func TestBrokerOneExchangeMissingLeavesTheOthersBound(t *testing.T) {
 // deletion stops no queue at a reconnect.
 func TestBrokerExchangeMissingAtReconnectIsConsumedPast(t *testing.T) {
 	t.Parallel()
-	x, q := boundToOtherTeams(t, "lilytest.drift.x.")
-	y := "lilytest.drift.y." + strings.ReplaceAll(t.Name(), "/", ".")
-	otherTeamsExchange(t, y, topology.Fanout)
-	q.Topology.Exchanges = append(q.Topology.Exchanges, topology.Exchange{Name: y, Type: topology.Fanout, External: true})
-	q.Topology.Bindings = append(q.Topology.Bindings, topology.Binding{Source: y})
-	declareTopology(t, q)
+	x, y, q := boundToTwoTeams(t)
 	p := newProxy(t)
 	r, c := prepare(t, q, ack, through(p), func(cfg *runtime.Config) { cfg.ReconnectMax = time.Second })
 	c.SetTopologyEvery(300 * time.Millisecond)
@@ -183,10 +170,7 @@ func TestBrokerExchangeMissingAtReconnectIsConsumedPast(t *testing.T) {
 	r.await(1)
 
 	deleteExchanges(t, x)
-	eventually(t, 30*time.Second, "Health to say X is missing", func() bool {
-		h := c.Health()
-		return h.Ready && strings.Contains(h.Why, "refused the topology when it was declared again") && strings.Contains(h.Why, x)
-	})
+	awaitDrift(t, c, x)
 	p.cut()
 	eventually(t, time.Minute, "a session opened after the cut", func() bool { return r.reconnects() >= 1 })
 	publishRouted(t, y, order(t, "after"))
@@ -288,4 +272,27 @@ func TestBrokerDeclaredAgainPastEveryRefusal(t *testing.T) {
 	t.Logf("%d refusals on %d channels", len(refusals), channels)
 	publishRouted(t, y, order(t, "routed"))
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// boundToTwoTeams declares a queue bound to two other teams' exchanges, x
+// and y.
+func boundToTwoTeams(t *testing.T) (x, y string, q runtime.QueueSpec) {
+	t.Helper()
+	x, q = boundToOtherTeams(t, "lilytest.drift.x.")
+	y = "lilytest.drift.y." + strings.ReplaceAll(t.Name(), "/", ".")
+	otherTeamsExchange(t, y, topology.Fanout)
+	q.Topology.Exchanges = append(q.Topology.Exchanges, topology.Exchange{Name: y, Type: topology.Fanout, External: true})
+	q.Topology.Bindings = append(q.Topology.Bindings, topology.Binding{Source: y})
+	declareTopology(t, q)
+	return x, y, q
+}
+
+// awaitDrift waits for c's Health to be ready and name the exchange x as
+// refused when the topology was declared again.
+func awaitDrift(t *testing.T, c *runtime.Consumer, x string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "Health to say "+x+" is missing", func() bool {
+		h := c.Health()
+		return h.Ready && strings.Contains(h.Why, "refused the topology when it was declared again") && strings.Contains(h.Why, x)
+	})
 }
