@@ -1298,19 +1298,7 @@ func awaitConfirmChannels(t *testing.T, vhost, what string, ok func([]confirmCha
 // and leaves one open.
 func TestBrokerPublisherNackRenewsTheChannel(t *testing.T) {
 	t.Parallel()
-	url, resume := stallVhost(t)
-	uri, err := amqp.ParseURI(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := channel(t, conn).QueueDeclare("full", false, false, false, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"}); err != nil {
-		t.Fatal(err)
-	}
+	url, uri, conn, resume := nackingVhost(t)
 	confirmChannels := func() []confirmChannel { return listConfirmChannels(t, uri.Vhost) }
 	await := func(what string, ok func([]confirmChannel) bool) []confirmChannel {
 		t.Helper()
@@ -1389,19 +1377,7 @@ func TestBrokerPublisherNackRenewsTheChannel(t *testing.T) {
 // channel, C, leaves it open.
 func TestBrokerPublisherStallClosesRetiredChannelsToo(t *testing.T) {
 	t.Parallel()
-	url, resume := stallVhost(t)
-	uri, err := amqp.ParseURI(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := channel(t, conn).QueueDeclare("full", false, false, false, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"}); err != nil {
-		t.Fatal(err)
-	}
+	url, uri, conn, resume := nackingVhost(t)
 	const step = 2 * time.Second
 	p := newPublisher(t, url, 4, func(c *runtime.Config) { c.StepTimeout = step })
 	send := func(key, id string) error { return p.Send(context.Background(), message(t, "", key, id)) }
@@ -1492,20 +1468,8 @@ func TestBrokerPublisherStallClosesRetiredChannelsToo(t *testing.T) {
 // the channel under it.
 func TestBrokerPublisherRetirementKeepsTheExchangesFound(t *testing.T) {
 	t.Parallel()
-	url, _ := stallVhost(t)
-	uri, err := amqp.ParseURI(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	url, uri, conn, _ := nackingVhost(t)
 	ch := channel(t, conn)
-	if _, err := ch.QueueDeclare("full", false, false, false, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"}); err != nil {
-		t.Fatal(err)
-	}
 	if err := ch.QueueBind("full", "full.#", "x", false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -1697,4 +1661,24 @@ func TestBrokerPublisherDirectReplyIsConfirmedAndDeliveredOnce(t *testing.T) {
 	if err := p.Send(context.Background(), message(t, "", replyTo, "late")); err != nil {
 		t.Errorf("the Send to a requester gone: %v", err)
 	}
+}
+
+// nackingVhost is stallVhost's vhost, its URL parsed, a connection to it,
+// and in it the queue "full", which nacks every publish (max-length 0,
+// reject-publish).
+func nackingVhost(t *testing.T) (url string, uri amqp.URI, conn *amqp.Connection, resume func()) {
+	t.Helper()
+	url, resume = stallVhost(t)
+	uri, err := amqp.ParseURI(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err = amqp.Dial(url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := channel(t, conn).QueueDeclare("full", false, false, false, false, amqp.Table{"x-max-length": int32(0), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	return url, uri, conn, resume
 }
