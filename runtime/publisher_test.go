@@ -916,6 +916,8 @@ func stacksHold(frames ...string) int {
 // under every publish in flight on it, and headers larger than a frame, or
 // holding a NaN or an infinity, the connection, as would a table deeper or
 // wider than the client decodes once its message came back as a Return; an
+// x-death the broker's dead-lettering cannot read would crash the queue
+// that dead-letters the message; an
 // int outside the int32 range the client would truncate to 32 bits: each
 // such Send is refused before the write, alone. With the broker's answers held back,
 // one Send waits for its confirm while the others are refused; once the
@@ -935,6 +937,8 @@ func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 	cc.Headers["CC"] = "ok.3"
 	wide := message(t, exchange, "ok.2", "wide")
 	wide.Headers["x-wide"] = make([]any, 8193)
+	xdeath := message(t, exchange, "ok.2", "x-death")
+	xdeath.Headers["x-death"] = []any{amqp.Table{"count": 1.5, "queue": "q", "reason": "rejected"}}
 	replyTo := message(t, exchange, "ok.2", "reply-to")
 	replyTo.ReplyTo = "amq.rabbitmq.reply-to"
 	big := message(t, exchange, "ok.2", "big")
@@ -951,7 +955,7 @@ func TestBrokerPublisherUnpublishableFailsItsSendAlone(t *testing.T) {
 		want string
 	}{
 		{foreign, "user_id"}, {large, "more than the 131064 of a frame"}, {nan, "x-score: [0]: NaN is not a finite number"},
-		{cc, "CC: not an array"}, {wide, "x-wide: 8193 entries, more than the 8192"}, {deep, "x-deep: in: in: in:"},
+		{cc, "CC: not an array"}, {xdeath, "x-death: the count of entry 0 is a float"}, {wide, "x-wide: 8193 entries, more than the 8192"}, {deep, "x-deep: in: in: in:"},
 		{replyTo, `reply_to: "amq.rabbitmq.reply-to" is taken only from a channel that consumes it`},
 		{big, "x-big: [0]: the int 5000000000 is outside the int32 range, and an int is sent as 32 bits: use int64"},
 	} {

@@ -106,10 +106,6 @@ func importFile(e *env, o importOptions) int {
 		if err := frame.CheckPublish("", o.to, p); err != nil {
 			return fmt.Errorf("%s, line %d: not publishable: %s", text(e.file, maxQueue), line, text(err.Error(), maxReason))
 		}
-		// The broker takes it, and crashes the queue that dead-letters it.
-		if err := frame.CheckXDeath(p.Headers[frame.XDeath]); err != nil {
-			return fmt.Errorf("%s, line %d: %s, and would crash the queue that dead-letters the copy; no broker writes it (remove the header from the line to import it)", text(e.file, maxQueue), line, frame.XDeathUnreadable(text(err.Error(), maxReason)))
-		}
 		return nil
 	})
 	if err != nil {

@@ -124,7 +124,7 @@ func TestImportStops(t *testing.T) {
 	for f, want := range map[string]string{
 		bad:         bad + `, line 2: not a line of an export: json: unknown field "something"; nothing was imported`,
 		mode3:       mode3 + ", line 2: not publishable: delivery_mode: 3, not 1 (transient), 2 (persistent) or 0 (none)",
-		xdeath:      xdeath + ", line 2: header x-death: entry 0 is a string, not a table: RabbitMQ's dead-lettering cannot read it",
+		xdeath:      xdeath + ", line 2: not publishable: headers: x-death: entry 0 is a string, not a table: RabbitMQ's dead-lettering cannot read it, and would crash the queue that dead-letters the message",
 		quarantined: quarantined + ", line 2: a quarantined copy (header tables or arrays nested deeper than 32): its headers were not exported",
 	} {
 		if r := b.lilydlq("import", "-to", dlq, f); r.code != exitFailure || !strings.Contains(r.stderr, want) || r.stdout != "" {

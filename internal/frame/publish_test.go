@@ -44,6 +44,10 @@ func TestCheckHeadersBounds(t *testing.T) {
 		{"int64 past int32", amqp.Table{"n": int64(5_000_000_000)}, ""},
 		{"int past int32", amqp.Table{"n": int(5_000_000_000)}, "n: the int 5000000000 is outside the int32 range, and an int is sent as 32 bits: use int64"},
 		{"int below int32", amqp.Table{"n": int(math.MinInt32) - 1}, "n: the int -2147483649 is outside the int32 range"},
+		{"x-death as the broker writes it", amqp.Table{"x-death": []any{amqp.Table{"count": int64(2), "queue": "q", "reason": "rejected"}}}, ""},
+		{"x-death not an array", amqp.Table{"x-death": "x"}, ""},
+		{"x-death entry not a table", amqp.Table{"x-death": []any{"x"}}, "x-death: entry 0 is a string, not a table: RabbitMQ's dead-lettering cannot read it, and would crash the queue"},
+		{"x-death count a float", amqp.Table{"x-death": []any{amqp.Table{"count": 1.5}}}, "x-death: the count of entry 0 is a float"},
 		{"int in an array in a table", amqp.Table{"t": amqp.Table{"a": []any{1, int(math.MaxInt32) + 1}}}, "t: a: [1]: the int 2147483648 is outside"},
 	} {
 		err := frame.CheckHeaders(c.headers)

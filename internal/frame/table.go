@@ -25,7 +25,9 @@ const (
 // CheckSentHeaders says why the broker or a client would refuse headers h
 // as a Publisher sends them, beyond their values' types and bounds: a CC or
 // BCC (sender-selected distribution) that is not an array, on which the
-// broker closes the channel (406), or no room left beside them for the
+// broker closes the channel (406), an x-death the broker's dead-lettering
+// cannot read (CheckXDeath), which the broker takes and then crashes the
+// queue that dead-letters the message, or no room left beside them for the
 // publish id the Publisher adds, past which a client could not read a
 // Return of the message.
 func CheckSentHeaders(h amqp.Table) error {
@@ -37,6 +39,9 @@ func CheckSentHeaders(h amqp.Table) error {
 				return fmt.Errorf("%s: not an array of routing keys", name)
 			}
 		}
+	}
+	if err := CheckXDeath(h[XDeath]); err != nil {
+		return fmt.Errorf("%s: %w: RabbitMQ's dead-lettering cannot read it, and would crash the queue that dead-letters the message; no broker writes it", XDeath, err)
 	}
 	if _, ok := h[envelope.HeaderHandoffID]; !ok && len(h) >= MaxTableEntries {
 		return fmt.Errorf("%d headers and the publish id, more than the %d a client decodes", len(h), MaxTableEntries)

@@ -116,6 +116,7 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"NaN", headers("h", []any{math.NaN()}), `headers["h"][0]: NaN is not a finite number`},
 		{"an infinity", headers("h", amqp.Table{"f": float32(math.Inf(-1))}), `headers["h"]["f"]: -Inf is not a finite number`},
 		{"CC not an array", headers("CC", "q2"), `headers: CC: not an array of routing keys`},
+		{"x-death no broker writes", headers("x-death", []any{"x"}), `headers: x-death: entry 0 is a string, not a table`},
 		{"CC on a direct reply", runtime.Message{RoutingKey: "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA", Publishing: runtime.Publishing{Headers: amqp.Table{"CC": []any{"audit"}}}}, "headers: CC or BCC on a reply to a direct reply-to address"},
 		{"table too wide", headers("h", wideTable), `headers["h"]: 8193 entries, more than the 8192 a client decodes`},
 		{"headers too wide for the publish id", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{Headers: wideTable}}, `headers: 8193 headers and the publish id`},
