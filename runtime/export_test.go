@@ -109,10 +109,8 @@ func DeclareTopologyAgain(conn *amqp.Connection, q QueueSpec) (refusals []error,
 
 // DeclareTopologyAtReconnect declares q's topology on conn as a session
 // opening after the consumer has consumed declares it, past an external
-// exchange found missing alone: it returns those refusals and the failure
-// that stopped it, if one did.
+// exchange found missing alone: it returns those refusals, or the failure
+// that stopped it.
 func DeclareTopologyAtReconnect(conn *amqp.Connection, q QueueSpec) (refusals []error, err error) {
-	d := declarer{conn: conn, goOn: exchangeGone}
-	err = d.topology(q)
-	return d.refusals, err
+	return declareAtOpen(conn, q, true)
 }

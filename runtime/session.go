@@ -397,21 +397,8 @@ func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err e
 			c.links.release(l, by, false)
 		}
 	}()
-	// Once a session of the run has consumed, an external exchange found
-	// missing is another team's deletion that left the queue consumed while
-	// the connection lasted: the declare goes on past it, as the declare
-	// while consuming does, and the session opens. The first session still
-	// stops at it (a misspelt exchange is the deployment's), and every
-	// session at any other refusal: a 406 of our own queue or DLQ, a 403,
-	// a missing external queue may send messages nowhere.
-	var goOn func(error) bool
-	if r.consumed.Load() {
-		goOn = exchangeGone
-	}
 	missing, err := step.Do(ctx, func() ([]error, error) {
-		d := declarer{conn: l.conn, goOn: goOn}
-		err := d.topology(c.spec)
-		return d.refusals, err
+		return declareAtOpen(l.conn, c.spec, r.consumed.Load())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lily: %w", err)
@@ -448,6 +435,30 @@ func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err e
 	s.gen.Settler = settle.NewSettler(acker, s.gen, c.spec.Prefetch)
 	go s.watch(chClosed, cancelled)
 	return s, nil
+}
+
+// declareAtOpen declares q's topology on conn as a session opens, and
+// returns the external exchanges it went on past. Once a session of the run
+// has consumed, an external exchange found missing is another team's
+// deletion that left the queue consumed while the connection lasted: the
+// declare goes on past it, as the declare while consuming does, and the
+// session opens. The first session still stops at it (a misspelt exchange
+// is the deployment's), and every session at any other refusal: a 406 of
+// our own queue or DLQ, a 403, a missing external queue may send messages
+// nowhere. The error of such a refusal names the exchanges gone on past
+// before it too: each waits for its owner as much as the refusal does.
+func declareAtOpen(conn *amqp.Connection, q QueueSpec, consumed bool) (missing []error, err error) {
+	d := declarer{conn: conn}
+	if consumed {
+		d.goOn = exchangeGone
+	}
+	if err := d.topology(q); err != nil {
+		if len(d.refusals) > 0 {
+			err = fmt.Errorf("%w; and before it, %s", err, refusalsText(d.refusals))
+		}
+		return nil, err
+	}
+	return d.refusals, nil
 }
 
 // closeChannel closes ch, waiting for the broker's close-ok no later than
