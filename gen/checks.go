@@ -51,7 +51,10 @@ func describe(f *schema.Field) string {
 		parts = append(parts, "matches "+commentText(f.Pattern))
 	}
 	if f.Default != nil {
-		parts = append(parts, fmt.Sprintf("default %#v", f.Default))
+		// Said so, because a producer leaving the field unset sends its zero
+		// value, which a consumer reads as sent: the default fills only a
+		// key that is absent.
+		parts = append(parts, fmt.Sprintf("%#v when absent; sent as set", f.Default))
 	}
 	if f.Nullable && f.Required {
 		parts = append(parts, "present, may be null")

@@ -334,7 +334,7 @@ type OrderPlacedV2 struct {
 	Customer    OrderPlacedV2Customer    `json:"customer"`
 	Items       []OrderPlacedV2ItemsItem `json:"items"` // 1 to 50 items
 	PlacedAt    time.Time                `json:"placed_at"`
-	Channel     OrderPlacedV2Channel     `json:"channel"` // default "web"
+	Channel     OrderPlacedV2Channel     `json:"channel"` // "web" when absent; sent as set
 	// Headers are the typed headers: the route fills them in, a producer sends them.
 	Headers OrderPlacedV2Headers `json:"-"`
 }
