@@ -98,19 +98,23 @@ func publishConfirmed(ch *amqp.Channel, queue string, tpl *template, n int, rate
 	return <-failed
 }
 
-// awaitConsumer waits until queue has a consumer.
-func awaitConsumer(url, queue string, timeout time.Duration) error {
+// awaitConsumers waits until queue has at least want consumers, or ctx ends.
+func awaitConsumers(ctx context.Context, url, queue string, want int) error {
 	return faults.OnChannel(url, func(ch *amqp.Channel) error {
-		for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for {
 			q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 			if err != nil {
 				return err
 			}
-			if q.Consumers > 0 {
+			if q.Consumers >= want {
 				return nil
 			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%d of %d consumers on %s: %w", q.Consumers, want, queue, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
-		return fmt.Errorf("no consumer on %s after %s", queue, timeout)
 	})
 }
 

@@ -65,6 +65,16 @@ var drains = map[string]func(context.Context, runConfig, *tracker) error{
 	"plain-batch": drainPlain,
 }
 
+// consumersOf is how many consumers the drain of consumer holds on its queue
+// once it consumes on all its channels: Watermill's router a subscription,
+// on a channel of its own, per handler; the others one channel.
+func consumersOf(consumer string, concurrency int) int {
+	if consumer == "watermill" {
+		return concurrency
+	}
+	return 1
+}
+
 // runConfig is one run: a scenario, a consumer and its queue.
 type runConfig struct {
 	url                   string
@@ -83,7 +93,7 @@ type result struct {
 	Consumer string  `json:"consumer"`
 	Round    int     `json:"round"`
 	N        int     `json:"n"`
-	Seconds  float64 `json:"seconds"`
+	Seconds  float64 `json:"seconds"` // from the first delivery to the N-th settlement, as CPU
 	Rate     float64 `json:"msg_per_s"`
 	P50      float64 `json:"p50_ms"`
 	P99      float64 `json:"p99_ms"`
@@ -99,7 +109,8 @@ type result struct {
 	// is the span between them per message in microseconds, which the
 	// parent works out (cpuPerMessage): the process's start, dial and
 	// declarations before the first delivery and its stop after the N-th
-	// settlement are not a cost per message.
+	// settlement are not a cost per message. The first delivery is the
+	// first once the consumer consumes on all its channels (tracker.deliver).
 	CPUFirst int64   `json:"cpu_ns_at_first_delivery"`
 	CPUEnd   int64   `json:"cpu_ns_at_nth_settlement"`
 	CPU      float64 `json:"cpu_us_per_msg"`
@@ -242,8 +253,13 @@ func runOne(r runConfig, tpl *template) (result, error) {
 		return result{}, err
 	}
 	if r.scenario == scenarioLive {
-		// Publish only once the consumer listens, at the steady rate.
-		if err := awaitConsumer(r.url, queue, 30*time.Second); err != nil {
+		// Publish only once the consumer listens on all its channels (all
+		// of Watermill's subscriptions), at the steady rate: no message
+		// waits for a subscription still opening.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := awaitConsumers(ctx, r.url, queue, consumersOf(r.consumer, r.concurrency))
+		cancel()
+		if err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			return result{}, err
@@ -333,7 +349,6 @@ func runChild(r runConfig, arg string) error {
 	t := newTracker(r.n)
 	var before, after goruntime.MemStats
 	goruntime.ReadMemStats(&before)
-	start := time.Now()
 	if err := drain(ctx, r, t); err != nil {
 		return err
 	}
@@ -344,7 +359,7 @@ func runChild(r runConfig, arg string) error {
 			return err
 		}
 	}
-	secs := t.end.Sub(start).Seconds()
+	secs := t.end.Sub(t.started()).Seconds()
 	n := float64(r.n)
 	return json.NewEncoder(os.Stdout).Encode(result{
 		Scenario: r.scenario, Consumer: r.consumer, Round: r.round, N: r.n,

@@ -81,28 +81,41 @@ func procStatus(field string) float64 {
 // tracker counts settlements in one run and times them.
 type tracker struct {
 	n       int64
+	born    time.Time // newTracker's call
 	settled atomic.Int64
 	lat     histogram
 	// firstCPU is this process's CPU time (selfCPU) at the first delivery,
-	// in nanoseconds; 0 until then.
-	firstCPU atomic.Int64
-	done     chan struct{} // closed at the n-th settlement
-	end      time.Time     // the n-th settlement; read after done
-	endCPU   time.Duration // this process's CPU time (selfCPU) then; read after done
-	rss      [10]atomic.Uint64
+	// and firstAt that delivery's time since born, in nanoseconds; 0 until
+	// then.
+	firstCPU, firstAt atomic.Int64
+
+	done   chan struct{} // closed at the n-th settlement
+	end    time.Time     // the n-th settlement; read after done
+	endCPU time.Duration // this process's CPU time (selfCPU) then; read after done
+	rss    [10]atomic.Uint64
 }
 
 func newTracker(n int) *tracker {
-	return &tracker{n: int64(n), done: make(chan struct{})}
+	return &tracker{n: int64(n), born: time.Now(), done: make(chan struct{})}
 }
 
 // deliver notes a delivery reaching the consumer's code. The first starts
-// the run's CPU clock: the process's start, dial and declarations before it
-// are not a cost per message.
+// the run's clocks, CPU and wall: the process's start, dial and
+// declarations before it are not a cost per message. A consumer that
+// consumes on several channels calls it only once it consumes on all of
+// them (see drainWatermill), so that the run is timed at its full
+// concurrency and prefetch.
 func (t *tracker) deliver() {
 	if t.firstCPU.Load() == 0 {
-		t.firstCPU.CompareAndSwap(0, int64(selfCPU()))
+		if t.firstCPU.CompareAndSwap(0, int64(selfCPU())) {
+			t.firstAt.Store(int64(time.Since(t.born)))
+		}
 	}
+}
+
+// started is the time of the first delivery; born until then.
+func (t *tracker) started() time.Time {
+	return t.born.Add(time.Duration(t.firstAt.Load()))
 }
 
 // settle notes one settlement of the message with this id, now. It samples

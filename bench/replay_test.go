@@ -213,8 +213,8 @@ func (c *replayConn) method(ch, class, id uint16, args []byte) bool {
 		c.write(method(ch, 20, 41))
 	case op(40, 10), op(40, 20): // exchange.declare, delete
 		c.write(method(ch, 40, id+1))
-	case op(50, 10): // queue.declare: its name, no messages, no consumers
-		c.write(method(ch, 50, 11, shortstr(shortstrAt(args, 2)), u32(0), u32(0)))
+	case op(50, 10): // queue.declare: its name, no messages, the consumers open on the replay
+		c.write(method(ch, 50, 11, shortstr(shortstrAt(args, 2)), u32(0), u32(uint32(c.r.consumers.Load()))))
 	case op(50, 20), op(50, 50): // queue.bind, unbind
 		c.write(method(ch, 50, id+1))
 	case op(50, 40): // queue.delete

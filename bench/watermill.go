@@ -32,6 +32,12 @@ import (
 // The settlement moment is taken in the outermost middleware, when the
 // handler chain returns; the router then marks the message acked and the
 // subscriber writes the ACK, one goroutine hand-off later.
+//
+// The router subscribes its handlers one after another (each Subscribe
+// declares the queue on a channel of its own, then consumes on another in
+// the background), and the first consumes while the others open: the run's
+// clocks start, and its handlers work, only once the router runs and the
+// broker counts all its consumers (see measure).
 func drainWatermill(ctx context.Context, r runConfig, t *tracker) error {
 	logger := watermill.NopLogger{}
 	cfg := wamqp.NewDurableQueueConfig(r.url)
@@ -48,21 +54,22 @@ func drainWatermill(ctx context.Context, r runConfig, t *tracker) error {
 		return err
 	}
 	failed := make(chan error, 1)
-	router.AddMiddleware(func(h message.HandlerFunc) message.HandlerFunc {
-		return func(msg *message.Message) ([]*message.Message, error) {
-			t.deliver()
-			out, err := h(msg)
-			if err != nil {
-				select {
-				case failed <- err:
-				default:
-				}
-				return out, err
-			}
-			t.settle(msg.UUID)
-			return out, nil
+	gate, closeGate := context.WithCancel(ctx)
+	defer closeGate()
+	ready := make(chan struct{})
+	go func() {
+		select {
+		case <-router.Running():
+		case <-gate.Done():
+			return
 		}
-	})
+		if err := awaitConsumers(gate, r.url, r.spec.Name, consumersOf("watermill", r.concurrency)); err != nil {
+			fail(failed, fmt.Errorf("watermill's subscriptions: %w", err))
+			return
+		}
+		close(ready)
+	}()
+	router.AddMiddleware(measure(gate, ready, t, failed))
 	handle := func(*message.Message) error { return nil }
 	if r.scenario == scenarioRetry {
 		pcfg := wamqp.NewDurableQueueConfig(r.url)
@@ -103,10 +110,45 @@ func drainWatermill(ctx context.Context, r runConfig, t *tracker) error {
 		// later; closing at once could requeue the last few. Not timed.
 		time.Sleep(500 * time.Millisecond)
 	}
+	closeGate() // a handler still held returns: the router's close waits for it
 	if err := router.Close(); err != nil && result == nil {
 		result = err
 	}
 	return result
+}
+
+// measure is drainWatermill's outermost middleware. It holds each message
+// until ready is closed, when every subscription consumes, so that the
+// first delivery it notes (which starts the run's clocks) and every later
+// one is handled at the run's full concurrency and prefetch; a message held
+// when ctx ends is failed back to the router. It notes the settlement when
+// the chain returns without error, and reports the first error on failed.
+func measure(ctx context.Context, ready <-chan struct{}, t *tracker, failed chan<- error) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			t.deliver()
+			out, err := h(msg)
+			if err != nil {
+				fail(failed, err)
+				return out, err
+			}
+			t.settle(msg.UUID)
+			return out, nil
+		}
+	}
+}
+
+// fail reports err on failed unless an error waits there already.
+func fail(failed chan<- error, err error) {
+	select {
+	case failed <- err:
+	default:
+	}
 }
 
 // lilyMarshaler reads Lily's envelope into Watermill's message: the message
