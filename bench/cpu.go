@@ -144,16 +144,25 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// quiesce waits, up to 20 s, until the machine is at least 80 % idle over a
-// quarter of a second: the broker has finished deleting the last run's queues
-// and writing this run's fill, so that neither is charged to the next drain.
-func quiesce() {
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+// The machine counts as quiet when at least quietShare of its CPU was idle
+// over a quarter of a second; quiesce waits for that up to quietLimit.
+const (
+	quietShare = 0.8
+	quietLimit = 20 * time.Second
+)
+
+// quiesce waits, up to quietLimit, until the machine is quiet: the broker
+// has finished deleting the last run's queues and writing this run's fill,
+// so that neither is charged to the next drain. It reports whether the
+// machine was; a drain that starts anyway is marked in the report.
+func quiesce() bool {
+	for deadline := time.Now().Add(quietLimit); time.Now().Before(deadline); {
 		idle0, total0 := machineCPU()
 		time.Sleep(250 * time.Millisecond)
 		idle1, total1 := machineCPU()
-		if total := total1 - total0; total > 0 && float64(idle1-idle0) >= 0.8*float64(total) {
-			return
+		if total := total1 - total0; total > 0 && float64(idle1-idle0) >= quietShare*float64(total) {
+			return true
 		}
 	}
+	return false
 }

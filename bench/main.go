@@ -121,6 +121,9 @@ type result struct {
 	BrokerCPU float64 `json:"broker_cpu_us_per_msg"`
 	Idle      float64 `json:"idle_percent"`
 	Others    float64 `json:"others_percent"`
+	// Unquiet says the machine was not quiet within quietLimit before the
+	// drain, which started anyway (quiesce); the parent sets it.
+	Unquiet bool `json:"-"`
 }
 
 func main() {
@@ -239,7 +242,11 @@ func runOne(r runConfig, tpl *template) (result, error) {
 			return result{}, fmt.Errorf("fill: %w", err)
 		}
 	}
-	quiesce()
+	unquiet := !quiesce()
+	if unquiet {
+		fmt.Fprintf(os.Stderr, "round %d %-5s %-9s the machine was not %.0f %% idle within %.0f s: the drain starts anyway (marked %s in the report)\n",
+			r.round, r.scenario, r.consumer, 100*quietShare, quietLimit.Seconds(), unquietMark)
+	}
 	cmd := exec.Command(self, "-child", strings.Join([]string{r.scenario, r.consumer, fmt.Sprint(r.round), queue}, ","),
 		"-url", r.url, "-n", fmt.Sprint(r.n), "-prefetch", fmt.Sprint(r.prefetch), "-concurrency", fmt.Sprint(r.concurrency),
 		"-profile", r.profile)
@@ -284,6 +291,7 @@ func runOne(r runConfig, tpl *template) (result, error) {
 	if res.CPU, err = cpuPerMessage(res); err != nil {
 		return result{}, fmt.Errorf("child's result: %w", err)
 	}
+	res.Unquiet = unquiet
 	// others % leaves out the child's CPU over its whole life: what it
 	// spent before its first delivery and after its N-th settlement still
 	// took the machine's.

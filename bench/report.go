@@ -28,9 +28,19 @@ func printReport(w io.Writer, base runConfig, rounds int, results []result, show
 			scenario, rs[0].N, base.prefetch, base.concurrency, rounds)
 		fmt.Fprintln(w, "| round | consumer | msg/s | p50 ms | p99 ms | peak RSS MiB | alloc B/msg | allocs/msg | CPU µs/msg | broker CPU µs/msg | idle % | others % |")
 		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		unquiet := false
 		for _, r := range rs {
-			fmt.Fprintf(w, "| %d | %s | %.0f | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %.0f | %.0f |\n",
-				r.Round, r.Consumer, r.Rate, r.P50, r.P99, r.PeakRSS, r.AllocBytes, r.Allocs, r.CPU, r.BrokerCPU, r.Idle, r.Others)
+			round := fmt.Sprint(r.Round)
+			if r.Unquiet {
+				round += " " + unquietMark
+				unquiet = true
+			}
+			fmt.Fprintf(w, "| %s | %s | %.0f | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %.0f | %.0f |\n",
+				round, r.Consumer, r.Rate, r.P50, r.P99, r.PeakRSS, r.AllocBytes, r.Allocs, r.CPU, r.BrokerCPU, r.Idle, r.Others)
+		}
+		if unquiet {
+			fmt.Fprintf(w, "\n%s The run's drain started although the machine was not %.0f %% idle within %.0f s: what the broker still did for the run before it (deleting its queues) or for its fill may be in its figures.\n",
+				unquietMark, 100*quietShare, quietLimit.Seconds())
 		}
 
 		fmt.Fprintln(w, "\n| consumer | msg/s, median (min–max) | median p50 ms | median p99 ms | max peak RSS MiB | median alloc B/msg | median allocs/msg | CPU µs/msg, median (min–max) |")
@@ -68,6 +78,10 @@ func printReport(w io.Writer, base runConfig, rounds int, results []result, show
 		}
 	}
 }
+
+// unquietMark marks, in the report, the round of a run whose drain started
+// before the machine was quiet (result.Unquiet).
+const unquietMark = "†"
 
 // printRatios writes Lily's throughput over each other consumer's, per round
 // (runs of the same round ran back to back), and the median, least and

@@ -108,3 +108,34 @@ func TestJudge(t *testing.T) {
 		}
 	}
 }
+
+// A run whose drain started before the machine was quiet is marked on its
+// round, with the mark's footnote under its path's runs; a path without
+// such a run has neither.
+func TestReportMarksUnquietRun(t *testing.T) {
+	rs := []result{
+		{Scenario: scenarioAck, Round: 1, Consumer: "plain", N: 100, Rate: 1000},
+		{Scenario: scenarioAck, Round: 1, Consumer: "lily", N: 100, Rate: 1000, Unquiet: true},
+		{Scenario: scenarioRetry, Round: 1, Consumer: "plain", N: 100, Rate: 500},
+		{Scenario: scenarioRetry, Round: 1, Consumer: "lily", N: 100, Rate: 500},
+	}
+	var out bytes.Buffer
+	printReport(&out, runConfig{prefetch: 256, concurrency: 64}, 1, rs, false)
+	report := out.String()
+	ack, retry, ok := strings.Cut(report, "### retry path")
+	if !ok {
+		t.Fatalf("no retry path in\n%s", report)
+	}
+	footnote := "\n† The run's drain started although the machine was not 80 % idle within 20 s: "
+	for _, want := range []string{"\n| 1 | plain | 1000 |", "\n| 1 † | lily | 1000 |", footnote} {
+		if !strings.Contains(ack, want) {
+			t.Errorf("the ack path lacks %q in\n%s", want, ack)
+		}
+	}
+	if strings.Count(report, "†") != 2 {
+		t.Errorf("%d marks, want the run's and its footnote's:\n%s", strings.Count(report, "†"), report)
+	}
+	if !strings.Contains(retry, "\n| 1 | lily | 500 |") || strings.Contains(retry, "†") {
+		t.Errorf("the retry path's runs, all quiet, marked:\n%s", retry)
+	}
+}
