@@ -167,6 +167,18 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "a queue's keys at the level of the queues name queues",
+			src: "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\nqueues:\n  q:\n  consumes:\n    - message: A\n" +
+				"  handler_timeout: 10s\n  retry:\n    delays: [1s]\n",
+			want: []string{
+				`5:5: queue "q": want a mapping (a queue's keys), got null [WRONG-KIND]`,
+				`7:5: queue "consumes": want a mapping (a queue's keys), got a list (consumes is a key of a queue: indent it under the queue's name) [WRONG-KIND]`,
+				`8:20: queue "handler_timeout": want a mapping (a queue's keys), got the string "10s" (handler_timeout is a key of a queue: indent it under the queue's name) [WRONG-KIND]`,
+				`9:3: queue "retry" consumes nothing: add consumes (retry is a key of a queue: indent it under the queue's name) [MISSING-KEY]`,
+				`10:5: unknown key "delays" (known keys: arguments, bindings, concurrency, consumes, delivery_limit, dlq, envelope, handler_timeout, inbox, lily_arguments, max_body_bytes, ordering, ownership, prefetch, retry, settlement_budget, type) [UNKNOWN-KEY]`,
+			},
+		},
+		{
 			name: "bounds",
 			src: `version: 1
 package: x

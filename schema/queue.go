@@ -50,6 +50,13 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 		p.declare(fmt.Sprintf("queue %q", q.Name), k,
 			q.GoName+"Handler", "Unimplemented"+q.GoName+"Handler", q.GoName+"QueueSpec", q.GoName+"Routes", "New"+q.GoName+"Consumer")
 	}
+	if v.Kind != yaml.MappingNode && v.Kind != yaml.AliasNode {
+		// Named as the queue it was read as: a queue's own key indented at
+		// the level of the queues names a queue, and "consumes: want a
+		// mapping" would send its reader to the list it rightly holds.
+		p.misplacedQueueKey(p.errorf(v, RuleKind, "queue %q: want a mapping (a queue's keys), got %s", shorten(k.Value), describe(v)), k.Value)
+		return nil
+	}
 	m := p.object(v, k.Value, queueKeys...)
 	if m == nil {
 		return nil
@@ -104,7 +111,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 	if e, ok := m["consumes"]; ok {
 		q.Consumes = p.consumes(e.v, f.Messages, q)
 	} else {
-		p.errorf(k, RuleMissingKey, "queue %q consumes nothing: add consumes", q.Name)
+		p.misplacedQueueKey(p.errorf(k, RuleMissingKey, "queue %q consumes nothing: add consumes", q.Name), q.Name)
 	}
 	if e, ok := m["ordering"]; ok {
 		q.Ordering = p.ordering(e.v, q)
@@ -121,6 +128,15 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 	}
 	p.consumedEnvelopes(q)
 	return q
+}
+
+// misplacedQueueKey hints, on e, at the indentation of a queue named
+// name, when that is a key of a queue: it was written at the level of the
+// queues rather than under its queue's name.
+func (p *parser) misplacedQueueKey(e *Error, name string) {
+	if slices.Contains(queueKeys, name) {
+		e.Hint = name + " is a key of a queue: indent it under the queue's name"
+	}
 }
 
 // inbox reads an inbox policy; or is the policy when it cannot be read.
