@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -102,18 +104,18 @@ var versionKeys = []string{"content_types", "fields", "headers", "examples", "de
 func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 	var out []*Version
 	first := map[int]*yaml.Node{}
+	last := 1 // the version number read last, for a hint
 	// Not p.entries: a repeated key here is a repeated version, said so.
 	if !p.kind(n, yaml.MappingNode, "versions") {
 		return nil
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		// Within what a consumer's guard reads: a version past it would
-		// be poison at every delivery.
-		num, ok := p.intRange(k, "version", 1, envelope.MaxVersion)
+		num, ok := p.versionKey(msg, k, last)
 		if !ok {
 			continue
 		}
+		last = num
 		if prev, dup := first[num]; dup {
 			p.errorf(k, RuleDuplicateVersion, "duplicate version %d of %s (first at line %d)", num, msg.Name, prev.Line).
 				Hint = fmt.Sprintf("a changed payload needs a new version number, such as %d", slices.Max(slices.Collect(maps.Keys(first)))+1)
@@ -134,6 +136,44 @@ func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 	}
 	slices.SortFunc(out, func(a, b *Version) int { return a.Number - b.Number })
 	return out
+}
+
+// versionKey reads k, the key of a version of msg; last is the version
+// number read before it, for a hint.
+func (p *parser) versionKey(msg *Message, k *yaml.Node, last int) (int, bool) {
+	if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!int" {
+		// Within what a consumer's guard reads: a version past it would
+		// be poison at every delivery.
+		return p.intRange(k, "version", 1, envelope.MaxVersion)
+	}
+	if p.leadingZero(k, "version") { // 09, which YAML reads as a float
+		return 0, false
+	}
+	// Not "version: want an integer", the error of the top-level
+	// version key: this one names its message, and a version's own key
+	// indented at the level of the versions gets here.
+	e := p.errorf(k, RuleKind, "message %s: version key: want an integer, got %s", overLong(msg.Name), describe(k))
+	switch num, ok := versionNumber(k.Value); {
+	case slices.Contains(versionKeys, k.Value):
+		e.Hint = fmt.Sprintf("%s is a key of a version: indent it under the version's number, such as %d:", k.Value, last)
+	case ok:
+		e.Hint = fmt.Sprintf("a version's key is its number: write %d:", num)
+	}
+	return 0, false
+}
+
+// versionNumber reads a version number written as a string: 1 in "v1",
+// "V1", "version 1" or "1" (quoted).
+func versionNumber(s string) (int, bool) {
+	s = strings.ToLower(s)
+	s = strings.TrimPrefix(s, "version")
+	s = strings.TrimPrefix(s, "v")
+	s = strings.TrimLeft(s, " _-")
+	n, err := strconv.Atoi(s)
+	if err != nil || s != strconv.Itoa(n) || n < 1 || n > envelope.MaxVersion {
+		return 0, false
+	}
+	return n, true
 }
 
 // version reads the body v of version num of msg, whose key is k.

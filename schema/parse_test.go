@@ -133,6 +133,19 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "version keys that are not numbers name their message",
+			src: "version: 1\npackage: x\nmessages:\n  A:\n    versions:\n      v1: {}\n      \"2\": {}\n      first: {}\n      1.5: {}\n" +
+				"      3:\n      fields: {}\n",
+			want: []string{
+				`6:7: message A: version key: want an integer, got the string "v1" (a version's key is its number: write 1:) [WRONG-KIND]`,
+				`7:7: message A: version key: want an integer, got the string "2" (a version's key is its number: write 2:) [WRONG-KIND]`,
+				`8:7: message A: version key: want an integer, got the string "first" [WRONG-KIND]`,
+				`9:7: message A: version key: want an integer, got the number 1.5 [WRONG-KIND]`,
+				`10:9: A version 3: want a mapping, got null [WRONG-KIND]`,
+				`11:7: message A: version key: want an integer, got the string "fields" (fields is a key of a version: indent it under the version's number, such as 3:) [WRONG-KIND]`,
+			},
+		},
+		{
 			name: "version is read first",
 			src:  "package: 7\nversion: 2\n",
 			want: []string{`2:10: schema version 2 is unknown: this lilygen reads version 1 [SCHEMA-VERSION]`},
