@@ -105,6 +105,10 @@ func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 	var out []*Version
 	first := map[int]*yaml.Node{}
 	last := 1 // the version number read last, for a hint
+	// misplaced holds the version keys written as versions (fields:
+	// indented as 1: is), read as the body of version misplacedNum.
+	var misplaced *yaml.Node
+	misplacedNum := 0
 	// Not p.entries: a repeated key here is a repeated version, said so.
 	if !p.kind(n, yaml.MappingNode, "versions") {
 		return nil
@@ -112,7 +116,25 @@ func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		num, ok := p.versionKey(msg, k, last)
-		if !ok {
+		switch {
+		case !ok && slices.Contains(versionKeys, k.Value):
+			// A version's key indented at the level of the versions:
+			// its body, with any others beside it, is checked below as
+			// the body of the version it was meant for.
+			if misplaced == nil {
+				misplaced = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: k.Line, Column: k.Column}
+				misplacedNum = last
+			}
+			misplaced.Content = append(misplaced.Content, k, v)
+			continue
+		case !ok:
+			// Its body is checked all the same, so that fixing its key
+			// reveals no errors that were hidden; nothing is generated
+			// from it.
+			if guess, ok := versionNumber(k.Value); ok {
+				last = guess
+			}
+			p.checkVersion(msg, last, fmt.Sprintf("%s version %q", msg.Name, shorten(k.Value)), k, v)
 			continue
 		}
 		last = num
@@ -120,16 +142,16 @@ func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 			p.errorf(k, RuleDuplicateVersion, "duplicate version %d of %s (first at line %d)", num, msg.Name, prev.Line).
 				Hint = fmt.Sprintf("a changed payload needs a new version number, such as %d", slices.Max(slices.Collect(maps.Keys(first)))+1)
 			// Its body is checked all the same, so that renumbering it
-			// reveals no errors that were hidden; its Go names, those of
-			// the first, are checked only against each other.
-			decls := p.decls
-			p.decls = map[string]decl{}
-			p.version(msg, num, k, v)
-			p.decls = decls
+			// reveals no errors that were hidden.
+			p.checkVersion(msg, num, fmt.Sprintf("%s version %d", msg.Name, num), k, v)
 			continue
 		}
 		first[num] = k
 		out = append(out, p.version(msg, num, k, v))
+	}
+	if misplaced != nil {
+		k := misplaced.Content[0]
+		p.checkVersion(msg, misplacedNum, fmt.Sprintf("%s version %d", msg.Name, misplacedNum), k, misplaced)
 	}
 	if len(n.Content) == 0 {
 		p.errorf(n, RuleEmpty, "versions: want at least one version")
@@ -176,10 +198,26 @@ func versionNumber(s string) (int, bool) {
 	return n, true
 }
 
+// checkVersion checks the body v of a version of msg that is not
+// generated (its key k is no version number, or one taken), read as
+// version num and named what in errors. Its Go names are checked only
+// against each other: those of a version generated, or none.
+func (p *parser) checkVersion(msg *Message, num int, what string, k, v *yaml.Node) {
+	decls := p.decls
+	p.decls = map[string]decl{}
+	p.readVersion(msg, num, what, k, v)
+	p.decls = decls
+}
+
 // version reads the body v of version num of msg, whose key is k.
 func (p *parser) version(msg *Message, num int, k, v *yaml.Node) *Version {
+	return p.readVersion(msg, num, fmt.Sprintf("%s version %d", msg.Name, num), k, v)
+}
+
+// readVersion reads the body v of version num of msg, whose key is k,
+// named what in errors.
+func (p *parser) readVersion(msg *Message, num int, what string, k, v *yaml.Node) *Version {
 	ver := &Version{Number: num, GoName: fmt.Sprintf("%sV%d", msg.Name, num), Pos: p.pos(k), ContentTypes: []string{DefaultContentType}}
-	what := fmt.Sprintf("%s version %d", msg.Name, num)
 	p.declare(what, k, ver.GoName, "Extract"+ver.GoName, "New"+ver.GoName)
 	m := p.object(v, what, versionKeys...)
 	before := p.problems()

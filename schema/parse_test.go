@@ -802,6 +802,43 @@ queues:
 
 // A schema file is one YAML document: a second, after ---, is refused
 // rather than left unread.
+// A version whose key is no version number is checked all the same, as a
+// duplicate one is: fixing its key reveals no errors that were hidden. A
+// version's own keys indented as versions are checked as one body.
+func TestVersionBodiesBehindBadKeysAreChecked(t *testing.T) {
+	src := `version: 1
+package: x
+messages:
+  A:
+    versions:
+      v1:
+        fields:
+          a: {type: string, required: yes, maxLength: 3}
+      0:
+        fields:
+          b: {type: strng}
+      1:
+        fields:
+          a: {type: string}
+      2:
+      fields:
+        c: {type: integer, max: 4}
+      examples:
+        - body: {c: 5}
+`
+	wantErrors(t, src, []string{
+		`6:7: message A: version key: want an integer, got the string "v1" (a version's key is its number: write 1:) [WRONG-KIND]`,
+		`8:39: required: want true or false, got the string "yes" [WRONG-KIND]`,
+		`8:44: unknown key "maxLength" (did you mean "max_length"?) [UNKNOWN-KEY]`,
+		`9:7: version must be at least 1, not 0 [OUT-OF-RANGE]`,
+		`11:21: unknown type "strng" (did you mean "string"?) [UNKNOWN-TYPE]`,
+		`15:9: A version 2: want a mapping, got null [WRONG-KIND]`,
+		`16:7: message A: version key: want an integer, got the string "fields" (fields is a key of a version: indent it under the version's number, such as 2:) [WRONG-KIND]`,
+		`18:7: message A: version key: want an integer, got the string "examples" (examples is a key of a version: indent it under the version's number, such as 2:) [WRONG-KIND]`,
+		`19:21: example 1 of AV2 breaks the schema: field c: more than 4 [BAD-EXAMPLE]`,
+	})
+}
+
 func TestSecondYAMLDocumentIsRefused(t *testing.T) {
 	src := "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\n---\nqueues:\n  q: {consumes: [{message: A}]}\n"
 	want := []string{`4:1: a second YAML document: a schema file is one document (remove the --- and join the two) [YAML-SYNTAX]`}
