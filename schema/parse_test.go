@@ -641,6 +641,36 @@ messages:
 // A bound at int64's own end checks nothing, and is left out of the limits
 // the generator writes checks from, as a minimum length of 0 is; a narrower
 // type's range is not, since its values are read as int64s.
+// Another language's name of a type suggests Lily's, not the type nearest
+// by spelling (int8 for int), where that type fits.
+func TestTypeAliasesSuggestTheirType(t *testing.T) {
+	src := `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          a: {type: int}
+          b: {type: str}
+          c: {type: boolean}
+          d: {type: double}
+          e: {type: array}
+        headers:
+          x-a: {type: array}
+          x-b: {type: float}
+`
+	wantErrors(t, src, []string{
+		`8:21: unknown type "int" (did you mean "integer"?) [UNKNOWN-TYPE]`,
+		`9:21: unknown type "str" (did you mean "string"?) [UNKNOWN-TYPE]`,
+		`10:21: unknown type "boolean" (did you mean "bool"?) [UNKNOWN-TYPE]`,
+		`11:21: unknown type "double" (did you mean "number"?) [UNKNOWN-TYPE]`,
+		`12:21: unknown type "array" (did you mean "list"?) [UNKNOWN-TYPE]`,
+		`14:23: unknown type "array" (one of string, integer, int8, int16, int32, int64, uint8, uint16, uint32, number, bool, time, enum) [UNKNOWN-TYPE]`,
+		`15:23: unknown type "float" (did you mean "number"?) [UNKNOWN-TYPE]`,
+	})
+}
+
 func TestInt64EndsAreNoLimits(t *testing.T) {
 	const src = `version: 1
 package: x

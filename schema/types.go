@@ -128,6 +128,15 @@ func (p *parser) sharedNames(of ...Type) []string {
 	return out
 }
 
+// typeAliases are other languages' names of Lily's types, each suggested
+// as the type it names: the nearest by spelling can be another (int is
+// nearest int8, and integer, int64, is meant).
+var typeAliases = map[string]Type{
+	"int": Integer, "long": Integer, "str": String, "text": String, "boolean": Bool,
+	"float": Number, "double": Number, "float32": Number, "float64": Number,
+	"datetime": Time, "timestamp": Time, "array": List, "dict": Map,
+}
+
 // unknownType reports type t of a field, element, header or shared type at
 // n that cannot be used there.
 func (p *parser) unknownType(n *yaml.Node, t string, f *Field, allowed []Type, at place) {
@@ -151,7 +160,9 @@ func (p *parser) unknownType(n *yaml.Node, t string, f *Field, allowed []Type, a
 			what = "header type"
 		}
 		e := p.errorf(n, RuleUnknownType, "unknown %s %q", what, shorten(t))
-		if e.listed() {
+		if alias, ok := typeAliases[t]; ok && slices.Contains(allowed, alias) {
+			e.Hint = fmt.Sprintf("did you mean %q?", alias)
+		} else if e.listed() {
 			p.nearest(e, t, append(typeNames(allowed), p.sharedNames(allowed...)...), "one of "+typeList(allowed))
 		}
 		if t == "uint64" {
