@@ -255,6 +255,16 @@ const MaxDuration = queue.MaxDuration
 // duration reads a Go duration of at most MaxDuration; zeroOK allows 0 as
 // "not set".
 func (p *parser) duration(n *yaml.Node, what string, zeroOK bool) (time.Duration, bool) {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() != "!!str" {
+		// A number without its unit (handler_timeout: 10) is the likely
+		// slip: "want a string" alone does not say which string.
+		e := p.errorf(n, RuleKind, "%s: want a duration, got %s", what, describe(n))
+		e.Hint = "such as 500ms, 5s or 1m30s"
+		if tag := n.ShortTag(); tag == "!!int" || tag == "!!float" {
+			e.Hint = fmt.Sprintf("a duration has a unit, such as %ss or %sms", shorten(n.Value), shorten(n.Value))
+		}
+		return 0, false
+	}
 	s, ok := p.str(n, what)
 	if !ok {
 		return 0, false

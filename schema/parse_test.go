@@ -920,6 +920,30 @@ queues:
 	wantErrors(t, src, want)
 }
 
+// A duration not written as one says how it is written: a number without
+// its unit, with the unit it lacks.
+func TestDurationsWithoutUnitsSayHowToWriteThem(t *testing.T) {
+	src := `version: 1
+package: x
+messages: {A: {versions: {1: {}}}}
+queues:
+  a:
+    consumes: [{message: A}]
+    retry: {delays: [10, 1.5]}
+    handler_timeout: 10
+    settlement_budget: true
+    arguments: {message_ttl: 60000}
+`
+	want := []string{
+		`7:22: a retry delay: want a duration, got the integer 10 (a duration has a unit, such as 10s or 10ms) [WRONG-KIND]`,
+		`7:26: a retry delay: want a duration, got the number 1.5 (a duration has a unit, such as 1.5s or 1.5ms) [WRONG-KIND]`,
+		`8:22: handler_timeout: want a duration, got the integer 10 (a duration has a unit, such as 10s or 10ms) [WRONG-KIND]`,
+		`9:24: settlement_budget: want a duration, got true (such as 500ms, 5s or 1m30s) [WRONG-KIND]`,
+		`10:30: message_ttl: want a duration, got the integer 60000 (a duration has a unit, such as 60000s or 60000ms) [WRONG-KIND]`,
+	}
+	wantErrors(t, src, want)
+}
+
 // Fields nest at most maxDepth deep, and a field's name is at most
 // maxFieldName bytes: each nested object's Go name repeats the path to it,
 // so the generated code would grow with the square of the depth times the
