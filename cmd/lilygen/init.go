@@ -130,6 +130,7 @@ func initSchema(name, pkg string, e *env) int {
 		say(e.stderr, "lilygen init: %v", err)
 		return exitUsage
 	}
-	say(e.stderr, "lilygen init: wrote %s; edit it, then run lilygen generate %s", name, name)
+	// README.md's set-up runs lilygen as a Go tool, not from the PATH.
+	say(e.stderr, "lilygen init: wrote %s; edit it, then run go tool lilygen generate %s", name, name)
 	return exitOK
 }

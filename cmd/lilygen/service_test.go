@@ -59,6 +59,51 @@ func TestServiceModule(t *testing.T) {
 	}
 }
 
+// init's advice and its starter's header name the commands README.md's
+// set-up runs: there, lilygen is a Go tool, not a command on the PATH.
+func TestInitAdvisesTheREADMEsCommands(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commands, mainGo := block(t, readme, "commands"), block(t, readme, "main.go")
+	documented := func(line string) bool {
+		for l := range strings.Lines(commands + mainGo) {
+			if strings.TrimSpace(l) == line {
+				return true
+			}
+		}
+		return false
+	}
+	dir := t.TempDir()
+	code, _, stderr := lilygen(t, dir, "init", "orders.lily.yaml")
+	if code != exitOK {
+		t.Fatalf("init: exit %d\n%s", code, stderr)
+	}
+	_, advice, ok := strings.Cut(strings.TrimSpace(stderr), "then run ")
+	if !ok || !documented(advice) {
+		t.Errorf("init advises %q, not a command of README.md's set-up", advice)
+	}
+	starter, err := os.ReadFile(filepath.Join(dir, "orders.lily.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := 0
+	for line := range strings.Lines(string(starter)) {
+		cmd, ok := strings.CutPrefix(line, "#   ")
+		if !ok {
+			continue
+		}
+		header++
+		if !documented(strings.ReplaceAll(strings.TrimSpace(cmd), "<this file>", "orders.lily.yaml")) {
+			t.Errorf("the starter's header says %q, not a command of README.md's set-up", strings.TrimSpace(cmd))
+		}
+	}
+	if header == 0 {
+		t.Errorf("the starter's header names no command (lines of the form \"#   command\")")
+	}
+}
+
 // block returns the fenced block README.md marks as
 // <!-- service-module: name -->.
 func block(t *testing.T, readme []byte, name string) string {
