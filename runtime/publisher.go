@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"sync/atomic"
@@ -58,6 +59,13 @@ type Publisher struct {
 	consuming *links
 	// telemetry is told of each Send (Config.Telemetry).
 	telemetry hook
+	// ending holds a place for each Send from before its publish until its
+	// telemetry end returns, which it may outlive: the window's size, so
+	// that ends steadily slower than the broker's answers slow the Sends to
+	// their pace rather than pile up. nil without a hook.
+	ending chan struct{}
+	// step is how long a Send waits for its telemetry end (StepTimeout).
+	step time.Duration
 	// lastWarned is when a failed connection attempt was last logged: once a
 	// second at most, however many Sends wait for the connection.
 	lastWarned atomic.Int64
@@ -74,7 +82,10 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 		window = 64
 	}
 	cfg = cfg.withDefaults()
-	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}, telemetry: hook{t: cfg.Telemetry, log: cfg.Logger}}
+	p := &Publisher{dialer: &dialer{cfg: cfg, name: "publisher"}, telemetry: hook{t: cfg.Telemetry, log: cfg.Logger}, step: cfg.StepTimeout}
+	if cfg.Telemetry != nil {
+		p.ending = make(chan struct{}, window)
+	}
 	// A dialer of its own: a node passed over for consuming need not be
 	// for publishing.
 	p.consuming = &links{dialer: &dialer{cfg: cfg, name: "publisher"}, shared: true}
@@ -108,9 +119,31 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 // means only that the broker took it. The broker hands it to the requester
 // if its channel still consumes the reply-to pseudo-queue, and drops it
 // otherwise; nothing tells the two apart, and it is never ErrReturned.
+//
+// With Config.Telemetry set, Send tells the hook's done of the answer and
+// waits for it for one step at most, or until ctx ends, then returns the
+// answer and leaves done running: a slow end (a span exported to a
+// collector that is away) cannot hold an answer its caller acts on. As many
+// ends as the window may run so; past that, a Send waits within ctx for one
+// to return before it publishes, and publishes nothing if ctx ends first.
 func (p *Publisher) Send(ctx context.Context, m Message) error {
 	if err := frame.CheckDestination(m.Exchange, m.RoutingKey); err != nil {
 		return fmt.Errorf("lily: send: %w", err)
+	}
+	if p.ending != nil {
+		// The place is taken before anything is published, so that no
+		// answer waits behind the ends. A free place is taken even when ctx
+		// has ended (a select would pick at random): the publish then says
+		// why nothing was written, as without a hook.
+		select {
+		case p.ending <- struct{}{}:
+		default:
+			select {
+			case p.ending <- struct{}{}:
+			case <-ctx.Done():
+				return fmt.Errorf("lily: not sent: the telemetry hook's ends still run: %w", context.Cause(ctx))
+			}
+		}
 	}
 	// The publish id goes into the headers: a table of the Publisher's own,
 	// so that the caller's message is not changed.
@@ -120,7 +153,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	deadline, _ := ctx.Deadline()
 	msg, done := p.telemetry.publishing(ctx, m.Exchange, m.RoutingKey, msg, nil, nil)
 	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() error { return nil })
-	done(ev.Status.String(), p.telemetry.now())
+	p.end(ctx, done, ev.Status.String(), p.telemetry.now())
 	switch {
 	case ev.Status == outcome.HandoffConfirmed:
 		return nil
@@ -139,6 +172,37 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 		return fmt.Errorf("lily: not sent: %s: %w", ev.Detail, cause)
 	default:
 		return fmt.Errorf("lily: not sent: %s", ev.Detail)
+	}
+}
+
+// end hands the broker's answer to the hook's done. Without a hook done is
+// ignore, called in place: no goroutine, channel or timer per Send. With one,
+// done runs on a goroutine of its own, which gives the Send's place among the
+// ends back when done returns; Send waits for it for a step at most, or
+// until ctx ends (a relay's stop, the caller's deadline), so that a quick
+// done still ends its span before Send returns.
+func (p *Publisher) end(ctx context.Context, done func(string, time.Time), evidence string, at time.Time) {
+	if p.ending == nil {
+		done(evidence, at)
+		return
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		// Runs first: a caller that sends again at once finds the place free.
+		defer func() { <-p.ending }()
+		done(evidence, at)
+	}()
+	timer := time.NewTimer(p.step)
+	defer timer.Stop()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		// The caller has stopped waiting; it may have stopped before the
+		// answer, so a done quick enough is not reported slow.
+	case <-timer.C:
+		p.telemetry.logError(slog.String("method", "Publish"),
+			slog.String("detail", fmt.Sprintf("done did not return within %s: the Send returned the broker's answer and left it running", p.step)))
 	}
 }
 

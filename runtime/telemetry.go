@@ -59,6 +59,13 @@ type Telemetry interface {
 	// budget its ACK needs nor keep the delivery in flight for a shutdown to
 	// report unsettled: the time between at and the call (the settlement, a
 	// requeue's pause, Config.Observe, the other ends) is not the publish's.
+	// For a Send, done runs on a goroutine of its own once the answer came;
+	// the Send waits for it for one StepTimeout at most, or until its
+	// context ends, then returns the answer and leaves done running (logged
+	// when the step passed), so that a slow done cannot hold an answer its
+	// caller acts on (an outbox relay deletes the confirmed row). As many
+	// as the Publisher's window may be left running; past that, a Send
+	// waits within its context for one to return before it publishes.
 	Publish(ctx context.Context, exchange, routingKey string, p *Publishing) (done func(evidence string, at time.Time))
 	// Settle is called before the original delivery's ACK ("ack") or NACK
 	// ("nack", "requeue"); done gets the settlement evidence ("ack sent",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -336,5 +337,96 @@ func TestBrokerTelemetryDroppingHeadersLeavesTheSend(t *testing.T) {
 	}
 	if got := ids(t, ok); fmt.Sprint(got) != "map[headless:1]" {
 		t.Errorf("the queue holds %v", got)
+	}
+}
+
+// heldEnds is a Telemetry whose send ends wait until release is closed: a
+// span exported synchronously to a collector that is away.
+type heldEnds struct {
+	*journeys
+	release  chan struct{}
+	started  chan string // each Publish's routing key
+	finished chan string // each done's evidence, once released
+}
+
+func (h heldEnds) Publish(_ context.Context, _, key string, _ *runtime.Publishing) func(string, time.Time) {
+	h.started <- key
+	return func(evidence string, _ time.Time) {
+		<-h.release
+		h.finished <- evidence
+	}
+}
+
+// A Send's slow telemetry end does not hold its answer: Send returns the
+// confirm within a step and leaves the end running, logged. With the
+// window's worth of ends still running, the next Send waits for one before
+// it publishes, and a ctx that ends first leaves nothing published and the
+// hook untold. Once the end returns, its place serves the next Send.
+func TestBrokerSlowSendEndLeavesTheAnswer(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	var events eventLog
+	tel := heldEnds{journeys: newJourneys(), release: make(chan struct{}), started: make(chan string, 3), finished: make(chan string, 3)}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(tel.release)
+		}
+	}
+	defer release()
+	p := newPublisher(t, brokerURL(t), 1, func(c *runtime.Config) {
+		c.Telemetry, c.Logger, c.StepTimeout = tel, slog.New(&events), time.Second
+	})
+
+	answer := make(chan error, 1)
+	go func() {
+		answer <- p.Send(t.Context(), runtime.Message{RoutingKey: q.Name, Publishing: order(t, "first")})
+	}()
+	select {
+	case err := <-answer:
+		if err != nil {
+			t.Fatalf("the first send: %v, want confirmed", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first send waited for its telemetry end")
+	}
+	if !events.has(func(ev event) bool {
+		return ev.stage == "telemetry" && ev.method == "Publish" && strings.Contains(ev.detail, "left it running")
+	}) {
+		t.Errorf("the slow end was not logged: %+v", events.all())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+
+	// The window (1) is taken by the end still running.
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	err := p.Send(ctx, runtime.Message{RoutingKey: q.Name, Publishing: order(t, "second")})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, runtime.ErrUnconfirmed) {
+		t.Errorf("the send behind the ends: %v, want not sent at its deadline", err)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+
+	release()
+	if got := <-tel.finished; got != "confirmed" {
+		t.Errorf("the first send's end was told %q, want confirmed", got)
+	}
+	if err := p.Send(t.Context(), runtime.Message{RoutingKey: q.Name, Publishing: order(t, "third")}); err != nil {
+		t.Fatalf("the send after the end returned: %v", err)
+	}
+	if got := <-tel.finished; got != "confirmed" {
+		t.Errorf("the third send's end was told %q, want confirmed", got)
+	}
+	close(tel.started)
+	var keys []string
+	for k := range tel.started {
+		keys = append(keys, k)
+	}
+	if len(keys) != 2 {
+		t.Errorf("the hook was told of %d sends, want 2 (not of the one that waited)", len(keys))
+	}
+	if got := ids(t, q.Name); !maps.Equal(got, map[string]int{"first": 1, "third": 1}) {
+		t.Errorf("the queue holds %v, want first and third once each", got)
 	}
 }

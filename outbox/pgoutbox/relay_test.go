@@ -1032,3 +1032,93 @@ func TestStopGivesUpSendsNotWrittenAfterAWait(t *testing.T) {
 		t.Errorf("queue holds %v, want the first message alone", got)
 	}
 }
+
+// heldSendEnds is a telemetry hook whose send ends wait until release is
+// closed: spans exported synchronously to a collector that is away.
+type heldSendEnds struct{ release chan struct{} }
+
+func (heldSendEnds) Received(ctx context.Context, _ string, _ runtime.RawDelivery) context.Context {
+	return ctx
+}
+func (h heldSendEnds) Publish(context.Context, string, string, *runtime.Publishing) func(string, time.Time) {
+	return func(string, time.Time) { <-h.release }
+}
+func (heldSendEnds) Settle(context.Context, string) func(string, time.Time) { return nil }
+func (heldSendEnds) Settled(context.Context, runtime.Record)                {}
+func (heldSendEnds) Lost(string, string)                                    {}
+
+// Two relays whose publishers' telemetry ends hang: the confirmed row is
+// deleted at once, so its lease never ends for the other relay to publish
+// it again, and each relay stops while the ends still hang. (Before, the
+// send waited for its end: the row was published again at each lease's end,
+// counted published each time, and the stop waited for the end.)
+func TestSlowTelemetryEndHoldsNeitherTheRowNorTheStop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	hook := heldSendEnds{release: make(chan struct{})}
+	// Released at the latest long after the relays should have stopped (10
+	// times what they need), so that without the fix the copies show.
+	hold := time.AfterFunc(15*time.Second, func() { close(hook.release) })
+	t.Cleanup(func() {
+		if hold.Stop() {
+			close(hook.release)
+		}
+	})
+	e.write(message(q, "m1"))
+	var stops []func() *runtime.Report
+	for range 2 {
+		p, err := runtime.NewPublisher(runtime.Config{URLs: []string{e.brokerURL}, StepTimeout: time.Second, Telemetry: hook,
+			Logger: slog.New(slog.DiscardHandler)}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relay := pgoutbox.NewRelay(e.pool, p, pgoutbox.Options{Lease: 6 * time.Second, Poll: 50 * time.Millisecond, Logger: e.logger()})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan *runtime.Report, 1)
+		go func() {
+			rep, err := relay.Run(ctx)
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			done <- rep
+			p.Close()
+		}()
+		var once sync.Once
+		var rep *runtime.Report
+		stop := func() *runtime.Report {
+			once.Do(func() { cancel(); rep = <-done })
+			return rep
+		}
+		stops = append(stops, stop)
+		t.Cleanup(func() { stop() })
+	}
+	e.eventually("the row published and deleted", func() bool { return len(e.rows()) == 0 })
+	if n := e.ready(q); n != 1 {
+		t.Errorf("%d messages in the queue, want m1 once", n)
+	}
+
+	published := 0
+	for i, stop := range stops {
+		reported := make(chan *runtime.Report, 1)
+		go func() { reported <- stop() }()
+		var rep *runtime.Report
+		select {
+		case rep = <-reported:
+		case <-hook.release:
+			t.Fatalf("relay %d did not stop before the telemetry ends returned", i)
+		}
+		c := counts(rep)
+		published += c["published"]
+		delete(c, "published")
+		if len(c) != 0 || len(rep.PossibleCopies) != 0 {
+			t.Errorf("relay %d: counts %v, possible copies %+v", i, rep.Counts, rep.PossibleCopies)
+		}
+	}
+	if published != 1 {
+		t.Errorf("the relays published %d, want 1", published)
+	}
+	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"m1": 1}) {
+		t.Errorf("queue holds %v, want m1 once", got)
+	}
+}
