@@ -528,6 +528,42 @@ func TestRowsBehindAHandDeletedRowAreSwept(t *testing.T) {
 	}
 }
 
+// Rows whose order_key is the empty string (stored by hand or by another
+// tool: Write stores none as NULL) are of one key to the look, which marks
+// all but the first behind it: each publish clears its next row's mark, as
+// for any key, and the key's rows go in order without waiting for the sweep.
+// The Lease is ten minutes, so the sweep, which ran at the start before any
+// mark, comes back ten times later than the minute the test waits. (Before,
+// record cleared no mark for the empty key: its rows went one per Lease.)
+func TestRowsOfTheEmptyKeyGoWithoutTheSweep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	msgs, ids := messages(q, "k-", 5)
+	for i := range msgs {
+		msgs[i].OrderKey = "to be emptied"
+	}
+	e.write(msgs...)
+	e.write(message(q, "unkeyed"))
+	if _, err := e.pool.Exec(e.ctx, "UPDATE lily_outbox SET order_key = '' WHERE order_key IS NOT NULL"); err != nil {
+		t.Fatal(err)
+	}
+	stop := e.relay(pgoutbox.Options{Poll: 10 * time.Millisecond, Lease: 10 * time.Minute})
+	e.eventually("the key's rows published", func() bool { return len(e.rows()) == 0 })
+	if got, want := counts(stop()), map[runtime.Path]int{"published": 6}; !cmp.Equal(got, want) {
+		t.Errorf("report counts %v, want %v", got, want)
+	}
+	var got []string
+	for _, d := range e.take(q) {
+		if d.MessageId != "unkeyed" {
+			got = append(got, d.MessageId)
+		}
+	}
+	if !cmp.Equal(got, ids) {
+		t.Errorf("queue holds the key's %v, want %v once each in order", got, ids)
+	}
+}
+
 // explainLook runs a look of 100 rows, in a transaction it rolls back, and
 // returns its plan's top node, and the plan as PostgreSQL wrote it.
 func explainLook(t *testing.T, e *env) (planNode, []byte) {

@@ -239,6 +239,10 @@ type row struct {
 	size     int       // the stored body's bytes
 	sendBy   time.Time // the send's deadline, within the lease
 	unread   error     // why the stored message could not be read
+	// keyed is a row whose order_key is not NULL: '' too, stored by hand
+	// or by another tool (Write stores none as NULL), is a key to the look,
+	// whose next row waits for this one's deletion to clear its mark.
+	keyed bool
 	// fetch is a row leased without its properties and body: its send
 	// reads them.
 	fetch bool

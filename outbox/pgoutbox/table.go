@@ -101,14 +101,14 @@ const leaseSQL = `WITH walked AS (
 		WHERE id IN (SELECT id FROM lily_outbox WHERE attempts > 0 AND retry_at IS NULL LIMIT $1 FOR UPDATE SKIP LOCKED)),
 	leased AS (UPDATE lily_outbox o SET lease_owner = $2, lease_until = now() + $3 * interval '1 second'
 		FROM due WHERE o.id = due.id
-		RETURNING o.id, o.exchange, o.routing_key, coalesce(o.order_key, '') AS order_key, o.properties, o.body,
+		RETURNING o.id, o.exchange, o.routing_key, o.order_key, o.properties, o.body,
 			octet_length(o.body) AS size, o.attempts, due.turn, octet_length(o.body) + octet_length(o.properties::text) AS wire),
 	inlined AS (SELECT *, wire <= $5 AND sum(CASE WHEN wire <= $5 THEN wire ELSE 0 END) OVER (ORDER BY turn, id) <= $5 AS inline
 		FROM leased)
 	SELECT id, exchange, routing_key, order_key, CASE WHEN inline THEN properties END, CASE WHEN inline THEN body END, size, attempts
 	FROM inlined
 	UNION ALL
-	SELECT 0, '', '', '', '{}'::jsonb, ''::bytea, 0, count(*)::int FROM held`
+	SELECT 0, '', '', NULL, '{}'::jsonb, ''::bytea, 0, count(*)::int FROM held`
 
 // fetchSQL reads the properties and body of row $1, which a look leased to
 // owner $2 without them, and extends its lease to $3 seconds from now: the
@@ -219,12 +219,16 @@ func (s *relayRun) look(ctx context.Context, n, bytes int, sendBy time.Time) (le
 	for rows.Next() {
 		var (
 			rw          = &row{sendBy: sendBy}
+			key         *string
 			props, body []byte
 		)
-		if err := rows.Scan(&rw.id, &rw.msg.Exchange, &rw.msg.RoutingKey, &rw.msg.OrderKey, &props, &body, &rw.size, &rw.attempts); err != nil {
+		if err := rows.Scan(&rw.id, &rw.msg.Exchange, &rw.msg.RoutingKey, &key, &props, &body, &rw.size, &rw.attempts); err != nil {
 			rows.Close()
 			_ = br.Close()
 			return nil, 0, err
+		}
+		if key != nil {
+			rw.msg.OrderKey, rw.keyed = *key, true
 		}
 		switch {
 		case rw.id == 0:
@@ -339,7 +343,7 @@ func (s *relayRun) record(by time.Time) error {
 		}
 		if a.err == nil {
 			done = append(done, a.row.id)
-			if a.row.msg.OrderKey != "" {
+			if a.row.keyed {
 				keys = append(keys, a.row.msg.OrderKey)
 			}
 			continue
