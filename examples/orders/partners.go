@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,7 +109,9 @@ func runPartners(url string, spec runtime.QueueSpec) error {
 	fmt.Println("\nwhere each delivery went:")
 	settled := make(chan struct{}, len(msgs)*2)
 	observe := func(rec runtime.Record) {
-		fmt.Printf("  %-50s attempt %d  %-36s %s\n", rec.MessageID, rec.Attempt, describe(spec, rec), rec.Reason)
+		// A delivery is named by its inbox key: a CloudEvent's source and
+		// id, a header profile's name, type and id.
+		fmt.Printf("  %-56s attempt %d  %-36s %s\n", cmp.Or(rec.MessageID, "(no message id)"), rec.Attempt, describe(spec, rec), rec.Reason)
 		if rec.Path != runtime.PathRetried {
 			settled <- struct{}{}
 		}
