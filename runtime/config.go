@@ -35,7 +35,8 @@ type Config struct {
 	// Logger receives the diagnostics events, one record per stage of each
 	// delivery's journey and of the consumer's life, with stable keys
 	// (docs/runtime.md lists them); slog.Default() when nil. A handler of
-	// its own turns them into metrics or keeps the recent ones.
+	// its own turns them into metrics or keeps the recent ones. A panic in
+	// its handler is recovered and the record dropped.
 	Logger *slog.Logger
 	// Observe, when set, receives each delivery's record as its journey ends,
 	// on the delivery's goroutine: keep it quick. A panic in it is logged.
@@ -103,6 +104,7 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Logger = guardLogger(c.Logger)
 	orDefault(&c.ShutdownGrace, 15*time.Second)
 	orDefault(&c.ForceWindow, 5*time.Second)
 	orDefault(&c.StepTimeout, queue.DefaultStepTimeout)

@@ -32,10 +32,9 @@ import (
 // way, on the test's goroutine. So do such calls from the Config's other
 // functions that run for the delivery: Scope, the cleanup it returns,
 // AfterDelivery, Observe, the Telemetry's methods and the Logger's handler,
-// which would wait for their step's timeout, or, having none, for good. (A
-// Logger's handler is not guarded by the runtime: its panic reaches Deliver
-// at once.) Made from a goroutine one of them started and waits for, or by
-// the Inbox's methods, the call is not caught: it waits as long as its
+// which would wait for their step's timeout, or, having none, for good.
+// Made from a goroutine one of them started and waits for, or by the
+// Inbox's methods, the call is not caught: it waits as long as its
 // caller does, until the handler's timeout or the step's, or, from Observe,
 // the Telemetry or the Logger, for good. Made by a handler past its
 // timeout, whose delivery has ended, while another delivery's user code

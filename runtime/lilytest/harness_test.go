@@ -71,6 +71,31 @@ func TestTelemetryFollowsTheJourney(t *testing.T) {
 	}
 }
 
+// A Logger whose handler panics at every record, user code as Observe is,
+// neither ends the process nor keeps a delivery from its settlement: the
+// runtime logs on each delivery's goroutine, and the panic is recovered
+// there, on every path.
+func TestPanickingLoggerLeavesEveryDeliverySettled(t *testing.T) {
+	var panics atomic.Int64
+	h := harness(t, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "refused" {
+			return runtime.Permanent(errors.New("refused"))
+		}
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.Logger = slog.New(handlerOf(func(slog.Record) {
+			panics.Add(1)
+			panic("the log sink broke")
+		}))
+	})
+	wantPath(t, h.Deliver(order(t, "ok")), runtime.PathAcked)
+	wantPath(t, h.Deliver(order(t, "refused")), runtime.PathDeadLettered)
+	wantPath(t, h.Deliver(runtime.Publishing{Body: []byte("{}")}), runtime.PathDeadLettered)
+	if panics.Load() < 3 {
+		t.Errorf("the handler panicked %d times; want once a delivery at least", panics.Load())
+	}
+}
+
 // After Close, the consumer's authority is gone: a delivery is left
 // unresolved, with nothing written, and no user code runs for it (no scope,
 // no handler, no after_delivery), however many come.
