@@ -37,8 +37,9 @@ type Service interface {
 // It returns the one service's report, or for several a combined report:
 // their counts summed, their unresolved deliveries, possible copies (each
 // Record names its queue) and lost sessions bounded as one report's lists
-// are, and each service's own report in Parts. The error joins the
-// services' errors.
+// are, and each service's own report in Parts, in the order of the
+// services: a service whose Run failed before it ran has none there, so
+// find a part by its Queue. The error joins the services' errors.
 func Serve(ctx context.Context, services ...Service) (*Report, error) {
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
