@@ -26,7 +26,8 @@ import (
 //go:embed migrations/001_lily_inbox.sql
 var schemaSQL string
 
-// Migrate creates lily_inbox in the pool's search path if it is missing. It is
+// Migrate creates lily_inbox in the first schema of the pool's search_path
+// (current_schema()) if it is missing there, as the SQL file would. It is
 // safe to call from every worker at start-up: an advisory lock lets one of
 // them create the table while the others wait, and once it exists Migrate
 // needs no privilege to create anything, so workers may run as a role that
@@ -46,9 +47,22 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// before it looks for the table: a schema already applied is not sent.
 	// The table's presence says it is applied while 001 is the only
 	// migration; a second one needs its own test of what it changed.
+	// It is looked for where the file creates it, in current_schema() (the
+	// first schema of the search_path that exists): a lily_inbox further
+	// down the path may be another service's, whose claims would be taken
+	// for this one's.
+	// current_schema() is NULL when no schema of the path exists.
+	var schema *string
+	var path string
 	var applied bool
-	if err := tx.QueryRow(ctx, "SELECT to_regclass('lily_inbox') IS NOT NULL").Scan(&applied); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'),
+		CASE WHEN current_schema() IS NOT NULL
+			THEN to_regclass(format('%I.lily_inbox', current_schema())) IS NOT NULL
+			ELSE false END`).Scan(&schema, &path, &applied); err != nil {
 		return fmt.Errorf("pginbox: migrate: %w", err)
+	}
+	if schema == nil {
+		return fmt.Errorf("pginbox: migrate: no schema of the search_path exists to create lily_inbox in (search_path %q)", path)
 	}
 	if applied {
 		return nil

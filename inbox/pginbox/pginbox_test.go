@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -425,6 +426,77 @@ func TestMigrateWithoutCreatePrivilege(t *testing.T) {
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Migrate creates lily_inbox in the first schema of the search_path, as the
+// SQL file does, even when a later schema of the path has one: a service
+// that found another's table there would take that service's claims for its
+// own, and ACK its messages as duplicates without running them.
+func TestMigrateCreatesInTheFirstSchema(t *testing.T) {
+	for name, apply := range map[string]func(ctx context.Context, pool *pgxpool.Pool) error{
+		"Migrate": pginbox.Migrate,
+		"the SQL file": func(ctx context.Context, pool *pgxpool.Pool) error {
+			sql, err := os.ReadFile("migrations/001_lily_inbox.sql")
+			if err != nil {
+				return err
+			}
+			_, err = pool.Exec(ctx, string(sql))
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			url := services.PostgreSQL(t)
+			unique := time.Now().UnixNano()
+			shared := fmt.Sprintf("lily_inbox_shared_%d", unique)
+			svc := fmt.Sprintf("lily_inbox_svc_%d", unique)
+			admin := connectAs(t, ctx, url, "public", "")
+			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+shared+"; CREATE SCHEMA "+svc); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+shared+" CASCADE; DROP SCHEMA "+svc+" CASCADE"); err != nil {
+					t.Error(err)
+				}
+			})
+			a := connectAs(t, ctx, url, shared, "")
+			if err := pginbox.Migrate(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			b := connectAs(t, ctx, url, svc+", "+shared, "")
+			if err := apply(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+			var in string
+			if err := admin.QueryRow(ctx, "SELECT coalesce(to_regclass($1)::text, 'nowhere')", svc+".lily_inbox").Scan(&in); err != nil || in != svc+".lily_inbox" {
+				t.Fatalf("lily_inbox in the search_path's first schema %s: %s (%v)", svc, in, err)
+			}
+			tx, err := pginbox.New(a, pginbox.Options{}).Begin(ctx, "orders", "m1")
+			if got, detail := answer(tx, err); got != "claimed" {
+				t.Fatalf("service A's Begin = %s (%s); want claimed", got, detail)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			tx, err = pginbox.New(b, pginbox.Options{}).Begin(ctx, "orders", "m1")
+			if got, detail := answer(tx, err); got != "claimed" {
+				t.Fatalf("service B's Begin of A's key = %s (%s); want claimed in B's own table", got, detail)
+			}
+			tx.Rollback(ctx)
+		})
+	}
+}
+
+// With no schema of the search_path in existence there is nowhere to
+// create lily_inbox: Migrate says so.
+func TestMigrateWithoutASchemaSaysSo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := connectAs(t, ctx, services.PostgreSQL(t), fmt.Sprintf("lily_inbox_nowhere_%d", time.Now().UnixNano()), "")
+	if err := pginbox.Migrate(ctx, pool); err == nil || !strings.Contains(err.Error(), "no schema of the search_path exists") {
+		t.Fatalf("Migrate with no schema of the search_path = %v; want an error saying so", err)
 	}
 }
 
