@@ -187,7 +187,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:
-		return &claimTx{in: in, tx: tx, xid: xid}, nil
+		return &claimTx{in: in, tx: tx, consumer: consumer, messageID: messageID, xid: xid}, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("pginbox: already committed for this consumer: %w", runtime.ErrDuplicate)
@@ -230,9 +230,10 @@ func (handlerTx) Commit(context.Context) error   { return ErrInboxOwnsTx }
 func (handlerTx) Rollback(context.Context) error { return ErrInboxOwnsTx }
 
 type claimTx struct {
-	in  *Inbox
-	tx  pgx.Tx
-	xid string // pg_current_xact_id() of tx, as text
+	in                  *Inbox
+	tx                  pgx.Tx
+	consumer, messageID string
+	xid                 string // pg_current_xact_id() of tx, as text
 }
 
 func (c *claimTx) Bind(ctx context.Context) context.Context {
@@ -247,7 +248,8 @@ func (c *claimTx) Rollback(ctx context.Context) {
 
 // Commit commits, once it has checked that the session's transaction is
 // still the claim's, and, when the server's answer to COMMIT was lost, asks
-// pg_xact_status on another connection until the answer is known or ctx ends.
+// pg_xact_status on another connection until the answer is known or ctx ends
+// (committed only with the claim's row in lily_inbox).
 // COMMIT gets only part of ctx's time (package reserve), so that one cut at
 // its own deadline can still be looked up: pgx gives up on a COMMIT at its
 // context's deadline, closing the connection with a cancel request that most
@@ -260,7 +262,7 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		// claim's; the transaction's own fate decides. The rollback only
 		// gives the connection back to the pool.
 		_ = c.tx.Rollback(ctx)
-		return c.in.resolve(ctx, c.xid, "the handler ended the claim's transaction itself (a COMMIT or ROLLBACK sent through Exec)")
+		return c.in.resolve(ctx, c.claim(), "the handler ended the claim's transaction itself (a COMMIT or ROLLBACK sent through Exec)")
 	}
 	commitCtx, cancel := reserve.Before(ctx)
 	defer cancel()
@@ -282,7 +284,7 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		}
 		if (xid == nil || *xid != c.xid) && (claim == nil || *claim != "committed") {
 			_ = c.tx.Rollback(ctx)
-			return c.in.resolve(ctx, c.xid, "the handler ended the claim's transaction itself and began another (a ROLLBACK, then BEGIN, sent through Exec), which was rolled back")
+			return c.in.resolve(ctx, c.claim(), "the handler ended the claim's transaction itself and began another (a ROLLBACK, then BEGIN, sent through Exec), which was rolled back")
 		}
 	}
 	err := c.tx.Commit(commitCtx)
@@ -303,24 +305,53 @@ func (c *claimTx) Commit(ctx context.Context) error {
 	if commitCtx.Err() != nil && ctx.Err() == nil {
 		lost = fmt.Sprintf("COMMIT did not answer within its share of the step (%v)", err)
 	}
-	return c.in.resolve(ctx, c.xid, lost)
+	return c.in.resolve(ctx, c.claim(), lost)
 }
 
-// resolve polls pg_xact_status(xid) until it says committed (nil) or aborted,
-// or ctx ends: then the outcome stays ambiguous (runtime.ErrCommitAmbiguous).
-// lost says why the commit's outcome is to be asked.
-func (in *Inbox) resolve(ctx context.Context, xid string, lost string) error {
+// claim is what resolve asks about.
+func (c *claimTx) claim() claimRow {
+	return claimRow{consumer: c.consumer, messageID: c.messageID, xid: c.xid}
+}
+
+// claimRow is a claim's row of lily_inbox as its transaction inserted it.
+type claimRow struct{ consumer, messageID, xid string }
+
+// resolve polls pg_xact_status of the claim's transaction until it says
+// committed (nil, once the claim's row is found) or aborted, or ctx ends:
+// then the outcome stays ambiguous (runtime.ErrCommitAmbiguous). lost says
+// why the commit's outcome is to be asked.
+func (in *Inbox) resolve(ctx context.Context, claim claimRow, lost string) error {
 	last := "not asked"
 	for {
 		var status *string // NULL: the id is too old to know
-		err := in.pool.QueryRow(ctx, "SELECT pg_xact_status($1::text::xid8)", xid).Scan(&status)
+		err := in.pool.QueryRow(ctx, "SELECT pg_xact_status($1::text::xid8)", claim.xid).Scan(&status)
 		switch {
 		case err != nil:
 			last = "pg_xact_status: " + err.Error()
 		case status == nil:
 			last = "pg_xact_status: unknown"
 		case *status == "committed":
-			return nil
+			// The id alone is not proof: a failover to a standby that was
+			// behind hands out the lost transactions' ids again. The row
+			// the claim inserted, with its id, is. pg_xact_status says
+			// committed only once the transaction has left the running
+			// ones, so this later statement's snapshot sees its row.
+			var found bool
+			err := in.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM lily_inbox
+				WHERE consumer = $1 AND message_id = $2 AND xact = $3::text::xid8)`,
+				claim.consumer, claim.messageID, claim.xid).Scan(&found)
+			switch {
+			case err != nil:
+				last = "pg_xact_status: committed; the claim's row: " + err.Error()
+			case found:
+				return nil
+			default:
+				// Not the claim's transaction, so not committed here: a
+				// failure, which the runtime retries. Were the claim
+				// committed all the same, the retry would meet it as a
+				// duplicate.
+				return fmt.Errorf("pginbox: %s; pg_xact_status says transaction %s committed, but lily_inbox has no row of the claim by it: the id is another transaction's (after a failover to a standby that was behind), the claim's was lost", lost, claim.xid)
+			}
 		case *status == "aborted":
 			return fmt.Errorf("pginbox: %s; pg_xact_status says aborted", lost)
 		default:

@@ -810,6 +810,44 @@ func TestCommitSlowerThanTheStepIsFailed(t *testing.T) {
 	e.commit(e.claim(inbox, "claimed"))
 }
 
+// A lost COMMIT is looked up by its transaction id, and pg_xact_status
+// saying committed is not enough: after a failover to a standby that was
+// behind, the id of a transaction lost with the old primary is handed out
+// again, and may be another's, committed. Committed is the answer only when
+// the claim's row, inserted with that id, is there; otherwise the claim's
+// work is not in the database, and the answer is failed, not committed.
+func TestResolveWantsTheClaimsRow(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{ResolveEvery: 50 * time.Millisecond})
+	tx := e.claim(inbox, "claimed")
+	if err := e.write(tx.Bind(e.ctx), "k", 0); err != nil {
+		t.Fatal(err)
+	}
+	e.commit(tx)
+	var claims, other string
+	if err := e.pool.QueryRow(e.ctx, "SELECT xact::text FROM lily_inbox WHERE consumer = $1 AND message_id = 'm1'", e.prefix).Scan(&claims); err != nil {
+		t.Fatal(err)
+	}
+	// A transaction of its own, committed, with nothing of the claim's.
+	if err := e.pool.QueryRow(e.ctx, "SELECT pg_current_xact_id()::text").Scan(&other); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, id, xid, want string
+	}{
+		{"the claim's row and id", "m1", claims, "committed"},
+		{"another transaction's id, no row of the message", "m2", other, "failed"},
+		{"another transaction's id, the message's row by another", "m1", other, "failed"},
+	} {
+		ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		got, detail := said(inbox.Resolve(ctx, e.prefix, c.id, c.xid))
+		cancel()
+		if got != c.want || (c.want == "failed" && !strings.Contains(detail, "lily_inbox has no row of the claim")) {
+			t.Errorf("%s: resolve = %s (%s), want %s", c.name, got, detail, c.want)
+		}
+	}
+}
+
 // cancelRequestCode opens a PostgreSQL CancelRequest message.
 const cancelRequestCode = 80877102
 
