@@ -114,25 +114,93 @@ func New(db *mongo.Database, opts Options) (*Inbox, error) {
 	return &Inbox{client: db.Client(), markers: db.Collection(opts.Markers), leases: db.Collection(opts.Leases), opts: opts}, nil
 }
 
-// Migrate creates the two collections if they are missing (MongoDB before
-// 4.4 cannot create a collection inside a transaction) and a TTL index that
-// removes leases abandoned by workers that died. Safe to call at every start.
+// Migrate checks that the server is a replica set member or a mongos
+// (MongoDB has transactions nowhere else), creates the two collections if
+// they are missing (MongoDB before 4.4 cannot create a collection inside a
+// transaction) and a TTL index that removes leases abandoned by workers that
+// died. Safe to call at every start.
 func (in *Inbox) Migrate(ctx context.Context) error {
+	// On a standalone server every claim would take its lease, fail at the
+	// marker and defer: the queue would make no progress, quietly. Say so
+	// at start instead.
+	var hello helloReply
+	err := in.markers.Database().RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello)
+	if hasCode(err, codeCommandNotFound) {
+		// hello came in 4.4.2; the driver still speaks to 4.4.0.
+		err = in.markers.Database().RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Decode(&hello)
+	}
+	if err != nil {
+		return failed("hello", err)
+	}
+	if err := hello.check(); err != nil {
+		return err
+	}
 	for _, c := range []*mongo.Collection{in.markers, in.leases} {
 		err := c.Database().CreateCollection(ctx, c.Name())
 		var cmdErr mongo.CommandError
 		if err != nil && !(errors.As(err, &cmdErr) && cmdErr.Name == "NamespaceExists") {
-			return fmt.Errorf("mongoinbox: create %s: %w", c.Name(), err)
+			return failed("create "+c.Name(), err)
 		}
 	}
-	_, err := in.leases.Indexes().CreateOne(ctx, mongo.IndexModel{
+	_, err = in.leases.Indexes().CreateOne(ctx, mongo.IndexModel{
 		Keys:    bson.D{{Key: "claimed_until", Value: 1}},
 		Options: options.Index().SetExpireAfterSeconds(0),
 	})
 	if err != nil {
-		return fmt.Errorf("mongoinbox: lease TTL index: %w", err)
+		return failed("lease TTL index", err)
 	}
 	return nil
+}
+
+// helloReply is what Migrate reads of the hello command's answer.
+type helloReply struct {
+	SetName string `bson:"setName"` // set on a replica set member
+	Msg     string `bson:"msg"`     // "isdbgrid" on a mongos
+}
+
+// check refuses a server on which no transaction can run.
+func (h helloReply) check() error {
+	if h.SetName != "" || h.Msg == "isdbgrid" {
+		return nil
+	}
+	return errors.New("mongoinbox: the inbox is misconfigured: the server is neither a replica set member nor a mongos, and MongoDB has transactions nowhere else (a single server can run as a one-member replica set)")
+}
+
+// Server error codes.
+const (
+	codeUnauthorized     = 13
+	codeIllegalOperation = 20 // among others: a transaction on a standalone server
+	codeCommandNotFound  = 59
+)
+
+func hasCode(err error, code int) bool {
+	var s mongo.ServerError
+	return errors.As(err, &s) && s.HasErrorCode(code)
+}
+
+// misconfigured tells a failure that no redelivery mends: Unauthorized (the
+// user may not read or write a collection of the inbox's) or
+// IllegalOperation (among others, "Transaction numbers are only allowed on
+// a replica set member or mongos": a standalone server).
+func misconfigured(err error) bool {
+	return hasCode(err, codeUnauthorized) || hasCode(err, codeIllegalOperation)
+}
+
+// errMisconfigured is Begin's error for a misconfigured inbox. The runtime
+// defers the claim as it defers any other, and will defer the next: the
+// error says that only mending the deployment ends it, for the deferral's
+// record and log line to show.
+func errMisconfigured(err error) error {
+	return fmt.Errorf("mongoinbox: the inbox is misconfigured, every claim defers until it is mended: %w", err)
+}
+
+// failed is Begin's error for a step that failed: misconfigured, said so,
+// or named by the step.
+func failed(step string, err error) error {
+	if misconfigured(err) {
+		return errMisconfigured(err)
+	}
+	return fmt.Errorf("mongoinbox: %s: %w", step, err)
 }
 
 // Session returns the claim's session that InboxTx.Bind put in ctx. The
@@ -147,7 +215,9 @@ func key(consumer, messageID string) bson.D {
 	return bson.D{{Key: "c", Value: consumer}, {Key: "m", Value: messageID}}
 }
 
-// Begin takes the lease, then inserts the marker in a new transaction.
+// Begin takes the lease, then inserts the marker in a new transaction. Its
+// error says when the inbox is misconfigured (a standalone server, a user
+// without the privileges it needs).
 func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, error) {
 	id := key(consumer, messageID)
 	owner := rand.Text()
@@ -163,7 +233,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		return nil, errors.New("mongoinbox: another worker holds the lease")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mongoinbox: lease: %w", err)
+		return nil, failed("lease", err)
 	}
 	c := &claimTx{in: in, id: id, owner: owner}
 	for try := 0; ; try++ {
@@ -186,7 +256,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 			return nil, fmt.Errorf("mongoinbox: transient transaction error, retries spent: %w", err)
 		default:
 			c.release()
-			return nil, fmt.Errorf("mongoinbox: claim: %w", err)
+			return nil, failed("claim", err)
 		}
 	}
 }
@@ -205,7 +275,7 @@ func (in *Inbox) duplicate(ctx context.Context, id bson.D) (runtime.InboxTx, err
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return nil, errors.New("mongoinbox: the marker is not majority-committed yet: another worker's commit is undecided")
 	default:
-		return nil, fmt.Errorf("mongoinbox: read the marker: %w", err)
+		return nil, failed("read the marker", err)
 	}
 }
 
