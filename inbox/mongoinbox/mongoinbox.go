@@ -27,6 +27,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/lily-mq/lily/internal/reserve"
@@ -315,15 +316,24 @@ func (c *claimTx) start(ctx context.Context, now time.Time) error {
 		return err
 	}
 	c.sess = sess
-	err = sess.StartTransaction(options.Transaction().
-		SetReadConcern(readconcern.Snapshot()).
-		SetWriteConcern(writeconcern.Majority()))
+	err = sess.StartTransaction(txOptions())
 	if err != nil {
 		return err
 	}
 	_, err = c.in.markers.InsertOne(mongo.NewSessionContext(ctx, sess),
 		bson.D{{Key: "_id", Value: c.id}, {Key: "owner", Value: c.owner}, {Key: "claimed_at", Value: now}})
 	return err
+}
+
+// txOptions are the claim's transaction's. Read preference primary: a
+// transaction reads from the primary alone, and would otherwise take the
+// client's, with which (secondaryPreferred, say) every read in it fails
+// ("read preference in a transaction must be primary").
+func txOptions() *options.TransactionOptionsBuilder {
+	return options.Transaction().
+		SetReadConcern(readconcern.Snapshot()).
+		SetWriteConcern(writeconcern.Majority()).
+		SetReadPreference(readpref.Primary())
 }
 
 // abort ends the transaction and the session, if any.

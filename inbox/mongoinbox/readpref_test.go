@@ -1,0 +1,58 @@
+package mongoinbox
+
+import (
+	"context"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+)
+
+// The claim's transaction reads from the primary whatever the client's read
+// preference, with snapshot read concern and majority write concern.
+func TestTransactionOptions(t *testing.T) {
+	var o options.TransactionOptions
+	for _, set := range txOptions().List() {
+		if err := set(&o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.ReadPreference == nil || o.ReadPreference.Mode() != readpref.PrimaryMode {
+		t.Errorf("read preference %v, want primary", o.ReadPreference)
+	}
+	if o.ReadConcern == nil || o.ReadConcern.Level != "snapshot" {
+		t.Errorf("read concern %v, want snapshot", o.ReadConcern)
+	}
+	if o.WriteConcern == nil || o.WriteConcern.W != "majority" {
+		t.Errorf("write concern %v, want majority", o.WriteConcern)
+	}
+}
+
+// A handler's read in the claim's transaction works on a client whose read
+// preference is not primary; with the client's, the driver refuses it.
+func TestHandlerReadsOnASecondaryPreferredClient(t *testing.T) {
+	db, _ := scriptedDB(t, "mongodb://127.0.0.1:27017/?readPreference=secondaryPreferred", func(cmd command) bson.D {
+		switch cmd.Name {
+		case "update", "insert":
+			return ok(bson.E{Key: "n", Value: 1})
+		case "find":
+			return ok(bson.E{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "lily.orders"},
+				{Key: "firstBatch", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}})
+		}
+		return nil
+	})
+	in, err := New(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tx, err := in.Begin(ctx, "c", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if err := db.Collection("orders").FindOne(tx.Bind(ctx), bson.D{{Key: "_id", Value: 1}}).Err(); err != nil {
+		t.Fatalf("a read in the claim's transaction: %v", err)
+	}
+}
