@@ -206,7 +206,9 @@ func failed(step string, err error) error {
 
 // Session returns the claim's session that InboxTx.Bind put in ctx. The
 // handler needs it rarely: any operation given that ctx already runs in the
-// claim's transaction. The inbox commits or aborts it, never the handler.
+// claim's transaction. The inbox commits or aborts it, never the handler:
+// Commit refuses a transaction that lost the claim's marker (one the handler
+// aborted, then started anew), and reports it failed.
 func Session(ctx context.Context) (*mongo.Session, bool) {
 	s := mongo.SessionFromContext(ctx)
 	return s, s != nil
@@ -426,7 +428,8 @@ func (c *claimTx) Rollback(ctx context.Context) {
 	c.release()
 }
 
-// Commit commits, retrying while the result is unknown, within ctx.
+// Commit commits, retrying while the result is unknown, within ctx, once it
+// has found the marker in the transaction it commits.
 func (c *claimTx) Commit(ctx context.Context) error {
 	if c.ended.Swap(true) {
 		return errors.New("mongoinbox: already committed or rolled back")
@@ -438,7 +441,10 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		}
 	}()
 	c.stopRenew()
-	err := commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
+	err := c.markerInTransaction(ctx)
+	if err == nil {
+		err = commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
+	}
 	end, cancel := cleanupContext(ctx)
 	defer cancel()
 	c.sess.EndSession(end)
@@ -449,6 +455,46 @@ func (c *claimTx) Commit(ctx context.Context) error {
 	}
 	returned = true
 	return err
+}
+
+// markerInTransaction checks that the open transaction holds the claim's
+// marker. The handler has the session (Session, or the driver's
+// SessionFromContext): one that aborted the claim's transaction and started
+// another, as MongoDB's retry advice leads authors to do, lost the marker with
+// the first, and committing the second would commit business writes with no
+// marker to make a redelivery a duplicate. The driver tells no transaction
+// from the next (the transaction number is not in its API), so the check
+// reads the marker in the transaction: one round trip per commit.
+//
+// A transaction no longer open (the handler committed or aborted it itself)
+// is not read, since a read would run outside it and leave the session with
+// no transaction to commit: commitTransaction answers for it, an abort by
+// failing.
+func (c *claimTx) markerInTransaction(ctx context.Context) error {
+	if !c.sess.TransactionRunning() {
+		return nil
+	}
+	// Under the commit's earlier deadline: the answer, failed, must reach
+	// the runtime within its step.
+	ctx, cancel := reserve.Before(ctx)
+	defer cancel()
+	err := c.in.markers.FindOne(mongo.NewSessionContext(ctx, c.sess),
+		bson.D{{Key: "_id", Value: c.id}, {Key: "owner", Value: c.owner}}).Err()
+	return markerVerdict(err)
+}
+
+// markerVerdict is Commit's answer to the marker's lookup in the transaction
+// about to be committed: nil to commit it, or, with no commitTransaction sent
+// and the transaction left to be aborted, a failure, for certain.
+func markerVerdict(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return errors.New("mongoinbox: commit refused: the claim's marker is not in the transaction, so the handler ended the claim's transaction and started another; nothing was committed")
+	default:
+		return failed("commit: look the marker up", err)
+	}
 }
 
 // commitWithRetry calls commit until it succeeds or fails for certain, or

@@ -146,3 +146,12 @@ func ok(fields ...bson.E) bson.D {
 func failure(code int32, name, msg string) bson.D {
 	return bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: code}, {Key: "codeName", Value: name}, {Key: "errmsg", Value: msg}}
 }
+
+// cursor is a find's answer.
+func cursor(docs ...bson.D) bson.D {
+	batch := bson.A{}
+	for _, d := range docs {
+		batch = append(batch, d)
+	}
+	return ok(bson.E{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "lily.x"}, {Key: "firstBatch", Value: batch}}})
+}

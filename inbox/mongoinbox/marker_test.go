@@ -1,0 +1,139 @@
+package mongoinbox
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/lily-mq/lily/runtime"
+)
+
+// markerServer scripts a server that keeps the claim's marker in the
+// transaction that inserted it, as MongoDB does: a find of the marker
+// returns it only within that transaction (by the txnNumber the driver
+// sends), and not once that transaction was aborted.
+func markerServer() script {
+	var mu sync.Mutex
+	var markerTxn int64 = -1
+	return func(cmd command) bson.D {
+		mu.Lock()
+		defer mu.Unlock()
+		txn, _ := cmd.Doc.Lookup("txnNumber").Int64OK()
+		switch cmd.Name {
+		case "update":
+			return ok(bson.E{Key: "n", Value: 1})
+		case "insert":
+			if cmd.Doc.Lookup("insert").StringValue() == DefaultMarkers {
+				markerTxn = txn
+			}
+			return ok(bson.E{Key: "n", Value: 1})
+		case "abortTransaction":
+			if txn == markerTxn {
+				markerTxn = -1
+			}
+		case "find":
+			if cmd.Doc.Lookup("find").StringValue() == DefaultMarkers && txn == markerTxn && markerTxn >= 0 {
+				filter := cmd.Doc.Lookup("filter").Document()
+				return cursor(bson.D{{Key: "_id", Value: filter.Lookup("_id")}, {Key: "owner", Value: filter.Lookup("owner")}})
+			}
+			return cursor()
+		}
+		return nil
+	}
+}
+
+// Commit commits only a transaction that holds the claim's marker. A
+// handler that aborted the claim's transaction and started another would
+// otherwise have its writes committed with no marker: the redelivery after
+// a lost ACK would run it again.
+func TestCommitRefusesATransactionWithoutTheMarker(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		handler func(ctx context.Context, sess *mongo.Session, orders *mongo.Collection) error
+		want    string // committed or failed
+	}{
+		{"the handler writes", func(ctx context.Context, _ *mongo.Session, orders *mongo.Collection) error {
+			_, err := orders.InsertOne(ctx, bson.D{{Key: "n", Value: 1}})
+			return err
+		}, "committed"},
+		{"the handler aborts, starts another transaction and writes", func(ctx context.Context, sess *mongo.Session, orders *mongo.Collection) error {
+			if err := sess.AbortTransaction(ctx); err != nil {
+				return err
+			}
+			if err := sess.StartTransaction(); err != nil {
+				return err
+			}
+			_, err := orders.InsertOne(ctx, bson.D{{Key: "n", Value: 1}})
+			return err
+		}, "failed"},
+		{"the handler aborts and starts another transaction", func(ctx context.Context, sess *mongo.Session, _ *mongo.Collection) error {
+			if err := sess.AbortTransaction(ctx); err != nil {
+				return err
+			}
+			return sess.StartTransaction()
+		}, "failed"},
+		{"the handler aborts", func(ctx context.Context, sess *mongo.Session, _ *mongo.Collection) error {
+			return sess.AbortTransaction(ctx)
+		}, "failed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, conn := scriptedDB(t, "mongodb://127.0.0.1:27017", markerServer())
+			in, err := New(db, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			tx, err := in.Begin(ctx, "c", "m1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			hctx := tx.Bind(ctx)
+			sess, _ := Session(hctx)
+			if err := c.handler(hctx, sess, db.Collection("orders")); err != nil {
+				t.Fatalf("handler: %v", err)
+			}
+			err = tx.Commit(ctx)
+			if got := said(err); got != c.want {
+				t.Fatalf("Commit = %s (%v), want %s", got, err, c.want)
+			}
+			commits := len(conn.find("commitTransaction"))
+			if c.want == "failed" && commits != 0 {
+				t.Errorf("sent %v: commitTransaction sent for a transaction without the marker", conn.commands())
+			}
+			if c.want == "committed" && commits != 1 {
+				t.Errorf("sent %v, want one commitTransaction", conn.commands())
+			}
+			if len(conn.find("delete")) != 1 {
+				t.Errorf("sent %v: the lease was not released", conn.commands())
+			}
+		})
+	}
+}
+
+func TestMarkerVerdict(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "committed"},
+		{mongo.ErrNoDocuments, "failed"},
+		{context.DeadlineExceeded, "failed"}, // no commitTransaction sent: nothing can commit
+		{mongo.CommandError{Name: "NoSuchTransaction", Labels: []string{"TransientTransactionError"}}, "failed"},
+	} {
+		err := markerVerdict(c.err)
+		if got := said(err); got != c.want {
+			t.Errorf("markerVerdict(%v) = %s (%v), want %s", c.err, got, err, c.want)
+		}
+		if c.err != nil && errors.Is(err, runtime.ErrCommitAmbiguous) {
+			t.Errorf("markerVerdict(%v) is ambiguous: no commit was sent", c.err)
+		}
+	}
+	if err := markerVerdict(mongo.ErrNoDocuments); !strings.Contains(err.Error(), "marker is not in the transaction") {
+		t.Errorf("markerVerdict(no documents) = %v, want it to say the marker is missing", err)
+	}
+}
