@@ -4,9 +4,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,24 +52,51 @@ func TestGenerateFailedWriteLeavesTheFileWhole(t *testing.T) {
 }
 
 // underFileSizeLimit runs lilygen with args in dir while no file may grow
-// past 512 bytes, as on a full disk.
+// past 512 bytes, as on a full disk: in a process of its own (this test
+// binary, started again), since the limit is the whole process's, and the
+// test framework's own log would meet it too.
 func underFileSizeLimit(t *testing.T, dir string, args ...string) (int, string, string) {
 	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), limitedEnv+"=512")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// limitedEnv, set to a size in bytes, makes this test binary run lilygen
+// with its arguments under that file size limit, and exit, in place of the
+// tests (underFileSizeLimit).
+const limitedEnv = "LILYGEN_TEST_FILE_SIZE_LIMIT"
+
+func init() {
+	size, ok := os.LookupEnv(limitedEnv)
+	if !ok {
+		return
+	}
+	n, err := strconv.ParseUint(size, 10, 64)
+	if err != nil {
+		panic(limitedEnv + ": " + err.Error())
+	}
 	var limit syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
-	small := limit
-	small.Cur = 512 // Go ignores SIGXFSZ: a write past it fails with EFBIG
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &small); err != nil {
-		t.Fatal(err)
+	limit.Cur = n // Go ignores SIGXFSZ: a write past it fails with EFBIG
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
+		panic(err)
 	}
-	defer func() {
-		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
-			t.Fatal(err)
-		}
-	}()
-	return lilygen(t, dir, args...)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // doc -o cut short leaves the page it would replace whole, and init cut
