@@ -93,7 +93,8 @@ Exit codes (every command):
      redrive refuses to begin beside one or beside another redrive, and
      stops when one begins), an
      export that met quarantined copies, a purge -expect N of a DLQ that
-     does not hold N, a purge -id that read fewer copies than were ready,
+     does not hold N, a purge -id that read fewer copies than were ready
+     or whose id more than one copy carries (it deletes nothing then),
      an import stopped before its last line (it says where it stands)
   2  usage errors
 `

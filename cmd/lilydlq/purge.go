@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -25,11 +26,19 @@ headers are only in the DLQ.
 
 -all deletes every ready copy, however many there are.
 
--id deletes the copies with that message id only (repeatable; whole, as
-sent or as list prints it): purge reads the DLQ as redrive does, ACKs each
-copy with a chosen id, and hands every other back. A quarantined copy
-(which redrive cannot move) or the copy of a poison message is deleted so,
-alone. An -id no copy carries is reported, and the exit code is 1.
+-id deletes the copy with that message id only (repeatable; whole, as
+sent or as list prints it): purge reads the whole DLQ as redrive does,
+holding each copy, then ACKs the chosen ones and hands every other back. A
+quarantined copy (which redrive cannot move) or the copy of a poison
+message is deleted so, alone. An -id no copy carries is reported, and the
+exit code is 1.
+
+An -id that more than one copy carries (the message failed again after a
+re-drive, or two producers' ids collide) deletes nothing, of any -id: purge
+lists those copies, with their failure time and reason, and exits 1. Choose
+one with -reason, -reason-contains, -type, -since or -until (as redrive
+takes them: a copy must match each one given), or give -every to delete
+every copy chosen.
 
 Copies a consumer holds unacknowledged are not ready, and stay. Export the
 DLQ first if its copies may matter.`,
@@ -45,11 +54,13 @@ DLQ first if its copies may matter.`,
 			return nil
 		})
 		all := fs.Bool("all", false, "purge every ready copy, however many")
-		var ids idList
-		fs.Var(&ids, "id", "delete only the copies with this message id, whole (repeatable)")
+		sel := newSelection()
+		fs.Var(&sel.ids, "id", "delete only the copy with this message id, whole (repeatable)")
+		criteriaFlags(fs, sel, "with -id, delete only")
+		every := fs.Bool("every", false, "with -id, delete every copy chosen, though more than one carries an id")
 		return func(e *env) int {
 			given := 0
-			for _, set := range []bool{expect >= 0, *all, len(ids) > 0} {
+			for _, set := range []bool{expect >= 0, *all, len(sel.ids) > 0} {
 				if set {
 					given++
 				}
@@ -57,12 +68,14 @@ DLQ first if its copies may matter.`,
 			switch {
 			case *confirm != e.queue:
 				return e.usageError("purge", "refusing to purge %s without -confirm %s (the queue's exact name)", text(e.queue, maxQueue), text(e.queue, maxQueue))
+			case len(sel.ids) == 0 && (sel.narrowed() || *every):
+				return e.usageError("purge", "-reason, -reason-contains, -type, -since, -until and -every narrow -id: give -id")
 			case given == 0:
 				return e.usageError("purge", "say which copies: -expect N (the count list or export showed), -all, or -id")
 			case given > 1:
 				return e.usageError("purge", "-expect, -all and -id choose the copies in different ways: give one")
-			case len(ids) > 0:
-				return purgeIDs(e, &selection{ids: ids})
+			case len(sel.ids) > 0:
+				return purgeIDs(e, sel, *every)
 			}
 			return purge(e, expect)
 		}
@@ -109,38 +122,93 @@ func purge(e *env, expect int) int {
 	return exitOK
 }
 
-// purgeIDs deletes the copies sel's ids choose, and hands every other back.
-func purgeIDs(e *env, sel *selection) int {
-	deleted := 0
+// purgeIDs deletes the copies sel chooses, and hands every other back. It
+// decides once the read is over, so that an -id more than one copy carries,
+// without every, deletes nothing: the copy left in the DLQ after an
+// unconfirmed re-drive and the one of the message's next failure share their
+// id, and deleting both would lose the message's only record.
+func purgeIDs(e *env, sel *selection, every bool) int {
+	type chosenCopy struct {
+		tag uint64
+		f   facts
+		ids []string // the -id values it carries
+	}
+	var chosen []chosenCopy
+	by := map[string]int{} // copies chosen under each -id
+	var ambiguous []string
 	var maxCount int64
-	res, err := readQueue(e.ctx, e.url, e.queue, "purge", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
+	read := e.read
+	read.settle = func(readResult) []uint64 {
+		for id, n := range by {
+			if n > 1 && !every {
+				ambiguous = append(ambiguous, id)
+			}
+		}
+		if len(ambiguous) > 0 {
+			return nil
+		}
+		tags := make([]uint64, len(chosen))
+		for i, c := range chosen {
+			tags[i] = c.tag
+			fmt.Fprintf(e.stdout, "deleted %s (%s): %s\n", orDash(c.f.ID), orDash(c.f.Type), c.f.Reason)
+		}
+		return tags
+	}
+	res, err := readQueue(e.ctx, e.url, e.queue, "purge", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)
 		sel.see(d)
 		if !sel.match(d, f) {
 			return keep, nil
 		}
-		deleted++
-		fmt.Fprintf(e.stdout, "deleted %s (%s): %s\n", orDash(f.ID), orDash(f.Type), f.Reason)
-		return take, nil
+		// Held, not taken: settle takes it once every copy was seen.
+		c := chosenCopy{d.DeliveryTag, f, sel.carried(d)}
+		for _, id := range c.ids {
+			by[id]++
+		}
+		chosen = append(chosen, c)
+		return keep, nil
 	})
 	if err == nil || res.Read > 0 {
-		fmt.Fprintf(e.stdout, "%s: deleted %d copies (%d read, %d ready when the read began)\n", text(e.queue, maxQueue), deleted, res.Read, res.Ready)
+		fmt.Fprintf(e.stdout, "%s: deleted %d copies (%d read, %d ready when the read began)\n", text(e.queue, maxQueue), res.Taken, res.Read, res.Ready)
 	}
 	if err != nil {
 		return e.fail("purge", err)
 	}
 	e.readNote("purge", res, maxCount)
+	slices.Sort(ambiguous)
+	for _, id := range ambiguous {
+		fmt.Fprintf(e.stderr, "lilydlq purge: %d copies carry the id %s, in DLQ order (failure time, type, reason):\n", by[id], text(id, maxID))
+		for _, c := range chosen {
+			if slices.Contains(c.ids, id) {
+				fmt.Fprintf(e.stderr, "  %s  %s  %s\n", timeText(c.f.Time), orDash(c.f.Type), c.f.Reason)
+			}
+		}
+	}
+	if len(ambiguous) > 0 {
+		fmt.Fprintf(e.stderr, "lilydlq purge: refusing to choose among them: nothing deleted. Choose one with -since, -until, -reason, -reason-contains or -type (a copy must match each one given; -until the later copy's time chooses the earlier), or give -every to delete each copy chosen\n")
+	}
 	missing := sel.missing()
 	for _, id := range missing {
 		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s in %s\n", text(id, maxID), text(e.queue, maxQueue))
+	}
+	// An id some copy carries, which the other criteria chose none of.
+	var unchosen []string
+	for id := range sel.found {
+		if by[id] == 0 {
+			unchosen = append(unchosen, id)
+		}
+	}
+	slices.Sort(unchosen)
+	for _, id := range unchosen {
+		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s matches the other criteria given\n", text(id, maxID))
 	}
 	// A copy not read may have carried a chosen id.
 	incomplete := !res.whole()
 	if incomplete {
 		fmt.Fprintf(e.stderr, "lilydlq purge: incomplete: %d of the %d copies ready when the read began were read, beside %d other consumer(s)\n", res.Read, res.Ready, res.Consumers)
 	}
-	if len(missing) > 0 || incomplete {
+	if len(ambiguous) > 0 || len(missing) > 0 || len(unchosen) > 0 || incomplete {
 		return exitFailure
 	}
 	return exitOK

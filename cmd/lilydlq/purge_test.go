@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/lily-mq/lily/envelope"
 )
 
@@ -29,6 +31,8 @@ func TestPurge(t *testing.T) {
 		{[]string{"purge", dlq, "-confirm", dlq}, "say which copies: -expect N (the count list or export showed), -all, or -id"},
 		{[]string{"purge", dlq, "-confirm", dlq, "-all", "-expect", "2"}, "give one"},
 		{[]string{"purge", dlq, "-confirm", dlq, "-id", "p1", "-expect", "1"}, "give one"},
+		{[]string{"purge", dlq, "-confirm", dlq, "-all", "-since", "1h"}, "narrow -id: give -id"},
+		{[]string{"purge", dlq, "-confirm", dlq, "-every"}, "narrow -id: give -id"},
 	} {
 		r := b.lilydlq(c.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
@@ -143,4 +147,73 @@ func TestPurgeIDs(t *testing.T) {
 		t.Errorf("purge -id of a missing id: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	b.assertCounts(dlq, 0)
+}
+
+// TestPurgeIDOfTwoCopies: after an unconfirmed re-drive the DLQ can hold a
+// message's copy twice, the one left behind and the one of its next failure,
+// under one id. purge -id then deletes neither (deleting both lost the
+// message's only record), lists them and exits 1; narrowed by -until, it
+// deletes the earlier alone; -every deletes each copy chosen. On a quorum DLQ
+// too, whose copies are ACKed after their window's consumer was cancelled.
+func TestPurgeIDOfTwoCopies(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"classic", "quorum"} {
+		t.Run(typ, func(t *testing.T) {
+			b := newBroker(t)
+			dlq := b.queue("dlq", amqp.Table{"x-queue-type": typ})
+			later := time.Now().Truncate(time.Second)
+			earlier := later.Add(-time.Hour)
+			b.publish(dlq,
+				lilyCopy("order-42", "t", "old attempt", "permanent", "src", 1, earlier),
+				lilyCopy("other", "t", "permanent failure", "permanent", "src", 1, earlier),
+				lilyCopy("order-42", "t", "after redrive", "permanent", "src", 1, later),
+			)
+			// Windows of 1: the copies chosen are held by consumers
+			// cancelled before the ACK.
+			r := b.lilydlq("purge", "-confirm", dlq, "-id", "order-42", "-window", "1", dlq)
+			if r.code != exitFailure || strings.Contains(r.stdout, "deleted order-42") || !strings.Contains(r.stdout, dlq+": deleted 0 copies (3 read, 3 ready when the read began)") {
+				t.Errorf("purge -id of two copies: exit %d, want %d, nothing deleted\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+			}
+			for _, want := range []string{
+				"2 copies carry the id order-42",
+				earlier.UTC().Format(time.RFC3339) + "  t  old attempt",
+				later.UTC().Format(time.RFC3339) + "  t  after redrive",
+				"nothing deleted. Choose one with -since, -until",
+			} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("purge -id of two copies lacks %q:\n%s", want, r.stderr)
+				}
+			}
+			b.assertCounts(dlq, 3)
+
+			// Narrowed: the copy that failed before the later one's time.
+			r = b.lilydlq("purge", "-confirm", dlq, "-id", "order-42", "-until", later.UTC().Format(time.RFC3339), "-window", "1", dlq)
+			if r.code != exitOK || !strings.Contains(r.stdout, "deleted order-42 (t): old attempt\n") || strings.Contains(r.stdout, "after redrive") {
+				t.Errorf("purge -id -until: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			b.assertCounts(dlq, 2)
+			got := b.take(dlq)
+			if len(got) != 2 || got[0].MessageId != "other" || got[1].MessageId != "order-42" || got[1].Headers[envelope.HeaderFailureReason] != "after redrive" {
+				t.Errorf("the DLQ holds %v: want other, then order-42 after redrive", ids(got))
+			}
+
+			b.publish(dlq,
+				lilyCopy("dup", "t", "poison envelope", "poison", "src", 1, earlier),
+				lilyCopy("dup", "t", "poison envelope", "poison", "src", 1, later),
+				lilyCopy("kept", "t", "permanent failure", "permanent", "src", 1, later),
+			)
+			r = b.lilydlq("purge", "-confirm", dlq, "-id", "dup", "-every", dlq)
+			if r.code != exitOK || strings.Count(r.stdout, "deleted dup (t)") != 2 || !strings.Contains(r.stdout, "deleted 2 copies") {
+				t.Errorf("purge -id -every: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			b.assertCounts(dlq, 1)
+			// A criterion that leaves an id's copies unchosen deletes nothing
+			// of it, and says so.
+			r = b.lilydlq("purge", "-confirm", dlq, "-id", "kept", "-reason", "other", dlq)
+			if r.code != exitFailure || !strings.Contains(r.stderr, "no copy with id kept matches the other criteria given") {
+				t.Errorf("purge -id -reason that chooses none: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			b.assertCounts(dlq, 1)
+		})
+	}
 }

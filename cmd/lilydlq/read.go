@@ -42,6 +42,12 @@ type readOptions struct {
 	// connected, when set, is told the frame size the broker negotiated
 	// for the read's connection, before the first copy is visited.
 	connected func(frameSize int)
+	// settle, when set, is called once the read has visited every copy it
+	// will, unless a visit's error or ctx ended it: the copies whose
+	// delivery tags it returns, held since their visit, are then ACKed
+	// before the close. It lets a command decide on a copy by what the
+	// rest of the DLQ holds (purge -id: whether another copy has its id).
+	settle func(res readResult) []uint64
 	// alone: the read holds the queue's re-drive lock (lockName) for as
 	// long as its connection lives, refuses to begin beside another
 	// consumer of the queue, consumes exclusively (which a classic queue
@@ -229,6 +235,14 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		}
 		if err := cancel(ch, tag, dels); err != nil {
 			return res, first(cut(err))
+		}
+	}
+	if o.settle != nil && (ended == nil || errors.Is(ended, errEnough)) {
+		for _, t := range o.settle(res) {
+			if err := ch.Ack(t, false); err != nil {
+				return res, cut(err)
+			}
+			res.Taken++
 		}
 	}
 	// The close hands back every copy still held, and its close-ok proves

@@ -91,13 +91,9 @@ the run: it stays in the DLQ and may be in its queue too. Do not just run
 the re-drive again then: if the copy is in its queue, that sends it twice
 (docs/dlq.md says what to do).`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
-		sel := &selection{since: timeFlag{now: time.Now}, until: timeFlag{now: time.Now}}
+		sel := newSelection()
 		fs.Var(&sel.ids, "id", "a message id to move, whole (repeatable)")
-		fs.StringVar(&sel.reason, "reason", "", "move copies whose failure reason is exactly this (as sent, or as list prints it uncut)")
-		fs.StringVar(&sel.reasonContains, "reason-contains", "", "move copies whose failure reason contains this")
-		fs.StringVar(&sel.typ, "type", "", "move copies of this message type (as sent, or as list prints it uncut)")
-		fs.Var(&sel.since, "since", "move copies that failed at or after this time (RFC 3339, or a duration before now: 2h)")
-		fs.Var(&sel.until, "until", "move copies that failed before this time (RFC 3339, or a duration before now)")
+		criteriaFlags(fs, sel, "move")
 		fs.BoolVar(&sel.all, "all", false, "move every copy")
 		o := redriveOptions{}
 		fs.BoolVar(&o.dryRun, "dry-run", false, "print what would move; move nothing")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"slices"
@@ -24,10 +25,31 @@ type selection struct {
 	found map[string]bool
 }
 
+// newSelection is a selection whose -since and -until count back from now.
+func newSelection() *selection {
+	return &selection{since: timeFlag{now: time.Now}, until: timeFlag{now: time.Now}}
+}
+
+// criteriaFlags adds the criteria other than -id and -all to fs: those
+// redrive chooses copies by and purge narrows its -id with. verb is what the
+// command does to a chosen copy.
+func criteriaFlags(fs *flag.FlagSet, sel *selection, verb string) {
+	fs.StringVar(&sel.reason, "reason", "", verb+" copies whose failure reason is exactly this (as sent, or as list prints it uncut)")
+	fs.StringVar(&sel.reasonContains, "reason-contains", "", verb+" copies whose failure reason contains this")
+	fs.StringVar(&sel.typ, "type", "", verb+" copies of this message type (as sent, or as list prints it uncut)")
+	fs.Var(&sel.since, "since", verb+" copies that failed at or after this time (RFC 3339, or a duration before now: 2h)")
+	fs.Var(&sel.until, "until", verb+" copies that failed before this time (RFC 3339, or a duration before now)")
+}
+
+// narrowed reports whether a criterion other than -id and -all was given.
+func (s *selection) narrowed() bool {
+	return s.reason != "" || s.reasonContains != "" || s.typ != "" || s.since.set || s.until.set
+}
+
 // empty reports whether no criterion was given: a re-drive needs one, or
 // -all.
 func (s *selection) empty() bool {
-	return !s.all && len(s.ids) == 0 && s.reason == "" && s.reasonContains == "" && s.typ == "" && !s.since.set && !s.until.set
+	return !s.all && len(s.ids) == 0 && !s.narrowed()
 }
 
 // match reports whether the copy d with facts f is chosen. Ids, types and
@@ -60,14 +82,23 @@ func (s *selection) match(d *amqp.Delivery, f facts) bool {
 // see records which of the -id ids the copy d carries, whether or not the
 // other criteria choose it.
 func (s *selection) see(d *amqp.Delivery) {
+	for _, id := range s.carried(d) {
+		if s.found == nil {
+			s.found = map[string]bool{}
+		}
+		s.found[id] = true
+	}
+}
+
+// carried are the -id ids the copy d carries: its id as sent, or escaped.
+func (s *selection) carried(d *amqp.Delivery) []string {
+	var out []string
 	for _, id := range []string{d.MessageId, escape(d.MessageId)} {
-		if s.ids[id] {
-			if s.found == nil {
-				s.found = map[string]bool{}
-			}
-			s.found[id] = true
+		if s.ids[id] && !slices.Contains(out, id) {
+			out = append(out, id)
 		}
 	}
+	return out
 }
 
 // missing are the -id ids no copy read carried, sorted.
