@@ -52,7 +52,8 @@ type readOptions struct {
 	// long as its connection lives, refuses to begin beside another
 	// consumer of the queue, consumes exclusively (which a classic queue
 	// enforces, a quorum queue ignores), and stops before its next copy
-	// when a count of consumers at a window's start finds one not its own.
+	// when a count of consumers, at a window's start and every recount
+	// within one, finds one not its own.
 	// A re-drive beside another would move again a copy the other leaves
 	// in doubt (its publish unconfirmed, its ACK unproven), once the other
 	// hands it back.
@@ -130,6 +131,8 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		took  int // copies of this window visited and taken
 		idle  = time.NewTimer(o.idle)
 		ended error
+		// counted is when the consumers were last counted.
+		counted time.Time
 	)
 	defer idle.Stop()
 	// When a visit or ctx ended the read, that is said first: the channel
@@ -168,20 +171,22 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 				return res, cut(err)
 			}
 			held, took = 0, 0
-			if o.alone {
-				// Between two windows the queue has no open consumer of
-				// ours: another may have begun there. A quorum queue
-				// counts each window cancelled before this one too, as
-				// each holds the copies it kept; a classic queue does not,
-				// but refuses any consumer beside an exclusive one.
-				q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-				if err != nil {
-					return res, cut(err)
-				}
-				if others := q.Consumers - res.Windows; others > 0 {
-					ended = fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s; it runs alone, or it could move again a copy another leaves in doubt", others, text(queue, maxQueue), name)
-					continue
-				}
+			// Between two windows the queue has no open consumer of ours:
+			// another may have begun there.
+			counted = time.Time{}
+		}
+		if o.alone && time.Since(counted) >= recount {
+			// A quorum queue counts each window cancelled before this one
+			// too, as each holds the copies it kept; a classic queue does
+			// not, but refuses any consumer beside an exclusive one.
+			q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+			if err != nil {
+				return res, cut(err)
+			}
+			counted = time.Now()
+			if others := q.Consumers - res.Windows; others > 0 {
+				ended = fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s; it runs alone, or it could move again a copy another leaves in doubt", others, text(queue, maxQueue), name)
+				continue
 			}
 		}
 		idle.Reset(o.idle)
@@ -263,6 +268,12 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 	}
 	return res, ended
 }
+
+// recount is how often a read that runs alone counts the queue's consumers
+// within a window: a re-drive that moves every copy it reads keeps one
+// window throughout, and would otherwise read beside a consumer begun during
+// it to its end. A passive declare each time: not one per copy.
+const recount = time.Second
 
 // lockPrefix begins the name of a re-drive lock.
 const lockPrefix = "lilydlq.redrive."

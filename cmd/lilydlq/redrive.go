@@ -79,8 +79,9 @@ named lilydlq.redrive.<dlq> (the user needs the configure permission on it),
 which the broker frees when the re-drive's connection ends: a second
 re-drive of the DLQ is refused at its start. It also refuses to begin beside
 another consumer of the DLQ (a list, a service), reads with exclusive
-consumers, and stops when it finds one not its own at the start of a window
-(a quorum DLQ does not enforce exclusive consumers). Beside another
+consumers, and stops when it finds one not its own, counting at the start of
+each window and every second within one (a quorum DLQ does not enforce
+exclusive consumers). Beside another
 re-drive it could move a copy twice: the one the other leaves in doubt,
 unconfirmed, once it is handed back.
 

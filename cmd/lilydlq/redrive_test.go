@@ -582,6 +582,48 @@ func TestRedriveStopsForAnotherConsumer(t *testing.T) {
 	}
 }
 
+// TestRedriveStopsForAConsumerBegunInItsWindow: a re-drive of every copy
+// takes each copy it reads, so it reads in one window throughout; a plain
+// consumer that begins on a quorum DLQ during it is counted within that
+// window, and the re-drive stops (before: it read on beside the consumer to
+// its end and counted nothing). Every copy is in the DLQ or the source, once.
+func TestRedriveStopsForAConsumerBegunInItsWindow(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": "quorum"}), b.queue("src", nil)
+	const copies = 40
+	var msgs []amqp.Publishing
+	for i := range copies {
+		msgs = append(msgs, lilyCopy(fmt.Sprintf("w-%02d", i), "t", "permanent failure", "permanent", src, 1, time.Now()))
+	}
+	b.publish(dlq, msgs...)
+	done := make(chan result, 1)
+	// At 10 a second the run lasts 4 s: several counts after the consumer
+	// begins.
+	go func() { done <- b.lilydlq("redrive", dlq, "-all", "-rate", "10") }()
+	waitFor(t, "the re-drive to move a copy", func() bool { return b.ready(src) >= 2 })
+	ch := b.channel()
+	if err := ch.Qos(1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.Consume(dlq, "", false, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != exitFailure || !strings.Contains(r.stderr, "stopped: 1 other consumer(s) of "+dlq+" began during the redrive") {
+		t.Errorf("redrive beside a consumer begun in its window: exit %d, want %d, stopped\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every copy back in a queue", func() bool { return b.ready(src)+b.ready(dlq) == copies })
+	moved, left := ids(b.take(src)), ids(b.take(dlq))
+	all := slices.Sorted(slices.Values(append(slices.Clone(moved), left...)))
+	if len(slices.Compact(all)) != copies || len(left) == 0 {
+		t.Errorf("the source holds %v, the DLQ %v: want each of the %d copies once, not all moved", moved, left, copies)
+	}
+}
+
 // TestRedriveRefusesTheDLQAsSource: a copy whose source queue is the DLQ
 // being read is not sent there (it would go round, and lose its failure
 // facts), nor one whose source is the re-drive's own lock (deleted with its
