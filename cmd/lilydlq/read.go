@@ -376,15 +376,28 @@ func queueError(queue string, err error) error {
 	return fmt.Errorf("queue %s: %s", text(queue, maxQueue), text(err.Error(), maxReason))
 }
 
-// readError is the broker's reason when it closed the reading channel (a
-// consumer timeout, a deleted queue), else err.
+// readError says why the reading channel ended when it was closed (closedWhy),
+// else err.
 func readError(closed <-chan *amqp.Error, err error) error {
 	select {
 	case e, ok := <-closed:
 		if ok && e != nil {
-			return fmt.Errorf("the broker closed the reading channel (every copy it held returns to the DLQ): %s", text(e.Error(), maxReason))
+			return errors.New(closedWhy(e))
 		}
 	case <-time.After(100 * time.Millisecond):
 	}
 	return fmt.Errorf("reading: %s", text(err.Error(), maxReason))
+}
+
+// closedWhy says what closed the reading channel, which tells when the
+// copies it held go back: the broker's close (a consumer timeout, a deleted
+// queue, a forced close of the connection) returns them at once; the
+// client's own end of the connection (its read timed out, the socket was
+// reset: Server is false) leaves them with the broker until it sees the
+// connection gone, which for a half-open one is its heartbeat timeout.
+func closedWhy(e *amqp.Error) string {
+	if e.Server {
+		return "the broker closed the reading channel (every copy it held returns to the DLQ): " + text(e.Error(), maxReason)
+	}
+	return "the client lost its connection to the broker (" + text(e.Reason, maxReason) + "): every copy the read held returns to the DLQ once the broker sees the connection gone"
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -76,5 +77,29 @@ func TestReadSaysWhenConsumersLinger(t *testing.T) {
 	(&env{stderr: &stderr, read: o}).readNote("list", res, 0)
 	if !strings.Contains(stderr.String(), "lilydlq list: note: -wait after the read, the DLQ still counted 1 consumer(s) more than before it") {
 		t.Errorf("the note: %s", stderr.String())
+	}
+}
+
+// TestClosedWhy: the reading channel's end is told by who ended it. The
+// client's own timeout on a half-open connection is not the broker's close
+// (before, both said "the broker closed the reading channel"): the broker
+// still held the copies then.
+func TestClosedWhy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		e         *amqp.Error
+		want, not string
+	}{
+		{&amqp.Error{Code: amqp.FrameError, Reason: "read tcp 127.0.0.1:5000->127.0.0.1:5672: i/o timeout"},
+			"the client lost its connection to the broker (read tcp 127.0.0.1:5000->127.0.0.1:5672: i/o timeout): every copy the read held returns to the DLQ once the broker sees the connection gone", "the broker closed"},
+		{&amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out", Server: true},
+			"the broker closed the reading channel (every copy it held returns to the DLQ): Exception (406) Reason: \"PRECONDITION_FAILED - delivery acknowledgement", "client"},
+	} {
+		closed := make(chan *amqp.Error, 1)
+		closed <- c.e
+		got := readError(closed, errors.New("channel/connection is not open")).Error()
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
+			t.Errorf("readError(%+v) = %q; want %q", c.e, got, c.want)
+		}
 	}
 }
