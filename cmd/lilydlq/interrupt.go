@@ -17,7 +17,9 @@ import (
 func interruptible(parent context.Context, stderr io.Writer, sigs ...os.Signal) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	caught := make(chan os.Signal, 1)
-	signal.Notify(caught, sigs...)
+	if len(sigs) > 0 { // Notify of no signal would relay every one
+		signal.Notify(caught, sigs...)
+	}
 	released := make(chan struct{})
 	go func() {
 		select {

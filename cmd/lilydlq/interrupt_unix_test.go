@@ -24,7 +24,7 @@ func TestInterruptHelper(t *testing.T) {
 	if os.Getenv(interruptHelper) == "" {
 		t.Skip("run by TestSecondInterruptStopsAtOnce")
 	}
-	ctx, stop := interruptible(context.Background(), os.Stderr, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background(), os.Stderr, stopSignals()...)
 	defer stop()
 	fmt.Println("ready")
 	<-ctx.Done()
@@ -33,64 +33,115 @@ func TestInterruptHelper(t *testing.T) {
 	fmt.Println("held on to the end")
 }
 
-// TestSecondInterruptStopsAtOnce: the first interrupt cancels the context
-// and says on stderr that the publish in flight is seen through, and how to
-// stop at once; the second ends the process, by the signal, though its work
-// still holds on.
+// TestSecondInterruptStopsAtOnce: the first interrupt, SIGTERM or SIGHUP
+// (a closed terminal, a dropped SSH session) cancels the context and says on
+// stderr that the publish in flight is seen through, and how to stop at
+// once; the second ends the process, by the signal, though its work still
+// holds on.
 func TestSecondInterruptStopsAtOnce(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptHelper$", "-test.count=1")
+	for _, c := range []struct {
+		sig  syscall.Signal
+		name string
+	}{{syscall.SIGINT, "interrupt"}, {syscall.SIGTERM, "terminated"}, {syscall.SIGHUP, "hangup"}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			signalTwice(t, c.sig, c.name)
+		})
+	}
+}
+
+// signalTwice runs the interrupt helper and sends it sig twice; name is the
+// signal's String.
+func signalTwice(t *testing.T, sig syscall.Signal, name string) {
+	h := startHelper(t)
+	h.expect("ready")
+	h.signal(sig)
+	if l := h.expect("cancelled"); l != "cancelled: "+name+" signal received, canceled true" {
+		t.Errorf("the helper printed %q", l)
+	}
+	h.signal(sig)
+	err := h.cmd.Wait()
+	ws, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != sig {
+		t.Errorf("the second %s did not end the helper (%v):\nstderr:\n%s", name, err, h.errs.String())
+	}
+	for _, want := range []string{"lilydlq: " + name + " signal received: stopping once the publish in flight, if any, is answered", "a second signal stops at once"} {
+		if !strings.Contains(h.errs.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, h.errs.String())
+		}
+	}
+}
+
+// TestNohupKeepsSIGHUPIgnored: started with SIGHUP ignored, as nohup starts
+// it, lilydlq does not catch it (which would undo the ignoring): a SIGHUP
+// does nothing, and the interrupt sent after it is the one that stops.
+func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
+	t.Parallel()
+	h := startHelper(t, "sh", "-c", `trap "" HUP; exec "$0" "$@"`)
+	h.expect("ready")
+	h.signal(syscall.SIGHUP)
+	h.signal(syscall.SIGINT)
+	if l := h.expect("cancelled"); l != "cancelled: interrupt signal received, canceled true" {
+		t.Errorf("the helper printed %q; stderr:\n%s", l, h.errs.String())
+	}
+}
+
+// helper is a running interrupt helper.
+type helper struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	lines chan string
+	errs  *strings.Builder
+}
+
+// startHelper starts the interrupt helper, through the command wrap if one
+// is given (the helper's path and arguments follow it), and kills it when
+// the test ends.
+func startHelper(t *testing.T, wrap ...string) *helper {
+	t.Helper()
+	args := append(wrap, os.Args[0], "-test.run=^TestInterruptHelper$", "-test.count=1")
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), interruptHelper+"=1")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var errs strings.Builder
-	cmd.Stderr = &errs
+	h := &helper{t: t, cmd: cmd, lines: make(chan string), errs: &strings.Builder{}}
+	cmd.Stderr = h.errs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill() }()
-	lines := make(chan string)
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	go func() {
-		defer close(lines)
+		defer close(h.lines)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			lines <- sc.Text()
+			h.lines <- sc.Text()
 		}
 		_, _ = io.Copy(io.Discard, out)
 	}()
-	expect := func(prefix string) string {
-		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok || !strings.HasPrefix(l, prefix) {
-				t.Fatalf("the helper printed %q (open %t), want %q; stderr:\n%s", l, ok, prefix, errs.String())
-			}
-			return l
-		case <-time.After(deadline):
-			t.Fatalf("the helper printed no %q within %s", prefix, deadline)
+	return h
+}
+
+// expect returns the helper's next line, which must begin with prefix.
+func (h *helper) expect(prefix string) string {
+	h.t.Helper()
+	select {
+	case l, ok := <-h.lines:
+		if !ok || !strings.HasPrefix(l, prefix) {
+			h.t.Fatalf("the helper printed %q (open %t), want %q; stderr:\n%s", l, ok, prefix, h.errs.String())
 		}
-		return ""
+		return l
+	case <-time.After(deadline):
+		h.t.Fatalf("the helper printed no %q within %s", prefix, deadline)
 	}
-	expect("ready")
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	if l := expect("cancelled"); l != "cancelled: interrupt signal received, canceled true" {
-		t.Errorf("the helper printed %q", l)
-	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-		t.Errorf("the second interrupt did not end the helper (%v):\nstderr:\n%s", err, errs.String())
-	}
-	for _, want := range []string{"lilydlq: interrupt signal received: stopping once the publish in flight, if any, is answered", "a second signal stops at once"} {
-		if !strings.Contains(errs.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, errs.String())
-		}
+	return ""
+}
+
+func (h *helper) signal(sig syscall.Signal) {
+	h.t.Helper()
+	if err := h.cmd.Process.Signal(sig); err != nil {
+		h.t.Fatal(err)
 	}
 }

@@ -19,8 +19,9 @@
 // its queue, possibly both, never neither. An import publishes the copies of
 // an export so, one at a time, each confirmed before the next.
 //
-// The first interrupt (or SIGTERM) stops a command before its next copy,
-// once a publish in flight is answered; a second stops it at once.
+// The first interrupt (or SIGTERM, or SIGHUP: a closed terminal or a dropped
+// SSH session) stops a command before its next copy, once a publish in
+// flight is answered; a second stops it at once.
 //
 // The broker is -url, else $LILY_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/.
 // Exit codes: 0 done, 1 failure (of the broker, or a copy that could not be
@@ -31,11 +32,28 @@ package main
 import (
 	"context"
 	"os"
+	"os/signal"
 	"syscall"
 )
 
+// stopSignals are the signals that stop a command gracefully. SIGHUP is
+// among them: a dropped SSH session or a closed terminal is the likeliest end
+// of a long re-drive, and by default it kills the process at once, leaving
+// the copy in flight possibly in its queue and in the DLQ. A signal ignored
+// when lilydlq starts (nohup ignores SIGHUP) is left so: catching it would
+// undo what the caller asked for.
+func stopSignals() []os.Signal {
+	var sigs []os.Signal
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	return sigs
+}
+
 func main() {
-	ctx, stop := interruptible(context.Background(), os.Stderr, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background(), os.Stderr, stopSignals()...)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
