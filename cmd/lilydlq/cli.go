@@ -88,7 +88,7 @@ Exit codes (every command):
   0  done
   1  failure: the broker refused or failed, the queue does not exist, a
      chosen copy could not be moved (it stays in the DLQ), an -id no copy
-     carries, an export or a redrive that read fewer copies than were
+     carries, a redrive selection (other than -all) that chose no copy, an export or a redrive that read fewer copies than were
      ready when it began or read beside another consumer of the DLQ (a
      redrive refuses to begin beside one or beside another redrive, and
      stops when one begins), an

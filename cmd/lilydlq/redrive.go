@@ -25,7 +25,7 @@ var redriveCmd = &command{
 match by their whole value, as sent or as list prints it when list prints it
 whole: a reason list cuts ("...") is chosen by -reason-contains, or by the
 whole reason (export has it). An -id no copy carries is reported, and the
-exit code is 1.
+exit code is 1; so is a selection (other than -all) that chose no copy.
 
 A copy goes back to its source queue: x-lily-failure-queue, or the queue of
 its latest x-death entry when the broker dead-lettered it itself, or after
@@ -279,7 +279,14 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	if incomplete {
 		fmt.Fprintf(e.stderr, "lilydlq redrive: incomplete: %d of the %d copies ready when the read began were read, beside %d other consumer(s)\n", res.Read, res.Ready, res.Consumers)
 	}
-	if failed > 0 || len(missing) > 0 || incomplete {
+	// A selection that chose nothing (a reason pasted as list cut it, a
+	// typo) is told from one whose copies all moved, as an -id no copy
+	// carries is: -all alone may find nothing to do.
+	none := !sel.all && chosen == 0
+	if none {
+		fmt.Fprintf(e.stderr, "lilydlq redrive: the selection chose none of the %d copies read from %s: nothing was moved (choose by the whole value, as sent or as list prints it uncut; a reason list cut with \"...\" by -reason-contains)\n", res.Read, text(e.queue, maxQueue))
+	}
+	if failed > 0 || len(missing) > 0 || incomplete || none {
 		return exitFailure
 	}
 	return exitOK

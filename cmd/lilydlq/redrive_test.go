@@ -763,6 +763,44 @@ func TestRedriveMissingID(t *testing.T) {
 	}
 }
 
+// TestRedriveChoseNothing: a selection that chose no copy (a reason pasted
+// as list cut it, a substring or a type no copy has) says so and exits 1, as
+// an -id no copy carries does, so that it is not taken for a run that moved
+// all it chose; -all of an empty DLQ is done.
+func TestRedriveChoseNothing(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	long := "permanent failure: " + strings.Repeat("upstream said no ", 15)
+	b.publish(dlq,
+		lilyCopy("m1", "t", long, "permanent", src, 1, time.Now()),
+		lilyCopy("m2", "t", "permanent failure", "permanent", src, 1, time.Now()),
+	)
+	l := b.lilydlq("list", dlq)
+	cut, _, ok := strings.Cut(l.stdout, "... (1)")
+	if l.code != exitOK || !ok {
+		t.Fatalf("list: want the long reason cut: exit %d\n%s", l.code, l.stdout)
+	}
+	cut = cut[strings.LastIndex(cut, "\n")+1:] + "..."
+	for _, args := range [][]string{
+		{"-reason", cut}, {"-reason-contains", "no such thing"}, {"-type", "nope"}, {"-type", "nope", "-dry-run"},
+	} {
+		r := b.lilydlq(append([]string{"redrive", dlq}, args...)...)
+		if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq redrive: the selection chose none of the 2 copies read from "+dlq+": nothing was moved") {
+			t.Errorf("redrive %q: exit %d, want %d\n%s%s", args, r.code, exitFailure, r.stdout, r.stderr)
+		}
+		b.assertCounts(dlq, 2)
+	}
+	b.assertCounts(src, 0)
+	if r := b.lilydlq("redrive", dlq, "-all"); r.code != exitOK {
+		t.Fatalf("redrive -all: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(src, 2)
+	if r := b.lilydlq("redrive", dlq, "-all"); r.code != exitOK || strings.Contains(r.stderr, "chose none") {
+		t.Errorf("redrive -all of an empty DLQ: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // TestRedriveLongReasons: two reasons alike beyond what list prints are told
 // apart: -reason with one whole reason moves its copy only.
 func TestRedriveLongReasons(t *testing.T) {
