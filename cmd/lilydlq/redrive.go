@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -349,8 +350,7 @@ func redriven(d *amqp.Delivery, dlq string, keepAttempt bool) amqp.Publishing {
 	if !keepAttempt {
 		h[envelope.HeaderAttempt] = int64(1)
 	}
-	n, _ := integer(d.Headers[envelope.HeaderRedriven])
-	h[envelope.HeaderRedriven] = max(n, 0) + 1
+	h[envelope.HeaderRedriven] = redrivenCount(d.Headers[envelope.HeaderRedriven])
 	h[envelope.HeaderRedrivenFrom] = dlq
 	return amqp.Publishing{
 		Headers: h, Body: d.Body, DeliveryMode: amqp.Persistent,
@@ -358,6 +358,21 @@ func redriven(d *amqp.Delivery, dlq string, keepAttempt bool) amqp.Publishing {
 		Priority: d.Priority, CorrelationId: d.CorrelationId, ReplyTo: d.ReplyTo,
 		MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type, AppId: d.AppId,
 	}
+}
+
+// redrivenCount is the x-lily-redriven of a re-drive of a copy whose own is
+// v: v plus one. A count no re-drive wrote (not an integer, negative, or
+// too large to grow: only a producer writes one) starts again at 1. It is
+// never v: the runtime tells a re-driven copy's work from the delivery that
+// failed by it (runtime.workOf), so a count held at its maximum could let
+// the record of that failure's confirmed handoff settle the re-driven copy
+// unhandled.
+func redrivenCount(v any) int64 {
+	n, _ := integer(v)
+	if n < 0 || n == math.MaxInt64 {
+		return 1
+	}
+	return n + 1
 }
 
 // stripped reports whether a re-drive leaves header k out.

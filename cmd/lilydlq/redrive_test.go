@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -1160,6 +1161,34 @@ func TestFitsTheNegotiatedFrame(t *testing.T) {
 	}
 	if err := frame.CheckSent(p, 4096); err == nil || !strings.Contains(err.Error(), "more than the 4088 of a frame") {
 		t.Errorf("at 4096 bytes (RabbitMQ's least frame_max): %v", err)
+	}
+}
+
+// TestRedrivenCount: x-lily-redriven counts one more re-drive, and a count
+// no re-drive wrote (negative, not an integer, or at MaxInt64, where adding
+// one wrapped to MinInt64) starts again at 1; never the copy's own, which
+// the runtime's work identity must tell from the re-driven copy's.
+func TestRedrivenCount(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   any
+		want int64
+	}{
+		{nil, 1}, {int64(0), 1}, {int64(1), 2}, {int32(7), 8}, {uint32(math.MaxUint32), math.MaxUint32 + 1},
+		{int64(-5), 1}, {int64(math.MinInt64), 1}, {"9", 1}, {3.0, 1},
+		{int64(math.MaxInt64 - 1), math.MaxInt64}, {int64(math.MaxInt64), 1},
+	} {
+		d := &amqp.Delivery{Headers: amqp.Table{}}
+		if c.in != nil {
+			d.Headers[envelope.HeaderRedriven] = c.in
+		}
+		got := redriven(d, "dlq", false).Headers[envelope.HeaderRedriven]
+		if got != c.want {
+			t.Errorf("x-lily-redriven %v (%T): re-driven %v (%T), want %d", c.in, c.in, got, got, c.want)
+		}
+		if n, ok := integer(c.in); ok && got == n {
+			t.Errorf("x-lily-redriven %v: re-driven, the same count", c.in)
+		}
 	}
 }
 
