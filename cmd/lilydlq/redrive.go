@@ -100,7 +100,7 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 		o := redriveOptions{}
 		fs.BoolVar(&o.dryRun, "dry-run", false, "print what would move; move nothing")
 		fs.BoolVar(&o.keepAttempt, "keep-attempt", false, "keep x-lily-attempt as the copy has it, instead of setting it to 1")
-		fs.Float64Var(&o.rate, "rate", 0, "copies moved per second at most (0: no limit)")
+		fs.Float64Var(&o.rate, "rate", 0, "copies moved per second at most, from 1/3600 to 1e6 (0: no limit)")
 		fs.IntVar(&o.limit, "limit", 0, "copies moved at most (0: no limit)")
 		fs.StringVar(&o.to, "to", "", "send every chosen copy to this queue instead of its source")
 		stepFlag(fs, &o.step)
@@ -110,6 +110,10 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 				return e.usageError("redrive", "choose copies: -all, or -id, -reason, -reason-contains, -type, -since, -until")
 			case o.rate < 0:
 				return e.usageError("redrive", "-rate must not be negative")
+			case o.rate != 0 && !(o.rate >= minRate && o.rate <= maxRate):
+				// NaN, an infinity, or a rate whose interval overflows or
+				// rounds to nothing would silently mean no limit.
+				return e.usageError("redrive", "-rate must be 0 (no limit) or copies a second from 1/3600 (one an hour) to 1e6")
 			case o.limit < 0:
 				return e.usageError("redrive", "-limit must not be negative")
 			case len(o.to) > maxQueue:
@@ -386,6 +390,16 @@ type pacer struct {
 	next  time.Time
 }
 
+// The bounds of a -rate other than 0: one copy an hour (the broker's
+// consumer_timeout, 30 minutes by default, ends a slower read anyway), and
+// a million a second, an interval of 1µs, past which pacing means nothing.
+const (
+	minRate = 1.0 / 3600
+	maxRate = 1e6
+)
+
+// interval is the time between publishes at rate copies a second, which is
+// 0 (no limit) or within [minRate, maxRate].
 func interval(rate float64) time.Duration {
 	if rate <= 0 {
 		return 0

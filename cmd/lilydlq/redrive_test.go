@@ -1192,6 +1192,24 @@ func TestRedrivenCount(t *testing.T) {
 	}
 }
 
+// TestInterval: every -rate the command takes paces: its interval is
+// positive and at most an hour, where NaN, an infinity or 1e-10 had given 0
+// or an overflowed duration, which meant no limit.
+func TestInterval(t *testing.T) {
+	t.Parallel()
+	if got := interval(0); got != 0 {
+		t.Errorf("interval(0) = %s, want 0 (no limit)", got)
+	}
+	for _, rate := range []float64{minRate, 0.5, 1, 400, maxRate} {
+		if got := interval(rate); got <= 0 || got > time.Hour {
+			t.Errorf("interval(%g) = %s", rate, got)
+		}
+	}
+	if got := interval(20); got != 50*time.Millisecond {
+		t.Errorf("interval(20) = %s, want 50ms", got)
+	}
+}
+
 // TestLockName: a re-drive lock names its DLQ where that fits in AMQP's 255
 // bytes, and is still one of its own for a longer name.
 func TestLockName(t *testing.T) {
