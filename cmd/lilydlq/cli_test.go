@@ -30,6 +30,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"redrive", "q", "-all", "-rate", "2e6"}, "-rate must be 0 (no limit) or copies a second"},
 		{[]string{"redrive", "q", "-since", "yesterday"}, "want an RFC 3339 time"},
 		{[]string{"redrive", "q", "-all", "-to", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA5.8aE0ilzreJ"}, "-to names a direct reply-to address, not a queue"},
+		{[]string{"redrive", "q", "-all", "-to", "lilydlq.redrive.q"}, "-to names a re-drive's lock"},
 		{[]string{"purge", "q", "-all"}, "refusing to purge q without -confirm q"},
 		{[]string{"purge", "q", "-confirm", "q"}, "say which copies: -expect N"},
 		{[]string{"list", "q", "-nope"}, "flag provided but not defined"},

@@ -58,7 +58,9 @@ after line N.
 
 A direct reply-to address (amq.rabbitmq.reply-to.*) is refused as -to
 (exit 2): it is a requester's channel, not a queue, and the broker drops
-what it cannot hand on there without a word.
+what it cannot hand on there without a word. So is a re-drive's lock
+(lilydlq.redrive.*): it is deleted, with what it holds, when its re-drive
+ends.
 
 -step bounds each broker step of a publish, as in redrive.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
@@ -74,6 +76,8 @@ what it cannot hand on there without a word.
 				return e.usageError("import", "-to names no queue: longer than 255 bytes")
 			case frame.DirectReply("", o.to):
 				return e.usageError("import", "-to names %s", directReplyWhy)
+			case isLock(o.to):
+				return e.usageError("import", "-to names %s", lockWhy)
 			case o.skip < 0:
 				return e.usageError("import", "-skip must not be negative")
 			case o.step <= 0 || o.step > queue.MaxDuration:

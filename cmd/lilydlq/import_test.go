@@ -192,6 +192,7 @@ func TestImportUsage(t *testing.T) {
 		"-skip must not be negative":                       {"import", "-to", "q", "-skip", "-1", "f.jsonl"},
 		"-step must be positive, at most":                  {"import", "-to", "q", "-step", "0s", "f.jsonl"},
 		"-to names a direct reply-to address, not a queue": {"import", "-to", "amq.rabbitmq.reply-to.g1h2AA1yZXBseUA5.8aE0ilzreJ", "f.jsonl"},
+		"-to names a re-drive's lock":                      {"import", "-to", "lilydlq.redrive.orders.dlq", "f.jsonl"},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(t.Context(), append(args, "-url", "amqp://127.0.0.1:1/"), &out, &errs); code != exitUsage || !strings.Contains(errs.String(), want) {

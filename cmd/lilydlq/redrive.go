@@ -54,7 +54,8 @@ the guard refuses it again.
 
 -to sends every chosen copy to the queue named instead of its source, which
 is how copies without a trusted source go back once their queue is known. A
-direct reply-to address is refused as -to (exit 2).
+direct reply-to address is refused as -to (exit 2), and so is a re-drive's lock
+(lilydlq.redrive.*).
 Copies not chosen stay where they are.
 
 The copy sent back is the DLQ copy with its body and properties (but for
@@ -120,6 +121,8 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 				return e.usageError("redrive", "-to names no queue: longer than 255 bytes")
 			case frame.DirectReply("", o.to):
 				return e.usageError("redrive", "-to names %s", directReplyWhy)
+			case isLock(o.to):
+				return e.usageError("redrive", "-to names %s", lockWhy)
 			case o.step <= 0 || o.step > queue.MaxDuration:
 				return e.usageError("redrive", "-step must be positive, at most %s", queue.MaxDuration)
 			}
@@ -208,9 +211,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			why = "no source queue (no " + envelope.HeaderFailureQueue + ", no x-death entry)"
 		case to == e.queue:
 			why = "its destination is the DLQ itself: a re-drive would only move it to the DLQ's tail, without its failure facts"
-		case strings.HasPrefix(to, lockPrefix):
+		case isLock(to):
 			// A copy's source header is anyone's to write.
-			why = "its destination is a re-drive's lock, a queue deleted with the re-drive's connection"
+			why = "its destination is " + lockWhy
 		case frame.DirectReply("", to):
 			why = "its destination is " + directReplyWhy
 		case refused != nil:
@@ -303,6 +306,14 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 // other name, amq.* ones among them, goes mandatory: a queue not there is
 // returned.
 const directReplyWhy = "a direct reply-to address, not a queue: it is sent without mandatory, and the broker drops it unreported once its requester is gone"
+
+// isLock reports whether q is a re-drive's lock (lockName): no queue to
+// send copies to, since the lock takes them and is deleted, with them, when
+// its re-drive's connection ends.
+func isLock(q string) bool { return strings.HasPrefix(q, lockPrefix) }
+
+// lockWhy says why lilydlq sends nothing to a re-drive's lock.
+const lockWhy = "a re-drive's lock (" + lockPrefix + "*), a queue deleted, with what it holds, when its re-drive's connection ends"
 
 // unconfirmedAdvice is what to do about a copy of size bytes whose publish
 // went unconfirmed within step.
