@@ -189,7 +189,8 @@ func (c checkedFile) close() {
 // A file that is not a regular one (a pipe, /dev/stdin, a FIFO) can be read
 // only once, so it is copied as it is checked, into a temporary file of at
 // most maxSpool bytes, which is returned in its place. The first interrupt
-// ends a read that waits for its writer.
+// ends the check before its next line, and a read that waits for its
+// writer.
 func openChecked(ctx context.Context, path string, check func(line int, p amqp.Publishing) error) (checkedFile, int, error) {
 	in, err := os.Open(path)
 	if err != nil {
@@ -200,6 +201,9 @@ func openChecked(ctx context.Context, path string, check func(line int, p amqp.P
 		_ = in.Close()
 		return checkedFile{}, 0, err
 	}
+	// The first interrupt ends the check before its next line: a large
+	// file is not read to its end first.
+	check = stoppable(ctx, path, check)
 	if info.Mode().IsRegular() {
 		lines, err := eachLine(path, in, check)
 		if err == nil {
@@ -235,6 +239,20 @@ func openChecked(ctx context.Context, path string, check func(line int, p amqp.P
 		return checkedFile{}, 0, err
 	}
 	return c, lines, nil
+}
+
+// stoppable is check, which may be nil, that first returns an error once
+// ctx ends.
+func stoppable(ctx context.Context, path string, check func(line int, p amqp.Publishing) error) func(line int, p amqp.Publishing) error {
+	return func(line int, p amqp.Publishing) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("stopped (%w) while checking %s, at line %d", context.Cause(ctx), text(path, maxQueue), line)
+		}
+		if check == nil {
+			return nil
+		}
+		return check(line, p)
+	}
 }
 
 // eachLine calls f, unless it is nil, with each line of the export r, read

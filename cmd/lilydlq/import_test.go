@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -180,6 +181,36 @@ func TestImportUnconfirmed(t *testing.T) {
 	b.assertCounts(dlq, 1)
 	if got := ids(b.take(dlq)); !slices.Equal(got, []string{"u-1"}) {
 		t.Errorf("the DLQ holds %v", got)
+	}
+}
+
+// TestImportCheckStops: an interrupt during the check of a regular file
+// ends it before its next line, where the check had read a large file to its
+// end first; nothing is imported, exit 1.
+func TestImportCheckStops(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "large.jsonl")
+	const lines = 200_000
+	line := []byte(`{"queue":"q.dlq","properties":{"message_id":"m"},"body_base64":"AA=="}` + "\n")
+	if err := os.WriteFile(path, bytes.Repeat(line, lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(t.Context())
+	checked := 0
+	_, _, err := openChecked(ctx, path, func(int, amqp.Publishing) error {
+		if checked++; checked == 10 {
+			cancel(interrupted("interrupt signal received"))
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "stopped (interrupt signal received) while checking") || checked != 10 {
+		t.Errorf("cancelled at line 10 of %d: %d lines checked, %v", lines, checked, err)
+	}
+
+	var out, errs bytes.Buffer
+	if code := run(ctx, []string{"import", "-to", "q", path, "-url", "amqp://127.0.0.1:1/"}, &out, &errs); code != exitFailure ||
+		!strings.Contains(errs.String(), "stopped (interrupt signal received) while checking") || !strings.Contains(errs.String(), "nothing was imported") {
+		t.Errorf("import, cancelled: exit %d, stderr %q", code, errs.String())
 	}
 }
 
