@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 )
 
 // interruptible returns a context the first of sigs cancels, and a function
@@ -25,6 +26,11 @@ func interruptible(parent context.Context, stderr io.Writer, sigs ...os.Signal) 
 		select {
 		case s := <-caught:
 			signal.Stop(caught)
+			// Whatever read the output may have gone with the signal (a
+			// hang-up ends a "| tee" too), and a write to a broken pipe on
+			// stdout or stderr would kill the process now, between a
+			// publish and its ACK: such a write fails instead.
+			signal.Ignore(syscall.SIGPIPE)
 			why := s.String() + " signal received"
 			fmt.Fprintf(stderr, "lilydlq: %s: stopping once the publish in flight, if any, is answered (up to %s and twice -step), so that its copy ends in one place; a second signal stops at once, leaving that publish in doubt: a re-driven copy may then be in its queue and still in the DLQ\n", why, sendWait)
 			cancel(interrupted(why))

@@ -28,6 +28,17 @@ func TestInterruptHelper(t *testing.T) {
 	defer stop()
 	fmt.Println("ready")
 	<-ctx.Done()
+	if os.Getenv(interruptHelper) == "pipe" {
+		// Its stdout is a pipe whose reader is gone: each write fails.
+		for range 50 {
+			if _, err := fmt.Println("cancelled"); err == nil {
+				fmt.Fprintln(os.Stderr, "a write to the broken pipe succeeded")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		fmt.Fprintln(os.Stderr, "wrote past the broken pipe")
+		return
+	}
 	fmt.Printf("cancelled: %v, canceled %t\n", context.Cause(ctx), ctx.Err() == context.Canceled)
 	time.Sleep(deadline)
 	fmt.Println("held on to the end")
@@ -87,10 +98,28 @@ func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
 	}
 }
 
+// TestHangupSurvivesABrokenPipe: after the first signal, a write to a
+// broken stdout fails instead of killing the process (SIGPIPE) while it sees
+// its publish through: a hang-up ends a "lilydlq ... | tee log" too.
+func TestHangupSurvivesABrokenPipe(t *testing.T) {
+	t.Parallel()
+	h := newHelper(t)
+	h.cmd.Env = append(h.cmd.Env[:len(h.cmd.Env)-1], interruptHelper+"=pipe")
+	h.start()
+	h.expect("ready")
+	h.out.Close() // the reader goes, as tee does at a hang-up
+	h.signal(syscall.SIGHUP)
+	err := h.cmd.Wait()
+	if err != nil || !strings.Contains(h.errs.String(), "wrote past the broken pipe") {
+		t.Errorf("the helper ended %v, want exit 0 past its writes:\n%s", err, h.errs.String())
+	}
+}
+
 // helper is a running interrupt helper.
 type helper struct {
 	t     *testing.T
 	cmd   *exec.Cmd
+	out   io.ReadCloser
 	lines chan string
 	errs  *strings.Builder
 }
@@ -100,19 +129,32 @@ type helper struct {
 // the test ends.
 func startHelper(t *testing.T, wrap ...string) *helper {
 	t.Helper()
+	h := newHelper(t, wrap...)
+	h.start()
+	return h
+}
+
+// newHelper prepares the interrupt helper for start.
+func newHelper(t *testing.T, wrap ...string) *helper {
 	args := append(wrap, os.Args[0], "-test.run=^TestInterruptHelper$", "-test.count=1")
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), interruptHelper+"=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &helper{t: t, cmd: cmd, lines: make(chan string), errs: &strings.Builder{}}
 	cmd.Stderr = h.errs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	return h
+}
+
+func (h *helper) start() {
+	h.t.Helper()
+	out, err := h.cmd.StdoutPipe()
+	if err != nil {
+		h.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	h.out = out
+	if err := h.cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { _ = h.cmd.Process.Kill(); _ = h.cmd.Wait() })
 	go func() {
 		defer close(h.lines)
 		sc := bufio.NewScanner(out)
@@ -121,7 +163,6 @@ func startHelper(t *testing.T, wrap ...string) *helper {
 		}
 		_, _ = io.Copy(io.Discard, out)
 	}()
-	return h
 }
 
 // expect returns the helper's next line, which must begin with prefix.
