@@ -83,21 +83,14 @@ func TestCommitRefusesATransactionWithoutTheMarker(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db, conn := scriptedDB(t, "mongodb://127.0.0.1:27017", markerServer())
-			in, err := New(db, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx := context.Background()
-			tx, err := in.Begin(ctx, "c", "m1")
-			if err != nil {
-				t.Fatal(err)
-			}
+			tx := begun(t, db)
 			hctx := tx.Bind(ctx)
 			sess, _ := Session(hctx)
 			if err := c.handler(hctx, sess, db.Collection("orders")); err != nil {
 				t.Fatalf("handler: %v", err)
 			}
-			err = tx.Commit(ctx)
+			err := tx.Commit(ctx)
 			if got := said(err); got != c.want {
 				t.Fatalf("Commit = %s (%v), want %s", got, err, c.want)
 			}

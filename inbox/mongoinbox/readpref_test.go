@@ -37,20 +37,12 @@ func TestHandlerReadsOnASecondaryPreferredClient(t *testing.T) {
 		case "update", "insert":
 			return ok(bson.E{Key: "n", Value: 1})
 		case "find":
-			return ok(bson.E{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "lily.orders"},
-				{Key: "firstBatch", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}})
+			return cursor(bson.D{{Key: "_id", Value: 1}})
 		}
 		return nil
 	})
-	in, err := New(db, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	tx, err := in.Begin(ctx, "c", "m1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := begun(t, db)
 	defer tx.Rollback(ctx)
 	if err := db.Collection("orders").FindOne(tx.Bind(ctx), bson.D{{Key: "_id", Value: 1}}).Err(); err != nil {
 		t.Fatalf("a read in the claim's transaction: %v", err)

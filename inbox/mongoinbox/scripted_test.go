@@ -16,6 +16,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/mnet"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/wiremessage"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/xoptions"
+
+	"github.com/lily-mq/lily/runtime"
 )
 
 // No MongoDB server runs where this is built. A scripted server stands in:
@@ -135,6 +137,19 @@ func scriptedDB(t *testing.T, uri string, answer script) (*mongo.Database, *scri
 	}
 	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
 	return client.Database("lily"), conn
+}
+
+// begun is the claim of message m1 of consumer c by an inbox on db.
+func begun(t *testing.T, db *mongo.Database) runtime.InboxTx {
+	in, err := New(db, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := in.Begin(context.Background(), "c", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 // ok is the answer of a command that succeeded.
