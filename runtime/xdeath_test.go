@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -113,8 +112,10 @@ func TestBrokerBrokenXDeathIsPoison(t *testing.T) {
 			hostile.DeliveryMode = amqp.Transient
 			const goods = 10
 			good := make([]amqp.Publishing, goods)
+			ids := make([]string, goods)
 			for i := range good {
-				good[i] = order(t, "good-"+strconv.Itoa(i))
+				ids[i] = "good-" + strconv.Itoa(i)
+				good[i] = order(t, ids[i])
 				good[i].DeliveryMode = amqp.Transient
 			}
 			tc.mutate(q.Name, &hostile)
@@ -127,12 +128,9 @@ func TestBrokerBrokenXDeathIsPoison(t *testing.T) {
 			}
 			publish(t, q.Name, good...)
 
-			var mu sync.Mutex
-			handled := map[string]int{}
+			var handled calls
 			c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
-				mu.Lock()
-				handled[msg.OrderID]++
-				mu.Unlock()
+				handled.add(msg.OrderID)
 				return nil
 			})
 			recs := c.await(goods + 1)
@@ -146,16 +144,7 @@ func TestBrokerBrokenXDeathIsPoison(t *testing.T) {
 				wantPath(t, rec, runtime.PathAcked)
 			}
 			assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
-			mu.Lock()
-			for i := range goods {
-				if id := "good-" + strconv.Itoa(i); handled[id] != 1 {
-					t.Errorf("%s handled %d times", id, handled[id])
-				}
-			}
-			if len(handled) != goods {
-				t.Errorf("the handler saw %d messages, want the %d good ones: %v", len(handled), goods, handled)
-			}
-			mu.Unlock()
+			handled.once(t, ids...) // the good ones, and not the hostile one
 			if n := c.reconnects(); n != 0 {
 				t.Errorf("%d reconnects", n)
 			}
