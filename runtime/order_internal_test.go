@@ -31,35 +31,47 @@ type discardAcker struct{}
 func (discardAcker) Ack(uint64, bool) error        { return nil }
 func (discardAcker) Nack(uint64, bool, bool) error { return nil }
 
+// laneSpec is an ordered queue of one slot, whose deliveries' key is their
+// header k.
+func laneSpec() QueueSpec {
+	return QueueSpec{
+		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
+		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+		OrderKey: func(h map[string]any, _ []byte) string { s, _ := h["k"].(string); return s },
+	}
+}
+
+// laneSession is a run of c and a session of it whose settler writes
+// nowhere.
+func laneSession(c *Consumer) (*run, *session) {
+	r := c.newRun()
+	gen := r.newGeneration()
+	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
+	return r, &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+}
+
 // An ordered delivery whose session is lost while it waits for a slot, or
 // before it looks for one, is not started and frees no slot it did not
 // take: whether another key's delivery holds the only slot, or every slot
 // is free (when the select may take one or see the loss).
 func TestOrderedWaiterOfALostSessionTakesNoSlot(t *testing.T) {
-	spec := QueueSpec{
-		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
-		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
-		OrderKey: func(h map[string]any, _ []byte) string { s, _ := h["k"].(string); return s },
-	}
+	spec := laneSpec()
 	c, err := NewConsumer(spec, Routes{{Type: "t"}: func(context.Context, RawDelivery) error { return nil }}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 40 {
 		held := i%2 == 0 // another key's delivery holds the only slot
-		r := c.newRun()
-		gen := r.newGeneration()
-		gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
-		s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+		r, s := laneSession(c)
 		if held {
 			r.slots <- struct{}{}
 		} else {
-			gen.Revoke()
+			s.gen.Revoke()
 			close(s.lost)
 		}
 		(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, quarantine.Verdict{})
 		if held {
-			gen.Revoke()
+			s.gen.Revoke()
 			close(s.lost)
 		}
 		if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
@@ -224,21 +236,14 @@ func TestOrderedBudgetCarriesEveryRetry(t *testing.T) {
 // budget was spent.
 func TestOrderedWaiterSpentAtTheStopSaysStopped(t *testing.T) {
 	var reasons []string
-	spec := QueueSpec{
-		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
-		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
-		OrderKey: func(h map[string]any, _ []byte) string { s, _ := h["k"].(string); return s },
-	}
+	spec := laneSpec()
 	c, err := NewConsumer(spec, Routes{{Type: "t"}: func(context.Context, RawDelivery) error { return nil }},
 		Config{Observe: func(rec Record) { reasons = append(reasons, rec.Reason) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.spec.SettlementBudget = 10 * time.Millisecond // spent at once
-	r := c.newRun()
-	gen := r.newGeneration()
-	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
-	s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	r, s := laneSession(c)
 	r.slots <- struct{}{} // another key's delivery holds the only slot
 	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, quarantine.Verdict{})
 	time.Sleep(50 * time.Millisecond) // its budget is spent: it waits for the recycle
@@ -259,21 +264,14 @@ func TestOrderedWaiterSpentAtTheStopSaysStopped(t *testing.T) {
 // channel outlived its own budget first). lilytest says the same of it.
 func TestOrderedWaiterAtTheRecycleSaysItsBudgetWasSpent(t *testing.T) {
 	var reasons []string
-	spec := QueueSpec{
-		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
-		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
-		OrderKey: func(h map[string]any, _ []byte) string { s, _ := h["k"].(string); return s },
-	}
+	spec := laneSpec()
 	c, err := NewConsumer(spec, Routes{{Type: "t"}: func(context.Context, RawDelivery) error { return nil }},
 		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) { reasons = append(reasons, rec.Reason) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.spec.SettlementBudget = 10 * time.Millisecond
-	r := c.newRun()
-	gen := r.newGeneration()
-	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
-	s := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	r, s := laneSession(c)
 	spent := make(chan struct{})
 	c.hooks.laneSpent = func() { close(spent) }
 	r.slots <- struct{}{} // a handler past its timeout holds the only slot
@@ -330,10 +328,8 @@ func TestOrderedDeliveryIsNamedByItsKey(t *testing.T) {
 	}
 	refused := delivery(3, "a")
 	refused.MessageId = strings.Repeat("r", 200) // over the guard's bound
-	r := c.newRun()
-	gen := r.newGeneration()
-	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
-	s := &session{gen: gen, link: &link{}, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	r, s := laneSession(c)
+	s.link = &link{}
 	s.endWaiting() // intake cancelled: each goes back not started
 	in := &laneIntake{c: c, r: r, s: s}
 	in.take(delivery(1, "a"), quarantine.Verdict{})
