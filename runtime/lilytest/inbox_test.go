@@ -220,17 +220,24 @@ func TestAfterCommitFollowsTheClaim(t *testing.T) {
 	}
 }
 
+// foreignHarness is a harness of the queue of other producers' envelopes,
+// with an Inbox, whose handlers count their calls in calls.
+func foreignHarness(t *testing.T, calls *int) (*lilytest.Harness, *lilytest.Inbox) {
+	in := &lilytest.Inbox{}
+	h, err := lilytest.New(fixture.LilytestForeignQueueSpec(), fixture.LilytestForeignRoutes(foreign{calls: calls}), runtime.Config{Logger: quiet, Inbox: in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h, in
+}
+
 // Defer and FailCommit take the key the runtime claims by, which
 // Record.MessageID shows: for a CloudEvent its source and id, for a
 // header-mapped profile "headers", the type and the id.
 func TestInboxKeysOfOtherEnvelopes(t *testing.T) {
 	var calls int
-	in := &lilytest.Inbox{}
-	h, err := lilytest.New(fixture.LilytestForeignQueueSpec(), fixture.LilytestForeignRoutes(foreign{calls: &calls}), runtime.Config{Logger: quiet, Inbox: in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	h, in := foreignHarness(t, &calls)
 	payment, err := fixture.NewPaymentAuthorizedV1("pay-1", &fixture.PaymentAuthorizedV1{PaymentID: "p-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -269,12 +276,7 @@ func TestInboxKeysOfOtherEnvelopes(t *testing.T) {
 // it was, Defer(res.MessageID) missed, and the retry committed.
 func TestInboxLongKeysAreWholeInTheRecord(t *testing.T) {
 	var calls int
-	in := &lilytest.Inbox{}
-	h, err := lilytest.New(fixture.LilytestForeignQueueSpec(), fixture.LilytestForeignRoutes(foreign{calls: &calls}), runtime.Config{Logger: quiet, Inbox: in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
+	h, in := foreignHarness(t, &calls)
 	id := strings.Repeat("a", 128) // the longest id
 	payment, err := fixture.NewPaymentAuthorizedV1(id, &fixture.PaymentAuthorizedV1{PaymentID: "p-1"})
 	if err != nil {
