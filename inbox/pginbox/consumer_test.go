@@ -275,15 +275,26 @@ func TestRedeliveryAfterCommitIsAckedAsDuplicate(t *testing.T) {
 			return nil
 		}
 	})
-	first := c.await(1)[0]
+	// The first consumer reconnects while its delivery is still in
+	// after_delivery's step, and may meet the redelivery then: it defers it,
+	// the same message being in hand, without an attempt. next skips that.
+	n := 0
+	next := func() runtime.Record {
+		for {
+			n++
+			rec := c.await(n)[n-1]
+			if rec.Path != runtime.PathRequeued || rec.Attempt != 1 || !strings.Contains(rec.Reason, "another delivery in this consumer") {
+				return rec
+			}
+		}
+	}
+	first := next()
 	stopFirst()
 	if first.Commit != "committed" || first.Path != runtime.PathUnresolved {
 		t.Fatalf("first delivery: commit %s, path %s (%s)", first.Commit, first.Path, first.Reason)
 	}
 	c.run(inbox, c.handle(nil), nil)
-	recs := c.await(2)
-	second := recs[len(recs)-1]
-	if second.Path != runtime.PathAcked || second.Commit != "duplicate" || !second.Redelivered {
+	if second := next(); second.Path != runtime.PathAcked || second.Commit != "duplicate" || !second.Redelivered {
 		t.Errorf("redelivery: %+v", second)
 	}
 	if c.runs.Load() != 1 {
