@@ -189,9 +189,12 @@ func matches(p, k []string) bool {
 	return (p[0] == "*" || p[0] == k[0]) && matches(p[1:], k[1:])
 }
 
-// Patterns full of # are decided quickly, and so are those whose * make
-// the places a key can reach many.
-func TestCoversIsQuick(t *testing.T) {
+// Patterns full of # are decided, and so are those whose * make the places
+// a key can reach many: an unbounded search of the second would double its
+// states with each of its hundred *, and never end. How fast is the
+// machine's business (about a second under -race here), so the deadline
+// only tells a search that ends from one that does not.
+func TestCoversEnds(t *testing.T) {
 	a := strings.Split(strings.Repeat("#.", 40)+"x", ".")
 	b := strings.Split(strings.Repeat("w.", 120)+"y", ".")
 	if covers([][]string{a}, b) {
@@ -199,10 +202,15 @@ func TestCoversIsQuick(t *testing.T) {
 	}
 	a = strings.Split("#.x"+strings.Repeat(".*", 100), ".")
 	b = strings.Split("#.x"+strings.Repeat(".*", 100)+".y", ".")
-	start := time.Now()
-	covers([][]string{a}, b)
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("covers took %v", d)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		covers([][]string{a}, b)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("covers did not end within a minute: its search is not bounded")
 	}
 	if !covers([][]string{a}, a) {
 		t.Error("a pattern does not cover itself")
