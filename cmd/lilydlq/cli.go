@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/lily-mq/lily/internal/cliflag"
@@ -95,7 +96,9 @@ Exit codes (every command):
      export that met quarantined copies, a purge -expect N of a DLQ that
      does not hold N, a purge -id that read fewer copies than were ready
      or whose id more than one copy carries (it deletes nothing then),
-     an import stopped before its last line (it says where it stands)
+     an import stopped before its last line (it says where it stands), a
+     command whose stdout failed (it stops as at an interrupt; list and
+     show whose stdout's reader closed it, as | head does, exit 0)
   2  usage errors
 `
 
@@ -186,6 +189,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func (e *env) fail(name string, err error) int {
 	fmt.Fprintf(e.stderr, "lilydlq %s: %v\n", name, err)
 	return exitFailure
+}
+
+// wrote is the exit code of list or show once they wrote to stdout, err the
+// write's error. A reader that closed stdout early (| head) ends them
+// quietly and well: they change nothing, and it read what it wanted.
+// export, whose count a purge may rely on, says it is incomplete instead.
+func (e *env) wrote(name string, err error) int {
+	switch {
+	case errors.Is(err, syscall.EPIPE):
+		return exitOK
+	case err != nil:
+		return e.fail(name, err)
+	}
+	return exitOK
 }
 
 // usageError prints a command's usage error and returns exitUsage.

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 )
 
@@ -26,11 +28,6 @@ func interruptible(parent context.Context, stderr io.Writer, sigs ...os.Signal) 
 		select {
 		case s := <-caught:
 			signal.Stop(caught)
-			// Whatever read the output may have gone with the signal (a
-			// hang-up ends a "| tee" too), and a write to a broken pipe on
-			// stdout or stderr would kill the process now, between a
-			// publish and its ACK: such a write fails instead.
-			signal.Ignore(syscall.SIGPIPE)
 			why := s.String() + " signal received"
 			fmt.Fprintf(stderr, "lilydlq: %s: stopping once the publish in flight, if any, is answered (up to %s and twice -step), so that its copy ends in one place; a second signal stops at once, leaving that publish in doubt: a re-driven copy may then be in its queue and still in the DLQ\n", why, sendWait)
 			cancel(interrupted(why))
@@ -44,8 +41,50 @@ func interruptible(parent context.Context, stderr io.Writer, sigs ...os.Signal) 
 	}
 }
 
-// interrupted is the cause of a context a signal cancelled: it is
-// context.Canceled, as signal.NotifyContext's is.
+// closable ignores SIGPIPE and returns a context that the first failed write
+// to the stdout it returns, wrapping w, cancels as a first signal does. By
+// default a write to a broken pipe on stdout or stderr (| head gone, a tee
+// ended by a hang-up) kills the process: killed between a publish and its
+// ACK, a re-driven copy would be in its queue and still in the DLQ. Ignored,
+// the write fails, and the command stops once the copy in flight ends in one
+// place. A failed write to stderr is ignored: stderr only tells.
+func closable(parent context.Context, w io.Writer) (context.Context, io.Writer) {
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, cancel := context.WithCancelCause(parent)
+	return ctx, &stopOnError{w: w, cancel: cancel}
+}
+
+// stopOnError is stdout: its first failed write cancels the command's
+// context, and it writes nothing after it, so that what was written stays a
+// prefix of the output.
+type stopOnError struct {
+	w      io.Writer
+	cancel context.CancelCauseFunc
+	mu     sync.Mutex // as an *os.File, it may be written from any goroutine
+	err    error
+}
+
+func (s *stopOnError) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	if err != nil {
+		s.err = err
+		why := "its output failed"
+		if errors.Is(err, syscall.EPIPE) {
+			why = "its output was closed"
+		}
+		s.cancel(interrupted(why + " (" + err.Error() + ")"))
+	}
+	return n, err
+}
+
+// interrupted is the cause of a context a stop cancelled, a signal or a
+// failed write to stdout: it is context.Canceled, as signal.NotifyContext's
+// is.
 type interrupted string
 
 func (s interrupted) Error() string { return string(s) }

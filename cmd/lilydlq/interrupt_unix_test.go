@@ -16,17 +16,27 @@ import (
 )
 
 // interruptHelper, set in its environment, makes the test binary a process
-// that a test interrupts: it prints "ready", waits for its context's end,
-// prints "cancelled", and then holds on as a publish in flight would.
+// that a test interrupts, set up as main sets lilydlq up: it prints "ready",
+// waits for its context's end, prints "cancelled", and then holds on as a
+// publish in flight would. Set to "closed", it writes to its stdout until
+// its context ends, and says how on stderr.
 const interruptHelper = "LILYDLQ_INTERRUPT_HELPER"
 
 func TestInterruptHelper(t *testing.T) {
 	if os.Getenv(interruptHelper) == "" {
 		t.Skip("run by TestSecondInterruptStopsAtOnce")
 	}
-	ctx, stop := interruptible(context.Background(), os.Stderr, stopSignals()...)
+	ctx, stdout := closable(context.Background(), os.Stdout)
+	ctx, stop := interruptible(ctx, os.Stderr, stopSignals()...)
 	defer stop()
 	fmt.Println("ready")
+	if os.Getenv(interruptHelper) == "closed" {
+		for end := time.Now().Add(deadline); ctx.Err() == nil && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			fmt.Fprintln(stdout, "writing")
+		}
+		fmt.Fprintf(os.Stderr, "cancelled: %v, canceled %t\n", context.Cause(ctx), ctx.Err() == context.Canceled)
+		return
+	}
 	<-ctx.Done()
 	if os.Getenv(interruptHelper) == "pipe" {
 		// Its stdout is a pipe whose reader is gone: each write fails.
@@ -112,6 +122,23 @@ func TestHangupSurvivesABrokenPipe(t *testing.T) {
 	err := h.cmd.Wait()
 	if err != nil || !strings.Contains(h.errs.String(), "wrote past the broken pipe") {
 		t.Errorf("the helper ended %v, want exit 0 past its writes:\n%s", err, h.errs.String())
+	}
+}
+
+// TestClosedOutputStops: without a signal, a write to a stdout whose
+// reader is gone (| head) fails instead of killing the process (SIGPIPE),
+// and cancels its context as a first signal does, saying why.
+func TestClosedOutputStops(t *testing.T) {
+	t.Parallel()
+	h := newHelper(t)
+	h.cmd.Env = append(h.cmd.Env[:len(h.cmd.Env)-1], interruptHelper+"=closed")
+	h.start()
+	h.expect("ready")
+	h.out.Close()
+	err := h.cmd.Wait()
+	want := "cancelled: its output was closed (write /dev/stdout: broken pipe), canceled true"
+	if err != nil || !strings.Contains(h.errs.String(), want) {
+		t.Errorf("the helper ended %v, want exit 0 and %q:\n%s", err, want, h.errs.String())
 	}
 }
 

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -78,5 +81,70 @@ func TestRedriveKilledLosesNothing(t *testing.T) {
 	}
 	if len(inSrc) == 0 || len(inSrc) == copies {
 		t.Errorf("killed with %d of %d moved: want some, not all", len(inSrc), copies)
+	}
+}
+
+// TestRedriveOutputClosedEndsInOnePlace: a re-drive whose stdout's reader
+// goes (| head) stops as a first interrupt stops it: the copy whose line
+// failed is ACKed, no other is published, it says why on stderr and exits
+// 1, not killed by SIGPIPE between a publish and its ACK.
+func TestRedriveOutputClosedEndsInOnePlace(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	bin := filepath.Join(t.TempDir(), "lilydlq")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	const copies = 300
+	msgs := make([]amqp.Publishing, copies)
+	for i := range msgs {
+		msgs[i] = lilyCopy(fmt.Sprintf("p-%03d", i), "t", "permanent failure", "permanent", src, 1, time.Now())
+	}
+	b.publish(dlq, msgs...)
+
+	var errs strings.Builder
+	cmd := exec.Command(bin, "redrive", dlq, "-all", "-rate", "100", "-url", b.url)
+	cmd.Stderr = &errs
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for i := range 5 {
+		if !sc.Scan() {
+			t.Fatalf("the re-drive printed %d lines (%v):\n%s", i, sc.Err(), errs.String())
+		}
+	}
+	out.Close() // the reader goes, as head does after its lines
+	err = cmd.Wait()
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || ws.Signaled() || ws.ExitStatus() != exitFailure {
+		t.Errorf("the re-drive ended %v, want exit 1:\n%s", err, errs.String())
+	}
+	if !strings.Contains(errs.String(), "lilydlq redrive: its output was closed") {
+		t.Errorf("stderr does not say why it stopped:\n%s", errs.String())
+	}
+	waitFor(t, "the DLQ to hold no unacknowledged copy", func() bool { _, u := queueCounts(t, dlq); return u == 0 })
+
+	inDLQ, inSrc := ids(b.take(dlq)), ids(b.take(src))
+	seen := map[string]int{}
+	for _, id := range slices.Concat(inDLQ, inSrc) {
+		seen[id]++
+	}
+	for id, n := range seen {
+		if n > 1 {
+			t.Errorf("%s is in the DLQ and in its source (or twice in one)", id)
+		}
+	}
+	if len(seen) != copies || len(inDLQ)+len(inSrc) != copies {
+		t.Errorf("%d copies in the DLQ, %d in the source, %d ids: want each of %d in one place", len(inDLQ), len(inSrc), len(seen), copies)
+	}
+	if len(inSrc) < 5 || len(inSrc) == copies {
+		t.Errorf("stopped with %d of %d moved: want the 5 read and a few more, not all", len(inSrc), copies)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"flag"
 	"fmt"
@@ -100,19 +101,15 @@ func list(e *env, sample int, asJSON bool) int {
 	if asJSON {
 		enc := jsonEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(l); err != nil {
-			return e.fail("list", err)
-		}
-		return exitOK
+		return e.wrote("list", enc.Encode(l))
 	}
-	if err := printListing(e.stdout, &l); err != nil {
-		return e.fail("list", err)
-	}
-	return exitOK
+	return e.wrote("list", printListing(e.stdout, &l))
 }
 
 // printListing writes the table: a heading per reason, its copies beneath.
-func printListing(w io.Writer, l *listing) error {
+// It returns the first write error.
+func printListing(out io.Writer, l *listing) error {
+	w := bufio.NewWriter(out) // which keeps its first error
 	fmt.Fprintf(w, "%s: %d copies read (%d ready when the read began), %d reasons\n", l.Queue, l.Read, l.Ready, len(l.Groups))
 	for _, g := range l.Groups {
 		fmt.Fprintf(w, "\n%s (%d)\n", g.Reason, g.Count)
@@ -131,7 +128,7 @@ func printListing(w io.Writer, l *listing) error {
 			fmt.Fprintf(w, "  ... and %d more\n", more)
 		}
 	}
-	return nil
+	return w.Flush()
 }
 
 func orDash(s string) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,4 +182,56 @@ func TestListQuorumManyWindowsKeepsEveryCopy(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("copies after the list: %d, want the %d published", len(got), len(want))
 	}
+}
+
+// TestReadersWhoseOutputCloses: list and show whose stdout's reader goes
+// (| head) stop quietly, exit 0: they change nothing. export says it is
+// incomplete and exits 1: a purge may rely on its count. Another write
+// error fails list.
+func TestReadersWhoseOutputCloses(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	var msgs []amqp.Publishing
+	for i := range 30 {
+		msgs = append(msgs, lilyCopy(fmt.Sprintf("c-%02d", i%3), "t", fmt.Sprintf("reason %d", i), "permanent", "src", 1, time.Now()))
+	}
+	b.publish(dlq, msgs...)
+	for _, c := range []struct {
+		args []string
+		err  error
+		code int
+		say  string
+	}{
+		{[]string{"list", dlq}, syscall.EPIPE, exitOK, ""},
+		{[]string{"list", "-json", dlq}, syscall.EPIPE, exitOK, ""},
+		{[]string{"show", "-id", "c-01", "-n", "5", dlq}, syscall.EPIPE, exitOK, ""},
+		{[]string{"show", "-json", "-id", "c-01", "-n", "5", dlq}, syscall.EPIPE, exitOK, ""},
+		{[]string{"export", dlq}, syscall.EPIPE, exitFailure, "lilydlq export: incomplete: stopped after"},
+		{[]string{"list", dlq}, syscall.ENOSPC, exitFailure, "lilydlq list: no space left on device"},
+	} {
+		ctx, stdout := closable(t.Context(), &failingWriter{left: 100, err: c.err})
+		var errs strings.Builder
+		code := run(ctx, append(c.args, "-url", b.url), stdout, &errs)
+		if code != c.code || c.say == "" && errs.Len() > 0 || !strings.Contains(errs.String(), c.say) {
+			t.Errorf("%s, its output failing with %v: exit %d, stderr:\n%s\nwant exit %d, saying %q", strings.Join(c.args[:len(c.args)-1], " "), c.err, code, errs.String(), c.code, c.say)
+		}
+	}
+	b.assertCounts(dlq, 30)
+}
+
+// failingWriter takes left bytes, then fails with err.
+type failingWriter struct {
+	left int
+	err  error
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.left {
+		n := w.left
+		w.left = 0
+		return n, w.err
+	}
+	w.left -= len(p)
+	return len(p), nil
 }

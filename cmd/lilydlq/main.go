@@ -21,12 +21,15 @@
 //
 // The first interrupt (or SIGTERM, or SIGHUP: a closed terminal or a dropped
 // SSH session) stops a command before its next copy, once a publish in
-// flight is answered; a second stops it at once.
+// flight is answered; a second stops it at once. A failed write to stdout
+// stops it as a first interrupt does, exit 1; a reader that closed stdout
+// (| head) ends list and show quietly, exit 0. SIGPIPE is ignored: it would
+// kill lilydlq between a publish and its ACK.
 //
 // The broker is -url, else $LILY_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/.
-// Exit codes: 0 done, 1 failure (of the broker, or a copy that could not be
-// moved), 2 usage. Run lilydlq -h for the flags; docs/dlq.md has examples and
-// what was verified on which RabbitMQ.
+// Exit codes: 0 done, 1 failure (of the broker, a copy that could not be
+// moved, a failed stdout), 2 usage. Run lilydlq -h for the flags;
+// docs/dlq.md has examples and what was verified on which RabbitMQ.
 package main
 
 import (
@@ -53,8 +56,9 @@ func stopSignals() []os.Signal {
 }
 
 func main() {
-	ctx, stop := interruptible(context.Background(), os.Stderr, stopSignals()...)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	ctx, stdout := closable(context.Background(), os.Stdout)
+	ctx, stop := interruptible(ctx, os.Stderr, stopSignals()...)
+	code := run(ctx, os.Args[1:], stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

@@ -70,8 +70,8 @@ func show(e *env, id string, n, bodyMax int, asJSON bool) int {
 		}
 		return keep, nil
 	})
-	if err == nil {
-		err = werr
+	if werr != nil {
+		return e.wrote("show", werr)
 	}
 	if err != nil {
 		return e.fail("show", err)
