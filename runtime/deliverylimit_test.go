@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -58,9 +56,8 @@ func TestBrokerDeliveryLimitIsReachedByLily(t *testing.T) {
 // The main queue carries its delivery limit; the DLQ carries none, so that
 // inspecting it (a get, then a requeue) can never drop a copy. RabbitMQ 3.10
 // has no default limit and reads -1 as "dead-letter at once", so there the
-// DLQ carries no argument at all. A DLQ that already exists keeps its
-// delivery limit: it may predate a broker upgrade, and must not stop the
-// consumer.
+// DLQ carries no argument at all. A DLQ that exists with a limit is refused
+// (TestBrokerEstateDLQArgumentsAreRefused).
 func TestBrokerQuorumDLQHasNoDeliveryLimit(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type, q.Topology.DeliveryLimit = "quorum", 0 })
@@ -73,16 +70,6 @@ func TestBrokerQuorumDLQHasNoDeliveryLimit(t *testing.T) {
 		t.Errorf("DLQ arguments %s, want no delivery limit", args[q.Topology.DeadLetterQueue])
 	}
 
-	other := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = "quorum" })
-	ch := channel(t, dial(t))
-	if _, err := ch.QueueDeclare(other.Topology.DeadLetterQueue, true, false, false, false, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}); err != nil {
-		t.Fatal(err)
-	}
-	declareTopology(t, other)
-	args = queueArguments(t)
-	if !strings.Contains(args[other.Topology.DeadLetterQueue], `{"x-delivery-limit",5}`) || !strings.Contains(args[other.Name], `{"x-delivery-limit",20}`) {
-		t.Errorf("the DLQ that existed: %s; its queue: %s", args[other.Topology.DeadLetterQueue], args[other.Name])
-	}
 }
 
 // queueArguments reads every queue's arguments from the broker, as

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -13,18 +14,19 @@ import (
 )
 
 // A queue's DLQ may exist before its consumer declares it, and differ from
-// Lily's declaration in two ways that are Lily's own: its type (a DLQ
-// shared by a classic and a quorum queue is of whichever declared it
-// first) and its delivery limit (a quorum DLQ's "no limit" is written by
-// the broker's version, so one declared before an upgrade reads otherwise).
-// Any other argument of its own is the estate's, and loses or refuses the
-// copies whose confirm Lily takes for a handoff: a max-length drops the
-// oldest, a TTL with no dead-letter target drops every copy, reject-publish
-// nacks each. So the DLQ is declared with Lily's arguments, and on the 406
-// that names its type or limit, declared again with the queue's own value
-// of it, until the broker has compared every other argument: RabbitMQ names
-// only the first argument that differs, and may name the type or the limit
-// before a max-length or a TTL.
+// Lily's declaration in two ways that are Lily's own: its type (a DLQ shared by
+// a classic and a quorum queue is of whichever declared it first) and how it
+// writes "no delivery limit" (a quorum DLQ's is written by the broker's
+// version, so one declared before an upgrade reads otherwise). Every other
+// difference is the estate's, and loses or refuses the copies whose confirm
+// Lily takes for a handoff: a max-length drops the oldest, a TTL with no
+// dead-letter target drops every copy, reject-publish nacks each, and a
+// delivery limit drops a copy read (a get and a requeue) that often. So the DLQ
+// is declared with Lily's arguments, and on the 406 that names its type or
+// limit with a value that loses no copy, declared again with that value, until
+// the broker has compared every other argument: RabbitMQ names only the first
+// argument that differs, and may name the type or the limit before a max-length
+// or a TTL.
 
 // yielding bounds the declares of a DLQ: one with Lily's arguments, one
 // more for each of the two it yields on, and one for a race with another
@@ -32,12 +34,14 @@ import (
 const yielding = 4
 
 // deadLetterQueue declares decl, the DLQ. A 406 that names another
-// argument is returned: the DLQ is refused as any owned queue is. One that
-// names the type or the limit with a value this code cannot write back
-// (another RabbitMQ's wording) is taken at its word: the queue is used if a
-// passive declare finds it, though the broker has not compared the rest.
+// argument, or the type or the limit with a value that would lose copies,
+// is returned: the DLQ is refused as any owned queue is. One that names the
+// type or the limit with a value this code cannot read (another RabbitMQ's
+// wording) is taken at its word: the queue is used if a passive declare
+// finds it, though the broker has not compared the rest.
 func (d *declarer) deadLetterQueue(decl queue.Declaration) error {
 	args := maps.Clone(decl.Args)
+	major := brokerMajor(d.conn)
 	var err error
 	for range yielding {
 		if _, err = d.ch.QueueDeclare(decl.Name, true, false, false, false, args); !isCode(err, amqp.PreconditionFailed) {
@@ -50,8 +54,11 @@ func (d *declarer) deadLetterQueue(decl queue.Declaration) error {
 		if key != "x-queue-type" && key != "x-delivery-limit" {
 			return err
 		}
-		next, ok := yieldTo(args, key, current)
-		if !ok {
+		next, refusal := yieldTo(args, key, current, major)
+		if refusal != "" {
+			return fmt.Errorf("%s: %w", refusal, err)
+		}
+		if next == nil {
 			break
 		}
 		args = next
@@ -95,39 +102,51 @@ func inequivalent(err error) (key string, cur current) {
 	return key, cur
 }
 
-// yieldTo returns args with key, the DLQ's type or delivery limit, set to
-// cur; false when cur cannot be written back, or is what args hold already.
-func yieldTo(args map[string]any, key string, cur current) (map[string]any, bool) {
+// yieldTo returns args with key, the DLQ's type or delivery limit, set to cur,
+// the queue's own value, when that value loses no copy on a broker of major
+// version major: a type, and a limit that means none. A value that would lose
+// copies is refused: refusal says why. Both are zero when cur is not in words
+// this code reads, or is what args hold already.
+func yieldTo(args map[string]any, key string, cur current, major int) (next map[string]any, refusal string) {
 	if !cur.read {
-		return nil, false
+		return nil, ""
 	}
-	next := maps.Clone(args)
+	next = maps.Clone(args)
 	switch key {
 	case "x-queue-type":
 		if cur.none {
 			cur.value = queue.Classic // RabbitMQ holds no type the same as classic
 		}
 		if !queueTypeName.MatchString(cur.value) || cur.typ != "" && cur.typ != "longstr" {
-			return nil, false
+			return nil, ""
 		}
 		next[key] = cur.value
 		if cur.value != queue.Quorum {
 			delete(next, "x-delivery-limit") // a quorum queue's alone
 		}
 	case "x-delivery-limit":
+		// Before 4 a quorum queue without the argument has no limit, and a
+		// negative one drops a copy at its first return; from 4 a negative
+		// one is none. From 4 one without it has RabbitMQ's default of 20,
+		// taken all the same: a DLQ declared before an upgrade must not stop
+		// its consumer, and a policy of delivery-limit -1, which a declare
+		// cannot see, is the remedy that keeps its copies in place.
 		if cur.none {
 			delete(next, key)
 			break
 		}
 		n, err := strconv.ParseInt(cur.value, 10, 64)
-		if err != nil || cur.typ != "" && !slices.Contains(integers, cur.typ) {
-			return nil, false
+		if err != nil || cur.typ != "" && !slices.Contains(integers, cur.typ) || n >= 0 || major < 4 {
+			return nil, fmt.Sprintf("the DLQ has x-delivery-limit %s: each read of it (a get and a requeue) counts toward the limit, at which the broker drops a copy or dead-letters it away", cur.value)
 		}
 		next[key] = n
 	default:
-		return nil, false
+		return nil, ""
 	}
-	return next, !maps.Equal(next, args)
+	if maps.Equal(next, args) {
+		return nil, ""
+	}
+	return next, ""
 }
 
 // integers are the AMQP field types RabbitMQ compares as integers.

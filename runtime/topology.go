@@ -15,18 +15,17 @@ import (
 
 // DeclareTopology declares q's topology on conn, as the consumer does when it
 // connects: its exchanges, then its DLQ, retry buckets and main queue, all
-// durable and of q's type (an external main queue is checked first), then
-// its bindings. Lily's own queues are routed
-// through the default exchange by queue name. An owned exchange or queue
-// that exists with other arguments is refused by the broker (406), which
-// DeclareTopology returns, as it returns the 404 of an external exchange or
-// queue that does not exist. A DLQ that exists keeps its own type (a DLQ
-// shared by a classic and a quorum queue is of whichever declared it first)
-// and delivery limit (a quorum DLQ's "none" is written by the broker's
-// version); any other argument of its own is refused so. Names and routes
-// NewConsumer would refuse (a name over 255 bytes, which would close conn,
-// a binding of Lily's into an external exchange) are refused before
-// anything is declared.
+// durable and of q's type (an external main queue is checked first), then its
+// bindings. Lily's own queues are routed through the default exchange by queue
+// name. An owned exchange or queue that exists with other arguments is refused
+// by the broker (406), which DeclareTopology returns, as it returns the 404 of
+// an external exchange or queue that does not exist. A DLQ that exists keeps
+// its own type (a DLQ shared by a classic and a quorum queue is of whichever
+// declared it first), and a quorum DLQ its own "no delivery limit" (written by
+// the broker's version); any other argument or value of its own (a delivery
+// limit) is refused so. Names and routes NewConsumer would refuse (a name over
+// 255 bytes, which would close conn, a binding of Lily's into an external
+// exchange) are refused before anything is declared.
 func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 	if err := q.names(); err != nil {
 		return err

@@ -39,10 +39,11 @@ func TestMissingIsOnlyTheExternalObjectsAbsence(t *testing.T) {
 	}
 }
 
-// A DLQ that exists yields its type and delivery limit to the declare,
-// read from the 406 in RabbitMQ's words (as 3.10.8 writes them), and
-// nothing else: another argument's 406 is the DLQ's refusal.
-func TestDLQYieldsOnlyItsTypeAndLimit(t *testing.T) {
+// A DLQ that exists yields its type and its "no delivery limit" to the
+// declare, read from the 406 in RabbitMQ's words (as 3.10.8 writes them),
+// and nothing that loses copies: a limit, or another argument's
+// 406 is the DLQ's refusal, which names it.
+func TestDLQYieldsOnlyItsTypeAndNoLimit(t *testing.T) {
 	reason := func(key, received, current string) error {
 		return &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg '" + key + "' for queue 'orders.dlq' in vhost '/': received " + received + " but current is " + current}
 	}
@@ -50,28 +51,37 @@ func TestDLQYieldsOnlyItsTypeAndLimit(t *testing.T) {
 	quorum := map[string]any{"x-queue-type": "quorum"}
 	quorum4 := map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(-1)}
 	for _, c := range []struct {
-		name string
-		args map[string]any
-		err  error
-		want map[string]any // nil: not yielded
+		name    string
+		args    map[string]any
+		major   int
+		err     error
+		want    map[string]any // nil: not yielded
+		refusal string         // in the refusal; "": none
 	}{
-		{"a quorum DLQ for a classic queue", classic, reason("x-queue-type", "'classic'", "'quorum'"), quorum},
-		{"a DLQ declared without a type", quorum, reason("x-queue-type", "the value 'quorum' of type 'longstr'", "none"), classic},
-		{"a classic DLQ on RabbitMQ 4", quorum4, reason("x-queue-type", "'quorum'", "'classic'"), classic},
-		{"a limit of 5", quorum, reason("x-delivery-limit", "none", "the value '5' of type 'long'"), map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}},
-		{"a limit of 20 after an upgrade", quorum4, reason("x-delivery-limit", "'-1'", "'20'"), map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(20)}},
-		{"no limit after an upgrade", quorum4, reason("x-delivery-limit", "the value '-1' of type 'long'", "none"), quorum},
-		{"a limit written as a string", quorum, reason("x-delivery-limit", "none", "the value '5' of type 'longstr'"), nil},
-		{"a limit as the declare has it", map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}, reason("x-delivery-limit", "'5'", "'5'"), nil},
-		{"a type in other words", classic, reason("x-queue-type", "'classic'", "quorum, of course"), nil},
-		{"max-length", classic, reason("x-max-length", "none", "the value '1' of type 'long'"), nil},
-		{"a TTL", quorum, reason("x-message-ttl", "none", "the value '100' of type 'long'"), nil},
-		{"another 406", classic, &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - invalid arg 'x-delivery-limit' for queue 'orders.dlq'"}, nil},
+		{"a quorum DLQ for a classic queue", classic, 3, reason("x-queue-type", "'classic'", "'quorum'"), quorum, ""},
+		{"a DLQ declared without a type", quorum, 3, reason("x-queue-type", "the value 'quorum' of type 'longstr'", "none"), classic, ""},
+		{"a classic DLQ on RabbitMQ 4", quorum4, 4, reason("x-queue-type", "'quorum'", "'classic'"), classic, ""},
+		{"no limit after an upgrade", quorum4, 4, reason("x-delivery-limit", "the value '-1' of type 'long'", "none"), quorum, ""},
+		{"another negative limit on RabbitMQ 4", quorum4, 4, reason("x-delivery-limit", "'-1'", "the value '-5' of type 'signedint'"), map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(-5)}, ""},
+		{"a limit of 1", quorum, 3, reason("x-delivery-limit", "none", "the value '1' of type 'long'"), nil, "x-delivery-limit 1"},
+		{"a limit of 5 on RabbitMQ 4", quorum4, 4, reason("x-delivery-limit", "'-1'", "'5'"), nil, "x-delivery-limit 5"},
+		{"a limit of 20 after an upgrade", quorum4, 4, reason("x-delivery-limit", "'-1'", "'20'"), nil, "x-delivery-limit 20"},
+		{"a limit of 0", quorum4, 4, reason("x-delivery-limit", "'-1'", "'0'"), nil, "x-delivery-limit 0"},
+		{"-1 before RabbitMQ 4, where it drops at the first return", quorum, 3, reason("x-delivery-limit", "none", "the value '-1' of type 'long'"), nil, "x-delivery-limit -1"},
+		{"a limit written as a string", quorum, 3, reason("x-delivery-limit", "none", "the value '5' of type 'longstr'"), nil, "x-delivery-limit 5"},
+		{"no limit as the declare has it", quorum4, 4, reason("x-delivery-limit", "'-1'", "'-1'"), nil, ""},
+		{"a type in other words", classic, 3, reason("x-queue-type", "'classic'", "quorum, of course"), nil, ""},
+		{"max-length", classic, 3, reason("x-max-length", "none", "the value '1' of type 'long'"), nil, ""},
+		{"a TTL", quorum, 3, reason("x-message-ttl", "none", "the value '100' of type 'long'"), nil, ""},
+		{"another 406", classic, 3, &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - invalid arg 'x-delivery-limit' for queue 'orders.dlq'"}, nil, ""},
 	} {
 		key, cur := inequivalent(c.err)
-		got, ok := yieldTo(c.args, key, cur)
-		if ok != (c.want != nil) || ok && !maps.Equal(got, c.want) {
-			t.Errorf("%s: %v, %t; want %v", c.name, got, ok, c.want)
+		got, refusal := yieldTo(c.args, key, cur, c.major)
+		if got == nil != (c.want == nil) || got != nil && !maps.Equal(got, c.want) {
+			t.Errorf("%s: %v; want %v", c.name, got, c.want)
+		}
+		if c.refusal == "" && refusal != "" || !strings.Contains(refusal, c.refusal) {
+			t.Errorf("%s: refusal %q; want one naming %q", c.name, refusal, c.refusal)
 		}
 	}
 }
