@@ -20,13 +20,13 @@ import (
 // version, so one declared before an upgrade reads otherwise). Every other
 // difference is the estate's, and loses or refuses the copies whose confirm
 // Lily takes for a handoff: a max-length drops the oldest, a TTL with no
-// dead-letter target drops every copy, reject-publish nacks each, and a
-// delivery limit drops a copy read (a get and a requeue) that often. So the DLQ
-// is declared with Lily's arguments, and on the 406 that names its type or
-// limit with a value that loses no copy, declared again with that value, until
-// the broker has compared every other argument: RabbitMQ names only the first
-// argument that differs, and may name the type or the limit before a max-length
-// or a TTL.
+// dead-letter target drops every copy, reject-publish nacks each, a delivery
+// limit drops a copy read (a get and a requeue) that often, and a stream keeps
+// every copy from Lily's reads and removals. So the DLQ is declared with Lily's
+// arguments, and on the 406 that names its type or limit with a value that
+// loses no copy, declared again with that value, until the broker has compared
+// every other argument: RabbitMQ names only the first argument that differs,
+// and may name the type or the limit before a max-length or a TTL.
 
 // yielding bounds the declares of a DLQ: one with Lily's arguments, one
 // more for each of the two it yields on, and one for a race with another
@@ -76,7 +76,6 @@ var (
 	// or "the value '5' of type 'long'".
 	inequivalentKey = regexp.MustCompile(`^PRECONDITION_FAILED - inequivalent arg '([^']+)' `)
 	currentValue    = regexp.MustCompile(` but current is (?:(none)|'([^']*)'|the value '([^']*)' of type '([a-z]+)')$`)
-	queueTypeName   = regexp.MustCompile(`^[a-z]+$`)
 )
 
 // current is a queue's value of an argument, as a 406 says it.
@@ -104,9 +103,9 @@ func inequivalent(err error) (key string, cur current) {
 
 // yieldTo returns args with key, the DLQ's type or delivery limit, set to cur,
 // the queue's own value, when that value loses no copy on a broker of major
-// version major: a type, and a limit that means none. A value that would lose
-// copies is refused: refusal says why. Both are zero when cur is not in words
-// this code reads, or is what args hold already.
+// version major: a classic or quorum type, and a limit that means none. A value
+// that would lose copies is refused: refusal says why. Both are zero when cur
+// is not in words this code reads, or is what args hold already.
 func yieldTo(args map[string]any, key string, cur current, major int) (next map[string]any, refusal string) {
 	if !cur.read {
 		return nil, ""
@@ -117,8 +116,10 @@ func yieldTo(args map[string]any, key string, cur current, major int) (next map[
 		if cur.none {
 			cur.value = queue.Classic // RabbitMQ holds no type the same as classic
 		}
-		if !queueTypeName.MatchString(cur.value) || cur.typ != "" && cur.typ != "longstr" {
-			return nil, ""
+		if cur.value != queue.Classic && cur.value != queue.Quorum || cur.typ != "" && cur.typ != "longstr" {
+			// A stream's consumers start at its next offset, and an ACK
+			// removes nothing: no read or re-drive of Lily's would see a copy.
+			return nil, fmt.Sprintf("the DLQ is of type %q, and only a classic or quorum DLQ can be read, re-driven and emptied", cur.value)
 		}
 		next[key] = cur.value
 		if cur.value != queue.Quorum {

@@ -20,12 +20,12 @@ import (
 // name. An owned exchange or queue that exists with other arguments is refused
 // by the broker (406), which DeclareTopology returns, as it returns the 404 of
 // an external exchange or queue that does not exist. A DLQ that exists keeps
-// its own type (a DLQ shared by a classic and a quorum queue is of whichever
-// declared it first), and a quorum DLQ its own "no delivery limit" (written by
-// the broker's version); any other argument or value of its own (a delivery
-// limit) is refused so. Names and routes NewConsumer would refuse (a name over
-// 255 bytes, which would close conn, a binding of Lily's into an external
-// exchange) are refused before anything is declared.
+// its own type, classic or quorum (a DLQ shared by a classic and a quorum queue
+// is of whichever declared it first), and a quorum DLQ its own "no delivery
+// limit" (written by the broker's version); any other argument or value of its
+// own (a delivery limit, a stream) is refused so. Names and routes NewConsumer
+// would refuse (a name over 255 bytes, which would close conn, a binding of
+// Lily's into an external exchange) are refused before anything is declared.
 func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 	if err := q.names(); err != nil {
 		return err

@@ -41,7 +41,7 @@ func TestMissingIsOnlyTheExternalObjectsAbsence(t *testing.T) {
 
 // A DLQ that exists yields its type and its "no delivery limit" to the
 // declare, read from the 406 in RabbitMQ's words (as 3.10.8 writes them),
-// and nothing that loses copies: a limit, or another argument's
+// and nothing that loses copies: a limit, a stream, or another argument's
 // 406 is the DLQ's refusal, which names it.
 func TestDLQYieldsOnlyItsTypeAndNoLimit(t *testing.T) {
 	reason := func(key, received, current string) error {
@@ -63,6 +63,8 @@ func TestDLQYieldsOnlyItsTypeAndNoLimit(t *testing.T) {
 		{"a classic DLQ on RabbitMQ 4", quorum4, 4, reason("x-queue-type", "'quorum'", "'classic'"), classic, ""},
 		{"no limit after an upgrade", quorum4, 4, reason("x-delivery-limit", "the value '-1' of type 'long'", "none"), quorum, ""},
 		{"another negative limit on RabbitMQ 4", quorum4, 4, reason("x-delivery-limit", "'-1'", "the value '-5' of type 'signedint'"), map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(-5)}, ""},
+		{"a stream", classic, 3, reason("x-queue-type", "'classic'", "'stream'"), nil, `type "stream"`},
+		{"a type unknown here", quorum, 4, reason("x-queue-type", "'quorum'", "the value 'lake' of type 'longstr'"), nil, `type "lake"`},
 		{"a limit of 1", quorum, 3, reason("x-delivery-limit", "none", "the value '1' of type 'long'"), nil, "x-delivery-limit 1"},
 		{"a limit of 5 on RabbitMQ 4", quorum4, 4, reason("x-delivery-limit", "'-1'", "'5'"), nil, "x-delivery-limit 5"},
 		{"a limit of 20 after an upgrade", quorum4, 4, reason("x-delivery-limit", "'-1'", "'20'"), nil, "x-delivery-limit 20"},

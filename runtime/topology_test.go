@@ -80,11 +80,12 @@ func estateDLQ(t *testing.T, q runtime.QueueSpec, args amqp.Table) {
 
 // A DLQ that exists with an argument of its own loses or refuses the copies
 // whose confirm Lily takes for a handoff: a max-length drops the oldest, a
-// TTL with no dead-letter target drops each, reject-publish nacks each, and
-// a delivery limit drops each copy read (a get and a requeue) that often.
-// Its declare is refused (406), as an owned queue's is, before the main
-// queue is declared; so is one whose type differs too, which RabbitMQ names
-// first. The error names the argument, and says why for a limit.
+// TTL with no dead-letter target drops each, reject-publish nacks each, a
+// delivery limit drops each copy read (a get and a requeue) that often, and
+// a stream keeps them all from Lily's reads. Its declare is refused (406),
+// as an owned queue's is, before the main queue is declared; so is one
+// whose type differs too, which RabbitMQ names first. The error names the
+// argument, and says why for a limit or a type.
 func TestBrokerEstateDLQArgumentsAreRefused(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -98,6 +99,8 @@ func TestBrokerEstateDLQArgumentsAreRefused(t *testing.T) {
 		{"a TTL behind the type", topology.Classic, amqp.Table{"x-queue-type": "quorum", "x-message-ttl": int64(60000)}, "x-message-ttl"},
 		{"a delivery limit of 1", topology.Quorum, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(1)}, "x-delivery-limit"},
 		{"a delivery limit behind the type", topology.Classic, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(5)}, "x-delivery-limit"},
+		{"a stream", topology.Classic, amqp.Table{"x-queue-type": "stream"}, "x-queue-type"},
+		{"a stream, for a quorum queue", topology.Quorum, amqp.Table{"x-queue-type": "stream"}, "x-queue-type"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -108,7 +111,7 @@ func TestBrokerEstateDLQArgumentsAreRefused(t *testing.T) {
 			if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed || !strings.Contains(err.Error(), "inequivalent arg '"+c.want+"'") {
 				t.Fatalf("DeclareTopology: %v, want the 406 of %s", err, c.want)
 			}
-			if why := map[string]string{"x-delivery-limit": "the DLQ has x-delivery-limit"}[c.want]; !strings.Contains(err.Error(), why) {
+			if why := map[string]string{"x-delivery-limit": "the DLQ has x-delivery-limit", "x-queue-type": `the DLQ is of type "stream"`}[c.want]; !strings.Contains(err.Error(), why) {
 				t.Errorf("DeclareTopology: %v, want it to say %q", err, why)
 			}
 			ch := channel(t, dial(t))
@@ -119,7 +122,7 @@ func TestBrokerEstateDLQArgumentsAreRefused(t *testing.T) {
 	}
 }
 
-// A DLQ that exists keeps its type: a DLQ shared by a
+// A DLQ that exists keeps its type, classic or quorum: a DLQ shared by a
 // classic and a quorum queue is of whichever declared it first; and a
 // quorum DLQ without a limit is kept, whatever Lily writes for none on the
 // broker's version.

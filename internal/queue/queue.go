@@ -87,12 +87,12 @@ type Declaration struct {
 	// Passive: the queue is another team's, only checked.
 	Passive bool
 	// KeepTypeAndLimit: a queue of this name that exists already keeps its own
-	// type and its own way of writing "no delivery limit"; any other argument or
-	// value that differs (a limit) is refused (406), as any owned queue's. The
-	// DLQ's: how a quorum DLQ's "no delivery limit" is written depends on the
-	// broker's version, and one declared before an upgrade must not stop its
-	// queue's consumer; and a DLQ shared by a classic and a quorum queue is of
-	// whichever declared it first.
+	// type, classic or quorum, and its own way of writing "no delivery limit";
+	// any other argument or value that differs (a limit, a stream) is refused
+	// (406), as any owned queue's. The DLQ's: how a quorum DLQ's "no delivery
+	// limit" is written depends on the broker's version, and one declared before
+	// an upgrade must not stop its queue's consumer; and a DLQ shared by a
+	// classic and a quorum queue is of whichever declared it first.
 	KeepTypeAndLimit bool
 }
 
