@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"unicode"
 
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
@@ -25,7 +26,7 @@ type Page struct {
 	// Types are the shared types the messages use.
 	Types []TypeView
 	// Envelopes are the named envelope profiles, each with where it keeps
-	// a message's type, id and version.
+	// a message's type, id and version, in Markdown.
 	Envelopes []string
 	Queues    []QueueView
 	// Against names the older revision; the rest of the comparison is empty
@@ -56,8 +57,9 @@ type VersionView struct {
 // object's fields, shown once for every version that uses it.
 type TypeView struct {
 	Name, Kind string
-	Values     string
-	Fields     []FieldRow
+	// Values are an enum's, in Markdown: each a code span.
+	Values string
+	Fields []FieldRow
 	// UsedBy are the Go names of the versions that use it, directly or
 	// through another type.
 	UsedBy []string
@@ -65,7 +67,10 @@ type TypeView struct {
 
 // FieldRow is one field, element or header of the page.
 type FieldRow struct {
-	Path, Type, Presence, Limits string
+	Path, Type, Presence string
+	// Limits are in Markdown: what the schema wrote (a pattern, enum
+	// values, a string default) in code spans, the rest escaped.
+	Limits string
 }
 
 // QueueView is one queue of the page.
@@ -127,10 +132,10 @@ func NewPage(f, old *schema.File, against string) Page {
 		p.Messages = append(p.Messages, mv)
 	}
 	for _, e := range f.Envelopes {
-		p.Envelopes = append(p.Envelopes, fmt.Sprintf("`%s`: %s", e.Name, e))
+		p.Envelopes = append(p.Envelopes, code(e.Name)+": "+text(e.String()))
 	}
 	for _, t := range f.UsedTypes() {
-		tv := TypeView{Name: t.Named, Kind: string(t.Type), Values: strings.Join(t.Values, ", "), UsedBy: usedBy[t.Named]}
+		tv := TypeView{Name: t.Named, Kind: string(t.Type), Values: codes(t.Values), UsedBy: usedBy[t.Named]}
 		walkFields(t.Fields, "", func(fd *schema.Field, path string) { tv.Fields = append(tv.Fields, row(fd, path)) })
 		p.Types = append(p.Types, tv)
 	}
@@ -221,13 +226,17 @@ func row(f *schema.Field, path string) FieldRow {
 		limits = append(limits, "≤ "+l.Hi+l.Unit)
 	}
 	if f.Pattern != "" {
-		limits = append(limits, "matches `"+f.Pattern+"`")
+		limits = append(limits, "matches "+code(f.Pattern))
 	}
 	if len(f.Values) > 0 {
-		limits = append(limits, "one of "+strings.Join(f.Values, ", "))
+		limits = append(limits, "one of "+codes(f.Values))
 	}
-	if f.Default != nil {
-		limits = append(limits, fmt.Sprintf("default %v", f.Default))
+	switch d := f.Default.(type) {
+	case nil:
+	case string:
+		limits = append(limits, "default "+code(d))
+	default:
+		limits = append(limits, text(fmt.Sprintf("default %v", d)))
 	}
 	r.Limits = strings.Join(limits, "; ")
 	return r
@@ -236,8 +245,8 @@ func row(f *schema.Field, path string) FieldRow {
 // WritePage renders p with the review page template.
 func WritePage(w io.Writer, p Page) error {
 	t, err := template.New("review.md.tmpl").Funcs(template.FuncMap{
-		"cell": cell,
 		"code": code,
+		"text": text,
 		"join": strings.Join,
 	}).ParseFS(templates.FS, "review.md.tmpl")
 	if err != nil {
@@ -249,6 +258,38 @@ func WritePage(w io.Writer, p Page) error {
 // cell makes s safe inside a Markdown table cell.
 func cell(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// text escapes s, which a schema may have written, so that the rendered page
+// shows it as the raw file does, in a table cell or a line of its own: no
+// HTML (a comment could hide what follows it), link, image, code span,
+// emphasis, strikethrough or math. An underscore between letters or digits
+// is left alone, as it cannot be emphasis there and snake_case names are
+// common.
+func text(s string) string {
+	var b strings.Builder
+	r := []rune(s)
+	word := func(i int) bool { return i >= 0 && i < len(r) && (unicode.IsLetter(r[i]) || unicode.IsDigit(r[i])) }
+	for i, c := range r {
+		switch {
+		case c == '\n' || c == '\r':
+			c = ' '
+		case c == '_' && word(i-1) && word(i+1):
+		case strings.ContainsRune("\\`*_[<&~$|", c):
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// codes writes each of values as a code span, joined by commas.
+func codes(values []string) string {
+	spans := make([]string, len(values))
+	for i, v := range values {
+		spans[i] = code(v)
+	}
+	return strings.Join(spans, ", ")
 }
 
 // code writes s as a Markdown code span safe inside a table cell: fenced by

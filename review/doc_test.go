@@ -1,6 +1,9 @@
 package review
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // A name in the review page stays whole in its table cell: a pipe is
 // escaped, and a backtick gets a longer fence, padded when it is at an end.
@@ -16,5 +19,94 @@ func TestCodeSpanHoldsAnyName(t *testing.T) {
 		if got := code(name); got != want {
 			t.Errorf("code(%q) = %s, want %s", name, got, want)
 		}
+	}
+}
+
+// A schema's strings show on the review page as written: an enum value that
+// opens an HTML comment cannot hide the values after it, in the field table,
+// the shared type or a breaking change, and no other Markdown in them
+// renders.
+func TestPageShowsSchemaStringsAsWritten(t *testing.T) {
+	src := func(values string) string {
+		return `version: 1
+package: rolemsg
+types:
+  Role: {type: enum, values: [` + values + `]}
+messages:
+  RoleGranted:
+    versions:
+      1:
+        fields:
+          role: {type: enum, values: [` + values + `]}
+          shared: {type: Role}
+          note: {type: string, pattern: "^.*` + "`" + `?.*$", default: "*x* [y](z) <b>"}
+queues:
+  roles:
+    consumes:
+      - message: RoleGranted
+        versions: [1]
+`
+	}
+	old := parse(t, "old.lily.yaml", src(`viewer, admin`))
+	f := parse(t, "schema.lily.yaml", src(`viewer, "editor<!--", admin, "x-->", "<img src=a>", "[l](u)", "a`+"`"+`b", "_u_"`))
+	var b strings.Builder
+	if err := WritePage(&b, NewPage(f, old, "old.lily.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if !strings.Contains(page, "BOUND-WIDENED") {
+		t.Fatalf("no BOUND-WIDENED row:\n%s", page)
+	}
+	prose := outsideCodeSpans(page)
+	for _, raw := range []string{"<", "[", "*x*", " _u_"} {
+		if strings.Contains(strings.ReplaceAll(prose, `\`+raw[:1], ""), raw) {
+			t.Errorf("the page holds %q unescaped outside code spans:\n%s", raw, prose)
+		}
+	}
+	for _, want := range []string{
+		"one of `viewer`, `editor<!--`, `admin`, `x-->`, `<img src=a>`, `[l](u)`, ``a`b``, `_u_`",
+		"One of `viewer`, `editor<!--`, `admin`",
+		"matches ``^.*`?.*$``",
+		"default `*x* [y](z) <b>`",
+		`editor\<!--, admin`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s:\n%s", want, page)
+		}
+	}
+}
+
+// outsideCodeSpans is page without its code spans: each opened by a run of
+// backticks and closed by the next run as long.
+func outsideCodeSpans(page string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(page, "`")
+		if i < 0 {
+			return b.String() + page
+		}
+		b.WriteString(page[:i])
+		fence := page[i : i+len(page[i:])-len(strings.TrimLeft(page[i:], "`"))]
+		rest := page[i+len(fence):]
+		end := -1
+		for j := 0; j < len(rest); {
+			k := strings.Index(rest[j:], fence)
+			if k < 0 {
+				break
+			}
+			k += j
+			run := len(rest[k:]) - len(strings.TrimLeft(rest[k:], "`"))
+			if run == len(fence) {
+				end = k
+				break
+			}
+			j = k + run
+		}
+		if end < 0 {
+			b.WriteString(fence)
+			page = rest
+			continue
+		}
+		page = rest[end+len(fence):]
 	}
 }
