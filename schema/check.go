@@ -162,16 +162,25 @@ func checkValue(f *Field, v any, path string) error {
 		}
 	case Integer:
 		n, ok := v.(json.Number)
-		i, err := strconv.ParseInt(string(n), 10, 64)
-		if !ok || err != nil {
+		if !ok {
 			return typeError(path, v)
+		}
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		switch {
+		case strings.ContainsAny(string(n), ".eE"):
+			return &wire.FieldError{Path: path, Problem: "not an integer (a fraction or exponent)"}
+		case err != nil:
+			return &wire.FieldError{Path: path, Problem: "beyond int64"}
 		}
 		scalar = i
 	case Number:
 		n, ok := v.(json.Number)
-		x, err := strconv.ParseFloat(string(n), 64)
-		if !ok || err != nil {
+		if !ok {
 			return typeError(path, v)
+		}
+		x, err := strconv.ParseFloat(string(n), 64)
+		if err != nil {
+			return &wire.FieldError{Path: path, Problem: "beyond float64's range"}
 		}
 		scalar = x
 	case Bool:

@@ -342,6 +342,43 @@ func TestParseFeatures(t *testing.T) {
 	}
 }
 
+// An example's number of the wrong kind says which rule it fails, in the
+// extractor's words.
+func TestCheckNumbersOfTheWrongKind(t *testing.T) {
+	f, err := Parse("s.yaml", []byte(`version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          n: {type: integer}
+          x: {type: number}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string]string{
+		`{"n": 1.0}`:                   "field n: not an integer (a fraction or exponent)",
+		`{"n": 1e0}`:                   "field n: not an integer (a fraction or exponent)",
+		`{"n": 9223372036854775808}`:   "field n: beyond int64",
+		`{"n": -9223372036854775809}`:  "field n: beyond int64",
+		`{"n": -9223372036854775808}`:  "",
+		`{"x": 1e400}`:                 "field x: beyond float64's range",
+		`{"x": -1e400}`:                "field x: beyond float64's range",
+		`{"x": 1e-400}`:                "",
+		`{"x": 9223372036854775808.5}`: "",
+	} {
+		got := ""
+		if err := f.Messages[0].Versions[0].Check([]byte(body), nil); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q", body, got, want)
+		}
+	}
+}
+
 func TestCheck(t *testing.T) {
 	f, err := Parse("s.yaml", []byte(features))
 	if err != nil {
@@ -356,7 +393,7 @@ func TestCheck(t *testing.T) {
 		`{"note": null, "code": "abc"}`:       "field code: does not match ^[A-Z]+$",
 		`{"note": null, "tags": {"b": -1}}`:   `field tags["b"]: less than 0`,
 		`{"note": null, "tags": {"b": null}}`: `field tags["b"]: required`,
-		`{"note": null, "tags": {"b": 1.5}}`:  `field tags["b"]: unexpected JSON number`,
+		`{"note": null, "tags": {"b": 1.5}}`:  `field tags["b"]: not an integer (a fraction or exponent)`,
 		`{"note": null, "blob": "AAECAwQ="}`:  "field blob: longer than 4 bytes",
 		`{"note": null, "blob": "!"}`:         "field blob: not base64",
 		`{"note": 1}`:                         "field note: unexpected JSON number",

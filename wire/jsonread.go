@@ -233,7 +233,7 @@ func (r *JSONReader) Int() (int64, error) {
 		return 0, err
 	}
 	if !integer {
-		return 0, &FieldError{Problem: "unexpected JSON number"}
+		return 0, &FieldError{Problem: "not an integer (a fraction or exponent)"}
 	}
 	neg := span[0] == '-'
 	if neg {
@@ -256,7 +256,7 @@ func (r *JSONReader) Int() (int64, error) {
 	}
 	for _, d := range span {
 		if n > (limit-uint64(d-'0'))/10 {
-			return 0, &FieldError{Problem: "unexpected JSON number"}
+			return 0, &FieldError{Problem: "beyond int64"}
 		}
 		n = n*10 + uint64(d-'0')
 	}
@@ -280,7 +280,7 @@ func (r *JSONReader) numberText() ([]byte, bool, error) {
 }
 
 // Float reads a number as the nearest float64; one beyond float64's range
-// is of the wrong type.
+// is refused, as it would be an infinity.
 func (r *JSONReader) Float() (float64, error) {
 	span, _, err := r.numberText()
 	if err != nil {
@@ -288,7 +288,7 @@ func (r *JSONReader) Float() (float64, error) {
 	}
 	f, err := strconv.ParseFloat(string(span), 64)
 	if err != nil {
-		return 0, &FieldError{Problem: "unexpected JSON number"}
+		return 0, &FieldError{Problem: "beyond float64's range"}
 	}
 	return f, nil
 }
