@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +38,9 @@ func describe(n *yaml.Node) string {
 	case yaml.AliasNode:
 		return "an alias"
 	}
+	if number, _ := unfit(n); number {
+		return "the number " + shorten(n.Value)
+	}
 	switch n.ShortTag() {
 	case "!!str":
 		return fmt.Sprintf("the string %q", shorten(n.Value))
@@ -50,6 +54,24 @@ func describe(n *yaml.Node) string {
 		return n.Value
 	}
 	return strconv.Quote(shorten(n.Value))
+}
+
+// YAML 1.2's core schema writes an integer and a float so.
+var (
+	yamlInt   = regexp.MustCompile(`^([-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$`)
+	yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
+)
+
+// unfit reports whether n is a plain scalar written as a YAML 1.2 number
+// that yaml.v3 read as a string, as it does one its Go types cannot hold
+// (1e400, 0x1ffffffffffffffff), and whether it is written as an integer:
+// "got the string" would miss what is wrong with it.
+func unfit(n *yaml.Node) (number, integer bool) {
+	if n.Kind != yaml.ScalarNode || n.Style != 0 || n.ShortTag() != "!!str" {
+		return false, false
+	}
+	integer = yamlInt.MatchString(n.Value)
+	return integer || yamlFloat.MatchString(n.Value), integer
 }
 
 // shorten keeps a long name readable in a message.
@@ -160,13 +182,17 @@ func (p *parser) boolean(n *yaml.Node, what string) (bool, bool) {
 
 func (p *parser) integer(n *yaml.Node, what string) (int64, bool) {
 	var v int64
-	if p.leadingZero(n, what) || !p.scalar(n, what, "an integer", "!!int") {
+	if p.leadingZero(n, what) {
+		return 0, false
+	}
+	if _, integer := unfit(n); !integer && !p.scalar(n, what, "an integer", "!!int") {
 		return 0, false
 	}
 	if n.Decode(&v) == nil {
 		return v, true
 	}
-	// An integer past int64 fails as a tag its text does not fit does.
+	// An integer past int64 fails as a tag its text does not fit does, or
+	// past uint64 in hex or octal is read as a string.
 	if _, ok := new(big.Int).SetString(strings.ReplaceAll(n.Value, "_", ""), 0); ok {
 		p.errorf(n, RuleRange, "%s: %s does not fit in 64 bits", what, shorten(n.Value))
 		return 0, false
@@ -216,7 +242,18 @@ func (p *parser) intRange(n *yaml.Node, what string, lo, hi int) (int, bool) {
 
 func (p *parser) number(n *yaml.Node, what string) (float64, bool) {
 	var v float64
-	if p.leadingZero(n, what) || !p.scalar(n, what, "a number", "!!int", "!!float") || !p.decode(n, what, &v) {
+	if p.leadingZero(n, what) {
+		return 0, false
+	}
+	switch number, integer := unfit(n); {
+	case integer:
+		p.errorf(n, RuleRange, "%s: %s does not fit in 64 bits", what, shorten(n.Value))
+		return 0, false
+	case number:
+		p.errorf(n, RuleRange, "%s: %s is beyond float64's range", what, shorten(n.Value))
+		return 0, false
+	}
+	if !p.scalar(n, what, "a number", "!!int", "!!float") || !p.decode(n, what, &v) {
 		return 0, false
 	}
 	if math.IsInf(v, 0) || math.IsNaN(v) {

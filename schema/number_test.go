@@ -54,3 +54,38 @@ func TestNegativeZeroReadsAsZero(t *testing.T) {
 		}
 	}
 }
+
+// A plain scalar written as a YAML 1.2 number that does not fit its Go type,
+// which yaml.v3 reads as a string, is out of range, not a string; quoted or
+// tagged !!str it is the string it says it is.
+func TestNumberPastItsTypeIsOutOfRange(t *testing.T) {
+	src := `version: 1
+package: p
+messages:
+  M:
+    versions:
+      1:
+        fields:
+          a: {type: number, max: 1e400}
+          b: {type: number, min: -1.5E+400, default: .5e400}
+          c: {type: integer, max: 0x1ffffffffffffffff}
+          d: {type: integer, max: 1e400}
+          e: {type: number, max: "1e400"}
+          f: {type: number, max: !!str 1e400}
+          g: {type: number, max: 12e}
+`
+	_, err := Parse("schema.lily.yaml", []byte(src))
+	want := []string{
+		"schema.lily.yaml:8:34: max: 1e400 is beyond float64's range [OUT-OF-RANGE]",
+		"schema.lily.yaml:9:34: min: -1.5E+400 is beyond float64's range [OUT-OF-RANGE]",
+		"schema.lily.yaml:9:54: default: .5e400 is beyond float64's range [OUT-OF-RANGE]",
+		"schema.lily.yaml:10:35: max: 0x1ffffffffffffffff does not fit in 64 bits [OUT-OF-RANGE]",
+		"schema.lily.yaml:11:35: max: want an integer, got the number 1e400 [WRONG-KIND]",
+		`schema.lily.yaml:12:34: max: want a number, got the string "1e400" [WRONG-KIND]`,
+		`schema.lily.yaml:13:34: max: want a number, got the string "1e400" [WRONG-KIND]`,
+		`schema.lily.yaml:14:34: max: want a number, got the string "12e" [WRONG-KIND]`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}
