@@ -81,10 +81,8 @@ type testHooks struct {
 // NewConsumer checks the queue's spec and dispatch table and returns a consumer
 // ready to Run. Generated constructors call it.
 func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
-	var errs []error
-	if err := spec.validate(); err != nil {
-		errs = append(errs, err)
-	}
+	reader, inbox, err := spec.check(routes)
+	errs := []error{err}
 	// The budget must carry the handler, then the claim, commit, cleanup and
 	// after_delivery steps (and the scope's opening, with a Scope), then a
 	// handoff and its ACK. The default grows to it (below) when a step
@@ -102,24 +100,8 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if err := cfg.validate(cfg.Publisher == nil); err != nil {
 		errs = append(errs, err)
 	}
-	reader, err := guard.NewReader(spec.Messages)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("queue %s: %w", spec.Name, err))
-	}
-	inbox, err := messagesOf(spec, routes)
-	if err != nil {
-		errs = append(errs, err)
-	}
 	if slices.ContainsFunc(spec.Messages, func(m envelope.Message) bool { return m.Inbox == envelope.InboxRequired }) && cfg.Inbox == nil {
 		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
-	}
-	if len(routes) == 0 {
-		errs = append(errs, fmt.Errorf("queue %s: the dispatch table is empty", spec.Name))
-	}
-	for key, route := range routes {
-		if route == nil {
-			errs = append(errs, fmt.Errorf("queue %s: route %+v has no handler", spec.Name, key))
-		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -148,6 +148,28 @@ func (q QueueSpec) validate() error {
 	return errors.Join(errs...)
 }
 
+// check reports every problem NewConsumer finds in the spec and routes
+// whatever the Config, and returns the reader and inbox policies they make.
+// A trial's read (lilytest.RawDelivery) refuses the same.
+func (q QueueSpec) check(routes Routes) (*guard.Reader, map[string]envelope.Inbox, error) {
+	errs := []error{q.validate()}
+	reader, err := guard.NewReader(q.Messages)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("queue %s: %w", q.Name, err))
+	}
+	inbox, err := messagesOf(q, routes)
+	errs = append(errs, err)
+	if len(routes) == 0 {
+		errs = append(errs, fmt.Errorf("queue %s: the dispatch table is empty", q.Name))
+	}
+	for key, route := range routes {
+		if route == nil {
+			errs = append(errs, fmt.Errorf("queue %s: route %+v has no handler", q.Name, key))
+		}
+	}
+	return reader, inbox, errors.Join(errs...)
+}
+
 // names checks what the spec asks RabbitMQ to name: its queues, exchanges,
 // routing keys and arguments (validateRoutes), so that DeclareTopology can
 // refuse what NewConsumer would.

@@ -140,10 +140,12 @@ func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.
 func (trialHandoffs) CloseBy(time.Time) {}
 
 // readTrial reads d as process does before it calls a handler: the guard,
-// then dispatch.
+// then dispatch. It refuses a spec and routes NewConsumer refuses: read by
+// them, a message would be rejected for what is wrong with the spec (a zero
+// MaxBodyBytes calls every body oversized).
 func readTrial(spec, routes any, d *amqp.Delivery) (any, outcome.Rejection, string, error) {
 	q := spec.(QueueSpec)
-	reader, err := guard.NewReader(q.Messages)
+	reader, _, err := q.check(routes.(Routes))
 	if err != nil {
 		return nil, outcome.NotRejected, "", err
 	}

@@ -252,7 +252,8 @@ func inUserCode() (own, run bool) {
 // A delivery that is requeued waits the runtime's pause first (250 ms,
 // doubling for each earlier requeue of the same message), and a retry on
 // an ordered queue (QueueSpec.OrderKey) waits in line for its retry delay,
-// as an inbox deferral there waits for its pause, as all do on the broker. A handler past its timeout keeps its
+// as an inbox deferral there waits for its pause, as all do on the broker:
+// long RetryDelays make slow tests. A handler past its timeout keeps its
 // concurrency slot until it returns: with every slot so held, Deliver waits
 // for one as the runtime does, for the queue's settlement budget and one
 // StepTimeout, and then requeues the delivery unstarted (PathNotStarted), as

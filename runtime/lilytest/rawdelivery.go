@@ -25,6 +25,11 @@ var ErrRejected = errors.New("lilytest: rejected before any handler")
 // handler: over the body limit, poison, or without a route. Routes are
 // looked up, not called. As for Deliver, the headers and timestamp are as
 // the client decodes them, and a message no client publishes fails.
+//
+// A spec or routes that runtime.NewConsumer refuses whatever the Config
+// fail too, with NewConsumer's error and not ErrRejected, as New fails:
+// read by such a spec, p would be rejected for the spec's fault (a zero
+// MaxBodyBytes calls every body oversized).
 func RawDelivery(spec runtime.QueueSpec, routes runtime.Routes, p runtime.Publishing, opts ...Option) (runtime.RawDelivery, error) {
 	d, err := delivery(p, spec.Name, opts)
 	if err != nil {
@@ -32,7 +37,7 @@ func RawDelivery(spec runtime.QueueSpec, routes runtime.Routes, p runtime.Publis
 	}
 	rd, rejection, reason, err := trial.Read(spec, routes, d)
 	if err != nil {
-		return runtime.RawDelivery{}, fmt.Errorf("lilytest: queue %s: %w", spec.Name, err)
+		return runtime.RawDelivery{}, fmt.Errorf("lilytest: invalid spec or routes: %w", err)
 	}
 	if rejection != outcome.NotRejected {
 		return runtime.RawDelivery{}, fmt.Errorf("%w as %s: %s", ErrRejected, rejection, reason)

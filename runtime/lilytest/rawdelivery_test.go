@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -63,5 +64,31 @@ func TestRawDeliveryCopiesThePublishing(t *testing.T) {
 	p.Body[2] = 'X'
 	if v, _ := d.Header("x-tenant"); v != "acme" || string(d.Body()) != `{"order_id":"copy-1"}` {
 		t.Errorf("after the publishing changed: x-tenant %v, body %s", v, d.Body())
+	}
+}
+
+// RawDelivery refuses a spec and routes that NewConsumer refuses, with
+// NewConsumer's words, rather than read the message by them: a spec without
+// MaxBodyBytes would call every body oversized. A valid spec reads it.
+func TestRawDeliveryRefusesASpecTheConsumerRefuses(t *testing.T) {
+	routes := fixture.LilytestRoutes(handler(ok))
+	p := order(t, "spec-1")
+	p.Body = []byte("{}")
+	bare := runtime.QueueSpec{Name: "q", Prefetch: 1, Concurrency: 1, MaxAttempts: 1, HandlerTimeout: time.Second}
+	noLimit := fixture.LilytestQueueSpec()
+	noLimit.MaxBodyBytes = 0
+	for name, spec := range map[string]runtime.QueueSpec{"bare": bare, "no body limit": noLimit} {
+		_, refused := lilytest.New(spec, routes, runtime.Config{})
+		_, err := lilytest.RawDelivery(spec, routes, p)
+		if refused == nil || err == nil || errors.Is(err, lilytest.ErrRejected) ||
+			!strings.Contains(err.Error(), "lilytest: invalid spec or routes: ") || !strings.Contains(err.Error(), refused.Error()) {
+			t.Errorf("%s: RawDelivery: %v; want the spec refused as New refuses it: %v", name, err, refused)
+		}
+	}
+	if _, err := lilytest.RawDelivery(fixture.LilytestQueueSpec(), runtime.Routes{}, p); err == nil || errors.Is(err, lilytest.ErrRejected) || !strings.Contains(err.Error(), "the dispatch table is empty") {
+		t.Errorf("no routes: %v, want the dispatch table refused", err)
+	}
+	if _, err := lilytest.RawDelivery(fixture.LilytestQueueSpec(), routes, p); err != nil {
+		t.Errorf("valid spec: %v", err)
 	}
 }

@@ -21,7 +21,8 @@ import (
 // Without it, the creation context is both.
 func TestLinkOnlyStartsARootThatLinks(t *testing.T) {
 	foreign := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true})
-	spec := runtime.QueueSpec{Name: "q", Messages: []envelope.Message{{Type: "t", Inbox: envelope.InboxOptional}}, MaxBodyBytes: 1024}
+	spec := harnessSpec("q")
+	spec.Messages = []envelope.Message{{Type: "t", Inbox: envelope.InboxOptional}}
 	routes := runtime.Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
 	p := runtime.NewPublishing(envelope.Message{Type: "t"}, 1, "m-1", []byte(`{}`))
 	p.Headers["traceparent"] = "00-" + foreign.TraceID().String() + "-" + foreign.SpanID().String() + "-01"

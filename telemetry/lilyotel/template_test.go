@@ -19,7 +19,8 @@ import (
 // spans carry that template and the routing key itself, as the conventions
 // ask of a span named by a template.
 func TestSpansNamedByATemplateCarryIt(t *testing.T) {
-	spec := runtime.QueueSpec{Name: "q", Messages: []envelope.Message{{Type: "t", Inbox: envelope.InboxOptional}}, MaxBodyBytes: 1024}
+	spec := harnessSpec("q")
+	spec.Messages = []envelope.Message{{Type: "t", Inbox: envelope.InboxOptional}}
 	routes := runtime.Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
 	p := runtime.NewPublishing(envelope.Message{Type: "t"}, 1, "m-1", []byte(`{}`))
 	d, err := lilytest.RawDelivery(spec, routes, p, lilytest.Via("shop", "order.eu.42"))

@@ -46,6 +46,7 @@ var (
 	// dispatches by routes (runtime.Routes) reads it before any handler:
 	// through the guard, then dispatch. It returns the runtime.RawDelivery a
 	// handler would get; or the rejection its record would name, and why; or
-	// err when spec's messages cannot be read at all.
+	// err when runtime.NewConsumer refuses spec and routes, whatever the
+	// Config.
 	Read func(spec, routes any, d *amqp.Delivery) (delivery any, rejection outcome.Rejection, reason string, err error)
 )
