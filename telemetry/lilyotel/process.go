@@ -79,16 +79,28 @@ func (j *journey) measured() attribute.KeyValue {
 // creation context (the conventions allow it for single messages), but
 // with LinkOnly, and it links to it, as the conventions ask; without a
 // creation context the span starts a trace of its own, never a child of the
-// consumer's Run context.
+// consumer's Run context. With LinkOnly nothing else the propagator reads
+// from the delivery (its baggage) enters the journey's context.
 func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
 	start := time.Now()
 	j := &journey{start: start, queue: queue, messageID: d.MessageID(), routingKey: d.RoutingKey(),
 		destination: consumedFrom(d.Exchange(), d.RoutingKey(), queue), named: consumedFromLow(d.Exchange(), d.RoutingKey(), queue)}
-	ambient := trace.SpanContextFromContext(ctx)
-	ctx = t.propagator.Extract(ctx, received{d})
+	var sc trace.SpanContext
+	if t.linkOnly {
+		// The span context alone, for the link: whatever else the
+		// propagator reads (baggage) is the producer's to choose, and would
+		// reach the handler and every publish from the journey.
+		sc = trace.SpanContextFromContext(t.propagator.Extract(context.Background(), received{d}))
+	} else {
+		ambient := trace.SpanContextFromContext(ctx)
+		ctx = t.propagator.Extract(ctx, received{d})
+		// What Extract leaves in place when the delivery carries none is not its.
+		if sc = trace.SpanContextFromContext(ctx); sc.Equal(ambient) {
+			sc = trace.SpanContext{}
+		}
+	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start)}
-	// What Extract leaves in place when the delivery carries none is not its.
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.Equal(ambient) {
+	if sc.IsValid() {
 		j.creation = sc
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		if t.linkOnly {

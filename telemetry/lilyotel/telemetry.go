@@ -25,7 +25,10 @@ type Options struct {
 	// writes each publish's into them; W3C Trace Context
 	// (propagation.TraceContext) when nil. Not the global propagator, which
 	// propagates nothing until a program sets one: the journeys would break
-	// without a word.
+	// without a word. Its fields are its own: a publish that carries no
+	// creation context of its own has them all written from its context,
+	// and a header of theirs the message came with (a baggage header
+	// written by hand) dropped; put baggage in the context instead.
 	Propagator propagation.TextMapPropagator
 	// BodySize records messaging.message.body.size on process and send
 	// spans, which the conventions make opt-in.
@@ -38,6 +41,9 @@ type Options struct {
 	// A retry or DLQ copy's next attempt starts a trace of its own too,
 	// linked to the handoff's send: nothing a producer could not forge tells
 	// Lily's copy from its message. A journey is then one trace per attempt.
+	// Nor does a producer choose the journey's baggage: only the span
+	// context is read from a delivery, for the link, and nothing else the
+	// propagator reads reaches the handler's context.
 	LinkOnly bool
 }
 
