@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -102,6 +103,9 @@ func TestBrokerUnresolvedNotStartedIsCounted(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.q.Concurrency = 1
+	// Held until the session is lost, which rabbitmqctl's two runs may take
+	// seconds to bring about on a loaded machine: it must not time out first.
+	r.q.HandlerTimeout = 2 * patience
 	started := make(chan struct{}, 4)
 	release := make(chan struct{})
 	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error {
@@ -117,31 +121,24 @@ func TestBrokerUnresolvedNotStartedIsCounted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reported := make(chan *runtime.Report, 1)
-	go func() {
+	// Its goroutines carry the queue's name, for waitingForSlot.
+	go pprof.Do(ctx, pprof.Labels(consumerLabel, r.q.Name), func(ctx context.Context) {
 		rep, _ := c.Run(ctx)
 		reported <- rep
-	}()
+	})
 	r.publish(message(id("held"), "ok"), message(id("waiting"), "ok"))
 	select {
 	case <-started:
 	case <-time.After(patience):
 		t.Fatal("no handler started")
 	}
-	// Both handed over: the second waits for the slot.
-	ch, err := r.dial().Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(patience); ; time.Sleep(20 * time.Millisecond) {
-		q, err := ch.QueueDeclarePassive(r.q.Name, true, false, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if q.Messages == 0 {
-			break
-		}
+	// The second read by the consumer, and waiting for the slot. That the
+	// broker has no message ready says only that the client library holds
+	// it, which drops what the consumer has not read when the connection
+	// closes.
+	for deadline := time.Now().Add(patience); !waitingForSlot(t, r.q.Name); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d messages still ready", q.Messages)
+			t.Fatalf("the second delivery not waiting for the slot within %s", patience)
 		}
 	}
 	closed, err := faults.CloseConnections(context.Background(), func(name string) bool { return name == faults.ConnectionName(r.q.Name, "consume") }, "lilyotel test")
@@ -170,6 +167,30 @@ func TestBrokerUnresolvedNotStartedIsCounted(t *testing.T) {
 	if notStarted != 1 {
 		t.Errorf("unresolved: %+v; want one not started", rep.Unresolved)
 	}
+}
+
+// consumerLabel is the goroutine label naming the queue whose consumer a
+// goroutine is, where a test sets it.
+const consumerLabel = "lilyotel.consumer"
+
+// waitingForSlot tells whether the consumer of queue has read a delivery and
+// waits for a concurrency slot for it. The runtime shows it nowhere (its
+// "received" event and the hook's Received come once the slot is taken), so
+// this reads the goroutine profile: the consume loop's goroutine, labelled
+// for queue, stopped in awaitSlot.
+func waitingForSlot(t *testing.T, queue string) bool {
+	t.Helper()
+	var b strings.Builder
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		t.Fatal(err)
+	}
+	label := fmt.Sprintf("%q:%q", consumerLabel, queue)
+	for g := range strings.SplitSeq(b.String(), "\n\n") {
+		if strings.Contains(g, label) && strings.Contains(g, "lily/runtime.(*Consumer).awaitSlot") {
+			return true
+		}
+	}
+	return false
 }
 
 // inbox is an in-memory runtime.Inbox: a message id's claim commits with its
