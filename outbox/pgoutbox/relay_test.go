@@ -684,7 +684,9 @@ func TestRelayHoldsNoMoreBodiesThanMaxBytes(t *testing.T) {
 	e := newEnv(t)
 	q := e.queue("q", nil)
 	proxy, url := e.proxy()
-	_, stop := e.relayOn(e.pool, url, 2*time.Second, pgoutbox.Options{Poll: 20 * time.Millisecond, Batch: 10, MaxBytes: 1 << 20, Lease: time.Minute})
+	// A step of a minute: the look below must end before a held confirm's
+	// step, which would release its row's lease and lease others.
+	_, stop := e.relayOn(e.pool, url, time.Minute, pgoutbox.Options{Poll: 20 * time.Millisecond, Batch: 10, MaxBytes: 1 << 20, Lease: 10 * time.Minute})
 	e.write(message(q, "first")) // the relay's connection opens for it
 	e.eventually("the first row published", func() bool { return len(e.rows()) == 0 })
 	proxy.Stall(faults.ToClient)
