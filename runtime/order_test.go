@@ -808,7 +808,7 @@ func TestBrokerOrderedWaitersOfALostSessionAreReported(t *testing.T) {
 // are then all there at once.
 func TestBrokerOrderedTurnAtTheStopGoesBackInOrder(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
 		q.OrderKey = byTenant
 		q.Concurrency, q.Prefetch = 1, 10
 	})
@@ -879,7 +879,7 @@ func TestBrokerSlotFreedAtTheStopStartsNothing(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprint("ordered=", ordered), func(t *testing.T) {
 			t.Parallel()
-			q := brokerSpec(t, func(q *runtime.QueueSpec) {
+			q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) {
 				q.Concurrency, q.Prefetch = 1, 4
 				if ordered {
 					q.OrderKey = byTenant
