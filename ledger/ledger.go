@@ -47,11 +47,15 @@ type Config struct {
 	// a cluster, of each node in turn). It closes every client's connection
 	// to the broker: only for a broker no one else uses at the time.
 	RestartBroker bool
-	// PublishOver spreads the publishing over this long, while the consumer
-	// runs and faults strike; zero publishes everything before the consumer
-	// starts.
+	// PublishOver spreads the publishing over at least this long, while the
+	// consumer runs and faults strike: while a kind of fault has not struck
+	// yet, the last 450 messages go on trickling out (one every 200 ms at
+	// the most) until every kind has, or two thirds of the Deadline; zero
+	// publishes everything before the consumer starts, and holds nothing
+	// back.
 	PublishOver time.Duration
-	// Deadline bounds the run before the shutdown, whatever is left.
+	// Deadline bounds the run before the shutdown, whatever is left; its
+	// last third is left for the journeys to end after the publishing.
 	Deadline time.Duration
 	// Progress, when set, receives a line every few seconds.
 	Progress io.Writer

@@ -37,16 +37,17 @@ func (r *run) publish(ctx context.Context) error {
 // spread hands items 0..n-1 to workers goroutines that do them, item j not
 // before the share of PublishOver that its first message, first(j), is of
 // the run's messages, and the last holdBack not before every kind of fault
-// struck (held), but for a burst (r.burst) of items handed out at once ahead
-// of their time; it returns the first error, or ctx's when it ended before
-// every item was handed out. The items after a burst are spread over what is
-// left of PublishOver: a burst of 300 of 1,500 messages over 75 s would
-// otherwise leave 15 s without a message behind it, and a node fault struck
-// then would seem to stop consumption for as long.
+// struck or the hold's end (held, holdEnd), but for a burst (r.burst) of
+// items handed out at once ahead of their time; it returns the first error,
+// or ctx's when it ended before every item was handed out. So PublishOver is
+// the least the publishing lasts. The items after a burst are spread over
+// what is left of PublishOver: a burst of 300 of 1,500 messages over 75 s
+// would otherwise leave 15 s without a message behind it, and a node fault
+// struck then would seem to stop consumption for as long.
 func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int, do func(j int) error) error {
 	start := time.Now()
 	end := start.Add(r.cfg.PublishOver)
-	holdUntil := end.Add((r.cfg.Deadline - r.cfg.PublishOver) / 2)
+	holdUntil := start.Add(holdEnd(r.cfg.Deadline))
 	plan := schedule{from: start, end: end, total: len(r.ids)}
 	next := make(chan int)
 	errs := make(chan error, workers)
@@ -112,20 +113,29 @@ func (s schedule) due(i int) time.Time {
 	return s.from.Add(s.end.Sub(s.from) * time.Duration(i-s.fromFirst) / time.Duration(s.total-s.fromFirst))
 }
 
-// On a loaded machine a cluster's node faults take so long to heal that the
-// schedule could hand out its last message before the faults at the end of
-// a round had their turn, and a run would end with kinds that never struck.
-// So the last holdBack items wait, once their time has come, until every
-// kind has struck once: they are handed out one at a time, spread over
-// what is left of the wait (one every trickle at the most), so that the
-// consumer has work to be struck at (a COMMIT to kill, a node fault's
-// resume to measure), and until the forced stop under a burst struck, a
-// burst's worth stays in hand for it. The wait ends halfway from PublishOver to the
-// Deadline, leaving the other half to finish.
+// On a loaded machine the faults lag behind the schedule (a cluster's node
+// takes tens of seconds to start again; a rabbitmqctl, seconds), and it
+// could hand out its last message before the faults at the end of a round
+// had their turn: those that strike only at work in flight (a handoff to
+// refuse, a COMMIT to kill) then found none, and a run ended with kinds
+// that never struck. So the last holdBack items wait, once their time has
+// come, until every kind has struck once: they are handed out one at a
+// time, spread over what is left of the wait (one every trickle at the
+// most), so that the consumer has work to be struck at, and until the
+// forced stop under a burst struck, a burst's worth stays in hand for it.
+// The wait ends at holdEnd, whatever struck.
 const (
 	holdBack = burstSize + 150
 	trickle  = 200 * time.Millisecond
 )
+
+// holdEnd is how long after the publishing starts the wait for every kind
+// of fault ends, in a run of deadline: at two thirds of it, the last third
+// left for the journeys of the items it held to end, and for a fault still
+// under way to heal, before the consumers are stopped whatever is left.
+func holdEnd(deadline time.Duration) time.Duration {
+	return deadline - deadline/3
+}
 
 // held is the wait of an item whose time has come, with remaining items
 // left to hand out (itself included); it returns a burst asked for

@@ -58,8 +58,18 @@ func TestSpreadHoldsTheLastItemsUntilEveryFaultStruck(t *testing.T) {
 	}
 }
 
-// The hold ends halfway from PublishOver to the Deadline, whatever struck.
-func TestSpreadHoldEndsHalfwayToTheDeadline(t *testing.T) {
+// The hold ends at two thirds of the Deadline, whatever struck, however
+// short PublishOver: PublishOver is the least the publishing lasts.
+func TestSpreadHoldEndsAtTwoThirdsOfTheDeadline(t *testing.T) {
+	for _, c := range []struct{ deadline, end time.Duration }{
+		{120 * time.Second, 80 * time.Second},
+		{180 * time.Second, 120 * time.Second},
+		{30 * time.Minute, 20 * time.Minute},
+	} {
+		if got := holdEnd(c.deadline); got != c.end {
+			t.Errorf("with a deadline of %v the hold ends %v in, want %v", c.deadline, got, c.end)
+		}
+	}
 	const n = holdBack + 20
 	_, count, done := handedOut(t, Config{Deadline: 2 * time.Second}, n)
 	if err := <-done; err != nil {

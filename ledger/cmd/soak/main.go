@@ -11,6 +11,11 @@
 // every client's connections, so use it only on a broker nothing else uses
 // at the time (never while `make test` runs).
 //
+// -publish-over spreads the publishing over at least that long while the
+// faults strike; while a kind of fault has not struck yet, the last 450
+// messages trickle out (one every 200 ms at the most) until every kind has,
+// or two thirds of -deadline.
+//
 // -cluster runs it on a RabbitMQ cluster instead, given its nodes' URLs
 // (make cluster-up starts three beside the machine's broker; make
 // soak-cluster runs this): quorum queues, and the faults are nodes stopped
@@ -56,9 +61,9 @@ func main() {
 	flag.StringVar(&cfg.BrokerURL, "amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ")
 	flag.StringVar(&cfg.PostgresDSN, "pg", "host=127.0.0.1 user=postgres dbname=test sslmode=disable", "PostgreSQL for the inbox-backed behaviour and its fault; empty for none")
 	flag.DurationVar(&cfg.FaultEvery, "fault-every", time.Second, "mean pause between faults; 0 for none")
-	flag.DurationVar(&cfg.PublishOver, "publish-over", 0, "spread the publishing over this long while consuming; 0 publishes everything first")
+	flag.DurationVar(&cfg.PublishOver, "publish-over", 0, "spread the publishing over at least this long while consuming (the last 450 messages trickle on until every kind of fault struck, up to two thirds of -deadline); 0 publishes everything first")
 	flag.BoolVar(&cfg.RestartBroker, "restart", false, "add broker restarts (stop_app, start_app) to the faults: only on a broker no one else uses")
-	flag.DurationVar(&cfg.Deadline, "deadline", 30*time.Minute, "shut down by then, whatever is left")
+	flag.DurationVar(&cfg.Deadline, "deadline", 30*time.Minute, "shut down by then, whatever is left (its last third is left for the journeys to end after the publishing)")
 	cluster := flag.String("cluster", "", "run on a cluster: its nodes' AMQP URLs, comma-separated, in the script's order")
 	script := flag.String("cluster-script", ".ci/cluster", "the script that stops, kills and starts the cluster's nodes")
 	processes := flag.Bool("processes", false, "run the process ledger: consumers and the outbox relay in processes of their own, killed with SIGKILL")
