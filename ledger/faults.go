@@ -68,23 +68,48 @@ func (r *run) strike(ctx context.Context) {
 	}
 }
 
-// round is one round of faults: the others first, then a cluster's nodes'
-// in a seeded order. The others strike at work in flight and take a second
-// or three; a node fault strikes whatever is in flight, and on a loaded
-// machine a node takes tens of seconds to start again. Put first, the node
-// faults took a loaded run's publishing before the others had their turn,
-// and those found no work left to strike at.
+// round is one round of faults: first those that strike only at work in
+// flight (atWork), then the others but a cluster's nodes', then the nodes'
+// in a seeded order, each group in the order of kinds. The others strike
+// whatever is in flight, or an idle connection; on a loaded machine a node
+// takes tens of seconds to start again, and a rabbitmqctl seconds. Put
+// first, those took a loaded run's publishing at its fullest, and the kinds
+// that need work found only the held messages' trickle (a handoff refused
+// in the second a fault lasts, or none) or, past the hold, nothing.
 func (r *run) round(kinds []fault) []fault {
-	var nodes, others []fault
+	var work, others, nodes []fault
 	for _, k := range kinds {
-		if nodeFault(k.name) {
+		switch {
+		case atWork(k.name):
+			work = append(work, k)
+		case nodeFault(k.name):
 			nodes = append(nodes, k)
-		} else {
+		default:
 			others = append(others, k)
 		}
 	}
 	r.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
-	return append(others, nodes...)
+	return slices.Concat(work, others, nodes)
+}
+
+// The faults that strike only at work in flight.
+const (
+	faultCommitKilled  = "PostgreSQL backend killed during COMMIT"
+	faultAckDropped    = "ACK dropped, then its connection cut"
+	faultConfirmCut    = "consume connection cut after a handoff confirm, before the ACK"
+	faultBucketDeleted = "retry bucket deleted (handoffs returned)"
+	faultDLQRefusing   = "DLQ refusing publishes (handoffs nacked)"
+)
+
+// atWork says whether the fault named name strikes only at work in flight:
+// a COMMIT to kill, a burst to stop under, an ACK or a confirm to catch, a
+// handoff to refuse.
+func atWork(name string) bool {
+	switch name {
+	case faultCommitKilled, faultForcedUnderBurst, faultAckDropped, faultConfirmCut, faultBucketDeleted, faultDLQRefusing:
+		return true
+	}
+	return false
 }
 
 // A forced stop under a burst: the publisher sends burstSize messages at
@@ -160,15 +185,16 @@ func (r *run) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
 }
 
-// faultKinds are the faults of a run, in the order of a round: first (each
-// tests what no other does) the database's when asked for, which needs the
-// consumer at work, a consumer's forced stop under a burst, its restart,
-// and the broker restart when asked for; then those of the frame proxy and
-// the broker on one node, or of the nodes on a cluster.
+// faultKinds are the faults of a run, in the order round keeps within its
+// groups: first (each tests what no other does) the database's when asked
+// for, a consumer's forced stop under a burst, its restart, and the broker
+// restart when asked for; then those of the frame proxy and the broker on
+// one node, the refusals of handoffs before the rest, or of the nodes on a
+// cluster.
 func (r *run) faultKinds() []fault {
 	var kinds []fault
 	if r.pool != nil {
-		kinds = append(kinds, fault{"PostgreSQL backend killed during COMMIT", func(ctx context.Context) (bool, error) {
+		kinds = append(kinds, fault{faultCommitKilled, func(ctx context.Context) (bool, error) {
 			r.killArmed.Store(true)
 			defer r.killArmed.Store(false)
 			pid, err := faults.KillInCommit(ctx, r.cfg.PostgresDSN, r.app, 3*time.Second)
@@ -267,27 +293,7 @@ func (r *run) nodeFaults() []fault {
 	}
 	return []fault{
 		{"connection cut (proxy)", func(context.Context) (bool, error) { return r.proxy.Cut() > 0, nil }},
-		{"ACK dropped, then its connection cut", armed(&armAck)},
-		{"consume connection cut after a handoff confirm, before the ACK", armed(&armConfirm)},
-		{"stall", func(ctx context.Context) (bool, error) {
-			dir := []faults.Direction{faults.ToBroker, faults.ToClient, 0}[r.rng.IntN(3)]
-			r.proxy.Stall(dir)
-			backoff.Sleep(ctx, r.between(200*time.Millisecond, 3*time.Second))
-			r.proxy.Resume()
-			return true, nil
-		}},
-		{"delay", func(ctx context.Context) (bool, error) {
-			r.proxy.Delay(r.between(5*time.Millisecond, 40*time.Millisecond))
-			backoff.Sleep(ctx, r.between(500*time.Millisecond, 2*time.Second))
-			r.proxy.Delay(0)
-			return true, nil
-		}},
-		{"connection closed by the broker", func(ctx context.Context) (bool, error) {
-			name := []string{consume, handoff}[r.rng.IntN(2)]
-			closed, err := faults.CloseConnections(ctx, func(n string) bool { return n == name }, "ledger fault")
-			return len(closed) > 0, err
-		}},
-		{"retry bucket deleted (handoffs returned)", func(ctx context.Context) (bool, error) {
+		{faultBucketDeleted, func(ctx context.Context) (bool, error) {
 			bucket := declarations(r.spec)[1]
 			returned := refusal{"returned", bucket.Name}
 			before := r.refusedSoFar(returned)
@@ -308,7 +314,7 @@ func (r *run) nodeFaults() []fault {
 			err = healed(heal())
 			return r.refusedSince(ctx, returned, before), err
 		}},
-		{"DLQ refusing publishes (handoffs nacked)", func(ctx context.Context) (bool, error) {
+		{faultDLQRefusing, func(ctx context.Context) (bool, error) {
 			nacked := refusal{"nacked", r.spec.Topology.DeadLetterQueue}
 			before := r.refusedSoFar(nacked)
 			hold := r.between(500*time.Millisecond, 1500*time.Millisecond)
@@ -319,6 +325,26 @@ func (r *run) nodeFaults() []fault {
 			backoff.Sleep(ctx, hold)
 			err = healed(heal(context.WithoutCancel(ctx)))
 			return r.refusedSince(ctx, nacked, before), err
+		}},
+		{faultAckDropped, armed(&armAck)},
+		{faultConfirmCut, armed(&armConfirm)},
+		{"stall", func(ctx context.Context) (bool, error) {
+			dir := []faults.Direction{faults.ToBroker, faults.ToClient, 0}[r.rng.IntN(3)]
+			r.proxy.Stall(dir)
+			backoff.Sleep(ctx, r.between(200*time.Millisecond, 3*time.Second))
+			r.proxy.Resume()
+			return true, nil
+		}},
+		{"delay", func(ctx context.Context) (bool, error) {
+			r.proxy.Delay(r.between(5*time.Millisecond, 40*time.Millisecond))
+			backoff.Sleep(ctx, r.between(500*time.Millisecond, 2*time.Second))
+			r.proxy.Delay(0)
+			return true, nil
+		}},
+		{"connection closed by the broker", func(ctx context.Context) (bool, error) {
+			name := []string{consume, handoff}[r.rng.IntN(2)]
+			closed, err := faults.CloseConnections(ctx, func(n string) bool { return n == name }, "ledger fault")
+			return len(closed) > 0, err
 		}},
 	}
 }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,5 +65,26 @@ func TestRefusedHandoffsAreSeenInTheRecords(t *testing.T) {
 	}()
 	if !r.refusedSince(context.Background(), returned, before) {
 		t.Error("a handoff to the bucket returned, and the fault did not strike")
+	}
+}
+
+// A round strikes the kinds that need work in flight first, while the
+// publishing is at its fullest, then the others, then a cluster's nodes'
+// (in an order drawn from the seed); each group keeps its order.
+func TestRoundStrikesTheFaultsThatNeedWorkFirst(t *testing.T) {
+	var kinds []fault
+	for _, name := range []string{faultCommitKilled, "consumer restarted", faultNodeStopped, "stall", faultBucketDeleted, faultLeaderKilled, faultDLQRefusing, "delay", faultAckDropped} {
+		kinds = append(kinds, fault{name: name})
+	}
+	var names []string
+	for _, k := range newRun(Config{Seed: 1}, spec("q", topology.Classic)).round(kinds) {
+		names = append(names, k.name)
+	}
+	want := []string{faultCommitKilled, faultBucketDeleted, faultDLQRefusing, faultAckDropped, "consumer restarted", "stall", "delay"}
+	if len(names) != len(kinds) || !slices.Equal(names[:len(want)], want) {
+		t.Fatalf("round %q; want %q, then the node faults", names, want)
+	}
+	if nodes := names[len(want):]; !slices.Contains(nodes, faultNodeStopped) || !slices.Contains(nodes, faultLeaderKilled) {
+		t.Errorf("round ends with %q; want the node faults", nodes)
 	}
 }
