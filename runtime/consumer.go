@@ -221,6 +221,9 @@ type run struct {
 	// lastSettled is when a delivery last ended settled (Unix ns).
 	lastSettled atomic.Int64
 	stuck       stuckHandlers
+	// failing is the latest failure of a handoff to each destination, for
+	// Health.
+	failing handoffFailures
 }
 
 // handoffs publishes a consumer's retry and DLQ copies: a confirm.Publisher
@@ -514,6 +517,7 @@ func (c *Consumer) newRun() *run {
 		stopping:  make(chan struct{}),
 		aborted:   make(chan struct{}),
 		stuck:     stuckHandlers{slots: c.spec.Concurrency},
+		failing:   newHandoffFailures(c.policy),
 	}
 }
 

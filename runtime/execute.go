@@ -108,6 +108,11 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 					c.emit(event{stage: stageHandoff, messageID: idText(d, env), attempt: attempt, generation: gen.ID,
 						handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
 				}
+				// A handoff that failed as the authority was revoked (the
+				// consumer's channel lost) tells nothing of its destination.
+				if o.Handoff.Status == outcome.HandoffConfirmed || !gen.Revoked() {
+					r.failing.note(o.Handoff)
+				}
 			}
 			if !o.Handoff.Published && gen.Revoked() {
 				why := "authority revoked before the handoff"

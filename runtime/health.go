@@ -2,12 +2,16 @@ package runtime
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/runtime/internal/decide"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
@@ -26,8 +30,11 @@ type Health struct {
 	Ready bool   `json:"ready"`
 	Live  bool   `json:"live"`
 	// Why says what keeps the consumer from being ready or live, or, while
-	// it is ready, that the broker refused its topology when it was last
-	// declared again (an external exchange deleted, say).
+	// it is ready, that the latest handoff to a retry bucket or the DLQ
+	// failed (a queue deleted, or full and refusing), so that deliveries
+	// whose settlement needs a handoff there are requeued, or that the
+	// broker refused its topology when it was last declared again (an
+	// external exchange deleted, say).
 	Why string `json:"why,omitempty"`
 	// LastSettled is when a delivery last ended settled (zero: none yet).
 	LastSettled time.Time `json:"last_settled,omitzero"`
@@ -74,9 +81,7 @@ func (c *Consumer) Health() Health {
 		}
 	default:
 		h.Ready = true
-		if why := r.drifted.Load(); why != nil {
-			h.Why = "consuming, but the broker refused the topology when it was declared again: " + *why
-		}
+		h.Why = readyWhy(r.failing.text(), r.drifted.Load())
 	}
 	if s != nil {
 		if since := s.gen.Settler.WritingSince(); !since.IsZero() && now.Sub(since) > limit {
@@ -87,6 +92,106 @@ func (c *Consumer) Health() Health {
 		h.Live, h.Why = false, "every concurrency slot held by a handler past its timeout since "+since.UTC().Format(time.RFC3339)
 	}
 	return h
+}
+
+// readyWhy is Health's why while the consumer is ready: the handoffs that
+// fail (failing, from handoffFailures.text), then the topology's refusals
+// (drifted), each bounded already; empty when there is neither.
+func readyWhy(failing string, drifted *string) string {
+	why := ""
+	if failing != "" {
+		why = "consuming, but " + failing
+	}
+	if drifted != nil {
+		refused := "the broker refused the topology when it was declared again: " + *drifted
+		if why == "" {
+			return "consuming, but " + refused
+		}
+		why += "; and " + refused
+	}
+	return why
+}
+
+// handoffFailures holds, for each destination of a queue's handoffs (its
+// retry buckets, then its DLQ), the latest failure of a handoff there, for
+// Health; nil once a handoff there is confirmed. Kept by destination, so that
+// the copies one destination confirms do not hide that another refuses
+// every copy (its queue deleted, or full with reject-publish).
+type handoffFailures struct {
+	to      []string
+	failing []atomic.Pointer[handoffFailure]
+}
+
+// handoffFailure is the latest failure of a handoff to one destination, and
+// since when every handoff there has failed.
+type handoffFailure struct {
+	since  time.Time
+	status outcome.HandoffStatus
+	detail string
+}
+
+func newHandoffFailures(p decide.Policy) handoffFailures {
+	to := append(slices.Clone(p.Buckets), p.DeadLetterQueue)
+	return handoffFailures{to: to, failing: make([]atomic.Pointer[handoffFailure], len(to))}
+}
+
+// note keeps what the broker said of a handoff. It is on every handoff's
+// path: a confirm costs a lookup and one atomic load while no failure is
+// held, and a failure allocates only when it differs from the one held.
+func (f *handoffFailures) note(ev outcome.HandoffEvidence) {
+	i := slices.Index(f.to, ev.Destination)
+	if i < 0 {
+		return
+	}
+	slot := &f.failing[i]
+	was := slot.Load()
+	switch {
+	case ev.Status == outcome.HandoffConfirmed:
+		if was != nil {
+			slot.CompareAndSwap(was, nil)
+		}
+	case was == nil:
+		slot.CompareAndSwap(nil, &handoffFailure{since: time.Now(), status: ev.Status, detail: ev.Detail})
+	case was.status != ev.Status || was.detail != ev.Detail:
+		slot.CompareAndSwap(was, &handoffFailure{since: was.since, status: ev.Status, detail: ev.Detail})
+	}
+}
+
+// maxHandoffsTold bounds the destinations Health names as failing; the rest
+// are counted.
+const maxHandoffsTold = 4
+
+// text tells the destinations whose latest handoff failed, since the first
+// of them began to fail, each with its latest failure, its detail bounded as
+// a cause is; empty when none did.
+func (f *handoffFailures) text() string {
+	var since time.Time
+	var told []string
+	more := 0
+	for i := range f.failing {
+		was := f.failing[i].Load()
+		if was == nil {
+			continue
+		}
+		if since.IsZero() || was.since.Before(since) {
+			since = was.since
+		}
+		if len(told) == maxHandoffsTold {
+			more++
+			continue
+		}
+		// The destination is a queue name the spec passed: printable, and
+		// at most 255 bytes.
+		told = append(told, f.to[i]+" "+was.status.String()+": "+sanitize.Text(was.detail, decide.MaxCause))
+	}
+	if told == nil {
+		return ""
+	}
+	if more > 0 {
+		told = append(told, fmt.Sprintf("and %d more failing", more))
+	}
+	return "handoffs fail since " + since.UTC().Format(time.RFC3339) + ": " + strings.Join(told, "; ") +
+		" (deliveries whose settlement needs a handoff there are requeued)"
 }
 
 // stallAfter is how long the settler may stay in one write, or every slot

@@ -3,8 +3,12 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -139,4 +143,52 @@ func TestHealthAfterRunFailed(t *testing.T) {
 	if h.Ready || !strings.HasPrefix(h.Why, "Run failed: ") {
 		t.Errorf("health after a failed Run: %+v", h)
 	}
+}
+
+// While every handoff to the DLQ fails (a policy of max-length 0 with
+// reject-publish on it, which no declare of the topology mends), Health
+// stays ready and says so; once the policy is gone, the requeued
+// delivery's handoff is confirmed and Health says nothing more.
+func TestBrokerHealthTellsFailingHandoffs(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	policy := "lily-test-full-" + q.Name
+	rabbitmqctl(t, "set_policy", "--apply-to", "queues", "--priority", "10",
+		policy, "^"+regexp.QuoteMeta(q.Topology.DeadLetterQueue)+"$", `{"max-length":0,"overflow":"reject-publish"}`)
+	cleared := false
+	t.Cleanup(func() {
+		if !cleared {
+			_ = exec.Command("rabbitmqctl", "clear_policy", policy).Run()
+		}
+	})
+	eventually(t, time.Minute, "the policy on "+q.Topology.DeadLetterQueue, func() bool {
+		out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "policy").Output()
+		return err == nil && slices.ContainsFunc(strings.Split(string(out), "\n"), func(line string) bool {
+			return slices.Equal(strings.Fields(line), []string{q.Topology.DeadLetterQueue, policy})
+		})
+	})
+	publish(t, q.Name, order(t, "full-1"))
+	r, c := prepare(t, q, handler(func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Permanent(errors.New("order refused"))
+	}))
+	r.launch(c)
+	eventually(t, time.Minute, "Health to say the handoffs fail", func() bool {
+		h := c.Health()
+		return h.Ready && strings.Contains(h.Why, "consuming, but handoffs fail since") &&
+			strings.Contains(h.Why, q.Topology.DeadLetterQueue+" nacked: the broker refused the publish")
+	})
+	// Health tells the failure before the requeue's pause ends, and the
+	// record follows the requeue.
+	if recs := r.await(1); recs[0].Path != runtime.PathRequeued || recs[0].Handoff != "nacked" {
+		t.Errorf("records %+v, want the first requeued after a nacked handoff", recs)
+	}
+	rabbitmqctl(t, "clear_policy", policy)
+	cleared = true
+	eventually(t, 2*time.Minute, "the copy in the DLQ and Health clean", func() bool {
+		h := c.Health()
+		return h.Ready && h.Why == "" && slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.Path == runtime.PathDeadLettered })
+	})
+	r.stop()
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
 }
