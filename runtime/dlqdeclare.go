@@ -37,7 +37,8 @@ const yielding = 4
 // argument, or the type or the limit with a value that would lose copies,
 // is returned: the DLQ is refused as any owned queue is. One that names the
 // type or the limit with a value this code cannot read (another RabbitMQ's
-// wording) is taken at its word: the queue is used if a passive declare
+// wording, a field type it does not know for the argument, a limit that is
+// no integer) is taken at its word: the queue is used if a passive declare
 // finds it, though the broker has not compared the rest.
 func (d *declarer) deadLetterQueue(decl queue.Declaration) error {
 	args := maps.Clone(decl.Args)
@@ -104,8 +105,9 @@ func inequivalent(err error) (key string, cur current) {
 // yieldTo returns args with key, the DLQ's type or delivery limit, set to cur,
 // the queue's own value, when that value loses no copy on a broker of major
 // version major: a classic or quorum type, and a limit that means none. A value
-// that would lose copies is refused: refusal says why. Both are zero when cur
-// is not in words this code reads, or is what args hold already.
+// it reads as losing copies is refused: refusal says why. Both are zero when
+// cur is not in words this code reads (a field type it does not know for key,
+// a limit that is no integer), or is what args hold already.
 func yieldTo(args map[string]any, key string, cur current, major int) (next map[string]any, refusal string) {
 	if !cur.read {
 		return nil, ""
@@ -116,7 +118,10 @@ func yieldTo(args map[string]any, key string, cur current, major int) (next map[
 		if cur.none {
 			cur.value = queue.Classic // RabbitMQ holds no type the same as classic
 		}
-		if cur.value != queue.Classic && cur.value != queue.Quorum || cur.typ != "" && cur.typ != "longstr" {
+		if cur.typ != "" && cur.typ != "longstr" {
+			return nil, ""
+		}
+		if cur.value != queue.Classic && cur.value != queue.Quorum {
 			// A stream's consumers start at its next offset, and an ACK
 			// removes nothing: no read or re-drive of Lily's would see a copy.
 			return nil, fmt.Sprintf("the DLQ is of type %q, and only a classic or quorum DLQ can be read, re-driven and emptied", cur.value)
@@ -127,18 +132,28 @@ func yieldTo(args map[string]any, key string, cur current, major int) (next map[
 		}
 	case "x-delivery-limit":
 		// Before 4 a quorum queue without the argument has no limit, and a
-		// negative one drops a copy at its first return; from 4 a negative
-		// one is none. From 4 one without it has RabbitMQ's default of 20,
-		// taken all the same: a DLQ declared before an upgrade must not stop
-		// its consumer, and a policy of delivery-limit -1, which a declare
-		// cannot see, is the remedy that keeps its copies in place.
+		// negative one drops a copy at its first return (3.10.8 drops it at
+		// the requeue after one get); from 4 a negative one is none. From 4
+		// one without it has RabbitMQ's default of 20, taken all the same: a
+		// DLQ declared before an upgrade must not stop its consumer, and a
+		// policy of delivery-limit -1, which a declare cannot see, is the
+		// remedy that keeps its copies in place.
 		if cur.none {
 			delete(next, key)
 			break
 		}
+		if cur.typ != "" && !slices.Contains(integers, cur.typ) {
+			return nil, ""
+		}
 		n, err := strconv.ParseInt(cur.value, 10, 64)
-		if err != nil || cur.typ != "" && !slices.Contains(integers, cur.typ) || n >= 0 || major < 4 {
-			return nil, fmt.Sprintf("the DLQ has x-delivery-limit %s: each read of it (a get and a requeue) counts toward the limit, at which the broker drops a copy or dead-letters it away", cur.value)
+		if err != nil {
+			return nil, ""
+		}
+		if n >= 0 {
+			return nil, fmt.Sprintf("the DLQ has x-delivery-limit %d: each read of it (a get and a requeue) counts toward the limit, at which the broker drops a copy or dead-letters it away", n)
+		}
+		if major < 4 {
+			return nil, fmt.Sprintf("the DLQ has x-delivery-limit %d, which means no limit only from RabbitMQ 4: before it the broker drops a copy, or dead-letters it away, at its first return, so the first read of it (a get and a requeue) loses it", n)
 		}
 		next[key] = n
 	default:

@@ -42,7 +42,8 @@ func TestMissingIsOnlyTheExternalObjectsAbsence(t *testing.T) {
 // A DLQ that exists yields its type and its "no delivery limit" to the
 // declare, read from the 406 in RabbitMQ's words (as 3.10.8 writes them),
 // and nothing that loses copies: a limit, a stream, or another argument's
-// 406 is the DLQ's refusal, which names it.
+// 406 is the DLQ's refusal, which names it. A type or a limit in a field
+// type or a form it cannot read is neither: the passive declare takes it.
 func TestDLQYieldsOnlyItsTypeAndNoLimit(t *testing.T) {
 	reason := func(key, received, current string) error {
 		return &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg '" + key + "' for queue 'orders.dlq' in vhost '/': received " + received + " but current is " + current}
@@ -69,8 +70,14 @@ func TestDLQYieldsOnlyItsTypeAndNoLimit(t *testing.T) {
 		{"a limit of 5 on RabbitMQ 4", quorum4, 4, reason("x-delivery-limit", "'-1'", "'5'"), nil, "x-delivery-limit 5"},
 		{"a limit of 20 after an upgrade", quorum4, 4, reason("x-delivery-limit", "'-1'", "'20'"), nil, "x-delivery-limit 20"},
 		{"a limit of 0", quorum4, 4, reason("x-delivery-limit", "'-1'", "'0'"), nil, "x-delivery-limit 0"},
-		{"-1 before RabbitMQ 4, where it drops at the first return", quorum, 3, reason("x-delivery-limit", "none", "the value '-1' of type 'long'"), nil, "x-delivery-limit -1"},
-		{"a limit written as a string", quorum, 3, reason("x-delivery-limit", "none", "the value '5' of type 'longstr'"), nil, "x-delivery-limit 5"},
+		{"-1 before RabbitMQ 4, where it drops at the first return", quorum, 3, reason("x-delivery-limit", "none", "the value '-1' of type 'long'"), nil, "x-delivery-limit -1, which means no limit only from RabbitMQ 4: before it the broker drops a copy, or dead-letters it away, at its first return"},
+		{"-5 before RabbitMQ 4", quorum, 3, reason("x-delivery-limit", "none", "'-5'"), nil, "x-delivery-limit -5, which means no limit only from RabbitMQ 4"},
+		{"a limit written as a string", quorum, 3, reason("x-delivery-limit", "none", "the value '5' of type 'longstr'"), nil, ""},
+		{"a limit written as a float", quorum4, 4, reason("x-delivery-limit", "'-1'", "the value '5' of type 'double'"), nil, ""},
+		{"a limit that is no integer", quorum4, 4, reason("x-delivery-limit", "'-1'", "'infinity'"), nil, ""},
+		{"a typed limit that is no integer", quorum, 3, reason("x-delivery-limit", "none", "the value 'infinity' of type 'long'"), nil, ""},
+		{"a type of another field type", quorum, 3, reason("x-queue-type", "'classic'", "the value 'quorum' of type 'binary'"), nil, ""},
+		{"a stream of another field type", classic, 4, reason("x-queue-type", "'classic'", "the value 'stream' of type 'binary'"), nil, ""},
 		{"no limit as the declare has it", quorum4, 4, reason("x-delivery-limit", "'-1'", "'-1'"), nil, ""},
 		{"a type in other words", classic, 3, reason("x-queue-type", "'classic'", "quorum, of course"), nil, ""},
 		{"max-length", classic, 3, reason("x-max-length", "none", "the value '1' of type 'long'"), nil, ""},
