@@ -57,8 +57,8 @@ type VersionView struct {
 // object's fields, shown once for every version that uses it.
 type TypeView struct {
 	Name, Kind string
-	// Values are an enum's, in Markdown: each a code span.
-	Values string
+	// Values are an enum's.
+	Values []string
 	Fields []FieldRow
 	// UsedBy are the Go names of the versions that use it, directly or
 	// through another type.
@@ -68,8 +68,9 @@ type TypeView struct {
 // FieldRow is one field, element or header of the page.
 type FieldRow struct {
 	Path, Type, Presence string
-	// Limits are in Markdown: what the schema wrote (a pattern, enum
-	// values, a string default) in code spans, the rest escaped.
+	// Limits are in Markdown for a table cell: what the schema wrote (a
+	// pattern, enum values, a string default) in code spans, the rest
+	// escaped.
 	Limits string
 }
 
@@ -135,7 +136,7 @@ func NewPage(f, old *schema.File, against string) Page {
 		p.Envelopes = append(p.Envelopes, code(e.Name)+": "+text(e.String()))
 	}
 	for _, t := range f.UsedTypes() {
-		tv := TypeView{Name: t.Named, Kind: string(t.Type), Values: codes(t.Values), UsedBy: usedBy[t.Named]}
+		tv := TypeView{Name: t.Named, Kind: string(t.Type), Values: t.Values, UsedBy: usedBy[t.Named]}
 		walkFields(t.Fields, "", func(fd *schema.Field, path string) { tv.Fields = append(tv.Fields, row(fd, path)) })
 		p.Types = append(p.Types, tv)
 	}
@@ -226,7 +227,7 @@ func row(f *schema.Field, path string) FieldRow {
 		limits = append(limits, "≤ "+l.Hi+l.Unit)
 	}
 	if f.Pattern != "" {
-		limits = append(limits, "matches "+code(f.Pattern))
+		limits = append(limits, "matches "+codeCell(f.Pattern))
 	}
 	if len(f.Values) > 0 {
 		limits = append(limits, "one of "+codes(f.Values))
@@ -234,7 +235,7 @@ func row(f *schema.Field, path string) FieldRow {
 	switch d := f.Default.(type) {
 	case nil:
 	case string:
-		limits = append(limits, "default "+code(d))
+		limits = append(limits, "default "+codeCell(d))
 	default:
 		limits = append(limits, text(fmt.Sprintf("default %v", d)))
 	}
@@ -245,19 +246,15 @@ func row(f *schema.Field, path string) FieldRow {
 // WritePage renders p with the review page template.
 func WritePage(w io.Writer, p Page) error {
 	t, err := template.New("review.md.tmpl").Funcs(template.FuncMap{
-		"code": code,
-		"text": text,
-		"join": strings.Join,
+		"code":     code,
+		"codeCell": codeCell,
+		"text":     text,
+		"join":     strings.Join,
 	}).ParseFS(templates.FS, "review.md.tmpl")
 	if err != nil {
 		return err
 	}
 	return t.Execute(w, p)
-}
-
-// cell makes s safe inside a Markdown table cell.
-func cell(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
 }
 
 // text escapes s, which a schema may have written, so that the rendered page
@@ -283,18 +280,27 @@ func text(s string) string {
 	return b.String()
 }
 
-// codes writes each of values as a code span, joined by commas.
+// codes writes each of values as a code span for a table cell, joined by
+// commas.
 func codes(values []string) string {
 	spans := make([]string, len(values))
 	for i, v := range values {
-		spans[i] = code(v)
+		spans[i] = codeCell(v)
 	}
 	return strings.Join(spans, ", ")
 }
 
-// code writes s as a Markdown code span safe inside a table cell: fenced by
-// one backtick more than the longest run of them in s, and padded when s
-// starts or ends with one, so that a name holding a backtick stays whole.
+// codeCell writes s as a code span inside a table cell, its pipes escaped:
+// GFM ends a cell at any other pipe of the row, code span or not.
+func codeCell(s string) string {
+	return strings.ReplaceAll(code(s), "|", `\|`)
+}
+
+// code writes s as a Markdown code span outside a table, where GFM would
+// show a backslash before a pipe: fenced by one backtick more than the
+// longest run of them in s, and padded when s starts or ends with one, so
+// that a name holding a backtick stays whole. A line break becomes a space,
+// as it would end a heading or list item.
 func code(s string) string {
 	longest, run := 0, 0
 	for _, r := range s {
@@ -309,7 +315,7 @@ func code(s string) string {
 	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
 		pad = " "
 	}
-	return fence + pad + cell(s) + pad + fence
+	return fence + pad + strings.NewReplacer("\n", " ", "\r", " ").Replace(s) + pad + fence
 }
 
 func ownership(external bool) string {

@@ -5,19 +5,65 @@ import (
 	"testing"
 )
 
-// A name in the review page stays whole in its table cell: a pipe is
-// escaped, and a backtick gets a longer fence, padded when it is at an end.
+// A name in the review page stays whole in its code span: a backtick gets a
+// longer fence, padded when it is at an end, and a pipe is escaped in a
+// table cell alone.
 func TestCodeSpanHoldsAnyName(t *testing.T) {
 	for name, want := range map[string]string{
-		"orders":        "`orders`",
-		"a|b":           "`a\\|b`",
-		"a`b":           "``a`b``",
-		"`edge":         "`` `edge ``",
-		"two``ticks`":   "``` two``ticks` ```",
-		"line\nbreaker": "`line breaker`",
+		"orders":          "`orders`",
+		"a|b":             "`a|b`",
+		"a`b":             "``a`b``",
+		"`edge":           "`` `edge ``",
+		"two``ticks`":     "``` two``ticks` ```",
+		"line\nbreaker":   "`line breaker`",
+		"line\r\nbreaker": "`line  breaker`",
 	} {
 		if got := code(name); got != want {
 			t.Errorf("code(%q) = %s, want %s", name, got, want)
+		}
+	}
+	if got, want := codeCell("a|b|`c"), "``a\\|b\\|`c``"; got != want {
+		t.Errorf("codeCell(%q) = %s, want %s", "a|b|`c", got, want)
+	}
+}
+
+// A pipe a schema wrote shows as written on the rendered page: GFM takes
+// the backslash of an escaped pipe away in a table row alone, so a code
+// span escapes its pipes there and nowhere else.
+func TestPagePipesInCodeSpans(t *testing.T) {
+	f := parse(t, "schema.lily.yaml", `version: 1
+package: cardmsg
+types:
+  CardBrand: {type: enum, values: ["visa|debit", mastercard]}
+messages:
+  CardIssued:
+    versions:
+      1:
+        fields:
+          brand: {type: CardBrand}
+          kind: {type: enum, values: ["a|b", c]}
+          pan: {type: string, pattern: "^(4|5)[0-9|]+$", default: "4|0"}
+`)
+	var b strings.Builder
+	if err := WritePage(&b, NewPage(f, nil, "")); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{
+		"One of `visa|debit`, `mastercard`.",
+		"one of `a\\|b`, `c`",
+		"matches `^(4\\|5)[0-9\\|]+$`; default `4\\|0`",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s:\n%s", want, page)
+		}
+	}
+	for _, line := range strings.Split(page, "\n") {
+		spans := strings.Join(codeSpans(line), " ")
+		if table := strings.HasPrefix(line, "|"); table && strings.Contains(strings.ReplaceAll(spans, `\|`, ""), "|") {
+			t.Errorf("a pipe unescaped in a code span of a table row: %s", line)
+		} else if !table && strings.Contains(spans, `\|`) {
+			t.Errorf("an escaped pipe in a code span outside a table, which shows its backslash: %s", line)
 		}
 	}
 }
@@ -76,14 +122,27 @@ queues:
 	}
 }
 
-// outsideCodeSpans is page without its code spans: each opened by a run of
-// backticks and closed by the next run as long.
+// outsideCodeSpans is page without its code spans.
 func outsideCodeSpans(page string) string {
+	outside, _ := splitCodeSpans(page)
+	return outside
+}
+
+// codeSpans are the code spans of page, fences and all.
+func codeSpans(page string) []string {
+	_, spans := splitCodeSpans(page)
+	return spans
+}
+
+// splitCodeSpans parts page into what is outside its code spans and the
+// spans: each opened by a run of backticks and closed by the next run as
+// long.
+func splitCodeSpans(page string) (outside string, spans []string) {
 	var b strings.Builder
 	for {
 		i := strings.Index(page, "`")
 		if i < 0 {
-			return b.String() + page
+			return b.String() + page, spans
 		}
 		b.WriteString(page[:i])
 		fence := page[i : i+len(page[i:])-len(strings.TrimLeft(page[i:], "`"))]
@@ -107,6 +166,7 @@ func outsideCodeSpans(page string) string {
 			page = rest
 			continue
 		}
+		spans = append(spans, fence+rest[:end+len(fence)])
 		page = rest[end+len(fence):]
 	}
 }
