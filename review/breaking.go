@@ -652,7 +652,7 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 	if oq.DLQ != nq.DLQ {
 		migration := "drain and delete the queue before deploying, or consume a queue under a new name; then deal with what the old DLQ holds"
 		if byPolicy {
-			migration = "apply `lilygen topology`'s policies again as you deploy; then deal with what the old DLQ holds"
+			migration = "apply the policies lilygen topology writes again as you deploy; then deal with what the old DLQ holds"
 		}
 		b.add(rules.DLQChanged, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q dead-letters to %q instead of %q: its x-dead-letter-routing-key changes", oq.Name, nq.DLQ, oq.DLQ), migration)
@@ -660,7 +660,7 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 	if oq.Type == nq.Type && oq.DeliveryLimit != nq.DeliveryLimit {
 		migration := "drain and delete the queue before deploying, or consume a queue under a new name"
 		if byPolicy {
-			migration = "apply `lilygen topology`'s policies again as you deploy"
+			migration = "apply the policies lilygen topology writes again as you deploy"
 		}
 		b.add(rules.DeliveryLimitChanged, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q changes its delivery limit from %s to %s: its x-delivery-limit changes", oq.Name, limitWord(oq.DeliveryLimit), limitWord(nq.DeliveryLimit)), migration)

@@ -170,3 +170,31 @@ func splitCodeSpans(page string) (outside string, spans []string) {
 		page = rest[end+len(fence):]
 	}
 }
+
+// Lily's own words in a breaking change read on the page as written: the
+// page escapes a finding's message and migration whole, as they hold what
+// the schema names, so Lily writes them without Markdown (a backtick of
+// hers would show escaped) and names lilygen topology in words.
+func TestPageBreakingInLilysWords(t *testing.T) {
+	policy := "    type: quorum\n    lily_arguments: policy\n    max_body_bytes"
+	for name, revisions := range map[string][2]string{
+		"dlq and delivery limit by policy": {
+			edit(t, "    max_body_bytes", policy),
+			edit(t, "    max_body_bytes", "    dlq: orders.dead\n    delivery_limit: 5\n"+policy),
+		},
+		"arguments moved": {base, edit(t, "    max_body_bytes", "    lily_arguments: policy\n    max_body_bytes")},
+		"ownership":       {base, edit(t, "    max_body_bytes", "    ownership: external\n    max_body_bytes")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			old := parse(t, "old.lily.yaml", revisions[0])
+			var b strings.Builder
+			if err := WritePage(&b, NewPage(parse(t, "new.lily.yaml", revisions[1]), old, "old.lily.yaml")); err != nil {
+				t.Fatal(err)
+			}
+			page := b.String()
+			if strings.Contains(page, "\\`") || !strings.Contains(page, "apply the policies lilygen topology writes") {
+				t.Errorf("the page shows the migration's Markdown:\n%s", page)
+			}
+		})
+	}
+}

@@ -24,7 +24,7 @@ func (b *breaker) arguments(oq, nq *schema.Queue) {
 	if oq.ByPolicy != nq.ByPolicy {
 		b.add(rules.LilyArgumentsMoved, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q moves Lily's arguments %s: its declarations gain or lose them, which RabbitMQ refuses for the queue and its retry buckets (406)", oq.Name, moved(nq.ByPolicy)),
-			"drain and delete the queue and its retry buckets before deploying, or consume a queue under a new name; with policy, apply `lilygen topology`'s policies first")
+			"drain and delete the queue and its retry buckets before deploying, or consume a queue under a new name; with policy, apply the policies lilygen topology writes first")
 	}
 	if oq.External || nq.External {
 		return // its own arguments are never declared, so never refused
@@ -81,7 +81,7 @@ func (b *breaker) ownership(what, name string, external bool, at schema.Pos) {
 	}
 	b.add(rules.OwnershipChanged, subjectOf(what, name), at,
 		fmt.Sprintf("%s %q becomes %s: Lily %s, and RabbitMQ refuses a declaration that differs from the %s's (406)", what, name, ownership(external), does, what),
-		fmt.Sprintf("compare the %s on the broker with the schema before deploying, and apply `lilygen topology`'s policies first", what))
+		fmt.Sprintf("compare the %s on the broker with the schema before deploying, and apply the policies lilygen topology writes first", what))
 }
 
 func moved(byPolicy bool) string {

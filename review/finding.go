@@ -23,7 +23,10 @@ type Finding struct {
 	// Subject names what the finding is about, stable across edits that
 	// move lines, such as OrderPlaced.v2.customer.email or a queue name: an
 	// acknowledgement names RULE@Subject.
-	Subject   string
+	Subject string
+	// Message and Migration are plain text, no Markdown: they go to a
+	// terminal and JSON as well, and the review page escapes them whole,
+	// as they hold what the schema names.
 	Message   string
 	Migration string
 	// Note, when set, says where what the finding is about moved from, in

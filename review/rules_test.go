@@ -308,7 +308,7 @@ func TestRuleCasesCoverEveryRule(t *testing.T) {
 
 // TestRuleFindings produces each case's finding, by Breaking from the old
 // revision to the new or, for a lint rule, by Lint of the new, and checks
-// its subject, message and place.
+// its subject, message and place, and that it is plain text.
 func TestRuleFindings(t *testing.T) {
 	today := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	for _, tc := range ruleCases {
@@ -334,6 +334,11 @@ func TestRuleFindings(t *testing.T) {
 			}
 			if f.Category != tc.rule.Category || f.File != "new.lily.yaml" || f.Line < 1 || f.Column < 1 || f.Migration == "" {
 				t.Errorf("finding without its category, place or migration: %+v", f)
+			}
+			// The review page escapes a finding's words whole, as they hold
+			// what the schema names: Markdown of Lily's would show there.
+			if strings.Contains(f.Message+f.Migration, "`") {
+				t.Errorf("finding in Markdown: %+v", f)
 			}
 		})
 	}
