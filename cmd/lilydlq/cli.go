@@ -52,6 +52,12 @@ type env struct {
 	file           string // the operand of a command that takes a file
 	read           readOptions
 	stdout, stderr io.Writer
+	// quiet: the command changes nothing (list, show, redrive -dry-run), so
+	// a reader that closed its stdout (| head) read what it wanted: it ends
+	// quietly, exit 0.
+	quiet bool
+	// told: the command said on stderr that its stdout failed.
+	told bool
 }
 
 // commands are the subcommands, in the order lilydlq -h lists them.
@@ -97,8 +103,10 @@ Exit codes (every command):
      does not hold N, a purge -id that read fewer copies than were ready
      or whose id more than one copy carries (it deletes nothing then),
      an import stopped before its last line (it says where it stands), a
-     command whose stdout failed (it stops as at an interrupt; list and
-     show whose stdout's reader closed it, as | head does, exit 0)
+     command whose stdout failed, however late (it stops as at an
+     interrupt, and writes its summary to stderr instead; list, show and
+     redrive -dry-run whose stdout's reader closed it, as | head does,
+     exit 0)
   2  usage errors
 `
 
@@ -182,27 +190,65 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		e.queue = rest[0]
 	}
-	return body(e)
+	code := body(e)
+	// A failed stdout fails the command, however late it failed: the read
+	// notices it only while it runs, and after the read a purge or a
+	// re-drive may still have changed the DLQ, unseen.
+	if err := e.outputFailed(); err != nil && !e.closedEarly() {
+		if !e.told {
+			fmt.Fprintf(stderr, "lilydlq %s: %v\n", c.name, outputError{err})
+		}
+		return exitFailure
+	}
+	return code
 }
 
-// fail prints a command's failure and returns exitFailure.
+// outputFailed is the error of the first failed write to stdout, when
+// stdout is closable's, or nil.
+func (e *env) outputFailed() error {
+	if s, ok := e.stdout.(*stopOnError); ok {
+		return s.failed()
+	}
+	return nil
+}
+
+// closedEarly reports whether the reader of a quiet command's stdout closed
+// it (| head).
+func (e *env) closedEarly() bool {
+	return e.quiet && errors.Is(e.outputFailed(), syscall.EPIPE)
+}
+
+// fail prints a command's failure and returns exitFailure. A failure that is
+// its stdout's reader closing it ends a quiet command quietly, exit 0.
 func (e *env) fail(name string, err error) int {
+	if out := e.outputFailed(); out != nil && errors.Is(err, out) {
+		if e.closedEarly() {
+			return exitOK
+		}
+		e.told = true
+	}
 	fmt.Fprintf(e.stderr, "lilydlq %s: %v\n", name, err)
 	return exitFailure
 }
 
 // wrote is the exit code of list or show once they wrote to stdout, err the
-// write's error. A reader that closed stdout early (| head) ends them
-// quietly and well: they change nothing, and it read what it wanted.
-// export, whose count a purge may rely on, says it is incomplete instead.
+// write's error.
 func (e *env) wrote(name string, err error) int {
-	switch {
-	case errors.Is(err, syscall.EPIPE):
-		return exitOK
-	case err != nil:
+	if err != nil {
 		return e.fail(name, err)
 	}
 	return exitOK
+}
+
+// summary writes line, what a command did, to stdout, or to stderr when
+// stdout failed: after a re-drive stopped by a closed stdout, it is the
+// only count of the copies moved, as export's "incomplete: stopped after"
+// is of those written. A quiet command whose reader left has no one to tell.
+func (e *env) summary(name, line string) {
+	if _, err := fmt.Fprintln(e.stdout, line); err == nil || e.closedEarly() {
+		return
+	}
+	fmt.Fprintf(e.stderr, "lilydlq %s: %s\n", name, line)
 }
 
 // usageError prints a command's usage error and returns exitUsage.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -212,6 +213,16 @@ type result struct {
 func (b *broker) lilydlq(args ...string) result {
 	b.t.Helper()
 	return b.lilydlqContext(context.Background(), args...)
+}
+
+// lilydlqTo runs the command with its stdout w, wrapped as main wraps
+// os.Stdout; the result's stdout is empty.
+func (b *broker) lilydlqTo(w io.Writer, args ...string) result {
+	b.t.Helper()
+	ctx, stdout := closable(b.t.Context(), w)
+	var errs bytes.Buffer
+	code := run(ctx, append(args, "-url", b.url), stdout, &errs)
+	return result{"", errs.String(), code}
 }
 
 func (b *broker) lilydlqContext(ctx context.Context, args ...string) result {

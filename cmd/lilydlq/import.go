@@ -157,7 +157,7 @@ func importFile(e *env, o importOptions) int {
 	if err == nil && read != lines {
 		err = fmt.Errorf("%s changed since it was checked: %d lines counted, %d read to publish; the lines up to %d are in %s", text(e.file, maxQueue), lines, read, done, to)
 	}
-	fmt.Fprintf(e.stdout, "%s: imported %d of %d lines to %s (%d skipped)\n", text(e.file, maxQueue), done-o.skip, lines, to, o.skip)
+	e.summary("import", fmt.Sprintf("%s: imported %d of %d lines to %s (%d skipped)", text(e.file, maxQueue), done-o.skip, lines, to, o.skip))
 	if err != nil {
 		return e.fail("import", err)
 	}

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -263,4 +265,31 @@ func write(t *testing.T, path string, lines ...map[string]any) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestImportOutputFailsAtTheSummary: an import whose stdout fails at its
+// summary, once every line is in the queue, exits 1 and writes the summary
+// to stderr instead, with why, once (before: exit 0, stderr empty).
+func TestImportOutputFailsAtTheSummary(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	b.publish(dlq, lilyCopy("m-1", "t", "permanent failure", "permanent", "src", 1, time.Now()), lilyCopy("m-2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
+	file := filepath.Join(t.TempDir(), "dlq.jsonl")
+	if r := b.lilydlq("export", dlq, "-o", file); r.code != exitOK {
+		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := b.lilydlq("purge", dlq, "-confirm", dlq, "-expect", "2"); r.code != exitOK {
+		t.Fatalf("purge: exit %d\n%s", r.code, r.stderr)
+	}
+	written := 0 // the lines imported, before the summary
+	for i, id := range []string{"m-1", "m-2"} {
+		written += len(fmt.Sprintf("imported line %d of 2, %s (t) -> %s\n", i+1, id, dlq))
+	}
+	r := b.lilydlqTo(&failingWriter{left: written, err: syscall.EPIPE}, "import", "-to", dlq, file)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq import: "+file+": imported 2 of 2 lines to "+dlq) ||
+		strings.Count(r.stderr, "lilydlq import: its output was closed (broken pipe)") != 1 {
+		t.Errorf("import with its output closed at the summary: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
 }

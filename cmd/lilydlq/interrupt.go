@@ -47,7 +47,8 @@ func interruptible(parent context.Context, stderr io.Writer, sigs ...os.Signal) 
 // ended by a hang-up) kills the process: killed between a publish and its
 // ACK, a re-driven copy would be in its queue and still in the DLQ. Ignored,
 // the write fails, and the command stops once the copy in flight ends in one
-// place. A failed write to stderr is ignored: stderr only tells.
+// place; run then fails it, however late the write failed. A failed write
+// to stderr is ignored: stderr only tells.
 func closable(parent context.Context, w io.Writer) (context.Context, io.Writer) {
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, cancel := context.WithCancelCause(parent)
@@ -73,18 +74,37 @@ func (s *stopOnError) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	if err != nil {
 		s.err = err
-		why := "its output failed"
-		if errors.Is(err, syscall.EPIPE) {
-			why = "its output was closed"
-		}
-		s.cancel(interrupted(why + " (" + err.Error() + ")"))
+		s.cancel(outputError{err})
 	}
 	return n, err
 }
 
-// interrupted is the cause of a context a stop cancelled, a signal or a
-// failed write to stdout: it is context.Canceled, as signal.NotifyContext's
-// is.
+// failed is the error of its first failed write, or nil.
+func (s *stopOnError) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// outputError is the cause of a context a failed write to stdout
+// cancelled: context.Canceled, as a signal's cause is, wrapping the write's
+// error, so that a command's error tells whether it is that failure.
+type outputError struct{ err error }
+
+func (o outputError) Error() string {
+	why := "its output failed"
+	if errors.Is(o.err, syscall.EPIPE) {
+		why = "its output was closed"
+	}
+	return why + " (" + o.err.Error() + ")"
+}
+
+func (o outputError) Is(target error) bool { return target == context.Canceled }
+
+func (o outputError) Unwrap() error { return o.err }
+
+// interrupted is the cause of a context a signal cancelled: it is
+// context.Canceled, as signal.NotifyContext's is.
 type interrupted string
 
 func (s interrupted) Error() string { return string(s) }

@@ -86,8 +86,9 @@ func TestRedriveKilledLosesNothing(t *testing.T) {
 
 // TestRedriveOutputClosedEndsInOnePlace: a re-drive whose stdout's reader
 // goes (| head) stops as a first interrupt stops it: the copy whose line
-// failed is ACKed, no other is published, it says why on stderr and exits
-// 1, not killed by SIGPIPE between a publish and its ACK.
+// failed is ACKed, no other is published, it says why on stderr, with the
+// summary its stdout could not take, and exits 1, not killed by SIGPIPE
+// between a publish and its ACK.
 func TestRedriveOutputClosedEndsInOnePlace(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
@@ -146,5 +147,10 @@ func TestRedriveOutputClosedEndsInOnePlace(t *testing.T) {
 	}
 	if len(inSrc) < 5 || len(inSrc) == copies {
 		t.Errorf("stopped with %d of %d moved: want the 5 read and a few more, not all", len(inSrc), copies)
+	}
+	// The summary its stdout could not take is the only count of the
+	// copies moved after the lines read.
+	if want := fmt.Sprintf("lilydlq redrive: %s: moved %d of ", dlq, len(inSrc)); !strings.Contains(errs.String(), want) {
+		t.Errorf("stderr lacks the summary %q:\n%s", want, errs.String())
 	}
 }

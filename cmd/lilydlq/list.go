@@ -63,6 +63,7 @@ type listing struct {
 }
 
 func list(e *env, sample int, asJSON bool) int {
+	e.quiet = true
 	l := listing{Queue: text(e.queue, maxQueue)}
 	groups := map[string]*group{}
 	res, err := readQueue(e.ctx, e.url, e.queue, "list", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {

@@ -184,10 +184,10 @@ func TestListQuorumManyWindowsKeepsEveryCopy(t *testing.T) {
 	}
 }
 
-// TestReadersWhoseOutputCloses: list and show whose stdout's reader goes
-// (| head) stop quietly, exit 0: they change nothing. export says it is
-// incomplete and exits 1: a purge may rely on its count. Another write
-// error fails list.
+// TestReadersWhoseOutputCloses: list, show and redrive -dry-run whose
+// stdout's reader goes (| head) stop quietly, exit 0: they change nothing.
+// export says it is incomplete and exits 1: a purge may rely on its count.
+// Another write error fails list and a dry run.
 func TestReadersWhoseOutputCloses(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
@@ -209,12 +209,13 @@ func TestReadersWhoseOutputCloses(t *testing.T) {
 		{[]string{"show", "-json", "-id", "c-01", "-n", "5", dlq}, syscall.EPIPE, exitOK, ""},
 		{[]string{"export", dlq}, syscall.EPIPE, exitFailure, "lilydlq export: incomplete: stopped after"},
 		{[]string{"list", dlq}, syscall.ENOSPC, exitFailure, "lilydlq list: no space left on device"},
+		// A dry run moves nothing: it is read as list is.
+		{[]string{"redrive", "-dry-run", "-all", dlq}, syscall.EPIPE, exitOK, ""},
+		{[]string{"redrive", "-dry-run", "-all", dlq}, syscall.ENOSPC, exitFailure, "lilydlq redrive: its output failed (no space left on device)"},
 	} {
-		ctx, stdout := closable(t.Context(), &failingWriter{left: 100, err: c.err})
-		var errs strings.Builder
-		code := run(ctx, append(c.args, "-url", b.url), stdout, &errs)
-		if code != c.code || c.say == "" && errs.Len() > 0 || !strings.Contains(errs.String(), c.say) {
-			t.Errorf("%s, its output failing with %v: exit %d, stderr:\n%s\nwant exit %d, saying %q", strings.Join(c.args[:len(c.args)-1], " "), c.err, code, errs.String(), c.code, c.say)
+		r := b.lilydlqTo(&failingWriter{left: 100, err: c.err}, c.args...)
+		if r.code != c.code || c.say == "" && r.stderr != "" || !strings.Contains(r.stderr, c.say) || strings.Count(r.stderr, "its output") > 1 {
+			t.Errorf("%s, its output failing with %v: exit %d, stderr:\n%s\nwant exit %d, saying %q once", strings.Join(c.args[:len(c.args)-1], " "), c.err, r.code, r.stderr, c.code, c.say)
 		}
 	}
 	b.assertCounts(dlq, 30)

@@ -22,9 +22,12 @@
 // The first interrupt (or SIGTERM, or SIGHUP: a closed terminal or a dropped
 // SSH session) stops a command before its next copy, once a publish in
 // flight is answered; a second stops it at once. A failed write to stdout
-// stops it as a first interrupt does, exit 1; a reader that closed stdout
-// (| head) ends list and show quietly, exit 0. SIGPIPE is ignored: it would
-// kill lilydlq between a publish and its ACK.
+// stops it as a first interrupt does, and fails it, exit 1, however late it
+// came: it says why on stderr, and writes there the summary (what moved,
+// what was deleted) stdout could not take. A reader that closed stdout
+// (| head) ends list, show and redrive -dry-run, which change nothing,
+// quietly, exit 0. SIGPIPE is ignored: it would kill lilydlq between a
+// publish and its ACK.
 //
 // The broker is -url, else $LILY_AMQP_URL, else amqp://guest:guest@127.0.0.1:5672/.
 // Exit codes: 0 done, 1 failure (of the broker, a copy that could not be

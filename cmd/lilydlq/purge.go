@@ -108,14 +108,14 @@ func purge(e *env, expect int) int {
 		// Nothing to purge, so no purge: a quorum queue whose leader is
 		// slow to answer counts as empty (RabbitMQ 3.10's stat gives up
 		// after 250 ms), and a purge would then delete what it holds.
-		fmt.Fprintf(e.stdout, "%s: holds no ready copies, as -expect 0 says; nothing purged\n", text(e.queue, maxQueue))
+		e.summary("purge", text(e.queue, maxQueue)+": holds no ready copies, as -expect 0 says; nothing purged")
 		return exitOK
 	}
 	n, err := ch.QueuePurge(e.queue, false)
 	if err != nil {
 		return e.fail("purge", queueError(e.queue, err))
 	}
-	fmt.Fprintf(e.stdout, "%s: purged %d copies\n", text(e.queue, maxQueue), n)
+	e.summary("purge", fmt.Sprintf("%s: purged %d copies", text(e.queue, maxQueue), n))
 	if expect >= 0 && n != expect {
 		return e.fail("purge", fmt.Errorf("purged %d copies, not the %d of -expect: copies came or went between the check and the purge", n, expect))
 	}
@@ -170,7 +170,7 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 		return keep, nil
 	})
 	if err == nil || res.Read > 0 {
-		fmt.Fprintf(e.stdout, "%s: deleted %d copies (%d read, %d ready when the read began)\n", text(e.queue, maxQueue), res.Taken, res.Read, res.Ready)
+		e.summary("purge", fmt.Sprintf("%s: deleted %d copies (%d read, %d ready when the read began)", text(e.queue, maxQueue), res.Taken, res.Read, res.Ready))
 	}
 	if err != nil {
 		return e.fail("purge", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,5 +216,26 @@ func TestPurgeIDOfTwoCopies(t *testing.T) {
 			}
 			b.assertCounts(dlq, 1)
 		})
+	}
+}
+
+// TestPurgeOutputFailed: a purge -id whose stdout fails at its first write,
+// after the read, still deletes the chosen copies; it exits 1 and says on
+// stderr, once, why, and how many it deleted (before: exit 0, stderr empty).
+func TestPurgeOutputFailed(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	for _, id := range []string{"c-00", "c-01", "c-02"} {
+		b.publish(dlq, lilyCopy(id, "t", "permanent failure", "permanent", "src", 1, time.Now()))
+	}
+	r := b.lilydlqTo(&failingWriter{err: syscall.EPIPE}, "purge", "-confirm", dlq, "-id", "c-01", "-id", "c-02", dlq)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq purge: "+dlq+": deleted 2 copies (3 read") ||
+		strings.Count(r.stderr, "lilydlq purge: its output was closed (broken pipe)") != 1 {
+		t.Errorf("purge -id with its output closed: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	b.assertCounts(dlq, 1)
+	if got := ids(b.take(dlq)); !slices.Equal(got, []string{"c-00"}) {
+		t.Errorf("the DLQ holds %v", got)
 	}
 }

@@ -73,8 +73,9 @@ returns, not the source queue's. x-lily-attempt is set to 1, or kept with
 -keep-attempt; x-lily-redriven counts the re-drives and x-lily-redriven-from
 names the DLQ.
 
--dry-run prints what would move and moves nothing. -rate paces the publishes,
--limit stops after that many moved.
+-dry-run prints what would move and moves nothing: as list, it ends quietly,
+exit 0, when the reader of its output closes it (| head). -rate paces the
+publishes, -limit stops after that many moved.
 
 A re-drive runs alone. It holds a lock while it runs, an exclusive queue
 named lilydlq.redrive.<dlq> (the user needs the configure permission on it),
@@ -172,6 +173,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	verb := "moved"
 	if o.dryRun {
 		verb = "would move"
+		e.quiet = true // it changes nothing, as list
 	}
 	// The broker's frame size, which the Publisher's connection to it
 	// negotiates too; Lily asks for frame.Size, and a broker may give less.
@@ -262,11 +264,11 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		}
 	})
 	if err == nil || res.Read > 0 {
-		fmt.Fprintf(e.stdout, "%s: %s %d of %d chosen (%d read, %d ready when the read began)", text(e.queue, maxQueue), verb, moved, chosen, res.Read, res.Ready)
+		line := fmt.Sprintf("%s: %s %d of %d chosen (%d read, %d ready when the read began)", text(e.queue, maxQueue), verb, moved, chosen, res.Read, res.Ready)
 		if failed > 0 {
-			fmt.Fprintf(e.stdout, "; %d not moved, still in the DLQ", failed)
+			line += fmt.Sprintf("; %d not moved, still in the DLQ", failed)
 		}
-		fmt.Fprintln(e.stdout)
+		e.summary("redrive", line)
 	}
 	if err != nil {
 		return e.fail("redrive", err)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1226,4 +1227,25 @@ func TestLockName(t *testing.T) {
 	if lockName(long) == lockName(longer) {
 		t.Errorf("two long names share the lock %s", lockName(long))
 	}
+}
+
+// TestRedriveOutputFailsAtTheSummary: a re-drive whose stdout fails at its
+// summary, once every copy moved, exits 1 and writes the summary to stderr
+// instead, with why, once (before: exit 0, stderr empty).
+func TestRedriveOutputFailsAtTheSummary(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	written := 0 // the lines of the copies, before the summary
+	for _, id := range []string{"s-0", "s-1", "s-2"} {
+		b.publish(dlq, lilyCopy(id, "t", "permanent failure", "permanent", src, 1, time.Now()))
+		written += len(fmt.Sprintf("moved %s (t) -> %s\n", id, src))
+	}
+	r := b.lilydlqTo(&failingWriter{left: written, err: syscall.EPIPE}, "redrive", "-all", dlq)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq redrive: "+dlq+": moved 3 of 3 chosen (3 read, 3 ready") ||
+		strings.Count(r.stderr, "lilydlq redrive: its output was closed (broken pipe)") != 1 {
+		t.Errorf("redrive with its output closed at the summary: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+	b.assertCounts(src, 3)
 }

@@ -50,6 +50,7 @@ filter's marker in place of its headers.`,
 }
 
 func show(e *env, id string, n, bodyMax int, asJSON bool) int {
+	e.quiet = true
 	found := 0
 	var maxCount int64
 	var werr error
