@@ -22,10 +22,7 @@ import (
 func TestRedriveKilledLosesNothing(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
-	bin := filepath.Join(t.TempDir(), "lilydlq")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := build(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	const copies = 2000
 	all := make(map[string]bool, copies)
@@ -92,10 +89,7 @@ func TestRedriveKilledLosesNothing(t *testing.T) {
 func TestRedriveOutputClosedEndsInOnePlace(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
-	bin := filepath.Join(t.TempDir(), "lilydlq")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := build(t)
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	const copies = 300
 	msgs := make([]amqp.Publishing, copies)
@@ -153,4 +147,15 @@ func TestRedriveOutputClosedEndsInOnePlace(t *testing.T) {
 	if want := fmt.Sprintf("lilydlq redrive: %s: moved %d of ", dlq, len(inSrc)); !strings.Contains(errs.String(), want) {
 		t.Errorf("stderr lacks the summary %q:\n%s", want, errs.String())
 	}
+}
+
+// build builds the command, to be run as its own process, and returns its
+// path.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "lilydlq")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
