@@ -233,6 +233,8 @@ func TestBrokerOwnedExchangesAndHeadersMatch(t *testing.T) {
 	if _, err := ch.QueueDeclare(lost, false, true, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
+	// Auto-delete goes with a consumer, and drain takes none.
+	t.Cleanup(func() { _, _ = ch.QueueDelete(lost, false, false, false) })
 	if err := ch.QueueBind(lost, "", unrouted, false, nil); err != nil {
 		t.Fatal(err)
 	}
