@@ -16,10 +16,11 @@ import (
 )
 
 // interruptHelper, set in its environment, makes the test binary a process
-// that a test interrupts, set up as main sets lilydlq up: it prints "ready",
-// waits for its context's end, prints "cancelled", and then holds on as a
-// publish in flight would. Set to "closed", it writes to its stdout until
-// its context ends, and says how on stderr.
+// that a test interrupts, set up as main sets lilydlq up: it prints "ready";
+// set to "hold", it waits for its context's end, prints "cancelled", and
+// then holds on as a publish in flight would; to "pipe", it then writes to
+// its broken stdout; to "closed", it writes to its stdout until its context
+// ends, and says how on stderr.
 const interruptHelper = "LILYDLQ_INTERRUPT_HELPER"
 
 func TestInterruptHelper(t *testing.T) {
@@ -75,7 +76,7 @@ func TestSecondInterruptStopsAtOnce(t *testing.T) {
 // signalTwice runs the interrupt helper and sends it sig twice; name is the
 // signal's String.
 func signalTwice(t *testing.T, sig syscall.Signal, name string) {
-	h := startHelper(t)
+	h := startHelper(t, "hold")
 	h.expect("ready")
 	h.signal(sig)
 	if l := h.expect("cancelled"); l != "cancelled: "+name+" signal received, canceled true" {
@@ -99,7 +100,7 @@ func signalTwice(t *testing.T, sig syscall.Signal, name string) {
 // does nothing, and the interrupt sent after it is the one that stops.
 func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
 	t.Parallel()
-	h := startHelper(t, "sh", "-c", `trap "" HUP; exec "$0" "$@"`)
+	h := startHelper(t, "hold", "sh", "-c", `trap "" HUP; exec "$0" "$@"`)
 	h.expect("ready")
 	h.signal(syscall.SIGHUP)
 	h.signal(syscall.SIGINT)
@@ -113,9 +114,7 @@ func TestNohupKeepsSIGHUPIgnored(t *testing.T) {
 // its publish through: a hang-up ends a "lilydlq ... | tee log" too.
 func TestHangupSurvivesABrokenPipe(t *testing.T) {
 	t.Parallel()
-	h := newHelper(t)
-	h.cmd.Env = append(h.cmd.Env[:len(h.cmd.Env)-1], interruptHelper+"=pipe")
-	h.start()
+	h := startHelper(t, "pipe")
 	h.expect("ready")
 	h.out.Close() // the reader goes, as tee does at a hang-up
 	h.signal(syscall.SIGHUP)
@@ -130,9 +129,7 @@ func TestHangupSurvivesABrokenPipe(t *testing.T) {
 // and cancels its context as a first signal does, saying why.
 func TestClosedOutputStops(t *testing.T) {
 	t.Parallel()
-	h := newHelper(t)
-	h.cmd.Env = append(h.cmd.Env[:len(h.cmd.Env)-1], interruptHelper+"=closed")
-	h.start()
+	h := startHelper(t, "closed")
 	h.expect("ready")
 	h.out.Close()
 	err := h.cmd.Wait()
@@ -151,37 +148,26 @@ type helper struct {
 	errs  *strings.Builder
 }
 
-// startHelper starts the interrupt helper, through the command wrap if one
-// is given (the helper's path and arguments follow it), and kills it when
-// the test ends.
-func startHelper(t *testing.T, wrap ...string) *helper {
+// startHelper starts the interrupt helper in mode (interruptHelper's
+// value: hold, pipe or closed), through the command wrap if one is given
+// (the helper's path and arguments follow it), and kills it when the test
+// ends.
+func startHelper(t *testing.T, mode string, wrap ...string) *helper {
 	t.Helper()
-	h := newHelper(t, wrap...)
-	h.start()
-	return h
-}
-
-// newHelper prepares the interrupt helper for start.
-func newHelper(t *testing.T, wrap ...string) *helper {
 	args := append(wrap, os.Args[0], "-test.run=^TestInterruptHelper$", "-test.count=1")
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), interruptHelper+"=1")
+	cmd.Env = append(os.Environ(), interruptHelper+"="+mode)
 	h := &helper{t: t, cmd: cmd, lines: make(chan string), errs: &strings.Builder{}}
 	cmd.Stderr = h.errs
-	return h
-}
-
-func (h *helper) start() {
-	h.t.Helper()
-	out, err := h.cmd.StdoutPipe()
+	out, err := cmd.StdoutPipe()
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	h.out = out
-	if err := h.cmd.Start(); err != nil {
-		h.t.Fatal(err)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	h.t.Cleanup(func() { _ = h.cmd.Process.Kill(); _ = h.cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	go func() {
 		defer close(h.lines)
 		sc := bufio.NewScanner(out)
@@ -190,6 +176,7 @@ func (h *helper) start() {
 		}
 		_, _ = io.Copy(io.Discard, out)
 	}()
+	return h
 }
 
 // expect returns the helper's next line, which must begin with prefix.
