@@ -2,6 +2,7 @@ package lilyotel_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -22,16 +23,7 @@ import (
 // nor, through a parent-based sampler, whether its spans are sampled.
 // Without it, the creation context is both.
 func TestLinkOnlyStartsARootThatLinks(t *testing.T) {
-	foreign := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true})
-	spec := harnessSpec("q")
-	spec.Messages = []envelope.Message{{Type: "t", Inbox: envelope.InboxOptional}}
-	routes := runtime.Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
-	p := runtime.NewPublishing(envelope.Message{Type: "t"}, 1, "m-1", []byte(`{}`))
-	p.Headers["traceparent"] = "00-" + foreign.TraceID().String() + "-" + foreign.SpanID().String() + "-01"
-	d, err := lilytest.RawDelivery(spec, routes, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, _ := fromAForeignTrace(t, nil)
 	for _, linkOnly := range []bool{false, true} {
 		spans := tracetest.NewSpanRecorder()
 		tel, err := lilyotel.New(lilyotel.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)), LinkOnly: linkOnly})
@@ -72,17 +64,7 @@ func TestPublishWritesTheWholeTraceContext(t *testing.T) {
 // context carries the consumer's own, and so do a Send from it and a copy
 // of the delivery. Without it, the delivery's baggage is the journey's.
 func TestLinkOnlyKeepsTheProducersBaggageOut(t *testing.T) {
-	foreign := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true})
-	spec := harnessSpec("q")
-	spec.Messages = []envelope.Message{{Type: "t", Inbox: envelope.InboxOptional}}
-	routes := runtime.Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
-	p := runtime.NewPublishing(envelope.Message{Type: "t"}, 1, "m-1", []byte(`{}`))
-	p.Headers["traceparent"] = "00-" + foreign.TraceID().String() + "-" + foreign.SpanID().String() + "-01"
-	p.Headers["baggage"] = "tenant=admin,role=superuser"
-	d, err := lilytest.RawDelivery(spec, routes, p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, p := fromAForeignTrace(t, map[string]any{"baggage": "tenant=admin,role=superuser"})
 	own, err := baggage.Parse("tenant=shop")
 	if err != nil {
 		t.Fatal(err)
@@ -161,4 +143,24 @@ func TestPublishWritesBaggageFromTheContext(t *testing.T) {
 			t.Errorf("context's baggage %q: the message carries baggage %v, want %v", baggage.FromContext(ctx), got, want)
 		}
 	}
+}
+
+// foreign is the creation context a producer of another trace sends.
+var foreign = trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6}, TraceFlags: trace.FlagsSampled, Remote: true})
+
+// fromAForeignTrace is a delivery whose traceparent is foreign's, with
+// headers besides it, and the publishing it was read from.
+func fromAForeignTrace(t *testing.T, headers map[string]any) (runtime.RawDelivery, runtime.Publishing) {
+	t.Helper()
+	spec := harnessSpec("q")
+	spec.Messages = []envelope.Message{{Type: "t", Inbox: envelope.InboxOptional}}
+	routes := runtime.Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
+	p := runtime.NewPublishing(envelope.Message{Type: "t"}, 1, "m-1", []byte(`{}`))
+	p.Headers["traceparent"] = "00-" + foreign.TraceID().String() + "-" + foreign.SpanID().String() + "-01"
+	maps.Copy(p.Headers, headers)
+	d, err := lilytest.RawDelivery(spec, routes, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, p
 }
