@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,13 +49,7 @@ func TestImportRoundTrip(t *testing.T) {
 
 	dir := t.TempDir()
 	before, after := filepath.Join(dir, "before.jsonl"), filepath.Join(dir, "after.jsonl")
-	if r := b.lilydlq("export", dlq, "-o", before); r.code != exitOK {
-		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
-	}
-	if r := b.lilydlq("purge", dlq, "-confirm", dlq, "-expect", "3"); r.code != exitOK {
-		t.Fatalf("purge: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	b.assertCounts(dlq, 0)
+	b.exportAndEmpty(dlq, before, 3)
 	r := b.lilydlq("import", "-to", dlq, before)
 	if r.code != exitOK || !strings.Contains(r.stdout, "imported line 1 of 3, exp-1 (order.placed) -> "+dlq) ||
 		!strings.Contains(r.stdout, before+": imported 3 of 3 lines to "+dlq+" (0 skipped)") {
@@ -101,12 +96,7 @@ func TestImportStops(t *testing.T) {
 	b.publish(dlq, msgs...)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "dlq.jsonl")
-	if r := b.lilydlq("export", dlq, "-o", file); r.code != exitOK {
-		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
-	}
-	if r := b.lilydlq("purge", dlq, "-confirm", dlq, "-all"); r.code != exitOK {
-		t.Fatalf("purge: exit %d\n%s", r.code, r.stderr)
-	}
+	b.exportAndEmpty(dlq, file, 3)
 	lines := jsonLines(t, file)
 
 	bad := filepath.Join(dir, "bad.jsonl")
@@ -165,12 +155,7 @@ func TestImportUnconfirmed(t *testing.T) {
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, lilyCopy("u-1", "t", "permanent failure", "permanent", "src", 1, time.Now()), lilyCopy("u-2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
 	file := filepath.Join(t.TempDir(), "dlq.jsonl")
-	if r := b.lilydlq("export", dlq, "-o", file); r.code != exitOK {
-		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
-	}
-	if r := b.lilydlq("purge", dlq, "-confirm", dlq, "-all"); r.code != exitOK {
-		t.Fatalf("purge: exit %d\n%s", r.code, r.stderr)
-	}
+	b.exportAndEmpty(dlq, file, 2)
 	slow := newSlowLink(t, b)
 	slow.holdAfterPublish(8 * time.Second)
 	r := slow.lilydlq("import", "-to", dlq, "-step", "1s", file)
@@ -276,12 +261,7 @@ func TestImportOutputFailsAtTheSummary(t *testing.T) {
 	dlq := b.queue("dlq", nil)
 	b.publish(dlq, lilyCopy("m-1", "t", "permanent failure", "permanent", "src", 1, time.Now()), lilyCopy("m-2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
 	file := filepath.Join(t.TempDir(), "dlq.jsonl")
-	if r := b.lilydlq("export", dlq, "-o", file); r.code != exitOK {
-		t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
-	}
-	if r := b.lilydlq("purge", dlq, "-confirm", dlq, "-expect", "2"); r.code != exitOK {
-		t.Fatalf("purge: exit %d\n%s", r.code, r.stderr)
-	}
+	b.exportAndEmpty(dlq, file, 2)
 	written := 0 // the lines imported, before the summary
 	for i, id := range []string{"m-1", "m-2"} {
 		written += len(fmt.Sprintf("imported line %d of 2, %s (t) -> %s\n", i+1, id, dlq))
@@ -292,4 +272,17 @@ func TestImportOutputFailsAtTheSummary(t *testing.T) {
 		t.Errorf("import with its output closed at the summary: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	b.assertCounts(dlq, 2)
+}
+
+// exportAndEmpty exports the n copies of dlq to file, then purges them,
+// and wants the DLQ empty: an import's file, and its queue to fill again.
+func (b *broker) exportAndEmpty(dlq, file string, n int) {
+	b.t.Helper()
+	if r := b.lilydlq("export", dlq, "-o", file); r.code != exitOK {
+		b.t.Fatalf("export: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := b.lilydlq("purge", dlq, "-confirm", dlq, "-expect", strconv.Itoa(n)); r.code != exitOK {
+		b.t.Fatalf("purge: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
 }
