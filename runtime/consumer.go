@@ -74,6 +74,9 @@ type testHooks struct {
 	// laneSpent runs on an ordered delivery's worker once its budget is
 	// spent while it waits for a slot: it waits on for the recycle.
 	laneSpent func()
+	// requeuePause runs before the pause that precedes a bounded requeue
+	// (the hot-loop guard), with its length.
+	requeuePause func(time.Duration)
 	// acker, when set, wraps each consumer channel's acker.
 	acker func(settle.Acker) settle.Acker
 }
@@ -130,7 +133,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: own, links: links,
 		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger, queue: spec.Name},
 		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeCancel: nothing, beforeClose: nothing, enteredLane: nothing,
-			laneTurn: func(string) {}, laneSpent: nothing},
+			laneTurn: func(string) {}, laneSpent: nothing, requeuePause: func(time.Duration) {}},
 	}, nil
 }
 
@@ -150,7 +153,8 @@ func (c *Consumer) Force() {
 // The runtime remembers two things per process, each in a bounded memory that
 // forgets its oldest keys first once full:
 //
-//   - requeues per message id, to pace the next requeue (a guard, not a ledger);
+//   - requeues per message id (or, for a message without one, a fingerprint:
+//     see requeueKey), to pace the next requeue (a guard, not a ledger);
 //   - work completed whose ACK is ambiguous or was never sent, per message id
 //     and attempt, so that a redelivery is settled from the record instead of
 //     running the handler again.

@@ -45,7 +45,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 			free()
 		}
 	}()
-	key := deliveryKey(d, env)
+	key := requeueKey(d, env)
 	o.PriorRequeues = r.requeues.Count(key)
 	var chosen decide.Plan
 	for {
@@ -83,6 +83,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 			// The work did not complete: a redelivery of it (its channel was
 			// lost) may run during the pause.
 			free()
+			c.hooks.requeuePause(plan.Delay)
 			r.pause(plan.Delay, gen.Ended())
 			// A handler the force cancelled, a retry that waited in line.
 			s.awaitCancelAtStop(r)

@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -188,6 +190,45 @@ func deliveryKey(d *amqp.Delivery, env *guard.Envelope) string {
 	}
 	return d.MessageId
 }
+
+// requeueKey names the message of delivery d to the memory of requeues that
+// paces its next one (the hot-loop guard): its key (deliveryKey), or, for a
+// message without one, whose key no memory keeps, a fingerprint of what a
+// redelivery keeps of it: its type, correlation id, timestamp and body.
+// Without it a keyless message's pause would never grow, and a handoff that
+// keeps failing would requeue it every 250 ms for as long as it fails.
+// Identical keyless messages share a count: their pacing is stricter. The
+// fingerprint starts with a byte no id the guard passes has (they are
+// printable ASCII), so it meets no message's key; only a refused delivery's
+// raw message_id could be the same nine bytes, and then the two share a
+// count too. It is a key of this memory alone: the inbox, the memory of
+// completed work and the records name the message as deliveryKey and
+// idText do.
+func requeueKey(d *amqp.Delivery, env *guard.Envelope) string {
+	if key := deliveryKey(d, env); !memory.Keyless(key) {
+		return key
+	}
+	var h maphash.Hash
+	h.SetSeed(fingerprintSeed)
+	var n [8]byte
+	for _, s := range [...]string{d.Type, d.CorrelationId} {
+		h.Write(binary.BigEndian.AppendUint64(n[:0], uint64(len(s))))
+		h.WriteString(s)
+	}
+	h.Write(binary.BigEndian.AppendUint64(n[:0], uint64(d.Timestamp.Unix())))
+	h.Write(d.Body)
+	var key [9]byte
+	key[0] = keylessMark
+	binary.BigEndian.PutUint64(key[1:], h.Sum64())
+	return string(key[:])
+}
+
+// keylessMark starts a keyless message's requeue key: no printable byte.
+const keylessMark = 0x00
+
+// fingerprintSeed keeps a keyless message's fingerprint the same across
+// its redeliveries to this process, which is as long as the memory lasts.
+var fingerprintSeed = maphash.MakeSeed()
 
 // workOf is the work a delivery of env does, as the consumer's memory and
 // its set of work being handled know it. A copy lilydlq re-drove is work of

@@ -173,7 +173,8 @@ type Outcome struct {
 	Handoff    HandoffEvidence
 	Settlement SettlementEvidence
 	// PriorRequeues counts the bounded requeues this process already made for
-	// this message id; it lengthens the pause before the next one.
+	// this message (by its id, or without one by a fingerprint); it lengthens
+	// the pause before the next one.
 	PriorRequeues int
 	// InLine counts the times this delivery already waited in line (an
 	// ordered queue's retry or deferral); it lengthens a deferral's next wait.

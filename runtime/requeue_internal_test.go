@@ -1,0 +1,133 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/trial"
+	"github.com/lily-mq/lily/topology"
+)
+
+// returningBroker returns every handoff as unroutable, as the broker does
+// once the DLQ is deleted.
+type returningBroker struct{ discardAcker }
+
+func (returningBroker) Publish(_, key string, _ amqp.Publishing) outcome.HandoffEvidence {
+	return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffReturned, Detail: "unroutable"}
+}
+
+// The pause before a failed handoff's requeue doubles with each earlier
+// requeue of the same message, whether it has an id or not: a message
+// without one (refused as poison for it, or of a producer that sends none)
+// is known again by what its redelivery keeps, so a handoff that keeps
+// failing does not requeue it every 250 ms. Another message without an id
+// has a count of its own, and the records still name none.
+func TestRequeuePauseGrowsForAMessageWithoutAnID(t *testing.T) {
+	t.Parallel()
+	grows := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second}
+	noID := []envelope.Message{{Type: "audit.noted", Inbox: envelope.InboxNone,
+		Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "event", NoID: true, Version: envelope.Version{Fixed: 1}}}}
+	for _, tc := range []struct {
+		name     string
+		messages []envelope.Message
+		d        amqp.Delivery
+		// rejection is the record's; id is the message id it names.
+		rejection, id string
+	}{
+		{name: "poison with an id", rejection: "poison", id: "bad id with spaces",
+			d: amqp.Delivery{MessageId: "bad id with spaces", Type: "t", ContentType: "application/json", Body: []byte(`{"n":1}`)}},
+		{name: "poison without an id", rejection: "poison",
+			d: amqp.Delivery{Type: "t", ContentType: "application/json", Body: []byte(`{"n":1}`)}},
+		{name: "passed without an id", messages: noID,
+			d: amqp.Delivery{ContentType: "application/json", Headers: amqp.Table{"event": "audit.noted"}, Body: []byte(`{"n":1}`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			spec := QueueSpec{
+				Name: "keyless-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "keyless-test.dlq"},
+				Prefetch: 1, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+				Messages: tc.messages,
+			}
+			refuse := func(context.Context, RawDelivery) error { return Permanent(errors.New("refused")) }
+			routes := Routes{{Type: "t", Version: 1, ContentType: "application/json"}: refuse}
+			if tc.messages != nil {
+				routes = Routes{{Type: "audit.noted", Version: 1, ContentType: "application/json"}: refuse}
+			}
+			c, err := NewConsumer(spec, routes, Config{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var pauses []time.Duration
+			c.hooks.requeuePause = func(d time.Duration) {
+				mu.Lock()
+				pauses = append(pauses, d)
+				mu.Unlock()
+			}
+			j := trial.Open(c, returningBroker{})
+			defer j.Close()
+			deliver := func(tag uint64, d amqp.Delivery) Record {
+				d.DeliveryTag, d.Redelivered = tag, tag > 1
+				rec := j.Deliver(&d).(Record)
+				if rec.Path != PathRequeued || rec.Handoff != "returned" || rec.Rejection != tc.rejection || rec.MessageID != tc.id {
+					t.Errorf("delivery %d: record %+v; want requeued after a returned handoff, rejection %q, message id %q", tag, rec, tc.rejection, tc.id)
+				}
+				return rec
+			}
+			for i := range grows {
+				deliver(uint64(i+1), tc.d)
+			}
+			mu.Lock()
+			got := slices.Clone(pauses)
+			mu.Unlock()
+			if !slices.Equal(got, grows) {
+				t.Errorf("pauses before the requeues of one message: %v; want %v", got, grows)
+			}
+			if tc.id != "" {
+				return
+			}
+			// Another body is another message: its first requeue waits the
+			// first pause.
+			other := tc.d
+			other.Body = []byte(`{"n":2}`)
+			deliver(uint64(len(grows)+1), other)
+			mu.Lock()
+			last := pauses[len(pauses)-1]
+			mu.Unlock()
+			if last != grows[0] {
+				t.Errorf("another message without an id paused %s; want %s", last, grows[0])
+			}
+		})
+	}
+}
+
+// A message with an id is paced by its key, at no cost to its journey; one
+// without is paced by a fingerprint no key the guard passes can be.
+func TestRequeueKey(t *testing.T) {
+	keyed := &amqp.Delivery{MessageId: "m-1", Type: "t", Body: []byte("{}")}
+	if k := requeueKey(keyed, nil); k != "m-1" {
+		t.Errorf("requeue key %q; want the message id", k)
+	}
+	if n := testing.AllocsPerRun(100, func() { requeueKey(keyed, nil) }); n != 0 {
+		t.Errorf("a keyed requeue key costs %v allocations", n)
+	}
+	keyless := &amqp.Delivery{Type: "t", Body: []byte("{}")}
+	k := requeueKey(keyless, nil)
+	if k == "" || k[0] >= 0x20 && k[0] <= 0x7e || requeueKey(keyless, nil) != k {
+		t.Errorf("keyless requeue key %q: want one, starting with no printable byte, the same each time", k)
+	}
+	for _, other := range []amqp.Delivery{{Type: "u", Body: []byte("{}")}, {Type: "t", Body: []byte("{ }")}, {Type: "t", CorrelationId: "c", Body: []byte("{}")}} {
+		if requeueKey(&other, nil) == k {
+			t.Errorf("%+v shares the requeue key of %+v", other, keyless)
+		}
+	}
+}
