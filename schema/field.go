@@ -234,6 +234,9 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 	if at == inHeaders && f.Type == Enum {
 		p.headerEnum(key, te.v, m, f, uses)
 	}
+	if at == inHeaders && f.Type == String {
+		p.headerMinLength(key, m, f)
+	}
 	if e, ok := m["default"]; ok && f.Default == nil && !f.Required && !f.Nullable {
 		p.defaultValue(e, f)
 	}

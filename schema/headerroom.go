@@ -56,6 +56,21 @@ func (p *parser) headerEnum(key, typ *yaml.Node, m map[string]entry, f *Field, s
 	}
 }
 
+// headerMinLength reports string header f whose min_length asks for more
+// than a consumer's guard takes in one header value: min_length counts
+// characters and the guard bytes, and a character takes one byte or more,
+// so no value of f could travel, and every message of its version would
+// be poison. key names the header; m holds its keys. (A string header is
+// written where it is used, never as a shared type.) A limit set after
+// lilygen accepted schemas beyond it.
+func (p *parser) headerMinLength(key *yaml.Node, m map[string]entry, f *Field) {
+	if f.MinLength == nil || *f.MinLength <= envelope.MaxHeaderValueBytes {
+		return
+	}
+	p.limitf(m["min_length"].v, RuleRange, "min_length %d of header %s asks for at least %d bytes (a character takes one or more): at most %d, the longest header value a consumer's guard accepts",
+		*f.MinLength, key.Value, *f.MinLength, envelope.MaxHeaderValueBytes).Hint = fmt.Sprintf("lower min_length to %d or less, or carry the value in the body", envelope.MaxHeaderValueBytes)
+}
+
 // valueNode is the item of sequence n that holds value v, the i-th value
 // read from it (an item refused before it does not count), or n.
 func valueNode(n *yaml.Node, v string, i int) *yaml.Node {

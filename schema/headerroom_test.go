@@ -81,3 +81,31 @@ func TestHeaderEnumValueWithinTheGuardsBound(t *testing.T) {
 		t.Errorf("Parse returned no file beside the limit")
 	}
 }
+
+// A string header's min_length counts characters, and a character takes
+// at least one byte, so one above the 4096 bytes a consumer's guard takes
+// in a header value leaves no value that could travel: it is refused at
+// the min_length, and the schema is read whole (a limit set after lilygen
+// accepted such schemas). Required headers whose minimums pass the room of
+// the headers together are refused already, since their bounds do.
+func TestHeaderMinLengthWithinTheGuardsBound(t *testing.T) {
+	src := "version: 1\npackage: p\nmessages:\n  M:\n    versions:\n      1:\n        headers:\n" +
+		"          x-fits: {type: string, required: true, min_length: 4096}\n" +
+		"          x-huge: {type: string, required: true, min_length: 4097, max_length: 70001}\n"
+	f, err := Parse("schema.lily.yaml", []byte(src))
+	want := "schema.lily.yaml:9:62: min_length 4097 of header x-huge asks for at least 4097 bytes (a character takes one or more): at most 4096, the longest header value a consumer's guard accepts (lower min_length to 4096 or less, or carry the value in the body) [OUT-OF-RANGE]"
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse: %v\nwant %s", err, want)
+	}
+	if f == nil || len(f.Messages) != 1 || len(f.Messages[0].Versions[0].Headers) != 2 {
+		t.Errorf("Parse of a schema beyond a header's min_length alone: %+v", f)
+	}
+	var b strings.Builder
+	b.WriteString("version: 1\npackage: p\nmessages:\n  M:\n    versions:\n      1:\n        headers:\n")
+	for i := range 4 {
+		fmt.Fprintf(&b, "          x-h%d: {type: string, required: true, min_length: 4000}\n", i)
+	}
+	if _, err := Parse("schema.lily.yaml", []byte(b.String())); err == nil || !strings.Contains(err.Error(), "MV1's typed headers at their bounds take") {
+		t.Errorf("Parse of headers whose minimums pass the room together: %v", err)
+	}
+}

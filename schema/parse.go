@@ -30,8 +30,8 @@ func Load(name string) (*File, error) {
 // error is an ErrorList with every problem found in every file, sorted.
 //
 // When every problem is one of a limit that leaves the schema read whole
-// (the room of a version's typed headers, an enum header value beyond a
-// consumer's guard, a typed header the broker writes or routes by, a
+// (the room of a version's typed headers, an enum header value or a
+// string header's min_length beyond a consumer's guard, a typed header the broker writes or routes by, a
 // message, shared type or envelope name over 128 bytes), the File comes
 // back beside the error: lilygen set such limits after it accepted
 // schemas beyond them, so an older revision may break one, and is still
