@@ -31,8 +31,10 @@ func Load(name string) (*File, error) {
 //
 // When every problem is one of a limit that leaves the schema read whole
 // (the room of a version's typed headers, an enum header value or a
-// string header's min_length beyond a consumer's guard, a typed header the broker writes or routes by, a
-// message, shared type or envelope name over 128 bytes), the File comes
+// string header's min_length beyond a consumer's guard, a consumed
+// version whose narrowest body is over its queue's max_body_bytes, a
+// typed header the broker writes or routes by, a message, shared type or
+// envelope name over 128 bytes), the File comes
 // back beside the error: lilygen set such limits after it accepted
 // schemas beyond them, so an older revision may break one, and is still
 // compared with the change that meets it (lilygen breaking). A tool that
@@ -113,6 +115,9 @@ type parser struct {
 	known declarations
 	// hints works out the typo hints of the problems, within one budget.
 	hints hinter
+	// minBodies works out the narrowest body of each version a queue
+	// consumes.
+	minBodies minBodies
 }
 
 // declarations holds the envelopes, messages, exchanges and queues read so

@@ -354,6 +354,7 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 				p.errorf(e.v, RuleDuplicate, "%s version %d is consumed twice (first at line %d)", name, ver.Number, prev.Line)
 			}
 			first[ver] = e.v
+			p.bodyRoom(e.v, q, msg, ver)
 		}
 		out = append(out, c)
 	}
