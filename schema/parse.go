@@ -115,6 +115,9 @@ type parser struct {
 	known declarations
 	// hints works out the typo hints of the problems, within one budget.
 	hints hinter
+	// versionsRead counts the versions read, of every message of every
+	// file, against maxVersions.
+	versionsRead int
 	// minBodies works out the narrowest body of each version a queue
 	// consumes.
 	minBodies minBodies
