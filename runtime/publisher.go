@@ -14,6 +14,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/writegate"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
@@ -152,7 +153,9 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	maps.Copy(msg.Headers, m.Headers)
 	deadline, _ := ctx.Deadline()
 	msg, done := p.telemetry.publishing(ctx, m.Exchange, m.RoutingKey, msg, nil, nil)
-	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, func() error { return nil })
+	// A caller of Lily's own (the outbox relay) may refuse the write at
+	// its last moment, after the waits: writegate.
+	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, writegate.Check(ctx))
 	p.end(ctx, done, ev.Status.String(), p.telemetry.now())
 	switch {
 	case ev.Status == outcome.HandoffConfirmed:

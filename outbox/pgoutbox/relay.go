@@ -16,6 +16,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/outboxcodec"
+	"github.com/lily-mq/lily/internal/writegate"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -105,7 +106,9 @@ const (
 	// stopWait bounds the stop's wait for the sends in flight. A healthy
 	// broker answers in milliseconds; a send that waits to be written (a
 	// connection blocked by a resource alarm, a full window, a dial) would
-	// wait out its lease, four fifths of it, past Serve's 25 s.
+	// wait out its lease, four fifths of it, past Serve's 25 s. It writes
+	// nothing once the stop has begun (send), so no write begun in the
+	// wait holds the stop a step past it.
 	stopWait = 5 * time.Second
 	// maxCopies bounds the possible copies a report lists.
 	maxCopies = 1000
@@ -164,12 +167,13 @@ func (r *Relay) Force() {
 	}
 }
 
-// Run publishes due rows until ctx is done. Then it leases no more rows,
-// lets the sends in flight end for 5s at most (at once after Force), then
-// gives them up as Force does: those not yet written (waiting for a
+// Run publishes due rows until ctx is done. Then it leases no more rows and
+// begins no write: a send not yet written (reading its row, waiting for a
 // connection, a slot in the publisher's window, or while the broker blocks
-// publishers) have their rows released for any relay to take at once, those
-// written and unconfirmed are possible copies. It deletes the confirmed
+// publishers) writes nothing, however soon it could, and has its row
+// released for any relay to take at once. It lets the sends written wait for their confirms for 5s
+// at most (at once after Force), then gives them up as Force does: those
+// unconfirmed are possible copies. It deletes the confirmed
 // rows, records the failed ones (within 5s), and returns its
 // report: Queue is "outbox " and the table, and Counts counts the publishes
 // by what the broker said: "published", "returned", "nacked", "unconfirmed"
@@ -189,7 +193,7 @@ func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
 	sendCtx, abandon := context.WithCancel(context.Background())
 	defer abandon()
 	s := &relayRun{
-		Relay: r, queue: "outbox lily_outbox", sendCtx: sendCtx, abandon: abandon,
+		Relay: r, queue: "outbox lily_outbox", sendCtx: sendCtx, abandon: abandon, stopping: ctx.Done(),
 		results: make(chan sent, r.opts.Batch), fetches: make(chan struct{}, maxFetches),
 		report: &runtime.Report{Started: time.Now(), Counts: map[runtime.Path]int{}},
 	}
@@ -213,8 +217,11 @@ type relayRun struct {
 	// stopWait into the stop.
 	sendCtx context.Context
 	abandon context.CancelFunc
-	results chan sent     // each send's answer; room for every send in flight
-	fetches chan struct{} // a slot for each read of a row in progress
+	// stopping is closed when the stop begins (Run's ctx is done): from
+	// then on no send starts its write, or its read of its row.
+	stopping <-chan struct{}
+	results  chan sent     // each send's answer; room for every send in flight
+	fetches  chan struct{} // a slot for each read of a row in progress
 	// inflight counts the sends not yet answered, and inflightBytes their
 	// bodies; pending holds the answers not yet written to the table.
 	inflight, inflightBytes int
@@ -322,9 +329,20 @@ func (s *relayRun) drain() {
 	}
 }
 
-// send publishes one row and hands its answer to the loop.
+// errStopping refuses the write of a send the stop found not yet written.
+var errStopping = errors.New("the relay is stopping")
+
+// send publishes one row and hands its answer to the loop. Once the stop
+// has begun, a send not yet written writes nothing and releases its row:
+// the stop's wait is for the sends written, whose confirms it may save,
+// and a write begun in it, which the broker may not read, would hold the
+// stop a step (the publisher's StepTimeout) past it.
 func (s *relayRun) send(rw *row) {
 	if rw.fetch {
+		if s.stopped() {
+			s.results <- sent{row: rw, err: errStopping, released: true}
+			return
+		}
 		err := s.fetch(rw)
 		if err != nil && (errors.Is(err, errLeaseGone) || errors.Is(err, errNoFetchSlot) || s.sendCtx.Err() != nil) {
 			// Not read, nothing published: the row is due again at once
@@ -342,16 +360,34 @@ func (s *relayRun) send(rw *row) {
 	if err != nil {
 		err = fmt.Errorf("the stored message cannot be read: %w", err)
 	} else {
+		var refused atomic.Bool
 		ctx, cancel := context.WithDeadline(s.sendCtx, rw.sendBy)
+		ctx = writegate.With(ctx, func() error {
+			if s.stopped() {
+				refused.Store(true)
+				return errStopping
+			}
+			return nil
+		})
 		err = s.publisher.Send(ctx, rw.msg)
 		cancel()
-		if err != nil && pathOf(err) == pathFailed && s.sendCtx.Err() != nil {
+		if err != nil && (refused.Load() || pathOf(err) == pathFailed && s.sendCtx.Err() != nil) {
 			// Given up unwritten at the stop: nothing of it is in a queue.
 			s.results <- sent{row: rw, err: err, released: true}
 			return
 		}
 	}
 	s.results <- sent{row: rw, err: err}
+}
+
+// stopped reports whether the stop has begun.
+func (s *relayRun) stopped() bool {
+	select {
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // answered counts and logs one send's answer, and keeps it to be recorded.

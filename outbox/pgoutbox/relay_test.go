@@ -1035,6 +1035,76 @@ func TestStopGivesUpSendsNotWrittenAfterAWait(t *testing.T) {
 	}
 }
 
+// A send not yet written when its relay's stop begins writes nothing, even
+// when it could during the stop's wait: the broker blocks publishes at the
+// stop and unblocks them just after it. Before, the sends went on and wrote
+// during the wait, and a write the broker then did not read would have held
+// the stop a step past it. Their rows stay, released, their attempts
+// untouched, and nothing of theirs is in the queue.
+func TestSendsNotWrittenWhenTheStopBeginsWriteNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	proxy, url := e.proxy()
+	e.write(message(q, "before"))
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{url}, StepTimeout: 2 * time.Second}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	relay := pgoutbox.NewRelay(e.pool, p, pgoutbox.Options{Logger: e.logger()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reported := make(chan *runtime.Report, 1)
+	go func() {
+		rep, err := relay.Run(ctx)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		reported <- rep
+	}()
+	e.eventually("the first message published", func() bool { return len(e.rows()) == 0 })
+	if proxy.Block(func(string) bool { return true }, "low on memory") != 1 {
+		t.Fatal("no connection to block")
+	}
+	e.write(message(q, "m1"), message(q, "m2"), message(q, "m3"))
+	e.eventually("the rows leased", func() bool {
+		rows := e.rows()
+		for _, r := range rows {
+			if r.Leaser == "" {
+				return false
+			}
+		}
+		return len(rows) == 3
+	})
+	if n := e.ready(q); n != 1 {
+		t.Fatalf("%d messages in the queue before the stop, want the first alone", n)
+	}
+
+	cancel()
+	if proxy.Unblock(func(string) bool { return true }) != 1 {
+		t.Fatal("no connection to unblock")
+	}
+	var rep *runtime.Report
+	select {
+	case rep = <-reported:
+	case <-time.After(time.Minute):
+		t.Fatal("the relay did not stop")
+	}
+	if want := map[runtime.Path]int{"published": 1}; !cmp.Equal(counts(rep), want) {
+		t.Errorf("report counts %v, want %v", rep.Counts, want)
+	}
+	rows := e.rows()
+	for _, id := range []string{"m1", "m2", "m3"} {
+		if r, ok := rows[id]; !ok || r.Leaser != "" || r.Attempts != 0 {
+			t.Errorf("row %s after the stop: %+v (there: %v), want it unleased, not attempted", id, r, ok)
+		}
+	}
+	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"before": 1}) {
+		t.Errorf("queue holds %v, want the first message alone", got)
+	}
+}
+
 // heldSendEnds is a telemetry hook whose send ends wait until release is
 // closed: spans exported synchronously to a collector that is away.
 type heldSendEnds struct{ release chan struct{} }
