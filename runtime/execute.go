@@ -240,11 +240,25 @@ func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, 
 	// guard's limits: the hook may not change the headers it is read by,
 	// nor add headers beyond those limits.
 	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p, c.reader.Marks, &c.tuning.limits)
-	ev = r.handoff.Publish(confirm.Bounds{Deadline: deadline, WriteBy: deadline.Add(-decide.HandoffReserve / 2)}, "", plan.Destination, p, writing)
+	ev = r.handoff.Publish(handoffBounds(deadline), "", plan.Destination, p, writing)
 	if !ev.Published {
 		r.report.writingCopy(token, "")
 	}
 	return ev, done
+}
+
+// handoffBounds bounds the publish of a handoff's copy for a delivery whose
+// budget ends at deadline, within decide.HandoffReserve, which it starts
+// with at least: the waits before the write (a slot, a connection, a
+// blocked broker) end when half of the reserve is left, the wait for the
+// confirm when a quarter is. So a copy written at the last moment still has
+// a quarter of the reserve for its confirm, and the settlement of the
+// original after it, the ACK after a confirm or the requeue after a wait
+// given up, always has the last quarter: a confirm that comes at the end of
+// its wait must not leave the original unsettled, held until its channel is
+// recycled and run again should the process die meanwhile.
+func handoffBounds(deadline time.Time) confirm.Bounds {
+	return confirm.Bounds{Deadline: deadline.Add(-decide.HandoffReserve / 4), WriteBy: deadline.Add(-decide.HandoffReserve / 2)}
 }
 
 // Why a handoff's copy was not written after all.

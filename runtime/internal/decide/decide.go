@@ -85,7 +85,10 @@ const (
 	// settleReserve is the budget kept back for the NACK itself after a pause.
 	settleReserve = time.Second
 	// HandoffReserve is the least budget a handoff starts with: its publish,
-	// its confirm and the ACK after it.
+	// its confirm and the ACK after it. The runtime ends the waits before
+	// the write when half of it is left and the wait for the confirm when a
+	// quarter is: the last quarter is the ACK's, or the requeue's after a
+	// confirm that did not come.
 	HandoffReserve = 2 * time.Second
 )
 
