@@ -1,3 +1,10 @@
+// Examples that need a RabbitMQ broker by their nature are compiled by go
+// test but not run, so that go test -short needs no services: Example,
+// ExampleConsumer_Run, ExampleConsumer_Force and ExampleServe run consumers
+// against the broker, and ExamplePublisher_Send reports the broker's answer
+// to a publish. The others run and check their output: where a broker would
+// take part, package lilytest stands in for it.
+
 package runtime_test
 
 import (
@@ -10,10 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/lily-mq/lily/examples/orders/ordersmsg"
-	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/lilytest"
 )
@@ -209,39 +213,51 @@ func Example_scope() {
 	// acked ack
 }
 
+// ledger writes each order it handles to its store (here a map, by
+// lilytest.AfterCommit, as a write in the inbox claim's transaction), and
+// counts the times it ran.
+type ledger struct {
+	ordersmsg.UnimplementedOrdersHandler
+	stored map[string]int64
+	runs   *int
+}
+
+func (l ledger) HandleOrderPlacedV1(ctx context.Context, msg *ordersmsg.OrderPlacedV1, d runtime.RawDelivery) error {
+	*l.runs++
+	return lilytest.AfterCommit(ctx, func() { l.stored[msg.OrderID] = msg.AmountCents })
+}
+
 // A transactional inbox claims each message id in the transaction that
-// carries the handler's writes: a redelivery of work that committed is ACKed
-// without the handler, and a claim another worker holds is requeued without
-// spending a retry. The handler writes through the claim's transaction.
+// carries the handler's writes: a claim another worker holds is requeued
+// without spending a retry, and a redelivery of work that committed is
+// ACKed without the handler. Here lilytest's in-memory Inbox stands for the
+// database; a service gives the Config pginbox.New(pool, pginbox.Options{})
+// and writes through the claim's transaction, pginbox.Tx(ctx), as package
+// pginbox's example shows.
 func Example_inbox() {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("LILY_PG_DSN"))
+	inbox := &lilytest.Inbox{}
+	handler := ledger{stored: map[string]int64{}, runs: new(int)}
+	h, err := lilytest.New(ordersmsg.OrdersQueueSpec(), ordersmsg.OrdersRoutes(handler), runtime.Config{Inbox: inbox})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := pginbox.Migrate(ctx, pool); err != nil {
-		log.Fatal(err)
-	}
-	handle := func(ctx context.Context, msg *ordersmsg.OrderPlacedV1, d runtime.RawDelivery) error {
-		tx, ok := pginbox.Tx(ctx)
-		if !ok {
-			return runtime.Permanent(errors.New("no inbox transaction in the handler's context"))
-		}
-		_, err := tx.Exec(ctx, "INSERT INTO orders (id, amount_cents) VALUES ($1, $2)", msg.OrderID, msg.AmountCents)
-		return err // nil commits the claim with the row; an error rolls both back
-	}
-	cfg := runtime.Config{Inbox: pginbox.New(pool, pginbox.Options{})}
-	consumer, err := runtime.NewConsumer(ordersmsg.OrdersQueueSpec(), runtime.Routes{
-		{Type: ordersmsg.OrderPlacedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
-			msg, err := ordersmsg.ExtractOrderPlacedV1(d.Body())
-			if err != nil {
-				return runtime.Permanent(err)
-			}
-			return handle(ctx, msg, d)
-		},
-	}, cfg)
+	defer h.Close()
+	msg, err := ordersmsg.NewOrderPlacedV1("order-1", &ordersmsg.OrderPlacedV1{OrderID: "order-1", AmountCents: 1250})
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, _ = runtime.Serve(context.Background(), consumer)
+
+	inbox.Defer("order-1", "another worker holds the claim")
+	res := h.Deliver(msg)
+	fmt.Println(res.Path, res.Commit, "on attempt", res.Attempt)
+	for range 2 { // the broker hands the message back
+		res = h.Deliver(msg, lilytest.Redelivered())
+		fmt.Println(res.Path, res.Commit, "on attempt", res.Attempt)
+	}
+	fmt.Println("handler ran", *handler.runs, "time; stored", handler.stored)
+	// Output:
+	// requeued deferred on attempt 1
+	// acked committed on attempt 1
+	// acked duplicate on attempt 1
+	// handler ran 1 time; stored map[order-1:1250]
 }
