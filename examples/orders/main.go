@@ -6,7 +6,8 @@
 // quorum queue orders.audit bound beside it, and why; then to consume two
 // partners' messages as their producers publish them (CloudEvents, in binary
 // and structured mode, and Spring AMQP) from orders.partners; and with -clean
-// to delete the queues and the exchange the demo declared.
+// to delete the queues and the exchange the demo declared, and the PostgreSQL
+// schema of its checkout.
 package main
 
 //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml
@@ -54,43 +55,56 @@ func (o orders) place(tenant, id string, cents int64, d runtime.RawDelivery) err
 	return nil
 }
 
+// options are the command's flags.
+type options struct {
+	demo, clean      *bool
+	url, probes, dsn *string
+}
+
+// defineFlags defines the command's flags on fs.
+func defineFlags(fs *flag.FlagSet) options {
+	return options{
+		demo:   fs.Bool("demo", false, "publish one message per settlement path, show where each went, then stop"),
+		clean:  fs.Bool("clean", false, "delete the demo's queues (with their retry buckets and DLQs, and what they hold), the shop team's exchange and the PostgreSQL schema "+demoSchema+" (the checkout's orders and outbox), then stop"),
+		url:    fs.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL"),
+		probes: fs.String("probes", envOr("LILY_PROBES_ADDR", ":8081"), "address serving /livez and /readyz for Kubernetes' probes (empty: none)"),
+		dsn:    fs.String("pg", envOr("LILY_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"), "PostgreSQL connection string of the demo's checkout (its orders and outbox, in schema "+demoSchema+")"),
+	}
+}
+
 func main() {
-	demo := flag.Bool("demo", false, "publish one message per settlement path, show where each went, then stop")
-	clean := flag.Bool("clean", false, "delete the demo's queues (with their retry buckets and DLQs, and what they hold) and the shop team's exchange, then stop")
-	url := flag.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
-	probes := flag.String("probes", envOr("LILY_PROBES_ADDR", ":8081"), "address serving /livez and /readyz for Kubernetes' probes (empty: none)")
-	dsn := flag.String("pg", envOr("LILY_PG_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=disable"), "PostgreSQL connection string of the demo's checkout (its orders and outbox, in schema "+demoSchema+")")
+	opts := defineFlags(flag.CommandLine)
 	flag.Parse()
 
 	switch {
-	case *demo && *clean:
+	case *opts.demo && *opts.clean:
 		fmt.Fprintln(os.Stderr, "orders: -demo and -clean do not go together")
 		os.Exit(2)
-	case *demo:
-		if err := runDemo(*url, *dsn); err != nil {
+	case *opts.demo:
+		if err := runDemo(*opts.url, *opts.dsn); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
 			os.Exit(1)
 		}
 		return
-	case *clean:
-		if err := cleanUp(*url, *dsn, os.Stdout); err != nil {
+	case *opts.clean:
+		if err := cleanUp(*opts.url, *opts.dsn, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "clean:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: log}, runtime.Config{URLs: []string{*url}, Logger: log})
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{log: log}, runtime.Config{URLs: []string{*opts.url}, Logger: log})
 	if err != nil {
 		log.Error("configure", "error", err)
 		os.Exit(1)
 	}
-	if *probes != "" {
+	if *opts.probes != "" {
 		health := runtime.HealthHandler(consumer)
 		mux := http.NewServeMux()
 		mux.Handle("GET /livez", health)
 		mux.Handle("GET /readyz", health)
-		server := &http.Server{Addr: *probes, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		server := &http.Server{Addr: *opts.probes, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() {
 			if err := server.ListenAndServe(); err != nil {
 				log.Error("probes", "error", err)
