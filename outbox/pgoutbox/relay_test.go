@@ -990,19 +990,7 @@ func TestStopGivesUpSendsNotWrittenAfterAWait(t *testing.T) {
 	e.write(message(q, "before"))
 	_, stop := e.relayOn(e.pool, url, 2*time.Second, pgoutbox.Options{})
 	e.eventually("the first message published", func() bool { return len(e.rows()) == 0 })
-	if proxy.Block(func(string) bool { return true }, "low on memory") != 1 {
-		t.Fatal("no connection to block")
-	}
-	e.write(message(q, "m1"), message(q, "m2"), message(q, "m3"))
-	e.eventually("the rows leased", func() bool {
-		rows := e.rows()
-		for _, r := range rows {
-			if r.Leaser == "" {
-				return false
-			}
-		}
-		return len(rows) == 3
-	})
+	e.blockWithThreeLeased(proxy, q)
 
 	reported := make(chan *runtime.Report, 1)
 	go func() { reported <- stop() }()
@@ -1014,15 +1002,7 @@ func TestStopGivesUpSendsNotWrittenAfterAWait(t *testing.T) {
 		// deadline, 24s away.
 		t.Fatal("the relay did not give up its sends waiting to be written")
 	}
-	if want := map[runtime.Path]int{"published": 1}; !cmp.Equal(counts(rep), want) {
-		t.Errorf("report counts %v, want %v", rep.Counts, want)
-	}
-	rows := e.rows()
-	for _, id := range []string{"m1", "m2", "m3"} {
-		if r, ok := rows[id]; !ok || r.Leaser != "" || r.Attempts != 0 {
-			t.Errorf("row %s after the stop: %+v (there: %v), want it unleased, not attempted", id, r, ok)
-		}
-	}
+	e.threeReleasedUntried(rep)
 	var leased int
 	if err := e.pool.QueryRow(e.ctx, "SELECT count(*) FROM lily_outbox WHERE lease_until > now()").Scan(&leased); err != nil {
 		t.Fatal(err)
@@ -1032,6 +1012,42 @@ func TestStopGivesUpSendsNotWrittenAfterAWait(t *testing.T) {
 	}
 	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"before": 1}) {
 		t.Errorf("queue holds %v, want the first message alone", got)
+	}
+}
+
+// blockWithThreeLeased has the broker block the publisher behind proxy (a
+// resource alarm), then writes m1 to m3 for queue q and waits until a relay
+// has leased all three: their sends wait to be written.
+func (e *env) blockWithThreeLeased(proxy *faults.Proxy, q string) {
+	e.t.Helper()
+	if proxy.Block(func(string) bool { return true }, "low on memory") != 1 {
+		e.t.Fatal("no connection to block")
+	}
+	e.write(message(q, "m1"), message(q, "m2"), message(q, "m3"))
+	e.eventually("the rows leased", func() bool {
+		rows := e.rows()
+		for _, r := range rows {
+			if r.Leaser == "" {
+				return false
+			}
+		}
+		return len(rows) == 3
+	})
+}
+
+// threeReleasedUntried checks what a stop left of blockWithThreeLeased's
+// sends, none of them written: the report counts only the message before
+// them, and their rows are released, their attempts untouched.
+func (e *env) threeReleasedUntried(rep *runtime.Report) {
+	e.t.Helper()
+	if want := map[runtime.Path]int{"published": 1}; !cmp.Equal(counts(rep), want) {
+		e.t.Errorf("report counts %v, want %v", rep.Counts, want)
+	}
+	rows := e.rows()
+	for _, id := range []string{"m1", "m2", "m3"} {
+		if r, ok := rows[id]; !ok || r.Leaser != "" || r.Attempts != 0 {
+			e.t.Errorf("row %s after the stop: %+v (there: %v), want it unleased, not attempted", id, r, ok)
+		}
 	}
 }
 
@@ -1064,19 +1080,7 @@ func TestSendsNotWrittenWhenTheStopBeginsWriteNothing(t *testing.T) {
 		reported <- rep
 	}()
 	e.eventually("the first message published", func() bool { return len(e.rows()) == 0 })
-	if proxy.Block(func(string) bool { return true }, "low on memory") != 1 {
-		t.Fatal("no connection to block")
-	}
-	e.write(message(q, "m1"), message(q, "m2"), message(q, "m3"))
-	e.eventually("the rows leased", func() bool {
-		rows := e.rows()
-		for _, r := range rows {
-			if r.Leaser == "" {
-				return false
-			}
-		}
-		return len(rows) == 3
-	})
+	e.blockWithThreeLeased(proxy, q)
 	if n := e.ready(q); n != 1 {
 		t.Fatalf("%d messages in the queue before the stop, want the first alone", n)
 	}
@@ -1091,15 +1095,7 @@ func TestSendsNotWrittenWhenTheStopBeginsWriteNothing(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the relay did not stop")
 	}
-	if want := map[runtime.Path]int{"published": 1}; !cmp.Equal(counts(rep), want) {
-		t.Errorf("report counts %v, want %v", rep.Counts, want)
-	}
-	rows := e.rows()
-	for _, id := range []string{"m1", "m2", "m3"} {
-		if r, ok := rows[id]; !ok || r.Leaser != "" || r.Attempts != 0 {
-			t.Errorf("row %s after the stop: %+v (there: %v), want it unleased, not attempted", id, r, ok)
-		}
-	}
+	e.threeReleasedUntried(rep)
 	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"before": 1}) {
 		t.Errorf("queue holds %v, want the first message alone", got)
 	}
