@@ -11,6 +11,13 @@ import (
 	"syscall"
 )
 
+// notifySignals and stopSignals register and unregister c for SIGINT and
+// SIGTERM; a test replaces them to deliver signals at exact moments.
+var (
+	notifySignals = func(c chan<- os.Signal) { signal.Notify(c, os.Interrupt, syscall.SIGTERM) }
+	stopSignals   = func(c chan<- os.Signal) { signal.Stop(c) }
+)
+
 // Service is one part of a process that Serve runs: a *Consumer, or an
 // outbox relay.
 type Service interface {
@@ -23,7 +30,9 @@ type Service interface {
 
 // Serve runs every service until ctx is done or the process gets SIGINT or
 // SIGTERM, then stops them together: gracefully, each through its own
-// shutdown; a second signal forces them all. A consumer whose topology the
+// shutdown; a signal that arrives once the stop began forces them all. The
+// signal that cancelled a ctx from signal.NotifyContext is the first, not
+// the second. A consumer whose topology the
 // broker refuses, at its first connection or after, retries it alone, not
 // ready and logging each refusal at error, and the others run on; so does
 // one whose queue is out of reach (its node down, or its declare or consume
@@ -41,23 +50,40 @@ type Service interface {
 // services: a service whose Run failed before it ran has none there, so
 // find a part by its Queue. The error joins the services' errors.
 func Serve(ctx context.Context, services ...Service) (*Report, error) {
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(signals)
+	// The first signal is watched from the start, for a ctx that watches
+	// none. The second is watched on a channel registered only once the
+	// stop began: under signal.NotifyContext one signal reaches both ctx and
+	// the first channel, and were the goroutine to wake on ctx.Done first,
+	// that same signal, still in the first channel, would force at once.
+	first := make(chan os.Signal, 1)
+	notifySignals(first)
+	defer stopSignals(first)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	ended := make(chan struct{})
-	defer close(ended)
+	ended, gone := make(chan struct{}), make(chan struct{})
+	defer func() {
+		close(ended)
+		<-gone // its signals unregistered once Serve returns
+	}()
 	go func() {
+		defer close(gone)
 		select {
-		case <-signals:
+		case <-first:
 		case <-ctx.Done():
 		case <-ended:
 			return
 		}
 		stop()
+		// Registered before the first is stopped, so that no signal from
+		// now on is missed; a signal already sent to the first (this stop's
+		// own, or one in the instant between the wake and now) is dropped
+		// with it.
+		second := make(chan os.Signal, 1)
+		notifySignals(second)
+		defer stopSignals(second)
+		stopSignals(first)
 		select {
-		case <-signals:
+		case <-second:
 			for _, s := range services {
 				s.Force()
 			}
