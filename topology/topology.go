@@ -9,11 +9,24 @@
 // holds data only and imports nothing but the standard library.
 //
 // Owned entities are declared with exactly these arguments, so RabbitMQ
-// refuses a redeclare with others (406 PRECONDITION_FAILED) and the consumer
-// stops rather than run on a topology its schema does not describe. External
-// ones belong to another team: an external exchange or queue is checked with
-// a passive declare, and a missing one (404 NOT_FOUND) stops the consumer;
-// an external binding is never declared, and AMQP offers no way to check it.
+// refuses a redeclare with others (406 PRECONDITION_FAILED) rather than let
+// the consumer run on a topology its schema does not describe. External ones
+// belong to another team: an external exchange or queue is checked with a
+// passive declare, refused when missing (404 NOT_FOUND); an external binding
+// is never declared, and AMQP offers no way to check it.
+//
+// What a refusal does depends on when the runtime meets it. At a consumer's
+// first connection it ends Consumer.Run with the error, unless the consumer
+// is given to runtime.Serve itself (not wrapped in a Service of the
+// caller's): then it retries with backoff, not ready, until someone mends
+// it, and the others run on. At a session opened after the consumer has
+// consumed (a reconnect) a 406 or a missing external queue is retried so,
+// under Serve or not, while a missing external exchange is declared past:
+// the session consumes, and the absence is told as a drift (a
+// topology-drifted line at error; Health ready, saying why). While a
+// session consumes, the topology is declared again every 30 s, and any
+// refusal then is told as a drift too, consuming going on
+// (docs/runtime.md, "Connection loss").
 package topology
 
 import "time"
