@@ -43,6 +43,10 @@ const (
 	// refused (drift.go); consuming goes on. stageMended: it was taken again.
 	stageDrifted stage = "topology-drifted"
 	stageMended  stage = "topology-mended"
+	// stageUnanswered: declared again while consuming, the topology had no
+	// answer within a step; it is not declared again on that session until
+	// the broker answers (drift.go); consuming goes on.
+	stageUnanswered stage = "topology-unanswered"
 	// stagePhase marks a shutdown phase: once as it starts, and once as it
 	// ends, with its duration.
 	stagePhase stage = "shutdown-phase"
@@ -114,7 +118,7 @@ func stageLevel(ev event) slog.Level {
 	switch ev.stage {
 	case stageRefused, stageDrifted:
 		return slog.LevelError
-	case stageAckAmbiguous, stageLost, stageReconnect:
+	case stageAckAmbiguous, stageLost, stageReconnect, stageUnanswered:
 		return slog.LevelWarn
 	case stageConnected, stageMended, stagePhase, stageFromRecord, stageRejected, stageParked:
 		return slog.LevelInfo

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -53,31 +54,71 @@ func (c *Consumer) startRedeclare(r *run, s *session) {
 		defer s.asking.Done()
 		defer cancel()
 		c.redeclare(ctx, r, s)
-		s.proving.Lock()
-		s.redeclaring = false
-		s.proving.Unlock()
 	}()
 }
+
+// The declare's own state, under s.proving: it waits to begin, it
+// declares, or it is done (returned, or given up before it began).
+const (
+	redeclareWaiting = iota
+	redeclareDeclaring
+	redeclareDone
+)
 
 // redeclare declares the topology again on s's connection, within a step and
 // until ctx ends, past every refusal, and tells the refusals, or their end.
 // A session no longer the one consuming (retired, its successor open) tells
 // nothing: its answer may be older than the successor's.
+//
+// amqp091's calls are not context-aware: a declare the broker does not
+// answer (a quorum queue's leader out of reach) goes on past its step, its
+// channel open, until the broker answers or the connection ends. The
+// session is not declared again until it returns (s.redeclaring stays set
+// until then), or every topologyEvery would leave one more such channel
+// and goroutine on the connection, which runs out of channels (2047 on
+// RabbitMQ's default) when a Publisher shares it. Its step's end is told
+// once, a topology-unanswered line at warn, and Health's Why says since
+// when, until it returns; consuming goes on.
 func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
+	state := redeclareWaiting
 	refusals, err := step.Do(ctx, func() ([]error, error) {
+		s.proving.Lock()
+		if state == redeclareDone { // given up before it began
+			s.proving.Unlock()
+			return nil, nil
+		}
+		state = redeclareDeclaring
+		s.proving.Unlock()
+		defer func() {
+			s.proving.Lock()
+			defer s.proving.Unlock()
+			state, s.redeclaring = redeclareDone, false
+			s.unanswered.Store(0)
+		}()
 		d := declarer{conn: s.link.conn, goOn: refused}
 		err := d.topology(c.spec)
 		return d.refusals, err
 	})
+	s.proving.Lock()
+	unanswered := state == redeclareDeclaring
+	switch {
+	case state == redeclareWaiting:
+		state, s.redeclaring = redeclareDone, false
+	case unanswered && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		s.unanswered.Store(time.Now().UnixNano())
+	}
+	s.proving.Unlock()
 	if r.consuming.Load() != s {
 		return
 	}
-	// Any other failure (no answer within the step, the connection ending)
-	// is the session's to tell, not the topology's; the refusals met before
-	// it are told all the same.
+	// Any other failure (the connection ending) is the session's to tell,
+	// not the topology's; the refusals met before it are told all the same.
 	switch {
+	case unanswered && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		c.emit(event{stage: stageUnanswered, generation: s.gen.ID, detail: fmt.Sprintf(
+			"the broker did not answer the topology declared again within %s; not declared again on this session until it does", c.cfg.StepTimeout)})
 	case err == nil && len(refusals) == 0:
 		c.mended(r)
 	case len(refusals) > 0:

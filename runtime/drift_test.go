@@ -1,15 +1,18 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/topology"
 )
@@ -297,4 +300,95 @@ func awaitDrift(t *testing.T, c *runtime.Consumer, x string) {
 		h := c.Health()
 		return h.Ready && strings.Contains(h.Why, "refused the topology when it was declared again") && strings.Contains(h.Why, x)
 	})
+}
+
+// channelsOn counts the channels the broker holds open on the connection
+// named name (rabbitmqctl list_channels, which lists the channels' own
+// processes: no statistics lag).
+func channelsOn(t *testing.T, name string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conns, err := faults.Rabbitmqctl(ctx, "list_connections", "-q", "--no-table-headers", "pid", "client_properties")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := ""
+	for line := range strings.Lines(conns) {
+		if p, props, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok && strings.Contains(props, `{"connection_name","`+name+`"}`) {
+			pid = p
+		}
+	}
+	if pid == "" {
+		t.Fatalf("no connection %q at the broker", name)
+	}
+	chans, err := faults.Rabbitmqctl(ctx, "list_channels", "-q", "--no-table-headers", "connection")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(chans) {
+		if strings.TrimSpace(line) == pid {
+			n++
+		}
+	}
+	return n
+}
+
+// A broker that takes channel opens but never answers a queue.declare (a
+// quorum queue's leader out of reach), while consuming goes on, leaves the
+// topology declared again without an answer. amqp091's declare goes on past
+// its step, its channel open; the session does not declare again until it
+// returns, so the connection holds at most one channel more however many
+// periods pass. The step's end is told once, at warn and in Health's Why,
+// the consumer still ready, and the queue is still consumed.
+func TestBrokerRedeclareUnansweredHoldsOneChannel(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry)
+	declareTopology(t, q)
+	p := newProxy(t)
+	const every = 300 * time.Millisecond
+	r, c := prepare(t, q, ack, func(cfg *runtime.Config) { cfg.URLs = []string{p.url()}; cfg.StepTimeout = time.Second })
+	c.SetTopologyEvery(every)
+	r.launch(c)
+	publish(t, q.Name, order(t, "before"))
+	r.await(1)
+	consume := faults.ConnectionName(q.Name, "consume")
+	// Taken while no declare is outstanding, or while one is: the bound
+	// below allows one more either way.
+	before := channelsOn(t, consume)
+	var declares atomic.Int64
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Conn != consume || f.Type != 1 || f.Method != (faults.Method{Class: 50, ID: 10}) && f.Method != (faults.Method{Class: 50, ID: 11}) {
+			return faults.Forward
+		}
+		if f.Dir == faults.ToBroker {
+			declares.Add(1)
+			return faults.Forward
+		}
+		return faults.Drop // queue.declare-ok
+	})
+	eventually(t, 30*time.Second, "a topology-unanswered line at warn", func() bool {
+		return r.events.has(func(ev event) bool { return ev.stage == "topology-unanswered" && ev.level == slog.LevelWarn })
+	})
+	if h := c.Health(); !h.Ready || !strings.Contains(h.Why, "consuming, but the broker has not answered the topology declared again since ") {
+		t.Errorf("Health while the declare goes unanswered: %+v", h)
+	}
+	// Many periods: before, each left one more channel open.
+	most := 0
+	for start, samples := time.Now(), 0; samples < 5 || time.Since(start) < 20*every; samples++ {
+		most = max(most, channelsOn(t, consume))
+	}
+	if most > before+1 {
+		t.Errorf("%d channels on the consuming connection while declares went unanswered (%d queue.declare sent); %d before, at most one more expected", most, declares.Load(), before)
+	}
+	if n := len(slices.DeleteFunc(r.events.all(), func(ev event) bool { return ev.stage != "topology-unanswered" })); n != 1 {
+		t.Errorf("%d topology-unanswered lines; one declare went unanswered", n)
+	}
+	publish(t, q.Name, order(t, "during"))
+	if rec := r.await(2)[1]; rec.MessageID != "during" || rec.Path != runtime.PathAcked {
+		t.Errorf("while the declare went unanswered: %+v", rec)
+	}
+	r.stop()
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }

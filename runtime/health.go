@@ -34,7 +34,8 @@ type Health struct {
 	// failed (a queue deleted, or full and refusing), so that deliveries
 	// whose settlement needs a handoff there are requeued, or that the
 	// broker refused its topology when it was last declared again (an
-	// external exchange deleted, say).
+	// external exchange deleted, say), or has not answered it declared
+	// again since a time.
 	Why string `json:"why,omitempty"`
 	// LastSettled is when a delivery last ended settled (zero: none yet).
 	LastSettled time.Time `json:"last_settled,omitzero"`
@@ -81,7 +82,7 @@ func (c *Consumer) Health() Health {
 		}
 	default:
 		h.Ready = true
-		h.Why = readyWhy(r.failing.text(), r.drifted.Load())
+		h.Why = readyWhy(r.failing.text(), r.drifted.Load(), s.unanswered.Load())
 	}
 	if s != nil {
 		if since := s.gen.Settler.WritingSince(); !since.IsZero() && now.Sub(since) > limit {
@@ -96,20 +97,25 @@ func (c *Consumer) Health() Health {
 
 // readyWhy is Health's why while the consumer is ready: the handoffs that
 // fail (failing, from handoffFailures.text), then the topology's refusals
-// (drifted), each bounded already; empty when there is neither.
-func readyWhy(failing string, drifted *string) string {
-	why := ""
+// (drifted), each bounded already, then since when the topology declared
+// again has gone unanswered (unanswered, Unix nanoseconds; 0: it has not);
+// empty when there is none of them.
+func readyWhy(failing string, drifted *string, unanswered int64) string {
+	var told []string
 	if failing != "" {
-		why = "consuming, but " + failing
+		told = append(told, failing)
 	}
 	if drifted != nil {
-		refused := "the broker refused the topology when it was declared again: " + *drifted
-		if why == "" {
-			return "consuming, but " + refused
-		}
-		why += "; and " + refused
+		told = append(told, "the broker refused the topology when it was declared again: "+*drifted)
 	}
-	return why
+	if unanswered != 0 {
+		told = append(told, "the broker has not answered the topology declared again since "+
+			time.Unix(0, unanswered).UTC().Format(time.RFC3339))
+	}
+	if told == nil {
+		return ""
+	}
+	return "consuming, but " + strings.Join(told, "; and ")
 }
 
 // handoffFailures holds, for each destination of a queue's handoffs (its

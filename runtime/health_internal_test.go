@@ -63,21 +63,25 @@ func TestHandoffFailuresBounded(t *testing.T) {
 }
 
 // Health's why while ready tells the failing handoffs first, then the
-// topology's refusals, both when both are so.
+// topology's refusals, then a declare of it unanswered, all that are so.
 func TestReadyWhy(t *testing.T) {
 	refused := "no exchange x"
+	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()
 	for _, c := range []struct {
-		failing string
-		drifted *string
-		want    string
+		failing    string
+		drifted    *string
+		unanswered int64
+		want       string
 	}{
-		{"", nil, ""},
-		{"handoffs fail since T: d", nil, "consuming, but handoffs fail since T: d"},
-		{"", &refused, "consuming, but the broker refused the topology when it was declared again: no exchange x"},
-		{"handoffs fail since T: d", &refused, "consuming, but handoffs fail since T: d; and the broker refused the topology when it was declared again: no exchange x"},
+		{"", nil, 0, ""},
+		{"handoffs fail since T: d", nil, 0, "consuming, but handoffs fail since T: d"},
+		{"", &refused, 0, "consuming, but the broker refused the topology when it was declared again: no exchange x"},
+		{"handoffs fail since T: d", &refused, 0, "consuming, but handoffs fail since T: d; and the broker refused the topology when it was declared again: no exchange x"},
+		{"", nil, since, "consuming, but the broker has not answered the topology declared again since 2025-01-02T03:04:05Z"},
+		{"handoffs fail since T: d", &refused, since, "consuming, but handoffs fail since T: d; and the broker refused the topology when it was declared again: no exchange x; and the broker has not answered the topology declared again since 2025-01-02T03:04:05Z"},
 	} {
-		if got := readyWhy(c.failing, c.drifted); got != c.want {
-			t.Errorf("readyWhy(%q, %v) = %q, want %q", c.failing, c.drifted, got, c.want)
+		if got := readyWhy(c.failing, c.drifted, c.unanswered); got != c.want {
+			t.Errorf("readyWhy(%q, %v, %d) = %q, want %q", c.failing, c.drifted, c.unanswered, got, c.want)
 		}
 	}
 }

@@ -78,6 +78,10 @@ type session struct {
 	declared      time.Time
 	redeclaring   bool
 	stopRedeclare context.CancelFunc
+	// unanswered is when the declare outstanding ran past its step (Unix
+	// nanoseconds; 0: none does), for Health: written under proving, read
+	// without it.
+	unanswered atomic.Int64
 	// missing are the external exchanges the declare found missing as the
 	// session opened after the run had consumed, and went on past
 	// (Consumer.open); reconnect tells them as a drift.
