@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -498,7 +499,8 @@ func account(e evidence) *Result {
 	}
 	listed := map[string]int{}
 	for _, why := range lost {
-		listed[why]++
+		why, n := inARow(why)
+		listed[why] += n
 	}
 	for why, n := range listed {
 		told[why] = max(told[why], n)
@@ -518,4 +520,19 @@ func account(e evidence) *Result {
 		res.Problems = append(res.Problems, reportsDisagree(r)...)
 	}
 	return res
+}
+
+// inARow splits a line of Report.Lost into its reason and how many times
+// in a row the reason came: a line that ends " (N times in a row)" counts
+// N of it.
+func inARow(line string) (why string, n int) {
+	rest, ok := strings.CutSuffix(line, " times in a row)")
+	i := strings.LastIndex(rest, " (")
+	if !ok || i < 0 {
+		return line, 1
+	}
+	if n, err := strconv.Atoi(rest[i+len(" ("):]); err == nil && n > 1 {
+		return rest[:i], n
+	}
+	return line, 1
 }

@@ -657,6 +657,13 @@ func TestAccountCountsA406OfTheTopologyDeclaredAgain(t *testing.T) {
 	if res := account(r.evidence([]*runtime.Report{{Lost: []string{refused}}}, nil, nil)); res.Channel406 != 2 {
 		t.Errorf("406s %d, want 2: the drift, and the refusal at a reconnect once; problems %q", res.Channel406, res.Problems)
 	}
+	// Refused at three attempts in a row: three lines logged, one line in
+	// the report that counts them.
+	_ = r.Handle(context.Background(), logged("topology-refused", refused))
+	_ = r.Handle(context.Background(), logged("topology-refused", refused))
+	if res := account(r.evidence([]*runtime.Report{{Lost: []string{refused + " (3 times in a row)"}}}, nil, nil)); res.Channel406 != 4 {
+		t.Errorf("406s %d, want 4: the drift, and the refusal at three reconnects; problems %q", res.Channel406, res.Problems)
+	}
 
 	// A consumer process passes the line on to the parent.
 	var out bytes.Buffer

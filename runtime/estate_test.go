@@ -427,6 +427,9 @@ func TestBrokerQueueDeclaredWithOtherArgumentsIsWaitedFor(t *testing.T) {
 	if !r.events.has(func(ev event) bool { return ev.stage == "topology-refused" && ev.level == slog.LevelError }) {
 		t.Error("no topology-refused event at error")
 	}
+	eventually(t, time.Minute, "three attempts refused", func() bool {
+		return len(slices.DeleteFunc(r.events.all(), func(ev event) bool { return ev.stage != "topology-refused" })) >= 3
+	})
 	if _, err := ch.QueueDelete(q.Name, false, false, false); err != nil {
 		t.Fatal(err)
 	}
@@ -435,8 +438,13 @@ func TestBrokerQueueDeclaredWithOtherArgumentsIsWaitedFor(t *testing.T) {
 	if rec := r.await(2)[1]; rec.MessageID != "after" || rec.Path != runtime.PathAcked {
 		t.Errorf("after the queue was mended: %+v", rec)
 	}
-	if rep := r.stop(); rep.Counts[runtime.PathAcked] != 2 {
+	rep := r.stop()
+	if rep.Counts[runtime.PathAcked] != 2 {
 		t.Errorf("report: %s", rep)
+	}
+	// Each attempt was refused alike: one line counts them.
+	if refusals := slices.DeleteFunc(slices.Clone(rep.Lost), func(why string) bool { return !strings.Contains(why, "PRECONDITION_FAILED") }); len(refusals) != 1 || !strings.Contains(refusals[0], " times in a row)") {
+		t.Errorf("lost %q; want the refusal once, counted", rep.Lost)
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 }

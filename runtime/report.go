@@ -38,7 +38,9 @@ type Report struct {
 	PossibleCopies []Record `json:"possible_copies,omitempty"`
 	// Lost says why each session ended under the consumer, and why each
 	// connection attempt after it failed; every session after the first
-	// follows one of these. Past 999, the last line counts the rest.
+	// follows one of these. A reason that came again at once is not listed
+	// again: its line ends " (N times in a row)". Past 999, the last line
+	// counts the rest.
 	Lost []string `json:"lost,omitempty"`
 	// Abandoned counts the user code still running when the report was
 	// sealed, at the end of the close (the end of all else was observed):
@@ -73,7 +75,10 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "; %d inbox duplicates", r.Duplicates)
 	}
 	if reasons, more := splitLost(r.Lost); len(reasons)+more > 0 {
-		fmt.Fprintf(&b, "; %d sessions or connection attempts lost", len(reasons)+more)
+		for _, why := range reasons {
+			more += lostTimes(why)
+		}
+		fmt.Fprintf(&b, "; %d sessions or connection attempts lost", more)
 	}
 	fmt.Fprintf(&b, "; %d abandoned (user code still running)", r.Abandoned)
 	if len(r.Parts) > 0 {

@@ -27,6 +27,10 @@ type reportBuilder struct {
 	// unresolvedOmitted and lostOmitted count what Unresolved and Lost
 	// leave out; Report.Omitted holds the first and the copies left out.
 	unresolvedOmitted, lostOmitted int
+	// lastLost is the reason Lost's last line tells, lastLostTimes how many
+	// times in a row it came (lostIntake).
+	lastLost      string
+	lastLostTimes int
 }
 
 // journey is what the report knows of a delivery still travelling.
@@ -130,14 +134,47 @@ func (b *reportBuilder) proven(n int) {
 	b.mu.Unlock()
 }
 
+// lostIntake lists why a session ended or a connection attempt failed. The
+// same reason as the line before is not listed again, but counted in that
+// line: "<why> (N times in a row)". A refusal of the topology waits for a
+// person, a day perhaps, each attempt of the backoff refused alike, and a
+// broker away fails every attempt alike: told line by line, they would
+// fill the list, and push other queues' reasons out of Serve's.
 func (b *reportBuilder) lostIntake(why string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.r.Lost) < maxReported-1 {
+	switch {
+	case b.lostOmitted == 0 && len(b.r.Lost) > 0 && why == b.lastLost:
+		b.lastLostTimes++
+		b.r.Lost[len(b.r.Lost)-1] = why + lostTimesPrefix + strconv.Itoa(b.lastLostTimes) + lostTimesSuffix
+	case len(b.r.Lost) < maxReported-1:
 		b.r.Lost = append(b.r.Lost, why)
-	} else {
+		b.lastLost, b.lastLostTimes = why, 1
+	default:
 		b.lostOmitted++
 	}
+}
+
+// The end of a Report.Lost line that tells a reason come N times in a row:
+// " (N times in a row)".
+const lostTimesPrefix, lostTimesSuffix = " (", " times in a row)"
+
+// lostTimes is how many losses a Report.Lost reason tells: the N of its
+// " (N times in a row)", or 1.
+func lostTimes(reason string) int {
+	rest, ok := strings.CutSuffix(reason, lostTimesSuffix)
+	if !ok {
+		return 1
+	}
+	i := strings.LastIndex(rest, lostTimesPrefix)
+	if i < 0 {
+		return 1
+	}
+	n, err := strconv.Atoi(rest[i+len(lostTimesPrefix):])
+	if err != nil || n < 2 {
+		return 1
+	}
+	return n
 }
 
 // lostLines is Report.Lost: the reasons listed, then, past them, a last line

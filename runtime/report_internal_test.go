@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -53,10 +54,10 @@ func TestReportSealCountsAJourneyListedBeforeItsRecord(t *testing.T) {
 // unresolved count takes only the first), lost sessions in a last line.
 func TestReportCountsWhatItLeavesOut(t *testing.T) {
 	b := &reportBuilder{r: Report{Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
-	for range 1003 {
+	for i := range 1003 {
 		b.add(b.begin("u", 1), Record{MessageID: "u", Path: PathUnresolved}, false, false)
 		b.add(b.begin("c", 1), Record{MessageID: "c", Path: PathRequeued}, true, false)
-		b.lostIntake("lost")
+		b.lostIntake(alternately[i%2]) // never the same twice in a row
 	}
 	if got := b.unresolvedSoFar(); got != 1003 {
 		t.Errorf("unresolved so far %d, want 1003", got)
@@ -70,6 +71,37 @@ func TestReportCountsWhatItLeavesOut(t *testing.T) {
 	}
 }
 
+// alternately are two reasons for lost intake, listed one after the other
+// so that no line counts the one before.
+var alternately = [2]string{"lost", "gone"}
+
+// A reason that comes again at once, every attempt of the backoff refused
+// alike while a person mends the topology, is one line that counts it, not
+// a line each time; a reason in between starts a line of its own. The
+// summary counts every loss.
+func TestReportCountsAReasonThatComesAgain(t *testing.T) {
+	b := &reportBuilder{r: Report{Queue: "q", Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+	refused := "Exception (406) Reason: \"PRECONDITION_FAILED - inequivalent arg 'x-max-length'\""
+	for range 12 {
+		b.lostIntake(refused)
+	}
+	b.lostIntake("dial tcp: connection refused")
+	b.lostIntake(refused)
+	b.lostIntake(refused)
+	rep := b.seal("q", 0)
+	want := []string{refused + " (12 times in a row)", "dial tcp: connection refused", refused + " (2 times in a row)"}
+	if !slices.Equal(rep.Lost, want) {
+		t.Errorf("lost %q, want %q", rep.Lost, want)
+	}
+	if !strings.Contains(rep.String(), "; 15 sessions or connection attempts lost") {
+		t.Errorf("summary %q; want 15 lost", rep.String())
+	}
+	both := combine([]*Report{rep, {Queue: "r", Lost: []string{"x"}}})
+	if !strings.Contains(both.String(), "; 16 sessions or connection attempts lost") || both.Lost[0] != "q: "+refused+" (12 times in a row)" {
+		t.Errorf("combined %q, lost %q", both.String(), both.Lost)
+	}
+}
+
 // Serve's combined report bounds its lists as one report does, and counts
 // what it leaves out, the parts' own omissions among them; its summary, and
 // each part's, counts every loss, not the lines that list them.
@@ -77,10 +109,10 @@ func TestCombinedReportBoundsItsLists(t *testing.T) {
 	var parts []*Report
 	for _, q := range []string{"a", "b", "c"} {
 		b := &reportBuilder{r: Report{Queue: q, Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
-		for range 1500 {
+		for i := range 1500 {
 			b.add(b.begin("u", 1), Record{Queue: q, MessageID: "u", Path: PathUnresolved}, false, false)
 			b.add(b.begin("c", 1), Record{Queue: q, MessageID: "c", Path: PathRequeued}, true, false)
-			b.lostIntake("lost")
+			b.lostIntake(alternately[i%2])
 		}
 		parts = append(parts, b.seal(q, 0))
 	}
