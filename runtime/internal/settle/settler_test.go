@@ -202,6 +202,39 @@ func TestSettlerStoppedOrStuck(t *testing.T) {
 	}
 }
 
+// An authority whose generation is revoked (the channel lost, the final
+// abort) answers not attempted at once, with nothing handed to the settler:
+// neither a settler whose loop is not running, which would hold it until its
+// deadline, nor one whose loop has exited, which would call it a closed
+// channel. The deadline is an hour away: only the revocation ends the wait.
+func TestAuthorityRevokedHandsNothingOver(t *testing.T) {
+	for _, exited := range []bool{false, true} {
+		t.Run(fmt.Sprint("loop exited ", exited), func(t *testing.T) {
+			gen := &Generation{}
+			// A queue with room: a settlement handed over stays in it.
+			s := &Settler{ch: &frames{}, gen: gen, todo: make(chan *settlement, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+			if exited {
+				close(s.exited)
+			}
+			gen.Settler = s
+			gen.Revoke()
+			answer := make(chan outcome.SettlementEvidence, 1)
+			go func() { answer <- NewAuthority(1, gen).Ack(time.Now().Add(time.Hour)) }()
+			select {
+			case ev := <-answer:
+				if ev.Status != outcome.SettlementNotAttempted || ev.Detail != revokedDetail {
+					t.Errorf("revoked: the authority says %v (%s), want not attempted, %q", ev.Status, ev.Detail, revokedDetail)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("revoked: the authority waited for its deadline")
+			}
+			if n := len(s.todo); n != 0 {
+				t.Errorf("revoked: %d settlements handed to the settler, want none", n)
+			}
+		})
+	}
+}
+
 // A settler whose loop has returned has stopped, even when the wait for it
 // has ended too: the close's deadline may have passed by the time it asks.
 func TestSettlerStoppedWhateverTheDeadline(t *testing.T) {
