@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/trial"
 	"github.com/lily-mq/lily/topology"
@@ -109,6 +110,69 @@ func TestRequeuePauseGrowsForAMessageWithoutAnID(t *testing.T) {
 				t.Errorf("another message without an id paused %s; want %s", last, grows[0])
 			}
 		})
+	}
+}
+
+// timedReturns returns every handoff as unroutable, as returningBroker
+// does, and notes when it answered each and when each NACK came.
+type timedReturns struct {
+	mu               sync.Mutex
+	answered, nacked []time.Time
+}
+
+func (b *timedReturns) Publish(_, key string, _ amqp.Publishing) outcome.HandoffEvidence {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.answered = append(b.answered, time.Now())
+	return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffReturned, Detail: "unroutable"}
+}
+
+func (*timedReturns) Ack(uint64, bool) error { return nil }
+
+func (b *timedReturns) Nack(uint64, bool, bool) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.nacked = append(b.nacked, time.Now())
+	return nil
+}
+
+// The requeue after a failed handoff waits its pause before the NACK, not
+// only plans it: a NACK at once would bring the message straight back, a
+// hot redelivery loop. The NACK comes at least the pause after the
+// handoff's answer (a lower bound, which slowness cannot break).
+func TestRequeueNackWaitsItsPause(t *testing.T) {
+	t.Parallel()
+	spec := QueueSpec{
+		Name: "paced-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "paced-test.dlq"},
+		Prefetch: 1, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+	}
+	refuse := func(context.Context, RawDelivery) error { return Permanent(errors.New("refused")) }
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: refuse},
+		Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauses := make(chan time.Duration, 1)
+	c.hooks.requeuePause = func(d time.Duration) { pauses <- d }
+	b := &timedReturns{}
+	j := trial.Open(c, b)
+	defer j.Close()
+	rec := j.Deliver(&amqp.Delivery{DeliveryTag: 1, MessageId: "m-1", Type: "t", ContentType: "application/json",
+		Headers: amqp.Table{guard.HeaderVersion: int32(1)}, Body: []byte(`{}`)}).(Record)
+	if rec.Path != PathRequeued || rec.Handoff != "returned" {
+		t.Fatalf("record %+v; want requeued after a returned handoff", rec)
+	}
+	pause := <-pauses
+	if pause <= 0 {
+		t.Fatalf("planned pause %s; want one", pause)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.answered) != 1 || len(b.nacked) != 1 {
+		t.Fatalf("%d handoffs answered, %d NACKs; want one of each", len(b.answered), len(b.nacked))
+	}
+	if waited := b.nacked[0].Sub(b.answered[0]); waited < pause {
+		t.Errorf("the NACK came %s after the handoff's answer; want at least its pause, %s", waited, pause)
 	}
 }
 
