@@ -5,7 +5,10 @@
 // While that transaction is open, the uncommitted row's unique key holds off
 // any other worker claiming the same (consumer, message id); that worker waits
 // up to Options.LockTimeout and then defers. Apply the schema with Migrate or
-// migrations/001_lily_inbox.sql; docs/inbox.md tells the whole contract.
+// migrations/001_lily_inbox.sql; an Inbox's first claim pins the lily_inbox of
+// its session's current_schema(), and a handler's SET search_path does not
+// move it (handlers should use SET LOCAL all the same: the pool keeps session
+// state). docs/inbox.md tells the whole contract.
 package pginbox
 
 import (
@@ -13,6 +16,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,6 +107,48 @@ const (
 type Inbox struct {
 	pool *pgxpool.Pool
 	opts Options
+	// table is the lily_inbox the claims use, pinned by the first claim:
+	// nil until then, or again after a claim found the pinned one
+	// misconfigured before any claim had found it.
+	table atomic.Pointer[table]
+}
+
+// table is a lily_inbox named with its schema, and the statements that use
+// it. Unqualified, the name would follow each session's search_path, which a
+// handler's SET (not SET LOCAL) leaves on its pooled connection: a later
+// claim there would look for the message in another schema's table, and run
+// a committed message again.
+type table struct {
+	schema string
+	// claim inserts the claim's row: $1 consumer, $2 message id, $3 the
+	// lock_timeout to restore. It returns the transaction id, or no row
+	// when the key was committed.
+	claim string
+	// row says whether the claim's row is there: $1 consumer, $2 message
+	// id, $3 transaction id.
+	row string
+	// found: a claim's statement has run on this table (a claim, a
+	// duplicate or a lock timeout), so it is there.
+	found atomic.Bool
+}
+
+func newTable(schema string) *table {
+	name := pgx.Identifier{schema, "lily_inbox"}.Sanitize()
+	// An uncommitted row with the same key makes this insert wait for its
+	// transaction: committed → conflict, nothing returned; aborted → ours.
+	// Once the row is in, the claim's lock_timeout gives way to the earlier
+	// one: it must not bound the handler's own writes.
+	return &table{
+		schema: schema,
+		claim: `WITH claimed AS (
+			INSERT INTO ` + name + ` (consumer, message_id, xact)
+			VALUES ($1, $2, pg_current_xact_id())
+			ON CONFLICT (consumer, message_id) DO NOTHING
+			RETURNING xact::text)
+		SELECT xact, set_config('lock_timeout', $3, true) FROM claimed`,
+		row: `SELECT EXISTS (SELECT 1 FROM ` + name + `
+			WHERE consumer = $1 AND message_id = $2 AND xact = $3::text::xid8)`,
+	}
 }
 
 var _ runtime.Inbox = (*Inbox)(nil)
@@ -147,8 +193,13 @@ func errMisconfigured(err error) error {
 }
 
 // Begin opens a transaction and inserts the claim row in it. Its error says
-// when the inbox is misconfigured (lily_inbox not in the search_path, a
-// privilege on it missing, a role that may not connect).
+// when the inbox is misconfigured (lily_inbox not in the search_path's first
+// schema, a privilege on it missing, a role that may not connect).
+//
+// The first claim pins the table: the lily_inbox of its session's
+// current_schema(), the schema Migrate creates it in. Every later claim, and
+// every look-up of a lost COMMIT, names that schema's table whatever the
+// search_path of its connection then is.
 func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, error) {
 	tx, err := in.pool.Begin(ctx)
 	if misconfigured(err) {
@@ -169,25 +220,38 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		args = append(args, millis(in.opts.IdleTimeout))
 		into = append(into, nil)
 	}
+	// Until a claim has pinned the table, the same round trip reads where
+	// this session would find it.
+	t := in.table.Load()
+	var schema *string // NULL: no schema of the search_path exists
+	if t == nil {
+		set += ", current_schema()"
+		into = append(into, &schema)
+	}
 	if err := tx.QueryRow(ctx, set+" FROM prior", args...).Scan(into...); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("pginbox: set timeouts: %w", err)
 	}
-	// An uncommitted row with the same key makes this insert wait for its
-	// transaction: committed → conflict, nothing returned; aborted → ours.
-	// Once the row is in, the claim's lock_timeout gives way to the earlier
-	// one: it must not bound the handler's own writes.
+	if t == nil {
+		if schema == nil {
+			_ = tx.Rollback(ctx)
+			return nil, errMisconfigured(errors.New("current_schema() is NULL: no schema of the connection's search_path exists to hold lily_inbox"))
+		}
+		// The first pin wins, and every claim uses it.
+		t = newTable(*schema)
+		if !in.table.CompareAndSwap(nil, t) {
+			t = in.table.Load()
+		}
+	}
 	var xid string
-	err = tx.QueryRow(ctx, `WITH claimed AS (
-			INSERT INTO lily_inbox (consumer, message_id, xact)
-			VALUES ($1, $2, pg_current_xact_id())
-			ON CONFLICT (consumer, message_id) DO NOTHING
-			RETURNING xact::text)
-		SELECT xact, set_config('lock_timeout', $3, true) FROM claimed`, consumer, messageID, prior).Scan(&xid, nil)
+	err = tx.QueryRow(ctx, t.claim, consumer, messageID, prior).Scan(&xid, nil)
 	var pgErr *pgconn.PgError
+	if err == nil || errors.Is(err, pgx.ErrNoRows) || errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable {
+		t.found.Store(true)
+	}
 	switch {
 	case err == nil:
-		return &claimTx{in: in, tx: tx, consumer: consumer, messageID: messageID, xid: xid}, nil
+		return &claimTx{in: in, tx: tx, claimRow: claimRow{table: t, consumer: consumer, messageID: messageID, xid: xid}}, nil
 	case errors.Is(err, pgx.ErrNoRows):
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("pginbox: already committed for this consumer: %w", runtime.ErrDuplicate)
@@ -196,6 +260,13 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		return nil, fmt.Errorf("pginbox: another worker holds the claim (waited lock_timeout %s)", in.opts.LockTimeout)
 	case misconfigured(err):
 		_ = tx.Rollback(ctx)
+		if !t.found.Load() {
+			// No table to claim in where the first claim's session looked
+			// (its search_path changed by another user of the pool, say):
+			// the next claim reads current_schema() afresh. A table once
+			// found stays pinned, whatever a session says later.
+			in.table.CompareAndSwap(t, nil)
+		}
 		return nil, errMisconfigured(err)
 	default:
 		_ = tx.Rollback(ctx)
@@ -230,10 +301,9 @@ func (handlerTx) Commit(context.Context) error   { return ErrInboxOwnsTx }
 func (handlerTx) Rollback(context.Context) error { return ErrInboxOwnsTx }
 
 type claimTx struct {
-	in                  *Inbox
-	tx                  pgx.Tx
-	consumer, messageID string
-	xid                 string // pg_current_xact_id() of tx, as text
+	in *Inbox
+	tx pgx.Tx
+	claimRow
 }
 
 func (c *claimTx) Bind(ctx context.Context) context.Context {
@@ -262,7 +332,7 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		// claim's; the transaction's own fate decides. The rollback only
 		// gives the connection back to the pool.
 		_ = c.tx.Rollback(ctx)
-		return c.in.resolve(ctx, c.claim(), "the handler ended the claim's transaction itself (a COMMIT or ROLLBACK sent through Exec)")
+		return c.in.resolve(ctx, c.claimRow, "the handler ended the claim's transaction itself (a COMMIT or ROLLBACK sent through Exec)")
 	}
 	commitCtx, cancel := reserve.Before(ctx)
 	defer cancel()
@@ -284,7 +354,7 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		}
 		if (xid == nil || *xid != c.xid) && (claim == nil || *claim != "committed") {
 			_ = c.tx.Rollback(ctx)
-			return c.in.resolve(ctx, c.claim(), "the handler ended the claim's transaction itself and began another (a ROLLBACK, then BEGIN, sent through Exec), which was rolled back")
+			return c.in.resolve(ctx, c.claimRow, "the handler ended the claim's transaction itself and began another (a ROLLBACK, then BEGIN, sent through Exec), which was rolled back")
 		}
 	}
 	err := c.tx.Commit(commitCtx)
@@ -305,16 +375,15 @@ func (c *claimTx) Commit(ctx context.Context) error {
 	if commitCtx.Err() != nil && ctx.Err() == nil {
 		lost = fmt.Sprintf("COMMIT did not answer within its share of the step (%v)", err)
 	}
-	return c.in.resolve(ctx, c.claim(), lost)
-}
-
-// claim is what resolve asks about.
-func (c *claimTx) claim() claimRow {
-	return claimRow{consumer: c.consumer, messageID: c.messageID, xid: c.xid}
+	return c.in.resolve(ctx, c.claimRow, lost)
 }
 
 // claimRow is a claim's row of lily_inbox as its transaction inserted it.
-type claimRow struct{ consumer, messageID, xid string }
+type claimRow struct {
+	table               *table // where
+	consumer, messageID string
+	xid                 string // pg_current_xact_id() of the claim's transaction, as text
+}
 
 // resolve polls pg_xact_status of the claim's transaction until it says
 // committed (nil, once the claim's row is found) or aborted, or ctx ends:
@@ -337,9 +406,7 @@ func (in *Inbox) resolve(ctx context.Context, claim claimRow, lost string) error
 			// committed only once the transaction has left the running
 			// ones, so this later statement's snapshot sees its row.
 			var found bool
-			err := in.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM lily_inbox
-				WHERE consumer = $1 AND message_id = $2 AND xact = $3::text::xid8)`,
-				claim.consumer, claim.messageID, claim.xid).Scan(&found)
+			err := in.pool.QueryRow(ctx, claim.table.row, claim.consumer, claim.messageID, claim.xid).Scan(&found)
 			switch {
 			case err != nil:
 				last = "pg_xact_status: committed; the claim's row: " + err.Error()

@@ -506,26 +506,40 @@ func TestMigrateWithoutASchemaSaysSo(t *testing.T) {
 func TestMisconfiguredInboxSaysSo(t *testing.T) {
 	for name, c := range map[string]struct {
 		connect func(t *testing.T, ctx context.Context) *pgxpool.Pool
-		class   string // the SQLSTATE's class
+		says    string // what the error says: "SQLSTATE " and the class, or its own words
 	}{
 		"no lily_inbox in the search_path": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
+			url := services.PostgreSQL(t)
+			schema := fmt.Sprintf("lily_inbox_empty_%d", time.Now().UnixNano())
+			admin := connectAs(t, ctx, url, "public", "")
+			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema); err != nil {
+					t.Error(err)
+				}
+			})
+			return connectAs(t, ctx, url, schema, "")
+		}, "SQLSTATE 42"},
+		"no schema of the search_path exists": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
 			return connectAs(t, ctx, services.PostgreSQL(t), "lily_inbox_nowhere", "")
-		}, "42"},
-		"no INSERT privilege": {func(t *testing.T, ctx context.Context) *pgxpool.Pool { return worker(t, ctx, "SELECT") }, "42"},
+		}, "no schema of the connection's search_path exists"},
+		"no INSERT privilege": {func(t *testing.T, ctx context.Context) *pgxpool.Pool { return worker(t, ctx, "SELECT") }, "SQLSTATE 42"},
 		"a role that does not exist": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
 			return connectWith(t, ctx, services.PostgreSQL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.User = "lily_inbox_nobody" })
-		}, "28"},
+		}, "SQLSTATE 28"},
 		"a database that does not exist": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
 			return connectWith(t, ctx, services.PostgreSQL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.Database = "lily_inbox_nowhere" })
-		}, "3D"},
+		}, "SQLSTATE 3D"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			pool := c.connect(t, ctx)
 			tx, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "c", "m1")
-			if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") || !strings.Contains(detail, "SQLSTATE "+c.class) {
-				t.Fatalf("Begin = %s (%s); want deferred, the inbox misconfigured (SQLSTATE class %s)", got, detail, c.class)
+			if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") || !strings.Contains(detail, c.says) {
+				t.Fatalf("Begin = %s (%s); want deferred, the inbox misconfigured (%s)", got, detail, c.says)
 			}
 			if n := pool.Stat().AcquiredConns(); n != 0 {
 				t.Errorf("%d connections acquired after the failed claim, want 0", n)
@@ -950,5 +964,155 @@ func TestTimeoutsRoundUpToWholeMilliseconds(t *testing.T) {
 	var timeout string
 	if err := h.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&timeout); err != nil || timeout != "1501ms" {
 		t.Fatalf("the claim's idle timeout is %q (%v), want 1501ms", timeout, err)
+	}
+}
+
+// A handler that sends a session-level SET search_path through the claim's
+// transaction leaves it on the pooled connection after COMMIT (pgxpool keeps
+// session state). The claims and the look-up of a lost COMMIT that later run
+// on that connection still use the inbox's own lily_inbox, never the one the
+// handler's path points at: a redelivery of the committed message is a
+// duplicate, and a schema without a lily_inbox does not make the next claim
+// misconfigured.
+func TestHandlersSearchPathDoesNotMoveTheClaims(t *testing.T) {
+	for name, tenantHasInbox := range map[string]bool{"tenant schema with its own lily_inbox": true, "tenant schema without one": false} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			url := services.PostgreSQL(t)
+			unique := time.Now().UnixNano()
+			home := fmt.Sprintf("lily_inbox_home_%d", unique)
+			tenant := fmt.Sprintf("lily_inbox_tenant_%d", unique)
+			admin := connectAs(t, ctx, url, "public", "")
+			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+home+"; CREATE SCHEMA "+tenant+"; CREATE TABLE "+home+".biz (key text NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+home+" CASCADE; DROP SCHEMA "+tenant+" CASCADE"); err != nil {
+					t.Error(err)
+				}
+			})
+			if tenantHasInbox {
+				if err := pginbox.Migrate(ctx, connectAs(t, ctx, url, tenant, "")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// One connection, so that every claim meets the handler's path.
+			pool := connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
+				cfg.ConnConfig.RuntimeParams["search_path"] = home
+				cfg.MaxConns = 1
+			})
+			if err := pginbox.Migrate(ctx, pool); err != nil {
+				t.Fatal(err)
+			}
+			inbox := pginbox.New(pool, pginbox.Options{LockTimeout: 300 * time.Millisecond})
+			setPath := "SET search_path TO " + tenant + ", public"
+			if !tenantHasInbox {
+				setPath = "SET search_path TO " + tenant // public may hold one
+			}
+			deliver := func(id string) (string, string) {
+				tx, err := inbox.Begin(ctx, "orders", id)
+				if got, detail := answer(tx, err); got != "claimed" {
+					return got, detail
+				}
+				hctx := tx.Bind(ctx)
+				h, _ := pginbox.Tx(hctx)
+				for _, sql := range []string{"INSERT INTO " + home + ".biz VALUES ('" + id + "')", setPath} {
+					if _, err := h.Exec(hctx, sql); err != nil {
+						tx.Rollback(ctx)
+						t.Fatal(err)
+					}
+				}
+				return said(tx.Commit(ctx))
+			}
+			if got, detail := deliver("m1"); got != "committed" {
+				t.Fatalf("first delivery of m1: %s (%s); want committed", got, detail)
+			}
+			var path string
+			if err := pool.QueryRow(ctx, "SHOW search_path").Scan(&path); err != nil || !strings.HasPrefix(path, tenant) {
+				t.Fatalf("the pooled connection's search_path = %q (%v); the test wants the handler's left on it", path, err)
+			}
+			if got, detail := deliver("m1"); got != "duplicate" {
+				t.Errorf("redelivery of the committed m1: %s (%s); want duplicate", got, detail)
+			}
+			if got, detail := deliver("m2"); got != "committed" {
+				t.Errorf("first delivery of m2 on the same connection: %s (%s); want committed", got, detail)
+			}
+			// The look-up of a lost COMMIT finds the claim's row where the
+			// claim put it.
+			var xid string
+			if err := admin.QueryRow(ctx, "SELECT xact::text FROM "+home+".lily_inbox WHERE consumer = 'orders' AND message_id = 'm1'").Scan(&xid); err != nil {
+				t.Fatal(err)
+			}
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			got, detail := said(inbox.Resolve(rctx, "orders", "m1", xid))
+			rcancel()
+			if got != "committed" {
+				t.Errorf("resolve of m1's claim: %s (%s); want committed", got, detail)
+			}
+			var rows, homeClaims int
+			if err := admin.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+home+".biz), (SELECT count(*) FROM "+home+".lily_inbox)").Scan(&rows, &homeClaims); err != nil {
+				t.Fatal(err)
+			}
+			if rows != 2 || homeClaims != 2 {
+				t.Errorf("%d business rows, %d claims in the inbox's schema; want 2 of each (m1 and m2 once)", rows, homeClaims)
+			}
+			if tenantHasInbox {
+				var n int
+				if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+tenant+".lily_inbox").Scan(&n); err != nil || n != 0 {
+					t.Errorf("%d claims in the tenant's lily_inbox (%v); want 0", n, err)
+				}
+			}
+		})
+	}
+}
+
+// A first claim that finds no lily_inbox where its session looks (another
+// user of the pool changed the connection's search_path) pins no table: once
+// the connection looks where the inbox is, a claim pins that one.
+func TestMisconfiguredFirstClaimPinsNoTable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := services.PostgreSQL(t)
+	unique := time.Now().UnixNano()
+	home := fmt.Sprintf("lily_inbox_home_%d", unique)
+	empty := fmt.Sprintf("lily_inbox_empty_%d", unique)
+	admin := connectAs(t, ctx, url, "public", "")
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+home+"; CREATE SCHEMA "+empty); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+home+" CASCADE; DROP SCHEMA "+empty+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	pool := connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.RuntimeParams["search_path"] = home
+		cfg.MaxConns = 1
+	})
+	if err := pginbox.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "SET search_path TO "+empty); err != nil {
+		t.Fatal(err)
+	}
+	inbox := pginbox.New(pool, pginbox.Options{})
+	tx, err := inbox.Begin(ctx, "c", "m1")
+	if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") {
+		t.Fatalf("Begin where the session finds no lily_inbox = %s (%s); want deferred, misconfigured", got, detail)
+	}
+	if _, err := pool.Exec(ctx, "RESET search_path"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = inbox.Begin(ctx, "c", "m1")
+	if got, detail := answer(tx, err); got != "claimed" {
+		t.Fatalf("Begin once the session finds the inbox's lily_inbox = %s (%s); want claimed", got, detail)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+home+".lily_inbox").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d claims in %s.lily_inbox (%v); want 1", n, home, err)
 	}
 }
