@@ -334,6 +334,18 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		_ = c.tx.Rollback(ctx)
 		return c.in.resolve(ctx, c.claimRow, "the handler ended the claim's transaction itself (a COMMIT or ROLLBACK sent through Exec)")
 	}
+	if c.tx.Conn().PgConn().TxStatus() == 'E' {
+		// A statement failed in the session's transaction, which now
+		// answers no query, not even one asking whose it is. Mostly it is
+		// the claim's; but after a handler's COMMIT and BEGIN sent through
+		// Exec it is a later one, and the claim committed with that COMMIT.
+		// COMMIT would be answered ROLLBACK either way. So it is rolled
+		// back, and the claim's transaction's fate asked on the pool:
+		// aborted (by this rollback, when it was the claim's) or committed
+		// (by the handler). One round trip more, on a path that failed.
+		_ = c.tx.Rollback(ctx)
+		return c.in.resolve(ctx, c.claimRow, "a statement in the transaction failed, and it was rolled back")
+	}
 	commitCtx, cancel := reserve.Before(ctx)
 	defer cancel()
 	if c.tx.Conn().PgConn().TxStatus() == 'T' {
@@ -345,7 +357,7 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		// as it does writes sent after a COMMIT alone. Asking costs a round
 		// trip; sent with COMMIT in one query string, the check would still
 		// leave pgx's Tx open, and its release costs one too. (An aborted
-		// transaction, 'E', answers no query: COMMIT rolls it back.)
+		// transaction, 'E', answers no query: see above.)
 		var xid, claim *string // xid NULL: no transaction id assigned, so not the claim's
 		if err := c.tx.QueryRow(commitCtx, "SELECT pg_current_xact_id_if_assigned()::text, pg_xact_status($1::text::xid8)", c.xid).Scan(&xid, &claim); err != nil {
 			// COMMIT was not sent: the claim's transaction cannot commit.
@@ -362,6 +374,8 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		return nil
 	}
 	if errors.Is(err, pgx.ErrTxCommitRollback) {
+		// The session's transaction aborted though its status said not
+		// ('E' is asked above): the claim's, since COMMIT was sent.
 		return errors.New("pginbox: a statement in the transaction failed; COMMIT rolled it back")
 	}
 	// An ERROR is the server's definite answer: the transaction aborted. A

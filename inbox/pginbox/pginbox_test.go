@@ -354,6 +354,62 @@ func TestHandlerEndingTheTransactionItself(t *testing.T) {
 	}
 }
 
+// A handler that ends the claim's transaction through Exec, sends BEGIN and
+// then a statement that fails leaves the session in an aborted transaction
+// that is not the claim's, which answers no query. Its COMMIT would be
+// answered ROLLBACK, yet the claim's fate was decided by the handler's
+// COMMIT or ROLLBACK: that is what Commit reports, and the aborted
+// transaction's writes are not committed.
+func TestHandlerEndingTheTransactionThenFailing(t *testing.T) {
+	for _, c := range []struct{ end, want string }{
+		{"COMMIT", "committed"},
+		{"ROLLBACK", "failed"},
+	} {
+		t.Run(c.end, func(t *testing.T) {
+			e := newEnv(t)
+			inbox := pginbox.New(e.pool, pginbox.Options{})
+			tx := e.claim(inbox, "claimed")
+			ctx := tx.Bind(e.ctx)
+			if err := e.write(ctx, "k", 0); err != nil {
+				t.Fatal(err)
+			}
+			h, _ := pginbox.Tx(ctx)
+			for _, sql := range []string{c.end, "BEGIN"} {
+				if _, err := h.Exec(ctx, sql); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.write(ctx, "after", 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Exec(ctx, "SELECT 1/0"); err == nil {
+				t.Fatal("1/0 succeeded")
+			}
+			ev, detail := said(tx.Commit(e.ctx))
+			if ev != c.want {
+				t.Fatalf("Commit = %v (%q), want %s", ev, detail, c.want)
+			}
+			rows, err := e.countRows(e.ctx, "after")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rows != 0 {
+				t.Errorf("%d rows of the aborted transaction committed, want 0", rows)
+			}
+			if n := e.pool.Stat().AcquiredConns(); n != 0 {
+				t.Errorf("%d connections still acquired", n)
+			}
+			if c.want == "committed" {
+				e.expect(1)
+				e.claim(inbox, "duplicate")
+				return
+			}
+			e.expect(0)
+			e.commit(e.claim(inbox, "claimed"))
+		})
+	}
+}
+
 // A unique violation found only at COMMIT (a deferred constraint) is the
 // server's definite answer: failed, not ambiguous.
 func TestDeferredConstraintAtCommitIsFailed(t *testing.T) {
