@@ -73,15 +73,16 @@ func Serve(ctx context.Context, services ...Service) (*Report, error) {
 		case <-ended:
 			return
 		}
-		stop()
-		// Registered before the first is stopped, so that no signal from
-		// now on is missed; a signal already sent to the first (this stop's
-		// own, or one in the instant between the wake and now) is dropped
-		// with it.
+		// Registered before the stop begins, so that a signal sent once
+		// anything of the stop can be seen (a service's shutdown told) is
+		// caught, and before the first is stopped, so that none is missed;
+		// a signal already sent to the first (this stop's own, or one in the
+		// instant between the wake and now) is dropped with it.
 		second := make(chan os.Signal, 1)
 		notifySignals(second)
 		defer stopSignals(second)
 		stopSignals(first)
+		stop()
 		select {
 		case <-second:
 			for _, s := range services {
