@@ -5,8 +5,8 @@
 // While that transaction is open, the uncommitted row's unique key holds off
 // any other worker claiming the same (consumer, message id); that worker waits
 // up to Options.LockTimeout and then defers. Apply the schema with Migrate or
-// migrations/001_lily_inbox.sql; an Inbox's first claim pins the lily_inbox of
-// its session's current_schema(), and a handler's SET search_path does not
+// migrations/001_lily_inbox.sql; an Inbox's first claim pins the lily_inbox
+// its session's search_path finds, and a handler's SET search_path does not
 // move it (handlers should use SET LOCAL all the same: the pool keeps session
 // state). docs/inbox.md tells the whole contract.
 package pginbox
@@ -16,6 +16,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +36,8 @@ var schemaSQL string
 // safe to call from every worker at start-up: an advisory lock lets one of
 // them create the table while the others wait, and once it exists Migrate
 // needs no privilege to create anything, so workers may run as a role that
-// has none.
+// has none. An Inbox's claims use the lily_inbox the search_path finds
+// first: after Migrate, the one in the first schema.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -193,13 +195,14 @@ func errMisconfigured(err error) error {
 }
 
 // Begin opens a transaction and inserts the claim row in it. Its error says
-// when the inbox is misconfigured (lily_inbox not in the search_path's first
-// schema, a privilege on it missing, a role that may not connect).
+// when the inbox is misconfigured (no lily_inbox in the search_path, a
+// privilege on it missing, a role that may not connect).
 //
-// The first claim pins the table: the lily_inbox of its session's
-// current_schema(), the schema Migrate creates it in. Every later claim, and
-// every look-up of a lost COMMIT, names that schema's table whatever the
-// search_path of its connection then is.
+// The first claim pins the table: the lily_inbox its session's search_path
+// finds first, the one the unqualified name would be (Migrate creates it in
+// the path's first schema, so after Migrate that is the one). Every later
+// claim, and every look-up of a lost COMMIT, names that schema's table
+// whatever the search_path of its connection then is.
 func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, error) {
 	tx, err := in.pool.Begin(ctx)
 	if misconfigured(err) {
@@ -220,22 +223,35 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		args = append(args, millis(in.opts.IdleTimeout))
 		into = append(into, nil)
 	}
-	// Until a claim has pinned the table, the same round trip reads where
-	// this session would find it.
+	// Until a claim has pinned the table, the same round trip asks which
+	// lily_inbox this session's search_path finds, the one an unqualified
+	// name would use: the first schema of the path that holds one, not
+	// current_schema(), which may exist and hold none (the default
+	// "$user", public with the table in public). to_regclass looks only in
+	// the schemas the role may use, as the INSERT would.
 	t := in.table.Load()
-	var schema *string // NULL: no schema of the search_path exists
+	var schema *string // NULL: no lily_inbox in the search_path
+	var path string
 	if t == nil {
-		set += ", current_schema()"
-		into = append(into, &schema)
+		set += `, (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = to_regclass('lily_inbox')), current_setting('search_path')`
+		into = append(into, &schema, &path)
 	}
 	if err := tx.QueryRow(ctx, set+" FROM prior", args...).Scan(into...); err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("pginbox: set timeouts: %w", err)
 	}
 	if t == nil {
-		if schema == nil {
+		switch {
+		case schema == nil:
 			_ = tx.Rollback(ctx)
-			return nil, errMisconfigured(errors.New("current_schema() is NULL: no schema of the connection's search_path exists to hold lily_inbox"))
+			return nil, errMisconfigured(fmt.Errorf("no lily_inbox in the connection's search_path (%q): apply migrations/001_lily_inbox.sql or call Migrate", path))
+		case strings.HasPrefix(*schema, "pg_temp_"):
+			// The session's own temporary table (searched before the
+			// path): pinned, it would name another session's on every
+			// other connection. No user schema's name starts with pg_.
+			_ = tx.Rollback(ctx)
+			return nil, errMisconfigured(fmt.Errorf("the lily_inbox the connection's search_path (%q) finds is a temporary table, in %s", path, *schema))
 		}
 		// The first pin wins, and every claim uses it.
 		t = newTable(*schema)
@@ -261,10 +277,12 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	case misconfigured(err):
 		_ = tx.Rollback(ctx)
 		if !t.found.Load() {
-			// No table to claim in where the first claim's session looked
-			// (its search_path changed by another user of the pool, say):
-			// the next claim reads current_schema() afresh. A table once
-			// found stays pinned, whatever a session says later.
+			// The pinned table took no claim yet (a privilege on it
+			// missing, a table of another shape, one another user of the
+			// pool pointed the first claim's session at): the next claim
+			// asks its session's search_path afresh, so that mending the
+			// database or the path needs no new Inbox. A table once found
+			// stays pinned, whatever a session says later.
 			in.table.CompareAndSwap(t, nil)
 		}
 		return nil, errMisconfigured(err)

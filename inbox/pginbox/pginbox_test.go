@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily/inbox/inboxtest"
@@ -577,10 +578,18 @@ func TestMisconfiguredInboxSaysSo(t *testing.T) {
 				}
 			})
 			return connectAs(t, ctx, url, schema, "")
-		}, "SQLSTATE 42"},
+		}, "no lily_inbox in the connection's search_path"},
 		"no schema of the search_path exists": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
 			return connectAs(t, ctx, services.PostgreSQL(t), "lily_inbox_nowhere", "")
-		}, "no schema of the connection's search_path exists"},
+		}, `no lily_inbox in the connection's search_path ("lily_inbox_nowhere")`},
+		"a temporary lily_inbox": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
+			return connectWith(t, ctx, services.PostgreSQL(t), func(cfg *pgxpool.Config) {
+				cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+					_, err := conn.Exec(ctx, "CREATE TEMP TABLE lily_inbox (consumer text, message_id text, claimed_at timestamptz DEFAULT now(), xact xid8, PRIMARY KEY (consumer, message_id))")
+					return err
+				}
+			})
+		}, "is a temporary table"},
 		"no INSERT privilege": {func(t *testing.T, ctx context.Context) *pgxpool.Pool { return worker(t, ctx, "SELECT") }, "SQLSTATE 42"},
 		"a role that does not exist": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
 			return connectWith(t, ctx, services.PostgreSQL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.User = "lily_inbox_nobody" })
@@ -1123,52 +1132,118 @@ func TestHandlersSearchPathDoesNotMoveTheClaims(t *testing.T) {
 	}
 }
 
-// A first claim that finds no lily_inbox where its session looks (another
-// user of the pool changed the connection's search_path) pins no table: once
-// the connection looks where the inbox is, a claim pins that one.
+// A first claim that finds no usable lily_inbox where its session looks
+// (another user of the pool changed the connection's search_path) leaves no
+// table pinned: once the connection looks where the inbox is, a claim pins
+// that one. With no lily_inbox there it pins none; with one that takes no
+// claim (another shape, another service's perhaps) its pin is dropped.
 func TestMisconfiguredFirstClaimPinsNoTable(t *testing.T) {
+	for name, elsewhere := range map[string]string{
+		"no lily_inbox":                 "",
+		"a lily_inbox of another shape": "CREATE TABLE %s.lily_inbox (id int)",
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			url := services.PostgreSQL(t)
+			unique := time.Now().UnixNano()
+			home := fmt.Sprintf("lily_inbox_home_%d", unique)
+			other := fmt.Sprintf("lily_inbox_other_%d", unique)
+			admin := connectAs(t, ctx, url, "public", "")
+			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+home+"; CREATE SCHEMA "+other); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+home+" CASCADE; DROP SCHEMA "+other+" CASCADE"); err != nil {
+					t.Error(err)
+				}
+			})
+			if elsewhere != "" {
+				if _, err := admin.Exec(ctx, fmt.Sprintf(elsewhere, other)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pool := connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
+				cfg.ConnConfig.RuntimeParams["search_path"] = home
+				cfg.MaxConns = 1
+			})
+			if err := pginbox.Migrate(ctx, pool); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(ctx, "SET search_path TO "+other); err != nil {
+				t.Fatal(err)
+			}
+			inbox := pginbox.New(pool, pginbox.Options{})
+			tx, err := inbox.Begin(ctx, "c", "m1")
+			if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") {
+				t.Fatalf("Begin where the session finds no usable lily_inbox = %s (%s); want deferred, misconfigured", got, detail)
+			}
+			if _, err := pool.Exec(ctx, "RESET search_path"); err != nil {
+				t.Fatal(err)
+			}
+			tx, err = inbox.Begin(ctx, "c", "m1")
+			if got, detail := answer(tx, err); got != "claimed" {
+				t.Fatalf("Begin once the session finds the inbox's lily_inbox = %s (%s); want claimed", got, detail)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+home+".lily_inbox").Scan(&n); err != nil || n != 1 {
+				t.Fatalf("%d claims in %s.lily_inbox (%v); want 1", n, home, err)
+			}
+		})
+	}
+}
+
+// A claim uses the lily_inbox its session's search_path finds, as an
+// unqualified name would, though an earlier schema of the path exists and
+// holds none (under the default "$user", public: a schema named after the
+// role, the table applied into public). The first claim pins that table.
+func TestClaimsUseTheTableThePathFinds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := services.PostgreSQL(t)
 	unique := time.Now().UnixNano()
-	home := fmt.Sprintf("lily_inbox_home_%d", unique)
-	empty := fmt.Sprintf("lily_inbox_empty_%d", unique)
+	first := fmt.Sprintf("lily_inbox_first_%d", unique)
+	second := fmt.Sprintf("lily_inbox_second_%d", unique)
 	admin := connectAs(t, ctx, url, "public", "")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+home+"; CREATE SCHEMA "+empty); err != nil {
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+home+" CASCADE; DROP SCHEMA "+empty+" CASCADE"); err != nil {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
 			t.Error(err)
 		}
 	})
-	pool := connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
-		cfg.ConnConfig.RuntimeParams["search_path"] = home
-		cfg.MaxConns = 1
-	})
-	if err := pginbox.Migrate(ctx, pool); err != nil {
+	if err := pginbox.Migrate(ctx, connectAs(t, ctx, url, second, "")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "SET search_path TO "+empty); err != nil {
-		t.Fatal(err)
-	}
-	inbox := pginbox.New(pool, pginbox.Options{})
-	tx, err := inbox.Begin(ctx, "c", "m1")
-	if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") {
-		t.Fatalf("Begin where the session finds no lily_inbox = %s (%s); want deferred, misconfigured", got, detail)
-	}
-	if _, err := pool.Exec(ctx, "RESET search_path"); err != nil {
-		t.Fatal(err)
-	}
-	tx, err = inbox.Begin(ctx, "c", "m1")
+	pool := connectAs(t, ctx, url, first+", "+second, "")
+	inbox := pginbox.New(pool, pginbox.Options{LockTimeout: 300 * time.Millisecond})
+	tx, err := inbox.Begin(ctx, "orders", "m1")
 	if got, detail := answer(tx, err); got != "claimed" {
-		t.Fatalf("Begin once the session finds the inbox's lily_inbox = %s (%s); want claimed", got, detail)
+		t.Fatalf("Begin with lily_inbox in the path's second schema = %s (%s); want claimed", got, detail)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
+	if got, detail := said(tx.Commit(ctx)); got != "committed" {
+		t.Fatalf("Commit = %s (%s); want committed", got, detail)
 	}
-	var n int
-	if err := admin.QueryRow(ctx, "SELECT count(*) FROM "+home+".lily_inbox").Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d claims in %s.lily_inbox (%v); want 1", n, home, err)
+	tx, err = inbox.Begin(ctx, "orders", "m1")
+	if got, detail := answer(tx, err); got != "duplicate" {
+		t.Fatalf("redelivery of the committed m1 = %s (%s); want duplicate", got, detail)
+	}
+	var xid string
+	if err := admin.QueryRow(ctx, "SELECT xact::text FROM "+second+".lily_inbox WHERE consumer = 'orders' AND message_id = 'm1'").Scan(&xid); err != nil {
+		t.Fatalf("m1's claim in %s.lily_inbox: %v", second, err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	got, detail := said(inbox.Resolve(rctx, "orders", "m1", xid))
+	rcancel()
+	if got != "committed" {
+		t.Errorf("resolve of m1's claim: %s (%s); want committed", got, detail)
+	}
+	var where string
+	if err := admin.QueryRow(ctx, "SELECT coalesce(to_regclass($1)::text, 'nowhere')", first+".lily_inbox").Scan(&where); err != nil || where != "nowhere" {
+		t.Errorf("a lily_inbox in the path's first schema: %s (%v); want none made", where, err)
 	}
 }
