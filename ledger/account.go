@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/internal/lostline"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -499,7 +499,7 @@ func account(e evidence) *Result {
 	}
 	listed := map[string]int{}
 	for _, why := range lost {
-		why, n := inARow(why)
+		why, n := lostline.Parse(why)
 		listed[why] += n
 	}
 	for why, n := range listed {
@@ -520,19 +520,4 @@ func account(e evidence) *Result {
 		res.Problems = append(res.Problems, reportsDisagree(r)...)
 	}
 	return res
-}
-
-// inARow splits a line of Report.Lost into its reason and how many times
-// in a row the reason came: a line that ends " (N times in a row)" counts
-// N of it.
-func inARow(line string) (why string, n int) {
-	rest, ok := strings.CutSuffix(line, " times in a row)")
-	i := strings.LastIndex(rest, " (")
-	if !ok || i < 0 {
-		return line, 1
-	}
-	if n, err := strconv.Atoi(rest[i+len(" ("):]); err == nil && n > 1 {
-		return rest[:i], n
-	}
-	return line, 1
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/lostline"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/topology"
 )
@@ -658,10 +659,10 @@ func TestAccountCountsA406OfTheTopologyDeclaredAgain(t *testing.T) {
 		t.Errorf("406s %d, want 2: the drift, and the refusal at a reconnect once; problems %q", res.Channel406, res.Problems)
 	}
 	// Refused at three attempts in a row: three lines logged, one line in
-	// the report that counts them.
+	// the report that counts them, written as the runtime writes it.
 	_ = r.Handle(context.Background(), logged("topology-refused", refused))
 	_ = r.Handle(context.Background(), logged("topology-refused", refused))
-	if res := account(r.evidence([]*runtime.Report{{Lost: []string{refused + " (3 times in a row)"}}}, nil, nil)); res.Channel406 != 4 {
+	if res := account(r.evidence([]*runtime.Report{{Lost: []string{lostline.Format(refused, 3)}}}, nil, nil)); res.Channel406 != 4 {
 		t.Errorf("406s %d, want 4: the drift, and the refusal at three reconnects; problems %q", res.Channel406, res.Problems)
 	}
 

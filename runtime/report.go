@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lily-mq/lily/internal/lostline"
 )
 
 // Report is what Run returns when the consumer stops: the shutdown's phases,
@@ -76,7 +78,8 @@ func (r *Report) String() string {
 	}
 	if reasons, more := splitLost(r.Lost); len(reasons)+more > 0 {
 		for _, why := range reasons {
-			more += lostTimes(why)
+			_, n := lostline.Parse(why)
+			more += n
 		}
 		fmt.Fprintf(&b, "; %d sessions or connection attempts lost", more)
 	}

@@ -3,12 +3,12 @@ package runtime
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lily-mq/lily/internal/lostline"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
 
@@ -146,7 +146,7 @@ func (b *reportBuilder) lostIntake(why string) {
 	switch {
 	case b.lostOmitted == 0 && len(b.r.Lost) > 0 && why == b.lastLost:
 		b.lastLostTimes++
-		b.r.Lost[len(b.r.Lost)-1] = why + lostTimesPrefix + strconv.Itoa(b.lastLostTimes) + lostTimesSuffix
+		b.r.Lost[len(b.r.Lost)-1] = lostline.Format(why, b.lastLostTimes)
 	case len(b.r.Lost) < maxReported-1:
 		b.r.Lost = append(b.r.Lost, why)
 		b.lastLost, b.lastLostTimes = why, 1
@@ -155,41 +155,15 @@ func (b *reportBuilder) lostIntake(why string) {
 	}
 }
 
-// The end of a Report.Lost line that tells a reason come N times in a row:
-// " (N times in a row)".
-const lostTimesPrefix, lostTimesSuffix = " (", " times in a row)"
-
-// lostTimes is how many losses a Report.Lost reason tells: the N of its
-// " (N times in a row)", or 1.
-func lostTimes(reason string) int {
-	rest, ok := strings.CutSuffix(reason, lostTimesSuffix)
-	if !ok {
-		return 1
-	}
-	i := strings.LastIndex(rest, lostTimesPrefix)
-	if i < 0 {
-		return 1
-	}
-	n, err := strconv.Atoi(rest[i+len(lostTimesPrefix):])
-	if err != nil || n < 2 {
-		return 1
-	}
-	return n
-}
-
 // lostLines is Report.Lost: the reasons listed, then, past them, a last line
 // that counts the rest.
 func (b *reportBuilder) lostLines() []string {
 	lost := slices.Clone(b.r.Lost)
 	if b.lostOmitted > 0 {
-		lost = append(lost, lostMorePrefix+strconv.Itoa(b.lostOmitted)+lostMoreSuffix)
+		lost = append(lost, lostline.More(b.lostOmitted))
 	}
 	return lost
 }
-
-// The last line of a Report.Lost that left reasons out: "and N more, not
-// listed".
-const lostMorePrefix, lostMoreSuffix = "and ", " more, not listed"
 
 // splitLost returns a Report.Lost's reasons, and how many more its last line
 // counts. Only a list of maxReported lines ends with that line: a reason
@@ -198,10 +172,8 @@ func splitLost(lost []string) (reasons []string, more int) {
 	if len(lost) != maxReported {
 		return lost, 0
 	}
-	n, prefixed := strings.CutPrefix(lost[len(lost)-1], lostMorePrefix)
-	n, suffixed := strings.CutSuffix(n, lostMoreSuffix)
-	more, err := strconv.Atoi(n)
-	if !prefixed || !suffixed || err != nil {
+	more, ok := lostline.ParseMore(lost[len(lost)-1])
+	if !ok {
 		return lost, 0
 	}
 	return lost[:len(lost)-1], more

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/lily-mq/lily/internal/lostline"
 )
 
 // A delivery still on its journey at the seal is listed and counted
@@ -92,6 +94,10 @@ func TestReportCountsAReasonThatComesAgain(t *testing.T) {
 	want := []string{refused + " (12 times in a row)", "dial tcp: connection refused", refused + " (2 times in a row)"}
 	if !slices.Equal(rep.Lost, want) {
 		t.Errorf("lost %q, want %q", rep.Lost, want)
+	}
+	// The ledger reads the count as the runtime wrote it.
+	if why, n := lostline.Parse(rep.Lost[0]); why != refused || n != 12 {
+		t.Errorf("%q read as %q, %d times", rep.Lost[0], why, n)
 	}
 	if !strings.Contains(rep.String(), "; 15 sessions or connection attempts lost") {
 		t.Errorf("summary %q; want 15 lost", rep.String())
