@@ -42,7 +42,8 @@ type Report struct {
 	// connection attempt after it failed; every session after the first
 	// follows one of these. A reason that came again at once is not listed
 	// again: its line ends " (N times in a row)". Past 999, the last line
-	// counts the rest.
+	// counts the losses left out: "and N more sessions or connection
+	// attempts lost, not listed".
 	Lost []string `json:"lost,omitempty"`
 	// Abandoned counts the user code still running when the report was
 	// sealed, at the end of the close (the end of all else was observed):

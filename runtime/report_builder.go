@@ -155,8 +155,23 @@ func (b *reportBuilder) lostIntake(why string) {
 	}
 }
 
+// lostCounted lists a line of another report's Lost, which counts n losses
+// (Serve's combined report, its parts' lines): as it is, not merged with
+// the line before, whose losses did not come in a row with it (another
+// service's, of the same queue perhaps); past the bound, its n losses are
+// counted in the last line.
+func (b *reportBuilder) lostCounted(line string, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.r.Lost) < maxReported-1 {
+		b.r.Lost = append(b.r.Lost, line)
+	} else {
+		b.lostOmitted += n
+	}
+}
+
 // lostLines is Report.Lost: the reasons listed, then, past them, a last line
-// that counts the rest.
+// that counts the losses they leave out.
 func (b *reportBuilder) lostLines() []string {
 	lost := slices.Clone(b.r.Lost)
 	if b.lostOmitted > 0 {

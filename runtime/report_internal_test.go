@@ -68,7 +68,7 @@ func TestReportCountsWhatItLeavesOut(t *testing.T) {
 	if len(rep.Unresolved) != 1000 || len(rep.PossibleCopies) != 1000 || rep.Omitted != 6 {
 		t.Errorf("%d unresolved and %d copies listed, %d omitted; want 1000, 1000, 6", len(rep.Unresolved), len(rep.PossibleCopies), rep.Omitted)
 	}
-	if len(rep.Lost) != 1000 || rep.Lost[999] != "and 4 more, not listed" {
+	if len(rep.Lost) != 1000 || rep.Lost[999] != "and 4 more sessions or connection attempts lost, not listed" {
 		t.Errorf("%d lost lines, the last %q", len(rep.Lost), rep.Lost[len(rep.Lost)-1])
 	}
 }
@@ -127,12 +127,57 @@ func TestCombinedReportBoundsItsLists(t *testing.T) {
 	if len(rep.Unresolved) != 1000 || len(rep.PossibleCopies) != 1000 || rep.Omitted != 7000 {
 		t.Errorf("%d unresolved and %d copies listed, %d omitted; want 1000, 1000, 7000", len(rep.Unresolved), len(rep.PossibleCopies), rep.Omitted)
 	}
-	if len(rep.Lost) != 1000 || rep.Lost[0] != "a: lost" || rep.Lost[999] != "and 3501 more, not listed" {
+	if len(rep.Lost) != 1000 || rep.Lost[0] != "a: lost" || rep.Lost[999] != "and 3501 more sessions or connection attempts lost, not listed" {
 		t.Errorf("%d lost lines, the first %q, the last %q", len(rep.Lost), rep.Lost[0], rep.Lost[len(rep.Lost)-1])
 	}
 	for rep, want := range map[*Report]string{rep: "; 4500 sessions", parts[0]: "; 1500 sessions"} {
 		if first, _, _ := strings.Cut(rep.String(), "\n"); !strings.Contains(first, want) {
 			t.Errorf("summary %q; want %q", first, want)
 		}
+	}
+}
+
+// A part's line that counts a reason come N times in a row is N losses in
+// Serve's combined report too: listed as it is, never merged again with
+// the line before (another part's, of the same queue perhaps, whose losses
+// did not come in a row with it), and counted by its N when the combined
+// list has no room left for it.
+func TestCombinedReportCountsEachLineByItsTimes(t *testing.T) {
+	var parts []*Report
+	for _, q := range []string{"a", "b", "c"} {
+		b := &reportBuilder{r: Report{Queue: q, Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+		for i := range 500 {
+			for range 5 {
+				b.lostIntake(alternately[i%2])
+			}
+		}
+		parts = append(parts, b.seal(q, 0))
+	}
+	rep := combine(parts)
+	// 1,500 lines of 5: 999 listed, 501 not, 2,505 losses.
+	if len(rep.Lost) != 1000 || rep.Lost[0] != "a: lost (5 times in a row)" || rep.Lost[999] != lostline.More(2505) {
+		t.Errorf("%d lost lines, the first %q, the last %q", len(rep.Lost), rep.Lost[0], rep.Lost[len(rep.Lost)-1])
+	}
+	for rep, want := range map[*Report]string{rep: "; 7500 sessions", parts[0]: "; 2500 sessions"} {
+		if first, _, _ := strings.Cut(rep.String(), "\n"); !strings.Contains(first, want) {
+			t.Errorf("summary %q; want %q", first, want)
+		}
+	}
+
+	// Two services of one queue: the first's last line and the second's
+	// first are the same reason, each already counted.
+	twice := func() *Report {
+		b := &reportBuilder{r: Report{Queue: "q", Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+		for range 4 {
+			b.lostIntake("x")
+		}
+		return b.seal("q", 0)
+	}
+	both := combine([]*Report{twice(), twice()})
+	if want := []string{"q: x (4 times in a row)", "q: x (4 times in a row)"}; !slices.Equal(both.Lost, want) {
+		t.Errorf("lost %q, want %q", both.Lost, want)
+	}
+	if !strings.Contains(both.String(), "; 8 sessions or connection attempts lost") {
+		t.Errorf("summary %q; want 8 lost", both.String())
 	}
 }

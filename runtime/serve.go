@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/lily-mq/lily/internal/lostline"
 )
 
 // notifySignals and stopSignals register and unregister c for SIGINT and
@@ -115,7 +117,8 @@ func Serve(ctx context.Context, services ...Service) (*Report, error) {
 
 // combine is one report of several services' reports. Its lists are bounded
 // as each part's are, and counted past their bounds as each part's are: the
-// parts hold every record their own bounds kept.
+// parts hold every record their own bounds kept. A part's Lost line keeps
+// the count it wrote, and is counted by it when left out.
 func combine(parts []*Report) *Report {
 	b := &reportBuilder{r: Report{Counts: map[Path]int{}}}
 	var names []string
@@ -141,8 +144,9 @@ func combine(parts []*Report) *Report {
 			b.listCopy(rec, true)
 		}
 		reasons, more := splitLost(p.Lost)
-		for _, why := range reasons {
-			b.lostIntake(p.Queue + ": " + why)
+		for _, line := range reasons {
+			_, n := lostline.Parse(line)
+			b.lostCounted(p.Queue+": "+line, n)
 		}
 		b.lostOmitted += more
 	}

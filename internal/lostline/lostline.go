@@ -1,7 +1,8 @@
 // Package lostline writes and reads the lines of runtime.Report.Lost: a
 // reason that came N times in a row, "<why> (N times in a row)", and the
-// last line of a list bounded past its first reasons, "and N more, not
-// listed". The runtime writes them, and
+// last line of a list bounded past its first reasons, "and N more sessions
+// or connection attempts lost, not listed", which counts the losses it
+// leaves out (not the lines that would have told them). The runtime writes them, and
 // reads them back to count the losses (Report.String, Serve's combined
 // report); the ledger reads them to count the broker's refusals. Both use
 // this package, so that the wording is changed in one place or nowhere.
@@ -44,7 +45,7 @@ func Parse(line string) (why string, n int) {
 }
 
 // The last line of a list that left losses out.
-const morePrefix, moreSuffix = "and ", " more, not listed"
+const morePrefix, moreSuffix = "and ", " more sessions or connection attempts lost, not listed"
 
 // More is the last line of a list that left out n losses: it counts the
 // losses, not the lines that would have told them.
