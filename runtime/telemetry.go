@@ -93,8 +93,11 @@ type Telemetry interface {
 	// not started, the channel recycled). A shutdown waits for the ends as
 	// for any journey in flight, until its close step ends.
 	Settled(ctx context.Context, r Record)
-	// Lost is told each line of Report.Lost as it is written: why a session
-	// ended under the consumer, or why a connection attempt after it failed.
+	// Lost is told each loss as it comes, with its plain reason: why a
+	// session ended under the consumer, or why a connection attempt after
+	// it failed. Report.Lost tells the same reason, but one that comes again
+	// at once only once, in a line that counts it, "<why> (N times in a
+	// row)": Lost is told it each time, without the count.
 	Lost(queue, why string)
 }
 
@@ -309,7 +312,7 @@ func (h hook) settled(ctx context.Context, r Record) {
 	h.t.Settled(ctx, r)
 }
 
-// lost tells the hook of a line of Report.Lost.
+// lost tells the hook of a loss that Report.Lost lists or counts.
 func (h hook) lost(queue, why string) {
 	if h.t == nil {
 		return

@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,5 +54,33 @@ func TestTelemetryCannotRouteACopyOrWriteTheBrokersRecords(t *testing.T) {
 		if fmt.Sprint(got.Headers) != fmt.Sprint(want) {
 			t.Errorf("headers %v, after the hook: %v; want %v", had, got.Headers, want)
 		}
+	}
+}
+
+// lostCalls is a Telemetry that writes down each Lost call.
+type lostCalls struct {
+	rerouting
+	whys []string
+}
+
+func (l *lostCalls) Lost(_, why string) { l.whys = append(l.whys, why) }
+
+// Telemetry.Lost is told each loss, with its plain reason, while
+// Report.Lost counts a reason that comes again at once in its line.
+func TestTelemetryIsToldEachLossNotEachLine(t *testing.T) {
+	tel := &lostCalls{}
+	c, err := NewConsumer(laneSpec(), Routes{{Type: "t"}: func(context.Context, RawDelivery) error { return nil }}, Config{Telemetry: tel, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.newRun()
+	for _, why := range []string{"refused", "refused", "refused", "gone"} {
+		c.intakeLost(r, 0, errors.New(why))
+	}
+	if want := []string{"refused", "refused", "refused", "gone"}; !slices.Equal(tel.whys, want) {
+		t.Errorf("Lost told %q, want %q", tel.whys, want)
+	}
+	if want := []string{"refused (3 times in a row)", "gone"}; !slices.Equal(r.report.lostLines(), want) {
+		t.Errorf("Report.Lost %q, want %q", r.report.lostLines(), want)
 	}
 }
