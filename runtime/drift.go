@@ -78,18 +78,20 @@ const (
 // and goroutine on the connection, which runs out of channels (2047 on
 // RabbitMQ's default) when a Publisher shares it. Its step's end is told
 // once, a topology-unanswered line at warn, and Health's Why says since
-// when, until it returns; consuming goes on.
+// when (the declare began, not its step's end), until it returns;
+// consuming goes on.
 func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StepTimeout)
 	defer cancel()
 	state := redeclareWaiting
+	var began time.Time // when the declare began: the since of Health's Why
 	refusals, err := step.Do(ctx, func() ([]error, error) {
 		s.proving.Lock()
 		if state == redeclareDone { // given up before it began
 			s.proving.Unlock()
 			return nil, nil
 		}
-		state = redeclareDeclaring
+		state, began = redeclareDeclaring, time.Now()
 		s.proving.Unlock()
 		defer func() {
 			s.proving.Lock()
@@ -107,7 +109,7 @@ func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	case state == redeclareWaiting:
 		state, s.redeclaring = redeclareDone, false
 	case unanswered && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		s.unanswered.Store(time.Now().UnixNano())
+		s.unanswered.Store(began.UnixNano())
 	}
 	s.proving.Unlock()
 	if r.consuming.Load() != s {

@@ -357,22 +357,37 @@ func TestBrokerRedeclareUnansweredHoldsOneChannel(t *testing.T) {
 	// Taken while no declare is outstanding, or while one is: the bound
 	// below allows one more either way.
 	before := channelsOn(t, consume)
-	var declares atomic.Int64
+	var declares, firstSent atomic.Int64
 	p.Intercept(func(f faults.Frame) faults.Action {
 		if f.Conn != consume || f.Type != 1 || f.Method != (faults.Method{Class: 50, ID: 10}) && f.Method != (faults.Method{Class: 50, ID: 11}) {
 			return faults.Forward
 		}
 		if f.Dir == faults.ToBroker {
 			declares.Add(1)
+			firstSent.CompareAndSwap(0, time.Now().UnixNano())
 			return faults.Forward
 		}
 		return faults.Drop // queue.declare-ok
 	})
+	intercepted := time.Now()
 	eventually(t, 30*time.Second, "a topology-unanswered line at warn", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "topology-unanswered" && ev.level == slog.LevelWarn })
 	})
-	if h := c.Health(); !h.Ready || !strings.Contains(h.Why, "consuming, but the broker has not answered the topology declared again since ") {
+	const unanswered = "consuming, but the broker has not answered the topology declared again since "
+	h := c.Health()
+	if !h.Ready || !strings.Contains(h.Why, unanswered) {
 		t.Errorf("Health while the declare goes unanswered: %+v", h)
+	}
+	// Since the declare began, not since its step ended: no later than its
+	// queue.declare went out (or, were it on its way already, than the
+	// declare-oks began to be dropped).
+	_, since, _ := strings.Cut(h.Why, unanswered)
+	sent := intercepted
+	if first := time.Unix(0, firstSent.Load()); first.After(sent) {
+		sent = first
+	}
+	if at, err := time.Parse(time.RFC3339, since); err != nil || at.After(sent) {
+		t.Errorf("unanswered since %q (%v); its declare went out at %s", since, err, sent.UTC().Format(time.RFC3339Nano))
 	}
 	// Many periods: before, each left one more channel open.
 	most := 0

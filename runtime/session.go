@@ -78,9 +78,9 @@ type session struct {
 	declared      time.Time
 	redeclaring   bool
 	stopRedeclare context.CancelFunc
-	// unanswered is when the declare outstanding ran past its step (Unix
-	// nanoseconds; 0: none does), for Health: written under proving, read
-	// without it.
+	// unanswered is when the declare outstanding that ran past its step
+	// began (Unix nanoseconds; 0: none does), for Health: written under
+	// proving, read without it.
 	unanswered atomic.Int64
 	// missing are the external exchanges the declare found missing as the
 	// session opened after the run had consumed, and went on past
