@@ -38,6 +38,14 @@ var schemaSQL string
 // needs no privilege to create anything, so workers may run as a role that
 // has none. An Inbox's claims use the lily_inbox the search_path finds
 // first: after Migrate, the one in the first schema.
+//
+// Migrate refuses, creating nothing, when the first schema has no
+// lily_inbox and a later schema of the path has one (under the default
+// "$user", public: a schema named after the role, and the table applied into
+// public): the table it would create would come first in the path, and the
+// claims would use it, empty, and run again every message already claimed
+// in the other. Set the search_path to start where the table is, or move the
+// table into the first schema.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -54,17 +62,21 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	// The table's presence says it is applied while 001 is the only
 	// migration; a second one needs its own test of what it changed.
 	// It is looked for where the file creates it, in current_schema() (the
-	// first schema of the search_path that exists): a lily_inbox further
-	// down the path may be another service's, whose claims would be taken
-	// for this one's.
+	// first schema of the search_path that exists).
 	// current_schema() is NULL when no schema of the path exists.
-	var schema *string
+	// elsewhere is the schema of the lily_inbox the path finds first (what
+	// an unqualified name, and an Inbox's first claim, would use) when that
+	// is not current_schema(): creating one there would put it in front. A
+	// temporary table is left out: the claims refuse it anyway.
+	var schema, elsewhere *string
 	var path string
 	var applied bool
 	if err := tx.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'),
 		CASE WHEN current_schema() IS NOT NULL
 			THEN to_regclass(format('%I.lily_inbox', current_schema())) IS NOT NULL
-			ELSE false END`).Scan(&schema, &path, &applied); err != nil {
+			ELSE false END,
+		(SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = to_regclass('lily_inbox') AND c.relpersistence <> 't')`).Scan(&schema, &path, &applied, &elsewhere); err != nil {
 		return fmt.Errorf("pginbox: migrate: %w", err)
 	}
 	if schema == nil {
@@ -72,6 +84,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if applied {
 		return nil
+	}
+	if elsewhere != nil {
+		return fmt.Errorf("pginbox: migrate: lily_inbox is in schema %q, later in the search_path (%q) than its first schema %q, which has none: "+
+			"creating one in %q would make the claims use that empty table and run again every message already claimed in %q. "+
+			"Set the search_path to start at %q, or move the table into %q (ALTER TABLE %s SET SCHEMA %s); "+
+			"if %q's table is another service's, create this one's in %q with migrations/001_lily_inbox.sql",
+			*elsewhere, path, *schema, *schema, *elsewhere, *elsewhere, *schema,
+			pgx.Identifier{*elsewhere, "lily_inbox"}.Sanitize(), pgx.Identifier{*schema}.Sanitize(),
+			*elsewhere, *schema)
 	}
 	if _, err := tx.Exec(ctx, schemaSQL); err != nil {
 		return fmt.Errorf("pginbox: migrate: %w", err)

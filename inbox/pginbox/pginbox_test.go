@@ -486,63 +486,106 @@ func TestMigrateWithoutCreatePrivilege(t *testing.T) {
 	}
 }
 
-// Migrate creates lily_inbox in the first schema of the search_path, as the
-// SQL file does, even when a later schema of the path has one: a service
-// that found another's table there would take that service's claims for its
-// own, and ACK its messages as duplicates without running them.
-func TestMigrateCreatesInTheFirstSchema(t *testing.T) {
-	for name, apply := range map[string]func(ctx context.Context, pool *pgxpool.Pool) error{
-		"Migrate": pginbox.Migrate,
-		"the SQL file": func(ctx context.Context, pool *pgxpool.Pool) error {
-			sql, err := os.ReadFile("migrations/001_lily_inbox.sql")
-			if err != nil {
-				return err
-			}
-			_, err = pool.Exec(ctx, string(sql))
-			return err
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			url := services.PostgreSQL(t)
-			unique := time.Now().UnixNano()
-			shared := fmt.Sprintf("lily_inbox_shared_%d", unique)
-			svc := fmt.Sprintf("lily_inbox_svc_%d", unique)
-			admin := connectAs(t, ctx, url, "public", "")
-			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+shared+"; CREATE SCHEMA "+svc); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+shared+" CASCADE; DROP SCHEMA "+svc+" CASCADE"); err != nil {
-					t.Error(err)
-				}
-			})
-			a := connectAs(t, ctx, url, shared, "")
-			if err := pginbox.Migrate(ctx, a); err != nil {
-				t.Fatal(err)
-			}
-			b := connectAs(t, ctx, url, svc+", "+shared, "")
-			if err := apply(ctx, b); err != nil {
-				t.Fatal(err)
-			}
-			var in string
-			if err := admin.QueryRow(ctx, "SELECT coalesce(to_regclass($1)::text, 'nowhere')", svc+".lily_inbox").Scan(&in); err != nil || in != svc+".lily_inbox" {
-				t.Fatalf("lily_inbox in the search_path's first schema %s: %s (%v)", svc, in, err)
-			}
-			tx, err := pginbox.New(a, pginbox.Options{}).Begin(ctx, "orders", "m1")
-			if got, detail := answer(tx, err); got != "claimed" {
-				t.Fatalf("service A's Begin = %s (%s); want claimed", got, detail)
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			tx, err = pginbox.New(b, pginbox.Options{}).Begin(ctx, "orders", "m1")
-			if got, detail := answer(tx, err); got != "claimed" {
-				t.Fatalf("service B's Begin of A's key = %s (%s); want claimed in B's own table", got, detail)
-			}
-			tx.Rollback(ctx)
-		})
+// The SQL file creates lily_inbox in the first schema of the search_path
+// even when a later schema of the path has one: a service that found
+// another's table there would take that service's claims for its own, and
+// ACK its messages as duplicates without running them. Migrate, after it,
+// finds the table in the first schema and leaves both be.
+func TestSQLFileCreatesInTheFirstSchema(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := services.PostgreSQL(t)
+	unique := time.Now().UnixNano()
+	shared := fmt.Sprintf("lily_inbox_shared_%d", unique)
+	svc := fmt.Sprintf("lily_inbox_svc_%d", unique)
+	admin := connectAs(t, ctx, url, "public", "")
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+shared+"; CREATE SCHEMA "+svc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+shared+" CASCADE; DROP SCHEMA "+svc+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	a := connectAs(t, ctx, url, shared, "")
+	if err := pginbox.Migrate(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	b := connectAs(t, ctx, url, svc+", "+shared, "")
+	sql, err := os.ReadFile("migrations/001_lily_inbox.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Exec(ctx, string(sql)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pginbox.Migrate(ctx, b); err != nil {
+		t.Fatalf("Migrate with lily_inbox in the path's first schema and a later one: %v", err)
+	}
+	var in string
+	if err := admin.QueryRow(ctx, "SELECT coalesce(to_regclass($1)::text, 'nowhere')", svc+".lily_inbox").Scan(&in); err != nil || in != svc+".lily_inbox" {
+		t.Fatalf("lily_inbox in the search_path's first schema %s: %s (%v)", svc, in, err)
+	}
+	tx, err := pginbox.New(a, pginbox.Options{}).Begin(ctx, "orders", "m1")
+	if got, detail := answer(tx, err); got != "claimed" {
+		t.Fatalf("service A's Begin = %s (%s); want claimed", got, detail)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = pginbox.New(b, pginbox.Options{}).Begin(ctx, "orders", "m1")
+	if got, detail := answer(tx, err); got != "claimed" {
+		t.Fatalf("service B's Begin of A's key = %s (%s); want claimed in B's own table", got, detail)
+	}
+	tx.Rollback(ctx)
+}
+
+// Migrate refuses a search_path whose first schema holds no lily_inbox and
+// a later one does (under the default "$user", public: a schema named after
+// the role, the table applied into public by hand): creating one in the
+// first schema would put an empty table in front of the one holding the
+// committed claims, and every redelivery would run its handler again. It
+// names both schemas and creates nothing.
+func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := services.PostgreSQL(t)
+	unique := time.Now().UnixNano()
+	first := fmt.Sprintf("lily_inbox_first_%d", unique)
+	second := fmt.Sprintf("lily_inbox_second_%d", unique)
+	admin := connectAs(t, ctx, url, "public", "")
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := pginbox.Migrate(ctx, connectAs(t, ctx, url, second, "")); err != nil {
+		t.Fatal(err)
+	}
+	pool := connectAs(t, ctx, url, first+", "+second, "")
+	tx, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "orders", "m1")
+	if got, detail := answer(tx, err); got != "claimed" {
+		t.Fatalf("Begin = %s (%s); want claimed", got, detail)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		err := pginbox.Migrate(ctx, pool)
+		if err == nil || !strings.Contains(err.Error(), `"`+first+`"`) || !strings.Contains(err.Error(), `"`+second+`"`) {
+			t.Fatalf("Migrate with lily_inbox only in the path's second schema = %v; want a refusal naming %s and %s", err, first, second)
+		}
+	}
+	var where string
+	if err := admin.QueryRow(ctx, "SELECT coalesce(to_regclass($1)::text, 'nowhere')", first+".lily_inbox").Scan(&where); err != nil || where != "nowhere" {
+		t.Fatalf("a lily_inbox in the path's first schema: %s (%v); want none made", where, err)
+	}
+	tx, err = pginbox.New(pool, pginbox.Options{}).Begin(ctx, "orders", "m1")
+	if got, detail := answer(tx, err); got != "duplicate" {
+		t.Fatalf("redelivery of the committed m1 after Migrate = %s (%s); want duplicate", got, detail)
 	}
 }
 
