@@ -494,19 +494,7 @@ func TestMigrateWithoutCreatePrivilege(t *testing.T) {
 func TestSQLFileCreatesInTheFirstSchema(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := services.PostgreSQL(t)
-	unique := time.Now().UnixNano()
-	shared := fmt.Sprintf("lily_inbox_shared_%d", unique)
-	svc := fmt.Sprintf("lily_inbox_svc_%d", unique)
-	admin := connectAs(t, ctx, url, "public", "")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+shared+"; CREATE SCHEMA "+svc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+shared+" CASCADE; DROP SCHEMA "+svc+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
+	url, admin, shared, svc := twoSchemas(t, ctx, "shared", "svc")
 	a := connectAs(t, ctx, url, shared, "")
 	if err := pginbox.Migrate(ctx, a); err != nil {
 		t.Fatal(err)
@@ -549,22 +537,7 @@ func TestSQLFileCreatesInTheFirstSchema(t *testing.T) {
 func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := services.PostgreSQL(t)
-	unique := time.Now().UnixNano()
-	first := fmt.Sprintf("lily_inbox_first_%d", unique)
-	second := fmt.Sprintf("lily_inbox_second_%d", unique)
-	admin := connectAs(t, ctx, url, "public", "")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := pginbox.Migrate(ctx, connectAs(t, ctx, url, second, "")); err != nil {
-		t.Fatal(err)
-	}
+	url, admin, first, second := tableInTheSecondSchema(t, ctx)
 	pool := connectAs(t, ctx, url, first+", "+second, "")
 	tx, err := pginbox.New(pool, pginbox.Options{}).Begin(ctx, "orders", "m1")
 	if got, detail := answer(tx, err); got != "claimed" {
@@ -703,6 +676,55 @@ func worker(t *testing.T, ctx context.Context, privileges string) *pgxpool.Pool 
 // connectAs returns a pool on url, closed when the test ends, whose
 // connections have schema as their search_path and act as role ("": the
 // user's own).
+// oneConnectionMigrated is a pool of one connection on schema, with
+// lily_inbox migrated there: every statement of the test meets the session
+// state the one before left.
+func oneConnectionMigrated(t *testing.T, ctx context.Context, url, schema string) *pgxpool.Pool {
+	t.Helper()
+	pool := connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+		cfg.MaxConns = 1
+	})
+	if err := pginbox.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// twoSchemas makes two schemas of the test's own, named after a and b,
+// dropped at its end. It returns the database's URL, a pool on public and
+// the two schemas' names.
+func twoSchemas(t *testing.T, ctx context.Context, a, b string) (url string, admin *pgxpool.Pool, first, second string) {
+	t.Helper()
+	url = services.PostgreSQL(t)
+	unique := time.Now().UnixNano()
+	first = fmt.Sprintf("lily_inbox_%s_%d", a, unique)
+	second = fmt.Sprintf("lily_inbox_%s_%d", b, unique)
+	admin = connectAs(t, ctx, url, "public", "")
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	return url, admin, first, second
+}
+
+// tableInTheSecondSchema makes two schemas with twoSchemas, and lily_inbox
+// in the second alone: a search_path of both finds
+// the table past a first schema without one. It returns what twoSchemas
+// does.
+func tableInTheSecondSchema(t *testing.T, ctx context.Context) (url string, admin *pgxpool.Pool, first, second string) {
+	t.Helper()
+	url, admin, first, second = twoSchemas(t, ctx, "first", "second")
+	if err := pginbox.Migrate(ctx, connectAs(t, ctx, url, second, "")); err != nil {
+		t.Fatal(err)
+	}
+	return url, admin, first, second
+}
+
 func connectAs(t *testing.T, ctx context.Context, url, schema, role string) *pgxpool.Pool {
 	t.Helper()
 	return connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
@@ -1087,32 +1109,17 @@ func TestHandlersSearchPathDoesNotMoveTheClaims(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			url := services.PostgreSQL(t)
-			unique := time.Now().UnixNano()
-			home := fmt.Sprintf("lily_inbox_home_%d", unique)
-			tenant := fmt.Sprintf("lily_inbox_tenant_%d", unique)
-			admin := connectAs(t, ctx, url, "public", "")
-			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+home+"; CREATE SCHEMA "+tenant+"; CREATE TABLE "+home+".biz (key text NOT NULL)"); err != nil {
+			url, admin, home, tenant := twoSchemas(t, ctx, "home", "tenant")
+			if _, err := admin.Exec(ctx, "CREATE TABLE "+home+".biz (key text NOT NULL)"); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+home+" CASCADE; DROP SCHEMA "+tenant+" CASCADE"); err != nil {
-					t.Error(err)
-				}
-			})
 			if tenantHasInbox {
 				if err := pginbox.Migrate(ctx, connectAs(t, ctx, url, tenant, "")); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// One connection, so that every claim meets the handler's path.
-			pool := connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
-				cfg.ConnConfig.RuntimeParams["search_path"] = home
-				cfg.MaxConns = 1
-			})
-			if err := pginbox.Migrate(ctx, pool); err != nil {
-				t.Fatal(err)
-			}
+			pool := oneConnectionMigrated(t, ctx, url, home)
 			inbox := pginbox.New(pool, pginbox.Options{LockTimeout: 300 * time.Millisecond})
 			setPath := "SET search_path TO " + tenant + ", public"
 			if !tenantHasInbox {
@@ -1188,31 +1195,13 @@ func TestMisconfiguredFirstClaimPinsNoTable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			url := services.PostgreSQL(t)
-			unique := time.Now().UnixNano()
-			home := fmt.Sprintf("lily_inbox_home_%d", unique)
-			other := fmt.Sprintf("lily_inbox_other_%d", unique)
-			admin := connectAs(t, ctx, url, "public", "")
-			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+home+"; CREATE SCHEMA "+other); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+home+" CASCADE; DROP SCHEMA "+other+" CASCADE"); err != nil {
-					t.Error(err)
-				}
-			})
+			url, admin, home, other := twoSchemas(t, ctx, "home", "other")
 			if elsewhere != "" {
 				if _, err := admin.Exec(ctx, fmt.Sprintf(elsewhere, other)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			pool := connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
-				cfg.ConnConfig.RuntimeParams["search_path"] = home
-				cfg.MaxConns = 1
-			})
-			if err := pginbox.Migrate(ctx, pool); err != nil {
-				t.Fatal(err)
-			}
+			pool := oneConnectionMigrated(t, ctx, url, home)
 			if _, err := pool.Exec(ctx, "SET search_path TO "+other); err != nil {
 				t.Fatal(err)
 			}
@@ -1246,22 +1235,7 @@ func TestMisconfiguredFirstClaimPinsNoTable(t *testing.T) {
 func TestClaimsUseTheTableThePathFinds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := services.PostgreSQL(t)
-	unique := time.Now().UnixNano()
-	first := fmt.Sprintf("lily_inbox_first_%d", unique)
-	second := fmt.Sprintf("lily_inbox_second_%d", unique)
-	admin := connectAs(t, ctx, url, "public", "")
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := pginbox.Migrate(ctx, connectAs(t, ctx, url, second, "")); err != nil {
-		t.Fatal(err)
-	}
+	url, admin, first, second := tableInTheSecondSchema(t, ctx)
 	pool := connectAs(t, ctx, url, first+", "+second, "")
 	inbox := pginbox.New(pool, pginbox.Options{LockTimeout: 300 * time.Millisecond})
 	tx, err := inbox.Begin(ctx, "orders", "m1")
