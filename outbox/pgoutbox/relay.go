@@ -183,9 +183,15 @@ func (r *Relay) Force() {
 // whose row it could not delete; each will be published again. Past its first
 // 1,000, Omitted counts those left out.
 //
+// It uses the lily_outbox its pool's search_path finds when it starts, and
+// names that table with its schema in every statement: a session-level SET
+// search_path that another user of the pool leaves on a connection does not
+// move it.
+//
 // A database it cannot reach, or that fails, is logged and tried again
 // after a pause: Run goes on. It returns an error only when lily_outbox does
-// not exist when it starts or lacks a migration, or when it ran before.
+// not exist when it starts, lacks a migration or is a temporary table, or
+// when it ran before.
 func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
 	if !r.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("pgoutbox: a Relay runs once")
@@ -213,6 +219,8 @@ func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
 type relayRun struct {
 	*Relay
 	queue string // "outbox " and the table's schema-qualified name
+	// sql is the run's statements, on the table findTable found.
+	sql statements
 	// sendCtx is the sends' parent: cancelled by Force once stopping, or
 	// stopWait into the stop.
 	sendCtx context.Context

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -16,26 +17,38 @@ import (
 	"github.com/lily-mq/lily/internal/outboxcodec"
 )
 
-// findTable names the table for the report, and fails when it does not
-// exist or misses a step of the schema. It waits for a database that does
-// not answer.
+// findTable finds the lily_outbox the search_path finds, the one an
+// unqualified name would be, and fails when it does not exist, misses a step
+// of the schema, or is a temporary table. It names the table for the report
+// and builds the run's statements on it, named with its schema (on): a
+// session-level SET search_path that another user of the pool (a handler,
+// through pginbox.Tx) leaves on a pooled connection does not move the
+// relay's statements on that connection to another schema's lily_outbox. It
+// waits for a database that does not answer.
 func (s *relayRun) findTable(ctx context.Context) error {
 	for {
 		var (
-			name          string
-			retry, behind bool
+			name, schema        string
+			retry, behind, temp bool
 		)
-		err := s.pool.QueryRow(ctx, `SELECT relnamespace::regnamespace::text || '.' || relname,
+		err := s.pool.QueryRow(ctx, `SELECT relnamespace::regnamespace::text || '.' || relname, (SELECT nspname::text FROM pg_namespace WHERE oid = c.relnamespace),
 				EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = c.oid AND attname = 'retry_at' AND NOT attisdropped),
-				EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = c.oid AND attname = 'behind' AND NOT attisdropped)
-			FROM pg_class c WHERE oid = to_regclass('lily_outbox')`).Scan(&name, &retry, &behind)
+				EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = c.oid AND attname = 'behind' AND NOT attisdropped),
+				relpersistence = 't'
+			FROM pg_class c WHERE oid = to_regclass('lily_outbox')`).Scan(&name, &schema, &retry, &behind, &temp)
 		switch {
+		case err == nil && temp:
+			// The session's own temporary table (searched before the
+			// path): named with its pg_temp_N schema, it would be another
+			// session's on every other connection.
+			return fmt.Errorf("pgoutbox: relay: the lily_outbox the search path finds is a temporary table, %s", name)
 		case err == nil && !retry:
 			return fmt.Errorf("pgoutbox: relay: table %s has no column retry_at (apply pgoutbox.Migrate, or migrations/002_lily_outbox_retry.sql)", name)
 		case err == nil && !behind:
 			return fmt.Errorf("pgoutbox: relay: table %s has no column behind (apply pgoutbox.Migrate, or migrations/003_lily_outbox_behind.sql)", name)
 		case err == nil:
 			s.queue = "outbox " + name
+			s.sql = on(pgx.Identifier{schema, "lily_outbox"}.Sanitize())
 			return nil
 		case errors.Is(err, pgx.ErrNoRows):
 			return errors.New("pgoutbox: relay: table lily_outbox does not exist in the search path (apply pgoutbox.Migrate)")
@@ -46,6 +59,26 @@ func (s *relayRun) findTable(ctx context.Context) error {
 		if !backoff.Sleep(ctx, time.Until(s.dbRetry)) {
 			return nil
 		}
+	}
+}
+
+// statements are the relay's statements on one lily_outbox, named with its
+// schema.
+type statements struct {
+	lease, fetch, release, nextOfKey, sweep, delete, fail string
+}
+
+// unqualified is the table's name as the statements below write it.
+var unqualified = regexp.MustCompile(`\blily_outbox\b`)
+
+// on returns the statements on table, a schema-qualified name. The
+// constants below name lily_outbox unqualified, which would follow the
+// search_path of whichever connection each statement runs on.
+func on(table string) statements {
+	q := func(sql string) string { return unqualified.ReplaceAllLiteralString(sql, table) }
+	return statements{
+		lease: q(leaseSQL), fetch: q(fetchSQL), release: q(releaseSQL), nextOfKey: q(nextOfKeySQL), sweep: q(sweepSQL),
+		delete: q(deleteSQL), fail: q(failSQL),
 	}
 }
 
@@ -149,6 +182,16 @@ const sweepSQL = `WITH RECURSIVE k AS (
 		RETURNING 1)
 	SELECT (SELECT order_key FROM k ORDER BY n DESC LIMIT 1), (SELECT count(*) FROM k), (SELECT count(*) FROM cleared)`
 
+// deleteSQL deletes the rows $1, confirmed.
+const deleteSQL = "DELETE FROM lily_outbox WHERE id = ANY($1)"
+
+// failSQL records the failures of the rows $1 of owner $4: each one's error
+// ($2) and its wait for its retry in milliseconds ($3).
+const failSQL = `UPDATE lily_outbox o SET attempts = o.attempts + 1, last_error = f.err, lease_owner = NULL,
+		retry_at = now() + f.wait * interval '1 millisecond', lease_until = now() + f.wait * interval '1 millisecond'
+	FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, err, wait)
+	WHERE o.id = f.id AND o.lease_owner = $4`
+
 // sweepKeys bounds the keys one sweep reads, so that it stays well within
 // its statement's bound however many keys hold marked rows (millions, after
 // a broker outage, with keys by customer); the next sweep goes on from the
@@ -205,7 +248,7 @@ func (s *relayRun) look(ctx context.Context, n, bytes int, sendBy time.Time) (le
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(leaseSQL, n, s.owner, s.opts.Lease.Seconds(), bytes, inlineBytes)
+	b.Queue(s.sql.lease, n, s.owner, s.opts.Lease.Seconds(), bytes, inlineBytes)
 	br := conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -286,7 +329,7 @@ func (s *relayRun) fetch(rw *row) error {
 	ctx, cancel := context.WithTimeout(s.sendCtx, budget)
 	defer cancel()
 	var props, body []byte
-	err := s.pool.QueryRow(ctx, fetchSQL, rw.id, s.owner, (budget+s.opts.Lease).Seconds()).Scan(&props, &body)
+	err := s.pool.QueryRow(ctx, s.sql.fetch, rw.id, s.owner, (budget+s.opts.Lease).Seconds()).Scan(&props, &body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errLeaseGone
 	}
@@ -312,7 +355,7 @@ func (s *relayRun) sweep() {
 	defer cancel()
 	var last *string
 	var keys, cleared int
-	err := s.pool.QueryRow(ctx, sweepSQL, s.sweepFrom, sweepKeys).Scan(&last, &keys, &cleared)
+	err := s.pool.QueryRow(ctx, s.sql.sweep, s.sweepFrom, sweepKeys).Scan(&last, &keys, &cleared)
 	// A sweep that failed is tried again a lease later, not at once: it
 	// must not keep the relay from leasing.
 	s.nextSweep = time.Now().Add(s.opts.Lease)
@@ -354,19 +397,16 @@ func (s *relayRun) record(by time.Time) error {
 	}
 	b := &pgx.Batch{}
 	if len(done) > 0 {
-		b.Queue("DELETE FROM lily_outbox WHERE id = ANY($1)", done)
+		b.Queue(s.sql.delete, done)
 	}
 	if len(keys) > 0 {
-		b.Queue(nextOfKeySQL, keys)
+		b.Queue(s.sql.nextOfKey, keys)
 	}
 	if len(failed) > 0 {
-		b.Queue(`UPDATE lily_outbox o SET attempts = o.attempts + 1, last_error = f.err, lease_owner = NULL,
-				retry_at = now() + f.wait * interval '1 millisecond', lease_until = now() + f.wait * interval '1 millisecond'
-			FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, err, wait)
-			WHERE o.id = f.id AND o.lease_owner = $4`, failed, errs, waits, s.owner)
+		b.Queue(s.sql.fail, failed, errs, waits, s.owner)
 	}
 	if len(released) > 0 {
-		b.Queue(releaseSQL, released, s.owner)
+		b.Queue(s.sql.release, released, s.owner)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()

@@ -1,0 +1,124 @@
+package pgoutbox_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lily-mq/lily/internal/pgschema"
+	"github.com/lily-mq/lily/outbox/pgoutbox"
+	"github.com/lily-mq/lily/runtime"
+)
+
+// The relay's table and search_path: which lily_outbox it reads when the
+// connections of its pool look elsewhere.
+
+// A handler (or any user of the relay's pool) that sends a session-level
+// SET search_path leaves it on its pooled connection after COMMIT. The
+// relay's looks, reads, deletes and sweeps that later run on that
+// connection still use the lily_outbox it found at its start, never the one
+// the changed path points at: it neither publishes another service's rows
+// nor leaves its own unpublished.
+func TestSearchPathSetOnThePoolDoesNotMoveTheRelay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	theirs := e.queue("theirs", nil)
+	// Another service's schema, with its own lily_outbox and a row in it.
+	other := "lily_outbox_test_other_" + name()
+	if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+other+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	otherPool := e.poolIn(other)
+	if err := pgoutbox.Migrate(e.ctx, otherPool); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgx.BeginFunc(e.ctx, otherPool, func(tx pgx.Tx) error {
+		return pgoutbox.Write(e.ctx, tx, message(theirs, "theirs"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The relay's pool has one connection, so that every statement of the
+	// relay meets the path left on it.
+	schema := e.pool.Config().ConnConfig.RuntimeParams["search_path"]
+	pool, err := pgschema.Pool(e.ctx, e.pgURL, schema, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e.write(message(q, "m1"))
+	_, stop := e.relayOn(pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 50 * time.Millisecond})
+	e.eventually("m1 published and its row deleted", func() bool { return e.ready(q) == 1 && len(e.rows()) == 0 })
+
+	// A handler's SET, not SET LOCAL, through a transaction on the pool.
+	if err := pgx.BeginFunc(e.ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(e.ctx, "SET search_path TO "+other)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var path string
+	if err := pool.QueryRow(e.ctx, "SHOW search_path").Scan(&path); err != nil || path != other {
+		t.Fatalf("the pooled connection's search_path = %q (%v); the test wants the handler's left on it", path, err)
+	}
+	e.write(message(q, "m2"), message(q, "m3"))
+	e.eventually("m2 and m3 published and their rows deleted", func() bool { return e.ready(q) == 3 && len(e.rows()) == 0 })
+	rep := stop()
+	if want := map[runtime.Path]int{"published": 3}; !cmp.Equal(counts(rep), want) {
+		t.Errorf("report counts %v, want %v", rep.Counts, want)
+	}
+	if n := e.ready(theirs); n != 0 {
+		t.Errorf("%d messages of the other schema's lily_outbox published; want none", n)
+	}
+	var left int
+	if err := otherPool.QueryRow(e.ctx, "SELECT count(*) FROM lily_outbox WHERE lease_owner IS NULL").Scan(&left); err != nil || left != 1 {
+		t.Errorf("%d rows of the other schema's lily_outbox left unleased (%v); want its one row, untouched", left, err)
+	}
+	if got := ids(e.take(q)); len(got) != 3 || got["m1"] != 1 || got["m2"] != 1 || got["m3"] != 1 {
+		t.Errorf("queue holds %v, want m1, m2 and m3 once", got)
+	}
+}
+
+// A lily_outbox the search_path finds among the session's temporary tables
+// is refused at the start: named with its pg_temp_N schema, it would be
+// another session's table on every other connection of the pool.
+func TestRelayRefusesATemporaryTable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg, err := pgxpool.ParseConfig(e.pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = e.pool.Config().ConnConfig.RuntimeParams["search_path"]
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "CREATE TEMP TABLE lily_outbox (LIKE lily_outbox INCLUDING ALL)")
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{e.brokerURL}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Refused at once; a relay that took the table would run until this
+	// ends.
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := pgoutbox.NewRelay(pool, p, pgoutbox.Options{}).Run(ctx); err == nil || !strings.Contains(err.Error(), "temporary table") {
+		t.Errorf("Run = %v, want the temporary table refused", err)
+	}
+}
