@@ -44,6 +44,15 @@ var migrations embed.FS
 // start-up: an advisory lock lets one of them migrate while the others wait,
 // and those find the table up to date once they have the lock, and leave it
 // alone.
+//
+// Migrate refuses, changing nothing, when the first schema of the search
+// path has no lily_outbox and a later one has a table that lacks a
+// migration (one an earlier version made, in public, under the default
+// "$user", public once a schema named after the role exists): it would
+// create an empty table in the first schema, in front of the rows waiting in
+// the other, and the relay and Write would use it. Set the search_path to
+// start where the table is, or move the table into the first schema. A table
+// up to date further down the path is left as it is.
 // A migration that waits more than lockWait for a lock on the table (behind
 // a long transaction that reads it, which the writes behind the migration
 // would wait for too) fails instead.
@@ -71,6 +80,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	if !current {
+		if err := notInFront(ctx, tx); err != nil {
+			return err
+		}
 		if err := apply(ctx, tx); err != nil {
 			return err
 		}
@@ -79,6 +91,33 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("pgoutbox: migrate: %w", err)
 	}
 	return nil
+}
+
+// notInFront refuses to migrate when the lily_outbox the search_path finds
+// (what the relay and Write use) is not in its first schema, which has none:
+// 001 would create one there, and the later steps would bring that one up
+// to date, so that the relay and Write would use a new, empty table in front
+// of the rows waiting in the other, and never publish them. A temporary
+// table is left out: the relay refuses it anyway.
+func notInFront(ctx context.Context, tx pgx.Tx) error {
+	var schema, elsewhere *string
+	var path string
+	if err := tx.QueryRow(ctx, `SELECT current_schema(), current_setting('search_path'),
+		(SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.oid = to_regclass('lily_outbox') AND c.relpersistence <> 't'
+			AND n.nspname IS DISTINCT FROM current_schema())`).Scan(&schema, &path, &elsewhere); err != nil {
+		return fmt.Errorf("pgoutbox: migrate: %w", err)
+	}
+	if elsewhere == nil || schema == nil {
+		return nil
+	}
+	return fmt.Errorf("pgoutbox: migrate: lily_outbox is in schema %q, later in the search_path (%q) than its first schema %q, which has none, and it lacks a migration: "+
+		"applying them would create one in %q, and the relay and Write would use that empty table and never publish the rows waiting in %q. "+
+		"Set the search_path to start at %q, or move the table into %q (ALTER TABLE %s SET SCHEMA %s), then Migrate; "+
+		"if %q's table is another service's, create this one's in %q with the files of migrations/ in order",
+		*elsewhere, path, *schema, *schema, *elsewhere, *elsewhere, *schema,
+		pgx.Identifier{*elsewhere, "lily_outbox"}.Sanitize(), pgx.Identifier{*schema}.Sanitize(),
+		*elsewhere, *schema)
 }
 
 // apply applies each file of migrations/ in tx, in order, waiting at most

@@ -2,6 +2,7 @@ package pgoutbox_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,81 @@ func TestRelayRefusesATemporaryTable(t *testing.T) {
 	defer cancel()
 	if _, err := pgoutbox.NewRelay(pool, p, pgoutbox.Options{}).Run(ctx); err == nil || !strings.Contains(err.Error(), "temporary table") {
 		t.Errorf("Run = %v, want the temporary table refused", err)
+	}
+}
+
+// Migrate on a search_path whose first schema holds no lily_outbox and a
+// later one does: a table up to date there is left as it is, and the relay
+// and Write use it; a table that lacks a migration (one an earlier version
+// made) is refused, naming both schemas, with nothing created: applying the
+// files would create an empty lily_outbox in the first schema, in front of
+// the rows waiting in the later one, which no relay would then publish. Once
+// the table is moved into the first schema, Migrate brings it up to date.
+func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
+	for kind, upToDate := range map[string]bool{"a table up to date": true, "a table that lacks a migration": false} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			n := name()
+			first, second := "lily_outbox_test_first_"+n, "lily_outbox_test_second_"+n
+			if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
+					t.Error(err)
+				}
+			})
+			later := e.poolIn(second)
+			if upToDate {
+				if err := pgoutbox.Migrate(e.ctx, later); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				sql, err := os.ReadFile("migrations/001_lily_outbox.sql")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := later.Exec(e.ctx, string(sql)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := pgx.BeginFunc(e.ctx, later, func(tx pgx.Tx) error {
+				return pgoutbox.Write(e.ctx, tx, message("q", "waiting"))
+			}); err != nil {
+				t.Fatal(err)
+			}
+			pool := e.poolIn(first + ", " + second)
+			for range 2 {
+				err := pgoutbox.Migrate(e.ctx, pool)
+				switch {
+				case upToDate && err != nil:
+					t.Fatalf("Migrate with an up-to-date lily_outbox in the path's second schema: %v", err)
+				case !upToDate && (err == nil || !strings.Contains(err.Error(), `"`+first+`"`) || !strings.Contains(err.Error(), `"`+second+`"`)):
+					t.Fatalf("Migrate with a lily_outbox lacking a migration in the path's second schema = %v; want a refusal naming %s and %s", err, first, second)
+				}
+			}
+			var where string
+			var rows int
+			if err := e.pool.QueryRow(e.ctx, "SELECT coalesce(to_regclass($1)::text, 'nowhere'), (SELECT count(*) FROM "+second+".lily_outbox)",
+				first+".lily_outbox").Scan(&where, &rows); err != nil || where != "nowhere" || rows != 1 {
+				t.Fatalf("a lily_outbox in the path's first schema: %s, rows in the second's: %d (%v); want none made, the row waiting", where, rows, err)
+			}
+			if upToDate {
+				return
+			}
+			// The remedy the refusal names.
+			if _, err := e.pool.Exec(e.ctx, "ALTER TABLE "+second+".lily_outbox SET SCHEMA "+first); err != nil {
+				t.Fatal(err)
+			}
+			if err := pgoutbox.Migrate(e.ctx, pool); err != nil {
+				t.Fatalf("Migrate once the table is in the first schema: %v", err)
+			}
+			var behind bool
+			if err := e.pool.QueryRow(e.ctx, "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'behind'), (SELECT count(*) FROM "+first+".lily_outbox)",
+				first+".lily_outbox").Scan(&behind, &rows); err != nil || !behind || rows != 1 {
+				t.Fatalf("the moved table has behind: %v, %d rows (%v); want it brought up to date, its row kept", behind, rows, err)
+			}
+		})
 	}
 }
