@@ -176,6 +176,12 @@ func isCurrent(ctx context.Context, db interface {
 // frame.MaxProperties bytes of content header; a body of at most 512 MiB,
 // the most RabbitMQ takes whatever its max_message_size. Any order key is
 // accepted.
+//
+// It inserts into the lily_outbox tx's search_path finds, which must be the
+// table the relay reads (the one its pool's search_path found when it
+// started). A session-level SET search_path (not SET LOCAL) that other code
+// left on a pooled connection moves the writes of every later transaction
+// on it: use SET LOCAL.
 func Write(ctx context.Context, tx pgx.Tx, msgs ...runtime.Message) error {
 	if tx == nil {
 		return errors.New("pgoutbox: write: no transaction")

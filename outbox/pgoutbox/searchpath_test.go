@@ -199,3 +199,50 @@ func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
 		})
 	}
 }
+
+// Write inserts into the lily_outbox its transaction's search_path finds:
+// a SET LOCAL in the writer's transaction moves that transaction's writes
+// alone, and the next transaction on the same connection writes where the
+// pool's search_path points again.
+func TestWriteUsesTheTransactionsSearchPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other := "lily_outbox_test_other_" + name()
+	if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+other+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := pgoutbox.Migrate(e.ctx, e.poolIn(other)); err != nil {
+		t.Fatal(err)
+	}
+	schema := e.pool.Config().ConnConfig.RuntimeParams["search_path"]
+	pool, err := pgschema.Pool(e.ctx, e.pgURL, schema, "", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := pgx.BeginFunc(e.ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(e.ctx, "SET LOCAL search_path TO "+other); err != nil {
+			return err
+		}
+		return pgoutbox.Write(e.ctx, tx, message("q", "there"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgx.BeginFunc(e.ctx, pool, func(tx pgx.Tx) error {
+		return pgoutbox.Write(e.ctx, tx, message("q", "here"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var there, here string
+	if err := e.pool.QueryRow(e.ctx, "SELECT (SELECT string_agg(properties->>'message_id', ',') FROM "+other+".lily_outbox), (SELECT string_agg(properties->>'message_id', ',') FROM lily_outbox)").Scan(&there, &here); err != nil {
+		t.Fatal(err)
+	}
+	if there != "there" || here != "here" {
+		t.Errorf("the other schema's lily_outbox holds %q, the pool's %q; want \"there\" and \"here\"", there, here)
+	}
+}
