@@ -31,19 +31,8 @@ func TestSearchPathSetOnThePoolDoesNotMoveTheRelay(t *testing.T) {
 	q := e.queue("q", nil)
 	theirs := e.queue("theirs", nil)
 	// Another service's schema, with its own lily_outbox and a row in it.
-	other := "lily_outbox_test_other_" + name()
-	if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+other); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+other+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
+	other := e.otherSchema()
 	otherPool := e.poolIn(other)
-	if err := pgoutbox.Migrate(e.ctx, otherPool); err != nil {
-		t.Fatal(err)
-	}
 	if err := pgx.BeginFunc(e.ctx, otherPool, func(tx pgx.Tx) error {
 		return pgoutbox.Write(e.ctx, tx, message(theirs, "theirs"))
 	}); err != nil {
@@ -51,12 +40,7 @@ func TestSearchPathSetOnThePoolDoesNotMoveTheRelay(t *testing.T) {
 	}
 	// The relay's pool has one connection, so that every statement of the
 	// relay meets the path left on it.
-	schema := e.pool.Config().ConnConfig.RuntimeParams["search_path"]
-	pool, err := pgschema.Pool(e.ctx, e.pgURL, schema, "", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := e.oneConnection()
 	e.write(message(q, "m1"))
 	_, stop := e.relayOn(pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 50 * time.Millisecond})
 	e.eventually("m1 published and its row deleted", func() bool { return e.ready(q) == 1 && len(e.rows()) == 0 })
@@ -207,24 +191,8 @@ func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
 func TestWriteUsesTheTransactionsSearchPath(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	other := "lily_outbox_test_other_" + name()
-	if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+other); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+other+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := pgoutbox.Migrate(e.ctx, e.poolIn(other)); err != nil {
-		t.Fatal(err)
-	}
-	schema := e.pool.Config().ConnConfig.RuntimeParams["search_path"]
-	pool, err := pgschema.Pool(e.ctx, e.pgURL, schema, "", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	other := e.otherSchema()
+	pool := e.oneConnection()
 	if err := pgx.BeginFunc(e.ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(e.ctx, "SET LOCAL search_path TO "+other); err != nil {
 			return err
@@ -245,4 +213,37 @@ func TestWriteUsesTheTransactionsSearchPath(t *testing.T) {
 	if there != "there" || here != "here" {
 		t.Errorf("the other schema's lily_outbox holds %q, the pool's %q; want \"there\" and \"here\"", there, here)
 	}
+}
+
+// otherSchema makes a schema of the test's own beside the env's, dropped at
+// its end, with a lily_outbox migrated in it: another service's, or
+// another tenant's.
+func (e *env) otherSchema() string {
+	e.t.Helper()
+	other := "lily_outbox_test_other_" + name()
+	if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+other); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+other+" CASCADE"); err != nil {
+			e.t.Error(err)
+		}
+	})
+	if err := pgoutbox.Migrate(e.ctx, e.poolIn(other)); err != nil {
+		e.t.Fatal(err)
+	}
+	return other
+}
+
+// oneConnection is a pool of one connection on the env's schema: every
+// statement sent through it meets the session state the one before left.
+func (e *env) oneConnection() *pgxpool.Pool {
+	e.t.Helper()
+	schema := e.pool.Config().ConnConfig.RuntimeParams["search_path"]
+	pool, err := pgschema.Pool(e.ctx, e.pgURL, schema, "", 1)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Close)
+	return pool
 }
