@@ -72,6 +72,11 @@ func catalogue(t *testing.T) []hostileMessage {
 
 	// What amqp091-go v1.17 refuses to decode, closing its connection.
 	plain("tables-nested-33-deep", "quarantined", func(p *amqp.Publishing) { p.Headers["deep"] = nestedTables(33) })
+	// Both: the record says why the client could not read it.
+	plain("tables-nested-33-deep-on-a-body-over-the-limit", "quarantined", func(p *amqp.Publishing) {
+		p.Body = []byte(`{"order_id":"` + strings.Repeat("x", 5000) + `"}`)
+		p.Headers["deep"] = nestedTables(33)
+	})
 	plain("arrays-nested-33-deep", "quarantined", func(p *amqp.Publishing) { p.Headers["deep"] = nestedArrays(33) })
 	plain("a-table-of-8193-entries", "quarantined", func(p *amqp.Publishing) {
 		for i := range 8192 {

@@ -93,11 +93,13 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 		// header.
 		env = nil
 		o.Rejection, o.Reason = outcome.RejectPoison, "quarantined: "+quarantined.Why
+	case quarantined.Why != "":
+		// The guard read the stand-in header, not the delivery's own. Before
+		// the body's size: the settlement is the same NACK, and the record
+		// keeps why the client could not read the delivery.
+		o.Rejection, o.Reason = outcome.RejectQuarantined, quarantined.Why
 	case verdict == guard.Oversized:
 		o.Rejection, o.Reason = outcome.RejectOversized, reason
-	case quarantined.Why != "":
-		// The guard read the stand-in header, not the delivery's own.
-		o.Rejection, o.Reason = outcome.RejectQuarantined, quarantined.Why
 	case verdict == guard.Poison:
 		o.Rejection, o.Reason = outcome.RejectPoison, reason
 	default:
