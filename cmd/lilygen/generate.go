@@ -39,6 +39,8 @@ and LEFTOVER-KEPT (a leftover not deleted). In a Go package:
   //go:generate go tool lilygen generate orders.lily.yaml`,
 	flags: func(*flag.FlagSet) func(*env) int {
 		return func(e *env) int {
+			// Nothing is written unless every schema read: the old
+			// output is what still builds.
 			targets, ok := e.generate("generate")
 			if !ok {
 				return exitUsage
@@ -63,11 +65,14 @@ github-actions it prints one STALE-OUTPUT diagnostic per file instead. In CI:
 with its root).`,
 	flags: func(*flag.FlagSet) func(*env) int {
 		return func(e *env) int {
+			// The schemas that read are checked even when another did
+			// not: one schema half edited hides nothing of the others.
 			targets, ok := e.generate("check")
+			code := e.check(targets)
 			if !ok {
 				return exitUsage
 			}
-			return e.check(targets)
+			return code
 		}
 	},
 }
@@ -104,45 +109,55 @@ func (t target) refusal(err error) string {
 	return fmt.Sprintf("%s exists and %s, so %s leaves it alone: move it, or change the schema's output or package", t.path, why, t.schema)
 }
 
-// generate reads every schema and renders its file.
+// generate reads every schema and renders its files, with each schema's
+// leftovers. It returns the targets of the schemas that read and rendered,
+// and whether every one did: check goes on with those, while generate
+// writes nothing unless all did. A schema that failed has no leftovers
+// searched for, since none of its files is among the targets, and the
+// files it generated are no other schema's leftover or orphan either.
 func (e *env) generate(name string) ([]target, bool) {
 	if !e.needSchemas(name) {
 		return nil, false
 	}
 	var targets []target
-	ok := true
+	var loaded, failed []string
 	bySchema := map[string]string{}
 	for _, name := range e.args {
 		f, good := e.loadOne(name)
 		if !good {
-			ok = false
+			failed = append(failed, name)
 			continue
 		}
 		outs, err := outputs(f)
 		if err != nil {
 			say(e.stderr, "lilygen: %v", err)
-			ok = false
+			failed = append(failed, name)
 			continue
 		}
+		var own []target
 		for _, out := range outs {
 			path := filepath.Join(filepath.Dir(name), filepath.FromSlash(out.Path))
 			if prev, dup := bySchema[path]; dup {
 				say(e.stderr, "lilygen: %s and %s both generate %s", prev, name, path)
-				ok = false
+				good = false
 				continue
 			}
 			bySchema[path] = name
-			targets = append(targets, target{path: path, schema: name, content: out.Content})
+			own = append(own, target{path: path, schema: name, content: out.Content})
 		}
-	}
-	if !ok {
-		return nil, false
+		if !good {
+			failed = append(failed, name)
+			continue
+		}
+		loaded = append(loaded, name)
+		targets = append(targets, own...)
 	}
 	// A file one schema deletes is not named again for another, nor one
 	// named twice.
 	var claimed, unclaimed []target
-	for _, name := range e.args {
-		for _, t := range leftovers(name, targets) {
+	skip := newFileSet(failed)
+	for _, name := range loaded {
+		for _, t := range leftovers(name, targets, skip) {
 			if t.kept == "" {
 				claimed = append(claimed, t)
 			} else {
@@ -157,7 +172,7 @@ func (e *env) generate(name string) ([]target, bool) {
 			targets = append(targets, t)
 		}
 	}
-	return targets, true
+	return targets, len(failed) == 0
 }
 
 // outputs are the files schema f generates: its Go file, and the AsyncAPI

@@ -140,7 +140,10 @@ func (e *env) needSchemas(name string) bool {
 }
 
 // loadAll reads and checks every schema the command named, printing every
-// problem of every file before it fails, so that one run shows them all.
+// problem of every file, so that one run shows them all. It returns the
+// schemas that loaded, and whether all did (and one was named at all): a
+// command may go on with those, so that one schema half edited hides
+// nothing of the others.
 func (e *env) loadAll(name string) ([]*schema.File, bool) {
 	if !e.needSchemas(name) {
 		return nil, false
@@ -149,7 +152,10 @@ func (e *env) loadAll(name string) ([]*schema.File, bool) {
 	ok := true
 	for _, name := range e.args {
 		f, good := e.loadOne(name)
-		ok = ok && good
+		if !good {
+			ok = false
+			continue
+		}
 		files = append(files, f)
 	}
 	return files, ok

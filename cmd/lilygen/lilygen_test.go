@@ -405,6 +405,28 @@ func TestOrphanOfARenamedSchema(t *testing.T) {
 	}
 }
 
+// A schema named that cannot be read (here, not there at all) fails the
+// run, and the others are still checked; the files that record it are its
+// own, not orphans of the schemas that were read.
+func TestCheckLeavesTheFilesOfAnUnreadSchema(t *testing.T) {
+	dir := shopModule(t)
+	writeFile(t, filepath.Join(dir, "o2.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen2", 1))
+	if code, _, stderr := lilygen(t, dir, "generate", "o2.lily.yaml"); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, stderr)
+	}
+	if err := os.Rename(filepath.Join(dir, "o2.lily.yaml"), filepath.Join(dir, "o2.lily.yml")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "o3.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen3", 1))
+	code, stdout, stderr := lilygen(t, dir, "check", "o3.lily.yaml", "o2.lily.yaml")
+	if missing := filepath.Join("gen3", "pingmsg.lily.go") + " is missing"; code != exitUsage || !strings.Contains(stderr, "o2.lily.yaml: ") || !strings.Contains(stderr, missing) {
+		t.Errorf("check: exit %d, want 2 with o2.lily.yaml's error and %s\n%s%s", code, missing, stdout, stderr)
+	}
+	if orphan := filepath.Join("gen2", "pingmsg.lily.go"); strings.Contains(stdout+stderr, orphan) {
+		t.Errorf("check names %s, which records the schema it could not read\n%s%s", orphan, stdout, stderr)
+	}
+}
+
 // A schema of the same name that cannot be read says nothing of what it
 // generates: a file that names the schema's file name as its source, but
 // not its path, is still named, with the schema that could not be read.

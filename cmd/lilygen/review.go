@@ -24,16 +24,18 @@ Rules:
 ` + ruleList(func(r rules.Rule) bool { return r.Category == rules.Lint }),
 	flags: func(*flag.FlagSet) func(*env) int {
 		return func(e *env) int {
+			// The schemas that loaded are linted even when another did
+			// not: one schema half edited hides no finding of the others.
 			files, ok := e.loadAll("lint")
-			if !ok {
-				return exitUsage
-			}
 			var found []review.Finding
 			for _, f := range files {
 				found = append(found, review.Lint(f, time.Now())...)
 			}
 			e.format.findings(e.stdout, found, nil)
-			if len(found) > 0 {
+			switch {
+			case !ok:
+				return exitUsage
+			case len(found) > 0:
 				return exitFindings
 			}
 			return exitOK

@@ -44,7 +44,12 @@ func generatedName(path string) bool {
 // schema of that name (a namesake), names too: nothing proves it is this
 // schema's, so it is named, never deleted, unless a namesake generates it
 // now or stands in a directory between the two (that one owns it).
-func leftovers(name string, targets []target) []target {
+//
+// A file that records one of the schemas in failed (of this run, which
+// could not be read) is left out: it is that schema's, whatever it
+// generates once it reads again, and no orphan, even when that schema is
+// not there.
+func leftovers(name string, targets []target, failed fileSet) []target {
 	root, base, self := absolute(filepath.Dir(name)), filepath.Base(name), newFileSet([]string{name})
 	area := moduleRoot(root)
 	if area == "" {
@@ -72,6 +77,9 @@ func leftovers(name string, targets []target) []target {
 		case !ok:
 		case p.schema != "":
 			at := p.schemaAt(path)
+			if failed.has(at) {
+				return
+			}
 			if self.has(at) {
 				out = append(out, target{path: fromHere(path), schema: name})
 			} else if _, err := os.Stat(at); errors.Is(err, fs.ErrNotExist) {
