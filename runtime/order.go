@@ -295,22 +295,17 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 			}
 			s.awaitCancelAtStop(r)
 		}
-		if why := laneStopped(s, r); why != "" || s.gen.Revoked() {
+		if why := laneStopped(s, r); why != "" {
 			if took {
 				<-r.slots
 			}
-			if why != "" {
-				why = "not started: " + why + " while it waited for a slot"
-				if spent && !closed(r.stopping) && !closed(r.aborted) {
-					// The recycle its spent budget waited for; a stop or an
-					// abort says so itself.
-					why = decide.SpentWaiting
-				}
-				requeue(why)
+			if spent && why == intakeStopped && !closed(r.stopping) && !closed(r.aborted) {
+				// The recycle its spent budget waited for; a stop, an abort
+				// or a loss says so itself.
+				requeue(decide.SpentWaiting)
 				return
 			}
-			c.notStarted(r, s.gen, d, env, "not started: its session was lost while it waited for its order key")
-			r.waiting.Done() // recorded
+			requeue("not started: " + why + " while it waited for a slot")
 			return
 		}
 		sl := &slot{slots: r.slots}
@@ -359,15 +354,25 @@ func (c *Consumer) laneSlot(r *run, s *session, by time.Time) (took, spent bool)
 }
 
 // laneStopped says why an ordered delivery that has not started must not:
-// intake was cancelled (the stop, a recycle, the recycle bound of a session
-// the broker cancelled; at the stop, a session the broker cancelled or lost
-// has its intake ended already) or the consumer aborted; "" when neither.
+// its session was lost (its channel or connection: its authority revoked,
+// so its requeue cannot be sent, and the broker redelivers it), intake was
+// cancelled (the stop, a recycle, the recycle bound of a session the broker
+// cancelled; at the stop, a session the broker cancelled has its intake
+// ended already) or the consumer aborted; "" when none. A loss is told
+// first, whatever came with it: it is what leaves the delivery unresolved.
 func laneStopped(s *session, r *run) string {
 	switch {
+	case s.broken.Load(), s.gen.Revoked() && !closed(r.stopping):
+		// Before the stop only a loss revokes a session.
+		return "its session was lost"
 	case closed(s.cancelled), closed(r.stopping) && closed(s.lost):
-		return "intake stopped"
-	case closed(r.aborted):
+		return intakeStopped
+	case closed(r.aborted), s.gen.Revoked():
+		// At the stop, the final abort revokes every session, then says so.
 		return "the consumer aborted"
 	}
 	return ""
 }
+
+// intakeStopped is laneStopped's word for an intake cancelled.
+const intakeStopped = "intake stopped"

@@ -83,6 +83,77 @@ func TestOrderedWaiterOfALostSessionTakesNoSlot(t *testing.T) {
 	}
 }
 
+// An ordered delivery whose channel is lost while it waits is not started,
+// and its record, unresolved, says its session was lost, and which wait it
+// was in: whether the stop comes before its turn, or after a broker cancel
+// that had left the channel healthy, or neither.
+func TestOrderedWaiterOfALostSessionSaysSo(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	spec := laneSpec()
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
+		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) {
+			mu.Lock()
+			got = append(got, string(rec.Path)+": "+rec.Reason)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		forKey  = string(PathUnresolved) + ": not started: its session was lost while it waited for its order key"
+		forSlot = string(PathUnresolved) + ": not started: its session was lost while it waited for a slot"
+	)
+	for _, tc := range []struct {
+		name         string
+		slot, stop   bool // it waits for a slot (else for its key); the stop comes before its turn
+		cancelledToo bool // the broker had cancelled the consumer first
+		want         string
+	}{
+		{"key, stop", false, true, false, forKey},
+		{"key, cancelled, stop", false, true, true, forKey},
+		{"key", false, false, false, forKey},
+		{"slot, stop", true, true, false, forSlot},
+		{"slot", true, false, false, forSlot},
+		{"slot, cancelled", true, false, true, forSlot},
+	} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		r, s := laneSession(c)
+		s.lostAfterCancel = func(error) {}
+		leaveHead := func() {}
+		if tc.slot {
+			r.slots <- struct{}{} // another key's delivery holds the only slot
+		} else {
+			_, leaveHead = r.lanes.enter(laneKey{key: "b"}) // the key's head runs on
+		}
+		// One the guard passes, which takes its key's lane.
+		(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-1", Type: "t", ContentType: "application/json",
+			Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}}, quarantine.Verdict{})
+		time.Sleep(20 * time.Millisecond) // it waits
+		if tc.cancelledToo {
+			s.lose(errCancelled)
+		}
+		s.broke(&amqp.Error{Code: amqp.ChannelError, Reason: "gone"})
+		if tc.stop {
+			close(r.stopping)
+		}
+		leaveHead()
+		if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+			t.Fatalf("%s: the delivery never ended", tc.name)
+		}
+		mu.Lock()
+		if !slices.Equal(got, []string{tc.want}) {
+			t.Errorf("%s: records %q, want %q", tc.name, got, tc.want)
+		}
+		mu.Unlock()
+		if tc.slot {
+			<-r.slots
+		}
+	}
+}
+
 // OrderKey, user code, reads only what the guard passed: a delivery over the
 // body limit, one whose headers break their bounds and one the connection's
 // filter quarantined are refused without a call.

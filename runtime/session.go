@@ -36,6 +36,10 @@ type session struct {
 	// authority at that moment.
 	lost chan struct{}
 	why  error
+	// broken is set as the session's authority is revoked for its channel
+	// or connection's loss (revokeLost), not the final abort's: what waits
+	// on it then tells the loss.
+	broken atomic.Bool
 	// lostAfterCancel tells of a loss that follows a consumer cancel: the
 	// session was already lost, and only this says the channel went too.
 	lostAfterCancel func(why error)
@@ -179,7 +183,7 @@ var errLinkKilled = &amqp.Error{Code: amqp.ConnectionForced, Reason: "Lily close
 // broke revokes the session's authority: the broker closed its channel or
 // connection with err.
 func (s *session) broke(err *amqp.Error) {
-	s.gen.Revoke()
+	s.revokeLost()
 	if s.released.Load() {
 		return // its end was judged, and its closing may take the connection
 	}
@@ -190,6 +194,13 @@ func (s *session) broke(err *amqp.Error) {
 	if !s.lose(why) {
 		s.lostAfterCancel(why)
 	}
+}
+
+// revokeLost revokes the session's authority: its channel or connection
+// was lost.
+func (s *session) revokeLost() {
+	s.broken.Store(true)
+	s.gen.Revoke()
 }
 
 // lose marks the session lost for why and reports true, unless it already
@@ -504,7 +515,7 @@ func (s *session) stopProver() {
 // lost ends a session that died under us: its authority is revoked, its
 // unproven ACKs are ambiguous, and its connection is released.
 func (c *Consumer) lost(r *run, s *session, why error) {
-	s.gen.Revoke()
+	s.revokeLost()
 	s.stopProver()
 	s.gen.Settler.Close()
 	c.intakeLost(r, s.gen.ID, why)
