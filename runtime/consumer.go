@@ -184,6 +184,13 @@ type run struct {
 	aborted chan struct{}
 	// stopping is closed when intake stops; requeue pauses end early then.
 	stopping chan struct{}
+	// stopCancelled is closed once stop intake's cancel of the consuming
+	// session has returned (answered, or failed), or as the shutdown begins
+	// when no session consumed: a requeue decided at the stop, on any of the
+	// run's sessions, waits for it (awaitCancelAtStop), or the broker could
+	// hand the message straight to the consuming session.
+	stopCancelled     chan struct{}
+	stopCancelledOnce sync.Once
 	// stopAt is when intake began to stop, from which the grace counts (the
 	// Run goroutine's alone).
 	stopAt   time.Time
@@ -254,6 +261,10 @@ func (r *run) pause(d time.Duration, lost <-chan struct{}) bool {
 	}
 	return false
 }
+
+// cancelledAtStop says stop intake's cancel has returned, or that there
+// was none to send.
+func (r *run) cancelledAtStop() { r.stopCancelledOnce.Do(func() { close(r.stopCancelled) }) }
 
 func (r *run) newGeneration() *settle.Generation {
 	r.mu.Lock()
@@ -522,6 +533,8 @@ func (c *Consumer) newRun() *run {
 		aborted:   make(chan struct{}),
 		stuck:     stuckHandlers{slots: c.spec.Concurrency},
 		failing:   newHandoffFailures(c.policy),
+
+		stopCancelled: make(chan struct{}),
 	}
 }
 

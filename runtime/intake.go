@@ -192,6 +192,7 @@ func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 		}
 	}()
 	_ = c.cancelIntake(r, s, held, "received but not started before shutdown")
+	r.cancelledAtStop()
 	close(stopped)
 	<-watched
 	end()

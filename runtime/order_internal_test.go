@@ -154,6 +154,94 @@ func TestOrderedWaiterOfALostSessionSaysSo(t *testing.T) {
 	}
 }
 
+// nackAcker records the tags it is asked to NACK.
+type nackAcker struct {
+	mu    sync.Mutex
+	nacks []uint64
+}
+
+func (a *nackAcker) Ack(uint64, bool) error { return nil }
+func (a *nackAcker) Nack(tag uint64, _, _ bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nacks = append(a.nacks, tag)
+	return nil
+}
+
+func (a *nackAcker) sent() []uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.nacks)
+}
+
+// An ordered delivery still waiting on a session the broker cancelled
+// (retired, its channel healthy) when the consumer stops is requeued only
+// once stop intake's cancel of the consuming session has returned: sent
+// before, the broker could hand it straight to the consuming session,
+// behind its key's later messages. Whether it waited for a slot or for its
+// key.
+func TestOrderedRetiredWaiterIsRequeuedAfterTheStopsCancel(t *testing.T) {
+	var mu sync.Mutex
+	var reasons []string
+	spec := laneSpec()
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
+		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) {
+			mu.Lock()
+			reasons = append(reasons, rec.Reason)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, slot := range []bool{true, false} {
+		mu.Lock()
+		reasons = nil
+		mu.Unlock()
+		r := c.newRun()
+		gen := r.newGeneration()
+		acker := &nackAcker{}
+		gen.Settler = settle.NewSettler(acker, gen, 4)
+		retired := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+		retired.lose(errCancelled) // the broker cancelled it; its channel is healthy
+		leaveHead := func() {}
+		if slot {
+			r.slots <- struct{}{} // another key's delivery holds the only slot
+		} else {
+			_, leaveHead = r.lanes.enter(laneKey{key: "b"}) // the key's head runs on
+		}
+		(&laneIntake{c: c, r: r, s: retired}).take(&amqp.Delivery{DeliveryTag: 7, MessageId: "b-0", Type: "t", ContentType: "application/json",
+			Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}}, quarantine.Verdict{})
+		time.Sleep(20 * time.Millisecond) // it waits
+		// The stop begins; its cancel of the consuming session is not
+		// answered yet.
+		close(r.stopping)
+		leaveHead()
+		time.Sleep(100 * time.Millisecond)
+		if sent := acker.sent(); len(sent) > 0 {
+			t.Fatalf("slot %v: NACKed %v before the stop's cancel was answered", slot, sent)
+		}
+		r.cancelledAtStop()
+		if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+			t.Fatalf("slot %v: the delivery never ended", slot)
+		}
+		if sent := acker.sent(); !slices.Equal(sent, []uint64{7}) {
+			t.Errorf("slot %v: NACKed %v, want [7]", slot, sent)
+		}
+		want := "not started: intake stopped while it waited for its order key"
+		if slot {
+			want = "not started: intake stopped while it waited for a slot"
+		}
+		mu.Lock()
+		if !slices.Equal(reasons, []string{want}) {
+			t.Errorf("slot %v: reasons %q, want %q", slot, reasons, want)
+		}
+		mu.Unlock()
+		if slot {
+			<-r.slots
+		}
+	}
+}
+
 // OrderKey, user code, reads only what the guard passed: a delivery over the
 // body limit, one whose headers break their bounds and one the connection's
 // filter quarantined are refused without a call.
@@ -319,7 +407,8 @@ func TestOrderedWaiterSpentAtTheStopSaysStopped(t *testing.T) {
 	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-0", Headers: amqp.Table{"k": "b"}}, quarantine.Verdict{})
 	time.Sleep(50 * time.Millisecond) // its budget is spent: it waits for the recycle
 	close(r.stopping)
-	s.endWaiting() // the stop's cancel
+	s.endWaiting()      // the stop's cancel
+	r.cancelledAtStop() // has returned
 	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
 		t.Fatal("the delivery never ended")
 	}

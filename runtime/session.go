@@ -101,10 +101,15 @@ type session struct {
 
 // awaitCancelAtStop waits, once the consumer stops, until the session's
 // intake has ended (our cancel answered, or failed; the broker's cancel;
-// the channel lost) or the consumer aborts: what goes back to the queue at
-// the stop goes after the cancel, as what was received and not started
-// does, or the broker would hand it straight back to this consumer. s is
-// nil in a trial, which has no cancel to wait for.
+// the channel lost), and then until stop intake's cancel of the consuming
+// session, which may be another, has returned; or until the consumer
+// aborts. What goes back to the queue at the stop goes after the cancel, as
+// what was received and not started does, or the broker would hand it
+// straight back to this consumer: a session the broker cancelled earlier
+// (retired) has its intake ended already, but its requeue, sent before the
+// stop's cancel, would reach the consuming session, behind its key's later
+// messages. A session whose authority is revoked sends nothing, and waits
+// no longer. s is nil in a trial, which has no cancel to wait for.
 func (s *session) awaitCancelAtStop(r *run) {
 	if s == nil || !closed(r.stopping) {
 		return
@@ -112,6 +117,13 @@ func (s *session) awaitCancelAtStop(r *run) {
 	select {
 	case <-s.cancelled:
 	case <-s.lost:
+	case <-s.gen.Ended():
+		return
+	case <-r.aborted:
+		return
+	}
+	select {
+	case <-r.stopCancelled:
 	case <-s.gen.Ended():
 	case <-r.aborted:
 	}

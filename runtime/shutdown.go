@@ -41,6 +41,9 @@ import (
 // s is nil when no session is open (lost, not yet reconnected).
 func (c *Consumer) shutdown(r *run, s *session) *Report {
 	r.stopOnce.Do(func() { close(r.stopping) })
+	// Without a consuming session there was no cancel to wait for; with
+	// one, stop intake has said so already.
+	r.cancelledAtStop()
 	finished := waitChan(&r.deliveries)
 	forced := r.forced
 	if forced == nil {
