@@ -1,21 +1,16 @@
 package runtime
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/trial"
-	"github.com/lily-mq/lily/topology"
 )
 
 // firstAckFails confirms every handoff and fails the first ACK written with
@@ -62,27 +57,14 @@ func TestConfirmKeptAfterAFailedAck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			spec := QueueSpec{
-				Name: "kept-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "kept-test.dlq"},
-				Prefetch: 2, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
-			}
+			spec := refusingSpec("kept-test")
+			spec.Prefetch = 2
 			var calls atomic.Int32
-			refuse := func(context.Context, RawDelivery) error {
-				calls.Add(1)
-				return Permanent(errors.New("refused"))
-			}
-			c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: refuse},
-				Config{Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := refusingConsumer(t, spec, "t", Config{}, &calls)
 			b := &firstAckFails{ackErr: tc.ackErr}
 			j := trial.Open(c, b)
 			defer j.Close()
-			deliver := func(tag uint64) Record {
-				return j.Deliver(&amqp.Delivery{DeliveryTag: tag, Redelivered: tag > 1, MessageId: "m-1", Type: "t",
-					ContentType: "application/json", Headers: amqp.Table{guard.HeaderVersion: int32(1)}, Body: []byte(`{}`)}).(Record)
-			}
+			deliver := func(tag uint64) Record { return j.Deliver(versionOne(tag)).(Record) }
 			first := deliver(1)
 			if first.Path != PathUnresolved || first.Handoff != "confirmed" || first.Handler != "permanent" {
 				t.Fatalf("first record %+v; want unresolved after a confirmed handoff", first)

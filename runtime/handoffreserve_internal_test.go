@@ -1,9 +1,6 @@
 package runtime
 
 import (
-	"context"
-	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -11,10 +8,8 @@ import (
 
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
-	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/trial"
-	"github.com/lily-mq/lily/topology"
 )
 
 // lateAnswer stands for a slow destination (a quorum queue waiting for its
@@ -55,25 +50,17 @@ func TestHandoffConfirmWaitLeavesTheSettlement(t *testing.T) {
 		t.Run(tc.status.String(), func(t *testing.T) {
 			t.Parallel()
 			const step = 100 * time.Millisecond
-			spec := QueueSpec{
-				Name: "reserve-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "reserve-test.dlq"},
-				Prefetch: 1, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: 10 * time.Millisecond,
-			}
+			spec := refusingSpec("reserve-test")
+			spec.HandlerTimeout = 10 * time.Millisecond
 			// The least budget NewConsumer takes: the handoff starts with
 			// a little more than its reserve.
 			spec.SettlementBudget = spec.HandlerTimeout + 4*step + decide.HandoffReserve
-			refuse := func(context.Context, RawDelivery) error { return Permanent(errors.New("refused")) }
-			c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: refuse},
-				Config{Logger: slog.New(slog.DiscardHandler), StepTimeout: step})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := refusingConsumer(t, spec, "t", Config{StepTimeout: step}, nil)
 			j := trial.Open(c, returningBroker{}).(*journeys)
 			defer j.Close()
 			h := lateAnswer{status: tc.status, bounds: make(chan confirm.Bounds, 1)}
 			j.r.handoff = h
-			rec := j.Deliver(&amqp.Delivery{DeliveryTag: 1, MessageId: "m-1", Type: "t", ContentType: "application/json",
-				Headers: amqp.Table{guard.HeaderVersion: int32(1)}, Body: []byte(`{}`)}).(Record)
+			rec := j.Deliver(versionOne(1)).(Record)
 			b := <-h.bounds
 			if !b.WriteBy.Before(b.Deadline) {
 				t.Errorf("bounds %+v: a copy written at its WriteBy has no time for its confirm", b)

@@ -1,9 +1,6 @@
 package runtime
 
 import (
-	"context"
-	"errors"
-	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -12,10 +9,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
-	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 	"github.com/lily-mq/lily/runtime/internal/trial"
-	"github.com/lily-mq/lily/topology"
 )
 
 // returningBroker returns every handoff as unroutable, as the broker does
@@ -53,20 +48,13 @@ func TestRequeuePauseGrowsForAMessageWithoutAnID(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			spec := QueueSpec{
-				Name: "keyless-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "keyless-test.dlq"},
-				Prefetch: 1, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
-				Messages: tc.messages,
-			}
-			refuse := func(context.Context, RawDelivery) error { return Permanent(errors.New("refused")) }
-			routes := Routes{{Type: "t", Version: 1, ContentType: "application/json"}: refuse}
+			spec := refusingSpec("keyless-test")
+			spec.Messages = tc.messages
+			wireType := "t"
 			if tc.messages != nil {
-				routes = Routes{{Type: "audit.noted", Version: 1, ContentType: "application/json"}: refuse}
+				wireType = "audit.noted"
 			}
-			c, err := NewConsumer(spec, routes, Config{Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := refusingConsumer(t, spec, wireType, Config{}, nil)
 			var mu sync.Mutex
 			var pauses []time.Duration
 			c.hooks.requeuePause = func(d time.Duration) {
@@ -120,11 +108,11 @@ type timedReturns struct {
 	answered, nacked []time.Time
 }
 
-func (b *timedReturns) Publish(_, key string, _ amqp.Publishing) outcome.HandoffEvidence {
+func (b *timedReturns) Publish(exchange, key string, p amqp.Publishing) outcome.HandoffEvidence {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.answered = append(b.answered, time.Now())
-	return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffReturned, Detail: "unroutable"}
+	return returningBroker{}.Publish(exchange, key, p)
 }
 
 func (*timedReturns) Ack(uint64, bool) error { return nil }
@@ -142,23 +130,13 @@ func (b *timedReturns) Nack(uint64, bool, bool) error {
 // handoff's answer (a lower bound, which slowness cannot break).
 func TestRequeueNackWaitsItsPause(t *testing.T) {
 	t.Parallel()
-	spec := QueueSpec{
-		Name: "paced-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "paced-test.dlq"},
-		Prefetch: 1, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
-	}
-	refuse := func(context.Context, RawDelivery) error { return Permanent(errors.New("refused")) }
-	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: refuse},
-		Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := refusingConsumer(t, refusingSpec("paced-test"), "t", Config{}, nil)
 	pauses := make(chan time.Duration, 1)
 	c.hooks.requeuePause = func(d time.Duration) { pauses <- d }
 	b := &timedReturns{}
 	j := trial.Open(c, b)
 	defer j.Close()
-	rec := j.Deliver(&amqp.Delivery{DeliveryTag: 1, MessageId: "m-1", Type: "t", ContentType: "application/json",
-		Headers: amqp.Table{guard.HeaderVersion: int32(1)}, Body: []byte(`{}`)}).(Record)
+	rec := j.Deliver(versionOne(1)).(Record)
 	if rec.Path != PathRequeued || rec.Handoff != "returned" {
 		t.Fatalf("record %+v; want requeued after a returned handoff", rec)
 	}
