@@ -171,10 +171,10 @@ func (r *Relay) Force() {
 // begins no write: a send not yet written (reading its row, waiting for a
 // connection, a slot in the publisher's window, or while the broker blocks
 // publishers) writes nothing, however soon it could, and has its row
-// released for any relay to take at once. It lets the sends written wait for their confirms for 5s
-// at most (at once after Force), then gives them up as Force does: those
-// unconfirmed are possible copies. It deletes the confirmed
-// rows, records the failed ones (within 5s), and returns its
+// released for any relay to take at once. It lets the sends written wait
+// for their confirms for 5s at most (at once after Force), then gives them
+// up as Force does: those unconfirmed are possible copies. It deletes the
+// confirmed rows, records the failed ones (within 5s), and returns its
 // report: Queue is "outbox " and the table, and Counts counts the publishes
 // by what the broker said: "published", "returned", "nacked", "unconfirmed"
 // and "failed" (not written, or a row it could not read); a send given up
