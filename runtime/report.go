@@ -41,7 +41,8 @@ type Report struct {
 	// Lost says why each session ended under the consumer, and why each
 	// connection attempt after it failed; every session after the first
 	// follows one of these. A reason that came again at once is not listed
-	// again: its line ends " (N times in a row)". Past 999, the last line
+	// again: its line ends " (N times in a row)" (and one that came once
+	// but whose own words end so, " (once)"). Past 999, the last line
 	// counts the losses left out: "and N more sessions or connection
 	// attempts lost, not listed".
 	Lost []string `json:"lost,omitempty"`

@@ -148,7 +148,7 @@ func (b *reportBuilder) lostIntake(why string) {
 		b.lastLostTimes++
 		b.r.Lost[len(b.r.Lost)-1] = lostline.Format(why, b.lastLostTimes)
 	case len(b.r.Lost) < maxReported-1:
-		b.r.Lost = append(b.r.Lost, why)
+		b.r.Lost = append(b.r.Lost, lostline.Format(why, 1))
 		b.lastLost, b.lastLostTimes = why, 1
 	default:
 		b.lostOmitted++

@@ -108,6 +108,20 @@ func TestReportCountsAReasonThatComesAgain(t *testing.T) {
 	}
 }
 
+// A reason whose own words end like a count (a peer's error text) and that
+// came once is one loss, in the report's summary and in Serve's.
+func TestReportCountsAReasonThatReadsLikeACountOnce(t *testing.T) {
+	b := &reportBuilder{r: Report{Queue: "q", Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+	b.lostIntake("closed by peer (9999 times in a row)")
+	rep := b.seal("q", 0)
+	if !strings.Contains(rep.String(), "; 1 sessions or connection attempts lost") {
+		t.Errorf("summary %q; want 1 lost", rep.String())
+	}
+	if both := combine([]*Report{rep}); !strings.Contains(both.String(), "; 1 sessions or connection attempts lost") {
+		t.Errorf("combined %q; want 1 lost", both.String())
+	}
+}
+
 // Serve's combined report bounds its lists as one report does, and counts
 // what it leaves out, the parts' own omissions among them; its summary, and
 // each part's, counts every loss, not the lines that list them.

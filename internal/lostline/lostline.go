@@ -16,10 +16,19 @@ import (
 // The end of a line that tells a reason come N times in a row.
 const timesPrefix, timesSuffix = " (", " times in a row)"
 
+// onceSuffix ends the line of a reason that came once and reads like a count.
+const onceSuffix = " (once)"
+
 // Format is the line that tells why came n times in a row: why itself when
-// n is 1 (or less), else "<why> (N times in a row)".
+// n is 1 (or less), else "<why> (N times in a row)". A reason that came once
+// and whose own text ends like a count (a broker's or a peer's words are
+// not ours) gets " (once)" after it, so that Parse does not read its text as
+// N losses.
 func Format(why string, n int) string {
 	if n < 2 {
+		if _, looks := Parse(why); looks > 1 {
+			return why + onceSuffix
+		}
 		return why
 	}
 	return why + timesPrefix + strconv.Itoa(n) + timesSuffix

@@ -12,11 +12,13 @@ func TestFormatAndParse(t *testing.T) {
 		{refused, 1, refused},
 		{refused, 12, refused + " (12 times in a row)"},
 		{"a (b) (2 times in a row)", 3, "a (b) (2 times in a row) (3 times in a row)"},
+		// A reason whose own words end like a count, come once, is one loss.
+		{"x (7 times in a row)", 1, "x (7 times in a row) (once)"},
 	} {
 		if got := Format(tc.why, tc.n); got != tc.line {
 			t.Errorf("Format(%q, %d) = %q, want %q", tc.why, tc.n, got, tc.line)
 		}
-		if why, n := Parse(tc.line); n != tc.n || (n > 1 && why != tc.why) {
+		if why, n := Parse(tc.line); n != tc.n || (n > 1 && why != tc.why) || (n == 1 && why != tc.line) {
 			t.Errorf("Parse(%q) = %q, %d; want %q, %d", tc.line, why, n, tc.why, tc.n)
 		}
 	}
