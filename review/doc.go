@@ -299,9 +299,12 @@ func codeCell(s string) string {
 // code writes s as a Markdown code span outside a table, where GFM would
 // show a backslash before a pipe: fenced by one backtick more than the
 // longest run of them in s, and padded when s starts or ends with one, so
-// that a name holding a backtick stays whole. A line break becomes a space,
-// as it would end a heading or list item.
+// that a name holding a backtick stays whole, or when it starts and ends
+// with a space, which CommonMark strips once from each end of a span, so
+// that a value such as " x " keeps them. A line break becomes a space, as
+// it would end a heading or list item.
 func code(s string) string {
+	s = strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
 	longest, run := 0, 0
 	for _, r := range s {
 		if r == '`' {
@@ -312,10 +315,11 @@ func code(s string) string {
 		}
 	}
 	fence, pad := strings.Repeat("`", longest+1), ""
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+	spaced := strings.HasPrefix(s, " ") && strings.HasSuffix(s, " ") && strings.Trim(s, " ") != ""
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") || spaced {
 		pad = " "
 	}
-	return fence + pad + strings.NewReplacer("\n", " ", "\r", " ").Replace(s) + pad + fence
+	return fence + pad + s + pad + fence
 }
 
 func ownership(external bool) string {

@@ -17,6 +17,10 @@ func TestCodeSpanHoldsAnyName(t *testing.T) {
 		"two``ticks`":     "``` two``ticks` ```",
 		"line\nbreaker":   "`line breaker`",
 		"line\r\nbreaker": "`line  breaker`",
+		" spaced ":        "`  spaced  `",
+		" lead":           "` lead`",
+		"   ":             "`   `",
+		"\nbroken\n":      "`  broken  `",
 	} {
 		if got := code(name); got != want {
 			t.Errorf("code(%q) = %s, want %s", name, got, want)
