@@ -147,18 +147,19 @@ const lockWait = 10 * time.Second
 
 // isCurrent reports whether lily_outbox exists with every migration's
 // column and index. It reads the catalog alone: it takes no lock on the
-// table.
+// table. The indexes are looked for on the table the search_path finds,
+// not by their names through the path: another schema further down it may
+// hold indexes of the same names, on its own lily_outbox.
 func isCurrent(ctx context.Context, db interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (bool, error) {
 	var current bool
 	err := db.QueryRow(ctx, `SELECT to_regclass('lily_outbox') IS NOT NULL
 		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('lily_outbox') AND attname = 'retry_at' AND NOT attisdropped)
-		AND to_regclass('lily_outbox_order_key') IS NOT NULL
 		AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('lily_outbox') AND attname = 'behind' AND NOT attisdropped)
-		AND to_regclass('lily_outbox_untried_head') IS NOT NULL
-		AND to_regclass('lily_outbox_behind') IS NOT NULL
-		AND to_regclass('lily_outbox_retry') IS NOT NULL`).Scan(&current)
+		AND (SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE i.indrelid = to_regclass('lily_outbox')
+			AND c.relname IN ('lily_outbox_order_key', 'lily_outbox_untried_head', 'lily_outbox_behind', 'lily_outbox_retry')) = 4`).Scan(&current)
 	if err != nil {
 		return false, fmt.Errorf("pgoutbox: migrate: %w", err)
 	}

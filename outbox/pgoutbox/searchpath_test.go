@@ -184,6 +184,58 @@ func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
 	}
 }
 
+// Migrate brings the lily_outbox the search_path finds up to date by the
+// indexes on that table, not by indexes of the same names that another
+// schema's lily_outbox further down the path has: with the table first in
+// the path at 001 and another's at 002 behind it, the first got no
+// lily_outbox_retry (the second's was found by name, and isCurrent said
+// current), and 003 dropped the second's lily_outbox_untried.
+func TestMigrateLooksAtTheIndexesOfItsOwnTable(t *testing.T) {
+	e := newEnv(t)
+	n := name()
+	first, second := "lily_outbox_test_first_"+n, "lily_outbox_test_second_"+n
+	if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
+			t.Error(err)
+		}
+	})
+	apply := func(pool *pgxpool.Pool, files ...string) {
+		for _, f := range files {
+			sql, err := os.ReadFile("migrations/" + f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(e.ctx, string(sql)); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+		}
+	}
+	apply(e.poolIn(second), "001_lily_outbox.sql", "002_lily_outbox_retry.sql")
+	apply(e.poolIn(first), "001_lily_outbox.sql")
+	if err := pgoutbox.Migrate(e.ctx, e.poolIn(first+", "+second)); err != nil {
+		t.Fatal(err)
+	}
+	indexes := func(schema string) []string {
+		var names []string
+		if err := e.pool.QueryRow(e.ctx, `SELECT array_agg(c.relname::text ORDER BY c.relname) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE i.indrelid = $1::regclass`, schema+".lily_outbox").Scan(&names); err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	for schema, want := range map[string][]string{
+		first:  {"lily_outbox_behind", "lily_outbox_order_key", "lily_outbox_pkey", "lily_outbox_retry", "lily_outbox_untried_head"},
+		second: {"lily_outbox_order_key", "lily_outbox_pkey", "lily_outbox_retry", "lily_outbox_untried"},
+	} {
+		if diff := cmp.Diff(want, indexes(schema)); diff != "" {
+			t.Errorf("the indexes of %s.lily_outbox (-want +got):\n%s", schema, diff)
+		}
+	}
+}
+
 // Write inserts into the lily_outbox its transaction's search_path finds:
 // a SET LOCAL in the writer's transaction moves that transaction's writes
 // alone, and the next transaction on the same connection writes where the

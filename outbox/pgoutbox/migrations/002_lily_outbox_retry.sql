@@ -22,10 +22,14 @@ BEGIN
     END IF;
     -- 003 replaces this index: on a table that has 003's, building it only
     -- for 003 to drop it again would hold off writes twice.
-    IF to_regclass('lily_outbox_untried') IS NULL AND to_regclass('lily_outbox_untried_head') IS NULL THEN
+    -- Indexes are looked for on this lily_outbox: a schema further down the
+    -- search_path may hold ones of the same names, on its own.
+    IF NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                   WHERE i.indrelid = 'lily_outbox'::regclass AND c.relname IN ('lily_outbox_untried', 'lily_outbox_untried_head')) THEN
         CREATE INDEX lily_outbox_untried ON lily_outbox (id) WHERE attempts = 0;
     END IF;
-    IF to_regclass('lily_outbox_retry') IS NULL THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                   WHERE i.indrelid = 'lily_outbox'::regclass AND c.relname = 'lily_outbox_retry') THEN
         CREATE INDEX lily_outbox_retry ON lily_outbox (retry_at) WHERE attempts > 0;
     END IF;
 END

@@ -19,17 +19,23 @@
 -- replaced: a relay of an earlier version still running reads them by the
 -- primary key until it is replaced.
 DO $$
+DECLARE
+    home text := (SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = 'lily_outbox'::regclass);
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_attribute
                    WHERE attrelid = 'lily_outbox'::regclass AND attname = 'behind' AND NOT attisdropped) THEN
         ALTER TABLE lily_outbox ADD COLUMN behind boolean NOT NULL DEFAULT false; -- held behind an earlier row of its key
     END IF;
-    IF to_regclass('lily_outbox_untried_head') IS NULL THEN
+    -- Indexes are looked for, and dropped, on this lily_outbox: a schema
+    -- further down the search_path may hold ones of the same names, on its own.
+    IF NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                   WHERE i.indrelid = 'lily_outbox'::regclass AND c.relname = 'lily_outbox_untried_head') THEN
         CREATE INDEX lily_outbox_untried_head ON lily_outbox (id) WHERE attempts = 0 AND NOT behind;
     END IF;
-    IF to_regclass('lily_outbox_behind') IS NULL THEN
+    IF NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                   WHERE i.indrelid = 'lily_outbox'::regclass AND c.relname = 'lily_outbox_behind') THEN
         CREATE INDEX lily_outbox_behind ON lily_outbox (order_key, id) WHERE behind;
     END IF;
-    DROP INDEX IF EXISTS lily_outbox_untried;
+    EXECUTE format('DROP INDEX IF EXISTS %s.lily_outbox_untried', home);
 END
 $$;
