@@ -78,7 +78,11 @@ func (f errorFormat) print(w io.Writer, d diag) {
 	if d.Hint != "" {
 		msg += " (" + d.Hint + ")"
 	}
-	if d.Migration != "" {
+	switch {
+	case d.Migration == "":
+	case d.Category == string(rules.Lint):
+		msg += "\nfix: " + d.Migration // labelled as text labels it
+	default:
 		msg += "\nmigration: " + d.Migration
 	}
 	switch {
