@@ -80,9 +80,14 @@ func TestAsyncAPIDocumentNotOverwritten(t *testing.T) {
 func TestAsyncAPIOneSchema(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
-	code, _, stderr := lilygen(t, dir, "asyncapi", "ping.lily.yaml", "ping.lily.yaml")
+	writeFile(t, filepath.Join(dir, "pong.lily.yaml"), minimal)
+	code, _, stderr := lilygen(t, dir, "asyncapi", "ping.lily.yaml", "pong.lily.yaml")
 	if code != exitUsage || !strings.Contains(stderr, "name one schema file") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	// One schema named twice is one schema (distinct).
+	if code, _, stderr := lilygen(t, dir, "asyncapi", "ping.lily.yaml", "./ping.lily.yaml"); code != exitOK {
+		t.Errorf("one schema named twice: exit %d, stderr %q", code, stderr)
 	}
 	code, stdout, _ := lilygen(t, dir, "asyncapi", "--api-version", "0.9.0", "ping.lily.yaml")
 	if code != exitOK || !strings.Contains(stdout, "\n  version: 0.9.0\n") {

@@ -167,6 +167,40 @@ func TestOutputThroughASymlink(t *testing.T) {
 	}
 }
 
+// A schema named again by another link to it in the same directory (its
+// directory reached through a link, a hard link beside it) is read once,
+// by its first name: it generates the same files. A link in another
+// directory is a schema of its own there, generating its files beside it.
+func TestSchemaNamedTwiceThroughLinks(t *testing.T) {
+	dir := shopModule(t)
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	if err := os.Symlink(".", filepath.Join(dir, "here")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, "ping.lily.yaml"), filepath.Join(dir, "hard.lily.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "ping.lily.yaml"), filepath.Join(dir, "other", "ping.lily.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"ping.lily.yaml", filepath.Join("here", "ping.lily.yaml"), "hard.lily.yaml", filepath.Join("other", "ping.lily.yaml")}
+	if code, stdout, stderr := lilygen(t, dir, append([]string{"generate"}, names...)...); code != exitOK || stdout+stderr != "" {
+		t.Fatalf("generate: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, out := range []string{"out/pingmsg.lily.go", "other/out/pingmsg.lily.go"} {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(out)))
+		if err != nil || !bytes.Contains(data, []byte("// Source: ping.lily.yaml\n")) {
+			t.Errorf("%s: %v\n%.300s", out, err, data)
+		}
+	}
+	if code, stdout, stderr := lilygen(t, dir, append([]string{"check"}, names...)...); code != exitOK {
+		t.Errorf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // An output file that is a symbolic link stays one: generate writes the
 // file it names, a file not there yet (a dangling link) too, as a plain
 // write would.

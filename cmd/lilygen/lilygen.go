@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -117,7 +118,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
+	if c.schemas {
+		e.args = distinct(e.args)
+	}
 	return body(e)
+}
+
+// distinct drops each schema file named again, keeping its first name: the
+// same path, cleaned and made absolute (./a.lily.yaml, dir/../a.lily.yaml),
+// or the same file in the same directory by another link (a hard link, a
+// directory reached through a symbolic one), which reads and generates the
+// same files. A file named twice is read once, as go vet vets a package
+// named twice once; a link in another directory is a schema of its own
+// there, generating its files beside it.
+func distinct(names []string) []string {
+	type place struct{ file, dir os.FileInfo }
+	var out []string
+	var places []place
+	seen := map[string]bool{}
+	for _, name := range names {
+		key, err := filepath.Abs(name)
+		if err != nil {
+			key = filepath.Clean(name)
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		file, ferr := os.Stat(name)
+		dir, derr := os.Stat(filepath.Dir(name))
+		if ferr == nil && derr == nil {
+			if slices.ContainsFunc(places, func(p place) bool { return os.SameFile(p.file, file) && os.SameFile(p.dir, dir) }) {
+				continue
+			}
+			places = append(places, place{file, dir})
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // isFile reports whether a names a file, or looks like a schema file's name,

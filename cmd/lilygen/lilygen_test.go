@@ -156,6 +156,36 @@ func TestTwoSchemasOneOutput(t *testing.T) {
 	}
 }
 
+// A schema named twice, by the same path or another spelling of it, is
+// read once, as go vet vets a package named twice once: it is no second
+// schema generating the same files, and its findings print once.
+func TestSchemaNamedTwice(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	names := []string{"ping.lily.yaml", "./ping.lily.yaml", filepath.Join(dir, "ping.lily.yaml"), "out/../ping.lily.yaml"}
+
+	code, _, stderr := lilygen(t, dir, append([]string{"check"}, names...)...)
+	if code != exitFindings || strings.Count(stderr, "is missing") != 1 || strings.Contains(stderr, "both generate") {
+		t.Errorf("check before generate: exit %d, stderr %q", code, stderr)
+	}
+	if code, stdout, stderr := lilygen(t, dir, append([]string{"generate"}, names...)...); code != exitOK || stdout+stderr != "" {
+		t.Fatalf("generate: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := lilygen(t, dir, append([]string{"check"}, names...)...); code != exitOK {
+		t.Errorf("check: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, _ := lilygen(t, dir, append([]string{"lint"}, names...)...)
+	if code != exitFindings || strings.Count(stdout, "[LINT-STRING-UNBOUNDED]") != 1 || !strings.HasPrefix(strings.Split(stdout, "\n")[1], "ping.lily.yaml:") {
+		t.Errorf("lint: exit %d, want one finding, named by the first name\n%s", code, stdout)
+	}
+
+	// A schema that cannot be read is named once too.
+	code, _, stderr = lilygen(t, dir, "check", "gone.lily.yaml", "./gone.lily.yaml")
+	if code != exitUsage || strings.Count(stderr, "gone.lily.yaml") != 1 {
+		t.Errorf("check of a missing schema named twice: exit %d, stderr %q", code, stderr)
+	}
+}
+
 // The example's generated code is committed; it must match its schema.
 func TestExampleIsFresh(t *testing.T) {
 	code, stdout, stderr := lilygen(t, filepath.Join("..", "..", "examples", "orders"), "check", "orders.lily.yaml")
