@@ -231,9 +231,6 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 	if !uses { // a shared type's declaration was read once; a use adds only presence and a default
 		p.typeKeys(key, m, f)
 	}
-	if at == inHeaders && f.Type == Enum {
-		p.headerEnum(key, te.v, m, f, uses)
-	}
 	if at == inHeaders && f.Type == String {
 		p.headerMinLength(key, m, f)
 	}
@@ -356,7 +353,24 @@ func (p *parser) pattern(n *yaml.Node) string {
 	return s
 }
 
+// maxEnumValues and maxEnumValueBytes bound an enum. Each value is a Go
+// constant named after it, a case of the extractor's check, and part of
+// the problem a value outside the enum gets, which lists them all, so the
+// generated file and a consumer's error grow with the values' count and
+// length: a 16 MiB schema of one enum could hold a million values, or one
+// of 16 MiB, each generating several times its size in Go. Real enums are
+// far within both: the 249 ISO 3166 country codes, the 600 IANA time zones. A
+// value within 256 bytes also travels in any header, within the 4096 a
+// consumer's guard takes in one value.
+const (
+	maxEnumValues     = 1000
+	maxEnumValueBytes = 256
+)
+
 // enum reads an enum's values; each gives a Go constant of the enum's type.
+// The value past maxEnumValues is refused, and none after it is read; a
+// value over maxEnumValueBytes is a limit set after lilygen accepted
+// schemas beyond it (limitf), and is read all the same.
 func (p *parser) enum(key *yaml.Node, m map[string]entry, f *Field) {
 	e, ok := m["values"]
 	if !ok {
@@ -372,10 +386,19 @@ func (p *parser) enum(key *yaml.Node, m map[string]entry, f *Field) {
 	}
 	names := []string{f.GoPath}
 	goNames := map[string]*yaml.Node{}
-	for _, item := range items {
+	for i, item := range items {
+		if i == maxEnumValues {
+			p.errorf(item, RuleRange, "%s has more than %d values, the most an enum may have (those after the %dth are not read)",
+				declaring(f, "enum", key), maxEnumValues, maxEnumValues).Hint = "carry the value in a string field with max_length, and check it in the handler"
+			break
+		}
 		s, ok := p.str(item, "an enum value")
 		if !ok {
 			continue
+		}
+		if len(s) > maxEnumValueBytes {
+			p.limitf(item, RuleRange, "enum value %q is %d bytes: at most %d", shorten(s), len(s), maxEnumValueBytes).Hint =
+				"shorten it: it travels in every message that holds it, and names a Go constant"
 		}
 		goName := GoName(s)
 		switch prev, dup := goNames[goName]; {

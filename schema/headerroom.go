@@ -37,25 +37,6 @@ func (p *parser) headerRoom(k *yaml.Node, ver *Version) {
 	}
 }
 
-// headerEnum reports the values of enum header f longer than a
-// consumer's guard takes in one header value: its producer would send
-// what the guard refuses as poison. key names the header and typ is its
-// type; m holds the values when they are written here, not in shared
-// type f.Named. A limit set after lilygen accepted schemas beyond it.
-func (p *parser) headerEnum(key, typ *yaml.Node, m map[string]entry, f *Field, shared bool) {
-	for i, v := range f.Values {
-		if len(v) <= envelope.MaxHeaderValueBytes {
-			continue
-		}
-		why := fmt.Sprintf("is %d bytes: at most %d, the longest header value a consumer's guard accepts", len(v), envelope.MaxHeaderValueBytes)
-		if shared {
-			p.limitf(typ, RuleRange, "enum value %q of type %s, of header %s, %s", shorten(v), f.Named, key.Value, why)
-			continue
-		}
-		p.limitf(valueNode(m["values"].v, v, i), RuleRange, "enum value %q of header %s %s", shorten(v), key.Value, why)
-	}
-}
-
 // headerMinLength reports string header f whose min_length asks for more
 // than a consumer's guard takes in one header value: min_length counts
 // characters and the guard bytes, and a character takes one byte or more,
@@ -69,17 +50,6 @@ func (p *parser) headerMinLength(key *yaml.Node, m map[string]entry, f *Field) {
 	}
 	p.limitf(m["min_length"].v, RuleRange, "min_length %d of header %s asks for at least %d bytes (a character takes one or more): at most %d, the longest header value a consumer's guard accepts",
 		*f.MinLength, key.Value, *f.MinLength, envelope.MaxHeaderValueBytes).Hint = fmt.Sprintf("lower min_length to %d or less, or carry the value in the body", envelope.MaxHeaderValueBytes)
-}
-
-// valueNode is the item of sequence n that holds value v, the i-th value
-// read from it (an item refused before it does not count), or n.
-func valueNode(n *yaml.Node, v string, i int) *yaml.Node {
-	for _, item := range n.Content[i:] {
-		if item.Kind == yaml.ScalarNode && item.Value == v {
-			return item
-		}
-	}
-	return n
 }
 
 // headerValueBytes is the most bytes a value of header f may take as the

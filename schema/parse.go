@@ -30,8 +30,8 @@ func Load(name string) (*File, error) {
 // error is an ErrorList with every problem found in every file, sorted.
 //
 // When every problem is one of a limit that leaves the schema read whole
-// (the room of a version's typed headers, an enum header value or a
-// string header's min_length beyond a consumer's guard, a consumed
+// (the room of a version's typed headers or a string header's min_length
+// beyond a consumer's guard, an enum value over 256 bytes, a consumed
 // version whose narrowest body is over its queue's max_body_bytes, a
 // typed header the broker writes or routes by, a message, shared type or
 // envelope name over 128 bytes), the File comes
@@ -183,6 +183,10 @@ func (p *parser) limitf(n *yaml.Node, rule, format string, args ...any) *Error {
 // problems counts the problems found so far, listed or not: a step that
 // compares the count before and after it sees its own past maxErrors too.
 func (p *parser) problems() int { return len(p.errs) + p.dropped }
+
+// faults counts the problems found so far but the limits (limitf), which
+// leave what they judge read whole.
+func (p *parser) faults() int { return p.problems() - p.limits }
 
 // errorAt reports a problem at a position read before. Past maxErrors the
 // problem is counted, and the caller's hint goes nowhere.

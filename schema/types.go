@@ -91,14 +91,14 @@ func (p *parser) sharedType(name string, ref *yaml.Node) (*Field, int) {
 	// A shared type's Go names start from its own: the depth of the uses
 	// that reach it does not lengthen them. Its height is its own too, and
 	// each use checks that it fits where it is.
-	file, before, depth, deepest := p.name, p.problems(), p.depth, p.deepest
+	file, before, depth, deepest := p.name, p.faults(), p.depth, p.deepest
 	p.name, p.depth, p.deepest = t.file, 0, 0
 	f := p.field(t.k, t.v, name, inType)
 	t.height = p.deepest
 	p.name, p.depth, p.deepest = file, depth, deepest
 	p.reading = p.reading[:len(p.reading)-1]
 	t.state = typeRead
-	if p.problems() == before {
+	if p.faults() == before { // a limit leaves it whole (an enum value's length)
 		t.field = f
 	}
 	return t.field, t.height

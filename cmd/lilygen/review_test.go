@@ -410,6 +410,25 @@ func TestAcknowledgedFindingsPrinted(t *testing.T) {
 	}
 }
 
+// An older revision whose shared enum has a value over the 256 bytes
+// lilygen takes now is compared as it is, the type whole: shortening the
+// value is reported as the enum's change, not as the fields that use the
+// type removed.
+func TestBreakingComparesARevisionWithALongEnumValue(t *testing.T) {
+	dir := t.TempDir()
+	schema := func(value string) string {
+		return strings.NewReplacer("messages:\n", "types:\n  Kind: {type: enum, values: [a, "+value+"]}\nmessages:\n",
+			"id: {type: string, required: true}", "kind: {type: Kind, required: true}").Replace(minimal)
+	}
+	writeFile(t, filepath.Join(dir, "old.lily.yaml"), schema(strings.Repeat("x", 300)))
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), schema("b"))
+	code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "old.lily.yaml", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stderr, "old.lily.yaml:5:34: warning: the older revision, compared as it is, breaks a limit lilygen sets now: enum value") ||
+		!strings.Contains(stdout, "--allow BOUND-NARROWED@Ping.v1.kind") || strings.Contains(stdout, "FIELD-REMOVED") {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // An older revision that lilygen accepted before it set a limit the
 // revision breaks (four string headers without max_length: the typed
 // headers' room) is compared as it is, its problem warned of: the change
