@@ -69,11 +69,13 @@ type evidence struct {
 	reported []reported
 }
 
-// reported is what some consumers recorded, every record, and reported.
+// reported is what some consumers recorded, every record, and reported,
+// and the ACKs they logged never proven (ack-ambiguous), by attempt.
 type reported struct {
-	name    string // the consumer process's, or "" for the run's consumers
-	records []runtime.Record
-	reports []*runtime.Report
+	name      string // the consumer process's, or "" for the run's consumers
+	records   []runtime.Record
+	reports   []*runtime.Report
+	ambiguous map[workKey]int
 }
 
 // evidence gathers what r saw for the accounting.

@@ -749,6 +749,10 @@ func TestReportsMustAgreeWithTheRecords(t *testing.T) {
 		rep.PossibleCopies = copies
 		return rep
 	}
+	proven := func(rep *runtime.Report, n int) *runtime.Report {
+		rep.AcksProven = n
+		return rep
+	}
 	handedOff := handedOffUnacked(1, "q.retry")
 	nacked := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRequeued, Handler: "permanent", Handoff: "nacked", Destination: dlq}
 	for _, c := range []struct {
@@ -758,21 +762,21 @@ func TestReportsMustAgreeWithTheRecords(t *testing.T) {
 		want    []string
 	}{
 		{"agreeing, with one in flight at the final abort", []runtime.Record{acked(1), unresolved},
-			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}, unresolved, inFlight)}, nil},
+			[]*runtime.Report{proven(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}, unresolved, inFlight), 1)}, nil},
 		{"a settled delivery listed as unresolved", []runtime.Record{acked(1)},
-			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathUnresolved: 1}, unresolved)},
+			[]*runtime.Report{proven(report(map[runtime.Path]int{runtime.PathUnresolved: 1}, unresolved), 1)},
 			[]string{"the reports count 0 deliveries acked, the records 1", "the reports count 1 deliveries unresolved, the records 0"}},
 		{"an unresolved delivery counted as acked and not listed", []runtime.Record{unresolved},
 			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathAcked: 1})},
 			[]string{"m1 attempt 1 ended unresolved, and no report lists it", "the reports count 1 deliveries acked, the records 0", "the reports count 0 deliveries unresolved, the records 1"}},
 		// A list cut short is not checked; the counts always are.
 		{"a miscount beside a report that left some out", []runtime.Record{acked(1), unresolved},
-			[]*runtime.Report{report(map[runtime.Path]int{runtime.PathAcked: 3, runtime.PathUnresolved: 1}), cutShort(report(nil), 1)},
+			[]*runtime.Report{proven(report(map[runtime.Path]int{runtime.PathAcked: 3, runtime.PathUnresolved: 1}), 1), cutShort(report(nil), 1)},
 			[]string{"the reports count 3 deliveries acked, the records 1"}},
 		{"one in flight at the final abort, left out", []runtime.Record{acked(1)},
-			[]*runtime.Report{cutShort(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 1}), 1)}, nil},
+			[]*runtime.Report{proven(cutShort(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 1}), 1), 1)}, nil},
 		{"more in flight at the final abort than left out", []runtime.Record{acked(1)},
-			[]*runtime.Report{cutShort(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}), 1)},
+			[]*runtime.Report{proven(cutShort(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}), 1), 1)},
 			[]string{"the reports count 2 deliveries unresolved, the records 0"}},
 		// A handoff copy that may repeat is listed among the possible copies.
 		{"a confirmed handoff left unresolved, among the possible copies", []runtime.Record{handedOff},
@@ -787,6 +791,61 @@ func TestReportsMustAgreeWithTheRecords(t *testing.T) {
 			[]*runtime.Report{withCopies(report(map[runtime.Path]int{runtime.PathRequeued: 1}), nacked)}, nil},
 	} {
 		got := reportsDisagree(reported{records: c.records, reports: c.reports})
+		if len(got) != len(c.want) {
+			t.Errorf("%s: problems %q, want %d", c.name, got, len(c.want))
+			continue
+		}
+		for i, w := range c.want {
+			if !strings.HasPrefix(got[i], w) {
+				t.Errorf("%s: problem %q, want %q", c.name, got[i], w)
+			}
+		}
+	}
+}
+
+// Every ACK sent was proven or logged never proven, and the reports list
+// each ACK never proven unresolved, and among the possible copies after a
+// confirmed handoff, as the runtime does (acksAmbiguous).
+func TestReportsAccountForEveryACKNeverProven(t *testing.T) {
+	unproven := func(rec runtime.Record) runtime.Record {
+		return runtime.Record{MessageID: rec.MessageID, Attempt: rec.Attempt, Path: runtime.PathUnresolved,
+			Handoff: rec.Handoff, Destination: rec.Destination, Reason: "ack sent, never proven: the channel ended before the proof"}
+	}
+	retried := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "retryable", Handoff: "confirmed", Destination: "q.retry"}
+	inFlight := runtime.Record{MessageID: "m2", Attempt: 1, Path: runtime.PathUnresolved,
+		Reason: "still in flight when the consumer closed (final abort); the broker redelivers it"}
+	report := func(path runtime.Path, proven int, listed, copies []runtime.Record, omitted int) *runtime.Report {
+		return &runtime.Report{Counts: map[runtime.Path]int{path: 1}, AcksProven: proven, Unresolved: listed, PossibleCopies: copies, Omitted: omitted}
+	}
+	once := map[workKey]int{{"m1", 1}: 1}
+	for _, c := range []struct {
+		name      string
+		records   []runtime.Record
+		report    *runtime.Report
+		ambiguous map[workKey]int
+		want      []string
+	}{
+		{"an ACK never proven, listed", []runtime.Record{acked(1)},
+			report(runtime.PathAcked, 0, []runtime.Record{unproven(acked(1))}, nil, 0), once, nil},
+		{"an ACK never proven, listed nowhere and counted proven", []runtime.Record{acked(1)},
+			report(runtime.PathAcked, 1, nil, nil, 0), once,
+			[]string{"m1 attempt 1: 1 ACKs sent were never proven, and the reports list 0 unresolved so",
+				"the reports count 1 ACKs proven and 1 were logged never proven, of 1 ACKs the records show sent"}},
+		{"an ACK neither proven nor logged never proven", []runtime.Record{acked(1)},
+			report(runtime.PathAcked, 0, nil, nil, 0), nil,
+			[]string{"the reports count 0 ACKs proven and 0 were logged never proven, of 1 ACKs the records show sent"}},
+		{"an ACK after a confirmed handoff never proven, among the possible copies", []runtime.Record{retried},
+			report(runtime.PathRetried, 0, []runtime.Record{unproven(retried)}, []runtime.Record{unproven(retried)}, 0), once, nil},
+		{"an ACK after a confirmed handoff never proven, not among the possible copies", []runtime.Record{retried},
+			report(runtime.PathRetried, 0, []runtime.Record{unproven(retried)}, nil, 0), once,
+			[]string{"m1 attempt 1: 1 ACKs after a confirmed handoff were never proven, and the reports list 0 among the possible copies"}},
+		// A journey the seal counted, without its record, may have sent its ACK.
+		{"an ACK proven of a journey in flight at the final abort", nil,
+			report(runtime.PathUnresolved, 1, []runtime.Record{inFlight}, nil, 0), nil, nil},
+		{"an ACK never proven, left out of a list cut short", []runtime.Record{acked(1)},
+			report(runtime.PathAcked, 0, nil, nil, 1), once, nil},
+	} {
+		got := reportsDisagree(reported{records: c.records, reports: []*runtime.Report{c.report}, ambiguous: c.ambiguous})
 		if len(got) != len(c.want) {
 			t.Errorf("%s: problems %q, want %d", c.name, got, len(c.want))
 			continue

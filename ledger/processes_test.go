@@ -286,9 +286,9 @@ func TestEveryConsumerProcessIsHeldToItsReport(t *testing.T) {
 		return p
 	}
 	c := &children{all: []*proc{
-		kid("c1", false, &runtime.Report{Counts: map[runtime.Path]int{runtime.PathAcked: 1}}, acked(1)),
+		kid("c1", false, &runtime.Report{Counts: map[runtime.Path]int{runtime.PathAcked: 1}, AcksProven: 1}, acked(1)),
 		kid("c2", true, nil, acked(1)),
-		kid("c3", false, &runtime.Report{Counts: map[runtime.Path]int{runtime.PathAcked: 2}}, acked(1)),
+		kid("c3", false, &runtime.Report{Counts: map[runtime.Path]int{runtime.PathAcked: 2}, AcksProven: 1}, acked(1)),
 	}}
 	// The relay's report counts what it published, of which no consumer
 	// writes a record.

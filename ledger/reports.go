@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/lily-mq/lily/runtime"
 )
@@ -18,12 +19,21 @@ import (
 // short; the lists are, past a report's first thousand (Omitted): a list
 // cut short is not checked, and up to so many deliveries in flight at a
 // final abort may be counted and left out.
+//
+// Every ACK the records show sent was proven (AcksProven) or logged never
+// proven (ack-ambiguous), and each ACK never proven is listed unresolved,
+// and among the possible copies when its handoff was confirmed (the
+// records of its attempt say whether there was another ACK it could be).
+// A journey the seal counted without a record may have sent its ACK; a
+// dead-lettering NACK never proven is logged as an ACK is.
 func reportsDisagree(r reported) []string {
 	ofRecords, ofReports := map[runtime.Path]int{}, map[runtime.Path]int{}
 	listed, copies := map[workKey]bool{}, map[workKey]bool{}
-	omitted := 0
+	unprovenListed, unprovenCopies := map[workKey]int{}, map[workKey]int{}
+	omitted, proven := 0, 0
 	for _, rep := range r.reports {
 		omitted += rep.Omitted
+		proven += rep.AcksProven
 		for p, n := range rep.Counts {
 			ofReports[p] += n
 		}
@@ -32,9 +42,15 @@ func reportsDisagree(r reported) []string {
 			if abortedAtClose(u) {
 				ofRecords[runtime.PathUnresolved]++
 			}
+			if neverProven(u) {
+				unprovenListed[workKey{u.MessageID, u.Attempt}]++
+			}
 		}
 		for _, c := range rep.PossibleCopies {
 			copies[workKey{c.MessageID, c.Attempt}] = true
+			if neverProven(c) {
+				unprovenCopies[workKey{c.MessageID, c.Attempt}]++
+			}
 		}
 	}
 	var problems []string
@@ -44,9 +60,23 @@ func reportsDisagree(r reported) []string {
 		}
 		problems = append(problems, fmt.Sprintf(format, args...))
 	}
+	acks, nacks, unrecorded := 0, 0, 0
+	otherAcks := map[workKey]int{} // ACKs, and NACKs, sent without a confirmed handoff
 	for _, rec := range r.records {
 		ofRecords[rec.Path]++
 		k := workKey{rec.MessageID, rec.Attempt}
+		switch {
+		case rec.Path == runtime.PathBrokerDeadLettered:
+			nacks++
+			otherAcks[k]++
+		case ackSent(rec):
+			acks++
+			if rec.Handoff != "confirmed" {
+				otherAcks[k]++
+			}
+		case rec.Path == runtime.PathUnresolved:
+			unrecorded--
+		}
 		switch {
 		case omitted > 0: // a list cut short says nothing of what it left out
 		case rec.Path == runtime.PathUnresolved && !listed[k]:
@@ -54,6 +84,22 @@ func reportsDisagree(r reported) []string {
 		case copyMayRepeat(rec) && !copies[k]:
 			problem("%s attempt %d's handoff to %s may have left a copy while its original comes back (handoff %s, %s), and no report lists it among the possible copies", rec.MessageID, rec.Attempt, rec.Destination, rec.Handoff, rec.Path)
 		}
+	}
+	unrecorded = max(unrecorded+ofReports[runtime.PathUnresolved], 0)
+	unproven := 0
+	for _, k := range slices.SortedFunc(maps.Keys(r.ambiguous), byWork) {
+		n := r.ambiguous[k]
+		unproven += n
+		switch {
+		case omitted > 0: // a list cut short says nothing of what it left out
+		case unprovenListed[k] < n:
+			problem("%s attempt %d: %d ACKs sent were never proven, and the reports list %d unresolved so", k.id, k.attempt, n, unprovenListed[k])
+		case unprovenCopies[k] < n-otherAcks[k]:
+			problem("%s attempt %d: %d ACKs after a confirmed handoff were never proven, and the reports list %d among the possible copies", k.id, k.attempt, n-otherAcks[k], unprovenCopies[k])
+		}
+	}
+	if proven+unproven < acks || proven+unproven > acks+nacks+unrecorded {
+		problem("the reports count %d ACKs proven and %d were logged never proven, of %d ACKs the records show sent", proven, unproven, acks)
 	}
 	every := maps.Clone(ofRecords)
 	maps.Copy(every, ofReports)
@@ -63,6 +109,20 @@ func reportsDisagree(r reported) []string {
 		}
 	}
 	return problems
+}
+
+// neverProven says whether a report lists u for an ACK, or a
+// dead-lettering NACK, sent and never proven.
+func neverProven(u runtime.Record) bool {
+	return strings.HasPrefix(u.Reason, "ack sent, never proven") || strings.HasPrefix(u.Reason, "dead-lettering nack sent, never proven")
+}
+
+// byWork orders work keys by id, then attempt.
+func byWork(a, b workKey) int {
+	if c := strings.Compare(a.id, b.id); c != 0 {
+		return c
+	}
+	return a.attempt - b.attempt
 }
 
 // copyMayRepeat says whether rec's journey wrote a handoff copy while its
