@@ -70,12 +70,13 @@ type evidence struct {
 }
 
 // reported is what some consumers recorded, every record, and reported,
-// and the ACKs they logged never proven (ack-ambiguous), by attempt.
+// and, by attempt, the ACKs they logged never proven (ack-ambiguous) and
+// their handler's runs.
 type reported struct {
-	name      string // the consumer process's, or "" for the run's consumers
-	records   []runtime.Record
-	reports   []*runtime.Report
-	ambiguous map[workKey]int
+	name            string // the consumer process's, or "" for the run's consumers
+	records         []runtime.Record
+	reports         []*runtime.Report
+	ambiguous, runs map[workKey]int
 }
 
 // evidence gathers what r saw for the accounting.
@@ -171,12 +172,12 @@ func account(e evidence) *Result {
 	// says so (committed, or ambiguous), or no record could be written: its
 	// process was killed, or its journey was still under way when a report
 	// listed it unresolved (the final abort seals the report before its
-	// record). A report that cut its list short leaves the success alone.
+	// record). A report that cut its list short may have left such a
+	// journey out: a run of its consumers' handler of which they wrote no
+	// record.
 	unrecorded := map[workKey]int{}
 	maps.Copy(unrecorded, e.killed)
-	cutShort := false
 	for _, rep := range e.reports {
-		cutShort = cutShort || rep.Omitted > 0
 		for _, u := range rep.Unresolved {
 			// Not the others it lists (an ACK never proven, a journey that
 			// ended unresolved): each has its record.
@@ -185,9 +186,23 @@ func account(e evidence) *Result {
 			}
 		}
 	}
+	for _, r := range e.reported {
+		if !slices.ContainsFunc(r.reports, func(rep *runtime.Report) bool { return rep.Omitted > 0 }) {
+			continue
+		}
+		recorded := map[workKey]int{}
+		for _, rec := range r.records {
+			if ran(rec) {
+				recorded[workKey{rec.MessageID, rec.Attempt}]++
+			}
+		}
+		for k, n := range r.runs {
+			unrecorded[k] += max(n-recorded[k], 0)
+		}
+	}
 	committedWork := map[string]bool{}
 	for k := range e.succeeded {
-		if unrecorded[k] > 0 || cutShort {
+		if unrecorded[k] > 0 {
 			committedWork[k.id] = true
 		}
 	}

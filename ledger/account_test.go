@@ -456,6 +456,37 @@ func TestAccountHoldsADuplicateToCommittedWork(t *testing.T) {
 	wantProblem(t, account(e), "m1 (success) was acked as an inbox duplicate on attempt 1, and no run of its handler returned success and committed")
 }
 
+// A report that cut its list short may have left out a journey in flight
+// at the final abort, whose run left no record: it vouches for such a run
+// of its own consumer's alone, not for a run whose record shows its commit
+// failed.
+func TestAccountHoldsADuplicateToCommittedWorkBesideAListCutShort(t *testing.T) {
+	failedCommit := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "ok", Commit: "failed",
+		Handoff: "confirmed", Destination: "q.retry"}
+	dup := runtime.Record{MessageID: "m1", Attempt: 2, Path: runtime.PathAcked, Commit: "duplicate", Reason: "duplicate"}
+	const noCommit = "m1 (success) was acked as an inbox duplicate on attempt 2, and no run of its handler returned success and committed"
+	e := oneMessage(Success, failedCommit, dup)
+	e.runs[workKey{"m1", 1}] = 1
+	e.succeeded[workKey{"m1", 1}] = true
+	e.reports = []*runtime.Report{{Omitted: 1}}
+	wantProblem(t, account(e), noCommit)
+	// The consumer's own report, cut short: its run has its record.
+	e.reported = []reported{{records: e.records, reports: e.reports, runs: e.runs}}
+	wantProblem(t, account(e), noCommit)
+	// Another consumer's report, cut short, with a run it wrote no record of.
+	e.reported = append(e.reported, reported{name: "c2", reports: []*runtime.Report{{Omitted: 1}}, runs: map[workKey]int{{"m1", 3}: 1}})
+	wantProblem(t, account(e), noCommit)
+	// The control: a run of the consumer's own, with no record, and its
+	// report cut short.
+	e.reported[0].runs = map[workKey]int{{"m1", 1}: 2}
+	res := account(e)
+	for _, p := range res.Problems {
+		if strings.Contains(p, "inbox duplicate") {
+			t.Errorf("problem %q", p)
+		}
+	}
+}
+
 // Every ACK is checked on its own: a copy of the message left in a queue,
 // or a success on another attempt, does not vouch for it.
 func TestAccountChecksEveryACKOnItsOwn(t *testing.T) {
@@ -775,6 +806,15 @@ func TestReportsMustAgreeWithTheRecords(t *testing.T) {
 			[]string{"the reports count 3 deliveries acked, the records 1"}},
 		{"one in flight at the final abort, left out", []runtime.Record{acked(1)},
 			[]*runtime.Report{proven(cutShort(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 1}), 1), 1)}, nil},
+		// A report that left out one may have left out one alone, of its own.
+		{"two unresolved, not listed, by a report that left out one", []runtime.Record{unresolved, unresolved},
+			[]*runtime.Report{cutShort(report(map[runtime.Path]int{runtime.PathUnresolved: 2}, unresolved), 1)}, nil},
+		{"three unresolved, two not listed, by a report that left out one", []runtime.Record{unresolved, unresolved, unresolved},
+			[]*runtime.Report{cutShort(report(map[runtime.Path]int{runtime.PathUnresolved: 3}, unresolved), 1)},
+			[]string{"m1 attempt 1 ended unresolved, and no report lists it", "m1 attempt 1 ended unresolved, and no report lists it"}},
+		{"one unresolved not listed, and the one left out in flight at the final abort", []runtime.Record{unresolved},
+			[]*runtime.Report{cutShort(report(map[runtime.Path]int{runtime.PathUnresolved: 2}), 1)},
+			[]string{"m1 attempt 1 ended unresolved, and no report lists it"}},
 		{"more in flight at the final abort than left out", []runtime.Record{acked(1)},
 			[]*runtime.Report{proven(cutShort(report(map[runtime.Path]int{runtime.PathAcked: 1, runtime.PathUnresolved: 2}), 1), 1)},
 			[]string{"the reports count 2 deliveries unresolved, the records 0"}},

@@ -321,7 +321,7 @@ func (c *children) reported() []reported {
 	var out []reported
 	for _, p := range c.all {
 		if p.role == consumerRole && p.report != nil && p.ended() {
-			out = append(out, reported{name: p.name, records: p.records, reports: []*runtime.Report{p.report}, ambiguous: maps.Clone(p.ambiguous)})
+			out = append(out, reported{name: p.name, records: p.records, reports: []*runtime.Report{p.report}, ambiguous: maps.Clone(p.ambiguous), runs: maps.Clone(p.runs)})
 		}
 	}
 	return out

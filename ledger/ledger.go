@@ -254,7 +254,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	e := r.evidence(reps, queued, rows)
-	e.reported = []reported{{records: e.records, reports: reps, ambiguous: e.ambiguous}}
+	e.reported = []reported{{records: e.records, reports: reps, ambiguous: e.ambiguous, runs: e.runs}}
 	res := account(e)
 	res.Duration = time.Since(start)
 	return res, nil

@@ -16,9 +16,10 @@ import (
 // publish was written) listed among no report's possible copies. Each
 // delivery still in flight at a final abort is counted unresolved and
 // listed, and has no record the observer saw. The counts are never cut
-// short; the lists are, past a report's first thousand (Omitted): a list
-// cut short is not checked, and up to so many deliveries in flight at a
-// final abort may be counted and left out.
+// short; the lists are, past a report's first thousand (Omitted): r's
+// reports may leave out of their lists as many deliveries as they omitted,
+// those in flight at a final abort they counted unresolved and left out
+// among them, and no more.
 //
 // Every ACK the records show sent was proven (AcksProven) or logged never
 // proven (ack-ambiguous), and each ACK never proven is listed unresolved,
@@ -28,7 +29,10 @@ import (
 // dead-lettering NACK never proven is logged as an ACK is.
 func reportsDisagree(r reported) []string {
 	ofRecords, ofReports := map[runtime.Path]int{}, map[runtime.Path]int{}
-	listed, copies := map[workKey]bool{}, map[workKey]bool{}
+	// The listings of each attempt: unresolved, and among the possible
+	// copies, for a record (of its journey's end), and for an ACK never
+	// proven; those of a journey in flight at a final abort have no record.
+	listed, copies := map[workKey]int{}, map[workKey]int{}
 	unprovenListed, unprovenCopies := map[workKey]int{}, map[workKey]int{}
 	omitted, proven := 0, 0
 	for _, rep := range r.reports {
@@ -38,18 +42,24 @@ func reportsDisagree(r reported) []string {
 			ofReports[p] += n
 		}
 		for _, u := range rep.Unresolved {
-			listed[workKey{u.MessageID, u.Attempt}] = true
-			if abortedAtClose(u) {
+			k := workKey{u.MessageID, u.Attempt}
+			switch {
+			case abortedAtClose(u):
 				ofRecords[runtime.PathUnresolved]++
-			}
-			if neverProven(u) {
-				unprovenListed[workKey{u.MessageID, u.Attempt}]++
+			case neverProven(u):
+				unprovenListed[k]++
+			default:
+				listed[k]++
 			}
 		}
 		for _, c := range rep.PossibleCopies {
-			copies[workKey{c.MessageID, c.Attempt}] = true
-			if neverProven(c) {
-				unprovenCopies[workKey{c.MessageID, c.Attempt}]++
+			k := workKey{c.MessageID, c.Attempt}
+			switch {
+			case abortedAtClose(c):
+			case neverProven(c):
+				unprovenCopies[k]++
+			default:
+				copies[k]++
 			}
 		}
 	}
@@ -60,6 +70,7 @@ func reportsDisagree(r reported) []string {
 		}
 		problems = append(problems, fmt.Sprintf(format, args...))
 	}
+	var unlisted []string
 	acks, nacks, unrecorded := 0, 0, 0
 	otherAcks := map[workKey]int{} // ACKs, and NACKs, sent without a confirmed handoff
 	for _, rec := range r.records {
@@ -77,12 +88,15 @@ func reportsDisagree(r reported) []string {
 		case rec.Path == runtime.PathUnresolved:
 			unrecorded--
 		}
-		switch {
-		case omitted > 0: // a list cut short says nothing of what it left out
-		case rec.Path == runtime.PathUnresolved && !listed[k]:
-			problem("%s attempt %d ended unresolved, and no report lists it: %s", rec.MessageID, rec.Attempt, explain(rec))
-		case copyMayRepeat(rec) && !copies[k]:
-			problem("%s attempt %d's handoff to %s may have left a copy while its original comes back (handoff %s, %s), and no report lists it among the possible copies", rec.MessageID, rec.Attempt, rec.Destination, rec.Handoff, rec.Path)
+		if rec.Path == runtime.PathUnresolved {
+			if listed[k]--; listed[k] < 0 {
+				unlisted = append(unlisted, fmt.Sprintf("%s attempt %d ended unresolved, and no report lists it: %s", rec.MessageID, rec.Attempt, explain(rec)))
+			}
+		}
+		if copyMayRepeat(rec) {
+			if copies[k]--; copies[k] < 0 {
+				unlisted = append(unlisted, fmt.Sprintf("%s attempt %d's handoff to %s may have left a copy while its original comes back (handoff %s, %s), and no report lists it among the possible copies", rec.MessageID, rec.Attempt, rec.Destination, rec.Handoff, rec.Path))
+			}
 		}
 	}
 	unrecorded = max(unrecorded+ofReports[runtime.PathUnresolved], 0)
@@ -90,12 +104,18 @@ func reportsDisagree(r reported) []string {
 	for _, k := range slices.SortedFunc(maps.Keys(r.ambiguous), byWork) {
 		n := r.ambiguous[k]
 		unproven += n
-		switch {
-		case omitted > 0: // a list cut short says nothing of what it left out
-		case unprovenListed[k] < n:
-			problem("%s attempt %d: %d ACKs sent were never proven, and the reports list %d unresolved so", k.id, k.attempt, n, unprovenListed[k])
-		case unprovenCopies[k] < n-otherAcks[k]:
-			problem("%s attempt %d: %d ACKs after a confirmed handoff were never proven, and the reports list %d among the possible copies", k.id, k.attempt, n-otherAcks[k], unprovenCopies[k])
+		if n > unprovenListed[k] {
+			unlisted = append(unlisted, fmt.Sprintf("%s attempt %d: %d ACKs sent were never proven, and the reports list %d unresolved so", k.id, k.attempt, n, unprovenListed[k]))
+		}
+		if n-otherAcks[k] > unprovenCopies[k] {
+			unlisted = append(unlisted, fmt.Sprintf("%s attempt %d: %d ACKs after a confirmed handoff were never proven, and the reports list %d among the possible copies", k.id, k.attempt, n-otherAcks[k], unprovenCopies[k]))
+		}
+	}
+	// What the lists left out: those in flight at a final abort, counted
+	// and not listed, then these.
+	if len(unlisted) > omitted-max(ofReports[runtime.PathUnresolved]-ofRecords[runtime.PathUnresolved], 0) {
+		for _, u := range unlisted {
+			problem("%s", u)
 		}
 	}
 	if proven+unproven < acks || proven+unproven > acks+nacks+unrecorded {
