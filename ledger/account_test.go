@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/lostline"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/runtime/lilytest"
 	"github.com/lily-mq/lily/topology"
 )
 
@@ -895,5 +898,31 @@ func TestReportsAccountForEveryACKNeverProven(t *testing.T) {
 				t.Errorf("%s: problem %q, want %q", c.name, got[i], w)
 			}
 		}
+	}
+}
+
+// A handler still running at the final abort that returns success after
+// the seal committed nothing (the inbox rolls back an abandoned handler's
+// late nil): the ledger does not note it, so an inbox duplicate of its
+// message that rests on it alone is a problem.
+func TestALateSuccessVouchesForNothing(t *testing.T) {
+	r := newRun(Config{N: 1}, spec("late-test", topology.Classic))
+	r.assign()
+	id := r.ids[0]
+	r.beh[id] = Success
+	var sealed atomic.Bool
+	handle := r.handler(&sealed)
+	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
+	d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, []byte(`{}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handle(t.Context(), d); err != nil || !r.succeeded[workKey{id, 1}] {
+		t.Fatalf("a success before the seal: error %v, noted %v", err, r.succeeded)
+	}
+	clear(r.succeeded)
+	sealed.Store(true)
+	if err := handle(t.Context(), d); err != nil || r.succeeded[workKey{id, 1}] {
+		t.Errorf("a success after the seal: error %v, noted %v", err, r.succeeded)
 	}
 }

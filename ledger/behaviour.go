@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/envelope"
@@ -76,15 +77,21 @@ func pick(n int) Behaviour {
 	return Success
 }
 
-// handle is every message's handler: it behaves, and notes a success.
-func (r *run) handle(ctx context.Context, d runtime.RawDelivery) error {
-	err := r.behave(ctx, d)
-	if r.success(d, err) {
-		r.mu.Lock()
-		r.succeeded[workKey{d.MessageID(), d.Attempt()}] = true
-		r.mu.Unlock()
+// handler is every message's handler for one consumer, whose report is
+// sealed once sealed is set (its Run returned): it behaves, and notes a
+// success returned before then. A handler still running at the final abort
+// is abandoned, and the inbox rolls back its late nil: one returned after
+// the seal committed nothing, and vouches for no inbox duplicate.
+func (r *run) handler(sealed *atomic.Bool) func(context.Context, runtime.RawDelivery) error {
+	return func(ctx context.Context, d runtime.RawDelivery) error {
+		err := r.behave(ctx, d)
+		if r.success(d, err) && !sealed.Load() {
+			r.mu.Lock()
+			r.succeeded[workKey{d.MessageID(), d.Attempt()}] = true
+			r.mu.Unlock()
+		}
+		return err
 	}
-	return err
 }
 
 // success: the handler's run of d returned err, and that counts as handled.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -153,10 +154,13 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 		k, a := arrivalOf(d)
 		out.emit(event{Kind: kind, ID: k.id, Attempt: k.attempt, Publish: a.publish, Redelivered: a.redelivered})
 	}
+	// As the parent's handler: a success returned after the seal is not
+	// said (an abandoned handler's late nil is rolled back).
+	var sealed atomic.Bool
 	handle := func(ctx context.Context, d runtime.RawDelivery) error {
 		arrived(evRun, d)
-		err := r.handle(ctx, d)
-		if r.success(d, err) {
+		err := r.behave(ctx, d)
+		if r.success(d, err) && !sealed.Load() {
 			// Before the runtime commits or ACKs the work: a kill after
 			// either leaves this said.
 			out.emit(event{Kind: evSucceeded, ID: d.MessageID(), Attempt: d.Attempt()})
@@ -183,7 +187,9 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 	if err != nil {
 		return nil, err
 	}
-	return c.Run(ctx)
+	rep, err := c.Run(ctx)
+	sealed.Store(true)
+	return rep, err
 }
 
 // The relay's settings, the outbox ledger's: a short lease, so that a killed

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/lily-mq/lily/inbox/pginbox"
@@ -153,7 +154,8 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 	r.deadline = time.Now().Add(r.cfg.Deadline)
 	var reports []*runtime.Report
 	for {
-		c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: r.handle}, cfg)
+		var sealed atomic.Bool
+		c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: r.handler(&sealed)}, cfg)
 		if err != nil {
 			return reports, err
 		}
@@ -163,6 +165,7 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 		go func() {
 			var err error
 			rep, err = c.Run(runCtx)
+			sealed.Store(true)
 			if rep == nil && err != nil && !refused(err) {
 				err = fmt.Errorf("%w: %w", errNeverConnected, err)
 			}
