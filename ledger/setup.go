@@ -38,7 +38,10 @@ func (r *run) deleteQueues() {
 	}
 }
 
-func (r *run) openDB(ctx context.Context, suffix string) error {
+// openDB opens the run's pool, the inbox's table and the run's business
+// table with its slow-commit trigger; when it fails, it leaves none of
+// them behind (closeDB).
+func (r *run) openDB(ctx context.Context, suffix string) (err error) {
 	r.app = "lily-ledger-" + suffix
 	r.table = "lily_ledger_" + suffix
 	pool, err := pgxpool.New(ctx, r.cfg.PostgresDSN+" application_name="+r.app+" pool_max_conns=40")
@@ -46,6 +49,12 @@ func (r *run) openDB(ctx context.Context, suffix string) error {
 		return err
 	}
 	r.pool = pool
+	defer func() {
+		if err != nil {
+			r.closeDB()
+			r.pool = nil
+		}
+	}()
 	if err := pginbox.Migrate(ctx, pool); err != nil {
 		return fmt.Errorf("PostgreSQL at %s: %w", r.cfg.PostgresDSN, err)
 	}
@@ -58,8 +67,8 @@ func (r *run) openDB(ctx context.Context, suffix string) error {
 
 func (r *run) closeDB() {
 	ctx := context.Background()
-	_, _ = r.pool.Exec(ctx, "DROP TABLE "+r.table)
-	_, _ = r.pool.Exec(ctx, "DROP FUNCTION "+r.table+"_faults_slow_commit()")
+	_, _ = r.pool.Exec(ctx, "DROP TABLE IF EXISTS "+r.table)
+	_, _ = r.pool.Exec(ctx, "DROP FUNCTION IF EXISTS "+r.table+"_faults_slow_commit()")
 	_, _ = r.pool.Exec(ctx, "DELETE FROM lily_inbox WHERE consumer = $1", r.spec.Name)
 	r.pool.Close()
 }
