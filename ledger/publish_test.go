@@ -116,6 +116,32 @@ func TestSpreadGoesOnAfterABurst(t *testing.T) {
 	waitFor(t, "item after the burst", func() bool { return count.Load() > 500 })
 }
 
+// A burst takes half the items left at most: the rest still go over what
+// is left of PublishOver, which stays the least the publishing lasts.
+func TestABurstLeavesItemsForThePublishingToCome(t *testing.T) {
+	const n, over = 20, 2 * time.Second
+	r := newRun(Config{PublishOver: over, Deadline: time.Minute}, spec("spread-test", topology.Classic))
+	r.ids = make([]string, n)
+	r.burst <- burstSize // more than there are items
+	var count atomic.Int64
+	start := time.Now()
+	if err := r.spread(t.Context(), n, 4, func(j int) int { return j }, func(int) error {
+		// The burst, and the item due as it ends; the next waits its turn.
+		if count.Add(1) == n/2+2 && time.Since(start) < over/20 {
+			t.Errorf("more than half the items handed out at once, %v in", time.Since(start))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < over*3/4 {
+		t.Errorf("the publishing lasted %v, and PublishOver is %v", took, over)
+	}
+	if got := count.Load(); got != n {
+		t.Errorf("%d of %d items handed out", got, n)
+	}
+}
+
 // The held items go spread over what is left of the hold, one every
 // trickle at the most; a burst's worth is kept in hand only until the
 // forced stop under a burst struck.
