@@ -185,6 +185,49 @@ func (r *run) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)))
 }
 
+// forcedUnderBurst strikes the forced stop under a burst.
+func (r *run) forcedUnderBurst(ctx context.Context) (bool, error) {
+	r.bursting.Store(true)
+	defer r.bursting.Store(false)
+	// Once the publishing is over (PublishOver 0 publishes everything
+	// before the consumer starts) nothing reads a burst: the stop goes
+	// ahead under what is queued, rather than wait, every turn, for a
+	// burst never handed out, while the other kinds wait behind it.
+	if !r.handedOut.Load() {
+		select {
+		case r.burst <- burstSize:
+		default:
+			return false, nil
+		}
+	}
+	// Long enough for the burst to fill the consumer's slots and its
+	// prefetch, short of the time it takes to work through it.
+	if !backoff.Sleep(ctx, 150*time.Millisecond) {
+		return false, nil
+	}
+	select {
+	case <-r.forced: // the report of a stop no strike waited for
+	default:
+	}
+	select {
+	case r.restart <- true:
+	default:
+		return false, nil
+	}
+	// A stop that found the burst worked through already (a loaded
+	// machine, a session lost meanwhile) did not strike: it is tried
+	// again, rather than leave the run without the final abort it tests.
+	wait := time.NewTimer(time.Minute)
+	defer wait.Stop()
+	select {
+	case rep := <-r.forced:
+		return metWorkInFlight(rep), nil
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return false, nil
+}
+
 // faultKinds are the faults of a run, in the order round keeps within its
 // groups: first (each tests what no other does) the database's when asked
 // for, a consumer's forced stop under a burst, its restart, and the broker
@@ -201,41 +244,7 @@ func (r *run) faultKinds() []fault {
 			return pid > 0, err
 		}})
 	}
-	kinds = append(kinds, fault{faultForcedUnderBurst, func(ctx context.Context) (bool, error) {
-		r.bursting.Store(true)
-		defer r.bursting.Store(false)
-		select {
-		case r.burst <- burstSize:
-		default:
-			return false, nil
-		}
-		// Long enough for the burst to fill the consumer's slots and its
-		// prefetch, short of the time it takes to work through it.
-		if !backoff.Sleep(ctx, 150*time.Millisecond) {
-			return false, nil
-		}
-		select {
-		case <-r.forced: // the report of a stop no strike waited for
-		default:
-		}
-		select {
-		case r.restart <- true:
-		default:
-			return false, nil
-		}
-		// A stop that found the burst worked through already (a loaded
-		// machine, a session lost meanwhile) did not strike: it is tried
-		// again, rather than leave the run without the final abort it tests.
-		wait := time.NewTimer(time.Minute)
-		defer wait.Stop()
-		select {
-		case rep := <-r.forced:
-			return metWorkInFlight(rep), nil
-		case <-wait.C:
-		case <-ctx.Done():
-		}
-		return false, nil
-	}})
+	kinds = append(kinds, fault{faultForcedUnderBurst, r.forcedUnderBurst})
 	kinds = append(kinds, fault{"consumer restarted (its memory of completed work lost)", func(context.Context) (bool, error) {
 		select {
 		case r.restart <- false:

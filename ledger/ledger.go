@@ -172,8 +172,10 @@ type run struct {
 	deadline time.Time
 	restart  chan bool
 	forced   chan *runtime.Report
-	// burst asks the publisher to send so many messages at once.
-	burst chan int
+	// burst asks the publisher to send so many messages at once, until
+	// handedOut: the publishing is over, and nothing reads it.
+	burst     chan int
+	handedOut atomic.Bool
 	// failedInARow counts consumers in a row that never connected (consume's).
 	failedInARow int
 	// killArmed: the next inbox-backed handler marks its row so that its

@@ -95,6 +95,7 @@ func (r *run) spread(ctx context.Context, n, workers int, first func(j int) int,
 			}
 		}
 	}()
+	r.handedOut.Store(true)
 	wg.Wait()
 	select {
 	case err := <-errs:

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/topology"
 )
 
@@ -139,6 +140,38 @@ func TestABurstLeavesItemsForThePublishingToCome(t *testing.T) {
 	}
 	if got := count.Load(); got != n {
 		t.Errorf("%d of %d items handed out", got, n)
+	}
+}
+
+// Once the publishing is over nothing reads a burst (PublishOver 0
+// publishes everything before the consumer starts): the forced stop goes
+// ahead under what is queued, however often it struck before, rather than
+// fail every turn on a burst never handed out, the other kinds behind it.
+func TestTheForcedStopStrikesAgainOnceThePublishingIsOver(t *testing.T) {
+	r := newRun(Config{Deadline: time.Minute}, spec("spread-test", topology.Classic))
+	if err := r.spread(t.Context(), 0, 1, func(j int) int { return j }, func(int) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r.burst <- burstSize // asked by the stop before, never read
+	for range 2 {
+		struck := make(chan bool, 1)
+		go func() {
+			ok, _ := r.forcedUnderBurst(t.Context())
+			struck <- ok
+		}()
+		select {
+		case <-r.restart:
+		case <-struck:
+			t.Fatal("the forced stop gave up: its burst was never read")
+		}
+		r.forced <- &runtime.Report{
+			Phases:     []runtime.Phase{{Name: "force window"}},
+			Counts:     map[runtime.Path]int{runtime.PathNotStarted: 1},
+			Unresolved: []runtime.Record{{Reason: "still in flight when the consumer closed (final abort)"}},
+		}
+		if !<-struck {
+			t.Fatal("a stop that met work in flight did not strike")
+		}
 	}
 }
 
