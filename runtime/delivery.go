@@ -91,21 +91,24 @@ func (r RawDelivery) Header(key string) (any, bool) {
 }
 
 // Exchange is the exchange the message was published to ("" for the default
-// exchange), sanitized and bounded.
+// exchange), sanitized and bounded as RoutingKey is.
 func (r RawDelivery) Exchange() string {
 	if r.d == nil {
 		return ""
 	}
-	return sanitize.Text(r.d.Exchange, maxShortText)
+	return sanitize.Name(r.d.Exchange, maxShortText)
 }
 
 // RoutingKey is the routing key the message was published with, sanitized and
-// bounded.
+// bounded: valid UTF-8 stays as it is, so that a key naming a queue such as
+// orders-zamówienia reads as the queue's name, but each byte of a control
+// or bidirectional formatting character, or of invalid UTF-8, reads as an
+// escape \xNN.
 func (r RawDelivery) RoutingKey() string {
 	if r.d == nil {
 		return ""
 	}
-	return sanitize.Text(r.d.RoutingKey, maxShortText)
+	return sanitize.Name(r.d.RoutingKey, maxShortText)
 }
 
 // maxShortText bounds an AMQP short string (255 bytes) once sanitized.

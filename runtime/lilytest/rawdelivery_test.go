@@ -51,6 +51,27 @@ func TestRawDeliveryThroughTheGuardAndDispatch(t *testing.T) {
 	rejected("v9", v9, "as unsupported: OrderPlaced v9 as application/json has no route")
 }
 
+// An exchange's or a routing key's name beyond ASCII reads as it was
+// published, as a queue's name and the publisher's telemetry have it; what
+// would harm a log line or a trace view (controls, bidirectional
+// formatting, invalid UTF-8) is escaped.
+func TestRawDeliveryKeepsAUTF8Name(t *testing.T) {
+	spec, routes := fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok))
+	for _, tc := range []struct{ exchange, key, wantExchange, wantKey string }{
+		{"sklep-zamówień", "orders-zamówienia", "sklep-zamówień", "orders-zamówienia"},
+		{"shop\u202e", "orders\x1b[2J\xff\u0085", `shop\xe2\x80\xae`, `orders\x1b[2J\xff\xc2\x85`},
+		{"", strings.Repeat("é", 127) + "\u202e", "", strings.Repeat("é", 126) + "..."},
+	} {
+		d, err := lilytest.RawDelivery(spec, routes, order(t, "name-1"), lilytest.Via(tc.exchange, tc.key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Exchange() != tc.wantExchange || d.RoutingKey() != tc.wantKey {
+			t.Errorf("Via(%q, %.40q): exchange %q, routing key %.40q; want %q, %.40q", tc.exchange, tc.key, d.Exchange(), d.RoutingKey(), tc.wantExchange, tc.wantKey)
+		}
+	}
+}
+
 // The delivery's headers and body are its own: the test may change what it
 // delivered.
 func TestRawDeliveryCopiesThePublishing(t *testing.T) {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/lilytest"
@@ -81,4 +84,65 @@ func values(rm metricdata.ResourceMetrics, name string, key attribute.Key) []str
 		}
 	}
 	return out
+}
+
+// A queue named beyond ASCII (the schema allows orders-zamówienia) is its
+// deliveries' destination by that very name, as a publish to it names it:
+// the routing key that names the queue is no key a producer picked, so no
+// template stands for it in the spans' names, attributes or measurements.
+// A key a producer picked beyond ASCII is kept as it came.
+func TestAUTF8QueueNameIsItsDestination(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	reader := metric.NewManualReader()
+	tel, err := lilyotel.New(lilyotel.Options{
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
+		MeterProvider:  metric.NewMeterProvider(metric.WithReader(reader)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := harnessSpec("lilyotel.zamówienia")
+	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
+	h, err := lilytest.New(spec, routes, runtime.Config{Telemetry: tel, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// A producer's publish to the queue through the default exchange.
+	tel.Publish(context.Background(), "", spec.Name, &runtime.Publishing{})("confirmed", time.Now())
+	h.Deliver(message("utf8-direct", "ok"))
+	h.Deliver(message("utf8-exchange", "ok"), lilytest.Via("sklep", "zamówienie.42"))
+
+	ended := spans.Ended()
+	send := one(t, "the producer's send", where(ended, "messaging.operation.type", "send"))
+	if got := attrs(send)["messaging.destination.name"]; got != spec.Name {
+		t.Errorf("the send's destination %q, want %q", got, spec.Name)
+	}
+	for _, want := range []struct {
+		name, destination, key, template string
+	}{
+		{"process " + spec.Name, spec.Name, spec.Name, ""},
+		{"ack " + spec.Name, spec.Name, spec.Name, ""},
+		{"process sklep:{routing key}:" + spec.Name, "sklep:zamówienie.42:" + spec.Name, "zamówienie.42", "sklep:{routing key}:" + spec.Name},
+	} {
+		s := one(t, want.name, named(ended, want.name))
+		a := attrs(s)
+		template, _ := a["messaging.destination.template"].(string)
+		if a["messaging.destination.name"] != want.destination || a["messaging.rabbitmq.destination.routing_key"] != want.key || template != want.template {
+			t.Errorf("%s: destination %q, routing key %q, template %q; want %q, %q, %q", s.Name(),
+				a["messaging.destination.name"], a["messaging.rabbitmq.destination.routing_key"], template, want.destination, want.key, want.template)
+		}
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	name := attribute.String("messaging.destination.name", spec.Name)
+	if n := sum(rm, "messaging.client.consumed.messages", name); n != 1 {
+		t.Errorf("messaging.client.consumed.messages %v: %d, want 1", name, n)
+	}
+	if n := count(rm, "messaging.process.duration", name); n != 1 {
+		t.Errorf("messaging.process.duration %v: %d measured, want 1", name, n)
+	}
 }

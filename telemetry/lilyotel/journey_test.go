@@ -99,3 +99,29 @@ func TestBrokerRetryIsOneTrace(t *testing.T) {
 		}
 	}
 }
+
+// A queue named beyond ASCII keeps its name through the broker: each
+// attempt's process span, the retry handoff's send and the copy that comes
+// back from its bucket all name the queue (or the bucket) as it is, with no
+// template, as a producer's publish to it names it.
+func TestBrokerUTF8QueueIsItsDestination(t *testing.T) {
+	t.Parallel()
+	t.Run("zamówienia", func(t *testing.T) {
+		r := newRig(t)
+		r.start(nil)
+		r.publish(message(id("utf8"), "fail-once"))
+		spans := r.awaitProcessed(2)
+		q := r.q.Name
+		for _, s := range append(named(spans, "process "+q), one(t, "the retry handoff", named(spans, "send "+r.bucket()))) {
+			a := attrs(s)
+			want := q
+			if s.SpanKind() == trace.SpanKindProducer {
+				want = r.bucket()
+			}
+			if _, ok := a["messaging.destination.template"]; ok || a["messaging.destination.name"] != want || a["messaging.rabbitmq.destination.routing_key"] != want {
+				t.Errorf("%s: destination %q, routing key %q, template %v; want %q for both, no template", s.Name(),
+					a["messaging.destination.name"], a["messaging.rabbitmq.destination.routing_key"], a["messaging.destination.template"], want)
+			}
+		}
+	})
+}

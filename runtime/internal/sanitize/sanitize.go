@@ -1,9 +1,14 @@
 // Package sanitize makes delivery text safe to log or forward: what a hostile
 // producer put in a message id, a type or an error reaches a log line or a
-// failure header only through Text.
+// failure header only through Text, and the exchange and routing key it
+// published with reach a handler or the telemetry hook only through Name.
 package sanitize
 
-import "strings"
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
 
 // Text returns s made safe for a log line or an AMQP header value: at most
 // maxBytes bytes, all printable ASCII (0x20..0x7e).
@@ -55,10 +60,7 @@ func Text(s string, maxBytes int) string {
 			b.WriteByte(c)
 			continue
 		}
-		const hex = "0123456789abcdef"
-		b.WriteString(`\x`)
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&0xf])
+		escape(&b, c)
 	}
 	if !fits {
 		b.WriteString(ellipsis[:min(len(ellipsis), maxBytes)])
@@ -66,8 +68,100 @@ func Text(s string, maxBytes int) string {
 	return b.String()
 }
 
+// Name returns s, an exchange's or a routing key's name, made safe as Text
+// makes text, but keeping each valid UTF-8 rune beyond ASCII that is
+// neither a control character (C1) nor a bidirectional formatting one
+// (U+202E and its kin): a queue may be named orders-zamówienia, and its name
+// must read as the queue's, and as the publisher's telemetry names it.
+// Every other byte Text escapes is escaped as Text does (\xNN): each byte of
+// invalid UTF-8, of a refused rune, and of U+FFFD, which stands for invalid
+// UTF-8 elsewhere.
+//
+// The limit, the cut (never inside a rune or an escape, "..." appended
+// within maxBytes), the clean input returned as is, and the idempotence are
+// Text's; so is the work, bounded by maxBytes, not by len(s).
+func Name(s string, maxBytes int) string {
+	clean := 0
+	for clean < len(s) && clean <= maxBytes {
+		r, size := utf8.DecodeRuneInString(s[clean:])
+		if !kept(r) {
+			break
+		}
+		clean += size
+	}
+	if clean == len(s) && len(s) <= maxBytes {
+		return s
+	}
+	if maxBytes <= 0 {
+		return ""
+	}
+
+	// Does the escaped whole fit? Counting stops as soon as it cannot.
+	n := clean
+	for i := clean; i < len(s) && n <= maxBytes; {
+		piece, size := nameLen(s[i:])
+		n += piece
+		i += size
+	}
+	const ellipsis = "..."
+	fits := n <= maxBytes
+	room := maxBytes
+	if !fits {
+		room -= len(ellipsis)
+	}
+
+	var b strings.Builder
+	b.Grow(min(n, maxBytes))
+	for i := 0; i < len(s); {
+		piece, size := nameLen(s[i:])
+		if b.Len()+piece > room {
+			break
+		}
+		if piece == size {
+			b.WriteString(s[i : i+size])
+		} else {
+			for _, c := range []byte(s[i : i+size]) {
+				escape(&b, c)
+			}
+		}
+		i += size
+	}
+	if !fits {
+		b.WriteString(ellipsis[:min(len(ellipsis), maxBytes)])
+	}
+	return b.String()
+}
+
+// kept reports whether Name keeps r as it is: printable ASCII, or a rune
+// beyond it that is neither a control nor a bidirectional formatting
+// character, nor U+FFFD (which invalid UTF-8 decodes to).
+func kept(r rune) bool {
+	if r < utf8.RuneSelf {
+		return Printable(byte(r))
+	}
+	return r != utf8.RuneError && !unicode.IsControl(r) && !unicode.Is(unicode.Bidi_Control, r)
+}
+
+// nameLen is how many bytes Name writes for the rune (or the invalid byte)
+// at the start of s, and how many of s it stands for.
+func nameLen(s string) (written, size int) {
+	r, size := utf8.DecodeRuneInString(s)
+	if kept(r) {
+		return size, size
+	}
+	return size * len(`\x00`), size
+}
+
 // Printable reports whether c is a printable ASCII byte, space included.
 func Printable(c byte) bool { return c >= 0x20 && c <= 0x7e }
+
+// escape writes c's escape, \xNN.
+func escape(b *strings.Builder, c byte) {
+	const hex = "0123456789abcdef"
+	b.WriteString(`\x`)
+	b.WriteByte(hex[c>>4])
+	b.WriteByte(hex[c&0xf])
+}
 
 // escapedLen is how many bytes sanitize writes for c.
 func escapedLen(c byte) int {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -111,6 +113,72 @@ func FuzzSanitize(f *testing.F) {
 		}
 		if want := prefix + "..."[:min(3, maxBytes)]; got != want {
 			t.Fatalf("Text(%q, %d) = %q, want %q", s, maxBytes, got, want)
+		}
+	})
+}
+
+// A name keeps its valid, printable UTF-8, and Text's escapes for the rest.
+func TestName(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		max  int
+		want string
+	}{
+		{"ASCII", "orders.created", 255, "orders.created"},
+		{"UTF-8 kept", "orders-zamówienia", 255, "orders-zamówienia"},
+		{"CJK kept", "注文.作成", 255, "注文.作成"},
+		{"empty", "", 0, ""},
+		{"ANSI escape", "\x1b[31mred", 255, `\x1b[31mred`},
+		{"C1 control escaped", "a\u0085b", 255, `a\xc2\x85b`},
+		{"bidi override escaped", "a\u202eb", 255, `a\xe2\x80\xaeb`},
+		{"invalid UTF-8 escaped", "é\xff\xfe", 255, `é\xff\xfe`},
+		{"U+FFFD escaped", "a\ufffd", 255, `a\xef\xbf\xbd`},
+		{"cut before a rune that does not fit", "abcdéfgh", 8, "abcd..."},
+		{"rune that fits before the dots", "aébcdefgh", 8, "aébc..."},
+		{"escape not split", "abc\x1bxyz", 8, "abc..."},
+		{"escaped rune not split", "a\u202ebcdefgh", 8, "a..."},
+		{"zero limit", "é", 0, ""},
+		{"long hostile input", strings.Repeat("\u202e", 100_000), 16, `\xe2\x80\xae...`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Name(tt.in, tt.max)
+			if got != tt.want {
+				t.Errorf("Name(%.40q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+			}
+			if again := Name(got, tt.max); again != got {
+				t.Errorf("Name(Name(%.40q)) = %q, want %q", tt.in, again, got)
+			}
+		})
+	}
+	in := "orders-zamówienia"
+	if got := Name(in, 255); unsafe.StringData(got) != unsafe.StringData(in) {
+		t.Fatalf("Name(%q) returned a copy", in)
+	}
+}
+
+func FuzzName(f *testing.F) {
+	f.Add("orders-zamówienia", uint8(255))
+	f.Add("a\u202e\xffb", uint8(6))
+	f.Fuzz(func(t *testing.T, s string, limit uint8) {
+		maxBytes := int(limit)
+		got := Name(s, maxBytes)
+		if len(got) > maxBytes || !utf8.ValidString(got) {
+			t.Fatalf("Name(%q, %d) = %q: %d bytes", s, maxBytes, got, len(got))
+		}
+		for _, r := range got {
+			if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+				t.Fatalf("Name(%q, %d) = %q: rune %U", s, maxBytes, got, r)
+			}
+		}
+		if again := Name(got, maxBytes); again != got {
+			t.Fatalf("Name(Name(%q, %d)) = %q, want %q", s, maxBytes, again, got)
+		}
+		if utf8.ValidString(s) && len(s) <= maxBytes && !strings.ContainsFunc(s, func(r rune) bool {
+			return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+		}) && got != s {
+			t.Fatalf("Name(%q, %d) = %q, want it as is", s, maxBytes, got)
 		}
 	})
 }
