@@ -78,9 +78,9 @@ func seconds(rm metricdata.ResourceMetrics, name string, match ...attribute.KeyV
 // Each span and measurement ends when its operation did, though the
 // runtime tells the hook late, once the record is written: a handoff's send
 // before the ACK, or before the requeue's pause and its NACK; the
-// settlement before the observer hears of the record; the processing at its
-// settlement. Neither the observer, nor the send span's own slow end, nor
-// the requeue's pause counts in them.
+// settlement before the observer hears of the record; the processing, its
+// span and its measurement alike, at its settlement. Neither the observer,
+// nor the send span's own slow end, nor the requeue's pause counts in them.
 func TestSpansEndAtTheAnswer(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(slowSends{}), sdktrace.WithSpanProcessor(rec))
@@ -152,8 +152,12 @@ func TestSpansEndAtTheAnswer(t *testing.T) {
 			t.Errorf("journey %d: %s ended at %s, after Observe heard of its record at %s", i, j.settle.Name(),
 				j.settle.EndTime().Format(time.StampMicro), observed[i].Format(time.StampMicro))
 		}
+		if !j.process.EndTime().Equal(j.settle.EndTime()) {
+			t.Errorf("journey %d: %s ended at %s, not at its settlement, %s", i, j.process.Name(),
+				j.process.EndTime().Format(time.StampMicro), j.settle.EndTime().Format(time.StampMicro))
+		}
 		settle += j.settle.EndTime().Sub(j.settle.StartTime()).Seconds()
-		process += j.settle.EndTime().Sub(j.process.StartTime()).Seconds()
+		process += j.process.EndTime().Sub(j.process.StartTime()).Seconds()
 		if (j.send != nil) != (i > 0) {
 			t.Fatalf("journey %d: send span %v", i, j.send)
 		}
@@ -167,8 +171,7 @@ func TestSpansEndAtTheAnswer(t *testing.T) {
 		send += j.send.EndTime().Sub(j.send.StartTime()).Seconds()
 	}
 
-	// The measurements are the spans' durations; the processing's runs from
-	// the process span's start to the settlement.
+	// The measurements are the spans' durations.
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)

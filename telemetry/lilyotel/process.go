@@ -140,30 +140,32 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 // sent, of which the runtime tells Settled alone) it is counted, with no
 // span.
 //
-// The span ends now, with the record it carries. messaging.process.duration
-// is the processing of the delivery: from the span's start to the journey's
-// settlement (the ACK or NACK written, or found not attempted), or to its
-// last handoff's answer where no settlement followed. What the runtime does
-// after it (the observer, the hook's ends, this call) is not. A journey
-// that made neither ends its measurement here.
+// The processing of the delivery, its span and messaging.process.duration
+// alike, runs from the span's start to the journey's settlement (the ACK or
+// NACK written, or found not attempted), or to its last handoff's answer
+// where no settlement followed: the instants the runtime told the ends of.
+// What the runtime does after it (the observer, the hook's ends, this call)
+// is not the processing's, so the span ends at that instant, with the
+// record it carries, and the measurement is its duration, as the
+// conventions ask of a metric reported beside its span. A journey that made
+// neither ends here.
 func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	j := journeyOf(ctx)
 	t.count(ctx, r)
 	if j == nil {
 		return
 	}
-	now := time.Now()
-	failed := failure(r)
-	if j.span.IsRecording() {
-		annotate(j.span, r, failed)
-	}
-	j.span.End(trace.WithTimestamp(now))
 	j.mu.Lock()
 	end := j.last
 	j.mu.Unlock()
 	if end.IsZero() {
-		end = now
+		end = time.Now()
 	}
+	failed := failure(r)
+	if j.span.IsRecording() {
+		annotate(j.span, r, failed)
+	}
+	j.span.End(trace.WithTimestamp(end))
 	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
 	if failed != "" {
 		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub, j.measured(), semconv.ErrorTypeKey.String(failed))
