@@ -135,17 +135,15 @@ func (t *Telemetry) customContext(ctx context.Context, p *runtime.Publishing) tr
 // there only when it has few values: the queue a handoff names (Lily picked
 // it: a retry bucket or the DLQ), or an exchange alone. A routing key a
 // producer picks may have many (a reply queue per request, an id in the
-// key), so "{exchange}:{routing key}" goes as messaging.destination.template,
-// the key left as the placeholder and the default exchange named
-// amq.default. Spans keep the whole name in their attributes.
+// key), so the name goes as messaging.destination.template, the template it
+// is built from (as the conventions mean one): "{exchange}:{routing key}",
+// or "{routing key}" alone through the default exchange, whose name is the
+// key. Spans keep the whole name in their attributes.
 func sentToLow(exchange, routingKey string, handoff bool) (attribute.KeyValue, string) {
 	if handoff || routingKey == "" {
 		dest := sentTo(exchange, routingKey)
 		return semconv.MessagingDestinationName(dest), dest
 	}
-	if exchange == "" {
-		exchange = "amq.default"
-	}
-	template := exchange + ":{routing key}"
+	template := sentTo(exchange, "{routing key}")
 	return semconv.MessagingDestinationTemplate(template), template
 }

@@ -2,6 +2,7 @@ package lilyotel_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,31 @@ func TestSpansNamedByATemplateCarryIt(t *testing.T) {
 			attrs["messaging.destination.name"] != "shop:order.eu.42:q" {
 			t.Errorf("span %q: template %q, routing key %q, destination %q", s.Name(), attrs["messaging.destination.template"],
 				attrs["messaging.rabbitmq.destination.routing_key"], attrs["messaging.destination.name"])
+		}
+	}
+}
+
+// A send's template is one its destination's name is built from, as the
+// conventions mean it: the routing key put in for the placeholder gives
+// messaging.destination.name. Through the default exchange the name is the
+// key alone, so the template is the placeholder alone; its span is named
+// by it.
+func TestSendTemplateBuildsItsName(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tel, err := lilyotel.New(lilyotel.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range [][2]string{{"", "orders.reply-42"}, {"shop", "order.eu.42"}} {
+		tel.Publish(context.Background(), to[0], to[1], &runtime.Publishing{})("confirmed", time.Now())
+	}
+	want := map[string]string{"send {routing key}": "{routing key}", "send shop:{routing key}": "shop:{routing key}"}
+	for _, s := range spans.Ended() {
+		a := attrs(s)
+		template, _ := a["messaging.destination.template"].(string)
+		key, _ := a["messaging.rabbitmq.destination.routing_key"].(string)
+		if built := strings.ReplaceAll(template, "{routing key}", key); built != a["messaging.destination.name"] || want[s.Name()] != template {
+			t.Errorf("span %q: template %q builds %q, destination %q", s.Name(), template, built, a["messaging.destination.name"])
 		}
 	}
 }
