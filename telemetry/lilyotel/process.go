@@ -131,12 +131,12 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 		attrs = append(attrs, semconv.MessagingMessageBodySize(len(d.Body())))
 	}
 	ctx, j.span = t.tracer.Start(ctx, spanName("process", j.named), append(opts, trace.WithAttributes(attrs...))...)
-	t.m.consumed.Add(ctx, 1, "process", messagingSystem, semconv.MessagingDestinationSubscriptionName(queue), j.measured())
 	return context.WithValue(ctx, journeyKey{}, j)
 }
 
 // Settled ends the process span with the record's evidence, and counts the
-// journey. Without a journey (a delivery never started whose requeue was not
+// journey, in messaging.client.consumed.messages too unless it was rejected
+// before any user code. Without a journey (a delivery never started whose requeue was not
 // sent, of which the runtime tells Settled alone) it is counted, with no
 // span.
 //
@@ -167,6 +167,13 @@ func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	}
 	j.span.End(trace.WithTimestamp(end))
 	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
+	if r.Rejection == "" {
+		// Delivered to the application, as the conventions count consumed
+		// messages: a delivery rejected before any user code (poison,
+		// oversized, quarantined, unsupported) is not, and the rejection
+		// is known only now. lily.deliveries counts every journey.
+		t.m.consumed.Add(ctx, 1, "process", messagingSystem, sub, j.measured())
+	}
 	if failed != "" {
 		t.m.process.Record(ctx, end.Sub(j.start).Seconds(), "process", messagingSystem, sub, j.measured(), semconv.ErrorTypeKey.String(failed))
 	} else {
