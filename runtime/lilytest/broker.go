@@ -1,17 +1,22 @@
 package lilytest
 
 import (
+	"maps"
 	"sync/atomic"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
 
 // broker stands in for RabbitMQ under a harness's consumer: the consumer
-// channel that takes each ACK and NACK, and the confirm-mode publisher that
-// answers each retry or DLQ copy as the harness was told to.
+// channel that takes each ACK and NACK, the confirm-mode publisher that
+// answers each retry or DLQ copy as the harness was told to, and the retry
+// buckets that hand a copy back dead-lettered.
 type broker struct {
 	h      *Harness
 	answer atomic.Pointer[outcome.HandoffEvidence]
@@ -55,12 +60,52 @@ func (b *broker) settled(op string) {
 	c.mu.Unlock()
 }
 
-func (b *broker) Publish(_, key string, msg amqp.Publishing) outcome.HandoffEvidence {
+func (b *broker) Publish(exchange, key string, msg amqp.Publishing) outcome.HandoffEvidence {
+	ev := *b.answer.Load()
+	ev.Destination = key
+	if delay, ok := b.bucket(key); ok && ev.Published {
+		msg.Headers = deadLettered(msg.Headers, exchange, key, time.Now().Add(delay))
+	}
 	c := b.h.current.Load()
 	c.mu.Lock()
 	c.copy = (*runtime.Publishing)(&msg)
 	c.mu.Unlock()
-	ev := *b.answer.Load()
-	ev.Destination = key
 	return ev
+}
+
+// bucket reports whether key names one of the queue's retry buckets, and
+// its delay.
+func (b *broker) bucket(key string) (time.Duration, bool) {
+	for _, d := range b.h.spec.Topology.RetryDelays {
+		if queue.RetryBucket(b.h.spec.Name, d) == key {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// deadLettered is headers, a copy's published to exchange with key, a
+// retry bucket, as the bucket hands them back to the queue at expired,
+// when the copy's TTL ends: with what RabbitMQ's dead-lettering adds there
+// (rabbit_dead_letter:make_msg, 3.10.8), to a message without an x-death,
+// as the runtime's copies are: an x-death of one entry, and the
+// x-first-death-* headers. (A copy carrying an expiration would add its
+// original-expiration; the runtime's carry none, nor CC, whose keys would
+// join the routing-keys.) RabbitMQ 3.13 adds x-last-death-* too. headers
+// are not changed.
+func deadLettered(headers amqp.Table, exchange, key string, expired time.Time) amqp.Table {
+	h := make(amqp.Table, len(headers)+4)
+	maps.Copy(h, headers)
+	h[frame.XDeath] = []any{amqp.Table{
+		"count":        int64(1),
+		"reason":       "expired",
+		"queue":        key,
+		"time":         time.Unix(expired.Unix(), 0), // a timestamp: whole seconds
+		"exchange":     exchange,
+		"routing-keys": []any{key},
+	}}
+	h["x-first-death-reason"] = "expired"
+	h["x-first-death-queue"] = key
+	h["x-first-death-exchange"] = exchange
+	return h
 }

@@ -25,8 +25,8 @@
 //	res := h.Deliver(p)
 //	// res.Path, res.Reason, res.Destination, res.NextAttempt(), res.Err ...
 //
-// Deliver the retry copy (res.Copy) to run the next attempt, as the retry
-// bucket hands it back. RawDelivery reads a message through the guard and
+// Deliver the retry copy (res.Copy) to run the next attempt: it is as the
+// retry bucket hands it back, with the x-death RabbitMQ adds. RawDelivery reads a message through the guard and
 // dispatch alone, for a test that calls a handler method directly.
 //
 // Inbox is an in-memory inbox: a message whose work committed is a duplicate

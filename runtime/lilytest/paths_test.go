@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime"
@@ -98,6 +101,54 @@ func TestRetryThenSuccess(t *testing.T) {
 	wantPath(t, second, runtime.PathAcked)
 	if first.Attempt != 1 || second.Attempt != 2 || second.MessageID != "flaky-1" {
 		t.Errorf("results %+v, %+v", first, second)
+	}
+}
+
+// A retry copy comes back from its bucket with the headers RabbitMQ's
+// dead-lettering adds there (3.10.8; TestBrokerBucketHandsBackWhatCopySays
+// compares them with a bucket's): a fresh x-death at every attempt, as the
+// runtime leaves the earlier one behind, and the x-first-death-* headers.
+// A DLQ copy, which no bucket hands back, has none.
+func TestRetryCopyComesBackDeadLettered(t *testing.T) {
+	const bucket = "lilytest.retry.300ms"
+	seen := map[int]map[string]any{}
+	h := harness(t, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		got := map[string]any{}
+		for _, k := range []string{"x-death", "x-first-death-reason", "x-first-death-queue", "x-first-death-exchange", "x-last-death-queue"} {
+			if v, ok := d.Header(k); ok {
+				got[k] = v
+			}
+		}
+		seen[d.Attempt()] = got
+		return errors.New("busy")
+	})
+	res := h.Deliver(order(t, "bucket-1"))
+	for attempt := 2; attempt <= 3; attempt++ {
+		wantPath(t, res, runtime.PathRetried)
+		before := time.Now()
+		res = h.Deliver(*res.Copy)
+		xd, _ := seen[attempt]["x-death"].([]any)
+		if len(xd) != 1 {
+			t.Fatalf("attempt %d: headers %v, want one x-death", attempt, seen[attempt])
+		}
+		entry, _ := xd[0].(amqp.Table)
+		at, _ := entry["time"].(time.Time)
+		if at.Before(before.Add(300*time.Millisecond-time.Second)) || at.After(time.Now().Add(300*time.Millisecond)) {
+			t.Errorf("attempt %d: x-death time %v, want the copy's publish and its delay", attempt, at)
+		}
+		delete(entry, "time")
+		want := amqp.Table{"count": int64(1), "reason": "expired", "queue": bucket, "exchange": "", "routing-keys": []any{bucket}}
+		if !reflect.DeepEqual(entry, want) {
+			t.Errorf("attempt %d: x-death %#v, want %#v", attempt, entry, want)
+		}
+		if seen[attempt]["x-first-death-reason"] != "expired" || seen[attempt]["x-first-death-queue"] != bucket ||
+			seen[attempt]["x-first-death-exchange"] != "" || seen[attempt]["x-last-death-queue"] != nil {
+			t.Errorf("attempt %d: headers %v", attempt, seen[attempt])
+		}
+	}
+	wantPath(t, res, runtime.PathDeadLettered)
+	if _, ok := res.Copy.Headers["x-death"]; ok || len(seen[1]) != 0 {
+		t.Errorf("DLQ copy headers %v; first attempt's %v", res.Copy.Headers, seen[1])
 	}
 }
 
