@@ -309,6 +309,13 @@ func (h *Harness) AnswerHandoffs(evidence string) {
 // Settled alone). A handler still
 // running past its timeout returns on its own. Close waits for a Deliver
 // under way; a second Close does nothing.
+//
+// So the forced shutdown never meets a delivery under way: no Harness
+// shows the decision table's row of a handler cancelled by it (Record's
+// Handler "cancelled": requeued, no application retry spent), nor a
+// handler abandoned at the final abort. The runtime's broker tests show
+// them (TestBrokerForcedCancelSpendsNoRetry,
+// TestBrokerFinalAbortAbandonsAStuckHandler).
 func (h *Harness) Close() {
 	h.lock("Close")
 	defer h.mu.Unlock()
