@@ -47,7 +47,7 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 			if ok, err := c.awaitSlot(ctx, r, s, d); !ok {
 				return err
 			}
-			if c.spentWaiting(r, s.gen, d, receivedAt) {
+			if c.spentWaiting(r, s.gen, d, nil, receivedAt) {
 				continue
 			}
 			r.deliveries.Add(1)
@@ -66,13 +66,15 @@ func (c *Consumer) consume(ctx context.Context, r *run, s *session) error {
 // spentWaiting gives back the slot d took and requeues d not started when
 // the slot freed only after its budget (handlers past their timeout held
 // them all), before the recycle: its handler's result could only be left
-// unresolved. received is when its budget began.
-func (c *Consumer) spentWaiting(r *run, gen *settle.Generation, d *amqp.Delivery, received time.Time) bool {
+// unresolved. received is when its budget began; env is d's envelope when
+// intake has read it (an ordered queue's), which its record names it by,
+// or nil.
+func (c *Consumer) spentWaiting(r *run, gen *settle.Generation, d *amqp.Delivery, env *guard.Envelope, received time.Time) bool {
 	if decide.Starts(time.Until(received.Add(c.spec.budget()))) {
 		return false
 	}
 	<-r.slots
-	c.notStarted(r, gen, d, nil, decide.SpentWaiting)
+	c.notStarted(r, gen, d, env, decide.SpentWaiting)
 	return true
 }
 

@@ -66,6 +66,12 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 		j.c.notStarted(j.r, j.gen, d, nil, "not started: the consumer aborted")
 		return j.observed
 	}
+	// An ordered queue's intake reads the delivery as it takes it in
+	// (orderKey): its records name it by its key, even if it never starts.
+	var env *guard.Envelope
+	if j.c.spec.OrderKey != nil {
+		env = j.c.read(d, received).env
+	}
 	// consume waits for a slot until the delivery has been unsettled for
 	// recycleAfter (handlers past their timeout hold every slot); then the
 	// channel is recycled and the delivery requeued, not started. The
@@ -82,17 +88,15 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 		// turn in its lane (here, with no wait for the lane, its receipt),
 		// so the lane says its budget was spent while it waited.
 		why := "received but not started before its channel was recycled"
-		// An ordered queue's intake has read the delivery (orderKey): its
-		// record names it by its key.
-		var env *guard.Envelope
 		if j.c.spec.OrderKey != nil {
 			why = decide.SpentWaiting
-			env = j.c.read(d, received).env
 		}
 		j.c.notStarted(j.r, j.gen, d, env, why)
 		return j.observed
 	}
-	if j.c.spentWaiting(j.r, j.gen, d, received) {
+	// On an ordered queue, laneSlot's spent budget: the lane requeues the
+	// delivery at the recycle, in the same words.
+	if j.c.spentWaiting(j.r, j.gen, d, env, received) {
 		return j.observed
 	}
 	sl := &slot{slots: j.r.slots}

@@ -217,6 +217,64 @@ func TestDeliveryWhoseBudgetWasSpentWaitingIsNotStarted(t *testing.T) {
 	wantPath(t, h.Deliver(order(t, "wait-1"), lilytest.Redelivered()), runtime.PathAcked)
 }
 
+// stuckShipping handles the foreign fixture's shipments, counting calls;
+// the shipment of order "stuck" waits for release, deaf to its context.
+type stuckShipping struct {
+	fixture.UnimplementedLilytestForeignHandler
+	calls   *atomic.Int32
+	release chan struct{}
+}
+
+func (s stuckShipping) HandleOrderShippedV1(_ context.Context, msg *fixture.OrderShippedV1, _ runtime.RawDelivery) error {
+	s.calls.Add(1)
+	if msg.OrderID == "stuck" {
+		<-s.release
+	}
+	return nil
+}
+
+// On an ordered queue the same delivery's record names it by its key, as
+// the runtime's lane, which read it as it took it in, names it: for a
+// header-mapped profile "headers", the type and the id, not its
+// message_id.
+func TestOrderedDeliveryWhoseBudgetWasSpentWaitingNamesItsKey(t *testing.T) {
+	services.Slow(t, "a settlement budget, eleven seconds")
+	t.Parallel()
+	spec := fixture.LilytestForeignQueueSpec()
+	spec.OrderKey = func(map[string]any, []byte) string { return "" }
+	spec.Concurrency = 1
+	spec.HandlerTimeout = 500 * time.Millisecond
+	const step = 2 * time.Second
+	spec.SettlementBudget = spec.HandlerTimeout + 4*step + 2*time.Second
+	var calls atomic.Int32
+	release := make(chan struct{})
+	routes := fixture.LilytestForeignRoutes(stuckShipping{calls: &calls, release: release})
+	h, err := lilytest.New(spec, routes, runtime.Config{Logger: quiet, StepTimeout: step})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	shipment := func(id string) runtime.Publishing {
+		p, err := fixture.NewOrderShippedV1(id, &fixture.OrderShippedV1{OrderID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	wantPath(t, h.Deliver(shipment("stuck")), runtime.PathRetried)
+	sent := time.Now()
+	done := make(chan lilytest.Result)
+	go func() { done <- h.Deliver(shipment("wait-1")) }()
+	time.Sleep(time.Until(sent.Add(spec.SettlementBudget + step/2)))
+	close(release)
+	res := <-done
+	wantPath(t, res, runtime.PathNotStarted)
+	if key := "headers " + fixture.OrderShippedType + " wait-1"; res.MessageID != key || res.Reason != "not started: its settlement budget was spent while it waited for a slot" || calls.Load() != 1 {
+		t.Errorf("result %+v, handler calls %d; want it named %q", res, calls.Load(), key)
+	}
+}
+
 // AnswerHandoffs takes only the words of Record.Handoff.
 func TestAnswerHandoffsRefusesOtherWords(t *testing.T) {
 	h := harness(t, ok)
