@@ -172,6 +172,14 @@ func (in *laneIntake) exited(d *amqp.Delivery, key laneKey, read *reading) {
 	}()
 }
 
+// keyExit goes on from a delivery, d, whose OrderKey called runtime.Goexit,
+// which ends the goroutine that read d: with key, the lane of those whose
+// key panicked, and read, the guard's reading of d. The intake reading d
+// is one (laneIntake.exited), and a trial's reading its one delivery.
+type keyExit interface {
+	exited(d *amqp.Delivery, key laneKey, read *reading)
+}
+
 // orderKey is d's order key, bounded, and the guard's reading of d, which
 // the journey then uses (nil when d was quarantined: quarantined is why the
 // filter replaced d's content header, its Why "" when it did not). OrderKey runs on
@@ -179,8 +187,8 @@ func (in *laneIntake) exited(d *amqp.Delivery, key laneKey, read *reading) {
 // there, on one message, would end the process, again at each redelivery.
 // It is logged instead, and the delivery takes the lane of those whose key
 // panicked; so does one whose OrderKey called runtime.Goexit, which in,
-// the intake reading d (nil in a test), goes on from.
-func (c *Consumer) orderKey(d *amqp.Delivery, quarantined quarantine.Verdict, in *laneIntake) (key laneKey, read *reading) {
+// reading d (nil in a test), goes on from.
+func (c *Consumer) orderKey(d *amqp.Delivery, quarantined quarantine.Verdict, in keyExit) (key laneKey, read *reading) {
 	if quarantined.Why != "" {
 		return guardRefused, nil
 	}

@@ -66,11 +66,14 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 		j.c.notStarted(j.r, j.gen, d, nil, "not started: the consumer aborted")
 		return j.observed
 	}
-	// An ordered queue's intake reads the delivery as it takes it in
-	// (orderKey): its records name it by its key, even if it never starts.
+	// An ordered queue's intake reads the delivery as it takes it in, and
+	// calls OrderKey: its records name it by its key, even if it never
+	// starts, and its journey uses that reading.
+	var read *reading
 	var env *guard.Envelope
 	if j.c.spec.OrderKey != nil {
-		env = j.c.read(d, received).env
+		read = j.orderKey(d)
+		env = read.env
 	}
 	// consume waits for a slot until the delivery has been unsettled for
 	// recycleAfter (handlers past their timeout hold every slot); then the
@@ -102,12 +105,41 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	sl := &slot{slots: j.r.slots}
 	sl.hold()
 	defer sl.leave()
-	rec := j.c.process(j.r, nil, j.gen, d, received, quarantine.Verdict{}, nil, sl)
+	rec := j.c.process(j.r, nil, j.gen, d, received, quarantine.Verdict{}, read, sl)
 	if acks := j.gen.Acks.Take(); len(acks) > 0 {
 		j.c.acksProven(j.r, j.gen, acks)
 		j.gen.Acks.Done(acks)
 	}
 	return rec
+}
+
+// orderKey reads d, on an ordered queue, as the intake does (orderKey):
+// the guard, then OrderKey, whose panic or runtime.Goexit is logged, and d
+// goes on. It calls orderKey on a goroutine of its own, which a Goexit
+// ends, as it ends the intake's, not Deliver's caller. The key names no
+// lane: the trial runs one delivery at a time, and each journey has ended
+// by the time the next one comes, so none waits for its key.
+func (j *journeys) orderKey(d *amqp.Delivery) *reading {
+	k := &keyReading{done: make(chan struct{})}
+	go func() {
+		_, k.read = j.c.orderKey(d, quarantine.Verdict{}, k)
+		close(k.done)
+	}()
+	<-k.done
+	return k.read
+}
+
+// keyReading is what journeys.orderKey waits for: the guard's reading of
+// its delivery, once orderKey has returned it or, after a Goexit in
+// OrderKey, handed it to exited.
+type keyReading struct {
+	read *reading
+	done chan struct{}
+}
+
+func (k *keyReading) exited(_ *amqp.Delivery, _ laneKey, read *reading) {
+	k.read = read
+	close(k.done)
 }
 
 // Close stops, cancels the handlers' context, as the force does, and ends

@@ -32,11 +32,13 @@ import (
 // way, on the test's goroutine. So do such calls from the Config's other
 // functions that run for the delivery: Scope, the cleanup it returns,
 // AfterDelivery, Observe, the Telemetry's methods and the Logger's handler,
-// which would wait for their step's timeout, or, having none, for good.
-// Made from a goroutine one of them started and waits for, or by the
-// Inbox's methods, the call is not caught: it waits as long as its
-// caller does, until the handler's timeout or the step's, or, from Observe,
-// the Telemetry or the Logger, for good. Made by a handler past its
+// which would wait for their step's timeout, or, having none, for good;
+// and from the spec's OrderKey, which would wait for good (the runtime
+// logs its panic, as any of OrderKey's, and the delivery goes on). Made
+// from a goroutine one of them started and waits for, or by the Inbox's
+// methods, the call is not caught: it waits as long as its caller does,
+// until the handler's timeout or the step's, or, from Observe, the
+// Telemetry or the Logger, for good. Made by a handler past its
 // timeout, whose delivery has ended, while another delivery's user code
 // runs, or by user code of another harness's delivery while this one's
 // Deliver runs on a goroutine of its own, it is refused as if it were this
@@ -106,7 +108,7 @@ func New(spec runtime.QueueSpec, routes runtime.Routes, cfg runtime.Config) (*Ha
 	h := &Harness{spec: spec}
 	h.broker = &broker{h: h}
 	h.AnswerHandoffs(confirmed)
-	c, err := runtime.NewConsumer(spec, h.watch(routes), h.watchConfig(cfg))
+	c, err := runtime.NewConsumer(h.watchSpec(spec), h.watch(routes), h.watchConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +143,19 @@ func (h *Harness) handle(ctx context.Context, route func(context.Context, runtim
 		c.setErr(err)
 	})
 	return err
+}
+
+// watchSpec wraps spec's OrderKey, which runs for a delivery on a
+// goroutine of its own, as the intake's, while its Deliver holds the
+// harness, so that lock tells it calling back, as it tells a handler.
+func (h *Harness) watchSpec(spec runtime.QueueSpec) runtime.QueueSpec {
+	if key := spec.OrderKey; key != nil {
+		spec.OrderKey = func(headers map[string]any, body []byte) (k string) {
+			h.current.Load().run(func() { k = key(headers, body) })
+			return k
+		}
+	}
+	return spec
 }
 
 // watchConfig wraps the functions of cfg that run for a delivery on

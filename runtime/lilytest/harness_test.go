@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	goruntime "runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -322,6 +324,61 @@ func TestErrIsTheLastAttemptsAfterARetryInLine(t *testing.T) {
 	}
 }
 
+// An OrderKey that panics or calls runtime.Goexit is logged, as the
+// runtime logs it (TestBrokerOrderKeyGoexitIsContained), and its delivery
+// goes on: its key is read from a message with a key other than its
+// message_id, which the log names it by.
+func TestOrderKeyThatPanicsIsLogged(t *testing.T) {
+	for _, how := range []string{"panic", "Goexit"} {
+		spec := fixture.LilytestForeignQueueSpec()
+		spec.OrderKey = func(map[string]any, []byte) string {
+			if how == "panic" {
+				panic("no key here")
+			}
+			goruntime.Goexit()
+			return ""
+		}
+		var mu sync.Mutex
+		var logged []string
+		logger := slog.New(handlerOf(func(r slog.Record) {
+			if r.Level != slog.LevelError {
+				return
+			}
+			line := r.Message
+			r.Attrs(func(a slog.Attr) bool {
+				line += " " + a.Key + "=" + a.Value.String()
+				return true
+			})
+			mu.Lock()
+			logged = append(logged, line)
+			mu.Unlock()
+		}))
+		var calls atomic.Int32
+		h, err := lilytest.New(spec, fixture.LilytestForeignRoutes(stuckShipping{calls: &calls}), runtime.Config{Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := fixture.NewOrderShippedV1("key-1", &fixture.OrderShippedV1{OrderID: "key-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := h.Deliver(p)
+		h.Close()
+		wantPath(t, res, runtime.PathAcked)
+		detail := "no key here"
+		if how == "Goexit" {
+			detail = "it called runtime.Goexit instead of returning"
+		}
+		want := "lily OrderKey panicked; the delivery is ordered only behind others whose key panicked queue=lilytest.foreign message_id=headers " +
+			fixture.OrderShippedType + " key-1 detail=" + detail
+		mu.Lock()
+		if len(logged) != 1 || logged[0] != want || calls.Load() != 1 {
+			t.Errorf("%s: logged %q, handler calls %d; want %q", how, logged, calls.Load(), want)
+		}
+		mu.Unlock()
+	}
+}
+
 // A handler reads its headers as they arrive from the broker: a time as the
 // whole seconds AMQP carries, an int as the 32 bits amqp091-go sends; the
 // retry copy keeps the timestamp as it arrived.
@@ -413,18 +470,19 @@ func TestHandlerAnswersItsOwnHandoff(t *testing.T) {
 }
 
 // A handler, a Scope, its cleanup, AfterDelivery, Observe, a Telemetry
-// method or the Logger's handler calling Deliver or Close on its own
-// harness during its delivery would wait for itself: the call panics, and
-// so does the Deliver under way, on the test's goroutine; the harness is
-// still usable.
+// method, the Logger's handler or the spec's OrderKey calling Deliver or
+// Close on its own harness during its delivery would wait for itself: the
+// call panics, and so does the Deliver under way, on the test's goroutine;
+// the harness is still usable.
 func TestUserCodeCallingBackIntoItsDeliveryPanics(t *testing.T) {
 	spec := fixture.LilytestQueueSpec()
 	// Without the check, a handler's call would wait out its timeout, a
 	// step's its StepTimeout, and Observe's, the Telemetry's and the
 	// Logger's for good.
 	spec.HandlerTimeout = time.Minute
-	for _, caller := range []string{"handler", "Scope", "cleanup", "AfterDelivery", "Observe", "Received", "Settled", "Logger"} {
+	for _, caller := range []string{"handler", "Scope", "cleanup", "AfterDelivery", "Observe", "Received", "Settled", "Logger", "OrderKey"} {
 		for _, method := range []string{"Deliver", "Close"} {
+			spec := spec
 			var h *lilytest.Harness
 			callBack := func(id string) {
 				if id != "outer" {
@@ -461,6 +519,14 @@ func TestUserCodeCallingBackIntoItsDeliveryPanics(t *testing.T) {
 				cfg.Telemetry = hookOf{received: func(d runtime.RawDelivery) { callBack(d.MessageID()) }}
 			case "Settled":
 				cfg.Telemetry = hookOf{settled: func(rec runtime.Record) { callBack(rec.MessageID) }}
+			case "OrderKey":
+				// Before the delivery's journey, as intake takes it in.
+				spec.OrderKey = func(_ map[string]any, body []byte) string {
+					if strings.Contains(string(body), `"outer"`) {
+						callBack("outer")
+					}
+					return ""
+				}
 			case "Logger":
 				// At the delivery's first record, before its handler.
 				cfg.Logger = slog.New(handlerOf(func(r slog.Record) {
