@@ -147,7 +147,7 @@ func errText(err error) string {
 					}
 					b.WriteString("\t}\n")
 				}
-				for _, body := range mutations(t, ex.Body) {
+				for _, body := range append(mutations(t, ex.Body), nestings(t, ex.Body)...) {
 					want := ""
 					if err := v.Check(body, ex.Headers); err != nil {
 						want = err.Error()
@@ -161,6 +161,42 @@ func errText(err error) string {
 	}
 	b.WriteString("func first[T any](_ T, err error) error { return err }\n")
 	return []byte(b.String())
+}
+
+// nestings returns variants of a JSON body with a member the schema does
+// not know added to one object, an array nested so deep that the body nests
+// exactly 1,000 deep, or 1,001, counted from its root as docs/schema.md
+// counts it.
+func nestings(t *testing.T, body []byte) [][]byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	const mark = "\x02" // written "\u0002", then replaced by the arrays
+	var out [][]byte
+	var visit func(v any, depth int)
+	visit = func(v any, depth int) {
+		switch x := v.(type) {
+		case map[string]any:
+			for _, n := range []int{1000 - depth, 1001 - depth} {
+				x["lily-deep"] = mark
+				arrays := strings.Repeat("[", n) + strings.Repeat("]", n)
+				out = append(out, bytes.Replace(must(json.Marshal(doc)), []byte(`"\u0002"`), []byte(arrays), 1))
+				delete(x, "lily-deep")
+			}
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				visit(x[k], depth+1)
+			}
+		case []any:
+			for _, e := range x {
+				visit(e, depth+1)
+			}
+		}
+	}
+	visit(doc, 1)
+	return out
 }
 
 // publishCheck writes the check that Publish<Version> sends example ex

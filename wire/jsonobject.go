@@ -126,6 +126,7 @@ func (r *JSONReader) Object(fields *JSONFields) JSONObject {
 	case c == '{':
 		r.pos++
 		r.first = true
+		r.depth++
 	case c == 'n' && r.literal("null"):
 		o.done = true
 	default:
@@ -143,6 +144,7 @@ func (o *JSONObject) Next(r *JSONReader) bool {
 	for o.err == nil && !o.done {
 		if !r.more('}') {
 			o.done = true
+			r.depth--
 			if r.err == nil {
 				r.closeNames(o.names)
 			}
@@ -265,6 +267,7 @@ func JSONList[T any](r *JSONReader, most int, read func(*T) error) ([]T, error) 
 	}
 	r.pos++
 	r.first = true
+	r.depth++
 	out := []T{}
 	for i := 0; r.more(']'); i++ {
 		if i == most {
@@ -281,6 +284,7 @@ func JSONList[T any](r *JSONReader, most int, read func(*T) error) ([]T, error) 
 			return nil, At(index(i), err)
 		}
 	}
+	r.depth--
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -304,6 +308,7 @@ func JSONMap[T any](r *JSONReader, most int, read func(*T) error) (map[string]T,
 	}
 	r.pos++
 	r.first = true
+	r.depth++
 	out := map[string]T{}
 	for r.more('}') {
 		if len(out) == most {
@@ -326,6 +331,7 @@ func JSONMap[T any](r *JSONReader, most int, read func(*T) error) (map[string]T,
 		}
 		out[key] = v
 	}
+	r.depth--
 	if r.err != nil {
 		return nil, r.err
 	}

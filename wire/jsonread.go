@@ -23,6 +23,10 @@ import (
 type JSONReader struct {
 	data []byte
 	pos  int
+	// depth is how many objects and arrays the reads have opened and not yet
+	// closed (Object, JSONList, JSONMap), so that a skipped value's nesting
+	// counts from the body's root.
+	depth int
 	// first is true while the object or array just opened has had no member
 	// or element read yet: reads are strictly nested, so one flag serves all.
 	first bool
@@ -47,9 +51,10 @@ type nameSet struct {
 // nameSet, of the member at offset at.
 type memberName struct{ start, end, at int32 }
 
-// maxJSONDepth bounds the nesting of arrays and objects that are skipped or
-// parsed generically, so that a hostile body cannot exhaust memory or stack.
-// The schema bounds the nesting of what generated code reads.
+// maxJSONDepth bounds the nesting of arrays and objects in a body, counted
+// from its root (the root object is 1 deep), so that a hostile body cannot
+// exhaust memory or stack. The schema bounds the nesting of what generated
+// code reads (32 levels); a skipped value nests within what is left.
 const maxJSONDepth = 1000
 
 var tooDeep = "nested deeper than " + strconv.Itoa(maxJSONDepth)

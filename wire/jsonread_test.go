@@ -308,14 +308,63 @@ func TestJSONDepth(t *testing.T) {
 		if errText(err) != c.err {
 			t.Errorf("ParseJSON, depth %d: %v, want %q", c.depth, err, c.err)
 		}
-		// As an unknown member, the same array is skipped with the same bound.
-		r := NewJSONReader([]byte(`{"u":` + body + `}`))
+		// As an unknown member, an array one less deep is skipped with the
+		// same bound: the object around it is the first level.
+		inner := strings.Repeat("[", c.depth-1) + strings.Repeat("]", c.depth-1)
+		r := NewJSONReader([]byte(`{"u":` + inner + `}`))
 		o := r.Object(NewJSONFields())
 		for o.Next(r) {
 		}
-		want := strings.Replace(c.err, "byte 1000", "byte 1005", 1)
+		want := strings.Replace(c.err, "byte 1000", "byte 1004", 1)
 		if err := r.End(o.End()); errText(err) != want {
 			t.Errorf("skip, depth %d: %v, want %q", c.depth, err, want)
+		}
+	}
+}
+
+// The nesting of a skipped value counts from the body's root, through the
+// objects, lists and maps a read is in, as ParseJSON counts it: the reader
+// accepts a body exactly when ParseJSON does.
+func TestJSONDepthFromTheRoot(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	readPoint := func(r *JSONReader) error {
+		var p point
+		return p.readJSON(r)
+	}
+	// A map of objects, each read as one without members.
+	readMap := func(r *JSONReader) error {
+		_, err := JSONMap(r, Unbounded, func(*struct{}) error {
+			o := r.Object(NewJSONFields())
+			for o.Next(r) {
+			}
+			return o.End()
+		})
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		body func(n int) string
+		read func(*JSONReader) error
+		open int // objects and arrays around the skipped value
+	}{
+		{"root", func(n int) string { return `{"x":1,"at":true,"u":` + deep(n) + `}` }, readPoint, 1},
+		{"list element", func(n int) string { return `{"x":1,"at":true,"items":[{"x":2,"at":null,"u":` + deep(n) + `}]}` }, readPoint, 3},
+		{"nested list element", func(n int) string {
+			return `{"x":1,"at":true,"items":[{"x":2,"at":null,"items":[{"x":3,"at":null,"u":` + deep(n) + `}]}]}`
+		}, readPoint, 5},
+		{"map value", func(n int) string { return `{"a":{},"b":{"u":` + deep(n) + `}}` }, readMap, 2},
+	} {
+		for _, n := range []int{maxJSONDepth - c.open, maxJSONDepth - c.open + 1} {
+			body := []byte(c.body(n))
+			_, perr := ParseJSON(body)
+			r := NewJSONReader(body)
+			err := r.End(c.read(r))
+			if errText(err) != errText(perr) {
+				t.Errorf("%s, %d deep inside: reader %v, ParseJSON %v", c.name, n, err, perr)
+			}
+			if tooDeep := n+c.open > maxJSONDepth; tooDeep != (err != nil) {
+				t.Errorf("%s, %d deep inside %d: %v", c.name, n, c.open, err)
+			}
 		}
 	}
 }

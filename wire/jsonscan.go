@@ -344,7 +344,7 @@ const smallObject = 16
 
 // skip passes over the value at r.pos, checking its syntax and, when names,
 // that no object in it repeats a name. It is iterative, with a bound on
-// nesting.
+// nesting that counts the objects and arrays open around the value.
 func (r *JSONReader) skip(names bool) {
 	var local [16]container
 	open := local[:0]
@@ -354,7 +354,7 @@ func (r *JSONReader) skip(names bool) {
 		case 0:
 			return
 		case '{', '[':
-			if len(open) == maxJSONDepth {
+			if r.depth+len(open) == maxJSONDepth {
 				r.fail(tooDeep)
 				return
 			}

@@ -3,6 +3,7 @@ package ordersmsg
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,47 @@ func TestExtractOrderPlacedV2Failures(t *testing.T) {
 				t.Errorf("got %+v, want %+v", *fe, tc.want)
 			}
 		})
+	}
+}
+
+// A body nests at most 1,000 deep counted from its root, wherever the deep
+// value is: the object, list and item a skipped member is in count, as the
+// schema's checker counts them. The error does not depend on another
+// problem read before the deep value.
+func TestExtractOrderPlacedV2Nesting(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, to string
+		depth          int // of the array put after to
+		tooDeep        bool
+	}{
+		{"in the body", `"coupon": `, `"coupon": `, 999, false},
+		{"in the body", `"coupon": `, `"coupon": `, 1000, true},
+		{"in an item", `"qty": 2`, `"qty": 2, "x": `, 997, false},
+		{"in an item", `"qty": 2`, `"qty": 2, "x": `, 998, true},
+	} {
+		for _, orderID := range []string{`"order-1"`, `""`} {
+			body := strings.Replace(goodV2, `"order-1"`, orderID, 1)
+			if tc.from == `"coupon": ` {
+				body = strings.Replace(body, `"new fields are ignored"`, "", 1)
+			}
+			deep := strings.Repeat("[", tc.depth) + strings.Repeat("]", tc.depth)
+			body = strings.Replace(body, tc.from, tc.to+deep, 1)
+			want := ""
+			switch {
+			case tc.tooDeep:
+				at := strings.Index(body, tc.to) + len(tc.to) + tc.depth - 1
+				want = "payload: invalid JSON at byte " + strconv.Itoa(at) + ": nested deeper than 1000"
+			case orderID == `""`:
+				want = "field order_id: empty"
+			}
+			got := ""
+			if _, err := ExtractOrderPlacedV2([]byte(body)); err != nil {
+				got = err.Error()
+			}
+			if got != want {
+				t.Errorf("%s, %d deep, order id %s: %q, want %q", tc.name, tc.depth, orderID, got, want)
+			}
+		}
 	}
 }
 

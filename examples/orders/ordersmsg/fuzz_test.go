@@ -24,8 +24,8 @@ import (
 //
 // The check reads JSON as docs/schema.md says: names match exactly; a body is
 // refused when any object in it repeats a name, when it holds invalid UTF-8
-// or a lone surrogate escape, or when the value of a member the schema does
-// not know nests deeper than 1,000; null is absence. It reads the tokens with
+// or a lone surrogate escape, or when it nests deeper than 1,000 (counted
+// from its root, the body's object being the first level); null is absence. It reads the tokens with
 // encoding/json's tokenizer, so strings are unquoted as the extractor sees
 // them once those rules hold; every rule of the schema, the integer rule and
 // RFC 3339 are its own.
@@ -41,6 +41,8 @@ func FuzzExtractOrderPlacedV1(f *testing.F) {
 		`{"order_id":"x","amount_cents":1,"x":"\udc00"}`,
 		`{"order_id":"x","amount_cents":1,"x":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}`,
 		`{"order_id":"x","amount_cents":1,"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`,
+		`{"order_id":"x","amount_cents":1,"x":` + strings.Repeat("[", 999) + strings.Repeat("]", 999) + `}`,
+		`{"order_id":"","amount_cents":1,"x":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}`,
 		`{"order_id":"","amount_cents":1}`,
 		`{"order_id":"a","amount_cents":0}`,
 		`{"order_id":"a","amount_cents":1.0}`,
@@ -87,6 +89,8 @@ func FuzzExtractOrderPlacedV2(f *testing.F) {
 		good[:len(good)-1] + `,"channel":"fax"}`,
 		good[:len(good)-1] + `,"CHANNEL":"phone","channel":null}`,
 		`{"items":[` + strings.Repeat(`{"sku":"s","qty":1},`, 50) + `{"sku":"s","qty":1}]}`,
+		strings.Replace(good, `"qty":2}`, `"qty":2,"x":`+strings.Repeat("[", 997)+strings.Repeat("]", 997)+`}`, 1),
+		strings.Replace(good, `"qty":2}`, `"qty":2,"x":`+strings.Repeat("[", 998)+strings.Repeat("]", 998)+`}`, 1),
 	} {
 		f.Add([]byte(seed), "acme", uint8(1), "4bf92f3577b34da6", uint8(1))
 	}
@@ -167,6 +171,9 @@ func parse(body []byte) (any, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("more than one JSON value")
+	}
+	if nesting(v) > 1000 {
+		return nil, errors.New("nested deeper than 1,000")
 	}
 	return v, nil
 }
@@ -250,8 +257,8 @@ var (
 		"items": listOf{shapeItem}, "placed_at": "string", "channel": "string"}
 )
 
-// decode decodes v by s; false means a JSON value of the wrong kind, or an
-// unknown member nested too deep, which fails the whole decoding.
+// decode decodes v by s; false means a JSON value of the wrong kind, which
+// fails the whole decoding.
 func decode(s any, v any) (any, bool) {
 	if v == nil {
 		return nil, true
@@ -275,9 +282,6 @@ func decode(s any, v any) (any, bool) {
 		for i, k := range o.keys {
 			fs, known := s[k]
 			if !known {
-				if nesting(o.values[i]) > 1000 {
-					return nil, false
-				}
 				continue
 			}
 			nv, ok := decode(fs, o.values[i])
@@ -334,7 +338,7 @@ func byModel(body []byte, s shape) (fields, string) {
 	}
 	f, ok := decode(s, v)
 	if !ok {
-		return nil, "a value is of the wrong JSON kind, or nests too deep"
+		return nil, "a value is of the wrong JSON kind"
 	}
 	return f.(fields), ""
 }
