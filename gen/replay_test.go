@@ -260,8 +260,8 @@ func goHeaders(h map[string]any) string {
 }
 
 // mutations returns variants of a JSON body, each with one value replaced,
-// one key removed or one key in upper case, to probe every bound the body
-// reaches.
+// one key removed, one key in upper case or one key repeated, to probe every
+// bound the body reaches.
 func mutations(t *testing.T, body []byte) [][]byte {
 	// Numbers stay as written: int64's extremes do not survive a float64.
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -297,6 +297,11 @@ func mutations(t *testing.T, body []byte) [][]byte {
 					delete(x, up)
 					x[k] = old
 				}
+				// The key twice, with its value: the copy, first of the
+				// object's sorted keys, is renamed once marshalled.
+				x[repeatMark+k] = old
+				out = append(out, bytes.Replace(must(json.Marshal(doc)), []byte(`"\u0001`), []byte(`"`), 1))
+				delete(x, repeatMark+k)
 			}
 		case []any:
 			for i, old := range x {
@@ -309,3 +314,8 @@ func mutations(t *testing.T, body []byte) [][]byte {
 	doc = root
 	return out
 }
+
+// repeatMark starts the name of a member that mutations renames to the one
+// after it once the body is marshalled, as encoding/json cannot write a name
+// twice; it sorts before any name of the examples and is written \u0001.
+const repeatMark = "\x01"

@@ -21,13 +21,17 @@ import (
 // extractors apply it, problem for problem, so that tools can replay examples
 // without compiling them; it reads JSON by the same rules, with
 // wire.ParseJSON. Where a body has several problems it may name another
-// than the extractor, which reports the first in the body's order, and it
-// reports a repeated name by its byte offset, never at a path. Headers hold
-// AMQP table values: strings, any integer type, float32/float64, bool and
-// time.Time.
+// than the extractor, which reports the first in the body's order. A name
+// repeated in one object is, as the extractor reports it, "repeated" at the
+// path of a field or map key, or a syntax error with its byte offset for a
+// member the schema does not know. Headers hold AMQP table values: strings,
+// any integer type, float32/float64, bool and time.Time.
 func (v *Version) Check(body []byte, headers map[string]any) error {
 	doc, err := wire.ParseJSON(body)
 	if err != nil {
+		if refused := refusal(v.Fields, body); refused != nil {
+			return refused
+		}
 		return err
 	}
 	if doc == nil {
@@ -119,6 +123,51 @@ func checkObject(fields []*Field, v any, prefix string) error {
 		}
 	}
 	return nil
+}
+
+// refusal reads again a body that wire.ParseJSON refuses, with the
+// extractor's reader, by the schema's objects, lists and maps (not its
+// scalars' types and bounds), and returns the error the extractor's reader
+// gives: a syntax error first, wherever it is (for a name repeated in a
+// member the schema does not know too); else the first name repeated in the
+// body's order, "repeated" at the path of its field or map key, or a null
+// element or a value of the wrong kind for an object, list or map read
+// before it. ParseJSON stops at the first repeated name, and knows no paths.
+func refusal(fields []*Field, body []byte) error {
+	r := wire.NewJSONReader(body)
+	return r.End(repeatsIn(r, fields))
+}
+
+// repeatsIn reads an object of fields from r, each value by its field's
+// type, for repeated names alone.
+func repeatsIn(r *wire.JSONReader, fields []*Field) error {
+	names := make([]wire.JSONField, len(fields))
+	for i, f := range fields {
+		names[i] = wire.JSONField{Name: f.Name}
+	}
+	o := r.Object(wire.NewJSONFields(names...))
+	for o.Next(r) {
+		f := fields[o.Member()]
+		if err := repeatsInValue(r, f); err != nil {
+			return wire.At(f.Name, err)
+		}
+	}
+	return o.End()
+}
+
+func repeatsInValue(r *wire.JSONReader, f *Field) error {
+	var err error
+	switch f.Type {
+	case Object:
+		err = repeatsIn(r, f.Fields)
+	case List:
+		_, err = wire.JSONList(r, wire.Unbounded, func(*struct{}) error { return repeatsInValue(r, f.Items) })
+	case Map:
+		_, err = wire.JSONMap(r, wire.Unbounded, func(*struct{}) error { return repeatsInValue(r, f.Items) })
+	default:
+		_, err = r.Raw()
+	}
+	return err
 }
 
 func typeError(path string, v any) error {

@@ -398,7 +398,7 @@ func TestCheck(t *testing.T) {
 		`{"note": null, "blob": "!"}`:         "field blob: not base64",
 		`{"note": 1}`:                         "field note: unexpected JSON number",
 		`{"NOTE": 1}`:                         "field note: required",
-		`{"note": null, "note": null}`:        `payload: invalid JSON at byte 15: repeated member name "note"`,
+		`{"note": null, "note": null}`:        "field note: repeated",
 		`{"note": "\udc00"}`:                  "payload: invalid JSON at byte 10: a lone surrogate escape is not UTF-16",
 		`{"note": null} x`:                    "payload: invalid JSON at byte 15: data after the top-level value",
 	} {
@@ -423,6 +423,59 @@ func TestCheck(t *testing.T) {
 	}
 	if err := v.Check([]byte(`{"note": null}`), map[string]any{"x-tenant": strings.Repeat("t", 4097)}); err == nil || err.Error() != "field headers.x-tenant: longer than 4096 bytes" {
 		t.Errorf("header of 4097 bytes: %v", err)
+	}
+}
+
+// A name repeated in one object is "repeated" at the path of the field or
+// map key, as the generated extractor reports it, also in a list's item, a
+// map's value and a shared type; a member the schema does not know, or one
+// inside its value, is a syntax error with its byte offset. Any other syntax
+// error still comes first.
+func TestCheckRepeatedNames(t *testing.T) {
+	f, err := Parse("s.yaml", []byte(`version: 1
+package: x
+types:
+  Box: {type: object, fields: {n: {type: integer}, m: {type: map, items: {type: string}}}}
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          order_id: {type: string, required: true}
+          customer: {type: object, fields: {email: {type: string}}}
+          items: {type: list, items: {type: object, fields: {sku: {type: string}}}}
+          attrs: {type: map, items: {type: string}}
+          boxes: {type: map, items: {type: Box}}
+          box: {type: Box}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := f.Messages[0].Versions[0]
+	for body, want := range map[string]string{
+		`{"order_id":"o-1","x":1,"order_id":"o-2"}`:                          "field order_id: repeated",
+		`{"order_id":"o-1","order_id":null}`:                                 "field order_id: repeated",
+		`{"order_id":"o","customer":{"email":"a","email":"b"}}`:              "field customer.email: repeated",
+		`{"order_id":"o","items":[{"sku":"a"},{"sku":"a","sku":"b"}]}`:       "field items[1].sku: repeated",
+		`{"order_id":"o","attrs":{"a":"1","b":"2","a":"3"}}`:                 `field attrs["a"]: repeated`,
+		`{"order_id":"o","boxes":{"k":{"n":1,"n":2}}}`:                       `field boxes["k"].n: repeated`,
+		`{"order_id":"o","box":{"m":{"a":"1","a":"1"}}}`:                     `field box.m["a"]: repeated`,
+		`{"order_id":"o","x":1,"x":2}`:                                       `payload: invalid JSON at byte 22: repeated member name "x"`,
+		`{"order_id":"o","customer":{"x":{"y":1,"y":2}}}`:                    `payload: invalid JSON at byte 39: repeated member name "y"`,
+		`{"order_id":"o","order_id":"p","x":"\ud800"}`:                       "payload: invalid JSON at byte 36: a lone surrogate escape is not UTF-16",
+		`{"order_id":"o","order_id":"p"} x`:                                  "payload: invalid JSON at byte 32: data after the top-level value",
+		`{"order_id":"o","customer":{"email":"a"},"customer":{"email":"a"}}`: "field customer: repeated",
+		// What the extractor meets before a repeat, it reports first.
+		`{"order_id":"o","items":[null],"x":1,"x":2}`: "field items[0]: required",
+		`[{"a":1,"a":2}]`: "payload: unexpected JSON array",
+	} {
+		got := ""
+		if err := v.Check([]byte(body), nil); err != nil {
+			got = err.Error()
+		}
+		if got != want {
+			t.Errorf("Check(%s) = %q, want %q", body, got, want)
+		}
 	}
 }
 
