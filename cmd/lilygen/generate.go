@@ -53,11 +53,12 @@ and LEFTOVER-KEPT (a leftover not deleted). In a Go package:
 var checkCmd = &command{
 	name: "check", args: "[flags] <schema.lily.yaml>...", schemas: true,
 	summary: "verify that the generated files on disk are up to date",
-	help: `check writes nothing. For each stale, missing or left-over file (one generate
-would delete) it prints a unified diff (on disk → generated, at most 200
-lines) to stdout and names the file on stderr, and names a file generate
-would leave alone with the reason; with --error-format=json or
-github-actions it prints one STALE-OUTPUT diagnostic per file instead. In CI:
+	help: `check writes nothing. For each stale or left-over file (one generate would
+delete) it prints a unified diff (on disk → generated, at most 200 lines) to
+stdout and names the file on stderr; a missing file it names without a diff
+(generate writes it whole), and a file generate would leave alone with the
+reason; with --error-format=json or github-actions it prints one
+STALE-OUTPUT diagnostic per file instead. In CI:
 
   go tool lilygen check $(git grep -l '^package:' -- '*.lily.yaml')
 

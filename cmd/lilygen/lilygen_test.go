@@ -80,6 +80,21 @@ func TestGenerateThenCheck(t *testing.T) {
 	}
 }
 
+// check names a missing file without a diff, which would be the whole file
+// against nothing, and its help says so rather than promise a diff for it.
+func TestCheckMissingFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
+	if want := "lilygen: out/pingmsg.lily.go is missing: run lilygen generate ping.lily.yaml\n"; code != exitFindings || stdout != "" || stderr != want {
+		t.Errorf("check: exit %d, stdout %q, stderr %q; want 1, no diff, %q", code, stdout, stderr, want)
+	}
+	_, help, _ := lilygen(t, dir, "check", "-h")
+	if flat := strings.Join(strings.Fields(help), " "); strings.Contains(flat, "missing or left-over file") || !strings.Contains(flat, "a missing file it names without a diff") {
+		t.Errorf("check -h does not say that a missing file is named without a diff:\n%s", help)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range commands {
