@@ -2,6 +2,7 @@ package gen
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/dave/jennifer/jen"
 
@@ -18,18 +19,36 @@ const notUTF8 = schema.HeaderNotUTF8
 // offsetProblem is the problem of a time whose zone offset has seconds.
 const offsetProblem = "zone offset not in whole minutes"
 
+// The problems of what encoding/json refuses to marshal, failing without the
+// field's path: a number NaN or infinite (the problem of such a header), a
+// time whose year has other than four digits in RFC 3339, or whose zone
+// offset has other than two digits of hours.
+const (
+	notANumber       = "not a number"
+	yearProblem      = "year not in 0 to 9999"
+	dayOffsetProblem = "zone offset of 24 hours or more"
+)
+
+// dayOffset is a zone offset of 24 hours, in seconds: RFC 3339 writes less.
+const dayOffset = 24 * 60 * 60
+
 // marshalChecks tells of each shared type whether a value of it holds
-// something checkMarshal checks, and whether it holds a time. It is filled
-// before a file's parts render, in parallel, and only read after.
+// something checkMarshal checks, whether it holds a time and whether it
+// holds a number. It is filled before a file's parts render, in parallel,
+// and only read after.
 type marshalChecks struct {
-	checks, times map[string]bool
+	checks, times, numbers map[string]bool
 }
 
 // marshalChecksOf answers each of f's shared types once: walking a type
 // again at each use would take time exponential in how deep types nest (30
 // types, each of two fields of the one before, reach the first 2^29 times).
 func marshalChecksOf(f *schema.File) marshalChecks {
-	return marshalChecks{checks: answerTypes(f.Types, marshalChecked), times: answerTypes(f.Types, holdsTime)}
+	return marshalChecks{
+		checks:  answerTypes(f.Types, marshalChecked),
+		times:   answerTypes(f.Types, holds(schema.Time)),
+		numbers: answerTypes(f.Types, holds(schema.Number)),
+	}
 }
 
 // answerTypes keeps step's answer for each of the shared types, walking
@@ -67,7 +86,15 @@ func (c marshalChecks) timed(f *schema.Field) bool {
 	if f.Named != "" {
 		return c.times[f.Named]
 	}
-	return holdsTime(f, c.timed)
+	return holds(schema.Time)(f, c.timed)
+}
+
+// numbered reports whether a value of f holds a number.
+func (c marshalChecks) numbered(f *schema.Field) bool {
+	if f.Named != "" {
+		return c.numbers[f.Named]
+	}
+	return holds(schema.Number)(f, c.numbered)
 }
 
 // any reports whether an object of fields gets a checkMarshal: whether one
@@ -77,32 +104,36 @@ func (c marshalChecks) any(fields []*schema.Field) bool {
 	return slices.ContainsFunc(fields, c.checked)
 }
 
-// holdsTime reports whether a value of f holds a time; inner answers of
-// f's fields and items.
-func holdsTime(f *schema.Field, inner func(*schema.Field) bool) bool {
-	switch f.Type {
-	case schema.Time:
-		return true
-	case schema.List, schema.Map:
-		return inner(f.Items)
-	case schema.Object:
-		return slices.ContainsFunc(f.Fields, inner)
+// holds returns the step that reports whether a value of f holds a value of
+// type t; inner answers of f's fields and items.
+func holds(t schema.Type) func(f *schema.Field, inner func(*schema.Field) bool) bool {
+	return func(f *schema.Field, inner func(*schema.Field) bool) bool {
+		switch f.Type {
+		case t:
+			return true
+		case schema.List, schema.Map:
+			return inner(f.Items)
+		case schema.Object:
+			return slices.ContainsFunc(f.Fields, inner)
+		}
+		return false
 	}
-	return false
 }
 
 // marshalChecked reports whether a value of f holds something encoding/json
-// would send other than it is: a string or an enum (a map's keys are
-// strings), which it would send with U+FFFD for each byte that is not UTF-8,
-// or a time, whose zone offset RFC 3339 writes in minutes, dropping any
-// seconds (the local mean time of old zone data, +00:19:32), and so the
-// instant with them. An enum is checked too, though the extractor refuses
-// what is not one of its values: a value may hold U+FFFD, which a Go value
-// with a byte that is not UTF-8 in its place would be sent as.
-// inner answers of f's fields and items.
+// would send other than it is, or refuse without naming the field: a string
+// or an enum (a map's keys are strings), which it would send with U+FFFD for
+// each byte that is not UTF-8; a time, whose zone offset RFC 3339 writes in
+// minutes, dropping any seconds (the local mean time of old zone data,
+// +00:19:32), and so the instant with them, and which it refuses beyond
+// RFC 3339's years and offsets; or a number, which it refuses NaN or
+// infinite. An enum is checked too, though the extractor refuses what is not
+// one of its values: a value may hold U+FFFD, which a Go value with a byte
+// that is not UTF-8 in its place would be sent as. inner answers of f's
+// fields and items.
 func marshalChecked(f *schema.Field, inner func(*schema.Field) bool) bool {
 	switch f.Type {
-	case schema.String, schema.Enum, schema.Map, schema.Time:
+	case schema.String, schema.Enum, schema.Map, schema.Time, schema.Number:
 		return true
 	case schema.List:
 		return inner(f.Items)
@@ -145,12 +176,14 @@ func marshalCheck(j *jen.File, c marshalChecks, o object, root bool) {
 		body = append(body, s.marshalField(c, f, jsonPath{f.Name})...)
 	}
 	body = append(body, jen.Return(jen.Nil()))
-	what := "not UTF-8 (sent with U+FFFD)."
-	if slices.ContainsFunc(o.fields, c.timed) {
-		what = "not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped)."
+	verb, what := "send changed", []string{"a string that is not UTF-8 (sent with U+FFFD)"}
+	if slices.ContainsFunc(o.fields, c.numbered) {
+		verb, what = "send changed or refuse", append(what, "a number NaN or infinite (refused)")
 	}
-	j.Comment(checkMarshal + " fails on what encoding/json would send changed: a string that is")
-	j.Comment(what)
+	if slices.ContainsFunc(o.fields, c.timed) {
+		verb, what = "send changed or refuse", append(what, "a time whose zone offset has seconds (dropped) or whose year or offset RFC 3339 cannot write (refused)")
+	}
+	comment(j, checkMarshal+" fails on what encoding/json would "+verb+": "+strings.Join(what, ", ")+".")
 	j.Func().Params(jen.Id("out").Op("*").Id(o.name)).Id(checkMarshal).Params().Error().Block(body...)
 }
 
@@ -165,6 +198,8 @@ func (s *scope) marshalField(c marshalChecks, f *schema.Field, p jsonPath) []jen
 		return []jen.Code{jen.If(v().Op("!=").Nil().Op("&&").Op("!").Qual("unicode/utf8", "ValidString").Call(jen.Op("*").Add(v()))).Block(jen.Return(p.problem(notUTF8)))}
 	case schema.Enum:
 		return []jen.Code{jen.If(v().Op("!=").Nil().Op("&&").Op("!").Qual("unicode/utf8", "ValidString").Call(jen.String().Call(jen.Op("*").Add(v())))).Block(jen.Return(p.problem(notUTF8)))}
+	case schema.Number:
+		return []jen.Code{jen.If(v().Op("!=").Nil().Op("&&").Parens(notFinite(jen.Op("*").Add(v())))).Block(jen.Return(p.problem(notANumber)))}
 	}
 	// A pointer has its value's methods.
 	checks := s.block().marshalValue(c, f, v, p)
@@ -184,10 +219,19 @@ func (s *scope) marshalValue(c marshalChecks, f *schema.Field, v func() *jen.Sta
 		return []jen.Code{jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(v())).Block(jen.Return(p.problem(notUTF8)))}
 	case schema.Enum:
 		return []jen.Code{jen.If(jen.Op("!").Qual("unicode/utf8", "ValidString").Call(jen.String().Call(v()))).Block(jen.Return(p.problem(notUTF8)))}
+	case schema.Number:
+		return []jen.Code{jen.If(notFinite(v())).Block(jen.Return(p.problem(notANumber)))}
 	case schema.Time:
-		offset := s.block().name("offset")
-		return []jen.Code{jen.If(jen.List(jen.Id("_"), jen.Id(offset)).Op(":=").Add(v()).Dot("Zone").Call(), jen.Id(offset).Op("%").Lit(60).Op("!=").Lit(0)).Block(
-			jen.Return(p.problem(offsetProblem)))}
+		b := s.block()
+		offset, year := b.name("offset"), b.name("year")
+		return []jen.Code{
+			jen.Switch(jen.List(jen.Id("_"), jen.Id(offset)).Op(":=").Add(v()).Dot("Zone").Call().Op(";")).Block(
+				jen.Case(jen.Id(offset).Op("%").Lit(60).Op("!=").Lit(0)).Block(jen.Return(p.problem(offsetProblem))),
+				jen.Case(jen.Id(offset).Op("<=").Lit(-dayOffset).Op("||").Id(offset).Op(">=").Lit(dayOffset)).Block(jen.Return(p.problem(dayOffsetProblem))),
+			),
+			jen.If(jen.Id(year).Op(":=").Add(v()).Dot("Year").Call(), jen.Id(year).Op("<").Lit(0).Op("||").Id(year).Op(">").Lit(9999)).Block(
+				jen.Return(p.problem(yearProblem))),
+		}
 	case schema.Object:
 		return []jen.Code{jen.If(jen.Err().Op(":=").Add(v()).Dot(checkMarshal).Call(), jen.Err().Op("!=").Nil()).Block(jen.Return(p.at(jen.Err())))}
 	case schema.List:
@@ -237,6 +281,11 @@ func (s *scope) marshalValue(c marshalChecks, f *schema.Field, v func() *jen.Sta
 			jen.Return(p.add("[", jen.Qual("strconv", "Quote").Call(jen.Id(badKey)), "]").at(jen.Id(bad))),
 		),
 	}
+}
+
+// notFinite is the test that the float64 x is NaN or infinite.
+func notFinite(x jen.Code) jen.Code {
+	return jen.Qual("math", "IsNaN").Call(x).Op("||").Qual("math", "IsInf").Call(x, jen.Lit(0))
 }
 
 // jsonPath is a value's path as generated code builds it on failure: text,

@@ -6,6 +6,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -177,4 +180,93 @@ func hidden(fn *ast.FuncDecl) []string {
 	}
 	walk(fn.Body, scopes{{"out": true}})
 	return out
+}
+
+// A producer refuses, with a *wire.FieldError at the field, what
+// encoding/json would fail on with no path: a number that is NaN or
+// infinite, a time whose year RFC 3339 cannot write (before 0, after 9999)
+// or whose zone offset is 24 hours or more; in a pointer, a list, a map and
+// an object of a list too.
+func TestProducerRefusesWhatJSONCannotWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiling generated code is skipped in -short mode")
+	}
+	out := generateFrom(t, "refuse.lily.yaml", []byte(`version: 1
+package: refusemsg
+messages:
+  Priced:
+    versions:
+      1:
+        fields:
+          discount_ratio: {type: number, required: true}
+          tip: {type: number}
+          scores: {type: list, items: {type: number}}
+          taxes: {type: map, items: {type: number}}
+          at: {type: time, required: true}
+          until: {type: time}
+          lines: {type: list, items: {type: object, fields: {price: {type: number}, at: {type: time}}}}
+`))
+	dir, err := os.MkdirTemp(filepath.Join("..", "testdata"), "refuse-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	write(t, filepath.Join(dir, "gen.go"), out.Content)
+	write(t, filepath.Join(dir, "refuse_test.go"), []byte(`package refusemsg
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/lily-mq/lily/wire"
+)
+
+func TestRefuses(t *testing.T) {
+	msg := func() *PricedV1 {
+		tip, price := 0.5, 2.0
+		at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+		until := at.In(time.FixedZone("", -(23*60+59)*60))
+		return &PricedV1{
+			DiscountRatio: 0.25, Tip: &tip, Scores: []float64{1}, Taxes: map[string]float64{"a": 1},
+			At: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), Until: &until,
+			Lines: []PricedV1LinesItem{{Price: &price, At: &at}},
+		}
+	}
+	if _, err := NewPricedV1("m-1", msg()); err != nil {
+		t.Fatal(err)
+	}
+	year := func(y int) time.Time { return time.Date(y, 12, 31, 23, 59, 59, 0, time.UTC) }
+	for _, c := range []struct {
+		set           func(*PricedV1)
+		path, problem string
+	}{
+		{func(m *PricedV1) { m.DiscountRatio = math.NaN() }, "discount_ratio", "not a number"},
+		{func(m *PricedV1) { *m.Tip = math.Inf(1) }, "tip", "not a number"},
+		{func(m *PricedV1) { m.Scores[0] = math.Inf(-1) }, "scores[0]", "not a number"},
+		{func(m *PricedV1) { m.Taxes["a"] = math.NaN() }, "taxes[\"a\"]", "not a number"},
+		{func(m *PricedV1) { *m.Lines[0].Price = math.NaN() }, "lines[0].price", "not a number"},
+		{func(m *PricedV1) { m.At = year(10000) }, "at", "year not in 0 to 9999"},
+		{func(m *PricedV1) { m.At = year(-1) }, "at", "year not in 0 to 9999"},
+		{func(m *PricedV1) { m.At = year(9999).In(time.FixedZone("", 60)) }, "at", "year not in 0 to 9999"},
+		{func(m *PricedV1) { *m.Until = m.Until.In(time.FixedZone("", 24*60*60)) }, "until", "zone offset of 24 hours or more"},
+		{func(m *PricedV1) { *m.Until = m.Until.In(time.FixedZone("", -24*60*60)) }, "until", "zone offset of 24 hours or more"},
+		{func(m *PricedV1) { *m.Lines[0].At = year(10000) }, "lines[0].at", "year not in 0 to 9999"},
+	} {
+		m := msg()
+		c.set(m)
+		_, err := NewPricedV1("m-1", m)
+		var fe *wire.FieldError
+		if !errors.As(err, &fe) || fe.Path != c.path || fe.Problem != c.problem {
+			t.Errorf("%T %v, want field %s: %s", err, err, c.path, c.problem)
+		}
+	}
+}
+`))
+	cmd := exec.Command("go", "test", "-count=1", "./"+filepath.Base(dir))
+	cmd.Dir = filepath.Join("..", "testdata")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
 }

@@ -230,6 +230,35 @@ func TestNewOrderPlacedNotUTF8(t *testing.T) {
 	}
 }
 
+// encoding/json refuses a time RFC 3339 cannot write, with an error that
+// names no field: the producer refuses it first, at the field.
+func TestNewOrderPlacedV2TimeBeyondRFC3339(t *testing.T) {
+	msg, err := ExtractOrderPlacedV2([]byte(goodV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg.Headers.XTenant = "acme"
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "field placed_at: year not in 0 to 9999"},
+		{time.Date(-1, 12, 31, 0, 0, 0, 0, time.UTC), "field placed_at: year not in 0 to 9999"},
+		{time.Date(2026, 12, 2, 10, 0, 0, 0, time.FixedZone("", 24*60*60)), "field placed_at: zone offset of 24 hours or more"},
+		{time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), ""},
+		{time.Date(9999, 12, 31, 23, 59, 59, 0, time.FixedZone("", -(23*60+59)*60)), ""},
+	} {
+		msg.PlacedAt = tc.at
+		got := ""
+		if _, err := NewOrderPlacedV2("m-1", msg); err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.at, got, tc.want)
+		}
+	}
+}
+
 type recorder []runtime.Message
 
 func (r *recorder) Send(_ context.Context, m runtime.Message) error {

@@ -564,8 +564,9 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 	return o.End()
 }
 
-// checkMarshal fails on what encoding/json would send changed: a string that is
-// not UTF-8 (sent with U+FFFD), a time whose zone offset has seconds (dropped).
+// checkMarshal fails on what encoding/json would send changed or refuse: a
+// string that is not UTF-8 (sent with U+FFFD), a time whose zone offset has
+// seconds (dropped) or whose year or offset RFC 3339 cannot write (refused).
 func (out *OrderPlacedV2) checkMarshal() error {
 	if out == nil {
 		return nil
@@ -584,8 +585,14 @@ func (out *OrderPlacedV2) checkMarshal() error {
 			return wire.At("items["+strconv.Itoa(i)+"]", err)
 		}
 	}
-	if _, offset := out.PlacedAt.Zone(); offset%60 != 0 {
+	switch _, offset := out.PlacedAt.Zone(); {
+	case offset%60 != 0:
 		return &wire.FieldError{Path: "placed_at", Problem: "zone offset not in whole minutes"}
+	case offset <= -86400 || offset >= 86400:
+		return &wire.FieldError{Path: "placed_at", Problem: "zone offset of 24 hours or more"}
+	}
+	if year := out.PlacedAt.Year(); year < 0 || year > 9999 {
+		return &wire.FieldError{Path: "placed_at", Problem: "year not in 0 to 9999"}
 	}
 	if !utf8.ValidString(string(out.Channel)) {
 		return &wire.FieldError{Path: "channel", Problem: "not UTF-8"}
