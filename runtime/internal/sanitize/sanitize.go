@@ -33,39 +33,7 @@ func Text(s string, maxBytes int) string {
 	if clean == len(s) && len(s) <= maxBytes {
 		return s
 	}
-	if maxBytes <= 0 {
-		return ""
-	}
-
-	// Does the escaped whole fit? Counting stops as soon as it cannot.
-	n := clean
-	for i := clean; i < len(s) && n <= maxBytes; i++ {
-		n += escapedLen(s[i])
-	}
-	const ellipsis = "..."
-	fits := n <= maxBytes
-	room := maxBytes
-	if !fits {
-		room -= len(ellipsis)
-	}
-
-	var b strings.Builder
-	b.Grow(min(n, maxBytes))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if b.Len()+escapedLen(c) > room {
-			break
-		}
-		if Printable(c) {
-			b.WriteByte(c)
-			continue
-		}
-		escape(&b, c)
-	}
-	if !fits {
-		b.WriteString(ellipsis[:min(len(ellipsis), maxBytes)])
-	}
-	return b.String()
+	return escaped(s, maxBytes, clean, textLen)
 }
 
 // Name returns s, an exchange's or a routing key's name, made safe as Text
@@ -92,15 +60,24 @@ func Name(s string, maxBytes int) string {
 	if clean == len(s) && len(s) <= maxBytes {
 		return s
 	}
+	return escaped(s, maxBytes, clean, nameLen)
+}
+
+// escaped is s, whose first clean bytes need no escape, written within
+// maxBytes, each piece of it as unit says: kept as it is when unit writes
+// as many bytes as it stands for, else each of its bytes escaped. When the
+// whole does not fit, it is cut before the first piece that would overflow,
+// never inside a rune or an escape, and "..." is appended within maxBytes
+// (for maxBytes < 3 only the first dots fit).
+func escaped(s string, maxBytes, clean int, unit func(string) (written, size int)) string {
 	if maxBytes <= 0 {
 		return ""
 	}
-
 	// Does the escaped whole fit? Counting stops as soon as it cannot.
 	n := clean
 	for i := clean; i < len(s) && n <= maxBytes; {
-		piece, size := nameLen(s[i:])
-		n += piece
+		written, size := unit(s[i:])
+		n += written
 		i += size
 	}
 	const ellipsis = "..."
@@ -113,11 +90,11 @@ func Name(s string, maxBytes int) string {
 	var b strings.Builder
 	b.Grow(min(n, maxBytes))
 	for i := 0; i < len(s); {
-		piece, size := nameLen(s[i:])
-		if b.Len()+piece > room {
+		written, size := unit(s[i:])
+		if b.Len()+written > room {
 			break
 		}
-		if piece == size {
+		if written == size {
 			b.WriteString(s[i : i+size])
 		} else {
 			for _, c := range []byte(s[i : i+size]) {
@@ -163,10 +140,11 @@ func escape(b *strings.Builder, c byte) {
 	b.WriteByte(hex[c&0xf])
 }
 
-// escapedLen is how many bytes sanitize writes for c.
-func escapedLen(c byte) int {
-	if Printable(c) {
-		return 1
+// textLen is how many bytes Text writes for the byte at the start of s,
+// and that it stands for one.
+func textLen(s string) (written, size int) {
+	if Printable(s[0]) {
+		return 1, 1
 	}
-	return len(`\x00`)
+	return len(`\x00`), 1
 }
