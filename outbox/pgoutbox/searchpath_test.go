@@ -120,16 +120,7 @@ func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			n := name()
-			first, second := "lily_outbox_test_first_"+n, "lily_outbox_test_second_"+n
-			if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
-					t.Error(err)
-				}
-			})
+			first, second := e.twoSchemas()
 			later := e.poolIn(second)
 			if upToDate {
 				if err := pgoutbox.Migrate(e.ctx, later); err != nil {
@@ -192,16 +183,7 @@ func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
 // current), and 003 dropped the second's lily_outbox_untried.
 func TestMigrateLooksAtTheIndexesOfItsOwnTable(t *testing.T) {
 	e := newEnv(t)
-	n := name()
-	first, second := "lily_outbox_test_first_"+n, "lily_outbox_test_second_"+n
-	if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
-			t.Error(err)
-		}
-	})
+	first, second := e.twoSchemas()
 	apply := func(pool *pgxpool.Pool, files ...string) {
 		for _, f := range files {
 			sql, err := os.ReadFile("migrations/" + f)
@@ -234,6 +216,23 @@ func TestMigrateLooksAtTheIndexesOfItsOwnTable(t *testing.T) {
 			t.Errorf("the indexes of %s.lily_outbox (-want +got):\n%s", schema, diff)
 		}
 	}
+}
+
+// twoSchemas creates two schemas of the test's own, dropped with what they
+// hold when it ends.
+func (e *env) twoSchemas() (first, second string) {
+	e.t.Helper()
+	n := name()
+	first, second = "lily_outbox_test_first_"+n, "lily_outbox_test_second_"+n
+	if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+first+"; CREATE SCHEMA "+second); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+first+" CASCADE; DROP SCHEMA "+second+" CASCADE"); err != nil {
+			e.t.Error(err)
+		}
+	})
+	return first, second
 }
 
 // Write inserts into the lily_outbox its transaction's search_path finds:
