@@ -55,6 +55,36 @@ func harnessSpec(name string) runtime.QueueSpec {
 	}
 }
 
+// recorded is a Telemetry whose spans and measurements the test reads.
+func recorded(t *testing.T) (*lilyotel.Telemetry, *tracetest.SpanRecorder, *metric.ManualReader) {
+	t.Helper()
+	spans, reader := tracetest.NewSpanRecorder(), metric.NewManualReader()
+	tel, err := lilyotel.New(lilyotel.Options{
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
+		MeterProvider:  metric.NewMeterProvider(metric.WithReader(reader)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tel, spans, reader
+}
+
+// harness runs spec's deliveries through lilytest with tel, each handled
+// by handle, and closes it when the test ends.
+func harness(t *testing.T, spec runtime.QueueSpec, tel *lilyotel.Telemetry, handle func(context.Context, runtime.RawDelivery) error) *lilytest.Harness {
+	t.Helper()
+	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: handle}
+	h, err := lilytest.New(spec, routes, runtime.Config{Telemetry: tel, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// handled is a handler that succeeds.
+func handled(context.Context, runtime.RawDelivery) error { return nil }
+
 // opType is a span's messaging.operation.type.
 func opType(s sdktrace.ReadOnlySpan) string {
 	v, _ := attrs(s)["messaging.operation.type"].(string)

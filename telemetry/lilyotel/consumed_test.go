@@ -2,20 +2,15 @@ package lilyotel_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/lilytest"
-	"github.com/lily-mq/lily/telemetry/lilyotel"
 )
 
 // messaging.client.consumed.messages counts the messages delivered to the
@@ -23,22 +18,9 @@ import (
 // body limit, of a version no route takes) is not one. It still has its
 // process span, and lily.deliveries counts it by its path.
 func TestRejectedDeliveriesAreNotConsumed(t *testing.T) {
-	spans := tracetest.NewSpanRecorder()
-	reader := metric.NewManualReader()
-	tel, err := lilyotel.New(lilyotel.Options{
-		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
-		MeterProvider:  metric.NewMeterProvider(metric.WithReader(reader)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel, spans, reader := recorded(t)
 	spec := harnessSpec("lilyotel.consumed")
-	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
-	h, err := lilytest.New(spec, routes, runtime.Config{Telemetry: tel, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := harness(t, spec, tel, handled)
 	h.Deliver(message("consumed-ok", "ok"))
 	oversized := message("consumed-oversized", strings.Repeat("x", 2*spec.MaxBodyBytes))
 	unsupported := runtime.NewPublishing(envelope.Message{Type: wireType}, 9, "consumed-v9", []byte(`{}`))

@@ -2,19 +2,14 @@ package lilyotel_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/lilytest"
-	"github.com/lily-mq/lily/telemetry/lilyotel"
 )
 
 // The process, consumed and settle measurements say where a delivery came
@@ -22,18 +17,9 @@ import (
 // are few (the queue, through the default exchange), the template of the
 // spans' names when a producer picked the routing key.
 func TestConsumerMetricsCarryTheDestination(t *testing.T) {
-	reader := metric.NewManualReader()
-	tel, err := lilyotel.New(lilyotel.Options{MeterProvider: metric.NewMeterProvider(metric.WithReader(reader))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel, _, reader := recorded(t)
 	spec := harnessSpec("lilyotel.destination")
-	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
-	h, err := lilytest.New(spec, routes, runtime.Config{Telemetry: tel, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := harness(t, spec, tel, handled)
 	h.Deliver(message("direct", "ok"))
 	h.Deliver(message("through-an-exchange", "ok"), lilytest.Via("shop.events", "order.placed.42"))
 
@@ -92,22 +78,9 @@ func values(rm metricdata.ResourceMetrics, name string, key attribute.Key) []str
 // template stands for it in the spans' names, attributes or measurements.
 // A key a producer picked beyond ASCII is kept as it came.
 func TestAUTF8QueueNameIsItsDestination(t *testing.T) {
-	spans := tracetest.NewSpanRecorder()
-	reader := metric.NewManualReader()
-	tel, err := lilyotel.New(lilyotel.Options{
-		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
-		MeterProvider:  metric.NewMeterProvider(metric.WithReader(reader)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel, spans, reader := recorded(t)
 	spec := harnessSpec("lilyotel.zamówienia")
-	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error { return nil }}
-	h, err := lilytest.New(spec, routes, runtime.Config{Telemetry: tel, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := harness(t, spec, tel, handled)
 	// A producer's publish to the queue through the default exchange.
 	tel.Publish(context.Background(), "", spec.Name, &runtime.Publishing{})("confirmed", time.Now())
 	h.Deliver(message("utf8-direct", "ok"))

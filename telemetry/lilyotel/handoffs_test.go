@@ -3,41 +3,23 @@ package lilyotel_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/lilytest"
-	"github.com/lily-mq/lily/telemetry/lilyotel"
 )
 
 // Each handoff of a journey is counted and timed: at a quorum queue's
 // delivery limit, a retry handoff that failed (its bucket gone) and the DLQ
 // handoff that follows it both, though the record names only the last.
 func TestEveryHandoffIsCounted(t *testing.T) {
-	rec := tracetest.NewSpanRecorder()
-	reader := metric.NewManualReader()
-	tel, err := lilyotel.New(lilyotel.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)),
-		MeterProvider: metric.NewMeterProvider(metric.WithReader(reader))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tel, rec, reader := recorded(t)
 	spec := harnessSpec("lilyotel.handoffs")
 	spec.Topology.Type, spec.Topology.DeliveryLimit = "quorum", 3
-	routes := runtime.Routes{{Type: wireType, Version: 1, ContentType: "application/json"}: func(context.Context, runtime.RawDelivery) error {
-		return errors.New("retry me")
-	}}
-	h, err := lilytest.New(spec, routes, runtime.Config{Telemetry: tel, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := harness(t, spec, tel, func(context.Context, runtime.RawDelivery) error { return errors.New("retry me") })
 	h.AnswerHandoffs("returned")
 	m := message("two-handoffs", "fail")
 	m.Headers["x-delivery-count"] = int64(spec.Topology.DeliveryLimit)
