@@ -847,15 +847,21 @@ func TestReportsMustAgreeWithTheRecords(t *testing.T) {
 		{"a nacked handoff, among the possible copies", []runtime.Record{nacked},
 			[]*runtime.Report{withCopies(report(map[runtime.Path]int{runtime.PathRequeued: 1}), nacked)}, nil},
 	} {
-		got := reportsDisagree(reported{records: c.records, reports: c.reports})
-		if len(got) != len(c.want) {
-			t.Errorf("%s: problems %q, want %d", c.name, got, len(c.want))
-			continue
-		}
-		for i, w := range c.want {
-			if !strings.HasPrefix(got[i], w) {
-				t.Errorf("%s: problem %q, want %q", c.name, got[i], w)
-			}
+		wantProblems(t, c.name, reportsDisagree(reported{records: c.records, reports: c.reports}), c.want)
+	}
+}
+
+// wantProblems checks that got holds a problem for each of want, in order,
+// each starting as want's does, and no other.
+func wantProblems(t *testing.T, name string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: problems %q, want %d", name, got, len(want))
+		return
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("%s: problem %q, want %q", name, got[i], w)
 		}
 	}
 }
@@ -902,16 +908,7 @@ func TestReportsAccountForEveryACKNeverProven(t *testing.T) {
 		{"an ACK never proven, left out of a list cut short", []runtime.Record{acked(1)},
 			report(runtime.PathAcked, 0, nil, nil, 1), once, nil},
 	} {
-		got := reportsDisagree(reported{records: c.records, reports: []*runtime.Report{c.report}, ambiguous: c.ambiguous})
-		if len(got) != len(c.want) {
-			t.Errorf("%s: problems %q, want %d", c.name, got, len(c.want))
-			continue
-		}
-		for i, w := range c.want {
-			if !strings.HasPrefix(got[i], w) {
-				t.Errorf("%s: problem %q, want %q", c.name, got[i], w)
-			}
-		}
+		wantProblems(t, c.name, reportsDisagree(reported{records: c.records, reports: []*runtime.Report{c.report}, ambiguous: c.ambiguous}), c.want)
 	}
 }
 
