@@ -15,9 +15,12 @@ LOCAL_PG = @[ -n "$$LILY_PG_DSN" ] || .ci/services postgresql
 
 # The three-node RabbitMQ cluster of the cluster ledger, beside the machine's broker.
 CLUSTER     := .ci/cluster
-# The cluster comes down however a recipe that started it ends: a failed
-# start, a failed test, or an interrupt.
-CLUSTER_TRAP = trap '$(CLUSTER) down' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM
+# A recipe starts the cluster, and it comes down however the recipe ends: a
+# failed start, a failed test, or an interrupt. A cluster already up (make
+# cluster-up, another recipe's) is used and left up: it is not this recipe's
+# to take down.
+CLUSTER_UP = if $(CLUSTER) running; then echo "cluster already up, left up: $$($(CLUSTER) urls)"; \
+	else trap '$(CLUSTER) down' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; $(CLUSTER) up; fi
 
 .PHONY: help demo demo-clean test unit generate check lint staticcheck mongo otel bench bench-replay fuzz soak \
 	cluster-up cluster-down cluster-test soak-cluster
@@ -58,7 +61,7 @@ cluster-down:
 
 ## cluster-test: the runtime's cluster tests, then the short ledger, on the cluster, which it starts and tears down (part of make test; about 3 minutes)
 cluster-test:
-	@$(CLUSTER_TRAP); $(CLUSTER) up && \
+	@$(CLUSTER_UP) && \
 		LILY_CLUSTER_URLS=$$($(CLUSTER) urls) $(GO) test -count=1 -v -run '^TestCluster' ./runtime && \
 		LILY_CLUSTER_URLS=$$($(CLUSTER) urls) $(GO) test -count=1 -v -run 'TestLedgerCluster$$' ./ledger
 
@@ -154,5 +157,5 @@ soak:
 
 ## soak-cluster: the 100,000-message ledger on the cluster, nodes stopped, killed and restarted in turn (starts and tears down the cluster)
 soak-cluster:
-	@$(CLUSTER_TRAP); $(CLUSTER) up && \
+	@$(CLUSTER_UP) && \
 		$(GO) run ./ledger/cmd/soak -n 100000 -publish-over 10m -fault-every 5s -restart -cluster "$$($(CLUSTER) urls)"
