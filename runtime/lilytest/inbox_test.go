@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
+	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/lilytest"
 )
 
@@ -303,6 +305,56 @@ func TestInboxLongKeysAreWholeInTheRecord(t *testing.T) {
 		if res = h.Deliver(*res.Copy); res.MessageID != tc.key || res.Commit != "deferred" || res.Path != runtime.PathRequeued {
 			t.Errorf("the retry after Defer(Record.MessageID): MessageID %q, commit %q, path %s; want deferred, requeued", res.MessageID, res.Commit, res.Path)
 		}
+	}
+}
+
+// A CloudEvent without data (CloudEvents makes it optional) is poison at
+// the guard, in either content mode: no scope opens, the inbox claims
+// nothing, no handler runs, and the DLQ copy is Lily's poison copy with the
+// reason. It was claimed and then failed to decode, "payload: invalid JSON
+// at byte 0", as if the handler had refused it.
+func TestCloudEventWithoutDataIsPoison(t *testing.T) {
+	var calls, scopes int
+	in := &lilytest.Inbox{}
+	scope := func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+		scopes++
+		return ctx, func(context.Context) error { return nil }, nil
+	}
+	h, err := lilytest.New(fixture.LilytestForeignQueueSpec(), fixture.LilytestForeignRoutes(foreign{calls: &calls}),
+		runtime.Config{Logger: quiet, Inbox: in, Scope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	event := `{"specversion":"1.0","id":"nd","source":"s","type":"com.acme.payment.authorized.v1"`
+	binary, err := fixture.NewPaymentAuthorizedV1("nd", &fixture.PaymentAuthorizedV1{PaymentID: "p-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.Body = nil
+	for _, tc := range []struct {
+		name   string
+		p      runtime.Publishing
+		reason string
+	}{
+		{"no data member", runtime.Publishing{ContentType: "application/cloudevents+json", Body: []byte(event + `}`)}, "CloudEvent has no data: member data missing or null"},
+		{"data null", runtime.Publishing{ContentType: "application/cloudevents+json", Body: []byte(event + `,"data":null}`)}, "CloudEvent has no data: member data missing or null"},
+		{"binary, empty body", binary, "CloudEvent has no data: its body is empty"},
+	} {
+		res := h.Deliver(tc.p)
+		wantPath(t, res, runtime.PathDeadLettered)
+		if res.Rejection != "poison" || res.Handler != "" || res.Commit != "" || !strings.HasSuffix(res.Reason, tc.reason) {
+			t.Errorf("%s: rejection %q, handler %q, commit %q, reason %q; want poison before any claim: %s",
+				tc.name, res.Rejection, res.Handler, res.Commit, res.Reason, tc.reason)
+			continue
+		}
+		c := res.Copy.Headers
+		if reason, _ := c[guard.HeaderFailureReason].(string); c[guard.HeaderFailureKind] != "poison" || c[envelope.HeaderPoisonCopy] != true || !strings.HasSuffix(reason, tc.reason) {
+			t.Errorf("%s: copy headers %v", tc.name, c)
+		}
+	}
+	if calls != 0 || scopes != 0 {
+		t.Errorf("handlers ran %d times, scopes opened %d times; want none", calls, scopes)
 	}
 }
 

@@ -46,7 +46,8 @@ type event struct {
 	attributes map[string]any
 }
 
-// binaryEvent reads the attributes of a binary-mode event from d's headers.
+// binaryEvent reads the attributes of a binary-mode event from d's headers;
+// its data is the body, which must not be empty.
 func binaryEvent(d *amqp.Delivery, p *envelope.Profile) (event, string) {
 	e := event{contentType: d.ContentType}
 	for _, a := range []struct {
@@ -63,6 +64,9 @@ func binaryEvent(d *amqp.Delivery, p *envelope.Profile) (event, string) {
 			return e, "CloudEvents header " + EventPrefix + a.name + " not a string"
 		}
 		*a.to = s
+	}
+	if len(d.Body) == 0 {
+		return e, "CloudEvent has no data: its body is empty"
 	}
 	if v, ok := eventHeader(d.Headers, "time"); ok {
 		switch t := v.(type) {
@@ -116,7 +120,8 @@ func newEventFields(versionAttribute string) *wire.JSONFields {
 
 // structuredEvent reads a structured-mode event from d's body: its context
 // attributes, each at most lim.MaxValueBytes as a header value would be, and
-// its data member as the payload, not copied.
+// its data member, which must not be missing or null, as the payload, not
+// copied.
 func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 	e := event{contentType: "application/json", attributes: make(map[string]any, 8)}
 	jr := wire.NewJSONReader(d.Body)
@@ -154,6 +159,12 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 	}
 	if err := jr.End(o.End()); err != nil {
 		return e, "CloudEvent not readable: " + err.Error()
+	}
+	// CloudEvents makes data optional, and a null member is an absent one;
+	// every payload Lily decodes is JSON, so an event without data has
+	// none to hand an extractor.
+	if e.payload == nil {
+		return e, "CloudEvent has no data: member data missing or null"
 	}
 	// Present and empty is not absent: binary mode refuses it too.
 	if v, ok := e.attributes[EventPrefix+eventMembers[memberTime]]; ok {

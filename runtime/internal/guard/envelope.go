@@ -73,8 +73,9 @@ type Foreign struct {
 	// Key identifies the message (see Envelope.Key).
 	Key string
 	// Structured: a structured CloudEvent, whose Data member is the
-	// payload (nil when it has none), not copied, and whose context
-	// Attributes are kept as headers cloudEvents_<name> would hold them.
+	// payload (never nil: an event without data is poison), not copied,
+	// and whose context Attributes are kept as headers cloudEvents_<name>
+	// would hold them.
 	Structured bool
 	Data       []byte
 	Attributes map[string]any

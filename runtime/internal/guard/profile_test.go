@@ -264,6 +264,11 @@ func TestForeignEnvelopesPoison(t *testing.T) {
 		{"structured time empty", structured(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","time":"","data":{}}`), `time "" not an RFC 3339 time`},
 		{"structured time with a fraction past it", structured(`{"specversion":"1.0","id":"e","source":"s","type":"t.v1","time":"2026-03-01T11:58:00.` + strings.Repeat("0", 5000) + `Z","data":{}}`),
 			"CloudEvent member time longer than 4096 bytes"},
+		// CloudEvents makes data optional; Lily's extractors read a JSON
+		// payload, so an event without one is poison, before any scope.
+		{"structured without data", structured(`{"specversion":"1.0","id":"nd","source":"s","type":"com.acme.payment.authorized.v1"}`), "CloudEvent has no data: member data missing or null"},
+		{"structured data null", structured(`{"specversion":"1.0","id":"nd","source":"s","type":"com.acme.payment.authorized.v1","data": null}`), "CloudEvent has no data: member data missing or null"},
+		{"binary with an empty body", &amqp.Delivery{ContentType: "application/json", Headers: binaryEventDelivery().Headers}, "CloudEvent has no data: its body is empty"},
 		{"batch", &amqp.Delivery{ContentType: "application/cloudevents-batch+json", Body: []byte(`[]`)}, "CloudEvents batch mode (application/cloudevents-batch+json) is not supported"},
 		{"Spring type not a string", &amqp.Delivery{MessageId: "m", ContentType: "application/json", Headers: amqp.Table{"__TypeId__": int32(1)}}, "header __TypeId__ not a string"},
 		{"Spring without message_id", &amqp.Delivery{ContentType: "application/json", Headers: amqp.Table{"__TypeId__": "T"}}, "message_id missing"},
