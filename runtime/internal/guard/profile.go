@@ -194,7 +194,9 @@ func checkProfile(p envelope.Profile) error {
 // then the type property). The first that reads d and finds a type of its
 // own messages wins. One that finds another profile's type has misread d;
 // one that finds a type of no message is kept in case no other fits, and
-// dispatch then calls it unsupported. With none, the first reason stands.
+// dispatch then calls it unsupported. With none, the first reason stands,
+// unless d bears no CloudEvents or type header mark and its type property
+// names a message whose type header it lacks (see misplaced).
 func (r *Reader) read(d *amqp.Delivery, lim Limits) (*Envelope, string) {
 	if r.cloudEvents == nil && len(r.headers) == 0 {
 		// Only the type property: no marks to weigh.
@@ -202,7 +204,9 @@ func (r *Reader) read(d *amqp.Delivery, lim Limits) (*Envelope, string) {
 	}
 	var first string
 	var unknown *Envelope
+	marked := false // a CloudEvents or header-mapped profile was tried
 	try := func(c *reading, structured bool) *Envelope {
+		marked = marked || c != r.property
 		env, reason := r.readWith(d, c, structured, lim)
 		switch {
 		case reason != "":
@@ -244,13 +248,28 @@ func (r *Reader) read(d *amqp.Delivery, lim Limits) (*Envelope, string) {
 			return env, ""
 		}
 	}
-	switch {
+	switch misplaced := r.misplaced(d); {
 	case unknown != nil:
 		return unknown, ""
+	case !marked && misplaced != "":
+		return nil, misplaced
 	case first != "":
 		return nil, first
 	}
 	return nil, r.expected()
+}
+
+// misplaced is the reason for a delivery whose type property names a
+// message of a profile that reads the type from a header, for read to give
+// when d bore no such header (that profile was not tried): the producer put
+// the type where its profile does not read it, which says more than what
+// the type property's profile missed.
+func (r *Reader) misplaced(d *amqp.Delivery) string {
+	c := r.owners[d.Type]
+	if c == nil || c.profile.TypeHeader == "" {
+		return ""
+	}
+	return "header " + c.profile.TypeHeader + " missing: the type property names " + quote(d.Type) + ", a message read from that header"
 }
 
 // readWith reads d by one profile.

@@ -295,6 +295,39 @@ func TestNoProfileFits(t *testing.T) {
 	}
 }
 
+// A Spring message that carries its type in the type property, not in
+// __TypeId__, is refused for the header it lacks, whatever other profiles
+// the queue reads: not for the x-lily-version that Lily's profile, the only
+// one whose marks it bears, missed. A delivery that bears another
+// profile's marks keeps the first profile's reason.
+func TestTypeInTheTypePropertyOfAHeaderProfile(t *testing.T) {
+	spring := springDelivery()
+	delete(spring.Headers, "__TypeId__")
+	spring.Type = "com.acme.orders.OrderShipped"
+	const want = `header __TypeId__ missing: the type property names "com.acme.orders.OrderShipped", a message read from that header`
+	for name, r := range map[string]*Reader{
+		"mixed":           mixed(t),
+		"Spring and Lily": reader(t, envelope.Message{Type: "com.acme.orders.OrderShipped", Profile: springProfile}, envelope.Message{Type: "orders.created"}),
+		"Spring alone":    reader(t, envelope.Message{Type: "com.acme.orders.OrderShipped", Profile: springProfile}),
+	} {
+		_, verdict, reason := r.Check(spring, guardMaxBody, DefaultLimits, guardNow)
+		if verdict != Poison || reason != want {
+			t.Errorf("%s: verdict %d, reason %q; want %q", name, verdict, reason, want)
+		}
+	}
+	// With Lily's version header it reads as Lily's, of a type Lily's
+	// profile does not carry: the header it lacks says more.
+	spring.Headers[HeaderVersion] = int32(1)
+	if _, verdict, reason := mixed(t).Check(spring, guardMaxBody, DefaultLimits, guardNow); verdict != Poison || reason != want {
+		t.Errorf("with x-lily-version: verdict %d, reason %q; want %q", verdict, reason, want)
+	}
+	marked := binaryEventDelivery()
+	marked.Body, marked.Type = nil, spring.Type
+	if _, verdict, reason := mixed(t).Check(marked, guardMaxBody, DefaultLimits, guardNow); verdict != Poison || reason != "CloudEvent has no data: its body is empty" {
+		t.Errorf("a CloudEvent: verdict %d, reason %q", verdict, reason)
+	}
+}
+
 // A delivery read by a profile that does not carry its type has been
 // misread: a Lily message that merely has a header named like another
 // producer's type header is read by the type property, and a foreign one
