@@ -285,16 +285,19 @@ func (c *Conn) Close() { c.CloseBy(time.Now().Add(c.stepTimeout)) }
 
 // CloseBy is Close waiting for the broker's close-ok until by at most:
 // the broker may not read a blocked connection (a resource alarm) until the
-// alarm clears, so the close-ok could wait as long. Closing again does
-// nothing.
+// alarm clears, so the close-ok could wait as long. It waits without the
+// lock: a publish that needs the connection meanwhile fails at once, not
+// once the close ends. Closing again does nothing.
 func (c *Conn) CloseBy(by time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return
 	}
 	c.closed = true
-	if c.current != nil {
-		_ = c.current.conn.CloseDeadline(by)
+	l := c.current
+	c.mu.Unlock()
+	if l != nil {
+		_ = l.conn.CloseDeadline(by)
 	}
 }

@@ -1,0 +1,66 @@
+package confirm
+
+import (
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/services"
+	"github.com/lily-mq/lily/runtime/internal/outcome"
+	"github.com/lily-mq/lily/runtime/internal/transport"
+)
+
+// muted is a connection whose writes, once mute is set, reach nobody: the
+// broker never sees them, and never answers. swallowed counts them.
+type muted struct {
+	net.Conn
+	mute      *atomic.Bool
+	swallowed *atomic.Int32
+}
+
+func (m muted) Write(b []byte) (int, error) {
+	if m.mute.Load() {
+		m.swallowed.Add(1)
+		return len(b), nil
+	}
+	return m.Conn.Write(b)
+}
+
+// A close the broker does not answer (it never sees the connection.close)
+// waits for its close-ok outside the connection's lock: a publish that needs
+// the connection meanwhile (one on a channel of its own, as a consumer's
+// handoff) fails at once, the publisher closed, within its own bounds.
+// Before, it waited for the lock until the close gave up, a step later.
+func TestBrokerPublishDuringAnUnansweredClose(t *testing.T) {
+	t.Parallel()
+	url := services.RabbitMQ(t)
+	const stepTimeout = 10 * time.Second
+	var mute atomic.Bool
+	var swallowed atomic.Int32
+	var socket net.Conn
+	conn := NewConn(func() (*amqp.Connection, net.Conn, func(), error) {
+		conn, s, err := transport.Dial(url, amqp.Config{}, func(conn, _ net.Conn) net.Conn { return muted{conn, &mute, &swallowed} })
+		socket = s
+		return conn, s, nil, err
+	}, stepTimeout)
+	if ev := publish(New(conn, 1), "lily-confirm-no-such-queue", 5*time.Second); ev.Status != outcome.HandoffReturned {
+		t.Fatalf("first publish: %v %s; want returned", ev.Status, ev.Detail)
+	}
+	mute.Store(true)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		conn.CloseBy(time.Now().Add(stepTimeout))
+	}()
+	eventually(t, 5*time.Second, "the connection.close written", func() bool { return swallowed.Load() > 0 })
+	began := time.Now()
+	ev := publish(New(conn, 1), "lily-confirm-no-such-queue", 300*time.Millisecond)
+	if took := time.Since(began); took > 2*time.Second || ev.Status != outcome.HandoffFailed {
+		t.Errorf("a publish while the close waits: %v %q after %s; want failed within its bound", ev.Status, ev.Detail, took.Round(time.Millisecond))
+	}
+	_ = socket.Close()
+	<-closed
+}
