@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -280,4 +281,80 @@ func TestBrokerHungConsumeKeepsTheSharedConnection(t *testing.T) {
 	// attempt closed with it.
 	eventually(t, 30*time.Second, "two consuming connections", func() bool { return len(consuming(p)) == 2 })
 	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}})
+}
+
+// publishing lists p's publishing connections.
+func publishing(p *proxy) []string {
+	return slices.DeleteFunc(p.Conns(), func(name string) bool { return !strings.HasSuffix(name, " publish") })
+}
+
+// Consumers naming one Publisher each hold a channel of their own on its
+// connection once they hand a message off, beside the Publisher's own and
+// its looks for an exchange. A broker's channel_max (here 3, asked by the
+// URL) that they outnumber sends the next channel to another connection of
+// the same role, which closes once it holds no channel: every handoff is
+// confirmed. Before, every channel open past the limit failed ("channel id
+// space exhausted"), and so did each handoff of the consumers left without
+// one.
+func TestBrokerPublisherSpillsPastChannelMax(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t)
+	pub := sharedPublisher(t, p.url()+"?channel_max=3")
+	qs := make([]runtime.QueueSpec, 5)
+	for i := range qs {
+		qs[i] = brokerSpec(t, hourRetry)
+		declareTopology(t, qs[i])
+	}
+	if err := faults.OnChannel(brokerURL(t), func(ch *amqp.Channel) error {
+		return ch.QueueBind(qs[0].Name, qs[0].Name, "amq.direct", false, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Send(context.Background(), message(t, "amq.direct", qs[0].Name, "sent")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	retry := func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		if msg.OrderID == "sent" {
+			return nil
+		}
+		return errors.New("retry it, through the publisher")
+	}
+	rs := make([]*running, len(qs))
+	for i, q := range qs {
+		rs[i] = start(t, q, retry, sharing(t, pub))
+		publish(t, q.Name, order(t, "r-"+strconv.Itoa(i)))
+	}
+	for i, r := range rs {
+		want := 1
+		if i == 0 {
+			want = 2 // and "sent", acked
+		}
+		recs := r.await(want)
+		for _, rec := range recs {
+			if rec.MessageID != "sent" && (rec.Path != runtime.PathRetried || rec.Handoff != "confirmed") {
+				t.Errorf("queue %d: record %+v, want retried with a confirmed handoff", i, rec)
+			}
+		}
+	}
+	if got := publishing(p); len(got) < 2 {
+		t.Errorf("publishing connections %v, want more than one", got)
+	}
+	// Another exchange: its look needs a channel too.
+	if err := pub.Send(context.Background(), message(t, "amq.topic", "", "unrouted")); !errors.Is(err, runtime.ErrReturned) {
+		t.Errorf("Send to amq.topic: %v, want returned", err)
+	}
+	for _, r := range rs {
+		if rep := r.stop(); len(rep.Unresolved) != 0 {
+			t.Errorf("report: %+v", rep)
+		}
+	}
+	eventually(t, 30*time.Second, "one publishing connection left", func() bool { return len(publishing(p)) == 1 })
+	if err := pub.Send(context.Background(), message(t, "", qs[1].Name, "after")); err != nil {
+		t.Errorf("Send once the consumers stopped: %v", err)
+	}
+	for _, q := range qs {
+		if ready, _ := queueCounts(t, bucket(q, time.Hour)); ready != 1 {
+			t.Errorf("%s holds %d, want its retry copy", bucket(q, time.Hour), ready)
+		}
+	}
 }

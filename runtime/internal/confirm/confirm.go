@@ -214,37 +214,8 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 // open opens a confirm-mode channel, each step by the deadline, or until
 // done is closed; on a connection the broker blocks, once it unblocks it.
 func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, error) {
-	l, err := p.conn.link(deadline, done)
+	ch, l, err := p.conn.channel(deadline, done, func(ch *amqp.Channel) error { return ch.Confirm(false) })
 	if err != nil {
-		return nil, err
-	}
-	if err := awaitUnblocked(l, deadline, done); err != nil {
-		return nil, err
-	}
-	stepEnd := time.Now().Add(p.stepTimeout)
-	ctx, cancel := until(step.Deadline(p.stepTimeout, deadline), done)
-	defer cancel()
-	// A broker that answers no request in a whole step, unblocked, will not
-	// read a publish either: the next one gets a new connection, rather
-	// than open channel after channel that hang on this one. A publish's
-	// own bound cut short proves nothing, nor does a blocked connection,
-	// which the broker stops reading and reads again once the alarm clears.
-	unanswered := func(err error) bool {
-		return errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) && closed(l.whenUnblocked())
-	}
-	ch, err := step.Open(ctx, l.conn.Channel, func(ch *amqp.Channel) { _ = ch.Close() })
-	if err != nil {
-		if unanswered(err) {
-			l.abandonSilent()
-		}
-		return nil, err
-	}
-	if err := step.DoErr(ctx, func() error { return ch.Confirm(false) }); err != nil {
-		if unanswered(err) {
-			l.abandonSilent()
-		}
-		// Nothing waits for the close-ok, which a dead peer never sends.
-		go ch.Close()
 		return nil, err
 	}
 	// Every Return belongs to a publish in the window, and each drains the
@@ -426,7 +397,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 			return ev
 		}
 	}
-	if ev.Status, ev.Detail = c.exchangeExists(exchange, p.stepTimeout, writeBy, b.Done); ev.Status != outcome.HandoffNone {
+	if ev.Status, ev.Detail = c.exchangeExists(p.conn, exchange, p.stepTimeout, writeBy, b.Done); ev.Status != outcome.HandoffNone {
 		return ev
 	}
 	// The publish is a step of its own. Waiting for the channel (behind

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,12 @@ import (
 // Conn is the connection publishers share: opened at the first need, and
 // again after it was lost. It keeps what belongs to the connection, not to
 // a channel: its socket and whether the broker blocks it.
+//
+// The broker bounds the channels of a connection (its channel_max, 2047 by
+// default, as low as a hosted plan's 16), and the publishers sharing one
+// hold a channel each, and open another to look for an exchange: a channel
+// that finds no channel id free opens on another connection, dialled as
+// the first was, which closes once it holds no channel.
 type Conn struct {
 	// dial opens the connection and returns its socket too, and silent
 	// (nil when there is none), which link.abandonSilent calls.
@@ -27,8 +34,11 @@ type Conn struct {
 	// instead of dialling again. When nil, a publish may dial at once.
 	Backoff func(n int) time.Duration
 
-	mu      sync.Mutex // guards the fields below
-	current *link
+	mu sync.Mutex // guards the fields below and each link's opening, channels and full
+	// links are the connections open: a channel opens on the first with a
+	// channel id free. Each after the first was dialled when those before
+	// it had none, and closes once it holds no channel.
+	links []*link
 	// dialing is closed when the dial under way ends; nil when none is.
 	// One dial at a time, and each publish waits for it only as long as
 	// its own bound allows.
@@ -66,6 +76,11 @@ type link struct {
 	// resource alarm): a write then would not be read.
 	blockMu   sync.Mutex
 	unblocked chan struct{}
+	// opening counts the channels publishes are opening on the connection,
+	// channels those open on it; full is set when one found no channel id
+	// free, until one of its channels closes.
+	opening, channels int
+	full              bool
 }
 
 // errClosed: the publisher was closed.
@@ -113,20 +128,23 @@ func NewConn(dial func() (conn *amqp.Connection, socket net.Conn, silent func(),
 	return &Conn{dial: dial, stepTimeout: stepTimeout}
 }
 
-// link returns the open connection, dialling one by the deadline when there
-// is none; a dial under way for another publish is waited for, until the
-// deadline. Either wait ends when done is closed.
+// link returns the first open connection with a channel id free, dialling
+// one by the deadline when there is none, counted as opening a channel
+// until opened says it has ended; a dial under way for another publish is
+// waited for, until the deadline. Either wait ends when done is closed.
 func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 	by := step.Deadline(c.stepTimeout, deadline)
 	var waited *uint64 // the dials ended when this publish began to wait
 	for {
 		c.mu.Lock()
+		free := c.free()
 		switch {
 		case c.closed:
 			c.mu.Unlock()
 			return nil, errClosed
-		case c.current != nil && c.current.usable():
-			l := c.current
+		case free != nil:
+			l := free
+			l.opening++
 			c.mu.Unlock()
 			return l, nil
 		case c.failed != nil && (waited != nil && c.dials != *waited && c.lastFailed || time.Now().Before(c.retryAt)):
@@ -148,15 +166,17 @@ func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 		c.mu.Unlock()
 		began := time.Now()
 		l, err := c.open(by, done)
+		var unused *link
 		c.mu.Lock()
 		c.lastFailed = false
 		switch {
 		case err == nil && c.closed:
 			// Closed while it dialled: nobody would close this one.
-			_ = l.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
-			l, err = nil, errClosed
+			unused, l, err = l, nil, errClosed
 		case err == nil:
-			c.current, c.failed, c.failures = l, nil, 0
+			c.links = append(c.links, l)
+			l.opening++
+			c.failed, c.failures = nil, 0
 		case errors.Is(err, step.ErrTimeout) && time.Since(began) < c.stepTimeout:
 			// Cut short by this publish's own bounds: it proves nothing of
 			// the broker.
@@ -171,8 +191,123 @@ func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 		close(c.dialing)
 		c.dialing = nil
 		c.mu.Unlock()
+		if unused != nil {
+			_ = unused.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
+		}
 		return l, err
 	}
+}
+
+// free drops the connections no publish may use any more and returns the
+// first left with a channel id free, or nil. Under c.mu.
+func (c *Conn) free() *link {
+	c.links = slices.DeleteFunc(c.links, func(l *link) bool { return !l.usable() })
+	for _, l := range c.links {
+		if !l.full {
+			return l
+		}
+	}
+	return nil
+}
+
+// channel opens a channel on the first connection with a channel id free
+// (link), then runs then on it within the same step, each step by the
+// deadline, or until done is closed; on a connection the broker blocks,
+// once it unblocks it. When then fails, the channel is closed. A broker
+// that answers neither in a whole step, unblocked, will not read a publish
+// either: the connection is abandoned, and the next channel opens on
+// another, rather than hang on this one too. A bound of the caller's cut
+// short proves nothing, nor does a blocked connection, which the broker
+// reads again once the alarm clears.
+func (c *Conn) channel(deadline time.Time, done <-chan struct{}, then func(*amqp.Channel) error) (*amqp.Channel, *link, error) {
+	for {
+		l, err := c.link(deadline, done)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := awaitUnblocked(l, deadline, done); err != nil {
+			c.opened(l, false)
+			return nil, nil, err
+		}
+		stepEnd := time.Now().Add(c.stepTimeout)
+		ctx, cancel := until(step.Deadline(c.stepTimeout, deadline), done)
+		ch, err := step.Open(ctx, func() (*amqp.Channel, error) {
+			ch, err := l.conn.Channel()
+			if err == nil {
+				c.mu.Lock()
+				l.channels++
+				c.mu.Unlock()
+				go c.hold(l, ch)
+			}
+			return ch, err
+		}, func(ch *amqp.Channel) { _ = ch.Close() })
+		c.opened(l, errors.Is(err, amqp.ErrChannelMax))
+		if errors.Is(err, amqp.ErrChannelMax) {
+			// Said by the client before it asked the broker anything.
+			cancel()
+			continue
+		}
+		if err == nil {
+			err = step.DoErr(ctx, func() error { return then(ch) })
+			if err != nil {
+				// Nothing waits for the close-ok, which a dead peer never
+				// sends.
+				go ch.Close()
+			}
+		}
+		cancel()
+		if err != nil {
+			if errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) && closed(l.whenUnblocked()) {
+				l.abandonSilent()
+				err = &unansweredError{err}
+			}
+			return nil, nil, err
+		}
+		return ch, l, nil
+	}
+}
+
+// unansweredError is a step the broker left unanswered for a whole step.
+type unansweredError struct{ error }
+
+func (e *unansweredError) Unwrap() error { return e.error }
+
+// opened ends a channel's opening on l that link counted; full says it
+// found no channel id free.
+func (c *Conn) opened(l *link, full bool) {
+	c.mu.Lock()
+	l.opening--
+	l.full = full
+	idle := c.idle(l)
+	c.mu.Unlock()
+	if idle {
+		_ = l.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
+	}
+}
+
+// hold counts ch among l's channels until it closes, whoever closes it.
+func (c *Conn) hold(l *link, ch *amqp.Channel) {
+	for range ch.NotifyClose(make(chan *amqp.Error, 1)) {
+	}
+	c.mu.Lock()
+	l.channels--
+	l.full = false
+	idle := c.idle(l)
+	c.mu.Unlock()
+	if idle {
+		_ = l.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
+	}
+}
+
+// idle reports whether l is a connection after the first that holds no
+// channel and opens none, and drops it from c's for its close. Under c.mu.
+func (c *Conn) idle(l *link) bool {
+	i := slices.Index(c.links, l)
+	if c.closed || i < 1 || l.opening > 0 || l.channels > 0 {
+		return false
+	}
+	c.links = slices.Delete(c.links, i, i+1)
+	return true
 }
 
 // open dials a connection by the moment by, or until done is closed.
@@ -279,7 +414,7 @@ func (l *link) setBlocked(blocked bool) {
 	}
 }
 
-// Close closes the connection within a step; publishes still waiting
+// Close closes the connections within a step; publishes still waiting
 // resolve as failed, and later ones fail.
 func (c *Conn) Close() { c.CloseBy(time.Now().Add(c.stepTimeout)) }
 
@@ -295,9 +430,12 @@ func (c *Conn) CloseBy(by time.Time) {
 		return
 	}
 	c.closed = true
-	l := c.current
+	links := c.links
+	c.links = nil
 	c.mu.Unlock()
-	if l != nil {
-		_ = l.conn.CloseDeadline(by)
+	var wg sync.WaitGroup
+	for _, l := range links {
+		wg.Go(func() { _ = l.conn.CloseDeadline(by) })
 	}
+	wg.Wait()
 }

@@ -1,7 +1,6 @@
 package confirm
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
@@ -58,12 +57,12 @@ func (e *exchanges) forget() {
 // exchange exists before the first publish to it: the broker answers a
 // publish to an exchange that does not exist by closing the channel, under
 // every publish in flight on it, which could then only say "unconfirmed".
-// A passive declare on a channel of its own asks instead; it needs no
-// permission to configure. The look is a step of its own, ending by writeBy
-// when that comes first, or when done is closed. It returns HandoffNone
+// A passive declare on a channel of its own asks instead, on any of conn's
+// connections; it needs no permission to configure. The look is a step of
+// its own, ending by writeBy when that comes first, or when done is closed. It returns HandoffNone
 // when the exchange exists (or is the default one), else why nothing was
 // written.
-func (c *channel) exchangeExists(exchange string, stepTimeout time.Duration, writeBy time.Time, done <-chan struct{}) (outcome.HandoffStatus, string) {
+func (c *channel) exchangeExists(conn *Conn, exchange string, stepTimeout time.Duration, writeBy time.Time, done <-chan struct{}) (outcome.HandoffStatus, string) {
 	if exchange == "" || c.exchanges.has(exchange) {
 		return outcome.HandoffNone, ""
 	}
@@ -81,53 +80,41 @@ func (c *channel) exchangeExists(exchange string, stepTimeout time.Duration, wri
 	if c.exchanges.has(exchange) {
 		return outcome.HandoffNone, "" // found by the look this one waited for
 	}
-	// A blocked connection is not read (a resource alarm, the broker's
-	// connection.blocked, may have come while this one waited its turn).
-	select {
-	case <-c.link.whenUnblocked():
-	case <-t.C:
-		return outcome.HandoffTimedOut, "the broker blocks publishes (a resource alarm)"
-	case <-done:
-		return outcome.HandoffFailed, "stopped waiting while the broker blocks publishes"
-	}
-	stepEnd := time.Now().Add(stepTimeout)
 	by := step.Deadline(stepTimeout, writeBy)
 	if time.Until(by) < min(stepTimeout/4, 20*time.Millisecond) {
 		return outcome.HandoffTimedOut, "no time left to look for exchange " + name
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), by)
-	defer cancel()
-	go func() {
-		select {
-		case <-done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	closeLater := func(ch *amqp.Channel) { go ch.Close() }
-	ch, err := step.Open(ctx, c.link.conn.Channel, closeLater)
+	// On whichever connection has a channel id free: the exchange is the
+	// broker's, not the connection's.
+	ch, _, err := conn.channel(by, done, func(ch *amqp.Channel) error {
+		return ch.ExchangeDeclarePassive(exchange, amqp.ExchangeDirect, false, false, false, false, nil)
+	})
 	if err == nil {
-		err = step.DoErr(ctx, func() error {
-			return ch.ExchangeDeclarePassive(exchange, amqp.ExchangeDirect, false, false, false, false, nil)
-		})
-		// After a 404 the broker has closed it; else nothing waits for the
-		// close-ok, which a dead peer would never send.
-		closeLater(ch)
+		// Nothing waits for the close-ok, which a dead peer would never
+		// send. (After a 404 the broker has closed it.)
+		go ch.Close()
 	}
 	var amqpErr *amqp.Error
+	var blocked *blockedError
+	var unanswered *unansweredError
 	switch {
 	case err == nil:
 		c.exchanges.add(exchange)
 		return outcome.HandoffNone, ""
 	case errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound:
 		return outcome.HandoffFailed, "no exchange " + name
-	case errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) && closed(c.link.whenUnblocked()):
+	case errors.As(err, &blocked) && errors.Is(err, step.ErrTimeout):
+		// A blocked connection is not read (a resource alarm, the broker's
+		// connection.blocked, may have come while this one waited its turn).
+		return outcome.HandoffTimedOut, blocked.why
+	case errors.As(err, &blocked):
+		return outcome.HandoffFailed, blocked.why
+	case errors.As(err, &unanswered):
 		// A broker that answers no request in a whole step, unblocked, will
 		// not read a publish either: the next one gets a new connection.
-		// A look cut short by the publish's own bound proves nothing.
-		c.link.abandonSilent()
 		return outcome.HandoffTimedOut, "the broker did not answer the look for exchange " + name + " in time"
 	case errors.Is(err, step.ErrTimeout):
+		// A look cut short by the publish's own bound proves nothing.
 		return outcome.HandoffTimedOut, "no answer to the look for exchange " + name + " within the publish's bounds"
 	default:
 		return outcome.HandoffFailed, "look for exchange " + name + ": " + sanitize.Text(err.Error(), 120)
