@@ -67,10 +67,12 @@ func ExampleConsumer_Run() {
 	log.Print(report)
 }
 
-// Force ends the cooperative window early from code: here, when the
-// platform's own termination deadline draws near.
+// Force ends the cooperative window early from code: here a service whose
+// handlers may need minutes gives them a long ShutdownGrace, yet forces
+// when the platform's own termination deadline draws near, 20 s into a 30 s
+// one, leaving the ForceWindow and a StepTimeout (5 s each) before it.
 func ExampleConsumer_Force() {
-	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{})
+	consumer, err := ordersmsg.NewOrdersConsumer(orders{}, runtime.Config{ShutdownGrace: 2 * time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -78,8 +80,8 @@ func ExampleConsumer_Force() {
 	defer stop()
 	go func() {
 		<-ctx.Done()
-		time.Sleep(20 * time.Second)
-		consumer.Force() // handlers' contexts are cancelled now
+		time.Sleep(20 * time.Second) // the grace has 100 s left
+		consumer.Force()             // handlers' contexts are cancelled at once
 	}()
 	_, _ = consumer.Run(ctx)
 }
