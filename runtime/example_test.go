@@ -133,6 +133,8 @@ func ExamplePublisher_Send() {
 		log.Print("confirmed")
 	case errors.Is(err, runtime.ErrReturned):
 		log.Print("no queue is bound for it: ", err)
+	case errors.Is(err, runtime.ErrNacked):
+		log.Print("a queue refused it; another it was routed to may hold it, so sending it again may make a copy: ", err)
 	case errors.Is(err, runtime.ErrUnconfirmed):
 		log.Print("it may or may not have arrived; sending it again may make a copy: ", err)
 	default:
