@@ -103,11 +103,16 @@ func (c *call) underWay() bool {
 // built by runtime.NewConsumer, which checks them as it does for Run.
 // cfg's Scope, Inbox, AfterDelivery, Observe, Telemetry and Logger (nil:
 // slog.Default()) take part as they would on the broker, and StepTimeout
-// bounds the steps they take; the fields that reach the broker are not used.
+// bounds the steps they take; NewConsumer checks these as for Run. The
+// fields that reach only the broker (URLs, TLS, Credentials, Publisher,
+// ReconnectMax) or only a shutdown (ShutdownGrace, ForceWindow: Close
+// forces at once) are neither used nor checked.
 func New(spec runtime.QueueSpec, routes runtime.Routes, cfg runtime.Config) (*Harness, error) {
 	h := &Harness{spec: spec}
 	h.broker = &broker{h: h}
 	h.AnswerHandoffs(confirmed)
+	// The trial uses none of these: cleared, NewConsumer checks none.
+	cfg.URLs, cfg.TLS, cfg.ReconnectMax, cfg.ShutdownGrace, cfg.ForceWindow = nil, nil, 0, 0, 0
 	c, err := runtime.NewConsumer(h.watchSpec(spec), h.watch(routes), h.watchConfig(cfg))
 	if err != nil {
 		return nil, err

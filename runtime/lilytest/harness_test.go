@@ -2,6 +2,7 @@ package lilytest_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,34 @@ func TestNewChecksAsTheConsumerDoes(t *testing.T) {
 	_, err := lilytest.New(spec, runtime.Routes{}, runtime.Config{})
 	if err == nil || !strings.Contains(err.Error(), "the DLQ needs its own name") || !strings.Contains(err.Error(), "the dispatch table is empty") {
 		t.Errorf("New: %v", err)
+	}
+}
+
+// New does not check what a trial has no use for: the fields that reach
+// only the broker or a shutdown, which Run would check. What the trial uses,
+// it checks as NewConsumer does.
+func TestNewChecksOnlyWhatTheTrialUses(t *testing.T) {
+	for name, cfg := range map[string]runtime.Config{
+		"TLS without amqps URLs": {TLS: &tls.Config{}},
+		"an http URL":            {URLs: []string{"http://x"}},
+		"ReconnectMax of 1ms":    {ReconnectMax: time.Millisecond},
+		"negative ShutdownGrace": {ShutdownGrace: -time.Second},
+		"negative ForceWindow":   {ForceWindow: -time.Second},
+	} {
+		cfg.Logger = quiet
+		h, err := lilytest.New(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok)), cfg)
+		if err != nil {
+			t.Errorf("%s: New: %v", name, err)
+			continue
+		}
+		if res := h.Deliver(order(t, "order-"+strings.ReplaceAll(name, " ", "-"))); res.Path != runtime.PathAcked {
+			t.Errorf("%s: path %s, want acked", name, res.Path)
+		}
+		h.Close()
+	}
+	_, err := lilytest.New(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok)), runtime.Config{StepTimeout: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "Config.StepTimeout") {
+		t.Errorf("a negative StepTimeout: New: %v", err)
 	}
 }
 
