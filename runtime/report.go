@@ -57,7 +57,8 @@ type Report struct {
 	Abandoned int `json:"abandoned"`
 	// Parts are the reports of each service Serve ran, when it ran several;
 	// the fields above then combine them, their lists bounded as one
-	// report's are.
+	// report's are, but for Phases: each service stops through phases of its
+	// own, which only its part holds, and the combined report has none.
 	Parts []*Report `json:"parts,omitempty"`
 }
 

@@ -151,6 +151,17 @@ func TestCombinedReportBoundsItsLists(t *testing.T) {
 	}
 }
 
+// Serve's combined report has no phases: each service's stay in its part.
+func TestCombinedReportLeavesPhasesToItsParts(t *testing.T) {
+	part := func(q string) *Report {
+		return &Report{Queue: q, Phases: []Phase{{Name: "stop intake"}}}
+	}
+	rep := combine([]*Report{part("a"), part("b")})
+	if rep.Phases != nil || len(rep.Parts[0].Phases) != 1 || len(rep.Parts[1].Phases) != 1 {
+		t.Errorf("combined phases %+v, the parts' %+v and %+v", rep.Phases, rep.Parts[0].Phases, rep.Parts[1].Phases)
+	}
+}
+
 // A part's line that counts a reason come N times in a row is N losses in
 // Serve's combined report too: listed as it is, never merged again with
 // the line before (another part's, of the same queue perhaps, whose losses
