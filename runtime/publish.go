@@ -20,10 +20,20 @@ type Publishing = amqp.Publishing
 // the type, version and id where the profile keeps them (a CloudEvent in
 // binary content mode, with m.Profile.Source as its source), persistent and
 // stamped with the time. A profile without ids (NoID) carries no messageID.
-// Generated producers call it once they have checked the message. It panics
-// on what no reader would accept or would misread: a version outside
-// 1..1,000,000 or other than a fixed-version profile's own, a CloudEvent
-// without a source or an id.
+// Generated producers call it once they have checked the message, its id
+// among the rest. It panics on what no reader would accept or would misread:
+//
+//   - a message id envelope.CheckID refuses, where the profile carries ids
+//     (Lily's does, and a CloudEvent's): "", more than 128 bytes, or not
+//     printable ASCII without spaces ("order 1");
+//   - a type as it travels, any version suffix included, that is empty,
+//     more than 128 bytes or not printable ASCII;
+//   - a profile NewConsumer refuses too (an unknown kind, settings on
+//     Lily's, a version read from more than one place, ...);
+//   - a version outside 1..1,000,000, or other than a fixed-version
+//     profile's own;
+//   - a CloudEvent without a source, or whose source is more than 128 bytes
+//     or not printable ASCII without spaces.
 func NewPublishing(m envelope.Message, version int, messageID string, body []byte) Publishing {
 	return guard.Build(m, version, messageID, body, time.Now())
 }
