@@ -24,7 +24,9 @@ import (
 // help, and would restart every pod at once. It is not live only when the
 // process itself is wedged: its settler stuck in one write, or every
 // concurrency slot held by a handler that outlived its timeout, each for
-// longer than any bound the runtime sets itself (stallAfter).
+// longer than any bound the runtime sets itself: the queue's settlement
+// budget (QueueSpec.SettlementBudget, or its default), plus two
+// Config.StepTimeouts, plus a minute.
 type Health struct {
 	Queue string `json:"queue"`
 	Ready bool   `json:"ready"`

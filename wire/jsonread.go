@@ -14,8 +14,9 @@ import (
 // only integers within int64 are integers.
 //
 // Errors come in two kinds. A syntax error (which includes invalid UTF-8, a
-// repeated name in a member the schema does not know, and nesting deeper than
-// maxJSONDepth) stops the reader and is reported by End with its byte offset,
+// repeated name in a member the schema does not know, and arrays and objects
+// nested deeper than 1,000, counted from the body's root, which is 1 deep)
+// stops the reader and is reported by End with its byte offset,
 // before any other problem; but a repeated unknown name is found only as its
 // object closes, so a problem of a known member of that object comes first.
 // A value of the wrong JSON type, or a problem at a known member, is a
