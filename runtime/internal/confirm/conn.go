@@ -275,23 +275,27 @@ func (e *unansweredError) Unwrap() error { return e.error }
 // opened ends a channel's opening on l that link counted; full says it
 // found no channel id free.
 func (c *Conn) opened(l *link, full bool) {
-	c.mu.Lock()
-	l.opening--
-	l.full = full
-	idle := c.idle(l)
-	c.mu.Unlock()
-	if idle {
-		_ = l.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
-	}
+	c.count(l, func() {
+		l.opening--
+		l.full = full
+	})
 }
 
 // hold counts ch among l's channels until it closes, whoever closes it.
 func (c *Conn) hold(l *link, ch *amqp.Channel) {
 	for range ch.NotifyClose(make(chan *amqp.Error, 1)) {
 	}
+	c.count(l, func() {
+		l.channels--
+		l.full = false
+	})
+}
+
+// count changes l's counts under c.mu, and closes l once that leaves it
+// idle.
+func (c *Conn) count(l *link, change func()) {
 	c.mu.Lock()
-	l.channels--
-	l.full = false
+	change()
 	idle := c.idle(l)
 	c.mu.Unlock()
 	if idle {
