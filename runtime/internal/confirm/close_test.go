@@ -64,3 +64,37 @@ func TestBrokerPublishDuringAnUnansweredClose(t *testing.T) {
 	_ = socket.Close()
 	<-closed
 }
+
+// An extra connection, dialled when the first had no channel id free, that
+// its publish leaves idle (its channel never opened: the broker stopped
+// answering) is closed without the publish waiting for the close-ok: the
+// publish ends within its own bounds. Before, it waited on the close, a
+// whole step past its bound.
+func TestBrokerIdleExtraConnectionClosesWithoutHoldingThePublish(t *testing.T) {
+	t.Parallel()
+	url := services.RabbitMQ(t)
+	const stepTimeout = 20 * time.Second
+	var dials atomic.Int32
+	var swallowed atomic.Int32
+	conn := NewConn(func() (*amqp.Connection, net.Conn, func(), error) {
+		mute := new(atomic.Bool)
+		conn, s, err := transport.Dial(url, amqp.Config{ChannelMax: 1}, func(conn, _ net.Conn) net.Conn { return muted{conn, mute, &swallowed} })
+		// Every connection after the first goes silent once it is open.
+		mute.Store(dials.Add(1) > 1)
+		return conn, s, nil, err
+	}, stepTimeout)
+	defer conn.CloseBy(time.Now().Add(time.Second))
+	if ev := publish(New(conn, 1), "lily-confirm-no-such-queue", 5*time.Second); ev.Status != outcome.HandoffReturned {
+		t.Fatalf("first publish: %v %s; want returned", ev.Status, ev.Detail)
+	}
+	done := make(chan outcome.HandoffEvidence, 1)
+	go func() { done <- publish(New(conn, 1), "lily-confirm-no-such-queue", 300*time.Millisecond) }()
+	select {
+	case ev := <-done:
+		if ev.Status != outcome.HandoffTimedOut || dials.Load() != 2 {
+			t.Errorf("the publish on the extra connection: %v %q after %d dials; want timed out, on a second connection", ev.Status, ev.Detail, dials.Load())
+		}
+	case <-time.After(stepTimeout / 2):
+		t.Fatal("the publish on the extra connection waited on its close past half a step")
+	}
+}

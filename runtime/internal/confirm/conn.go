@@ -292,14 +292,15 @@ func (c *Conn) hold(l *link, ch *amqp.Channel) {
 }
 
 // count changes l's counts under c.mu, and closes l once that leaves it
-// idle.
+// idle: on a goroutine of its own, since the caller may be a publish, whose
+// bounds a broker that no longer answers must not stretch by a step.
 func (c *Conn) count(l *link, change func()) {
 	c.mu.Lock()
 	change()
 	idle := c.idle(l)
 	c.mu.Unlock()
 	if idle {
-		_ = l.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
+		go l.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
 	}
 }
 
