@@ -112,7 +112,7 @@ var facts = []fact{
 	// in Lily's header, or as datacontenttype's parameter.
 	{"edges", "components/messages/PingedV2Structured/headers/required", `["x-lily-version"]`},
 	{"edges", "components/messages/PingedV2Structured/examples/0/headers", `{"x-lily-version":2,"x-region":"eu"}`},
-	{"edges", "components/messages/PongedV2Structured/payload/required", `["specversion","id","source","type","datacontenttype"]`},
+	{"edges", "components/messages/PongedV2Structured/payload/required", `["specversion","id","source","type","data","datacontenttype"]`},
 	{"edges", "components/messages/PongedV2Structured/payload/properties/datacontenttype/const", `"application/json; v=2"`},
 }
 

@@ -190,14 +190,16 @@ const structuredMedia = "application/cloudevents+json"
 
 // structuredEvent is the schema of a structured CloudEvent of version v of
 // m, whose data member is data: its context attributes are members, the
-// version attribute (when pr reads one) too, and data_base64 is refused,
-// since Lily reads JSON data alone. Extension attributes may come beside.
+// version attribute (when pr reads one) too, data is required (the guard
+// refuses an event without it, or with it null), and data_base64 is
+// refused, since Lily reads JSON data alone. Extension attributes may come
+// beside.
 // The data's content type is datacontenttype, which carries the version
 // when pr reads it from a content type parameter.
 func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, data *yaml.Node) *yaml.Node {
 	text := stringSchema
 	dataType := newObject().set("type", str("string")).set("default", str(schema.DefaultContentType)).mapping()
-	required := []string{"specversion", "id", "source", "type"}
+	required := []string{"specversion", "id", "source", "type", "data"}
 	if pr.Version.ContentTypeParameter != "" {
 		dataType = newObject().set("type", str("string")).set("const", str(contentType(v, pr))).
 			set("description", str("The data's content type, the version its parameter "+pr.Version.ContentTypeParameter+", as Lily's producers write it; the guard reads the parameter in any case, spacing or quoting.")).mapping()
