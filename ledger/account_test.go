@@ -922,7 +922,7 @@ func TestALateSuccessVouchesForNothing(t *testing.T) {
 	id := r.ids[0]
 	r.beh[id] = Success
 	var sealed atomic.Bool
-	handle := r.handler(&sealed)
+	handle := r.handler(&sealed, r.noteSuccess)
 	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
 	d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, []byte(`{}`)))
 	if err != nil {

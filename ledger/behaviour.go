@@ -79,19 +79,25 @@ func pick(n int) Behaviour {
 
 // handler is every message's handler for one consumer, whose report is
 // sealed once sealed is set (its Run returned): it behaves, and notes a
-// success returned before then. A handler still running at the final abort
-// is abandoned, and the inbox rolls back its late nil: one returned after
-// the seal committed nothing, and vouches for no inbox duplicate.
-func (r *run) handler(sealed *atomic.Bool) func(context.Context, runtime.RawDelivery) error {
+// success returned before then (succeeded). A handler still running at the
+// final abort is abandoned, and the inbox rolls back its late nil: one
+// returned after the seal committed nothing, and vouches for no inbox
+// duplicate.
+func (r *run) handler(sealed *atomic.Bool, succeeded func(runtime.RawDelivery)) func(context.Context, runtime.RawDelivery) error {
 	return func(ctx context.Context, d runtime.RawDelivery) error {
 		err := r.behave(ctx, d)
 		if r.success(d, err) && !sealed.Load() {
-			r.mu.Lock()
-			r.succeeded[workKey{d.MessageID(), d.Attempt()}] = true
-			r.mu.Unlock()
+			succeeded(d)
 		}
 		return err
 	}
+}
+
+// noteSuccess notes the success of d's attempt in r.
+func (r *run) noteSuccess(d runtime.RawDelivery) {
+	r.mu.Lock()
+	r.succeeded[workKey{d.MessageID(), d.Attempt()}] = true
+	r.mu.Unlock()
 }
 
 // success: the handler's run of d returned err, and that counts as handled.

@@ -157,15 +157,14 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 	// As the parent's handler: a success returned after the seal is not
 	// said (an abandoned handler's late nil is rolled back).
 	var sealed atomic.Bool
+	// Said before the runtime commits or ACKs the work: a kill after either
+	// leaves it said.
+	behave := r.handler(&sealed, func(d runtime.RawDelivery) {
+		out.emit(event{Kind: evSucceeded, ID: d.MessageID(), Attempt: d.Attempt()})
+	})
 	handle := func(ctx context.Context, d runtime.RawDelivery) error {
 		arrived(evRun, d)
-		err := r.behave(ctx, d)
-		if r.success(d, err) && !sealed.Load() {
-			// Before the runtime commits or ACKs the work: a kill after
-			// either leaves this said.
-			out.emit(event{Kind: evSucceeded, ID: d.MessageID(), Attempt: d.Attempt()})
-		}
-		return err
+		return behave(ctx, d)
 	}
 	c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}, runtime.Config{
 		URLs:    []string{cfg.AMQP},
