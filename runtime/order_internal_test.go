@@ -122,16 +122,7 @@ func TestOrderedWaiterOfALostSessionSaysSo(t *testing.T) {
 		mu.Unlock()
 		r, s := laneSession(c)
 		s.lostAfterCancel = func(error) {}
-		leaveHead := func() {}
-		if tc.slot {
-			r.slots <- struct{}{} // another key's delivery holds the only slot
-		} else {
-			_, leaveHead = r.lanes.enter(laneKey{key: "b"}) // the key's head runs on
-		}
-		// One the guard passes, which takes its key's lane.
-		(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-1", Type: "t", ContentType: "application/json",
-			Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}}, quarantine.Verdict{})
-		time.Sleep(20 * time.Millisecond) // it waits
+		leaveHead := waitBehind(c, r, s, tc.slot, 1, "b-1")
 		if tc.cancelledToo {
 			s.lose(errCancelled)
 		}
@@ -203,15 +194,7 @@ func TestOrderedRetiredWaiterIsRequeuedAfterTheStopsCancel(t *testing.T) {
 		gen.Settler = settle.NewSettler(acker, gen, 4)
 		retired := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
 		retired.lose(errCancelled) // the broker cancelled it; its channel is healthy
-		leaveHead := func() {}
-		if slot {
-			r.slots <- struct{}{} // another key's delivery holds the only slot
-		} else {
-			_, leaveHead = r.lanes.enter(laneKey{key: "b"}) // the key's head runs on
-		}
-		(&laneIntake{c: c, r: r, s: retired}).take(&amqp.Delivery{DeliveryTag: 7, MessageId: "b-0", Type: "t", ContentType: "application/json",
-			Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}}, quarantine.Verdict{})
-		time.Sleep(20 * time.Millisecond) // it waits
+		leaveHead := waitBehind(c, r, retired, slot, 7, "b-0")
 		// The stop begins; its cancel of the consuming session is not
 		// answered yet.
 		close(r.stopping)
@@ -520,4 +503,21 @@ func TestOrderedDeliveryIsNamedByItsKey(t *testing.T) {
 	if !slices.Equal(panicked, []string{key}) {
 		t.Errorf("the OrderKey's panic logged message_id %q, want %q", panicked, key)
 	}
+}
+
+// waitBehind takes in, on s, a delivery of key b (tag, id) that the guard
+// passes, and leaves it waiting: for the only slot, which another key's
+// delivery holds (slot), or else behind its key's head, whose leave it
+// returns (a no-op for the slot).
+func waitBehind(c *Consumer, r *run, s *session, slot bool, tag uint64, id string) (leaveHead func()) {
+	leaveHead = func() {}
+	if slot {
+		r.slots <- struct{}{}
+	} else {
+		_, leaveHead = r.lanes.enter(laneKey{key: "b"})
+	}
+	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: tag, MessageId: id, Type: "t", ContentType: "application/json",
+		Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}}, quarantine.Verdict{})
+	time.Sleep(20 * time.Millisecond) // it waits
+	return leaveHead
 }
