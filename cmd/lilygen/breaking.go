@@ -33,7 +33,9 @@ var breakingCmd = &command{
 	help: `Each schema is compared with its older revision: the file --against names
 (with a single schema), or else the schema and the files it includes as they
 are at the git ref --against names, read with git show (so shallow clones
-work once the ref is fetched).
+work once the ref is fetched). A value that names both a file and a git
+revision is refused: ./origin/main names the file, refs/remotes/origin/main
+the revision.
 A schema the ref does not have is compared with the file git finds it
 renamed from (git diff -M <ref>), and said so; when git finds none, it is
 new, or moved unseen. One whose file at the ref, at its path or the one git
@@ -89,6 +91,9 @@ Rules:
 					say(e.stderr, "lilygen breaking: --allow %s: %s (%s)", a, problem, cmp.Or(help, "lilygen breaking -h lists the rules"))
 					return exitUsage
 				}
+			}
+			if e.ambiguous("breaking", *against) {
+				return exitUsage
 			}
 			return e.breaking(*against, allow)
 		}
@@ -311,6 +316,45 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 	}
 	f, ok = e.readAt(dir, against, rel)
 	return f, rel, false, ok
+}
+
+// ambiguous reports, and says, whether against names both a file (older
+// and gone read a file before a ref) and a commit of the repository of
+// the directory lilygen runs in or of a schema named. A pull request could
+// otherwise add a file at origin/main and be compared with it, not with
+// the base branch. A path beginning ./ is never a revision, and a ref's
+// full name rarely a file, so each can be named alone.
+func (e *env) ambiguous(cmd, against string) bool {
+	if info, err := os.Stat(against); err != nil || info.IsDir() {
+		return false
+	}
+	dirs := []string{"."}
+	for _, name := range e.args {
+		if dir := filepath.Dir(name); !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	for _, dir := range dirs {
+		commit, err := gitOutput(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}")
+		if err != nil {
+			continue
+		}
+		// A branch or tag by its full name; else (HEAD~1, an abbreviated
+		// hash) the commit itself.
+		full, _ := gitOutput(dir, "rev-parse", "--symbolic-full-name", against)
+		ref := strings.TrimSpace(string(full))
+		if !strings.HasPrefix(ref, "refs/") {
+			ref = strings.TrimSpace(string(commit))
+		}
+		file := against
+		if !filepath.IsAbs(file) {
+			file = "./" + file
+		}
+		say(e.stderr, "lilygen %s: --against %s names both the file %s and the git revision %s: write %s for the file, or %s for the revision",
+			cmd, against, against, ref, file, ref)
+		return true
+	}
+	return false
 }
 
 // isCommit reports whether against names a commit of the repository of

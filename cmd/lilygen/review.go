@@ -119,7 +119,7 @@ templates/review.md.tmpl.`,
 		against := fs.String("against", "", "also list what changed since this older revision: a schema file or a git ref")
 		output := fs.String("o", "", "write the page to this file instead of stdout")
 		return func(e *env) int {
-			if !e.needSchemas("doc") {
+			if !e.needSchemas("doc") || *against != "" && e.ambiguous("doc", *against) {
 				return exitUsage
 			}
 			// Every schema and older revision is read before any page is

@@ -538,3 +538,40 @@ func TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory(t *testing.T)
 		t.Errorf("run outside the repository: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestBreakingAgainstAFileNamedLikeTheRef refuses an --against that names
+// both a file of the working tree and a git revision: a pull request could
+// otherwise add a file at origin/main, its own schema, and be compared
+// with that instead of the base branch. ./origin/main names the file, a
+// full ref the revision.
+func TestBreakingAgainstAFileNamedLikeTheRef(t *testing.T) {
+	repo := t.TempDir()
+	file := filepath.Join(repo, "ping.lily.yaml")
+	writeFile(t, file, minimal)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schema")
+	git(t, repo, "update-ref", "refs/remotes/origin/main", "HEAD")
+	narrowed := strings.Replace(minimal, "required: true}", "required: true, max_length: 10}", 1)
+	writeFile(t, file, narrowed)
+	writeFile(t, filepath.Join(repo, "origin", "main"), narrowed)
+
+	for _, cmd := range []string{"breaking", "doc"} {
+		code, stdout, stderr := lilygen(t, repo, cmd, "--against", "origin/main", "ping.lily.yaml")
+		if want := "lilygen " + cmd + ": --against origin/main names both the file origin/main and the git revision refs/remotes/origin/main: write ./origin/main for the file, or refs/remotes/origin/main for the revision\n"; code != exitUsage || stdout != "" || stderr != want {
+			t.Errorf("%s, both: exit %d, want %d and %s%s%s", cmd, code, exitUsage, want, stdout, stderr)
+		}
+	}
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "./origin/main", "ping.lily.yaml"); code != exitOK || stdout != "" || !strings.Contains(stderr, "0 breaking changes against ./origin/main") {
+		t.Errorf("./origin/main, the file: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "refs/remotes/origin/main", "ping.lily.yaml"); code != exitFindings || !strings.Contains(stdout, "[BOUND-NARROWED]") {
+		t.Errorf("refs/remotes/origin/main, the revision: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := os.RemoveAll(filepath.Join(repo, "origin")); err != nil {
+		t.Fatal(err)
+	}
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "origin/main", "ping.lily.yaml"); code != exitFindings || !strings.Contains(stdout, "[BOUND-NARROWED]") {
+		t.Errorf("origin/main, a revision alone: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
