@@ -42,9 +42,11 @@ new, or moved unseen. One whose file at the ref, at its path or the one git
 finds it renamed from, has no package (a file a root schema included) is a
 root schema new since, and compared as a new one. At a git ref, a root schema there (a *.lily.yaml file
 with a package) below the directory lilygen runs in, that no schema named is
-compared with and that the working tree no longer has at its path as a root
-schema (deleted, or left there without a package, as a file another includes),
-is gone, and is compared with an empty revision of itself, placed at its path.
+compared with, is compared with the root schema the working tree still has at
+its path, as if named, and said so. When it has none there (deleted, left
+without a package, as a file another includes, or reached through a symbolic
+link), it is gone, and is compared with an empty revision of itself, placed
+at its path.
 A queue or exchange (by name) or message (by wire type) that one schema of
 the run no longer holds, and another newly does, moved: it is compared with
 what it was, said so on stderr, and its findings carry a note. A schema the
@@ -133,19 +135,25 @@ func (e *env) breaking(against string, allow []string) int {
 	if !ok {
 		return exitUsage
 	}
-	gone, ok := e.gone(against, paired)
+	unnamed, ok := e.unnamed(against, paired)
 	if !ok {
 		return exitUsage
 	}
-	for _, g := range gone {
-		how := "gone from the working tree"
-		if g.demoted {
-			how = "a root schema no longer (it has no package: another schema includes it, or none does)"
+	gone, compared := 0, 0
+	for _, u := range unnamed {
+		if u.now != nil {
+			compared++
+			say(e.stderr, "lilygen: %s: a root schema at %s and now, but not named: compared with %s as if named (name it; git grep '^package:' misses a package key written otherwise)", u.name, against, u.old.Name)
+			revs = append(revs, review.Revision{Old: u.old, New: u.now})
+			newer = append(newer, u.now.Acknowledged...)
+			older = append(older, u.old.Acknowledged...)
+			continue
 		}
-		say(e.stderr, "lilygen: %s: %s since %s, and no schema named is compared with %s: what it held is compared where a schema named holds it now, else reported removed", g.name, how, against, g.old.Name)
+		gone++
+		say(e.stderr, "lilygen: %s: %s since %s, and no schema named is compared with %s: what it held is compared where a schema named holds it now, else reported removed", u.name, u.how, against, u.old.Name)
 		// Compared with an empty revision of itself, placed at its path.
-		revs = append(revs, review.Revision{Old: g.old, New: &schema.File{Name: g.name, Package: g.old.Package, Output: g.old.Output}})
-		older = append(older, g.old.Acknowledged...)
+		revs = append(revs, review.Revision{Old: u.old, New: &schema.File{Name: u.name, Package: u.old.Package, Output: u.old.Output}})
+		older = append(older, u.old.Acknowledged...)
 	}
 	found, moves := review.BreakingAcross(revs)
 	for _, m := range moves {
@@ -205,8 +213,11 @@ func (e *env) breaking(against string, allow []string) int {
 		if notCompared > 0 {
 			also = append(also, fmt.Sprintf("%d schema%s not compared", notCompared, plural(notCompared)))
 		}
-		if len(gone) > 0 {
-			also = append(also, fmt.Sprintf("%d schema%s gone", len(gone), plural(len(gone))))
+		if compared > 0 {
+			also = append(also, fmt.Sprintf("%d schema%s not named, compared", compared, plural(compared)))
+		}
+		if gone > 0 {
+			also = append(also, fmt.Sprintf("%d schema%s gone", gone, plural(gone)))
 		}
 		if len(also) > 0 {
 			summary += fmt.Sprintf(" (and %s)", strings.Join(also, ", "))
@@ -396,26 +407,30 @@ func (e *env) readAt(dir, ref, rel string) (*schema.File, bool) {
 	return f, e.reportOlder(f, err)
 }
 
-// goneSchema is a root schema at the git ref that the working tree no
-// longer has as one: old is its revision there, name its path from the
-// working directory. demoted reports a file still at that path, with no
-// package: included by a root now, or by none.
-type goneSchema struct {
-	old     *schema.File
-	name    string
-	demoted bool
+// unnamedSchema is a root schema at the git ref that no schema named is
+// compared with: old is its revision there, name its path from the working
+// directory. now is the root schema the working tree still has at that
+// path, compared with old as if named; when it has none, how says why the
+// schema is gone as one.
+type unnamedSchema struct {
+	old  *schema.File
+	name string
+	now  *schema.File
+	how  string
 }
 
-// gone reads the root schemas at ref below the working directory (the
+// unnamed reads the root schemas at ref below the working directory (the
 // files named *.lily.yaml with a package, as the CI job of docs/lilygen.md
 // names them there) that no schema of the run was compared with (paired
-// holds their paths from the repository's root) and that the working tree
-// no longer has at their path as a root schema: deleted, moved where git
-// finds no rename to a schema named, or left without a package (which the
-// CI job does not name, and a run cannot: included now, or by nothing).
-// One the working tree still has as a root schema is not this run's
-// subject. With --against a file there are none.
-func (e *env) gone(ref string, paired map[string]bool) ([]goneSchema, bool) {
+// holds their paths from the repository's root). One the working tree
+// still has at its path as a root schema, which the CI job's git grep
+// misses when its package key is written otherwise (package : x, a quoted
+// or flow key), is read from there. The others are gone as root schemas:
+// deleted, moved where git finds no rename to a schema named, left without
+// a package (included now, or by nothing), or reached through a symbolic
+// link, whose content is the file it leads to, compared there if that is
+// named. With --against a file there are none.
+func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool) {
 	if info, err := os.Stat(ref); err == nil && !info.IsDir() {
 		return nil, true
 	}
@@ -442,25 +457,17 @@ func (e *env) gone(ref string, paired map[string]bool) ([]goneSchema, bool) {
 		say(e.stderr, "lilygen: %v", err)
 		return nil, false
 	}
-	var gone []goneSchema
+	// A file reached through a link resolves elsewhere than its path below
+	// top, once top too is taken without links.
+	realTop, err := filepath.EvalSymlinks(strings.TrimSpace(string(top)))
+	if err != nil {
+		say(e.stderr, "lilygen: %v", err)
+		return nil, false
+	}
+	var unnamed []unnamedSchema
 	for _, p := range strings.Split(string(out), "\x00") {
 		if !strings.HasSuffix(p, ".lily.yaml") || paired[p] {
 			continue
-		}
-		// A file the working tree has at p that is still a root schema is
-		// kept, and not this run's subject; one without a package is
-		// included, or left, by a root now: a root schema no longer, it
-		// is gone as one, and what it held is compared where it is now.
-		demoted := false
-		switch now, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(top)), filepath.FromSlash(p))); {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			say(e.stderr, "lilygen: %v", err)
-			return nil, false
-		case isRoot(now):
-			continue
-		default:
-			demoted = true
 		}
 		data, err := gitOutput(".", "show", ref+":"+p)
 		if err != nil {
@@ -470,13 +477,41 @@ func (e *env) gone(ref string, paired map[string]bool) ([]goneSchema, bool) {
 		if !isRoot(data) {
 			continue // an included file, or no schema: none the CI job names
 		}
+		name := filepath.FromSlash(strings.TrimPrefix(p, below))
+		full := filepath.Join(realTop, filepath.FromSlash(p))
+		how := "gone from the working tree"
+		now, err := os.ReadFile(full)
+		var real string
+		if err == nil {
+			real, err = filepath.EvalSymlinks(full)
+		}
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			say(e.stderr, "lilygen: %v", err)
+			return nil, false
+		case real != full:
+			// Its content is the file the link leads to, compared there if
+			// that is named.
+			how = "a symbolic link now, or below one,"
+		case !isRoot(now):
+			how = "a root schema no longer (it has no package: another schema includes it, or none does)"
+		default:
+			how = ""
+		}
 		old, ok := e.readAt(".", ref, p)
 		if !ok {
 			return nil, false
 		}
-		gone = append(gone, goneSchema{old: old, name: filepath.FromSlash(strings.TrimPrefix(p, below)), demoted: demoted})
+		u := unnamedSchema{old: old, name: name, how: how}
+		if how == "" {
+			if u.now, ok = e.loadOne(name); !ok {
+				return nil, false
+			}
+		}
+		unnamed = append(unnamed, u)
 	}
-	return gone, true
+	return unnamed, true
 }
 
 // isRoot reports whether data, a schema file's content, is a root schema:

@@ -500,8 +500,8 @@ func TestBreakingAgainstGitRefFailsWhenGitCannotRead(t *testing.T) {
 
 // TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory reports
 // what a schema deleted since the ref held, below the directory breaking
-// runs in only; one the working tree still has is not the run's subject,
-// unless it no longer has a package.
+// runs in only; one the working tree still has as a root schema is
+// compared as if named.
 func TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory(t *testing.T) {
 	repo := t.TempDir()
 	pongs := strings.NewReplacer("Ping", "Pong", "pings", "pongs", "pingmsg", "pongmsg").Replace(minimal)
@@ -521,7 +521,7 @@ func TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory(t *testing.T)
 		t.Errorf("deleted below: exit %d\n%s%s", code, stdout, stderr)
 	}
 	git(t, repo, "checkout", "-q", "main", "--", ".")
-	if code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "pong.lily.yaml"); code != exitOK || stdout != "" {
+	if code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "pong.lily.yaml"); code != exitOK || stdout != "" || !strings.Contains(stderr, "(and 1 schema not named, compared)") {
 		t.Errorf("kept, not named: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// Kept without its package (included by none here), it is a root
@@ -573,5 +573,53 @@ func TestBreakingAgainstAFileNamedLikeTheRef(t *testing.T) {
 	}
 	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "origin/main", "ping.lily.yaml"); code != exitFindings || !strings.Contains(stdout, "[BOUND-NARROWED]") {
 		t.Errorf("origin/main, a revision alone: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestBreakingComparesRootSchemasNotNamed compares a root schema at the ref
+// that the working tree still has, but the run does not name (the CI job's
+// git grep '^package:' misses a quoted package key), as if named; and one
+// replaced by a symbolic link to a schema named as gone: what the schema
+// named holds now is compared there, the rest reported removed.
+func TestBreakingComparesRootSchemasNotNamed(t *testing.T) {
+	repo := t.TempDir()
+	pongs := strings.NewReplacer("Ping", "Pong", "pings", "pongs", "pingmsg", "pongmsg").Replace(minimal)
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), minimal)
+	writeFile(t, filepath.Join(repo, "pong.lily.yaml"), pongs)
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schemas")
+
+	quoted := strings.NewReplacer("package: pingmsg", `"package": pingmsg`, "required: true}", "required: true, max_length: 10}").Replace(minimal)
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), quoted)
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "pong.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, "ping.lily.yaml:9:11: Ping.v1.id narrows its bounds from none to ..10 characters") ||
+		!strings.Contains(stderr, "lilygen: ping.lily.yaml: a root schema at main and now, but not named: compared with main:ping.lily.yaml as if named") ||
+		!strings.Contains(stderr, "(and 1 schema not named, compared)") {
+		t.Errorf("a quoted package key: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	// pong.lily.yaml now holds Ping and its queue: the link's content.
+	both := strings.NewReplacer(
+		"messages:\n", "messages:\n  Ping:\n    versions:\n      1:\n        fields:\n          id: {type: string, required: true}\n",
+		"queues:\n", "queues:\n  pings:\n    consumes:\n      - message: Ping\n").Replace(pongs)
+	writeFile(t, filepath.Join(repo, "pong.lily.yaml"), both)
+	if err := os.Remove(filepath.Join(repo, "ping.lily.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("pong.lily.yaml", filepath.Join(repo, "ping.lily.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = lilygen(t, repo, "breaking", "--against", "main", "pong.lily.yaml")
+	if code != exitOK || stdout != "" ||
+		!strings.Contains(stderr, "lilygen: ping.lily.yaml: a symbolic link now, or below one, since main, and no schema named is compared with main:ping.lily.yaml") ||
+		!strings.Contains(stderr, `lilygen: queue "pings" moved from main:ping.lily.yaml to pong.lily.yaml`) ||
+		!strings.Contains(stderr, "(and 1 schema gone)") {
+		t.Errorf("a link to a schema named, which holds all it did: exit %d\n%s%s", code, stdout, stderr)
+	}
+	writeFile(t, filepath.Join(repo, "pong.lily.yaml"), pongs)
+	code, stdout, stderr = lilygen(t, repo, "breaking", "--against", "main", "pong.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, `ping.lily.yaml:1:1: queue "pings" is no longer consumed`) || !strings.Contains(stdout, "[MESSAGE-REMOVED]") {
+		t.Errorf("a link to a schema named, which holds none of it: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
