@@ -27,7 +27,7 @@ type op struct {
 // (generated) for file name, at most diffLines hunk lines.
 func unifiedDiff(w io.Writer, name string, old, new []byte) {
 	ops := diffLinesOf(splitLines(string(old)), splitLines(string(new)))
-	fmt.Fprintf(w, "--- %s (on disk)\n+++ %s (generated)\n", printable.String(name), printable.String(name))
+	fmt.Fprintf(w, "--- %s (on disk)\n+++ %s (generated)\n", diffLine(name), diffLine(name))
 	// before[k] counts the old and new lines that ops[:k] hold.
 	oldBefore, newBefore := make([]int, len(ops)+1), make([]int, len(ops)+1)
 	for k, o := range ops {
@@ -56,14 +56,15 @@ func unifiedDiff(w io.Writer, name string, old, new []byte) {
 
 // diffLine is a line of a file as the diff prints it: escaped, as every line
 // lilygen prints is, since a file on disk (one in a pull request) may hold an
-// escape sequence or a carriage return that forges what the terminal shows;
-// its tabs, which indent Go code, stay as they are.
+// escape sequence or a carriage return that forges what the terminal shows,
+// or a workflow command (noCommands); its tabs, which indent Go code, stay as
+// they are.
 func diffLine(s string) string {
 	parts := strings.Split(s, "\t")
 	for i, p := range parts {
 		parts[i] = printable.String(p)
 	}
-	return strings.Join(parts, "\t")
+	return noCommands(strings.Join(parts, "\t"))
 }
 
 // hunk finds the next hunk at or after ops[from]: the changes, the unchanged

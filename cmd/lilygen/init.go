@@ -107,7 +107,7 @@ func readsBack(name, pkg string) bool {
 
 func initSchema(name, pkg string, e *env) int {
 	if !readsBack(name, pkg) {
-		fmt.Fprintf(e.stderr, "lilygen init: -package %q is not a lower-case Go package name such as ordersmsg\n", pkg)
+		say(e.stderr, "lilygen init: -package %q is not a lower-case Go package name such as ordersmsg", pkg)
 		return exitUsage
 	}
 	out, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)

@@ -88,13 +88,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case slices.ContainsFunc(commands, func(c *command) bool { return c.name == a }):
 			name, args = a, args[1:]
 		case !strings.HasPrefix(a, "-") && !isFile(a):
-			fmt.Fprintf(stderr, "lilygen: unknown command %q (lilygen -h lists them)\n", a)
+			say(stderr, "lilygen: unknown command %q (lilygen -h lists them)", a)
 			return exitUsage
 		}
 	}
 	c := commands[slices.IndexFunc(commands, func(c *command) bool { return c.name == name })]
 	fs := flag.NewFlagSet("lilygen "+c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(commandFree{stderr})
 	e := &env{stdout: stdout, stderr: stderr, format: textFormat}
 	if c.schemas {
 		fs.Var(&e.format, "error-format", "how to print errors and findings: text, json or github-actions")
@@ -106,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		out = stdout
 	}
 	fs.Usage = func() {
-		fs.SetOutput(out)
+		fs.SetOutput(commandFree{out})
 		fmt.Fprintf(out, "Usage: lilygen %s %s\n\n%s\n\nFlags:\n", c.name, c.args, c.summary)
 		fs.PrintDefaults()
 		fmt.Fprintf(out, "\n%s\n\nExit codes: 0 done, 1 findings, 2 usage or schema errors (lilygen -h explains).\n", c.help)

@@ -236,15 +236,18 @@ func TestUnifiedDiff(t *testing.T) {
 
 // A file on disk may hold anything: check's diff escapes an escape sequence
 // or a carriage return in its lines, so that they cannot forge the
-// terminal's output, and keeps the tabs of Go code.
+// terminal's output, nor a workflow command the CI log's, and keeps the
+// tabs of Go code.
 func TestCheckDiffEscapesTheFile(t *testing.T) {
 	dir := t.TempDir()
 	path, content := generatePing(t, dir)
-	forged := string(content) + "\t// \x1b[2J\rok\n"
+	forged := string(content) + "\t// \x1b[2J\rok\n  ::error::x\n// ##[add-mask]y\n"
 	writeFile(t, path, forged)
 	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
-	if want := "-\t// \\x1b[2J\\rok\n"; code != exitFindings || !strings.Contains(stdout, want) || strings.ContainsAny(stdout, "\x1b\r") {
-		t.Errorf("check: exit %d, want 1 and the line %q\n%q%s", code, want, stdout, stderr)
+	for _, want := range []string{"-\t// \\x1b[2J\\rok\n", "-  \\::error::x\n", "-// ##\\[add-mask]y\n"} {
+		if code != exitFindings || !strings.Contains(stdout, want) || strings.ContainsAny(stdout, "\x1b\r") || strings.Contains(stdout, "##[") {
+			t.Errorf("check: exit %d, want 1 and the line %q\n%q%s", code, want, stdout, stderr)
+		}
 	}
 }
 

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/lily-mq/lily/internal/printable"
 	"github.com/lily-mq/lily/review"
@@ -68,7 +70,7 @@ const (
 func (f errorFormat) print(w io.Writer, d diag) {
 	if f == jsonFormat {
 		line, _ := json.Marshal(d) // a diag always marshals
-		fmt.Fprintf(w, "%s\n", line)
+		fmt.Fprintf(w, "%s\n", jsonNoCommands(line))
 		return
 	}
 	msg := d.Message
@@ -114,9 +116,48 @@ func escapeProperty(s string) string {
 // say prints one of lilygen's own lines on w, escaped as schema errors are
 // (schema.Error): a path in it may come from the command line or from any
 // directory of the module, and a control character in it must not forge a
-// line or drive the terminal.
+// line or drive the terminal; nor may a name forge a workflow command
+// (noCommands).
 func say(w io.Writer, format string, args ...any) {
-	fmt.Fprintln(w, printable.String(fmt.Sprintf(format, args...)))
+	fmt.Fprintln(w, noCommands(printable.String(fmt.Sprintf(format, args...))))
+}
+
+// noCommands escapes text lilygen prints, line by line, so that the GitHub
+// Actions runner, which reads its log, finds no workflow command in it but
+// lilygen's own annotations (errorFormat.print): the legacy one, ##[ anywhere
+// in a line, is written ##\[, and a line that starts with :: after
+// whitespace gets a backslash before it. A schema names a queue as it likes:
+// ##[stop-commands]tok would have the runner ignore the annotations after it,
+// and ##[add-mask] or ##[error] forge what the log shows. As printable's, the
+// escapes are for reading.
+func noCommands(s string) string {
+	s = strings.ReplaceAll(s, "##[", `##\[`)
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		rest := strings.TrimLeftFunc(l, unicode.IsSpace)
+		if strings.HasPrefix(rest, "::") {
+			lines[i] = l[:len(l)-len(rest)] + `\` + rest
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// jsonNoCommands escapes JSON as noCommands does text, keeping its value:
+// ##[ is only ever inside a string, where \u005b is the same [. JSON puts no
+// line at ::.
+func jsonNoCommands(b []byte) []byte {
+	return bytes.ReplaceAll(b, []byte("##["), []byte(`##\u005b`))
+}
+
+// commandFree writes through noCommands, for the flag package, which
+// writes whole lines, a flag or argument it quotes among them.
+type commandFree struct{ w io.Writer }
+
+func (c commandFree) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(c.w, noCommands(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // problem reports d, a problem that is not a finding: text writes it on
@@ -136,7 +177,7 @@ func (f errorFormat) problem(stdout, stderr io.Writer, d diag, unplaced string) 
 			msg = d.Severity + ": " + msg
 		}
 		e := schema.Error{File: d.File, Line: d.Line, Column: d.Column, Rule: d.Rule, Msg: msg, Hint: d.Hint}
-		fmt.Fprintln(stderr, e.Error())
+		say(stderr, "%s", e.Error())
 	}
 }
 
@@ -190,25 +231,28 @@ func (f errorFormat) findings(w io.Writer, fs, acknowledged []review.Finding) {
 // (a lint's), or its migration, how to acknowledge it or what accepts it,
 // and its note. An accepted one, under no heading of its category, names
 // its category in its line.
-func textFinding(w io.Writer, x review.Finding) {
+func textFinding(out io.Writer, x review.Finding) {
+	var w strings.Builder
 	// Findings quote the schema, enum values among it: escaped, as schema
-	// errors are (schema.Error).
+	// errors are (schema.Error), and as every line lilygen prints is
+	// (noCommands).
 	msg := printable.String(x.Message)
 	if x.AcknowledgedBy != "" {
 		msg = string(x.Category) + ": " + msg
 	}
-	fmt.Fprintf(w, "%s:%d:%d: %s [%s]\n", printable.String(x.File), x.Line, x.Column, msg, x.Rule)
+	fmt.Fprintf(&w, "%s:%d:%d: %s [%s]\n", printable.String(x.File), x.Line, x.Column, msg, x.Rule)
 	if x.Category == rules.Lint {
-		fmt.Fprintf(w, "\tfix: %s\n", printable.String(x.Migration))
-		return
-	}
-	fmt.Fprintf(w, "\tmigration: %s\n", printable.String(x.Migration))
-	if x.AcknowledgedBy != "" {
-		fmt.Fprintf(w, "\tacknowledged by: %s\n", printable.String(x.AcknowledgedBy))
+		fmt.Fprintf(&w, "\tfix: %s\n", printable.String(x.Migration))
 	} else {
-		fmt.Fprintf(w, "\tacknowledge: --allow %s\n", printable.String(x.Ack()))
+		fmt.Fprintf(&w, "\tmigration: %s\n", printable.String(x.Migration))
+		if x.AcknowledgedBy != "" {
+			fmt.Fprintf(&w, "\tacknowledged by: %s\n", printable.String(x.AcknowledgedBy))
+		} else {
+			fmt.Fprintf(&w, "\tacknowledge: --allow %s\n", printable.String(x.Ack()))
+		}
+		if x.Note != "" {
+			fmt.Fprintf(&w, "\tnote: %s\n", printable.String(x.Note))
+		}
 	}
-	if x.Note != "" {
-		fmt.Fprintf(w, "\tnote: %s\n", printable.String(x.Note))
-	}
+	io.WriteString(out, noCommands(w.String()))
 }

@@ -101,7 +101,7 @@ queue is quorum; the runtime reads it from the broker it connects to.
 				return exitUsage
 			}
 			out, _ := json.MarshalIndent(defs, "", "  ") // plain values always marshal
-			fmt.Fprintf(e.stdout, "%s\n", out)
+			fmt.Fprintf(e.stdout, "%s\n", jsonNoCommands(out))
 			return exitOK
 		}
 	},

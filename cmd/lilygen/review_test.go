@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/lily-mq/lily/review"
 	"github.com/lily-mq/lily/schema"
@@ -622,4 +626,62 @@ func TestBreakingComparesRootSchemasNotNamed(t *testing.T) {
 	if code != exitFindings || !strings.Contains(stdout, `ping.lily.yaml:1:1: queue "pings" is no longer consumed`) || !strings.Contains(stdout, "[MESSAGE-REMOVED]") {
 		t.Errorf("a link to a schema named, which holds none of it: exit %d\n%s%s", code, stdout, stderr)
 	}
+}
+
+// TestOutputForgesNoWorkflowCommand moves a queue whose name is a legacy
+// workflow command to another schema and changes it: no line lilygen prints,
+// in any format, on stdout or stderr, holds ##[ or starts with :: (after
+// whitespace), which the GitHub Actions runner would read as a command, but
+// the annotations of github-actions.
+func TestOutputForgesNoWorkflowCommand(t *testing.T) {
+	const name = "##[stop-commands]tok"
+	schemaOf := func(pkg, queue, typ string) string {
+		s := strings.NewReplacer("pingmsg", pkg, "output: out", "output: "+pkg, "  pings:\n", "  pings:\n    type: classic\n").Replace(minimal)
+		if queue != "" {
+			s += fmt.Sprintf("  %q:\n    type: %s\n    consumes:\n      - message: Ping\n", queue, typ)
+		}
+		return s
+	}
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, "a.lily.yaml"), schemaOf("amsg", name, "classic"))
+	writeFile(t, filepath.Join(repo, "b.lily.yaml"), schemaOf("bmsg", "", ""))
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "schemas")
+	writeFile(t, filepath.Join(repo, "a.lily.yaml"), schemaOf("amsg", "", ""))
+	writeFile(t, filepath.Join(repo, "b.lily.yaml"), schemaOf("bmsg", name, "quorum"))
+
+	check := func(args []string, want string) {
+		t.Helper()
+		code, stdout, stderr := lilygen(t, repo, args...)
+		if !strings.Contains(stdout+stderr, want) {
+			t.Errorf("%s: exit %d, no %q in\n%s%s", args, code, want, stdout, stderr)
+		}
+		own := slices.Contains(args, "--error-format=github-actions")
+		for out, text := range map[string]string{"stdout": stdout, "stderr": stderr} {
+			for _, l := range strings.Split(text, "\n") {
+				v2 := strings.HasPrefix(strings.TrimLeftFunc(l, unicode.IsSpace), "::")
+				if own && out == "stdout" && regexp.MustCompile(`^::(error|warning|notice) file=`).MatchString(l) {
+					continue // v2, which the runner reads first
+				}
+				if v2 || strings.Contains(l, "##[") {
+					t.Errorf("%s: %s line read as a workflow command: %s", args, out, l)
+				}
+			}
+		}
+	}
+	for _, format := range []string{"text", "json", "github-actions"} {
+		check([]string{"breaking", "--error-format=" + format, "--against", "main", "a.lily.yaml", "b.lily.yaml"}, `lilygen: queue "##\[stop-commands]tok" moved from main:a.lily.yaml`)
+	}
+	check([]string{"breaking", "--against", "main", "a.lily.yaml", "b.lily.yaml"}, `--allow QUEUE-TYPE-CHANGED@##\[stop-commands]tok`)
+	check([]string{"breaking", "--error-format=json", "--against", "main", "a.lily.yaml", "b.lily.yaml"}, `##\u005bstop-commands]tok`)
+	check([]string{"topology", "--rabbitmq", "4", "b.lily.yaml"}, `"name": "##\u005bstop-commands]tok"`)
+	check([]string{"lint", "b.lily.yaml"}, "")
+	check([]string{"check", "b.lily.yaml"}, "")
+	// A schema error, a file and a flag named like a command.
+	writeFile(t, filepath.Join(repo, "::warning::c.lily.yaml"), "version: 1\npackage: cmsg\n\"##[error]y\": 1\n")
+	check([]string{"lint", "::warning::c.lily.yaml"}, `\::warning::c.lily.yaml:3:1: unknown key "##\[error]y"`)
+	check([]string{"lint", "##[stop-commands]c.lily.yaml"}, `##\[stop-commands]c.lily.yaml`)
+	check([]string{"lint", "-##[stop-commands]c", "b.lily.yaml"}, `-##\[stop-commands]c`)
+	check([]string{"##[stop-commands]c"}, `unknown command "##\[stop-commands]c"`)
 }
