@@ -262,15 +262,19 @@ func WritePage(w io.Writer, p Page) error {
 // HTML (a comment could hide what follows it), link, image, code span,
 // emphasis, strikethrough or math. An underscore between letters or digits
 // is left alone, as it cannot be emphasis there and snake_case names are
-// common.
+// common. A word GitHub would link by itself (linked) is a code span.
 func text(s string) string {
 	var b strings.Builder
-	r := []rune(s)
+	r := []rune(strings.NewReplacer("\n", " ", "\r", " ").Replace(s))
 	word := func(i int) bool { return i >= 0 && i < len(r) && (unicode.IsLetter(r[i]) || unicode.IsDigit(r[i])) }
-	for i, c := range r {
+	for i := 0; i < len(r); i++ {
+		if end := linked(r, i); end > i {
+			b.WriteString(code(string(r[i:end])))
+			i = end - 1
+			continue
+		}
+		c := r[i]
 		switch {
-		case c == '\n' || c == '\r':
-			c = ' '
 		case c == '_' && word(i-1) && word(i+1):
 		case strings.ContainsRune("\\`*_[<&~$|", c):
 			b.WriteByte('\\')
@@ -278,6 +282,27 @@ func text(s string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
+}
+
+// linked is the end of the word of r at i, a run between spaces or pipes,
+// when i starts one that GitHub would link without Markdown for it: a bare
+// URL (http://, https://, ftp://, www.), an e-mail address, or an @mention
+// of a user or team, which would notify them when the page is posted as a
+// comment. GitHub links these after rendering too, escapes or not, and in
+// neither pass within a code span. It is i for any other.
+func linked(r []rune, i int) int {
+	if i > 0 && r[i-1] != ' ' && r[i-1] != '|' {
+		return i
+	}
+	end := i
+	for end < len(r) && r[end] != ' ' && r[end] != '|' {
+		end++
+	}
+	w := strings.ToLower(string(r[i:end]))
+	if strings.Contains(w, "@") || strings.Contains(w, "://") || strings.Contains(w, "www.") {
+		return end
+	}
+	return i
 }
 
 // codes writes each of values as a code span for a table cell, joined by

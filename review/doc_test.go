@@ -202,3 +202,21 @@ func TestPageBreakingInLilysWords(t *testing.T) {
 		})
 	}
 }
+
+// Prose from a schema links nothing by itself and notifies no one when the
+// page is posted as a pull request comment: GitHub links a bare URL or an
+// e-mail address, and an @mention notifies its user or team, backslash
+// escapes or not, but never within a code span.
+func TestTextLinksNoURLOrMention(t *testing.T) {
+	got := text("see https://x.example/a_b, WWW.example.com|(www.x.org) mail ops@example.com or @lily-mq/ops, @bob_ *now*")
+	want := "see `https://x.example/a_b,` `WWW.example.com`\\|`(www.x.org)` mail `ops@example.com` or `@lily-mq/ops,` `@bob_` \\*now\\*"
+	if got != want {
+		t.Errorf("text:\n%s\nwant\n%s", got, want)
+	}
+	prose := outsideCodeSpans(got)
+	for _, raw := range []string{"@", "://", "www."} {
+		if strings.Contains(strings.ToLower(prose), raw) {
+			t.Errorf("%q outside code spans: %s", raw, prose)
+		}
+	}
+}
