@@ -40,6 +40,10 @@ one with -reason, -reason-contains, -type, -since or -until (as redrive
 takes them: a copy must match each one given), or give -every to delete
 every copy chosen.
 
+A read that was not whole (fewer copies came than were ready, or another
+consumer of the DLQ held some) deletes nothing either: a copy it did not
+read may carry a chosen id. It says incomplete, and the exit code is 1.
+
 Copies a consumer holds unacknowledged are not ready, and stay. Export the
 DLQ first if its copies may matter.`,
 	flags: func(fs *flag.FlagSet) func(*env) int {
@@ -126,7 +130,9 @@ func purge(e *env, expect int) int {
 // decides once the read is over, so that an -id more than one copy carries,
 // without every, deletes nothing: the copy left in the DLQ after an
 // unconfirmed re-drive and the one of the message's next failure share their
-// id, and deleting both would lose the message's only record.
+// id, and deleting both would lose the message's only record. A read that
+// was not whole deletes nothing for the same reason: the other copy may be
+// one it did not read.
 func purgeIDs(e *env, sel *selection, every bool) int {
 	type chosenCopy struct {
 		tag uint64
@@ -138,13 +144,16 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 	var ambiguous []string
 	var maxCount int64
 	read := e.read
-	read.settle = func(readResult) []uint64 {
+	read.settle = func(res readResult) []uint64 {
 		for id, n := range by {
 			if n > 1 && !every {
 				ambiguous = append(ambiguous, id)
 			}
 		}
-		if len(ambiguous) > 0 {
+		// A copy not read (held by another consumer, or not come within
+		// -wait) may carry a chosen id: the one read may be its only other
+		// record.
+		if len(ambiguous) > 0 || !res.whole() {
 			return nil
 		}
 		tags := make([]uint64, len(chosen))
@@ -203,10 +212,9 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 	for _, id := range unchosen {
 		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s matches the other criteria given\n", text(id, maxID))
 	}
-	// A copy not read may have carried a chosen id.
 	incomplete := !res.whole()
 	if incomplete {
-		fmt.Fprintf(e.stderr, "lilydlq purge: incomplete: %d of the %d copies ready when the read began were read, beside %d other consumer(s)\n", res.Read, res.Ready, res.Consumers)
+		fmt.Fprintf(e.stderr, "lilydlq purge: incomplete: %d of the %d copies ready when the read began were read, beside %d other consumer(s): nothing deleted\n", res.Read, res.Ready, res.Consumers)
 	}
 	if len(ambiguous) > 0 || len(missing) > 0 || len(unchosen) > 0 || incomplete {
 		return exitFailure

@@ -219,6 +219,62 @@ func TestPurgeIDOfTwoCopies(t *testing.T) {
 	}
 }
 
+// TestPurgeIDIncomplete: a purge -id whose read was not whole deletes
+// nothing. Beside another consumer holding the older of two copies of an id,
+// the read sees the id once; deleting that copy lost the only record of the
+// message's second failure (before: it was deleted, then purge said
+// incomplete, exit 1). A read that stops short for want of copies (one
+// expired behind the head) deletes nothing either.
+func TestPurgeIDIncomplete(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"classic", "quorum"} {
+		t.Run(typ, func(t *testing.T) {
+			b := newBroker(t)
+			dlq := b.queue("dlq", amqp.Table{"x-queue-type": typ})
+			b.publish(dlq,
+				lilyCopy("order-42", "t", "old attempt", "permanent", "src", 1, time.Now()),
+				lilyCopy("other", "t", "permanent failure", "permanent", "src", 1, time.Now()),
+				lilyCopy("order-42", "t", "after redrive", "permanent", "src", 1, time.Now()),
+			)
+			other := b.channel()
+			if err := other.Qos(1, 0, false); err != nil {
+				t.Fatal(err)
+			}
+			held, err := other.Consume(dlq, "another reader", false, false, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := <-held; d.Headers[envelope.HeaderFailureReason] != "old attempt" {
+				t.Fatalf("the other reader holds %q (%v)", d.MessageId, d.Headers[envelope.HeaderFailureReason])
+			}
+			r := b.lilydlq("purge", "-confirm", dlq, "-id", "order-42", dlq)
+			if r.code != exitFailure || strings.Contains(r.stdout, "deleted order-42") || !strings.Contains(r.stdout, dlq+": deleted 0 copies") ||
+				!strings.Contains(r.stderr, "lilydlq purge: incomplete: 2 of the 2 copies ready when the read began were read, beside 1 other consumer(s): nothing deleted") {
+				t.Errorf("purge -id beside another consumer: exit %d, want %d, nothing deleted\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+			}
+			if err := other.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b.assertCounts(dlq, 3)
+		})
+	}
+	t.Run("fewer than ready", func(t *testing.T) {
+		b := newBroker(t)
+		dlq := b.queue("dlq", nil)
+		expiring := lilyCopy("expiring", "t", "permanent failure", "permanent", "src", 1, time.Now())
+		expiring.Expiration = "1"
+		b.publish(dlq, lilyCopy("stays", "t", "permanent failure", "permanent", "src", 1, time.Now()), expiring)
+		r := b.lilydlq("purge", "-confirm", dlq, "-id", "stays", "-wait", "1s", dlq)
+		if r.code != exitFailure || strings.Contains(r.stdout, "deleted stays") ||
+			!strings.Contains(r.stderr, "lilydlq purge: incomplete: 1 of the 2 copies ready when the read began were read, beside 0 other consumer(s): nothing deleted") {
+			t.Errorf("purge -id of a read cut short: exit %d, want %d, nothing deleted\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+		}
+		if got := ids(b.take(dlq)); !slices.Equal(got, []string{"stays"}) {
+			t.Errorf("the DLQ holds %v", got)
+		}
+	})
+}
+
 // TestPurgeOutputFailed: a purge -id whose stdout fails at its first write,
 // after the read, still deletes the chosen copies; it exits 1 and says on
 // stderr, once, why, and how many it deleted (before: exit 0, stderr empty).
