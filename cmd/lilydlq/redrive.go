@@ -27,6 +27,7 @@ match by their whole value, as sent or as list prints it when list prints it
 whole: a reason list cuts ("...") is chosen by -reason-contains, or by the
 whole reason (export has it). An -id no copy carries is reported, and the
 exit code is 1; so is a selection (other than -all) that chose no copy.
+-all with any of the others is a usage error.
 
 A copy goes back to its source queue: x-lily-failure-queue, or the queue of
 its latest x-death entry when the broker dead-lettered it itself, or after
@@ -110,6 +111,11 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 			switch {
 			case sel.empty():
 				return e.usageError("redrive", "choose copies: -all, or -id, -reason, -reason-contains, -type, -since, -until")
+			case sel.all && (len(sel.ids) > 0 || sel.narrowed()):
+				// As purge's -all: every copy, never narrowed. Taken as a
+				// narrowing, a criterion that matched nothing (a typo) moved
+				// nothing and exited 0, -all being allowed to find nothing.
+				return e.usageError("redrive", "-all chooses every copy: give it alone, or -id, -reason, -reason-contains, -type, -since, -until without it")
 			case o.rate < 0:
 				return e.usageError("redrive", "-rate must not be negative")
 			case o.rate != 0 && !(o.rate >= minRate && o.rate <= maxRate):

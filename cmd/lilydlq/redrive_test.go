@@ -768,7 +768,8 @@ func TestRedriveMissingID(t *testing.T) {
 // TestRedriveChoseNothing: a selection that chose no copy (a reason pasted
 // as list cut it, a substring or a type no copy has) says so and exits 1, as
 // an -id no copy carries does, so that it is not taken for a run that moved
-// all it chose; -all of an empty DLQ is done.
+// all it chose; -all with a criterion is a usage error; -all of an empty DLQ
+// is done.
 func TestRedriveChoseNothing(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
@@ -793,6 +794,13 @@ func TestRedriveChoseNothing(t *testing.T) {
 		}
 		b.assertCounts(dlq, 2)
 	}
+	// -all with a criterion is refused before anything is read: it took the
+	// criterion, and a typo in it moved nothing with exit 0.
+	r := b.lilydlq("redrive", dlq, "-all", "-type", "nope")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "-all chooses every copy: give it alone") {
+		t.Errorf("redrive -all -type nope: exit %d, want %d\n%s%s", r.code, exitUsage, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
 	b.assertCounts(src, 0)
 	if r := b.lilydlq("redrive", dlq, "-all"); r.code != exitOK {
 		t.Fatalf("redrive -all: exit %d\n%s%s", r.code, r.stdout, r.stderr)
