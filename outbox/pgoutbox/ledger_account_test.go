@@ -65,6 +65,8 @@ type relayTrail struct {
 	killed         time.Time
 	answers        []answer
 	recordFailures []time.Time
+	// leaseLost are the confirmed rows it deleted no longer its own.
+	leaseLost []string
 }
 
 // answer is the broker's answer to one publish, as the relay logged it.

@@ -219,8 +219,8 @@ type logLine struct {
 	Path      string    `json:"path"`
 }
 
-// readTrail reads r's log: its owner, its publish answers and its failed
-// records. A process killed while it wrote leaves its last line cut short.
+// readTrail reads r's log: its owner, its publish answers, its failed
+// records and its lost leases. A process killed while it wrote leaves its last line cut short.
 func readTrail(r *ledgerRelay) (relayTrail, error) {
 	tr := relayTrail{name: r.name, killed: r.killed}
 	data, err := os.ReadFile(r.log)
@@ -250,6 +250,8 @@ func readTrail(r *ledgerRelay) (relayTrail, error) {
 			tr.answers = append(tr.answers, answer{id: ll.MessageID, path: ll.Path, at: ll.Time})
 		case ll.Stage == "database" && ll.Step == "record":
 			tr.recordFailures = append(tr.recordFailures, ll.Time)
+		case ll.Stage == "lease-lost":
+			tr.leaseLost = append(tr.leaseLost, ll.MessageID)
 		}
 	}
 	return tr, nil

@@ -322,21 +322,23 @@ func (l *ledgerRun) checkReport(r *ledgerRelay, ev outboxEvidence) {
 		if got := counts(r.report); !maps.Equal(got, logged) {
 			l.t.Errorf("relay %s: report counts %v, its log %v", r.name, got, logged)
 		}
-		// Its possible copies are its unconfirmed publishes: at its stop, no
-		// confirmed row was left undeleted.
-		var unconfirmed, copies []string
+		// Its possible copies are its unconfirmed publishes and the confirmed
+		// rows it deleted after its lease ended: at its stop, no confirmed
+		// row was left undeleted.
+		var want, copies []string
 		for _, a := range tr.answers {
 			if a.path == "unconfirmed" {
-				unconfirmed = append(unconfirmed, a.id)
+				want = append(want, a.id)
 			}
 		}
+		want = append(want, tr.leaseLost...)
 		for _, c := range r.report.PossibleCopies {
 			copies = append(copies, c.MessageID)
 		}
-		slices.Sort(unconfirmed)
+		slices.Sort(want)
 		slices.Sort(copies)
-		if !slices.Equal(copies, unconfirmed) {
-			l.t.Errorf("relay %s: possible copies %v, unconfirmed publishes logged %v", r.name, copies, unconfirmed)
+		if !slices.Equal(copies, want) {
+			l.t.Errorf("relay %s: possible copies %v, unconfirmed publishes and lost leases logged %v", r.name, copies, want)
 		}
 	}
 }

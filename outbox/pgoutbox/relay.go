@@ -180,8 +180,11 @@ func (r *Relay) Force() {
 // and "failed" (not written, or a row it could not read); a send given up
 // unwritten at the stop is no publish, and is not counted.
 // PossibleCopies lists unconfirmed and nacked publishes, and confirmed ones
-// whose row it could not delete; each will be published again. Past its first
-// 1,000, Omitted counts those left out.
+// whose row it could not delete; each will be published again. It lists too,
+// with a warning, a confirmed publish whose row was no longer its own when
+// it deleted it (gone, or leased by another relay: its lease had ended
+// before the delete), which another relay may have published again. Past
+// its first 1,000, Omitted counts those left out.
 //
 // It uses the lily_outbox its pool's search_path finds when it starts, and
 // names that table with its schema in every statement: a session-level SET
@@ -261,6 +264,9 @@ type row struct {
 	// fetch is a row leased without its properties and body: its send
 	// reads them.
 	fetch bool
+	// deleteUnknown is a confirmed row whose delete failed, perhaps after
+	// its commit.
+	deleteUnknown bool
 }
 
 // sent is what became of one row's send: nil is confirmed. released is a
@@ -506,6 +512,20 @@ func (s *relayRun) stop() {
 		s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "relay-stopped",
 			"detail", fmt.Sprintf("rows %s stay leased until their lease ends", outboxcodec.Clip(strings.Join(leased, ", "), maxLastError)))
 	}
+}
+
+// leaseLost reports a confirmed row that was no longer the relay's when it
+// deleted it, or gone: its lease ended before the delete (a stalled
+// database, a hung connection), and another relay may have leased and
+// published it again.
+func (s *relayRun) leaseLost(rw *row, gone bool) {
+	why := "confirmed after its lease ended: another relay may have published it again"
+	if gone && rw.deleteUnknown {
+		why = "confirmed, and gone at its delete: an earlier delete whose outcome is unknown took it, or another relay that may have published it again"
+	}
+	s.possibleCopy(rw, why)
+	s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "lease-lost", "outbox_id", rw.id,
+		"message_id", outboxcodec.Clip(rw.msg.MessageId, 128), "destination", destination(rw.msg), "attempt", rw.attempts+1, "detail", why)
 }
 
 // possibleCopy lists a row in the report's possible copies, its text

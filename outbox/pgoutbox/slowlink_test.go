@@ -40,6 +40,10 @@ type slowLink struct {
 	all     bool
 	holder  net.Conn
 	stalled bool
+	// hold holds what a client sends, from the write that shows it on, on
+	// that connection (holding) until release.
+	hold    []byte
+	holding net.Conn
 }
 
 // slowLink starts a link to the test's PostgreSQL, closed when the test
@@ -101,8 +105,31 @@ func (link *slowLink) resume() {
 	link.trap, link.stalled, link.holder = nil, false, nil
 }
 
-// send copies what the client sends to the server. A stall of this
-// connection alone ends when the client sends anything: it gave up waiting.
+// holdAt holds what a client sends, from its write that shows marker on,
+// on that connection, until release.
+func (link *slowLink) holdAt(marker string) {
+	link.mu.Lock()
+	defer link.mu.Unlock()
+	link.hold = []byte(marker)
+}
+
+// held reports whether the link holds what a client sends.
+func (link *slowLink) held() bool {
+	link.mu.Lock()
+	defer link.mu.Unlock()
+	return link.holding != nil
+}
+
+// release ends a hold: what the client sent goes on to the server.
+func (link *slowLink) release() {
+	link.mu.Lock()
+	defer link.mu.Unlock()
+	link.hold, link.holding = nil, nil
+}
+
+// send copies what the client sends to the server, holding it while the
+// link holds this connection. A stall of this connection alone ends when
+// the client sends anything: it gave up waiting.
 func (link *slowLink) send(c, s net.Conn) {
 	defer func() { _ = s.Close() }()
 	buf := make([]byte, 64<<10)
@@ -112,7 +139,13 @@ func (link *slowLink) send(c, s net.Conn) {
 		if !link.all && link.holder == c {
 			link.stalled, link.holder = false, nil
 		}
+		if link.hold != nil && bytes.Contains(buf[:n], link.hold) {
+			link.hold, link.holding = nil, c
+		}
 		link.mu.Unlock()
+		for link.holds(c) {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if n > 0 {
 			if _, werr := s.Write(buf[:n]); werr != nil {
 				return
@@ -122,6 +155,13 @@ func (link *slowLink) send(c, s net.Conn) {
 			return
 		}
 	}
+}
+
+// holds reports whether the link holds what c sends.
+func (link *slowLink) holds(c net.Conn) bool {
+	link.mu.Lock()
+	defer link.mu.Unlock()
+	return link.holding == c
 }
 
 // carry copies what the server sends to the client, at the link's rate,
@@ -385,5 +425,54 @@ func TestABodyTooSlowToReadFailsAlone(t *testing.T) {
 	}
 	if got := ids(e.take(q)); !cmp.Equal(got, want) {
 		t.Errorf("queue %s holds %v, want %v", q, got, want)
+	}
+}
+
+// A relay whose delete of a confirmed row the link holds past the row's
+// lease (a database that stalls, a connection that hangs), while another
+// relay leases the row, publishes it again and deletes it: the first
+// relay's delete finds the row gone, and its report lists the message as a
+// possible copy, with a warning. Before, that delete deleted nothing without
+// a word: both reports said published, the queue held the message twice,
+// and nothing above debug level told of it.
+func TestADeleteAfterTheLeaseEndedIsAPossibleCopy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("relay", nil)
+	link := e.slowLink(0)
+	var logA logBuffer
+	opts := pgoutbox.Options{Poll: 20 * time.Millisecond, Lease: 3 * time.Second, Logger: e.loggerTo(&logA)}
+	_, stopA := e.relayOn(link.pool, e.brokerURL, 500*time.Millisecond, opts)
+	link.holdAt("DELETE FROM")
+	e.write(message(q, "twice"))
+	e.eventually("relay A's delete held", link.held)
+	e.eventually("relay A's lease ended", func() bool {
+		var ended bool
+		if err := e.pool.QueryRow(e.ctx, "SELECT lease_until <= now() FROM lily_outbox").Scan(&ended); err != nil {
+			t.Fatal(err)
+		}
+		return ended
+	})
+
+	opts.Logger = nil
+	_, stopB := e.relayOn(e.pool, e.brokerURL, 500*time.Millisecond, opts)
+	e.eventually("relay B deleted the row", func() bool { return len(e.rows()) == 0 })
+	link.release()
+	repA, repB := stopA(), stopB() // A's stop waits for its delete's answer
+
+	if got := ids(e.take(q)); !cmp.Equal(got, map[string]int{"twice": 2}) {
+		t.Errorf("queue %s holds %v, want twice twice", q, got)
+	}
+	for name, rep := range map[string]*runtime.Report{"A": repA, "B": repB} {
+		if c := counts(rep); !cmp.Equal(c, map[runtime.Path]int{"published": 1}) {
+			t.Errorf("relay %s: report counts %v", name, c)
+		}
+	}
+	if len(repA.PossibleCopies) != 1 || repA.PossibleCopies[0].MessageID != "twice" ||
+		!strings.Contains(repA.PossibleCopies[0].Reason, "lease ended") {
+		t.Errorf("relay A: possible copies %+v, want twice, its lease ended", repA.PossibleCopies)
+	}
+	if !strings.Contains(logA.String(), "stage=lease-lost") {
+		t.Errorf("relay A logged no lost lease:\n%s", logA.String())
 	}
 }

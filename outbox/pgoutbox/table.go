@@ -182,8 +182,12 @@ const sweepSQL = `WITH RECURSIVE k AS (
 		RETURNING 1)
 	SELECT (SELECT order_key FROM k ORDER BY n DESC LIMIT 1), (SELECT count(*) FROM k), (SELECT count(*) FROM cleared)`
 
-// deleteSQL deletes the rows $1, confirmed.
-const deleteSQL = "DELETE FROM lily_outbox WHERE id = ANY($1)"
+// deleteSQL deletes the rows $1, confirmed, and returns each one it found
+// and whether owner $2 still held it: a row gone, or leased since by another
+// relay (its lease ended before the delete), may have been published again.
+// The owner alone tells: any other relay's lease, release or failure of the
+// row changes it, and a lease that ended unclaimed made no copy.
+const deleteSQL = "DELETE FROM lily_outbox WHERE id = ANY($1) RETURNING id, coalesce(lease_owner = $2, false)"
 
 // failSQL records the failures of the rows $1 of owner $4: each one's error
 // ($2) and its wait for its retry in milliseconds ($3).
@@ -375,10 +379,12 @@ func (s *relayRun) sweep() {
 // record deletes the confirmed rows of the pending answers, gives the
 // failed ones their failure and their retry time and releases those not
 // tried, in one transaction, by the time given. A row whose
-// lease another relay has taken since keeps that relay's lease.
+// lease another relay has taken since keeps that relay's lease, unless it
+// was confirmed: it is deleted, and a possible copy (leaseLost).
 func (s *relayRun) record(by time.Time) error {
 	var done, failed, waits, released []int64
 	var errs, keys []string
+	var confirmed []*row
 	for _, a := range s.pending {
 		if a.released {
 			released = append(released, a.row.id)
@@ -386,6 +392,7 @@ func (s *relayRun) record(by time.Time) error {
 		}
 		if a.err == nil {
 			done = append(done, a.row.id)
+			confirmed = append(confirmed, a.row)
 			if a.row.keyed {
 				keys = append(keys, a.row.msg.OrderKey)
 			}
@@ -397,7 +404,7 @@ func (s *relayRun) record(by time.Time) error {
 	}
 	b := &pgx.Batch{}
 	if len(done) > 0 {
-		b.Queue(s.sql.delete, done)
+		b.Queue(s.sql.delete, done, s.owner)
 	}
 	if len(keys) > 0 {
 		b.Queue(s.sql.nextOfKey, keys)
@@ -410,9 +417,33 @@ func (s *relayRun) record(by time.Time) error {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), by)
 	defer cancel()
-	// A batch runs in one implicit transaction.
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	// A batch runs in one implicit transaction: what the delete answers
+	// holds once Close says it committed.
+	br := s.pool.SendBatch(ctx, b)
+	var owned map[int64]bool
+	var err error
+	if len(done) > 0 {
+		owned = make(map[int64]bool, len(done))
+		rows, _ := br.Query()
+		var id int64
+		var own bool
+		_, err = pgx.ForEachRow(rows, []any{&id, &own}, func() error { owned[id] = own; return nil })
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// Committed or not: a row the next record finds gone may be this
+		// delete's.
+		for _, rw := range confirmed {
+			rw.deleteUnknown = true
+		}
 		return err
+	}
+	for _, rw := range confirmed {
+		if own, found := owned[rw.id]; !own {
+			s.leaseLost(rw, !found)
+		}
 	}
 	s.pending = s.pending[:0]
 	s.dbFailures = 0
