@@ -127,8 +127,9 @@ func (l *ledgerRun) killRelayDeletes() {
 	killed := 0
 	for end := time.Now().Add(ledgerLease + 500*time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		var n int
+		// The relay names its table with its schema ("s"."lily_outbox").
 		err := l.e.pool.QueryRow(l.ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE application_name = $1 AND state = 'active' AND query ILIKE 'DELETE FROM lily_outbox%'`, app).Scan(&n)
+			WHERE application_name = $1 AND state = 'active' AND query ILIKE 'DELETE FROM %lily_outbox%'`, app).Scan(&n)
 		if err != nil {
 			l.t.Errorf("delete fault: %v", err)
 			break
