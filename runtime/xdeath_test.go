@@ -12,6 +12,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -24,6 +25,11 @@ type brokenXDeath struct {
 	name   string
 	mutate func(queue string, m *amqp.Publishing)
 	first  func(queue string) []byte
+	// grown: dead-lettered into the queue from a side queue
+	// (faults.DeadLetterInto), its header growing past the frame size by
+	// the broker's x-death: the broker closes a publisher's connection that
+	// sends a frame over the frame size.
+	grown bool
 }
 
 // oversized makes m's body larger than the fixture queue's 2,048 bytes.
@@ -41,7 +47,10 @@ func oversized(m *amqp.Publishing) {
 // reads the first; and a count that is a float, within the limit:
 // dead-lettered, the broker adds one to it and cannot encode the sum as the
 // long it writes, so that every read of the copy closes the reader's
-// connection (541).
+// connection (541); and a count of the queue's own entry that is not a
+// number in a header that the broker's dead-lettering into the queue took
+// past the frame size (it read only the side queue's entry), which the
+// client refuses by its size alone.
 func brokenXDeaths() []brokenXDeath {
 	return []brokenXDeath{
 		{name: "oversized-entry-not-a-table", mutate: func(_ string, m *amqp.Publishing) {
@@ -70,6 +79,12 @@ func brokenXDeaths() []brokenXDeath {
 		}, first: func(queue string) []byte {
 			return wireEntry("x-death", wireArray(wireTable(wireEntry("queue", wireString(queue)), wireEntry("reason", wireString("rejected")),
 				wireEntry("count", wireString("many")), wireEntry("count", append([]byte{'l'}, binary.BigEndian.AppendUint64(nil, 1)...)))))
+		}},
+		{name: "grown-past-the-frame-size-count-not-a-number", grown: true, mutate: func(queue string, m *amqp.Publishing) {
+			m.Headers["x-death"] = []any{amqp.Table{"queue": queue, "reason": "rejected", "exchange": "", "count": "many"}}
+			// Just under the frame size as published; the side queue's
+			// x-death entry takes it past.
+			m.Headers["big"] = strings.Repeat("v", frame.Size-frame.Overhead-frame.ContentHeader(*m)-64)
 		}},
 	}
 }
@@ -119,11 +134,16 @@ func TestBrokerBrokenXDeathIsPoison(t *testing.T) {
 				good[i].DeliveryMode = amqp.Transient
 			}
 			tc.mutate(q.Name, &hostile)
-			if tc.first != nil {
+			switch {
+			case tc.grown:
+				if err := faults.DeadLetterInto(brokerURL(t), q.Name, hostile); err != nil {
+					t.Fatal(err)
+				}
+			case tc.first != nil:
 				if err := faults.PublishFirst(brokerURL(t), q.Name, hostile, tc.first(q.Name)); err != nil {
 					t.Fatal(err)
 				}
-			} else {
+			default:
 				publish(t, q.Name, hostile)
 			}
 			publish(t, q.Name, good...)

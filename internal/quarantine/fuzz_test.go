@@ -73,6 +73,8 @@ func FuzzFilter(f *testing.F) {
 // the one behind it, and keeps its connection.
 func FuzzClient(f *testing.F) {
 	seeds(f)
+	// A header over the frame size, read whole for its x-death.
+	f.Add(props(padded(testFrameMax+100, entry("x-death", array(str("x"))))), uint16(1000))
 	f.Fuzz(func(t *testing.T, properties []byte, chunk uint16) {
 		c := connect(t, true, (*Conn).BrokenXDeath)
 		sent := make(chan error, 1)
@@ -105,6 +107,13 @@ const testSeal = "test-seal-0123456789"
 func filtered(t *testing.T, stream []byte, chunk, room int) []byte {
 	t.Helper()
 	f := filter{src: &chunked{b: stream, n: chunk}, clientMax: testFrameMax, buf: make([]byte, 64), seal: testSeal}
+	return drain(t, &f, room)
+}
+
+// drain reads f to its end in reads of room bytes and returns what it
+// handed on.
+func drain(t *testing.T, f *filter, room int) []byte {
+	t.Helper()
 	var out []byte
 	p := make([]byte, room)
 	for {

@@ -149,6 +149,13 @@ const (
 	// channel-max, frame-max and heartbeat, with room to spare.
 	maxTuneFrame  = 64
 	initialBuffer = 16 << 10
+	// oversizedFrames frame sizes bound a content header over the frame
+	// size that is read whole for its x-death. A producer's header is at
+	// most the broker's frame size, RabbitMQ's default and Lily's alike,
+	// and dead-lettering adds an x-death entry of some hundred bytes for
+	// each distinct queue and reason: a second frame size holds hundreds,
+	// and a header from a broker whose frame size is up to twice Lily's.
+	oversizedFrames = 2
 )
 
 // filter is Conn's reading side.
@@ -312,31 +319,13 @@ func (f *filter) header(channel uint16, size uint32, total int) (bool, error) {
 		return true, nil
 	}
 	if f.frameMax > 0 && size > f.frameMax-frameOverhead {
-		// The client refuses the frame by its size alone, and it may be
-		// larger than anything worth reading whole: keep its prefix (the
-		// body size) and drop the rest.
-		if f.checked > 0 {
-			return false, nil
-		}
-		if ok, err := f.need(7 + prefix); !ok {
-			return false, err
-		}
-		payload := f.buf[f.r+7 : f.r+7+prefix]
-		f.replace(channel, payload, verdict{why: "a content header of " + itoa(int(size)) + " bytes, over the negotiated frame size of " + itoa(int(f.frameMax))})
-		f.skip = total
-		return false, nil
+		return f.oversized(channel, size, total)
 	}
 	frame, err := f.whole(total)
 	if frame == nil {
 		return false, err
 	}
-	v := check(frame[7 : total-1])
-	if v.why == "" && f.repeats {
-		v = repeated(frame[7 : total-1])
-	}
-	if f.xdeath {
-		v = withXDeath(v, frame[7:total-1])
-	}
+	v := f.judge(frame[7 : total-1])
 	if v.why == "" {
 		f.checked += total
 		return true, nil
@@ -351,6 +340,66 @@ func (f *filter) header(channel uint16, size uint32, total int) (bool, error) {
 	f.replace(channel, frame[7:total-1], v)
 	f.skip = total
 	return false, nil
+}
+
+// oversized hands on the replacement of a content header the client refuses
+// by its size alone. Such a header has grown past the frame size by the
+// broker's own dead-lettering into the queue, which reads only the x-death
+// entry of the queue and reason it dead-letters for: another entry, broken,
+// crashes the next. So with BrokenXDeath it is read whole, up to
+// oversizedFrames frame sizes, and judged as any header; larger, or
+// unasked, only its prefix (the body size) is kept, and the rest dropped.
+func (f *filter) oversized(channel uint16, size uint32, total int) (bool, error) {
+	if f.checked > 0 {
+		return false, nil
+	}
+	over := "a content header of " + itoa(int(size)) + " bytes, over the negotiated frame size of " + itoa(int(f.frameMax))
+	if !f.xdeath || total > f.most() {
+		if ok, err := f.need(7 + prefix); !ok {
+			return false, err
+		}
+		f.replace(channel, f.buf[f.r+7:f.r+7+prefix], verdict{why: over})
+		f.skip = total
+		return false, nil
+	}
+	frame, err := f.whole(total)
+	if frame == nil {
+		return false, err
+	}
+	payload := frame[7 : total-1]
+	v := f.judge(payload)
+	if v.why == "" {
+		// Only its size is refused: the marker takes the place of its
+		// table, which made it large, and the other properties are kept.
+		v.table, v.spliceable = headerTable(payload)
+		v.why = over
+	} else {
+		v.why = over + "; " + v.why
+	}
+	f.replace(channel, payload, v)
+	f.skip = total
+	return false, nil
+}
+
+// judge is the verdict on a content header's payload.
+func (f *filter) judge(payload []byte) verdict {
+	v := check(payload)
+	if v.why == "" && f.repeats {
+		v = repeated(payload)
+	}
+	if f.xdeath {
+		v = withXDeath(v, payload)
+	}
+	return v
+}
+
+// most is the largest frame the filter reads whole once the frame size is
+// known, and so the most its buffer grows to.
+func (f *filter) most() int {
+	if f.xdeath {
+		return oversizedFrames * int(f.frameMax)
+	}
+	return int(f.frameMax)
 }
 
 // replace builds the frame that stands in for a refused content header.
@@ -438,7 +487,7 @@ func (f *filter) need(n int) (bool, error) {
 func (f *filter) fill(n int) (bool, error) {
 	if f.r+n > len(f.buf) {
 		if n > len(f.buf) {
-			grown := make([]byte, max(n, 2*len(f.buf)))
+			grown := make([]byte, max(n, min(2*len(f.buf), f.most())))
 			f.w = copy(grown, f.buf[f.r:f.w])
 			f.buf, f.r = grown, 0
 		} else {

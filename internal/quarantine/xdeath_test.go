@@ -1,7 +1,9 @@
 package quarantine
 
 import (
+	"bytes"
 	"encoding/hex"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -203,6 +205,113 @@ func TestBrokenXDeathAgreesWithTheDecodedCheck(t *testing.T) {
 		raw := brokenXDeath(tc.table)
 		if (decoded == nil) != (raw == "") || decoded != nil && !strings.Contains(raw, "header x-death: "+decoded.Error()+": ") {
 			t.Errorf("%s: on the wire %q, decoded %v", tc.name, raw, decoded)
+		}
+	}
+}
+
+// padded is a header table of entries and of padding that makes a content
+// header of props(padded) size bytes long as a frame's payload.
+func padded(size int, entries ...[]byte) []byte {
+	short := props(table(entries...))
+	return table(append(entries, entry("pad", str(string(make([]byte, size-len(short)-prefix-len(entry("pad", str(""))))))))...)
+}
+
+// A content header over the frame size is refused by the client whatever it
+// holds, and was NACKed unread; its x-death, though, grows there by the
+// broker's own dead-lettering into the queue, and an entry of this queue
+// that dead-lettering did not touch can crash the next. Through a Conn that
+// reads x-death, such a header up to twice the frame size is read whole:
+// quarantined, its other properties kept, and marked when its x-death is
+// broken. Above that, or unasked, it is replaced unread, as before.
+func TestOversizedBrokenXDeath(t *testing.T) {
+	broken := entry("x-death", array(table(entry("count", str("x")), entry("queue", str("q")), entry("reason", str("rejected")))))
+	good := entry("x-death", array(xdeathEntry(append([]byte{'l'}, u64(1)...))))
+	const over = "over the negotiated frame size of 131072"
+	for _, c := range []struct {
+		name   string
+		table  []byte
+		asked  bool
+		xdeath bool
+		kept   bool // the other properties are kept
+	}{
+		{"broken", padded(testFrameMax+100, broken), true, true, true},
+		{"broken, at the cap", padded(2*testFrameMax-frameOverhead, broken), true, true, true},
+		{"the broker's own", padded(testFrameMax+100, good), true, false, true},
+		{"broken, over the cap", padded(2*testFrameMax-frameOverhead+1, broken), true, false, false},
+		{"broken, unasked", padded(testFrameMax+100, broken), false, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var setup []func(*Conn)
+			if c.asked {
+				setup = append(setup, (*Conn).BrokenXDeath)
+			}
+			cl := connect(t, true, setup...)
+			for _, chunk := range []int{0, 1, 5, 4096} {
+				tag := uint64(chunk + 1)
+				sent := make(chan error, 1)
+				go func() {
+					sent <- cl.broker.send(chunk, append(message(tag, props(c.table), []byte("x")), message(tag+1000, props(table(good)), []byte("ok"))...)...)
+				}()
+				d, err := cl.next(t)
+				if err != nil {
+					t.Fatalf("chunks of %d: the client closed: %v", chunk, err)
+				}
+				v, held := cl.filter.Quarantined(d.Headers)
+				if !held || v.XDeath != c.xdeath || !strings.Contains(v.Why, over) || c.xdeath && !strings.Contains(v.Why, "; header x-death: the count of entry 0 is a string") {
+					t.Fatalf("chunks of %d: held %v, verdict %+v; want x-death %v", chunk, held, v, c.xdeath)
+				}
+				if len(d.Headers) != 1 || string(d.Body) != "x" || d.DeliveryTag != tag || (d.MessageId == "id-1" && d.Type == "OrderPlaced") != c.kept {
+					t.Fatalf("chunks of %d: quarantined delivery %d, body %q, headers %v, message id %q; want properties kept %v", chunk, d.DeliveryTag, d.Body, d.Headers, d.MessageId, c.kept)
+				}
+				next, err := cl.next(t)
+				if err != nil || string(next.Body) != "ok" || next.DeliveryTag != tag+1000 {
+					t.Fatalf("chunks of %d: the delivery behind it: %q, %v", chunk, next.Body, err)
+				}
+				if err := <-sent; err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// However the socket splits the stream, and however little the client reads
+// at a time, a filter reading x-death hands on the same bytes around a
+// content header over the frame size that it reads whole: the header
+// replaced and marked, the frames around it untouched. The frame size is
+// the least there is, so that the stream can be split in two at every byte.
+func TestOversizedBrokenXDeathAtEverySplit(t *testing.T) {
+	broken := entry("x-death", array(table(entry("count", str("x")), entry("queue", str("q")), entry("reason", str("rejected")))))
+	good := concat(message(2, props(table(entry("x-lily-version", []byte{'b', 1}))), []byte(`{"ok":true}`)))
+	before := append(method(0, 10, 30, u16(0), u32(minFrameMax), u16(60)), deliver(1, consumerTag, 1)...)
+	hostile := contentHeader(1, 7, props(padded(minFrameMax+100, broken)))
+	stream := concat([][]byte{before, hostile, body(1, []byte("payload")), wireFrame(frameHeartbeat, 0, nil), good})
+	read := func(src io.Reader, room int) []byte {
+		f := filter{src: src, clientMax: minFrameMax, buf: make([]byte, 64), seal: testSeal, xdeath: true}
+		return drain(t, &f, room)
+	}
+	whole := read(&chunked{b: stream}, 1<<20)
+	frames, err := splitFrames(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaced := frames[2]
+	if replaced[0] != frameHeader || len(replaced) > minFrameMax || !bytes.Contains(replaced, []byte(testSeal)) || !bytes.Contains(replaced, []byte(xdeathHeader)) || !bytes.Contains(replaced, []byte("id-1")) {
+		t.Fatalf("the header handed on: %q", replaced)
+	}
+	if !bytes.HasPrefix(whole, before) || !bytes.HasSuffix(whole, good) {
+		t.Fatal("frames around the header were changed")
+	}
+	for at := range len(stream) + 1 {
+		if got := read(io.MultiReader(bytes.NewReader(stream[:at]), bytes.NewReader(stream[at:])), 4096); !bytes.Equal(got, whole) {
+			t.Fatalf("split at %d: other bytes handed on", at)
+		}
+	}
+	for chunk := 1; chunk <= 97; chunk++ {
+		for _, room := range []int{1, 7, 100, 4096} {
+			if got := read(&chunked{b: stream, n: chunk}, room); !bytes.Equal(got, whole) {
+				t.Fatalf("chunks of %d, reads of %d: other bytes handed on", chunk, room)
+			}
 		}
 	}
 }
