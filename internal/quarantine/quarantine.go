@@ -120,6 +120,10 @@ type Verdict struct {
 // that arrived with headers, and why. Such headers carry the seal of this
 // connection, which Quarantined removes with the x-death mark, leaving the
 // marker alone; a producer's marker, without the seal, is only a header.
+// Call it once for a delivery, before its headers go anywhere else: a
+// second call finds no seal and reports false (keeping a trace of the
+// first would be one a producer could forge, and the seal must not leave
+// the process).
 func (c *Conn) Quarantined(headers map[string]any) (Verdict, bool) {
 	why, marked := headers[Header].(string)
 	if !marked {
