@@ -2,10 +2,12 @@ package quarantine
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -348,4 +350,41 @@ func TestEveryQuarantinedDeliveryIsKnown(t *testing.T) {
 func quarantinedWhy(f *Conn, headers map[string]any) (string, bool) {
 	v, held := f.Quarantined(headers)
 	return v.Why, held
+}
+
+// readerConn is a socket that yields a stream: all a filter reads of it.
+type readerConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c readerConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// A Conn given no frame size takes the one amqp091-go's DialConfig gives a
+// client that sets none, and reads no frame larger than that whole: a
+// content header that says it is 1 GiB, from a broker with no frame size,
+// is replaced, and the filter's buffer is not sized by what the frame says.
+func TestNewWithoutAFrameSize(t *testing.T) {
+	huge := append([]byte{frameHeader, 0, 1}, u32(1<<30)...)
+	huge = append(huge, payloadOf(contentHeader(1, 7, props(table())))...)
+	stream := concat([][]byte{method(0, 10, 30, u16(0), u32(0), u16(60)), deliver(1, consumerTag, 1), huge})
+	c := New(readerConn{r: bytes.NewReader(stream)}, 0)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var out []byte
+	p := make([]byte, 4096)
+	for {
+		n, err := c.Read(p)
+		out = append(out, p[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Errorf("the filter allocated %d bytes", grew)
+	}
+	if !bytes.Contains(out, []byte("over the negotiated frame size of 131072")) {
+		t.Errorf("the 1 GiB header was not replaced: %d bytes handed on", len(out))
+	}
 }

@@ -48,6 +48,8 @@ import (
 	"io"
 	"math"
 	"net"
+
+	"github.com/lily-mq/lily/internal/frame"
 )
 
 // Header names the entry of a replaced header table that says why the client
@@ -73,10 +75,14 @@ type Conn struct {
 
 // New wraps socket. clientFrameMax is the frame size the client asks for
 // (amqp.Config.FrameSize): with the broker's, it gives the negotiated one.
-// It must be the size as the client resolves it, never 0: amqp091-go reads
-// a FrameSize of 0 as its default (frame.Size), while the filter would take
-// it for no limit and pass headers the client then refuses.
+// A clientFrameMax of 0 is taken as amqp091-go's DialConfig takes a
+// FrameSize of 0, for its default (frame.Size), never for no limit: the
+// filter reads the frames it judges whole, and a frame's size field alone
+// must not size its buffer.
 func New(socket net.Conn, clientFrameMax uint32) *Conn {
+	if clientFrameMax == 0 {
+		clientFrameMax = frame.Size
+	}
 	c := &Conn{Conn: socket}
 	c.f = filter{src: socket, clientMax: clientFrameMax, buf: make([]byte, initialBuffer), seal: rand.Text()}
 	return c
@@ -174,9 +180,9 @@ type filter struct {
 	skip      int    // bytes of a replaced frame still to drop
 	repl      []byte // the replacement, handed on before anything after it
 	off       bool   // not a stream of AMQP frames as known: hand everything on
-	clientMax uint32
+	clientMax uint32 // never 0
 	tuned     bool   // the broker's connection.tune has passed
-	frameMax  uint32 // negotiated then; 0 is no limit
+	frameMax  uint32 // negotiated then
 	seal      string // what every replacement carries, to tell it from a forgery
 	repeats   bool   // a table that names an entry twice is quarantined too
 	xdeath    bool   // so is an x-death the broker's dead-lettering cannot read
@@ -299,20 +305,16 @@ func (f *filter) method(channel uint16, size uint32, total int) (bool, error) {
 
 // tune learns the broker's frame size from connection.tune (channel-max,
 // frame-max, heartbeat) and negotiates as the client does: the smaller of
-// two limits, no limit when either is zero, never under 4096.
+// two limits, the client's when the broker has none (0), never under 4096.
 func (f *filter) tune(args []byte) {
 	if len(args) < 6 {
 		return
 	}
-	broker := binary.BigEndian.Uint32(args[2:6])
-	n := max(f.clientMax, broker)
-	if f.clientMax > 0 && broker > 0 {
-		n = min(f.clientMax, broker)
+	n := f.clientMax
+	if broker := binary.BigEndian.Uint32(args[2:6]); broker > 0 {
+		n = min(n, broker)
 	}
-	if n > 0 && n < minFrameMax {
-		n = minFrameMax
-	}
-	f.frameMax, f.tuned = n, true
+	f.frameMax, f.tuned = max(n, minFrameMax), true
 }
 
 // header checks a content header frame and hands it on, or its replacement.
@@ -322,7 +324,7 @@ func (f *filter) header(channel uint16, size uint32, total int) (bool, error) {
 		f.passOn(total)
 		return true, nil
 	}
-	if f.frameMax > 0 && size > f.frameMax-frameOverhead {
+	if size > f.frameMax-frameOverhead {
 		return f.oversized(channel, size, total)
 	}
 	frame, err := f.whole(total)
@@ -416,7 +418,7 @@ func (f *filter) replace(channel uint16, payload []byte, v verdict) {
 	// followed them; with a table larger than the one it replaces it might
 	// no longer fit the frame size, and then only the body size is kept.
 	spliced := v.table.start + len(table) + len(payload) - v.table.end
-	if v.spliceable && (f.frameMax == 0 || spliced <= int(f.frameMax)-frameOverhead) {
+	if v.spliceable && spliced <= int(f.frameMax)-frameOverhead {
 		out = append(out, payload[:v.table.start]...)
 		out = append(out, table...)
 		out = append(out, payload[v.table.end:]...)
