@@ -119,6 +119,77 @@ func TestInboxDeferralAtTheDeliveryLimitGoesToTheDLQ(t *testing.T) {
 	wantPath(t, res, runtime.PathAcked)
 }
 
+// failingSteps are a scope cleanup or an after_delivery that fails, by an
+// error or a panic, while *on; each case's reason is what the record says.
+var failingSteps = []struct {
+	name   string
+	tweak  func(on *atomic.Bool) func(*runtime.Config)
+	reason string
+}{
+	{"cleanup fails", func(on *atomic.Bool) func(*runtime.Config) {
+		return withCleanup(on, func() error { return errors.New("temp file not removed") })
+	}, "cleanup failed on attempt 1 of 3: cleanup: temp file not removed"},
+	{"cleanup panics", func(on *atomic.Bool) func(*runtime.Config) {
+		return withCleanup(on, func() error { panic("temp dir gone") })
+	}, "cleanup failed on attempt 1 of 3: cleanup: panic: temp dir gone"},
+	{"after_delivery fails", func(on *atomic.Bool) func(*runtime.Config) {
+		return withAfterDelivery(on, func() error { return errors.New("audit log full") })
+	}, "after_delivery failed on attempt 1 of 3: after_delivery: audit log full"},
+	{"after_delivery panics", func(on *atomic.Bool) func(*runtime.Config) {
+		return withAfterDelivery(on, func() error { panic("audit client nil") })
+	}, "after_delivery failed on attempt 1 of 3: after_delivery: panic: audit client nil"},
+}
+
+func withCleanup(on *atomic.Bool, fail func() error) func(*runtime.Config) {
+	return func(cfg *runtime.Config) {
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, func(context.Context) error {
+				if on.Load() {
+					return fail()
+				}
+				return nil
+			}, nil
+		}
+	}
+}
+
+func withAfterDelivery(on *atomic.Bool, fail func() error) func(*runtime.Config) {
+	return func(cfg *runtime.Config) {
+		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Record) error {
+			if on.Load() {
+				return fail()
+			}
+			return nil
+		}
+	}
+}
+
+// A scope cleanup or after_delivery that fails or panics after a committed
+// handler keeps the delivery from the ACK: it is retried, and the retry
+// copy meets the committed claim, a duplicate, without the handler.
+func TestFailedStepAfterTheCommitIsRetried(t *testing.T) {
+	for _, step := range failingSteps {
+		t.Run(step.name, func(t *testing.T) {
+			var calls int
+			var on atomic.Bool
+			on.Store(true)
+			h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil },
+				withInbox(&lilytest.Inbox{}), step.tweak(&on))
+			res := h.Deliver(order(t, "step-1"))
+			wantPath(t, res, runtime.PathRetried)
+			if res.Handler != "ok" || res.Commit != "committed" || res.Reason != step.reason || res.NextAttempt() != 2 {
+				t.Errorf("first: %+v", res)
+			}
+			on.Store(false)
+			res = h.Deliver(*res.Copy)
+			wantPath(t, res, runtime.PathAcked)
+			if res.Commit != "duplicate" || res.Attempt != 2 || calls != 1 {
+				t.Errorf("retry: %+v; handler ran %d times, want 1", res, calls)
+			}
+		})
+	}
+}
+
 // A commit that fails is a retryable failure: the work did not commit, so
 // the retry runs the handler again and commits.
 func TestInboxFailedCommitIsRetried(t *testing.T) {
