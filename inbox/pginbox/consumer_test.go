@@ -431,6 +431,41 @@ func TestCleanupFailureAfterCommitTakesTheRetryAndMeetsTheDuplicate(t *testing.T
 	c.expectQueues(0, 0)
 }
 
+// e. after_delivery fails after the commit, and again on the retry copy,
+// which the inbox finds a duplicate: each takes the retry path (no ACK
+// without after_delivery), and the last copy is ACKed as a duplicate. The
+// handler ran once.
+func TestAfterDeliveryFailureTakesTheRetryAlsoOnADuplicate(t *testing.T) {
+	t.Parallel()
+	c := newConsumerEnv(t)
+	inbox := pginbox.New(c.pool, pginbox.Options{})
+	c.publish("pay-5")
+	var calls atomic.Int32
+	c.run(inbox, c.handle(nil), func(cfg *runtime.Config) {
+		cfg.AfterDelivery = func(context.Context, runtime.RawDelivery, runtime.Record) error {
+			if calls.Add(1) <= 2 {
+				return errors.New("audit log full")
+			}
+			return nil
+		}
+	})
+	recs := byAttempt(c.await(3))
+	for i, want := range []struct {
+		commit string
+		path   runtime.Path
+	}{{"committed", runtime.PathRetried}, {"duplicate", runtime.PathRetried}, {"duplicate", runtime.PathAcked}} {
+		if r := recs[i]; r.Attempt != i+1 || r.Commit != want.commit || r.Path != want.path ||
+			(want.path == runtime.PathRetried) != strings.HasSuffix(r.Reason, "after_delivery: audit log full") {
+			t.Errorf("attempt %d: %+v, want commit %s, path %s", i+1, r, want.commit, want.path)
+		}
+	}
+	if c.runs.Load() != 1 {
+		t.Errorf("handler ran %d times", c.runs.Load())
+	}
+	c.expectRows("pay-5", 1)
+	c.expectQueues(0, 0)
+}
+
 // A handler that returns after its delivery's budget (it waited for its slot
 // behind an abandoned handler) still has its transaction ended: committed,
 // not left open with its connection and its claim's lock. The delivery is

@@ -190,6 +190,62 @@ func TestFailedStepAfterTheCommitIsRetried(t *testing.T) {
 	}
 }
 
+// A duplicate's scope cleanup and after_delivery run too, and their failure
+// keeps it from the ACK as after a committed handler: the ACK is for a
+// pipeline, cleanup and after_delivery that all succeeded. The retry copy
+// meets the duplicate again, so the handler still runs once.
+func TestFailedStepOfADuplicateIsRetried(t *testing.T) {
+	for _, step := range failingSteps {
+		t.Run(step.name, func(t *testing.T) {
+			var calls int
+			var on atomic.Bool
+			h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil },
+				withInbox(&lilytest.Inbox{}), step.tweak(&on))
+			first := h.Deliver(order(t, "dup-1"))
+			wantPath(t, first, runtime.PathAcked)
+			if first.Commit != "committed" {
+				t.Fatalf("first: %+v", first)
+			}
+			on.Store(true)
+			res := h.Deliver(order(t, "dup-1"), lilytest.Redelivered())
+			wantPath(t, res, runtime.PathRetried)
+			if res.Handler != "" || res.Commit != "duplicate" || res.Reason != step.reason || res.NextAttempt() != 2 || res.Settlement != "ack" {
+				t.Errorf("duplicate: %+v", res)
+			}
+			on.Store(false)
+			res = h.Deliver(*res.Copy)
+			wantPath(t, res, runtime.PathAcked)
+			if res.Commit != "duplicate" || calls != 1 {
+				t.Errorf("retry: %+v; handler ran %d times, want 1", res, calls)
+			}
+		})
+	}
+}
+
+// On an ordered queue a duplicate whose cleanup failed is retried in line,
+// as its handler's retry would be, not through a bucket behind its key's
+// later messages: the retry meets the duplicate again and is acked.
+func TestFailedCleanupOfADuplicateIsRetriedInLine(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.OrderKey = func(map[string]any, []byte) string { return "one" }
+	spec.Topology.RetryDelays = []time.Duration{time.Millisecond}
+	var calls, cleanups int
+	var on atomic.Bool
+	h := harnessOf(t, spec, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil },
+		withInbox(&lilytest.Inbox{}), withCleanup(&on, func() error {
+			cleanups++
+			on.Store(false) // once
+			return errors.New("temp file not removed")
+		}))
+	wantPath(t, h.Deliver(order(t, "dup-in-line")), runtime.PathAcked)
+	on.Store(true)
+	res := h.Deliver(order(t, "dup-in-line"), lilytest.Redelivered())
+	wantPath(t, res, runtime.PathAcked)
+	if res.Commit != "duplicate" || res.Attempt != 2 || res.Copy != nil || calls != 1 || cleanups != 1 {
+		t.Errorf("duplicate: %+v; handler ran %d times, the cleanup failed %d", res, calls, cleanups)
+	}
+}
+
 // A commit that fails is a retryable failure: the work did not commit, so
 // the retry runs the handler again and commits.
 func TestInboxFailedCommitIsRetried(t *testing.T) {

@@ -158,7 +158,10 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	if o.Handler.Cancelled {
 		return giveBack(o, attempt, q, remaining, "handler cancelled by the forced shutdown; no application retry used")
 	}
-	if o.Claim == outcome.InboxDuplicate {
+	// A duplicate's cleanup and after_delivery still ran: their failure
+	// takes it on as after a committed handler, below, to a retry that
+	// meets the duplicate again.
+	if o.Claim == outcome.InboxDuplicate && o.Cleanup == "" && o.AfterDelivery == "" {
 		return Plan{Action: ActAck, Reason: "duplicate: the inbox holds this message's committed work"}
 	}
 	switch o.Rejection {
@@ -196,8 +199,9 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 		return giveBack(o, attempt, q, remaining, "the stop came while its retry waited in line; requeued in its place")
 	}
 	// A handler still running (abandoned at its timeout) must not get a
-	// second call beside it; a forced stop leaves no time for one.
-	if q.Park && o.Handler.Ran && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.CallCost+HandoffReserve {
+	// second call beside it; a forced stop leaves no time for one. A
+	// duplicate ran none, and is retried in line as its handler's would be.
+	if q.Park && (o.Handler.Ran || o.Claim == outcome.InboxDuplicate) && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.CallCost+HandoffReserve {
 		return Plan{Action: ActPark, Delay: delay, NextAttempt: attempt + 1, Reason: onAttempt(why, attempt, q) + ", retried in line after " + delay.String()}
 	}
 	return handoffOrRequeue(o, Plan{

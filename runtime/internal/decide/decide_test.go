@@ -50,6 +50,12 @@ func TestDecideTable(t *testing.T) {
 			Plan{Action: ActHandoff, Destination: "orders.retry.1s", NextAttempt: 2, Reason: "after_delivery failed on attempt 1 of 4"}},
 		{"inbox duplicate → ack without the handler", outcome.Outcome{Claim: outcome.InboxDuplicate}, 2, time.Minute,
 			Plan{Action: ActAck, Reason: "duplicate: the inbox holds this message's committed work"}},
+		{"1 cleanup failed on a duplicate → retry, as after the commit", outcome.Outcome{Claim: outcome.InboxDuplicate, Reason: "lily: duplicate", Cleanup: "close file: EIO"}, 2, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.retry.5s", NextAttempt: 3, Reason: "cleanup failed on attempt 2 of 4"}},
+		{"1 after_delivery failed on a duplicate → retry", outcome.Outcome{Claim: outcome.InboxDuplicate, Reason: "lily: duplicate", AfterDelivery: "audit down"}, 1, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.retry.1s", NextAttempt: 2, Reason: "after_delivery failed on attempt 1 of 4"}},
+		{"3 cleanup failed on a duplicate, retries exhausted → DLQ", outcome.Outcome{Claim: outcome.InboxDuplicate, Reason: "lily: duplicate", Cleanup: "close file: EIO"}, 4, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 4, Reason: "retries exhausted after attempt 4 of 4"}},
 		{"4 handoff returned → one paced requeue", outcome.Outcome{Handler: permanent, Handoff: outcome.HandoffEvidence{Destination: "orders.dlq", Status: outcome.HandoffReturned}}, 1, time.Minute,
 			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handoff to orders.dlq returned"}},
 		{"4 handoff timed out, third time → longer pause", outcome.Outcome{Handler: retryable, PriorRequeues: 2, Handoff: outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: outcome.HandoffTimedOut}}, 1, time.Minute,
@@ -165,6 +171,7 @@ func TestDecidePark(t *testing.T) {
 	ended := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}, ParkEnded: true}
 	retryable := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
 	abandoned, cancelled := retryable, retryable
+	duplicate := outcome.Outcome{Claim: outcome.InboxDuplicate, Cleanup: "close file: EIO"}
 	abandoned.Handler.Abandoned, cancelled.Handler.Cancelled = true, true
 	bucket := Plan{Action: ActHandoff, Destination: "orders.retry.5s", NextAttempt: 3, Reason: "retryable failure on attempt 2 of 4"}
 	for _, tc := range []struct {
@@ -180,6 +187,8 @@ func TestDecidePark(t *testing.T) {
 			Plan{Action: ActPark, Delay: 5 * time.Second, NextAttempt: 3, Reason: "retryable failure on attempt 2 of 4, retried in line after 5s"}},
 		{"budget short → the bucket", retryable, 2, 5*time.Second + 10*time.Second + HandoffReserve - 1, bucket},
 		{"abandoned handler → the bucket", abandoned, 2, time.Minute, bucket},
+		{"cleanup failed on a duplicate → park, as after the commit", duplicate, 2, time.Minute,
+			Plan{Action: ActPark, Delay: 5 * time.Second, NextAttempt: 3, Reason: "cleanup failed on attempt 2 of 4, retried in line after 5s"}},
 		{"cancelled by the forced stop → requeue", cancelled, 2, time.Minute,
 			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handler cancelled by the forced shutdown; no application retry used"}},
 		{"the stop ended its wait → requeued in its place", ended, 2, time.Minute,
