@@ -77,8 +77,10 @@ const (
 type Inbox struct {
 	client  *mongo.Client
 	markers *mongo.Collection
-	leases  *mongo.Collection
-	opts    Options
+	// majority reads the markers a majority holds, from the primary.
+	majority *mongo.Collection
+	leases   *mongo.Collection
+	opts     Options
 }
 
 var _ runtime.Inbox = (*Inbox)(nil)
@@ -112,7 +114,11 @@ func New(db *mongo.Database, opts Options) (*Inbox, error) {
 	if opts.Leases == "" {
 		opts.Leases = DefaultLeases
 	}
-	return &Inbox{client: db.Client(), markers: db.Collection(opts.Markers), leases: db.Collection(opts.Leases), opts: opts}, nil
+	markers := db.Collection(opts.Markers)
+	majority := markers.Clone(options.Collection().
+		SetReadConcern(readconcern.Majority()).
+		SetReadPreference(readpref.Primary()))
+	return &Inbox{client: db.Client(), markers: markers, majority: majority, leases: db.Collection(opts.Leases), opts: opts}, nil
 }
 
 // Migrate checks that the server is a replica set member or a mongos
@@ -208,7 +214,8 @@ func failed(step string, err error) error {
 // handler needs it rarely: any operation given that ctx already runs in the
 // claim's transaction. The inbox commits or aborts it, never the handler:
 // Commit refuses a transaction that lost the claim's marker (one the handler
-// aborted, then started anew), and reports it failed.
+// aborted, then started anew), and reports it failed; when the handler ended
+// the transaction, Commit answers by whether the marker committed.
 func Session(ctx context.Context) (*mongo.Session, bool) {
 	s := mongo.SessionFromContext(ctx)
 	return s, s != nil
@@ -280,6 +287,17 @@ func (in *Inbox) duplicate(ctx context.Context, id bson.D) (runtime.InboxTx, err
 	default:
 		return nil, failed("read the marker", err)
 	}
+}
+
+// committed reports whether a majority holds a marker matching filter: a
+// marker there survives any failover. It reads from the primary, whatever
+// the client's read preference: a lagging secondary would not have it yet.
+func (in *Inbox) committed(ctx context.Context, filter bson.D) (bool, error) {
+	err := in.majority.FindOne(ctx, filter).Err()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // pause waits d, or reports false when ctx ends first.
@@ -429,7 +447,8 @@ func (c *claimTx) Rollback(ctx context.Context) {
 }
 
 // Commit commits, retrying while the result is unknown, within ctx, once it
-// has found the marker in the transaction it commits.
+// has found the marker in the transaction it commits. When the handler ended
+// the transaction itself, Commit answers by whether the marker committed.
 func (c *claimTx) Commit(ctx context.Context) error {
 	if c.ended.Swap(true) {
 		return errors.New("mongoinbox: already committed or rolled back")
@@ -441,9 +460,14 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		}
 	}()
 	c.stopRenew()
-	err := c.markerInTransaction(ctx)
-	if err == nil {
-		err = commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
+	var err error
+	if c.sess.TransactionRunning() {
+		err = c.markerInTransaction(ctx)
+		if err == nil {
+			err = commitWithRetry(ctx, c.sess.CommitTransaction, c.in.opts.RetryEvery)
+		}
+	} else {
+		err = c.endedByHandler(ctx)
 	}
 	end, cancel := cleanupContext(ctx)
 	defer cancel()
@@ -464,16 +488,11 @@ func (c *claimTx) Commit(ctx context.Context) error {
 // the first, and committing the second would commit business writes with no
 // marker to make a redelivery a duplicate. The driver tells no transaction
 // from the next (the transaction number is not in its API), so the check
-// reads the marker in the transaction: one round trip per commit.
-//
-// A transaction no longer open (the handler committed or aborted it itself)
-// is not read, since a read would run outside it and leave the session with
-// no transaction to commit: commitTransaction answers for it, an abort by
-// failing.
+// reads the marker in the transaction: one round trip per commit. A
+// transaction started with no operation since (the handler aborted the
+// claim's and started another) begins on this read, and does not hold the
+// marker either.
 func (c *claimTx) markerInTransaction(ctx context.Context) error {
-	if !c.sess.TransactionRunning() {
-		return nil
-	}
 	// Under the commit's earlier deadline: the answer, failed, must reach
 	// the runtime within its step.
 	ctx, cancel := reserve.Before(ctx)
@@ -481,6 +500,28 @@ func (c *claimTx) markerInTransaction(ctx context.Context) error {
 	err := c.in.markers.FindOne(mongo.NewSessionContext(ctx, c.sess),
 		bson.D{{Key: "_id", Value: c.id}, {Key: "owner", Value: c.owner}}).Err()
 	return markerVerdict(err)
+}
+
+// endedByHandler answers Commit when no transaction is running: the
+// handler ended one itself, and the driver's state does not tell which, nor
+// how. A commit that landed turns the state to none at the next operation,
+// when CommitTransaction fails; a commit right after a StartTransaction sends
+// nothing and succeeds, though the claim's transaction was aborted. So the
+// server answers: the marker, with our owner, committed or not.
+func (c *claimTx) endedByHandler(ctx context.Context) error {
+	// Under the commit's earlier deadline, as markerInTransaction.
+	ctx, cancel := reserve.Before(ctx)
+	defer cancel()
+	found, err := c.in.committed(ctx, bson.D{{Key: "_id", Value: c.id}, {Key: "owner", Value: c.owner}})
+	switch {
+	case err != nil:
+		// The handler may have committed the marker: unknown.
+		return fmt.Errorf("mongoinbox: the handler ended the claim's transaction, and reading its marker failed: %w: %w", err, runtime.ErrCommitAmbiguous)
+	case found:
+		return nil
+	default:
+		return errors.New("mongoinbox: commit failed: the handler ended the claim's transaction, and the claim's marker is not committed")
+	}
 }
 
 // markerVerdict is Commit's answer to the marker's lookup in the transaction
