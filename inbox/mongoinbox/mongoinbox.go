@@ -274,18 +274,17 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 // duplicate answers a marker insert that collided. The marker the insert
 // met may be on the primary alone (another worker's commit whose majority
 // never confirmed it, its lease since expired): a failover would undo it. It
-// is a duplicate only when a majority read finds it; otherwise the claim
-// defers until that commit is decided.
+// is a duplicate only when a majority read on the primary finds it;
+// otherwise the claim defers until that commit is decided.
 func (in *Inbox) duplicate(ctx context.Context, id bson.D) (runtime.InboxTx, error) {
-	majority := in.markers.Clone(options.Collection().SetReadConcern(readconcern.Majority()))
-	err := majority.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Err()
+	found, err := in.committed(ctx, bson.D{{Key: "_id", Value: id}})
 	switch {
-	case err == nil:
-		return nil, fmt.Errorf("mongoinbox: already committed for this consumer: %w", runtime.ErrDuplicate)
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return nil, errors.New("mongoinbox: the marker is not majority-committed yet: another worker's commit is undecided")
-	default:
+	case err != nil:
 		return nil, failed("read the marker", err)
+	case found:
+		return nil, fmt.Errorf("mongoinbox: already committed for this consumer: %w", runtime.ErrDuplicate)
+	default:
+		return nil, errors.New("mongoinbox: the marker is not majority-committed yet: another worker's commit is undecided")
 	}
 }
 
