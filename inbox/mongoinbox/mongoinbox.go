@@ -5,8 +5,9 @@
 // A claim takes two steps. First a lease: a document in the lease collection,
 // written outside any transaction so other workers see it, holds the message
 // for Options.Lease and is renewed while the handler runs, up to the
-// transaction's lifetime; a worker meeting a live lease defers, and one
-// meeting an expired lease takes it over. Then a marker: inside the
+// transaction's lifetime; a worker meeting a live lease defers (or answers
+// duplicate when a majority holds the marker), and one meeting an expired
+// lease takes it over. Then a marker: inside the
 // transaction that carries the handler's writes, a document keyed by
 // (consumer, message id) is inserted in the marker collection. The marker
 // commits exactly when the business writes do, and its unique _id is the
@@ -240,7 +241,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "claimed_until", Value: leaseUntil(now, in.opts.Lease, end)}}}},
 		options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
-		return nil, errors.New("mongoinbox: another worker holds the lease")
+		return in.leaseHeld(ctx, id)
 	}
 	if err != nil {
 		return nil, failed("lease", err)
@@ -282,9 +283,29 @@ func (in *Inbox) duplicate(ctx context.Context, id bson.D) (runtime.InboxTx, err
 	case err != nil:
 		return nil, failed("read the marker", err)
 	case found:
-		return nil, fmt.Errorf("mongoinbox: already committed for this consumer: %w", runtime.ErrDuplicate)
+		return nil, errAlreadyCommitted
 	default:
 		return nil, errors.New("mongoinbox: the marker is not majority-committed yet: another worker's commit is undecided")
+	}
+}
+
+var errAlreadyCommitted = fmt.Errorf("mongoinbox: already committed for this consumer: %w", runtime.ErrDuplicate)
+
+// leaseHeld answers a live lease: most often another worker's claim, still
+// running, and the claim defers. But a lease can outlive its claim's commit
+// (the worker died between the commit and the lease's release, or an
+// ambiguous commit landed, its lease kept on purpose): a majority read of
+// the marker then proves the duplicate at once, where waiting for the lease
+// to expire would defer every redelivery for up to Lease.
+func (in *Inbox) leaseHeld(ctx context.Context, id bson.D) (runtime.InboxTx, error) {
+	found, err := in.committed(ctx, bson.D{{Key: "_id", Value: id}})
+	switch {
+	case err != nil:
+		return nil, failed("another worker holds the lease, and reading the marker failed", err)
+	case found:
+		return nil, errAlreadyCommitted
+	default:
+		return nil, errors.New("mongoinbox: another worker holds the lease")
 	}
 }
 
