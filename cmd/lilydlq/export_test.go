@@ -174,15 +174,8 @@ func TestReadBesideAnotherConsumerIsNotWhole(t *testing.T) {
 	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
 	b.publish(dlq, lilyCopy("held", "t", "permanent failure", "permanent", src, 1, time.Now()),
 		lilyCopy("ready", "t", "permanent failure", "permanent", src, 1, time.Now()))
-	other := b.channel()
-	if err := other.Qos(1, 0, false); err != nil {
-		t.Fatal(err)
-	}
-	held, err := other.Consume(dlq, "another reader", false, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := <-held; d.MessageId != "held" {
+	d, other := b.holdHead(dlq)
+	if d.MessageId != "held" {
 		t.Fatalf("the other reader holds %q", d.MessageId)
 	}
 	r := b.lilydlq("export", dlq)

@@ -54,6 +54,22 @@ func (b *broker) channel() *amqp.Channel {
 	return ch
 }
 
+// holdHead has another consumer of queue take its head copy and hold it
+// unacknowledged (a colleague's list, a service): it returns that copy and
+// the consumer's channel, whose close hands the copy back.
+func (b *broker) holdHead(queue string) (amqp.Delivery, *amqp.Channel) {
+	b.t.Helper()
+	other := b.channel()
+	if err := other.Qos(1, 0, false); err != nil {
+		b.t.Fatal(err)
+	}
+	held, err := other.Consume(queue, "another reader", false, false, false, false, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return <-held, other
+}
+
 // queue declares a durable queue of a name of its own (the test's, with a
 // random suffix) and deletes it when the test ends.
 func (b *broker) queue(role string, args amqp.Table) string {

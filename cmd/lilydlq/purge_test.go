@@ -236,15 +236,8 @@ func TestPurgeIDIncomplete(t *testing.T) {
 				lilyCopy("other", "t", "permanent failure", "permanent", "src", 1, time.Now()),
 				lilyCopy("order-42", "t", "after redrive", "permanent", "src", 1, time.Now()),
 			)
-			other := b.channel()
-			if err := other.Qos(1, 0, false); err != nil {
-				t.Fatal(err)
-			}
-			held, err := other.Consume(dlq, "another reader", false, false, false, false, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := <-held; d.Headers[envelope.HeaderFailureReason] != "old attempt" {
+			d, other := b.holdHead(dlq)
+			if d.Headers[envelope.HeaderFailureReason] != "old attempt" {
 				t.Fatalf("the other reader holds %q (%v)", d.MessageId, d.Headers[envelope.HeaderFailureReason])
 			}
 			r := b.lilydlq("purge", "-confirm", dlq, "-id", "order-42", dlq)
