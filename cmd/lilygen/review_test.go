@@ -27,15 +27,22 @@ func git(t *testing.T, dir string, args ...string) {
 	}
 }
 
+// commitRepo makes repo a git repository on branch main whose first commit
+// holds every file written there so far.
+func commitRepo(t *testing.T, repo string) {
+	t.Helper()
+	git(t, repo, "init", "-q", "-b", "main")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "start")
+}
+
 // TestBreakingAgainstGitRef commits a schema, changes it in the working tree
 // and compares it with the commit, from a subdirectory as go:generate runs.
 func TestBreakingAgainstGitRef(t *testing.T) {
 	repo := t.TempDir()
 	dir := filepath.Join(repo, "svc")
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schema")
+	commitRepo(t, repo)
 
 	if code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || stdout != "" {
 		t.Errorf("unchanged: exit %d\n%s%s", code, stdout, stderr)
@@ -91,9 +98,7 @@ func TestBreakingAcknowledgementAcceptsOnlyItsOwnChange(t *testing.T) {
 	repo := t.TempDir()
 	file := filepath.Join(repo, "ping.lily.yaml")
 	writeFile(t, file, minimal)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schema")
+	commitRepo(t, repo)
 
 	ack := func(reason string) string {
 		return "acknowledge:\n  - rule: BOUND-NARROWED\n    subject: Ping.v1.id\n    reason: " + reason + "\nmessages:"
@@ -262,9 +267,7 @@ func TestPackageFor(t *testing.T) {
 func TestBreakingAgainstGitRefFollowsARename(t *testing.T) {
 	repo := t.TempDir()
 	writeFile(t, filepath.Join(repo, "svc", "ping.lily.yaml"), minimal)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schema")
+	commitRepo(t, repo)
 
 	dir := filepath.Join(repo, "billing")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -304,9 +307,7 @@ func TestBreakingAgainstGitRefFollowsARename(t *testing.T) {
 func TestBreakingJudgesTheAcknowledgementsOfASchemaNotCompared(t *testing.T) {
 	repo := t.TempDir()
 	writeFile(t, filepath.Join(repo, "README"), "a repository without the schema\n")
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "start")
+	commitRepo(t, repo)
 
 	policy := "acknowledge:\n  - rule: HANDLER-METHOD-ADDED\n    reason: handlers embed Unimplemented\nmessages:"
 	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), strings.Replace(minimal, "messages:", policy, 1))
@@ -328,9 +329,7 @@ func TestBreakingAgainstGitRefReadsIncludes(t *testing.T) {
 	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), "version: 1\npackage: pingmsg\ninclude: [shared/common.lily.yaml]\nqueues:\n  pings:\n    consumes: [{message: Ping}]\n")
 	common := "version: 1\nmessages:\n  Ping:\n    versions:\n      1:\n        fields:\n          id: {type: string, required: true}\n"
 	writeFile(t, filepath.Join(repo, "shared", "common.lily.yaml"), common)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schema")
+	commitRepo(t, repo)
 
 	writeFile(t, filepath.Join(repo, "shared", "common.lily.yaml"), strings.Replace(common, "required: true}", "required: true, max_length: 9}", 1))
 	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
@@ -351,9 +350,7 @@ func TestBreakingAgainstGitRefRefusesAnIncludeOutsideTheRepository(t *testing.T)
 	// Whoever can write to the temporary directory could plant this.
 	writeFile(t, filepath.Join(tmp, "outside.lily.yaml"), strings.Replace(common, "required: true}", "required: true, max_length: 9}", 1))
 	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), "version: 1\npackage: pingmsg\ninclude: [../outside.lily.yaml]\nqueues:\n  pings:\n    consumes: [{message: Ping}]\n")
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schema")
+	commitRepo(t, repo)
 
 	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
 	if code != exitUsage || stdout != "" || !strings.Contains(stderr, `main:ping.lily.yaml includes "../outside.lily.yaml", outside the repository`) {
@@ -444,9 +441,7 @@ func TestBreakingComparesARevisionBeyondANewerLimit(t *testing.T) {
 	unbounded := strings.Replace(minimal, "required: true}\n", "required: true}\n        headers:\n"+
 		"          x-a: {type: string}\n          x-b: {type: string}\n          x-c: {type: string}\n          x-d: {type: string}\n", 1)
 	writeFile(t, file, unbounded)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schema")
+	commitRepo(t, repo)
 
 	bounded := strings.ReplaceAll(unbounded, "{type: string}", "{type: string, max_length: 100}")
 	writeFile(t, file, bounded)
@@ -485,9 +480,7 @@ func TestBreakingComparesARevisionBeyondANewerLimit(t *testing.T) {
 func TestBreakingAgainstGitRefFailsWhenGitCannotRead(t *testing.T) {
 	repo := t.TempDir()
 	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), minimal)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schema")
+	commitRepo(t, repo)
 	out, err := exec.Command("git", "-C", repo, "rev-parse", "main:ping.lily.yaml").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -512,9 +505,7 @@ func TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory(t *testing.T)
 	writeFile(t, filepath.Join(repo, "svc", "ping.lily.yaml"), minimal)
 	writeFile(t, filepath.Join(repo, "svc", "pong.lily.yaml"), pongs)
 	writeFile(t, filepath.Join(repo, "other", "ping.lily.yaml"), minimal)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schemas")
+	commitRepo(t, repo)
 	git(t, repo, "rm", "-q", "svc/ping.lily.yaml", "other/ping.lily.yaml")
 
 	dir := filepath.Join(repo, "svc")
@@ -552,9 +543,7 @@ func TestBreakingAgainstAFileNamedLikeTheRef(t *testing.T) {
 	repo := t.TempDir()
 	file := filepath.Join(repo, "ping.lily.yaml")
 	writeFile(t, file, minimal)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schema")
+	commitRepo(t, repo)
 	git(t, repo, "update-ref", "refs/remotes/origin/main", "HEAD")
 	narrowed := strings.Replace(minimal, "required: true}", "required: true, max_length: 10}", 1)
 	writeFile(t, file, narrowed)
@@ -590,9 +579,7 @@ func TestBreakingComparesRootSchemasNotNamed(t *testing.T) {
 	pongs := strings.NewReplacer("Ping", "Pong", "pings", "pongs", "pingmsg", "pongmsg").Replace(minimal)
 	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), minimal)
 	writeFile(t, filepath.Join(repo, "pong.lily.yaml"), pongs)
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schemas")
+	commitRepo(t, repo)
 
 	quoted := strings.NewReplacer("package: pingmsg", `"package": pingmsg`, "required: true}", "required: true, max_length: 10}").Replace(minimal)
 	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), quoted)
@@ -645,9 +632,7 @@ func TestOutputForgesNoWorkflowCommand(t *testing.T) {
 	repo := t.TempDir()
 	writeFile(t, filepath.Join(repo, "a.lily.yaml"), schemaOf("amsg", name, "classic"))
 	writeFile(t, filepath.Join(repo, "b.lily.yaml"), schemaOf("bmsg", "", ""))
-	git(t, repo, "init", "-q", "-b", "main")
-	git(t, repo, "add", ".")
-	git(t, repo, "commit", "-q", "-m", "schemas")
+	commitRepo(t, repo)
 	writeFile(t, filepath.Join(repo, "a.lily.yaml"), schemaOf("amsg", "", ""))
 	writeFile(t, filepath.Join(repo, "b.lily.yaml"), schemaOf("bmsg", name, "quorum"))
 
