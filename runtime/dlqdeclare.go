@@ -28,24 +28,26 @@ import (
 // every other argument: RabbitMQ names only the first argument that differs,
 // and may name the type or the limit before a max-length or a TTL.
 
-// yielding bounds the declares of a DLQ: one with Lily's arguments, one
-// more for each of the two it yields on, and one for a race with another
-// declarer.
+// yielding bounds the 406s a DLQ's declare reads: that of Lily's arguments,
+// one more for each of the two it yields on, and one for a race with another
+// declarer. A probe (below) declares at most twice more for each of the two.
 const yielding = 4
 
 // deadLetterQueue declares decl, the DLQ. A 406 that names another
 // argument, or the type or the limit with a value that would lose copies,
 // is returned: the DLQ is refused as any owned queue is. One that names the
-// type or the limit with a value this code cannot read (another RabbitMQ's
-// wording, a field type it does not know for the argument, a limit that is
-// no integer) is taken at its word: the queue is used if a passive declare
-// finds it, though the broker has not compared the rest.
+// type or the limit with a value this code cannot read (RabbitMQ cuts its
+// reply at 255 bytes, so a long DLQ name leaves the value out; another
+// RabbitMQ's wording; a field type it does not know for the argument) is
+// put to the broker instead: probe declares the DLQ with the values it may
+// keep, and the DLQ is refused when the broker takes none of them.
 func (d *declarer) deadLetterQueue(decl queue.Declaration) error {
 	args := maps.Clone(decl.Args)
 	major := brokerMajor(d.conn)
-	var err error
+	probed := map[string]bool{}
+	_, err := d.ch.QueueDeclare(decl.Name, true, false, false, false, args)
 	for range yielding {
-		if _, err = d.ch.QueueDeclare(decl.Name, true, false, false, false, args); !isCode(err, amqp.PreconditionFailed) {
+		if !isCode(err, amqp.PreconditionFailed) {
 			return err
 		}
 		if err := d.open(); err != nil { // the 406 closed the channel
@@ -60,14 +62,73 @@ func (d *declarer) deadLetterQueue(decl queue.Declaration) error {
 			return fmt.Errorf("%s: %w", refusal, err)
 		}
 		if next == nil {
-			break
+			// A key probed already and named again: the queue changed
+			// meanwhile, or the broker compared it after the argument the
+			// probe's 406 named. Either way it stays unread.
+			if probed[key] {
+				return fmt.Errorf("%s: %w", unreadable(key), err)
+			}
+			probed[key] = true
+			taken, result, failed := d.probe(decl.Name, args, key, major)
+			if failed != nil {
+				return failed
+			}
+			if taken == nil {
+				return fmt.Errorf("%s: %w", unreadable(key), err)
+			}
+			args, err = taken, result
+			continue
 		}
 		args = next
+		_, err = d.ch.QueueDeclare(decl.Name, true, false, false, false, args)
 	}
 	if found, checkErr := d.exists(decl.Name); found || checkErr != nil {
 		return checkErr
 	}
 	return err
+}
+
+// probe declares the DLQ name with args and key set to each value a DLQ
+// may keep on a broker of major version major (yieldTo's), but args' own,
+// which the broker refused: a classic and a quorum type; no limit, and -1
+// from RabbitMQ 4. It returns the first the broker takes for key, and the
+// result of its declare: nil, or a 406 that names another argument, for
+// the caller to read in turn. taken is nil when the broker took none;
+// failed is a failure other than the broker's 406.
+func (d *declarer) probe(name string, args map[string]any, key string, major int) (taken map[string]any, result, failed error) {
+	values := map[string][]current{
+		"x-queue-type":     {{read: true, value: queue.Classic}, {read: true, value: queue.Quorum}},
+		"x-delivery-limit": {{read: true, none: true}, {read: true, value: "-1"}},
+	}[key]
+	for _, v := range values {
+		try, refusal := yieldTo(args, key, v, major)
+		if try == nil || refusal != "" {
+			continue
+		}
+		_, err := d.ch.QueueDeclare(name, true, false, false, false, try)
+		if err == nil {
+			return try, nil, nil
+		}
+		if !isCode(err, amqp.PreconditionFailed) {
+			return nil, nil, err
+		}
+		if err := d.open(); err != nil {
+			return nil, nil, err
+		}
+		if named, _ := inequivalent(err); named != key {
+			return try, err, nil
+		}
+	}
+	return nil, nil, nil
+}
+
+// unreadable is the refusal of a DLQ whose key the broker's 406 names
+// with a value this code cannot read, and whose probe the broker refused.
+func unreadable(key string) string {
+	if key == "x-queue-type" {
+		return "the DLQ's x-queue-type could not be read from the broker's reply, and the broker took neither classic nor quorum for it: only a classic or quorum DLQ can be read, re-driven and emptied"
+	}
+	return "the DLQ's x-delivery-limit could not be read from the broker's reply, and the broker took no value for it that means no limit: each read of the DLQ (a get and a requeue) counts toward a limit, at which the broker drops a copy or dead-letters it away"
 }
 
 var (
@@ -106,8 +167,9 @@ func inequivalent(err error) (key string, cur current) {
 // the queue's own value, when that value loses no copy on a broker of major
 // version major: a classic or quorum type, and a limit that means none. A value
 // it reads as losing copies is refused: refusal says why. Both are zero when
-// cur is not in words this code reads (a field type it does not know for key,
-// a limit that is no integer), or is what args hold already.
+// cur is not in words this code reads (a reply cut short, a field type it does
+// not know for key, a limit that is no integer), or is what args hold already,
+// which the broker says it is not: the broker is asked instead (probe).
 func yieldTo(args map[string]any, key string, cur current, major int) (next map[string]any, refusal string) {
 	if !cur.read {
 		return nil, ""

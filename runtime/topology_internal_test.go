@@ -43,7 +43,8 @@ func TestMissingIsOnlyTheExternalObjectsAbsence(t *testing.T) {
 // declare, read from the 406 in RabbitMQ's words (as 3.10.8 writes them),
 // and nothing that loses copies: a limit, a stream, or another argument's
 // 406 is the DLQ's refusal, which names it. A type or a limit in a field
-// type or a form it cannot read is neither: the passive declare takes it.
+// type or a form it cannot read, or cut from a reply, is neither: the
+// broker is asked (probe).
 func TestDLQYieldsOnlyItsTypeAndNoLimit(t *testing.T) {
 	reason := func(key, received, current string) error {
 		return &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg '" + key + "' for queue 'orders.dlq' in vhost '/': received " + received + " but current is " + current}
@@ -82,6 +83,7 @@ func TestDLQYieldsOnlyItsTypeAndNoLimit(t *testing.T) {
 		{"a type in other words", classic, 3, reason("x-queue-type", "'classic'", "quorum, of course"), nil, ""},
 		{"max-length", classic, 3, reason("x-max-length", "none", "the value '1' of type 'long'"), nil, ""},
 		{"a TTL", quorum, 3, reason("x-message-ttl", "none", "the value '100' of type 'long'"), nil, ""},
+		{"a limit cut from a reply of 255 bytes", quorum, 3, &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg 'x-delivery-limit' for queue 'orders.dlq' in vhost '/': received none but current is the v..."}, nil, ""},
 		{"another 406", classic, 3, &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - invalid arg 'x-delivery-limit' for queue 'orders.dlq'"}, nil, ""},
 	} {
 		key, cur := inequivalent(c.err)

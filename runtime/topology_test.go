@@ -211,3 +211,72 @@ func TestBrokerEstateDLQArgumentsDriftWhileConsuming(t *testing.T) {
 		t.Errorf("the DLQ's arguments: %s", args)
 	}
 }
+
+// RabbitMQ cuts the text of its reply at 255 bytes, so a 406 for a DLQ of
+// a long name says which argument differs but not the DLQ's value of it.
+// The runtime then asks the broker, declaring the DLQ with each value it
+// may keep, and comes to what it comes to for a short name: a delivery
+// limit or a stream is refused, at the first connection as when a
+// consuming session declares the topology again, and a quorum DLQ without
+// a limit is kept.
+func TestBrokerEstateDLQOfALongNameIsJudgedAsAShortOne(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, kind string
+		args       amqp.Table
+		want       string // the argument refused, or the DLQ's arguments kept
+	}{
+		{"limit", topology.Quorum, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(1)}, "refused x-delivery-limit"},
+		{"limit-behind-type", topology.Classic, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(1)}, "refused x-delivery-limit"},
+		{"stream", topology.Classic, amqp.Table{"x-queue-type": "stream"}, "refused x-queue-type"},
+		{"quorum", topology.Classic, amqp.Table{"x-queue-type": "quorum"}, `kept [{"x-queue-type","quorum"}]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			outcome := map[bool]string{}
+			for _, long := range []bool{false, true} {
+				q := brokerSpec(t, func(q *runtime.QueueSpec) {
+					q.Topology.Type = c.kind
+					if long {
+						q.Topology.DeadLetterQueue += "." + strings.Repeat("l", 240-len(q.Topology.DeadLetterQueue))
+					}
+				})
+				estateDLQ(t, q, c.args)
+				outcome[long] = judged(t, q, long)
+			}
+			if outcome[false] != c.want || outcome[true] != c.want {
+				t.Errorf("short name: %s; long name: %s; want %s for both", outcome[false], outcome[true], c.want)
+			}
+		})
+	}
+}
+
+// judged declares q's topology as the first connection does and as a
+// consuming session does again, and says what came of its DLQ: the
+// argument the broker's 406 names, or the DLQ's arguments once kept.
+func judged(t *testing.T, q runtime.QueueSpec, long bool) string {
+	t.Helper()
+	err := runtime.DeclareTopology(dial(t), q)
+	refusals, _, againErr := runtime.DeclareTopologyAgain(dial(t), q)
+	if againErr != nil {
+		t.Fatalf("declared again: %v", againErr)
+	}
+	if err == nil {
+		if len(refusals) != 0 {
+			t.Errorf("declared again: %v, after the first declare passed", refusals)
+		}
+		return "kept " + queueArguments(t)[q.Topology.DeadLetterQueue]
+	}
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
+		t.Fatalf("DeclareTopology: %v, want a 406", err)
+	}
+	if long && !strings.HasSuffix(ae.Reason, "...") {
+		t.Errorf("the 406 was not cut: %q", ae.Reason)
+	}
+	key, _, _ := strings.Cut(strings.TrimPrefix(ae.Reason, "PRECONDITION_FAILED - inequivalent arg '"), "'")
+	if len(refusals) != 1 || !strings.Contains(refusals[0].Error(), "inequivalent arg '"+key+"'") {
+		t.Errorf("declared again: %v, want the 406 of %s", refusals, key)
+	}
+	return "refused " + key
+}
