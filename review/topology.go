@@ -102,10 +102,11 @@ func ownTopology(q *schema.Queue, brokerMajor int) queue.Topology {
 // is left out), the owned bindings, and the policies that carry Lily's
 // arguments where its declarations do not, at policyPriority. Two schemas
 // that declare one queue or exchange differently are an error, since
-// RabbitMQ would refuse the second.
+// RabbitMQ would refuse the second, but for a shared DLQ's type and "no
+// delivery limit", which are the first declarer's (yieldDLQ).
 func Topology(vhost string, brokerMajor, policyPriority int, files ...*schema.File) (Definitions, error) {
 	w := definer{
-		vhost: vhost, policyPriority: policyPriority, seen: map[string]int{},
+		vhost: vhost, brokerMajor: brokerMajor, policyPriority: policyPriority, seen: map[string]int{},
 		d: Definitions{Queues: []QueueDefinition{}, Exchanges: []ExchangeDefinition{}, Bindings: []BindingDefinition{}, Policies: []PolicyDefinition{}},
 	}
 	for _, f := range files {
@@ -120,9 +121,9 @@ func Topology(vhost string, brokerMajor, policyPriority int, files ...*schema.Fi
 
 // definer gathers the definitions of queues, each entity once.
 type definer struct {
-	vhost          string
-	policyPriority int
-	d              Definitions
+	vhost                       string
+	brokerMajor, policyPriority int
+	d                           Definitions
 	// seen holds the index of each entity written, by kind and name.
 	seen map[string]int
 }
@@ -140,9 +141,13 @@ func (w *definer) queue(name string, t queue.Topology) error {
 		}
 		errs = append(errs, once(&w.d.Exchanges, w.seen, "exchange", x.Name, def))
 	}
+	yielded := map[string]bool{}
 	for _, decl := range queue.Declarations(t) {
 		if !decl.Passive {
 			def := QueueDefinition{Name: decl.Name, VHost: w.vhost, Durable: true, Arguments: decl.Args}
+			if decl.KeepTypeAndLimit {
+				def.Arguments, yielded[decl.Name] = w.yieldDLQ(def)
+			}
 			errs = append(errs, once(&w.d.Queues, w.seen, "queue", decl.Name, def))
 		}
 	}
@@ -162,10 +167,41 @@ func (w *definer) queue(name string, t queue.Topology) error {
 		errs = append(errs, once(&w.d.Bindings, w.seen, "binding", fmt.Sprintf("%+v", def), def))
 	}
 	for _, p := range queue.Policies(t) {
+		if yielded[p.Queue] {
+			// The DLQ is as the first declared it, with that queue's policy
+			// if it had one: this one carries what this declaration left out.
+			continue
+		}
 		def := PolicyDefinition{VHost: w.vhost, Name: p.Name, Pattern: p.Pattern, ApplyTo: "queues", Definition: p.Definition, Priority: w.policyPriority}
 		errs = append(errs, once(&w.d.Policies, w.seen, "policy", p.Name, def))
 	}
 	return errors.Join(errs...)
+}
+
+// yieldDLQ returns the arguments of def, a DLQ's declaration, with its
+// type and its way of writing "no delivery limit" yielded to those of the
+// queue of its name written already, as the runtime's declare yields to
+// the DLQ the broker has: a DLQ shared by two queues is as the first in the
+// schemas' order declares it. yielded says whether they changed. Any other
+// difference is left for once to refuse, as is a value the runtime would
+// refuse (a delivery limit, a stream).
+func (w *definer) yieldDLQ(def QueueDefinition) (args map[string]any, yielded bool) {
+	i, ok := w.seen["queue "+def.Name]
+	if !ok {
+		return def.Arguments, false
+	}
+	kept := w.d.Queues[i].Arguments
+	args = def.Arguments
+	for _, key := range []string{"x-queue-type", "x-delivery-limit"} {
+		next, refusal := queue.YieldDLQ(args, key, kept[key], w.brokerMajor)
+		if refusal != "" {
+			return def.Arguments, false
+		}
+		if next != nil {
+			args, yielded = next, true
+		}
+	}
+	return args, yielded
 }
 
 // once appends def, the what named name, to defs unless it is there

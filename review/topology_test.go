@@ -78,9 +78,16 @@ func TestTopologyConflict(t *testing.T) {
 	if _, err := Topology("/", 3, queue.DefaultPolicyPriority, a, a); err != nil {
 		t.Errorf("one schema twice declares the same queues: %v", err)
 	}
+	// A DLQ shared by a classic and a quorum queue is of the first's type, as
+	// the runtime's declare yields to it; a queue that dead-letters to two
+	// DLQs is refused.
 	c := parse(t, "c.lily.yaml", strings.Replace(topologySchema, "dlq: PREFIX.billing.dead", "dlq: PREFIX.orders.dlq", 1))
-	if _, err := Topology("/", 3, queue.DefaultPolicyPriority, b, c); err == nil || !strings.Contains(err.Error(), `"PREFIX.orders.dlq" is declared twice`) {
-		t.Errorf("a DLQ declared classic and quorum: err = %v", err)
+	defs, err := Topology("/", 4, queue.DefaultPolicyPriority, c)
+	if err != nil || defs.Queues[0].Name != "PREFIX.orders.dlq" || defs.Queues[0].Arguments["x-queue-type"] != queue.Classic {
+		t.Errorf("a DLQ shared by a classic and a quorum queue: %v, %+v", err, defs.Queues)
+	}
+	if _, err := Topology("/", 3, queue.DefaultPolicyPriority, b, c); err == nil || !strings.Contains(err.Error(), `"PREFIX.billing" is declared twice`) {
+		t.Errorf("a queue with two DLQs: err = %v", err)
 	}
 }
 

@@ -164,44 +164,28 @@ func inequivalent(err error) (key string, cur current) {
 }
 
 // yieldTo returns args with key, the DLQ's type or delivery limit, set to cur,
-// the queue's own value, when that value loses no copy on a broker of major
-// version major: a classic or quorum type, and a limit that means none. A value
-// it reads as losing copies is refused: refusal says why. Both are zero when
-// cur is not in words this code reads (a reply cut short, a field type it does
-// not know for key, a limit that is no integer), or is what args hold already,
-// which the broker says it is not: the broker is asked instead (probe).
+// the queue's own value, when queue.YieldDLQ finds it loses no copy on a
+// broker of major version major: a classic or quorum type, and a limit that
+// means none. A value it reads as losing copies is refused: refusal says why.
+// Both are zero when cur is not in words this code reads (a reply cut short,
+// a field type it does not know for key, a limit that is no integer), or is
+// what args hold already, which the broker says it is not: the broker is
+// asked instead (probe).
 func yieldTo(args map[string]any, key string, cur current, major int) (next map[string]any, refusal string) {
 	if !cur.read {
 		return nil, ""
 	}
-	next = maps.Clone(args)
+	var value any
 	switch key {
 	case "x-queue-type":
-		if cur.none {
-			cur.value = queue.Classic // RabbitMQ holds no type the same as classic
-		}
 		if cur.typ != "" && cur.typ != "longstr" {
 			return nil, ""
 		}
-		if cur.value != queue.Classic && cur.value != queue.Quorum {
-			// A stream's consumers start at its next offset, and an ACK
-			// removes nothing: no read or re-drive of Lily's would see a copy.
-			return nil, fmt.Sprintf("the DLQ is of type %q, and only a classic or quorum DLQ can be read, re-driven and emptied", cur.value)
-		}
-		next[key] = cur.value
-		if cur.value != queue.Quorum {
-			delete(next, "x-delivery-limit") // a quorum queue's alone
+		if !cur.none {
+			value = cur.value
 		}
 	case "x-delivery-limit":
-		// Before 4 a quorum queue without the argument has no limit, and a
-		// negative one drops a copy at its first return (3.10.8 drops it at
-		// the requeue after one get); from 4 a negative one is none. From 4
-		// one without it has RabbitMQ's default of 20, taken all the same: a
-		// DLQ declared before an upgrade must not stop its consumer, and a
-		// policy of delivery-limit -1, which a declare cannot see, is the
-		// remedy that keeps its copies in place.
 		if cur.none {
-			delete(next, key)
 			break
 		}
 		if cur.typ != "" && !slices.Contains(integers, cur.typ) {
@@ -211,20 +195,11 @@ func yieldTo(args map[string]any, key string, cur current, major int) (next map[
 		if err != nil {
 			return nil, ""
 		}
-		if n >= 0 {
-			return nil, fmt.Sprintf("the DLQ has x-delivery-limit %d: each read of it (a get and a requeue) counts toward the limit, at which the broker drops a copy or dead-letters it away", n)
-		}
-		if major < 4 {
-			return nil, fmt.Sprintf("the DLQ has x-delivery-limit %d, which means no limit only from RabbitMQ 4: before it the broker drops a copy, or dead-letters it away, at its first return, so the first read of it (a get and a requeue) loses it", n)
-		}
-		next[key] = n
+		value = n
 	default:
 		return nil, ""
 	}
-	if maps.Equal(next, args) {
-		return nil, ""
-	}
-	return next, ""
+	return queue.YieldDLQ(args, key, value, major)
 }
 
 // integers are the AMQP field types RabbitMQ compares as integers.

@@ -17,7 +17,9 @@ const DefaultPolicyPriority = 10
 // matches Pattern.
 type Policy struct {
 	Name, Pattern string
-	Definition    map[string]any
+	// Queue is the queue whose arguments it carries.
+	Queue      string
+	Definition map[string]any
 }
 
 // Policies lists the policies that carry Lily's arguments of t's queues
@@ -37,7 +39,7 @@ func Policies(t Topology) []Policy {
 			// A policy key is the queue argument's name without its x-.
 			def[strings.TrimPrefix(k, "x-")] = v
 		}
-		out = append(out, Policy{Name: "lily " + q.name, Pattern: "^" + regexp.QuoteMeta(q.name) + "$", Definition: def})
+		out = append(out, Policy{Name: "lily " + q.name, Queue: q.name, Pattern: "^" + regexp.QuoteMeta(q.name) + "$", Definition: def})
 	}
 	return out
 }

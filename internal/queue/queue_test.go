@@ -53,11 +53,11 @@ func TestDeclarationsAndPolicies(t *testing.T) {
 		t.Errorf("declared by policy (-want +got):\n%s", diff)
 	}
 	wantPolicies := []Policy{
-		{Name: "lily pay.retry.1s", Pattern: `^pay\.retry\.1s$`, Definition: map[string]any{
+		{Name: "lily pay.retry.1s", Pattern: `^pay\.retry\.1s$`, Queue: "pay.retry.1s", Definition: map[string]any{
 			"message-ttl": int64(1000), "dead-letter-exchange": "", "dead-letter-routing-key": "pay",
 			"dead-letter-strategy": "at-least-once", "overflow": "reject-publish",
 		}},
-		{Name: "lily pay", Pattern: `^pay$`, Definition: map[string]any{
+		{Name: "lily pay", Pattern: `^pay$`, Queue: "pay", Definition: map[string]any{
 			"dead-letter-exchange": "", "dead-letter-routing-key": "pay.dlq",
 			"dead-letter-strategy": "at-least-once", "overflow": "reject-publish", "delivery-limit": int64(DefaultDeliveryLimit),
 		}},
