@@ -217,13 +217,19 @@ func (c *Consumer) remember(r *run, gen *settle.Generation, token uint64, d *amq
 // unless gen's authority is revoked or the report sealed by the time it is to
 // be written; the report learns of the write before it starts, in case it is
 // sealed before the journey ends. A panic on the way is a handoff failure
-// like any other. It returns the telemetry hook's end of the publish, for
-// the caller to call once the original is settled.
+// like any other, but one after the write was cleared may have left the
+// copy: it is Published, so the attempt writes no second copy and the
+// report lists it as a possible one. It returns the telemetry hook's end of
+// the publish, for the caller to call once the original is settled.
 func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, token uint64, d *amqp.Delivery, env *guard.Envelope, o outcome.Outcome, plan decide.Plan, deadline time.Time) (ev outcome.HandoffEvidence, done func(string, time.Time)) {
 	done = ignore
+	cleared := false
 	defer func() {
 		if p := recover(); p != nil {
-			ev = outcome.HandoffEvidence{Destination: plan.Destination, Status: outcome.HandoffFailed, Detail: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
+			ev = outcome.HandoffEvidence{Destination: plan.Destination, Status: outcome.HandoffFailed, Detail: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause), Published: cleared}
+		}
+		if !ev.Published {
+			r.report.writingCopy(token, "")
 		}
 	}()
 	writing := func() error {
@@ -233,6 +239,7 @@ func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, 
 		case !r.report.writingCopy(token, plan.Destination):
 			return errSealedBeforeCopy
 		}
+		cleared = true
 		return nil
 	}
 	p := handoff.Copy(d, env, c.reader.Identity, o, plan, c.spec.Name, time.Now())
@@ -240,11 +247,7 @@ func (c *Consumer) handoff(ctx context.Context, r *run, gen *settle.Generation, 
 	// guard's limits: the hook may not change the headers it is read by,
 	// nor add headers beyond those limits.
 	p, done = c.telemetry.publishing(ctx, "", plan.Destination, p, c.reader.Marks, &c.tuning.limits)
-	ev = r.handoff.Publish(handoffBounds(deadline), "", plan.Destination, p, writing)
-	if !ev.Published {
-		r.report.writingCopy(token, "")
-	}
-	return ev, done
+	return r.handoff.Publish(handoffBounds(deadline), "", plan.Destination, p, writing), done
 }
 
 // handoffBounds bounds the publish of a handoff's copy for a delivery whose
