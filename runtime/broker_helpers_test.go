@@ -422,3 +422,64 @@ func rabbitmqctl(t *testing.T, args ...string) {
 		t.Fatalf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
+
+// userSteps counts, by message id, the user code a consumer runs around its
+// handler: Scope's opens, the Inbox's claims and AfterDelivery's calls.
+type userSteps struct {
+	mu  sync.Mutex
+	ran map[string]map[string]int // step, message id → calls
+}
+
+// watch sets cfg's Scope, Inbox and AfterDelivery to count their calls in a
+// new userSteps; each lets the delivery go on.
+func watch(cfg *runtime.Config) *userSteps {
+	u := &userSteps{ran: map[string]map[string]int{}}
+	cfg.Scope = func(ctx context.Context, d runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+		u.note("scope", d.MessageID())
+		return ctx, nil, nil
+	}
+	cfg.Inbox = u
+	cfg.AfterDelivery = func(_ context.Context, d runtime.RawDelivery, _ runtime.Record) error {
+		u.note("after_delivery", d.MessageID())
+		return nil
+	}
+	return u
+}
+
+func (u *userSteps) note(step, id string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ran[step] == nil {
+		u.ran[step] = map[string]int{}
+	}
+	u.ran[step][id]++
+}
+
+func (u *userSteps) Begin(_ context.Context, _, id string) (runtime.InboxTx, error) {
+	u.note("claim", id)
+	return openTx{}, nil
+}
+
+// expect fails t unless each step ran once for each of ids, and for no
+// other message.
+func (u *userSteps) expect(t *testing.T, ids map[string]bool) {
+	t.Helper()
+	want := map[string]int{}
+	for id := range ids {
+		want[id] = 1
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, step := range []string{"scope", "claim", "after_delivery"} {
+		if !maps.Equal(u.ran[step], want) {
+			t.Errorf("%s ran %v; want %v", step, u.ran[step], want)
+		}
+	}
+}
+
+// openTx is a claim's transaction that commits whatever it is asked to.
+type openTx struct{}
+
+func (openTx) Bind(ctx context.Context) context.Context { return ctx }
+func (openTx) Commit(context.Context) error             { return nil }
+func (openTx) Rollback(context.Context)                 {}

@@ -270,7 +270,9 @@ func TestBrokerUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
 	wrongType.ContentType = "application/xml"
 	publish(t, q.Name, v9, wrongType)
 	var calls atomic.Int32
-	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
+	var steps *userSteps
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil },
+		func(cfg *runtime.Config) { steps = watch(cfg) })
 	for _, rec := range c.await(2) {
 		wantPath(t, rec, runtime.PathDeadLettered)
 		if rec.Rejection != "unsupported" || rec.Handler != "" {
@@ -282,6 +284,8 @@ func TestBrokerUnsupportedVersionGoesToDLQWithoutHandler(t *testing.T) {
 	if calls.Load() != 0 {
 		t.Errorf("handler called %d times", calls.Load())
 	}
+	// Failed at dispatch, before any scope (rule 9).
+	steps.expect(t, nil)
 	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		if header(t, d, guard.HeaderFailureKind) != "unsupported" {
 			t.Errorf("%s headers %v", d.MessageId, d.Headers)
@@ -303,7 +307,9 @@ func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {
 		publish(t, q.Name, m)
 	}
 	var calls atomic.Int32
-	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil })
+	var steps *userSteps
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls.Add(1); return nil },
+		func(cfg *runtime.Config) { steps = watch(cfg) })
 	for _, rec := range c.await(len(msgs)) {
 		wantPath(t, rec, runtime.PathDeadLettered)
 		if rec.Rejection != "poison" || rec.Handler != "" || !printable(rec.MessageID) || !printable(rec.Reason) || len(rec.Reason) > 200 {
@@ -315,6 +321,7 @@ func TestBrokerPoisonIsRejectedBeforeUserCode(t *testing.T) {
 	if calls.Load() != 0 {
 		t.Errorf("handler called %d times", calls.Load())
 	}
+	steps.expect(t, nil)
 	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		if !printable(d.MessageId) || !printable(d.Type) {
 			t.Errorf("forwarded unsanitized id %q type %q", d.MessageId, d.Type)

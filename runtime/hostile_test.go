@@ -132,12 +132,13 @@ func TestBrokerHostileCatalogue(t *testing.T) {
 			declareTopology(t, q)
 			var mu sync.Mutex
 			handled := map[string]int{}
+			var steps *userSteps
 			c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 				mu.Lock()
 				handled[msg.OrderID]++
 				mu.Unlock()
 				return nil
-			})
+			}, func(cfg *runtime.Config) { steps = watch(cfg) })
 			awaitConsumer(t, q.Name)
 			hostile := catalogue(t)
 			want := map[string]int{}
@@ -195,6 +196,7 @@ func TestBrokerHostileCatalogue(t *testing.T) {
 				t.Errorf("handler saw %d messages, want the %d good ones", len(handled), len(good))
 			}
 			mu.Unlock()
+			steps.expect(t, good)
 			if n := c.reconnects(); n != 0 {
 				t.Errorf("%d reconnects; the hostile messages must not cost one", n)
 			}
