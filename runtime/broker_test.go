@@ -444,6 +444,12 @@ func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 	if rep.Counts[runtime.PathRequeued] < 3 {
 		t.Errorf("report %s", rep)
 	}
+	// One NACK each: a second one on a tag would close the channel with
+	// 406 PRECONDITION_FAILED, and the consumer would reconnect.
+	noPreconditionFailed(t, rep)
+	if n := c.reconnects(); n != 0 || len(rep.Lost) != 0 {
+		t.Errorf("%d reconnects, sessions lost %q; want none", n, rep.Lost)
+	}
 	// The message must be back in the main queue.
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
 }
