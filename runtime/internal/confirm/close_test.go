@@ -1,6 +1,7 @@
 package confirm
 
 import (
+	"context"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -96,5 +97,39 @@ func TestBrokerIdleExtraConnectionClosesWithoutHoldingThePublish(t *testing.T) {
 		}
 	case <-time.After(stepTimeout / 2):
 		t.Fatal("the publish on the extra connection waited on its close past half a step")
+	}
+}
+
+// A publish whose writing callback panics (the runtime's report, a test's
+// hook) leaves its channel's writes free: the channel's close, which waits
+// for the writes under way, ends at once. Before, the panic left the read
+// lock held, and every close of that channel waited out its step.
+func TestBrokerPanicInWritingLeavesTheChannelClosable(t *testing.T) {
+	t.Parallel()
+	url := services.RabbitMQ(t)
+	conn := NewConn(func() (*amqp.Connection, net.Conn, func(), error) {
+		conn, socket, err := transport.Dial(url, amqp.Config{}, nil)
+		return conn, socket, nil, err
+	}, 5*time.Second)
+	t.Cleanup(conn.Close)
+	p := New(conn, 4)
+	t.Cleanup(p.Close)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the publish did not panic")
+			}
+		}()
+		p.Publish(Bounds{Deadline: time.Now().Add(30 * time.Second)}, "", "lily-confirm-nowhere", amqp.Publishing{Headers: amqp.Table{}},
+			func() error { panic("the report failed") })
+	}()
+	c := p.currentChannel()
+	if c == nil {
+		t.Fatal("no channel was opened for the publish")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.close(ctx); err != nil {
+		t.Errorf("close after a publish panicked in writing: %v; want closed", err)
 	}
 }

@@ -428,18 +428,27 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		return ev
 	}
 	c.writes.RLock()
+	// A panic on the way (in writing, or in the client) must not leave the
+	// channel's close waiting for this write for good.
+	writeHeld := true
+	unlock := func() { writeHeld = false; c.writes.RUnlock() }
+	defer func() {
+		if writeHeld {
+			c.writes.RUnlock()
+		}
+	}()
 	if c.retired.Load() {
-		c.writes.RUnlock()
+		unlock()
 		ev.Status, ev.Detail = outcome.HandoffFailed, retiredDetail
 		return ev
 	}
 	if closed(b.Done) {
-		c.writes.RUnlock()
+		unlock()
 		ev.Status, ev.Detail = outcome.HandoffFailed, stoppedDetail
 		return ev
 	}
 	if err := writing(); err != nil {
-		c.writes.RUnlock()
+		unlock()
 		ev.Status, ev.Detail = outcome.HandoffFailed, err.Error()
 		return ev
 	}
@@ -456,7 +465,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	// cost about a tenth of the retry path's throughput.
 	watchdog := time.AfterFunc(p.stepTimeout, c.link.abandonStalled)
 	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, !frame.DirectReply(exchange, key), false, msg)
-	c.writes.RUnlock()
+	unlock()
 	if !watchdog.Stop() {
 		// The watchdog may not have run yet; abandon again so the next
 		// publish cannot find this connection. The write may still have
