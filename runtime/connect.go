@@ -74,15 +74,14 @@ func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) 
 		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StepTimeout)
 		// Bounded here too: a function that ignores ctx must not hold the
 		// attempt, and every Send waiting for a shared connection, for good.
-		auth, err := step.Do(ctx, func() (_ *amqp.PlainAuth, err error) {
+		auth, err := step.Do(ctx, func() (*amqp.PlainAuth, error) {
 			// A panic on its goroutine would end the process, every queue
 			// in it: it fails this attempt instead.
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("panic: %s", sanitize.Text(fmt.Sprint(p), decide.MaxCause))
-				}
-			}()
-			user, password, err := d.cfg.Credentials(ctx)
+			var user, password string
+			var err error
+			if p := recovered(func() { user, password, err = d.cfg.Credentials(ctx) }); p != nil {
+				return nil, fmt.Errorf("panic: %s", sanitize.Text(fmt.Sprint(p), decide.MaxCause))
+			}
 			return &amqp.PlainAuth{Username: user, Password: password}, err
 		})
 		cancel()

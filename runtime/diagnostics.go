@@ -184,10 +184,7 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 // delivery's goroutine it would end the process, and every delivery in
 // flight with it.
 func (c *Consumer) observe(rec Record) {
-	defer func() {
-		if p := recover(); p != nil {
-			c.cfg.Logger.Error("lily Observe panicked", "queue", c.spec.Name, "detail", sanitize.Text(fmt.Sprint(p), decide.MaxCause))
-		}
-	}()
-	c.cfg.Observe(rec)
+	if p := recovered(func() { c.cfg.Observe(rec) }); p != nil {
+		c.cfg.Logger.Error("lily Observe panicked", "queue", c.spec.Name, "detail", sanitize.Text(fmt.Sprint(p), decide.MaxCause))
+	}
 }

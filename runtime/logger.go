@@ -30,33 +30,33 @@ func guardLogger(l *slog.Logger) *slog.Logger {
 	return slog.New(guardedHandler{h: l.Handler(), told: new(atomic.Bool)})
 }
 
-func (g guardedHandler) Enabled(ctx context.Context, level slog.Level) bool {
-	defer g.recovered()
-	return g.h.Enabled(ctx, level)
+func (g guardedHandler) Enabled(ctx context.Context, level slog.Level) (on bool) {
+	g.call(func() { on = g.h.Enabled(ctx, level) })
+	return on
 }
 
-func (g guardedHandler) Handle(ctx context.Context, r slog.Record) error {
-	defer g.recovered()
-	return g.h.Handle(ctx, r)
+func (g guardedHandler) Handle(ctx context.Context, r slog.Record) (err error) {
+	g.call(func() { err = g.h.Handle(ctx, r) })
+	return err
 }
 
-func (g guardedHandler) WithAttrs(attrs []slog.Attr) (h slog.Handler) {
-	h = g // kept when the handler panics
-	defer g.recovered()
-	return guardedHandler{h: g.h.WithAttrs(attrs), told: g.told}
+func (g guardedHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	var h slog.Handler = g // kept when the handler panics
+	g.call(func() { h = guardedHandler{h: g.h.WithAttrs(attrs), told: g.told} })
+	return h
 }
 
-func (g guardedHandler) WithGroup(name string) (h slog.Handler) {
-	h = g // kept when the handler panics
-	defer g.recovered()
-	return guardedHandler{h: g.h.WithGroup(name), told: g.told}
+func (g guardedHandler) WithGroup(name string) slog.Handler {
+	var h slog.Handler = g // kept when the handler panics
+	g.call(func() { h = guardedHandler{h: g.h.WithGroup(name), told: g.told} })
+	return h
 }
 
-// recovered ends a panic of the handler's. Deferred, so that recover sees
-// it; a panicking Enabled says not enabled, Handle no error, and WithAttrs
-// and WithGroup keep the handler as it was.
-func (g guardedHandler) recovered() {
-	if p := recover(); p != nil && g.told.CompareAndSwap(false, true) {
+// call calls f, a call of the handler's, and ends its panic: a panicking
+// Enabled says not enabled, Handle no error, and WithAttrs and WithGroup
+// keep the handler as it was.
+func (g guardedHandler) call(f func()) {
+	if p := recovered(f); p != nil && g.told.CompareAndSwap(false, true) {
 		fmt.Fprintf(os.Stderr, "lily: Config.Logger's handler panicked; its records are dropped while it does (said once): %s\n",
 			sanitize.Text(fmt.Sprint(p), decide.MaxCause))
 	}

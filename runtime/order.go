@@ -198,28 +198,34 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined quarantine.Verdict, in
 	}
 	returned := false
 	defer func() {
-		p := recover()
 		if returned {
 			return
 		}
-		detail := "it called runtime.Goexit instead of returning"
-		if p != nil {
-			detail = fmt.Sprint(p)
-		}
-		c.cfg.Logger.Error("lily OrderKey panicked; the delivery is ordered only behind others whose key panicked",
-			"queue", c.spec.Name, "message_id", idText(d, own.env), "detail", sanitize.Text(detail, decide.MaxCause))
-		key, read = panicked, &own
-		if p == nil && in != nil {
-			// A Goexit: this goroutine ends once its deferred calls have run.
+		// A Goexit: this goroutine ends once its deferred calls have run.
+		key, read = c.keyPanicked(d, &own, "it called runtime.Goexit instead of returning")
+		if in != nil {
 			in.exited(d, key, read)
 		}
 	}()
-	k := c.spec.OrderKey(d.Headers, d.Body)
+	var k string
+	p := recovered(func() { k = c.spec.OrderKey(d.Headers, d.Body) })
 	returned = true
+	if p != nil {
+		return c.keyPanicked(d, &own, fmt.Sprint(p))
+	}
 	if len(k) > maxOrderKey {
 		k = k[:maxOrderKey]
 	}
 	return laneKey{key: k}, &own
+}
+
+// keyPanicked logs that d's OrderKey panicked, or called runtime.Goexit, as
+// detail says, and returns the lane of those whose key panicked, with own,
+// the guard's reading of d.
+func (c *Consumer) keyPanicked(d *amqp.Delivery, own *reading, detail string) (laneKey, *reading) {
+	c.cfg.Logger.Error("lily OrderKey panicked; the delivery is ordered only behind others whose key panicked",
+		"queue", c.spec.Name, "message_id", idText(d, own.env), "detail", sanitize.Text(detail, decide.MaxCause))
+	return panicked, own
 }
 
 // inOrder takes d into the lane of key, orderKey's, in the order received,

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/exec"
 	goruntime "runtime"
 	"slices"
 	"strconv"
@@ -283,15 +285,27 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 
 // The intake that reads what the client buffered after the cancel goes on
 // past an OrderKey that calls runtime.Goexit, on another goroutine: every
-// delivery takes its place, and the intake ends with the deliveries.
+// delivery takes its place, and the intake ends with the deliveries. One
+// that panics with nil is no Goexit, even under GODEBUG=panicnil=1, where
+// recover returns nil for it: the test runs itself again under it.
 func TestOrderedIntakeGoesOnPastAGoexit(t *testing.T) {
+	if os.Getenv("LILY_PANICNIL_CHILD") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestOrderedIntakeGoesOnPastAGoexit$", "-test.v")
+		cmd.Env = append(os.Environ(), "GODEBUG=panicnil=1", "LILY_PANICNIL_CHILD=1")
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestOrderedIntakeGoesOnPastAGoexit") {
+			t.Errorf("under GODEBUG=panicnil=1: %v\n%s", err, out)
+		}
+	}
 	spec := QueueSpec{
 		Name: "lane-test", Topology: topology.Queue{Type: "classic", DeadLetterQueue: "lane-test.dlq"},
-		Prefetch: 4, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
+		Prefetch: 5, Concurrency: 1, MaxAttempts: 1, MaxBodyBytes: 1024, HandlerTimeout: time.Second,
 		OrderKey: func(h map[string]any, _ []byte) string {
 			s, _ := h["k"].(string)
-			if s == "exit" {
+			switch s {
+			case "exit":
 				goruntime.Goexit()
+			case "nil":
+				panic(nil)
 			}
 			return s
 		},
@@ -304,8 +318,8 @@ func TestOrderedIntakeGoesOnPastAGoexit(t *testing.T) {
 	c.hooks.enteredLane = func() { entered.Add(1) }
 	r := c.newRun()
 	gen := r.newGeneration()
-	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
-	keys := []string{"a", "exit", "exit", "b"}
+	gen.Settler = settle.NewSettler(discardAcker{}, gen, 5)
+	keys := []string{"a", "exit", "exit", "nil", "b"}
 	deliveries := make(chan amqp.Delivery, len(keys))
 	for i, k := range keys {
 		deliveries <- amqp.Delivery{DeliveryTag: uint64(i + 1), MessageId: fmt.Sprint("m-", i), Type: "t", ContentType: "application/json",

@@ -178,18 +178,11 @@ func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time)
 // handler's call with it: the claim is then rolled back and the delivery
 // deferred, and bind returns a nil tx.
 func (c *Consumer) bind(o *outcome.Outcome, tx InboxTx, base context.Context) (context.Context, InboxTx) {
-	bound, why := func() (ctx context.Context, why string) {
-		defer func() {
-			if p := recover(); p != nil {
-				why = fmt.Sprint("inbox: Bind panicked: ", p)
-			}
-		}()
-		if ctx = tx.Bind(base); ctx == nil {
-			return nil, "inbox: Bind returned no context"
-		}
-		return ctx, ""
-	}()
-	if why == "" {
+	var bound context.Context
+	why := "inbox: Bind returned no context"
+	if p := recovered(func() { bound = tx.Bind(base) }); p != nil {
+		why = fmt.Sprint("inbox: Bind panicked: ", p)
+	} else if bound != nil {
 		return bound, tx
 	}
 	o.Claim, o.Deferred, o.Reason = outcome.InboxDeferred, true, sanitize.Text(why, decide.MaxCause)
@@ -277,13 +270,11 @@ func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) 
 	defer cancel()
 	v, err := step.Open(ctx, func() (v T, err error) {
 		c.userSteps.Add(1)
-		defer func() {
-			c.userSteps.Add(-1)
-			if p := recover(); p != nil {
-				err = fmt.Errorf("panic: %v", p)
-			}
-		}()
-		return run(ctx)
+		defer c.userSteps.Add(-1)
+		if p := recovered(func() { v, err = run(ctx) }); p != nil {
+			return v, fmt.Errorf("panic: %v", p)
+		}
+		return v, err
 	}, discard)
 	if errors.Is(err, step.ErrTimeout) {
 		// The user's code, or the database behind an inbox, was slow: not

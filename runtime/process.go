@@ -373,14 +373,12 @@ func (c *Consumer) handled(r *run, res outcome.HandlerResult) outcome.HandlerRes
 
 // invoke calls the route and turns a panic into a retryable failure: like a
 // plain error it is unclassified, and the retry policy bounds how often it runs.
-func invoke(ctx context.Context, route routeFn, rd RawDelivery) (res outcome.HandlerResult) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Panicked: true, Cause: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
-		}
-	}()
-	err := route(ctx, rd)
-	res = outcome.HandlerResult{Ran: true, Kind: kindOf(err)}
+func invoke(ctx context.Context, route routeFn, rd RawDelivery) outcome.HandlerResult {
+	var err error
+	if p := recovered(func() { err = route(ctx, rd) }); p != nil {
+		return outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Panicked: true, Cause: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
+	}
+	res := outcome.HandlerResult{Ran: true, Kind: kindOf(err)}
 	if qe, ok := err.(*QueueHandlerError); ok && qe.cause != nil {
 		err = qe.cause // the kind is kept apart; the cause says what went wrong
 	}

@@ -46,8 +46,9 @@ type QueueSpec struct {
 	// and body of a delivery the guard has passed, on the intake's goroutine
 	// (a delivery the guard refuses goes to the DLQ unread, in no order); it
 	// must be quick and must not keep them. A
-	// panic in it, or a runtime.Goexit, is logged, and the delivery is
-	// ordered only behind others whose key panicked. Order holds
+	// panic in it (a panic(nil) too, even under GODEBUG=panicnil=1), or a
+	// runtime.Goexit, is logged, and the delivery is ordered only behind
+	// others whose key panicked. Order holds
 	// while each delivery settles within its budget: a retry waits in line,
 	// its key's later deliveries behind it, unless the budget cannot carry
 	// it, when it goes through its bucket and comes back behind them; and

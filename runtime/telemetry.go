@@ -117,10 +117,10 @@ const ownHeaders = "x-lily-"
 // ignore is the done of a call no Telemetry is told of.
 func ignore(string, time.Time) {}
 
-// recovered logs a panic of the hook's method, which the runtime goes on
-// without. Deferred, so that recover sees the panic.
-func (h hook) recovered(method string) {
-	if p := recover(); p != nil {
+// call calls f, a call of the hook's method, and logs its panic, which the
+// runtime goes on without.
+func (h hook) call(method string, f func()) {
+	if p := recovered(f); p != nil {
 		h.logError(slog.String("method", method), slog.String("detail", "panicked: "+sanitize.Text(fmt.Sprint(p), decide.MaxCause)))
 	}
 }
@@ -141,8 +141,7 @@ func (h hook) guarded(method string, done func(string, time.Time)) func(string, 
 		return ignore
 	}
 	return func(evidence string, at time.Time) {
-		defer h.recovered(method)
-		done(evidence, at)
+		h.call(method, func() { done(evidence, at) })
 	}
 }
 
@@ -163,10 +162,7 @@ func (h hook) received(ctx context.Context, queue string, d RawDelivery) context
 		return ctx
 	}
 	got := ctx
-	func() {
-		defer h.recovered("Received")
-		got = h.t.Received(ctx, queue, d)
-	}()
+	h.call("Received", func() { got = h.t.Received(ctx, queue, d) })
 	if got == nil || got == ctx {
 		return ctx
 	}
@@ -180,14 +176,8 @@ func (h hook) received(ctx context.Context, queue string, d RawDelivery) context
 // readable reports whether ctx answers a value lookup without panicking: a
 // context that embeds a nil one does not, and the handler's context, built
 // on it, would panic where nothing recovers.
-func readable(ctx context.Context) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = false
-		}
-	}()
-	ctx.Value(readableProbe{})
-	return true
+func readable(ctx context.Context) bool {
+	return recovered(func() { ctx.Value(readableProbe{}) }) == nil
 }
 
 type readableProbe struct{}
@@ -202,12 +192,8 @@ type valuesOf struct {
 }
 
 func (v valuesOf) Value(key any) (value any) {
-	defer func() {
-		if recover() != nil {
-			value = nil
-		}
-	}()
-	return v.values.Value(key)
+	recovered(func() { value = v.values.Value(key) })
+	return value
 }
 
 // publishing tells the hook of p, a publish about to be made, and returns p
@@ -229,10 +215,7 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		maps.DeleteFunc(seen.Headers, func(k string, _ any) bool { return strings.HasPrefix(k, envelope.HeaderFailurePrefix) })
 	}
 	done := ignore
-	func() {
-		defer h.recovered("Publish")
-		done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen))
-	}()
+	h.call("Publish", func() { done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen)) })
 	// Nor may it route the publish elsewhere (CC, BCC: a handoff's copy
 	// would reach the queues they name), or write the broker's records of
 	// a message's life (x-death: the broker would drop a retry copy where
@@ -298,8 +281,7 @@ func (h hook) settle(ctx context.Context, op string) (done func(string, time.Tim
 	if h.t == nil {
 		return done
 	}
-	defer h.recovered("Settle")
-	done = h.guarded("Settle", h.t.Settle(ctx, op))
+	h.call("Settle", func() { done = h.guarded("Settle", h.t.Settle(ctx, op)) })
 	return done
 }
 
@@ -308,8 +290,7 @@ func (h hook) settled(ctx context.Context, r Record) {
 	if h.t == nil {
 		return
 	}
-	defer h.recovered("Settled")
-	h.t.Settled(ctx, r)
+	h.call("Settled", func() { h.t.Settled(ctx, r) })
 }
 
 // lost tells the hook of a loss that Report.Lost lists or counts.
@@ -317,6 +298,5 @@ func (h hook) lost(queue, why string) {
 	if h.t == nil {
 		return
 	}
-	defer h.recovered("Lost")
-	h.t.Lost(queue, why)
+	h.call("Lost", func() { h.t.Lost(queue, why) })
 }
