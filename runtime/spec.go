@@ -45,11 +45,12 @@ type QueueSpec struct {
 	// them (a constant key handles every delivery so). It reads the headers
 	// and body of a delivery the guard has passed, on the intake's goroutine
 	// (a delivery the guard refuses goes to the DLQ unread, in no order); it
-	// must be quick and must not keep them. A
-	// panic in it (a panic(nil) too, even under GODEBUG=panicnil=1), or a
-	// runtime.Goexit, is logged, and the delivery is ordered only behind
-	// others whose key panicked. Order holds
-	// while each delivery settles within its budget: a retry waits in line,
+	// must be quick, and must neither keep nor change them: they are the
+	// delivery's own, which its handler reads and its retry and DLQ copies
+	// carry on. A panic in it (a panic(nil) too, even under
+	// GODEBUG=panicnil=1), or a runtime.Goexit, is logged, and the delivery
+	// is ordered only behind others whose key panicked. Order holds while
+	// each delivery settles within its budget: a retry waits in line,
 	// its key's later deliveries behind it, unless the budget cannot carry
 	// it, when it goes through its bucket and comes back behind them; and
 	// across a recycle of the channel only for the keys with nothing waiting.
