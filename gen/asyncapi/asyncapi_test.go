@@ -263,6 +263,9 @@ func TestPatternsForJSONSchema(t *testing.T) {
 		`^\.\*\+\?\(\)\[\]\{\}\|\/\\\^\$`: true, `^[\]\[\/\^]+$`: true,
 		`^\101$`: false, `^\08$`: false, `^[\01]$`: false, `^a\0b$`: true, `^[\0]$`: true, `^\a$`: false,
 		`^\f\n\r\t\v\d\D\w\W$`: true, `\bx\B`: true,
+		// A - beside a class escape: a member in RE2, a range ECMA refuses.
+		`^[\w-.]+$`: false, `^[\d-z]+$`: false, `^[^\W--]$`: false, `^[a-z\d-]+$`: true, `^[-\w.]+$`: true,
+		`^[^-\d]$`: true, `^[\w\-.]+$`: true, `^[\w.-]+$`: true,
 		// Braces and brackets RE2 takes as themselves.
 		`^{a}$`: false, `^a{,3}$`: false, `^a{1$`: false, `^a{ 2}$`: false, `^a]$`: false, `^a}$`: false,
 		`^a{2}$`: true, `^a{02,}?$`: true, `^a{2,3}b$`: true, `^[{}()|]$`: true, `^[:a]$`: true,

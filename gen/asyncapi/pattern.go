@@ -6,9 +6,9 @@ import "strings"
 // which Ajv and other tools compile in unicode mode. Most patterns read the
 // same in both. ecmaPattern takes only those whose every part it knows to:
 // anything else, such as RE2's flags, \A, \z, \p{…}, \Q…\E, \x{…}, POSIX
-// classes, \s, octal escapes, escapes ECMA refuses (\-, \@, \_, \#), and
-// braces RE2 takes as themselves, goes to x-lily-pattern instead, which
-// those tools leave alone.
+// classes, \s, octal escapes, escapes ECMA refuses (\-, \@, \_, \#), a -
+// beside \d or \w in a class, and braces RE2 takes as themselves, goes to
+// x-lily-pattern instead, which those tools leave alone.
 
 // ecmaPattern reports whether RE2 pattern p, which the schema has checked,
 // reads the same as an ECMA 262 pattern in unicode mode, the dots aside
@@ -85,6 +85,10 @@ func ecmaClass(s string) (int, bool) {
 	if i < len(s) && s[i] == ']' {
 		return 0, false
 	}
+	// RE2 reads a - beside a class escape such as \w as itself; in unicode
+	// mode ECMA takes it for a range to or from the escape, and refuses it.
+	// dash: the member before is a - that is not the class's first.
+	first, dash := i, false
 	for i < len(s) {
 		switch s[i] {
 		case ']':
@@ -94,7 +98,10 @@ func ecmaClass(s string) (int, bool) {
 			if !ok {
 				return 0, false
 			}
-			i += n
+			if strings.IndexByte("dDwW", s[i+1]) >= 0 && (dash || dashBefore(s[i+n:])) {
+				return 0, false
+			}
+			i, dash = i+n, false
 			continue
 		case '[':
 			// A POSIX class such as [:alpha:].
@@ -102,10 +109,15 @@ func ecmaClass(s string) (int, bool) {
 				return 0, false
 			}
 		}
+		dash = s[i] == '-' && i > first
 		i++
 	}
 	return 0, false
 }
+
+// dashBefore reports whether s, the rest of a class, starts with a - that
+// another member follows.
+func dashBefore(s string) bool { return len(s) > 1 && s[0] == '-' && s[1] != ']' }
 
 // ecmaGroup reads the start of the group at s: its length, and whether ECMA
 // reads it as RE2 does. RE2's flags and (?P<name> are its own, and a name
