@@ -97,6 +97,8 @@ var facts = []fact{
 	{"edges", "components/messages/MergedV1/examples/0/payload", `{"id":"a","<<":{"b":1},"tags":{"<<":2}}`},
 	{"edges", "components/messages/MergedV1/examples/0/headers/<<", `"x"`},
 	{"edges", "channels/queue.merged/x-lily-bindings/0/headers", `{"<<":"merge"}`},
+	// U+0085, U+2028 and U+2029 are characters, YAML 1.2 and 1.1 alike.
+	{"edges", "components/messages/QuotedV1/examples/0/payload", `{"text":"a\u2028b","note":"c\u2029d\u0085e","counts":{"f\u2028g":1,"h\u0085i":2}}`},
 	// A { or } in an address would open a parameter: the name is the
 	// AMQP binding's alone.
 	{"edges", "channels/queue.pings._eu_/address", `null`},

@@ -31,6 +31,8 @@ var resolvedFacts = []fact{
 	{"cmd_asyncapi", "channels/queue.billing.invoices/x-lily-retry/delays", `["5s","1m0s"]`},
 	{"cmd_asyncapi", "components/messages/PaymentAuthorizedV1/headers/properties/cloudEvents_dataversion/enum", `[1,"1"]`},
 	{"edges", "channels/queue.pings._eu_/address", `null`},
+	// YAML 1.2 reads U+0085, U+2028 and U+2029 as characters.
+	{"edges", "components/messages/QuotedV1/examples/0/payload", `{"text":"a\u2028b","note":"c\u2029d\u0085e","counts":{"f\u2028g":1,"h\u0085i":2}}`},
 }
 
 // TestAsyncAPIParser validates every documented schema's document with the

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -44,7 +45,18 @@ func (o object) node() *yaml.Node {
 // mapping is o's node even when empty.
 func (o object) mapping() *yaml.Node { return o.n }
 
-func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+// str is s as a string scalar. The encoder writes a string holding U+2028
+// or U+2029 single-quoted, that character raw and the next line indented,
+// as YAML 1.1 reads a line break; YAML 1.2 readers, AsyncAPI's parser among
+// them, take it for a character and keep the indentation. Double quotes
+// write it, and U+0085, as an escape that both read alike.
+func str(s string) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+	if strings.ContainsAny(s, "\u0085\u2028\u2029") {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	return n
+}
 
 // mappingKey is key as a mapping's key. The encoder writes << plain, and
 // YAML 1.1 readers (yaml.v3 among them) take a plain << for a merge key: a
