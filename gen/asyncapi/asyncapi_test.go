@@ -99,6 +99,9 @@ var facts = []fact{
 	{"edges", "channels/queue.merged/x-lily-bindings/0/headers", `{"<<":"merge"}`},
 	// U+0085, U+2028 and U+2029 are characters, YAML 1.2 and 1.1 alike.
 	{"edges", "components/messages/QuotedV1/examples/0/payload", `{"text":"a\u2028b","note":"c\u2029d\u0085e","counts":{"f\u2028g":1,"h\u0085i":2}}`},
+	// A line break at either end of a string stays.
+	{"edges", "components/messages/QuotedV1/examples/1/payload", `{"switch":"10:30","lines":["\n","\na"," a\nb","a\n\n","\r\n","OFF","1:2.5","<<","="],"counts":{"=":1,"on":2}}`},
+	{"edges", "components/messages/QuotedV1/payload/properties/switch/enum", `["on","off","yes","No","y","10:30",null]`},
 	// A { or } in an address would open a parameter: the name is the
 	// AMQP binding's alone.
 	{"edges", "channels/queue.pings._eu_/address", `null`},
@@ -355,5 +358,30 @@ queues:
 	}
 	if x := f.Messages[0]; ids[variantKey{x.Versions[0], "foo-v2"}][0] != "XV1InFooV2" {
 		t.Errorf("X v1 in foo-v2 is %v", ids[variantKey{x.Versions[0], "foo-v2"}])
+	}
+}
+
+// A string that a YAML 1.1 reader such as PyYAML would take for another
+// type, or that holds a line break, is double-quoted, as a value and as a
+// key; others are left to the encoder.
+func TestStringsReadAlike(t *testing.T) {
+	for s, quoted := range map[string]bool{
+		"on": true, "Off": true, "YES": true, "n": true, "y": true, "No": true, "true": true,
+		"10:30": true, "-1:20:30": true, "1_0:05": true, "1:2.5": true, "0:30.": true, "<<": true, "=": true,
+		"\n": true, "\na": true, "a\r": true, " a\nb": true, "a\u2028b": true,
+		"one": false, "nope": false, "10:60": false, "0:30": false, "1:2:": false, "<<<": false, "==": false, "a b": false,
+	} {
+		n := str(s)
+		if got := n.Style == yaml.DoubleQuotedStyle; got != quoted {
+			t.Errorf("str(%q) double-quoted %v, want %v", s, got, quoted)
+		}
+		doc, err := encode(newObject().set(s, n).mapping())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]string
+		if err := yaml.Unmarshal(doc, &back); err != nil || len(back) != 1 || back[s] != s {
+			t.Errorf("%q written as %q reads back as %q (%v)", s, doc, back, err)
+		}
 	}
 }

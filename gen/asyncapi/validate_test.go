@@ -33,6 +33,9 @@ var resolvedFacts = []fact{
 	{"edges", "channels/queue.pings._eu_/address", `null`},
 	// YAML 1.2 reads U+0085, U+2028 and U+2029 as characters.
 	{"edges", "components/messages/QuotedV1/examples/0/payload", `{"text":"a\u2028b","note":"c\u2029d\u0085e","counts":{"f\u2028g":1,"h\u0085i":2}}`},
+	// A line break at either end of a string stays.
+	{"edges", "components/messages/QuotedV1/examples/1/payload", `{"switch":"10:30","lines":["\n","\na"," a\nb","a\n\n","\r\n","OFF","1:2.5","<<","="],"counts":{"=":1,"on":2}}`},
+	{"edges", "components/messages/QuotedV1/payload/properties/switch/enum", `["on","off","yes","No","y","10:30",null]`},
 }
 
 // TestAsyncAPIParser validates every documented schema's document with the

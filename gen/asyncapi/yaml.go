@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ func newObject() object { return object{&yaml.Node{Kind: yaml.MappingNode, Tag: 
 // leave out is passed as it is, without a test at each call.
 func (o object) set(key string, v *yaml.Node) object {
 	if v != nil {
-		o.n.Content = append(o.n.Content, mappingKey(key), v)
+		o.n.Content = append(o.n.Content, str(key), v)
 	}
 	return o
 }
@@ -45,29 +46,30 @@ func (o object) node() *yaml.Node {
 // mapping is o's node even when empty.
 func (o object) mapping() *yaml.Node { return o.n }
 
-// str is s as a string scalar. The encoder writes a string holding U+2028
-// or U+2029 single-quoted, that character raw and the next line indented,
-// as YAML 1.1 reads a line break; YAML 1.2 readers, AsyncAPI's parser among
-// them, take it for a character and keep the indentation. Double quotes
-// write it, and U+0085, as an escape that both read alike.
+// str is s as a string scalar, as a value or a key. The encoder quotes
+// only what YAML 1.2 would read as another type, and writes a string with
+// line breaks as a block or single-quoted. Readers misread some of that:
+// YAML 1.1 ones (PyYAML, and tools built on it) take on, No and the like
+// for booleans, 10:30 for the base-60 number 630, a plain << or = for a
+// merge or a value key, which PyYAML refuses to load as a value; yaml.v3,
+// js-yaml and AsyncAPI's parser lose or gain a block's leading and trailing
+// line breaks ("\n" is written as an empty |2+ block, read as ""); a
+// single-quoted U+2028 or U+2029 is a line break to YAML 1.1 and a
+// character to 1.2. Such a string is double-quoted, where every reader
+// reads it alike, its line breaks as escapes.
 func str(s string) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
-	if strings.ContainsAny(s, "\u0085\u2028\u2029") {
+	if yaml11.MatchString(s) || strings.ContainsAny(s, "\n\r\u0085\u2028\u2029") {
 		n.Style = yaml.DoubleQuotedStyle
 	}
 	return n
 }
 
-// mappingKey is key as a mapping's key. The encoder writes << plain, and
-// YAML 1.1 readers (yaml.v3 among them) take a plain << for a merge key: a
-// key << of the schema's, such as an example's member, is quoted.
-func mappingKey(key string) *yaml.Node {
-	n := str(key)
-	if key == "<<" {
-		n.Style = yaml.DoubleQuotedStyle
-	}
-	return n
-}
+// yaml11 matches the strings that yaml.v3 writes plain and YAML 1.1 reads
+// as another type: its booleans, its base-60 integers and floats, and its
+// merge and value keys.
+var yaml11 = regexp.MustCompile(`^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF` +
+	`|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|<<|=)$`)
 
 func integer[T int | int64](v T) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(int64(v), 10)}
@@ -155,7 +157,7 @@ func jsonNode(d *json.Decoder) (*yaml.Node, error) {
 				if err != nil {
 					return nil, err
 				}
-				n.Content = append(n.Content, mappingKey(k.(string)))
+				n.Content = append(n.Content, str(k.(string)))
 			}
 			item, err := jsonNode(d)
 			if err != nil {
