@@ -119,6 +119,7 @@ var facts = []fact{
 	{"edges", "components/messages/PingedV2Structured/examples/0/headers", `{"x-lily-version":2,"x-region":"eu"}`},
 	{"edges", "components/messages/PongedV2Structured/payload/required", `["specversion","id","source","type","data","datacontenttype"]`},
 	{"edges", "components/messages/PongedV2Structured/payload/properties/datacontenttype/const", `"application/json; v=2"`},
+	{"edges", "components/messages/PingedV2Structured/payload/properties/datacontenttype/pattern", `"^ *(?:[Aa][Pp][Pp][Ll][Ii][Cc][Aa][Tt][Ii][Oo][Nn]/[Jj][Ss][Oo][Nn]) *(?:;[ -~]*)?$"`},
 }
 
 // name is the short name of a documented schema: its golden case, or the
@@ -283,6 +284,23 @@ func TestPatternsForJSONSchema(t *testing.T) {
 	} {
 		if got := ecmaPattern(p); got != ecma {
 			t.Errorf("ecmaPattern(%q) = %v, want %v", p, got, ecma)
+		}
+	}
+}
+
+// A structured CloudEvent's datacontenttype is what the guard routes to
+// the version: its media type one of the version's, trimmed of spaces and
+// compared without case, in printable ASCII.
+func TestMediaPattern(t *testing.T) {
+	re := regexp.MustCompile(mediaPattern([]string{"application/json", "application/vnd.a+json"}))
+	for s, routed := range map[string]bool{
+		"application/json": true, "Application/JSON": true, " application/json ; charset=utf-8": true, "application/json;v=2": true,
+		"APPLICATION/VND.A+JSON": true, "application/vnd.a+json;": true,
+		"text/plain": false, "application/jsonx": false, "application/json x": false, "application/vnd.aa+json": false,
+		"application/json\t": false, "application/json; é": false, "": false, ";application/json": false,
+	} {
+		if re.MatchString(s) != routed {
+			t.Errorf("pattern %s matches %q: %v, want %v", re, s, !routed, routed)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package asyncapi
 
 import (
+	"regexp"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -195,10 +197,16 @@ const structuredMedia = "application/cloudevents+json"
 // refused, since Lily reads JSON data alone. Extension attributes may come
 // beside.
 // The data's content type is datacontenttype, which carries the version
-// when pr reads it from a content type parameter.
+// when pr reads it from a content type parameter. Otherwise the guard
+// routes by its media type, so one of another media type has no route and
+// is dead-lettered: the schema takes what the guard would route.
 func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, data *yaml.Node) *yaml.Node {
 	text := stringSchema
-	dataType := newObject().set("type", str("string")).set("default", str(schema.DefaultContentType)).mapping()
+	dataType := newObject().set("type", str("string")).
+		set("maxLength", integer(envelope.MaxContentTypeBytes)).
+		set("pattern", str(mediaPattern(v.ContentTypes))).
+		set("default", str(schema.DefaultContentType)).
+		set("description", str("The data's content type, routed by its media type ("+strings.Join(v.ContentTypes, " or ")+", in any case); parameters may follow.")).mapping()
 	required := []string{"specversion", "id", "source", "type", "data"}
 	if pr.Version.ContentTypeParameter != "" {
 		dataType = newObject().set("type", str("string")).set("const", str(contentType(v, pr))).
@@ -221,6 +229,26 @@ func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, 
 		required = append(required, a)
 	}
 	return newObject().set("type", str("object")).set("properties", props.mapping()).set("required", strs(required)).mapping()
+}
+
+// mediaPattern matches a content type as the guard reads one to route it:
+// printable ASCII, the media type one of types, compared without case once
+// the spaces around it are trimmed, then any parameters after a ;. Each
+// letter is a class of both cases, since ECMA 262 patterns carry no flags.
+func mediaPattern(types []string) string {
+	alts := make([]string, len(types))
+	for i, t := range types {
+		var b strings.Builder
+		for _, c := range []byte(t) {
+			if lower := c | 0x20; 'a' <= lower && lower <= 'z' {
+				b.Write([]byte{'[', lower - 0x20, lower, ']'})
+			} else {
+				b.WriteString(regexp.QuoteMeta(string(c)))
+			}
+		}
+		alts[i] = b.String()
+	}
+	return "^ *(?:" + strings.Join(alts, "|") + ") *(?:;[ -~]*)?$"
 }
 
 // idPattern is envelope.IDText as a pattern: printable ASCII without
