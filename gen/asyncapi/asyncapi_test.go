@@ -111,7 +111,7 @@ var facts = []fact{
 	{"edges", "channels/queue.pings/address", `"pings"`},
 	// A pattern ECMA 262 would refuse is RE2's alone.
 	{"edges", "components/messages/PatternedV1/payload/properties/dashed", `{"type":["string","null"],"x-lily-pattern":"^a\\-b$"}`},
-	{"edges", "components/messages/PatternedV1/headers/properties/x-code", `{"type":"string","x-lily-pattern":"^\\#[0-9]+$"}`},
+	{"edges", "components/messages/PatternedV1/headers/properties/x-code", `{"type":"string","maxLength":4096,"x-lily-pattern":"^\\#[0-9]+$"}`},
 	{"edges", "components/messages/PatternedV1/payload/properties/ranged/pattern", `"^[a\\-z]+\\/\\{[0-9]{2,3}\\}$"`},
 	// A structured CloudEvent carries its version where the guard reads it:
 	// in Lily's header, or as datacontenttype's parameter.

@@ -117,6 +117,14 @@ func headersSchema(hs []header) *yaml.Node {
 func typedHeaders(v *schema.Version) []header {
 	out := make([]header, len(v.Headers))
 	for i, h := range v.Headers {
+		// The guard refuses a string header value over 4096 bytes. A
+		// character is a byte or more, so maxLength, which counts
+		// characters, states a bound every value the guard takes meets.
+		if limit := envelope.MaxHeaderValueBytes; h.Type == schema.String && (h.MaxLength == nil || *h.MaxLength > limit) {
+			bounded := *h
+			bounded.MaxLength = &limit
+			h = &bounded
+		}
 		s := fieldSchema(h, inHeaders)
 		if h.Type == schema.Time {
 			s = timeHeader()

@@ -106,14 +106,16 @@ func valueSchema(f *schema.Field, nullable bool) object {
 		}
 		return newObject().set("type", typeName("string", nullable)).set("enum", values)
 	case schema.Integer:
-		o := newObject().set("type", typeName("integer", nullable))
+		// int64's own range where the schema sets no bound: values are
+		// read as int64s. YAML writes its ends exactly.
+		lo, hi := f.Int.Range()
 		if f.MinInt != nil {
-			o.set("minimum", integer(*f.MinInt))
+			lo = *f.MinInt
 		}
 		if f.MaxInt != nil {
-			o.set("maximum", integer(*f.MaxInt))
+			hi = *f.MaxInt
 		}
-		return o
+		return newObject().set("type", typeName("integer", nullable)).set("minimum", integer(lo)).set("maximum", integer(hi))
 	case schema.Number:
 		o := newObject().set("type", typeName("number", nullable))
 		if f.MinNum != nil {
