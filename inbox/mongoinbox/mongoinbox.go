@@ -241,7 +241,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: owner}, {Key: "claimed_until", Value: leaseUntil(now, in.opts.Lease, end)}}}},
 		options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
-		return in.leaseHeld(ctx, id)
+		return in.byMarker(ctx, id, "another worker holds the lease, and reading the marker failed", errLeaseHeld)
 	}
 	if err != nil {
 		return nil, failed("lease", err)
@@ -257,7 +257,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		switch {
 		case mongo.IsDuplicateKeyError(err):
 			c.release()
-			return in.duplicate(ctx, id)
+			return in.byMarker(ctx, id, "read the marker", errUndecided)
 		case hasLabel(err, "TransientTransactionError") && try < in.opts.ClaimRetries && pause(ctx, in.opts.RetryEvery):
 			continue
 		case hasLabel(err, "TransientTransactionError"):
@@ -272,42 +272,33 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	}
 }
 
-// duplicate answers a marker insert that collided. The marker the insert
-// met may be on the primary alone (another worker's commit whose majority
-// never confirmed it, its lease since expired): a failover would undo it. It
-// is a duplicate only when a majority read on the primary finds it;
-// otherwise the claim defers until that commit is decided.
-func (in *Inbox) duplicate(ctx context.Context, id bson.D) (runtime.InboxTx, error) {
+// byMarker answers a claim that met another's hold on its message: a
+// marker insert that collided, or a live lease. The marker the insert met
+// may be on the primary alone (another worker's commit whose majority never
+// confirmed it, its lease since expired): a failover would undo it. And a
+// lease can outlive its claim's commit (the worker died between the commit
+// and the lease's release, or an ambiguous commit landed, its lease kept on
+// purpose), where waiting for it to expire would defer every redelivery for
+// up to Lease. So a majority read on the primary decides: the marker found
+// is a duplicate; else the claim defers, as absent says; a failed read is
+// the step's failure.
+func (in *Inbox) byMarker(ctx context.Context, id bson.D, step string, absent error) (runtime.InboxTx, error) {
 	found, err := in.committed(ctx, bson.D{{Key: "_id", Value: id}})
 	switch {
 	case err != nil:
-		return nil, failed("read the marker", err)
+		return nil, failed(step, err)
 	case found:
 		return nil, errAlreadyCommitted
 	default:
-		return nil, errors.New("mongoinbox: the marker is not majority-committed yet: another worker's commit is undecided")
+		return nil, absent
 	}
 }
 
-var errAlreadyCommitted = fmt.Errorf("mongoinbox: already committed for this consumer: %w", runtime.ErrDuplicate)
-
-// leaseHeld answers a live lease: most often another worker's claim, still
-// running, and the claim defers. But a lease can outlive its claim's commit
-// (the worker died between the commit and the lease's release, or an
-// ambiguous commit landed, its lease kept on purpose): a majority read of
-// the marker then proves the duplicate at once, where waiting for the lease
-// to expire would defer every redelivery for up to Lease.
-func (in *Inbox) leaseHeld(ctx context.Context, id bson.D) (runtime.InboxTx, error) {
-	found, err := in.committed(ctx, bson.D{{Key: "_id", Value: id}})
-	switch {
-	case err != nil:
-		return nil, failed("another worker holds the lease, and reading the marker failed", err)
-	case found:
-		return nil, errAlreadyCommitted
-	default:
-		return nil, errors.New("mongoinbox: another worker holds the lease")
-	}
-}
+var (
+	errAlreadyCommitted = fmt.Errorf("mongoinbox: already committed for this consumer: %w", runtime.ErrDuplicate)
+	errUndecided        = errors.New("mongoinbox: the marker is not majority-committed yet: another worker's commit is undecided")
+	errLeaseHeld        = errors.New("mongoinbox: another worker holds the lease")
+)
 
 // committed reports whether a majority holds a marker matching filter: a
 // marker there survives any failover. It reads from the primary, whatever
