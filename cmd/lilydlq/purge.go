@@ -199,7 +199,7 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 	}
 	missing := sel.missing()
 	for _, id := range missing {
-		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s in %s\n", text(id, maxID), text(e.queue, maxQueue))
+		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s %s %s\n", text(id, maxID), among(res), text(e.queue, maxQueue))
 	}
 	// An id some copy carries, which the other criteria chose none of.
 	var unchosen []string

@@ -257,8 +257,9 @@ func TestPurgeIDIncomplete(t *testing.T) {
 		expiring := lilyCopy("expiring", "t", "permanent failure", "permanent", "src", 1, time.Now())
 		expiring.Expiration = "1"
 		b.publish(dlq, lilyCopy("stays", "t", "permanent failure", "permanent", "src", 1, time.Now()), expiring)
-		r := b.lilydlq("purge", "-confirm", dlq, "-id", "stays", "-wait", "1s", dlq)
+		r := b.lilydlq("purge", "-confirm", dlq, "-id", "stays", "-id", "expiring", "-wait", "1s", dlq)
 		if r.code != exitFailure || strings.Contains(r.stdout, "deleted stays") ||
+			!strings.Contains(r.stderr, "lilydlq purge: no copy with id expiring among the copies read of "+dlq+"\n") ||
 			!strings.Contains(r.stderr, "lilydlq purge: incomplete: 1 of the 2 copies ready when the read began were read, beside 0 other consumer(s): nothing deleted") {
 			t.Errorf("purge -id of a read cut short: exit %d, want %d, nothing deleted\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
 		}

@@ -80,6 +80,16 @@ type readResult struct {
 // ready one, so even a full count proves nothing.
 func (r readResult) whole() bool { return r.Read >= r.Ready && r.Consumers == 0 }
 
+// among is where a read found no copy of an id: in the queue when the read
+// was whole; else only among the copies it read, for one it did not read
+// may carry it.
+func among(r readResult) string {
+	if r.whole() {
+		return "in"
+	}
+	return "among the copies read of"
+}
+
 // readQueue visits, in queue order, the copies ready in queue when the read
 // begins (a passive declare counts them), without taking any it is not told
 // to: it consumes with manual acknowledgement and never NACKs. A copy visit

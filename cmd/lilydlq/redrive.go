@@ -286,7 +286,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		missing = sel.missing()
 	}
 	for _, id := range missing {
-		fmt.Fprintf(e.stderr, "lilydlq redrive: no copy with id %s in %s\n", text(id, maxID), text(e.queue, maxQueue))
+		fmt.Fprintf(e.stderr, "lilydlq redrive: no copy with id %s %s %s\n", text(id, maxID), among(res), text(e.queue, maxQueue))
 	}
 	// Copies that did not come, or were not read for the copies another
 	// consumer handed back, may have been chosen: as with export, the run
