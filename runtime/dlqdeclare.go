@@ -112,11 +112,12 @@ func (d *declarer) probe(name string, args map[string]any, key string, major int
 		if !isCode(err, amqp.PreconditionFailed) {
 			return nil, nil, err
 		}
-		if err := d.open(); err != nil {
-			return nil, nil, err
-		}
 		if named, _ := inequivalent(err); named != key {
+			// The caller reads it, on the channel it opens after it.
 			return try, err, nil
+		}
+		if err := d.open(); err != nil { // the 406 closed the channel
+			return nil, nil, err
 		}
 	}
 	return nil, nil, nil

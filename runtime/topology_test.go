@@ -225,15 +225,17 @@ func TestBrokerEstateDLQOfALongNameIsJudgedAsAShortOne(t *testing.T) {
 		name, kind string
 		args       amqp.Table
 		want       string // the argument refused, or the DLQ's arguments kept
+		probed     int    // the declares a cut reply adds: the values the broker refused
 	}{
-		{"limit", topology.Quorum, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(1)}, "refused x-delivery-limit"},
-		{"limit-behind-type", topology.Classic, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(1)}, "refused x-delivery-limit"},
-		{"stream", topology.Classic, amqp.Table{"x-queue-type": "stream"}, "refused x-queue-type"},
-		{"quorum", topology.Classic, amqp.Table{"x-queue-type": "quorum"}, `kept [{"x-queue-type","quorum"}]`},
+		{"limit", topology.Quorum, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(1)}, "refused x-delivery-limit", 0},
+		{"limit-behind-type", topology.Classic, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(1)}, "refused x-delivery-limit", 0},
+		{"stream", topology.Classic, amqp.Table{"x-queue-type": "stream"}, "refused x-queue-type", 1},
+		{"quorum", topology.Classic, amqp.Table{"x-queue-type": "quorum"}, `kept [{"x-queue-type","quorum"}]`, 0},
+		{"quorum-bounded", topology.Classic, amqp.Table{"x-queue-type": "quorum", "x-max-length": int64(5)}, "refused x-max-length", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			outcome := map[bool]string{}
+			outcome, opened := map[bool]string{}, map[bool]int{}
 			for _, long := range []bool{false, true} {
 				q := brokerSpec(t, func(q *runtime.QueueSpec) {
 					q.Topology.Type = c.kind
@@ -242,10 +244,17 @@ func TestBrokerEstateDLQOfALongNameIsJudgedAsAShortOne(t *testing.T) {
 					}
 				})
 				estateDLQ(t, q, c.args)
-				outcome[long] = judged(t, q, long)
+				outcome[long], opened[long] = judged(t, q, long)
 			}
 			if outcome[false] != c.want || outcome[true] != c.want {
 				t.Errorf("short name: %s; long name: %s; want %s for both", outcome[false], outcome[true], c.want)
+			}
+			// Each channel after the first follows a 406 that closed the
+			// one before, the probe's too, and no other: before, a probe
+			// whose 406 named another argument opened one for it, and the
+			// declare another, and the first was left open.
+			if opened[true] != opened[false]+c.probed {
+				t.Errorf("declared again, channels opened: short name %d, long name %d; want %d more", opened[false], opened[true], c.probed)
 			}
 		})
 	}
@@ -253,11 +262,12 @@ func TestBrokerEstateDLQOfALongNameIsJudgedAsAShortOne(t *testing.T) {
 
 // judged declares q's topology as the first connection does and as a
 // consuming session does again, and says what came of its DLQ: the
-// argument the broker's 406 names, or the DLQ's arguments once kept.
-func judged(t *testing.T, q runtime.QueueSpec, long bool) string {
+// argument the broker's 406 names, or the DLQ's arguments once kept; and
+// how many channels the second declare opened.
+func judged(t *testing.T, q runtime.QueueSpec, long bool) (string, int) {
 	t.Helper()
 	err := runtime.DeclareTopology(dial(t), q)
-	refusals, _, againErr := runtime.DeclareTopologyAgain(dial(t), q)
+	refusals, opened, againErr := runtime.DeclareTopologyAgain(dial(t), q)
 	if againErr != nil {
 		t.Fatalf("declared again: %v", againErr)
 	}
@@ -265,7 +275,7 @@ func judged(t *testing.T, q runtime.QueueSpec, long bool) string {
 		if len(refusals) != 0 {
 			t.Errorf("declared again: %v, after the first declare passed", refusals)
 		}
-		return "kept " + queueArguments(t)[q.Topology.DeadLetterQueue]
+		return "kept " + queueArguments(t)[q.Topology.DeadLetterQueue], opened
 	}
 	var ae *amqp.Error
 	if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
@@ -278,5 +288,5 @@ func judged(t *testing.T, q runtime.QueueSpec, long bool) string {
 	if len(refusals) != 1 || !strings.Contains(refusals[0].Error(), "inequivalent arg '"+key+"'") {
 		t.Errorf("declared again: %v, want the 406 of %s", refusals, key)
 	}
-	return "refused " + key
+	return "refused " + key, opened
 }
