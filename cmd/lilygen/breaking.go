@@ -282,7 +282,7 @@ func plural(n int) string {
 // root schema included, whose content that root's revision holds, and
 // which move detection finds there.
 func (e *env) older(name, against string) (f *schema.File, from string, isNew, ok bool) {
-	if info, err := os.Stat(against); err == nil && !info.IsDir() {
+	if namesFile(against) {
 		if len(e.args) > 1 {
 			fmt.Fprintln(e.stderr, "lilygen: --against names a file, so name a single schema")
 			return nil, "", false, false
@@ -336,7 +336,7 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 // the base branch. A path beginning ./ is never a revision, and a ref's
 // full name rarely a file, so each can be named alone.
 func (e *env) ambiguous(cmd, against string) bool {
-	if info, err := os.Stat(against); err != nil || info.IsDir() {
+	if !namesFile(against) {
 		return false
 	}
 	dirs := []string{"."}
@@ -431,7 +431,7 @@ type unnamedSchema struct {
 // link, whose content is the file it leads to, compared there if that is
 // named. With --against a file there are none.
 func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool) {
-	if info, err := os.Stat(ref); err == nil && !info.IsDir() {
+	if namesFile(ref) {
 		return nil, true
 	}
 	prefix, err := gitOutput(".", "rev-parse", "--show-prefix")

@@ -161,9 +161,13 @@ func distinct(names []string) []string {
 // isFile reports whether a names a file, or looks like a schema file's name,
 // so that "lilygen orders.lily.yaml" means generate.
 func isFile(a string) bool {
-	if strings.HasSuffix(a, ".yaml") || strings.HasSuffix(a, ".yml") {
-		return true
-	}
+	return strings.HasSuffix(a, ".yaml") || strings.HasSuffix(a, ".yml") || namesFile(a)
+}
+
+// namesFile reports whether a, a path or --against's value, names a file
+// (not a directory): as --against, the older revision is then that file,
+// not a git ref.
+func namesFile(a string) bool {
 	info, err := os.Stat(a)
 	return err == nil && !info.IsDir()
 }
