@@ -109,18 +109,26 @@ func eventually(t *testing.T, within time.Duration, what string, ok func() bool)
 	}
 }
 
-// retiredBehind returns a publisher on url with channel a, which a nack
-// retired and a publish to the suspended queue, given up, holds open, and
-// its current channel b.
-func retiredBehind(t *testing.T, url string) (p *Publisher, a, b *channel) {
+// newPublisher returns a publisher on url, with a step of 5 s and a window
+// of 4, closed when the test ends.
+func newPublisher(t *testing.T, url string) *Publisher {
 	t.Helper()
 	conn := NewConn(func() (*amqp.Connection, net.Conn, func(), error) {
 		conn, socket, err := transport.Dial(url, amqp.Config{}, nil)
 		return conn, socket, nil, err
 	}, 5*time.Second)
 	t.Cleanup(conn.Close)
-	p = New(conn, 4)
+	p := New(conn, 4)
 	t.Cleanup(p.Close)
+	return p
+}
+
+// retiredBehind returns a publisher on url with channel a, which a nack
+// retired and a publish to the suspended queue, given up, holds open, and
+// its current channel b.
+func retiredBehind(t *testing.T, url string) (p *Publisher, a, b *channel) {
+	t.Helper()
+	p = newPublisher(t, url)
 	if ev := publish(p, "ok", 30*time.Second); ev.Status != outcome.HandoffConfirmed {
 		t.Fatalf("publish to ok: %v %s", ev.Status, ev.Detail)
 	}

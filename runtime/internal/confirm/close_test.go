@@ -106,14 +106,7 @@ func TestBrokerIdleExtraConnectionClosesWithoutHoldingThePublish(t *testing.T) {
 // lock held, and every close of that channel waited out its step.
 func TestBrokerPanicInWritingLeavesTheChannelClosable(t *testing.T) {
 	t.Parallel()
-	url := services.RabbitMQ(t)
-	conn := NewConn(func() (*amqp.Connection, net.Conn, func(), error) {
-		conn, socket, err := transport.Dial(url, amqp.Config{}, nil)
-		return conn, socket, nil, err
-	}, 5*time.Second)
-	t.Cleanup(conn.Close)
-	p := New(conn, 4)
-	t.Cleanup(p.Close)
+	p := newPublisher(t, services.RabbitMQ(t))
 	func() {
 		defer func() {
 			if recover() == nil {
