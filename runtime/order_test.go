@@ -410,7 +410,9 @@ func TestBrokerOrderedWaiterBehindASlowHeadIsReportedAtTheAbort(t *testing.T) {
 // An ordered queue retries in line: the failed delivery waits its retry
 // delay and runs again as the next attempt, while the deliveries of its key
 // wait behind it and other keys run on; nothing goes through a retry
-// bucket. Retries spent, it goes to the DLQ, and its key goes on.
+// bucket, not even a delivery whose scope did not open (b-0, whose handler
+// first runs at attempt 2). Retries spent, it goes to the DLQ, and its key
+// goes on.
 func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
@@ -428,6 +430,13 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 			return errors.New("ledger down")
 		}
 		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.Scope = func(ctx context.Context, d runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			if d.MessageID() == "b-0" && d.Attempt() == 1 {
+				return nil, nil, errors.New("pool exhausted")
+			}
+			return ctx, nil, nil
+		}
 	})
 	byID := map[string]runtime.Record{}
 	for _, rec := range c.await(6) {
@@ -439,7 +448,10 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	if r := byID["c-0"]; r.Path != runtime.PathDeadLettered || r.Attempt != 3 || !strings.Contains(r.Reason, "retries exhausted after attempt 3 of 3") {
 		t.Errorf("c-0: %+v, want dead-lettered after attempt 3", r)
 	}
-	for _, id := range []string{"a-1", "b-0", "b-1", "c-1"} {
+	if r := byID["b-0"]; r.Path != runtime.PathAcked || r.Attempt != 2 {
+		t.Errorf("b-0: %+v, want acked at attempt 2", r)
+	}
+	for _, id := range []string{"a-1", "b-1", "c-1"} {
 		if r := byID[id]; r.Path != runtime.PathAcked || r.Attempt != 1 {
 			t.Errorf("%s: %+v, want acked at attempt 1", id, r)
 		}
@@ -448,7 +460,7 @@ func TestBrokerOrderedRetryParksInLine(t *testing.T) {
 	for _, call := range calls.all() {
 		order[call[:1]] = append(order[call[:1]], call)
 	}
-	want := map[string]string{"a": "a-0@1 a-0@2 a-1@1", "b": "b-0@1 b-1@1", "c": "c-0@1 c-0@2 c-0@3 c-1@1"}
+	want := map[string]string{"a": "a-0@1 a-0@2 a-1@1", "b": "b-0@2 b-1@1", "c": "c-0@1 c-0@2 c-0@3 c-1@1"}
 	for k, w := range want {
 		if got := strings.Join(order[k], " "); got != w {
 			t.Errorf("tenant %s's calls: %s, want %s", k, got, w)

@@ -200,8 +200,10 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 	}
 	// A handler still running (abandoned at its timeout) must not get a
 	// second call beside it; a forced stop leaves no time for one. A
-	// duplicate ran none, and is retried in line as its handler's would be.
-	if q.Park && (o.Handler.Ran || o.Claim == outcome.InboxDuplicate) && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.CallCost+HandoffReserve {
+	// duplicate, or a delivery whose scope did not open, ran none, and is
+	// retried in line as its handler's would be: a bucket would put it
+	// behind its key's later messages.
+	if q.Park && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.CallCost+HandoffReserve {
 		return Plan{Action: ActPark, Delay: delay, NextAttempt: attempt + 1, Reason: onAttempt(why, attempt, q) + ", retried in line after " + delay.String()}
 	}
 	return handoffOrRequeue(o, Plan{

@@ -172,6 +172,7 @@ func TestDecidePark(t *testing.T) {
 	retryable := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
 	abandoned, cancelled := retryable, retryable
 	duplicate := outcome.Outcome{Claim: outcome.InboxDuplicate, Cleanup: "close file: EIO"}
+	scope := outcome.Outcome{Handler: outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: "scope: pool exhausted"}}
 	abandoned.Handler.Abandoned, cancelled.Handler.Cancelled = true, true
 	bucket := Plan{Action: ActHandoff, Destination: "orders.retry.5s", NextAttempt: 3, Reason: "retryable failure on attempt 2 of 4"}
 	for _, tc := range []struct {
@@ -189,6 +190,8 @@ func TestDecidePark(t *testing.T) {
 		{"abandoned handler → the bucket", abandoned, 2, time.Minute, bucket},
 		{"cleanup failed on a duplicate → park, as after the commit", duplicate, 2, time.Minute,
 			Plan{Action: ActPark, Delay: 5 * time.Second, NextAttempt: 3, Reason: "cleanup failed on attempt 2 of 4, retried in line after 5s"}},
+		{"scope did not open → park", scope, 2, time.Minute,
+			Plan{Action: ActPark, Delay: 5 * time.Second, NextAttempt: 3, Reason: "retryable failure on attempt 2 of 4, retried in line after 5s"}},
 		{"cancelled by the forced stop → requeue", cancelled, 2, time.Minute,
 			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handler cancelled by the forced shutdown; no application retry used"}},
 		{"the stop ended its wait → requeued in its place", ended, 2, time.Minute,
