@@ -5,7 +5,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
@@ -40,7 +39,7 @@ func openTrial(consumer any, b trial.Broker) trial.Journeys {
 	c := consumer.(*Consumer)
 	r := c.newRun()
 	// newRun's publisher would dial at its first handoff; none reaches it.
-	r.handoff = trialHandoffs{b}
+	r.handoff = trialHandoffs{b, c.cfg.StepTimeout}
 	gen := r.newGeneration()
 	gen.Settler = settle.NewSettler(b, gen, c.spec.Prefetch)
 	j := &journeys{c: c, r: r, gen: gen}
@@ -156,17 +155,25 @@ func (j *journeys) Close() {
 }
 
 // trialHandoffs hands a consumer's retry and DLQ copies to a trial broker,
-// whose answer is the handoff evidence; it answers at once, so the bounds
-// need no watching.
-type trialHandoffs struct{ b trial.Broker }
+// whose answer is the handoff evidence. It waits for nothing (no slot,
+// connection or blocked broker), but refuses, unwritten, what the
+// runtime's publisher refuses before and after those waits: user code
+// between decide and the write (a slow Telemetry) may have spent the time
+// the bounds leave for it.
+type trialHandoffs struct {
+	b           trial.Broker
+	stepTimeout time.Duration
+}
 
-func (h trialHandoffs) Publish(_ confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
+func (h trialHandoffs) Publish(bounds confirm.Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
+	if ev := bounds.Refused(exchange, key, msg); ev.Status != outcome.HandoffNone {
+		return ev
+	}
+	if ev := bounds.Late(h.stepTimeout, exchange, key); ev.Status != outcome.HandoffNone {
+		return ev
+	}
 	// A trial's report is never sealed, but its generation is revoked once
 	// the trial is closed.
-	if err := frame.CheckPublish(exchange, key, msg); err != nil {
-		// Refused before the write, as the publisher refuses it.
-		return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffFailed, Detail: err.Error()}
-	}
 	if err := writing(); err != nil {
 		return outcome.HandoffEvidence{Destination: key, Status: outcome.HandoffFailed, Detail: err.Error()}
 	}

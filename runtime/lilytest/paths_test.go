@@ -389,6 +389,43 @@ func TestHandoffFailureRequeues(t *testing.T) {
 	}
 }
 
+// slowPublish is a Telemetry whose Publish, called after decide chose the
+// handoff and before the copy is written, takes wait.
+type slowPublish struct {
+	noTelemetry
+	wait time.Duration
+}
+
+func (s slowPublish) Publish(context.Context, string, string, *runtime.Publishing) func(string, time.Time) {
+	time.Sleep(s.wait)
+	return ignore
+}
+
+// As the runtime's publisher: a copy whose write deadline (half the handoff
+// reserve before the budget ends) has passed by the time it is to be written,
+// here behind a slow Telemetry, is not written; the handoff timed out, and
+// the delivery is requeued in the budget left, not acked.
+func TestHandoffPastItsWriteDeadlineIsNotWritten(t *testing.T) {
+	spec := fixture.LilytestQueueSpec()
+	spec.HandlerTimeout = 500 * time.Millisecond
+	const step = 100 * time.Millisecond
+	// The least budget NewConsumer takes: the handler's timeout, four
+	// steps and the 2 s handoff reserve. The write deadline is 1.9 s
+	// after the delivery was received; the Telemetry holds the copy past it.
+	spec.SettlementBudget = spec.HandlerTimeout + 4*step + 2*time.Second
+	h := harnessOf(t, spec, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Permanent(errors.New("no"))
+	}, func(cfg *runtime.Config) {
+		cfg.StepTimeout = step
+		cfg.Telemetry = slowPublish{wait: 2 * time.Second}
+	})
+	res := h.Deliver(order(t, "late-1"))
+	wantPath(t, res, runtime.PathRequeued)
+	if res.Handoff != "timed out" || res.Settlement != "requeue" || res.Copy != nil {
+		t.Errorf("result %+v", res)
+	}
+}
+
 // As TestBrokerScopeThatFailsToOpenSkipsTheHandler; a scope that returns no
 // context fails so too, its cleanup run.
 func TestScopeThatFailsToOpenSkipsTheHandler(t *testing.T) {

@@ -24,8 +24,12 @@ type Result struct {
 	// whatever the broker answered: the original's body and headers, the
 	// attempt it is to run as (x-lily-attempt) and the failure facts
 	// (x-lily-failure-*). Deliver it again to run the retry. Nil when
-	// the consumer handed none. With AnswerHandoffs("failed") it was not
-	// written, and is on no queue.
+	// the consumer handed none, or when its publisher refused the copy
+	// unwritten, as the runtime's does: once less than half of the 2 s
+	// handoff reserve is left of the delivery's budget (user code before
+	// the write, a slow Telemetry say, took the time), the copy is not
+	// written and the handoff "timed out". With AnswerHandoffs("failed") it was not written, and is on no
+	// queue.
 	//
 	// A retry copy the broker did not refuse (it was not "returned" or
 	// "failed") is as its retry bucket hands it back to the queue once its

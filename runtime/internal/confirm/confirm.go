@@ -314,6 +314,46 @@ func (b Bounds) writeBy() time.Time {
 	return b.WriteBy
 }
 
+// Refused is what Publish answers, before it waits for anything, when it
+// writes nothing: to a publish the broker would refuse, one whose waits
+// before the write have ended or whose caller has stopped waiting. Its
+// Status is HandoffNone when the publish goes on. A publisher that stands
+// in for Publish, and waits for nothing, asks Refused, then Late.
+func (b Bounds) Refused(exchange, key string, msg amqp.Publishing) outcome.HandoffEvidence {
+	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
+	if err := frame.CheckPublish(exchange, key, msg); err != nil {
+		ev.Status, ev.Detail = outcome.HandoffFailed, sanitize.Text(err.Error(), 160)
+		return ev
+	}
+	if writeBy := b.writeBy(); !writeBy.IsZero() && !time.Now().Before(writeBy) {
+		// A select would pick at random between a free slot and a passed
+		// bound: the bound decides.
+		ev.Status, ev.Detail = outcome.HandoffTimedOut, noTimeDetail
+		return ev
+	}
+	if closed(b.Done) {
+		// Likewise: a caller who has stopped waiting gets nothing written.
+		ev.Status, ev.Detail = outcome.HandoffFailed, stoppedDetail
+	}
+	return ev
+}
+
+// Late is what Publish answers, once done waiting, when too little of b is
+// left for the write, each broker step taking up to stepTimeout: a publish
+// written with (almost) no time left could not wait for its confirm, and
+// would only leave a possible copy behind. Its Status is HandoffNone when
+// there is time.
+func (b Bounds) Late(stepTimeout time.Duration, exchange, key string) outcome.HandoffEvidence {
+	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
+	if time.Until(step.Deadline(stepTimeout, b.Deadline)) < min(stepTimeout/4, 20*time.Millisecond) {
+		ev.Status, ev.Detail = outcome.HandoffTimedOut, noTimeDetail
+	}
+	return ev
+}
+
+// noTimeDetail is why a publish that had no time left wrote nothing.
+const noTimeDetail = "no time left to publish"
+
 // Publish publishes msg mandatory (not to a direct reply-to address, which
 // frame.DirectReply explains) to exchange with routing key key and reports what
 // the broker said, within b. writing runs just before the
@@ -321,23 +361,11 @@ func (b Bounds) writeBy() time.Time {
 // publish failed for that reason. msg.Headers must be a table the caller
 // owns: Publish adds the publish id to it.
 func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing, writing func() error) outcome.HandoffEvidence {
-	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
-	if err := frame.CheckPublish(exchange, key, msg); err != nil {
-		ev.Status, ev.Detail = outcome.HandoffFailed, sanitize.Text(err.Error(), 160)
+	ev := b.Refused(exchange, key, msg)
+	if ev.Status != outcome.HandoffNone {
 		return ev
 	}
 	writeBy := b.writeBy()
-	if !writeBy.IsZero() && !time.Now().Before(writeBy) {
-		// A select would pick at random between a free slot and a passed
-		// bound: the bound decides.
-		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no time left to publish"
-		return ev
-	}
-	if closed(b.Done) {
-		// Likewise: a caller who has stopped waiting gets nothing written.
-		ev.Status, ev.Detail = outcome.HandoffFailed, stoppedDetail
-		return ev
-	}
 	var expired <-chan time.Time
 	if !writeBy.IsZero() {
 		timer := step.Timer(writeBy)
@@ -401,13 +429,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		return ev
 	}
 	// The publish is a step of its own. Waiting for the channel (behind
-	// another publish's dial) may have used the whole budget: a publish
-	// written with (almost) no time left could not wait for its confirm,
-	// and would only leave a possible copy behind.
-	publishBy := step.Deadline(p.stepTimeout, b.Deadline)
-	if time.Until(publishBy) < min(p.stepTimeout/4, 20*time.Millisecond) {
-		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no time left to publish"
-		return ev
+	// another publish's dial) may have used the whole budget.
+	if late := b.Late(p.stepTimeout, exchange, key); late.Status != outcome.HandoffNone {
+		return late
 	}
 	id := p.publishID(p.seq.Add(1))
 	msg.Headers[guard.HeaderHandoffID] = id
