@@ -63,7 +63,10 @@ func (b *broker) settled(op string) {
 func (b *broker) Publish(exchange, key string, msg amqp.Publishing) outcome.HandoffEvidence {
 	ev := *b.answer.Load()
 	ev.Destination = key
-	if delay, ok := b.bucket(key); ok && ev.Published {
+	// A nacked copy is Published (the runtime's evidence: a nack speaks
+	// for one queue only) but in no queue: its bucket refused it, and a
+	// copy carries no CC to reach another.
+	if delay, ok := b.bucket(key); ok && ev.Published && ev.Status != outcome.HandoffNacked {
 		msg.Headers = deadLettered(msg.Headers, exchange, key, time.Now().Add(delay))
 	}
 	c := b.h.current.Load()

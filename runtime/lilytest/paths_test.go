@@ -152,6 +152,32 @@ func TestRetryCopyComesBackDeadLettered(t *testing.T) {
 	}
 }
 
+// A retry copy comes back dead-lettered only when its bucket may hold it:
+// confirmed, or written with no confirm in time. One the broker returned or
+// nacked (a bucket's reject-publish overflow drops what it refuses, and a
+// copy carries no CC to reach another queue), or that was never written, is
+// in no bucket, and carries none of what dead-lettering adds.
+func TestOnlyAStoredRetryCopyComesBackDeadLettered(t *testing.T) {
+	for answer, stored := range map[string]bool{"confirmed": true, "timed out": true, "returned": false, "nacked": false, "failed": false} {
+		t.Run(answer, func(t *testing.T) {
+			t.Parallel()
+			h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+				return errors.New("busy")
+			})
+			h.AnswerHandoffs(answer)
+			res := h.Deliver(order(t, "stored-1"))
+			if res.Copy == nil || res.Destination != "lilytest.retry.300ms" {
+				t.Fatalf("result %+v", res)
+			}
+			for _, k := range []string{"x-death", "x-first-death-reason", "x-first-death-queue", "x-first-death-exchange"} {
+				if _, ok := res.Copy.Headers[k]; ok != stored {
+					t.Errorf("copy carries %s: %v, want %v", k, ok, stored)
+				}
+			}
+		})
+	}
+}
+
 // As TestBrokerPermanentAndExhaustedGoToDLQ.
 func TestPermanentAndExhaustedGoToDLQ(t *testing.T) {
 	spec := fixture.LilytestQueueSpec()

@@ -31,16 +31,17 @@ type Result struct {
 	// written and the handoff "timed out". With AnswerHandoffs("failed") it was not written, and is on no
 	// queue.
 	//
-	// A retry copy the broker did not refuse (it was not "returned" or
-	// "failed") is as its retry bucket hands it back to the queue once its
-	// delay is over: it also carries what RabbitMQ's dead-lettering adds
+	// A retry copy its bucket may hold (the broker answered "confirmed",
+	// or "timed out": it was written) is as the bucket hands it back to
+	// the queue once its delay is over: it also carries what RabbitMQ's dead-lettering adds
 	// there (3.10.8), an x-death of one entry (count 1, reason "expired",
 	// queue and routing-keys the bucket, exchange "", time the publish plus
 	// the delay, in whole seconds) and x-first-death-reason, -queue and
 	// -exchange. The copy handed to the publisher carries none: the runtime
 	// leaves the broker's records behind, so each attempt's x-death is a
 	// fresh one. RabbitMQ 3.13 and later add x-last-death-* too, which Copy
-	// lacks. A DLQ copy carries none of them.
+	// lacks. A DLQ copy carries none of them, nor does a retry copy the
+	// broker "returned" or "nacked" (no queue holds it) or that "failed".
 	//
 	// On the broker the copy also carries x-lily-handoff-id, which the
 	// runtime's publisher adds to tell the broker's Return of the copy
