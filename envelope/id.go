@@ -19,6 +19,12 @@ const (
 	MaxHeaderBytes      = 16384 // the producer's keys and values together
 )
 
+// MaxTracestate is the longest W3C tracestate header the guard counts among
+// the headers a message gains on its way, apart from the producer's: what
+// the W3C has every platform propagate whole. A longer one is one of the
+// producer's 64, so a telemetry hook that writes one keeps it within this.
+const MaxTracestate = 512
+
 // IDText reports whether every byte of s may stand in an id: printable
 // ASCII without spaces (0x21..0x7e).
 func IDText(s string) bool {

@@ -2,6 +2,8 @@ package lilyotel
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -75,6 +77,7 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 			delete(p.Headers, f)
 		}
 		t.propagator.Inject(ctx, table(p.Headers))
+		trimTracestate(p.Headers)
 	}
 	j := journeyOf(ctx)
 	return func(evidence string, end time.Time) {
@@ -97,6 +100,43 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 		span.End(trace.WithTimestamp(end))
 	}
 }
+
+// maxTracestateMember is the size of a tracestate member the W3C has
+// removed first when the header must be cut.
+const maxTracestateMember = 128
+
+// trimTracestate cuts the tracestate header in h to envelope.MaxTracestate
+// bytes, the longest a Lily consumer's guard counts apart from the
+// producer's headers. The span inherits its creation context's, which a
+// producer may have written up to the guard's 4,096 bytes; longer than
+// MaxTracestate, the header would be one of the application's own 64 on
+// every message it sends, and poison one at the bound. Whole members go,
+// as the W3C trace context has a vendor cut it (§3.3.1.5, tracestate
+// limits): those over 128 characters first, then from the end.
+func trimTracestate(h amqp.Table) {
+	s, _ := h[tracestate].(string)
+	if len(s) <= envelope.MaxTracestate {
+		return
+	}
+	members := strings.Split(s, ",")
+	size := len(s)
+	for _, longest := range [...]int{maxTracestateMember, -1} {
+		for i := len(members) - 1; i >= 0 && size > envelope.MaxTracestate; i-- {
+			if len(members[i]) > longest {
+				size -= len(members[i]) + 1 // and its comma
+				members = slices.Delete(members, i, i+1)
+			}
+		}
+	}
+	if len(members) == 0 {
+		delete(h, tracestate)
+		return
+	}
+	h[tracestate] = strings.Join(members, ",")
+}
+
+// tracestate is the W3C trace context's header that trimTracestate cuts.
+const tracestate = "tracestate"
 
 // countHandoff adds a handoff to lily.handoffs and its duration to
 // lily.handoff.duration: each one a journey made, a retry handoff that

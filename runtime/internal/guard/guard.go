@@ -355,7 +355,7 @@ func reserved(k string, v any) bool {
 // tracestate every platform is to propagate whole.
 const (
 	maxTraceparent = 55
-	maxTracestate  = 512
+	maxTracestate  = envelope.MaxTracestate
 )
 
 // within reports whether v is a string of at most n bytes.
