@@ -48,9 +48,11 @@ type Telemetry interface {
 	// one); the runtime keeps only its headers, and those named x-lily-* as
 	// they were, and on a retry or DLQ copy also those the queue's envelope
 	// profiles read the message's envelope from. Where the headers it left
-	// are ones AMQP cannot carry, or on a copy ones the guard would refuse
-	// at its next attempt (one more beside a producer's 64), the message
-	// goes without its changes, and that is logged. done gets the broker's
+	// are ones AMQP cannot carry, or ones a consumer's guard would refuse
+	// while the message's own are within its limits (one more beside a
+	// producer's 64; a copy's at its next attempt, a Send's at the default
+	// limits, which no Config changes), the message goes without its
+	// changes, and that is logged. done gets the broker's
 	// answer: "confirmed", or what the handoff evidence calls its failure,
 	// and at, the instant the publisher knew it (the confirm, return or nack
 	// arrived, the wait for it timed out, the write failed). For a retry or
@@ -204,7 +206,9 @@ func (v valuesOf) Value(key any) (value any) {
 // Publisher's hook (no queue) is shown no failure facts: by them a hook
 // tells a handoff's copy, whose destination Lily picked, from a Send, whose
 // routing key may take any value. next, for a handoff's copy, holds the
-// guard's limits the copy meets at its next attempt; nil for a Send.
+// guard's limits the copy meets at its next attempt; nil for a Send, whose
+// message meets those of a consumer it does not know: the default ones,
+// which every consumer's guard has (no Config changes them).
 func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Publishing, keep []string, next *guard.Limits) (Publishing, func(string, time.Time)) {
 	if h.t == nil {
 		return p, ignore
@@ -240,9 +244,11 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 	}
 	// A header AMQP or the broker refuses, or headers too large for a frame
 	// with the publish id the publisher adds, would fail the publish, and
-	// every handoff with it; a copy's headers beyond the guard's limits
-	// would make it poison at its next attempt (a header of the hook's
-	// beside a producer's 64): the hook's headers are dropped instead.
+	// every handoff with it; headers beyond the guard's limits would make
+	// a copy poison at its next attempt, and a Send's message at the Lily
+	// consumer it reaches (a header of the hook's beside the message's 64,
+	// a tracestate past the size the guard counts apart): the hook's
+	// headers are dropped instead.
 	probe := p
 	probe.Headers = seen.Headers
 	if err := sendable(probe); err != nil {
@@ -255,12 +261,17 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		}
 		return p, done
 	}
+	lim := guard.DefaultLimits
 	if next != nil {
-		if reason := guard.CheckHeaders(seen.Headers, *next); reason != "" {
-			h.logError(slog.String("method", "Publish"),
-				slog.String("detail", "left headers the guard refuses at the copy's next attempt; its headers are ignored: "+sanitize.Text(reason, decide.MaxCause)))
-			return p, done
-		}
+		lim = *next
+	}
+	// A message whose own headers break the limits already is poison to a
+	// guard that has them whatever the hook writes (a Send's may be for
+	// another consumer): the hook is not to blame for it.
+	if reason := guard.CheckHeaders(seen.Headers, lim); reason != "" && guard.CheckHeaders(p.Headers, lim) == "" {
+		h.logError(slog.String("method", "Publish"),
+			slog.String("detail", "left headers a consumer's guard refuses; its headers are ignored: "+sanitize.Text(reason, decide.MaxCause)))
+		return p, done
 	}
 	p.Headers = seen.Headers
 	return p, done

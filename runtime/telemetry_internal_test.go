@@ -1,15 +1,20 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
 )
 
 // rerouting is a Telemetry whose Publish routes the publish elsewhere and
@@ -82,5 +87,62 @@ func TestTelemetryIsToldEachLossNotEachLine(t *testing.T) {
 	}
 	if want := []string{"refused (3 times in a row)", "gone"}; !slices.Equal(r.report.lostLines(), want) {
 		t.Errorf("Report.Lost %q, want %q", r.report.lostLines(), want)
+	}
+}
+
+// writing is a Telemetry whose Publish writes headers into each publish.
+type writing struct {
+	rerouting
+	headers amqp.Table
+}
+
+func (w writing) Publish(_ context.Context, _, _ string, p *Publishing) func(string, time.Time) {
+	maps.Copy(p.Headers, w.headers)
+	return nil
+}
+
+// A hook may not make a Send's message poison at the Lily consumer it
+// reaches, whose guard has the default limits, any more than a copy: where
+// the headers it left break them and the message's own do not, the message
+// goes with its own alone, and that is logged. A trace context within the
+// sizes the guard counts apart travels beside a message at the bound; one
+// beyond the bounds already is no worse for the hook's headers, which it
+// keeps.
+func TestTelemetryCannotMakeASendPoison(t *testing.T) {
+	const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	b3 := amqp.Table{"b3": "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1"}
+	for _, tc := range []struct {
+		name string
+		own  int // the message's own headers
+		hook amqp.Table
+		kept bool
+	}{
+		{"b3 beside 64", envelope.MaxHeaders, b3, false},
+		{"a long tracestate beside 64", envelope.MaxHeaders, amqp.Table{"traceparent": traceparent, "tracestate": "k=" + strings.Repeat("v", envelope.MaxTracestate)}, false},
+		{"baggage beside 64", envelope.MaxHeaders, amqp.Table{"traceparent": traceparent, "baggage": "tenant=shop"}, false},
+		{"the trace context beside 64", envelope.MaxHeaders, amqp.Table{"traceparent": traceparent, "tracestate": "k=" + strings.Repeat("v", envelope.MaxTracestate-2)}, true},
+		{"b3 beside 63", envelope.MaxHeaders - 1, b3, true},
+		{"b3 beside 65", envelope.MaxHeaders + 1, b3, true},
+	} {
+		var logs bytes.Buffer
+		h := hook{t: writing{headers: tc.hook}, log: slog.New(slog.NewJSONHandler(&logs, nil))}
+		p := Publishing{Headers: amqp.Table{}}
+		for i := range tc.own {
+			p.Headers[fmt.Sprint("h", i)] = int64(i)
+		}
+		got, _ := h.publishing(context.Background(), "shop", "orders.placed", p, nil, nil)
+		for k, v := range p.Headers {
+			if got.Headers[k] != v {
+				t.Errorf("%s: the message's header %s is %v, want %v", tc.name, k, got.Headers[k], v)
+			}
+		}
+		for k, v := range tc.hook {
+			if _, ok := got.Headers[k]; ok != tc.kept || ok && got.Headers[k] != v {
+				t.Errorf("%s: the hook's header %s sent %t, want %t", tc.name, k, ok, tc.kept)
+			}
+		}
+		if logged := strings.Contains(logs.String(), "its headers are ignored"); logged == tc.kept {
+			t.Errorf("%s: logged %t, want %t: %s", tc.name, logged, !tc.kept, logs.String())
+		}
 	}
 }
