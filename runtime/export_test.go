@@ -87,6 +87,12 @@ func (p *Publisher) ShareConsuming(conn *amqp.Connection) {
 	p.consuming.cur = &link{conn: conn, users: 1, killed: make(chan struct{})}
 }
 
+// SetReconnectWait makes every wait of p's Sends between attempts to
+// connect d, so that a test finds a Send in a long one at once.
+func (p *Publisher) SetReconnectWait(d time.Duration) {
+	p.confirm.Backoff = func(int) time.Duration { return d }
+}
+
 // SetTopologyEvery sets how often a consuming session declares the topology
 // again; call it before Run.
 func (c *Consumer) SetTopologyEvery(d time.Duration) { c.tuning.topologyEvery = d }

@@ -211,7 +211,9 @@ func (p *Publisher) end(ctx context.Context, done func(string, time.Time), evide
 
 // Close closes the publisher's connection, under the handoffs of the
 // consumers that share it too: close it after they stopped. Sends still
-// waiting for their confirm answer ErrUnconfirmed; Sends after it fail. The
+// waiting for their confirm answer ErrUnconfirmed; Sends still waiting to
+// publish (for a slot, a connection or the backoff between dials, or while
+// the broker blocks publishers) fail at once, as Sends after it do. The
 // consuming connection those consumers share is theirs: the last to stop
 // closes it.
 func (p *Publisher) Close() { p.conn.Close() }

@@ -1610,6 +1610,44 @@ func TestPublisherRefusedDialsShareOneBackoff(t *testing.T) {
 	}
 }
 
+// A Send waiting to connect again, in the wait between attempts (a minute
+// here), fails when the Publisher closes, not once its wait is over, and
+// leaves no goroutine behind. Before, Close woke none of them: each slept
+// its wait out, ReconnectMax (30 s) at most by default.
+func TestPublisherCloseEndsTheSendsWaitingToConnect(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: each dial is refused
+	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{"amqp://guest:guest@" + addr + "/"}, Logger: slog.New(slog.DiscardHandler)}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.SetReconnectWait(time.Minute)
+	answer := make(chan error, 1)
+	go func() {
+		answer <- p.Send(context.Background(), runtime.Message{RoutingKey: "fx-pubclose-q", Publishing: runtime.Publishing{MessageId: "waits"}})
+	}()
+	// In connect, past its dial: in the wait before the next.
+	eventually(t, time.Minute, "the Send waiting to connect again", func() bool {
+		return stacksHold("(*Publisher).connect(", t.Name()) == 1 && stacksHold("(*Publisher).channel(", t.Name()) == 0
+	})
+	p.Close()
+	select {
+	case err := <-answer:
+		if err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "the publisher has closed") {
+			t.Errorf("the Send waiting when the Publisher closed: %v; want not sent, the publisher closed", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a Send waiting to connect again still waits 15 s after Close")
+	}
+	eventually(t, time.Minute, "the Send's goroutine gone", func() bool { return stacksHold("(*Publisher).Send(", t.Name()) == 0 })
+}
+
 // requestReply has a requester consume RabbitMQ's direct reply-to
 // pseudo-queue (no-ack, as the broker requires) on ch and send a request to
 // a server-named queue of its own, and returns the replies it receives and

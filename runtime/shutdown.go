@@ -83,9 +83,10 @@ func (c *Consumer) shutdown(r *run, s *session) *Report {
 	by := time.Now().Add(c.cfg.StepTimeout)
 	r.closeBy = by
 	// The handoffs close beside the session, by the same step: a close
-	// that runs into a handoff still dialling does not wait for the dial,
-	// whose connection, when it opens, is closed by the dialling publish.
-	// Run waits for it, closing them again.
+	// that runs into a handoff still dialling ends the handoff's wait at
+	// once, and does not wait for the dial, whose connection, should it
+	// open, is closed by the dialling publish. Run waits for it, closing
+	// them again.
 	go c.closeHandoffs(r, by)
 	if s != nil {
 		c.closeSession(r, s, by)

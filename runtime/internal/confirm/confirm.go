@@ -179,7 +179,7 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 		case p.opening != nil:
 			opening := p.opening
 			p.mu.Unlock()
-			if err := awaitOpen(opening, step.Deadline(p.stepTimeout, deadline), done); err != nil {
+			if err := p.conn.awaitOpen(opening, step.Deadline(p.stepTimeout, deadline), done); err != nil {
 				return nil, err
 			}
 			continue
@@ -245,12 +245,12 @@ var (
 )
 
 // awaitUnblocked waits while the broker blocks l, until deadline (none when
-// zero) or until done is closed, as a publish waits before its write. The
-// broker does not read a blocked connection (a resource alarm): a
-// channel.open sent then would hang until the alarm clears, and each retry
-// and handoff would open another, a goroutine and a channel id each, for
-// the whole alarm. A wait cut short proves nothing of the broker.
-func awaitUnblocked(l *link, deadline time.Time, done <-chan struct{}) error {
+// zero), until done is closed or until c closes, as a publish waits before
+// its write. The broker does not read a blocked connection (a resource
+// alarm): a channel.open sent then would hang until the alarm clears, and
+// each retry and handoff would open another, a goroutine and a channel id
+// each, for the whole alarm. A wait cut short proves nothing of the broker.
+func (c *Conn) awaitUnblocked(l *link, deadline time.Time, done <-chan struct{}) error {
 	unblocked := l.whenUnblocked()
 	if closed(unblocked) {
 		return nil
@@ -268,11 +268,14 @@ func awaitUnblocked(l *link, deadline time.Time, done <-chan struct{}) error {
 		return errBlocked
 	case <-done:
 		return errStoppedBlocked
+	case <-c.closing:
+		return errClosed
 	}
 }
 
 // connect is channel, again after the backoff while connecting fails, when
-// the publisher has one: until writeBy, or done is closed.
+// the publisher has one: until writeBy, done is closed, or the connection
+// closes.
 func (p *Publisher) connect(writeBy time.Time, done <-chan struct{}) (*channel, error) {
 	for n := 1; ; n++ {
 		c, err := p.channel(writeBy, done)
@@ -289,6 +292,9 @@ func (p *Publisher) connect(writeBy time.Time, done <-chan struct{}) (*channel, 
 		case <-done:
 			t.Stop()
 			return nil, err
+		case <-p.conn.closing:
+			t.Stop()
+			return nil, errClosed
 		}
 	}
 }
@@ -380,6 +386,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	case <-b.Done:
 		ev.Status, ev.Detail = outcome.HandoffFailed, "stopped waiting for a publish slot"
 		return ev
+	case <-p.conn.closing:
+		ev.Status, ev.Detail = outcome.HandoffFailed, "waiting for a publish slot: "+errClosed.Error()
+		return ev
 	}
 	// The slot is the publish's until the broker answers it: a publish that
 	// stops waiting for its confirm leaves it to answered.
@@ -422,6 +431,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 			return ev
 		case <-b.Done:
 			ev.Status, ev.Detail = outcome.HandoffFailed, "stopped waiting while the broker blocks publishes"
+			return ev
+		case <-p.conn.closing:
+			ev.Status, ev.Detail = outcome.HandoffFailed, "waiting while the broker blocks publishes: "+errClosed.Error()
 			return ev
 		}
 	}

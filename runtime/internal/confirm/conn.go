@@ -44,6 +44,11 @@ type Conn struct {
 	// its own bound allows.
 	dialing chan struct{}
 	closed  bool
+	// closing is closed with closed set: it ends every wait of a publish
+	// for the connection (a dial, another publish's dial, a blocked broker,
+	// the publisher's backoff), which then fails at once rather than wait
+	// its own bound out after Close.
+	closing chan struct{}
 	// dials counts the dials ended: a publish that waited for one takes
 	// its outcome rather than dial again at once.
 	dials uint64
@@ -91,8 +96,9 @@ var errClosed = errors.New("the publisher has closed")
 var errStopped = errors.New("stopped waiting for a channel")
 
 // awaitOpen waits for opening, closed when another publish's dial or
-// channel open has ended (either way), until by or until done is closed.
-func awaitOpen(opening <-chan struct{}, by time.Time, done <-chan struct{}) error {
+// channel open has ended (either way), until by, until done is closed or
+// until c closes.
+func (c *Conn) awaitOpen(opening <-chan struct{}, by time.Time, done <-chan struct{}) error {
 	t := step.Timer(by)
 	defer step.Release(t)
 	select {
@@ -102,21 +108,24 @@ func awaitOpen(opening <-chan struct{}, by time.Time, done <-chan struct{}) erro
 		return step.ErrTimeout
 	case <-done:
 		return errStopped
+	case <-c.closing:
+		return errClosed
 	}
 }
 
-// until is a context that ends at the moment by, or when done is closed.
-func until(by time.Time, done <-chan struct{}) (context.Context, context.CancelFunc) {
+// until is a context that ends at the moment by, when done is closed, or
+// when c closes.
+func (c *Conn) until(by time.Time, done <-chan struct{}) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithDeadline(context.Background(), by)
-	if done != nil {
-		go func() {
-			select {
-			case <-done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-c.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	return ctx, cancel
 }
 
@@ -125,7 +134,7 @@ func until(by time.Time, done <-chan struct{}) (context.Context, context.CancelF
 // silent (or nil), called once when the connection is abandoned because the
 // broker left it unanswered for a whole step.
 func NewConn(dial func() (conn *amqp.Connection, socket net.Conn, silent func(), err error), stepTimeout time.Duration) *Conn {
-	return &Conn{dial: dial, stepTimeout: stepTimeout}
+	return &Conn{dial: dial, stepTimeout: stepTimeout, closing: make(chan struct{})}
 }
 
 // link returns the first open connection with a channel id free, dialling
@@ -156,7 +165,7 @@ func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 		case c.dialing != nil:
 			dialing, dials := c.dialing, c.dials
 			c.mu.Unlock()
-			if err := awaitOpen(dialing, by, done); err != nil {
+			if err := c.awaitOpen(dialing, by, done); err != nil {
 				return nil, err
 			}
 			waited = &dials
@@ -173,6 +182,10 @@ func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 		case err == nil && c.closed:
 			// Closed while it dialled: nobody would close this one.
 			unused, l, err = l, nil, errClosed
+		case c.closed:
+			// The close may have cut the dial short: it proves nothing of
+			// the broker.
+			err = errClosed
 		case err == nil:
 			c.links = append(c.links, l)
 			l.opening++
@@ -225,12 +238,12 @@ func (c *Conn) channel(deadline time.Time, done <-chan struct{}, then func(*amqp
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := awaitUnblocked(l, deadline, done); err != nil {
+		if err := c.awaitUnblocked(l, deadline, done); err != nil {
 			c.opened(l, false)
 			return nil, nil, err
 		}
 		stepEnd := time.Now().Add(c.stepTimeout)
-		ctx, cancel := until(step.Deadline(c.stepTimeout, deadline), done)
+		ctx, cancel := c.until(step.Deadline(c.stepTimeout, deadline), done)
 		ch, err := step.Open(ctx, func() (*amqp.Channel, error) {
 			ch, err := l.conn.Channel()
 			if err == nil {
@@ -256,6 +269,10 @@ func (c *Conn) channel(deadline time.Time, done <-chan struct{}, then func(*amqp
 			}
 		}
 		cancel()
+		if err != nil && closed(c.closing) {
+			// The close may have cut the step short.
+			return nil, nil, errClosed
+		}
 		if err != nil {
 			if errors.Is(err, step.ErrTimeout) && !time.Now().Before(stepEnd) && closed(l.whenUnblocked()) {
 				l.abandonSilent()
@@ -317,7 +334,7 @@ func (c *Conn) idle(l *link) bool {
 
 // open dials a connection by the moment by, or until done is closed.
 func (c *Conn) open(by time.Time, done <-chan struct{}) (*link, error) {
-	ctx, cancel := until(by, done)
+	ctx, cancel := c.until(by, done)
 	defer cancel()
 	type dialed struct {
 		conn   *amqp.Connection
@@ -419,8 +436,10 @@ func (l *link) setBlocked(blocked bool) {
 	}
 }
 
-// Close closes the connections within a step; publishes still waiting
-// resolve as failed, and later ones fail.
+// Close closes the connections within a step; publishes still waiting for
+// their answer resolve as failed, those still waiting to publish (for a
+// connection, its backoff, or a blocked broker) fail at once, and later
+// ones fail.
 func (c *Conn) Close() { c.CloseBy(time.Now().Add(c.stepTimeout)) }
 
 // CloseBy is Close waiting for the broker's close-ok until by at most:
@@ -435,6 +454,7 @@ func (c *Conn) CloseBy(by time.Time) {
 		return
 	}
 	c.closed = true
+	close(c.closing)
 	links := c.links
 	c.links = nil
 	c.mu.Unlock()
