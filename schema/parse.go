@@ -25,8 +25,21 @@ func Load(name string) (*File, error) {
 	return Parse(name, data)
 }
 
+// LoadWithin is Load for a schema whose repository has its root at the
+// directory root, though no git work tree holds it (a revision written out
+// from git): its includes stay inside root.
+func LoadWithin(name, root string) (*File, error) {
+	data, err := readFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, unwrapPath(err))
+	}
+	return parseWithin(name, data, readFile, bound{dir: fileID(root), what: inRepository})
+}
+
 // Parse checks data, the contents of the schema file name; the files it
-// includes are read from disk, relative to name's directory. On failure the
+// includes are read from disk, relative to name's directory, and must
+// stay inside its repository: the git work tree that holds name's
+// directory, or that directory when none does. On failure the
 // error is an ErrorList with every problem found in every file, sorted.
 //
 // When every problem is one of a limit that leaves the schema read whole
@@ -47,8 +60,9 @@ func Parse(name string, data []byte) (*File, error) {
 const maxSchemaBytes = 16 << 20
 
 // readFile reads a schema file: a regular file, of at most maxSchemaBytes.
-// An include may name anything (../../dev/zero, a FIFO), and a device or a
-// FIFO would be read without end or block for ever.
+// An include may name anything in its repository (a link to /dev/zero, a
+// FIFO), and a device or a FIFO would be read without end or block for
+// ever.
 func readFile(name string) ([]byte, error) {
 	// Looked at before it is opened: opening a FIFO waits for a writer.
 	info, err := os.Stat(name)
@@ -73,7 +87,12 @@ func readFile(name string) ([]byte, error) {
 }
 
 func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, error) {
+	return parseWithin(name, data, read, enclosing(filepath.Dir(name)))
+}
+
+func parseWithin(name string, data []byte, read func(string) ([]byte, error), b bound) (*File, error) {
 	p := newParser(read)
+	p.bound = b
 	f := p.schema(name, data)
 	if len(p.errs) > 0 {
 		list := p.errs.sorted(p.files)
@@ -94,6 +113,7 @@ type parser struct {
 	files []string // every file read, root first
 	read  func(string) ([]byte, error)
 	seen  map[string]bool // the fileID of every file read, to read each once
+	bound bound           // where the files included may be
 	docs  []doc
 	errs  ErrorList
 	// dropped counts the problems found past maxErrors.
@@ -314,16 +334,61 @@ const maxFiles = 1000
 
 // fileID names a file by what it is, not by the path that reached it:
 // symbolic links resolved, absolute and clean. l1/sub.yaml, with l1 a link
-// to ., is sub.yaml; ./root.yaml is root.yaml. A path that does not resolve
-// (its file does not exist, and reading it will say so) keeps its own name.
+// to ., is sub.yaml; ./root.yaml is root.yaml. Of a path that does not
+// resolve (its file does not exist, and reading it will say so), the
+// longest leading directory that does is resolved.
 func fileID(name string) string {
-	if real, err := filepath.EvalSymlinks(name); err == nil {
-		name = real
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return filepath.Clean(name)
 	}
-	if abs, err := filepath.Abs(name); err == nil {
-		return abs
+	rest := ""
+	for dir := abs; ; {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+		dir = parent
 	}
-	return filepath.Clean(name)
+}
+
+// bound is the directory the files a schema includes must be in, resolved
+// as fileID does, and what it is, for errors. A schema from a pull request,
+// checked in CI, would otherwise read any file the runner can
+// (../../.git-credentials) and quote it in its errors.
+type bound struct{ dir, what string }
+
+const (
+	inRepository = "the repository"
+	inSchemaDir  = "the root schema's directory, and no git work tree holds it"
+)
+
+// enclosing is the bound of a root schema in dir: the top of the git work
+// tree that holds dir (the nearest directory up with a .git, which git
+// keeps out of any tree it commits, so a change cannot add one), or dir
+// itself outside any.
+func enclosing(dir string) bound {
+	dir = fileID(dir)
+	for d := dir; ; {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return bound{dir: d, what: inRepository}
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return bound{dir: dir, what: inSchemaDir}
+		}
+		d = parent
+	}
+}
+
+// holds reports whether the file whose fileID is id is inside b.
+func (b bound) holds(id string) bool {
+	rel, err := filepath.Rel(b.dir, id)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 // load reads one file's top level, then the files it includes, each once.
@@ -363,7 +428,12 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 			continue
 		}
 		target := filepath.Join(filepath.Dir(name), filepath.FromSlash(s))
-		if p.seen[fileID(target)] {
+		id := fileID(target)
+		if !p.bound.holds(id) {
+			p.errorf(item, RuleInclude, "include %q is outside %s", s, p.bound.what)
+			continue
+		}
+		if p.seen[id] {
 			// Each file is read once, so includes may form a diamond or a
 			// cycle; a file listed twice is no different.
 			continue
@@ -422,6 +492,12 @@ func (p *parser) top(data []byte) *yaml.Node {
 		return nil
 	}
 	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode {
+		// Not YAML-shaped at all (a .env file, a key): what it holds may be
+		// a secret, so it is not quoted.
+		p.errorf(root, RuleKind, "the schema: want a mapping, got a single value (its content is not shown): a schema starts with version: 1")
+		return nil
+	}
 	if !p.kind(root, yaml.MappingNode, "the schema") {
 		return nil
 	}

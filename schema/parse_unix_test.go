@@ -15,7 +15,9 @@ import (
 
 // An include is read only when it is a regular file of at most
 // maxSchemaBytes: a device would be read without end (/dev/zero until
-// memory runs out), a FIFO would block lilygen forever.
+// memory runs out), a FIFO would block lilygen forever. The repository is
+// taken to be all of the file system, so that the link to /dev/zero is in
+// it.
 func TestIncludeReadsRegularFilesOnly(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Symlink("/dev/zero", filepath.Join(dir, "zero.yaml")); err != nil {
@@ -35,7 +37,7 @@ func TestIncludeReadsRegularFilesOnly(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Load(root)
+		_, err := parseWithin(root, []byte(src), readFile, bound{dir: "/", what: inRepository})
 		done <- err
 	}()
 	var err error
@@ -91,5 +93,38 @@ func TestIncludeThroughSymlinksIsReadOnce(t *testing.T) {
 	}
 	if want := []string{filepath.Join(dir, "sub.yaml")}; !slices.Equal(f.Includes, want) || len(f.Messages) != 2 {
 		t.Errorf("includes %v, messages %d; want %v", f.Includes, len(f.Messages), want)
+	}
+}
+
+// An include is judged by the file it leads to: a link in the repository to
+// a file outside is outside, and a link to another file inside is fine.
+func TestIncludeThroughSymlinksStaysInTheRepository(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"secrets.env":      secret,
+		"repo/.git/HEAD":   "ref: refs/heads/main\n",
+		"repo/shared.yaml": "version: 1\nmessages: {A: {versions: {1: {}}}}\n",
+		"repo/x.lily.yaml": "version: 1\npackage: x\ninclude: [in.yaml, out.yaml, up/secrets.env]\nqueues: {q: {consumes: [{message: A}]}}\n",
+	})
+	for link, to := range map[string]string{"in.yaml": "shared.yaml", "out.yaml": "../secrets.env", "up": ".."} {
+		if err := os.Symlink(to, filepath.Join(dir, "repo", link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(filepath.Join(dir, "repo", "x.lily.yaml"))
+	got := ""
+	if err != nil {
+		got = err.Error()
+	}
+	for _, want := range []string{
+		`3:20: include "out.yaml" is outside the repository [BAD-INCLUDE]`,
+		`3:30: include "up/secrets.env" is outside the repository [BAD-INCLUDE]`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("want %s\ngot %s", want, got)
+		}
+	}
+	if strings.Contains(got, "ghp_") || strings.Count(got, "\n") != 1 {
+		t.Errorf("got %s", got)
 	}
 }

@@ -392,7 +392,9 @@ func (e *env) readAt(dir, ref, rel string) (*schema.File, bool) {
 		say(e.stderr, "lilygen: %v", err)
 		return nil, false
 	}
-	f, err := schema.Load(filepath.Join(tmp, filepath.FromSlash(rel)))
+	// Its includes stay in the checkout, as the working tree's stay in
+	// the repository: the temporary directory's parent holds anything.
+	f, err := schema.LoadWithin(filepath.Join(tmp, filepath.FromSlash(rel)), tmp)
 	var list schema.ErrorList
 	if errors.As(err, &list) {
 		for _, x := range list {
@@ -565,7 +567,8 @@ func (e *env) reportOlder(f *schema.File, err error) bool {
 // every file it includes, below dir at their paths from the repository's
 // root; found reports whether ref has rel. Included files are found as the
 // parser finds them, relative to the file that names them; one above the
-// repository's root, which ref cannot hold, is an error.
+// repository's root, which ref cannot hold, is left for the parser to
+// refuse (schema.LoadWithin, with dir as the repository's root).
 func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
 	todo, seen := []string{rel}, map[string]bool{rel: true}
 	for len(todo) > 0 {
@@ -597,9 +600,7 @@ func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
 		for _, inc := range top.Include {
 			q := path.Join(path.Dir(p), filepath.ToSlash(inc))
 			if q == ".." || strings.HasPrefix(q, "../") {
-				// The parser would read it beside the temporary checkout,
-				// where anyone may have put a file of that name.
-				return false, fmt.Errorf("%s:%s includes %q, outside the repository: git holds no revision of it at %s, so breaking cannot read that revision", ref, p, inc, ref)
+				continue // git holds none, and the parser refuses it, as in the working tree
 			}
 			if !seen[q] {
 				seen[q] = true

@@ -339,8 +339,9 @@ func TestBreakingAgainstGitRefReadsIncludes(t *testing.T) {
 }
 
 // An include of the older revision that lies above the repository's root
-// has no revision at the ref: breaking refuses it, rather than read what
-// the temporary checkout's parent directory holds under that name.
+// has no revision at the ref: breaking refuses it, as the working tree's,
+// rather than read what the temporary checkout's parent directory holds
+// under that name.
 func TestBreakingAgainstGitRefRefusesAnIncludeOutsideTheRepository(t *testing.T) {
 	top, tmp := t.TempDir(), t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -353,8 +354,46 @@ func TestBreakingAgainstGitRefRefusesAnIncludeOutsideTheRepository(t *testing.T)
 	commitRepo(t, repo)
 
 	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
-	if code != exitUsage || stdout != "" || !strings.Contains(stderr, `main:ping.lily.yaml includes "../outside.lily.yaml", outside the repository`) {
+	for _, want := range []string{
+		"main:ping.lily.yaml:3:11: include \"../outside.lily.yaml\" is outside the repository [BAD-INCLUDE]\n",
+		"\nping.lily.yaml:3:11: include \"../outside.lily.yaml\" is outside the repository [BAD-INCLUDE]\n",
+	} {
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, want 2 and %s\n%s%s", code, want, stdout, stderr)
+		}
+	}
+}
+
+// The files a schema includes from elsewhere in the repository, above its
+// own directory, are read at the ref as in the working tree.
+func TestBreakingAgainstGitRefReadsIncludesAboveTheSchema(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, "svc", "ping.lily.yaml"), "version: 1\npackage: pingmsg\ninclude: [../shared/common.lily.yaml]\nqueues:\n  pings:\n    consumes: [{message: Ping}]\n")
+	common := "version: 1\nmessages:\n  Ping:\n    versions:\n      1:\n        fields:\n          id: {type: string, required: true}\n"
+	writeFile(t, filepath.Join(repo, "shared", "common.lily.yaml"), common)
+	commitRepo(t, repo)
+
+	writeFile(t, filepath.Join(repo, "shared", "common.lily.yaml"), strings.Replace(common, "required: true}", "required: true, max_length: 9}", 1))
+	code, stdout, stderr := lilygen(t, filepath.Join(repo, "svc"), "breaking", "--against", "main", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, "shared/common.lily.yaml:7:11: Ping.v1.id narrows its bounds from none to ..9 characters") {
 		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// check refuses an include outside the repository, and quotes nothing of
+// it: a pull request's schema, checked in CI, would otherwise print the
+// start of any file the runner can read in the job's annotations.
+func TestCheckRefusesAnIncludeOutsideTheRepository(t *testing.T) {
+	top := t.TempDir()
+	repo := filepath.Join(top, "repo")
+	writeFile(t, filepath.Join(top, "secrets.env"), "API_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz\n")
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), "version: 1\npackage: pingmsg\ninclude: [../secrets.env]\nmessages:\n  Ping: {versions: {1: {}}}\n")
+	commitRepo(t, repo)
+
+	code, stdout, stderr := lilygen(t, repo, "check", "--error-format=github-actions", "ping.lily.yaml")
+	want := "::error file=ping.lily.yaml,line=3,col=11,title=BAD-INCLUDE::include \"../secrets.env\" is outside the repository\n"
+	if code != exitUsage || stdout != want || strings.Contains(stdout+stderr, "ghp_") {
+		t.Errorf("exit %d, want 2 and %s\n%s%s", code, want, stdout, stderr)
 	}
 }
 

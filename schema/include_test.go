@@ -1,0 +1,74 @@
+package schema
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeTree writes files, by slash path, below dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, src := range files {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const secret = "API_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz\n"
+
+// An include stays in the repository of the root schema: a schema a pull
+// request brings, checked in CI, must not read the runner's files and quote
+// them in its errors. A file elsewhere in the repository is fine.
+func TestIncludeStaysInTheRepository(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"secrets.env":             secret,
+		"repo/.git/HEAD":          "ref: refs/heads/main\n",
+		"repo/shared/a.lily.yaml": "version: 1\nmessages: {A: {versions: {1: {}}}}\n",
+		"repo/svc/x.lily.yaml":    "version: 1\npackage: x\ninclude: [../shared/a.lily.yaml, ../../secrets.env, ../../../../../../../../../../../etc/passwd]\nqueues: {q: {consumes: [{message: A}]}}\n",
+	})
+	_, err := Load(filepath.Join(dir, "repo", "svc", "x.lily.yaml"))
+	got := ""
+	if err != nil {
+		got = err.Error()
+	}
+	for _, want := range []string{
+		`3:34: include "../../secrets.env" is outside the repository [BAD-INCLUDE]`,
+		`3:53: include "../../../../../../../../../../../etc/passwd" is outside the repository [BAD-INCLUDE]`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("want %s\ngot %s", want, got)
+		}
+	}
+	if strings.Contains(got, "ghp_") || strings.Contains(got, "A version") || strings.Count(got, "\n") != 1 {
+		t.Errorf("got %s", got)
+	}
+}
+
+// Outside a git work tree, an include stays in the root schema's directory.
+func TestIncludeStaysInTheSchemasDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"secrets.env":         secret,
+		"svc/sub/a.lily.yaml": "version: 1\nmessages: {A: {versions: {1: {}}}}\n",
+		"svc/x.lily.yaml":     "version: 1\npackage: x\ninclude: [sub/a.lily.yaml, ../secrets.env]\nqueues: {q: {consumes: [{message: A}]}}\n",
+	})
+	_, err := Load(filepath.Join(dir, "svc", "x.lily.yaml"))
+	want := `3:28: include "../secrets.env" is outside the root schema's directory, and no git work tree holds it [BAD-INCLUDE]`
+	if err == nil || !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
+// A file that YAML reads as one value is no schema, and its content is not
+// quoted: it may be anything, a secret among them.
+func TestSchemaOfOneValueIsNotQuoted(t *testing.T) {
+	wantErrors(t, secret, []string{`1:1: the schema: want a mapping, got a single value (its content is not shown): a schema starts with version: 1 [WRONG-KIND]`})
+}
