@@ -123,6 +123,10 @@ func (e *env) generate(name string) ([]target, bool) {
 	var targets []target
 	var loaded, failed []string
 	bySchema := map[string]string{}
+	// A directory's Go files are one package: a second schema with
+	// another package there would leave it unbuildable.
+	type goPackage struct{ name, schema string }
+	byDir := map[string]goPackage{}
 	for _, name := range e.args {
 		f, good := e.loadOne(name)
 		if !good {
@@ -132,6 +136,19 @@ func (e *env) generate(name string) ([]target, bool) {
 		outs, err := outputs(f)
 		if err != nil {
 			say(e.stderr, "lilygen: %v", err)
+			failed = append(failed, name)
+			continue
+		}
+		dir := filepath.Dir(filepath.Join(filepath.Dir(name), filepath.FromSlash(gen.FilePath(f))))
+		key := dir
+		if abs, err := filepath.Abs(dir); err == nil {
+			key = abs
+		}
+		if prev, ok := byDir[key]; !ok {
+			byDir[key] = goPackage{name: f.Package, schema: name}
+		} else if prev.name != f.Package {
+			say(e.stderr, "lilygen: %s (package %s) and %s (package %s) both generate into %s, one Go package: give them one package, or each its own output",
+				prev.schema, prev.name, name, f.Package, dir)
 			failed = append(failed, name)
 			continue
 		}

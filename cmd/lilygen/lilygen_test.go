@@ -171,6 +171,25 @@ func TestTwoSchemasOneOutput(t *testing.T) {
 	}
 }
 
+// Two schemas of different packages that generate into one directory
+// would make it a Go package that does not build: check and generate
+// refuse them, and write nothing.
+func TestTwoPackagesOneOutputDirectory(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.lily.yaml"), minimal)
+	writeFile(t, filepath.Join(dir, "b.lily.yaml"), strings.Replace(minimal, "package: pingmsg", "package: othermsg", 1))
+	want := "lilygen: a.lily.yaml (package pingmsg) and b.lily.yaml (package othermsg) both generate into out, one Go package: give them one package, or each its own output\n"
+	for _, cmd := range []string{"generate", "check"} {
+		code, stdout, stderr := lilygen(t, dir, cmd, "a.lily.yaml", "b.lily.yaml")
+		if code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d, want 2 and %s\n%s%s", cmd, code, want, stdout, stderr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("generate wrote %d files, want none", len(entries)-2)
+	}
+}
+
 // A schema named twice, by the same path or another spelling of it, is
 // read once, as go vet vets a package named twice once: it is no second
 // schema generating the same files, and its findings print once.
@@ -330,7 +349,7 @@ func TestLeftoversSpareANamesakesOutput(t *testing.T) {
 // its, not a leftover of this one, which names the same source.
 func TestLeftoversSpareANamesakeElsewhereInTheModule(t *testing.T) {
 	dir := shopModule(t)
-	writeFile(t, filepath.Join(dir, "a", "ping.lily.yaml"), strings.NewReplacer("output: out", "output: ../b/gen", "package: pingmsg", "package: pinga").Replace(minimal))
+	writeFile(t, filepath.Join(dir, "a", "ping.lily.yaml"), strings.NewReplacer("output: out", "output: ../b/gen/a", "package: pingmsg", "package: pinga").Replace(minimal))
 	writeFile(t, filepath.Join(dir, "b", "ping.lily.yaml"), strings.Replace(minimal, "output: out", "output: gen", 1))
 	a, b := filepath.Join("a", "ping.lily.yaml"), filepath.Join("b", "ping.lily.yaml")
 	for _, name := range []string{a, b} {
@@ -338,7 +357,7 @@ func TestLeftoversSpareANamesakeElsewhereInTheModule(t *testing.T) {
 			t.Fatalf("generate %s: exit %d\n%s", name, code, stderr)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "b", "gen", "pinga.lily.go")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "b", "gen", "a", "pinga.lily.go")); err != nil {
 		t.Errorf("generating b's schema removed what a's generates: %v", err)
 	}
 	if code, stdout, stderr := lilygen(t, dir, "check", a, b); code != exitOK {
@@ -350,7 +369,7 @@ func TestLeftoversSpareANamesakeElsewhereInTheModule(t *testing.T) {
 	if code, _, stderr := lilygen(t, dir, "generate", b); code != exitOK {
 		t.Fatalf("generate %s: exit %d\n%s", b, code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "b", "gen", "pinga.lily.go")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "b", "gen", "a", "pinga.lily.go")); err != nil {
 		t.Errorf("generating b's schema removed what a's generated while a's could not be read: %v", err)
 	}
 }
