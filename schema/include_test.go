@@ -52,7 +52,30 @@ func TestIncludeStaysInTheRepository(t *testing.T) {
 	}
 }
 
-// Outside a git work tree, an include stays in the root schema's directory.
+// Outside a git work tree, an include stays in the Go module that holds the
+// root schema: a build that copies the sources without .git still reads a
+// sibling directory's shared file.
+func TestIncludeStaysInTheModule(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"secrets.env":            secret,
+		"mod/go.mod":             "module example.com/mod\n",
+		"mod/shared/a.lily.yaml": "version: 1\nmessages: {A: {versions: {1: {}}}}\n",
+		"mod/svc/x.lily.yaml":    "version: 1\npackage: x\ninclude: [../shared/a.lily.yaml]\nqueues: {q: {consumes: [{message: A}]}}\n",
+		"mod/svc/y.lily.yaml":    "version: 1\npackage: y\ninclude: [../shared/a.lily.yaml, ../../secrets.env]\nqueues: {q: {consumes: [{message: A}]}}\n",
+	})
+	if _, err := Load(filepath.Join(dir, "mod", "svc", "x.lily.yaml")); err != nil {
+		t.Errorf("a shared file in the module: %v", err)
+	}
+	_, err := Load(filepath.Join(dir, "mod", "svc", "y.lily.yaml"))
+	want := `3:34: include "../../secrets.env" is outside the Go module, and no git work tree holds it [BAD-INCLUDE]`
+	if err == nil || !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
+// Outside a git work tree and a Go module, an include stays in the root
+// schema's directory.
 func TestIncludeStaysInTheSchemasDirectory(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{
@@ -61,7 +84,7 @@ func TestIncludeStaysInTheSchemasDirectory(t *testing.T) {
 		"svc/x.lily.yaml":     "version: 1\npackage: x\ninclude: [sub/a.lily.yaml, ../secrets.env]\nqueues: {q: {consumes: [{message: A}]}}\n",
 	})
 	_, err := Load(filepath.Join(dir, "svc", "x.lily.yaml"))
-	want := `3:28: include "../secrets.env" is outside the root schema's directory, and no git work tree holds it [BAD-INCLUDE]`
+	want := `3:28: include "../secrets.env" is outside the root schema's directory, and no git work tree or Go module holds it [BAD-INCLUDE]`
 	if err == nil || !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 		t.Errorf("got %v\nwant %s", err, want)
 	}

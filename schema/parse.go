@@ -364,25 +364,35 @@ type bound struct{ dir, what string }
 
 const (
 	inRepository = "the repository"
-	inSchemaDir  = "the root schema's directory, and no git work tree holds it"
+	inModule     = "the Go module, and no git work tree holds it"
+	inSchemaDir  = "the root schema's directory, and no git work tree or Go module holds it"
 )
 
 // enclosing is the bound of a root schema in dir: the top of the git work
 // tree that holds dir (the nearest directory up with a .git, which git
-// keeps out of any tree it commits, so a change cannot add one), or dir
-// itself outside any.
+// keeps out of any tree it commits, so a change cannot add one); outside
+// any, as where a build copies the sources without .git, the Go module that
+// holds dir (the nearest directory up with a go.mod), or dir itself.
 func enclosing(dir string) bound {
 	dir = fileID(dir)
+	module := ""
 	for d := dir; ; {
 		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
 			return bound{dir: d, what: inRepository}
 		}
+		if _, err := os.Lstat(filepath.Join(d, "go.mod")); err == nil && module == "" {
+			module = d
+		}
 		parent := filepath.Dir(d)
 		if parent == d {
-			return bound{dir: dir, what: inSchemaDir}
+			break
 		}
 		d = parent
 	}
+	if module != "" {
+		return bound{dir: module, what: inModule}
+	}
+	return bound{dir: dir, what: inSchemaDir}
 }
 
 // holds reports whether the file whose fileID is id is inside b.
