@@ -83,35 +83,30 @@ func (c *Consumer) spentWaiting(r *run, gen *settle.Generation, d *amqp.Delivery
 // (the stop), a delivery outlived its budget (the recycle), or the channel
 // was lost, which ends the wait at once, not once a long handler returns. A
 // consumer cancel leaves the channel healthy: d waits on, as do the
-// deliveries the client buffered behind it.
+// deliveries the client buffered behind it, until a slot frees or the
+// channel is lost after all. The generation's end tells that loss, as it
+// does to an ordered queue's waits (laneSlot): the watcher revokes the
+// session at its channel's loss, cancel or none before it, and nothing
+// else revokes a consuming session before consume returns.
 func (c *Consumer) awaitSlot(ctx context.Context, r *run, s *session, d *amqp.Delivery) (bool, error) {
-	lost := s.lost
-	for {
-		select {
-		case r.slots <- struct{}{}:
-			if !s.gen.Revoked() {
-				return true, nil
-			}
-			// Lost as the slot freed: its handler would run for nothing.
-			<-r.slots
-			c.notStarted(r, s.gen, d, nil, lostWaiting)
-			return false, c.whyLost(s)
-		case <-ctx.Done():
-			c.stopIntake(r, s, d)
-			return false, nil
-		case <-s.outlived:
-			// No slot freed within a delivery's budget (handlers past their
-			// timeout hold them): what waits goes back to the broker.
-			return false, c.recycle(r, s, d)
-		case <-lost:
-			if !s.gone() {
-				lost = nil
-				continue
-			}
-			c.notStarted(r, s.gen, d, nil, lostWaiting)
-			return false, c.whyLost(s)
+	select {
+	case r.slots <- struct{}{}:
+		if !s.gen.Revoked() {
+			return true, nil
 		}
+		// Lost as the slot freed: its handler would run for nothing.
+		<-r.slots
+	case <-ctx.Done():
+		c.stopIntake(r, s, d)
+		return false, nil
+	case <-s.outlived:
+		// No slot freed within a delivery's budget (handlers past their
+		// timeout hold them): what waits goes back to the broker.
+		return false, c.recycle(r, s, d)
+	case <-s.gen.Ended():
 	}
+	c.notStarted(r, s.gen, d, nil, lostWaiting)
+	return false, c.whyLost(s)
 }
 
 // lostWaiting is why a delivery that waited for a slot did not start.

@@ -1,8 +1,15 @@
 package runtime
 
 import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // A retry waiting in line lends its slot out: taken anew after the wait,
@@ -108,5 +115,76 @@ func TestPauseEndsWithTheChannel(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("pause waits on past the loss of its channel")
+	}
+}
+
+// A delivery waiting for a slot ends at once when its channel is lost,
+// after a broker cancel that left the channel healthy too: not once a slow
+// handler frees the slot, nor at the recycle. It is not started, and its
+// record, unresolved, says its session was lost (the broker redelivers
+// it); the slot stays the handler's.
+func TestAwaitSlotEndsWhenTheChannelIsLost(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	spec := laneSpec()
+	spec.OrderKey = nil
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
+		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) {
+			mu.Lock()
+			got = append(got, string(rec.Path)+": "+rec.Reason)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cancelled := range []bool{false, true} {
+		mu.Lock()
+		got = nil
+		mu.Unlock()
+		r, s := laneSession(c)
+		told := make(chan error, 1)
+		s.lostAfterCancel = func(why error) { told <- why }
+		r.slots <- struct{}{} // a slow handler holds the only slot
+		if cancelled {
+			s.lose(errCancelled)
+		}
+		type result struct {
+			ok  bool
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			ok, err := c.awaitSlot(context.Background(), r, s, &amqp.Delivery{DeliveryTag: 1, MessageId: "m-1"})
+			done <- result{ok, err}
+		}()
+		s.broke(&amqp.Error{Code: amqp.ChannelError, Reason: "gone"})
+		var res result
+		select {
+		case res = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("cancelled first %v: awaitSlot waits on for a slot after the channel's loss", cancelled)
+		}
+		// After a cancel the session retires, as when the loss ends the
+		// client's buffer; the loss was told as it came.
+		want := error(errCancelled)
+		if !cancelled {
+			want = s.why
+		}
+		if res.ok || res.err != want {
+			t.Errorf("cancelled first %v: awaitSlot = %v, %v; want false, %v", cancelled, res.ok, res.err, want)
+		}
+		if cancelled {
+			if why := <-told; !strings.Contains(why.Error(), "gone") {
+				t.Errorf("the loss after the cancel was told as %v", why)
+			}
+		}
+		mu.Lock()
+		if want := []string{string(PathUnresolved) + ": " + lostWaiting}; !slices.Equal(got, want) {
+			t.Errorf("cancelled first %v: records %q, want %q", cancelled, got, want)
+		}
+		mu.Unlock()
+		if len(r.slots) != 1 {
+			t.Errorf("cancelled first %v: %d slots held, want the handler's alone", cancelled, len(r.slots))
+		}
 	}
 }
