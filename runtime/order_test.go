@@ -1022,8 +1022,11 @@ func (i *deferOnce) Begin(_ context.Context, _, id string) (runtime.InboxTx, err
 func TestBrokerOrderedDeliveryWhoseBudgetWasSpentWaitsForTheRecycle(t *testing.T) {
 	t.Parallel()
 	// A step wide enough for the slot to free within it, after y-0's budget
-	// and before the recycle, on a loaded machine.
-	const step = 3 * time.Second
+	// and before the recycle, on a loaded machine: the recycle comes a step
+	// after x-0's budget, which began before y-0's by the time y-0 took to
+	// be published and reach its lane, so each side has less than half a
+	// step (with 3 s, a run under -race beside other work once missed it).
+	const step = 6 * time.Second
 	q := brokerSpec(t, hourRetry, func(q *runtime.QueueSpec) {
 		q.OrderKey = byTenant
 		q.Concurrency, q.Prefetch = 1, 10
