@@ -195,6 +195,15 @@ func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
 	uses := shared && at != inType // a use of a shared type, not its declaration
 	switch {
 	case uses:
+		if p.types[t].state == typeUnread && len(p.reading) >= maxDepth {
+			// Each type being read holds the next a level or more deeper,
+			// so this one would start past maxDepth whatever it holds; and
+			// reading it here would recurse as deep as the chain is long.
+			p.errorf(key, RuleRange, "%s nests deeper than %d levels of objects, lists and maps: its type %s is held within %d types, %s to %s, each in the one before",
+				key.Value, maxDepth, shorten(t), len(p.reading), shorten(p.reading[0]), shorten(p.reading[len(p.reading)-1])).
+				Hint = "flatten the payload or the types it uses"
+			return nil
+		}
 		def, height := p.sharedType(t, te.v)
 		if def == nil {
 			return nil // reported where it is declared, or the cycle where it closes

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -154,9 +155,14 @@ func TestSharedTypesNestWithinBounds(t *testing.T) {
 		b.WriteString("messages: {A: {versions: {1: {fields: " + fields + "}}}}\n")
 		return b.String()
 	}
-	// T10 is 32 deep: T9's field next, at level 2, would take it to 33.
+	// T1 is 32 deep: T0's field next, at level 2, would take it to 33.
+	wantErrors(t, chain(maxDepth-1, "{t: {type: T0}}"), []string{
+		`4:31: next nests deeper than 32 levels of objects, lists and maps: type T1 is 32 deep, used here at level 2 (flatten the payload or the types it uses) [OUT-OF-RANGE]`,
+	})
+	// T0 to T31 hold one another: T32 would start at level 33, and is not
+	// read from there (it is read for its own sake, 9 deep).
 	wantErrors(t, chain(maxDepth+8, "{t: {type: T0}}"), []string{
-		`13:31: next nests deeper than 32 levels of objects, lists and maps: type T10 is 32 deep, used here at level 2 (flatten the payload or the types it uses) [OUT-OF-RANGE]`,
+		`35:32: next nests deeper than 32 levels of objects, lists and maps: its type T32 is held within 32 types, T0 to T31, each in the one before (flatten the payload or the types it uses) [OUT-OF-RANGE]`,
 	})
 	// o, l and the list's items are levels 1 to 3; the map's items, at
 	// level 4, holds T0: 22 deep, within the bound, and 30 deep, past it.
@@ -167,4 +173,37 @@ func TestSharedTypesNestWithinBounds(t *testing.T) {
 	wantErrors(t, chain(28, deep), []string{
 		`33:102: items nests deeper than 32 levels of objects, lists and maps: type T0 is 30 deep, used here at level 4 (flatten the payload or the types it uses) [OUT-OF-RANGE]`,
 	})
+}
+
+// A chain of shared types each holding the next is read no deeper than
+// maxDepth types: one more would be past the bound whatever it holds, and
+// reading a chain as long as it goes, as lilygen did, took a Go stack
+// frame per type until a chain of 300,000 (16 MB) overflowed the stack, a
+// fatal error. The stack allowed here is far less than a chain of 20,000
+// took read whole; each maxDepth types of it are one problem.
+func TestSharedTypeChainStopsAtMaxDepth(t *testing.T) {
+	const n = 20_000
+	var b strings.Builder
+	b.WriteString("version: 1\npackage: x\ntypes:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  T%d: {type: object, fields: {a: {type: T%d}}}\n", i, i+1)
+	}
+	fmt.Fprintf(&b, "  T%d: {type: object, fields: {leaf: {type: string}}}\n", n)
+	b.WriteString("messages: {A: {versions: {1: {fields: {t: {type: T0}}}}}}\n")
+	defer debug.SetMaxStack(debug.SetMaxStack(16 << 20))
+	_, err := Parse("s.yaml", []byte(b.String()))
+	var list ErrorList
+	if !errors.As(err, &list) {
+		t.Fatalf("Parse: %v, want an ErrorList", err)
+	}
+	// T0 is at line 4; T31's a holds T32, which would be level 33.
+	want := "s.yaml:35:32: a nests deeper than 32 levels of objects, lists and maps: its type T32 is held within 32 types, T0 to T31, each in the one before (flatten the payload or the types it uses) [OUT-OF-RANGE]"
+	if list[0].Error() != want {
+		t.Errorf("first error:\n%s\nwant\n%s", list[0], want)
+	}
+	// The chain is read again from T32, and so on: a problem each
+	// maxDepth types.
+	if len(list) != n/maxDepth {
+		t.Errorf("%d errors, want %d", len(list), n/maxDepth)
+	}
 }
