@@ -370,6 +370,7 @@ func (p *parser) consumedVersions(n *yaml.Node, msg *Message) []*Version {
 		p.errorf(n, RuleEmpty, "versions: want at least one version, or leave versions out to consume them all")
 	}
 	var out []*Version
+	var hint string // the versions msg has, once a problem needs them
 	for _, item := range items {
 		num, ok := p.integer(item, "a version")
 		if !ok {
@@ -378,11 +379,20 @@ func (p *parser) consumedVersions(n *yaml.Node, msg *Message) []*Version {
 		i := slices.IndexFunc(msg.Versions, func(v *Version) bool { return int64(v.Number) == num })
 		switch {
 		case i < 0:
-			have := make([]string, len(msg.Versions))
-			for j, v := range msg.Versions {
-				have[j] = strconv.Itoa(v.Number)
+			// The versions for a problem listed only, gathered once, and
+			// at most maxListed of them named: for each of many unknown
+			// versions of a message of many, they would cost time and
+			// output of their product.
+			if bad := p.errorf(item, RuleUnknownRef, "message %s has no version %d", msg.Name, num); bad.listed() {
+				if hint == "" {
+					have := make([]string, len(msg.Versions))
+					for j, v := range msg.Versions {
+						have[j] = strconv.Itoa(v.Number)
+					}
+					hint = "it has " + listed(have)
+				}
+				bad.Hint = hint
 			}
-			p.errorf(item, RuleUnknownRef, "message %s has no version %d", msg.Name, num).Hint = "it has " + strings.Join(have, ", ")
 		case slices.Contains(out, msg.Versions[i]):
 			p.errorf(item, RuleDuplicate, "duplicate version %d", num)
 		default:
