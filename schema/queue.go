@@ -371,14 +371,18 @@ func (p *parser) consumedVersions(n *yaml.Node, msg *Message) []*Version {
 	}
 	var out []*Version
 	var hint string // the versions msg has, once a problem needs them
+	taken := map[*Version]bool{}
 	for _, item := range items {
 		num, ok := p.integer(item, "a version")
 		if !ok {
 			continue
 		}
-		i := slices.IndexFunc(msg.Versions, func(v *Version) bool { return int64(v.Number) == num })
+		// A search of the ascending versions, and a set of those taken:
+		// scans of them for each version listed would take time of the
+		// product of a message's versions and the list's length.
+		i, found := slices.BinarySearchFunc(msg.Versions, num, func(v *Version, num int64) int { return cmp.Compare(int64(v.Number), num) })
 		switch {
-		case i < 0:
+		case !found:
 			// The versions for a problem listed only, gathered once, and
 			// at most maxListed of them named: for each of many unknown
 			// versions of a message of many, they would cost time and
@@ -393,9 +397,10 @@ func (p *parser) consumedVersions(n *yaml.Node, msg *Message) []*Version {
 				}
 				bad.Hint = hint
 			}
-		case slices.Contains(out, msg.Versions[i]):
+		case taken[msg.Versions[i]]:
 			p.errorf(item, RuleDuplicate, "duplicate version %d", num)
 		default:
+			taken[msg.Versions[i]] = true
 			out = append(out, msg.Versions[i])
 		}
 	}
