@@ -27,6 +27,14 @@ import (
 // member the schema does not know. Headers hold AMQP table values: strings,
 // any integer type, float32/float64, bool and time.Time.
 func (v *Version) Check(body []byte, headers map[string]any) error {
+	return v.check(body, headers, false)
+}
+
+// check is Check; brief words the problems that quote the schema within
+// the bounds of a schema error, for an example: an enum's values listed as
+// a hint lists names, a pattern shortened. As the extractor words them,
+// every example of a 1,000-value enum quoted all its values.
+func (v *Version) check(body []byte, headers map[string]any, brief bool) error {
 	doc, err := wire.ParseJSON(body)
 	if err != nil {
 		if refused := refusal(v.Fields, body); refused != nil {
@@ -37,16 +45,16 @@ func (v *Version) Check(body []byte, headers map[string]any) error {
 	if doc == nil {
 		doc = map[string]any{} // a null body is an object without members
 	}
-	if err := checkObject(v.Fields, doc, ""); err != nil {
+	if err := checkObject(v.Fields, doc, "", brief); err != nil {
 		return err
 	}
-	return checkHeaders(v.Headers, headers)
+	return checkHeaders(v.Headers, headers, brief)
 }
 
 // HeaderPath is the path of a header in a wire.FieldError.
 func HeaderPath(name string) string { return "headers." + name }
 
-func checkHeaders(fields []*Field, headers map[string]any) error {
+func checkHeaders(fields []*Field, headers map[string]any, brief bool) error {
 	for _, f := range fields {
 		path := HeaderPath(f.Name)
 		raw, ok := headers[f.Name]
@@ -63,7 +71,7 @@ func checkHeaders(fields []*Field, headers map[string]any) error {
 		if s, ok := v.(string); ok && f.Type == String && !utf8.ValidString(s) {
 			return &wire.FieldError{Path: path, Problem: HeaderNotUTF8}
 		}
-		if problem := checkScalar(f, v); problem != "" {
+		if problem := checkScalar(f, v, brief); problem != "" {
 			return &wire.FieldError{Path: path, Problem: problem}
 		}
 		if s, ok := v.(string); ok && f.Type == String && len(s) > envelope.MaxHeaderValueBytes {
@@ -104,7 +112,7 @@ func headerValue(t Type, v any) (any, bool) {
 	return nil, false
 }
 
-func checkObject(fields []*Field, v any, prefix string) error {
+func checkObject(fields []*Field, v any, prefix string, brief bool) error {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return typeError(strings.TrimSuffix(prefix, "."), v)
@@ -118,7 +126,7 @@ func checkObject(fields []*Field, v any, prefix string) error {
 			}
 			continue
 		}
-		if err := checkValue(f, val, path); err != nil {
+		if err := checkValue(f, val, path, brief); err != nil {
 			return err
 		}
 	}
@@ -188,7 +196,7 @@ func typeError(path string, v any) error {
 }
 
 // checkValue checks a present, non-null JSON value of f at path.
-func checkValue(f *Field, v any, path string) error {
+func checkValue(f *Field, v any, path string, brief bool) error {
 	var scalar any
 	switch f.Type {
 	case String, Enum, Time, Bytes:
@@ -237,7 +245,7 @@ func checkValue(f *Field, v any, path string) error {
 			return typeError(path, v)
 		}
 	case Object:
-		return checkObject(f.Fields, v, path+".")
+		return checkObject(f.Fields, v, path+".", brief)
 	case List:
 		items, ok := v.([]any)
 		if !ok {
@@ -247,7 +255,7 @@ func checkValue(f *Field, v any, path string) error {
 			return &wire.FieldError{Path: path, Problem: problem}
 		}
 		for i, item := range items {
-			if err := checkElem(f.Items, item, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			if err := checkElem(f.Items, item, path+"["+strconv.Itoa(i)+"]", brief); err != nil {
 				return err
 			}
 		}
@@ -261,13 +269,13 @@ func checkValue(f *Field, v any, path string) error {
 			return &wire.FieldError{Path: path, Problem: problem}
 		}
 		for _, k := range slices.Sorted(maps.Keys(entries)) {
-			if err := checkElem(f.Items, entries[k], MapPath(path, k)); err != nil {
+			if err := checkElem(f.Items, entries[k], MapPath(path, k), brief); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if problem := checkScalar(f, scalar); problem != "" {
+	if problem := checkScalar(f, scalar, brief); problem != "" {
 		return &wire.FieldError{Path: path, Problem: problem}
 	}
 	return nil
@@ -276,11 +284,11 @@ func checkValue(f *Field, v any, path string) error {
 // MapPath is the path of the entry key of the map at path.
 func MapPath(path, key string) string { return path + "[" + strconv.Quote(key) + "]" }
 
-func checkElem(f *Field, v any, path string) error {
+func checkElem(f *Field, v any, path string, brief bool) error {
 	if v == nil {
 		return &wire.FieldError{Path: path, Problem: "required"}
 	}
-	return checkValue(f, v, path)
+	return checkValue(f, v, path, brief)
 }
 
 func checkCount(f *Field, n int) string {
@@ -289,13 +297,17 @@ func checkCount(f *Field, n int) string {
 
 // checkScalar checks one decoded value of f: a string (also of an enum), an
 // int64, a float64, a bool or the bytes of a bytes field. It returns the
-// problem, or "".
-func checkScalar(f *Field, v any) string {
+// problem, or "", worded brief or as the extractor words it (see check).
+func checkScalar(f *Field, v any, brief bool) string {
 	l := f.Limits()
 	switch x := v.(type) {
 	case string:
 		if f.Type == Enum {
-			if !slices.Contains(f.Values, x) {
+			switch {
+			case slices.Contains(f.Values, x):
+			case brief:
+				return "not one of " + listed(f.Values)
+			default:
 				return f.EnumProblem()
 			}
 			return ""
@@ -307,6 +319,9 @@ func checkScalar(f *Field, v any) string {
 			return problem
 		}
 		if f.Pattern != "" && !compiled(f.Pattern).MatchString(x) {
+			if brief {
+				return "does not match " + shorten(f.Pattern)
+			}
 			return f.PatternProblem()
 		}
 	case []byte:

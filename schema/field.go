@@ -337,7 +337,7 @@ func (p *parser) defaultValue(e entry, f *Field) {
 	if !ok {
 		return
 	}
-	if problem := checkScalar(f, v); problem != "" {
+	if problem := checkScalar(f, v, true); problem != "" {
 		p.errorf(e.v, RuleDefault, "default %s breaks the field's own bounds: %s", shorten(e.v.Value), problem)
 		return
 	}

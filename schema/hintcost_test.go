@@ -41,3 +41,48 @@ func TestUnknownConsumedVersionHint(t *testing.T) {
 		t.Errorf("%.0f allocations for each problem past maxErrors, want at most 50", perProblem)
 	}
 }
+
+// A schema error quotes at most maxListed of an enum's values, and a
+// pattern shortened, in an example's problem and a default's, while the
+// extractor's problem, and Check's, names them all: a 283 KB schema of an
+// enum of 1,000 values of 250 bytes and 1,000 examples outside it wrote
+// 256 MB of errors.
+func TestSchemaErrorQuotesEnumBriefly(t *testing.T) {
+	values := make([]string, 1000)
+	for i := range values {
+		values[i] = fmt.Sprintf("v%03d%s", i, strings.Repeat("x", 246))
+	}
+	pattern := "^(" + strings.Join(values, "|") + ")$"
+	src := "version: 1\npackage: x\ntypes:\n  Kind: {type: enum, values: [" + strings.Join(values, ", ") + "]}\n" +
+		"messages:\n  A:\n    versions:\n      1:\n        fields:\n" +
+		"          e: {type: Kind}\n" +
+		"          s: {type: string, pattern: '" + pattern + "'}\n" +
+		"        examples:\n" +
+		"          - body: {e: nope}\n" +
+		"          - body: {e: " + values[0] + ", s: nope}\n" +
+		"  B: {versions: {1: {fields: {d: {type: Kind, default: nope}}}}}\n"
+	f, err := Parse("s.yaml", []byte(src))
+	first := strings.Join(shortened(values[:maxListed]), ", ") + " and 980 more"
+	want := "s.yaml:13:23: example 1 of AV1 breaks the schema: field e: not one of " + first + " [BAD-EXAMPLE]\n" +
+		"s.yaml:14:278: example 2 of AV1 breaks the schema: field s: does not match " + shorten(pattern) + " [BAD-EXAMPLE]\n" +
+		"s.yaml:15:56: default nope breaks the field's own bounds: not one of " + first + " [BAD-DEFAULT]"
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse, %d bytes of errors: %.1500v\nwant %d bytes: %s", len(fmt.Sprint(err)), err, len(want), want)
+	}
+	if f != nil {
+		t.Fatalf("Parse returned a file beside its errors")
+	}
+	// The extractor's words, which Check keeps.
+	e := &Field{Type: Enum, Values: values}
+	if got := checkScalar(e, "nope", false); got != "not one of "+strings.Join(values, ", ") {
+		t.Errorf("Check's problem is %.100s..., want every value", got)
+	}
+}
+
+func shortened(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = shorten(n)
+	}
+	return out
+}
