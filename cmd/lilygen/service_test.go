@@ -11,9 +11,10 @@ import (
 
 // TestServiceModule follows README.md's "Use Lily in your service" in a
 // module outside the repository: each of its commands, with this checkout
-// in place of ../lily, then its main.go, to a consumer that builds and a go
-// generate that regenerates. It needs the Go toolchain and the module
-// proxy (or a module cache holding Lily's dependencies), so -short skips it.
+// in place of ../lily, then its main.go and send/main.go, to a consumer and
+// a sender that build and a go generate that regenerates. It needs the Go
+// toolchain and the module proxy (or a module cache holding Lily's
+// dependencies), so -short skips it.
 func TestServiceModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module with the go command: not under -short")
@@ -22,7 +23,8 @@ func TestServiceModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commands, mainGo := block(t, readme, "commands"), block(t, readme, "main.go")
+	commands := block(t, readme, "commands")
+	files := map[string]string{"main.go": block(t, readme, "main.go"), "send/main.go": block(t, readme, "send/main.go")}
 	repo, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
@@ -31,8 +33,14 @@ func TestServiceModule(t *testing.T) {
 	for line := range strings.Lines(commands) {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "# now write main.go") {
-			if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainGo), 0o644); err != nil {
-				t.Fatal(err)
+			for name, text := range files {
+				path := filepath.Join(dir, filepath.FromSlash(name))
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			continue
 		}
@@ -50,8 +58,17 @@ func TestServiceModule(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", line, err, out)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "ordersmsg", "ordersmsg.lily.go")); err != nil {
+	generated, err := os.ReadFile(filepath.Join(dir, "ordersmsg", "ordersmsg.lily.go"))
+	if err != nil {
 		t.Errorf("no generated code: %v", err)
+	}
+	// send/main.go reaches the consumer through the default exchange, so
+	// its routing key must be the starter's queue name.
+	key := regexp.MustCompile(`RoutingKey: ("[^"]*")`).FindStringSubmatch(files["send/main.go"])
+	if key == nil {
+		t.Error("send/main.go names no routing key")
+	} else if !strings.Contains(string(generated), "Name: "+key[1]+",") {
+		t.Errorf("send/main.go's routing key %s is not the name of the starter's queue", key[1])
 	}
 	mod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if !strings.Contains(string(mod), "tool github.com/lily-mq/lily/cmd/lilygen") {
