@@ -77,20 +77,24 @@ func mainUsage() string {
 
 // run is lilygen with its arguments; it returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		// Likely someone finding out what lilygen does: tell them, but as a
+		// usage error, so that a script that named no file still fails.
+		fmt.Fprint(stderr, mainUsage())
+		return exitUsage
+	}
 	name := "generate"
-	if len(args) > 0 {
-		switch a := args[0]; {
-		case a == "help" && len(args) > 1:
-			return run([]string{args[1], "-h"}, stdout, stderr)
-		case a == "help" || a == "-h" || a == "-help" || a == "--help":
-			fmt.Fprint(stdout, mainUsage())
-			return exitOK
-		case slices.ContainsFunc(commands, func(c *command) bool { return c.name == a }):
-			name, args = a, args[1:]
-		case !strings.HasPrefix(a, "-") && !isFile(a):
-			say(stderr, "lilygen: unknown command %q (lilygen -h lists them)", a)
-			return exitUsage
-		}
+	switch a := args[0]; {
+	case a == "help" && len(args) > 1:
+		return run([]string{args[1], "-h"}, stdout, stderr)
+	case a == "help" || a == "-h" || a == "-help" || a == "--help":
+		fmt.Fprint(stdout, mainUsage())
+		return exitOK
+	case slices.ContainsFunc(commands, func(c *command) bool { return c.name == a }):
+		name, args = a, args[1:]
+	case !strings.HasPrefix(a, "-") && !isFile(a):
+		say(stderr, "lilygen: unknown command %q (lilygen -h lists them)", a)
+		return exitUsage
 	}
 	c := commands[slices.IndexFunc(commands, func(c *command) bool { return c.name == name })]
 	fs := flag.NewFlagSet("lilygen "+c.name, flag.ContinueOnError)

@@ -109,12 +109,17 @@ func TestUsage(t *testing.T) {
 	if code, stdout, _ := lilygen(t, dir, "-h"); code != exitOK || !strings.Contains(stdout, "breaking") || !strings.Contains(stdout, "Exit codes") {
 		t.Errorf("lilygen -h: exit %d\n%s", code, stdout)
 	}
+	// Bare lilygen is someone finding out what it does: the same text, but
+	// as a usage error, so a script that forgot its files still fails.
+	if code, stdout, stderr := lilygen(t, dir); code != exitUsage || stdout != "" || stderr != mainUsage() {
+		t.Errorf("lilygen: exit %d, stdout %q, stderr %q; want exit %d and lilygen -h's text on stderr", code, stdout, stderr, exitUsage)
+	}
 	for _, tc := range []struct {
 		args   []string
 		code   int
 		stderr string
 	}{
-		{nil, exitUsage, "name at least one schema file"},
+		{[]string{"generate"}, exitUsage, "lilygen generate: name at least one schema file"},
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"generate", "-x", "a.yaml"}, exitUsage, "flag provided but not defined"},
 		{[]string{"missing.lily.yaml"}, exitUsage, "missing.lily.yaml"},
