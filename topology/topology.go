@@ -54,10 +54,10 @@ type Queue struct {
 	// envelopes and (broker-native) oversized bodies.
 	DeadLetterQueue string
 	// RetryDelays are the queue's retry buckets, <queue>.retry.<delay>, one
-	// per delay, whose message TTL is the delay. After attempt n fails
-	// retryably, the message waits RetryDelays[min(n-1, len(RetryDelays)-1)]
-	// in its bucket and comes back as attempt n+1 (QueueSpec.MaxAttempts
-	// bounds n).
+	// per delay, whose message TTL is the delay; <delay> is the delay's
+	// String (1s, 1m0s, 1h0m0s). After attempt n fails retryably, the
+	// message waits RetryDelays[min(n-1, len(RetryDelays)-1)] in its bucket
+	// and comes back as attempt n+1 (QueueSpec.MaxAttempts bounds n).
 	RetryDelays []time.Duration
 	// DeliveryLimit is a quorum queue's x-delivery-limit: how often the broker
 	// returns a message to the queue (a requeue, a channel closed with it
