@@ -86,3 +86,29 @@ func shortened(names []string) []string {
 	}
 	return out
 }
+
+// A message read in many envelopes, which lilygen writes no producers of,
+// is refused a publish with at most maxListed of their names: the error
+// named each of them, one per queue that reads it in its own.
+func TestPublishOfManyEnvelopesIsBrief(t *testing.T) {
+	const n = 1000
+	var s strings.Builder
+	s.WriteString("version: 1\npackage: x\nenvelopes:\n")
+	for i := range n {
+		fmt.Fprintf(&s, "  e%04d%s: {kind: headers, type: {header: t%d}, version: {fixed: 1}}\n", i, strings.Repeat("x", 35), i)
+	}
+	s.WriteString("messages:\n  A: {publish: {exchange: x, routing_key: k}, versions: {1: {}}}\nexchanges: {x: {type: topic}}\nqueues:\n")
+	for i := range n {
+		fmt.Fprintf(&s, "  q%d: {envelope: e%04d%s, consumes: [{message: A}]}\n", i, i, strings.Repeat("x", 35))
+	}
+	_, err := Parse("s.yaml", []byte(s.String()))
+	names := make([]string, maxListed)
+	for i := range names {
+		names[i] = shorten(fmt.Sprintf("e%04d%s", i, strings.Repeat("x", 35)))
+	}
+	want := fmt.Sprintf("s.yaml:%d:7: lilygen writes no producers of A to publish it with: it is read in envelopes %s and %d more, and a producer writes one (read it in one envelope, or remove publish:) [BAD-PUBLISH]",
+		n+5, strings.Join(names, ", "), n-maxListed)
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse, %d bytes of errors: %.1000v\nwant %d bytes: %s", len(fmt.Sprint(err)), err, len(want), want)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/envelope"
@@ -371,7 +370,10 @@ func (f *File) ProducedIn(m *Message) (e *Envelope, why, fix string) {
 		for i, e := range envs {
 			names[i] = e.Name
 		}
-		return nil, fmt.Sprintf("it is read in envelopes %s, and a producer writes one", strings.Join(names, " and ")),
+		// Listed as a hint lists names: a message read in its own envelope
+		// by each of many queues would make a long line of each error and
+		// finding that says why.
+		return nil, fmt.Sprintf("it is read in envelopes %s, and a producer writes one", listed(names)),
 			"read it in one envelope"
 	}
 	e = envs[0]
