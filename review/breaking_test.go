@@ -359,6 +359,43 @@ func TestBreakingReplaysExamples(t *testing.T) {
 	}
 }
 
+// An example replayed against the other schema is refused in the words of
+// a schema error: at most 20 of an enum's values, then how many more, and
+// a long pattern shortened. Check's words, the extractor's, quoted every
+// value, and the whole pattern, in each finding.
+func TestBreakingReplayQuotesBriefly(t *testing.T) {
+	values := make([]string, 100)
+	for i := range values {
+		values[i] = fmt.Sprintf("v%03d%s", i, strings.Repeat("x", 246))
+	}
+	pattern := "^(" + strings.Join(values, "|") + ")$"
+	const src = ping + `          e: {type: enum, values: [VALUES]}
+          s: {type: string, PATTERN}
+        examples:
+          - body: {e: EXAMPLE, s: STRING}
+`
+	old := parse(t, "old.lily.yaml", strings.NewReplacer("VALUES", strings.Join(values, ", "), "PATTERN", "pattern: '"+pattern+"'", "EXAMPLE", values[0], "STRING", values[0]).Replace(src))
+	new := parse(t, "new.lily.yaml", strings.NewReplacer("VALUES", strings.Join(values[1:], ", "), "PATTERN", "max_length: 10", "EXAMPLE", values[1], "STRING", "nope").Replace(src))
+	var got []string
+	for _, f := range Breaking(old, new) {
+		if strings.HasPrefix(f.Rule, "EXAMPLE-REJECTED") {
+			got = append(got, f.Ack()+": "+f.Message)
+		}
+	}
+	short := func(s string) string { return s[:37] + "..." }
+	first := make([]string, 20)
+	for i := range first {
+		first[i] = short(values[i+1])
+	}
+	want := []string{
+		"EXAMPLE-REJECTED@Ping.v1.examples.1: example 1 of the old Ping.v1 (line 11 there) fails the new schema: field e: not one of " + strings.Join(first, ", ") + " and 79 more",
+		"EXAMPLE-REJECTED-BY-OLD@Ping.v1.examples.1: example 1 of Ping.v1 fails the old schema: field s: does not match " + short(pattern),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("findings, %d bytes:\n%.1000q\nwant %d bytes:\n%q", len(strings.Join(got, "")), got, len(strings.Join(want, "")), want)
+	}
+}
+
 // TestRenamedComparesEveryField sets each field of a version, and of a
 // field, in one of two copies: the copies must differ unless the field is
 // one that follows the message's name or place. A field added to the schema

@@ -30,6 +30,16 @@ func (v *Version) Check(body []byte, headers map[string]any) error {
 	return v.check(body, headers, false)
 }
 
+// CheckExample is Check worded as a schema error words an example's
+// problem: a problem that quotes the schema lists at most 20 of an enum's
+// values, then how many more, and quotes a pattern of more than 40 bytes by
+// its first 37. It is for reports of examples, such as lilygen breaking's
+// replay of one schema's examples against another's, where Check's words,
+// the extractor's, would quote a large enum whole in each.
+func (v *Version) CheckExample(body []byte, headers map[string]any) error {
+	return v.check(body, headers, true)
+}
+
 // check is Check; brief words the problems that quote the schema within
 // the bounds of a schema error, for an example: an enum's values listed as
 // a hint lists names, a pattern shortened. As the extractor words them,

@@ -57,7 +57,7 @@ func (p *parser) examples(n *yaml.Node, ver *Version, fieldsOK bool) []Example {
 		if !fieldsOK || p.brokenTypes() {
 			continue
 		}
-		if err := ver.check(ex.Body, ex.Headers, true); err != nil {
+		if err := ver.CheckExample(ex.Body, ex.Headers); err != nil {
 			at := e.v
 			var ve *wire.FieldError
 			if errors.As(err, &ve) {
