@@ -112,3 +112,33 @@ func TestPublishOfManyEnvelopesIsBrief(t *testing.T) {
 		t.Errorf("Parse, %d bytes of errors: %.1000v\nwant %d bytes: %s", len(fmt.Sprint(err)), err, len(want), want)
 	}
 }
+
+// A message consumed again by an entry without versions:, which takes
+// every version, is reported once, and costs about what its YAML takes to
+// read: it walked each version of the message, and reported each, so that
+// repeating `- {message: A}` for a message of many versions cost time of
+// their product.
+func TestRepeatedConsumeCostsItsEntry(t *testing.T) {
+	schema := func(repeats int) string {
+		var s strings.Builder
+		s.WriteString("version: 1\npackage: x\nmessages:\n  A:\n    versions:\n")
+		for i := range 1000 {
+			fmt.Fprintf(&s, "      %d: {}\n", i+1)
+		}
+		s.WriteString("queues:\n  q:\n    consumes:\n      - {message: A, versions: [7]}\n" + strings.Repeat("      - {message: A}\n", repeats))
+		return s.String()
+	}
+	_, err := Parse("s.yaml", []byte(schema(2)))
+	want := "s.yaml:1010:19: A is consumed twice (first at line 1009): an entry without versions: takes every version of it (merge the entries, or give each the versions: it takes) [DUPLICATE]\n" +
+		"s.yaml:1011:19: A is consumed twice (first at line 1009): an entry without versions: takes every version of it (merge the entries, or give each the versions: it takes) [DUPLICATE]"
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse, %d bytes of errors: %.500v\nwant %s", len(fmt.Sprint(err)), err, want)
+	}
+	const n = 100
+	once, more := schema(1), schema(1+n)
+	perEntry := (testing.AllocsPerRun(1, func() { Parse("s.yaml", []byte(more)) }) -
+		testing.AllocsPerRun(1, func() { Parse("s.yaml", []byte(once)) })) / n
+	if perEntry > 50 {
+		t.Errorf("%.0f allocations for each repeated entry, want at most 50", perEntry)
+	}
+}

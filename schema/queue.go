@@ -308,7 +308,8 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 	}
 	var out []Consume
 	first := map[*Version]*yaml.Node{}
-	var names []string // the messages' names, for a hint, once one is needed
+	consumed := map[*Message]*yaml.Node{} // the first entry that took versions of each
+	var names []string                    // the messages' names, for a hint, once one is needed
 	for _, item := range items {
 		m := p.object(item, "consumes", "message", "versions", "inbox")
 		if m == nil {
@@ -348,6 +349,15 @@ func (p *parser) consumes(n *yaml.Node, msgs []*Message, q *Queue) []Consume {
 		}
 		if v, ok := m["versions"]; ok {
 			c.Versions = p.consumedVersions(v.v, msg)
+		} else if prev, dup := consumed[msg]; dup {
+			// Once, not for each version: each entry repeated would walk
+			// every version of the message, and report each taken.
+			p.errorf(e.v, RuleDuplicate, "%s is consumed twice (first at line %d): an entry without versions: takes every version of it", name, prev.Line).
+				Hint = "merge the entries, or give each the versions: it takes"
+			continue
+		}
+		if _, ok := consumed[msg]; !ok && len(c.Versions) > 0 {
+			consumed[msg] = e.v
 		}
 		for _, ver := range c.Versions {
 			if prev, dup := first[ver]; dup {
