@@ -111,20 +111,7 @@ func TestIncludeThroughSymlinksStaysInTheRepository(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := Load(filepath.Join(dir, "repo", "x.lily.yaml"))
-	got := ""
-	if err != nil {
-		got = err.Error()
-	}
-	for _, want := range []string{
+	wantRefused(t, filepath.Join(dir, "repo", "x.lily.yaml"),
 		`3:20: include "out.yaml" is outside the repository [BAD-INCLUDE]`,
-		`3:30: include "up/secrets.env" is outside the repository [BAD-INCLUDE]`,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("want %s\ngot %s", want, got)
-		}
-	}
-	if strings.Contains(got, "ghp_") || strings.Count(got, "\n") != 1 {
-		t.Errorf("got %s", got)
-	}
+		`3:30: include "up/secrets.env" is outside the repository [BAD-INCLUDE]`)
 }
