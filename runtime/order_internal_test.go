@@ -43,6 +43,34 @@ func laneSpec() QueueSpec {
 	}
 }
 
+// recordLines is a consumer of spec, with one route, whose records are
+// kept, each as line words it; records returns those kept since it was last
+// called.
+func recordLines(t *testing.T, spec QueueSpec, line func(Record) string) (c *Consumer, records func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var kept []string
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
+		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			kept = append(kept, line(rec))
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		got := kept
+		kept = nil
+		return got
+	}
+}
+
+// pathAndReason words a record as its path and reason.
+func pathAndReason(rec Record) string { return string(rec.Path) + ": " + rec.Reason }
+
 // laneSession is a run of c and a session of it whose settler writes
 // nowhere.
 func laneSession(c *Consumer) (*run, *session) {
@@ -90,18 +118,7 @@ func TestOrderedWaiterOfALostSessionTakesNoSlot(t *testing.T) {
 // was in: whether the stop comes before its turn, or after a broker cancel
 // that had left the channel healthy, or neither.
 func TestOrderedWaiterOfALostSessionSaysSo(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	spec := laneSpec()
-	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
-		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) {
-			mu.Lock()
-			got = append(got, string(rec.Path)+": "+rec.Reason)
-			mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, records := recordLines(t, laneSpec(), pathAndReason)
 	const (
 		forKey  = string(PathUnresolved) + ": not started: its session was lost while it waited for its order key"
 		forSlot = string(PathUnresolved) + ": not started: its session was lost while it waited for a slot"
@@ -119,9 +136,7 @@ func TestOrderedWaiterOfALostSessionSaysSo(t *testing.T) {
 		{"slot", true, false, false, forSlot},
 		{"slot, cancelled", true, false, true, forSlot},
 	} {
-		mu.Lock()
-		got = nil
-		mu.Unlock()
+		records() // the last case's
 		r, s := laneSession(c)
 		s.lostAfterCancel = func(error) {}
 		leaveHead := waitBehind(c, r, s, tc.slot, 1, "b-1")
@@ -136,11 +151,9 @@ func TestOrderedWaiterOfALostSessionSaysSo(t *testing.T) {
 		if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
 			t.Fatalf("%s: the delivery never ended", tc.name)
 		}
-		mu.Lock()
-		if !slices.Equal(got, []string{tc.want}) {
+		if got := records(); !slices.Equal(got, []string{tc.want}) {
 			t.Errorf("%s: records %q, want %q", tc.name, got, tc.want)
 		}
-		mu.Unlock()
 		if tc.slot {
 			<-r.slots
 		}
@@ -174,22 +187,9 @@ func (a *nackAcker) sent() []uint64 {
 // behind its key's later messages. Whether it waited for a slot or for its
 // key.
 func TestOrderedRetiredWaiterIsRequeuedAfterTheStopsCancel(t *testing.T) {
-	var mu sync.Mutex
-	var reasons []string
-	spec := laneSpec()
-	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
-		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) {
-			mu.Lock()
-			reasons = append(reasons, rec.Reason)
-			mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, records := recordLines(t, laneSpec(), func(rec Record) string { return rec.Reason })
 	for _, slot := range []bool{true, false} {
-		mu.Lock()
-		reasons = nil
-		mu.Unlock()
+		records() // the last case's
 		r := c.newRun()
 		gen := r.newGeneration()
 		acker := &nackAcker{}
@@ -216,11 +216,9 @@ func TestOrderedRetiredWaiterIsRequeuedAfterTheStopsCancel(t *testing.T) {
 		if slot {
 			want = "not started: intake stopped while it waited for a slot"
 		}
-		mu.Lock()
-		if !slices.Equal(reasons, []string{want}) {
+		if reasons := records(); !slices.Equal(reasons, []string{want}) {
 			t.Errorf("slot %v: reasons %q, want %q", slot, reasons, want)
 		}
-		mu.Unlock()
 		if slot {
 			<-r.slots
 		}

@@ -2,10 +2,8 @@ package runtime
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -124,23 +122,11 @@ func TestPauseEndsWithTheChannel(t *testing.T) {
 // record, unresolved, says its session was lost (the broker redelivers
 // it); the slot stays the handler's.
 func TestAwaitSlotEndsWhenTheChannelIsLost(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
 	spec := laneSpec()
 	spec.OrderKey = nil
-	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
-		Config{Logger: slog.New(slog.DiscardHandler), Observe: func(rec Record) {
-			mu.Lock()
-			got = append(got, string(rec.Path)+": "+rec.Reason)
-			mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, records := recordLines(t, spec, pathAndReason)
 	for _, cancelled := range []bool{false, true} {
-		mu.Lock()
-		got = nil
-		mu.Unlock()
+		records() // the last case's
 		r, s := laneSession(c)
 		told := make(chan error, 1)
 		s.lostAfterCancel = func(why error) { told <- why }
@@ -178,11 +164,9 @@ func TestAwaitSlotEndsWhenTheChannelIsLost(t *testing.T) {
 				t.Errorf("the loss after the cancel was told as %v", why)
 			}
 		}
-		mu.Lock()
-		if want := []string{string(PathUnresolved) + ": " + lostWaiting}; !slices.Equal(got, want) {
+		if got, want := records(), []string{string(PathUnresolved) + ": " + lostWaiting}; !slices.Equal(got, want) {
 			t.Errorf("cancelled first %v: records %q, want %q", cancelled, got, want)
 		}
-		mu.Unlock()
 		if len(r.slots) != 1 {
 			t.Errorf("cancelled first %v: %d slots held, want the handler's alone", cancelled, len(r.slots))
 		}
