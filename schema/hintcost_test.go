@@ -15,13 +15,7 @@ import (
 // of errors).
 func TestUnknownConsumedVersionHint(t *testing.T) {
 	schema := func(unknown int) string {
-		var s strings.Builder
-		s.WriteString("version: 1\npackage: x\nmessages:\n  A:\n    versions:\n")
-		for i := range 1000 {
-			fmt.Fprintf(&s, "      %d: {}\n", i+1)
-		}
-		s.WriteString("queues:\n  q:\n    consumes:\n      - message: A\n        versions: [2000" + strings.Repeat(", 2000", unknown-1) + "]\n")
-		return s.String()
+		return ofVersions(1000, "      - message: A\n        versions: [2000"+strings.Repeat(", 2000", unknown-1)+"]\n")
 	}
 	_, err := Parse("s.yaml", []byte(schema(1)))
 	want := "s.yaml:1010:20: message A has no version 2000 (it has 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20 and 980 more) [UNKNOWN-REFERENCE]"
@@ -120,13 +114,7 @@ func TestPublishOfManyEnvelopesIsBrief(t *testing.T) {
 // their product.
 func TestRepeatedConsumeCostsItsEntry(t *testing.T) {
 	schema := func(repeats int) string {
-		var s strings.Builder
-		s.WriteString("version: 1\npackage: x\nmessages:\n  A:\n    versions:\n")
-		for i := range 1000 {
-			fmt.Fprintf(&s, "      %d: {}\n", i+1)
-		}
-		s.WriteString("queues:\n  q:\n    consumes:\n      - {message: A, versions: [7]}\n" + strings.Repeat("      - {message: A}\n", repeats))
-		return s.String()
+		return ofVersions(1000, "      - {message: A, versions: [7]}\n"+strings.Repeat("      - {message: A}\n", repeats))
 	}
 	_, err := Parse("s.yaml", []byte(schema(2)))
 	want := "s.yaml:1010:19: A is consumed twice (first at line 1009): an entry without versions: takes every version of it (merge the entries, or give each the versions: it takes) [DUPLICATE]\n" +
@@ -141,4 +129,16 @@ func TestRepeatedConsumeCostsItsEntry(t *testing.T) {
 	if perEntry > 50 {
 		t.Errorf("%.0f allocations for each repeated entry, want at most 50", perEntry)
 	}
+}
+
+// ofVersions is a schema of a message A of n empty versions (1 to n, a line
+// each from line 6) and a queue q whose consumes: entries are consumes.
+func ofVersions(n int, consumes string) string {
+	var s strings.Builder
+	s.WriteString("version: 1\npackage: x\nmessages:\n  A:\n    versions:\n")
+	for i := range n {
+		fmt.Fprintf(&s, "      %d: {}\n", i+1)
+	}
+	s.WriteString("queues:\n  q:\n    consumes:\n" + consumes)
+	return s.String()
 }
