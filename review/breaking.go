@@ -490,13 +490,17 @@ func (b *breaker) enumConstants(of, nf *schema.Field, subject string) {
 		b.shared[of.Named] = true
 		subject = of.Named
 	}
+	// A value renamed as it travels may keep its constant (in_progress →
+	// in-progress, both InProgress): BOUND-NARROWED tells of the wire. So a
+	// constant is kept when some new value has its Go name.
+	kept := make(map[string]bool, len(nf.Values))
+	for _, w := range nf.Values {
+		kept[schema.GoName(w)] = true
+	}
 	var gone []string
 	for _, v := range of.Values {
-		// A value renamed as it travels may keep its constant (in_progress →
-		// in-progress, both InProgress): BOUND-NARROWED tells of the wire.
-		kept := slices.ContainsFunc(nf.Values, func(w string) bool { return schema.GoName(w) == schema.GoName(v) })
-		if !slices.Contains(nf.Values, v) && !kept {
-			gone = append(gone, of.GoPath+schema.GoName(v))
+		if name := schema.GoName(v); !kept[name] {
+			gone = append(gone, of.GoPath+name)
 		}
 	}
 	if len(gone) > 0 {

@@ -396,6 +396,35 @@ func TestBreakingReplayQuotesBriefly(t *testing.T) {
 	}
 }
 
+// enumOf parses a version whose field e is an enum of values.
+func enumOf(t *testing.T, name string, values []string) *schema.File {
+	t.Helper()
+	return parse(t, name, ping+"          e: {type: enum, values: ["+strings.Join(values, ", ")+"]}\n")
+}
+
+// enumValues are n enum values, v0000 on.
+func enumValues(n int) []string {
+	v := make([]string, n)
+	for i := range v {
+		v[i] = fmt.Sprintf("v%04d", i)
+	}
+	return v
+}
+
+// Comparing two revisions of an enum costs about what its values take to
+// read: the Go name of each old value was built again for each new one, so
+// that an enum of 1,000 values took seconds.
+func TestBreakingEnumCostsItsValues(t *testing.T) {
+	allocs := func(n int) float64 {
+		old, new := enumOf(t, "old.lily.yaml", enumValues(n)), enumOf(t, "new.lily.yaml", enumValues(n)[:n-1])
+		return testing.AllocsPerRun(1, func() { Breaking(old, new) })
+	}
+	const n = 250
+	if perValue := (allocs(2*n) - allocs(n)) / n; perValue > 50 {
+		t.Errorf("%.0f allocations for each value of the enum, want at most 50", perValue)
+	}
+}
+
 // TestRenamedComparesEveryField sets each field of a version, and of a
 // field, in one of two copies: the copies must differ unless the field is
 // one that follows the message's name or place. A field added to the schema
