@@ -505,9 +505,23 @@ func (b *breaker) enumConstants(of, nf *schema.Field, subject string) {
 	}
 	if len(gone) > 0 {
 		b.add(rules.EnumConstantRemoved, subject, b.typeAt(nf),
-			fmt.Sprintf("the generated constants %s of %s are removed with their values", strings.Join(gone, ", "), of.GoPath),
+			fmt.Sprintf("the generated constants %s of %s are removed with their values", listed(gone), of.GoPath),
 			"remove every use of them first")
 	}
+}
+
+// maxListed bounds the names a finding lists, as schema's hints are bounded:
+// an enum may drop a thousand constants at once.
+const maxListed = 20
+
+// listed is names joined for a finding: at most maxListed of them, then how
+// many more. Unlike a hint's, a name is not shortened: each is a Go name to
+// find the uses of, and is bounded with its enum value.
+func listed(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
 }
 
 // typeAt is where f's type is written in the new schema: its definition

@@ -425,6 +425,28 @@ func TestBreakingEnumCostsItsValues(t *testing.T) {
 	}
 }
 
+// The constants an enum drops are named as a hint names things: at most
+// 20, then how many more. The finding named each of them, and an enum may
+// hold 1,000 values.
+func TestBreakingEnumConstantsListedBriefly(t *testing.T) {
+	old := enumOf(t, "old.lily.yaml", enumValues(1000))
+	new := enumOf(t, "new.lily.yaml", []string{"x"})
+	var got []string
+	for _, f := range Breaking(old, new) {
+		if f.Rule == "ENUM-CONSTANT-REMOVED" {
+			got = append(got, f.Message)
+		}
+	}
+	first := make([]string, 20)
+	for i, v := range enumValues(20) {
+		first[i] = "PingV1E" + schema.GoName(v)
+	}
+	want := []string{"the generated constants " + strings.Join(first, ", ") + " and 980 more of PingV1E are removed with their values"}
+	if !slices.Equal(got, want) {
+		t.Errorf("findings, %d bytes:\n%.500q\nwant %d bytes:\n%q", len(strings.Join(got, "")), got, len(strings.Join(want, "")), want)
+	}
+}
+
 // TestRenamedComparesEveryField sets each field of a version, and of a
 // field, in one of two copies: the copies must differ unless the field is
 // one that follows the message's name or place. A field added to the schema

@@ -63,7 +63,7 @@ var (
 	VersionRemoved          = Rule{"VERSION-REMOVED", API, "a version removed; the message says whether it was deprecated first (its queues also get `VERSION-UNCONSUMED`)"}
 	FieldRemoved            = Rule{"FIELD-REMOVED", API, "a field or header removed"}
 	FieldGoTypeChanged      = Rule{"FIELD-GO-TYPE-CHANGED", API, "a field's Go type changes (such as `*string` → `string` when it becomes required, or `int32` → `int64`)"}
-	EnumConstantRemoved     = Rule{"ENUM-CONSTANT-REMOVED", API, "an enum value removed: its generated constant `<Type><Value>` goes with it"}
+	EnumConstantRemoved     = Rule{"ENUM-CONSTANT-REMOVED", API, "an enum value removed: its generated constant `<Type><Value>` goes with it (the finding names at most 20 such constants, then how many more)"}
 	HandlerMethodAdded      = Rule{"HANDLER-METHOD-ADDED", API, "an existing queue consumes another version: its handler interface gains a method (types that embed `Unimplemented<Queue>Handler` still compile)"}
 	InboxRequirementChanged = Rule{"INBOX-REQUIREMENT-CHANGED", API, "a queue's consumed messages change to or from `inbox: required`: the generated constructor gains or loses its `inbox` parameter"}
 	ProducerRemoved         = Rule{"PRODUCER-REMOVED", API, "a message's producers `New<Message>V<n>` are no longer generated: it is now read in several envelopes, or in one lilygen cannot write (CloudEvents without a `source`, or a fixed version the message does not keep to)"}
