@@ -504,24 +504,37 @@ func (b *breaker) enumConstants(of, nf *schema.Field, subject string) {
 		}
 	}
 	if len(gone) > 0 {
+		// A constant's name stays whole: it is the Go name to find the uses
+		// of, and is bounded with its enum value.
 		b.add(rules.EnumConstantRemoved, subject, b.typeAt(nf),
-			fmt.Sprintf("the generated constants %s of %s are removed with their values", listed(gone), of.GoPath),
+			fmt.Sprintf("the generated constants %s of %s are removed with their values", listed(gone, 0), of.GoPath),
 			"remove every use of them first")
 	}
 }
 
 // maxListed bounds the names a finding lists, as schema's hints are bounded:
-// an enum may drop a thousand constants at once.
+// an enum may hold, or drop, a thousand values at once.
 const maxListed = 20
 
+// maxQuoted is how long a value a finding quotes in a list may be before it
+// is shortened, as a hint shortens a name: an enum value may be 256 bytes.
+const maxQuoted = 40
+
 // listed is names joined for a finding: at most maxListed of them, then how
-// many more. Unlike a hint's, a name is not shortened: each is a Go name to
-// find the uses of, and is bounded with its enum value.
-func listed(names []string) string {
-	if len(names) <= maxListed {
-		return strings.Join(names, ", ")
+// many more; each longer than width bytes is shortened to that, unless width
+// is 0.
+func listed(names []string, width int) string {
+	some := make([]string, min(len(names), maxListed))
+	for i := range some {
+		some[i] = names[i]
+		if width > 0 && len(some[i]) > width {
+			some[i] = some[i][:width-len("...")] + "..."
+		}
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
+	if len(names) <= maxListed {
+		return strings.Join(some, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(some, ", "), len(names)-maxListed)
 }
 
 // typeAt is where f's type is written in the new schema: its definition
@@ -609,8 +622,8 @@ func ranges(of, nf *schema.Field) []change {
 			what:     "values",
 			narrower: slices.ContainsFunc(of.Values, func(v string) bool { return !slices.Contains(nf.Values, v) }),
 			wider:    slices.ContainsFunc(nf.Values, func(v string) bool { return !slices.Contains(of.Values, v) }),
-			from:     strings.Join(of.Values, ", "),
-			to:       strings.Join(nf.Values, ", "),
+			from:     listed(of.Values, maxQuoted),
+			to:       listed(nf.Values, maxQuoted),
 		})
 	}
 	// One pattern is not compared with another: any change may narrow.

@@ -447,6 +447,41 @@ func TestBreakingEnumConstantsListedBriefly(t *testing.T) {
 	}
 }
 
+// The values an enum's findings of its bounds quote are listed as the
+// constants it drops are: at most 20, then how many more, each shortened as
+// a hint shortens a name. The findings quoted every value, whole, of both
+// revisions, and an enum may hold 1,000 values of 256 bytes.
+func TestBreakingEnumValuesListedBriefly(t *testing.T) {
+	values := make([]string, 1000)
+	for i := range values {
+		values[i] = fmt.Sprintf("v%04d%s", i, strings.Repeat("x", 251))
+	}
+	old := enumOf(t, "old.lily.yaml", values)
+	new := enumOf(t, "new.lily.yaml", append([]string{"x"}, values[500:]...))
+	var got []string
+	for _, f := range Breaking(old, new) {
+		if strings.HasPrefix(f.Rule, "BOUND-") {
+			got = append(got, f.Message)
+		}
+	}
+	shortened := func(values []string) string {
+		short := make([]string, len(values))
+		for i, v := range values {
+			short[i] = v[:37] + "..."
+		}
+		return strings.Join(short, ", ")
+	}
+	from := shortened(values[:20]) + " and 980 more"
+	to := "x, " + shortened(values[500:519]) + " and 481 more"
+	want := []string{
+		"Ping.v1.e narrows its values from " + from + " to " + to + ": messages already queued, and producers on the old schema, may break it",
+		"Ping.v1.e widens its values from " + from + " to " + to + ": consumers on the old schema reject the values it newly allows",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("findings, %d bytes:\n%.500q\nwant %d bytes:\n%q", len(strings.Join(got, "")), got, len(strings.Join(want, "")), want)
+	}
+}
+
 // TestRenamedComparesEveryField sets each field of a version, and of a
 // field, in one of two copies: the copies must differ unless the field is
 // one that follows the message's name or place. A field added to the schema
