@@ -618,10 +618,13 @@ func ranges(of, nf *schema.Field) []change {
 	case schema.List, schema.Map:
 		out = append(out, compareRange(of, nf, cmp.Or(of.MinItems, &none), of.MaxItems, cmp.Or(nf.MinItems, &none), nf.MaxItems))
 	case schema.Enum:
+		// Each revision's values are looked up in a set of the other's, not
+		// scanned for each: an enum may hold 1,000 values.
+		olds, news := valueSet(of.Values), valueSet(nf.Values)
 		out = append(out, change{
 			what:     "values",
-			narrower: slices.ContainsFunc(of.Values, func(v string) bool { return !slices.Contains(nf.Values, v) }),
-			wider:    slices.ContainsFunc(nf.Values, func(v string) bool { return !slices.Contains(of.Values, v) }),
+			narrower: slices.ContainsFunc(of.Values, func(v string) bool { return !news[v] }),
+			wider:    slices.ContainsFunc(nf.Values, func(v string) bool { return !olds[v] }),
 			from:     listed(of.Values, maxQuoted),
 			to:       listed(nf.Values, maxQuoted),
 		})
@@ -631,6 +634,15 @@ func ranges(of, nf *schema.Field) []change {
 		out = append(out, change{what: "pattern", narrower: nf.Pattern != "", wider: of.Pattern != "", from: strconv.Quote(of.Pattern), to: strconv.Quote(nf.Pattern)})
 	}
 	return out
+}
+
+// valueSet is the set of an enum's values.
+func valueSet(values []string) map[string]bool {
+	set := make(map[string]bool, len(values))
+	for _, v := range values {
+		set[v] = true
+	}
+	return set
 }
 
 // compareRange compares the inclusive ranges of fields of and nf; a nil
