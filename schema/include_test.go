@@ -39,6 +39,17 @@ func TestIncludeStaysInTheRepository(t *testing.T) {
 		`3:53: include "../../../../../../../../../../../etc/passwd" is outside the repository [BAD-INCLUDE]`)
 }
 
+// isolatedDir is a temporary directory that no git work tree or Go module
+// holds: one would be the bound of what the schemas written there include.
+func isolatedDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if b := enclosing(dir); b.dir != fileID(dir) {
+		t.Skipf("the temporary directory %s is inside %s (%s): set TMPDIR outside it", dir, b.dir, b.what)
+	}
+	return dir
+}
+
 // wantRefused loads the schema root and wants exactly the errors want, one
 // a line, and none that quotes the secret.
 func wantRefused(t *testing.T, root string, want ...string) {
@@ -58,20 +69,21 @@ func wantRefused(t *testing.T, root string, want ...string) {
 	}
 }
 
-// Outside a git work tree, an include stays in the Go module that holds the
-// root schema: a build that copies the sources without .git still reads a
-// sibling directory's shared file.
+// Outside a git work tree, an include stays in the outermost Go module that
+// holds the root schema: a build that copies the sources without .git still
+// reads a file the repository's modules share.
 func TestIncludeStaysInTheModule(t *testing.T) {
-	dir := t.TempDir()
+	dir := isolatedDir(t)
 	writeTree(t, dir, map[string]string{
 		"secrets.env":            secret,
 		"mod/go.mod":             "module example.com/mod\n",
+		"mod/svc/go.mod":         "module example.com/mod/svc\n", // a module of its own
 		"mod/shared/a.lily.yaml": "version: 1\nmessages: {A: {versions: {1: {}}}}\n",
 		"mod/svc/x.lily.yaml":    "version: 1\npackage: x\ninclude: [../shared/a.lily.yaml]\nqueues: {q: {consumes: [{message: A}]}}\n",
 		"mod/svc/y.lily.yaml":    "version: 1\npackage: y\ninclude: [../shared/a.lily.yaml, ../../secrets.env]\nqueues: {q: {consumes: [{message: A}]}}\n",
 	})
 	if _, err := Load(filepath.Join(dir, "mod", "svc", "x.lily.yaml")); err != nil {
-		t.Errorf("a shared file in the module: %v", err)
+		t.Errorf("a file shared by the modules: %v", err)
 	}
 	wantRefused(t, filepath.Join(dir, "mod", "svc", "y.lily.yaml"),
 		`3:34: include "../../secrets.env" is outside the Go module, and no git work tree holds it [BAD-INCLUDE]`)
@@ -80,7 +92,7 @@ func TestIncludeStaysInTheModule(t *testing.T) {
 // Outside a git work tree and a Go module, an include stays in the root
 // schema's directory.
 func TestIncludeStaysInTheSchemasDirectory(t *testing.T) {
-	dir := t.TempDir()
+	dir := isolatedDir(t)
 	writeTree(t, dir, map[string]string{
 		"secrets.env":         secret,
 		"svc/sub/a.lily.yaml": "version: 1\nmessages: {A: {versions: {1: {}}}}\n",

@@ -371,8 +371,10 @@ const (
 // enclosing is the bound of a root schema in dir: the top of the git work
 // tree that holds dir (the nearest directory up with a .git, which git
 // keeps out of any tree it commits, so a change cannot add one); outside
-// any, as where a build copies the sources without .git, the Go module that
-// holds dir (the nearest directory up with a go.mod), or dir itself.
+// any, as where a build copies the sources without .git, the outermost Go
+// module that holds dir (the last directory up with a go.mod: a service's
+// module in a repository of several may include a file the repository's
+// modules share), or dir itself.
 func enclosing(dir string) bound {
 	dir = fileID(dir)
 	module := ""
@@ -380,7 +382,7 @@ func enclosing(dir string) bound {
 		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
 			return bound{dir: d, what: inRepository}
 		}
-		if _, err := os.Lstat(filepath.Join(d, "go.mod")); err == nil && module == "" {
+		if _, err := os.Lstat(filepath.Join(d, "go.mod")); err == nil {
 			module = d
 		}
 		parent := filepath.Dir(d)
