@@ -17,23 +17,30 @@ import (
 )
 
 // Load reads and checks the schema file at name and the files it includes.
+// A name that is a symbolic link to a file outside name's repository (see
+// Parse) is not read.
 func Load(name string) (*File, error) {
-	data, err := readFile(name)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, unwrapPath(err))
-	}
-	return Parse(name, data)
+	return loadWithin(name, enclosing(filepath.Dir(name)))
 }
 
 // LoadWithin is Load for a schema whose repository has its root at the
 // directory root, though no git work tree holds it (a revision written out
-// from git): its includes stay inside root.
+// from git): it and its includes stay inside root.
 func LoadWithin(name, root string) (*File, error) {
+	return loadWithin(name, bound{dir: fileID(root), what: inRepository})
+}
+
+// loadWithin is Load with the files read bounded by b. The root schema is
+// bounded too: CI names it, but a pull request may commit a link there.
+func loadWithin(name string, b bound) (*File, error) {
+	if !b.holds(fileID(name)) {
+		return nil, fmt.Errorf("%s: a link to a file outside %s, which is not read", name, b.what)
+	}
 	data, err := readFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, unwrapPath(err))
 	}
-	return parseWithin(name, data, readFile, bound{dir: fileID(root), what: inRepository})
+	return parseWithin(name, data, readFile, b)
 }
 
 // Parse checks data, the contents of the schema file name; the files it

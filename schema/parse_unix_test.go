@@ -115,3 +115,27 @@ func TestIncludeThroughSymlinksStaysInTheRepository(t *testing.T) {
 		`3:20: include "out.yaml" is outside the repository [BAD-INCLUDE]`,
 		`3:30: include "up/secrets.env" is outside the repository [BAD-INCLUDE]`)
 }
+
+// A root schema that is a link to a file outside its repository is not
+// read: CI names the root, but a pull request may commit a link there.
+func TestRootSchemaLinkStaysInTheRepository(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"outside.yaml":   "version: 1\npackage: ghp_SECRET\nmessages: ghp_ANOTHER\n",
+		"repo/.git/HEAD": "ref: refs/heads/main\n",
+		"repo/in.yaml":   "version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\nqueues: {q: {consumes: [{message: A}]}}\n",
+	})
+	for link, to := range map[string]string{"out.lily.yaml": "../outside.yaml", "in.lily.yaml": "in.yaml"} {
+		if err := os.Symlink(to, filepath.Join(dir, "repo", link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Load(filepath.Join(dir, "repo", "in.lily.yaml")); err != nil {
+		t.Errorf("a link to a file in the repository: %v", err)
+	}
+	root := filepath.Join(dir, "repo", "out.lily.yaml")
+	_, err := Load(root)
+	if want := root + ": a link to a file outside the repository, which is not read"; err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
