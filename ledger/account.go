@@ -34,6 +34,10 @@ type evidence struct {
 	// succeeded holds the attempts whose handler (the ledger's own)
 	// returned success: the runtime's record of it is not taken on trust.
 	succeeded map[workKey]bool
+	// ended says how the handler's runs of each attempt ended, in a
+	// record's words (endedAs): the records' handler results, and where
+	// they sent the message, are judged by it.
+	ended map[ending]bool
 	// resent counts the sends of each id made again after one that may
 	// have left a copy; resumes the resume times measured, by fault.
 	resent  map[string]int
@@ -85,7 +89,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 	defer r.mu.Unlock()
 	return evidence{
 		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, maxAttempts: r.spec.MaxAttempts, ids: r.ids, behaviours: r.beh,
-		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded),
+		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded), ended: maps.Clone(r.ended),
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
@@ -301,6 +305,10 @@ func account(e evidence) *Result {
 		slices.Sort(strays)
 		problem("%d messages not of the run were found in its queues (strays); the first: %s", len(strays), strings.Join(strays[:min(len(strays), 3)], "; "))
 	}
+	lastRun := map[string]int{}
+	for k := range e.runs {
+		lastRun[k.id] = max(lastRun[k.id], k.attempt)
+	}
 	var unfinished []string
 	for _, id := range e.ids {
 		b := e.behaviours[id]
@@ -329,11 +337,18 @@ func account(e evidence) *Result {
 		}
 		// Each ACK and each handoff on its own, by the decision table: a copy
 		// left in a queue, or another attempt's success, does not vouch for it.
+		// The handler's result each record gives is the ledger's to check,
+		// and so where a failure was sent.
 		for _, rec := range recs {
-			for _, wrong := range []string{wrongAck(rec, b, e.succeeded, committedWork[id]), wrongHandoff(rec, e.dlq, e.maxAttempts)} {
+			for _, wrong := range []string{wrongResult(rec, e.ended), wrongAck(rec, b, e.succeeded, committedWork[id]), wrongHandoff(rec, e.dlq, e.maxAttempts)} {
 				if wrong != "" {
 					problem("%s (%s) %s; records: %s", id, b, wrong, paths(recs))
 				}
+			}
+		}
+		if b == Refused {
+			if wrong := refusedRetried(id, recs, copies, lastRun[id], e); wrong != "" {
+				problem("%s (%s) %s; records: %s", id, b, wrong, paths(recs))
 			}
 		}
 		if fate == Lost {

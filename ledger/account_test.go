@@ -25,17 +25,26 @@ import (
 const dlq = "q.dlq"
 
 // oneMessage is the evidence of a run of one message of behaviour b, whose
-// handler returned success on each attempt recs show handled.
+// handler returned success on each attempt recs show handled, and ended as
+// each of recs says (a cancelled run with a retryable failure).
 func oneMessage(b Behaviour, recs ...runtime.Record) evidence {
-	succeeded := map[workKey]bool{}
+	succeeded, ended := map[workKey]bool{}, map[ending]bool{}
 	for _, rec := range recs {
+		k := workKey{rec.MessageID, rec.Attempt}
 		if handled(rec) {
-			succeeded[workKey{rec.MessageID, rec.Attempt}] = true
+			succeeded[k] = true
+		}
+		switch rec.Handler {
+		case "", "abandoned", "not started", "completed earlier":
+		case "cancelled":
+			ended[ending{k, "retryable"}] = true
+		default:
+			ended[ending{k, rec.Handler}] = true
 		}
 	}
 	return evidence{
 		queue: "q", dlq: dlq, ids: []string{"m1"}, behaviours: map[string]Behaviour{"m1": b},
-		maxAttempts: 3, records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{}, succeeded: succeeded,
+		maxAttempts: 3, records: recs, runs: map[workKey]int{}, ambiguous: map[workKey]int{}, succeeded: succeeded, ended: ended,
 		queued: map[string][]found{}, rows: map[string]int{},
 	}
 }
@@ -640,7 +649,34 @@ func TestAccountHoldsTheDLQToTheDecisionTable(t *testing.T) {
 	res = account(inDLQ(Refused, 3, refused(1, "q.retry"), refused(2, "q.retry"), refused(3, dlq)))
 	wantProblem(t, res, "m1 (permanent) attempt 1, a permanent failure, was handed off to q.retry, not to the DLQ")
 	wantProblem(t, res, "m1 (permanent) attempt 2, a permanent failure, was handed off to q.retry, not to the DLQ")
-	wantProblem(t, account(inDLQ(Refused, 2)), "m1 (permanent) is in the DLQ from attempt 2 of 3")
+	wantProblem(t, account(inDLQ(Refused, 2)), "m1 (permanent) reached attempt 2, and its handler failed permanently on attempt 1")
+	// Nor retried on the runtime's word: the ledger's handler failed
+	// permanently, whatever the records call it.
+	retried := func(attempt int, to string) runtime.Record {
+		rec := panicked(attempt, to)
+		rec.Handler = "retryable"
+		return rec
+	}
+	e := inDLQ(Refused, 3, retried(1, "q.retry"), retried(2, "q.retry"), retried(3, dlq))
+	clear(e.ended)
+	for attempt := 1; attempt <= 3; attempt++ {
+		e.ended[ending{workKey{"m1", attempt}, "permanent"}] = true
+	}
+	res = account(e)
+	wantProblem(t, res, `m1 (permanent) attempt 1's record says its handler ended "retryable", and the ledger's runs of it ended "permanent"`)
+	wantProblem(t, res, `m1 (permanent) attempt 1, a permanent failure by the ledger's handler, was handed off to q.retry (handler "retryable")`)
+	// The control: a run the ledger saw end late may be timed out, and
+	// retried; the next attempt fails permanently, to the DLQ.
+	timedOut := panicked(1, "q.retry")
+	timedOut.Handler = "timed out"
+	wantNoProblem(t, account(inDLQ(Refused, 2, timedOut, refused(2, dlq))))
+	// A panic is not what the records call it either.
+	e = inDLQ(Panics, 3, retried(1, "q.retry"), retried(2, "q.retry"), retried(3, dlq))
+	clear(e.ended)
+	for attempt := 1; attempt <= 3; attempt++ {
+		e.ended[ending{workKey{"m1", attempt}, "panicked"}] = true
+	}
+	wantProblem(t, account(e), `m1 (panic) attempt 2's record says its handler ended "retryable", and the ledger's runs of it ended "panicked"`)
 
 	// Nor is the last attempt.
 	wantProblem(t, account(inDLQ(Panics, 3, panicked(1, "q.retry"), panicked(2, "q.retry"), panicked(3, "q.retry"))), "m1 (panic) attempt 3 of 3 was handed off to q.retry, its retries exhausted")
@@ -922,7 +958,7 @@ func TestALateSuccessVouchesForNothing(t *testing.T) {
 	id := r.ids[0]
 	r.beh[id] = Success
 	var sealed atomic.Bool
-	handle := r.handler(&sealed, r.noteSuccess)
+	handle := r.handler(&sealed, r.noteSuccess, r.noteEnded)
 	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
 	d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, []byte(`{}`)))
 	if err != nil {
@@ -935,5 +971,40 @@ func TestALateSuccessVouchesForNothing(t *testing.T) {
 	sealed.Store(true)
 	if err := handle(t.Context(), d); err != nil || r.succeeded[workKey{id, 1}] {
 		t.Errorf("a success after the seal: error %v, noted %v", err, r.succeeded)
+	}
+}
+
+// The handler notes how each run ended from what it did, not from the
+// runtime's reading of it: a permanent failure, a panic, and a run that
+// returned at its deadline, which the runtime may call timed out.
+func TestTheHandlerNotesHowEachRunEnded(t *testing.T) {
+	r := newRun(Config{N: 3}, spec("ended-test", topology.Classic))
+	r.assign()
+	var sealed atomic.Bool
+	handle := r.handler(&sealed, r.noteSuccess, r.noteEnded)
+	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
+	run := func(ctx context.Context, id string, b Behaviour) {
+		t.Helper()
+		r.beh[id] = b
+		d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, []byte(`{}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = recover() }()
+		_ = handle(ctx, d)
+	}
+	run(t.Context(), r.ids[0], Refused)
+	run(t.Context(), r.ids[1], Panics)
+	late, cancel := context.WithDeadline(t.Context(), time.Now())
+	defer cancel()
+	run(late, r.ids[2], Success)
+	want := map[ending]bool{
+		{workKey{r.ids[0], 1}, "permanent"}: true,
+		{workKey{r.ids[1], 1}, "panicked"}:  true,
+		{workKey{r.ids[2], 1}, "ok"}:        true,
+		{workKey{r.ids[2], 1}, "timed out"}: true,
+	}
+	if fmt.Sprint(r.ended) != fmt.Sprint(want) {
+		t.Errorf("noted %v, want %v", r.ended, want)
 	}
 }

@@ -82,15 +82,58 @@ func pick(n int) Behaviour {
 // success returned before then (succeeded). A handler still running at the
 // final abort is abandoned, and the inbox rolls back its late nil: one
 // returned after the seal committed nothing, and vouches for no inbox
-// duplicate.
-func (r *run) handler(sealed *atomic.Bool, succeeded func(runtime.RawDelivery)) func(context.Context, runtime.RawDelivery) error {
+// duplicate. It tells ended how every run ended, in a record's words
+// (endedAs), so that the accounting judges the records' handler results,
+// and the copies' failure kinds, by what the ledger's own handler did.
+func (r *run) handler(sealed *atomic.Bool, succeeded func(runtime.RawDelivery), ended func(runtime.RawDelivery, string)) func(context.Context, runtime.RawDelivery) error {
 	return func(ctx context.Context, d runtime.RawDelivery) error {
+		word := "panicked" // unless behave returns
+		defer func() {
+			// Within lateBy of its deadline, the runtime's wait for it may
+			// have ended first: a run it may fairly call timed out.
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < lateBy {
+				ended(d, "timed out")
+			}
+			ended(d, word)
+		}()
 		err := r.behave(ctx, d)
+		word = endedAs(err)
 		if r.success(d, err) && !sealed.Load() {
 			succeeded(d)
 		}
 		return err
 	}
+}
+
+// lateBy is how close to its deadline a run of the handler must return for
+// the ledger to take a timeout of it as possible.
+const lateBy = 50 * time.Millisecond
+
+// endedAs is a record's word for a run of the ledger's handler that
+// returned err, read from the error the ledger made: its own Permanent
+// field, not the runtime's classification of it.
+func endedAs(err error) string {
+	var qe *runtime.QueueHandlerError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &qe) && qe.Permanent:
+		return "permanent"
+	}
+	return "retryable"
+}
+
+// ending is how a run of one attempt ended, in a record's words.
+type ending struct {
+	workKey
+	word string
+}
+
+// noteEnded notes in r that a run of d's attempt ended as word.
+func (r *run) noteEnded(d runtime.RawDelivery, word string) {
+	r.mu.Lock()
+	r.ended[ending{workKey{d.MessageID(), d.Attempt()}, word}] = true
+	r.mu.Unlock()
 }
 
 // noteSuccess notes the success of d's attempt in r.

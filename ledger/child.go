@@ -56,6 +56,7 @@ const (
 	evWarning     = "warning"      // a consumer's warning or error: Stage, ID, Attempt, Detail
 	evProven      = "ack-proven"   // a later reply proved the ACK of ID, Attempt
 	evSucceeded   = "succeeded"    // a handler run returned success: ID, Attempt
+	evEnded       = "ended"        // how a handler run ended (endedAs): ID, Attempt, Detail
 	evReport      = "report"       // Run returned its report: Report
 	evFailedStart = "failed-start" // the consumer's first connection failed: Detail
 	evError       = "error"        // Run failed otherwise: Detail
@@ -161,6 +162,8 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 	// leaves it said.
 	behave := r.handler(&sealed, func(d runtime.RawDelivery) {
 		out.emit(event{Kind: evSucceeded, ID: d.MessageID(), Attempt: d.Attempt()})
+	}, func(d runtime.RawDelivery, word string) {
+		out.emit(event{Kind: evEnded, ID: d.MessageID(), Attempt: d.Attempt(), Detail: word})
 	})
 	handle := func(ctx context.Context, d runtime.RawDelivery) error {
 		arrived(evRun, d)

@@ -179,6 +179,10 @@ func (c *children) apply(p *proc, ev event) {
 		pr.mu.Lock()
 		pr.succeeded[workKey{ev.ID, ev.Attempt}] = true
 		pr.mu.Unlock()
+	case evEnded:
+		pr.mu.Lock()
+		pr.ended[ending{workKey{ev.ID, ev.Attempt}, ev.Detail}] = true
+		pr.mu.Unlock()
 	case evRecord:
 		if ev.Record == nil {
 			return

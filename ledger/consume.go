@@ -155,7 +155,7 @@ func (r *run) consume(ctx context.Context, urls []string) ([]*runtime.Report, er
 	var reports []*runtime.Report
 	for {
 		var sealed atomic.Bool
-		c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: r.handler(&sealed, r.noteSuccess)}, cfg)
+		c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: r.handler(&sealed, r.noteSuccess, r.noteEnded)}, cfg)
 		if err != nil {
 			return reports, err
 		}

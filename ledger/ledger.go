@@ -127,7 +127,7 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 	return &run{
 		cfg: cfg, spec: spec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
-		restart: make(chan bool, 1), forced: make(chan *runtime.Report, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[workKey]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
+		restart: make(chan bool, 1), forced: make(chan *runtime.Report, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[workKey]bool{}, ended: map[ending]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
 		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{}, refused: map[refusal]int{},
 	}
 }
@@ -191,6 +191,7 @@ type run struct {
 	mu           sync.Mutex
 	runs         map[workKey]int
 	succeeded    map[workKey]bool      // the attempts whose handler returned success
+	ended        map[ending]bool       // how the handler's runs of each attempt ended
 	arrivals     map[workKey][]arrival // how each run's and each duplicate's delivery came
 	records      []runtime.Record
 	byID         map[string][]runtime.Record

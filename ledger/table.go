@@ -175,13 +175,84 @@ func wrongHandoff(rec runtime.Record, dlq string, maxAttempts int) string {
 	return ""
 }
 
+// wrongResult says what is wrong with the handler's result rec gives, or ""
+// when nothing is: a run's word must be how a run of its attempt ended, as
+// the ledger's handler noted it (endedAs), and "cancelled" (a failure the
+// forced stop cancelled) how one ended with an error. The words of runs
+// the handler never finished ("abandoned", "not started") or that never
+// ran it ("completed earlier", none) say nothing of its result.
+func wrongResult(rec runtime.Record, ended map[ending]bool) string {
+	k := workKey{rec.MessageID, rec.Attempt}
+	switch rec.Handler {
+	case "", "abandoned", "not started", "completed earlier":
+		return ""
+	case "cancelled":
+		if ended[ending{k, "retryable"}] || ended[ending{k, "permanent"}] {
+			return ""
+		}
+	default:
+		if ended[ending{k, rec.Handler}] {
+			return ""
+		}
+	}
+	return fmt.Sprintf("attempt %d's record says its handler ended %q, and the ledger's runs of it ended %s", rec.Attempt, rec.Handler, endings(k, ended))
+}
+
+// endings lists how the ledger's runs of k ended.
+func endings(k workKey, ended map[ending]bool) string {
+	var of []string
+	for _, word := range []string{"ok", "retryable", "permanent", "panicked", "timed out"} {
+		if ended[ending{k, word}] {
+			of = append(of, fmt.Sprintf("%q", word))
+		}
+	}
+	if len(of) == 0 {
+		return "in no way it heard"
+	}
+	return strings.Join(of, ", ")
+}
+
+// refusedRetried says what is wrong with the attempts of id, a message
+// whose handler fails permanently on every attempt, or "" when nothing
+// is. Whatever the records say, the table sends such a failure to the DLQ
+// on the attempt it came with: the message reaches attempt n > 1 (in a
+// record, a run, or a copy found at the end) only through a handoff of
+// attempt n-1 to a retry bucket, after a run of it that the runtime may
+// fairly have called timed out (the ledger saw it end late), or one the
+// ledger never heard end (its process was killed first). A requeue, a
+// deferral or a redelivery after an ambiguous ACK keeps the attempt.
+func refusedRetried(id string, recs []runtime.Record, copies []found, lastRun int, e evidence) string {
+	late := func(attempt int) bool {
+		k := workKey{id, attempt}
+		return e.ended[ending{k, "timed out"}] || e.killed[k] > 0
+	}
+	for _, rec := range recs {
+		if rec.Handoff != "" && rec.Destination != e.dlq && !late(rec.Attempt) {
+			return fmt.Sprintf("attempt %d, a permanent failure by the ledger's handler, was handed off to %s (handler %q)", rec.Attempt, rec.Destination, rec.Handler)
+		}
+	}
+	last := lastRun
+	for _, rec := range recs {
+		last = max(last, rec.Attempt)
+	}
+	for _, f := range copies {
+		last = max(last, f.attempt)
+	}
+	for attempt := 2; attempt <= last; attempt++ {
+		if !late(attempt - 1) {
+			return fmt.Sprintf("reached attempt %d, and its handler failed permanently on attempt %d, which goes to the DLQ, not to a retry", last, attempt-1)
+		}
+	}
+	return ""
+}
+
 // deadByTable says whether the decision table sends a delivery of attempt
-// of a message of behaviour b to the DLQ: the ledger's permanent failure on
-// its first attempt (the handler fails so on every one), any failure once
-// the retries are exhausted, or, as a record of that attempt says, a
-// rejection or a quorum queue's delivery limit.
+// of a message of behaviour b to the DLQ: the ledger's permanent failure
+// (the handler fails so on every attempt; refusedRetried says which it may
+// reach), any failure once the retries are exhausted, or, as a record of
+// that attempt says, a rejection or a quorum queue's delivery limit.
 func deadByTable(b Behaviour, attempt int, recs []runtime.Record, e evidence) bool {
-	if b == Refused && attempt == 1 || attempt >= e.maxAttempts {
+	if b == Refused || attempt >= e.maxAttempts {
 		return true
 	}
 	return slices.ContainsFunc(recs, func(rec runtime.Record) bool {
