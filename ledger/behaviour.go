@@ -52,6 +52,9 @@ const (
 // messageTyp is the AMQP type of the ledger's messages.
 const messageTyp = "LedgerTest"
 
+// bodyOf is the body of the ledger's message i.
+func bodyOf(i int) []byte { return fmt.Appendf(nil, `{"n":%d}`, i) }
+
 // assign gives each message its behaviour, from the seed.
 func (r *run) assign() {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0))

@@ -1,13 +1,17 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/queue"
 )
 
@@ -51,6 +55,17 @@ func (r *run) drain() (map[string][]found, error) {
 	if r.cfg.Cluster != nil {
 		quiet = clusterQuiet
 	}
+	index := make(map[string]int, len(r.ids))
+	for i, id := range r.ids {
+		index[id] = i
+	}
+	var copies []failure
+	var bad []string
+	defer func() {
+		r.mu.Lock()
+		r.failures, r.badCopies = copies, bad
+		r.mu.Unlock()
+	}()
 	out := map[string][]found{}
 	last := time.Now()
 	for empty := 0; empty < 2 || time.Since(last) < quiet; {
@@ -73,9 +88,18 @@ func (r *run) drain() (map[string][]found, error) {
 					break
 				}
 				got++
-				attempt := 1
-				if a, ok := d.Headers["x-lily-attempt"].(int64); ok {
-					attempt = int(a)
+				i, ours := index[d.MessageId]
+				if !ours {
+					// A stray, which the accounting reports.
+					out[d.MessageId] = append(out[d.MessageId], found{fate, 1, d.Redelivered})
+					continue
+				}
+				attempt, f, wrong := r.copyFacts(&d, fate, i)
+				if wrong != "" {
+					bad = append(bad, fmt.Sprintf("%s: a copy in %s %s", d.MessageId, q, wrong))
+				}
+				if f.kind != "" {
+					copies = append(copies, f)
 				}
 				out[d.MessageId] = append(out[d.MessageId], found{fate, attempt, d.Redelivered})
 			}
@@ -87,6 +111,98 @@ func (r *run) drain() (map[string][]found, error) {
 		}
 	}
 	return out, nil
+}
+
+// failure is what a retry or DLQ copy of a message of the run says of the
+// failure that made it (its x-lily-failure-* headers), for the accounting
+// to hold to how the ledger's handler ended its runs.
+type failure struct {
+	id   string
+	fate Fate // where the copy was made for: a retry bucket (InBucket) or the DLQ
+	kind string
+	// attempt is the attempt that failed; limited: the copy went to the DLQ
+	// at a quorum queue's delivery limit, whatever the failure.
+	attempt int
+	limited bool
+}
+
+// copyFacts reads d, a copy of the run's message i drained from a queue of
+// fate: its attempt (1 when its header is missing or mistyped), the
+// failure facts it carries, and what is wrong with it, or "". Every copy
+// carries the message as the ledger published it (id, type, content type,
+// version, body). A copy made by a handoff (in a bucket or the DLQ, or in
+// the main queue back from a bucket) carries an int64 x-lily-attempt and
+// its failure facts: the kind, the reason, the failed attempt (the one
+// before its own, or its own in the DLQ) and the run's queue. The original
+// carries neither: the ledger's publishes set no attempt. A DLQ copy that
+// the broker dead-lettered from the run's queue at a quorum queue's
+// delivery limit is held as it was there.
+func (r *run) copyFacts(d *amqp.Delivery, fate Fate, i int) (int, failure, string) {
+	f := failure{id: d.MessageId, fate: fate}
+	kind, hasFacts := d.Headers[envelope.HeaderFailureKind]
+	if fate == InDLQ && limitReached(d, r.spec.Name) {
+		fate = InMain
+	}
+	attempt := 1
+	a, present := d.Headers[envelope.HeaderAttempt]
+	n, isInt := a.(int64)
+	switch {
+	case !present && (hasFacts || fate != InMain):
+		return attempt, f, "carries no " + envelope.HeaderAttempt
+	case !present:
+	case !isInt:
+		return attempt, f, fmt.Sprintf("carries %s %v, a %T, not an int64", envelope.HeaderAttempt, a, a)
+	default:
+		attempt = int(n)
+	}
+	switch {
+	case d.Type != messageTyp || d.ContentType != "application/json":
+		return attempt, f, fmt.Sprintf("has type %q and content type %q, not those published", d.Type, d.ContentType)
+	case d.Headers[envelope.HeaderVersion] != int64(1):
+		return attempt, f, fmt.Sprintf("carries %s %#v, not the int64 1 published", envelope.HeaderVersion, d.Headers[envelope.HeaderVersion])
+	case !bytes.Equal(d.Body, bodyOf(i)):
+		return attempt, f, fmt.Sprintf("has the body %.40q, not the %q published", d.Body, bodyOf(i))
+	case !hasFacts && fate == InMain && attempt == 1:
+		return attempt, f, "" // the original
+	case !hasFacts:
+		return attempt, f, fmt.Sprintf("of attempt %d carries no %s", attempt, envelope.HeaderFailureKind)
+	}
+	f.fate = InBucket
+	want := attempt - 1
+	if fate == InDLQ {
+		f.fate, want = InDLQ, attempt
+	}
+	failed, ok := d.Headers[envelope.HeaderFailureAttempt].(int64)
+	reason, _ := d.Headers[envelope.HeaderFailureReason].(string)
+	f.kind, _ = kind.(string)
+	f.attempt, f.limited = int(failed), strings.HasPrefix(reason, "delivery limit ")
+	_, stamped := d.Headers[envelope.HeaderFailureTime].(time.Time)
+	switch {
+	case f.kind == "":
+		return attempt, f, fmt.Sprintf("carries %s %#v, not a failure's kind", envelope.HeaderFailureKind, kind)
+	case !ok || int(failed) != want:
+		return attempt, f, fmt.Sprintf("of attempt %d carries %s %#v, not the int64 %d", attempt, envelope.HeaderFailureAttempt, d.Headers[envelope.HeaderFailureAttempt], want)
+	case d.Headers[envelope.HeaderFailureQueue] != r.spec.Name:
+		return attempt, f, fmt.Sprintf("carries %s %#v, not the run's queue", envelope.HeaderFailureQueue, d.Headers[envelope.HeaderFailureQueue])
+	case reason == "":
+		return attempt, f, fmt.Sprintf("carries %s %#v, not a reason", envelope.HeaderFailureReason, d.Headers[envelope.HeaderFailureReason])
+	case !stamped:
+		return attempt, f, fmt.Sprintf("carries %s %#v, not a time", envelope.HeaderFailureTime, d.Headers[envelope.HeaderFailureTime])
+	}
+	return attempt, f, ""
+}
+
+// limitReached says whether the broker's last dead-lettering of d (the
+// first of its x-death) took it from queue at its delivery limit. A fault
+// that sets a queue's messages aside dead-letters them too, for another
+// reason.
+func limitReached(d *amqp.Delivery, queue string) bool {
+	deaths, _ := d.Headers["x-death"].([]any)
+	if len(deaths) == 0 {
+		return false
+	}
+	last, _ := deaths[0].(amqp.Table)
+	return last["reason"] == "delivery_limit" && last["queue"] == queue
 }
 
 // inboxRows counts the business rows each message committed.

@@ -188,10 +188,14 @@ type run struct {
 	// the journeys were over; interrupted: once the run's context ended.
 	pastDeadline, interrupted atomic.Bool
 
-	mu           sync.Mutex
-	runs         map[workKey]int
-	succeeded    map[workKey]bool      // the attempts whose handler returned success
-	ended        map[ending]bool       // how the handler's runs of each attempt ended
+	mu        sync.Mutex
+	runs      map[workKey]int
+	succeeded map[workKey]bool // the attempts whose handler returned success
+	ended     map[ending]bool  // how the handler's runs of each attempt ended
+	// failures are the failure facts of the copies drained at the end,
+	// badCopies what was wrong with copies (drain's).
+	failures     []failure
+	badCopies    []string
 	arrivals     map[workKey][]arrival // how each run's and each duplicate's delivery came
 	records      []runtime.Record
 	byID         map[string][]runtime.Record

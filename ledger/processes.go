@@ -231,7 +231,7 @@ func (pr *processRun) writeTx(ctx context.Context, first, n int) error {
 	msgs := make([]runtime.Message, n)
 	for j := range msgs {
 		i := first + j
-		msgs[j] = runtime.Message{RoutingKey: pr.spec.Name, Publishing: runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, pr.ids[i], fmt.Appendf(nil, `{"n":%d}`, i))}
+		msgs[j] = runtime.Message{RoutingKey: pr.spec.Name, Publishing: runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, pr.ids[i], bodyOf(i))}
 	}
 	tx, err := pr.pool.Begin(ctx)
 	if err != nil {

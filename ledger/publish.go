@@ -215,7 +215,7 @@ func (r *run) everyKindStruck() bool {
 func (r *run) send(ctx context.Context, p *runtime.Publisher, i int) error {
 	id := r.ids[i]
 	for {
-		msg := runtime.Message{RoutingKey: r.spec.Name, Publishing: runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, fmt.Appendf(nil, `{"n":%d}`, i))}
+		msg := runtime.Message{RoutingKey: r.spec.Name, Publishing: runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, bodyOf(i))}
 		stepCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := p.Send(stepCtx, msg)
 		cancel()

@@ -212,6 +212,36 @@ func endings(k workKey, ended map[ending]bool) string {
 	return strings.Join(of, ", ")
 }
 
+// kindsOf are the failure kinds a copy of a run's attempt carries, by how
+// the run ended: a handler that succeeded fails only in its commit,
+// cleanup or after_delivery, which the copy calls "none"; a panic and a
+// timeout are retryable.
+var kindsOf = map[string]string{"ok": "none", "retryable": "retryable", "panicked": "retryable", "timed out": "retryable", "permanent": "permanent"}
+
+// wrongFailure says what is wrong with the failure f, a copy drained at
+// the end, says, or "" when nothing is: a copy for a retry bucket is of a
+// retryable failure (or a success whose commit, cleanup or after_delivery
+// failed), a DLQ copy with retries left of a permanent one (or one a
+// quorum queue's delivery limit sent there, whatever it was), and its kind
+// is how one of the ledger's runs of that attempt ended (kindsOf), unless
+// it ran in a process killed before the ledger heard.
+func wrongFailure(f failure, e evidence) string {
+	k := workKey{f.id, f.attempt}
+	ran := false
+	for word, kind := range kindsOf {
+		ran = ran || kind == f.kind && e.ended[ending{k, word}]
+	}
+	switch {
+	case f.fate == InBucket && f.kind != "retryable" && f.kind != "none":
+		return fmt.Sprintf("has a copy for a retry bucket from attempt %d whose failure kind is %q", f.attempt, f.kind)
+	case f.fate == InDLQ && f.kind != "permanent" && f.attempt < e.maxAttempts && !f.limited:
+		return fmt.Sprintf("has a DLQ copy from attempt %d of %d, retries left, whose failure kind is %q", f.attempt, e.maxAttempts, f.kind)
+	case ran || f.limited || e.killed[k] > 0:
+		return ""
+	}
+	return fmt.Sprintf("has a copy whose failure kind is %q on attempt %d, and the ledger's runs of it ended %s", f.kind, f.attempt, endings(k, e.ended))
+}
+
 // refusedRetried says what is wrong with the attempts of id, a message
 // whose handler fails permanently on every attempt, or "" when nothing
 // is. Whatever the records say, the table sends such a failure to the DLQ
