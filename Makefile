@@ -144,7 +144,7 @@ staticcheck:
 	@test -x $(STATICCHECK) || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 FUZZTIME ?= 30s
-FUZZ_TARGETS := internal/quarantine:FuzzFilter internal/quarantine:FuzzClient internal/quarantine:FuzzRepeated internal/quarantine:FuzzBrokenXDeath runtime/internal/guard:FuzzGuard runtime/internal/guard:FuzzStructuredEvent runtime/internal/guard:FuzzForeignHeaders runtime/internal/sanitize:FuzzSanitize runtime/internal/sanitize:FuzzName wire:FuzzJSONReader wire:FuzzMemberText schema:FuzzParse gen:FuzzGenerate \
+FUZZ_TARGETS := internal/quarantine:FuzzFilter internal/quarantine:FuzzClient internal/quarantine:FuzzRepeated internal/quarantine:FuzzBrokenXDeath runtime/internal/guard:FuzzGuard runtime/internal/guard:FuzzStructuredEvent runtime/internal/guard:FuzzForeignHeaders internal/sanitize:FuzzSanitize internal/sanitize:FuzzName wire:FuzzJSONReader wire:FuzzMemberText schema:FuzzParse gen:FuzzGenerate \
 	examples/orders/ordersmsg:FuzzExtractOrderPlacedV1 examples/orders/ordersmsg:FuzzExtractOrderPlacedV2
 
 ## fuzz: run each fuzz target for $(FUZZTIME) (make test runs their corpora as seeds)

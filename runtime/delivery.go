@@ -3,8 +3,8 @@ package runtime
 import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // RawDelivery is the read-only view of a delivery that a handler receives:

@@ -6,9 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // The diagnostics are slog records: one per stage of a delivery's journey

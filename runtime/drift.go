@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
 

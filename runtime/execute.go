@@ -8,13 +8,13 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/handoff"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/runtime/internal/step"
 )

@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // Health is what a consumer answers a probe: whether it is ready (connected

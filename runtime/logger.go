@@ -7,8 +7,8 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // guardedHandler is Config.Logger's handler as the runtime logs through

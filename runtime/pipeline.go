@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
 

@@ -15,11 +15,11 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/quarantine"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/memory"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/wire"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/settle"
 	"github.com/lily-mq/lily/runtime/internal/step"
 )

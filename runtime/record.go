@@ -6,10 +6,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // Path is where a delivery went: what became of the original delivery at the

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 // shutdown runs the stop phases after intake has stopped (stopIntake cancelled

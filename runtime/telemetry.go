@@ -13,9 +13,9 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // Telemetry is told of each delivery's journey as it happens, with a context

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lily-mq/lily/internal/cliflag"
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 // Exit codes, the same for every command.
@@ -133,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	i := slices.IndexFunc(commands, func(c *command) bool { return c.name == args[0] })
 	if i < 0 {
-		fmt.Fprintf(stderr, "lilydlq: unknown command %q (lilydlq -h lists them)\n", text(args[0], maxID))
+		fmt.Fprintf(stderr, "lilydlq: unknown command %q (lilydlq -h lists them)\n", sanitize.Text(args[0], maxID))
 		return exitUsage
 	}
 	c := commands[i]

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/quarantine"
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 // dial connects to the broker, naming the connection after the command so
@@ -36,7 +37,7 @@ func dial(url, name string) (*amqp.Connection, *quarantine.Conn, error) {
 	}
 	url, tlsConfig, err := beneath(url, uri)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to the broker: %s", text(err.Error(), maxReason))
+		return nil, nil, fmt.Errorf("connect to the broker: %s", sanitize.Text(err.Error(), maxReason))
 	}
 	timeout := 30 * time.Second
 	if uri.ConnectionTimeout > 0 {
@@ -65,7 +66,7 @@ func dial(url, name string) (*amqp.Connection, *quarantine.Conn, error) {
 	}
 	conn, err := amqp.DialConfig(url, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to the broker: %s", text(err.Error(), maxReason))
+		return nil, nil, fmt.Errorf("connect to the broker: %s", sanitize.Text(err.Error(), maxReason))
 	}
 	return conn, filter, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 // The broker's headers a copy may carry.
@@ -87,11 +88,11 @@ func (f facts) shownQueue() string {
 // Lily facts carry no time, they win: a Lily handoff copy keeps the x-death
 // of the retry bucket it came back through, often in the same second.
 func factsOf(d *amqp.Delivery, quarantined string) facts {
-	f := facts{ID: text(d.MessageId, maxID), Type: text(d.Type, maxID)}
+	f := facts{ID: sanitize.Text(d.MessageId, maxID), Type: sanitize.Text(d.Type, maxID)}
 	if quarantined != "" {
-		f.Quarantined = text(quarantined, maxReason)
+		f.Quarantined = sanitize.Text(quarantined, maxReason)
 		f.FullReason = "quarantined: " + quarantined
-		f.Reason = text(f.FullReason, maxReason)
+		f.Reason = sanitize.Text(f.FullReason, maxReason)
 		f.Kind = kindQuarantined
 		return f
 	}
@@ -136,18 +137,18 @@ func factsOf(d *amqp.Delivery, quarantined string) facts {
 		dq, _ := death["queue"].(string)
 		if dq != source && !(death["reason"] == "expired" && queue.IsRetryBucket(dq, source)) {
 			f.Source = ""
-			f.Conflict = text(envelope.HeaderFailureQueue+" names "+source+", the latest x-death "+dq, maxReason)
-			f.inDoubt = text(source+" or "+dq+"?", maxQueue)
+			f.Conflict = sanitize.Text(envelope.HeaderFailureQueue+" names "+source+", the latest x-death "+dq, maxReason)
+			f.inDoubt = sanitize.Text(source+" or "+dq+"?", maxQueue)
 		}
 	}
-	f.Reason = text(f.FullReason, maxReason)
-	f.Kind = text(f.Kind, maxID)
+	f.Reason = sanitize.Text(f.FullReason, maxReason)
+	f.Kind = sanitize.Text(f.Kind, maxID)
 	if f.Attempt == "" {
 		if v, ok := h[envelope.HeaderAttempt]; ok {
 			f.Attempt = valueText(v, maxID)
 		}
 	}
-	f.Queue = text(f.Source, maxQueue)
+	f.Queue = sanitize.Text(f.Source, maxQueue)
 	if !f.Time.IsZero() {
 		f.At, _ = rfc3339(f.Time)
 	}
@@ -177,15 +178,15 @@ func stringOr(v any, or string) string {
 func valueText(v any, max int) string {
 	switch v := v.(type) {
 	case string:
-		return text(v, max)
+		return sanitize.Text(v, max)
 	case []byte:
-		return text(string(v), max)
+		return sanitize.Text(string(v), max)
 	case time.Time:
 		return v.UTC().Format(time.RFC3339)
 	case amqp.Table, []any:
 		return "(" + typeName(v) + ")"
 	}
-	return text(fmt.Sprint(v), max)
+	return sanitize.Text(fmt.Sprint(v), max)
 }
 
 // integer reads an AMQP integer of any width.

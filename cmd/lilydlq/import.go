@@ -20,6 +20,7 @@ import (
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -108,7 +109,7 @@ func importFile(e *env, o importOptions) int {
 	in, lines, err := openChecked(e.ctx, e.file, func(line int, p amqp.Publishing) error {
 		// What the Publisher would refuse at its turn, refused now.
 		if err := frame.CheckPublish("", o.to, p); err != nil {
-			return fmt.Errorf("%s, line %d: not publishable: %s", text(e.file, maxQueue), line, text(err.Error(), maxReason))
+			return fmt.Errorf("%s, line %d: not publishable: %s", sanitize.Text(e.file, maxQueue), line, sanitize.Text(err.Error(), maxReason))
 		}
 		return nil
 	})
@@ -117,18 +118,18 @@ func importFile(e *env, o importOptions) int {
 	}
 	defer in.close()
 	if o.skip > lines {
-		return e.fail("import", fmt.Errorf("-skip %d: %s has %d lines", o.skip, text(e.file, maxQueue), lines))
+		return e.fail("import", fmt.Errorf("-skip %d: %s has %d lines", o.skip, sanitize.Text(e.file, maxQueue), lines))
 	}
 	pub, err := newPublisher(e, o.step)
 	if err != nil {
 		return e.fail("import", err)
 	}
 	defer pub.Close()
-	to := text(o.to, maxQueue)
+	to := sanitize.Text(o.to, maxQueue)
 	done := o.skip // the lines that are in the queue: the skipped ones, then each confirmed
 	read, err := eachLine(e.file, in.f, func(line int, p amqp.Publishing) error {
 		if line > lines {
-			return fmt.Errorf("%s changed since it was checked: it has more than the %d lines counted; the lines up to %d are in %s, those after it were not sent", text(e.file, maxQueue), lines, done, to)
+			return fmt.Errorf("%s changed since it was checked: it has more than the %d lines counted; the lines up to %d are in %s, those after it were not sent", sanitize.Text(e.file, maxQueue), lines, done, to)
 		}
 		if line <= o.skip {
 			return nil
@@ -136,7 +137,7 @@ func importFile(e *env, o importOptions) int {
 		if e.ctx.Err() != nil {
 			return fmt.Errorf("stopped (%w) after line %d of %d: the lines up to it are in %s, those after it were not sent; run again with -skip %d", context.Cause(e.ctx), done, lines, to, done)
 		}
-		id := fmt.Sprintf("line %d of %d, %s (%s)", line, lines, orDash(text(p.MessageId, maxID)), orDash(text(p.Type, maxID)))
+		id := fmt.Sprintf("line %d of %d, %s (%s)", line, lines, orDash(sanitize.Text(p.MessageId, maxID)), orDash(sanitize.Text(p.Type, maxID)))
 		err := send(e.ctx, pub, o.step, o.to, p)
 		switch {
 		case err == nil:
@@ -145,19 +146,19 @@ func importFile(e *env, o importOptions) int {
 			return nil
 		case errors.Is(err, runtime.ErrUnconfirmed):
 			return fmt.Errorf("%s -> %s: %s; it may be in %s or not: the lines before it are, those after it were not sent. Look for it (lilydlq show -id), then run again with -skip %d if it is there, -skip %d if not (else it would be there twice). %s",
-				id, to, text(err.Error(), maxReason), to, line, line-1, stepAdvice(len(p.Body), o.step))
+				id, to, sanitize.Text(err.Error(), maxReason), to, line, line-1, stepAdvice(len(p.Body), o.step))
 		case errors.Is(err, runtime.ErrNacked):
 			// As redrive says: a queue that dead-letters what it refuses
 			// (reject-publish-dlx) holds the refused copy in its DLQ.
-			return fmt.Errorf("%s -> %s: %s; it is not in %s (if %s dead-letters what it refuses, reject-publish-dlx, the refused copy is in its DLQ): the lines before it are, it and those after it were not imported; run again with -skip %d once that is mended", id, to, text(err.Error(), maxReason), to, to, line-1)
+			return fmt.Errorf("%s -> %s: %s; it is not in %s (if %s dead-letters what it refuses, reject-publish-dlx, the refused copy is in its DLQ): the lines before it are, it and those after it were not imported; run again with -skip %d once that is mended", id, to, sanitize.Text(err.Error(), maxReason), to, to, line-1)
 		default:
-			return fmt.Errorf("%s -> %s: %s; it is not in %s: the lines before it are, it and those after it were not imported; run again with -skip %d once that is mended", id, to, text(err.Error(), maxReason), to, line-1)
+			return fmt.Errorf("%s -> %s: %s; it is not in %s: the lines before it are, it and those after it were not imported; run again with -skip %d once that is mended", id, to, sanitize.Text(err.Error(), maxReason), to, line-1)
 		}
 	})
 	if err == nil && read != lines {
-		err = fmt.Errorf("%s changed since it was checked: %d lines counted, %d read to publish; the lines up to %d are in %s", text(e.file, maxQueue), lines, read, done, to)
+		err = fmt.Errorf("%s changed since it was checked: %d lines counted, %d read to publish; the lines up to %d are in %s", sanitize.Text(e.file, maxQueue), lines, read, done, to)
 	}
-	e.summary("import", fmt.Sprintf("%s: imported %d of %d lines to %s (%d skipped)", text(e.file, maxQueue), done-o.skip, lines, to, o.skip))
+	e.summary("import", fmt.Sprintf("%s: imported %d of %d lines to %s (%d skipped)", sanitize.Text(e.file, maxQueue), done-o.skip, lines, to, o.skip))
 	if err != nil {
 		return e.fail("import", err)
 	}
@@ -221,16 +222,16 @@ func openChecked(ctx context.Context, path string, check func(line int, p amqp.P
 	defer context.AfterFunc(ctx, func() { _ = in.SetReadDeadline(time.Now()) })()
 	spool, err := os.CreateTemp("", "lilydlq-import-*.jsonl")
 	if err != nil {
-		return checkedFile{}, 0, fmt.Errorf("%s is not a regular file, and it can be read only once: a copy of it could not be kept: %w", text(path, maxQueue), err)
+		return checkedFile{}, 0, fmt.Errorf("%s is not a regular file, and it can be read only once: a copy of it could not be kept: %w", sanitize.Text(path, maxQueue), err)
 	}
 	c := checkedFile{f: spool, spool: true}
 	limited := &io.LimitedReader{R: in, N: maxSpool + 1}
 	lines, err := eachLine(path, io.TeeReader(limited, spool), check)
 	switch {
 	case limited.N == 0:
-		err = fmt.Errorf("%s is not a regular file, and it holds more than the %d bytes import copies of such an input before it publishes anything: write it to a file first, and import that", text(path, maxQueue), maxSpool)
+		err = fmt.Errorf("%s is not a regular file, and it holds more than the %d bytes import copies of such an input before it publishes anything: write it to a file first, and import that", sanitize.Text(path, maxQueue), maxSpool)
 	case ctx.Err() != nil:
-		err = fmt.Errorf("stopped (%w) while reading %s", context.Cause(ctx), text(path, maxQueue))
+		err = fmt.Errorf("stopped (%w) while reading %s", context.Cause(ctx), sanitize.Text(path, maxQueue))
 	case err == nil:
 		_, err = spool.Seek(0, io.SeekStart)
 	}
@@ -246,7 +247,7 @@ func openChecked(ctx context.Context, path string, check func(line int, p amqp.P
 func stoppable(ctx context.Context, path string, check func(line int, p amqp.Publishing) error) func(line int, p amqp.Publishing) error {
 	return func(line int, p amqp.Publishing) error {
 		if ctx.Err() != nil {
-			return fmt.Errorf("stopped (%w) while checking %s, at line %d", context.Cause(ctx), text(path, maxQueue), line)
+			return fmt.Errorf("stopped (%w) while checking %s, at line %d", context.Cause(ctx), sanitize.Text(path, maxQueue), line)
 		}
 		if check == nil {
 			return nil
@@ -273,7 +274,7 @@ func eachLine(path string, in io.Reader, f func(line int, p amqp.Publishing) err
 		line++
 		p, perr := publishingOf(bytes.TrimSuffix(raw, []byte("\n")))
 		if perr != nil {
-			return line, fmt.Errorf("%s, line %d: %w", text(path, maxQueue), line, perr)
+			return line, fmt.Errorf("%s, line %d: %w", sanitize.Text(path, maxQueue), line, perr)
 		}
 		if f == nil {
 			continue
@@ -290,13 +291,13 @@ func publishingOf(raw []byte) (amqp.Publishing, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&x); err != nil {
-		return amqp.Publishing{}, fmt.Errorf("not a line of an export: %s", text(err.Error(), maxReason))
+		return amqp.Publishing{}, fmt.Errorf("not a line of an export: %s", sanitize.Text(err.Error(), maxReason))
 	}
 	if x.Queue == "" {
 		return amqp.Publishing{}, errors.New("not a line of an export: no queue")
 	}
 	if x.Facts.Quarantined != "" {
-		return amqp.Publishing{}, fmt.Errorf("a quarantined copy (%s): its headers were not exported, so it cannot be published as it was; its original is in the DLQ it was exported from (remove the line to import the others)", text(x.Facts.Quarantined, maxReason))
+		return amqp.Publishing{}, fmt.Errorf("a quarantined copy (%s): its headers were not exported, so it cannot be published as it was; its original is in the DLQ it was exported from (remove the line to import the others)", sanitize.Text(x.Facts.Quarantined, maxReason))
 	}
 	pr := x.Properties
 	p := amqp.Publishing{
@@ -344,14 +345,14 @@ func tableOf(m map[string]taggedIn, raw []namedIn) (amqp.Table, error) {
 	for k, v := range m {
 		val, err := valueOf(v)
 		if err != nil {
-			return nil, fmt.Errorf("header %s: %w", text(k, maxID), err)
+			return nil, fmt.Errorf("header %s: %w", sanitize.Text(k, maxID), err)
 		}
 		t[k] = val
 	}
 	for _, n := range raw {
 		val, err := valueOf(n.tagged)
 		if err != nil {
-			return nil, fmt.Errorf("header %s: %w", text(string(n.Name), maxID), err)
+			return nil, fmt.Errorf("header %s: %w", sanitize.Text(string(n.Name), maxID), err)
 		}
 		t[string(n.Name)] = val
 	}
@@ -424,7 +425,7 @@ func valueOf(v taggedIn) (any, error) {
 		}
 		return a, nil
 	}
-	return nil, fmt.Errorf("a value of type %s, which export does not write", text(v.Type, maxID))
+	return nil, fmt.Errorf("a value of type %s, which export does not write", sanitize.Text(v.Type, maxID))
 }
 
 // valueAs decodes v's value as a T: the Go type of its AMQP type, whose
@@ -432,7 +433,7 @@ func valueOf(v taggedIn) (any, error) {
 func valueAs[T any](v taggedIn) (T, error) {
 	var x T
 	if err := json.Unmarshal(v.Value, &x); err != nil {
-		return x, fmt.Errorf("a %s value: %s", text(v.Type, maxID), text(err.Error(), maxReason))
+		return x, fmt.Errorf("a %s value: %s", sanitize.Text(v.Type, maxID), sanitize.Text(err.Error(), maxReason))
 	}
 	return x, nil
 }
@@ -443,7 +444,7 @@ func floatOf(v taggedIn) (float64, error) {
 	if name, err := valueAs[string](v); err == nil {
 		f, err := strconv.ParseFloat(name, 64)
 		if err != nil || !math.IsNaN(f) && !math.IsInf(f, 0) {
-			return 0, fmt.Errorf("a %s value: %q", v.Type, text(name, maxID))
+			return 0, fmt.Errorf("a %s value: %q", v.Type, sanitize.Text(name, maxID))
 		}
 		return f, nil
 	}

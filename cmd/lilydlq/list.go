@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -64,7 +65,7 @@ type listing struct {
 
 func list(e *env, sample int, asJSON bool) int {
 	e.quiet = true
-	l := listing{Queue: text(e.queue, maxQueue)}
+	l := listing{Queue: sanitize.Text(e.queue, maxQueue)}
 	groups := map[string]*group{}
 	res, err := readQueue(e.ctx, e.url, e.queue, "list", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -71,7 +72,7 @@ DLQ first if its copies may matter.`,
 			}
 			switch {
 			case *confirm != e.queue:
-				return e.usageError("purge", "refusing to purge %s without -confirm %s (the queue's exact name)", text(e.queue, maxQueue), text(e.queue, maxQueue))
+				return e.usageError("purge", "refusing to purge %s without -confirm %s (the queue's exact name)", sanitize.Text(e.queue, maxQueue), sanitize.Text(e.queue, maxQueue))
 			case len(sel.ids) == 0 && (sel.narrowed() || *every):
 				return e.usageError("purge", "-reason, -reason-contains, -type, -since, -until and -every narrow -id: give -id")
 			case given == 0:
@@ -106,20 +107,20 @@ func purge(e *env, expect int) int {
 		return e.fail("purge", queueError(e.queue, err))
 	}
 	if expect >= 0 && q.Messages != expect {
-		return e.fail("purge", fmt.Errorf("refusing to purge %s: it holds %d ready copies, not the %d of -expect; nothing purged", text(e.queue, maxQueue), q.Messages, expect))
+		return e.fail("purge", fmt.Errorf("refusing to purge %s: it holds %d ready copies, not the %d of -expect; nothing purged", sanitize.Text(e.queue, maxQueue), q.Messages, expect))
 	}
 	if expect == 0 {
 		// Nothing to purge, so no purge: a quorum queue whose leader is
 		// slow to answer counts as empty (RabbitMQ 3.10's stat gives up
 		// after 250 ms), and a purge would then delete what it holds.
-		e.summary("purge", text(e.queue, maxQueue)+": holds no ready copies, as -expect 0 says; nothing purged")
+		e.summary("purge", sanitize.Text(e.queue, maxQueue)+": holds no ready copies, as -expect 0 says; nothing purged")
 		return exitOK
 	}
 	n, err := ch.QueuePurge(e.queue, false)
 	if err != nil {
 		return e.fail("purge", queueError(e.queue, err))
 	}
-	e.summary("purge", fmt.Sprintf("%s: purged %d copies", text(e.queue, maxQueue), n))
+	e.summary("purge", fmt.Sprintf("%s: purged %d copies", sanitize.Text(e.queue, maxQueue), n))
 	if expect >= 0 && n != expect {
 		return e.fail("purge", fmt.Errorf("purged %d copies, not the %d of -expect: copies came or went between the check and the purge", n, expect))
 	}
@@ -179,7 +180,7 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 		return keep, nil
 	})
 	if err == nil || res.Read > 0 {
-		e.summary("purge", fmt.Sprintf("%s: deleted %d copies (%d read, %d ready when the read began)", text(e.queue, maxQueue), res.Taken, res.Read, res.Ready))
+		e.summary("purge", fmt.Sprintf("%s: deleted %d copies (%d read, %d ready when the read began)", sanitize.Text(e.queue, maxQueue), res.Taken, res.Read, res.Ready))
 	}
 	if err != nil {
 		return e.fail("purge", err)
@@ -187,7 +188,7 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 	e.readNote("purge", res, maxCount)
 	slices.Sort(ambiguous)
 	for _, id := range ambiguous {
-		fmt.Fprintf(e.stderr, "lilydlq purge: %d copies carry the id %s, in DLQ order (failure time, type, reason):\n", by[id], text(id, maxID))
+		fmt.Fprintf(e.stderr, "lilydlq purge: %d copies carry the id %s, in DLQ order (failure time, type, reason):\n", by[id], sanitize.Text(id, maxID))
 		for _, c := range chosen {
 			if slices.Contains(c.ids, id) {
 				fmt.Fprintf(e.stderr, "  %s  %s  %s\n", timeText(c.f.Time), orDash(c.f.Type), c.f.Reason)
@@ -199,7 +200,7 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 	}
 	missing := sel.missing()
 	for _, id := range missing {
-		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s %s %s\n", text(id, maxID), among(res), text(e.queue, maxQueue))
+		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s %s %s\n", sanitize.Text(id, maxID), among(res), sanitize.Text(e.queue, maxQueue))
 	}
 	// An id some copy carries, which the other criteria chose none of.
 	var unchosen []string
@@ -210,7 +211,7 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 	}
 	slices.Sort(unchosen)
 	for _, id := range unchosen {
-		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s matches the other criteria given\n", text(id, maxID))
+		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s matches the other criteria given\n", sanitize.Text(id, maxID))
 	}
 	incomplete := !res.whole()
 	if incomplete {

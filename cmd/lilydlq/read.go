@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/quarantine"
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 // verdict is what a visit decides for one copy.
@@ -131,7 +132,7 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		}
 	}
 	if o.alone && q.Consumers > 0 {
-		return res, fmt.Errorf("refusing to %s beside %d other consumer(s) of %s (another %s?): it runs alone, or it could move again a copy another leaves in doubt; nothing was read, run it once they are gone", name, q.Consumers, text(queue, maxQueue), name)
+		return res, fmt.Errorf("refusing to %s beside %d other consumer(s) of %s (another %s?): it runs alone, or it could move again a copy another leaves in doubt; nothing was read, run it once they are gone", name, q.Consumers, sanitize.Text(queue, maxQueue), name)
 	}
 
 	var (
@@ -195,7 +196,7 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			}
 			counted = time.Now()
 			if others := q.Consumers - res.Windows; others > 0 {
-				ended = fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s; it runs alone, or it could move again a copy another leaves in doubt", others, text(queue, maxQueue), name)
+				ended = fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s; it runs alone, or it could move again a copy another leaves in doubt", others, sanitize.Text(queue, maxQueue), name)
 				continue
 			}
 		}
@@ -311,9 +312,9 @@ func lock(ch *amqp.Channel, queue, name string) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &ae) && ae.Code == amqp.ResourceLocked:
-		return fmt.Errorf("refusing to %s: another %s of %s is running (its connection holds the lock %s); nothing was read, run it once that one ended", name, name, text(queue, maxQueue), text(lock, maxQueue))
+		return fmt.Errorf("refusing to %s: another %s of %s is running (its connection holds the lock %s); nothing was read, run it once that one ended", name, name, sanitize.Text(queue, maxQueue), sanitize.Text(lock, maxQueue))
 	default:
-		return fmt.Errorf("take the lock %s, an exclusive queue that keeps a second %s of %s from running (the user needs the configure permission on it): %s", text(lock, maxQueue), name, text(queue, maxQueue), text(err.Error(), maxReason))
+		return fmt.Errorf("take the lock %s, an exclusive queue that keeps a second %s of %s from running (the user needs the configure permission on it): %s", sanitize.Text(lock, maxQueue), name, sanitize.Text(queue, maxQueue), sanitize.Text(err.Error(), maxReason))
 	}
 }
 
@@ -361,7 +362,7 @@ func fill(dels <-chan amqp.Delivery, n int, idle time.Duration) error {
 func handedBack(conn *amqp.Connection, queue string, others int, idle time.Duration) (int, error) {
 	ch, err := conn.Channel()
 	if err != nil {
-		return 0, fmt.Errorf("open a channel to count the consumers of %s after the read: %s", text(queue, maxQueue), text(err.Error(), maxReason))
+		return 0, fmt.Errorf("open a channel to count the consumers of %s after the read: %s", sanitize.Text(queue, maxQueue), sanitize.Text(err.Error(), maxReason))
 	}
 	defer ch.Close()
 	end := time.Now().Add(idle)
@@ -381,9 +382,9 @@ func handedBack(conn *amqp.Connection, queue string, others int, idle time.Durat
 func queueError(queue string, err error) error {
 	var ae *amqp.Error
 	if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-		return fmt.Errorf("no queue named %s", text(queue, maxQueue))
+		return fmt.Errorf("no queue named %s", sanitize.Text(queue, maxQueue))
 	}
-	return fmt.Errorf("queue %s: %s", text(queue, maxQueue), text(err.Error(), maxReason))
+	return fmt.Errorf("queue %s: %s", sanitize.Text(queue, maxQueue), sanitize.Text(err.Error(), maxReason))
 }
 
 // readError says why the reading channel ended when it was closed (closedWhy),
@@ -396,7 +397,7 @@ func readError(closed <-chan *amqp.Error, err error) error {
 		}
 	case <-time.After(100 * time.Millisecond):
 	}
-	return fmt.Errorf("reading: %s", text(err.Error(), maxReason))
+	return fmt.Errorf("reading: %s", sanitize.Text(err.Error(), maxReason))
 }
 
 // closedWhy says what closed the reading channel, which tells when the
@@ -407,7 +408,7 @@ func readError(closed <-chan *amqp.Error, err error) error {
 // connection gone, which for a half-open one is its heartbeat timeout.
 func closedWhy(e *amqp.Error) string {
 	if e.Server {
-		return "the broker closed the reading channel (every copy it held returns to the DLQ): " + text(e.Error(), maxReason)
+		return "the broker closed the reading channel (every copy it held returns to the DLQ): " + sanitize.Text(e.Error(), maxReason)
 	}
-	return "the client lost its connection to the broker (" + text(e.Reason, maxReason) + "): every copy the read held returns to the DLQ once the broker sees the connection gone"
+	return "the client lost its connection to the broker (" + sanitize.Text(e.Reason, maxReason) + "): every copy the read held returns to the DLQ once the broker sees the connection gone"
 }

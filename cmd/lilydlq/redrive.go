@@ -15,6 +15,7 @@ import (
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -199,7 +200,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		// never ACKed, so the DLQ still holds them.
 		to, shown := f.Source, f.shownQueue()
 		if o.to != "" {
-			to, shown = o.to, text(o.to, maxQueue)
+			to, shown = o.to, sanitize.Text(o.to, maxQueue)
 		}
 		next := redriven(d, e.queue, o.keepAttempt)
 		// What the Publisher refuses before it writes, checked here first: a
@@ -227,7 +228,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		case refused != nil:
 			// Its own trouble, not the broker's, as is a copy too large:
 			// the others go on.
-			why = "re-driven, the publisher would refuse it (" + text(refused.Error(), maxReason) + ")"
+			why = "re-driven, the publisher would refuse it (" + sanitize.Text(refused.Error(), maxReason) + ")"
 		case tooLarge != nil:
 			why = "re-driven, it would not fit a frame (" + tooLarge.Error() + ")"
 		}
@@ -252,25 +253,25 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			return take, enough(moved, o.limit)
 		case errors.Is(err, runtime.ErrReturned):
 			failed++
-			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason))
+			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), shown, sanitize.Text(err.Error(), maxReason))
 			return keep, nil
 		case errors.Is(err, runtime.ErrNacked):
 			// A full queue with overflow reject-publish-dlx dead-letters what
 			// it refuses: with this DLQ for its target, the copy is here twice.
 			failed++
 			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ (if %s dead-letters what it refuses, reject-publish-dlx, the refused copy is in its DLQ too)\n",
-				orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason), shown)
+				orDash(f.ID), orDash(f.Type), shown, sanitize.Text(err.Error(), maxReason), shown)
 			return keep, nil
 		case errors.Is(err, runtime.ErrUnconfirmed):
 			failed++
-			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too: %s", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason), shown, unconfirmedAdvice(len(next.Body), o.step))
+			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too: %s", orDash(f.ID), orDash(f.Type), shown, sanitize.Text(err.Error(), maxReason), shown, unconfirmedAdvice(len(next.Body), o.step))
 		default:
 			failed++
-			return keep, fmt.Errorf("%s (%s) -> %s not sent: %s; it stays in the DLQ", orDash(f.ID), orDash(f.Type), shown, text(err.Error(), maxReason))
+			return keep, fmt.Errorf("%s (%s) -> %s not sent: %s; it stays in the DLQ", orDash(f.ID), orDash(f.Type), shown, sanitize.Text(err.Error(), maxReason))
 		}
 	})
 	if err == nil || res.Read > 0 {
-		line := fmt.Sprintf("%s: %s %d of %d chosen (%d read, %d ready when the read began)", text(e.queue, maxQueue), verb, moved, chosen, res.Read, res.Ready)
+		line := fmt.Sprintf("%s: %s %d of %d chosen (%d read, %d ready when the read began)", sanitize.Text(e.queue, maxQueue), verb, moved, chosen, res.Read, res.Ready)
 		if failed > 0 {
 			line += fmt.Sprintf("; %d not moved, still in the DLQ", failed)
 		}
@@ -286,7 +287,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		missing = sel.missing()
 	}
 	for _, id := range missing {
-		fmt.Fprintf(e.stderr, "lilydlq redrive: no copy with id %s %s %s\n", text(id, maxID), among(res), text(e.queue, maxQueue))
+		fmt.Fprintf(e.stderr, "lilydlq redrive: no copy with id %s %s %s\n", sanitize.Text(id, maxID), among(res), sanitize.Text(e.queue, maxQueue))
 	}
 	// Copies that did not come, or were not read for the copies another
 	// consumer handed back, may have been chosen: as with export, the run
@@ -300,7 +301,7 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	// carries is: -all alone may find nothing to do.
 	none := !sel.all && chosen == 0
 	if none {
-		fmt.Fprintf(e.stderr, "lilydlq redrive: the selection chose none of the %d copies read from %s: nothing was moved (choose by the whole value, as sent or as list prints it uncut; a reason list cut with \"...\" by -reason-contains)\n", res.Read, text(e.queue, maxQueue))
+		fmt.Fprintf(e.stderr, "lilydlq redrive: the selection chose none of the %d copies read from %s: nothing was moved (choose by the whole value, as sent or as list prints it uncut; a reason list cut with \"...\" by -reason-contains)\n", res.Read, sanitize.Text(e.queue, maxQueue))
 	}
 	if failed > 0 || len(missing) > 0 || incomplete || none {
 		return exitFailure

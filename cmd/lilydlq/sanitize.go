@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 // The bounds of what lilydlq prints of a copy's text.
@@ -20,58 +21,11 @@ const (
 	maxValue  = 512 // a header value in show
 )
 
-// text returns s safe for a terminal: every byte outside printable ASCII
-// (control characters, ESC and so ANSI sequences, invalid UTF-8, and each
-// byte of a valid non-ASCII rune, as the runtime's own sanitizer does) is
-// written as \xNN, and the result is at most max bytes, ending in "..." when
-// cut. The work is bounded by max, not by len(s).
-func text(s string, max int) string {
-	fits := escapedFits(s, max)
-	room := max
-	if !fits {
-		room -= len("...")
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if b.Len()+escapedLen(c) > room {
-			break
-		}
-		if printable(c) {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteString(`\x`)
-		b.WriteString(hex.EncodeToString([]byte{c}))
-	}
-	if !fits {
-		b.WriteString("...")
-	}
-	return b.String()
-}
-
-// escape is s as text writes it, uncut: what list prints of a value when it
-// is short enough to be printed whole.
-func escape(s string) string { return text(s, math.MaxInt) }
-
-// escapedFits reports whether s, escaped, fits in max bytes; it stops
-// counting as soon as it cannot.
-func escapedFits(s string, max int) bool {
-	n := 0
-	for i := 0; i < len(s) && n <= max; i++ {
-		n += escapedLen(s[i])
-	}
-	return n <= max
-}
-
-func escapedLen(c byte) int {
-	if printable(c) {
-		return 1
-	}
-	return len(`\x00`)
-}
-
-func printable(c byte) bool { return c >= 0x20 && c <= 0x7e }
+// escape is s as sanitize.Text writes it, uncut: what list prints of a
+// value when it is short enough to be printed whole. lilydlq prints every
+// other string of a copy through sanitize.Text, the runtime's own
+// sanitizer, so that it reads as the runtime logs it.
+func escape(s string) string { return sanitize.Text(s, math.MaxInt) }
 
 // body renders a message body for a terminal, at most max bytes of it: as
 // text when it is valid UTF-8 of printable characters (newlines and tabs

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 func TestText(t *testing.T) {
@@ -23,15 +25,15 @@ func TestText(t *testing.T) {
 		{"ab\x01cdefghij", 10, `ab\x01c...`},
 		{"", 10, ""},
 	} {
-		if got := text(c.in, c.max); got != c.want {
-			t.Errorf("text(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		if got := sanitize.Text(c.in, c.max); got != c.want {
+			t.Errorf("sanitize.Text(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
 		}
-		if got := text(c.in, c.max); len(got) > c.max {
-			t.Errorf("text(%q, %d) is %d bytes", c.in, c.max, len(got))
+		if got := sanitize.Text(c.in, c.max); len(got) > c.max {
+			t.Errorf("sanitize.Text(%q, %d) is %d bytes", c.in, c.max, len(got))
 		}
 	}
 	huge := strings.Repeat("\x1b", 20<<20)
-	if got := text(huge, 200); len(got) > 200 || !strings.HasSuffix(got, "...") {
+	if got := sanitize.Text(huge, 200); len(got) > 200 || !strings.HasSuffix(got, "...") {
 		t.Errorf("text of 20 MiB: %d bytes, %q", len(got), got[len(got)-8:])
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -79,7 +80,7 @@ func show(e *env, id string, n, bodyMax int, asJSON bool) int {
 	}
 	e.readNote("show", res, maxCount)
 	if found == 0 {
-		return e.fail("show", fmt.Errorf("no copy with id %s in %s (%d copies read)", text(id, maxID), text(e.queue, maxQueue), res.Read))
+		return e.fail("show", fmt.Errorf("no copy with id %s in %s (%d copies read)", sanitize.Text(id, maxID), sanitize.Text(e.queue, maxQueue), res.Read))
 	}
 	return exitOK
 }
@@ -103,7 +104,7 @@ func printCopy(w io.Writer, d *amqp.Delivery, f facts, nth, bodyMax int) error {
 		{"reply_to", d.ReplyTo}, {"expiration", d.Expiration}, {"user_id", d.UserId}, {"app_id", d.AppId},
 	} {
 		if p[1] != "" {
-			fmt.Fprintf(&b, "  %-17s %s\n", p[0]+":", text(p[1], maxValue))
+			fmt.Fprintf(&b, "  %-17s %s\n", p[0]+":", sanitize.Text(p[1], maxValue))
 		}
 	}
 	if !d.Timestamp.IsZero() {
@@ -143,7 +144,7 @@ func writeTable(b *strings.Builder, t amqp.Table, indent string, depth int) {
 			fmt.Fprintf(b, "%s... and %d more\n", indent, len(keys)-i)
 			return
 		}
-		writeValue(b, text(k, maxID)+":", t[k], indent, depth)
+		writeValue(b, sanitize.Text(k, maxID)+":", t[k], indent, depth)
 	}
 }
 

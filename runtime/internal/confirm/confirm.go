@@ -21,9 +21,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/step"
 )
 

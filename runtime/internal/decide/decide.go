@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // Action is the next thing the executor does with a delivery.

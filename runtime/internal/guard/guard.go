@@ -9,7 +9,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/frame"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/wire"
 )
 

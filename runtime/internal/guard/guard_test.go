@@ -12,7 +12,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 var guardNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

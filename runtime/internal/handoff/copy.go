@@ -10,10 +10,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
-	"github.com/lily-mq/lily/runtime/internal/sanitize"
 )
 
 // Copy builds the message a handoff publishes: the original body (not

@@ -2,6 +2,10 @@
 // producer put in a message id, a type or an error reaches a log line or a
 // failure header only through Text, and the exchange and routing key it
 // published with reach a handler or the telemetry hook only through Name.
+// The runtime, the outbox (whose rows hold any UTF-8 a caller wrote) and
+// lilydlq share it, so a message's text reads the same in each. Schema text,
+// which its own author wrote, is internal/printable's: quoted whole, in Go's
+// escapes, for lilygen's errors.
 package sanitize
 
 import (
