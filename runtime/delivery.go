@@ -101,9 +101,10 @@ func (r RawDelivery) Exchange() string {
 
 // RoutingKey is the routing key the message was published with, sanitized and
 // bounded: valid UTF-8 stays as it is, so that a key naming a queue such as
-// orders-zamówienia reads as the queue's name, but each byte of a control
-// or bidirectional formatting character, or of invalid UTF-8, reads as an
-// escape \xNN.
+// orders-zamówienia reads as the queue's name, but each byte of a rune that
+// does not show as itself (a control, a format character such as U+202E or
+// U+200B, a line separator, a space other than U+0020), or of invalid
+// UTF-8, reads as an escape \xNN.
 func (r RawDelivery) RoutingKey() string {
 	if r.d == nil {
 		return ""

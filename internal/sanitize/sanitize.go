@@ -41,13 +41,19 @@ func Text(s string, maxBytes int) string {
 }
 
 // Name returns s, an exchange's or a routing key's name, made safe as Text
-// makes text, but keeping each valid UTF-8 rune beyond ASCII that is
-// neither a control character (C1) nor a bidirectional formatting one
-// (U+202E and its kin): a queue may be named orders-zamówienia, and its name
-// must read as the queue's, and as the publisher's telemetry names it.
-// Every other byte Text escapes is escaped as Text does (\xNN): each byte of
-// invalid UTF-8, of a refused rune, and of U+FFFD, which stands for invalid
-// UTF-8 elsewhere.
+// makes text, but keeping each valid UTF-8 rune beyond ASCII that Go calls
+// printable (unicode.IsPrint: a letter, mark, number, punctuation or
+// symbol): a queue may be named orders-zamówienia, and its name must read
+// as the queue's, and as the publisher's telemetry names it. So it refuses,
+// for Text's reasons, controls (C1's too), format characters (bidi
+// overrides such as U+202E, zero-width ones such as U+200B and U+FEFF, the
+// soft hyphen, tag characters), line and paragraph separators (U+2028,
+// U+2029, which some viewers break a line on), spaces other than U+0020,
+// and private-use and unassigned code points, which no reader can tell
+// apart or even see; internal/printable and lilydlq's body keep the same
+// runes. Each byte of a refused rune, of invalid UTF-8, and of U+FFFD
+// (which stands for invalid UTF-8 elsewhere) is escaped as Text escapes it:
+// \xNN.
 //
 // The limit, the cut (never inside a rune or an escape, "..." appended
 // within maxBytes), the clean input returned as is, and the idempotence are
@@ -114,13 +120,13 @@ func escaped(s string, maxBytes, clean int, unit func(string) (written, size int
 }
 
 // kept reports whether Name keeps r as it is: printable ASCII, or a rune
-// beyond it that is neither a control nor a bidirectional formatting
-// character, nor U+FFFD (which invalid UTF-8 decodes to).
+// beyond it that is printable (unicode.IsPrint), but for U+FFFD (which
+// invalid UTF-8 decodes to).
 func kept(r rune) bool {
 	if r < utf8.RuneSelf {
 		return Printable(byte(r))
 	}
-	return r != utf8.RuneError && !unicode.IsControl(r) && !unicode.Is(unicode.Bidi_Control, r)
+	return r != utf8.RuneError && unicode.IsPrint(r)
 }
 
 // nameLen is how many bytes Name writes for the rune (or the invalid byte)

@@ -134,6 +134,16 @@ func TestName(t *testing.T) {
 		{"bidi override escaped", "a\u202eb", 255, `a\xe2\x80\xaeb`},
 		{"invalid UTF-8 escaped", "é\xff\xfe", 255, `é\xff\xfe`},
 		{"U+FFFD escaped", "a\ufffd", 255, `a\xef\xbf\xbd`},
+		{"zero-width space escaped", "a\u200bb", 255, `a\xe2\x80\x8bb`},
+		{"byte order mark escaped", "\ufeffa", 255, `\xef\xbb\xbfa`},
+		{"soft hyphen escaped", "a\u00adb", 255, `a\xc2\xadb`},
+		{"interlinear annotation escaped", "a\ufff9b", 255, `a\xef\xbf\xb9b`},
+		{"tag character escaped", "a\U000e0041", 255, `a\xf3\xa0\x81\x81`},
+		{"line separator escaped", "a\u2028b", 255, `a\xe2\x80\xa8b`},
+		{"paragraph separator escaped", "a\u2029b", 255, `a\xe2\x80\xa9b`},
+		{"no-break space escaped", "a\u00a0b", 255, `a\xc2\xa0b`},
+		{"private use escaped", "a\ue000b", 255, `a\xee\x80\x80b`},
+		{"symbols kept", "orders-€-✓", 255, "orders-€-✓"},
 		{"cut before a rune that does not fit", "abcdéfgh", 8, "abcd..."},
 		{"rune that fits before the dots", "aébcdefgh", 8, "aébc..."},
 		{"escape not split", "abc\x1bxyz", 8, "abc..."},
@@ -161,6 +171,7 @@ func TestName(t *testing.T) {
 func FuzzName(f *testing.F) {
 	f.Add("orders-zamówienia", uint8(255))
 	f.Add("a\u202e\xffb", uint8(6))
+	f.Add("a\u200b\u2028\U000e0041b", uint8(16))
 	f.Fuzz(func(t *testing.T, s string, limit uint8) {
 		maxBytes := int(limit)
 		got := Name(s, maxBytes)
@@ -168,7 +179,7 @@ func FuzzName(f *testing.F) {
 			t.Fatalf("Name(%q, %d) = %q: %d bytes", s, maxBytes, got, len(got))
 		}
 		for _, r := range got {
-			if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			if r == utf8.RuneError || !unicode.IsPrint(r) {
 				t.Fatalf("Name(%q, %d) = %q: rune %U", s, maxBytes, got, r)
 			}
 		}
@@ -176,7 +187,7 @@ func FuzzName(f *testing.F) {
 			t.Fatalf("Name(Name(%q, %d)) = %q, want %q", s, maxBytes, again, got)
 		}
 		if utf8.ValidString(s) && len(s) <= maxBytes && !strings.ContainsFunc(s, func(r rune) bool {
-			return r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+			return r == utf8.RuneError || !unicode.IsPrint(r)
 		}) && got != s {
 			t.Fatalf("Name(%q, %d) = %q, want it as is", s, maxBytes, got)
 		}
