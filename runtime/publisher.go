@@ -14,6 +14,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/internal/writegate"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
@@ -163,7 +164,7 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	case ev.Status == outcome.HandoffReturned:
 		return fmt.Errorf("%w (%s)", ErrReturned, ev.Detail)
 	case ev.Status == outcome.HandoffNacked:
-		return fmt.Errorf("%w (to %s)", ErrNacked, ev.Destination)
+		return fmt.Errorf("%w (to %s)", ErrNacked, sanitize.Text(ev.Destination, 2*maxShortText+1))
 	case ev.Published:
 		return fmt.Errorf("%w (%s)", ErrUnconfirmed, ev.Detail)
 	case ctx.Err() != nil || !deadline.IsZero() && !time.Now().Before(deadline):

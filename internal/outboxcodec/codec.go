@@ -21,6 +21,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -177,16 +178,16 @@ func checkTime(t time.Time) error {
 // encodeTable returns t with each value tagged; path names t in errors.
 func encodeTable(t amqp.Table, path string, depth int) (map[string]any, error) {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("%s: nested deeper than %d", Clip(path, 200), maxDepth)
+		return nil, fmt.Errorf("%s: nested deeper than %d", pathText(path), maxDepth)
 	}
 	if len(t) > frame.MaxTableEntries {
-		return nil, fmt.Errorf("%s: %d entries, more than the %d a client decodes", Clip(path, 200), len(t), frame.MaxTableEntries)
+		return nil, fmt.Errorf("%s: %d entries, more than the %d a client decodes", pathText(path), len(t), frame.MaxTableEntries)
 	}
 	out := make(map[string]any, len(t))
 	for k, v := range t {
-		at := path + "[" + strconv.Quote(Clip(k, 40)) + "]"
+		at := path + "[" + quote(k) + "]"
 		if err := checkText(k, maxShortStr); err != nil {
-			return nil, fmt.Errorf("%s: name: %w", Clip(at, 200), err)
+			return nil, fmt.Errorf("%s: name: %w", pathText(at), err)
 		}
 		tagged, err := encodeValue(v, at, depth)
 		if err != nil {
@@ -219,7 +220,7 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		return tag("uint32", v)
 	case int:
 		if err := frame.CheckInt(v); err != nil {
-			return nil, fmt.Errorf("%s: %w", Clip(path, 200), err)
+			return nil, fmt.Errorf("%s: %w", pathText(path), err)
 		}
 		return tag("int", v)
 	case int64:
@@ -247,7 +248,7 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		return tag("bytes", v)
 	case time.Time:
 		if err := checkTime(v); err != nil {
-			return nil, fmt.Errorf("%s: %w", Clip(path, 200), err)
+			return nil, fmt.Errorf("%s: %w", pathText(path), err)
 		}
 		return tag("time", v.UTC().Format(time.RFC3339Nano))
 	case amqp.Table:
@@ -258,10 +259,10 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		return tag("table", t)
 	case []any:
 		if depth+1 > maxDepth {
-			return nil, fmt.Errorf("%s: nested deeper than %d", Clip(path, 200), maxDepth)
+			return nil, fmt.Errorf("%s: nested deeper than %d", pathText(path), maxDepth)
 		}
 		if len(v) > frame.MaxTableEntries {
-			return nil, fmt.Errorf("%s: %d elements, more than the %d a client decodes", Clip(path, 200), len(v), frame.MaxTableEntries)
+			return nil, fmt.Errorf("%s: %d elements, more than the %d a client decodes", pathText(path), len(v), frame.MaxTableEntries)
 		}
 		a := make([]any, len(v))
 		for i, e := range v {
@@ -272,14 +273,14 @@ func encodeValue(v any, path string, depth int) (map[string]any, error) {
 		}
 		return tag("array", a)
 	}
-	return nil, fmt.Errorf("%s: a value of type %s, which amqp091-go does not publish", Clip(path, 200), Clip(fmt.Sprintf("%T", v), 100))
+	return nil, fmt.Errorf("%s: a value of type %s, which amqp091-go does not publish", pathText(path), sanitize.Text(fmt.Sprintf("%T", v), 100))
 }
 
 // finite refuses a NaN or an infinity, on which the broker closes the
 // connection (541): such a row could never be published.
 func finite(f float64, path string) error {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("%s: %v is not a finite number", Clip(path, 200), f)
+		return fmt.Errorf("%s: %v is not a finite number", pathText(path), f)
 	}
 	return nil
 }
@@ -332,7 +333,7 @@ func decodeTable(raw json.RawMessage, depth int) (amqp.Table, error) {
 	for k, f := range fields {
 		v, err := decodeValue(f, depth)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", strconv.Quote(Clip(k, 40)), err)
+			return nil, fmt.Errorf("%s: %w", quote(k), err)
 		}
 		t[k] = v
 	}
@@ -437,18 +438,13 @@ func decodeTagged(tag string, p json.RawMessage, depth int) (any, error) {
 		}
 		return a, nil
 	}
-	return nil, fmt.Errorf("unknown tag %s", strconv.Quote(Clip(tag, 40)))
+	return nil, fmt.Errorf("unknown tag %s", quote(tag))
 }
 
-// Clip bounds s to maxBytes, cut at a rune boundary; a cut s ends in "…",
-// 3 bytes more.
-func Clip(s string, maxBytes int) string {
-	if len(s) <= maxBytes {
-		return s
-	}
-	cut := maxBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// quote is a table's key (or a tag) as an error quotes it: sanitized and
+// bounded, since a row's headers may hold any UTF-8 without NUL, and the
+// relay logs the error.
+func quote(k string) string { return `"` + sanitize.Text(k, 40) + `"` }
+
+// pathText is a header's path (keys quoted, indexes) as an error names it.
+func pathText(path string) string { return sanitize.Text(path, 200) }

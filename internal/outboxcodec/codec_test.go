@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -104,7 +105,7 @@ func TestWriteRefusesWhatItCannotStore(t *testing.T) {
 		{"delivery mode 255", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{DeliveryMode: 255}}, "delivery_mode: 255, not"},
 		{"reply_to the direct reply-to pseudo-queue", runtime.Message{RoutingKey: "q", Publishing: runtime.Publishing{ReplyTo: "amq.rabbitmq.reply-to"}}, `reply_to: "amq.rabbitmq.reply-to" is taken only from a channel that consumes it`},
 		{"map instead of a table", headers("h", map[string]any{"a": 1}), `headers["h"]: a value of type map[string]interface {}`},
-		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:40] + `…"][1]: a value of type outboxcodec.custom`},
+		{"struct deep inside", headers("h", amqp.Table{long[:255]: []any{1, custom{}}}), `headers["h"]["` + long[:37] + `..."][1]: a value of type outboxcodec.custom`},
 		{"uint64", headers("h", uint64(1)), "a value of type uint64"},
 		{"int past int32", headers("n", int(5_000_000_000)), `headers["n"]: the int 5000000000 is outside the int32 range, and an int is sent as 32 bits: use int64`},
 		{"int past int32 deep inside", headers("h", amqp.Table{"t": []any{int(math.MinInt32) - 1}}), `headers["h"]["t"][0]: the int -2147483649 is outside`},
@@ -185,7 +186,7 @@ func TestAnyOrderKeyIsStored(t *testing.T) {
 	} {
 		got := StoredOrderKey(k)
 		if want == "sha256:" && (!strings.HasPrefix(got, want) || len(got) != 7+64) || want != "sha256:" && got != want {
-			t.Errorf("StoredOrderKey(%q) = %q", Clip(k, 20), got)
+			t.Errorf("StoredOrderKey(%q) = %q", sanitize.Text(k, 20), got)
 		}
 	}
 	if StoredOrderKey(long) == StoredOrderKey(long+"2") || StoredOrderKey(long) != StoredOrderKey(strings.Repeat("k", 300)) {
@@ -213,6 +214,39 @@ func TestDecodeRefusesWhatEncodeDoesNotWrite(t *testing.T) {
 	} {
 		if _, err := Decode([]byte(props), nil); err == nil {
 			t.Errorf("Decode(%s) succeeded", props)
+		}
+	}
+}
+
+// An error names a header by its path, which holds the caller's keys, and
+// Decode's by the stored keys and tags: what the relay logs of it, and
+// last_error keeps, is printable ASCII whatever the keys hold, and bounded.
+func TestErrorsQuoteKeysSanitized(t *testing.T) {
+	const hostile = "k\nERROR forged=1 \x1b[31m\u009b\u202e\u200b\u2028"
+	long := strings.Repeat(hostile, 100)
+	var errs []error
+	for _, m := range []runtime.Message{
+		headers(hostile, complex(1, 1)),
+		headers(hostile, math.NaN()),
+		headers(long, amqp.Table{hostile: struct{}{}}),
+		headers(hostile+"\x00", 1),
+	} {
+		_, err := Encode(m)
+		errs = append(errs, err)
+	}
+	for _, props := range []string{
+		`{"headers": {"k\n\u001b[31m\u202e\u2028": {"int8": 300}}}`,
+		`{"headers": {"h": {"\n\u001b[31m\u202e\u2028": 1}}}`,
+	} {
+		_, err := Decode([]byte(props), nil)
+		errs = append(errs, err)
+	}
+	for _, err := range errs {
+		if err == nil {
+			t.Fatal("no error")
+		}
+		if s := err.Error(); len(s) > 400 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			t.Errorf("the error quotes %d bytes, not all printable ASCII: %.300q", len(s), s)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily/internal/backoff"
-	"github.com/lily-mq/lily/internal/outboxcodec"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/internal/writegate"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -112,7 +112,12 @@ const (
 	stopWait = 5 * time.Second
 	// maxCopies bounds the possible copies a report lists.
 	maxCopies = 1000
-	// maxLastError bounds a row's last_error, before Clip's "…".
+	// maxIDText bounds a message id the relay logs and reports; maxName an
+	// exchange's or a routing key's name, as AMQP does.
+	maxIDText = 128
+	maxName   = 255
+	// maxLastError bounds a row's last_error, and the error text the relay
+	// logs and reports.
 	maxLastError = 500
 	// inlineBytes bounds the properties and bodies a look returns, so that
 	// a link of 1 MiB/s carries its answer in a fifth of its bound; the
@@ -150,7 +155,7 @@ func NewRelay(pool *pgxpool.Pool, publisher *runtime.Publisher, opts Options) *R
 	host, _ := os.Hostname()
 	return &Relay{
 		pool: pool, publisher: publisher, opts: opts.withDefaults(),
-		owner:    fmt.Sprintf("%s/%d/%s", outboxcodec.Clip(host, 64), os.Getpid(), crand.Text()[:12]),
+		owner:    fmt.Sprintf("%s/%d/%s", sanitize.Text(host, 64), os.Getpid(), crand.Text()[:12]),
 		forceNow: make(chan struct{}),
 	}
 }
@@ -416,7 +421,7 @@ func (s *relayRun) answered(a sent) {
 	path := pathOf(a.err)
 	s.report.Counts[path]++
 	attrs := func() []any {
-		return []any{"queue", s.queue, "stage", "publish", "outbox_id", a.row.id, "message_id", outboxcodec.Clip(a.row.msg.MessageId, 128),
+		return []any{"queue", s.queue, "stage", "publish", "outbox_id", a.row.id, "message_id", idText(a.row.msg.MessageId),
 			"destination", destination(a.row.msg), "attempt", a.row.attempts + 1, "path", string(path)}
 	}
 	if a.err == nil {
@@ -440,7 +445,7 @@ func (s *relayRun) answered(a sent) {
 		// read: someone must.
 		level = slog.LevelError
 	}
-	s.opts.Logger.Log(context.Background(), level, "lily outbox", append(attrs(), "detail", outboxcodec.Clip(a.err.Error(), maxLastError))...)
+	s.opts.Logger.Log(context.Background(), level, "lily outbox", append(attrs(), "detail", lastError(a.err))...)
 }
 
 func pathOf(err error) runtime.Path {
@@ -470,7 +475,7 @@ func (s *relayRun) dbFailed(step string, err error) {
 	wait := backoff.Wait(s.dbFailures, s.opts.Poll, maxDBBackoff)
 	s.dbRetry = time.Now().Add(wait)
 	s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "database", "step", step,
-		"attempt", s.dbFailures, "wait", wait, "detail", outboxcodec.Clip(err.Error(), maxLastError))
+		"attempt", s.dbFailures, "wait", wait, "detail", lastError(err))
 }
 
 // stop ends a Run: it waits for the sends in flight for stopWait at most
@@ -510,7 +515,7 @@ func (s *relayRun) stop() {
 	}
 	if len(leased) > 0 {
 		s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "relay-stopped",
-			"detail", fmt.Sprintf("rows %s stay leased until their lease ends", outboxcodec.Clip(strings.Join(leased, ", "), maxLastError)))
+			"detail", fmt.Sprintf("rows %s stay leased until their lease ends", sanitize.Text(strings.Join(leased, ", "), maxLastError)))
 	}
 }
 
@@ -525,30 +530,37 @@ func (s *relayRun) leaseLost(rw *row, gone bool) {
 	}
 	s.possibleCopy(rw, why)
 	s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "lease-lost", "outbox_id", rw.id,
-		"message_id", outboxcodec.Clip(rw.msg.MessageId, 128), "destination", destination(rw.msg), "attempt", rw.attempts+1, "detail", why)
+		"message_id", idText(rw.msg.MessageId), "destination", destination(rw.msg), "attempt", rw.attempts+1, "detail", why)
 }
 
 // possibleCopy lists a row in the report's possible copies, its text
-// printable: Report.String writes it as it is, to a terminal or a log.
+// sanitized and bounded: Report.String writes it as it is, to a terminal or
+// a log.
 func (s *relayRun) possibleCopy(rw *row, why string) {
 	if len(s.report.PossibleCopies) >= maxCopies {
 		s.report.Omitted++
 		return
 	}
-	dest := destination(rw.msg) // bounded already; printable makes no text longer
 	s.report.PossibleCopies = append(s.report.PossibleCopies, runtime.Record{
-		Queue: s.queue, MessageID: printable(rw.msg.MessageId, 128), Attempt: rw.attempts + 1,
-		Destination: printable(dest, len(dest)), Reason: printable(why, maxLastError),
+		Queue: s.queue, MessageID: idText(rw.msg.MessageId), Attempt: rw.attempts + 1,
+		Destination: destination(rw.msg), Reason: sanitize.Text(why, maxLastError),
 	})
 }
 
-// destination names where a message goes, as the runtime's records do.
+// destination names where a message goes, as the runtime's records do,
+// each name sanitized as RawDelivery's are: Write takes any UTF-8 without
+// NUL.
 func destination(m runtime.Message) string {
 	if m.Exchange == "" {
-		return outboxcodec.Clip(m.RoutingKey, 255)
+		return sanitize.Name(m.RoutingKey, maxName)
 	}
-	return outboxcodec.Clip(m.Exchange, 255) + " " + outboxcodec.Clip(m.RoutingKey, 255)
+	return sanitize.Name(m.Exchange, maxName) + " " + sanitize.Name(m.RoutingKey, maxName)
 }
+
+// idText is a row's message id as the relay logs and reports it, sanitized
+// and bounded as the runtime's records quote a message_id the guard did not
+// pass.
+func idText(id string) string { return sanitize.Text(id, maxIDText) }
 
 // later is the later of a and b.
 func later(a, b time.Time) time.Time {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
@@ -52,18 +53,25 @@ func name() string { return fmt.Sprintf("%d_%d", time.Now().UnixNano(), unique.A
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvNamed(t, "lily_outbox_test_", "lily.outbox."+strings.ReplaceAll(t.Name(), "/", ".")+".")
+}
+
+// newEnvNamed is newEnv with its schema and its queues' prefix named by
+// the prefixes given.
+func newEnvNamed(t *testing.T, schemaPrefix, queuePrefix string) *env {
+	t.Helper()
 	e := &env{t: t, pgURL: services.PostgreSQL(t), brokerURL: services.RabbitMQ(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	e.ctx = ctx
 	n := name()
-	schema := "lily_outbox_test_" + n
+	schema := schemaPrefix + n
 	e.pool = e.poolIn(schema)
-	if _, err := e.pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+	if _, err := e.pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatalf("PostgreSQL at %s (set LILY_PG_DSN to another): %v", e.pgURL, err)
 	}
 	t.Cleanup(func() {
-		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+		if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 			t.Error(err)
 		}
 	})
@@ -79,7 +87,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	e.conn = conn
-	e.prefix = "lily.outbox." + strings.ReplaceAll(t.Name(), "/", ".") + "." + n
+	e.prefix = queuePrefix + n
 	return e
 }
 
@@ -840,41 +848,118 @@ func TestNackedRowIsAPossibleCopyWhereACCQueueTookIt(t *testing.T) {
 	}
 }
 
-// A nacked row whose message id and queue name hold control characters (a
-// newline, ANSI escapes: Write accepts any UTF-8 without NUL) is a possible
-// copy whose record, and the report's text, hold none of them: a report
-// printed to a terminal or a log says no more than it means.
-func TestPossibleCopyRecordsHoldNoControlCharacters(t *testing.T) {
+// A row may hold any UTF-8 without NUL in its message id, exchange and
+// routing key: what the relay logs of it (each attribute, through a handler
+// that writes them as they are) and what its report lists are sanitized,
+// without a control, format (U+202E, U+200B) or separator (U+2028) rune,
+// and bounded. One row is returned (its key routes nowhere), one nacked
+// (its queue refuses it), so a possible copy.
+func TestRelayLogsAndReportsHostileTextSanitized(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	full := e.queue("full\x1b[31m\u009b2J", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
+	e := newEnvNamed(t, "fx-sanitize-", "fx-sanitize-")
+	const hostile = "\nERROR forged=1 \x1b[31m\u009b2J\u202eevil\u200b\u2028\ufeff\U000e0041"
+	// The broker drops whitespace from a queue's name: this one keeps the rest.
+	full := e.queue("full\x1b[31m\u009b2J\u202eevil\u200b\u2028\ufeff\U000e0041", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
 	if err := publishDirect(e, message(full, "filler")); err != nil {
 		t.Fatal(err)
 	}
-	m := message(full, "hostile") // NewPublishing takes printable ids alone
-	m.MessageId = "a\nb\x1b[31m\u009b2J"
-	e.write(m)
-	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
-	e.eventually("the row nacked", func() bool {
-		for _, r := range e.rows() {
-			return r.Attempts >= 1
-		}
-		return false
+	nacked := message(full, "nacked") // NewPublishing takes printable ids alone
+	nacked.MessageId = "nacked" + hostile
+	returned := message(e.prefix+".missing"+hostile, "returned")
+	returned.Exchange = "amq.direct"
+	returned.MessageId = "returned" + hostile
+	e.write(nacked, returned)
+
+	logs := &attrRecorder{}
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: slog.New(logs)})
+	e.eventually("both rows failed once", func() bool {
+		rows := e.rows()
+		return len(rows) == 2 && rows["nacked"+hostile].Attempts >= 1 && rows[returned.MessageId].Attempts >= 1
 	})
 	rep := stop()
+	if got := e.ready(full); got != 1 {
+		t.Errorf("%d messages ready in the full queue, want the filler alone", got)
+	}
+
+	lines := logs.lines()
+	var failures int
+	for _, l := range lines {
+		for _, a := range l {
+			if bad := unsafeRunes(a.Value); bad != "" || len(a.Value) > 1024 {
+				t.Errorf("a log attribute %s holds %s (%d bytes): %.200q", a.Key, bad, len(a.Value), a.Value)
+			}
+			if a.Key == "detail" && (strings.Contains(a.Value, "returned") || strings.Contains(a.Value, "nacked")) {
+				failures++
+			}
+		}
+	}
+	if failures < 2 {
+		t.Errorf("%d failures logged, want the return and the nack: %q", failures, lines)
+	}
 	if len(rep.PossibleCopies) == 0 {
 		t.Fatalf("no possible copy in the report: %s", rep)
 	}
-	control := func(s string) bool { return strings.IndexFunc(s, unicode.IsControl) >= 0 }
 	for _, r := range rep.PossibleCopies {
-		if control(r.MessageID) || control(r.Destination) || control(r.Reason) {
-			t.Errorf("possible copy %+v holds control characters", r)
+		for _, f := range []string{r.Queue, r.MessageID, r.Destination, r.Reason} {
+			if bad := unsafeRunes(f); bad != "" || len(f) > 1024 {
+				t.Errorf("a possible copy holds %s in %.200q", bad, f)
+			}
 		}
 	}
 	// The report's own lines are "\n  "-separated.
-	if text := rep.String(); control(strings.ReplaceAll(text, "\n  ", "")) {
-		t.Errorf("the report's text holds control characters: %q", text)
+	if bad := unsafeRunes(strings.ReplaceAll(rep.String(), "\n  ", "")); bad != "" {
+		t.Errorf("the report's text holds %s: %q", bad, rep.String())
 	}
+}
+
+// unsafeRunes names the first rune of s that a log or a terminal does not
+// show as itself, or "" when there is none.
+func unsafeRunes(s string) string {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			return fmt.Sprintf("invalid UTF-8 at byte %d", i)
+		case unicode.IsControl(r), unicode.Is(unicode.Cf, r), unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
+			return fmt.Sprintf("%U at byte %d", r, i)
+		}
+	}
+	return ""
+}
+
+// attrRecorder is a slog.Handler that keeps each record's message and
+// attributes as the text a pass-through handler would write, unescaped.
+type attrRecorder struct {
+	mu   sync.Mutex
+	recs [][]slog.Attr
+}
+
+func (h *attrRecorder) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *attrRecorder) Handle(_ context.Context, r slog.Record) error {
+	attrs := []slog.Attr{slog.String("msg", r.Message)}
+	r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, attrs)
+	return nil
+}
+
+func (h *attrRecorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *attrRecorder) WithGroup(string) slog.Handler      { return h }
+
+// lines is each record's attributes as key and text.
+func (h *attrRecorder) lines() [][]struct{ Key, Value string } {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out [][]struct{ Key, Value string }
+	for _, rec := range h.recs {
+		var l []struct{ Key, Value string }
+		for _, a := range rec {
+			l = append(l, struct{ Key, Value string }{a.Key, a.Value.Resolve().String()})
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // Force: a stopping relay waits for a send whose confirm has not come, until

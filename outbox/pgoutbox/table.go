@@ -8,13 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/outboxcodec"
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 // findTable finds the lily_outbox the search_path finds, the one an
@@ -453,23 +452,10 @@ func (s *relayRun) record(by time.Time) error {
 	return nil
 }
 
-// lastError is err's text as last_error keeps it: bounded, valid UTF-8,
-// without control characters.
+// lastError is err's text as last_error keeps it, and as the relay logs
+// and reports it: sanitized (each byte outside printable ASCII as \xNN) and
+// at most maxLastError bytes. The error may quote what a row brought, and
+// Write takes any UTF-8 without NUL.
 func lastError(err error) string {
-	return printable(err.Error(), maxLastError)
-}
-
-// printable is s within maxBytes, valid UTF-8 (invalid bytes as "?"), with
-// each control character a space (C1's too: U+009B starts an escape as
-// ESC [ does), as last_error and the report keep text a row brought: Write
-// takes any UTF-8 without NUL.
-func printable(s string, maxBytes int) string {
-	s = strings.ToValidUTF8(s, "?")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	return outboxcodec.Clip(s, maxBytes)
+	return sanitize.Text(err.Error(), maxLastError)
 }
