@@ -81,7 +81,7 @@ func TestQuarantinedCopy(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("show: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, want := range []string{"reason:        " + why, "kind:          quarantined", "quarantined:   the client cannot read its headers as they are", "headers (1)", quarantine.Header + ":", `body (15 bytes)` + "\n" + `{"id":"deep-1"}`} {
+	for _, want := range []string{"reason:        " + why, "kind:          quarantined", "quarantined:   the client cannot read its headers as they are", "headers (1)", quarantine.Header + ":", `body (15 bytes)` + "\n  " + `{"id":"deep-1"}`} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show lacks %q:\n%s", want, r.stdout)
 		}

@@ -24,7 +24,8 @@ var showCmd = &command{
 -id (as sent, or escaped as list prints it, uncut), and prints each: the facts
 list shows, the AMQP properties, every header (nested tables and arrays too,
 at most 4 deep and 64 entries each), and the body: as text when it is
-printable UTF-8, else as a hex dump, at most -body bytes of it. Everything is
+printable UTF-8, else as a hex dump, at most -body bytes of it, every line
+indented so that no line of it passes for show's own. Everything is
 sanitized and bounded. -json prints each copy as export writes it (one JSON
 object a line), unbounded. When no copy has the id, show says so and exits 1.
 
@@ -122,7 +123,13 @@ func printCopy(w io.Writer, d *amqp.Delivery, f facts, nth, bodyMax int) error {
 		fmt.Fprintf(&b, ", the first %d shown", bodyMax)
 	}
 	b.WriteString(")\n")
-	b.WriteString(rendered)
+	// Every body line indented, empty ones too: a line at the margin is
+	// always show's own, so a body holding "copy 2" and its facts cannot
+	// pass for another copy.
+	for line := range strings.Lines(rendered) {
+		b.WriteString("  ")
+		b.WriteString(line)
+	}
 	if !strings.HasSuffix(rendered, "\n") {
 		b.WriteString("\n")
 	}

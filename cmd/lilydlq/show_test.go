@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +34,7 @@ func TestShow(t *testing.T) {
 		"message_id:       text-1", "correlation_id:   corr-text-1", "content_type:     application/json",
 		"x-lily-failure-attempt: 2 (int64)", "x-user-header: kept (string)",
 		"nested: (table, 1)", "list: (array, 2)", "[0] 7 (int32)", `[1] a\x1b[31mb (string)`,
-		"body (26 bytes)\n{\"note\": \"café\"}\nline two\n",
+		"body (26 bytes)\n  {\"note\": \"café\"}\n  line two\n",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show lacks %q:\n%s", want, r.stdout)
@@ -53,7 +55,7 @@ func TestShow(t *testing.T) {
 			t.Errorf("show printed the raw byte %#x:\n%q", c, r.stdout)
 		}
 	}
-	for _, want := range []string{`order.\x1b[1mbold`, "body (5006 bytes, the first 64 shown)", "00000000  00 1b 5b 32 4a ff 00 00"} {
+	for _, want := range []string{`order.\x1b[1mbold`, "body (5006 bytes, the first 64 shown)\n  00000000  00 1b 5b 32 4a ff 00 00"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("show lacks %q:\n%s", want, r.stdout)
 		}
@@ -67,5 +69,31 @@ func TestShow(t *testing.T) {
 	b.assertCounts(dlq, 3)
 	if got := ids(b.take(dlq)); strings.Join(got, " ") != "other text-1 bin-1" {
 		t.Errorf("DLQ after show: %v", got)
+	}
+}
+
+// TestShowBodyCannotForgeLines: a text body whose lines read as show's own
+// (a "copy 2" block with its facts) is printed with every line indented, so
+// that each line at the margin is show's: a body cannot pass for another
+// copy. A hex dump is indented alike.
+func TestShowBodyCannotForgeLines(t *testing.T) {
+	t.Parallel()
+	forged := "{}\ncopy 2\n  reason: handled: nothing to see\n  kind: retryable\n  source queue: orders\n\nproperties"
+	for _, body := range []string{forged, forged + "\n", forged + "\x00"} {
+		d := &amqp.Delivery{MessageId: "m-1", Body: []byte(body)}
+		var out strings.Builder
+		if err := printCopy(&out, d, factsOf(d, ""), 1, 4096); err != nil {
+			t.Fatal(err)
+		}
+		var margin []string
+		for line := range strings.Lines(out.String()) {
+			if !strings.HasPrefix(line, " ") {
+				margin = append(margin, strings.TrimSuffix(line, "\n"))
+			}
+		}
+		want := []string{"copy 1", "properties", "headers (0)", fmt.Sprintf("body (%d bytes)", len(body))}
+		if !slices.Equal(margin, want) {
+			t.Errorf("show of body %q: lines at the margin %q, want %q; printed:\n%s", body, margin, want, out.String())
+		}
 	}
 }
