@@ -387,3 +387,66 @@ func TestUnrouteAndHeal(t *testing.T) {
 		t.Errorf("%d messages after heal, want 2", n)
 	}
 }
+
+// exclusiveQueue declares a queue of ch's connection's own, gone with it.
+func exclusiveQueue(t *testing.T, ch *amqp.Channel) string {
+	t.Helper()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	q, err := ch.QueueDeclare("fx-faults-"+t.Name()+"-"+hex.EncodeToString(b[:]), false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Name
+}
+
+// CancelConsumers cancels only the consumers the client still has: not one
+// it cancelled, nor one on a channel it closed (a basic.cancel there makes
+// the client close its connection).
+func TestCancelConsumersCancelsOnlyLiveConsumers(t *testing.T) {
+	t.Parallel()
+	p, url := proxy(t)
+	name := ConnectionName("fx-faults-"+t.Name(), "consume")
+	conn := dial(t, url, amqp.Table{"connection_name": name})
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	consume := func(ch *amqp.Channel, tag string) <-chan amqp.Delivery {
+		t.Helper()
+		ds, err := ch.Consume(exclusiveQueue(t, ch), tag, false, false, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	cancelled := channel(t, conn)
+	consume(cancelled, "cancelled")
+	if err := cancelled.Cancel("cancelled", false); err != nil {
+		t.Fatal(err)
+	}
+	gone := channel(t, conn)
+	consume(gone, "on-a-closed-channel")
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	live := channel(t, conn)
+	deliveries := consume(live, "live")
+	if n := p.CancelConsumers(func(n string) bool { return n == name }); n != 1 {
+		t.Errorf("CancelConsumers = %d, want 1", n)
+	}
+	select {
+	case _, open := <-deliveries:
+		if open {
+			t.Fatal("a delivery from a queue nobody published to")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the live consumer is still open at the client")
+	}
+	// The connection outlives the cancel: a round trip on a new channel.
+	if _, err := channel(t, conn).QueueDeclarePassive(exclusiveQueue(t, live), false, true, true, false, nil); err != nil {
+		t.Fatalf("the connection after CancelConsumers: %v", err)
+	}
+	select {
+	case e := <-closed:
+		t.Fatalf("the client closed its connection: %v", e)
+	default:
+	}
+}

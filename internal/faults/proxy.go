@@ -43,6 +43,7 @@ var (
 	ConnectionStartOk = Method{10, 11}
 	ConnectionClose   = Method{10, 50}
 	ChannelClose      = Method{20, 40}
+	ChannelCloseOk    = Method{20, 41}
 	BasicQos          = Method{60, 10}
 	BasicConsume      = Method{60, 20}
 	BasicConsumeOk    = Method{60, 21}
@@ -285,7 +286,10 @@ func (p *Proxy) accept() {
 			_ = client.Close()
 			continue
 		}
-		c := &pconn{p: p, client: client, broker: broker, done: make(chan struct{})}
+		c := &pconn{
+			p: p, client: client, broker: broker, done: make(chan struct{}),
+			consumers: map[consumer]struct{}{}, cancelled: map[consumer]struct{}{},
+		}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -308,9 +312,9 @@ type pconn struct {
 	once           sync.Once
 
 	mu        sync.Mutex
-	toClient  chan<- out        // the queue of frames on their way to the client
-	consumers map[string]uint16 // consumer tag → channel, from the broker's consume-ok
-	cancelled atomic.Bool       // CancelConsumers sent a cancel on this connection
+	toClient  chan<- out            // the queue of frames on their way to the client
+	consumers map[consumer]struct{} // the client's, from the broker's consume-ok to a cancel or the channel's close
+	cancelled map[consumer]struct{} // cancelled by CancelConsumers, the client's cancel-ok not yet dropped
 }
 
 func (c *pconn) name() string {
@@ -372,11 +376,8 @@ func (c *pconn) pipe(dir Direction, src, dst net.Conn) {
 			}
 		}
 		f.Conn = c.name()
-		switch {
-		case f.Is(BasicConsumeOk):
-			c.noteConsumer(f, raw)
-		case f.Dir == ToBroker && f.Is(BasicCancelOk) && c.cancelled.Load():
-			continue // answers a cancel the broker never sent
+		if c.track(f, raw) {
+			continue
 		}
 		act := Forward
 		if ic := c.p.intercept.Load(); ic != nil {
