@@ -83,9 +83,12 @@ const (
 	// Drop discards the frame: the peer never sees it. The stream stays
 	// well-formed only if the peer can live without it (an ACK can).
 	Drop
-	// CutBefore closes the frame's connection without passing the frame on.
+	// CutBefore closes the frame's connection without passing the frame on:
+	// the frames read before it still pass (after any delay or stall), and
+	// it and all that follows it are lost.
 	CutBefore
-	// CutAfter passes the frame on, then closes its connection.
+	// CutAfter passes the frame on, then closes its connection: the frames
+	// read after it are lost.
 	CutAfter
 )
 
@@ -178,13 +181,13 @@ func (p *Proxy) Rewrite(f Rewriter) {
 }
 
 // Delay holds every frame for d before it is passed on, in both directions,
-// from now on: latency without loss. Zero removes the delay.
+// from now on: latency without loss (but for a Cut). Zero removes the delay.
 func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
 
 // Stall stops passing frames in direction dir (ToBroker, ToClient, or 0 for
-// both) until Resume: nothing is lost, frames wait in the proxy and then in
-// the kernel's buffers. A stall longer than the heartbeat timeout ends in the
-// peers closing the connection.
+// both) until Resume: nothing is lost (but for a Cut), frames wait in the
+// proxy and then in the kernel's buffers. A stall longer than the heartbeat
+// timeout ends in the peers closing the connection.
 func (p *Proxy) Stall(dir Direction) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -229,7 +232,9 @@ func (p *Proxy) gate(dir Direction) chan struct{} {
 }
 
 // Cut closes every connection through the proxy now and returns how many it
-// closed; new connections flow.
+// closed; new connections flow. As on a network cut, what was in flight is
+// lost: the frames the proxy held back (delayed, stalled, or read and not yet
+// written) go with the connection.
 func (p *Proxy) Cut() int { return p.CutConns(func(string) bool { return true }) }
 
 // CutConns closes the connections whose announced name satisfies match.
@@ -335,11 +340,11 @@ func (c *pconn) close() {
 	})
 }
 
-// out is a frame on its way to the writer.
+// out is a frame on its way to the writer, or without bytes a cut alone.
 type out struct {
-	bytes    []byte
-	due      time.Time
-	cutAfter bool
+	bytes []byte
+	due   time.Time
+	cut   bool // close the connection once bytes are written
 }
 
 // pipe reads frames from src, shows each to the interceptor and hands those
@@ -387,12 +392,16 @@ func (c *pconn) pipe(dir Direction, src, dst net.Conn) {
 		case Drop:
 			continue
 		case CutBefore:
+			// The writer passes on what came before f, then closes.
+			if c.send(queue, out{due: time.Now(), cut: true}) {
+				<-c.done
+			}
 			return
 		}
 		if rw := c.p.rewrite.Load(); rw != nil {
 			raw = (*rw)(f, raw)
 		}
-		if !c.send(queue, out{bytes: raw, due: c.due(), cutAfter: act == CutAfter}) {
+		if !c.send(queue, out{bytes: raw, due: c.due(), cut: act == CutAfter}) {
 			return
 		}
 	}
@@ -417,29 +426,40 @@ func (c *pconn) write(dir Direction, dst net.Conn, queue <-chan out) {
 		case <-c.done:
 			return
 		}
-		if wait := time.Until(o.due); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-c.done:
-				t.Stop()
-				return
-			}
-		}
-		select {
-		case <-c.p.gate(dir):
-		case <-c.done:
+		// A cut alone follows the frames read before it, which have
+		// passed: it waits for no stall.
+		if len(o.bytes) > 0 && !c.pass(dir, dst, o) {
 			return
 		}
-		if _, err := dst.Write(o.bytes); err != nil {
-			c.close()
-			return
-		}
-		if o.cutAfter {
+		if o.cut {
 			c.close()
 			return
 		}
 	}
+}
+
+// pass writes o's bytes to dst once they are due and dir flows, and reports
+// whether it did.
+func (c *pconn) pass(dir Direction, dst net.Conn, o out) bool {
+	if wait := time.Until(o.due); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-c.done:
+			t.Stop()
+			return false
+		}
+	}
+	select {
+	case <-c.p.gate(dir):
+	case <-c.done:
+		return false
+	}
+	if _, err := dst.Write(o.bytes); err != nil {
+		c.close()
+		return false
+	}
+	return true
 }
 
 // frameEnd closes every AMQP frame.

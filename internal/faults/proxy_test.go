@@ -3,7 +3,9 @@ package faults
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -148,5 +150,52 @@ func TestCancelConsumersTracksConsumers(t *testing.T) {
 	broker.expect(5, BasicCancelOk)
 	if _, f := broker.read(); f.Type != 8 {
 		t.Errorf("read %+v after the answer to the broker's cancel, want the heartbeat", f)
+	}
+}
+
+// closed fails the test unless the peer's connection closes before another
+// frame comes.
+func (p *peer) closed() {
+	p.t.Helper()
+	_ = p.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if raw, f, err := readFrame(p.r); err == nil {
+		p.t.Fatalf("read %+v (% x), want the connection closed", f, raw)
+	} else if errors.Is(err, os.ErrDeadlineExceeded) {
+		p.t.Fatal("the connection is still open")
+	}
+}
+
+// CutBefore loses the frame it is timed on and what follows, not what the
+// proxy read before it: not in the same read, not held back by a delay or a
+// stall.
+func TestCutBeforePassesWhatCameBefore(t *testing.T) {
+	t.Parallel()
+	ack := func(channel uint16) []byte { return method(channel, BasicAck, make([]byte, 9)...) }
+	for _, tc := range []struct {
+		name  string
+		fault func(*Proxy)
+	}{
+		{"one read", func(*Proxy) {}},
+		{"delayed", func(p *Proxy) { p.Delay(200 * time.Millisecond) }},
+		{"stalled", func(p *Proxy) {
+			p.Stall(ToBroker)
+			time.AfterFunc(200*time.Millisecond, p.Resume)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, client, broker := rawProxy(t, "fx-faults-cut-before")
+			p.Intercept(func(f Frame) Action {
+				if f.Dir == ToBroker && f.Is(BasicAck) && f.Channel == 2 {
+					return CutBefore
+				}
+				return Forward
+			})
+			tc.fault(p)
+			client.write(ack(1), ack(2), ack(3))
+			broker.expect(1, BasicAck)
+			broker.closed()
+			client.closed()
+		})
 	}
 }
