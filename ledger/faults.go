@@ -255,7 +255,8 @@ func (r *run) faultKinds() []fault {
 	}})
 	if r.cfg.RestartBroker && r.cfg.Cluster == nil {
 		kinds = append(kinds, fault{"broker restarted (stop_app, start_app)", func(ctx context.Context) (bool, error) {
-			return true, faults.RestartBroker(ctx, r.between(time.Second, 3*time.Second))
+			err := faults.RestartBroker(ctx, r.between(time.Second, 3*time.Second))
+			return err == nil, err
 		}})
 	}
 	if r.cfg.Cluster != nil {
@@ -269,35 +270,37 @@ func (r *run) faultKinds() []fault {
 func (r *run) nodeFaults() []fault {
 	consume, handoff := faults.ConnectionName(r.spec.Name, "consume"), faults.ConnectionName(r.spec.Name, "handoff")
 	var armAck, armConfirm atomic.Bool
-	fired := make(chan struct{}, 1)
+	// fired says, each time a one-shot frame fault fires, whether it struck:
+	// a confirm found no consume connection to cut (it was reconnecting)
+	// struck nothing.
+	fired := make(chan bool, 1)
 	r.proxy.Intercept(func(f faults.Frame) faults.Action {
 		switch {
 		case f.Dir == faults.ToBroker && f.Is(faults.BasicAck) && f.Conn == consume && armAck.CompareAndSwap(true, false):
-			fired <- struct{}{}
+			fired <- true
 			return faults.CutBefore
 		case f.Dir == faults.ToClient && f.Is(faults.BasicAck) && f.Conn == handoff && armConfirm.CompareAndSwap(true, false):
-			r.proxy.CutConns(func(name string) bool { return name == consume })
-			fired <- struct{}{}
+			fired <- r.proxy.CutConns(func(name string) bool { return name == consume }) > 0
 		}
 		return faults.Forward
 	})
 	// armed arms a one-shot frame fault and waits up to 2 s for it to fire.
 	armed := func(arm *atomic.Bool) func(context.Context) (bool, error) {
 		return func(ctx context.Context) (bool, error) {
-			select {
-			case <-fired:
-			default:
-			}
 			arm.Store(true)
 			t := time.NewTimer(2 * time.Second)
 			defer t.Stop()
 			select {
-			case <-fired:
-				return true, nil
+			case struck := <-fired:
+				return struck, nil
 			case <-t.C:
 			case <-ctx.Done():
 			}
-			return !arm.CompareAndSwap(true, false), nil
+			if arm.CompareAndSwap(true, false) {
+				return false, nil
+			}
+			// It fired as the wait ended: its word is on its way.
+			return <-fired, nil
 		}
 	}
 	return []fault{
@@ -337,18 +340,21 @@ func (r *run) nodeFaults() []fault {
 		}},
 		{faultAckDropped, armed(&armAck)},
 		{faultConfirmCut, armed(&armConfirm)},
+		// A stall or a delay struck only if it held a frame back.
 		{"stall", func(ctx context.Context) (bool, error) {
 			dir := []faults.Direction{faults.ToBroker, faults.ToClient, 0}[r.rng.IntN(3)]
+			before := r.proxy.Held()
 			r.proxy.Stall(dir)
 			backoff.Sleep(ctx, r.between(200*time.Millisecond, 3*time.Second))
 			r.proxy.Resume()
-			return true, nil
+			return r.proxy.Held() > before, nil
 		}},
 		{"delay", func(ctx context.Context) (bool, error) {
+			before := r.proxy.Held()
 			r.proxy.Delay(r.between(5*time.Millisecond, 40*time.Millisecond))
 			backoff.Sleep(ctx, r.between(500*time.Millisecond, 2*time.Second))
 			r.proxy.Delay(0)
-			return true, nil
+			return r.proxy.Held() > before, nil
 		}},
 		{"connection closed by the broker", func(ctx context.Context) (bool, error) {
 			name := []string{consume, handoff}[r.rng.IntN(2)]

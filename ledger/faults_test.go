@@ -2,10 +2,14 @@ package ledger
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
+	"net"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/topology"
 )
@@ -87,4 +91,81 @@ func TestRoundStrikesTheFaultsThatNeedWorkFirst(t *testing.T) {
 	if nodes := names[len(want):]; !slices.Contains(nodes, faultNodeStopped) || !slices.Contains(nodes, faultLeaderKilled) {
 		t.Errorf("round ends with %q; want the node faults", nodes)
 	}
+}
+
+// A frame fault strikes only when it changed the traffic: a stall or a delay
+// that held no frame back did not, nor a confirm that found no consume
+// connection to cut.
+func TestFrameFaultsStrikeOnlyWhenTheyChangedTraffic(t *testing.T) {
+	broker, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	r := newRun(Config{Seed: 1}, spec("q", topology.Classic))
+	if r.proxy, err = faults.Listen(broker.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	defer r.proxy.Close()
+	kinds := map[string]fault{}
+	for _, k := range r.nodeFaults() {
+		kinds[k.name] = k
+	}
+	// With no connection through the proxy, nothing to hold.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, name := range []string{"stall", "delay"} {
+		if struck, err := kinds[name].strike(ended); struck || err != nil {
+			t.Errorf("%s with no traffic: struck %v, %v", name, struck, err)
+		}
+	}
+	// A handoff connection whose confirms pass, and no consume connection.
+	client, err := net.Dial("tcp", r.proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	name := faults.ConnectionName("q", "handoff")
+	startOk := binary.BigEndian.AppendUint32([]byte("\x0fconnection_nameS"), uint32(len(name)))
+	if _, err := client.Write(slices.Concat([]byte("AMQP\x00\x00\x09\x01"), methodFrame(0, faults.ConnectionStartOk, append(startOk, name...)))); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := broker.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.ReadFull(conn, make([]byte, 8+7+4+len(startOk)+len(name)+1)); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	result := make(chan bool, 1)
+	go func() {
+		struck, err := kinds[faultConfirmCut].strike(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		result <- struck
+	}()
+	confirm := methodFrame(1, faults.BasicAck, make([]byte, 9))
+	for {
+		select {
+		case struck := <-result:
+			if struck {
+				t.Error("a confirm cut that found no consume connection struck")
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+			if _, err := conn.Write(confirm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// methodFrame is an AMQP method frame of m on channel with args.
+func methodFrame(channel uint16, m faults.Method, args []byte) []byte {
+	payload := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, m.Class), m.ID)
+	frame := binary.BigEndian.AppendUint32([]byte{1, byte(channel >> 8), byte(channel)}, uint32(len(payload)+len(args)))
+	return append(append(append(frame, payload...), args...), 0xCE)
 }

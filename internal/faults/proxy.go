@@ -110,6 +110,7 @@ type Proxy struct {
 	intercept atomic.Pointer[Interceptor]
 	rewrite   atomic.Pointer[Rewriter]
 	delay     atomic.Int64 // nanoseconds added to every frame
+	held      atomic.Int64 // frames a delay or a stall held back
 
 	mu     sync.Mutex
 	conns  map[*pconn]struct{}
@@ -183,6 +184,10 @@ func (p *Proxy) Rewrite(f Rewriter) {
 // Delay holds every frame for d before it is passed on, in both directions,
 // from now on: latency without loss (but for a Cut). Zero removes the delay.
 func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Held counts the frames a Delay or a Stall has held back so far, both
+// directions together: one that found no frame to hold leaves it as it was.
+func (p *Proxy) Held() int64 { return p.held.Load() }
 
 // Stall stops passing frames in direction dir (ToBroker, ToClient, or 0 for
 // both) until Resume: nothing is lost (but for a Cut), frames wait in the
@@ -441,7 +446,11 @@ func (c *pconn) write(dir Direction, dst net.Conn, queue <-chan out) {
 // pass writes o's bytes to dst once they are due and dir flows, and reports
 // whether it did.
 func (c *pconn) pass(dir Direction, dst net.Conn, o out) bool {
-	if wait := time.Until(o.due); wait > 0 {
+	wait, gate := time.Until(o.due), c.p.gate(dir)
+	if wait > 0 || !isOpen(gate) {
+		c.p.held.Add(1)
+	}
+	if wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:

@@ -199,3 +199,36 @@ func TestCutBeforePassesWhatCameBefore(t *testing.T) {
 		})
 	}
 }
+
+// Held counts the frames a stall or a delay held back, and only those.
+func TestHeldCountsTheFramesHeldBack(t *testing.T) {
+	t.Parallel()
+	p, client, broker := rawProxy(t, "fx-faults-held")
+	ping := func() {
+		t.Helper()
+		client.write(heartbeat)
+		if _, f := broker.read(); f.Type != 8 {
+			t.Fatalf("read %+v, want the heartbeat", f)
+		}
+	}
+	ping()
+	p.Stall(ToClient)
+	ping()
+	p.Resume()
+	if n := p.Held(); n != 0 {
+		t.Fatalf("Held = %d after frames that flowed, want 0", n)
+	}
+	p.Stall(ToBroker)
+	time.AfterFunc(100*time.Millisecond, p.Resume)
+	ping()
+	if n := p.Held(); n != 1 {
+		t.Fatalf("Held = %d after a stalled frame, want 1", n)
+	}
+	p.Delay(50 * time.Millisecond)
+	ping()
+	p.Delay(0)
+	ping()
+	if n := p.Held(); n != 2 {
+		t.Errorf("Held = %d after a delayed frame, want 2", n)
+	}
+}
