@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -331,6 +332,81 @@ func TestKillInCommit(t *testing.T) {
 	}
 	if n, err := Psql(ctx, pgDSN, "SELECT count(*) FROM "+table); err != nil || n != "0" {
 		t.Errorf("rows after the killed commit: %s %v", n, err)
+	}
+}
+
+// KillInCommit kills the COMMIT that SlowCommitSQL's trigger makes sleep,
+// not another COMMIT of the application: here one that waits at commit
+// time for a lock, and went into COMMIT first. That one commits.
+func TestKillInCommitKillsTheSleepingCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	table := "fx_faults_" + hex.EncodeToString(b[:])
+	lock := int(b[0])<<16 | int(b[1])<<8 | int(b[2])
+	pgDSN := services.PostgreSQL(t)
+	held := fmt.Sprintf(`CREATE FUNCTION %[1]s_held() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_advisory_xact_lock(%[2]d); RETURN NULL; END $$;
+CREATE CONSTRAINT TRIGGER %[1]s_held AFTER INSERT ON %[1]s DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW WHEN (NEW.id = 'held') EXECUTE FUNCTION %[1]s_held();`, table, lock)
+	if _, err := Psql(ctx, pgDSN, "CREATE TABLE "+table+" (id text);"+held+SlowCommitSQL(table, 2*time.Second, "NEW.id = 'slow'")); err != nil {
+		t.Fatalf("PostgreSQL is not reachable at %s: %v", pgDSN, err)
+	}
+	t.Cleanup(func() {
+		_, _ = Psql(ctx, pgDSN, "DROP TABLE "+table+"; DROP FUNCTION "+table+"_faults_slow_commit(); DROP FUNCTION "+table+"_held()")
+	})
+	app := "fx-faults-" + hex.EncodeToString(b[:])
+	// psql runs statements one by one as app, so that COMMIT runs on its own
+	// as a driver sends it.
+	psql := func(app string, sql ...string) <-chan error {
+		args := []string{"-X", "-v", "ON_ERROR_STOP=1", "-d", pgDSN}
+		for _, s := range sql {
+			args = append(args, "-c", s)
+		}
+		cmd := exec.Command("psql", args...)
+		cmd.Env = append(os.Environ(), "PGAPPNAME="+app)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Run() }()
+		return done
+	}
+	until := func(what, sql string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if n, err := Psql(ctx, pgDSN, sql); err == nil && n == "1" {
+				return
+			} else if time.Now().After(deadline) {
+				t.Fatalf("%s: %s %v", what, n, err)
+			}
+		}
+	}
+	holder := psql(app+"-holder", fmt.Sprintf("SELECT pg_advisory_lock(%d)", lock), "SELECT pg_sleep(3)")
+	until("the lock held", fmt.Sprintf("SELECT count(*) FROM pg_stat_activity WHERE application_name = '%s-holder' AND wait_event = 'PgSleep'", app))
+	waiting := psql(app, "BEGIN", "INSERT INTO "+table+" VALUES ('held')", "COMMIT")
+	until("a COMMIT waiting for the lock", fmt.Sprintf("SELECT count(*) FROM pg_stat_activity WHERE application_name = '%s' AND query ILIKE 'commit%%' AND wait_event_type = 'Lock'", app))
+	killed := make(chan int, 1)
+	go func() {
+		pid, err := KillInCommit(ctx, pgDSN, app, 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		killed <- pid
+	}()
+	sleeping := psql(app, "BEGIN", "INSERT INTO "+table+" VALUES ('slow')", "COMMIT")
+	if pid := <-killed; pid == 0 {
+		t.Fatal("KillInCommit killed no backend")
+	}
+	if err := <-sleeping; err == nil {
+		t.Error("the sleeping COMMIT reported success")
+	}
+	if err := <-waiting; err != nil {
+		t.Errorf("the COMMIT waiting for a lock: %v", err)
+	}
+	if err := <-holder; err != nil {
+		t.Errorf("the lock's holder: %v", err)
+	}
+	if rows, err := Psql(ctx, pgDSN, "SELECT string_agg(id, ',') FROM "+table); err != nil || rows != "held" {
+		t.Errorf("rows after the kill: %q %v", rows, err)
 	}
 }
 

@@ -35,11 +35,13 @@ FOR EACH ROW WHEN (%[4]s) EXECUTE FUNCTION %[1]s();`, fn, d.Seconds(), table, wh
 }
 
 // KillInCommit watches pg_stat_activity for up to within and terminates
-// (pg_terminate_backend) the first backend of application that is running
-// COMMIT. It returns the backend's pid, or 0 when none committed in time.
-// The client loses its connection during COMMIT: its outcome is unknown to
-// it, though here the transaction aborts (the backend dies before the
-// commit record), which an inbox must find out rather than assume.
+// (pg_terminate_backend) the first backend of application whose COMMIT
+// sleeps in SlowCommitSQL's trigger (wait event PgSleep); a COMMIT of the
+// application that does not sleep there is left alone. It returns the
+// backend's pid, or 0 when none slept in time. The client loses its
+// connection during COMMIT: its outcome is unknown to it, though here the
+// transaction aborts (the backend dies in the trigger, before the commit
+// record), which an inbox must find out rather than assume.
 func KillInCommit(ctx context.Context, dsn, application string, within time.Duration) (int, error) {
 	const poll = 5 * time.Millisecond
 	sql := fmt.Sprintf(`CREATE FUNCTION pg_temp.lily_kill_in_commit(app text, tries int) RETURNS int LANGUAGE plpgsql AS $$
@@ -48,7 +50,8 @@ BEGIN
 	FOR i IN 1..tries LOOP
 		PERFORM pg_stat_clear_snapshot();
 		SELECT pid INTO victim FROM pg_stat_activity
-		WHERE application_name = app AND state = 'active' AND query ILIKE 'commit%%' AND pid <> pg_backend_pid()
+		WHERE application_name = app AND state = 'active' AND query ILIKE 'commit%%' AND wait_event = 'PgSleep'
+			AND pid <> pg_backend_pid()
 		LIMIT 1;
 		IF victim IS NOT NULL AND pg_terminate_backend(victim) THEN
 			RETURN victim;

@@ -42,8 +42,8 @@ func (l *ledgerRun) strike(written <-chan struct{}) {
 }
 
 // killWriterCommit has the next writer transaction's COMMIT made slow
-// (faults.SlowCommitSQL, on its business row) and kills the first writer
-// backend found running COMMIT.
+// (faults.SlowCommitSQL, on its business row) and kills the writer backend
+// found sleeping in that COMMIT.
 func (l *ledgerRun) killWriterCommit() {
 	l.slowCommit.Store(true)
 	pid, err := faults.KillInCommit(l.ctx, l.e.pgURL, l.app+"-w", 3*time.Second)
