@@ -3,13 +3,22 @@ package faults
 import (
 	"encoding/binary"
 	"time"
+	"unicode/utf8"
 )
 
 // Block tells the clients of the connections whose announced name satisfies
 // match that the broker blocks their publishes (connection.blocked, as a
 // resource alarm does), and returns how many it told. The broker is not
-// blocked: a client that publishes anyway is still read.
+// blocked: a client that publishes anyway is still read. The reason is
+// cut to the 255 bytes a short string holds, at a rune's start.
 func (p *Proxy) Block(match func(name string) bool, reason string) int {
+	if len(reason) > 255 {
+		n := 255
+		for n > 0 && !utf8.RuneStart(reason[n]) {
+			n--
+		}
+		reason = reason[:n]
+	}
 	payload := binary.BigEndian.AppendUint16(nil, 10)
 	payload = binary.BigEndian.AppendUint16(payload, 60)
 	payload = append(append(payload, byte(len(reason))), reason...)

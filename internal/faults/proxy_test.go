@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,7 +23,9 @@ type peer struct {
 }
 
 // rawProxy starts a proxy to a stand-in broker and connects a client named
-// name through it; the broker has read the client's start-ok.
+// name through it; the broker has read the client's start-ok, and the client
+// a heartbeat of the broker's: the proxy is passing frames both ways, as
+// after a real handshake.
 func rawProxy(t *testing.T, name string) (p *Proxy, client, broker *peer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,6 +55,10 @@ func rawProxy(t *testing.T, name string) (p *Proxy, client, broker *peer) {
 		t.Fatal(err)
 	}
 	broker.expect(0, ConnectionStartOk)
+	broker.write(heartbeat)
+	if _, f := client.read(); f.Type != 8 {
+		t.Fatalf("read %+v, want the heartbeat", f)
+	}
 	return p, client, broker
 }
 
@@ -230,5 +237,20 @@ func TestHeldCountsTheFramesHeldBack(t *testing.T) {
 	ping()
 	if n := p.Held(); n != 2 {
 		t.Errorf("Held = %d after a delayed frame, want 2", n)
+	}
+}
+
+// A Block reason longer than a short string holds is cut to 255 bytes, at a
+// rune's start, and the frame stays well-formed.
+func TestBlockBoundsItsReason(t *testing.T) {
+	t.Parallel()
+	p, client, _ := rawProxy(t, "fx-faults-block")
+	reason := strings.Repeat("x", 254) + "é" + strings.Repeat("y", 45)
+	if n := p.Block(func(string) bool { return true }, reason); n != 1 {
+		t.Fatalf("Block told %d clients, want 1", n)
+	}
+	raw := client.expect(0, Method{10, 60})
+	if got := string(raw[12 : len(raw)-1]); int(raw[11]) != len(got) || got != reason[:254] {
+		t.Errorf("connection.blocked's reason: length %d, %d bytes; want 254, the x's alone", raw[11], len(got))
 	}
 }
