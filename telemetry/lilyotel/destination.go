@@ -23,7 +23,9 @@ func sentTo(exchange, routingKey string) string {
 // consumedFrom is messaging.destination.name on the consumer side:
 // "{exchange}:{routing key}:{queue}", each part left out when empty, and the
 // routing key left out when it names the queue itself (as a delivery through
-// the default exchange does).
+// the default exchange does). All three come as nameText gives them, the
+// delivery's exchange and key escaped by RawDelivery and the queue's name
+// escaped alike, or a key naming the queue would not be found to.
 func consumedFrom(exchange, routingKey, queue string) string {
 	if routingKey == queue {
 		routingKey = ""

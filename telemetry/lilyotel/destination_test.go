@@ -119,3 +119,39 @@ func TestAUTF8QueueNameIsItsDestination(t *testing.T) {
 		t.Errorf("messaging.process.duration %v: %d measured, want 1", name, n)
 	}
 }
+
+// A queue may be named with a rune RawDelivery escapes (U+00A0, U+200D:
+// the spec refuses only ASCII controls); a delivery to it through the
+// default exchange names the queue by the key the send to it names, so its
+// destination is that queue, escaped as the send's is, with no template.
+func TestAQueueNameWithAnEscapedRuneIsItsDestination(t *testing.T) {
+	tel, spans, reader := recorded(t)
+	spec := harnessSpec("lilyotel.a\u00a0b\u200dc")
+	const escaped = `lilyotel.a\xc2\xa0b\xe2\x80\x8dc`
+	h := harness(t, spec, tel, handled)
+	tel.Publish(context.Background(), "", spec.Name, &runtime.Publishing{})("confirmed", time.Now())
+	h.Deliver(message("escaped-direct", "ok"))
+
+	ended := spans.Ended()
+	send := one(t, "the producer's send", where(ended, "messaging.operation.type", "send"))
+	if got := attrs(send)["messaging.destination.name"]; got != escaped {
+		t.Errorf("the send's destination %q, want %q", got, escaped)
+	}
+	for _, op := range []string{"process", "ack"} {
+		s := one(t, op, where(ended, "messaging.operation.name", op))
+		a := attrs(s)
+		template, _ := a["messaging.destination.template"].(string)
+		if s.Name() != op+" "+escaped || a["messaging.destination.name"] != escaped || template != "" {
+			t.Errorf("%s span %q: destination %q, template %q; want %q, %q and none", op, s.Name(), a["messaging.destination.name"], template, op+" "+escaped, escaped)
+		}
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	name := attribute.String("messaging.destination.name", escaped)
+	if n := sum(rm, "messaging.client.consumed.messages", name); n != 1 {
+		t.Errorf("messaging.client.consumed.messages %v: %d, want 1", name, n)
+	}
+}

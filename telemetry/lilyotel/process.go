@@ -83,8 +83,13 @@ func (j *journey) measured() attribute.KeyValue {
 // from the delivery (its baggage) enters the journey's context.
 func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDelivery) context.Context {
 	start := time.Now()
-	j := &journey{start: start, queue: queue, messageID: d.MessageID(), routingKey: d.RoutingKey(),
-		destination: consumedFrom(d.Exchange(), d.RoutingKey(), queue), named: consumedFromLow(d.Exchange(), d.RoutingKey(), queue)}
+	// The queue's name escaped as RawDelivery escapes the key (nameText is
+	// its sanitize.Name, with its bound): a key naming a queue named with a
+	// rune it escapes is then found to name it, and the destination reads
+	// as a send to the queue names it.
+	exchange, key, q := d.Exchange(), d.RoutingKey(), nameText(queue)
+	j := &journey{start: start, queue: queue, messageID: d.MessageID(), routingKey: key,
+		destination: consumedFrom(exchange, key, q), named: consumedFromLow(exchange, key, q)}
 	var sc trace.SpanContext
 	if t.linkOnly {
 		// The span context alone, for the link: whatever else the
