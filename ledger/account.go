@@ -65,8 +65,13 @@ type evidence struct {
 	// outbox row after the first; claimed, the ids whose work committed in
 	// the inbox.
 	killed, killedAcks, killedDuplicates map[workKey]int
-	leasedAgain                          map[string]int
-	claimed                              map[string]bool
+	// unheard counts, by attempt, the handler runs of killed processes
+	// that never told how they ended, with a record or without: a run
+	// the runtime recorded timed out at its deadline may be killed
+	// before it returns and tells.
+	unheard     map[workKey]int
+	leasedAgain map[string]int
+	claimed     map[string]bool
 
 	// pastDeadline: the run was stopped at its deadline, not once it was
 	// over (the problem of a message left unfinished says which);
@@ -344,7 +349,7 @@ func account(e evidence) *Result {
 		// The handler's result each record gives is the ledger's to check,
 		// and so where a failure was sent.
 		for _, rec := range recs {
-			for _, wrong := range []string{wrongResult(rec, e.ended), wrongAck(rec, b, e.succeeded, committedWork[id]), wrongHandoff(rec, e.dlq, e.maxAttempts)} {
+			for _, wrong := range []string{wrongResult(rec, e.ended, e.unheard), wrongAck(rec, b, e.succeeded, committedWork[id]), wrongHandoff(rec, e.dlq, e.maxAttempts)} {
 				if wrong != "" {
 					problem("%s (%s) %s; records: %s", id, b, wrong, paths(recs))
 				}

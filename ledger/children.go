@@ -32,16 +32,16 @@ type proc struct {
 	// killed is set before the fault kills it.
 	killed atomic.Bool
 	// What it streamed, its reader's alone until exited, by attempt: the
-	// handler runs it announced and those its records show ran, the inbox
-	// duplicates it announced and those its records show, the ACKs its
-	// records show sent, those proven and those it logged never proven; its
-	// records and its report; why its first connection failed, or its
-	// service did.
-	runs, ran, duplicates, recordedDuplicates map[workKey]int
-	acked, proven, ambiguous                  map[workKey]int
-	records                                   []runtime.Record
-	report                                    *runtime.Report
-	startFailed, runFailed                    string
+	// handler runs it announced, those its records show ran and those it
+	// told the end of, the inbox duplicates it announced and those its
+	// records show, the ACKs its records show sent, those proven and those
+	// it logged never proven; its records and its report; why its first
+	// connection failed, or its service did.
+	runs, ran, heard, duplicates, recordedDuplicates map[workKey]int
+	acked, proven, ambiguous                         map[workKey]int
+	records                                          []runtime.Record
+	report                                           *runtime.Report
+	startFailed, runFailed                           string
 	// output keeps the end of its stderr and of what it wrote that is not an
 	// event (a test binary's verdict, a panic), shown when it fails.
 	output tail
@@ -99,7 +99,7 @@ func (c *children) startLocked(slot int) error {
 	role := slots[slot]
 	c.named[role]++
 	p := &proc{role: role, name: fmt.Sprintf("%c%d", role[0], c.named[role]), started: make(chan struct{}), exited: make(chan struct{}),
-		runs: map[workKey]int{}, ran: map[workKey]int{}, duplicates: map[workKey]int{}, recordedDuplicates: map[workKey]int{},
+		runs: map[workKey]int{}, ran: map[workKey]int{}, heard: map[workKey]int{}, duplicates: map[workKey]int{}, recordedDuplicates: map[workKey]int{},
 		acked: map[workKey]int{}, proven: map[workKey]int{}, ambiguous: map[workKey]int{}}
 	pr := c.pr
 	cfg, err := json.Marshal(childConfig{
@@ -180,9 +180,14 @@ func (c *children) apply(p *proc, ev event) {
 		pr.succeeded[workKey{ev.ID, ev.Attempt}] = true
 		pr.mu.Unlock()
 	case evEnded:
+		k := workKey{ev.ID, ev.Attempt}
 		pr.mu.Lock()
-		pr.ended[ending{workKey{ev.ID, ev.Attempt}, ev.Detail}] = true
+		pr.ended[ending{k, ev.Detail}] = true
 		pr.mu.Unlock()
+		// A run's last note is how it returned; "timed out" may come first.
+		if ev.Detail != "timed out" {
+			p.heard[k]++
+		}
 	case evRecord:
 		if ev.Record == nil {
 			return
@@ -367,6 +372,21 @@ func (c *children) killedRuns() (runs, acks, duplicates map[workKey]int) {
 		}
 	}
 	return runs, acks, duplicates
+}
+
+// unheardRuns counts, by attempt, the handler runs of killed processes
+// that never told how they ended, whether they wrote a record or not, of
+// the processes that have ended: at the run's end, every one.
+func (c *children) unheardRuns() map[workKey]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	unheard := map[workKey]int{}
+	for _, p := range c.all {
+		if p.killed.Load() && p.ended() {
+			beyond(unheard, p.runs, p.heard)
+		}
+	}
+	return unheard
 }
 
 // ended says whether p has ended, and its tally is complete.

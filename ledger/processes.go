@@ -152,6 +152,7 @@ func RunProcesses(ctx context.Context, cfg ProcessConfig) (*Result, error) {
 	}
 	e := pr.evidence(reps, queued, rows)
 	e.killed, e.killedAcks, e.killedDuplicates = pr.kids.killedRuns()
+	e.unheard = pr.kids.unheardRuns()
 	e.reported = pr.kids.reported()
 	if e.leasedAgain, e.claimed, err = pr.trail(dbCtx); err != nil {
 		return nil, err

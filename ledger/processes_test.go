@@ -4,11 +4,13 @@ import (
 	"context"
 	"flag"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/lily-mq/lily/internal/services"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
 )
 
 var processesN = flag.Int("ledger.processes.n", 1500, "messages in TestLedgerProcesses")
@@ -304,4 +306,71 @@ func TestEveryConsumerProcessIsHeldToItsReport(t *testing.T) {
 		t.Fatalf("problems %q, want c3's alone", res.Problems)
 	}
 	wantProblem(t, res, "consumer process c3: the reports count 2 deliveries acked, the records 1")
+}
+
+// The runtime records a timeout at the deadline, before the handler
+// returns and tells how it ended: a process killed in between leaves the
+// record's "timed out", and the retryable copy its handoff made, with no
+// end the ledger heard. They stand on that run's word alone.
+func TestAccountTakesTheTimeoutOfARunKilledBeforeItsEnd(t *testing.T) {
+	timedOut := handedOff(1, "q.retry")
+	timedOut.Handler = "timed out"
+	e := oneMessage(Hangs, timedOut, acked(2))
+	clear(e.ended)
+	e.ended[ending{workKey{"m1", 2}, "ok"}] = true
+	e.runs[workKey{"m1", 1}] = 1
+	e.runs[workKey{"m1", 2}] = 1
+	e.failures = []failure{{id: "m1", fate: InBucket, kind: "retryable", attempt: 1}}
+	e.unheard = map[workKey]int{{"m1", 1}: 1}
+	wantNoProblem(t, account(e))
+	// Its end heard, the run is held to it.
+	e.unheard = nil
+	res := account(e)
+	wantProblem(t, res, `m1 (hang) attempt 1's record says its handler ended "timed out", and the ledger's runs of it ended in no way it heard`)
+	wantProblem(t, res, `m1 (hang) has a copy whose failure kind is "retryable" on attempt 1, and the ledger's runs of it ended in no way it heard`)
+	// Nor does it vouch for another kind.
+	e.unheard = map[workKey]int{{"m1", 1}: 1}
+	e.failures = []failure{{id: "m1", fate: InBucket, kind: "none", attempt: 1}}
+	wantProblem(t, account(e), `m1 (hang) has a copy whose failure kind is "none" on attempt 1`)
+}
+
+// A killed run excuses a permanent message's retry only when the ledger
+// never heard it end: one that told "permanent" before its process died
+// was not timed out.
+func TestAccountHoldsAKilledRunItHeardEndToItsEnd(t *testing.T) {
+	e := oneMessage(Refused)
+	e.runs[workKey{"m1", 1}] = 1
+	e.killed = map[workKey]int{{"m1", 1}: 1}
+	e.ended[ending{workKey{"m1", 1}, "permanent"}] = true
+	e.queued["m1"] = []found{{InMain, 2, false}}
+	wantProblem(t, account(e), "m1 (permanent) reached attempt 2, and its handler failed permanently on attempt 1")
+	clear(e.ended)
+	e.unheard = map[workKey]int{{"m1", 1}: 1}
+	for _, p := range account(e).Problems {
+		if strings.Contains(p, "failed permanently") {
+			t.Errorf("problem %q", p)
+		}
+	}
+}
+
+// A run's end is heard by its last note, how it returned: a "timed out"
+// before it is not an end.
+func TestUnheardRunsAreThoseOfKilledProcessesNeverTold(t *testing.T) {
+	c := &children{pr: &processRun{run: newRun(Config{N: 1}, spec("q", topology.Classic))}}
+	p := &proc{runs: map[workKey]int{}, ran: map[workKey]int{}, heard: map[workKey]int{}, exited: make(chan struct{})}
+	c.all = []*proc{p}
+	for _, ev := range []event{
+		{Kind: evRun, ID: "m1", Attempt: 1}, {Kind: evEnded, ID: "m1", Attempt: 1, Detail: "timed out"}, {Kind: evEnded, ID: "m1", Attempt: 1, Detail: "permanent"},
+		{Kind: evRun, ID: "m1", Attempt: 1}, {Kind: evEnded, ID: "m1", Attempt: 1, Detail: "timed out"},
+	} {
+		c.apply(p, ev)
+	}
+	close(p.exited)
+	if unheard := c.unheardRuns(); len(unheard) != 0 {
+		t.Errorf("unheard %v in a process not killed", unheard)
+	}
+	p.killed.Store(true)
+	if unheard := c.unheardRuns(); unheard[workKey{"m1", 1}] != 1 {
+		t.Errorf("unheard %v, want one run of attempt 1", unheard)
+	}
 }

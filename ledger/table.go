@@ -180,8 +180,10 @@ func wrongHandoff(rec runtime.Record, dlq string, maxAttempts int) string {
 // the ledger's handler noted it (endedAs), and "cancelled" (a failure the
 // forced stop cancelled) how one ended with an error. The words of runs
 // the handler never finished ("abandoned", "not started") or that never
-// ran it ("completed earlier", none) say nothing of its result.
-func wrongResult(rec runtime.Record, ended map[ending]bool) string {
+// ran it ("completed earlier", none) say nothing of its result. The
+// runtime records "timed out" at the deadline, before the handler returns:
+// a run in a process killed before it told its end (unheard) may be so.
+func wrongResult(rec runtime.Record, ended map[ending]bool, unheard map[workKey]int) string {
 	k := workKey{rec.MessageID, rec.Attempt}
 	switch rec.Handler {
 	case "", "abandoned", "not started", "completed earlier":
@@ -191,7 +193,7 @@ func wrongResult(rec runtime.Record, ended map[ending]bool) string {
 			return ""
 		}
 	default:
-		if ended[ending{k, rec.Handler}] {
+		if ended[ending{k, rec.Handler}] || rec.Handler == "timed out" && unheard[k] > 0 {
 			return ""
 		}
 	}
@@ -223,8 +225,9 @@ var kindsOf = map[string]string{"ok": "none", "retryable": "retryable", "panicke
 // retryable failure (or a success whose commit, cleanup or after_delivery
 // failed), a DLQ copy with retries left of a permanent one (or one a
 // quorum queue's delivery limit sent there, whatever it was), and its kind
-// is how one of the ledger's runs of that attempt ended (kindsOf), unless
-// it ran in a process killed before the ledger heard.
+// is how one of the ledger's runs of that attempt ended (kindsOf), or, for
+// a timeout's kind, a run the ledger never heard end (unheard): the
+// runtime hands a timeout off before the handler returns.
 func wrongFailure(f failure, e evidence) string {
 	k := workKey{f.id, f.attempt}
 	ran := false
@@ -236,7 +239,7 @@ func wrongFailure(f failure, e evidence) string {
 		return fmt.Sprintf("has a copy for a retry bucket from attempt %d whose failure kind is %q", f.attempt, f.kind)
 	case f.fate == InDLQ && f.kind != "permanent" && f.attempt < e.maxAttempts && !f.limited:
 		return fmt.Sprintf("has a DLQ copy from attempt %d of %d, retries left, whose failure kind is %q", f.attempt, e.maxAttempts, f.kind)
-	case ran || f.limited || e.killed[k] > 0:
+	case ran || f.limited || f.kind == kindsOf["timed out"] && e.unheard[k] > 0:
 		return ""
 	}
 	return fmt.Sprintf("has a copy whose failure kind is %q on attempt %d, and the ledger's runs of it ended %s", f.kind, f.attempt, endings(k, e.ended))
@@ -249,12 +252,13 @@ func wrongFailure(f failure, e evidence) string {
 // record, a run, or a copy found at the end) only through a handoff of
 // attempt n-1 to a retry bucket, after a run of it that the runtime may
 // fairly have called timed out (the ledger saw it end late), or one the
-// ledger never heard end (its process was killed first). A requeue, a
-// deferral or a redelivery after an ambiguous ACK keeps the attempt.
+// ledger never heard end (its process was killed first; one killed after
+// it told "permanent" excuses nothing). A requeue, a deferral or a
+// redelivery after an ambiguous ACK keeps the attempt.
 func refusedRetried(id string, recs []runtime.Record, copies []found, lastRun int, e evidence) string {
 	late := func(attempt int) bool {
 		k := workKey{id, attempt}
-		return e.ended[ending{k, "timed out"}] || e.killed[k] > 0
+		return e.ended[ending{k, "timed out"}] || e.unheard[k] > 0
 	}
 	for _, rec := range recs {
 		if rec.Handoff != "" && rec.Destination != e.dlq && !late(rec.Attempt) {
