@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,17 +193,17 @@ func (r *run) copyFacts(d *amqp.Delivery, fate Fate, i int) (int, failure, strin
 	return attempt, f, ""
 }
 
-// limitReached says whether the broker's last dead-lettering of d (the
-// first of its x-death) took it from queue at its delivery limit. A fault
-// that sets a queue's messages aside dead-letters them too, for another
-// reason.
+// limitReached says whether the broker dead-lettered d from queue at its
+// delivery limit, by any of its x-death: a fault that sets the DLQ's
+// messages aside dead-letters them again, for another reason, and that
+// death comes first. A message leaves the DLQ only for that fault's queue
+// and back, so the limit ended its journey.
 func limitReached(d *amqp.Delivery, queue string) bool {
 	deaths, _ := d.Headers["x-death"].([]any)
-	if len(deaths) == 0 {
-		return false
-	}
-	last, _ := deaths[0].(amqp.Table)
-	return last["reason"] == "delivery_limit" && last["queue"] == queue
+	return slices.ContainsFunc(deaths, func(death any) bool {
+		t, _ := death.(amqp.Table)
+		return t["reason"] == "delivery_limit" && t["queue"] == queue
+	})
 }
 
 // inboxRows counts the business rows each message committed.

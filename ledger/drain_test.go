@@ -97,3 +97,39 @@ func noKindProblem(t *testing.T, res *Result) {
 		}
 	}
 }
+
+// A copy the broker dead-lettered from the run's queue at its delivery
+// limit is held as it was there, even after a fault set the DLQ's
+// messages aside and moved them back: that death, the newest, is of the
+// DLQ for another reason.
+func TestTheDrainFindsADeliveryLimitBehindAFaultsDeath(t *testing.T) {
+	r := newRun(Config{N: 1}, spec("q", topology.Quorum))
+	r.assign()
+	limit := amqp.Table{"queue": "q", "reason": "delivery_limit", "count": int64(1)}
+	aside := amqp.Table{"queue": "q.dlq", "reason": "maxlen", "count": int64(1)}
+	original := func(deaths ...any) amqp.Delivery {
+		return amqp.Delivery{MessageId: r.ids[0], Type: messageTyp, ContentType: "application/json", Body: bodyOf(0),
+			Headers: amqp.Table{envelope.HeaderVersion: int64(1), "x-death": deaths}}
+	}
+	retried := func(deaths ...any) amqp.Delivery {
+		d := original(deaths...)
+		d.Headers[envelope.HeaderAttempt] = int64(2)
+		d.Headers[envelope.HeaderFailureKind] = "retryable"
+		d.Headers[envelope.HeaderFailureAttempt] = int64(1)
+		d.Headers[envelope.HeaderFailureQueue] = "q"
+		d.Headers[envelope.HeaderFailureReason] = "retryable failure on attempt 1 of 3: flaky"
+		d.Headers[envelope.HeaderFailureTime] = time.Now()
+		return d
+	}
+	for _, d := range []amqp.Delivery{original(limit), original(aside, limit), retried(limit), retried(aside, limit)} {
+		if _, _, wrong := r.copyFacts(&d, InDLQ, 0); wrong != "" {
+			t.Errorf("a copy at the delivery limit, deaths %v: %s", d.Headers["x-death"], wrong)
+		}
+	}
+	// The control: set aside alone, it is a DLQ copy, and the original's
+	// carries no attempt.
+	d := original(aside)
+	if _, _, wrong := r.copyFacts(&d, InDLQ, 0); wrong != "carries no x-lily-attempt" {
+		t.Errorf("the original set aside from the DLQ: %q", wrong)
+	}
+}
