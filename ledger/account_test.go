@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1006,5 +1007,35 @@ func TestTheHandlerNotesHowEachRunEnded(t *testing.T) {
 	}
 	if fmt.Sprint(r.ended) != fmt.Sprint(want) {
 		t.Errorf("noted %v, want %v", r.ended, want)
+	}
+}
+
+// The runtime sees a run's return only once its notes are sent, and a
+// child's send waits for every other event's: a run whose notes stall
+// past its deadline may be timed out, and is noted so.
+func TestTheHandlerNotesATimeoutAfterItsNotesStall(t *testing.T) {
+	r := newRun(Config{N: 1}, spec("stall-test", topology.Classic))
+	r.assign()
+	r.beh[r.ids[0]] = Success
+	var sealed atomic.Bool
+	var words []string
+	handle := r.handler(&sealed, r.noteSuccess, func(_ runtime.RawDelivery, word string) {
+		if word != "timed out" {
+			time.Sleep(300 * time.Millisecond) // a stalled write
+		}
+		words = append(words, word)
+	})
+	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
+	d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, r.ids[0], []byte(`{}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if err := handle(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(words, "timed out") || !slices.Contains(words, "ok") {
+		t.Errorf("noted %q, want \"ok\" and \"timed out\"", words)
 	}
 }

@@ -93,11 +93,23 @@ func (r *run) handler(sealed *atomic.Bool, succeeded func(runtime.RawDelivery), 
 		word := "panicked" // unless behave returns
 		defer func() {
 			// Within lateBy of its deadline, the runtime's wait for it may
-			// have ended first: a run it may fairly call timed out.
-			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < lateBy {
+			// have ended first: a run it may fairly call timed out. The
+			// runtime sees the return only once these notes are sent, which
+			// may stall (a child's write waits for every other event's), so
+			// it is measured again after them; before them too, so that a
+			// kill after the end's note leaves the timeout said.
+			late := func() bool {
+				deadline, ok := ctx.Deadline()
+				return ok && time.Until(deadline) < lateBy
+			}
+			timedOut := late()
+			if timedOut {
 				ended(d, "timed out")
 			}
 			ended(d, word)
+			if !timedOut && late() {
+				ended(d, "timed out")
+			}
 		}()
 		err := r.behave(ctx, d)
 		word = endedAs(err)
@@ -109,8 +121,10 @@ func (r *run) handler(sealed *atomic.Bool, succeeded func(runtime.RawDelivery), 
 }
 
 // lateBy is how close to its deadline a run of the handler must return for
-// the ledger to take a timeout of it as possible.
-const lateBy = 50 * time.Millisecond
+// the ledger to take a timeout of it as possible: wide for a return the
+// scheduler delays under load, and well short of any behaviour's handling
+// but a hang's.
+const lateBy = 100 * time.Millisecond
 
 // endedAs is a record's word for a run of the ledger's handler that
 // returned err, read from the error the ledger made: its own Permanent

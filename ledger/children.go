@@ -184,7 +184,8 @@ func (c *children) apply(p *proc, ev event) {
 		pr.mu.Lock()
 		pr.ended[ending{k, ev.Detail}] = true
 		pr.mu.Unlock()
-		// A run's last note is how it returned; "timed out" may come first.
+		// Each run notes once how it returned; a "timed out" may come
+		// before or after.
 		if ev.Detail != "timed out" {
 			p.heard[k]++
 		}
