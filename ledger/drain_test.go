@@ -22,16 +22,7 @@ func TestTheDrainChecksEveryCopysHeaders(t *testing.T) {
 		return amqp.Delivery{MessageId: id, Type: messageTyp, ContentType: "application/json", Body: bodyOf(0),
 			Headers: amqp.Table{envelope.HeaderVersion: int64(1)}}
 	}
-	retry := func() amqp.Delivery {
-		d := original()
-		d.Headers[envelope.HeaderAttempt] = int64(2)
-		d.Headers[envelope.HeaderFailureKind] = "retryable"
-		d.Headers[envelope.HeaderFailureAttempt] = int64(1)
-		d.Headers[envelope.HeaderFailureQueue] = "q"
-		d.Headers[envelope.HeaderFailureReason] = "retryable failure on attempt 1 of 3: flaky"
-		d.Headers[envelope.HeaderFailureTime] = time.Now()
-		return d
-	}
+	retry := func() amqp.Delivery { return retriedOnce(original()) }
 	for _, c := range []struct {
 		name  string
 		fate  Fate
@@ -111,16 +102,7 @@ func TestTheDrainFindsADeliveryLimitBehindAFaultsDeath(t *testing.T) {
 		return amqp.Delivery{MessageId: r.ids[0], Type: messageTyp, ContentType: "application/json", Body: bodyOf(0),
 			Headers: amqp.Table{envelope.HeaderVersion: int64(1), "x-death": deaths}}
 	}
-	retried := func(deaths ...any) amqp.Delivery {
-		d := original(deaths...)
-		d.Headers[envelope.HeaderAttempt] = int64(2)
-		d.Headers[envelope.HeaderFailureKind] = "retryable"
-		d.Headers[envelope.HeaderFailureAttempt] = int64(1)
-		d.Headers[envelope.HeaderFailureQueue] = "q"
-		d.Headers[envelope.HeaderFailureReason] = "retryable failure on attempt 1 of 3: flaky"
-		d.Headers[envelope.HeaderFailureTime] = time.Now()
-		return d
-	}
+	retried := func(deaths ...any) amqp.Delivery { return retriedOnce(original(deaths...)) }
 	for _, d := range []amqp.Delivery{original(limit), original(aside, limit), retried(limit), retried(aside, limit)} {
 		if _, _, wrong := r.copyFacts(&d, InDLQ, 0); wrong != "" {
 			t.Errorf("a copy at the delivery limit, deaths %v: %s", d.Headers["x-death"], wrong)
@@ -132,4 +114,16 @@ func TestTheDrainFindsADeliveryLimitBehindAFaultsDeath(t *testing.T) {
 	if _, _, wrong := r.copyFacts(&d, InDLQ, 0); wrong != "carries no x-lily-attempt" {
 		t.Errorf("the original set aside from the DLQ: %q", wrong)
 	}
+}
+
+// retriedOnce is d as a retry bucket hands it back at attempt 2 of queue q,
+// its first attempt failed retryably.
+func retriedOnce(d amqp.Delivery) amqp.Delivery {
+	d.Headers[envelope.HeaderAttempt] = int64(2)
+	d.Headers[envelope.HeaderFailureKind] = "retryable"
+	d.Headers[envelope.HeaderFailureAttempt] = int64(1)
+	d.Headers[envelope.HeaderFailureQueue] = "q"
+	d.Headers[envelope.HeaderFailureReason] = "retryable failure on attempt 1 of 3: flaky"
+	d.Headers[envelope.HeaderFailureTime] = time.Now()
+	return d
 }
