@@ -148,8 +148,14 @@ type ending struct {
 
 // noteEnded notes in r that a run of d's attempt ended as word.
 func (r *run) noteEnded(d runtime.RawDelivery, word string) {
+	r.noteEnding(ending{workKey{d.MessageID(), d.Attempt()}, word})
+}
+
+// noteEnding notes e in r: a run of the handler here, or in a child process
+// that told it.
+func (r *run) noteEnding(e ending) {
 	r.mu.Lock()
-	r.ended[ending{workKey{d.MessageID(), d.Attempt()}, word}] = true
+	r.ended[e] = true
 	r.mu.Unlock()
 }
 

@@ -181,9 +181,7 @@ func (c *children) apply(p *proc, ev event) {
 		pr.mu.Unlock()
 	case evEnded:
 		k := workKey{ev.ID, ev.Attempt}
-		pr.mu.Lock()
-		pr.ended[ending{k, ev.Detail}] = true
-		pr.mu.Unlock()
+		pr.noteEnding(ending{k, ev.Detail})
 		// Each run notes once how it returned; a "timed out" may come
 		// before or after.
 		if ev.Detail != "timed out" {
