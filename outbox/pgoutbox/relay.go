@@ -116,6 +116,10 @@ const (
 	// exchange's or a routing key's name, as AMQP does.
 	maxIDText = 128
 	maxName   = 255
+	// maxTableName bounds the table's schema-qualified name the relay logs
+	// and reports: a schema's name of 63 bytes (PostgreSQL's limit), each
+	// byte escaped in four, in quotes, and the table's.
+	maxTableName = 4*63 + len(`"".lily_outbox`)
 	// maxLastError bounds a row's last_error, and the error text the relay
 	// logs and reports.
 	maxLastError = 500

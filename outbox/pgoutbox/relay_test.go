@@ -912,6 +912,60 @@ func TestRelayLogsAndReportsHostileTextSanitized(t *testing.T) {
 	}
 }
 
+// A schema may be named with any UTF-8 but NUL: the relay's queue, "outbox"
+// and the table's schema-qualified name, is sanitized where the relay finds
+// the table, so that no log line, report or possible copy holds the
+// schema's escape or bidi override as it is.
+func TestRelayNamesAHostileSchemaSanitized(t *testing.T) {
+	t.Parallel()
+	e := newEnvNamed(t, "rv-pgfix-\x1b[31m\u202eevil\u200b-", "rv-pgfix-schema.")
+	full := e.queue("full", amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
+	if err := publishDirect(e, message(full, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	q := e.queue("q", nil)
+	e.write(message(q, "published"), message(full, "nacked"))
+
+	logs := &attrRecorder{}
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logger: slog.New(logs)})
+	e.eventually("one row published, the other nacked", func() bool {
+		rows := e.rows()
+		return len(rows) == 1 && rows["nacked"].Attempts >= 1
+	})
+	rep := stop()
+
+	if !strings.HasPrefix(rep.Queue, "outbox ") || !strings.Contains(rep.Queue, "rv-pgfix-") || !strings.HasSuffix(rep.Queue, ".lily_outbox") {
+		t.Errorf("report queue %q; want outbox and the table's schema-qualified name", rep.Queue)
+	}
+	var queues int
+	for _, l := range logs.lines() {
+		for _, a := range l {
+			if a.Key != "queue" {
+				continue
+			}
+			queues++
+			if bad := unsafeRunes(a.Value); bad != "" || a.Value != rep.Queue {
+				t.Errorf("a logged queue holds %s: %q; want the report's %q", bad, a.Value, rep.Queue)
+			}
+		}
+	}
+	if queues < 4 {
+		t.Errorf("%d log lines name the queue; want the start, the publish, the nack and the stop at least", queues)
+	}
+	if len(rep.PossibleCopies) == 0 {
+		t.Fatalf("no possible copy in the report: %s", rep)
+	}
+	for _, r := range rep.PossibleCopies {
+		if r.Queue != rep.Queue {
+			t.Errorf("a possible copy's queue %q; want the report's %q", r.Queue, rep.Queue)
+		}
+	}
+	// The report's own lines are "\n  "-separated.
+	if bad := unsafeRunes(strings.ReplaceAll(rep.String(), "\n  ", "")); bad != "" {
+		t.Errorf("the report's text holds %s: %q", bad, rep.String())
+	}
+}
+
 // unsafeRunes names the first rune of s that a log or a terminal does not
 // show as itself, or "" when there is none.
 func unsafeRunes(s string) string {

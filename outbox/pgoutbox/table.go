@@ -35,6 +35,10 @@ func (s *relayRun) findTable(ctx context.Context) error {
 				EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = c.oid AND attname = 'behind' AND NOT attisdropped),
 				relpersistence = 't'
 			FROM pg_class c WHERE oid = to_regclass('lily_outbox')`).Scan(&name, &schema, &retry, &behind, &temp)
+		// A schema may be named with any UTF-8 but NUL: the name is
+		// sanitized once, here, for the errors, the logs and the report,
+		// which write it as it is.
+		name = sanitize.Name(name, maxTableName)
 		switch {
 		case err == nil && temp:
 			// The session's own temporary table (searched before the
