@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily/internal/reserve"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -91,7 +92,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			"Set the search_path to start at %q, or move the table into %q (ALTER TABLE %s SET SCHEMA %s); "+
 			"if %q's table is another service's, create this one's in %q with migrations/001_lily_inbox.sql",
 			*elsewhere, path, *schema, *schema, *elsewhere, *elsewhere, *schema,
-			pgx.Identifier{*elsewhere, "lily_inbox"}.Sanitize(), pgx.Identifier{*schema}.Sanitize(),
+			quoted(*elsewhere, "lily_inbox"), quoted(*schema),
 			*elsewhere, *schema)
 	}
 	if _, err := tx.Exec(ctx, schemaSQL); err != nil {
@@ -101,6 +102,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("pginbox: migrate: %w", err)
 	}
 	return nil
+}
+
+// quoted is names as SQL quotes them, sanitized as a destination's names
+// are, for an error that suggests a statement: a schema may be named with
+// any UTF-8 but NUL. Each name takes 63 bytes at most (PostgreSQL's limit),
+// each byte escaped in four, in quotes, with a dot.
+func quoted(names ...string) string {
+	return sanitize.Name(pgx.Identifier(names).Sanitize(), len(names)*(4*63+3))
 }
 
 // Options tune an Inbox. The zero value takes the defaults.

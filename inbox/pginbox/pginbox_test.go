@@ -8,10 +8,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -559,6 +561,42 @@ func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
 	tx, err = pginbox.New(pool, pginbox.Options{}).Begin(ctx, "orders", "m1")
 	if got, detail := answer(tx, err); got != "duplicate" {
 		t.Fatalf("redelivery of the committed m1 after Migrate = %s (%s); want duplicate", got, detail)
+	}
+}
+
+// A schema may be named with any UTF-8 but NUL: Migrate's refusal names
+// both schemas, and the statement it suggests, without their escapes or
+// bidi overrides as they are.
+func TestMigrateRefusalNamesHostileSchemasSanitized(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := services.PostgreSQL(t)
+	admin := connectAs(t, ctx, url, "public", "")
+	unique := time.Now().UnixNano()
+	first := fmt.Sprintf("rv-pgfix-first-\x1b[31m\u202e-%d", unique)
+	second := fmt.Sprintf("rv-pgfix-second-\x1b[31m\u202e-%d", unique)
+	for _, schema := range []string{first, second} {
+		quoted := pgx.Identifier{schema}.Sanitize()
+		if _, err := admin.Exec(ctx, "CREATE SCHEMA "+quoted); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+quoted+" CASCADE"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := pginbox.Migrate(ctx, connectAs(t, ctx, url, pgx.Identifier{second}.Sanitize(), "")); err != nil {
+		t.Fatal(err)
+	}
+	err := pginbox.Migrate(ctx, connectAs(t, ctx, url, pgx.Identifier{first}.Sanitize()+", "+pgx.Identifier{second}.Sanitize(), ""))
+	if err == nil || !strings.Contains(err.Error(), strconv.Quote(first)) || !strings.Contains(err.Error(), strconv.Quote(second)) {
+		t.Fatalf("Migrate with lily_inbox only in the path's second schema = %v; want a refusal naming %q and %q", err, first, second)
+	}
+	for i, r := range err.Error() {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			t.Fatalf("the refusal holds %U at byte %d: %q", r, i, err)
+		}
 	}
 }
 

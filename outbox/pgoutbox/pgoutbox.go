@@ -29,6 +29,7 @@ import (
 
 	"github.com/lily-mq/lily/inbox/pginbox"
 	"github.com/lily-mq/lily/internal/outboxcodec"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -116,8 +117,16 @@ func notInFront(ctx context.Context, tx pgx.Tx) error {
 		"Set the search_path to start at %q, or move the table into %q (ALTER TABLE %s SET SCHEMA %s), then Migrate; "+
 		"if %q's table is another service's, create this one's in %q with the files of migrations/ in order",
 		*elsewhere, path, *schema, *schema, *elsewhere, *elsewhere, *schema,
-		pgx.Identifier{*elsewhere, "lily_outbox"}.Sanitize(), pgx.Identifier{*schema}.Sanitize(),
+		quoted(*elsewhere, "lily_outbox"), quoted(*schema),
 		*elsewhere, *schema)
+}
+
+// quoted is names as SQL quotes them, sanitized as a destination's names
+// are, for an error that suggests a statement: a schema may be named with
+// any UTF-8 but NUL. Each name takes 63 bytes at most (PostgreSQL's limit),
+// each byte escaped in four, in quotes, with a dot.
+func quoted(names ...string) string {
+	return sanitize.Name(pgx.Identifier(names).Sanitize(), len(names)*(4*63+3))
 }
 
 // apply applies each file of migrations/ in tx, in order, waiting at most

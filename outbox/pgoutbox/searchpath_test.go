@@ -3,6 +3,7 @@ package pgoutbox_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,42 @@ func TestMigrateRefusesATableFurtherDownThePath(t *testing.T) {
 				t.Fatalf("the moved table has behind: %v, %d rows (%v); want it brought up to date, its row kept", behind, rows, err)
 			}
 		})
+	}
+}
+
+// A schema may be named with any UTF-8 but NUL: Migrate's refusal names
+// both schemas, and the statement it suggests, without their escapes or
+// bidi overrides as they are.
+func TestMigrateRefusalNamesHostileSchemasSanitized(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	n := name()
+	first, second := "rv-pgfix-first-\x1b[31m\u202e-"+n, "rv-pgfix-second-\x1b[31m\u202e-"+n
+	for _, schema := range []string{first, second} {
+		quoted := pgx.Identifier{schema}.Sanitize()
+		if _, err := e.pool.Exec(e.ctx, "CREATE SCHEMA "+quoted); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := e.pool.Exec(context.Background(), "DROP SCHEMA "+quoted+" CASCADE"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// A table that lacks a migration, in the path's second schema.
+	sql, err := os.ReadFile("migrations/001_lily_outbox.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.poolIn(pgx.Identifier{second}.Sanitize()).Exec(e.ctx, string(sql)); err != nil {
+		t.Fatal(err)
+	}
+	err = pgoutbox.Migrate(e.ctx, e.poolIn(pgx.Identifier{first}.Sanitize()+", "+pgx.Identifier{second}.Sanitize()))
+	if err == nil || !strings.Contains(err.Error(), strconv.Quote(first)) || !strings.Contains(err.Error(), strconv.Quote(second)) {
+		t.Fatalf("Migrate with a lily_outbox lacking a migration in the path's second schema = %v; want a refusal naming %q and %q", err, first, second)
+	}
+	if bad := unsafeRunes(err.Error()); bad != "" {
+		t.Fatalf("the refusal holds %s: %q", bad, err)
 	}
 }
 
