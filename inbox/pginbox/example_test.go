@@ -38,7 +38,12 @@ func (orders) HandleOrderPlacedV1(ctx context.Context, msg *ordersmsg.OrderPlace
 // one another worker is storing is requeued without spending a retry.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("LILY_PG_DSN"))
+	cfg, err := pgxpool.ParseConfig(os.Getenv("LILY_PG_DSN"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.MaxConns = 4 + 1 + 3 // the queue's claims, a commit's look-up, handlers abandoned at once: docs/inbox.md, "Size the pool"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}

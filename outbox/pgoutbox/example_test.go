@@ -20,7 +20,8 @@ import (
 // inbox's claim, the UPDATE and the outbox row commit in one transaction.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://localhost/shop")
+	// 8 claims, 1 commit look-up, 3 for the relay, 4 handlers abandoned at once: docs/inbox.md, "Size the pool".
+	pool, err := pgxpool.New(ctx, "postgres://localhost/shop?pool_max_conns=16")
 	if err != nil {
 		log.Fatal(err)
 	}
