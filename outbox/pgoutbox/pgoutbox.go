@@ -185,7 +185,8 @@ func isCurrent(ctx context.Context, db interface {
 // entries, and a CC or BCC header an array; properties and headers within
 // frame.MaxProperties bytes of content header; a body of at most 512 MiB,
 // the most RabbitMQ takes whatever its max_message_size. Any order key is
-// accepted.
+// accepted, and an empty message id, as Publisher.Send takes it: a profile
+// without ids sends none, and no inbox can drop that message's copies.
 //
 // It inserts into the lily_outbox tx's search_path finds, which must be the
 // table the relay reads (the one its pool's search_path found when it

@@ -361,6 +361,27 @@ func TestCommittedRowIsPublishedIntactRolledBackIsNot(t *testing.T) {
 	}
 }
 
+// A message of a profile without ids (id: none) has no message_id, and
+// Write takes it, as Publisher.Send does: its generated producer sends
+// through any Sender, the outbox's too. No inbox claims it, so its copies
+// arrive as copies (docs/outbox.md).
+func TestMessageWithoutAnIDIsRelayed(t *testing.T) {
+	t.Parallel()
+	e := newEnvNamed(t, "rv-pgfix-noid-", "rv-pgfix-noid.")
+	q := e.queue("q", nil)
+	noted := envelope.Message{Type: "audit.noted", Profile: envelope.Profile{Kind: envelope.Headers, TypeHeader: "event", NoID: true, Version: envelope.Version{Fixed: 1}}}
+	m := runtime.Message{RoutingKey: q, Publishing: runtime.NewPublishing(noted, 1, "", []byte(`{}`))}
+	if err := pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error { return pgoutbox.Outbox{}.Send(pgoutbox.WithTx(e.ctx, tx), m) }); err != nil {
+		t.Fatalf("Send of a message without an id: %v", err)
+	}
+	stop := e.relay(pgoutbox.Options{Poll: 20 * time.Millisecond})
+	e.eventually("the message published and its row deleted", func() bool { return e.ready(q) == 1 && len(e.rows()) == 0 })
+	stop()
+	if d := e.takeOne(q); d.MessageId != "" || d.Headers["event"] != "audit.noted" {
+		t.Errorf("arrived with message_id %q, headers %v; want none, and its type in header event", d.MessageId, d.Headers)
+	}
+}
+
 // An int header outside the int32 range, which amqp091-go would publish
 // truncated to 32 bits, is refused by Write, naming it: nothing is stored.
 func TestWriteRefusesAnIntOutsideInt32(t *testing.T) {
