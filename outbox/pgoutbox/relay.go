@@ -30,11 +30,14 @@ type Options struct {
 	// it, and a publish whose write the broker does not read may still take
 	// one step (the publisher's StepTimeout) past its deadline before it
 	// gives up: keep Lease above five times StepTimeout, or a send may
-	// outlive its lease while another relay publishes the row too. The rows
-	// of a relay that dies wait this long. A row whose message a look left
-	// to its send to read (past the look's 2 MiB) has its lease and its
-	// send's deadline extended by that read's bound: 10s and a second per
-	// MiB of body. Default 30s (the default step is 5s).
+	// outlive its lease while another relay publishes the row too, and
+	// then the next row of its key, before the late write lands. The
+	// relay does not check it: the publisher does not say its
+	// StepTimeout. The rows of a relay that dies wait this long. A row
+	// whose message a look left to its send to read (past the look's
+	// 2 MiB) has its lease and its send's deadline extended by that read's
+	// bound: 10s and a second per MiB of body. Default 30s (the default
+	// step is 5s).
 	Lease time.Duration
 	// Batch is the most rows a relay leases at a time, and has in flight.
 	// Default 100.
