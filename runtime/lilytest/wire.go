@@ -90,10 +90,11 @@ func receivedValue(v any) (any, error) {
 }
 
 // stamp is a timestamp property as the client decodes it: whole seconds,
-// as readTimestamp reads them, and none when it is zero, which is not sent.
+// as readTimestamp reads them, and none (the zero Time, in no zone) when it
+// is the zero instant, which is not sent.
 func stamp(t time.Time) time.Time {
 	if t.IsZero() {
-		return t
+		return time.Time{}
 	}
 	return time.Unix(t.Unix(), 0)
 }

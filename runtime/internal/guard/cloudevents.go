@@ -36,6 +36,7 @@ func eventHeader(h amqp.Table, name string) (any, bool) {
 type event struct {
 	specVersion, id, source, typ string
 	time                         time.Time
+	timeSet                      bool   // time may be set to the zero instant
 	contentType                  string // the data's content type, as written
 	payload                      []byte // a structured event's data
 	// version is the version attribute's value, when the profile names one.
@@ -81,6 +82,7 @@ func binaryEvent(d *amqp.Delivery, p *envelope.Profile) (event, string) {
 		default:
 			return e, "CloudEvents time neither a timestamp nor a string"
 		}
+		e.timeSet = true
 	}
 	if a := p.Version.Attribute; a != "" {
 		e.version, e.versionPresent = eventHeader(d.Headers, a)
@@ -173,7 +175,7 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 		if !ok {
 			return e, "CloudEvents time " + quote(text) + " not an RFC 3339 time"
 		}
-		e.time = t
+		e.time, e.timeSet = t, true
 	}
 	return e, ""
 }
@@ -257,7 +259,7 @@ func (r *Reader) readEvent(d *amqp.Delivery, p *envelope.Profile, structured boo
 		return nil, reason
 	}
 	return &Envelope{
-		MessageID: e.id, Type: typ, Version: version, ContentType: media, Timestamp: e.time,
+		MessageID: e.id, Type: typ, Version: version, ContentType: media, Timestamp: e.time, TimestampSet: e.timeSet,
 		Foreign: &Foreign{Key: e.source + " " + e.id, Structured: structured, Data: e.payload, Attributes: e.attributes},
 	}, ""
 }

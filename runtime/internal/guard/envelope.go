@@ -55,7 +55,8 @@ type Envelope struct {
 	Type          string
 	Version       int
 	ContentType   string    // the payload's media type alone, lower-cased
-	Timestamp     time.Time // zero when the producer set none
+	Timestamp     time.Time // the producer's time, when TimestampSet
+	TimestampSet  bool      // even to the zero instant, which is out of bounds
 	CorrelationID string
 	Attempt       int
 	// DeliveryCount is the broker's x-delivery-count, 0 when absent or not a

@@ -100,7 +100,7 @@ func (r *Reader) Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time)
 	if !present {
 		attempt = 1
 	}
-	if ts := env.Timestamp; !ts.IsZero() {
+	if ts := env.Timestamp; env.TimestampSet {
 		if !ts.After(minTimestamp) {
 			return poison("timestamp " + ts.UTC().Format(time.RFC3339) + " not after 2000-01-01")
 		}
@@ -144,7 +144,10 @@ func readProperties(d *amqp.Delivery, p *envelope.Profile, lim Limits) (*Envelop
 	if reason != "" {
 		return nil, reason
 	}
-	env := &Envelope{MessageID: id, Type: base, Version: version, ContentType: media, Timestamp: d.Timestamp}
+	// amqp091 has no flag for a property's presence, but its readTimestamp
+	// (time.Unix) gives a timestamp a Location even at the zero instant,
+	// which the zero Time of an absent one lacks.
+	env := &Envelope{MessageID: id, Type: base, Version: version, ContentType: media, Timestamp: d.Timestamp, TimestampSet: d.Timestamp != time.Time{}}
 	if p.Kind == envelope.Headers {
 		// Another producer's ids are its own: with its type beside them
 		// they meet neither Lily's ids (no spaces) nor a CloudEvent's

@@ -164,7 +164,7 @@ func TestGuard(t *testing.T) {
 			d := okDelivery()
 			want := Envelope{
 				MessageID: d.MessageId, Type: d.Type, Version: 2, ContentType: "application/json",
-				Timestamp: d.Timestamp, CorrelationID: d.CorrelationId, Attempt: 1,
+				Timestamp: d.Timestamp, TimestampSet: true, CorrelationID: d.CorrelationId, Attempt: 1,
 			}
 			got := *env
 			got.Headers = nil
@@ -431,6 +431,10 @@ func TestGuard(t *testing.T) {
 			mutate: func(d *amqp.Delivery) { d.Timestamp = time.Unix(0, 0) }},
 		{name: "timestamp 2000-01-01", want: Poison, reason: "not after 2000-01-01",
 			mutate: func(d *amqp.Delivery) { d.Timestamp = minTimestamp }},
+		// The wire's 18446744011573954816, which amqp091 reads by time.Unix
+		// as the zero instant.
+		{name: "timestamp at the zero instant", want: Poison, reason: "timestamp 0001-01-01T00:00:00Z not after 2000-01-01",
+			mutate: func(d *amqp.Delivery) { d.Timestamp = time.Unix(-62135596800, 0) }},
 		{name: "timestamp far future", want: Poison, reason: "timestamp 3000-01-01T00:00:00Z more than 24h ahead",
 			mutate: func(d *amqp.Delivery) { d.Timestamp = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC) }},
 		{name: "timestamp from a broken clock", want: Poison, reason: "timestamp ",
@@ -681,8 +685,10 @@ func (f *tableFacts) walk(v any, depth int) {
 	}
 }
 
-// fuzzOracle decides a fuzzed delivery the plain, slow way.
-func fuzzOracle(d *amqp.Delivery, now time.Time) Verdict {
+// fuzzOracle decides a fuzzed delivery the plain, slow way. stamped says
+// whether the delivery carries a timestamp, of unixSeconds on the wire: the
+// zero instant is a timestamp too, and time.Time wraps past its range.
+func fuzzOracle(d *amqp.Delivery, stamped bool, unixSeconds int64, now time.Time) Verdict {
 	lim := fuzzLimits
 	if entries, ok := d.Headers["x-death"].([]any); ok {
 		for _, e := range entries {
@@ -745,7 +751,7 @@ func fuzzOracle(d *amqp.Delivery, now time.Time) Verdict {
 	if !inRange(HeaderVersion, 1_000_000, true) || !inRange(HeaderAttempt, int64(lim.MaxAttempt), false) {
 		return Poison
 	}
-	if ts := d.Timestamp; !ts.IsZero() && (ts.Unix() <= 946684800 || ts.Sub(now) > 24*time.Hour) {
+	if stamped && (unixSeconds <= 946684800 || unixSeconds > now.Unix()+24*60*60) {
 		return Poison
 	}
 	if d.CorrelationId != "" && !fuzzIDRE.MatchString(d.CorrelationId) {
@@ -781,7 +787,7 @@ func FuzzGuard(f *testing.F) {
 		if _, again, _ := Lily.Check(d, fuzzMaxBody, fuzzLimits, guardNow); again != verdict {
 			t.Fatalf("verdict %d, then %d", verdict, again)
 		}
-		if want := fuzzOracle(d, guardNow); verdict != want {
+		if want := fuzzOracle(d, unixSeconds != 0, unixSeconds, guardNow); verdict != want {
 			t.Fatalf("verdict %d (%q), oracle says %d", verdict, reason, want)
 		}
 		if verdict != Passed {
