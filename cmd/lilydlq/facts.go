@@ -9,6 +9,7 @@ import (
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/internal/sanitize"
+	"github.com/lily-mq/lily/wire"
 )
 
 // The broker's headers a copy may carry.
@@ -100,7 +101,7 @@ func factsOf(d *amqp.Delivery, quarantined string) facts {
 	if v, ok := h[envelope.HeaderVersion]; ok {
 		f.Version = valueText(v, maxID)
 	}
-	if n, ok := integer(h[headerDeliveryCount]); ok {
+	if n, ok := wire.HeaderInt(h[headerDeliveryCount]); ok {
 		f.Count = n
 	}
 	_, f.PoisonCopy = h[envelope.HeaderPoisonCopy]
@@ -187,27 +188,4 @@ func valueText(v any, max int) string {
 		return "(" + typeName(v) + ")"
 	}
 	return sanitize.Text(fmt.Sprint(v), max)
-}
-
-// integer reads an AMQP integer of any width.
-func integer(v any) (int64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return int64(n), true
-	case int16:
-		return int64(n), true
-	case int32:
-		return int64(n), true
-	case int64:
-		return n, true
-	case int:
-		return int64(n), true
-	case uint8:
-		return int64(n), true
-	case uint16:
-		return int64(n), true
-	case uint32:
-		return int64(n), true
-	}
-	return 0, false
 }

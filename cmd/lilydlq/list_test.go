@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/wire"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -141,7 +142,7 @@ func TestListLeavesTheDLQAsItWas(t *testing.T) {
 				t.Errorf("order after %d lists: %v..., want %v...", reads, ids(got)[:10], want[:10])
 			}
 			for _, d := range got {
-				n, ok := integer(d.Headers[headerDeliveryCount])
+				n, ok := wire.HeaderInt(d.Headers[headerDeliveryCount])
 				switch {
 				case c.kind == "classic" && ok:
 					t.Fatalf("%s: x-delivery-count %d on a classic queue", d.MessageId, n)

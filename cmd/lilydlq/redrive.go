@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/wire"
 )
 
 var redriveCmd = &command{
@@ -392,7 +393,7 @@ func redriven(d *amqp.Delivery, dlq string, keepAttempt bool) amqp.Publishing {
 // the record of that failure's confirmed handoff settle the re-driven copy
 // unhandled.
 func redrivenCount(v any) int64 {
-	n, _ := integer(v)
+	n, _ := wire.HeaderInt(v)
 	if n < 0 || n == math.MaxInt64 {
 		return 1
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/internal/frame"
+	"github.com/lily-mq/lily/wire"
 )
 
 // dlqCase is a DLQ of six copies from two source queues, of three types,
@@ -131,10 +132,10 @@ func TestRedriveRewritesHeaders(t *testing.T) {
 				if keep {
 					wantAttempt = 3 // the copy's own: the attempt that failed
 				}
-				if n, _ := integer(d.Headers[envelope.HeaderAttempt]); n != wantAttempt {
+				if n, _ := wire.HeaderInt(d.Headers[envelope.HeaderAttempt]); n != wantAttempt {
 					t.Errorf("%s: x-lily-attempt %v, want %d", d.MessageId, d.Headers[envelope.HeaderAttempt], wantAttempt)
 				}
-				if n, _ := integer(d.Headers[envelope.HeaderRedriven]); n != int64(i+1) {
+				if n, _ := wire.HeaderInt(d.Headers[envelope.HeaderRedriven]); n != int64(i+1) {
 					t.Errorf("%s: x-lily-redriven %v, want %d", d.MessageId, d.Headers[envelope.HeaderRedriven], i+1)
 				}
 				if d.Headers[envelope.HeaderRedrivenFrom] != dlq {
@@ -1195,7 +1196,7 @@ func TestRedrivenCount(t *testing.T) {
 		if got != c.want {
 			t.Errorf("x-lily-redriven %v (%T): re-driven %v (%T), want %d", c.in, c.in, got, got, c.want)
 		}
-		if n, ok := integer(c.in); ok && got == n {
+		if n, ok := wire.HeaderInt(c.in); ok && got == n {
 			t.Errorf("x-lily-redriven %v: re-driven, the same count", c.in)
 		}
 	}
