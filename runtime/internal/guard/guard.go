@@ -101,6 +101,12 @@ func (r *Reader) Check(d *amqp.Delivery, maxBody int, lim Limits, now time.Time)
 		attempt = 1
 	}
 	if ts := env.Timestamp; env.TimestampSet {
+		// RFC 3339 writes years 0 to 9999 only; near int64's ends time.Time
+		// also wraps (time.Unix), comparing and printing them wrong, while
+		// Unix still reads them as sent.
+		if y := ts.Year(); y < 0 || y > 9999 {
+			return poison("timestamp at Unix second " + strconv.FormatInt(ts.Unix(), 10) + " out of range (years 0 to 9999)")
+		}
 		if !ts.After(minTimestamp) {
 			return poison("timestamp " + ts.UTC().Format(time.RFC3339) + " not after 2000-01-01")
 		}
