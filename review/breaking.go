@@ -582,10 +582,15 @@ func goType(f *schema.Field) string {
 	return t
 }
 
-// defaultName shows a field's default, or none.
+// defaultName shows a field's default, or none: a string (an enum's and a
+// time's too) quoted, as a pattern is, so that none reads as part of the
+// finding's own text.
 func defaultName(v any) string {
-	if v == nil {
+	switch v := v.(type) {
+	case nil:
 		return "none"
+	case string:
+		return strconv.Quote(v)
 	}
 	return fmt.Sprint(v)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 
 	"github.com/lily-mq/lily/internal/printable"
 	"github.com/lily-mq/lily/review"
@@ -73,28 +74,34 @@ func (f errorFormat) print(w io.Writer, d diag) {
 		fmt.Fprintf(w, "%s\n", jsonNoCommands(line))
 		return
 	}
-	msg := d.Message
+	// Each part is escaped as text escapes it (textFinding) before the
+	// parts are joined by newlines, which the pull request shows as line
+	// breaks: a newline of the schema's must not start a line of its own,
+	// such as a forged "acknowledged by:", nor an escape sequence or a bidi
+	// override hide what follows it.
+	p := printable.String
+	msg := p(d.Message)
 	if d.Category != "" {
 		msg = d.Category + ": " + msg
 	}
 	if d.Hint != "" {
-		msg += " (" + d.Hint + ")"
+		msg += " (" + p(d.Hint) + ")"
 	}
 	switch {
 	case d.Migration == "":
 	case d.Category == string(rules.Lint):
-		msg += "\nfix: " + d.Migration // labelled as text labels it
+		msg += "\nfix: " + p(d.Migration) // labelled as text labels it
 	default:
-		msg += "\nmigration: " + d.Migration
+		msg += "\nmigration: " + p(d.Migration)
 	}
 	switch {
 	case d.AcknowledgedBy != "":
-		msg += "\nacknowledged by: " + d.AcknowledgedBy
+		msg += "\nacknowledged by: " + p(d.AcknowledgedBy)
 	case d.Subject != "" && d.Category != string(rules.Lint):
-		msg += "\nacknowledge: --allow " + d.Rule + "@" + d.Subject
+		msg += "\nacknowledge: --allow " + p(d.Rule+"@"+d.Subject)
 	}
 	if d.Note != "" {
-		msg += "\nnote: " + d.Note
+		msg += "\nnote: " + p(d.Note)
 	}
 	props := "file=" + escapeProperty(d.File)
 	if d.Line > 0 {
@@ -144,10 +151,30 @@ func noCommands(s string) string {
 
 // jsonNoCommands escapes JSON as noCommands does text, keeping its value:
 // ##[ is only ever inside a string, where \u005b is the same [. JSON puts no
-// line at ::.
+// line at ::. It escapes, too, each character printable would (encoding/json
+// leaves format characters such as the bidi override \u202e as they are), so
+// that no value drives the terminal or reorders the log that shows it; the
+// newlines of indented JSON are its own, between values.
 func jsonNoCommands(b []byte) []byte {
-	return bytes.ReplaceAll(b, []byte("##["), []byte(`##\u005b`))
+	b = bytes.ReplaceAll(b, []byte("##["), []byte(`##\u005b`))
+	if !bytes.ContainsFunc(b, notPrintable) {
+		return b
+	}
+	var out bytes.Buffer
+	for _, r := range string(b) {
+		if !notPrintable(r) {
+			out.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&out, `\u%04x`, u)
+		}
+	}
+	return out.Bytes()
 }
+
+// notPrintable reports whether jsonNoCommands escapes r.
+func notPrintable(r rune) bool { return r != '\n' && !unicode.IsPrint(r) }
 
 // commandFree writes through noCommands, for the flag package, which
 // writes whole lines, a flag or argument it quotes among them.

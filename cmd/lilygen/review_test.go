@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -708,4 +709,47 @@ func TestOutputForgesNoWorkflowCommand(t *testing.T) {
 	check([]string{"lint", "##[stop-commands]c.lily.yaml"}, `##\[stop-commands]c.lily.yaml`)
 	check([]string{"lint", "-##[stop-commands]c", "b.lily.yaml"}, `-##\[stop-commands]c`)
 	check([]string{"##[stop-commands]c"}, `unknown command "##\[stop-commands]c"`)
+}
+
+// TestMachineFormatsShowTheSchemaAsWritten changes a default to one that
+// writes, after a newline, the lines of a finding's annotation (short
+// enough to be quoted whole): in
+// github-actions, whose %0A the pull request shows as a line break, it must
+// read as the default it is, escaped as text escapes it, and quoted; in json,
+// the message keeps its value, but no character a terminal or the Actions
+// log acts on is printed as itself.
+func TestMachineFormatsShowTheSchemaAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	withDefault := func(def string) string {
+		return strings.Replace(minimal, "required: true}", "required: true}\n          s: {type: string, default: "+def+"}\n          e: {type: enum, values: [a, "+def+"]}", 1)
+	}
+	writeFile(t, filepath.Join(dir, "old.lily.yaml"), withDefault(`"x"`))
+	forged := `"x\nmigration: ok\nacknowledged by: me\e\u202e"`
+	writeFile(t, filepath.Join(dir, "s.lily.yaml"), withDefault(forged))
+	const value = "x\nmigration: ok\nacknowledged by: me\x1b\u202e"
+	const shown = `"x\nmigration: ok\nacknowledged by: me\x1b\u202e"`
+
+	code, stdout, stderr := lilygen(t, dir, "breaking", "--error-format=github-actions", "--against", "old.lily.yaml", "s.lily.yaml")
+	if want := "::error file=s.lily.yaml,line=10,col=11,title=DEFAULT-CHANGED::INFLIGHT: Ping.v1.s changes its default from \"x\" to " + shown + ": messages already queued without it read differently%0Amigration: keep the default"; code != exitFindings || !strings.Contains(stdout, want) {
+		t.Errorf("github-actions: exit %d, want %s…\n%s%s", code, want, stdout, stderr)
+	}
+	if strings.ContainsAny(stdout, "\x1b\u202e") || strings.Contains(stdout, "%0Amigration: ok%0A") {
+		t.Errorf("github-actions prints the default as itself:\n%s", stdout)
+	}
+
+	code, stdout, stderr = lilygen(t, dir, "breaking", "--error-format=json", "--against", "old.lily.yaml", "s.lily.yaml")
+	if code != exitFindings || strings.ContainsFunc(stdout, func(r rune) bool { return r != '\n' && !unicode.IsPrint(r) }) {
+		t.Errorf("json: exit %d, a character not printable printed as itself:\n%q%s", code, stdout, stderr)
+	}
+	var found bool
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var d diag
+		if err := json.Unmarshal([]byte(l), &d); err != nil {
+			t.Fatalf("json: %v: %s", err, l)
+		}
+		found = found || d.Rule == rules.DefaultChanged.ID && strings.Contains(d.Message, strconv.Quote(value))
+	}
+	if !found {
+		t.Errorf("json: no DEFAULT-CHANGED quoting the default's value:\n%s", stdout)
+	}
 }
