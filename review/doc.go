@@ -11,6 +11,7 @@ import (
 	"text/template"
 	"unicode"
 
+	"github.com/lily-mq/lily/internal/printable"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/templates"
@@ -260,12 +261,15 @@ func WritePage(w io.Writer, p Page) error {
 // text escapes s, which a schema may have written, so that the rendered page
 // shows it as the raw file does, in a table cell or a line of its own: no
 // HTML (a comment could hide what follows it), link, image, code span,
-// emphasis, strikethrough or math. An underscore between letters or digits
-// is left alone, as it cannot be emphasis there and snake_case names are
-// common. A word GitHub would link by itself (linked) is a code span.
+// emphasis, strikethrough or math. A character that is not printable, a
+// line break among them, shows as its Go escape (printable), as lilygen's
+// text prints it: no escape sequence, OSC 8 link or bidi override acts or
+// hides what follows it. An underscore between letters or digits is left
+// alone, as it cannot be emphasis there and snake_case names are common. A
+// word GitHub would link by itself (linked) is a code span.
 func text(s string) string {
 	var b strings.Builder
-	r := []rune(strings.NewReplacer("\n", " ", "\r", " ").Replace(s))
+	r := []rune(printable.String(s))
 	word := func(i int) bool { return i >= 0 && i < len(r) && (unicode.IsLetter(r[i]) || unicode.IsDigit(r[i])) }
 	for i := 0; i < len(r); i++ {
 		if end := linked(r, i); end > i {
@@ -326,10 +330,11 @@ func codeCell(s string) string {
 // longest run of them in s, and padded when s starts or ends with one, so
 // that a name holding a backtick stays whole, or when it starts and ends
 // with a space, which CommonMark strips once from each end of a span, so
-// that a value such as " x " keeps them. A line break becomes a space, as
-// it would end a heading or list item.
+// that a value such as " x " keeps them. A character that is not
+// printable shows as its Go escape, as in text: a line break would end a
+// heading or list item.
 func code(s string) string {
-	s = strings.NewReplacer("\n", " ", "\r", " ").Replace(s)
+	s = printable.String(s)
 	longest, run := 0, 0
 	for _, r := range s {
 		if r == '`' {

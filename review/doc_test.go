@@ -3,6 +3,7 @@ package review
 import (
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // A name in the review page stays whole in its code span: a backtick gets a
@@ -10,17 +11,18 @@ import (
 // table cell alone.
 func TestCodeSpanHoldsAnyName(t *testing.T) {
 	for name, want := range map[string]string{
-		"orders":          "`orders`",
-		"a|b":             "`a|b`",
-		"a`b":             "``a`b``",
-		"`edge":           "`` `edge ``",
-		"two``ticks`":     "``` two``ticks` ```",
-		"line\nbreaker":   "`line breaker`",
-		"line\r\nbreaker": "`line  breaker`",
-		" spaced ":        "`  spaced  `",
-		" lead":           "` lead`",
-		"   ":             "`   `",
-		"\nbroken\n":      "`  broken  `",
+		"orders":              "`orders`",
+		"a|b":                 "`a|b`",
+		"a`b":                 "``a`b``",
+		"`edge":               "`` `edge ``",
+		"two``ticks`":         "``` two``ticks` ```",
+		"line\nbreaker":       "`line\\nbreaker`",
+		"line\r\nbreaker":     "`line\\r\\nbreaker`",
+		" spaced ":            "`  spaced  `",
+		" lead":               "` lead`",
+		"   ":                 "`   `",
+		"\nbroken\n":          "`\\nbroken\\n`",
+		"q\u202eevil\x1b[31m": "`q\\u202eevil\\x1b[31m`",
 	} {
 		if got := code(name); got != want {
 			t.Errorf("code(%q) = %s, want %s", name, got, want)
@@ -217,6 +219,51 @@ func TestTextLinksNoURLOrMention(t *testing.T) {
 	for _, raw := range []string{"@", "://", "www."} {
 		if strings.Contains(strings.ToLower(prose), raw) {
 			t.Errorf("%q outside code spans: %s", raw, prose)
+		}
+	}
+}
+
+// A character a terminal or a browser would act on or hide shows on the
+// page as its Go escape, as text prints it (printable): a bidi override in
+// a queue's heading, an escape sequence or an OSC 8 link in an enum value,
+// in code spans and in prose alike.
+func TestPageShowsCharactersNotPrintable(t *testing.T) {
+	src := func(values string) string {
+		return `version: 1
+package: evilmsg
+messages:
+  Evil:
+    versions:
+      1:
+        fields:
+          e: {type: enum, values: [` + values + `]}
+          s: {type: string, default: "d\u202e\u200b"}
+queues:
+  "q\u202eevil<!--|` + "`x`" + `|@octocat":
+    consumes:
+      - message: Evil
+`
+	}
+	old := parse(t, "old.lily.yaml", src(`a`))
+	f := parse(t, "schema.lily.yaml", src(`a, "\e[31mred", "\e]8;;https://x.example\e\\link\e]8;;\e\\", "line\nbreak"`))
+	var b strings.Builder
+	if err := WritePage(&b, NewPage(f, old, "old.lily.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if i := strings.IndexFunc(page, func(r rune) bool { return r != '\n' && !unicode.IsPrint(r) }); i >= 0 {
+		t.Errorf("the page holds %q as itself:\n%s", []rune(page[i:])[0], page)
+	}
+	for _, want := range []string{
+		"### ``q\\u202eevil<!--|`x`|@octocat``",
+		"`\\x1b[31mred`",
+		"`\\x1b]8;;https://x.example\\x1b\\link\\x1b]8;;\\x1b\\`",
+		"`line\\nbreak`",
+		"default `d\\u202e\\u200b`",
+		`widens its values from a to a, \\x1b\[31mred`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s:\n%s", want, page)
 		}
 	}
 }

@@ -161,11 +161,17 @@ templates/review.md.tmpl.`,
 					return exitUsage
 				}
 			}
+			// A code span shows a schema's ##[ as written, which the
+			// GitHub Actions runner would read as a workflow command in a
+			// log that shows the page: escaped as every line lilygen
+			// prints, and alike in a file, so that the page is one
+			// wherever it goes.
+			out := []byte(noCommands(page.String()))
 			var err error
 			if *output == "" {
-				_, err = e.stdout.Write(page.Bytes())
+				_, err = e.stdout.Write(out)
 			} else {
-				err = replaceFile(*output, page.Bytes())
+				err = replaceFile(*output, out)
 			}
 			if err != nil {
 				say(e.stderr, "lilygen doc: %v", err)

@@ -657,7 +657,8 @@ func TestBreakingComparesRootSchemasNotNamed(t *testing.T) {
 
 // TestOutputForgesNoWorkflowCommand moves a queue whose name is a legacy
 // workflow command to another schema and changes it: no line lilygen prints,
-// in any format, on stdout or stderr, holds ##[ or starts with :: (after
+// in any format and of any command (a review page and an AsyncAPI document
+// among them), on stdout or stderr, holds ##[ or starts with :: (after
 // whitespace), which the GitHub Actions runner would read as a command, but
 // the annotations of github-actions.
 func TestOutputForgesNoWorkflowCommand(t *testing.T) {
@@ -701,6 +702,9 @@ func TestOutputForgesNoWorkflowCommand(t *testing.T) {
 	check([]string{"breaking", "--against", "main", "a.lily.yaml", "b.lily.yaml"}, `--allow QUEUE-TYPE-CHANGED@##\[stop-commands]tok`)
 	check([]string{"breaking", "--error-format=json", "--against", "main", "a.lily.yaml", "b.lily.yaml"}, `##\u005bstop-commands]tok`)
 	check([]string{"topology", "--rabbitmq", "4", "b.lily.yaml"}, `"name": "##\u005bstop-commands]tok"`)
+	check([]string{"doc", "b.lily.yaml"}, "### `##\\[stop-commands]tok`")
+	check([]string{"doc", "--against", "main", "a.lily.yaml", "b.lily.yaml"}, "### `##\\[stop-commands]tok`")
+	check([]string{"asyncapi", "b.lily.yaml"}, `address: "##\x5bstop-commands]tok"`)
 	check([]string{"lint", "b.lily.yaml"}, "")
 	check([]string{"check", "b.lily.yaml"}, "")
 	// A schema error, a file and a flag named like a command.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
@@ -100,7 +101,7 @@ var facts = []fact{
 	// U+0085, U+2028 and U+2029 are characters, YAML 1.2 and 1.1 alike.
 	{"edges", "components/messages/QuotedV1/examples/0/payload", `{"text":"a\u2028b","note":"c\u2029d\u0085e","counts":{"f\u2028g":1,"h\u0085i":2}}`},
 	// A line break at either end of a string stays.
-	{"edges", "components/messages/QuotedV1/examples/1/payload", `{"switch":"10:30","lines":["\n","\na"," a\nb","a\n\n","\r\n","OFF","1:2.5","<<","="],"counts":{"=":1,"on":2}}`},
+	{"edges", "components/messages/QuotedV1/examples/1/payload", `{"switch":"10:30","lines":["\n","\na"," a\nb","a\n\n","\r\n","OFF","1:2.5","<<","="],"counts":{"=":1,"on":2,"::error::k":3,"##[add-mask]k":4},"command":"##[stop-commands]t"}`},
 	{"edges", "components/messages/QuotedV1/payload/properties/switch/enum", `["on","off","yes","No","y","10:30",null]`},
 	// A { or } in an address would open a parameter: the name is the
 	// AMQP binding's alone.
@@ -109,6 +110,9 @@ var facts = []fact{
 	{"edges", "channels/exchange._region_.events/address", `null`},
 	{"edges", "channels/exchange._region_.events/bindings/amqp/exchange/name", `"{region}.events"`},
 	{"edges", "channels/queue.pings/address", `"pings"`},
+	{"edges", "channels/queue.q_evil___add-mask_/address", `"q\u202eevil##[add-mask]"`},
+	{"edges", "components/messages/QuotedV1/payload/properties/command/enum", `["##[stop-commands]t","\u001b[31mred","::error::v","r\u202eevil",null]`},
+	{"edges", "components/messages/QuotedV1/examples/1/payload/counts", `{"=":1,"on":2,"::error::k":3,"##[add-mask]k":4}`},
 	// A pattern ECMA 262 would refuse is RE2's alone.
 	{"edges", "components/messages/PatternedV1/payload/properties/dashed", `{"type":["string","null"],"x-lily-pattern":"^a\\-b$"}`},
 	{"edges", "components/messages/PatternedV1/headers/properties/x-code", `{"type":"string","maxLength":4096,"x-lily-pattern":"^\\#[0-9]+$"}`},
@@ -400,6 +404,40 @@ func TestStringsReadAlike(t *testing.T) {
 		var back map[string]string
 		if err := yaml.Unmarshal(doc, &back); err != nil || len(back) != 1 || back[s] != s {
 			t.Errorf("%q written as %q reads back as %q (%v)", s, doc, back, err)
+		}
+	}
+}
+
+// A string the GitHub Actions runner would read as a workflow command where
+// a log shows the document (##[ anywhere in a line, :: at its start after
+// spaces), or that holds a character a terminal acts on or that hides what
+// follows it, is double-quoted with those written as YAML escapes: the
+// document printed holds none of them as itself, and reads back the same,
+// as a key, a value and a list item.
+func TestStringsForgeNoWorkflowCommand(t *testing.T) {
+	for _, s := range []string{
+		"##[stop-commands]t", "a ##[add-mask]b", "::error::k", "::", "q\u202eevil", "\x1b[31mred",
+		"\x1b]8;;https://x.example\x1b\\link\x1b]8;;\x1b\\", "zero\u200bwidth", "tab\there", "del\x7f",
+		"astral \U000e0001 tag", "line\nbreak ##[x", "plain ::warning",
+	} {
+		doc, err := encode(newObject().set(s, str(s)).set("list", list(str(s))).mapping())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(doc), "\n") {
+			if strings.Contains(l, "##[") || strings.HasPrefix(strings.TrimLeft(l, " "), "::") {
+				t.Errorf("%q written as a workflow command: %s", s, l)
+			}
+			if i := strings.IndexFunc(l, func(r rune) bool { return !unicode.IsPrint(r) }); i >= 0 {
+				t.Errorf("%q written with %q as itself: %q", s, []rune(l[i:])[0], l)
+			}
+		}
+		var back map[string]any
+		if err := yaml.Unmarshal(doc, &back); err != nil {
+			t.Fatalf("%q written as %q: %v", s, doc, err)
+		}
+		if want := map[string]any{s: s, "list": []any{s}}; !cmp.Equal(back, want) {
+			t.Errorf("%q written as %q reads back as %q", s, doc, back)
 		}
 	}
 }

@@ -34,8 +34,10 @@ var resolvedFacts = []fact{
 	// YAML 1.2 reads U+0085, U+2028 and U+2029 as characters.
 	{"edges", "components/messages/QuotedV1/examples/0/payload", `{"text":"a\u2028b","note":"c\u2029d\u0085e","counts":{"f\u2028g":1,"h\u0085i":2}}`},
 	// A line break at either end of a string stays.
-	{"edges", "components/messages/QuotedV1/examples/1/payload", `{"switch":"10:30","lines":["\n","\na"," a\nb","a\n\n","\r\n","OFF","1:2.5","<<","="],"counts":{"=":1,"on":2}}`},
+	{"edges", "components/messages/QuotedV1/examples/1/payload", `{"switch":"10:30","lines":["\n","\na"," a\nb","a\n\n","\r\n","OFF","1:2.5","<<","="],"counts":{"=":1,"on":2,"::error::k":3,"##[add-mask]k":4},"command":"##[stop-commands]t"}`},
 	{"edges", "components/messages/QuotedV1/payload/properties/switch/enum", `["on","off","yes","No","y","10:30",null]`},
+	{"edges", "components/messages/QuotedV1/payload/properties/command/enum", `["##[stop-commands]t","\u001b[31mred","::error::v","r\u202eevil",null]`},
+	{"edges", "channels/queue.q_evil___add-mask_/address", `"q\u202eevil##[add-mask]"`},
 }
 
 // TestAsyncAPIParser validates every documented schema's document with the

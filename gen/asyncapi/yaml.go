@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -56,13 +57,52 @@ func (o object) mapping() *yaml.Node { return o.n }
 // line breaks ("\n" is written as an empty |2+ block, read as ""); a
 // single-quoted U+2028 or U+2029 is a line break to YAML 1.1 and a
 // character to 1.2. Such a string is double-quoted, where every reader
-// reads it alike, its line breaks as escapes.
+// reads it alike, its line breaks as escapes. So is one that escapes
+// writes as escapes, which only a double-quoted string may hold.
 func str(s string) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
-	if yaml11.MatchString(s) || strings.ContainsAny(s, "\n\r\u0085\u2028\u2029") {
+	if yaml11.MatchString(s) || strings.ContainsAny(s, "\n\r\u0085\u2028\u2029") || unsafe(s) {
 		n.Style = yaml.DoubleQuotedStyle
 	}
 	return n
+}
+
+// unsafe reports whether s holds what escapes rewrites: ##[, which the
+// GitHub Actions runner reads anywhere in a line of its log as a legacy
+// workflow command (##[stop-commands]tok would have it ignore the
+// annotations after it), a :: that a key would start a line with, or a
+// character that is not printable, which yaml.v3 writes as itself when
+// YAML deems it printable: a bidi override such as U+202E, which reorders
+// what follows it where the document is shown.
+func unsafe(s string) bool {
+	return strings.Contains(s, "##[") || strings.HasPrefix(s, "::") || strings.ContainsFunc(s, notPrintable)
+}
+
+func notPrintable(r rune) bool { return !unicode.IsPrint(r) }
+
+// escapes rewrites what unsafe finds in the encoded document doc, each
+// within a double-quoted string (str), as that string's escapes, which
+// read back as the same characters: a [ after ## as \x5b, and each
+// character that is not printable as \u or \U and its code. The newlines
+// left are the document's own, between its lines; a string starting with ::
+// starts with a quote once double-quoted.
+func escapes(doc []byte) []byte {
+	doc = bytes.ReplaceAll(doc, []byte("##["), []byte(`##\x5b`))
+	if !bytes.ContainsFunc(doc, func(r rune) bool { return r != '\n' && notPrintable(r) }) {
+		return doc
+	}
+	var b bytes.Buffer
+	for _, r := range string(doc) {
+		switch {
+		case r == '\n' || !notPrintable(r):
+			b.WriteRune(r)
+		case r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.Bytes()
 }
 
 // yaml11 matches the strings that yaml.v3 writes plain and YAML 1.1 reads
@@ -189,5 +229,5 @@ func encode(n *yaml.Node) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return escapes(b.Bytes()), nil
 }
