@@ -52,7 +52,12 @@ or deletes it. info.version is --api-version, else that key's version, else
 				say(e.stderr, "lilygen asyncapi: %v", err)
 				return exitUsage
 			}
-			e.stdout.Write(doc)
+			// Lost to a full disk or a closed pipe, the document must not
+			// pass for printed, as doc's page does not.
+			if _, err := e.stdout.Write(doc); err != nil {
+				say(e.stderr, "lilygen asyncapi: %v", err)
+				return exitUsage
+			}
 			return exitOK
 		}
 	},

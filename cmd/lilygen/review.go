@@ -101,7 +101,12 @@ queue is quorum; the runtime reads it from the broker it connects to.
 				return exitUsage
 			}
 			out, _ := json.MarshalIndent(defs, "", "  ") // plain values always marshal
-			fmt.Fprintf(e.stdout, "%s\n", jsonNoCommands(out))
+			// Lost to a full disk or a closed pipe, the definitions must
+			// not pass for printed, as doc's page does not.
+			if _, err := fmt.Fprintf(e.stdout, "%s\n", jsonNoCommands(out)); err != nil {
+				say(e.stderr, "lilygen topology: %v", err)
+				return exitUsage
+			}
 			return exitOK
 		}
 	},

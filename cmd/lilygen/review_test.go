@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -755,5 +756,30 @@ func TestMachineFormatsShowTheSchemaAsWritten(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("json: no DEFAULT-CHANGED quoting the default's value:\n%s", stdout)
+	}
+}
+
+// fullWriter fails every write, as stdout redirected to /dev/full does.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// A command whose output is the point of it fails when stdout cannot take
+// that output, as doc does: a pipeline or a redirection that lost the page,
+// document or definitions must not go on as if it had them.
+func TestOutputThatCannotBeWrittenFails(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
+	t.Chdir(dir)
+	for _, args := range [][]string{
+		{"doc", "ping.lily.yaml"},
+		{"asyncapi", "ping.lily.yaml"},
+		{"topology", "ping.lily.yaml"},
+	} {
+		var stderr strings.Builder
+		code := run(args, fullWriter{}, &stderr)
+		if want := "lilygen " + args[0] + ": no space left on device\n"; code != exitUsage || stderr.String() != want {
+			t.Errorf("%s to a full stdout: exit %d, want %d and %s%s", args, code, exitUsage, want, &stderr)
+		}
 	}
 }
