@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/schema"
@@ -516,8 +517,9 @@ func (b *breaker) enumConstants(of, nf *schema.Field, subject string) {
 // an enum may hold, or drop, a thousand values at once.
 const maxListed = 20
 
-// maxQuoted is how long a value a finding quotes in a list may be before it
-// is shortened, as a hint shortens a name: an enum value may be 256 bytes.
+// maxQuoted is how long a value a finding quotes (in a list, or a pattern
+// or a default) may be before it is shortened, as a hint shortens a name: an
+// enum value may be 256 bytes, a pattern any length.
 const maxQuoted = 40
 
 // listed is names joined for a finding: at most maxListed of them, then how
@@ -528,13 +530,33 @@ func listed(names []string, width int) string {
 	for i := range some {
 		some[i] = names[i]
 		if width > 0 && len(some[i]) > width {
-			some[i] = some[i][:width-len("...")] + "..."
+			some[i] = cut(some[i], width-len("...")) + "..."
 		}
 	}
 	if len(names) <= maxListed {
 		return strings.Join(some, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(some, ", "), len(names)-maxListed)
+}
+
+// quoted is s quoted for a finding, as a pattern or a string default is:
+// when longer than maxQuoted bytes, shortened as listed shortens a value,
+// the marker after the quotes, which hold what the schema wrote. A pattern
+// may be 200,000 characters long.
+func quoted(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(cut(s, maxQuoted-len("..."))) + "..."
+}
+
+// cut is the longest start of s, which is longer than n bytes, of at most n
+// bytes that ends between two characters.
+func cut(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // typeAt is where f's type is written in the new schema: its definition
@@ -590,7 +612,7 @@ func defaultName(v any) string {
 	case nil:
 		return "none"
 	case string:
-		return strconv.Quote(v)
+		return quoted(v)
 	}
 	return fmt.Sprint(v)
 }
@@ -636,7 +658,7 @@ func ranges(of, nf *schema.Field) []change {
 	}
 	// One pattern is not compared with another: any change may narrow.
 	if of.Pattern != nf.Pattern {
-		out = append(out, change{what: "pattern", narrower: nf.Pattern != "", wider: of.Pattern != "", from: strconv.Quote(of.Pattern), to: strconv.Quote(nf.Pattern)})
+		out = append(out, change{what: "pattern", narrower: nf.Pattern != "", wider: of.Pattern != "", from: quoted(of.Pattern), to: quoted(nf.Pattern)})
 	}
 	return out
 }

@@ -482,6 +482,34 @@ func TestBreakingEnumValuesListedBriefly(t *testing.T) {
 	}
 }
 
+// A pattern and a string default a finding quotes are shortened as an
+// enum's values are, the cut outside the quotes, between characters: the
+// findings quoted both revisions whole, and a pattern of 200,000 characters
+// made a finding of 600 KB (one GitHub annotation line of 200 KB).
+func TestBreakingPatternAndDefaultQuotedBriefly(t *testing.T) {
+	long := func(c string) string { return "^a" + strings.Repeat("é", 20) + strings.Repeat(c, 200_000) + "$" }
+	const src = ping + "          p: {type: string, pattern: 'PATTERN'}\n          d: {type: string, default: 'DEFAULT'}\n"
+	old := parse(t, "old.lily.yaml", strings.NewReplacer("PATTERN", long("a"), "DEFAULT", long("a")).Replace(src))
+	new := parse(t, "new.lily.yaml", strings.NewReplacer("PATTERN", long("b"), "DEFAULT", "short").Replace(src))
+	var got []string
+	for _, f := range Breaking(old, new) {
+		got = append(got, f.Message)
+	}
+	// 36 bytes: é is two, and the 37th byte, within maxQuoted with the
+	// marker, begins one.
+	cut := `"^a` + strings.Repeat("é", 17) + `"...`
+	want := []string{
+		"Ping.v1.p narrows its pattern from " + cut + " to " + cut + ": messages already queued, and producers on the old schema, may break it",
+		"Ping.v1.p widens its pattern from " + cut + " to " + cut + ": consumers on the old schema reject the values it newly allows",
+		"Ping.v1.d changes its default from " + cut + ` to "short": messages already queued without it read differently`,
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("findings, %d bytes:\n%.1000q\nwant %d bytes:\n%q", len(strings.Join(got, "")), got, len(strings.Join(want, "")), want)
+	}
+}
+
 // TestRenamedComparesEveryField sets each field of a version, and of a
 // field, in one of two copies: the copies must differ unless the field is
 // one that follows the message's name or place. A field added to the schema

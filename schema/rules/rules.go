@@ -78,8 +78,8 @@ var (
 	FieldRequiredAdded      = Rule{"FIELD-REQUIRED-ADDED", Inflight, "a new required field or header"}
 	FieldMadeRequired       = Rule{"FIELD-MADE-REQUIRED", Inflight, "an optional field or header becomes required"}
 	FieldNullRefused        = Rule{"FIELD-NULL-REFUSED", Inflight, "a required, nullable field no longer accepts null (an optional one reads null as absent)"}
-	DefaultChanged          = Rule{"DEFAULT-CHANGED", Inflight, "an optional field's default changes, or is added or removed: queued messages without it read differently"}
-	BoundNarrowed           = Rule{"BOUND-NARROWED", Inflight, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts less (any pattern change counts; the finding quotes at most 20 of an enum's values for each revision, a long one shortened to 40 bytes, then how many more)"}
+	DefaultChanged          = Rule{"DEFAULT-CHANGED", Inflight, "an optional field's default changes, or is added or removed: queued messages without it read differently (the finding quotes a string default, one of more than 40 bytes by its first 37, then `...`)"}
+	BoundNarrowed           = Rule{"BOUND-NARROWED", Inflight, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts less (any pattern change counts; the finding quotes at most 20 of an enum's values for each revision, a long one shortened to 40 bytes, then how many more, and a pattern of more than 40 bytes by its first 37, then `...`)"}
 	ExampleRejected         = Rule{"EXAMPLE-REJECTED", Inflight, "an example of the old version fails the new one"}
 	VersionUnconsumed       = Rule{"VERSION-UNCONSUMED", Inflight, "a queue no longer accepts a version it did: those queued fail at dispatch, to the DLQ"}
 	QueueRemoved            = Rule{"QUEUE-REMOVED", Inflight, "a queue is no longer consumed: what it, its retry buckets and DLQ hold stays there"}
@@ -87,7 +87,7 @@ var (
 	FieldMadeOptional       = Rule{"FIELD-MADE-OPTIONAL", Producer, "a required field or header becomes optional"}
 	FieldRequiredRemoved    = Rule{"FIELD-REQUIRED-REMOVED", Producer, "a required field removed: old consumers reject messages without it"}
 	FieldNullAllowed        = Rule{"FIELD-NULL-ALLOWED", Producer, "a required field newly accepts null"}
-	BoundWidened            = Rule{"BOUND-WIDENED", Producer, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts more (the finding quotes at most 20 of an enum's values for each revision, a long one shortened to 40 bytes, then how many more)"}
+	BoundWidened            = Rule{"BOUND-WIDENED", Producer, "a length, range (an integer type's own range too), item count, enum value set or pattern accepts more (the finding quotes at most 20 of an enum's values for each revision, a long one shortened to 40 bytes, then how many more, and a pattern as `BOUND-NARROWED` does)"}
 	ExampleRejectedByOld    = Rule{"EXAMPLE-REJECTED-BY-OLD", Producer, "an example of the new version fails the old one"}
 	VersionAdded            = Rule{"VERSION-ADDED", Producer, "a queue accepts a version it did not, of a message it consumed or of one new to it: consumers on the old schema fail it at dispatch, to the DLQ, so producers may send it only once every consumer runs the new schema"}
 	QueueTypeChanged        = Rule{"QUEUE-TYPE-CHANGED", Topology, "`type` changed: RabbitMQ cannot change the type of the queue, its retry buckets or DLQ"}
