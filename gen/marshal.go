@@ -161,17 +161,12 @@ func producedTypes(f *schema.File) map[string]bool {
 
 // marshalCheck emits o's checkMarshal, when o holds anything it checks: it
 // fails where encoding/json would send other than o holds, naming the field.
-// A payload's own (root) may be called on nil, which encoding/json sends as
-// null.
-func marshalCheck(j *jen.File, c marshalChecks, o object, root bool) {
+func marshalCheck(j *jen.File, c marshalChecks, o object) {
 	if !c.any(o.fields) {
 		return
 	}
 	s := newScope()
 	var body []jen.Code
-	if root {
-		body = append(body, jen.If(jen.Id("out").Op("==").Nil()).Block(jen.Return(jen.Nil())))
-	}
 	for _, f := range o.fields {
 		body = append(body, s.marshalField(c, f, jsonPath{f.Name})...)
 	}

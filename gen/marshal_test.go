@@ -6,9 +6,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -206,13 +203,7 @@ messages:
           until: {type: time}
           lines: {type: list, items: {type: object, fields: {price: {type: number}, at: {type: time}}}}
 `))
-	dir, err := os.MkdirTemp(filepath.Join("..", "testdata"), "refuse-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	write(t, filepath.Join(dir, "gen.go"), out.Content)
-	write(t, filepath.Join(dir, "refuse_test.go"), []byte(`package refusemsg
+	runGenerated(t, "refuse", out, `package refusemsg
 
 import (
 	"errors"
@@ -263,10 +254,5 @@ func TestRefuses(t *testing.T) {
 		}
 	}
 }
-`))
-	cmd := exec.Command("go", "test", "-count=1", "./"+filepath.Base(dir))
-	cmd.Dir = filepath.Join("..", "testdata")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+`)
 }

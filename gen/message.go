@@ -45,10 +45,10 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs enve
 				publisher(j, m, v, produce)
 			}
 		}
-		for i, o := range objs {
+		for _, o := range objs {
 			reader(j, o)
 			if produce != nil {
-				marshalCheck(j, checks, o, i == 0)
+				marshalCheck(j, checks, o)
 			}
 		}
 	}

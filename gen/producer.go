@@ -23,6 +23,10 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 		// A consumer takes a message with an id it cannot read for poison.
 		body = append(body, jen.If(jen.Err().Op(":=").Qual(envPkg, "CheckID").Call(jen.Id("messageID")), jen.Err().Op("!=").Nil()).Block(fail))
 	}
+	// encoding/json would send nil as null, which an extractor reads as an
+	// empty object, and the typed headers cannot be read from it.
+	body = append(body, jen.If(jen.Id("msg").Op("==").Nil()).Block(
+		jen.Return(jen.Qual(rt, "Publishing").Values(), jen.Op("&").Qual(wire, "FieldError").Values(kv("Problem", jen.Lit("msg is nil"))))))
 	if checks.any(v.Fields) {
 		body = append(body, jen.If(jen.Err().Op(":=").Id("msg").Dot(checkMarshal).Call(), jen.Err().Op("!=").Nil()).Block(fail))
 	}
@@ -90,10 +94,9 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 		j.Comment("msg.Headers are among its headers.")
 	}
 	if !e.Profile.NoID || e.Profile.Kind == envelope.CloudEvents {
-		j.Comment("Like a consumer, it checks messageID (envelope.CheckID) and msg against")
-		j.Comment("the schema first, failing with a *wire.FieldError for msg.")
+		comment(j, "Like a consumer, it checks messageID (envelope.CheckID) and msg against the schema first, failing with a *wire.FieldError for msg. A nil msg fails the same way.")
 	} else {
-		j.Comment("Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError.")
+		comment(j, "Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError. A nil msg fails the same way.")
 	}
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(params...).Params(jen.Qual(rt, "Publishing"), jen.Error()).Block(body...)

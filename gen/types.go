@@ -30,7 +30,7 @@ func sharedTypes(j *jen.File, f *schema.File, checks marshalChecks) {
 		for _, o := range objs {
 			reader(j, o)
 			if produced[t.Named] {
-				marshalCheck(j, checks, o, false)
+				marshalCheck(j, checks, o)
 			}
 		}
 	}

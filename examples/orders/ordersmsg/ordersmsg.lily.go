@@ -124,11 +124,15 @@ func ExtractOrderShippedV1(body []byte) (*OrderShippedV1, error) {
 // warehouse-spring: type com.acme.warehouse.OrderShipped in header __TypeId__,
 // no version (every message is version 1), message id messageID, the payload as
 // JSON.
-// Like a consumer, it checks messageID (envelope.CheckID) and msg against
-// the schema first, failing with a *wire.FieldError for msg.
+// Like a consumer, it checks messageID (envelope.CheckID) and msg against the
+// schema first, failing with a *wire.FieldError for msg. A nil msg fails the
+// same way.
 func NewOrderShippedV1(messageID string, msg *OrderShippedV1) (runtime.Publishing, error) {
 	if err := envelope.CheckID(messageID); err != nil {
 		return runtime.Publishing{}, err
+	}
+	if msg == nil {
+		return runtime.Publishing{}, &wire.FieldError{Problem: "msg is nil"}
 	}
 	if err := msg.checkMarshal(); err != nil {
 		return runtime.Publishing{}, err
@@ -182,9 +186,6 @@ func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
 // checkMarshal fails on what encoding/json would send changed: a string that is
 // not UTF-8 (sent with U+FFFD).
 func (out *OrderShippedV1) checkMarshal() error {
-	if out == nil {
-		return nil
-	}
 	if !utf8.ValidString(out.OrderID) {
 		return &wire.FieldError{Path: "orderId", Problem: "not UTF-8"}
 	}
@@ -220,11 +221,15 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 
 // NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
 // (type OrderPlaced, version 1, message id messageID), the payload as JSON.
-// Like a consumer, it checks messageID (envelope.CheckID) and msg against
-// the schema first, failing with a *wire.FieldError for msg.
+// Like a consumer, it checks messageID (envelope.CheckID) and msg against the
+// schema first, failing with a *wire.FieldError for msg. A nil msg fails the
+// same way.
 func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing, error) {
 	if err := envelope.CheckID(messageID); err != nil {
 		return runtime.Publishing{}, err
+	}
+	if msg == nil {
+		return runtime.Publishing{}, &wire.FieldError{Problem: "msg is nil"}
 	}
 	if err := msg.checkMarshal(); err != nil {
 		return runtime.Publishing{}, err
@@ -314,9 +319,6 @@ func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 // checkMarshal fails on what encoding/json would send changed: a string that is
 // not UTF-8 (sent with U+FFFD).
 func (out *OrderPlacedV1) checkMarshal() error {
-	if out == nil {
-		return nil
-	}
 	if !utf8.ValidString(out.OrderID) {
 		return &wire.FieldError{Path: "order_id", Problem: "not UTF-8"}
 	}
@@ -425,11 +427,15 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 // NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
 // (type OrderPlaced, version 2, message id messageID), the payload as JSON.
 // msg.Headers are among its headers.
-// Like a consumer, it checks messageID (envelope.CheckID) and msg against
-// the schema first, failing with a *wire.FieldError for msg.
+// Like a consumer, it checks messageID (envelope.CheckID) and msg against the
+// schema first, failing with a *wire.FieldError for msg. A nil msg fails the
+// same way.
 func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing, error) {
 	if err := envelope.CheckID(messageID); err != nil {
 		return runtime.Publishing{}, err
+	}
+	if msg == nil {
+		return runtime.Publishing{}, &wire.FieldError{Problem: "msg is nil"}
 	}
 	if err := msg.checkMarshal(); err != nil {
 		return runtime.Publishing{}, err
@@ -568,9 +574,6 @@ func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 // string that is not UTF-8 (sent with U+FFFD), a time whose zone offset has
 // seconds (dropped) or whose year or offset RFC 3339 cannot write (refused).
 func (out *OrderPlacedV2) checkMarshal() error {
-	if out == nil {
-		return nil
-	}
 	if !utf8.ValidString(out.OrderID) {
 		return &wire.FieldError{Path: "order_id", Problem: "not UTF-8"}
 	}
