@@ -8,14 +8,18 @@ import (
 	"github.com/lily-mq/lily/schema"
 )
 
-// extractor emits Extract<Version>, which decodes a body and checks it.
-func extractor(j *jen.File, m *schema.Message, v *schema.Version) {
+// extractor emits Extract<Version>, which decodes a body and checks it;
+// routed says whether a queue's route reads v.
+func extractor(j *jen.File, m *schema.Message, v *schema.Version, routed bool) {
 	name := "Extract" + v.GoName
 	j.Commentf("%s decodes an application/json body and checks every bound of the schema.", name)
-	if v.HeadersName == "" {
+	switch {
+	case v.HeadersName == "":
 		j.Comment("It fails with a *wire.FieldError.")
-	} else {
+	case routed:
 		j.Comment("It fails with a *wire.FieldError. It leaves Headers empty: the route fills them in.")
+	default:
+		j.Comment("It fails with a *wire.FieldError. It leaves Headers empty.")
 	}
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(jen.Id("body").Index().Byte()).Params(jen.Op("*").Id(v.GoName), jen.Error()).Block(

@@ -57,6 +57,7 @@ func layout(f *schema.File) (*jen.File, []part) {
 	}
 	envs := envelopesOf(f)
 	checks := marshalChecksOf(f)
+	routed := routedVersions(f)
 	parts := []part{func(j *jen.File) {
 		compatibility(j)
 		sharedTypes(j, f, checks)
@@ -64,12 +65,26 @@ func layout(f *schema.File) (*jen.File, []part) {
 	}}
 	for _, m := range f.Messages {
 		e, _, _ := f.ProducedIn(m)
-		parts = append(parts, func(j *jen.File) { message(j, m, e, envs, checks) })
+		parts = append(parts, func(j *jen.File) { message(j, m, e, routed, envs, checks) })
 	}
 	for _, q := range f.Queues {
 		parts = append(parts, func(j *jen.File) { queue(j, f, q, envs) })
 	}
 	return head, parts
+}
+
+// routedVersions are the versions the queues of f consume: those a route
+// reads.
+func routedVersions(f *schema.File) map[*schema.Version]bool {
+	out := map[*schema.Version]bool{}
+	for _, q := range f.Queues {
+		for _, c := range q.Consumes {
+			for _, v := range c.Versions {
+				out[v] = true
+			}
+		}
+	}
+	return out
 }
 
 // compatibility refers to the runtime's constant for this generation of code.

@@ -280,3 +280,49 @@ func TestSchemaDocNamesTheHeader(t *testing.T) {
 		at += i + 1
 	}
 }
+
+// Generated code calls every function it declares unexported: staticcheck
+// does not report unused code in a generated file.
+func TestUnexportedFunctionsAreCalled(t *testing.T) {
+	names, _ := filepath.Glob("../testdata/golden/*/schema.lily.yaml")
+	for _, name := range append(names, "../examples/orders/orders.lily.yaml") {
+		f, err := schema.Load(name)
+		if err != nil {
+			continue // a case of schema errors
+		}
+		out, err := Generate(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), name, out.Content, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		declared, used := map[string]bool{}, map[string]bool{}
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				if n.Recv == nil && !n.Name.IsExported() {
+					declared[n.Name.Name] = true
+				}
+				if n.Body != nil {
+					ast.Inspect(n.Body, func(n ast.Node) bool {
+						if id, ok := n.(*ast.Ident); ok {
+							used[id.Name] = true
+						}
+						return true
+					})
+				}
+				return false
+			case *ast.Ident:
+				used[n.Name] = true
+			}
+			return true
+		})
+		for fn := range declared {
+			if !used[fn] {
+				t.Errorf("%s: %s is declared and never called", name, fn)
+			}
+		}
+	}
+}

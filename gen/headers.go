@@ -12,10 +12,27 @@ import (
 
 func headersExtractor(v *schema.Version) string { return "extract" + v.HeadersName }
 
-// headers emits the typed headers' struct of v and the function that reads
-// them from a header lookup: the delivery's envelope in a route, the
-// publishing's table in a producer.
-func headers(j *jen.File, v *schema.Version) {
+// uses says what reads a version's typed headers: a queue's route, from the
+// delivery's envelope, and a producer, from the publishing's table.
+type uses struct{ routed, produced bool }
+
+// words says what fills in or sends the headers, as the clause after a
+// colon; "" when nothing does.
+func (u uses) words() string {
+	switch {
+	case u.routed && u.produced:
+		return "the route fills them in, a producer sends them"
+	case u.routed:
+		return "the route fills them in"
+	case u.produced:
+		return "a producer sends them"
+	}
+	return ""
+}
+
+// headers emits the typed headers' struct of v and, where u says anything
+// reads them, the function that reads them from a header lookup.
+func headers(j *jen.File, v *schema.Version, u uses) {
 	j.Commentf("%s are the typed headers of %s.", v.HeadersName, v.GoName)
 	j.Type().Id(v.HeadersName).StructFunc(func(g *jen.Group) {
 		for _, f := range v.Headers {
@@ -30,6 +47,9 @@ func headers(j *jen.File, v *schema.Version) {
 			field.Comment(c)
 		}
 	})
+	if !u.routed && !u.produced {
+		return
+	}
 	zero := jen.Id(v.HeadersName).Values()
 	body := []jen.Code{jen.Var().Id("out").Id(v.HeadersName)}
 	s := newScope()
@@ -70,8 +90,13 @@ func headers(j *jen.File, v *schema.Version) {
 		body = append(body, stmt)
 	}
 	body = append(body, jen.Return(jen.Id("out"), jen.Nil()))
-	j.Commentf("%s reads and checks the typed headers of %s from header, a lookup of", headersExtractor(v), v.GoName)
-	j.Comment("the headers received or about to be sent. It fails with a *wire.FieldError.")
+	lookup := "received or about to be sent"
+	if !u.produced {
+		lookup = "received"
+	} else if !u.routed {
+		lookup = "about to be sent"
+	}
+	comment(j, fmt.Sprintf("%s reads and checks the typed headers of %s from header, a lookup of the headers %s. It fails with a *wire.FieldError.", headersExtractor(v), v.GoName, lookup))
 	j.Func().Id(headersExtractor(v)).Params(jen.Id("header").Func().Params(jen.String()).Params(jen.Any(), jen.Bool())).
 		Params(jen.Id(v.HeadersName), jen.Error()).Block(body...)
 }

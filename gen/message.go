@@ -12,14 +12,16 @@ import (
 )
 
 // message emits m's type and versions; with an envelope to produce in, not
-// nil, a producer of each version too.
-func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs envelopeNames, checks marshalChecks) {
+// nil, a producer of each version too. routed are the versions a queue's
+// route reads.
+func message(j *jen.File, m *schema.Message, produce *schema.Envelope, routed map[*schema.Version]bool, envs envelopeNames, checks marshalChecks) {
 	j.Commentf("%sType is the type %s messages travel as.", m.Name, m.Name)
 	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Type)
 	if produce != nil {
 		exchangeConst(j, m)
 	}
 	for _, v := range m.Versions {
+		u := uses{routed: routed[v], produced: produce != nil}
 		objs := objects(object{name: v.GoName, doc: fmt.Sprintf("%s is version %d of %s.", v.GoName, v.Number, m.Name), fields: v.Fields})
 		for i, o := range objs {
 			j.Comment(o.doc)
@@ -28,7 +30,11 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs enve
 			}
 			structType(j, o, func(g *jen.Group) {
 				if i == 0 && v.HeadersName != "" {
-					g.Comment("Headers are the typed headers: the route fills them in, a producer sends them.")
+					doc := "Headers are the typed headers"
+					if w := u.words(); w != "" {
+						doc += ": " + w
+					}
+					g.Comment(doc + ".")
 					g.Id("Headers").Id(v.HeadersName).Tag(map[string]string{"json": "-"})
 				}
 			})
@@ -36,9 +42,9 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope, envs enve
 		walk(v.GoName, "field", v.Fields, enumsAndPatterns(j))
 		walk(v.GoName, "header", v.Headers, enumsAndPatterns(j))
 		if v.HeadersName != "" {
-			headers(j, v)
+			headers(j, v, u)
 		}
-		extractor(j, m, v)
+		extractor(j, m, v, u.routed)
 		if produce != nil {
 			producer(j, m, v, produce, envs, checks)
 			if m.Publish != nil {

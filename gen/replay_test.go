@@ -114,15 +114,18 @@ func errText(err error) string {
 }
 
 `)
+	routed := routedVersions(f)
 	for _, m := range f.Messages {
 		for _, v := range m.Versions {
 			if len(v.Examples) == 0 {
 				continue
 			}
+			// A version neither routed nor produced has no header extractor.
+			readsHeaders := v.HeadersName != "" && (routed[v] || f.Produced(m))
 			fmt.Fprintf(&b, "func TestReplay%s(t *testing.T) {\n", v.GoName)
 			for i, ex := range v.Examples {
 				fmt.Fprintf(&b, "\t{ // example %d\n\t\tmsg, err := Extract%s([]byte(%s))\n\t\tif err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n", i+1, v.GoName, strconv.Quote(string(ex.Body)))
-				if v.HeadersName != "" {
+				if readsHeaders {
 					fmt.Fprintf(&b, "\t\tif msg.Headers, err = extract%s(lookup(%s)); err != nil {\n\t\t\tt.Fatal(err)\n\t\t}\n", v.HeadersName, goHeaders(ex.Headers))
 				}
 				// Messages of another producer's envelope have no producer.

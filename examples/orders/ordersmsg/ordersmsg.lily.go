@@ -372,8 +372,9 @@ type OrderPlacedV2Headers struct {
 	XTraceID *string // header x-trace-id; at most 64 characters
 }
 
-// extractOrderPlacedV2Headers reads and checks the typed headers of OrderPlacedV2 from header, a lookup of
-// the headers received or about to be sent. It fails with a *wire.FieldError.
+// extractOrderPlacedV2Headers reads and checks the typed headers of
+// OrderPlacedV2 from header, a lookup of the headers received or about to be
+// sent. It fails with a *wire.FieldError.
 func extractOrderPlacedV2Headers(header func(string) (any, bool)) (OrderPlacedV2Headers, error) {
 	var out OrderPlacedV2Headers
 	if raw, ok := header("x-tenant"); ok && raw != nil {
