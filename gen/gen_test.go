@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 
@@ -324,5 +325,35 @@ func TestUnexportedFunctionsAreCalled(t *testing.T) {
 				t.Errorf("%s: %s is declared and never called", name, fn)
 			}
 		}
+	}
+}
+
+// A string header whose characters may take more than the 4096 bytes a
+// consumer's guard takes in one value says so in its comment, and its
+// extractor checks that bound before the costlier pattern.
+func TestHeaderByteBound(t *testing.T) {
+	out := string(generateFrom(t, "bytes.lily.yaml", []byte(`version: 1
+package: bytesmsg
+messages:
+  M:
+    versions:
+      1:
+        fields: {a: {type: string, max_length: 3}}
+        headers:
+          x-a: {type: string, pattern: '^a*$'}
+          x-b: {type: string, max_length: 2000}
+          x-c: {type: string, max_length: 1024}
+`)).Content)
+	for _, want := range []string{
+		"XA *string // header x-a; matches ^a*$; at most 4096 bytes\n",
+		"XB *string // header x-b; at most 2000 characters; at most 4096 bytes\n",
+		"XC *string // header x-c; at most 1024 characters\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q", want)
+		}
+	}
+	if bytes, pattern := strings.Index(out, "len(xA) > 4096"), strings.Index(out, "patternMV1HeadersXA.MatchString"); bytes < 0 || pattern < 0 || bytes > pattern {
+		t.Errorf("x-a's byte check at %d, its pattern at %d: want the byte check first", bytes, pattern)
 	}
 }

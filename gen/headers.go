@@ -44,6 +44,9 @@ func headers(j *jen.File, v *schema.Version, u uses) {
 			if d := describe(f); d != "" {
 				c += "; " + d
 			}
+			if schema.HeaderBytesChecked(f) {
+				c += fmt.Sprintf("; at most %d bytes", envelope.MaxHeaderValueBytes)
+			}
 			field.Comment(c)
 		}
 	})
@@ -61,6 +64,13 @@ func headers(j *jen.File, v *schema.Version, u uses) {
 			jen.List(jen.Id(local), jen.Id("ok")).Op(":=").Add(headerRead(f)),
 			jen.If(jen.Op("!").Id("ok")).Block(failWith(zero, p, schema.HeaderTypeProblem(f.Type))),
 		}
+		if schema.HeaderBytesChecked(f) {
+			// A producer must not send what a consumer's guard refuses.
+			present = append(present,
+				jen.Comment("A consumer's guard takes at most "+strconv.Itoa(envelope.MaxHeaderValueBytes)+" bytes in one header value."),
+				jen.If(jen.Len(jen.Id(local)).Op(">").Lit(envelope.MaxHeaderValueBytes)).Block(
+					failWith(zero, p, fmt.Sprintf("longer than %d bytes", envelope.MaxHeaderValueBytes))))
+		}
 		if f.Type == schema.String {
 			// A body's strings are UTF-8 by the JSON reader; a header's are
 			// whatever bytes the producer wrote.
@@ -70,14 +80,6 @@ func headers(j *jen.File, v *schema.Version, u uses) {
 			present = append(present, enumCheck(f, jen.Id(local), p, zero))
 		} else {
 			present = append(present, checks(f, jen.Id(local), p, zero)...)
-		}
-		if f.Type == schema.String && (f.MaxLength == nil || 4**f.MaxLength > envelope.MaxHeaderValueBytes) {
-			// Its characters may take more bytes than a consumer's guard takes
-			// in one value: a producer must not send what it refuses.
-			present = append(present,
-				jen.Comment("A consumer's guard takes at most "+strconv.Itoa(envelope.MaxHeaderValueBytes)+" bytes in one header value."),
-				jen.If(jen.Len(jen.Id(local)).Op(">").Lit(envelope.MaxHeaderValueBytes)).Block(
-					failWith(zero, p, fmt.Sprintf("longer than %d bytes", envelope.MaxHeaderValueBytes))))
 		}
 		present = append(present, b.assign(f, local, jen.Id("out").Dot(f.GoName))...)
 		stmt := jen.If(

@@ -424,6 +424,9 @@ func TestCheck(t *testing.T) {
 	if err := v.Check([]byte(`{"note": null}`), map[string]any{"x-tenant": strings.Repeat("t", 4097)}); err == nil || err.Error() != "field headers.x-tenant: longer than 4096 bytes" {
 		t.Errorf("header of 4097 bytes: %v", err)
 	}
+	if err := v.Check([]byte(`{"note": null}`), map[string]any{"x-tenant": strings.Repeat("\xff", 4097)}); err == nil || err.Error() != "field headers.x-tenant: longer than 4096 bytes" {
+		t.Errorf("header of 4097 bytes not UTF-8: %v", err)
+	}
 }
 
 // A name repeated in one object is "repeated" at the path of the field or
