@@ -54,7 +54,7 @@ func (n envelopeNames) declare(j *jen.File, f *schema.File) {
 		if !ok {
 			continue
 		}
-		j.Commentf("%s is envelope %s: %s.", name, commentText(e.Name), commentText(e.String()))
+		commentf(j, "%s is envelope %s: %s.", name, commentText(e.Name), commentText(e.String()))
 		j.Var().Id(name).Op("=").Add(profile(e.Profile))
 	}
 }

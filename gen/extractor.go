@@ -12,15 +12,15 @@ import (
 // routed says whether a queue's route reads v.
 func extractor(j *jen.File, m *schema.Message, v *schema.Version, routed bool) {
 	name := "Extract" + v.GoName
-	j.Commentf("%s decodes an application/json body and checks every bound of the schema.", name)
+	doc := name + " decodes an application/json body and checks every bound of the schema. It fails with a *wire.FieldError."
 	switch {
 	case v.HeadersName == "":
-		j.Comment("It fails with a *wire.FieldError.")
 	case routed:
-		j.Comment("It fails with a *wire.FieldError. It leaves Headers empty: the route fills them in.")
+		doc += " It leaves Headers empty: the route fills them in."
 	default:
-		j.Comment("It fails with a *wire.FieldError. It leaves Headers empty.")
+		doc += " It leaves Headers empty."
 	}
+	comment(j, doc)
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(jen.Id("body").Index().Byte()).Params(jen.Op("*").Id(v.GoName), jen.Error()).Block(
 		jen.Id("r").Op(":=").Qual(wire, "NewJSONReader").Call(jen.Id("body")),
@@ -48,7 +48,7 @@ func reader(j *jen.File, o object) {
 		}
 		members[i] = jen.Qual(wire, "JSONField").Values(keys...)
 	}
-	j.Commentf("%s are the members of %s, in schema order.", membersVar(o.name), o.name)
+	commentf(j, "%s are the members of %s, in schema order.", membersVar(o.name), o.name)
 	j.Var().Id(membersVar(o.name)).Op("=").Qual(wire, "NewJSONFields").Call(multiline(members...)...)
 	s := newScope()
 	body := []jen.Code{jen.Id("o").Op(":=").Id("r").Dot("Object").Call(jen.Id(membersVar(o.name)))}
@@ -69,9 +69,7 @@ func reader(j *jen.File, o object) {
 		loop = jen.For(next).Block(jen.Switch(jen.Id("o").Dot("Member").Call()).Block(cases...))
 	}
 	body = append(body, loop, jen.Return(jen.Id("o").Dot("End").Call()))
-	j.Commentf("readJSON reads %s from r and checks it against the schema. Its FieldError paths", o.name)
-	j.Comment("are relative to the object: the caller prefixes them on failure only, so success")
-	j.Comment("builds no path.")
+	commentf(j, "readJSON reads %s from r and checks it against the schema. Its FieldError paths are relative to the object: the caller prefixes them on failure only, so success builds no path.", o.name)
 	j.Func().Params(jen.Id("out").Op("*").Id(o.name)).Id("readJSON").Params(jen.Id("r").Op("*").Qual(wire, "JSONReader")).
 		Error().Block(body...)
 }

@@ -357,3 +357,24 @@ messages:
 		t.Errorf("x-a's byte check at %d, its pattern at %d: want the byte check first", bytes, pattern)
 	}
 }
+
+// The doc comments wrap at 80 columns, however long the names in them.
+func TestDocCommentsWrap(t *testing.T) {
+	out := string(generateFrom(t, "wrap.lily.yaml", []byte(`version: 1
+package: wrapmsg
+messages:
+  AVeryLongMessageNameIndeedForWrapping:
+    versions:
+      1:
+        fields: {a: {type: string, max_length: 3}}
+        headers: {x-a: {type: string, max_length: 3}}
+queues:
+  a.queue.with.a.rather.long.name:
+    consumes: [{message: AVeryLongMessageNameIndeedForWrapping}]
+`)).Content)
+	for line := range strings.Lines(out) {
+		if strings.HasPrefix(line, "// ") && len(line) > 81 && strings.Contains(line[3:], " ") {
+			t.Errorf("a doc comment line of %d columns: %s", len(line)-1, line)
+		}
+	}
+}

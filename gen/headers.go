@@ -33,7 +33,7 @@ func (u uses) words() string {
 // headers emits the typed headers' struct of v and, where u says anything
 // reads them, the function that reads them from a header lookup.
 func headers(j *jen.File, v *schema.Version, u uses) {
-	j.Commentf("%s are the typed headers of %s.", v.HeadersName, v.GoName)
+	commentf(j, "%s are the typed headers of %s.", v.HeadersName, v.GoName)
 	j.Type().Id(v.HeadersName).StructFunc(func(g *jen.Group) {
 		for _, f := range v.Headers {
 			field := g.Id(f.GoName).Add(publicType(f))
@@ -98,7 +98,7 @@ func headers(j *jen.File, v *schema.Version, u uses) {
 	} else if !u.routed {
 		lookup = "about to be sent"
 	}
-	comment(j, fmt.Sprintf("%s reads and checks the typed headers of %s from header, a lookup of the headers %s. It fails with a *wire.FieldError.", headersExtractor(v), v.GoName, lookup))
+	commentf(j, "%s reads and checks the typed headers of %s from header, a lookup of the headers %s. It fails with a *wire.FieldError.", headersExtractor(v), v.GoName, lookup)
 	j.Func().Id(headersExtractor(v)).Params(jen.Id("header").Func().Params(jen.String()).Params(jen.Any(), jen.Bool())).
 		Params(jen.Id(v.HeadersName), jen.Error()).Block(body...)
 }

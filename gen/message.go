@@ -15,7 +15,7 @@ import (
 // nil, a producer of each version too. routed are the versions a queue's
 // route reads.
 func message(j *jen.File, m *schema.Message, produce *schema.Envelope, routed map[*schema.Version]bool, envs envelopeNames, checks marshalChecks) {
-	j.Commentf("%sType is the type %s messages travel as.", m.Name, m.Name)
+	commentf(j, "%sType is the type %s messages travel as.", m.Name, m.Name)
 	j.Const().Id(m.Name + "Type").Op("=").Lit(m.Type)
 	if produce != nil {
 		exchangeConst(j, m)
@@ -24,7 +24,7 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope, routed ma
 		u := uses{routed: routed[v], produced: produce != nil}
 		objs := objects(object{name: v.GoName, doc: fmt.Sprintf("%s is version %d of %s.", v.GoName, v.Number, m.Name), fields: v.Fields})
 		for i, o := range objs {
-			j.Comment(o.doc)
+			comment(j, o.doc)
 			if i == 0 {
 				deprecated(j, m, v)
 			}
@@ -61,7 +61,7 @@ func message(j *jen.File, m *schema.Message, produce *schema.Envelope, routed ma
 }
 
 // deprecated writes the Deprecated paragraph of a version's declarations.
-func deprecated(g interface{ Comment(string) *jen.Statement }, m *schema.Message, v *schema.Version) {
+func deprecated(g commenter, m *schema.Message, v *schema.Version) {
 	if v.DeprecatedSince == "" {
 		return
 	}
@@ -70,7 +70,7 @@ func deprecated(g interface{ Comment(string) *jen.Statement }, m *schema.Message
 		text += " and may be removed after " + v.RemoveAfter
 	}
 	g.Comment("")
-	g.Comment(text + ".")
+	comment(g, text+".")
 }
 
 // structType emits struct o; more adds fields after the schema's.
@@ -103,7 +103,7 @@ func enumsAndPatterns(j *jen.File) func(f *schema.Field, role string) {
 			enum(j, f, fmt.Sprintf("%s is the type of %s", f.GoPath, role))
 		}
 		if f.Pattern != "" {
-			j.Commentf("%s checks %s; compiled once, when the package loads.", patternVar(f), role)
+			commentf(j, "%s checks %s; compiled once, when the package loads.", patternVar(f), role)
 			j.Var().Id(patternVar(f)).Op("=").Qual("regexp", "MustCompile").Call(jen.Lit(f.Pattern))
 		}
 	}
@@ -140,9 +140,9 @@ func commentText(s string) string {
 // enum emits an enum's string type and one constant per value; doc begins
 // its comment.
 func enum(j *jen.File, f *schema.Field, doc string) {
-	j.Commentf("%s: one of %s.", doc, commentText(strings.Join(f.Values, ", ")))
+	commentf(j, "%s: one of %s.", doc, commentText(strings.Join(f.Values, ", ")))
 	j.Type().Id(f.GoPath).String()
-	j.Commentf("The values of %s.", f.GoPath)
+	commentf(j, "The values of %s.", f.GoPath)
 	j.Const().DefsFunc(func(g *jen.Group) {
 		for _, val := range f.Values {
 			g.Id(enumConst(f, val)).Id(f.GoPath).Op("=").Lit(val)

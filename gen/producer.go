@@ -84,20 +84,19 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 			jen.If(jen.List(jen.Id("_"), jen.Err()).Op(":=").Id(headersExtractor(v)).Call(lookup), jen.Err().Op("!=").Nil()).Block(fail),
 			jen.Return(jen.Id("p"), jen.Nil()))
 	}
+	doc := fmt.Sprintf("%s returns msg as a persistent publishing in envelope %s: %s, the payload as JSON.", name, e.Name, envelopeWords(m, v, e.Profile))
 	if e.Profile.Kind == envelope.Lily {
-		j.Commentf("%s returns msg as a persistent publishing in Lily's canonical envelope", name)
-		j.Commentf("(type %s, version %d, message id messageID), the payload as JSON.", m.Name, v.Number)
-	} else {
-		comment(j, fmt.Sprintf("%s returns msg as a persistent publishing in envelope %s: %s, the payload as JSON.", name, e.Name, envelopeWords(m, v, e.Profile)))
+		doc = fmt.Sprintf("%s returns msg as a persistent publishing in Lily's canonical envelope (type %s, version %d, message id messageID), the payload as JSON.", name, m.Name, v.Number)
 	}
 	if v.HeadersName != "" {
-		j.Comment("msg.Headers are among its headers.")
+		doc += " msg.Headers are among its headers."
 	}
 	if !e.Profile.NoID || e.Profile.Kind == envelope.CloudEvents {
-		comment(j, "Like a consumer, it checks messageID (envelope.CheckID) and msg against the schema first, failing with a *wire.FieldError for msg. A nil msg fails the same way.")
+		doc += " Like a consumer, it checks messageID (envelope.CheckID) and msg against the schema first, failing with a *wire.FieldError for msg. A nil msg fails the same way."
 	} else {
-		comment(j, "Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError. A nil msg fails the same way.")
+		doc += " Like a consumer, it checks msg against the schema first, failing with a *wire.FieldError. A nil msg fails the same way."
 	}
+	comment(j, doc)
 	deprecated(j, m, v)
 	j.Func().Id(name).Params(params...).Params(jen.Qual(rt, "Publishing"), jen.Error()).Block(body...)
 }
@@ -156,7 +155,7 @@ func exchangeConst(j *jen.File, m *schema.Message) {
 	if m.Publish == nil || m.Publish.Exchange == "" {
 		return
 	}
-	j.Commentf("%sExchange is the exchange the Publish functions of %s send to.", m.Name, m.Name)
+	commentf(j, "%sExchange is the exchange the Publish functions of %s send to.", m.Name, m.Name)
 	j.Const().Id(m.Name + "Exchange").Op("=").Lit(m.Publish.Exchange)
 }
 
@@ -175,7 +174,7 @@ func publisher(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Enve
 	switch k := pub.RoutingKey; {
 	case k.Fixed != "":
 		key := v.GoName + "RoutingKey"
-		j.Commentf("%s is the routing key %s sends with.", key, name)
+		commentf(j, "%s is the routing key %s sends with.", key, name)
 		j.Const().Id(key).Op("=").Lit(k.For(v))
 		fields = append(fields, kv("RoutingKey", jen.Id(key)))
 		if pub.Exchange != "" {
@@ -256,12 +255,17 @@ func keyWords(k schema.Key) string {
 	return k.Field + " field"
 }
 
-// comment emits text as a doc comment, wrapped at 80 columns.
-func comment(j *jen.File, text string) {
+// commenter is where a comment goes: a file, or a group such as an
+// interface's methods.
+type commenter interface{ Comment(string) *jen.Statement }
+
+// comment emits text as a doc comment, wrapped at 80 columns. Any run of
+// white space in it, a newline in a header's name too, becomes one space.
+func comment(c commenter, text string) {
 	line := ""
 	for w := range strings.FieldsSeq(text) {
 		if line != "" && len(line)+1+len(w) > 77 {
-			j.Comment(line)
+			c.Comment(line)
 			line = ""
 		}
 		if line != "" {
@@ -269,5 +273,8 @@ func comment(j *jen.File, text string) {
 		}
 		line += w
 	}
-	j.Comment(line)
+	c.Comment(line)
 }
+
+// commentf is comment of a format and its arguments.
+func commentf(c commenter, format string, args ...any) { comment(c, fmt.Sprintf(format, args...)) }

@@ -13,13 +13,13 @@ import (
 func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 	handler := q.GoName + "Handler"
 	// A handler's nil alone is no ACK: the runtime settles by the whole outcome.
-	comment(j, fmt.Sprintf("%s handles the messages queue %q consumes. Return nil on success: Lily ACKs "+
+	commentf(j, "%s handles the messages queue %q consumes. Return nil on success: Lily ACKs "+
 		"once the scope's cleanup and any required commit have succeeded too. Return "+
-		"runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.", handler, q.Name))
+		"runtime.Retryable(err) or runtime.Permanent(err) to fail; a plain error is retryable.", handler, q.Name)
 	j.Type().Id(handler).InterfaceFunc(func(g *jen.Group) {
 		for _, c := range q.Consumes {
 			for _, v := range c.Versions {
-				g.Commentf("Handle%s handles version %d of %s.", v.GoName, v.Number, c.Message.Name)
+				commentf(g, "Handle%s handles version %d of %s.", v.GoName, v.Number, c.Message.Name)
 				deprecated(g, c.Message, v)
 				g.Id("Handle"+v.GoName).Params(
 					jen.Id("ctx").Qual("context", "Context"),
@@ -31,14 +31,12 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 	})
 
 	unimpl := "Unimplemented" + handler
-	j.Commentf("%s fails every message of queue %q permanently. Embed it in", unimpl, q.Name)
-	j.Commentf("your %s so that a version added to the schema does not break the build:", handler)
-	j.Comment("until you write its method, messages of that version go to the DLQ.")
+	commentf(j, "%s fails every message of queue %q permanently. Embed it in your %s so that a version added to the schema does not break the build: until you write its method, messages of that version go to the DLQ.", unimpl, q.Name, handler)
 	j.Type().Id(unimpl).Struct()
 	for _, c := range q.Consumes {
 		for _, v := range c.Versions {
 			method := "Handle" + v.GoName
-			j.Commentf("%s fails permanently: it is not implemented.", method)
+			commentf(j, "%s fails permanently: it is not implemented.", method)
 			j.Func().Params(jen.Id(unimpl)).Id(method).Params(
 				jen.Qual("context", "Context"), jen.Op("*").Id(v.GoName), jen.Qual(rt, "RawDelivery"),
 			).Error().Block(
@@ -48,15 +46,15 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 	}
 
 	specName := q.GoName + "QueueSpec"
-	j.Commentf("%s returns the topology and policy of queue %q.", specName, q.Name)
+	doc := fmt.Sprintf("%s returns the topology and policy of queue %q.", specName, q.Name)
 	if q.ParkBudget {
-		j.Commentf("Its retries wait in line: runtime.NewConsumer gives it the settlement budget")
-		j.Commentf("they need at the consumer's step timeout (up to %s at the default).", q.SettlementBudget)
+		doc += fmt.Sprintf(" Its retries wait in line: runtime.NewConsumer gives it the settlement budget they need at the consumer's step timeout (up to %s at the default).", q.SettlementBudget)
 	}
+	comment(j, doc)
 	j.Func().Id(specName).Params().Qual(rt, "QueueSpec").Block(jen.Return(jen.Qual(rt, "QueueSpec").Values(multiline(spec(f, q, envs)...)...)))
 
 	routes := q.GoName + "Routes"
-	j.Commentf("%s is the dispatch table of queue %q: (type, version, content type) → extractor → method.", routes, q.Name)
+	commentf(j, "%s is the dispatch table of queue %q: (type, version, content type) → extractor → method.", routes, q.Name)
 	j.Func().Id(routes).Params(jen.Id("h").Id(handler)).Qual(rt, "Routes").Block(
 		jen.Return(jen.Qual(rt, "Routes").Values(multiline(routeEntries(q)...)...)),
 	)
@@ -66,7 +64,7 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 	if q.RequiresInbox() {
 		// The queue requires the inbox: the constructor asks for one, so a
 		// consumer without it does not compile.
-		j.Commentf("%s returns a consumer of queue %q that calls h, each delivery claimed in inbox.", ctor, q.Name)
+		commentf(j, "%s returns a consumer of queue %q that calls h, each delivery claimed in inbox.", ctor, q.Name)
 		j.Func().Id(ctor).Params(jen.Id("h").Id(handler), jen.Id("inbox").Qual(rt, "Inbox"), jen.Id("cfg").Qual(rt, "Config")).
 			Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(
 			jen.If(jen.Id("inbox").Op("==").Nil()).Block(
@@ -77,7 +75,7 @@ func queue(j *jen.File, f *schema.File, q *schema.Queue, envs envelopeNames) {
 		)
 		return
 	}
-	j.Commentf("%s returns a consumer of queue %q that calls h.", ctor, q.Name)
+	commentf(j, "%s returns a consumer of queue %q that calls h.", ctor, q.Name)
 	j.Func().Id(ctor).Params(jen.Id("h").Id(handler), jen.Id("cfg").Qual(rt, "Config")).
 		Params(jen.Op("*").Qual(rt, "Consumer"), jen.Error()).Block(newConsumer)
 }

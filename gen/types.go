@@ -23,7 +23,7 @@ func sharedTypes(j *jen.File, f *schema.File, checks marshalChecks) {
 		}
 		objs := objects(object{name: t.GoPath, doc: doc + ".", fields: t.Fields})
 		for _, o := range objs {
-			j.Comment(o.doc)
+			comment(j, o.doc)
 			structType(j, o, func(*jen.Group) {})
 		}
 		walk(t.GoPath, "field", t.Fields, enumsAndPatterns(j))

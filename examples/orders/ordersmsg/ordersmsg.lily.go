@@ -24,10 +24,12 @@ import (
 // too new for it fails here, at compile time.
 const _ = runtime.SupportsGeneratedCodeV10
 
-// envelopePaymentsEvents is envelope payments-events: cloudevents, version after ".v" in the type.
+// envelopePaymentsEvents is envelope payments-events: cloudevents, version
+// after ".v" in the type.
 var envelopePaymentsEvents = envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{TypeSuffix: ".v"}}
 
-// envelopeWarehouseSpring is envelope warehouse-spring: headers, type from header __TypeId__, version 1 always.
+// envelopeWarehouseSpring is envelope warehouse-spring: headers, type from
+// header __TypeId__, version 1 always.
 var envelopeWarehouseSpring = envelope.Profile{Kind: envelope.Headers, TypeHeader: "__TypeId__", Version: envelope.Version{Fixed: 1}}
 
 // PaymentAuthorizedType is the type PaymentAuthorized messages travel as.
@@ -40,8 +42,8 @@ type PaymentAuthorizedV1 struct {
 	AmountCents int64  `json:"amount_cents"` // 1 to 100000000
 }
 
-// ExtractPaymentAuthorizedV1 decodes an application/json body and checks every bound of the schema.
-// It fails with a *wire.FieldError.
+// ExtractPaymentAuthorizedV1 decodes an application/json body and checks every
+// bound of the schema. It fails with a *wire.FieldError.
 func ExtractPaymentAuthorizedV1(body []byte) (*PaymentAuthorizedV1, error) {
 	r := wire.NewJSONReader(body)
 	out := new(PaymentAuthorizedV1)
@@ -51,16 +53,17 @@ func ExtractPaymentAuthorizedV1(body []byte) (*PaymentAuthorizedV1, error) {
 	return out, nil
 }
 
-// membersPaymentAuthorizedV1 are the members of PaymentAuthorizedV1, in schema order.
+// membersPaymentAuthorizedV1 are the members of PaymentAuthorizedV1, in schema
+// order.
 var membersPaymentAuthorizedV1 = wire.NewJSONFields(
 	wire.JSONField{Name: "payment_id", Required: true},
 	wire.JSONField{Name: "order_id", Required: true},
 	wire.JSONField{Name: "amount_cents", Required: true},
 )
 
-// readJSON reads PaymentAuthorizedV1 from r and checks it against the schema. Its FieldError paths
-// are relative to the object: the caller prefixes them on failure only, so success
-// builds no path.
+// readJSON reads PaymentAuthorizedV1 from r and checks it against the schema.
+// Its FieldError paths are relative to the object: the caller prefixes them on
+// failure only, so success builds no path.
 func (out *PaymentAuthorizedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersPaymentAuthorizedV1)
 	for o.Next(r) {
@@ -109,8 +112,8 @@ type OrderShippedV1 struct {
 	Carrier *string `json:"carrier,omitzero"` // at most 32 characters
 }
 
-// ExtractOrderShippedV1 decodes an application/json body and checks every bound of the schema.
-// It fails with a *wire.FieldError.
+// ExtractOrderShippedV1 decodes an application/json body and checks every bound
+// of the schema. It fails with a *wire.FieldError.
 func ExtractOrderShippedV1(body []byte) (*OrderShippedV1, error) {
 	r := wire.NewJSONReader(body)
 	out := new(OrderShippedV1)
@@ -123,10 +126,9 @@ func ExtractOrderShippedV1(body []byte) (*OrderShippedV1, error) {
 // NewOrderShippedV1 returns msg as a persistent publishing in envelope
 // warehouse-spring: type com.acme.warehouse.OrderShipped in header __TypeId__,
 // no version (every message is version 1), message id messageID, the payload as
-// JSON.
-// Like a consumer, it checks messageID (envelope.CheckID) and msg against the
-// schema first, failing with a *wire.FieldError for msg. A nil msg fails the
-// same way.
+// JSON. Like a consumer, it checks messageID (envelope.CheckID) and msg against
+// the schema first, failing with a *wire.FieldError for msg. A nil msg fails
+// the same way.
 func NewOrderShippedV1(messageID string, msg *OrderShippedV1) (runtime.Publishing, error) {
 	if err := envelope.CheckID(messageID); err != nil {
 		return runtime.Publishing{}, err
@@ -153,9 +155,9 @@ var membersOrderShippedV1 = wire.NewJSONFields(
 	wire.JSONField{Name: "carrier"},
 )
 
-// readJSON reads OrderShippedV1 from r and checks it against the schema. Its FieldError paths
-// are relative to the object: the caller prefixes them on failure only, so success
-// builds no path.
+// readJSON reads OrderShippedV1 from r and checks it against the schema. Its
+// FieldError paths are relative to the object: the caller prefixes them on
+// failure only, so success builds no path.
 func (out *OrderShippedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderShippedV1)
 	for o.Next(r) {
@@ -198,7 +200,8 @@ func (out *OrderShippedV1) checkMarshal() error {
 // OrderPlacedType is the type OrderPlaced messages travel as.
 const OrderPlacedType = "OrderPlaced"
 
-// OrderPlacedExchange is the exchange the Publish functions of OrderPlaced send to.
+// OrderPlacedExchange is the exchange the Publish functions of OrderPlaced send
+// to.
 const OrderPlacedExchange = "shop.events"
 
 // OrderPlacedV1 is version 1 of OrderPlaced.
@@ -208,8 +211,8 @@ type OrderPlacedV1 struct {
 	Note        *string `json:"note,omitzero"` // at most 200 characters
 }
 
-// ExtractOrderPlacedV1 decodes an application/json body and checks every bound of the schema.
-// It fails with a *wire.FieldError.
+// ExtractOrderPlacedV1 decodes an application/json body and checks every bound
+// of the schema. It fails with a *wire.FieldError.
 func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 	r := wire.NewJSONReader(body)
 	out := new(OrderPlacedV1)
@@ -219,11 +222,11 @@ func ExtractOrderPlacedV1(body []byte) (*OrderPlacedV1, error) {
 	return out, nil
 }
 
-// NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical envelope
-// (type OrderPlaced, version 1, message id messageID), the payload as JSON.
-// Like a consumer, it checks messageID (envelope.CheckID) and msg against the
-// schema first, failing with a *wire.FieldError for msg. A nil msg fails the
-// same way.
+// NewOrderPlacedV1 returns msg as a persistent publishing in Lily's canonical
+// envelope (type OrderPlaced, version 1, message id messageID), the payload as
+// JSON. Like a consumer, it checks messageID (envelope.CheckID) and msg against
+// the schema first, failing with a *wire.FieldError for msg. A nil msg fails
+// the same way.
 func NewOrderPlacedV1(messageID string, msg *OrderPlacedV1) (runtime.Publishing, error) {
 	if err := envelope.CheckID(messageID); err != nil {
 		return runtime.Publishing{}, err
@@ -271,9 +274,9 @@ var membersOrderPlacedV1 = wire.NewJSONFields(
 	wire.JSONField{Name: "note"},
 )
 
-// readJSON reads OrderPlacedV1 from r and checks it against the schema. Its FieldError paths
-// are relative to the object: the caller prefixes them on failure only, so success
-// builds no path.
+// readJSON reads OrderPlacedV1 from r and checks it against the schema. Its
+// FieldError paths are relative to the object: the caller prefixes them on
+// failure only, so success builds no path.
 func (out *OrderPlacedV1) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV1)
 	for o.Next(r) {
@@ -353,7 +356,8 @@ type OrderPlacedV2ItemsItem struct {
 	Qty int64  `json:"qty"` // 1 to 1000
 }
 
-// OrderPlacedV2Channel is the type of the channel field of OrderPlacedV2: one of web, store, phone.
+// OrderPlacedV2Channel is the type of the channel field of OrderPlacedV2: one
+// of web, store, phone.
 type OrderPlacedV2Channel string
 
 // The values of OrderPlacedV2Channel.
@@ -363,7 +367,8 @@ const (
 	OrderPlacedV2ChannelPhone OrderPlacedV2Channel = "phone"
 )
 
-// patternOrderPlacedV2HeadersXTenant checks the x-tenant header of OrderPlacedV2; compiled once, when the package loads.
+// patternOrderPlacedV2HeadersXTenant checks the x-tenant header of
+// OrderPlacedV2; compiled once, when the package loads.
 var patternOrderPlacedV2HeadersXTenant = regexp.MustCompile("^[a-z][a-z0-9-]*$")
 
 // OrderPlacedV2Headers are the typed headers of OrderPlacedV2.
@@ -414,8 +419,9 @@ func extractOrderPlacedV2Headers(header func(string) (any, bool)) (OrderPlacedV2
 	return out, nil
 }
 
-// ExtractOrderPlacedV2 decodes an application/json body and checks every bound of the schema.
-// It fails with a *wire.FieldError. It leaves Headers empty: the route fills them in.
+// ExtractOrderPlacedV2 decodes an application/json body and checks every bound
+// of the schema. It fails with a *wire.FieldError. It leaves Headers empty: the
+// route fills them in.
 func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 	r := wire.NewJSONReader(body)
 	out := new(OrderPlacedV2)
@@ -425,12 +431,11 @@ func ExtractOrderPlacedV2(body []byte) (*OrderPlacedV2, error) {
 	return out, nil
 }
 
-// NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical envelope
-// (type OrderPlaced, version 2, message id messageID), the payload as JSON.
-// msg.Headers are among its headers.
-// Like a consumer, it checks messageID (envelope.CheckID) and msg against the
-// schema first, failing with a *wire.FieldError for msg. A nil msg fails the
-// same way.
+// NewOrderPlacedV2 returns msg as a persistent publishing in Lily's canonical
+// envelope (type OrderPlaced, version 2, message id messageID), the payload as
+// JSON. msg.Headers are among its headers. Like a consumer, it checks messageID
+// (envelope.CheckID) and msg against the schema first, failing with a
+// *wire.FieldError for msg. A nil msg fails the same way.
 func NewOrderPlacedV2(messageID string, msg *OrderPlacedV2) (runtime.Publishing, error) {
 	if err := envelope.CheckID(messageID); err != nil {
 		return runtime.Publishing{}, err
@@ -493,9 +498,9 @@ var membersOrderPlacedV2 = wire.NewJSONFields(
 	wire.JSONField{Name: "channel"},
 )
 
-// readJSON reads OrderPlacedV2 from r and checks it against the schema. Its FieldError paths
-// are relative to the object: the caller prefixes them on failure only, so success
-// builds no path.
+// readJSON reads OrderPlacedV2 from r and checks it against the schema. Its
+// FieldError paths are relative to the object: the caller prefixes them on
+// failure only, so success builds no path.
 func (out *OrderPlacedV2) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2)
 	out.Channel = OrderPlacedV2ChannelWeb
@@ -604,15 +609,16 @@ func (out *OrderPlacedV2) checkMarshal() error {
 	return nil
 }
 
-// membersOrderPlacedV2Customer are the members of OrderPlacedV2Customer, in schema order.
+// membersOrderPlacedV2Customer are the members of OrderPlacedV2Customer, in
+// schema order.
 var membersOrderPlacedV2Customer = wire.NewJSONFields(
 	wire.JSONField{Name: "email", Required: true},
 	wire.JSONField{Name: "name"},
 )
 
-// readJSON reads OrderPlacedV2Customer from r and checks it against the schema. Its FieldError paths
-// are relative to the object: the caller prefixes them on failure only, so success
-// builds no path.
+// readJSON reads OrderPlacedV2Customer from r and checks it against the schema.
+// Its FieldError paths are relative to the object: the caller prefixes them on
+// failure only, so success builds no path.
 func (out *OrderPlacedV2Customer) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2Customer)
 	for o.Next(r) {
@@ -652,15 +658,16 @@ func (out *OrderPlacedV2Customer) checkMarshal() error {
 	return nil
 }
 
-// membersOrderPlacedV2ItemsItem are the members of OrderPlacedV2ItemsItem, in schema order.
+// membersOrderPlacedV2ItemsItem are the members of OrderPlacedV2ItemsItem, in
+// schema order.
 var membersOrderPlacedV2ItemsItem = wire.NewJSONFields(
 	wire.JSONField{Name: "sku", Required: true},
 	wire.JSONField{Name: "qty", Required: true},
 )
 
-// readJSON reads OrderPlacedV2ItemsItem from r and checks it against the schema. Its FieldError paths
-// are relative to the object: the caller prefixes them on failure only, so success
-// builds no path.
+// readJSON reads OrderPlacedV2ItemsItem from r and checks it against the
+// schema. Its FieldError paths are relative to the object: the caller prefixes
+// them on failure only, so success builds no path.
 func (out *OrderPlacedV2ItemsItem) readJSON(r *wire.JSONReader) error {
 	o := r.Object(membersOrderPlacedV2ItemsItem)
 	for o.Next(r) {
@@ -714,9 +721,10 @@ type OrdersHandler interface {
 	HandleOrderPlacedV2(ctx context.Context, msg *OrderPlacedV2, d runtime.RawDelivery) error
 }
 
-// UnimplementedOrdersHandler fails every message of queue "orders" permanently. Embed it in
-// your OrdersHandler so that a version added to the schema does not break the build:
-// until you write its method, messages of that version go to the DLQ.
+// UnimplementedOrdersHandler fails every message of queue "orders" permanently.
+// Embed it in your OrdersHandler so that a version added to the schema does not
+// break the build: until you write its method, messages of that version go to
+// the DLQ.
 type UnimplementedOrdersHandler struct{}
 
 // HandleOrderPlacedV1 fails permanently: it is not implemented.
@@ -755,7 +763,8 @@ func OrdersQueueSpec() runtime.QueueSpec {
 	}
 }
 
-// OrdersRoutes is the dispatch table of queue "orders": (type, version, content type) → extractor → method.
+// OrdersRoutes is the dispatch table of queue "orders": (type, version, content
+// type) → extractor → method.
 func OrdersRoutes(h OrdersHandler) runtime.Routes {
 	return runtime.Routes{
 		{Type: OrderPlacedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
@@ -794,9 +803,10 @@ type OrdersAuditHandler interface {
 	HandleOrderPlacedV2(ctx context.Context, msg *OrderPlacedV2, d runtime.RawDelivery) error
 }
 
-// UnimplementedOrdersAuditHandler fails every message of queue "orders.audit" permanently. Embed it in
-// your OrdersAuditHandler so that a version added to the schema does not break the build:
-// until you write its method, messages of that version go to the DLQ.
+// UnimplementedOrdersAuditHandler fails every message of queue "orders.audit"
+// permanently. Embed it in your OrdersAuditHandler so that a version added to
+// the schema does not break the build: until you write its method, messages of
+// that version go to the DLQ.
 type UnimplementedOrdersAuditHandler struct{}
 
 // HandleOrderPlacedV1 fails permanently: it is not implemented.
@@ -835,7 +845,8 @@ func OrdersAuditQueueSpec() runtime.QueueSpec {
 	}
 }
 
-// OrdersAuditRoutes is the dispatch table of queue "orders.audit": (type, version, content type) → extractor → method.
+// OrdersAuditRoutes is the dispatch table of queue "orders.audit": (type,
+// version, content type) → extractor → method.
 func OrdersAuditRoutes(h OrdersAuditHandler) runtime.Routes {
 	return runtime.Routes{
 		{Type: OrderPlacedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
@@ -858,7 +869,8 @@ func OrdersAuditRoutes(h OrdersAuditHandler) runtime.Routes {
 	}
 }
 
-// NewOrdersAuditConsumer returns a consumer of queue "orders.audit" that calls h.
+// NewOrdersAuditConsumer returns a consumer of queue "orders.audit" that calls
+// h.
 func NewOrdersAuditConsumer(h OrdersAuditHandler, cfg runtime.Config) (*runtime.Consumer, error) {
 	return runtime.NewConsumer(OrdersAuditQueueSpec(), OrdersAuditRoutes(h), cfg)
 }
@@ -874,9 +886,10 @@ type OrdersPartnersHandler interface {
 	HandleOrderShippedV1(ctx context.Context, msg *OrderShippedV1, d runtime.RawDelivery) error
 }
 
-// UnimplementedOrdersPartnersHandler fails every message of queue "orders.partners" permanently. Embed it in
-// your OrdersPartnersHandler so that a version added to the schema does not break the build:
-// until you write its method, messages of that version go to the DLQ.
+// UnimplementedOrdersPartnersHandler fails every message of queue
+// "orders.partners" permanently. Embed it in your OrdersPartnersHandler so that
+// a version added to the schema does not break the build: until you write its
+// method, messages of that version go to the DLQ.
 type UnimplementedOrdersPartnersHandler struct{}
 
 // HandlePaymentAuthorizedV1 fails permanently: it is not implemented.
@@ -889,7 +902,8 @@ func (UnimplementedOrdersPartnersHandler) HandleOrderShippedV1(context.Context, 
 	return runtime.Permanent(errors.New("HandleOrderShippedV1 is not implemented"))
 }
 
-// OrdersPartnersQueueSpec returns the topology and policy of queue "orders.partners".
+// OrdersPartnersQueueSpec returns the topology and policy of queue
+// "orders.partners".
 func OrdersPartnersQueueSpec() runtime.QueueSpec {
 	return runtime.QueueSpec{
 		Name: "orders.partners",
@@ -910,7 +924,8 @@ func OrdersPartnersQueueSpec() runtime.QueueSpec {
 	}
 }
 
-// OrdersPartnersRoutes is the dispatch table of queue "orders.partners": (type, version, content type) → extractor → method.
+// OrdersPartnersRoutes is the dispatch table of queue "orders.partners": (type,
+// version, content type) → extractor → method.
 func OrdersPartnersRoutes(h OrdersPartnersHandler) runtime.Routes {
 	return runtime.Routes{
 		{Type: PaymentAuthorizedType, Version: 1, ContentType: "application/json"}: func(ctx context.Context, d runtime.RawDelivery) error {
@@ -930,7 +945,8 @@ func OrdersPartnersRoutes(h OrdersPartnersHandler) runtime.Routes {
 	}
 }
 
-// NewOrdersPartnersConsumer returns a consumer of queue "orders.partners" that calls h.
+// NewOrdersPartnersConsumer returns a consumer of queue "orders.partners" that
+// calls h.
 func NewOrdersPartnersConsumer(h OrdersPartnersHandler, cfg runtime.Config) (*runtime.Consumer, error) {
 	return runtime.NewConsumer(OrdersPartnersQueueSpec(), OrdersPartnersRoutes(h), cfg)
 }
