@@ -258,6 +258,119 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// A stop whose cancel fails (its cancel-ok held back past the step) leaves
+// what the client had buffered, and the delivery waiting for a slot,
+// unacknowledged on the healthy channel until it closes: the report lists
+// each of them, and every message not acked is back on the queue after the
+// run.
+func TestBrokerStopWhoseCancelFailsListsWhatWasNotStarted(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 4 })
+	declareTopology(t, q)
+	ids := []string{"a", "b", "c", "d"}
+	for _, id := range ids {
+		publish(t, q.Name, order(t, id))
+	}
+	p := newProxy(t)
+	// A step that carries the first connection on a loaded machine; the
+	// cancel-ok comes a second after it.
+	const step, late = 2 * time.Second, 3 * time.Second
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && f.Is(faults.BasicCancelOk) {
+			time.Sleep(late)
+		}
+		return faults.Forward
+	})
+	var handled calls
+	h, started, release := handled.holding("a")
+	r := start(t, q, h, through(p), func(cfg *runtime.Config) { cfg.StepTimeout, cfg.ShutdownGrace = step, time.Minute })
+	<-started
+	eventually(t, 30*time.Second, "all four on the consumer", func() bool { _, unacked := queueCounts(t, q.Name); return unacked == 4 })
+	stopped := make(chan *runtime.Report, 1)
+	go func() { stopped <- r.stop() }()
+	eventually(t, 30*time.Second, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
+	close(release)
+	rep := <-stopped
+	paths := map[string]runtime.Path{}
+	for _, rec := range r.recorded() {
+		paths[rec.MessageID] = rec.Path
+	}
+	if paths["a"] != runtime.PathAcked {
+		t.Errorf("a took %q, want acked", paths["a"])
+	}
+	if _, ok := paths["b"]; !ok {
+		t.Error("b, waiting for a slot, has no record")
+	}
+	for _, id := range []string{"c", "d"} {
+		if !slices.ContainsFunc(rep.Unresolved, func(u runtime.Record) bool {
+			return u.MessageID == id && strings.Contains(u.Reason, "cancel failed")
+		}) {
+			t.Errorf("%s, buffered by the client, is not listed unresolved with the failed cancel; report %s, unresolved %+v", id, rep, rep.Unresolved)
+		}
+	}
+	total := 0
+	for _, n := range rep.Counts {
+		total += n
+	}
+	if total != len(ids) {
+		t.Errorf("report counts %d deliveries, want %d: %s", total, len(ids), rep)
+	}
+	handled.once(t, "a")
+	assertCounts(t, map[string][2]int{q.Name: {3, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// A stop whose basic.cancel never reaches the broker leaves the consumer
+// registered: what the broker sends it after stop intake, as its ACKs make
+// room, is listed before the channel closes, and back on the queue after.
+func TestBrokerStopWhoseCancelIsLostListsWhatCameAfter(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 2, 2 })
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "a"), order(t, "x"))
+	p := newProxy(t)
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.BasicCancel) {
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	var handled calls
+	startedA, startedX := make(chan struct{}), make(chan struct{})
+	releaseA, releaseX := make(chan struct{}), make(chan struct{})
+	r := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
+		handled.add(msg.OrderID)
+		switch msg.OrderID {
+		case "a":
+			close(startedA)
+			<-releaseA
+		case "x":
+			close(startedX)
+			<-releaseX
+		}
+		return nil
+	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout, cfg.ShutdownGrace = 2*time.Second, time.Minute })
+	<-startedA
+	<-startedX
+	stopped := make(chan *runtime.Report, 1)
+	go func() { stopped <- r.stop() }()
+	eventually(t, 30*time.Second, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
+	publish(t, q.Name, order(t, "e"))
+	close(releaseA)
+	eventually(t, 30*time.Second, "e sent to the consumer", func() bool {
+		ready, unacked := queueCounts(t, q.Name)
+		return ready == 0 && unacked == 2
+	})
+	close(releaseX)
+	rep := <-stopped
+	if !slices.ContainsFunc(rep.Unresolved, func(u runtime.Record) bool {
+		return u.MessageID == "e" && strings.Contains(u.Reason, "cancel failed")
+	}) {
+		t.Errorf("e, sent after stop intake, is not listed unresolved with the failed cancel; report %s, unresolved %+v", rep, rep.Unresolved)
+	}
+	handled.once(t, "a", "x")
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 // stuckFirst launches consumer with its ACKs held: the first (the stuck
 // delivery's) waits past the delivery's budget, so it is not written; the
 // ACKs after it wait for the returned gate to close, so that their

@@ -198,7 +198,9 @@ func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 // cancelIntake cancels the session's consumer and requeues, as not started
 // for why, held and what the client had buffered. Once the cancel is done the
 // client closes deliveries after handing over its buffer; a cancel that
-// failed leaves the buffer to the channel's end.
+// failed leaves the buffer unacknowledged until the channel's end, and the
+// report lists what the client has buffered now (takeBuffered), and again
+// before the close.
 func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why string) error {
 	c.hooks.beforeCancel()
 	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
@@ -211,6 +213,8 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	}
 	switch {
 	case err != nil:
+		s.unrequeued = why + cancelFailed
+		c.takeBuffered(r, s)
 	case c.spec.OrderKey != nil:
 		// What the client buffered came after the deliveries in the lanes:
 		// it goes back behind them, read as the intake reads.
@@ -222,6 +226,45 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 		}
 	}
 	return err
+}
+
+// cancelFailed says why a delivery not started was not requeued: the
+// consumer may still be registered, and could be handed it straight back.
+const cancelFailed = "; not requeued: the consumer's cancel failed; it returns to the queue when the channel closes"
+
+// handOver is how long takeBuffered waits for the client's goroutine to hand
+// over the next delivery it holds: a moment, not a wait for the broker.
+const handOver = 10 * time.Millisecond
+
+// takeBuffered lists unresolved what the client has buffered on s's
+// deliveries after a cancel that failed, s.unrequeued saying why, without a
+// NACK; it waits for nothing the broker has yet to send. Their channel
+// returns them to the queue as it closes.
+func (c *Consumer) takeBuffered(r *run, s *session) {
+	t := time.NewTimer(handOver)
+	defer t.Stop()
+	for {
+		select {
+		case d, ok := <-s.deliveries:
+			if !ok {
+				return
+			}
+			s.gen.Settler.Received(d.DeliveryTag, time.Now())
+			c.unrequeued(r, s.gen, &d, s.unrequeued)
+			t.Reset(handOver)
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// unrequeued lists d, received but not started, unresolved for why, without
+// a NACK: it stays unacknowledged on its channel. The hook is told of it as
+// of one whose NACK was not sent (notStarted).
+func (c *Consumer) unrequeued(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
+	o := outcome.Outcome{Settlement: outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: why}}
+	rec := newRecord(c.spec, d, idText(d, nil), nil, 0, o, decide.Plan{Reason: why}, 0)
+	c.record(r.work, r, gen.ID, 0, rec, o, ends{}, nil)
 }
 
 // notStarted requeues a delivery that was received but never started; why

@@ -97,6 +97,9 @@ type session struct {
 	// the deliveries waiting for their order key are requeued then.
 	cancelled  chan struct{}
 	cancelOnce sync.Once
+	// unrequeued is set when the cancel of its intake failed: why what the
+	// client buffered was not requeued, listed again as the channel closes.
+	unrequeued string
 }
 
 // awaitCancelAtStop waits, once the consumer stops, until the session's

@@ -122,6 +122,12 @@ func (c *Consumer) startForce(r *run) *forceWindow {
 // of every ACK sent on it before. A channel already lost proves nothing
 // (amqp091 answers Close on a closed channel with nil): its ACKs are ambiguous.
 func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
+	if s.unrequeued != "" {
+		// Its cancel failed: what the client buffered since, the consumer
+		// still registered, goes back with the close, and is listed first.
+		// What the broker sends between this and the close is not.
+		c.takeBuffered(r, s)
+	}
 	s.stopProver()
 	s.gen.Settler.Close()
 	ctx, cancel := context.WithDeadline(context.Background(), by)
