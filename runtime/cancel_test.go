@@ -260,9 +260,9 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 
 // A stop whose cancel fails (its cancel-ok held back past the step) leaves
 // what the client had buffered, and the delivery waiting for a slot,
-// unacknowledged on the healthy channel until it closes: the report lists
-// each of them, and every message not acked is back on the queue after the
-// run.
+// unacknowledged on the healthy channel until it closes, not requeued: the
+// report lists each of them, and every message not acked is back on the
+// queue after the run.
 func TestBrokerStopWhoseCancelFailsListsWhatWasNotStarted(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 4 })
@@ -298,14 +298,13 @@ func TestBrokerStopWhoseCancelFailsListsWhatWasNotStarted(t *testing.T) {
 	if paths["a"] != runtime.PathAcked {
 		t.Errorf("a took %q, want acked", paths["a"])
 	}
-	if _, ok := paths["b"]; !ok {
-		t.Error("b, waiting for a slot, has no record")
-	}
-	for _, id := range []string{"c", "d"} {
+	// b waited for a slot; c and d were buffered by the client. None is
+	// NACKed while the consumer may still be registered.
+	for _, id := range []string{"b", "c", "d"} {
 		if !slices.ContainsFunc(rep.Unresolved, func(u runtime.Record) bool {
 			return u.MessageID == id && strings.Contains(u.Reason, "cancel failed")
 		}) {
-			t.Errorf("%s, buffered by the client, is not listed unresolved with the failed cancel; report %s, unresolved %+v", id, rep, rep.Unresolved)
+			t.Errorf("%s took %q, not listed unresolved with the failed cancel; report %s, unresolved %+v", id, paths[id], rep, rep.Unresolved)
 		}
 	}
 	total := 0

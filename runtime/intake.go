@@ -120,7 +120,7 @@ var errRecycled = errors.New("lily: a delivery outlived its settlement budget; i
 // recycle stops the session's intake so that its channel can close once the
 // deliveries in flight on it have settled (retire): the consumer is cancelled,
 // and what was received but not started (held, and what the client had
-// buffered) is requeued.
+// buffered) is requeued, or, when the cancel failed, listed unresolved.
 //
 // A cancel that fails (slow on a quorum queue just after a leader change)
 // still retires the session: its channel is healthy, the deliveries in
@@ -197,10 +197,10 @@ func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
 
 // cancelIntake cancels the session's consumer and requeues, as not started
 // for why, held and what the client had buffered. Once the cancel is done the
-// client closes deliveries after handing over its buffer; a cancel that
-// failed leaves the buffer unacknowledged until the channel's end, and the
-// report lists what the client has buffered now (takeBuffered), and again
-// before the close.
+// client closes deliveries after handing over its buffer. A cancel that
+// failed leaves held and the buffer unacknowledged until the channel's end:
+// the report lists held and what the client has buffered now (takeBuffered),
+// and the buffer again before the close.
 func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why string) error {
 	c.hooks.beforeCancel()
 	ctx, cancel := step.Context(c.cfg.StepTimeout, time.Time{})
@@ -208,24 +208,30 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	err := s.call(ctx, func() error { return s.ch.Cancel(s.tag, false) })
 	// After the cancel, so that the broker does not hand them straight back.
 	s.endWaiting()
+	if err != nil {
+		// Not requeued: the consumer may still be registered, and a NACK
+		// would count toward a quorum queue's delivery limit for nothing.
+		s.unrequeued = why + cancelFailed
+		if held != nil {
+			c.unrequeued(r, s.gen, held, s.unrequeued)
+		}
+		c.takeBuffered(r, s)
+		return err
+	}
 	if held != nil {
 		c.notStarted(r, s.gen, held, nil, why)
 	}
-	switch {
-	case err != nil:
-		s.unrequeued = why + cancelFailed
-		c.takeBuffered(r, s)
-	case c.spec.OrderKey != nil:
+	if c.spec.OrderKey != nil {
 		// What the client buffered came after the deliveries in the lanes:
 		// it goes back behind them, read as the intake reads.
 		<-c.readInOrder(r, s, nil).done
-	default:
-		for d := range s.deliveries {
-			s.gen.Settler.Received(d.DeliveryTag, time.Now())
-			c.notStarted(r, s.gen, &d, nil, why)
-		}
+		return nil
 	}
-	return err
+	for d := range s.deliveries {
+		s.gen.Settler.Received(d.DeliveryTag, time.Now())
+		c.notStarted(r, s.gen, &d, nil, why)
+	}
+	return nil
 }
 
 // cancelFailed says why a delivery not started was not requeued: the
