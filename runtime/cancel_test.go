@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"slices"
 	"strings"
@@ -368,6 +369,60 @@ func TestBrokerStopWhoseCancelIsLostListsWhatCameAfter(t *testing.T) {
 	}
 	handled.once(t, "a", "x")
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// wedgedNacks is an acker whose NACK writes do not return until until is
+// closed, and then write nothing: a socket write stuck on a broker that
+// reads nothing.
+type wedgedNacks struct {
+	settle.Acker
+	until chan struct{}
+}
+
+func (a wedgedNacks) Nack(uint64, bool, bool) error {
+	<-a.until
+	return errors.New("the write never returned")
+}
+
+// Stop intake's requeues share one step: behind a NACK write that does not
+// return, the first waits it out and the rest are listed unresolved at
+// once, not requeued one step each. Every message is back on the queue
+// after the run.
+func TestBrokerStopRequeuesBehindAWedgedWriteShareAStep(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 1, 4 })
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "a"), order(t, "b"), order(t, "c"), order(t, "d"))
+	var handled calls
+	h, started, release := handled.holding("a")
+	r, consumer := prepare(t, q, h, func(cfg *runtime.Config) { cfg.StepTimeout, cfg.ShutdownGrace = 2*time.Second, time.Minute })
+	wedged := make(chan struct{})
+	t.Cleanup(func() { close(wedged) })
+	consumer.WrapAcker(func(a settle.Acker) settle.Acker { return wedgedNacks{Acker: a, until: wedged} })
+	r.launch(consumer)
+	<-started
+	eventually(t, 30*time.Second, "all four on the consumer", func() bool { _, unacked := queueCounts(t, q.Name); return unacked == 4 })
+	stopped := make(chan *runtime.Report, 1)
+	go func() { stopped <- r.stop() }()
+	eventually(t, 30*time.Second, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
+	close(release)
+	rep := <-stopped
+	reasons := map[string]string{}
+	for _, u := range rep.Unresolved {
+		reasons[u.MessageID] = u.Reason
+	}
+	// b, the slot's waiter, is requeued first: its NACK is the one that
+	// does not return.
+	if _, ok := reasons["b"]; !ok {
+		t.Errorf("b, whose NACK did not return, is not unresolved; report %s", rep)
+	}
+	for _, id := range []string{"c", "d"} {
+		if !strings.Contains(reasons[id], "not requeued: the requeues before it spent their step") {
+			t.Errorf("%s: %q, want it not requeued behind the write that did not return; report %s", id, reasons[id], rep)
+		}
+	}
+	handled.once(t, "a")
+	assertCounts(t, map[string][2]int{q.Name: {4, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
 // stuckFirst launches consumer with its ACKs held: the first (the stuck

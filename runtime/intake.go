@@ -172,7 +172,7 @@ func (s *session) quarantined(d *amqp.Delivery) quarantine.Verdict {
 // the broker does not hand them straight back.
 //
 // A Force meanwhile starts the force window at once: the cancel may wait a
-// step for a broker that answers nothing, and each requeue a step more, which
+// step for a broker that answers nothing, and the requeues a step more, which
 // a platform's deadline cannot spare. The shutdown then has no cooperative
 // window, and the force window counts from the Force.
 func (c *Consumer) stopIntake(r *run, s *session, held *amqp.Delivery) {
@@ -218,8 +218,19 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 		c.takeBuffered(r, s)
 		return err
 	}
+	// The requeues share one step: behind a write that does not return,
+	// each would wait out a step of its own, up to the prefetch's worth.
+	// Once it is spent, the rest are listed unresolved at once.
+	by := step.Deadline(c.cfg.StepTimeout, time.Time{})
+	requeue := func(d *amqp.Delivery) {
+		if time.Now().Before(by) {
+			c.notStartedBy(r, s.gen, d, nil, why, by)
+			return
+		}
+		c.unrequeued(r, s.gen, d, why+requeuesSpent)
+	}
 	if held != nil {
-		c.notStarted(r, s.gen, held, nil, why)
+		requeue(held)
 	}
 	if c.spec.OrderKey != nil {
 		// What the client buffered came after the deliveries in the lanes:
@@ -229,10 +240,14 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	}
 	for d := range s.deliveries {
 		s.gen.Settler.Received(d.DeliveryTag, time.Now())
-		c.notStarted(r, s.gen, &d, nil, why)
+		requeue(&d)
 	}
 	return nil
 }
+
+// requeuesSpent says why a delivery not started was not requeued after a
+// cancel that succeeded.
+const requeuesSpent = "; not requeued: the requeues before it spent their step; it returns to the queue when the channel closes"
 
 // cancelFailed says why a delivery not started was not requeued: the
 // consumer may still be registered, and could be handed it straight back.
@@ -287,7 +302,12 @@ func (c *Consumer) unrequeued(r *run, gen *settle.Generation, d *amqp.Delivery, 
 // alone tells the hook of it, so that a meter counts every unresolved
 // record the report has. The report has its record.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, env *guard.Envelope, why string) {
-	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(step.Deadline(c.cfg.StepTimeout, time.Time{}), true)}
+	c.notStartedBy(r, gen, d, env, why, step.Deadline(c.cfg.StepTimeout, time.Time{}))
+}
+
+// notStartedBy is notStarted with its NACK's write bounded by by.
+func (c *Consumer) notStartedBy(r *run, gen *settle.Generation, d *amqp.Delivery, env *guard.Envelope, why string, by time.Time) {
+	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(by, true)}
 	rec := newRecord(c.spec, d, idText(d, env), nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
