@@ -98,9 +98,13 @@ func (b *reportBuilder) add(token uint64, rec Record, mayRepeat, duplicate bool)
 }
 
 // unresolved lists a delivery whose settlement turned out unproven (token
-// from begin), its journey ended or not: the seal must not list it again as
-// still travelling, should its record come later. It still counts it: its
-// record, come after the seal, would count it nowhere.
+// from begin), its journey ended or not. It counts nothing: a journey that
+// has recorded was counted by add, under its record's path (acked, say), and
+// one that has not is marked listed, so that add counts its record when it
+// comes, or, should the seal come first, the seal counts it unresolved
+// without listing it again. Unresolved so lists, beside the deliveries
+// counted unresolved, those counted under the path of an ACK or NACK never
+// proven.
 func (b *reportBuilder) unresolved(token uint64, rec Record, mayRepeat bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

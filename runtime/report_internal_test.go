@@ -51,6 +51,27 @@ func TestReportSealCountsAJourneyListedBeforeItsRecord(t *testing.T) {
 	}
 }
 
+// An ACK found unproven is listed unresolved but counted once, under the
+// path its record took, whether the record came before it was found
+// unproven or after: Counts[PathUnresolved] does not count it, and
+// Unresolved lists it.
+func TestReportCountsAnUnprovenAckUnderItsPath(t *testing.T) {
+	b := &reportBuilder{r: Report{Counts: map[Path]int{}}, inflight: map[uint64]journey{}}
+	before := b.begin("recorded-first", 1)
+	b.add(before, Record{MessageID: "recorded-first", Path: PathAcked}, false, false)
+	b.unresolved(before, Record{MessageID: "recorded-first", Path: PathUnresolved, Reason: "ack sent, never proven"}, false)
+	after := b.begin("listed-first", 1)
+	b.unresolved(after, Record{MessageID: "listed-first", Path: PathUnresolved, Reason: "ack sent, never proven"}, false)
+	b.add(after, Record{MessageID: "listed-first", Path: PathAcked}, false, false)
+	rep := b.seal("q", 0)
+	if want := map[Path]int{PathAcked: 2}; !maps.Equal(rep.Counts, want) {
+		t.Errorf("counts %v, want %v", rep.Counts, want)
+	}
+	if len(rep.Unresolved) != 2 {
+		t.Errorf("unresolved %+v, want both listed once", rep.Unresolved)
+	}
+}
+
 // Past its first 1,000, each list leaves records out and the report counts
 // them: unresolved deliveries and possible copies in Omitted (Health's
 // unresolved count takes only the first), lost sessions in a last line.
