@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -214,7 +215,9 @@ func (c *Consumer) orderKey(d *amqp.Delivery, quarantined quarantine.Verdict, in
 		return c.keyPanicked(d, &own, fmt.Sprint(p))
 	}
 	if len(k) > maxOrderKey {
-		k = k[:maxOrderKey]
+		// A copy: the cut alone would keep the whole key (a field of the
+		// body, say) alive while its delivery waits in its lane.
+		k = strings.Clone(k[:maxOrderKey])
 	}
 	return laneKey{key: k}, &own
 }

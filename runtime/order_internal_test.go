@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -532,4 +533,25 @@ func waitBehind(c *Consumer, r *run, s *session, slot bool, tag uint64, id strin
 		Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}}, quarantine.Verdict{})
 	time.Sleep(20 * time.Millisecond) // it waits
 	return leaveHead
+}
+
+// An order key longer than the part lanes compare is cut to a copy of its
+// own: the cut of a 4 MiB field would keep the whole field alive for as long
+// as its delivery waits in its lane.
+func TestOrderKeyCutKeepsNotTheWhole(t *testing.T) {
+	long := strings.Repeat("k", 4<<20)
+	spec := laneSpec()
+	spec.OrderKey = func(map[string]any, []byte) string { return long }
+	c, err := NewConsumer(spec, Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := c.orderKey(&amqp.Delivery{MessageId: "m-1", Type: "t", ContentType: "application/json",
+		Headers: amqp.Table{guard.HeaderVersion: int32(1)}, Body: []byte("{}")}, quarantine.Verdict{}, nil)
+	if got.key != long[:maxOrderKey] {
+		t.Fatalf("key of %d bytes, want the first %d of the key", len(got.key), maxOrderKey)
+	}
+	if unsafe.StringData(got.key) == unsafe.StringData(long) {
+		t.Error("the cut key shares the whole key's memory")
+	}
 }
