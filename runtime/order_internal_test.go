@@ -284,7 +284,8 @@ func TestOrderKeySeesOnlyWhatTheGuardPassed(t *testing.T) {
 
 // The intake that reads what the client buffered after the cancel goes on
 // past an OrderKey that calls runtime.Goexit, on another goroutine: every
-// delivery takes its place, and the intake ends with the deliveries. One
+// delivery takes its place, goes back (intake is cancelled) behind the one
+// before it in its lane, and the intake ends with the deliveries. One
 // that panics with nil is no Goexit, even under GODEBUG=panicnil=1, where
 // recover returns nil for it: the test runs itself again under it.
 func TestOrderedIntakeGoesOnPastAGoexit(t *testing.T) {
@@ -317,7 +318,8 @@ func TestOrderedIntakeGoesOnPastAGoexit(t *testing.T) {
 	c.hooks.enteredLane = func() { entered.Add(1) }
 	r := c.newRun()
 	gen := r.newGeneration()
-	gen.Settler = settle.NewSettler(discardAcker{}, gen, 5)
+	acker := &nackAcker{}
+	gen.Settler = settle.NewSettler(acker, gen, 5)
 	keys := []string{"a", "exit", "exit", "nil", "b"}
 	deliveries := make(chan amqp.Delivery, len(keys))
 	for i, k := range keys {
@@ -336,6 +338,15 @@ func TestOrderedIntakeGoesOnPastAGoexit(t *testing.T) {
 	}
 	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
 		t.Fatal("the deliveries never ended")
+	}
+	// Lanes end in any order; within the lane of those whose key panicked
+	// (2, 3, 4), each goes back behind the one before it.
+	sent := acker.sent()
+	if got := slices.Sorted(slices.Values(sent)); !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) {
+		t.Fatalf("NACKed %v, want each of the five once", sent)
+	}
+	if got := slices.DeleteFunc(slices.Clone(sent), func(tag uint64) bool { return tag == 1 || tag == 5 }); !slices.Equal(got, []uint64{2, 3, 4}) {
+		t.Errorf("NACKed %v: those whose key panicked went back as %v, want [2 3 4]", sent, got)
 	}
 }
 
