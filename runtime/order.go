@@ -247,7 +247,8 @@ func (c *Consumer) keyPanicked(d *amqp.Delivery, own *reading, detail string) (l
 // requeued, each once the one before it in its lane has ended, so that the
 // queue gets them back in their order. A delivery
 // whose session was lost while it waited is not started: the broker
-// redelivers it. A delivery leaves its lane when its journey ends: a handler
+// redelivers it. A delivery leaves its lane when its journey ends (settled
+// and recorded, before the telemetry hook's ends and the log): a handler
 // past its timeout runs on beside the next one of its key rather than stop
 // the lane (and, with the prefetch full of that key, the queue).
 func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined quarantine.Verdict, key laneKey, read *reading) {
@@ -268,7 +269,10 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 	r.workers.Run(func() {
 		defer r.deliveries.Done()
 		defer s.inflight.Done()
-		defer leave()
+		// The journey leaves its lane once it is settled and recorded
+		// (record); one not started, once it is requeued.
+		sl := &slot{slots: r.slots, lane: leave}
+		defer sl.leaveLane()
 		requeue := func(why string) {
 			// After the final abort nothing is NACKed any more, so the
 			// journey ahead is not waited for: the record goes into the
@@ -325,7 +329,6 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 			requeue("not started: " + why + " while it waited for a slot")
 			return
 		}
-		sl := &slot{slots: r.slots}
 		sl.hold()
 		defer sl.leave()
 		r.waiting.Done() // the journey tells the report of itself at once

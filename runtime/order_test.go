@@ -1092,3 +1092,67 @@ func TestBrokerOrderedDeliveryWhoseBudgetWasSpentWaitsForTheRecycle(t *testing.T
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
+
+// heldSettled is a Telemetry whose Settled blocks, for the record of one
+// message id, until release is closed; entered is closed once it blocks.
+type heldSettled struct {
+	slowEnd
+	id               string
+	entered, release chan struct{}
+}
+
+func (h heldSettled) Settled(_ context.Context, rec runtime.Record) {
+	if rec.MessageID == h.id {
+		close(h.entered)
+		<-h.release
+	}
+}
+
+// A settled, recorded delivery leaves its lane before the telemetry hook
+// hears of it, as it leaves its slot: a hung Settled of a-0 held a-1 from
+// its turn, a-1 and a-2 then filled the prefetch of two, and b-0, another
+// key, was never delivered: the whole queue stopped behind one hook.
+func TestBrokerOrderedSlowSettledLeavesTheLane(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 2
+	})
+	declareTopology(t, q)
+	var msgs []amqp.Publishing
+	for _, id := range []string{"a-0", "a-1", "a-2", "b-0"} {
+		msgs = append(msgs, produce(t, id, &fixture.OrderPlacedV1{OrderID: id, Headers: fixture.OrderPlacedV1Headers{XTenant: new(id[:1])}}))
+	}
+	publish(t, q.Name, msgs...)
+	tel := heldSettled{id: "a-0", entered: make(chan struct{}), release: make(chan struct{})}
+	var calls attempts
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		calls.add(msg, d)
+		return nil
+	}, func(cfg *runtime.Config) { cfg.Telemetry = tel })
+	var released sync.Once
+	release := func() { released.Do(func() { close(tel.release) }) }
+	t.Cleanup(release)
+	select {
+	case <-tel.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("a-0 was never settled")
+	}
+	eventually(t, time.Minute, "a-1, a-2 and b-0 handled while a-0's Settled blocks", func() bool {
+		return len(calls.all()) == 4
+	})
+	release()
+	recs := c.await(4)
+	for _, rec := range recs {
+		wantPath(t, rec, runtime.PathAcked)
+	}
+	var as []string
+	for _, call := range calls.all() {
+		if strings.HasPrefix(call, "a-") {
+			as = append(as, call)
+		}
+	}
+	if got, want := strings.Join(as, " "), "a-0@1 a-1@1 a-2@1"; got != want {
+		t.Errorf("tenant a's calls %s, want %s", got, want)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}

@@ -270,6 +270,10 @@ type slot struct {
 	// left: the journey gave its share back (leave); the journey's
 	// goroutine alone reads and writes it.
 	left bool
+	// lane lets the next delivery of an ordered journey's key take its
+	// turn (nil once called, and on a queue without an OrderKey); the
+	// journey's goroutine alone calls it, by leaveLane.
+	lane func()
 }
 
 func (s *slot) hold() { s.holders.Add(1) }
@@ -282,6 +286,16 @@ func (s *slot) leave() {
 	if !s.left {
 		s.left = true
 		s.release()
+	}
+}
+
+// leaveLane lets the next delivery of the journey's order key take its
+// turn, once: as soon as its delivery is settled and recorded, and again,
+// doing nothing then, as the journey's goroutine ends.
+func (s *slot) leaveLane() {
+	if lane := s.lane; lane != nil {
+		s.lane = nil
+		lane()
 	}
 }
 

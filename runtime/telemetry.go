@@ -86,8 +86,8 @@ type Telemetry interface {
 	// channel lost before the proof) is listed in the Report only.
 	//
 	// The ends (each done, then Settled) run once the delivery has left its
-	// concurrency slot, so that the deliveries waiting for the slot do not
-	// spend their budgets behind a slow end. As many journeys as the
+	// concurrency slot, and its order key's lane, so that the deliveries
+	// waiting for them do not wait behind a slow end. As many journeys as the
 	// queue's prefetch may be ending so at once; past that, a settled
 	// delivery keeps its slot until one of them returns: ends steadily
 	// slower than the deliveries come slow the consumer to their pace, and
