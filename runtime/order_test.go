@@ -1156,3 +1156,51 @@ func TestBrokerOrderedSlowSettledLeavesTheLane(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
+
+// A cleanup past its step is given up on and runs on: the retry in line
+// must not call the handler again beside it, any more than beside a handler
+// past its timeout. a-0's first cleanup runs 4 s, its step 1 s; a-0 goes
+// through its bucket instead (had it waited in line, its second call would
+// have come after the delay all the same: the delay here outlasts the
+// cleanup, so neither overlaps it).
+func TestBrokerOrderedAbandonedCleanupIsNotRetriedBesideIt(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 8
+		q.MaxAttempts, q.SettlementBudget = 3, time.Minute
+		q.Topology.RetryDelays = []time.Duration{5 * time.Second}
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a"}, 1)
+	var calls attempts
+	var cleaning atomic.Bool
+	var overlaps atomic.Int32
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		calls.add(msg, d)
+		if cleaning.Load() {
+			overlaps.Add(1)
+		}
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.StepTimeout = time.Second
+		cfg.Scope = func(ctx context.Context, d runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			return ctx, func(context.Context) error {
+				if d.Attempt() == 1 {
+					cleaning.Store(true)
+					time.Sleep(4 * time.Second) // past its step
+					cleaning.Store(false)
+				}
+				return nil
+			}, nil
+		}
+	})
+	eventually(t, time.Minute, "a-0's second call", func() bool { return len(calls.all()) == 2 })
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("calls %q: %d while the first cleanup still ran", calls.all(), n)
+	}
+	recs := byAttempt(c.await(2))
+	if recs[0].Attempt != 1 || recs[0].Path != runtime.PathRetried || recs[1].Attempt != 2 || recs[1].Path != runtime.PathAcked {
+		t.Errorf("records %+v, want attempt 1 retried through its bucket, attempt 2 acked", recs)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}})
+}

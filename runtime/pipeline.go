@@ -51,6 +51,7 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 			err = errors.New("returned no context")
 		}
 		if err != nil {
+			o.StepAbandoned = gaveUp(err)
 			o.Handler = outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: sanitize.Text("scope: "+err.Error(), decide.MaxCause)}
 			return o, release
 		}
@@ -83,6 +84,7 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 		// A copy: a step that outlives its timeout keeps running while o changes.
 		seen := c.soFar(rd, o)
 		if err := c.userStep(deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, seen) }); err != nil {
+			o.StepAbandoned = o.StepAbandoned || gaveUp(err)
 			o.AfterDelivery = sanitize.Text(err.Error(), decide.MaxCause)
 		}
 	}
@@ -97,6 +99,7 @@ func (c *Consumer) finish(o *outcome.Outcome, tx InboxTx, cleanup func(context.C
 	c.settleTx(o, tx)
 	if cleanup != nil {
 		if err := c.userStep(time.Time{}, cleanup); err != nil {
+			o.StepAbandoned = o.StepAbandoned || gaveUp(err)
 			o.Cleanup = sanitize.Text(err.Error(), decide.MaxCause)
 		}
 	}
@@ -283,6 +286,12 @@ func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) 
 	}
 	return v, err
 }
+
+// gaveUp reports whether err, userCall's, says its step was given up on
+// while it ran, and may be running still: userCall returns
+// errUserStepTimeout itself then, and wrapped for one that failed as its
+// time ran out, which has returned.
+func gaveUp(err error) bool { return err == errUserStepTimeout }
 
 // errUserStepTimeout: a step of user or adapter code did not return in time.
 var errUserStepTimeout = errors.New("did not return within Config.StepTimeout (or the delivery's budget, when less was left)")

@@ -198,12 +198,13 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 		// later messages; a bucket would put it behind them.
 		return giveBack(o, attempt, q, remaining, "the stop came while its retry waited in line; requeued in its place")
 	}
-	// A handler still running (abandoned at its timeout) must not get a
-	// second call beside it; a forced stop leaves no time for one. A
+	// A handler still running (abandoned at its timeout), or a scope still
+	// opening or closing, must not get a second call beside it; a forced
+	// stop leaves no time for one. A
 	// duplicate, or a delivery whose scope did not open, ran none, and is
 	// retried in line as its handler's would be: a bucket would put it
 	// behind its key's later messages.
-	if q.Park && !o.Handler.Abandoned && !o.Handler.Cancelled && remaining >= delay+q.CallCost+HandoffReserve {
+	if q.Park && !o.Handler.Abandoned && !o.StepAbandoned && !o.Handler.Cancelled && remaining >= delay+q.CallCost+HandoffReserve {
 		return Plan{Action: ActPark, Delay: delay, NextAttempt: attempt + 1, Reason: onAttempt(why, attempt, q) + ", retried in line after " + delay.String()}
 	}
 	return handoffOrRequeue(o, Plan{

@@ -163,7 +163,8 @@ func TestDecideDeliveryLimit(t *testing.T) {
 }
 
 // An ordered queue retries in line while the budget carries the wait, the
-// next call and a handoff; never beside a handler still running, nor after
+// next call and a handoff; never beside a handler or a scope step still
+// running, nor after
 // a forced stop cancelled it; and not once its attempts are spent.
 func TestDecidePark(t *testing.T) {
 	q := testPolicy()
@@ -171,6 +172,7 @@ func TestDecidePark(t *testing.T) {
 	ended := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}, ParkEnded: true}
 	retryable := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"}}
 	abandoned, cancelled := retryable, retryable
+	cleanup := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true}, Cleanup: "did not return", StepAbandoned: true}
 	duplicate := outcome.Outcome{Claim: outcome.InboxDuplicate, Cleanup: "close file: EIO"}
 	scope := outcome.Outcome{Handler: outcome.HandlerResult{Kind: outcome.KindRetryable, Cause: "scope: pool exhausted"}}
 	abandoned.Handler.Abandoned, cancelled.Handler.Cancelled = true, true
@@ -188,6 +190,8 @@ func TestDecidePark(t *testing.T) {
 			Plan{Action: ActPark, Delay: 5 * time.Second, NextAttempt: 3, Reason: "retryable failure on attempt 2 of 4, retried in line after 5s"}},
 		{"budget short → the bucket", retryable, 2, 5*time.Second + 10*time.Second + HandoffReserve - 1, bucket},
 		{"abandoned handler → the bucket", abandoned, 2, time.Minute, bucket},
+		{"abandoned cleanup → the bucket", cleanup, 2, time.Minute,
+			Plan{Action: ActHandoff, Destination: "orders.retry.5s", NextAttempt: 3, Reason: "cleanup failed on attempt 2 of 4"}},
 		{"cleanup failed on a duplicate → park, as after the commit", duplicate, 2, time.Minute,
 			Plan{Action: ActPark, Delay: 5 * time.Second, NextAttempt: 3, Reason: "cleanup failed on attempt 2 of 4, retried in line after 5s"}},
 		{"scope did not open → park", scope, 2, time.Minute,

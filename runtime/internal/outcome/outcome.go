@@ -167,6 +167,10 @@ type Outcome struct {
 	// CompletedEarlier: this message's attempt already completed its work in
 	// this process, but that delivery's ACK was ambiguous or never sent.
 	CompletedEarlier bool
+	// StepAbandoned: a step of user code around the handler (the scope's
+	// open or cleanup, after_delivery) was still running when the journey
+	// stopped waiting for it.
+	StepAbandoned bool
 	// ParkEnded: the consumer began to stop while the delivery's retry
 	// waited in line.
 	ParkEnded  bool
