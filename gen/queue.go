@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/dave/jennifer/jen"
@@ -85,7 +86,7 @@ func kv(key string, v jen.Code) jen.Code { return jen.Id(key).Op(":").Add(v) }
 func spec(f *schema.File, q *schema.Queue, envs envelopeNames) []jen.Code {
 	out := []jen.Code{
 		kv("Name", jen.Lit(q.Name)),
-		kv("Topology", jen.Qual(topo, "Queue").Values(multiline(queueTopology(f, q)...)...)),
+		kv("Topology", jen.Qual(topo, "Queue").Values(multiline(fields(reflect.ValueOf(f.QueueTopology(q)))...)...)),
 		kv("Prefetch", jen.Lit(q.Prefetch)),
 		kv("Concurrency", jen.Lit(q.Concurrency)),
 	}

@@ -1,94 +1,52 @@
 package gen
 
 import (
+	"fmt"
 	"maps"
+	"reflect"
 	"slices"
+	"time"
 
 	"github.com/dave/jennifer/jen"
-
-	"github.com/lily-mq/lily/schema"
 )
 
-// queueTopology writes the fields of q's topology.Queue: only those that are
-// set, so that a queue of the default exchange reads as before.
-func queueTopology(f *schema.File, q *schema.Queue) []jen.Code {
-	out := []jen.Code{
-		kv("Type", jen.Lit(string(q.Type))),
-		kv("DeadLetterQueue", jen.Lit(q.DLQ)),
+// fields writes v, a struct of package topology, as the keys of its
+// literal: each field that is set, in declaration order, so that a queue of
+// the default exchange reads as before. Every field, by reflection: what
+// schema.File.QueueTopology sets is what the runtime declares, with no list
+// of fields here to fall behind it.
+func fields(v reflect.Value) []jen.Code {
+	var out []jen.Code
+	for i := range v.NumField() {
+		if f := v.Field(i); !f.IsZero() {
+			out = append(out, kv(v.Type().Field(i).Name, value(f)))
+		}
 	}
-	if len(q.Retry.Delays) > 0 {
-		delays := make([]jen.Code, len(q.Retry.Delays))
-		for i, d := range q.Retry.Delays {
+	return out
+}
+
+// value writes f, a field of a struct of package topology.
+func value(f reflect.Value) jen.Code {
+	switch x := f.Interface().(type) {
+	case string, int, bool:
+		return jen.Lit(x)
+	case map[string]any:
+		return table(x)
+	case []time.Duration:
+		delays := make([]jen.Code, len(x))
+		for i, d := range x {
 			delays[i] = duration(d)
 		}
-		out = append(out, kv("RetryDelays", jen.Index().Qual("time", "Duration").Values(delays...)))
+		return jen.Index().Qual("time", "Duration").Values(delays...)
 	}
-	if q.DeliveryLimit != 0 {
-		out = append(out, kv("DeliveryLimit", jen.Lit(q.DeliveryLimit)))
+	if f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("gen: no literal for a topology field of type %s", f.Type()))
 	}
-	if args := q.Arguments.Table(); len(args) > 0 {
-		out = append(out, kv("Arguments", table(args)))
+	items := make([]jen.Code, f.Len())
+	for i := range items {
+		items[i] = jen.Values(fields(f.Index(i))...)
 	}
-	if q.External {
-		out = append(out, kv("External", jen.True()))
-	}
-	if q.ByPolicy {
-		out = append(out, kv("ByPolicy", jen.True()))
-	}
-	upstream := f.Upstream(q)
-	if len(upstream) == 0 {
-		return out
-	}
-	exchanges := make([]jen.Code, len(upstream))
-	var bindings []jen.Code
-	for i, x := range upstream {
-		exchanges[i] = jen.Values(exchange(x)...)
-		for _, b := range x.Bindings {
-			bindings = append(bindings, jen.Values(binding(b, x.Name)...))
-		}
-	}
-	for _, b := range q.Bindings {
-		bindings = append(bindings, jen.Values(binding(b, "")...))
-	}
-	return append(out,
-		kv("Exchanges", jen.Index().Qual(topo, "Exchange").Values(multiline(exchanges...)...)),
-		kv("Bindings", jen.Index().Qual(topo, "Binding").Values(multiline(bindings...)...)),
-	)
-}
-
-func exchange(x *schema.Exchange) []jen.Code {
-	out := []jen.Code{kv("Name", jen.Lit(x.Name)), kv("Type", jen.Lit(x.Type))}
-	if x.External {
-		return append(out, kv("External", jen.True()))
-	}
-	if x.Durable {
-		out = append(out, kv("Durable", jen.True()))
-	}
-	if x.Internal {
-		out = append(out, kv("Internal", jen.True()))
-	}
-	if x.AlternateExchange != "" {
-		out = append(out, kv("AlternateExchange", jen.Lit(x.AlternateExchange)))
-	}
-	return out
-}
-
-// binding writes b, a binding to exchange into, or to the queue when into is "".
-func binding(b *schema.Binding, into string) []jen.Code {
-	out := []jen.Code{kv("Source", jen.Lit(b.Source))}
-	if into != "" {
-		out = append(out, kv("Exchange", jen.Lit(into)))
-	}
-	if b.RoutingKey != "" {
-		out = append(out, kv("RoutingKey", jen.Lit(b.RoutingKey)))
-	}
-	if args := b.Arguments(); args != nil {
-		out = append(out, kv("Arguments", table(args)))
-	}
-	if b.External {
-		out = append(out, kv("External", jen.True()))
-	}
-	return out
+	return jen.Index().Qual(topo, f.Type().Elem().Name()).Values(multiline(items...)...)
 }
 
 // table writes an argument table, keys sorted: strings, bools, int64s

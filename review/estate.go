@@ -63,7 +63,7 @@ func overflow(q, other *schema.Queue) string {
 		return q.Arguments.Overflow
 	}
 	// The broker's version changes no x-overflow.
-	for _, d := range queue.Declarations(ownTopology(q, 4)) {
+	for _, d := range queue.Declarations(queue.Topology{Name: q.Name, Queue: q.Topology(), BrokerMajor: 4}) {
 		if d.Name == q.Name {
 			declared, _ := d.Args["x-overflow"].(string)
 			return declared

@@ -7,7 +7,6 @@ import (
 
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
-	"github.com/lily-mq/lily/topology"
 )
 
 // Definitions is the part of a RabbitMQ definitions document that
@@ -65,34 +64,7 @@ type PolicyDefinition struct {
 // QueueTopology is what the runtime declares for q of f, as the generated
 // QueueSpec says it, on a RabbitMQ of major version brokerMajor.
 func QueueTopology(f *schema.File, q *schema.Queue, brokerMajor int) queue.Topology {
-	t := ownTopology(q, brokerMajor)
-	for _, x := range f.Upstream(q) {
-		ex := topology.Exchange{Name: x.Name, Type: x.Type, External: x.External}
-		if !x.External {
-			ex.Durable, ex.Internal, ex.AlternateExchange = x.Durable, x.Internal, x.AlternateExchange
-		}
-		t.Exchanges = append(t.Exchanges, ex)
-		for _, b := range x.Bindings {
-			t.Bindings = append(t.Bindings, topology.Binding{Source: b.Source, Exchange: x.Name, RoutingKey: b.RoutingKey, Arguments: b.Arguments(), External: b.External})
-		}
-	}
-	for _, b := range q.Bindings {
-		t.Bindings = append(t.Bindings, topology.Binding{Source: b.Source, RoutingKey: b.RoutingKey, Arguments: b.Arguments(), External: b.External})
-	}
-	return t
-}
-
-// ownTopology is the part of q's topology that its queues' declarations
-// follow from, without the exchanges and bindings that route to it.
-func ownTopology(q *schema.Queue, brokerMajor int) queue.Topology {
-	t := topology.Queue{
-		Type: string(q.Type), DeadLetterQueue: q.DLQ, RetryDelays: q.Retry.Delays, DeliveryLimit: q.DeliveryLimit,
-		External: q.External, ByPolicy: q.ByPolicy,
-	}
-	if args := q.Arguments.Table(); len(args) > 0 {
-		t.Arguments = args
-	}
-	return queue.Topology{Name: q.Name, Queue: t, BrokerMajor: brokerMajor}
+	return queue.Topology{Name: q.Name, Queue: f.QueueTopology(q), BrokerMajor: brokerMajor}
 }
 
 // Topology returns what the runtime declares for every queue of files
