@@ -243,14 +243,20 @@ const (
 // its path or one git finds it renamed from, so compared with nothing.
 const schemaNotCompared = "SCHEMA-NOT-COMPARED"
 
-// allowed writes a as --allow takes it.
-// ruleList lists the rules keep selects, one a line: id, category, meaning.
+// ruleList lists the rules keep selects, one a line: id, category, meaning,
+// in columns as wide as the longest id.
 func ruleList(keep func(rules.Rule) bool) string {
-	var b strings.Builder
+	var kept []rules.Rule
+	width := 0
 	for _, r := range rules.All {
 		if keep(r) {
-			fmt.Fprintf(&b, "  %-25s %-8s %s\n", r.ID, r.Category, r.Meaning)
+			kept = append(kept, r)
+			width = max(width, len(r.ID))
 		}
+	}
+	var b strings.Builder
+	for _, r := range kept {
+		fmt.Fprintf(&b, "  %-*s %-8s %s\n", width, r.ID, r.Category, r.Meaning)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }

@@ -136,20 +136,34 @@ func TestUsage(t *testing.T) {
 }
 
 // TestRulesListed requires breaking -h to list every breaking-change rule and
-// lint -h every lint rule, each with its category and meaning.
+// lint -h every lint rule, each with its category and meaning, in columns
+// that line up.
 func TestRulesListed(t *testing.T) {
 	dir := t.TempDir()
 	_, breaking, _ := lilygen(t, dir, "breaking", "-h")
 	_, lint, _ := lilygen(t, dir, "lint", "-h")
+	columns := map[string]map[int][]string{}
 	for _, r := range rules.All {
-		help, other := breaking, lint
+		command, help, other := "breaking", breaking, lint
 		if r.Category == rules.Lint {
-			help, other = lint, breaking
+			command, help, other = "lint", lint, breaking
 		}
 		id := `(?m)^  ` + regexp.QuoteMeta(r.ID) + ` `
 		line := regexp.MustCompile(id + `+` + string(r.Category) + ` +` + regexp.QuoteMeta(r.Meaning) + `$`)
-		if !line.MatchString(help) || regexp.MustCompile(id).MatchString(other) {
+		found := line.FindString(help)
+		if found == "" || regexp.MustCompile(id).MatchString(other) {
 			t.Errorf("%s is not listed in its command's -h alone", r.ID)
+			continue
+		}
+		if columns[command] == nil {
+			columns[command] = map[int][]string{}
+		}
+		at := strings.Index(found[len("  ")+len(r.ID):], string(r.Category)) + len("  ") + len(r.ID)
+		columns[command][at] = append(columns[command][at], r.ID)
+	}
+	for command, at := range columns {
+		if len(at) != 1 {
+			t.Errorf("%s -h lists categories at columns %v", command, at)
 		}
 	}
 }
