@@ -203,16 +203,10 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 		q.Concurrency, q.Prefetch = 4, 8
 	})
 	declareTopology(t, q)
-	p := newProxy(t)
 	// A step that carries the first connection on a loaded machine; the
 	// cancel-ok comes a second after it.
 	const step, late = 2 * time.Second, 3 * time.Second
-	p.Intercept(func(f faults.Frame) faults.Action {
-		if f.Dir == faults.ToClient && f.Is(faults.BasicCancelOk) {
-			time.Sleep(late)
-		}
-		return faults.Forward
-	})
+	p := lateCancelOk(t, late)
 	var handled calls
 	r, consumer := prepare(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
 		handled.add(msg.OrderID)
@@ -272,16 +266,10 @@ func TestBrokerStopWhoseCancelFailsListsWhatWasNotStarted(t *testing.T) {
 	for _, id := range ids {
 		publish(t, q.Name, order(t, id))
 	}
-	p := newProxy(t)
 	// A step that carries the first connection on a loaded machine; the
 	// cancel-ok comes a second after it.
 	const step, late = 2 * time.Second, 3 * time.Second
-	p.Intercept(func(f faults.Frame) faults.Action {
-		if f.Dir == faults.ToClient && f.Is(faults.BasicCancelOk) {
-			time.Sleep(late)
-		}
-		return faults.Forward
-	})
+	p := lateCancelOk(t, late)
 	var handled calls
 	h, started, release := handled.holding("a")
 	r := start(t, q, h, through(p), func(cfg *runtime.Config) { cfg.StepTimeout, cfg.ShutdownGrace = step, time.Minute })
@@ -835,4 +823,17 @@ func TestBrokerRetiredSessionsAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	}
 	handled.mu.Unlock()
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// lateCancelOk is a proxy that holds each basic.cancel-ok back for late (and
+// every frame to the client behind it).
+func lateCancelOk(t *testing.T, late time.Duration) *proxy {
+	p := newProxy(t)
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && f.Is(faults.BasicCancelOk) {
+			time.Sleep(late)
+		}
+		return faults.Forward
+	})
+	return p
 }
