@@ -47,7 +47,8 @@ type Telemetry interface {
 	// message still carries. It may add headers to p (trace context, for
 	// one); the runtime keeps only its headers, and those named x-lily-* as
 	// they were, and on a retry or DLQ copy also those the queue's envelope
-	// profiles read the message's envelope from. Where the headers it left
+	// profiles read the message's envelope from. One that panics changes
+	// nothing: the message goes as it was. Where the headers it left
 	// are ones AMQP cannot carry, or ones a consumer's guard would refuse
 	// while the message's own are within its limits (one more beside a
 	// producer's 64; a copy's at its next attempt, a Send's at the default
@@ -120,11 +121,13 @@ const ownHeaders = "x-lily-"
 func ignore(string, time.Time) {}
 
 // call calls f, a call of the hook's method, and logs its panic, which the
-// runtime goes on without.
-func (h hook) call(method string, f func()) {
-	if p := recovered(f); p != nil {
+// runtime goes on without; it reports whether f panicked.
+func (h hook) call(method string, f func()) (panicked bool) {
+	p := recovered(f)
+	if p != nil {
 		h.logError(slog.String("method", method), slog.String("detail", "panicked: "+sanitize.Text(fmt.Sprint(p), decide.MaxCause)))
 	}
+	return p != nil
 }
 
 // logError logs what went wrong with the hook, as a diagnostics record of
@@ -219,7 +222,12 @@ func (h hook) publishing(ctx context.Context, exchange, routingKey string, p Pub
 		maps.DeleteFunc(seen.Headers, func(k string, _ any) bool { return strings.HasPrefix(k, envelope.HeaderFailurePrefix) })
 	}
 	done := ignore
-	h.call("Publish", func() { done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen)) })
+	if h.call("Publish", func() { done = h.guarded("Publish", h.t.Publish(ctx, exchange, routingKey, &seen)) }) {
+		// A panic stands for nothing: what the hook wrote before it (a
+		// header deleted, a trace context half written) is not the
+		// message's.
+		return p, ignore
+	}
 	// Nor may it route the publish elsewhere (CC, BCC: a handoff's copy
 	// would reach the queues they name), or write the broker's records of
 	// a message's life (x-death: the broker would drop a retry copy where

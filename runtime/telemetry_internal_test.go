@@ -146,3 +146,30 @@ func TestTelemetryCannotMakeASendPoison(t *testing.T) {
 		}
 	}
 }
+
+// halfWritten is a Telemetry whose Publish edits the headers and then
+// panics.
+type halfWritten struct{ rerouting }
+
+func (halfWritten) Publish(_ context.Context, _, _ string, p *Publishing) func(string, time.Time) {
+	delete(p.Headers, "tenant")
+	p.Headers["injected"] = "half"
+	panic("publish")
+}
+
+// A Publish that panics stands for nothing: the message goes as it was,
+// without the edits the hook made before it panicked, and the panic is
+// logged.
+func TestTelemetryPublishThatPanickedChangesNothing(t *testing.T) {
+	var logs bytes.Buffer
+	h := hook{t: halfWritten{}, log: slog.New(slog.NewJSONHandler(&logs, nil)), queue: "orders"}
+	p := Publishing{Headers: amqp.Table{"tenant": "shop", "x-lily-attempt": int32(2)}}
+	got, done := h.publishing(context.Background(), "", "orders.retry.1s", p, nil, nil)
+	if want := (amqp.Table{"tenant": "shop", "x-lily-attempt": int32(2)}); fmt.Sprint(got.Headers) != fmt.Sprint(want) {
+		t.Errorf("headers after a Publish that panicked: %v, want %v", got.Headers, want)
+	}
+	done("confirmed", time.Now())
+	if !strings.Contains(logs.String(), `"method":"Publish"`) || !strings.Contains(logs.String(), "panicked: publish") {
+		t.Errorf("the panic was not logged: %s", logs.String())
+	}
+}
