@@ -170,7 +170,9 @@ func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	if j.span.IsRecording() {
 		annotate(j.span, r, failed)
 	}
-	j.span.End(trace.WithTimestamp(end))
+	// Last: a span processor's OnEnd runs in End (a synchronous exporter
+	// exports there), and one that panics must not cost the measurements.
+	defer j.span.End(trace.WithTimestamp(end))
 	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
 	if r.Rejection == "" {
 		// Delivered to the application, as the conventions count consumed
