@@ -22,39 +22,36 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string,
 	if op != "ack" {
 		name = "nack"
 	}
+	// Without a journey (its Received panicked) the delivery's names are
+	// unknown: left out, not carried empty.
 	j := journeyOf(ctx)
-	var queue, dest, named, id string
-	if j != nil {
-		queue, dest, named, id = j.queue, j.destination, j.named, j.messageID
-	}
 	attrs := make([]attribute.KeyValue, 0, 9)
 	attrs = append(attrs,
 		rabbitmq,
 		semconv.MessagingOperationTypeSettle,
 		semconv.MessagingOperationName(name),
-		semconv.MessagingDestinationName(dest),
-		semconv.MessagingDestinationSubscriptionName(queue),
 	)
+	var named string
 	if j != nil {
+		named = j.named
+		attrs = append(attrs, semconv.MessagingDestinationName(j.destination), semconv.MessagingDestinationSubscriptionName(j.queue))
 		attrs = append(attrs, j.where()...)
-	}
-	if id != "" {
-		attrs = append(attrs, semconv.MessagingMessageID(id))
+		if j.messageID != "" {
+			attrs = append(attrs, semconv.MessagingMessageID(j.messageID))
+		}
 	}
 	if name == "nack" {
 		attrs = append(attrs, attrRequeue.Bool(op == "requeue"))
 	}
 	ctx, span := t.tracer.Start(ctx, spanName(name, named), trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	return func(evidence string, end time.Time) {
+		measured := make([]attribute.KeyValue, 0, 4)
+		measured = append(measured, semconv.MessagingOperationTypeSettle)
 		if j != nil {
 			j.answered(end)
+			measured = append(measured, semconv.MessagingDestinationSubscriptionName(j.queue), j.measured())
 		}
 		span.SetAttributes(attrEvidence.String(evidence))
-		measured := make([]attribute.KeyValue, 0, 4)
-		measured = append(measured, semconv.MessagingDestinationSubscriptionName(queue), semconv.MessagingOperationTypeSettle)
-		if j != nil {
-			measured = append(measured, j.measured())
-		}
 		if evidence != "ack sent" && evidence != "nack sent" {
 			failed := semconv.ErrorTypeKey.String(evidence)
 			span.SetAttributes(failed)
