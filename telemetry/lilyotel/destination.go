@@ -1,5 +1,10 @@
 package lilyotel
 
+import (
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
 // The destination names of the RabbitMQ page of the semantic conventions
 // v1.43.0. Span names ("{operation} {destination}") take their
 // low-cardinality forms.
@@ -60,4 +65,11 @@ func spanName(operation, destination string) string {
 		return operation
 	}
 	return operation + " " + destination
+}
+
+// subscription is messaging.destination.subscription.name: the consumed
+// queue's name escaped as nameText escapes it in the destination's name,
+// so that the two read alike.
+func subscription(queue string) attribute.KeyValue {
+	return semconv.MessagingDestinationSubscriptionName(nameText(queue))
 }

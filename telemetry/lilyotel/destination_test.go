@@ -2,6 +2,7 @@ package lilyotel_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -153,5 +154,73 @@ func TestAQueueNameWithAnEscapedRuneIsItsDestination(t *testing.T) {
 	name := attribute.String("messaging.destination.name", escaped)
 	if n := sum(rm, "messaging.client.consumed.messages", name); n != 1 {
 		t.Errorf("messaging.client.consumed.messages %v: %d, want 1", name, n)
+	}
+}
+
+// The consumed queue's name is messaging.destination.subscription.name as
+// the destination's name holds it, escaped alike, on every span and
+// measurement that carries it.
+func TestAQueueNameWithAnEscapedRuneIsItsSubscription(t *testing.T) {
+	tel, spans, reader := recorded(t)
+	spec := harnessSpec("lilyotel.a\u200db")
+	const escaped = `lilyotel.a\xe2\x80\x8db`
+	h := harness(t, spec, tel, func(_ context.Context, d runtime.RawDelivery) error {
+		if d.Attempt() == 1 {
+			return runtime.Retryable(errors.New("again"))
+		}
+		return nil
+	})
+	res := h.Deliver(message("subscription", "ok"))
+	if res.Copy == nil {
+		t.Fatalf("path %s: no retry copy", res.Path)
+	}
+	h.Deliver(*res.Copy)
+	tel.Lost(spec.Name, "connection reset")
+
+	key := attribute.Key("messaging.destination.subscription.name")
+	carried := 0
+	for _, s := range spans.Ended() {
+		if v, ok := attrs(s)[string(key)]; ok {
+			carried++
+			if v != escaped {
+				t.Errorf("span %q: %s %q, want %q", s.Name(), key, v, escaped)
+			}
+		}
+	}
+	if carried == 0 {
+		t.Errorf("no span carries %s", key)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	measured := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			var sets []attribute.Set
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					sets = append(sets, dp.Attributes)
+				}
+			case metricdata.Histogram[float64]:
+				for _, dp := range d.DataPoints {
+					sets = append(sets, dp.Attributes)
+				}
+			}
+			for _, set := range sets {
+				if v, ok := set.Value(key); ok {
+					measured[m.Name] = true
+					if v.AsString() != escaped {
+						t.Errorf("%s: %s %q, want %q", m.Name, key, v.AsString(), escaped)
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{"messaging.client.consumed.messages", "messaging.process.duration", "messaging.client.operation.duration", "lily.deliveries", "lily.handoffs", "lily.reconnects"} {
+		if !measured[name] {
+			t.Errorf("%s carries no %s", name, key)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/metric"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // Lost counts a consumer's lost session, or a failed attempt to connect
@@ -13,6 +12,6 @@ import (
 func (t *Telemetry) Lost(queue, _ string) {
 	ctx := context.Background()
 	if t.m.reconnects.Enabled(ctx) {
-		t.m.reconnects.Add(ctx, 1, metric.WithAttributes(semconv.MessagingDestinationSubscriptionName(queue)))
+		t.m.reconnects.Add(ctx, 1, metric.WithAttributes(subscription(queue)))
 	}
 }

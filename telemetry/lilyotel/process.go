@@ -120,7 +120,7 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 		semconv.MessagingOperationTypeProcess,
 		semconv.MessagingOperationName("process"),
 		semconv.MessagingDestinationName(j.destination),
-		semconv.MessagingDestinationSubscriptionName(queue),
+		subscription(queue),
 	)
 	attrs = append(attrs, j.where()...)
 	if j.messageID != "" {
@@ -173,7 +173,7 @@ func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	// Last: a span processor's OnEnd runs in End (a synchronous exporter
 	// exports there), and one that panics must not cost the measurements.
 	defer j.span.End(trace.WithTimestamp(end))
-	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
+	sub := subscription(r.Queue)
 	if r.Rejection == "" {
 		// Delivered to the application, as the conventions count consumed
 		// messages: a delivery rejected before any user code (poison,
@@ -215,7 +215,7 @@ func annotate(span trace.Span, r runtime.Record, failed string) {
 // each was answered. Each is asked first whether it records: their
 // attribute sets cost allocations that a no-op meter need not pay.
 func (t *Telemetry) count(ctx context.Context, r runtime.Record) {
-	sub := semconv.MessagingDestinationSubscriptionName(r.Queue)
+	sub := subscription(r.Queue)
 	if t.m.deliveries.Enabled(ctx) {
 		t.m.deliveries.Add(ctx, 1, metric.WithAttributes(sub, attrPath.String(string(r.Path))))
 	}

@@ -149,7 +149,7 @@ func (t *Telemetry) countHandoff(ctx context.Context, queue, destination, eviden
 	if !counted && !timed {
 		return
 	}
-	attrs := metric.WithAttributes(semconv.MessagingDestinationSubscriptionName(queue), semconv.MessagingDestinationName(destination), attrHandoff.String(evidence))
+	attrs := metric.WithAttributes(subscription(queue), semconv.MessagingDestinationName(destination), attrHandoff.String(evidence))
 	if counted {
 		t.m.handoffs.Add(ctx, 1, attrs)
 	}

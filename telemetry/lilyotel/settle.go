@@ -34,7 +34,7 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string,
 	var named string
 	if j != nil {
 		named = j.named
-		attrs = append(attrs, semconv.MessagingDestinationName(j.destination), semconv.MessagingDestinationSubscriptionName(j.queue))
+		attrs = append(attrs, semconv.MessagingDestinationName(j.destination), subscription(j.queue))
 		attrs = append(attrs, j.where()...)
 		if j.messageID != "" {
 			attrs = append(attrs, semconv.MessagingMessageID(j.messageID))
@@ -49,7 +49,7 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string,
 		measured = append(measured, semconv.MessagingOperationTypeSettle)
 		if j != nil {
 			j.answered(end)
-			measured = append(measured, semconv.MessagingDestinationSubscriptionName(j.queue), j.measured())
+			measured = append(measured, subscription(j.queue), j.measured())
 		}
 		span.SetAttributes(attrEvidence.String(evidence))
 		if evidence != "ack sent" && evidence != "nack sent" {
