@@ -825,6 +825,65 @@ func TestBrokerRetiredSessionsAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// A basic.cancel naming a consumer tag the channel does not have (a hostile
+// broker, or a man in the middle, sends it ahead of a delivery) cancels
+// nothing: the consumer goes on consuming, says so once in its log, its tag
+// sanitized, and a later loss of the channel is told as that loss, not as a
+// cancel.
+func TestBrokerCancelOfAnotherTagIsIgnored(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newProxy(t)
+	consume := func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }
+	const tag = "not-yours\x1b[31m\r\n"
+	var injected atomic.Int32
+	p.Rewrite(func(f faults.Frame, raw []byte) []byte {
+		if f.Dir == faults.ToClient && f.Is(faults.BasicDeliver) && consume(f.Conn) && injected.Add(1) <= 2 {
+			return append(faults.CancelFrame(f.Channel, tag), raw...)
+		}
+		return raw
+	})
+	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, through(p))
+	publish(t, q.Name, order(t, "first"))
+	publish(t, q.Name, order(t, "second"))
+	for _, rec := range r.await(2) {
+		wantPath(t, rec, runtime.PathAcked)
+	}
+	eventually(t, 30*time.Second, "both ACKs proven", func() bool {
+		n := 0
+		for _, ev := range r.events.all() {
+			if ev.stage == "ack-proven" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if r.reconnects() != 0 {
+		t.Errorf("the consumer reconnected %d times", r.reconnects())
+	}
+	if p.CutConns(consume) != 1 {
+		t.Fatal("no consuming connection to cut")
+	}
+	eventually(t, 30*time.Second, "a new session", func() bool { return r.reconnects() == 1 })
+	publish(t, q.Name, order(t, "after"))
+	r.await(3)
+	rep := r.stop()
+	if len(rep.Lost) != 1 || strings.Contains(rep.Lost[0], "cancelled") || len(rep.Unresolved) != 0 {
+		t.Errorf("report %s; lost %q", rep, rep.Lost)
+	}
+	var told []string
+	for _, ev := range r.events.all() {
+		if strings.Contains(ev.detail, "not-yours") {
+			told = append(told, ev.detail)
+		}
+	}
+	if len(told) != 1 || strings.ContainsAny(told[0], "\x1b\r\n") {
+		t.Errorf("the foreign cancel told %q, want once, sanitized", told)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 // lateCancelOk is a proxy that holds each basic.cancel-ok back for late (and
 // every frame to the client behind it).
 func lateCancelOk(t *testing.T, late time.Duration) *proxy {

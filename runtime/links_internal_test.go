@@ -31,11 +31,11 @@ func TestPassOverMovesOncePerConnection(t *testing.T) {
 func watched(t *testing.T) (s *session, l *link, chClosed chan *amqp.Error, cancelled chan string, lines *int) {
 	t.Helper()
 	l = &link{killed: make(chan struct{})}
-	s = &session{gen: &settle.Generation{}, link: l, lost: make(chan struct{}), chEnded: make(chan struct{})}
+	s = &session{gen: &settle.Generation{}, link: l, tag: "lily-q", lost: make(chan struct{}), chEnded: make(chan struct{})}
 	lines = new(int)
 	s.lostAfterCancel = func(error) { *lines++ }
 	chClosed, cancelled = make(chan *amqp.Error, 1), make(chan string, 1)
-	go s.watch(chClosed, cancelled)
+	go s.watch(chClosed, cancelled, func(tag string) { t.Errorf("the session's own cancel (%q) told as another's", tag) })
 	cancelled <- "lily-q"
 	<-s.lost
 	return s, l, chClosed, cancelled, lines

@@ -159,13 +159,22 @@ func (s *session) call(ctx context.Context, method func() error) error {
 // closing with an error (its connection's, when that is lost), or Lily
 // closing its connection under it, before or after a cancel, revokes the
 // generation at once, so no handoff starts that could never be followed by
-// its ACK.
-func (s *session) watch(chClosed chan *amqp.Error, cancelled chan string) {
+// its ACK. A cancel of a tag that is not the session's cancels nothing
+// (amqp091 has no consumer of that tag to end, and ours goes on
+// delivering): foreign is told of the first, and the rest are ignored.
+func (s *session) watch(chClosed chan *amqp.Error, cancelled chan string, foreign func(tag string)) {
 	defer close(s.chEnded)
 	killed := s.link.killed
-	for chClosed != nil {
+	for told := false; chClosed != nil; {
 		select {
-		case _, ok := <-cancelled:
+		case tag, ok := <-cancelled:
+			if ok && tag != s.tag {
+				if !told {
+					told = true
+					foreign(tag)
+				}
+				break
+			}
 			cancelled = nil // closed with the channel when no cancel came
 			if ok {
 				s.lose(errCancelled)
@@ -477,7 +486,10 @@ func (c *Consumer) open(ctx context.Context, r *run, l *link) (_ *session, err e
 		acker = c.hooks.acker(ch)
 	}
 	s.gen.Settler = settle.NewSettler(acker, s.gen, c.spec.Prefetch)
-	go s.watch(chClosed, cancelled)
+	go s.watch(chClosed, cancelled, func(tag string) {
+		c.cfg.Logger.Warn("lily ignored the broker's cancel of a consumer tag not its channel's", "queue", c.spec.Name,
+			"detail", "tag "+sanitize.Text(tag, decide.MaxCause))
+	})
 	return s, nil
 }
 

@@ -42,13 +42,7 @@ func (c *pconn) cancelConsumers() int {
 	n := 0
 	for k := range c.consumers {
 		delete(c.consumers, k)
-		payload := binary.BigEndian.AppendUint16(nil, BasicCancel.Class)
-		payload = binary.BigEndian.AppendUint16(payload, BasicCancel.ID)
-		payload = append(append(append(payload, byte(len(k.tag))), k.tag...), 1)
-		frame := []byte{1, byte(k.channel >> 8), byte(k.channel)}
-		frame = binary.BigEndian.AppendUint32(frame, uint32(len(payload)))
-		frame = append(append(frame, payload...), frameEnd)
-		if !c.send(c.toClient, out{bytes: frame, due: time.Now()}) {
+		if !c.send(c.toClient, out{bytes: CancelFrame(k.channel, k.tag), due: time.Now()}) {
 			break
 		}
 		c.cancelled[k] = struct{}{}
@@ -95,8 +89,29 @@ func (c *pconn) track(f Frame, raw []byte) (drop bool) {
 // consumerOf reads the consumer tag that opens the arguments of a
 // consume-ok, a cancel or a cancel-ok.
 func consumerOf(f Frame, raw []byte) (consumer, bool) {
+	tag, ok := ConsumerTag(raw)
+	return consumer{f.Channel, tag}, ok
+}
+
+// CancelFrame is a basic.cancel (no-wait) of the consumer tag on channel, as
+// the broker sends it: for a Rewriter to hand the client one it chooses. A
+// tag is a short string: one longer than 255 bytes is cut there.
+func CancelFrame(channel uint16, tag string) []byte {
+	tag = tag[:min(len(tag), 255)]
+	payload := binary.BigEndian.AppendUint16(nil, BasicCancel.Class)
+	payload = binary.BigEndian.AppendUint16(payload, BasicCancel.ID)
+	payload = append(append(append(payload, byte(len(tag))), tag...), 1)
+	frame := []byte{1, byte(channel >> 8), byte(channel)}
+	frame = binary.BigEndian.AppendUint32(frame, uint32(len(payload)))
+	return append(append(frame, payload...), frameEnd)
+}
+
+// ConsumerTag reads the consumer tag that opens the arguments of raw, the
+// frame of a consume-ok, a cancel or a cancel-ok; false when raw is too
+// short to hold one.
+func ConsumerTag(raw []byte) (string, bool) {
 	if len(raw) < 12 || len(raw) < 12+int(raw[11]) {
-		return consumer{}, false
+		return "", false
 	}
-	return consumer{f.Channel, string(raw[12 : 12+int(raw[11])])}, true
+	return string(raw[12 : 12+int(raw[11])]), true
 }
