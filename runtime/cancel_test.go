@@ -884,6 +884,70 @@ func TestBrokerCancelOfAnotherTagIsIgnored(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
+// A broker (or a man in the middle) that sends the consumer's cancel many
+// times over holds nothing: amqp091 hands each to the session's watcher,
+// and waits up to 5 s on each it cannot hand over, with the connection's
+// reader, so every later frame on the connection waits too. Here twenty
+// cancels come just ahead of the reply that proves an ACK: the ACK is
+// proven, not left ambiguous a step later, and the consumer goes on on a
+// new session.
+func TestBrokerCancelStormHoldsNothing(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newProxy(t)
+	consume := func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }
+	var tag atomic.Pointer[string]
+	var armed atomic.Bool
+	var injected atomic.Int32
+	p.Rewrite(func(f faults.Frame, raw []byte) []byte {
+		if f.Dir != faults.ToClient || !consume(f.Conn) {
+			return raw
+		}
+		if f.Is(faults.BasicConsumeOk) {
+			if own, ok := faults.ConsumerTag(raw); ok {
+				tag.CompareAndSwap(nil, &own)
+			}
+		}
+		// The reply to the proof of the first ACK (basic.qos-ok).
+		if armed.Load() && f.Is(faults.Method{Class: 60, ID: 11}) && injected.Add(1) == 1 {
+			var storm []byte
+			for range 20 {
+				storm = append(storm, faults.CancelFrame(f.Channel, *tag.Load())...)
+			}
+			return append(storm, raw...)
+		}
+		return raw
+	})
+	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, through(p))
+	r.launch(c)
+	eventually(t, 30*time.Second, "ready", func() bool { return c.Health().Ready })
+	armed.Store(true)
+	publish(t, q.Name, order(t, "first"))
+	wantPath(t, r.await(1)[0], runtime.PathAcked)
+	var proof string
+	eventually(t, time.Minute, "first's ACK proven or ambiguous", func() bool {
+		for _, ev := range r.events.all() {
+			if ev.messageID == "first" && (ev.stage == "ack-proven" || ev.stage == "ack-ambiguous") {
+				proof = ev.stage + " " + ev.detail
+				return true
+			}
+		}
+		return false
+	})
+	if proof != "ack-proven " {
+		t.Errorf("first's ACK: %s, want proven", proof)
+	}
+	eventually(t, time.Minute, "a new session", func() bool { return r.reconnects() == 1 })
+	publish(t, q.Name, order(t, "after"))
+	wantPath(t, r.await(2)[1], runtime.PathAcked)
+	rep := r.stop()
+	if len(rep.Lost) != 1 || !strings.Contains(rep.Lost[0], "cancelled") || len(rep.Unresolved) != 0 || rep.AcksProven != 2 {
+		t.Errorf("report %s; lost %q", rep, rep.Lost)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 // lateCancelOk is a proxy that holds each basic.cancel-ok back for late (and
 // every frame to the client behind it).
 func lateCancelOk(t *testing.T, late time.Duration) *proxy {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -61,6 +62,28 @@ func TestWatchKilledConnection(t *testing.T) {
 	<-s.chEnded
 	if *lines != 0 || s.chErr == nil || !s.gen.Revoked() {
 		t.Errorf("killed by the session's own release: %d loss lines, channel error %v, revoked %v; want none, an error, revoked", *lines, s.chErr, s.gen.Revoked())
+	}
+}
+
+// The watcher reads every cancel of its consumer until the channel closes,
+// not the first alone: amqp091 sends each from the connection's reader,
+// which would wait on one it could not hand over. A repeat tells nothing
+// more.
+func TestWatchReadsEveryCancel(t *testing.T) {
+	s, _, chClosed, cancelled, lines := watched(t)
+	for i := range 4 {
+		select {
+		case cancelled <- "lily-q":
+		case <-time.After(10 * time.Second):
+			t.Fatalf("repeated cancel %d not read", i+1)
+		}
+	}
+	s.closing.Store(true)
+	close(cancelled)
+	close(chClosed) // our own close
+	<-s.chEnded
+	if *lines != 0 || s.why != errCancelled || s.chErr != nil {
+		t.Errorf("after repeated cancels: %d loss lines, why %v, channel error %v; want none, the cancel, none", *lines, s.why, s.chErr)
 	}
 }
 

@@ -162,22 +162,25 @@ func (s *session) call(ctx context.Context, method func() error) error {
 // its ACK. A cancel of a tag that is not the session's cancels nothing
 // (amqp091 has no consumer of that tag to end, and ours goes on
 // delivering): foreign is told of the first, and the rest are ignored.
+//
+// cancelled is read until the channel closes, a cancel of ours after the
+// first too: amqp091 sends each cancel to it from the connection's reader,
+// which waits up to 5 s on a send that finds it full, and every frame of
+// every channel on the connection waits with it.
 func (s *session) watch(chClosed chan *amqp.Error, cancelled chan string, foreign func(tag string)) {
 	defer close(s.chEnded)
 	killed := s.link.killed
 	for told := false; chClosed != nil; {
 		select {
 		case tag, ok := <-cancelled:
-			if ok && tag != s.tag {
-				if !told {
-					told = true
-					foreign(tag)
-				}
-				break
-			}
-			cancelled = nil // closed with the channel when no cancel came
-			if ok {
-				s.lose(errCancelled)
+			switch {
+			case !ok:
+				cancelled = nil // closed with the channel
+			case tag == s.tag:
+				s.lose(errCancelled) // once: a repeat changes nothing
+			case !told:
+				told = true
+				foreign(tag)
 			}
 		case <-killed:
 			killed = nil
