@@ -32,8 +32,9 @@ type Health struct {
 	Ready bool   `json:"ready"`
 	Live  bool   `json:"live"`
 	// Why says what keeps the consumer from being ready or live, or, while
-	// it is ready, that the latest handoff to a retry bucket or the DLQ
-	// failed (a queue deleted, or full and refusing), so that deliveries
+	// it is ready, that the broker blocks the publishes of its handoffs (a
+	// resource alarm), or that the latest handoff to a retry bucket or the
+	// DLQ failed (a queue deleted, or full and refusing), so that deliveries
 	// whose settlement needs a handoff there are requeued, or that the
 	// broker refused its topology when it was last declared again (an
 	// external exchange deleted, say), or has not answered it declared
@@ -84,7 +85,7 @@ func (c *Consumer) Health() Health {
 		}
 	default:
 		h.Ready = true
-		h.Why = readyWhy(r.failing.text(), r.drifted.Load(), s.unanswered.Load())
+		h.Why = readyWhy(blockedText(r.conn.Blocked()), r.failing.text(), r.drifted.Load(), s.unanswered.Load())
 	}
 	if s != nil {
 		if since := s.gen.Settler.WritingSince(); !since.IsZero() && now.Sub(since) > limit {
@@ -97,13 +98,17 @@ func (c *Consumer) Health() Health {
 	return h
 }
 
-// readyWhy is Health's why while the consumer is ready: the handoffs that
+// readyWhy is Health's why while the consumer is ready: that the broker
+// blocks the handoffs (blocked, from blockedText), then the handoffs that
 // fail (failing, from handoffFailures.text), then the topology's refusals
 // (drifted), each bounded already, then since when the topology declared
 // again has gone unanswered (unanswered, Unix nanoseconds; 0: it has not);
 // empty when there is none of them.
-func readyWhy(failing string, drifted *string, unanswered int64) string {
+func readyWhy(blocked, failing string, drifted *string, unanswered int64) string {
 	var told []string
+	if blocked != "" {
+		told = append(told, blocked)
+	}
 	if failing != "" {
 		told = append(told, failing)
 	}
@@ -118,6 +123,18 @@ func readyWhy(failing string, drifted *string, unanswered int64) string {
 		return ""
 	}
 	return "consuming, but " + strings.Join(told, "; and ")
+}
+
+// blockedText tells that the broker blocks the handoffs' publishes
+// (connection.blocked, a resource alarm) since since, for the reason it
+// gave, bounded and sanitized; empty when since is zero: it blocks none.
+// Health stays ready meanwhile: a restart would meet the same alarm.
+func blockedText(since time.Time, reason string) string {
+	if since.IsZero() {
+		return ""
+	}
+	return "the broker blocks the handoffs' publishes since " + since.UTC().Format(time.RFC3339) +
+		" (" + sanitize.Text(reason, decide.MaxCause) + "): deliveries whose settlement needs a handoff wait for it, and are requeued when their budget runs short"
 }
 
 // handoffFailures holds, for each destination of a queue's handoffs (its

@@ -62,27 +62,47 @@ func TestHandoffFailuresBounded(t *testing.T) {
 	}
 }
 
-// Health's why while ready tells the failing handoffs first, then the
-// topology's refusals, then a declare of it unanswered, all that are so.
+// Health's why while ready tells a block of the handoffs first, then the
+// failing handoffs, then the topology's refusals, then a declare of it
+// unanswered, all that are so.
 func TestReadyWhy(t *testing.T) {
 	refused := "no exchange x"
 	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()
 	for _, c := range []struct {
+		blocked    string
 		failing    string
 		drifted    *string
 		unanswered int64
 		want       string
 	}{
-		{"", nil, 0, ""},
-		{"handoffs fail since T: d", nil, 0, "consuming, but handoffs fail since T: d"},
-		{"", &refused, 0, "consuming, but the broker refused the topology when it was declared again: no exchange x"},
-		{"handoffs fail since T: d", &refused, 0, "consuming, but handoffs fail since T: d; and the broker refused the topology when it was declared again: no exchange x"},
-		{"", nil, since, "consuming, but the broker has not answered the topology declared again since 2025-01-02T03:04:05Z"},
-		{"handoffs fail since T: d", &refused, since, "consuming, but handoffs fail since T: d; and the broker refused the topology when it was declared again: no exchange x; and the broker has not answered the topology declared again since 2025-01-02T03:04:05Z"},
+		{"", "", nil, 0, ""},
+		{"", "handoffs fail since T: d", nil, 0, "consuming, but handoffs fail since T: d"},
+		{"", "", &refused, 0, "consuming, but the broker refused the topology when it was declared again: no exchange x"},
+		{"", "handoffs fail since T: d", &refused, 0, "consuming, but handoffs fail since T: d; and the broker refused the topology when it was declared again: no exchange x"},
+		{"", "", nil, since, "consuming, but the broker has not answered the topology declared again since 2025-01-02T03:04:05Z"},
+		{"", "handoffs fail since T: d", &refused, since, "consuming, but handoffs fail since T: d; and the broker refused the topology when it was declared again: no exchange x; and the broker has not answered the topology declared again since 2025-01-02T03:04:05Z"},
+		{"the broker blocks B", "", nil, 0, "consuming, but the broker blocks B"},
+		{"the broker blocks B", "handoffs fail since T: d", nil, 0, "consuming, but the broker blocks B; and handoffs fail since T: d"},
 	} {
-		if got := readyWhy(c.failing, c.drifted, c.unanswered); got != c.want {
-			t.Errorf("readyWhy(%q, %v, %d) = %q, want %q", c.failing, c.drifted, c.unanswered, got, c.want)
+		if got := readyWhy(c.blocked, c.failing, c.drifted, c.unanswered); got != c.want {
+			t.Errorf("readyWhy(%q, %q, %v, %d) = %q, want %q", c.blocked, c.failing, c.drifted, c.unanswered, got, c.want)
 		}
+	}
+}
+
+// A block of the handoffs is told with its start and the broker's reason,
+// sanitized and bounded; nothing while none blocks.
+func TestBlockedText(t *testing.T) {
+	if got := blockedText(time.Time{}, "low on memory"); got != "" {
+		t.Errorf("nothing blocked, and the text is %q", got)
+	}
+	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
+	got := blockedText(since, "low on memory\x1b[31m"+strings.Repeat("x", 1000))
+	if !strings.HasPrefix(got, "the broker blocks the handoffs' publishes since 2025-01-02T02:04:05Z (low on memory\\x1b[31m") {
+		t.Errorf("blocked: %q", got)
+	}
+	if strings.Contains(got, "\x1b") || len(got) > decide.MaxCause+300 {
+		t.Errorf("the reason is not sanitized and bounded: %q", got)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
 )
@@ -191,4 +192,35 @@ func TestBrokerHealthTellsFailingHandoffs(t *testing.T) {
 	})
 	r.stop()
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+}
+
+// While the broker blocks the handoffs' connection (connection.blocked, a
+// resource alarm), Health stays ready, and says so before any handoff
+// waits on it; once the broker unblocks it, Health says nothing more.
+func TestBrokerHealthTellsBlockedHandoffs(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry)
+	declareTopology(t, q)
+	p := newProxy(t)
+	r, c := prepare(t, q, handler(func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Retryable(errors.New("later"))
+	}), through(p))
+	r.launch(c)
+	publish(t, q.Name, order(t, "warm"))
+	wantPath(t, r.await(1)[0], runtime.PathRetried) // the handoffs' connection is open
+	handoffs := func(name string) bool { return name == faults.ConnectionName(q.Name, "handoff") }
+	if p.Block(handoffs, "low on memory\x1b[31m") != 1 {
+		t.Fatal("no handoffs' connection to block")
+	}
+	eventually(t, 30*time.Second, "Health to say the broker blocks the handoffs", func() bool {
+		h := c.Health()
+		return h.Ready && strings.HasPrefix(h.Why, "consuming, but the broker blocks the handoffs' publishes since ") &&
+			strings.Contains(h.Why, `(low on memory\x1b[31m)`)
+	})
+	p.Unblock(handoffs)
+	eventually(t, 30*time.Second, "Health clean once unblocked", func() bool {
+		h := c.Health()
+		return h.Ready && h.Why == ""
+	})
+	r.stop()
 }

@@ -78,9 +78,13 @@ type link struct {
 	broken atomic.Bool
 	// unblocked is closed while the broker lets the connection publish, and
 	// replaced by an open channel while it blocks it (connection.blocked, a
-	// resource alarm): a write then would not be read.
-	blockMu   sync.Mutex
-	unblocked chan struct{}
+	// resource alarm): a write then would not be read. blockedSince is when
+	// the block began and blockedWhy the reason the broker gave, while it
+	// lasts.
+	blockMu      sync.Mutex
+	unblocked    chan struct{}
+	blockedSince time.Time
+	blockedWhy   string
 	// opening counts the channels publishes are opening on the connection,
 	// channels those open on it; full is set when one found no channel id
 	// free, until one of its channels closes.
@@ -416,24 +420,42 @@ func (l *link) whenUnblocked() chan struct{} {
 // still waiting.
 func (l *link) follow(blockings <-chan amqp.Blocking) {
 	for b := range blockings {
-		l.setBlocked(b.Active)
+		l.setBlocked(b)
 	}
-	l.setBlocked(false)
+	l.setBlocked(amqp.Blocking{})
 }
 
-func (l *link) setBlocked(blocked bool) {
+func (l *link) setBlocked(b amqp.Blocking) {
 	l.blockMu.Lock()
 	defer l.blockMu.Unlock()
 	select {
 	case <-l.unblocked:
-		if blocked {
+		if b.Active {
 			l.unblocked = make(chan struct{})
+			l.blockedSince, l.blockedWhy = time.Now(), b.Reason
 		}
 	default:
-		if !blocked {
+		if !b.Active {
 			close(l.unblocked)
+			l.blockedSince, l.blockedWhy = time.Time{}, ""
 		}
 	}
+}
+
+// Blocked reports since when the broker has blocked publishes on a
+// connection of c (connection.blocked, a resource alarm), the longest
+// blocked, and the reason it gave, raw; the zero time while it blocks none.
+func (c *Conn) Blocked() (since time.Time, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.links {
+		l.blockMu.Lock()
+		if !l.blockedSince.IsZero() && (since.IsZero() || l.blockedSince.Before(since)) {
+			since, reason = l.blockedSince, l.blockedWhy
+		}
+		l.blockMu.Unlock()
+	}
+	return since, reason
 }
 
 // Close closes the connections within a step; publishes still waiting for
