@@ -80,6 +80,9 @@ func (c *Consumer) Health() Health {
 		h.Why = "shutting down"
 	case s == nil:
 		h.Why = "not connected: reconnecting to the broker"
+		if !r.consumed.Load() {
+			h.Why = "not connected: connecting to the broker"
+		}
 		if why := r.refusal.Load(); why != nil {
 			h.Why = "the broker refuses the topology, retrying until it is mended: " + *why
 		}

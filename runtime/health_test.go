@@ -224,3 +224,36 @@ func TestBrokerHealthTellsBlockedHandoffs(t *testing.T) {
 	})
 	r.stop()
 }
+
+// Until its first session consumes, a consumer is connecting, not
+// reconnecting; after a loss it is reconnecting.
+func TestBrokerHealthConnectingBeforeTheFirstSession(t *testing.T) {
+	t.Parallel()
+	q, p := behindProxy(t, "h-1")
+	r, c := prepare(t, q, handler(func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }),
+		func(cfg *runtime.Config) {
+			cfg.URLs = []string{p.url()}
+			// The first dial hangs in its handshake while the proxy
+			// stalls: it must outlast the test's look at Health.
+			cfg.StepTimeout = 20 * time.Second
+			cfg.ReconnectMax = 200 * time.Millisecond
+		})
+	p.Stall(0)
+	r.launch(c)
+	eventually(t, 15*time.Second, "Health to say it connects", func() bool {
+		h := c.Health()
+		return !h.Ready && h.Live && h.Why == "not connected: connecting to the broker"
+	})
+	p.Resume()
+	r.await(1)
+	eventually(t, time.Minute, "ready", func() bool { return c.Health().Ready })
+	p.Stall(0)
+	p.Cut()
+	eventually(t, time.Minute, "Health to say it reconnects", func() bool {
+		h := c.Health()
+		return !h.Ready && h.Live && h.Why == "not connected: reconnecting to the broker"
+	})
+	p.Resume()
+	eventually(t, time.Minute, "ready again", func() bool { return c.Health().Ready })
+	r.stop()
+}
