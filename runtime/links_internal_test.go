@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +85,29 @@ func TestWatchReadsEveryCancel(t *testing.T) {
 	<-s.chEnded
 	if *lines != 0 || s.why != errCancelled || s.chErr != nil {
 		t.Errorf("after repeated cancels: %d loss lines, why %v, channel error %v; want none, the cancel, none", *lines, s.why, s.chErr)
+	}
+}
+
+// A channel closed with a 406 is told as the broker's consumer_timeout only
+// when its reply text is RabbitMQ's for it (the same from 3.10 to 4.2):
+// not for any 406 that says "timeout".
+func TestBrokeTellsTheConsumerTimeoutByItsText(t *testing.T) {
+	for _, c := range []struct {
+		reason  string
+		timeout bool
+	}{
+		{"PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 1800000 ms. " +
+			"This timeout value can be configured, see consumers doc guide to learn more", true},
+		{"PRECONDITION_FAILED - delivery acknowledgement on channel 2047 timed out. Timeout value used: 1000 ms.", true},
+		{"PRECONDITION_FAILED - inequivalent arg 'x-consumer-timeout' for queue 'q' in vhost '/'", false},
+		{"PRECONDITION_FAILED - timeout", false},
+		{"PRECONDITION_FAILED - unknown delivery tag 1", false},
+	} {
+		s := &session{gen: &settle.Generation{}, lost: make(chan struct{})}
+		s.broke(&amqp.Error{Code: amqp.PreconditionFailed, Reason: c.reason, Server: true})
+		if got := strings.Contains(s.why.Error(), "consumer_timeout"); got != c.timeout {
+			t.Errorf("%q told as %q; consumer_timeout %v, want %v", c.reason, s.why, got, c.timeout)
+		}
 	}
 }
 

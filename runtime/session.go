@@ -215,7 +215,10 @@ func (s *session) broke(err *amqp.Error) {
 		return // its end was judged, and its closing may take the connection
 	}
 	why := fmt.Errorf("lily: the consumer channel closed: %w", err)
-	if err.Code == amqp.PreconditionFailed && strings.Contains(err.Reason, "timeout") {
+	// RabbitMQ's text for it, the same from 3.10 to 4.2 (rabbit_channel's
+	// handle_consumer_timed_out): not any 406 that says "timeout".
+	if err.Code == amqp.PreconditionFailed && strings.HasPrefix(err.Reason, "PRECONDITION_FAILED - delivery acknowledgement on channel ") &&
+		strings.Contains(err.Reason, " timed out.") {
 		why = fmt.Errorf("lily: the broker's consumer_timeout closed the channel (a delivery was held too long): %w", err)
 	}
 	if !s.lose(why) {
