@@ -975,6 +975,29 @@ func TestALateSuccessVouchesForNothing(t *testing.T) {
 	}
 }
 
+// A hang's first run returns nil after its handler timeout. The runtime
+// takes that success when it comes before its wait for the run ended,
+// which a loaded machine may delay past the 200 ms the hang outlives the
+// timeout by: the ledger notes it as the success it is, so that an ACK of
+// it is no problem (and a give-up still retries the message).
+func TestAHangsLateNilIsASuccess(t *testing.T) {
+	r := newRun(Config{N: 1}, spec("hang-test", topology.Classic))
+	r.assign()
+	r.spec.HandlerTimeout = 10 * time.Millisecond
+	id := r.ids[0]
+	r.beh[id] = Hangs
+	var sealed atomic.Bool
+	handle := r.handler(&sealed, r.noteSuccess, r.noteEnded)
+	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
+	d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, []byte(`{}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handle(t.Context(), d); err != nil || !r.succeeded[workKey{id, 1}] {
+		t.Errorf("the hang's late nil: error %v, noted %v", err, r.succeeded)
+	}
+}
+
 // The handler notes how each run ended from what it did, not from the
 // runtime's reading of it: a permanent failure, a panic, and a run that
 // returned at its deadline, which the runtime may call timed out.
