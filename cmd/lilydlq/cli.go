@@ -98,11 +98,11 @@ Exit codes (every command):
      chosen copy could not be moved (it stays in the DLQ), an -id no copy
      carries, a redrive selection (other than -all) that chose no copy, an export or a redrive that read fewer copies than were
      ready when it began or read beside another consumer of the DLQ (a
-     redrive refuses to begin beside one or beside another redrive, and
-     stops when one begins), an
+     redrive refuses to begin beside one or beside another redrive; a
+     redrive, an export and a purge -id stop when one begins), an
      export that met quarantined copies, a purge -expect N of a DLQ that
-     does not hold N, a purge -id that read fewer copies than were ready
-     or whose id more than one copy carries (it deletes nothing then),
+     does not hold N, a purge -id that read fewer copies than were ready,
+     or beside another consumer, or whose id more than one copy carries (it deletes nothing then),
      an import stopped before its last line (it says where it stands), a
      command whose stdout failed, however late (it stops as at an
      interrupt, and writes its summary to stderr instead; list, show and

@@ -49,8 +49,9 @@ and properties are its own. The DLQ keeps it as it is, and the export says
 
 The count goes to stderr: "N copies written (N ready when the read began)".
 An export that wrote fewer copies than were ready when it began (copies
-taken or expired meanwhile, an interrupt, a failure) says "incomplete" and
-exits 1. With -o, the file is replaced only by a whole export: an
+taken or expired meanwhile, an interrupt, a failure, another consumer of
+the DLQ: begun with none, export reads with exclusive consumers and stops
+for one that begins) says "incomplete" and exits 1. With -o, the file is replaced only by a whole export: an
 incomplete one leaves it as it was and writes its copies to <file>.incomplete.
 To delete what was exported, and nothing else:
 lilydlq purge -confirm <dlq> -expect N <dlq>. lilydlq import -to <dlq> <file>
@@ -174,7 +175,9 @@ func exportTo(e *env, w io.Writer, file *os.File) (int, int) {
 	enc := jsonEncoder(bw)
 	var maxCount int64
 	held := 0 // quarantined copies: exported without their headers
-	res, err := readQueue(e.ctx, e.url, e.queue, "export", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
+	read := e.read
+	read.watch = true
+	res, err := readQueue(e.ctx, e.url, e.queue, "export", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		if quarantined != "" {
 			held++
 		}

@@ -44,6 +44,10 @@ every copy chosen.
 A read that was not whole (fewer copies came than were ready, or another
 consumer of the DLQ held some) deletes nothing either: a copy it did not
 read may carry a chosen id. It says incomplete, and the exit code is 1.
+Begun with no other consumer, it reads with exclusive consumers (a classic
+DLQ refuses another meanwhile) and counts the DLQ's consumers throughout,
+and once more before it deletes: one that began during the read may hold a
+copy it never saw, so it stops, deleting nothing (exit 1).
 
 Copies a consumer holds unacknowledged are not ready, and stay. Export the
 DLQ first if its copies may matter.`,
@@ -145,6 +149,7 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 	var ambiguous []string
 	var maxCount int64
 	read := e.read
+	read.watch = true
 	read.settle = func(res readResult) []uint64 {
 		for id, n := range by {
 			if n > 1 && !every {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -287,5 +289,94 @@ func TestPurgeOutputFailed(t *testing.T) {
 	b.assertCounts(dlq, 1)
 	if got := ids(b.take(dlq)); !slices.Equal(got, []string{"c-00"}) {
 		t.Errorf("the DLQ holds %v", got)
+	}
+}
+
+// TestPurgeIDConsumerBegunMidRead: a consumer that begins during a purge -id
+// and holds the second copy of its id, while as many new copies arrive as it
+// holds, leaves a read that counts as many copies as were ready and saw the
+// id once (before: it deleted that copy, "deleted 1 copies (602 read, 602
+// ready ...)", exit 0, and the DLQ kept the other). The purge deletes
+// nothing and exits 1: on a classic DLQ its exclusive consumers refuse the
+// other one, on a quorum DLQ it counts the other and stops. An export so
+// (before: exit 0, a file without that copy) says incomplete, exit 1.
+func TestPurgeIDConsumerBegunMidRead(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ typ, cmd string }{{"classic", "purge"}, {"quorum", "purge"}, {"quorum", "export"}} {
+		typ := c.typ
+		t.Run(c.cmd+"/"+typ, func(t *testing.T) {
+			b := newBroker(t)
+			dlq := b.queue("dlq", amqp.Table{"x-queue-type": typ})
+			now := time.Now()
+			msgs := []amqp.Publishing{lilyCopy("dup", "t", "old attempt", "permanent", "src", 1, now.Add(-time.Hour))}
+			for i := range 600 {
+				if i == 300 {
+					msgs = append(msgs, lilyCopy("dup", "t", "after redrive", "permanent", "src", 1, now))
+				}
+				msgs = append(msgs, lilyCopy(fmt.Sprintf("f-%03d", i), "t", "filler", "permanent", "src", 1, now))
+			}
+			b.publish(dlq, msgs...)
+			done := make(chan result, 1)
+			go func() {
+				if c.cmd == "export" {
+					done <- b.lilydlq("export", "-o", filepath.Join(t.TempDir(), "dlq.jsonl"), "-window", "1", "-wait", "15s", dlq)
+					return
+				}
+				done <- b.lilydlq("purge", "-confirm", dlq, "-id", "dup", "-window", "1", "-wait", "15s", dlq)
+			}()
+			count := b.channel()
+			for end := time.Now().Add(deadline); ; {
+				q, err := count.QueueDeclarePassive(dlq, true, false, false, false, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if q.Consumers > 0 {
+					break
+				}
+				if time.Now().After(end) {
+					t.Fatal("the purge never began to consume")
+				}
+			}
+			// A service begins on the DLQ and holds 400 copies; as many new
+			// failures arrive.
+			service := b.channel()
+			if err := service.Qos(400, 0, false); err != nil {
+				t.Fatal(err)
+			}
+			var held int
+			if dels, err := service.Consume(dlq, "service", false, false, false, false, nil); err == nil {
+				for timeout := time.After(2 * time.Second); ; {
+					select {
+					case _, ok := <-dels:
+						if ok {
+							held++
+							continue
+						}
+					case <-timeout:
+					}
+					break
+				}
+			}
+			var more []amqp.Publishing
+			for i := range held {
+				more = append(more, lilyCopy(fmt.Sprintf("new-%03d", i), "t", "new", "permanent", "src", 1, now))
+			}
+			b.publish(dlq, more...)
+			r := <-done
+			if r.code != exitFailure || strings.Contains(r.stdout, "deleted dup") || c.cmd == "export" && !strings.Contains(r.stderr, "incomplete") {
+				t.Errorf("%s beside a consumer begun during it (holding %d): exit %d, want %d, nothing deleted\n%s%s", c.cmd, held, r.code, exitFailure, r.stdout, r.stderr)
+			}
+			_ = service.Close()
+			b.assertCounts(dlq, 602+held)
+			n := 0
+			for _, d := range b.take(dlq) {
+				if d.MessageId == "dup" {
+					n++
+				}
+			}
+			if n != 2 {
+				t.Errorf("the DLQ holds %d copies of dup, want 2", n)
+			}
+		})
 	}
 }

@@ -59,6 +59,13 @@ type readOptions struct {
 	// in doubt (its publish unconfirmed, its ACK unproven), once the other
 	// hands it back.
 	alone bool
+	// watch: a read that begins with no other consumer of the queue
+	// consumes exclusively and counts the queue's consumers as alone does,
+	// and once more after its last copy, and stops for one not its own: a
+	// consumer begun during the read may hold a copy the read never sees
+	// while new copies make up the count, so that the read looks whole.
+	// For the commands that rely on a whole read (purge -id, export).
+	watch bool
 }
 
 // readResult says what a read saw.
@@ -135,6 +142,28 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		return res, fmt.Errorf("refusing to %s beside %d other consumer(s) of %s (another %s?): it runs alone, or it could move again a copy another leaves in doubt; nothing was read, run it once they are gone", name, q.Consumers, sanitize.Text(queue, maxQueue), name)
 	}
 
+	// watching: the read looks for consumers begun beside it. One that
+	// began beside others is not whole already, and reads on to say what
+	// it can.
+	watching := o.alone || (o.watch && q.Consumers == 0)
+	// others counts the consumers of the queue not the read's own. A
+	// quorum queue counts each window cancelled before this one too, as
+	// each holds the copies it kept; a classic queue does not, but refuses
+	// any consumer beside an exclusive one.
+	others := func() (int, error) {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil {
+			return 0, err
+		}
+		return q.Consumers - res.Windows, nil
+	}
+	stopped := func(n int) error {
+		if o.alone {
+			return fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s; it runs alone, or it could move again a copy another leaves in doubt", n, sanitize.Text(queue, maxQueue), name)
+		}
+		return fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s: a copy one holds is not read, so the read is not whole", n, sanitize.Text(queue, maxQueue), name)
+	}
+
 	var (
 		dels  <-chan amqp.Delivery
 		tag   string
@@ -178,7 +207,7 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			if err := ch.Qos(o.window, 0, false); err != nil {
 				return res, cut(err)
 			}
-			if dels, err = ch.Consume(queue, tag, false, o.alone, false, false, nil); err != nil {
+			if dels, err = ch.Consume(queue, tag, false, watching, false, false, nil); err != nil {
 				return res, cut(err)
 			}
 			held, took = 0, 0
@@ -186,17 +215,14 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 			// another may have begun there.
 			counted = time.Time{}
 		}
-		if o.alone && time.Since(counted) >= recount {
-			// A quorum queue counts each window cancelled before this one
-			// too, as each holds the copies it kept; a classic queue does
-			// not, but refuses any consumer beside an exclusive one.
-			q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if watching && time.Since(counted) >= recount {
+			n, err := others()
 			if err != nil {
 				return res, cut(err)
 			}
 			counted = time.Now()
-			if others := q.Consumers - res.Windows; others > 0 {
-				ended = fmt.Errorf("stopped: %d other consumer(s) of %s began during the %s; it runs alone, or it could move again a copy another leaves in doubt", others, sanitize.Text(queue, maxQueue), name)
+			if n > 0 {
+				ended = stopped(n)
 				continue
 			}
 		}
@@ -235,6 +261,19 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 				return res, first(cut(err))
 			}
 			dels = nil
+		}
+	}
+	// A consumer begun since the last count, within the last second, is
+	// counted before a read that relies on being whole ends. (On a classic
+	// queue none began while a window of the read was open; one begun
+	// after its last window came too late to hide a copy from it.)
+	if o.watch && watching && (ended == nil || errors.Is(ended, errEnough)) {
+		n, err := others()
+		if err != nil {
+			return res, cut(err)
+		}
+		if n > 0 {
+			ended = stopped(n)
 		}
 	}
 	if dels != nil {
