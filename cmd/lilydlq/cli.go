@@ -82,7 +82,13 @@ the read ends. It reads in windows of -window copies: memory is about
 window × the largest body. On a quorum DLQ each read adds one to every
 copy's x-delivery-count, and a read of more than 32 windows puts the copies
 back out of order: raise -window for a quorum DLQ of more than 32 × window
-copies (docs/dlq.md says when that matters).
+copies (docs/dlq.md says when that matters). A quorum DLQ with a delivery
+limit drops or dead-letters a copy a read returns past it, unannounced, and
+AMQP does not show the limit: every read of copies that carry
+x-delivery-count warns; give the limit as -delivery-limit N (rabbitmqctl
+list_queues name type arguments policy shows it) and a read stops, exit 1,
+at a copy it would return at N. redrive -all -to <a queue without a limit>
+moves the copies out, returning none it moves.
 
 A copy whose headers the AMQP client cannot decode (nested too deep, too
 wide), or would decode only in part (a table that names an entry twice: it
@@ -146,6 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// A command that takes a file reads no queue.
 	if !c.file {
 		fs.IntVar(&e.read.window, "window", defaultWindow, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once, so memory is about window × the largest body")
+		fs.Int64Var(&e.read.limit, "delivery-limit", 0, "the DLQ's delivery limit, when it is a quorum queue with one (x-delivery-limit, a policy's delivery-limit, RabbitMQ 4's default 20; AMQP does not show it): a read stops at a copy it would return at that count (0: not known)")
 		fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began, and after the read for the broker to count its consumers gone")
 	}
 	body := c.flags(fs)
@@ -177,6 +184,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if !c.file && (e.read.window < 1 || e.read.window > 65535) {
 		fmt.Fprintf(stderr, "lilydlq %s: -window must be 1..65535\n", c.name)
+		return exitUsage
+	}
+	if !c.file && e.read.limit < 0 {
+		fmt.Fprintf(stderr, "lilydlq %s: -delivery-limit must not be negative (0: not known)\n", c.name)
 		return exitUsage
 	}
 	if !c.file && e.read.idle <= 0 {
@@ -264,7 +275,8 @@ func (e *env) usageError(name, format string, args ...any) int {
 // DLQ puts back in order. AMQP does not say a queue's type, and
 // x-delivery-count only hints at it (a quorum DLQ sets it from its second
 // read; a copy from a quorum source may carry one into a classic DLQ), so
-// the last two are said as conditions.
+// the last two are said as conditions, the count as a warning: a read can
+// take a quorum DLQ's copies past its delivery limit, which it cannot see.
 func (e *env) readNote(name string, res readResult, maxCount int64) {
 	if res.Consumers > 0 {
 		fmt.Fprintf(e.stderr, "lilydlq %s: note: the DLQ has %d other consumer(s): copies they hold were not read, and copies they handed back during the read may have been read in the place of ready ones; stop them for a whole read\n", name, res.Consumers)
@@ -273,7 +285,7 @@ func (e *env) readNote(name string, res readResult, maxCount int64) {
 		fmt.Fprintf(e.stderr, "lilydlq %s: note: %d of %d ready copies came within -wait; the others were taken or expired meanwhile\n", name, res.Read, res.Ready)
 	}
 	if maxCount > 0 {
-		fmt.Fprintf(e.stderr, "lilydlq %s: note: copies carry x-delivery-count: if the DLQ is a quorum queue, each read returns them and the broker adds one to each x-delivery-count (now up to %d); a quorum DLQ with a delivery limit drops or dead-letters a copy at its limit (docs/dlq.md)\n", name, maxCount+1)
+		fmt.Fprintf(e.stderr, "lilydlq %s: warning: copies carry x-delivery-count (up to %d after this read): if the DLQ is a quorum queue, each read that returns a copy adds one, and with a delivery limit (x-delivery-limit, a policy's delivery-limit, RabbitMQ 4's default 20) the broker drops or dead-letters a copy once its count passes it, unannounced. AMQP does not show lilydlq the limit: look it up (rabbitmqctl list_queues name type arguments policy) and give it as -delivery-limit, which stops a read at a copy it would return at the limit; redrive -all -to <a queue without one> moves the copies out, returning none (docs/dlq.md)\n", name, maxCount+1)
 	}
 	if res.Lingering > 0 {
 		fmt.Fprintf(e.stderr, "lilydlq %s: note: -wait after the read, the DLQ still counted %d consumer(s) more than before it: if they are the read's (a quorum DLQ hands a closed channel's copies back late), the copies they hold return to the DLQ's head later, and a read begun before then reads them after the others; run the next command once the DLQ counts none (docs/dlq.md)\n", name, res.Lingering)

@@ -127,7 +127,7 @@ func TestListLeavesTheDLQAsItWas(t *testing.T) {
 				if wantMax := int64(n); c.kind == "quorum" && l.MaxDeliveryCount != wantMax {
 					t.Errorf("list %d: max x-delivery-count %d, want %d", n+1, l.MaxDeliveryCount, wantMax)
 				}
-				if c.kind == "quorum" && n > 0 && !strings.Contains(r.stderr, "x-delivery-count (now up to 2)") {
+				if c.kind == "quorum" && n > 0 && !strings.Contains(r.stderr, "x-delivery-count (up to 2 after this read)") {
 					t.Errorf("list %d: no note of the delivery count:\n%s", n+1, r.stderr)
 				}
 				// Past 32 windows the read warns, of any DLQ: it cannot
@@ -236,4 +236,40 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 	}
 	w.left -= len(p)
 	return len(p), nil
+}
+
+// TestReadStopsBeforeTheDeliveryLimit: a quorum DLQ with a delivery limit
+// drops a copy once a read returns it past the limit (measured on 3.10.8:
+// with x-delivery-limit 2, list four times, the fourth read nothing). A read
+// of copies that carry x-delivery-count warns, naming the danger; with
+// -delivery-limit the read that returns a copy at the limit stops there and
+// exits 1, and the copies are still in the DLQ. A re-drive that moves every
+// copy returns none, and moves them out.
+func TestReadStopsBeforeTheDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq := b.queue("dlq", amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(3)})
+	parking := b.queue("parking", nil)
+	b.publish(dlq, lilyCopy("q-1", "t", "permanent failure", "permanent", "src", 1, time.Now()),
+		lilyCopy("q-2", "t", "permanent failure", "permanent", "src", 1, time.Now()))
+	if r := b.lilydlq("list", "-delivery-limit", "3", dlq); r.code != exitOK {
+		t.Fatalf("first list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
+	r := b.lilydlq("show", "-id", "q-2", dlq)
+	if r.code != exitOK || !strings.Contains(r.stderr, "lilydlq show: warning: copies carry x-delivery-count (up to 2 after this read)") ||
+		!strings.Contains(r.stderr, "drops or dead-letters a copy") {
+		t.Errorf("show without -delivery-limit: exit %d, want a warning\n%s", r.code, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
+	r = b.lilydlq("list", "-delivery-limit", "3", dlq)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "stopped: q-1 (t) carries x-delivery-count 2: this read returns it at 3, the delivery limit -delivery-limit gives") {
+		t.Errorf("third list: exit %d, want %d, stopped\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
+	if r := b.lilydlq("redrive", "-all", "-to", parking, "-delivery-limit", "3", dlq); r.code != exitOK {
+		t.Errorf("redrive -all -to: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 0)
+	b.assertCounts(parking, 2)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/quarantine"
 	"github.com/lily-mq/lily/internal/sanitize"
+	"github.com/lily-mq/lily/wire"
 )
 
 // verdict is what a visit decides for one copy.
@@ -66,6 +67,11 @@ type readOptions struct {
 	// while new copies make up the count, so that the read looks whole.
 	// For the commands that rely on a whole read (purge -id, export).
 	watch bool
+	// limit is the queue's delivery limit as the operator gave it
+	// (-delivery-limit), 0 when not known: AMQP does not say it. A quorum
+	// queue drops or dead-letters a copy returned past it, so the read stops
+	// at a copy it would return at the limit, before the next read loses it.
+	limit int64
 }
 
 // readResult says what a read saw.
@@ -256,6 +262,9 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		if err != nil {
 			ended = err
 		}
+		if v == keep && o.limit > 0 && ended == nil {
+			ended = nearLimit(&d, o.limit)
+		}
 		if held == o.window {
 			if err := cancel(ch, tag, dels); err != nil {
 				return res, first(cut(err))
@@ -317,6 +326,23 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		ended = nil
 	}
 	return res, ended
+}
+
+// nearLimit says why a read stops at the copy d, which it keeps and so
+// returns, when that return takes its x-delivery-count (none: 0, never
+// returned) to limit or past it; else nil. The copies the read holds beside
+// it return too: nothing else is read.
+func nearLimit(d *amqp.Delivery, limit int64) error {
+	n, _ := wire.HeaderInt(d.Headers[headerDeliveryCount])
+	if n+1 < limit {
+		return nil
+	}
+	id, typ := orDash(sanitize.Text(d.MessageId, maxID)), orDash(sanitize.Text(d.Type, maxID))
+	const out = "Read the DLQ no more: redrive -all -to <a queue without a delivery limit> moves its copies out and returns none it moves (docs/dlq.md)"
+	if n+1 > limit {
+		return fmt.Errorf("stopped: %s (%s) carries %s %d: this read returns it at %d, past the delivery limit -delivery-limit gives (%d): the broker drops or dead-letters it as this read ends. %s", id, typ, headerDeliveryCount, n, n+1, limit, out)
+	}
+	return fmt.Errorf("stopped: %s (%s) carries %s %d: this read returns it at %d, the delivery limit -delivery-limit gives: the broker drops or dead-letters it at the next read that returns it. %s", id, typ, headerDeliveryCount, n, n+1, out)
 }
 
 // recount is how often a read that runs alone counts the queue's consumers
