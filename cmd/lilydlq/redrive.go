@@ -77,7 +77,9 @@ returns, not the source queue's. x-lily-attempt is set to 1, or kept with
 names the DLQ.
 
 -dry-run prints what would move and moves nothing: as list, it ends quietly,
-exit 0, when the reader of its output closes it (| head). -rate paces the
+exit 0, when the reader of its output closes it (| head). It looks for each
+destination queue (a passive declare): a copy whose queue does not exist
+would not move, and the exit code is 1, as the run's would be. -rate paces the
 publishes, -limit stops after that many moved.
 
 A re-drive runs alone. It holds a lock while it runs, an exclusive queue
@@ -189,6 +191,8 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	read := e.read
 	read.connected = func(n int) { sendFrame = min(sendFrame, n) }
 	read.alone = !o.dryRun
+	dests := destinations{url: e.url, missing: map[string]bool{}}
+	defer dests.close()
 	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)
@@ -239,6 +243,17 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			return keep, nil
 		}
 		if o.dryRun {
+			// The run would find a queue that is not there by its publish,
+			// returned: the dry run asks the broker first.
+			missing, err := dests.missingQueue(to)
+			if err != nil {
+				return keep, err
+			}
+			if missing {
+				failed++
+				fmt.Fprintf(e.stdout, "would not move %s (%s) -> %s: no queue named %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), shown, shown)
+				return keep, nil
+			}
 			moved++
 			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s: %s\n", verb, orDash(f.ID), orDash(f.Type), shown, f.Reason)
 			return keep, enough(moved, o.limit)
@@ -308,6 +323,50 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// destinations are what a dry run learned of the queues it would send to.
+type destinations struct {
+	url     string
+	conn    *amqp.Connection // dialed for the first queue asked about
+	missing map[string]bool  // by name, each queue asked about
+}
+
+// missingQueue reports whether no queue is named q, by a passive declare on
+// a channel of its own: a 404 closes the channel it came on.
+func (d *destinations) missingQueue(q string) (bool, error) {
+	if missing, ok := d.missing[q]; ok {
+		return missing, nil
+	}
+	if d.conn == nil {
+		conn, _, err := dial(d.url, "redrive -dry-run")
+		if err != nil {
+			return false, err
+		}
+		d.conn = conn
+	}
+	ch, err := d.conn.Channel()
+	if err != nil {
+		return false, fmt.Errorf("open a channel to look for %s: %s", sanitize.Text(q, maxQueue), sanitize.Text(err.Error(), maxReason))
+	}
+	_, err = ch.QueueDeclarePassive(q, true, false, false, false, nil)
+	var ae *amqp.Error
+	switch {
+	case err == nil:
+		_ = ch.Close()
+	case errors.As(err, &ae) && ae.Code == amqp.NotFound:
+	default:
+		return false, fmt.Errorf("look for %s: %w", sanitize.Text(q, maxQueue), queueError(q, err))
+	}
+	d.missing[q] = err != nil
+	return err != nil, nil
+}
+
+// close ends the connection missingQueue dialed, if any.
+func (d *destinations) close() {
+	if d.conn != nil {
+		_ = d.conn.Close()
+	}
 }
 
 // directReplyWhy says why lilydlq sends nothing to a direct reply-to

@@ -163,7 +163,8 @@ func TestRedriveRewritesHeaders(t *testing.T) {
 
 // TestRedriveToAMissingQueue: a copy whose source queue does not exist is
 // returned by the broker and stays in the DLQ; the others move; the exit
-// code says not everything moved.
+// code says not everything moved. A dry run says so first, with the same
+// exit code (before: "would move lost-queue (t) -> ...", exit 0).
 func TestRedriveToAMissingQueue(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
@@ -172,8 +173,25 @@ func TestRedriveToAMissingQueue(t *testing.T) {
 	b.publish(dlq,
 		lilyCopy("lost-queue", "t", "permanent failure", "permanent", gone, 1, time.Now()),
 		lilyCopy("fine", "t", "permanent failure", "permanent", src, 1, time.Now()),
+		lilyCopy("lost-too", "t", "permanent failure", "permanent", gone, 1, time.Now()),
 	)
-	r := b.lilydlq("redrive", dlq, "-all")
+	r := b.lilydlq("redrive", dlq, "-all", "-dry-run")
+	if r.code != exitFailure {
+		t.Errorf("redrive -dry-run: exit %d, want %d\n%s", r.code, exitFailure, r.stdout)
+	}
+	for _, want := range []string{
+		"would not move lost-queue (t) -> " + gone + ": no queue named " + gone + "; it stays in the DLQ\n",
+		"would move fine (t) -> " + src + ": permanent failure\n",
+		"would not move lost-too (t) -> " + gone + ": no queue named " + gone + "; it stays in the DLQ\n",
+		"would move 1 of 3 chosen (3 read, 3 ready when the read began); 2 not moved, still in the DLQ\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("redrive -dry-run output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	b.assertCounts(dlq, 3)
+	b.assertCounts(src, 0)
+	r = b.lilydlq("redrive", dlq, "-id", "lost-queue", "-id", "fine")
 	if r.code != exitFailure {
 		t.Errorf("redrive: exit %d, want %d\n%s", r.code, exitFailure, r.stdout)
 	}
@@ -182,9 +200,9 @@ func TestRedriveToAMissingQueue(t *testing.T) {
 			t.Errorf("redrive output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	b.assertCounts(dlq, 1)
+	b.assertCounts(dlq, 2)
 	b.assertCounts(src, 1)
-	if got := ids(b.take(dlq)); !slices.Equal(got, []string{"lost-queue"}) {
+	if got := ids(b.take(dlq)); !slices.Equal(got, []string{"lost-queue", "lost-too"}) {
 		t.Errorf("DLQ holds %v", got)
 	}
 }
