@@ -81,7 +81,7 @@ func show(e *env, id string, n, bodyMax int, asJSON bool) int {
 	}
 	e.readNote("show", res, maxCount)
 	if found == 0 {
-		return e.fail("show", fmt.Errorf("no copy with id %s in %s (%d copies read)", sanitize.Text(id, maxID), sanitize.Text(e.queue, maxQueue), res.Read))
+		return e.fail("show", fmt.Errorf("no copy with id %s %s %s (%d copies read)", sanitize.Text(id, maxID), among(res), sanitize.Text(e.queue, maxQueue), res.Read))
 	}
 	return exitOK
 }

@@ -97,3 +97,23 @@ func TestShowBodyCannotForgeLines(t *testing.T) {
 		}
 	}
 }
+
+// TestShowMissingBesideAnotherConsumer: a copy another consumer holds is not
+// read, so show, not finding its id, says only that none of the copies read
+// carries it (before: "no copy with id held in <dlq>", which it may hold).
+func TestShowMissingBesideAnotherConsumer(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq := b.queue("dlq", nil)
+	b.publish(dlq, lilyCopy("held", "t", "permanent failure", "permanent", "src", 1, time.Now()),
+		lilyCopy("ready", "t", "permanent failure", "permanent", "src", 1, time.Now()))
+	if d, other := b.holdHead(dlq); d.MessageId != "held" {
+		t.Fatalf("the other reader holds %q", d.MessageId)
+	} else {
+		defer other.Close()
+	}
+	r := b.lilydlq("show", "-id", "held", dlq)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "lilydlq show: no copy with id held among the copies read of "+dlq+" (1 copies read)") {
+		t.Errorf("show beside another consumer: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)
+	}
+}
