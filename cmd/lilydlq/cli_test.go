@@ -66,6 +66,19 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// TestImportHelpSendsSourcesToRedrive: import keeps x-death, which a broker
+// before 3.13 reads in its cycle check, dropping the message at its first
+// retry through a bucket back to its source: its help says to send copies
+// back to their queues with redrive, which strips it.
+func TestImportHelpSendsSourcesToRedrive(t *testing.T) {
+	t.Parallel()
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"import", "-h"}, &out, &errs); code != exitOK ||
+		!strings.Contains(out.String(), "To send copies back to the queues they failed in, use redrive") {
+		t.Errorf("import -h: exit %d, lacks the advice to use redrive:\n%s", code, out.String())
+	}
+}
+
 // TestWindowDefault: -window is small by default, and its help says what it
 // costs: a window of the largest bodies.
 func TestWindowDefault(t *testing.T) {

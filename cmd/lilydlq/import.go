@@ -36,6 +36,14 @@ of its reads (x-delivery-count, x-acquired-count) and x-lily-handoff-id (the
 publisher writes its own). To restore a purged DLQ:
 lilydlq import -to <dlq> <export file>.
 
+import restores a DLQ as it was: x-death and the failure facts stay.
+To send copies back to the queues they failed in, use redrive (from the
+DLQ, or from a queue the export was imported to), which strips them: RabbitMQ
+before 3.13 reads a published message's x-death in its cycle check, and
+drops, without a word, a message that expires from a retry bucket into a
+queue its x-death says it already left, so an imported copy can vanish at
+its first retry.
+
 The whole file is read and checked first: a line that is not an export's,
 a quarantined copy's (its headers were not exported), one the publisher
 would refuse (a delivery mode other than 0, 1 or 2, a header the broker
