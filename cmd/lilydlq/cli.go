@@ -108,7 +108,8 @@ Exit codes (every command):
      redrive, an export and a purge -id stop when one begins), an
      export that met quarantined copies, a purge -expect N of a DLQ that
      does not hold N, a purge -id that read fewer copies than were ready,
-     or beside another consumer, or whose id more than one copy carries (it deletes nothing then),
+     or beside another consumer, or whose id more than one copy carries (it deletes nothing then;
+     a redrive -id so moves nothing),
      an import stopped before its last line (it says where it stands), a
      command whose stdout failed, however late (it stops as at an
      interrupt, and writes its summary to stderr instead; list, show and

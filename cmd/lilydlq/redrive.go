@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,13 @@ whole: a reason list cuts ("...") is chosen by -reason-contains, or by the
 whole reason (export has it). An -id no copy carries is reported, and the
 exit code is 1; so is a selection (other than -all) that chose no copy.
 -all with any of the others is a usage error.
+
+With -id, the chosen copies move once the read has seen every copy: an -id
+that more than one copy carries (the message failed again after an
+unconfirmed re-drive) moves nothing, of any -id, as in purge: redrive lists
+those copies and exits 1. Choose one with -reason, -reason-contains, -type,
+-since or -until, or give -every to move each copy chosen. A read that was
+not whole moves nothing either.
 
 A copy goes back to its source queue: x-lily-failure-queue, or the queue of
 its latest x-death entry when the broker dead-lettered it itself, or after
@@ -104,6 +112,7 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 		fs.Var(&sel.ids, "id", "a message id to move, whole (repeatable)")
 		criteriaFlags(fs, sel, "move")
 		fs.BoolVar(&sel.all, "all", false, "move every copy")
+		every := fs.Bool("every", false, "with -id, move every copy chosen, though more than one carries an id")
 		o := redriveOptions{}
 		fs.BoolVar(&o.dryRun, "dry-run", false, "print what would move; move nothing")
 		fs.BoolVar(&o.keepAttempt, "keep-attempt", false, "keep x-lily-attempt as the copy has it, instead of setting it to 1")
@@ -120,6 +129,8 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 				// narrowing, a criterion that matched nothing (a typo) moved
 				// nothing and exited 0, -all being allowed to find nothing.
 				return e.usageError("redrive", "-all chooses every copy: give it alone, or -id, -reason, -reason-contains, -type, -since, -until without it")
+			case *every && len(sel.ids) == 0:
+				return e.usageError("redrive", "-every moves each copy an -id chose: give -id")
 			case o.rate < 0:
 				return e.usageError("redrive", "-rate must not be negative")
 			case o.rate != 0 && !(o.rate >= minRate && o.rate <= maxRate):
@@ -137,6 +148,7 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 			case o.step <= 0 || o.step > queue.MaxDuration:
 				return e.usageError("redrive", "-step must be positive, at most %s", queue.MaxDuration)
 			}
+			o.every = *every
 			return redrive(e, sel, o)
 		}
 	},
@@ -144,6 +156,7 @@ the re-drive again then: if the copy is in its queue, that sends it twice
 
 type redriveOptions struct {
 	dryRun, keepAttempt bool
+	every               bool // with -id, move every copy chosen, though several carry one id
 	rate                float64
 	limit               int
 	to                  string // the queue every chosen copy goes to, when not ""
@@ -193,6 +206,93 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	read.alone = !o.dryRun
 	dests := destinations{url: e.url, missing: map[string]bool{}}
 	defer dests.close()
+	// move sends one chosen copy back (or says it would): take once its
+	// publish was confirmed; an error ends the run.
+	move := func(c pendingCopy) (verdict, error) {
+		f := c.f
+		if o.dryRun {
+			// The run would find a queue that is not there by its publish,
+			// returned: the dry run asks the broker first.
+			missing, err := dests.missingQueue(c.to)
+			if err != nil {
+				return keep, err
+			}
+			if missing {
+				failed++
+				fmt.Fprintf(e.stdout, "would not move %s (%s) -> %s: no queue named %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), c.shown, c.shown)
+				return keep, nil
+			}
+			moved++
+			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s: %s\n", verb, orDash(f.ID), orDash(f.Type), c.shown, f.Reason)
+			return keep, enough(moved, o.limit)
+		}
+		if err := pace.wait(e.ctx); err != nil {
+			return keep, err
+		}
+		err := send(e.ctx, pub, o.step, c.to, c.next)
+		switch {
+		case err == nil:
+			moved++
+			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s\n", verb, orDash(f.ID), orDash(f.Type), c.shown)
+			return take, enough(moved, o.limit)
+		case errors.Is(err, runtime.ErrReturned):
+			failed++
+			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), c.shown, sanitize.Text(err.Error(), maxReason))
+			return keep, nil
+		case errors.Is(err, runtime.ErrNacked):
+			// A full queue with overflow reject-publish-dlx dead-letters what
+			// it refuses: with this DLQ for its target, the copy is here twice.
+			failed++
+			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ (if %s dead-letters what it refuses, reject-publish-dlx, the refused copy is in its DLQ too)\n",
+				orDash(f.ID), orDash(f.Type), c.shown, sanitize.Text(err.Error(), maxReason), c.shown)
+			return keep, nil
+		case errors.Is(err, runtime.ErrUnconfirmed):
+			failed++
+			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too: %s", orDash(f.ID), orDash(f.Type), c.shown, sanitize.Text(err.Error(), maxReason), c.shown, unconfirmedAdvice(len(c.next.Body), o.step))
+		default:
+			failed++
+			return keep, fmt.Errorf("%s (%s) -> %s not sent: %s; it stays in the DLQ", orDash(f.ID), orDash(f.Type), c.shown, sanitize.Text(err.Error(), maxReason))
+		}
+	}
+	// With -id, and without -every, the copies are moved once the read saw
+	// every one, as purge -id deletes them: an id two copies carry (the copy
+	// an unconfirmed re-drive left and the one of the message's next
+	// failure) moves nothing, nor does a read that was not whole.
+	decide := len(sel.ids) > 0 && !o.every
+	var (
+		pending   []pendingCopy
+		by        = map[string]int{} // copies that would move under each -id
+		ambiguous []string
+		settleErr error
+		notWhole  bool
+	)
+	if decide {
+		read.settle = func(res readResult) []uint64 {
+			for id, n := range by {
+				if n > 1 {
+					ambiguous = append(ambiguous, id)
+				}
+			}
+			notWhole = !res.whole()
+			if len(ambiguous) > 0 || notWhole {
+				return nil
+			}
+			var tags []uint64
+			for _, c := range pending {
+				v, err := move(c)
+				if v == take {
+					tags = append(tags, c.tag)
+				}
+				if err != nil {
+					if !errors.Is(err, errEnough) {
+						settleErr = err
+					}
+					break
+				}
+			}
+			return tags
+		}
+	}
 	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)
@@ -242,50 +342,22 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			fmt.Fprintf(e.stdout, "not moved %s (%s): %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), why)
 			return keep, nil
 		}
-		if o.dryRun {
-			// The run would find a queue that is not there by its publish,
-			// returned: the dry run asks the broker first.
-			missing, err := dests.missingQueue(to)
-			if err != nil {
-				return keep, err
-			}
-			if missing {
-				failed++
-				fmt.Fprintf(e.stdout, "would not move %s (%s) -> %s: no queue named %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), shown, shown)
-				return keep, nil
-			}
-			moved++
-			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s: %s\n", verb, orDash(f.ID), orDash(f.Type), shown, f.Reason)
-			return keep, enough(moved, o.limit)
+		c := pendingCopy{d.DeliveryTag, f, sel.carried(d), to, shown, next}
+		// Only copies that would move count: one that stays is not moved
+		// twice.
+		for _, id := range c.ids {
+			by[id]++
 		}
-		if err := pace.wait(e.ctx); err != nil {
-			return keep, err
-		}
-		err := send(e.ctx, pub, o.step, to, next)
-		switch {
-		case err == nil:
-			moved++
-			fmt.Fprintf(e.stdout, "%s %s (%s) -> %s\n", verb, orDash(f.ID), orDash(f.Type), shown)
-			return take, enough(moved, o.limit)
-		case errors.Is(err, runtime.ErrReturned):
-			failed++
-			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ\n", orDash(f.ID), orDash(f.Type), shown, sanitize.Text(err.Error(), maxReason))
+		if decide {
+			// Held, not moved: settle moves it once every copy was seen.
+			pending = append(pending, c)
 			return keep, nil
-		case errors.Is(err, runtime.ErrNacked):
-			// A full queue with overflow reject-publish-dlx dead-letters what
-			// it refuses: with this DLQ for its target, the copy is here twice.
-			failed++
-			fmt.Fprintf(e.stdout, "not moved %s (%s) -> %s: %s; it stays in the DLQ (if %s dead-letters what it refuses, reject-publish-dlx, the refused copy is in its DLQ too)\n",
-				orDash(f.ID), orDash(f.Type), shown, sanitize.Text(err.Error(), maxReason), shown)
-			return keep, nil
-		case errors.Is(err, runtime.ErrUnconfirmed):
-			failed++
-			return keep, fmt.Errorf("%s (%s) -> %s: %s; it stays in the DLQ and may be in %s too: %s", orDash(f.ID), orDash(f.Type), shown, sanitize.Text(err.Error(), maxReason), shown, unconfirmedAdvice(len(next.Body), o.step))
-		default:
-			failed++
-			return keep, fmt.Errorf("%s (%s) -> %s not sent: %s; it stays in the DLQ", orDash(f.ID), orDash(f.Type), shown, sanitize.Text(err.Error(), maxReason))
 		}
+		return move(c)
 	})
+	if err == nil && settleErr != nil {
+		err = settleErr
+	}
 	if err == nil || res.Read > 0 {
 		line := fmt.Sprintf("%s: %s %d of %d chosen (%d read, %d ready when the read began)", sanitize.Text(e.queue, maxQueue), verb, moved, chosen, res.Read, res.Ready)
 		if failed > 0 {
@@ -297,6 +369,18 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		return e.fail("redrive", err)
 	}
 	e.readNote("redrive", res, maxCount)
+	slices.Sort(ambiguous)
+	for _, id := range ambiguous {
+		fmt.Fprintf(e.stderr, "lilydlq redrive: %d copies carry the id %s, in DLQ order (failure time, type, reason):\n", by[id], sanitize.Text(id, maxID))
+		for _, c := range pending {
+			if slices.Contains(c.ids, id) {
+				fmt.Fprintf(e.stderr, "  %s  %s  %s\n", timeText(c.f.Time), orDash(c.f.Type), c.f.Reason)
+			}
+		}
+	}
+	if len(ambiguous) > 0 {
+		fmt.Fprintf(e.stderr, "lilydlq redrive: refusing to choose among them: nothing moved. Choose one with -since, -until, -reason, -reason-contains or -type (a copy must match each one given; -until the later copy's time chooses the earlier), or give -every to move each copy chosen\n")
+	}
 	var missing []string
 	// A read cut short by -limit did not look for the other ids.
 	if o.limit == 0 || moved < o.limit {
@@ -310,7 +394,11 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	// did not do all it was asked.
 	incomplete := (res.Idle || res.Consumers > 0) && (o.limit == 0 || moved < o.limit)
 	if incomplete {
-		fmt.Fprintf(e.stderr, "lilydlq redrive: incomplete: %d of the %d copies ready when the read began were read, beside %d other consumer(s)\n", res.Read, res.Ready, res.Consumers)
+		nothing := ""
+		if notWhole {
+			nothing = ": nothing moved (a copy not read may carry a chosen id)"
+		}
+		fmt.Fprintf(e.stderr, "lilydlq redrive: incomplete: %d of the %d copies ready when the read began were read, beside %d other consumer(s)%s\n", res.Read, res.Ready, res.Consumers, nothing)
 	}
 	// A selection that chose nothing (a reason pasted as list cut it, a
 	// typo) is told from one whose copies all moved, as an -id no copy
@@ -319,10 +407,19 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	if none {
 		fmt.Fprintf(e.stderr, "lilydlq redrive: the selection chose none of the %d copies read from %s: nothing was moved (choose by the whole value, as sent or as list prints it uncut; a reason list cut with \"...\" by -reason-contains)\n", res.Read, sanitize.Text(e.queue, maxQueue))
 	}
-	if failed > 0 || len(missing) > 0 || incomplete || none {
+	if failed > 0 || len(missing) > 0 || incomplete || none || len(ambiguous) > 0 {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// pendingCopy is a chosen copy and where it goes.
+type pendingCopy struct {
+	tag       uint64
+	f         facts
+	ids       []string // the -id values it carries
+	to, shown string   // its destination, and as printed
+	next      amqp.Publishing
 }
 
 // destinations are what a dry run learned of the queues it would send to.

@@ -1276,3 +1276,47 @@ func TestRedriveOutputFailsAtTheSummary(t *testing.T) {
 	b.assertCounts(dlq, 0)
 	b.assertCounts(src, 3)
 }
+
+// TestRedriveIDOfTwoCopies: as purge -id, a redrive -id that more than one
+// copy carries moves nothing, of any -id (before: it moved both, exit 0),
+// lists the copies and exits 1, also as a dry run; narrowed by -until it
+// moves the earlier alone; -every moves each copy chosen.
+func TestRedriveIDOfTwoCopies(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	later := time.Now().Truncate(time.Second)
+	earlier := later.Add(-time.Hour)
+	b.publish(dlq,
+		lilyCopy("order-42", "t", "old attempt", "permanent", src, 1, earlier),
+		lilyCopy("other", "t", "permanent failure", "permanent", src, 1, earlier),
+		lilyCopy("order-42", "t", "after redrive", "permanent", src, 1, later),
+	)
+	for _, dry := range []bool{true, false} {
+		args := []string{"redrive", "-id", "order-42", "-id", "other", dlq}
+		if dry {
+			args = append(args, "-dry-run")
+		}
+		r := b.lilydlq(args...)
+		if r.code != exitFailure || strings.Contains(r.stdout, "move order-42") || strings.Contains(r.stdout, "move other") ||
+			!strings.Contains(r.stderr, "2 copies carry the id order-42") ||
+			!strings.Contains(r.stderr, earlier.UTC().Format(time.RFC3339)+"  t  old attempt") ||
+			!strings.Contains(r.stderr, "refusing to choose among them: nothing moved") {
+			t.Errorf("%v: exit %d, want %d, nothing moved\n%s%s", args, r.code, exitFailure, r.stdout, r.stderr)
+		}
+		b.assertCounts(dlq, 3)
+		b.assertCounts(src, 0)
+	}
+	r := b.lilydlq("redrive", "-id", "order-42", "-until", later.UTC().Format(time.RFC3339), dlq)
+	if r.code != exitOK || !strings.Contains(r.stdout, "moved order-42 (t) -> "+src+"\n") || !strings.Contains(r.stdout, "moved 1 of 1 chosen") {
+		t.Errorf("redrive -id -until: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 2)
+	b.publish(dlq, lilyCopy("order-42", "t", "after redrive", "permanent", src, 1, later))
+	r = b.lilydlq("redrive", "-id", "order-42", "-every", dlq)
+	if r.code != exitOK || strings.Count(r.stdout, "moved order-42 (t)") != 2 {
+		t.Errorf("redrive -id -every: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 1)
+	b.assertCounts(src, 3)
+}
