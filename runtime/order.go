@@ -22,15 +22,27 @@ const maxOrderKey = 256
 
 // lanes serialize the deliveries of each order key: a delivery starts once
 // the one before it with its key has ended, in the order the queue delivered
-// them. A lane exists while a delivery of its key is in flight.
+// them. A lane exists while a delivery of its key is in flight, or what it
+// abandoned still runs.
 type lanes struct {
 	mu sync.Mutex
-	// tail holds, for each lane, what its last delivery closes when its
-	// journey has ended: the next one may then start, or be requeued behind
-	// it. Not before: a delivery that started may still be requeued (a retry
-	// in line at the stop, a deferral, a failed handoff), and a quorum queue
-	// hands requeued messages back in the order they came back.
-	tail map[laneKey]chan struct{}
+	// tail holds, for each lane, the place of its last delivery, which the
+	// next one waits for.
+	tail map[laneKey]place
+}
+
+// place is a delivery's place in its lane: what the next one waits for.
+type place struct {
+	// ended is closed when its journey has ended: the next may then be
+	// requeued behind it. Not before: a delivery that started may still be
+	// requeued (a retry in line at the stop, a deferral, a failed handoff),
+	// and a quorum queue hands requeued messages back in the order they
+	// came back.
+	ended chan struct{}
+	// free is closed once, besides, nothing it abandoned still runs (its
+	// handler past its timeout, a scope step given up on), or its budget
+	// has ended: the next may then start.
+	free chan struct{}
 }
 
 // laneKey names a lane: the key OrderKey returned, or a lane of the
@@ -56,28 +68,118 @@ var ended = func() chan struct{} {
 	return c
 }()
 
-// enter puts a delivery at the end of key's lane: prev is closed when the
-// journey of the one before it has ended. It must call leave when its own
+// enter puts a delivery at the end of key's lane: prev is the place of the
+// one before it. The delivery's turn must be left (turn.leave) when its
 // journey has ended.
-func (l *lanes) enter(key laneKey) (prev <-chan struct{}, leave func()) {
+func (l *lanes) enter(key laneKey) (prev place, own *turn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tail == nil {
-		l.tail = map[laneKey]chan struct{}{}
+		l.tail = map[laneKey]place{}
 	}
 	prev, ok := l.tail[key]
 	if !ok {
-		prev = ended
+		prev = place{ended, ended}
 	}
-	own := make(chan struct{})
-	l.tail[key] = own
-	return prev, func() {
-		close(own)
+	at := place{make(chan struct{}), make(chan struct{})}
+	l.tail[key] = at
+	return prev, &turn{at: at, prev: prev.free, freeLane: func() {
+		close(at.free)
 		l.mu.Lock()
-		if l.tail[key] == own {
+		if l.tail[key] == at {
 			delete(l.tail, key)
 		}
 		l.mu.Unlock()
+	}}
+}
+
+// turn is a delivery's hold on its place in its lane, shared by its
+// journey and by what of it runs on abandoned (its handler past its
+// timeout, a scope step given up on): the next delivery of its key starts
+// only once all of them have returned, or the delivery's budget has ended,
+// so that no user code of two deliveries of a key runs at once, and one
+// hung step stops its key for one budget at most (a lane held for good
+// would let the key fill the prefetch, and stop the queue).
+type turn struct {
+	at       place
+	prev     <-chan struct{} // the free of the place before it
+	freeLane func()          // closes at.free; the lane forgets it
+
+	mu      sync.Mutex
+	steps   int         // of its user code running, each holding the turn
+	left    bool        // the journey has ended
+	freed   bool        // freeLane was called
+	expires *time.Timer // the budget's end, when the journey ended before its steps
+}
+
+// hold holds t while a step of the delivery's user code runs, and returns
+// what gives it back, once, when the step returns; it holds nothing once
+// the next delivery may start (a step that started after the budget's
+// end, or after its journey and all else of it had ended).
+func (t *turn) hold() (release func()) {
+	if t == nil {
+		return func() {}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.freed {
+		return func() {}
+	}
+	t.steps++
+	var once sync.Once
+	return func() { once.Do(t.release) }
+}
+
+func (t *turn) release() {
+	t.mu.Lock()
+	t.steps--
+	done := t.steps == 0 && t.left
+	t.mu.Unlock()
+	if done {
+		t.end()
+	}
+}
+
+// leave ends t's journey (ran: it took its turn, and ran, with its budget
+// ending by). The next delivery may be requeued behind it at once, and
+// start once nothing it abandoned runs, or by has passed. One that never
+// ran passes the turn on as the one before it frees it (or at the final
+// abort, aborted), since nothing of its own runs.
+func (t *turn) leave(ran bool, by time.Time, aborted <-chan struct{}) {
+	close(t.at.ended)
+	if !ran {
+		go func() {
+			select {
+			case <-t.prev:
+			case <-aborted:
+			}
+			t.end()
+		}()
+		return
+	}
+	t.mu.Lock()
+	t.left = true
+	running := t.steps > 0
+	if running {
+		t.expires = time.AfterFunc(time.Until(by), t.end)
+	}
+	t.mu.Unlock()
+	if !running {
+		t.end()
+	}
+}
+
+// end frees t for the next delivery, once.
+func (t *turn) end() {
+	t.mu.Lock()
+	freed := t.freed
+	t.freed = true
+	if t.expires != nil {
+		t.expires.Stop()
+	}
+	t.mu.Unlock()
+	if !freed {
+		t.freeLane()
 	}
 }
 
@@ -248,13 +350,15 @@ func (c *Consumer) keyPanicked(d *amqp.Delivery, own *reading, detail string) (l
 // queue gets them back in their order. A delivery
 // whose session was lost while it waited is not started: the broker
 // redelivers it. A delivery leaves its lane when its journey ends (settled
-// and recorded, before the telemetry hook's ends and the log): a handler
-// past its timeout runs on beside the next one of its key rather than stop
-// the lane (and, with the prefetch full of that key, the queue).
+// and recorded, before the telemetry hook's ends and the log), but the next
+// one of its key starts only once what it abandoned (a handler past its
+// timeout, a scope step given up on) has returned too, or its budget has
+// ended: what outlives the budget runs on beside it rather than stop the
+// lane (and, with the prefetch full of that key, the queue) for good.
 func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined quarantine.Verdict, key laneKey, read *reading) {
-	prev, leave := (<-chan struct{})(ended), func() {}
+	prev, own := place{ended, ended}, (*turn)(nil)
 	if key != guardRefused {
-		prev, leave = r.lanes.enter(key)
+		prev, own = r.lanes.enter(key)
 	}
 	r.deliveries.Add(1)
 	s.inflight.Add(1)
@@ -271,14 +375,19 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 		defer s.inflight.Done()
 		// The journey leaves its lane once it is settled and recorded
 		// (record); one not started, once it is requeued.
-		sl := &slot{slots: r.slots, lane: leave}
+		sl := &slot{slots: r.slots, turn: own}
+		var ran bool
+		var started time.Time
+		if own != nil {
+			sl.lane = func() { own.leave(ran, started.Add(c.spec.budget()), r.aborted) }
+		}
 		defer sl.leaveLane()
 		requeue := func(why string) {
 			// After the final abort nothing is NACKed any more, so the
 			// journey ahead is not waited for: the record goes into the
 			// report before it is sealed.
 			select {
-			case <-prev:
+			case <-prev.ended:
 			case <-r.aborted:
 			}
 			s.gen.Settler.Started(d.DeliveryTag, time.Now())
@@ -291,7 +400,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 		// one may have been requeued by that stop, and this one goes back
 		// behind it rather than run ahead of it.
 		select {
-		case <-prev:
+		case <-prev.free:
 		case <-s.cancelled:
 		case <-r.aborted:
 		}
@@ -303,7 +412,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 			requeue("not started: " + why + " while it waited for its order key")
 			return
 		}
-		started := time.Now()
+		started = time.Now()
 		s.gen.Settler.Started(d.DeliveryTag, started)
 		took, spent := c.laneSlot(r, s, started.Add(c.spec.budget()))
 		if closed(r.stopping) {
@@ -331,6 +440,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 		}
 		sl.hold()
 		defer sl.leave()
+		ran = true
 		r.waiting.Done() // the journey tells the report of itself at once
 		c.process(r, s, s.gen, d, started, quarantined, read, sl)
 	})

@@ -538,7 +538,8 @@ func waitBehind(c *Consumer, r *run, s *session, slot bool, tag uint64, id strin
 	if slot {
 		r.slots <- struct{}{}
 	} else {
-		_, leaveHead = r.lanes.enter(laneKey{key: "b"})
+		_, head := r.lanes.enter(laneKey{key: "b"})
+		leaveHead = func() { head.leave(true, time.Now(), r.aborted) }
 	}
 	(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: tag, MessageId: id, Type: "t", ContentType: "application/json",
 		Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}}, quarantine.Verdict{})
@@ -564,5 +565,47 @@ func TestOrderKeyCutKeepsNotTheWhole(t *testing.T) {
 	}
 	if unsafe.StringData(got.key) == unsafe.StringData(long) {
 		t.Error("the cut key shares the whole key's memory")
+	}
+}
+
+// A turn whose user code runs on after its journey frees its lane when
+// that returns, or at the budget's end; a delivery requeued before it ran
+// passes the turn on only once the one before it is free, so that a
+// delivery of the key received later (on a new session) does not start
+// beside what the head abandoned.
+func TestLaneTurnHeldByWhatRunsOn(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		budget  time.Duration
+		release bool // the step returns
+	}{
+		{"the step returns", time.Hour, true},
+		{"the budget ends", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l lanes
+			aborted := make(chan struct{})
+			key := laneKey{key: "a"}
+			_, head := l.enter(key)
+			step := head.hold()
+			head.leave(true, time.Now().Add(tc.budget), aborted)
+			_, notRun := l.enter(key)
+			notRun.leave(false, time.Time{}, aborted)
+			next, _ := l.enter(key)
+			if !closed(next.ended) {
+				t.Fatal("the delivery requeued before it ran has not ended its journey")
+			}
+			if tc.release {
+				if closed(next.free) {
+					t.Fatal("the lane is free while the head's step runs, within its budget")
+				}
+				step()
+			}
+			select {
+			case <-next.free:
+			case <-time.After(time.Minute):
+				t.Fatal("the lane was not freed")
+			}
+		})
 	}
 }

@@ -1204,3 +1204,177 @@ func TestBrokerOrderedAbandonedCleanupIsNotRetriedBesideIt(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}})
 }
+
+// publishOrders publishes an order for each id, in turn: its x-tenant is
+// the id's first byte.
+func publishOrders(t *testing.T, queue string, ids ...string) {
+	t.Helper()
+	var msgs []amqp.Publishing
+	for _, id := range ids {
+		msgs = append(msgs, produce(t, id, &fixture.OrderPlacedV1{OrderID: id, Headers: fixture.OrderPlacedV1Headers{XTenant: new(id[:1])}}))
+	}
+	publish(t, queue, msgs...)
+}
+
+// slowCleanup is a Config.Scope whose cleanup runs cleanup for the
+// delivery of message id, and returns at once for the others.
+func slowCleanup(id string, cleanup func()) func(context.Context, runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+	return func(ctx context.Context, d runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+		return ctx, func(context.Context) error {
+			if d.MessageID() == id {
+				cleanup()
+			}
+			return nil
+		}, nil
+	}
+}
+
+// A cleanup given up on at its step runs on, and holds its key's lane
+// until it returns within the delivery's budget: a-1 starts only after
+// a-0's cleanup returned, though a-0's journey had ended (dead-lettered:
+// its cleanup failed, and it has one attempt). The lane holds no slot:
+// b-0, another key published once the cleanup runs, takes the one slot
+// meanwhile (the cleanup returns only once b-0 was handled, 4 s at least).
+func TestBrokerOrderedAbandonedCleanupHoldsTheLane(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 1, 8
+		q.MaxAttempts, q.SettlementBudget = 1, time.Minute
+	})
+	declareTopology(t, q)
+	publishOrders(t, q.Name, "a-0", "a-1")
+	var cleaning atomic.Bool
+	started, bHandled := make(chan struct{}), make(chan struct{})
+	var calls, beside attempts // beside: the calls while a-0's cleanup ran
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		calls.add(msg, d)
+		if cleaning.Load() {
+			beside.add(msg, d)
+		}
+		if msg.OrderID == "b-0" {
+			close(bHandled)
+		}
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.StepTimeout = time.Second
+		cfg.Scope = slowCleanup("a-0", func() {
+			cleaning.Store(true)
+			close(started)
+			time.Sleep(4 * time.Second) // past its step, within the budget
+			select {
+			case <-bHandled:
+			case <-time.After(30 * time.Second):
+			}
+			cleaning.Store(false)
+		})
+	})
+	<-started
+	publishOrders(t, q.Name, "b-0")
+	eventually(t, time.Minute, "three calls", func() bool { return len(calls.all()) == 3 })
+	if got := beside.all(); !slices.Equal(got, []string{"b-0@1"}) {
+		t.Errorf("calls while a-0's cleanup ran %q, want only b-0's (all calls %q)", got, calls.all())
+	}
+	for _, rec := range c.await(3) {
+		want := runtime.PathAcked
+		if rec.MessageID == "a-0" {
+			want = runtime.PathDeadLettered
+		}
+		wantPath(t, rec, want)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+}
+
+// A handler past its timeout runs on, and holds its key's lane until it
+// returns within the delivery's budget: a-1 starts only after a-0's
+// handler returned, though a-0's journey had ended (dead-lettered: it has
+// one attempt).
+func TestBrokerOrderedHandlerPastItsTimeoutHoldsTheLane(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 8
+		q.MaxAttempts, q.SettlementBudget, q.HandlerTimeout = 1, time.Minute, time.Second
+	})
+	declareTopology(t, q)
+	publishOrders(t, q.Name, "a-0", "a-1")
+	var running atomic.Bool // a-0's handler
+	var calls, beside attempts
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		calls.add(msg, d)
+		if running.Load() {
+			beside.add(msg, d)
+		}
+		if msg.OrderID == "a-0" {
+			running.Store(true)
+			time.Sleep(4 * time.Second) // past its timeout, within the budget
+			running.Store(false)
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "two calls", func() bool { return len(calls.all()) == 2 })
+	if got := beside.all(); len(got) > 0 {
+		t.Errorf("calls while a-0's handler ran %q, want none", got)
+	}
+	for _, rec := range c.await(2) {
+		want := runtime.PathAcked
+		if rec.MessageID == "a-0" {
+			want = runtime.PathDeadLettered
+		}
+		wantPath(t, rec, want)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+}
+
+// A cleanup that outlives the delivery's budget holds its key's lane no
+// longer: a-1 starts once a-0's budget has ended, beside the cleanup still
+// running, so that one hung step cannot fill the prefetch and stop the
+// queue for good.
+func TestBrokerOrderedCleanupPastTheBudgetLeavesTheLane(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 8
+		// The least NewConsumer takes: the handler timeout, five steps and
+		// the handoff's reserve.
+		q.MaxAttempts, q.HandlerTimeout, q.SettlementBudget = 1, time.Second, 8*time.Second
+	})
+	declareTopology(t, q)
+	publishOrders(t, q.Name, "a-0", "a-1")
+	cleaning, release := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) })
+	var calls attempts
+	var besideCleanup atomic.Bool
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		calls.add(msg, d)
+		if msg.OrderID == "a-1" {
+			select {
+			case <-cleaning:
+				select {
+				case <-release:
+				default:
+					besideCleanup.Store(true)
+				}
+			default:
+			}
+		}
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.StepTimeout = time.Second
+		cfg.Scope = slowCleanup("a-0", func() {
+			close(cleaning)
+			<-release // past the budget
+		})
+	})
+	eventually(t, time.Minute, "a-1 handled while a-0's cleanup still runs", func() bool { return len(calls.all()) == 2 })
+	released.Do(func() { close(release) })
+	if got := calls.all(); !slices.Equal(got, []string{"a-0@1", "a-1@1"}) || !besideCleanup.Load() {
+		t.Errorf("calls %q (a-1 beside a-0's cleanup: %t), want a-0@1 then a-1@1 beside it", got, besideCleanup.Load())
+	}
+	for _, rec := range c.await(2) {
+		want := runtime.PathAcked
+		if rec.MessageID == "a-0" {
+			want = runtime.PathDeadLettered
+		}
+		wantPath(t, rec, want)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+}

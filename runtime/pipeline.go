@@ -33,20 +33,20 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 			ctx     context.Context
 			cleanup func(context.Context) error
 		}
-		sc, err := userCall(c, deadline, func(context.Context) (opened, error) {
+		sc, err := userCall(c, sl, deadline, func(context.Context) (opened, error) {
 			scoped, cleanup, err := c.cfg.Scope(ctx, rd)
 			return opened{scoped, cleanup}, err
 		}, func(late opened) {
 			// Opened after the step gave up on it: nobody else will close it.
 			if late.cleanup != nil {
-				_ = c.userStep(time.Time{}, late.cleanup)
+				_ = c.userStep(sl, time.Time{}, late.cleanup)
 			}
 		})
 		if err == nil && sc.ctx == nil {
 			// The handler's context would be built on nothing: a panic on
 			// the delivery's goroutine, out of every recover.
 			if sc.cleanup != nil {
-				_ = c.userStep(deadline, sc.cleanup)
+				_ = c.userStep(sl, deadline, sc.cleanup)
 			}
 			err = errors.New("returned no context")
 		}
@@ -66,7 +66,7 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 		}
 	}
 	if !claims || tx != nil {
-		o.Handler = c.callHandler(r, sl, base, route, rd, abandoned{tx: tx, cleanup: cleanup, work: release})
+		o.Handler = c.callHandler(r, sl, base, route, rd, abandoned{tx: tx, cleanup: cleanup, work: release, sl: sl})
 		if o.Handler.Abandoned {
 			if tx != nil {
 				// Rolled back once the handler returns; without a claim
@@ -75,15 +75,15 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 			}
 			release = nil
 		} else {
-			c.finish(&o, tx, cleanup)
+			c.finish(&o, tx, cleanup, sl)
 		}
 	} else if cleanup != nil {
-		c.finish(&o, tx, cleanup)
+		c.finish(&o, tx, cleanup, sl)
 	}
 	if c.cfg.AfterDelivery != nil {
 		// A copy: a step that outlives its timeout keeps running while o changes.
 		seen := c.soFar(rd, o)
-		if err := c.userStep(deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, seen) }); err != nil {
+		if err := c.userStep(sl, deadline, func(ctx context.Context) error { return c.cfg.AfterDelivery(ctx, rd, seen) }); err != nil {
 			o.StepAbandoned = o.StepAbandoned || gaveUp(err)
 			o.AfterDelivery = sanitize.Text(err.Error(), decide.MaxCause)
 		}
@@ -94,11 +94,12 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 // finish ends the transaction and the scope, each within a step of its own:
 // the delivery's budget may be spent (a handler that waited for its slot, or
 // outlived its timeout), and a transaction or a scope left open would hold
-// its connection, and its claim's lock, for good.
-func (c *Consumer) finish(o *outcome.Outcome, tx InboxTx, cleanup func(context.Context) error) {
+// its connection, and its claim's lock, for good. A cleanup given up on
+// holds the lane of the journey's slot, sl, while it runs on.
+func (c *Consumer) finish(o *outcome.Outcome, tx InboxTx, cleanup func(context.Context) error, sl *slot) {
 	c.settleTx(o, tx)
 	if cleanup != nil {
-		if err := c.userStep(time.Time{}, cleanup); err != nil {
+		if err := c.userStep(sl, time.Time{}, cleanup); err != nil {
 			o.StepAbandoned = o.StepAbandoned || gaveUp(err)
 			o.Cleanup = sanitize.Text(err.Error(), decide.MaxCause)
 		}
@@ -108,17 +109,19 @@ func (c *Consumer) finish(o *outcome.Outcome, tx InboxTx, cleanup func(context.C
 // abandoned is what an abandoned handler's worker finishes once the handler
 // returns, since the handler may use its transaction and scope until then:
 // the transaction rolled back, the scope cleaned up, the work's share
-// dropped.
+// dropped. sl is the journey's slot, whose lane a cleanup given up on
+// holds.
 type abandoned struct {
 	tx      InboxTx
 	cleanup func(context.Context) error
 	work    *shares
+	sl      *slot
 }
 
 func (c *Consumer) finishAbandoned(a abandoned) {
 	var late outcome.Outcome
 	late.Handler.Kind = outcome.KindRetryable // never commit behind the retry
-	c.finish(&late, a.tx, a.cleanup)
+	c.finish(&late, a.tx, a.cleanup, a.sl)
 	if late.Cleanup != "" {
 		c.cfg.Logger.Warn("lily abandoned handler's cleanup failed", "queue", c.spec.Name, "detail", late.Cleanup)
 	}
@@ -144,7 +147,7 @@ func (c *Consumer) claim(o *outcome.Outcome, rd RawDelivery, deadline time.Time)
 		tx  InboxTx
 		err error
 	}
-	a, err := userCall(c, deadline, func(ctx context.Context) (answer, error) {
+	a, err := userCall(c, nil, deadline, func(ctx context.Context) (answer, error) {
 		tx, err := c.cfg.Inbox.Begin(ctx, c.spec.Name, rd.env.Key())
 		return answer{tx, err}, nil
 	}, func(late answer) {
@@ -224,7 +227,7 @@ func (c *Consumer) settleTx(o *outcome.Outcome, tx InboxTx) {
 		returned = true
 		return said, nil
 	}
-	said, err := userCall(c, time.Time{}, commit, nil)
+	said, err := userCall(c, nil, time.Time{}, commit, nil)
 	switch {
 	case err != nil:
 		// The commit did not return in time or broke: its outcome is unknown.
@@ -254,24 +257,36 @@ const (
 // rollback rolls tx back within a step of its own, even when the delivery's
 // budget is spent.
 func (c *Consumer) rollback(tx InboxTx) {
-	_ = c.userStep(time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
+	_ = c.userStep(nil, time.Time{}, func(ctx context.Context) error { tx.Rollback(ctx); return nil })
 }
 
 // userStep runs a step of user or adapter code (scope, inbox, cleanup,
 // after_delivery) within the step timeout and the deadline, turning a panic
-// into an error.
-func (c *Consumer) userStep(deadline time.Time, run func(context.Context) error) error {
-	_, err := userCall(c, deadline, func(ctx context.Context) (struct{}, error) { return struct{}{}, run(ctx) }, nil)
+// into an error. While it runs, it holds the lane of sl, the journey's slot
+// (nil: none).
+func (c *Consumer) userStep(sl *slot, deadline time.Time, run func(context.Context) error) error {
+	_, err := userCall(c, sl, deadline, func(ctx context.Context) (struct{}, error) { return struct{}{}, run(ctx) }, nil)
 	return err
 }
 
 // userCall is userStep for a step with a result. A step that does not return
 // in time keeps running on its own goroutine; a result that arrives after
 // that goes to discard (when not nil), which releases what it holds.
-func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) (T, error), discard func(T)) (T, error) {
+func userCall[T any](c *Consumer, sl *slot, deadline time.Time, run func(context.Context) (T, error), discard func(T)) (T, error) {
 	ctx, cancel := step.Context(c.cfg.StepTimeout, deadline)
 	defer cancel()
+	// The lane is held here, while the journey holds it too, and the step
+	// takes the hold over as it starts. One given up on before it started
+	// (or not started at all, its time up) is let go of below, and held
+	// anew should it start late.
+	lane := sl.holdLane()
+	var taken atomic.Bool
 	v, err := step.Open(ctx, func() (v T, err error) {
+		held := lane
+		if taken.Swap(true) {
+			held = sl.holdLane()
+		}
+		defer held()
 		c.userSteps.Add(1)
 		defer c.userSteps.Add(-1)
 		if p := recovered(func() { v, err = run(ctx) }); p != nil {
@@ -279,6 +294,9 @@ func userCall[T any](c *Consumer, deadline time.Time, run func(context.Context) 
 		}
 		return v, err
 	}, discard)
+	if !taken.Swap(true) {
+		lane()
+	}
 	if errors.Is(err, step.ErrTimeout) {
 		// The user's code, or the database behind an inbox, was slow: not
 		// the broker, which step's own error would name.

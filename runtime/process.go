@@ -264,8 +264,12 @@ func (c *Consumer) callHandler(r *run, sl *slot, base context.Context, route rou
 	call := handlerCalls.Get().(*handlerCall)
 	call.gaveUp, call.returned = false, false
 	sl.hold()
+	lane := sl.holdLane()
 	r.workers.Run(func() {
 		defer sl.release()
+		// Its key's next delivery starts once it returns, and what it
+		// abandoned is finished, or at the budget's end.
+		defer lane()
 		// A handler that calls runtime.Goexit (t.FailNow does, off its
 		// test's goroutine) never returns, but its goroutine still ends
 		// through the deferred calls: its end is a failure like a panic.

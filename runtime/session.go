@@ -289,6 +289,11 @@ type slot struct {
 	// turn (nil once called, and on a queue without an OrderKey); the
 	// journey's goroutine alone calls it, by leaveLane.
 	lane func()
+	// turn is the journey's place in its key's lane (nil without one),
+	// which its user code holds while it runs (holdLane): a handler past
+	// its timeout, or a scope step given up on, keeps the key's next
+	// delivery from starting until it returns, within the budget.
+	turn *turn
 }
 
 func (s *slot) hold() { s.holders.Add(1) }
@@ -312,6 +317,15 @@ func (s *slot) leaveLane() {
 		s.lane = nil
 		lane()
 	}
+}
+
+// holdLane holds the journey's turn in its lane while a step of its user
+// code runs, and returns what gives it back when the step returns.
+func (s *slot) holdLane() (release func()) {
+	if s == nil {
+		return func() {}
+	}
+	return s.turn.hold()
 }
 
 func (s *slot) release() {
