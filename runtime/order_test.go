@@ -1274,14 +1274,7 @@ func TestBrokerOrderedAbandonedCleanupHoldsTheLane(t *testing.T) {
 	if got := beside.all(); !slices.Equal(got, []string{"b-0@1"}) {
 		t.Errorf("calls while a-0's cleanup ran %q, want only b-0's (all calls %q)", got, calls.all())
 	}
-	for _, rec := range c.await(3) {
-		want := runtime.PathAcked
-		if rec.MessageID == "a-0" {
-			want = runtime.PathDeadLettered
-		}
-		wantPath(t, rec, want)
-	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+	onlyA0DeadLettered(t, q, c, 3)
 }
 
 // A handler past its timeout runs on, and holds its key's lane until it
@@ -1314,14 +1307,7 @@ func TestBrokerOrderedHandlerPastItsTimeoutHoldsTheLane(t *testing.T) {
 	if got := beside.all(); len(got) > 0 {
 		t.Errorf("calls while a-0's handler ran %q, want none", got)
 	}
-	for _, rec := range c.await(2) {
-		want := runtime.PathAcked
-		if rec.MessageID == "a-0" {
-			want = runtime.PathDeadLettered
-		}
-		wantPath(t, rec, want)
-	}
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+	onlyA0DeadLettered(t, q, c, 2)
 }
 
 // A cleanup that outlives the delivery's budget holds its key's lane no
@@ -1369,7 +1355,15 @@ func TestBrokerOrderedCleanupPastTheBudgetLeavesTheLane(t *testing.T) {
 	if got := calls.all(); !slices.Equal(got, []string{"a-0@1", "a-1@1"}) || !besideCleanup.Load() {
 		t.Errorf("calls %q (a-1 beside a-0's cleanup: %t), want a-0@1 then a-1@1 beside it", got, besideCleanup.Load())
 	}
-	for _, rec := range c.await(2) {
+	onlyA0DeadLettered(t, q, c, 2)
+}
+
+// onlyA0DeadLettered awaits n records of c's, and wants a-0's dead-lettered
+// (it has one attempt) and every other acked: the queue empty, a-0 alone in
+// the DLQ.
+func onlyA0DeadLettered(t *testing.T, q runtime.QueueSpec, c *running, n int) {
+	t.Helper()
+	for _, rec := range c.await(n) {
 		want := runtime.PathAcked
 		if rec.MessageID == "a-0" {
 			want = runtime.PathDeadLettered
