@@ -959,12 +959,7 @@ func TestALateSuccessVouchesForNothing(t *testing.T) {
 	id := r.ids[0]
 	r.beh[id] = Success
 	var sealed atomic.Bool
-	handle := r.handler(&sealed, r.noteSuccess, r.noteEnded)
-	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
-	d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, []byte(`{}`)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	handle, d := deliveryFor(t, r, r.handler(&sealed, r.noteSuccess, r.noteEnded), id)
 	if err := handle(t.Context(), d); err != nil || !r.succeeded[workKey{id, 1}] {
 		t.Fatalf("a success before the seal: error %v, noted %v", err, r.succeeded)
 	}
@@ -987,12 +982,7 @@ func TestAHangsLateNilIsASuccess(t *testing.T) {
 	id := r.ids[0]
 	r.beh[id] = Hangs
 	var sealed atomic.Bool
-	handle := r.handler(&sealed, r.noteSuccess, r.noteEnded)
-	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
-	d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, []byte(`{}`)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	handle, d := deliveryFor(t, r, r.handler(&sealed, r.noteSuccess, r.noteEnded), id)
 	if err := handle(t.Context(), d); err != nil || !r.succeeded[workKey{id, 1}] {
 		t.Errorf("the hang's late nil: error %v, noted %v", err, r.succeeded)
 	}
@@ -1061,4 +1051,16 @@ func TestTheHandlerNotesATimeoutAfterItsNotesStall(t *testing.T) {
 	if !slices.Contains(words, "timed out") || !slices.Contains(words, "ok") {
 		t.Errorf("noted %q, want \"ok\" and \"timed out\"", words)
 	}
+}
+
+// deliveryFor is handle, the ledger's handler, and a delivery of id for it,
+// as the runtime hands it over.
+func deliveryFor(t *testing.T, r *run, handle func(context.Context, runtime.RawDelivery) error, id string) (func(context.Context, runtime.RawDelivery) error, runtime.RawDelivery) {
+	t.Helper()
+	routes := runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}
+	d, err := lilytest.RawDelivery(r.spec, routes, runtime.NewPublishing(envelope.Message{Type: messageTyp}, 1, id, []byte(`{}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return handle, d
 }
