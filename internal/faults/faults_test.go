@@ -380,7 +380,10 @@ FOR EACH ROW WHEN (NEW.id = 'held') EXECUTE FUNCTION %[1]s_held();`, table, lock
 			}
 		}
 	}
-	holder := psql(app+"-holder", fmt.Sprintf("SELECT pg_advisory_lock(%d)", lock), "SELECT pg_sleep(3)")
+	// The holder keeps the lock until the test cancels its sleep, once the
+	// kill is done: a fixed sleep could end before the COMMITs are in place
+	// on a loaded machine (three seconds did, twice).
+	holder := psql(app+"-holder", fmt.Sprintf("SELECT pg_advisory_lock(%d)", lock), "SELECT pg_sleep(120)")
 	until("the lock held", fmt.Sprintf("SELECT count(*) FROM pg_stat_activity WHERE application_name = '%s-holder' AND wait_event = 'PgSleep'", app))
 	waiting := psql(app, "BEGIN", "INSERT INTO "+table+" VALUES ('held')", "COMMIT")
 	until("a COMMIT waiting for the lock", fmt.Sprintf("SELECT count(*) FROM pg_stat_activity WHERE application_name = '%s' AND query ILIKE 'commit%%' AND wait_event_type = 'Lock'", app))
@@ -399,11 +402,20 @@ FOR EACH ROW WHEN (NEW.id = 'held') EXECUTE FUNCTION %[1]s_held();`, table, lock
 	if err := <-sleeping; err == nil {
 		t.Error("the sleeping COMMIT reported success")
 	}
+	if n, err := Psql(ctx, pgDSN, fmt.Sprintf("SELECT count(*) FROM pg_stat_activity WHERE application_name = '%s' AND wait_event_type = 'Lock'", app)); err != nil || n != "1" {
+		t.Errorf("COMMITs still waiting for the lock after the kill: %s %v", n, err)
+	}
+	// Its sleep cancelled, psql stops there and its session, ending, lets
+	// the lock go. The holder's pid is found first (MATERIALIZED): in one
+	// WHERE, PostgreSQL may call pg_cancel_backend on every backend.
+	if n, err := Psql(ctx, pgDSN, fmt.Sprintf("WITH h AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE application_name = '%s-holder') SELECT count(*) FROM h WHERE pg_cancel_backend(h.pid)", app)); err != nil || n != "1" {
+		t.Fatalf("the holder's sleep cancelled: %s %v", n, err)
+	}
+	if err := <-holder; err == nil {
+		t.Error("the lock's holder slept on past its cancel")
+	}
 	if err := <-waiting; err != nil {
 		t.Errorf("the COMMIT waiting for a lock: %v", err)
-	}
-	if err := <-holder; err != nil {
-		t.Errorf("the lock's holder: %v", err)
 	}
 	if rows, err := Psql(ctx, pgDSN, "SELECT string_agg(id, ',') FROM "+table); err != nil || rows != "held" {
 		t.Errorf("rows after the kill: %q %v", rows, err)
