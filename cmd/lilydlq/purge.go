@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 
@@ -191,18 +192,13 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 		return e.fail("purge", err)
 	}
 	e.readNote("purge", res, maxCount)
-	slices.Sort(ambiguous)
-	for _, id := range ambiguous {
-		fmt.Fprintf(e.stderr, "lilydlq purge: %d copies carry the id %s, in DLQ order (failure time, type, reason):\n", by[id], sanitize.Text(id, maxID))
+	e.refuseAmbiguous("purge", "deleted", "delete", ambiguous, by, func(yield func(facts, []string) bool) {
 		for _, c := range chosen {
-			if slices.Contains(c.ids, id) {
-				fmt.Fprintf(e.stderr, "  %s  %s  %s\n", timeText(c.f.Time), orDash(c.f.Type), c.f.Reason)
+			if !yield(c.f, c.ids) {
+				return
 			}
 		}
-	}
-	if len(ambiguous) > 0 {
-		fmt.Fprintf(e.stderr, "lilydlq purge: refusing to choose among them: nothing deleted. Choose one with -since, -until, -reason, -reason-contains or -type (a copy must match each one given; -until the later copy's time chooses the earlier), or give -every to delete each copy chosen\n")
-	}
+	})
 	missing := sel.missing()
 	for _, id := range missing {
 		fmt.Fprintf(e.stderr, "lilydlq purge: no copy with id %s %s %s\n", sanitize.Text(id, maxID), among(res), sanitize.Text(e.queue, maxQueue))
@@ -226,4 +222,23 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 		return exitFailure
 	}
 	return exitOK
+}
+
+// refuseAmbiguous tells, for each id of ambiguous (by counting the copies
+// chosen under it), the copies that carry it, in DLQ order, and that cmd
+// chose none of them: nothing done, as -every would have it ("move",
+// "delete").
+func (e *env) refuseAmbiguous(cmd, done, verb string, ambiguous []string, by map[string]int, copies iter.Seq2[facts, []string]) {
+	slices.Sort(ambiguous)
+	for _, id := range ambiguous {
+		fmt.Fprintf(e.stderr, "lilydlq %s: %d copies carry the id %s, in DLQ order (failure time, type, reason):\n", cmd, by[id], sanitize.Text(id, maxID))
+		for f, ids := range copies {
+			if slices.Contains(ids, id) {
+				fmt.Fprintf(e.stderr, "  %s  %s  %s\n", timeText(f.Time), orDash(f.Type), f.Reason)
+			}
+		}
+	}
+	if len(ambiguous) > 0 {
+		fmt.Fprintf(e.stderr, "lilydlq %s: refusing to choose among them: nothing %s. Choose one with -since, -until, -reason, -reason-contains or -type (a copy must match each one given; -until the later copy's time chooses the earlier), or give -every to %s each copy chosen\n", cmd, done, verb)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -369,18 +368,13 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		return e.fail("redrive", err)
 	}
 	e.readNote("redrive", res, maxCount)
-	slices.Sort(ambiguous)
-	for _, id := range ambiguous {
-		fmt.Fprintf(e.stderr, "lilydlq redrive: %d copies carry the id %s, in DLQ order (failure time, type, reason):\n", by[id], sanitize.Text(id, maxID))
+	e.refuseAmbiguous("redrive", "moved", "move", ambiguous, by, func(yield func(facts, []string) bool) {
 		for _, c := range pending {
-			if slices.Contains(c.ids, id) {
-				fmt.Fprintf(e.stderr, "  %s  %s  %s\n", timeText(c.f.Time), orDash(c.f.Type), c.f.Reason)
+			if !yield(c.f, c.ids) {
+				return
 			}
 		}
-	}
-	if len(ambiguous) > 0 {
-		fmt.Fprintf(e.stderr, "lilydlq redrive: refusing to choose among them: nothing moved. Choose one with -since, -until, -reason, -reason-contains or -type (a copy must match each one given; -until the later copy's time chooses the earlier), or give -every to move each copy chosen\n")
-	}
+	})
 	var missing []string
 	// A read cut short by -limit did not look for the other ids.
 	if o.limit == 0 || moved < o.limit {
