@@ -1320,9 +1320,11 @@ func TestBrokerPublisherNackRenewsTheChannel(t *testing.T) {
 		t.Helper()
 		return awaitConfirmChannels(t, uri.Vhost, what, ok)
 	}
-	// A step that outlasts the looks below: the Send in flight waits for
-	// its confirm within it.
-	p := newPublisher(t, url, 8, func(c *runtime.Config) { c.StepTimeout = 30 * time.Second })
+	// A step that outlasts the looks below, each a rabbitmqctl that takes
+	// seconds on a loaded machine and an await that gives up after a
+	// minute: the Send in flight waits for its confirm within it, until
+	// resume. (30 s ran out once in CI, 65 s into the test.)
+	p := newPublisher(t, url, 8, func(c *runtime.Config) { c.StepTimeout = 5 * time.Minute })
 	if err := p.Send(context.Background(), message(t, "", "ok", "before")); err != nil {
 		t.Fatal(err)
 	}
