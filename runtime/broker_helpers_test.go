@@ -285,47 +285,85 @@ func (r *running) stop() *runtime.Report {
 // queueCounts reads a queue's ready and unacknowledged counts from the broker.
 func queueCounts(t *testing.T, name string) (ready, unacked int) {
 	t.Helper()
+	c, ok := brokerCounts(t)[name]
+	if !ok {
+		t.Fatalf("queue %s does not exist", name)
+	}
+	return c[0], c[1]
+}
+
+// brokerCounts reads every queue's ready and unacknowledged counts with one
+// rabbitmqctl run. Each run starts an Erlang VM, about a second of CPU: a
+// poll that runs it back to back keeps a core busy, so callers run it
+// sparingly (eventually waits as long as its check took).
+func brokerCounts(t *testing.T) map[string][2]int {
+	t.Helper()
 	out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged").Output()
 	if err != nil {
 		t.Fatalf("rabbitmqctl list_queues: %v", err)
 	}
-	for _, line := range bytes.Split(out, []byte("\n")) {
+	counts := map[string][2]int{}
+	for line := range bytes.Lines(out) {
 		f := strings.Fields(string(line))
-		if len(f) == 3 && f[0] == name {
-			ready, _ = strconv.Atoi(f[1])
-			unacked, _ = strconv.Atoi(f[2])
-			return ready, unacked
+		if len(f) == 3 {
+			ready, _ := strconv.Atoi(f[1])
+			unacked, _ := strconv.Atoi(f[2])
+			counts[f[0]] = [2]int{ready, unacked}
 		}
 	}
-	t.Fatalf("queue %s does not exist", name)
-	return 0, 0
+	return counts
 }
 
 // assertCounts checks where the messages are, queue by queue. rabbitmqctl
 // reads a quorum queue's counts from statistics it refreshes every few
-// seconds, so the counts are polled until both they and the queue's own
-// answer to a passive declare (its ready messages, at once) agree with want.
+// seconds, so the counts are polled until both they and the queues' own
+// answers to a passive declare (their ready messages, at once) agree with
+// want. The passive declares are cheap and come first; rabbitmqctl runs
+// once they agree, once a round for every queue.
 func assertCounts(t *testing.T, want map[string][2]int) {
 	t.Helper()
 	conn := dial(t)
-	for name, w := range want {
-		var r, u, passive int
-		// Generous: each rabbitmqctl run takes seconds on a loaded machine.
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(250 * time.Millisecond) {
-			r, u = queueCounts(t, name)
+	passive := map[string]int{}
+	var counts map[string][2]int
+	agree := func() bool {
+		for name, w := range want {
+			c, ok := counts[name]
+			if passive[name] != w[0] || !ok || c != w {
+				return false
+			}
+		}
+		return true
+	}
+	// Generous: each rabbitmqctl run takes seconds on a loaded machine.
+	for deadline := time.Now().Add(time.Minute); ; {
+		ready := true
+		for name, w := range want {
 			ch := channel(t, conn)
 			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
 			if err != nil {
 				t.Fatalf("queue %s: %v", name, err)
 			}
 			_ = ch.Close()
-			passive = q.Messages
-			if r == w[0] && u == w[1] && passive == w[0] || time.Now().After(deadline) {
-				break
-			}
+			passive[name] = q.Messages
+			ready = ready && q.Messages == w[0]
 		}
-		if r != w[0] || u != w[1] || passive != w[0] {
-			t.Errorf("queue %s: %d ready (%d by a passive declare), %d unacked; want %d ready, %d unacked", name, r, passive, u, w[0], w[1])
+		wait := 100 * time.Millisecond
+		if ready || time.Now().After(deadline) {
+			counts = brokerCounts(t)
+			wait = time.Second
+		}
+		if agree() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+	}
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		w := want[name]
+		c, ok := counts[name]
+		if !ok {
+			t.Errorf("queue %s does not exist", name)
+		} else if c != w || passive[name] != w[0] {
+			t.Errorf("queue %s: %d ready (%d by a passive declare), %d unacked; want %d ready, %d unacked", name, c[0], passive[name], c[1], w[0], w[1])
 		}
 	}
 }
@@ -358,10 +396,18 @@ func drainOn(t *testing.T, conn *amqp.Connection, queue string) []amqp.Delivery 
 // within the given time.
 func eventually(t *testing.T, within time.Duration, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(within); !ok(); time.Sleep(10 * time.Millisecond) {
+	deadline := time.Now().Add(within)
+	for {
+		began := time.Now()
+		if ok() {
+			return
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %s", what, within)
 		}
+		// A check that takes long (a rabbitmqctl run) waits as long
+		// again, so a poll keeps at most half a core busy.
+		time.Sleep(max(10*time.Millisecond, time.Since(began)))
 	}
 }
 
