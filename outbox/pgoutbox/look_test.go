@@ -194,7 +194,7 @@ func TestTableOfAnEarlierVersionIsMigratedAndItsFailedRowsRetried(t *testing.T) 
 	untried, _ := messages(q, "untried-", 2)
 	write(untried...)
 
-	_, stop := e.relayOn(pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 20 * time.Millisecond})
+	_, stop := e.relayOn(pool, e.brokerURL, relayStep, pgoutbox.Options{Poll: 20 * time.Millisecond, Lease: relayLease})
 	e.eventually("every row published", func() bool { return e.ready(q) == 8 })
 	rep := stop()
 	if want := map[runtime.Path]int{"published": 8}; !cmp.Equal(counts(rep), want) {
@@ -533,8 +533,9 @@ func TestRowsBehindAHandDeletedRowAreSwept(t *testing.T) {
 // all but the first behind it: each publish clears its next row's mark, as
 // for any key, and the key's rows go in order without waiting for the sweep.
 // The Lease is ten minutes, so the sweep, which ran at the start before any
-// mark, comes back ten times later than the minute the test waits. (Before,
-// record cleared no mark for the empty key: its rows went one per Lease.)
+// mark, comes back five times later than the two minutes the test waits.
+// (Before, record cleared no mark for the empty key: its rows went one per
+// Lease.)
 func TestRowsOfTheEmptyKeyGoWithoutTheSweep(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -234,10 +234,25 @@ func (e *env) rows() map[string]outboxRow {
 	return out
 }
 
-// relay runs a relay on the test's pool and broker; see relayOn.
+// relayStep and relayLease are the step timeout and the Lease (by default)
+// of a test's relay that no timeout is meant to end: a broker under load
+// may take seconds to confirm a persistent message, and a confirm that
+// outlasts the step leaves the publish unconfirmed and its row to be
+// published again, a copy the test counts. The Lease stays above five
+// steps, as Options.Lease asks.
+const (
+	relayStep  = 30 * time.Second
+	relayLease = 5 * time.Minute
+)
+
+// relay runs a relay on the test's pool and broker, with relayStep and, when
+// opts has none, relayLease; see relayOn.
 func (e *env) relay(opts pgoutbox.Options) (stop func() *runtime.Report) {
 	e.t.Helper()
-	_, stop = e.relayOn(e.pool, e.brokerURL, 2*time.Second, opts)
+	if opts.Lease == 0 {
+		opts.Lease = relayLease
+	}
+	_, stop = e.relayOn(e.pool, e.brokerURL, relayStep, opts)
 	return stop
 }
 
@@ -283,12 +298,12 @@ func (e *env) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(e.t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// eventually polls ok until it holds, for a minute at most.
+// eventually polls ok until it holds, for two minutes at most.
 func (e *env) eventually(what string, ok func() bool) {
 	e.t.Helper()
-	for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); !ok(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: not within a minute", what)
+			e.t.Fatalf("%s: not within two minutes", what)
 		}
 	}
 }
@@ -1099,7 +1114,11 @@ func TestRelayGoesOnWhenItsDatabaseConnectionsAreKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	_, stop := e.relayOn(pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 10 * time.Millisecond, Lease: 3 * time.Second, Batch: 10})
+	// A row whose lease committed as its connection was killed, unread,
+	// waits for the lease's end: a minute, above five steps, which the
+	// polls outwait. A confirm the step cut short would be a copy the
+	// report does not count published.
+	_, stop := e.relayOn(pool, e.brokerURL, 10*time.Second, pgoutbox.Options{Poll: 10 * time.Millisecond, Lease: time.Minute, Batch: 10})
 	const batches, perBatch = 20, 20
 	killed := 0
 	for b := range batches {

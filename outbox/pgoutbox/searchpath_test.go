@@ -43,7 +43,7 @@ func TestSearchPathSetOnThePoolDoesNotMoveTheRelay(t *testing.T) {
 	// relay meets the path left on it.
 	pool := e.oneConnection()
 	e.write(message(q, "m1"))
-	_, stop := e.relayOn(pool, e.brokerURL, 2*time.Second, pgoutbox.Options{Poll: 50 * time.Millisecond})
+	_, stop := e.relayOn(pool, e.brokerURL, relayStep, pgoutbox.Options{Poll: 50 * time.Millisecond, Lease: relayLease})
 	e.eventually("m1 published and its row deleted", func() bool { return e.ready(q) == 1 && len(e.rows()) == 0 })
 
 	// A handler's SET, not SET LOCAL, through a transaction on the pool.
