@@ -148,7 +148,9 @@ func TestImportStops(t *testing.T) {
 
 // TestImportUnconfirmed: a line whose confirm does not come within -step
 // ends the import, which says the line may be in the queue and how to go on
-// either way.
+// either way. The proxy holds the confirm 8 s; -step 3s, not less, so that
+// each step before the publish (dial, channel, confirm mode) fits in one on
+// a loaded machine.
 func TestImportUnconfirmed(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
@@ -158,8 +160,8 @@ func TestImportUnconfirmed(t *testing.T) {
 	b.exportAndEmpty(dlq, file, 2)
 	slow := newSlowLink(t, b)
 	slow.holdAfterPublish(8 * time.Second)
-	r := slow.lilydlq("import", "-to", dlq, "-step", "1s", file)
-	for _, want := range []string{"line 1 of 2, u-1 (t) -> " + dlq + ": lily: unconfirmed", "it may be in " + dlq + " or not", "run again with -skip 1 if it is there, -skip 0 if not", "raise -step (1s)"} {
+	r := slow.lilydlq("import", "-to", dlq, "-step", "3s", file)
+	for _, want := range []string{"line 1 of 2, u-1 (t) -> " + dlq + ": lily: unconfirmed", "it may be in " + dlq + " or not", "run again with -skip 1 if it is there, -skip 0 if not", "raise -step (3s)"} {
 		if r.code != exitFailure || !strings.Contains(r.stderr, want) {
 			t.Errorf("import: exit %d, want %d, saying %q\n%s%s", r.code, exitFailure, want, r.stdout, r.stderr)
 		}

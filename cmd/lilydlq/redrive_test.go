@@ -350,8 +350,9 @@ func TestRedriveAcksOnlyAfterTheConfirm(t *testing.T) {
 // TestRedriveWaitsOutASlowConfirm: over a slow link a confirm can come
 // later than the runtime's 5 s step. A proxy holds back what the broker
 // sends from the moment the re-drive publishes, for 8 s: with the default
-// -step the copy moves; with -step 1s the run ends unconfirmed, the copy in
-// the DLQ and in its queue, and says what a second run would do.
+// -step the copy moves; with -step 3s the run ends unconfirmed, the copy in
+// the DLQ and in its queue, and says what a second run would do. (3 s, not
+// less: each step before the publish must fit in one on a loaded machine.)
 func TestRedriveWaitsOutASlowConfirm(t *testing.T) {
 	t.Parallel()
 	b := newBroker(t)
@@ -367,10 +368,10 @@ func TestRedriveWaitsOutASlowConfirm(t *testing.T) {
 
 	b.publish(dlq, lilyCopy("slower", "t", "permanent failure", "permanent", src, 1, time.Now()))
 	slow.holdAfterPublish(8 * time.Second)
-	r := slow.lilydlq("redrive", dlq, "-all", "-step", "1s")
-	for _, want := range []string{"no confirm in time", "it stays in the DLQ and may be in " + src + " too: running again would send it twice", "raise -step (1s)"} {
+	r := slow.lilydlq("redrive", dlq, "-all", "-step", "3s")
+	for _, want := range []string{"no confirm in time", "it stays in the DLQ and may be in " + src + " too: running again would send it twice", "raise -step (3s)"} {
 		if r.code != exitFailure || !strings.Contains(r.stderr, want) {
-			t.Errorf("redrive -step 1s: exit %d, want %d, saying %q\n%s%s", r.code, exitFailure, want, r.stdout, r.stderr)
+			t.Errorf("redrive -step 3s: exit %d, want %d, saying %q\n%s%s", r.code, exitFailure, want, r.stdout, r.stderr)
 		}
 	}
 	b.assertCounts(dlq, 1)
