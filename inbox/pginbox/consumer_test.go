@@ -156,7 +156,7 @@ func (c *consumerEnv) settled() int {
 // await waits for n records in all and returns them.
 func (c *consumerEnv) await(n int) []runtime.Record {
 	c.t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(2 * time.Minute)
 	for {
 		c.mu.Lock()
 		got := append([]runtime.Record(nil), c.recs...)
@@ -167,7 +167,7 @@ func (c *consumerEnv) await(n int) []runtime.Record {
 		select {
 		case <-c.added:
 		case <-deadline:
-			c.t.Fatalf("%d of %d records after 30 s: %+v", len(got), n, got)
+			c.t.Fatalf("%d of %d records after 2 min: %+v", len(got), n, got)
 		}
 	}
 }
@@ -212,7 +212,7 @@ func (c *consumerEnv) expectQueues(main, dlq int) {
 		}
 	}()
 	var problems []string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
 		problems = c.queueProblems(want)
 		if len(problems) == 0 || time.Now().After(deadline) {
 			break
@@ -474,14 +474,17 @@ func TestCommitAfterTheBudgetStillEndsTheTransaction(t *testing.T) {
 	t.Parallel()
 	// A step that carries the first connection on a loaded machine, and
 	// the least budget it allows.
-	const step = 2 * time.Second
+	const step = 6 * time.Second
 	c := newConsumerEnv(t)
 	c.spec.Prefetch, c.spec.Concurrency = 2, 1
-	c.spec.HandlerTimeout = 5 * time.Second
+	c.spec.HandlerTimeout = 9 * time.Second
 	c.spec.SettlementBudget = c.spec.HandlerTimeout + 4*step + 2*time.Second
-	// late-2 starts 2 s before its budget's end and runs 3.5 s: it returns
-	// 1.5 s after the budget, and 1.5 s inside its handler timeout.
-	const lateStarts, lateRuns = 2 * time.Second, 3500 * time.Millisecond
+	// late-2 starts 3 s before its budget's end and runs 6 s: it returns
+	// 3 s after the budget, 3 s before the recycle a step after it (which
+	// hog-1's retry, waiting for the slot, must not meet), and 3 s inside
+	// its handler timeout. Each bound it must meet on a loaded machine has
+	// 3 s to spare.
+	const lateStarts, lateRuns = 3 * time.Second, 6 * time.Second
 	inbox := pginbox.New(c.pool, pginbox.Options{})
 	c.publish("hog-1", "late-2")
 	stepTimeout := func(cfg *runtime.Config) { cfg.StepTimeout = step }

@@ -822,7 +822,7 @@ func TestWaitingClaimFollowsTheHolder(t *testing.T) {
 // backend pid, until it is true; what names the awaited state for a failure.
 func (e *env) waitUntil(what, query string, pid uint32) {
 	e.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		var ok bool
 		if err := e.pool.QueryRow(e.ctx, query, int64(pid)).Scan(&ok); err != nil {
 			e.t.Fatal(err)
@@ -831,7 +831,7 @@ func (e *env) waitUntil(what, query string, pid uint32) {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("waited 30s for %s", what)
+			e.t.Fatalf("waited 2m for %s", what)
 		}
 	}
 }
