@@ -323,7 +323,7 @@ func TestKillInCommit(t *testing.T) {
 		psql.Env = append(os.Environ(), "PGAPPNAME="+app)
 		victim <- psql.Run()
 	}()
-	pid, err := KillInCommit(ctx, pgDSN, app, 10*time.Second)
+	pid, err := KillInCommit(ctx, pgDSN, app, 2*time.Minute)
 	if err != nil || pid == 0 {
 		t.Fatalf("KillInCommit = %d, %v", pid, err)
 	}
