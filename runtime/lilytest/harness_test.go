@@ -215,14 +215,15 @@ func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
 // nothing: the delivery is requeued unstarted, as the runtime requeues it,
 // since its handler's result could only be left unresolved.
 func TestDeliveryWhoseBudgetWasSpentWaitingIsNotStarted(t *testing.T) {
-	services.Slow(t, "a settlement budget, eleven seconds")
+	services.Slow(t, "a settlement budget, twenty-seven seconds")
 	t.Parallel()
 	spec := fixture.LilytestQueueSpec()
 	spec.Concurrency = 1
 	spec.HandlerTimeout = 500 * time.Millisecond
 	// A step wide enough for the slot to free within it, after the
-	// delivery's budget and before the recycle, on a loaded machine.
-	const step = 2 * time.Second
+	// delivery's budget and before the recycle, on a loaded machine: the
+	// slot frees half a step after the budget, 3 s from either end.
+	const step = 6 * time.Second
 	spec.SettlementBudget = spec.HandlerTimeout + 4*step + 2*time.Second
 	release := make(chan struct{})
 	var calls atomic.Int32
@@ -269,13 +270,13 @@ func (s stuckShipping) HandleOrderShippedV1(_ context.Context, msg *fixture.Orde
 // header-mapped profile "headers", the type and the id, not its
 // message_id.
 func TestOrderedDeliveryWhoseBudgetWasSpentWaitingNamesItsKey(t *testing.T) {
-	services.Slow(t, "a settlement budget, eleven seconds")
+	services.Slow(t, "a settlement budget, twenty-seven seconds")
 	t.Parallel()
 	spec := fixture.LilytestForeignQueueSpec()
 	spec.OrderKey = func(map[string]any, []byte) string { return "" }
 	spec.Concurrency = 1
 	spec.HandlerTimeout = 500 * time.Millisecond
-	const step = 2 * time.Second
+	const step = 6 * time.Second // as above: 3 s from either end
 	spec.SettlementBudget = spec.HandlerTimeout + 4*step + 2*time.Second
 	var calls atomic.Int32
 	release := make(chan struct{})
