@@ -142,10 +142,14 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 	t.Parallel()
 	// A step that carries the first connection on a loaded machine, and a
 	// budget that carries the handler and its steps, with room to spare.
+	// The budget also spaces the timers: the in-flight deliveries come half
+	// a budget after the stuck one, so that they are on the channel 12 s
+	// before its recycle (a budget and a step after the stuck one's
+	// receipt), and their budgets end 8 s after it.
 	const step = 2 * time.Second
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.HandlerTimeout = time.Second // the handlers, which must succeed, return at once
-		q.SettlementBudget = 12 * time.Second
+		q.SettlementBudget = 20 * time.Second
 		q.Concurrency, q.Prefetch = 4, 8
 	})
 	declareTopology(t, q)
@@ -199,7 +203,7 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.HandlerTimeout = time.Second // the handlers, which must succeed, return at once
-		q.SettlementBudget = 13 * time.Second
+		q.SettlementBudget = 20 * time.Second
 		q.Concurrency, q.Prefetch = 4, 8
 	})
 	declareTopology(t, q)
@@ -214,9 +218,10 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 	}, through(p), func(cfg *runtime.Config) { cfg.StepTimeout = step })
 	gate := stuckFirst(t, q, r, consumer, &handled)
 	// Late enough that their budgets outlast the recycle (a step after the
-	// stuck delivery's budget), its failed cancel and the wait below by
-	// seconds; early enough to be on the channel before the recycle.
-	time.Sleep(q.SettlementBudget - 1500*time.Millisecond)
+	// stuck delivery's budget), its failed cancel (a step) and the wait
+	// below (late and a step) by 7 s; early enough to be on the channel 6 s
+	// before the recycle.
+	time.Sleep(q.SettlementBudget - 4*time.Second)
 	publish(t, q.Name, order(t, "in-flight-1"), order(t, "in-flight-2"))
 	eventually(t, 30*time.Second, "the channel recycled", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "recycle") })

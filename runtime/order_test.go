@@ -1159,16 +1159,18 @@ func TestBrokerOrderedSlowSettledLeavesTheLane(t *testing.T) {
 
 // A cleanup past its step is given up on and runs on: the retry in line
 // must not call the handler again beside it, any more than beside a handler
-// past its timeout. a-0's first cleanup runs 4 s, its step 1 s; a-0 goes
+// past its timeout. a-0's first cleanup runs 8 s, its step 3 s; a-0 goes
 // through its bucket instead (had it waited in line, its second call would
 // have come after the delay all the same: the delay here outlasts the
-// cleanup, so neither overlaps it).
+// cleanup, so neither overlaps it). The step is long enough for the
+// handoff's dial, channel and confirm on a loaded machine: a handoff past
+// it would NACK a-0 back to the queue, a call the test does not expect.
 func TestBrokerOrderedAbandonedCleanupIsNotRetriedBesideIt(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 8
 		q.MaxAttempts, q.SettlementBudget = 3, time.Minute
-		q.Topology.RetryDelays = []time.Duration{5 * time.Second}
+		q.Topology.RetryDelays = []time.Duration{10 * time.Second}
 	})
 	declareTopology(t, q)
 	publishKeyed(t, q.Name, []string{"a"}, 1)
@@ -1182,12 +1184,12 @@ func TestBrokerOrderedAbandonedCleanupIsNotRetriedBesideIt(t *testing.T) {
 		}
 		return nil
 	}, func(cfg *runtime.Config) {
-		cfg.StepTimeout = time.Second
+		cfg.StepTimeout = 3 * time.Second
 		cfg.Scope = func(ctx context.Context, d runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
 			return ctx, func(context.Context) error {
 				if d.Attempt() == 1 {
 					cleaning.Store(true)
-					time.Sleep(4 * time.Second) // past its step
+					time.Sleep(8 * time.Second) // past its step
 					cleaning.Store(false)
 				}
 				return nil
@@ -1234,7 +1236,10 @@ func slowCleanup(id string, cleanup func()) func(context.Context, runtime.RawDel
 // a-0's cleanup returned, though a-0's journey had ended (dead-lettered:
 // its cleanup failed, and it has one attempt). The lane holds no slot:
 // b-0, another key published once the cleanup runs, takes the one slot
-// meanwhile (the cleanup returns only once b-0 was handled, 4 s at least).
+// meanwhile (the cleanup returns only once b-0 was handled, 8 s at least).
+// The step, 3 s, is long enough for a-0's handoff to the DLQ (dial,
+// channel, confirm) on a loaded machine: a handoff past it would NACK a-0
+// back to the queue, a call the test does not expect.
 func TestBrokerOrderedAbandonedCleanupHoldsTheLane(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
@@ -1256,11 +1261,11 @@ func TestBrokerOrderedAbandonedCleanupHoldsTheLane(t *testing.T) {
 		}
 		return nil
 	}, func(cfg *runtime.Config) {
-		cfg.StepTimeout = time.Second
+		cfg.StepTimeout = 3 * time.Second
 		cfg.Scope = slowCleanup("a-0", func() {
 			cleaning.Store(true)
 			close(started)
-			time.Sleep(4 * time.Second) // past its step, within the budget
+			time.Sleep(8 * time.Second) // past its step, within the budget
 			select {
 			case <-bHandled:
 			case <-time.After(30 * time.Second):
@@ -1313,14 +1318,18 @@ func TestBrokerOrderedHandlerPastItsTimeoutHoldsTheLane(t *testing.T) {
 // A cleanup that outlives the delivery's budget holds its key's lane no
 // longer: a-1 starts once a-0's budget has ended, beside the cleanup still
 // running, so that one hung step cannot fill the prefetch and stop the
-// queue for good.
+// queue for good. The step, 3 s, is long enough for a-0's handoff to the
+// DLQ (dial, channel, confirm) on a loaded machine: a handoff past it
+// would NACK a-0 back to the queue, and a-0 would not be dead-lettered.
 func TestBrokerOrderedCleanupPastTheBudgetLeavesTheLane(t *testing.T) {
 	t.Parallel()
+	const step = 3 * time.Second
 	q := brokerSpec(t, func(q *runtime.QueueSpec) {
 		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 8
 		// The least NewConsumer takes: the handler timeout, five steps and
 		// the handoff's reserve.
-		q.MaxAttempts, q.HandlerTimeout, q.SettlementBudget = 1, time.Second, 8*time.Second
+		q.MaxAttempts, q.HandlerTimeout = 1, time.Second
+		q.SettlementBudget = q.HandlerTimeout + 5*step + 2*time.Second
 	})
 	declareTopology(t, q)
 	publishOrders(t, q.Name, "a-0", "a-1")
@@ -1344,13 +1353,13 @@ func TestBrokerOrderedCleanupPastTheBudgetLeavesTheLane(t *testing.T) {
 		}
 		return nil
 	}, func(cfg *runtime.Config) {
-		cfg.StepTimeout = time.Second
+		cfg.StepTimeout = step
 		cfg.Scope = slowCleanup("a-0", func() {
 			close(cleaning)
 			<-release // past the budget
 		})
 	})
-	eventually(t, time.Minute, "a-1 handled while a-0's cleanup still runs", func() bool { return len(calls.all()) == 2 })
+	eventually(t, 2*time.Minute, "a-1 handled while a-0's cleanup still runs", func() bool { return len(calls.all()) == 2 })
 	released.Do(func() { close(release) })
 	if got := calls.all(); !slices.Equal(got, []string{"a-0@1", "a-1@1"}) || !besideCleanup.Load() {
 		t.Errorf("calls %q (a-1 beside a-0's cleanup: %t), want a-0@1 then a-1@1 beside it", got, besideCleanup.Load())
