@@ -67,12 +67,30 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	}
 	// An ordered queue's intake reads the delivery as it takes it in, and
 	// calls OrderKey: its records name it by its key, even if it never
-	// starts, and its journey uses that reading.
+	// starts, and its journey uses that reading. It then waits for its turn
+	// in its key's lane, as inOrder has it wait: until the delivery before
+	// it of its key has ended (as it has, Deliver being one at a time) and
+	// nothing it abandoned still runs (a handler past its timeout, a scope
+	// step given up on), or that delivery's budget has ended. That wait
+	// holds no slot, and its budget starts when the wait ends. (The trial's
+	// run is never aborted while a delivery waits: Close waits for Deliver.)
 	var read *reading
 	var env *guard.Envelope
+	sl := &slot{slots: j.r.slots}
+	ran := false // the journey took its turn and ran
 	if j.c.spec.OrderKey != nil {
-		read = j.orderKey(d)
+		var key laneKey
+		key, read = j.orderKey(d)
 		env = read.env
+		if key != guardRefused {
+			prev, own := j.r.lanes.enter(key)
+			sl.turn = own
+			sl.lane = func() { own.leave(ran, received.Add(j.c.spec.budget()), j.r.aborted) }
+			defer sl.leaveLane()
+			<-prev.free
+			received = time.Now()
+			j.gen.Settler.Started(d.DeliveryTag, received)
+		}
 	}
 	// consume waits for a slot until the delivery has been unsettled for
 	// recycleAfter (handlers past their timeout hold every slot); then the
@@ -87,8 +105,8 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 		// In recycle's words (the trial keeps its one channel), or, on an
 		// ordered queue, laneSlot's: the recycle cancels intake under the
 		// lane a step after the delivery's budget, which counts from its
-		// turn in its lane (here, with no wait for the lane, its receipt),
-		// so the lane says its budget was spent while it waited.
+		// turn in its lane, so the lane says its budget was spent while it
+		// waited.
 		why := "received but not started before its channel was recycled"
 		if j.c.spec.OrderKey != nil {
 			why = decide.SpentWaiting
@@ -101,9 +119,9 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	if j.c.spentWaiting(j.r, j.gen, d, env, received) {
 		return j.observed
 	}
-	sl := &slot{slots: j.r.slots}
 	sl.hold()
 	defer sl.leave()
+	ran = true
 	rec := j.c.process(j.r, nil, j.gen, d, received, quarantine.Verdict{}, read, sl)
 	if acks := j.gen.Acks.Take(); len(acks) > 0 {
 		j.c.acksProven(j.r, j.gen, acks)
@@ -115,29 +133,29 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 // orderKey reads d, on an ordered queue, as the intake does (orderKey):
 // the guard, then OrderKey, whose panic or runtime.Goexit is logged, and d
 // goes on. It calls orderKey on a goroutine of its own, which a Goexit
-// ends, as it ends the intake's, not Deliver's caller. The key names no
-// lane: the trial runs one delivery at a time, and each journey has ended
-// by the time the next one comes, so none waits for its key.
-func (j *journeys) orderKey(d *amqp.Delivery) *reading {
+// ends, as it ends the intake's, not Deliver's caller. It returns the lane
+// d takes, and the guard's reading of d.
+func (j *journeys) orderKey(d *amqp.Delivery) (laneKey, *reading) {
 	k := &keyReading{done: make(chan struct{})}
 	go func() {
-		_, k.read = j.c.orderKey(d, quarantine.Verdict{}, k)
+		k.key, k.read = j.c.orderKey(d, quarantine.Verdict{}, k)
 		close(k.done)
 	}()
 	<-k.done
-	return k.read
+	return k.key, k.read
 }
 
-// keyReading is what journeys.orderKey waits for: the guard's reading of
-// its delivery, once orderKey has returned it or, after a Goexit in
-// OrderKey, handed it to exited.
+// keyReading is what journeys.orderKey waits for: the lane of its delivery
+// and the guard's reading of it, once orderKey has returned them or, after
+// a Goexit in OrderKey, handed them to exited.
 type keyReading struct {
+	key  laneKey
 	read *reading
 	done chan struct{}
 }
 
-func (k *keyReading) exited(_ *amqp.Delivery, _ laneKey, read *reading) {
-	k.read = read
+func (k *keyReading) exited(_ *amqp.Delivery, key laneKey, read *reading) {
+	k.key, k.read = key, read
 	close(k.done)
 }
 

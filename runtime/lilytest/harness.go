@@ -277,7 +277,12 @@ func inUserCode() (own, run bool) {
 // concurrency slot until it returns: with every slot so held, Deliver waits
 // for one as the runtime does, for the queue's settlement budget and one
 // StepTimeout, and then requeues the delivery unstarted (PathNotStarted), as
-// the runtime does when it recycles the channel.
+// the runtime does when it recycles the channel. On an ordered queue it
+// keeps its order key's turn too, as does a Scope, its cleanup or
+// AfterDelivery given up on at its StepTimeout: Deliver of the key's next message waits, before it takes a slot,
+// until that user code returns or the earlier delivery's settlement budget
+// ends, as the runtime's lane waits. That bounds the wait even for a
+// Deliver made by the late handler itself, once its delivery has ended.
 func (h *Harness) Deliver(p runtime.Publishing, opts ...Option) Result {
 	d, err := delivery(p, h.spec.Name, opts)
 	if err != nil {

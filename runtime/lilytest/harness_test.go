@@ -182,10 +182,12 @@ func TestDeliveryWithoutASlotIsNotStarted(t *testing.T) {
 			spec.SettlementBudget = spec.HandlerTimeout + 4*step + 3*time.Second
 			// In the runtime's words: a recycle's, or on an ordered queue, a
 			// lane's, whose budget was spent by the time the recycle cancels
-			// intake under it, a step after the budget.
+			// intake under it, a step after the budget. Each message is a
+			// key of its own there: wait-1 waits for the slot, not behind
+			// stuck-1 in its lane.
 			why := "received but not started before its channel was recycled"
 			if ordered {
-				spec.OrderKey = func(map[string]any, []byte) string { return "" }
+				spec.OrderKey = func(_ map[string]any, body []byte) string { return string(body) }
 				why = "not started: its settlement budget was spent while it waited for a slot"
 			}
 			release := make(chan struct{})
@@ -268,12 +270,13 @@ func (s stuckShipping) HandleOrderShippedV1(_ context.Context, msg *fixture.Orde
 // On an ordered queue the same delivery's record names it by its key, as
 // the runtime's lane, which read it as it took it in, names it: for a
 // header-mapped profile "headers", the type and the id, not its
-// message_id.
+// message_id. Each message is a key of its own: the stuck handler holds
+// its key's lane as well as the one slot, and wait-1 waits for the slot.
 func TestOrderedDeliveryWhoseBudgetWasSpentWaitingNamesItsKey(t *testing.T) {
 	services.Slow(t, "a settlement budget, twenty-seven seconds")
 	t.Parallel()
 	spec := fixture.LilytestForeignQueueSpec()
-	spec.OrderKey = func(map[string]any, []byte) string { return "" }
+	spec.OrderKey = func(_ map[string]any, body []byte) string { return string(body) }
 	spec.Concurrency = 1
 	spec.HandlerTimeout = 500 * time.Millisecond
 	const step = 6 * time.Second // as above: 3 s from either end
