@@ -127,7 +127,7 @@ func shortStr(field, value string) error {
 // deeper or wider than the client decodes: the broker takes them, but a
 // Return of the message would close the connection.
 func CheckHeaders(t amqp.Table) error {
-	if err := t.Validate(); err != nil {
+	if err := CheckTypes(t); err != nil {
 		return err
 	}
 	if err := CheckSentHeaders(t); err != nil {
@@ -150,7 +150,7 @@ func checkTable(t amqp.Table, depth int) error {
 			return err
 		}
 		if err := checkWithin(v, depth); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", HeaderName(name), err)
 		}
 	}
 	return nil

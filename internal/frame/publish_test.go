@@ -175,3 +175,30 @@ func TestCheckDirectReplyCopies(t *testing.T) {
 		}
 	}
 }
+
+// A header name in a refusal is bounded and sanitized: a producer's name
+// may hold ESC, a bidi override and up to 255 bytes (or, when its value's
+// type is what AMQP has no word for, any length), and the error reaches a
+// log line or a test's output. Whichever check refuses, at whatever depth,
+// a Publisher's publish check (CheckPublish) says so.
+func TestCheckPublishSanitizesHeaderNames(t *testing.T) {
+	hostile := "x-\x1b[31mred\u202e" + strings.Repeat("n", 240)
+	long := hostile + strings.Repeat("n", 1000)
+	for name, headers := range map[string]amqp.Table{
+		"NaN":              {hostile: math.NaN()},
+		"int":              {hostile: 1 << 40},
+		"nested NaN":       {hostile: amqp.Table{hostile: math.NaN()}},
+		"in an array":      {hostile: []any{1 << 40}},
+		"nested too deep":  {hostile: amqp.Table{hostile: make([]any, 8193)}},
+		"unsupported type": {long: amqp.Table{long: uint64(1)}},
+	} {
+		err := frame.CheckPublish("", "q", amqp.Publishing{Headers: headers})
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if msg := err.Error(); strings.ContainsAny(msg, "\x1b\u202e") || len(msg) > 400 {
+			t.Errorf("%s: %d bytes, unsanitized or unbounded: %q", name, len(msg), msg)
+		}
+	}
+}

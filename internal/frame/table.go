@@ -9,6 +9,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/sanitize"
 )
 
 // The bounds amqp091-go v1.17 decodes a field table within (read.go:
@@ -90,7 +91,52 @@ func CheckEntry(name string, v any) error {
 		return fmt.Errorf("a name of %d bytes, more than %d", len(name), MaxShortStr)
 	}
 	if err := CheckValue(v); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+		return fmt.Errorf("%s: %w", HeaderName(name), err)
+	}
+	return nil
+}
+
+// maxHeaderName bounds a header's name as a refusal tells it.
+const maxHeaderName = 64
+
+// HeaderName is a header's name as a refusal tells it: its producer may
+// have put anything in it (ESC and so ANSI sequences, a bidi override, 255
+// bytes or, in a table Validate refuses, any number), and the refusal
+// reaches a log line, an error a handler returns, a test's output. So it
+// is sanitized (sanitize.Text) and bounded.
+func HeaderName(name string) string { return sanitize.Text(name, maxHeaderName) }
+
+// CheckTypes says which value in headers t is of a type AMQP has no word
+// for: what amqp.Table.Validate refuses, which is the client's word on it,
+// told with each name on the way to the value as HeaderName tells it
+// (Validate quotes them whole). It allocates nothing unless one is.
+func CheckTypes(t amqp.Table) error {
+	if t.Validate() == nil {
+		return nil
+	}
+	return unsupported(t)
+}
+
+// unsupported is CheckTypes's walk to the value Validate refuses in v.
+func unsupported(v any) error {
+	switch v := v.(type) {
+	case amqp.Table:
+		for name, x := range v {
+			if err := unsupported(x); err != nil {
+				return fmt.Errorf("%s: %w", HeaderName(name), err)
+			}
+		}
+		return nil
+	case []any:
+		for i, x := range v {
+			if err := unsupported(x); err != nil {
+				return fmt.Errorf("[%d]: %w", i, err)
+			}
+		}
+		return nil
+	}
+	if (amqp.Table{"": v}).Validate() != nil {
+		return fmt.Errorf("value %T not supported", v)
 	}
 	return nil
 }

@@ -465,6 +465,38 @@ func TestUnpublishableMessageIsRefused(t *testing.T) {
 	}
 }
 
+// The name of a header no client sends is bounded and sanitized in the
+// refusal: Deliver's panic, RawDelivery's error and a Recorder's Send say
+// it without ESC or a bidi override, and without its 250 bytes.
+func TestRefusalSanitizesTheHeaderName(t *testing.T) {
+	name := "x-\x1b[31mred\u202e" + strings.Repeat("n", 240)
+	check := func(what, msg string) {
+		t.Helper()
+		if !strings.Contains(msg, "NaN is not a finite number") || strings.ContainsAny(msg, "\x1b\u202e") || len(msg) > 300 {
+			t.Errorf("%s: %d bytes, unsanitized or unbounded: %q", what, len(msg), msg)
+		}
+	}
+	p := order(t, "refused-2")
+	p.Headers[name] = math.NaN()
+	_, err := lilytest.RawDelivery(fixture.LilytestQueueSpec(), fixture.LilytestRoutes(handler(ok)), p)
+	if err == nil {
+		t.Fatal("RawDelivery: accepted")
+	}
+	check("RawDelivery", err.Error())
+	func() {
+		defer func() {
+			r, _ := recover().(string)
+			check("Deliver", r)
+		}()
+		harness(t, ok).Deliver(p)
+	}()
+	err = (&lilytest.Recorder{}).Send(context.Background(), runtime.Message{Exchange: "shop", RoutingKey: "q", Publishing: p})
+	if err == nil {
+		t.Fatal("Send: accepted")
+	}
+	check("Send", err.Error())
+}
+
 // An expiration the broker takes from another producer, though a
 // Publisher sends none such, is delivered: Deliver and RawDelivery take it.
 // One the broker refuses, they refuse.

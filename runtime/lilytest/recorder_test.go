@@ -57,7 +57,7 @@ func TestRecorderKeepsEachSendAtOnce(t *testing.T) {
 		"expiration":                      {RoutingKey: "q", Publishing: runtime.Publishing{Expiration: "soon"}},
 		"delivery_mode: 3":                {RoutingKey: "q", Publishing: runtime.Publishing{DeliveryMode: 3}},
 		"headers: a name of 300 bytes":    {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{strings.Repeat("k", 300): "v"}}},
-		"headers: table field":            {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"n": uint64(1)}}},
+		"headers: n: value uint64":        {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"n": uint64(1)}}},
 		"more than the 131064 of a frame": {RoutingKey: "q", Publishing: runtime.Publishing{Headers: map[string]any{"big": strings.Repeat("x", 200_000)}}},
 		// A Publisher refuses any user but its connection's, and a
 		// Recorder has none: on the broker it would close the channel.

@@ -17,17 +17,18 @@ import (
 // the local zone (readTimestamp's time.Unix), an empty array as a nil one,
 // a nil byte slice as an empty one, and an empty header table as none;
 // without BCC, which the broker routes by and takes out. It refuses, as a
-// Publisher does before writing (frame.CheckEntry, frame.CheckSentHeaders),
-// what no client sends or the broker takes: a value of a type AMQP has no
-// word for, a name over 255 bytes, an int outside the int32 range, which
-// the client would truncate, a NaN or an infinity, on which the broker
-// closes the connection, and a CC or BCC that is not an array, on which it
-// closes the channel.
+// Publisher does before writing (frame.CheckTypes, frame.CheckEntry,
+// frame.CheckSentHeaders), what no client sends or the broker takes: a
+// value of a type AMQP has no word for, a name over 255 bytes, an int
+// outside the int32 range, which the client would truncate, a NaN or an
+// infinity, on which the broker closes the connection, and a CC or BCC
+// that is not an array, on which it closes the channel. The names in its
+// refusal are bounded and sanitized (frame.HeaderName).
 func received(t amqp.Table) (amqp.Table, error) {
 	if len(t) == 0 {
 		return nil, nil
 	}
-	if err := t.Validate(); err != nil {
+	if err := frame.CheckTypes(t); err != nil {
 		return nil, err
 	}
 	routing := amqp.Table{}
@@ -55,7 +56,7 @@ func receivedTable(t amqp.Table) (amqp.Table, error) {
 		}
 		w, err := receivedValue(v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", frame.HeaderName(name), err)
 		}
 		out[name] = w
 	}
