@@ -167,7 +167,8 @@ func (t *tx) end() ([]func(), bool) {
 // write as the database would. It keeps nothing and fails when ctx carries
 // no claim, and when the claim has ended (ctx outlived its handler, and the
 // claim committed or rolled back), as a write into pginbox's transaction
-// fails once it has ended. A handler past its timeout still holds its
+// fails once it has ended; its errors are its own, neither
+// pgoutbox.ErrNoTx nor pgx's. A handler past its timeout still holds its
 // claim: it is rolled back when the handler returns.
 func AfterCommit(ctx context.Context, f func()) error {
 	t, ok := ctx.Value(txKey{}).(*tx)
@@ -183,8 +184,9 @@ func AfterCommit(ctx context.Context, f func()) error {
 	return nil
 }
 
-// AfterCommit's failures, worded as pgoutbox.ErrNoTx and pgx's closed
-// transaction are.
+// AfterCommit's failures, and an outbox Recorder's Send's without a claim:
+// the harness's own, not pgoutbox.ErrNoTx or pgx's closed transaction's,
+// which errors.Is does not find in them.
 var (
 	errNoClaim    = errors.New("lilytest: no Inbox claim in ctx: call from a handler whose message a lilytest.Inbox claimed")
 	errClaimEnded = errors.New("lilytest: the Inbox claim in ctx has ended: it committed or rolled back when its handler returned")

@@ -22,8 +22,9 @@ import (
 // its claim rolls back. With Outbox set it stands for an outbox such as
 // pgoutbox.Outbox, which writes into the Inbox claim's transaction: a
 // message is kept once the claim commits and never if it rolls back, and a
-// send from a context without a claim fails, as pgoutbox.Outbox's fails with
-// ErrNoTx.
+// send from a context without a claim fails, as pgoutbox.Outbox's fails
+// without a transaction, but with an error of the harness's own: it is not
+// pgoutbox.ErrNoTx, and errors.Is(err, pgoutbox.ErrNoTx) is false for it.
 //
 // The zero value is ready to use; a Recorder is safe for concurrent use.
 type Recorder struct {
