@@ -800,6 +800,97 @@ func TestBrokerPublisherMissingExchange(t *testing.T) {
 	}
 }
 
+// A channel Lily closes (here half the window stalled, a step after a Send
+// gave up) as the broker closes it for a reason of its own (here a publish
+// just before to an exchange deleted since it was found) answers the close
+// with the broker's channel.close (404), not channel.close-ok: the channel
+// is closed all the same, and the connection the other Sends share stays.
+// The broker's answers are held back until Lily's channel.close has passed,
+// then released; the control deletes nothing, and the close is answered
+// close-ok. Either way the next Send goes on the same connection.
+func TestBrokerPublisherCloseMeetingTheBrokersKeepsTheConnection(t *testing.T) {
+	t.Parallel()
+	for _, deleted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deleted=%t", deleted), func(t *testing.T) {
+			t.Parallel()
+			exchange, ok, _ := publishTopology(t)
+			found := exchange + ".found"
+			ch := channel(t, dial(t))
+			defer ch.Close()
+			if err := ch.ExchangeDeclare(found, "fanout", false, true, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := ch.QueueBind(ok, "", found, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			proxy := newProxy(t)
+			// armed, once "before" is confirmed, leaves out the close of the
+			// channel its look at the exchange opened.
+			var starts atomic.Int32
+			var armed atomic.Bool
+			brokerClosed, lilyClosed := make(chan struct{}), make(chan struct{})
+			var brokerOnce, lilyOnce sync.Once
+			proxy.Intercept(func(f faults.Frame) faults.Action {
+				switch {
+				case f.Dir == faults.ToBroker && f.Is(faults.ConnectionStartOk):
+					starts.Add(1)
+				case !armed.Load():
+				case f.Dir == faults.ToClient && f.Is(faults.ChannelClose):
+					brokerOnce.Do(func() { close(brokerClosed) })
+				case f.Dir == faults.ToBroker && f.Is(faults.ChannelClose):
+					lilyOnce.Do(func() { close(lilyClosed) })
+				}
+				return faults.Forward
+			})
+			// A step of 2 s: the answers must be released within a step of
+			// the close, or the close times out, which takes the connection.
+			p := newPublisher(t, proxy.url(), 2, func(c *runtime.Config) { c.StepTimeout = 2 * time.Second })
+			if err := p.Send(context.Background(), message(t, found, "", "before")); err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			if deleted {
+				if err := ch.ExchangeDelete(found, false, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			proxy.Stall(faults.ToClient)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			if err := p.Send(ctx, message(t, found, "", "held")); !errors.Is(err, runtime.ErrUnconfirmed) {
+				t.Errorf("the Send whose answer is held: %v; want unconfirmed", err)
+			}
+			select {
+			case <-lilyClosed:
+			case <-time.After(time.Minute):
+				t.Fatal("no channel.close from the publisher within a minute")
+			}
+			if deleted {
+				select {
+				case <-brokerClosed:
+				case <-time.After(time.Minute):
+					t.Fatal("no channel.close from the broker within a minute")
+				}
+			}
+			proxy.Resume()
+			eventually(t, 30*time.Second, "a Send after the close", func() bool {
+				return p.Send(context.Background(), message(t, exchange, "ok.after", "after")) == nil
+			})
+			if n := starts.Load(); n != 1 || !proxy.connected() {
+				t.Errorf("%d connections opened, one open now: %t; want the first, still open", n, proxy.connected())
+			}
+			want := map[string]int{"before": 1, "after": 1}
+			got := ids(t, ok)
+			if !deleted {
+				want["held"] = 1
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("the queue holds %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 // A handoff waits while the broker blocks its connection only until a
 // second before its budget ends: then it gives up unwritten, and the
 // delivery gets its one bounded requeue instead of being left unresolved.

@@ -691,18 +691,36 @@ func (p *Publisher) release(c *channel, nacked bool) {
 
 // retire closes the channel within a step, once; a channel that does not
 // close in time takes its connection with it, which answers its publishes
-// all the same.
+// all the same. So does a close that fails with its connection; one that
+// fails because the channel was closed already has closed it, and leaves
+// the connection to the publishes on its other channels.
 func (c *channel) retire(stepTimeout time.Duration) {
 	c.retiring.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
 		switch err := c.close(ctx); {
+		case err == nil:
 		case errors.Is(err, step.ErrTimeout):
 			c.link.abandonStalled()
-		case err != nil:
+		case !c.closedAlone(err):
 			c.link.abandon()
 		}
 	})
+}
+
+// closedAlone reports whether err, a failed close of the channel, says the
+// channel was closed already and its connection is open. The broker closes
+// a channel alone with a soft code (amqp's Recover: 311-313, 403-406): a
+// publish just before to an exchange deleted since it was found, or to an
+// internal one, with no write permission, a body over max_message_size;
+// its channel.close answers a channel.close sent meanwhile. The client
+// answers ErrClosed for a channel that closed before its channel.close was
+// written. The connection's own end (a hard code, a read or a write that
+// failed) reaches each of its channels too, once the connection is marked
+// closed, but for a write that failed, which is not an *amqp.Error.
+func (c *channel) closedAlone(err error) bool {
+	var e *amqp.Error
+	return !c.link.conn.IsClosed() && (errors.Is(err, amqp.ErrClosed) || errors.As(err, &e) && e.Recover)
 }
 
 // drain records every Return already buffered. A Return whose publish has
