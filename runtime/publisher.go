@@ -113,7 +113,10 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 // alone. A write already waiting when ctx ends is not cut short, which would
 // fail every Send sharing the connection; it ends within a step. nil means confirmed and routed; ErrReturned, ErrNacked and
 // ErrUnconfirmed (wrapped, with the detail) are the broker's other answers;
-// any other error means the message was not written.
+// any other error means the message was not written. One for a ctx that
+// ended first wraps its error; one for a deadline too near to write and
+// wait for the answer (under 20 ms, or a quarter of the step when that is
+// less) says "no time left" and, ctx not having ended, wraps nothing.
 //
 // A reply to a direct reply-to address (the default exchange, a routing key
 // amq.rabbitmq.reply-to.<token> from a request's ReplyTo) goes to the
