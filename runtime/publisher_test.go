@@ -399,11 +399,14 @@ func TestBrokerPublisherWaitsForAnotherSendsOpenWithinItsContext(t *testing.T) {
 // confirmHeldBack is a Publisher through a proxy that has sent "before" to
 // queue ok, and then "first", which is in the queue while the proxy holds
 // the broker's answers back: its Send waits for its confirm, answered on
-// first once the proxy resumes.
+// first once the proxy resumes. Its step (five minutes) outlasts whatever
+// the test does before it resumes the proxy on a loaded machine: the wait
+// for the confirm is bounded by the step alone. The test's own short Sends
+// end on their contexts.
 func confirmHeldBack(t *testing.T, exchange, ok string) (*runtime.Publisher, *proxy, <-chan error) {
 	t.Helper()
 	proxy := newProxy(t)
-	p := newPublisher(t, proxy.url(), 4)
+	p := newPublisher(t, proxy.url(), 4, func(cfg *runtime.Config) { cfg.StepTimeout = 5 * time.Minute })
 	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
 		t.Fatal(err)
 	}
