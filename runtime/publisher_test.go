@@ -84,9 +84,14 @@ func closeSendChannel(t *testing.T, p *runtime.Publisher, exchange string) {
 	}
 }
 
+// newPublisher is a Publisher to url with a window of window, closed when
+// the test ends. Its step (30 s) outlasts any broker step of a passing run
+// on a loaded machine: a test that needs a step to run out (a Send
+// unconfirmed, an open unanswered, a channel closed at a stall) sets a
+// short one through tweak.
 func newPublisher(t *testing.T, url string, window int, tweak ...func(*runtime.Config)) *runtime.Publisher {
 	t.Helper()
-	cfg := runtime.Config{URLs: []string{url}, StepTimeout: 2 * time.Second, ReconnectMax: 500 * time.Millisecond}
+	cfg := runtime.Config{URLs: []string{url}, StepTimeout: 30 * time.Second, ReconnectMax: 500 * time.Millisecond}
 	for _, f := range tweak {
 		f(&cfg)
 	}
@@ -1260,7 +1265,11 @@ func TestBrokerPublisherRetiresAChannelWithoutItsConnection(t *testing.T) {
 		}
 		return pids
 	}
-	p := newPublisher(t, url, 32, func(c *runtime.Config) { c.StepTimeout = 2 * time.Second })
+	// A step that no channel open or close of a passing run outlasts on a
+	// loaded machine, which would abandon the connection: the stalled
+	// Sends give up on their own contexts, and the close comes a step
+	// after.
+	p := newPublisher(t, url, 32, func(c *runtime.Config) { c.StepTimeout = 5 * time.Second })
 	if err := p.Send(context.Background(), message(t, "x", "ok.0", "before")); err != nil {
 		t.Fatal(err)
 	}

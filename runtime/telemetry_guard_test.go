@@ -376,8 +376,11 @@ func TestBrokerSlowSendEndLeavesTheAnswer(t *testing.T) {
 		}
 	}
 	defer release()
+	// The answer comes a step after the confirm: a step short beside the
+	// 30 s the test waits for it, and long enough for the first Send's dial
+	// and confirm on a loaded machine.
 	p := newPublisher(t, brokerURL(t), 1, func(c *runtime.Config) {
-		c.Telemetry, c.Logger, c.StepTimeout = tel, slog.New(&events), time.Second
+		c.Telemetry, c.Logger, c.StepTimeout = tel, slog.New(&events), 5*time.Second
 	})
 
 	answer := make(chan error, 1)
