@@ -828,9 +828,11 @@ func TestBrokerHandoffDiallingAtTheStopPublishesNothing(t *testing.T) {
 	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		return runtime.Retryable(errors.New("busy"))
 	}, through(p), func(cfg *runtime.Config) {
-		// Under the broker's own handshake_timeout (10 s), which would end
-		// the held dial first: amqp091 reads that as a 403 for the vhost.
-		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 5*time.Second, 100*time.Millisecond, 100*time.Millisecond
+		// The held dial's step must carry its detection, the stop and the
+		// look for the sealed report on a loaded machine, and stay under the
+		// broker's own handshake_timeout (10 s), which would end the held
+		// dial first: amqp091 reads that as a 403 for the vhost.
+		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 8*time.Second, 100*time.Millisecond, 100*time.Millisecond
 	})
 	r.launch(c)
 	eventually(t, 30*time.Second, "the handoff dialling", func() bool {
