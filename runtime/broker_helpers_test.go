@@ -227,10 +227,11 @@ func (r *running) reconnects() int {
 // bucket names q's retry bucket for delay d.
 func bucket(q runtime.QueueSpec, d time.Duration) string { return queue.RetryBucket(q.Name, d) }
 
-// await waits until n records were written and returns them.
+// await waits until n records were written, for two minutes at most, and
+// returns them.
 func (r *running) await(n int) []runtime.Record {
 	r.t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(2 * time.Minute)
 	for {
 		r.mu.Lock()
 		got := append([]runtime.Record(nil), r.records...)
@@ -243,7 +244,7 @@ func (r *running) await(n int) []runtime.Record {
 		case <-r.done:
 			r.t.Fatalf("consumer stopped after %d of %d records: %v", len(got), n, r.err)
 		case <-deadline:
-			r.t.Fatalf("%d of %d records after 30 s; the last: %+v", len(got), n, got[max(len(got)-3, 0):])
+			r.t.Fatalf("%d of %d records after two minutes; the last: %+v", len(got), n, got[max(len(got)-3, 0):])
 		}
 	}
 }
@@ -415,7 +416,7 @@ func eventually(t *testing.T, within time.Duration, what string, ok func() bool)
 func awaitConsumer(t *testing.T, queue string) {
 	t.Helper()
 	conn := dial(t)
-	eventually(t, 30*time.Second, "a consumer on "+queue, func() bool {
+	eventually(t, 2*time.Minute, "a consumer on "+queue, func() bool {
 		ch := channel(t, conn)
 		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		_ = ch.Close()
@@ -429,7 +430,7 @@ func awaitConsumer(t *testing.T, queue string) {
 func awaitTaken(t *testing.T, queue string) {
 	t.Helper()
 	conn := dial(t)
-	eventually(t, 30*time.Second, "every message of "+queue+" taken", func() bool {
+	eventually(t, 2*time.Minute, "every message of "+queue+" taken", func() bool {
 		ch := channel(t, conn)
 		defer ch.Close()
 		state, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)

@@ -83,7 +83,7 @@ func TestBrokerQueueDeletedUnderTheConsumerIsDeclaredAgain(t *testing.T) {
 	if _, err := channel(t, dial(t)).QueueDelete(q.Name, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "a consumer on the queue declared again", func() bool { return c.reconnects() == 1 })
+	eventually(t, 2*time.Minute, "a consumer on the queue declared again", func() bool { return c.reconnects() == 1 })
 	awaitConsumer(t, q.Name)
 	publish(t, q.Name, order(t, "after"))
 	close(release)
@@ -114,7 +114,7 @@ func TestBrokerTimeoutCancelIsNotTheEnd(t *testing.T) {
 	if n := p.CancelConsumers(func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }); n != 1 {
 		t.Fatalf("cancelled %d consumers, want 1", n)
 	}
-	eventually(t, 30*time.Second, "a new session", func() bool { return c.reconnects() == 1 })
+	eventually(t, 2*time.Minute, "a new session", func() bool { return c.reconnects() == 1 })
 	ids := []string{"in-flight"}
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
 		publish(t, q.Name, order(t, id))
@@ -161,7 +161,7 @@ func TestBrokerRecycleReleasesAnUnresolvedDelivery(t *testing.T) {
 	gate := stuckFirst(t, q, r, consumer, &handled)
 	time.Sleep(q.SettlementBudget / 2) // the others' budgets end well after the recycle
 	publish(t, q.Name, order(t, "in-flight-1"), order(t, "in-flight-2"))
-	eventually(t, 30*time.Second, "the channel recycled", func() bool {
+	eventually(t, 2*time.Minute, "the channel recycled", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "recycled") })
 	})
 	close(gate)
@@ -223,7 +223,7 @@ func TestBrokerRecycleWhoseCancelFailsStillRetires(t *testing.T) {
 	// before the recycle.
 	time.Sleep(q.SettlementBudget - 4*time.Second)
 	publish(t, q.Name, order(t, "in-flight-1"), order(t, "in-flight-2"))
-	eventually(t, 30*time.Second, "the channel recycled", func() bool {
+	eventually(t, 2*time.Minute, "the channel recycled", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "recycle") })
 	})
 	// The late cancel-ok through (the proxy held every frame to the client
@@ -279,10 +279,10 @@ func TestBrokerStopWhoseCancelFailsListsWhatWasNotStarted(t *testing.T) {
 	h, started, release := handled.holding("a")
 	r := start(t, q, h, through(p), func(cfg *runtime.Config) { cfg.StepTimeout, cfg.ShutdownGrace = step, time.Minute })
 	<-started
-	eventually(t, 30*time.Second, "all four on the consumer", func() bool { _, unacked := queueCounts(t, q.Name); return unacked == 4 })
+	eventually(t, 2*time.Minute, "all four on the consumer", func() bool { _, unacked := queueCounts(t, q.Name); return unacked == 4 })
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
-	eventually(t, 30*time.Second, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
+	eventually(t, 2*time.Minute, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
 	close(release)
 	rep := <-stopped
 	paths := map[string]runtime.Path{}
@@ -346,10 +346,10 @@ func TestBrokerStopWhoseCancelIsLostListsWhatCameAfter(t *testing.T) {
 	<-startedX
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
-	eventually(t, 30*time.Second, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
+	eventually(t, 2*time.Minute, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
 	publish(t, q.Name, order(t, "e"))
 	close(releaseA)
-	eventually(t, 30*time.Second, "e sent to the consumer", func() bool {
+	eventually(t, 2*time.Minute, "e sent to the consumer", func() bool {
 		ready, unacked := queueCounts(t, q.Name)
 		return ready == 0 && unacked == 2
 	})
@@ -394,10 +394,10 @@ func TestBrokerStopRequeuesBehindAWedgedWriteShareAStep(t *testing.T) {
 	consumer.WrapAcker(func(a settle.Acker) settle.Acker { return wedgedNacks{Acker: a, until: wedged} })
 	r.launch(consumer)
 	<-started
-	eventually(t, 30*time.Second, "all four on the consumer", func() bool { _, unacked := queueCounts(t, q.Name); return unacked == 4 })
+	eventually(t, 2*time.Minute, "all four on the consumer", func() bool { _, unacked := queueCounts(t, q.Name); return unacked == 4 })
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
-	eventually(t, 30*time.Second, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
+	eventually(t, 2*time.Minute, "stop intake ended", func() bool { return r.events.has(phase("stop intake: ended")) })
 	close(release)
 	rep := <-stopped
 	reasons := map[string]string{}
@@ -436,7 +436,7 @@ func stuckFirst(t *testing.T, q runtime.QueueSpec, r *running, consumer *runtime
 	}})
 	r.launch(consumer)
 	publish(t, q.Name, order(t, "stuck"))
-	eventually(t, 30*time.Second, "the stuck delivery handled", func() bool {
+	eventually(t, 2*time.Minute, "the stuck delivery handled", func() bool {
 		handled.mu.Lock()
 		defer handled.mu.Unlock()
 		return handled.n["stuck"] == 1
@@ -597,7 +597,7 @@ func TestBrokerStarvationQuestionEndsWithTheSession(t *testing.T) {
 	// and once Run returned, a moment comes when no question waits.
 	eventually(t, time.Minute, "the queue asked", func() bool { return held.Load() && stacksHold("(*Consumer).starved(") > 0 })
 	rep := r.stop()
-	eventually(t, 30*time.Second, "no question of the queue waiting after Run returned", func() bool { return stacksHold("(*Consumer).starved(") == 0 })
+	eventually(t, 2*time.Minute, "no question of the queue waiting after Run returned", func() bool { return stacksHold("(*Consumer).starved(") == 0 })
 	if len(rep.Unresolved) != 0 {
 		t.Errorf("report: %s", rep)
 	}
@@ -664,7 +664,7 @@ func TestBrokerOrderedWaitersOfACancelledSessionAreRecycled(t *testing.T) {
 	publishKeyed(t, q.Name, []string{"x"}, 1)
 	<-running
 	publishKeyed(t, q.Name, []string{"y"}, 2)
-	eventually(t, 30*time.Second, "every delivery in its lane", func() bool { return inLanes.Load() == 4 })
+	eventually(t, 2*time.Minute, "every delivery in its lane", func() bool { return inLanes.Load() == 4 })
 	if n := p.CancelConsumers(func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }); n != 1 {
 		t.Fatalf("cancelled %d consumers, want 1", n)
 	}
@@ -799,7 +799,7 @@ func TestBrokerRetiredSessionsAmbiguousAckIsSettledFromTheRecord(t *testing.T) {
 	if n := p.CancelConsumers(func(name string) bool { return name == faults.ConnectionName(q.Name, "consume") }); n != 1 {
 		t.Fatalf("cancelled %d consumers, want 1", n)
 	}
-	eventually(t, 30*time.Second, "a new session", func() bool { return r.reconnects() == 1 })
+	eventually(t, 2*time.Minute, "a new session", func() bool { return r.reconnects() == 1 })
 	cutting.Store(true)
 	close(ackGate)
 	record := func(id string, redelivered bool) (runtime.Record, bool) {
@@ -855,7 +855,7 @@ func TestBrokerCancelOfAnotherTagIsIgnored(t *testing.T) {
 	for _, rec := range r.await(2) {
 		wantPath(t, rec, runtime.PathAcked)
 	}
-	eventually(t, 30*time.Second, "both ACKs proven", func() bool {
+	eventually(t, 2*time.Minute, "both ACKs proven", func() bool {
 		n := 0
 		for _, ev := range r.events.all() {
 			if ev.stage == "ack-proven" {
@@ -870,7 +870,7 @@ func TestBrokerCancelOfAnotherTagIsIgnored(t *testing.T) {
 	if p.CutConns(consume) != 1 {
 		t.Fatal("no consuming connection to cut")
 	}
-	eventually(t, 30*time.Second, "a new session", func() bool { return r.reconnects() == 1 })
+	eventually(t, 2*time.Minute, "a new session", func() bool { return r.reconnects() == 1 })
 	publish(t, q.Name, order(t, "after"))
 	r.await(3)
 	rep := r.stop()
@@ -926,7 +926,7 @@ func TestBrokerCancelStormHoldsNothing(t *testing.T) {
 	})
 	r, c := prepare(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, through(p))
 	r.launch(c)
-	eventually(t, 30*time.Second, "ready", func() bool { return c.Health().Ready })
+	eventually(t, 2*time.Minute, "ready", func() bool { return c.Health().Ready })
 	armed.Store(true)
 	publish(t, q.Name, order(t, "first"))
 	wantPath(t, r.await(1)[0], runtime.PathAcked)

@@ -288,7 +288,7 @@ func TestClusterHandoffsConfirmAgainWhileTheLeadersNodeIsDown(t *testing.T) {
 		}
 	})
 	defer stopConsumer()
-	eventually(t, 30*time.Second, "a consumer on "+q.Name, func() bool {
+	eventually(t, 2*time.Minute, "a consumer on "+q.Name, func() bool {
 		ch, err := onSource.Channel()
 		if err != nil {
 			return false
@@ -341,7 +341,7 @@ func TestClusterHandoffsConfirmAgainWhileTheLeadersNodeIsDown(t *testing.T) {
 	})
 	defer stopProducer()
 
-	eventually(t, 30*time.Second, "a first retry handoff", func() bool {
+	eventually(t, 2*time.Minute, "a first retry handoff", func() bool {
 		return slices.ContainsFunc(recorded(), func(r record) bool { return r.Path == runtime.PathRetried })
 	})
 	if n, _ := strconv.Atoi(clusterScript(t, "node-of", "lily "+q.Name+" handoff")); n != leader {

@@ -104,7 +104,7 @@ func TestBrokerURLsTriedInTurn(t *testing.T) {
 	// The broker has the ACK before the node goes: nothing comes back.
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
 	_ = a.Close() // the node goes away for good
-	eventually(t, 30*time.Second, "a connection through b", b.connected)
+	eventually(t, 2*time.Minute, "a connection through b", b.connected)
 	publish(t, q.Name, order(t, "on-b"))
 	recs := c.await(2)
 	if rec := recs[1]; rec.MessageID != "on-b" || rec.Path != runtime.PathAcked || rec.Redelivered {
@@ -177,14 +177,14 @@ func TestBrokerLossWhileWaitingForASlotReconnects(t *testing.T) {
 		return nil
 	}, through(p))
 	awaitTaken(t, q.Name)
-	eventually(t, 30*time.Second, "the held handler running", func() bool { return held.Load() == 1 })
+	eventually(t, 2*time.Minute, "the held handler running", func() bool { return held.Load() == 1 })
 	p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
-	eventually(t, 30*time.Second, "a reconnect while the handler holds the slot", func() bool { return r.reconnects() >= 1 })
+	eventually(t, 2*time.Minute, "a reconnect while the handler holds the slot", func() bool { return r.reconnects() >= 1 })
 	if n := waiting.Load(); n != 0 {
 		t.Errorf("the waiting delivery was handled %d times on the lost channel", n)
 	}
 	close(release)
-	eventually(t, 30*time.Second, "both redelivered and acked", func() bool {
+	eventually(t, 2*time.Minute, "both redelivered and acked", func() bool {
 		acked := map[string]bool{}
 		for _, rec := range r.recorded() {
 			if rec.Path == runtime.PathAcked {
@@ -238,7 +238,7 @@ func TestBrokerRefusedConsumeLeavesNoGeneration(t *testing.T) {
 	r.launch(c)
 	r.await(1)
 	holder := dial(t)
-	eventually(t, 30*time.Second, "the queue taken exclusively by another connection", func() bool {
+	eventually(t, 2*time.Minute, "the queue taken exclusively by another connection", func() bool {
 		p.Cut()
 		ch, err := holder.Channel()
 		if err != nil {
@@ -247,7 +247,7 @@ func TestBrokerRefusedConsumeLeavesNoGeneration(t *testing.T) {
 		_, err = ch.Consume(q.Name, "holder", false, true, false, false, nil)
 		return err == nil
 	})
-	eventually(t, 30*time.Second, "three refused consumes", func() bool {
+	eventually(t, 2*time.Minute, "three refused consumes", func() bool {
 		n := 0
 		for _, ev := range r.events.all() {
 			if ev.stage == "topology-refused" && strings.Contains(ev.detail, "ACCESS_REFUSED") {
@@ -257,7 +257,7 @@ func TestBrokerRefusedConsumeLeavesNoGeneration(t *testing.T) {
 		return n >= 3
 	})
 	// A reconnect may be between its generation and its refusal just now.
-	eventually(t, 30*time.Second, "no generation kept", func() bool { return c.Generations() == 0 })
+	eventually(t, 2*time.Minute, "no generation kept", func() bool { return c.Generations() == 0 })
 	// The one message was acked before the holder took the queue.
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }

@@ -27,7 +27,7 @@ func publishRouted(t *testing.T, exchange string, msg amqp.Publishing) {
 		t.Fatal(err)
 	}
 	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
-	eventually(t, 30*time.Second, "a binding from "+exchange+" to route "+msg.MessageId, func() bool {
+	eventually(t, 2*time.Minute, "a binding from "+exchange+" to route "+msg.MessageId, func() bool {
 		dc, err := ch.PublishWithDeferredConfirm(exchange, "", true, false, msg)
 		if err != nil || !dc.Wait() {
 			t.Fatalf("publish to %s: %v, not confirmed", exchange, err)
@@ -85,7 +85,7 @@ func TestBrokerExternalExchangeDeletedWhileConsuming(t *testing.T) {
 	t.Parallel()
 	exchange, q, r, c := consumingFromOtherTeams(t)
 	deleteExchanges(t, exchange)
-	eventually(t, 30*time.Second, "Health to say the topology is refused", func() bool {
+	eventually(t, 2*time.Minute, "Health to say the topology is refused", func() bool {
 		h := c.Health()
 		return h.Ready && strings.Contains(h.Why, "consuming, but the broker refused the topology when it was declared again")
 	})
@@ -99,7 +99,7 @@ func TestBrokerExternalExchangeDeletedWhileConsuming(t *testing.T) {
 		t.Errorf("while the exchange was gone: %+v", rec)
 	}
 	otherTeamsExchange(t, exchange, topology.Fanout)
-	eventually(t, 30*time.Second, "Health to say nothing more", func() bool { h := c.Health(); return h.Ready && h.Why == "" })
+	eventually(t, 2*time.Minute, "Health to say nothing more", func() bool { h := c.Health(); return h.Ready && h.Why == "" })
 	if !r.events.has(func(ev event) bool { return ev.stage == "topology-mended" && ev.level == slog.LevelInfo }) {
 		t.Error("no topology-mended event at info")
 	}
@@ -296,7 +296,7 @@ func boundToTwoTeams(t *testing.T) (x, y string, q runtime.QueueSpec) {
 // refused when the topology was declared again.
 func awaitDrift(t *testing.T, c *runtime.Consumer, x string) {
 	t.Helper()
-	eventually(t, 30*time.Second, "Health to say "+x+" is missing", func() bool {
+	eventually(t, 2*time.Minute, "Health to say "+x+" is missing", func() bool {
 		h := c.Health()
 		return h.Ready && strings.Contains(h.Why, "refused the topology when it was declared again") && strings.Contains(h.Why, x)
 	})
@@ -370,7 +370,7 @@ func TestBrokerRedeclareUnansweredHoldsOneChannel(t *testing.T) {
 		return faults.Drop // queue.declare-ok
 	})
 	intercepted := time.Now()
-	eventually(t, 30*time.Second, "a topology-unanswered line at warn", func() bool {
+	eventually(t, 2*time.Minute, "a topology-unanswered line at warn", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "topology-unanswered" && ev.level == slog.LevelWarn })
 	})
 	const unanswered = "consuming, but the broker has not answered the topology declared again since "

@@ -64,7 +64,7 @@ func firstAndAgain(a, b runtime.Record) (first, again runtime.Record) {
 // awaitRevoked waits until the consumer noticed the loss of generation 1.
 func awaitRevoked(t *testing.T, r *running) {
 	t.Helper()
-	eventually(t, 30*time.Second, "the consumer noticing the loss of its connection", func() bool {
+	eventually(t, 2*time.Minute, "the consumer noticing the loss of its connection", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "intake-lost" })
 	})
 }
@@ -345,13 +345,13 @@ func TestBrokerConnectionKilledRepeatedlyLosesNothing(t *testing.T) {
 	// Each cut waits for a session that is acking: a cut while the consumer
 	// is between sessions would cut nothing.
 	for range 3 {
-		eventually(t, 30*time.Second, "a connection through the proxy", p.connected)
+		eventually(t, 2*time.Minute, "a connection through the proxy", p.connected)
 		before := len(ackedRecords())
-		eventually(t, 30*time.Second, "an ACK on the new session", func() bool { return len(ackedRecords()) > before })
+		eventually(t, 2*time.Minute, "an ACK on the new session", func() bool { return len(ackedRecords()) > before })
 		p.cut()
 	}
 	acked := map[string]bool{}
-	eventually(t, 30*time.Second, "every message acked", func() bool {
+	eventually(t, 2*time.Minute, "every message acked", func() bool {
 		for _, id := range ackedRecords() {
 			acked[id] = true
 		}
@@ -375,7 +375,7 @@ func TestBrokerStopBeforeTheFirstConnectionIsClean(t *testing.T) {
 	p := newProxy(t)
 	p.Stall(faults.ToClient)
 	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }, through(p))
-	eventually(t, 30*time.Second, "the dial reaching the proxy", p.connected)
+	eventually(t, 2*time.Minute, "the dial reaching the proxy", p.connected)
 	rep := c.stop()
 	if c.err != nil || rep == nil {
 		t.Fatalf("Run = %v, %v; want a report and no error", rep, c.err)
@@ -384,7 +384,7 @@ func TestBrokerStopBeforeTheFirstConnectionIsClean(t *testing.T) {
 		t.Errorf("report of a consumer that never connected: %s (lost %q)", rep, rep.Lost)
 	}
 	p.Resume()
-	eventually(t, 30*time.Second, "the late connection closed", func() bool { return !p.connected() })
+	eventually(t, 2*time.Minute, "the late connection closed", func() bool { return !p.connected() })
 }
 
 // After the broker cancels the consumer the channel stays healthy, and
@@ -405,11 +405,11 @@ func TestBrokerConnectionLostAfterACancelRevokesAuthority(t *testing.T) {
 	if _, err := channel(t, dial(t)).QueueDelete(q.Name, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the consumer seeing the cancel", func() bool {
+	eventually(t, 2*time.Minute, "the consumer seeing the cancel", func() bool {
 		return c.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "cancelled") })
 	})
 	p.cut()
-	eventually(t, 30*time.Second, "the consumer seeing the loss after the cancel", func() bool {
+	eventually(t, 2*time.Minute, "the consumer seeing the loss after the cancel", func() bool {
 		return c.events.has(func(ev event) bool { return ev.stage == "intake-lost" && strings.Contains(ev.detail, "channel closed") })
 	})
 	close(release)
@@ -462,7 +462,7 @@ func TestBrokerSecondSignalForces(t *testing.T) {
 			}
 			// The second signal once the shutdown has begun: sooner, the
 			// first signal's own handler could take it for itself.
-			eventually(t, 30*time.Second, "the cooperative window", func() bool {
+			eventually(t, 2*time.Minute, "the cooperative window", func() bool {
 				return r.events.has(func(e event) bool { return e.detail == "cooperative window: started" })
 			})
 			if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
@@ -508,7 +508,7 @@ func TestBrokerForceWhileIntakeStopsCancelsHandlersAtOnce(t *testing.T) {
 	<-started
 	p.freezeReplies()
 	r.cancel()
-	eventually(t, 30*time.Second, "intake stopping", func() bool { return r.events.has(phase("stop intake: started")) })
+	eventually(t, 2*time.Minute, "intake stopping", func() bool { return r.events.has(phase("stop intake: started")) })
 	c.Force()
 	if <-stoppedFirst {
 		t.Error("the handler's context was cancelled only once intake had stopped")
@@ -566,9 +566,9 @@ func TestBrokerConnectionLostDuringShutdownPublishesNoOrphanCopy(t *testing.T) {
 	<-started
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- c.stop() }()
-	eventually(t, 30*time.Second, "the cooperative window", func() bool { return c.events.has(phase("cooperative window: started")) })
+	eventually(t, 2*time.Minute, "the cooperative window", func() bool { return c.events.has(phase("cooperative window: started")) })
 	p.cut()
-	eventually(t, 30*time.Second, "the generation revoked", func() bool { return consumer.Generations() == 0 })
+	eventually(t, 2*time.Minute, "the generation revoked", func() bool { return consumer.Generations() == 0 })
 	close(release)
 	rep := <-stopped
 	if len(rep.Unresolved) != 1 || rep.Unresolved[0].Handoff != "" || !strings.HasPrefix(rep.Unresolved[0].Reason, "settlement not attempted") {
@@ -601,9 +601,9 @@ func TestBrokerAckLostDuringShutdownIsNotCountedProven(t *testing.T) {
 	<-acked
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
-	eventually(t, 30*time.Second, "the cooperative window", func() bool { return r.events.has(phase("cooperative window: started")) })
+	eventually(t, 2*time.Minute, "the cooperative window", func() bool { return r.events.has(phase("cooperative window: started")) })
 	p.cut()
-	eventually(t, 30*time.Second, "the generation revoked", func() bool { return c.Generations() == 0 })
+	eventually(t, 2*time.Minute, "the generation revoked", func() bool { return c.Generations() == 0 })
 	close(release)
 	rep := <-stopped
 	var ambiguous bool
@@ -713,7 +713,7 @@ func TestBrokerHandoffNotWrittenOnceTheAuthorityIsRevoked(t *testing.T) {
 	r.launch(c)
 	// A redelivery that comes while the first journey still holds the work
 	// is deferred, and comes again.
-	eventually(t, 30*time.Second, "the redelivery acked", func() bool {
+	eventually(t, 2*time.Minute, "the redelivery acked", func() bool {
 		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.Redelivered && rec.Path == runtime.PathAcked })
 	})
 	rep := r.stop()
@@ -754,7 +754,7 @@ func TestBrokerHandoffInFlightAtTheCloseIsAPossibleCopy(t *testing.T) {
 	c.SetTestHooks(runtime.TestHooks{AfterPublish: once(func() { close(published) })})
 	r.launch(c)
 	<-published
-	eventually(t, 30*time.Second, "the copy in the bucket", func() bool {
+	eventually(t, 2*time.Minute, "the copy in the bucket", func() bool {
 		ready, _ := queueCounts(t, bucket(q, time.Hour))
 		return ready == 1
 	})
@@ -798,7 +798,7 @@ func TestBrokerDeadLetterNackLostIsNotCountedDone(t *testing.T) {
 	if !recs[1].Redelivered {
 		t.Errorf("second record %+v", recs[1])
 	}
-	eventually(t, 30*time.Second, "the body in the DLQ", func() bool {
+	eventually(t, 2*time.Minute, "the body in the DLQ", func() bool {
 		ready, _ := queueCounts(t, q.Topology.DeadLetterQueue)
 		return ready == 1
 	})
@@ -835,12 +835,12 @@ func TestBrokerHandoffDiallingAtTheStopPublishesNothing(t *testing.T) {
 		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 8*time.Second, 100*time.Millisecond, 100*time.Millisecond
 	})
 	r.launch(c)
-	eventually(t, 30*time.Second, "the handoff dialling", func() bool {
+	eventually(t, 2*time.Minute, "the handoff dialling", func() bool {
 		return slices.ContainsFunc(p.Conns(), func(n string) bool { return strings.HasSuffix(n, " handoff") })
 	})
 	stopped := make(chan *runtime.Report, 1)
 	go func() { stopped <- r.stop() }()
-	eventually(t, 30*time.Second, "the report sealed", func() bool {
+	eventually(t, 2*time.Minute, "the report sealed", func() bool {
 		return r.events.has(func(ev event) bool { return ev.stage == "shutdown-phase" && ev.detail == "close: ended" })
 	})
 	close(release)
@@ -904,11 +904,11 @@ func redeliveredDuringTheHandoff(t *testing.T, handle func(context.Context) erro
 		p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
 	})})
 	r.launch(c)
-	eventually(t, 30*time.Second, "the redelivery deferred behind the running work", func() bool {
+	eventually(t, 2*time.Minute, "the redelivery deferred behind the running work", func() bool {
 		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool { return rec.Redelivered && rec.Path == runtime.PathRequeued })
 	})
 	close(confirm)
-	eventually(t, 30*time.Second, "the redelivery settled from the record", func() bool {
+	eventually(t, 2*time.Minute, "the redelivery settled from the record", func() bool {
 		return slices.ContainsFunc(r.recorded(), func(rec runtime.Record) bool {
 			return (rec.Handler == "completed earlier") && rec.Path == runtime.PathAcked
 		})

@@ -142,7 +142,7 @@ func TestBrokerHandoffOutOfTimeBehindADialLeavesTheConnection(t *testing.T) {
 	go func() {
 		first <- h.Publish(confirm.Bounds{Deadline: time.Now().Add(30 * time.Second)}, "", q.Topology.DeadLetterQueue, order(t, "first"), always)
 	}()
-	eventually(t, 30*time.Second, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
+	eventually(t, 2*time.Minute, "the first handoff dialling", func() bool { return len(p.Conns()) > 0 })
 	late := h.Publish(confirm.Bounds{Deadline: time.Now().Add(300 * time.Millisecond)}, "", q.Topology.DeadLetterQueue, order(t, "late"), always)
 	if late.Status != outcome.HandoffTimedOut || late.Published {
 		t.Errorf("handoff out of time: %+v; want timed out, not published", late)

@@ -212,13 +212,13 @@ func TestBrokerHealthTellsBlockedHandoffs(t *testing.T) {
 	if p.Block(handoffs, "low on memory\x1b[31m") != 1 {
 		t.Fatal("no handoffs' connection to block")
 	}
-	eventually(t, 30*time.Second, "Health to say the broker blocks the handoffs", func() bool {
+	eventually(t, 2*time.Minute, "Health to say the broker blocks the handoffs", func() bool {
 		h := c.Health()
 		return h.Ready && strings.HasPrefix(h.Why, "consuming, but the broker blocks the handoffs' publishes since ") &&
 			strings.Contains(h.Why, `(low on memory\x1b[31m)`)
 	})
 	p.Unblock(handoffs)
-	eventually(t, 30*time.Second, "Health clean once unblocked", func() bool {
+	eventually(t, 2*time.Minute, "Health clean once unblocked", func() bool {
 		h := c.Health()
 		return h.Ready && h.Why == ""
 	})

@@ -72,12 +72,12 @@ func TestBrokerConsumersNamingAPublisherShareOneConnection(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}, bucket(qb, time.Hour): {1, 0}})
 	// Proven before the loss, which would leave it ambiguous.
-	eventually(t, 30*time.Second, "a-1's ACK proven", func() bool {
+	eventually(t, 2*time.Minute, "a-1's ACK proven", func() bool {
 		return a.events.has(func(ev event) bool { return ev.stage == "ack-proven" && ev.messageID == "a-1" })
 	})
 
 	p.CutConns(func(name string) bool { return strings.HasSuffix(name, " consume") })
-	eventually(t, 30*time.Second, "both consumers reconnected", func() bool { return a.reconnects() >= 1 && b.reconnects() >= 1 })
+	eventually(t, 2*time.Minute, "both consumers reconnected", func() bool { return a.reconnects() >= 1 && b.reconnects() >= 1 })
 	if got := consuming(p); len(got) != 1 {
 		t.Errorf("consuming connections after the loss %v, want one", got)
 	}
@@ -106,7 +106,7 @@ func TestBrokerConsumersNamingAPublisherShareOneConnection(t *testing.T) {
 	if rep := b.stop(); len(rep.Unresolved) != 0 {
 		t.Errorf("b's report: %+v", rep)
 	}
-	eventually(t, 30*time.Second, "the consuming connection closed", func() bool { return len(consuming(p)) == 0 })
+	eventually(t, 2*time.Minute, "the consuming connection closed", func() bool { return len(consuming(p)) == 0 })
 	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}, bucket(qb, time.Hour): {1, 0}})
 }
 
@@ -136,7 +136,7 @@ func TestBrokerChannelLeftOpenClosesTheSharedConnection(t *testing.T) {
 	publish(t, qa.Name, order(t, "held"))
 	publish(t, qb.Name, order(t, "b-1"))
 	b.await(1)
-	eventually(t, 30*time.Second, "a's handler running", running.Load)
+	eventually(t, 2*time.Minute, "a's handler running", running.Load)
 
 	var dropped atomic.Bool
 	p.Intercept(func(f faults.Frame) faults.Action {
@@ -154,7 +154,7 @@ func TestBrokerChannelLeftOpenClosesTheSharedConnection(t *testing.T) {
 	}
 	// Back in its queue, not held unacknowledged by a channel no one reads.
 	assertCounts(t, map[string][2]int{qa.Name: {1, 0}, bucket(qa, time.Hour): {0, 0}})
-	eventually(t, 30*time.Second, "b reconnected", func() bool { return b.reconnects() >= 1 })
+	eventually(t, 2*time.Minute, "b reconnected", func() bool { return b.reconnects() >= 1 })
 	if !b.events.has(func(ev event) bool {
 		return ev.stage == "intake-lost" && strings.Contains(ev.detail, "did not close cleanly")
 	}) {
@@ -279,7 +279,7 @@ func TestBrokerHungConsumeKeepsTheSharedConnection(t *testing.T) {
 	}
 	// a's, passed over, and b's: each connection dialed for a hung
 	// attempt closed with it.
-	eventually(t, 30*time.Second, "two consuming connections", func() bool { return len(consuming(p)) == 2 })
+	eventually(t, 2*time.Minute, "two consuming connections", func() bool { return len(consuming(p)) == 2 })
 	assertCounts(t, map[string][2]int{qa.Name: {0, 0}, qb.Name: {0, 0}})
 }
 
@@ -348,7 +348,7 @@ func TestBrokerPublisherSpillsPastChannelMax(t *testing.T) {
 			t.Errorf("report: %+v", rep)
 		}
 	}
-	eventually(t, 30*time.Second, "one publishing connection left", func() bool { return len(publishing(p)) == 1 })
+	eventually(t, 2*time.Minute, "one publishing connection left", func() bool { return len(publishing(p)) == 1 })
 	if err := pub.Send(context.Background(), message(t, "", qs[1].Name, "after")); err != nil {
 		t.Errorf("Send once the consumers stopped: %v", err)
 	}

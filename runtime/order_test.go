@@ -401,7 +401,7 @@ func TestBrokerOrderedWaiterBehindASlowHeadIsReportedAtTheAbort(t *testing.T) {
 	if n != 2 || rep.Counts[runtime.PathUnresolved] != 2 {
 		t.Errorf("the report accounts for %d deliveries, want a-0 and a-1 unresolved: %s", n, rep)
 	}
-	eventually(t, 30*time.Second, "both back in the queue", func() bool {
+	eventually(t, 2*time.Minute, "both back in the queue", func() bool {
 		ready, unacked := queueCounts(t, q.Name)
 		return ready == 2 && unacked == 0
 	})
@@ -787,11 +787,11 @@ func TestBrokerOrderedWaitersOfALostSessionAreReported(t *testing.T) {
 	c.SetTestHooks(runtime.TestHooks{EnteredLane: func() { inLanes.Add(1) }})
 	r.launch(c)
 	<-running
-	eventually(t, 30*time.Second, "every delivery in its lane", func() bool { return inLanes.Load() == n }) // a-1 to a-39 wait behind a-0
+	eventually(t, 2*time.Minute, "every delivery in its lane", func() bool { return inLanes.Load() == n }) // a-1 to a-39 wait behind a-0
 	// The connection goes, and no other opens: the stop finds no session.
 	proxy.freeze()
 	proxy.Cut()
-	eventually(t, 30*time.Second, "the session lost", func() bool { return !c.Health().Ready })
+	eventually(t, 2*time.Minute, "the session lost", func() bool { return !c.Health().Ready })
 	r.cancel()
 	<-r.done
 	if r.err != nil {
@@ -851,7 +851,7 @@ func TestBrokerOrderedTurnAtTheStopGoesBackInOrder(t *testing.T) {
 	r.launch(c)
 	<-running // x-0 holds the one slot
 	publishKeyed(t, q.Name, []string{"k"}, 2)
-	eventually(t, 30*time.Second, "every delivery in its lane", func() bool { return inLanes.Load() == 3 })
+	eventually(t, 2*time.Minute, "every delivery in its lane", func() bool { return inLanes.Load() == 3 })
 	path := func(id string) runtime.Path {
 		for _, rec := range r.recorded() {
 			if rec.MessageID == id {
@@ -861,9 +861,9 @@ func TestBrokerOrderedTurnAtTheStopGoesBackInOrder(t *testing.T) {
 		return ""
 	}
 	r.cancel()
-	eventually(t, 30*time.Second, "k-0 requeued by the stop", func() bool { return path("k-0") == runtime.PathNotStarted })
+	eventually(t, 2*time.Minute, "k-0 requeued by the stop", func() bool { return path("k-0") == runtime.PathNotStarted })
 	close(release)
-	eventually(t, 30*time.Second, "x-0 acked", func() bool { return path("x-0") == runtime.PathAcked })
+	eventually(t, 2*time.Minute, "x-0 acked", func() bool { return path("x-0") == runtime.PathAcked })
 	close(turn)
 	<-r.done
 	if r.err != nil {
@@ -1058,7 +1058,7 @@ func TestBrokerOrderedDeliveryWhoseBudgetWasSpentWaitsForTheRecycle(t *testing.T
 	publishKeyed(t, q.Name, []string{"x"}, 1)
 	<-running
 	publishKeyed(t, q.Name, []string{"y"}, 2)
-	eventually(t, 30*time.Second, "every delivery in its lane", func() bool { return inLanes.Load() == 3 })
+	eventually(t, 2*time.Minute, "every delivery in its lane", func() bool { return inLanes.Load() == 3 })
 	// y-0's budget counts from the end of its wait for the lane, which was
 	// none, a moment after it entered it: the slot frees half a step after
 	// it is spent, half a step before the recycle.

@@ -237,7 +237,7 @@ func TestBrokerPublisherConnectionCutMidWindow(t *testing.T) {
 		})
 		if i == n/4 {
 			// Cut while sends are in flight.
-			eventually(t, 30*time.Second, "a connection through the proxy", proxy.connected)
+			eventually(t, 2*time.Minute, "a connection through the proxy", proxy.connected)
 			proxy.Cut()
 		}
 	}
@@ -300,7 +300,7 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	var maybe []string
 	var err error
 	attempt := 0
-	eventually(t, 30*time.Second, "a send waiting on the block", func() bool {
+	eventually(t, 2*time.Minute, "a send waiting on the block", func() bool {
 		attempt++
 		id := "blocked-" + strconv.Itoa(attempt)
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -420,7 +420,7 @@ func confirmHeldBack(t *testing.T, exchange, ok string) (*runtime.Publisher, *pr
 	proxy.Stall(faults.ToClient)
 	first := make(chan error, 1)
 	go func() { first <- p.Send(context.Background(), message(t, exchange, "ok.1", "first")) }()
-	eventually(t, 30*time.Second, "the first Send in its queue, its confirm held back", func() bool {
+	eventually(t, 2*time.Minute, "the first Send in its queue, its confirm held back", func() bool {
 		state, err := ch.QueueDeclarePassive(ok, false, false, false, false, nil)
 		return err == nil && state.Messages == 2
 	})
@@ -617,7 +617,7 @@ func TestBrokerPublisherBlockedConnectionOpensNoChannel(t *testing.T) {
 	// A Send just after the block may race the notification and open a
 	// channel; one that waited on the block shows the client knows of it.
 	var known int32
-	eventually(t, 30*time.Second, "a Send waiting on the block", func() bool {
+	eventually(t, 2*time.Minute, "a Send waiting on the block", func() bool {
 		if err := send("racing"); strings.Contains(err.Error(), "blocks publishes") {
 			known = d.asked.Load()
 			return true
@@ -744,7 +744,7 @@ func TestBrokerPublisherWindowHoldsUnansweredPublishes(t *testing.T) {
 		t.Errorf("send with the window full of unanswered publishes: %v; want not written, no slot", err)
 	}
 	proxy.Resume()
-	eventually(t, 30*time.Second, "a send once the answers arrived", func() bool { return send("ok.2", "after") == nil })
+	eventually(t, 2*time.Minute, "a send once the answers arrived", func() bool { return send("ok.2", "after") == nil })
 	if got := ids(t, ok); got["before"] != 1 || got["after"] < 1 || got["no-slot"] != 0 {
 		t.Errorf("the queue holds %v", got)
 	}
@@ -1218,7 +1218,7 @@ func TestBrokerPublisherStalledDestinationFreesTheWindow(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	eventually(t, 30*time.Second, "a send to another queue", func() bool { return send("ok.1", "after", 5*time.Second) == nil })
+	eventually(t, 2*time.Minute, "a send to another queue", func() bool { return send("ok.1", "after", 5*time.Second) == nil })
 	resume()
 	conn, err := amqp.Dial(url)
 	if err != nil {
@@ -1232,7 +1232,7 @@ func TestBrokerPublisherStalledDestinationFreesTheWindow(t *testing.T) {
 	if got["before"] != 1 || got["after"] < 1 {
 		t.Errorf("queue ok holds %v", got)
 	}
-	eventually(t, 30*time.Second, "the suspended queue's copies", func() bool {
+	eventually(t, 2*time.Minute, "the suspended queue's copies", func() bool {
 		ch := channel(t, conn)
 		defer ch.Close()
 		state, err := ch.QueueDeclarePassive("stalled", false, false, false, false, nil)
@@ -1576,7 +1576,7 @@ func TestBrokerPublisherStallClosesRetiredChannelsToo(t *testing.T) {
 	}
 	// Each stalled Send was written: the queue holds its copy once it
 	// resumes.
-	eventually(t, 30*time.Second, "the suspended queue's copies", func() bool {
+	eventually(t, 2*time.Minute, "the suspended queue's copies", func() bool {
 		ch := channel(t, conn)
 		defer ch.Close()
 		state, err := ch.QueueDeclarePassive("stalled", false, false, false, false, nil)
@@ -1649,7 +1649,7 @@ func TestBrokerPublisherRetirementKeepsTheExchangesFound(t *testing.T) {
 	}
 	// Through the default exchange, which needs no look, until the Send is
 	// confirmed on the new connection.
-	eventually(t, 30*time.Second, "a Send on a new connection", func() bool {
+	eventually(t, 2*time.Minute, "a Send on a new connection", func() bool {
 		return p.Send(context.Background(), message(t, "", "ok", "reconnected")) == nil
 	})
 	if err := p.Send(context.Background(), message(t, "x", "ok.3", "ok-3")); err == nil || errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "no exchange x") {
@@ -1776,7 +1776,7 @@ func requestReply(t *testing.T, ch *amqp.Channel) (replies <-chan amqp.Delivery,
 		t.Fatal(err)
 	}
 	var request amqp.Delivery
-	eventually(t, 30*time.Second, "the request in its queue", func() bool {
+	eventually(t, 2*time.Minute, "the request in its queue", func() bool {
 		d, ok, err := ch.Get(q.Name, true)
 		if err != nil {
 			t.Fatal(err)

@@ -183,7 +183,7 @@ func TestBrokerEstateDLQArgumentsDriftWhileConsuming(t *testing.T) {
 	ch := channel(t, dial(t))
 	// Lily may declare the DLQ again between the delete and the declare:
 	// then the declare is refused, and tried again.
-	eventually(t, 30*time.Second, "the DLQ declared again with x-max-length", func() bool {
+	eventually(t, 2*time.Minute, "the DLQ declared again with x-max-length", func() bool {
 		if _, err := ch.QueueDelete(q.Topology.DeadLetterQueue, false, false, false); err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +193,7 @@ func TestBrokerEstateDLQArgumentsDriftWhileConsuming(t *testing.T) {
 		}
 		return true
 	})
-	eventually(t, 30*time.Second, "Health to say the topology is refused", func() bool {
+	eventually(t, 2*time.Minute, "Health to say the topology is refused", func() bool {
 		h := c.Health()
 		return h.Ready && strings.Contains(h.Why, "consuming, but the broker refused the topology when it was declared again") && strings.Contains(h.Why, "x-max-length")
 	})
@@ -205,7 +205,7 @@ func TestBrokerEstateDLQArgumentsDriftWhileConsuming(t *testing.T) {
 	if _, err := ch.QueueDelete(q.Topology.DeadLetterQueue, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "Health to say nothing more", func() bool { h := c.Health(); return h.Ready && h.Why == "" })
+	eventually(t, 2*time.Minute, "Health to say nothing more", func() bool { h := c.Health(); return h.Ready && h.Why == "" })
 	r.stop()
 	if args := queueArguments(t)[q.Topology.DeadLetterQueue]; strings.Contains(args, "x-max-length") {
 		t.Errorf("the DLQ's arguments: %s", args)
