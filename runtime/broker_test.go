@@ -409,6 +409,33 @@ func TestBrokerPanicAndTimeoutAreRetryable(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, time.Hour): {2, 0}})
 }
 
+// A handler returning a nil *runtime.QueueHandlerError (Go's typed nil) is
+// retried, as an unclassified failure is: its copy is in the retry bucket,
+// saying what the handler returned, and the consumer lives on.
+func TestBrokerTypedNilHandlerErrorIsRetried(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, hourRetry) // stays in the bucket
+	declareTopology(t, q)
+	publish(t, q.Name, order(t, "typednil-1"))
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		var herr *runtime.QueueHandlerError
+		return herr
+	})
+	rec := c.await(1)[0]
+	wantPath(t, rec, runtime.PathRetried)
+	const reason = "nil *runtime.QueueHandlerError"
+	if rec.Handler != "retryable" || !strings.Contains(rec.Reason, reason) {
+		t.Errorf("record %+v", rec)
+	}
+	bucket := bucket(q, time.Hour)
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket: {1, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+	c.stop()
+	d := drain(t, bucket)[0]
+	if r := header(t, d, guard.HeaderFailureReason).(string); header(t, d, guard.HeaderFailureKind) != "retryable" || !strings.Contains(r, reason) {
+		t.Errorf("failure headers = %v", d.Headers)
+	}
+}
+
 // A handoff that fails is followed by exactly one requeueing NACK, paced so a
 // persistent failure (here: the DLQ was deleted) cannot spin.
 func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {

@@ -377,13 +377,15 @@ func (c *Consumer) handled(r *run, res outcome.HandlerResult) outcome.HandlerRes
 
 // invoke calls the route and turns a panic into a retryable failure: like a
 // plain error it is unclassified, and the retry policy bounds how often it runs.
+// A nil *QueueHandlerError is a retryable failure too (kindOf), whose cause
+// is its own Error.
 func invoke(ctx context.Context, route routeFn, rd RawDelivery) outcome.HandlerResult {
 	var err error
 	if p := recovered(func() { err = route(ctx, rd) }); p != nil {
 		return outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Panicked: true, Cause: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
 	}
 	res := outcome.HandlerResult{Ran: true, Kind: kindOf(err)}
-	if qe, ok := err.(*QueueHandlerError); ok && qe.cause != nil {
+	if qe, ok := err.(*QueueHandlerError); ok && qe != nil && qe.cause != nil {
 		err = qe.cause // the kind is kept apart; the cause says what went wrong
 	}
 	if err != nil {

@@ -86,6 +86,37 @@ func TestRetryableGoesToBucketWithNextAttempt(t *testing.T) {
 	}
 }
 
+// A handler that returns a nil *runtime.QueueHandlerError, Go's typed nil,
+// returned an error that is not nil, and proved no success: it is retried
+// as an unclassified failure is, the reason says what it returned, and
+// once its attempts are spent it goes to the DLQ. Nothing panics, and
+// Result.Err is what it returned.
+func TestTypedNilHandlerErrorIsRetried(t *testing.T) {
+	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		var herr *runtime.QueueHandlerError
+		return herr
+	})
+	const reason = "nil *runtime.QueueHandlerError"
+	res := h.Deliver(order(t, "typednil-1"))
+	for attempt := 1; ; attempt++ {
+		if res.Handler != "retryable" || !strings.Contains(res.Reason, reason) || res.Settlement != "ack" {
+			t.Errorf("attempt %d: result %+v", attempt, res)
+		}
+		if qe, ok := errors.AsType[*runtime.QueueHandlerError](res.Err); !ok || qe != nil || res.Err.Error() != "retryable: "+reason {
+			t.Errorf("attempt %d: Err = %#v", attempt, res.Err)
+		}
+		if r, _ := res.Copy.Headers[guard.HeaderFailureReason].(string); !strings.Contains(r, reason) {
+			t.Errorf("attempt %d: failure reason %q", attempt, r)
+		}
+		if attempt == 3 {
+			wantPath(t, res, runtime.PathDeadLettered)
+			break
+		}
+		wantPath(t, res, runtime.PathRetried)
+		res = h.Deliver(*res.Copy)
+	}
+}
+
 // As TestBrokerRetryThenSuccess: the copy, delivered as the bucket hands
 // it back, runs as the next attempt.
 func TestRetryThenSuccess(t *testing.T) {
