@@ -408,9 +408,12 @@ func (c *claimTx) Commit(ctx context.Context) error {
 		// transaction, 'E', answers no query: see above.)
 		var xid, claim *string // xid NULL: no transaction id assigned, so not the claim's
 		if err := c.tx.QueryRow(commitCtx, "SELECT pg_current_xact_id_if_assigned()::text, pg_xact_status($1::text::xid8)", c.xid).Scan(&xid, &claim); err != nil {
-			// COMMIT was not sent: the claim's transaction cannot commit.
+			// COMMIT was not sent, yet the claim may have committed: by
+			// the handler's own COMMIT, before its BEGIN. Its transaction's
+			// fate decides, as on the paths above: aborted when it was the
+			// session's (rolled back here, or ended with the connection).
 			_ = c.tx.Rollback(ctx)
-			return fmt.Errorf("pginbox: before COMMIT: %w", err)
+			return c.in.resolve(ctx, c.claimRow, fmt.Sprintf("the look before COMMIT at the session's transaction failed (%v)", err))
 		}
 		if (xid == nil || *xid != c.xid) && (claim == nil || *claim != "committed") {
 			_ = c.tx.Rollback(ctx)

@@ -917,6 +917,56 @@ func TestBackendKilledDuringCommit(t *testing.T) {
 	e.expect(1)
 }
 
+// The backend is terminated before Commit, while the session is in a
+// transaction: the question Commit asks first, whose transaction it is,
+// fails with the connection. That is no proof the claim did not commit: a
+// handler that sent COMMIT and then BEGIN through Exec committed it itself.
+// The claim's own transaction decides, as pg_xact_status and its row say:
+// committed after the handler's COMMIT, aborted (by the termination)
+// without it.
+func TestBackendKilledBeforeCommit(t *testing.T) {
+	for _, c := range []struct {
+		end  []string
+		want string
+	}{
+		{[]string{"COMMIT", "BEGIN"}, "committed"},
+		{nil, "failed"},
+	} {
+		t.Run(strings.Join(append([]string{"after"}, c.end...), "-"), func(t *testing.T) {
+			e := newEnv(t)
+			inbox := pginbox.New(e.pool, pginbox.Options{})
+			tx := e.claim(inbox, "claimed")
+			ctx := tx.Bind(e.ctx)
+			h, _ := pginbox.Tx(ctx)
+			for _, sql := range c.end {
+				if _, err := h.Exec(ctx, sql); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pid := h.Conn().PgConn().PID()
+			var killed bool
+			if err := e.pool.QueryRow(e.ctx, "SELECT pg_terminate_backend($1)", int64(pid)).Scan(&killed); err != nil || !killed {
+				t.Fatalf("pg_terminate_backend = %v, %v", killed, err)
+			}
+			e.waitUntil("the backend to end", "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid)
+			err := tx.Commit(e.ctx)
+			claims, cerr := e.countClaims(e.ctx, e.prefix, "m1")
+			if cerr != nil {
+				t.Fatal(cerr)
+			}
+			ev, detail := said(err)
+			if ev != c.want || claims != map[string]int{"failed": 0, "committed": 1}[c.want] || ev == "failed" && !strings.Contains(detail, "pg_xact_status says aborted") {
+				t.Fatalf("Commit said %v (ambiguous=%v); committed claim rows: %d; want %s", err, errors.Is(err, runtime.ErrCommitAmbiguous), claims, c.want)
+			}
+			if c.want == "committed" {
+				e.claim(inbox, "duplicate")
+				return
+			}
+			e.commit(e.claim(inbox, "claimed"))
+		})
+	}
+}
+
 // The client's connection is cut while COMMIT sleeps; the server goes on and
 // commits. The adapter sees the transaction in progress, then committed.
 func TestConnectionLostDuringCommitResolvesCommitted(t *testing.T) {
