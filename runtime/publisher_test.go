@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"maps"
 	"math"
 	"net"
+	"net/url"
 	"os/exec"
 	goruntime "runtime"
 	"slices"
@@ -963,6 +965,13 @@ func TestBrokerBlockedHandoffIsRequeuedWithinItsBudget(t *testing.T) {
 // after its deadline, is answered as written. The large message goes to a
 // queue of its own, counted, not read: reading 96 MiB back on a loaded
 // machine can outlast the broker's send timeout, which resets the reader.
+//
+// Everything while the proxy stalls must fit in the broker's heartbeat
+// timeout, since the client's heartbeats stall too: under load, building
+// the body there took longer, and the broker closed the connection, so the
+// large Send dialled anew through the stall (or its write failed) instead of
+// waiting in it. The body is built before the stall, and the connection asks
+// for the broker's longest heartbeat.
 func TestBrokerPublisherShortDeadlineLeavesTheConnection(t *testing.T) {
 	t.Parallel()
 	exchange, ok, _ := publishTopology(t)
@@ -976,13 +985,26 @@ func TestBrokerPublisherShortDeadlineLeavesTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := newProxy(t)
-	p := newPublisher(t, proxy.url(), 4, func(c *runtime.Config) { c.StepTimeout = time.Minute })
+	// The broker proposes 60 s, the longest the client can ask for (10 s by
+	// default): it closes a connection silent for two or three of them.
+	u, err := url.Parse(proxy.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	query := u.Query()
+	query.Set("heartbeat", "60")
+	u.RawQuery = query.Encode()
+	p := newPublisher(t, u.String(), 4, func(c *runtime.Config) { c.StepTimeout = time.Minute })
 	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
 		t.Fatal(err)
 	}
-	proxy.Stall(faults.ToBroker)
+	// One pass over 96 MiB under the race detector takes seconds, on a
+	// loaded machine tens of them.
 	big := message(t, exchange, "large.1", "large")
-	big.Body = []byte(`{"order_id":"large","note":"` + strings.Repeat(" ", 96<<20) + `"}`)
+	big.Body = bytes.Repeat([]byte{' '}, 96<<20)
+	copy(big.Body, `{"order_id":"large","note":"`)
+	copy(big.Body[len(big.Body)-2:], `"}`)
+	proxy.Stall(faults.ToBroker)
 	first := make(chan error, 1)
 	go func() { first <- p.Send(context.Background(), big) }()
 	eventually(t, time.Minute, "the large Send waiting in its write", func() bool {
