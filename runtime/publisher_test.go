@@ -296,6 +296,9 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	}
 	// A Send just after the block may race the notification and go through;
 	// what is asserted is that a Send at last waits and gives up unwritten.
+	// One that raced it opens the channel first: its context must outlast
+	// the open on a loaded broker, which took more than 500 ms, so that it
+	// then meets the block (or goes through) rather than give up in the open.
 	want := map[string]int{"before": 1, "after": 1}
 	// maybe are the Sends written before the block whose confirm came after
 	// their ctx ended: unconfirmed, yet in the queue.
@@ -305,7 +308,7 @@ func TestBrokerPublisherWaitsWhileBlocked(t *testing.T) {
 	eventually(t, 2*time.Minute, "a send waiting on the block", func() bool {
 		attempt++
 		id := "blocked-" + strconv.Itoa(attempt)
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		switch err = p.Send(ctx, message(t, exchange, "ok.2", id)); {
 		case err == nil:
