@@ -53,12 +53,14 @@ var lineBreak = regexp.MustCompile("\r\n|[\r\n\u0085\u2028\u2029]")
 //   - its parser (structure: a missing key, an unclosed [ or {) counts from
 //     0, so it names the line before the one it means;
 //   - its reader (bytes that are not UTF-8, control characters) names none,
-//     but the character is found again here.
+//     but the character is found again here;
+//   - its decoder (an alias with no anchor before it) names none, but the
+//     alias is found again here, and reported as an alias (RuleAlias).
 //
 // The line meant is that of the error's context, such as the { of an
 // unclosed flow mapping, or else of the token that did not fit. The error
 // points at its first non-blank character unless the character at fault is
-// known.
+// known: a tab that indents the line, an alias.
 func (p *parser) syntaxError(data []byte, err error) {
 	data = bytes.TrimPrefix(data, []byte("\ufeff")) // yaml.v3 skips the BOM
 	line, col, msg := 1, 0, strings.TrimPrefix(err.Error(), "yaml: ")
@@ -74,13 +76,69 @@ func (p *parser) syntaxError(data []byte, err error) {
 			msg += ": " + what
 		}
 	}
+	rule, text := RuleSyntax, "YAML syntax error: "+msg
+	if name, ok := unknownAnchor(msg); ok {
+		// An alias without an anchor before it, which yaml.v3 reports
+		// while it reads: one with its anchor is refused where it is used
+		// (kind).
+		rule, text = RuleAlias, fmt.Sprintf("alias *%s refers to no anchor before it: YAML aliases are not supported", shorten(name))
+		if at, ok := aliasAt(data, name); ok {
+			line, col = position(data, at)
+		}
+	}
 	lines := lineBreak.Split(string(data), -1)
 	line = min(max(line, 1), len(lines))
 	if col == 0 {
-		col = 1 + len(lines[line-1]) - len(strings.TrimLeft(lines[line-1], " \t"))
+		indent := len(lines[line-1]) - len(strings.TrimLeft(lines[line-1], " \t"))
+		col = 1 + indent
+		if tab := strings.IndexByte(lines[line-1][:indent], '\t'); tab >= 0 && slices.Contains(tabProblems, msg) {
+			col = 1 + tab // the indentation's first tab, after spaces alone
+		}
 	}
-	p.errorf(&yaml.Node{Line: line, Column: col}, RuleSyntax, "YAML syntax error: %s", msg).
+	p.errorf(&yaml.Node{Line: line, Column: col}, rule, "%s", text).
 		Hint = "YAML parsing stops at the first syntax error: the file's other problems show once it is fixed"
+}
+
+// tabProblems are the messages of yaml.v3's scanner about a line that a tab
+// indents: the tab is the character at fault.
+var tabProblems = []string{
+	"found a tab character that violates indentation",
+	"found character that cannot start any token",
+}
+
+// unknownAnchor returns the name in yaml.v3's message about an alias whose
+// anchor it has not read, which names no line.
+func unknownAnchor(msg string) (string, bool) {
+	name, ok := strings.CutPrefix(msg, "unknown anchor '")
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(name, "' referenced")
+}
+
+// aliasAt finds the first alias *name in data: * after a blank, [, { or ,
+// or at the start, and name not followed by a character an anchor's name
+// may hold, as yaml.v3 reads them.
+func aliasAt(data []byte, name string) (int, bool) {
+	alias := []byte("*" + name)
+	for from := 0; ; {
+		i := bytes.Index(data[from:], alias)
+		if i < 0 {
+			return 0, false
+		}
+		at, end := from+i, from+i+len(alias)
+		before := at == 0 || strings.IndexByte(" \t\r\n[{,", data[at-1]) >= 0
+		if before && (end == len(data) || !anchorChar(data[end])) {
+			return at, true
+		}
+		from = end
+	}
+}
+
+// anchorChar reports whether yaml.v3 takes c in an anchor's or an alias's
+// name.
+func anchorChar(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-'
 }
 
 // badChar finds the first character of data that yaml.v3's reader refuses,

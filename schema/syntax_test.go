@@ -50,6 +50,15 @@ func TestSyntaxErrors(t *testing.T) {
 		{"reader: after a byte order mark",
 			"\ufeffversion: 1\x7f\n",
 			"1:11: YAML syntax error: control characters are not allowed: U+007F"},
+		{"scanner: a tab that indents, at it",
+			"version: 1\npackage: x\nmessages:\n\tA: {}\n",
+			"4:1: YAML syntax error: found character that cannot start any token"},
+		{"scanner: a tab after spaces, at it",
+			"version: 1\npackage: x\nmessages:\n  A:\n  \t versions: {}\n",
+			"5:3: YAML syntax error: found character that cannot start any token"},
+		{"scanner: a tab before a key, at it",
+			"version: 1\n\tpackage: x\n",
+			"2:1: YAML syntax error: found a tab character that violates indentation"},
 		{"only the first error",
 			"version: 1\npackage: [x\nmessages: {A: \"\n",
 			"2:1: YAML syntax error: did not find expected ',' or ']'"},
@@ -60,4 +69,13 @@ func TestSyntaxErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An alias without an anchor before it, which yaml.v3 reports naming no
+// line, is found again, and reported as the alias it is.
+func TestAliasWithoutAnchor(t *testing.T) {
+	wantErrors(t, "version: 1\npackage: x\nmessages:\n  A: {x: a*nope, y: \"*nopeish\", z: *nope}\n", []string{
+		"4:36: alias *nope refers to no anchor before it: YAML aliases are not supported" +
+			" (YAML parsing stops at the first syntax error: the file's other problems show once it is fixed) [YAML-ALIAS]",
+	})
 }
