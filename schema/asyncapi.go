@@ -51,16 +51,16 @@ func (p *parser) asyncAPI(n *yaml.Node) *AsyncAPI {
 	clean := filepath.ToSlash(filepath.Clean(strings.ReplaceAll(s, `\`, "/")))
 	switch {
 	case s == "" || strings.HasPrefix(clean, "/") || strings.Contains(clean, ":"):
-		p.errorf(e.v, RuleOutput, "asyncapi file %q must be a path relative to the schema file", s)
+		p.errorf(e.v, RuleOutput, "asyncapi file %q must be a path relative to the schema file", shorten(s))
 	case !printablePath(s):
-		p.errorf(e.v, RuleOutput, "asyncapi file %q holds a character that is not printable: %s", s, unprintableWhy)
+		p.errorf(e.v, RuleOutput, "asyncapi file %q holds a character that is not printable: %s", shorten(s), unprintableWhy)
 	case clean == ".." || strings.HasPrefix(clean, "../"):
 		// generate finds the documents it wrote below the schema's
 		// directory, to delete one the schema no longer names.
-		p.errorf(e.v, RuleOutput, "asyncapi file %q must lie below the schema file's directory", s)
+		p.errorf(e.v, RuleOutput, "asyncapi file %q must lie below the schema file's directory", shorten(s))
 	case !strings.HasSuffix(clean, ".yaml") && !strings.HasSuffix(clean, ".yml"):
 		// The document is YAML; a .json name would promise what it is not.
-		p.errorf(e.v, RuleOutput, "asyncapi file %q must end in .yaml or .yml: lilygen writes the document as YAML", s)
+		p.errorf(e.v, RuleOutput, "asyncapi file %q must end in .yaml or .yml: lilygen writes the document as YAML", shorten(s))
 	default:
 		a.File = clean
 		return a

@@ -67,7 +67,7 @@ func (p *parser) envelopes(n *yaml.Node) []*Envelope {
 // from.
 func (p *parser) envelope(k, v *yaml.Node) *Envelope {
 	e := &Envelope{Name: k.Value, Pos: p.pos(k)}
-	what := "envelope " + k.Value
+	what := "envelope " + overLong(k.Value)
 	m := p.object(v, what, "kind", "type", "id", "version", "source")
 	if m == nil {
 		return nil
@@ -179,7 +179,7 @@ func (p *parser) sourceHeader(n *yaml.Node, what string) (string, bool) {
 	}
 	s, ok := p.str(h.v, "header")
 	if ok && (s == "" || !envelope.CarriedHeader(s)) {
-		p.errorf(h.v, RuleEnvelope, "%s header %q: name a header of the producer's, %s", what, s, notCarried)
+		p.errorf(h.v, RuleEnvelope, "%s header %q: name a header of the producer's, %s", what, shorten(s), notCarried)
 		return "", false
 	}
 	if ok && !p.headerKey(h.v, what+" header", s) {
@@ -234,7 +234,7 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 				p.errorf(e.k, RuleEnvelope, "a CloudEvent carries its version in an attribute: use attribute, not header")
 			}
 			if s == "" || !envelope.CarriedHeader(s) {
-				p.errorf(e.v, RuleEnvelope, "version header %q: name a header of the producer's, %s", s, notCarried)
+				p.errorf(e.v, RuleEnvelope, "version header %q: name a header of the producer's, %s", shorten(s), notCarried)
 			}
 			p.headerKey(e.v, "version header", s)
 			v.Header = s
@@ -243,7 +243,7 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 				p.errorf(e.k, RuleEnvelope, "attribute names a CloudEvents extension attribute: use header in a headers profile")
 			}
 			if slices.Contains(envelope.CloudEventMembers, s) {
-				p.errorf(e.v, RuleEnvelope, "version attribute %q is one of a CloudEvent's own: name an extension attribute, such as dataversion", s)
+				p.errorf(e.v, RuleEnvelope, "version attribute %q is one of a CloudEvent's own: name an extension attribute, such as dataversion", shorten(s))
 			}
 			// Carried in binary mode as the header cloudEvents_<attribute>.
 			p.headerKey(e.v, "version attribute's header", "cloudEvents_"+s)
@@ -252,7 +252,7 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			// A consumer's guard finds it by cutting the content type at
 			// ; and =, and trims the spaces around it.
 			if !envelope.ParameterName(s) {
-				p.errorf(e.v, RuleEnvelope, "content_type_parameter %q is not an RFC 9110 token of at most %d bytes: it is longer, or holds a space, a character other than printable ASCII, or one of %s, and a consumer would never find it in the content type", s, envelope.MaxParameterName, envelope.ParameterSeparators)
+				p.errorf(e.v, RuleEnvelope, "content_type_parameter %q is not an RFC 9110 token of at most %d bytes: it is longer, or holds a space, a character other than printable ASCII, or one of %s, and a consumer would never find it in the content type", shorten(s), envelope.MaxParameterName, envelope.ParameterSeparators)
 			}
 			v.ContentTypeParameter = s
 		case "type_suffix":
@@ -260,11 +260,11 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			case !envelope.TypeText(s):
 				// It travels in the type, which a consumer's guard takes as
 				// printable ASCII only.
-				p.errorf(e.v, RuleEnvelope, "type_suffix %q is not printable ASCII, as a type must be", s)
+				p.errorf(e.v, RuleEnvelope, "type_suffix %q is not printable ASCII, as a type must be", shorten(s))
 			case strings.Trim(s, "0123456789") == "":
 				// The version's number follows it: found again inside the
 				// number, it would split the type in the wrong place.
-				p.errorf(e.v, RuleEnvelope, "type_suffix %q is digits alone, which the version's number could hold too: give it a character other than a digit, such as .v", s)
+				p.errorf(e.v, RuleEnvelope, "type_suffix %q is digits alone, which the version's number could hold too: give it a character other than a digit, such as .v", shorten(s))
 			}
 			v.TypeSuffix = s
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/lily-mq/lily/internal/printable"
 )
@@ -116,8 +117,12 @@ func (l ErrorList) Error() string {
 
 // sorted orders the list by file, in the order files were read, then by
 // position, keeping the order of problems found at the same node, and drops
-// exact repeats.
+// exact repeats. It bounds each hint (clip): a site sets one after its
+// error is made, whose message errorAt bounds.
 func (l ErrorList) sorted(files []string) ErrorList {
+	for _, e := range l {
+		e.Hint = clip(e.Hint)
+	}
 	rank := func(name string) int { return slices.Index(files, name) }
 	slices.SortStableFunc(l, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(rank(a.File), rank(b.File)), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
@@ -215,4 +220,31 @@ func distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// maxText bounds the message and the hint of one error, as printed: an
+// error quotes what the schema wrote, and a value a site does not shorten
+// (a message yaml.v3 words, say) must not make a line of megabytes. It is
+// far above what lilygen writes, a hint listing maxListed names included.
+const maxText = 4096
+
+// clip bounds s to maxText bytes as printable.String shows it, cutting it
+// between characters and ending it in ... where it is longer.
+func clip(s string) string {
+	if len(s) <= maxText/4 {
+		return s // printable.String shows a byte in at most 4
+	}
+	cut, shown := -1, 0
+	for i := 0; i < len(s); {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		shown += len(printable.String(s[i : i+size]))
+		switch {
+		case shown > maxText:
+			return s[:cut] + "..."
+		case cut < 0 && shown > maxText-len("..."):
+			cut = i
+		}
+		i += size
+	}
+	return s
 }

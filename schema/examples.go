@@ -139,7 +139,7 @@ func (p *parser) scalarJSON(buf *bytes.Buffer, n *yaml.Node) (bad bool) {
 	case "!!float":
 		var v float64
 		if n.Decode(&v) != nil || math.IsInf(v, 0) || math.IsNaN(v) {
-			p.errorf(n, RuleExample, "%s is not a JSON number", n.Value)
+			p.errorf(n, RuleExample, "%s is not a JSON number", shorten(n.Value))
 			return true
 		}
 		buf.WriteString(FormatFloat(v))

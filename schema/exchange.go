@@ -264,7 +264,7 @@ func (p *parser) headersMatch(item *yaml.Node, m map[string]entry, b *Binding) {
 		if s, ok := p.str(e.v, "match"); ok {
 			b.Match = s
 			if s != "all" && s != "any" {
-				p.errorf(e.v, RuleExchange, "match %q: want all or any", s)
+				p.errorf(e.v, RuleExchange, "match %q: want all or any", shorten(s))
 			}
 		}
 	}
@@ -280,14 +280,14 @@ func (p *parser) headersMatch(item *yaml.Node, m map[string]entry, b *Binding) {
 		for _, k := range slices.Sorted(maps.Keys(h)) { // the errors share a position: one order
 			v := h[k]
 			if strings.HasPrefix(k, "x-") {
-				p.errorf(e.v, RuleExchange, "header %q: RabbitMQ does not match headers that start with x-", k)
+				p.errorf(e.v, RuleExchange, "header %q: RabbitMQ does not match headers that start with x-", shorten(k))
 			}
 			if len(k) > maxRoutingKeyLength {
 				// A binding's argument names are AMQP short strings, as routing keys are.
 				p.errorf(e.v, RuleExchange, "header %q is %d bytes: RabbitMQ allows %d", shorten(k), len(k), maxRoutingKeyLength)
 			}
 			if _, ok := v.(time.Time); ok {
-				p.errorf(e.v, RuleExchange, "header %q: match a string, number or bool, not a timestamp", k)
+				p.errorf(e.v, RuleExchange, "header %q: match a string, number or bool, not a timestamp", shorten(k))
 			}
 		}
 		b.Headers = h

@@ -412,11 +412,11 @@ func (p *parser) enum(key *yaml.Node, m map[string]entry, f *Field) {
 		goName := GoName(s)
 		switch prev, dup := goNames[goName]; {
 		case goName == "":
-			p.errorf(item, RuleName, "enum value %q has no letter or digit to give a Go constant name", s)
+			p.errorf(item, RuleName, "enum value %q has no letter or digit to give a Go constant name", shorten(s))
 		case dup && prev.Value == s:
-			p.errorf(item, RuleDuplicate, "duplicate enum value %q (first at line %d)", s, prev.Line)
+			p.errorf(item, RuleDuplicate, "duplicate enum value %q (first at line %d)", shorten(s), prev.Line)
 		case dup:
-			p.errorf(item, RuleNameClash, "enum values %q and %q (line %d) both give the Go name %s", s, prev.Value, prev.Line, f.GoPath+goName)
+			p.errorf(item, RuleNameClash, "enum values %q and %q (line %d) both give the Go name %s", shorten(s), shorten(prev.Value), prev.Line, f.GoPath+goName)
 		default:
 			goNames[goName] = item
 			f.Values = append(f.Values, s)

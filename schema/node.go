@@ -257,7 +257,7 @@ func (p *parser) number(n *yaml.Node, what string) (float64, bool) {
 		return 0, false
 	}
 	if math.IsInf(v, 0) || math.IsNaN(v) {
-		p.errorf(n, RuleRange, "%s: want a finite number, got %s", what, n.Value)
+		p.errorf(n, RuleRange, "%s: want a finite number, got %s", what, shorten(n.Value))
 		return 0, false
 	}
 	// A bound is checked as a float64: one that does not read as the
@@ -311,9 +311,9 @@ func (p *parser) duration(n *yaml.Node, what string, zeroOK bool) (time.Duration
 	case err != nil:
 		p.errorf(n, RuleDuration, "%s: %q is not a Go duration", what, shorten(s)).Hint = "such as 500ms, 5s or 1m30s"
 	case d < 0 || d == 0 && !zeroOK:
-		p.errorf(n, RuleDuration, "%s: %s must be positive", what, s)
+		p.errorf(n, RuleDuration, "%s: %s must be positive", what, shorten(s))
 	case d > MaxDuration:
-		p.errorf(n, RuleRange, "%s: %s is longer than RabbitMQ's longest message TTL, %s (2³²−1 ms)", what, s, MaxDuration)
+		p.errorf(n, RuleRange, "%s: %s is longer than RabbitMQ's longest message TTL, %s (2³²−1 ms)", what, shorten(s), MaxDuration)
 	default:
 		return d, true
 	}

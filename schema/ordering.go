@@ -26,7 +26,7 @@ func (p *parser) ordering(n *yaml.Node, q *Queue) *Ordering {
 			return nil
 		}
 		if s != Sequential {
-			p.errorf(n, RuleOrdering, "unknown ordering %q", s).Hint = "sequential, {header: <name>} or {field: <name>}"
+			p.errorf(n, RuleOrdering, "unknown ordering %q", shorten(s)).Hint = "sequential, {header: <name>} or {field: <name>}"
 			return nil
 		}
 		o.Sequential = true
@@ -60,7 +60,7 @@ func (p *parser) ordering(n *yaml.Node, q *Queue) *Ordering {
 
 func (p *parser) orderHeader(n *yaml.Node, q *Queue, name string) {
 	if name == "" || !envelope.CarriedHeader(name) {
-		p.errorf(n, RuleOrdering, "ordering header %q: name a header of the producers', %s", name, notCarried)
+		p.errorf(n, RuleOrdering, "ordering header %q: name a header of the producers', %s", shorten(name), notCarried)
 		return
 	}
 	for _, c := range q.Consumes {
@@ -79,7 +79,7 @@ func (p *parser) orderField(n *yaml.Node, q *Queue, name string) {
 			i := slices.IndexFunc(v.Fields, func(f *Field) bool { return f.Name == name })
 			switch {
 			case i < 0:
-				p.errorf(n, RuleOrdering, "ordering field %q is not a field of %s, which the queue consumes", name, v.GoName).
+				p.errorf(n, RuleOrdering, "ordering field %q is not a field of %s, which the queue consumes", shorten(name), v.GoName).
 					Hint = "every consumed version needs the key as a required top-level field"
 			case !v.Fields[i].Required || v.Fields[i].Nullable:
 				p.errorf(n, RuleOrdering, "ordering field %q is optional or nullable in %s: messages without it would share one lane", name, v.GoName).

@@ -215,14 +215,15 @@ func (p *parser) problems() int { return len(p.errs) + p.dropped }
 // leave what they judge read whole.
 func (p *parser) faults() int { return p.problems() - p.limits }
 
-// errorAt reports a problem at a position read before. Past maxErrors the
-// problem is counted, and the caller's hint goes nowhere.
+// errorAt reports a problem at a position read before, its message
+// bounded (clip). Past maxErrors the problem is counted, and the caller's
+// hint goes nowhere.
 func (p *parser) errorAt(at Pos, rule, format string, args ...any) *Error {
 	if len(p.errs) >= maxErrors {
 		p.dropped++
 		return &Error{}
 	}
-	e := &Error{File: at.File, Line: at.Line, Column: at.Column, Rule: rule, Msg: fmt.Sprintf(format, args...)}
+	e := &Error{File: at.File, Line: at.Line, Column: at.Column, Rule: rule, Msg: clip(fmt.Sprintf(format, args...))}
 	p.errs = append(p.errs, e)
 	return e
 }
@@ -443,13 +444,13 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 			continue
 		}
 		if s == "" || filepath.IsAbs(s) || strings.HasPrefix(s, "/") {
-			p.errorf(item, RuleInclude, "include %q must be a file name relative to this file", s)
+			p.errorf(item, RuleInclude, "include %q must be a file name relative to this file", shorten(s))
 			continue
 		}
 		target := filepath.Join(filepath.Dir(name), filepath.FromSlash(s))
 		id := fileID(target)
 		if !p.bound.holds(id) {
-			p.errorf(item, RuleInclude, "include %q is outside %s", s, p.bound.what)
+			p.errorf(item, RuleInclude, "include %q is outside %s", shorten(s), p.bound.what)
 			continue
 		}
 		if p.seen[id] {
@@ -458,12 +459,12 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 			continue
 		}
 		if len(p.files) >= maxFiles {
-			p.errorf(item, RuleInclude, "include %q would be file %d of this schema: at most %d are read", s, len(p.files)+1, maxFiles)
+			p.errorf(item, RuleInclude, "include %q would be file %d of this schema: at most %d are read", shorten(s), len(p.files)+1, maxFiles)
 			continue
 		}
 		data, err := p.read(target)
 		if err != nil {
-			p.errorf(item, RuleInclude, "cannot read include %q: %v", s, unwrapPath(err))
+			p.errorf(item, RuleInclude, "cannot read include %q: %v", shorten(s), unwrapPath(err))
 			continue
 		}
 		p.load(target, data, item)
@@ -543,7 +544,7 @@ func (p *parser) packageName(n *yaml.Node) string {
 		return ""
 	}
 	if !isIdent(s, false) || strings.ToLower(s) != s || token.IsKeyword(s) {
-		p.errorf(n, RuleName, "package %q is not a lower-case Go package name such as ordersmsg", s)
+		p.errorf(n, RuleName, "package %q is not a lower-case Go package name such as ordersmsg", shorten(s))
 	}
 	return s
 }
@@ -556,9 +557,9 @@ func (p *parser) output(n *yaml.Node) string {
 	clean := filepath.ToSlash(filepath.Clean(strings.ReplaceAll(s, `\`, "/")))
 	switch {
 	case s == "" || strings.HasPrefix(clean, "/") || strings.Contains(clean, ":"):
-		p.errorf(n, RuleOutput, "output %q must be a directory relative to the schema file", s)
+		p.errorf(n, RuleOutput, "output %q must be a directory relative to the schema file", shorten(s))
 	case !printablePath(s):
-		p.errorf(n, RuleOutput, "output %q holds a character that is not printable: %s", s, unprintableWhy)
+		p.errorf(n, RuleOutput, "output %q holds a character that is not printable: %s", shorten(s), unprintableWhy)
 	}
 	return clean
 }

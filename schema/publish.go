@@ -171,7 +171,7 @@ func (p *parser) keyOf(msg *Message, n *yaml.Node, what string) (Key, bool) {
 			if byHeader {
 				where = "a typed header"
 			}
-			p.errorf(e.v, RulePublish, "%s %s %q is not %s of %s", what, kind, name, where, v.GoName).
+			p.errorf(e.v, RulePublish, "%s %s %q is not %s of %s", what, kind, shorten(name), where, v.GoName).
 				Hint = fmt.Sprintf("every version needs it as a required string or enum %s", kind)
 			continue
 		}

@@ -44,7 +44,7 @@ func (p *parser) sharedTypes() []*Field {
 		p.name = d.name
 		p.entries(e.v, "types", func(k, v *yaml.Node) {
 			if prev, dup := p.types[k.Value]; dup {
-				p.errorf(k, RuleDuplicate, "type %s is already declared (%s)", k.Value, p.where(Pos{File: prev.file, Line: prev.k.Line}))
+				p.errorf(k, RuleDuplicate, "type %s is already declared (%s)", overLong(k.Value), p.where(Pos{File: prev.file, Line: prev.k.Line}))
 				return
 			}
 			if len(k.Value) > maxName {
