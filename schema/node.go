@@ -62,6 +62,11 @@ var (
 	yamlFloat = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
 )
 
+// integerText matches an integer in every form yaml.v3 reads one as
+// !!int, its underscores removed: signed, decimal or with a 0x, 0o or 0b
+// prefix (in either case, as Go's strconv reads them).
+var integerText = regexp.MustCompile(`^[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|[0-9]+)$`)
+
 // unfit reports whether n is a plain scalar written as a YAML 1.2 number
 // that yaml.v3 read as a string, as it does one its Go types cannot hold
 // (1e400, 0x1ffffffffffffffff), and whether it is written as an integer:
@@ -192,8 +197,10 @@ func (p *parser) integer(n *yaml.Node, what string) (int64, bool) {
 		return v, true
 	}
 	// An integer past int64 fails as a tag its text does not fit does, or
-	// past uint64 in hex or octal is read as a string.
-	if _, ok := new(big.Int).SetString(strings.ReplaceAll(n.Value, "_", ""), 0); ok {
+	// past uint64 in hex or octal is read as a string. Its text tells it,
+	// in time of its length: big.Int would read a MiB of digits in
+	// seconds, growing with the square of their count.
+	if integerText.MatchString(strings.ReplaceAll(n.Value, "_", "")) {
 		p.errorf(n, RuleRange, "%s: %s does not fit in 64 bits", what, shorten(n.Value))
 		return 0, false
 	}

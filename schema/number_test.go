@@ -89,3 +89,29 @@ messages:
 		t.Errorf("errors:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
 	}
 }
+
+// An integer of a megabyte of digits, past int64 in any of the forms
+// YAML writes one, does not fit in 64 bits: told by its text, not by
+// reading its digits as a big.Int, whose time grows with the square of
+// their count (a MiB of nines took 7 s, 4 MiB 46 s). A number bound needs
+// no such guard: float64 holds no integer of more than 309 digits, and
+// yaml.v3 reads a longer one, whatever its exponent, as 0 or beyond range.
+func TestLongIntegerIsReadInLinearTime(t *testing.T) {
+	const n = 1 << 20
+	nines := strings.Repeat("9", n)
+	src := "version: 1\npackage: p\nmessages:\n  M:\n    versions:\n      1:\n        fields:\n" +
+		"          a: {type: integer, max: !!int " + strings.Repeat("1_", n/2) + "1}\n" +
+		"          b: {type: integer, max: 0x" + strings.Repeat("f", n) + "}\n" +
+		"          d: {type: integer, max: !!int 12" + strings.Repeat("a", n) + "}\n" +
+		"queues:\n  q:\n    prefetch: " + nines + "\n    consumes: [{message: M}]\n"
+	_, err := Parse("schema.lily.yaml", []byte(src))
+	want := []string{
+		"schema.lily.yaml:8:35: max: 1_1_1_1_1_1_1_1_1_1_1_1_1_1_1_1_1_1_1... does not fit in 64 bits [OUT-OF-RANGE]",
+		"schema.lily.yaml:9:35: max: 0xfffffffffffffffffffffffffffffffffff... does not fit in 64 bits [OUT-OF-RANGE]",
+		`schema.lily.yaml:10:35: max: YAML cannot read "12aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa..." as !!int, its tag [WRONG-KIND]`,
+		"schema.lily.yaml:13:15: prefetch: 9999999999999999999999999999999999999... does not fit in 64 bits [OUT-OF-RANGE]",
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}
