@@ -39,6 +39,23 @@ func TestIncludeStaysInTheRepository(t *testing.T) {
 		`3:53: include "../../../../../../../../../../../etc/..." is outside the repository [BAD-INCLUDE]`)
 }
 
+// An include into a .git directory, the repository's or a submodule's, is
+// refused though it is inside the repository: git's config there may hold
+// the token CI fetched with. A file named like one elsewhere is read.
+func TestIncludeIntoGitIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"repo/.git/config":           "version: 1\n" + secret,
+		"repo/sub/.git/config":       "version: 1\n" + secret,
+		"repo/shared/a.lily.yaml":    "version: 1\nmessages: {A: {versions: {1: {}}}}\n",
+		"repo/shared/.github/x.yaml": "version: 1\n",
+		"repo/svc/x.lily.yaml":       "version: 1\npackage: x\ninclude: [../shared/a.lily.yaml, ../.git/config, ../shared/../sub/.git/config, ../shared/.github/x.yaml]\nqueues: {q: {consumes: [{message: A}]}}\n",
+	})
+	wantRefused(t, filepath.Join(dir, "repo", "svc", "x.lily.yaml"),
+		`3:34: include "../.git/config" is in a .git directory, git's own, which is not read: its config may hold a credential [BAD-INCLUDE]`,
+		`3:50: include "../shared/../sub/.git/config" is in a .git directory, git's own, which is not read: its config may hold a credential [BAD-INCLUDE]`)
+}
+
 // isolatedDir is a temporary directory that no git work tree or Go module
 // holds: one would be the bound of what the schemas written there include.
 func isolatedDir(t *testing.T) string {

@@ -411,6 +411,24 @@ func (b bound) holds(id string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
+// inGit reports whether the file whose fileID is id, inside dir, is in a
+// .git directory below dir: the repository's, or a submodule's. It is
+// inside the repository, yet git keeps there what is no schema, among it
+// the config where CI may leave the token it fetched with. Compared
+// without case, as a case-insensitive file system (macOS's) finds .GIT.
+func inGit(dir, id string) bool {
+	rel, err := filepath.Rel(dir, id)
+	if err != nil {
+		return false
+	}
+	for part := range strings.SplitSeq(filepath.ToSlash(rel), "/") {
+		if strings.EqualFold(part, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
 // load reads one file's top level, then the files it includes, each once.
 // at is the include entry that names the file, nil for the root.
 func (p *parser) load(name string, data []byte, at *yaml.Node) {
@@ -451,6 +469,10 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 		id := fileID(target)
 		if !p.bound.holds(id) {
 			p.errorf(item, RuleInclude, "include %q is outside %s", shorten(s), p.bound.what)
+			continue
+		}
+		if inGit(p.bound.dir, id) {
+			p.errorf(item, RuleInclude, "include %q is in a .git directory, git's own, which is not read: its config may hold a credential", s)
 			continue
 		}
 		if p.seen[id] {
