@@ -366,8 +366,8 @@ func (p *parser) pattern(n *yaml.Node) string {
 // constant named after it, a case of the extractor's check, and part of
 // the problem a value outside the enum gets, which lists them all, so the
 // generated file and a consumer's error grow with the values' count and
-// length: a 16 MiB schema of one enum could hold a million values, or one
-// of 16 MiB, each generating several times its size in Go. Real enums are
+// length: a 4 MiB schema of one enum could hold half a million values, or
+// one of 4 MiB, each generating several times its size in Go. Real enums are
 // far within both: the 249 ISO 3166 country codes, the 600 IANA time zones. A
 // value within 256 bytes also travels in any header, within the 4096 a
 // consumer's guard takes in one value.

@@ -124,3 +124,31 @@ func TestIncludeStaysInTheSchemasDirectory(t *testing.T) {
 func TestSchemaOfOneValueIsNotQuoted(t *testing.T) {
 	wantErrors(t, secret, []string{`1:1: the schema: want a mapping, got a single value (its content is not shown): a schema starts with version: 1 [WRONG-KIND]`})
 }
+
+// maxSchemaBytes bounds a schema's files together, not each one: a root
+// and includes each just under it, up to 1,000 files, would otherwise
+// make lilygen read gigabytes and hold the YAML tree of each (three
+// 16 MiB includes took 100 s and 5.2 GB). The include that would take the
+// schema past it is refused where it is named, and not read; one that
+// still fits after it is read. A root schema past it is refused whole.
+func TestSchemaBytesBoundAllFilesTogether(t *testing.T) {
+	dir := t.TempDir()
+	pad := func(head string, n int) string { return head + "#" + strings.Repeat("x", n-len(head)-2) + "\n" }
+	third := maxSchemaBytes / 3
+	writeTree(t, dir, map[string]string{
+		"repo/.git/HEAD":  "ref: refs/heads/main\n",
+		"repo/a.yaml":     pad("version: 1\nmessages: {A: {versions: {1: {}}}}\n", third),
+		"repo/b.yaml":     pad("version: 1\nmessages: {B: {versions: {1: {}}}}\n", third),
+		"repo/c.yaml":     pad("version: 1\nmessages: {C: {versions: {1: {}}}}\n", third),
+		"repo/small.yaml": "version: 1\nmessages: {S: {versions: {1: {}}}}\n",
+		"repo/x.lily.yaml": "version: 1\npackage: x\ninclude: [a.yaml, b.yaml, c.yaml, small.yaml]\n" +
+			"queues: {q: {consumes: [{message: A}, {message: B}, {message: S}]}}\n",
+	})
+	wantRefused(t, filepath.Join(dir, "repo", "x.lily.yaml"),
+		`3:27: include "c.yaml" takes the schema past 4 MiB, the most its files may hold together (it is not read) (split the messages and queues into schemas of their own, each with its root file) [BAD-INCLUDE]`)
+
+	src := pad("version: 1\npackage: x\nmessages: {A: {versions: {1: {}}}}\n", maxSchemaBytes+1)
+	if _, err := Parse("big.lily.yaml", []byte(src)); err == nil || err.Error() != "big.lily.yaml: larger than 4 MiB" {
+		t.Errorf("Parse of a root over the bound: %v", err)
+	}
+}

@@ -166,8 +166,8 @@ func (p *parser) versions(msg *Message, n *yaml.Node) []*Version {
 // maxVersions bounds the versions of one schema, all its messages' and
 // those of the files it includes together: each version generates a
 // payload struct, its extractor, producer, routes and handler methods,
-// some 60 KB of memory in lilygen apiece, and a 16 MiB schema of empty
-// versions would hold a million of them.
+// some 60 KB of memory in lilygen apiece, and a 4 MiB schema of empty
+// versions would hold 300,000 of them.
 const maxVersions = 10_000
 
 // pastVersionCap counts k, a key under the versions of msg, and reports

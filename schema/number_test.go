@@ -90,14 +90,14 @@ messages:
 	}
 }
 
-// An integer of a megabyte of digits, past int64 in any of the forms
+// An integer of most of a MiB of digits, past int64 in any of the forms
 // YAML writes one, does not fit in 64 bits: told by its text, not by
 // reading its digits as a big.Int, whose time grows with the square of
 // their count (a MiB of nines took 7 s, 4 MiB 46 s). A number bound needs
 // no such guard: float64 holds no integer of more than 309 digits, and
 // yaml.v3 reads a longer one, whatever its exponent, as 0 or beyond range.
 func TestLongIntegerIsReadInLinearTime(t *testing.T) {
-	const n = 1 << 20
+	const n = maxSchemaBytes / 5 // four of them in one schema
 	nines := strings.Repeat("9", n)
 	src := "version: 1\npackage: p\nmessages:\n  M:\n    versions:\n      1:\n        fields:\n" +
 		"          a: {type: integer, max: !!int " + strings.Repeat("1_", n/2) + "1}\n" +

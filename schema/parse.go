@@ -63,8 +63,14 @@ func Parse(name string, data []byte) (*File, error) {
 	return parse(name, data, readFile)
 }
 
-// maxSchemaBytes bounds one schema file: hand-written YAML is far smaller.
-const maxSchemaBytes = 16 << 20
+// maxSchemaBytes bounds a schema, its files together. What lilygen costs
+// grows with the YAML nodes it reads, and yaml.v3 holds a file's every
+// node before one can be counted: its bytes are the bound that holds
+// before. The densest YAML ({a,a,…}) has a node a byte, some 200 bytes of
+// lilygen's memory each; a schema of 1,000 versions, each with ten fields,
+// a typed header and an example, takes under a MiB, and one written by
+// hand some kilobytes.
+const maxSchemaBytes = 4 << 20
 
 // readFile reads a schema file: a regular file, of at most maxSchemaBytes.
 // An include may name anything in its repository (a link to /dev/zero, a
@@ -98,6 +104,9 @@ func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, 
 }
 
 func parseWithin(name string, data []byte, read func(string) ([]byte, error), b bound) (*File, error) {
+	if len(data) > maxSchemaBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB", name, maxSchemaBytes>>20)
+	}
 	p := newParser(read)
 	p.bound = b
 	f := p.schema(name, data)
@@ -142,6 +151,8 @@ type parser struct {
 	known declarations
 	// hints works out the typo hints of the problems, within one budget.
 	hints hinter
+	// bytes counts the bytes of the files read, against maxSchemaBytes.
+	bytes int
 	// versionsRead counts the versions read, of every message of every
 	// file, against maxVersions.
 	versionsRead int
@@ -434,6 +445,7 @@ func inGit(dir, id string) bool {
 func (p *parser) load(name string, data []byte, at *yaml.Node) {
 	p.files = append(p.files, name)
 	p.seen[fileID(name)] = true
+	p.bytes += len(data)
 	p.name = name
 	root := p.top(data)
 	if root == nil {
@@ -487,6 +499,11 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 		data, err := p.read(target)
 		if err != nil {
 			p.errorf(item, RuleInclude, "cannot read include %q: %v", shorten(s), unwrapPath(err))
+			continue
+		}
+		if p.bytes+len(data) > maxSchemaBytes {
+			p.errorf(item, RuleInclude, "include %q takes the schema past %d MiB, the most its files may hold together (it is not read)", s, maxSchemaBytes>>20).
+				Hint = "split the messages and queues into schemas of their own, each with its root file"
 			continue
 		}
 		p.load(target, data, item)

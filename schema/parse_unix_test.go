@@ -49,7 +49,7 @@ func TestIncludeReadsRegularFilesOnly(t *testing.T) {
 	for _, want := range []string{
 		`3:11: cannot read include "zero.yaml": not a regular file [BAD-INCLUDE]`,
 		`3:22: cannot read include "fifo.yaml": not a regular file [BAD-INCLUDE]`,
-		`3:33: cannot read include "big.yaml": larger than 16 MiB [BAD-INCLUDE]`,
+		`3:33: cannot read include "big.yaml": larger than 4 MiB [BAD-INCLUDE]`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load: %v\nwant %s", err, want)
