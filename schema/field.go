@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strings"
@@ -159,9 +158,46 @@ const (
 // without type: travels as a type a consumer's guard takes.
 const maxName = envelope.MaxTypeBytes
 
+// maxFields bounds the fields of one schema, all its versions' and shared
+// types' together, and maxVersionFields those of one version, its nested
+// fields, elements and headers counted. Each field costs lilygen some
+// 20 KB as it generates its struct field, checks and example code, and a
+// 4 MiB schema could hold 200,000 of them; the fields of one version make
+// one extractor, which Go compiles as one function. A schema of 1,000
+// versions of a dozen fields each holds 12,000.
+const (
+	maxFields        = 50_000
+	maxVersionFields = 1_000
+)
+
+// pastFieldCap counts key, the key of a field, element or header, and
+// reports whether it is past maxVersionFields or maxFields: the one that
+// crosses either is reported, and neither it nor any after it is read.
+func (p *parser) pastFieldCap(key *yaml.Node) bool {
+	if p.inVersion != "" {
+		p.versionFields++
+		if p.versionFields > maxVersionFields {
+			if p.versionFields == maxVersionFields+1 {
+				p.errorf(key, RuleRange, "field %q takes %s past %d fields, the most a version may have, its nested fields, elements and headers together (those after it are not read)",
+					shorten(key.Value), p.inVersion, maxVersionFields).Hint = "move what travels together into messages of their own"
+			}
+			return true
+		}
+	}
+	p.fieldsRead++
+	if p.fieldsRead == maxFields+1 {
+		p.errorf(key, RuleRange, "field %q takes the schema past %d fields, the most it may have, all versions' and types' together (those after it are not read)",
+			shorten(key.Value), maxFields).Hint = "split the messages into schemas of their own"
+	}
+	return p.fieldsRead > maxFields
+}
+
 // field reads one field, element or header. at is the key that names it;
 // goPath is its unique Go name in the file.
 func (p *parser) field(key, n *yaml.Node, goPath string, at place) *Field {
+	if p.pastFieldCap(key) {
+		return nil
+	}
 	if p.depth >= maxDepth {
 		p.errorf(key, RuleRange, "%s nests deeper than %d levels of objects, lists and maps", key.Value, maxDepth).
 			Hint = "flatten the payload"
@@ -256,7 +292,7 @@ func (p *parser) typeKeys(key *yaml.Node, m map[string]entry, f *Field) {
 	case String:
 		f.MinLength, f.MaxLength = p.lengths(m, "min_length", "max_length")
 		if e, ok := m["pattern"]; ok {
-			if f.Pattern = p.pattern(e.v); f.Pattern != "" {
+			if f.Pattern = p.pattern(key, e.v); f.Pattern != "" {
 				p.declare(fmt.Sprintf("the pattern of %q", key.Value), e.k, "pattern"+goPath)
 			}
 		}
@@ -344,12 +380,27 @@ func (p *parser) defaultValue(e entry, f *Field) {
 	f.Default = v
 }
 
-func (p *parser) pattern(n *yaml.Node) string {
+// maxPatternInsts bounds the instructions a schema's patterns compile to,
+// all together. Each is compiled by lilygen and by the consumer as it
+// starts, and a bounded repeat compiles its expression once a repeat:
+// [a-z]{1000} takes 1,002 instructions and a fifth of a millisecond,
+// ^[a-z0-9-]+$ 6, a UUID's 40.
+const maxPatternInsts = 1_000_000
+
+// pattern reads the pattern n of the field whose key is key, compiled as
+// regexp.Compile does, to count what it compiles to; past
+// maxPatternInsts none is compiled.
+func (p *parser) pattern(key, n *yaml.Node) string {
 	s, ok := p.str(n, "pattern")
-	if !ok {
+	if !ok || p.patternInsts > maxPatternInsts {
 		return ""
 	}
-	if _, err := regexp.Compile(s); err != nil {
+	re, err := syntax.Parse(s, syntax.Perl)
+	var prog *syntax.Prog
+	if err == nil {
+		prog, err = syntax.Compile(re.Simplify())
+	}
+	if err != nil {
 		// The error quotes the part of the pattern at fault, shortened too.
 		why := err.Error()
 		var se *syntax.Error
@@ -357,6 +408,11 @@ func (p *parser) pattern(n *yaml.Node) string {
 			why = fmt.Sprintf("%s: `%s`", se.Code, shorten(se.Expr))
 		}
 		p.errorf(n, RulePattern, "pattern %q is not an RE2 regular expression: %s", shorten(s), why)
+		return ""
+	}
+	if p.patternInsts += len(prog.Inst); p.patternInsts > maxPatternInsts {
+		p.errorf(n, RuleRange, "pattern of %q takes the schema's patterns past %d instructions compiled, the most they may have together (those after it are not read)",
+			shorten(key.Value), maxPatternInsts).Hint = "a bounded repeat such as {1000} compiles its expression once a repeat: bound the length with max_length instead"
 		return ""
 	}
 	return s

@@ -240,6 +240,8 @@ func (p *parser) version(msg *Message, num int, k, v *yaml.Node) *Version {
 // named what in errors.
 func (p *parser) readVersion(msg *Message, num int, what string, k, v *yaml.Node) *Version {
 	ver := &Version{Number: num, GoName: fmt.Sprintf("%sV%d", msg.Name, num), Pos: p.pos(k), ContentTypes: []string{DefaultContentType}}
+	p.inVersion, p.versionFields = what, 0
+	defer func() { p.inVersion = "" }()
 	p.declare(what, k, ver.GoName, "Extract"+ver.GoName, "New"+ver.GoName)
 	m := p.object(v, what, versionKeys...)
 	before := p.problems()

@@ -156,6 +156,15 @@ type parser struct {
 	// versionsRead counts the versions read, of every message of every
 	// file, against maxVersions.
 	versionsRead int
+	// fieldsRead counts the fields read (elements and headers among
+	// them), of every version and shared type, against maxFields;
+	// versionFields those of the version being read, against
+	// maxVersionFields, and inVersion names it, "" outside one.
+	fieldsRead, versionFields int
+	inVersion                 string
+	// patternInsts counts the instructions the patterns read compile
+	// to, against maxPatternInsts.
+	patternInsts int
 	// minBodies works out the narrowest body of each version a queue
 	// consumes.
 	minBodies minBodies
