@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -367,6 +368,24 @@ func assertCounts(t *testing.T, want map[string][2]int) {
 			t.Errorf("queue %s: %d ready (%d by a passive declare), %d unacked; want %d ready, %d unacked", name, c[0], passive[name], c[1], w[0], w[1])
 		}
 	}
+}
+
+// longHeartbeat is url asking for a heartbeat of 60 s, the broker's own
+// proposal and the longest a client can ask for (10 s by default). A test
+// that stalls the client's direction through a proxy stalls its heartbeats
+// too, and the broker closes a connection silent for two or three of
+// them: under load, what the test does while it stalls can take longer
+// than the default's 20 to 30 s.
+func longHeartbeat(t *testing.T, rawURL string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	query := u.Query()
+	query.Set("heartbeat", "60")
+	u.RawQuery = query.Encode()
+	return u.String()
 }
 
 // drain takes every message out of a queue.

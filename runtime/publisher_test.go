@@ -12,7 +12,6 @@ import (
 	"maps"
 	"math"
 	"net"
-	"net/url"
 	"os/exec"
 	goruntime "runtime"
 	"slices"
@@ -988,16 +987,7 @@ func TestBrokerPublisherShortDeadlineLeavesTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := newProxy(t)
-	// The broker proposes 60 s, the longest the client can ask for (10 s by
-	// default): it closes a connection silent for two or three of them.
-	u, err := url.Parse(proxy.url())
-	if err != nil {
-		t.Fatal(err)
-	}
-	query := u.Query()
-	query.Set("heartbeat", "60")
-	u.RawQuery = query.Encode()
-	p := newPublisher(t, u.String(), 4, func(c *runtime.Config) { c.StepTimeout = time.Minute })
+	p := newPublisher(t, longHeartbeat(t, proxy.url()), 4, func(c *runtime.Config) { c.StepTimeout = time.Minute })
 	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "before")); err != nil {
 		t.Fatal(err)
 	}
