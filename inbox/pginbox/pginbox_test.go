@@ -148,6 +148,22 @@ func (e *env) claim(inbox *pginbox.Inbox, want string) runtime.InboxTx {
 	return tx
 }
 
+// claimEndedBy claims m1 and sends stmts through the claim's transaction,
+// as a handler that ends it itself through Exec does; it returns the claim,
+// the context it is bound to and the handler's view of its transaction.
+func (e *env) claimEndedBy(inbox *pginbox.Inbox, stmts []string) (runtime.InboxTx, context.Context, pgx.Tx) {
+	e.t.Helper()
+	tx := e.claim(inbox, "claimed")
+	ctx := tx.Bind(e.ctx)
+	h, _ := pginbox.Tx(ctx)
+	for _, sql := range stmts {
+		if _, err := h.Exec(ctx, sql); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return tx, ctx, h
+}
+
 // answer names Begin's answer as the runtime reads it: claimed, duplicate or
 // deferred, with the error's text.
 func answer(tx runtime.InboxTx, err error) (word, detail string) {
@@ -316,14 +332,7 @@ func TestHandlerEndingTheTransactionItself(t *testing.T) {
 		t.Run(strings.Join(c.end, "-"), func(t *testing.T) {
 			e := newEnv(t)
 			inbox := pginbox.New(e.pool, pginbox.Options{})
-			tx := e.claim(inbox, "claimed")
-			ctx := tx.Bind(e.ctx)
-			h, _ := pginbox.Tx(ctx)
-			for _, sql := range c.end {
-				if _, err := h.Exec(ctx, sql); err != nil {
-					t.Fatal(err)
-				}
-			}
+			tx, ctx, _ := e.claimEndedBy(inbox, c.end)
 			if err := e.write(ctx, "after", 0); err != nil {
 				t.Fatal(err)
 			}
@@ -935,14 +944,7 @@ func TestBackendKilledBeforeCommit(t *testing.T) {
 		t.Run(strings.Join(append([]string{"after"}, c.end...), "-"), func(t *testing.T) {
 			e := newEnv(t)
 			inbox := pginbox.New(e.pool, pginbox.Options{})
-			tx := e.claim(inbox, "claimed")
-			ctx := tx.Bind(e.ctx)
-			h, _ := pginbox.Tx(ctx)
-			for _, sql := range c.end {
-				if _, err := h.Exec(ctx, sql); err != nil {
-					t.Fatal(err)
-				}
-			}
+			tx, _, h := e.claimEndedBy(inbox, c.end)
 			pid := h.Conn().PgConn().PID()
 			var killed bool
 			if err := e.pool.QueryRow(e.ctx, "SELECT pg_terminate_backend($1)", int64(pid)).Scan(&killed); err != nil || !killed {
