@@ -310,7 +310,8 @@ func (r *run) revokeAll() {
 // the first connection is retried so too, so that one queue's deployment
 // stops no other, and so is a first connection whose declare or consume a
 // node that took it did not answer within a step (a quorum queue without a
-// leader): retried as after a loss. A ctx that ends before
+// leader), or whose connection closed under it after the login (a network
+// blip, a node restarting): retried as after a loss. A ctx that ends before
 // the first connection is a clean stop: an empty report and no error.
 func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	if !c.ran.CompareAndSwap(false, true) {
@@ -347,11 +348,12 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 			return c.shutdown(r, nil), nil
 		}
 		switch last := lastAttempt(err); {
-		case unavailable(last), stalled(last) && c.served.Load():
+		case unavailable(last), (stalled(last) || dropped(last)) && c.served.Load():
 			// The deployment is right, the queue out of reach for now:
 			// retried as after a loss, so that a Serve's other queues run on.
-			// Alone, a step that does not answer fails the start, as a
-			// dial that does not: the supervisor sees it.
+			// Alone, a step that does not answer, or a connection that
+			// closed under the opening, fails the start, as a dial that
+			// does not answer or is cut: the supervisor sees it.
 			c.intakeLost(r, 0, err)
 		case refused(last) && c.served.Load():
 			// One queue's deployment is wrong: waited for as a refusal

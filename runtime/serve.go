@@ -38,12 +38,14 @@ type Service interface {
 // broker refuses, at its first connection or after, retries it alone, not
 // ready and logging each refusal at error, and the others run on; so does
 // one whose queue is out of reach (its node down, or its declare or consume
-// not answered within a step by a node that took the connection). That
-// holds for each *Consumer given to Serve, a lone one too; one wrapped in a
-// Service of the caller's own returns a refusal, or a step not answered, at
-// its first connection, as Run does. When a service's Run fails (a consumer's first connection failed
-// otherwise: no broker at its URLs, a login refused), the others are
-// stopped gracefully too.
+// not answered within a step by a node that took the connection, or that
+// connection closed under them after the login). That holds for each
+// *Consumer given to Serve, a lone one too; one wrapped in a Service of the
+// caller's own returns a refusal, a step not answered or the connection
+// closed, at its first connection, as Run does. When a service's Run fails
+// (a consumer's first connection failed otherwise, before its login was
+// through: no broker at its URLs, a login refused), the others are stopped
+// gracefully too.
 //
 // It returns the one service's report, or for several a combined report:
 // their counts summed, their unresolved deliveries, possible copies (each

@@ -388,3 +388,64 @@ func TestBrokerServeWaitsForAQueueWhoseConsumeHangs(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{good.Name: {0, 0}, hung.Name: {0, 0}})
 }
+
+// A first connection the node took and that then closed under the session's
+// opening (a network blip, a node restarting) is no setup mistake: under
+// Serve the consumer retries it alone, as a declare not answered in time,
+// and the other queues run. A lone Run returns it, as it does a dial that
+// fails.
+func TestBrokerServeRetriesAFirstConnectionDroppedWhileOpening(t *testing.T) {
+	t.Parallel()
+	good, cut := brokerSpec(t), brokerSpec(t)
+	declareTopology(t, good)
+	declareTopology(t, cut)
+	p := newProxy(t)
+	var cuts atomic.Int64
+	cuts.Store(2)
+	p.Intercept(func(f faults.Frame) faults.Action {
+		// queue.declare: the first declare of the connection's session.
+		if f.Dir == faults.ToBroker && f.Is(faults.Method{Class: 50, ID: 10}) && cuts.Add(-1) >= 0 {
+			return faults.CutBefore
+		}
+		return faults.Forward
+	})
+	viaProxy := func(cfg *runtime.Config) {
+		cfg.URLs, cfg.ReconnectMax = []string{p.url()}, 200*time.Millisecond
+	}
+	_, lone := prepare(t, cut, ack, viaProxy)
+	alone, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	if _, err := lone.Run(alone); err == nil || !strings.Contains(err.Error(), "declare queue") {
+		t.Errorf("Run alone: %v, want the declare's connection closed", err)
+	}
+	r1, c1 := prepare(t, good, ack)
+	r2, c2 := prepare(t, cut, ack, viaProxy)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := serve(ctx, c1, c2)
+	eventually(t, time.Minute, "both ready", func() bool {
+		select {
+		case res := <-ran:
+			t.Fatalf("Serve returned: %v", res.err)
+		default:
+		}
+		return c1.Health().Ready && c2.Health().Ready
+	})
+	publish(t, good.Name, order(t, "meanwhile"))
+	if recs := r1.await(1); recs[0].MessageID != "meanwhile" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the other queue's message: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	publish(t, cut.Name, order(t, "reopened"))
+	if recs := r2.await(1); recs[0].MessageID != "reopened" || recs[0].Path != runtime.PathAcked {
+		t.Errorf("the queue whose connection dropped: %s %v", recs[0].MessageID, recs[0].Path)
+	}
+	cancel()
+	res := <-ran
+	if res.err != nil || res.rep == nil || len(res.rep.Parts) != 2 {
+		t.Fatalf("Serve: %v, %v", res.rep, res.err)
+	}
+	if lost := fmt.Sprint(res.rep.Parts[1].Lost); !strings.Contains(lost, "declare queue") {
+		t.Errorf("the queue's report does not say its first connection dropped: %s", lost)
+	}
+	assertCounts(t, map[string][2]int{good.Name: {0, 0}, cut.Name: {0, 0}})
+}

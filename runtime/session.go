@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,6 +429,24 @@ func (e *servedError) Unwrap() error { return e.error }
 func stalled(last error) bool {
 	var se *servedError
 	return errors.As(last, &se) && errors.Is(se.error, step.ErrTimeout)
+}
+
+// dropped reports whether connect's last attempt failed because the
+// connection a node took closed under the session's opening (the peer's EOF
+// or reset, the broker's 320 as its node restarts, any error that ends a
+// connection): the dial and the login went through, so the deployment is
+// not at fault, and the next attempt may well find the node back.
+func dropped(last error) bool {
+	var se *servedError
+	if !errors.As(last, &se) {
+		return false
+	}
+	var ae *amqp.Error
+	if errors.As(se.error, &ae) {
+		return !ae.Recover
+	}
+	var ne *net.OpError
+	return errors.As(se.error, &ne) || errors.Is(se.error, io.EOF) || errors.Is(se.error, io.ErrUnexpectedEOF)
 }
 
 // connectOnce is one attempt of connect. When it fails after a node took
