@@ -320,15 +320,23 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	r := c.newRun()
 	c.running.Store(r)
 	defer func() { r.ended.Store(endedWith(err)) }()
-	ended := make(chan struct{})
-	defer close(ended)
 	// From the moment intake is to stop, not only once the shutdown's
 	// phases begin: a second signal during the cancel is not lost. No
 	// goroutine waits for ctx meanwhile: an idle consumer costs one less.
-	defer context.AfterFunc(ctx, func() {
+	// Run returns once the watch is unregistered, never before it: a
+	// signal sent then is the program's, even for a ctx done at the start.
+	ended, gone := make(chan struct{}), make(chan struct{})
+	watching := context.AfterFunc(ctx, func() {
+		defer close(gone)
 		defer c.forceOnSignal()()
 		<-ended
-	})()
+	})
+	defer func() {
+		close(ended)
+		if !watching() {
+			<-gone
+		}
+	}()
 	// Closed for the ends that bypass the shutdown; after one, by the end of
 	// its close phase, which began closing them: Run returns within it.
 	defer func() {

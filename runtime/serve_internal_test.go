@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -10,9 +11,9 @@ import (
 	"time"
 )
 
-// fakeSignals stands in for os/signal under Serve: deliver sends a signal to
-// every channel registered at that moment, without blocking, as os/signal
-// does.
+// fakeSignals stands in for os/signal under Serve and Run: deliver sends a
+// signal to every channel registered at that moment, without blocking, as
+// os/signal does.
 type fakeSignals struct {
 	mu    sync.Mutex
 	chans []chan<- os.Signal
@@ -161,5 +162,35 @@ func TestServeStopsAtTheFirstSignalAndForcesAtTheSecond(t *testing.T) {
 	}
 	if n := f.registered(); n != 0 {
 		t.Errorf("%d signal channels still registered after Serve returned", n)
+	}
+}
+
+// A Run whose ctx was done when it began holds SIGINT and SIGTERM while it
+// stops, and no longer once it returned: a signal sent then is the
+// program's, not swallowed by a watch registered late.
+func TestRunHoldsTheSignalsUntilItReturnsAndNoLonger(t *testing.T) {
+	f := useFakeSignals(t)
+	registrations := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.n
+	}
+	for i := range 200 {
+		c, err := NewConsumer(refusingSpec("signals-test"), Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error { return nil }},
+			Config{URLs: []string{"amqp://guest:guest@127.0.0.1:1/"}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		before := registrations()
+		if _, err := c.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		at, held := registrations(), f.registered()
+		time.Sleep(time.Millisecond)
+		if at != before+1 || held != 0 || registrations() != at {
+			t.Fatalf("run %d: %d registrations by Run's return, %d still held then, %d more after", i, at-before, held, registrations()-at)
+		}
 	}
 }

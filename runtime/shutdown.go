@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/lily-mq/lily/internal/sanitize"
@@ -229,7 +227,7 @@ func waitFor(done <-chan struct{}, d time.Duration) bool {
 // as Serve does.
 func (c *Consumer) forceOnSignal() (stop func()) {
 	signals := make(chan os.Signal, 1)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	notifySignals(signals)
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -239,7 +237,7 @@ func (c *Consumer) forceOnSignal() (stop func()) {
 		}
 	}()
 	return func() {
-		signal.Stop(signals)
+		stopSignals(signals)
 		close(done)
 	}
 }
