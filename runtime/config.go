@@ -31,6 +31,8 @@ type Config struct {
 	// connection attempt; they replace the URLs' own. Rotated credentials
 	// then take effect at the next reconnect, without a restart. An attempt
 	// waits for it a step at most; its error or panic fails the attempt.
+	// Its ctx ends then, or sooner when a consumer's stop leaves no one
+	// waiting for the attempt.
 	Credentials func(ctx context.Context) (username, password string, err error)
 	// Logger receives the diagnostics events, one record per stage of each
 	// delivery's journey and of the consumer's life, with stable keys

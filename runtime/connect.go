@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -62,16 +63,32 @@ var errCredentialsTimeout = errors.New("not returned within the step timeout")
 // dial opens one connection, for role "consume", "handoff" or "publish",
 // and returns its socket too, and the index in cfg.URLs of its node. filter,
 // when not nil, is what the client reads the socket through. It says why
-// each URL failed.
-func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) (*amqp.Connection, net.Conn, int, error) {
+// each URL failed. ctx ending stops it: Credentials' ctx ends, a socket
+// being dialed is given up and no further URL is tried; an AMQP handshake
+// under way goes on, within its step.
+func (d *dialer) dial(ctx context.Context, role string, filter func(conn, socket net.Conn) net.Conn) (*amqp.Connection, net.Conn, int, error) {
 	cfg := amqp.Config{
-		Properties:      amqp.Table{"connection_name": "lily " + d.name + " " + role},
-		Dial:            amqp.DefaultDial(d.cfg.StepTimeout),
+		Properties: amqp.Table{"connection_name": "lily " + d.name + " " + role},
+		Dial: func(network, addr string) (net.Conn, error) {
+			// As amqp.DefaultDial, but given up at ctx's end too.
+			dctx, cancel := context.WithTimeout(ctx, d.cfg.StepTimeout)
+			defer cancel()
+			conn, err := (&net.Dialer{}).DialContext(dctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// The handshake's bound; the client clears it once open.
+			if err := conn.SetDeadline(time.Now().Add(d.cfg.StepTimeout)); err != nil {
+				_ = conn.Close()
+				return nil, err
+			}
+			return conn, nil
+		},
 		FrameSize:       frameSize,
 		TLSClientConfig: d.cfg.TLS,
 	}
 	if d.cfg.Credentials != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), d.cfg.StepTimeout)
+		ctx, cancel := context.WithTimeout(ctx, d.cfg.StepTimeout)
 		// Bounded here too: a function that ignores ctx must not hold the
 		// attempt, and every Send waiting for a shared connection, for good.
 		auth, err := step.Do(ctx, func() (*amqp.PlainAuth, error) {
@@ -97,6 +114,10 @@ func (d *dialer) dial(role string, filter func(conn, socket net.Conn) net.Conn) 
 	first := int(d.node.Load())
 	var errs []error
 	for i := range urls {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
 		n := (first + i) % len(urls)
 		conn, socket, err := transport.Dial(urls[n], cfg, filter)
 		if err == nil {
@@ -126,6 +147,6 @@ func (d *dialer) leave(n int) {
 // system calls (each still bounded by the step timeout). silent leaves its
 // node, for a connection abandoned because the broker left it unanswered.
 func (d *dialer) publishing(role string) (conn *amqp.Connection, socket net.Conn, silent func(), err error) {
-	conn, socket, n, err := d.dial(role, func(conn, socket net.Conn) net.Conn { return transport.Coalesce(conn, socket, d.cfg.StepTimeout) })
+	conn, socket, n, err := d.dial(context.Background(), role, func(conn, socket net.Conn) net.Conn { return transport.Coalesce(conn, socket, d.cfg.StepTimeout) })
 	return conn, socket, func() { d.leave(n) }, err
 }

@@ -51,15 +51,18 @@ type link struct {
 type linkDial struct {
 	done    chan struct{}
 	waiting int // links.mu; the users the link starts with
-	l       *link
-	err     error
+	// stop ends the dial's ctx, once no one waits for it.
+	stop context.CancelFunc
+	l    *link
+	err  error
 }
 
 // lease returns a connection to open a session's channel on and counts the
 // caller as one of its users until release; reused says it was open
 // already, not dialed for this lease. Waiting ends with ctx; the dial then
-// goes on for the others, and a connection no one waits for any more is
-// closed.
+// goes on for the others. One no one waits for any more is stopped (the
+// Credentials' ctx ends, no socket is dialed further), a lease after it
+// dials anew, and a connection it opened all the same is closed.
 func (ls *links) lease(ctx context.Context) (l *link, reused bool, err error) {
 	ls.mu.Lock()
 	if l := ls.cur; l != nil && !l.conn.IsClosed() {
@@ -69,9 +72,10 @@ func (ls *links) lease(ctx context.Context) (l *link, reused bool, err error) {
 	}
 	d := ls.dialing
 	if d == nil {
-		d = &linkDial{done: make(chan struct{})}
+		dctx, stop := context.WithCancel(context.Background())
+		d = &linkDial{done: make(chan struct{}), stop: stop}
 		ls.dialing = d
-		go ls.dial(d)
+		go ls.dial(dctx, d)
 	}
 	d.waiting++
 	ls.mu.Unlock()
@@ -86,14 +90,18 @@ func (ls *links) lease(ctx context.Context) (l *link, reused bool, err error) {
 		// The dial counted this lease among the link's users.
 		return d.l, false, d.err
 	default:
-		d.waiting--
+		if d.waiting--; d.waiting == 0 {
+			d.stop()
+			ls.dialing = nil
+		}
 		return nil, false, ctx.Err()
 	}
 }
 
-func (ls *links) dial(d *linkDial) {
+func (ls *links) dial(ctx context.Context, d *linkDial) {
+	defer d.stop()
 	var filter *quarantine.Conn
-	conn, _, node, err := ls.dialer.dial("consume", func(conn, socket net.Conn) net.Conn {
+	conn, _, node, err := ls.dialer.dial(ctx, "consume", func(conn, socket net.Conn) net.Conn {
 		if ls.shared {
 			conn = transport.Coalesce(conn, socket, ls.dialer.cfg.StepTimeout)
 		}
@@ -105,7 +113,9 @@ func (ls *links) dial(d *linkDial) {
 	})
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.dialing = nil
+	if ls.dialing == d {
+		ls.dialing = nil
+	}
 	d.err = err
 	if err == nil {
 		if d.waiting == 0 {

@@ -449,3 +449,50 @@ func TestBrokerServeRetriesAFirstConnectionDroppedWhileOpening(t *testing.T) {
 	}
 	assertCounts(t, map[string][2]int{good.Name: {0, 0}, cut.Name: {0, 0}})
 }
+
+// A stop while the first connection is being dialed stops the dial: the
+// Credentials' ctx ends with it, and no connection opens after Serve
+// returned, though the function ignores its ctx and returns.
+func TestBrokerStopDuringTheFirstDialEndsIt(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newProxy(t)
+	var opened atomic.Bool
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.Method{Class: 10, ID: 40}) { // connection.open
+			opened.Store(true)
+		}
+		return faults.Forward
+	})
+	asked := make(chan struct{})
+	var once sync.Once
+	var ctxEnded, returned atomic.Bool
+	_, c := prepare(t, q, ack, func(cfg *runtime.Config) {
+		cfg.URLs, cfg.StepTimeout = []string{p.url()}, 10*time.Second
+		cfg.Credentials = func(ctx context.Context) (string, string, error) {
+			once.Do(func() { close(asked) })
+			time.Sleep(2 * time.Second)
+			ctxEnded.Store(ctx.Err() != nil)
+			returned.Store(true)
+			return "guest", "guest", nil
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-asked
+		cancel()
+	}()
+	if _, err := runtime.Serve(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "Credentials returned", returned.Load)
+	if !ctxEnded.Load() {
+		t.Error("the Credentials' ctx did not end with the stop")
+	}
+	time.Sleep(time.Second) // what the dial would still do, it does at once
+	if opened.Load() {
+		t.Error("a connection opened after Serve returned")
+	}
+}
