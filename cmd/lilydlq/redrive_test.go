@@ -1137,6 +1137,9 @@ func TestRedriveDoesNotTrustAForgedSource(t *testing.T) {
 	if r.code != exitOK || !strings.Contains(r.stdout, payments+" or "+orders+"?") {
 		t.Errorf("list: exit %d; want both queues named\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// The list handed the copy back: once, under load, the re-drive at once
+	// after it found the DLQ empty ("0 ready when the read began").
+	b.assertCounts(dlq, 1)
 	r = b.lilydlq("redrive", dlq, "-reason", "permanent failure: card declined")
 	if r.code != exitFailure || !strings.Contains(r.stdout, "not moved forged-1 (OrderPlaced): its source is in doubt") {
 		t.Errorf("redrive: exit %d\n%s%s", r.code, r.stdout, r.stderr)
