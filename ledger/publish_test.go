@@ -62,6 +62,7 @@ func TestSpreadHoldsTheLastItemsUntilEveryFaultStruck(t *testing.T) {
 // The hold ends at two thirds of the Deadline, whatever struck, however
 // short PublishOver: PublishOver is the least the publishing lasts.
 func TestSpreadHoldEndsAtTwoThirdsOfTheDeadline(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ deadline, end time.Duration }{
 		{120 * time.Second, 80 * time.Second},
 		{180 * time.Second, 120 * time.Second},
@@ -120,6 +121,7 @@ func TestSpreadGoesOnAfterABurst(t *testing.T) {
 // A burst takes half the items left at most: the rest still go over what
 // is left of PublishOver, which stays the least the publishing lasts.
 func TestABurstLeavesItemsForThePublishingToCome(t *testing.T) {
+	t.Parallel()
 	const n, over = 20, 2 * time.Second
 	r := newRun(Config{PublishOver: over, Deadline: time.Minute}, spec("spread-test", topology.Classic))
 	r.ids = make([]string, n)

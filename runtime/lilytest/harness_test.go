@@ -523,6 +523,7 @@ func TestForeignExpirationIsDelivered(t *testing.T) {
 // A handler may set the fake broker's answer: its own delivery's copy is
 // answered so, at once.
 func TestHandlerAnswersItsOwnHandoff(t *testing.T) {
+	t.Parallel()
 	var h *lilytest.Harness
 	h = harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 		h.AnswerHandoffs("nacked")

@@ -48,6 +48,7 @@ func TestInboxDuplicateIsAckedWithoutTheHandler(t *testing.T) {
 // A claim the inbox cannot decide now defers the delivery: one requeue, no
 // retry spent, and the handler does not run; the redelivery is handled.
 func TestInboxDeferralRequeuesWithoutARetry(t *testing.T) {
+	t.Parallel()
 	var calls int
 	in := &lilytest.Inbox{}
 	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, withInbox(in))
@@ -68,6 +69,7 @@ func TestInboxDeferralRequeuesWithoutARetry(t *testing.T) {
 // A commit whose answer was lost defers the delivery; the work committed,
 // so its redelivery is a duplicate and the handler does not run again.
 func TestInboxAmbiguousCommitDefersAndTheRedeliveryIsADuplicate(t *testing.T) {
+	t.Parallel()
 	var calls int
 	in := &lilytest.Inbox{}
 	h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { calls++; return nil }, withInbox(in))
@@ -365,6 +367,7 @@ func foreignHarness(t *testing.T, calls *int) (*lilytest.Harness, *lilytest.Inbo
 // Record.MessageID shows: for a CloudEvent its source and id, for a
 // header-mapped profile "headers", the type and the id.
 func TestInboxKeysOfOtherEnvelopes(t *testing.T) {
+	t.Parallel()
 	var calls int
 	h, in := foreignHarness(t, &calls)
 	payment, err := fixture.NewPaymentAuthorizedV1("pay-1", &fixture.PaymentAuthorizedV1{PaymentID: "p-1"})
@@ -404,6 +407,7 @@ func TestInboxKeysOfOtherEnvelopes(t *testing.T) {
 // whole: Defer and FailCommit take it from the record. Cut at 128 bytes, as
 // it was, Defer(res.MessageID) missed, and the retry committed.
 func TestInboxLongKeysAreWholeInTheRecord(t *testing.T) {
+	t.Parallel()
 	var calls int
 	h, in := foreignHarness(t, &calls)
 	id := strings.Repeat("a", 128) // the longest id
@@ -522,6 +526,7 @@ func (b *brokenBind) Bind(context.Context) context.Context {
 // A transaction whose Bind panics or returns no context defers its
 // delivery, rolled back, without the handler: the process goes on.
 func TestInboxBrokenBindDefers(t *testing.T) {
+	t.Parallel()
 	for _, panics := range []bool{true, false} {
 		t.Run(fmt.Sprintf("panics %t", panics), func(t *testing.T) {
 			var calls int

@@ -26,6 +26,7 @@ const panicNil = "panic: panic called with nil argument"
 // an OrderKey is logged, and its delivery handled once. The setting is the
 // process's, so the test runs itself again under it.
 func TestUserCodePanickingWithNil(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("LILY_PANICNIL_CHILD") != "1" {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestUserCodePanickingWithNil$", "-test.v")
 		cmd.Env = append(os.Environ(), "GODEBUG=panicnil=1", "LILY_PANICNIL_CHILD=1")

@@ -330,6 +330,7 @@ func TestOversizedBodyIsDeadLetteredByTheBroker(t *testing.T) {
 // out handler's message, while that handler still runs, is deferred rather
 // than run beside it.
 func TestPanicAndTimeoutAreRetryable(t *testing.T) {
+	t.Parallel()
 	spec := fixture.LilytestQueueSpec()
 	// Long enough for a panic to be caught and told on a loaded machine;
 	// slow-1's handler, deaf to its context, still outlives it.
@@ -463,6 +464,7 @@ func (s slowPublish) Publish(context.Context, string, string, *runtime.Publishin
 // here behind a slow Telemetry, is not written; the handoff timed out, and
 // the delivery is requeued in the budget left, not acked.
 func TestHandoffPastItsWriteDeadlineIsNotWritten(t *testing.T) {
+	t.Parallel()
 	spec := fixture.LilytestQueueSpec()
 	spec.HandlerTimeout = 500 * time.Millisecond
 	const step = 100 * time.Millisecond
@@ -580,6 +582,7 @@ func TestObservePanicIsLogged(t *testing.T) {
 // A scope cleanup that outlives its step fails the delivery, and the reason
 // names the step timeout, not the broker: the user's code was slow.
 func TestSlowCleanupNamesTheStepTimeout(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	defer close(release)
 	h := harness(t, ok, func(cfg *runtime.Config) {
