@@ -1093,21 +1093,6 @@ func TestBrokerOrderedDeliveryWhoseBudgetWasSpentWaitsForTheRecycle(t *testing.T
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
 }
 
-// heldSettled is a Telemetry whose Settled blocks, for the record of one
-// message id, until release is closed; entered is closed once it blocks.
-type heldSettled struct {
-	slowEnd
-	id               string
-	entered, release chan struct{}
-}
-
-func (h heldSettled) Settled(_ context.Context, rec runtime.Record) {
-	if rec.MessageID == h.id {
-		close(h.entered)
-		<-h.release
-	}
-}
-
 // A settled, recorded delivery leaves its lane before the telemetry hook
 // hears of it, as it leaves its slot: a hung Settled of a-0 held a-1 from
 // its turn, a-1 and a-2 then filled the prefetch of two, and b-0, another
@@ -1123,7 +1108,7 @@ func TestBrokerOrderedSlowSettledLeavesTheLane(t *testing.T) {
 		msgs = append(msgs, produce(t, id, &fixture.OrderPlacedV1{OrderID: id, Headers: fixture.OrderPlacedV1Headers{XTenant: new(id[:1])}}))
 	}
 	publish(t, q.Name, msgs...)
-	tel := heldSettled{id: "a-0", entered: make(chan struct{}), release: make(chan struct{})}
+	tel := slowSettled{id: "a-0", entered: make(chan struct{}), release: make(chan struct{})}
 	var calls attempts
 	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
 		calls.add(msg, d)

@@ -390,17 +390,23 @@ func TestBrokerTelemetryEndsEveryHandoffOfAJourney(t *testing.T) {
 
 // slowSettled is a Telemetry whose Settled blocks for one message until
 // released, as the process span's End does under a synchronous span
-// processor whose collector is away; returned is closed once it has.
+// processor whose collector is away; entered, when set, is closed once it
+// blocks, and returned, when set, once it has returned.
 type slowSettled struct {
 	slowEnd
-	id                string
-	release, returned chan struct{}
+	id                         string
+	entered, release, returned chan struct{}
 }
 
 func (s slowSettled) Settled(_ context.Context, r runtime.Record) {
 	if r.MessageID == s.id {
+		if s.entered != nil {
+			close(s.entered)
+		}
 		<-s.release
-		close(s.returned)
+		if s.returned != nil {
+			close(s.returned)
+		}
 	}
 }
 
