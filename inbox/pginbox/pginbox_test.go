@@ -866,8 +866,11 @@ func TestIdleClaimIsReleased(t *testing.T) {
 	e.waitUntil("the server to end the idle session",
 		"SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", h.Conn().PgConn().PID())
 	// Its lock went with it: the next claim takes the message (a lock still
-	// held would defer it at the lock timeout).
-	next := e.claim(inbox, "claimed")
+	// held would defer it at the lock timeout). Through an inbox of the
+	// default idle timeout: the stuck worker's Commit below looks up its
+	// transaction's fate (pg_xact_status), which on a loaded machine took
+	// longer than 200 ms, and the server ended this claim's session too.
+	next := e.claim(pginbox.New(e.pool, pginbox.Options{LockTimeout: 5 * time.Second}), "claimed")
 	if ev, detail := said(stuck.Commit(e.ctx)); ev != "failed" {
 		t.Fatalf("the stuck worker's Commit = %v (%s), want failed", ev, detail)
 	}
