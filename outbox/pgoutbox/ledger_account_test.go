@@ -65,7 +65,7 @@ type relayTrail struct {
 	killed         time.Time
 	answers        []answer
 	recordFailures []time.Time
-	// leaseLost are the confirmed rows it deleted no longer its own.
+	// leaseLost are the confirmed rows no longer its own at their delete.
 	leaseLost []string
 }
 

@@ -323,7 +323,7 @@ func (l *ledgerRun) checkReport(r *ledgerRelay, ev outboxEvidence) {
 			l.t.Errorf("relay %s: report counts %v, its log %v", r.name, got, logged)
 		}
 		// Its possible copies are its unconfirmed publishes and the confirmed
-		// rows it deleted after its lease ended: at its stop, no confirmed
+		// rows no longer its own at their delete: at its stop, no confirmed
 		// row was left undeleted.
 		var want, copies []string
 		for _, a := range tr.answers {

@@ -194,9 +194,11 @@ func (r *Relay) Force() {
 // PossibleCopies lists unconfirmed and nacked publishes, and confirmed ones
 // whose row it could not delete; each will be published again. It lists too,
 // with a warning, a confirmed publish whose row was no longer its own when
-// it deleted it (gone, or leased by another relay: its lease had ended
-// before the delete), which another relay may have published again. Past
-// its first 1,000, Omitted counts those left out.
+// it came to delete it (gone, or leased by another relay: its lease had
+// ended before the delete), which another relay may have published again;
+// it leaves such a row to a relay that still holds it, so that the next
+// row of its key goes only after that relay's copy. Past its first 1,000,
+// Omitted counts those left out.
 //
 // It uses the lily_outbox its pool's search_path finds when it starts, and
 // names that table with its schema in every statement: a session-level SET
@@ -526,13 +528,26 @@ func (s *relayRun) stop() {
 	}
 }
 
+// lost is what a delete found of a confirmed row no longer the relay's.
+type lost int
+
+const (
+	lostDeleted lost = iota // leased since by another relay, whose lease ended: deleted
+	lostLeft                // held by another relay, on a lease not yet ended: left to it
+	lostGone                // gone: deleted by another relay (or an earlier delete)
+)
+
 // leaseLost reports a confirmed row that was no longer the relay's when it
 // deleted it, or gone: its lease ended before the delete (a stalled
 // database, a hung connection), and another relay may have leased and
-// published it again.
-func (s *relayRun) leaseLost(rw *row, gone bool) {
+// published it again. A row another relay holds is not deleted: that relay
+// deletes it, or tries it again.
+func (s *relayRun) leaseLost(rw *row, how lost) {
 	why := "confirmed after its lease ended: another relay may have published it again"
-	if gone && rw.deleteUnknown {
+	switch {
+	case how == lostLeft:
+		why = "confirmed after its lease ended: another relay holds it and may publish it again; its row is left to that relay"
+	case how == lostGone && rw.deleteUnknown:
 		why = "confirmed, and gone at its delete: an earlier delete whose outcome is unknown took it, or another relay that may have published it again"
 	}
 	s.possibleCopy(rw, why)

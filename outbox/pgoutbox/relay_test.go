@@ -262,10 +262,24 @@ func (e *env) relay(opts pgoutbox.Options) (stop func() *runtime.Report) {
 // too).
 func (e *env) relayOn(pool *pgxpool.Pool, url string, step time.Duration, opts pgoutbox.Options) (relay *pgoutbox.Relay, stop func() *runtime.Report) {
 	e.t.Helper()
+	return e.relayWith(pool, e.publisher(url, step), opts)
+}
+
+// publisher is a publisher that reaches the broker at url, with the step
+// timeout given.
+func (e *env) publisher(url string, step time.Duration) *runtime.Publisher {
+	e.t.Helper()
 	p, err := runtime.NewPublisher(runtime.Config{URLs: []string{url}, StepTimeout: step}, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return p
+}
+
+// relayWith runs a relay on pool that publishes through p, which its stop
+// closes; see relayOn.
+func (e *env) relayWith(pool *pgxpool.Pool, p *runtime.Publisher, opts pgoutbox.Options) (relay *pgoutbox.Relay, stop func() *runtime.Report) {
+	e.t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = e.logger()
 	}

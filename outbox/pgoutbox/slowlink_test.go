@@ -6,15 +6,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/outbox/pgoutbox"
 	"github.com/lily-mq/lily/runtime"
 )
@@ -474,5 +477,88 @@ func TestADeleteAfterTheLeaseEndedIsAPossibleCopy(t *testing.T) {
 	}
 	if !strings.Contains(logA.String(), "stage=lease-lost") {
 		t.Errorf("relay A logged no lost lease:\n%s", logA.String())
+	}
+}
+
+// A relay whose delete of a confirmed row the link holds past the row's
+// lease, while another relay has leased the row again and its publish is
+// held on its way to the broker: the first relay's delete leaves the row,
+// which the other relay holds, and the next row of its key stays behind it.
+// The other relay's copy lands, that relay deletes the row, and only then
+// does the next row of the key go: the queue holds the first message twice,
+// both before the second. The first relay's report lists the message as a
+// possible copy, its row left to the other relay. Before, the late delete
+// took the row from under the other relay's lease and let the key's next
+// row go: the queue held k1, k2, k1, the order of the key broken.
+func TestADeleteAfterTheLeaseLeavesARowLeasedAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("relay", nil)
+	link := e.slowLink(0)
+	var logA logBuffer
+	_, stopA := e.relayOn(link.pool, e.brokerURL, 500*time.Millisecond,
+		pgoutbox.Options{Poll: 20 * time.Millisecond, Lease: 3 * time.Second, Logger: e.loggerTo(&logA)})
+	link.holdAt("DELETE FROM")
+	e.write(keyed(message(q, "k1"), "key"), keyed(message(q, "k2"), "key"))
+	e.eventually("relay A's delete of k1 held", link.held)
+	leased := func() (leased bool) {
+		err := e.pool.QueryRow(e.ctx, "SELECT coalesce(lease_until > now(), false) FROM lily_outbox WHERE properties->>'message_id' = 'k1'").Scan(&leased)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leased
+	}
+	e.eventually("relay A's lease of k1 ended", func() bool { return !leased() })
+
+	// Relay B's publisher opens its connection through the proxy, which
+	// then holds what B sends: B leases k1 again, and its publish waits.
+	proxy, url := e.proxy()
+	pB := e.publisher(url, relayStep)
+	if err := pB.Send(e.ctx, message(e.queue("warm", nil), "warm")); err != nil {
+		t.Fatal(err)
+	}
+	var publishing atomic.Bool
+	proxy.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.BasicPublish) {
+			publishing.Store(true)
+		}
+		return faults.Forward
+	})
+	proxy.Stall(faults.ToBroker)
+	// A Poll of a minute: B looks once, and again only once it deleted a
+	// row of the key.
+	_, stopB := e.relayWith(e.pool, pB, pgoutbox.Options{Poll: time.Minute, Lease: relayLease})
+	e.eventually("relay B leased k1 and its publish is on its way", func() bool { return leased() && publishing.Load() })
+
+	link.release()
+	e.eventually("relay A's delete answered", func() bool { return strings.Contains(logA.String(), "stage=lease-lost") })
+	// Relay A looks every 20 ms meanwhile: k2 must wait for k1.
+	for range 50 {
+		time.Sleep(20 * time.Millisecond)
+		if r := e.rows(); len(r) != 2 || !leased() {
+			t.Errorf("with relay B's publish of k1 on its way, the table holds %v; want k1, leased by B, and k2", r)
+			break
+		}
+	}
+	proxy.Resume()
+	e.eventually("every row published", func() bool { return len(e.rows()) == 0 })
+	repA, repB := stopA(), stopB()
+
+	var got []string
+	for _, d := range e.take(q) {
+		got = append(got, d.MessageId)
+	}
+	if want := []string{"k1", "k1", "k2"}; !slices.Equal(got, want) {
+		t.Errorf("queue %s holds %v; want %v: k1's copy before k2", q, got, want)
+	}
+	if a, b := counts(repA), counts(repB); a["published"]+b["published"] != 3 || len(a) > 1 || len(b) > 1 {
+		t.Errorf("report counts: relay A %v, relay B %v; want 3 published in all", a, b)
+	}
+	if len(repA.PossibleCopies) != 1 || repA.PossibleCopies[0].MessageID != "k1" ||
+		!strings.Contains(repA.PossibleCopies[0].Reason, "left to that relay") {
+		t.Errorf("relay A: possible copies %+v, want k1, its row left to the relay that leased it", repA.PossibleCopies)
+	}
+	if len(repB.PossibleCopies) != 0 {
+		t.Errorf("relay B: possible copies %+v, want none: it deleted k1 itself", repB.PossibleCopies)
 	}
 }

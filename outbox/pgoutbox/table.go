@@ -158,15 +158,18 @@ const fetchSQL = `UPDATE lily_outbox SET lease_until = now() + $3 * interval '1 
 // due again at once, their attempts as they were.
 const releaseSQL = "UPDATE lily_outbox SET lease_owner = NULL, lease_until = NULL WHERE id = ANY($1) AND lease_owner = $2"
 
-// nextOfKeySQL clears the mark of the first row left of each key of $1, in
-// the transaction that deleted the keys' earlier rows. It clears a row not
+// nextOfKeySQL clears the mark of the first row left of each key $2 whose
+// confirmed row $1 is gone, in the transaction that deleted the keys'
+// earlier rows: a row the delete left, which another relay holds
+// (deleteSQL), keeps the next row of its key behind it. It clears a row not
 // marked too: a look marking it now, which read the deleted row, is waited
 // for and undone.
 // Each key's first row is one probe of the key's index: min(id) grouped by
 // key would read all of the key's rows.
 const nextOfKeySQL = `UPDATE lily_outbox SET behind = false
-	WHERE id IN (SELECT f.id FROM unnest($1::text[]) AS k(key),
-		LATERAL (SELECT id FROM lily_outbox WHERE order_key = k.key ORDER BY id LIMIT 1) f)`
+	WHERE id IN (SELECT f.id FROM unnest($1::bigint[], $2::text[]) AS k(id, key),
+		LATERAL (SELECT id FROM lily_outbox WHERE order_key = k.key ORDER BY id LIMIT 1) f
+		WHERE NOT EXISTS (SELECT 1 FROM lily_outbox WHERE id = k.id))`
 
 // sweepSQL clears the mark of each key's first row, when marked: a row whose
 // earlier rows were deleted by hand, by a relay of an earlier version, or
@@ -185,12 +188,24 @@ const sweepSQL = `WITH RECURSIVE k AS (
 		RETURNING 1)
 	SELECT (SELECT order_key FROM k ORDER BY n DESC LIMIT 1), (SELECT count(*) FROM k), (SELECT count(*) FROM cleared)`
 
-// deleteSQL deletes the rows $1, confirmed, and returns each one it found
-// and whether owner $2 still held it: a row gone, or leased since by another
-// relay (its lease ended before the delete), may have been published again.
-// The owner alone tells: any other relay's lease, release or failure of the
-// row changes it, and a lease that ended unclaimed made no copy.
-const deleteSQL = "DELETE FROM lily_outbox WHERE id = ANY($1) RETURNING id, coalesce(lease_owner = $2, false)"
+// deleteSQL deletes the rows $1, confirmed, but those another relay holds
+// on a lease not yet ended, and returns each one it found, whether owner $2
+// still held it, and whether it deleted it. A row gone, or leased since by
+// another relay (its lease ended before the delete), may have been
+// published again. The owner alone tells: any other relay's lease, release
+// or failure of the row changes it, and a lease that ended unclaimed made
+// no copy. A row another relay holds is left to that relay, whose send of it
+// may be on its way: deleted now, the next row of its key would go (its
+// mark cleared, nextOfKeySQL) and could reach the queue before that copy.
+// The rows found are locked before their delete, so that a lease or a
+// delete by another relay meanwhile is waited for and read.
+const deleteSQL = `WITH found AS (
+		SELECT id, coalesce(lease_owner = $2, false) AS own,
+			NOT coalesce(lease_owner <> $2 AND lease_until > now(), false) AS free
+		FROM lily_outbox WHERE id = ANY($1)
+		FOR UPDATE),
+	deleted AS (DELETE FROM lily_outbox o USING found f WHERE o.id = f.id AND f.free)
+	SELECT id, own, free FROM found`
 
 // failSQL records the failures of the rows $1 of owner $4: each one's error
 // ($2) and its wait for its retry in milliseconds ($3).
@@ -382,10 +397,11 @@ func (s *relayRun) sweep() {
 // record deletes the confirmed rows of the pending answers, gives the
 // failed ones their failure and their retry time and releases those not
 // tried, in one transaction, by the time given. A row whose
-// lease another relay has taken since keeps that relay's lease, unless it
-// was confirmed: it is deleted, and a possible copy (leaseLost).
+// lease another relay has taken since keeps that relay's lease: a confirmed
+// one is deleted when that lease has ended, and left to that relay while it
+// holds it, and either is a possible copy (leaseLost).
 func (s *relayRun) record(by time.Time) error {
-	var done, failed, waits, released []int64
+	var done, failed, waits, released, keyIDs []int64
 	var errs, keys []string
 	var confirmed []*row
 	for _, a := range s.pending {
@@ -397,7 +413,7 @@ func (s *relayRun) record(by time.Time) error {
 			done = append(done, a.row.id)
 			confirmed = append(confirmed, a.row)
 			if a.row.keyed {
-				keys = append(keys, a.row.msg.OrderKey)
+				keyIDs, keys = append(keyIDs, a.row.id), append(keys, a.row.msg.OrderKey)
 			}
 			continue
 		}
@@ -410,7 +426,7 @@ func (s *relayRun) record(by time.Time) error {
 		b.Queue(s.sql.delete, done, s.owner)
 	}
 	if len(keys) > 0 {
-		b.Queue(s.sql.nextOfKey, keys)
+		b.Queue(s.sql.nextOfKey, keyIDs, keys)
 	}
 	if len(failed) > 0 {
 		b.Queue(s.sql.fail, failed, errs, waits, s.owner)
@@ -423,14 +439,15 @@ func (s *relayRun) record(by time.Time) error {
 	// A batch runs in one implicit transaction: what the delete answers
 	// holds once Close says it committed.
 	br := s.pool.SendBatch(ctx, b)
-	var owned map[int64]bool
+	type found struct{ own, deleted bool }
+	var seen map[int64]found
 	var err error
 	if len(done) > 0 {
-		owned = make(map[int64]bool, len(done))
+		seen = make(map[int64]found, len(done))
 		rows, _ := br.Query()
 		var id int64
-		var own bool
-		_, err = pgx.ForEachRow(rows, []any{&id, &own}, func() error { owned[id] = own; return nil })
+		var f found
+		_, err = pgx.ForEachRow(rows, []any{&id, &f.own, &f.deleted}, func() error { seen[id] = f; return nil })
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -444,8 +461,13 @@ func (s *relayRun) record(by time.Time) error {
 		return err
 	}
 	for _, rw := range confirmed {
-		if own, found := owned[rw.id]; !own {
-			s.leaseLost(rw, !found)
+		switch f, ok := seen[rw.id]; {
+		case !ok:
+			s.leaseLost(rw, lostGone)
+		case !f.deleted:
+			s.leaseLost(rw, lostLeft)
+		case !f.own:
+			s.leaseLost(rw, lostDeleted)
 		}
 	}
 	s.pending = s.pending[:0]
