@@ -156,23 +156,28 @@ func (t *Telemetry) Received(ctx context.Context, queue string, d runtime.RawDel
 // neither ends here.
 func (t *Telemetry) Settled(ctx context.Context, r runtime.Record) {
 	j := journeyOf(ctx)
+	failed := failure(r)
+	var end time.Time
+	if j != nil {
+		j.mu.Lock()
+		end = j.last
+		j.mu.Unlock()
+		if end.IsZero() {
+			end = time.Now()
+		}
+		if j.span.IsRecording() {
+			annotate(j.span, r, failed)
+		}
+		// Last, and before any measurement, deferred: a span processor's
+		// OnEnd runs in End (a synchronous exporter exports there), and
+		// one that panics must not cost the measurements; a meter that
+		// panics must not leave the span open.
+		defer j.span.End(trace.WithTimestamp(end))
+	}
 	t.count(ctx, r)
 	if j == nil {
 		return
 	}
-	j.mu.Lock()
-	end := j.last
-	j.mu.Unlock()
-	if end.IsZero() {
-		end = time.Now()
-	}
-	failed := failure(r)
-	if j.span.IsRecording() {
-		annotate(j.span, r, failed)
-	}
-	// Last: a span processor's OnEnd runs in End (a synchronous exporter
-	// exports there), and one that panics must not cost the measurements.
-	defer j.span.End(trace.WithTimestamp(end))
 	sub := subscription(r.Queue)
 	if r.Rejection == "" {
 		// Delivered to the application, as the conventions count consumed

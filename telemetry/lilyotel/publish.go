@@ -2,6 +2,7 @@ package lilyotel
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime"
 )
 
@@ -25,7 +27,8 @@ import (
 // its context is then not the creation context, so its kind is CLIENT, not
 // PRODUCER (the conventions' span kind table). The broker's answer ends
 // it, at the instant the runtime knew it, however late done is called (a
-// handoff's, once the original is settled).
+// handoff's, once the original is settled). A propagator that panics ends
+// it at once, failed, and Publish panics on (inject).
 func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p *runtime.Publishing) func(evidence string, at time.Time) {
 	start := time.Now()
 	if p.Headers == nil {
@@ -71,16 +74,14 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 	}
 	ctx, span := t.tracer.Start(ctx, spanName("send", low), opts...)
 	if !custom.IsValid() {
-		// The fields are all ours now: a producer's tracestate (or baggage)
-		// left beside our traceparent would belong to another trace.
-		for _, f := range t.propagator.Fields() {
-			delete(p.Headers, f)
-		}
-		t.propagator.Inject(ctx, table(p.Headers))
-		trimTracestate(p.Headers)
+		t.inject(ctx, span, p.Headers)
 	}
 	j := journeyOf(ctx)
 	return func(evidence string, end time.Time) {
+		// Deferred, so that it comes after the measurements (a span
+		// processor's OnEnd that panics must not cost them), and comes
+		// even where a meter panics.
+		defer span.End(trace.WithTimestamp(end))
 		took := end.Sub(start)
 		if j != nil && handoff {
 			j.answered(end)
@@ -97,8 +98,36 @@ func (t *Telemetry) Publish(ctx context.Context, exchange, routingKey string, p 
 			t.m.sent.Add(ctx, 1, "send", messagingSystem, where, failed)
 			t.m.client.Record(ctx, took.Seconds(), "send", messagingSystem, where, semconv.MessagingOperationTypeSend, failed)
 		}
-		span.End(trace.WithTimestamp(end))
 	}
+}
+
+// maxPanicText bounds a panic's text in a span's status description, as the
+// runtime bounds a failure's cause.
+const maxPanicText = 200
+
+// inject writes ctx's span context into h, as the message's creation
+// context, for span, ctx's send span. A propagator that panics (in Fields
+// or in Inject) ends span at once, failed, before the panic goes on: the
+// runtime drops a Publish that panicked, the done it would have returned
+// too, and nothing else would end the span. What the broker says of the
+// message is not told to lilyotel then, so the send is in none of the
+// send's measurements.
+func (t *Telemetry) inject(ctx context.Context, span trace.Span, h amqp.Table) {
+	defer func() {
+		if v := recover(); v != nil {
+			span.SetAttributes(semconv.ErrorTypeOther)
+			span.SetStatus(codes.Error, "propagator panicked: "+sanitize.Text(fmt.Sprint(v), maxPanicText))
+			span.End()
+			panic(v)
+		}
+	}()
+	// The fields are all ours now: a producer's tracestate (or baggage)
+	// left beside our traceparent would belong to another trace.
+	for _, f := range t.propagator.Fields() {
+		delete(h, f)
+	}
+	t.propagator.Inject(ctx, table(h))
+	trimTracestate(h)
 }
 
 // maxTracestateMember is the size of a tracestate member the W3C has

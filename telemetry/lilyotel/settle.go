@@ -45,6 +45,10 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string,
 	}
 	ctx, span := t.tracer.Start(ctx, spanName(name, named), trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	return func(evidence string, end time.Time) {
+		// Deferred, so that it comes after the measurement (a span
+		// processor's OnEnd that panics must not cost it), and comes even
+		// where a meter panics.
+		defer span.End(trace.WithTimestamp(end))
 		measured := make([]attribute.KeyValue, 0, 4)
 		measured = append(measured, semconv.MessagingOperationTypeSettle)
 		if j != nil {
@@ -59,6 +63,5 @@ func (t *Telemetry) Settle(ctx context.Context, op string) func(evidence string,
 			measured = append(measured, failed)
 		}
 		t.m.client.Record(ctx, end.Sub(start).Seconds(), name, messagingSystem, measured...)
-		span.End(trace.WithTimestamp(end))
 	}
 }
