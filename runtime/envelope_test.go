@@ -147,6 +147,9 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 	declareTopology(t, q)
 	withoutID := binaryEvent("x", `{"payment_id":"no-id"}`, 1)
 	delete(withoutID.Headers, "cloudEvents_id")
+	// The binding's two prefixes with two ids: which event is it?
+	twinID := binaryEvent("evt-6", `{"payment_id":"twin-id"}`, 1)
+	twinID.Headers["cloudEvents:id"] = "evt-7"
 	published := map[string]amqp.Publishing{
 		"binary":     binaryEvent("evt-1", `{"payment_id":"ok-binary","amount_cents":500}`, 2),
 		"structured": structuredEvent("evt-2", `{"payment_id":"ok-structured"}`, 1),
@@ -156,19 +159,20 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 		"spring":     springMessage("6f1c2a7e-0b2d-4f1e-9a3c-1d2e3f4a5b6c", `{"orderId":"ship-1"}`),
 		"batch":      {ContentType: "application/cloudevents-batch+json", Body: []byte(`[]`)},
 		"no-id":      withoutID,
+		"twin-id":    twinID,
 		"lily":       order(t, "lily-1"),
 	}
-	for _, name := range []string{"binary", "structured", "retry", "dead-bin", "dead-str", "spring", "batch", "no-id", "lily"} {
+	for _, name := range []string{"binary", "structured", "retry", "dead-bin", "dead-str", "spring", "batch", "no-id", "twin-id", "lily"} {
 		publish(t, q.Name, published[name])
 	}
 	h := &foreignHandler{seen: map[string][]seen{}}
 	r, c := prepareRoutes(t, q, fixture.LilytestForeignRoutes(h))
 	r.launch(c)
-	// Nine deliveries and the retry's second attempt.
-	recs := r.await(10)
+	// Ten deliveries and the retry's second attempt.
+	recs := r.await(11)
 	r.stop()
 
-	wantPaths(t, recs, map[runtime.Path]int{runtime.PathAcked: 4, runtime.PathRetried: 1, runtime.PathDeadLettered: 5})
+	wantPaths(t, recs, map[runtime.Path]int{runtime.PathAcked: 4, runtime.PathRetried: 1, runtime.PathDeadLettered: 6})
 	h.mu.Lock()
 	want := map[string][]seen{
 		"ok-binary":        {{typ: "com.acme.payment.authorized", id: "evt-1", body: `{"payment_id":"ok-binary","amount_cents":500}`, subject: "order-evt-1", version: 2, attempt: 1}},
@@ -190,7 +194,7 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 		t.Errorf("handler saw %d messages, want %d: %+v", len(h.seen), len(want), h.seen)
 	}
 
-	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, 300*time.Millisecond): {0, 0}, q.Topology.DeadLetterQueue: {5, 0}})
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, 300*time.Millisecond): {0, 0}, q.Topology.DeadLetterQueue: {6, 0}})
 	dead := map[string]amqp.Delivery{}
 	for _, d := range drain(t, q.Topology.DeadLetterQueue) {
 		reason, _ := d.Headers["x-lily-failure-reason"].(string)
@@ -203,14 +207,16 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 			dead["batch"] = d
 		case strings.Contains(reason, "cloudEvents_id missing"):
 			dead["no-id"] = d
+		case strings.Contains(reason, `CloudEvents attribute "id" differs between its cloudEvents_ and cloudEvents: headers`):
+			dead["twin-id"] = d
 		case strings.Contains(reason, "no envelope profile of the queue fits"):
 			dead["lily"] = d
 		default:
 			t.Errorf("unexpected DLQ copy: headers %v, body %q", d.Headers, d.Body)
 		}
 	}
-	if len(dead) != 5 {
-		t.Fatalf("DLQ copies %v, want dead-bin, dead-str, batch, no-id and lily", slices.Sorted(maps.Keys(dead)))
+	if len(dead) != 6 {
+		t.Fatalf("DLQ copies %v, want dead-bin, dead-str, batch, no-id, twin-id and lily", slices.Sorted(maps.Keys(dead)))
 	}
 	// The handler's failures keep the producer's envelope: every header it
 	// sent, its content type and its body, byte for byte.
@@ -231,6 +237,9 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 	// A poison copy keeps, sanitized, what says whose it is.
 	if d := dead["no-id"]; d.Headers["cloudEvents_source"] != paymentsSource || d.Headers["cloudEvents_type"] != "com.acme.payment.authorized.v1" {
 		t.Errorf("poison copy headers %v: want the event's source and type", d.Headers)
+	}
+	if d := dead["twin-id"]; d.Headers["cloudEvents_id"] != "evt-6" || d.Headers["cloudEvents:id"] != "evt-7" {
+		t.Errorf("poison copy headers %v: want both ids", d.Headers)
 	}
 
 	// Re-driven as they are, the copies read as the originals did.

@@ -489,6 +489,41 @@ func TestCloudEventWithoutDataIsPoison(t *testing.T) {
 	}
 }
 
+// A binary CloudEvent with an attribute under both of the binding's
+// prefixes, cloudEvents_id and cloudEvents:id, is poison when the two
+// differ: the inbox could not say which event it claims. It was claimed
+// under cloudEvents_id, and the other id went unseen. The same value under
+// both is one event, handled.
+func TestCloudEventWithTwoIDsIsPoison(t *testing.T) {
+	t.Parallel()
+	var calls int
+	h, _ := foreignHarness(t, &calls)
+	payment := func(oldID string) runtime.Publishing {
+		p, err := fixture.NewPaymentAuthorizedV1("pay-1", &fixture.PaymentAuthorizedV1{PaymentID: "p-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Headers["cloudEvents:id"] = oldID
+		return p
+	}
+	const reason = `CloudEvents attribute "id" differs between its cloudEvents_ and cloudEvents: headers`
+	res := h.Deliver(payment("pay-2"))
+	wantPath(t, res, runtime.PathDeadLettered)
+	if res.Rejection != "poison" || res.Handler != "" || res.Commit != "" || !strings.HasSuffix(res.Reason, reason) {
+		t.Errorf("rejection %q, handler %q, commit %q, reason %q; want poison before any claim", res.Rejection, res.Handler, res.Commit, res.Reason)
+	}
+	if _, err := lilytest.RawDelivery(fixture.LilytestForeignQueueSpec(), fixture.LilytestForeignRoutes(foreign{calls: &calls}), payment("pay-2")); !errors.Is(err, lilytest.ErrRejected) || !strings.HasSuffix(err.Error(), reason) {
+		t.Errorf("RawDelivery: %v", err)
+	}
+	if calls != 0 {
+		t.Errorf("handlers ran %d times; want none", calls)
+	}
+	res = h.Deliver(payment("pay-1"))
+	if res.Path != runtime.PathAcked || res.Commit != "committed" || res.MessageID != "https://payments.acme.example/api pay-1" || calls != 1 {
+		t.Errorf("the same id under both: %+v, %d calls", res, calls)
+	}
+}
+
 // foreign handles the fixture's messages of other envelopes, counting calls.
 type foreign struct {
 	fixture.UnimplementedLilytestForeignHandler

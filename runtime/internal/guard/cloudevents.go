@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"bytes"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +25,9 @@ const (
 	specVersion    = "1.0"
 )
 
-// eventHeader returns attribute name of a binary-mode event.
+// eventHeader returns attribute name of a binary-mode event, under either
+// prefix; binaryEvent has refused an event whose two prefixes disagree
+// first (see twinAttribute), so which one it finds does not matter.
 func eventHeader(h amqp.Table, name string) (any, bool) {
 	if v, ok := h[EventPrefix+name]; ok {
 		return v, true
@@ -47,10 +51,62 @@ type event struct {
 	attributes map[string]any
 }
 
-// binaryEvent reads the attributes of a binary-mode event from d's headers;
-// its data is the body, which must not be empty.
+// twinAttribute is the reason for a binary-mode event that carries one
+// attribute under both of the binding's prefixes with two values: which of
+// them is the event's id, type or time, the one a handler reads through
+// Header too, no one could say, and an inbox keyed on the one Lily took
+// could hold two events as one, or one as two. The same value, of the same
+// AMQP type, under both is one attribute (a producer may write both for
+// older readers). Of several, the reason names the least by name, so it
+// does not hang on the map's order. One pass over the headers, which
+// CheckHeaders has bounded, and a map lookup for each under eventPrefixOld:
+// the key is built on the stack (a twin's key is as long as the key
+// CheckHeaders let through), so the pass allocates nothing.
+func twinAttribute(h amqp.Table) string {
+	var twin string
+	var buf [envelope.MaxHeaderKeyBytes]byte
+	for k, old := range h {
+		name, ok := strings.CutPrefix(k, eventPrefixOld)
+		if !ok || twin != "" && name >= twin {
+			continue
+		}
+		key := append(append(buf[:0], EventPrefix...), name...)
+		if v, ok := h[string(key)]; ok && !sameValue(v, old) {
+			twin = name
+		}
+	}
+	if twin == "" {
+		return ""
+	}
+	return "CloudEvents attribute " + quote(twin) + " differs between its " + EventPrefix + " and " + eventPrefixOld + " headers"
+}
+
+// sameValue reports whether two header values are the same value of the
+// same AMQP type. It never compares with == what == would panic on.
+func sameValue(a, b any) bool {
+	switch x := a.(type) {
+	case nil, bool, int8, uint8, int16, uint16, int32, uint32, int64, float32, float64, string, amqp.Decimal:
+		return a == b
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && bytes.Equal(x, y)
+	case time.Time:
+		y, ok := b.(time.Time)
+		return ok && x.Equal(y)
+	}
+	// A table or an array, which CheckHeaders has bounded; only a delivery
+	// that carries one under both prefixes gets here.
+	return reflect.DeepEqual(a, b)
+}
+
+// binaryEvent reads the attributes of a binary-mode event from d's headers,
+// under either prefix but not two values under both (twinAttribute); its
+// data is the body, which must not be empty.
 func binaryEvent(d *amqp.Delivery, p *envelope.Profile) (event, string) {
 	e := event{contentType: d.ContentType}
+	if reason := twinAttribute(d.Headers); reason != "" {
+		return e, reason
+	}
 	for _, a := range []struct {
 		name     string
 		to       *string

@@ -555,3 +555,98 @@ func TestReaderMarks(t *testing.T) {
 		}
 	}
 }
+
+// A binary CloudEvent that carries an attribute under both of the binding's
+// prefixes with two values has no one identity, type or time: poison, with
+// the attribute named. The same value under both passes.
+func TestBinaryEventAttributeUnderBothPrefixes(t *testing.T) {
+	r := reader(t, envelope.Message{Type: "com.acme.payment.authorized", Profile: envelope.Profile{Kind: envelope.CloudEvents, Version: envelope.Version{Attribute: "dataversion"}}})
+	binary := func(mutate func(h amqp.Table)) *amqp.Delivery {
+		d := binaryEventDelivery()
+		d.Headers["cloudEvents_type"] = "com.acme.payment.authorized"
+		d.Headers["cloudEvents_dataversion"] = "2"
+		mutate(d.Headers)
+		return d
+	}
+	for _, tt := range []struct {
+		name   string
+		d      *amqp.Delivery
+		reason string // empty: passes
+	}{
+		{"id", binary(func(h amqp.Table) { h["cloudEvents:id"] = "evt-2" }), `CloudEvents attribute "id" differs between its cloudEvents_ and cloudEvents: headers`},
+		{"source", binary(func(h amqp.Table) { h["cloudEvents:source"] = "https://elsewhere.example" }), `attribute "source" differs`},
+		{"type", binary(func(h amqp.Table) { h["cloudEvents:type"] = "com.acme.payment.refunded" }), `attribute "type" differs`},
+		{"specversion", binary(func(h amqp.Table) { h["cloudEvents:specversion"] = "0.3" }), `attribute "specversion" differs`},
+		{"time", binary(func(h amqp.Table) { h["cloudEvents:time"] = "2026-03-01T11:59:00Z" }), `attribute "time" differs`},
+		{"datacontenttype", binary(func(h amqp.Table) {
+			h["cloudEvents_datacontenttype"], h["cloudEvents:datacontenttype"] = "application/json", "text/plain"
+		}), `attribute "datacontenttype" differs`},
+		{"version attribute", binary(func(h amqp.Table) { h["cloudEvents:dataversion"] = "3" }), `attribute "dataversion" differs`},
+		{"version attribute of another type", binary(func(h amqp.Table) { h["cloudEvents:dataversion"] = int32(2) }), `attribute "dataversion" differs`},
+		{"subject", binary(func(h amqp.Table) { h["cloudEvents:subject"] = "order-43" }), `attribute "subject" differs`},
+		{"extension tables", binary(func(h amqp.Table) {
+			h["cloudEvents_ext"], h["cloudEvents:ext"] = amqp.Table{"a": "1"}, amqp.Table{"a": "2"}
+		}), `attribute "ext" differs`},
+		// Each pair is found, whichever the map gives first: the reason
+		// names the first attribute by name.
+		{"several", binary(func(h amqp.Table) { h["cloudEvents:type"], h["cloudEvents:id"] = "x", "y" }), `attribute "id" differs`},
+		{"a name to sanitize", binary(func(h amqp.Table) {
+			h["cloudEvents_\x1b[2J"+strings.Repeat("n", 100)], h["cloudEvents:\x1b[2J"+strings.Repeat("n", 100)] = "a", "b"
+		}), `CloudEvents attribute "\x1b[2Jnnnn`},
+		{"same id", binary(func(h amqp.Table) { h["cloudEvents:id"] = "evt-1" }), ""},
+		{"every attribute the same under both", binary(func(h amqp.Table) {
+			for k, v := range h {
+				if name, ok := strings.CutPrefix(k, "cloudEvents_"); ok {
+					h["cloudEvents:"+name] = v
+				}
+			}
+			h["cloudEvents_ts"], h["cloudEvents:ts"] = time.Unix(1772366280, 0), time.Unix(1772366280, 0).UTC()
+			h["cloudEvents_blob"], h["cloudEvents:blob"] = []byte("b"), []byte("b")
+			h["cloudEvents_ext"], h["cloudEvents:ext"] = amqp.Table{"a": []any{"1"}}, amqp.Table{"a": []any{"1"}}
+		}), ""},
+		{"old prefix alone", binary(func(h amqp.Table) { h["cloudEvents:partitionkey"] = "p" }), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env, verdict, reason := r.Check(tt.d, guardMaxBody, DefaultLimits, guardNow)
+			checkReason(t, reason)
+			switch {
+			case tt.reason == "" && verdict != Passed:
+				t.Fatalf("verdict %d, reason %q; want passed", verdict, reason)
+			case tt.reason == "" && (env.MessageID != "evt-1" || env.Version != 2):
+				t.Fatalf("envelope %+v", env)
+			case tt.reason != "" && (verdict != Poison || !strings.Contains(reason, tt.reason)):
+				t.Fatalf("verdict %d, reason %q; want poison with %q", verdict, reason, tt.reason)
+			}
+		})
+	}
+}
+
+// Reading a binary CloudEvent allocates the envelope, the foreign event's
+// facts and its inbox key, whichever prefix its attributes carry; looking
+// for an attribute under both costs nothing more.
+func TestBinaryEventPassingAllocations(t *testing.T) {
+	r := reader(t, envelope.Message{Type: "com.acme.payment.authorized", Profile: eventsProfile})
+	old := binaryEventDelivery()
+	for k, v := range old.Headers {
+		delete(old.Headers, k)
+		old.Headers["cloudEvents:"+strings.TrimPrefix(k, "cloudEvents_")] = v
+	}
+	both := binaryEventDelivery()
+	for k, v := range binaryEventDelivery().Headers {
+		both.Headers["cloudEvents:"+strings.TrimPrefix(k, "cloudEvents_")] = v
+	}
+	for name, d := range map[string]*amqp.Delivery{"binary": binaryEventDelivery(), "old prefix": old, "both prefixes": both} {
+		t.Run(name, func(t *testing.T) {
+			allocs := testing.AllocsPerRun(1000, func() {
+				env, verdict, reason := r.Check(d, guardMaxBody, DefaultLimits, guardNow)
+				if verdict != Passed {
+					t.Fatal(reason)
+				}
+				sinkEnvelope = env
+			})
+			if allocs != 3 {
+				t.Errorf("%v allocations per passing delivery, want 3 (the envelope, its Foreign and key)", allocs)
+			}
+		})
+	}
+}
