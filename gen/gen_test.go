@@ -172,22 +172,42 @@ func TestFormatCharactersStayInComments(t *testing.T) {
 	}
 }
 
-// A foreign envelope's header names reach a comment too: one holding a
-// newline and */ must not end the comment and write code of its own.
+// A foreign envelope's header and attribute names reach a comment too. The
+// schema refuses one that is not printable, but reads the profile all the
+// same (a limit); generated from it, one holding a newline and */ must not end
+// the comment and write code of its own, and a NUL or a byte order mark must
+// not make gofmt refuse the file, nor an ANSI escape or a bidi override stand
+// raw in the generated code.
 func TestEnvelopeHeadersStayInComments(t *testing.T) {
-	header := `t\n*/\nfunc init() { println(\"injected\") }\n/*` // YAML's escapes
-	src := "version: 1\npackage: x\n" +
-		"envelopes:\n  foreign: {kind: headers, type: {header: \"" + header + "\"}}\n" +
-		"messages:\n  A:\n    envelope: foreign\n    versions:\n      1:\n        fields:\n          a: {type: string}\n" +
-		"queues:\n  q: {consumes: [{message: A}]}\n"
-	out := generateFrom(t, "s.yaml", []byte(src))
-	file, err := parser.ParseFile(token.NewFileSet(), "x.go", out.Content, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range file.Decls {
-		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "init" {
-			t.Errorf("a header name broke out of its comment:\n%s", out.Content)
+	for _, profile := range []string{
+		`{kind: headers, type: {header: "t\n*/\nfunc init() { println(\"injected\") }\n/*"}}`, // YAML's escapes
+		`{kind: headers, type: {header: "ty\npe\u0000x"}}`,
+		`{kind: headers, type: {header: "T3\ufeff"}, id: {header: "i\u202ed"}, version: {header: "v\e[31m"}}`,
+		`{kind: cloudevents, version: {attribute: "v\e[2J\u202e"}}`,
+	} {
+		src := "version: 1\npackage: x\n" +
+			"envelopes:\n  foreign: " + profile + "\n" +
+			"messages:\n  A:\n    envelope: foreign\n    versions:\n      1:\n        fields:\n          a: {type: string}\n" +
+			"queues:\n  q: {consumes: [{message: A}]}\n"
+		f, err := schema.Parse("s.yaml", []byte(src))
+		if f == nil || err == nil || !strings.Contains(err.Error(), "not printable") && !strings.Contains(err.Error(), "not a CloudEvents attribute name") {
+			t.Fatalf("%s: schema read %v, want the profile read with its names refused: %v", profile, f != nil, err)
+		}
+		out, err := Generate(f)
+		if err != nil {
+			t.Fatalf("%s: %v", profile, err)
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), "x.go", out.Content, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", profile, err)
+		}
+		for _, d := range file.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "init" {
+				t.Errorf("a header name broke out of its comment:\n%s", out.Content)
+			}
+		}
+		if i := bytes.IndexAny(out.Content, "\x00\x1b\ufeff\u202e"); i >= 0 {
+			t.Errorf("%s: the generated code holds a raw %q:\n%s", profile, out.Content[i:i+1], out.Content[max(i-200, 0):min(i+200, len(out.Content))])
 		}
 	}
 }

@@ -104,7 +104,9 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 // envelopeWords says where a producer in profile p puts the type, version
 // and id of version v of m, such as "type com.acme.shipped in header
 // __TypeId__, no version (every message is version 1), message id
-// messageID".
+// messageID". The names a profile gives are shown by commentText: the
+// schema refuses one that is not printable, and a comment must not carry it
+// even so.
 func envelopeWords(m *schema.Message, v *schema.Version, p envelope.Profile) string {
 	typ, n, ver := m.Type, v.Number, ""
 	switch pv := p.Version; {
@@ -113,20 +115,21 @@ func envelopeWords(m *schema.Message, v *schema.Version, p envelope.Profile) str
 	case pv.TypeSuffix != "":
 		typ += pv.TypeSuffix + strconv.Itoa(n)
 	case pv.ContentTypeParameter != "":
-		ver = fmt.Sprintf("content type application/json; %s=%d", pv.ContentTypeParameter, n)
+		ver = fmt.Sprintf("content type application/json; %s=%d", commentText(pv.ContentTypeParameter), n)
 	case pv.Attribute != "":
-		ver = fmt.Sprintf("version %d in attribute %s", n, pv.Attribute)
+		ver = fmt.Sprintf("version %d in attribute %s", n, commentText(pv.Attribute))
 	case pv.Header != "":
-		ver = fmt.Sprintf("version %d in header %s", n, pv.Header)
+		ver = fmt.Sprintf("version %d in header %s", n, commentText(pv.Header))
 	default:
 		ver = fmt.Sprintf("version %d in header x-lily-version", n)
 	}
+	typ = commentText(typ)
 	var parts []string
 	switch {
 	case p.Kind == envelope.CloudEvents:
 		parts = append(parts, "a CloudEvent in binary content mode of type "+typ)
 	case p.TypeHeader != "":
-		parts = append(parts, "type "+typ+" in header "+p.TypeHeader)
+		parts = append(parts, "type "+typ+" in header "+commentText(p.TypeHeader))
 	default:
 		parts = append(parts, "type "+typ)
 	}
@@ -135,11 +138,11 @@ func envelopeWords(m *schema.Message, v *schema.Version, p envelope.Profile) str
 	}
 	switch {
 	case p.Kind == envelope.CloudEvents:
-		parts = append(parts, "source "+p.Source, "id messageID")
+		parts = append(parts, "source "+commentText(p.Source), "id messageID")
 	case p.NoID:
 		parts = append(parts, "no message id (the envelope carries none)")
 	case p.IDHeader != "":
-		parts = append(parts, "message id messageID in header "+p.IDHeader)
+		parts = append(parts, "message id messageID in header "+commentText(p.IDHeader))
 	default:
 		parts = append(parts, "message id messageID")
 	}

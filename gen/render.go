@@ -7,11 +7,13 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/dave/jennifer/jen"
 )
@@ -54,8 +56,13 @@ func render(head *jen.File, parts []part) ([]byte, error) {
 			panic(p)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	// The first failure, bounded (formatError): a fault in a builder fails
+	// each part it writes alike.
+	if failed := slices.DeleteFunc(errs, func(err error) bool { return err == nil }); len(failed) > 0 {
+		if len(failed) > 1 {
+			return nil, fmt.Errorf("%w (and %d more parts of the file failed)", failed[0], len(failed)-1)
+		}
+		return nil, failed[0]
 	}
 	names := map[string]string{}
 	for _, u := range used {
@@ -128,7 +135,7 @@ func renderPart(p part) ([]byte, map[string]string, error) {
 	p(code)
 	var body bytes.Buffer
 	if err := code.Group.RenderWithFile(&body, registry); err != nil {
-		return nil, nil, err
+		return nil, nil, formatError(err)
 	}
 	// registry holds no code: rendered, it is a package clause and the import
 	// block of what the part referred to.
@@ -142,6 +149,48 @@ func renderPart(p part) ([]byte, map[string]string, error) {
 		return nil, nil, err
 	}
 	return bytes.TrimSpace(body.Bytes()), names, nil
+}
+
+// maxQuoted bounds the generated source a render error quotes.
+const maxQuoted = 2 << 10
+
+// formatLine finds the line of the first problem gofmt reports, in the error
+// jennifer makes of it.
+var formatLine = regexp.MustCompile(`^Error (?:[^:\n]*:)?(\d+):\d+: `)
+
+// formatError bounds the error jennifer returns when gofmt refuses what a
+// part rendered: it quotes the whole source after the problem, megabytes
+// for a large message, on one line of a log once escaped. It keeps
+// gofmt's problem and quotes the lines around the first one, at most
+// maxQuoted bytes.
+func formatError(err error) error {
+	msg := err.Error()
+	problem, src, ok := strings.Cut(msg, " while formatting source:\n")
+	if !ok {
+		return errors.New(clipText(msg, maxQuoted))
+	}
+	lines := strings.Split(src, "\n")
+	from, to := 0, len(lines)
+	if m := formatLine.FindStringSubmatch(problem); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 && n <= len(lines) {
+			from, to = max(n-3, 0), min(n+2, len(lines))
+		}
+	}
+	return fmt.Errorf("%s while formatting source; lines %d to %d of the part:\n%s",
+		clipText(problem, maxQuoted), from+1, to, clipText(strings.Join(lines[from:to], "\n"), maxQuoted))
+}
+
+// clipText cuts s to at most n bytes, at a character's start, saying how much
+// it left out.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
 }
 
 // imports reads the import block of src: each path and the name it is

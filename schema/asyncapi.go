@@ -52,7 +52,7 @@ func (p *parser) asyncAPI(n *yaml.Node) *AsyncAPI {
 	switch {
 	case s == "" || strings.HasPrefix(clean, "/") || strings.Contains(clean, ":"):
 		p.errorf(e.v, RuleOutput, "asyncapi file %q must be a path relative to the schema file", shorten(s))
-	case !printablePath(s):
+	case !printableText(s):
 		p.errorf(e.v, RuleOutput, "asyncapi file %q holds a character that is not printable: %s", shorten(s), unprintableWhy)
 	case clean == ".." || strings.HasPrefix(clean, "../"):
 		// generate finds the documents it wrote below the schema's

@@ -185,7 +185,35 @@ func (p *parser) sourceHeader(n *yaml.Node, what string) (string, bool) {
 	if ok && !p.headerKey(h.v, what+" header", s) {
 		return "", false
 	}
+	if ok {
+		p.printableHeader(h.v, what+" header", s)
+	}
 	return s, ok
+}
+
+// printableHeader reports whether the header an envelope keeps something in
+// has a printable name (printableText), and says so when it has not. A limit
+// set after lilygen accepted such names: the profile is read all the same.
+func (p *parser) printableHeader(n *yaml.Node, what, name string) bool {
+	if printableText(name) {
+		return true
+	}
+	p.limitf(n, RuleEnvelope, "%s %q holds a character that is not printable: %s", what, shorten(name), unprintableHeader)
+	return false
+}
+
+// unprintableHeader says why an envelope's header must have a printable name.
+const unprintableHeader = "a control character, a bidi or other format character such as a byte order mark, a space other than U+0020 or a byte that is not UTF-8 would hide in review, in logs and in the generated code, and no producer's header needs one"
+
+// maxAttributeName is the longest CloudEvents attribute name: the
+// specification asks for at most 20 characters, of a-z and 0-9.
+const maxAttributeName = 20
+
+// attributeName reports whether s is a CloudEvents attribute name as the
+// specification has it: 1 to maxAttributeName lower-case ASCII letters and
+// digits.
+func attributeName(s string) bool {
+	return s != "" && len(s) <= maxAttributeName && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789") == ""
 }
 
 // headerKey reports whether a header an envelope keeps something in has a
@@ -236,17 +264,25 @@ func (p *parser) versionSource(n *yaml.Node, ce bool) envelope.Version {
 			if s == "" || !envelope.CarriedHeader(s) {
 				p.errorf(e.v, RuleEnvelope, "version header %q: name a header of the producer's, %s", shorten(s), notCarried)
 			}
-			p.headerKey(e.v, "version header", s)
+			if p.headerKey(e.v, "version header", s) {
+				p.printableHeader(e.v, "version header", s)
+			}
 			v.Header = s
 		case "attribute":
 			if !ce {
 				p.errorf(e.k, RuleEnvelope, "attribute names a CloudEvents extension attribute: use header in a headers profile")
 			}
-			if slices.Contains(envelope.CloudEventMembers, s) {
+			switch {
+			case !attributeName(s):
+				// Carried in binary mode as the header
+				// cloudEvents_<attribute>, which within 20 characters stays
+				// within the key a consumer's guard accepts. A limit set
+				// after lilygen accepted such names: the profile is read
+				// all the same.
+				p.limitf(e.v, RuleEnvelope, "version attribute %q is not a CloudEvents attribute name: 1 to %d lower-case ASCII letters and digits, such as dataversion", shorten(s), maxAttributeName)
+			case slices.Contains(envelope.CloudEventMembers, s):
 				p.errorf(e.v, RuleEnvelope, "version attribute %q is one of a CloudEvent's own: name an extension attribute, such as dataversion", shorten(s))
 			}
-			// Carried in binary mode as the header cloudEvents_<attribute>.
-			p.headerKey(e.v, "version attribute's header", "cloudEvents_"+s)
 			v.Attribute = s
 		case "content_type_parameter":
 			// A consumer's guard finds it by cutting the content type at

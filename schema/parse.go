@@ -606,17 +606,19 @@ func (p *parser) output(n *yaml.Node) string {
 	switch {
 	case s == "" || strings.HasPrefix(clean, "/") || strings.Contains(clean, ":"):
 		p.errorf(n, RuleOutput, "output %q must be a directory relative to the schema file", shorten(s))
-	case !printablePath(s):
+	case !printableText(s):
 		p.errorf(n, RuleOutput, "output %q holds a character that is not printable: %s", shorten(s), unprintableWhy)
 	}
 	return clean
 }
 
-// printablePath reports whether a path the schema names is printable text:
-// a control character (an ANSI escape, a carriage return) or a bidi override
-// in it would act on the terminal every message naming the file is printed
-// to, forging lines, and no directory needs one.
-func printablePath(s string) bool { return printable.String(s) == s }
+// printableText reports whether a path or header the schema names is
+// printable text: a control character (an ANSI escape, a carriage return, a
+// NUL), a bidi override or another format character (a byte order mark), a
+// space other than U+0020 or a byte that is not UTF-8 in it would act on the
+// terminal every message naming it is printed to, forging lines, or hide in
+// the generated code, and no directory or header needs one.
+func printableText(s string) bool { return printable.String(s) == s }
 
 // unprintableWhy says why a path must be printable.
 const unprintableWhy = "a terminal would act on it in every message that names the file"
