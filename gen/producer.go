@@ -86,7 +86,7 @@ func producer(j *jen.File, m *schema.Message, v *schema.Version, e *schema.Envel
 	}
 	doc := fmt.Sprintf("%s returns msg as a persistent publishing in envelope %s: %s, the payload as JSON.", name, e.Name, envelopeWords(m, v, e.Profile))
 	if e.Profile.Kind == envelope.Lily {
-		doc = fmt.Sprintf("%s returns msg as a persistent publishing in Lily's canonical envelope (type %s, version %d, message id messageID), the payload as JSON.", name, m.Name, v.Number)
+		doc = fmt.Sprintf("%s returns msg as a persistent publishing in Lily's canonical envelope (type %s, version %d, message id messageID), the payload as JSON.", name, commentText(m.Type), v.Number)
 	}
 	if v.HeadersName != "" {
 		doc += " msg.Headers are among its headers."
