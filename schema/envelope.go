@@ -448,10 +448,74 @@ func (p *parser) consumedEnvelopes(q *Queue) {
 		// Optional: a message without an id is never claimed.
 		c.Inbox = InboxNone
 	}
+	p.foreignMarks(q)
 	if q.Ordering != nil && q.Ordering.Field != "" && cloudEvents != nil {
 		p.errorAt(q.Consumes[0].Pos, RuleOrdering, "queue %q orders by field %q, but a structured CloudEvent's body is the event, not the payload", q.Name, q.Ordering.Field).
 			Hint = "order by a header a binary-mode event carries, such as cloudEvents_subject; structured events carry no headers, and share one lane"
 	}
+}
+
+// foreignMarks reports the typed headers of each message q consumes that
+// another profile q consumes keeps for the message itself. The runtime
+// tells a delivery's profile by its marks, a CloudEvent's attribute headers
+// and a header-mapped profile's type header before the type property, so a
+// message bearing such a header could pass the guard as a message of the
+// other profile, and reach its handler: a Lily message whose typed header
+// TypeId says com.acme.A, read as A by a profile with type: {header:
+// TypeId}. Every version counts, not the queue's alone: the guard reads a
+// delivery before its version picks a handler. The id and version headers
+// count too: a producer of the message sets them as the other profile's
+// producers do.
+func (p *parser) foreignMarks(q *Queue) {
+	first := map[*Envelope]*Message{} // the first message q reads in each profile
+	var profiles []*Envelope
+	for _, c := range q.Consumes {
+		if _, ok := first[c.Envelope]; !ok {
+			first[c.Envelope] = c.Message
+			profiles = append(profiles, c.Envelope)
+		}
+	}
+	if len(profiles) < 2 {
+		return
+	}
+	for _, c := range q.Consumes {
+		for _, e := range profiles {
+			if e == c.Envelope {
+				continue
+			}
+			for _, v := range c.Message.Versions {
+				for _, h := range v.Headers {
+					// One its own profile keeps is refused already (ownHeaders).
+					role := markOf(e.Profile, h.Name)
+					if role == "" || c.Envelope.Profile.ReservedHeader(h.Name) {
+						continue
+					}
+					p.errorAt(h.Pos, RuleEnvelope, "typed header %q of %s (envelope %s) is what envelope %s reads as %s, and queue %q reads %s in envelope %s: a delivery of %s bearing it could be read as a message of envelope %s",
+						h.Name, v.GoName, c.Envelope.Name, e.Name, role, q.Name, first[e].Name, e.Name, c.Message.Name, e.Name).
+						Hint = "rename the header, or consume the two from different queues"
+				}
+			}
+		}
+	}
+}
+
+// markOf says which of profile pr's own headers name is, as a reader
+// tells a delivery's profile by them ("" for none): a CloudEvent's attribute
+// header, or the type, id or version header of a header-mapped profile.
+func markOf(pr envelope.Profile, name string) string {
+	switch {
+	case pr.Kind == envelope.CloudEvents && (strings.HasPrefix(name, envelope.EventPrefix) || strings.HasPrefix(name, envelope.EventPrefixOld)):
+		return "a CloudEvents attribute"
+	case pr.Kind == envelope.CloudEvents:
+		return ""
+	case name == pr.TypeHeader:
+		return "its type header"
+	case name == pr.IDHeader:
+		return "its id header"
+	case name == pr.Version.Header:
+		return "its version header"
+	}
+	return ""
 }
 
 // String names a profile as a reviewer reads it.
