@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -287,33 +285,11 @@ func (r *running) stop() *runtime.Report {
 // queueCounts reads a queue's ready and unacknowledged counts from the broker.
 func queueCounts(t *testing.T, name string) (ready, unacked int) {
 	t.Helper()
-	c, ok := brokerCounts(t)[name]
+	c, ok := services.QueueCounts(t)[name]
 	if !ok {
 		t.Fatalf("queue %s does not exist", name)
 	}
-	return c[0], c[1]
-}
-
-// brokerCounts reads every queue's ready and unacknowledged counts with one
-// rabbitmqctl run. Each run starts an Erlang VM, about a second of CPU: a
-// poll that runs it back to back keeps a core busy, so callers run it
-// sparingly (eventually waits as long as its check took).
-func brokerCounts(t *testing.T) map[string][2]int {
-	t.Helper()
-	out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged").Output()
-	if err != nil {
-		t.Fatalf("rabbitmqctl list_queues: %v", err)
-	}
-	counts := map[string][2]int{}
-	for line := range bytes.Lines(out) {
-		f := strings.Fields(string(line))
-		if len(f) == 3 {
-			ready, _ := strconv.Atoi(f[1])
-			unacked, _ := strconv.Atoi(f[2])
-			counts[f[0]] = [2]int{ready, unacked}
-		}
-	}
-	return counts
+	return c.Ready, c.Unacked
 }
 
 // assertCounts checks where the messages are, queue by queue. rabbitmqctl
@@ -326,11 +302,11 @@ func assertCounts(t *testing.T, want map[string][2]int) {
 	t.Helper()
 	conn := dial(t)
 	passive := map[string]int{}
-	var counts map[string][2]int
+	var counts map[string]services.Counts
 	agree := func() bool {
 		for name, w := range want {
 			c, ok := counts[name]
-			if passive[name] != w[0] || !ok || c != w {
+			if passive[name] != w[0] || !ok || c != (services.Counts{Ready: w[0], Unacked: w[1]}) {
 				return false
 			}
 		}
@@ -351,7 +327,7 @@ func assertCounts(t *testing.T, want map[string][2]int) {
 		}
 		wait := 100 * time.Millisecond
 		if ready || time.Now().After(deadline) {
-			counts = brokerCounts(t)
+			counts = services.QueueCounts(t)
 			wait = time.Second
 		}
 		if agree() || time.Now().After(deadline) {
@@ -364,8 +340,8 @@ func assertCounts(t *testing.T, want map[string][2]int) {
 		c, ok := counts[name]
 		if !ok {
 			t.Errorf("queue %s does not exist", name)
-		} else if c != w || passive[name] != w[0] {
-			t.Errorf("queue %s: %d ready (%d by a passive declare), %d unacked; want %d ready, %d unacked", name, c[0], passive[name], c[1], w[0], w[1])
+		} else if c != (services.Counts{Ready: w[0], Unacked: w[1]}) || passive[name] != w[0] {
+			t.Errorf("queue %s: %d ready (%d by a passive declare), %d unacked; want %d ready, %d unacked", name, c.Ready, passive[name], c.Unacked, w[0], w[1])
 		}
 	}
 }

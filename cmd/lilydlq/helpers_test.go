@@ -6,8 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,20 +158,11 @@ func (b *broker) assertCounts(queue string, ready int) {
 // queueCounts reads a queue's ready and unacknowledged counts with rabbitmqctl.
 func queueCounts(t *testing.T, name string) (ready, unacked int) {
 	t.Helper()
-	out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged").Output()
-	if err != nil {
-		t.Fatalf("rabbitmqctl list_queues: %v", err)
+	c, ok := services.QueueCounts(t)[name]
+	if !ok {
+		t.Fatalf("queue %s does not exist", name)
 	}
-	for line := range bytes.SplitSeq(out, []byte("\n")) {
-		f := strings.Fields(string(line))
-		if len(f) == 3 && f[0] == name {
-			ready, _ = strconv.Atoi(f[1])
-			unacked, _ = strconv.Atoi(f[2])
-			return ready, unacked
-		}
-	}
-	t.Fatalf("queue %s does not exist", name)
-	return 0, 0
+	return c.Ready, c.Unacked
 }
 
 // take empties a queue and returns what it held, in order (basic.get with

@@ -1,14 +1,12 @@
 package pginbox_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -226,27 +224,13 @@ func (c *consumerEnv) expectQueues(main, dlq int) {
 // queueProblems says how the queues' counts differ from want (ready, with
 // nothing unacknowledged).
 func (c *consumerEnv) queueProblems(want map[string]int) []string {
-	out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged").Output()
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	counts := services.QueueCounts(c.t)
 	var problems []string
-	seen := map[string]bool{}
-	for _, line := range bytes.Split(out, []byte("\n")) {
-		f := strings.Fields(string(line))
-		if len(f) != 3 {
-			continue
-		}
-		if w, ok := want[f[0]]; ok {
-			seen[f[0]] = true
-			if f[1] != strconv.Itoa(w) || f[2] != "0" {
-				problems = append(problems, fmt.Sprintf("queue %s: %s ready, %s unacked; want %d ready, 0 unacked", f[0], f[1], f[2], w))
-			}
-		}
-	}
-	for name := range want {
-		if !seen[name] {
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		if n, ok := counts[name]; !ok {
 			problems = append(problems, "queue missing: "+name)
+		} else if n.Ready != want[name] || n.Unacked != 0 {
+			problems = append(problems, fmt.Sprintf("queue %s: %d ready, %d unacked; want %d ready, 0 unacked", name, n.Ready, n.Unacked, want[name]))
 		}
 	}
 	return problems
