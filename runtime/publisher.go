@@ -147,6 +147,8 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 			case p.ending <- struct{}{}:
 			case <-ctx.Done():
 				return fmt.Errorf("lily: not sent: the telemetry hook's ends still run: %w", context.Cause(ctx))
+			case <-p.conn.Closing():
+				return errors.New("lily: not sent: waiting for the telemetry hook's ends: the publisher has closed")
 			}
 		}
 	}
@@ -216,8 +218,9 @@ func (p *Publisher) end(ctx context.Context, done func(string, time.Time), evide
 // Close closes the publisher's connection, under the handoffs of the
 // consumers that share it too: close it after they stopped. Sends still
 // waiting for their confirm answer ErrUnconfirmed; Sends still waiting to
-// publish (for a slot, a connection or the backoff between dials, or while
-// the broker blocks publishers) fail at once, as Sends after it do. The
+// publish (for a slot, a connection or the backoff between dials, for a
+// place among the telemetry hook's ends, or while the broker blocks
+// publishers) fail at once, as Sends after it do. The
 // consuming connection those consumers share is theirs: the last to stop
 // closes it.
 func (p *Publisher) Close() { p.conn.Close() }

@@ -433,3 +433,42 @@ func TestBrokerSlowSendEndLeavesTheAnswer(t *testing.T) {
 		t.Errorf("the queue holds %v, want first and third once each", got)
 	}
 }
+
+// A Send waiting for a place among the telemetry hook's ends fails at
+// Close, as a Send waiting for a publish slot does, rather than wait for
+// its ctx: nothing published, the hook untold.
+func TestBrokerSendBehindTheEndsFailsAtClose(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	var events eventLog
+	tel := heldEnds{journeys: newJourneys(), release: make(chan struct{}), started: make(chan string, 2), finished: make(chan string, 2)}
+	defer close(tel.release)
+	p := newPublisher(t, brokerURL(t), 1, func(c *runtime.Config) {
+		c.Telemetry, c.Logger, c.StepTimeout = tel, slog.New(&events), 5*time.Second
+	})
+	if err := p.Send(t.Context(), runtime.Message{RoutingKey: q.Name, Publishing: order(t, "first")}); err != nil {
+		t.Fatalf("the first send: %v, want confirmed", err)
+	}
+
+	// The window (1) is taken by the first end, still running; Close may
+	// come before the second Send waits or while it does: either way it
+	// fails.
+	second := make(chan error, 1)
+	go func() {
+		second <- p.Send(t.Context(), runtime.Message{RoutingKey: q.Name, Publishing: order(t, "second")})
+	}()
+	p.Close()
+	select {
+	case err := <-second:
+		if err == nil || !strings.Contains(err.Error(), "the publisher has closed") || errors.Is(err, runtime.ErrUnconfirmed) {
+			t.Errorf("the send behind the ends: %v, want not sent, the publisher closed", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the send behind the ends still waits after Close")
+	}
+	if n := len(tel.started); n != 1 {
+		t.Errorf("the hook was told of %d sends, want 1 (not of the one that waited)", n)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+}

@@ -458,6 +458,10 @@ func (c *Conn) Blocked() (since time.Time, reason string) {
 	return since, reason
 }
 
+// Closing is closed when Close begins: a wait of the caller's own before a
+// publish ends with it, as the publish's waits do.
+func (c *Conn) Closing() <-chan struct{} { return c.closing }
+
 // Close closes the connections within a step; publishes still waiting for
 // their answer resolve as failed, those still waiting to publish (for a
 // connection, its backoff, or a blocked broker) fail at once, and later
