@@ -89,7 +89,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
+	closePool(t, pool)
 	unique := fmt.Sprintf("%d", time.Now().UnixNano())
 	e := &env{t: t, ctx: ctx, pool: pool, url: url,
 		table:  testSchema + ".biz_" + unique,
@@ -690,7 +690,7 @@ func connectWith(t *testing.T, ctx context.Context, url string, change func(*pgx
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
+	closePool(t, pool)
 	return pool
 }
 
@@ -1169,7 +1169,7 @@ func (p *proxy) pool(e *env) *pgxpool.Pool {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.t.Cleanup(pool.Close)
+	closePool(p.t, pool)
 	return pool
 }
 
@@ -1356,4 +1356,23 @@ func TestClaimsUseTheTableThePathFinds(t *testing.T) {
 	if err := admin.QueryRow(ctx, "SELECT coalesce(to_regclass($1)::text, 'nowhere')", first+".lily_inbox").Scan(&where); err != nil || where != "nowhere" {
 		t.Errorf("a lily_inbox in the path's first schema: %s (%v); want none made", where, err)
 	}
+}
+
+// closePool closes pool when t ends. pool.Close waits for every connection
+// to come back: a claim a failed test left open would hold it until go
+// test's timeout, minutes on, the failure buried under a goroutine dump.
+// It waits a minute at most, and says so.
+func closePool(t *testing.T, pool *pgxpool.Pool) {
+	t.Cleanup(func() {
+		closed := make(chan struct{})
+		go func() {
+			pool.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(time.Minute):
+			t.Errorf("a minute after the test ended, the pool still lends out connections (%d): a claim left open", pool.Stat().AcquiredConns())
+		}
+	})
 }
