@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -357,6 +358,25 @@ func (h heldEnds) Publish(_ context.Context, _, key string, _ *runtime.Publishin
 	}
 }
 
+// heldEndsPublisher declares a queue of t's own and returns it, with a
+// Publisher of window 1 logging to events whose Telemetry is tel, and
+// release, which lets tel's ends return (run when t ends too). The answer
+// comes a step after the confirm: a step short beside the 30 s the tests
+// wait for it, and long enough for the first Send's dial and confirm on a
+// loaded machine.
+func heldEndsPublisher(t *testing.T, events *eventLog) (q runtime.QueueSpec, tel heldEnds, release func(), p *runtime.Publisher) {
+	t.Helper()
+	q = brokerSpec(t)
+	declareTopology(t, q)
+	tel = heldEnds{journeys: newJourneys(), release: make(chan struct{}), started: make(chan string, 3), finished: make(chan string, 3)}
+	release = sync.OnceFunc(func() { close(tel.release) })
+	p = newPublisher(t, brokerURL(t), 1, func(c *runtime.Config) {
+		c.Telemetry, c.Logger, c.StepTimeout = tel, slog.New(events), 5*time.Second
+	})
+	t.Cleanup(release)
+	return q, tel, release, p
+}
+
 // A Send's slow telemetry end does not hold its answer: Send returns the
 // confirm within a step and leaves the end running, logged. With the
 // window's worth of ends still running, the next Send waits for one before
@@ -364,24 +384,8 @@ func (h heldEnds) Publish(_ context.Context, _, key string, _ *runtime.Publishin
 // hook untold. Once the end returns, its place serves the next Send.
 func TestBrokerSlowSendEndLeavesTheAnswer(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	declareTopology(t, q)
 	var events eventLog
-	tel := heldEnds{journeys: newJourneys(), release: make(chan struct{}), started: make(chan string, 3), finished: make(chan string, 3)}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(tel.release)
-		}
-	}
-	defer release()
-	// The answer comes a step after the confirm: a step short beside the
-	// 30 s the test waits for it, and long enough for the first Send's dial
-	// and confirm on a loaded machine.
-	p := newPublisher(t, brokerURL(t), 1, func(c *runtime.Config) {
-		c.Telemetry, c.Logger, c.StepTimeout = tel, slog.New(&events), 5*time.Second
-	})
+	q, tel, release, p := heldEndsPublisher(t, &events)
 
 	answer := make(chan error, 1)
 	go func() {
@@ -439,14 +443,8 @@ func TestBrokerSlowSendEndLeavesTheAnswer(t *testing.T) {
 // its ctx: nothing published, the hook untold.
 func TestBrokerSendBehindTheEndsFailsAtClose(t *testing.T) {
 	t.Parallel()
-	q := brokerSpec(t)
-	declareTopology(t, q)
 	var events eventLog
-	tel := heldEnds{journeys: newJourneys(), release: make(chan struct{}), started: make(chan string, 2), finished: make(chan string, 2)}
-	defer close(tel.release)
-	p := newPublisher(t, brokerURL(t), 1, func(c *runtime.Config) {
-		c.Telemetry, c.Logger, c.StepTimeout = tel, slog.New(&events), 5*time.Second
-	})
+	q, tel, _, p := heldEndsPublisher(t, &events)
 	if err := p.Send(t.Context(), runtime.Message{RoutingKey: q.Name, Publishing: order(t, "first")}); err != nil {
 		t.Fatalf("the first send: %v, want confirmed", err)
 	}
