@@ -121,12 +121,15 @@ func walkTable(b []byte, depth int) string {
 }
 
 // keysBefore counts the distinct keys of the first n entries of a table's
-// content that walkTable has checked. The client refuses a table once it
-// holds maxEntries keys and another entry follows: a key repeated counts
-// once, the last entry kept.
+// content that walkTable has checked, up to maxEntries. The client refuses
+// a table once it holds maxEntries keys and another entry follows: a key
+// repeated counts once, the last entry kept. The set grows with the keys
+// found, not to maxEntries at once: a table of thousands of entries of one
+// key, which the client accepts, would cost a map of 8192 for each such
+// table in a header.
 func keysBefore(b []byte, n int) int {
-	keys := make(map[string]struct{}, maxEntries)
-	for range n {
+	keys := map[string]struct{}{}
+	for i := 0; i < n && len(keys) < maxEntries; i++ {
 		l := int(b[0])
 		keys[string(b[1:1+l])] = struct{}{}
 		b = skipField(b[1+l:])
