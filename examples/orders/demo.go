@@ -75,7 +75,7 @@ func demoMessages() ([]demoMessage, error) {
 		{"breaks a bound of the schema", zero, nil},
 		{"has an unsupported version", v3, nil},
 		{"has bad metadata", badMeta, nil},
-		{"is too large", huge, nil},
+		{"is too large for orders", huge, nil},
 	}, nil
 }
 
@@ -273,7 +273,7 @@ func deleteQueues(url string, spec runtime.QueueSpec, w io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("delete queue %s: %w", q, err)
 			}
-			fmt.Fprintf(w, "deleted queue %-20s (%d messages)\n", q, n)
+			fmt.Fprintf(w, "deleted queue %-26s (%d messages)\n", q, n)
 		}
 		return nil
 	})

@@ -52,7 +52,7 @@ func TestOrdersHandlerTakesTheDemosPaths(t *testing.T) {
 		"breaks a bound of the schema":  {path: runtime.PathDeadLettered, destination: "orders.dlq", reason: "permanent failure: field amount_cents: less than 1"},
 		"has an unsupported version":    {path: runtime.PathDeadLettered, destination: "orders.dlq", rejection: "unsupported", reason: "unsupported: OrderPlaced v3 as application/json has no route"},
 		"has bad metadata":              {path: runtime.PathDeadLettered, destination: "orders.dlq", rejection: "poison"},
-		"is too large":                  {path: runtime.PathBrokerDeadLettered, rejection: "oversized", reason: "body of 20054 bytes over the limit of 16384"},
+		"is too large for orders":       {path: runtime.PathBrokerDeadLettered, rejection: "oversized", reason: "body of 20054 bytes over the limit of 16384"},
 	}
 	h := ordersHarness(t, runtime.Config{})
 	for _, m := range msgs {

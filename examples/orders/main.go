@@ -1,8 +1,9 @@
 // Command orders is Lily's example service: a consumer of the "orders" queue,
 // typed from orders.lily.yaml, which is bound to the shop team's topic
 // exchange shop.events (it must exist: the demo declares it, as the shop team
-// would). Run it with -demo to publish one message for every settlement path
-// to that exchange and print where each one went, in orders and in the
+// would). Run it with -demo to publish one message for each of its scenarios
+// (acked, retried, dead-lettered by Lily or by the broker) to that exchange
+// and print where each one went, in orders and in the
 // quorum queue orders.audit bound beside it, and why; then to consume two
 // partners' messages as their producers publish them (CloudEvents, in binary
 // and structured mode, and Spring AMQP) from orders.partners; and with -clean
@@ -10,6 +11,10 @@
 // schema of its checkout.
 package main
 
+// Inside Lily's own module. A service makes lilygen a tool of its module and
+// runs go tool lilygen (README.md, "Use Lily in your service"): go run
+// would need lilygen's own dependencies in the service's go.sum.
+//
 //go:generate go run github.com/lily-mq/lily/cmd/lilygen generate orders.lily.yaml
 
 import (
@@ -64,7 +69,7 @@ type options struct {
 // defineFlags defines the command's flags on fs.
 func defineFlags(fs *flag.FlagSet) options {
 	return options{
-		demo:   fs.Bool("demo", false, "publish one message per settlement path, show where each went, then stop"),
+		demo:   fs.Bool("demo", false, "publish one message per scenario (acked, retried, dead-lettered, broker-dead-lettered), show where each went, then stop"),
 		clean:  fs.Bool("clean", false, "delete the demo's queues (with their retry buckets and DLQs, and what they hold), the shop team's exchange and the PostgreSQL schema "+demoSchema+" (the checkout's orders and outbox), then stop"),
 		url:    fs.String("url", envOr("LILY_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL"),
 		probes: fs.String("probes", envOr("LILY_PROBES_ADDR", ":8081"), "address serving /livez and /readyz for Kubernetes' probes (empty: none)"),

@@ -4,5 +4,5 @@
 // extractor, and its producer where lilygen can write one in the message's
 // envelope; for each queue, its handler interface, queue spec, dispatch
 // table and constructor. The schema says which messages and queues there
-// are. Only this file is written by hand.
+// are. Only this file and the tests beside it are written by hand.
 package ordersmsg
