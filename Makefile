@@ -147,7 +147,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS := internal/quarantine:FuzzFilter internal/quarantine:FuzzClient internal/quarantine:FuzzRepeated internal/quarantine:FuzzBrokenXDeath runtime/internal/guard:FuzzGuard runtime/internal/guard:FuzzStructuredEvent runtime/internal/guard:FuzzForeignHeaders internal/sanitize:FuzzSanitize internal/sanitize:FuzzName wire:FuzzJSONReader wire:FuzzMemberText schema:FuzzParse gen:FuzzGenerate \
 	examples/orders/ordersmsg:FuzzExtractOrderPlacedV1 examples/orders/ordersmsg:FuzzExtractOrderPlacedV2
 
-## fuzz: run each fuzz target for $(FUZZTIME) (make test runs their corpora as seeds)
+## fuzz: run each fuzz target for FUZZTIME (30s unless set; make test runs their corpora as seeds)
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		echo "== $${t#*:} (./$${t%%:*}) for $(FUZZTIME)"; \
