@@ -39,9 +39,11 @@ type evidence struct {
 	// they sent the message, are judged by it.
 	ended map[ending]bool
 	// failures are the failure facts the retry and DLQ copies drained at
-	// the end carry, badCopies what was wrong with copies (drain's).
-	failures  []failure
-	badCopies []string
+	// the end carry, badCopies what was wrong with copies, consumersLeft
+	// the queues that still had consumers at the drain's end (drain's).
+	failures      []failure
+	badCopies     []string
+	consumersLeft []string
 	// resent counts the sends of each id made again after one that may
 	// have left a copy; resumes the resume times measured, by fault.
 	resent  map[string]int
@@ -98,7 +100,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 	defer r.mu.Unlock()
 	return evidence{
 		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, maxAttempts: r.spec.MaxAttempts, ids: r.ids, behaviours: r.beh,
-		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded), ended: maps.Clone(r.ended), failures: r.failures, badCopies: r.badCopies,
+		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded), ended: maps.Clone(r.ended), failures: r.failures, badCopies: r.badCopies, consumersLeft: r.consumersLeft,
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
@@ -525,6 +527,9 @@ func account(e evidence) *Result {
 	}
 	for _, bad := range e.badCopies {
 		problem("%s", bad)
+	}
+	for _, held := range e.consumersLeft {
+		problem("%s", held)
 	}
 	for _, f := range e.failures {
 		if wrong := wrongFailure(f, e); wrong != "" {

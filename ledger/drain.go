@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/faults"
 	"github.com/lily-mq/lily/internal/queue"
 )
 
@@ -32,10 +33,34 @@ type found struct {
 // lost. Until then the copy is in no queue a Get can reach.
 const clusterQuiet = 12 * time.Second
 
-// drain takes every message out of the run's queues, until a whole pass
-// finds none (a pass waits out the retry bucket's delay, whose messages move
-// to the main queue), and on a cluster until none came for clusterQuiet.
-func (r *run) drain() (map[string][]found, error) {
+// consumersGone is how long the drain waits for the run's queues to have
+// no consumer left: the broker drops one as soon as it sees its connection
+// closed.
+const consumersGone = 10 * time.Second
+
+// drain takes every message out of the run's queues, until two passes in a
+// row find none (a pass waits out the retry bucket's delay, whose messages
+// move to the main queue), and on a cluster until none came for
+// clusterQuiet.
+//
+// A basic.get reaches only the messages ready: one delivered and not
+// settled on a channel still open is in no queue it reaches, and the queue
+// is deleted with it at the end. So drain first closes proxies, those the
+// consumers went through (nil ones are skipped), whatever connection is left
+// on them, so that what a consumer still holds goes back to its queue; and
+// each pass begins by asking the broker (a passive declare) how many
+// consumers each queue has. The drain ends only after a pass that began
+// with none on any queue, and found nothing: when a consumer goes, the
+// broker returns what it held before it stops counting it. A consumer
+// still there after consumersGone (one that reached the broker another way)
+// ends the drain all the same, and is a problem naming its queue
+// (r.consumersLeft): for the messages it holds, "in no queue" is not proven.
+func (r *run) drain(proxies ...*faults.Proxy) (map[string][]found, error) {
+	for _, p := range proxies {
+		if p != nil {
+			_ = p.Close()
+		}
+	}
 	conn, err := amqp.Dial(r.cfg.BrokerURL)
 	if err != nil {
 		return nil, err
@@ -60,17 +85,26 @@ func (r *run) drain() (map[string][]found, error) {
 	for i, id := range r.ids {
 		index[id] = i
 	}
+	queues := slices.Sorted(maps.Keys(fates))
 	var copies []failure
 	var bad []string
+	var consumers map[string]int
 	defer func() {
+		var held []string
+		for _, q := range slices.Sorted(maps.Keys(consumers)) {
+			held = append(held, fmt.Sprintf("%s still had %d consumers at the end of the drain: what they held unacked was in no queue the drain read, so \"in no queue\" proves nothing of its messages", q, consumers[q]))
+		}
 		r.mu.Lock()
-		r.failures, r.badCopies = copies, bad
+		r.failures, r.badCopies, r.consumersLeft = copies, bad, held
 		r.mu.Unlock()
 	}()
 	out := map[string][]found{}
-	last := time.Now()
-	for empty := 0; empty < 2 || time.Since(last) < quiet; {
+	start, last := time.Now(), time.Now()
+	for empty := 0; empty < 2 || time.Since(last) < quiet || (len(consumers) > 0 && time.Since(start) < r.consumersGone); {
 		time.Sleep(300 * time.Millisecond)
+		if consumers, ch, err = consumersOn(conn, ch, queues); err != nil {
+			return nil, err
+		}
 		got := 0
 		for q, fate := range fates {
 			for {
@@ -112,6 +146,30 @@ func (r *run) drain() (map[string][]found, error) {
 		}
 	}
 	return out, nil
+}
+
+// consumersOn counts the consumers on each of queues, those that have any,
+// by a passive declare of each on ch (a queue not there has none; the
+// broker closes ch for it, and the channel returned is a new one).
+func consumersOn(conn *amqp.Connection, ch *amqp.Channel, queues []string) (map[string]int, *amqp.Channel, error) {
+	consumers := map[string]int{}
+	for _, q := range queues {
+		info, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			if ch, err = conn.Channel(); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if info.Consumers > 0 {
+			consumers[q] = info.Consumers
+		}
+	}
+	return consumers, ch, nil
 }
 
 // failure is what a retry or DLQ copy of a message of the run says of the

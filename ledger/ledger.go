@@ -106,8 +106,10 @@ type Result struct {
 	// starts a new one).
 	Reports []*runtime.Report
 	// Problems lists every broken promise: a lost message, an unexplained
-	// second run or copy, a message in the wrong place, a 406, and every
-	// kind of fault that never struck (Faults 0), which the run did not test.
+	// second run or copy, a message in the wrong place, a 406, a queue that
+	// still had a consumer when it was drained (what one holds unacked is in
+	// no queue a drain reads), and every kind of fault that never struck
+	// (Faults 0), which the run did not test.
 	Problems []string
 }
 
@@ -129,6 +131,7 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
 		restart: make(chan bool, 1), forced: make(chan *runtime.Report, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[workKey]bool{}, ended: map[ending]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
 		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{}, refused: map[refusal]int{},
+		consumersGone: consumersGone,
 	}
 }
 
@@ -184,6 +187,9 @@ type run struct {
 	// bursting: a forced stop under a burst is under way; every handler
 	// takes burstHandling longer (faultForcedUnderBurst).
 	bursting atomic.Bool
+	// consumersGone is how long the drain waits for the run's queues to
+	// have no consumer left.
+	consumersGone time.Duration
 	// pastDeadline: the consumers were stopped at the deadline, not once
 	// the journeys were over; interrupted: once the run's context ended.
 	pastDeadline, interrupted atomic.Bool
@@ -206,6 +212,10 @@ type run struct {
 	faults       map[string]int
 	resent       map[string]int  // sends made again after one that may have left a copy
 	refused      map[refusal]int // handoffs the broker refused, by how and where
+
+	// consumersLeft tells of the queues that still had consumers at the
+	// drain's end (drain's).
+	consumersLeft []string
 	// resuming is the fault whose resume time is measured now, and when it
 	// struck; resumes are the times measured.
 	resuming resumeFrom
@@ -253,7 +263,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	queued, err := r.drain()
+	// The consumers have returned, the faults and the publisher with them:
+	// nothing needs the proxy now, and the drain closes it first.
+	queued, err := r.drain(r.proxy)
 	if err != nil {
 		return nil, err
 	}

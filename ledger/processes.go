@@ -141,7 +141,9 @@ func RunProcesses(ctx context.Context, cfg ProcessConfig) (*Result, error) {
 	}
 	reps := pr.kids.stopAll()
 
-	queued, err := pr.drain()
+	// Every process has ended, and the kills with them: nothing needs the
+	// proxies now, and the drain closes them first.
+	queued, err := pr.drain(pr.proxies[:]...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,97 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/internal/faults"
+	"github.com/lily-mq/lily/internal/services"
+	"github.com/lily-mq/lily/runtime"
+	"github.com/lily-mq/lily/topology"
+)
+
+// "In no queue" is the broker's word: a delivery held unacked on a channel
+// still open is in no queue a basic.get reaches. The drain closes the proxy
+// the consumers went through first, so that what they hold returns to its
+// queue and is drained; a consumer it cannot close (one that reached the
+// broker another way) is a problem naming its queue, whatever the records
+// say, since what it holds would be deleted with the queue.
+func TestTheDrainSeesDeliveriesHeldUnacked(t *testing.T) {
+	url := services.RabbitMQ(t)
+	r := newRun(Config{N: 2, BrokerURL: url}, spec(fmt.Sprintf("lilyledger.held.%06x", rand.Uint32()&0xffffff), topology.Classic))
+	r.consumersGone = time.Second
+	r.assign()
+	if err := r.declare(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.deleteQueues()
+	if err := r.publish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p, proxied, err := faults.ListenFor(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// One message held by a consumer that reached the broker directly, the
+	// other by one through the proxy.
+	direct := hold(t, url, r.spec.Name)
+	viaProxy := hold(t, proxied, r.spec.Name)
+	// The direct one's records say its work was acked.
+	r.observe(runtime.Record{MessageID: direct, Attempt: 1, Path: runtime.PathAcked, Handler: "ok", Reason: "handled"})
+	r.succeeded[workKey{direct, 1}] = true
+	r.runs[workKey{direct, 1}] = 1
+	r.noteEnding(ending{workKey{direct, 1}, "ok"})
+
+	queued, err := r.drain(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("drain found %v", queued)
+	if f := queued[viaProxy]; len(f) != 1 || f[0].fate != InMain || !f[0].redelivered {
+		t.Errorf("the message held through the proxy: found %v, want one redelivered copy in the main queue", f)
+	}
+	res := account(r.evidence(nil, queued, map[string]int{}))
+	t.Logf("fates %v problems %q", res.Fates, res.Problems)
+	for _, p := range res.Problems {
+		if strings.Contains(p, r.spec.Name+" still had 1 consumer") {
+			return
+		}
+	}
+	t.Errorf("no problem names %s, whose consumer holds %s unacked", r.spec.Name, direct)
+}
+
+// hold consumes one delivery from queue at url, on a connection the test
+// closes at its end, and leaves it unacked; it returns its message id.
+func hold(t *testing.T, url, queue string) string {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Qos(1, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case d := <-ds:
+		return d.MessageId
+	case <-time.After(5 * time.Second):
+		t.Fatal("no delivery to hold")
+		return ""
+	}
+}
