@@ -390,11 +390,17 @@ func scan(ctx context.Context, pool *pgxpool.Pool, sql string, row func(string, 
 // average (between half and one and a half of it), and starts another of
 // its role after 100 to 500 ms. Each round of four kills takes the four in
 // an order drawn from the seed, so that even a short run kills both roles.
-// A kill strikes as the process is busy (killBusy).
+// A kill strikes as the process is busy (killBusy). Both kinds are counted
+// from the start, as Run counts its faults, so that one that never struck
+// shows as 0, and is a problem.
 func (pr *processRun) strike(ctx context.Context) {
 	if pr.cfg.FaultEvery <= 0 {
 		return
 	}
+	pr.mu.Lock()
+	pr.faults[consumerKilled] += 0
+	pr.faults[relayKilled] += 0
+	pr.mu.Unlock()
 	var order []int
 	for {
 		pause := pr.cfg.FaultEvery/2 + time.Duration(pr.rng.Int64N(int64(pr.cfg.FaultEvery)))

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -44,6 +45,31 @@ func TestLedgerProcesses(t *testing.T) {
 	}
 	if len(res.Reports) != 3 {
 		t.Errorf("%d consumer reports at the end, want 3", len(res.Reports))
+	}
+}
+
+// A process ledger whose kills never struck did not test them: each kind
+// is counted from the start, and one still at 0 is a problem, as in Run.
+// (The writes hold their last messages back for a kind that has not struck,
+// until two thirds of the Deadline: a short one keeps the test short.)
+func TestLedgerProcessesReportsKillsThatNeverStruck(t *testing.T) {
+	url, dsn := services.RabbitMQ(t), services.PostgreSQL(t)
+	res, err := RunProcesses(context.Background(), ProcessConfig{
+		Config: Config{
+			N: 30, Seed: testSeed(t), BrokerURL: url, PostgresDSN: dsn,
+			FaultEvery: 10 * time.Minute, Deadline: 6 * time.Second,
+		},
+		ChildArgs: []string{"-test.run=^TestLedgerProcessChild$"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("faults %v lost %d problems %q", res.Faults, res.Fates[Lost], res.Problems)
+	for _, kind := range []string{consumerKilled, relayKilled} {
+		if n, ok := res.Faults[kind]; !ok || n != 0 {
+			t.Errorf("Faults[%q] = %d, %v; want 0, counted", kind, n, ok)
+		}
+		wantProblem(t, res, fmt.Sprintf("no fault %q struck", kind))
 	}
 }
 
