@@ -279,6 +279,42 @@ func (c *Consumer) takeBuffered(r *run, s *session) {
 	}
 }
 
+// listWhileClosing lists unresolved, as takeBuffered does, what the client
+// holds and what the broker sends s's consumer while its channel closes,
+// when the stop's cancel failed: a cancel lost for good waits for its
+// answer holding the channel's methods, so the close waits its whole step
+// behind it (release then closes the channel beside it, or its
+// connection), the consumer still registered and the broker delivering as
+// room is made. The func returned ends the listing once the channel is
+// released, and takes what the client still holds.
+func (c *Consumer) listWhileClosing(r *run, s *session) (stop func()) {
+	if s.unrequeued == "" {
+		return func() {}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case d, ok := <-s.deliveries:
+				if !ok {
+					return
+				}
+				s.gen.Settler.Received(d.DeliveryTag, time.Now())
+				c.unrequeued(r, s.gen, &d, s.unrequeued)
+			case <-done:
+
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		c.takeBuffered(r, s)
+	}
+}
+
 // unrequeued lists d, received but not started, unresolved for why, without
 // a NACK: it stays unacknowledged on its channel. The hook is told of it as
 // of one whose NACK was not sent (notStarted).

@@ -120,12 +120,10 @@ func (c *Consumer) startForce(r *run) *forceWindow {
 // of every ACK sent on it before. A channel already lost proves nothing
 // (amqp091 answers Close on a closed channel with nil): its ACKs are ambiguous.
 func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
-	if s.unrequeued != "" {
-		// Its cancel failed: what the client buffered since, the consumer
-		// still registered, goes back with the close, and is listed first.
-		// What the broker sends between this and the close is not.
-		c.takeBuffered(r, s)
-	}
+	// Its cancel failed: what the client buffered since, the consumer
+	// still registered, goes back with the close, and is listed, as is what
+	// the broker sends until the close has returned (listWhileClosing).
+	listed := c.listWhileClosing(r, s)
 	s.stopProver()
 	s.gen.Settler.Close()
 	ctx, cancel := context.WithDeadline(context.Background(), by)
@@ -162,6 +160,7 @@ func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
 	// Asked of the channel itself: the broker's close may be on its way to
 	// the watcher still.
 	c.release(s, by)
+	listed()
 	// Closed, or given up: no tag of it is used again, and the run may
 	// forget it.
 	s.gen.Revoke()
