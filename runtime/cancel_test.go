@@ -320,13 +320,7 @@ func TestBrokerStopWhoseCancelIsLostListsWhatCameAfter(t *testing.T) {
 	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 2, 2 })
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "a"), order(t, "x"))
-	p := newProxy(t)
-	p.Intercept(func(f faults.Frame) faults.Action {
-		if f.Dir == faults.ToBroker && f.Is(faults.BasicCancel) {
-			return faults.Drop
-		}
-		return faults.Forward
-	})
+	p := cancelLost(t)
 	var handled calls
 	startedA, startedX := make(chan struct{}), make(chan struct{})
 	releaseA, releaseX := make(chan struct{}), make(chan struct{})
@@ -376,13 +370,7 @@ func TestBrokerStopWhoseCancelIsLostListsWhatCameWhileClosing(t *testing.T) {
 	q := brokerSpec(t, heldHandler, func(q *runtime.QueueSpec) { q.Concurrency, q.Prefetch = 2, 2 })
 	declareTopology(t, q)
 	publish(t, q.Name, order(t, "a"), order(t, "x"))
-	p := newProxy(t)
-	p.Intercept(func(f faults.Frame) faults.Action {
-		if f.Dir == faults.ToBroker && f.Is(faults.BasicCancel) {
-			return faults.Drop
-		}
-		return faults.Forward
-	})
+	p := cancelLost(t)
 	started := make(chan struct{}, 2)
 	release := make(chan struct{})
 	r := start(t, q, func(_ context.Context, _ *fixture.OrderPlacedV1, _ runtime.RawDelivery) error {
@@ -410,6 +398,19 @@ func TestBrokerStopWhoseCancelIsLostListsWhatCameWhileClosing(t *testing.T) {
 		}
 	}
 	assertCounts(t, map[string][2]int{q.Name: {2, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
+// cancelLost is a proxy that drops every basic.cancel on its way to the
+// broker: a stop's cancel never answered, the consumer still registered.
+func cancelLost(t *testing.T) *proxy {
+	p := newProxy(t)
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.BasicCancel) {
+			return faults.Drop
+		}
+		return faults.Forward
+	})
+	return p
 }
 
 // wedgedNacks is an acker whose NACK writes do not return until until is

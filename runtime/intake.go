@@ -270,8 +270,7 @@ func (c *Consumer) takeBuffered(r *run, s *session) {
 			if !ok {
 				return
 			}
-			s.gen.Settler.Received(d.DeliveryTag, time.Now())
-			c.unrequeued(r, s.gen, &d, s.unrequeued)
+			c.held(r, s, &d)
 			t.Reset(handOver)
 		case <-t.C:
 			return
@@ -300,8 +299,7 @@ func (c *Consumer) listWhileClosing(r *run, s *session) (stop func()) {
 				if !ok {
 					return
 				}
-				s.gen.Settler.Received(d.DeliveryTag, time.Now())
-				c.unrequeued(r, s.gen, &d, s.unrequeued)
+				c.held(r, s, &d)
 			case <-done:
 
 				return
@@ -313,6 +311,13 @@ func (c *Consumer) listWhileClosing(r *run, s *session) (stop func()) {
 		<-finished
 		c.takeBuffered(r, s)
 	}
+}
+
+// held lists d, taken from s's deliveries after its cancel failed, as
+// unrequeued: it stays on the channel, unacknowledged.
+func (c *Consumer) held(r *run, s *session, d *amqp.Delivery) {
+	s.gen.Settler.Received(d.DeliveryTag, time.Now())
+	c.unrequeued(r, s.gen, d, s.unrequeued)
 }
 
 // unrequeued lists d, received but not started, unresolved for why, without
