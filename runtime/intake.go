@@ -301,7 +301,6 @@ func (c *Consumer) listWhileClosing(r *run, s *session) (stop func()) {
 				}
 				c.held(r, s, &d)
 			case <-done:
-
 				return
 			}
 		}
