@@ -75,8 +75,9 @@ type testHooks struct {
 	// spent while it waits for a slot: it waits on for the recycle.
 	laneSpent func()
 	// requeuePause runs before the pause that precedes a bounded requeue
-	// (the hot-loop guard), with its length.
-	requeuePause func(time.Duration)
+	// (the hot-loop guard), with its planned length, and returns the length
+	// to wait: a test of the plan need not sit through it.
+	requeuePause func(time.Duration) time.Duration
 	// acker, when set, wraps each consumer channel's acker.
 	acker func(settle.Acker) settle.Acker
 }
@@ -133,7 +134,7 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 		cfg: cfg, tuning: defaultTuning, forceNow: make(chan struct{}), dialer: own, links: links,
 		telemetry: hook{t: cfg.Telemetry, log: cfg.Logger, queue: spec.Name},
 		hooks: testHooks{beforeAck: nothing, afterAck: nothing, beforePublish: nothing, afterPublish: nothing, beforeCancel: nothing, beforeClose: nothing, enteredLane: nothing,
-			laneTurn: func(string) {}, laneSpent: nothing, requeuePause: func(time.Duration) {}},
+			laneTurn: func(string) {}, laneSpent: nothing, requeuePause: func(d time.Duration) time.Duration { return d }},
 	}, nil
 }
 

@@ -83,8 +83,7 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 			// The work did not complete: a redelivery of it (its channel was
 			// lost) may run during the pause.
 			free()
-			c.hooks.requeuePause(plan.Delay)
-			r.pause(plan.Delay, gen.Ended())
+			r.pause(c.hooks.requeuePause(plan.Delay), gen.Ended())
 			// A handler the force cancelled, a retry that waited in line.
 			s.awaitCancelAtStop(r)
 			// Counted before the NACK: the redelivery may start before it returns.

@@ -57,10 +57,11 @@ func TestRequeuePauseGrowsForAMessageWithoutAnID(t *testing.T) {
 			c := refusingConsumer(t, spec, wireType, Config{}, nil)
 			var mu sync.Mutex
 			var pauses []time.Duration
-			c.hooks.requeuePause = func(d time.Duration) {
+			c.hooks.requeuePause = func(d time.Duration) time.Duration {
 				mu.Lock()
 				pauses = append(pauses, d)
 				mu.Unlock()
+				return 0 // the plan is what is checked; TestRequeueNackWaitsItsPause waits
 			}
 			j := trial.Open(c, returningBroker{})
 			defer j.Close()
@@ -132,7 +133,7 @@ func TestRequeueNackWaitsItsPause(t *testing.T) {
 	t.Parallel()
 	c := refusingConsumer(t, refusingSpec("paced-test"), "t", Config{}, nil)
 	pauses := make(chan time.Duration, 1)
-	c.hooks.requeuePause = func(d time.Duration) { pauses <- d }
+	c.hooks.requeuePause = func(d time.Duration) time.Duration { pauses <- d; return d }
 	b := &timedReturns{}
 	j := trial.Open(c, b)
 	defer j.Close()

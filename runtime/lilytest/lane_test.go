@@ -40,7 +40,7 @@ func TestOrderedHandlerPastItsTimeoutHoldsTheLane(t *testing.T) {
 		}
 		if msg.OrderID == "a-0" {
 			running.Store(true)
-			time.Sleep(2 * time.Second) // past its timeout, within the budget
+			time.Sleep(5 * spec.HandlerTimeout) // past its timeout, within the budget
 			running.Store(false)
 		}
 		return nil
