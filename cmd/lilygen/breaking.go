@@ -32,8 +32,9 @@ var breakingCmd = &command{
 	summary: "list the changes since an older revision that break something live",
 	help: `Each schema is compared with its older revision: the file --against names
 (with a single schema), or else the schema and the files it includes as they
-are at the git ref --against names, read with git show (so shallow clones
-work once the ref is fetched). A value that names both a file and a git
+are at the git ref --against names, read from git's objects (so shallow
+clones work once the ref is fetched) through the symbolic links the ref holds,
+as the working tree's are followed. A value that names both a file and a git
 revision is refused: ./origin/main names the file, refs/remotes/origin/main
 the revision.
 A schema the ref does not have is compared with the file git finds it
@@ -282,11 +283,12 @@ func plural(n int) string {
 
 // older reads and checks the revision of schema name that against names:
 // at a git ref, the file at name's path or, when the ref has none, the one
-// git finds it renamed from, whose path from the repository's root from
-// is. isNew reports a schema the ref has under neither, or whose file
-// there, at from then, is no root schema (it has no package): a file a
-// root schema included, whose content that root's revision holds, and
-// which move detection finds there.
+// git finds it renamed from, through the symbolic links the ref holds
+// there; from is the path from the repository's root of the file read,
+// where they lead. isNew reports a schema the ref has under neither, or
+// whose file there, at from then, is no root schema (it has no package): a
+// file a root schema included, whose content that root's revision holds,
+// and which move detection finds there.
 func (e *env) older(name, against string) (f *schema.File, from string, isNew, ok bool) {
 	if namesFile(against) {
 		if len(e.args) > 1 {
@@ -307,16 +309,21 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 		return nil, "", false, false
 	}
 	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))
-	there, err := atRef(dir, against, rel)
+	tree := newRefTree(dir, against)
+	at, err := tree.resolve(rel)
+	// A link there is there, even one that leads nowhere: its revision is
+	// broken, not new.
+	there := at.kind != refMissing || len(at.links) > 0
 	var renamed string
 	if err == nil && !there {
 		if renamed, err = renamedFrom(dir, against, rel); err == nil && renamed != "" {
 			rel, there = renamed, true
+			at, err = tree.resolve(rel)
 		}
 	}
 	var data []byte
 	if err == nil && there {
-		data, err = gitOutput(dir, "show", against+":"+rel)
+		data, err = tree.read(rel, at)
 	}
 	switch {
 	case err != nil:
@@ -326,13 +333,13 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 		return nil, "", true, true
 	case isIncluded(data):
 		// Read as a root schema it would fail for the package it lacks.
-		return nil, rel, true, true
+		return nil, at.real, true, true
 	}
 	if renamed != "" {
 		say(e.stderr, "lilygen: %s: not at %s; compared with %s:%s, which git finds it renamed from", name, against, against, renamed)
 	}
-	f, ok = e.readAt(dir, against, rel)
-	return f, rel, false, ok
+	f, ok = e.readAt(tree, rel)
+	return f, at.real, false, ok
 }
 
 // ambiguous reports, and says, whether against names both a file (older
@@ -384,17 +391,19 @@ func (e *env) isCommit(dir, against string) bool {
 	return true
 }
 
-// readAt reads and checks the schema at rel, a path from the root of the
-// repository of dir, and the files it includes, as ref has them. Its Name,
-// and its errors, name its files as git does, <ref>:<path from the root>.
-func (e *env) readAt(dir, ref, rel string) (*schema.File, bool) {
+// readAt reads and checks the schema at rel, a path from the repository's
+// root, and the files it includes, as tree's ref has them. Its Name, and
+// its errors, name its files as git does, <ref>:<path from the root>, by
+// the paths that name them, as the working tree's errors do.
+func (e *env) readAt(tree *refTree, rel string) (*schema.File, bool) {
+	ref := tree.ref
 	tmp, err := os.MkdirTemp("", "lilygen-")
 	if err != nil {
 		say(e.stderr, "lilygen: %v", err)
 		return nil, false
 	}
 	defer os.RemoveAll(tmp)
-	if _, err := checkout(dir, ref, rel, tmp); err != nil {
+	if err := tree.checkout(rel, tmp); err != nil {
 		say(e.stderr, "lilygen: %v", err)
 		return nil, false
 	}
@@ -456,7 +465,7 @@ func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool
 		return nil, false
 	}
 	below := strings.TrimSpace(string(prefix))
-	args := []string{"--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", "--name-only", ref}
+	args := []string{"--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", ref}
 	if below != "" {
 		args = append(args, "--", below)
 	}
@@ -473,11 +482,17 @@ func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool
 		return nil, false
 	}
 	var unnamed []unnamedSchema
-	for _, p := range strings.Split(string(out), "\x00") {
-		if !strings.HasSuffix(p, ".lily.yaml") || paired[p] {
+	tree := newRefTree(".", ref)
+	// Each entry is <mode> SP <type> SP <object> TAB <path>, ended by a NUL.
+	for _, entry := range strings.Split(string(out), "\x00") {
+		info, p, _ := strings.Cut(entry, "\t")
+		f := strings.Fields(info)
+		// A link is no root schema, as in the working tree: its content
+		// is the file it leads to, compared there if that is one.
+		if len(f) != 3 || f[1] != "blob" || f[0] == modeLink || !strings.HasSuffix(p, ".lily.yaml") || paired[p] {
 			continue
 		}
-		data, err := gitOutput(".", "show", ref+":"+p)
+		data, err := tree.blob(f[2])
 		if err != nil {
 			say(e.stderr, "lilygen: %v", err)
 			return nil, false
@@ -507,7 +522,7 @@ func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool
 		default:
 			how = ""
 		}
-		old, ok := e.readAt(".", ref, p)
+		old, ok := e.readAt(tree, p)
 		if !ok {
 			return nil, false
 		}
@@ -567,74 +582,6 @@ func (e *env) reportOlder(f *schema.File, err error) bool {
 			Message: "the older revision, compared as it is, breaks a limit lilygen sets now: " + x.Msg}, "")
 	}
 	return true
-}
-
-// checkout writes the revision at ref of the repository file rel, and of
-// every file it includes, below dir at their paths from the repository's
-// root; found reports whether ref has rel. Included files are found as the
-// parser finds them, relative to the file that names them; one above the
-// repository's root, which ref cannot hold, is left for the parser to
-// refuse (schema.LoadWithin, with dir as the repository's root).
-func checkout(gitDir, ref, rel, dir string) (found bool, err error) {
-	todo, seen := []string{rel}, map[string]bool{rel: true}
-	for len(todo) > 0 {
-		p := todo[0]
-		todo = todo[1:]
-		switch there, err := atRef(gitDir, ref, p); {
-		case err != nil:
-			return false, err
-		case !there && p == rel:
-			return false, nil
-		case !there:
-			continue // the parser reports an include it cannot read
-		}
-		data, err := gitOutput(gitDir, "show", ref+":"+p)
-		if err != nil {
-			return false, err
-		}
-		target := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-			return false, err
-		}
-		if err := os.WriteFile(target, data, 0o644); err != nil {
-			return false, err
-		}
-		var top struct {
-			Include []string `yaml:"include"`
-		}
-		_ = yaml.Unmarshal(data, &top) // a broken file is the parser's to report
-		for _, inc := range top.Include {
-			q := path.Join(path.Dir(p), filepath.ToSlash(inc))
-			if q == ".." || strings.HasPrefix(q, "../") {
-				continue // git holds none, and the parser refuses it, as in the working tree
-			}
-			if !seen[q] {
-				seen[q] = true
-				todo = append(todo, q)
-			}
-		}
-	}
-	return true, nil
-}
-
-// atRef reports whether ref holds a file at p, a path from the
-// repository's root, by listing ref's tree: git cat-file -e fails alike for
-// a path the tree does not hold and for an object git cannot read (a
-// partial clone offline, a damaged repository), which must fail the run,
-// not pass the schema as new. An error is git failing to read the tree.
-func atRef(gitDir, ref, p string) (bool, error) {
-	out, err := gitOutput(gitDir, "--literal-pathspecs", "ls-tree", "--full-tree", "-z", ref, "--", p)
-	if err != nil {
-		return false, err
-	}
-	// Each entry is <mode> SP <type> SP <object> TAB <path>, ended by a NUL.
-	for _, entry := range strings.Split(string(out), "\x00") {
-		info, path, _ := strings.Cut(entry, "\t")
-		if f := strings.Fields(info); path == p && len(f) == 3 && f[1] == "blob" {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // renamedFrom is the path at ref of the file that git finds the repository

@@ -382,6 +382,125 @@ func TestBreakingAgainstGitRefReadsIncludesAboveTheSchema(t *testing.T) {
 	}
 }
 
+// symlink makes a symbolic link at at, below dir, holding to.
+func symlink(t *testing.T, dir, to, at string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, at)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(to, filepath.Join(dir, at)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A schema whose files at the ref are reached through symbolic links (an
+// include that is one, one below a directory that is one, the root schema
+// itself) is read there through them, as in the working tree: unchanged,
+// it compares clean, with breaking and doc alike; changed, the change is
+// found.
+func TestBreakingAgainstGitRefFollowsSymbolicLinks(t *testing.T) {
+	types := "version: 1\nmessages:\n  Ping:\n    versions:\n      1:\n        fields:\n          id: {type: string, required: true}\n"
+	narrowed := strings.Replace(types, "required: true}", "required: true, max_length: 9}", 1)
+	root := "version: 1\npackage: pingmsg\ninclude: [%s]\nqueues:\n  pings:\n    consumes: [{message: Ping}]\n"
+	for _, c := range []struct {
+		name, include string
+		links         [][2]string // to, at
+	}{
+		{"an include that is a link", "types.lily.yaml", [][2]string{{"shared/types.yaml", "types.lily.yaml"}}},
+		{"an include below a directory link", "sh/types.yaml", [][2]string{{"shared", "sh"}}},
+		// The .. a link holds is taken where the directory before it leads,
+		// as the kernel takes it: x is deep/real, not real, which is none.
+		{"a link's .. after a directory link", "x/types.yaml", [][2]string{{"deep/down", "svc"}, {"svc/../real", "x"}, {"../shared", "deep/real"}}},
+		{"a chain of links", "a.yaml", [][2]string{{"b.yaml", "a.yaml"}, {"sh/types.yaml", "b.yaml"}, {"shared", "sh"}}},
+		// Into the work tree, as the working tree's parser follows it: to
+		// the file's revision at the ref.
+		{"an absolute link", "abs.yaml", [][2]string{{"REPO/shared/types.yaml", "abs.yaml"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			repo := t.TempDir()
+			writeFile(t, filepath.Join(repo, "ping.lily.yaml"), fmt.Sprintf(root, c.include))
+			writeFile(t, filepath.Join(repo, "shared", "types.yaml"), types)
+			writeFile(t, filepath.Join(repo, "deep", "down", "README"), "")
+			for _, l := range c.links {
+				symlink(t, repo, strings.Replace(l[0], "REPO", repo, 1), l[1])
+			}
+			commitRepo(t, repo)
+			// Lint findings aside (exit 1), the working tree reads it.
+			if code, stdout, stderr := lilygen(t, repo, "lint", "ping.lily.yaml"); code == exitUsage {
+				t.Fatalf("the working tree: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || stdout != "" {
+				t.Errorf("unchanged: exit %d\n%s%s", code, stdout, stderr)
+			}
+			if code, _, stderr := lilygen(t, repo, "doc", "--against", "main", "ping.lily.yaml"); code != exitOK {
+				t.Errorf("doc, unchanged: exit %d\n%s", code, stderr)
+			}
+			writeFile(t, filepath.Join(repo, "shared", "types.yaml"), narrowed)
+			want := c.include + ":7:11: Ping.v1.id narrows its bounds from none to ..9 characters"
+			if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitFindings || !strings.Contains(stdout, want) {
+				t.Errorf("changed: exit %d, want 1 and %s\n%s%s", code, want, stdout, stderr)
+			}
+		})
+	}
+}
+
+// A root schema that is a symbolic link at the ref is compared with the
+// file it leads to there, after the change replaces the link with the
+// file too.
+func TestBreakingAgainstGitRefReadsARootSchemaThatIsALink(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, "svc", "real.yaml"), minimal)
+	symlink(t, repo, filepath.Join("svc", "real.yaml"), "ping.lily.yaml")
+	commitRepo(t, repo)
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || stdout != "" {
+		t.Errorf("unchanged: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if err := os.Remove(filepath.Join(repo, "ping.lily.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), minimal)
+	if code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml"); code != exitOK || stdout != "" {
+		t.Errorf("the link replaced by its file: exit %d\n%s%s", code, stdout, stderr)
+	}
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), strings.Replace(minimal, "required: true}", "required: true, max_length: 9}", 1))
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, "ping.lily.yaml:9:11: Ping.v1.id narrows its bounds from none to ..9 characters") {
+		t.Errorf("the link replaced by a file changed: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := lilygen(t, repo, "doc", "--against", "main", "ping.lily.yaml"); code != exitOK {
+		t.Errorf("doc: exit %d\n%s", code, stderr)
+	}
+}
+
+// A symbolic link at the ref that leads outside the repository, as an
+// include or as the root schema, is refused there as in the working tree,
+// and nothing of what it leads to is read; so is one into .git, git's own.
+func TestBreakingAgainstGitRefRefusesALinkOutsideTheRepository(t *testing.T) {
+	top := t.TempDir()
+	repo := filepath.Join(top, "repo")
+	writeFile(t, filepath.Join(top, "secrets.env"), "API_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz\n")
+	writeFile(t, filepath.Join(repo, "ping.lily.yaml"), strings.Replace(minimal, "output: out\n", "output: out\ninclude: [up/secrets.env, g/config]\n", 1))
+	symlink(t, repo, "..", "up")
+	symlink(t, repo, ".git", "g")
+	symlink(t, repo, filepath.Join(top, "secrets.env"), "pong.lily.yaml")
+	commitRepo(t, repo)
+
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "ping.lily.yaml")
+	for _, want := range []string{
+		"main:ping.lily.yaml:4:11: include \"up/secrets.env\" is outside the repository [BAD-INCLUDE]\n",
+		"\nping.lily.yaml:4:11: include \"up/secrets.env\" is outside the repository [BAD-INCLUDE]\n",
+		"main:ping.lily.yaml:4:27: include \"g/config\" is in a .git directory, git's own, which is not read: its config may hold a credential [BAD-INCLUDE]\n",
+	} {
+		if code != exitUsage || !strings.Contains(stderr, want) || strings.Contains(stdout+stderr, "ghp_") {
+			t.Errorf("an include: exit %d, want 2 and %s\n%s%s", code, want, stdout, stderr)
+		}
+	}
+	code, stdout, stderr = lilygen(t, repo, "breaking", "--against", "main", "pong.lily.yaml")
+	if want := "lilygen: main:pong.lily.yaml: a link to a file outside the repository, which is not read\n"; code != exitUsage || !strings.Contains(stderr, want) || strings.Contains(stdout+stderr, "ghp_") {
+		t.Errorf("the root schema: exit %d, want 2 and %s\n%s%s", code, want, stdout, stderr)
+	}
+}
+
 // check refuses an include outside the repository, and quotes nothing of
 // it: a pull request's schema, checked in CI, would otherwise print the
 // start of any file the runner can read in the job's annotations.

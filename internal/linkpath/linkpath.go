@@ -10,14 +10,15 @@ import (
 	"path/filepath"
 )
 
-// maxLinks bounds the symbolic links Resolve follows, as Linux does.
-const maxLinks = 40
+// MaxLinks bounds the symbolic links one path is followed through, as
+// Linux bounds them: Resolve's, and lilygen's at a git ref.
+const MaxLinks = 40
 
 // Resolve is the file path names, through symbolic links, as os.Create
 // would write it. A link to a file not there yet (which EvalSymlinks
 // refuses) is followed by hand, relative to its directory.
 func Resolve(path string) (string, error) {
-	for range maxLinks {
+	for range MaxLinks {
 		if resolved, err := filepath.EvalSymlinks(path); err == nil {
 			return resolved, nil
 		}
