@@ -135,10 +135,10 @@ func stageLevel(ev event) slog.Level {
 }
 
 // record ends a delivery's journey: its record goes to the observer and the
-// report, and as the "settled" stage to the log. sl is the journey's slot
-// (nil for a delivery that never took one), which it leaves once the record
-// is in the report, with its order key's lane.
-func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome, hooks ends, sl *slot) {
+// report, and as the "settled" stage to the log. Once the record is in the
+// report, it leaves the journey's order key's lane (lane: nil without one)
+// and sl, the journey's slot (nil for a delivery that never took one).
+func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Record, o outcome.Outcome, hooks ends, sl *slot, lane func()) {
 	// A delivery abandoned at the final abort may end after Run returned: its
 	// record is only logged then, and the report already lists it.
 	// Health says it settled before the observer hears of it: an observer
@@ -153,12 +153,12 @@ func (c *Consumer) record(ctx context.Context, r *run, gen, token uint64, rec Re
 	if r.report.add(token, rec, copyMayRepeat(o), duplicate) && c.cfg.Observe != nil {
 		c.observe(rec)
 	}
-	if sl != nil {
+	if lane != nil {
 		// Settled: the key's next delivery may start, or be requeued behind
 		// it, now, not behind the hook's ends and the log, which may be
 		// slow, or hang: the key's later deliveries would fill the prefetch
 		// and stop every key.
-		sl.leaveLane()
+		lane()
 	}
 	if sl != nil && c.telemetry.t != nil {
 		// The delivery is settled and its record is in the report: the slot

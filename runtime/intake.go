@@ -224,7 +224,7 @@ func (c *Consumer) cancelIntake(r *run, s *session, held *amqp.Delivery, why str
 	by := step.Deadline(c.cfg.StepTimeout, time.Time{})
 	requeue := func(d *amqp.Delivery) {
 		if time.Now().Before(by) {
-			c.notStartedBy(r, s.gen, d, nil, why, by)
+			c.notStartedBy(r, s.gen, d, nil, why, by, nil)
 			return
 		}
 		c.unrequeued(r, s.gen, d, why+requeuesSpent)
@@ -325,7 +325,7 @@ func (c *Consumer) held(r *run, s *session, d *amqp.Delivery) {
 func (c *Consumer) unrequeued(r *run, gen *settle.Generation, d *amqp.Delivery, why string) {
 	o := outcome.Outcome{Settlement: outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: why}}
 	rec := newRecord(c.spec, d, idText(d, nil), nil, 0, o, decide.Plan{Reason: why}, 0)
-	c.record(r.work, r, gen.ID, 0, rec, o, ends{}, nil)
+	c.record(r.work, r, gen.ID, 0, rec, o, ends{}, nil, nil)
 }
 
 // notStarted requeues a delivery that was received but never started; why
@@ -342,17 +342,19 @@ func (c *Consumer) unrequeued(r *run, gen *settle.Generation, d *amqp.Delivery, 
 // alone tells the hook of it, so that a meter counts every unresolved
 // record the report has. The report has its record.
 func (c *Consumer) notStarted(r *run, gen *settle.Generation, d *amqp.Delivery, env *guard.Envelope, why string) {
-	c.notStartedBy(r, gen, d, env, why, step.Deadline(c.cfg.StepTimeout, time.Time{}))
+	c.notStartedBy(r, gen, d, env, why, step.Deadline(c.cfg.StepTimeout, time.Time{}), nil)
 }
 
-// notStartedBy is notStarted with its NACK's write bounded by by.
-func (c *Consumer) notStartedBy(r *run, gen *settle.Generation, d *amqp.Delivery, env *guard.Envelope, why string, by time.Time) {
+// notStartedBy is notStarted with its NACK's write bounded by by. lane, when
+// not nil, leaves the delivery's order key's lane once its record is in the
+// report, before Settled, which may be slow, or hang.
+func (c *Consumer) notStartedBy(r *run, gen *settle.Generation, d *amqp.Delivery, env *guard.Envelope, why string, by time.Time, lane func()) {
 	o := outcome.Outcome{Settlement: settle.NewAuthority(d.DeliveryTag, gen).Nack(by, true)}
 	rec := newRecord(c.spec, d, idText(d, env), nil, 0, o, decide.Plan{Reason: why}, 0)
 	if o.Settlement.Status == outcome.NackSent {
 		rec.Path = PathNotStarted
 	}
-	c.record(r.work, r, gen.ID, 0, rec, o, ends{untold: rec.Path != PathUnresolved}, nil)
+	c.record(r.work, r, gen.ID, 0, rec, o, ends{untold: rec.Path != PathUnresolved}, nil, lane)
 }
 
 // whyLost explains why the broker stopped delivering, as the watcher saw it.

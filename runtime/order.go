@@ -374,7 +374,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 		defer r.deliveries.Done()
 		defer s.inflight.Done()
 		// The journey leaves its lane once it is settled and recorded
-		// (record); one not started, once it is requeued.
+		// (record), whether it started or not.
 		sl := &slot{slots: r.slots, turn: own}
 		var ran bool
 		var started time.Time
@@ -391,7 +391,7 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 			case <-r.aborted:
 			}
 			s.gen.Settler.Started(d.DeliveryTag, time.Now())
-			c.notStarted(r, s.gen, d, env, why)
+			c.notStartedBy(r, s.gen, d, env, why, step.Deadline(c.cfg.StepTimeout, time.Time{}), sl.leaveLane)
 			r.waiting.Done()
 		}
 		c.hooks.laneTurn(d.MessageId)

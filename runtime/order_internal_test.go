@@ -609,3 +609,49 @@ func TestLaneTurnHeldByWhatRunsOn(t *testing.T) {
 		})
 	}
 }
+
+// heldSettled is a Telemetry whose Settled waits until release is closed.
+type heldSettled struct{ release chan struct{} }
+
+func (heldSettled) Received(ctx context.Context, _ string, _ RawDelivery) context.Context { return ctx }
+func (heldSettled) Publish(context.Context, string, string, *Publishing) func(string, time.Time) {
+	return nil
+}
+func (heldSettled) Settle(context.Context, string) func(string, time.Time) { return nil }
+func (h heldSettled) Settled(context.Context, Record)                      { <-h.release }
+func (heldSettled) Lost(string, string)                                    {}
+
+// A delivery that waited in its lane on a session lost meanwhile ends
+// unresolved, and the hook's Settled is told of it: a Settled that hangs
+// holds no lane, so the broker's redelivery of it, on the run's next
+// session, starts.
+func TestOrderedLostWaiterHeldSettledHoldsNoLane(t *testing.T) {
+	hook := heldSettled{release: make(chan struct{})}
+	ran := make(chan struct{}, 1)
+	c, err := NewConsumer(laneSpec(), Routes{{Type: "t", Version: 1, ContentType: "application/json"}: func(context.Context, RawDelivery) error {
+		ran <- struct{}{}
+		return nil
+	}}, Config{Logger: slog.New(slog.DiscardHandler), Telemetry: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, lost := laneSession(c)
+	lost.lostAfterCancel = func(error) {}
+	leaveHead := waitBehind(c, r, lost, false, 1, "b-1")
+	lost.broke(&amqp.Error{Code: amqp.ChannelError, Reason: "gone"})
+	leaveHead() // b-1's turn: unresolved, its Settled held
+	gen := r.newGeneration()
+	gen.Settler = settle.NewSettler(discardAcker{}, gen, 4)
+	next := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	(&laneIntake{c: c, r: r, s: next}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-1", Type: "t", ContentType: "application/json",
+		Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}, Redelivered: true}, quarantine.Verdict{})
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Error("the redelivery did not start while the lost waiter's Settled ran")
+	}
+	close(hook.release)
+	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+		t.Fatal("the deliveries never ended")
+	}
+}

@@ -136,7 +136,7 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 		plan, hooks := c.execute(ctx, r, s, gen, token, d, env, &o, auth, attempt, deadline, free)
 		if plan.Action != decide.ActPark {
 			rec := newRecord(c.spec, d, id, env, attempt, o, plan, time.Since(received))
-			c.record(ctx, r, gen.ID, token, rec, o, hooks, sl)
+			c.record(ctx, r, gen.ID, token, rec, o, hooks, sl, sl.leaveLane)
 			return rec
 		}
 		// Retried in line: the deliveries of its key wait behind it, and
