@@ -347,14 +347,15 @@ func (c *Consumer) keyPanicked(d *amqp.Delivery, own *reading, detail string) (l
 // When the session's intake is cancelled (the stop, a recycle, the recycle
 // bound of a session the broker cancelled), the deliveries still waiting are
 // requeued, each once the one before it in its lane has ended, so that the
-// queue gets them back in their order. A delivery
-// whose session was lost while it waited is not started: the broker
-// redelivers it. A delivery leaves its lane when its journey ends (settled
-// and recorded, before the telemetry hook's ends and the log), but the next
-// one of its key starts only once what it abandoned (a handler past its
-// timeout, a scope step given up on) has returned too, or its budget has
-// ended: what outlives the budget runs on beside it rather than stop the
-// lane (and, with the prefetch full of that key, the queue) for good.
+// queue gets them back in their order. A delivery whose session was lost
+// while it waited is not started: the broker redelivers it, and its journey
+// ends once the one before it has ended. A delivery leaves its lane when its
+// journey ends (settled and recorded, before the telemetry hook's ends and
+// the log), but the next one of its key starts only once what it abandoned
+// (a handler past its timeout, a scope step given up on) has returned too,
+// or its budget has ended: what outlives the budget runs on beside it rather
+// than stop the lane (and, with the prefetch full of that key, the queue)
+// for good.
 func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined quarantine.Verdict, key laneKey, read *reading) {
 	prev, own := place{ended, ended}, (*turn)(nil)
 	if key != guardRefused {
@@ -398,10 +399,16 @@ func (c *Consumer) inOrder(r *run, s *session, d *amqp.Delivery, quarantined qua
 		// A stop that came with the turn, or with the slot, wins over it (a
 		// select picks at random among the ready): the delivery before this
 		// one may have been requeued by that stop, and this one goes back
-		// behind it rather than run ahead of it.
+		// behind it rather than run ahead of it. A loss ends the wait at
+		// once: the broker has the delivery back, and its journey ends as
+		// soon as the one before it has ended, not once that is free, so
+		// that the next of its key (its redelivery, on the consuming
+		// session) can go back at the stop; its turn still passes on only
+		// once the one before it is free (turn.leave).
 		select {
 		case <-prev.free:
 		case <-s.cancelled:
+		case <-s.gen.Ended():
 		case <-r.aborted:
 		}
 		// Its turn may come at the stop before the stop's cancel is answered

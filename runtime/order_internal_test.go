@@ -655,3 +655,46 @@ func TestOrderedLostWaiterHeldSettledHoldsNoLane(t *testing.T) {
 		t.Fatal("the deliveries never ended")
 	}
 }
+
+// A delivery waiting in its lane on a session lost meanwhile keeps no
+// delivery after it from going back at the stop: here behind a head whose
+// handler runs on past its journey, within its budget, the redelivery of
+// the lost waiter, on the consuming session, is requeued once the stop's
+// cancel is answered, not left for the final abort, while the head's
+// handler still runs.
+func TestOrderedLostWaiterKeepsNoneFromTheStopsRequeue(t *testing.T) {
+	c, records := recordLines(t, laneSpec(), pathAndReason)
+	r, lost := laneSession(c)
+	lost.lostAfterCancel = func(error) {}
+	_, head := r.lanes.enter(laneKey{key: "b"})
+	handler := head.hold()
+	defer handler()
+	head.leave(true, time.Now().Add(time.Hour), r.aborted)
+	delivery := func(s *session) {
+		(&laneIntake{c: c, r: r, s: s}).take(&amqp.Delivery{DeliveryTag: 1, MessageId: "b-1", Type: "t", ContentType: "application/json",
+			Body: []byte("{}"), Headers: amqp.Table{"k": "b", guard.HeaderVersion: int32(1)}}, quarantine.Verdict{})
+	}
+	delivery(lost)
+	lost.broke(&amqp.Error{Code: amqp.ChannelError, Reason: "gone"})
+	gen := r.newGeneration()
+	acker := &nackAcker{}
+	gen.Settler = settle.NewSettler(acker, gen, 4)
+	consuming := &session{gen: gen, lost: make(chan struct{}), cancelled: make(chan struct{}), outlived: make(chan struct{})}
+	delivery(consuming) // the broker's redelivery of b-1
+	close(r.stopping)
+	consuming.endWaiting() // the stop's cancel
+	r.cancelledAtStop()    // has returned
+	if !waitFor(waitChan(&r.deliveries), 10*time.Second) {
+		t.Fatalf("the deliveries did not end while the head's handler ran; NACKed %v", acker.sent())
+	}
+	if sent := acker.sent(); !slices.Equal(sent, []uint64{1}) {
+		t.Errorf("NACKed %v on the consuming session, want [1]", sent)
+	}
+	want := []string{
+		string(PathUnresolved) + ": not started: its session was lost while it waited for its order key",
+		string(PathNotStarted) + ": not started: intake stopped while it waited for its order key",
+	}
+	if got := records(); !slices.Equal(got, want) {
+		t.Errorf("records %q, want %q", got, want)
+	}
+}
