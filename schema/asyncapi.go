@@ -22,11 +22,12 @@ type AsyncAPI struct {
 // AsyncAPI requires one, and a Lily schema has no version of its own API.
 const DefaultAsyncAPIVersion = "1.0.0"
 
-// asyncAPI reads the root file's asyncapi: {file, version}.
-func (p *parser) asyncAPI(n *yaml.Node) *AsyncAPI {
+// asyncAPI reads the root file's asyncapi: {file, version}, and where the
+// file is named.
+func (p *parser) asyncAPI(n *yaml.Node) (*AsyncAPI, Pos) {
 	m := p.object(n, "asyncapi", "file", "version")
 	if m == nil {
-		return nil
+		return nil, Pos{}
 	}
 	a := &AsyncAPI{Version: DefaultAsyncAPIVersion}
 	if e, ok := m["version"]; ok {
@@ -41,11 +42,11 @@ func (p *parser) asyncAPI(n *yaml.Node) *AsyncAPI {
 	e, ok := m["file"]
 	if !ok {
 		p.errorf(n, RuleMissingKey, "asyncapi has no file").Hint = "the document's path relative to this file, such as file: orders.asyncapi.yaml"
-		return nil
+		return nil, Pos{}
 	}
 	s, ok := p.str(e.v, "asyncapi file")
 	if !ok {
-		return nil
+		return nil, Pos{}
 	}
 	// Cleaned as output is, so that two spellings of one path are one file.
 	clean := filepath.ToSlash(filepath.Clean(strings.ReplaceAll(s, `\`, "/")))
@@ -63,7 +64,7 @@ func (p *parser) asyncAPI(n *yaml.Node) *AsyncAPI {
 		p.errorf(e.v, RuleOutput, "asyncapi file %q must end in .yaml or .yml: lilygen writes the document as YAML", shorten(s))
 	default:
 		a.File = clean
-		return a
+		return a, p.pos(e.v)
 	}
-	return nil
+	return nil, Pos{}
 }

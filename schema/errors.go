@@ -68,7 +68,7 @@ const (
 	RuleExample          = "BAD-EXAMPLE"         // an example that breaks the schema, or sets a header its envelope writes
 	RuleDate             = "BAD-DATE"            // deprecated_since / remove_after not dates, or out of order
 	RuleInclude          = "BAD-INCLUDE"         // an include that cannot be read, is absolute or outside the repository, is one file too many, or declares what only the root may
-	RuleOutput           = "BAD-OUTPUT"          // an output directory or AsyncAPI file that is not relative, not printable, or not YAML
+	RuleOutput           = "BAD-OUTPUT"          // an output directory or AsyncAPI file that is not relative, not printable, or not YAML; a generated file that leads outside the repository (File.CheckOutput)
 	RuleReservedHeader   = "RESERVED-HEADER"     // a header Lily or the broker writes, or routes by
 	RuleInbox            = "BAD-INBOX"           // an inbox policy that does not exist
 	RuleItemRequired     = "ITEM-REQUIRED"       // required on a list or map element, which is always present

@@ -73,6 +73,12 @@ type File struct {
 	// for each name would take time of the square of their number.
 	known      declarations
 	exchangeAt map[*Exchange]int
+	// bound is where the files f's includes were read from must be, and
+	// so the files it generates (CheckOutput); outputAt is where the Go
+	// file's path is named (output, else package), asyncAPIAt where the
+	// AsyncAPI document's is.
+	bound                bound
+	outputAt, asyncAPIAt Pos
 }
 
 // Message returns the message of Go name name, nil when f has none.

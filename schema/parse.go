@@ -284,16 +284,19 @@ func (p *parser) schema(name string, data []byte) *File {
 	}
 	root := p.docs[0]
 	p.name = name
+	f.bound = p.bound
 	if e, ok := root.m["package"]; ok {
 		f.Package = p.packageName(e.v)
+		f.outputAt = p.pos(e.v)
 	} else {
 		p.errorf(root.root, RuleMissingKey, "missing package: the Go package name of the generated code")
 	}
 	if e, ok := root.m["output"]; ok {
 		f.Output = p.output(e.v)
+		f.outputAt = p.pos(e.v)
 	}
 	if e, ok := root.m["asyncapi"]; ok {
-		f.AsyncAPI = p.asyncAPI(e.v)
+		f.AsyncAPI, f.asyncAPIAt = p.asyncAPI(e.v)
 	}
 	if e, ok := root.m["acknowledge"]; ok {
 		f.Acknowledged = p.acknowledgements(e.v)

@@ -32,9 +32,12 @@ it, or it was copied from elsewhere) is named as a warning instead, as is an
 orphan, one whose recorded schema no longer exists; nothing is deleted while a
 file could not be written. Each file is written beside its path and renamed
 into place once whole, so a failed write leaves the old file as it was. It
-never touches any other file. With --error-format=json or github-actions, what
-it could not do prints on stdout, as OUTPUT-NOT-WRITTEN (a file not written)
-and LEFTOVER-KEPT (a leftover not deleted). In a Go package:
+never touches any other file, nor writes outside the repository (where
+includes may be) or into .git, through a symbolic link either: an output or
+AsyncAPI file that leads there is a BAD-OUTPUT error, in check too. With
+--error-format=json or github-actions, what it could not do prints on
+stdout, as OUTPUT-NOT-WRITTEN (a file not written) and LEFTOVER-KEPT (a
+leftover not deleted). In a Go package:
 
   //go:generate go tool lilygen generate orders.lily.yaml`,
 	flags: func(*flag.FlagSet) func(*env) int {
@@ -154,6 +157,13 @@ func (e *env) generate(name string) ([]target, bool) {
 		}
 		var own []target
 		for _, out := range outs {
+			// check refuses it too: a file written there once would
+			// otherwise pass for up to date.
+			if err := f.CheckOutput(out.Path); err != nil {
+				e.report(err)
+				good = false
+				continue
+			}
 			path := filepath.Join(filepath.Dir(name), filepath.FromSlash(out.Path))
 			if prev, dup := bySchema[path]; dup {
 				say(e.stderr, "lilygen: %s and %s both generate %s", prev, name, path)
@@ -276,7 +286,8 @@ func (e *env) write(targets []target) int {
 // limit) leaves the file as it was rather than cut short. The file gets the
 // mode os.WriteFile gives it: the old file's, or 0o644 less the umask.
 func replaceFile(path string, content []byte) error {
-	// A link to the file stays a link, a dangling one too.
+	// A link to the file stays a link, a dangling one too; where it
+	// leads is inside the repository (schema.File.CheckOutput).
 	path, err := linkpath.Resolve(path)
 	if err != nil {
 		return err

@@ -303,3 +303,90 @@ func TestGenerateRefusesAnUnreadableOutput(t *testing.T) {
 		}
 	}
 }
+
+// generate writes nothing outside the repository, where an include may not
+// lead either: not through a directory link to outside, not through a link
+// at an output path (a dangling one, whose file generate would create), not
+// by a path of ..; nor into its .git directory. Outside a git work tree, as
+// for includes, the Go module is the bound. A pull request could
+// otherwise have a CI job that regenerates and diffs write anywhere the
+// runner can. check refuses the same schemas, so that a file written there
+// once does not pass for up to date.
+func TestGenerateWritesNothingOutsideTheRepository(t *testing.T) {
+	for _, c := range []struct {
+		name, schema string
+		link         [2]string // at, to; to relative to the test's directory when it starts with "/"
+		written      string    // the file outside that must not be there
+		want         string
+		module       bool // a Go module, in no git work tree
+	}{
+		{
+			name:    "asyncapi file through a directory link",
+			schema:  minimal + "asyncapi: {file: link/x.yaml}\n",
+			link:    [2]string{"link", "../outside"},
+			written: "outside/x.yaml",
+			want:    `ping.lily.yaml:14:18: asyncapi file "link/x.yaml" leads outside the repository: it is not written`,
+		},
+		{
+			name:    "dangling link at the Go file's path",
+			schema:  minimal,
+			link:    [2]string{"out/pingmsg.lily.go", "/outside/evil.sh"},
+			written: "outside/evil.sh",
+			want:    `ping.lily.yaml:3:9: output "out" leads outside the repository: out/pingmsg.lily.go is not written`,
+		},
+		{
+			name:    "output out of the repository by ..",
+			schema:  strings.Replace(minimal, "output: out", "output: ../outside", 1),
+			written: "outside/pingmsg.lily.go",
+			want:    `ping.lily.yaml:3:9: output "../outside" leads outside the repository: ../outside/pingmsg.lily.go is not written`,
+		},
+		{
+			name:    "output in .git",
+			schema:  strings.Replace(minimal, "output: out", "output: .git/info", 1),
+			written: "repo/.git/info/pingmsg.lily.go",
+			want:    `ping.lily.yaml:3:9: output ".git/info" leads into a .git directory, git's own: .git/info/pingmsg.lily.go is not written`,
+		},
+		{
+			name:    "dangling link at the Go file's path, in a module",
+			schema:  minimal,
+			link:    [2]string{"out/pingmsg.lily.go", "/outside/evil.sh"},
+			written: "outside/evil.sh",
+			want:    `ping.lily.yaml:3:9: output "out" leads outside the Go module, and no git work tree holds it: out/pingmsg.lily.go is not written`,
+			module:  true,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			top := t.TempDir()
+			repo := filepath.Join(top, "repo")
+			for _, d := range []string{filepath.Join(repo, "out"), filepath.Join(top, "outside")} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.module {
+				writeFile(t, filepath.Join(repo, "go.mod"), "module example.com/shop\n")
+			} else if err := os.Mkdir(filepath.Join(repo, ".git"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(repo, "ping.lily.yaml"), c.schema)
+			if c.link[0] != "" {
+				to := c.link[1]
+				if strings.HasPrefix(to, "/") {
+					to = filepath.Join(top, to)
+				}
+				if err := os.Symlink(to, filepath.Join(repo, c.link[0])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, command := range []string{"generate", "check"} {
+				code, stdout, stderr := lilygen(t, repo, command, "ping.lily.yaml")
+				if code != exitUsage || !strings.Contains(stderr, c.want+" (the file a write reaches through symbolic links is what counts, as for an include) [BAD-OUTPUT]") {
+					t.Errorf("%s: exit %d, want 2 and %s\n%s%s", command, code, c.want, stdout, stderr)
+				}
+				if _, err := os.Lstat(filepath.Join(top, c.written)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("after %s, %s is there (%v)", command, c.written, err)
+				}
+			}
+		})
+	}
+}

@@ -343,10 +343,10 @@ func TestLeftovers(t *testing.T) {
 }
 
 // A schema of the same file name below this one may write its output
-// anywhere, outside its own directory too: what it generates now is its,
-// not a leftover of this one, which names the same source.
+// anywhere in its module, outside its own directory too: what it generates
+// now is its, not a leftover of this one, which names the same source.
 func TestLeftoversSpareANamesakesOutput(t *testing.T) {
-	dir := t.TempDir()
+	dir := shopModule(t)
 	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), minimal)
 	writeFile(t, filepath.Join(dir, "sub", "ping.lily.yaml"), strings.NewReplacer("output: out", "output: ../gen", "package: pingmsg", "package: subping").Replace(minimal))
 	for _, name := range []string{filepath.Join("sub", "ping.lily.yaml"), "ping.lily.yaml"} {
