@@ -259,10 +259,16 @@ func (b *breaker) binding(or route, oldFrom map[[3]string][]route) {
 	// Together: an old binding split into several is covered by them.
 	covered := accepts(bindingsOf(same), or.b, sourceType(b.new, or.b.Source))
 	// At the binding that changed: one from the same source that the
-	// old file does not have.
+	// old file does not have; with none left, at the queue or exchange
+	// that held the binding, when new still has it.
 	at := b.top
-	if len(same) > 0 {
+	switch {
+	case len(same) > 0:
 		at = same[0].b.Pos
+	case or.kind == "queue" && b.new.Queue(or.name) != nil:
+		at = b.new.Queue(or.name).Pos
+	case or.kind == "exchange" && b.new.Exchange(or.name) != nil:
+		at = b.new.Exchange(or.name).Pos
 	}
 	if i := slices.IndexFunc(same, func(nr route) bool {
 		return !slices.ContainsFunc(oldFrom[nr.from()], func(r route) bool { return sameBinding(r.b, nr.b) })

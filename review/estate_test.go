@@ -85,6 +85,24 @@ func TestBreakingBindingSubjectsKeepNames(t *testing.T) {
 	}
 }
 
+// A binding removed with every other from its exchange is placed at what
+// held it, the queue or the exchange it bound, which new still has, not at
+// the top of the file.
+func TestBreakingBindingRemovedPlacedAtWhatHeldIt(t *testing.T) {
+	exchanges := "exchanges:\n  src: {type: topic}\n  audit:\n    type: topic\n    ownership: owned\n    bindings: [{exchange: src, routing_key: a}]\nqueues:"
+	old := edit(t, "queues:", exchanges, "    max_body_bytes", "    bindings: [{exchange: src, routing_key: a}]\n    max_body_bytes")
+	new := parse(t, "new.lily.yaml", edit(t, "queues:", strings.Replace(exchanges, "    bindings: [{exchange: src, routing_key: a}]\n", "", 1)))
+	found := Breaking(parse(t, "old.lily.yaml", old), new)
+	if got := acksOf(found); !slices.Equal(got, []string{"BINDING-REMOVED@exchange:audit<-src/a", "BINDING-REMOVED@orders<-src/a"}) {
+		t.Fatalf("got %q", got)
+	}
+	for i, at := range []schema.Pos{new.Exchange("audit").Pos, new.Queue("orders").Pos} {
+		if f := found[i]; f.File != at.File || f.Line != at.Line || f.Column != at.Column {
+			t.Errorf("%s at %s:%d:%d, want %s:%d:%d", f.Ack(), f.File, f.Line, f.Column, at.File, at.Line, at.Column)
+		}
+	}
+}
+
 // A queue and an exchange of one name, bound alike, have subjects of their
 // own, so that acknowledging one leaves the other reported; so does a queue
 // whose name reads as the exchange's subject.
