@@ -48,7 +48,11 @@ func unifiedDiff(w io.Writer, name string, old, new []byte) {
 				fmt.Fprintf(w, "... (diff cut at %d lines)\n", diffLines)
 				return
 			}
-			fmt.Fprintf(w, "%c%s\n", o.kind, diffLine(o.text))
+			text, cut := strings.CutSuffix(o.text, noNewline)
+			fmt.Fprintf(w, "%c%s\n", o.kind, diffLine(text))
+			if cut {
+				fmt.Fprintln(w, `\ No newline at end of file`)
+			}
 			printed++
 		}
 	}
@@ -103,11 +107,20 @@ func span(before, after int) string {
 	return fmt.Sprintf("%d,%d", before+1, after-before)
 }
 
+// noNewline ends the last line of a text that has no final newline, as
+// splitLines returns it: no line holds a newline, so that line differs from
+// the same line with one, and the diff shows it as diff -u does.
+const noNewline = "\n"
+
 func splitLines(s string) []string {
 	if s == "" {
 		return nil
 	}
-	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	if !strings.HasSuffix(s, "\n") {
+		lines[len(lines)-1] += noNewline
+	}
+	return lines
 }
 
 // diffLinesOf is the edit script from a to b: common prefix and suffix kept,

@@ -272,6 +272,32 @@ func TestUnifiedDiff(t *testing.T) {
 	}
 }
 
+// A file that differs only by its final newline shows the difference, as
+// diff -u does, rather than a diff of headers alone; a last line without a
+// newline is no other line with one.
+func TestUnifiedDiffMissingFinalNewline(t *testing.T) {
+	for _, c := range []struct{ old, new, want string }{
+		{"a\nb\nc", "a\nb\nc\n", "@@ -1,3 +1,3 @@\n a\n b\n-c\n\\ No newline at end of file\n+c\n"},
+		{"a\nb\n", "a\nb", "@@ -1,2 +1,2 @@\n a\n-b\n+b\n\\ No newline at end of file\n"},
+		{"a\nx", "a\ny", "@@ -1,2 +1,2 @@\n a\n-x\n\\ No newline at end of file\n+y\n\\ No newline at end of file\n"},
+		{"a\nb", "a\nc\nb", "@@ -1,2 +1,3 @@\n a\n+c\n b\n\\ No newline at end of file\n"},
+	} {
+		var out bytes.Buffer
+		unifiedDiff(&out, "x.go", []byte(c.old), []byte(c.new))
+		if want := "--- x.go (on disk)\n+++ x.go (generated)\n" + c.want; out.String() != want {
+			t.Errorf("%q to %q:\n%s\nwant:\n%s", c.old, c.new, &out, want)
+		}
+	}
+
+	dir := t.TempDir()
+	path, content := generatePing(t, dir)
+	writeFile(t, path, strings.TrimSuffix(string(content), "\n"))
+	code, stdout, stderr := lilygen(t, dir, "check", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, "\n\\ No newline at end of file\n+") {
+		t.Errorf("check of a file cut by its final newline: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // A file on disk may hold anything: check's diff escapes an escape sequence
 // or a carriage return in its lines, so that they cannot forge the
 // terminal's output, nor a workflow command the CI log's, and keeps the
