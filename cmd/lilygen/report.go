@@ -103,6 +103,10 @@ func (f errorFormat) print(w io.Writer, d diag) {
 	if d.Note != "" {
 		msg += "\nnote: " + p(d.Note)
 	}
+	// And as text is (noCommands), though the runner reads the line as
+	// this command before a legacy one: the annotation shows what text
+	// shows. The file stays as it is, to name the file annotated.
+	msg = noCommands(msg)
 	props := "file=" + escapeProperty(d.File)
 	if d.Line > 0 {
 		props += fmt.Sprintf(",line=%d,col=%d", d.Line, d.Column)

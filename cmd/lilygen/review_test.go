@@ -780,7 +780,8 @@ func TestBreakingComparesRootSchemasNotNamed(t *testing.T) {
 // in any format and of any command (a review page and an AsyncAPI document
 // among them), on stdout or stderr, holds ##[ or starts with :: (after
 // whitespace), which the GitHub Actions runner would read as a command, but
-// the annotations of github-actions.
+// the annotations of github-actions, whose messages are escaped as text is
+// all the same.
 func TestOutputForgesNoWorkflowCommand(t *testing.T) {
 	const name = "##[stop-commands]tok"
 	schemaOf := func(pkg, queue, typ string) string {
@@ -808,7 +809,12 @@ func TestOutputForgesNoWorkflowCommand(t *testing.T) {
 			for _, l := range strings.Split(text, "\n") {
 				v2 := strings.HasPrefix(strings.TrimLeftFunc(l, unicode.IsSpace), "::")
 				if own && out == "stdout" && regexp.MustCompile(`^::(error|warning|notice) file=`).MatchString(l) {
-					continue // v2, which the runner reads first
+					// v2, which the runner reads first; its properties
+					// escape each colon, so the next :: starts the message.
+					if _, msg, _ := strings.Cut(l[2:], "::"); strings.Contains(msg, "##[") {
+						t.Errorf("%s: an annotation's message holds ##[: %s", args, l)
+					}
+					continue
 				}
 				if v2 || strings.Contains(l, "##[") {
 					t.Errorf("%s: %s line read as a workflow command: %s", args, out, l)
@@ -830,6 +836,7 @@ func TestOutputForgesNoWorkflowCommand(t *testing.T) {
 	// A schema error, a file and a flag named like a command.
 	writeFile(t, filepath.Join(repo, "::warning::c.lily.yaml"), "version: 1\npackage: cmsg\n\"##[error]y\": 1\n")
 	check([]string{"lint", "::warning::c.lily.yaml"}, `\::warning::c.lily.yaml:3:1: unknown key "##\[error]y"`)
+	check([]string{"lint", "--error-format=github-actions", "::warning::c.lily.yaml"}, `::unknown key "##\[error]y"`)
 	check([]string{"lint", "##[stop-commands]c.lily.yaml"}, `##\[stop-commands]c.lily.yaml`)
 	check([]string{"lint", "-##[stop-commands]c", "b.lily.yaml"}, `-##\[stop-commands]c`)
 	check([]string{"##[stop-commands]c"}, `unknown command "##\[stop-commands]c"`)
