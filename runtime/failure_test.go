@@ -856,6 +856,81 @@ func TestBrokerHandoffDiallingAtTheStopPublishesNothing(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}, bucket(q, time.Hour): {0, 0}})
 }
 
+// Run waits for the handoffs' close, begun beside the session's at the
+// stop, however long the broker takes to answer it within the step (a
+// resource alarm keeps it from reading the close): their own connection's
+// close, or the handoff channel's on a Config.Publisher's connection. Once
+// Run returns, the handoffs' own connection is gone.
+func TestBrokerRunWaitsForTheHandoffsClose(t *testing.T) {
+	t.Parallel()
+	t.Run("own connection", func(t *testing.T) {
+		t.Parallel()
+		runWaitsForTheHandoffsClose(t, false)
+	})
+	t.Run("publisher's connection", func(t *testing.T) {
+		t.Parallel()
+		runWaitsForTheHandoffsClose(t, true)
+	})
+}
+
+// runWaitsForTheHandoffsClose dead-letters one message, holds back the
+// handoffs' close at the proxy as the consumer stops, and checks that Run
+// has not returned until the broker received it.
+func runWaitsForTheHandoffsClose(t *testing.T, shared bool) {
+	q, p := behindProxy(t, "dead-1")
+	conn, closing := " handoff", faults.ConnectionClose
+	tweaks := []func(*runtime.Config){through(p), func(cfg *runtime.Config) {
+		// A step far longer than the test's waits: only the broker's
+		// answer may end the close held back.
+		cfg.StepTimeout, cfg.ShutdownGrace, cfg.ForceWindow = 5*time.Minute, 100*time.Millisecond, 100*time.Millisecond
+	}}
+	if shared {
+		pub := newPublisher(t, p.url(), 8)
+		tweaks = append(tweaks, func(cfg *runtime.Config) { cfg.Publisher = pub })
+		conn, closing = " publish", faults.ChannelClose
+	}
+	r := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		return runtime.Permanent(errors.New("bad"))
+	}, tweaks...)
+	wantPath(t, r.await(1)[0], runtime.PathDeadLettered)
+	held, release := make(chan struct{}), make(chan struct{})
+	free := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free)
+	var once sync.Once
+	p.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && strings.HasSuffix(f.Conn, conn) && f.Is(closing) {
+			once.Do(func() {
+				close(held)
+				<-release
+			})
+		}
+		return faults.Forward
+	})
+	stopped := make(chan *runtime.Report, 1)
+	go func() { stopped <- r.stop() }()
+	select {
+	case <-held:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the handoffs' close never reached the proxy")
+	}
+	// A Run that does not wait for the close returns at once.
+	select {
+	case <-r.done:
+		t.Error("Run returned while the handoffs' close waited for the broker")
+	case <-time.After(time.Second):
+	}
+	free()
+	if rep := <-stopped; len(rep.Unresolved) != 0 || rep.Abandoned != 0 {
+		t.Errorf("report: %s", rep)
+	}
+	if !shared {
+		eventually(t, 2*time.Minute, "the handoff connection gone", func() bool {
+			return !slices.ContainsFunc(p.Conns(), func(n string) bool { return strings.HasSuffix(n, " handoff") })
+		})
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {1, 0}})
+}
+
 // The original's handoff is still waiting for its confirm when its channel is
 // lost and the broker redelivers it: the redelivery waits (a paced requeue)
 // until the original's journey has kept its confirmed copy, and is then

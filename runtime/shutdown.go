@@ -168,7 +168,8 @@ func (c *Consumer) closeSession(r *run, s *session, by time.Time) {
 
 // closeHandoffs closes the handoffs' channel, and their connection unless it
 // is the Publisher's, by by at most. Run closes them too, for the ends that
-// bypass the shutdown; closing again does nothing.
+// bypass the shutdown; closing again waits for the close under way, which
+// is how Run waits for the shutdown's.
 func (c *Consumer) closeHandoffs(r *run, by time.Time) {
 	r.handoff.CloseBy(by)
 	if c.cfg.Publisher == nil {

@@ -54,7 +54,7 @@ type Publisher struct {
 	idPrefix                    string
 	seq                         atomic.Uint64
 
-	mu      sync.Mutex // guards current, opening, closed, renewed, stalled, stalls, exchanges and each channel's users and renewed
+	mu      sync.Mutex // guards current, opening, closed, shut, renewed, stalled, stalls, exchanges and each channel's users and renewed
 	current *channel
 	// exchanges is the record of exchanges found that the next channel
 	// opened on its connection shares.
@@ -71,6 +71,9 @@ type Publisher struct {
 	// failed; nil when none is opening.
 	opening chan struct{}
 	closed  bool
+	// shut is closed once every channel's close begun by Close has
+	// returned: a second close waits for it.
+	shut chan struct{}
 
 	returnsMu sync.Mutex      // guards pending and serialises drains
 	pending   map[string]bool // publish id → returned
@@ -752,14 +755,19 @@ func (p *Publisher) Close() { p.CloseBy(time.Now().Add(p.stepTimeout)) }
 // connection's broker reads no close either. Each channel's close starts at
 // once, whatever by, the retired channels' too: one the broker does not
 // answer in time keeps no other from being sent, and a close not waited for
-// still happens, in the background. Closing again does nothing.
+// still happens, in the background. Closing again closes nothing more, and
+// waits for those closes as the first did, until by at most.
 func (p *Publisher) CloseBy(by time.Time) {
 	p.mu.Lock()
 	if p.closed {
+		shut := p.shut
 		p.mu.Unlock()
+		awaitBy(shut, by)
 		return
 	}
 	p.closed = true
+	shut := make(chan struct{})
+	p.shut = shut
 	chans := slices.Collect(maps.Keys(p.renewed))
 	if p.current != nil {
 		chans = append(chans, p.current)
@@ -769,15 +777,9 @@ func (p *Publisher) CloseBy(by time.Time) {
 	for _, c := range chans {
 		wg.Go(func() { _ = c.close(context.Background()) })
 	}
-	closed := make(chan struct{})
 	go func() {
 		wg.Wait()
-		close(closed)
+		close(shut)
 	}()
-	t := step.Timer(by)
-	defer step.Release(t)
-	select {
-	case <-closed:
-	case <-t.C:
-	}
+	awaitBy(shut, by)
 }

@@ -49,6 +49,9 @@ type Conn struct {
 	// the publisher's backoff), which then fails at once rather than wait
 	// its own bound out after Close.
 	closing chan struct{}
+	// shut is closed once the close under way has ended, every
+	// connection's close returned: a second close waits for it.
+	shut chan struct{}
 	// dials counts the dials ended: a publish that waited for one takes
 	// its outcome rather than dial again at once.
 	dials uint64
@@ -472,15 +475,22 @@ func (c *Conn) Close() { c.CloseBy(time.Now().Add(c.stepTimeout)) }
 // the broker may not read a blocked connection (a resource alarm) until the
 // alarm clears, so the close-ok could wait as long. It waits without the
 // lock: a publish that needs the connection meanwhile fails at once, not
-// once the close ends. Closing again does nothing.
+// once the close ends. Closing again closes nothing more, and waits for the
+// close under way until by at most: its caller, too, may count the
+// connections closed once it returns in time.
 func (c *Conn) CloseBy(by time.Time) {
 	c.mu.Lock()
 	if c.closed {
+		shut := c.shut
 		c.mu.Unlock()
+		awaitBy(shut, by)
 		return
 	}
 	c.closed = true
 	close(c.closing)
+	shut := make(chan struct{})
+	c.shut = shut
+	defer close(shut)
 	links := c.links
 	c.links = nil
 	c.mu.Unlock()
@@ -489,4 +499,14 @@ func (c *Conn) CloseBy(by time.Time) {
 		wg.Go(func() { _ = l.conn.CloseDeadline(by) })
 	}
 	wg.Wait()
+}
+
+// awaitBy waits until done is closed, or until by.
+func awaitBy(done <-chan struct{}, by time.Time) {
+	t := step.Timer(by)
+	defer step.Release(t)
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
