@@ -126,7 +126,7 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 		return Plan{Action: ActDeadLetter, Reason: "quarantined: " + o.Reason}
 	}
 	if o.CompletedEarlier {
-		return Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous"}
+		return Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous or never sent"}
 	}
 	switch o.Handoff.Status {
 	case outcome.HandoffConfirmed:

@@ -79,7 +79,7 @@ func TestDecideTable(t *testing.T) {
 		{"undecodable by the client → broker-native dead-letter", outcome.Outcome{Rejection: outcome.RejectQuarantined, Reason: "a header value of type 'L'"}, 1, time.Minute,
 			Plan{Action: ActDeadLetter, Reason: "quarantined: a header value of type 'L'"}},
 		{"redelivery of completed work → ack without the handler", outcome.Outcome{CompletedEarlier: true}, 2, time.Minute,
-			Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous"}},
+			Plan{Action: ActAck, Reason: "settled from the record: the work completed on an earlier delivery whose ack was ambiguous or never sent"}},
 		{"ack sent → done", outcome.Outcome{Handler: ok, Settlement: outcome.SettlementEvidence{Status: outcome.AckSent}}, 1, time.Minute,
 			Plan{Action: ActDone, Reason: "ack sent"}},
 		{"no authority → unresolved", outcome.Outcome{Handler: ok, Settlement: outcome.SettlementEvidence{Status: outcome.SettlementNotAttempted, Detail: "channel closed"}}, 1, time.Minute,
