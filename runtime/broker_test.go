@@ -437,7 +437,9 @@ func TestBrokerTypedNilHandlerErrorIsRetried(t *testing.T) {
 }
 
 // A handoff that fails is followed by exactly one requeueing NACK, paced so a
-// persistent failure (here: the DLQ was deleted) cannot spin.
+// persistent failure (here: the DLQ was deleted) cannot spin. Each record
+// keeps why the handoff failed, as the broker's Return said it, and the
+// handler's cause.
 func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 	t.Parallel()
 	q := brokerSpec(t)
@@ -449,10 +451,11 @@ func TestBrokerHandoffFailureRequeuesOncePaced(t *testing.T) {
 	recs := c.await(3)
 	took := time.Since(begin)
 	redelivered := 0
+	dlq := q.Topology.DeadLetterQueue
 	for i, rec := range recs[:3] {
 		wantPath(t, rec, runtime.PathRequeued)
-		if rec.Handoff != "returned" || !strings.HasPrefix(rec.Reason, "handoff to ") {
-			t.Errorf("record %d: %+v", i, rec)
+		if want := "handoff to " + dlq + " returned (unroutable: no queue named " + dlq + "): no"; rec.Handoff != "returned" || rec.Reason != want {
+			t.Errorf("record %d: %+v, want the reason %q", i, rec, want)
 		}
 		if rec.Redelivered {
 			redelivered++

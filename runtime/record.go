@@ -46,7 +46,9 @@ type Record struct {
 	Attempt     int    `json:"attempt"`
 	Redelivered bool   `json:"redelivered"`
 	Path        Path   `json:"path"`
-	// Reason is why the delivery took its path, with the failing step's detail.
+	// Reason is why the delivery took its path, with the failing step's
+	// detail: after a failed handoff, what the broker or the publisher said
+	// of it, then the handler's cause.
 	Reason string `json:"reason"`
 	// Rejection is why the delivery never reached a handler: "oversized",
 	// "quarantined" (the AMQP client could not decode its headers),

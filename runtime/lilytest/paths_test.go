@@ -420,9 +420,16 @@ func TestTimedOutCommitIsTheInboxs(t *testing.T) {
 
 // As TestBrokerHandoffFailureRequeuesOncePaced and
 // TestBrokerHandoffNackedByTheBrokerRequeues: each failed handoff is
-// followed by one NACK with requeue, and spends no retry.
+// followed by one NACK with requeue, and spends no retry. Its reason keeps
+// what the broker said of the handoff (the fake broker's detail) and the
+// handler's cause.
 func TestHandoffFailureRequeues(t *testing.T) {
-	for _, answer := range []string{"returned", "nacked", "timed out", "failed"} {
+	for answer, detail := range map[string]string{
+		"returned":  "unroutable: returned by lilytest's broker",
+		"nacked":    "the broker refused the publish",
+		"timed out": "no confirm in time",
+		"failed":    "publish: lilytest's broker failed the write",
+	} {
 		t.Run(answer, func(t *testing.T) {
 			t.Parallel()
 			h := harness(t, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
@@ -431,8 +438,11 @@ func TestHandoffFailureRequeues(t *testing.T) {
 			h.AnswerHandoffs(answer)
 			res := h.Deliver(order(t, "stuck-1"))
 			wantPath(t, res, runtime.PathRequeued)
-			if res.Handoff != answer || res.Destination != "lilytest.dlq" || res.Settlement != "requeue" || !strings.HasPrefix(res.Reason, "handoff to lilytest.dlq "+answer) {
+			if res.Handoff != answer || res.Destination != "lilytest.dlq" || res.Settlement != "requeue" {
 				t.Errorf("result %+v", res)
+			}
+			if want := "handoff to lilytest.dlq " + answer + " (" + detail + "): no"; res.Reason != want {
+				t.Errorf("reason %q, want %q", res.Reason, want)
 			}
 			if res.Copy == nil || res.Copy.Headers[guard.HeaderFailureKind] != "permanent" {
 				t.Errorf("copy %+v", res.Copy)

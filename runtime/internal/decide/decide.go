@@ -134,7 +134,7 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 		// is the delivery's path.
 		return Plan{Action: ActAck, Reason: "handoff confirmed"}
 	case outcome.HandoffReturned, outcome.HandoffNacked, outcome.HandoffTimedOut, outcome.HandoffFailed:
-		return giveBack(o, attempt, q, remaining, "handoff to "+o.Handoff.Destination+" "+o.Handoff.Status.String())
+		return giveBack(o, attempt, q, remaining, handoffFailure(o.Handoff))
 	}
 	if o.Deferred || o.Commit == outcome.CommitAmbiguous {
 		why := "deferred; no application retry used"
@@ -214,6 +214,22 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 		Reason:      onAttempt(why, attempt, q),
 	}, remaining)
 }
+
+// handoffFailure says which handoff failed and what the broker or the
+// publisher said of it: the record keeps the cause, not only the word. The
+// detail is bounded on its own so that the handler's cause, which
+// FailureReason adds after it, still finds room within MaxCause.
+func handoffFailure(h outcome.HandoffEvidence) string {
+	why := "handoff to " + h.Destination + " " + h.Status.String()
+	if h.Detail == "" {
+		return why
+	}
+	return why + " (" + sanitize.Text(h.Detail, maxHandoffDetail) + ")"
+}
+
+// maxHandoffDetail bounds a failed handoff's detail in its reason: room for
+// "unroutable: no queue named " and a long retry bucket's name.
+const maxHandoffDetail = 100
 
 // attemptOf says "attempt n of max"; decide runs on every delivery, so no fmt.
 func attemptOf(attempt int, q Policy) string {

@@ -1,11 +1,13 @@
 package decide
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/outcome"
 )
 
@@ -58,6 +60,8 @@ func TestDecideTable(t *testing.T) {
 			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 4, Reason: "retries exhausted after attempt 4 of 4"}},
 		{"4 handoff returned → one paced requeue", outcome.Outcome{Handler: permanent, Handoff: outcome.HandoffEvidence{Destination: "orders.dlq", Status: outcome.HandoffReturned}}, 1, time.Minute,
 			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handoff to orders.dlq returned"}},
+		{"4 handoff returned → the requeue says why it was", outcome.Outcome{Handler: permanent, Handoff: outcome.HandoffEvidence{Destination: "orders.dlq", Status: outcome.HandoffReturned, Detail: "unroutable: no queue named orders.dlq"}}, 1, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: "handoff to orders.dlq returned (unroutable: no queue named orders.dlq)"}},
 		{"4 handoff timed out, third time → longer pause", outcome.Outcome{Handler: retryable, PriorRequeues: 2, Handoff: outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: outcome.HandoffTimedOut}}, 1, time.Minute,
 			Plan{Action: ActRequeue, Delay: 4 * requeuePause, Reason: "handoff to orders.retry.1s timed out"}},
 		{"4 pause never exceeds its cap", outcome.Outcome{Handler: retryable, PriorRequeues: 60, Handoff: outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: outcome.HandoffFailed}}, 1, time.Hour,
@@ -122,11 +126,11 @@ func TestDecideDeliveryLimit(t *testing.T) {
 	deferred := outcome.Outcome{Claim: outcome.InboxDeferred, Deferred: true, Reason: "inbox: lease held"}
 	at := func(o outcome.Outcome, count int) outcome.Outcome { o.DeliveryCount = count; return o }
 	failedTo := func(dest string) outcome.Outcome {
-		return outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable}, Handoff: outcome.HandoffEvidence{Destination: dest, Status: outcome.HandoffReturned}}
+		return outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable}, Handoff: outcome.HandoffEvidence{Destination: dest, Status: outcome.HandoffReturned, Detail: "unroutable"}}
 	}
-	writtenTo := func(dest string, status outcome.HandoffStatus) outcome.Outcome {
+	writtenTo := func(dest string, status outcome.HandoffStatus, detail string) outcome.Outcome {
 		o := failedTo(dest)
-		o.Handoff.Status, o.Handoff.Published = status, true
+		o.Handoff.Status, o.Handoff.Detail, o.Handoff.Published = status, detail, true
 		return o
 	}
 	rows := []struct {
@@ -141,13 +145,13 @@ func TestDecideDeliveryLimit(t *testing.T) {
 		{"deferred at the limit → DLQ with Lily's facts", q, at(deferred, 5), time.Minute,
 			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 5): deferred; no application retry used: inbox: lease held"}},
 		{"a retry handoff failed at the limit → DLQ", q, at(failedTo("orders.retry.1s"), 7), time.Minute,
-			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 7): handoff to orders.retry.1s returned"}},
-		{"a retry handoff written, unconfirmed, at the limit → requeue: its copy may exist", q, at(writtenTo("orders.retry.1s", outcome.HandoffTimedOut), 7), time.Minute,
-			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "handoff to orders.retry.1s timed out"}},
-		{"a retry handoff nacked at the limit → requeue: a reject-publish-dlx bucket dead-lettered a copy", q, at(writtenTo("orders.retry.1s", outcome.HandoffNacked), 7), time.Minute,
-			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "handoff to orders.retry.1s nacked"}},
+			Plan{Action: ActHandoff, Destination: "orders.dlq", NextAttempt: 2, Reason: "delivery limit 5 reached (x-delivery-count 7): handoff to orders.retry.1s returned (unroutable)"}},
+		{"a retry handoff written, unconfirmed, at the limit → requeue: its copy may exist", q, at(writtenTo("orders.retry.1s", outcome.HandoffTimedOut, "no confirm in time"), 7), time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "handoff to orders.retry.1s timed out (no confirm in time)"}},
+		{"a retry handoff nacked at the limit → requeue: a reject-publish-dlx bucket dead-lettered a copy", q, at(writtenTo("orders.retry.1s", outcome.HandoffNacked, "the broker refused the publish"), 7), time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePauseMax, Reason: "handoff to orders.retry.1s nacked (the broker refused the publish)"}},
 		{"the DLQ handoff failed at the limit → requeue: the broker dead-letters it", q, at(failedTo("orders.dlq"), 5), time.Minute,
-			Plan{Action: ActRequeue, Delay: 32 * requeuePause, Reason: "handoff to orders.dlq returned"}},
+			Plan{Action: ActRequeue, Delay: 32 * requeuePause, Reason: "handoff to orders.dlq returned (unroutable)"}},
 		{"at the limit, no budget for a handoff → requeue", q, at(deferred, 5), time.Second,
 			Plan{Action: ActRequeue, Reason: "budget too short for a handoff (delivery limit 5 reached (x-delivery-count 5): deferred; no application retry used: inbox: lease held)"}},
 		{"no limit → requeue, whatever the count", none, at(deferred, 500), time.Minute,
@@ -290,5 +294,48 @@ func TestStarts(t *testing.T) {
 		if spent == row.want {
 			t.Errorf("remaining %s: Starts %v, but Decide says budget spent %v", row.remaining, row.want, spent)
 		}
+	}
+}
+
+// A handoff that failed is followed by its requeue; the record's reason
+// (FailureReason of that requeue's plan) keeps what the broker or the
+// publisher said of the handoff as well as the handler's cause, so the
+// failure is kept beyond the diagnostics event that a stage filter may
+// drop. The handoff's detail is sanitized and bounded so that it never
+// crowds the handler's cause out of MaxCause.
+func TestFailureReasonKeepsTheHandoffsCause(t *testing.T) {
+	q := testPolicy()
+	failed := func(status outcome.HandoffStatus, detail string) outcome.Outcome {
+		return outcome.Outcome{
+			Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Cause: "db busy"},
+			Handoff: outcome.HandoffEvidence{Destination: "orders.retry.1s", Status: status, Detail: detail},
+		}
+	}
+	hostile := "open channel: \x1b[31m" + strings.Repeat("x", 500)
+	for _, tc := range []struct {
+		name string
+		o    outcome.Outcome
+		want string
+	}{
+		{"returned", failed(outcome.HandoffReturned, "unroutable: no queue named orders.retry.1s"),
+			"handoff to orders.retry.1s returned (unroutable: no queue named orders.retry.1s): db busy"},
+		{"timed out", failed(outcome.HandoffTimedOut, "no confirm in time"),
+			"handoff to orders.retry.1s timed out (no confirm in time): db busy"},
+		{"failed, without a detail", failed(outcome.HandoffFailed, ""),
+			"handoff to orders.retry.1s failed: db busy"},
+	} {
+		plan := Decide(tc.o, 1, q, time.Minute)
+		if plan.Action != ActRequeue {
+			t.Fatalf("%s: plan %+v, want the bounded requeue", tc.name, plan)
+		}
+		if got := FailureReason(plan, tc.o); got != tc.want {
+			t.Errorf("%s: reason\n%q, want\n%q", tc.name, got, tc.want)
+		}
+	}
+	o := failed(outcome.HandoffFailed, hostile)
+	got := FailureReason(Decide(o, 1, q, time.Minute), o)
+	if !strings.HasPrefix(got, `handoff to orders.retry.1s failed (open channel: \x1b[31mxxx`) || !strings.HasSuffix(got, "...): db busy") ||
+		len(got) > MaxCause || sanitize.Text(got, MaxCause) != got {
+		t.Errorf("a long hostile detail: reason %q (%d bytes), want it escaped and cut before the handler's cause", got, len(got))
 	}
 }
