@@ -16,6 +16,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -116,6 +117,9 @@ func quoted(names ...string) string {
 type Options struct {
 	// LockTimeout is how long a claim waits on another worker's open claim of
 	// the same message id before it defers. Default 2s.
+	// PostgreSQL takes at most 2147483647ms (about 24.8 days): an inbox
+	// with a longer LockTimeout or IdleTimeout defers every claim as
+	// misconfigured.
 	LockTimeout time.Duration
 	// IdleTimeout, when set, ends a claim whose transaction sits idle (no
 	// statement running) that long: the server closes the session, the claim
@@ -135,10 +139,17 @@ const (
 	DefaultResolveEvery = 100 * time.Millisecond
 )
 
+// maxTimeout is the longest lock_timeout or
+// idle_in_transaction_session_timeout PostgreSQL takes.
+const maxTimeout = math.MaxInt32 * time.Millisecond
+
 // Inbox implements runtime.Inbox on a pgx pool.
 type Inbox struct {
 	pool *pgxpool.Pool
 	opts Options
+	// bad says which option PostgreSQL would refuse, failing every claim:
+	// New returns no error, so each claim reports it.
+	bad error
 	// table is the lily_inbox the claims use, pinned by the first claim:
 	// nil until then, or again after a claim found the pinned one
 	// misconfigured before any claim had found it.
@@ -193,7 +204,16 @@ func New(pool *pgxpool.Pool, opts Options) *Inbox {
 	if opts.ResolveEvery <= 0 {
 		opts.ResolveEvery = DefaultResolveEvery
 	}
-	return &Inbox{pool: pool, opts: opts}
+	in := &Inbox{pool: pool, opts: opts}
+	for _, o := range []struct {
+		name string
+		d    time.Duration
+	}{{"LockTimeout", opts.LockTimeout}, {"IdleTimeout", opts.IdleTimeout}} {
+		if o.d > maxTimeout {
+			in.bad = fmt.Errorf("the Options' %s, %s, is longer than PostgreSQL takes (%dms, %s)", o.name, o.d, maxTimeout/time.Millisecond, maxTimeout)
+		}
+	}
+	return in
 }
 
 // SQLSTATE lock_not_available: lock_timeout expired.
@@ -226,7 +246,8 @@ func errMisconfigured(err error) error {
 
 // Begin opens a transaction and inserts the claim row in it. Its error says
 // when the inbox is misconfigured (no lily_inbox in the search_path, a
-// privilege on it missing, a role that may not connect).
+// privilege on it missing, a role that may not connect, an option's
+// timeout longer than PostgreSQL takes).
 //
 // The first claim pins the table: the lily_inbox its session's search_path
 // finds first, the one the unqualified name would be (Migrate creates it in
@@ -234,6 +255,9 @@ func errMisconfigured(err error) error {
 // claim, and every look-up of a lost COMMIT, names that schema's table
 // whatever the search_path of its connection then is.
 func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime.InboxTx, error) {
+	if in.bad != nil {
+		return nil, errMisconfigured(in.bad)
+	}
 	tx, err := in.pool.Begin(ctx)
 	if misconfigured(err) {
 		return nil, errMisconfigured(err)

@@ -676,6 +676,42 @@ func TestMisconfiguredInboxSaysSo(t *testing.T) {
 	}
 }
 
+// A timeout PostgreSQL cannot take (over 2147483647 ms, about 24.8 days)
+// would fail every claim's SET, no redelivery mending it: the claims say
+// the inbox is misconfigured, as operators are told to alert on, and name
+// the option. The limit itself is taken.
+func TestTimeoutOverTheServersLimitIsMisconfigured(t *testing.T) {
+	const limit = 2147483647 * time.Millisecond
+	for name, c := range map[string]struct {
+		opts pginbox.Options
+		says string // "": claimed
+	}{
+		"LockTimeout over the limit": {pginbox.Options{LockTimeout: 30 * 24 * time.Hour}, "the Options' LockTimeout, 720h0m0s,"},
+		"IdleTimeout over the limit": {pginbox.Options{IdleTimeout: limit + time.Nanosecond}, "the Options' IdleTimeout, 596h31m23.647000001s,"},
+		"LockTimeout at the limit":   {pginbox.Options{LockTimeout: limit}, ""},
+		"IdleTimeout at the limit":   {pginbox.Options{IdleTimeout: limit}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			tx, err := pginbox.New(e.pool, c.opts).Begin(e.ctx, e.prefix, "m1")
+			got, detail := answer(tx, err)
+			if c.says == "" {
+				if got != "claimed" {
+					t.Fatalf("Begin = %s (%s); want claimed", got, detail)
+				}
+				tx.Rollback(e.ctx)
+				return
+			}
+			if got != "deferred" || !strings.Contains(detail, "the inbox is misconfigured") || !strings.Contains(detail, c.says) {
+				t.Fatalf("Begin = %s (%s); want deferred, the inbox misconfigured (%s)", got, detail, c.says)
+			}
+			if n := e.pool.Stat().AcquiredConns(); n != 0 {
+				t.Errorf("%d connections acquired after the failed claim, want 0", n)
+			}
+		})
+	}
+}
+
 // connectWith returns a pool to the PostgreSQL at url with its config
 // changed by change. It connects lazily, so a config that cannot connect
 // fails at the first use.
