@@ -116,7 +116,9 @@ func quoted(names ...string) string {
 // Options tune an Inbox. The zero value takes the defaults.
 type Options struct {
 	// LockTimeout is how long a claim waits on another worker's open claim of
-	// the same message id before it defers. Default 2s.
+	// the same message id before it defers. Default 2s. The wait ends
+	// earlier when Begin's context leaves less, with time kept back for the
+	// server's answer: keep LockTimeout well under the runtime's StepTimeout.
 	// PostgreSQL takes at most 2147483647ms (about 24.8 days): an inbox
 	// with a longer LockTimeout or IdleTimeout defers every claim as
 	// misconfigured.
@@ -269,7 +271,15 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	// materialized CTE reads the lock_timeout in force before it is replaced.
 	set := `WITH prior AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v)
 		SELECT v, set_config('lock_timeout', $1, true)`
-	args := []any{millis(in.opts.LockTimeout)}
+	// The claim waits on another's no longer than ctx leaves before its
+	// reserve, so that PostgreSQL answers 55P03 and the rollback still has
+	// time: at ctx's end pgx would close the connection to cancel the wait,
+	// and the pool lose it.
+	wait, cut := in.opts.LockTimeout, ""
+	if left, ok := reserve.Left(ctx); ok && left < wait {
+		wait, cut = max(left, time.Millisecond), ", cut to end before the claim's context"
+	}
+	args := []any{millis(wait)}
 	var prior string
 	into := []any{&prior, nil}
 	if in.opts.IdleTimeout > 0 {
@@ -327,7 +337,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 		return nil, fmt.Errorf("pginbox: already committed for this consumer: %w", runtime.ErrDuplicate)
 	case errors.As(err, &pgErr) && pgErr.Code == lockNotAvailable:
 		_ = tx.Rollback(ctx)
-		return nil, fmt.Errorf("pginbox: another worker holds the claim (waited lock_timeout %s)", in.opts.LockTimeout)
+		return nil, fmt.Errorf("pginbox: another worker holds the claim (waited lock_timeout %s%s)", wait.Round(time.Millisecond), cut)
 	case misconfigured(err):
 		_ = tx.Rollback(ctx)
 		if !t.found.Load() {

@@ -463,6 +463,38 @@ func TestDeferredClaimHoldsNoConnection(t *testing.T) {
 	e.commit(e.claim(inbox, "claimed"))
 }
 
+// A claim whose context ends before LockTimeout (the runtime's step, or
+// the little budget a delivery has left) waits on a held claim only until
+// shortly before its context ends: PostgreSQL answers lock_not_available,
+// and the claim defers saying another worker holds it, its connection kept.
+// Waiting on to the context's end, pgx would close the connection to cancel
+// the statement, one connection of the pool lost per deferral.
+func TestClaimWaitEndsBeforeItsContext(t *testing.T) {
+	e := newEnv(t)
+	inbox := pginbox.New(e.pool, pginbox.Options{LockTimeout: 3 * time.Second})
+	holder := e.claim(inbox, "claimed")
+	defer holder.Rollback(e.ctx)
+	// A second connection made and given back: the deferrals need no new one.
+	other, err := inbox.Begin(e.ctx, e.prefix, "m2")
+	if got, detail := answer(other, err); got != "claimed" {
+		t.Fatalf("Begin of m2 = %s (%s); want claimed", got, detail)
+	}
+	other.Rollback(e.ctx)
+	made := e.pool.Stat().NewConnsCount()
+	for range 3 {
+		ctx, cancel := context.WithTimeout(e.ctx, 500*time.Millisecond)
+		tx, err := inbox.Begin(ctx, e.prefix, "m1")
+		ended := ctx.Err()
+		cancel()
+		if got, detail := answer(tx, err); got != "deferred" || !strings.Contains(detail, "another worker holds the claim") || !strings.Contains(detail, "cut to end before the claim's context") || ended != nil {
+			t.Errorf("Begin on a held claim with 500ms = %s (%s), its context %v; want deferred, another worker holding the claim, before the context ended", got, detail, ended)
+		}
+	}
+	if n := e.pool.Stat().NewConnsCount() - made; n != 0 {
+		t.Errorf("%d connections made by the pool for three deferrals, want 0", n)
+	}
+}
+
 func TestBeginWithoutDatabaseIsAnError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -1,7 +1,8 @@
 // Package reserve keeps part of a step's time back from an inbox's commit: a
 // commit cut at its own, earlier deadline still leaves the step room to look
 // its outcome up, or to try it again, where one given the whole step would
-// leave none and could only be called ambiguous.
+// leave none and could only be called ambiguous. A claim's wait on a lock
+// ends as early, so that the server's answer and the rollback still fit.
 package reserve
 
 import (
@@ -24,6 +25,17 @@ func Before(ctx context.Context) (context.Context, context.CancelFunc) {
 		return context.WithCancel(ctx)
 	}
 	return context.WithDeadline(ctx, deadline.Add(-kept(time.Until(deadline))))
+}
+
+// Left is the time ctx leaves before its reserve, as Before's deadline
+// would; ok is false when ctx has no deadline.
+func Left(ctx context.Context) (left time.Duration, ok bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	left = time.Until(deadline)
+	return left - kept(left), true
 }
 
 // kept is the reserve of a step with left to run.

@@ -42,3 +42,19 @@ func TestBefore(t *testing.T) {
 		t.Error("a deadline from a context without one")
 	}
 }
+
+// Left is at most what Before leaves, and has nothing to say of a context
+// without a deadline.
+func TestLeft(t *testing.T) {
+	parent, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	end, _ := parent.Deadline()
+	most := time.Until(end.Add(-Max))
+	left, ok := Left(parent)
+	if least := time.Until(end.Add(-Max)); !ok || left > most || left < least {
+		t.Errorf("Left = %v, %v; want between %v and %v", left, ok, least, most)
+	}
+	if left, ok := Left(context.Background()); ok {
+		t.Errorf("Left of a context without a deadline = %v, true", left)
+	}
+}
