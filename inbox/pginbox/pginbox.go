@@ -225,11 +225,15 @@ const lockNotAvailable = "55P03"
 // class: 42, syntax error or access rule violation (for the claim, lily_inbox
 // missing from the search_path, 42P01, a privilege on it missing, 42501, or a
 // table of another shape); 28, the role may not connect; 3D and 3F, no such
-// database or schema.
+// database or schema; or by its code: 25006, read_only_sql_transaction, the
+// session may not write (default_transaction_read_only, or a hot standby).
 func misconfigured(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
 		return false
+	}
+	if pgErr.Code == "25006" {
+		return true
 	}
 	switch pgErr.Code[:2] {
 	case "42", "28", "3D", "3F":
@@ -248,8 +252,8 @@ func errMisconfigured(err error) error {
 
 // Begin opens a transaction and inserts the claim row in it. Its error says
 // when the inbox is misconfigured (no lily_inbox in the search_path, a
-// privilege on it missing, a role that may not connect, an option's
-// timeout longer than PostgreSQL takes).
+// privilege on it missing, a role that may not connect, a read-only
+// session, an option's timeout longer than PostgreSQL takes).
 //
 // The first claim pins the table: the lily_inbox its session's search_path
 // finds first, the one the unqualified name would be (Migrate creates it in

@@ -692,6 +692,27 @@ func TestMisconfiguredInboxSaysSo(t *testing.T) {
 		"a database that does not exist": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
 			return connectWith(t, ctx, services.PostgreSQL(t), func(cfg *pgxpool.Config) { cfg.ConnConfig.Database = "lily_inbox_nowhere" })
 		}, "SQLSTATE 3D"},
+		// As on a hot standby, or with a role whose sessions are read-only.
+		"a read-only session": {func(t *testing.T, ctx context.Context) *pgxpool.Pool {
+			url := services.PostgreSQL(t)
+			schema := fmt.Sprintf("lily_inbox_readonly_%d", time.Now().UnixNano())
+			admin := connectAs(t, ctx, url, schema, "")
+			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if _, err := admin.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+					t.Error(err)
+				}
+			})
+			if err := pginbox.Migrate(ctx, admin); err != nil {
+				t.Fatal(err)
+			}
+			return connectWith(t, ctx, url, func(cfg *pgxpool.Config) {
+				cfg.ConnConfig.RuntimeParams["search_path"] = schema
+				cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+			})
+		}, "SQLSTATE 25006"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
