@@ -505,9 +505,13 @@ func (in *Inbox) resolve(ctx context.Context, claim claimRow, lost string) error
 		case *status == "committed":
 			// The id alone is not proof: a failover to a standby that was
 			// behind hands out the lost transactions' ids again. The row
-			// the claim inserted, with its id, is. pg_xact_status says
-			// committed only once the transaction has left the running
-			// ones, so this later statement's snapshot sees its row.
+			// the claim inserted, with its id, is. Current PostgreSQL
+			// says committed only once the transaction has left the
+			// running ones, so this later statement's snapshot sees its
+			// row; older releases read the commit log alone, and a
+			// COMMIT still waiting (for a synchronous standby) reads
+			// committed with its row unseen: failed below, a wasted
+			// attempt (docs/inbox.md).
 			var found bool
 			err := in.pool.QueryRow(ctx, claim.table.row, claim.consumer, claim.messageID, claim.xid).Scan(&found)
 			switch {
