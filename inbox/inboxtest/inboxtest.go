@@ -28,7 +28,10 @@ import (
 type Harness struct {
 	// Inbox is the adapter under test. A claim competing with an open one
 	// must defer within a few seconds (a short lock timeout or lease check):
-	// the suite waits for it.
+	// the suite waits for it, and fails one that defers only as Begin's
+	// context ends (a case's context lasts 30 seconds). Under the runtime
+	// that context is the step's: a deferral at its end reads as a database
+	// that did not answer.
 	Inbox runtime.Inbox
 	// Write adds one business row with key inside the claim's transaction,
 	// which ctx carries (it comes from InboxTx.Bind).
@@ -71,6 +74,8 @@ func Run(t *testing.T, h Harness) {
 		type answer struct {
 			tx  runtime.InboxTx
 			err error
+			// late: the case's context had ended when Begin returned.
+			late bool
 		}
 		answers := make([]answer, 2)
 		var wg sync.WaitGroup
@@ -80,6 +85,7 @@ func Run(t *testing.T, h Harness) {
 				<-start
 				a := &answers[i]
 				a.tx, a.err = c.begin(c.consumer, "m1")
+				a.late = c.ctx.Err() != nil
 			})
 		}
 		close(start)
@@ -98,6 +104,9 @@ func Run(t *testing.T, h Harness) {
 				deferred++
 				if a.tx != nil {
 					t.Errorf("deferred claim (%v) came with a transaction", a.err)
+				}
+				if a.late {
+					t.Errorf("competing claim deferred only as its context ended (%v), want it deferred well before", a.err)
 				}
 			default:
 				t.Errorf("concurrent claim: tx %v, err %v", a.tx, a.err)

@@ -17,16 +17,18 @@ import (
 
 // tiedEnv, set to 1, makes TestSuite's adapter tie its transactions to
 // Begin's context; swallowEnv, set to 1, makes it report the commit of an
-// aborted transaction done.
+// aborted transaction done; blockEnv, set to 1, makes a competing claim wait
+// until its context ends.
 const (
 	tiedEnv    = "LILY_INBOXTEST_TIED"
 	swallowEnv = "LILY_INBOXTEST_SWALLOW"
+	blockEnv   = "LILY_INBOXTEST_BLOCK"
 )
 
 // The suite passes a sound adapter: what it fails, below, is the tie, or
 // the swallowed abort, alone.
 func TestSuite(t *testing.T) {
-	m := &memory{tied: os.Getenv(tiedEnv) == "1", swallow: os.Getenv(swallowEnv) == "1"}
+	m := &memory{tied: os.Getenv(tiedEnv) == "1", swallow: os.Getenv(swallowEnv) == "1", block: os.Getenv(blockEnv) == "1"}
 	inboxtest.Run(t, inboxtest.Harness{Inbox: m, Write: m.write, Rows: m.rows, Claims: m.claims, Abort: m.abort})
 }
 
@@ -63,11 +65,33 @@ func TestSuiteFailsAnAdapterSwallowingAnAbort(t *testing.T) {
 	}
 }
 
+// An adapter whose competing claim waits until its context ends, and defers
+// only then, fails the suite: under the runtime that context is the step's,
+// and the deferral would read as a database that did not answer. The suite's
+// context lasts 30 seconds, which this test waits out: not in the quick
+// tier.
+func TestSuiteFailsAClaimWaitingOutItsContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out the suite's 30 s context")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSuite$", "-test.count=1")
+	cmd.Env = append(os.Environ(), blockEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the suite on a claim waiting out its context: %v, want it failed; its output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "deferred only as its context ended") {
+		t.Errorf("the suite failed, but not on the late deferral; its output:\n%s", out)
+	}
+}
+
 // memory is an in-memory adapter: a claim holds its key until it commits or
 // rolls back, and a competing claim defers at once.
 type memory struct {
 	tied    bool // a transaction dies when Begin's context ends
 	swallow bool // the commit of an aborted transaction answers nil
+	block   bool // a competing claim waits until its context ends
 
 	mu        sync.Mutex
 	open      map[claimKey]bool
@@ -94,6 +118,11 @@ func (m *memory) Begin(ctx context.Context, consumer, id string) (runtime.InboxT
 	switch {
 	case m.committed[k]:
 		return nil, runtime.ErrDuplicate
+	case m.open[k] && m.block:
+		m.mu.Unlock()
+		<-ctx.Done()
+		m.mu.Lock()
+		return nil, ctx.Err()
 	case m.open[k]:
 		return nil, errors.New("another claim holds the key")
 	}
