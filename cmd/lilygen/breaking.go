@@ -310,6 +310,7 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 	}
 	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))
 	tree := newRefTree(dir, against)
+	defer tree.close()
 	at, err := tree.resolve(rel)
 	// A link there is there, even one that leads nowhere: its revision is
 	// broken, not new.
@@ -465,11 +466,9 @@ func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool
 		return nil, false
 	}
 	below := strings.TrimSpace(string(prefix))
-	args := []string{"--literal-pathspecs", "ls-tree", "-r", "-z", "--full-tree", ref}
-	if below != "" {
-		args = append(args, "--", below)
-	}
-	out, err := gitOutput(".", args...)
+	tree := newRefTree(".", ref)
+	defer tree.close()
+	files, err := tree.files(below)
 	if err != nil {
 		say(e.stderr, "lilygen: %v", err)
 		return nil, false
@@ -482,17 +481,14 @@ func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool
 		return nil, false
 	}
 	var unnamed []unnamedSchema
-	tree := newRefTree(".", ref)
-	// Each entry is <mode> SP <type> SP <object> TAB <path>, ended by a NUL.
-	for _, entry := range strings.Split(string(out), "\x00") {
-		info, p, _ := strings.Cut(entry, "\t")
-		f := strings.Fields(info)
-		// A link is no root schema, as in the working tree: its content
-		// is the file it leads to, compared there if that is one.
-		if len(f) != 3 || f[1] != "blob" || f[0] == modeLink || !strings.HasSuffix(p, ".lily.yaml") || paired[p] {
+	// A link is no root schema, as in the working tree: its content is the
+	// file it leads to, compared there if that is one.
+	for _, f := range files {
+		p := f.name
+		if !strings.HasSuffix(p, ".lily.yaml") || paired[p] {
 			continue
 		}
-		data, err := tree.blob(f[2])
+		data, err := tree.blob(f.object, p)
 		if err != nil {
 			say(e.stderr, "lilygen: %v", err)
 			return nil, false

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -15,28 +19,33 @@ import (
 // refTree reads the files of a repository as a git ref holds them, the way
 // the parser reads the working tree's: through the symbolic links git
 // holds there (a link is a blob of mode 120000 whose content is where it
-// leads, which git show gives as if it were the file), within the
-// repository. It lists each directory it looks into once, and reads each
-// blob once.
+// leads), within the repository. It reads git's trees and blobs through one
+// git cat-file --batch process, which close ends, each object once.
 type refTree struct {
 	gitDir, ref string
-	dirs        map[string]map[string]treeEntry // by directory from the root ("" for the root), then by name
-	blobs       map[string][]byte               // by object
-	tops        []string                        // the work tree's top, as git gives it and without links; nil until a link needs it
+	objects     catFile
+	dirs        map[string][]treeEntry // by directory from the root ("" for the root), in git's order
+	blobs       map[string][]byte      // by object
+	tops        []string               // the work tree's top, as git gives it and without links; nil until a link needs it
 }
 
 // treeEntry is one entry of a tree at the ref.
-type treeEntry struct{ mode, object string }
+type treeEntry struct{ name, mode, object string }
 
-// Modes git gives entries that are no regular file.
+// Modes git gives entries that are no regular file, as git ls-tree shows
+// them.
 const (
-	modeTree = "040000"
-	modeLink = "120000"
+	modeTree   = "040000"
+	modeLink   = "120000"
+	modeCommit = "160000" // a submodule's commit
 )
 
 func newRefTree(gitDir, ref string) *refTree {
-	return &refTree{gitDir: gitDir, ref: ref, dirs: map[string]map[string]treeEntry{}, blobs: map[string][]byte{}}
+	return &refTree{gitDir: gitDir, ref: ref, objects: catFile{dir: gitDir}, dirs: map[string][]treeEntry{}, blobs: map[string][]byte{}}
 }
+
+// close ends the git process reading the objects.
+func (t *refTree) close() { t.objects.close() }
 
 // The kinds of place a path at the ref leads to.
 type refKind int
@@ -91,11 +100,10 @@ func (t *refTree) resolve(p string) (refPath, error) {
 			continue
 		}
 		dir := strings.Join(done, "/")
-		entries, err := t.list(dir)
+		e, ok, err := t.entry(dir, name)
 		if err != nil {
 			return r, err
 		}
-		e, ok := entries[name]
 		at := path.Join(dir, name)
 		switch {
 		case !ok:
@@ -104,7 +112,7 @@ func (t *refTree) resolve(p string) (refPath, error) {
 			if hops++; hops > linkpath.MaxLinks {
 				return r, nil // the working tree's read fails alike
 			}
-			to, err := t.blob(e.object)
+			to, err := t.blob(e.object, at)
 			if err != nil {
 				return r, err
 			}
@@ -167,43 +175,134 @@ func (t *refTree) fromTop(to string) (rel string, inside bool, err error) {
 }
 
 // list is the entries of dir, a directory at the ref from the root.
-func (t *refTree) list(dir string) (map[string]treeEntry, error) {
+func (t *refTree) list(dir string) ([]treeEntry, error) {
 	if entries, ok := t.dirs[dir]; ok {
 		return entries, nil
 	}
-	args := []string{"--literal-pathspecs", "ls-tree", "--full-tree", "-z", t.ref}
-	prefix := ""
+	name, what := t.ref+"^{tree}", t.ref
 	if dir != "" {
-		prefix = dir + "/"
-		args = append(args, "--", prefix)
+		parent, base := path.Split(dir)
+		e, ok, err := t.entry(strings.TrimSuffix(parent, "/"), base)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || e.mode != modeTree {
+			return nil, fmt.Errorf("%s:%s: not a directory", t.ref, dir)
+		}
+		name, what = e.object, t.ref+":"+dir
 	}
-	out, err := gitOutput(t.gitDir, args...)
+	o, err := t.objects.read(name, "tree", what)
 	if err != nil {
 		return nil, err
 	}
-	entries := map[string]treeEntry{}
-	// Each entry is <mode> SP <type> SP <object> TAB <path>, ended by a NUL.
-	for _, line := range strings.Split(string(out), "\x00") {
-		info, p, _ := strings.Cut(line, "\t")
-		name, ok := strings.CutPrefix(p, prefix)
-		if f := strings.Fields(info); ok && len(f) == 3 && name != "" && !strings.Contains(name, "/") {
-			entries[name] = treeEntry{mode: f[0], object: f[2]}
-		}
+	entries, err := parseTree(o)
+	if err != nil {
+		return nil, fmt.Errorf("git cat-file --batch: %s: %v", what, err)
 	}
 	t.dirs[dir] = entries
 	return entries, nil
 }
 
-// blob is the content of object.
-func (t *refTree) blob(object string) ([]byte, error) {
+// entry is the entry name of dir, a directory at the ref from the root.
+func (t *refTree) entry(dir, name string) (treeEntry, bool, error) {
+	entries, err := t.list(dir)
+	if err != nil {
+		return treeEntry{}, false, err
+	}
+	i := slices.IndexFunc(entries, func(e treeEntry) bool { return e.name == name })
+	if i < 0 {
+		return treeEntry{}, false, nil
+	}
+	return entries[i], true, nil
+}
+
+// parseTree reads the entries of o, a tree: each <mode> SP <name> NUL and
+// the object's id, as many bytes as the ids git gives (20 for SHA-1, 32
+// for SHA-256). Modes are those git ls-tree shows.
+func parseTree(o object) ([]treeEntry, error) {
+	size := len(o.id) / 2
+	var entries []treeEntry
+	for data := o.data; len(data) > 0; {
+		head, rest, ok := bytes.Cut(data, []byte{0})
+		mode, name, ok2 := strings.Cut(string(head), " ")
+		m, err := strconv.ParseUint(mode, 8, 32)
+		if !ok || !ok2 || err != nil || name == "" || len(rest) < size {
+			return nil, fmt.Errorf("tree %s is damaged", o.id)
+		}
+		entries = append(entries, treeEntry{name: name, mode: canonicalMode(m), object: hex.EncodeToString(rest[:size])})
+		data = rest[size:]
+	}
+	return entries, nil
+}
+
+// canonicalMode is the mode git takes an entry's mode for, as git ls-tree
+// shows it: a tree's, a link's, a regular file's (executable or not), or
+// else a submodule's.
+func canonicalMode(m uint64) string {
+	switch m & 0o170000 {
+	case 0o040000:
+		return modeTree
+	case 0o120000:
+		return modeLink
+	case 0o100000:
+		if m&0o100 != 0 {
+			return "100755"
+		}
+		return "100644"
+	}
+	return modeCommit
+}
+
+// blob is the content of object, the blob at p, a path from the root.
+func (t *refTree) blob(object, p string) ([]byte, error) {
 	if data, ok := t.blobs[object]; ok {
 		return data, nil
 	}
-	data, err := gitOutput(t.gitDir, "cat-file", "blob", object)
-	if err == nil {
-		t.blobs[object] = data
+	o, err := t.objects.read(object, "blob", t.ref+":"+p)
+	if err != nil {
+		return nil, err
 	}
-	return data, err
+	t.blobs[object] = o.data
+	return o.data, nil
+}
+
+// files are the regular files at the ref below dir, a directory from the
+// root ("" for all), by path from the root, in git's order, as git ls-tree
+// -r lists them; none when the ref has no directory there.
+func (t *refTree) files(dir string) ([]treeEntry, error) {
+	var files []treeEntry
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		entries, err := t.list(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			e.name = path.Join(dir, e.name)
+			switch {
+			case e.mode == modeTree:
+				if err := walk(e.name); err != nil {
+					return err
+				}
+			case strings.HasPrefix(e.mode, "100"):
+				files = append(files, e)
+			}
+		}
+		return nil
+	}
+	// Only a directory, reached through directories, holds files there.
+	done := ""
+	for _, name := range strings.Split(dir, "/") {
+		if name == "" {
+			continue
+		}
+		e, ok, err := t.entry(done, name)
+		if err != nil || !ok || e.mode != modeTree {
+			return nil, err
+		}
+		done = path.Join(done, name)
+	}
+	return files, walk(done)
 }
 
 // read is the content of the file p, a path from the root, leads to, as
@@ -213,7 +312,7 @@ func (t *refTree) read(p string, at refPath) ([]byte, error) {
 	name := t.ref + ":" + p
 	switch at.kind {
 	case refFile:
-		return t.blob(at.object)
+		return t.blob(at.object, at.real)
 	case refOutside:
 		return nil, fmt.Errorf("%s: a link to a file outside the repository, which is not read", name)
 	case refDirectory:
@@ -274,7 +373,7 @@ func (t *refTree) checkout(rel, dir string) error {
 			// at.dirs made, is no regular file), or refuses.
 			continue
 		}
-		data, err := t.blob(at.object)
+		data, err := t.blob(at.object, at.real)
 		if err != nil {
 			return err
 		}

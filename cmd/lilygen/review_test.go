@@ -655,6 +655,30 @@ func TestBreakingAgainstGitRefFailsWhenGitCannotRead(t *testing.T) {
 	}
 }
 
+// A repository of SHA-256 object ids holds trees whose entries name their
+// objects by longer ids: breaking reads a schema, its include below a
+// directory, and a schema deleted since there as it reads SHA-1 ones.
+func TestBreakingAgainstGitRefInASHA256Repository(t *testing.T) {
+	repo := t.TempDir()
+	dir := filepath.Join(repo, "svc")
+	writeFile(t, filepath.Join(dir, "ping.lily.yaml"), "version: 1\npackage: pingmsg\ninclude: [shared/common.lily.yaml]\nqueues:\n  pings:\n    consumes: [{message: Ping}]\n")
+	common := "version: 1\nmessages:\n  Ping:\n    versions:\n      1:\n        fields:\n          id: {type: string, required: true}\n"
+	writeFile(t, filepath.Join(dir, "shared", "common.lily.yaml"), common)
+	writeFile(t, filepath.Join(dir, "pong.lily.yaml"), strings.NewReplacer("Ping", "Pong", "pings", "pongs", "pingmsg", "pongmsg").Replace(minimal))
+	git(t, repo, "init", "-q", "-b", "main", "--object-format=sha256")
+	git(t, repo, "add", ".")
+	git(t, repo, "commit", "-q", "-m", "start")
+	git(t, repo, "rm", "-q", "svc/pong.lily.yaml")
+
+	writeFile(t, filepath.Join(dir, "shared", "common.lily.yaml"), strings.Replace(common, "required: true}", "required: true, max_length: 9}", 1))
+	code, stdout, stderr := lilygen(t, dir, "breaking", "--against", "main", "ping.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, "shared/common.lily.yaml:7:11: Ping.v1.id narrows its bounds from none to ..9 characters") ||
+		!strings.Contains(stdout, `pong.lily.yaml:1:1: queue "pongs" is no longer consumed`) ||
+		!strings.Contains(stderr, "lilygen: pong.lily.yaml: gone from the working tree since main, and no schema named is compared with main:svc/pong.lily.yaml") {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // TestBreakingAgainstGitRefFindsDeletedSchemasBelowItsDirectory reports
 // what a schema deleted since the ref held, below the directory breaking
 // runs in only; one the working tree still has as a root schema is
