@@ -299,7 +299,7 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 		return f, "", false, e.reportOlder(f, err)
 	}
 	dir := filepath.Dir(name)
-	prefix, err := gitOutput(dir, "rev-parse", "--show-prefix")
+	prefix, err := e.git.revParse(dir, "--show-prefix")
 	if err != nil {
 		// Then no commit can be named: say why, not that against is none.
 		say(e.stderr, "lilygen: --against %s is not a file, and %s is not in a git work tree, whose commits it could name (%v)", against, name, err)
@@ -309,7 +309,7 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 		return nil, "", false, false
 	}
 	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))
-	tree := newRefTree(dir, against)
+	tree := newRefTree(e.git, dir, against)
 	defer tree.close()
 	at, err := tree.resolve(rel)
 	// A link there is there, even one that leads nowhere: its revision is
@@ -317,7 +317,7 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 	there := at.kind != refMissing || len(at.links) > 0
 	var renamed string
 	if err == nil && !there {
-		if renamed, err = renamedFrom(dir, against, rel); err == nil && renamed != "" {
+		if renamed, err = e.renamedFrom(dir, against, rel); err == nil && renamed != "" {
 			rel, there = renamed, true
 			at, err = tree.resolve(rel)
 		}
@@ -360,13 +360,13 @@ func (e *env) ambiguous(cmd, against string) bool {
 		}
 	}
 	for _, dir := range dirs {
-		commit, err := gitOutput(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}")
+		commit, err := e.git.output(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}")
 		if err != nil {
 			continue
 		}
 		// A branch or tag by its full name; else (HEAD~1, an abbreviated
 		// hash) the commit itself.
-		full, _ := gitOutput(dir, "rev-parse", "--symbolic-full-name", against)
+		full, _ := e.git.output(dir, "rev-parse", "--symbolic-full-name", against)
 		ref := strings.TrimSpace(string(full))
 		if !strings.HasPrefix(ref, "refs/") {
 			ref = strings.TrimSpace(string(commit))
@@ -385,7 +385,7 @@ func (e *env) ambiguous(cmd, against string) bool {
 // isCommit reports whether against names a commit of the repository of
 // dir, and says so when it does not.
 func (e *env) isCommit(dir, against string) bool {
-	if _, err := gitOutput(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}"); err != nil {
+	if _, err := e.git.output(dir, "rev-parse", "--verify", "--quiet", against+"^{commit}"); err != nil {
 		say(e.stderr, "lilygen: --against %s is neither a file nor a git commit (is it fetched?)", against)
 		return false
 	}
@@ -452,7 +452,7 @@ func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool
 	if namesFile(ref) {
 		return nil, true
 	}
-	prefix, err := gitOutput(".", "rev-parse", "--show-prefix")
+	prefix, err := e.git.revParse(".", "--show-prefix")
 	if err != nil {
 		say(e.stderr, "lilygen breaking: --against %s: the schemas deleted since are looked for below the directory lilygen runs in, which is in no git work tree: run it in the repository (%v)", ref, err)
 		return nil, false
@@ -460,13 +460,13 @@ func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool
 	if !e.isCommit(".", ref) {
 		return nil, false
 	}
-	top, err := gitOutput(".", "rev-parse", "--show-toplevel")
+	top, err := e.git.revParse(".", "--show-toplevel")
 	if err != nil {
 		say(e.stderr, "lilygen: %v", err)
 		return nil, false
 	}
 	below := strings.TrimSpace(string(prefix))
-	tree := newRefTree(".", ref)
+	tree := newRefTree(e.git, ".", ref)
 	defer tree.close()
 	files, err := tree.files(below)
 	if err != nil {
@@ -583,9 +583,9 @@ func (e *env) reportOlder(f *schema.File, err error) bool {
 // renamedFrom is the path at ref of the file that git finds the repository
 // file rel renamed from, by comparing ref with the working tree as git diff
 // -M does; "" when it finds none.
-func renamedFrom(gitDir, ref, rel string) (string, error) {
+func (e *env) renamedFrom(gitDir, ref, rel string) (string, error) {
 	// Paths from the repository's root, whatever diff.relative says.
-	out, err := gitOutput(gitDir, "-c", "diff.relative=false", "diff", "--name-status", "-z", "-M", "--diff-filter=R", ref, "--")
+	out, err := e.git.output(gitDir, "-c", "diff.relative=false", "diff", "--name-status", "-z", "-M", "--diff-filter=R", ref, "--")
 	if err != nil {
 		return "", err
 	}
@@ -611,4 +611,52 @@ func gitOutput(dir string, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
+}
+
+// gitRun asks git the questions of one run of lilygen, each once: the
+// repository does not change while lilygen reads it, so an answer, or an
+// error, stands for the run.
+type gitRun struct {
+	answers map[string]gitAnswer // by directory and arguments
+	located map[string]bool      // the directories whose prefix and top were asked together
+}
+
+type gitAnswer struct {
+	out []byte
+	err error
+}
+
+func newGitRun() *gitRun {
+	return &gitRun{answers: map[string]gitAnswer{}, located: map[string]bool{}}
+}
+
+// output is gitOutput(dir, args...), run once.
+func (g *gitRun) output(dir string, args ...string) ([]byte, error) {
+	key := gitKey(dir, args...)
+	if a, ok := g.answers[key]; ok {
+		return a.out, a.err
+	}
+	out, err := gitOutput(dir, args...)
+	g.answers[key] = gitAnswer{out, err}
+	return out, err
+}
+
+// revParse is git rev-parse arg, --show-prefix or --show-toplevel, in dir.
+// Both are asked in one process; when that fails, each alone, which then
+// fails with its own error.
+func (g *gitRun) revParse(dir, arg string) ([]byte, error) {
+	if !g.located[dir] {
+		g.located[dir] = true
+		out, err := gitOutput(dir, "rev-parse", "--show-prefix", "--show-toplevel")
+		// A line each, unless a name holds a newline.
+		if lines := strings.Split(string(out), "\n"); err == nil && len(lines) == 3 && lines[2] == "" {
+			g.answers[gitKey(dir, "rev-parse", "--show-prefix")] = gitAnswer{out: []byte(lines[0] + "\n")}
+			g.answers[gitKey(dir, "rev-parse", "--show-toplevel")] = gitAnswer{out: []byte(lines[1] + "\n")}
+		}
+	}
+	return g.output(dir, "rev-parse", arg)
+}
+
+func gitKey(dir string, args ...string) string {
+	return strings.Join(append([]string{dir}, args...), "\x00")
 }

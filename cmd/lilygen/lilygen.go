@@ -38,6 +38,7 @@ type env struct {
 	args           []string
 	stdout, stderr io.Writer
 	format         errorFormat
+	git            *gitRun
 }
 
 // commands are the subcommands, in the order lilygen -h lists them.
@@ -99,7 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	c := commands[slices.IndexFunc(commands, func(c *command) bool { return c.name == name })]
 	fs := flag.NewFlagSet("lilygen "+c.name, flag.ContinueOnError)
 	fs.SetOutput(commandFree{stderr})
-	e := &env{stdout: stdout, stderr: stderr, format: textFormat}
+	e := &env{stdout: stdout, stderr: stderr, format: textFormat, git: newGitRun()}
 	if c.schemas {
 		fs.Var(&e.format, "error-format", "how to print errors and findings: text, json or github-actions")
 	}

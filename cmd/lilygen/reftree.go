@@ -22,6 +22,7 @@ import (
 // leads), within the repository. It reads git's trees and blobs through one
 // git cat-file --batch process, which close ends, each object once.
 type refTree struct {
+	git         *gitRun
 	gitDir, ref string
 	objects     catFile
 	dirs        map[string][]treeEntry // by directory from the root ("" for the root), in git's order
@@ -40,8 +41,8 @@ const (
 	modeCommit = "160000" // a submodule's commit
 )
 
-func newRefTree(gitDir, ref string) *refTree {
-	return &refTree{gitDir: gitDir, ref: ref, objects: catFile{dir: gitDir}, dirs: map[string][]treeEntry{}, blobs: map[string][]byte{}}
+func newRefTree(git *gitRun, gitDir, ref string) *refTree {
+	return &refTree{git: git, gitDir: gitDir, ref: ref, objects: catFile{dir: gitDir}, dirs: map[string][]treeEntry{}, blobs: map[string][]byte{}}
 }
 
 // close ends the git process reading the objects.
@@ -155,7 +156,7 @@ func (t *refTree) resolve(p string) (refPath, error) {
 // parser would follow it); inside is false when it leads elsewhere.
 func (t *refTree) fromTop(to string) (rel string, inside bool, err error) {
 	if t.tops == nil {
-		out, err := gitOutput(t.gitDir, "rev-parse", "--show-toplevel")
+		out, err := t.git.revParse(t.gitDir, "--show-toplevel")
 		if err != nil {
 			return "", false, err
 		}
