@@ -309,8 +309,7 @@ func (e *env) older(name, against string) (f *schema.File, from string, isNew, o
 		return nil, "", false, false
 	}
 	rel := path.Join(strings.TrimSpace(string(prefix)), filepath.Base(name))
-	tree := newRefTree(e.git, dir, against)
-	defer tree.close()
+	tree := e.git.tree(dir, against)
 	at, err := tree.resolve(rel)
 	// A link there is there, even one that leads nowhere: its revision is
 	// broken, not new.
@@ -466,8 +465,7 @@ func (e *env) unnamed(ref string, paired map[string]bool) ([]unnamedSchema, bool
 		return nil, false
 	}
 	below := strings.TrimSpace(string(prefix))
-	tree := newRefTree(e.git, ".", ref)
-	defer tree.close()
+	tree := e.git.tree(".", ref)
 	files, err := tree.files(below)
 	if err != nil {
 		say(e.stderr, "lilygen: %v", err)
@@ -615,10 +613,11 @@ func gitOutput(dir string, args ...string) ([]byte, error) {
 
 // gitRun asks git the questions of one run of lilygen, each once: the
 // repository does not change while lilygen reads it, so an answer, or an
-// error, stands for the run.
+// error, stands for the run, and the objects at a ref are read once.
 type gitRun struct {
 	answers map[string]gitAnswer // by directory and arguments
 	located map[string]bool      // the directories whose prefix and top were asked together
+	trees   map[string]*refTree  // by work tree (its top) and ref
 }
 
 type gitAnswer struct {
@@ -627,7 +626,30 @@ type gitAnswer struct {
 }
 
 func newGitRun() *gitRun {
-	return &gitRun{answers: map[string]gitAnswer{}, located: map[string]bool{}}
+	return &gitRun{answers: map[string]gitAnswer{}, located: map[string]bool{}, trees: map[string]*refTree{}}
+}
+
+// tree is the run's refTree of ref in the repository of dir, one for
+// every directory of its work tree.
+func (g *gitRun) tree(dir, ref string) *refTree {
+	where := dir // git gives no top inside .git
+	if top, err := g.revParse(dir, "--show-toplevel"); err == nil {
+		where = string(top)
+	}
+	key := gitKey(where, ref)
+	t, ok := g.trees[key]
+	if !ok {
+		t = newRefTree(g, dir, ref)
+		g.trees[key] = t
+	}
+	return t
+}
+
+// close ends the git processes of the run's trees.
+func (g *gitRun) close() {
+	for _, t := range g.trees {
+		t.close()
+	}
 }
 
 // output is gitOutput(dir, args...), run once.

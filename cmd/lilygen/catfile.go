@@ -19,7 +19,6 @@ type catFile struct {
 	in     io.WriteCloser
 	out    *bufio.Reader
 	stderr bytes.Buffer
-	err    error // once the process failed, every later read fails with it
 }
 
 // object is an object git read: its id and content.
@@ -33,9 +32,6 @@ type object struct {
 // damaged, or in a partial clone that cannot fetch it), or of another type,
 // is an error, as is git failing.
 func (c *catFile) read(name, kind, what string) (object, error) {
-	if c.err != nil {
-		return object{}, c.err
-	}
 	if strings.ContainsAny(name, "\n\x00") {
 		// A line is one request; git never names an object so.
 		return object{}, fmt.Errorf("git cat-file --batch: %s: no object is named %q", what, name)
@@ -94,8 +90,9 @@ func (c *catFile) start() error {
 	return nil
 }
 
-// fail ends the process, which can answer no more, and is the error that
-// err, met reading what, and git's own say.
+// fail ends the process, which can answer no more (the next read starts
+// another), and is the error that err, met reading what, and git's own
+// say.
 func (c *catFile) fail(what string, err error) error {
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
@@ -105,16 +102,18 @@ func (c *catFile) fail(what string, err error) error {
 		if waitErr := c.cmd.Wait(); waitErr != nil {
 			err = waitErr
 		}
+		c.cmd = nil
 	}
-	c.err = fmt.Errorf("git cat-file --batch: %s: %v: %s", what, err, strings.TrimSpace(c.stderr.String()))
-	return c.err
+	err = fmt.Errorf("git cat-file --batch: %s: %v: %s", what, err, strings.TrimSpace(c.stderr.String()))
+	c.stderr.Reset()
+	return err
 }
 
 // close ends the process: git reads no more requests, and exits.
 func (c *catFile) close() {
-	if c.cmd != nil && c.err == nil {
+	if c.cmd != nil {
 		c.in.Close()
 		_ = c.cmd.Wait() // every answer asked for was read whole
+		c.cmd = nil
 	}
-	c.cmd = nil
 }

@@ -101,6 +101,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("lilygen "+c.name, flag.ContinueOnError)
 	fs.SetOutput(commandFree{stderr})
 	e := &env{stdout: stdout, stderr: stderr, format: textFormat, git: newGitRun()}
+	defer e.git.close()
 	if c.schemas {
 		fs.Var(&e.format, "error-format", "how to print errors and findings: text, json or github-actions")
 	}

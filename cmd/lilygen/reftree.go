@@ -20,7 +20,8 @@ import (
 // the parser reads the working tree's: through the symbolic links git
 // holds there (a link is a blob of mode 120000 whose content is where it
 // leads), within the repository. It reads git's trees and blobs through one
-// git cat-file --batch process, which close ends, each object once.
+// git cat-file --batch process, which close ends, each object once; a run
+// has one for each repository and ref (gitRun.tree).
 type refTree struct {
 	git         *gitRun
 	gitDir, ref string
