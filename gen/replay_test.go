@@ -263,8 +263,8 @@ func goHeaders(h map[string]any) string {
 }
 
 // mutations returns variants of a JSON body, each with one value replaced,
-// one key removed, one key in upper case or one key repeated, to probe every
-// bound the body reaches.
+// one key removed, one key in upper case, one key repeated or one long key
+// added, to probe every bound the body reaches.
 func mutations(t *testing.T, body []byte) [][]byte {
 	// Numbers stay as written: int64's extremes do not survive a float64.
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -305,6 +305,16 @@ func mutations(t *testing.T, body []byte) [][]byte {
 				x[repeatMark+k] = old
 				out = append(out, bytes.Replace(must(json.Marshal(doc)), []byte(`"\u0001`), []byte(`"`), 1))
 				delete(x, repeatMark+k)
+			}
+			// A name longer than an error quotes whole, with a value wrong
+			// for a map's items of any type (true for a list, [null] for a
+			// bool), and the same name, unknown, for a struct.
+			if long := strings.Repeat("k", 100); x[long] == nil {
+				for _, bad := range []any{true, []any{nil}} {
+					x[long] = bad
+					out = append(out, must(json.Marshal(doc)))
+				}
+				delete(x, long)
 			}
 		case []any:
 			for i, old := range x {

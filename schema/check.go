@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/membername"
 	"github.com/lily-mq/lily/wire"
 )
 
@@ -301,8 +302,9 @@ func checkValue(f *Field, v any, path string, brief bool) error {
 	return nil
 }
 
-// MapPath is the path of the entry key of the map at path.
-func MapPath(path, key string) string { return path + "[" + strconv.Quote(key) + "]" }
+// MapPath is the path of the entry key of the map at path, the key quoted
+// and bounded as the extractors quote it.
+func MapPath(path, key string) string { return path + membername.Entry(key) }
 
 func checkElem(f *Field, v any, path string, brief bool) error {
 	if v == nil {

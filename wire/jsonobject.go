@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/lily-mq/lily/internal/membername"
 )
 
 // JSONField is one member of an object the schema describes.
@@ -293,10 +295,6 @@ func JSONList[T any](r *JSONReader, most int, read func(*T) error) ([]T, error) 
 
 func index(i int) string { return "[" + strconv.Itoa(i) + "]" }
 
-// entry is the path of a map's member key, its key bounded: a member name
-// is the producer's, of any length.
-func entry(key string) string { return "[" + quoteBounded(key) + "]" }
-
 // JSONMap reads an object with any member names, at most most of them (or
 // Unbounded), as a map, each value with read, which reads it from r (as
 // JSONList's does) and fails with a path relative to the value. A null value
@@ -320,14 +318,14 @@ func JSONMap[T any](r *JSONReader, most int, read func(*T) error) (map[string]T,
 		}
 		key := string(name)
 		if _, ok := out[key]; ok {
-			return nil, &FieldError{Path: entry(key), Problem: "repeated"}
+			return nil, &FieldError{Path: membername.Entry(key), Problem: "repeated"}
 		}
 		if r.null() {
-			return nil, &FieldError{Path: entry(key), Problem: "required"}
+			return nil, &FieldError{Path: membername.Entry(key), Problem: "required"}
 		}
 		var v T
 		if err := read(&v); err != nil {
-			return nil, At(entry(key), err)
+			return nil, At(membername.Entry(key), err)
 		}
 		out[key] = v
 	}

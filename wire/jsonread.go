@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"strconv"
 	"time"
+
+	"github.com/lily-mq/lily/internal/membername"
 )
 
 // JSONReader reads one JSON value (RFC 8259) from a message body, for
@@ -115,7 +117,7 @@ func (r *JSONReader) failAt(offset int, what string) error {
 
 // repeated records the syntax error of a repeated name that starts at offset.
 func (r *JSONReader) repeated(offset int, name []byte) error {
-	return r.failAt(offset, "repeated member name "+quoteBounded(name))
+	return r.failAt(offset, "repeated member name "+membername.Quote(name))
 }
 
 // space skips whitespace and returns the offset of the next byte. Its first

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"strconv"
 	"unicode/utf8"
 )
 
@@ -435,12 +434,4 @@ func (r *JSONReader) member(names bool) bool {
 		r.addName(at, name)
 	}
 	return true
-}
-
-// quoteBounded quotes a name from a body for an error, shortened to 64 bytes.
-func quoteBounded[S ~string | ~[]byte](name S) string {
-	if len(name) > 64 {
-		return strconv.Quote(string(name[:64])) + "…"
-	}
-	return strconv.Quote(string(name))
 }
