@@ -3,11 +3,14 @@ package wire
 import "strconv"
 
 // MemberText returns the text of a top-level member of the JSON object in
-// body: a string's value, or a number as written. It returns "" when body is
-// not an object, lacks the member, holds it as another kind, or breaks the
-// JSON rules before it. It reads no further than the member, and skips the
-// others without checking that their names are unique: order keys read it,
-// not extractors.
+// body: a string's value, or a number as written, but -0 as "0". An
+// extractor reads -0 as 0, and it is the only other way to write an integer
+// that one reads (JSON has no leading zero or +, and an integer's extractor
+// refuses a fraction or an exponent), so one integer is one key; an order
+// key is never a float. It returns "" when body is not an object, lacks the
+// member, holds it as another kind, or breaks the JSON rules before it. It
+// reads no further than the member, and skips the others without checking
+// that their names are unique: order keys read it, not extractors.
 func MemberText(body []byte, name string) string {
 	r := NewJSONReader(body)
 	if r.peek() != '{' {
@@ -35,6 +38,9 @@ func MemberText(body []byte, name string) string {
 			t, _, err := r.numberText()
 			if err != nil {
 				return ""
+			}
+			if string(t) == "-0" { // the extractor's 0: one value, one lane
+				return "0"
 			}
 			return string(t)
 		}

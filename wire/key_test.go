@@ -10,6 +10,11 @@ func TestMemberText(t *testing.T) {
 		{`{"account_id":"a-1","amount":3}`, "a-1"},
 		{`{"amount":{"x":[1,2,{"account_id":"inner"}]},"account_id":"outer"}`, "outer"},
 		{`{"account_id":42}`, "42"},
+		// The extractor reads -0 as 0, the one other way to write an
+		// integer it reads: one value, one key.
+		{`{"account_id":-0}`, "0"},
+		{`{"account_id":0}`, "0"},
+		{`{"account_id":"-0"}`, "-0"},
 		{`{"account_id":-1.5e3}`, "-1.5e3"},
 		{`{"account_id":"caf\u00e9"}`, "café"},
 		{`{"account_id":null}`, ""},
@@ -23,6 +28,14 @@ func TestMemberText(t *testing.T) {
 		if got := MemberText([]byte(tc.body), "account_id"); got != tc.want {
 			t.Errorf("MemberText(%q) = %q, want %q", tc.body, got, tc.want)
 		}
+	}
+}
+
+// -0 becomes "0" without a copy, as cheap as any other key or cheaper.
+func TestMemberTextNegativeZeroAllocs(t *testing.T) {
+	body := []byte(`{"account_id":-0}`)
+	if n := testing.AllocsPerRun(100, func() { MemberText(body, "account_id") }); n != 0 {
+		t.Errorf("MemberText of -0: %v allocations, want 0", n)
 	}
 }
 
