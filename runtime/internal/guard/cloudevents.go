@@ -212,11 +212,11 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 			}
 		}
 		if err != nil {
-			return e, "CloudEvent member " + eventMemberName(i) + ": " + err.Error()
+			return e, "CloudEvent member " + eventMemberName(i) + ": " + eventProblem(err)
 		}
 	}
 	if err := jr.End(o.End()); err != nil {
-		return e, "CloudEvent not readable: " + err.Error()
+		return e, "CloudEvent not readable: " + eventProblem(err)
 	}
 	// CloudEvents makes data optional, and a null member is an absent one;
 	// every payload Lily decodes is JSON, so an event without data has
@@ -234,6 +234,16 @@ func (r *Reader) structuredEvent(d *amqp.Delivery, lim Limits) (event, string) {
 		e.time, e.timeSet = t, true
 	}
 	return e, ""
+}
+
+// eventProblem words an error of the reader of a structured event: a
+// wire.FieldError without a path says "payload: " before its problem, but
+// the event is not the payload, whose data it has not read.
+func eventProblem(err error) string {
+	if fe, ok := err.(*wire.FieldError); ok && fe.Path == "" {
+		return fe.Problem
+	}
+	return err.Error()
 }
 
 // memberTooLong is the reason for a structured event's attribute past the
