@@ -53,15 +53,23 @@ func TestSuiteFailsATransactionTiedToBeginsContext(t *testing.T) {
 // An adapter that reports the commit of a transaction the database aborted
 // as done fails the suite: the runtime would ACK work that never happened.
 func TestSuiteFailsAnAdapterSwallowingAnAbort(t *testing.T) {
+	suiteFails(t, swallowEnv, "an adapter swallowing an abort", "Commit of a transaction the database aborted = nil")
+}
+
+// suiteFails runs TestSuite in a process of its own, on the adapter that
+// env, set, makes of memory (what names it), and checks that it fails, on
+// a line containing want.
+func suiteFails(t *testing.T, env, what, want string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSuite$", "-test.count=1")
-	cmd.Env = append(os.Environ(), swallowEnv+"=1")
+	cmd.Env = append(os.Environ(), env+"=1")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) {
-		t.Fatalf("the suite on an adapter swallowing an abort: %v, want it failed; its output:\n%s", err, out)
+		t.Fatalf("the suite on %s: %v, want it failed; its output:\n%s", what, err, out)
 	}
-	if !strings.Contains(string(out), "Commit of a transaction the database aborted = nil") {
-		t.Errorf("the suite failed, but not on the swallowed abort; its output:\n%s", out)
+	if !strings.Contains(string(out), want) {
+		t.Errorf("the suite on %s failed, but without %q; its output:\n%s", what, want, out)
 	}
 }
 
@@ -74,16 +82,7 @@ func TestSuiteFailsAClaimWaitingOutItsContext(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out the suite's 30 s context")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSuite$", "-test.count=1")
-	cmd.Env = append(os.Environ(), blockEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("the suite on a claim waiting out its context: %v, want it failed; its output:\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "deferred only as its context ended") {
-		t.Errorf("the suite failed, but not on the late deferral; its output:\n%s", out)
-	}
+	suiteFails(t, blockEnv, "a claim waiting out its context", "deferred only as its context ended")
 }
 
 // memory is an in-memory adapter: a claim holds its key until it commits or
