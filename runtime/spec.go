@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -173,8 +174,9 @@ func (q QueueSpec) check(routes Routes) (*guard.Reader, map[string]envelope.Inbo
 }
 
 // names checks what the spec asks RabbitMQ to name: its queues, exchanges,
-// routing keys and arguments (validateRoutes), so that DeclareTopology can
-// refuse what NewConsumer would.
+// routing keys and arguments (validateRoutes), and that the team's arguments
+// name none of Lily's own, so that DeclareTopology can refuse what
+// NewConsumer would.
 func (q QueueSpec) names() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -192,6 +194,11 @@ func (q QueueSpec) names() error {
 	}
 	if k, ok := longKey(t.Arguments); ok {
 		bad("queue %s: argument %q is longer than 255 bytes", q.Name, k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Arguments)) {
+		if why := queue.LilysArgument(t.Type, k, t.Arguments[k]); why != "" {
+			bad("queue %s: argument %q is Lily's own, not its team's: %s", q.Name, k, why)
+		}
 	}
 	return errors.Join(append(errs, validateRoutes(q.Name, t))...)
 }

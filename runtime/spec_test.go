@@ -287,3 +287,42 @@ func TestNewConsumerRefusesNamesRabbitMQCannotTake(t *testing.T) {
 		}
 	}
 }
+
+// The arguments a queue's team sets must leave Lily's own alone: a
+// hand-built spec naming one is refused, naming the key, whether Lily's
+// arguments are declared (where they silently overwrote the team's) or go by
+// policy (where the team's, declared, silently beat the policy, and the
+// queue dead-lettered elsewhere). A quorum queue's x-overflow is Lily's but
+// for reject-publish, which Lily sets too; a classic queue's is its team's.
+func TestNewConsumerRefusesLilysOwnArguments(t *testing.T) {
+	routes := ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{})
+	for _, c := range []struct {
+		typ  string
+		args map[string]any
+		want []string // nil: taken
+	}{
+		{topology.Classic, map[string]any{"x-dead-letter-exchange": "elsewhere", "x-dead-letter-routing-key": "zzz", "x-queue-type": "stream"},
+			[]string{`argument "x-dead-letter-exchange" is Lily's own`, `argument "x-dead-letter-routing-key" is Lily's own`, `argument "x-queue-type" is Lily's own`}},
+		{topology.Classic, map[string]any{"x-delivery-limit": int64(3)}, []string{`argument "x-delivery-limit" is Lily's own`}},
+		{topology.Quorum, map[string]any{"x-dead-letter-strategy": "at-most-once"}, []string{`argument "x-dead-letter-strategy" is Lily's own`}},
+		{topology.Quorum, map[string]any{"x-max-length": int64(10), "x-overflow": "drop-head"}, []string{`argument "x-overflow" is Lily's own`}},
+		{topology.Quorum, map[string]any{"x-max-length": int64(10), "x-overflow": "reject-publish"}, nil},
+		{topology.Classic, map[string]any{"x-max-length": int64(10), "x-overflow": "drop-head", "x-max-priority": int64(5)}, nil},
+	} {
+		for _, byPolicy := range []bool{false, true} {
+			spec := ordersmsg.OrdersQueueSpec()
+			spec.Topology.Type = c.typ
+			spec.Topology.ByPolicy = byPolicy
+			spec.Topology.Arguments = c.args
+			_, err := runtime.NewConsumer(spec, routes, runtime.Config{})
+			if c.want == nil && err != nil {
+				t.Errorf("%s, by policy %v, %v: %v", c.typ, byPolicy, c.args, err)
+			}
+			for _, want := range c.want {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s, by policy %v, %v: %v; want %q", c.typ, byPolicy, c.args, err, want)
+				}
+			}
+		}
+	}
+}

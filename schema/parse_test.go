@@ -1328,3 +1328,27 @@ func TestNewerNameLimitsLeaveTheSchemaWhole(t *testing.T) {
 		t.Errorf("a message that travels as its name of 129 bytes: %v, %v; want no file and %s", f, err, want)
 	}
 }
+
+// Every argument a schema can give its queue is its team's, never one Lily
+// sets itself: NewConsumer refuses those in a hand-built spec, and must take
+// what lilygen writes.
+func TestArgumentsLeaveLilysOwnAlone(t *testing.T) {
+	all := Arguments{SingleActiveConsumer: true, MaxPriority: 5, MaxLength: 10, MaxLengthBytes: 1 << 20, MessageTTL: time.Minute, InitialGroupSize: 3}
+	for _, c := range []struct {
+		typ       QueueType
+		overflows []string
+	}{
+		{Classic, overflows},
+		{Quorum, []string{"reject-publish"}},
+	} {
+		for _, o := range c.overflows {
+			a := all
+			a.Overflow = o
+			for key, v := range a.Table() {
+				if why := queue.LilysArgument(string(c.typ), key, v); why != "" {
+					t.Errorf("%s queue, overflow %s: %s: %v is Lily's own: %s", c.typ, o, key, v, why)
+				}
+			}
+		}
+	}
+}

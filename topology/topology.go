@@ -67,6 +67,11 @@ type Queue struct {
 	DeliveryLimit int
 	// Arguments are the queue arguments its team sets, such as
 	// x-single-active-consumer or x-max-priority, declared beside Lily's own.
+	// They may not name Lily's own: x-queue-type (that is Type), the
+	// dead-lettering (x-dead-letter-exchange, -routing-key and -strategy),
+	// x-delivery-limit (that is DeliveryLimit), and on a quorum queue an
+	// x-overflow other than reject-publish. The runtime refuses a spec that
+	// does, rather than let one silently overwrite the other.
 	Arguments map[string]any
 	// External: the queue is another team's. Lily checks that it exists and
 	// never declares it; its dead-lettering into DeadLetterQueue comes from

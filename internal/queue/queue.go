@@ -244,8 +244,40 @@ func (t Topology) withType(name string, fixed, lilys map[string]any) queueArgs {
 			// expiring retry copy or an oversized body then cannot be lost
 			// between the queues. The strategy requires reject-publish overflow.
 			lilys["x-dead-letter-strategy"] = "at-least-once"
-			lilys["x-overflow"] = "reject-publish"
+			lilys["x-overflow"] = quorumOverflow
 		}
 	}
 	return queueArgs{name: name, fixed: fixed, lilys: lilys}
+}
+
+// deadLetters is why a team cannot set a queue's dead-lettering.
+const deadLetters = "Lily dead-letters the queue into Topology.DeadLetterQueue"
+
+// lilysArguments are the arguments of a main queue that Lily sets itself,
+// on either type, with why a team's cannot stand beside them. Declared, Lily's
+// would overwrite the team's unannounced; by policy, the team's, declared,
+// would beat the policy's, and the queue would dead-letter elsewhere.
+var lilysArguments = map[string]string{
+	"x-queue-type":              "the queue's type is Topology.Type",
+	"x-dead-letter-exchange":    deadLetters,
+	"x-dead-letter-routing-key": deadLetters,
+	"x-dead-letter-strategy":    deadLetters,
+	"x-delivery-limit":          "the delivery limit is Topology.DeliveryLimit",
+}
+
+// quorumOverflow is the x-overflow of a quorum queue that dead-letters at
+// least once (withType): a team may set it too, and no other.
+const quorumOverflow = "reject-publish"
+
+// LilysArgument reports why a main queue of type typ cannot carry key, with
+// value, among the arguments its team sets (topology.Queue.Arguments), or ""
+// when it can: Lily sets that argument itself.
+func LilysArgument(typ, key string, value any) string {
+	if why, ok := lilysArguments[key]; ok {
+		return why
+	}
+	if key == "x-overflow" && typ == Quorum && value != quorumOverflow {
+		return "a quorum queue dead-letters at least once, which needs " + quorumOverflow
+	}
+	return ""
 }

@@ -83,3 +83,28 @@ func TestDeclarationsAndPolicies(t *testing.T) {
 		t.Errorf("policies on RabbitMQ 4: %+v", p)
 	}
 }
+
+// Every argument Lily's declarations set on a main queue, its type too, is
+// one a team's arguments may not hold with another value, whatever the
+// type, the broker and the limit: LilysArgument knows them all.
+func TestLilysArgumentsCoverTheDeclarations(t *testing.T) {
+	for _, typ := range []string{Classic, Quorum} {
+		for _, major := range []int{3, 4} {
+			for _, limit := range []int{0, NoDeliveryLimit, 5} {
+				if typ == Classic && limit != 0 {
+					continue
+				}
+				top := Topology{Name: "pay", BrokerMajor: major, Queue: topology.Queue{
+					Type: typ, DeadLetterQueue: "pay.dlq", RetryDelays: []time.Duration{time.Second}, DeliveryLimit: limit,
+				}}
+				qs := top.queues()
+				main := qs[len(qs)-1].all()
+				for key := range main {
+					if LilysArgument(typ, key, "another") == "" {
+						t.Errorf("%s, RabbitMQ %d, limit %d: Lily declares %s: %v, and a team may set it too", typ, major, limit, key, main[key])
+					}
+				}
+			}
+		}
+	}
+}
