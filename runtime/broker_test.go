@@ -127,6 +127,33 @@ func TestBrokerRetryThenSuccess(t *testing.T) {
 	}
 }
 
+// A handler that writes into RawDelivery.Body changes its own copy: the
+// retry copy the bucket hands back carries the body as published, and its
+// next attempt decodes and is acked. The handler's writes reached the
+// delivery's own bytes, which the retry copy carries: its next attempt
+// failed in the extractor and went to the DLQ as permanent.
+func TestBrokerHandlerCannotChangeTheBodyHandedOff(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := order(t, "alias-1")
+	publish(t, q.Name, p)
+	c := start(t, q, func(_ context.Context, msg *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		if d.Attempt() > 1 {
+			if msg.OrderID != "alias-1" || string(d.Body()) != string(p.Body) {
+				return runtime.Permanent(errors.New("attempt 2 reads " + msg.OrderID + " from " + string(d.Body())))
+			}
+			return nil
+		}
+		copy(d.Body(), "XXXXXXXX")
+		return runtime.Retryable(errors.New("busy"))
+	})
+	recs := byAttempt(c.await(2))
+	wantPath(t, recs[0], runtime.PathRetried)
+	wantPath(t, recs[1], runtime.PathAcked)
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 // A message whose x-death says it left this queue before, for a reason
 // other than rejected (a producer's, or the broker's own carried back by a
 // shovel), is retried like any other. Its retry copy leaves x-death behind:

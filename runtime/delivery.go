@@ -17,15 +17,30 @@ import (
 type RawDelivery struct {
 	d   *amqp.Delivery
 	env *guard.Envelope
+	// route: the view a route is called with, whose first Body is its
+	// extractor's.
+	route bool
 }
 
-// Body is the message's payload as received, not a copy: the body, or a
-// structured CloudEvent's data member. Handlers must not modify it.
+// Body is the message's payload: the body, or a structured CloudEvent's
+// data member. It is a copy, made at the first call and kept for the later
+// ones of the delivery, so that what user code writes into it, or appends
+// past its end, never reaches the delivery's own bytes, which its retry and
+// DLQ copies carry: a handler, its Scope, its AfterDelivery and a
+// Telemetry share that copy, and see each other's changes to it.
+//
+// A route's first call is its extractor's, and reads the delivery's own
+// bytes without a copy: the generated route makes it before it calls the
+// handler, and its extractor keeps nothing of them. A route written by hand
+// must do the same, or call the handler with a Body it has read already.
 func (r RawDelivery) Body() []byte {
 	if r.env == nil {
 		return nil
 	}
-	return r.env.Payload(r.d.Body)
+	if r.route && r.env.Extracting() {
+		return r.env.Payload(r.d.Body)
+	}
+	return r.env.Held(r.d.Body)
 }
 
 // MessageID is the message's id where its envelope profile keeps it (AMQP
@@ -78,7 +93,10 @@ func (r RawDelivery) Attempt() int {
 func (r RawDelivery) Redelivered() bool { return r.d != nil && r.d.Redelivered }
 
 // Header returns one header of the delivery; the guard has bounded them all.
-// The value is shared with the runtime: do not modify tables or arrays in it.
+// The value is the delivery's own, not a copy: do not modify the tables,
+// arrays or byte slices in it. What is changed there, the delivery's retry
+// and DLQ copies carry on, unchecked by the guard, and later reads of the
+// header see.
 // A CloudEvent's context attributes (specversion, id, source, type, time,
 // datacontenttype, dataschema, subject, and the profile's version
 // attribute) read as headers cloudEvents_<name> in either content mode, such

@@ -14,7 +14,8 @@ type RouteKey struct {
 }
 
 // Routes is a queue's dispatch table, generated from the schema. Each route
-// decodes one delivery with its typed extractor and calls the user's handler;
+// decodes one delivery with its typed extractor, from its first call of
+// d.Body (RawDelivery.Body), and calls the user's handler;
 // an extractor's failure (a *wire.FieldError) must come back wrapped in
 // Permanent: unwrapped, it is a plain error, which is retryable.
 type Routes map[RouteKey]func(ctx context.Context, d RawDelivery) error

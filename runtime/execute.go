@@ -173,9 +173,7 @@ func runEnvelope(env *guard.Envelope, attempt int) *guard.Envelope {
 	if env == nil || env.Attempt == attempt {
 		return env
 	}
-	again := *env
-	again.Attempt = attempt
-	return &again
+	return env.Again(attempt)
 }
 
 // remember keeps the evidence a later step needs once the journey ends: an

@@ -381,6 +381,7 @@ func (c *Consumer) handled(r *run, res outcome.HandlerResult) outcome.HandlerRes
 // is its own Error.
 func invoke(ctx context.Context, route routeFn, rd RawDelivery) outcome.HandlerResult {
 	var err error
+	rd.route = true // its extractor's first Body reads the delivery's own bytes
 	if p := recovered(func() { err = route(ctx, rd) }); p != nil {
 		return outcome.HandlerResult{Ran: true, Kind: outcome.KindRetryable, Panicked: true, Cause: sanitize.Text(fmt.Sprint("panic: ", p), decide.MaxCause)}
 	}

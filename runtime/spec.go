@@ -47,8 +47,8 @@ type QueueSpec struct {
 	// and body of a delivery the guard has passed, on the intake's goroutine
 	// (a delivery the guard refuses goes to the DLQ unread, in no order); it
 	// must be quick, and must neither keep nor change them: they are the
-	// delivery's own, which its handler reads and its retry and DLQ copies
-	// carry on. A panic in it (a panic(nil) too, even under
+	// delivery's own, which its extractor reads and its retry and DLQ
+	// copies carry on. A panic in it (a panic(nil) too, even under
 	// GODEBUG=panicnil=1), or a runtime.Goexit, is logged, and the delivery
 	// is ordered only behind others whose key panicked. Order holds while
 	// each delivery settles within its budget: a retry waits in line,

@@ -45,7 +45,8 @@ type Telemetry interface {
 	// Send with its caller's. Only a copy shows failure facts: p leaves out
 	// those of a Send (a handler may forward a copy it received), which its
 	// message still carries. It may add headers to p (trace context, for
-	// one); the runtime keeps only its headers, and those named x-lily-* as
+	// one), and must not write into p.Body, the message's own bytes (a retry
+	// or DLQ copy's are its delivery's); the runtime keeps only its headers, and those named x-lily-* as
 	// they were, and on a retry or DLQ copy also those the queue's envelope
 	// profiles read the message's envelope from. One that panics changes
 	// nothing: the message goes as it was. Where the headers it left

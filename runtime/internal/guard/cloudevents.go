@@ -324,10 +324,10 @@ func (r *Reader) readEvent(d *amqp.Delivery, p *envelope.Profile, structured boo
 	if reason != "" {
 		return nil, reason
 	}
-	return &Envelope{
+	return newEnvelope(Envelope{
 		MessageID: e.id, Type: typ, Version: version, ContentType: media, Timestamp: e.time, TimestampSet: e.timeSet,
 		Foreign: &Foreign{Key: e.source + " " + e.id, Structured: structured, Data: e.payload, Attributes: e.attributes},
-	}, ""
+	}), ""
 }
 
 // Header returns one header of the delivery, where a CloudEvent's

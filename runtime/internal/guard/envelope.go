@@ -67,6 +67,9 @@ type Envelope struct {
 	// Foreign is what another producer's envelope adds; nil for Lily's, so
 	// that the envelope of every delivery in Lily's stays small.
 	Foreign *Foreign
+	// held is what user code has been given of the payload (Held); nil in
+	// an Envelope built by hand.
+	held *held
 }
 
 // Foreign is what an envelope of another producer's adds to Lily's.

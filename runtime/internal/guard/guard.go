@@ -153,7 +153,7 @@ func readProperties(d *amqp.Delivery, p *envelope.Profile, lim Limits) (*Envelop
 	// amqp091 has no flag for a property's presence, but its readTimestamp
 	// (time.Unix) gives a timestamp a Location even at the zero instant,
 	// which the zero Time of an absent one lacks.
-	env := &Envelope{MessageID: id, Type: base, Version: version, ContentType: media, Timestamp: d.Timestamp, TimestampSet: d.Timestamp != time.Time{}}
+	env := newEnvelope(Envelope{MessageID: id, Type: base, Version: version, ContentType: media, Timestamp: d.Timestamp, TimestampSet: d.Timestamp != time.Time{}})
 	if p.Kind == envelope.Headers {
 		// Another producer's ids are its own: with its type beside them
 		// they meet neither Lily's ids (no spaces) nor a CloudEvent's

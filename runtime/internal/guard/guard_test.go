@@ -167,7 +167,7 @@ func TestGuard(t *testing.T) {
 				Timestamp: d.Timestamp, TimestampSet: true, CorrelationID: d.CorrelationId, Attempt: 1,
 			}
 			got := *env
-			got.Headers = nil
+			got.Headers, got.held = nil, nil
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("envelope = %+v, want %+v", got, want)
 			}
