@@ -92,7 +92,7 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 		// from the delivery, not from the guard's reading of the stand-in
 		// header.
 		env = nil
-		o.Rejection, o.Reason = outcome.RejectPoison, "quarantined: "+quarantined.Why
+		o.Rejection, o.Reason = outcome.RejectPoison, quarantinedXDeath(quarantined)
 	case quarantined.Why != "":
 		// The guard read the stand-in header, not the delivery's own. Before
 		// the body's size: the settlement is the same NACK, and the record
@@ -167,6 +167,10 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 		o.InLine = inLine
 	}
 }
+
+// quarantinedXDeath is the poison reason of a delivery the filter
+// quarantined for its x-death (v.XDeath).
+func quarantinedXDeath(v quarantine.Verdict) string { return "quarantined: " + v.Why }
 
 // handle runs the route for attempt of the delivery, whose sanitized message
 // id is id (a retry in line runs a later attempt than its envelope says),

@@ -59,6 +59,7 @@ func openTrial(consumer any, b trial.Broker) trial.Journeys {
 // goroutine; then it proves the ACKs sent, as the channel's next reply would.
 func (j *journeys) Deliver(d *amqp.Delivery) any {
 	received := time.Now()
+	quarantined := trialQuarantine(d)
 	j.gen.Settler.Received(d.DeliveryTag, received)
 	if closed(j.r.aborted) {
 		// As after the final abort: no journey starts, no user code runs.
@@ -80,7 +81,7 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	ran := false // the journey took its turn and ran
 	if j.c.spec.OrderKey != nil {
 		var key laneKey
-		key, read = j.orderKey(d)
+		key, read = j.orderKey(d, quarantined)
 		env = read.env
 		if key != guardRefused {
 			prev, own := j.r.lanes.enter(key)
@@ -122,7 +123,7 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	sl.hold()
 	defer sl.leave()
 	ran = true
-	rec := j.c.process(j.r, nil, j.gen, d, received, quarantine.Verdict{}, read, sl)
+	rec := j.c.process(j.r, nil, j.gen, d, received, quarantined, read, sl)
 	if acks := j.gen.Acks.Take(); len(acks) > 0 {
 		j.c.acksProven(j.r, j.gen, acks)
 		j.gen.Acks.Done(acks)
@@ -130,15 +131,16 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	return rec
 }
 
-// orderKey reads d, on an ordered queue, as the intake does (orderKey):
-// the guard, then OrderKey, whose panic or runtime.Goexit is logged, and d
+// orderKey reads d, quarantined as the filter would have (trialQuarantine),
+// on an ordered queue, as the intake does (orderKey): the guard, then
+// OrderKey, whose panic or runtime.Goexit is logged, and d
 // goes on. It calls orderKey on a goroutine of its own, which a Goexit
 // ends, as it ends the intake's, not Deliver's caller. It returns the lane
 // d takes, and the guard's reading of d.
-func (j *journeys) orderKey(d *amqp.Delivery) (laneKey, *reading) {
+func (j *journeys) orderKey(d *amqp.Delivery, quarantined quarantine.Verdict) (laneKey, *reading) {
 	k := &keyReading{done: make(chan struct{})}
 	go func() {
-		k.key, k.read = j.c.orderKey(d, quarantine.Verdict{}, k)
+		k.key, k.read = j.c.orderKey(d, quarantined, k)
 		close(k.done)
 	}()
 	<-k.done
@@ -200,8 +202,20 @@ func (h trialHandoffs) Publish(bounds confirm.Bounds, exchange, key string, msg 
 
 func (trialHandoffs) CloseBy(time.Time) {}
 
-// readTrial reads d as process does before it calls a handler: the guard,
-// then dispatch. It refuses a spec and routes NewConsumer refuses: read by
+// trialQuarantine does to d what the consumer connection's filter does on
+// the broker, as far as d's decoded headers tell (quarantine.Decoded): an
+// x-death RabbitMQ's dead-lettering cannot read has d's header table
+// replaced by the filter's stand-in, and the verdict says so. A producer
+// other than a Publisher can send such an x-death, and the broker delivers
+// it.
+func trialQuarantine(d *amqp.Delivery) quarantine.Verdict {
+	v, headers := quarantine.Decoded(d.Headers)
+	d.Headers = headers
+	return v
+}
+
+// readTrial reads d as process does before it calls a handler: the filter's
+// quarantine of its x-death, the guard, then dispatch. It refuses a spec and routes NewConsumer refuses: read by
 // them, a message would be rejected for what is wrong with the spec (a zero
 // MaxBodyBytes calls every body oversized).
 func readTrial(spec, routes any, d *amqp.Delivery) (any, outcome.Rejection, string, error) {
@@ -209,6 +223,9 @@ func readTrial(spec, routes any, d *amqp.Delivery) (any, outcome.Rejection, stri
 	reader, _, err := q.check(routes.(Routes))
 	if err != nil {
 		return nil, outcome.NotRejected, "", err
+	}
+	if v := trialQuarantine(d); v.XDeath {
+		return nil, outcome.RejectPoison, quarantinedXDeath(v), nil
 	}
 	env, verdict, reason := reader.Check(d, q.MaxBodyBytes, defaultTuning.limits, time.Now())
 	switch verdict {

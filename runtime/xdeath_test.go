@@ -191,3 +191,48 @@ func TestBrokerBrokenXDeathIsPoison(t *testing.T) {
 		})
 	}
 }
+
+// On the broker, a CloudEvent whose x-death RabbitMQ's dead-lettering
+// cannot read is quarantined by the connection's filter: poison, for a
+// reason that names the quarantine, and its DLQ copy is built from the
+// filter's stand-in header table, so it keeps the event's properties and
+// body but none of its identity headers (cloudEvents_*). The harness does
+// the same (lilytest's TestBrokenXDeathIsQuarantinedAsOnTheBroker, in the
+// same words).
+func TestBrokerForeignBrokenXDeathCopy(t *testing.T) {
+	t.Parallel()
+	q := foreignSpec(t)
+	declareTopology(t, q)
+	p, err := fixture.NewPaymentAuthorizedV1("pa-xd", &fixture.PaymentAuthorizedV1{PaymentID: "pa-xd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Headers["x-death"] = []any{"junk"}
+	publish(t, q.Name, p)
+	h := &foreignHandler{seen: map[string][]seen{}}
+	r, c := prepareRoutes(t, q, fixture.LilytestForeignRoutes(h))
+	r.launch(c)
+	rec := r.await(1)[0]
+	r.stop()
+	const why = "quarantined: header x-death: entry 0 is a string, not a table: RabbitMQ's dead-lettering cannot read it"
+	wantPath(t, rec, runtime.PathDeadLettered)
+	if rec.Rejection != "poison" || rec.Reason != "poison envelope: "+why {
+		t.Errorf("record %+v, want poison: %s", rec, why)
+	}
+	dead := drain(t, q.Topology.DeadLetterQueue)
+	if len(dead) != 1 {
+		t.Fatalf("%d messages in the DLQ, want the poison copy", len(dead))
+	}
+	d := dead[0]
+	if header(t, d, guard.HeaderFailureReason) != "poison envelope: "+why || header(t, d, envelope.HeaderPoisonCopy) != true {
+		t.Errorf("DLQ copy headers %v", d.Headers)
+	}
+	for k := range d.Headers {
+		if strings.HasPrefix(k, "cloudEvents") || k == "x-death" {
+			t.Errorf("the copy carries %s: %v", k, d.Headers[k])
+		}
+	}
+	if string(d.Body) != string(p.Body) || d.Type != p.Type || d.MessageId != p.MessageId {
+		t.Errorf("copy %q, type %q, id %q; want the original's body and properties", d.Body, d.Type, d.MessageId)
+	}
+}

@@ -119,3 +119,25 @@ func brokerValue(t byte, b []byte) (value, rest []byte, ok bool) {
 	}
 	return nil, nil, false
 }
+
+// Decoded is what a Conn with BrokenXDeath does to a delivery whose header
+// table the client decoded as headers, told from that table alone, for a
+// test harness that has no socket (lilytest): an x-death RabbitMQ's
+// dead-lettering cannot read (frame.CheckXDeath, in the words of the
+// filter's reason) has the table replaced, and the runtime reads it as
+// Quarantined leaves it, the marker alone, with the same verdict; the
+// delivery's other properties are kept. Otherwise it returns headers as
+// they are and no verdict. A decoded table names no entry twice, where the
+// filter reads the first of a name, nor holds a field of type 'L'; and it
+// shows none of the other faults the filter quarantines (tables too deep or
+// too wide, a header over the frame size), which the client cannot decode:
+// for every other table the verdict is the filter's
+// (TestDecodedIsTheFiltersVerdict).
+func Decoded(headers map[string]any) (Verdict, map[string]any) {
+	err := frame.CheckXDeath(headers[frame.XDeath])
+	if err == nil {
+		return Verdict{}, headers
+	}
+	why := frame.XDeathUnreadable(err.Error())
+	return Verdict{Why: why, XDeath: true}, map[string]any{Header: why}
+}

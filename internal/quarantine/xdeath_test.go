@@ -5,8 +5,11 @@ import (
 	"encoding/hex"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/frame"
 )
@@ -205,6 +208,44 @@ func TestBrokenXDeathAgreesWithTheDecodedCheck(t *testing.T) {
 		raw := brokenXDeath(tc.table)
 		if (decoded == nil) != (raw == "") || decoded != nil && !strings.Contains(raw, "header x-death: "+decoded.Error()+": ") {
 			t.Errorf("%s: on the wire %q, decoded %v", tc.name, raw, decoded)
+		}
+	}
+}
+
+// Where the client sees the x-death the broker reads, Decoded, told the
+// headers an unfiltered client decodes, gives the verdict a Conn with
+// BrokenXDeath gives on the wire, and the headers its client reads once
+// Quarantined has taken the seal and the mark away.
+func TestDecodedIsTheFiltersVerdict(t *testing.T) {
+	hidden := map[string]bool{
+		"an L count": true, "after an L field": true, "after an L field, broken": true,
+		"broken, then the broker's": true, "the broker's, then broken": true, "a count named twice": true,
+		"a table cut short": true,
+	}
+	bare, filtered := connect(t, false), connect(t, true, (*Conn).BrokenXDeath)
+	for i, tc := range xdeathCases() {
+		if hidden[tc.name] {
+			continue
+		}
+		var got [2]amqp.Delivery
+		for j, c := range []*client{bare, filtered} {
+			sent := make(chan error, 1)
+			go func() {
+				sent <- c.broker.send(0, message(uint64(i+1), props(table(tc.table)), []byte("x"))...)
+			}()
+			d, err := c.next(t)
+			if err != nil {
+				t.Fatalf("%s: the client closed: %v", tc.name, err)
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			got[j] = d
+		}
+		want, _ := filtered.filter.Quarantined(got[1].Headers)
+		v, headers := Decoded(got[0].Headers)
+		if v != want || !reflect.DeepEqual(map[string]any(got[1].Headers), headers) {
+			t.Errorf("%s: decoded %+v, %v; on the wire %+v, %v", tc.name, v, headers, want, got[1].Headers)
 		}
 	}
 }

@@ -267,7 +267,11 @@ func inUserCode() (own, run bool) {
 // CC or BCC header that is not an array (on any of these the broker closes
 // the channel), a header value of a type AMQP has no word for, an int
 // outside the int32 range, which the client would truncate, a NaN or an
-// infinity.
+// infinity. An x-death RabbitMQ's dead-lettering cannot read, which a
+// Publisher refuses but another producer sends and the broker delivers,
+// is quarantined as the consumer connection's filter quarantines it: the
+// guard reads the filter's stand-in header table, and the message is
+// poison, its reason and its DLQ copy as on the broker.
 //
 // A delivery that is requeued waits the runtime's pause first (250 ms,
 // doubling for each earlier requeue of the same message), and a retry on

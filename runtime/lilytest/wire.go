@@ -23,7 +23,10 @@ import (
 // outside the int32 range, which the client would truncate, a NaN or an
 // infinity, on which the broker closes the connection, and a CC or BCC
 // that is not an array, on which it closes the channel. The names in its
-// refusal are bounded and sanitized (frame.HeaderName).
+// refusal are bounded and sanitized (frame.HeaderName). An x-death the
+// broker's dead-lettering cannot read, which a Publisher refuses too, it
+// passes: another producer sends one, the broker delivers it, and the
+// trial quarantines it as the consumer connection's filter does.
 func received(t amqp.Table) (amqp.Table, error) {
 	if len(t) == 0 {
 		return nil, nil
