@@ -73,11 +73,25 @@ type Publisher struct {
 	lastWarned atomic.Int64
 }
 
+// maxWindow is the largest window NewPublisher takes; its comment says why.
+const maxWindow = 4096
+
 // NewPublisher returns a publisher that reaches the broker as cfg says (its
 // URLs, TLS, Credentials, StepTimeout, ReconnectMax and Telemetry) with at most window
 // publishes in flight (64 when not positive). It connects at its first Send.
+//
+// A window over 4096 is refused. Its publishes share one channel, which the
+// broker serves on one process, at tens of thousands of publishes a second
+// at best: 4096 in flight keep it busy even when each confirm takes 50 ms (a
+// quorum queue's disk under load). A larger window buys no throughput, only
+// waits in the broker's buffers, and memory here: each channel the Publisher
+// opens buffers four Returns for every slot, 264 bytes each.
 func NewPublisher(cfg Config, window int) (*Publisher, error) {
-	if err := cfg.validate(true); err != nil {
+	err := cfg.validate(true)
+	if window > maxWindow {
+		err = errors.Join(err, fmt.Errorf("publisher window %d is over %d publishes in flight, which one channel cannot use", window, maxWindow))
+	}
+	if err != nil {
 		return nil, err
 	}
 	if window <= 0 {

@@ -1860,3 +1860,23 @@ func nackingVhost(t *testing.T) (url string, uri amqp.URI, conn *amqp.Connection
 	}
 	return url, uri, conn, resume
 }
+
+// NewPublisher refuses a window over its maximum, with the other problems
+// of its Config, and takes one at it. Before, any window was taken: one of
+// 100,000 cost 100 MB at each channel open, and one too large for the
+// Return buffer panicked inside the first Send, leaving every later Send
+// waiting on the channel it was opening.
+func TestNewPublisherRefusesAWindowOverItsMaximum(t *testing.T) {
+	for _, window := range []int{4097, 100_000, math.MaxInt} {
+		_, err := runtime.NewPublisher(runtime.Config{StepTimeout: -time.Second}, window)
+		want := fmt.Sprintf("publisher window %d is over 4096 publishes in flight", window)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "Config.StepTimeout") {
+			t.Errorf("window %d: %v; want refused, %q and the StepTimeout both said", window, err, want)
+		}
+	}
+	p, err := runtime.NewPublisher(runtime.Config{}, 4096)
+	if err != nil {
+		t.Fatalf("window 4096: %v; want taken", err)
+	}
+	p.Close()
+}
