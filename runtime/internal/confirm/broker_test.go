@@ -3,10 +3,12 @@ package confirm
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"math"
 	"net"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,4 +180,45 @@ func TestBrokerCloseByClosesRetiredChannels(t *testing.T) {
 		resume()
 		eventually(t, 30*time.Second, "the current channel closed once the broker answers", b.ch.IsClosed)
 	})
+}
+
+// A panic while a publish opens its channel (here the Return buffer of a
+// window too large for it, as a hand-built QueueSpec's Concurrency gives a
+// consumer's handoffs, which recover panics) ends the opening: the next
+// publish opens again rather than wait on it, and nothing was opened to be
+// left behind. Before, the panic came once the channel was open, and left
+// it open on the connection, and the opening unended: every later publish
+// waited on it until its bound.
+func TestBrokerPanicWhileOpeningLeavesNoOpeningBehind(t *testing.T) {
+	t.Parallel()
+	url := services.RabbitMQ(t)
+	var dials atomic.Int32
+	conn := NewConn(func() (*amqp.Connection, net.Conn, func(), error) {
+		dials.Add(1)
+		conn, socket, err := transport.Dial(url, amqp.Config{}, nil)
+		return conn, socket, nil, err
+	}, 2*time.Second)
+	t.Cleanup(conn.Close)
+	p := New(conn, math.MaxInt)
+	t.Cleanup(p.Close)
+	for i := 1; i <= 2; i++ {
+		var ev outcome.HandoffEvidence
+		recovered := func() (r any) {
+			defer func() { r = recover() }()
+			ev = publish(p, "lily-confirm-nowhere", 30*time.Second)
+			return nil
+		}()
+		if recovered == nil {
+			t.Fatalf("publish %d: %v %s; want the open's panic", i, ev.Status, ev.Detail)
+		}
+	}
+	p.mu.Lock()
+	opening := p.opening
+	p.mu.Unlock()
+	if opening != nil {
+		t.Error("the panics left an opening behind")
+	}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("%d connections dialled for publishes that panicked before they could use one; want none", n)
+	}
 }

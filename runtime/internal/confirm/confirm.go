@@ -189,43 +189,60 @@ func (p *Publisher) channel(deadline time.Time, done <-chan struct{}) (*channel,
 		}
 		p.opening = make(chan struct{})
 		p.mu.Unlock()
-		c, err := p.open(deadline, done)
-		p.mu.Lock()
-		switch {
-		case err == nil && p.closed:
-			// Closed while it opened: nobody would close this one.
-			go c.ch.Close()
-			c, err = nil, errClosed
-		case err == nil:
-			// The exchanges found pass on to the next channel on the same
-			// connection, unless the last closed (the broker may have closed
-			// it for one deleted since: exchanges says more).
-			if p.exchanges == nil || p.exchanges.link != c.link || p.current != nil && p.current.ch.IsClosed() {
-				p.exchanges = newExchanges(c.link)
-			}
-			c.exchanges = p.exchanges
-			p.current = c
-			c.users++
+		return p.openCurrent(deadline, done)
+	}
+}
+
+// openCurrent is channel's open, by the publish that set p.opening: it opens
+// the channel, takes it and ends the opening, on a panic too (in the client,
+// in allocating), so that the publishes waiting on it, and those after, open
+// again rather than wait on it until their bounds.
+func (p *Publisher) openCurrent(deadline time.Time, done <-chan struct{}) (c *channel, err error) {
+	locked := false
+	defer func() {
+		if !locked {
+			p.mu.Lock()
 		}
 		close(p.opening)
 		p.opening = nil
 		p.mu.Unlock()
-		return c, err
+	}()
+	c, err = p.open(deadline, done)
+	p.mu.Lock()
+	locked = true
+	switch {
+	case err == nil && p.closed:
+		// Closed while it opened: nobody would close this one.
+		go c.ch.Close()
+		c, err = nil, errClosed
+	case err == nil:
+		// The exchanges found pass on to the next channel on the same
+		// connection, unless the last closed (the broker may have closed
+		// it for one deleted since: exchanges says more).
+		if p.exchanges == nil || p.exchanges.link != c.link || p.current != nil && p.current.ch.IsClosed() {
+			p.exchanges = newExchanges(c.link)
+		}
+		c.exchanges = p.exchanges
+		p.current = c
+		c.users++
 	}
+	return c, err
 }
 
 // open opens a confirm-mode channel, each step by the deadline, or until
 // done is closed; on a connection the broker blocks, once it unblocks it.
 func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, error) {
+	// Every Return belongs to a publish in the window, and each drains the
+	// buffer before and after its publish (or answered does, for one that
+	// stopped waiting); four windows of room keep the client from ever
+	// blocking on (and after 5 s dropping) a Return. Made before the
+	// channel opens, so that a panic making it leaves no channel open.
+	buffer := make(chan amqp.Return, 4*cap(p.window))
 	ch, l, err := p.conn.channel(deadline, done, func(ch *amqp.Channel) error { return ch.Confirm(false) })
 	if err != nil {
 		return nil, err
 	}
-	// Every Return belongs to a publish in the window, and each drains the
-	// buffer before and after its publish (or answered does, for one that
-	// stopped waiting); four windows of room keep the client from ever
-	// blocking on (and after 5 s dropping) a Return.
-	returns := ch.NotifyReturn(make(chan amqp.Return, 4*cap(p.window)))
+	returns := ch.NotifyReturn(buffer)
 	return &channel{ch: ch, returns: returns, link: l, opened: time.Now()}, nil
 }
 
