@@ -39,7 +39,7 @@ type QueueSpec struct {
 	// Prefetch is the channel's basic.qos: how many deliveries the broker
 	// may hand over unacknowledged, 1..65535.
 	Prefetch int
-	// Concurrency bounds the deliveries handled at once, at least 1.
+	// Concurrency bounds the deliveries handled at once, 1..65535.
 	Concurrency int
 	// OrderKey, when set, orders the queue's handling: deliveries whose keys
 	// are equal are handled one at a time, in the order the queue delivered
@@ -113,8 +113,10 @@ func (q QueueSpec) validate() error {
 	if t.Type != queue.Classic && t.Type != queue.Quorum {
 		bad("queue %s: type %q is neither classic nor quorum", q.Name, t.Type)
 	}
-	if q.Prefetch < 1 || q.Prefetch > 65535 || q.Concurrency < 1 {
-		bad("queue %s: prefetch must be 1..65535 and concurrency at least 1", q.Name)
+	// A schema's bounds: concurrency sizes the handoffs' window, and so each
+	// handoff channel's buffer of Returns.
+	if q.Prefetch < 1 || q.Prefetch > 65535 || q.Concurrency < 1 || q.Concurrency > 65535 {
+		bad("queue %s: prefetch and concurrency must be 1..65535", q.Name)
 	}
 	if q.MaxAttempts < 1 || q.MaxAttempts > guard.DefaultLimits.MaxAttempt {
 		bad("queue %s: max attempts must be 1..%d", q.Name, guard.DefaultLimits.MaxAttempt)

@@ -326,3 +326,22 @@ func TestNewConsumerRefusesLilysOwnArguments(t *testing.T) {
 		}
 	}
 }
+
+// Prefetch and concurrency are held to what a schema may say (1..65535): a
+// hand-built spec's concurrency sizes its handoffs' window, and one beyond
+// the schema's bound made each handoff channel's Return buffer panic.
+func TestNewConsumerBoundsPrefetchAndConcurrency(t *testing.T) {
+	routes := ordersmsg.OrdersRoutes(ordersmsg.UnimplementedOrdersHandler{})
+	for _, tc := range []struct{ prefetch, concurrency int }{{0, 1}, {65536, 1}, {1, 0}, {1, 65536}, {1, math.MaxInt}} {
+		spec := ordersmsg.OrdersQueueSpec()
+		spec.Prefetch, spec.Concurrency = tc.prefetch, tc.concurrency
+		if _, err := runtime.NewConsumer(spec, routes, runtime.Config{}); err == nil || !strings.Contains(err.Error(), "prefetch and concurrency must be 1..65535") {
+			t.Errorf("prefetch %d, concurrency %d: %v", tc.prefetch, tc.concurrency, err)
+		}
+	}
+	spec := ordersmsg.OrdersQueueSpec()
+	spec.Prefetch, spec.Concurrency = 65535, 65535
+	if _, err := runtime.NewConsumer(spec, routes, runtime.Config{}); err != nil {
+		t.Errorf("prefetch and concurrency 65535: %v", err)
+	}
+}
