@@ -179,31 +179,42 @@ func TestBrokenXDeathQuarantined(t *testing.T) {
 	}
 }
 
+// seenOtherwise names the x-death cases the client decodes otherwise than
+// the broker reads them.
+var seenOtherwise = map[string]bool{
+	"an L count": true, "after an L field": true, "after an L field, broken": true,
+	"broken, then the broker's": true, "the broker's, then broken": true, "a count named twice": true,
+	"a table cut short": true,
+}
+
+// deliverCase sends case i's table to c's client, as delivery i+1, and
+// returns the delivery the client decoded.
+func deliverCase(t *testing.T, c *client, i int, tc xdeathCase) amqp.Delivery {
+	t.Helper()
+	sent := make(chan error, 1)
+	go func() {
+		sent <- c.broker.send(0, message(uint64(i+1), props(table(tc.table)), []byte("x"))...)
+	}()
+	d, err := c.next(t)
+	if err != nil {
+		t.Fatalf("%s: the client closed: %v", tc.name, err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // Where the client sees the x-death the broker reads (no name twice, no
 // 'L', nothing cut short), brokenXDeath on the wire and frame.CheckXDeath
 // on what amqp091-go decodes agree: one rule, read twice.
 func TestBrokenXDeathAgreesWithTheDecodedCheck(t *testing.T) {
-	hidden := map[string]bool{
-		"an L count": true, "after an L field": true, "after an L field, broken": true,
-		"broken, then the broker's": true, "the broker's, then broken": true, "a count named twice": true,
-		"a table cut short": true,
-	}
 	c := connect(t, false)
 	for i, tc := range xdeathCases() {
-		if hidden[tc.name] {
+		if seenOtherwise[tc.name] {
 			continue
 		}
-		sent := make(chan error, 1)
-		go func() {
-			sent <- c.broker.send(0, message(uint64(i+1), props(table(tc.table)), []byte("x"))...)
-		}()
-		d, err := c.next(t)
-		if err != nil {
-			t.Fatalf("%s: the client closed: %v", tc.name, err)
-		}
-		if err := <-sent; err != nil {
-			t.Fatal(err)
-		}
+		d := deliverCase(t, c, i, tc)
 		decoded := frame.CheckXDeath(d.Headers[frame.XDeath])
 		raw := brokenXDeath(tc.table)
 		if (decoded == nil) != (raw == "") || decoded != nil && !strings.Contains(raw, "header x-death: "+decoded.Error()+": ") {
@@ -217,31 +228,12 @@ func TestBrokenXDeathAgreesWithTheDecodedCheck(t *testing.T) {
 // BrokenXDeath gives on the wire, and the headers its client reads once
 // Quarantined has taken the seal and the mark away.
 func TestDecodedIsTheFiltersVerdict(t *testing.T) {
-	hidden := map[string]bool{
-		"an L count": true, "after an L field": true, "after an L field, broken": true,
-		"broken, then the broker's": true, "the broker's, then broken": true, "a count named twice": true,
-		"a table cut short": true,
-	}
 	bare, filtered := connect(t, false), connect(t, true, (*Conn).BrokenXDeath)
 	for i, tc := range xdeathCases() {
-		if hidden[tc.name] {
+		if seenOtherwise[tc.name] {
 			continue
 		}
-		var got [2]amqp.Delivery
-		for j, c := range []*client{bare, filtered} {
-			sent := make(chan error, 1)
-			go func() {
-				sent <- c.broker.send(0, message(uint64(i+1), props(table(tc.table)), []byte("x"))...)
-			}()
-			d, err := c.next(t)
-			if err != nil {
-				t.Fatalf("%s: the client closed: %v", tc.name, err)
-			}
-			if err := <-sent; err != nil {
-				t.Fatal(err)
-			}
-			got[j] = d
-		}
+		got := [2]amqp.Delivery{deliverCase(t, bare, i, tc), deliverCase(t, filtered, i, tc)}
 		want, _ := filtered.filter.Quarantined(got[1].Headers)
 		v, headers := Decoded(got[0].Headers)
 		if v != want || !reflect.DeepEqual(map[string]any(got[1].Headers), headers) {
