@@ -180,42 +180,58 @@ func (c *Conn) link(deadline time.Time, done <-chan struct{}) (*link, error) {
 		}
 		c.dialing = make(chan struct{})
 		c.mu.Unlock()
-		began := time.Now()
-		l, err := c.open(by, done)
-		var unused *link
-		c.mu.Lock()
-		c.lastFailed = false
-		switch {
-		case err == nil && c.closed:
-			// Closed while it dialled: nobody would close this one.
-			unused, l, err = l, nil, errClosed
-		case c.closed:
-			// The close may have cut the dial short: it proves nothing of
-			// the broker.
-			err = errClosed
-		case err == nil:
-			c.links = append(c.links, l)
-			l.opening++
-			c.failed, c.failures = nil, 0
-		case errors.Is(err, step.ErrTimeout) && time.Since(began) < c.stepTimeout:
-			// Cut short by this publish's own bounds: it proves nothing of
-			// the broker.
-		default:
-			c.failed, c.lastFailed = err, true
-			c.failures++
-			if c.Backoff != nil {
-				c.retryAt = time.Now().Add(c.Backoff(c.failures))
-			}
-		}
-		c.dials++
-		close(c.dialing)
-		c.dialing = nil
-		c.mu.Unlock()
+		l, unused, err := c.dialOnce(by, done)
 		if unused != nil {
 			_ = unused.conn.CloseDeadline(time.Now().Add(c.stepTimeout))
 		}
 		return l, err
 	}
+}
+
+// dialOnce is link's dial, by the publish that set c.dialing; unused is a
+// connection dialled as the Conn closed, for the caller to close. The dial
+// ends, c.dialing closed and cleared, on a panic too (in the dial, the
+// client or Backoff, which may log): the publishes waiting on it, and those
+// after, dial again rather than wait on it until their bounds.
+func (c *Conn) dialOnce(by time.Time, done <-chan struct{}) (l, unused *link, err error) {
+	locked := false
+	defer func() {
+		if !locked {
+			c.mu.Lock()
+		}
+		c.dials++
+		close(c.dialing)
+		c.dialing = nil
+		c.mu.Unlock()
+	}()
+	began := time.Now()
+	l, err = c.open(by, done)
+	c.mu.Lock()
+	locked = true
+	c.lastFailed = false
+	switch {
+	case err == nil && c.closed:
+		// Closed while it dialled: nobody would close this one.
+		unused, l, err = l, nil, errClosed
+	case c.closed:
+		// The close may have cut the dial short: it proves nothing of
+		// the broker.
+		err = errClosed
+	case err == nil:
+		c.links = append(c.links, l)
+		l.opening++
+		c.failed, c.failures = nil, 0
+	case errors.Is(err, step.ErrTimeout) && time.Since(began) < c.stepTimeout:
+		// Cut short by this publish's own bounds: it proves nothing of
+		// the broker.
+	default:
+		c.failed, c.lastFailed = err, true
+		c.failures++
+		if c.Backoff != nil {
+			c.retryAt = time.Now().Add(c.Backoff(c.failures))
+		}
+	}
+	return l, unused, err
 }
 
 // free drops the connections no publish may use any more and returns the

@@ -3,6 +3,7 @@ package confirm
 import (
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,5 +56,37 @@ func TestLinkWaitsEndWithDone(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatal("a link whose done closed still waits a minute later")
 		}
+	}
+}
+
+// A dial that panics (in the dial, or in Backoff, which the Publisher's
+// logs in: a slog handler may panic) ends as one that fails: the next
+// publish dials again, rather than wait on a dial nobody will end, or on the
+// Conn's lock.
+func TestLinkDialsAgainAfterAPanic(t *testing.T) {
+	refused := errors.New("refused")
+	var dials atomic.Int32
+	c := NewConn(func() (*amqp.Connection, net.Conn, func(), error) {
+		dials.Add(1)
+		return nil, nil, nil, refused
+	}, time.Hour)
+	c.Backoff = func(int) time.Duration { panic("a logger's panic") }
+	for i := range 2 {
+		panicked := make(chan any, 1)
+		go func() {
+			defer func() { panicked <- recover() }()
+			_, _ = c.link(time.Now().Add(time.Minute), nil)
+		}()
+		select {
+		case p := <-panicked:
+			if p == nil {
+				t.Fatalf("link %d did not panic with Backoff", i+1)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("link %d still waits two minutes later", i+1)
+		}
+	}
+	if n := dials.Load(); n != 2 {
+		t.Errorf("%d dials; want one for each link", n)
 	}
 }
