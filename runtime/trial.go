@@ -215,9 +215,10 @@ func trialQuarantine(d *amqp.Delivery) quarantine.Verdict {
 }
 
 // readTrial reads d as process does before it calls a handler: the filter's
-// quarantine of its x-death, the guard, then dispatch. It refuses a spec and routes NewConsumer refuses: read by
-// them, a message would be rejected for what is wrong with the spec (a zero
-// MaxBodyBytes calls every body oversized).
+// quarantine of its x-death, the guard, then dispatch. It refuses a spec and
+// routes NewConsumer refuses: read by them, a message would be rejected for
+// what is wrong with the spec (a zero MaxBodyBytes calls every body
+// oversized).
 func readTrial(spec, routes any, d *amqp.Delivery) (any, outcome.Rejection, string, error) {
 	q := spec.(QueueSpec)
 	reader, _, err := q.check(routes.(Routes))

@@ -27,8 +27,9 @@ import (
 // is; d's headers, not the original's, which for a delivery the
 // connection's filter quarantined for its x-death are the filter's
 // stand-in table, by design: that copy carries none of them, and says whose
-// it is by its properties and body alone. Sanitized and cut, an id may read as another, valid one: the copy is
-// marked (envelope.HeaderPoisonCopy), and the guard refuses it.
+// it is by its properties and body alone. Sanitized and cut, an id may read
+// as another, valid one: the copy is marked (envelope.HeaderPoisonCopy), and
+// the guard refuses it.
 // UserId and Expiration are never forwarded: the broker would refuse a foreign
 // user id, and a per-message TTL would fight the retry bucket's. Nor are CC
 // and BCC (envelope.Routing): they would send the copy to the queues they
