@@ -2,8 +2,10 @@ package lilytest_test
 
 import (
 	"context"
+	"flag"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/lily-mq/lily/runtime"
@@ -13,6 +15,18 @@ import (
 	// Every test package takes -update, so that `go test ./... -update` runs.
 	_ "github.com/lily-mq/lily/internal/update"
 )
+
+// TestMain runs up to eight of the package's parallel tests at once, not
+// go test's default of one for each core: they wait on handler timeouts,
+// steps and requeue pauses far more than they compute, and two at a time
+// kept the quick tier waiting 5.5 s on them (3 s so). A -parallel on the
+// command line (make test's) still decides: it is read after this.
+func TestMain(m *testing.M) {
+	if err := flag.Set("test.parallel", "8"); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
 
 // handler is a test's implementation of the fixture's generated handler
 // interface.
