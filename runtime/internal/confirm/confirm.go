@@ -287,6 +287,9 @@ func (c *Conn) awaitUnblocked(l *link, deadline time.Time, done <-chan struct{})
 	case <-expired:
 		return errBlocked
 	case <-done:
+		if passed(deadline) {
+			return errBlocked
+		}
 		return errStoppedBlocked
 	case <-c.closing:
 		return errClosed
@@ -351,7 +354,7 @@ func (b Bounds) Refused(exchange, key string, msg amqp.Publishing) outcome.Hando
 		ev.Status, ev.Detail = outcome.HandoffFailed, sanitize.Text(err.Error(), 160)
 		return ev
 	}
-	if writeBy := b.writeBy(); !writeBy.IsZero() && !time.Now().Before(writeBy) {
+	if passed(b.writeBy()) {
 		// A select would pick at random between a free slot and a passed
 		// bound: the bound decides.
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, noTimeDetail
@@ -373,6 +376,25 @@ func (b Bounds) Late(stepTimeout time.Duration, exchange, key string) outcome.Ha
 	ev := outcome.HandoffEvidence{Destination: destination(exchange, key)}
 	if time.Until(step.Deadline(stepTimeout, b.Deadline)) < min(stepTimeout/4, 20*time.Millisecond) {
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, noTimeDetail
+	}
+	return ev
+}
+
+// passed says whether the moment by, if any, has come. A wait that sees its
+// done closed asks it too: a context's Done closes at the deadline its timer
+// shares with the wait's own, and a loaded scheduler may run either timer
+// first. Whichever the select saw, the bound ended the wait.
+func passed(by time.Time) bool {
+	return !by.IsZero() && !time.Now().Before(by)
+}
+
+// ended is ev for a wait before the write that ended first: timed out, for
+// timedOut, once writeBy has passed (passed), else failed, for stopped (Done
+// was closed).
+func ended(ev outcome.HandoffEvidence, writeBy time.Time, timedOut, stopped string) outcome.HandoffEvidence {
+	ev.Status, ev.Detail = outcome.HandoffFailed, stopped
+	if passed(writeBy) {
+		ev.Status, ev.Detail = outcome.HandoffTimedOut, timedOut
 	}
 	return ev
 }
@@ -401,11 +423,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	select {
 	case p.window <- struct{}{}:
 	case <-expired:
-		ev.Status, ev.Detail = outcome.HandoffTimedOut, "no publish slot within the budget"
-		return ev
+		return ended(ev, writeBy, "no publish slot within the budget", "stopped waiting for a publish slot")
 	case <-b.Done:
-		ev.Status, ev.Detail = outcome.HandoffFailed, "stopped waiting for a publish slot"
-		return ev
+		return ended(ev, writeBy, "no publish slot within the budget", "stopped waiting for a publish slot")
 	case <-p.conn.closing:
 		ev.Status, ev.Detail = outcome.HandoffFailed, "waiting for a publish slot: "+errClosed.Error()
 		return ev
@@ -447,11 +467,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		select {
 		case <-c.link.whenUnblocked():
 		case <-expired:
-			ev.Status, ev.Detail = outcome.HandoffTimedOut, "the broker blocks publishes (a resource alarm)"
-			return ev
+			return ended(ev, writeBy, "the broker blocks publishes (a resource alarm)", "stopped waiting while the broker blocks publishes")
 		case <-b.Done:
-			ev.Status, ev.Detail = outcome.HandoffFailed, "stopped waiting while the broker blocks publishes"
-			return ev
+			return ended(ev, writeBy, "the broker blocks publishes (a resource alarm)", "stopped waiting while the broker blocks publishes")
 		case <-p.conn.closing:
 			ev.Status, ev.Detail = outcome.HandoffFailed, "waiting while the broker blocks publishes: "+errClosed.Error()
 			return ev
@@ -540,7 +558,8 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	}
 	ev.Published = true
 	p.AfterPublish()
-	confirmBy := step.Timer(step.Deadline(p.stepTimeout, b.Deadline))
+	by := step.Deadline(p.stepTimeout, b.Deadline)
+	confirmBy := step.Timer(by)
 	defer step.Release(confirmBy)
 	select {
 	case <-dc.Done():
@@ -551,6 +570,9 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		return ev
 	case <-b.Done:
 		ev.Status, ev.Detail = outcome.HandoffTimedOut, "stopped waiting for the confirm"
+		if passed(by) {
+			ev.Detail = "no confirm in time"
+		}
 		held = false
 		go p.answered(c, dc)
 		return ev

@@ -114,6 +114,9 @@ func (c *Conn) awaitOpen(opening <-chan struct{}, by time.Time, done <-chan stru
 	case <-t.C:
 		return step.ErrTimeout
 	case <-done:
+		if passed(by) {
+			return step.ErrTimeout
+		}
 		return errStopped
 	case <-c.closing:
 		return errClosed

@@ -67,13 +67,17 @@ func (c *channel) exchangeExists(conn *Conn, exchange string, stepTimeout time.D
 		return outcome.HandoffNone, ""
 	}
 	name := sanitize.Text(exchange, 120)
-	t := step.Timer(step.Deadline(stepTimeout, writeBy))
+	lookBy := step.Deadline(stepTimeout, writeBy)
+	t := step.Timer(lookBy)
 	defer step.Release(t)
 	select {
 	case c.exchanges.checking <- struct{}{}:
 	case <-t.C:
 		return outcome.HandoffTimedOut, "no time left to look for exchange " + name
 	case <-done:
+		if passed(lookBy) {
+			return outcome.HandoffTimedOut, "no time left to look for exchange " + name
+		}
 		return outcome.HandoffFailed, "stopped waiting to look for exchange " + name
 	}
 	defer func() { <-c.exchanges.checking }()
