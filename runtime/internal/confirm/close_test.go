@@ -89,7 +89,9 @@ func TestBrokerIdleExtraConnectionClosesWithoutHoldingThePublish(t *testing.T) {
 		t.Fatalf("first publish: %v %s; want returned", ev.Status, ev.Detail)
 	}
 	done := make(chan outcome.HandoffEvidence, 1)
-	go func() { done <- publish(New(conn, 1), "lily-confirm-no-such-queue", 300*time.Millisecond) }()
+	// Its bound carries the second dial (a whole handshake, half a second
+	// on a loaded broker) and ends long before the step.
+	go func() { done <- publish(New(conn, 1), "lily-confirm-no-such-queue", 3*time.Second) }()
 	select {
 	case ev := <-done:
 		if ev.Status != outcome.HandoffTimedOut || dials.Load() != 2 {
