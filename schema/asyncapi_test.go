@@ -43,7 +43,7 @@ func TestAsyncAPIKeyInInclude(t *testing.T) {
 		"root.yaml": "version: 1\npackage: x\ninclude: [a.yaml]\n",
 		"a.yaml":    "version: 1\nasyncapi: {file: a.yaml}\nmessages:\n  A: {versions: {1: {}}}\n",
 	}
-	read := func(name string) ([]byte, error) {
+	read := func(name string, _ int) ([]byte, error) {
 		if data, ok := files[name]; ok {
 			return []byte(data), nil
 		}

@@ -35,7 +35,7 @@ func TestErrorsQuoteSchemaTextBounded(t *testing.T) {
 		{"unknown anchor", head + "messages:\n  A: *" + big + "\n", RuleAlias},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			read := func(string) ([]byte, error) { return nil, os.ErrNotExist }
+			read := func(string, int) ([]byte, error) { return nil, os.ErrNotExist }
 			_, err := parse("s.yaml", []byte(tc.src), read)
 			var list ErrorList
 			if !errors.As(err, &list) {

@@ -30,7 +30,7 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	noFiles := func(string) ([]byte, error) { return nil, errors.New("no files while fuzzing") }
+	noFiles := func(string, int) ([]byte, error) { return nil, errors.New("no files while fuzzing") }
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := parse("s.yaml", data, noFiles)
 		if err == nil {

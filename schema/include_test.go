@@ -152,3 +152,40 @@ func TestSchemaBytesBoundAllFilesTogether(t *testing.T) {
 		t.Errorf("Parse of a root over the bound: %v", err)
 	}
 }
+
+// An include refused for the room it would take is refused once, where it
+// is first named, and not read again: a root listing one 4 MiB file 20,000
+// times read it each time (124 s) and never counted it toward maxFiles.
+func TestIncludePastTheRoomIsRefusedOnce(t *testing.T) {
+	files := map[string]string{
+		"a.yaml": "version: 1\n#" + strings.Repeat("x", 3<<20) + "\n",
+		"b.yaml": "version: 1\n#" + strings.Repeat("x", 2<<20) + "\n",
+	}
+	reads := map[string]int{}
+	read := func(name string, _ int) ([]byte, error) {
+		reads[name]++
+		return []byte(files[name]), nil
+	}
+	src := "version: 1\npackage: x\ninclude: [a.yaml" + strings.Repeat(", b.yaml", 100) + "]\nmessages: {A: {versions: {1: {}}}}\n"
+	_, err := parse("root.yaml", []byte(src), read)
+	want := `root.yaml:3:19: include "b.yaml" takes the schema past 4 MiB, the most its files may hold together (it is not read) (split the messages and queues into schemas of their own, each with its root file) [BAD-INCLUDE]`
+	if err == nil || err.Error() != want {
+		t.Errorf("got  %v\nwant %s", err, want)
+	}
+	if reads["b.yaml"] > 1 {
+		t.Errorf("b.yaml read %d times", reads["b.yaml"])
+	}
+
+	// From disk, its size is known before it is read.
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{
+		"repo/.git/HEAD":   "ref: refs/heads/main\n",
+		"repo/b.yaml":      "version: 1\n#" + strings.Repeat("x", maxSchemaBytes-13) + "\n",
+		"repo/x.lily.yaml": "version: 1\npackage: x\ninclude: [b.yaml, b.yaml, b.yaml]\nmessages: {A: {versions: {1: {}}}}\n",
+	})
+	wantRefused(t, filepath.Join(dir, "repo", "x.lily.yaml"),
+		`3:11: include "b.yaml" takes the schema past 4 MiB, the most its files may hold together (it is not read) (split the messages and queues into schemas of their own, each with its root file) [BAD-INCLUDE]`)
+	if data, err := readFile(filepath.Join(dir, "repo", "b.yaml"), maxSchemaBytes-1); err != errPastRoom || data != nil {
+		t.Errorf("readFile past the room: %d bytes, %v", len(data), err)
+	}
+}

@@ -36,7 +36,7 @@ func loadWithin(name string, b bound) (*File, error) {
 	if !b.holds(fileID(name)) {
 		return nil, fmt.Errorf("%s: a link to a file outside %s, which is not read", name, b.what)
 	}
-	data, err := readFile(name)
+	data, err := readFile(name, maxSchemaBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, unwrapPath(err))
 	}
@@ -72,11 +72,22 @@ func Parse(name string, data []byte) (*File, error) {
 // hand some kilobytes.
 const maxSchemaBytes = 4 << 20
 
-// readFile reads a schema file: a regular file, of at most maxSchemaBytes.
-// An include may name anything in its repository (a link to /dev/zero, a
-// FIFO), and a device or a FIFO would be read without end or block for
-// ever.
-func readFile(name string) ([]byte, error) {
+// reader reads a schema file, of at most room bytes: one larger, that
+// would fit in maxSchemaBytes, is errPastRoom, known before it is read
+// (load also refuses one a reader returns larger).
+type reader func(name string, room int) ([]byte, error)
+
+// errPastRoom is the error of a file larger than the room the files read
+// before it leave.
+var errPastRoom = errors.New("past the room left")
+
+// readFile reads a schema file: a regular file, of at most room bytes,
+// room at most maxSchemaBytes. An include may name anything in its
+// repository (a link to /dev/zero, a FIFO), and a device or a FIFO would
+// be read without end or block for ever. Its size is looked at first: a
+// file listed many times, each past the room, would otherwise be read
+// each time before it is refused.
+func readFile(name string, room int) ([]byte, error) {
 	// Looked at before it is opened: opening a FIFO waits for a writer.
 	info, err := os.Stat(name)
 	switch {
@@ -86,24 +97,30 @@ func readFile(name string) ([]byte, error) {
 		return nil, errors.New("not a regular file")
 	case info.Size() > maxSchemaBytes:
 		return nil, fmt.Errorf("larger than %d MiB", maxSchemaBytes>>20)
+	case info.Size() > int64(room):
+		return nil, errPastRoom
 	}
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSchemaBytes+1))
-	if err == nil && len(data) > maxSchemaBytes {
+	data, err := io.ReadAll(io.LimitReader(f, int64(room)+1))
+	switch {
+	case err != nil:
+	case len(data) > maxSchemaBytes:
 		err = fmt.Errorf("larger than %d MiB", maxSchemaBytes>>20) // it grew
+	case len(data) > room:
+		err = errPastRoom
 	}
 	return data, err
 }
 
-func parse(name string, data []byte, read func(string) ([]byte, error)) (*File, error) {
+func parse(name string, data []byte, read reader) (*File, error) {
 	return parseWithin(name, data, read, enclosing(filepath.Dir(name)))
 }
 
-func parseWithin(name string, data []byte, read func(string) ([]byte, error), b bound) (*File, error) {
+func parseWithin(name string, data []byte, read reader, b bound) (*File, error) {
 	if len(data) > maxSchemaBytes {
 		return nil, fmt.Errorf("%s: larger than %d MiB", name, maxSchemaBytes>>20)
 	}
@@ -127,9 +144,11 @@ func parseWithin(name string, data []byte, read func(string) ([]byte, error), b 
 type parser struct {
 	name  string   // the file being checked, for errors
 	files []string // every file read, root first
-	read  func(string) ([]byte, error)
-	seen  map[string]bool // the fileID of every file read, to read each once
-	bound bound           // where the files included may be
+	read  reader
+	// seen holds the fileID of every file read, and of every one refused
+	// for the room it would take, to read or refuse each once.
+	seen  map[string]bool
+	bound bound // where the files included may be
 	docs  []doc
 	errs  ErrorList
 	// dropped counts the problems found past maxErrors.
@@ -186,7 +205,7 @@ type declarations struct {
 }
 
 // newParser returns a parser that reads included files with read.
-func newParser(read func(string) ([]byte, error)) *parser {
+func newParser(read reader) *parser {
 	return &parser{read: read, seen: map[string]bool{}, decls: map[string]decl{}, types: map[string]*sharedType{}, known: declarations{
 		envelopes: map[string]*Envelope{}, messages: map[string]*Message{}, types: map[string]*Message{}, brokenMessages: map[string]Pos{},
 		exchanges: map[string]*Exchange{}, queues: map[string]*Queue{},
@@ -508,12 +527,15 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 			p.errorf(item, RuleInclude, "include %q would be file %d of this schema: at most %d are read", shorten(s), len(p.files)+1, maxFiles)
 			continue
 		}
-		data, err := p.read(target)
-		if err != nil {
+		room := maxSchemaBytes - p.bytes
+		data, err := p.read(target, room)
+		if err != nil && !errors.Is(err, errPastRoom) {
 			p.errorf(item, RuleInclude, "cannot read include %q: %v", shorten(s), unwrapPath(err))
 			continue
 		}
-		if p.bytes+len(data) > maxSchemaBytes {
+		if err != nil || len(data) > room {
+			// Refused once: a repeat of it is no different.
+			p.seen[id] = true
 			p.errorf(item, RuleInclude, "include %q takes the schema past %d MiB, the most its files may hold together (it is not read)", s, maxSchemaBytes>>20).
 				Hint = "split the messages and queues into schemas of their own, each with its root file"
 			continue

@@ -600,7 +600,7 @@ func TestIncludes(t *testing.T) {
 		"dir/a.yaml":     "version: 1\ninclude: [sub/b.yaml, a.yaml]\nmessages:\n  A: {versions: {1: {}}}\n",
 		"dir/sub/b.yaml": "version: 1\ninclude: [../a.yaml]\nmessages:\n  B: {versions: {1: {fields: {x: {type: strin}}}}}\n",
 	}
-	read := func(name string) ([]byte, error) {
+	read := func(name string, _ int) ([]byte, error) {
 		if data, ok := files[filepath.ToSlash(name)]; ok {
 			return []byte(data), nil
 		}
@@ -654,7 +654,7 @@ func TestIncludeCycleBackToARootNamedUnclean(t *testing.T) {
 // The files a schema includes are bounded: a bind mount of a directory in
 // itself names new files without end.
 func TestIncludesAreBounded(t *testing.T) {
-	read := func(name string) ([]byte, error) {
+	read := func(name string, _ int) ([]byte, error) {
 		return []byte("version: 1\ninclude: [" + filepath.Base(name) + "x]\n"), nil
 	}
 	src := "version: 1\npackage: x\ninclude: [x]\nmessages: {A: {versions: {1: {}}}}\n"

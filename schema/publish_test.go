@@ -55,7 +55,7 @@ func TestPublishInInclude(t *testing.T) {
 		"root.yaml": "version: 1\npackage: x\ninclude: [a.yaml]\nexchanges:\n  shop: {type: topic}\nqueues:\n  q: {consumes: [{message: A}], envelope: e}\nenvelopes:\n  e: {kind: cloudevents}\n",
 		"a.yaml":    "version: 1\nmessages:\n  A:\n    publish: {exchange: shop, routing_key: a}\n    versions: {1: {}}\n",
 	}
-	read := func(name string) ([]byte, error) {
+	read := func(name string, _ int) ([]byte, error) {
 		if data, ok := files[filepath.ToSlash(name)]; ok {
 			return []byte(data), nil
 		}
