@@ -15,7 +15,8 @@ import (
 // itself too (dangling or not: a write creates the file it names), must be
 // where an include may be (see Parse): inside the repository, and in no
 // .git directory. A schema from a pull request, generated in CI, would
-// otherwise write wherever the runner can. f is one Load or Parse
+// otherwise write wherever the runner can. A path of more than 4,096
+// bytes is refused before its links are resolved. f is one Load or Parse
 // returned.
 func (f *File) CheckOutput(out string) error {
 	path := filepath.Join(filepath.Dir(f.Name), filepath.FromSlash(out))
@@ -25,6 +26,11 @@ func (f *File) CheckOutput(out string) error {
 		at, what, named = f.asyncAPIAt, fmt.Sprintf("asyncapi file %q", shorten(out)), "it is"
 	}
 	e := &Error{File: at.File, Line: at.Line, Column: at.Column, Rule: RuleOutput}
+	if len(path) > maxPath {
+		// Refused before its links are resolved, as an include is.
+		e.Msg = fmt.Sprintf("%s leads to a path of %d bytes: at most %d, the longest a system opens: it is not written", what, len(path), maxPath)
+		return ErrorList{e}
+	}
 	real, err := linkpath.Resolve(path)
 	id := fileID(real)
 	switch {

@@ -148,7 +148,8 @@ type parser struct {
 	// seen holds the fileID of every file read, and of every one refused
 	// for the room it would take, to read or refuse each once.
 	seen  map[string]bool
-	bound bound // where the files included may be
+	ids   map[string]string // the fileID of each include's path, by path
+	bound bound             // where the files included may be
 	docs  []doc
 	errs  ErrorList
 	// dropped counts the problems found past maxErrors.
@@ -206,7 +207,7 @@ type declarations struct {
 
 // newParser returns a parser that reads included files with read.
 func newParser(read reader) *parser {
-	return &parser{read: read, seen: map[string]bool{}, decls: map[string]decl{}, types: map[string]*sharedType{}, known: declarations{
+	return &parser{read: read, seen: map[string]bool{}, ids: map[string]string{}, decls: map[string]decl{}, types: map[string]*sharedType{}, known: declarations{
 		envelopes: map[string]*Envelope{}, messages: map[string]*Message{}, types: map[string]*Message{}, brokenMessages: map[string]Pos{},
 		exchanges: map[string]*Exchange{}, queues: map[string]*Queue{},
 	}}
@@ -382,6 +383,11 @@ func (p *parser) schema(name string, data []byte) *File {
 // directory bind-mounted in itself names new files without end.
 const maxFiles = 1000
 
+// maxPath bounds the path, in bytes, that an include or a generated file
+// leads to, before its links are resolved: Linux opens none longer
+// (PATH_MAX), and one of 40,000 parts took seconds to resolve.
+const maxPath = 4096
+
 // fileID names a file by what it is, not by the path that reached it:
 // symbolic links resolved, absolute and clean. l1/sub.yaml, with l1 a link
 // to ., is sub.yaml; ./root.yaml is root.yaml. Of a path that does not
@@ -392,18 +398,28 @@ func fileID(name string) string {
 	if err != nil {
 		return filepath.Clean(name)
 	}
-	rest := ""
-	for dir := abs; ; {
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			return filepath.Join(real, rest)
+	// ends are where the leading directories of abs end, abs's own last.
+	// A directory that resolves has each above it resolve too, so the
+	// longest that does is found by halves: tried one at a time, each
+	// resolved whole, they took time of the square of their number.
+	var ends []int
+	for i := len(filepath.VolumeName(abs)) + 1; i < len(abs); i++ {
+		if os.IsPathSeparator(abs[i]) {
+			ends = append(ends, i)
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return abs
-		}
-		rest = filepath.Join(filepath.Base(dir), rest)
-		dir = parent
 	}
+	ends = append(ends, len(abs))
+	id := abs
+	for lo, hi := 0, len(ends); lo < hi; {
+		mid := int(uint(lo+hi) >> 1)
+		real, err := filepath.EvalSymlinks(abs[:ends[mid]])
+		if err != nil {
+			hi = mid
+			continue
+		}
+		id, lo = filepath.Join(real, abs[ends[mid]:]), mid+1
+	}
+	return id
 }
 
 // bound is the directory the files a schema includes must be in, resolved
@@ -509,13 +525,22 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 			continue
 		}
 		target := filepath.Join(filepath.Dir(name), filepath.FromSlash(s))
-		id := fileID(target)
+		if len(target) > maxPath {
+			p.errorf(item, RuleInclude, "include %q leads to a path of %d bytes: at most %d, the longest a system opens", shorten(s), len(target), maxPath)
+			continue
+		}
+		id, ok := p.ids[target]
+		if !ok {
+			// A file listed many times is resolved once.
+			id = fileID(target)
+			p.ids[target] = id
+		}
 		if !p.bound.holds(id) {
 			p.errorf(item, RuleInclude, "include %q is outside %s", shorten(s), p.bound.what)
 			continue
 		}
 		if inGit(p.bound.dir, id) {
-			p.errorf(item, RuleInclude, "include %q is in a .git directory, git's own, which is not read: its config may hold a credential", s)
+			p.errorf(item, RuleInclude, "include %q is in a .git directory, git's own, which is not read: its config may hold a credential", shorten(s))
 			continue
 		}
 		if p.seen[id] {
@@ -536,7 +561,7 @@ func (p *parser) load(name string, data []byte, at *yaml.Node) {
 		if err != nil || len(data) > room {
 			// Refused once: a repeat of it is no different.
 			p.seen[id] = true
-			p.errorf(item, RuleInclude, "include %q takes the schema past %d MiB, the most its files may hold together (it is not read)", s, maxSchemaBytes>>20).
+			p.errorf(item, RuleInclude, "include %q takes the schema past %d MiB, the most its files may hold together (it is not read)", shorten(s), maxSchemaBytes>>20).
 				Hint = "split the messages and queues into schemas of their own, each with its root file"
 			continue
 		}

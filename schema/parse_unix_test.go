@@ -139,3 +139,51 @@ func TestRootSchemaLinkStaysInTheRepository(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// A path longer than maxPath bytes is refused before its links are
+// resolved, and named clipped: resolving one took time of the square of
+// its parts (40,000 of them, 12 s), and the error quoted it whole.
+func TestLongPathsAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"repo/.git/HEAD": "ref: refs/heads/main\n"})
+	if err := os.Symlink(".", filepath.Join(dir, "repo", "l")); err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("l/", 2500)
+	writeTree(t, dir, map[string]string{
+		"repo/x.lily.yaml": "version: 1\npackage: x\noutput: " + long + "out\nasyncapi: {file: " + long + "x.yaml}\n" +
+			"include: [" + long + "b.yaml]\nmessages: {A: {versions: {1: {}}}}\n",
+	})
+	// Under the bound, the longest leading directory that resolves is
+	// still found: all the links, and no more.
+	repo := fileID(filepath.Join(dir, "repo"))
+	if got, want := fileID(filepath.Join(dir, "repo", strings.Repeat("l/", 100)+"missing/b.yaml")), filepath.Join(repo, "missing", "b.yaml"); got != want {
+		t.Errorf("fileID = %s, want %s", got, want)
+	}
+	name := filepath.Join(dir, "repo", "x.lily.yaml")
+	wantRefused(t, name, `5:11: include "l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l..." leads to a path of 5`)
+	// The same schema, its include gone, for its outputs.
+	writeTree(t, dir, map[string]string{"repo/x.lily.yaml": strings.Replace(readTestFile(t, name), "include: ["+long+"b.yaml]\n", "", 1)})
+	f, err := Load(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ out, want string }{
+		{long + "out/x.lily.go", `3:9: output "l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l..." leads to a path of 5`},
+		{long + "x.yaml", `4:18: asyncapi file "l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l/l..." leads to a path of 5`},
+	} {
+		err := f.CheckOutput(c.out)
+		if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 1000 {
+			t.Errorf("CheckOutput: %.1000v\nwant %s", err, c.want)
+		}
+	}
+}
+
+func readTestFile(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
