@@ -105,9 +105,11 @@ func (f errorFormat) print(w io.Writer, d diag) {
 	}
 	// And as text is (noCommands), though the runner reads the line as
 	// this command before a legacy one: the annotation shows what text
-	// shows. The file stays as it is, to name the file annotated.
+	// shows. So is the file: a file the schema includes is named as it
+	// likes, and an escape in its name would drive the terminal that shows
+	// the log. A printable name stays as it is, to name the file annotated.
 	msg = noCommands(msg)
-	props := "file=" + escapeProperty(d.File)
+	props := "file=" + escapeProperty(strings.ReplaceAll(p(d.File), "##[", `##\[`))
 	if d.Line > 0 {
 		props += fmt.Sprintf(",line=%d,col=%d", d.Line, d.Column)
 	}

@@ -161,6 +161,27 @@ func TestEscapeWorkflowCommands(t *testing.T) {
 	}
 }
 
+// An annotation's file names a file escaped as the message is: an included
+// file's name drove the terminal (an ANSI escape, an OSC title, a carriage
+// return) and forged a legacy command in the Actions log. A printable name
+// is given as it is.
+func TestAnnotationFileIsEscaped(t *testing.T) {
+	dir := t.TempDir()
+	const evil = "x\x1b]0;pwned\a\x1b[2J\r\u202e##[warning]forged.yaml"
+	writeFile(t, filepath.Join(dir, evil), "version: 1\nprefech: 3\n")
+	writeFile(t, filepath.Join(dir, "s.lily.yaml"), strings.Replace(minimal, "version: 1\n", "version: 1\ninclude: [\""+strings.NewReplacer("\x1b", `\e`, "\a", `\a`, "\r", `\r`).Replace(evil)+"\"]\n", 1))
+	code, stdout, stderr := lilygen(t, dir, "lint", "--error-format=github-actions", "s.lily.yaml")
+	want := `::error file=x\x1b]0;pwned\a\x1b[2J\r\u202e##\[warning]forged.yaml,line=2,col=1,title=UNKNOWN-KEY::unknown key "prefech"`
+	if code != exitUsage || !strings.Contains(stdout, want) || strings.ContainsAny(stdout, "\x1b\a\r\u202e") {
+		t.Errorf("exit %d, want %s\n%q%s", code, want, stdout, stderr)
+	}
+	writeFile(t, filepath.Join(dir, "plain é.yaml"), "version: 1\nprefech: 3\n")
+	writeFile(t, filepath.Join(dir, "s.lily.yaml"), strings.Replace(minimal, "version: 1\n", "version: 1\ninclude: [plain é.yaml]\n", 1))
+	if _, stdout, _ := lilygen(t, dir, "lint", "--error-format=github-actions", "s.lily.yaml"); !strings.Contains(stdout, "::error file=plain é.yaml,line=2,col=1,") {
+		t.Errorf("a printable name changed:\n%s", stdout)
+	}
+}
+
 func TestInit(t *testing.T) {
 	demo, err := filepath.Abs(filepath.Join("..", "..", "examples", "orders", "orders.lily.yaml"))
 	if err != nil {
