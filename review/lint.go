@@ -48,15 +48,26 @@ func Lint(f *schema.File, today time.Time) []Finding {
 					fmt.Sprintf("queue %q has a single active consumer to keep order, but a retry takes the message out of line: it waits in %s and comes back behind every message that arrived meanwhile", q.Name, bucket),
 					"add ordering (sequential, or by a header or field): a retry then waits in line, holding its key's later messages; or set max_attempts: 1, so that a failure goes to the DLQ at once and the rest keep their order")
 			case q.Ordering != nil && budget < need:
+				// Without settlement_budget lilygen works out this need, and
+				// refuses one past the longest budget.
+				fix := fmt.Sprintf("remove settlement_budget, or raise it to %s", need)
+				if need > schema.MaxDuration {
+					fix = fmt.Sprintf("lower max_attempts, handler_timeout or the retry delays: the %s its attempts need in line is longer than %s, the longest settlement_budget", need, schema.MaxDuration)
+				}
 				add(rules.LintUnorderedRetry, q.Name, q.Pos,
 					fmt.Sprintf("queue %q retries in line, but its settlement_budget %s is short of the %s its %d attempts and delays need: a late retry goes through %s instead, behind the messages that arrived meanwhile", q.Name, budget, need, q.Retry.MaxAttempts, bucket),
-					fmt.Sprintf("remove settlement_budget, or raise it to %s", need))
+					fix)
 			}
 		}
 		if least := queue.MinBudget(q.HandlerTimeout); q.SettlementBudget > 0 && q.SettlementBudget < least {
+			// The runtime's own budget, without one, is never short.
+			fix := fmt.Sprintf("remove settlement_budget, or raise it to %s", least)
+			if least > schema.MaxDuration {
+				fix = fmt.Sprintf("remove settlement_budget, which lets the runtime work one out: the %s it wants is longer than %s, the longest a schema holds", least, schema.MaxDuration)
+			}
 			add(rules.LintBudgetShort, q.Name, q.Pos,
 				fmt.Sprintf("queue %q has settlement_budget %s, under the %s the runtime wants at the default step timeout (handler_timeout %s, four steps of 5s, 2s for a handoff; a step more with a Config.Scope): NewConsumer refuses it unless Config.StepTimeout is shorter", q.Name, q.SettlementBudget, least, q.HandlerTimeout),
-				fmt.Sprintf("remove settlement_budget, or raise it to %s", least))
+				fix)
 		}
 		for _, c := range q.Consumes {
 			fixed := c.Envelope.Profile.Version.Fixed
@@ -70,9 +81,13 @@ func Lint(f *schema.File, today time.Time) []Finding {
 				// LINT-LIST-UNBOUNDED's to name (a map's keys, which
 				// nothing bounds, aside).
 				if b := sizes.body(v); b.bounded && b.n > int64(q.MaxBodyBytes) {
+					fix := fmt.Sprintf("raise max_body_bytes to %d, or lower the version's max_length and max_items", b.n)
+					if b.n > queue.MaxBodyBytes {
+						fix = fmt.Sprintf("lower the version's max_length and max_items: its body at those bounds is past %d bytes, the most max_body_bytes may be", queue.MaxBodyBytes)
+					}
 					add(rules.LintBodyOverLimit, fmt.Sprintf("%s/%s.v%d", q.Name, c.Message.Name, v.Number), c.Pos,
 						fmt.Sprintf("queue %q reads %s version %d, whose body at the schema's bounds is up to %d bytes as a generated producer marshals it, over the queue's max_body_bytes %d: a producer's round trip accepts such a body, and the queue dead-letters it unread", q.Name, c.Message.Name, v.Number, b.n, q.MaxBodyBytes),
-						fmt.Sprintf("raise max_body_bytes to %d, or lower the version's max_length and max_items", b.n))
+						fix)
 				}
 			}
 		}

@@ -48,3 +48,39 @@ queues:
 		t.Errorf("findings (-want +got):\n%s", diff)
 	}
 }
+
+// A fix names only values lilygen accepts: a settlement_budget of at most
+// schema.MaxDuration, a max_body_bytes of at most 512 MiB. One beyond them
+// says what to do instead.
+func TestLintFixesStayInBounds(t *testing.T) {
+	const head = "version: 1\npackage: lintmsg\nmessages:\n  Ping:\n    versions:\n      1:\n        fields:\n"
+	const id = "          id: {type: string, required: true, max_length: 10}\n"
+	for _, c := range []struct{ name, src, ack, fix string }{
+		{"budget short, handler_timeout at its most", head + id +
+			"queues:\n  orders:\n    consumes: [{message: Ping}]\n    handler_timeout: 1193h2m47.295s\n    settlement_budget: 1193h2m47.295s\n",
+			"LINT-BUDGET-SHORT@orders",
+			"remove settlement_budget, which lets the runtime work one out: the 1193h3m9.295s it wants is longer than 1193h2m47.295s, the longest a schema holds"},
+		{"retries in line past the longest budget", head + id +
+			"queues:\n  orders:\n    consumes: [{message: Ping}]\n    handler_timeout: 1000h\n    ordering: sequential\n    retry: {max_attempts: 3, delays: [1s]}\n    settlement_budget: 1100h\n",
+			"LINT-UNORDERED-RETRY@orders",
+			"lower max_attempts, handler_timeout or the retry delays: the 3000h1m47s its attempts need in line is longer than 1193h2m47.295s, the longest settlement_budget"},
+		{"body past RabbitMQ's ceiling", head + id + "          blob: {type: string, max_length: 2000000000}\n" +
+			"queues:\n  orders:\n    consumes: [{message: Ping}]\n",
+			"LINT-BODY-OVER-LIMIT@orders/Ping.v1",
+			"lower the version's max_length and max_items: its body at those bounds is past 536870912 bytes, the most max_body_bytes may be"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var found []string
+			for _, x := range Lint(parse(t, "lint.lily.yaml", c.src), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+				if x.Ack() == c.ack {
+					if x.Migration != c.fix {
+						t.Errorf("fix %q\nwant %q", x.Migration, c.fix)
+					}
+					return
+				}
+				found = append(found, x.Ack())
+			}
+			t.Errorf("no %s among %v", c.ack, found)
+		})
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/internal/queue"
 )
 
 // JSON widths of the narrowest values an extractor reads: whatever wrote
@@ -174,7 +176,7 @@ func (p *parser) bodyRoom(at *yaml.Node, q *Queue, msg *Message, v *Version) {
 	if b.widest != nil {
 		hints = append(hints, fmt.Sprintf("lower the minimums of field %s (%s)", b.widest.Name, p.where(b.widest.Pos)))
 	}
-	if b.n <= maxBodyBytes {
+	if b.n <= queue.MaxBodyBytes {
 		hints = append(hints, fmt.Sprintf("raise max_body_bytes to %d", b.n))
 	}
 	e.Hint = strings.Join(hints, ", or ")

@@ -24,9 +24,6 @@ var queueKeys = []string{
 // quorum queue keeps.
 const maxDeliveryLimit = 1_000_000
 
-// maxBodyBytes is RabbitMQ's own ceiling on a message body.
-const maxBodyBytes = 512 << 20
-
 func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 	if first, ok := p.known.queues[k.Value]; ok {
 		p.errorf(k, RuleDuplicate, "queue %q is already declared (%s)", k.Value, p.where(first.Pos))
@@ -75,7 +72,7 @@ func (p *parser) queue(k, v *yaml.Node, f *File) *Queue {
 	// RabbitMQ's prefetch count is 16 bits wide.
 	p.setInt(m, "prefetch", &q.Prefetch, 1, math.MaxUint16)
 	p.setInt(m, "concurrency", &q.Concurrency, 1, math.MaxUint16)
-	p.setInt(m, "max_body_bytes", &q.MaxBodyBytes, 1, maxBodyBytes)
+	p.setInt(m, "max_body_bytes", &q.MaxBodyBytes, 1, queue.MaxBodyBytes)
 	dlqAt := k
 	if e, ok := m["dlq"]; ok {
 		if s, ok := p.str(e.v, "dlq"); ok {

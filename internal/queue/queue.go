@@ -46,6 +46,10 @@ const (
 // the handler's own timeout, when a queue sets no settlement budget.
 const SettlementMargin = 30 * time.Second
 
+// MaxBodyBytes is RabbitMQ's own ceiling on a message body: the most a
+// queue's max_body_bytes may be.
+const MaxBodyBytes = 512 << 20
+
 // MaxDuration is RabbitMQ's longest message TTL, 2³²−1 ms (about 49.7
 // days): the longest retry delay a bucket can hold, and the longest any
 // other of a queue's durations may be, so that sums of them cannot wrap.
