@@ -52,8 +52,24 @@ func describe(n *yaml.Node) string {
 		return "the number " + shorten(n.Value)
 	case "!!bool":
 		return n.Value
+	case "!!timestamp":
+		if plainTimestamp(n) {
+			what := "the time"
+			if len(n.Value) == len(time.DateOnly) {
+				what = "the date"
+			}
+			return what + " " + shorten(n.Value) + ", which YAML reads unquoted as a timestamp"
+		}
 	}
-	return strconv.Quote(shorten(n.Value))
+	// Named by its tag: "want a string, got "a.b"" would read as if it
+	// contradicted itself.
+	return fmt.Sprintf("%q tagged %s", shorten(n.Value), shorten(n.Tag))
+}
+
+// plainTimestamp reports whether n is a date or time YAML reads as a
+// timestamp only because it is not quoted.
+func plainTimestamp(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Style&(yaml.TaggedStyle|yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 && n.ShortTag() == "!!timestamp"
 }
 
 // YAML 1.2's core schema writes an integer and a float so.
@@ -155,7 +171,10 @@ func (p *parser) scalar(n *yaml.Node, what, want string, tags ...string) bool {
 	if n.Kind == yaml.AliasNode {
 		return p.kind(n, yaml.ScalarNode, what)
 	}
-	p.errorf(n, RuleKind, "%s: want %s, got %s", what, want, describe(n))
+	e := p.errorf(n, RuleKind, "%s: want %s, got %s", what, want, describe(n))
+	if want == "a string" && plainTimestamp(n) {
+		e.Hint = "quote it: " + strconv.Quote(shorten(n.Value))
+	}
 	return false
 }
 

@@ -923,6 +923,31 @@ queues:
 	wantErrors(t, src, want)
 }
 
+// A value YAML tags as other than a string is named by its tag: "want a
+// string, got "2024-01-01"" read as if it contradicted itself. A date
+// wanted as a string is to be quoted.
+func TestValuesTaggedOtherwiseAreNamedSo(t *testing.T) {
+	src := `version: 1
+package: x
+messages:
+  A:
+    versions:
+      1:
+        fields:
+          e: {type: enum, values: [2024-01-01]}
+          s: {type: string, default: 2024-01-01}
+          u: {type: !custom a.b}
+          w: {type: !!binary aGk=}
+`
+	want := []string{
+		`8:36: an enum value: want a string, got the date 2024-01-01, which YAML reads unquoted as a timestamp (quote it: "2024-01-01") [WRONG-KIND]`,
+		`9:38: default: want a string, got the date 2024-01-01, which YAML reads unquoted as a timestamp (quote it: "2024-01-01") [WRONG-KIND]`,
+		`10:21: type: want a string, got "a.b" tagged !custom [WRONG-KIND]`,
+		`11:21: type: want a string, got "aGk=" tagged !!binary [WRONG-KIND]`,
+	}
+	wantErrors(t, src, want)
+}
+
 // A schema file is one YAML document: a second, after ---, is refused
 // rather than left unread.
 // A version whose key is no version number is checked all the same, as a
