@@ -582,6 +582,15 @@ func unwrapPath(err error) error {
 // top parses data and checks its version; it returns the top-level mapping,
 // or nil when nothing more can be read.
 func (p *parser) top(data []byte) *yaml.Node {
+	// yaml.v3 skips a byte order mark, and counts no column for it.
+	text := bytes.TrimPrefix(data, []byte("\ufeff"))
+	if at, what, fix, ok := yamlOnlyBreak(text); ok {
+		// Read on, the file's errors after it would name lines the file
+		// does not show: it is refused as a syntax error is.
+		line, col := gitPosition(text, at)
+		p.errorf(&yaml.Node{Line: line, Column: col}, RuleSyntax, "%s ends a line to YAML, not to git or an editor: the lines of the errors after it would not be the file's", what).Hint = fix
+		return nil
+	}
 	var doc, next yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {

@@ -168,6 +168,37 @@ func yamlChar(r rune) bool {
 		r >= 0xa0 && r <= 0xd7ff || r >= 0xe000 && r <= 0xfffd || r >= 0x10000 && r <= 0x10ffff
 }
 
+// yamlOnlyBreak finds the first line break yaml.v3 counts that git, GitHub
+// and an editor do not: U+0085, U+2028, U+2029, or a carriage return not
+// before a newline. yaml.v3 numbers the lines of its nodes by them, so
+// every error after one would name a line other than the one the file
+// shows there. It returns the break's offset, what it is, and how to
+// write what it means instead. A file in UTF-16 is not looked at, as
+// badChar does not look at one.
+func yamlOnlyBreak(data []byte) (at int, what, fix string, ok bool) {
+	if bytes.HasPrefix(data, []byte{0xff, 0xfe}) || bytes.HasPrefix(data, []byte{0xfe, 0xff}) {
+		return 0, "", "", false
+	}
+	for at < len(data) {
+		r, n := utf8.DecodeRune(data[at:])
+		switch {
+		case r == 0x85 || r == 0x2028 || r == 0x2029:
+			return at, fmt.Sprintf("%U", r), fmt.Sprintf(`write it in a double-quoted string as "\u%04x"`, r), true
+		case r == '\r' && (at+1 == len(data) || data[at+1] != '\n'):
+			return at, "a carriage return alone", `end each line with \n or \r\n`, true
+		}
+		at += n
+	}
+	return 0, "", "", false
+}
+
+// gitPosition is the line and column, counted from 1 as position counts
+// them but with lines ended by \n alone, of the byte at offset at of data.
+func gitPosition(data []byte, at int) (line, col int) {
+	start := bytes.LastIndexByte(data[:at], '\n') + 1
+	return 1 + bytes.Count(data[:at], []byte("\n")), 1 + utf8.RuneCount(data[start:at])
+}
+
 // position is the line and column, counted from 1 in characters as yaml.v3
 // counts them, of the byte at offset at of data.
 func position(data []byte, at int) (line, col int) {

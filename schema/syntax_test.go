@@ -79,3 +79,27 @@ func TestAliasWithoutAnchor(t *testing.T) {
 			" (YAML parsing stops at the first syntax error: the file's other problems show once it is fixed) [YAML-ALIAS]",
 	})
 }
+
+// A line break YAML counts and git does not (NEL, U+2028, U+2029, a
+// carriage return alone) is refused where the file shows it: yaml.v3
+// numbers lines by them, and every error after one named a line other
+// than the one git, GitHub and an editor show. \r\n is a line end.
+func TestLineBreaksGitDoesNotCount(t *testing.T) {
+	const tail = "messages: {A: {versions: {1: {fields: {x: {type: strin}}}}}}\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"U+2028 in a quoted string", "version: 1\npackage: \"x\u2028y\"\n" + tail,
+			`2:12: U+2028 ends a line to YAML, not to git or an editor: the lines of the errors after it would not be the file's (write it in a double-quoted string as "\u2028") [YAML-SYNTAX]`},
+		{"NEL in a quoted string", "version: 1\npackage: 'x\u0085y'\n" + tail,
+			`2:12: U+0085 ends a line to YAML, not to git or an editor: the lines of the errors after it would not be the file's (write it in a double-quoted string as "\u0085") [YAML-SYNTAX]`},
+		{"a carriage return alone", "version: 1\npackage: \"x\ry\"\n" + tail,
+			`2:12: a carriage return alone ends a line to YAML, not to git or an editor: the lines of the errors after it would not be the file's (end each line with \n or \r\n) [YAML-SYNTAX]`},
+		{"CRLF line ends", "version: 1\r\npackage: x\r\n" + tail,
+			`3:50: unknown type "strin" (did you mean "string"?) [UNKNOWN-TYPE]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff([]string{tc.want}, errorsOf(t, tc.src)); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
