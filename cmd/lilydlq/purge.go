@@ -151,7 +151,7 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 	var maxCount int64
 	read := e.read
 	read.watch = true
-	read.settle = func(res readResult) []uint64 {
+	read.settle = func(res readResult, h *holding) error {
 		for id, n := range by {
 			if n > 1 && !every {
 				ambiguous = append(ambiguous, id)
@@ -163,12 +163,13 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 		if len(ambiguous) > 0 || !res.whole() {
 			return nil
 		}
-		tags := make([]uint64, len(chosen))
-		for i, c := range chosen {
-			tags[i] = c.tag
+		for _, c := range chosen {
 			fmt.Fprintf(e.stdout, "deleted %s (%s): %s\n", orDash(c.f.ID), orDash(c.f.Type), c.f.Reason)
+			if err := h.ack(c.tag); err != nil {
+				return err
+			}
 		}
-		return tags
+		return nil
 	}
 	res, err := readQueue(e.ctx, e.url, e.queue, "purge", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -45,11 +46,12 @@ type readOptions struct {
 	// for the read's connection, before the first copy is visited.
 	connected func(frameSize int)
 	// settle, when set, is called once the read has visited every copy it
-	// will, unless a visit's error or ctx ended it: the copies whose
-	// delivery tags it returns, held since their visit, are then ACKed
-	// before the close. It lets a command decide on a copy by what the
+	// will, unless a visit's error or ctx ended it, with the copies held
+	// since their visit still held: it ACKs those it takes, one by one, by
+	// h before the close. It lets a command decide on a copy by what the
 	// rest of the DLQ holds (purge -id: whether another copy has its id).
-	settle func(res readResult) []uint64
+	// Its error ends the read as a visit's does.
+	settle func(res readResult, h *holding) error
 	// alone: the read holds the queue's re-drive lock (lockName) for as
 	// long as its connection lives, refuses to begin beside another
 	// consumer of the queue, consumes exclusively (which a classic queue
@@ -302,11 +304,15 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		}
 	}
 	if o.settle != nil && (ended == nil || errors.Is(ended, errEnough)) {
-		for _, t := range o.settle(res) {
-			if err := ch.Ack(t, false); err != nil {
-				return res, cut(err)
-			}
-			res.Taken++
+		h := &holding{ch: ch, res: &res, cut: cut}
+		err := o.settle(res, h)
+		if h.lost != nil {
+			// The channel is gone: nothing to close, and the settle said
+			// what it left in doubt.
+			return res, cmp.Or(err, h.lost)
+		}
+		if err != nil {
+			ended = err
 		}
 	}
 	// The close hands back every copy still held, and its close-ok proves
@@ -326,6 +332,37 @@ func readQueue(ctx context.Context, url, queue, name string, o readOptions, visi
 		ended = nil
 	}
 	return res, ended
+}
+
+// holding is what a read's settle may do with the copies the read holds.
+type holding struct {
+	ch   *amqp.Channel
+	res  *readResult
+	cut  func(error) error
+	lost error // why the reading channel closed, once open or ack found it so
+}
+
+// open says why the reading channel closed, nil while it is open: a copy
+// moved then could not be ACKed, and would be in two places.
+func (h *holding) open() error {
+	if h.lost == nil && h.ch.IsClosed() {
+		h.lost = h.cut(amqp.ErrClosed)
+	}
+	return h.lost
+}
+
+// ack ACKs the held copy of tag, which takes it out of the DLQ. Once an ACK
+// failed, or open found the channel closed, none is sent.
+func (h *holding) ack(tag uint64) error {
+	if h.lost != nil {
+		return h.lost
+	}
+	if err := h.ch.Ack(tag, false); err != nil {
+		h.lost = h.cut(err)
+		return h.lost
+	}
+	h.res.Taken++
+	return nil
 }
 
 // nearLimit says why a read stops at the copy d, which it keeps and so

@@ -206,8 +206,9 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	dests := destinations{url: e.url, missing: map[string]bool{}}
 	defer dests.close()
 	// move sends one chosen copy back (or says it would): take once its
-	// publish was confirmed; an error ends the run.
-	move := func(c pendingCopy) (verdict, error) {
+	// publish was confirmed; an error ends the run. open, when not nil, is
+	// asked right before the publish whether the copy can still be ACKed.
+	move := func(c pendingCopy, open func() error) (verdict, error) {
 		f := c.f
 		if o.dryRun {
 			// The run would find a queue that is not there by its publish,
@@ -227,6 +228,11 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		}
 		if err := pace.wait(e.ctx); err != nil {
 			return keep, err
+		}
+		if open != nil {
+			if err := open(); err != nil {
+				return keep, err
+			}
 		}
 		err := send(e.ctx, pub, o.step, c.to, c.next)
 		switch {
@@ -262,11 +268,10 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 		pending   []pendingCopy
 		by        = map[string]int{} // copies that would move under each -id
 		ambiguous []string
-		settleErr error
 		notWhole  bool
 	)
 	if decide {
-		read.settle = func(res readResult) []uint64 {
+		read.settle = func(res readResult, h *holding) error {
 			for id, n := range by {
 				if n > 1 {
 					ambiguous = append(ambiguous, id)
@@ -276,20 +281,22 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			if len(ambiguous) > 0 || notWhole {
 				return nil
 			}
-			var tags []uint64
+			// Each copy is ACKed once its publish is confirmed, as a copy
+			// the read moves at once is, and none is sent once the reading
+			// channel is closed: a failure leaves at most the copy in
+			// flight in two places, and says which.
 			for _, c := range pending {
-				v, err := move(c)
+				v, err := move(c, h.open)
 				if v == take {
-					tags = append(tags, c.tag)
+					if lost := h.ack(c.tag); lost != nil {
+						return fmt.Errorf("%s (%s) -> %s: moved, but its ACK failed: it is in %s and in the DLQ too; no copy after it was sent: %w", orDash(c.f.ID), orDash(c.f.Type), c.shown, c.shown, lost)
+					}
 				}
 				if err != nil {
-					if !errors.Is(err, errEnough) {
-						settleErr = err
-					}
-					break
+					return err
 				}
 			}
-			return tags
+			return nil
 		}
 	}
 	res, err := readQueue(e.ctx, e.url, e.queue, "redrive", read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
@@ -352,11 +359,8 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 			pending = append(pending, c)
 			return keep, nil
 		}
-		return move(c)
+		return move(c, nil)
 	})
-	if err == nil && settleErr != nil {
-		err = settleErr
-	}
 	if err == nil || res.Read > 0 {
 		line := fmt.Sprintf("%s: %s %d of %d chosen (%d read, %d ready when the read began)", sanitize.Text(e.queue, maxQueue), verb, moved, chosen, res.Read, res.Ready)
 		if failed > 0 {

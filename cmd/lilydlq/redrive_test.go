@@ -1332,3 +1332,88 @@ func TestRedriveIDOfTwoCopies(t *testing.T) {
 	b.assertCounts(dlq, 1)
 	b.assertCounts(src, 3)
 }
+
+// TestRedriveIDLosesItsReaderMidway: the broker closes a paced redrive -id's
+// reading connection (rabbitmqctl close_connection) once its first copy
+// moved. Each copy is ACKed once its publish is confirmed, and nothing is
+// published once the reading channel is closed: every copy ends in the DLQ
+// or in its queue, at most the one in flight in both, and the run exits 1
+// saying the broker closed the read.
+func TestRedriveIDLosesItsReaderMidway(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	args := []string{"redrive", dlq, "-rate", "1"}
+	var copies []amqp.Publishing
+	for i := range 30 {
+		id := fmt.Sprintf("lost-%02d", i)
+		copies = append(copies, lilyCopy(id, "t", "permanent failure", "permanent", src, 1, time.Now()))
+		args = append(args, "-id", id)
+	}
+	b.publish(dlq, copies...)
+	done := make(chan result, 1)
+	go func() { done <- b.lilydlq(args...) }()
+	waitFor(t, "the re-drive to move a copy", func() bool { return b.ready(src) >= 1 })
+	closeReader(t, dlq)
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(deadline):
+		t.Fatal("the re-drive did not end after its reading connection closed")
+	}
+	t.Logf("the re-drive said:\n%s%s", r.stdout, r.stderr)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "the broker closed the reading channel") {
+		t.Errorf("exit %d, want %d, saying the broker closed the read\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	waitFor(t, "the DLQ to take back what the read held", func() bool {
+		_, unacked := queueCounts(t, dlq)
+		return unacked == 0
+	})
+	moved := ids(b.take(src))
+	if len(moved) == 0 || len(moved) == len(copies) {
+		t.Fatalf("the source holds %d of %d copies: the close came too late, or nothing moved\n%s%s", len(moved), len(copies), r.stdout, r.stderr)
+	}
+	in := map[string]int{}
+	for _, id := range append(moved, ids(b.take(dlq))...) {
+		in[id]++
+	}
+	var both []string
+	for _, c := range copies {
+		switch in[c.MessageId] {
+		case 0:
+			t.Errorf("%s is in neither queue", c.MessageId)
+		case 2:
+			both = append(both, c.MessageId)
+		}
+	}
+	if len(both) > 1 {
+		t.Errorf("%d copies are in the DLQ and in their queue, want 1 at most: %v\n%s%s", len(both), both, r.stdout, r.stderr)
+	}
+	for _, id := range moved {
+		if !strings.Contains(r.stdout, "moved "+id+" (t) -> "+src+"\n") {
+			t.Errorf("%s reached its queue, but stdout does not say so\n%s", id, r.stdout)
+		}
+	}
+}
+
+// closeReader has the broker close the connection that holds dlq's
+// re-drive lock, the re-drive's reading connection, as an operator's
+// rabbitmqctl close_connection would: the tests run side by side, so the
+// connection's name, the same for every re-drive, does not pick it out.
+func closeReader(t *testing.T, dlq string) {
+	t.Helper()
+	out, err := faults.Rabbitmqctl(t.Context(), "list_queues", "-q", "--no-table-headers", "name", "owner_pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(out) {
+		name, pid, _ := strings.Cut(strings.TrimSpace(line), "\t")
+		if name == lockName(dlq) && pid != "" {
+			if _, err := faults.Rabbitmqctl(t.Context(), "close_connection", pid, "lilydlq test"); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no connection holds the lock of %s", dlq)
+}
