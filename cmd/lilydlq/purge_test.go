@@ -299,27 +299,32 @@ func TestPurgeOutputFailed(t *testing.T) {
 // ready ...)", exit 0, and the DLQ kept the other). The purge deletes
 // nothing and exits 1: on a classic DLQ its exclusive consumers refuse the
 // other one, on a quorum DLQ it counts the other and stops. An export so
-// (before: exit 0, a file without that copy) says incomplete, exit 1.
+// (before: exit 0, a file without that copy) says incomplete, exit 1. A
+// redrive -id so moves nothing, exit 1.
 func TestPurgeIDConsumerBegunMidRead(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ typ, cmd string }{{"classic", "purge"}, {"quorum", "purge"}, {"quorum", "export"}} {
+	for _, c := range []struct{ typ, cmd string }{{"classic", "purge"}, {"quorum", "purge"}, {"quorum", "export"}, {"quorum", "redrive"}} {
 		typ := c.typ
 		t.Run(c.cmd+"/"+typ, func(t *testing.T) {
 			b := newBroker(t)
-			dlq := b.queue("dlq", amqp.Table{"x-queue-type": typ})
+			dlq, src := b.queue("dlq", amqp.Table{"x-queue-type": typ}), b.queue("src", nil)
 			now := time.Now()
-			msgs := []amqp.Publishing{lilyCopy("dup", "t", "old attempt", "permanent", "src", 1, now.Add(-time.Hour))}
+			msgs := []amqp.Publishing{lilyCopy("dup", "t", "old attempt", "permanent", src, 1, now.Add(-time.Hour))}
 			for i := range 600 {
 				if i == 300 {
-					msgs = append(msgs, lilyCopy("dup", "t", "after redrive", "permanent", "src", 1, now))
+					msgs = append(msgs, lilyCopy("dup", "t", "after redrive", "permanent", src, 1, now))
 				}
-				msgs = append(msgs, lilyCopy(fmt.Sprintf("f-%03d", i), "t", "filler", "permanent", "src", 1, now))
+				msgs = append(msgs, lilyCopy(fmt.Sprintf("f-%03d", i), "t", "filler", "permanent", src, 1, now))
 			}
 			b.publish(dlq, msgs...)
 			done := make(chan result, 1)
 			go func() {
-				if c.cmd == "export" {
+				switch c.cmd {
+				case "export":
 					done <- b.lilydlq("export", "-o", filepath.Join(t.TempDir(), "dlq.jsonl"), "-window", "1", "-wait", "15s", dlq)
+					return
+				case "redrive":
+					done <- b.lilydlq("redrive", "-id", "dup", "-window", "1", "-wait", "15s", dlq)
 					return
 				}
 				done <- b.lilydlq("purge", "-confirm", dlq, "-id", "dup", "-window", "1", "-wait", "15s", dlq)
@@ -359,11 +364,11 @@ func TestPurgeIDConsumerBegunMidRead(t *testing.T) {
 			}
 			var more []amqp.Publishing
 			for i := range held {
-				more = append(more, lilyCopy(fmt.Sprintf("new-%03d", i), "t", "new", "permanent", "src", 1, now))
+				more = append(more, lilyCopy(fmt.Sprintf("new-%03d", i), "t", "new", "permanent", src, 1, now))
 			}
 			b.publish(dlq, more...)
 			r := <-done
-			if r.code != exitFailure || strings.Contains(r.stdout, "deleted dup") || c.cmd == "export" && !strings.Contains(r.stderr, "incomplete") {
+			if r.code != exitFailure || strings.Contains(r.stdout, "deleted dup") || strings.Contains(r.stdout, "moved dup") || c.cmd == "export" && !strings.Contains(r.stderr, "incomplete") {
 				t.Errorf("%s beside a consumer begun during it (holding %d): exit %d, want %d, nothing deleted\n%s%s", c.cmd, held, r.code, exitFailure, r.stdout, r.stderr)
 			}
 			_ = service.Close()
@@ -377,6 +382,7 @@ func TestPurgeIDConsumerBegunMidRead(t *testing.T) {
 			if n != 2 {
 				t.Errorf("the DLQ holds %d copies of dup, want 2", n)
 			}
+			b.assertCounts(src, 0)
 		})
 	}
 }

@@ -67,7 +67,8 @@ type readOptions struct {
 	// and once more after its last copy, and stops for one not its own: a
 	// consumer begun during the read may hold a copy the read never sees
 	// while new copies make up the count, so that the read looks whole.
-	// For the commands that rely on a whole read (purge -id, export).
+	// For the commands that rely on a whole read (purge -id, export,
+	// redrive -id).
 	watch bool
 	// limit is the queue's delivery limit as the operator gave it
 	// (-delivery-limit), 0 when not known: AMQP does not say it. A quorum

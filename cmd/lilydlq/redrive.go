@@ -95,8 +95,8 @@ which the broker frees when the re-drive's connection ends: a second
 re-drive of the DLQ is refused at its start. It also refuses to begin beside
 another consumer of the DLQ (a list, a service), reads with exclusive
 consumers, and stops when it finds one not its own, counting at the start of
-each window and every second within one (a quorum DLQ does not enforce
-exclusive consumers). Beside another
+each window and every second within one, and with -id once more after the
+last copy (a quorum DLQ does not enforce exclusive consumers). Beside another
 re-drive it could move a copy twice: the one the other leaves in doubt,
 unconfirmed, once it is handed back.
 
@@ -264,6 +264,11 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	// an unconfirmed re-drive left and the one of the message's next
 	// failure) moves nothing, nor does a read that was not whole.
 	decide := len(sel.ids) > 0 && !o.every
+	// Relying on a whole read, as purge -id does, it counts the consumers
+	// once more after its last copy too: one begun since the last count may
+	// hold a copy of a chosen id. (A dry run moves nothing, and does not
+	// consume exclusively beside a service that may begin.)
+	read.watch = decide && !o.dryRun
 	var (
 		pending   []pendingCopy
 		by        = map[string]int{} // copies that would move under each -id
