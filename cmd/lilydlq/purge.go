@@ -163,11 +163,14 @@ func purgeIDs(e *env, sel *selection, every bool) int {
 		if len(ambiguous) > 0 || !res.whole() {
 			return nil
 		}
+		// A copy is said deleted once its ACK is sent: one whose ACK failed
+		// is still in the DLQ. (The close proves the ACKs: when it fails,
+		// the error says they are unproven.)
 		for _, c := range chosen {
-			fmt.Fprintf(e.stdout, "deleted %s (%s): %s\n", orDash(c.f.ID), orDash(c.f.Type), c.f.Reason)
 			if err := h.ack(c.tag); err != nil {
 				return err
 			}
+			fmt.Fprintf(e.stdout, "deleted %s (%s): %s\n", orDash(c.f.ID), orDash(c.f.Type), c.f.Reason)
 		}
 		return nil
 	}

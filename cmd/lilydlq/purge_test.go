@@ -11,6 +11,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/lily-mq/lily/internal/faults"
+
 	"github.com/lily-mq/lily/envelope"
 )
 
@@ -384,5 +386,38 @@ func TestPurgeIDConsumerBegunMidRead(t *testing.T) {
 			}
 			b.assertCounts(src, 0)
 		})
+	}
+}
+
+// TestPurgeIDSaysDeletedOnlyOnceACKed: a proxy cuts a purge -id's
+// connections right after the broker's cancel-ok of its last window, as
+// its ACKs begin. A copy stdout says was deleted is one whose ACK was sent:
+// as many "deleted" lines as the summary's count (before: a line for each
+// copy chosen, then ACKs that failed, "deleted 0 copies").
+func TestPurgeIDSaysDeletedOnlyOnceACKed(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	link := newSlowLink(t, b)
+	dlq := b.queue("dlq", nil)
+	args := []string{"purge", "-confirm", dlq, dlq}
+	for i := range 20 {
+		id := fmt.Sprintf("gone-%02d", i)
+		b.publish(dlq, lilyCopy(id, "t", "permanent failure", "permanent", "src", 1, time.Now()))
+		args = append(args, "-id", id)
+	}
+	link.proxy.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToClient && f.Is(faults.BasicCancelOk) {
+			return faults.CutAfter
+		}
+		return faults.Forward
+	})
+	r := link.lilydlq(args...)
+	t.Logf("the cut purge said:\n%s%s", r.stdout, r.stderr)
+	var taken int
+	if _, after, ok := strings.Cut(r.stdout, dlq+": deleted "); ok {
+		_, _ = fmt.Sscanf(after, "%d copies", &taken)
+	}
+	if lines := strings.Count(r.stdout, "deleted gone-"); r.code != exitFailure || lines != taken {
+		t.Errorf("exit %d, want %d; %d copies said deleted, %d ACKed", r.code, exitFailure, lines, taken)
 	}
 }
