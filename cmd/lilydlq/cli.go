@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !c.file {
 		fs.IntVar(&e.read.window, "window", defaultWindow, "copies one reading consumer may hold (its prefetch, 1..65535): the most the client buffers at once, so memory is about window × the largest body")
 		fs.Int64Var(&e.read.limit, "delivery-limit", 0, "the DLQ's delivery limit, when it is a quorum queue with one (x-delivery-limit, a policy's delivery-limit, RabbitMQ 4's default 20; AMQP does not show it): a read stops at a copy it would return at that count (0: not known)")
-		fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began, and after the read for the broker to count its consumers gone")
+		fs.DurationVar(&e.read.idle, "wait", 5*time.Second, "how long to wait for the next copy before deciding the DLQ holds fewer than it did when the read began (over a slow link, longer than the largest body takes to arrive), and after the read for the broker to count its consumers gone")
 	}
 	body := c.flags(fs)
 	// Help asked for goes to stdout; help after a usage error, to stderr.
@@ -283,7 +283,9 @@ func (e *env) readNote(name string, res readResult, maxCount int64) {
 		fmt.Fprintf(e.stderr, "lilydlq %s: note: the DLQ has %d other consumer(s): copies they hold were not read, and copies they handed back during the read may have been read in the place of ready ones; stop them for a whole read\n", name, res.Consumers)
 	}
 	if res.Idle {
-		fmt.Fprintf(e.stderr, "lilydlq %s: note: %d of %d ready copies came within -wait; the others were taken or expired meanwhile\n", name, res.Read, res.Ready)
+		// -wait counts from one whole copy to the next: a body whose
+		// transfer outlasts it ends the read as a copy that never came.
+		fmt.Fprintf(e.stderr, "lilydlq %s: note: %d of %d ready copies came within -wait; the others were taken or expired meanwhile, or were still arriving (raise -wait for large bodies on a slow link)\n", name, res.Read, res.Ready)
 	}
 	if maxCount > 0 {
 		fmt.Fprintf(e.stderr, "lilydlq %s: warning: copies carry x-delivery-count (up to %d after this read): if the DLQ is a quorum queue, each read that returns a copy adds one, and with a delivery limit (x-delivery-limit, a policy's delivery-limit, RabbitMQ 4's default 20) the broker drops or dead-letters a copy once its count passes it, unannounced. AMQP does not show lilydlq the limit: look it up (rabbitmqctl list_queues name type arguments policy) and give it as -delivery-limit, which stops a read at a copy it would return at the limit; redrive -all -to <a queue without one> moves the copies out, returning none (docs/dlq.md)\n", name, maxCount+1)

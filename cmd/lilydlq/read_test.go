@@ -103,3 +103,18 @@ func TestClosedWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestReadNoteSaysACopyMayStillBeArriving: -wait measures the arrival of a
+// whole copy, so over a slow link a large body can outlast it: a read that
+// stopped at -wait says a copy may still have been arriving, and how to wait
+// for it, besides taken or expired.
+func TestReadNoteSaysACopyMayStillBeArriving(t *testing.T) {
+	t.Parallel()
+	var errs bytes.Buffer
+	e := &env{stderr: &errs}
+	e.readNote("list", readResult{Ready: 3, Read: 1, Idle: true}, 0)
+	want := "lilydlq list: note: 1 of 3 ready copies came within -wait; the others were taken or expired meanwhile, or were still arriving (raise -wait for large bodies on a slow link)\n"
+	if errs.String() != want {
+		t.Errorf("the note:\n%s\nwant:\n%s", errs.String(), want)
+	}
+}
