@@ -31,7 +31,9 @@ type Options struct {
 	// written by hand) dropped; put baggage in the context instead.
 	Propagator propagation.TextMapPropagator
 	// BodySize records messaging.message.body.size on process and send
-	// spans, which the conventions make opt-in.
+	// spans, which the conventions make opt-in. On a process span it costs
+	// a copy of the payload (RawDelivery.Body's, which the handler shares
+	// when it asks too), held until the delivery is settled.
 	BodySize bool
 	// LinkOnly starts each process span as the root of a trace of its own
 	// that links to the delivery's creation context, instead of as its
