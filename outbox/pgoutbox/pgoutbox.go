@@ -188,6 +188,14 @@ func isCurrent(ctx context.Context, db interface {
 // accepted, and an empty message id, as Publisher.Send takes it: a profile
 // without ids sends none, and no inbox can drop that message's copies.
 //
+// A body must also cross the link to the broker within the relay's
+// publisher's StepTimeout (5s by default: 20 MiB at 4 MiB/s), with the
+// bodies sent beside it: a larger one is never relayed. Each attempt ends
+// unconfirmed ("the publish did not return in time" in last_error), a
+// possible copy, and closes the publisher's connection under every publish
+// beside it. Keep such bodies off the broker, or raise that StepTimeout
+// (and Lease above five times it); docs/outbox.md says how to find them.
+//
 // It inserts into the lily_outbox tx's search_path finds, which must be the
 // table the relay reads (the one its pool's search_path found when it
 // started). A session-level SET search_path (not SET LOCAL) that other code
@@ -238,9 +246,11 @@ type Outbox struct{}
 
 var _ runtime.Sender = Outbox{}
 
-// Send writes m as Write does, into ctx's transaction. nil means written, not
-// published: the relay publishes m once the transaction commits, and never
-// if it rolls back.
+// Send writes m as Write does, into ctx's transaction, and takes what Write
+// takes: a body too large for the relay's publisher to write within its
+// StepTimeout is stored and never published (Write says more). nil means
+// written, not published: the relay publishes m once the transaction
+// commits, and never if it rolls back.
 func (Outbox) Send(ctx context.Context, m runtime.Message) error {
 	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
 	if !ok {
