@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/internal/backoff"
+	"github.com/lily-mq/lily/internal/connectnote"
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/internal/writegate"
@@ -174,8 +175,10 @@ func (p *Publisher) Send(ctx context.Context, m Message) error {
 	deadline, _ := ctx.Deadline()
 	msg, done := p.telemetry.publishing(ctx, m.Exchange, m.RoutingKey, msg, nil, nil)
 	// A caller of Lily's own (the outbox relay) may refuse the write at
-	// its last moment, after the waits: writegate.
-	ev := p.confirm.Publish(confirm.Bounds{Deadline: deadline, Done: ctx.Done()}, m.Exchange, m.RoutingKey, msg, writegate.Check(ctx))
+	// its last moment, after the waits (writegate), and hear why it waits
+	// for a connection (connectnote).
+	b := confirm.Bounds{Deadline: deadline, Done: ctx.Done(), Failing: connectnote.Note(ctx)}
+	ev := p.confirm.Publish(b, m.Exchange, m.RoutingKey, msg, writegate.Check(ctx))
 	p.end(ctx, done, ev.Status.String(), p.telemetry.now())
 	switch {
 	case ev.Status == outcome.HandoffConfirmed:

@@ -9,6 +9,8 @@
 // delete its row (it died, lost the database, or got no confirm) and a relay
 // publishes it again: the consumer's inbox drops such a copy by its message
 // id. Messages with the same order key go one at a time, in write order.
+// Relay.Health tells a probe or a monitor whether the relay runs, and
+// whether its database and the broker answer it.
 //
 // In a handler, Outbox sends through the inbox's claim transaction, so that
 // the claim, the business rows and the outbox rows commit together. Apply the

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lily-mq/lily/internal/backoff"
+	"github.com/lily-mq/lily/internal/connectnote"
 	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/internal/writegate"
 	"github.com/lily-mq/lily/runtime"
@@ -150,6 +151,7 @@ type Relay struct {
 	// process never mistakes its predecessor's leases for its own.
 	owner     string
 	ran       atomic.Bool
+	health    atomic.Pointer[relayHealth] // the Run's, for Health; nil before it
 	forceNow  chan struct{}
 	forceOnce sync.Once
 }
@@ -209,7 +211,7 @@ func (r *Relay) Force() {
 // after a pause: Run goes on. It returns an error only when lily_outbox does
 // not exist when it starts, lacks a migration or is a temporary table, or
 // when it ran before.
-func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
+func (r *Relay) Run(ctx context.Context) (_ *runtime.Report, err error) {
 	if !r.ran.CompareAndSwap(false, true) {
 		return nil, errors.New("pgoutbox: a Relay runs once")
 	}
@@ -219,10 +221,18 @@ func (r *Relay) Run(ctx context.Context) (*runtime.Report, error) {
 		Relay: r, queue: "outbox lily_outbox", sendCtx: sendCtx, abandon: abandon, stopping: ctx.Done(),
 		results: make(chan sent, r.opts.Batch), fetches: make(chan struct{}, maxFetches),
 		report: &runtime.Report{Started: time.Now(), Counts: map[runtime.Path]int{}},
+		health: &relayHealth{stopping: ctx.Done()},
 	}
+	// Copies: findTable names the table in s.queue while a probe may read.
+	before := s.queue
+	s.health.queue.Store(&before)
+	r.health.Store(s.health)
+	defer func() { s.health.ended.Store(endedWith(err)) }()
 	if err := s.findTable(ctx); err != nil {
 		return nil, err
 	}
+	queue := s.queue
+	s.health.queue.Store(&queue)
 	r.opts.Logger.Info("lily outbox", "queue", s.queue, "stage", "relay-started", "owner", r.owner)
 	s.loop(ctx)
 	s.stop()
@@ -261,6 +271,7 @@ type relayRun struct {
 	nextSweep time.Time
 	sweepFrom *string
 	report    *runtime.Report
+	health    *relayHealth
 }
 
 // row is a leased row of the outbox.
@@ -287,10 +298,12 @@ type row struct {
 // row neither published nor tried (a send given up unwritten as the relay
 // stops, a row whose read waited for a slot past its lease, or a row of a
 // look whose commit's outcome is unknown): it is due again at once.
+// published: err is the publisher's answer, not a failure to read the row.
 type sent struct {
-	row      *row
-	err      error
-	released bool
+	row       *row
+	err       error
+	released  bool
+	published bool
 }
 
 // loop leases, sends and records until ctx is done.
@@ -397,6 +410,9 @@ func (s *relayRun) send(rw *row) {
 			}
 			return nil
 		})
+		// A send waits for the broker until its deadline: Health hears why
+		// meanwhile.
+		ctx = connectnote.With(ctx, func(err error) { note(&s.health.broker, fmt.Errorf("waiting for a connection: %w", err)) })
 		err = s.publisher.Send(ctx, rw.msg)
 		cancel()
 		if err != nil && (refused.Load() || pathOf(err) == pathFailed && s.sendCtx.Err() != nil) {
@@ -404,6 +420,8 @@ func (s *relayRun) send(rw *row) {
 			s.results <- sent{row: rw, err: err, released: true}
 			return
 		}
+		s.results <- sent{row: rw, err: err, published: true}
+		return
 	}
 	s.results <- sent{row: rw, err: err}
 }
@@ -429,6 +447,16 @@ func (s *relayRun) answered(a sent) {
 	}
 	path := pathOf(a.err)
 	s.report.Counts[path]++
+	if a.published {
+		// The broker answered a publish it confirmed, returned or nacked:
+		// it is there. One it left unanswered, or that was not written,
+		// tells that it, or the link to it, fails.
+		var unanswered error
+		if path == pathUnconfirmed || path == pathFailed {
+			unanswered = fmt.Errorf("%s: %w", path, a.err)
+		}
+		note(&s.health.broker, unanswered)
+	}
 	attrs := func() []any {
 		return []any{"queue", s.queue, "stage", "publish", "outbox_id", a.row.id, "message_id", idText(a.row.msg.MessageId),
 			"destination", destination(a.row.msg), "attempt", a.row.attempts + 1, "path", string(path)}
@@ -481,6 +509,7 @@ func (s *relayRun) backoff(n int) time.Duration {
 // dbFailed logs a database error and pauses the relay's use of it.
 func (s *relayRun) dbFailed(step string, err error) {
 	s.dbFailures++
+	note(&s.health.database, fmt.Errorf("%s: %w", step, err))
 	wait := backoff.Wait(s.dbFailures, s.opts.Poll, maxDBBackoff)
 	s.dbRetry = time.Now().Add(wait)
 	s.opts.Logger.Warn("lily outbox", "queue", s.queue, "stage", "database", "step", step,
@@ -559,6 +588,7 @@ func (s *relayRun) leaseLost(rw *row, how lost) {
 // sanitized and bounded: Report.String writes it as it is, to a terminal or
 // a log.
 func (s *relayRun) possibleCopy(rw *row, why string) {
+	s.health.copies.Add(1)
 	if len(s.report.PossibleCopies) >= maxCopies {
 		s.report.Omitted++
 		return
@@ -590,4 +620,11 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// dbAnswered notes a statement of the relay's that succeeded: the next
+// failure pauses it briefly again, and Health no longer tells of the last.
+func (s *relayRun) dbAnswered() {
+	s.dbFailures = 0
+	note(&s.health.database, nil)
 }

@@ -242,7 +242,8 @@ func (s *relayRun) lease(n, bytes int) {
 		s.dbFailed("lease", err)
 		return
 	}
-	s.dbFailures = 0
+	s.dbAnswered()
+	s.health.looked.Store(true)
 	s.nextLease = time.Now().Add(s.opts.Poll)
 	if len(leased) == n || held > 0 {
 		s.nextLease = time.Now() // more may be due, or be found further on
@@ -385,6 +386,7 @@ func (s *relayRun) sweep() {
 		s.dbFailed("sweep", err)
 		return
 	}
+	s.dbAnswered()
 	s.sweepFrom = nil
 	if keys == sweepKeys {
 		s.sweepFrom, s.nextSweep = last, time.Now() // more keys: on at the next turn
@@ -461,6 +463,9 @@ func (s *relayRun) record(by time.Time) error {
 		return err
 	}
 	for _, rw := range confirmed {
+		if f := seen[rw.id]; f.deleted {
+			s.health.lastSettled.Store(time.Now().UnixNano())
+		}
 		switch f, ok := seen[rw.id]; {
 		case !ok:
 			s.leaseLost(rw, lostGone)
@@ -471,7 +476,7 @@ func (s *relayRun) record(by time.Time) error {
 		}
 	}
 	s.pending = s.pending[:0]
-	s.dbFailures = 0
+	s.dbAnswered()
 	if len(keys) > 0 {
 		s.nextLease = time.Now() // the next row of each key is due
 	}

@@ -298,8 +298,9 @@ func (c *Conn) awaitUnblocked(l *link, deadline time.Time, done <-chan struct{})
 
 // connect is channel, again after the backoff while connecting fails, when
 // the publisher has one: until writeBy, done is closed, or the connection
-// closes.
-func (p *Publisher) connect(writeBy time.Time, done <-chan struct{}) (*channel, error) {
+// closes. failing (when not nil) hears each failure it will try again
+// after.
+func (p *Publisher) connect(writeBy time.Time, done <-chan struct{}, failing func(error)) (*channel, error) {
 	for n := 1; ; n++ {
 		c, err := p.channel(writeBy, done)
 		if err == nil || p.Backoff == nil || errors.Is(err, errClosed) || errors.Is(err, errStopped) {
@@ -308,6 +309,9 @@ func (p *Publisher) connect(writeBy time.Time, done <-chan struct{}) (*channel, 
 		wait := p.Backoff(n)
 		if !writeBy.IsZero() && time.Until(writeBy) < wait {
 			return nil, err
+		}
+		if failing != nil {
+			failing(err)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -333,6 +337,9 @@ type Bounds struct {
 	WriteBy time.Time
 	// Done, when closed, ends the waits, the confirm's too.
 	Done <-chan struct{}
+	// Failing, when set, hears each failure to open a channel while the
+	// publish waits to try again: the waits may be long (internal/connectnote).
+	Failing func(error)
 }
 
 // writeBy is the moment the waits before the write end.
@@ -439,7 +446,7 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 		}
 	}()
 
-	c, err := p.connect(writeBy, b.Done)
+	c, err := p.connect(writeBy, b.Done, b.Failing)
 	if err != nil {
 		ev.Status, ev.Detail = outcome.HandoffFailed, "open channel: "+sanitize.Text(err.Error(), 120)
 		if errors.Is(err, step.ErrTimeout) {
