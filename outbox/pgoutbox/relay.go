@@ -23,8 +23,14 @@ import (
 
 // Options tune a Relay. The zero value takes the defaults.
 type Options struct {
-	// Poll is the pause between looks for due rows after a look that found
-	// fewer than Batch. Default 200ms.
+	// Poll is the pause before the next look for due rows after a look
+	// that leased fewer rows than it had room for (Batch less the rows in
+	// flight) and bodies under its room in MaxBytes, and marked no row held
+	// behind its key: it found all that was due. After any other look the
+	// relay looks again at once, once it has room (half a Batch, or none in
+	// flight, and bodies under MaxBytes); and at once too after it deletes
+	// a keyed row, or its sweep clears a mark, which makes a key's next row
+	// due. Default 200ms.
 	Poll time.Duration
 	// Lease is how long a relay holds the rows it leased: no other relay
 	// publishes them before it ends. Each send's deadline is four fifths of

@@ -780,6 +780,30 @@ func TestRelayHoldsNoMoreBodiesThanMaxBytes(t *testing.T) {
 	}
 }
 
+// A look that MaxBytes cut short looks again as soon as answers make room,
+// not a Poll later: more rows are due. With a Poll of ten minutes, six rows
+// of which each look may lease two all go.
+func TestALookCutShortByMaxBytesLooksAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	var msgs []runtime.Message
+	for i := range 6 {
+		m := message(q, fmt.Sprint("row-", i))
+		m.Body = bytes.Repeat([]byte{'x'}, 600)
+		msgs = append(msgs, m)
+	}
+	e.write(msgs...)
+	stop := e.relay(pgoutbox.Options{Poll: 10 * time.Minute, MaxBytes: 1000})
+	e.eventually("every row published", func() bool { return len(e.rows()) == 0 })
+	if c := counts(stop()); c["published"] != 6 || len(c) != 1 {
+		t.Errorf("report counts %v", c)
+	}
+	if got := ids(e.take(q)); len(got) != 6 {
+		t.Errorf("queue %s holds %v; want the six rows once each", q, got)
+	}
+}
+
 // 5c. A row to an exchange that does not exist fails alone, not written:
 // the rows sent beside it are published once each, none a possible copy.
 // Once the exchange exists, the row goes.

@@ -244,9 +244,16 @@ func (s *relayRun) lease(n, bytes int) {
 	}
 	s.dbAnswered()
 	s.health.looked.Store(true)
+	taken := 0
+	for _, rw := range leased {
+		taken += rw.size
+	}
 	s.nextLease = time.Now().Add(s.opts.Poll)
-	if len(leased) == n || held > 0 {
-		s.nextLease = time.Now() // more may be due, or be found further on
+	if len(leased) == n || taken >= bytes || held > 0 {
+		// More may be due (the look filled its room in rows, or in bytes:
+		// the loop leases again once answers make room), or be found
+		// further on.
+		s.nextLease = time.Now()
 	}
 	for _, rw := range leased {
 		s.inflight++
