@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lily-mq/lily/internal/topic"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
 )
@@ -126,7 +127,7 @@ func newDiversion(n *schema.Binding, typ string, routed []*schema.Binding) *dive
 	d := &diversion{n: n, typ: typ, routed: routed}
 	if typ == schema.Topic {
 		for _, o := range routed {
-			d.patterns = append(d.patterns, words(o.RoutingKey))
+			d.patterns = append(d.patterns, topic.Words(o.RoutingKey))
 		}
 	}
 	return d
@@ -148,19 +149,19 @@ func (d *diversion) takenBy(c *schema.Binding, cType string) bool {
 
 // keyTakenBy is takenBy for exchanges that look at the routing key alone.
 func (d *diversion) keyTakenBy(c *schema.Binding, cType string) bool {
-	n := words(d.n.RoutingKey)
+	n := topic.Words(d.n.RoutingKey)
 	if d.typ == schema.Direct {
 		// routed have other keys: d is every message of n's key.
 		if cType == schema.Direct {
 			return c.RoutingKey == d.n.RoutingKey
 		}
-		return matchesKey(words(c.RoutingKey), n)
+		return topic.MatchesKey(topic.Words(c.RoutingKey), n)
 	}
 	if cType == schema.Direct {
-		k := words(c.RoutingKey)
-		return matchesKey(n, k) && !slices.ContainsFunc(d.patterns, func(p []string) bool { return matchesKey(p, k) })
+		k := topic.Words(c.RoutingKey)
+		return topic.MatchesKey(n, k) && !slices.ContainsFunc(d.patterns, func(p []string) bool { return topic.MatchesKey(p, k) })
 	}
-	return escapes(d.patterns, n, words(c.RoutingKey))
+	return topic.Escapes(d.patterns, n, topic.Words(c.RoutingKey))
 }
 
 // headersOverlap reports whether headers bindings c and n both match some

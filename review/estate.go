@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/internal/topic"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
 )
@@ -340,9 +341,9 @@ func accepts(ns []*schema.Binding, o *schema.Binding, typ string) bool {
 	case schema.Topic:
 		patterns := make([][]string, len(ns))
 		for i, n := range ns {
-			patterns[i] = words(n.RoutingKey)
+			patterns[i] = topic.Words(n.RoutingKey)
 		}
-		return covers(patterns, words(o.RoutingKey))
+		return topic.Covers(patterns, topic.Words(o.RoutingKey))
 	}
 	return slices.ContainsFunc(ns, func(n *schema.Binding) bool { return n.RoutingKey == o.RoutingKey })
 }

@@ -1,4 +1,4 @@
-package review
+package topic
 
 import (
 	"slices"
@@ -11,12 +11,12 @@ import (
 func splitAll(ps ...string) [][]string {
 	var out [][]string
 	for _, p := range ps {
-		out = append(out, words(p))
+		out = append(out, Words(p))
 	}
 	return out
 }
 
-// covers says whether one topic pattern matches every key another does.
+// Covers says whether one topic pattern matches every key another does.
 func TestCovers(t *testing.T) {
 	for _, tc := range []struct {
 		a, b string
@@ -52,13 +52,13 @@ func TestCovers(t *testing.T) {
 		{"#.a.*.#", "a.#.b", true},
 		{"#.a.*.#", "a.#", false},
 	} {
-		if got := covers(splitAll(tc.a), words(tc.b)); got != tc.want {
-			t.Errorf("covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		if got := Covers(splitAll(tc.a), Words(tc.b)); got != tc.want {
+			t.Errorf("Covers(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }
 
-// covers agrees with matching every key of up to six words, from three, against
+// Covers agrees with matching every key of up to six words, from three, against
 // every pair of patterns of up to three words, and of up to two words for
 // two patterns bound together.
 func TestCoversMatchesKeys(t *testing.T) {
@@ -66,7 +66,7 @@ func TestCoversMatchesKeys(t *testing.T) {
 	matched := make(map[string][]bool)
 	for _, p := range patterns {
 		for _, k := range keys {
-			matched[p] = append(matched[p], matches(words(p), words(k)))
+			matched[p] = append(matched[p], matches(Words(p), Words(k)))
 		}
 	}
 	for _, a := range patterns {
@@ -77,8 +77,8 @@ func TestCoversMatchesKeys(t *testing.T) {
 					want = false
 				}
 			}
-			if got := covers(splitAll(a), words(b)); got != want {
-				t.Errorf("covers(%q, %q) = %v, want %v", a, b, got, want)
+			if got := Covers(splitAll(a), Words(b)); got != want {
+				t.Errorf("Covers(%q, %q) = %v, want %v", a, b, got, want)
 			}
 		}
 	}
@@ -93,15 +93,15 @@ func TestCoversMatchesKeys(t *testing.T) {
 						want = false
 					}
 				}
-				if got := covers(splitAll(a1, a2), words(b)); got != want {
-					t.Errorf("covers(%q and %q, %q) = %v, want %v", a1, a2, b, got, want)
+				if got := Covers(splitAll(a1, a2), Words(b)); got != want {
+					t.Errorf("Covers(%q and %q, %q) = %v, want %v", a1, a2, b, got, want)
 				}
 			}
 		}
 	}
 }
 
-// escapes agrees with matching every key of up to six words, from three,
+// Escapes agrees with matching every key of up to six words, from three,
 // against every three patterns of up to two words: a, then b and c, which
 // the key must match, a not.
 func TestEscapesWithinMatchesKeys(t *testing.T) {
@@ -109,9 +109,9 @@ func TestEscapesWithinMatchesKeys(t *testing.T) {
 	matched := make(map[string][]bool)
 	for _, p := range patterns {
 		for _, k := range keys {
-			m := matches(words(p), words(k))
-			if got := matchesKey(words(p), words(k)); got != m {
-				t.Errorf("matchesKey(%q, %q) = %v, want %v", p, k, got, m)
+			m := matches(Words(p), Words(k))
+			if got := MatchesKey(Words(p), Words(k)); got != m {
+				t.Errorf("MatchesKey(%q, %q) = %v, want %v", p, k, got, m)
 			}
 			matched[p] = append(matched[p], m)
 		}
@@ -125,15 +125,15 @@ func TestEscapesWithinMatchesKeys(t *testing.T) {
 						want = true
 					}
 				}
-				if got := escapes(splitAll(a), words(b), words(c)); got != want {
-					t.Errorf("escapes(%q, %q within %q) = %v, want %v", a, b, c, got, want)
+				if got := Escapes(splitAll(a), Words(b), Words(c)); got != want {
+					t.Errorf("Escapes(%q, %q within %q) = %v, want %v", a, b, c, got, want)
 				}
 			}
 		}
 	}
 }
 
-// covers says whether topic patterns bound together match every key
+// Covers says whether topic patterns bound together match every key
 // another does, where none alone does.
 func TestCoversTogether(t *testing.T) {
 	for _, tc := range []struct {
@@ -147,13 +147,13 @@ func TestCoversTogether(t *testing.T) {
 		{[]string{"order", "order.*", "order.*.#"}, "order.#", true},
 		{nil, "#", false},
 		// # matches every key, the empty one too, beside a pattern whose
-		// places alone are more than covers would follow.
+		// places alone are more than Covers would follow.
 		{[]string{"#", "#.x" + strings.Repeat(".*", 14)}, "*.#", true},
 		{[]string{"#.#", "#.x" + strings.Repeat(".*", 14)}, "", true},
 		{[]string{"#.x" + strings.Repeat(".*", 14), "order.#"}, "order.#.x.*", true},
 	} {
-		if got := covers(splitAll(tc.as...), words(tc.b)); got != tc.want {
-			t.Errorf("covers(%q, %q) = %v, want %v", tc.as, tc.b, got, tc.want)
+		if got := Covers(splitAll(tc.as...), Words(tc.b)); got != tc.want {
+			t.Errorf("Covers(%q, %q) = %v, want %v", tc.as, tc.b, got, tc.want)
 		}
 	}
 }
@@ -197,7 +197,7 @@ func matches(p, k []string) bool {
 func TestCoversEnds(t *testing.T) {
 	a := strings.Split(strings.Repeat("#.", 40)+"x", ".")
 	b := strings.Split(strings.Repeat("w.", 120)+"y", ".")
-	if covers([][]string{a}, b) {
+	if Covers([][]string{a}, b) {
 		t.Error("a pattern ending in x covers one ending in y")
 	}
 	a = strings.Split("#.x"+strings.Repeat(".*", 100), ".")
@@ -205,14 +205,14 @@ func TestCoversEnds(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		covers([][]string{a}, b)
+		Covers([][]string{a}, b)
 	}()
 	select {
 	case <-done:
 	case <-time.After(time.Minute):
-		t.Fatal("covers did not end within a minute: its search is not bounded")
+		t.Fatal("Covers did not end within a minute: its search is not bounded")
 	}
-	if !covers([][]string{a}, a) {
+	if !Covers([][]string{a}, a) {
 		t.Error("a pattern does not cover itself")
 	}
 }

@@ -1,4 +1,8 @@
-package review
+// Package topic matches RabbitMQ topic patterns: a pattern against a
+// routing key, and patterns against patterns, for the review package, which
+// compares bindings across two schemas. It stands outside review, which
+// imports schema, so that the schema checker can use it too.
+package topic
 
 import (
 	"encoding/binary"
@@ -7,20 +11,20 @@ import (
 	"strings"
 )
 
-// words splits a topic key or pattern into its words. RabbitMQ reads the
+// Words splits a topic key or pattern into its words. RabbitMQ reads the
 // empty key as no words at all, which "#" matches and "*" does not, where
 // strings.Split would give one empty word.
-func words(key string) []string {
+func Words(key string) []string {
 	if key == "" {
 		return nil
 	}
 	return strings.Split(key, ".")
 }
 
-// maxCoverStates bounds covers' search: patterns such as #.x.*.*.* make a
+// maxCoverStates bounds Covers' search: patterns such as #.x.*.*.* make a
 // track which of the last words were x, a set of places that doubles with
-// each *. Past the bound covers answers no, so the change is reported
-// rather than passed unseen.
+// each *. Past the bound Covers answers no, so that a review reports the
+// change rather than passing it unseen.
 const maxCoverStates = 1 << 14
 
 // What stands at a place of patterns walked as one, other than a literal
@@ -162,19 +166,19 @@ func key(at []int) string {
 	return string(buf)
 }
 
-// covers reports whether topic patterns as, bound alike, together match
+// Covers reports whether topic patterns as, bound alike, together match
 // every key pattern b does: # matching any words, * one, others
 // themselves.
-func covers(as [][]string, b []string) bool {
+func Covers(as [][]string, b []string) bool {
 	if slices.ContainsFunc(as, func(a []string) bool { return slices.Equal(a, b) }) {
 		return true // an unchanged binding, however many places it keeps
 	}
-	return !escapes(as, b)
+	return !Escapes(as, b)
 }
 
-// matchesKey reports whether topic pattern p matches key k. A * or # in a
+// MatchesKey reports whether topic pattern p matches key k. A * or # in a
 // key is a word as any other, which only * and # match.
-func matchesKey(p, k []string) bool {
+func MatchesKey(p, k []string) bool {
 	w := newWalk([][]string{p})
 	at := w.begin()
 	for _, word := range k {
@@ -183,13 +187,13 @@ func matchesKey(p, k []string) bool {
 	return slices.ContainsFunc(at, func(p int) bool { return w.place[p] == closed })
 }
 
-// escapes reports whether some key that pattern b matches, and each
+// Escapes reports whether some key that pattern b matches, and each
 // pattern of within too, none of patterns as matches. It walks b's words
 // beside the set of places in the patterns the same words can reach. From
 // a set of places only the literal words there tell words apart, so where
 // b takes any word it tries each of those and one word that is none of
 // them. Past maxCoverStates it answers yes.
-func escapes(as [][]string, b []string, within ...[]string) bool {
+func Escapes(as [][]string, b []string, within ...[]string) bool {
 	w := newWalk(append(slices.Clip(as), within...))
 	mine := len(w.place) // the first place of within
 	if len(within) > 0 {
