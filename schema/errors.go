@@ -78,7 +78,7 @@ const (
 	RuleArgument         = "BAD-ARGUMENT"        // a queue argument the queue's type or other arguments refuse
 	RuleEnvelope         = "BAD-ENVELOPE"        // an envelope profile that cannot be read, or two on one queue that cannot be told apart
 	RuleOrdering         = "BAD-ORDERING"        // an ordering whose key is not in every consumed version, or of a kind that cannot key
-	RulePublish          = "BAD-PUBLISH"         // a publish: that cannot be generated or would not route: not Lily's envelope, a bad exchange or key
+	RulePublish          = "BAD-PUBLISH"         // a publish: that cannot be generated or would not route: not Lily's envelope, a bad exchange or key, a queue reached that does not consume it
 	RuleTooMany          = "TOO-MANY-ERRORS"     // more problems than are listed
 )
 

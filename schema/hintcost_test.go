@@ -142,3 +142,32 @@ func ofVersions(n int, consumes string) string {
 	s.WriteString("queues:\n  q:\n    consumes:\n" + consumes)
 	return s.String()
 }
+
+// Following publishes to the queues their keys reach costs at most
+// maxRouteSteps steps: a message of 1,000 versions, each published with a
+// key of its own to a topic exchange that binds a queue by many patterns,
+// tried each pattern against each key: each pattern more cost an attempt
+// per version.
+func TestPublishRoutesAreBounded(t *testing.T) {
+	schema := func(patterns int) string {
+		s := ofVersions(1000, "      - {message: B}\n    bindings:\n      - exchange: x\n        routing_keys:\n")
+		s = strings.Replace(s, "    versions:\n", "    publish: {exchange: x, routing_key: \"a.v{version}\"}\n    versions:\n", 1)
+		s = strings.Replace(s, "queues:\n", "  B: {versions: {1: {}}}\nexchanges: {x: {type: topic}}\nqueues:\n", 1)
+		var b strings.Builder
+		b.WriteString(s)
+		for i := range patterns {
+			fmt.Fprintf(&b, "          - p%d.#\n", i)
+		}
+		return b.String()
+	}
+	const n = 2000
+	few, many := schema(n), schema(2*n)
+	if _, err := Parse("s.yaml", []byte(few)); err != nil {
+		t.Fatal(err)
+	}
+	perPattern := (testing.AllocsPerRun(1, func() { Parse("s.yaml", []byte(many)) }) -
+		testing.AllocsPerRun(1, func() { Parse("s.yaml", []byte(few)) })) / n
+	if perPattern > 100 {
+		t.Errorf("%.0f allocations for each pattern more, want at most 100", perPattern)
+	}
+}

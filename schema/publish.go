@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lily-mq/lily/internal/topic"
 )
 
 // VersionPlaceholder, in a fixed routing key, stands for the number of the
@@ -201,6 +203,7 @@ func (p *parser) keyOf(msg *Message, n *yaml.Node, what string) (Key, bool) {
 // that lilygen writes the message's producers, and that its exchange exists,
 // takes publishes and gets the routing key it routes by.
 func (p *parser) publishRefs(f *File) {
+	r := newRouter(f)
 	for _, pp := range p.publishes {
 		p.name = pp.file
 		msg, pub := pp.msg, pp.pub
@@ -226,6 +229,8 @@ func (p *parser) publishRefs(f *File) {
 		case x != nil && (x.Type == Fanout || x.Type == Headers):
 			if pp.routingKey != nil {
 				p.errorf(pp.routingKey, RulePublish, "a %s exchange ignores routing keys: remove routing_key", x.Type)
+			} else {
+				p.exchangeRoutes(pp, x, r)
 			}
 		case pp.routingKey == nil && x == nil:
 			p.errorf(pp.at, RuleMissingKey, "a publish to the default exchange needs a routing_key: the name of the queue it routes to").
@@ -239,6 +244,8 @@ func (p *parser) publishRefs(f *File) {
 		case x.Type == Topic && strings.ContainsAny(pub.RoutingKey.Fixed, "*#"):
 			p.errorf(pp.routingKey, RulePublish, "routing key %q holds * or #: a published key is matched by the bindings' patterns, not a pattern itself", pub.RoutingKey.Fixed).
 				Hint = "name the words of this message, such as order.placed.eu"
+		default:
+			p.exchangeRoutes(pp, x, r)
 		}
 	}
 }
@@ -265,4 +272,168 @@ func (p *parser) defaultExchangeKey(pp pendingPublish) {
 				Hint = "publish to a queue that consumes it, or add it to the queue's consumes"
 		}
 	}
+}
+
+// maxRouteSteps bounds the work of following publishes to the queues
+// their keys reach, over a whole schema: each binding tried, and each
+// version checked against a queue reached, is a step. Past it the rest go
+// unchecked: a message of many versions, published with a key of each, to
+// an exchange of many bindings would cost their product.
+const maxRouteSteps = 1 << 20
+
+// router follows publishes to the queues of the schema their keys reach.
+type router struct {
+	// from lists the bindings of queues and exchanges by the exchange each
+	// routes from, in file order.
+	from map[string][]link
+	left int // the steps left of maxRouteSteps
+}
+
+// link is a binding to a queue or, when queue is nil, to exchange to;
+// words are its key's, split once.
+type link struct {
+	b     *Binding
+	words []string
+	queue *Queue
+	to    *Exchange
+}
+
+func newRouter(f *File) *router {
+	r := &router{from: map[string][]link{}, left: maxRouteSteps}
+	for _, q := range f.Queues {
+		for _, b := range q.Bindings {
+			r.from[b.Source] = append(r.from[b.Source], link{b: b, words: topic.Words(b.RoutingKey), queue: q})
+		}
+	}
+	for _, x := range f.Exchanges {
+		for _, b := range x.Bindings {
+			r.from[b.Source] = append(r.from[b.Source], link{b: b, words: topic.Words(b.RoutingKey), to: x})
+		}
+	}
+	return r
+}
+
+// exchangeRoutes checks a publish to exchange x of the schema, owned or
+// external, with a fixed routing key: that each queue of the schema its
+// key reaches, by the bindings the schema declares, consumes the version
+// published. A key read from each message is not known until it is sent,
+// and a headers exchange matches the headers each message carries: those
+// go unchecked, as do alternate exchanges, which take what no binding
+// matches, and other teams' bindings, which the schema cannot know of.
+func (p *parser) exchangeRoutes(pp pendingPublish, x *Exchange, r *router) {
+	k := pp.pub.RoutingKey
+	if k.Field != "" || k.Header != "" {
+		return
+	}
+	at := pp.routingKey
+	if at == nil {
+		at = pp.exchange // a fanout exchange's publish, which has no key
+	}
+	routes := map[string][]reached{} // by key: versions often share one
+	for _, v := range pp.msg.Versions {
+		key := k.For(v)
+		rs, ok := routes[key]
+		if !ok {
+			rs = r.reach(x, key)
+			routes[key] = rs
+		}
+		for _, to := range rs {
+			if r.left == 0 {
+				return
+			}
+			r.left--
+			if slices.ContainsFunc(to.queue.Consumes, func(c Consume) bool { return slices.Contains(c.Versions, v) }) {
+				continue
+			}
+			what, hint := fmt.Sprintf("routing key %q", key), "unbind the queue"
+			if x.Type == Fanout {
+				what = "every message"
+			}
+			if p.known.exchanges[to.route[len(to.route)-1].Source].Type == Topic {
+				hint = "narrow the binding"
+			}
+			p.errorf(at, RulePublish, "%s reaches queue %q, which does not consume %s, %s: it would fail at dispatch, to the DLQ",
+				what, to.queue.Name, v.GoName, p.routeText(to.route)).
+				Hint = fmt.Sprintf("add %s to the queue's consumes, %s, or stop publishing it there", v.GoName, hint)
+		}
+	}
+}
+
+// reached is a queue a publish reaches, and the bindings it takes there,
+// from the exchange published to, the queue's own last.
+type reached struct {
+	queue *Queue
+	route []*Binding
+}
+
+// reach lists the queues of the schema that a message published to x with
+// key reaches by the schema's bindings, each once, by the first route
+// found: through exchanges bound to x too, which pass the key on as it is.
+// Once no step is left it lists those found so far.
+func (r *router) reach(x *Exchange, key string) []reached {
+	type stop struct {
+		x     *Exchange
+		route []*Binding
+	}
+	var out []reached
+	words := topic.Words(key)
+	queues := map[*Queue]bool{}
+	seen := map[*Exchange]bool{x: true}
+	for next := []stop{{x: x}}; len(next) > 0; next = next[1:] {
+		s := next[0]
+		for _, l := range r.from[s.x.Name] {
+			if r.left == 0 {
+				return out
+			}
+			r.left--
+			if !routes(s.x.Type, l, key, words) {
+				continue
+			}
+			route := append(slices.Clip(s.route), l.b)
+			switch {
+			case l.queue != nil && !queues[l.queue]:
+				queues[l.queue] = true
+				out = append(out, reached{l.queue, route})
+			case l.to != nil && !seen[l.to]:
+				seen[l.to] = true
+				next = append(next, stop{l.to, route})
+			}
+		}
+	}
+	return out
+}
+
+// routes reports whether an exchange of type typ routes key, of words, by
+// binding l; never for a headers exchange, whose match is on the headers
+// of each message.
+func routes(typ string, l link, key string, words []string) bool {
+	switch typ {
+	case Direct:
+		return l.b.RoutingKey == key
+	case Topic:
+		return topic.MatchesKey(l.words, words)
+	}
+	return typ == Fanout
+}
+
+// routeText says how a publish reaches a queue by route, from the queue's
+// binding back to the exchange published to: by its binding "m.*" to
+// exchange "orders", bound to exchange "all" by "m.#".
+func (p *parser) routeText(route []*Binding) string {
+	var b strings.Builder
+	for i := len(route) - 1; i >= 0; i-- {
+		r := route[i]
+		fanout := p.known.exchanges[r.Source].Type == Fanout
+		switch {
+		case i == len(route)-1 && fanout:
+			fmt.Fprintf(&b, "by its binding to fanout exchange %q", r.Source)
+		case i == len(route)-1:
+			fmt.Fprintf(&b, "by its binding %q to exchange %q", r.RoutingKey, r.Source)
+		case fanout:
+			fmt.Fprintf(&b, ", bound to fanout exchange %q", r.Source)
+		default:
+			fmt.Fprintf(&b, ", bound to exchange %q by %q", r.Source, r.RoutingKey)
+		}
+	}
+	return b.String()
 }

@@ -1,7 +1,8 @@
 // Package topic matches RabbitMQ topic patterns: a pattern against a
-// routing key, and patterns against patterns, for the review package, which
-// compares bindings across two schemas. It stands outside review, which
-// imports schema, so that the schema checker can use it too.
+// routing key, and patterns against patterns. The schema checker, which
+// follows a publish's key to the bindings it matches, and the review
+// package, which compares bindings across two schemas and imports schema,
+// share it.
 package topic
 
 import (
