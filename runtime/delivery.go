@@ -93,10 +93,9 @@ func (r RawDelivery) Attempt() int {
 func (r RawDelivery) Redelivered() bool { return r.d != nil && r.d.Redelivered }
 
 // Header returns one header of the delivery; the guard has bounded them all.
-// The value is the delivery's own, not a copy: do not modify the tables,
-// arrays or byte slices in it. What is changed there, the delivery's retry
-// and DLQ copies carry on, unchecked by the guard, and later reads of the
-// header see.
+// A table, an array or a byte slice is a copy, made at each call, so that
+// what user code changes in it never reaches the delivery's own headers,
+// which its retry and DLQ copies carry; other values are values.
 // A CloudEvent's context attributes (specversion, id, source, type, time,
 // datacontenttype, dataschema, subject, and the profile's version
 // attribute) read as headers cloudEvents_<name> in either content mode, such
@@ -105,7 +104,8 @@ func (r RawDelivery) Header(key string) (any, bool) {
 	if r.env == nil {
 		return nil, false
 	}
-	return r.env.Header(key)
+	v, ok := r.env.Header(key)
+	return guard.Detached(v), ok
 }
 
 // Exchange is the exchange the message was published to ("" for the default

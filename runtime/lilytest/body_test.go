@@ -3,7 +3,10 @@ package lilytest_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime"
 	"github.com/lily-mq/lily/runtime/internal/fixture"
@@ -78,5 +81,28 @@ func TestHandlerCannotChangeTheStructuredEventHandedOff(t *testing.T) {
 	wantPath(t, res, runtime.PathRetried)
 	if string(res.Copy.Body) != event {
 		t.Errorf("the retry copy carries %q, want the original event", res.Copy.Body)
+	}
+}
+
+// A handler that writes into a header's table, array or byte slice changes
+// its own copy, not the delivery's headers: the retry copy carries them as
+// received. Header returned the delivery's own values, so the retry copy
+// carried what the handler wrote.
+func TestHandlerCannotChangeTheHeadersHandedOff(t *testing.T) {
+	h := harness(t, func(_ context.Context, _ *fixture.OrderPlacedV1, d runtime.RawDelivery) error {
+		v, _ := d.Header("x-nested")
+		tab := v.(amqp.Table)
+		tab["added"] = "by the handler"
+		copy(tab["b"].([]byte), "XX")
+		tab["l"].([]any)[0] = "replaced"
+		return runtime.Retryable(errors.New("busy"))
+	})
+	p := order(t, "header-1")
+	p.Headers["x-nested"] = amqp.Table{"b": []byte("bytes"), "l": []any{"first"}}
+	res := h.Deliver(p)
+	wantPath(t, res, runtime.PathRetried)
+	want := amqp.Table{"b": []byte("bytes"), "l": []any{"first"}}
+	if got := res.Copy.Headers["x-nested"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("the retry copy carries x-nested %v, want %v as received", got, want)
 	}
 }

@@ -1,6 +1,11 @@
 package guard
 
-import "sync/atomic"
+import (
+	"bytes"
+	"sync/atomic"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
 
 // held is what user code has been given of a delivery's payload: whether a
 // route's extractor has read it, and the copy that everyone else reads.
@@ -65,4 +70,29 @@ func (e *Envelope) Held(body []byte) []byte {
 		return c
 	}
 	return *e.held.copy.Load()
+}
+
+// Detached is header value v as user code is given it: a table, an array or
+// a byte slice copied, all the way down, so that what is written into it
+// never reaches the delivery's own headers, which its retry and DLQ copies
+// carry; any other value as it is. The guard has bounded the copy: depth,
+// count and bytes.
+func Detached(v any) any {
+	switch v := v.(type) {
+	case amqp.Table:
+		t := make(amqp.Table, len(v))
+		for k, x := range v {
+			t[k] = Detached(x)
+		}
+		return t
+	case []any:
+		a := make([]any, len(v))
+		for i, x := range v {
+			a[i] = Detached(x)
+		}
+		return a
+	case []byte:
+		return bytes.Clone(v)
+	}
+	return v
 }

@@ -1,6 +1,11 @@
 package guard
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
 
 // The payload's first claim for an extractor is granted once; user code
 // gets a copy, the same one at every call, and a later attempt run in line
@@ -29,5 +34,26 @@ func TestHeldPayloadIsACopyKeptPerAttempt(t *testing.T) {
 	}
 	if empty := e.Held(nil); empty != nil {
 		t.Errorf("an empty payload is held as %q", empty)
+	}
+}
+
+// A header value user code is given is its own: writing into a table, an
+// array or a byte slice in it, at any depth, leaves the delivery's headers as
+// received.
+func TestDetachedHeaderIsACopyAllTheWayDown(t *testing.T) {
+	headers := amqp.Table{"t": amqp.Table{"b": []byte("bytes"), "l": []any{amqp.Table{"n": int32(1)}, []byte("in a list")}}}
+	v := Detached(headers["t"]).(amqp.Table)
+	v["added"] = "x"
+	copy(v["b"].([]byte), "XX")
+	l := v["l"].([]any)
+	l[0].(amqp.Table)["n"] = int32(2)
+	copy(l[1].([]byte), "YY")
+	l[0] = "replaced"
+	want := amqp.Table{"t": amqp.Table{"b": []byte("bytes"), "l": []any{amqp.Table{"n": int32(1)}, []byte("in a list")}}}
+	if !reflect.DeepEqual(headers, want) {
+		t.Errorf("the delivery's headers are %v after user code wrote into its copy, want %v", headers, want)
+	}
+	if got := Detached("s"); got != "s" {
+		t.Errorf("a string is given as %v", got)
 	}
 }
