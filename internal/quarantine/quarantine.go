@@ -21,8 +21,9 @@
 // Conn never breaks a stream the client would read: bytes it does not
 // recognise as AMQP frames pass through unchanged, and the client fails on
 // them as it would have. It is stricter than the client in one corner: the
-// client reads a field array loosely, ending it silently where a value is cut
-// short at its first byte, or where the array's length runs past the table
+// client reads a field array loosely, ending it silently where a value, or a
+// table's key or value within it at any depth, is cut short at its first
+// byte, or where the array's length runs past the table
 // or array around it, and Conn refuses such arrays (RabbitMQ refuses them in
 // a publish); the delivery is then dead-lettered, intact, not lost.
 //
