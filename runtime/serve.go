@@ -3,8 +3,10 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -53,7 +55,19 @@ type Service interface {
 // are, and each service's own report in Parts, in the order of the
 // services: a service whose Run failed before it ran has none there, so
 // find a part by its Queue. The error joins the services' errors.
+//
+// Serve with no service, or with a nil one, runs nothing and returns an
+// error at once: a list of services built from configuration that came out
+// empty would otherwise end the process at once, with no error to say why.
 func Serve(ctx context.Context, services ...Service) (*Report, error) {
+	if len(services) == 0 {
+		return nil, errors.New("lily: Serve: no services to run")
+	}
+	for i, s := range services {
+		if s == nil || reflect.ValueOf(s).Kind() == reflect.Pointer && reflect.ValueOf(s).IsNil() {
+			return nil, fmt.Errorf("lily: Serve: service %d of %d is nil", i+1, len(services))
+		}
+	}
 	// The first signal is watched from the start, for a ctx that watches
 	// none. The second is watched on a channel registered only once the
 	// stop began: under signal.NotifyContext one signal reaches both ctx and

@@ -194,3 +194,22 @@ func TestRunHoldsTheSignalsUntilItReturnsAndNoLonger(t *testing.T) {
 		}
 	}
 }
+
+// Serve with no service, or a nil one (untyped, or a typed nil pointer),
+// runs nothing and says why; before, no service returned at once without
+// an error, and a nil one panicked, on a goroutine of Serve's own for the
+// untyped nil, which no caller could recover.
+func TestServeRefusesNoServiceAndANilOne(t *testing.T) {
+	if rep, err := Serve(context.Background()); rep != nil || err == nil || err.Error() != "lily: Serve: no services to run" {
+		t.Errorf("Serve of nothing: %v, %v", rep, err)
+	}
+	ok := newStopService(nil, 0)
+	for _, nilOne := range []Service{nil, (*Consumer)(nil), (*stopService)(nil)} {
+		if rep, err := Serve(context.Background(), ok, nilOne); rep != nil || err == nil || err.Error() != "lily: Serve: service 2 of 2 is nil" {
+			t.Errorf("Serve of %T(nil): %v, %v", nilOne, rep, err)
+		}
+	}
+	if closed(ok.started) {
+		t.Error("Serve ran a service beside a nil one")
+	}
+}
