@@ -270,12 +270,13 @@ func (s *stuckHandlers) since() time.Time {
 func (r *run) settledNow() { r.lastSettled.Store(time.Now().UnixNano()) }
 
 // HealthHandler serves the health of consumers to Kubernetes' probes: a
-// request whose path ends in "/livez" asks whether every consumer is live;
-// any other path whether every one is ready. It answers 200 when they all
-// are and 503 when one is not, with each consumer's Health as JSON.
+// request whose path's last element is "livez", "live" or "liveness" (a
+// trailing slash aside: /livez, /healthz/live/) asks whether every consumer
+// is live; any other path whether every one is ready. It answers 200 when
+// they all are and 503 when one is not, with each consumer's Health as JSON.
 func HealthHandler(consumers ...*Consumer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		live := strings.HasSuffix(req.URL.Path, "/livez")
+		live := livenessPath(req.URL.Path)
 		all := make([]Health, len(consumers))
 		ok := true
 		for i, c := range consumers {
@@ -289,4 +290,16 @@ func HealthHandler(consumers ...*Consumer) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(all)
 	})
+}
+
+// livenessPath says whether a probe of path asks for liveness. Any other is
+// taken as readiness, which fails while the broker is away: a liveness
+// probe read so would restart every pod at once.
+func livenessPath(path string) bool {
+	last := path[strings.LastIndexByte(strings.TrimRight(path, "/"), '/')+1:]
+	switch strings.TrimRight(last, "/") {
+	case "livez", "live", "liveness":
+		return true
+	}
+	return false
 }

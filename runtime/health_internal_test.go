@@ -120,3 +120,17 @@ func TestHandoffFailuresNoteAllocates(t *testing.T) {
 		t.Errorf("the same failure again allocates %v times", n)
 	}
 }
+
+// A liveness probe on any of the usual paths is answered as liveness: read
+// as readiness, it would fail while the broker is away and restart every
+// pod. Only a path ending in /livez was, before.
+func TestLivenessPath(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/livez": true, "/livez/": true, "/healthz/live": true, "/health/liveness": true, "/live/": true, "livez": true,
+		"/readyz": false, "/healthz": false, "/": false, "": false, "/livez/x": false, "/alive": false,
+	} {
+		if got := livenessPath(path); got != want {
+			t.Errorf("liveness of %q: %t, want %t", path, got, want)
+		}
+	}
+}
