@@ -104,6 +104,10 @@ func NewConsumer(spec QueueSpec, routes Routes, cfg Config) (*Consumer, error) {
 	if err := cfg.validate(cfg.Publisher == nil); err != nil {
 		errs = append(errs, err)
 	}
+	if cfg.Publisher != nil && closed(cfg.Publisher.conn.Closing()) {
+		// Every handoff would fail, and its delivery be requeued, for good.
+		errs = append(errs, errors.New("Config.Publisher has been closed: close it after the consumers' Run returns"))
+	}
 	if slices.ContainsFunc(spec.Messages, func(m envelope.Message) bool { return m.Inbox == envelope.InboxRequired }) && cfg.Inbox == nil {
 		errs = append(errs, fmt.Errorf("queue %s requires an inbox (Config.Inbox)", spec.Name))
 	}

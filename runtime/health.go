@@ -86,6 +86,10 @@ func (c *Consumer) Health() Health {
 		if why := r.refusal.Load(); why != nil {
 			h.Why = "the broker refuses the topology, retrying until it is mended: " + *why
 		}
+	case c.cfg.Publisher != nil && closed(c.cfg.Publisher.conn.Closing()):
+		// Consuming goes on, on the connection it shares, but every handoff
+		// fails and its delivery is requeued, until the process restarts.
+		h.Why = "consuming, but Config.Publisher has been closed: every handoff fails; close it after Run returns"
 	default:
 		h.Ready = true
 		h.Why = readyWhy(blockedText(r.conn.Blocked()), r.failing.text(), r.drifted.Load(), s.unanswered.Load())

@@ -257,3 +257,28 @@ func TestBrokerHealthConnectingBeforeTheFirstSession(t *testing.T) {
 	eventually(t, time.Minute, "ready again", func() bool { return c.Health().Ready })
 	r.stop()
 }
+
+// A consumer whose Publisher is closed while it runs goes on consuming on
+// the connection it shares, but no handoff can be written: Health says so,
+// not ready. And a consumer is not made with a Publisher closed already.
+// Before, both stayed ready, and NewConsumer took the closed one, while every
+// delivery that failed was requeued for good.
+func TestBrokerHealthTellsAClosedPublisher(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	pub := newPublisher(t, brokerURL(t), 4)
+	r, c := prepare(t, q, handler(func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }),
+		func(cfg *runtime.Config) { cfg.Publisher = pub })
+	r.launch(c)
+	eventually(t, time.Minute, "ready", func() bool { return c.Health().Ready })
+	pub.Close()
+	eventually(t, time.Minute, "Health to say the Publisher has closed", func() bool {
+		h := c.Health()
+		return h.Live && !h.Ready && strings.Contains(h.Why, "Config.Publisher has been closed")
+	})
+	r.stop()
+	_, err := runtime.NewConsumer(brokerSpec(t), fixture.LilytestRoutes(handler(nil)), runtime.Config{URLs: []string{brokerURL(t)}, Publisher: pub})
+	if err == nil || !strings.Contains(err.Error(), "Config.Publisher has been closed") {
+		t.Errorf("NewConsumer with a closed Publisher: %v", err)
+	}
+}
