@@ -17,6 +17,7 @@ import (
 	"github.com/lily-mq/lily/internal/backoff"
 	"github.com/lily-mq/lily/internal/frame"
 	"github.com/lily-mq/lily/internal/queue"
+	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/confirm"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -320,7 +321,7 @@ func (r *run) revokeAll() {
 // the first connection is a clean stop: an empty report and no error.
 func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 	if !c.ran.CompareAndSwap(false, true) {
-		return nil, errors.New("lily: a Consumer runs once")
+		return nil, fmt.Errorf("lily: the Consumer of %s runs once", sanitize.Text(c.spec.Name, maxShortText))
 	}
 	r := c.newRun()
 	c.running.Store(r)
