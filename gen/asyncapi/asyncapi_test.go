@@ -16,6 +16,7 @@ import (
 	"github.com/lily-mq/lily/envelope"
 	_ "github.com/lily-mq/lily/internal/update" // go test ./... -update passes the flag to every test binary
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/wire"
 )
 
 // documented are the schemas whose documents the tests check, here and with
@@ -438,6 +439,22 @@ func TestStringsForgeNoWorkflowCommand(t *testing.T) {
 		}
 		if want := map[string]any{s: s, "list": []any{s}}; !cmp.Equal(back, want) {
 			t.Errorf("%q written as %q reads back as %q", s, doc, back)
+		}
+	}
+}
+
+// The time pattern the documents give with format date-time takes what
+// wire.ParseTime takes, in form: a date-time validator alone took a lower-
+// case t or z, a space for the T and a leap second, which Lily refuses.
+func TestTimePatternFollowsParseTime(t *testing.T) {
+	pattern := regexp.MustCompile(timePattern)
+	for _, s := range []string{
+		"2024-01-01T00:00:00Z", "2024-01-01T00:00:00.5+02:00", "2024-02-29T23:59:59.123456789-11:30",
+		"2024-01-01t00:00:00z", "2024-01-01 00:00:00Z", "2016-12-31T23:59:60Z", "2024-01-01T00:00:00", "2024-01-01T00:00:00.Z",
+	} {
+		_, parses := wire.ParseTime(s)
+		if pattern.MatchString(s) != parses {
+			t.Errorf("%q: the pattern matches %t, ParseTime reads it %t", s, pattern.MatchString(s), parses)
 		}
 	}
 }

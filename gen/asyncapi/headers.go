@@ -89,8 +89,19 @@ func lilyHeader(v *schema.Version) header {
 
 // timeHeader is the schema of a time in a header.
 func timeHeader() *yaml.Node {
-	return newObject().set("type", str("string")).set("format", str("date-time")).
+	return dateTime(newObject().set("type", str("string"))).
 		set("description", str("An AMQP timestamp, or an RFC 3339 string.")).mapping()
+}
+
+// timePattern narrows format date-time to what wire.ParseTime reads: the
+// upper-case T and Z, no leap second. A validator's date-time alone takes a
+// lower-case t or z, a space for the T and :60, which Lily refuses: a
+// producer checking its messages against the document would lose them.
+const timePattern = `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9](\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$`
+
+// dateTime is o, a string's schema, with the time Lily reads.
+func dateTime(o object) object {
+	return o.set("format", str("date-time")).set("pattern", str(timePattern))
 }
 
 // headersSchema is the schema of the headers hs, nil when there are none.
@@ -226,7 +237,7 @@ func structuredEvent(m *schema.Message, v *schema.Version, pr envelope.Profile, 
 		set("id", idSchema()).
 		set("source", idSchema()).
 		set("type", constant(wireType(m, v, pr))).
-		set("time", newObject().set("type", str("string")).set("format", str("date-time")).mapping()).
+		set("time", dateTime(newObject().set("type", str("string"))).mapping()).
 		set("subject", text()).
 		set("dataschema", text()).
 		set("datacontenttype", dataType).

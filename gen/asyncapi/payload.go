@@ -128,7 +128,7 @@ func valueSchema(f *schema.Field, nullable bool) object {
 	case schema.Bool:
 		return newObject().set("type", typeName("boolean", nullable))
 	case schema.Time:
-		return newObject().set("type", typeName("string", nullable)).set("format", str("date-time"))
+		return dateTime(newObject().set("type", typeName("string", nullable)))
 	case schema.Bytes:
 		return bytesSchema(f, nullable)
 	}
