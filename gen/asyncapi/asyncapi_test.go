@@ -458,3 +458,25 @@ func TestTimePatternFollowsParseTime(t *testing.T) {
 		}
 	}
 }
+
+// pyYAMLFloat is PyYAML's implicit float: YAML 1.1 wants a dot, and a signed
+// exponent.
+var pyYAMLFloat = regexp.MustCompile(`^[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?$`)
+
+// A float with an exponent is written so that a YAML 1.1 reader takes it for
+// the float it is, not a string ("1e-07" was one for PyYAML), and yaml.v3
+// reads back the same value.
+func TestFloatTextReadsAsAFloatInYAML11(t *testing.T) {
+	for _, v := range []float64{1e-7, 1e20, -2.5e-3, 0.1, 1.5e300, 5e-324} {
+		n := number(v)
+		var back float64
+		if !pyYAMLFloat.MatchString(n.Value) || yaml.Unmarshal([]byte(n.Value), &back) != nil || back != v {
+			t.Errorf("%g is written %q: YAML 1.1 float %t, read back as %g", v, n.Value, pyYAMLFloat.MatchString(n.Value), back)
+		}
+	}
+	for in, want := range map[string]string{"1e3": "1.0e+3", "2.5E-3": "2.5E-3", "-1E10": "-1.0E+10", "12": "12", "0.5": "0.5"} {
+		if got := floatText(in); got != want {
+			t.Errorf("floatText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

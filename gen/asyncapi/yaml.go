@@ -121,7 +121,26 @@ func number(v float64) *yaml.Node {
 	if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
 		return integer(int64(v))
 	}
-	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: strconv.FormatFloat(v, 'g', -1, 64)}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!float", Value: floatText(strconv.FormatFloat(v, 'g', -1, 64))}
+}
+
+// floatText is the number s, written with an exponent, as YAML 1.1 readers
+// (PyYAML) read a float too: with a dot in its mantissa and a sign in its
+// exponent ("1.0e+20", not "1e+20" or "1e20"), which they would read as a
+// string. Its value is unchanged; other numbers are left as they are.
+func floatText(s string) string {
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return s
+	}
+	mantissa, exp := s[:i], s[i+1:]
+	if !strings.Contains(mantissa, ".") {
+		mantissa += ".0"
+	}
+	if exp != "" && exp[0] != '+' && exp[0] != '-' {
+		exp = "+" + exp
+	}
+	return mantissa + s[i:i+1] + exp
 }
 
 func boolean(v bool) *yaml.Node {
@@ -211,7 +230,7 @@ func jsonNode(d *json.Decoder) (*yaml.Node, error) {
 		return str(t), nil
 	case json.Number:
 		// Untagged: YAML reads the number's own text as the number it is.
-		return &yaml.Node{Kind: yaml.ScalarNode, Value: t.String()}, nil
+		return &yaml.Node{Kind: yaml.ScalarNode, Value: floatText(t.String())}, nil
 	case bool:
 		return boolean(t), nil
 	}
