@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,6 +228,10 @@ type run struct {
 	// refusal is why the broker refused the topology at the last attempt
 	// to reconnect, for Health; nil once a session opens.
 	refusal atomic.Pointer[string]
+	// reopening is why the last session ended while its connection lived
+	// on (the broker cancelled the consumer, Lily recycled the channel),
+	// for Health; nil once a session opens, or a reconnect fails otherwise.
+	reopening atomic.Pointer[string]
 	// drifted is why the broker refused the topology when a consuming
 	// session declared it again, or a session opened past an external
 	// exchange found missing (drift.go), for Health; nil once taken.
@@ -390,6 +395,8 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 			return c.shutdown(r, s), nil
 		}
 		if errors.Is(err, errCancelled) || errors.Is(err, errRecycled) || errors.Is(err, errStarved) {
+			why := strings.TrimPrefix(err.Error(), "lily: ")
+			r.reopening.Store(&why)
 			c.intakeLost(r, s.gen.ID, err)
 			c.retire(r, s)
 		} else {
@@ -422,6 +429,7 @@ func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*sessio
 		switch {
 		case err == nil:
 			r.refusal.Store(nil)
+			r.reopening.Store(nil)
 			if len(s.missing) > 0 {
 				// Opened past an external exchange found missing: told as a
 				// drift, before the session consumes and Health is ready.
@@ -437,6 +445,7 @@ func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*sessio
 		default:
 			// Not refused this time: Health says why no longer.
 			r.refusal.Store(nil)
+			r.reopening.Store(nil)
 			c.intakeLost(r, 0, err)
 		}
 	}

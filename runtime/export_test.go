@@ -97,6 +97,9 @@ func (p *Publisher) SetReconnectWait(d time.Duration) {
 // again; call it before Run.
 func (c *Consumer) SetTopologyEvery(d time.Duration) { c.tuning.topologyEvery = d }
 
+// SetReconnectMin sets the first wait before a session is opened again.
+func (c *Consumer) SetReconnectMin(d time.Duration) { c.tuning.reconnectMin = d }
+
 // DialFrom makes the consumer's next dial, of a consuming connection or of
 // its handoff connection (both go through one dialer), try URL n of its
 // Config first, as if that node had answered last; the connections open

@@ -282,3 +282,27 @@ func TestBrokerHealthTellsAClosedPublisher(t *testing.T) {
 		t.Errorf("NewConsumer with a closed Publisher: %v", err)
 	}
 }
+
+// When the broker cancels the consumer (its queue deleted) while the
+// connection lives on, Health says so until the consumer is opened again,
+// not that it reconnects to the broker, which would send an operator to the
+// network. Before, it said "not connected: reconnecting to the broker".
+func TestBrokerHealthTellsACancelledConsumer(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	r, c := prepare(t, q, handler(func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error { return nil }))
+	// Long enough to read Health before the queue is declared again.
+	c.SetReconnectMin(5 * time.Second)
+	r.launch(c)
+	eventually(t, time.Minute, "ready", func() bool { return c.Health().Ready })
+	ch := channel(t, dial(t))
+	if _, err := ch.QueueDelete(q.Name, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "Health to say the broker cancelled the consumer", func() bool {
+		h := c.Health()
+		return h.Live && !h.Ready && strings.HasPrefix(h.Why, "not consuming, opening the consumer again: the broker cancelled the consumer")
+	})
+	eventually(t, time.Minute, "ready again, the queue declared again", func() bool { return c.Health().Ready })
+	r.stop()
+}
