@@ -39,11 +39,12 @@ type evidence struct {
 	// they sent the message, are judged by it.
 	ended map[ending]bool
 	// failures are the failure facts the retry and DLQ copies drained at
-	// the end carry, badCopies what was wrong with copies, consumersLeft
-	// the queues that still had consumers at the drain's end (drain's).
-	failures      []failure
-	badCopies     []string
-	consumersLeft []string
+	// the end carry, badCopies what was wrong with copies, heldLeft
+	// the queues that still had consumers or messages unacknowledged at
+	// the drain's end (drain's).
+	failures  []failure
+	badCopies []string
+	heldLeft  []string
 	// resent counts the sends of each id made again after one that may
 	// have left a copy; resumes the resume times measured, by fault.
 	resent  map[string]int
@@ -100,7 +101,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 	defer r.mu.Unlock()
 	return evidence{
 		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, maxAttempts: r.spec.MaxAttempts, ids: r.ids, behaviours: r.beh,
-		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded), ended: maps.Clone(r.ended), failures: r.failures, badCopies: r.badCopies, consumersLeft: r.consumersLeft,
+		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded), ended: maps.Clone(r.ended), failures: r.failures, badCopies: r.badCopies, heldLeft: r.heldLeft,
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
 		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
@@ -528,7 +529,7 @@ func account(e evidence) *Result {
 	for _, bad := range e.badCopies {
 		problem("%s", bad)
 	}
-	for _, held := range e.consumersLeft {
+	for _, held := range e.heldLeft {
 		problem("%s", held)
 	}
 	for _, f := range e.failures {

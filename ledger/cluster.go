@@ -21,7 +21,8 @@ type Cluster struct {
 	URLs []string
 	// Script is called as "stop N", "start N" (which waits until the node
 	// runs in the cluster again), "kill N" (SIGKILL), "leader QUEUE" and
-	// "node-of CONNECTION", which print a node's number.
+	// "node-of CONNECTION", which print a node's number, and "ctl ARGS...",
+	// rabbitmqctl ARGS on the first node that answers.
 	Script string
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,20 +48,31 @@ const consumersGone = 10 * time.Second
 // settled on a channel still open is in no queue it reaches, and the queue
 // is deleted with it at the end. So drain first closes proxies, those the
 // consumers went through (nil ones are skipped), whatever connection is left
-// on them, so that what a consumer still holds goes back to its queue; and
-// each pass begins by asking the broker (a passive declare) how many
-// consumers each queue has. The drain ends only after a pass that began
-// with none on any queue, and found nothing: when a consumer goes, the
-// broker returns what it held before it stops counting it. A consumer
-// still there after consumersGone (one that reached the broker another way)
-// ends the drain all the same, and is a problem naming its queue
-// (r.consumersLeft): for the messages it holds, "in no queue" is not proven.
+// on them, and then has the broker close the run's consume connections by
+// name, whichever way they reached it (on a cluster no proxy covers them),
+// so that what a consumer still holds goes back to its queue; and each pass
+// begins by asking the broker (a passive declare) how many consumers each
+// queue has. The drain ends only after a pass that began with none on any
+// queue, and found nothing: when a consumer goes, the broker returns what
+// it held before it stops counting it. A consumer still there after
+// consumersGone (one that reached the broker another way) ends the drain
+// all the same, and is a problem naming its queue (r.heldLeft). A delivery
+// held on a channel without a consumer (a basic.get without auto-ack, or
+// one left after a basic.cancel) is counted by no passive declare: at the
+// end the broker is asked how many messages each queue has unacknowledged,
+// and a queue with any is a problem too. For the messages they hold, "in
+// no queue" is not proven.
 func (r *run) drain(proxies ...*faults.Proxy) (map[string][]found, error) {
 	for _, p := range proxies {
 		if p != nil {
 			_ = p.Close()
 		}
 	}
+	// The run's queue is its own, so no other run's connection has this
+	// name. What this fails to close, the count of unacknowledged messages
+	// at the end still finds.
+	consume := faults.ConnectionName(r.spec.Name, "consume")
+	_, _ = faults.CloseConnectionsVia(context.Background(), r.ctl, func(name string) bool { return name == consume }, "ledger drain")
 	conn, err := amqp.Dial(r.cfg.BrokerURL)
 	if err != nil {
 		return nil, err
@@ -94,8 +106,9 @@ func (r *run) drain(proxies ...*faults.Proxy) (map[string][]found, error) {
 		for _, q := range slices.Sorted(maps.Keys(consumers)) {
 			held = append(held, fmt.Sprintf("%s still had %d consumers at the end of the drain: what they held unacked was in no queue the drain read, so \"in no queue\" proves nothing of its messages", q, consumers[q]))
 		}
+		held = append(held, r.unacked(queues)...)
 		r.mu.Lock()
-		r.failures, r.badCopies, r.consumersLeft = copies, bad, held
+		r.failures, r.badCopies, r.heldLeft = copies, bad, held
 		r.mu.Unlock()
 	}()
 	out := map[string][]found{}
@@ -170,6 +183,33 @@ func consumersOn(conn *amqp.Connection, ch *amqp.Channel, queues []string) (map[
 		}
 	}
 	return consumers, ch, nil
+}
+
+// unacked asks the broker how many messages each of queues has delivered
+// and unacknowledged, and tells of each that has any, or of the question
+// unanswered: such messages are in no queue a basic.get reaches.
+func (r *run) unacked(queues []string) []string {
+	out, err := r.ctl(context.Background(), "list_queues", "-q", "--no-table-headers", "name", "messages_unacknowledged")
+	if err != nil {
+		return []string{fmt.Sprintf("the broker was not asked how many messages the run's queues hold unacknowledged, so \"in no queue\" is unproven: %v", err)}
+	}
+	var held []string
+	for line := range strings.Lines(out) {
+		q, count, _ := strings.Cut(strings.TrimSpace(line), "\t")
+		if n, err := strconv.Atoi(count); slices.Contains(queues, q) && (err != nil || n != 0) {
+			held = append(held, fmt.Sprintf("%s had %s messages unacknowledged at the end of the drain: held on a channel still open, with or without a consumer, they were in no queue the drain read, so \"in no queue\" proves nothing of its messages", q, count))
+		}
+	}
+	return held
+}
+
+// ctl runs rabbitmqctl with args on the run's broker: on a cluster, through
+// its script, on the first node that answers.
+func (r *run) ctl(ctx context.Context, args ...string) (string, error) {
+	if r.cfg.Cluster != nil {
+		return r.cfg.Cluster.do(ctx, append([]string{"ctl"}, args...)...)
+	}
+	return faults.Rabbitmqctl(ctx, args...)
 }
 
 // failure is what a retry or DLQ copy of a message of the run says of the

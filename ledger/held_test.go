@@ -95,3 +95,76 @@ func hold(t *testing.T, url, queue string) string {
 		return ""
 	}
 }
+
+// A delivery can be held unacked on a channel that has no consumer: one
+// taken by a basic.get without auto-ack, or left after a basic.cancel. The
+// passive declare counts no consumer, so the drain closes the run's consume
+// connections by name, whatever way they reached the broker (on a cluster
+// no proxy covers them), and then asks the broker how many messages each
+// queue of the run still has unacknowledged: what another connection holds
+// is a problem naming its queue, whatever the records say.
+func TestTheDrainSeesDeliveriesHeldWithoutAConsumer(t *testing.T) {
+	url := services.RabbitMQ(t)
+	r := newRun(Config{N: 2, BrokerURL: url}, spec(fmt.Sprintf("lilyledger.got.%06x", rand.Uint32()&0xffffff), topology.Classic))
+	r.consumersGone = time.Second
+	r.assign()
+	if err := r.declare(); err != nil {
+		t.Fatal(err)
+	}
+	defer r.deleteQueues()
+	if err := r.publish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// One message got by a connection named as the run's consumer's, the
+	// other by a connection of no name; neither through a proxy.
+	named := got(t, url, r.spec.Name, faults.ConnectionName(r.spec.Name, "consume"))
+	other := got(t, url, r.spec.Name, "")
+	for _, id := range []string{named, other} {
+		r.observe(runtime.Record{MessageID: id, Attempt: 1, Path: runtime.PathAcked, Handler: "ok", Reason: "handled"})
+		r.succeeded[workKey{id, 1}] = true
+		r.runs[workKey{id, 1}] = 1
+		r.noteEnding(ending{workKey{id, 1}, "ok"})
+	}
+
+	queued, err := r.drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("drain found %v", queued)
+	if f := queued[named]; len(f) != 1 || f[0].fate != InMain || !f[0].redelivered {
+		t.Errorf("the message got by the run's consume connection: found %v, want one redelivered copy in the main queue", f)
+	}
+	res := account(r.evidence(nil, queued, map[string]int{}))
+	t.Logf("fates %v problems %q", res.Fates, res.Problems)
+	for _, p := range res.Problems {
+		if strings.Contains(p, r.spec.Name+" had 1 messages unacknowledged") {
+			return
+		}
+	}
+	t.Errorf("no problem names %s, of which %s is held unacked without a consumer", r.spec.Name, other)
+}
+
+// got takes one delivery from queue at url by a basic.get without
+// auto-ack, on a connection named name (none when "") that the test closes
+// at its end, and leaves it unacked; it returns its message id.
+func got(t *testing.T, url, queue, name string) string {
+	t.Helper()
+	props := amqp.Table{}
+	if name != "" {
+		props["connection_name"] = name
+	}
+	conn, err := amqp.DialConfig(url, amqp.Config{Properties: props})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok, err := ch.Get(queue, false)
+	if err != nil || !ok {
+		t.Fatalf("no delivery to hold: %v", err)
+	}
+	return d.MessageId
+}

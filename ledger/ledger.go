@@ -107,8 +107,8 @@ type Result struct {
 	Reports []*runtime.Report
 	// Problems lists every broken promise: a lost message, an unexplained
 	// second run or copy, a message in the wrong place, a 406, a queue that
-	// still had a consumer when it was drained (what one holds unacked is in
-	// no queue a drain reads), and every kind of fault that never struck
+	// still had a consumer or a message unacknowledged when it was drained
+	// (what a channel holds unacked is in no queue a drain reads), and every kind of fault that never struck
 	// (Faults 0), which the run did not test.
 	Problems []string
 }
@@ -213,9 +213,9 @@ type run struct {
 	resent       map[string]int  // sends made again after one that may have left a copy
 	refused      map[refusal]int // handoffs the broker refused, by how and where
 
-	// consumersLeft tells of the queues that still had consumers at the
-	// drain's end (drain's).
-	consumersLeft []string
+	// heldLeft tells of the queues that still had consumers, or messages
+	// unacknowledged, at the drain's end (drain's).
+	heldLeft []string
 	// resuming is the fault whose resume time is measured now, and when it
 	// struck; resumes are the times measured.
 	resuming resumeFrom

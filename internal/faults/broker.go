@@ -36,7 +36,13 @@ var connName = regexp.MustCompile(`\{"connection_name","([^"]*)"\}`)
 // client-provided name satisfies match (rabbitmqctl close_connection), as an
 // operator or a failing node would. It returns the names it closed.
 func CloseConnections(ctx context.Context, match func(name string) bool, reason string) ([]string, error) {
-	out, err := Rabbitmqctl(ctx, "list_connections", "-q", "--no-table-headers", "pid", "client_properties")
+	return CloseConnectionsVia(ctx, Rabbitmqctl, match, reason)
+}
+
+// CloseConnectionsVia is CloseConnections with rabbitmqctl run by ctl: on a
+// cluster's node, say, which the machine's rabbitmqctl does not reach.
+func CloseConnectionsVia(ctx context.Context, ctl func(context.Context, ...string) (string, error), match func(name string) bool, reason string) ([]string, error) {
+	out, err := ctl(ctx, "list_connections", "-q", "--no-table-headers", "pid", "client_properties")
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +54,7 @@ func CloseConnections(ctx context.Context, match func(name string) bool, reason 
 		if !ok || m == nil || !match(m[1]) {
 			continue
 		}
-		if _, err := Rabbitmqctl(ctx, "close_connection", pid, reason); err != nil {
+		if _, err := ctl(ctx, "close_connection", pid, reason); err != nil {
 			errs = append(errs, err)
 			continue
 		}
