@@ -352,7 +352,7 @@ func account(e evidence) *Result {
 		// The handler's result each record gives is the ledger's to check,
 		// and so where a failure was sent.
 		for _, rec := range recs {
-			for _, wrong := range []string{wrongResult(rec, e.ended, e.unheard), wrongAck(rec, b, e.succeeded, committedWork[id]), wrongHandoff(rec, e.dlq, e.maxAttempts)} {
+			for _, wrong := range []string{wrongResult(rec, e.ended, e.unheard), wrongAck(rec, b, e.succeeded, committedWork[id]), wrongHandoff(rec, e.dlq, e.maxAttempts, e.ended)} {
 				if wrong != "" {
 					problem("%s (%s) %s; records: %s", id, b, wrong, paths(recs))
 				}

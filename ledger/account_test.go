@@ -302,10 +302,12 @@ func TestAccountReportsAnUnexplainedDuplicate(t *testing.T) {
 	wantNoProblem(t, account(e))
 
 	// A first delivery of a later attempt that finds the work done (its
-	// attempt before committed, then failed after) needs nothing.
+	// attempt before committed, then its after_delivery ran out of time)
+	// needs nothing.
 	retried := runtime.Record{MessageID: "m1", Attempt: 1, Path: runtime.PathRetried, Handler: "ok", Commit: "committed", Handoff: "confirmed", Destination: "q.retry",
-		Reason: "after_delivery failed on attempt 1 of 3: after_delivery: audit down"}
+		Reason: "after_delivery failed on attempt 1 of 3: after_delivery: did not return within Config.StepTimeout"}
 	e = oneMessage(InboxWork, retried, runtime.Record{MessageID: "m1", Attempt: 2, Path: runtime.PathAcked, Commit: "duplicate"})
+	e.ended[ending{workKey{"m1", 1}, afterLate}] = true
 	e.runs[workKey{"m1", 1}] = 1
 	e.succeeded[workKey{"m1", 1}] = true
 	e.rows["m1"] = 1
@@ -682,15 +684,28 @@ func TestAccountHoldsTheDLQToTheDecisionTable(t *testing.T) {
 	// Nor is the last attempt.
 	wantProblem(t, account(inDLQ(Panics, 3, panicked(1, "q.retry"), panicked(2, "q.retry"), panicked(3, "q.retry"))), "m1 (panic) attempt 3 of 3 was handed off to q.retry, its retries exhausted")
 
-	// A success is handed off only after a failed commit, cleanup or
-	// after_delivery; what the final abort abandoned is given back.
+	// A success is handed off only after a failed commit, or an
+	// after_delivery the ledger saw run out of time (its own never fails,
+	// and it opens no scope to clean up); what the final abort abandoned is
+	// given back. The record's reason alone excuses nothing.
 	succeeded := commitFailed(1, "q.retry")
 	succeeded.Commit = "committed"
 	wantProblem(t, account(inDLQ(InboxWork, 3, succeeded, commitFailed(2, "q.retry"), commitFailed(3, dlq))),
 		`m1 (inbox-backed) attempt 1 was handed off to q.retry, though its handler, commit, cleanup and after_delivery succeeded (commit "committed")`)
-	cleanupFailed := succeeded
-	cleanupFailed.Reason = "cleanup failed on attempt 1 of 3: cleanup: close file: EIO"
-	wantNoProblem(t, account(inDLQ(InboxWork, 3, cleanupFailed, commitFailed(2, "q.retry"), commitFailed(3, dlq))))
+	for _, reason := range []string{
+		"cleanup failed on attempt 1 of 3: cleanup: close file: EIO",
+		"after_delivery failed on attempt 1 of 3: after_delivery: audit down",
+	} {
+		said := succeeded
+		said.Reason = reason
+		wantProblem(t, account(inDLQ(InboxWork, 3, said, commitFailed(2, "q.retry"), commitFailed(3, dlq))),
+			`m1 (inbox-backed) attempt 1 was handed off to q.retry, though its handler, commit, cleanup and after_delivery succeeded (commit "committed")`)
+	}
+	late := succeeded
+	late.Reason = "after_delivery failed on attempt 1 of 3: after_delivery: did not return within Config.StepTimeout"
+	e = inDLQ(InboxWork, 3, late, commitFailed(2, "q.retry"), commitFailed(3, dlq))
+	e.ended[ending{workKey{"m1", 1}, afterLate}] = true
+	wantNoProblem(t, account(e))
 	abandoned := panicked(1, "q.retry")
 	abandoned.Handler = "abandoned"
 	wantProblem(t, account(inDLQ(Panics, 3, abandoned, panicked(2, "q.retry"), panicked(3, dlq))),

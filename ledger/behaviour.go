@@ -209,11 +209,20 @@ func (r *run) behave(ctx context.Context, d runtime.RawDelivery) error {
 	return nil
 }
 
+// afterLate is the ending noted for an attempt whose after_delivery saw
+// its time run out: the runtime may have given up on it and called the
+// step failed, though it returns nil.
+const afterLate = "after_delivery out of time"
+
 // afterDelivery notes how a delivery the inbox settled as a duplicate came:
-// it did not run the handler, and must be explained as a run would.
-func (r *run) afterDelivery(_ context.Context, d runtime.RawDelivery, soFar runtime.Record) error {
+// it did not run the handler, and must be explained as a run would. It
+// never fails: only the runtime's time for it can run out (afterLate).
+func (r *run) afterDelivery(ctx context.Context, d runtime.RawDelivery, soFar runtime.Record) error {
 	if soFar.Commit == "duplicate" {
 		r.arrived(d)
+	}
+	if ctx.Err() != nil {
+		r.noteEnded(d, afterLate)
 	}
 	return nil
 }

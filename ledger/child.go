@@ -172,10 +172,14 @@ func runConsumer(ctx context.Context, cfg childConfig, pool *pgxpool.Pool, out *
 	c, err := runtime.NewConsumer(r.spec, runtime.Routes{{Type: messageTyp, Version: 1, ContentType: "application/json"}: handle}, runtime.Config{
 		URLs:    []string{cfg.AMQP},
 		Observe: func(rec runtime.Record) { out.emit(event{Kind: evRecord, Record: &rec}) },
-		// As the parent's afterDelivery: a duplicate's arrival is noted.
-		AfterDelivery: func(_ context.Context, d runtime.RawDelivery, soFar runtime.Record) error {
+		// As the parent's afterDelivery: a duplicate's arrival is noted, and
+		// a time run out.
+		AfterDelivery: func(ctx context.Context, d runtime.RawDelivery, soFar runtime.Record) error {
 			if soFar.Commit == "duplicate" {
 				arrived(evDuplicate, d)
+			}
+			if ctx.Err() != nil {
+				out.emit(event{Kind: evEnded, ID: d.MessageID(), Attempt: d.Attempt(), Detail: afterLate})
 			}
 			return nil
 		},

@@ -183,8 +183,8 @@ func (c *children) apply(p *proc, ev event) {
 		k := workKey{ev.ID, ev.Attempt}
 		pr.noteEnding(ending{k, ev.Detail})
 		// Each run notes once how it returned; a "timed out" may come
-		// before or after.
-		if ev.Detail != "timed out" {
+		// before or after. An after_delivery out of time is no run's end.
+		if ev.Detail != "timed out" && ev.Detail != afterLate {
 			p.heard[k]++
 		}
 	case evRecord:

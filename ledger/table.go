@@ -150,16 +150,18 @@ func fateOf(copies []found, acked bool) Fate {
 // handler the forced stop cancelled or the final abort abandoned) goes
 // nowhere, unless a quorum queue's delivery limit is reached: then to the
 // DLQ, as the reason says. A handler that succeeded is handed off only
-// after a failed commit, cleanup or after_delivery, whose detail the reason
-// names (decide's FailureDetail).
-func wrongHandoff(rec runtime.Record, dlq string, maxAttempts int) string {
+// after a failed commit, or an after_delivery the ledger saw run out of
+// time (ended's afterLate): its own returns nil, and it opens no scope, so
+// no cleanup fails. The record's reason, the runtime's word, excuses
+// nothing on its own.
+func wrongHandoff(rec runtime.Record, dlq string, maxAttempts int, ended map[ending]bool) string {
 	toDLQ := rec.Destination == dlq
 	switch {
 	case rec.Handoff == "", toDLQ && deliveryLimit(rec):
 		return ""
 	case rec.Commit == "ambiguous" || rec.Commit == "deferred" || rec.Handler == "cancelled" || rec.Handler == "abandoned" || rec.Handler == "not started":
 		return fmt.Sprintf("attempt %d was handed off to %s, though the table gives it back (handler %q, commit %q)", rec.Attempt, rec.Destination, rec.Handler, rec.Commit)
-	case rec.Handler == "ok" && rec.Commit != "failed" && !strings.Contains(rec.Reason, ": cleanup: ") && !strings.Contains(rec.Reason, ": after_delivery: "):
+	case rec.Handler == "ok" && rec.Commit != "failed" && !ended[ending{workKey{rec.MessageID, rec.Attempt}, afterLate}]:
 		return fmt.Sprintf("attempt %d was handed off to %s, though its handler, commit, cleanup and after_delivery succeeded (commit %q)", rec.Attempt, rec.Destination, rec.Commit)
 	case rec.Rejection != "" && !toDLQ:
 		return fmt.Sprintf("attempt %d was handed off to %s, though rejected (%s)", rec.Attempt, rec.Destination, rec.Rejection)
@@ -215,15 +217,14 @@ func endings(k workKey, ended map[ending]bool) string {
 }
 
 // kindsOf are the failure kinds a copy of a run's attempt carries, by how
-// the run ended: a handler that succeeded fails only in its commit,
-// cleanup or after_delivery, which the copy calls "none"; a panic and a
-// timeout are retryable.
+// the run ended: a handler that succeeded fails only in its commit or
+// after_delivery, which the copy calls "none"; a panic and a timeout are
+// retryable.
 var kindsOf = map[string]string{"ok": "none", "retryable": "retryable", "panicked": "retryable", "timed out": "retryable", "permanent": "permanent"}
 
 // wrongFailure says what is wrong with the failure f, a copy drained at
 // the end, says, or "" when nothing is: a copy for a retry bucket is of a
-// retryable failure (or a success whose commit, cleanup or after_delivery
-// failed), a DLQ copy with retries left of a permanent one (or one a
+// retryable failure (or a success whose commit or after_delivery failed), a DLQ copy with retries left of a permanent one (or one a
 // quorum queue's delivery limit sent there, whatever it was), and its kind
 // is how one of the ledger's runs of that attempt ended (kindsOf), or, for
 // a timeout's kind, a run the ledger never heard end (unheard): the
