@@ -46,9 +46,11 @@ type evidence struct {
 	badCopies []string
 	heldLeft  []string
 	// resent counts the sends of each id made again after one that may
-	// have left a copy; resumes the resume times measured, by fault.
-	resent  map[string]int
-	resumes map[string][]time.Duration
+	// have left a copy; resumes the resume times measured, by fault;
+	// resumeLog whether consumption resumed after each node fault.
+	resent    map[string]int
+	resumes   map[string][]time.Duration
+	resumeLog []string
 	// atLeastOnce: the retry bucket is a quorum queue on a cluster, which
 	// dead-letters its expired copies back at least once.
 	atLeastOnce bool
@@ -103,7 +105,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, maxAttempts: r.spec.MaxAttempts, ids: r.ids, behaviours: r.beh,
 		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded), ended: maps.Clone(r.ended), failures: r.failures, badCopies: r.badCopies, heldLeft: r.heldLeft,
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
-		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), atLeastOnce: r.cfg.Cluster != nil,
+		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), resumeLog: r.resumeLogSoFar(), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
 		reports:  reps, queued: queued, rows: rows, pastDeadline: r.pastDeadline.Load(), interrupted: r.interrupted.Load(),
 	}
@@ -153,7 +155,7 @@ func account(e evidence) *Result {
 		Seed: e.seed, N: len(e.ids), Queue: e.queue, Reports: e.reports,
 		Behaviours: map[Behaviour]int{}, Fates: map[Fate]int{}, Faults: e.faults,
 		SecondDeliveries: map[string]int{}, ExtraCopies: map[string]int{}, FailedStarts: e.failedStarts,
-		Resumes: e.resumes,
+		Resumes: e.resumes, NodeFaults: e.resumeLog,
 	}
 	for _, n := range e.resent {
 		res.Resent += n

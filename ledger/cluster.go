@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,9 +57,7 @@ func (c *Cluster) node(ctx context.Context, args ...string) (int, error) {
 // returns), how soon consumption resumes after fault. It runs to its end
 // whatever ctx says, so that a node is never left half down.
 func (r *run) down(ctx context.Context, fault, how string, n int) error {
-	r.mu.Lock()
-	r.resuming = resumeFrom{fault: fault, at: time.Now()}
-	r.mu.Unlock()
+	r.struck(fault)
 	_, err := r.cfg.Cluster.do(context.WithoutCancel(ctx), how, strconv.Itoa(n))
 	return err
 }
@@ -137,6 +136,23 @@ type resumeFrom struct {
 	at    time.Time
 }
 
+// struck starts measuring how soon consumption resumes after fault, a node
+// going down now. The fault measured before, if consumption did not resume
+// after it, is named as such in the ledger (r.resumeLog), not dropped.
+func (r *run) struck(fault string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if from := r.resuming; !from.at.IsZero() {
+		r.resumeLog = append(r.resumeLog, from.String()+": consumption did not resume before the next node fault")
+	}
+	r.resuming = resumeFrom{fault: fault, at: time.Now()}
+}
+
+// String names the fault and when it struck.
+func (from resumeFrom) String() string {
+	return from.at.Format("15:04:05.000") + " " + from.fault
+}
+
 // resumed measures, with rec just written, how long after the fault under
 // measure the consumer acked the first delivery it received after it. r.mu
 // is held.
@@ -150,5 +166,16 @@ func (r *run) resumed(rec runtime.Record) {
 		return // received before the fault
 	}
 	r.resumes[from.fault] = append(r.resumes[from.fault], now.Sub(from.at))
+	r.resumeLog = append(r.resumeLog, fmt.Sprintf("%s: consumption resumed after %s", from, now.Sub(from.at).Round(time.Millisecond)))
 	r.resuming = resumeFrom{}
+}
+
+// resumeLogSoFar is r.resumeLog, and the fault measured now, after which
+// consumption has not resumed yet. r.mu is held.
+func (r *run) resumeLogSoFar() []string {
+	faults := slices.Clone(r.resumeLog)
+	if from := r.resuming; !from.at.IsZero() {
+		faults = append(faults, from.String()+": consumption did not resume before the end")
+	}
+	return faults
 }

@@ -95,6 +95,10 @@ type Result struct {
 	// Resumes are, by fault, how long after it the consumer acked the first
 	// delivery it received after it: how soon consumption resumed.
 	Resumes map[string][]time.Duration
+	// NodeFaults tell of each node taken down on a cluster, in order: when,
+	// by which fault, and how soon consumption resumed after it, or that it
+	// did not before the next node went down, or the end (no Resumes entry).
+	NodeFaults []string
 	// Channel406 counts the broker's 406s: channels or connections closed,
 	// and the topology refused, at a reconnect or declared again while
 	// consuming.
@@ -217,9 +221,11 @@ type run struct {
 	// unacknowledged, at the drain's end (drain's).
 	heldLeft []string
 	// resuming is the fault whose resume time is measured now, and when it
-	// struck; resumes are the times measured.
-	resuming resumeFrom
-	resumes  map[string][]time.Duration
+	// struck; resumes are the times measured; resumeLog tells of each node
+	// fault measured, in order, whether and how soon consumption resumed.
+	resuming  resumeFrom
+	resumes   map[string][]time.Duration
+	resumeLog []string
 }
 
 // Run runs the ledger and returns it; an error means the run could not be

@@ -29,6 +29,9 @@ func (res *Result) String() string {
 		fmt.Fprintf(&b, "  consumption resumed after %s: %d measured, median %s, max %s\n",
 			fault, len(ds), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 	}
+	for _, f := range res.NodeFaults {
+		fmt.Fprintf(&b, "  node fault at %s\n", f)
+	}
 	if res.FailedStarts > 0 {
 		fmt.Fprintf(&b, "  consumers started again after their first connection failed: %d\n", res.FailedStarts)
 	}
