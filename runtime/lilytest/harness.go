@@ -407,30 +407,11 @@ func delivery(p runtime.Publishing, queue string, opts []Option) (*amqp.Delivery
 	return d, nil
 }
 
-// cloneTable copies t deeply: the tables, arrays and byte slices in it too.
+// cloneTable copies t deeply: the tables, arrays and byte slices in it too,
+// as RawDelivery.Header copies a header's.
 func cloneTable(t amqp.Table) amqp.Table {
 	if t == nil {
 		return nil
 	}
-	return cloneValue(t).(amqp.Table)
-}
-
-func cloneValue(v any) any {
-	switch v := v.(type) {
-	case amqp.Table:
-		t := make(amqp.Table, len(v))
-		for k, x := range v {
-			t[k] = cloneValue(x)
-		}
-		return t
-	case []any:
-		a := make([]any, len(v))
-		for i, x := range v {
-			a[i] = cloneValue(x)
-		}
-		return a
-	case []byte:
-		return bytes.Clone(v)
-	}
-	return v
+	return guard.Detached(t).(amqp.Table)
 }
