@@ -49,22 +49,31 @@ func TestTheDrainSeesDeliveriesHeldUnacked(t *testing.T) {
 	r.runs[workKey{direct, 1}] = 1
 	r.noteEnding(ending{workKey{direct, 1}, "ok"})
 
-	queued, err := r.drain(p)
+	drainFinds(t, r, []*faults.Proxy{p}, viaProxy, r.spec.Name+" still had 1 consumer", direct)
+}
+
+// drainFinds drains r through proxies and checks that returned, a message
+// held on a connection the drain closes, is back in the main queue,
+// redelivered, and that the accounting has a problem saying problem of
+// held, a message the drain cannot bring back.
+func drainFinds(t *testing.T, r *run, proxies []*faults.Proxy, returned, problem, held string) {
+	t.Helper()
+	queued, err := r.drain(proxies...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("drain found %v", queued)
-	if f := queued[viaProxy]; len(f) != 1 || f[0].fate != InMain || !f[0].redelivered {
-		t.Errorf("the message held through the proxy: found %v, want one redelivered copy in the main queue", f)
+	if f := queued[returned]; len(f) != 1 || f[0].fate != InMain || !f[0].redelivered {
+		t.Errorf("the message %s held on a connection the drain closes: found %v, want one redelivered copy in the main queue", returned, f)
 	}
 	res := account(r.evidence(nil, queued, map[string]int{}))
 	t.Logf("fates %v problems %q", res.Fates, res.Problems)
 	for _, p := range res.Problems {
-		if strings.Contains(p, r.spec.Name+" still had 1 consumer") {
+		if strings.Contains(p, problem) {
 			return
 		}
 	}
-	t.Errorf("no problem names %s, whose consumer holds %s unacked", r.spec.Name, direct)
+	t.Errorf("no problem says %q, for %s held where the drain cannot reach it", problem, held)
 }
 
 // hold consumes one delivery from queue at url, on a connection the test
@@ -126,22 +135,7 @@ func TestTheDrainSeesDeliveriesHeldWithoutAConsumer(t *testing.T) {
 		r.noteEnding(ending{workKey{id, 1}, "ok"})
 	}
 
-	queued, err := r.drain()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("drain found %v", queued)
-	if f := queued[named]; len(f) != 1 || f[0].fate != InMain || !f[0].redelivered {
-		t.Errorf("the message got by the run's consume connection: found %v, want one redelivered copy in the main queue", f)
-	}
-	res := account(r.evidence(nil, queued, map[string]int{}))
-	t.Logf("fates %v problems %q", res.Fates, res.Problems)
-	for _, p := range res.Problems {
-		if strings.Contains(p, r.spec.Name+" had 1 messages unacknowledged") {
-			return
-		}
-	}
-	t.Errorf("no problem names %s, of which %s is held unacked without a consumer", r.spec.Name, other)
+	drainFinds(t, r, nil, named, r.spec.Name+" had 1 messages unacknowledged", other)
 }
 
 // got takes one delivery from queue at url by a basic.get without
