@@ -1,6 +1,8 @@
 // Package inboxtest is the conformance suite every runtime.Inbox adapter
 // passes: duplicates after a commit, a fresh claim after a rollback, one
-// winner among concurrent claims, consumers kept apart, keys as long as an
+// winner among concurrent claims, a claim waiting on an open one answering
+// as that one ended (never claimed after its commit, never a duplicate
+// after its rollback), consumers kept apart, keys as long as an
 // envelope makes them, business writes that commit and roll back with the
 // claim, and, where the harness can make the database abort a transaction,
 // a commit of it reported failed. It asserts committed business rows and
@@ -31,7 +33,9 @@ type Harness struct {
 	// the suite waits for it, and fails one that defers only as Begin's
 	// context ends (a case's context lasts 30 seconds). Under the runtime
 	// that context is the step's: a deferral at its end reads as a database
-	// that did not answer.
+	// that did not answer. Two cases end the open claim holdFor (200 ms)
+	// after the competing one began: a wait longer than that (a second,
+	// say) has them test the answer given after it.
 	Inbox runtime.Inbox
 	// Write adds one business row with key inside the claim's transaction,
 	// which ctx carries (it comes from InboxTx.Bind).
@@ -71,12 +75,6 @@ func Run(t *testing.T, h Harness) {
 	t.Run("concurrent claims: one claimed, one deferred", func(t *testing.T) {
 		t.Parallel()
 		c := newCase(t, h)
-		type answer struct {
-			tx  runtime.InboxTx
-			err error
-			// late: the case's context had ended when Begin returned.
-			late bool
-		}
 		answers := make([]answer, 2)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -105,9 +103,7 @@ func Run(t *testing.T, h Harness) {
 				if a.tx != nil {
 					t.Errorf("deferred claim (%v) came with a transaction", a.err)
 				}
-				if a.late {
-					t.Errorf("competing claim deferred only as its context ended (%v), want it deferred well before", a.err)
-				}
+				c.inTime(a)
 			default:
 				t.Errorf("concurrent claim: tx %v, err %v", a.tx, a.err)
 			}
@@ -117,6 +113,56 @@ func Run(t *testing.T, h Harness) {
 		}
 		c.write(won, c.consumer, "m1")
 		c.commit(won)
+		c.expectDuplicate(c.consumer, "m1")
+	})
+	// A claim that waits on an open one (on a row lock, say) must look
+	// again once that one ends: found committed, the message is a
+	// duplicate. An adapter that looked before it waited, then inserted
+	// its claim, would run the handler twice. Deferring is always allowed.
+	t.Run("a claim waiting on one that commits: duplicate or deferred", func(t *testing.T) {
+		t.Parallel()
+		c := newCase(t, h)
+		held := c.claim(c.consumer, "m1")
+		c.write(held, c.consumer, "m1")
+		a := c.competeUntil(c.consumer, "m1", func() { c.commit(held) })
+		switch a.said() {
+		case "claimed":
+			t.Fatal("a claim waiting on an open one that then committed was granted, want a duplicate or a deferral: the handler would run twice")
+		case "duplicate":
+			if a.early {
+				t.Fatalf("a claim competing with an open one answered %v before that one committed, want a deferral", a.err)
+			}
+		case "deferred":
+			c.inTime(a)
+		default:
+			t.Fatalf("competing claim: tx %v, err %v", a.tx, a.err)
+		}
+		c.expectDuplicate(c.consumer, "m1")
+	})
+	// After a rollback nothing committed: the waiting claim may take the
+	// message, or defer, but a duplicate would have its work ACKed undone.
+	t.Run("a claim waiting on one that rolls back: claimed or deferred", func(t *testing.T) {
+		t.Parallel()
+		c := newCase(t, h)
+		held := c.claim(c.consumer, "m1")
+		c.write(held, c.consumer, "m1")
+		a := c.competeUntil(c.consumer, "m1", func() { held.Rollback(c.ctx) })
+		switch a.said() {
+		case "claimed":
+			if a.early {
+				t.Fatal("a claim competing with an open one was granted before that one rolled back")
+			}
+			c.write(a.tx, c.consumer, "m1")
+			c.commit(a.tx)
+		case "duplicate":
+			t.Fatalf("a claim waiting on an open one that then rolled back answered %v, want a claim or a deferral: the message's work would be ACKed undone", a.err)
+		case "deferred":
+			c.inTime(a)
+			c.expect(c.consumer, "m1", 0)
+			c.claimWriteCommit(c.consumer, "m1")
+		default:
+			t.Fatalf("competing claim: tx %v, err %v", a.tx, a.err)
+		}
 		c.expectDuplicate(c.consumer, "m1")
 	})
 	t.Run("consumers are independent", func(t *testing.T) {
@@ -192,6 +238,79 @@ func newCase(t *testing.T, h Harness) *suiteCase {
 	t.Cleanup(cancel)
 	name := strings.NewReplacer("/", ".", " ", "_", ":", "", ",", "").Replace(t.Name())
 	return &suiteCase{t: t, h: h, ctx: ctx, consumer: fmt.Sprintf("%s.%d", name, time.Now().UnixNano())}
+}
+
+// answer is what Begin answered a claim competing with an open one.
+type answer struct {
+	tx  runtime.InboxTx
+	err error
+	// late: the case's context had ended when Begin returned.
+	late bool
+	// early: Begin returned before the open claim was ended.
+	early bool
+}
+
+// said names the answer as the runtime reads it: "claimed", "duplicate" or
+// "deferred", or "" for a transaction beside an error, or neither.
+func (a answer) said() string {
+	switch {
+	case a.err == nil && a.tx != nil:
+		return "claimed"
+	case a.err == nil || a.tx != nil:
+		return ""
+	case errors.Is(a.err, runtime.ErrDuplicate):
+		return "duplicate"
+	}
+	return "deferred"
+}
+
+// holdFor is how long competeUntil keeps the open claim once the competing
+// one began: time for it to be waiting, under the adapter's wait.
+const holdFor = 200 * time.Millisecond
+
+// competeUntil begins a competing claim of (consumer, id), which an open
+// claim holds, then calls end, which commits or rolls back the open one,
+// once the competing claim answered or holdFor passed. Which came first is
+// timing, not the adapter's: the cases accept a deferral either way.
+func (c *suiteCase) competeUntil(consumer, id string, end func()) answer {
+	answers := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.tx, a.err = c.begin(consumer, id)
+		a.late = c.ctx.Err() != nil
+		answers <- a
+	}()
+	var a answer
+	received := false
+	defer func() {
+		// end failed the case: what the competing claim got is rolled back.
+		if !received {
+			if a := <-answers; a.tx != nil {
+				a.tx.Rollback(context.Background())
+			}
+		}
+	}()
+	select {
+	case a = <-answers:
+		a.early, received = true, true
+	case <-time.After(holdFor):
+	}
+	end()
+	if !received {
+		a, received = <-answers, true
+	}
+	if a.tx != nil {
+		a.tx = c.track(a.tx)
+	}
+	return a
+}
+
+// inTime wants a deferral to have come before the case's context ended.
+func (c *suiteCase) inTime(a answer) {
+	c.t.Helper()
+	if a.late {
+		c.t.Errorf("competing claim deferred only as its context ended (%v), want it deferred well before", a.err)
+	}
 }
 
 // businessKey names the business row a handler writes for a message.

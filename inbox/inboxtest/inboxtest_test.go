@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lily-mq/lily/inbox/inboxtest"
 	_ "github.com/lily-mq/lily/internal/update"
@@ -18,17 +19,22 @@ import (
 // tiedEnv, set to 1, makes TestSuite's adapter tie its transactions to
 // Begin's context; swallowEnv, set to 1, makes it report the commit of an
 // aborted transaction done; blockEnv, set to 1, makes a competing claim wait
-// until its context ends.
+// until its context ends; blindEnv, set to 1, makes a claim that waited on
+// another take the key without looking whether the other committed.
 const (
 	tiedEnv    = "LILY_INBOXTEST_TIED"
 	swallowEnv = "LILY_INBOXTEST_SWALLOW"
 	blockEnv   = "LILY_INBOXTEST_BLOCK"
+	blindEnv   = "LILY_INBOXTEST_BLIND"
 )
 
-// The suite passes a sound adapter: what it fails, below, is the tie, or
-// the swallowed abort, alone.
+// The suite passes a sound adapter: what it fails, below, is each flaw
+// alone.
 func TestSuite(t *testing.T) {
-	m := &memory{tied: os.Getenv(tiedEnv) == "1", swallow: os.Getenv(swallowEnv) == "1", block: os.Getenv(blockEnv) == "1"}
+	m := &memory{
+		tied: os.Getenv(tiedEnv) == "1", swallow: os.Getenv(swallowEnv) == "1",
+		block: os.Getenv(blockEnv) == "1", blind: os.Getenv(blindEnv) == "1",
+	}
 	inboxtest.Run(t, inboxtest.Harness{Inbox: m, Write: m.write, Rows: m.rows, Claims: m.claims, Abort: m.abort})
 }
 
@@ -38,6 +44,7 @@ func TestSuite(t *testing.T) {
 // commits would succeed. A failing suite fails its test, so it runs in a
 // test process of its own.
 func TestSuiteFailsATransactionTiedToBeginsContext(t *testing.T) {
+	t.Parallel() // each runs the suite in a process of its own
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSuite$", "-test.count=1")
 	cmd.Env = append(os.Environ(), tiedEnv+"=1")
 	out, err := cmd.CombinedOutput()
@@ -53,7 +60,17 @@ func TestSuiteFailsATransactionTiedToBeginsContext(t *testing.T) {
 // An adapter that reports the commit of a transaction the database aborted
 // as done fails the suite: the runtime would ACK work that never happened.
 func TestSuiteFailsAnAdapterSwallowingAnAbort(t *testing.T) {
+	t.Parallel() // each runs the suite in a process of its own
 	suiteFails(t, swallowEnv, "an adapter swallowing an abort", "Commit of a transaction the database aborted = nil")
+}
+
+// An adapter that looks for a committed claim and then inserts its own,
+// waiting on the open one in between, fails the suite: when the open one
+// commits during the wait, it claims a message whose work just committed,
+// and the handler runs twice.
+func TestSuiteFailsACheckThenInsert(t *testing.T) {
+	t.Parallel() // each runs the suite in a process of its own
+	suiteFails(t, blindEnv, "a check then insert", "was granted, want a duplicate or a deferral")
 }
 
 // suiteFails runs TestSuite in a process of its own, on the adapter that
@@ -79,6 +96,7 @@ func suiteFails(t *testing.T, env, what, want string) {
 // context lasts 30 seconds, which this test waits out: not in the quick
 // tier.
 func TestSuiteFailsAClaimWaitingOutItsContext(t *testing.T) {
+	t.Parallel() // each runs the suite in a process of its own
 	if testing.Short() {
 		t.Skip("waits out the suite's 30 s context")
 	}
@@ -86,17 +104,24 @@ func TestSuiteFailsAClaimWaitingOutItsContext(t *testing.T) {
 }
 
 // memory is an in-memory adapter: a claim holds its key until it commits or
-// rolls back, and a competing claim defers at once.
+// rolls back, and a competing claim waits for that up to lockWait, as on a
+// row lock, then looks again or defers.
 type memory struct {
 	tied    bool // a transaction dies when Begin's context ends
 	swallow bool // the commit of an aborted transaction answers nil
 	block   bool // a competing claim waits until its context ends
+	blind   bool // a claim that waited does not look again
 
 	mu        sync.Mutex
 	open      map[claimKey]bool
 	committed map[claimKey]bool
 	written   map[string]int // committed business rows by key
 }
+
+// lockWait bounds a competing claim's wait, past the time the suite's
+// holder keeps its claim open while another waits on it (200 ms), and short:
+// the concurrent case waits it out, in the quick tier too.
+const lockWait = 500 * time.Millisecond
 
 type claimKey struct{ consumer, id string }
 
@@ -122,8 +147,22 @@ func (m *memory) Begin(ctx context.Context, consumer, id string) (runtime.InboxT
 		<-ctx.Done()
 		m.mu.Lock()
 		return nil, ctx.Err()
-	case m.open[k]:
-		return nil, errors.New("another claim holds the key")
+	}
+	for deadline := time.Now().Add(lockWait); m.open[k]; {
+		if time.Now().After(deadline) {
+			return nil, errors.New("another claim holds the key")
+		}
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			return nil, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+		m.mu.Lock()
+	}
+	if m.committed[k] && !m.blind {
+		return nil, runtime.ErrDuplicate
 	}
 	if m.open == nil {
 		m.open, m.committed, m.written = map[claimKey]bool{}, map[claimKey]bool{}, map[string]int{}
