@@ -23,17 +23,7 @@ import (
 // broker another way) is a problem naming its queue, whatever the records
 // say, since what it holds would be deleted with the queue.
 func TestTheDrainSeesDeliveriesHeldUnacked(t *testing.T) {
-	url := services.RabbitMQ(t)
-	r := newRun(Config{N: 2, BrokerURL: url}, spec(fmt.Sprintf("lilyledger.held.%06x", rand.Uint32()&0xffffff), topology.Classic))
-	r.consumersGone = time.Second
-	r.assign()
-	if err := r.declare(); err != nil {
-		t.Fatal(err)
-	}
-	defer r.deleteQueues()
-	if err := r.publish(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	url, r := heldRun(t, "held")
 	p, proxied, err := faults.ListenFor(url)
 	if err != nil {
 		t.Fatal(err)
@@ -113,17 +103,7 @@ func hold(t *testing.T, url, queue string) string {
 // queue of the run still has unacknowledged: what another connection holds
 // is a problem naming its queue, whatever the records say.
 func TestTheDrainSeesDeliveriesHeldWithoutAConsumer(t *testing.T) {
-	url := services.RabbitMQ(t)
-	r := newRun(Config{N: 2, BrokerURL: url}, spec(fmt.Sprintf("lilyledger.got.%06x", rand.Uint32()&0xffffff), topology.Classic))
-	r.consumersGone = time.Second
-	r.assign()
-	if err := r.declare(); err != nil {
-		t.Fatal(err)
-	}
-	defer r.deleteQueues()
-	if err := r.publish(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	url, r := heldRun(t, "got")
 	// One message got by a connection named as the run's consumer's, the
 	// other by a connection of no name; neither through a proxy.
 	named := got(t, url, r.spec.Name, faults.ConnectionName(r.spec.Name, "consume"))
@@ -161,4 +141,23 @@ func got(t *testing.T, url, queue, name string) string {
 		t.Fatalf("no delivery to hold: %v", err)
 	}
 	return d.MessageId
+}
+
+// heldRun is a run of two messages published to a classic queue of its own,
+// named for what the test holds, deleted when the test ends, whose drain
+// waits a second for consumers to go.
+func heldRun(t *testing.T, what string) (url string, r *run) {
+	t.Helper()
+	url = services.RabbitMQ(t)
+	r = newRun(Config{N: 2, BrokerURL: url}, spec(fmt.Sprintf("lilyledger.%s.%06x", what, rand.Uint32()&0xffffff), topology.Classic))
+	r.consumersGone = time.Second
+	r.assign()
+	if err := r.declare(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.deleteQueues)
+	if err := r.publish(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return url, r
 }
