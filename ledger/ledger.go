@@ -112,8 +112,8 @@ type Result struct {
 	// Problems lists every broken promise: a lost message, an unexplained
 	// second run or copy, a message in the wrong place, a 406, a queue that
 	// still had a consumer or a message unacknowledged when it was drained
-	// (what a channel holds unacked is in no queue a drain reads), and every kind of fault that never struck
-	// (Faults 0), which the run did not test.
+	// (what a channel holds unacked is in no queue a drain reads), and every
+	// kind of fault that never struck (Faults 0), which the run did not test.
 	Problems []string
 }
 

@@ -224,8 +224,9 @@ var kindsOf = map[string]string{"ok": "none", "retryable": "retryable", "panicke
 
 // wrongFailure says what is wrong with the failure f, a copy drained at
 // the end, says, or "" when nothing is: a copy for a retry bucket is of a
-// retryable failure (or a success whose commit or after_delivery failed), a DLQ copy with retries left of a permanent one (or one a
-// quorum queue's delivery limit sent there, whatever it was), and its kind
+// retryable failure (or a success whose commit or after_delivery failed), a
+// DLQ copy with retries left of a permanent one (or one a quorum queue's
+// delivery limit sent there, whatever it was), and its kind
 // is how one of the ledger's runs of that attempt ended (kindsOf), or, for
 // a timeout's kind, a run the ledger never heard end (unheard): the
 // runtime hands a timeout off before the handler returns.
