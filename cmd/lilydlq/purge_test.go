@@ -420,4 +420,24 @@ func TestPurgeIDSaysDeletedOnlyOnceACKed(t *testing.T) {
 	if lines := strings.Count(r.stdout, "deleted gone-"); r.code != exitFailure || lines != taken {
 		t.Errorf("exit %d, want %d; %d copies said deleted, %d ACKed", r.code, exitFailure, lines, taken)
 	}
+	// Every copy not said deleted is still in the DLQ, once, when the broker
+	// has seen the connection gone and handed back what it held; one said
+	// deleted may be too, its ACK cut off with the connection.
+	for end := time.Now().Add(deadline); ; time.Sleep(time.Second) {
+		if _, unacked := queueCounts(t, dlq); unacked == 0 {
+			break
+		} else if time.Now().After(end) {
+			t.Fatalf("%s still holds %d copies unacknowledged", dlq, unacked)
+		}
+	}
+	left := map[string]int{}
+	for _, id := range ids(b.take(dlq)) {
+		left[id]++
+	}
+	for i := range 20 {
+		id := fmt.Sprintf("gone-%02d", i)
+		if said := strings.Contains(r.stdout, "deleted "+id+" "); left[id] > 1 || !said && left[id] != 1 {
+			t.Errorf("%s: said deleted %t, %d left in the DLQ", id, said, left[id])
+		}
+	}
 }
