@@ -5,7 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/lily-mq/lily/internal/lostline"
 	"github.com/lily-mq/lily/runtime"
@@ -46,11 +45,10 @@ type evidence struct {
 	badCopies []string
 	heldLeft  []string
 	// resent counts the sends of each id made again after one that may
-	// have left a copy; resumes the resume times measured, by fault;
-	// resumeLog whether consumption resumed after each node fault.
-	resent    map[string]int
-	resumes   map[string][]time.Duration
-	resumeLog []string
+	// have left a copy; nodeFaults the nodes taken down, in order, and
+	// whether and how soon consumption resumed after each.
+	resent map[string]int
+	downs  []nodeDown
 	// atLeastOnce: the retry bucket is a quorum queue on a cluster, which
 	// dead-letters its expired copies back at least once.
 	atLeastOnce bool
@@ -105,7 +103,7 @@ func (r *run) evidence(reps []*runtime.Report, queued map[string][]found, rows m
 		seed: r.cfg.Seed, queue: r.spec.Name, dlq: r.spec.Topology.DeadLetterQueue, maxAttempts: r.spec.MaxAttempts, ids: r.ids, behaviours: r.beh,
 		records: slices.Clone(r.records), runs: maps.Clone(r.runs), ambiguous: maps.Clone(r.ambiguous), succeeded: maps.Clone(r.succeeded), ended: maps.Clone(r.ended), failures: r.failures, badCopies: r.badCopies, heldLeft: r.heldLeft,
 		lost: slices.Clone(r.lost), failedStarts: r.failedStarts, faults: maps.Clone(r.faults),
-		resent: maps.Clone(r.resent), resumes: maps.Clone(r.resumes), resumeLog: r.resumeLogSoFar(), atLeastOnce: r.cfg.Cluster != nil,
+		resent: maps.Clone(r.resent), downs: slices.Clone(r.downs), atLeastOnce: r.cfg.Cluster != nil,
 		arrivals: maps.Clone(r.arrivals),
 		reports:  reps, queued: queued, rows: rows, pastDeadline: r.pastDeadline.Load(), interrupted: r.interrupted.Load(),
 	}
@@ -155,7 +153,7 @@ func account(e evidence) *Result {
 		Seed: e.seed, N: len(e.ids), Queue: e.queue, Reports: e.reports,
 		Behaviours: map[Behaviour]int{}, Fates: map[Fate]int{}, Faults: e.faults,
 		SecondDeliveries: map[string]int{}, ExtraCopies: map[string]int{}, FailedStarts: e.failedStarts,
-		Resumes: e.resumes, NodeFaults: e.resumeLog,
+		Resumes: resumes(e.downs), NodeFaults: nodeFaultLines(e.downs),
 	}
 	for _, n := range e.resent {
 		res.Resent += n

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,52 +129,66 @@ func (r *run) clusterFaults() []fault {
 	return kinds
 }
 
-// resumeFrom is a fault whose resume time is being measured: when it struck.
-type resumeFrom struct {
-	fault string
-	at    time.Time
+// nodeDown is a node taken down, and whether and how soon consumption
+// resumed after it: the consumer acked a delivery it received after.
+type nodeDown struct {
+	fault   string
+	at      time.Time
+	resumed bool
+	after   time.Duration
 }
 
 // struck starts measuring how soon consumption resumes after fault, a node
-// going down now. The fault measured before, if consumption did not resume
-// after it, is named as such in the ledger (r.resumeLog), not dropped.
+// going down now. One measured before, if consumption did not resume after
+// it, stays in the list as such.
 func (r *run) struck(fault string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if from := r.resuming; !from.at.IsZero() {
-		r.resumeLog = append(r.resumeLog, from.String()+": consumption did not resume before the next node fault")
-	}
-	r.resuming = resumeFrom{fault: fault, at: time.Now()}
+	r.downs = append(r.downs, nodeDown{fault: fault, at: time.Now()})
 }
 
-// String names the fault and when it struck.
-func (from resumeFrom) String() string {
-	return from.at.Format("15:04:05.000") + " " + from.fault
-}
-
-// resumed measures, with rec just written, how long after the fault under
-// measure the consumer acked the first delivery it received after it. r.mu
+// resumed measures, with rec just written, how long after the last node
+// fault the consumer acked the first delivery it received after it. r.mu
 // is held.
 func (r *run) resumed(rec runtime.Record) {
-	from := r.resuming
-	if from.at.IsZero() || rec.Path != runtime.PathAcked {
+	if len(r.downs) == 0 || rec.Path != runtime.PathAcked {
 		return
 	}
+	last := &r.downs[len(r.downs)-1]
 	now := time.Now()
-	if now.Add(-rec.Duration).Before(from.at) {
-		return // received before the fault
+	if last.resumed || now.Add(-rec.Duration).Before(last.at) {
+		return // measured already, or received before the fault
 	}
-	r.resumes[from.fault] = append(r.resumes[from.fault], now.Sub(from.at))
-	r.resumeLog = append(r.resumeLog, fmt.Sprintf("%s: consumption resumed after %s", from, now.Sub(from.at).Round(time.Millisecond)))
-	r.resuming = resumeFrom{}
+	last.resumed, last.after = true, now.Sub(last.at)
 }
 
-// resumeLogSoFar is r.resumeLog, and the fault measured now, after which
-// consumption has not resumed yet. r.mu is held.
-func (r *run) resumeLogSoFar() []string {
-	faults := slices.Clone(r.resumeLog)
-	if from := r.resuming; !from.at.IsZero() {
-		faults = append(faults, from.String()+": consumption did not resume before the end")
+// resumes are the resume times measured, by fault, of node faults in order.
+func resumes(faults []nodeDown) map[string][]time.Duration {
+	out := map[string][]time.Duration{}
+	for _, f := range faults {
+		if f.resumed {
+			out[f.fault] = append(out[f.fault], f.after)
+		}
 	}
-	return faults
+	return out
+}
+
+// nodeFaultLines tell of each node fault, in order: when, which, and how
+// soon consumption resumed after it, or that it did not before the next
+// node fault or the end.
+func nodeFaultLines(faults []nodeDown) []string {
+	var out []string
+	for i, f := range faults {
+		line := f.at.Format("15:04:05.000") + " " + f.fault + ": "
+		switch {
+		case f.resumed:
+			line += "consumption resumed after " + f.after.Round(time.Millisecond).String()
+		case i < len(faults)-1:
+			line += "consumption did not resume before the next node fault"
+		default:
+			line += "consumption did not resume before the end"
+		}
+		out = append(out, line)
+	}
+	return out
 }

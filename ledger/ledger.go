@@ -134,7 +134,7 @@ func newRun(cfg Config, spec runtime.QueueSpec) *run {
 		cfg: cfg, spec: spec, rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
 		beh: map[string]Behaviour{}, slow: map[string]time.Duration{},
 		restart: make(chan bool, 1), forced: make(chan *runtime.Report, 1), burst: make(chan int, 1), runs: map[workKey]int{}, succeeded: map[workKey]bool{}, ended: map[ending]bool{}, byID: map[string][]runtime.Record{}, ambiguous: map[workKey]int{}, done: map[string]bool{}, faults: map[string]int{},
-		resent: map[string]int{}, resumes: map[string][]time.Duration{}, arrivals: map[workKey][]arrival{}, refused: map[refusal]int{},
+		resent: map[string]int{}, arrivals: map[workKey][]arrival{}, refused: map[refusal]int{},
 		consumersGone: consumersGone,
 	}
 }
@@ -220,12 +220,9 @@ type run struct {
 	// heldLeft tells of the queues that still had consumers, or messages
 	// unacknowledged, at the drain's end (drain's).
 	heldLeft []string
-	// resuming is the fault whose resume time is measured now, and when it
-	// struck; resumes are the times measured; resumeLog tells of each node
-	// fault measured, in order, whether and how soon consumption resumed.
-	resuming  resumeFrom
-	resumes   map[string][]time.Duration
-	resumeLog []string
+	// nodeFaults are the nodes taken down, in order, each with whether and
+	// how soon consumption resumed after it.
+	downs []nodeDown
 }
 
 // Run runs the ledger and returns it; an error means the run could not be
