@@ -443,7 +443,7 @@ func TestAccountHoldsADuplicateToCommittedWork(t *testing.T) {
 
 	// A hang whose attempt 1 timed out (its late return is rolled back),
 	// and attempt 2 a duplicate.
-	e = oneMessage(Hangs, failed(1, "timed out", "rolled back"), dup(2))
+	e = oneMessage(Hangs, failed(1, "timed out", "rollback pending"), dup(2))
 	e.runs[workKey{"m1", 1}] = 1
 	wantProblem(t, account(e), "m1 (hang) was acked as an inbox duplicate on attempt 2, and no run of its handler returned success and committed")
 

@@ -69,9 +69,10 @@ func (c *Consumer) pipeline(ctx context.Context, r *run, sl *slot, route routeFn
 		o.Handler = c.callHandler(r, sl, base, route, rd, abandoned{tx: tx, cleanup: cleanup, work: release, sl: sl})
 		if o.Handler.Abandoned {
 			if tx != nil {
-				// Rolled back once the handler returns; without a claim
-				// there is nothing to roll back, and Commit says nothing.
-				o.Commit = outcome.CommitRolledBack
+				// Rolled back once the handler returns, which may be after
+				// the record is written; without a claim there is nothing
+				// to roll back, and Commit says nothing.
+				o.Commit = outcome.CommitRollbackPending
 			}
 			release = nil
 		} else {

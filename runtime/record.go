@@ -65,8 +65,10 @@ type Record struct {
 	Handler string `json:"handler,omitempty"`
 	// Commit is what the inbox and its database said: "committed", "failed",
 	// "ambiguous" (the outcome is unknown), "rolled back" (the handler
-	// failed), "duplicate" (the work had committed before) or "deferred" (the
-	// claim could not be decided now); empty without an inbox.
+	// failed), "rollback pending" (the handler was abandoned and may still
+	// use its transaction, rolled back once it returns), "duplicate" (the
+	// work had committed before) or "deferred" (the claim could not be
+	// decided now); empty without an inbox.
 	Commit string `json:"commit,omitempty"`
 	// Handoff is what the broker said of the copy published to Destination:
 	// "confirmed", "returned" (unroutable), "nacked", "timed out" or

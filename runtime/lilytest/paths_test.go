@@ -396,24 +396,47 @@ func TestLateReturnIsNotTheResult(t *testing.T) {
 }
 
 // A handler abandoned at its timeout has its claim's transaction rolled
-// back once it returns; without an inbox there is none, and the record's
-// Commit says nothing, as Record.Commit promises.
+// back once it returns, not before: the record, written meanwhile, says
+// the rollback is pending. Without an inbox there is none, and the
+// record's Commit says nothing, as Record.Commit promises.
 func TestTimedOutCommitIsTheInboxs(t *testing.T) {
 	spec := fixture.LilytestQueueSpec()
 	spec.HandlerTimeout = 50 * time.Millisecond
-	for _, c := range []struct {
-		inbox runtime.Inbox
-		want  string
-	}{{nil, ""}, {&lilytest.Inbox{}, "rolled back"}} {
+	for _, inbox := range []*lilytest.Inbox{nil, {}} {
 		release := make(chan struct{})
 		h := harnessOf(t, spec, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
 			<-release // deaf to its context
 			return nil
-		}, func(cfg *runtime.Config) { cfg.Inbox = c.inbox })
+		}, func(cfg *runtime.Config) {
+			if inbox != nil {
+				cfg.Inbox = inbox
+			}
+		})
 		res := h.Deliver(order(t, "slow-1"))
+		want := ""
+		if inbox != nil {
+			want = "rollback pending"
+			if _, err := inbox.Begin(t.Context(), spec.Name, "slow-1"); err == nil {
+				t.Error("the abandoned handler's claim was let go of while the handler ran")
+			}
+		}
 		close(release)
-		if res.Handler != "timed out" || res.Commit != c.want {
-			t.Errorf("inbox %v: handler %q, commit %q, want %q", c.inbox != nil, res.Handler, res.Commit, c.want)
+		if res.Handler != "timed out" || res.Commit != want {
+			t.Errorf("inbox %v: handler %q, commit %q, want %q", inbox != nil, res.Handler, res.Commit, want)
+		}
+		if inbox == nil {
+			continue
+		}
+		// Rolled back once the handler returned: the key can be claimed.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			tx, err := inbox.Begin(t.Context(), spec.Name, "slow-1")
+			if err == nil {
+				tx.Rollback(t.Context())
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the claim was not rolled back after the handler returned: %v", err)
+			}
 		}
 	}
 }

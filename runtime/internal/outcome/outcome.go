@@ -82,12 +82,15 @@ const (
 	CommitFailed
 	CommitAmbiguous
 	// CommitRolledBack: the handler failed, so its transaction is never
-	// committed; it is rolled back, or (a handler abandoned at its timeout,
-	// which may still use it) will be when the handler returns.
+	// committed; it is rolled back.
 	CommitRolledBack
+	// CommitRollbackPending: the handler was abandoned (at its timeout or
+	// the final abort) and may still use its transaction, which is rolled
+	// back once it returns: not yet when the delivery is settled.
+	CommitRollbackPending
 )
 
-var commitNames = [...]string{"not required", "committed", "failed", "ambiguous", "rolled back"}
+var commitNames = [...]string{"not required", "committed", "failed", "ambiguous", "rolled back", "rollback pending"}
 
 func (c CommitEvidence) String() string { return enumName(commitNames[:], int(c)) }
 
