@@ -15,6 +15,7 @@ import (
 
 	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/quarantine"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/guard"
@@ -125,7 +126,7 @@ func (c *Consumer) process(r *run, s *session, gen *settle.Generation, d *amqp.D
 		}
 	}
 	if env != nil {
-		o.DeliveryCount = env.DeliveryCount
+		o.DeliveryCount = c.deliveryCount(env)
 	}
 	if o.Rejection != outcome.NotRejected && c.logs(stageRejected) {
 		c.emit(event{stage: stageRejected, messageID: id, attempt: attempt, generation: gen.ID, detail: o.Rejection.String() + ": " + o.Reason})
@@ -183,8 +184,18 @@ func (c *Consumer) handle(ctx context.Context, r *run, gen *settle.Generation, s
 	if handlerReturned != nil {
 		handlerReturned.drop()
 	}
-	o.DeliveryCount = env.DeliveryCount
+	o.DeliveryCount = c.deliveryCount(env)
 	return o
+}
+
+// deliveryCount is env's x-delivery-count where the broker writes it: on a
+// quorum queue. On a classic queue the header can only be a producer's, and
+// its count would stretch each requeue's pause to the longest.
+func (c *Consumer) deliveryCount(env *guard.Envelope) int {
+	if c.spec.Topology.Type != queue.Quorum {
+		return 0
+	}
+	return env.DeliveryCount
 }
 
 // deliveryKey names the message of a delivery to the consumer's memory and

@@ -155,6 +155,34 @@ func TestRequeueNackWaitsItsPause(t *testing.T) {
 	}
 }
 
+// A producer's x-delivery-count on a classic queue, where the broker writes
+// none, counts no earlier requeue: the first requeue's pause is the
+// shortest. On a quorum queue the broker's count paces it.
+func TestRequeuePauseIgnoresAClassicQueuesDeliveryCount(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		queueType string
+		want      time.Duration
+	}{{"classic", 250 * time.Millisecond}, {"quorum", 2 * time.Second}} {
+		spec := refusingSpec("count-" + tc.queueType)
+		spec.Topology.Type = tc.queueType
+		c := refusingConsumer(t, spec, "t", Config{}, nil)
+		pauses := make(chan time.Duration, 1)
+		c.hooks.requeuePause = func(d time.Duration) time.Duration { pauses <- d; return 0 }
+		j := trial.Open(c, returningBroker{})
+		d := versionOne(2)
+		d.Headers["x-delivery-count"] = int64(3)
+		rec := j.Deliver(d).(Record)
+		j.Close()
+		if rec.Path != PathRequeued || rec.Handoff != "returned" {
+			t.Fatalf("%s: record %+v; want requeued after a returned handoff", tc.queueType, rec)
+		}
+		if got := <-pauses; got != tc.want {
+			t.Errorf("%s queue, x-delivery-count 3: the requeue paused %s; want %s", tc.queueType, got, tc.want)
+		}
+	}
+}
+
 // A message with an id is paced by its key, at no cost to its journey; one
 // without is paced by a fingerprint no key the guard passes can be.
 func TestRequeueKey(t *testing.T) {
