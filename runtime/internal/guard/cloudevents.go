@@ -331,19 +331,21 @@ func (r *Reader) readEvent(d *amqp.Delivery, p *envelope.Profile, structured boo
 }
 
 // Header returns one header of the delivery, where a CloudEvent's
-// attributes read as cloudEvents_<name> in either content mode: a
-// structured event's from its body (before any header of that name, which
-// is not the event's), a binary one's under either of the binding's
-// prefixes.
+// attributes read under either of the binding's prefixes, in either content
+// mode: a structured event's from its body (before any header of that name,
+// which is not the event's), a binary one's from either prefix's header.
 func (env *Envelope) Header(key string) (any, bool) {
 	name, event := strings.CutPrefix(key, EventPrefix)
-	if event && env.Foreign != nil && env.Foreign.Structured {
-		v, ok := env.Foreign.Attributes[key]
+	if !event {
+		name, event = strings.CutPrefix(key, eventPrefixOld)
+	}
+	switch {
+	case !event:
+		v, ok := env.Headers[key]
+		return v, ok
+	case env.Foreign != nil && env.Foreign.Structured:
+		v, ok := env.Foreign.Attributes[EventPrefix+name]
 		return v, ok
 	}
-	if v, ok := env.Headers[key]; ok || !event {
-		return v, ok
-	}
-	v, ok := env.Headers[eventPrefixOld+name]
-	return v, ok
+	return eventHeader(env.Headers, name)
 }

@@ -114,15 +114,20 @@ func TestProfilesRead(t *testing.T) {
 		if env.Key() != source+" evt-1" || env.Version != 2 {
 			t.Errorf("envelope %+v", env)
 		}
-		if v, ok := env.Header("cloudEvents_subject"); !ok || v != "order-42" {
-			t.Errorf("subject %v, %v", v, ok)
+		for _, key := range []string{"cloudEvents_subject", "cloudEvents:subject"} {
+			if v, ok := env.Header(key); !ok || v != "order-42" {
+				t.Errorf("Header(%s) = %v, %v", key, v, ok)
+			}
 		}
 	})
 	t.Run("a structured event's attribute, not a stray header", func(t *testing.T) {
 		d := structuredEventDelivery()
-		d.Headers = amqp.Table{"cloudEvents_id": "forged"}
-		if v, _ := check(t, d).Header("cloudEvents_id"); v != "evt-1" {
-			t.Errorf("Header(cloudEvents_id) = %v", v)
+		d.Headers = amqp.Table{"cloudEvents_id": "forged", "cloudEvents:id": "forged", "cloudEvents:subject": "forged"}
+		env := check(t, d)
+		for key, want := range map[string]string{"cloudEvents_id": "evt-1", "cloudEvents:id": "evt-1", "cloudEvents:subject": "order-42"} {
+			if v, _ := env.Header(key); v != want {
+				t.Errorf("Header(%s) = %v; want %s", key, v, want)
+			}
 		}
 	})
 	t.Run("Spring", func(t *testing.T) {
