@@ -1192,6 +1192,55 @@ func TestBrokerOrderedAbandonedCleanupIsNotRetriedBesideIt(t *testing.T) {
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}, bucket(q, q.Topology.RetryDelays[0]): {0, 0}})
 }
 
+// A deferred claim whose scope's cleanup is given up on at its step is
+// requeued, not claimed again in line: that claim would open a scope and call
+// the handler beside the cleanup that still runs. a-0's first claim is
+// deferred and its first cleanup runs 3 s, its step 1 s; a-0 comes back from
+// the queue and waits for its lane until that cleanup returns.
+func TestBrokerOrderedDeferralBesideAnAbandonedCleanupIsRequeued(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		q.OrderKey, q.Concurrency, q.Prefetch = byTenant, 4, 8
+		q.SettlementBudget = time.Minute
+	})
+	declareTopology(t, q)
+	publishKeyed(t, q.Name, []string{"a"}, 1)
+	var opens, cleaning, overlaps atomic.Int32
+	var calls atomic.Int32
+	c := start(t, q, func(context.Context, *fixture.OrderPlacedV1, runtime.RawDelivery) error {
+		if calls.Add(1); cleaning.Load() != 0 {
+			overlaps.Add(1)
+		}
+		return nil
+	}, func(cfg *runtime.Config) {
+		cfg.Inbox = &deferOnce{id: "a-0"}
+		cfg.StepTimeout = time.Second
+		cfg.Scope = func(ctx context.Context, _ runtime.RawDelivery) (context.Context, func(context.Context) error, error) {
+			if cleaning.Load() != 0 {
+				overlaps.Add(1)
+			}
+			first := opens.Add(1) == 1
+			return ctx, func(context.Context) error {
+				if first {
+					cleaning.Store(1)
+					time.Sleep(3 * time.Second) // past its step
+					cleaning.Store(0)
+				}
+				return nil
+			}, nil
+		}
+	})
+	eventually(t, time.Minute, "a-0's handler call", func() bool { return calls.Load() > 0 })
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("%d scope opens or handler calls while the first cleanup still ran", n)
+	}
+	recs := c.await(2)
+	if recs[0].Path != runtime.PathRequeued || recs[1].Path != runtime.PathAcked || calls.Load() != 1 {
+		t.Errorf("records %+v after %d handler calls; want a-0 requeued, then acked after one call", recs, calls.Load())
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}, q.Topology.DeadLetterQueue: {0, 0}})
+}
+
 // publishOrders publishes an order for each id, in turn: its x-tenant is
 // the id's first byte.
 func publishOrders(t *testing.T, queue string, ids ...string) {

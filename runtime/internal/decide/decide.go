@@ -144,8 +144,11 @@ func Decide(o outcome.Outcome, attempt int, q Policy, remaining time.Duration) P
 		// On an ordered queue a requeue would let the key's next message
 		// pass: the claim is asked again in line, as a retry waits there.
 		// (A delivery deferred because its work runs elsewhere in this
-		// consumer made no claim, and goes back.)
-		if q.Park && !o.ParkEnded && (o.Claim == outcome.InboxDeferred || o.Commit == outcome.CommitAmbiguous) {
+		// consumer made no claim, and goes back; so does one whose handler
+		// or scope step still runs: a claim in line would open a scope and
+		// call a handler beside it.)
+		if q.Park && !o.ParkEnded && !o.StepAbandoned && !o.Handler.Abandoned &&
+			(o.Claim == outcome.InboxDeferred || o.Commit == outcome.CommitAmbiguous) {
 			if pause := pauseAfter(max(o.PriorRequeues, o.DeliveryCount, o.InLine)); remaining >= pause+q.CallCost+HandoffReserve {
 				return Plan{Action: ActPark, Delay: pause, NextAttempt: attempt, Reason: why + ", claimed again in line after " + pause.String()}
 			}

@@ -216,8 +216,10 @@ func TestDecidePark(t *testing.T) {
 // On an ordered queue an inbox deferral waits in line and claims again, on
 // the same attempt, so that the key's next message cannot pass it; its waits
 // lengthen as a requeue's pauses do. Without the budget for a wait and a
-// call, once the stop ended its wait, or when it made no claim (its work runs
-// elsewhere in the consumer), it is requeued.
+// call, once the stop ended its wait, when it made no claim (its work runs
+// elsewhere in the consumer), or while a scope step or its handler still runs
+// (a claim in line would open a scope and call a handler beside it), it is
+// requeued.
 func TestDecideParkDeferral(t *testing.T) {
 	q := testPolicy()
 	q.Park, q.CallCost = true, 10*time.Second
@@ -226,6 +228,10 @@ func TestDecideParkDeferral(t *testing.T) {
 	again.InLine, ended.ParkEnded = 2, true
 	ambiguous := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true}, Claim: outcome.InboxClaimed, Commit: outcome.CommitAmbiguous, Reason: "commit: connection lost"}
 	busy := outcome.Outcome{Deferred: true, Reason: "the same message and attempt is being handled by another delivery in this consumer"}
+	stuck, stuckAmbiguous, stuckHandler := deferred, ambiguous, ambiguous
+	stuck.Cleanup, stuck.StepAbandoned = "did not return", true
+	stuckAmbiguous.Cleanup, stuckAmbiguous.StepAbandoned = "did not return", true
+	stuckHandler.Handler.Abandoned = true
 	const why = "deferred; no application retry used: "
 	for _, tc := range []struct {
 		name      string
@@ -245,6 +251,12 @@ func TestDecideParkDeferral(t *testing.T) {
 			Plan{Action: ActRequeue, Delay: requeuePause, Reason: why + "inbox: lease held; the stop came while it waited in line, requeued in its place"}},
 		{"no claim made → requeue", busy, time.Minute,
 			Plan{Action: ActRequeue, Delay: requeuePause, Reason: why + busy.Reason}},
+		{"deferred, its cleanup still running → requeue", stuck, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: why + "inbox: lease held"}},
+		{"ambiguous commit, its cleanup still running → requeue", stuckAmbiguous, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: why + "commit: connection lost"}},
+		{"ambiguous commit, its handler still running → requeue", stuckHandler, time.Minute,
+			Plan{Action: ActRequeue, Delay: requeuePause, Reason: why + "commit: connection lost"}},
 	} {
 		if got := Decide(tc.o, 2, q, tc.remaining); !cmp.Equal(got, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
