@@ -82,7 +82,9 @@ func (j *journeys) Deliver(d *amqp.Delivery) any {
 	if j.c.spec.OrderKey != nil {
 		var key laneKey
 		key, read = j.orderKey(d, quarantined)
-		env = read.env
+		if read != nil { // nil for a quarantined delivery, which is never read
+			env = read.env
+		}
 		if key != guardRefused {
 			prev, own := j.r.lanes.enter(key)
 			sl.turn = own
