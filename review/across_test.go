@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/lily-mq/lily/schema"
 )
 
 // crossFile writes a schema of package pkg with messages, exchanges and
@@ -71,3 +73,62 @@ func TestBreakingAcrossAMove(t *testing.T) {
 		t.Errorf("kept by the other schema: %v, moves %v", got, moves)
 	}
 }
+
+// TestBreakingAcrossComparesWhatIsNewWithTheOtherSchemas compares a queue or
+// owned exchange new to one schema with the one of its name that another
+// schema of the run holds: neither is older than the other, yet RabbitMQ
+// refuses the second declaration if they differ, and two consumers of one
+// queue that read different messages send each other's to the DLQ.
+func TestBreakingAcrossComparesWhatIsNewWithTheOtherSchemas(t *testing.T) {
+	withOnlyA := strings.NewReplacer("exchanges:\n", "exchanges:\n  only.a:\n    type: topic\n    ownership: owned\n")
+	a := parse(t, "a.lily.yaml", withOnlyA.Replace(crossFile("amsg", false)))
+	oldB := parse(t, "b.lily.yaml", crossFile("bmsg", false))
+	// Ownamsg as a.lily.yaml has it, for b.lily.yaml to consume too.
+	ownA := "messages:\n  Ownamsg:\n    versions:\n      1:\n        fields:\n          id: {type: string}\n"
+	for _, tc := range []struct {
+		name string
+		// edits make b.lily.yaml's new revision from its old.
+		edits []string
+		want  []string
+	}{
+		{"declared and consumed differently", []string{"queues:\n", "queues:\n  own.amsg:\n    type: quorum\n    consumes: [{message: Ownbmsg}]\n"},
+			[]string{"DECLARED-DIFFERENTLY@own.amsg", "QUEUE-SHARED@own.amsg"}},
+		{"consumed differently", []string{"queues:\n", "queues:\n  own.amsg:\n    consumes: [{message: Ownbmsg}]\n"},
+			[]string{"QUEUE-SHARED@own.amsg"}},
+		{"dead-lettered differently", []string{"messages:\n", ownA, "queues:\n", "queues:\n  own.amsg:\n    consumes: [{message: Ownamsg}]\n    dlq: own.errors\n"},
+			[]string{"DECLARED-DIFFERENTLY@own.amsg"}},
+		// Each uses its own buckets, which return to the queue.
+		{"retried differently", []string{"messages:\n", ownA, "queues:\n", "queues:\n  own.amsg:\n    consumes: [{message: Ownamsg}]\n    retry: {delays: [7s]}\n"}, nil},
+		{"alike", []string{"messages:\n", ownA, "queues:\n", "queues:\n  own.amsg:\n    consumes: [{message: Ownamsg}]\n"}, nil},
+		{"exchange declared differently", []string{"exchanges:\n", "exchanges:\n  only.a:\n    type: direct\n    ownership: owned\n"},
+			[]string{"DECLARED-DIFFERENTLY@exchange:only.a"}},
+		{"exchange alike", []string{"exchanges:\n", "exchanges:\n  only.a:\n    type: topic\n    ownership: owned\n"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			newB := parse(t, "b.lily.yaml", strings.NewReplacer(tc.edits...).Replace(crossFile("bmsg", false)))
+			found, moves := BreakingAcross([]Revision{{Old: a, New: a}, {Old: oldB, New: newB}})
+			if got := acksOf(found); !slices.Equal(got, tc.want) || len(moves) != 0 {
+				t.Errorf("got %v, moves %v, want %v", got, moves, tc.want)
+			}
+			for _, f := range found {
+				if f.File != "b.lily.yaml" || !strings.Contains(f.Message, "a.lily.yaml") || f.Migration == "" {
+					t.Errorf("finding not placed in b.lily.yaml, or naming no a.lily.yaml: %+v", f)
+				}
+			}
+			// A schema new since, compared with nothing, is compared so too.
+			found, _ = BreakingAcross([]Revision{{Old: a, New: a}, {Old: emptied(newB), New: newB}})
+			if got := acksOf(found); !slices.Equal(got, tc.want) {
+				t.Errorf("b.lily.yaml new: got %v, want %v", got, tc.want)
+			}
+			// New to both, each finding is reported once.
+			found, _ = BreakingAcross([]Revision{{Old: emptied(a), New: a}, {Old: emptied(newB), New: newB}})
+			if got := acksOf(found); !slices.Equal(got, tc.want) {
+				t.Errorf("both new: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// emptied is a revision of f that holds nothing, as lilygen compares a
+// schema new since with.
+func emptied(f *schema.File) *schema.File { return &schema.File{Package: f.Package, Output: f.Output} }

@@ -81,6 +81,7 @@ func (b *breaker) compare() []Finding {
 	b.exchanges()
 	b.bindings()
 	b.alternates()
+	b.alongside()
 	return b.out
 }
 

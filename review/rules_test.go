@@ -50,7 +50,10 @@ type ruleCase struct {
 	rule     rules.Rule
 	old, new []string
 	// model changes the old revision in what no schema can say yet.
-	model            func(old *schema.File)
+	model func(old *schema.File)
+	// other, when set, are the edits of another schema of the run,
+	// other.lily.yaml, the same in both revisions.
+	other            []string
 	subject, message string
 }
 
@@ -170,6 +173,10 @@ var ruleCases = []ruleCase{
 	{rule: rules.BodyLimitNarrowed,
 		new:     []string{"max_body_bytes: 65536", "max_body_bytes: 1024"},
 		subject: "orders", message: `queue "orders" lowers max_body_bytes from 65536 to 1024: queued messages between the two go to the DLQ unread`},
+	{rule: rules.QueueShared,
+		new:     []string{"queues:\n", "queues:\n  audit:\n    consumes: [{message: OrderPlaced, versions: [1]}]\n"},
+		other:   []string{"queues:\n", "queues:\n  audit:\n    consumes: [{message: OrderPlaced, versions: [2]}]\n"},
+		subject: "audit", message: `queue "audit" is new here, and other.lily.yaml consumes it too, differently (OrderPlaced version 1 only here, OrderPlaced version 2 only there): each consumer takes deliveries meant for the other's, fails them at dispatch and sends them to the DLQ`},
 	{rule: rules.FieldMadeOptional,
 		new:     []string{"amount: {type: integer, required: true,", "amount: {type: integer,"},
 		subject: "OrderPlaced.v1.amount",
@@ -240,6 +247,10 @@ var ruleCases = []ruleCase{
 		old:     []string{"queues:", "exchanges:\n  shop: {type: topic, ownership: owned}\nqueues:"},
 		new:     []string{"queues:", "exchanges:\n  shop: {type: topic, ownership: owned, internal: true}\nqueues:"},
 		subject: "shop", message: `exchange "shop" changes durable, internal or alternate_exchange: RabbitMQ refuses the redeclare (406)`},
+	{rule: rules.DeclaredDifferently,
+		new:     []string{"queues:", "exchanges:\n  shop: {type: topic, ownership: owned}\nqueues:"},
+		other:   []string{"queues:", "exchanges:\n  shop: {type: direct, ownership: owned}\nqueues:"},
+		subject: "exchange:shop", message: `exchange "shop" is new here, and other.lily.yaml declares it too, differently (exchange "shop" is declared twice, differently ({Name:shop VHost:/ Type:direct Durable:true AutoDelete:false Internal:false Arguments:map[]} and {Name:shop VHost:/ Type:topic Durable:true AutoDelete:false Internal:false Arguments:map[]})): RabbitMQ refuses whichever declaration comes second (406)`},
 	{rule: rules.BindingRemoved,
 		old:     []string{"queues:", "exchanges:\n  shop: {type: topic}\nqueues:", "    max_body_bytes", "    bindings: [{exchange: shop, routing_key: order.#}]\n    max_body_bytes"},
 		new:     []string{"queues:", "exchanges:\n  shop: {type: topic}\nqueues:"},
@@ -323,6 +334,10 @@ func TestRuleFindings(t *testing.T) {
 					tc.model(old)
 				}
 				found = Breaking(old, new)
+				if tc.other != nil {
+					other := parse(t, "other.lily.yaml", edit(t, tc.other...))
+					found, _ = BreakingAcross([]Revision{{Old: old, New: new}, {Old: other, New: other}})
+				}
 			}
 			i := slices.IndexFunc(found, func(f Finding) bool { return f.Rule == tc.rule.ID && f.Subject == tc.subject })
 			if i < 0 {

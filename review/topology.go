@@ -7,6 +7,7 @@ import (
 
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
+	"github.com/lily-mq/lily/topology"
 )
 
 // Definitions is the part of a RabbitMQ definitions document that
@@ -104,14 +105,9 @@ type definer struct {
 func (w *definer) queue(name string, t queue.Topology) error {
 	var errs []error
 	for _, x := range t.Exchanges {
-		if x.External {
-			continue
+		if !x.External {
+			errs = append(errs, w.exchange(x))
 		}
-		def := ExchangeDefinition{Name: x.Name, VHost: w.vhost, Type: x.Type, Durable: x.Durable, Internal: x.Internal, Arguments: map[string]any{}}
-		if x.AlternateExchange != "" {
-			def.Arguments["alternate-exchange"] = x.AlternateExchange
-		}
-		errs = append(errs, once(&w.d.Exchanges, w.seen, "exchange", x.Name, def))
 	}
 	yielded := map[string]bool{}
 	for _, decl := range queue.Declarations(t) {
@@ -148,6 +144,15 @@ func (w *definer) queue(name string, t queue.Topology) error {
 		errs = append(errs, once(&w.d.Policies, w.seen, "policy", p.Name, def))
 	}
 	return errors.Join(errs...)
+}
+
+// exchange adds x, an exchange Lily owns.
+func (w *definer) exchange(x topology.Exchange) error {
+	def := ExchangeDefinition{Name: x.Name, VHost: w.vhost, Type: x.Type, Durable: x.Durable, Internal: x.Internal, Arguments: map[string]any{}}
+	if x.AlternateExchange != "" {
+		def.Arguments["alternate-exchange"] = x.AlternateExchange
+	}
+	return once(&w.d.Exchanges, w.seen, "exchange", x.Name, def)
 }
 
 // yieldDLQ returns the arguments of def, a DLQ's declaration, with its

@@ -50,7 +50,9 @@ link), it is gone, and is compared with an empty revision of itself, placed
 at its path.
 A queue or exchange (by name) or message (by wire type) that one schema of
 the run no longer holds, and another newly does, moved: it is compared with
-what it was, said so on stderr, and its findings carry a note. A schema the
+what it was, said so on stderr, and its findings carry a note. A queue or
+owned exchange new to a schema that another schema of the run holds is
+compared with that one: DECLARED-DIFFERENTLY, QUEUE-SHARED. A schema the
 ref does not have (as a root schema), to which nothing moved, is compared
 with nothing, which a line on stderr says (a SCHEMA-NOT-COMPARED warning with --error-format json
 or github-actions).
@@ -166,9 +168,9 @@ func (e *env) breaking(against string, allow []string) int {
 			continue
 		}
 		notCompared++
-		msg := fmt.Sprintf("not at %s, not compared (new, or moved where git finds no rename from a file there, and holding nothing moved from another schema of this run): nothing in it is checked", against)
+		msg := fmt.Sprintf("not at %s, not compared (new, or moved where git finds no rename from a file there, and holding nothing moved from another schema of this run): only what it shares with the other schemas of this run is checked", against)
 		if u.from != "" {
-			msg = fmt.Sprintf("%s:%s is no root schema (it has no package), not compared (new as one, and holding nothing moved from another schema of this run): nothing in it is checked", against, u.from)
+			msg = fmt.Sprintf("%s:%s is no root schema (it has no package), not compared (new as one, and holding nothing moved from another schema of this run): only what it shares with the other schemas of this run is checked", against, u.from)
 		}
 		// Also on the pull request, where a reviewer would otherwise read
 		// no finding as a clean comparison.

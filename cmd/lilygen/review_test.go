@@ -311,7 +311,7 @@ func TestBreakingAgainstGitRefFollowsARename(t *testing.T) {
 		t.Errorf("new: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// For tools, and as an annotation on the pull request.
-	msg := "not at main, not compared (new, or moved where git finds no rename from a file there, and holding nothing moved from another schema of this run): nothing in it is checked"
+	msg := "not at main, not compared (new, or moved where git finds no rename from a file there, and holding nothing moved from another schema of this run): only what it shares with the other schemas of this run is checked"
 	code, stdout, _ = lilygen(t, dir, "breaking", "--error-format=github-actions", "--against", "main", "new.lily.yaml")
 	if want := "::warning file=new.lily.yaml,title=SCHEMA-NOT-COMPARED::" + msg + "\n"; code != exitOK || stdout != want {
 		t.Errorf("new, github-actions: exit %d\n%s\nwant exit 0 and\n%s", code, stdout, want)
@@ -321,6 +321,26 @@ func TestBreakingAgainstGitRefFollowsARename(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &d); code != exitOK || err != nil ||
 		d != (diag{File: "new.lily.yaml", Rule: "SCHEMA-NOT-COMPARED", Message: msg, Severity: "warning"}) {
 		t.Errorf("new, json: exit %d, %v\n%s", code, err, stdout)
+	}
+}
+
+// TestBreakingComparesANewQueueWithAnotherSchemas compares a queue new to a
+// schema, here one the ref does not have, with the queue of its name that
+// another schema of the run holds: RabbitMQ refuses the second
+// declaration, and each consumer would dead-letter the other's messages.
+func TestBreakingComparesANewQueueWithAnotherSchemas(t *testing.T) {
+	repo := t.TempDir()
+	a := strings.Replace(minimal, "  pings:\n", "  rv-x:\n", 1)
+	writeFile(t, filepath.Join(repo, "a.lily.yaml"), a)
+	commitRepo(t, repo)
+
+	b := strings.NewReplacer("pingmsg", "refundmsg", "output: out", "output: refunds", "Ping", "Refund", "  pings:\n", "  rv-x:\n    type: quorum\n").Replace(minimal)
+	writeFile(t, filepath.Join(repo, "b.lily.yaml"), b)
+	code, stdout, stderr := lilygen(t, repo, "breaking", "--against", "main", "a.lily.yaml", "b.lily.yaml")
+	if code != exitFindings || !strings.Contains(stdout, `b.lily.yaml:11:3: queue "rv-x" is new here, and a.lily.yaml declares it too, differently`) ||
+		!strings.Contains(stdout, "[DECLARED-DIFFERENTLY]") || !strings.Contains(stdout, "(Refund version 1 only here, Ping version 1 only there)") ||
+		!strings.Contains(stdout, "[QUEUE-SHARED]") || !strings.Contains(stderr, "2 breaking changes against main (and 1 schema not compared)") {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
 	}
 }
 

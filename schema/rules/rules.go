@@ -84,6 +84,7 @@ var (
 	VersionUnconsumed       = Rule{"VERSION-UNCONSUMED", Inflight, "a queue no longer accepts a version it did: those queued fail at dispatch, to the DLQ"}
 	QueueRemoved            = Rule{"QUEUE-REMOVED", Inflight, "a queue is no longer consumed: what it, its retry buckets and DLQ hold stays there"}
 	BodyLimitNarrowed       = Rule{"BODY-LIMIT-NARROWED", Inflight, "`max_body_bytes` lowered: queued bodies between the limits go to the DLQ unread"}
+	QueueShared             = Rule{"QUEUE-SHARED", Inflight, "a queue new to one schema of the run that another consumes too, reading other messages or versions, or in another envelope profile: each consumer takes deliveries meant for the other, fails them at dispatch and sends them to the DLQ"}
 	FieldMadeOptional       = Rule{"FIELD-MADE-OPTIONAL", Producer, "a required field or header becomes optional"}
 	FieldRequiredRemoved    = Rule{"FIELD-REQUIRED-REMOVED", Producer, "a required field removed: old consumers reject messages without it"}
 	FieldNullAllowed        = Rule{"FIELD-NULL-ALLOWED", Producer, "a required field newly accepts null"}
@@ -103,6 +104,7 @@ var (
 	OwnershipChanged        = Rule{"OWNERSHIP-CHANGED", Topology, "a queue's or exchange's `ownership` changed: Lily starts or stops declaring it"}
 	ExchangeTypeChanged     = Rule{"EXCHANGE-TYPE-CHANGED", Topology, "an exchange's `type` changed (for an external exchange: the schema now says its owner changed it)"}
 	ExchangeChanged         = Rule{"EXCHANGE-CHANGED", Topology, "an owned exchange's `durable`, `internal` or `alternate_exchange` changed"}
+	DeclaredDifferently     = Rule{"DECLARED-DIFFERENTLY", Topology, "a queue or owned exchange new to one schema of the run that another declares differently (a queue with its retry buckets, DLQ and policies, as `lilygen topology` compares them; an external exchange by its type): RabbitMQ refuses whichever declaration comes second (406)"}
 	BindingRemoved          = Rule{"BINDING-REMOVED", Routing, "a queue or exchange no longer binds to an exchange it did. Lily never unbinds: the old binding stays on the broker, and keeps routing, until deleted by hand; once it is (or on a broker set up anew) what that exchange routed there stops arriving"}
 	RoutingKeyNarrowed      = Rule{"ROUTING-KEY-NARROWED", Routing, "a binding's routing key, pattern or header match accepts less. Lily never unbinds: the old binding stays on the broker, and keeps routing, until deleted by hand; once it is (or on a broker set up anew) some messages stop arriving"}
 	AlternateDiverted       = Rule{"ALTERNATE-DIVERTED", Routing, "a binding added to, or widened on, an exchange with an `alternate_exchange` takes messages the exchange routed nowhere before: the queues its alternate exchange routed them to no longer receive them"}
@@ -142,11 +144,11 @@ var All = []Rule{
 	HandlerMethodAdded, InboxRequirementChanged, ProducerRemoved, PublishRemoved, MessageGoRenamed,
 	MessageRenamed, WireTypeChanged, EnvelopeChanged, FieldWireRenamed, FieldTypeChanged, ContentTypeRemoved,
 	FieldRequiredAdded, FieldMadeRequired, FieldNullRefused, DefaultChanged, BoundNarrowed,
-	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed,
+	ExampleRejected, VersionUnconsumed, QueueRemoved, BodyLimitNarrowed, QueueShared,
 	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld, VersionAdded,
 	QueueTypeChanged, DLQChanged, DeliveryLimitChanged,
 	SingleActiveChanged, MaxPriorityChanged, MaxLengthChanged, OverflowChanged, MessageTTLChanged, InitialGroupSizeChanged,
-	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged,
+	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged, DeclaredDifferently,
 	BindingRemoved, RoutingKeyNarrowed, AlternateDiverted, PublishChanged,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
 	LintSingleActiveConcurrency, LintUnorderedRetry, LintBudgetShort, LintTypeUnused, LintVersionUnreachable, LintBodyOverLimit,
