@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lily-mq/lily/envelope"
+	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
 )
@@ -728,6 +729,13 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 		b.add(rules.DLQChanged, oq.Name, nq.Pos,
 			fmt.Sprintf("queue %q dead-letters to %q instead of %q: its x-dead-letter-routing-key changes", oq.Name, nq.DLQ, oq.DLQ), migration)
 	}
+	if added := newBuckets(oq, nq); byPolicy && len(added) > 0 {
+		// Lily declares a bucket of such a queue with its type alone: no
+		// redeclare is refused, but the bucket is inert until its policy is.
+		b.add(rules.RetryBucketAdded, oq.Name, nq.Pos,
+			fmt.Sprintf("queue %q retries through %s, which it did not: declared with its type alone, each takes its TTL and its dead-lettering back to the queue from its policy, and until that is applied keeps what it gets", oq.Name, listed(added, 0)),
+			"apply the policies lilygen topology writes before deploying")
+	}
 	if oq.Type == nq.Type && oq.DeliveryLimit != nq.DeliveryLimit {
 		migration := "drain and delete the queue before deploying, or consume a queue under a new name"
 		if byPolicy {
@@ -786,6 +794,18 @@ func (b *breaker) queue(oq, nq *schema.Queue) {
 			}
 		}
 	}
+}
+
+// newBuckets lists the retry buckets of nq that oq, its older revision,
+// did not have: a bucket is named after its delay.
+func newBuckets(oq, nq *schema.Queue) []string {
+	var out []string
+	for _, d := range nq.Retry.Delays {
+		if !slices.Contains(oq.Retry.Delays, d) {
+			out = append(out, queue.RetryBucket(nq.Name, d))
+		}
+	}
+	return out
 }
 
 // sameReading reports whether a queue reads messages of profiles a and b

@@ -567,6 +567,54 @@ func setNonZero(v reflect.Value) {
 	}
 }
 
+// A retry bucket new to a queue whose Lily arguments come from policies is
+// declared with its type alone: its TTL and its dead-lettering back to the
+// queue are its policy's, which must be applied before the runtime sends
+// it anything, or what it gets stays there. A bucket dropped, or one of an
+// owned queue's, declares all it needs.
+func TestBreakingPolicyQueueAsksForPoliciesForANewBucket(t *testing.T) {
+	noRetry := []string{"    retry:\n      delays: [1s, 5s]\n", ""}
+	for _, mode := range []string{"lily_arguments: policy", "ownership: external"} {
+		t.Run(mode, func(t *testing.T) {
+			policy := []string{"    max_body_bytes", "    " + mode + "\n    max_body_bytes"}
+			old := parse(t, "old.lily.yaml", edit(t, policy...))
+			for _, tc := range []struct {
+				name       string
+				old, edits []string
+				buckets    string // those the finding names, or none
+			}{
+				{"delays changed", nil, []string{"[1s, 5s]", "[2s, 5s, 1m]"}, "orders.retry.2s, orders.retry.1m0s"},
+				{"retries added", noRetry, nil, "orders.retry.1s, orders.retry.5s"},
+				{"a delay dropped", nil, []string{"[1s, 5s]", "[5s]"}, ""},
+			} {
+				o := old
+				if tc.old != nil {
+					o = parse(t, "old.lily.yaml", edit(t, append(policy, tc.old...)...))
+				}
+				new := parse(t, "new.lily.yaml", edit(t, append(policy, tc.edits...)...))
+				var got []string
+				for _, f := range Breaking(o, new) {
+					got = append(got, f.Ack())
+					if !strings.Contains(f.Message, tc.buckets) || !strings.Contains(f.Migration, "apply the policies lilygen topology writes before deploying") {
+						t.Errorf("%s: %s (%s); want %s named and the policies applied first", tc.name, f.Message, f.Migration, tc.buckets)
+					}
+				}
+				if want := []string{"RETRY-BUCKET-ADDED@orders"}; tc.buckets == "" && got != nil || tc.buckets != "" && !slices.Equal(got, want) {
+					t.Errorf("%s: %v", tc.name, got)
+				}
+				changes := strings.Join(Changes(o, new), "\n")
+				if tc.buckets != "" && !strings.Contains(changes, "apply the policies lilygen topology writes before deploying") {
+					t.Errorf("%s: doc --against's changes say nothing of the policies:\n%s", tc.name, changes)
+				}
+			}
+		})
+	}
+	// An owned queue declares its buckets whole.
+	if found := Breaking(parse(t, "old.lily.yaml", base), parse(t, "new.lily.yaml", edit(t, "[1s, 5s]", "[2s]"))); len(found) != 0 {
+		t.Errorf("owned queue: %v", acksOf(found))
+	}
+}
+
 // A queue whose Lily arguments come from policies (its own, or another
 // team's) takes its DLQ and delivery limit from them: a change needs the
 // policies applied again, not a redeclare RabbitMQ would refuse, and never

@@ -77,8 +77,15 @@ func Changes(old, new *schema.File) []string {
 		}
 		// Bucket names follow their delays, so a changed delay declares a
 		// new bucket; the old one still returns what it holds to the queue.
+		// But for a queue whose Lily arguments go by policy: its new
+		// buckets' TTL and dead-lettering are their policies', not yet
+		// applied (RETRY-BUCKET-ADDED).
 		if !slices.Equal(oq.Retry.Delays, nq.Retry.Delays) {
-			add("queue %q: retry delays %v → %v (delete the buckets no longer used once they are empty)", nq.Name, oq.Retry.Delays, nq.Retry.Delays)
+			then := ""
+			if oq.ByPolicy && nq.ByPolicy && len(newBuckets(oq, nq)) > 0 {
+				then = "apply the policies lilygen topology writes before deploying, which carry the new buckets' TTL and dead-lettering; "
+			}
+			add("queue %q: retry delays %v → %v (%sdelete the buckets no longer used once they are empty)", nq.Name, oq.Retry.Delays, nq.Retry.Delays, then)
 		}
 	}
 	return out

@@ -188,6 +188,10 @@ func TestPageBreakingInLilysWords(t *testing.T) {
 			edit(t, "    max_body_bytes", policy),
 			edit(t, "    max_body_bytes", "    dlq: orders.dead\n    delivery_limit: 5\n"+policy),
 		},
+		"retry delays by policy": {
+			edit(t, "    max_body_bytes", policy),
+			edit(t, "    max_body_bytes", policy, "[1s, 5s]", "[1s, 10s]"),
+		},
 		"arguments moved": {base, edit(t, "    max_body_bytes", "    lily_arguments: policy\n    max_body_bytes")},
 		"ownership":       {base, edit(t, "    max_body_bytes", "    ownership: external\n    max_body_bytes")},
 	} {

@@ -101,6 +101,7 @@ var (
 	MessageTTLChanged       = Rule{"MESSAGE-TTL-CHANGED", Topology, "`arguments.message_ttl` changed: `x-message-ttl` changes"}
 	InitialGroupSizeChanged = Rule{"INITIAL-GROUP-SIZE-CHANGED", Topology, "a quorum queue's `arguments.initial_group_size` changed: `x-quorum-initial-group-size` changes"}
 	LilyArgumentsMoved      = Rule{"LILY-ARGUMENTS-MOVED", Topology, "`lily_arguments` or `ownership` changed whether the queue's declarations carry Lily's dead-lettering, TTL and limit arguments"}
+	RetryBucketAdded        = Rule{"RETRY-BUCKET-ADDED", Topology, "a queue whose Lily arguments come from policies (`lily_arguments: policy`, or `ownership: external`) retries through a bucket it did not (`retry.delays` changed, or retries added): the bucket is declared with its type alone, and until the policies `lilygen topology` writes are applied it keeps what it gets, neither expiring it nor returning it to the queue"}
 	OwnershipChanged        = Rule{"OWNERSHIP-CHANGED", Topology, "a queue's or exchange's `ownership` changed: Lily starts or stops declaring it"}
 	ExchangeTypeChanged     = Rule{"EXCHANGE-TYPE-CHANGED", Topology, "an exchange's `type` changed (for an external exchange: the schema now says its owner changed it)"}
 	ExchangeChanged         = Rule{"EXCHANGE-CHANGED", Topology, "an owned exchange's `durable`, `internal` or `alternate_exchange` changed"}
@@ -148,7 +149,7 @@ var All = []Rule{
 	FieldMadeOptional, FieldRequiredRemoved, FieldNullAllowed, BoundWidened, ExampleRejectedByOld, VersionAdded,
 	QueueTypeChanged, DLQChanged, DeliveryLimitChanged,
 	SingleActiveChanged, MaxPriorityChanged, MaxLengthChanged, OverflowChanged, MessageTTLChanged, InitialGroupSizeChanged,
-	LilyArgumentsMoved, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged, DeclaredDifferently,
+	LilyArgumentsMoved, RetryBucketAdded, OwnershipChanged, ExchangeTypeChanged, ExchangeChanged, DeclaredDifferently,
 	BindingRemoved, RoutingKeyNarrowed, AlternateDiverted, PublishChanged,
 	LintQueueName, LintFieldName, LintStringUnbounded, LintListUnbounded, LintVersionUnconsumed, LintRemoveAfterPassed,
 	LintSingleActiveConcurrency, LintUnorderedRetry, LintBudgetShort, LintTypeUnused, LintVersionUnreachable, LintBodyOverLimit,
