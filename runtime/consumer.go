@@ -232,6 +232,11 @@ type run struct {
 	// on (the broker cancelled the consumer, Lily recycled the channel),
 	// for Health; nil once a session opens, or a reconnect fails otherwise.
 	reopening atomic.Pointer[string]
+	// unserved is why the last attempt to open a session failed after a
+	// node took its connection (a step not answered, the connection closed
+	// under the opening, the queue's home node down), for Health; nil once
+	// a session opens, or an attempt fails at the dial or the login.
+	unserved atomic.Pointer[string]
 	// drifted is why the broker refused the topology when a consuming
 	// session declared it again, or a session opened past an external
 	// exchange found missing (drift.go), for Health; nil once taken.
@@ -373,7 +378,7 @@ func (c *Consumer) Run(ctx context.Context) (rep *Report, err error) {
 			// Alone, a step that does not answer, or a connection that
 			// closed under the opening, fails the start, as a dial that
 			// does not answer or is cut: the supervisor sees it.
-			c.intakeLost(r, 0, err)
+			c.openFailed(r, err)
 		case refused(last) && c.served.Load():
 			// One queue's deployment is wrong: waited for as a refusal
 			// after a start is, so that it stops no other queue of the Serve.
@@ -430,6 +435,7 @@ func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*sessio
 		case err == nil:
 			r.refusal.Store(nil)
 			r.reopening.Store(nil)
+			r.unserved.Store(nil)
 			if len(s.missing) > 0 {
 				// Opened past an external exchange found missing: told as a
 				// drift, before the session consumes and Health is ready.
@@ -446,9 +452,23 @@ func (c *Consumer) reconnect(ctx context.Context, r *run, failures int) (*sessio
 			// Not refused this time: Health says why no longer.
 			r.refusal.Store(nil)
 			r.reopening.Store(nil)
-			c.intakeLost(r, 0, err)
+			c.openFailed(r, err)
 		}
 	}
+}
+
+// openFailed records an attempt to open a session that failed other than by
+// a refusal. When a node took its connection and a step of the opening
+// failed, Health tells the cause: the broker is there, and an operator sent
+// to the network would look in the wrong place.
+func (c *Consumer) openFailed(r *run, err error) {
+	detail := c.intakeEnded(r, 0, stageLost, err)
+	var se *servedError
+	if !errors.As(lastAttempt(err), &se) {
+		r.unserved.Store(nil)
+		return
+	}
+	r.unserved.Store(&detail)
 }
 
 // unavailable reports whether a first connection failed for the queue

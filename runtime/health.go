@@ -83,6 +83,9 @@ func (c *Consumer) Health() Health {
 		if !r.consumed.Load() {
 			h.Why = "not connected: connecting to the broker"
 		}
+		if why := r.unserved.Load(); why != nil {
+			h.Why = "connected, not consuming: " + *why
+		}
 		if why := r.reopening.Load(); why != nil {
 			h.Why = "not consuming, opening the consumer again: " + *why
 		}

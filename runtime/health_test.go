@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,5 +305,35 @@ func TestBrokerHealthTellsACancelledConsumer(t *testing.T) {
 		return h.Live && !h.Ready && strings.HasPrefix(h.Why, "not consuming, opening the consumer again: the broker cancelled the consumer")
 	})
 	eventually(t, time.Minute, "ready again, the queue declared again", func() bool { return c.Health().Ready })
+	r.stop()
+}
+
+// When the consumer reconnects, logs in, and a step of opening its session
+// fails (here the consume goes unanswered, as for a quorum queue without a
+// leader), Health says it is connected and not consuming, and why, not that
+// it cannot reach the broker, which would send an operator to the network.
+// Before, it said "not connected: reconnecting to the broker".
+func TestBrokerHealthTellsASessionThatDoesNotOpen(t *testing.T) {
+	t.Parallel()
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newProxy(t)
+	var on atomic.Bool
+	held := stuckConsume(p, q.Name, &on)
+	r, c := prepare(t, q, ack, func(cfg *runtime.Config) {
+		cfg.URLs, cfg.StepTimeout, cfg.ReconnectMax = []string{p.url()}, time.Second, 200*time.Millisecond
+	})
+	r.launch(c)
+	eventually(t, time.Minute, "ready", func() bool { return c.Health().Ready })
+	on.Store(true)
+	p.Cut()
+	// A second consume held: the first attempt has failed on its step.
+	eventually(t, time.Minute, "a second consume held", func() bool { return held.Load() >= 2 })
+	if h := c.Health(); h.Ready || !h.Live || !strings.HasPrefix(h.Why, "connected, not consuming: ") ||
+		!strings.Contains(h.Why, "consume "+q.Name) || !strings.Contains(h.Why, "did not return in time") {
+		t.Errorf("Health: ready %v, live %v, %q; want connected, not consuming, and why", h.Ready, h.Live, h.Why)
+	}
+	on.Store(false)
+	eventually(t, time.Minute, "ready again", func() bool { return c.Health().Ready })
 	r.stop()
 }

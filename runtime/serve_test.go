@@ -215,7 +215,7 @@ func TestBrokerServeWaitsForAQueueWhoseNodeIsDown(t *testing.T) {
 	ran := serve(ctx, c1, c2)
 	eventually(t, time.Minute, "the queue out of reach retried", func() bool {
 		h := c2.Health()
-		return !h.Ready && h.Why == "not connected: connecting to the broker" &&
+		return !h.Ready && strings.HasPrefix(h.Why, "connected, not consuming: ") && strings.Contains(h.Why, "home node 'rabbit@gone'") &&
 			r2.events.has(func(e event) bool { return strings.Contains(e.detail, "home node 'rabbit@gone'") })
 	})
 	publish(t, good.Name, order(t, "meanwhile"))
@@ -363,7 +363,7 @@ func TestBrokerServeWaitsForAQueueWhoseConsumeHangs(t *testing.T) {
 	ran := serve(ctx, c1, c2)
 	eventually(t, time.Minute, "the hung queue retried", func() bool {
 		h := c2.Health()
-		return !h.Ready && h.Why == "not connected: connecting to the broker" &&
+		return !h.Ready && strings.HasPrefix(h.Why, "connected, not consuming: ") && strings.Contains(h.Why, "did not return in time") &&
 			r2.events.has(func(ev event) bool {
 				return ev.stage == "intake-lost" && strings.Contains(ev.detail, "consume "+hung.Name) &&
 					strings.Contains(ev.detail, "did not return in time")
