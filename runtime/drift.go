@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/lily-mq/lily/internal/sanitize"
 	"github.com/lily-mq/lily/runtime/internal/decide"
 	"github.com/lily-mq/lily/runtime/internal/step"
@@ -99,7 +101,7 @@ func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 			state, s.redeclaring = redeclareDone, false
 			s.unanswered.Store(0)
 		}()
-		d := declarer{conn: s.link.conn, goOn: refused}
+		d := declarer{conn: s.link.conn, goOn: pastRefusals}
 		err := d.topology(c.spec)
 		return d.refusals, err
 	})
@@ -115,8 +117,9 @@ func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	if r.consuming.Load() != s {
 		return
 	}
-	// Any other failure (the connection ending) is the session's to tell,
-	// not the topology's; the refusals met before it are told all the same.
+	// The connection ending is the session's to tell, not the topology's;
+	// the refusals met before it are told all the same.
+	refusals = stoppedAt(refusals, err)
 	switch {
 	case unanswered && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		c.emit(event{stage: stageUnanswered, generation: s.gen.ID, detail: fmt.Sprintf(
@@ -126,6 +129,24 @@ func (c *Consumer) redeclare(ctx context.Context, r *run, s *session) {
 	case len(refusals) > 0:
 		c.drifted(r, s.gen.ID, refusals, func() bool { return r.consuming.Load() == s })
 	}
+}
+
+// pastRefusals says what the topology declared again while consuming goes
+// on past: every refusal, and the 404 of a bind, which waits for an owner
+// as a refusal does (what it binds deleted since it was declared).
+func pastRefusals(err error) bool { return refused(err) || errors.As(err, new(unbound)) }
+
+// stoppedAt adds to refusals err, the failure that stopped the topology
+// declared again, when it is its channel's alone (a 404 of a classic queue
+// whose node is down): the rest of the topology was not declared, and that
+// is told as a refusal is, not dropped. The connection ending (a hard
+// error, or the channel closed under it) is not.
+func stoppedAt(refusals []error, err error) []error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Recover {
+		return append(refusals, fmt.Errorf("stopped at %w", err))
+	}
+	return refusals
 }
 
 // drifted tells the refusals of the topology declared for the session of

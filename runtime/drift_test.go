@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -406,4 +408,89 @@ func TestBrokerRedeclareUnansweredHoldsOneChannel(t *testing.T) {
 	}
 	r.stop()
 	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}
+
+// dialAs dials the broker as a user of the test's own who may configure
+// only what matches configure (and read and write everything).
+func dialAs(t *testing.T, configure string) *amqp.Connection {
+	t.Helper()
+	user := brokerUser(t, "topo", "secret")
+	rabbitmqctl(t, "set_permissions", "-p", "/", user, configure, ".*", ".*")
+	u, err := url.Parse(brokerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, "secret")
+	conn, err := amqp.Dial(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// An exchange of Lily's own that the user may not declare (deleted, and
+// the permission to declare it taken away) is refused with a 403 when the
+// topology is declared again. Its binding is not sent (the 404 it would
+// get stopped the declare there, unsaid), and the binding from the next
+// exchange, declared anew, is made all the same: a message sent to it
+// reaches the queue.
+func TestBrokerOwnedExchangeRefusedLeavesTheOthersBound(t *testing.T) {
+	t.Parallel()
+	var denied, permitted string
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		denied, permitted = "lilytest.drift.denied."+q.Name, q.Name+".x"
+		q.Topology.Exchanges = []topology.Exchange{
+			{Name: denied, Type: topology.Fanout, Durable: true},
+			{Name: permitted, Type: topology.Fanout, Durable: true},
+		}
+		q.Topology.Bindings = []topology.Binding{{Source: denied}, {Source: permitted}}
+	})
+	t.Cleanup(func() { deleteExchanges(t, denied, permitted) })
+	refusals, channels, err := runtime.DeclareTopologyAgain(dialAs(t, "^"+regexp.QuoteMeta(q.Name)), q)
+	if err != nil {
+		t.Fatalf("declared again: %v", err)
+	}
+	if len(refusals) != 1 || !strings.HasPrefix(refusals[0].Error(), "declare exchange "+denied+": ") ||
+		!strings.Contains(refusals[0].Error(), "403") {
+		t.Errorf("refusals %v; want the 403 of %s alone", refusals, denied)
+	}
+	if channels > 2 {
+		t.Errorf("%d channels; want at most 2", channels)
+	}
+	publishRouted(t, permitted, order(t, "routed"))
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+}
+
+// A queue of Lily's own that the user may not declare (deleted, and the
+// permission to declare it taken away) is refused with a 403 when the
+// topology is declared again, and each binding to it then gets a 404:
+// each is told as a refusal, and the declare goes on past it rather than
+// stop at the first, unsaid.
+func TestBrokerBindOfAQueueRefusedIsARefusal(t *testing.T) {
+	t.Parallel()
+	var x, y string
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		x, y = q.Name+".x", q.Name+".y"
+		q.Topology.Exchanges = []topology.Exchange{
+			{Name: x, Type: topology.Fanout, Durable: true},
+			{Name: y, Type: topology.Fanout, Durable: true},
+		}
+		q.Topology.Bindings = []topology.Binding{{Source: x}, {Source: y}}
+	})
+	t.Cleanup(func() { deleteExchanges(t, x, y) })
+	// Everything of the queue's but the queue itself.
+	configure := "^" + regexp.QuoteMeta(q.Name) + `\..+`
+	refusals, _, err := runtime.DeclareTopologyAgain(dialAs(t, configure), q)
+	if err != nil {
+		t.Fatalf("declared again: %v", err)
+	}
+	for i, want := range []string{"declare queue " + q.Name, "bind queue " + q.Name + " to exchange " + x, "bind queue " + q.Name + " to exchange " + y} {
+		if i >= len(refusals) || !strings.HasPrefix(refusals[i].Error(), want+": ") {
+			t.Errorf("refusal %d: %v; want %q", i, refusals, want)
+		}
+	}
+	if len(refusals) != 3 {
+		t.Errorf("%d refusals; want 3", len(refusals))
+	}
 }

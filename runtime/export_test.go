@@ -111,7 +111,7 @@ func (c *Consumer) DialFrom(n int) { c.dialer.node.Store(int32(n)) }
 // declares it again, past every refusal: it returns the refusals, how many
 // channels it opened, and the failure that stopped it, if one did.
 func DeclareTopologyAgain(conn *amqp.Connection, q QueueSpec) (refusals []error, channels int, err error) {
-	d := declarer{conn: conn, goOn: refused}
+	d := declarer{conn: conn, goOn: pastRefusals}
 	err = d.topology(q)
 	return d.refusals, d.opened, err
 }

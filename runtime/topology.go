@@ -38,18 +38,20 @@ func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 // does. Unless d.goOn is set, the first failure stops it and is returned.
 // With goOn, a failure it takes stops only the declare refused: as when a
 // consuming session declares its topology again (drift.go), each refusal (a
-// 406, a 403, the 404 of something external that does not exist), or as
-// when a session opens after the run has consumed (Consumer.open), an
-// external exchange found missing alone. It is added to d.refusals, and the
-// rest is declared, on a new channel when the refusal closed the one in
-// use, so that one exchange deleted by its owner or one queue declared with
-// other arguments keeps no other binding from coming back. A binding from an external exchange, or to an external queue, found
-// not to exist is not sent: its 404 would only say so again. Any other
-// failure (no answer, the connection ending, a classic queue's node down)
-// stops it and is returned. Each channel after the first follows a refusal
-// that closed the one before, so a declare opens at most one more channel
-// than the broker refused declares (a DLQ's that yield on its type or
-// limit, dlqdeclare.go, count among them).
+// 406, a 403, the 404 of something external that does not exist, or of a
+// bind), or as when a session opens after the run has consumed
+// (Consumer.open), an external exchange found missing alone. It is added to
+// d.refusals, and the rest is declared, on a new channel when the refusal
+// closed the one in use, so that one exchange deleted by its owner or one
+// queue declared with other arguments keeps no other binding from coming
+// back. A binding from or into an exchange gone past (refused, but for a
+// 406, which says it exists), or to an external queue found not to exist,
+// is not sent: its 404 would only say so again. Any other failure (no
+// answer, the connection ending, a classic queue's node down) stops it and
+// is returned. Each channel after the first follows a refusal that closed
+// the one before, so a declare opens at most one more channel than the
+// broker refused declares (a DLQ's that yield on its type or limit,
+// dlqdeclare.go, count among them).
 func (d *declarer) topology(q QueueSpec) error {
 	if err := d.open(); err != nil {
 		return err
@@ -69,7 +71,12 @@ func (d *declarer) topology(q QueueSpec) error {
 			if err := d.stopAt(err); err != nil {
 				return err
 			}
-			if errors.Is(err, errExternalMissing) {
+			// Gone on past: no binding from it or into it is sent, as
+			// none is from an external exchange found missing. An owned
+			// exchange refused otherwise (a 403: deleted, and no longer
+			// ours to declare) may not exist either, and the bind's 404
+			// would only close one more channel. A 406 says it exists.
+			if !isCode(err, amqp.PreconditionFailed) {
 				gone[x.Name] = true
 			}
 		}
@@ -89,11 +96,14 @@ func (d *declarer) topology(q QueueSpec) error {
 		if b.External {
 			continue // AMQP has no passive bind: another team's binding is trusted
 		}
-		if gone[b.Source] || b.Exchange == "" && queueGone {
+		if gone[b.Source] || gone[b.Exchange] || b.Exchange == "" && queueGone {
 			continue
 		}
 		if err := d.bind(q.Name, b); err != nil {
 			err = fmt.Errorf("bind %s to exchange %s: %w", destination(q.Name, b), b.Source, err)
+			if isCode(err, amqp.NotFound) && !strings.Contains(err.Error(), "down or inaccessible") {
+				err = unbound{err}
+			}
 			if err := d.stopAt(err); err != nil {
 				return err
 			}
@@ -118,6 +128,14 @@ func (e exchangeMissing) Unwrap() error { return e.error }
 // what it would route to the queue is missing meanwhile. A session that
 // opens after the run has consumed goes on past it (Consumer.open).
 func exchangeGone(err error) bool { return errors.As(err, new(exchangeMissing)) }
+
+// unbound is the 404 of a bind: what it binds does not exist (deleted
+// since it was declared, or its declare refused). Declared again while
+// consuming, the topology goes on past it as past a refusal
+// (pastRefusals); its text is the error's own.
+type unbound struct{ error }
+
+func (e unbound) Unwrap() error { return e.error }
 
 // missing marks err as errExternalMissing when it is the 404 of the passive
 // check of something external that does not exist. RabbitMQ answers a

@@ -117,3 +117,22 @@ func TestRefusalsTextIsBounded(t *testing.T) {
 		t.Errorf("ten refusals told in %d bytes; want at most %d", len(got), bound)
 	}
 }
+
+// A topology declared again that a failure of its channel alone stopped (a
+// classic queue whose node is down) tells that failure after the refusals
+// met before it: the rest was not declared. The connection ending is the
+// session's to tell, not the topology's.
+func TestRedeclareStoppedIsTold(t *testing.T) {
+	before := []error{errors.New("declare exchange x: 403")}
+	down := fmt.Errorf("declare queue q: %w", &amqp.Error{Code: amqp.NotFound, Recover: true,
+		Reason: "NOT_FOUND - home node 'rabbit@n2' of durable queue 'q' in vhost '/' is down or inaccessible"})
+	got := stoppedAt(before, down)
+	if len(got) != 2 || got[0] != before[0] || !errors.Is(got[1], down) || !strings.HasPrefix(got[1].Error(), "stopped at declare queue q: ") {
+		t.Errorf("stopped by a classic queue's node down: %v", got)
+	}
+	for _, err := range []error{nil, amqp.ErrClosed, fmt.Errorf("bind: %w", &amqp.Error{Code: amqp.ConnectionForced, Reason: "CONNECTION_FORCED"})} {
+		if got := stoppedAt(before, err); len(got) != 1 {
+			t.Errorf("stopped by %v: %v", err, got)
+		}
+	}
+}
