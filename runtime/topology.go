@@ -84,6 +84,9 @@ func (d *declarer) topology(q QueueSpec) error {
 	for _, decl := range queue.Declarations(t) {
 		if err := d.queue(decl); err != nil {
 			err = fmt.Errorf("declare queue %s: %w", decl.Name, missing(decl.Passive, err))
+			if !decl.Passive && !decl.KeepTypeAndLimit && isCode(err, amqp.PreconditionFailed) {
+				err = inequivalentQueue{err}
+			}
 			if err := d.stopAt(err); err != nil {
 				return err
 			}
@@ -128,6 +131,20 @@ func (e exchangeMissing) Unwrap() error { return e.error }
 // what it would route to the queue is missing meanwhile. A session that
 // opens after the run has consumed goes on past it (Consumer.open).
 func exchangeGone(err error) bool { return errors.As(err, new(exchangeMissing)) }
+
+// inequivalentQueue is the 406 of a queue of Lily's own, its main queue or a
+// retry bucket, that exists with other arguments. RabbitMQ names only the
+// first argument that differs, so mending that one may only bring the next
+// 406: its text says to compare them all. (The DLQ's says what it keeps,
+// dlqdeclare.go.)
+type inequivalentQueue struct{ error }
+
+func (e inequivalentQueue) Error() string {
+	return e.error.Error() + "; RabbitMQ names only the first argument that differs: compare them all," +
+		" the type included (rabbitmqctl list_queues name type arguments)"
+}
+
+func (e inequivalentQueue) Unwrap() error { return e.error }
 
 // unbound is the 404 of a bind: what it binds does not exist (deleted
 // since it was declared, or its declare refused). Declared again while

@@ -122,6 +122,41 @@ func TestBrokerEstateDLQArgumentsAreRefused(t *testing.T) {
 	}
 }
 
+// A main queue or retry bucket of Lily's own that exists with other
+// arguments is refused (406), and RabbitMQ names only the first that
+// differs: the error says to compare them all, with the command that shows
+// them. The DLQ's says what it keeps instead, and not that.
+func TestBrokerQueueRefusedSaysToCompareEveryArgument(t *testing.T) {
+	t.Parallel()
+	const hint = "RabbitMQ names only the first argument that differs: compare them all, the type included (rabbitmqctl list_queues name type arguments)"
+	for _, c := range []struct {
+		name  string
+		queue func(runtime.QueueSpec) string
+		hint  bool
+	}{
+		{"the main queue", func(q runtime.QueueSpec) string { return q.Name }, true},
+		{"a retry bucket", func(q runtime.QueueSpec) string { return bucket(q, q.Topology.RetryDelays[0]) }, true},
+		{"the DLQ", func(q runtime.QueueSpec) string { return q.Topology.DeadLetterQueue }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			q := brokerSpec(t, func(q *runtime.QueueSpec) { q.Topology.Type = topology.Classic })
+			ch := channel(t, dial(t))
+			if _, err := ch.QueueDeclare(c.queue(q), true, false, false, false, amqp.Table{"x-max-length": int64(1)}); err != nil {
+				t.Fatal(err)
+			}
+			err := runtime.DeclareTopology(dial(t), q)
+			var ae *amqp.Error
+			if !errors.As(err, &ae) || ae.Code != amqp.PreconditionFailed {
+				t.Fatalf("DeclareTopology: %v, want a 406", err)
+			}
+			if strings.Contains(err.Error(), hint) != c.hint {
+				t.Errorf("DeclareTopology: %v; want the hint %t", err, c.hint)
+			}
+		})
+	}
+}
+
 // A DLQ that exists keeps its type, classic or quorum: a DLQ shared by a
 // classic and a quorum queue is of whichever declared it first; and a
 // quorum DLQ without a limit is kept, whatever Lily writes for none on the
