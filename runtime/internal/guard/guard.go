@@ -218,7 +218,7 @@ func checkID(field, id string, maxBytes int, required bool) string {
 		return field + " longer than " + strconv.Itoa(maxBytes) + " bytes"
 	}
 	if !envelope.IDText(id) {
-		return field + " " + quote(id) + " not printable ASCII"
+		return field + " " + quote(id) + " not printable ASCII without spaces"
 	}
 	return ""
 }

@@ -324,7 +324,7 @@ func TestGuard(t *testing.T) {
 			mutate: func(d *amqp.Delivery) { d.MessageId = "\x1b[31mred\x1b[0m" }},
 		{name: "message_id with invalid UTF-8", want: Poison, reason: `message_id "id-\xff\xfe" not printable ASCII`,
 			mutate: func(d *amqp.Delivery) { d.MessageId = "id-\xff\xfe" }},
-		{name: "message_id with a space", want: Poison, reason: "not printable ASCII",
+		{name: "message_id with a space", want: Poison, reason: `message_id "order 42" not printable ASCII without spaces`,
 			mutate: func(d *amqp.Delivery) { d.MessageId = "order 42" }},
 		{name: "message_id with a non-ASCII rune", want: Poison, reason: `message_id "sipari\xc5\x9f" not printable ASCII`,
 			mutate: func(d *amqp.Delivery) { d.MessageId = "sipariş" }},
