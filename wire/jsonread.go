@@ -197,8 +197,15 @@ func (r *JSONReader) kindError(c byte) error {
 	return &FieldError{Problem: "unexpected JSON " + kind}
 }
 
+// invalidChar names the byte c that JSON does not allow where it is. A byte
+// past ASCII is named as itself, '\xef', not as the rune of its value, which
+// would be written back as two other bytes.
 func invalidChar(c byte, where string) string {
-	return "invalid character " + strconv.QuoteRune(rune(c)) + " " + where
+	quoted := strconv.QuoteRune(rune(c))
+	if c >= 0x80 {
+		quoted = `'\x` + strconv.FormatUint(uint64(c), 16) + `'`
+	}
+	return "invalid character " + quoted + " " + where
 }
 
 // literal consumes word (true, false or null), which must come next.

@@ -65,6 +65,7 @@ func TestJSONReaderScalars(t *testing.T) {
 		{`[]`, boolean, nil, "unexpected JSON array"},
 		{`{}`, boolean, nil, "unexpected JSON object"},
 		{`x`, boolean, nil, `invalid JSON at byte 0: invalid character 'x' at the start of a value`},
+		{"\xef\xbb\xbftrue", boolean, nil, `invalid JSON at byte 0: invalid character '\xef' at the start of a value`},
 		{``, boolean, nil, "invalid JSON at byte 0: unexpected end of JSON input"},
 		{`"2026-12-02T10:00:00Z"`, tm, time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), ""},
 		{`"2026-12-02 10:00:00Z"`, tm, nil, "not an RFC 3339 time"},
