@@ -3,6 +3,7 @@ package review
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/lily-mq/lily/internal/queue"
@@ -148,7 +149,8 @@ func Lint(f *schema.File, today time.Time) []Finding {
 func lintField(f *schema.Field, subject string, header bool, add func(r rules.Rule, subject string, at schema.Pos, msg, fix string)) {
 	if f.Name != "" && !header && !fieldNameStyle.MatchString(f.Name) {
 		add(rules.LintFieldName, subject, f.Pos,
-			fmt.Sprintf("field name %q is not snake_case", f.Name), "rename it in a new version, such as order_id")
+			fmt.Sprintf("field name %q is not snake_case", f.Name),
+			fmt.Sprintf("rename it in a new version, such as %s", snakeName(f.Name)))
 	}
 	switch {
 	case (f.Type == schema.String || f.Type == schema.Bytes) && f.MaxLength == nil:
@@ -158,6 +160,35 @@ func lintField(f *schema.Field, subject string, header bool, add func(r rules.Ru
 		add(rules.LintListUnbounded, subject, f.Pos,
 			fmt.Sprintf("%s %s has no max_items", f.Type, subject), "bound it with max_items")
 	}
+}
+
+// snakeName is name in snake_case: a word starts at an upper-case letter
+// after a lower-case one or a digit, or before a lower-case one (orderID and
+// OrderId are order_id, HTTPCode http_code), and '-' joins words as '_'.
+// A field name is ASCII letters, digits, '_' and '-', starting with a letter.
+func snakeName(name string) string {
+	lower := func(c byte) bool { return c >= 'a' && c <= 'z' }
+	upper := func(c byte) bool { return c >= 'A' && c <= 'Z' }
+	digit := func(c byte) bool { return c >= '0' && c <= '9' }
+	out := make([]byte, 0, len(name)+8)
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if upper(c) {
+			prev, next := name[max(i-1, 0)], name[min(i+1, len(name)-1)]
+			if i > 0 && (lower(prev) || digit(prev) || upper(prev) && lower(next)) {
+				out = append(out, '_')
+			}
+			c += 'a' - 'A'
+		} else if c == '-' {
+			c = '_'
+		}
+		// One '_' between words.
+		if c == '_' && (len(out) == 0 || out[len(out)-1] == '_') {
+			continue
+		}
+		out = append(out, c)
+	}
+	return strings.TrimSuffix(string(out), "_")
 }
 
 // walkFields calls fn with every field below fs, elements included, and its

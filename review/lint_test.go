@@ -84,3 +84,43 @@ func TestLintFixesStayInBounds(t *testing.T) {
 		})
 	}
 }
+
+// TestLintFieldNameFix: the fix names the field's own words in snake_case.
+func TestLintFieldNameFix(t *testing.T) {
+	f := parse(t, "lint.lily.yaml", `version: 1
+package: lintmsg
+messages:
+  Placed:
+    versions:
+      1:
+        fields:
+          totalCents: {type: integer}
+          orderID: {type: integer}
+          TotalTax: {type: integer}
+          HTTPCode: {type: integer}
+          ship-to: {type: integer}
+          line2Text: {type: integer}
+          order__Ref: {type: integer}
+          done_: {type: integer}
+`)
+	got := map[string]string{}
+	for _, x := range Lint(f, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)) {
+		if x.Rule == rules.LintFieldName.ID {
+			got[x.Subject] = x.Migration
+		}
+	}
+	const fix = "rename it in a new version, such as "
+	want := map[string]string{
+		"Placed.v1.totalCents": fix + "total_cents",
+		"Placed.v1.orderID":    fix + "order_id",
+		"Placed.v1.TotalTax":   fix + "total_tax",
+		"Placed.v1.HTTPCode":   fix + "http_code",
+		"Placed.v1.ship-to":    fix + "ship_to",
+		"Placed.v1.line2Text":  fix + "line2_text",
+		"Placed.v1.order__Ref": fix + "order_ref",
+		"Placed.v1.done_":      fix + "done",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LINT-FIELD-NAME subject → fix (-want +got):\n%s", diff)
+	}
+}
