@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lily-mq/lily/envelope"
 	"github.com/lily-mq/lily/internal/queue"
 	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
@@ -100,6 +101,7 @@ func Lint(f *schema.File, today time.Time) []Finding {
 	}
 	day := today.Format(time.DateOnly)
 	consumedBy := consumers(f)
+	foreign := foreignKeys(f)
 	for _, m := range f.Messages {
 		for _, v := range m.Versions {
 			subject := fmt.Sprintf("%s.v%d", m.Name, v.Number)
@@ -115,17 +117,17 @@ func Lint(f *schema.File, today time.Time) []Finding {
 					"remove it, or move remove_after")
 			}
 			walkFields(v.Fields, subject+".", func(fd *schema.Field, subject string) {
-				lintField(fd, subject, false, add)
+				lintField(fd, subject, !foreign.messages[m.Name], add)
 			})
 			walkFields(v.Headers, subject+".headers.", func(fd *schema.Field, subject string) {
-				lintField(fd, subject, true, add)
+				lintField(fd, subject, false, add)
 			})
 		}
 	}
 	// A shared type's fields are linted once, under its name.
 	for _, t := range f.Types {
 		walkFields(t.Fields, t.Named+".", func(fd *schema.Field, subject string) {
-			lintField(fd, subject, false, add)
+			lintField(fd, subject, !foreign.types[t.Named], add)
 		})
 	}
 	used := map[*schema.Field]bool{}
@@ -144,10 +146,11 @@ func Lint(f *schema.File, today time.Time) []Finding {
 	return out
 }
 
-// lintField checks one field; header names follow HTTP's style, not JSON's,
-// so only payload fields are held to snake_case.
-func lintField(f *schema.Field, subject string, header bool, add func(r rules.Rule, subject string, at schema.Pos, msg, fix string)) {
-	if f.Name != "" && !header && !fieldNameStyle.MatchString(f.Name) {
+// lintField checks one field, and its name when snakeCase: header names
+// follow HTTP's style, not JSON's, and a foreign producer's keys are its own
+// (see foreignKeys).
+func lintField(f *schema.Field, subject string, snakeCase bool, add func(r rules.Rule, subject string, at schema.Pos, msg, fix string)) {
+	if f.Name != "" && snakeCase && !fieldNameStyle.MatchString(f.Name) {
 		add(rules.LintFieldName, subject, f.Pos,
 			fmt.Sprintf("field name %q is not snake_case", f.Name),
 			fmt.Sprintf("rename it in a new version, such as %s", snakeName(f.Name)))
@@ -189,6 +192,46 @@ func snakeName(name string) string {
 		out = append(out, c)
 	}
 	return strings.TrimSuffix(string(out), "_")
+}
+
+// exempt names what LINT-FIELD-NAME leaves alone, by Go name.
+type exempt struct{ messages, types map[string]bool }
+
+// foreignKeys lists the messages whose JSON keys Lily's schema does not
+// choose: those read in a profile other than Lily's, their own or that of a
+// queue consuming them. Another framework's producer names their keys, which
+// its consumers cannot rename. A shared type is exempt when only such
+// messages use it; one a Lily message uses too is held to snake_case.
+func foreignKeys(f *schema.File) exempt {
+	out := exempt{messages: map[string]bool{}, types: map[string]bool{}}
+	for _, m := range f.Messages {
+		if m.Envelope != nil && m.Envelope.Profile.Kind != envelope.Lily {
+			out.messages[m.Name] = true
+		}
+	}
+	for _, q := range f.Queues {
+		for _, c := range q.Consumes {
+			if c.Envelope != nil && c.Envelope.Profile.Kind != envelope.Lily {
+				out.messages[c.Message.Name] = true
+			}
+		}
+	}
+	lily := map[string]bool{}
+	for _, m := range f.Messages {
+		for _, v := range m.Versions {
+			for _, t := range v.SharedTypes() {
+				if out.messages[m.Name] {
+					out.types[t] = true
+				} else {
+					lily[t] = true
+				}
+			}
+		}
+	}
+	for t := range lily {
+		delete(out.types, t)
+	}
+	return out
 }
 
 // walkFields calls fn with every field below fs, elements included, and its

@@ -1,11 +1,13 @@
 package review
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lily-mq/lily/schema"
 	"github.com/lily-mq/lily/schema/rules"
 )
 
@@ -85,6 +87,49 @@ func TestLintFixesStayInBounds(t *testing.T) {
 	}
 }
 
+// TestLintFieldNameForeign: a message read in a foreign envelope profile, its
+// own or its queue's, has the JSON keys its producer chose, which its
+// consumers cannot rename; so has a shared type only such messages use.
+func TestLintFieldNameForeign(t *testing.T) {
+	f := parse(t, "lint.lily.yaml", `version: 1
+package: lintmsg
+envelopes:
+  spring: {kind: headers, type: {header: __TypeId__}, version: {fixed: 1}}
+  events: {kind: cloudevents, version: {type_suffix: .v}}
+types:
+  Money: {type: object, fields: {amountCents: {type: integer}}}
+  Address: {type: object, fields: {zipCode: {type: string, max_length: 10}}}
+messages:
+  Shipped:
+    envelope: spring
+    versions:
+      1: {fields: {orderId: {type: string, max_length: 10}, total: {type: Money}}}
+  Paid:
+    versions:
+      1: {fields: {paymentId: {type: string, max_length: 10}, to: {type: Address}}}
+  Placed:
+    versions:
+      1: {fields: {totalCents: {type: integer}, ship-to: {type: Address}}}
+queues:
+  partners:
+    envelope: events
+    consumes: [{message: Paid}, {message: Shipped}]
+  orders:
+    consumes: [{message: Placed}]
+`)
+	var got []string
+	for _, x := range Lint(f, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)) {
+		if x.Rule == rules.LintFieldName.ID {
+			got = append(got, x.Subject)
+		}
+	}
+	// Address is Paid's and Placed's: Placed's team may rename it.
+	want := []string{"Address.zipCode", "Placed.v1.totalCents", "Placed.v1.ship-to"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LINT-FIELD-NAME subjects (-want +got):\n%s", diff)
+	}
+}
+
 // TestLintFieldNameFix: the fix names the field's own words in snake_case.
 func TestLintFieldNameFix(t *testing.T) {
 	f := parse(t, "lint.lily.yaml", `version: 1
@@ -122,5 +167,17 @@ messages:
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LINT-FIELD-NAME subject → fix (-want +got):\n%s", diff)
+	}
+}
+
+// TestLintExample: the example docs/lilygen.md's CI job would lint is clean,
+// its Spring producer's orderId included.
+func TestLintExample(t *testing.T) {
+	f, err := schema.Load(filepath.Join("..", "examples", "orders", "orders.lily.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range Lint(f, time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("%s:%d:%d: %s [%s]", x.File, x.Line, x.Column, x.Message, x.Rule)
 	}
 }

@@ -112,7 +112,7 @@ var (
 	PublishChanged          = Rule{"PUBLISH-CHANGED", Routing, "a message's `publish` exchange or routing key changes (a fixed key, or the field or header it is read from): queues bound to the old one stop receiving it from producers on the new schema"}
 
 	LintQueueName         = Rule{"LINT-QUEUE-NAME", Lint, "a queue or DLQ name that is not lower-case words joined by `.`, `-` or `_`"}
-	LintFieldName         = Rule{"LINT-FIELD-NAME", Lint, "a payload JSON key that is not snake_case (headers are exempt)"}
+	LintFieldName         = Rule{"LINT-FIELD-NAME", Lint, "a payload JSON key that is not snake_case (headers are exempt, and so are the keys of a message read in a CloudEvents or header-mapped envelope, which its producer names)"}
 	LintStringUnbounded   = Rule{"LINT-STRING-UNBOUNDED", Lint, "a string or bytes field, element or header without `max_length`"}
 	LintListUnbounded     = Rule{"LINT-LIST-UNBOUNDED", Lint, "a list or map without `max_items`"}
 	LintVersionUnconsumed = Rule{"LINT-VERSION-UNCONSUMED", Lint, "a version no queue consumes, in a schema that has queues"}
