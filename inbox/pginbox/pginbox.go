@@ -273,8 +273,14 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	}
 	// set_config(..., true) is SET LOCAL with a bind parameter. The
 	// materialized CTE reads the lock_timeout in force before it is replaced.
+	// Under synchronous_commit=off (a DBA's throughput setting) COMMIT
+	// answers before its WAL is flushed, and the runtime would ACK a claim a
+	// server crash can still lose: the claim raises off to local, and keeps
+	// any other value, which only asks more (of a standby too).
 	set := `WITH prior AS MATERIALIZED (SELECT current_setting('lock_timeout') AS v)
-		SELECT v, set_config('lock_timeout', $1, true)`
+		SELECT v, set_config('lock_timeout', $1, true),
+			CASE current_setting('synchronous_commit')
+				WHEN 'off' THEN set_config('synchronous_commit', 'local', true) END`
 	// The claim waits on another's no longer than ctx leaves before its
 	// reserve, so that PostgreSQL answers 55P03 and the rollback still has
 	// time: at ctx's end pgx would close the connection to cancel the wait,
@@ -285,7 +291,7 @@ func (in *Inbox) Begin(ctx context.Context, consumer, messageID string) (runtime
 	}
 	args := []any{millis(wait)}
 	var prior string
-	into := []any{&prior, nil}
+	into := []any{&prior, nil, nil}
 	if in.opts.IdleTimeout > 0 {
 		set += ", set_config('idle_in_transaction_session_timeout', $2, true)"
 		args = append(args, millis(in.opts.IdleTimeout))

@@ -1284,6 +1284,48 @@ func TestTimeoutsRoundUpToWholeMilliseconds(t *testing.T) {
 	}
 }
 
+// Under synchronous_commit=off COMMIT answers before its WAL is flushed: a
+// server crash just after would lose the claim the runtime ACKed. The
+// claim's transaction raises off to local; any other value the session has
+// (the DBA's, for a standby) it keeps. Only for the claim: the session's own
+// is unchanged after it.
+func TestClaimCommitIsDurableUnderSynchronousCommitOff(t *testing.T) {
+	for _, c := range []struct{ session, claim string }{
+		{"off", "local"}, {"local", "local"}, {"on", "on"},
+		{"remote_write", "remote_write"}, {"remote_apply", "remote_apply"},
+	} {
+		t.Run(c.session, func(t *testing.T) {
+			e := newEnv(t)
+			pool := connectWith(t, e.ctx, e.url, func(cfg *pgxpool.Config) {
+				cfg.MaxConns = 1
+				cfg.ConnConfig.RuntimeParams["synchronous_commit"] = c.session
+			})
+			tx, err := pginbox.New(pool, pginbox.Options{}).Begin(e.ctx, e.prefix, "m1")
+			if got, detail := answer(tx, err); got != "claimed" {
+				t.Fatalf("Begin = %s (%s); want claimed", got, detail)
+			}
+			ctx := tx.Bind(e.ctx)
+			h, _ := pginbox.Tx(ctx)
+			var inClaim string
+			if err := h.QueryRow(ctx, "SELECT current_setting('synchronous_commit')").Scan(&inClaim); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.write(ctx, "k", 0); err != nil {
+				t.Fatal(err)
+			}
+			e.commit(tx)
+			e.expect(1)
+			var after string
+			if err := pool.QueryRow(e.ctx, "SHOW synchronous_commit").Scan(&after); err != nil {
+				t.Fatal(err)
+			}
+			if inClaim != c.claim || after != c.session {
+				t.Errorf("synchronous_commit in the claim %q, after it %q; want %q, then the session's %q", inClaim, after, c.claim, c.session)
+			}
+		})
+	}
+}
+
 // A handler that sends a session-level SET search_path through the claim's
 // transaction leaves it on the pooled connection after COMMIT (pgxpool keeps
 // session state). The claims and the look-up of a lost COMMIT that later run
