@@ -431,10 +431,9 @@ func dialAs(t *testing.T, configure string) *amqp.Connection {
 
 // An exchange of Lily's own that the user may not declare (deleted, and
 // the permission to declare it taken away) is refused with a 403 when the
-// topology is declared again. Its binding is not sent (the 404 it would
-// get stopped the declare there, unsaid), and the binding from the next
-// exchange, declared anew, is made all the same: a message sent to it
-// reaches the queue.
+// topology is declared again, and its binding then gets a 404: both are
+// told, and the binding from the next exchange, declared anew, is made all
+// the same: a message sent to it reaches the queue.
 func TestBrokerOwnedExchangeRefusedLeavesTheOthersBound(t *testing.T) {
 	t.Parallel()
 	var denied, permitted string
@@ -451,14 +450,43 @@ func TestBrokerOwnedExchangeRefusedLeavesTheOthersBound(t *testing.T) {
 	if err != nil {
 		t.Fatalf("declared again: %v", err)
 	}
-	if len(refusals) != 1 || !strings.HasPrefix(refusals[0].Error(), "declare exchange "+denied+": ") ||
-		!strings.Contains(refusals[0].Error(), "403") {
-		t.Errorf("refusals %v; want the 403 of %s alone", refusals, denied)
+	want := []string{"declare exchange " + denied + ": ", "bind queue " + q.Name + " to exchange " + denied + ": "}
+	if len(refusals) != 2 || !strings.HasPrefix(refusals[0].Error(), want[0]) || !strings.Contains(refusals[0].Error(), "403") ||
+		!strings.HasPrefix(refusals[1].Error(), want[1]) || !strings.Contains(refusals[1].Error(), "404") {
+		t.Errorf("refusals %v; want the 403 of %s, then its binding's 404", refusals, denied)
 	}
-	if channels > 2 {
-		t.Errorf("%d channels; want at most 2", channels)
+	if channels > 3 {
+		t.Errorf("%d channels; want at most 3", channels)
 	}
 	publishRouted(t, permitted, order(t, "routed"))
+	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
+}
+
+// The 403 of an exchange of Lily's own whose permission to configure was
+// taken away says nothing of whether it exists (RabbitMQ checks the
+// permission first): its binding, deleted meanwhile, is made again.
+func TestBrokerOwnedExchangeRefusedStillBinds(t *testing.T) {
+	t.Parallel()
+	var denied string
+	q := brokerSpec(t, func(q *runtime.QueueSpec) {
+		denied = "lilytest.drift.denied." + q.Name
+		q.Topology.Exchanges = []topology.Exchange{{Name: denied, Type: topology.Fanout, Durable: true}}
+		q.Topology.Bindings = []topology.Binding{{Source: denied}}
+	})
+	t.Cleanup(func() { deleteExchanges(t, denied) })
+	declareTopology(t, q)
+	ch := channel(t, dial(t))
+	if err := ch.QueueUnbind(q.Name, "", denied, nil); err != nil {
+		t.Fatal(err)
+	}
+	refusals, _, err := runtime.DeclareTopologyAgain(dialAs(t, "^"+regexp.QuoteMeta(q.Name)), q)
+	if err != nil {
+		t.Fatalf("declared again: %v", err)
+	}
+	if len(refusals) != 1 || !strings.Contains(refusals[0].Error(), "403") {
+		t.Errorf("refusals %v; want the 403 of %s alone", refusals, denied)
+	}
+	publishRouted(t, denied, order(t, "routed"))
 	assertCounts(t, map[string][2]int{q.Name: {1, 0}})
 }
 

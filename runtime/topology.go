@@ -44,9 +44,8 @@ func DeclareTopology(conn *amqp.Connection, q QueueSpec) error {
 // d.refusals, and the rest is declared, on a new channel when the refusal
 // closed the one in use, so that one exchange deleted by its owner or one
 // queue declared with other arguments keeps no other binding from coming
-// back. A binding from or into an exchange gone past (refused, but for a
-// 406, which says it exists), or to an external queue found not to exist,
-// is not sent: its 404 would only say so again. Any other failure (no
+// back. A binding from or into an external exchange, or to an external
+// queue, found not to exist is not sent: its 404 would only say so again. Any other failure (no
 // answer, the connection ending, a classic queue's node down) stops it and
 // is returned. Each channel after the first follows a refusal that closed
 // the one before, so a declare opens at most one more channel than the
@@ -71,12 +70,12 @@ func (d *declarer) topology(q QueueSpec) error {
 			if err := d.stopAt(err); err != nil {
 				return err
 			}
-			// Gone on past: no binding from it or into it is sent, as
-			// none is from an external exchange found missing. An owned
-			// exchange refused otherwise (a 403: deleted, and no longer
-			// ours to declare) may not exist either, and the bind's 404
-			// would only close one more channel. A 406 says it exists.
-			if !isCode(err, amqp.PreconditionFailed) {
+			// No binding from an external exchange found missing is sent:
+			// its 404 would only say so again. One of Lily's own refused
+			// (a 403 once the permission to configure it is taken away)
+			// may still exist: its bindings are sent, and the 404 of one
+			// whose exchange is gone is told as a refusal (unbound).
+			if errors.Is(err, errExternalMissing) {
 				gone[x.Name] = true
 			}
 		}
