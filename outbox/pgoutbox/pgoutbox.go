@@ -198,6 +198,10 @@ func isCurrent(ctx context.Context, db interface {
 // beside it. Keep such bodies off the broker, or raise that StepTimeout
 // (and Lease above five times it); docs/outbox.md says how to find them.
 //
+// The transaction's commit is made durable on the server (synchronous_commit
+// raised from off to local for tx alone): the relay may read its rows as
+// soon as it commits.
+//
 // It inserts into the lily_outbox tx's search_path finds, which must be the
 // table the relay reads (the one its pool's search_path found when it
 // started). A session-level SET search_path (not SET LOCAL) that other code
@@ -208,6 +212,13 @@ func Write(ctx context.Context, tx pgx.Tx, msgs ...runtime.Message) error {
 		return errors.New("pgoutbox: write: no transaction")
 	}
 	b := &pgx.Batch{}
+	// Under synchronous_commit=off, COMMIT answers before its WAL is
+	// flushed, and the relay may publish a row that a server crash then
+	// loses with the business writes beside it: a message about work that
+	// never happened. A transaction that writes the outbox commits durably
+	// here at least; any other setting asks as much or more.
+	b.Queue(`SELECT CASE current_setting('synchronous_commit')
+		WHEN 'off' THEN set_config('synchronous_commit', 'local', true) END`)
 	for i, m := range msgs {
 		props, err := outboxcodec.Encode(m)
 		if err != nil {
@@ -220,7 +231,7 @@ func Write(ctx context.Context, tx pgx.Tx, msgs ...runtime.Message) error {
 		b.Queue(`INSERT INTO lily_outbox (exchange, routing_key, order_key, properties, body)
 			VALUES ($1, $2, NULLIF($3, ''), $4::jsonb, $5)`, m.Exchange, m.RoutingKey, outboxcodec.StoredOrderKey(m.OrderKey), string(props), body)
 	}
-	if b.Len() == 0 {
+	if len(msgs) == 0 {
 		return nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {

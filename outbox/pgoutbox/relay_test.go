@@ -413,6 +413,32 @@ func TestMessageWithoutAnIDIsRelayed(t *testing.T) {
 
 // An int header outside the int32 range, which amqp091-go would publish
 // truncated to 32 bits, is refused by Write, naming it: nothing is stored.
+// A transaction that writes the outbox commits durably even under
+// synchronous_commit=off: the relay could otherwise publish a row that a
+// server crash then loses with the work it announces. Any other setting,
+// which asks as much or more, is kept.
+func TestWriteMakesItsCommitDurable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for set, want := range map[string]string{"off": "local", "local": "local", "on": "on", "remote_apply": "remote_apply"} {
+		var got string
+		if err := pgx.BeginFunc(e.ctx, e.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(e.ctx, "SELECT set_config('synchronous_commit', $1, true)", set); err != nil {
+				return err
+			}
+			if err := pgoutbox.Write(e.ctx, tx, message("q", "durable-"+set)); err != nil {
+				return err
+			}
+			return tx.QueryRow(e.ctx, "SELECT current_setting('synchronous_commit')").Scan(&got)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("synchronous_commit %s: %q after Write; want %q", set, got, want)
+		}
+	}
+}
+
 func TestWriteRefusesAnIntOutsideInt32(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
