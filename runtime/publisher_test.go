@@ -1030,6 +1030,54 @@ func TestBrokerPublisherShortDeadlineLeavesTheConnection(t *testing.T) {
 	assertCounts(t, map[string][2]int{large: {1, 0}})
 }
 
+// A slow link is not a broker that stopped reading. Sends in flight
+// together whose bodies take several steps to cross it each wait behind the
+// others' frames longer than a step, while bytes keep going out: every one
+// is confirmed, on the connection dialled first, none abandoned under the
+// others for the time the ones ahead of it took.
+func TestBrokerPublisherSlowLinkKeepsTheConnection(t *testing.T) {
+	t.Parallel()
+	exchange, ok, _ := publishTopology(t)
+	proxy := newProxy(t)
+	var starts atomic.Int32
+	proxy.Intercept(func(f faults.Frame) faults.Action {
+		if f.Dir == faults.ToBroker && f.Is(faults.ConnectionStartOk) {
+			starts.Add(1)
+		}
+		return faults.Forward
+	})
+	// 96 MiB at 32 MiB/s: three seconds, three steps, for the last Send's
+	// frames to go out behind the others'; a loaded machine only slows it
+	// further. The link is fast beside the kernel's buffers (the client's
+	// send buffer grows to megabytes on loopback), which the bytes of the
+	// Sends written before one must cross within the step its confirm
+	// waits after its write: a tenth of it, unloaded.
+	const window, size, step = 24, 4 << 20, time.Second
+	proxy.Limit(faults.ToBroker, 32<<20)
+	p := newPublisher(t, proxy.url(), window, func(c *runtime.Config) { c.StepTimeout = step })
+	if err := p.Send(context.Background(), message(t, exchange, "ok.0", "first")); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, window)
+	for i := range window {
+		m := message(t, exchange, "ok."+strconv.Itoa(i), "slow-"+strconv.Itoa(i))
+		body := bytes.Repeat([]byte{' '}, size)
+		copy(body, `{"order_id":"slow","note":"`)
+		copy(body[len(body)-2:], `"}`)
+		m.Body = body
+		go func() { errs <- p.Send(context.Background(), m) }()
+	}
+	for range window {
+		if err := <-errs; err != nil {
+			t.Errorf("a Send over the slow link: %v; want confirmed", err)
+		}
+	}
+	if n := starts.Load(); n != 1 {
+		t.Errorf("%d connections dialled; want the first alone", n)
+	}
+	assertCounts(t, map[string][2]int{ok: {window + 1, 0}})
+}
+
 // stacksHold counts the goroutines whose stacks hold every one of frames;
 // a test's name among them keeps to the goroutines it started.
 func stacksHold(frames ...string) int {

@@ -109,8 +109,9 @@ type Proxy struct {
 
 	intercept atomic.Pointer[Interceptor]
 	rewrite   atomic.Pointer[Rewriter]
-	delay     atomic.Int64 // nanoseconds added to every frame
-	held      atomic.Int64 // frames a delay or a stall held back
+	delay     atomic.Int64    // nanoseconds added to every frame
+	limit     [3]atomic.Int64 // per direction: bytes a second each connection reads, 0 for no limit
+	held      atomic.Int64    // frames a delay or a stall held back
 
 	mu     sync.Mutex
 	conns  map[*pconn]struct{}
@@ -184,6 +185,12 @@ func (p *Proxy) Rewrite(f Rewriter) {
 // Delay holds every frame for d before it is passed on, in both directions,
 // from now on: latency without loss (but for a Cut). Zero removes the delay.
 func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Limit paces each connection's frames in direction dir (ToBroker or
+// ToClient) to rate bytes a second from now on, where the proxy reads them,
+// its socket's receive buffer kept small: a slow link, which the sender
+// feels once its own send buffer fills. Zero removes the limit.
+func (p *Proxy) Limit(dir Direction, rate int) { p.limit[dir].Store(int64(rate)) }
 
 // Held counts the frames a Delay or a Stall has held back so far, both
 // directions together: one that found no frame to hold leaves it as it was.
@@ -374,9 +381,13 @@ func (c *pconn) pipe(dir Direction, src, dst net.Conn) {
 			return
 		}
 	}
+	var paced time.Time // when the frames read so far have crossed the limited link
 	for {
 		raw, f, err := readFrame(r)
 		if err != nil {
+			return
+		}
+		if !c.pace(dir, src, &paced, len(raw)) {
 			return
 		}
 		f.Dir = dir
@@ -409,6 +420,37 @@ func (c *pconn) pipe(dir Direction, src, dst net.Conn) {
 		if !c.send(queue, out{bytes: raw, due: c.due(), cut: act == CutAfter}) {
 			return
 		}
+	}
+}
+
+// pace waits until n more bytes read from src have crossed dir's limited
+// link, after the bytes before them (*paced), and reports whether the
+// connection is open.
+func (c *pconn) pace(dir Direction, src net.Conn, paced *time.Time, n int) bool {
+	rate := c.p.limit[dir].Load()
+	if rate <= 0 {
+		return true
+	}
+	now := time.Now()
+	if paced.IsZero() {
+		// The kernel would grow src's buffer to megabytes the link then
+		// takes seconds to pass, which a slow link's sender does not have:
+		// it would take a write that filled it for one that crossed.
+		if tc, ok := src.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(64 << 10)
+		}
+	}
+	if paced.Before(now) {
+		*paced = now
+	}
+	*paced = paced.Add(time.Duration(int64(n) * int64(time.Second) / rate))
+	t := time.NewTimer(time.Until(*paced))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.done:
+		return false
 	}
 }
 

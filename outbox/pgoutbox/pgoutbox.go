@@ -190,13 +190,13 @@ func isCurrent(ctx context.Context, db interface {
 // accepted, and an empty message id, as Publisher.Send takes it: a profile
 // without ids sends none, and no inbox can drop that message's copies.
 //
-// A body must also cross the link to the broker within the relay's
-// publisher's StepTimeout (5s by default: 20 MiB at 4 MiB/s), with the
-// bodies sent beside it: a larger one is never relayed. Each attempt ends
-// unconfirmed ("the publish did not return in time" in last_error), a
-// possible copy, and closes the publisher's connection under every publish
-// beside it. Keep such bodies off the broker, or raise that StepTimeout
-// (and Lease above five times it); docs/outbox.md says how to find them.
+// A body must also cross the link to the broker, with the bodies sent
+// beside it (MaxBytes and a row), within its send's deadline (four fifths
+// of Lease: 24s by default, about 3 MiB/s for 64 MiB): past it, the
+// attempt ends unconfirmed ("the publish did not return in time" in
+// last_error), a possible copy, and closes the publisher's connection under
+// every publish beside it. Keep such bodies off the broker, lower
+// MaxBytes, or raise Lease; docs/outbox.md says how to find them.
 //
 // The transaction's commit is made durable on the server (synchronous_commit
 // raised from off to local for tx alone): the relay may read its rows as

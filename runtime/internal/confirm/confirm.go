@@ -536,22 +536,20 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	// amqp091's publish is not bounded by anything of ours. Its write goes
 	// to the connection's writer (transport.Coalesce) and waits only while
 	// the writer's queue is full, or behind another publish that waits so:
-	// behind a large publish, or while the broker does not read (a resource
-	// alarm, a dead peer). A watchdog closes the socket once the write has
-	// waited a whole step, which only the latter explains: the write then
-	// fails, and so does the connection, unfit for publishing anyway. Not at
-	// this publish's own deadline, which may be close: that would fail
-	// every publish sharing the connection for one caller's impatience. The
-	// frames are built on this goroutine: handing each publish to another
-	// cost about a tenth of the retry path's throughput.
-	watchdog := time.AfterFunc(p.stepTimeout, c.link.abandonStalled)
+	// behind the frames of the publishes ahead on a slow link, or while the
+	// broker does not read (a resource alarm, a dead peer). A watchdog
+	// closes the socket once nothing has gone out on it for a whole step,
+	// which only the latter explains: the write then fails, and so does the
+	// connection, unfit for publishing anyway. While bytes go out it waits
+	// until this publish's bounds, but for a step at least: a nearer
+	// deadline would fail every publish sharing the connection for one
+	// caller's haste. The frames are built on this goroutine: handing each
+	// publish to another cost about a tenth of the retry path's throughput.
+	watchdog := c.link.watch(p.stepTimeout, b.Deadline, b.Done)
 	dc, err := c.ch.PublishWithDeferredConfirm(exchange, key, !frame.DirectReply(exchange, key), false, msg)
 	unlock()
-	if !watchdog.Stop() {
-		// The watchdog may not have run yet; abandon again so the next
-		// publish cannot find this connection. The write may still have
-		// completed: the message may exist.
-		c.link.abandonStalled()
+	if watchdog.stop() {
+		// The write may still have completed: the message may exist.
 		ev.Status, ev.Detail, ev.Published = outcome.HandoffTimedOut, "the publish did not return in time", true
 		return ev
 	}

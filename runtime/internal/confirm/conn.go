@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/lily-mq/lily/runtime/internal/step"
+	"github.com/lily-mq/lily/runtime/internal/transport"
 )
 
 // Conn is the connection publishers share: opened at the first need, and
@@ -69,6 +70,8 @@ type link struct {
 	conn *amqp.Connection
 	// socket is the connection's: closing it ends a write that is stuck.
 	socket net.Conn
+	// sent is when the socket last sent bytes (transport.Sent).
+	sent func() time.Time
 	// user is the user name the connection logged in with, or "" when
 	// unknown: the only user_id the broker accepts on it.
 	user string
@@ -375,6 +378,7 @@ func (c *Conn) open(by time.Time, done <-chan struct{}) (*link, error) {
 		return nil, err
 	}
 	l := &link{conn: d.conn, socket: d.socket, user: user(d.conn), silent: d.silent, unblocked: make(chan struct{})}
+	l.sent = func() time.Time { return transport.Sent(l.socket) }
 	close(l.unblocked)
 	// Registered before any channel opens, so no block goes unseen; the
 	// client closes the notifications when the connection closes, which ends
@@ -428,6 +432,71 @@ func (l *link) abandonStalled() {
 		return
 	}
 	l.abandon()
+}
+
+// watch arms a watchdog on a write the client may hold behind others. A
+// step on, it abandons the connection (abandonStalled) if the socket has
+// sent nothing for a whole step: the broker stopped reading. While bytes go
+// out, a slow link moves the writes ahead, and it waits on, until by, when
+// not zero, or until done is closed: the bounds of the publish, which a
+// caller may need (a relay's row must not be published after its lease);
+// it then abandons the connection, not its node. So it fires a step after
+// it was armed at the soonest, never at a bound nearer than that, which
+// would fail every publish sharing the connection for one caller's haste.
+func (l *link) watch(stepTimeout time.Duration, by time.Time, done <-chan struct{}) *watchdog {
+	w := &watchdog{l: l, step: stepTimeout, by: by, done: done}
+	w.mu.Lock()
+	w.t = time.AfterFunc(stepTimeout, w.check)
+	w.mu.Unlock()
+	return w
+}
+
+// watchdog is a write's watch (link.watch), one per publish: its state is
+// kept in one value, which the publish path allocates once.
+type watchdog struct {
+	l    *link
+	step time.Duration
+	by   time.Time
+	done <-chan struct{}
+
+	mu             sync.Mutex
+	stopped, fired bool
+	t              *time.Timer
+}
+
+func (w *watchdog) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	now := time.Now()
+	quiet := w.l.sent().Add(w.step)
+	next := quiet
+	if !w.by.IsZero() && w.by.Before(next) {
+		next = w.by
+	}
+	if next.After(now) && !closed(w.done) {
+		w.t.Reset(next.Sub(now))
+		return
+	}
+	w.fired = true
+	if quiet.After(now) {
+		// Bytes go out: the node answers, over a slow link.
+		w.l.abandon()
+		return
+	}
+	w.l.abandonStalled()
+}
+
+// stop disarms the watchdog and reports whether it fired; it never fires
+// after stop returns.
+func (w *watchdog) stop() (fired bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	w.t.Stop()
+	return w.fired
 }
 
 // whenUnblocked is closed once the broker lets the connection publish.

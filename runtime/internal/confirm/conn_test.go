@@ -90,3 +90,54 @@ func TestLinkDialsAgainAfterAPanic(t *testing.T) {
 		t.Errorf("%d dials; want one for each link", n)
 	}
 }
+
+// The watchdog on a write waits while the socket sends, however long, and
+// abandons the connection once it has sent nothing for a step (leaving its
+// node, silent), once the publish's deadline has passed, or once its caller
+// stopped waiting (the node answers: it stays): each a step after it was
+// armed at the soonest.
+func TestWatchWaitsWhileBytesGoOut(t *testing.T) {
+	const step = 10 * time.Millisecond
+	watched := func(sent func() time.Time, silent *atomic.Bool) *link {
+		client, server := net.Pipe()
+		t.Cleanup(func() { _, _ = client.Close(), server.Close() })
+		l := &link{socket: client, sent: sent, silent: func() { silent.Store(true) }, unblocked: make(chan struct{})}
+		close(l.unblocked)
+		return l
+	}
+	var silent atomic.Bool
+	l := watched(time.Now, &silent)
+	w := l.watch(step, time.Time{}, nil)
+	time.Sleep(10 * step)
+	if w.stop() || l.broken.Load() {
+		t.Error("a write behind bytes going out abandoned the connection")
+	}
+	done := make(chan struct{})
+	close(done)
+	for name, c := range map[string]struct {
+		sent   func() time.Time
+		by     time.Time
+		done   chan struct{}
+		silent bool
+	}{
+		"nothing sent":    {sent: func() time.Time { return time.Now().Add(-time.Hour) }, silent: true},
+		"never sent":      {sent: func() time.Time { return time.Time{} }, silent: true},
+		"deadline passed": {sent: time.Now, by: time.Now().Add(3 * step)},
+		"caller stopped":  {sent: time.Now, done: done},
+	} {
+		var silent atomic.Bool
+		l := watched(c.sent, &silent)
+		w := l.watch(step, c.by, c.done)
+		for deadline := time.Now().Add(time.Minute); !l.broken.Load(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the connection not abandoned within a minute", name)
+			}
+		}
+		if !w.stop() {
+			t.Errorf("%s: the watchdog abandoned the connection and says it did not fire", name)
+		}
+		if silent.Load() != c.silent {
+			t.Errorf("%s: the node left as silent: %t; want %t", name, silent.Load(), c.silent)
+		}
+	}
+}

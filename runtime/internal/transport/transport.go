@@ -1,8 +1,9 @@
 // Package transport opens Lily's connections to the broker: amqp091-go's own
 // dial, which also hands back the socket beneath the connection (for a
-// watchdog to close), and which can put a filter between that socket and the
-// client. Under amqps:// the filter must read AMQP frames, not ciphertext, so
-// TLS is then terminated beneath it, as amqp091-go would have done it. The
+// watchdog to close, and to ask when it last sent: Sent), and which can put
+// a filter between that socket and the client. Under amqps:// the filter
+// must read AMQP frames, not ciphertext, so TLS is then terminated beneath
+// it, as amqp091-go would have done it. The
 // consumer's filter is the quarantine; publishing connections coalesce their
 // writes (Coalesce).
 package transport
@@ -15,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -23,7 +25,8 @@ import (
 // Dial connects to the broker at rawURL with cfg, as amqp.DialConfig does,
 // and returns the socket too. When filter is not nil the client reads and
 // writes through what filter makes of conn, the (decrypted) connection;
-// socket is the TCP connection beneath it, the same under amqp://.
+// socket is the TCP connection beneath it, the same under amqp://, which
+// says when it last sent (Sent).
 func Dial(rawURL string, cfg amqp.Config, filter func(conn, socket net.Conn) net.Conn) (*amqp.Connection, net.Conn, error) {
 	if cfg.TLSClientConfig != nil {
 		// amqp091-go sets an empty ServerName to the URL's host on the
@@ -47,6 +50,7 @@ func Dial(rawURL string, cfg amqp.Config, filter func(conn, socket net.Conn) net
 		if err != nil {
 			return nil, err
 		}
+		s = &sending{Conn: s}
 		socket = s
 		conn := s
 		if tlsConfig != nil {
@@ -64,6 +68,38 @@ func Dial(rawURL string, cfg amqp.Config, filter func(conn, socket net.Conn) net
 	}
 	conn, err := amqp.DialConfig(rawURL, cfg)
 	return conn, socket, err
+}
+
+// sending is a socket that keeps when it last sent.
+type sending struct {
+	net.Conn
+	// at is when a write that sent bytes last ended, in nanoseconds since
+	// the Unix epoch.
+	at atomic.Int64
+}
+
+func (s *sending) Write(p []byte) (int, error) {
+	n, err := s.Conn.Write(p)
+	if n > 0 {
+		s.at.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// Sent is when socket, one Dial returned, last sent bytes: when a write
+// that sent some ended. Zero for another socket, and for one that has sent
+// nothing. A watchdog on a write queued behind others asks it to tell a
+// link that is slow, whose bytes keep going out, from a peer that stopped
+// reading. Each write is as long as the client's frames, or Coalesce's
+// queue: a write the link takes a step to carry fails anyway, at
+// Coalesce's deadline.
+func Sent(socket net.Conn) time.Time {
+	if s, ok := socket.(*sending); ok {
+		if at := s.at.Load(); at != 0 {
+			return time.Unix(0, at)
+		}
+	}
+	return time.Time{}
 }
 
 // beneath turns an amqps:// URL into the amqp:// URL of the same broker and
