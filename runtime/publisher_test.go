@@ -1934,3 +1934,24 @@ func TestNewPublisherRefusesAWindowOverItsMaximum(t *testing.T) {
 	}
 	p.Close()
 }
+
+// A publish the broker refuses by closing its channel (here a 403: the
+// user may not write to the default exchange) answers with the broker's
+// reason, not only that the channel closed: it is what an operator needs
+// to mend it, and the record and Health of a failed handoff carry it.
+func TestBrokerPublisherSaysWhyTheBrokerClosedItsChannel(t *testing.T) {
+	t.Parallel()
+	user := brokerUser(t, "nowrite", "secret")
+	rabbitmqctl(t, "set_permissions", "-p", "/", user, ".*", "^$", ".*")
+	q := brokerSpec(t)
+	declareTopology(t, q)
+	p := newPublisher(t, brokerURL(t), 0, func(cfg *runtime.Config) {
+		cfg.Credentials = func(context.Context) (string, string, error) { return user, "secret", nil }
+	})
+	err := p.Send(t.Context(), message(t, "", q.Name, "refused"))
+	if !errors.Is(err, runtime.ErrUnconfirmed) || !strings.Contains(err.Error(), "channel closed before the confirm: ") ||
+		!strings.Contains(err.Error(), "403") || !strings.Contains(err.Error(), "ACCESS_REFUSED") {
+		t.Errorf("Send = %v; want unconfirmed, with the broker's 403", err)
+	}
+	assertCounts(t, map[string][2]int{q.Name: {0, 0}})
+}

@@ -82,8 +82,14 @@ type Publisher struct {
 type channel struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
-	link    *link
-	opened  time.Time
+	// closes hears the broker's reason when it closes the channel (the
+	// client sends it before IsClosed turns true); closedBy keeps it for
+	// every publish the close failed, each of which asks (closeReason).
+	closes   chan *amqp.Error
+	closeMu  sync.Mutex
+	closedBy *amqp.Error
+	link     *link
+	opened   time.Time
 	// users counts the publishes that took the channel and have not had
 	// their answer; renewed is set once a nack retired it from publishing:
 	// no publish takes it again, and the last user closes it.
@@ -243,7 +249,9 @@ func (p *Publisher) open(deadline time.Time, done <-chan struct{}) (*channel, er
 		return nil, err
 	}
 	returns := ch.NotifyReturn(buffer)
-	return &channel{ch: ch, returns: returns, link: l, opened: time.Now()}, nil
+	// One reason at most is sent, before the client closes closes.
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	return &channel{ch: ch, returns: returns, closes: closes, link: l, opened: time.Now()}, nil
 }
 
 // blockedError is why a publish gave up, before it opened a channel, while
@@ -588,7 +596,13 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	case p.returned(id):
 		ev.Status, ev.Detail, ev.Published = outcome.HandoffReturned, "unroutable: "+unroutable(exchange, key), false
 	case !acked && c.ch.IsClosed():
+		// The broker's reason (a 403 for a write not permitted, a 404 for
+		// an exchange deleted) is what an operator needs; the copy may
+		// still exist, routed before whatever closed the channel.
 		ev.Status, ev.Detail = outcome.HandoffFailed, "channel closed before the confirm"
+		if why := c.closeReason(); why != "" {
+			ev.Detail += ": " + why
+		}
 		c.exchanges.forget()
 	case !acked:
 		// A nack says one queue refused it, not that none holds it: the
@@ -602,6 +616,29 @@ func (p *Publisher) Publish(b Bounds, exchange, key string, msg amqp.Publishing,
 	}
 	return ev
 }
+
+// closeReason is the broker's reason for closing c, sanitized and cut, or
+// "" when it gave none (the connection closed, or Lily closed the channel).
+func (c *channel) closeReason() string {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closedBy == nil {
+		select {
+		case e := <-c.closes:
+			c.closedBy = e
+		default:
+		}
+	}
+	if c.closedBy == nil {
+		return ""
+	}
+	return sanitize.Text(c.closedBy.Error(), maxCloseReason)
+}
+
+// maxCloseReason bounds the broker's reason in a publish's detail: the
+// broker's own text is at most 255 bytes, and the record cuts its reason at
+// 200 (decide.MaxCause) anyway.
+const maxCloseReason = 160
 
 // destination names where a publish goes: the queue for the default
 // exchange, as handoffs publish, else the exchange and the routing key.
