@@ -113,7 +113,9 @@ func NewPublisher(cfg Config, window int) (*Publisher, error) {
 	p.conn.Backoff = func(n int) time.Duration {
 		wait := backoff.Wait(n, defaultTuning.reconnectMin, cfg.ReconnectMax)
 		if now, last := time.Now().UnixNano(), p.lastWarned.Load(); now-last > int64(time.Second) && p.lastWarned.CompareAndSwap(last, now) {
-			cfg.Logger.Warn("lily: publisher reconnect", "stage", "reconnect", "attempt", n, "wait", wait)
+			// A stage of its own: a consumer's reconnect records carry its
+			// queue, and an alert keyed on them must not take these for one.
+			cfg.Logger.Warn("lily: publisher reconnect", "stage", "publisher-reconnect", "attempt", n, "wait", wait)
 		}
 		return wait
 	}
