@@ -105,8 +105,12 @@ func (c *Consumer) execute(ctx context.Context, r *run, s *session, gen *settle.
 					hooks.published = append(hooks.published, publishEnd{done, o.Handoff.Status.String(), time.Now()})
 				}
 				if c.logs(stageHandoff) {
+					detail := o.Handoff.Destination
+					if o.Handoff.Detail != "" {
+						detail += " " + o.Handoff.Detail
+					}
 					c.emit(event{stage: stageHandoff, messageID: idText(d, env), attempt: attempt, generation: gen.ID,
-						handoff: o.Handoff.Status, detail: o.Handoff.Destination + " " + o.Handoff.Detail})
+						handoff: o.Handoff.Status, detail: detail})
 				}
 				// A handoff that failed as the authority was revoked (the
 				// consumer's channel lost) tells nothing of its destination.
