@@ -28,6 +28,14 @@ const (
 	// HeaderFailureTime is when the copy was made, an AMQP timestamp to the
 	// second, UTC.
 	HeaderFailureTime = HeaderFailurePrefix + "time"
+	// HeaderFailureType is the wire type the guard read, by the message's
+	// envelope profile, where the failure was decided: at most MaxTypeBytes
+	// of TypeText. Absent on a poison or quarantined copy, whose envelope
+	// was not read.
+	HeaderFailureType = HeaderFailurePrefix + "type"
+	// HeaderFailureVersion is the version the guard read beside it, an
+	// integer 1..MaxVersion.
+	HeaderFailureVersion = HeaderFailurePrefix + "version"
 	// HeaderHandoffID carries a publish's own id, so that a Return is
 	// matched to its publish and to no other.
 	HeaderHandoffID = "x-lily-handoff-id"

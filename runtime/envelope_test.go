@@ -233,6 +233,20 @@ func TestBrokerForeignEnvelopes(t *testing.T) {
 		if d.Headers["x-lily-failure-kind"] != "permanent" {
 			t.Errorf("%s: failure kind %v", name, d.Headers["x-lily-failure-kind"])
 		}
+		// And say what the guard read of it, which its AMQP type and
+		// x-lily-version do not: lilydlq lists and chooses it by them.
+		if d.Type != "" || d.Headers[envelope.HeaderFailureType] != "com.acme.payment.authorized" || d.Headers[envelope.HeaderFailureVersion] != int64(1) {
+			t.Errorf("%s: type %q, %s %#v, %s %#v; want the type and version the guard read", name, d.Type,
+				envelope.HeaderFailureType, d.Headers[envelope.HeaderFailureType], envelope.HeaderFailureVersion, d.Headers[envelope.HeaderFailureVersion])
+		}
+	}
+	// A poison copy's envelope was not read: it says nothing of one.
+	for _, name := range []string{"batch", "no-id", "twin-id", "lily"} {
+		for _, k := range []string{envelope.HeaderFailureType, envelope.HeaderFailureVersion} {
+			if v, ok := dead[name].Headers[k]; ok {
+				t.Errorf("%s: the poison copy carries %s %#v", name, k, v)
+			}
+		}
 	}
 	// A poison copy keeps, sanitized, what says whose it is.
 	if d := dead["no-id"]; d.Headers["cloudEvents_source"] != paymentsSource || d.Headers["cloudEvents_type"] != "com.acme.payment.authorized.v1" {

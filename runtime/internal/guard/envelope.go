@@ -27,6 +27,8 @@ const (
 	HeaderFailureAttempt = envelope.HeaderFailureAttempt
 	HeaderFailureQueue   = envelope.HeaderFailureQueue
 	HeaderFailureTime    = envelope.HeaderFailureTime
+	HeaderFailureType    = envelope.HeaderFailureType
+	HeaderFailureVersion = envelope.HeaderFailureVersion
 	// HeaderHandoffID correlates a Return with its own handoff publish.
 	HeaderHandoffID = envelope.HeaderHandoffID
 	// HeaderDeliveryCount is the broker's: a quorum queue's count of a

@@ -323,7 +323,7 @@ const (
 )
 
 // reservedHeaders is how many names reserved knows.
-const reservedHeaders = 20
+const reservedHeaders = 22
 
 // reserved reports whether a header, k with value v, is one a message gains
 // on its way through a retry or a re-drive: Lily's own (but the version,
@@ -342,7 +342,7 @@ func reserved(k string, v any) bool {
 	switch k {
 	case envelope.HeaderAttempt, envelope.HeaderFailureReason, envelope.HeaderFailureKind,
 		envelope.HeaderFailureAttempt, envelope.HeaderFailureQueue, envelope.HeaderFailureTime,
-		envelope.HeaderHandoffID,
+		envelope.HeaderFailureType, envelope.HeaderFailureVersion, envelope.HeaderHandoffID,
 		"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
 		"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange",
 		HeaderDeliveryCount, "x-acquired-count":

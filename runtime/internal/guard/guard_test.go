@@ -103,9 +103,9 @@ func withReserved(h amqp.Table) amqp.Table {
 	for k, v := range map[string]any{
 		HeaderAttempt: int64(3), HeaderFailureReason: "retryable failure on attempt 2 of 5: db busy",
 		HeaderFailureKind: "retryable", HeaderFailureAttempt: int64(2), HeaderFailureQueue: "orders",
-		HeaderFailureTime: guardNow, HeaderHandoffID: "0123456789abcdef0123456789abcdef",
-		envelope.HeaderRedriven: int64(1), envelope.HeaderRedrivenFrom: "orders.dlq",
-		"x-death": xDeath(), "x-first-death-queue": "orders", "x-first-death-reason": "rejected",
+		HeaderFailureTime: guardNow, HeaderFailureType: "orders.created", HeaderFailureVersion: int64(1),
+		HeaderHandoffID: "0123456789abcdef0123456789abcdef", envelope.HeaderRedriven: int64(1),
+		envelope.HeaderRedrivenFrom: "orders.dlq", "x-death": xDeath(), "x-first-death-queue": "orders", "x-first-death-reason": "rejected",
 		"x-first-death-exchange": "orders", "x-last-death-queue": "orders.retry.5s", "x-last-death-reason": "expired",
 		"x-last-death-exchange": "", HeaderDeliveryCount: int64(2), "x-acquired-count": int64(2),
 		"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "tracestate": "lily=1",
@@ -214,7 +214,7 @@ func TestGuard(t *testing.T) {
 			mutate: func(d *amqp.Delivery) { d.Headers["x-death"] = "x" }},
 
 		// Metadata bounds.
-		{name: "2,000 headers", want: Poison, reason: "too many headers: 2000 > 84",
+		{name: "2,000 headers", want: Poison, reason: "too many headers: 2000 > 86",
 			mutate: func(d *amqp.Delivery) { d.Headers = manyHeaders(2000) }},
 		{name: "64 headers", want: Passed,
 			mutate: func(d *amqp.Delivery) { d.Headers = manyHeaders(64) }},

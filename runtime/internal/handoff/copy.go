@@ -17,7 +17,8 @@ import (
 )
 
 // Copy builds the message a handoff publishes: the original body (not
-// copied) and properties, the next attempt, and bounded failure facts.
+// copied) and properties, the next attempt, and bounded failure facts: among
+// them the type and version env holds, when the guard read an envelope.
 //
 // A poison delivery's headers and properties are what made it poison, so its
 // copy carries only sanitized, bounded identifiers: its message_id, type and
@@ -42,7 +43,7 @@ import (
 func Copy(d *amqp.Delivery, env *guard.Envelope, identity []string, o outcome.Outcome, plan decide.Plan, source string, now time.Time) amqp.Publishing {
 	// Room for the failure facts, the handoff id and a poison copy's mark up
 	// front: no map growth.
-	room := 8 + len(identity)
+	room := 10 + len(identity)
 	if env != nil {
 		room += len(d.Headers)
 	}
@@ -65,6 +66,12 @@ func Copy(d *amqp.Delivery, env *guard.Envelope, identity []string, o outcome.Ou
 			}
 		}
 		h[guard.HeaderAttempt] = int64(plan.NextAttempt)
+		// What the guard read, by the message's profile: a foreign
+		// producer's copy carries its type and version in headers of its
+		// own (or in none, for a version the profile fixes), which lilydlq
+		// does not know. Checked already: the sanitizing is a bound.
+		h[guard.HeaderFailureType] = sanitize.Text(env.Type, envelope.MaxTypeBytes)
+		h[guard.HeaderFailureVersion] = int64(env.Version)
 		p.MessageId, p.Type, p.ContentType = d.MessageId, d.Type, d.ContentType
 		p.ContentEncoding, p.CorrelationId, p.Timestamp = d.ContentEncoding, d.CorrelationId, d.Timestamp
 		p.AppId, p.Priority, p.ReplyTo = d.AppId, d.Priority, d.ReplyTo

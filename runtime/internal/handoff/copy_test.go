@@ -73,7 +73,8 @@ func TestCopyLeavesTheBrokersRecordsBehind(t *testing.T) {
 // headers the broker adds as the bucket's TTL sends it back, passes the guard
 // as the original did, whether its trace context is a telemetry hook's or
 // the producer's (kept on the copy, with a re-drive's marks), and at their
-// bounds too.
+// bounds too. Its type is of the longest, as the copy's failure facts
+// repeat it.
 func TestRetryCopyOfAMessageAtTheBoundsPassesTheGuard(t *testing.T) {
 	lim := guard.DefaultLimits
 	traceparent := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -116,7 +117,7 @@ func TestRetryCopyOfAMessageAtTheBoundsPassesTheGuard(t *testing.T) {
 			}
 			now := time.Now()
 			d := &amqp.Delivery{
-				MessageId: "m-1", Type: "orders.created", ContentType: "application/json", Timestamp: now.Add(-time.Minute),
+				MessageId: "m-1", Type: strings.Repeat("t", envelope.MaxTypeBytes), ContentType: "application/json", Timestamp: now.Add(-time.Minute),
 				Headers: h, Body: []byte("{}"),
 			}
 			env, verdict, reason := guard.Lily.Check(d, 1<<20, lim, now)
@@ -168,6 +169,47 @@ func TestPoisonCopyIsRefusedByTheGuard(t *testing.T) {
 		back := &amqp.Delivery{MessageId: p.MessageId, Type: p.Type, ContentType: p.ContentType, Headers: p.Headers, Body: p.Body}
 		if _, verdict, reason := guard.Lily.Check(back, 1<<20, guard.DefaultLimits, now); verdict != guard.Poison || !strings.Contains(reason, "the DLQ copy of a poison message") {
 			t.Errorf("the copy of %q (id %q), sent back: verdict %d, %q; want refused as a poison copy", id, p.MessageId, verdict, reason)
+		}
+	}
+}
+
+// A copy says which type and version the guard read where its failure was
+// decided, by the message's own envelope profile: a header-mapped
+// producer's copy has no AMQP type or x-lily-version that lilydlq could
+// list or choose it by. Facts the original carried (a producer's, an
+// earlier copy's) are replaced; a poison copy, whose envelope was not
+// read, carries none.
+func TestCopyCarriesTheTypeAndVersionTheGuardRead(t *testing.T) {
+	r, err := guard.NewReader([]envelope.Message{{Type: "com.shop.OrderCreated", Profile: envelope.Profile{
+		Kind: envelope.Headers, TypeHeader: "event_type", IDHeader: "event_id", Version: envelope.Version{Header: "schema_version"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	d := &amqp.Delivery{ContentType: "application/json", Body: []byte("{}"), Headers: amqp.Table{
+		"event_type": "com.shop.OrderCreated", "event_id": "o-1", "schema_version": "3",
+		guard.HeaderFailureType: "forged", guard.HeaderFailureVersion: int64(9),
+	}}
+	env, verdict, reason := r.Check(d, 1<<20, guard.DefaultLimits, now)
+	if verdict != guard.Passed {
+		t.Fatalf("the original: %q", reason)
+	}
+	o := outcome.Outcome{Handler: outcome.HandlerResult{Ran: true, Kind: outcome.KindPermanent, Cause: "no such sku"}}
+	p := Copy(d, env, r.Identity, o, decide.Plan{Action: decide.ActHandoff, Destination: "orders.dlq", NextAttempt: 1}, "orders", now)
+	if p.Type != "" || p.Headers[guard.HeaderFailureType] != "com.shop.OrderCreated" || p.Headers[guard.HeaderFailureVersion] != int64(3) {
+		t.Errorf("the copy: type %q, %s %#v, %s %#v; want the type and version the guard read", p.Type,
+			guard.HeaderFailureType, p.Headers[guard.HeaderFailureType], guard.HeaderFailureVersion, p.Headers[guard.HeaderFailureVersion])
+	}
+	d.Headers["event_id"] = "o 1" // poison: a space
+	if _, verdict, _ := r.Check(d, 1<<20, guard.DefaultLimits, now); verdict != guard.Poison {
+		t.Fatalf("the poison original: verdict %d", verdict)
+	}
+	o = outcome.Outcome{Rejection: outcome.RejectPoison, Reason: "event_id refused"}
+	p = Copy(d, nil, r.Identity, o, decide.Plan{Action: decide.ActHandoff, Destination: "orders.dlq", NextAttempt: 1}, "orders", now)
+	for _, k := range []string{guard.HeaderFailureType, guard.HeaderFailureVersion} {
+		if v, ok := p.Headers[k]; ok {
+			t.Errorf("the poison copy carries %s %#v", k, v)
 		}
 	}
 }
