@@ -34,6 +34,8 @@ const kindBroker = "broker"
 const kindQuarantined = "quarantined"
 
 // facts is what lilydlq reads from one DLQ copy: where it came from and why,
+// and its type and version, those of Lily's envelope or else those the
+// runtime read (x-lily-failure-type, -version),
 // each string sanitized and bounded for printing, but for Source and
 // FullReason, which are as the copy carries them, for routing a re-drive and
 // for choosing copies by the whole reason rather than by what is printed.
@@ -100,6 +102,14 @@ func factsOf(d *amqp.Delivery, quarantined string) facts {
 	h := d.Headers
 	if v, ok := h[envelope.HeaderVersion]; ok {
 		f.Version = valueText(v, maxID)
+	} else if v, ok := h[envelope.HeaderFailureVersion]; ok {
+		f.Version = valueText(v, maxID)
+	}
+	// A message in another envelope profile carries its type in headers of
+	// its producer's, which lilydlq does not know: the runtime wrote the
+	// type it read beside its other facts.
+	if v, ok := h[envelope.HeaderFailureType]; ok && d.Type == "" {
+		f.Type = valueText(v, maxID)
 	}
 	if n, ok := wire.HeaderInt(h[headerDeliveryCount]); ok {
 		f.Count = n

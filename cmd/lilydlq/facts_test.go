@@ -126,3 +126,37 @@ func TestFactsQuarantined(t *testing.T) {
 		t.Errorf("a forged marker: facts %+v", f)
 	}
 }
+
+// TestFactsTypeTheRuntimeRead: a copy of a message in another envelope
+// profile (its type and version in headers of its producer's) has no AMQP
+// type or x-lily-version; its type and version are those the runtime read
+// and wrote as failure facts. Where Lily's envelope has its own, they are
+// shown; a copy made before the runtime wrote the facts has neither.
+func TestFactsTypeTheRuntimeRead(t *testing.T) {
+	t.Parallel()
+	foreign := amqp.Table{
+		"event_type": "com.shop.OrderCreated", "schema_version": "3",
+		envelope.HeaderFailureQueue: "orders", envelope.HeaderFailureReason: "permanent failure: no such sku",
+		envelope.HeaderFailureType: "com.shop.OrderCreated", envelope.HeaderFailureVersion: int64(3),
+	}
+	for _, c := range []struct {
+		name, typ string
+		headers   amqp.Table
+		wantType  string
+		wantVer   string
+	}{
+		{"a foreign copy", "", foreign, "com.shop.OrderCreated", "3"},
+		{"Lily's own envelope", "order.placed", amqp.Table{
+			envelope.HeaderVersion: int64(2), envelope.HeaderFailureType: "other", envelope.HeaderFailureVersion: int64(9),
+		}, "order.placed", "2"},
+		{"a hostile fact", "", amqp.Table{envelope.HeaderFailureType: "t\x1b[2J", envelope.HeaderFailureVersion: "\x07"}, `t\x1b[2J`, `\x07`},
+		{"a copy made before the facts", "", amqp.Table{"event_type": "com.shop.OrderCreated"}, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := factsOf(&amqp.Delivery{MessageId: "m", Type: c.typ, Headers: c.headers}, "")
+			if f.Type != c.wantType || f.Version != c.wantVer {
+				t.Errorf("type %q, version %q; want %q, %q", f.Type, f.Version, c.wantType, c.wantVer)
+			}
+		})
+	}
+}

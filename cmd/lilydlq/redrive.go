@@ -410,7 +410,14 @@ func redrive(e *env, sel *selection, o redriveOptions) int {
 	// carries is: -all alone may find nothing to do.
 	none := !sel.all && chosen == 0
 	if none {
-		fmt.Fprintf(e.stderr, "lilydlq redrive: the selection chose none of the %d copies read from %s: nothing was moved (choose by the whole value, as sent or as list prints it uncut; a reason list cut with \"...\" by -reason-contains)\n", res.Read, sanitize.Text(e.queue, maxQueue))
+		// A copy in another envelope profile has its type where its
+		// producer put it; -type finds it by the type the runtime read.
+		foreign := ""
+		if sel.typ != "" {
+			foreign = "; a copy of another envelope profile by the type the runtime read, " + envelope.HeaderFailureType +
+				", which copies made before Lily wrote it do not carry: choose those by reason or time"
+		}
+		fmt.Fprintf(e.stderr, "lilydlq redrive: the selection chose none of the %d copies read from %s: nothing was moved (choose by the whole value, as sent or as list prints it uncut; a reason list cut with \"...\" by -reason-contains%s)\n", res.Read, sanitize.Text(e.queue, maxQueue), foreign)
 	}
 	if failed > 0 || len(missing) > 0 || incomplete || none || len(ambiguous) > 0 {
 		return exitFailure

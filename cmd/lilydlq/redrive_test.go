@@ -1417,3 +1417,58 @@ func closeReader(t *testing.T, dlq string) {
 	}
 	t.Fatalf("no connection holds the lock of %s", dlq)
 }
+
+// TestForeignCopyByTheTypeTheRuntimeRead: a copy of a message in a
+// header-mapped producer's envelope (its type and version in event_type and
+// schema_version; no AMQP type, no x-lily-version) is listed, shown and
+// chosen by the type and version the runtime read (x-lily-failure-type,
+// -version), where list printed "-" and -type chose none. One made before
+// the runtime wrote them is not, and a selection that chose none says why.
+func TestForeignCopyByTheTypeTheRuntimeRead(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq, src := b.queue("dlq", nil), b.queue("src", nil)
+	foreign := func(id string, facts bool) amqp.Publishing {
+		p := lilyCopy(id, "", "permanent failure: no such sku", "permanent", src, 1, time.Now())
+		delete(p.Headers, envelope.HeaderVersion)
+		p.Headers["event_type"], p.Headers["event_id"], p.Headers["schema_version"] = "com.shop.OrderCreated", id, "3"
+		if facts {
+			p.Headers[envelope.HeaderFailureType], p.Headers[envelope.HeaderFailureVersion] = "com.shop.OrderCreated", int64(3)
+		}
+		return p
+	}
+	b.publish(dlq, foreign("new-1", true), foreign("old-1", false))
+
+	r := b.lilydlq("list", dlq)
+	if r.code != exitOK {
+		t.Fatalf("list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	row := map[string][]string{}
+	for line := range strings.Lines(r.stdout) {
+		if f := strings.Fields(line); len(f) > 3 {
+			row[f[0]] = f[1:3]
+		}
+	}
+	if fmt.Sprint(row["new-1"]) != "[com.shop.OrderCreated 3]" || fmt.Sprint(row["old-1"]) != "[- -]" {
+		t.Errorf("list: TYPE and VERSION of new-1 %q, of old-1 %q; want the type and version read, and none\n%s", row["new-1"], row["old-1"], r.stdout)
+	}
+	r = b.lilydlq("show", dlq, "-id", "new-1")
+	if !strings.Contains(r.stdout, "  type:          com.shop.OrderCreated\n  version:       3\n") {
+		t.Errorf("show: exit %d, want the type and version read\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	r = b.lilydlq("redrive", dlq, "-type", "com.shop.OrderCreated")
+	if r.code != exitOK {
+		t.Fatalf("redrive -type: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if got := ids(b.take(src)); fmt.Sprint(got) != "[new-1]" {
+		t.Errorf("redrive -type moved %q, want [new-1]", got)
+	}
+	b.assertCounts(dlq, 1)
+	r = b.lilydlq("redrive", dlq, "-type", "com.shop.OrderCreated")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "chose none of the 1 copies") ||
+		!strings.Contains(r.stderr, "by the type the runtime read, x-lily-failure-type, which copies made before Lily wrote it do not carry") {
+		t.Errorf("redrive -type of a copy without the fact: exit %d, want %d and why\n%s%s", r.code, exitFailure, r.stdout, r.stderr)
+	}
+	b.assertCounts(dlq, 1)
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/lily-mq/lily/envelope"
 )
 
 // selection is which copies a re-drive moves: those that match every
@@ -36,7 +38,7 @@ func newSelection() *selection {
 func criteriaFlags(fs *flag.FlagSet, sel *selection, verb string) {
 	fs.StringVar(&sel.reason, "reason", "", verb+" copies whose failure reason is exactly this (as sent, or as list prints it uncut)")
 	fs.StringVar(&sel.reasonContains, "reason-contains", "", verb+" copies whose failure reason contains this")
-	fs.StringVar(&sel.typ, "type", "", verb+" copies of this message type (as sent, or as list prints it uncut)")
+	fs.StringVar(&sel.typ, "type", "", verb+" copies of this message type (as sent, or as list prints it uncut): the AMQP type, or the type the runtime read (x-lily-failure-type)")
 	fs.Var(&sel.since, "since", verb+" copies that failed at or after this time (RFC 3339, or a duration before now: 2h)")
 	fs.Var(&sel.until, "until", verb+" copies that failed before this time (RFC 3339, or a duration before now)")
 }
@@ -52,10 +54,11 @@ func (s *selection) empty() bool {
 	return !s.all && len(s.ids) == 0 && !s.narrowed()
 }
 
-// match reports whether the copy d with facts f is chosen. Ids, types and
-// reasons match by their whole value, as sent or escaped as list prints it
-// but never cut: list cuts a long reason, and two reasons alike up to the
-// cut are not the same reason. (The whole value is bounded by the frame the
+// match reports whether the copy d with facts f is chosen, a type by its
+// AMQP type or the one the runtime read. Ids, types and reasons match by
+// their whole value, as sent or escaped as list prints it but never cut:
+// list cuts a long reason, and two reasons alike up to the cut are not the
+// same reason. (The whole value is bounded by the frame the
 // copy came in.) A time window matches only copies that carry a failure
 // time.
 func (s *selection) match(d *amqp.Delivery, f facts) bool {
@@ -69,7 +72,7 @@ func (s *selection) match(d *amqp.Delivery, f facts) bool {
 		// find every reason with an escaped byte \x80.
 		!(strings.Contains(s.reasonContains, `\x`) && strings.Contains(escape(f.FullReason), s.reasonContains)):
 		return false
-	case s.typ != "" && d.Type != s.typ && escape(d.Type) != s.typ:
+	case s.typ != "" && d.Type != s.typ && escape(d.Type) != s.typ && !s.readType(d):
 		return false
 	case s.since.set && (f.Time.IsZero() || f.Time.Before(s.since.t)):
 		return false
@@ -77,6 +80,14 @@ func (s *selection) match(d *amqp.Delivery, f facts) bool {
 		return false
 	}
 	return true
+}
+
+// readType reports whether -type is the type the runtime read of the copy d
+// (x-lily-failure-type): a message in another envelope profile carries its
+// own in headers lilydlq does not know.
+func (s *selection) readType(d *amqp.Delivery) bool {
+	t, ok := d.Headers[envelope.HeaderFailureType].(string)
+	return ok && (t == s.typ || escape(t) == s.typ)
 }
 
 // see records which of the -id ids the copy d carries, whether or not the

@@ -25,6 +25,11 @@ func TestSelectionMatchesWholeValues(t *testing.T) {
 	a := copyOf(id+"-a", "order.placed", longA)
 	b := copyOf(id+"-b", "order.\x1b[1mpaid", longB)
 	esc := copyOf("esc", "t", "poison: \x1b]0;owned\x07 title")
+	// A copy of a header-mapped producer's message, with the type the
+	// runtime read, and one made before the runtime wrote it.
+	foreign, old := copyOf("f", "", "permanent failure"), copyOf("o", "", "permanent failure")
+	foreign.Headers[envelope.HeaderFailureType] = "com.shop.OrderCreated"
+	foreign.Headers["event_type"], old.Headers["event_type"] = "com.shop.OrderCreated", "com.shop.OrderCreated"
 	fa, fb := factsOf(a, ""), factsOf(b, "")
 	if fa.Reason != fb.Reason || fa.ID != fb.ID {
 		t.Fatalf("the test wants reasons and ids list prints alike: %q, %q; %q, %q", fa.Reason, fb.Reason, fa.ID, fb.ID)
@@ -48,6 +53,9 @@ func TestSelectionMatchesWholeValues(t *testing.T) {
 		{"a type as sent", selection{typ: "order.\x1b[1mpaid"}, b, true},
 		{"a type as list prints it", selection{typ: `order.\x1b[1mpaid`}, b, true},
 		{"a type, not another", selection{typ: "order.placed"}, b, false},
+		{"the type the runtime read of a foreign copy", selection{typ: "com.shop.OrderCreated"}, foreign, true},
+		{"the type the runtime read, not another", selection{typ: "com.shop.OrderPaid"}, foreign, false},
+		{"a producer's type header alone is not read", selection{typ: "com.shop.OrderCreated"}, old, false},
 		{"a whole id", selection{ids: idList{id + "-a": true}}, a, true},
 		{"a whole id, not another", selection{ids: idList{id + "-a": true}}, b, false},
 		{"the cut id list prints", selection{ids: idList{fa.ID: true}}, a, false},

@@ -92,6 +92,8 @@ func printCopy(w io.Writer, d *amqp.Delivery, f facts, nth, bodyMax int) error {
 	fmt.Fprintf(&b, "copy %d\n", nth)
 	fmt.Fprintf(&b, "  reason:        %s\n", f.Reason)
 	fmt.Fprintf(&b, "  kind:          %s\n", orDash(f.Kind))
+	fmt.Fprintf(&b, "  type:          %s\n", orDash(f.Type))
+	fmt.Fprintf(&b, "  version:       %s\n", orDash(f.Version))
 	if f.Quarantined != "" {
 		fmt.Fprintf(&b, "  quarantined:   the client cannot read its headers as they are (%s): below is the filter's marker in their place; the DLQ keeps the copy as it is\n", f.Quarantined)
 	}
