@@ -82,9 +82,10 @@ type Publisher struct {
 type channel struct {
 	ch      *amqp.Channel
 	returns chan amqp.Return
-	// closes hears the broker's reason when it closes the channel (the
-	// client sends it before IsClosed turns true); closedBy keeps it for
-	// every publish the close failed, each of which asks (closeReason).
+	// closes hears why the channel closed (the client sends it before it
+	// closes the confirms a publish waits on); closedBy keeps the broker's
+	// reason for every publish the close failed, each of which asks
+	// (closeReason).
 	closes   chan *amqp.Error
 	closeMu  sync.Mutex
 	closedBy *amqp.Error
@@ -625,7 +626,12 @@ func (c *channel) closeReason() string {
 	if c.closedBy == nil {
 		select {
 		case e := <-c.closes:
-			c.closedBy = e
+			// Only the broker's: a lost connection's error is the
+			// client's own (a 501 frame error for an EOF), no reason the
+			// broker gave, and the detail says enough without it.
+			if e != nil && e.Server {
+				c.closedBy = e
+			}
 		default:
 		}
 	}

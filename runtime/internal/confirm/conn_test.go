@@ -141,3 +141,31 @@ func TestWatchWaitsWhileBytesGoOut(t *testing.T) {
 		}
 	}
 }
+
+// A publish's channel closed by the broker answers with the broker's
+// reason, to every publish that asks; one closed under a lost connection
+// carries the client's own error (a 501 frame error for an EOF), which is
+// no reason the broker gave, and answers none.
+func TestCloseReasonIsTheBrokersAlone(t *testing.T) {
+	refused := &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED - access to exchange 'amq.default' refused", Server: true}
+	for _, c := range []struct {
+		closed *amqp.Error
+		want   string
+	}{
+		{refused, refused.Error()},
+		{&amqp.Error{Code: amqp.FrameError, Reason: "EOF"}, ""},
+		{nil, ""},
+	} {
+		closes := make(chan *amqp.Error, 1)
+		if c.closed != nil {
+			closes <- c.closed
+		}
+		close(closes)
+		ch := &channel{closes: closes}
+		for i := range 2 {
+			if got := ch.closeReason(); got != c.want {
+				t.Errorf("closed by %v, publish %d: reason %q; want %q", c.closed, i+1, got, c.want)
+			}
+		}
+	}
+}
