@@ -65,14 +65,14 @@ func (s *selection) match(d *amqp.Delivery, f facts) bool {
 	switch {
 	case len(s.ids) > 0 && !s.ids[d.MessageId] && !s.ids[escape(d.MessageId)]:
 		return false
-	case s.reason != "" && f.FullReason != s.reason && escape(f.FullReason) != s.reason:
+	case s.reason != "" && !whole(f.FullReason, s.reason):
 		return false
 	case s.reasonContains != "" && !strings.Contains(f.FullReason, s.reasonContains) &&
 		// The escaped form only for a needle written in it: else "80" would
 		// find every reason with an escaped byte \x80.
 		!(strings.Contains(s.reasonContains, `\x`) && strings.Contains(escape(f.FullReason), s.reasonContains)):
 		return false
-	case s.typ != "" && d.Type != s.typ && escape(d.Type) != s.typ && !s.readType(d):
+	case s.typ != "" && !whole(d.Type, s.typ) && !s.readType(d):
 		return false
 	case s.since.set && (f.Time.IsZero() || f.Time.Before(s.since.t)):
 		return false
@@ -87,8 +87,12 @@ func (s *selection) match(d *amqp.Delivery, f facts) bool {
 // own in headers lilydlq does not know.
 func (s *selection) readType(d *amqp.Delivery) bool {
 	t, ok := d.Headers[envelope.HeaderFailureType].(string)
-	return ok && (t == s.typ || escape(t) == s.typ)
+	return ok && whole(t, s.typ)
 }
+
+// whole reports whether value is want, as sent or escaped as list prints it
+// uncut.
+func whole(value, want string) bool { return value == want || escape(value) == want }
 
 // see records which of the -id ids the copy d carries, whether or not the
 // other criteria choose it.

@@ -59,7 +59,7 @@ func show(e *env, id string, n, bodyMax int, asJSON bool) int {
 	res, err := readQueue(e.ctx, e.url, e.queue, "show", e.read, func(d *amqp.Delivery, quarantined string) (verdict, error) {
 		f := factsOf(d, quarantined)
 		maxCount = max(maxCount, f.Count)
-		if d.MessageId != id && escape(d.MessageId) != id {
+		if !whole(d.MessageId, id) {
 			return keep, nil
 		}
 		found++
