@@ -70,15 +70,7 @@ func drainFinds(t *testing.T, r *run, proxies []*faults.Proxy, returned, problem
 // closes at its end, and leaves it unacked; it returns its message id.
 func hold(t *testing.T, url, queue string) string {
 	t.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := holder(t, url, "")
 	if err := ch.Qos(1, 0, false); err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +115,17 @@ func TestTheDrainSeesDeliveriesHeldWithoutAConsumer(t *testing.T) {
 // at its end, and leaves it unacked; it returns its message id.
 func got(t *testing.T, url, queue, name string) string {
 	t.Helper()
+	d, ok, err := holder(t, url, name).Get(queue, false)
+	if err != nil || !ok {
+		t.Fatalf("no delivery to hold: %v", err)
+	}
+	return d.MessageId
+}
+
+// holder is a channel on a connection to url named name (none when ""),
+// which the test closes at its end.
+func holder(t *testing.T, url, name string) *amqp.Channel {
+	t.Helper()
 	props := amqp.Table{}
 	if name != "" {
 		props["connection_name"] = name
@@ -136,11 +139,7 @@ func got(t *testing.T, url, queue, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, ok, err := ch.Get(queue, false)
-	if err != nil || !ok {
-		t.Fatalf("no delivery to hold: %v", err)
-	}
-	return d.MessageId
+	return ch
 }
 
 // heldRun is a run of two messages published to a classic queue of its own,
